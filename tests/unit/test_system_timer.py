@@ -1,0 +1,206 @@
+"""SystemTimer: Kafka's TimerTest on a 1 ms x 3 wheel, plus Netty's max_pending and stop()."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from timer import (
+    MAX_EXPIRATION_MS,
+    InvalidInput,
+    ManualClock,
+    SystemTimer,
+    TimerClosed,
+    TimerFull,
+    TimerTask,
+)
+
+from .helpers import Marker, NoopTask, RecordingTask
+
+
+@pytest.fixture
+def timer() -> Iterator[SystemTimer]:
+    t = SystemTimer("test", tick_ms=1, wheel_size=3)
+    yield t
+    t.close()
+    assert t.is_terminated
+
+
+def drain(timer: SystemTimer) -> None:
+    """Expire everything that is due, then wait until the executor ran it all."""
+    while timer.advance_clock(0):
+        pass
+    marker = Marker()  # due already: it runs after everything submitted before it
+    timer.add(marker)
+    assert marker.done.wait(10), "executor did not catch up"
+
+
+def test_already_expired_tasks_run_at_once(timer: SystemTimer) -> None:
+    """Tasks with negative delays run as soon as they are added."""
+    out: list[object] = []
+    tasks = [RecordingTask(i, i, out) for i in range(-5, 0)]
+    for t in tasks:
+        timer.add(t)
+    timer.advance_clock(0)
+    for t in tasks:
+        assert t.done.wait(3), "already expired tasks should run immediately"
+    assert sorted(out) == [-5, -4, -3, -2, -1]  # type: ignore[type-var]
+    assert timer.size == 0
+
+
+def test_task_expiration_through_many_levels(timer: SystemTimer) -> None:
+    """Tasks of 0..500 ms on a 1 ms x 3 wheel (six levels) all run exactly once."""
+    out: list[object] = []
+    tasks: list[RecordingTask] = []
+    ids: list[int] = []
+    for i in range(0, 5):
+        tasks.append(RecordingTask(i, i, out))
+        ids.append(i)
+    for i in range(10, 100):
+        tasks += [RecordingTask(i, i, out), RecordingTask(i, i, out)]
+        ids += [i, i]
+    for i in range(100, 500):
+        tasks.append(RecordingTask(i, i, out))
+        ids.append(i)
+    for t in tasks:
+        timer.add(t)
+    while timer.advance_clock(2000):
+        pass
+    for t in tasks:
+        assert t.done.wait(10)
+    assert sorted(out) == ids  # type: ignore[type-var]
+    assert all(t.runs == 1 for t in tasks)
+    assert len(timer.wheel.levels()) >= 5
+
+
+def test_never_runs_before_expiration_with_manual_clock() -> None:
+    """With a manual clock a task runs at the first advance at or past its expiration."""
+    clock = ManualClock(10_000)
+    timer = SystemTimer("manual", tick_ms=1, wheel_size=3, clock=clock)
+    try:
+        out: list[object] = []
+        for delay in (1, 2, 7, 30, 31, 250):
+            timer.add(RecordingTask(delay, 10_000 + delay, out, now=clock.now_ms))
+        for _ in range(300):
+            clock.advance(1)
+            drain(timer)
+        assert [(exp, at) for exp, at in out] == [  # type: ignore[misc]
+            (e, e) for e in (10_001, 10_002, 10_007, 10_030, 10_031, 10_250)
+        ]
+    finally:
+        timer.close()
+
+
+def test_cancelled_task_never_runs() -> None:
+    """A cancelled task leaves the timer at once and never runs."""
+    clock = ManualClock(0)
+    timer = SystemTimer("cancel", tick_ms=1, wheel_size=3, clock=clock)
+    try:
+        out: list[object] = []
+        keep, drop = RecordingTask(5, "keep", out), RecordingTask(5, "drop", out)
+        timer.add(keep)
+        timer.add(drop)
+        drop.cancel()
+        assert timer.size == 1
+        clock.advance(10)
+        drain(timer)
+        assert out == ["keep"]
+    finally:
+        timer.close()
+
+
+def test_max_pending_rejects_with_clear_error() -> None:
+    """Adding past max_pending raises TimerFull naming the limit; the task is not added."""
+    timer = SystemTimer("bounded", max_pending=2)
+    try:
+        timer.add(NoopTask(60_000))
+        timer.add(NoopTask(60_000))
+        with pytest.raises(TimerFull, match="max_pending"):
+            timer.add(NoopTask(60_000))
+        assert timer.size == 2
+    finally:
+        timer.close()
+
+
+def test_stop_returns_tasks_that_never_ran() -> None:
+    """stop() returns every pending task (not the cancelled ones) and closes the timer."""
+    timer = SystemTimer("stopping")
+    tasks = [NoopTask(60_000 + i) for i in range(5)]
+    for t in tasks:
+        timer.add(t)
+    tasks[0].cancel()
+    left = timer.stop()
+    assert set(map(id, left)) == set(map(id, tasks[1:]))
+    assert timer.size == 0
+    with pytest.raises(TimerClosed):
+        timer.add(NoopTask(1))
+
+
+def test_overflowing_delay_saturates() -> None:
+    """An absurd delay saturates at MAX_EXPIRATION_MS instead of building endless levels."""
+    timer = SystemTimer("huge")
+    try:
+        task = NoopTask(10**30)
+        timer.add(task)
+        assert timer.size == 1
+        assert task._entry is not None and task._entry.expiration_ms == MAX_EXPIRATION_MS
+        assert len(timer.wheel.levels()) <= 16
+        assert timer.advance_clock(0) is False
+    finally:
+        timer.close()
+
+
+def test_exception_in_task_is_logged_and_timer_goes_on(
+    timer: SystemTimer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A task that raises is logged with its traceback; later tasks still run."""
+
+    class Boom(TimerTask):
+        def run(self) -> None:
+            raise RuntimeError("boom")
+
+    out: list[object] = []
+    after = RecordingTask(-1, "after", out)
+    with caplog.at_level(logging.ERROR, logger="timer.executor"):
+        timer.add(Boom(-1))
+        timer.add(after)
+        assert after.done.wait(5)
+    assert out == ["after"]
+    assert timer.task_errors == 1
+    assert any("boom" in (r.exc_text or "") or r.exc_info for r in caplog.records)
+
+
+def test_run_is_not_under_the_timer_lock(timer: SystemTimer) -> None:
+    """run() may add to and cancel in the same timer without deadlocking (KAFKA-3994)."""
+    done = threading.Event()
+
+    class Reentrant(TimerTask):
+        def run(self) -> None:
+            other = NoopTask(60_000)
+            timer.add(other)
+            other.cancel()
+            done.set()
+
+    timer.add(Reentrant(1))
+    while not done.is_set():
+        timer.advance_clock(100)
+    assert done.wait(5)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"tick_ms": 0}, "tick_ms"), ({"wheel_size": 1}, "wheel_size"), ({"max_pending": -1}, "max")],
+)
+def test_bad_settings_are_rejected(kwargs: dict[str, int], match: str) -> None:
+    """Nonsense settings fail at construction with the name of the setting."""
+    with pytest.raises(InvalidInput, match=match):
+        SystemTimer("bad", **kwargs)  # type: ignore[arg-type]
+
+
+def test_add_rejects_non_tasks(timer: SystemTimer) -> None:
+    """add() takes TimerTask instances only."""
+    with pytest.raises(InvalidInput, match="TimerTask"):
+        timer.add(lambda: None)  # type: ignore[arg-type]

@@ -1,0 +1,46 @@
+"""One error hierarchy for the whole of tickwheel.
+
+Every error a caller can see derives from :class:`TimerError`, so ``except TimerError``
+is enough at any boundary (the CLI maps each subclass to one exit code). Expected
+outcomes are return values, not exceptions: ``TimingWheel.add`` returns False for an
+expired task, ``cancel`` returns False when the timer was already decided.
+Exit codes are the CLI's business and live in ``cli/``.
+"""
+
+from __future__ import annotations
+
+
+class TimerError(Exception):
+    """Root of every tickwheel error."""
+
+
+class InvalidInput(TimerError, ValueError):
+    """An argument is malformed: nothing was written."""
+
+
+class ConfigError(TimerError):
+    """The setup is wrong: a namespace not initialised, conflicting settings, an old server."""
+
+
+class TimerFull(TimerError):
+    """Adding the task would exceed the timer's ``max_pending`` limit."""
+
+
+class TimerClosed(TimerError):
+    """The timer (or client) was closed or stopped and accepts no more work."""
+
+
+class StoreError(TimerError):
+    """Redis could not be reached or answered with an error we did not expect."""
+
+
+class TimerNotFound(TimerError):
+    """No pending timer and no retained outcome exist for that id."""
+
+
+class DuplicateTimer(TimerError):
+    """A timer with this id is pending with different parameters."""
+
+
+class Fenced(TimerError):
+    """A worker acted on a shard whose lease it no longer holds (stale epoch)."""

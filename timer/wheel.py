@@ -1,0 +1,142 @@
+"""The hierarchical timing wheel (Kafka's TimingWheel).
+
+A simple timing wheel is a circular list of buckets of timer tasks. Let ``u`` be the time
+unit (``tick_ms``). A wheel of size ``n`` has ``n`` buckets and holds tasks within an
+``n * u`` interval; each bucket holds the tasks that fall in its ``u``-wide time range. At
+every tick the wheel moves to the next bucket and expires everything in it. Insert and
+delete are O(1), unlike the O(log N) of a priority queue (``heapq``, ``java.util.Timer``).
+
+A single wheel only covers ``n * u``. A *hierarchical* wheel adds an overflow wheel above
+it whose tick is the whole interval of the level below (``tick = lower.interval``), and so
+on upwards, created on demand. A task too far out for level ``k`` goes to level ``k+1``;
+when the upper wheel's clock reaches the task's bucket, the bucket is *flushed* and each
+entry re-inserted, so it cascades into a finer wheel (Kafka's ``flush(reinsert)``). Memory
+is proportional to the number of tasks, and no level ticks while nothing is due in it.
+
+Worked example, ``u = 1 ms``, ``n = 20``, start at 0: level 1 covers [0, 20) ms in 1 ms
+buckets, level 2 covers [0, 400) ms in 20 ms buckets, level 3 [0, 8000) ms in 400 ms
+buckets. A task due at 350 ms lands in level 2's bucket [340, 360). At 340 ms that bucket
+expires; its task is re-inserted and now fits level 1, in bucket [350, 351), which expires
+at 350 ms. A task due at 5 ms lands directly in level 1.
+
+Invariants kept here (each pinned by a test):
+
+* ``current_time`` is always a multiple of ``tick_ms`` (rounded down).
+* A task is *expired* (``add`` returns False) when ``expiration < current_time + tick_ms``.
+* Bucket index ``(expiration // tick_ms) % wheel_size``; bucket expiration
+  ``(expiration // tick_ms) * tick_ms``.
+* A bucket is offered to the delay queue only when its expiration changes, so the queue
+  holds at most one item per bucket in use, never one per task, and the timer never ticks
+  through empty buckets: the reaper sleeps until the next non-empty bucket is due.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from .task import TimerTaskEntry
+from .task_list import TaskCounter, TimerTaskList
+
+if TYPE_CHECKING:
+    from .delay_queue import DelayQueue
+
+
+class TimingWheel:
+    """One level of the hierarchy; its overflow wheel is created on demand."""
+
+    __slots__ = (
+        "_buckets",
+        "_counter",
+        "_lock",
+        "_overflow",
+        "_queue",
+        "current_time",
+        "interval",
+        "tick_ms",
+        "wheel_size",
+    )
+
+    def __init__(
+        self,
+        tick_ms: int,
+        wheel_size: int,
+        start_ms: int,
+        task_counter: TaskCounter,
+        queue: DelayQueue,
+        *,
+        lock: threading.RLock | None = None,
+    ) -> None:
+        self.tick_ms = tick_ms
+        self.wheel_size = wheel_size
+        self.interval = tick_ms * wheel_size
+        # Rounded down to a multiple of tick_ms: buckets then line up with the ticks.
+        self.current_time = start_ms - (start_ms % tick_ms)
+        self._counter = task_counter
+        self._queue = queue
+        self._lock = lock if lock is not None else threading.RLock()
+        self._buckets = [TimerTaskList(task_counter, self._lock) for _ in range(wheel_size)]
+        self._overflow: TimingWheel | None = None
+
+    @property
+    def overflow_wheel(self) -> TimingWheel | None:
+        return self._overflow
+
+    def _add_overflow_wheel(self) -> TimingWheel:
+        with self._lock:
+            if self._overflow is None:
+                self._overflow = TimingWheel(
+                    self.interval,
+                    self.wheel_size,
+                    self.current_time,
+                    self._counter,
+                    self._queue,
+                    lock=self._lock,
+                )
+            return self._overflow
+
+    def add(self, entry: TimerTaskEntry) -> bool:
+        """Put the entry in its bucket; False if it is already expired or cancelled."""
+        if entry.cancelled:
+            return False
+        expiration = entry.expiration_ms
+        wheel = self
+        # Iterative rather than Kafka's recursion: one frame however many levels there are.
+        while True:
+            if expiration < wheel.current_time + wheel.tick_ms:
+                return False
+            if expiration < wheel.current_time + wheel.interval:
+                virtual_id = expiration // wheel.tick_ms
+                bucket = wheel._buckets[virtual_id % wheel.wheel_size]
+                bucket.add(entry)
+                # Offer the bucket only when its expiration changes (it was reused):
+                # otherwise it is already in the queue with this very expiration.
+                if bucket.set_expiration(virtual_id * wheel.tick_ms):
+                    wheel._queue.offer(bucket)
+                return True
+            wheel = wheel._overflow or wheel._add_overflow_wheel()
+
+    def advance_clock(self, time_ms: int) -> None:
+        """Move to ``time_ms`` rounded down to the tick; a move within a tick does nothing."""
+        wheel: TimingWheel | None = self
+        while wheel is not None and time_ms >= wheel.current_time + wheel.tick_ms:
+            wheel.current_time = time_ms - (time_ms % wheel.tick_ms)
+            time_ms = wheel.current_time
+            wheel = wheel._overflow
+
+    def levels(self) -> list[TimingWheel]:
+        """This wheel and every overflow wheel above it, finest first."""
+        out: list[TimingWheel] = []
+        wheel: TimingWheel | None = self
+        while wheel is not None:
+            out.append(wheel)
+            wheel = wheel._overflow
+        return out
+
+    def drain(self) -> list[TimerTaskEntry]:
+        """Remove and return every live entry of every level (for ``SystemTimer.stop``)."""
+        drained: list[TimerTaskEntry] = []
+        for wheel in self.levels():
+            for bucket in wheel._buckets:
+                bucket.flush(drained.append)
+        return [e for e in drained if not e.cancelled]
