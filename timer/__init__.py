@@ -1,9 +1,11 @@
 """tickwheel's library: Kafka's hierarchical timing wheel and purgatory, made durable.
 
 The in-memory engine (this package's ``task``, ``task_list``, ``wheel``, ``delay_queue``,
-``system_timer``, ``reaper``, ``purgatory`` modules) needs no Redis and never imports it.
+``system_timer``, ``reaper``, ``purgatory`` modules) needs no Redis and never imports it;
+``client`` (with ``keys``, ``scripts``, ``store``, ``outcomes``) is the durable layer.
 """
 
+from .client import ClientSettings, Meta, TimerClient
 from .clock import Clock, ManualClock, MonotonicClock
 from .delay_queue import DelayQueue
 from .errors import (
@@ -16,7 +18,9 @@ from .errors import (
     TimerError,
     TimerFull,
     TimerNotFound,
+    WaitTimeout,
 )
+from .models import Outcome, Timer, TimerInfo
 from .purgatory import DelayedOperation, DelayedOperationPurgatory
 from .reaper import SystemTimerReaper
 from .system_timer import MAX_EXPIRATION_MS, SystemTimer
@@ -28,6 +32,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "MAX_EXPIRATION_MS",
+    "ClientSettings",
     "Clock",
     "ConfigError",
     "DelayQueue",
@@ -37,18 +42,24 @@ __all__ = [
     "Fenced",
     "InvalidInput",
     "ManualClock",
+    "Meta",
     "MonotonicClock",
+    "Outcome",
     "StoreError",
     "SystemTimer",
     "SystemTimerReaper",
     "TaskCounter",
+    "Timer",
+    "TimerClient",
     "TimerClosed",
     "TimerError",
     "TimerFull",
+    "TimerInfo",
     "TimerNotFound",
     "TimerTask",
     "TimerTaskEntry",
     "TimerTaskList",
     "TimingWheel",
+    "WaitTimeout",
     "__version__",
 ]

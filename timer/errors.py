@@ -44,3 +44,7 @@ class DuplicateTimer(TimerError):
 
 class Fenced(TimerError):
     """A worker acted on a shard whose lease it no longer holds (stale epoch)."""
+
+
+class WaitTimeout(TimerError, TimeoutError):
+    """``wait`` gave up: the timer was still pending when the timeout passed."""

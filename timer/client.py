@@ -1,0 +1,469 @@
+"""TimerClient: durable timers in Redis (DESIGN §3, §5, §6).
+
+Every state change is one Lua script on one shard, so each is atomic; deadlines are
+computed inside the scripts from the server's TIME (one clock for everyone). Bad input is
+refused here, before anything is sent, with a clear :class:`~timer.errors.InvalidInput`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from . import keys as K
+from .codec import DEFAULT_MAX_PAYLOAD, decode_payload, decode_record, encode_payload
+from .errors import ConfigError, InvalidInput, TimerError, TimerNotFound, WaitTimeout
+from .models import Outcome, Timer, TimerInfo
+from .outcomes import OutcomeReader
+from .scripts import Scripts
+from .store import RedisSettings, map_errors, translate
+
+FORMAT_VERSION = 1
+DEFAULT_SHARDS = 16
+DEFAULT_BUCKET_MS = 1000
+MAX_DELAY_MS = 10 * 366 * 24 * 3600 * 1000  # ten years: anything longer is a mistake
+MIN_SERVER = {"redis": (6, 2), "valkey": (7, 2)}
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    result_ttl_ms: int = 24 * 3600 * 1000
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD
+    max_delay_ms: int = MAX_DELAY_MS
+    notify_batch: int = 1000
+    pipeline_batch: int = 1000
+
+
+@dataclass(frozen=True)
+class Meta:
+    shards: int
+    bucket_ms: int
+
+
+def _int(name: str, value: object, minimum: int, maximum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(f"{name} must be a whole number (int), got {value!r}")
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
+        raise InvalidInput(f"{name} must be {bound}, got {value}")
+    return value
+
+
+class TimerClient:
+    """Schedule, cancel, notify and read durable timers of one namespace."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        namespace: str = "default",
+        *,
+        settings: ClientSettings | None = None,
+        safe_url: str = "redis",
+    ) -> None:
+        self.namespace = K.check_namespace(namespace)
+        self.redis = client
+        self.settings = settings or ClientSettings()
+        self.where = safe_url
+        self.keys = K.NamespaceKeys(self.namespace)
+        self.scripts = Scripts(client)
+        self._meta: Meta | None = None
+        self._checked_server = False
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        namespace: str = "default",
+        *,
+        result_ttl_s: float = 24 * 3600,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD,
+        socket_timeout_s: float = 5.0,
+    ) -> TimerClient:
+        """A client for ``redis://``, ``rediss://`` (TLS) or ``unix://`` URLs, with AUTH/ACL."""
+        rs = RedisSettings.from_url(url, socket_timeout_s=socket_timeout_s)
+        with map_errors(rs.safe_url):
+            client = redis.Redis.from_url(
+                rs.url,
+                socket_timeout=socket_timeout_s,
+                socket_connect_timeout=rs.connect_timeout_s,
+                health_check_interval=30,
+            )
+        settings = ClientSettings(
+            result_ttl_ms=int(result_ttl_s * 1000), max_payload_bytes=max_payload_bytes
+        )
+        return cls(client, namespace, settings=settings, safe_url=rs.safe_url)
+
+    def __repr__(self) -> str:
+        return f"TimerClient(url={self.where!r}, namespace={self.namespace!r})"
+
+    # -- namespace ------------------------------------------------------------------
+
+    def _check_server(self) -> None:
+        if self._checked_server:
+            return
+        with map_errors(self.where):
+            info = self.redis.info("server")
+        kind, version = (
+            ("valkey", info["valkey_version"])
+            if "valkey_version" in info
+            else (
+                "redis",
+                info.get("redis_version", "0"),
+            )
+        )
+        have = tuple(int(x) for x in str(version).split(".")[:2])
+        if have < MIN_SERVER[kind]:
+            need = ".".join(map(str, MIN_SERVER[kind]))
+            raise ConfigError(
+                f"{kind} {version} at {self.where} is too old: tickwheel needs {kind} >= {need} "
+                "(Redis >= 6.2 or Valkey >= 7.2)"
+            )
+        self._checked_server = True
+
+    def init(self, shards: int = DEFAULT_SHARDS, bucket_ms: int = DEFAULT_BUCKET_MS) -> Meta:
+        """Create the namespace once; again with the same shard count is a no-op."""
+        _int("shards", shards, 1, 16384)
+        _int("bucket_ms", bucket_ms, 1, 3_600_000)
+        self._check_server()
+        with map_errors(self.where):
+            pipe = self.redis.pipeline(transaction=True)
+            pipe.hsetnx(self.keys.meta, "shards", shards)
+            pipe.hsetnx(self.keys.meta, "bucket_ms", bucket_ms)
+            pipe.hsetnx(self.keys.meta, "version", FORMAT_VERSION)
+            pipe.hgetall(self.keys.meta)
+            stored = pipe.execute()[-1]
+        meta = Meta(int(stored[b"shards"]), int(stored[b"bucket_ms"]))
+        if meta.shards != shards:
+            raise ConfigError(
+                f"namespace {self.namespace!r} already has {meta.shards} shards; it cannot be "
+                f"re-initialised with {shards} (use another namespace)"
+            )
+        self._meta = meta
+        return meta
+
+    @property
+    def meta(self) -> Meta:
+        if self._meta is None:
+            self._check_server()
+            with map_errors(self.where):
+                stored = self.redis.hgetall(self.keys.meta)
+            if not stored:
+                raise ConfigError(
+                    f"namespace {self.namespace!r} is not initialised at {self.where}; run "
+                    f"`tickwheel init --shards N` or TimerClient.init(shards=N) once"
+                )
+            self._meta = Meta(int(stored[b"shards"]), int(stored[b"bucket_ms"]))
+        return self._meta
+
+    def shard_of(self, name: str) -> int:
+        return K.shard_of(name, self.meta.shards)
+
+    def _shard(self, shard: int) -> K.ShardKeys:
+        return self.keys.shard(shard)
+
+    # -- schedule -------------------------------------------------------------------
+
+    def _when(self, delay_ms: object, deadline_ms: object) -> tuple[str, int]:
+        if (delay_ms is None) == (deadline_ms is None):
+            raise InvalidInput("give exactly one of delay_ms (relative) or deadline_ms (absolute)")
+        if delay_ms is not None:
+            return "in", _int("delay_ms", delay_ms, 0, self.settings.max_delay_ms)
+        return "at", _int("deadline_ms", deadline_ms, 0)
+
+    def _prepare(  # noqa: PLR0917 - the fields of one timer, in the order users write them
+        self,
+        timer_id: object,
+        delay_ms: object = None,
+        deadline_ms: object = None,
+        payload: object = None,
+        watch: Iterable[object] = (),
+        need: object = 1,
+    ) -> tuple[int, list[str], list[Any]]:
+        """Validate one timer and build its script call: (shard, keys, args)."""
+        tid = K.check_name("timer id", timer_id)
+        mode, value = self._when(delay_ms, deadline_ms)
+        if isinstance(watch, str | bytes):
+            raise InvalidInput("watch must be a list of keys, not a single string")
+        keys = sorted({K.check_name("watch key", k) for k in watch})
+        if keys:
+            _int("need", need, 1, len(keys))
+        elif need != 1:
+            raise InvalidInput(f"need={need!r} makes no sense without watch keys (leave it at 1)")
+        data = encode_payload(payload, self.settings.max_payload_bytes)
+        shard = self.shard_of(tid)
+        for key in keys:
+            if self.shard_of(key) != shard:
+                raise InvalidInput(
+                    f"watch key {key!r} routes to shard {self.shard_of(key)} but timer "
+                    f"{tid!r} routes to shard {shard}; give both the same hash tag, e.g. "
+                    f"id 'job:{{42}}' and key 'job:{{42}}:done'"
+                )
+        sk = self._shard(shard)
+        meta = self.meta
+        args: list[Any] = [
+            sk.prefix, tid, mode, value, data, need, meta.bucket_ms,
+            self.settings.max_delay_ms, sk.events, *keys,
+        ]  # fmt: skip
+        return shard, [sk.timers, sk.buckets, sk.result(tid)], args
+
+    def _timer_from_reply(self, tid: str, shard: int, reply: Sequence[Any]) -> Timer:
+        status = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
+        if status == "created":
+            return Timer(tid, shard, int(reply[1]), "pending", True)
+        if status == "pending":
+            return Timer(tid, shard, int(reply[1]), "pending", False)
+        rec = decode_record(reply[1])
+        return Timer(tid, shard, int(rec["d"]), rec["o"], False)
+
+    def schedule(
+        self,
+        timer_id: str,
+        delay_ms: int | None = None,
+        *,
+        deadline_ms: int | None = None,
+        payload: object = None,
+        watch: Iterable[str] = (),
+        need: int = 1,
+    ) -> Timer:
+        """Schedule a timer ``delay_ms`` from now (Redis time) or at ``deadline_ms``.
+
+        Idempotent: a pending id is returned as it is (``created=False``); a decided id
+        whose outcome is retained returns that outcome as ``state``; the same id with other
+        parameters raises DuplicateTimer.
+        """
+        shard, keys, args = self._prepare(timer_id, delay_ms, deadline_ms, payload, watch, need)
+        with map_errors(self.where):
+            reply = self.scripts.schedule(keys=keys, args=args)
+        return self._timer_from_reply(timer_id, shard, reply)
+
+    def schedule_many(self, items: Iterable[Mapping[str, Any]]) -> list[Timer | TimerError]:
+        """Schedule many timers in pipelined batches; one result per item, in order.
+
+        Each item is a mapping with ``id`` and ``delay_ms`` or ``deadline_ms``, and optional
+        ``payload``, ``watch``, ``need``. A bad item gets its error in its slot (nothing is
+        written for it); the others go on.
+        """
+        results: list[Timer | TimerError] = []
+        batch: list[tuple[int, str, int, list[str], list[Any]]] = []
+
+        def flush() -> None:
+            if not batch:
+                return
+            pipe = self.redis.pipeline(transaction=False)
+            for _, _, _, keys, args in batch:
+                self.scripts.schedule(keys=keys, args=args, client=pipe)
+            with map_errors(self.where):
+                replies = pipe.execute(raise_on_error=False)
+            for (slot, tid, shard, _, _), reply in zip(batch, replies, strict=True):
+                if isinstance(reply, redis.RedisError):
+                    results[slot] = translate(reply, self.where)
+                else:
+                    results[slot] = self._timer_from_reply(tid, shard, reply)
+            batch.clear()
+
+        for item in items:
+            try:
+                if not isinstance(item, Mapping):
+                    raise InvalidInput(f"each item must be a mapping with an 'id', got {item!r}")
+                extra = set(item) - {"id", "delay_ms", "deadline_ms", "payload", "watch", "need"}
+                if extra:
+                    raise InvalidInput(
+                        f"unknown field(s) {sorted(extra)} in item {item.get('id')!r}"
+                    )
+                shard, keys, args = self._prepare(
+                    item.get("id"),
+                    item.get("delay_ms"),
+                    item.get("deadline_ms"),
+                    item.get("payload"),
+                    item.get("watch", ()),
+                    item.get("need", 1),
+                )
+            except InvalidInput as exc:
+                results.append(exc)
+                continue
+            results.append(InvalidInput("not sent"))  # replaced when its batch runs
+            batch.append((len(results) - 1, args[1], shard, keys, args))
+            if len(batch) >= self.settings.pipeline_batch:
+                flush()
+        flush()
+        return results
+
+    # -- decide -----------------------------------------------------------------------
+
+    def _decide(self, script: Any, timer_id: str, done: str) -> bool:
+        tid = K.check_name("timer id", timer_id)
+        sk = self._shard(self.shard_of(tid))
+        with map_errors(self.where):
+            reply = script(
+                keys=[sk.timers, sk.buckets, sk.outcomes, sk.result(tid)],
+                args=[sk.prefix, tid, self.meta.bucket_ms, self.settings.result_ttl_ms,
+                      sk.events],
+            )  # fmt: skip
+        status = reply[0].decode()
+        if status == "missing":
+            raise TimerNotFound(f"no timer {tid!r} in namespace {self.namespace!r}")
+        return bool(status == done)
+
+    def cancel(self, timer_id: str) -> bool:
+        """Cancel a pending timer; True if this call decided it (safe to repeat)."""
+        return self._decide(self.scripts.cancel, timer_id, "cancelled")
+
+    def complete(self, timer_id: str) -> bool:
+        """Decide a pending timer as completed now; True if this call decided it."""
+        return self._decide(self.scripts.complete, timer_id, "completed")
+
+    def reschedule(
+        self, timer_id: str, delay_ms: int | None = None, *, deadline_ms: int | None = None
+    ) -> Timer | None:
+        """Move a pending timer's deadline; None if it was already decided."""
+        tid = K.check_name("timer id", timer_id)
+        mode, value = self._when(delay_ms, deadline_ms)
+        shard = self.shard_of(tid)
+        sk = self._shard(shard)
+        with map_errors(self.where):
+            reply = self.scripts.reschedule(
+                keys=[sk.timers, sk.buckets, sk.result(tid)],
+                args=[sk.prefix, tid, mode, value, self.meta.bucket_ms,
+                      self.settings.max_delay_ms, sk.events],
+            )  # fmt: skip
+        status = reply[0].decode()
+        if status == "missing":
+            raise TimerNotFound(f"no timer {tid!r} in namespace {self.namespace!r}")
+        if status == "decided":
+            return None
+        return Timer(tid, shard, int(reply[1]), "pending", False)
+
+    def notify(self, key: str) -> int:
+        """Notify a watch key; the number of timers this call completed (safe to repeat)."""
+        key = K.check_name("watch key", key)
+        sk = self._shard(self.shard_of(key))
+        completed = 0
+        while True:
+            with map_errors(self.where):
+                done, remaining = self.scripts.notify(
+                    keys=[sk.timers, sk.buckets, sk.outcomes],
+                    args=[sk.prefix, key, self.meta.bucket_ms, self.settings.result_ttl_ms,
+                          sk.events, self.keys.key_channel(key), self.settings.notify_batch],
+                )  # fmt: skip
+            completed += int(done)
+            if int(remaining) == 0:
+                return completed
+
+    # -- read -------------------------------------------------------------------------
+
+    def get(self, timer_id: str) -> TimerInfo | None:
+        """The timer's state: pending with its record, or its retained outcome; else None."""
+        tid = K.check_name("timer id", timer_id)
+        shard = self.shard_of(tid)
+        sk = self._shard(shard)
+        with map_errors(self.where):
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.hget(sk.timers, tid)
+            pipe.get(sk.result(tid))
+            pending, decided = pipe.execute()
+        if pending is not None:
+            rec = decode_record(pending)
+            return TimerInfo(
+                tid, shard, "pending", int(rec["d"]), decode_payload(rec["p"]),
+                created_ms=int(rec["c"]), watch=tuple(rec["w"]), need=int(rec["n"]),
+                got=tuple(rec["g"]),
+            )  # fmt: skip
+        if decided is not None:
+            rec = decode_record(decided)
+            return TimerInfo(
+                tid, shard, rec["o"], int(rec["d"]), decode_payload(rec["p"]),
+                created_ms=int(rec["c"]), decided_ms=int(rec["t"]),
+            )  # fmt: skip
+        return None
+
+    def wait(self, timer_id: str, timeout: float = 30.0) -> Outcome:
+        """Block until the timer is decided; its Outcome. WaitTimeout if still pending."""
+        deadline = time.monotonic() + timeout
+        pause = 0.005
+        while True:
+            info = self.get(timer_id)
+            if info is None:
+                raise TimerNotFound(
+                    f"no timer {timer_id!r} in namespace {self.namespace!r} (or its outcome "
+                    "is older than result_ttl)"
+                )
+            if info.state != "pending":
+                assert info.decided_ms is not None
+                return Outcome(
+                    info.id, info.state, info.deadline_ms, info.decided_ms, info.payload,
+                    info.shard,
+                )  # fmt: skip
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise WaitTimeout(f"timer {timer_id!r} still pending after {timeout}s")
+            time.sleep(min(pause, left))  # polling the server, not synchronising threads
+            pause = min(pause * 2, 0.1)
+
+    def outcomes(
+        self,
+        group: str = "tickwheel",
+        consumer: str = "consumer-1",
+        *,
+        block_ms: int = 1000,
+        count: int = 100,
+        reclaim_idle_ms: int = 60_000,
+        stop_when_idle: bool = False,
+    ) -> Iterator[Outcome]:
+        """Outcomes of every shard through a consumer group (at-least-once; ``ack()`` each)."""
+        reader = OutcomeReader(self, group, consumer, count=count, reclaim_idle_ms=reclaim_idle_ms)
+        return reader.iterate(block_ms=block_ms, stop_when_idle=stop_when_idle)
+
+    def stats(self) -> dict[str, Any]:
+        """Per shard: pending, leader, epoch, outcomes, lag (ms past the oldest ended bucket)."""
+        meta = self.meta
+        with map_errors(self.where):
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.time()
+            for s in range(meta.shards):
+                sk = self._shard(s)
+                pipe.hlen(sk.timers)
+                pipe.get(sk.lease)
+                pipe.get(sk.epoch)
+                pipe.zrange(sk.buckets, 0, 0, withscores=True)
+                pipe.xlen(sk.outcomes)
+            replies = pipe.execute()
+        secs, micros = replies[0]
+        now = int(secs) * 1000 + int(micros) // 1000
+        shards: list[dict[str, Any]] = []
+        for s in range(meta.shards):
+            pending, leader, epoch, oldest, outs = replies[1 + 5 * s : 6 + 5 * s]
+            lag = 0
+            if oldest:
+                bucket_end = int(oldest[0][1]) + meta.bucket_ms
+                lag = max(0, now - bucket_end)
+            shards.append(
+                {
+                    "shard": s,
+                    "pending": int(pending),
+                    "leader": leader.decode() if leader else None,
+                    "epoch": int(epoch) if epoch else 0,
+                    "outcomes": int(outs),
+                    "lag_ms": lag,
+                }
+            )
+        return {
+            "namespace": self.namespace,
+            "shards": shards,
+            "pending": sum(x["pending"] for x in shards),
+            "outcomes": sum(x["outcomes"] for x in shards),
+            "max_lag_ms": max((int(x["lag_ms"]) for x in shards), default=0),
+            "now_ms": now,
+        }
+
+    def close(self) -> None:
+        self.redis.close()
+
+    def __enter__(self) -> TimerClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

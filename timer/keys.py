@@ -1,0 +1,127 @@
+"""Every Redis key and channel name tickwheel uses, built here and nowhere else.
+
+A namespace ``ns`` has ``S`` shards. Each shard's keys share the hash tag ``{tw:<ns>:<s>}``
+so a shard lives in one Redis Cluster slot and every script on it is atomic there. The
+durable bucket (``…:b:<n>``) and watch-index (``…:w:<key>``) keys depend on server time
+or on the record, so scripts build them from the shard ``prefix`` passed in ARGV — always
+inside the same hash tag.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from dataclasses import dataclass
+
+from .errors import InvalidInput
+
+NAMESPACE_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+MAX_NAME_BYTES = 256
+
+
+def check_namespace(namespace: object) -> str:
+    if not isinstance(namespace, str) or not NAMESPACE_RE.match(namespace):
+        raise InvalidInput(
+            f"namespace must be 1-64 characters of letters, digits, '_', '.' or '-', "
+            f"got {namespace!r}"
+        )
+    return namespace
+
+
+def check_name(kind: str, value: object) -> str:
+    """An id or watch key: non-empty text of at most 256 UTF-8 bytes."""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{kind} must be text (str), got {type(value).__name__}: {value!r}")
+    if not value:
+        raise InvalidInput(f"{kind} must not be empty")
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > MAX_NAME_BYTES:
+        raise InvalidInput(f"{kind} is {size} bytes long; the limit is {MAX_NAME_BYTES} bytes")
+    return value
+
+
+def route(name: str) -> str:
+    """The part of ``name`` that decides its shard: its ``{hash tag}`` if it has one.
+
+    As in Redis Cluster: the text between the first ``{`` and the first ``}`` after it,
+    if that text is not empty; otherwise the whole name.
+    """
+    start = name.find("{")
+    if start != -1:
+        end = name.find("}", start + 1)
+        if end > start + 1:
+            return name[start + 1 : end]
+    return name
+
+
+def shard_of(name: str, shards: int) -> int:
+    return zlib.crc32(route(name).encode("utf-8", "surrogatepass")) % shards
+
+
+@dataclass(frozen=True)
+class NamespaceKeys:
+    namespace: str
+
+    @property
+    def tag(self) -> str:
+        return f"{{tw:{self.namespace}}}"
+
+    @property
+    def meta(self) -> str:
+        return f"{self.tag}:meta"
+
+    @property
+    def workers(self) -> str:
+        return f"{self.tag}:workers"
+
+    def key_channel(self, key: str) -> str:
+        """Pub/sub channel carrying each notification of watch key ``key``."""
+        return f"tw:{self.namespace}:key:{key}"
+
+    def shard(self, shard: int) -> ShardKeys:
+        return ShardKeys(self.namespace, shard)
+
+
+@dataclass(frozen=True)
+class ShardKeys:
+    namespace: str
+    shard: int
+
+    @property
+    def prefix(self) -> str:
+        """``{tw:<ns>:<s>}``: the hash-tagged prefix of every key of the shard."""
+        return f"{{tw:{self.namespace}:{self.shard}}}"
+
+    @property
+    def timers(self) -> str:
+        return f"{self.prefix}:t"
+
+    @property
+    def buckets(self) -> str:
+        return f"{self.prefix}:buckets"
+
+    @property
+    def outcomes(self) -> str:
+        return f"{self.prefix}:out"
+
+    @property
+    def lease(self) -> str:
+        return f"{self.prefix}:lease"
+
+    @property
+    def epoch(self) -> str:
+        return f"{self.prefix}:epoch"
+
+    @property
+    def events(self) -> str:
+        """Pub/sub channel of scheduled / cancelled / decided events for the leader."""
+        return f"tw:{self.namespace}:{self.shard}:ev"
+
+    def bucket(self, n: int) -> str:
+        return f"{self.prefix}:b:{n}"
+
+    def watch(self, key: str) -> str:
+        return f"{self.prefix}:w:{key}"
+
+    def result(self, timer_id: str) -> str:
+        return f"{self.prefix}:r:{timer_id}"

@@ -1,0 +1,63 @@
+--[[ _lib: helpers prepended to every tickwheel script when it is loaded (not a script).
+
+Record of a pending timer (HASH P:t, field = id), msgpack map built here:
+  d = deadline_ms (Redis time, epoch ms)   p = payload (msgpack bytes, opaque here)
+  w = watch keys (array)                   n = need (distinct keys to complete)
+  g = keys notified so far (array)         c = created_ms (Redis time)
+Retained outcome (STRING P:r:<id>): msgpack map o = outcome, d, t = decided_ms, p, c.
+Events on the shard channel: "S <deadline> <id>" scheduled, "R <deadline> <id>"
+rescheduled, "X <outcome> <id>" decided.
+]]
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function istr(x)
+  return string.format('%d', x)
+end
+
+local function bucket_key(P, n)
+  return P .. ':b:' .. istr(n)
+end
+
+-- Put a pending timer in its durable bucket and the bucket in the ZSET mirror.
+local function index_bucket(P, bz, id, deadline, bucket_ms)
+  local n = math.floor(deadline / bucket_ms)
+  redis.call('SADD', bucket_key(P, n), id)
+  redis.call('ZADD', bz, n * bucket_ms, istr(n))
+end
+
+-- Take a pending timer out of its durable bucket (dropping the bucket once empty).
+local function unindex_bucket(P, bz, id, deadline, bucket_ms)
+  local n = math.floor(deadline / bucket_ms)
+  local b = bucket_key(P, n)
+  redis.call('SREM', b, id)
+  if redis.call('SCARD', b) == 0 then
+    redis.call('ZREM', bz, istr(n))
+  end
+end
+
+-- Decide a pending timer, once: remove it from every index, append its outcome to the
+-- stream, retain the outcome for get/wait/idempotent retries, tell the leader.
+local function decide(P, tkey, bz, outkey, rkey, evchan, id, rec, outcome, now, bucket_ms, ttl_ms)
+  redis.call('HDEL', tkey, id)
+  unindex_bucket(P, bz, id, rec.d, bucket_ms)
+  for _, k in ipairs(rec.w) do
+    redis.call('SREM', P .. ':w:' .. k, id)
+  end
+  redis.call('XADD', outkey, '*', 'id', id, 'outcome', outcome, 'deadline', istr(rec.d),
+    'decided', istr(now), 'payload', rec.p)
+  redis.call('SET', rkey, cmsgpack.pack({o = outcome, d = rec.d, t = now, p = rec.p, c = rec.c}),
+    'PX', ttl_ms)
+  redis.call('PUBLISH', evchan, 'X ' .. outcome .. ' ' .. id)
+end
+
+-- Fail with FENCED unless `worker` holds the shard's lease at `epoch`.
+local function check_fence(lease_key, epoch_key, worker, epoch)
+  if redis.call('GET', lease_key) ~= worker or redis.call('GET', epoch_key) ~= epoch then
+    return redis.error_reply('FENCED worker ' .. worker .. ' does not hold this shard at epoch ' .. epoch)
+  end
+  return nil
+end

@@ -1,0 +1,24 @@
+--[[ cancel: decide a pending timer as cancelled.
+
+KEYS[1]  P:t        KEYS[2]  P:buckets    KEYS[3]  P:out (STREAM)    KEYS[4]  P:r:<id>
+ARGV[1]  P          ARGV[2]  id           ARGV[3]  bucket_ms          ARGV[4]  result_ttl_ms
+ARGV[5]  events channel of the shard
+
+Returns  {'cancelled'}                  this call decided it
+         {'decided', outcome_record}    it was already decided (expired, completed or cancelled)
+         {'missing'}                    no pending timer and no retained outcome
+Atomic   the timer leaves every index and its outcome is written in one step: a concurrent
+         fire, notify or complete sees either the pending timer or the outcome, never both.
+Cost     O(W) for the timer's W watch keys.
+]]
+local P, id = ARGV[1], ARGV[2]
+local raw = redis.call('HGET', KEYS[1], id)
+if not raw then
+  local retained = redis.call('GET', KEYS[4])
+  if retained then return {'decided', retained} end
+  return {'missing'}
+end
+local rec = cmsgpack.unpack(raw)
+decide(P, KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[5], id, rec, 'cancelled', now_ms(),
+  tonumber(ARGV[3]), tonumber(ARGV[4]))
+return {'cancelled'}

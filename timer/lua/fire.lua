@@ -1,0 +1,36 @@
+--[[ fire: the leader expires a batch of due timers, fenced by its lease and epoch.
+
+KEYS[1]  P:t        KEYS[2]  P:buckets    KEYS[3]  P:out (STREAM)
+KEYS[4]  P:lease    KEYS[5]  P:epoch      KEYS[5+i]  P:r:<id_i> for each id
+ARGV[1]  P          ARGV[2]  worker id    ARGV[3]  epoch (fencing token)
+ARGV[4]  bucket_ms  ARGV[5]  result_ttl_ms ARGV[6] events channel of the shard
+ARGV[6+i] id_i      (oldest deadline first: outcomes are appended in this order)
+
+Returns  {fired, early}: fired = ids expired by this call; early = {id, deadline_ms, ...} for
+         ids whose deadline is still ahead by Redis time (the caller re-inserts them).
+         Ids already decided are neither (someone else decided them first).
+Errors   FENCED    the caller does not hold the lease at this epoch: it must drop the shard
+Atomic   a timer is never fired before its deadline by Redis TIME and never decided twice.
+Cost     O(N * W) for N ids.
+]]
+local fenced = check_fence(KEYS[4], KEYS[5], ARGV[2], ARGV[3])
+if fenced then return fenced end
+local P = ARGV[1]
+local bucket_ms, ttl = tonumber(ARGV[4]), tonumber(ARGV[5])
+local now = now_ms()
+local fired, early = {}, {}
+for i = 7, #ARGV do
+  local id = ARGV[i]
+  local raw = redis.call('HGET', KEYS[1], id)
+  if raw then
+    local rec = cmsgpack.unpack(raw)
+    if rec.d <= now then
+      decide(P, KEYS[1], KEYS[2], KEYS[3], KEYS[i - 1], ARGV[6], id, rec, 'expired', now, bucket_ms, ttl)
+      fired[#fired + 1] = id
+    else
+      early[#early + 1] = id
+      early[#early + 1] = istr(rec.d)
+    end
+  end
+end
+return {fired, early}

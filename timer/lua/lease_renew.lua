@@ -1,0 +1,15 @@
+--[[ lease_renew: extend a lease the caller still holds at its epoch.
+
+KEYS[1]  P:lease    KEYS[2]  P:epoch
+ARGV[1]  worker id  ARGV[2]  epoch    ARGV[3]  ttl_ms
+
+Returns  {1, now_ms}  renewed for ttl_ms from now
+         {0, now_ms}  lost (expired, taken over, or another epoch): drop the shard at once
+Cost     O(1).
+]]
+local now = now_ms()
+if redis.call('GET', KEYS[1]) == ARGV[1] and redis.call('GET', KEYS[2]) == ARGV[2] then
+  redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]))
+  return {1, istr(now)}
+end
+return {0, istr(now)}

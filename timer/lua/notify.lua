@@ -1,0 +1,48 @@
+--[[ notify: count one notification of a watch key for the timers watching it now.
+
+A timer completes when `need` distinct keys of its watch list have been notified; a key
+notified twice counts once (each timer leaves the key's watch set once counted).
+
+KEYS[1]  P:t        KEYS[2]  P:buckets    KEYS[3]  P:out (STREAM)
+ARGV[1]  P          ARGV[2]  key          ARGV[3]  bucket_ms     ARGV[4]  result_ttl_ms
+ARGV[5]  events channel of the shard      ARGV[6]  key channel (published once per call with more = 0)
+ARGV[7]  limit: the most timers handled by this call
+
+Returns  {completed, remaining}  timers completed by this call, and how many still watch the
+         key unprocessed (call again while remaining > 0: every call is idempotent)
+Atomic   each timer's count and completion are decided inside this one script.
+Cost     O(min(limit, watchers) * W).
+Keys built from P: P:w:<key> (watch index), P:b:<n> (buckets), P:r:<id> (outcomes).
+]]
+local P, key = ARGV[1], ARGV[2]
+local bucket_ms, ttl, limit = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[7])
+local wkey = P .. ':w:' .. key
+local ids = redis.call('SRANDMEMBER', wkey, limit)
+local now = nil
+local completed = 0
+for _, id in ipairs(ids) do
+  local raw = redis.call('HGET', KEYS[1], id)
+  if not raw then
+    redis.call('SREM', wkey, id)  -- stale: decided without cleaning up (never expected)
+  else
+    local rec = cmsgpack.unpack(raw)
+    local seen = false
+    for _, k in ipairs(rec.g) do
+      if k == key then seen = true end
+    end
+    if not seen then rec.g[#rec.g + 1] = key end
+    if #rec.g >= rec.n then
+      now = now or now_ms()
+      decide(P, KEYS[1], KEYS[2], KEYS[3], P .. ':r:' .. id, ARGV[5], id, rec, 'completed', now, bucket_ms, ttl)
+      completed = completed + 1
+    else
+      redis.call('HSET', KEYS[1], id, cmsgpack.pack(rec))
+      redis.call('SREM', wkey, id)
+    end
+  end
+end
+local remaining = redis.call('SCARD', wkey)
+if remaining == 0 then
+  redis.call('PUBLISH', ARGV[6], istr(completed))
+end
+return {completed, remaining}

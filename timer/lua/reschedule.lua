@@ -1,0 +1,35 @@
+--[[ reschedule: move a pending timer to a new deadline (its watch list and payload stay).
+
+KEYS[1]  P:t        KEYS[2]  P:buckets    KEYS[3]  P:r:<id>
+ARGV[1]  P          ARGV[2]  id
+ARGV[3]  mode 'in' | 'at'                 ARGV[4]  delay_ms | deadline_ms (epoch ms, Redis time)
+ARGV[5]  bucket_ms  ARGV[6]  max_delay_ms ARGV[7]  events channel of the shard
+
+Returns  {'rescheduled', deadline_ms}   the timer now falls due at deadline_ms
+         {'decided', outcome_record}    it was already decided: nothing changed
+         {'missing'}                    no pending timer and no retained outcome
+Errors   TOOFAR    the deadline is more than max_delay_ms from now
+Atomic   the bucket move and the record update happen together.
+Cost     O(1).
+]]
+local P, id, mode = ARGV[1], ARGV[2], ARGV[3]
+local value, bucket_ms, max_delay = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local raw = redis.call('HGET', KEYS[1], id)
+if not raw then
+  local retained = redis.call('GET', KEYS[3])
+  if retained then return {'decided', retained} end
+  return {'missing'}
+end
+local now = now_ms()
+local deadline = value
+if mode == 'in' then deadline = now + value end
+if deadline > now + max_delay then
+  return redis.error_reply('TOOFAR deadline ' .. istr(deadline) .. ' is more than ' .. istr(max_delay) .. ' ms from now')
+end
+local rec = cmsgpack.unpack(raw)
+unindex_bucket(P, KEYS[2], id, rec.d, bucket_ms)
+rec.d = deadline
+redis.call('HSET', KEYS[1], id, cmsgpack.pack(rec))
+index_bucket(P, KEYS[2], id, deadline, bucket_ms)
+redis.call('PUBLISH', ARGV[7], 'R ' .. istr(deadline) .. ' ' .. id)
+return {'rescheduled', istr(deadline)}

@@ -1,0 +1,53 @@
+--[[ sweep: the leader expires what is left in durable buckets whose end has passed.
+
+Pub/sub only makes firing fast; sweep makes it certain. Every timer of a bucket whose end
+(n+1) * bucket_ms is not after now is due, so it is expired here, oldest bucket first.
+
+KEYS[1]  P:t        KEYS[2]  P:buckets    KEYS[3]  P:out (STREAM)
+KEYS[4]  P:lease    KEYS[5]  P:epoch
+ARGV[1]  P          ARGV[2]  worker id    ARGV[3]  epoch
+ARGV[4]  bucket_ms  ARGV[5]  result_ttl_ms ARGV[6] events channel of the shard
+ARGV[7]  limit: the most timers expired by this call
+
+Returns  {fired, more}: fired = {id, deadline_ms, ...} expired by this call; more = 1 if
+         ended buckets still hold timers (call again).
+Errors   FENCED
+Atomic   as fire: never early by Redis TIME, never twice.
+Cost     O(limit * W) plus O(log B) per bucket visited.
+Keys built from P: P:b:<n>, P:w:<key>, P:r:<id>.
+]]
+local fenced = check_fence(KEYS[4], KEYS[5], ARGV[2], ARGV[3])
+if fenced then return fenced end
+local P = ARGV[1]
+local bucket_ms, ttl, limit = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[7])
+local now = now_ms()
+local fired = {}
+local budget = limit
+local ended = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - bucket_ms, 'LIMIT', 0, limit)
+for _, n in ipairs(ended) do
+  if budget <= 0 then break end
+  local b = P .. ':b:' .. n
+  local ids = redis.call('SRANDMEMBER', b, budget)
+  for _, id in ipairs(ids) do
+    local raw = redis.call('HGET', KEYS[1], id)
+    if raw then
+      local rec = cmsgpack.unpack(raw)
+      if rec.d <= now then
+        decide(P, KEYS[1], KEYS[2], KEYS[3], P .. ':r:' .. id, ARGV[6], id, rec, 'expired', now, bucket_ms, ttl)
+        fired[#fired + 1] = id
+        fired[#fired + 1] = istr(rec.d)
+      end
+    else
+      redis.call('SREM', b, id)
+    end
+    budget = budget - 1
+  end
+  if redis.call('SCARD', b) == 0 then
+    redis.call('ZREM', KEYS[2], n)
+  end
+end
+local more = 0
+if budget <= 0 and #redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - bucket_ms, 'LIMIT', 0, 1) > 0 then
+  more = 1
+end
+return {fired, more}

@@ -1,0 +1,87 @@
+"""The one place where redis-py errors become tickwheel errors, and URLs lose passwords."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+
+from .errors import ConfigError, DuplicateTimer, Fenced, InvalidInput, StoreError, TimerError
+
+# Error codes that our scripts return (first word of the error), mapped once.
+SCRIPT_ERRORS: dict[str, type[TimerError]] = {
+    "CONFLICT": DuplicateTimer,
+    "TOOFAR": InvalidInput,
+    "FENCED": Fenced,
+}
+
+
+def redact_url(url: str) -> str:
+    """The URL with any password replaced by ``***`` (safe to print and log)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable url>"
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    netloc = f"{user}:***@{host}" if user else f":***@{host}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+@dataclass(frozen=True)
+class RedisSettings:
+    """Where Redis is. Its repr never shows the password."""
+
+    url: str = field(repr=False)
+    socket_timeout_s: float = 5.0
+    connect_timeout_s: float = 5.0
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: float) -> RedisSettings:
+        scheme = urlsplit(url).scheme
+        if scheme not in ("redis", "rediss", "unix"):
+            raise ConfigError(
+                f"unsupported Redis URL scheme {scheme!r} in {redact_url(url)}; use "
+                "redis://host:port/db, rediss:// for TLS, or unix:///path/to.sock"
+            )
+        return cls(url, **kwargs)
+
+    @property
+    def safe_url(self) -> str:
+        return redact_url(self.url)
+
+    def __repr__(self) -> str:
+        return f"RedisSettings(url={self.safe_url!r}, socket_timeout_s={self.socket_timeout_s})"
+
+
+def translate(exc: redis.RedisError, where: str) -> TimerError:
+    """The TimerError for a redis-py error; ``where`` is a URL with no password in it."""
+    if isinstance(exc, redis.ResponseError):
+        message = str(exc)
+        # Our scripts fail with "CODE message"; Redis may wrap it, so look for the code.
+        for name, kind in SCRIPT_ERRORS.items():
+            if message.startswith(name) or f" {name} " in f" {message} ":
+                return kind(message.split(name, 1)[1].strip() or message)
+        return StoreError(f"Redis at {where} answered with an error: {message}")
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+        return StoreError(
+            f"cannot reach Redis at {where}: {exc}; is the server running? "
+            "(tickwheel server start runs a local one)"
+        )
+    return StoreError(f"Redis error at {where}: {exc}")
+
+
+@contextlib.contextmanager
+def map_errors(where: str) -> Iterator[None]:
+    """Turn redis-py exceptions raised inside the block into TimerError subclasses."""
+    try:
+        yield
+    except redis.RedisError as exc:
+        raise translate(exc, where) from None
