@@ -1,0 +1,39 @@
+"""Fixtures for the integration tier: a TimerClient on the session's real server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from timer import TimerClient
+from timer.server import RedisServer
+
+SHARDS = 4
+
+
+@pytest.fixture
+def client(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
+    """A client on a fresh, initialised namespace of 4 shards."""
+    if not redis_server.running:
+        redis_server.restart()
+    c = TimerClient.from_url(redis_server.url, namespace)
+    c.init(shards=SHARDS)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def namespace_keys(r: redis.Redis, namespace: str) -> dict[bytes, object]:
+    """Every key of the namespace with a dump of its value (to prove nothing changed)."""
+    out: dict[bytes, object] = {}
+    for key in r.scan_iter(match=f"{{tw:{namespace}*", count=1000):
+        out[key] = r.dump(key)
+    return out
+
+
+def server_now_ms(r: redis.Redis) -> int:
+    secs, micros = r.time()
+    return int(secs) * 1000 + int(micros) // 1000

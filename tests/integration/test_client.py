@@ -1,0 +1,201 @@
+"""TimerClient behaviour on a real server: idempotency, k-of-n, get/wait, outcomes, stats."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import pytest
+import redis
+
+from timer import ClientSettings, DuplicateTimer, TimerClient, TimerNotFound, WaitTimeout
+from timer.outcomes import OutcomeReader
+from timer.server import RedisServer
+
+from .conftest import server_now_ms
+
+pytestmark = pytest.mark.redis
+
+
+def test_schedule_is_idempotent(client: TimerClient) -> None:
+    """Scheduling a pending id again returns it, unchanged, with created=False."""
+    first = client.schedule("job:{1}", delay_ms=60_000, payload={"a": 1}, watch=["job:{1}:k"])
+    again = client.schedule("job:{1}", delay_ms=60_000, payload={"a": 1}, watch=["job:{1}:k"])
+    assert first.created and not again.created
+    assert again.deadline_ms == first.deadline_ms and again.state == "pending"
+    assert client.stats()["pending"] == 1
+
+
+def test_conflicting_reschedule_is_a_clear_error(client: TimerClient) -> None:
+    """The same id with another payload, watch list or need raises DuplicateTimer."""
+    client.schedule("job:{2}", delay_ms=60_000, payload=1, watch=["job:{2}:a", "job:{2}:b"])
+    for kwargs in (
+        {"payload": 2, "watch": ["job:{2}:a", "job:{2}:b"]},
+        {"payload": 1, "watch": ["job:{2}:a"]},
+        {"payload": 1, "watch": ["job:{2}:a", "job:{2}:b"], "need": 2},
+    ):
+        with pytest.raises(DuplicateTimer, match=r"job:\{2\}"):
+            client.schedule("job:{2}", delay_ms=60_000, **kwargs)  # type: ignore[arg-type]
+
+
+def test_schedule_after_decision_returns_outcome(client: TimerClient) -> None:
+    """A retried schedule of a decided id returns its outcome instead of a second timer."""
+    client.schedule("job:{3}", delay_ms=60_000)
+    client.cancel("job:{3}")
+    again = client.schedule("job:{3}", delay_ms=60_000)
+    assert again.state == "cancelled" and not again.created
+    assert client.stats()["pending"] == 0
+
+
+def test_absolute_deadline_in_redis_time(client: TimerClient, redis_client: redis.Redis) -> None:
+    """deadline_ms is kept exactly; a retry with another deadline conflicts."""
+    at = server_now_ms(redis_client) + 120_000
+    t = client.schedule("job:{4}", deadline_ms=at)
+    assert t.deadline_ms == at
+    assert not client.schedule("job:{4}", deadline_ms=at).created
+    with pytest.raises(DuplicateTimer):
+        client.schedule("job:{4}", deadline_ms=at + 1)
+
+
+def test_need_k_of_n_keys(client: TimerClient) -> None:
+    """need=2 of 3 keys: one key (even twice) does not complete; a second distinct key does."""
+    keys = ["job:{5}:a", "job:{5}:b", "job:{5}:c"]
+    client.schedule("job:{5}", delay_ms=60_000, watch=keys, need=2)
+    assert client.notify("job:{5}:a") == 0
+    assert client.notify("job:{5}:a") == 0
+    info = client.get("job:{5}")
+    assert info is not None and info.state == "pending" and info.got == ("job:{5}:a",)
+    assert client.notify("job:{5}:c") == 1
+    info = client.get("job:{5}")
+    assert info is not None and info.state == "completed"
+
+
+def test_notification_counts_only_for_current_watchers(client: TimerClient) -> None:
+    """A timer scheduled after a notification is not completed by it."""
+    assert client.notify("job:{6}:done") == 0
+    client.schedule("job:{6}", delay_ms=60_000, watch=["job:{6}:done"])
+    info = client.get("job:{6}")
+    assert info is not None and info.state == "pending"
+
+
+def test_notify_many_watchers_in_batches(redis_server: RedisServer, namespace: str) -> None:
+    """notify handles more watchers than one script call's limit, completing all of them."""
+    c = TimerClient.from_url(redis_server.url, namespace)
+    c.settings = ClientSettings(notify_batch=7)
+    c.init(shards=2)
+    res = c.schedule_many(
+        [{"id": f"j:{{x}}:{i}", "delay_ms": 60_000, "watch": ["j:{x}:go"]} for i in range(50)]
+    )
+    assert all(r.created for r in res)  # type: ignore[union-attr]
+    assert c.notify("j:{x}:go") == 50
+    assert c.stats()["pending"] == 0
+    c.close()
+
+
+def test_get_and_wait(client: TimerClient) -> None:
+    """get shows pending then decided state; wait returns the outcome or times out."""
+    client.schedule("job:{7}", delay_ms=60_000, payload={"job": 7})
+    info = client.get("job:{7}")
+    assert info is not None and info.state == "pending" and info.payload == {"job": 7}
+    with pytest.raises(WaitTimeout):
+        client.wait("job:{7}", timeout=0.05)
+    client.complete("job:{7}")
+    out = client.wait("job:{7}", timeout=5)
+    assert out.outcome == "completed" and out.payload == {"job": 7}
+    assert client.get("nope") is None
+    with pytest.raises(TimerNotFound):
+        client.wait("nope", timeout=0.1)
+    with pytest.raises(TimerNotFound):
+        client.cancel("nope")
+
+
+def test_schedule_many_per_item_results(client: TimerClient) -> None:
+    """schedule_many returns one result per item, in order, errors in their own slots."""
+    res = client.schedule_many(
+        [
+            {"id": "a", "delay_ms": 1_000},
+            {"id": "", "delay_ms": 1_000},
+            {"id": "a", "delay_ms": 1_000},
+            {"id": "b", "delay_ms": 1_000, "payload": "x"},
+            {"id": "b", "delay_ms": 1_000, "payload": "y"},
+        ]
+    )
+    assert res[0].created and not res[2].created  # type: ignore[union-attr]
+    assert type(res[1]).__name__ == "InvalidInput"
+    assert res[3].created  # type: ignore[union-attr]
+    assert isinstance(res[4], DuplicateTimer)
+    assert client.stats()["pending"] == 2
+
+
+def test_payload_round_trip(client: TimerClient) -> None:
+    """Payloads of every msgpack type come back as they went in (binary included)."""
+    payload = {"s": "ü", "b": b"\x00\xff", "n": [1, 2.5, None, True], "big": 2**62}
+    client.schedule("p:{1}", delay_ms=60_000, payload=payload)
+    info = client.get("p:{1}")
+    assert info is not None and info.payload == payload
+    client.cancel("p:{1}")
+    out = client.wait("p:{1}", timeout=5)
+    assert out.payload == payload
+
+
+def test_races_decide_exactly_once(client: TimerClient) -> None:
+    """cancel, complete and notify hammered from threads on one timer: one outcome."""
+    for round_ in range(20):
+        tid, key = f"race:{{{round_}}}", f"race:{{{round_}}}:done"
+        client.schedule(tid, delay_ms=60_000, watch=[key])
+        barrier = threading.Barrier(9)
+        wins: list[str] = []
+
+        def hammer(kind: str, tid: str = tid, key: str = key, barrier=barrier, wins=wins) -> None:  # type: ignore[no-untyped-def]
+            barrier.wait()
+            if kind == "cancel" and client.cancel(tid):
+                wins.append(kind)
+            if kind == "complete" and client.complete(tid):
+                wins.append(kind)
+            if kind == "notify" and client.notify(key):
+                wins.append(kind)
+
+        threads = [
+            threading.Thread(target=hammer, args=(k,)) for k in ["cancel", "complete", "notify"] * 3
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(wins) == 1, wins
+    outs = list(client.outcomes("g", "c", stop_when_idle=True))
+    assert Counter(o.id for o in outs) == {f"race:{{{r}}}": 1 for r in range(20)}
+
+
+def test_outcomes_consumer_group_ack_and_reclaim(client: TimerClient) -> None:
+    """Outcomes are delivered once per group; unacked ones are reclaimed by another consumer."""
+    for i in range(6):
+        client.schedule(f"o:{i}", delay_ms=60_000)
+        client.cancel(f"o:{i}")
+    first = list(client.outcomes("handlers", "h1", stop_when_idle=True))
+    assert sorted(o.id for o in first) == [f"o:{i}" for i in range(6)]
+    for o in first[:4]:
+        o.ack()
+    # h1 "dies" holding two; h2 reclaims them once idle (min idle 0 ms here).
+    reader = OutcomeReader(client, "handlers", "h2", reclaim_idle_ms=0)
+    reclaimed = reader.reclaim()
+    assert sorted(o.id for o in reclaimed) == sorted(o.id for o in first[4:])
+    for o in reclaimed:
+        o.ack()
+    assert reader.reclaim() == []
+    assert list(client.outcomes("handlers", "h3", stop_when_idle=True)) == []
+    # another group sees everything again
+    assert len(list(client.outcomes("audit", "a1", stop_when_idle=True))) == 6
+
+
+def test_stats_per_shard(client: TimerClient, redis_client: redis.Redis) -> None:
+    """stats counts pending timers and outcomes per shard and reports lag of ended buckets."""
+    now = server_now_ms(redis_client)
+    client.schedule("late", deadline_ms=now - 5_000)
+    client.schedule("soon", delay_ms=60_000)
+    client.schedule("gone", delay_ms=60_000)
+    client.cancel("gone")
+    st = client.stats()
+    assert st["pending"] == 2 and st["outcomes"] == 1
+    assert len(st["shards"]) == 4
+    assert st["max_lag_ms"] >= 3_000
