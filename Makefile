@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 PYTEST_ARGS ?=
 
-.PHONY: test demo lint typecheck unit clean venv
+.PHONY: test test-server demo lint unit clean venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,11 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The Redis-touching tests again, against another server binary:
+#   make test-server SERVER=/usr/bin/redis-server
+test-server: $(STAMP)
+	TICKWHEEL_TEST_SERVER=$(SERVER) $(BIN)/python -m pytest -m redis $(PYTEST_ARGS)
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)

