@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
+from redis.cluster import RedisCluster
 
 from . import keys as K
 from .codec import DEFAULT_MAX_PAYLOAD, decode_payload, decode_record, encode_payload
@@ -22,6 +23,13 @@ from .outcomes import OutcomeReader
 from .scripts import Scripts
 from .store import RedisSettings, map_errors, translate
 
+# Replies of a pipelined call that the main client can fix by itself (redirect, reload).
+RETRY_ALONE = (
+    redis.exceptions.MovedError,
+    redis.exceptions.AskError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.NoScriptError,
+)
 FORMAT_VERSION = 1
 DEFAULT_SHARDS = 16
 DEFAULT_BUCKET_MS = 1000
@@ -58,18 +66,19 @@ class TimerClient:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: redis.Redis | RedisCluster,
         namespace: str = "default",
         *,
         settings: ClientSettings | None = None,
         safe_url: str = "redis",
     ) -> None:
         self.namespace = K.check_namespace(namespace)
-        self.redis = client
+        self.redis: Any = client  # redis.Redis or RedisCluster: the calls we make are common
         self.settings = settings or ClientSettings()
         self.where = safe_url
         self.keys = K.NamespaceKeys(self.namespace)
         self.scripts = Scripts(client)
+        self.cluster = isinstance(client, RedisCluster)
         self._meta: Meta | None = None
         self._checked_server = False
 
@@ -83,15 +92,23 @@ class TimerClient:
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD,
         socket_timeout_s: float = 5.0,
     ) -> TimerClient:
-        """A client for ``redis://``, ``rediss://`` (TLS) or ``unix://`` URLs, with AUTH/ACL."""
+        """A client for ``redis://``, ``rediss://`` (TLS) or ``unix://`` URLs, with AUTH/ACL.
+
+        A URL naming any node of a Redis Cluster gives a cluster client (detected with
+        ``INFO cluster``); the server is contacted once here for that.
+        """
         rs = RedisSettings.from_url(url, socket_timeout_s=socket_timeout_s)
+        options: dict[str, Any] = {
+            "socket_timeout": socket_timeout_s,
+            "socket_connect_timeout": rs.connect_timeout_s,
+        }
         with map_errors(rs.safe_url):
-            client = redis.Redis.from_url(
-                rs.url,
-                socket_timeout=socket_timeout_s,
-                socket_connect_timeout=rs.connect_timeout_s,
-                health_check_interval=30,
-            )
+            client: Any = redis.Redis.from_url(rs.url, health_check_interval=30, **options)
+            if rs.url.startswith(("redis://", "rediss://")):
+                enabled = client.info("cluster").get("cluster_enabled", 0)
+                if int(enabled) == 1:
+                    client.close()
+                    client = RedisCluster.from_url(rs.url, **options)
         settings = ClientSettings(
             result_ttl_ms=int(result_ttl_s * 1000), max_payload_bytes=max_payload_bytes
         )
@@ -130,7 +147,8 @@ class TimerClient:
         _int("bucket_ms", bucket_ms, 1, 3_600_000)
         self._check_server()
         with map_errors(self.where):
-            pipe = self.redis.pipeline(transaction=True)
+            # HSETNX is atomic per field: two racing inits agree on whoever came first.
+            pipe = self.redis.pipeline(transaction=False)
             pipe.hsetnx(self.keys.meta, "shards", shards)
             pipe.hsetnx(self.keys.meta, "bucket_ms", bucket_ms)
             pipe.hsetnx(self.keys.meta, "version", FORMAT_VERSION)
@@ -253,11 +271,9 @@ class TimerClient:
         def flush() -> None:
             if not batch:
                 return
-            pipe = self.redis.pipeline(transaction=False)
-            for _, _, _, keys, args in batch:
-                self.scripts.schedule(keys=keys, args=args, client=pipe)
-            with map_errors(self.where):
-                replies = pipe.execute(raise_on_error=False)
+            replies = self.run_pipelined(
+                self.scripts.schedule, [(keys, args) for _, _, _, keys, args in batch]
+            )
             for (slot, tid, shard, _, _), reply in zip(batch, replies, strict=True):
                 if isinstance(reply, redis.RedisError):
                     results[slot] = translate(reply, self.where)
@@ -291,6 +307,37 @@ class TimerClient:
                 flush()
         flush()
         return results
+
+    def run_pipelined(self, script: Any, calls: Sequence[tuple[list[str], list[Any]]]) -> list[Any]:
+        """Run one script for many (keys, args) in pipelines, one per node; replies in order.
+
+        Errors come back in their slots (as redis-py exceptions), never raised. On a
+        cluster, calls are grouped by the node owning their slot (a cluster pipeline
+        refuses scripts); a call redirected by a resharding is retried on its own.
+        """
+        groups: dict[str, tuple[Any, list[int]]] = {}
+        if self.cluster:
+            for i, (keys, _) in enumerate(calls):
+                node = self.redis.get_node_from_key(keys[0])
+                conn = self.redis.get_redis_connection(node)
+                groups.setdefault(node.name, (conn, []))[1].append(i)
+        else:
+            groups[""] = (self.redis, list(range(len(calls))))
+        replies: list[Any] = [None] * len(calls)
+        with map_errors(self.where):
+            for conn, idxs in groups.values():
+                pipe = conn.pipeline(transaction=False)
+                for i in idxs:
+                    script(keys=calls[i][0], args=calls[i][1], client=pipe)
+                for i, reply in zip(idxs, pipe.execute(raise_on_error=False), strict=True):
+                    replies[i] = reply
+        for i, reply in enumerate(replies):
+            if isinstance(reply, RETRY_ALONE):
+                try:
+                    replies[i] = script(keys=calls[i][0], args=calls[i][1])
+                except redis.RedisError as exc:
+                    replies[i] = exc
+        return replies
 
     # -- decide -----------------------------------------------------------------------
 
@@ -421,8 +468,8 @@ class TimerClient:
         """Per shard: pending, leader, epoch, outcomes, lag (ms past the oldest ended bucket)."""
         meta = self.meta
         with map_errors(self.where):
+            secs, micros = self.redis.time()
             pipe = self.redis.pipeline(transaction=False)
-            pipe.time()
             for s in range(meta.shards):
                 sk = self._shard(s)
                 pipe.hlen(sk.timers)
@@ -431,11 +478,10 @@ class TimerClient:
                 pipe.zrange(sk.buckets, 0, 0, withscores=True)
                 pipe.xlen(sk.outcomes)
             replies = pipe.execute()
-        secs, micros = replies[0]
         now = int(secs) * 1000 + int(micros) // 1000
         shards: list[dict[str, Any]] = []
         for s in range(meta.shards):
-            pending, leader, epoch, oldest, outs = replies[1 + 5 * s : 6 + 5 * s]
+            pending, leader, epoch, oldest, outs = replies[5 * s : 5 * s + 5]
             lag = 0
             if oldest:
                 bucket_end = int(oldest[0][1]) + meta.bucket_ms

@@ -7,6 +7,7 @@ took and never acknowledged (it died) are reclaimed with XAUTOCLAIM once idle lo
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -94,19 +95,36 @@ class OutcomeReader:
         """New outcomes for this consumer; blocks up to ``block_ms`` when there are none."""
         r = self.client.redis
         with map_errors(self.client.where):
-            reply = r.xreadgroup(
-                self.group,
-                self.consumer,
-                dict.fromkeys(self.streams, ">"),
-                count=self.count,
-                block=block_ms,
-            )
+            if self.client.cluster:
+                reply = self._read_cluster(block_ms)
+            else:
+                reply = r.xreadgroup(
+                    self.group,
+                    self.consumer,
+                    dict.fromkeys(self.streams, ">"),
+                    count=self.count,
+                    block=block_ms,
+                )
         out: list[Outcome] = []
         streams: Any = reply or []
         for stream, entries in streams:
             name = stream.decode() if isinstance(stream, bytes) else stream
             out.extend(self._wrap(name, eid, f) for eid, f in entries if f)
         return out
+
+    def _read_cluster(self, block_ms: int | None) -> list[Any]:
+        # Streams of different shards live in different slots: one read per stream.
+        # Without a multi-stream blocking read, wait by polling up to block_ms.
+        r = self.client.redis
+        end = time.monotonic() + (block_ms or 0) / 1000
+        while True:
+            reply: list[Any] = []
+            for stream in self.streams:
+                got = r.xreadgroup(self.group, self.consumer, {stream: ">"}, count=self.count)
+                reply.extend(got or [])
+            if reply or time.monotonic() >= end:
+                return reply
+            time.sleep(0.05)
 
     def iterate(self, *, block_ms: int, stop_when_idle: bool) -> Iterator[Outcome]:
         yield from self.reclaim()

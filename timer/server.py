@@ -66,10 +66,16 @@ def find_server_binary(preferred: str | None = None) -> Path:
     )
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+def free_port(host: str = "127.0.0.1", *, max_port: int = 65535) -> int:
+    """A port free right now on ``host`` (at most ``max_port``: a cluster node needs
+    port + 10000 for its bus, so cluster tests ask for 55535 or less)."""
+    for _ in range(1000):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            port = int(s.getsockname()[1])
+        if port <= max_port:
+            return port
+    raise OSError(f"no free port <= {max_port} on {host}")
 
 
 class RedisServer:

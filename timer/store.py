@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
+from redis.exceptions import RedisClusterException
 
 from .errors import ConfigError, DuplicateTimer, Fenced, InvalidInput, StoreError, TimerError
 
@@ -85,3 +86,5 @@ def map_errors(where: str) -> Iterator[None]:
         yield
     except redis.RedisError as exc:
         raise translate(exc, where) from None
+    except RedisClusterException as exc:
+        raise StoreError(f"Redis Cluster at {where}: {exc}") from None

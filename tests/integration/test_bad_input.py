@@ -89,12 +89,11 @@ def test_bad_namespace(redis_server: Any, namespace_name: str) -> None:
 def test_unreachable_redis_names_host_not_password() -> None:
     """An unreachable server is a StoreError naming host:port, never the password."""
     port = free_port()
-    c = TimerClient.from_url(f"redis://user:s3cret@127.0.0.1:{port}/0", "x", socket_timeout_s=1)
+    url = f"redis://user:s3cret@127.0.0.1:{port}/0"
     with pytest.raises(StoreError) as err:
-        c.init(shards=2)
+        TimerClient.from_url(url, "x", socket_timeout_s=1)
     assert f"127.0.0.1:{port}" in str(err.value)
-    assert "s3cret" not in str(err.value) and "s3cret" not in repr(c)
-    c.close()
+    assert "s3cret" not in str(err.value)
 
 
 def test_password_is_redacted_everywhere() -> None:
@@ -119,11 +118,9 @@ def test_acl_user_and_password_work(redis_server: Any, redis_client: redis.Redis
         assert c.schedule("a", delay_ms=60_000).created
         assert "pa55word" not in repr(c)
         c.close()
-        bad = TimerClient.from_url(url.replace("pa55word", "wrong"), "acl-ns")
         with pytest.raises(StoreError) as err:
-            bad.stats()
-        assert "wrong" not in str(err.value)
-        bad.close()
+            TimerClient.from_url(url.replace("pa55word", "wr0ng"), "acl-ns")
+        assert "wr0ng" not in str(err.value)
     finally:
         redis_client.execute_command("ACL", "DELUSER", "tw-user")
 

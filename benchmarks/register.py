@@ -1,0 +1,99 @@
+"""Registration throughput: ``schedule_many`` next to the server's own ceiling, in one run.
+
+One private server (the same binary the tests use), one process. Measured side by side:
+``schedule_many`` of N timers (pipelined batches of 1000 schedule scripts), pipelined
+``EVALSHA`` of a trivial script, and pipelined ``ZADD``: the last two are what the server
+and the client library can do at all, so the ratios say how much tickwheel costs on top.
+
+    python -m benchmarks.register --n 50000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+
+import redis
+
+from timer import TimerClient
+from timer.server import RedisServer
+
+
+def rate(n: int, fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return n / (time.perf_counter() - start)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=50_000, help="timers (default 50k)")
+    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--payload-bytes", type=int, default=64)
+    args = parser.parse_args(argv)
+    n, batch = args.n, args.batch
+
+    with tempfile.TemporaryDirectory() as data, RedisServer(data) as server:
+        r = redis.Redis.from_url(server.url)
+        client = TimerClient.from_url(server.url, "bench")
+        client.init(shards=16)
+        payload = "x" * args.payload_bytes
+
+        items = [
+            {"id": f"job:{i}", "delay_ms": 3_600_000, "payload": {"p": payload}}
+            for i in range(n)
+        ]
+
+        def register() -> None:
+            for start in range(0, n, batch):
+                res = client.schedule_many(items[start : start + batch])
+                assert all(not isinstance(x, Exception) for x in res)
+
+        trivial = r.register_script("return 1")
+
+        def evalsha() -> None:
+            for start in range(0, n, batch):
+                pipe = r.pipeline(transaction=False)
+                for i in range(start, min(n, start + batch)):
+                    trivial(keys=[f"k{i}"], args=[i], client=pipe)
+                pipe.execute()
+
+        def zadd() -> None:
+            for start in range(0, n, batch):
+                pipe = r.pipeline(transaction=False)
+                for i in range(start, min(n, start + batch)):
+                    pipe.zadd("bench:z", {f"m{i}": i})
+                pipe.execute()
+
+        figures = {
+            "schedule_many_per_s": rate(n, register),
+            "evalsha_trivial_per_s": rate(n, evalsha),
+            "zadd_per_s": rate(n, zadd),
+        }
+        pending = client.stats()["pending"]
+        server_version = server.version()
+        client.close()
+        r.close()
+
+    result = {
+        "benchmark": "register",
+        "n": n,
+        "batch": batch,
+        "server": server_version,
+        "pending_after": pending,
+        **figures,
+        "ratio_schedule_many_to_evalsha": figures["schedule_many_per_s"]
+        / figures["evalsha_trivial_per_s"],
+        "ratio_schedule_many_to_zadd": figures["schedule_many_per_s"] / figures["zadd_per_s"],
+    }
+    json.dump(result, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

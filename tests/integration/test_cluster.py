@@ -1,0 +1,108 @@
+"""tickwheel on a real 3-master Redis Cluster started by the fixture.
+
+Every key of a shard carries the shard's hash tag, so each script runs in one slot;
+pipelines are split by node by redis-py's cluster pipeline.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from timer import TimerClient
+from timer.server import RedisServer, find_server_binary, free_port
+
+pytestmark = [pytest.mark.redis, pytest.mark.slow]
+
+RANGES = [(0, 5460), (5461, 10922), (10923, 16383)]
+
+
+def _cluster_ok(nodes: list[redis.Redis]) -> bool:
+    for node in nodes:
+        info = node.cluster("INFO")
+        if info.get("cluster_state") != "ok" or int(info.get("cluster_known_nodes", 0)) != 3:
+            return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Three cluster-enabled servers joined with CLUSTER MEET and ADDSLOTSRANGE."""
+    binary = find_server_binary(os.environ.get("TICKWHEEL_TEST_SERVER") or None)
+    base: Path = tmp_path_factory.mktemp("cluster")
+    cluster_args = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+    servers = [
+        RedisServer(
+            base / f"n{i}",
+            binary=binary,
+            port=free_port(max_port=55535),
+            extra_args=(*cluster_args, "--cluster-node-timeout", "5000"),
+        )
+        for i in range(3)
+    ]
+    nodes = [redis.Redis(host=s.host, port=s.port, decode_responses=True) for s in servers]
+    try:
+        for s in servers:
+            s.start()
+        for node, (lo, hi) in zip(nodes, RANGES, strict=True):
+            node.execute_command("CLUSTER", "ADDSLOTSRANGE", lo, hi)
+        for s in servers[1:]:
+            nodes[0].execute_command("CLUSTER", "MEET", s.host, s.port)
+        deadline = time.monotonic() + 30
+        while not _cluster_ok(nodes):
+            assert time.monotonic() < deadline, "cluster did not reach state ok"
+            time.sleep(0.05)
+        yield servers[0].url
+    finally:
+        for node in nodes:
+            node.close()
+        for s in servers:
+            s.stop()
+
+
+@pytest.fixture
+def cclient(cluster_url: str, namespace: str) -> Iterator[TimerClient]:
+    c = TimerClient.from_url(cluster_url, namespace)
+    c.init(shards=8)
+    yield c
+    c.close()
+
+
+def test_client_detects_cluster(cclient: TimerClient) -> None:
+    """from_url on a cluster node gives a cluster client."""
+    assert cclient.cluster is True
+
+
+def test_cluster_lifecycle(cclient: TimerClient) -> None:
+    """schedule, notify, cancel, get, schedule_many and stats work across all three masters."""
+    res = cclient.schedule_many(
+        [{"id": f"job:{{{i}}}", "delay_ms": 60_000, "watch": [f"job:{{{i}}}:done"]}
+         for i in range(200)]
+    )  # fmt: skip
+    assert all(not isinstance(r, Exception) and r.created for r in res)
+    shards = {r.shard for r in res if not isinstance(r, Exception)}
+    assert shards == set(range(8))
+    assert cclient.notify("job:{1}:done") == 1
+    assert cclient.cancel("job:{2}") is True
+    info = cclient.get("job:{1}")
+    assert info is not None and info.state == "completed"
+    st = cclient.stats()
+    assert st["pending"] == 198 and st["outcomes"] == 2
+    outs = list(cclient.outcomes("g", "c", stop_when_idle=True))
+    assert sorted(o.id for o in outs) == ["job:{1}", "job:{2}"]
+
+
+def test_cluster_survives_script_flush(cclient: TimerClient, cluster_url: str) -> None:
+    """After SCRIPT FLUSH on every node, single calls and pipelines reload the scripts."""
+    cclient.schedule("warm", delay_ms=60_000)
+    cclient.redis.script_flush()
+    assert cclient.schedule("after-flush", delay_ms=60_000).created
+    res = cclient.schedule_many([{"id": f"f:{i}", "delay_ms": 60_000} for i in range(50)])
+    assert all(not isinstance(r, Exception) for r in res), res
+    cclient.redis.script_flush()
+    assert cclient.cancel("after-flush") is True
