@@ -89,6 +89,7 @@ class RedisServer:
         host: str = "127.0.0.1",
         port: int | None = None,
         appendfsync: str = "everysec",
+        password: str | None = None,
         extra_args: tuple[str, ...] = (),
     ) -> None:
         self.data_dir = Path(data_dir)
@@ -96,6 +97,7 @@ class RedisServer:
         self.host = host
         self.port = port or free_port(host)
         self.appendfsync = appendfsync
+        self.password = password
         self.extra_args = tuple(extra_args)
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -122,6 +124,7 @@ class RedisServer:
             "--save", "",
             "--daemonize", "no",
             "--logfile", str(self.log_path),
+            *(("--requirepass", self.password) if self.password else ()),
             *self.extra_args,
         ]  # fmt: skip
 
@@ -141,7 +144,9 @@ class RedisServer:
 
     def _wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
-        client = redis.Redis(host=self.host, port=self.port, socket_timeout=1.0)
+        client = redis.Redis(
+            host=self.host, port=self.port, password=self.password, socket_timeout=1.0
+        )
         try:
             while True:
                 assert self.process is not None

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable
 
 import pytest
 import redis
 
 from timer import ClientSettings, DuplicateTimer, TimerClient, TimerNotFound, WaitTimeout
+from timer.keys import ShardKeys
 from timer.outcomes import OutcomeReader
 from timer.server import RedisServer
 
@@ -139,32 +141,53 @@ def test_payload_round_trip(client: TimerClient) -> None:
 
 
 def test_races_decide_exactly_once(client: TimerClient) -> None:
-    """cancel, complete and notify hammered from threads on one timer: one outcome."""
-    for round_ in range(20):
+    """cancel, complete, notify and a leader's fire hammered on one due timer: one outcome."""
+    rounds = 20
+    for round_ in range(rounds):
         tid, key = f"race:{{{round_}}}", f"race:{{{round_}}}:done"
-        client.schedule(tid, delay_ms=60_000, watch=[key])
-        barrier = threading.Barrier(9)
+        timer = client.schedule(tid, delay_ms=0, watch=[key])  # due at once: fire may win too
+        sk = client.keys.shard(timer.shard)
+        lease = client.scripts.lease_acquire(keys=[sk.lease, sk.epoch], args=["w", 60_000])
+        epoch = int(lease[1]) if lease[0] == 1 else int(redis_epoch(client, timer.shard))
+        barrier = threading.Barrier(12)
         wins: list[str] = []
 
-        def hammer(kind: str, tid: str = tid, key: str = key, barrier=barrier, wins=wins) -> None:  # type: ignore[no-untyped-def]
+        def fire(tid: str = tid, sk: ShardKeys = sk, epoch: int = epoch) -> bool:
+            fired, _ = client.scripts.fire(
+                keys=[sk.timers, sk.buckets, sk.outcomes, sk.lease, sk.epoch, sk.result(tid)],
+                args=[sk.prefix, "w", epoch, client.meta.bucket_ms, 60_000, sk.events, tid],
+            )
+            return bool(fired)
+
+        actions: dict[str, Callable[[], object]] = {
+            "cancel": lambda tid=tid: client.cancel(tid),
+            "complete": lambda tid=tid: client.complete(tid),
+            "notify": lambda key=key: client.notify(key),
+            "fire": fire,
+        }
+
+        def hammer(
+            kind: str,
+            barrier: threading.Barrier = barrier,
+            wins: list[str] = wins,
+            actions: dict[str, Callable[[], object]] = actions,
+        ) -> None:
             barrier.wait()
-            if kind == "cancel" and client.cancel(tid):
-                wins.append(kind)
-            if kind == "complete" and client.complete(tid):
-                wins.append(kind)
-            if kind == "notify" and client.notify(key):
+            if actions[kind]():
                 wins.append(kind)
 
-        threads = [
-            threading.Thread(target=hammer, args=(k,)) for k in ["cancel", "complete", "notify"] * 3
-        ]
+        threads = [threading.Thread(target=hammer, args=(k,)) for k in list(actions) * 3]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         assert len(wins) == 1, wins
     outs = list(client.outcomes("g", "c", stop_when_idle=True))
-    assert Counter(o.id for o in outs) == {f"race:{{{r}}}": 1 for r in range(20)}
+    assert Counter(o.id for o in outs) == {f"race:{{{r}}}": 1 for r in range(rounds)}
+
+
+def redis_epoch(client: TimerClient, shard: int) -> bytes:
+    return client.redis.get(client.keys.shard(shard).epoch)  # type: ignore[no-any-return]
 
 
 def test_outcomes_consumer_group_ack_and_reclaim(client: TimerClient) -> None:
