@@ -22,7 +22,7 @@ venv: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check timer worker cli tests benchmarks
-	$(BIN)/mypy
+	$(BIN)/mypy timer worker
 
 test: lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

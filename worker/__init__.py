@@ -1,4 +1,6 @@
-"""The tickwheel worker process: membership, shard leases, per-shard reaper, recovery.
+"""The tickwheel worker process: membership, shard leases, per-shard reaper, recovery."""
 
-Not built yet (see the workers issue); the package exists so the layout is fixed.
-"""
+from .settings import WorkerSettings
+from .worker import Worker, WorkerStats
+
+__all__ = ["Worker", "WorkerSettings", "WorkerStats"]

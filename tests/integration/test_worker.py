@@ -1,0 +1,214 @@
+"""The worker in-process, driven by run_once(): firing, horizon, fencing, catch-up, balance."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from tests.conftest import wait_for
+from timer import Outcome, TimerClient
+from timer.server import RedisServer
+from worker import Worker, WorkerSettings
+
+from .conftest import server_now_ms
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def ns_client(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
+    c = TimerClient.from_url(redis_server.url, namespace)
+    c.init(shards=4, bucket_ms=100)
+    yield c
+    c.close()
+
+
+def make_worker(c: TimerClient, name: str, **kw: int) -> Worker:
+    settings = WorkerSettings(worker_id=name, lease_ms=kw.pop("lease_ms", 2_000), **kw)
+    return Worker(TimerClient.from_url(c.where, c.namespace), settings)
+
+
+def subscribed(c: TimerClient, shards: int) -> bool:
+    """True once every shard's event channel has a subscriber."""
+    channels = [c.keys.shard(s).events for s in range(shards)]
+    return all(n == 1 for _, n in c.redis.pubsub_numsub(*channels))
+
+
+def all_outcomes(c: TimerClient) -> list[Outcome]:
+    return list(c.outcomes("test-reader", "r", stop_when_idle=True))
+
+
+def test_worker_fires_each_due_timer_once_never_early(ns_client: TimerClient) -> None:
+    """Timers due within the next second all fire once, none before its deadline."""
+    now = server_now_ms(ns_client.redis)
+    ids = [f"t{i}" for i in range(40)]
+    for i, tid in enumerate(ids):
+        ns_client.schedule(tid, deadline_ms=now + 50 + 20 * i)
+    w = make_worker(ns_client, "w1")
+    try:
+        outs: list[Outcome] = []
+
+        def done() -> bool:
+            w.run_once()
+            outs.extend(all_outcomes(ns_client))
+            return len(outs) >= len(ids)
+
+        wait_for(done, 20, "all timers fired")
+        assert Counter(o.id for o in outs) == dict.fromkeys(ids, 1)
+        assert all(o.outcome == "expired" and o.decided_ms >= o.deadline_ms for o in outs)
+        assert w.stats.fired + w.stats.swept == len(ids)
+    finally:
+        w.close()
+
+
+def test_wheel_holds_only_the_horizon(ns_client: TimerClient) -> None:
+    """Timers beyond the horizon stay in Redis only; those inside it are in the wheel."""
+    ns_client.schedule_many(
+        [{"id": f"far{i}", "delay_ms": 3_600_000 + i} for i in range(500)]
+        + [{"id": f"near{i}", "delay_ms": 5_000} for i in range(30)]
+    )
+    w = make_worker(ns_client, "w1", horizon_ms=10_000)
+    try:
+        w.run_once()
+        assert len(w.shards) == 4
+        assert w.timer.size == 30
+        held = {tid for s in w.shards.values() for tid in s.tasks}
+        assert held == {f"near{i}" for i in range(30)}
+    finally:
+        w.close()
+
+
+def test_stale_leader_is_fenced_and_drops_the_shard(ns_client: TimerClient) -> None:
+    """A leader whose lease was taken over cannot fire: FENCED, counted, shard dropped."""
+    w1 = make_worker(ns_client, "w1")
+    w2 = make_worker(ns_client, "w2")
+    try:
+        w1.run_once()
+        shard = ns_client.shard_of("victim")
+        ns_client.schedule("victim", delay_ms=0)
+        w1.load(w1.shards[shard])
+        # w1 "pauses": its lease vanishes and w2 takes the shard at a higher epoch.
+        ns_client.redis.delete(ns_client.keys.shard(shard).lease)
+        assert w2.acquire(shard)
+        stale = list(w1.shards[shard].tasks.values())
+        assert stale, "the due timer should be in w1's wheel"
+        assert w1.fire_batch(stale) == 0
+        assert w1.stats.fence_rejections == 1 and shard not in w1.shards
+        assert ns_client.get("victim").state == "pending"  # type: ignore[union-attr]
+        wait_for(lambda: w2.run_once() or ns_client.get("victim").state == "expired", 10)  # type: ignore[union-attr]
+        assert Counter(o.id for o in all_outcomes(ns_client))["victim"] == 1
+    finally:
+        w1.close()
+        w2.close()
+
+
+def test_takeover_catches_up_oldest_first(redis_server: RedisServer, namespace: str) -> None:
+    """Overdue timers of a taken-over shard fire at once, in deadline order."""
+    c = TimerClient.from_url(redis_server.url, namespace)
+    c.init(shards=1, bucket_ms=100)
+    now = server_now_ms(c.redis)
+    deadlines = [now - 5_000 + 37 * ((i * 7) % 100) for i in range(100)]
+    c.schedule_many([{"id": f"o{i}", "deadline_ms": d} for i, d in enumerate(deadlines)])
+    w = make_worker(c, "w1", sweep_interval_ms=60_000)  # the wheel, not sweep, must do it
+    try:
+        w.run_once()
+        outs = all_outcomes(c)
+        assert len(outs) == 100
+        assert [o.deadline_ms for o in outs] == sorted(deadlines)
+        assert all(o.lateness_ms > 0 for o in outs)
+    finally:
+        w.close()
+        c.close()
+
+
+def test_shares_balance_as_workers_join_and_leave(ns_client: TimerClient) -> None:
+    """1, then 3, then 2 workers: every shard has exactly one leader, shares are fair."""
+    c = TimerClient.from_url(ns_client.where, ns_client.namespace)
+    c.redis.delete(c.keys.meta)
+    c.init(shards=16)
+    workers = [make_worker(c, "w1")]
+
+    def settle() -> None:
+        for _ in range(3):
+            for w in workers:
+                w.heartbeat()
+            for w in workers:
+                w.rebalance()
+
+    def check() -> None:
+        owners = [s for w in workers for s in w.shards]
+        assert sorted(owners) == list(range(16)), "each shard exactly one leader"
+        share = -(-16 // len(workers))
+        assert all(len(w.shards) <= share for w in workers)
+        for w in workers:
+            for s, state in w.shards.items():
+                assert c.redis.get(c.keys.shard(s).lease) == w.id.encode()
+                assert state.epoch == int(c.redis.get(c.keys.shard(s).epoch))
+
+    try:
+        workers[0].tick()
+        settle()
+        check()
+        workers += [make_worker(c, "w2"), make_worker(c, "w3")]
+        for w in workers[1:]:
+            w.tick()
+        settle()
+        check()
+        gone = workers.pop()
+        gone.close()
+        settle()
+        check()
+        assert sorted(len(w.shards) for w in workers) == [8, 8]
+    finally:
+        for w in workers:
+            w.close()
+        c.close()
+
+
+def test_running_worker_fires_new_timers_through_events(ns_client: TimerClient) -> None:
+    """A running worker hears of a new timer over pub/sub and fires it within ms."""
+    w = make_worker(ns_client, "w1", sweep_interval_ms=60_000)
+    thread = threading.Thread(target=w.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(
+            lambda: len(w.shards) == 4 and w.events.reconnects == 0 and w.stats.loaded >= 0, 10
+        )
+        wait_for(
+            lambda: ns_client.redis.pubsub_numsub(ns_client.keys.shard(0).events)[0][1] == 1, 10
+        )
+        ns_client.schedule("live", delay_ms=300)
+        out = ns_client.wait("live", timeout=10)
+        assert out.outcome == "expired" and 0 <= out.lateness_ms < 250
+        assert w.stats.swept == 0
+    finally:
+        w.stop()
+        thread.join(10)
+    assert not thread.is_alive()
+    assert all(ns_client.redis.get(ns_client.keys.shard(s).lease) is None for s in range(4))
+
+
+def test_timers_fire_after_pubsub_is_killed(
+    ns_client: TimerClient, redis_client: redis.Redis
+) -> None:
+    """CLIENT KILL TYPE pubsub: timers still fire (reload and sweep), with bounded lateness."""
+    w = make_worker(ns_client, "w1", sweep_interval_ms=200)
+    thread = threading.Thread(target=w.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(
+            lambda: ns_client.redis.pubsub_numsub(ns_client.keys.shard(0).events)[0][1] == 1, 10
+        )
+        redis_client.client_kill_filter(_type="pubsub")
+        ids = [f"k{i}" for i in range(20)]
+        for tid in ids:
+            ns_client.schedule(tid, delay_ms=200)
+        outs = [ns_client.wait(tid, timeout=15) for tid in ids]
+        assert all(o.outcome == "expired" and 0 <= o.lateness_ms < 2_000 for o in outs)
+    finally:
+        w.stop()
+        thread.join(10)

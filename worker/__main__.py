@@ -1,0 +1,58 @@
+"""``python -m worker``: run one worker process until SIGTERM/SIGINT.
+
+The ``tickwheel worker`` command is the friendly face of the same loop; this entry point
+needs nothing but the library, so tests can start real worker processes with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+
+from timer import TimerClient, TimerError
+
+from .settings import WorkerSettings, default_worker_id
+from .worker import Worker
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m worker", description=__doc__.splitlines()[0])
+    p.add_argument("--redis-url", required=True)
+    p.add_argument("--namespace", default="default")
+    p.add_argument("--id", default=None, help="worker id (default host-pid-random)")
+    p.add_argument("--lease-ms", type=int, default=5_000)
+    p.add_argument("--horizon-ms", type=int, default=10_000)
+    p.add_argument("--log-level", default="INFO")
+    args = p.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        client = TimerClient.from_url(args.redis_url, args.namespace)
+        settings = WorkerSettings(
+            worker_id=args.id or default_worker_id(),
+            lease_ms=args.lease_ms,
+            horizon_ms=args.horizon_ms,
+        )
+        worker = Worker(client, settings)
+    except TimerError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
+
+    def on_signal(signum: int, _frame: object) -> None:
+        worker.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    print(f"worker {settings.worker_id} ready", file=sys.stderr, flush=True)
+    worker.run()
+    client.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

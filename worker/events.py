@@ -1,0 +1,117 @@
+"""The pub/sub listener: schedule / reschedule / decide events for the shards a worker leads.
+
+Pub/sub is for speed, never for correctness (a missed event is caught by ``sweep``).
+After any reconnect the worker reloads its horizon, since events may have been missed.
+redis-py's PubSub is not thread-safe, so only the listener thread touches it; other
+threads change the wanted channel set and the listener applies the difference.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import redis
+import redis.client
+
+log = logging.getLogger("worker.events")
+
+
+class _CountingPubSub(redis.client.PubSub):
+    """A PubSub that counts its connections (redis-py reconnects and resubscribes silently)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.connects = 0
+        super().__init__(*args, **kwargs)
+
+    def on_connect(self, connection: Any) -> None:
+        self.connects += 1
+        super().on_connect(connection)
+
+
+class EventListener:
+    def __init__(
+        self,
+        client: redis.Redis,
+        on_message: Callable[[str, str], None],
+        on_reconnect: Callable[[], None],
+    ) -> None:
+        self._client = client
+        self._on_message = on_message
+        self._on_reconnect = on_reconnect
+        self._wanted: set[str] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="worker-events", daemon=True)
+        self.reconnects = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def want(self, channels: set[str]) -> None:
+        with self._lock:
+            self._wanted = set(channels)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(5)
+
+    def _new_pubsub(self) -> _CountingPubSub:
+        return _CountingPubSub(self._client.connection_pool, ignore_subscribe_messages=True)
+
+    def _loop(self) -> None:
+        pubsub: _CountingPubSub | None = None
+        subscribed: set[str] = set()
+        backoff = 0.05
+        while not self._stop.is_set():
+            try:
+                with self._lock:
+                    wanted = set(self._wanted)
+                if pubsub is None:
+                    if not wanted:
+                        self._stop.wait(0.1)
+                        continue
+                    pubsub = self._new_pubsub()
+                    subscribed = set()
+                if wanted - subscribed:
+                    pubsub.subscribe(*(wanted - subscribed))
+                if subscribed - wanted:
+                    pubsub.unsubscribe(*(subscribed - wanted))  # type: ignore[no-untyped-call]
+                subscribed = wanted
+                connects = pubsub.connects
+                message = pubsub.get_message(timeout=0.2)
+                if pubsub.connects > connects > 0:
+                    self._reconnected()
+                if message and message.get("type") == "message":
+                    self._on_message(_text(message["channel"]), _text(message["data"]))
+                backoff = 0.05
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                log.warning("pub/sub connection lost (%s); reconnecting", exc)
+                if pubsub is not None:
+                    with contextlib.suppress(Exception):
+                        pubsub.close()
+                pubsub = None
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 2.0)
+                self._reconnected()
+            except Exception:
+                log.exception("pub/sub listener error")
+                self._stop.wait(0.2)
+        if pubsub is not None:
+            with contextlib.suppress(Exception):
+                pubsub.close()
+
+    def _reconnected(self) -> None:
+        self.reconnects += 1
+        try:
+            self._on_reconnect()
+        except Exception:
+            log.exception("reload after pub/sub reconnect failed")
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else str(value)

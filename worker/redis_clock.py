@@ -1,0 +1,43 @@
+"""The worker's estimate of Redis time: its monotonic clock plus a measured offset.
+
+No worker clock decides a deadline or an expiry (the scripts use Redis TIME, and ``fire``
+re-checks the deadline there). The estimate only decides *when to try*: a timer is put
+in the wheel ``deadline - estimated_now`` ms ahead. The offset is re-measured with every
+lease call (each returns the server's TIME), taking the midpoint of the round trip.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+
+class RedisClock:
+    def __init__(self) -> None:
+        self._offset_ms: float | None = None
+        self._rtt_ms = 0.0
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def mono_ms() -> float:
+        return time.monotonic_ns() / 1_000_000
+
+    def observe(self, server_ms: int, sent_mono_ms: float, received_mono_ms: float) -> None:
+        """Record that the server said ``server_ms`` during [sent, received] (monotonic)."""
+        rtt = received_mono_ms - sent_mono_ms
+        offset = server_ms - (sent_mono_ms + rtt / 2)
+        with self._lock:
+            # Prefer the measurement with the tighter round trip; drift is slow.
+            if self._offset_ms is None or rtt <= self._rtt_ms * 2 + 1:
+                self._offset_ms = offset
+                self._rtt_ms = rtt
+
+    @property
+    def ready(self) -> bool:
+        return self._offset_ms is not None
+
+    def now_ms(self) -> int:
+        """Estimated Redis time now (epoch ms)."""
+        if self._offset_ms is None:
+            raise RuntimeError("RedisClock used before any server time was observed")
+        return int(self.mono_ms() + self._offset_ms)

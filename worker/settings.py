@@ -1,0 +1,47 @@
+"""Worker configuration: one frozen dataclass, passed explicitly."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from dataclasses import dataclass, field
+
+from timer.errors import InvalidInput
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """How a worker holds shards and fires timers. Times are milliseconds."""
+
+    worker_id: str = field(default_factory=default_worker_id)
+    lease_ms: int = 5_000
+    horizon_ms: int = 10_000
+    fire_batch: int = 500
+    sweep_limit: int = 1_000
+    sweep_interval_ms: int = 500
+    result_ttl_ms: int = 24 * 3600 * 1000
+
+    def __post_init__(self) -> None:
+        if not self.worker_id or " " in self.worker_id:
+            raise InvalidInput(f"worker id must be non-empty with no spaces: {self.worker_id!r}")
+        if self.lease_ms < 300:
+            raise InvalidInput(f"lease_ms must be at least 300 ms, got {self.lease_ms}")
+        if self.horizon_ms < 100:
+            raise InvalidInput(f"horizon_ms must be at least 100 ms, got {self.horizon_ms}")
+        if self.fire_batch < 1 or self.sweep_limit < 1:
+            raise InvalidInput("fire_batch and sweep_limit must be at least 1")
+
+    @property
+    def renew_every_ms(self) -> int:
+        """Leases are renewed every third of their TTL."""
+        return self.lease_ms // 3
+
+    @property
+    def live_window_ms(self) -> int:
+        """A worker whose heartbeat is older than this is counted as gone."""
+        return 2 * self.lease_ms
