@@ -13,6 +13,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -23,7 +24,8 @@ from timer.server import RedisServer, find_server_binary
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test that uses the real server is marked ``redis`` (to rerun them on another)."""
     for item in items:
-        if "redis_server" in getattr(item, "fixturenames", ()):
+        names = getattr(item, "fixturenames", ())
+        if "redis_server" in names or "server_binary" in names:
             item.add_marker(pytest.mark.redis)
 
 
@@ -33,9 +35,17 @@ def pytest_report_header() -> str:
 
 
 @pytest.fixture(scope="session")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+def server_binary() -> Path:
+    """The server binary every test that starts its own server must use."""
+    return find_server_binary(os.environ.get("TICKWHEEL_TEST_SERVER") or None)
+
+
+@pytest.fixture(scope="session")
+def redis_server(
+    tmp_path_factory: pytest.TempPathFactory, server_binary: Path
+) -> Iterator[RedisServer]:
     """A real server for the whole session (restartable on the same port and data)."""
-    binary = find_server_binary(os.environ.get("TICKWHEEL_TEST_SERVER") or None)
+    binary = server_binary
     server = RedisServer(tmp_path_factory.mktemp("redis-data"), binary=binary, appendfsync="always")
     server.start()
     try:

@@ -6,7 +6,6 @@ pipelines are split by node by redis-py's cluster pipeline.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +14,7 @@ import pytest
 import redis
 
 from timer import TimerClient
-from timer.server import RedisServer, find_server_binary, free_port
+from timer.server import RedisServer, free_port
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -31,9 +30,9 @@ def _cluster_ok(nodes: list[redis.Redis]) -> bool:
 
 
 @pytest.fixture(scope="module")
-def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def cluster_url(tmp_path_factory: pytest.TempPathFactory, server_binary: Path) -> Iterator[str]:
     """Three cluster-enabled servers joined with CLUSTER MEET and ADDSLOTSRANGE."""
-    binary = find_server_binary(os.environ.get("TICKWHEEL_TEST_SERVER") or None)
+    binary = server_binary
     base: Path = tmp_path_factory.mktemp("cluster")
     cluster_args = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
     servers = [

@@ -6,7 +6,6 @@ wheel's Valkey is not, so this is skipped there with that reason) and openssl ex
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from timer import StoreError, TimerClient
-from timer.server import RedisServer, find_server_binary, free_port
+from timer.server import RedisServer, free_port
 
 pytestmark = pytest.mark.redis
 
@@ -34,8 +33,10 @@ def _make_certs(d: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RedisServer, Path]]:
-    binary = find_server_binary(os.environ.get("TICKWHEEL_TEST_SERVER") or None)
+def tls_server(
+    tmp_path_factory: pytest.TempPathFactory, server_binary: Path
+) -> Iterator[tuple[RedisServer, Path]]:
+    binary = server_binary
     d = tmp_path_factory.mktemp("tls")
     if shutil.which("openssl") is None:
         pytest.skip("openssl is not installed: cannot make test certificates")
