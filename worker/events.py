@@ -3,7 +3,9 @@
 Pub/sub is for speed, never for correctness (a missed event is caught by ``sweep``).
 After any reconnect the worker reloads its horizon, since events may have been missed.
 redis-py's PubSub is not thread-safe, so only the listener thread touches it; other
-threads change the wanted channel set and the listener applies the difference.
+threads change the wanted channel set and the listener applies the difference. A shard's
+horizon is reloaded once its channel's subscription is confirmed, so nothing scheduled
+between the first load and the subscription is left to the sweep.
 """
 
 from __future__ import annotations
@@ -38,10 +40,12 @@ class EventListener:
         client: redis.Redis,
         on_message: Callable[[str, str], None],
         on_reconnect: Callable[[], None],
+        on_subscribed: Callable[[str], None],
     ) -> None:
         self._client = client
         self._on_message = on_message
         self._on_reconnect = on_reconnect
+        self._on_subscribed = on_subscribed
         self._wanted: set[str] = set()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -61,7 +65,7 @@ class EventListener:
             self._thread.join(5)
 
     def _new_pubsub(self) -> _CountingPubSub:
-        return _CountingPubSub(self._client.connection_pool, ignore_subscribe_messages=True)
+        return _CountingPubSub(self._client.connection_pool)
 
     def _loop(self) -> None:
         pubsub: _CountingPubSub | None = None
@@ -86,8 +90,12 @@ class EventListener:
                 message = pubsub.get_message(timeout=0.2)
                 if pubsub.connects > connects > 0:
                     self._reconnected()
-                if message and message.get("type") == "message":
+                kind = message.get("type") if message else None
+                if kind == "message":
                     self._on_message(_text(message["channel"]), _text(message["data"]))
+                elif kind == "subscribe":
+                    # Events flow from here on: whatever was read before may have missed some.
+                    self._on_subscribed(_text(message["channel"]))
                 backoff = 0.05
             except (redis.ConnectionError, redis.TimeoutError) as exc:
                 log.warning("pub/sub connection lost (%s); reconnecting", exc)

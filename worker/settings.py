@@ -43,5 +43,10 @@ class WorkerSettings:
 
     @property
     def live_window_ms(self) -> int:
-        """A worker whose heartbeat is older than this is counted as gone."""
-        return 2 * self.lease_ms
+        """A worker whose heartbeat is older than this is counted as gone.
+
+        One lease TTL: a live worker beats every third of it, and a dead one stops being
+        counted about when its leases expire, so its shards are not left unclaimed by
+        survivors who still think their fair share is smaller.
+        """
+        return self.lease_ms

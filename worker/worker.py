@@ -65,7 +65,9 @@ class Worker:
         self._last_heartbeat = -math.inf
         self._reaper: SystemTimerReaper | None = None
         self._firer: threading.Thread | None = None
-        self.events = EventListener(client.redis, self._on_event, self._on_reconnect)
+        self.events = EventListener(
+            client.redis, self._on_event, self._on_reconnect, self._on_subscribed
+        )
         self.meta = client.meta
 
     # -- Redis time --------------------------------------------------------------------
@@ -200,7 +202,11 @@ class Worker:
                 if tid not in state.tasks:
                     self._add_task(state, tid, deadline)
                     added += 1
-            state.loaded.update(buckets)
+            # Only buckets wholly inside the horizon count as loaded (later loads skip
+            # them; events fill them in). One straddling the edge is read again next time:
+            # a timer scheduled into it beyond the horizon while we read would be missed.
+            width = self.meta.bucket_ms
+            state.loaded.update(n for n in buckets if (n + 1) * width <= until)
             # Buckets whose end is long past were swept: forget them (bounded memory).
             old = (self.clock.now_ms() - 4 * self.meta.bucket_ms) // self.meta.bucket_ms
             state.loaded = {n for n in state.loaded if n >= old}
@@ -228,7 +234,12 @@ class Worker:
             if kind in ("S", "R"):
                 deadline_s, tid = rest.split(" ", 1)
                 deadline = int(deadline_s)
-                within = deadline <= self.clock.now_ms() + self.settings.horizon_ms
+                # A loaded bucket must hold all its timers in the wheel (load skips it from
+                # now on), even those beyond the horizon edge it straddles.
+                within = (
+                    deadline <= self.clock.now_ms() + self.settings.horizon_ms
+                    or deadline // self.meta.bucket_ms in state.loaded
+                )
                 if kind == "S" and tid in state.tasks:
                     return
                 if within:
@@ -240,6 +251,13 @@ class Worker:
                 task = state.tasks.pop(tid, None)
                 if task is not None:
                     task.cancel()
+
+    def _on_subscribed(self, channel: str) -> None:
+        shard = int(channel.rsplit(":", 2)[-2])
+        with self._lock:
+            state = self.shards.get(shard)
+            if state is not None:
+                state.needs_reload = True
 
     def _on_reconnect(self) -> None:
         self.stats.reloads += 1

