@@ -35,8 +35,11 @@ test-server: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
 
+# The main job on the embedded server, which is stopped afterwards (its data stays in
+# ./.tickwheel/). Pass options through DEMO_ARGS, e.g. make demo DEMO_ARGS="--timers 5000".
+DEMO_ARGS ?=
 demo: $(STAMP)
-	$(BIN)/tickwheel demo
+	$(BIN)/tickwheel demo $(DEMO_ARGS); rc=$$?; $(BIN)/tickwheel server stop; exit $$rc
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

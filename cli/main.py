@@ -1,8 +1,4 @@
-"""Entry point of the ``tickwheel`` console script.
-
-The commands of DESIGN §6 arrive with the CLI issue; today only the group, ``--version``
-and an honest ``demo`` exist.
-"""
+"""Entry point of the ``tickwheel`` console script (also ``python -m cli``)."""
 
 from __future__ import annotations
 
@@ -10,17 +6,82 @@ import click
 
 from timer import __version__
 
+from .app import App
+from .bench import bench
+from .demo import demo
+from .server_cmd import server
+from .timers import (
+    cancel,
+    complete,
+    get,
+    init,
+    notify,
+    reschedule,
+    schedule,
+    shards,
+    stats,
+    tail,
+    wait,
+)
+from .worker_cmd import worker
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+EPILOG = """\b
+Without --redis-url the CLI uses an embedded server it starts on first use
+(data in ./.tickwheel/; `tickwheel server stop` stops it).
+Exit codes: 0 ok, 2 usage, 3 invalid input, 4 configuration, 5 Redis unreachable or
+failing, 6 no such timer, 7 conflicting timer, 8 wait timed out, 1 other errors.
+"""
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG)
 @click.version_option(__version__, prog_name="tickwheel")
-def main() -> None:
-    """tickwheel: a crash-tolerant, Redis-persisted distributed timer."""
+@click.option(
+    "--redis-url",
+    envvar="TICKWHEEL_REDIS_URL",
+    default=None,
+    metavar="URL",
+    help="redis://[user:pass@]host:port/db, rediss:// for TLS, or unix:///path "
+    "[env TICKWHEEL_REDIS_URL; default: the embedded server].",
+)
+@click.option(
+    "--namespace",
+    envvar="TICKWHEEL_NAMESPACE",
+    default="default",
+    show_default=True,
+    help="Namespace of timers [env TICKWHEEL_NAMESPACE].",
+)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON on stdout.")
+@click.pass_context
+def main(ctx: click.Context, redis_url: str | None, namespace: str, as_json: bool) -> None:
+    """tickwheel: a crash-tolerant, Redis-persisted distributed timer.
+
+    Timers survive crashes of clients, workers and (per its fsync policy) Redis; each ends
+    exactly once as expired, completed (a watched key was notified) or cancelled.
+    """
+    app = App(redis_url or None, namespace, as_json)
+    ctx.obj = app
+    ctx.call_on_close(app.close)
 
 
-@main.command()
-def demo() -> None:
-    """Run the main job: a job-timeout service surviving a worker crash (not built yet)."""
-    click.echo(
-        "tickwheel demo is not built yet: the workers and CLI issues add it.\n"
-        "Today tickwheel ships its in-memory engine; see README.md."
-    )
+for command in (
+    server,
+    init,
+    worker,
+    schedule,
+    cancel,
+    reschedule,
+    notify,
+    complete,
+    get,
+    wait,
+    tail,
+    stats,
+    shards,
+    demo,
+    bench,
+):
+    main.add_command(command)
+
+
+if __name__ == "__main__":
+    main()

@@ -26,6 +26,7 @@ from timer.errors import Fenced
 from timer.store import map_errors, translate
 
 from .events import EventListener
+from .metrics import LatenessHistogram
 from .redis_clock import RedisClock
 from .settings import WorkerSettings
 from .shard import FireTask, ShardState, read_due
@@ -46,6 +47,8 @@ class WorkerStats:
     redis_errors: int = 0
     loaded: int = 0
     reloads: int = 0
+    completed_seen: int = 0
+    cancelled_seen: int = 0
 
 
 class Worker:
@@ -59,6 +62,7 @@ class Worker:
         self.shards: dict[int, ShardState] = {}
         self.stats = WorkerStats()
         self.lateness_ms: deque[int] = deque(maxlen=100_000)
+        self.lateness_histogram = LatenessHistogram()
         self._lock = threading.RLock()
         self._stopping = threading.Event()
         self._live = 1
@@ -247,7 +251,11 @@ class Worker:
                 elif tid in state.tasks:
                     state.tasks.pop(tid).cancel()
             elif kind == "X":
-                _, tid = rest.split(" ", 1)
+                outcome, tid = rest.split(" ", 1)
+                if outcome == "completed":
+                    self.stats.completed_seen += 1
+                elif outcome == "cancelled":
+                    self.stats.cancelled_seen += 1
                 task = state.tasks.pop(tid, None)
                 if task is not None:
                     task.cancel()
@@ -312,7 +320,7 @@ class Worker:
             for task in group:
                 tid = task.timer_id
                 if tid in fired_ids:
-                    self.lateness_ms.append(now - task.deadline_ms)
+                    self._record_lateness(now - task.deadline_ms)
                 if state.tasks.get(tid) is not task:
                     continue
                 if tid in early_at and alive:  # Redis time says not yet: try again later
@@ -322,6 +330,10 @@ class Worker:
                     del state.tasks[tid]
         self.stats.fired += len(fired)
         return len(fired)
+
+    def _record_lateness(self, ms: int) -> None:
+        self.lateness_ms.append(ms)
+        self.lateness_histogram.observe(ms)
 
     def _firer_loop(self) -> None:
         while not self._stopping.is_set():
@@ -371,7 +383,7 @@ class Worker:
             with self._lock:
                 for i in range(0, len(fired), 2):
                     tid = fired[i].decode("utf-8", "surrogatepass")
-                    self.lateness_ms.append(now - int(fired[i + 1]))
+                    self._record_lateness(now - int(fired[i + 1]))
                     task = state.tasks.pop(tid, None)
                     if task is not None:
                         task.cancel()

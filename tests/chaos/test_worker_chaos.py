@@ -141,3 +141,22 @@ def test_pubsub_killed_timers_still_fire(
     assert_exactly_once(outcomes, ids)
     worst = max(o.lateness_ms for o in outcomes)
     assert worst < 2_000, f"lateness {worst} ms after the pub/sub kill"
+
+
+def test_sigterm_releases_leases_and_exits_cleanly(
+    chaos_client: TimerClient, workers_factory: list[Workers], tmp_path: Path
+) -> None:
+    """SIGTERM: the worker releases every lease and leaves the membership within seconds,
+    so a survivor takes its shards at once, without waiting for a lease to expire."""
+    c = chaos_client
+    pool = Workers(c.where, c.namespace, tmp_path, lease_ms=30_000, horizon_ms=3_000)
+    workers_factory.append(pool)
+    a = pool.start("a")
+    wait_for(lambda: all(c.redis.get(c.keys.shard(s).lease) == b"a" for s in range(8)), 20)
+    b = pool.start("b")
+    a.proc.terminate()
+    assert a.proc.wait(10) == 0
+    assert c.redis.zscore(c.keys.workers, "a") is None
+    # With a 30 s lease, b can only have them this fast because a released them.
+    wait_for(lambda: all(c.redis.get(c.keys.shard(s).lease) == b"b" for s in range(8)), 10)
+    assert b.alive()

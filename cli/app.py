@@ -1,0 +1,101 @@
+"""The CLI's app context: settings from the global options, a lazily created client,
+and the one place where TimerErrors become one-line messages with distinct exit codes."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import click
+
+from timer import TimerClient
+from timer.errors import (
+    ConfigError,
+    DuplicateTimer,
+    Fenced,
+    InvalidInput,
+    StoreError,
+    TimerClosed,
+    TimerError,
+    TimerFull,
+    TimerNotFound,
+    WaitTimeout,
+)
+from timer.store import redact_url
+
+from . import embedded
+
+# 0 ok, 2 usage (click); each TimerError kind its own code, 1 for any other.
+EXIT_CODES: dict[type[TimerError], int] = {
+    InvalidInput: 3,
+    ConfigError: 4,
+    StoreError: 5,
+    TimerNotFound: 6,
+    DuplicateTimer: 7,
+    WaitTimeout: 8,
+    Fenced: 9,
+    TimerFull: 10,
+    TimerClosed: 10,
+}
+
+
+class TimerCommandError(click.ClickException):
+    def __init__(self, error: TimerError) -> None:
+        super().__init__(str(error))
+        self.exit_code = next(
+            (code for kind, code in EXIT_CODES.items() if isinstance(error, kind)), 1
+        )
+
+
+@contextlib.contextmanager
+def errors() -> Iterator[None]:
+    try:
+        yield
+    except TimerError as exc:
+        raise TimerCommandError(exc) from None
+
+
+@dataclass
+class App:
+    redis_url: str | None
+    namespace: str
+    json: bool
+    _client: TimerClient | None = field(default=None, repr=False)
+    _url: str | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        """The Redis URL: the one given, else the embedded server (started if needed)."""
+        if self._url is None:
+            if self.redis_url:
+                self._url = self.redis_url
+            else:
+                with errors():
+                    state, started = embedded.start()
+                if started and not self.json:
+                    click.echo(
+                        f"Started the embedded server ({state.binary}) on {state.url}; "
+                        f"data in {state.data_dir}. Stop it with: tickwheel server stop",
+                        err=True,
+                    )
+                self._url = state.url
+        return self._url
+
+    @property
+    def safe_url(self) -> str:
+        return redact_url(self.url)
+
+    @property
+    def client(self) -> TimerClient:
+        if self._client is None:
+            with errors():
+                self._client = TimerClient.from_url(self.url, self.namespace)
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+
+pass_app = click.make_pass_decorator(App)

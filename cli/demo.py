@@ -1,0 +1,296 @@
+"""``tickwheel demo``: the main job, end to end, with a crash in the middle.
+
+A job-timeout service: N jobs start, each schedules its timeout watching its job's key;
+half finish in time and notify their key (the timeout completes early), some are
+cancelled, the rest hang and expire. Meanwhile one of the worker processes is killed with
+SIGKILL and a new one started. At the end every timer must have exactly one outcome,
+none decided before its deadline.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import click
+
+from timer import TimerClient
+
+from .app import App, errors, pass_app
+from .durations import DURATION
+from .output import emit, pairs
+
+LOG_DIR = Path(".tickwheel") / "demo-logs"
+
+
+def _now_ms(c: TimerClient) -> int:
+    secs, micros = c.redis.time()
+    return int(secs) * 1000 + int(micros) // 1000
+
+
+def _decided(c: TimerClient) -> int:
+    return sum(int(c.redis.xlen(c.keys.shard(s).outcomes)) for s in range(c.meta.shards))
+
+
+def _start_worker(url: str, ns: str, name: str, lease_ms: int) -> subprocess.Popen[bytes]:
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    log = (LOG_DIR / f"{ns}-{name}.log").open("wb")
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cli",
+            "--redis-url",
+            url,
+            "--namespace",
+            ns,
+            "worker",
+            "--lease-ms",
+            f"{lease_ms}ms",
+            "--id",
+            name,
+            "--log-level",
+            "WARNING",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def _all_outcomes(c: TimerClient) -> list[tuple[int, bytes, dict[bytes, bytes]]]:
+    out = []
+    for s in range(c.meta.shards):
+        last = "-"
+        while True:
+            batch = c.redis.xrange(c.keys.shard(s).outcomes, last, "+", count=10_000)
+            if last != "-":
+                batch = batch[1:]
+            if not batch:
+                break
+            out.extend((s, eid, fields) for eid, fields in batch)
+            last = batch[-1][0]
+    return out
+
+
+def _pct(values: list[int], q: float) -> int | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class Driver(threading.Thread):
+    """Plays the jobs: notifies finished jobs' keys and cancels some, each at its time."""
+
+    def __init__(self, c: TimerClient, actions: list[tuple[float, str, str]]) -> None:
+        super().__init__(name="demo-driver", daemon=True)
+        self.c, self.actions = c, sorted(actions)
+        self.done = Counter[str]()
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        start = time.monotonic()
+        try:
+            for at, kind, name in self.actions:
+                if self.stop.wait(max(0.0, at - (time.monotonic() - start))):
+                    return
+                if kind == "notify":
+                    self.done["completed"] += self.c.notify(name)
+                else:
+                    self.done["cancelled"] += int(self.c.cancel(name))
+        except BaseException as exc:
+            self.error = exc
+
+
+@click.command()
+@click.option(
+    "--timers",
+    type=click.IntRange(1, 1_000_000),
+    default=20_000,
+    show_default=True,
+    help="How many job timeouts to schedule.",
+)
+@click.option("--workers", "n_workers", type=click.IntRange(1, 32), default=3, show_default=True)
+@click.option("--min-delay", type=DURATION, default="5s", show_default=True)
+@click.option("--max-delay", type=DURATION, default="15s", show_default=True)
+@click.option(
+    "--lease-ms",
+    "--lease",
+    "lease_ms",
+    type=DURATION,
+    default="2000ms",
+    show_default=True,
+    help="Worker lease TTL (bounds the failover time).",
+)
+@click.option("--no-kill", is_flag=True, help="Do not kill a worker midway.")
+@click.option("--seed", type=int, default=None, help="Random seed (for a repeatable run).")
+@pass_app
+def demo(
+    app: App,
+    timers: int,
+    n_workers: int,
+    min_delay: int,
+    max_delay: int,
+    lease_ms: int,
+    no_kill: bool,
+    seed: int | None,
+) -> None:
+    """Run the main job: job timeouts that survive a worker's kill -9.
+
+    Starts the workers, schedules the timeouts (delays between --min-delay and
+    --max-delay; half of the jobs finish early and notify, 5% are cancelled), kills one
+    worker with SIGKILL midway and starts a new one, waits for every outcome, and prints
+    the summary. Exits non-zero if any timer was lost, decided twice or fired early.
+    """
+    if max_delay < min_delay or min_delay < 1000:
+        raise click.UsageError("need 1s <= --min-delay <= --max-delay")
+    rng = random.Random(seed)
+    ns = app.namespace if app.namespace != "default" else f"demo-{int(time.time())}"
+    url = app.url
+    with errors():
+        c = TimerClient.from_url(url, ns)
+        c.init(shards=16)
+    say = (lambda msg: None) if app.json else (lambda msg: click.echo(msg, err=True))
+    say(f"Namespace {ns!r} at {app.safe_url}; starting {n_workers} workers (lease {lease_ms} ms)")
+    procs = {f"w{i}": _start_worker(url, ns, f"w{i}", lease_ms) for i in range(n_workers)}
+    try:
+        summary = _run(
+            app, c, ns, url, procs, timers, min_delay, max_delay, lease_ms, no_kill, rng, say
+        )
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs.values():
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        c.close()
+    ok = summary["lost"] == 0 and summary["duplicates"] == 0 and summary["early"] == 0
+    emit(app.json, {**summary, "ok": ok}, pairs(summary))
+    if not app.json:
+        click.echo(
+            "OK: every timer ended exactly once, none early."
+            if ok
+            else "FAILED: timers were lost, doubled or early (see above)."
+        )
+    if not ok:
+        raise SystemExit(1)
+
+
+def _run(
+    app: App,
+    c: TimerClient,
+    ns: str,
+    url: str,
+    procs: dict[str, Any],
+    n: int,
+    min_delay: int,
+    max_delay: int,
+    lease_ms: int,
+    no_kill: bool,
+    rng: random.Random,
+    say: Any,
+) -> dict[str, Any]:
+    jobs: list[dict[str, Any]] = []
+    actions: list[tuple[float, str, str]] = []
+    for i in range(n):
+        delay = rng.randint(min_delay, max_delay)
+        tid, key = f"job:{{{i}}}", f"job:{{{i}}}:done"
+        jobs.append({"id": tid, "delay_ms": delay, "payload": {"job": i}, "watch": [key]})
+        roll = rng.random()
+        if roll < 0.5:  # the job finishes in time and says so
+            actions.append((delay * rng.uniform(0.1, 0.8) / 1000, "notify", key))
+        elif roll < 0.55:  # somebody cancels the job
+            actions.append((delay * rng.uniform(0.1, 0.8) / 1000, "cancel", tid))
+    with (
+        errors(),
+        click.progressbar(length=n, label="Scheduling", file=sys.stderr, hidden=app.json) as bar,
+    ):
+        for start in range(0, n, 2_000):
+            res = c.schedule_many(jobs[start : start + 2_000])
+            bad = [r for r in res if isinstance(r, Exception)]
+            if bad:
+                raise bad[0]
+            bar.update(len(res))
+    driver = Driver(c, actions)
+    driver.start()
+    killed_at, victim_shards, victim = None, [], None
+    deadline = time.monotonic() + max_delay / 1000 + 120
+    with click.progressbar(
+        length=n, label="Waiting for outcomes", file=sys.stderr, hidden=app.json
+    ) as bar:
+        shown = 0
+        while True:
+            done = _decided(c)
+            bar.update(done - shown)
+            shown = done
+            if done >= n:
+                break
+            if not no_kill and killed_at is None and done >= 0.4 * n:
+                leaders = {s: c.redis.get(c.keys.shard(s).lease) for s in range(c.meta.shards)}
+                victim = sorted(procs)[0]
+                victim_shards = [s for s, who in leaders.items() if who == victim.encode()]
+                killed_at = _now_ms(c)
+                procs[victim].send_signal(signal.SIGKILL)
+                procs[victim].wait()
+                procs[f"{victim}-new"] = _start_worker(url, ns, f"{victim}-new", lease_ms)
+            if time.monotonic() > deadline:
+                break  # the summary will show what is missing
+            time.sleep(0.1)
+    driver.stop.set()
+    driver.join(10)
+    if driver.error is not None:
+        raise driver.error
+    if killed_at is not None:
+        say(
+            f"Killed worker {victim} (SIGKILL) at 40% with shards {victim_shards}; "
+            f"started {victim}-new"
+        )
+    return _summarise(c, jobs, killed_at, victim_shards, lease_ms)
+
+
+def _summarise(
+    c: TimerClient,
+    jobs: list[dict[str, Any]],
+    killed_at: int | None,
+    victim_shards: list[int],
+    lease_ms: int,
+) -> dict[str, Any]:
+    entries = _all_outcomes(c)
+    counts = Counter(f[b"id"].decode() for _, _, f in entries)
+    kinds = Counter(f[b"outcome"].decode() for _, _, f in entries)
+    expired = [
+        (s, int(f[b"deadline"]), int(f[b"decided"]))
+        for s, _, f in entries
+        if f[b"outcome"] == b"expired"
+    ]
+    late = [dec - dl for _, dl, dec in expired]
+    failover = None
+    if killed_at is not None:
+        after = [dec for s, _, dec in expired if s in victim_shards and dec > killed_at]
+        failover = (min(after) - killed_at) if after else None
+    return {
+        "scheduled": len(jobs),
+        "expired": kinds["expired"],
+        "completed": kinds["completed"],
+        "cancelled": kinds["cancelled"],
+        "lost": sum(1 for j in jobs if j["id"] not in counts),
+        "duplicates": sum(1 for v in counts.values() if v > 1),
+        "early": sum(1 for x in late if x < 0),
+        "lateness_p50_ms": _pct(late, 0.5),
+        "lateness_p99_ms": _pct(late, 0.99),
+        "lateness_max_ms": max(late) if late else None,
+        "failover_ms": failover,
+        "lease_ms": lease_ms,
+    }

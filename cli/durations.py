@@ -1,0 +1,79 @@
+"""Durations (``30s``, ``500ms``, ``2m``, ``1h``, ``1h30m``) and ISO-8601 instants for the CLI."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+import click
+
+_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+
+
+def parse_duration_ms(text: str) -> int:
+    """Milliseconds in ``text``: one or more ``<number><unit>`` with unit ms, s, m, h or d."""
+    s = text.strip().lower().replace(" ", "")
+    if not s:
+        raise ValueError("empty duration")
+    pos, total = 0, 0.0
+    for m in _PART.finditer(s):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    if pos != len(s):
+        raise ValueError(f"{text!r} is not a duration; write e.g. 500ms, 30s, 2m, 1h or 1h30m")
+    return round(total)
+
+
+def parse_instant_ms(text: str) -> int:
+    """Epoch milliseconds of an ISO-8601 instant (a time without a zone is taken as UTC)."""
+    try:
+        dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is not an ISO-8601 time; write e.g. 2026-11-22T18:30:00Z"
+        ) from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return round(dt.timestamp() * 1000)
+
+
+def format_ms(epoch_ms: int | None) -> str:
+    if epoch_ms is None:
+        return "-"
+    dt = datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
+    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Duration(click.ParamType):
+    name = "duration"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_duration_ms(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class Instant(click.ParamType):
+    name = "iso-time"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_instant_ms(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+DURATION = Duration()
+INSTANT = Instant()

