@@ -36,12 +36,12 @@ def now_ms(c: TimerClient) -> int:
 def start_worker(
     url: str, ns: str, name: str, lease_ms: int, logs: Path
 ) -> subprocess.Popen[bytes]:
-    log = (logs / f"{name}.log").open("wb")
-    return subprocess.Popen(
-        [sys.executable, "-m", "worker", "--redis-url", url, "--namespace", ns, "--id", name,
-         "--lease-ms", str(lease_ms), "--log-level", "WARNING"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+    with (logs / f"{name}.log").open("wb") as log:  # the child keeps its own fd
+        return subprocess.Popen(
+            [sys.executable, "-m", "worker", "--redis-url", url, "--namespace", ns, "--id", name,
+             "--lease-ms", str(lease_ms), "--log-level", "WARNING"],
+            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
 
 
 def decided(c: TimerClient) -> int:

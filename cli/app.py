@@ -4,6 +4,7 @@ and the one place where TimerErrors become one-line messages with distinct exit 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -25,6 +26,8 @@ from timer.errors import (
 from timer.store import redact_url
 
 from . import embedded
+
+SERVER_ENV = "TICKWHEEL_SERVER_BINARY"  # which binary the embedded server runs
 
 # 0 ok, 2 usage (click); each TimerError kind its own code, 1 for any other.
 EXIT_CODES: dict[type[TimerError], int] = {
@@ -72,7 +75,7 @@ class App:
                 self._url = self.redis_url
             else:
                 with errors():
-                    state, started = embedded.start()
+                    state, started = embedded.start(binary=os.environ.get(SERVER_ENV) or None)
                 if started and not self.json:
                     click.echo(
                         f"Started the embedded server ({state.binary}) on {state.url}; "

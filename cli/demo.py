@@ -41,28 +41,15 @@ def _decided(c: TimerClient) -> int:
 
 def _start_worker(url: str, ns: str, name: str, lease_ms: int) -> subprocess.Popen[bytes]:
     LOG_DIR.mkdir(parents=True, exist_ok=True)
-    log = (LOG_DIR / f"{ns}-{name}.log").open("wb")
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "cli",
-            "--redis-url",
-            url,
-            "--namespace",
-            ns,
-            "worker",
-            "--lease-ms",
-            f"{lease_ms}ms",
-            "--id",
-            name,
-            "--log-level",
-            "WARNING",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    args = ["--redis-url", url, "--namespace", ns, "worker", "--lease-ms", f"{lease_ms}ms",
+            "--id", name, "--log-level", "WARNING"]  # fmt: skip
+    with (LOG_DIR / f"{ns}-{name}.log").open("wb") as log:  # the child keeps its own fd
+        return subprocess.Popen(
+            [sys.executable, "-m", "cli", *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def _all_outcomes(c: TimerClient) -> list[tuple[int, bytes, dict[bytes, bytes]]]:

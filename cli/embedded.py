@@ -85,13 +85,14 @@ def start(base: Path = STATE_DIR, binary: str | None = None) -> tuple[EmbeddedSt
     data_dir = (base / "data").resolve()
     previous = read_state(base)
     port = previous.port if previous else None
-    server = RedisServer(data_dir, binary=find_server_binary(binary), port=port)
+    server = RedisServer(data_dir, binary=find_server_binary(binary), port=port, detached=True)
     try:
         server.start()
     except StoreError:
         if port is None:
             raise
-        server = RedisServer(data_dir, binary=server.binary)  # the old port is taken
+        # The old port is taken by something else now: take a new one.
+        server = RedisServer(data_dir, binary=server.binary, detached=True)
         server.start()
     assert server.pid is not None
     state = EmbeddedState(server.pid, server.port, str(server.binary), str(data_dir))

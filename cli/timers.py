@@ -35,7 +35,11 @@ from .output import emit, pairs, table, to_json
 )
 @pass_app
 def init(app: App, shards: int, bucket_ms: int) -> None:
-    """Create the namespace once (again with the same --shards is a no-op)."""
+    """Create the namespace once (again with the same --shards is a no-op).
+
+    The shard count is fixed for the life of the namespace: it bounds how many workers
+    can fire in parallel. Every other command needs the namespace initialised.
+    """
     with errors():
         meta = app.client.init(shards=shards, bucket_ms=bucket_ms)
     info = {
@@ -130,7 +134,11 @@ def schedule(
 @click.argument("timer_id")
 @pass_app
 def cancel(app: App, timer_id: str) -> None:
-    """Cancel a pending timer (safe to repeat)."""
+    """Cancel a pending timer (safe to repeat).
+
+    Its outcome 'cancelled' goes to the outcome stream; cancelling a timer that already
+    ended changes nothing and says so.
+    """
     with errors():
         decided = app.client.cancel(timer_id)
     emit(
@@ -146,7 +154,11 @@ def cancel(app: App, timer_id: str) -> None:
 @click.option("--at", "deadline_ms", type=INSTANT, help="New ISO-8601 deadline.")
 @pass_app
 def reschedule(app: App, timer_id: str, delay_ms: int | None, deadline_ms: int | None) -> None:
-    """Move a pending timer's deadline."""
+    """Move a pending timer's deadline.
+
+    Give the new deadline with --in (from now, by the Redis clock) or --at. A timer that
+    has already ended is left as it is.
+    """
     if (delay_ms is None) == (deadline_ms is None):
         raise click.UsageError("give exactly one of --in DURATION or --at ISO-TIME")
     with errors():
@@ -169,7 +181,11 @@ def reschedule(app: App, timer_id: str, delay_ms: int | None, deadline_ms: int |
 @click.argument("key")
 @pass_app
 def notify(app: App, key: str) -> None:
-    """Notify watch key KEY: completes the timers that now have enough keys."""
+    """Notify watch key KEY: completes the timers that now have enough keys.
+
+    A timer completes when --need of its watch keys were notified; notifying the same key
+    twice counts once. Only timers watching KEY now are affected.
+    """
     with errors():
         n = app.client.notify(key)
     emit(app.json, {"key": key, "completed": n}, f"Notified {key}: {n} timer(s) completed")
@@ -179,7 +195,10 @@ def notify(app: App, key: str) -> None:
 @click.argument("timer_id")
 @pass_app
 def complete(app: App, timer_id: str) -> None:
-    """Decide a pending timer as completed now."""
+    """Decide a pending timer as completed now.
+
+    Like notifying its watch keys, for a timer you know by id. Safe to repeat.
+    """
     with errors():
         decided = app.client.complete(timer_id)
     emit(
@@ -209,7 +228,11 @@ def _info_dict(info: TimerInfo) -> dict[str, Any]:
 @click.argument("timer_id")
 @pass_app
 def get(app: App, timer_id: str) -> None:
-    """Show a timer: pending with its deadline, or how it ended."""
+    """Show a timer: pending with its deadline, or how it ended.
+
+    Ended timers are remembered for the result TTL (24 h by default); after that, and
+    for ids never scheduled, it exits 6.
+    """
     with errors():
         info = app.client.get(timer_id)
     if info is None:
@@ -242,7 +265,10 @@ def _outcome_dict(o: Outcome) -> dict[str, Any]:
 @click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds to wait.")
 @pass_app
 def wait(app: App, timer_id: str, timeout: float) -> None:
-    """Block until the timer is decided and print how it ended."""
+    """Block until the timer is decided and print how it ended.
+
+    Exits 8 if it is still pending after --timeout seconds, 6 if there is no such timer.
+    """
     with errors():
         o = app.client.wait(timer_id, timeout=timeout)
     emit(
@@ -288,7 +314,11 @@ def tail(
 @click.command()
 @pass_app
 def stats(app: App) -> None:
-    """Totals for the namespace: pending timers, outcomes, leaders, worst lag."""
+    """Totals for the namespace: pending timers, outcomes, leaders, worst lag.
+
+    Lag is how long the oldest ended durable bucket has waited for a sweep: it grows when
+    no worker leads a shard.
+    """
     with errors():
         st = app.client.stats()
     led = sum(1 for s in st["shards"] if s["leader"])
@@ -311,7 +341,10 @@ def stats(app: App) -> None:
 @click.command()
 @pass_app
 def shards(app: App) -> None:
-    """One line per shard: leader, epoch, pending timers, outcomes, lag."""
+    """One line per shard: leader, epoch, pending timers, outcomes, lag.
+
+    The epoch rises by one at every lease acquisition (the fencing token).
+    """
     with errors():
         st = app.client.stats()
     rows = [

@@ -90,6 +90,7 @@ class RedisServer:
         port: int | None = None,
         appendfsync: str = "everysec",
         password: str | None = None,
+        detached: bool = False,
         extra_args: tuple[str, ...] = (),
     ) -> None:
         self.data_dir = Path(data_dir)
@@ -98,6 +99,8 @@ class RedisServer:
         self.port = port or free_port(host)
         self.appendfsync = appendfsync
         self.password = password
+        # Detached: the server daemonizes (and outlives this process); we track its pidfile.
+        self.detached = detached
         self.extra_args = tuple(extra_args)
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -110,7 +113,16 @@ class RedisServer:
         return self.data_dir / "server.log"
 
     @property
+    def pid_path(self) -> Path:
+        return self.data_dir / "server.pid"
+
+    @property
     def pid(self) -> int | None:
+        if self.detached:
+            try:
+                return int(self.pid_path.read_text().strip())
+            except (OSError, ValueError):
+                return None
         return self.process.pid if self.process else None
 
     def command(self) -> list[str]:
@@ -122,7 +134,8 @@ class RedisServer:
             "--appendonly", "yes",
             "--appendfsync", self.appendfsync,
             "--save", "",
-            "--daemonize", "no",
+            "--daemonize", "yes" if self.detached else "no",
+            *(("--pidfile", str(self.pid_path)) if self.detached else ()),
             "--logfile", str(self.log_path),
             *(("--requirepass", self.password) if self.password else ()),
             *self.extra_args,
@@ -139,6 +152,8 @@ class RedisServer:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
+        if self.detached:
+            self.process.wait(timeout_s)  # the launcher exits once the daemon has forked
         self._wait_ready(timeout_s)
         return self
 
@@ -150,7 +165,12 @@ class RedisServer:
         try:
             while True:
                 assert self.process is not None
-                if self.process.poll() is not None:
+                gone = (
+                    (self.process.returncode not in (None, 0))
+                    if self.detached
+                    else (self.process.poll() is not None)
+                )
+                if gone:
                     raise StoreError(
                         f"{self.binary.name} exited with code {self.process.returncode} at "
                         f"start; its log ({self.log_path}) ends with:\n{self.log_tail()}"

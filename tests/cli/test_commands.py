@@ -1,0 +1,125 @@
+"""Every CLI command through click's CliRunner against the real test server."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from cli.main import main
+from timer.server import free_port
+
+from .conftest import Run, as_json
+
+COMMANDS = [
+    [], ["server"], ["server", "start"], ["server", "stop"], ["server", "status"], ["init"],
+    ["worker"], ["schedule"], ["cancel"], ["reschedule"], ["notify"], ["complete"], ["get"],
+    ["wait"], ["tail"], ["stats"], ["shards"], ["demo"], ["bench"],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=lambda p: " ".join(p) or "tickwheel")
+def test_help(path: list[str]) -> None:
+    """Every command explains itself with --help and exits 0."""
+    result = CliRunner().invoke(main, [*path, "--help"], prog_name="tickwheel")
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"Usage: tickwheel {' '.join(path)}".rstrip())
+    description = result.output.split("Options:")[0].splitlines()[2:]
+    assert sum(1 for line in description if line.strip()) >= 2, "explain the command"
+
+
+def test_timer_lifecycle_json(tw: Run) -> None:
+    """init, schedule, get, notify, cancel, complete, reschedule, wait, stats, shards."""
+    assert as_json(tw("--json", "init", "--shards", "4"))["shards"] == 4
+    t = as_json(tw("--json", "schedule", "job:{1}", "--in", "30s", "--watch", "job:{1}:done",
+                   "--payload", '{"job": 1}'))  # fmt: skip
+    assert t["created"] is True and t["state"] == "pending"
+    again = as_json(tw("--json", "schedule", "job:{1}", "--in", "30s", "--watch", "job:{1}:done",
+                       "--payload", '{"job": 1}'))  # fmt: skip
+    assert again["created"] is False
+    info = as_json(tw("--json", "get", "job:{1}"))
+    assert info["state"] == "pending" and info["payload"] == {"job": 1}
+    assert as_json(tw("--json", "notify", "job:{1}:done"))["completed"] == 1
+    out = as_json(tw("--json", "wait", "job:{1}", "--timeout", "5"))
+    assert out["outcome"] == "completed" and out["payload"] == {"job": 1}
+
+    tw("schedule", "job:{2}", "--in", "1h")
+    moved = as_json(tw("--json", "reschedule", "job:{2}", "--in", "2h"))
+    assert moved["rescheduled"] is True and moved["deadline_ms"] > t["deadline_ms"]
+    assert as_json(tw("--json", "cancel", "job:{2}"))["cancelled"] is True
+    assert as_json(tw("--json", "cancel", "job:{2}"))["cancelled"] is False
+    tw("schedule", "job:{3}", "--at", "2030-01-01T00:00:00Z")
+    assert as_json(tw("--json", "complete", "job:{3}"))["completed"] is True
+
+    st = as_json(tw("--json", "stats"))
+    assert st["pending"] == 0 and st["outcomes"] == 3 and len(st["per_shard"]) == 4
+    assert len(as_json(tw("--json", "shards"))) == 4
+    human = tw("shards").output
+    assert human.splitlines()[0].split() == ["shard", "leader", "epoch", "pending", "outcomes",
+                                             "lag_ms"]  # fmt: skip
+    lines = tw("--json", "tail", "--idle-exit").output.strip().splitlines()
+    assert sorted(line.split('"outcome": "')[1].split('"')[0] for line in lines) == [
+        "cancelled", "completed", "completed"]  # fmt: skip
+
+
+def test_human_output(tw: Run) -> None:
+    """Without --json the output is sentences and aligned tables."""
+    tw("init", "--shards", "2")
+    assert "Scheduled: a on shard" in tw("schedule", "a", "--in", "10m").output
+    assert "Already pending" in tw("schedule", "a", "--in", "10m").output
+    table = tw("get", "a").output.splitlines()
+    assert table[0].split() == ["field", "value"] and table[1].startswith("-----")
+    assert "Cancelled a" in tw("cancel", "a").output
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["schedule", "x", "--in", "5q"], 2, "not a duration"),
+        (["schedule", "x"], 2, "exactly one of --in"),
+        (["schedule", "x", "--at", "yesterday"], 2, "ISO-8601"),
+        (["schedule", "x", "--in", "1s", "--payload", "{bad"], 2, "not valid JSON"),
+        (["schedule", "", "--in", "1s"], 3, "must not be empty"),
+        (["schedule", "j:{1}", "--in", "1s", "--watch", "j:{2}:k"], 3, "same hash tag"),
+        (["cancel", "missing"], 6, "no timer"),
+        (["wait", "missing", "--timeout", "0.1"], 6, "no timer"),
+    ],
+)
+def test_errors_have_distinct_codes(tw: Run, args: list[str], code: int, message: str) -> None:
+    """Each error is one line with a distinct exit code; usage errors exit 2."""
+    tw("init", "--shards", "16")
+    result = tw(*args, expect=code)
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_conflict_and_wait_timeout_codes(tw: Run) -> None:
+    """A conflicting schedule exits 7; a wait that times out exits 8."""
+    tw("init", "--shards", "2")
+    tw("schedule", "c", "--in", "1h", "--payload", "1")
+    assert (
+        "other parameters" in tw("schedule", "c", "--in", "1h", "--payload", "2", expect=7).output
+    )
+    assert "still pending" in tw("wait", "c", "--timeout", "0.1", expect=8).output
+
+
+def test_uninitialised_namespace(tw: Run) -> None:
+    """Using a namespace nobody initialised exits 4 and says how to fix it."""
+    result = tw("schedule", "a", "--in", "1s", expect=4)
+    assert "tickwheel init" in result.output
+
+
+def test_unreachable_redis_hides_password(workdir: object) -> None:
+    """An unreachable server exits 5, names host:port and never prints the password."""
+    url = f"redis://me:hunter2@127.0.0.1:{free_port()}/0"
+    result = CliRunner().invoke(main, ["--redis-url", url, "stats"])
+    assert result.exit_code == 5, result.output
+    assert "cannot reach Redis at redis://me:***@127.0.0.1" in result.output
+    assert "hunter2" not in result.output
+
+
+def test_env_vars_configure_url_and_namespace(tw: Run, redis_server: object, namespace: str,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """TICKWHEEL_REDIS_URL and TICKWHEEL_NAMESPACE stand in for the global options."""
+    monkeypatch.setenv("TICKWHEEL_REDIS_URL", redis_server.url)  # type: ignore[attr-defined]
+    monkeypatch.setenv("TICKWHEEL_NAMESPACE", namespace)
+    assert as_json(tw("--json", "init", "--shards", "3", base=False))["namespace"] == namespace

@@ -1,0 +1,120 @@
+"""The CLI's long-lived parts: the embedded server, `tickwheel worker`, `tickwheel demo`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cli import embedded
+from cli.main import main
+from tests.conftest import wait_for
+from timer.server import RedisServer, free_port
+
+from .conftest import Run, as_json
+
+pytestmark = pytest.mark.slow
+
+
+def test_embedded_server_start_reuse_stop(workdir: Path, server_binary: Path) -> None:
+    """server start runs a local server with AOF in ./.tickwheel; commands without a URL use
+    it; a second start reuses it; stop ends it and its timers survive a restart."""
+    runner = CliRunner()
+    started = runner.invoke(main, ["--json", "server", "start", "--binary", str(server_binary)])
+    assert started.exit_code == 0, started.output
+    info = json.loads(started.stdout)
+    assert info["started"] is True and Path(info["data_dir"]) == workdir / ".tickwheel" / "data"
+    try:
+        again = json.loads(runner.invoke(main, ["--json", "server", "start"]).stdout)
+        assert again["started"] is False and again["pid"] == info["pid"]
+        status = json.loads(runner.invoke(main, ["--json", "server", "status"]).stdout)
+        assert status["running"] is True and status["url"] == info["url"]
+        assert runner.invoke(main, ["init", "--shards", "2"]).exit_code == 0
+        assert runner.invoke(main, ["schedule", "kept", "--in", "1h"]).exit_code == 0
+        assert list((workdir / ".tickwheel" / "data").rglob("*.aof")), "AOF must be on"
+        stopped = json.loads(runner.invoke(main, ["--json", "server", "stop"]).stdout)
+        assert stopped["stopped"] is True
+        assert json.loads(runner.invoke(main, ["--json", "server", "status"]).stdout) == {
+            "running": False}  # fmt: skip
+        # Any command without a URL starts it again, with the data it had.
+        got = runner.invoke(main, ["--json", "get", "kept"])
+        assert got.exit_code == 0 and json.loads(got.stdout)["state"] == "pending"
+    finally:
+        embedded.stop(workdir / ".tickwheel")
+    assert embedded.status(workdir / ".tickwheel") is None
+
+
+def test_worker_command_fires_serves_metrics_and_stops_on_sigterm(
+    tw: Run, redis_server: RedisServer, namespace: str, tmp_path: Path
+) -> None:
+    """`tickwheel worker` fires timers, serves Prometheus metrics, and exits 0 on SIGTERM
+    after releasing its leases."""
+    tw("init", "--shards", "4")
+    port = free_port()
+    with (tmp_path / "worker.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cli", "--redis-url", redis_server.url, "--namespace",
+             namespace, "worker", "--lease", "1s", "--metrics-port", str(port), "--id", "cli-w"],
+            stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        tw("schedule", "m1", "--in", "300ms")
+        out = as_json(tw("--json", "wait", "m1", "--timeout", "20"))
+        assert out["outcome"] == "expired" and out["lateness_ms"] >= 0
+
+        def scrape() -> str:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                    return str(r.read().decode())
+            except OSError:
+                return ""
+
+        text = str(wait_for(lambda: "tickwheel_fired_total" in scrape() and scrape(), 20))
+        assert 'tickwheel_leases_held{worker="cli-w"} 4.0' in text
+        assert 'tickwheel_fired_total{worker="cli-w"} 1.0' in text
+        assert "tickwheel_lateness_ms_bucket" in text
+        assert "tickwheel_pending_in_wheel" in text
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(15)
+    assert code == 0
+    assert "stopped; its shards were released" in (tmp_path / "worker.log").read_text()
+    st = as_json(tw("--json", "shards"))
+    assert all(s["leader"] is None for s in st)
+
+
+def test_demo_reduced_size_end_to_end(tw: Run) -> None:
+    """The main job in small: workers, a kill -9, every outcome once, none early."""
+    result = tw("--json", "demo", "--timers", "400", "--min-delay", "1s", "--max-delay", "3s",
+                "--lease", "1000ms", "--seed", "3")  # fmt: skip
+    summary = json.loads(result.stdout)
+    assert summary["ok"] is True
+    assert summary["scheduled"] == 400
+    assert summary["lost"] == summary["duplicates"] == summary["early"] == 0
+    assert summary["expired"] + summary["completed"] + summary["cancelled"] == 400
+    assert summary["completed"] > 100 and summary["expired"] > 100
+    assert summary["failover_ms"] is not None and summary["failover_ms"] > 0
+
+
+def test_make_demo_target_exists_and_stops_the_server() -> None:
+    """`make demo` runs `tickwheel demo` and stops the embedded server afterwards."""
+    makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
+    block = makefile.split("\ndemo:", 1)[1].split("\n\n", 1)[0]
+    assert "tickwheel demo" in block and "tickwheel server stop" in block
+
+
+def test_shell_completion_script() -> None:
+    """Shell completion works through click (_TICKWHEEL_COMPLETE=bash_source)."""
+    env = {**os.environ, "_TICKWHEEL_COMPLETE": "bash_source"}
+    code = "from cli.main import main; main(prog_name='tickwheel')"
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+    )
+    assert "complete" in out.stdout and "tickwheel" in out.stdout
