@@ -85,6 +85,8 @@ def start(base: Path = STATE_DIR, binary: str | None = None) -> tuple[EmbeddedSt
     data_dir = (base / "data").resolve()
     previous = read_state(base)
     port = previous.port if previous else None
+    if binary is None and previous is not None and Path(previous.binary).is_file():
+        binary = previous.binary  # reopen the data with the server that wrote it
     server = RedisServer(data_dir, binary=find_server_binary(binary), port=port, detached=True)
     try:
         server.start()
