@@ -104,11 +104,15 @@ class TimerClient:
         }
         with map_errors(rs.safe_url):
             client: Any = redis.Redis.from_url(rs.url, health_check_interval=30, **options)
-            if rs.url.startswith(("redis://", "rediss://")):
-                enabled = client.info("cluster").get("cluster_enabled", 0)
-                if int(enabled) == 1:
-                    client.close()
-                    client = RedisCluster.from_url(rs.url, **options)
+            try:
+                if rs.url.startswith(("redis://", "rediss://")):
+                    enabled = client.info("cluster").get("cluster_enabled", 0)
+                    if int(enabled) == 1:
+                        client.close()
+                        client = RedisCluster.from_url(rs.url, **options)
+            except BaseException:
+                client.close()  # no half-open connection left behind
+                raise
         settings = ClientSettings(
             result_ttl_ms=int(result_ttl_s * 1000), max_payload_bytes=max_payload_bytes
         )

@@ -27,9 +27,17 @@ def ns_client(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient
     c.close()
 
 
+class OwnedWorker(Worker):
+    """A worker with its own client, closed with it."""
+
+    def close(self) -> None:
+        super().close()
+        self.client.close()
+
+
 def make_worker(c: TimerClient, name: str, **kw: int) -> Worker:
     settings = WorkerSettings(worker_id=name, lease_ms=kw.pop("lease_ms", 2_000), **kw)
-    return Worker(TimerClient.from_url(c.where, c.namespace), settings)
+    return OwnedWorker(TimerClient.from_url(c.where, c.namespace), settings)
 
 
 def subscribed(c: TimerClient, shards: int) -> bool:
@@ -188,6 +196,7 @@ def test_running_worker_fires_new_timers_through_events(ns_client: TimerClient) 
     finally:
         w.stop()
         thread.join(10)
+        w.client.close()
     assert not thread.is_alive()
     assert all(ns_client.redis.get(ns_client.keys.shard(s).lease) is None for s in range(4))
 
@@ -212,3 +221,4 @@ def test_timers_fire_after_pubsub_is_killed(
     finally:
         w.stop()
         thread.join(10)
+        w.client.close()
