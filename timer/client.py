@@ -97,6 +97,7 @@ class TimerClient:
         A URL naming any node of a Redis Cluster gives a cluster client (detected with
         ``INFO cluster``); the server is contacted once here for that.
         """
+        K.check_namespace(namespace)  # before connecting: nothing to clean up on bad input
         rs = RedisSettings.from_url(url, socket_timeout_s=socket_timeout_s)
         options: dict[str, Any] = {
             "socket_timeout": socket_timeout_s,
