@@ -9,6 +9,7 @@ may kill and restart it (``redis_server.kill(); redis_server.restart()``).
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 import uuid
@@ -19,6 +20,14 @@ import pytest
 import redis
 
 from timer.server import RedisServer, find_server_binary
+
+
+@pytest.fixture(autouse=True)
+def _collect_garbage() -> Iterator[None]:
+    """Collect garbage after each test, so a leaked socket or file is reported (as an error,
+    warnings being errors) against the test that leaked it, not at the end of the session."""
+    yield
+    gc.collect()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
