@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 venv: $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check timer worker cli tests benchmarks
+	$(BIN)/ruff check timer worker cli tests benchmarks examples
 	$(BIN)/mypy timer worker
 
 test: lint

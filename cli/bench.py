@@ -10,6 +10,7 @@ NAMES = {
     "engine": "benchmarks.engine",
     "register": "benchmarks.register",
     "worker": "benchmarks.worker",
+    "spark": "benchmarks.spark",
 }
 
 

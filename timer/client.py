@@ -52,6 +52,10 @@ class Meta:
     bucket_ms: int
 
 
+def _text(value: object) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value or "")
+
+
 def _int(name: str, value: object, minimum: int, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInput(f"{name} must be a whole number (int), got {value!r}")
@@ -205,6 +209,7 @@ class TimerClient:
         payload: object = None,
         watch: Iterable[object] = (),
         need: object = 1,
+        origin: str = "",
     ) -> tuple[int, list[str], list[Any]]:
         """Validate one timer and build its script call: (shard, keys, args)."""
         tid = K.check_name("timer id", timer_id)
@@ -229,18 +234,20 @@ class TimerClient:
         meta = self.meta
         args: list[Any] = [
             sk.prefix, tid, mode, value, data, need, meta.bucket_ms,
-            self.settings.max_delay_ms, sk.events, *keys,
+            self.settings.max_delay_ms, sk.events, origin, *keys,
         ]  # fmt: skip
         return shard, [sk.timers, sk.buckets, sk.result(tid)], args
 
-    def _timer_from_reply(self, tid: str, shard: int, reply: Sequence[Any]) -> Timer:
+    def _timer_from_reply(
+        self, tid: str, shard: int, reply: Sequence[Any], origin: str = ""
+    ) -> Timer:
         status = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
         if status == "created":
-            return Timer(tid, shard, int(reply[1]), "pending", True)
+            return Timer(tid, shard, int(reply[1]), "pending", True, origin)
         if status == "pending":
-            return Timer(tid, shard, int(reply[1]), "pending", False)
+            return Timer(tid, shard, int(reply[1]), "pending", False, _text(reply[3]))
         rec = decode_record(reply[1])
-        return Timer(tid, shard, int(rec["d"]), rec["o"], False)
+        return Timer(tid, shard, int(rec["d"]), rec["o"], False, _text(rec.get("s", b"")))
 
     def schedule(
         self,
@@ -263,12 +270,16 @@ class TimerClient:
             reply = self.scripts.schedule(keys=keys, args=args)
         return self._timer_from_reply(timer_id, shard, reply)
 
-    def schedule_many(self, items: Iterable[Mapping[str, Any]]) -> list[Timer | TimerError]:
+    def schedule_many(
+        self, items: Iterable[Mapping[str, Any]], *, origin: str = ""
+    ) -> list[Timer | TimerError]:
         """Schedule many timers in pipelined batches; one result per item, in order.
 
         Each item is a mapping with ``id`` and ``delay_ms`` or ``deadline_ms``, and optional
         ``payload``, ``watch``, ``need``. A bad item gets its error in its slot (nothing is
-        written for it); the others go on.
+        written for it); the others go on. ``origin`` is stored with each timer created
+        here and reported back on a retry (``Timer.origin``), so a caller that retries a
+        batch (a Spark task) can tell "created by my earlier attempt" from "already there".
         """
         results: list[Timer | TimerError] = []
         batch: list[tuple[int, str, int, list[str], list[Any]]] = []
@@ -283,7 +294,7 @@ class TimerClient:
                 if isinstance(reply, redis.RedisError):
                     results[slot] = translate(reply, self.where)
                 else:
-                    results[slot] = self._timer_from_reply(tid, shard, reply)
+                    results[slot] = self._timer_from_reply(tid, shard, reply, origin)
             batch.clear()
 
         for item in items:
@@ -302,6 +313,7 @@ class TimerClient:
                     item.get("payload"),
                     item.get("watch", ()),
                     item.get("need", 1),
+                    origin,
                 )
             except InvalidInput as exc:
                 results.append(exc)

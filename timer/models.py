@@ -19,6 +19,7 @@ class Timer:
     deadline_ms: int
     state: str = "pending"
     created: bool = True
+    origin: str = ""  # the token it was created under (schedule_many(..., origin=...))
 
 
 @dataclass(frozen=True)

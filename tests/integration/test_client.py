@@ -222,3 +222,16 @@ def test_stats_per_shard(client: TimerClient, redis_client: redis.Redis) -> None
     assert st["pending"] == 2 and st["outcomes"] == 1
     assert len(st["shards"]) == 4
     assert st["max_lag_ms"] >= 3_000
+
+
+def test_origin_tells_a_retry_from_a_duplicate(client: TimerClient) -> None:
+    """A batch retried under the same origin sees its own timers; another origin does not."""
+    items = [{"id": f"s:{i}", "delay_ms": 60_000} for i in range(3)]
+    first = client.schedule_many(items, origin="job-7/part-0")
+    assert all(r.created and r.origin == "job-7/part-0" for r in first)  # type: ignore[union-attr]
+    retry = client.schedule_many(items, origin="job-7/part-0")
+    assert all(not r.created and r.origin == "job-7/part-0" for r in retry)  # type: ignore[union-attr]
+    client.cancel("s:0")
+    other = client.schedule_many(items, origin="job-8/part-0")
+    assert [r.origin for r in other] == ["job-7/part-0"] * 3  # type: ignore[union-attr]
+    assert other[0].state == "cancelled"  # type: ignore[union-attr]

@@ -4,7 +4,8 @@ Record of a pending timer (HASH P:t, field = id), msgpack map built here:
   d = deadline_ms (Redis time, epoch ms)   p = payload (msgpack bytes, opaque here)
   w = watch keys (array)                   n = need (distinct keys to complete)
   g = keys notified so far (array)         c = created_ms (Redis time)
-Retained outcome (STRING P:r:<id>): msgpack map o = outcome, d, t = decided_ms, p, c.
+  s = origin token given at schedule (who created it; '' if none)
+Retained outcome (STRING P:r:<id>): msgpack map o = outcome, d, t = decided_ms, p, c, s.
 Events on the shard channel: "S <deadline> <id>" scheduled, "R <deadline> <id>"
 rescheduled, "X <outcome> <id>" decided.
 ]]
@@ -49,7 +50,7 @@ local function decide(P, tkey, bz, outkey, rkey, evchan, id, rec, outcome, now, 
   end
   redis.call('XADD', outkey, '*', 'id', id, 'outcome', outcome, 'deadline', istr(rec.d),
     'decided', istr(now), 'payload', rec.p)
-  redis.call('SET', rkey, cmsgpack.pack({o = outcome, d = rec.d, t = now, p = rec.p, c = rec.c}),
+  redis.call('SET', rkey, cmsgpack.pack({o = outcome, d = rec.d, t = now, p = rec.p, c = rec.c, s = rec.s}),
     'PX', ttl_ms)
   redis.call('PUBLISH', evchan, 'X ' .. outcome .. ' ' .. id)
 end

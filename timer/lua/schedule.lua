@@ -12,10 +12,11 @@ ARGV[6]  need        distinct watch keys that complete the timer (>= 1)
 ARGV[7]  bucket_ms   width of a durable bucket, ms
 ARGV[8]  max_delay_ms  a deadline further than this from now is refused
 ARGV[9]  events channel of the shard
-ARGV[10..] watch keys (deduplicated and sorted by the client; all route to this shard)
+ARGV[10] origin      an opaque token naming who created it (a batch, a Spark job); may be ''
+ARGV[11..] watch keys (deduplicated and sorted by the client; all route to this shard)
 
-Returns  {'created', deadline_ms, now_ms}      this call created the timer
-         {'pending', deadline_ms, created_ms}  the same timer was already pending
+Returns  {'created', deadline_ms, now_ms}              this call created the timer
+         {'pending', deadline_ms, created_ms, origin}  the same timer was already pending
          {'decided', outcome_record}           the id was decided and its outcome is retained
 Errors   CONFLICT  a pending timer with this id has another payload, watch list, need or deadline
          TOOFAR    the deadline is more than max_delay_ms from now
@@ -25,8 +26,9 @@ Cost     O(W) for W watch keys.
 local P, id, mode = ARGV[1], ARGV[2], ARGV[3]
 local value, payload, need = tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
 local bucket_ms, max_delay = tonumber(ARGV[7]), tonumber(ARGV[8])
+local origin = ARGV[10]
 local watch = {}
-for i = 10, #ARGV do
+for i = 11, #ARGV do
   watch[#watch + 1] = ARGV[i]
 end
 
@@ -48,7 +50,7 @@ if existing then
   if not same then
     return redis.error_reply('CONFLICT timer ' .. id .. ' is pending with other parameters')
   end
-  return {'pending', istr(rec.d), istr(rec.c)}
+  return {'pending', istr(rec.d), istr(rec.c), rec.s or ''}
 end
 
 local now = now_ms()
@@ -58,7 +60,7 @@ if deadline > now + max_delay then
   return redis.error_reply('TOOFAR deadline ' .. istr(deadline) .. ' is more than ' .. istr(max_delay) .. ' ms from now')
 end
 
-redis.call('HSET', KEYS[1], id, cmsgpack.pack({d = deadline, p = payload, w = watch, n = need, g = {}, c = now}))
+redis.call('HSET', KEYS[1], id, cmsgpack.pack({d = deadline, p = payload, w = watch, n = need, g = {}, c = now, s = origin}))
 index_bucket(P, KEYS[2], id, deadline, bucket_ms)
 for _, k in ipairs(watch) do
   redis.call('SADD', P .. ':w:' .. k, id)

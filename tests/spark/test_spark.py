@@ -1,0 +1,230 @@
+"""Spark helpers on a real local[2] Spark and the real test server (one session per module)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from timer import InvalidInput, TimerClient
+from timer import spark as tws
+from timer.server import RedisServer
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pyspark = pytest.importorskip("pyspark")
+from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+from pyspark.sql import types as T  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    # Executors start Python workers from PYSPARK_PYTHON: this venv, where tickwheel is.
+    previous = os.environ.get("PYSPARK_PYTHON")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("tickwheel-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.pyspark.python", sys.executable)  # executors use this venv too
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+    if previous is None:
+        os.environ.pop("PYSPARK_PYTHON", None)
+    else:
+        os.environ["PYSPARK_PYTHON"] = previous
+
+
+@pytest.fixture
+def ns(redis_server: RedisServer, namespace: str) -> Iterator[tuple[str, str, TimerClient]]:
+    if not redis_server.running:
+        redis_server.restart()
+    c = TimerClient.from_url(redis_server.url, namespace)
+    c.init(shards=8)
+    yield redis_server.url, namespace, c
+    c.close()
+
+
+def jobs(spark: SparkSession, n: int, partitions: int = 6, delay: int = 3_600_000) -> Any:
+    return (
+        spark.range(n)
+        .withColumn("id", F.format_string("job:{%d}", "id"))
+        .withColumn("delay_ms", F.lit(delay).cast("long"))
+        .withColumn("keys", F.array(F.concat("id", F.lit(":done"))))
+        .withColumn("owner", F.lit("team-a"))
+        .repartition(partitions)
+    )
+
+
+def pending(c: TimerClient) -> int:
+    return sum(int(c.redis.hlen(c.keys.shard(s).timers)) for s in range(c.meta.shards))
+
+
+def test_register_20000_rows_then_again(spark: SparkSession, ns: Any) -> None:
+    """20,000 rows over six partitions become 20,000 timers; the same rows again are all
+    duplicates and create nothing."""
+    url, namespace, c = ns
+    df = jobs(spark, 20_000)
+    report = tws.schedule_timers(df, url, namespace, payload_cols=["owner"], watch_col="keys")
+    assert (report.scheduled, report.duplicate, report.rejected) == (20_000, 0, 0)
+    assert pending(c) == 20_000
+    info = c.get("job:{123}")
+    assert info is not None and info.payload == {"owner": "team-a"}
+    assert info.watch == ("job:{123}:done",)
+    again = tws.schedule_timers(df, url, namespace, payload_cols=["owner"], watch_col="keys")
+    assert (again.scheduled, again.duplicate) == (0, 20_000)
+    assert pending(c) == 20_000
+
+
+def test_notify_and_cancel_from_dataframes(spark: SparkSession, ns: Any) -> None:
+    """notify_keys completes watching timers; cancel_timers cancels; repeats count as decided."""
+    url, namespace, c = ns
+    df = jobs(spark, 300)
+    tws.schedule_timers(df, url, namespace, watch_col="keys")
+    keys = df.where("id < 'job:{2'").select(F.element_at("keys", 1).alias("key"))
+    n_keys = keys.count()
+    done = tws.notify_keys(keys, url, namespace, key_col="key")
+    assert done.completed == n_keys and done.already_decided == 0
+    again = tws.notify_keys(keys, url, namespace, key_col="key")
+    assert again.completed == 0 and again.already_decided == n_keys
+    ids = df.select("id")
+    cancelled = tws.cancel_timers(ids, url, namespace, id_col="id")
+    assert cancelled.cancelled == 300 - n_keys and cancelled.already_decided == n_keys
+    missing = tws.cancel_timers(spark.createDataFrame([("nope",)], ["id"]), url, namespace)
+    assert missing.missing == 1
+    assert pending(c) == 0
+
+
+def test_bad_rows_are_reported_and_write_nothing(spark: SparkSession, ns: Any) -> None:
+    """Empty ids, negative or missing delays come back with reasons; only good rows land."""
+    url, namespace, c = ns
+    schema = T.StructType([T.StructField("id", T.StringType()),
+                           T.StructField("delay_ms", T.LongType())])  # fmt: skip
+    rows = [("good-1", 60_000), ("", 60_000), ("neg", -5), ("null", None), ("good-2", 60_000),
+            ("x" * 300, 1_000)]  # fmt: skip
+    report = tws.schedule_timers(spark.createDataFrame(rows, schema), url, namespace)
+    assert (report.scheduled, report.rejected) == (2, 4)
+    reasons = {row["id"]: reason for row, reason in report.rejected_rows}
+    assert "must not be empty" in reasons[""]
+    assert "delay_ms must be between 0" in reasons["neg"]
+    assert "exactly one of delay_ms" in reasons["null"] or "whole number" in reasons["null"]
+    assert "bytes" in reasons["x" * 300]
+    assert pending(c) == 2
+    assert c.get("neg") is None and c.get("null") is None
+
+
+def test_wrong_column_types_fail_on_the_driver(spark: SparkSession, ns: Any) -> None:
+    """A column of the wrong type is refused up front, naming the column and the type."""
+    url, namespace, c = ns
+    df = spark.createDataFrame([("a", "10")], ["id", "delay_ms"])
+    with pytest.raises(InvalidInput, match=r"'delay_ms' must be an integer column.*found string"):
+        tws.schedule_timers(df, url, namespace)
+    with pytest.raises(InvalidInput, match="'nope' is not in the DataFrame"):
+        tws.schedule_timers(df, url, namespace, id_col="nope")
+    assert pending(c) == 0
+
+
+class FakeAccumulator:
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def add(self, more: Any) -> None:
+        self.value = self.value + more
+
+
+def test_retried_partition_counts_true(spark: SparkSession, ns: Any) -> None:
+    """A partition whose first attempt died half-way is re-run: its timers are counted once,
+    as scheduled (not duplicate), and Redis holds each once; earlier timers stay duplicates."""
+    url, namespace, c = ns
+    c.schedule("pre-existing", delay_ms=60_000)
+    rows = [{"id": f"r:{i}", "delay_ms": 60_000} for i in range(50)]
+    rows.append({"id": "pre-existing", "delay_ms": 60_000})
+    plan = tws._SchedulePlan(url, namespace, "job-1", "id", "delay_ms", None, (), None, None, 20)
+    # First attempt: dies after the first 30 rows were written (its counts are lost, as
+    # Spark drops a failed task's accumulator updates).
+    lost = {k: FakeAccumulator(0) for k in ("scheduled", "duplicate", "rejected")}
+    tws._schedule_partition(plan, 3, rows[:30], lost, FakeAccumulator([]))
+    # The retry runs the whole partition again.
+    acc = {k: FakeAccumulator(0) for k in ("scheduled", "duplicate", "rejected")}
+    tws._schedule_partition(plan, 3, rows, acc, FakeAccumulator([]))
+    assert (acc["scheduled"].value, acc["duplicate"].value) == (50, 1)
+    assert pending(c) == 51
+
+
+def test_streaming_sink_replayed_batch_creates_nothing_new(
+    spark: SparkSession, ns: Any, tmp_path: Path
+) -> None:
+    """A real Structured Streaming query schedules through foreachBatch; a replayed batch
+    (same batch id) creates no second timers and reports the same counts."""
+    url, namespace, c = ns
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "part-0.json").write_text(
+        "\n".join(json.dumps({"id": f"s:{i}", "delay_ms": 60_000}) for i in range(120))
+    )
+    schema = T.StructType([T.StructField("id", T.StringType()),
+                           T.StructField("delay_ms", T.LongType())])  # fmt: skip
+    sink = tws.schedule_sink(url, namespace, sink_id="q1", id_col="id", delay_col="delay_ms")
+    query = (
+        spark.readStream.schema(schema).json(str(src))
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )  # fmt: skip
+    query.awaitTermination(120)
+    assert query.exception() is None
+    total = sum(r.scheduled for r in sink.reports)  # type: ignore[attr-defined]
+    assert total == 120 and pending(c) == 120
+    batch = spark.read.schema(schema).json(str(src))
+    replay = sink(batch, 0)  # the same micro-batch delivered again
+    assert replay.scheduled + replay.duplicate == 120
+    assert replay.scheduled == sink.reports[0].scheduled  # type: ignore[attr-defined]
+    assert pending(c) == 120
+
+
+def test_read_outcomes_fixed_schema(spark: SparkSession, ns: Any) -> None:
+    """Outcomes of every shard come back as one DataFrame with the documented columns."""
+    url, namespace, c = ns
+    for i in range(40):
+        c.schedule(f"o:{{{i}}}", delay_ms=60_000, payload={"i": i})
+        c.cancel(f"o:{{{i}}}")
+    df = tws.read_outcomes(spark, url, namespace)
+    assert tuple(df.columns) == tws.OUTCOME_FIELDS
+    assert df.rdd.getNumPartitions() == 8
+    rows = df.collect()
+    assert len(rows) == 40 and {r["outcome"] for r in rows} == {"cancelled"}
+    assert {json.loads(r["payload"])["i"] for r in rows} == set(range(40))
+    assert all(r["lateness_ms"] == r["decided_ms"] - r["deadline_ms"] for r in rows)
+
+
+def test_example_pipeline_runs(
+    spark: SparkSession, redis_server: RedisServer, namespace: str
+) -> None:
+    """examples/job_timeouts.py runs end to end: every job ends completed or expired."""
+
+    spec = importlib.util.spec_from_file_location(
+        "job_timeouts", ROOT / "examples" / "job_timeouts.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result = module.run(spark, redis_server.url, namespace, jobs=400)
+    assert result["registered"]["scheduled"] == 400
+    outcomes = result["outcomes"]
+    assert outcomes["completed"]["count"] == result["notified"]["completed"]
+    assert outcomes["completed"]["count"] + outcomes["expired"]["count"] == 400
+    assert outcomes["expired"]["avg_lateness_ms"] >= 0

@@ -1,0 +1,387 @@
+"""Spark helpers: register, cancel and notify timers from DataFrames; read outcomes back.
+
+PySpark is the optional ``spark`` extra, imported lazily: ``import timer`` never needs it.
+
+The work runs on the executors (``foreachPartition``), through one ``TimerClient`` per
+executor Python process (kept in a small per-process pool, since Spark reuses its Python
+workers), in pipelined batches grouped by shard and node. Counts come back through
+accumulators, which Spark applies once per successful task of an action.
+
+**Retries keep the report true.** Every row of a job carries an origin token
+``<job token>/<partition>``; Redis stores it with each timer it creates. When Spark
+re-runs a partition whose first attempt died half-way, the timers that attempt created
+come back as "already pending, created under my own token" and are counted as
+*scheduled*, while timers that existed before the job (another token) are *duplicate*.
+The failed attempt's accumulator updates are discarded by Spark, so nothing counts
+twice. A replayed Structured Streaming micro-batch uses the token of its batch id, so it
+creates no second timers and reports the same counts.
+
+Cancel and notify are idempotent in Redis too; on a retried partition, cancellations or
+completions already done by the failed attempt are counted as ``already_decided``
+rather than ``cancelled``/``completed`` (Redis does not record who decided a timer).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .client import TimerClient
+from .errors import InvalidInput, TimerNotFound
+from .models import Timer
+
+MAX_REJECTED_ROWS = 1_000
+
+_POOL: dict[tuple[str, str], TimerClient] = {}
+_POOL_LOCK = threading.Lock()
+
+
+def pooled_client(url: str, namespace: str) -> TimerClient:
+    """The executor process's client for (url, namespace), created once."""
+    key = (url, namespace)
+    with _POOL_LOCK:
+        client = _POOL.get(key)
+        if client is None:
+            client = _POOL[key] = TimerClient.from_url(url, namespace)
+        return client
+
+
+@dataclass
+class Report:
+    """What a Spark helper did. ``rejected_rows`` holds (row, reason) pairs (capped)."""
+
+    scheduled: int = 0
+    duplicate: int = 0
+    rejected: int = 0
+    cancelled: int = 0
+    completed: int = 0
+    already_decided: int = 0
+    missing: int = 0
+    rejected_rows: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "rejected_rows"}
+
+
+def _check_ready(url: str, namespace: str) -> None:
+    """Fail fast on the driver: Redis reachable and the namespace initialised."""
+    _ = pooled_client(url, namespace).meta
+
+
+# -- driver-side validation ------------------------------------------------------------
+
+
+def _type_name(dtype: Any) -> str:
+    return str(dtype.simpleString())
+
+
+def _require(df: Any, column: str | None, kinds: tuple[str, ...], what: str) -> None:
+    if column is None:
+        return
+    if column not in df.columns:
+        raise InvalidInput(f"column {column!r} is not in the DataFrame (columns: {df.columns})")
+    found = _type_name(df.schema[column].dataType)
+    if found not in kinds:
+        raise InvalidInput(f"column {column!r} must be {what}, found {found}")
+
+
+INTEGER = ("int", "bigint", "smallint", "tinyint")
+
+
+def _accumulators(sc: Any, names: Iterable[str]) -> dict[str, Any]:
+    return {name: sc.accumulator(0) for name in names}
+
+
+class _ListParam:
+    """An accumulator of (row, reason) pairs, capped so it stays small on the driver."""
+
+    def zero(self, value: list[Any]) -> list[Any]:
+        return []
+
+    def addInPlace(self, a: list[Any], b: list[Any]) -> list[Any]:
+        room = MAX_REJECTED_ROWS - len(a)
+        if room > 0:
+            a.extend(b[:room])
+        return a
+
+
+def _rejected_accumulator(sc: Any) -> Any:
+    from pyspark.accumulators import AccumulatorParam  # noqa: PLC0415 - optional dependency
+
+    param = type("RejectedParam", (_ListParam, AccumulatorParam), {})()
+    return sc.accumulator([], param)
+
+
+def _row_dict(row: Any) -> dict[str, Any]:
+    return {k: _plain(v) for k, v in row.asDict(recursive=True).items()}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (str, int, float, bool, bytes)) or value is None:
+        return value
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return str(value)  # dates, decimals: their text
+
+
+# -- schedule ----------------------------------------------------------------------------
+
+
+def schedule_timers(
+    df: Any,
+    url: str,
+    namespace: str = "default",
+    *,
+    id_col: str = "id",
+    delay_col: str | None = "delay_ms",
+    deadline_col: str | None = None,
+    payload_cols: list[str] | None = None,
+    watch_col: str | None = None,
+    need_col: str | None = None,
+    batch_size: int = 1000,
+    token: str | None = None,
+) -> Report:
+    """Schedule one timer per row, on the executors. Returns the counts and rejected rows."""
+    if deadline_col is not None:
+        delay_col = None
+    if (delay_col is None) == (deadline_col is None):
+        raise InvalidInput("give exactly one of delay_col or deadline_col")
+    _require(df, id_col, ("string",), "a string column of timer ids")
+    _require(df, delay_col, INTEGER, "an integer column of delays in ms")
+    _require(df, deadline_col, INTEGER, "an integer column of deadlines (epoch ms)")
+    _require(df, watch_col, ("array<string>",), "an array<string> column of watch keys")
+    _require(df, need_col, INTEGER, "an integer column")
+    for col in payload_cols or []:
+        if col not in df.columns:
+            raise InvalidInput(f"payload column {col!r} is not in the DataFrame")
+    _check_ready(url, namespace)
+    sc = df.sparkSession.sparkContext
+    acc = _accumulators(sc, ("scheduled", "duplicate", "rejected"))
+    rejected_rows = _rejected_accumulator(sc)
+    plan = _SchedulePlan(
+        url, namespace, token or uuid.uuid4().hex, id_col, delay_col, deadline_col,
+        tuple(payload_cols or ()), watch_col, need_col, batch_size,
+    )  # fmt: skip
+
+    def run(index: int, rows: Iterator[Any]) -> Iterator[int]:
+        _schedule_partition(plan, index, rows, acc, rejected_rows)
+        return iter(())
+
+    df.rdd.mapPartitionsWithIndex(run).foreach(lambda _: None)
+    return Report(
+        scheduled=acc["scheduled"].value,
+        duplicate=acc["duplicate"].value,
+        rejected=acc["rejected"].value,
+        rejected_rows=list(rejected_rows.value),
+    )
+
+
+@dataclass(frozen=True)
+class _SchedulePlan:
+    """What every partition of one schedule_timers job needs (shipped to the executors)."""
+
+    url: str
+    namespace: str
+    job: str
+    id_col: str
+    delay_col: str | None
+    deadline_col: str | None
+    payload_cols: tuple[str, ...]
+    watch_col: str | None
+    need_col: str | None
+    batch_size: int
+
+
+def _schedule_partition(
+    plan: _SchedulePlan, index: int, rows: Iterable[Any], acc: dict[str, Any], rejected_rows: Any
+) -> None:
+    origin = f"{plan.job}/{index}"
+    client = pooled_client(plan.url, plan.namespace)
+    counts = {"scheduled": 0, "duplicate": 0, "rejected": 0}
+    rejected: list[tuple[dict[str, Any], str]] = []
+    batch: list[tuple[Any, dict[str, Any]]] = []
+
+    seen: set[str] = set()  # ids met in this attempt: a repeat within it is a duplicate
+
+    def flush() -> None:
+        results = client.schedule_many([item for _, item in batch], origin=origin)
+        for (row, item), result in zip(batch, results, strict=True):
+            if isinstance(result, Timer):
+                mine = (result.created or result.origin == origin) and item["id"] not in seen
+                seen.add(item["id"])
+                counts["scheduled" if mine else "duplicate"] += 1
+            else:
+                counts["rejected"] += 1
+                if len(rejected) < MAX_REJECTED_ROWS:
+                    rejected.append((_row_dict(row), str(result)))
+        batch.clear()
+
+    for row in rows:
+        item: dict[str, Any] = {"id": row[plan.id_col]}
+        if plan.delay_col is not None:
+            item["delay_ms"] = row[plan.delay_col]
+        else:
+            item["deadline_ms"] = row[plan.deadline_col]
+        if plan.payload_cols:
+            item["payload"] = {c: _plain(row[c]) for c in plan.payload_cols}
+        if plan.watch_col is not None:
+            item["watch"] = list(row[plan.watch_col] or [])
+        if plan.need_col is not None and row[plan.need_col] is not None:
+            item["need"] = row[plan.need_col]
+        batch.append((row, item))
+        if len(batch) >= plan.batch_size:
+            flush()
+    if batch:
+        flush()
+    for name, n in counts.items():
+        acc[name].add(n)
+    if rejected:
+        rejected_rows.add(rejected)
+
+
+# -- cancel and notify -------------------------------------------------------------------
+
+
+def _each_value(
+    df: Any,
+    url: str,
+    namespace: str,
+    *,
+    col: str,
+    action: Callable[[TimerClient, str], tuple[str, int]],
+    names: tuple[str, ...],
+) -> Report:
+    """Apply ``action`` to each row's ``col`` on the executors; it says what to count."""
+    _require(df, col, ("string",), "a string column")
+    _check_ready(url, namespace)
+    sc = df.sparkSession.sparkContext
+    acc = _accumulators(sc, (*names, "rejected"))
+    rejected_rows = _rejected_accumulator(sc)
+
+    def run(rows: Iterator[Any]) -> None:
+        client = pooled_client(url, namespace)
+        counts = dict.fromkeys((*names, "rejected"), 0)
+        rejected: list[tuple[dict[str, Any], str]] = []
+        for row in rows:
+            try:
+                name, amount = action(client, row[col])
+                counts[name] += amount
+            except InvalidInput as exc:
+                counts["rejected"] += 1
+                if len(rejected) < MAX_REJECTED_ROWS:
+                    rejected.append((_row_dict(row), str(exc)))
+        for name, n in counts.items():
+            acc[name].add(n)
+        if rejected:
+            rejected_rows.add(rejected)
+
+    df.foreachPartition(run)
+    report = Report(rejected_rows=list(rejected_rows.value))
+    for name, a in acc.items():
+        setattr(report, name, a.value)
+    return report
+
+
+def _cancel(client: TimerClient, timer_id: str) -> tuple[str, int]:
+    try:
+        return ("cancelled" if client.cancel(timer_id) else "already_decided"), 1
+    except TimerNotFound:
+        return "missing", 1
+
+
+def _notify(client: TimerClient, key: str) -> tuple[str, int]:
+    completed = client.notify(key)  # one key may complete several timers
+    return ("completed", completed) if completed else ("already_decided", 1)
+
+
+def cancel_timers(df: Any, url: str, namespace: str = "default", *, id_col: str = "id") -> Report:
+    """Cancel each row's timer. Report: cancelled, already_decided, missing, rejected."""
+    names = ("cancelled", "already_decided", "missing")
+    return _each_value(df, url, namespace, col=id_col, action=_cancel, names=names)
+
+
+def notify_keys(df: Any, url: str, namespace: str = "default", *, key_col: str = "key") -> Report:
+    """Notify each row's watch key. Report: completed (timers), already_decided (keys that
+    completed nothing), rejected."""
+    names = ("completed", "already_decided")
+    return _each_value(df, url, namespace, col=key_col, action=_notify, names=names)
+
+
+# -- outcomes ----------------------------------------------------------------------------
+
+OUTCOME_FIELDS = ("id", "outcome", "deadline_ms", "decided_ms", "lateness_ms", "shard", "payload")
+
+
+def outcome_schema() -> Any:
+    from pyspark.sql import types as T  # noqa: PLC0415 - optional dependency
+
+    return T.StructType([
+        T.StructField("id", T.StringType(), False),
+        T.StructField("outcome", T.StringType(), False),
+        T.StructField("deadline_ms", T.LongType(), False),
+        T.StructField("decided_ms", T.LongType(), False),
+        T.StructField("lateness_ms", T.LongType(), False),
+        T.StructField("shard", T.IntegerType(), False),
+        T.StructField("payload", T.StringType(), True),
+    ])  # fmt: skip
+
+
+def read_shard_outcomes(
+    url: str, namespace: str, shard: int, page: int = 10_000
+) -> Iterator[tuple[Any, ...]]:
+    """Every outcome of one shard's stream as rows (payload as a JSON string)."""
+    from .outcomes import outcome_from_entry  # noqa: PLC0415
+
+    client = pooled_client(url, namespace)
+    stream = client.keys.shard(shard).outcomes
+    last: Any = "-"
+    while True:
+        entries = client.redis.xrange(stream, last, "+", count=page)
+        if last != "-":
+            entries = entries[1:]
+        if not entries:
+            return
+        for eid, fields in entries:
+            o = outcome_from_entry(shard, eid, fields)
+            payload = None if o.payload is None else json.dumps(_plain(o.payload))
+            yield (o.id, o.outcome, o.deadline_ms, o.decided_ms, o.lateness_ms, shard, payload)
+        last = entries[-1][0]
+
+
+def read_outcomes(spark: Any, url: str, namespace: str = "default") -> Any:
+    """Outcomes of every shard as a DataFrame, read in parallel (one partition per shard)."""
+    shards = pooled_client(url, namespace).meta.shards
+    rdd = spark.sparkContext.parallelize(range(shards), shards).flatMap(
+        lambda s: read_shard_outcomes(url, namespace, s)
+    )
+    return spark.createDataFrame(rdd, outcome_schema())
+
+
+# -- streaming ---------------------------------------------------------------------------
+
+
+def schedule_sink(
+    url: str, namespace: str = "default", *, sink_id: str = "sink", **options: Any
+) -> Callable[[Any, int], Report]:
+    """A ``foreachBatch`` function scheduling each micro-batch's rows as timers.
+
+    Exactly once in effect: timers are idempotent by id, and a replayed batch uses the
+    same origin token (``sink_id`` and the batch id), so it creates nothing new and
+    reports the same counts. ``options`` are those of :func:`schedule_timers`.
+    """
+    reports: list[Report] = []
+
+    def sink(batch_df: Any, batch_id: int) -> Report:
+        report = schedule_timers(batch_df, url, namespace, token=f"{sink_id}:{batch_id}",
+                                 **options)  # fmt: skip
+        reports.append(report)
+        return report
+
+    sink.reports = reports  # type: ignore[attr-defined]
+    return sink
