@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from timer import TimerClient
-from timer.outcomes import outcome_from_entry
+from timer.outcomes import iter_all
 from timer.server import RedisServer, find_server_binary
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,18 +57,7 @@ def wait_decided(c: TimerClient, n: int, timeout_s: float) -> None:
 
 
 def outcomes(c: TimerClient) -> list[Any]:
-    out = []
-    for s in range(c.meta.shards):
-        last = "-"
-        while True:
-            batch = c.redis.xrange(c.keys.shard(s).outcomes, last, "+", count=10_000)
-            if last != "-":
-                batch = batch[1:]
-            if not batch:
-                break
-            out.extend(outcome_from_entry(s, eid, f) for eid, f in batch)
-            last = batch[-1][0]
-    return out
+    return list(iter_all(c))
 
 
 def pct(values: list[int], q: float) -> int:

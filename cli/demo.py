@@ -22,6 +22,7 @@ from typing import Any
 import click
 
 from timer import TimerClient
+from timer.outcomes import iter_all
 
 from .app import App, errors, pass_app
 from .durations import DURATION
@@ -50,21 +51,6 @@ def _start_worker(url: str, ns: str, name: str, lease_ms: int) -> subprocess.Pop
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-
-
-def _all_outcomes(c: TimerClient) -> list[tuple[int, bytes, dict[bytes, bytes]]]:
-    out = []
-    for s in range(c.meta.shards):
-        last = "-"
-        while True:
-            batch = c.redis.xrange(c.keys.shard(s).outcomes, last, "+", count=10_000)
-            if last != "-":
-                batch = batch[1:]
-            if not batch:
-                break
-            out.extend((s, eid, fields) for eid, fields in batch)
-            last = batch[-1][0]
-    return out
 
 
 def _pct(values: list[int], q: float) -> int | None:
@@ -254,14 +240,10 @@ def _summarise(
     victim_shards: list[int],
     lease_ms: int,
 ) -> dict[str, Any]:
-    entries = _all_outcomes(c)
-    counts = Counter(f[b"id"].decode() for _, _, f in entries)
-    kinds = Counter(f[b"outcome"].decode() for _, _, f in entries)
-    expired = [
-        (s, int(f[b"deadline"]), int(f[b"decided"]))
-        for s, _, f in entries
-        if f[b"outcome"] == b"expired"
-    ]
+    entries = list(iter_all(c))
+    counts = Counter(o.id for o in entries)
+    kinds = Counter(o.outcome for o in entries)
+    expired = [(o.shard, o.deadline_ms, o.decided_ms) for o in entries if o.outcome == "expired"]
     late = [dec - dl for _, dl, dec in expired]
     failover = None
     if killed_at is not None:

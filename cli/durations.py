@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import click
@@ -47,32 +48,30 @@ def format_ms(epoch_ms: int | None) -> str:
     return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class Duration(click.ParamType):
+class _Parsed(click.ParamType):
+    """A click type that parses text to milliseconds with ``parse``, failing with its message."""
+
+    parse: Callable[[str], int]
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return type(self).parse(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class Duration(_Parsed):
     name = "duration"
-
-    def convert(
-        self, value: object, param: click.Parameter | None, ctx: click.Context | None
-    ) -> int:
-        if isinstance(value, int):
-            return value
-        try:
-            return parse_duration_ms(str(value))
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
+    parse = staticmethod(parse_duration_ms)
 
 
-class Instant(click.ParamType):
+class Instant(_Parsed):
     name = "iso-time"
-
-    def convert(
-        self, value: object, param: click.Parameter | None, ctx: click.Context | None
-    ) -> int:
-        if isinstance(value, int):
-            return value
-        try:
-            return parse_instant_ms(str(value))
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
+    parse = staticmethod(parse_instant_ms)
 
 
 DURATION = Duration()

@@ -34,6 +34,29 @@ def outcome_from_entry(shard: int, entry_id: bytes, fields: dict[bytes, bytes]) 
     )
 
 
+def iter_stream(client: TimerClient, shard: int, page: int = 10_000) -> Iterator[Outcome]:
+    """Every outcome in one shard's stream, oldest first, read in pages (no consumer group:
+    for audits, demos and analytics; handlers should use ``TimerClient.outcomes``)."""
+    stream = client.keys.shard(shard).outcomes
+    start: Any = "-"
+    while True:
+        with map_errors(client.where):
+            entries = client.redis.xrange(stream, start, "+", count=page)
+        if start != "-":
+            entries = entries[1:]  # the page's first entry is the last one already given
+        if not entries:
+            return
+        for entry_id, fields in entries:
+            yield outcome_from_entry(shard, entry_id, fields)
+        start = entries[-1][0]
+
+
+def iter_all(client: TimerClient) -> Iterator[Outcome]:
+    """Every outcome of every shard of the namespace."""
+    for shard in range(client.meta.shards):
+        yield from iter_stream(client, shard)
+
+
 class OutcomeReader:
     def __init__(
         self,

@@ -33,6 +33,7 @@ from typing import Any
 from .client import TimerClient
 from .errors import InvalidInput, TimerNotFound
 from .models import Timer
+from .outcomes import iter_stream
 
 MAX_REJECTED_ROWS = 1_000
 
@@ -332,26 +333,11 @@ def outcome_schema() -> Any:
     ])  # fmt: skip
 
 
-def read_shard_outcomes(
-    url: str, namespace: str, shard: int, page: int = 10_000
-) -> Iterator[tuple[Any, ...]]:
+def read_shard_outcomes(url: str, namespace: str, shard: int) -> Iterator[tuple[Any, ...]]:
     """Every outcome of one shard's stream as rows (payload as a JSON string)."""
-    from .outcomes import outcome_from_entry  # noqa: PLC0415
-
-    client = pooled_client(url, namespace)
-    stream = client.keys.shard(shard).outcomes
-    last: Any = "-"
-    while True:
-        entries = client.redis.xrange(stream, last, "+", count=page)
-        if last != "-":
-            entries = entries[1:]
-        if not entries:
-            return
-        for eid, fields in entries:
-            o = outcome_from_entry(shard, eid, fields)
-            payload = None if o.payload is None else json.dumps(_plain(o.payload))
-            yield (o.id, o.outcome, o.deadline_ms, o.decided_ms, o.lateness_ms, shard, payload)
-        last = entries[-1][0]
+    for o in iter_stream(pooled_client(url, namespace), shard):
+        payload = None if o.payload is None else json.dumps(_plain(o.payload))
+        yield (o.id, o.outcome, o.deadline_ms, o.decided_ms, o.lateness_ms, shard, payload)
 
 
 def read_outcomes(spark: Any, url: str, namespace: str = "default") -> Any:

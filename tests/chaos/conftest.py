@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import wait_for
 from timer import Outcome, TimerClient
-from timer.outcomes import outcome_from_entry
+from timer.outcomes import iter_all
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -83,11 +83,7 @@ def workers_factory(tmp_path: Path) -> Iterator[list[Workers]]:
 
 def read_all_outcomes(c: TimerClient) -> list[Outcome]:
     """Every entry of every shard's outcome stream (not a consumer group: all of them)."""
-    out: list[Outcome] = []
-    for s in range(c.meta.shards):
-        for eid, fields in c.redis.xrange(c.keys.shard(s).outcomes, "-", "+"):
-            out.append(outcome_from_entry(s, eid, fields))
-    return out
+    return list(iter_all(c))
 
 
 def assert_exactly_once(outcomes: list[Outcome], expected_ids: set[str]) -> None:

@@ -62,3 +62,30 @@ local function check_fence(lease_key, epoch_key, worker, epoch)
   end
   return nil
 end
+
+-- The deadline of a schedule or reschedule: `value` is a delay (mode 'in') or a deadline
+-- (mode 'at'); nil and an error reply when it is further than max_delay from now.
+local function deadline_of(mode, value, now, max_delay)
+  local deadline = value
+  if mode == 'in' then deadline = now + value end
+  if deadline > now + max_delay then
+    return nil, redis.error_reply('TOOFAR deadline ' .. istr(deadline) .. ' is more than '
+      .. istr(max_delay) .. ' ms from now')
+  end
+  return deadline, nil
+end
+
+-- cancel and complete: decide one timer by id with `outcome`, or say why not.
+-- KEYS: t, buckets, out, r:<id>; ARGV: P, id, bucket_ms, result_ttl_ms, events channel.
+local function decide_by_id(outcome)
+  local P, id = ARGV[1], ARGV[2]
+  local raw = redis.call('HGET', KEYS[1], id)
+  if not raw then
+    local retained = redis.call('GET', KEYS[4])
+    if retained then return {'decided', retained} end
+    return {'missing'}
+  end
+  decide(P, KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[5], id, cmsgpack.unpack(raw), outcome,
+    now_ms(), tonumber(ARGV[3]), tonumber(ARGV[4]))
+  return {outcome}
+end

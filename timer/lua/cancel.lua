@@ -11,14 +11,4 @@ Atomic   the timer leaves every index and its outcome is written in one step: a 
          fire, notify or complete sees either the pending timer or the outcome, never both.
 Cost     O(W) for the timer's W watch keys.
 ]]
-local P, id = ARGV[1], ARGV[2]
-local raw = redis.call('HGET', KEYS[1], id)
-if not raw then
-  local retained = redis.call('GET', KEYS[4])
-  if retained then return {'decided', retained} end
-  return {'missing'}
-end
-local rec = cmsgpack.unpack(raw)
-decide(P, KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[5], id, rec, 'cancelled', now_ms(),
-  tonumber(ARGV[3]), tonumber(ARGV[4]))
-return {'cancelled'}
+return decide_by_id('cancelled')

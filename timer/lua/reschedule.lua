@@ -21,11 +21,8 @@ if not raw then
   return {'missing'}
 end
 local now = now_ms()
-local deadline = value
-if mode == 'in' then deadline = now + value end
-if deadline > now + max_delay then
-  return redis.error_reply('TOOFAR deadline ' .. istr(deadline) .. ' is more than ' .. istr(max_delay) .. ' ms from now')
-end
+local deadline, too_far = deadline_of(mode, value, now, max_delay)
+if too_far then return too_far end
 local rec = cmsgpack.unpack(raw)
 unindex_bucket(P, KEYS[2], id, rec.d, bucket_ms)
 rec.d = deadline

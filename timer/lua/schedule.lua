@@ -54,11 +54,8 @@ if existing then
 end
 
 local now = now_ms()
-local deadline = value
-if mode == 'in' then deadline = now + value end
-if deadline > now + max_delay then
-  return redis.error_reply('TOOFAR deadline ' .. istr(deadline) .. ' is more than ' .. istr(max_delay) .. ' ms from now')
-end
+local deadline, too_far = deadline_of(mode, value, now, max_delay)
+if too_far then return too_far end
 
 redis.call('HSET', KEYS[1], id, cmsgpack.pack({d = deadline, p = payload, w = watch, n = need, g = {}, c = now, s = origin}))
 index_bucket(P, KEYS[2], id, deadline, bucket_ms)
