@@ -9,6 +9,7 @@ none decided before its deadline.
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import subprocess
@@ -106,6 +107,9 @@ class Driver(threading.Thread):
 )
 @click.option("--no-kill", is_flag=True, help="Do not kill a worker midway.")
 @click.option("--seed", type=int, default=None, help="Random seed (for a repeatable run).")
+@click.option("--spark", "use_spark", is_flag=True,
+              help="Register the timeouts from a Spark DataFrame (local[2]; needs the spark "
+              "extra and Java 17).")  # fmt: skip
 @pass_app
 def demo(
     app: App,
@@ -116,6 +120,7 @@ def demo(
     lease_ms: int,
     no_kill: bool,
     seed: int | None,
+    use_spark: bool,
 ) -> None:
     """Run the main job: job timeouts that survive a worker's kill -9.
 
@@ -137,8 +142,9 @@ def demo(
     procs = {f"w{i}": _start_worker(url, ns, f"w{i}", lease_ms) for i in range(n_workers)}
     try:
         summary = _run(
-            app, c, ns, url, procs, timers, min_delay, max_delay, lease_ms, no_kill, rng, say
-        )
+            app, c, ns, url, procs, timers, min_delay, max_delay, lease_ms, no_kill, rng, say,
+            use_spark,
+        )  # fmt: skip
     finally:
         for p in procs.values():
             if p.poll() is None:
@@ -174,6 +180,7 @@ def _run(
     no_kill: bool,
     rng: random.Random,
     say: Any,
+    use_spark: bool = False,
 ) -> dict[str, Any]:
     jobs: list[dict[str, Any]] = []
     actions: list[tuple[float, str, str]] = []
@@ -186,16 +193,23 @@ def _run(
             actions.append((delay * rng.uniform(0.1, 0.8) / 1000, "notify", key))
         elif roll < 0.55:  # somebody cancels the job
             actions.append((delay * rng.uniform(0.1, 0.8) / 1000, "cancel", tid))
-    with (
-        errors(),
-        click.progressbar(length=n, label="Scheduling", file=sys.stderr, hidden=app.json) as bar,
-    ):
-        for start in range(0, n, 2_000):
-            res = c.schedule_many(jobs[start : start + 2_000])
-            bad = [r for r in res if isinstance(r, Exception)]
-            if bad:
-                raise bad[0]
-            bar.update(len(res))
+    if use_spark:
+        say("Registering the timeouts from a Spark DataFrame (local[2])")
+        with errors():
+            _register_with_spark(url, c.namespace, jobs)
+    else:
+        with (
+            errors(),
+            click.progressbar(
+                length=n, label="Scheduling", file=sys.stderr, hidden=app.json
+            ) as bar,
+        ):
+            for start in range(0, n, 2_000):
+                res = c.schedule_many(jobs[start : start + 2_000])
+                bad = [r for r in res if isinstance(r, Exception)]
+                if bad:
+                    raise bad[0]
+                bar.update(len(res))
     driver = Driver(c, actions)
     driver.start()
     killed_at, victim_shards, victim = None, [], None
@@ -231,6 +245,32 @@ def _run(
             f"started {victim}-new"
         )
     return _summarise(c, jobs, killed_at, victim_shards, lease_ms)
+
+
+def _register_with_spark(url: str, namespace: str, jobs: list[dict[str, Any]]) -> None:
+    """Register the demo's timeouts through timer.spark from a DataFrame of the jobs."""
+    try:
+        from pyspark.sql import SparkSession  # noqa: PLC0415 - the optional spark extra
+    except ImportError:
+        raise click.ClickException(
+            "demo --spark needs PySpark: pip install 'tickwheel[spark]' (and Java 17)"
+        ) from None
+    from timer import spark as tws  # noqa: PLC0415
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors need tickwheel
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("tickwheel-demo")
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
+    rows = [(j["id"], j["delay_ms"], j["payload"]["job"], j["watch"]) for j in jobs]
+    df = session.createDataFrame(rows, "id string, delay_ms long, job long, keys array<string>")
+    report = tws.schedule_timers(df.repartition(4), url, namespace, payload_cols=["job"],
+                                 watch_col="keys")  # fmt: skip
+    if report.scheduled != len(jobs):
+        raise click.ClickException(f"Spark registered {report.scheduled} of {len(jobs)} "
+                                   f"timers: {report.as_dict()}")  # fmt: skip
 
 
 def _summarise(

@@ -228,3 +228,23 @@ def test_example_pipeline_runs(
     assert outcomes["completed"]["count"] == result["notified"]["completed"]
     assert outcomes["completed"]["count"] + outcomes["expired"]["count"] == 400
     assert outcomes["expired"]["avg_lateness_ms"] >= 0
+
+
+def test_demo_registers_through_spark(
+    spark: SparkSession, redis_server: RedisServer, namespace: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """tickwheel demo --spark: the timeouts are registered from a DataFrame; all else holds."""
+    from click.testing import CliRunner  # noqa: PLC0415
+
+    from cli.main import main  # noqa: PLC0415
+
+    monkeypatch.chdir(tmp_path)
+    args = ["--redis-url", redis_server.url, "--namespace", namespace, "--json", "demo",
+            "--spark", "--timers", "300", "--min-delay", "1s", "--max-delay", "3s",
+            "--lease", "1000ms", "--no-kill", "--seed", "5"]  # fmt: skip
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["ok"] is True and summary["scheduled"] == 300
+    assert summary["expired"] + summary["completed"] + summary["cancelled"] == 300
