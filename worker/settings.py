@@ -24,6 +24,8 @@ class WorkerSettings:
     fire_batch: int = 500
     sweep_limit: int = 1_000
     sweep_interval_ms: int = 500
+    max_load: int = 200_000  # timers read into the wheel per load pass (backlogs in slices)
+    max_sweeps_per_tick: int = 10  # sweep calls per shard per tick, so leases get renewed
     result_ttl_ms: int = 24 * 3600 * 1000
 
     def __post_init__(self) -> None:

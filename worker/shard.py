@@ -47,20 +47,34 @@ class ShardState:
     last_sweep_mono_ms: float = 0.0
     last_load_mono_ms: float = 0.0
     needs_reload: bool = True
+    more_to_load: bool = False
 
 
 def read_due(
-    r: Any, keys: ShardKeys, until_ms: int, skip: set[int], chunk: int = 1000
+    r: Any,
+    keys: ShardKeys,
+    until_ms: int,
+    skip: set[int],
+    *,
+    chunk: int = 1000,
+    max_ids: int = 200_000,
 ) -> tuple[list[int], list[tuple[int, str]]]:
     """Durable buckets starting before ``until_ms`` (not in ``skip``) and their timers.
 
-    Returns (bucket numbers read, [(deadline_ms, id)] sorted oldest first). Bucket sets
-    are read with SSCAN and records with HMGET in chunks, so no call blocks Redis long.
+    Returns (bucket numbers read whole, [(deadline_ms, id)] sorted oldest first). Bucket
+    sets are read with SSCAN and records with HMGET in chunks, so no call blocks Redis
+    long. Reading stops after the bucket that reaches ``max_ids``: a backlog left by a
+    long outage is taken in slices, oldest buckets first, not all at once into memory.
     """
     members = r.zrangebyscore(keys.buckets, "-inf", until_ms)
-    buckets = [int(m) for m in members if int(m) not in skip]
+    buckets: list[int] = []
     ids: list[str] = []
-    for n in buckets:
+    for n in (int(m) for m in members):
+        if n in skip:
+            continue
+        if len(ids) >= max_ids:
+            break
+        buckets.append(n)
         for member in r.sscan_iter(keys.bucket(n), count=chunk):
             ids.append(member.decode("utf-8", "surrogatepass"))
     due: list[tuple[int, str]] = []

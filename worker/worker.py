@@ -197,7 +197,10 @@ class Worker:
         if state.needs_reload:
             state.loaded = set()
         with map_errors(self.client.where):
-            buckets, due = read_due(self.client.redis, state.keys, until, state.loaded)
+            buckets, due = read_due(
+                self.client.redis, state.keys, until, state.loaded,
+                max_ids=self.settings.max_load,
+            )  # fmt: skip
         added = 0
         with self._lock:
             if self.shards.get(state.shard) is not state:
@@ -215,12 +218,17 @@ class Worker:
             old = (self.clock.now_ms() - 4 * self.meta.bucket_ms) // self.meta.bucket_ms
             state.loaded = {n for n in state.loaded if n >= old}
             state.needs_reload = False
+            state.more_to_load = len(due) >= self.settings.max_load  # a backlog: next tick
             state.last_load_mono_ms = self.clock.mono_ms()
         self.stats.loaded += added
         return added
 
-    def _add_task(self, state: ShardState, tid: str, deadline_ms: int) -> None:
-        delay = max(-1, deadline_ms - self.clock.now_ms())
+    def _add_task(
+        self, state: ShardState, tid: str, deadline_ms: int, min_delay_ms: int = -1
+    ) -> None:
+        # min_delay_ms=1 for entries Redis called early: our clock runs ahead of Redis's,
+        # so retry a millisecond later instead of spinning on fire until it catches up.
+        delay = max(min_delay_ms, deadline_ms - self.clock.now_ms())
         task = FireTask(delay, state.shard, state.epoch, tid, deadline_ms, self.fire_queue)
         old = state.tasks.get(tid)
         if old is not None:
@@ -325,7 +333,7 @@ class Worker:
                     continue
                 if tid in early_at and alive:  # Redis time says not yet: try again later
                     self.stats.early_reinserted += 1
-                    self._add_task(state, tid, early_at[tid])
+                    self._add_task(state, tid, early_at[tid], min_delay_ms=1)
                 else:  # fired here, or decided by someone else meanwhile
                     del state.tasks[tid]
         self.stats.fired += len(fired)
@@ -365,7 +373,7 @@ class Worker:
         """Expire what is left in the shard's ended buckets (pub/sub is never trusted)."""
         k = state.keys
         total = 0
-        while True:
+        for _ in range(self.settings.max_sweeps_per_tick):  # the rest waits for the next tick
             try:
                 fired, more = self.client.scripts.sweep(
                     keys=[k.timers, k.buckets, k.outcomes, k.lease, k.epoch],
@@ -389,8 +397,9 @@ class Worker:
                         task.cancel()
             total += len(fired) // 2
             if not int(more):
+                state.last_sweep_mono_ms = self.clock.mono_ms()
                 break
-        state.last_sweep_mono_ms = self.clock.mono_ms()
+        # else: ended buckets still hold timers; the next tick sweeps again, interval or not
         self.stats.swept += total
         return total
 
@@ -406,7 +415,8 @@ class Worker:
             self.heartbeat()
         self.rebalance()
         for state in list(self.shards.values()):
-            if state.needs_reload or mono - state.last_load_mono_ms >= s.horizon_ms / 4:
+            due_again = mono - state.last_load_mono_ms >= s.horizon_ms / 4
+            if state.needs_reload or state.more_to_load or due_again:
                 self.load(state)
             if mono - state.last_sweep_mono_ms >= s.sweep_interval_ms:
                 self.sweep(state)

@@ -11,6 +11,7 @@ import redis
 
 from tests.conftest import wait_for
 from timer import Outcome, TimerClient
+from timer.outcomes import iter_all
 from timer.server import RedisServer
 from worker import Worker, WorkerSettings
 
@@ -222,3 +223,32 @@ def test_timers_fire_after_pubsub_is_killed(
         w.stop()
         thread.join(10)
         w.client.close()
+
+
+def test_backlog_is_loaded_in_slices_and_all_fires_once(
+    redis_server: RedisServer, namespace: str
+) -> None:
+    """After a long outage a shard's overdue backlog is read in slices (bounded memory),
+    oldest first, and every timer still fires exactly once."""
+    c = TimerClient.from_url(redis_server.url, namespace)
+    c.init(shards=1, bucket_ms=100)
+    now = server_now_ms(c.redis)
+    c.schedule_many([{"id": f"b{i}", "deadline_ms": now - 30_000 + 10 * i} for i in range(1_000)])
+    w = make_worker(c, "w1", max_load=100, sweep_interval_ms=60_000)
+    try:
+        peak = 0
+
+        def step() -> bool:
+            nonlocal peak
+            w.run_once()
+            peak = max(peak, max((len(s.tasks) for s in w.shards.values()), default=0))
+            return sum(1 for _ in iter_all(c)) >= 1_000
+
+        wait_for(step, 60, "the backlog fired")
+        outs = list(iter_all(c))
+        assert Counter(o.id for o in outs) == {f"b{i}": 1 for i in range(1_000)}
+        assert peak <= 200, f"held {peak} timers at once with max_load=100"
+        assert [o.deadline_ms for o in outs] == sorted(o.deadline_ms for o in outs)
+    finally:
+        w.close()
+        c.close()
