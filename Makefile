@@ -42,7 +42,13 @@ demo: $(STAMP)
 	$(BIN)/tickwheel demo $(DEMO_ARGS); rc=$$?; $(BIN)/tickwheel server stop; exit $$rc
 
 # Every benchmark, results in benchmarks/results.json. QUICK=1 for the quick mode.
-bench: $(STAMP)
+# The peers (arq, RQ) come from the bench extra, installed here only.
+BENCH_STAMP := $(VENV)/.installed-bench
+$(BENCH_STAMP): pyproject.toml $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
 	$(BIN)/python -m benchmarks.run_all $(if $(QUICK),--quick,)
 
 clean:

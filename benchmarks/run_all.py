@@ -22,7 +22,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from . import engine, memory, recovery, register, spark, worker
+from . import engine, memory, peers, recovery, register, spark, worker
 
 OUT = Path(__file__).resolve().parent / "results.json"
 
@@ -65,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         "memory": (memory.main, [*quick, *server]),
         "recovery": (recovery.main, [*quick, *server]),
         "spark": (spark.main, ["--rows", "50000" if args.quick else "200000", *server]),
+        "peers": (peers.main, [*quick, *server]),
     }
     results: dict[str, Any] = {
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -13,6 +13,7 @@ NAMES = {
     "spark": "benchmarks.spark",
     "memory": "benchmarks.memory",
     "recovery": "benchmarks.recovery",
+    "peers": "benchmarks.peers",
     "all": "benchmarks.run_all",
 }
 
