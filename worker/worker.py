@@ -14,7 +14,6 @@ import logging
 import math
 import queue
 import threading
-from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -61,7 +60,6 @@ class Worker:
         self.fire_queue: queue.SimpleQueue[FireTask] = queue.SimpleQueue()
         self.shards: dict[int, ShardState] = {}
         self.stats = WorkerStats()
-        self.lateness_ms: deque[int] = deque(maxlen=100_000)
         self.lateness_histogram = LatenessHistogram()
         self._lock = threading.RLock()
         self._stopping = threading.Event()
@@ -340,7 +338,6 @@ class Worker:
         return len(fired)
 
     def _record_lateness(self, ms: int) -> None:
-        self.lateness_ms.append(ms)
         self.lateness_histogram.observe(ms)
 
     def _firer_loop(self) -> None:

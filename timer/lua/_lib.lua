@@ -75,17 +75,23 @@ local function deadline_of(mode, value, now, max_delay)
   return deadline, nil
 end
 
+-- The pending record of `id`; or nil and the reply for an id already decided (with its
+-- retained outcome) or unknown.
+local function pending_record(tkey, rkey, id)
+  local raw = redis.call('HGET', tkey, id)
+  if raw then return cmsgpack.unpack(raw), nil end
+  local retained = redis.call('GET', rkey)
+  if retained then return nil, {'decided', retained} end
+  return nil, {'missing'}
+end
+
 -- cancel and complete: decide one timer by id with `outcome`, or say why not.
 -- KEYS: t, buckets, out, r:<id>; ARGV: P, id, bucket_ms, result_ttl_ms, events channel.
 local function decide_by_id(outcome)
   local P, id = ARGV[1], ARGV[2]
-  local raw = redis.call('HGET', KEYS[1], id)
-  if not raw then
-    local retained = redis.call('GET', KEYS[4])
-    if retained then return {'decided', retained} end
-    return {'missing'}
-  end
-  decide(P, KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[5], id, cmsgpack.unpack(raw), outcome,
+  local rec, reply = pending_record(KEYS[1], KEYS[4], id)
+  if not rec then return reply end
+  decide(P, KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[5], id, rec, outcome,
     now_ms(), tonumber(ARGV[3]), tonumber(ARGV[4]))
   return {outcome}
 end

@@ -14,16 +14,11 @@ Cost     O(1).
 ]]
 local P, id, mode = ARGV[1], ARGV[2], ARGV[3]
 local value, bucket_ms, max_delay = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local raw = redis.call('HGET', KEYS[1], id)
-if not raw then
-  local retained = redis.call('GET', KEYS[3])
-  if retained then return {'decided', retained} end
-  return {'missing'}
-end
+local rec, reply = pending_record(KEYS[1], KEYS[3], id)
+if not rec then return reply end
 local now = now_ms()
 local deadline, too_far = deadline_of(mode, value, now, max_delay)
 if too_far then return too_far end
-local rec = cmsgpack.unpack(raw)
 unindex_bucket(P, KEYS[2], id, rec.d, bucket_ms)
 rec.d = deadline
 redis.call('HSET', KEYS[1], id, cmsgpack.pack(rec))
