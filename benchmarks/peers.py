@@ -38,15 +38,10 @@ from timer import TimerClient
 from timer.outcomes import iter_all
 from timer.server import RedisServer, find_server_binary
 
+from .worker import pct
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-
-
-def pct(values: list[int], q: float) -> int | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def spawn(args: list[str], url: str, log: Path) -> subprocess.Popen[bytes]:
@@ -143,11 +138,7 @@ class TickwheelPeer(Peer):
         super().__init__(url, logs)
         self.c = TimerClient.from_url(url, "peers")
         self.c.init(shards=8)
-        self.offset = self._redis_now() - time.time() * 1000
-
-    def _redis_now(self) -> int:
-        secs, micros = self.r.time()
-        return int(secs) * 1000 + int(micros) // 1000
+        self.offset = self.c.server_time_ms() - time.time() * 1000
 
     def enqueue(self, items: list[tuple[str, int]]) -> None:
         for start in range(0, len(items), 1000):

@@ -28,11 +28,6 @@ from timer.server import RedisServer, find_server_binary
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def now_ms(c: TimerClient) -> int:
-    secs, micros = c.redis.time()
-    return int(secs) * 1000 + int(micros) // 1000
-
-
 def start_worker(
     url: str, ns: str, name: str, lease_ms: int, logs: Path
 ) -> subprocess.Popen[bytes]:
@@ -44,15 +39,11 @@ def start_worker(
         )  # fmt: skip
 
 
-def decided(c: TimerClient) -> int:
-    return sum(int(c.redis.xlen(c.keys.shard(s).outcomes)) for s in range(c.meta.shards))
-
-
 def wait_decided(c: TimerClient, n: int, timeout_s: float) -> None:
     end = time.monotonic() + timeout_s
-    while decided(c) < n:
+    while c.outcomes_total() < n:
         if time.monotonic() > end:
-            raise TimeoutError(f"only {decided(c)} of {n} decided after {timeout_s}s")
+            raise TimeoutError(f"only {c.outcomes_total()} of {n} decided after {timeout_s}s")
         time.sleep(0.05)
 
 
@@ -60,7 +51,9 @@ def outcomes(c: TimerClient) -> list[Any]:
     return list(iter_all(c))
 
 
-def pct(values: list[int], q: float) -> int:
+def pct(values: list[int], q: float) -> int | None:
+    if not values:
+        return None
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
@@ -77,14 +70,14 @@ def bench_lateness(c: TimerClient, url: str, logs: Path, quick: bool) -> dict[st
     seconds = 20 if quick else 60
     rate = 1_000
     due = seconds * rate
-    far = [now_ms(c) + 3_600_000 + i for i in range(max(0, 100_000 - due))]
+    far = [c.server_time_ms() + 3_600_000 + i for i in range(max(0, 100_000 - due))]
     schedule(c, far, "far")
     proc = start_worker(url, c.namespace, "lat", 5_000, logs)
     # Schedule the due ones while the worker runs; the first falls due once all are in.
-    base = now_ms(c) + 1_000 + due // 10
+    base = c.server_time_ms() + 1_000 + due // 10
     deadlines = [base + (i * 1000) // rate for i in range(due)]
     schedule(c, deadlines, "due")
-    if now_ms(c) > base:
+    if c.server_time_ms() > base:
         raise RuntimeError("scheduling took longer than planned; the figures would be skewed")
     try:
         wait_decided(c, due, seconds + 60)
@@ -105,7 +98,7 @@ def bench_burst(c: TimerClient, url: str, logs: Path, quick: bool) -> dict[str, 
     n = 50_000 if quick else 200_000
     proc = start_worker(url, c.namespace, "burst", 5_000, logs)
     try:
-        t0 = now_ms(c)
+        t0 = c.server_time_ms()
         at = t0 + 5_000 + n // 15  # leave time to schedule them all first
         schedule(c, [at + (i % 1000) for i in range(n)], "b")
         wait_decided(c, n, 600)
@@ -126,19 +119,19 @@ def bench_failover(c: TimerClient, url: str, logs: Path, quick: bool) -> dict[st
     a = start_worker(url, c.namespace, "a", lease_ms, logs)
     b = start_worker(url, c.namespace, "b", lease_ms, logs)
     try:
-        base = now_ms(c) + 4_000
+        base = c.server_time_ms() + 4_000
         n = 8_000
         schedule(c, [base + i for i in range(n)], "f")  # one due every ms for 8 s
         end = time.monotonic() + 30
         while True:  # wait until both lead and firing is under way
             leaders = {c.redis.get(c.keys.shard(s).lease) for s in range(c.meta.shards)}
-            if leaders == {b"a", b"b"} and decided(c) > 1_000:
+            if leaders == {b"a", b"b"} and c.outcomes_total() > 1_000:
                 break
             if time.monotonic() > end:
                 raise TimeoutError("workers did not settle")
             time.sleep(0.02)
         a_shards = [s for s in range(c.meta.shards) if c.redis.get(c.keys.shard(s).lease) == b"a"]
-        killed_at = now_ms(c)
+        killed_at = c.server_time_ms()
         a.send_signal(signal.SIGKILL)
         a.wait()
         wait_decided(c, n, 120)

@@ -32,15 +32,6 @@ from .output import emit, pairs
 LOG_DIR = Path(".tickwheel") / "demo-logs"
 
 
-def _now_ms(c: TimerClient) -> int:
-    secs, micros = c.redis.time()
-    return int(secs) * 1000 + int(micros) // 1000
-
-
-def _decided(c: TimerClient) -> int:
-    return sum(int(c.redis.xlen(c.keys.shard(s).outcomes)) for s in range(c.meta.shards))
-
-
 def _start_worker(url: str, ns: str, name: str, lease_ms: int) -> subprocess.Popen[bytes]:
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     args = ["--redis-url", url, "--namespace", ns, "worker", "--lease-ms", f"{lease_ms}ms",
@@ -219,7 +210,7 @@ def _run(
     ) as bar:
         shown = 0
         while True:
-            done = _decided(c)
+            done = c.outcomes_total()
             bar.update(done - shown)
             shown = done
             if done >= n:
@@ -228,7 +219,7 @@ def _run(
                 leaders = {s: c.redis.get(c.keys.shard(s).lease) for s in range(c.meta.shards)}
                 victim = sorted(procs)[0]
                 victim_shards = [s for s, who in leaders.items() if who == victim.encode()]
-                killed_at = _now_ms(c)
+                killed_at = c.server_time_ms()
                 procs[victim].send_signal(signal.SIGKILL)
                 procs[victim].wait()
                 procs[f"{victim}-new"] = _start_worker(url, ns, f"{victim}-new", lease_ms)

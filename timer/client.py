@@ -481,11 +481,25 @@ class TimerClient:
         reader = OutcomeReader(self, group, consumer, count=count, reclaim_idle_ms=reclaim_idle_ms)
         return reader.iterate(block_ms=block_ms, stop_when_idle=stop_when_idle)
 
+    def server_time_ms(self) -> int:
+        """The Redis server's clock, epoch ms: the one clock deadlines are computed on."""
+        with map_errors(self.where):
+            secs, micros = self.redis.time()
+        return int(secs) * 1000 + int(micros) // 1000
+
+    def outcomes_total(self) -> int:
+        """How many outcomes the namespace's streams hold (one pipelined XLEN per shard)."""
+        with map_errors(self.where):
+            pipe = self.redis.pipeline(transaction=False)
+            for s in range(self.meta.shards):
+                pipe.xlen(self._shard(s).outcomes)
+            return sum(int(n) for n in pipe.execute())
+
     def stats(self) -> dict[str, Any]:
         """Per shard: pending, leader, epoch, outcomes, lag (ms past the oldest ended bucket)."""
         meta = self.meta
+        now = self.server_time_ms()
         with map_errors(self.where):
-            secs, micros = self.redis.time()
             pipe = self.redis.pipeline(transaction=False)
             for s in range(meta.shards):
                 sk = self._shard(s)
@@ -495,7 +509,6 @@ class TimerClient:
                 pipe.zrange(sk.buckets, 0, 0, withscores=True)
                 pipe.xlen(sk.outcomes)
             replies = pipe.execute()
-        now = int(secs) * 1000 + int(micros) // 1000
         shards: list[dict[str, Any]] = []
         for s in range(meta.shards):
             pending, leader, epoch, oldest, outs = replies[5 * s : 5 * s + 5]

@@ -76,9 +76,8 @@ class Worker:
 
     def _sync_clock(self) -> None:
         sent = self.clock.mono_ms()
-        with map_errors(self.client.where):
-            secs, micros = self.client.redis.time()
-        self.clock.observe(int(secs) * 1000 + int(micros) // 1000, sent, self.clock.mono_ms())
+        server_ms = self.client.server_time_ms()
+        self.clock.observe(server_ms, sent, self.clock.mono_ms())
 
     def _lease_call(self, script: Any, state_keys: Any, args: list[Any]) -> Any:
         sent = self.clock.mono_ms()

@@ -22,23 +22,14 @@ pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 LEASE_MS = 1_000
 
 
-def server_now(c: TimerClient) -> int:
-    secs, micros = c.redis.time()
-    return int(secs) * 1000 + int(micros) // 1000
-
-
 def schedule_spread(c: TimerClient, n: int, start_ms: int, span_ms: int) -> set[str]:
     rng = random.Random(n)
-    now = server_now(c)
+    now = c.server_time_ms()
     items = [
         {"id": f"job:{i}", "deadline_ms": now + start_ms + rng.randrange(span_ms)} for i in range(n)
     ]
     assert all(not isinstance(r, Exception) for r in c.schedule_many(items))
     return {str(item["id"]) for item in items}
-
-
-def decided(c: TimerClient) -> int:
-    return sum(int(c.redis.xlen(c.keys.shard(s).outcomes)) for s in range(c.meta.shards))
 
 
 @pytest.fixture
@@ -62,11 +53,11 @@ def test_kill_9_workers_while_firing(
     workers_factory.append(pool)
     procs = [pool.start(f"w{i}") for i in range(3)]
     for round_, fraction in enumerate((0.25, 0.5, 0.75)):
-        wait_for(lambda f=fraction: decided(c) >= f * n, 60, f"{fraction:.0%} decided")
+        wait_for(lambda f=fraction: c.outcomes_total() >= f * n, 60, f"{fraction:.0%} decided")
         victim = procs.pop(0)
         victim.kill9()
         procs.append(pool.start(f"r{round_}"))
-    wait_for(lambda: decided(c) >= n, 60, "every timer decided")
+    wait_for(lambda: c.outcomes_total() >= n, 60, "every timer decided")
     outcomes = read_all_outcomes(c)
     assert len(outcomes) == n
     assert_exactly_once(outcomes, ids)
@@ -88,11 +79,11 @@ def test_sigstop_leader_past_its_lease(
         return {s: c.redis.get(c.keys.shard(s).lease) for s in range(8)}
 
     wait_for(lambda: all(v is not None for v in leaders().values()), 20, "all shards led")
-    wait_for(lambda: decided(c) >= n // 5, 60, "firing under way")
+    wait_for(lambda: c.outcomes_total() >= n // 5, 60, "firing under way")
     a.proc.send_signal(signal.SIGSTOP)
     wait_for(lambda: set(leaders().values()) == {b"b"}, 20, "b took every shard over")
     a.proc.send_signal(signal.SIGCONT)
-    wait_for(lambda: decided(c) >= n, 60, "every timer decided")
+    wait_for(lambda: c.outcomes_total() >= n, 60, "every timer decided")
     assert_exactly_once(read_all_outcomes(c), ids)
     log = a.log_text()
     assert "fenced" in log or "renewed in time" in log or "lease lost" in log, log[-2000:]
@@ -113,10 +104,10 @@ def test_redis_kill_9_and_restart(
         pool = Workers(server.url, namespace, tmp_path, LEASE_MS, horizon_ms=3_000)
         workers_factory.append(pool)
         procs = [pool.start("a"), pool.start("b")]
-        wait_for(lambda: decided(c) >= n // 3, 60, "a third decided")
+        wait_for(lambda: c.outcomes_total() >= n // 3, 60, "a third decided")
         server.kill()
         server.restart()
-        wait_for(lambda: decided(c) >= n, 90, "every timer decided after the restart")
+        wait_for(lambda: c.outcomes_total() >= n, 90, "every timer decided after the restart")
         assert_exactly_once(read_all_outcomes(c), ids)
         assert all(p.alive() for p in procs), [p.log_text()[-1500:] for p in procs]
         c.close()
@@ -136,7 +127,7 @@ def test_pubsub_killed_timers_still_fire(
     wait_for(lambda: all(k for _, k in c.redis.pubsub_numsub(*channels)), 20, "subscribed")
     c.redis.client_kill_filter(_type="pubsub")
     ids = schedule_spread(c, 300, start_ms=300, span_ms=1_500)
-    wait_for(lambda: decided(c) >= 300, 30, "every timer decided")
+    wait_for(lambda: c.outcomes_total() >= 300, 30, "every timer decided")
     outcomes = read_all_outcomes(c)
     assert_exactly_once(outcomes, ids)
     worst = max(o.lateness_ms for o in outcomes)
