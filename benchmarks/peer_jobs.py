@@ -1,6 +1,6 @@
 """The job the peer benchmarks run: record that it ran, and how late (wall clock, ms).
 
-Imported by RQ and arq worker processes (``benchmarks.peer_jobs.record``); the Redis URL
+Imported by RQ, arq and Celery worker processes (``benchmarks.peer_jobs.record``); the Redis URL
 comes from ``PEER_REDIS_URL``.
 """
 
@@ -26,7 +26,7 @@ def record(peer: str, job_id: str, due_ms: int) -> None:
     late = int(time.time() * 1000) - due_ms
     pipe = _redis().pipeline(transaction=False)
     pipe.hincrby(f"peers:{peer}:runs", job_id, 1)
-    pipe.rpush(f"peers:{peer}:late", late)
+    pipe.hsetnx(f"peers:{peer}:late", job_id, late)  # the first run's
     pipe.execute()
 
 

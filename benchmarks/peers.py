@@ -1,18 +1,22 @@
-"""Peers: tickwheel next to arq (deferred jobs) and RQ (``enqueue_in``) on the same Redis.
+"""Peers: tickwheel next to arq, RQ and Celery, each deferring jobs on the same Redis.
 
 Same workloads for each, one after the other on one private server:
 
 * **register**: N jobs deferred by an hour, enqueued from one process: jobs/s.
-* **lateness**: N jobs due over S seconds, one worker: run time minus due time (wall
-  clock for the peers, Redis time for tickwheel), p50/p90/p99/max.
+* **lateness**: N jobs due over S seconds, one worker (already running: a probe job has
+  run): run time minus due time (wall clock for the peers, Redis time for tickwheel),
+  p50/p90/p99/max.
 * **kill -9**: the same with two workers; one is killed with SIGKILL (its whole process
   group) once 40% have run, and a new one started; then jobs that never ran by the end of
   the window (span + 45 s: lost, or still queued behind a slow worker) and duplicates.
 
-arq runs with its default poll (0.5 s) and tuned (50 ms); RQ's scheduler polls every
-second and has no setting for it. Celery is not measured: its Redis transport (kombu)
-pins redis-py below 6, which cannot live beside tickwheel's redis 8 in one environment.
-Install the peers with ``pip install -e '.[bench]'``.
+Every peer is given absolute due times (arq ``_defer_until``, RQ ``enqueue_at``, Celery
+``eta``): the relative forms count from each call and would bill the enqueue time as
+lateness. Defaults first, then one tuned setting where the peer has one, labelled: arq
+polls every 0.5 s by default (tuned: 50 ms); RQ's scheduler polls every second and has no
+setting for it; a Celery worker holds ETA jobs in memory, unacked, and a dead worker's
+come back after the visibility timeout (default 1 h; tuned: 15 s, swept every second).
+Install the peers with ``pip install -e '.[bench]'`` (``make bench`` does).
 
     python -m benchmarks.peers [--quick]
 """
@@ -27,8 +31,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -44,12 +48,21 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
-def spawn(args: list[str], url: str, log: Path) -> subprocess.Popen[bytes]:
+def spawn(
+    args: list[str], url: str, log: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     with log.open("ab") as out:
         return subprocess.Popen(
             args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            env={**os.environ, "PEER_REDIS_URL": url, "PYTHONPATH": str(ROOT)},
+            env={**os.environ, "PEER_REDIS_URL": url, "PYTHONPATH": str(ROOT), **(env or {})},
         )  # fmt: skip
+
+
+def at(due_ms: int) -> datetime:
+    """An absolute due time. The peers' relative forms (``countdown``, ``_defer_by``,
+    ``enqueue_in``) count from each call, so a batch that takes a second to enqueue
+    would shift its last jobs by that second and bill it as lateness."""
+    return datetime.fromtimestamp(due_ms / 1000, tz=UTC)
 
 
 def kill_group(proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
@@ -66,6 +79,7 @@ def kill_group(proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None
 
 class Peer:
     name = ""
+    requires: tuple[str, ...] = ()  # modules from the bench extra
 
     def __init__(self, url: str, logs: Path) -> None:
         self.url, self.logs = url, logs
@@ -80,21 +94,21 @@ class Peer:
     def runs(self) -> dict[str, int]:
         return {k.decode(): int(v) for k, v in self.r.hgetall(f"peers:{self.name}:runs").items()}
 
-    def lateness(self) -> list[int]:
-        return [int(x) for x in self.r.lrange(f"peers:{self.name}:late", 0, -1)]
+    def lateness(self) -> dict[str, int]:
+        """Job id -> ms between due and its first run."""
+        return {k.decode(): int(v) for k, v in self.r.hgetall(f"peers:{self.name}:late").items()}
 
 
 class RQPeer(Peer):
     name = "rq"
+    requires = ("rq",)
 
     def enqueue(self, items: list[tuple[str, int]]) -> None:
         from rq import Queue  # noqa: PLC0415 - the bench extra
 
         q = Queue("bench", connection=self.r)
-        now = time.time() * 1000
         for job_id, due in items:
-            q.enqueue_in(timedelta(milliseconds=due - now), "benchmarks.peer_jobs.record",
-                         self.name, job_id, due)  # fmt: skip
+            q.enqueue_at(at(due), "benchmarks.peer_jobs.record", self.name, job_id, due)
 
     def worker(self, tag: str) -> subprocess.Popen[bytes]:
         return spawn([str(BIN / "rq"), "worker", "bench", "--with-scheduler", "--url", self.url,
@@ -104,6 +118,7 @@ class RQPeer(Peer):
 
 class ArqPeer(Peer):
     name = "arq"
+    requires = ("arq",)
     settings = "benchmarks.peer_jobs.ArqSettings"
 
     def enqueue(self, items: list[tuple[str, int]]) -> None:
@@ -114,10 +129,9 @@ class ArqPeer(Peer):
 
         async def go() -> None:
             pool = await create_pool(RedisSettings.from_dsn(self.url))
-            now = time.time() * 1000
             for job_id, due in items:
                 await pool.enqueue_job("arq_record", self.name, job_id, due, _job_id=job_id,
-                                       _defer_by=timedelta(milliseconds=due - now))  # fmt: skip
+                                       _defer_until=at(due))  # fmt: skip
             await pool.aclose()
 
         asyncio.run(go())
@@ -129,6 +143,45 @@ class ArqPeer(Peer):
 class ArqTunedPeer(ArqPeer):
     name = "arq-poll-50ms"
     settings = "benchmarks.peer_jobs.ArqFastSettings"
+
+
+class CeleryPeer(Peer):
+    """Celery's defaults: prefork pool (one process per core), visibility timeout 1 h.
+
+    A worker takes an ETA job off the queue at once and holds it, unacked, until it is
+    due; a worker killed with kill -9 leaves its held jobs in the unacked set until the
+    visibility timeout has passed.
+    """
+
+    name = "celery"
+    requires = ("celery",)
+    visibility_timeout_s: float | None = None
+
+    def enqueue(self, items: list[tuple[str, int]]) -> None:
+        from .peer_celery import TASK, make_app  # noqa: PLC0415 - the bench extra
+
+        app = make_app(self.url, self.visibility_timeout_s)
+        task = app.tasks[TASK]
+        with app.producer_or_acquire() as producer:  # one connection for the whole batch
+            for job_id, due in items:
+                task.apply_async((self.name, job_id, due), eta=at(due), task_id=job_id,
+                                 producer=producer)  # fmt: skip
+        app.close()
+
+    def worker(self, tag: str) -> subprocess.Popen[bytes]:
+        vt = self.visibility_timeout_s
+        return spawn([str(BIN / "celery"), "-A", "benchmarks.peer_celery", "worker", "-Q", "bench",
+                      "-n", f"celery-{tag}-{time.time_ns()}@%h", "--loglevel", "WARNING"],
+                     self.url, self.logs / f"{self.name}-{tag}.log",
+                     {"PEER_CELERY_VT": "" if vt is None else str(vt)})  # fmt: skip
+
+
+class CeleryTunedPeer(CeleryPeer):
+    """Visibility timeout 15 s (longer than any countdown in the run, as Celery's docs
+    ask), swept every second: a dead worker's jobs come back after about 15 s."""
+
+    name = "celery-vt-15s"
+    visibility_timeout_s = 15.0
 
 
 class TickwheelPeer(Peer):
@@ -157,12 +210,16 @@ class TickwheelPeer(Peer):
             counts[o.id] = counts.get(o.id, 0) + 1
         return counts
 
-    def lateness(self) -> list[int]:
-        return [o.lateness_ms for o in iter_all(self.c)]
+    def lateness(self) -> dict[str, int]:
+        late: dict[str, int] = {}
+        for o in iter_all(self.c):
+            late.setdefault(o.id, o.lateness_ms)
+        return late
 
 
-PEERS: dict[str, Callable[[str, Path], Peer]] = {
+PEERS: dict[str, type[Peer]] = {
     "tickwheel": TickwheelPeer, "arq": ArqPeer, "arq-poll-50ms": ArqTunedPeer, "rq": RQPeer,
+    "celery": CeleryPeer, "celery-vt-15s": CeleryTunedPeer,
 }  # fmt: skip
 
 
@@ -173,16 +230,33 @@ def register(peer: Peer, n: int) -> float:
     return n / (time.perf_counter() - t0)
 
 
+def warm_up(peer: Peer, timeout_s: float = 60.0) -> None:
+    """Wait until a worker has run a probe job, so that start-up (a second or two for
+    Celery) is not billed as lateness: in production the workers are already running."""
+    probe = f"probe:{time.time_ns()}"
+    peer.enqueue([(probe, int(time.time() * 1000) + 100)])
+    deadline = time.monotonic() + timeout_s
+    while probe not in peer.runs():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no {peer.name} worker ran a probe job within {timeout_s:.0f} s; "
+                               f"see its log in {peer.logs}")  # fmt: skip
+        time.sleep(0.05)
+
+
 def run(peer: Peer, n: int, span_s: float, kill: bool) -> dict[str, Any]:
+    workers = [peer.worker("a")] + ([peer.worker("b")] if kill else [])
+    warm_up(peer)
     start = int(time.time() * 1000) + 2_000
     items = [(f"job:{i}", start + int(i * span_s * 1000 / n)) for i in range(n)]
+    t0 = time.perf_counter()
     peer.enqueue(items)
-    workers = [peer.worker("a")] + ([peer.worker("b")] if kill else [])
+    enqueue_s = time.perf_counter() - t0
+    ids = {j for j, _ in items}
     killed = False
     deadline = time.monotonic() + span_s + 45
     try:
         while time.monotonic() < deadline:
-            done = len(peer.runs())
+            done = len(ids & peer.runs().keys())
             if done >= n and time.time() * 1000 > items[-1][1] + 3_000:
                 break
             if kill and not killed and done >= 0.4 * n:
@@ -194,10 +268,12 @@ def run(peer: Peer, n: int, span_s: float, kill: bool) -> dict[str, Any]:
         for w in workers:
             kill_group(w, signal.SIGTERM)
     runs = peer.runs()
-    late = peer.lateness()
+    first = peer.lateness()
+    late = [first[j] for j, _ in items if j in first]
     return {
-        "jobs": n, "not_run_by_end": sum(1 for j, _ in items if j not in runs),
-        "duplicated": sum(1 for v in runs.values() if v > 1), "killed_one_worker": killed,
+        "jobs": n, "enqueue_s": round(enqueue_s, 2),
+        "not_run_by_end": sum(1 for j, _ in items if j not in runs),
+        "duplicated": sum(1 for j in ids if runs.get(j, 0) > 1), "killed_one_worker": killed,
         "lateness_ms": {"p50": pct(late, 0.5), "p90": pct(late, 0.9), "p99": pct(late, 0.99),
                         "max": max(late) if late else None},
     }  # fmt: skip
@@ -208,8 +284,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--only", choices=sorted(PEERS), action="append")
     p.add_argument("--server", default=None)
+    p.add_argument("--register", type=int, help="jobs in the register phase")
+    p.add_argument("--jobs", type=int, help="jobs in the lateness and kill -9 phases")
+    p.add_argument("--span", type=float, help="seconds over which those jobs fall due")
     args = p.parse_args(argv)
     n_reg, n_run, span = (2_000, 500, 5.0) if args.quick else (10_000, 2_000, 10.0)
+    n_reg, n_run, span = args.register or n_reg, args.jobs or n_run, args.span or span
+    names = args.only or list(PEERS)
+    missing = sorted({m for n in names for m in PEERS[n].requires if find_spec(m) is None})
+    if missing:
+        p.error(f"not installed: {', '.join(missing)}; install the peers with "
+                "pip install -e '.[bench]' (make bench does), or choose with --only")  # fmt: skip
     result: dict[str, Any] = {"benchmark": "peers", "quick": args.quick, "peers": {}}
     with tempfile.TemporaryDirectory() as tmp:
         logs = Path(tmp)
@@ -217,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         with RedisServer(logs / "data", binary=binary) as server:
             result["server"] = server.version()
             flush = redis.Redis.from_url(server.url)
-            for name in args.only or list(PEERS):
+            for name in names:
                 figures: dict[str, Any] = {}
                 for phase in ("register", "lateness", "kill9"):
                     flush.flushall()

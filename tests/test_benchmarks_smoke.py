@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks import engine, recovery, register
+from benchmarks import engine, peers, recovery, register
 
 pytestmark = pytest.mark.slow
 
@@ -41,3 +41,26 @@ def test_register_and_recovery_smallest_cases(server_binary: Path) -> None:
     assert reg["ratio_schedule_many_to_evalsha"] > 0
     rec = run(recovery.main, ["--n", "500", "--server", str(server_binary)])
     assert rec["timers_loaded"] == 500
+
+
+def test_peers_machinery_with_tickwheel_alone(server_binary: Path) -> None:
+    """The peers benchmark's three phases run (tickwheel only: the peers live in the bench
+    extra). A killed worker must cost no job and run none twice: that is our guarantee."""
+    out = run(peers.main, ["--only", "tickwheel", "--register", "200", "--jobs", "100",
+                           "--span", "1", "--server", str(server_binary)])  # fmt: skip
+    tw = out["peers"]["tickwheel"]
+    assert tw["register_per_s"] > 0 and tw["register_ratio_to_tickwheel"] == 1.0
+    for phase in ("lateness", "kill9"):
+        assert tw[phase]["jobs"] == 100
+        assert tw[phase]["not_run_by_end"] == 0 and tw[phase]["duplicated"] == 0
+        assert tw[phase]["lateness_ms"]["p50"] is not None
+    assert tw["kill9"]["killed_one_worker"]
+
+
+def test_peers_refuses_a_peer_that_is_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Asking for a peer whose library is missing says how to install it, before any work."""
+    monkeypatch.setattr(peers, "find_spec", lambda name: None)
+    with pytest.raises(SystemExit) as exc, contextlib.redirect_stderr(io.StringIO()) as err:
+        peers.main(["--only", "celery"])
+    assert exc.value.code == 2
+    assert "not installed: celery" in err.getvalue() and ".[bench]" in err.getvalue()

@@ -1,0 +1,50 @@
+"""The Celery app the peer benchmark runs: one task that records that it ran, and how late.
+
+``celery -A benchmarks.peer_celery worker`` imports this module, so the broker URL comes
+from ``PEER_REDIS_URL`` and the optional visibility timeout from ``PEER_CELERY_VT``
+(seconds). The enqueuing side builds its own app with :func:`make_app`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from celery import Celery
+
+from .peer_jobs import record
+
+TASK = "bench.record"
+QUEUE = "bench"
+
+
+def make_app(url: str, visibility_timeout_s: float | None = None) -> Celery:
+    app = Celery("tickwheel-bench", broker=url)
+    app.conf.update(
+        task_ignore_result=True,  # no result backend: the job writes what it measured
+        task_default_queue=QUEUE,
+        broker_connection_retry_on_startup=True,
+        worker_hijack_root_logger=False,
+    )
+    if visibility_timeout_s is not None:
+        # Redelivery of a dead worker's unacked messages after this long; the sweep that
+        # looks for them runs every second instead of every 100 s (10 s x throttle 10).
+        app.conf.broker_transport_options = {
+            "visibility_timeout": visibility_timeout_s,
+            "unacked_restore_interval": 1,
+            "unacked_restore_throttle": 1,
+        }
+    app.task(name=TASK)(_record)
+    return app
+
+
+def _record(peer: str, job_id: str, due_ms: int) -> None:
+    record(peer, job_id, due_ms)
+
+
+def _vt() -> float | None:
+    raw = os.environ.get("PEER_CELERY_VT")
+    return float(raw) if raw else None
+
+
+app: Any = make_app(os.environ.get("PEER_REDIS_URL", "redis://127.0.0.1:6379/0"), _vt())
