@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from datetime import UTC, datetime
+from importlib.metadata import version
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -296,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"not installed: {', '.join(missing)}; install the peers with "
                 "pip install -e '.[bench]' (make bench does), or choose with --only")  # fmt: skip
     result: dict[str, Any] = {"benchmark": "peers", "quick": args.quick, "peers": {}}
+    result["versions"] = {m: version(m) for n in names for m in PEERS[n].requires}
     with tempfile.TemporaryDirectory() as tmp:
         logs = Path(tmp)
         binary = find_server_binary(args.server)
