@@ -15,7 +15,8 @@ Every peer is given absolute due times (arq ``_defer_until``, RQ ``enqueue_at``,
 lateness. Defaults first, then one tuned setting where the peer has one, labelled: arq
 polls every 0.5 s by default (tuned: 50 ms); RQ's scheduler polls every second and has no
 setting for it; a Celery worker holds ETA jobs in memory, unacked, and a dead worker's
-come back after the visibility timeout (default 1 h; tuned: 15 s, swept every second).
+come back after the visibility timeout (default 1 h; tuned: 15 s, swept every second;
+and 5 s, shorter than the longest countdown, which Celery's docs warn against).
 Install the peers with ``pip install -e '.[bench]'`` (``make bench`` does).
 
     python -m benchmarks.peers [--quick]
@@ -185,6 +186,14 @@ class CeleryTunedPeer(CeleryPeer):
     visibility_timeout_s = 15.0
 
 
+class CeleryShortTimeoutPeer(CeleryPeer):
+    """Visibility timeout 5 s, shorter than the longest countdown in the run (~12 s): the
+    setting Celery's docs warn against, measured to show what it costs (duplicates)."""
+
+    name = "celery-vt-5s"
+    visibility_timeout_s = 5.0
+
+
 class TickwheelPeer(Peer):
     name = "tickwheel"
 
@@ -220,7 +229,7 @@ class TickwheelPeer(Peer):
 
 PEERS: dict[str, type[Peer]] = {
     "tickwheel": TickwheelPeer, "arq": ArqPeer, "arq-poll-50ms": ArqTunedPeer, "rq": RQPeer,
-    "celery": CeleryPeer, "celery-vt-15s": CeleryTunedPeer,
+    "celery": CeleryPeer, "celery-vt-15s": CeleryTunedPeer, "celery-vt-5s": CeleryShortTimeoutPeer,
 }  # fmt: skip
 
 
