@@ -8,7 +8,10 @@ Same workloads for each, one after the other on one private server:
   p50/p90/p99/max.
 * **kill -9**: the same with two workers; one is killed with SIGKILL (its whole process
   group) once 40% have run, and a new one started; then jobs that never ran by the end of
-  the window (span + 45 s: lost, or still queued behind a slow worker) and duplicates.
+  the window (45 s after the last is due: lost, or still queued behind a slow worker)
+  and duplicates.
+
+``--quick``: 200 jobs over 2 s, a 10 s window, and each peer at its defaults only.
 
 Every peer is given absolute due times (arq ``_defer_until``, RQ ``enqueue_at``, Celery
 ``eta``): the relative forms count from each call and would bill the enqueue time as
@@ -32,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from importlib.metadata import version
 from importlib.util import find_spec
@@ -253,21 +257,38 @@ def warm_up(peer: Peer, timeout_s: float = 60.0) -> None:
         time.sleep(0.05)
 
 
-def run(peer: Peer, n: int, span_s: float, kill: bool) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Plan:
+    register: int  # jobs in the register phase
+    jobs: int  # jobs in the lateness and kill -9 phases
+    span_s: float  # ... falling due evenly over this long
+    lead_ms: int = 2_000  # the first falls due this long after enqueuing starts
+    grace_s: float = 45.0  # the window ends this long after the last is due
+    settle_ms: int = 3_000  # once all have run, wait this long for duplicates to show
+
+
+FULL = Plan(register=10_000, jobs=2_000, span_s=10.0)
+# Under a minute and a half: fewer jobs, a shorter window, and the defaults only.
+QUICK = Plan(register=2_000, jobs=200, span_s=2.0, lead_ms=1_000, grace_s=10.0, settle_ms=1_000)
+QUICK_PEERS = ("tickwheel", "arq", "rq", "celery")
+
+
+def run(peer: Peer, plan: Plan, kill: bool) -> dict[str, Any]:
+    n, span_s = plan.jobs, plan.span_s
     workers = [peer.worker("a")] + ([peer.worker("b")] if kill else [])
     warm_up(peer)
-    start = int(time.time() * 1000) + 2_000
+    start = int(time.time() * 1000) + plan.lead_ms
     items = [(f"job:{i}", start + int(i * span_s * 1000 / n)) for i in range(n)]
     t0 = time.perf_counter()
     peer.enqueue(items)
     enqueue_s = time.perf_counter() - t0
     ids = {j for j, _ in items}
     killed = False
-    deadline = time.monotonic() + span_s + 45
+    deadline = time.monotonic() + plan.lead_ms / 1000 + span_s + plan.grace_s
     try:
         while time.monotonic() < deadline:
             done = len(ids & peer.runs().keys())
-            if done >= n and time.time() * 1000 > items[-1][1] + 3_000:
+            if done >= n and time.time() * 1000 > items[-1][1] + plan.settle_ms:
                 break
             if kill and not killed and done >= 0.4 * n:
                 kill_group(workers.pop(0))
@@ -291,21 +312,27 @@ def run(peer: Peer, n: int, span_s: float, kill: bool) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--only", choices=sorted(PEERS), action="append")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"{QUICK.jobs} jobs over {QUICK.span_s:g} s, peers at their defaults only",
+    )
+    p.add_argument("--only", choices=sorted(PEERS), action="append", help="a peer to run")
     p.add_argument("--server", default=None)
     p.add_argument("--register", type=int, help="jobs in the register phase")
     p.add_argument("--jobs", type=int, help="jobs in the lateness and kill -9 phases")
     p.add_argument("--span", type=float, help="seconds over which those jobs fall due")
     args = p.parse_args(argv)
-    n_reg, n_run, span = (2_000, 500, 5.0) if args.quick else (10_000, 2_000, 10.0)
-    n_reg, n_run, span = args.register or n_reg, args.jobs or n_run, args.span or span
-    names = args.only or list(PEERS)
+    plan = QUICK if args.quick else FULL
+    plan = replace(plan, register=args.register or plan.register, jobs=args.jobs or plan.jobs,
+                   span_s=args.span or plan.span_s)  # fmt: skip
+    names = args.only or list(QUICK_PEERS if args.quick else PEERS)
     missing = sorted({m for n in names for m in PEERS[n].requires if find_spec(m) is None})
     if missing:
         p.error(f"not installed: {', '.join(missing)}; install the peers with "
                 "pip install -e '.[bench]' (make bench does), or choose with --only")  # fmt: skip
-    result: dict[str, Any] = {"benchmark": "peers", "quick": args.quick, "peers": {}}
+    result: dict[str, Any] = {"benchmark": "peers", "quick": args.quick, "plan": asdict(plan)}
+    result["peers"] = {}
     result["versions"] = {m: version(m) for n in names for m in PEERS[n].requires}
     with tempfile.TemporaryDirectory() as tmp:
         logs = Path(tmp)
@@ -319,9 +346,9 @@ def main(argv: list[str] | None = None) -> int:
                     flush.flushall()
                     peer = PEERS[name](server.url, logs)
                     if phase == "register":
-                        figures["register_per_s"] = round(register(peer, n_reg))
+                        figures["register_per_s"] = round(register(peer, plan.register))
                     else:
-                        figures[phase] = run(peer, n_run, span, kill=phase == "kill9")
+                        figures[phase] = run(peer, plan, kill=phase == "kill9")
                     peer.r.close()
                 result["peers"][name] = figures
                 print(f"peers {name}: done", file=sys.stderr)

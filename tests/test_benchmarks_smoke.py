@@ -46,7 +46,7 @@ def test_register_and_recovery_smallest_cases(server_binary: Path) -> None:
 def test_peers_machinery_with_tickwheel_alone(server_binary: Path) -> None:
     """The peers benchmark's three phases run (tickwheel only: the peers live in the bench
     extra). A killed worker must cost no job and run none twice: that is our guarantee."""
-    out = run(peers.main, ["--only", "tickwheel", "--register", "200", "--jobs", "100",
+    out = run(peers.main, ["--quick", "--only", "tickwheel", "--register", "200", "--jobs", "100",
                            "--span", "1", "--server", str(server_binary)])  # fmt: skip
     tw = out["peers"]["tickwheel"]
     assert tw["register_per_s"] > 0 and tw["register_ratio_to_tickwheel"] == 1.0
