@@ -21,6 +21,7 @@ from .timers import (
     shards,
     stats,
     tail,
+    trim,
     wait,
 )
 from .worker_cmd import worker
@@ -75,6 +76,7 @@ for command in (
     get,
     wait,
     tail,
+    trim,
     stats,
     shards,
     demo,

@@ -1,5 +1,5 @@
 """Timer commands: init, schedule, cancel, reschedule, notify, complete, get, wait, tail,
-stats, shards. Each is thin: parse, call the library, print."""
+trim, stats, shards. Each is thin: parse, call the library, print."""
 
 from __future__ import annotations
 
@@ -309,6 +309,39 @@ def tail(
             seen += 1
             if count is not None and seen >= count:
                 break
+
+
+@click.command()
+@click.option(
+    "--older-than",
+    "retention_ms",
+    type=DURATION,
+    required=True,
+    help="Drop outcomes decided more than this long ago (Redis clock), e.g. 7d or 12h.",
+)
+@click.option(
+    "--drop-unread",
+    is_flag=True,
+    help="Also drop outcomes a consumer group has not acked yet (that group never sees them).",
+)
+@pass_app
+def trim(app: App, retention_ms: int, drop_unread: bool) -> None:
+    """Drop old outcomes from every shard's stream.
+
+    An outcome stays, whatever its age, until every consumer group of its stream has been
+    handed it and has acked it (unless --drop-unread). Workers do this on their own for
+    the shards they lead (tickwheel worker --outcome-retention, 7 days by default).
+    """
+    with errors():
+        done = app.client.trim_outcomes(retention_ms, keep_unread=not drop_unread)
+    removed = sum(t.removed for t in done)
+    held = [t.shard for t in done if t.held_by_group]
+    note = f"; consumer groups kept older entries on shards {held}" if held else ""
+    emit(
+        app.json,
+        {"removed": removed, "held_by_group": held, "shards": len(done)},
+        f"Removed {removed} outcomes from {len(done)} shards{note}",
+    )
 
 
 @click.command()

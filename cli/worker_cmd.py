@@ -34,6 +34,15 @@ from .durations import DURATION
     show_default=True,
     help="How far ahead timers are held in memory.",
 )
+@click.option(
+    "--outcome-retention",
+    "retention_ms",
+    type=DURATION,
+    default="7d",
+    show_default=True,
+    help="Trim outcomes older than this from the led shards' streams (never one a consumer "
+    "group has not acked); 0s keeps them forever.",
+)
 @click.option("--id", "worker_id", default=None, help="Worker id (default host-pid-random).")
 @click.option(
     "--metrics-port",
@@ -52,6 +61,7 @@ def worker(
     app: App,
     lease_ms: int,
     horizon_ms: int,
+    retention_ms: int,
     worker_id: str | None,
     metrics_port: int | None,
     log_level: str,
@@ -66,7 +76,10 @@ def worker(
     )
     with errors():
         settings = WorkerSettings(
-            worker_id=worker_id or default_worker_id(), lease_ms=lease_ms, horizon_ms=horizon_ms
+            worker_id=worker_id or default_worker_id(),
+            lease_ms=lease_ms,
+            horizon_ms=horizon_ms,
+            outcome_retention_ms=retention_ms,
         )
         w = Worker(app.client, settings)
     if metrics_port is not None:

@@ -20,7 +20,7 @@ from .errors import (
     TimerNotFound,
     WaitTimeout,
 )
-from .models import Outcome, Timer, TimerInfo
+from .models import Outcome, Timer, TimerInfo, Trimmed
 from .purgatory import DelayedOperation, DelayedOperationPurgatory
 from .reaper import SystemTimerReaper
 from .system_timer import MAX_EXPIRATION_MS, SystemTimer
@@ -60,6 +60,7 @@ __all__ = [
     "TimerTaskEntry",
     "TimerTaskList",
     "TimingWheel",
+    "Trimmed",
     "WaitTimeout",
     "__version__",
 ]

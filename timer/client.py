@@ -18,7 +18,7 @@ from redis.cluster import RedisCluster
 from . import keys as K
 from .codec import DEFAULT_MAX_PAYLOAD, decode_payload, decode_record, encode_payload
 from .errors import ConfigError, InvalidInput, TimerError, TimerNotFound, WaitTimeout
-from .models import Outcome, Timer, TimerInfo
+from .models import Outcome, Timer, TimerInfo, Trimmed
 from .outcomes import OutcomeReader
 from .scripts import Scripts
 from .store import RedisSettings, map_errors, translate
@@ -494,6 +494,28 @@ class TimerClient:
             for s in range(self.meta.shards):
                 pipe.xlen(self._shard(s).outcomes)
             return sum(int(n) for n in pipe.execute())
+
+    def trim_outcomes(
+        self, retention_ms: int, *, keep_unread: bool = True, shards: Iterable[int] | None = None
+    ) -> list[Trimmed]:
+        """Drop outcomes decided more than ``retention_ms`` ago (Redis clock), per shard.
+
+        With ``keep_unread`` (the default) an outcome stays, whatever its age, until every
+        consumer group of its stream has been handed it and has acked it. ``shards``
+        limits the work to some shards (a worker trims the ones it leads).
+        """
+        keep = _int("retention_ms", retention_ms, 0)
+        count = self.meta.shards
+        picked = list(range(count)) if shards is None else list(shards)
+        for s in picked:
+            _int("shard", s, 0, count - 1)
+        calls = [([self._shard(s).outcomes], [keep, int(keep_unread)]) for s in picked]
+        done: list[Trimmed] = []
+        for s, reply in zip(picked, self.run_pipelined(self.scripts.trim, calls), strict=True):
+            if isinstance(reply, redis.RedisError):
+                raise translate(reply, self.where)
+            done.append(Trimmed(shard=s, removed=int(reply[0]), held_by_group=bool(reply[2])))
+        return done
 
     def stats(self) -> dict[str, Any]:
         """Per shard: pending, leader, epoch, outcomes, lag (ms past the oldest ended bucket)."""

@@ -58,3 +58,12 @@ class Outcome:
         """Acknowledge the outcome in its consumer group (handled; never delivered again)."""
         if self._ack is not None:
             self._ack()
+
+
+@dataclass(frozen=True)
+class Trimmed:
+    """What ``trim_outcomes`` did to one shard's outcome stream."""
+
+    shard: int
+    removed: int
+    held_by_group: bool  # a consumer group still owed entries the retention would drop

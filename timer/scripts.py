@@ -22,6 +22,7 @@ NAMES = (
     "lease_acquire",
     "lease_renew",
     "lease_release",
+    "trim",
 )
 
 
@@ -50,3 +51,4 @@ class Scripts:
     lease_acquire: Any
     lease_renew: Any
     lease_release: Any
+    trim: Any

@@ -24,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--id", default=None, help="worker id (default host-pid-random)")
     p.add_argument("--lease-ms", type=int, default=5_000)
     p.add_argument("--horizon-ms", type=int, default=10_000)
+    p.add_argument("--outcome-retention-ms", type=int, default=WorkerSettings.outcome_retention_ms,
+                   help="trim acked outcomes older than this (0 keeps them forever)")  # fmt: skip
     p.add_argument("--log-level", default="INFO")
     args = p.parse_args(argv)
     logging.basicConfig(
@@ -37,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
             worker_id=args.id or default_worker_id(),
             lease_ms=args.lease_ms,
             horizon_ms=args.horizon_ms,
+            outcome_retention_ms=args.outcome_retention_ms,
         )
         worker = Worker(client, settings)
     except TimerError as exc:

@@ -34,6 +34,7 @@ COUNTERS = {
     "leases_lost": "Shard leases lost (renewal refused or too late)",
     "leases_released": "Shard leases released gracefully",
     "redis_errors": "Redis errors survived by the worker loop",
+    "outcomes_trimmed": "Outcomes dropped from led shards' streams past the retention",
 }
 
 

@@ -27,6 +27,10 @@ class WorkerSettings:
     max_load: int = 200_000  # timers read into the wheel per load pass (backlogs in slices)
     max_sweeps_per_tick: int = 10  # sweep calls per shard per tick, so leases get renewed
     result_ttl_ms: int = 24 * 3600 * 1000
+    # Outcomes older than this leave the led shards' streams (never one a consumer group
+    # has not acked); 0 keeps them forever. Checked every trim_interval_ms per shard.
+    outcome_retention_ms: int = 7 * 24 * 3600 * 1000
+    trim_interval_ms: int = 60_000
 
     def __post_init__(self) -> None:
         if not self.worker_id or " " in self.worker_id:
@@ -37,6 +41,13 @@ class WorkerSettings:
             raise InvalidInput(f"horizon_ms must be at least 100 ms, got {self.horizon_ms}")
         if self.fire_batch < 1 or self.sweep_limit < 1:
             raise InvalidInput("fire_batch and sweep_limit must be at least 1")
+        if self.outcome_retention_ms < 0:
+            raise InvalidInput(
+                f"outcome retention must be >= 0 (0 keeps outcomes forever), "
+                f"got {self.outcome_retention_ms} ms"
+            )
+        if self.trim_interval_ms < 1:
+            raise InvalidInput(f"trim_interval_ms must be at least 1, got {self.trim_interval_ms}")
 
     @property
     def renew_every_ms(self) -> int:

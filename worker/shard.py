@@ -46,6 +46,7 @@ class ShardState:
     loaded: set[int] = field(default_factory=set)
     last_sweep_mono_ms: float = 0.0
     last_load_mono_ms: float = 0.0
+    last_trim_mono_ms: float | None = None  # None: not yet trimmed since it was acquired
     needs_reload: bool = True
     more_to_load: bool = False
 

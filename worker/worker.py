@@ -48,6 +48,7 @@ class WorkerStats:
     reloads: int = 0
     completed_seen: int = 0
     cancelled_seen: int = 0
+    outcomes_trimmed: int = 0
 
 
 class Worker:
@@ -399,6 +400,18 @@ class Worker:
         self.stats.swept += total
         return total
 
+    def trim(self, state: ShardState) -> int:
+        """Drop the shard's outcomes past the retention that every consumer group has acked.
+
+        Not fenced: trimming is idempotent and keeps what any group still owes, so a
+        stale leader doing it is harmless.
+        """
+        retention = self.settings.outcome_retention_ms
+        (done,) = self.client.trim_outcomes(retention, shards=[state.shard])
+        state.last_trim_mono_ms = self.clock.mono_ms()
+        self.stats.outcomes_trimmed += done.removed
+        return done.removed
+
     # -- the loop ------------------------------------------------------------------------
 
     def tick(self) -> None:
@@ -416,6 +429,9 @@ class Worker:
                 self.load(state)
             if mono - state.last_sweep_mono_ms >= s.sweep_interval_ms:
                 self.sweep(state)
+            last = state.last_trim_mono_ms
+            if s.outcome_retention_ms and (last is None or mono - last >= s.trim_interval_ms):
+                self.trim(state)
 
     def run_once(self) -> int:
         """A deterministic round for tests: tick, then expire and fire what is due now."""

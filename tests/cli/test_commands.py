@@ -13,7 +13,7 @@ from .conftest import Run, as_json
 COMMANDS = [
     [], ["server"], ["server", "start"], ["server", "stop"], ["server", "status"], ["init"],
     ["worker"], ["schedule"], ["cancel"], ["reschedule"], ["notify"], ["complete"], ["get"],
-    ["wait"], ["tail"], ["stats"], ["shards"], ["demo"], ["bench"],
+    ["wait"], ["tail"], ["trim"], ["stats"], ["shards"], ["demo"], ["bench"],
 ]  # fmt: skip
 
 
@@ -59,6 +59,10 @@ def test_timer_lifecycle_json(tw: Run) -> None:
     lines = tw("--json", "tail", "--idle-exit").output.strip().splitlines()
     assert sorted(line.split('"outcome": "')[1].split('"')[0] for line in lines) == [
         "cancelled", "completed", "completed"]  # fmt: skip
+    # tail's group has acked all three: a trim of everything older than 0s drops them
+    trimmed = as_json(tw("--json", "trim", "--older-than", "0s"))
+    assert trimmed == {"removed": 3, "held_by_group": [], "shards": 4}
+    assert as_json(tw("--json", "stats"))["outcomes"] == 0
 
 
 def test_human_output(tw: Run) -> None:
@@ -75,6 +79,8 @@ def test_human_output(tw: Run) -> None:
     ("args", "code", "message"),
     [
         (["schedule", "x", "--in", "5q"], 2, "not a duration"),
+        (["trim"], 2, "Missing option '--older-than'"),
+        (["trim", "--older-than", "a week"], 2, "not a duration"),
         (["schedule", "x"], 2, "exactly one of --in"),
         (["schedule", "x", "--at", "yesterday"], 2, "ISO-8601"),
         (["schedule", "x", "--in", "1s", "--payload", "{bad"], 2, "not valid JSON"),

@@ -252,3 +252,56 @@ def test_backlog_is_loaded_in_slices_and_all_fires_once(
     finally:
         w.close()
         c.close()
+
+
+def test_worker_trims_acked_outcomes_past_the_retention_of_led_shards(
+    ns_client: TimerClient,
+) -> None:
+    """A worker with a 1 ms retention drops every acked outcome below the oldest unacked."""
+    ids = [f"trim{i}" for i in range(12)]
+    for tid in ids:
+        ns_client.schedule(tid, delay_ms=3_600_000)
+        assert ns_client.cancel(tid)
+    reader = ns_client.outcomes("handlers", "h1", stop_when_idle=True)
+    unacked = None
+    for o in reader:
+        if o.id == "trim7":
+            unacked = o  # read, never acked
+        else:
+            o.ack()
+    assert unacked is not None
+    w = make_worker(ns_client, "w1", outcome_retention_ms=1, trim_interval_ms=1)
+    try:
+
+        def trimmed() -> bool:
+            w.run_once()
+            return ns_client.outcomes_total() == len(kept)
+
+        # the stream is cut below the oldest unacked entry: later ones of its shard stay
+        shard = ns_client.shard_of("trim7")
+        kept = [t for t in ids[7:] if ns_client.shard_of(t) == shard]
+        wait_for(trimmed, 20, "the acked outcomes trimmed")
+        assert [o.id for o in iter_all(ns_client)] == kept
+        assert w.stats.outcomes_trimmed == len(ids) - len(kept)
+    finally:
+        w.close()
+
+
+def test_worker_with_retention_zero_keeps_every_outcome(ns_client: TimerClient) -> None:
+    for i in range(5):
+        ns_client.schedule(f"keep{i}", delay_ms=3_600_000)
+        assert ns_client.cancel(f"keep{i}")
+    for o in ns_client.outcomes("handlers", "h1", stop_when_idle=True):
+        o.ack()
+    w = make_worker(ns_client, "w1", outcome_retention_ms=0, trim_interval_ms=1)
+    try:
+
+        def all_led() -> bool:
+            w.run_once()
+            return len(w.shards) == 4
+
+        wait_for(all_led, 20, "all shards led")
+        w.run_once()
+        assert ns_client.outcomes_total() == 5 and w.stats.outcomes_trimmed == 0
+    finally:
+        w.close()
