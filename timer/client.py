@@ -238,6 +238,23 @@ class TimerClient:
         ]  # fmt: skip
         return shard, [sk.timers, sk.buckets, sk.result(tid)], args
 
+    def _prepare_item(self, item: object, origin: str) -> tuple[int, list[str], list[Any]]:
+        """``_prepare`` for one item of ``schedule_many``."""
+        if not isinstance(item, Mapping):
+            raise InvalidInput(f"each item must be a mapping with an 'id', got {item!r}")
+        extra = set(item) - {"id", "delay_ms", "deadline_ms", "payload", "watch", "need"}
+        if extra:
+            raise InvalidInput(f"unknown field(s) {sorted(extra)} in item {item.get('id')!r}")
+        return self._prepare(
+            item.get("id"),
+            item.get("delay_ms"),
+            item.get("deadline_ms"),
+            item.get("payload"),
+            item.get("watch", ()),
+            item.get("need", 1),
+            origin,
+        )
+
     def _timer_from_reply(
         self, tid: str, shard: int, reply: Sequence[Any], origin: str = ""
     ) -> Timer:
@@ -299,22 +316,7 @@ class TimerClient:
 
         for item in items:
             try:
-                if not isinstance(item, Mapping):
-                    raise InvalidInput(f"each item must be a mapping with an 'id', got {item!r}")
-                extra = set(item) - {"id", "delay_ms", "deadline_ms", "payload", "watch", "need"}
-                if extra:
-                    raise InvalidInput(
-                        f"unknown field(s) {sorted(extra)} in item {item.get('id')!r}"
-                    )
-                shard, keys, args = self._prepare(
-                    item.get("id"),
-                    item.get("delay_ms"),
-                    item.get("deadline_ms"),
-                    item.get("payload"),
-                    item.get("watch", ()),
-                    item.get("need", 1),
-                    origin,
-                )
+                shard, keys, args = self._prepare_item(item, origin)
             except InvalidInput as exc:
                 results.append(exc)
                 continue
@@ -358,19 +360,27 @@ class TimerClient:
 
     # -- decide -----------------------------------------------------------------------
 
-    def _decide(self, script: Any, timer_id: str, done: str) -> bool:
+    # Each call below is split in three: build the script call (validating), run it, read
+    # the reply. The asyncio client (timer.aio) shares the first and the last.
+
+    def _decide_call(self, timer_id: object) -> tuple[str, list[str], list[Any]]:
         tid = K.check_name("timer id", timer_id)
         sk = self._shard(self.shard_of(tid))
-        with map_errors(self.where):
-            reply = script(
-                keys=[sk.timers, sk.buckets, sk.outcomes, sk.result(tid)],
-                args=[sk.prefix, tid, self.meta.bucket_ms, self.settings.result_ttl_ms,
-                      sk.events],
-            )  # fmt: skip
+        keys = [sk.timers, sk.buckets, sk.outcomes, sk.result(tid)]
+        return tid, keys, [sk.prefix, tid, self.meta.bucket_ms, self.settings.result_ttl_ms,
+                           sk.events]  # fmt: skip
+
+    def _decided(self, reply: Sequence[Any], tid: str, done: str) -> bool:
         status = reply[0].decode()
         if status == "missing":
             raise TimerNotFound(f"no timer {tid!r} in namespace {self.namespace!r}")
         return bool(status == done)
+
+    def _decide(self, script: Any, timer_id: str, done: str) -> bool:
+        tid, keys, args = self._decide_call(timer_id)
+        with map_errors(self.where):
+            reply = script(keys=keys, args=args)
+        return self._decided(reply, tid, done)
 
     def cancel(self, timer_id: str) -> bool:
         """Cancel a pending timer; True if this call decided it (safe to repeat)."""
@@ -384,16 +394,24 @@ class TimerClient:
         self, timer_id: str, delay_ms: int | None = None, *, deadline_ms: int | None = None
     ) -> Timer | None:
         """Move a pending timer's deadline; None if it was already decided."""
+        tid, shard, keys, args = self._reschedule_call(timer_id, delay_ms, deadline_ms)
+        with map_errors(self.where):
+            reply = self.scripts.reschedule(keys=keys, args=args)
+        return self._rescheduled(reply, tid, shard)
+
+    def _reschedule_call(
+        self, timer_id: object, delay_ms: object, deadline_ms: object
+    ) -> tuple[str, int, list[str], list[Any]]:
         tid = K.check_name("timer id", timer_id)
         mode, value = self._when(delay_ms, deadline_ms)
         shard = self.shard_of(tid)
         sk = self._shard(shard)
-        with map_errors(self.where):
-            reply = self.scripts.reschedule(
-                keys=[sk.timers, sk.buckets, sk.result(tid)],
-                args=[sk.prefix, tid, mode, value, self.meta.bucket_ms,
-                      self.settings.max_delay_ms, sk.events],
-            )  # fmt: skip
+        keys = [sk.timers, sk.buckets, sk.result(tid)]
+        args = [sk.prefix, tid, mode, value, self.meta.bucket_ms, self.settings.max_delay_ms,
+                sk.events]  # fmt: skip
+        return tid, shard, keys, args
+
+    def _rescheduled(self, reply: Sequence[Any], tid: str, shard: int) -> Timer | None:
         status = reply[0].decode()
         if status == "missing":
             raise TimerNotFound(f"no timer {tid!r} in namespace {self.namespace!r}")
@@ -403,19 +421,21 @@ class TimerClient:
 
     def notify(self, key: str) -> int:
         """Notify a watch key; the number of timers this call completed (safe to repeat)."""
-        key = K.check_name("watch key", key)
-        sk = self._shard(self.shard_of(key))
+        keys, args = self._notify_call(key)
         completed = 0
-        while True:
+        while True:  # each call completes at most notify_batch watchers
             with map_errors(self.where):
-                done, remaining = self.scripts.notify(
-                    keys=[sk.timers, sk.buckets, sk.outcomes],
-                    args=[sk.prefix, key, self.meta.bucket_ms, self.settings.result_ttl_ms,
-                          sk.events, self.keys.key_channel(key), self.settings.notify_batch],
-                )  # fmt: skip
+                done, remaining = self.scripts.notify(keys=keys, args=args)
             completed += int(done)
             if int(remaining) == 0:
                 return completed
+
+    def _notify_call(self, key: object) -> tuple[list[str], list[Any]]:
+        name = K.check_name("watch key", key)
+        sk = self._shard(self.shard_of(name))
+        args = [sk.prefix, name, self.meta.bucket_ms, self.settings.result_ttl_ms, sk.events,
+                self.keys.key_channel(name), self.settings.notify_batch]  # fmt: skip
+        return [sk.timers, sk.buckets, sk.outcomes], args
 
     # -- read -------------------------------------------------------------------------
 
@@ -429,6 +449,10 @@ class TimerClient:
             pipe.hget(sk.timers, tid)
             pipe.get(sk.result(tid))
             pending, decided = pipe.execute()
+        return self._info(tid, shard, pending, decided)
+
+    def _info(self, tid: str, shard: int, pending: Any, decided: Any) -> TimerInfo | None:
+        """TimerInfo from the pending record or the retained outcome (either may be None)."""
         if pending is not None:
             rec = decode_record(pending)
             return TimerInfo(
@@ -449,23 +473,28 @@ class TimerClient:
         deadline = time.monotonic() + timeout
         pause = 0.005
         while True:
-            info = self.get(timer_id)
-            if info is None:
-                raise TimerNotFound(
-                    f"no timer {timer_id!r} in namespace {self.namespace!r} (or its outcome "
-                    "is older than result_ttl)"
-                )
-            if info.state != "pending":
-                assert info.decided_ms is not None
-                return Outcome(
-                    info.id, info.state, info.deadline_ms, info.decided_ms, info.payload,
-                    info.shard,
-                )  # fmt: skip
+            done = self._outcome_or_none(timer_id, self.get(timer_id))
+            if done is not None:
+                return done
             left = deadline - time.monotonic()
             if left <= 0:
                 raise WaitTimeout(f"timer {timer_id!r} still pending after {timeout}s")
             time.sleep(min(pause, left))  # polling the server, not synchronising threads
             pause = min(pause * 2, 0.1)
+
+    def _outcome_or_none(self, timer_id: str, info: TimerInfo | None) -> Outcome | None:
+        """The Outcome of a decided timer, None while pending; TimerNotFound if unknown."""
+        if info is None:
+            raise TimerNotFound(
+                f"no timer {timer_id!r} in namespace {self.namespace!r} (or its outcome "
+                "is older than result_ttl)"
+            )
+        if info.state == "pending":
+            return None
+        assert info.decided_ms is not None
+        return Outcome(
+            info.id, info.state, info.deadline_ms, info.decided_ms, info.payload, info.shard
+        )
 
     def outcomes(
         self,
