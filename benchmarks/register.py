@@ -4,6 +4,9 @@ One private server (the same binary the tests use), one process. Measured side b
 ``schedule_many`` of N timers (pipelined batches of 1000 schedule scripts), pipelined
 ``EVALSHA`` of a trivial script, and pipelined ``ZADD``: the last two are what the server
 and the client library can do at all, so the ratios say how much tickwheel costs on top.
+Then the asyncio client: its ``schedule_many``, and N/5 single ``schedule`` calls from 64
+concurrent coroutines (a service registering one timer per request) next to the same
+calls made one after the other with the sync client.
 
     python -m benchmarks.register --n 50000
 """
@@ -11,6 +14,7 @@ and the client library can do at all, so the ratios say how much tickwheel costs
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import subprocess
 import sys
@@ -21,6 +25,7 @@ from collections.abc import Callable
 import redis
 
 from timer import TimerClient
+from timer.aio import AsyncTimerClient
 from timer.server import RedisServer, find_server_binary
 
 
@@ -106,12 +111,40 @@ def main(argv: list[str] | None = None) -> int:
                 if proc.wait() != 0:
                     raise RuntimeError("a registering process failed")
 
-        TimerClient.from_url(server.url, "bench2").init(shards=16)
+        singles = max(n // 5, 64)
+
+        def one_at_a_time() -> None:
+            with TimerClient.from_url(server.url, "bench5") as single:
+                for i in range(singles):
+                    single.schedule(f"one:{i}", 3_600_000, payload={"p": payload})
+
+        async def async_many() -> None:
+            async with await AsyncTimerClient.connect(server.url, "bench3") as ac:
+                for start in range(0, n, batch):
+                    res = await ac.schedule_many(items[start : start + batch])
+                    assert all(not isinstance(x, Exception) for x in res)
+
+        async def async_concurrent(workers: int = 64) -> None:
+            async with await AsyncTimerClient.connect(server.url, "bench4") as ac:
+
+                async def worker(k: int) -> None:
+                    for i in range(k, singles, workers):
+                        await ac.schedule(f"one:{i}", 3_600_000, payload={"p": payload})
+
+                await asyncio.gather(*(worker(k) for k in range(workers)))
+
+        for ns in ("bench2", "bench3", "bench4", "bench5"):
+            TimerClient.from_url(server.url, ns).init(shards=16)
         figures = {
             "schedule_many_per_s": rate(n, register),
             "schedule_many_2_processes_per_s": rate(n // 2 * 2, two_processes),
             "evalsha_trivial_per_s": rate(n, evalsha),
             "zadd_per_s": rate(n, zadd),
+            "asyncio_schedule_many_per_s": rate(n, lambda: asyncio.run(async_many())),
+            "schedule_one_at_a_time_per_s": rate(singles, one_at_a_time),
+            "asyncio_schedule_64_concurrent_per_s": rate(
+                singles, lambda: asyncio.run(async_concurrent())
+            ),
         }
         pending = client.stats()["pending"]
         server_version = server.version()
@@ -130,6 +163,10 @@ def main(argv: list[str] | None = None) -> int:
         "ratio_schedule_many_to_zadd": figures["schedule_many_per_s"] / figures["zadd_per_s"],
         "ratio_2_processes_to_1": figures["schedule_many_2_processes_per_s"]
         / figures["schedule_many_per_s"],
+        "ratio_asyncio_schedule_many_to_sync": figures["asyncio_schedule_many_per_s"]
+        / figures["schedule_many_per_s"],
+        "ratio_asyncio_concurrent_to_one_at_a_time": figures["asyncio_schedule_64_concurrent_per_s"]
+        / figures["schedule_one_at_a_time_per_s"],
     }
     json.dump(result, sys.stdout, indent=2)
     sys.stdout.write("\n")

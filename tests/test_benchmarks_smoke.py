@@ -39,6 +39,7 @@ def test_register_and_recovery_smallest_cases(server_binary: Path) -> None:
     reg = run(register.main, ["--n", "600", "--batch", "200", "--server", str(server_binary)])
     assert reg["pending_after"] == 600 and reg["schedule_many_per_s"] > 0
     assert reg["ratio_schedule_many_to_evalsha"] > 0
+    assert reg["ratio_asyncio_schedule_many_to_sync"] > 0
     rec = run(recovery.main, ["--n", "500", "--server", str(server_binary)])
     assert rec["timers_loaded"] == 500
 

@@ -52,6 +52,21 @@ class Meta:
     bucket_ms: int
 
 
+def check_server_version(info: Mapping[str, Any], where: str) -> None:
+    """ConfigError unless INFO server describes Redis >= 6.2 or Valkey >= 7.2."""
+    if "valkey_version" in info:
+        kind, version = "valkey", info["valkey_version"]
+    else:
+        kind, version = "redis", info.get("redis_version", "0")
+    have = tuple(int(x) for x in str(version).split(".")[:2])
+    if have < MIN_SERVER[kind]:
+        need = ".".join(map(str, MIN_SERVER[kind]))
+        raise ConfigError(
+            f"{kind} {version} at {where} is too old: tickwheel needs {kind} >= {need} "
+            "(Redis >= 6.2 or Valkey >= 7.2)"
+        )
+
+
 def _text(value: object) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value or "")
 
@@ -133,21 +148,7 @@ class TimerClient:
             return
         with map_errors(self.where):
             info = self.redis.info("server")
-        kind, version = (
-            ("valkey", info["valkey_version"])
-            if "valkey_version" in info
-            else (
-                "redis",
-                info.get("redis_version", "0"),
-            )
-        )
-        have = tuple(int(x) for x in str(version).split(".")[:2])
-        if have < MIN_SERVER[kind]:
-            need = ".".join(map(str, MIN_SERVER[kind]))
-            raise ConfigError(
-                f"{kind} {version} at {self.where} is too old: tickwheel needs {kind} >= {need} "
-                "(Redis >= 6.2 or Valkey >= 7.2)"
-            )
+        check_server_version(info, self.where)
         self._checked_server = True
 
     def init(self, shards: int = DEFAULT_SHARDS, bucket_ms: int = DEFAULT_BUCKET_MS) -> Meta:
@@ -178,13 +179,16 @@ class TimerClient:
             self._check_server()
             with map_errors(self.where):
                 stored = self.redis.hgetall(self.keys.meta)
-            if not stored:
-                raise ConfigError(
-                    f"namespace {self.namespace!r} is not initialised at {self.where}; run "
-                    f"`tickwheel init --shards N` or TimerClient.init(shards=N) once"
-                )
-            self._meta = Meta(int(stored[b"shards"]), int(stored[b"bucket_ms"]))
+            self._meta = self._meta_from(stored)
         return self._meta
+
+    def _meta_from(self, stored: Mapping[Any, Any]) -> Meta:
+        if not stored:
+            raise ConfigError(
+                f"namespace {self.namespace!r} is not initialised at {self.where}; run "
+                f"`tickwheel init --shards N` or TimerClient.init(shards=N) once"
+            )
+        return Meta(int(stored[b"shards"]), int(stored[b"bucket_ms"]))
 
     def shard_of(self, name: str) -> int:
         return K.shard_of(name, self.meta.shards)

@@ -6,6 +6,7 @@ pipelines are split by node by redis-py's cluster pipeline.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +14,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from timer import TimerClient
+from timer import ConfigError, TimerClient
+from timer.aio import AsyncTimerClient
 from timer.server import RedisServer, free_port
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -105,3 +107,9 @@ def test_cluster_survives_script_flush(cclient: TimerClient, cluster_url: str) -
     assert all(not isinstance(r, Exception) for r in res), res
     cclient.redis.script_flush()
     assert cclient.cancel("after-flush") is True
+
+
+def test_asyncio_client_refuses_a_cluster_clearly(cluster_url: str) -> None:
+    """The asyncio client has no cluster support yet: it says so and points to TimerClient."""
+    with pytest.raises(ConfigError, match="does not support Redis Cluster yet"):
+        asyncio.run(AsyncTimerClient.connect(cluster_url, "default"))

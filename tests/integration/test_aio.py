@@ -1,0 +1,156 @@
+"""AsyncTimerClient on the real server: the same results as TimerClient, awaited.
+
+Each test drives its coroutine with asyncio.run (no plugin needed) and checks what it
+wrote through the sync client, so both clients are held to one contract.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import pytest
+import redis
+
+from timer import (
+    ConfigError,
+    DuplicateTimer,
+    InvalidInput,
+    StoreError,
+    Timer,
+    TimerClient,
+    TimerNotFound,
+    WaitTimeout,
+)
+from timer.aio import AsyncTimerClient
+from timer.server import RedisServer, free_port
+
+from .conftest import namespace_keys
+
+pytestmark = pytest.mark.redis
+
+T = TypeVar("T")
+
+
+def with_async(client: TimerClient, body: Callable[[AsyncTimerClient], Awaitable[T]]) -> T:
+    """Run body with an AsyncTimerClient on the same server and namespace as client."""
+
+    async def main() -> T:
+        async with await AsyncTimerClient.connect(client.where, client.namespace) as ac:
+            return await body(ac)
+
+    return asyncio.run(main())
+
+
+def test_lifecycle_matches_the_sync_client(client: TimerClient) -> None:
+    async def body(ac: AsyncTimerClient) -> None:
+        t = await ac.schedule("job:{1}", 30_000, watch=["job:{1}:done"], payload={"job": 1})
+        assert (t.created, t.state, t.shard) == (True, "pending", client.shard_of("job:{1}"))
+        again = await ac.schedule("job:{1}", 30_000, watch=["job:{1}:done"], payload={"job": 1})
+        assert again.created is False and again.deadline_ms == t.deadline_ms
+        with pytest.raises(DuplicateTimer):
+            await ac.schedule("job:{1}", 30_000, payload={"job": 2})
+        info = await ac.get("job:{1}")
+        assert info is not None and info.payload == {"job": 1} and info.watch == ("job:{1}:done",)
+        assert await ac.notify("job:{1}:done") == 1
+        assert await ac.notify("job:{1}:done") == 0  # safe to repeat
+        out = await ac.wait("job:{1}", timeout=5)
+        assert (out.outcome, out.payload) == ("completed", {"job": 1})
+
+        await ac.schedule("job:{2}", 60_000)
+        moved = await ac.reschedule("job:{2}", 120_000)
+        assert moved is not None and moved.deadline_ms > t.deadline_ms
+        assert await ac.cancel("job:{2}") is True
+        assert await ac.cancel("job:{2}") is False
+        assert await ac.reschedule("job:{2}", 1_000) is None
+        await ac.schedule("job:{3}", 60_000)
+        assert await ac.complete("job:{3}") is True
+        with pytest.raises(TimerNotFound):
+            await ac.cancel("nobody")
+        assert await ac.get("nobody") is None
+
+    with_async(client, body)
+    # what the async client wrote, read back through the sync one
+    states = {tid: client.get(tid) for tid in ("job:{1}", "job:{2}", "job:{3}")}
+    assert {tid: i.state for tid, i in states.items() if i} == {
+        "job:{1}": "completed", "job:{2}": "cancelled", "job:{3}": "completed"}  # fmt: skip
+    assert client.outcomes_total() == 3
+
+
+def test_schedule_many_puts_each_error_in_its_slot_and_writes_the_rest(
+    client: TimerClient,
+) -> None:
+    items: list[Any] = [{"id": f"m:{i}", "delay_ms": 60_000} for i in range(2500)]
+    items[7] = {"id": "bad", "delay_ms": -1}
+    items[9] = "not a mapping"
+
+    async def body(ac: AsyncTimerClient) -> list[Any]:
+        return await ac.schedule_many(items, origin="job/0")
+
+    results = with_async(client, body)
+    assert len(results) == len(items)
+    assert isinstance(results[7], InvalidInput) and isinstance(results[9], InvalidInput)
+    made = [r for r in results if isinstance(r, Timer)]
+    assert len(made) == 2498 and all(r.created and r.origin == "job/0" for r in made)
+    assert client.get("bad") is None
+    assert sum(s["pending"] for s in client.stats()["shards"]) == 2498
+
+
+def test_wait_lets_the_loop_run_while_another_task_completes_the_timer(
+    client: TimerClient,
+) -> None:
+    async def body(ac: AsyncTimerClient) -> tuple[Any, int]:
+        await ac.schedule("w:{1}", 60_000, watch=["w:{1}:done"])
+        return await asyncio.gather(ac.wait("w:{1}", timeout=10), ac.notify("w:{1}:done"))
+
+    outcome, completed = with_async(client, body)
+    assert completed == 1 and outcome.outcome == "completed"
+
+    async def times_out(ac: AsyncTimerClient) -> None:
+        await ac.schedule("w:{2}", 60_000)
+        with pytest.raises(WaitTimeout):
+            await ac.wait("w:{2}", timeout=0.05)
+
+    with_async(client, times_out)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda ac: ac.schedule("", 1_000), "must not be empty"),
+        (lambda ac: ac.schedule("x", -5), "delay_ms must be between"),
+        (lambda ac: ac.schedule("x", 1_000, deadline_ms=5), "exactly one of"),
+        (lambda ac: ac.schedule("j:{1}", 1_000, watch=["j:{2}:k"]), "same hash tag"),
+        (lambda ac: ac.schedule("x", 1_000, payload=object()), "msgpack"),
+        (lambda ac: ac.reschedule("x", "soon"), "whole number"),
+        (lambda ac: ac.notify(""), "must not be empty"),
+    ],
+)
+def test_bad_input_is_refused_and_writes_nothing(
+    client: TimerClient,
+    redis_client: redis.Redis,
+    call: Callable[[AsyncTimerClient], Awaitable[Any]],
+    message: str,
+) -> None:
+    before = namespace_keys(redis_client, client.namespace)
+
+    async def body(ac: AsyncTimerClient) -> None:
+        with pytest.raises(InvalidInput, match=message):
+            await call(ac)
+
+    with_async(client, body)
+    assert namespace_keys(redis_client, client.namespace) == before
+
+
+def test_connect_refuses_an_uninitialised_namespace(redis_server: RedisServer) -> None:
+    with pytest.raises(ConfigError, match="tickwheel init"):
+        asyncio.run(AsyncTimerClient.connect(redis_server.url, "never-initialised"))
+
+
+def test_connect_to_nothing_names_the_host_not_the_password() -> None:
+    port = free_port()
+    url = f"redis://user:s3cret@127.0.0.1:{port}/0"
+    with pytest.raises(StoreError) as err:
+        asyncio.run(AsyncTimerClient.connect(url, "x", socket_timeout_s=1))
+    assert f"127.0.0.1:{port}" in str(err.value) and "s3cret" not in str(err.value)
