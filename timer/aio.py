@@ -7,9 +7,10 @@
         await c.notify("job:{42}:done")            # the job finished: its timeout completes
         outcome = await c.wait("job:{42}", timeout=5.0)
 
-It covers what a service does per request: schedule, schedule_many, cancel, complete,
-reschedule, notify, get, wait. Creating the namespace, consumer groups, trimming and
-stats stay on TimerClient (operations, not request paths). Redis Cluster is not
+It covers what a service does per request (schedule, schedule_many, cancel, complete,
+reschedule, notify, get, wait) and reading outcomes through a consumer group
+(``outcomes``, then ``await o.aack()``). Creating the namespace, trimming and stats stay
+on TimerClient (operations, not request paths). Redis Cluster is not
 supported here yet: ``connect`` refuses a cluster URL with a ConfigError.
 """
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any, cast
 
 import redis
@@ -28,6 +29,7 @@ from .client import ClientSettings, TimerClient, check_server_version
 from .codec import DEFAULT_MAX_PAYLOAD
 from .errors import ConfigError, InvalidInput, TimerError, WaitTimeout
 from .models import Outcome, Timer, TimerInfo
+from .outcomes import outcome_from_entry
 from .store import RedisSettings, map_errors, translate
 
 
@@ -212,6 +214,77 @@ class AsyncTimerClient:
                 raise WaitTimeout(f"timer {timer_id!r} still pending after {timeout}s")
             await asyncio.sleep(min(pause, left))  # polling the server with backoff
             pause = min(pause * 2, 0.1)
+
+    async def outcomes(
+        self,
+        group: str = "tickwheel",
+        consumer: str = "consumer-1",
+        *,
+        block_ms: int = 1000,
+        count: int = 100,
+        reclaim_idle_ms: int = 60_000,
+        stop_when_idle: bool = False,
+    ) -> AsyncIterator[Outcome]:
+        """As ``TimerClient.outcomes``: every shard through a consumer group, at-least-once.
+
+        ``await o.aack()`` each one once handled. Entries another consumer took and left
+        unacknowledged longer than ``reclaim_idle_ms`` are taken over first, and again
+        whenever the streams are idle.
+        """
+        grp = K.check_name("consumer group", group)
+        name = K.check_name("consumer", consumer)
+        streams = {self._core.keys.shard(s).outcomes: s for s in range(self._core.meta.shards)}
+        with map_errors(self.where):
+            for stream in streams:
+                try:
+                    await self.redis.xgroup_create(stream, grp, id="0", mkstream=True)
+                except redis.ResponseError as exc:
+                    if "BUSYGROUP" not in str(exc):
+                        raise
+
+        def wrap(stream: str, entry_id: bytes, fields: dict[bytes, bytes]) -> Outcome:
+            async def aack() -> None:
+                with map_errors(self.where):
+                    await self.redis.xack(stream, grp, entry_id)
+
+            base = outcome_from_entry(streams[stream], entry_id, fields)
+            return Outcome(**{**base.__dict__, "_aack": aack})
+
+        async def reclaim() -> list[Outcome]:
+            out: list[Outcome] = []
+            with map_errors(self.where):
+                for stream in streams:
+                    start: Any = "0-0"
+                    while True:
+                        claimed: Any = await self.redis.xautoclaim(
+                            stream, grp, name, reclaim_idle_ms, start_id=start, count=count
+                        )
+                        start, entries = claimed[0], claimed[1]
+                        out.extend(wrap(stream, eid, f) for eid, f in entries if f)
+                        if start in (b"0-0", "0-0") or not entries:
+                            break
+            return out
+
+        for o in await reclaim():
+            yield o
+        while True:
+            with map_errors(self.where):
+                reply: Any = await self.redis.xreadgroup(
+                    grp, name, dict.fromkeys(streams, ">"), count=count,
+                    block=None if stop_when_idle else block_ms,
+                )  # fmt: skip
+            batch = [
+                wrap(stream.decode(), eid, f)
+                for stream, entries in reply or []
+                for eid, f in entries
+                if f
+            ]
+            if not batch:
+                if stop_when_idle:
+                    return
+                batch = await reclaim()
+            for o in batch:
+                yield o
 
     async def server_time_ms(self) -> int:
         """The Redis server's clock, epoch ms: the one clock deadlines are computed on."""

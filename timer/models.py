@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +48,7 @@ class Outcome:
     shard: int
     entry_id: str | None = None
     _ack: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+    _aack: Callable[[], Awaitable[None]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def lateness_ms(self) -> int:
@@ -56,8 +57,17 @@ class Outcome:
 
     def ack(self) -> None:
         """Acknowledge the outcome in its consumer group (handled; never delivered again)."""
+        if self._aack is not None:
+            raise TypeError("this outcome came from AsyncTimerClient.outcomes: await o.aack()")
         if self._ack is not None:
             self._ack()
+
+    async def aack(self) -> None:
+        """``ack`` for an outcome read with ``AsyncTimerClient.outcomes``."""
+        if self._ack is not None:
+            raise TypeError("this outcome came from TimerClient.outcomes: call o.ack()")
+        if self._aack is not None:
+            await self._aack()
 
 
 @dataclass(frozen=True)

@@ -154,3 +154,53 @@ def test_connect_to_nothing_names_the_host_not_the_password() -> None:
     with pytest.raises(StoreError) as err:
         asyncio.run(AsyncTimerClient.connect(url, "x", socket_timeout_s=1))
     assert f"127.0.0.1:{port}" in str(err.value) and "s3cret" not in str(err.value)
+
+
+def test_outcomes_through_a_group_acked_once_and_reclaimed_when_left(
+    client: TimerClient, redis_client: redis.Redis
+) -> None:
+    """Each outcome reaches the group once; what a consumer left unacked is reclaimed."""
+    ids = [f"o:{i}" for i in range(30)]
+    for tid in ids:
+        client.schedule(tid, delay_ms=60_000)
+        assert client.cancel(tid)
+
+    async def first(ac: AsyncTimerClient) -> list[str]:
+        seen = []
+        async for o in ac.outcomes("handlers", "h1", stop_when_idle=True):
+            seen.append(o.id)
+            if len(seen) <= 20:
+                await o.aack()  # the other 10 stay pending, as if h1 died
+        return seen
+
+    async def second(ac: AsyncTimerClient) -> list[str]:
+        seen = []
+        async for o in ac.outcomes("handlers", "h2", reclaim_idle_ms=0, stop_when_idle=True):
+            seen.append(o.id)
+            await o.aack()
+        return seen
+
+    first_seen = with_async(client, first)
+    assert sorted(first_seen) == sorted(ids)
+    assert sorted(with_async(client, second)) == sorted(first_seen[20:])
+    assert with_async(client, second) == []  # all acked: nothing left for anyone
+    streams = [client.keys.shard(s).outcomes for s in range(client.meta.shards)]
+    assert sum(redis_client.xpending(s, "handlers")["pending"] for s in streams) == 0
+
+
+def test_ack_from_the_wrong_client_kind_says_which_to_use(client: TimerClient) -> None:
+    client.schedule("k:1", delay_ms=60_000)
+    client.cancel("k:1")
+
+    async def body(ac: AsyncTimerClient) -> None:
+        async for o in ac.outcomes("g", "c", stop_when_idle=True):
+            with pytest.raises(TypeError, match=r"await o\.aack"):
+                o.ack()
+            await o.aack()
+
+    with_async(client, body)
+    client.schedule("k:2", delay_ms=60_000)
+    client.cancel("k:2")
+    (o,) = list(client.outcomes("g2", "c", stop_when_idle=True))[-1:]
+    with pytest.raises(TypeError, match=r"call o\.ack\(\)"):
+        asyncio.run(o.aack())
