@@ -7,7 +7,7 @@ acknowledged it: for each group the oldest entry it still needs is its oldest pe
 is cut below the oldest of those bounds and the age bound (XTRIM MINID, exact).
 
 KEYS[1]  P:out (STREAM)
-ARGV[1]  retention_ms: keep every outcome decided less than this long ago
+ARGV[1]  retention_ms: keep every outcome decided less than this long ago (0: none)
 ARGV[2]  keep_unread: 1 = never drop an entry a group has not acked; 0 = age only
 
 Returns  {removed, minid, held}: entries removed, the MINID used ('' if the stream does
@@ -26,7 +26,8 @@ local function less(a_ms, a_seq, b_ms, b_seq)
 end
 
 if redis.call('EXISTS', KEYS[1]) == 0 then return {0, '', 0} end
-local age_ms = math.max(now_ms() - tonumber(ARGV[1]), 0)
+-- entries decided at or before now - retention go: the bound is exclusive, hence + 1
+local age_ms = math.max(now_ms() - tonumber(ARGV[1]) + 1, 0)
 local keep_ms, keep_seq = age_ms, 0
 if ARGV[2] == '1' then
   for _, group in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
