@@ -22,7 +22,7 @@ venv: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check timer worker cli tests benchmarks examples
-	$(BIN)/mypy timer worker
+	$(BIN)/mypy timer worker benchmarks
 
 test: lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -97,12 +97,17 @@ class Peer:
     def worker(self, tag: str) -> subprocess.Popen[bytes]:
         raise NotImplementedError
 
+    def _by_job(self, what: str) -> dict[str, int]:
+        got = self.r.hgetall(f"peers:{self.name}:{what}")
+        return {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in got.items()}
+
     def runs(self) -> dict[str, int]:
-        return {k.decode(): int(v) for k, v in self.r.hgetall(f"peers:{self.name}:runs").items()}
+        """Job id -> how many times it ran."""
+        return self._by_job("runs")
 
     def lateness(self) -> dict[str, int]:
         """Job id -> ms between due and its first run."""
-        return {k.decode(): int(v) for k, v in self.r.hgetall(f"peers:{self.name}:late").items()}
+        return self._by_job("late")
 
 
 class RQPeer(Peer):
