@@ -27,10 +27,10 @@ import redis.asyncio as aioredis
 from . import keys as K
 from .client import ClientSettings, TimerClient, check_server_version
 from .codec import DEFAULT_MAX_PAYLOAD
-from .errors import ConfigError, InvalidInput, TimerError, WaitTimeout
+from .errors import ConfigError, TimerError, WaitTimeout
 from .models import Outcome, Timer, TimerInfo
 from .outcomes import outcome_from_entry
-from .store import RedisSettings, map_errors, translate
+from .store import RedisSettings, map_errors
 
 
 class AsyncTimerClient:
@@ -121,34 +121,13 @@ class AsyncTimerClient:
         """As ``TimerClient.schedule_many``: pipelined, one result (or error) per item."""
         core = self._core
         results: list[Timer | TimerError] = []
-        batch: list[tuple[int, int, list[str], list[Any]]] = []
-
-        async def flush() -> None:
-            if not batch:
-                return
+        for batch in core._batches(items, origin, results):
             with map_errors(self.where):
                 pipe = self.redis.pipeline(transaction=False)
                 for _, _, keys, args in batch:
                     await core.scripts.schedule(keys=keys, args=args, client=pipe)
                 replies = await pipe.execute(raise_on_error=False)
-            for (slot, shard, _, args), reply in zip(batch, replies, strict=True):
-                if isinstance(reply, redis.RedisError):
-                    results[slot] = translate(reply, self.where)
-                else:
-                    results[slot] = core._timer_from_reply(args[1], shard, reply, origin)
-            batch.clear()
-
-        for item in items:
-            try:
-                shard, keys, args = core._prepare_item(item, origin)
-            except InvalidInput as exc:
-                results.append(exc)
-                continue
-            results.append(InvalidInput("not sent"))  # replaced when its batch runs
-            batch.append((len(results) - 1, shard, keys, args))
-            if len(batch) >= core.settings.pipeline_batch:
-                await flush()
-        await flush()
+            core._fill(results, batch, replies, origin)
         return results
 
     # -- decide -----------------------------------------------------------------------
@@ -191,13 +170,11 @@ class AsyncTimerClient:
 
     async def get(self, timer_id: str) -> TimerInfo | None:
         """The timer's state: pending with its record, or its retained outcome; else None."""
-        tid = K.check_name("timer id", timer_id)
-        shard = self.shard_of(tid)
-        sk = self._core.keys.shard(shard)
+        tid, shard, record, result = self._core._get_call(timer_id)
         with map_errors(self.where):
             pipe = self.redis.pipeline(transaction=False)
-            pipe.hget(sk.timers, tid)
-            pipe.get(sk.result(tid))
+            pipe.hget(record, tid)
+            pipe.get(result)
             pending, decided = await pipe.execute()
         return self._core._info(tid, shard, pending, decided)
 
@@ -233,7 +210,7 @@ class AsyncTimerClient:
         """
         grp = K.check_name("consumer group", group)
         name = K.check_name("consumer", consumer)
-        streams = {self._core.keys.shard(s).outcomes: s for s in range(self._core.meta.shards)}
+        streams = self._core.outcome_streams()
         with map_errors(self.where):
             for stream in streams:
                 try:

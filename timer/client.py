@@ -196,6 +196,10 @@ class TimerClient:
     def _shard(self, shard: int) -> K.ShardKeys:
         return self.keys.shard(shard)
 
+    def outcome_streams(self) -> dict[str, int]:
+        """Each shard's outcome stream key -> its shard number."""
+        return {self._shard(s).outcomes: s for s in range(self.meta.shards)}
+
     # -- schedule -------------------------------------------------------------------
 
     def _when(self, delay_ms: object, deadline_ms: object) -> tuple[str, int]:
@@ -303,33 +307,45 @@ class TimerClient:
         batch (a Spark task) can tell "created by my earlier attempt" from "already there".
         """
         results: list[Timer | TimerError] = []
-        batch: list[tuple[int, str, int, list[str], list[Any]]] = []
+        for batch in self._batches(items, origin, results):
+            calls = [(keys, args) for _, _, keys, args in batch]
+            self._fill(results, batch, self.run_pipelined(self.scripts.schedule, calls), origin)
+        return results
 
-        def flush() -> None:
-            if not batch:
-                return
-            replies = self.run_pipelined(
-                self.scripts.schedule, [(keys, args) for _, _, _, keys, args in batch]
-            )
-            for (slot, tid, shard, _, _), reply in zip(batch, replies, strict=True):
-                if isinstance(reply, redis.RedisError):
-                    results[slot] = translate(reply, self.where)
-                else:
-                    results[slot] = self._timer_from_reply(tid, shard, reply, origin)
-            batch.clear()
-
+    def _batches(
+        self, items: Iterable[Any], origin: str, results: list[Timer | TimerError]
+    ) -> Iterator[list[tuple[int, int, list[str], list[Any]]]]:
+        """Validate items into batches of (slot, shard, keys, args) of at most
+        ``pipeline_batch`` calls; each item gets a slot in ``results`` (its error, or a
+        placeholder that ``_fill`` replaces once its batch has run)."""
+        batch: list[tuple[int, int, list[str], list[Any]]] = []
         for item in items:
             try:
                 shard, keys, args = self._prepare_item(item, origin)
             except InvalidInput as exc:
                 results.append(exc)
                 continue
-            results.append(InvalidInput("not sent"))  # replaced when its batch runs
-            batch.append((len(results) - 1, args[1], shard, keys, args))
+            results.append(InvalidInput("not sent"))
+            batch.append((len(results) - 1, shard, keys, args))
             if len(batch) >= self.settings.pipeline_batch:
-                flush()
-        flush()
-        return results
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    def _fill(
+        self,
+        results: list[Timer | TimerError],
+        batch: list[tuple[int, int, list[str], list[Any]]],
+        replies: Sequence[Any],
+        origin: str,
+    ) -> None:
+        """Put each reply of a batch (a Timer, or its error) in the item's slot."""
+        for (slot, shard, _, args), reply in zip(batch, replies, strict=True):
+            if isinstance(reply, redis.RedisError):
+                results[slot] = translate(reply, self.where)
+            else:
+                results[slot] = self._timer_from_reply(args[1], shard, reply, origin)
 
     def run_pipelined(self, script: Any, calls: Sequence[tuple[list[str], list[Any]]]) -> list[Any]:
         """Run one script for many (keys, args) in pipelines, one per node; replies in order.
@@ -445,15 +461,20 @@ class TimerClient:
 
     def get(self, timer_id: str) -> TimerInfo | None:
         """The timer's state: pending with its record, or its retained outcome; else None."""
+        tid, shard, record, result = self._get_call(timer_id)
+        with map_errors(self.where):
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.hget(record, tid)
+            pipe.get(result)
+            pending, decided = pipe.execute()
+        return self._info(tid, shard, pending, decided)
+
+    def _get_call(self, timer_id: object) -> tuple[str, int, str, str]:
+        """(id, shard, its record's hash, its retained outcome's key) for ``get``."""
         tid = K.check_name("timer id", timer_id)
         shard = self.shard_of(tid)
         sk = self._shard(shard)
-        with map_errors(self.where):
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.hget(sk.timers, tid)
-            pipe.get(sk.result(tid))
-            pending, decided = pipe.execute()
-        return self._info(tid, shard, pending, decided)
+        return tid, shard, sk.timers, sk.result(tid)
 
     def _info(self, tid: str, shard: int, pending: Any, decided: Any) -> TimerInfo | None:
         """TimerInfo from the pending record or the retained outcome (either may be None)."""
@@ -524,8 +545,8 @@ class TimerClient:
         """How many outcomes the namespace's streams hold (one pipelined XLEN per shard)."""
         with map_errors(self.where):
             pipe = self.redis.pipeline(transaction=False)
-            for s in range(self.meta.shards):
-                pipe.xlen(self._shard(s).outcomes)
+            for stream in self.outcome_streams():
+                pipe.xlen(stream)
             return sum(int(n) for n in pipe.execute())
 
     def trim_outcomes(

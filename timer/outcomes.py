@@ -72,7 +72,7 @@ class OutcomeReader:
         self.consumer = K.check_name("consumer", consumer)
         self.count = count
         self.reclaim_idle_ms = reclaim_idle_ms
-        self.streams = {client.keys.shard(s).outcomes: s for s in range(client.meta.shards)}
+        self.streams = client.outcome_streams()
         self._ensure_groups()
 
     def _ensure_groups(self) -> None:

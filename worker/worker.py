@@ -400,22 +400,26 @@ class Worker:
         self.stats.swept += total
         return total
 
-    def trim(self, state: ShardState) -> int:
-        """Drop the shard's outcomes past the retention that every consumer group has acked.
+    def trim(self, states: list[ShardState]) -> int:
+        """Drop the shards' outcomes past the retention that every consumer group has acked
+        (one pipelined round trip for all of them).
 
         Not fenced: trimming is idempotent and keeps what any group still owes, so a
         stale leader doing it is harmless.
         """
         retention = self.settings.outcome_retention_ms
-        (done,) = self.client.trim_outcomes(retention, shards=[state.shard])
-        state.last_trim_mono_ms = self.clock.mono_ms()
-        self.stats.outcomes_trimmed += done.removed
-        return done.removed
+        done = self.client.trim_outcomes(retention, shards=[st.shard for st in states])
+        now = self.clock.mono_ms()
+        for state in states:
+            state.last_trim_mono_ms = now
+        removed = sum(t.removed for t in done)
+        self.stats.outcomes_trimmed += removed
+        return removed
 
     # -- the loop ------------------------------------------------------------------------
 
     def tick(self) -> None:
-        """One round of housekeeping: heartbeat, leases, loading ahead, sweeping."""
+        """One round of housekeeping: heartbeat, leases, loading ahead, sweeping, trimming."""
         s = self.settings
         if not self.clock.ready:
             self._sync_clock()
@@ -429,9 +433,11 @@ class Worker:
                 self.load(state)
             if mono - state.last_sweep_mono_ms >= s.sweep_interval_ms:
                 self.sweep(state)
-            last = state.last_trim_mono_ms
-            if s.outcome_retention_ms and (last is None or mono - last >= s.trim_interval_ms):
-                self.trim(state)
+        if s.outcome_retention_ms:
+            due = [st for st in self.shards.values() if st.last_trim_mono_ms is None
+                   or mono - st.last_trim_mono_ms >= s.trim_interval_ms]  # fmt: skip
+            if due:
+                self.trim(due)
 
     def run_once(self) -> int:
         """A deterministic round for tests: tick, then expire and fire what is due now."""
