@@ -22,6 +22,7 @@ venv: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check timer worker cli tests benchmarks examples
+	$(BIN)/ruff format --check timer worker cli tests benchmarks examples
 	$(BIN)/mypy timer worker benchmarks
 
 test: lint

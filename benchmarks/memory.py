@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from timer import TimerClient
-from timer.server import RedisServer, find_server_binary
+from timer.testing import RedisServer, find_server_binary
 
 ROOT = Path(__file__).resolve().parents[1]
 WEEK_MS = 7 * 24 * 3600 * 1000
@@ -43,7 +43,7 @@ def worker_rss(c: TimerClient, url: str, ns: str) -> float:
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 30
-        while any(c.redis.get(c.keys.shard(s).lease) is None for s in range(c.meta.shards)):
+        while None in c.leaders().values():
             if time.monotonic() > deadline:
                 raise TimeoutError("the worker did not take every shard")
             time.sleep(0.05)
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             c.init(shards=16)
             empty_rss = worker_rss(c, server.url, "mem")
             before = int(c.redis.info("memory")["used_memory"])
-            start = int(c.redis.time()[0]) * 1000 + 3_600_000
+            start = c.server_time_ms() + 3_600_000
             for i in range(0, n, 5_000):
                 c.schedule_many(
                     [{"id": f"job:{j}", "deadline_ms": start + rng.randrange(WEEK_MS),

@@ -45,8 +45,7 @@ from typing import Any
 import redis
 
 from timer import TimerClient
-from timer.outcomes import iter_all
-from timer.server import RedisServer, find_server_binary
+from timer.testing import RedisServer, find_server_binary
 
 from .worker import pct
 
@@ -225,13 +224,13 @@ class TickwheelPeer(Peer):
 
     def runs(self) -> dict[str, int]:
         counts: dict[str, int] = {}
-        for o in iter_all(self.c):
+        for o in self.c.all_outcomes():
             counts[o.id] = counts.get(o.id, 0) + 1
         return counts
 
     def lateness(self) -> dict[str, int]:
         late: dict[str, int] = {}
-        for o in iter_all(self.c):
+        for o in self.c.all_outcomes():
             late.setdefault(o.id, o.lateness_ms)
         return late
 

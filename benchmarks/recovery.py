@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from timer import TimerClient
-from timer.server import RedisServer, find_server_binary
+from timer.testing import RedisServer, find_server_binary
 from worker import Worker, WorkerSettings
 
 
@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         with RedisServer(Path(tmp) / "data", binary=binary) as server:
             c = TimerClient.from_url(server.url, "rec")
             c.init(shards=1)
-            now = int(c.redis.time()[0]) * 1000
+            now = c.server_time_ms()
             for i in range(0, n, 5_000):
                 c.schedule_many(
                     [{"id": f"job:{j}", "deadline_ms": now + 60_000 + j % 20_000}

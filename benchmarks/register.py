@@ -26,7 +26,7 @@ import redis
 
 from timer import TimerClient
 from timer.aio import AsyncTimerClient
-from timer.server import RedisServer, find_server_binary
+from timer.testing import RedisServer, find_server_binary
 
 
 def register_range(url: str, ns: str, *, first: int, count: int, batch: int, size: int) -> None:

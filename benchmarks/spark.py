@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from timer import TimerClient
-from timer.server import RedisServer, find_server_binary
+from timer.testing import RedisServer, find_server_binary
 
 
 def main(argv: list[str] | None = None) -> int:

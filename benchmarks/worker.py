@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from timer import TimerClient
-from timer.outcomes import iter_all
-from timer.server import RedisServer, find_server_binary
+from timer.testing import RedisServer, find_server_binary
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,7 +47,7 @@ def wait_decided(c: TimerClient, n: int, timeout_s: float) -> None:
 
 
 def outcomes(c: TimerClient) -> list[Any]:
-    return list(iter_all(c))
+    return list(c.all_outcomes())
 
 
 def pct(values: list[int], q: float) -> int | None:
@@ -124,13 +123,12 @@ def bench_failover(c: TimerClient, url: str, logs: Path, quick: bool) -> dict[st
         schedule(c, [base + i for i in range(n)], "f")  # one due every ms for 8 s
         end = time.monotonic() + 30
         while True:  # wait until both lead and firing is under way
-            leaders = {c.redis.get(c.keys.shard(s).lease) for s in range(c.meta.shards)}
-            if leaders == {b"a", b"b"} and c.outcomes_total() > 1_000:
+            if set(c.leaders().values()) == {"a", "b"} and c.outcomes_total() > 1_000:
                 break
             if time.monotonic() > end:
                 raise TimeoutError("workers did not settle")
             time.sleep(0.02)
-        a_shards = [s for s in range(c.meta.shards) if c.redis.get(c.keys.shard(s).lease) == b"a"]
+        a_shards = [s for s, who in c.leaders().items() if who == "a"]
         killed_at = c.server_time_ms()
         a.send_signal(signal.SIGKILL)
         a.wait()

@@ -23,7 +23,6 @@ from typing import Any
 import click
 
 from timer import TimerClient
-from timer.outcomes import iter_all
 
 from .app import App, errors, pass_app
 from .durations import DURATION
@@ -216,9 +215,8 @@ def _run(
             if done >= n:
                 break
             if not no_kill and killed_at is None and done >= 0.4 * n:
-                leaders = {s: c.redis.get(c.keys.shard(s).lease) for s in range(c.meta.shards)}
                 victim = sorted(procs)[0]
-                victim_shards = [s for s, who in leaders.items() if who == victim.encode()]
+                victim_shards = [s for s, who in c.leaders().items() if who == victim]
                 killed_at = c.server_time_ms()
                 procs[victim].send_signal(signal.SIGKILL)
                 procs[victim].wait()
@@ -271,7 +269,7 @@ def _summarise(
     victim_shards: list[int],
     lease_ms: int,
 ) -> dict[str, Any]:
-    entries = list(iter_all(c))
+    entries = list(c.all_outcomes())
     counts = Counter(o.id for o in entries)
     kinds = Counter(o.outcome for o in entries)
     expired = [(o.shard, o.deadline_ms, o.decided_ms) for o in entries if o.outcome == "expired"]

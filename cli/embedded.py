@@ -19,7 +19,7 @@ from pathlib import Path
 import redis
 
 from timer.errors import ConfigError, StoreError
-from timer.server import RedisServer, find_server_binary
+from timer.testing import RedisServer, find_server_binary
 
 STATE_DIR = Path(".tickwheel")
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from timer.server import RedisServer, find_server_binary
+from timer.testing import RedisServer, find_server_binary
 
 
 @pytest.fixture(autouse=True)

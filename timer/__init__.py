@@ -1,13 +1,35 @@
 """tickwheel's library: Kafka's hierarchical timing wheel and purgatory, made durable.
 
-The in-memory engine (this package's ``task``, ``task_list``, ``wheel``, ``delay_queue``,
-``system_timer``, ``reaper``, ``purgatory`` modules) needs no Redis and never imports it;
-``client`` (with ``keys``, ``scripts``, ``store``, ``outcomes``) is the durable layer.
+The layers, each importing only those above it in this list:
+
+    timer.errors    the one error hierarchy (TimerError and its subclasses)
+    timer.engine    the in-memory engine: SystemTimer, its reaper, the purgatory (no Redis)
+    timer.durable   the data model: keys, records, Lua scripts with their call builders and
+                    reply parsers, and every operation as steps (no I/O)
+    timer.client    TimerClient: runs the operations with redis-py (sync); timer.aio: the
+                    asyncio peer; timer.store: the redis-py error and URL boundary
+    timer.spark     Spark helpers over TimerClient;  timer.testing  a private server
+
+The client names below are imported on first use, so ``import timer.engine`` (and the
+engine names here) work without redis-py or msgpack installed.
 """
 
-from .client import ClientSettings, Meta, TimerClient
-from .clock import Clock, ManualClock, MonotonicClock
-from .delay_queue import DelayQueue
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .engine import (
+    MAX_EXPIRATION_MS,
+    Clock,
+    DelayedOperation,
+    DelayedOperationPurgatory,
+    ManualClock,
+    MonotonicClock,
+    SystemTimer,
+    SystemTimerReaper,
+    TimerTask,
+)
 from .errors import (
     ConfigError,
     DuplicateTimer,
@@ -20,13 +42,31 @@ from .errors import (
     TimerNotFound,
     WaitTimeout,
 )
-from .models import Outcome, Timer, TimerInfo, Trimmed
-from .purgatory import DelayedOperation, DelayedOperationPurgatory
-from .reaper import SystemTimerReaper
-from .system_timer import MAX_EXPIRATION_MS, SystemTimer
-from .task import TimerTask, TimerTaskEntry
-from .task_list import TaskCounter, TimerTaskList
-from .wheel import TimingWheel
+
+if TYPE_CHECKING:
+    from .client import TimerClient
+    from .durable.models import ClientSettings, Outcome, Timer, TimerInfo, Trimmed
+
+# name -> the module that defines it, imported when the name is first used
+_LAZY = {
+    "TimerClient": "timer.client",
+    "ClientSettings": "timer.durable.models",
+    "Outcome": "timer.durable.models",
+    "Timer": "timer.durable.models",
+    "TimerInfo": "timer.durable.models",
+    "Trimmed": "timer.durable.models",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    if name == "spark":  # `from timer import spark`: the optional helpers, imported lazily
+        return importlib.import_module("timer.spark")
+    raise AttributeError(f"module 'timer' has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 
@@ -35,20 +75,17 @@ __all__ = [
     "ClientSettings",
     "Clock",
     "ConfigError",
-    "DelayQueue",
     "DelayedOperation",
     "DelayedOperationPurgatory",
     "DuplicateTimer",
     "Fenced",
     "InvalidInput",
     "ManualClock",
-    "Meta",
     "MonotonicClock",
     "Outcome",
     "StoreError",
     "SystemTimer",
     "SystemTimerReaper",
-    "TaskCounter",
     "Timer",
     "TimerClient",
     "TimerClosed",
@@ -57,9 +94,6 @@ __all__ = [
     "TimerInfo",
     "TimerNotFound",
     "TimerTask",
-    "TimerTaskEntry",
-    "TimerTaskList",
-    "TimingWheel",
     "Trimmed",
     "WaitTimeout",
     "__version__",

@@ -1,4 +1,4 @@
-"""The timer calls of TimerClient for asyncio: same validation, scripts and results, awaited.
+"""AsyncTimerClient: the request-path calls of TimerClient for asyncio.
 
     from timer.aio import AsyncTimerClient
 
@@ -7,46 +7,65 @@
         await c.notify("job:{42}:done")            # the job finished: its timeout completes
         outcome = await c.wait("job:{42}", timeout=5.0)
 
-It covers what a service does per request (schedule, schedule_many, cancel, complete,
-reschedule, notify, get, wait) and reading outcomes through a consumer group
-(``outcomes``, then ``await o.aack()``). Creating the namespace, trimming and stats stay
-on TimerClient (operations, not request paths). Redis Cluster is not
-supported here yet: ``connect`` refuses a cluster URL with a ConfigError.
+A peer of the sync client, not a wrapper: both run the same operations of
+``timer.durable.ops`` (validation, script calls, parsing, ``notify``'s batches, ``wait``'s
+backoff, the consumer-group reader); this module only awaits their steps. It covers what
+a service does per request (schedule, schedule_many, cancel, complete, reschedule,
+notify, get, wait) and reading outcomes through a consumer group (``outcomes``, then
+``await o.aack()``). Creating the namespace, trimming and stats stay on TimerClient
+(operations, not request paths). Redis Cluster is not supported here yet: ``connect``
+refuses a cluster URL with a ConfigError.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
+import dataclasses
+import functools
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import Any, cast
+from typing import Any, TypeVar
 
 import redis
 import redis.asyncio as aioredis
+from redis.commands.core import AsyncScript
 
-from . import keys as K
-from .client import ClientSettings, TimerClient, check_server_version
-from .codec import DEFAULT_MAX_PAYLOAD
-from .errors import ConfigError, TimerError, WaitTimeout
-from .models import Outcome, Timer, TimerInfo
-from .outcomes import outcome_from_entry
-from .store import RedisSettings, map_errors
+from .durable import calls as C
+from .durable import keys as K
+from .durable import ops
+from .durable.codec import DEFAULT_MAX_PAYLOAD
+from .durable.models import ClientSettings, Meta, Outcome, Timer, TimerInfo
+from .durable.scripts import ScriptName, source
+from .errors import ConfigError, TimerError
+from .store import RedisSettings, map_errors, translate
+
+T = TypeVar("T")
 
 
 class AsyncTimerClient:
     """Schedule, cancel, notify and read durable timers of one namespace, with asyncio.
 
     Make one with ``await AsyncTimerClient.connect(url, namespace)``; it checks the server
-    and reads the namespace once, so no later call does hidden I/O.
+    and reads the namespace once, so no later call does hidden I/O. For one event loop.
     """
 
-    def __init__(self, client: aioredis.Redis, core: TimerClient) -> None:
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        namespace: str,
+        meta: Meta,
+        *,
+        settings: ClientSettings | None = None,
+        safe_url: str = "redis",
+    ) -> None:
         self.redis = client
-        # The sync client on the same (async) connection builds every call and reads every
-        # reply; it never does I/O itself because its metadata is already loaded.
-        self._core = core
-        self.namespace = core.namespace
-        self.where = core.where
+        self.namespace = K.check_namespace(namespace)
+        self.keys = K.NamespaceKeys(self.namespace)
+        self.meta = meta
+        self.settings = settings or ClientSettings()
+        self.where = safe_url
+        self._scripts: dict[ScriptName, AsyncScript] = {
+            name: client.register_script(source(name)) for name in ScriptName
+        }
 
     @classmethod
     async def connect(
@@ -59,7 +78,7 @@ class AsyncTimerClient:
         socket_timeout_s: float = 5.0,
     ) -> AsyncTimerClient:
         """Connect, check the server version and read the namespace (it must be initialised)."""
-        K.check_namespace(namespace)  # before connecting: nothing to clean up on bad input
+        keys = K.NamespaceKeys(K.check_namespace(namespace))  # before connecting
         rs = RedisSettings.from_url(url, socket_timeout_s=socket_timeout_s)
         client = aioredis.Redis.from_url(
             rs.url,
@@ -70,9 +89,6 @@ class AsyncTimerClient:
         settings = ClientSettings(
             result_ttl_ms=int(result_ttl_s * 1000), max_payload_bytes=max_payload_bytes
         )
-        # TimerClient only registers its scripts on the client here (async ones on an async
-        # client): no I/O, so the sync type it declares does not matter.
-        core = TimerClient(cast(Any, client), namespace, settings=settings, safe_url=rs.safe_url)
         try:
             with map_errors(rs.safe_url):
                 info = await client.info()
@@ -81,22 +97,71 @@ class AsyncTimerClient:
                         f"{rs.safe_url} is a Redis Cluster node; the asyncio client does not "
                         "support Redis Cluster yet (use TimerClient)"
                     )
-                check_server_version(info, rs.safe_url)
-                stored = await client.hgetall(core.keys.meta)
-            core._meta = core._meta_from(stored)
-            core._checked_server = True
+                ops.check_server_version(info, rs.safe_url)
+                stored = await client.hgetall(keys.meta)
+            meta = C.meta_from(stored, keys.namespace, rs.safe_url)
         except BaseException:
             await client.aclose()  # no half-open connection left behind
             raise
-        return cls(client, core)
+        return cls(client, namespace, meta, settings=settings, safe_url=rs.safe_url)
 
     def __repr__(self) -> str:
         return f"AsyncTimerClient(url={self.where!r}, namespace={self.namespace!r})"
 
-    def shard_of(self, name: str) -> int:
-        return self._core.shard_of(name)
+    # -- the driver: run an operation's steps with awaited calls -------------------------
 
-    # -- schedule ---------------------------------------------------------------------
+    async def _run(self, op: ops.Op[T]) -> T:
+        """Run an operation to its result (it emits nothing)."""
+        result: list[T] = []
+        async for _ in self._drive(op, result):
+            pass
+        return result[0]
+
+    async def _drive(self, op: ops.Op[T], result: list[T]) -> AsyncIterator[Any]:
+        """Run an operation's steps; yield what it emits; put its result in ``result``."""
+        reply: Any = None
+        while True:
+            try:
+                step = op.send(reply)
+            except StopIteration as done:
+                result.append(done.value)
+                return
+            reply = None
+            if isinstance(step, C.Emit):
+                yield step.value
+            elif isinstance(step, C.Sleep):
+                await asyncio.sleep(step.seconds)  # polling the server with backoff
+            else:
+                reply = await self._execute(step)
+
+    async def _execute(self, step: C.ScriptCall | C.Command | C.Pipeline) -> Any:
+        with map_errors(self.where):
+            if isinstance(step, C.ScriptCall):
+                return await self._scripts[step.script](keys=step.keys, args=step.args)
+            if isinstance(step, C.Command):
+                return await getattr(self.redis, step.name)(*step.args, **step.kwargs)
+            pipe = self.redis.pipeline(transaction=False)
+            for c in step.calls:
+                if isinstance(c, C.ScriptCall):
+                    await self._scripts[c.script](keys=c.keys, args=c.args, client=pipe)
+                else:
+                    getattr(pipe, c.name)(*c.args, **c.kwargs)
+            raw = await pipe.execute(raise_on_error=False)
+        replies = [translate(r, self.where) if isinstance(r, redis.RedisError) else r
+                   for r in raw]  # fmt: skip
+        if not step.errors_in_slots:
+            for reply in replies:
+                if isinstance(reply, TimerError):
+                    raise reply
+        return replies
+
+    def _ns(self) -> C.Namespace:
+        return C.Namespace(self.keys, self.meta, self.settings)
+
+    def shard_of(self, name: str) -> int:
+        return K.shard_of(name, self.meta.shards)
+
+    # -- schedule and decide ----------------------------------------------------------
 
     async def schedule(
         self,
@@ -109,88 +174,44 @@ class AsyncTimerClient:
         need: int = 1,
     ) -> Timer:
         """As ``TimerClient.schedule``: idempotent, DuplicateTimer on other parameters."""
-        core = self._core
-        shard, keys, args = core._prepare(timer_id, delay_ms, deadline_ms, payload, watch, need)
-        with map_errors(self.where):
-            reply = await core.scripts.schedule(keys=keys, args=args)
-        return core._timer_from_reply(timer_id, shard, reply)
+        return await self._run(ops.schedule(
+            self._ns(), timer_id, delay_ms=delay_ms, deadline_ms=deadline_ms,
+            payload=payload, watch=watch, need=need,
+        ))  # fmt: skip
 
     async def schedule_many(
         self, items: Iterable[Mapping[str, Any]], *, origin: str = ""
     ) -> list[Timer | TimerError]:
         """As ``TimerClient.schedule_many``: pipelined, one result (or error) per item."""
-        core = self._core
-        results: list[Timer | TimerError] = []
-        for batch in core._batches(items, origin, results):
-            with map_errors(self.where):
-                pipe = self.redis.pipeline(transaction=False)
-                for _, _, keys, args in batch:
-                    await core.scripts.schedule(keys=keys, args=args, client=pipe)
-                replies = await pipe.execute(raise_on_error=False)
-            core._fill(results, batch, replies, origin)
-        return results
-
-    # -- decide -----------------------------------------------------------------------
-
-    async def _decide(self, script: Any, timer_id: str, done: str) -> bool:
-        tid, keys, args = self._core._decide_call(timer_id)
-        with map_errors(self.where):
-            reply = await script(keys=keys, args=args)
-        return self._core._decided(reply, tid, done)
+        return await self._run(ops.schedule_many(self._ns(), items, origin))
 
     async def cancel(self, timer_id: str) -> bool:
         """Cancel a pending timer; True if this call decided it (safe to repeat)."""
-        return await self._decide(self._core.scripts.cancel, timer_id, "cancelled")
+        return await self._run(ops.cancel(self._ns(), timer_id))
 
     async def complete(self, timer_id: str) -> bool:
         """Decide a pending timer as completed now; True if this call decided it."""
-        return await self._decide(self._core.scripts.complete, timer_id, "completed")
+        return await self._run(ops.complete(self._ns(), timer_id))
 
     async def reschedule(
         self, timer_id: str, delay_ms: int | None = None, *, deadline_ms: int | None = None
     ) -> Timer | None:
         """Move a pending timer's deadline; None if it was already decided."""
-        tid, shard, keys, args = self._core._reschedule_call(timer_id, delay_ms, deadline_ms)
-        with map_errors(self.where):
-            reply = await self._core.scripts.reschedule(keys=keys, args=args)
-        return self._core._rescheduled(reply, tid, shard)
+        return await self._run(ops.reschedule(self._ns(), timer_id, delay_ms, deadline_ms))
 
     async def notify(self, key: str) -> int:
         """Notify a watch key; the number of timers this call completed (safe to repeat)."""
-        keys, args = self._core._notify_call(key)
-        completed = 0
-        while True:  # each call completes at most notify_batch watchers
-            with map_errors(self.where):
-                done, remaining = await self._core.scripts.notify(keys=keys, args=args)
-            completed += int(done)
-            if int(remaining) == 0:
-                return completed
+        return await self._run(ops.notify(self._ns(), key))
 
     # -- read -------------------------------------------------------------------------
 
     async def get(self, timer_id: str) -> TimerInfo | None:
         """The timer's state: pending with its record, or its retained outcome; else None."""
-        tid, shard, record, result = self._core._get_call(timer_id)
-        with map_errors(self.where):
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.hget(record, tid)
-            pipe.get(result)
-            pending, decided = await pipe.execute()
-        return self._core._info(tid, shard, pending, decided)
+        return await self._run(ops.get(self._ns(), timer_id))
 
     async def wait(self, timer_id: str, timeout: float = 30.0) -> Outcome:
         """Wait (without blocking the loop) until the timer is decided; its Outcome."""
-        deadline = time.monotonic() + timeout
-        pause = 0.005
-        while True:
-            done = self._core._outcome_or_none(timer_id, await self.get(timer_id))
-            if done is not None:
-                return done
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise WaitTimeout(f"timer {timer_id!r} still pending after {timeout}s")
-            await asyncio.sleep(min(pause, left))  # polling the server with backoff
-            pause = min(pause * 2, 0.1)
+        return await self._run(ops.wait(self._ns(), timer_id, timeout))
 
     async def outcomes(
         self,
@@ -208,66 +229,22 @@ class AsyncTimerClient:
         unacknowledged longer than ``reclaim_idle_ms`` are taken over first, and again
         whenever the streams are idle.
         """
-        grp = K.check_name("consumer group", group)
-        name = K.check_name("consumer", consumer)
-        streams = self._core.outcome_streams()
-        with map_errors(self.where):
-            for stream in streams:
-                try:
-                    await self.redis.xgroup_create(stream, grp, id="0", mkstream=True)
-                except redis.ResponseError as exc:
-                    if "BUSYGROUP" not in str(exc):
-                        raise
+        reader = ops.GroupReader.of(
+            self._ns(), group, consumer, count=count, reclaim_idle_ms=reclaim_idle_ms
+        )
+        await self._run(reader.ensure_groups())
+        ended: list[None] = []
+        run = reader.run(block_ms=block_ms, stop_when_idle=stop_when_idle)
+        async for delivery in self._drive(run, ended):
+            aack = functools.partial(self._ack, delivery)
+            yield dataclasses.replace(delivery.outcome, _aack=aack)
 
-        def wrap(stream: str, entry_id: bytes, fields: dict[bytes, bytes]) -> Outcome:
-            async def aack() -> None:
-                with map_errors(self.where):
-                    await self.redis.xack(stream, grp, entry_id)
-
-            base = outcome_from_entry(streams[stream], entry_id, fields)
-            return Outcome(**{**base.__dict__, "_aack": aack})
-
-        async def reclaim() -> list[Outcome]:
-            out: list[Outcome] = []
-            with map_errors(self.where):
-                for stream in streams:
-                    start: Any = "0-0"
-                    while True:
-                        claimed: Any = await self.redis.xautoclaim(
-                            stream, grp, name, reclaim_idle_ms, start_id=start, count=count
-                        )
-                        start, entries = claimed[0], claimed[1]
-                        out.extend(wrap(stream, eid, f) for eid, f in entries if f)
-                        if start in (b"0-0", "0-0") or not entries:
-                            break
-            return out
-
-        for o in await reclaim():
-            yield o
-        while True:
-            with map_errors(self.where):
-                reply: Any = await self.redis.xreadgroup(
-                    grp, name, dict.fromkeys(streams, ">"), count=count,
-                    block=None if stop_when_idle else block_ms,
-                )  # fmt: skip
-            batch = [
-                wrap(stream.decode(), eid, f)
-                for stream, entries in reply or []
-                for eid, f in entries
-                if f
-            ]
-            if not batch:
-                if stop_when_idle:
-                    return
-                batch = await reclaim()
-            for o in batch:
-                yield o
+    async def _ack(self, delivery: ops.Delivery) -> None:
+        await self._run(ops.ack(delivery))
 
     async def server_time_ms(self) -> int:
         """The Redis server's clock, epoch ms: the one clock deadlines are computed on."""
-        with map_errors(self.where):
-            secs, micros = await self.redis.time()
-        return int(secs) * 1000 + int(micros) // 1000
+        return await self._run(ops.server_time_ms())
 
     # -- lifetime ---------------------------------------------------------------------
 

@@ -1,27 +1,47 @@
-"""TimerClient: durable timers in Redis (DESIGN §3, §5, §6).
+"""TimerClient: durable timers in Redis, with blocking redis-py calls (DESIGN §3, §5, §6).
 
-Every state change is one Lua script on one shard, so each is atomic; deadlines are
-computed inside the scripts from the server's TIME (one clock for everyone). Bad input is
-refused here, before anything is sent, with a clear :class:`~timer.errors.InvalidInput`.
+Every call is an operation of ``timer.durable.ops`` (validation, script calls, parsing)
+run by this module's driver, which is the only code here that talks to Redis: it runs
+each step the operation yields (a script, a command, a pipeline grouped per node on a
+Redis Cluster) and turns redis-py errors into ``TimerError``s. The asyncio client runs
+the same operations with awaited calls.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 import redis
+import redis.client
 from redis.cluster import RedisCluster
+from redis.commands.core import Script
 
-from . import keys as K
-from .codec import DEFAULT_MAX_PAYLOAD, decode_payload, decode_record, encode_payload
-from .errors import ConfigError, InvalidInput, TimerError, TimerNotFound, WaitTimeout
-from .models import Outcome, Timer, TimerInfo, Trimmed
-from .outcomes import OutcomeReader
-from .scripts import Scripts
+from .durable import calls as C
+from .durable import keys as K
+from .durable import ops
+from .durable.codec import DEFAULT_MAX_PAYLOAD
+from .durable.models import (
+    ClientSettings,
+    DueTimers,
+    FireResult,
+    LeaseGrant,
+    LeaseRenewal,
+    Meta,
+    Outcome,
+    SweepResult,
+    Timer,
+    TimerInfo,
+    Trimmed,
+)
+from .durable.scripts import ScriptName, source
+from .errors import TimerError
 from .store import RedisSettings, map_errors, translate
+
+T = TypeVar("T")
 
 # Replies of a pipelined call that the main client can fix by itself (redirect, reload).
 RETRY_ALONE = (
@@ -30,58 +50,29 @@ RETRY_ALONE = (
     redis.exceptions.TryAgainError,
     redis.exceptions.NoScriptError,
 )
-FORMAT_VERSION = 1
 DEFAULT_SHARDS = 16
 DEFAULT_BUCKET_MS = 1000
-MAX_DELAY_MS = 10 * 366 * 24 * 3600 * 1000  # ten years: anything longer is a mistake
-MIN_SERVER = {"redis": (6, 2), "valkey": (7, 2)}
 
 
-@dataclass(frozen=True)
-class ClientSettings:
-    result_ttl_ms: int = 24 * 3600 * 1000
-    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD
-    max_delay_ms: int = MAX_DELAY_MS
-    notify_batch: int = 1000
-    pipeline_batch: int = 1000
+class CountingPubSub(redis.client.PubSub):
+    """A PubSub that counts its connections (redis-py reconnects and resubscribes silently,
+    and a listener must know: events may have been missed meanwhile)."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.connects = 0
+        super().__init__(*args, **kwargs)
 
-@dataclass(frozen=True)
-class Meta:
-    shards: int
-    bucket_ms: int
-
-
-def check_server_version(info: Mapping[str, Any], where: str) -> None:
-    """ConfigError unless INFO server describes Redis >= 6.2 or Valkey >= 7.2."""
-    if "valkey_version" in info:
-        kind, version = "valkey", info["valkey_version"]
-    else:
-        kind, version = "redis", info.get("redis_version", "0")
-    have = tuple(int(x) for x in str(version).split(".")[:2])
-    if have < MIN_SERVER[kind]:
-        need = ".".join(map(str, MIN_SERVER[kind]))
-        raise ConfigError(
-            f"{kind} {version} at {where} is too old: tickwheel needs {kind} >= {need} "
-            "(Redis >= 6.2 or Valkey >= 7.2)"
-        )
-
-
-def _text(value: object) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value or "")
-
-
-def _int(name: str, value: object, minimum: int, maximum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInput(f"{name} must be a whole number (int), got {value!r}")
-    if value < minimum or (maximum is not None and value > maximum):
-        bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
-        raise InvalidInput(f"{name} must be {bound}, got {value}")
-    return value
+    def on_connect(self, connection: Any) -> None:
+        self.connects += 1
+        super().on_connect(connection)
 
 
 class TimerClient:
-    """Schedule, cancel, notify and read durable timers of one namespace."""
+    """Schedule, cancel, notify and read durable timers of one namespace.
+
+    Thread-safe as redis-py's client is (a connection pool); ``outcomes`` iterators are
+    for one thread each.
+    """
 
     def __init__(
         self,
@@ -96,10 +87,12 @@ class TimerClient:
         self.settings = settings or ClientSettings()
         self.where = safe_url
         self.keys = K.NamespaceKeys(self.namespace)
-        self.scripts = Scripts(client)
         self.cluster = isinstance(client, RedisCluster)
+        self._scripts: dict[ScriptName, Script] = {
+            name: client.register_script(source(name)) for name in ScriptName
+        }
         self._meta: Meta | None = None
-        self._checked_server = False
+        self._checked = False  # the server's version, once per client
 
     @classmethod
     def from_url(
@@ -141,138 +134,125 @@ class TimerClient:
     def __repr__(self) -> str:
         return f"TimerClient(url={self.where!r}, namespace={self.namespace!r})"
 
-    # -- namespace ------------------------------------------------------------------
+    # -- the driver: run an operation's steps with blocking calls ----------------------
 
-    def _check_server(self) -> None:
-        if self._checked_server:
-            return
+    def _run(self, op: ops.Op[T]) -> T:
+        """Run an operation to its result (it emits nothing)."""
+        steps = self._drive(op)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+
+    def _drive(self, op: ops.Op[T]) -> Generator[Any, None, T]:
+        """Run an operation's steps; yield what it emits; return its result."""
+        reply: Any = None
+        while True:
+            try:
+                step = op.send(reply)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            if isinstance(step, C.Emit):
+                reply = None
+                yield step.value
+            elif isinstance(step, C.Sleep):
+                reply = None
+                time.sleep(step.seconds)  # an operation polling the server with backoff
+            else:
+                reply = self._execute(step)
+
+    def _execute(self, step: C.ScriptCall | C.Command | C.Pipeline) -> Any:
         with map_errors(self.where):
-            info = self.redis.info("server")
-        check_server_version(info, self.where)
-        self._checked_server = True
+            if isinstance(step, C.ScriptCall):
+                return self._scripts[step.script](keys=step.keys, args=step.args)
+            if isinstance(step, C.Command):
+                return getattr(self.redis, step.name)(*step.args, **step.kwargs)
+        replies = self._pipeline(step)
+        if not step.errors_in_slots:
+            for reply in replies:
+                if isinstance(reply, TimerError):
+                    raise reply
+        return replies
+
+    def _pipeline(self, step: C.Pipeline) -> list[Any]:
+        """Replies of a pipeline in order, each error translated into its slot."""
+        if step.calls and isinstance(step.calls[0], C.ScriptCall):
+            scripts: list[C.ScriptCall] = [c for c in step.calls if isinstance(c, C.ScriptCall)]
+            replies = self._pipelined_scripts(scripts)
+        else:
+            with map_errors(self.where):
+                pipe = self.redis.pipeline(transaction=False)
+                for c in step.calls:
+                    assert isinstance(c, C.Command), "a pipeline holds one kind of call"
+                    getattr(pipe, c.name)(*c.args, **c.kwargs)
+                replies = pipe.execute(raise_on_error=False)
+        return [translate(r, self.where) if isinstance(r, redis.RedisError) else r
+                for r in replies]  # fmt: skip
+
+    def _pipelined_scripts(self, calls: Sequence[C.ScriptCall]) -> list[Any]:
+        """Script calls in pipelines, one per node; replies (or redis errors) in order.
+
+        On a cluster, calls are grouped by the node owning their slot (a cluster pipeline
+        refuses scripts); a call redirected by a resharding is retried on its own.
+        """
+        groups: dict[str, tuple[Any, list[int]]] = {}
+        if self.cluster:
+            for i, call in enumerate(calls):
+                node = self.redis.get_node_from_key(call.keys[0])
+                conn = self.redis.get_redis_connection(node)
+                groups.setdefault(node.name, (conn, []))[1].append(i)
+        else:
+            groups[""] = (self.redis, list(range(len(calls))))
+        replies: list[Any] = [None] * len(calls)
+        with map_errors(self.where):
+            for conn, idxs in groups.values():
+                pipe = conn.pipeline(transaction=False)
+                for i in idxs:
+                    self._scripts[calls[i].script](
+                        keys=calls[i].keys, args=calls[i].args, client=pipe
+                    )
+                for i, reply in zip(idxs, pipe.execute(raise_on_error=False), strict=True):
+                    replies[i] = reply
+        for i, reply in enumerate(replies):
+            if isinstance(reply, RETRY_ALONE):
+                try:
+                    replies[i] = self._scripts[calls[i].script](
+                        keys=calls[i].keys, args=calls[i].args
+                    )
+                except redis.RedisError as exc:
+                    replies[i] = exc
+        return replies
+
+    # -- namespace ------------------------------------------------------------------
 
     def init(self, shards: int = DEFAULT_SHARDS, bucket_ms: int = DEFAULT_BUCKET_MS) -> Meta:
         """Create the namespace once; again with the same shard count is a no-op."""
-        _int("shards", shards, 1, 16384)
-        _int("bucket_ms", bucket_ms, 1, 3_600_000)
-        self._check_server()
-        with map_errors(self.where):
-            # HSETNX is atomic per field: two racing inits agree on whoever came first.
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.hsetnx(self.keys.meta, "shards", shards)
-            pipe.hsetnx(self.keys.meta, "bucket_ms", bucket_ms)
-            pipe.hsetnx(self.keys.meta, "version", FORMAT_VERSION)
-            pipe.hgetall(self.keys.meta)
-            stored = pipe.execute()[-1]
-        meta = Meta(int(stored[b"shards"]), int(stored[b"bucket_ms"]))
-        if meta.shards != shards:
-            raise ConfigError(
-                f"namespace {self.namespace!r} already has {meta.shards} shards; it cannot be "
-                f"re-initialised with {shards} (use another namespace)"
-            )
-        self._meta = meta
-        return meta
+        op = ops.init(self.keys, shards, bucket_ms, where=self.where, check=not self._checked)
+        self._meta = self._run(op)
+        self._checked = True
+        return self._meta
 
     @property
     def meta(self) -> Meta:
+        """The namespace's shards and bucket width (read once; ConfigError if not created)."""
         if self._meta is None:
-            self._check_server()
-            with map_errors(self.where):
-                stored = self.redis.hgetall(self.keys.meta)
-            self._meta = self._meta_from(stored)
+            op = ops.read_meta(self.keys, where=self.where, check=not self._checked)
+            self._meta = self._run(op)
+            self._checked = True
         return self._meta
 
-    def _meta_from(self, stored: Mapping[Any, Any]) -> Meta:
-        if not stored:
-            raise ConfigError(
-                f"namespace {self.namespace!r} is not initialised at {self.where}; run "
-                f"`tickwheel init --shards N` or TimerClient.init(shards=N) once"
-            )
-        return Meta(int(stored[b"shards"]), int(stored[b"bucket_ms"]))
+    def _ns(self) -> C.Namespace:
+        return C.Namespace(self.keys, self.meta, self.settings)
 
     def shard_of(self, name: str) -> int:
         return K.shard_of(name, self.meta.shards)
 
-    def _shard(self, shard: int) -> K.ShardKeys:
-        return self.keys.shard(shard)
-
     def outcome_streams(self) -> dict[str, int]:
         """Each shard's outcome stream key -> its shard number."""
-        return {self._shard(s).outcomes: s for s in range(self.meta.shards)}
+        return self._ns().outcome_streams()
 
-    # -- schedule -------------------------------------------------------------------
-
-    def _when(self, delay_ms: object, deadline_ms: object) -> tuple[str, int]:
-        if (delay_ms is None) == (deadline_ms is None):
-            raise InvalidInput("give exactly one of delay_ms (relative) or deadline_ms (absolute)")
-        if delay_ms is not None:
-            return "in", _int("delay_ms", delay_ms, 0, self.settings.max_delay_ms)
-        return "at", _int("deadline_ms", deadline_ms, 0)
-
-    def _prepare(  # noqa: PLR0917 - the fields of one timer, in the order users write them
-        self,
-        timer_id: object,
-        delay_ms: object = None,
-        deadline_ms: object = None,
-        payload: object = None,
-        watch: Iterable[object] = (),
-        need: object = 1,
-        origin: str = "",
-    ) -> tuple[int, list[str], list[Any]]:
-        """Validate one timer and build its script call: (shard, keys, args)."""
-        tid = K.check_name("timer id", timer_id)
-        mode, value = self._when(delay_ms, deadline_ms)
-        if isinstance(watch, str | bytes):
-            raise InvalidInput("watch must be a list of keys, not a single string")
-        keys = sorted({K.check_name("watch key", k) for k in watch})
-        if keys:
-            _int("need", need, 1, len(keys))
-        elif need != 1:
-            raise InvalidInput(f"need={need!r} makes no sense without watch keys (leave it at 1)")
-        data = encode_payload(payload, self.settings.max_payload_bytes)
-        shard = self.shard_of(tid)
-        for key in keys:
-            if self.shard_of(key) != shard:
-                raise InvalidInput(
-                    f"watch key {key!r} routes to shard {self.shard_of(key)} but timer "
-                    f"{tid!r} routes to shard {shard}; give both the same hash tag, e.g. "
-                    f"id 'job:{{42}}' and key 'job:{{42}}:done'"
-                )
-        sk = self._shard(shard)
-        meta = self.meta
-        args: list[Any] = [
-            sk.prefix, tid, mode, value, data, need, meta.bucket_ms,
-            self.settings.max_delay_ms, sk.events, origin, *keys,
-        ]  # fmt: skip
-        return shard, [sk.timers, sk.buckets, sk.result(tid)], args
-
-    def _prepare_item(self, item: object, origin: str) -> tuple[int, list[str], list[Any]]:
-        """``_prepare`` for one item of ``schedule_many``."""
-        if not isinstance(item, Mapping):
-            raise InvalidInput(f"each item must be a mapping with an 'id', got {item!r}")
-        extra = set(item) - {"id", "delay_ms", "deadline_ms", "payload", "watch", "need"}
-        if extra:
-            raise InvalidInput(f"unknown field(s) {sorted(extra)} in item {item.get('id')!r}")
-        return self._prepare(
-            item.get("id"),
-            item.get("delay_ms"),
-            item.get("deadline_ms"),
-            item.get("payload"),
-            item.get("watch", ()),
-            item.get("need", 1),
-            origin,
-        )
-
-    def _timer_from_reply(
-        self, tid: str, shard: int, reply: Sequence[Any], origin: str = ""
-    ) -> Timer:
-        status = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
-        if status == "created":
-            return Timer(tid, shard, int(reply[1]), "pending", True, origin)
-        if status == "pending":
-            return Timer(tid, shard, int(reply[1]), "pending", False, _text(reply[3]))
-        rec = decode_record(reply[1])
-        return Timer(tid, shard, int(rec["d"]), rec["o"], False, _text(rec.get("s", b"")))
+    # -- schedule and decide ----------------------------------------------------------
 
     def schedule(
         self,
@@ -290,10 +270,10 @@ class TimerClient:
         whose outcome is retained returns that outcome as ``state``; the same id with other
         parameters raises DuplicateTimer.
         """
-        shard, keys, args = self._prepare(timer_id, delay_ms, deadline_ms, payload, watch, need)
-        with map_errors(self.where):
-            reply = self.scripts.schedule(keys=keys, args=args)
-        return self._timer_from_reply(timer_id, shard, reply)
+        return self._run(ops.schedule(
+            self._ns(), timer_id, delay_ms=delay_ms, deadline_ms=deadline_ms,
+            payload=payload, watch=watch, need=need,
+        ))  # fmt: skip
 
     def schedule_many(
         self, items: Iterable[Mapping[str, Any]], *, origin: str = ""
@@ -306,220 +286,35 @@ class TimerClient:
         here and reported back on a retry (``Timer.origin``), so a caller that retries a
         batch (a Spark task) can tell "created by my earlier attempt" from "already there".
         """
-        results: list[Timer | TimerError] = []
-        for batch in self._batches(items, origin, results):
-            calls = [(keys, args) for _, _, keys, args in batch]
-            self._fill(results, batch, self.run_pipelined(self.scripts.schedule, calls), origin)
-        return results
-
-    def _batches(
-        self, items: Iterable[Any], origin: str, results: list[Timer | TimerError]
-    ) -> Iterator[list[tuple[int, int, list[str], list[Any]]]]:
-        """Validate items into batches of (slot, shard, keys, args) of at most
-        ``pipeline_batch`` calls; each item gets a slot in ``results`` (its error, or a
-        placeholder that ``_fill`` replaces once its batch has run)."""
-        batch: list[tuple[int, int, list[str], list[Any]]] = []
-        for item in items:
-            try:
-                shard, keys, args = self._prepare_item(item, origin)
-            except InvalidInput as exc:
-                results.append(exc)
-                continue
-            results.append(InvalidInput("not sent"))
-            batch.append((len(results) - 1, shard, keys, args))
-            if len(batch) >= self.settings.pipeline_batch:
-                yield batch
-                batch = []
-        if batch:
-            yield batch
-
-    def _fill(
-        self,
-        results: list[Timer | TimerError],
-        batch: list[tuple[int, int, list[str], list[Any]]],
-        replies: Sequence[Any],
-        origin: str,
-    ) -> None:
-        """Put each reply of a batch (a Timer, or its error) in the item's slot."""
-        for (slot, shard, _, args), reply in zip(batch, replies, strict=True):
-            if isinstance(reply, redis.RedisError):
-                results[slot] = translate(reply, self.where)
-            else:
-                results[slot] = self._timer_from_reply(args[1], shard, reply, origin)
-
-    def run_pipelined(self, script: Any, calls: Sequence[tuple[list[str], list[Any]]]) -> list[Any]:
-        """Run one script for many (keys, args) in pipelines, one per node; replies in order.
-
-        Errors come back in their slots (as redis-py exceptions), never raised. On a
-        cluster, calls are grouped by the node owning their slot (a cluster pipeline
-        refuses scripts); a call redirected by a resharding is retried on its own.
-        """
-        groups: dict[str, tuple[Any, list[int]]] = {}
-        if self.cluster:
-            for i, (keys, _) in enumerate(calls):
-                node = self.redis.get_node_from_key(keys[0])
-                conn = self.redis.get_redis_connection(node)
-                groups.setdefault(node.name, (conn, []))[1].append(i)
-        else:
-            groups[""] = (self.redis, list(range(len(calls))))
-        replies: list[Any] = [None] * len(calls)
-        with map_errors(self.where):
-            for conn, idxs in groups.values():
-                pipe = conn.pipeline(transaction=False)
-                for i in idxs:
-                    script(keys=calls[i][0], args=calls[i][1], client=pipe)
-                for i, reply in zip(idxs, pipe.execute(raise_on_error=False), strict=True):
-                    replies[i] = reply
-        for i, reply in enumerate(replies):
-            if isinstance(reply, RETRY_ALONE):
-                try:
-                    replies[i] = script(keys=calls[i][0], args=calls[i][1])
-                except redis.RedisError as exc:
-                    replies[i] = exc
-        return replies
-
-    # -- decide -----------------------------------------------------------------------
-
-    # Each call below is split in three: build the script call (validating), run it, read
-    # the reply. The asyncio client (timer.aio) shares the first and the last.
-
-    def _decide_call(self, timer_id: object) -> tuple[str, list[str], list[Any]]:
-        tid = K.check_name("timer id", timer_id)
-        sk = self._shard(self.shard_of(tid))
-        keys = [sk.timers, sk.buckets, sk.outcomes, sk.result(tid)]
-        return tid, keys, [sk.prefix, tid, self.meta.bucket_ms, self.settings.result_ttl_ms,
-                           sk.events]  # fmt: skip
-
-    def _decided(self, reply: Sequence[Any], tid: str, done: str) -> bool:
-        status = reply[0].decode()
-        if status == "missing":
-            raise TimerNotFound(f"no timer {tid!r} in namespace {self.namespace!r}")
-        return bool(status == done)
-
-    def _decide(self, script: Any, timer_id: str, done: str) -> bool:
-        tid, keys, args = self._decide_call(timer_id)
-        with map_errors(self.where):
-            reply = script(keys=keys, args=args)
-        return self._decided(reply, tid, done)
+        return self._run(ops.schedule_many(self._ns(), items, origin))
 
     def cancel(self, timer_id: str) -> bool:
         """Cancel a pending timer; True if this call decided it (safe to repeat)."""
-        return self._decide(self.scripts.cancel, timer_id, "cancelled")
+        return self._run(ops.cancel(self._ns(), timer_id))
 
     def complete(self, timer_id: str) -> bool:
         """Decide a pending timer as completed now; True if this call decided it."""
-        return self._decide(self.scripts.complete, timer_id, "completed")
+        return self._run(ops.complete(self._ns(), timer_id))
 
     def reschedule(
         self, timer_id: str, delay_ms: int | None = None, *, deadline_ms: int | None = None
     ) -> Timer | None:
         """Move a pending timer's deadline; None if it was already decided."""
-        tid, shard, keys, args = self._reschedule_call(timer_id, delay_ms, deadline_ms)
-        with map_errors(self.where):
-            reply = self.scripts.reschedule(keys=keys, args=args)
-        return self._rescheduled(reply, tid, shard)
-
-    def _reschedule_call(
-        self, timer_id: object, delay_ms: object, deadline_ms: object
-    ) -> tuple[str, int, list[str], list[Any]]:
-        tid = K.check_name("timer id", timer_id)
-        mode, value = self._when(delay_ms, deadline_ms)
-        shard = self.shard_of(tid)
-        sk = self._shard(shard)
-        keys = [sk.timers, sk.buckets, sk.result(tid)]
-        args = [sk.prefix, tid, mode, value, self.meta.bucket_ms, self.settings.max_delay_ms,
-                sk.events]  # fmt: skip
-        return tid, shard, keys, args
-
-    def _rescheduled(self, reply: Sequence[Any], tid: str, shard: int) -> Timer | None:
-        status = reply[0].decode()
-        if status == "missing":
-            raise TimerNotFound(f"no timer {tid!r} in namespace {self.namespace!r}")
-        if status == "decided":
-            return None
-        return Timer(tid, shard, int(reply[1]), "pending", False)
+        return self._run(ops.reschedule(self._ns(), timer_id, delay_ms, deadline_ms))
 
     def notify(self, key: str) -> int:
         """Notify a watch key; the number of timers this call completed (safe to repeat)."""
-        keys, args = self._notify_call(key)
-        completed = 0
-        while True:  # each call completes at most notify_batch watchers
-            with map_errors(self.where):
-                done, remaining = self.scripts.notify(keys=keys, args=args)
-            completed += int(done)
-            if int(remaining) == 0:
-                return completed
-
-    def _notify_call(self, key: object) -> tuple[list[str], list[Any]]:
-        name = K.check_name("watch key", key)
-        sk = self._shard(self.shard_of(name))
-        args = [sk.prefix, name, self.meta.bucket_ms, self.settings.result_ttl_ms, sk.events,
-                self.keys.key_channel(name), self.settings.notify_batch]  # fmt: skip
-        return [sk.timers, sk.buckets, sk.outcomes], args
+        return self._run(ops.notify(self._ns(), key))
 
     # -- read -------------------------------------------------------------------------
 
     def get(self, timer_id: str) -> TimerInfo | None:
         """The timer's state: pending with its record, or its retained outcome; else None."""
-        tid, shard, record, result = self._get_call(timer_id)
-        with map_errors(self.where):
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.hget(record, tid)
-            pipe.get(result)
-            pending, decided = pipe.execute()
-        return self._info(tid, shard, pending, decided)
-
-    def _get_call(self, timer_id: object) -> tuple[str, int, str, str]:
-        """(id, shard, its record's hash, its retained outcome's key) for ``get``."""
-        tid = K.check_name("timer id", timer_id)
-        shard = self.shard_of(tid)
-        sk = self._shard(shard)
-        return tid, shard, sk.timers, sk.result(tid)
-
-    def _info(self, tid: str, shard: int, pending: Any, decided: Any) -> TimerInfo | None:
-        """TimerInfo from the pending record or the retained outcome (either may be None)."""
-        if pending is not None:
-            rec = decode_record(pending)
-            return TimerInfo(
-                tid, shard, "pending", int(rec["d"]), decode_payload(rec["p"]),
-                created_ms=int(rec["c"]), watch=tuple(rec["w"]), need=int(rec["n"]),
-                got=tuple(rec["g"]),
-            )  # fmt: skip
-        if decided is not None:
-            rec = decode_record(decided)
-            return TimerInfo(
-                tid, shard, rec["o"], int(rec["d"]), decode_payload(rec["p"]),
-                created_ms=int(rec["c"]), decided_ms=int(rec["t"]),
-            )  # fmt: skip
-        return None
+        return self._run(ops.get(self._ns(), timer_id))
 
     def wait(self, timer_id: str, timeout: float = 30.0) -> Outcome:
         """Block until the timer is decided; its Outcome. WaitTimeout if still pending."""
-        deadline = time.monotonic() + timeout
-        pause = 0.005
-        while True:
-            done = self._outcome_or_none(timer_id, self.get(timer_id))
-            if done is not None:
-                return done
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise WaitTimeout(f"timer {timer_id!r} still pending after {timeout}s")
-            time.sleep(min(pause, left))  # polling the server, not synchronising threads
-            pause = min(pause * 2, 0.1)
-
-    def _outcome_or_none(self, timer_id: str, info: TimerInfo | None) -> Outcome | None:
-        """The Outcome of a decided timer, None while pending; TimerNotFound if unknown."""
-        if info is None:
-            raise TimerNotFound(
-                f"no timer {timer_id!r} in namespace {self.namespace!r} (or its outcome "
-                "is older than result_ttl)"
-            )
-        if info.state == "pending":
-            return None
-        assert info.decided_ms is not None
-        return Outcome(
-            info.id, info.state, info.deadline_ms, info.decided_ms, info.payload, info.shard
-        )
+        return self._run(ops.wait(self._ns(), timer_id, timeout))
 
     def outcomes(
         self,
@@ -531,23 +326,40 @@ class TimerClient:
         reclaim_idle_ms: int = 60_000,
         stop_when_idle: bool = False,
     ) -> Iterator[Outcome]:
-        """Outcomes of every shard through a consumer group (at-least-once; ``ack()`` each)."""
-        reader = OutcomeReader(self, group, consumer, count=count, reclaim_idle_ms=reclaim_idle_ms)
-        return reader.iterate(block_ms=block_ms, stop_when_idle=stop_when_idle)
+        """Outcomes of every shard through a consumer group (at-least-once; ``ack()`` each).
+
+        The group is created on every shard's stream here, from the start of what the
+        streams hold. Entries another consumer took and left unacknowledged longer than
+        ``reclaim_idle_ms`` are taken over first, and again whenever the streams are idle.
+        """
+        reader = ops.GroupReader.of(
+            self._ns(), group, consumer, count=count, reclaim_idle_ms=reclaim_idle_ms,
+            per_stream=self.cluster,
+        )  # fmt: skip
+        self._run(reader.ensure_groups())
+        deliveries = self._drive(reader.run(block_ms=block_ms, stop_when_idle=stop_when_idle))
+        return (self._ackable(d) for d in deliveries)
+
+    def _ackable(self, delivery: ops.Delivery) -> Outcome:
+        ack = functools.partial(self._run_ack, delivery)
+        return dataclasses.replace(delivery.outcome, _ack=ack)
+
+    def _run_ack(self, delivery: ops.Delivery) -> None:
+        self._run(ops.ack(delivery))
+
+    def all_outcomes(self, shards: Iterable[int] | None = None) -> Iterator[Outcome]:
+        """Every outcome the shards' streams hold, oldest first per shard, read in pages
+        (no consumer group: for audits, demos and analytics; handlers use ``outcomes``)."""
+        picked = range(self.meta.shards) if shards is None else shards
+        return self._drive(ops.history(self._ns(), picked))
 
     def server_time_ms(self) -> int:
         """The Redis server's clock, epoch ms: the one clock deadlines are computed on."""
-        with map_errors(self.where):
-            secs, micros = self.redis.time()
-        return int(secs) * 1000 + int(micros) // 1000
+        return self._run(ops.server_time_ms())
 
     def outcomes_total(self) -> int:
         """How many outcomes the namespace's streams hold (one pipelined XLEN per shard)."""
-        with map_errors(self.where):
-            pipe = self.redis.pipeline(transaction=False)
-            for stream in self.outcome_streams():
-                pipe.xlen(stream)
-            return sum(int(n) for n in pipe.execute())
+        return self._run(ops.outcomes_total(self._ns()))
 
     def trim_outcomes(
         self, retention_ms: int, *, keep_unread: bool = True, shards: Iterable[int] | None = None
@@ -558,58 +370,42 @@ class TimerClient:
         consumer group of its stream has been handed it and has acked it. ``shards``
         limits the work to some shards (a worker trims the ones it leads).
         """
-        keep = _int("retention_ms", retention_ms, 0)
-        count = self.meta.shards
-        picked = list(range(count)) if shards is None else list(shards)
-        for s in picked:
-            _int("shard", s, 0, count - 1)
-        calls = [([self._shard(s).outcomes], [keep, int(keep_unread)]) for s in picked]
-        done: list[Trimmed] = []
-        for s, reply in zip(picked, self.run_pipelined(self.scripts.trim, calls), strict=True):
-            if isinstance(reply, redis.RedisError):
-                raise translate(reply, self.where)
-            done.append(Trimmed(shard=s, removed=int(reply[0]), held_by_group=bool(reply[2])))
-        return done
+        return self._run(
+            ops.trim_outcomes(self._ns(), retention_ms, keep_unread=keep_unread, shards=shards)
+        )
 
     def stats(self) -> dict[str, Any]:
         """Per shard: pending, leader, epoch, outcomes, lag (ms past the oldest ended bucket)."""
-        meta = self.meta
-        now = self.server_time_ms()
-        with map_errors(self.where):
-            pipe = self.redis.pipeline(transaction=False)
-            for s in range(meta.shards):
-                sk = self._shard(s)
-                pipe.hlen(sk.timers)
-                pipe.get(sk.lease)
-                pipe.get(sk.epoch)
-                pipe.zrange(sk.buckets, 0, 0, withscores=True)
-                pipe.xlen(sk.outcomes)
-            replies = pipe.execute()
-        shards: list[dict[str, Any]] = []
-        for s in range(meta.shards):
-            pending, leader, epoch, oldest, outs = replies[5 * s : 5 * s + 5]
-            lag = 0
-            if oldest:
-                bucket_end = int(oldest[0][1]) + meta.bucket_ms
-                lag = max(0, now - bucket_end)
-            shards.append(
-                {
-                    "shard": s,
-                    "pending": int(pending),
-                    "leader": leader.decode() if leader else None,
-                    "epoch": int(epoch) if epoch else 0,
-                    "outcomes": int(outs),
-                    "lag_ms": lag,
-                }
-            )
-        return {
-            "namespace": self.namespace,
-            "shards": shards,
-            "pending": sum(x["pending"] for x in shards),
-            "outcomes": sum(x["outcomes"] for x in shards),
-            "max_lag_ms": max((int(x["lag_ms"]) for x in shards), default=0),
-            "now_ms": now,
-        }
+        return self._run(ops.stats(self._ns()))
+
+    def leaders(self) -> dict[int, str | None]:
+        """Each shard's leader (worker id) now, None where no worker holds its lease."""
+        return self._run(ops.leaders(self._ns()))
+
+    # -- workers: membership, events, one shard's leader ------------------------------
+
+    def heartbeat(self, worker_id: str, *, now_ms: int, live_window_ms: int) -> int:
+        """Announce a worker at ``now_ms`` (Redis time); how many workers are live."""
+        return self._run(ops.heartbeat(self.keys, worker_id, now_ms, live_window_ms))
+
+    def leave(self, worker_id: str) -> None:
+        """Take a stopping worker out of the live set at once."""
+        self._run(ops.leave(self.keys, worker_id))
+
+    def events_pubsub(self) -> CountingPubSub:
+        """A new pub/sub connection for following shard events (one listener thread)."""
+        return CountingPubSub(self.redis.connection_pool)
+
+    def shard_of_channel(self, channel: str) -> int | None:
+        """The shard whose events channel is ``channel`` (None for any other)."""
+        return self.keys.shard_of_channel(channel)
+
+    def shard_store(self, shard: int) -> ShardStore:
+        """The durable side of one shard, as its leader uses it."""
+        C.check_int("shard", shard, 0, self.meta.shards - 1)
+        return ShardStore(self, shard)
+
+    # -- lifetime ---------------------------------------------------------------------
 
     def close(self) -> None:
         self.redis.close()
@@ -619,3 +415,51 @@ class TimerClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class ShardStore:
+    """One shard's durable side as its leader sees it: lease, load, fire, sweep.
+
+    Every call is one fenced script or a bounded read; ``fire`` and ``sweep`` raise
+    :class:`~timer.errors.Fenced` when the caller no longer holds the lease at ``epoch``.
+    """
+
+    def __init__(self, client: TimerClient, shard: int) -> None:
+        self._client = client
+        self.shard = shard
+        self.keys = client.keys.shard(shard)
+        self.bucket_ms = client.meta.bucket_ms
+
+    @property
+    def events_channel(self) -> str:
+        return self.keys.events
+
+    def acquire(self, worker: str, ttl_ms: int) -> LeaseGrant:
+        reply = self._client._run(_one(C.lease_acquire_call(self.keys, worker, ttl_ms)))
+        return C.parse_lease_acquire(reply)
+
+    def renew(self, worker: str, epoch: int, ttl_ms: int) -> LeaseRenewal:
+        reply = self._client._run(_one(C.lease_renew_call(self.keys, worker, epoch, ttl_ms)))
+        return C.parse_lease_renew(reply)
+
+    def release(self, worker: str, epoch: int) -> bool:
+        reply = self._client._run(_one(C.lease_release_call(self.keys, worker, epoch)))
+        return C.parse_lease_release(reply)
+
+    def read_due(self, until_ms: int, skip: set[int], *, max_ids: int) -> DueTimers:
+        return self._client._run(ops.read_due(self.keys, until_ms, skip, max_ids=max_ids))
+
+    def fire(self, worker: str, epoch: int, ids: Sequence[str], *, ttl_ms: int) -> FireResult:
+        call = C.fire_call(self.keys, worker, epoch, ids, bucket_ms=self.bucket_ms, ttl_ms=ttl_ms)
+        return C.parse_fire(self._client._run(_one(call)))
+
+    def sweep(self, worker: str, epoch: int, *, ttl_ms: int, limit: int) -> SweepResult:
+        call = C.sweep_call(
+            self.keys, worker, epoch, bucket_ms=self.bucket_ms, ttl_ms=ttl_ms, limit=limit
+        )
+        return C.parse_sweep(self._client._run(_one(call)))
+
+
+def _one(call: C.ScriptCall | C.Command) -> ops.Op[Any]:
+    """An operation of one step: its raw reply."""
+    return (yield call)

@@ -31,7 +31,15 @@ class TimerClosed(TimerError):
 
 
 class StoreError(TimerError):
-    """Redis could not be reached or answered with an error we did not expect."""
+    """Redis could not be reached or answered with an error we did not expect.
+
+    ``code`` is the first word of Redis's own error reply (``BUSYGROUP``, ``OOM``…), if
+    it answered with one.
+    """
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class TimerNotFound(TimerError):

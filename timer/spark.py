@@ -31,9 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .client import TimerClient
+from .durable.models import Timer
 from .errors import InvalidInput, TimerNotFound
-from .models import Timer
-from .outcomes import iter_stream
 
 MAX_REJECTED_ROWS = 1_000
 
@@ -335,7 +334,7 @@ def outcome_schema() -> Any:
 
 def read_shard_outcomes(url: str, namespace: str, shard: int) -> Iterator[tuple[Any, ...]]:
     """Every outcome of one shard's stream as rows (payload as a JSON string)."""
-    for o in iter_stream(pooled_client(url, namespace), shard):
+    for o in pooled_client(url, namespace).all_outcomes([shard]):
         payload = None if o.payload is None else json.dumps(_plain(o.payload))
         yield (o.id, o.outcome, o.deadline_ms, o.decided_ms, o.lateness_ms, shard, payload)
 

@@ -1,4 +1,8 @@
-"""The one place where redis-py errors become tickwheel errors, and URLs lose passwords."""
+"""The redis-py boundary: where its errors become tickwheel errors, and URLs lose passwords.
+
+Used by the I/O layers only (``client``, ``aio``); the durable data model
+(``timer.durable``) never imports redis-py.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +14,8 @@ from urllib.parse import urlsplit, urlunsplit
 import redis
 from redis.exceptions import RedisClusterException
 
-from .errors import ConfigError, DuplicateTimer, Fenced, InvalidInput, StoreError, TimerError
-
-# Error codes that our scripts return (first word of the error), mapped once.
-SCRIPT_ERRORS: dict[str, type[TimerError]] = {
-    "CONFLICT": DuplicateTimer,
-    "TOOFAR": InvalidInput,
-    "FENCED": Fenced,
-}
+from .durable.scripts import script_error
+from .errors import ConfigError, StoreError, TimerError
 
 
 def redact_url(url: str) -> str:
@@ -66,11 +64,14 @@ def translate(exc: redis.RedisError, where: str) -> TimerError:
     """The TimerError for a redis-py error; ``where`` is a URL with no password in it."""
     if isinstance(exc, redis.ResponseError):
         message = str(exc)
-        # Our scripts fail with "CODE message"; Redis may wrap it, so look for the code.
-        for name, kind in SCRIPT_ERRORS.items():
-            if message.startswith(name) or f" {name} " in f" {message} ":
-                return kind(message.split(name, 1)[1].strip() or message)
-        return StoreError(f"Redis at {where} answered with an error: {message}")
+        ours = script_error(message)
+        if ours is not None:
+            return ours
+        code = message.split(" ", 1)[0]
+        return StoreError(
+            f"Redis at {where} answered with an error: {message}",
+            code=code if code.isupper() else None,
+        )
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
         return StoreError(
             f"cannot reach Redis at {where}: {exc}; is the server running? "

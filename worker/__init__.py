@@ -1,6 +1,7 @@
 """The tickwheel worker process: membership, shard leases, per-shard reaper, recovery."""
 
 from .settings import WorkerSettings
-from .worker import Worker, WorkerStats
+from .stats import WorkerStats
+from .worker import Worker
 
 __all__ = ["Worker", "WorkerSettings", "WorkerStats"]

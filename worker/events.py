@@ -17,32 +17,26 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
-import redis.client
+
+from timer.client import CountingPubSub
 
 log = logging.getLogger("worker.events")
 
 
-class _CountingPubSub(redis.client.PubSub):
-    """A PubSub that counts its connections (redis-py reconnects and resubscribes silently)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.connects = 0
-        super().__init__(*args, **kwargs)
-
-    def on_connect(self, connection: Any) -> None:
-        self.connects += 1
-        super().on_connect(connection)
-
-
 class EventListener:
+    """One daemon thread following the led shards' event channels.
+
+    Thread-safe: ``want`` from any thread; the callbacks run on the listener's thread.
+    """
+
     def __init__(
         self,
-        client: redis.Redis,
+        new_pubsub: Callable[[], CountingPubSub],
         on_message: Callable[[str, str], None],
         on_reconnect: Callable[[], None],
         on_subscribed: Callable[[str], None],
     ) -> None:
-        self._client = client
+        self._new_pubsub = new_pubsub
         self._on_message = on_message
         self._on_reconnect = on_reconnect
         self._on_subscribed = on_subscribed
@@ -64,11 +58,8 @@ class EventListener:
         if self._thread.is_alive():
             self._thread.join(5)
 
-    def _new_pubsub(self) -> _CountingPubSub:
-        return _CountingPubSub(self._client.connection_pool)
-
     def _loop(self) -> None:
-        pubsub: _CountingPubSub | None = None
+        pubsub: CountingPubSub | None = None
         subscribed: set[str] = set()
         backoff = 0.05
         while not self._stop.is_set():

@@ -7,8 +7,8 @@ metric families, so firing pays nothing for metrics.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import (
@@ -19,8 +19,24 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-if TYPE_CHECKING:
-    from .worker import Worker
+from .stats import LatenessHistogram, WorkerStats
+
+
+class Observed(Protocol):
+    """What the collector reads of a worker (``worker.Worker`` is one)."""
+
+    id: str
+    stats: WorkerStats
+    lateness_histogram: LatenessHistogram
+
+    @property
+    def shards(self) -> Mapping[int, _Led]: ...
+
+
+class _Led(Protocol):
+    @property
+    def tasks(self) -> Mapping[str, object]: ...
+
 
 COUNTERS = {
     "fired": "Timers this worker expired through fire",
@@ -39,7 +55,7 @@ COUNTERS = {
 
 
 class WorkerCollector(Collector):
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: Observed) -> None:
         self.worker = worker
 
     def collect(self) -> Iterator[Metric]:
@@ -69,33 +85,7 @@ class WorkerCollector(Collector):
         yield hist
 
 
-class LatenessHistogram:
-    """Cumulative bucket counts of lateness (ms), cheap to update on the firing path."""
-
-    BOUNDS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000)
-
-    def __init__(self) -> None:
-        self.counts = [0] * (len(self.BOUNDS) + 1)
-        self.total = 0
-
-    def observe(self, ms: int) -> None:
-        for i, bound in enumerate(self.BOUNDS):
-            if ms <= bound:
-                self.counts[i] += 1
-                break
-        else:
-            self.counts[-1] += 1
-        self.total += ms
-
-    def snapshot(self) -> tuple[list[tuple[str, float]], float, int]:
-        running, out = 0, []
-        for bound, n in zip((*map(str, self.BOUNDS), "+Inf"), self.counts, strict=True):
-            running += n
-            out.append((bound, float(running)))
-        return out, float(self.total), running
-
-
-def serve_metrics(worker: Worker, port: int, addr: str = "0.0.0.0") -> CollectorRegistry:
+def serve_metrics(worker: Observed, port: int, addr: str = "0.0.0.0") -> CollectorRegistry:
     """Serve the worker's metrics on http://addr:port/metrics (a daemon thread)."""
     registry = CollectorRegistry()
     registry.register(WorkerCollector(worker))

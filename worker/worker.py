@@ -10,48 +10,49 @@ time drops the shard at once: a paused or partitioned ex-leader never fires.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import queue
 import threading
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
-
-import redis
+from collections.abc import Callable, Iterable
+from typing import Protocol, TypeVar
 
 from timer import SystemTimer, SystemTimerReaper, TimerClient, TimerError
+from timer.durable.calls import parse_event
 from timer.errors import Fenced
-from timer.store import map_errors, translate
 
 from .events import EventListener
-from .metrics import LatenessHistogram
 from .redis_clock import RedisClock
 from .settings import WorkerSettings
-from .shard import FireTask, ShardState, read_due
+from .shard import FireTask, ShardState
+from .stats import LatenessHistogram, WorkerStats
 
 log = logging.getLogger("worker")
 
 
-@dataclass
-class WorkerStats:
-    fired: int = 0
-    swept: int = 0
-    early_reinserted: int = 0
-    fence_rejections: int = 0
-    leases_acquired: int = 0
-    leases_lost: int = 0
-    leases_released: int = 0
-    takeovers: int = 0
-    redis_errors: int = 0
-    loaded: int = 0
-    reloads: int = 0
-    completed_seen: int = 0
-    cancelled_seen: int = 0
-    outcomes_trimmed: int = 0
+class _Timed(Protocol):
+    @property
+    def now_ms(self) -> int: ...
+
+
+L = TypeVar("L", bound=_Timed)
 
 
 class Worker:
+    """Leads a fair share of a namespace's shards and fires their timers.
+
+    ``run()`` until ``stop()``; ``run_once()`` is the deterministic mode for tests (one
+    tick, then fire what is due now). Knobs are in :class:`WorkerSettings`.
+
+    Threads: the caller's runs ``tick`` (heartbeat, leases, loading, sweeping, trimming);
+    the wheel's reaper and executor expire tasks into ``fire_queue``; the firer thread
+    sends them through ``ShardStore.fire``; the events thread follows pub/sub. Shard
+    state is guarded by one lock, never held across a call to Redis from the firer.
+    Every Redis call goes through the client (``heartbeat``, ``leave``) or a shard's
+    ``ShardStore``; the worker builds no key.
+    """
+
     def __init__(self, client: TimerClient, settings: WorkerSettings | None = None) -> None:
         self.client = client
         self.settings = settings or WorkerSettings()
@@ -69,7 +70,7 @@ class Worker:
         self._reaper: SystemTimerReaper | None = None
         self._firer: threading.Thread | None = None
         self.events = EventListener(
-            client.redis, self._on_event, self._on_reconnect, self._on_subscribed
+            client.events_pubsub, self._on_event, self._on_reconnect, self._on_subscribed
         )
         self.meta = client.meta
 
@@ -80,26 +81,20 @@ class Worker:
         server_ms = self.client.server_time_ms()
         self.clock.observe(server_ms, sent, self.clock.mono_ms())
 
-    def _lease_call(self, script: Any, state_keys: Any, args: list[Any]) -> Any:
+    def _timed(self, lease_call: Callable[..., L], *args: object) -> tuple[L, float]:
+        """Run a lease call; learn the clock offset from the Redis TIME it carries back."""
         sent = self.clock.mono_ms()
-        with map_errors(self.client.where):
-            reply = script(keys=[state_keys.lease, state_keys.epoch], args=args)
-        if isinstance(reply, list):
-            self.clock.observe(int(reply[-1]), sent, self.clock.mono_ms())
+        reply = lease_call(*args)
+        self.clock.observe(reply.now_ms, sent, self.clock.mono_ms())
         return reply, sent
 
     # -- membership and leases -----------------------------------------------------------
 
     def heartbeat(self) -> int:
         """Announce this worker; return how many workers are live."""
-        now = self.clock.now_ms()
-        key = self.client.keys.workers
-        with map_errors(self.client.where):
-            pipe = self.client.redis.pipeline(transaction=False)
-            pipe.zadd(key, {self.id: now})
-            pipe.zremrangebyscore(key, "-inf", now - 10 * self.settings.live_window_ms)
-            pipe.zcount(key, now - self.settings.live_window_ms, "+inf")
-            live = int(pipe.execute()[-1])
+        live = self.client.heartbeat(
+            self.id, now_ms=self.clock.now_ms(), live_window_ms=self.settings.live_window_ms
+        )
         self._live = max(1, live)
         self._last_heartbeat = self.clock.mono_ms()
         return self._live
@@ -120,10 +115,8 @@ class Worker:
                 self.stats.leases_lost += 1
                 self.drop(state.shard, release=False)
             elif now - state.renewed_mono_ms >= s.renew_every_ms:
-                reply, sent = self._lease_call(
-                    self.client.scripts.lease_renew, state.keys, [self.id, state.epoch, s.lease_ms]
-                )
-                if int(reply[0]) == 1:
+                renewal, sent = self._timed(state.store.renew, self.id, state.epoch, s.lease_ms)
+                if renewal.renewed:
                     state.renewed_mono_ms = sent
                 else:
                     log.warning("shard %d: lease lost at epoch %d", state.shard, state.epoch)
@@ -144,18 +137,16 @@ class Worker:
                     self.acquire(shard)
 
     def acquire(self, shard: int) -> bool:
-        keys = self.client.keys.shard(shard)
-        reply, sent = self._lease_call(
-            self.client.scripts.lease_acquire, keys, [self.id, self.settings.lease_ms]
-        )
-        if int(reply[0]) != 1:
+        store = self.client.shard_store(shard)
+        grant, sent = self._timed(store.acquire, self.id, self.settings.lease_ms)
+        if not grant.acquired:
             return False
-        epoch = int(reply[1])
+        epoch = grant.epoch
         with self._lock:
             # The first sweep waits a sweep interval: catch-up goes through the wheel, in
             # deadline order, rather than bucket by bucket in set order.
             self.shards[shard] = ShardState(
-                shard, epoch, keys, renewed_mono_ms=sent, last_sweep_mono_ms=sent
+                shard, epoch, store, renewed_mono_ms=sent, last_sweep_mono_ms=sent
             )
         self.stats.leases_acquired += 1
         if epoch > 1:
@@ -176,16 +167,14 @@ class Worker:
         self._update_subscriptions()
         if release:
             try:
-                reply, _ = self._lease_call(
-                    self.client.scripts.lease_release, state.keys, [self.id, state.epoch]
-                )
-                self.stats.leases_released += int(reply == 1)
+                released = state.store.release(self.id, state.epoch)
+                self.stats.leases_released += int(released)
             except TimerError as exc:
                 log.warning("shard %d: release failed (%s); its lease will expire", shard, exc)
 
     def _update_subscriptions(self) -> None:
         with self._lock:
-            self.events.want({s.keys.events for s in self.shards.values()})
+            self.events.want({s.store.events_channel for s in self.shards.values()})
 
     # -- loading the horizon -------------------------------------------------------------
 
@@ -194,16 +183,12 @@ class Worker:
         until = self.clock.now_ms() + self.settings.horizon_ms
         if state.needs_reload:
             state.loaded = set()
-        with map_errors(self.client.where):
-            buckets, due = read_due(
-                self.client.redis, state.keys, until, state.loaded,
-                max_ids=self.settings.max_load,
-            )  # fmt: skip
+        due = state.store.read_due(until, state.loaded, max_ids=self.settings.max_load)
         added = 0
         with self._lock:
             if self.shards.get(state.shard) is not state:
                 return 0
-            for deadline, tid in due:
+            for deadline, tid in due.timers:
                 if tid not in state.tasks:
                     self._add_task(state, tid, deadline)
                     added += 1
@@ -211,12 +196,12 @@ class Worker:
             # them; events fill them in). One straddling the edge is read again next time:
             # a timer scheduled into it beyond the horizon while we read would be missed.
             width = self.meta.bucket_ms
-            state.loaded.update(n for n in buckets if (n + 1) * width <= until)
+            state.loaded.update(n for n in due.buckets if (n + 1) * width <= until)
             # Buckets whose end is long past were swept: forget them (bounded memory).
             old = (self.clock.now_ms() - 4 * self.meta.bucket_ms) // self.meta.bucket_ms
             state.loaded = {n for n in state.loaded if n >= old}
             state.needs_reload = False
-            state.more_to_load = len(due) >= self.settings.max_load  # a backlog: next tick
+            state.more_to_load = len(due.timers) >= self.settings.max_load  # backlog: next tick
             state.last_load_mono_ms = self.clock.mono_ms()
         self.stats.loaded += added
         return added
@@ -235,41 +220,40 @@ class Worker:
         self.timer.add(task)
 
     def _on_event(self, channel: str, data: str) -> None:
-        kind, rest = data.split(" ", 1)
-        shard = int(channel.rsplit(":", 2)[-2])
+        shard = self.client.shard_of_channel(channel)
+        event = parse_event(data)
+        tid = event.timer_id
         with self._lock:
-            state = self.shards.get(shard)
+            state = self.shards.get(shard) if shard is not None else None
             if state is None:
                 return
-            if kind in ("S", "R"):
-                deadline_s, tid = rest.split(" ", 1)
-                deadline = int(deadline_s)
+            if event.deadline_ms is not None:  # scheduled or rescheduled
+                deadline = event.deadline_ms
                 # A loaded bucket must hold all its timers in the wheel (load skips it from
                 # now on), even those beyond the horizon edge it straddles.
                 within = (
                     deadline <= self.clock.now_ms() + self.settings.horizon_ms
                     or deadline // self.meta.bucket_ms in state.loaded
                 )
-                if kind == "S" and tid in state.tasks:
+                if event.kind == "scheduled" and tid in state.tasks:
                     return
                 if within:
                     self._add_task(state, tid, deadline)
                 elif tid in state.tasks:
                     state.tasks.pop(tid).cancel()
-            elif kind == "X":
-                outcome, tid = rest.split(" ", 1)
-                if outcome == "completed":
+            else:  # decided
+                if event.outcome == "completed":
                     self.stats.completed_seen += 1
-                elif outcome == "cancelled":
+                elif event.outcome == "cancelled":
                     self.stats.cancelled_seen += 1
                 task = state.tasks.pop(tid, None)
                 if task is not None:
                     task.cancel()
 
     def _on_subscribed(self, channel: str) -> None:
-        shard = int(channel.rsplit(":", 2)[-2])
+        shard = self.client.shard_of_channel(channel)
         with self._lock:
-            state = self.shards.get(shard)
+            state = self.shards.get(shard) if shard is not None else None
             if state is not None:
                 state.needs_reload = True
 
@@ -299,28 +283,16 @@ class Worker:
         return fired_total
 
     def _fire(self, state: ShardState, group: list[FireTask]) -> int:
-        k, ids = state.keys, [t.timer_id for t in group]
+        ids = [t.timer_id for t in group]
         try:
-            fired, early = self.client.scripts.fire(
-                keys=[k.timers, k.buckets, k.outcomes, k.lease, k.epoch,
-                      *(k.result(i) for i in ids)],
-                args=[k.prefix, self.id, state.epoch, self.meta.bucket_ms,
-                      self.settings.result_ttl_ms, k.events, *ids],
-            )  # fmt: skip
-        except redis.RedisError as exc:
-            err = translate(exc, self.client.where)
-            if isinstance(err, Fenced):
-                self.stats.fence_rejections += 1
-                log.warning("shard %d: fenced at epoch %d; dropping it", state.shard, state.epoch)
-                self.drop(state.shard, release=False)
-                return 0
-            raise err from None
+            result = state.store.fire(self.id, state.epoch, ids, ttl_ms=self.settings.result_ttl_ms)
+        except Fenced:
+            self.stats.fence_rejections += 1
+            log.warning("shard %d: fenced at epoch %d; dropping it", state.shard, state.epoch)
+            self.drop(state.shard, release=False)
+            return 0
         now = self.clock.now_ms()
-        fired_ids = {x.decode("utf-8", "surrogatepass") for x in fired}
-        early_at = {
-            early[i].decode("utf-8", "surrogatepass"): int(early[i + 1])
-            for i in range(0, len(early), 2)
-        }
+        fired_ids, early_at = set(result.fired), result.early
         with self._lock:
             alive = self.shards.get(state.shard) is state
             for task in group:
@@ -334,8 +306,8 @@ class Worker:
                     self._add_task(state, tid, early_at[tid], min_delay_ms=1)
                 else:  # fired here, or decided by someone else meanwhile
                     del state.tasks[tid]
-        self.stats.fired += len(fired)
-        return len(fired)
+        self.stats.fired += len(result.fired)
+        return len(result.fired)
 
     def _record_lateness(self, ms: int) -> None:
         self.lateness_histogram.observe(ms)
@@ -368,32 +340,26 @@ class Worker:
 
     def sweep(self, state: ShardState) -> int:
         """Expire what is left in the shard's ended buckets (pub/sub is never trusted)."""
-        k = state.keys
+        s = self.settings
         total = 0
-        for _ in range(self.settings.max_sweeps_per_tick):  # the rest waits for the next tick
+        for _ in range(s.max_sweeps_per_tick):  # the rest waits for the next tick
             try:
-                fired, more = self.client.scripts.sweep(
-                    keys=[k.timers, k.buckets, k.outcomes, k.lease, k.epoch],
-                    args=[k.prefix, self.id, state.epoch, self.meta.bucket_ms,
-                          self.settings.result_ttl_ms, k.events, self.settings.sweep_limit],
-                )  # fmt: skip
-            except redis.RedisError as exc:
-                err = translate(exc, self.client.where)
-                if isinstance(err, Fenced):
-                    self.stats.fence_rejections += 1
-                    self.drop(state.shard, release=False)
-                    return total
-                raise err from None
+                swept = state.store.sweep(
+                    self.id, state.epoch, ttl_ms=s.result_ttl_ms, limit=s.sweep_limit
+                )
+            except Fenced:
+                self.stats.fence_rejections += 1
+                self.drop(state.shard, release=False)
+                return total
             now = self.clock.now_ms()
             with self._lock:
-                for i in range(0, len(fired), 2):
-                    tid = fired[i].decode("utf-8", "surrogatepass")
-                    self._record_lateness(now - int(fired[i + 1]))
+                for tid, deadline in swept.fired:
+                    self._record_lateness(now - deadline)
                     task = state.tasks.pop(tid, None)
                     if task is not None:
                         task.cancel()
-            total += len(fired) // 2
-            if not int(more):
+            total += len(swept.fired)
+            if not swept.more:
                 state.last_sweep_mono_ms = self.clock.mono_ms()
                 break
         # else: ended buckets still hold timers; the next tick sweeps again, interval or not
@@ -498,11 +464,8 @@ class Worker:
             self._firer.join(5)
         for shard in list(self.shards):
             self.drop(shard, release=True)
-        try:
-            with map_errors(self.client.where):
-                self.client.redis.zrem(self.client.keys.workers, self.id)
-        except TimerError:
-            pass
+        with contextlib.suppress(TimerError):  # gone from the live set within a TTL anyway
+            self.client.leave(self.id)
         self.events.stop()
         if self._reaper is not None:
             self._reaper.close()

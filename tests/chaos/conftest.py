@@ -15,7 +15,6 @@ import pytest
 
 from tests.conftest import wait_for
 from timer import Outcome, TimerClient
-from timer.outcomes import iter_all
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -83,7 +82,7 @@ def workers_factory(tmp_path: Path) -> Iterator[list[Workers]]:
 
 def read_all_outcomes(c: TimerClient) -> list[Outcome]:
     """Every entry of every shard's outcome stream (not a consumer group: all of them)."""
-    return list(iter_all(c))
+    return list(c.all_outcomes())
 
 
 def assert_exactly_once(outcomes: list[Outcome], expected_ids: set[str]) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import wait_for
 from timer import TimerClient
-from timer.server import RedisServer
+from timer.testing import RedisServer
 
 from .conftest import Workers, assert_exactly_once, read_all_outcomes
 

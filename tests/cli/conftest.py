@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from cli.main import main
-from timer.server import RedisServer
+from timer.testing import RedisServer
 
 
 @pytest.fixture

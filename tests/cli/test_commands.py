@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli.main import main
-from timer.server import free_port
+from timer.testing import free_port
 
 from .conftest import Run, as_json
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from cli import embedded
 from cli.main import main
 from tests.conftest import wait_for
-from timer.server import RedisServer, free_port
+from timer.testing import RedisServer, free_port
 
 from .conftest import Run, as_json
 

@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from timer import TimerClient
-from timer.server import RedisServer
+from timer.testing import RedisServer
 
 SHARDS = 4
 

@@ -24,7 +24,7 @@ from timer import (
     WaitTimeout,
 )
 from timer.aio import AsyncTimerClient
-from timer.server import RedisServer, free_port
+from timer.testing import RedisServer, free_port
 
 from .conftest import namespace_keys
 

@@ -8,8 +8,8 @@ import pytest
 import redis
 
 from timer import ConfigError, InvalidInput, StoreError, TimerClient
-from timer.server import free_port
 from timer.store import RedisSettings, redact_url
+from timer.testing import free_port
 
 from .conftest import namespace_keys
 

@@ -10,9 +10,8 @@ import pytest
 import redis
 
 from timer import ClientSettings, DuplicateTimer, TimerClient, TimerNotFound, WaitTimeout
-from timer.keys import ShardKeys
-from timer.outcomes import OutcomeReader
-from timer.server import RedisServer
+from timer.client import ShardStore
+from timer.testing import RedisServer
 
 from .conftest import server_now_ms
 
@@ -146,18 +145,14 @@ def test_races_decide_exactly_once(client: TimerClient) -> None:
     for round_ in range(rounds):
         tid, key = f"race:{{{round_}}}", f"race:{{{round_}}}:done"
         timer = client.schedule(tid, delay_ms=0, watch=[key])  # due at once: fire may win too
-        sk = client.keys.shard(timer.shard)
-        lease = client.scripts.lease_acquire(keys=[sk.lease, sk.epoch], args=["w", 60_000])
-        epoch = int(lease[1]) if lease[0] == 1 else int(redis_epoch(client, timer.shard))
+        store = client.shard_store(timer.shard)
+        lease = store.acquire("w", 60_000)
+        epoch = lease.epoch if lease.acquired else int(redis_epoch(client, timer.shard))
         barrier = threading.Barrier(12)
         wins: list[str] = []
 
-        def fire(tid: str = tid, sk: ShardKeys = sk, epoch: int = epoch) -> bool:
-            fired, _ = client.scripts.fire(
-                keys=[sk.timers, sk.buckets, sk.outcomes, sk.lease, sk.epoch, sk.result(tid)],
-                args=[sk.prefix, "w", epoch, client.meta.bucket_ms, 60_000, sk.events, tid],
-            )
-            return bool(fired)
+        def fire(tid: str = tid, store: ShardStore = store, epoch: int = epoch) -> bool:
+            return bool(store.fire("w", epoch, [tid], ttl_ms=60_000).fired)
 
         actions: dict[str, Callable[[], object]] = {
             "cancel": lambda tid=tid: client.cancel(tid),
@@ -200,12 +195,11 @@ def test_outcomes_consumer_group_ack_and_reclaim(client: TimerClient) -> None:
     for o in first[:4]:
         o.ack()
     # h1 "dies" holding two; h2 reclaims them once idle (min idle 0 ms here).
-    reader = OutcomeReader(client, "handlers", "h2", reclaim_idle_ms=0)
-    reclaimed = reader.reclaim()
+    reclaimed = list(client.outcomes("handlers", "h2", reclaim_idle_ms=0, stop_when_idle=True))
     assert sorted(o.id for o in reclaimed) == sorted(o.id for o in first[4:])
     for o in reclaimed:
         o.ack()
-    assert reader.reclaim() == []
+    assert list(client.outcomes("handlers", "h2", reclaim_idle_ms=0, stop_when_idle=True)) == []
     assert list(client.outcomes("handlers", "h3", stop_when_idle=True)) == []
     # another group sees everything again
     assert len(list(client.outcomes("audit", "a1", stop_when_idle=True))) == 6

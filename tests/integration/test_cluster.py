@@ -16,7 +16,7 @@ import redis
 
 from timer import ConfigError, TimerClient
 from timer.aio import AsyncTimerClient
-from timer.server import RedisServer, free_port
+from timer.testing import RedisServer, free_port
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+import hashlib
+from importlib import resources
 
 import pytest
 import redis
 
 from timer import Fenced, TimerClient
-from timer.codec import decode_record
-from timer.scripts import NAMES, source
-from timer.store import map_errors
+from timer.durable.codec import decode_record
+from timer.durable.models import FireResult
+from timer.durable.scripts import ScriptName, source
 
 from .conftest import server_now_ms
 
@@ -23,31 +24,25 @@ def c(
 ) -> TimerClient:
     """The client, with the server's script cache emptied first in the second run."""
     if request.param == "after-flush":
-        for name in NAMES:  # load every script, then lose them all
+        for name in ScriptName:  # load every script, then lose them all
             redis_client.script_load(source(name))
         redis_client.script_flush()
-        assert not any(redis_client.script_exists(*(s.sha for s in scripts(client))))
+        assert not any(redis_client.script_exists(*(sha(n) for n in ScriptName)))
     return client
 
 
-def scripts(c: TimerClient) -> list[Any]:
-    return [getattr(c.scripts, name) for name in NAMES]
+def sha(name: ScriptName) -> str:
+    return hashlib.sha1(source(name).encode()).hexdigest()
 
 
 def acquire(c: TimerClient, shard: int, worker: str = "w1", ttl_ms: int = 5_000) -> int:
-    sk = c.keys.shard(shard)
-    reply = c.scripts.lease_acquire(keys=[sk.lease, sk.epoch], args=[worker, ttl_ms])
-    assert reply[0] == 1
-    return int(reply[1])
+    grant = c.shard_store(shard).acquire(worker, ttl_ms)
+    assert grant.acquired
+    return grant.epoch
 
 
-def fire(c: TimerClient, shard: int, worker: str, epoch: int, ids: list[str]) -> Any:
-    sk = c.keys.shard(shard)
-    return c.scripts.fire(
-        keys=[sk.timers, sk.buckets, sk.outcomes, sk.lease, sk.epoch,
-              *(sk.result(i) for i in ids)],
-        args=[sk.prefix, worker, epoch, c.meta.bucket_ms, 60_000, sk.events, *ids],
-    )  # fmt: skip
+def fire(c: TimerClient, shard: int, worker: str, epoch: int, ids: list[str]) -> FireResult:
+    return c.shard_store(shard).fire(worker, epoch, ids, ttl_ms=60_000)
 
 
 def test_schedule_indexes_timer_bucket_and_watch(c: TimerClient, redis_client: redis.Redis) -> None:
@@ -124,14 +119,14 @@ def test_fire_expires_due_reports_early_and_is_fenced(
     due = c.schedule("due", delay_ms=0)
     later = c.schedule("later", deadline_ms=server_now_ms(redis_client) + 60_000)
     epoch = acquire(c, due.shard)
-    fired, early = fire(c, due.shard, "w1", epoch, ["due", "missing"])
-    assert fired == [b"due"] and early == []
+    done = fire(c, due.shard, "w1", epoch, ["due", "missing"])
+    assert done.fired == ["due"] and done.early == {}
     e2 = epoch if later.shard == due.shard else acquire(c, later.shard)
-    fired, early = fire(c, later.shard, "w1", e2, ["later"])
-    assert fired == [] and early == [b"later", str(later.deadline_ms).encode()]
-    with pytest.raises(redis.ResponseError, match="FENCED"):
+    done = fire(c, later.shard, "w1", e2, ["later"])
+    assert done.fired == [] and done.early == {"later": later.deadline_ms}
+    with pytest.raises(Fenced):
         fire(c, later.shard, "w1", e2 - 1, ["later"])
-    with pytest.raises(redis.ResponseError, match="FENCED"):
+    with pytest.raises(Fenced):
         fire(c, later.shard, "intruder", e2, ["later"])
     info = c.get("due")
     assert info is not None and info.state == "expired"
@@ -146,37 +141,45 @@ def test_sweep_expires_ended_buckets_only(c: TimerClient, redis_client: redis.Re
     c.schedule("new:{s}", deadline_ms=now + 60_000)
     assert c.shard_of("new:{s}") == shard
     epoch = acquire(c, shard)
-    sk = c.keys.shard(shard)
-    fired, more = c.scripts.sweep(
-        keys=[sk.timers, sk.buckets, sk.outcomes, sk.lease, sk.epoch],
-        args=[sk.prefix, "w1", epoch, c.meta.bucket_ms, 60_000, sk.events, 3],
-    )
-    assert len(fired) == 6 and more == 1  # limit 3: three ids with their deadlines
-    fired2, more2 = c.scripts.sweep(
-        keys=[sk.timers, sk.buckets, sk.outcomes, sk.lease, sk.epoch],
-        args=[sk.prefix, "w1", epoch, c.meta.bucket_ms, 60_000, sk.events, 100],
-    )
-    assert len(fired2) == 4 and more2 == 0
+    sk, store = c.keys.shard(shard), c.shard_store(shard)
+    first = store.sweep("w1", epoch, ttl_ms=60_000, limit=3)
+    assert len(first.fired) == 3 and first.more  # limit 3: three ids with their deadlines
+    second = store.sweep("w1", epoch, ttl_ms=60_000, limit=100)
+    assert len(second.fired) == 2 and not second.more
+    assert all(deadline <= now - 10_000 for _, deadline in first.fired + second.fired)
     assert redis_client.hlen(sk.timers) == 1 and redis_client.zcard(sk.buckets) == 1
-    with pytest.raises(Fenced), map_errors("test"):
-        c.scripts.sweep(
-            keys=[sk.timers, sk.buckets, sk.outcomes, sk.lease, sk.epoch],
-            args=[sk.prefix, "w2", epoch, c.meta.bucket_ms, 60_000, sk.events, 100],
-        )
+    with pytest.raises(Fenced):
+        store.sweep("w2", epoch, ttl_ms=60_000, limit=100)
 
 
 def test_lease_acquire_renew_release(c: TimerClient, redis_client: redis.Redis) -> None:
     """A lease has one holder; each acquisition raises the epoch; renew/release check it."""
-    sk = c.keys.shard(0)
-    keys = [sk.lease, sk.epoch]
+    sk, store = c.keys.shard(0), c.shard_store(0)
     e1 = acquire(c, 0, "w1", 5_000)
-    held = c.scripts.lease_acquire(keys=keys, args=["w2", 5_000])
-    assert held[0] == 0 and held[1] == b"w1" and 0 < held[2] <= 5_000
-    assert c.scripts.lease_renew(keys=keys, args=["w1", e1, 5_000])[0] == 1
-    assert c.scripts.lease_renew(keys=keys, args=["w2", e1, 5_000])[0] == 0
-    assert c.scripts.lease_release(keys=keys, args=["w1", e1 + 1]) == 0
-    assert c.scripts.lease_release(keys=keys, args=["w1", e1]) == 1
+    held = store.acquire("w2", 5_000)
+    assert not held.acquired and held.holder == "w1" and 0 < held.pttl_ms <= 5_000
+    assert store.renew("w1", e1, 5_000).renewed
+    assert not store.renew("w2", e1, 5_000).renewed
+    assert store.release("w1", e1 + 1) is False
+    assert store.release("w1", e1) is True
     assert not redis_client.exists(sk.lease)
     e2 = acquire(c, 0, "w2", 5_000)
     assert e2 == e1 + 1
-    assert c.scripts.lease_renew(keys=keys, args=["w1", e1, 5_000])[0] == 0
+    assert not store.renew("w1", e1, 5_000).renewed
+
+
+def test_lua_key_helpers_match_the_python_key_format(
+    client: TimerClient, redis_client: redis.Redis
+) -> None:
+    """The keys _lib.lua builds from the shard prefix are the ones keys.py names."""
+    sk = client.keys.shard(2)
+    lib = (resources.files("timer.durable") / "lua" / "_lib.lua").read_text()
+    built = redis_client.eval(
+        lib + "\nreturn {bucket_key(ARGV[1], 1234), watch_key(ARGV[1], 'job:{7}:done'),"
+        " result_key(ARGV[1], 'job:{7}')}",
+        0,
+        sk.prefix,
+    )
+    assert [x.decode() for x in built] == [
+        sk.bucket(1234), sk.watch("job:{7}:done"), sk.result("job:{7}")
+    ]  # fmt: skip

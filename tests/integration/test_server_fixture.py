@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from timer.server import RedisServer
+from timer.testing import RedisServer
 
 pytestmark = pytest.mark.redis
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from timer import StoreError, TimerClient
-from timer.server import RedisServer, free_port
+from timer.testing import RedisServer, free_port
 
 pytestmark = pytest.mark.redis
 

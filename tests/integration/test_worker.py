@@ -11,8 +11,7 @@ import redis
 
 from tests.conftest import wait_for
 from timer import Outcome, TimerClient
-from timer.outcomes import iter_all
-from timer.server import RedisServer
+from timer.testing import RedisServer
 from worker import Worker, WorkerSettings
 
 from .conftest import server_now_ms
@@ -242,10 +241,10 @@ def test_backlog_is_loaded_in_slices_and_all_fires_once(
             nonlocal peak
             w.run_once()
             peak = max(peak, max((len(s.tasks) for s in w.shards.values()), default=0))
-            return sum(1 for _ in iter_all(c)) >= 1_000
+            return sum(1 for _ in c.all_outcomes()) >= 1_000
 
         wait_for(step, 60, "the backlog fired")
-        outs = list(iter_all(c))
+        outs = list(c.all_outcomes())
         assert Counter(o.id for o in outs) == {f"b{i}": 1 for i in range(1_000)}
         assert peak <= 200, f"held {peak} timers at once with max_load=100"
         assert [o.deadline_ms for o in outs] == sorted(o.deadline_ms for o in outs)
@@ -281,7 +280,7 @@ def test_worker_trims_acked_outcomes_past_the_retention_of_led_shards(
         shard = ns_client.shard_of("trim7")
         kept = [t for t in ids[7:] if ns_client.shard_of(t) == shard]
         wait_for(trimmed, 20, "the acked outcomes trimmed")
-        assert [o.id for o in iter_all(ns_client)] == kept
+        assert [o.id for o in ns_client.all_outcomes()] == kept
         assert w.stats.outcomes_trimmed == len(ids) - len(kept)
     finally:
         w.close()

@@ -14,7 +14,7 @@ import pytest
 
 from timer import InvalidInput, TimerClient
 from timer import spark as tws
-from timer.server import RedisServer
+from timer.testing import RedisServer
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 pyspark = pytest.importorskip("pyspark")

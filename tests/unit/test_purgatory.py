@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from timer import DelayedOperation, DelayedOperationPurgatory, InvalidInput
-from timer.clock import MONOTONIC
+from timer.engine.clock import MONOTONIC
 
 
 class MockOp(DelayedOperation):

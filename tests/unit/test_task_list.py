@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from timer import DelayQueue, InvalidInput, ManualClock, TaskCounter, TimerTaskEntry, TimerTaskList
+from timer import InvalidInput, ManualClock
+from timer.engine.delay_queue import DelayQueue
+from timer.engine.task import TimerTaskEntry
+from timer.engine.task_list import TaskCounter, TimerTaskList
 
 from .helpers import NoopTask
 

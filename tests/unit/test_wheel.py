@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from timer import DelayQueue, ManualClock, TaskCounter, TimerTaskEntry, TimingWheel
+from timer import ManualClock
+from timer.engine.delay_queue import DelayQueue
+from timer.engine.task import TimerTaskEntry
+from timer.engine.task_list import TaskCounter
+from timer.engine.wheel import TimingWheel
 
 from .helpers import NoopTask
 

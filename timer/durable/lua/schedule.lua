@@ -60,7 +60,7 @@ if too_far then return too_far end
 redis.call('HSET', KEYS[1], id, cmsgpack.pack({d = deadline, p = payload, w = watch, n = need, g = {}, c = now, s = origin}))
 index_bucket(P, KEYS[2], id, deadline, bucket_ms)
 for _, k in ipairs(watch) do
-  redis.call('SADD', P .. ':w:' .. k, id)
+  redis.call('SADD', watch_key(P, k), id)
 end
 redis.call('PUBLISH', ARGV[9], 'S ' .. istr(deadline) .. ' ' .. id)
 return {'created', istr(deadline), istr(now)}

@@ -20,6 +20,11 @@ _STOP = object()
 
 
 class TaskExecutor:
+    """One daemon thread running submitted tasks in order.
+
+    Thread-safe: ``submit`` from any thread; ``shutdown``/``shutdown_now`` once.
+    """
+
     def __init__(self, name: str) -> None:
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self.errors = 0

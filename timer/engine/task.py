@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from .errors import InvalidInput
+from ..errors import InvalidInput
 
-if TYPE_CHECKING:
-    from .task_list import TimerTaskList
+
+class Bucket(Protocol):
+    """What an entry needs of the bucket holding it (``TimerTaskList`` is one)."""
+
+    def remove(self, entry: TimerTaskEntry) -> None: ...
 
 
 def check_delay(delay_ms: object) -> int:
@@ -25,6 +28,8 @@ class TimerTask:
     A task lives in at most one bucket at a time: binding it to a new entry removes it from
     the old one, and :meth:`cancel` unlinks it in O(1). A negative delay means "already
     expired": the task runs as soon as it is added.
+
+    Thread-safe: ``cancel`` may be called from any thread, at any time.
     """
 
     __slots__ = ("_cancelled", "_entry", "delay_ms")
@@ -64,14 +69,17 @@ class TimerTask:
 
 
 class TimerTaskEntry:
-    """The node that binds a task to its bucket, with the absolute ``expiration_ms``."""
+    """The node that binds a task to its bucket, with the absolute ``expiration_ms``.
+
+    Not thread-safe alone: its bucket's lock guards it (``remove`` takes that lock).
+    """
 
     __slots__ = ("bucket", "expiration_ms", "timer_task")
 
     def __init__(self, timer_task: TimerTask, expiration_ms: int) -> None:
         self.timer_task = timer_task
         self.expiration_ms = expiration_ms
-        self.bucket: TimerTaskList | None = None
+        self.bucket: Bucket | None = None
         timer_task._bind(self)
 
     @property

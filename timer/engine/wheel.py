@@ -43,7 +43,12 @@ if TYPE_CHECKING:
 
 
 class TimingWheel:
-    """One level of the hierarchy; its overflow wheel is created on demand."""
+    """One level of the hierarchy; its overflow wheel is created on demand.
+
+    Not thread-safe: the owning timer's lock must be held for ``add`` and
+    ``advance_clock``, and there must be no ``add`` while ``advance_clock`` runs
+    (Kafka says the same of its ``TimingWheel``).
+    """
 
     __slots__ = (
         "_buckets",

@@ -28,7 +28,10 @@ class MonotonicClock:
 
 
 class ManualClock:
-    """A clock that moves only when told to: for deterministic tests."""
+    """A clock that moves only when told to: for deterministic tests.
+
+    Thread-safe: ``advance`` and ``now_ms`` may be called from any thread.
+    """
 
     def __init__(self, start_ms: int = 0) -> None:
         self._now = start_ms

@@ -1,4 +1,10 @@
-"""What the client returns: plain frozen dataclasses."""
+"""The durable layer's values: what the clients return and what the worker reads.
+
+Plain frozen dataclasses with no I/O. ``Timer``, ``TimerInfo``, ``Outcome`` and
+``Trimmed`` are the public results (re-exported by ``timer``); ``Meta`` and
+``ClientSettings`` configure the call builders; the lease, fire and sweep results are
+what a shard's leader gets back from its scripts.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,29 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .codec import DEFAULT_MAX_PAYLOAD
+
 OUTCOMES = ("expired", "completed", "cancelled")
+MAX_DELAY_MS = 10 * 366 * 24 * 3600 * 1000  # ten years: anything longer is a mistake
+
+
+@dataclass(frozen=True)
+class Meta:
+    """A namespace's fixed shape, chosen once at ``init``."""
+
+    shards: int
+    bucket_ms: int
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """Limits and retention a client applies to the calls it builds."""
+
+    result_ttl_ms: int = 24 * 3600 * 1000
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD
+    max_delay_ms: int = MAX_DELAY_MS
+    notify_batch: int = 1000
+    pipeline_batch: int = 1000
 
 
 @dataclass(frozen=True)
@@ -77,3 +105,61 @@ class Trimmed:
     shard: int
     removed: int
     held_by_group: bool  # a consumer group still owed entries the retention would drop
+
+
+# -- what a shard's leader gets back -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LeaseGrant:
+    """``lease_acquire``: acquired at ``epoch``, or held by ``holder`` for ``pttl_ms`` more."""
+
+    acquired: bool
+    epoch: int
+    holder: str | None
+    pttl_ms: int
+    now_ms: int  # Redis TIME when the script ran: the worker measures its clock offset
+
+
+@dataclass(frozen=True)
+class LeaseRenewal:
+    renewed: bool  # False: lost (expired, taken over, another epoch): drop the shard
+    now_ms: int
+
+
+@dataclass(frozen=True)
+class FireResult:
+    """``fire``: ids expired by this call; ids Redis time says are early, with deadlines."""
+
+    fired: list[str]
+    early: dict[str, int]
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """``sweep``: (id, deadline_ms) expired by this call; ``more`` if ended buckets remain."""
+
+    fired: list[tuple[str, int]]
+    more: bool
+
+
+@dataclass(frozen=True)
+class DueTimers:
+    """``read_due``: the bucket numbers read whole, and their timers oldest first."""
+
+    buckets: list[int]
+    timers: list[tuple[int, str]]  # (deadline_ms, id)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One message of a shard's events channel (what the leader follows).
+
+    ``kind`` is ``scheduled``, ``rescheduled`` (with ``deadline_ms``) or ``decided``
+    (with ``outcome``).
+    """
+
+    kind: str
+    timer_id: str
+    deadline_ms: int | None = None
+    outcome: str | None = None

@@ -15,8 +15,9 @@ Cost     O(min(limit, watchers) * W).
 Keys built from P: P:w:<key> (watch index), P:b:<n> (buckets), P:r:<id> (outcomes).
 ]]
 local P, key = ARGV[1], ARGV[2]
-local bucket_ms, ttl, limit = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[7])
-local wkey = P .. ':w:' .. key
+local ctx = shard_ctx(P, KEYS[1], KEYS[2], KEYS[3], ARGV[5], ARGV[3], ARGV[4])
+local limit = tonumber(ARGV[7])
+local wkey = watch_key(P, key)
 local ids = redis.call('SRANDMEMBER', wkey, limit)
 local now = nil
 local completed = 0
@@ -33,7 +34,7 @@ for _, id in ipairs(ids) do
     if not seen then rec.g[#rec.g + 1] = key end
     if #rec.g >= rec.n then
       now = now or now_ms()
-      decide(P, KEYS[1], KEYS[2], KEYS[3], P .. ':r:' .. id, ARGV[5], id, rec, 'completed', now, bucket_ms, ttl)
+      decide(ctx, id, rec, 'completed', now, result_key(P, id))
       completed = completed + 1
     else
       redis.call('HSET', KEYS[1], id, cmsgpack.pack(rec))

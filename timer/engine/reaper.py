@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from .errors import InvalidInput
+from ..errors import InvalidInput
 from .system_timer import SystemTimer
 from .task import TimerTask
 
@@ -17,6 +17,11 @@ log = logging.getLogger("timer.reaper")
 
 
 class SystemTimerReaper:
+    """Drives ``timer.advance_clock`` on its own daemon thread until ``close()``.
+
+    Thread-safe: ``add`` and ``close`` from any thread; ``close`` is idempotent.
+    """
+
     def __init__(self, timer: SystemTimer, name: str | None = None) -> None:
         if not isinstance(timer, SystemTimer):
             raise InvalidInput(f"SystemTimerReaper needs a SystemTimer, got {timer!r}")

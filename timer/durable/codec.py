@@ -6,7 +6,7 @@ from typing import Any
 
 import msgpack
 
-from .errors import InvalidInput
+from ..errors import InvalidInput
 
 DEFAULT_MAX_PAYLOAD = 1024 * 1024
 

@@ -19,8 +19,18 @@ local function istr(x)
   return string.format('%d', x)
 end
 
+-- The three keys a script may build itself, always from the shard's hash-tagged prefix P
+-- (so they stay in its slot); timer/durable/keys.py owns the same format (ShardKeys).
 local function bucket_key(P, n)
   return P .. ':b:' .. istr(n)
+end
+
+local function watch_key(P, key)
+  return P .. ':w:' .. key
+end
+
+local function result_key(P, id)
+  return P .. ':r:' .. id
 end
 
 -- Put a pending timer in its durable bucket and the bucket in the ZSET mirror.
@@ -40,19 +50,26 @@ local function unindex_bucket(P, bz, id, deadline, bucket_ms)
   end
 end
 
+-- The shard a deciding script works on: prefix, the keys every decision writes, the
+-- events channel, and the bucket width and outcome retention (ms).
+local function shard_ctx(P, tkey, bz, outkey, evchan, bucket_ms, ttl_ms)
+  return {P = P, t = tkey, bz = bz, out = outkey, ev = evchan,
+    bucket_ms = tonumber(bucket_ms), ttl = tonumber(ttl_ms)}
+end
+
 -- Decide a pending timer, once: remove it from every index, append its outcome to the
--- stream, retain the outcome for get/wait/idempotent retries, tell the leader.
-local function decide(P, tkey, bz, outkey, rkey, evchan, id, rec, outcome, now, bucket_ms, ttl_ms)
-  redis.call('HDEL', tkey, id)
-  unindex_bucket(P, bz, id, rec.d, bucket_ms)
+-- stream, retain the outcome (at rkey) for get/wait/idempotent retries, tell the leader.
+local function decide(ctx, id, rec, outcome, now, rkey)
+  redis.call('HDEL', ctx.t, id)
+  unindex_bucket(ctx.P, ctx.bz, id, rec.d, ctx.bucket_ms)
   for _, k in ipairs(rec.w) do
-    redis.call('SREM', P .. ':w:' .. k, id)
+    redis.call('SREM', watch_key(ctx.P, k), id)
   end
-  redis.call('XADD', outkey, '*', 'id', id, 'outcome', outcome, 'deadline', istr(rec.d),
+  redis.call('XADD', ctx.out, '*', 'id', id, 'outcome', outcome, 'deadline', istr(rec.d),
     'decided', istr(now), 'payload', rec.p)
   redis.call('SET', rkey, cmsgpack.pack({o = outcome, d = rec.d, t = now, p = rec.p, c = rec.c, s = rec.s}),
-    'PX', ttl_ms)
-  redis.call('PUBLISH', evchan, 'X ' .. outcome .. ' ' .. id)
+    'PX', ctx.ttl)
+  redis.call('PUBLISH', ctx.ev, 'X ' .. outcome .. ' ' .. id)
 end
 
 -- Fail with FENCED unless `worker` holds the shard's lease at `epoch`.
@@ -91,7 +108,7 @@ local function decide_by_id(outcome)
   local P, id = ARGV[1], ARGV[2]
   local rec, reply = pending_record(KEYS[1], KEYS[4], id)
   if not rec then return reply end
-  decide(P, KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[5], id, rec, outcome,
-    now_ms(), tonumber(ARGV[3]), tonumber(ARGV[4]))
+  local ctx = shard_ctx(P, KEYS[1], KEYS[2], KEYS[3], ARGV[5], ARGV[3], ARGV[4])
+  decide(ctx, id, rec, outcome, now_ms(), KEYS[4])
   return {outcome}
 end

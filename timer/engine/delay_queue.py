@@ -17,6 +17,12 @@ from .task_list import TimerTaskList
 
 
 class DelayQueue:
+    """Buckets by expiration; ``poll`` blocks until the head is due.
+
+    Thread-safe: one condition variable guards the heap, so the timer offers buckets
+    under its own lock while the reaper thread blocks in ``poll`` without it.
+    """
+
     def __init__(self, clock: Clock = MONOTONIC) -> None:
         self._clock = clock
         self._heap: list[tuple[int, int, TimerTaskList]] = []

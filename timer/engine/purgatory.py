@@ -17,15 +17,21 @@ import logging
 import threading
 from collections.abc import Callable, Hashable, Iterable
 
-from .errors import InvalidInput
+from ..errors import InvalidInput
 from .system_timer import SystemTimer
 from .task import TimerTask
+from .timer import Timer
 
 log = logging.getLogger("timer.purgatory")
 
 
 class DelayedOperation(TimerTask):
-    """Override ``try_complete``, ``on_complete`` and ``on_expiration``."""
+    """Override ``try_complete``, ``on_complete`` and ``on_expiration``.
+
+    Thread-safe: ``force_complete`` is a compare-and-set under the operation's lock, so
+    exactly one caller (a completer or the timer's expiry) wins; ``on_complete`` runs
+    once, outside any purgatory lock.
+    """
 
     def __init__(self, delay_ms: int) -> None:
         super().__init__(delay_ms)
@@ -102,19 +108,28 @@ class _Watchers:
 
 
 class DelayedOperationPurgatory:
-    """Operations that complete early when a watched key is checked, or expire."""
+    """Operations that complete early when a watched key is checked, or expire.
+
+    Thread-safe. The story about locks (Kafka's): each operation has its own lock, taken
+    by ``try_complete_else_watch`` and ``check_and_complete`` around ``try_complete``;
+    the purgatory's map lock guards only the watch lists and is never held while an
+    operation's lock is taken. So a caller must not hold a lock that ``try_complete`` or
+    ``on_complete`` also takes when it calls ``check_and_complete`` (KAFKA-3994: a
+    deadlock). ``timer`` is any :class:`~timer.engine.timer.Timer`; by default a
+    ``SystemTimer`` the purgatory owns.
+    """
 
     def __init__(
         self,
         name: str,
-        timer: SystemTimer | None = None,
+        timer: Timer | None = None,
         purge_interval: int = 1000,
         reaper_enabled: bool = True,
         timer_enabled: bool = True,
     ) -> None:
         self.name = name
         self.purge_interval = purge_interval
-        self.timer = timer if timer is not None else SystemTimer(name)
+        self.timer: Timer = timer if timer is not None else SystemTimer(name)
         self._timer_enabled = timer_enabled
         self._map_lock = threading.Lock()
         self._watchers: dict[Hashable, _Watchers] = {}
@@ -255,7 +270,9 @@ class DelayedOperationPurgatory:
     def shutdown(self) -> None:
         """Stop the reaper and close the timer."""
         self._shutdown.set()
-        self.timer.wake()
+        # A SystemTimer can be woken from its wait; any other Timer is waited out (<200 ms).
+        if isinstance(self.timer, SystemTimer):
+            self.timer.wake()
         if self._reaper is not None and self._reaper is not threading.current_thread():
             self._reaper.join()
         self.timer.close()

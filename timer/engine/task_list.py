@@ -26,7 +26,8 @@ class TimerTaskList:
 
     All buckets of one timer share one re-entrant lock, handed in by the timer, so a flush
     can re-insert into other buckets while holding it, and ``cancel()`` from any other
-    thread is safe.
+    thread is safe. Not thread-safe without that lock: every method expects it held,
+    except ``add``/``remove``/``flush``, which take it.
     """
 
     __slots__ = ("_counter", "_entries", "_expiration", "_lock")

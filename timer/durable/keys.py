@@ -1,10 +1,12 @@
-"""Every Redis key and channel name tickwheel uses, built here and nowhere else.
+"""Every Redis key and channel name tickwheel uses: the key format, owned here alone.
 
 A namespace ``ns`` has ``S`` shards. Each shard's keys share the hash tag ``{tw:<ns>:<s>}``
-so a shard lives in one Redis Cluster slot and every script on it is atomic there. The
-durable bucket (``…:b:<n>``) and watch-index (``…:w:<key>``) keys depend on server time
-or on the record, so scripts build them from the shard ``prefix`` passed in ARGV — always
-inside the same hash tag.
+so a shard lives in one Redis Cluster slot and every script on it is atomic there. Scripts
+get their keys in KEYS, except three that depend on server time or on what the script
+finds: the durable bucket ``P:b:<n>``, the watch index ``P:w:<key>`` and (for ids found
+inside ``notify`` and ``sweep``) the retained outcome ``P:r:<id>``. Those are built in
+``lua/_lib.lua`` by ``bucket_key``, ``watch_key`` and ``result_key`` from the shard
+prefix ``P`` — the same format as :class:`ShardKeys` here, which a contract test pins.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import re
 import zlib
 from dataclasses import dataclass
 
-from .errors import InvalidInput
+from ..errors import InvalidInput
 
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 MAX_NAME_BYTES = 256
@@ -80,6 +82,14 @@ class NamespaceKeys:
 
     def shard(self, shard: int) -> ShardKeys:
         return ShardKeys(self.namespace, shard)
+
+    def shard_of_channel(self, channel: str) -> int | None:
+        """The shard whose events channel is ``channel``; None for any other channel."""
+        head = f"tw:{self.namespace}:"
+        if not (channel.startswith(head) and channel.endswith(":ev")):
+            return None
+        middle = channel[len(head) : -len(":ev")]
+        return int(middle) if middle.isdigit() else None
 
 
 @dataclass(frozen=True)

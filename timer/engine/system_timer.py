@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import threading
 
+from ..errors import InvalidInput, TimerClosed, TimerFull
 from .clock import MONOTONIC, Clock
 from .delay_queue import DelayQueue
-from .errors import InvalidInput, TimerClosed, TimerFull
 from .executor import TaskExecutor
 from .task import TimerTask, TimerTaskEntry
 from .task_list import TaskCounter
@@ -27,7 +27,13 @@ def _positive_int(name: str, value: object, minimum: int) -> int:
 
 
 class SystemTimer:
-    """A timer of tasks: ``add`` them, drive it with ``advance_clock`` (or a reaper)."""
+    """A timer of tasks: ``add`` them, drive it with ``advance_clock`` (or a reaper).
+
+    Thread-safe: ``add``, a task's ``cancel`` and ``close`` from any thread; one lock
+    guards every bucket of every level. Drive ``advance_clock`` from one thread at a time
+    (a :class:`SystemTimerReaper`). Expired tasks run on the executor's thread, never
+    under the lock, so a task may add or cancel tasks of the same timer.
+    """
 
     def __init__(
         self,

@@ -15,8 +15,7 @@ Cost     O(N * W) for N ids.
 ]]
 local fenced = check_fence(KEYS[4], KEYS[5], ARGV[2], ARGV[3])
 if fenced then return fenced end
-local P = ARGV[1]
-local bucket_ms, ttl = tonumber(ARGV[4]), tonumber(ARGV[5])
+local ctx = shard_ctx(ARGV[1], KEYS[1], KEYS[2], KEYS[3], ARGV[6], ARGV[4], ARGV[5])
 local now = now_ms()
 local fired, early = {}, {}
 for i = 7, #ARGV do
@@ -25,7 +24,7 @@ for i = 7, #ARGV do
   if raw then
     local rec = cmsgpack.unpack(raw)
     if rec.d <= now then
-      decide(P, KEYS[1], KEYS[2], KEYS[3], KEYS[i - 1], ARGV[6], id, rec, 'expired', now, bucket_ms, ttl)
+      decide(ctx, id, rec, 'expired', now, KEYS[i - 1])
       fired[#fired + 1] = id
     else
       early[#early + 1] = id

@@ -19,21 +19,22 @@ Keys built from P: P:b:<n>, P:w:<key>, P:r:<id>.
 local fenced = check_fence(KEYS[4], KEYS[5], ARGV[2], ARGV[3])
 if fenced then return fenced end
 local P = ARGV[1]
-local bucket_ms, ttl, limit = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[7])
+local ctx = shard_ctx(P, KEYS[1], KEYS[2], KEYS[3], ARGV[6], ARGV[4], ARGV[5])
+local bucket_ms, limit = ctx.bucket_ms, tonumber(ARGV[7])
 local now = now_ms()
 local fired = {}
 local budget = limit
 local ended = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - bucket_ms, 'LIMIT', 0, limit)
 for _, n in ipairs(ended) do
   if budget <= 0 then break end
-  local b = P .. ':b:' .. n
+  local b = bucket_key(P, tonumber(n))
   local ids = redis.call('SRANDMEMBER', b, budget)
   for _, id in ipairs(ids) do
     local raw = redis.call('HGET', KEYS[1], id)
     if raw then
       local rec = cmsgpack.unpack(raw)
       if rec.d <= now then
-        decide(P, KEYS[1], KEYS[2], KEYS[3], P .. ':r:' .. id, ARGV[6], id, rec, 'expired', now, bucket_ms, ttl)
+        decide(ctx, id, rec, 'expired', now, result_key(P, id))
         fired[#fired + 1] = id
         fired[#fired + 1] = istr(rec.d)
       end

@@ -1,0 +1,130 @@
+"""The durable layer's builders and parsers, without a server: argument order, errors, events."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+import pytest
+
+from timer import DuplicateTimer, Fenced, InvalidInput
+from timer.durable import calls as C
+from timer.durable import ops
+from timer.durable.keys import NamespaceKeys
+from timer.durable.models import ClientSettings, Meta
+from timer.durable.scripts import ErrorCode, ScriptName, header, script_error
+
+NS = C.Namespace(NamespaceKeys("ns"), Meta(shards=8, bucket_ms=1000), ClientSettings())
+LUA = resources.files("timer.durable") / "lua"
+
+
+def header_errors(name: ScriptName) -> set[str]:
+    """The codes an ``Errors`` block of a script's header names (one per line)."""
+    codes: set[str] = set()
+    in_errors = False
+    for line in header(name).splitlines():
+        rest = line
+        if line.startswith("Errors"):
+            in_errors = True
+            rest = line[len("Errors") :]
+        elif line[:1].strip():  # the next heading (Atomic, Cost…) ends the block
+            in_errors = False
+        if in_errors and rest.strip():
+            codes.add(rest.split()[0])
+    return codes
+
+
+def test_error_enum_matches_every_lua_header_and_reply() -> None:
+    """Every code in a script's Errors header or error_reply is in ErrorCode, and back."""
+    named = set().union(*(header_errors(n) for n in ScriptName))
+    replied: set[str] = set()
+    for path in LUA.iterdir():
+        if path.name.endswith(".lua"):
+            replied |= set(re.findall(r"error_reply\('([A-Z]+) ", path.read_text()))
+    assert named == replied == {code.value for code in ErrorCode}
+
+
+def test_script_errors_map_to_one_exception_each() -> None:
+    """A script's error reply becomes its TimerError; Redis's own errors are not ours."""
+    assert isinstance(script_error("FENCED worker w does not hold"), Fenced)
+    assert isinstance(script_error("CONFLICT timer x is pending"), DuplicateTimer)
+    err = script_error("TOOFAR deadline 9 is more than 5 ms from now")
+    assert isinstance(err, InvalidInput) and str(err).startswith("deadline 9")
+    assert script_error("ERR unknown command") is None
+    assert script_error("BUSYGROUP Consumer Group name already exists") is None
+
+
+def test_every_script_has_a_builder_named_in_its_header() -> None:
+    """Each ScriptName has a file with a contract header listing KEYS and Returns."""
+    for name in ScriptName:
+        text = header(name)
+        assert text.startswith(f"--[[ {name.value}:"), name
+        assert "KEYS[1]" in text and "Returns" in text, name
+
+
+def test_fire_call_keys_follow_the_header_order() -> None:
+    """fire's KEYS are t, buckets, out, lease, epoch, then r:<id> per id, as its header says."""
+    sk = NS.shard(3)
+    call = C.fire_call(sk, "w1", 7, ["a", "b"], bucket_ms=1000, ttl_ms=60_000)
+    assert call.script is ScriptName.FIRE
+    assert call.keys == [sk.timers, sk.buckets, sk.outcomes, sk.lease, sk.epoch,
+                         sk.result("a"), sk.result("b")]  # fmt: skip
+    assert call.args == [sk.prefix, "w1", 7, 1000, 60_000, sk.events, "a", "b"]
+
+
+def test_parsers_type_the_replies() -> None:
+    """Replies of fire, sweep and the lease scripts come back as typed results."""
+    fired = C.parse_fire([[b"a"], [b"b c", b"1700"]])
+    assert fired.fired == ["a"] and fired.early == {"b c": 1700}
+    swept = C.parse_sweep([[b"x", b"5", b"y", b"6"], 1])
+    assert swept.fired == [("x", 5), ("y", 6)] and swept.more
+    assert C.parse_lease_acquire([1, 4, b"99"]).epoch == 4
+    held = C.parse_lease_acquire([0, b"w2", 1200, b"99"])
+    assert (held.acquired, held.holder, held.pttl_ms) == (False, "w2", 1200)
+
+
+def test_events_parse_with_spaces_in_ids() -> None:
+    """The three event forms of _lib.lua parse; an id may contain spaces."""
+    assert C.parse_event("S 1700 job one") == C.Event("scheduled", "job one", deadline_ms=1700)
+    assert C.parse_event("R 1800 j") == C.Event("rescheduled", "j", deadline_ms=1800)
+    assert C.parse_event("X expired a b") == C.Event("decided", "a b", outcome="expired")
+    with pytest.raises(ValueError, match="not a tickwheel event"):
+        C.parse_event("Q 1 x")
+
+
+def test_events_channel_names_its_shard() -> None:
+    """A shard's events channel maps back to the shard; other channels map to None."""
+    keys = NS.keys
+    assert all(keys.shard_of_channel(keys.shard(s).events) == s for s in range(8))
+    assert keys.shard_of_channel(keys.key_channel("job:{1}:done")) is None
+    assert NamespaceKeys("other").shard_of_channel(keys.shard(1).events) is None
+
+
+def test_bad_input_fails_before_any_step() -> None:
+    """An operation validates before its first step, so bad input sends (writes) nothing."""
+    bad = [
+        ops.schedule(NS, "", delay_ms=5),
+        ops.schedule(NS, "a", delay_ms=5, watch=["b"]),  # another shard (checked below)
+        ops.cancel(NS, 42),
+        ops.reschedule(NS, "a", None, None),
+        ops.notify(NS, "x" * 300),
+        ops.trim_outcomes(NS, -1, keep_unread=True, shards=None),
+    ]
+    assert NS.shard_of("a") != NS.shard_of("b")
+    for op in bad:
+        with pytest.raises(InvalidInput):
+            next(op)
+
+
+def test_schedule_many_sends_good_items_and_keeps_errors_in_place() -> None:
+    """schedule_many yields one pipeline of the good items; bad ones keep their errors."""
+    items = [{"id": "a", "delay_ms": 1}, {"id": ""}, {"id": "c", "delay_ms": 2}]
+    op = ops.schedule_many(NS, items, "")
+    step = next(op)
+    assert isinstance(step, C.Pipeline) and step.errors_in_slots
+    assert [c.args[1] for c in step.calls] == ["a", "c"]  # type: ignore[union-attr]
+    with pytest.raises(StopIteration) as done:
+        op.send([[b"created", b"10", b"0"], Fenced("x")])
+    results = done.value.value
+    assert results[0].deadline_ms == 10 and isinstance(results[1], InvalidInput)
+    assert isinstance(results[2], Fenced)

@@ -1,0 +1,405 @@
+"""Build a call, read its reply: one pure builder and one pure parser per Lua script.
+
+No I/O here (BullMQ's ``scripts.ts`` is the model). A builder turns typed, validated
+arguments into a :class:`ScriptCall` (script, KEYS, ARGV), so nobody else knows the
+argument order of a script; a parser turns the script's reply into a typed result or a
+:class:`~timer.errors.TimerError`. The sync client, the asyncio client, the worker and
+the tests all go through these; only the I/O around them differs.
+
+The steps an operation asks its I/O layer to take are also defined here:
+:class:`ScriptCall`, :class:`Command` (one plain redis-py command), :class:`Pipeline`,
+:class:`Sleep` and :class:`Emit` (see ``ops``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ConfigError, InvalidInput, TimerError, TimerNotFound
+from . import keys as K
+from .codec import decode_payload, decode_record, encode_payload
+from .models import (
+    ClientSettings,
+    Event,
+    FireResult,
+    LeaseGrant,
+    LeaseRenewal,
+    Meta,
+    Outcome,
+    SweepResult,
+    Timer,
+    TimerInfo,
+    Trimmed,
+)
+from .scripts import ScriptName
+
+# -- steps: what an operation asks its I/O layer to do ------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptCall:
+    """One run of a Lua script: its name, KEYS and ARGV."""
+
+    script: ScriptName
+    keys: list[str]
+    args: list[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One plain command, named as redis-py's method (``hget``, ``xreadgroup``…)."""
+
+    name: str
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Pipeline:
+    """Calls sent together (per node on a cluster); the replies come back in order.
+
+    All of one kind: every call a ScriptCall or every call a Command. With
+    ``errors_in_slots`` a failed call's slot holds its TimerError instead of raising.
+    """
+
+    calls: Sequence[ScriptCall] | Sequence[Command]
+    errors_in_slots: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    """Wait this long before the next step (polling with backoff)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Emit:
+    """Hand a value to the caller of a streaming operation (an outcome read)."""
+
+    value: Any
+
+
+Step = ScriptCall | Command | Pipeline | Sleep | Emit
+
+# -- validation ------------------------------------------------------------------------
+
+
+def check_int(name: str, value: object, minimum: int, maximum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(f"{name} must be a whole number (int), got {value!r}")
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
+        raise InvalidInput(f"{name} must be {bound}, got {value}")
+    return value
+
+
+def text(value: object) -> str:
+    return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else str(value)
+
+
+@dataclass(frozen=True)
+class Namespace:
+    """What every builder needs: the namespace's keys, its shape, and the client's limits."""
+
+    keys: K.NamespaceKeys
+    meta: Meta
+    settings: ClientSettings
+
+    @property
+    def name(self) -> str:
+        return self.keys.namespace
+
+    def shard_of(self, name: str) -> int:
+        return K.shard_of(name, self.meta.shards)
+
+    def shard(self, shard: int) -> K.ShardKeys:
+        return self.keys.shard(shard)
+
+    def outcome_streams(self) -> dict[str, int]:
+        """Each shard's outcome stream key -> its shard number."""
+        return {self.shard(s).outcomes: s for s in range(self.meta.shards)}
+
+    def not_found(self, timer_id: str, detail: str = "") -> TimerNotFound:
+        return TimerNotFound(f"no timer {timer_id!r} in namespace {self.name!r}{detail}")
+
+
+def meta_from(stored: Mapping[Any, Any], namespace: str, where: str) -> Meta:
+    """The namespace's Meta from its ``meta`` hash; ConfigError if it was never created."""
+    if not stored:
+        raise ConfigError(
+            f"namespace {namespace!r} is not initialised at {where}; run "
+            f"`tickwheel init --shards N` or TimerClient.init(shards=N) once"
+        )
+    return Meta(int(stored[b"shards"]), int(stored[b"bucket_ms"]))
+
+
+# -- schedule ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A validated ``schedule`` call, with what its parser needs."""
+
+    call: ScriptCall
+    timer_id: str
+    shard: int
+    origin: str
+
+
+def _when(ns: Namespace, delay_ms: object, deadline_ms: object) -> tuple[str, int]:
+    if (delay_ms is None) == (deadline_ms is None):
+        raise InvalidInput("give exactly one of delay_ms (relative) or deadline_ms (absolute)")
+    if delay_ms is not None:
+        return "in", check_int("delay_ms", delay_ms, 0, ns.settings.max_delay_ms)
+    return "at", check_int("deadline_ms", deadline_ms, 0)
+
+
+def schedule_call(  # noqa: PLR0917 - the fields of one timer, in the order users write them
+    ns: Namespace,
+    timer_id: object,
+    delay_ms: object = None,
+    deadline_ms: object = None,
+    payload: object = None,
+    watch: Iterable[object] = (),
+    need: object = 1,
+    origin: str = "",
+) -> Prepared:
+    """Validate one timer and build its ``schedule`` call; InvalidInput, nothing sent."""
+    tid = K.check_name("timer id", timer_id)
+    mode, value = _when(ns, delay_ms, deadline_ms)
+    if isinstance(watch, str | bytes):
+        raise InvalidInput("watch must be a list of keys, not a single string")
+    keys = sorted({K.check_name("watch key", k) for k in watch})
+    if keys:
+        check_int("need", need, 1, len(keys))
+    elif need != 1:
+        raise InvalidInput(f"need={need!r} makes no sense without watch keys (leave it at 1)")
+    data = encode_payload(payload, ns.settings.max_payload_bytes)
+    shard = ns.shard_of(tid)
+    for key in keys:
+        if ns.shard_of(key) != shard:
+            raise InvalidInput(
+                f"watch key {key!r} routes to shard {ns.shard_of(key)} but timer "
+                f"{tid!r} routes to shard {shard}; give both the same hash tag, e.g. "
+                f"id 'job:{{42}}' and key 'job:{{42}}:done'"
+            )
+    sk = ns.shard(shard)
+    args: list[Any] = [
+        sk.prefix, tid, mode, value, data, need, ns.meta.bucket_ms,
+        ns.settings.max_delay_ms, sk.events, origin, *keys,
+    ]  # fmt: skip
+    call = ScriptCall(ScriptName.SCHEDULE, [sk.timers, sk.buckets, sk.result(tid)], args)
+    return Prepared(call, tid, shard, origin)
+
+
+SCHEDULE_FIELDS = frozenset({"id", "delay_ms", "deadline_ms", "payload", "watch", "need"})
+
+
+def schedule_item_call(ns: Namespace, item: object, origin: str) -> Prepared:
+    """``schedule_call`` for one item of ``schedule_many`` (a mapping with an ``id``)."""
+    if not isinstance(item, Mapping):
+        raise InvalidInput(f"each item must be a mapping with an 'id', got {item!r}")
+    extra = set(item) - SCHEDULE_FIELDS
+    if extra:
+        raise InvalidInput(f"unknown field(s) {sorted(extra)} in item {item.get('id')!r}")
+    return schedule_call(
+        ns,
+        item.get("id"),
+        item.get("delay_ms"),
+        item.get("deadline_ms"),
+        item.get("payload"),
+        item.get("watch", ()),
+        item.get("need", 1),
+        origin,
+    )
+
+
+def parse_schedule(reply: Sequence[Any], p: Prepared) -> Timer:
+    status = text(reply[0])
+    if status == "created":
+        return Timer(p.timer_id, p.shard, int(reply[1]), "pending", True, p.origin)
+    if status == "pending":
+        return Timer(p.timer_id, p.shard, int(reply[1]), "pending", False, text(reply[3]))
+    rec = decode_record(reply[1])
+    return Timer(p.timer_id, p.shard, int(rec["d"]), rec["o"], False, text(rec.get("s", b"")))
+
+
+# -- decide: cancel, complete, reschedule, notify ---------------------------------------
+
+
+def decide_call(ns: Namespace, script: ScriptName, timer_id: object) -> tuple[ScriptCall, str]:
+    """``cancel`` or ``complete`` of one timer: (call, its validated id)."""
+    tid = K.check_name("timer id", timer_id)
+    sk = ns.shard(ns.shard_of(tid))
+    keys = [sk.timers, sk.buckets, sk.outcomes, sk.result(tid)]
+    args = [sk.prefix, tid, ns.meta.bucket_ms, ns.settings.result_ttl_ms, sk.events]
+    return ScriptCall(script, keys, args), tid
+
+
+def parse_decide(ns: Namespace, reply: Sequence[Any], tid: str, done: str) -> bool:
+    """True if this call decided the timer as ``done``; TimerNotFound if it is unknown."""
+    status = text(reply[0])
+    if status == "missing":
+        raise ns.not_found(tid)
+    return status == done
+
+
+def reschedule_call(
+    ns: Namespace, timer_id: object, delay_ms: object, deadline_ms: object
+) -> Prepared:
+    tid = K.check_name("timer id", timer_id)
+    mode, value = _when(ns, delay_ms, deadline_ms)
+    shard = ns.shard_of(tid)
+    sk = ns.shard(shard)
+    keys = [sk.timers, sk.buckets, sk.result(tid)]
+    args = [sk.prefix, tid, mode, value, ns.meta.bucket_ms, ns.settings.max_delay_ms,
+            sk.events]  # fmt: skip
+    return Prepared(ScriptCall(ScriptName.RESCHEDULE, keys, args), tid, shard, "")
+
+
+def parse_reschedule(ns: Namespace, reply: Sequence[Any], p: Prepared) -> Timer | None:
+    status = text(reply[0])
+    if status == "missing":
+        raise ns.not_found(p.timer_id)
+    if status == "decided":
+        return None
+    return Timer(p.timer_id, p.shard, int(reply[1]), "pending", False)
+
+
+def notify_call(ns: Namespace, key: object) -> ScriptCall:
+    name = K.check_name("watch key", key)
+    sk = ns.shard(ns.shard_of(name))
+    args = [sk.prefix, name, ns.meta.bucket_ms, ns.settings.result_ttl_ms, sk.events,
+            ns.keys.key_channel(name), ns.settings.notify_batch]  # fmt: skip
+    return ScriptCall(ScriptName.NOTIFY, [sk.timers, sk.buckets, sk.outcomes], args)
+
+
+def parse_notify(reply: Sequence[Any]) -> tuple[int, int]:
+    """(timers completed by this call, watchers still to process)."""
+    return int(reply[0]), int(reply[1])
+
+
+# -- the leader's scripts: leases, fire, sweep, trim --------------------------------------
+
+
+def lease_acquire_call(sk: K.ShardKeys, worker: str, ttl_ms: int) -> ScriptCall:
+    return ScriptCall(ScriptName.LEASE_ACQUIRE, [sk.lease, sk.epoch], [worker, ttl_ms])
+
+
+def parse_lease_acquire(reply: Sequence[Any]) -> LeaseGrant:
+    if int(reply[0]) == 1:
+        return LeaseGrant(True, int(reply[1]), None, 0, int(reply[2]))
+    return LeaseGrant(False, 0, text(reply[1]), int(reply[2]), int(reply[3]))
+
+
+def lease_renew_call(sk: K.ShardKeys, worker: str, epoch: int, ttl_ms: int) -> ScriptCall:
+    return ScriptCall(ScriptName.LEASE_RENEW, [sk.lease, sk.epoch], [worker, epoch, ttl_ms])
+
+
+def parse_lease_renew(reply: Sequence[Any]) -> LeaseRenewal:
+    return LeaseRenewal(int(reply[0]) == 1, int(reply[1]))
+
+
+def lease_release_call(sk: K.ShardKeys, worker: str, epoch: int) -> ScriptCall:
+    return ScriptCall(ScriptName.LEASE_RELEASE, [sk.lease, sk.epoch], [worker, epoch])
+
+
+def parse_lease_release(reply: Any) -> bool:
+    return int(reply) == 1
+
+
+def fire_call(
+    sk: K.ShardKeys, worker: str, epoch: int, ids: Sequence[str], *, bucket_ms: int, ttl_ms: int
+) -> ScriptCall:
+    """Expire ``ids`` (oldest deadline first) if due by Redis time; fenced by the lease."""
+    keys = [sk.timers, sk.buckets, sk.outcomes, sk.lease, sk.epoch, *map(sk.result, ids)]
+    args = [sk.prefix, worker, epoch, bucket_ms, ttl_ms, sk.events, *ids]
+    return ScriptCall(ScriptName.FIRE, keys, args)
+
+
+def parse_fire(reply: Sequence[Any]) -> FireResult:
+    fired, early = reply
+    return FireResult(
+        [text(x) for x in fired],
+        {text(early[i]): int(early[i + 1]) for i in range(0, len(early), 2)},
+    )
+
+
+def sweep_call(
+    sk: K.ShardKeys, worker: str, epoch: int, *, bucket_ms: int, ttl_ms: int, limit: int
+) -> ScriptCall:
+    """Expire what is left in ended buckets, at most ``limit`` timers; fenced."""
+    keys = [sk.timers, sk.buckets, sk.outcomes, sk.lease, sk.epoch]
+    args = [sk.prefix, worker, epoch, bucket_ms, ttl_ms, sk.events, limit]
+    return ScriptCall(ScriptName.SWEEP, keys, args)
+
+
+def parse_sweep(reply: Sequence[Any]) -> SweepResult:
+    fired, more = reply
+    pairs = [(text(fired[i]), int(fired[i + 1])) for i in range(0, len(fired), 2)]
+    return SweepResult(pairs, bool(int(more)))
+
+
+def trim_call(sk: K.ShardKeys, retention_ms: int, *, keep_unread: bool) -> ScriptCall:
+    return ScriptCall(ScriptName.TRIM, [sk.outcomes], [retention_ms, int(keep_unread)])
+
+
+def parse_trim(reply: Sequence[Any], shard: int) -> Trimmed:
+    return Trimmed(shard=shard, removed=int(reply[0]), held_by_group=bool(reply[2]))
+
+
+# -- reading records, outcomes and events -------------------------------------------------
+
+
+def timer_info(tid: str, shard: int, pending: Any, decided: Any) -> TimerInfo | None:
+    """TimerInfo from the pending record or the retained outcome (either may be None)."""
+    if pending is not None:
+        rec = decode_record(pending)
+        return TimerInfo(
+            tid, shard, "pending", int(rec["d"]), decode_payload(rec["p"]),
+            created_ms=int(rec["c"]), watch=tuple(rec["w"]), need=int(rec["n"]),
+            got=tuple(rec["g"]),
+        )  # fmt: skip
+    if decided is not None:
+        rec = decode_record(decided)
+        return TimerInfo(
+            tid, shard, rec["o"], int(rec["d"]), decode_payload(rec["p"]),
+            created_ms=int(rec["c"]), decided_ms=int(rec["t"]),
+        )  # fmt: skip
+    return None
+
+
+def outcome_from_entry(shard: int, entry_id: bytes, fields: Mapping[bytes, bytes]) -> Outcome:
+    """An Outcome from one entry of a shard's outcome stream."""
+    return Outcome(
+        id=text(fields[b"id"]),
+        outcome=fields[b"outcome"].decode(),
+        deadline_ms=int(fields[b"deadline"]),
+        decided_ms=int(fields[b"decided"]),
+        payload=decode_payload(fields[b"payload"]),
+        shard=shard,
+        entry_id=entry_id.decode(),
+    )
+
+
+_EVENTS = {"S": "scheduled", "R": "rescheduled"}
+
+
+def parse_event(data: str) -> Event:
+    """A shard event as the scripts publish it (``lua/_lib.lua`` names the three forms)."""
+    kind, head, tid = data.split(" ", 2)
+    if kind == "X":
+        return Event("decided", tid, outcome=head)
+    if kind in _EVENTS:
+        return Event(_EVENTS[kind], tid, deadline_ms=int(head))
+    raise ValueError(f"not a tickwheel event: {data!r}")
+
+
+def error_or(reply: Any) -> Any:
+    """A pipelined reply, raising the TimerError an ``errors_in_slots`` pipeline put there."""
+    if isinstance(reply, TimerError):
+        raise reply
+    return reply

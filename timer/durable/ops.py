@@ -1,0 +1,459 @@
+"""Every operation on the durable data model, written once, for both clients (sans-I/O).
+
+An operation is a generator: it validates its arguments, then yields steps
+(:class:`~timer.durable.calls.ScriptCall`, ``Command``, ``Pipeline``, ``Sleep``, ``Emit``)
+and receives each step's reply, and returns its result. It never touches a connection:
+``TimerClient`` runs it with blocking redis-py calls, ``AsyncTimerClient`` with awaited
+ones, so ``notify``'s batching, ``wait``'s backoff and the consumer-group reader exist
+once. Validation runs at the first step, before anything is sent, so bad input writes
+nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from ..errors import ConfigError, InvalidInput, StoreError, TimerError, WaitTimeout
+from . import calls as C
+from . import keys as K
+from .codec import decode_record
+from .models import DueTimers, Meta, Outcome, Timer, TimerInfo, Trimmed
+from .scripts import ScriptName
+
+T = TypeVar("T")
+Op = Generator[C.Step, Any, T]
+
+FORMAT_VERSION = 1
+MIN_SERVER = {"redis": (6, 2), "valkey": (7, 2)}
+
+
+def check_server_version(info: Mapping[str, Any], where: str) -> None:
+    """ConfigError unless INFO server describes Redis >= 6.2 or Valkey >= 7.2."""
+    if "valkey_version" in info:
+        kind, version = "valkey", info["valkey_version"]
+    else:
+        kind, version = "redis", info.get("redis_version", "0")
+    have = tuple(int(x) for x in str(version).split(".")[:2])
+    if have < MIN_SERVER[kind]:
+        need = ".".join(map(str, MIN_SERVER[kind]))
+        raise ConfigError(
+            f"{kind} {version} at {where} is too old: tickwheel needs {kind} >= {need} "
+            "(Redis >= 6.2 or Valkey >= 7.2)"
+        )
+
+
+# -- namespace -----------------------------------------------------------------------------
+
+
+def check_server(where: str) -> Op[None]:
+    """ConfigError unless the server is new enough (INFO server)."""
+    info = yield C.Command("info", ("server",))
+    check_server_version(info, where)
+
+
+def init(
+    keys: K.NamespaceKeys, shards: int, bucket_ms: int, *, where: str, check: bool
+) -> Op[Meta]:
+    """Create the namespace once; again with the same shard count is a no-op.
+
+    Arguments are checked before anything is sent; ``check`` asks the server's version
+    first (once per client).
+    """
+    C.check_int("shards", shards, 1, 16384)
+    C.check_int("bucket_ms", bucket_ms, 1, 3_600_000)
+    if check:
+        yield from check_server(where)
+    # HSETNX is atomic per field: two racing inits agree on whoever came first.
+    replies = yield C.Pipeline([
+        C.Command("hsetnx", (keys.meta, "shards", shards)),
+        C.Command("hsetnx", (keys.meta, "bucket_ms", bucket_ms)),
+        C.Command("hsetnx", (keys.meta, "version", FORMAT_VERSION)),
+        C.Command("hgetall", (keys.meta,)),
+    ])  # fmt: skip
+    stored = replies[-1]
+    meta = Meta(int(stored[b"shards"]), int(stored[b"bucket_ms"]))
+    if meta.shards != shards:
+        raise ConfigError(
+            f"namespace {keys.namespace!r} already has {meta.shards} shards; it cannot be "
+            f"re-initialised with {shards} (use another namespace)"
+        )
+    return meta
+
+
+def read_meta(keys: K.NamespaceKeys, *, where: str, check: bool) -> Op[Meta]:
+    if check:
+        yield from check_server(where)
+    stored = yield C.Command("hgetall", (keys.meta,))
+    return C.meta_from(stored, keys.namespace, where)
+
+
+def server_time_ms() -> Op[int]:
+    """The Redis server's clock, epoch ms: the one clock deadlines are computed on."""
+    secs, micros = yield C.Command("time")
+    return int(secs) * 1000 + int(micros) // 1000
+
+
+# -- schedule and decide -------------------------------------------------------------------
+
+
+def schedule(ns: C.Namespace, timer_id: object, **timer: Any) -> Op[Timer]:
+    p = C.schedule_call(ns, timer_id, **timer)
+    return C.parse_schedule((yield p.call), p)
+
+
+def schedule_many(
+    ns: C.Namespace, items: Iterable[Mapping[str, Any]], origin: str
+) -> Op[list[Timer | TimerError]]:
+    """Validate every item, send the good ones in pipelined batches; a result per item.
+
+    A bad item gets its error in its slot (nothing is written for it); the others go on.
+    """
+    results: list[Timer | TimerError] = []
+    batch: list[tuple[int, C.Prepared]] = []
+
+    def flush() -> Op[None]:
+        replies = yield C.Pipeline([p.call for _, p in batch], errors_in_slots=True)
+        for (slot, p), reply in zip(batch, replies, strict=True):
+            results[slot] = reply if isinstance(reply, TimerError) else C.parse_schedule(reply, p)
+        batch.clear()
+
+    for item in items:
+        try:
+            prepared = C.schedule_item_call(ns, item, origin)
+        except InvalidInput as exc:
+            results.append(exc)
+            continue
+        results.append(InvalidInput("not sent"))  # replaced once its batch has run
+        batch.append((len(results) - 1, prepared))
+        if len(batch) >= ns.settings.pipeline_batch:
+            yield from flush()
+    if batch:
+        yield from flush()
+    return results
+
+
+def cancel(ns: C.Namespace, timer_id: object) -> Op[bool]:
+    call, tid = C.decide_call(ns, ScriptName.CANCEL, timer_id)
+    return C.parse_decide(ns, (yield call), tid, "cancelled")
+
+
+def complete(ns: C.Namespace, timer_id: object) -> Op[bool]:
+    call, tid = C.decide_call(ns, ScriptName.COMPLETE, timer_id)
+    return C.parse_decide(ns, (yield call), tid, "completed")
+
+
+def reschedule(
+    ns: C.Namespace, timer_id: object, delay_ms: object, deadline_ms: object
+) -> Op[Timer | None]:
+    p = C.reschedule_call(ns, timer_id, delay_ms, deadline_ms)
+    return C.parse_reschedule(ns, (yield p.call), p)
+
+
+def notify(ns: C.Namespace, key: object) -> Op[int]:
+    """Notify a watch key until no watcher is left to process; the timers completed."""
+    call = C.notify_call(ns, key)
+    completed = 0
+    while True:  # each call completes at most notify_batch watchers
+        done, remaining = C.parse_notify((yield call))
+        completed += done
+        if remaining == 0:
+            return completed
+
+
+# -- read ----------------------------------------------------------------------------------
+
+
+def get(ns: C.Namespace, timer_id: object) -> Op[TimerInfo | None]:
+    tid = K.check_name("timer id", timer_id)
+    shard = ns.shard_of(tid)
+    sk = ns.shard(shard)
+    pending, decided = yield C.Pipeline(
+        [C.Command("hget", (sk.timers, tid)), C.Command("get", (sk.result(tid),))]
+    )
+    return C.timer_info(tid, shard, pending, decided)
+
+
+def wait(ns: C.Namespace, timer_id: object, timeout: float) -> Op[Outcome]:
+    """Poll the retained outcome with backoff (5 → 100 ms) until the timer is decided."""
+    deadline = time.monotonic() + timeout
+    pause = 0.005
+    while True:
+        info = yield from get(ns, timer_id)
+        if info is None:
+            raise ns.not_found(str(timer_id), " (or its outcome is older than result_ttl)")
+        if info.state != "pending":
+            assert info.decided_ms is not None
+            return Outcome(
+                info.id, info.state, info.deadline_ms, info.decided_ms, info.payload, info.shard
+            )
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise WaitTimeout(f"timer {timer_id!r} still pending after {timeout}s")
+        yield C.Sleep(min(pause, left))
+        pause = min(pause * 2, 0.1)
+
+
+def outcomes_total(ns: C.Namespace) -> Op[int]:
+    """How many outcomes the namespace's streams hold (one pipelined XLEN per shard)."""
+    lengths = yield C.Pipeline([C.Command("xlen", (s,)) for s in ns.outcome_streams()])
+    return sum(int(n) for n in lengths)
+
+
+def history(ns: C.Namespace, shards: Iterable[int], page: int = 10_000) -> Op[None]:
+    """Emit every outcome retained in the shards' streams, oldest first per shard, read
+    in pages with XRANGE (no consumer group: audits, demos, analytics)."""
+    for shard in shards:
+        stream = ns.shard(shard).outcomes
+        start: Any = "-"
+        while True:
+            entries = yield C.Command("xrange", (stream, start, "+"), {"count": page})
+            if start != "-":
+                entries = entries[1:]  # the page's first entry is the last one already given
+            if not entries:
+                break
+            for entry_id, fields in entries:
+                yield C.Emit(C.outcome_from_entry(shard, entry_id, fields))
+            start = entries[-1][0]
+
+
+def stats(ns: C.Namespace) -> Op[dict[str, Any]]:
+    """Per shard: pending, leader, epoch, outcomes, lag (ms past the oldest ended bucket)."""
+    now = yield from server_time_ms()
+    commands: list[C.Command] = []
+    for s in range(ns.meta.shards):
+        sk = ns.shard(s)
+        commands += [
+            C.Command("hlen", (sk.timers,)),
+            C.Command("get", (sk.lease,)),
+            C.Command("get", (sk.epoch,)),
+            C.Command("zrange", (sk.buckets, 0, 0), {"withscores": True}),
+            C.Command("xlen", (sk.outcomes,)),
+        ]
+    replies = yield C.Pipeline(commands)
+    shards: list[dict[str, Any]] = []
+    for s in range(ns.meta.shards):
+        pending, leader, epoch, oldest, outs = replies[5 * s : 5 * s + 5]
+        lag = 0
+        if oldest:
+            bucket_end = int(oldest[0][1]) + ns.meta.bucket_ms
+            lag = max(0, now - bucket_end)
+        shards.append(
+            {
+                "shard": s,
+                "pending": int(pending),
+                "leader": leader.decode() if leader else None,
+                "epoch": int(epoch) if epoch else 0,
+                "outcomes": int(outs),
+                "lag_ms": lag,
+            }
+        )
+    return {
+        "namespace": ns.name,
+        "shards": shards,
+        "pending": sum(x["pending"] for x in shards),
+        "outcomes": sum(x["outcomes"] for x in shards),
+        "max_lag_ms": max((int(x["lag_ms"]) for x in shards), default=0),
+        "now_ms": now,
+    }
+
+
+def leaders(ns: C.Namespace) -> Op[dict[int, str | None]]:
+    """Each shard's lease holder now (None: no leader)."""
+    shards = range(ns.meta.shards)
+    held = yield C.Pipeline([C.Command("get", (ns.shard(s).lease,)) for s in shards])
+    return {s: None if who is None else C.text(who) for s, who in zip(shards, held, strict=True)}
+
+
+def trim_outcomes(
+    ns: C.Namespace, retention_ms: int, *, keep_unread: bool, shards: Iterable[int] | None
+) -> Op[list[Trimmed]]:
+    keep = C.check_int("retention_ms", retention_ms, 0)
+    count = ns.meta.shards
+    picked = list(range(count)) if shards is None else list(shards)
+    for s in picked:
+        C.check_int("shard", s, 0, count - 1)
+    calls = [C.trim_call(ns.shard(s), keep, keep_unread=keep_unread) for s in picked]
+    replies = yield C.Pipeline(calls, errors_in_slots=True)
+    return [C.parse_trim(C.error_or(r), s) for s, r in zip(picked, replies, strict=True)]
+
+
+# -- consumer groups -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """An outcome read through a consumer group, with what acknowledging it takes."""
+
+    outcome: Outcome
+    stream: str
+    group: str
+
+
+@dataclass(frozen=True)
+class GroupReader:
+    """Reads every shard's outcome stream through one consumer group, at-least-once.
+
+    An outcome stays pending in the group until acked; entries a consumer took and never
+    acked (it died) are taken over with XAUTOCLAIM once idle for ``reclaim_idle_ms``:
+    first thing, and again whenever the streams are idle. On a Redis Cluster the streams
+    live in different slots, so ``per_stream`` reads each one alone and waits by polling.
+    """
+
+    ns: C.Namespace
+    group: str
+    consumer: str
+    count: int = 100
+    reclaim_idle_ms: int = 60_000
+    per_stream: bool = False
+
+    @classmethod
+    def of(cls, ns: C.Namespace, group: object, consumer: object, **options: Any) -> GroupReader:
+        return cls(
+            ns,
+            K.check_name("consumer group", group),
+            K.check_name("consumer", consumer),
+            **options,
+        )
+
+    @property
+    def streams(self) -> dict[str, int]:
+        return self.ns.outcome_streams()
+
+    def run(self, *, block_ms: int, stop_when_idle: bool) -> Op[None]:
+        """Emit a :class:`Delivery` for each outcome; ends only with ``stop_when_idle``.
+
+        Run ``ensure_groups`` first.
+        """
+        yield from self._reclaim()
+        while True:
+            got = yield from self._read(None if stop_when_idle else block_ms)
+            if not got:
+                if stop_when_idle:
+                    return
+                yield from self._reclaim()
+
+    def ensure_groups(self) -> Op[None]:
+        """Create the group on every shard's stream (from its start) unless it exists."""
+        create = [
+            C.Command("xgroup_create", (stream, self.group), {"id": "0", "mkstream": True})
+            for stream in self.streams
+        ]
+        for reply in (yield C.Pipeline(create, errors_in_slots=True)):
+            if isinstance(reply, StoreError) and reply.code == "BUSYGROUP":
+                continue  # the group exists already: that is what we want
+            C.error_or(reply)
+
+    def _emit(self, stream: str, entries: Iterable[Any]) -> Iterator[C.Step]:
+        shard = self.streams[stream]
+        for entry_id, fields in entries:
+            if fields:  # an entry trimmed while pending comes back empty
+                outcome = C.outcome_from_entry(shard, entry_id, fields)
+                yield C.Emit(Delivery(outcome, stream, self.group))
+
+    def _reclaim(self) -> Op[int]:
+        emitted = 0
+        for stream in self.streams:
+            start: Any = "0-0"
+            while True:
+                reply = yield C.Command(
+                    "xautoclaim",
+                    (stream, self.group, self.consumer, self.reclaim_idle_ms),
+                    {"start_id": start, "count": self.count},
+                )
+                start, entries = reply[0], reply[1]
+                for step in self._emit(stream, entries):
+                    emitted += 1
+                    yield step
+                if start in (b"0-0", "0-0") or not entries:
+                    break
+        return emitted
+
+    def _read(self, block_ms: int | None) -> Op[int]:
+        """New outcomes for this consumer; waits up to ``block_ms`` when there are none."""
+        reply: list[Any] = []
+        if not self.per_stream:
+            reply = (
+                yield C.Command(
+                    "xreadgroup",
+                    (self.group, self.consumer, dict.fromkeys(self.streams, ">")),
+                    {"count": self.count, "block": block_ms},
+                )
+            ) or []
+        else:  # one read per stream; without a multi-stream blocking read, poll
+            end = time.monotonic() + (block_ms or 0) / 1000
+            while True:
+                for stream in self.streams:
+                    got = yield C.Command(
+                        "xreadgroup",
+                        (self.group, self.consumer, {stream: ">"}),
+                        {"count": self.count},
+                    )
+                    reply.extend(got or [])
+                if reply or time.monotonic() >= end:
+                    break
+                yield C.Sleep(0.05)
+        emitted = 0
+        for stream, entries in reply:
+            for step in self._emit(C.text(stream), entries):
+                emitted += 1
+                yield step
+        return emitted
+
+
+def ack(delivery: Delivery) -> Op[None]:
+    yield C.Command("xack", (delivery.stream, delivery.group, delivery.outcome.entry_id))
+
+
+# -- membership and a shard's leader ---------------------------------------------------------
+
+
+def heartbeat(keys: K.NamespaceKeys, worker: str, now_ms: int, live_window_ms: int) -> Op[int]:
+    """Announce ``worker`` at ``now_ms``; forget long-gone workers; how many are live."""
+    replies = yield C.Pipeline([
+        C.Command("zadd", (keys.workers, {worker: now_ms})),
+        C.Command("zremrangebyscore", (keys.workers, "-inf", now_ms - 10 * live_window_ms)),
+        C.Command("zcount", (keys.workers, now_ms - live_window_ms, "+inf")),
+    ])  # fmt: skip
+    return int(replies[-1])
+
+
+def leave(keys: K.NamespaceKeys, worker: str) -> Op[None]:
+    yield C.Command("zrem", (keys.workers, worker))
+
+
+def read_due(
+    sk: K.ShardKeys, until_ms: int, skip: set[int], *, chunk: int = 1000, max_ids: int = 200_000
+) -> Op[DueTimers]:
+    """Durable buckets starting before ``until_ms`` (not in ``skip``) and their timers.
+
+    Bucket sets are read with SSCAN and records with HMGET in chunks, so no call blocks
+    Redis long. Reading stops after the bucket that reaches ``max_ids``: a backlog left by
+    a long outage is taken in slices, oldest buckets first, not all at once into memory.
+    """
+    members = yield C.Command("zrangebyscore", (sk.buckets, "-inf", until_ms))
+    buckets: list[int] = []
+    ids: list[str] = []
+    for n in (int(m) for m in members):
+        if n in skip:
+            continue
+        if len(ids) >= max_ids:
+            break
+        buckets.append(n)
+        cursor: Any = 0
+        while True:
+            cursor, part = yield C.Command("sscan", (sk.bucket(n), cursor), {"count": chunk})
+            ids.extend(C.text(m) for m in part)
+            if int(cursor) == 0:
+                break
+    due: list[tuple[int, str]] = []
+    for start in range(0, len(ids), chunk):
+        part = ids[start : start + chunk]
+        records = yield C.Command("hmget", (sk.timers, part))
+        for tid, raw in zip(part, records, strict=True):
+            if raw is not None:
+                due.append((int(decode_record(raw)["d"]), tid))
+    due.sort()
+    return DueTimers(buckets, due)

@@ -1,0 +1,42 @@
+"""The in-memory engine: Kafka's hierarchical timing wheel and delayed-operation purgatory.
+
+It needs no Redis and no msgpack, and imports neither (a test checks ``sys.modules`` in a
+fresh interpreter): usable alone, in-process. The durable layer (``timer.durable`` and
+the clients) and the worker build on it; it builds on nothing but ``timer.errors``.
+
+    task        TimerTask (override run; cancel in O(1)) and TimerTaskEntry
+    task_list   TimerTaskList: one bucket
+    wheel       TimingWheel: one level of the hierarchy, overflow wheels on demand
+    delay_queue DelayQueue: the heap of buckets the reaper sleeps on
+    executor    TaskExecutor: the one thread that runs expired tasks
+    timer       Timer: the interface (add, advance_clock, size, close)
+    system_timer SystemTimer: the Timer the rest of tickwheel uses
+    reaper      SystemTimerReaper: the thread that drives a SystemTimer
+    purgatory   DelayedOperation and DelayedOperationPurgatory, over any Timer
+    clock       Clock, MonotonicClock, ManualClock
+"""
+
+from .clock import Clock, ManualClock, MonotonicClock
+from .purgatory import DelayedOperation, DelayedOperationPurgatory
+from .reaper import SystemTimerReaper
+from .system_timer import MAX_EXPIRATION_MS, SystemTimer
+from .task import TimerTask, TimerTaskEntry
+from .task_list import TimerTaskList
+from .timer import Timer
+from .wheel import TimingWheel
+
+__all__ = [
+    "MAX_EXPIRATION_MS",
+    "Clock",
+    "DelayedOperation",
+    "DelayedOperationPurgatory",
+    "ManualClock",
+    "MonotonicClock",
+    "SystemTimer",
+    "SystemTimerReaper",
+    "Timer",
+    "TimerTask",
+    "TimerTaskEntry",
+    "TimerTaskList",
+    "TimingWheel",
+]
