@@ -80,15 +80,8 @@ class AsyncTimerClient:
         """Connect, check the server version and read the namespace (it must be initialised)."""
         keys = K.NamespaceKeys(K.check_namespace(namespace))  # before connecting
         rs = RedisSettings.from_url(url, socket_timeout_s=socket_timeout_s)
-        client = aioredis.Redis.from_url(
-            rs.url,
-            socket_timeout=socket_timeout_s,
-            socket_connect_timeout=rs.connect_timeout_s,
-            health_check_interval=30,
-        )
-        settings = ClientSettings(
-            result_ttl_ms=int(result_ttl_s * 1000), max_payload_bytes=max_payload_bytes
-        )
+        client = aioredis.Redis.from_url(rs.url, health_check_interval=30, **rs.options())
+        settings = ClientSettings.of(result_ttl_s=result_ttl_s, max_payload_bytes=max_payload_bytes)
         try:
             with map_errors(rs.safe_url):
                 info = await client.info()

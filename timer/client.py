@@ -111,10 +111,7 @@ class TimerClient:
         """
         K.check_namespace(namespace)  # before connecting: nothing to clean up on bad input
         rs = RedisSettings.from_url(url, socket_timeout_s=socket_timeout_s)
-        options: dict[str, Any] = {
-            "socket_timeout": socket_timeout_s,
-            "socket_connect_timeout": rs.connect_timeout_s,
-        }
+        options = rs.options()
         with map_errors(rs.safe_url):
             client: Any = redis.Redis.from_url(rs.url, health_check_interval=30, **options)
             try:
@@ -126,9 +123,7 @@ class TimerClient:
             except BaseException:
                 client.close()  # no half-open connection left behind
                 raise
-        settings = ClientSettings(
-            result_ttl_ms=int(result_ttl_s * 1000), max_payload_bytes=max_payload_bytes
-        )
+        settings = ClientSettings.of(result_ttl_s=result_ttl_s, max_payload_bytes=max_payload_bytes)
         return cls(client, namespace, settings=settings, safe_url=rs.safe_url)
 
     def __repr__(self) -> str:

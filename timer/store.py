@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
@@ -55,6 +56,13 @@ class RedisSettings:
     @property
     def safe_url(self) -> str:
         return redact_url(self.url)
+
+    def options(self) -> dict[str, Any]:
+        """redis-py connection options, the same for the sync and the asyncio client."""
+        return {
+            "socket_timeout": self.socket_timeout_s,
+            "socket_connect_timeout": self.connect_timeout_s,
+        }
 
     def __repr__(self) -> str:
         return f"RedisSettings(url={self.safe_url!r}, socket_timeout_s={self.socket_timeout_s})"

@@ -36,6 +36,11 @@ class ClientSettings:
     notify_batch: int = 1000
     pipeline_batch: int = 1000
 
+    @classmethod
+    def of(cls, *, result_ttl_s: float, max_payload_bytes: int) -> ClientSettings:
+        """From the keyword arguments both clients' constructors take."""
+        return cls(result_ttl_ms=int(result_ttl_s * 1000), max_payload_bytes=max_payload_bytes)
+
 
 @dataclass(frozen=True)
 class Timer:
