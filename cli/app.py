@@ -4,9 +4,11 @@ and the one place where TimerErrors become one-line messages with distinct exit 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import IO, Any
 
 import click
 
@@ -44,11 +46,26 @@ EXIT_CODES: dict[type[TimerError], int] = {
 
 
 class TimerCommandError(click.ClickException):
+    """A TimerError as the CLI shows it: one line (one JSON object with --json) on stderr,
+    and the exit code of its kind."""
+
     def __init__(self, error: TimerError) -> None:
         super().__init__(str(error))
+        self.kind = type(error).__name__
         self.exit_code = next(
             (code for kind, code in EXIT_CODES.items() if isinstance(error, kind)), 1
         )
+        # Shown after the command's context has closed: note --json while it is open.
+        ctx = click.get_current_context(silent=True)
+        app = ctx.find_object(App) if ctx is not None else None
+        self.as_json = app is not None and app.json
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        if not self.as_json:
+            super().show(file)
+            return
+        error = {"error": self.message, "kind": self.kind, "exit_code": self.exit_code}
+        click.echo(json.dumps(error), err=True)
 
 
 @contextlib.contextmanager

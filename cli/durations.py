@@ -28,6 +28,20 @@ def parse_duration_ms(text: str) -> int:
     return round(total)
 
 
+def parse_millis(text: str) -> int:
+    """For options named ``--…-ms``: a bare whole number is milliseconds (``5000``); a
+    duration with a unit (``5s``) is taken too."""
+    s = text.strip()
+    if s.isdigit():
+        return int(s)
+    try:
+        return parse_duration_ms(s)
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is not a number of milliseconds; write e.g. 5000 (or 5s)"
+        ) from None
+
+
 def parse_instant_ms(text: str) -> int:
     """Epoch milliseconds of an ISO-8601 instant (a time without a zone is taken as UTC)."""
     try:
@@ -69,10 +83,16 @@ class Duration(_Parsed):
     parse = staticmethod(parse_duration_ms)
 
 
+class Millis(_Parsed):
+    name = "ms"
+    parse = staticmethod(parse_millis)
+
+
 class Instant(_Parsed):
     name = "iso-time"
     parse = staticmethod(parse_instant_ms)
 
 
 DURATION = Duration()
+MILLIS = Millis()
 INSTANT = Instant()

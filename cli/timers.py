@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 import os
 import socket
+import warnings
 from typing import Any
 
 import click
 
-from timer import Outcome, TimerInfo
+from timer import Outcome, TimerInfo, TimerNotFound
+from timer.client import DurabilityWarning
 
-from .app import App, errors, pass_app
+from .app import App, TimerCommandError, errors, pass_app
 from .durations import DURATION, INSTANT, format_ms
 from .output import emit, pairs, table, to_json
 
@@ -33,15 +35,25 @@ from .output import emit, pairs, table, to_json
     show_default=True,
     help="Width of a durable bucket (the sweep's granularity).",
 )
+@click.option(
+    "--allow-eviction",
+    is_flag=True,
+    help="Initialise even if the server's maxmemory-policy may evict keys (timers can then "
+    "be lost without a trace).",
+)
 @pass_app
-def init(app: App, shards: int, bucket_ms: int) -> None:
+def init(app: App, shards: int, bucket_ms: int, allow_eviction: bool) -> None:
     """Create the namespace once (again with the same --shards is a no-op).
 
     The shard count is fixed for the life of the namespace: it bounds how many workers
-    can fire in parallel. Every other command needs the namespace initialised.
+    can fire in parallel. Every other command needs the namespace initialised. The server
+    must not evict keys (maxmemory-policy noeviction) and should keep an AOF.
     """
-    with errors():
-        meta = app.client.init(shards=shards, bucket_ms=bucket_ms)
+    with errors(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DurabilityWarning)
+        meta = app.client.init(shards=shards, bucket_ms=bucket_ms, allow_eviction=allow_eviction)
+    for w in caught:
+        click.echo(f"Warning: {w.message}", err=True)
     info = {
         "namespace": app.namespace,
         "shards": meta.shards,
@@ -236,10 +248,12 @@ def get(app: App, timer_id: str) -> None:
     with errors():
         info = app.client.get(timer_id)
     if info is None:
-        if app.json:
-            click.echo(to_json(None))
-            raise SystemExit(6)
-        raise click.ClickException(f"no timer {timer_id!r} in namespace {app.namespace!r}")
+        raise TimerCommandError(
+            TimerNotFound(
+                f"no timer {timer_id!r} in namespace {app.namespace!r} (or its outcome is "
+                "older than the result TTL)"
+            )
+        )
     d = _info_dict(info)
     emit(
         app.json,
@@ -363,12 +377,15 @@ def stats(app: App) -> None:
         "shards_led": led,
         "workers": len({s["leader"] for s in st["shards"] if s["leader"]}),
         "max_lag_ms": st["max_lag_ms"],
+        "eviction": ", ".join(sorted({v["maxmemory_policy"] for v in st["servers"]})),
+        "aof": "on" if all(v["aof"] for v in st["servers"]) else "OFF on some server",
     }
     emit(
         app.json,
-        summary if not app.json else {**summary, "per_shard": st["shards"]},
+        summary if not app.json else {**summary, "per_shard": st["shards"],
+                                      "servers": st["servers"]},
         pairs(summary),
-    )
+    )  # fmt: skip
 
 
 @click.command()

@@ -12,27 +12,37 @@ from worker.metrics import serve_metrics
 from worker.settings import default_worker_id
 
 from .app import App, errors, pass_app
-from .durations import DURATION
+from .durations import DURATION, MILLIS
 
 
 @click.command()
 @click.option(
-    "--lease-ms",
     "--lease",
-    "lease_ms",
+    "lease",
     type=DURATION,
-    default="5000ms",
-    show_default=True,
-    help="Shard lease TTL; a dead worker's shards move after it.",
+    default=None,
+    help="Shard lease TTL, e.g. 5s: a dead worker's shards move after it.  [default: 5s]",
+)
+@click.option(
+    "--lease-ms",
+    "lease_ms",
+    type=MILLIS,
+    default=None,
+    help="The lease TTL in milliseconds, e.g. 5000 (instead of --lease).",
+)
+@click.option(
+    "--horizon",
+    "horizon",
+    type=DURATION,
+    default=None,
+    help="How far ahead timers are held in memory, e.g. 10s.  [default: 10s]",
 )
 @click.option(
     "--horizon-ms",
-    "--horizon",
     "horizon_ms",
-    type=DURATION,
-    default="10000ms",
-    show_default=True,
-    help="How far ahead timers are held in memory.",
+    type=MILLIS,
+    default=None,
+    help="The horizon in milliseconds, e.g. 10000 (instead of --horizon).",
 )
 @click.option(
     "--outcome-retention",
@@ -44,6 +54,11 @@ from .durations import DURATION
     "group has not acked); 0s keeps them forever.",
 )
 @click.option("--id", "worker_id", default=None, help="Worker id (default host-pid-random).")
+@click.option(
+    "--allow-eviction",
+    is_flag=True,
+    help="Start even if the server's maxmemory-policy may evict keys (timers can be lost).",
+)
 @click.option(
     "--metrics-port",
     type=click.IntRange(0, 65535),
@@ -59,10 +74,13 @@ from .durations import DURATION
 @pass_app
 def worker(
     app: App,
-    lease_ms: int,
-    horizon_ms: int,
+    lease: int | None,
+    lease_ms: int | None,
+    horizon: int | None,
+    horizon_ms: int | None,
     retention_ms: int,
     worker_id: str | None,
+    allow_eviction: bool,
     metrics_port: int | None,
     log_level: str,
 ) -> None:
@@ -71,6 +89,8 @@ def worker(
     Start as many as you like: shards are shared out and move to the survivors when one
     dies. SIGTERM releases this worker's shards and stops it within seconds.
     """
+    lease_ms = one_of("--lease", lease, "--lease-ms", lease_ms, WorkerSettings.lease_ms)
+    horizon_ms = one_of("--horizon", horizon, "--horizon-ms", horizon_ms, WorkerSettings.horizon_ms)
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -80,6 +100,7 @@ def worker(
             lease_ms=lease_ms,
             horizon_ms=horizon_ms,
             outcome_retention_ms=retention_ms,
+            allow_eviction=allow_eviction,
         )
         w = Worker(app.client, settings)
     if metrics_port is not None:
@@ -97,3 +118,12 @@ def worker(
     )
     w.run()
     click.echo(f"worker {settings.worker_id} stopped; its shards were released", err=True)
+
+
+def one_of(name: str, value: int | None, ms_name: str, ms_value: int | None, default: int) -> int:
+    """The value of a pair of options that say the same thing (a duration, or ms)."""
+    if value is not None and ms_value is not None:
+        raise click.UsageError(f"give {name} or {ms_name}, not both")
+    if value is not None:
+        return value
+    return default if ms_value is None else ms_value

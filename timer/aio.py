@@ -132,7 +132,8 @@ class AsyncTimerClient:
             if isinstance(step, C.ScriptCall):
                 return await self._scripts[step.script](keys=step.keys, args=step.args)
             if isinstance(step, C.Command):
-                return await getattr(self.redis, step.name)(*step.args, **step.kwargs)
+                reply = await getattr(self.redis, step.name)(*step.args, **step.kwargs)
+                return {self.where: reply} if step.every_primary else reply
             pipe = self.redis.pipeline(transaction=False)
             for c in step.calls:
                 if isinstance(c, C.ScriptCall):

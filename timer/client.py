@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
+import warnings
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -32,6 +33,7 @@ from .durable.models import (
     LeaseRenewal,
     Meta,
     Outcome,
+    ServerSettings,
     SweepResult,
     Timer,
     TimerInfo,
@@ -161,6 +163,8 @@ class TimerClient:
         with map_errors(self.where):
             if isinstance(step, C.ScriptCall):
                 return self._scripts[step.script](keys=step.keys, args=step.args)
+            if isinstance(step, C.Command) and step.every_primary:
+                return self._on_every_primary(step)
             if isinstance(step, C.Command):
                 return getattr(self.redis, step.name)(*step.args, **step.kwargs)
         replies = self._pipeline(step)
@@ -169,6 +173,16 @@ class TimerClient:
                 if isinstance(reply, TimerError):
                     raise reply
         return replies
+
+    def _on_every_primary(self, step: C.Command) -> dict[str, Any]:
+        if not self.cluster:
+            return {self.where: getattr(self.redis, step.name)(*step.args, **step.kwargs)}
+        return {
+            node.name: getattr(self.redis.get_redis_connection(node), step.name)(
+                *step.args, **step.kwargs
+            )
+            for node in self.redis.get_primaries()
+        }
 
     def _pipeline(self, step: C.Pipeline) -> list[Any]:
         """Replies of a pipeline in order, each error translated into its slot."""
@@ -221,12 +235,39 @@ class TimerClient:
 
     # -- namespace ------------------------------------------------------------------
 
-    def init(self, shards: int = DEFAULT_SHARDS, bucket_ms: int = DEFAULT_BUCKET_MS) -> Meta:
-        """Create the namespace once; again with the same shard count is a no-op."""
-        op = ops.init(self.keys, shards, bucket_ms, where=self.where, check=not self._checked)
-        self._meta = self._run(op)
+    def init(
+        self,
+        shards: int = DEFAULT_SHARDS,
+        bucket_ms: int = DEFAULT_BUCKET_MS,
+        *,
+        allow_eviction: bool = False,
+    ) -> Meta:
+        """Create the namespace once; again with the same shard count is a no-op.
+
+        Refuses (ConfigError, nothing written) a server whose ``maxmemory-policy`` may
+        evict timers unless ``allow_eviction``; warns (:class:`DurabilityWarning`) when
+        AOF is off.
+        """
+        op = ops.init(
+            self.keys, shards, bucket_ms,
+            where=self.where, check=not self._checked, allow_eviction=allow_eviction,
+        )  # fmt: skip
+        self._meta, notes = self._run(op)
         self._checked = True
+        for note in notes:
+            warnings.warn(note, DurabilityWarning, stacklevel=2)
         return self._meta
+
+    def server_settings(self) -> list[ServerSettings]:
+        """Each server's (each cluster primary's) eviction policy, AOF and version."""
+        return self._run(ops.server_settings())
+
+    def check_durability(self, *, allow_eviction: bool = False) -> list[str]:
+        """ConfigError if a server may evict timers (unless ``allow_eviction``); else the
+        warnings to show (AOF off, an allowed evicting policy). ``init`` and workers call it."""
+        return ops.check_durability(
+            self.server_settings(), self.where, allow_eviction=allow_eviction
+        )
 
     @property
     def meta(self) -> Meta:
@@ -388,7 +429,15 @@ class TimerClient:
         self._run(ops.leave(self.keys, worker_id))
 
     def events_pubsub(self) -> CountingPubSub:
-        """A new pub/sub connection for following shard events (one listener thread)."""
+        """A new pub/sub connection for following shard events (one listener thread).
+
+        On a Redis Cluster a PUBLISH reaches every node, so one node hears every shard's
+        events; a node is picked at each call, so a listener that reconnects after its
+        node died tries another one.
+        """
+        if self.cluster:
+            node = self.redis.get_random_node()
+            return CountingPubSub(self.redis.get_redis_connection(node).connection_pool)
         return CountingPubSub(self.redis.connection_pool)
 
     def shard_of_channel(self, channel: str) -> int | None:
@@ -458,3 +507,7 @@ class ShardStore:
 def _one(call: C.ScriptCall | C.Command) -> ops.Op[Any]:
     """An operation of one step: its raw reply."""
     return (yield call)
+
+
+class DurabilityWarning(UserWarning):
+    """The server keeps timers less safely than it could (AOF off, an evicting policy)."""

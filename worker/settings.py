@@ -31,6 +31,8 @@ class WorkerSettings:
     # has not acked); 0 keeps them forever. Checked every trim_interval_ms per shard.
     outcome_retention_ms: int = 7 * 24 * 3600 * 1000
     trim_interval_ms: int = 60_000
+    # Start even if a server's maxmemory-policy may evict timers (they can then be lost).
+    allow_eviction: bool = False
 
     def __post_init__(self) -> None:
         if not self.worker_id or " " in self.worker_id:

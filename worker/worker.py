@@ -73,6 +73,8 @@ class Worker:
             client.events_pubsub, self._on_event, self._on_reconnect, self._on_subscribed
         )
         self.meta = client.meta
+        for note in client.check_durability(allow_eviction=self.settings.allow_eviction):
+            log.warning("%s", note)
 
     # -- Redis time --------------------------------------------------------------------
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from click.testing import CliRunner
 
@@ -87,6 +89,7 @@ def test_human_output(tw: Run) -> None:
         (["schedule", "", "--in", "1s"], 3, "must not be empty"),
         (["schedule", "j:{1}", "--in", "1s", "--watch", "j:{2}:k"], 3, "same hash tag"),
         (["cancel", "missing"], 6, "no timer"),
+        (["get", "missing"], 6, "no timer"),
         (["wait", "missing", "--timeout", "0.1"], 6, "no timer"),
     ],
 )
@@ -96,6 +99,21 @@ def test_errors_have_distinct_codes(tw: Run, args: list[str], code: int, message
     result = tw(*args, expect=code)
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+def test_json_errors_are_json_on_stderr(tw: Run) -> None:
+    """With --json an error is one JSON object on stderr, with the same exit code."""
+    tw("init", "--shards", "2")
+    cases = [
+        (["get", "missing"], 6, "TimerNotFound", "no timer 'missing'"),
+        (["schedule", "", "--in", "1s"], 3, "InvalidInput", "must not be empty"),
+    ]
+    for args, code, kind, message in cases:
+        result = tw("--json", *args, expect=code)
+        assert result.stdout == ""
+        error = json.loads(result.stderr)
+        assert (error["exit_code"], error["kind"]) == (code, kind)
+        assert message in error["error"]
 
 
 def test_conflict_and_wait_timeout_codes(tw: Run) -> None:

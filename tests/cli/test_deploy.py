@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import click
+import pytest
 import yaml
+from click.testing import CliRunner
+
+from cli.main import main
+from tests.conftest import wait_for
+from timer import TimerClient
+from timer.testing import RedisServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,3 +66,100 @@ def test_image_runs_the_tickwheel_cli() -> None:
     for part in ("timer", "worker", "cli", "pyproject.toml"):
         assert f"COPY {part}" in dockerfile
     assert compose()["services"]["worker"]["build"] == "."
+
+
+def dockerfile_cmd() -> list[str]:
+    """The Dockerfile's CMD, as the arguments the entry point gets."""
+    for line in (ROOT / "Dockerfile").read_text().splitlines():
+        if line.startswith("CMD "):
+            args = json.loads(line[len("CMD ") :])
+            assert isinstance(args, list)
+            return [str(a) for a in args]
+    raise AssertionError("the Dockerfile has no CMD")
+
+
+def readme_compose_runs() -> list[list[str]]:
+    """The README's `docker compose run --rm cli …` lines, as tickwheel arguments."""
+    runs = []
+    for line in (ROOT / "README.md").read_text().splitlines():
+        if line.startswith("docker compose run --rm cli "):
+            words = shlex.split(line.split("#", 1)[0])
+            runs.append(words[len(["docker", "compose", "run", "--rm", "cli"]) :])
+    assert runs, "the README shows no `docker compose run` line"
+    return runs
+
+
+def deployed_command_lines() -> list[list[str]]:
+    services = compose()["services"]
+    lines = [list(map(str, s["command"])) for n, s in services.items() if n != "redis"]
+    return [*lines, dockerfile_cmd(), *readme_compose_runs()]
+
+
+def parse(args: list[str]) -> click.Context:
+    """Parse and convert a tickwheel command line as the CLI would, without running it."""
+    root = click.Context(main, info_name="tickwheel")
+    name, rest = args[0], args[1:]
+    if name.startswith("-"):  # global options only (e.g. --help)
+        return main.make_context("tickwheel", args)
+    command = main.get_command(root, name)
+    assert command is not None, f"no command {name!r}"
+    return command.make_context(name, rest, parent=root)
+
+
+@pytest.mark.parametrize("args", deployed_command_lines(), ids=" ".join)
+def test_every_deployed_command_line_parses(args: list[str]) -> None:
+    """Each command of docker-compose.yml, the Dockerfile's CMD and the README's compose
+    lines is accepted by the CLI's parser with its exact arguments."""
+    try:
+        parse(args)
+    except click.exceptions.Exit as done:  # --help prints and exits 0
+        assert done.exit_code == 0
+    except click.ClickException as exc:
+        raise AssertionError(f"`tickwheel {' '.join(args)}` is refused: {exc}") from None
+
+
+def test_ms_options_take_bare_milliseconds() -> None:
+    """An option named --…-ms takes a bare number of ms, or a duration with its unit."""
+    worker_cmd = main.get_command(click.Context(main), "worker")
+    assert worker_cmd is not None
+    ctx = worker_cmd.make_context("worker", ["--lease-ms", "5000", "--horizon-ms", "10s"])
+    assert ctx.params["lease_ms"] == 5000 and ctx.params["horizon_ms"] == 10_000
+    with pytest.raises(click.BadParameter, match="not a number of milliseconds"):
+        worker_cmd.make_context("worker", ["--lease-ms", "five"])
+
+
+@pytest.mark.slow
+@pytest.mark.redis
+def test_compose_services_run_as_written(
+    redis_server: RedisServer, namespace: str, tmp_path: Path
+) -> None:
+    """init, the workers and the cli service run their compose command lines for real
+    (with compose's environment; only the metrics port is a free one here)."""
+    services = compose()["services"]
+    env = {
+        **os.environ,
+        **services["worker"]["environment"],
+        "TICKWHEEL_REDIS_URL": redis_server.url,
+        "TICKWHEEL_NAMESPACE": namespace,
+    }
+    runner = CliRunner(env=env)
+    init = runner.invoke(main, list(map(str, services["init"]["command"])))
+    assert init.exit_code == 0, init.output
+    port = str(free_port())
+    command = [port if a == "9100" else str(a) for a in services["worker"]["command"]]
+    with (tmp_path / "worker.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cli", *command], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+    try:
+        client = TimerClient.from_url(redis_server.url, namespace)
+        wait_for(lambda: None not in client.leaders().values(), 20, "the worker leads")
+        for args in readme_compose_runs():
+            done = runner.invoke(main, args)
+            assert done.exit_code == 0, (args, done.output)
+        client.schedule("compose:{1}", delay_ms=200)
+        assert client.wait("compose:{1}", timeout=20).outcome == "expired"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(15)
+    assert code == 0, (tmp_path / "worker.log").read_text()

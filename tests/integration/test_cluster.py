@@ -7,6 +7,7 @@ pipelines are split by node by redis-py's cluster pipeline.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,9 +15,11 @@ from pathlib import Path
 import pytest
 import redis
 
+from tests.conftest import wait_for
 from timer import ConfigError, TimerClient
 from timer.aio import AsyncTimerClient
 from timer.testing import RedisServer, free_port
+from worker import Worker, WorkerSettings
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -113,3 +116,36 @@ def test_asyncio_client_refuses_a_cluster_clearly(cluster_url: str) -> None:
     """The asyncio client has no cluster support yet: it says so and points to TimerClient."""
     with pytest.raises(ConfigError, match="does not support Redis Cluster yet"):
         asyncio.run(AsyncTimerClient.connect(cluster_url, "default"))
+
+
+def test_worker_follows_events_on_a_cluster(
+    cclient: TimerClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker on a cluster hears its shards' events: timers scheduled into buckets it has
+    already loaded are fired from its wheel, none left to the sweep, no listener errors."""
+    due = cclient.server_time_ms() + 5_000
+    seeds = [f"seed:{{{i}}}" for i in range(24)]
+    cclient.schedule_many([{"id": t, "deadline_ms": due} for t in seeds])
+    settings = WorkerSettings(worker_id="cw", lease_ms=5_000, horizon_ms=10_000)
+    w = Worker(TimerClient.from_url(cclient.where, cclient.namespace), settings)
+    runner = threading.Thread(target=w.run, daemon=True)
+    runner.start()
+    try:
+        # Once a shard is loaded, its bucket of `due` counts as loaded: a timer scheduled
+        # into it later reaches the wheel only through the shard's events.
+        wait_for(
+            lambda: len(w.shards) == 8 and all(s.loaded for s in w.shards.values()),
+            20,
+            "the worker leads and has loaded every shard",
+        )
+        ids = [f"ev:{{{i}}}" for i in range(24)]
+        cclient.schedule_many([{"id": t, "deadline_ms": due} for t in ids])
+        assert {cclient.shard_of(t) for t in ids} == set(range(8))
+        for tid in seeds + ids:
+            assert cclient.wait(tid, timeout=20).outcome == "expired"
+        assert (w.stats.fired, w.stats.swept) == (48, 0)
+    finally:
+        w.stop()
+        runner.join(15)
+        w.client.close()
+    assert not [r for r in caplog.records if r.name == "worker.events" and r.levelname == "ERROR"]

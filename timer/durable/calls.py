@@ -49,11 +49,16 @@ class ScriptCall:
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    """One plain command, named as redis-py's method (``hget``, ``xreadgroup``…)."""
+    """One plain command, named as redis-py's method (``hget``, ``xreadgroup``…).
+
+    With ``every_primary`` it runs on each primary of a Redis Cluster (one server
+    otherwise) and the reply is a ``{node name: reply}`` mapping.
+    """
 
     name: str
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
+    every_primary: bool = False
 
 
 @dataclass(frozen=True, slots=True)

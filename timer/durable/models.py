@@ -112,6 +112,26 @@ class Trimmed:
     held_by_group: bool  # a consumer group still owed entries the retention would drop
 
 
+@dataclass(frozen=True)
+class ServerSettings:
+    """What one server (one primary of a cluster) says about keeping our data.
+
+    Timers must never be evicted: only ``maxmemory-policy noeviction`` keeps every
+    pending timer (a ``volatile-*`` policy drops retained outcomes, so a retried
+    ``schedule`` would create the timer again). Without AOF a crash loses what was
+    written since the last snapshot.
+    """
+
+    node: str
+    version: str
+    maxmemory_policy: str
+    aof_enabled: bool
+
+    @property
+    def evicts(self) -> bool:
+        return self.maxmemory_policy != "noeviction"
+
+
 # -- what a shard's leader gets back -----------------------------------------------------
 
 

@@ -20,7 +20,7 @@ from ..errors import ConfigError, InvalidInput, StoreError, TimerError, WaitTime
 from . import calls as C
 from . import keys as K
 from .codec import decode_record
-from .models import DueTimers, Meta, Outcome, Timer, TimerInfo, Trimmed
+from .models import DueTimers, Meta, Outcome, ServerSettings, Timer, TimerInfo, Trimmed
 from .scripts import ScriptName
 
 T = TypeVar("T")
@@ -45,6 +45,44 @@ def check_server_version(info: Mapping[str, Any], where: str) -> None:
         )
 
 
+def server_settings() -> Op[list[ServerSettings]]:
+    """What every server (every primary of a cluster) says about keeping our data."""
+    infos = yield C.Command("info", (), every_primary=True)
+    return [
+        ServerSettings(
+            node=str(node),
+            version=str(info.get("valkey_version") or info.get("redis_version", "?")),
+            maxmemory_policy=str(info.get("maxmemory_policy", "noeviction")),
+            aof_enabled=int(info.get("aof_enabled", 0)) == 1,
+        )
+        for node, info in sorted(infos.items())
+    ]
+
+
+def check_durability(
+    servers: Iterable[ServerSettings], where: str, *, allow_eviction: bool
+) -> list[str]:
+    """ConfigError for a server that may evict timers (unless allowed); a warning each
+    for a server without AOF."""
+    notes: list[str] = []
+    for s in servers:
+        if s.evicts and not allow_eviction:
+            raise ConfigError(
+                f"the server at {where} ({s.node}) has maxmemory-policy {s.maxmemory_policy}: "
+                "it may evict timers and outcomes without a trace. Set "
+                "`maxmemory-policy noeviction` (CONFIG SET or redis.conf), or pass "
+                "allow_eviction (`--allow-eviction`) if you accept losing timers"
+            )
+        if s.evicts:
+            notes.append(f"{s.node}: maxmemory-policy {s.maxmemory_policy} may evict timers")
+        if not s.aof_enabled:
+            notes.append(
+                f"{s.node}: AOF is off (appendonly no): a crash of the server loses the "
+                "timers written since its last snapshot; set `appendonly yes`"
+            )
+    return notes
+
+
 # -- namespace -----------------------------------------------------------------------------
 
 
@@ -55,17 +93,27 @@ def check_server(where: str) -> Op[None]:
 
 
 def init(
-    keys: K.NamespaceKeys, shards: int, bucket_ms: int, *, where: str, check: bool
-) -> Op[Meta]:
+    keys: K.NamespaceKeys,
+    shards: int,
+    bucket_ms: int,
+    *,
+    where: str,
+    check: bool,
+    allow_eviction: bool,
+) -> Op[tuple[Meta, list[str]]]:
     """Create the namespace once; again with the same shard count is a no-op.
 
     Arguments are checked before anything is sent; ``check`` asks the server's version
-    first (once per client).
+    first (once per client). A server that may evict timers is refused (unless
+    ``allow_eviction``) before anything is written. Returns the Meta and the durability
+    warnings to show.
     """
     C.check_int("shards", shards, 1, 16384)
     C.check_int("bucket_ms", bucket_ms, 1, 3_600_000)
     if check:
         yield from check_server(where)
+    servers = yield from server_settings()
+    notes = check_durability(servers, where, allow_eviction=allow_eviction)
     # HSETNX is atomic per field: two racing inits agree on whoever came first.
     replies = yield C.Pipeline([
         C.Command("hsetnx", (keys.meta, "shards", shards)),
@@ -80,7 +128,7 @@ def init(
             f"namespace {keys.namespace!r} already has {meta.shards} shards; it cannot be "
             f"re-initialised with {shards} (use another namespace)"
         )
-    return meta
+    return meta, notes
 
 
 def read_meta(keys: K.NamespaceKeys, *, where: str, check: bool) -> Op[Meta]:
@@ -220,8 +268,10 @@ def history(ns: C.Namespace, shards: Iterable[int], page: int = 10_000) -> Op[No
 
 
 def stats(ns: C.Namespace) -> Op[dict[str, Any]]:
-    """Per shard: pending, leader, epoch, outcomes, lag (ms past the oldest ended bucket)."""
+    """Per shard: pending, leader, epoch, outcomes, lag (ms past the oldest ended bucket);
+    and what each server says about durability (eviction policy, AOF)."""
     now = yield from server_time_ms()
+    servers = yield from server_settings()
     commands: list[C.Command] = []
     for s in range(ns.meta.shards):
         sk = ns.shard(s)
@@ -257,6 +307,15 @@ def stats(ns: C.Namespace) -> Op[dict[str, Any]]:
         "outcomes": sum(x["outcomes"] for x in shards),
         "max_lag_ms": max((int(x["lag_ms"]) for x in shards), default=0),
         "now_ms": now,
+        "servers": [
+            {
+                "node": v.node,
+                "version": v.version,
+                "maxmemory_policy": v.maxmemory_policy,
+                "aof": v.aof_enabled,
+            }
+            for v in servers
+        ],
     }
 
 

@@ -1,0 +1,92 @@
+"""The server's durability settings are checked: an evicting policy is refused, no AOF warned."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+from click.testing import CliRunner
+
+from cli.main import main
+from timer import ConfigError, TimerClient
+from timer.client import DurabilityWarning
+from timer.testing import RedisServer
+from worker import Worker, WorkerSettings
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def evicting(redis_client: redis.Redis) -> Iterator[redis.Redis]:
+    """The session server with maxmemory-policy allkeys-lru for the test (then restored)."""
+    before = redis_client.config_get("maxmemory-policy")["maxmemory-policy"]
+    redis_client.config_set("maxmemory-policy", "allkeys-lru")
+    try:
+        yield redis_client
+    finally:
+        redis_client.config_set("maxmemory-policy", before)
+
+
+@pytest.fixture
+def no_aof(redis_client: redis.Redis) -> Iterator[redis.Redis]:
+    """The session server with appendonly no for the test (then restored)."""
+    redis_client.config_set("appendonly", "no")
+    try:
+        yield redis_client
+    finally:
+        redis_client.config_set("appendonly", "yes")
+
+
+def test_init_refuses_an_evicting_server_and_writes_nothing(
+    redis_server: RedisServer, evicting: redis.Redis, namespace: str
+) -> None:
+    """init on a server that may evict keys fails with a clear ConfigError; no namespace."""
+    c = TimerClient.from_url(redis_server.url, namespace)
+    with pytest.raises(ConfigError, match=r"maxmemory-policy allkeys-lru.*noeviction"):
+        c.init(shards=4)
+    assert not evicting.exists(c.keys.meta)
+    with pytest.warns(DurabilityWarning, match="may evict timers"):
+        assert c.init(shards=4, allow_eviction=True).shards == 4
+    c.close()
+
+
+def test_worker_refuses_an_evicting_server_unless_allowed(
+    client: TimerClient, evicting: redis.Redis
+) -> None:
+    """A worker does not start on an evicting server unless told it may."""
+    with pytest.raises(ConfigError, match="allow_eviction"):
+        Worker(client, WorkerSettings(worker_id="ev"))
+    w = Worker(client, WorkerSettings(worker_id="ev", allow_eviction=True))
+    w.close()
+
+
+def test_cli_init_and_worker_say_what_to_do(
+    redis_server: RedisServer, evicting: redis.Redis, namespace: str
+) -> None:
+    """`tickwheel init` and `tickwheel worker` exit 4 with the setting to change."""
+    base = ["--redis-url", redis_server.url, "--namespace", namespace]
+    runner = CliRunner()
+    init = runner.invoke(main, [*base, "init", "--shards", "2"])
+    assert init.exit_code == 4 and "noeviction" in init.output
+    assert runner.invoke(main, [*base, "init", "--shards", "2", "--allow-eviction"]).exit_code == 0
+    worker = runner.invoke(main, [*base, "worker", "--lease", "1s"])
+    assert worker.exit_code == 4 and "--allow-eviction" in worker.output
+
+
+def test_aof_off_is_warned_and_shown_in_stats(
+    redis_server: RedisServer, no_aof: redis.Redis, namespace: str
+) -> None:
+    """init warns when AOF is off; stats shows each server's policy and AOF."""
+    c = TimerClient.from_url(redis_server.url, namespace)
+    with pytest.warns(DurabilityWarning, match="AOF is off"):
+        c.init(shards=2)
+    servers = c.stats()["servers"]
+    assert [(s["maxmemory_policy"], s["aof"]) for s in servers] == [("noeviction", False)]
+    result = CliRunner().invoke(
+        main, ["--redis-url", redis_server.url, "--namespace", namespace, "init", "--shards", "2"]
+    )
+    assert (
+        result.exit_code == 0 and "Warning:" in result.output and "appendonly yes" in result.output
+    )
+    c.close()
