@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
-import signal
 
 import click
 
+from timer import TimerClient
 from worker import Worker, WorkerSettings
+from worker.logs import connect_with_retry
 from worker.metrics import serve_metrics
 from worker.settings import default_worker_id
 
@@ -102,21 +103,31 @@ def worker(
             outcome_retention_ms=retention_ms,
             allow_eviction=allow_eviction,
         )
-        w = Worker(app.client, settings)
+    url, namespace = app.url, app.namespace
+    with errors():
+        try:  # Redis may not be up yet (a deployment starting): wait for it
+            client = connect_with_retry(
+                lambda: TimerClient.from_url(url, namespace),
+                logger=logging.getLogger("worker"),
+                what=f"worker {settings.worker_id}",
+            )
+        except KeyboardInterrupt:
+            raise SystemExit(130) from None
+        assert client is not None
+    w = Worker(client, settings)
     if metrics_port is not None:
         serve_metrics(w, metrics_port)
 
-    def on_signal(signum: int, _frame: object) -> None:
-        w.stop()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
     where = f"; metrics on :{metrics_port}/metrics" if metrics_port is not None else ""
     click.echo(
         f"worker {settings.worker_id} ready: namespace {app.namespace!r} at {app.safe_url}{where}",
         err=True,
     )
-    w.run()
+    try:
+        with errors():
+            w.run()  # SIGTERM/Ctrl-C stop it gracefully; it waits for Redis at start-up
+    finally:
+        client.close()
     click.echo(f"worker {settings.worker_id} stopped; its shards were released", err=True)
 
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 
 from timer import TimerClient, TimerError
 
+from .logs import connect_with_retry
 from .settings import WorkerSettings, default_worker_id
 from .worker import Worker
 
@@ -34,7 +34,12 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
-        client = TimerClient.from_url(args.redis_url, args.namespace)
+        client = connect_with_retry(
+            lambda: TimerClient.from_url(args.redis_url, args.namespace),
+            logger=logging.getLogger("worker"),
+            what="worker start-up",
+        )
+        assert client is not None  # only a stop event ends the wait with None
         settings = WorkerSettings(
             worker_id=args.id or default_worker_id(),
             lease_ms=args.lease_ms,
@@ -46,14 +51,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Error: {exc}", file=sys.stderr)
         return 1
 
-    def on_signal(signum: int, _frame: object) -> None:
-        worker.stop()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
     print(f"worker {settings.worker_id} ready", file=sys.stderr, flush=True)
-    worker.run()
-    client.close()
+    try:
+        worker.run()  # SIGTERM/SIGINT stop it gracefully
+    except TimerError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        client.close()
     return 0
 
 

@@ -14,15 +14,18 @@ import contextlib
 import logging
 import math
 import queue
+import signal
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol, TypeVar
 
 from timer import SystemTimer, SystemTimerReaper, TimerClient, TimerError
 from timer.durable.calls import parse_event
-from timer.errors import Fenced
+from timer.durable.models import Meta
+from timer.errors import Fenced, StoreError
 
 from .events import EventListener
+from .logs import RateLimitedLog
 from .redis_clock import RedisClock
 from .settings import WorkerSettings
 from .shard import FireTask, ShardState
@@ -72,9 +75,38 @@ class Worker:
         self.events = EventListener(
             client.events_pubsub, self._on_event, self._on_reconnect, self._on_subscribed
         )
-        self.meta = client.meta
-        for note in client.check_durability(allow_eviction=self.settings.allow_eviction):
+        self._ready = False
+        self._warn = RateLimitedLog(log, every_s=10.0)
+
+    @property
+    def meta(self) -> Meta:
+        return self.client.meta  # read once by the client, then cached
+
+    def prepare(self) -> None:
+        """Read the namespace and check the server (version, eviction policy, AOF) once.
+
+        ConfigError if the namespace does not exist or the server may evict timers
+        (unless ``allow_eviction``); StoreError while Redis cannot be reached.
+        """
+        if self._ready:
+            return
+        _ = self.client.meta
+        for note in self.client.check_durability(allow_eviction=self.settings.allow_eviction):
             log.warning("%s", note)
+        self._ready = True
+
+    def _wait_until_ready(self) -> bool:
+        """``prepare`` with backoff while Redis is unreachable; False if stopped meanwhile."""
+        backoff = 0.05
+        while not self._stopping.is_set():
+            try:
+                self.prepare()
+                return True
+            except StoreError as exc:
+                self._warn.warning("worker %s: waiting for Redis: %s", self.id, exc)
+                self._stopping.wait(backoff)
+                backoff = min(backoff * 2, 2.0)
+        return False
 
     # -- Redis time --------------------------------------------------------------------
 
@@ -330,7 +362,7 @@ class Worker:
                 self.fire_batch(batch)
             except TimerError as exc:
                 self.stats.redis_errors += 1
-                log.warning("firing failed (%s); entries go back to the wheel", exc)
+                self._warn.warning("firing failed (%s); entries go back to the wheel", exc)
                 with self._lock:
                     for task in batch:
                         state = self.shards.get(task.shard)
@@ -388,6 +420,7 @@ class Worker:
 
     def tick(self) -> None:
         """One round of housekeeping: heartbeat, leases, loading ahead, sweeping, trimming."""
+        self.prepare()
         s = self.settings
         if not self.clock.ready:
             self._sync_clock()
@@ -430,26 +463,38 @@ class Worker:
                 break
         return self.fire_batch(batch)
 
-    def run(self) -> None:
-        """Run until ``stop()`` (or SIGTERM in the CLI): threads for the wheel, firing, events."""
-        self._reaper = SystemTimerReaper(self.timer)
-        self._firer = threading.Thread(target=self._firer_loop, name="worker-firer", daemon=True)
-        self._firer.start()
-        self.events.start()
-        backoff = 0.05
-        tick_s = min(0.1, self.settings.renew_every_ms / 4000)
-        while not self._stopping.is_set():
-            try:
-                self.tick()
-                backoff = 0.05
-                self._stopping.wait(tick_s)
-            except TimerError as exc:
-                self.stats.redis_errors += 1
-                log.warning("worker %s: %s; retrying in %.2fs", self.id, exc, backoff)
-                self._drop_expired_leases()
-                self._stopping.wait(backoff)
-                backoff = min(backoff * 2, 2.0)
-        self._shutdown()
+    def run(self, *, handle_signals: bool | None = None) -> None:
+        """Run until ``stop()``: threads for the wheel, firing and events; then release.
+
+        Start-up waits (with backoff) while Redis is unreachable. ``handle_signals``
+        (default: when called on the main thread) makes SIGTERM and SIGINT stop the
+        worker gracefully, releasing its leases, and restores the old handlers after.
+        A ConfigError at start-up (no namespace, an evicting server) is raised.
+        """
+        with _graceful_stop(self, handle_signals):
+            if not self._wait_until_ready():
+                self._shutdown()
+                return
+            self._reaper = SystemTimerReaper(self.timer)
+            self._firer = threading.Thread(
+                target=self._firer_loop, name="worker-firer", daemon=True
+            )
+            self._firer.start()
+            self.events.start()
+            backoff = 0.05
+            tick_s = min(0.1, self.settings.renew_every_ms / 4000)
+            while not self._stopping.is_set():
+                try:
+                    self.tick()
+                    backoff = 0.05
+                    self._stopping.wait(tick_s)
+                except TimerError as exc:
+                    self.stats.redis_errors += 1
+                    self._warn.warning("worker %s: %s; retrying", self.id, exc)
+                    self._drop_expired_leases()
+                    self._stopping.wait(backoff)
+                    backoff = min(backoff * 2, 2.0)
+            self._shutdown()
 
     def _drop_expired_leases(self) -> None:
         s, now = self.settings, self.clock.mono_ms()
@@ -478,3 +523,23 @@ class Worker:
         """For run_once users: release leases and stop the wheel."""
         self._stopping.set()
         self._shutdown()
+
+
+@contextlib.contextmanager
+def _graceful_stop(worker: Worker, handle_signals: bool | None) -> Iterator[None]:
+    """SIGTERM and SIGINT call ``worker.stop()`` inside the block (main thread only)."""
+    on_main = threading.current_thread() is threading.main_thread()
+    if not (on_main if handle_signals is None else handle_signals and on_main):
+        yield
+        return
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("worker %s: %s received; stopping", worker.id, signal.Signals(signum).name)
+        worker.stop()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -55,10 +55,14 @@ def test_worker_refuses_an_evicting_server_unless_allowed(
     client: TimerClient, evicting: redis.Redis
 ) -> None:
     """A worker does not start on an evicting server unless told it may."""
+    refused = Worker(client, WorkerSettings(worker_id="ev"))
     with pytest.raises(ConfigError, match="allow_eviction"):
-        Worker(client, WorkerSettings(worker_id="ev"))
-    w = Worker(client, WorkerSettings(worker_id="ev", allow_eviction=True))
-    w.close()
+        refused.run(handle_signals=False)  # raised at start-up, before taking any shard
+    assert set(client.leaders().values()) == {None}
+    allowed = Worker(client, WorkerSettings(worker_id="ev", allow_eviction=True))
+    allowed.run_once()
+    assert set(client.leaders().values()) == {"ev"}
+    allowed.close()
 
 
 def test_cli_init_and_worker_say_what_to_do(

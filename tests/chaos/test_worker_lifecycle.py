@@ -1,0 +1,84 @@
+"""A worker's start and stop as a deployment sees them: Redis not up yet, SIGINT from Python."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import wait_for
+from timer import TimerClient
+from timer.testing import RedisServer, free_port
+
+from .conftest import ROOT
+
+pytestmark = [pytest.mark.chaos, pytest.mark.slow]
+
+
+def start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("wb") as handle:
+        return subprocess.Popen(
+            [sys.executable, *args], cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )  # fmt: skip
+
+
+def test_worker_started_before_redis_waits_for_it(tmp_path: Path, server_binary: Path) -> None:
+    """A worker whose Redis is down at start-up waits (a few log lines, not one per try),
+    then leads every shard once Redis is up, and stops cleanly on SIGTERM."""
+    server = RedisServer(tmp_path / "data", binary=server_binary, port=free_port())
+    with server:
+        TimerClient.from_url(server.url, "up").init(shards=4)
+    assert not server.running
+    log = tmp_path / "worker.log"
+    proc = start(["-m", "worker", "--redis-url", server.url, "--namespace", "up", "--id", "early",
+                  "--lease-ms", "1000"], log)  # fmt: skip
+    try:
+        wait_for(lambda: "waiting for Redis" in log.read_text(), 20, "the worker to wait")
+        assert proc.poll() is None, log.read_text()
+        with server.restart():
+            client = TimerClient.from_url(server.url, "up")
+            wait_for(lambda: set(client.leaders().values()) == {"early"}, 30, "leadership")
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(15) == 0, log.read_text()
+            assert set(client.leaders().values()) == {None}
+            client.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    waiting = log.read_text().count("waiting for Redis")
+    assert 1 <= waiting <= 3, log.read_text()  # rate-limited: not one line per retry
+
+
+def test_worker_run_from_python_stops_gracefully_on_sigint(
+    redis_server: RedisServer, namespace: str, tmp_path: Path
+) -> None:
+    """`Worker(...).run()` in a user's script releases its leases on Ctrl-C (SIGINT) and
+    exits without a traceback, so its shards move at once, not after a lease."""
+    client = TimerClient.from_url(redis_server.url, namespace)
+    client.init(shards=4)
+    script = textwrap.dedent(f"""
+        from timer import TimerClient
+        from worker import Worker, WorkerSettings
+        c = TimerClient.from_url({redis_server.url!r}, {namespace!r})
+        Worker(c, WorkerSettings(worker_id="py", lease_ms=30_000)).run()
+        print("run returned")
+    """)
+    log = tmp_path / "py.log"
+    proc = start(["-c", script], log)
+    try:
+        wait_for(lambda: set(client.leaders().values()) == {"py"}, 30, "leadership")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(15) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = log.read_text()
+    assert "run returned" in text and "Traceback" not in text, text
+    assert set(client.leaders().values()) == {None}  # released, not left to expire (30 s)
+    client.close()
