@@ -5,6 +5,13 @@ COPY pyproject.toml README.md ./
 COPY timer ./timer
 COPY worker ./worker
 COPY cli ./cli
-RUN pip install --no-cache-dir .
+RUN pip install --no-cache-dir . \
+    && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin tickwheel
+# Not root: the worker needs no privilege (its only port, for metrics, is above 1024).
+USER tickwheel
+# Ready = Redis reachable, clock synced, lease loop ticking in time (a worker's
+# --metrics-port 9100 --metrics-host 0.0.0.0); one-shot services turn it off.
+HEALTHCHECK --interval=10s --timeout=5s --start-period=20s --retries=3 \
+    CMD ["tickwheel", "probe", "--port", "9100"]
 ENTRYPOINT ["tickwheel"]
 CMD ["--help"]

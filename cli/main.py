@@ -9,6 +9,7 @@ from timer import __version__
 from .app import App
 from .bench import bench
 from .demo import demo
+from .probe_cmd import probe
 from .server_cmd import server
 from .timers import (
     cancel,
@@ -79,6 +80,7 @@ for command in (
     trim,
     stats,
     shards,
+    probe,
     demo,
     bench,
 ):

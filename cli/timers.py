@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 import warnings
 from typing import Any
 
@@ -140,6 +141,12 @@ def schedule(
         _timer_dict(t),
         f"{what}: {t.id} on shard {t.shard}, deadline {format_ms(t.deadline_ms)}",
     )
+    if deadline_ms is not None and t.created and deadline_ms < time.time() * 1000 - 1_000:
+        # Allowed on purpose (a catch-up after downtime), but rarely what a person meant.
+        click.echo(
+            f"Note: {format_ms(deadline_ms)} is in the past: the timer is due at once.",
+            err=True,
+        )
 
 
 @click.command()

@@ -6,7 +6,7 @@ import logging
 
 import click
 
-from timer import TimerClient
+from timer import ConfigError, TimerClient
 from worker import Worker, WorkerSettings
 from worker.logs import connect_with_retry
 from worker.metrics import serve_metrics
@@ -64,7 +64,14 @@ from .durations import DURATION, MILLIS
     "--metrics-port",
     type=click.IntRange(0, 65535),
     default=None,
-    help="Serve Prometheus metrics on this port (/metrics).",
+    help="Serve Prometheus metrics (/metrics) and health probes (/healthz, /ready) here.",
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address for metrics and health (/metrics, /healthz, /ready); 0.0.0.0 in a "
+    "container so others can reach it.",
 )
 @click.option(
     "--log-level",
@@ -83,6 +90,7 @@ def worker(
     worker_id: str | None,
     allow_eviction: bool,
     metrics_port: int | None,
+    metrics_host: str,
     log_level: str,
 ) -> None:
     """Lead a fair share of the namespace's shards and fire their timers.
@@ -116,9 +124,19 @@ def worker(
         assert client is not None
     w = Worker(client, settings)
     if metrics_port is not None:
-        serve_metrics(w, metrics_port)
+        with errors():
+            try:
+                serve_metrics(w, metrics_port, metrics_host)
+            except OSError as exc:
+                raise ConfigError(
+                    f"cannot serve metrics on {metrics_host}:{metrics_port}: {exc}"
+                ) from None
 
-    where = f"; metrics on :{metrics_port}/metrics" if metrics_port is not None else ""
+    where = (
+        f"; metrics and health on http://{metrics_host}:{metrics_port}"
+        if metrics_port is not None
+        else ""
+    )
     click.echo(
         f"worker {settings.worker_id} ready: namespace {app.namespace!r} at {app.safe_url}{where}",
         err=True,

@@ -3,7 +3,8 @@ notify -> a worker fires the rest -> outcomes read back into Spark and summarise
 
     python examples/job_timeouts.py redis://localhost:6379/0
 
-(With no URL it uses tickwheel's embedded server: run `tickwheel server start` first.)
+(With no URL it uses tickwheel's embedded server, as the CLI does, starting it if it is
+not running; `tickwheel server stop` stops it.)
 """
 
 from __future__ import annotations
@@ -20,6 +21,14 @@ from pyspark.sql import functions as F
 from timer import TimerClient
 from timer import spark as tws
 from worker import Worker, WorkerSettings
+
+
+def default_url() -> str:
+    """The embedded server's URL, started in ./.tickwheel if it is not running."""
+    from cli import embedded  # noqa: PLC0415 - only when no URL is given
+
+    state, _ = embedded.start()
+    return state.url
 
 
 def run(
@@ -75,5 +84,5 @@ if __name__ == "__main__":
         .config("spark.pyspark.python", sys.executable)  # executors need tickwheel installed
         .getOrCreate()
     )
-    print(run(session, sys.argv[1] if len(sys.argv) > 1 else "redis://127.0.0.1:6379/0"))
+    print(run(session, sys.argv[1] if len(sys.argv) > 1 else default_url()))
     session.stop()

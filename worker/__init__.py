@@ -1,7 +1,7 @@
 """The tickwheel worker process: membership, shard leases, per-shard reaper, recovery."""
 
 from .settings import WorkerSettings
-from .stats import WorkerStats
+from .stats import Health, WorkerStats
 from .worker import Worker
 
-__all__ = ["Worker", "WorkerSettings", "WorkerStats"]
+__all__ = ["Health", "Worker", "WorkerSettings", "WorkerStats"]

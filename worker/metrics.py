@@ -7,10 +7,13 @@ metric families, so firing pays nothing for metrics.
 
 from __future__ import annotations
 
+import json
+import threading
 from collections.abc import Iterator, Mapping
-from typing import Protocol
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Protocol
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -19,7 +22,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from .stats import LatenessHistogram, WorkerStats
+from .stats import Health, LatenessHistogram, WorkerStats
 
 
 class Observed(Protocol):
@@ -31,6 +34,8 @@ class Observed(Protocol):
 
     @property
     def shards(self) -> Mapping[int, _Led]: ...
+
+    def health(self) -> Health: ...
 
 
 class _Led(Protocol):
@@ -85,9 +90,49 @@ class WorkerCollector(Collector):
         yield hist
 
 
-def serve_metrics(worker: Observed, port: int, addr: str = "0.0.0.0") -> CollectorRegistry:
-    """Serve the worker's metrics on http://addr:port/metrics (a daemon thread)."""
+def serve_metrics(worker: Observed, port: int, addr: str = "127.0.0.1") -> ThreadingHTTPServer:
+    """Serve the worker's metrics and health on http://addr:port (a daemon thread).
+
+    ``/metrics``  Prometheus text
+    ``/healthz``  liveness: 200, or 503 when the run loop is stuck (restart the process)
+    ``/ready``    readiness: 200 when Redis is reachable, the clock synced and the lease
+                  loop ticking in time; else 503 with the reasons (JSON)
+
+    Binds to loopback unless told otherwise (``--metrics-host 0.0.0.0`` in a container).
+    """
     registry = CollectorRegistry()
     registry.register(WorkerCollector(worker))
-    start_http_server(port, addr=addr, registry=registry)
-    return registry
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                self._send(200, CONTENT_TYPE_LATEST, generate_latest(registry))
+            elif path in ("/healthz", "/ready"):
+                health = worker.health()
+                ok = health.live if path == "/healthz" else health.ready
+                body = {
+                    "worker": worker.id,
+                    "live": health.live,
+                    "ready": health.ready,
+                    "reasons": list(health.reasons),
+                    "tick_age_ms": health.tick_age_ms,
+                }
+                self._send(200 if ok else 503, "application/json", json.dumps(body).encode())
+            else:
+                self._send(404, "text/plain", b"try /metrics, /healthz or /ready\n")
+
+        def _send(self, code: int, kind: str, body: bytes) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # a probe every few seconds is not worth a log line
+
+    server = ThreadingHTTPServer((addr, port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="worker-http", daemon=True).start()
+    return server

@@ -9,6 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+@dataclass(frozen=True)
+class Health:
+    """What a probe asks: restart me (not ``live``)? send me work (``ready``)?"""
+
+    live: bool
+    ready: bool
+    reasons: tuple[str, ...]  # why not ready (or not live); empty when ready
+    tick_age_ms: int | None  # since the last successful tick (None: none yet)
+
+
 @dataclass
 class WorkerStats:
     """Counters of one worker since it started (read by the metrics collector)."""

@@ -29,7 +29,7 @@ from .logs import RateLimitedLog
 from .redis_clock import RedisClock
 from .settings import WorkerSettings
 from .shard import FireTask, ShardState
-from .stats import LatenessHistogram, WorkerStats
+from .stats import Health, LatenessHistogram, WorkerStats
 
 log = logging.getLogger("worker")
 
@@ -77,6 +77,9 @@ class Worker:
         )
         self._ready = False
         self._warn = RateLimitedLog(log, every_s=10.0)
+        self._loop_mono_ms: float | None = None  # the run loop's last turn, ok or not
+        self._tick_ok_mono_ms: float | None = None  # the last tick that succeeded
+        self._last_error = ""
 
     @property
     def meta(self) -> Meta:
@@ -103,6 +106,7 @@ class Worker:
                 self.prepare()
                 return True
             except StoreError as exc:
+                self._loop_mono_ms, self._last_error = self.clock.mono_ms(), str(exc)
                 self._warn.warning("worker %s: waiting for Redis: %s", self.id, exc)
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, 2.0)
@@ -486,15 +490,46 @@ class Worker:
             while not self._stopping.is_set():
                 try:
                     self.tick()
+                    self._loop_mono_ms = self._tick_ok_mono_ms = self.clock.mono_ms()
                     backoff = 0.05
                     self._stopping.wait(tick_s)
                 except TimerError as exc:
+                    self._loop_mono_ms, self._last_error = self.clock.mono_ms(), str(exc)
                     self.stats.redis_errors += 1
                     self._warn.warning("worker %s: %s; retrying", self.id, exc)
                     self._drop_expired_leases()
                     self._stopping.wait(backoff)
                     backoff = min(backoff * 2, 2.0)
             self._shutdown()
+
+    def health(self) -> Health:
+        """Liveness and readiness, with the reasons when not (for probes).
+
+        Ready: started (Redis reached, namespace read), clock synced to Redis, and a
+        tick that succeeded within half a lease (a worker that cannot tick cannot renew
+        its leases). Live: the run loop turned (even failing) within two leases or 10 s,
+        whichever is longer, so a wedged process is restarted, a Redis outage is not.
+        """
+        now = self.clock.mono_ms()
+        lease = self.settings.lease_ms
+        reasons: list[str] = []
+        if self._stopping.is_set():
+            reasons.append("stopping")
+        if not self._ready:
+            reasons.append("not started: " + (self._last_error or "starting"))
+        elif not self.clock.ready:
+            reasons.append("clock not yet synced to Redis")
+        ok = self._tick_ok_mono_ms
+        if self._ready and (ok is None or now - ok > lease / 2):
+            since = "never" if ok is None else f"{now - ok:.0f} ms ago"
+            reasons.append(f"last successful tick {since}: {self._last_error or 'starting'}")
+        loop = self._loop_mono_ms
+        stuck_ms = 0.0 if loop is None else now - loop
+        live = stuck_ms <= max(2 * lease, 10_000)
+        if not live:
+            reasons.append(f"run loop stuck for {stuck_ms:.0f} ms")
+        age = None if ok is None else round(now - ok)
+        return Health(live=live, ready=not reasons, reasons=tuple(reasons), tick_age_ms=age)
 
     def _drop_expired_leases(self) -> None:
         s, now = self.settings, self.clock.mono_ms()

@@ -15,7 +15,7 @@ from .conftest import Run, as_json
 COMMANDS = [
     [], ["server"], ["server", "start"], ["server", "stop"], ["server", "status"], ["init"],
     ["worker"], ["schedule"], ["cancel"], ["reschedule"], ["notify"], ["complete"], ["get"],
-    ["wait"], ["tail"], ["trim"], ["stats"], ["shards"], ["demo"], ["bench"],
+    ["wait"], ["tail"], ["trim"], ["stats"], ["shards"], ["probe"], ["demo"], ["bench"],
 ]  # fmt: skip
 
 
@@ -147,3 +147,19 @@ def test_env_vars_configure_url_and_namespace(tw: Run, redis_server: object, nam
     monkeypatch.setenv("TICKWHEEL_REDIS_URL", redis_server.url)  # type: ignore[attr-defined]
     monkeypatch.setenv("TICKWHEEL_NAMESPACE", namespace)
     assert as_json(tw("--json", "init", "--shards", "3", base=False))["namespace"] == namespace
+
+
+def test_probe_without_a_worker_says_so(workdir: object) -> None:
+    """`tickwheel probe` with no worker listening exits 1 and says where it looked."""
+    port = str(free_port())
+    result = CliRunner().invoke(main, ["probe", "--port", port, "--timeout", "1"])
+    assert result.exit_code == 1
+    assert f"no worker answers at http://127.0.0.1:{port}/ready" in result.output
+
+
+def test_a_past_at_is_accepted_and_said(tw: Run) -> None:
+    """--at in the past schedules a timer due at once, and the output says so."""
+    tw("init", "--shards", "2")
+    result = tw("schedule", "late", "--at", "2001-01-01T00:00:00Z")
+    assert "in the past: the timer is due at once" in result.output
+    assert "in the past" not in tw("schedule", "soon", "--in", "1h").output

@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 import pytest
+import redis
 import yaml
 from click.testing import CliRunner
 
@@ -78,6 +79,26 @@ def dockerfile_cmd() -> list[str]:
     raise AssertionError("the Dockerfile has no CMD")
 
 
+def dockerfile_healthcheck() -> list[str]:
+    """The tickwheel arguments of the Dockerfile's HEALTHCHECK CMD."""
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    line = next(x for x in text.splitlines() if x.startswith("HEALTHCHECK "))
+    args = json.loads(line.split(" CMD ", 1)[1])
+    assert args[0] == "tickwheel", args
+    return [str(a) for a in args[1:]]
+
+
+def compose_healthchecks() -> list[list[str]]:
+    """The tickwheel arguments of every service healthcheck that runs tickwheel."""
+    found = []
+    for service in compose()["services"].values():
+        test = service.get("healthcheck", {}).get("test")
+        if test and test[0] == "CMD" and test[1] == "tickwheel":
+            found.append([str(a) for a in test[2:]])
+    assert found, "no service checks a worker's health"
+    return found
+
+
 def readme_compose_runs() -> list[list[str]]:
     """The README's `docker compose run --rm cli …` lines, as tickwheel arguments."""
     runs = []
@@ -92,7 +113,10 @@ def readme_compose_runs() -> list[list[str]]:
 def deployed_command_lines() -> list[list[str]]:
     services = compose()["services"]
     lines = [list(map(str, s["command"])) for n, s in services.items() if n != "redis"]
-    return [*lines, dockerfile_cmd(), *readme_compose_runs()]
+    return [
+        *lines, dockerfile_cmd(), dockerfile_healthcheck(), *compose_healthchecks(),
+        *readme_compose_runs(),
+    ]  # fmt: skip
 
 
 def parse(args: list[str]) -> click.Context:
@@ -159,7 +183,54 @@ def test_compose_services_run_as_written(
             assert done.exit_code == 0, (args, done.output)
         client.schedule("compose:{1}", delay_ms=200)
         assert client.wait("compose:{1}", timeout=20).outcome == "expired"
+        for check in [*compose_healthchecks(), dockerfile_healthcheck()]:
+            args = [port if a == "9100" else a for a in check]
+            healthy = runner.invoke(main, args)
+            assert healthy.exit_code == 0, (check, healthy.output)
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(15)
     assert code == 0, (tmp_path / "worker.log").read_text()
+
+
+def test_image_is_not_root_and_redis_is_not_public() -> None:
+    """The image runs as an unprivileged user; Redis (no password) is published on the
+    host's loopback only; one-shot services turn the image's healthcheck off."""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    users = [line.split()[1] for line in dockerfile.splitlines() if line.startswith("USER ")]
+    assert users and users[-1] not in ("root", "0")
+    services = compose()["services"]
+    assert all(str(p).startswith("127.0.0.1:") for p in services["redis"].get("ports", []))
+    for name in ("init", "cli"):
+        assert services[name]["healthcheck"] == {"disable": True}
+    worker = services["worker"]["command"]
+    assert worker[worker.index("--metrics-host") + 1] == "0.0.0.0"
+
+
+@pytest.mark.slow
+def test_redis_service_command_runs(tmp_path: Path, server_binary: Path) -> None:
+    """The redis service's command line starts a server with AOF on (our test binary)."""
+    command = list(map(str, compose()["services"]["redis"]["command"]))
+    assert command[0] == "redis-server"
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(server_binary), *command[1:], "--port", str(port), "--dir", str(tmp_path),
+         "--bind", "127.0.0.1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        r = redis.Redis(port=port)
+        wait_for(lambda: _pings(r), 15, "the server to answer")
+        assert r.config_get("appendonly")["appendonly"] == "yes"
+        assert r.config_get("appendfsync")["appendfsync"] == "everysec"
+        r.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _pings(r: redis.Redis) -> bool:
+    try:
+        return bool(r.ping())
+    except redis.ConnectionError:
+        return False

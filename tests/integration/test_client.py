@@ -71,6 +71,16 @@ def test_need_k_of_n_keys(client: TimerClient) -> None:
     assert info is not None and info.state == "completed"
 
 
+def test_get_of_a_completed_timer_names_the_keys_that_completed_it(client: TimerClient) -> None:
+    """A completed timer's retained outcome says which watch keys were notified."""
+    client.schedule("job:{6}", delay_ms=60_000, watch=["job:{6}:a", "job:{6}:b"], need=2)
+    client.notify("job:{6}:b")
+    client.notify("job:{6}:a")
+    info = client.get("job:{6}")
+    assert info is not None and info.state == "completed"
+    assert sorted(info.got) == ["job:{6}:a", "job:{6}:b"]
+
+
 def test_notification_counts_only_for_current_watchers(client: TimerClient) -> None:
     """A timer scheduled after a notification is not completed by it."""
     assert client.notify("job:{6}:done") == 0

@@ -230,6 +230,30 @@ def test_example_pipeline_runs(
     assert outcomes["expired"]["avg_lateness_ms"] >= 0
 
 
+def test_example_without_a_url_uses_the_embedded_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server_binary: Path
+) -> None:
+    """The example's default URL is the embedded server (started if needed), as it says."""
+    from cli import embedded  # noqa: PLC0415
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", f"{server_binary.parent}:/usr/bin:/bin")
+    spec = importlib.util.spec_from_file_location(
+        "job_timeouts", ROOT / "examples" / "job_timeouts.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    try:
+        url = module.default_url()
+        state = embedded.status(tmp_path / ".tickwheel")
+        assert state is not None and url == state.url
+        with TimerClient.from_url(url, "ex") as c:
+            assert c.server_time_ms() > 0
+    finally:
+        embedded.stop(tmp_path / ".tickwheel")
+
+
 def test_demo_registers_through_spark(
     spark: SparkSession, redis_server: RedisServer, namespace: str, tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

@@ -372,7 +372,7 @@ def timer_info(tid: str, shard: int, pending: Any, decided: Any) -> TimerInfo | 
         rec = decode_record(decided)
         return TimerInfo(
             tid, shard, rec["o"], int(rec["d"]), decode_payload(rec["p"]),
-            created_ms=int(rec["c"]), decided_ms=int(rec["t"]),
+            created_ms=int(rec["c"]), decided_ms=int(rec["t"]), got=tuple(rec.get("g", ())),
         )  # fmt: skip
     return None
 

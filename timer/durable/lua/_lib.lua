@@ -5,7 +5,8 @@ Record of a pending timer (HASH P:t, field = id), msgpack map built here:
   w = watch keys (array)                   n = need (distinct keys to complete)
   g = keys notified so far (array)         c = created_ms (Redis time)
   s = origin token given at schedule (who created it; '' if none)
-Retained outcome (STRING P:r:<id>): msgpack map o = outcome, d, t = decided_ms, p, c, s.
+Retained outcome (STRING P:r:<id>): msgpack map o = outcome, d, t = decided_ms, p, c, s,
+  g = the watch keys notified before it was decided (which completed it).
 Events on the shard channel: "S <deadline> <id>" scheduled, "R <deadline> <id>"
 rescheduled, "X <outcome> <id>" decided.
 ]]
@@ -67,7 +68,7 @@ local function decide(ctx, id, rec, outcome, now, rkey)
   end
   redis.call('XADD', ctx.out, '*', 'id', id, 'outcome', outcome, 'deadline', istr(rec.d),
     'decided', istr(now), 'payload', rec.p)
-  redis.call('SET', rkey, cmsgpack.pack({o = outcome, d = rec.d, t = now, p = rec.p, c = rec.c, s = rec.s}),
+  redis.call('SET', rkey, cmsgpack.pack({o = outcome, d = rec.d, t = now, p = rec.p, c = rec.c, s = rec.s, g = rec.g}),
     'PX', ctx.ttl)
   redis.call('PUBLISH', ctx.ev, 'X ' .. outcome .. ' ' .. id)
 end
