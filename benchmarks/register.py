@@ -21,6 +21,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -45,6 +47,36 @@ def rate(n: int, fn: Callable[[], object]) -> float:
     start = time.perf_counter()
     fn()
     return n / (time.perf_counter() - start)
+
+
+def wait_online(r: redis.Redis, timeout_s: float = 30.0) -> None:
+    """Until the master sees its replica in sync (polling the server, not a fixed sleep)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        replica = r.info("replication").get("slave0")
+        if isinstance(replica, dict) and replica.get("state") == "online":
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError("the replica did not come online")
+        time.sleep(0.05)
+
+
+def replicated(url: str, items: list[dict[str, Any]], batch: int) -> dict[str, float]:
+    """schedule_many with a replica attached: durability none, then replicas:1."""
+    out: dict[str, float] = {}
+    for level in ("none", "replicas:1"):
+        ns = "rep-" + level.replace(":", "")
+        TimerClient.from_url(url, ns).init(shards=16)
+        with TimerClient.from_url(url, ns, durability=level) as c:
+
+            def register(c: TimerClient = c) -> None:
+                for start in range(0, len(items), batch):
+                    res = c.schedule_many(items[start : start + batch])
+                    assert all(not isinstance(x, Exception) for x in res), res[:3]
+
+            key = "replicated_schedule_many_" + level.replace(":", "") + "_per_s"
+            out[key] = rate(len(items), register)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,6 +180,12 @@ def main(argv: list[str] | None = None) -> int:
         }
         pending = client.stats()["pending"]
         server_version = server.version()
+        # Replicated durability: a replica attached, schedule_many with durability none
+        # next to replicas:1 (WAIT 1 after each pipeline), each into a fresh namespace.
+        with RedisServer(Path(data) / "replica", binary=binary,
+                         extra_args=("--replicaof", server.host, str(server.port))):  # fmt: skip
+            wait_online(r)
+            figures.update(replicated(server.url, items, batch))
         client.close()
         r.close()
 
@@ -167,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         / figures["schedule_many_per_s"],
         "ratio_asyncio_concurrent_to_one_at_a_time": figures["asyncio_schedule_64_concurrent_per_s"]
         / figures["schedule_one_at_a_time_per_s"],
+        "ratio_replicas1_to_none": figures["replicated_schedule_many_replicas1_per_s"]
+        / figures["replicated_schedule_many_none_per_s"],
     }
     json.dump(result, sys.stdout, indent=2)
     sys.stdout.write("\n")

@@ -35,7 +35,7 @@ from .durable import ops
 from .durable.codec import DEFAULT_MAX_PAYLOAD
 from .durable.models import ClientSettings, Meta, Outcome, Timer, TimerInfo
 from .durable.scripts import ScriptName, source
-from .errors import ConfigError, TimerError
+from .errors import ConfigError, NotDurable, TimerError
 from .store import RedisSettings, map_errors, translate
 
 T = TypeVar("T")
@@ -76,12 +76,20 @@ class AsyncTimerClient:
         result_ttl_s: float = 24 * 3600,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD,
         socket_timeout_s: float = 5.0,
+        durability: str = "none",
+        durability_timeout_s: float = 1.0,
     ) -> AsyncTimerClient:
-        """Connect, check the server version and read the namespace (it must be initialised)."""
+        """Connect, check the server version and read the namespace (it must be initialised).
+
+        ``durability`` as for ``TimerClient.from_url``.
+        """
         keys = K.NamespaceKeys(K.check_namespace(namespace))  # before connecting
+        settings = ClientSettings.of(
+            result_ttl_s=result_ttl_s, max_payload_bytes=max_payload_bytes,
+            durability=durability, durability_timeout_s=durability_timeout_s,
+        )  # fmt: skip
         rs = RedisSettings.from_url(url, socket_timeout_s=socket_timeout_s)
         client = aioredis.Redis.from_url(rs.url, health_check_interval=30, **rs.options())
-        settings = ClientSettings.of(result_ttl_s=result_ttl_s, max_payload_bytes=max_payload_bytes)
         try:
             with map_errors(rs.safe_url):
                 info = await client.info()
@@ -128,6 +136,9 @@ class AsyncTimerClient:
                 reply = await self._execute(step)
 
     async def _execute(self, step: C.ScriptCall | C.Command | C.Pipeline) -> Any:
+        durability = self.settings.durability
+        if isinstance(step, C.ScriptCall) and durability.waits:
+            return C.error_or((await self._execute(C.Pipeline([step])))[0])  # then WAIT
         with map_errors(self.where):
             if isinstance(step, C.ScriptCall):
                 return await self._scripts[step.script](keys=step.keys, args=step.args)
@@ -140,7 +151,19 @@ class AsyncTimerClient:
                     await self._scripts[c.script](keys=c.keys, args=c.args, client=pipe)
                 else:
                     getattr(pipe, c.name)(*c.args, **c.kwargs)
+            waits = durability.waits and isinstance(step.calls[0], C.ScriptCall)
+            if waits:  # on the writes' own connection: WAIT covers only those
+                pipe.execute_command(*durability.command())
             raw = await pipe.execute(raise_on_error=False)
+            if waits:
+                waited = raw.pop()
+                if isinstance(waited, redis.ResponseError):
+                    raise durability.refused(str(waited))
+                if isinstance(waited, redis.RedisError):
+                    raise waited
+                shortfall = durability.shortfall(waited)
+                if shortfall is not None:
+                    raw = [r if isinstance(r, Exception) else NotDurable(shortfall) for r in raw]
         replies = [translate(r, self.where) if isinstance(r, redis.RedisError) else r
                    for r in raw]  # fmt: skip
         if not step.errors_in_slots:

@@ -40,7 +40,7 @@ from .durable.models import (
     Trimmed,
 )
 from .durable.scripts import ScriptName, source
-from .errors import TimerError
+from .errors import NotDurable, TimerError
 from .store import RedisSettings, map_errors, translate
 
 T = TypeVar("T")
@@ -105,13 +105,21 @@ class TimerClient:
         result_ttl_s: float = 24 * 3600,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD,
         socket_timeout_s: float = 5.0,
+        durability: str = "none",
+        durability_timeout_s: float = 1.0,
     ) -> TimerClient:
         """A client for ``redis://``, ``rediss://`` (TLS) or ``unix://`` URLs, with AUTH/ACL.
 
         A URL naming any node of a Redis Cluster gives a cluster client (detected with
-        ``INFO cluster``); the server is contacted once here for that.
+        ``INFO cluster``); the server is contacted once here for that. ``durability``
+        (``none``, ``aof``, ``replicas:N``, ``aof+replicas:N``; see
+        :class:`~timer.durable.models.Durability`) says when a timer write counts as done.
         """
         K.check_namespace(namespace)  # before connecting: nothing to clean up on bad input
+        settings = ClientSettings.of(
+            result_ttl_s=result_ttl_s, max_payload_bytes=max_payload_bytes,
+            durability=durability, durability_timeout_s=durability_timeout_s,
+        )  # fmt: skip
         rs = RedisSettings.from_url(url, socket_timeout_s=socket_timeout_s)
         options = rs.options()
         with map_errors(rs.safe_url):
@@ -125,7 +133,6 @@ class TimerClient:
             except BaseException:
                 client.close()  # no half-open connection left behind
                 raise
-        settings = ClientSettings.of(result_ttl_s=result_ttl_s, max_payload_bytes=max_payload_bytes)
         return cls(client, namespace, settings=settings, safe_url=rs.safe_url)
 
     def __repr__(self) -> str:
@@ -160,6 +167,8 @@ class TimerClient:
                 reply = self._execute(step)
 
     def _execute(self, step: C.ScriptCall | C.Command | C.Pipeline) -> Any:
+        if isinstance(step, C.ScriptCall) and self.settings.durability.waits:
+            return C.error_or(self._pipeline(C.Pipeline([step]))[0])  # the write, then WAIT
         with map_errors(self.where):
             if isinstance(step, C.ScriptCall):
                 return self._scripts[step.script](keys=step.keys, args=step.args)
@@ -216,22 +225,34 @@ class TimerClient:
         replies: list[Any] = [None] * len(calls)
         with map_errors(self.where):
             for conn, idxs in groups.values():
-                pipe = conn.pipeline(transaction=False)
-                for i in idxs:
-                    self._scripts[calls[i].script](
-                        keys=calls[i].keys, args=calls[i].args, client=pipe
-                    )
-                for i, reply in zip(idxs, pipe.execute(raise_on_error=False), strict=True):
+                for i, reply in zip(idxs, self._run_scripts(conn, calls, idxs), strict=True):
                     replies[i] = reply
-        for i, reply in enumerate(replies):
-            if isinstance(reply, RETRY_ALONE):
-                try:
-                    replies[i] = self._scripts[calls[i].script](
-                        keys=calls[i].keys, args=calls[i].args
-                    )
-                except redis.RedisError as exc:
-                    replies[i] = exc
+            for i, reply in enumerate(replies):
+                if isinstance(reply, RETRY_ALONE):  # after a redirect or a lost script cache
+                    replies[i] = self._run_scripts(self.redis, calls, [i])[0]
         return replies
+
+    def _run_scripts(self, conn: Any, calls: Sequence[C.ScriptCall], idxs: list[int]) -> list[Any]:
+        """One pipeline on one connection: the calls, then the durability wait if asked
+        (WAIT covers the writes of its own connection), whose shortfall fails them all."""
+        durability = self.settings.durability
+        pipe = conn.pipeline(transaction=False)
+        for i in idxs:
+            self._scripts[calls[i].script](keys=calls[i].keys, args=calls[i].args, client=pipe)
+        if durability.waits:
+            pipe.execute_command(*durability.command())
+        replies = list(pipe.execute(raise_on_error=False))
+        if not durability.waits:
+            return replies
+        waited = replies.pop()
+        if isinstance(waited, redis.ResponseError):
+            raise durability.refused(str(waited))
+        if isinstance(waited, redis.RedisError):
+            raise waited
+        shortfall = durability.shortfall(waited)
+        if shortfall is None:
+            return replies
+        return [r if isinstance(r, Exception) else NotDurable(shortfall) for r in replies]
 
     # -- namespace ------------------------------------------------------------------
 

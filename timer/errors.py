@@ -56,3 +56,8 @@ class Fenced(TimerError):
 
 class WaitTimeout(TimerError, TimeoutError):
     """``wait`` gave up: the timer was still pending when the timeout passed."""
+
+
+class NotDurable(TimerError):
+    """A write was applied on the master but not confirmed at the requested durability
+    (replicas or AOF fsync) within the timeout: it may be lost if the master fails now."""

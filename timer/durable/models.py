@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import ConfigError, InvalidInput
 from .codec import DEFAULT_MAX_PAYLOAD
 
 OUTCOMES = ("expired", "completed", "cancelled")
@@ -27,19 +28,108 @@ class Meta:
 
 
 @dataclass(frozen=True)
+class Durability:
+    """When a write counts as done. Parse one with :meth:`parse`:
+
+    ``none``            the master applied it (and its AOF per ``appendfsync``)
+    ``aof``             the master fsynced it to its AOF (``WAITAOF 1 0``): survives a
+                        crash or power loss of the master's host, not the loss of its disk
+    ``replicas:N``      N replicas have it (``WAIT N``): survives the master's failure if
+                        one of them is promoted (Sentinel, Cluster failover)
+    ``aof+replicas:N``  both (``WAITAOF 1 N``: N replicas fsynced it too)
+
+    A write not confirmed within ``timeout_ms`` raises :class:`~timer.errors.NotDurable`
+    (it was applied on the master; it may be lost if the master fails now).
+    """
+
+    replicas: int = 0
+    aof: bool = False
+    timeout_ms: int = 1000
+
+    @classmethod
+    def parse(cls, text: str, timeout_ms: int = 1000) -> Durability:
+        parts = [p.strip() for p in text.strip().lower().split("+") if p.strip()]
+        replicas, aof = 0, False
+        for part in parts:
+            if part == "none":
+                continue
+            if part == "aof":
+                aof = True
+            elif part.startswith("replicas:") and part[len("replicas:") :].isdigit():
+                replicas = int(part[len("replicas:") :])
+            else:
+                raise InvalidInput(
+                    f"durability {text!r} is not one of none, aof, replicas:N, aof+replicas:N"
+                )
+        if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 1:
+            raise InvalidInput(f"durability timeout must be >= 1 ms, got {timeout_ms!r}")
+        return cls(replicas, aof, timeout_ms)
+
+    @property
+    def waits(self) -> bool:
+        return self.aof or self.replicas > 0
+
+    def command(self) -> tuple[str | int, ...]:
+        """The command sent after the writes, on their connection."""
+        if self.aof:
+            return ("WAITAOF", 1, self.replicas, self.timeout_ms)
+        return ("WAIT", self.replicas, self.timeout_ms)
+
+    def shortfall(self, reply: Any) -> str | None:
+        """What the wait's reply lacks, or None when the writes are durable as asked."""
+        local, replicas = (int(reply[0]), int(reply[1])) if self.aof else (0, int(reply))
+        missing = []
+        if self.aof and local < 1:
+            missing.append("the master's AOF fsync")
+        if replicas < self.replicas:
+            missing.append(f"{self.replicas} replica(s) (only {replicas} confirmed)")
+        if not missing:
+            return None
+        return (
+            f"written on the master but not confirmed by {' and '.join(missing)} within "
+            f"{self.timeout_ms} ms; it may be lost if the master fails now"
+        )
+
+    def refused(self, message: str) -> ConfigError:
+        """The error for a server that refused the wait itself (no WAITAOF before 7.2)."""
+        return ConfigError(
+            f"durability {self} cannot be had from this server ({message}); 'aof' needs "
+            "WAITAOF (Redis >= 7.2, Valkey >= 7.2) and appendonly yes"
+        )
+
+    def __str__(self) -> str:
+        parts = (["aof"] if self.aof else []) + (
+            [f"replicas:{self.replicas}"] if self.replicas else []
+        )
+        return "+".join(parts) or "none"
+
+
+@dataclass(frozen=True)
 class ClientSettings:
-    """Limits and retention a client applies to the calls it builds."""
+    """Limits, retention and durability a client applies to the calls it makes."""
 
     result_ttl_ms: int = 24 * 3600 * 1000
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD
     max_delay_ms: int = MAX_DELAY_MS
     notify_batch: int = 1000
     pipeline_batch: int = 1000
+    durability: Durability = Durability()
 
     @classmethod
-    def of(cls, *, result_ttl_s: float, max_payload_bytes: int) -> ClientSettings:
+    def of(
+        cls,
+        *,
+        result_ttl_s: float,
+        max_payload_bytes: int,
+        durability: str = "none",
+        durability_timeout_s: float = 1.0,
+    ) -> ClientSettings:
         """From the keyword arguments both clients' constructors take."""
-        return cls(result_ttl_ms=int(result_ttl_s * 1000), max_payload_bytes=max_payload_bytes)
+        return cls(
+            result_ttl_ms=int(result_ttl_s * 1000),
+            max_payload_bytes=max_payload_bytes,
+            durability=Durability.parse(durability, round(durability_timeout_s * 1000)),
+        )
 
 
 @dataclass(frozen=True)
