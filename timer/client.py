@@ -511,6 +511,10 @@ class ShardStore:
         reply = self._client._run(_one(C.lease_release_call(self.keys, worker, epoch)))
         return C.parse_lease_release(reply)
 
+    def backlog(self) -> tuple[int, int | None]:
+        """(timers pending in the shard, start of its oldest durable bucket or None)."""
+        return self._client._run(ops.backlog(self.keys))
+
     def read_due(self, until_ms: int, skip: set[int], *, max_ids: int) -> DueTimers:
         return self._client._run(ops.read_due(self.keys, until_ms, skip, max_ids=max_ids))
 

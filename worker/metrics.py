@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
@@ -22,7 +22,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from .stats import Health, LatenessHistogram, WorkerStats
+from .stats import Health, LatenessHistogram, ShardFigures, WorkerStats
 
 
 class Observed(Protocol):
@@ -32,15 +32,9 @@ class Observed(Protocol):
     stats: WorkerStats
     lateness_histogram: LatenessHistogram
 
-    @property
-    def shards(self) -> Mapping[int, _Led]: ...
+    def shard_figures(self) -> list[ShardFigures]: ...
 
     def health(self) -> Health: ...
-
-
-class _Led(Protocol):
-    @property
-    def tasks(self) -> Mapping[str, object]: ...
 
 
 COUNTERS = {
@@ -70,19 +64,46 @@ class WorkerCollector(Collector):
             c.add_metric(labels, getattr(w.stats, name))
             yield c
         held = GaugeMetricFamily("tickwheel_leases_held", "Shards led now", labels=["worker"])
-        held.add_metric(labels, len(w.shards))
+        held.add_metric(labels, len(w.shard_figures()))
         yield held
-        pending = GaugeMetricFamily(
+        in_wheel = GaugeMetricFamily(
             "tickwheel_pending_in_wheel",
             "Timers of a led shard held in the in-memory wheel (inside the horizon)",
             labels=["worker", "shard"],
         )
-        for shard, state in sorted(w.shards.items()):
-            pending.add_metric([w.id, str(shard)], len(state.tasks))
-        yield pending
+        pending = GaugeMetricFamily(
+            "tickwheel_pending",
+            "All pending timers of a led shard in Redis (read every 5 s)",
+            labels=["worker", "shard"],
+        )
+        lag = GaugeMetricFamily(
+            "tickwheel_sweep_lag_seconds",
+            "How long a led shard's oldest ended durable bucket has waited for a sweep",
+            labels=["worker", "shard"],
+        )
+        for f in w.shard_figures():
+            shard_labels = [w.id, str(f.shard)]
+            in_wheel.add_metric(shard_labels, f.in_wheel)
+            if f.pending is not None:
+                pending.add_metric(shard_labels, f.pending)
+            if f.sweep_lag_ms is not None:
+                lag.add_metric(shard_labels, f.sweep_lag_ms / 1000)
+        yield from (in_wheel, pending, lag)
+        health = w.health()
+        age = GaugeMetricFamily(
+            "tickwheel_last_tick_age_seconds",
+            "Since the worker's last successful tick (leases, loading, sweeping)",
+            labels=["worker"],
+        )
+        if health.tick_age_ms is not None:
+            age.add_metric(labels, health.tick_age_ms / 1000)
+        yield age
+        ready = GaugeMetricFamily("tickwheel_ready", "1 if /ready answers 200", labels=["worker"])
+        ready.add_metric(labels, 1 if health.ready else 0)
+        yield ready
         hist = HistogramMetricFamily(
-            "tickwheel_lateness_ms",
-            "Decided minus deadline of timers this worker expired, ms",
+            "tickwheel_lateness_seconds",
+            "Decided minus deadline (Redis time) of timers this worker expired",
             labels=["worker"],
         )
         buckets, total, _ = w.lateness_histogram.snapshot()

@@ -47,3 +47,8 @@ class ShardState:
     last_trim_mono_ms: float | None = None  # None: not yet trimmed since it was acquired
     needs_reload: bool = True
     more_to_load: bool = False
+    # Read from Redis every few seconds for metrics: all its pending timers (not only
+    # those in the wheel) and the start of its oldest durable bucket.
+    pending: int | None = None
+    oldest_bucket_ms: int | None = None
+    last_backlog_mono_ms: float | None = None

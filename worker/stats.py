@@ -19,6 +19,16 @@ class Health:
     tick_age_ms: int | None  # since the last successful tick (None: none yet)
 
 
+@dataclass(frozen=True)
+class ShardFigures:
+    """One led shard, as the metrics show it."""
+
+    shard: int
+    in_wheel: int  # timers held in the in-memory wheel (inside the horizon)
+    pending: int | None  # all its pending timers in Redis (None: not read yet)
+    sweep_lag_ms: int | None  # how long its oldest ended bucket has waited for a sweep
+
+
 @dataclass
 class WorkerStats:
     """Counters of one worker since it started (read by the metrics collector)."""
@@ -58,8 +68,11 @@ class LatenessHistogram:
         self.total += ms
 
     def snapshot(self) -> tuple[list[tuple[str, float]], float, int]:
+        """Cumulative buckets with their bounds in seconds (Prometheus' unit), the sum in
+        seconds, and the count."""
         running, out = 0, []
-        for bound, n in zip((*map(str, self.BOUNDS), "+Inf"), self.counts, strict=True):
+        bounds = (*(f"{b / 1000:g}" for b in self.BOUNDS), "+Inf")
+        for bound, n in zip(bounds, self.counts, strict=True):
             running += n
             out.append((bound, float(running)))
-        return out, float(self.total), running
+        return out, self.total / 1000, running

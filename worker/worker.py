@@ -29,9 +29,10 @@ from .logs import RateLimitedLog
 from .redis_clock import RedisClock
 from .settings import WorkerSettings
 from .shard import FireTask, ShardState
-from .stats import Health, LatenessHistogram, WorkerStats
+from .stats import Health, LatenessHistogram, ShardFigures, WorkerStats
 
 log = logging.getLogger("worker")
+BACKLOG_EVERY_MS = 5_000  # how often a led shard's pending count and oldest bucket are read
 
 
 class _Timed(Protocol):
@@ -153,7 +154,11 @@ class Worker:
                 self.stats.leases_lost += 1
                 self.drop(state.shard, release=False)
             elif now - state.renewed_mono_ms >= s.renew_every_ms:
-                renewal, sent = self._timed(state.store.renew, self.id, state.epoch, s.lease_ms)
+                try:
+                    renewal, sent = self._timed(state.store.renew, self.id, state.epoch, s.lease_ms)
+                except StoreError as exc:
+                    self._shard_failed(state.shard, "renewing its lease", exc)
+                    continue  # dropped above once too late; other shards go on
                 if renewal.renewed:
                     state.renewed_mono_ms = sent
                 else:
@@ -172,7 +177,10 @@ class Worker:
                 if len(self.shards) >= share:
                     break
                 if shard not in self.shards:
-                    self.acquire(shard)
+                    try:
+                        self.acquire(shard)
+                    except StoreError as exc:
+                        self._shard_failed(shard, "acquiring it", exc)
 
     def acquire(self, shard: int) -> bool:
         store = self.client.shard_store(shard)
@@ -317,8 +325,21 @@ class Worker:
                 live = [t for t in candidates if state.tasks.get(t.timer_id) is t]
             live.sort(key=lambda t: t.deadline_ms)
             for start in range(0, len(live), self.settings.fire_batch):
-                fired_total += self._fire(state, live[start : start + self.settings.fire_batch])
+                part = live[start : start + self.settings.fire_batch]
+                try:
+                    fired_total += self._fire(state, part)
+                except StoreError as exc:
+                    self._shard_failed(shard, "firing", exc)
+                    self._retry_later(state, part)
         return fired_total
+
+    def _retry_later(self, state: ShardState, tasks: list[FireTask]) -> None:
+        """Put tasks a failed fire could not decide back in the wheel, a little later (so a
+        dead node is not hammered), leaving every other shard's firing alone."""
+        with self._lock:
+            for task in tasks:
+                if state.tasks.get(task.timer_id) is task:
+                    self._add_task(state, task.timer_id, task.deadline_ms, min_delay_ms=100)
 
     def _fire(self, state: ShardState, group: list[FireTask]) -> int:
         ids = [t.timer_id for t in group]
@@ -430,19 +451,32 @@ class Worker:
             self._sync_clock()
         mono = self.clock.mono_ms()
         if mono - self._last_heartbeat >= s.renew_every_ms:
-            self.heartbeat()
+            try:
+                self.heartbeat()
+            except StoreError as exc:  # the fair share stays as last measured
+                self._shard_failed(None, "heartbeat", exc)
         self.rebalance()
         for state in list(self.shards.values()):
             due_again = mono - state.last_load_mono_ms >= s.horizon_ms / 4
-            if state.needs_reload or state.more_to_load or due_again:
-                self.load(state)
-            if mono - state.last_sweep_mono_ms >= s.sweep_interval_ms:
-                self.sweep(state)
+            try:
+                if state.needs_reload or state.more_to_load or due_again:
+                    self.load(state)
+                if mono - state.last_sweep_mono_ms >= s.sweep_interval_ms:
+                    self.sweep(state)
+                last = state.last_backlog_mono_ms
+                if last is None or mono - last >= BACKLOG_EVERY_MS:
+                    state.pending, state.oldest_bucket_ms = state.store.backlog()
+                    state.last_backlog_mono_ms = mono
+            except StoreError as exc:
+                self._shard_failed(state.shard, "loading or sweeping", exc)
         if s.outcome_retention_ms:
             due = [st for st in self.shards.values() if st.last_trim_mono_ms is None
                    or mono - st.last_trim_mono_ms >= s.trim_interval_ms]  # fmt: skip
             if due:
-                self.trim(due)
+                try:
+                    self.trim(due)
+                except StoreError as exc:
+                    self._shard_failed(None, "trimming outcomes", exc)
 
     def run_once(self) -> int:
         """A deterministic round for tests: tick, then expire and fire what is due now."""
@@ -502,6 +536,20 @@ class Worker:
                     backoff = min(backoff * 2, 2.0)
             self._shutdown()
 
+    def shard_figures(self) -> list[ShardFigures]:
+        """Per led shard: timers in the wheel, pending in Redis, sweep lag (for metrics)."""
+        now = self.clock.now_ms() if self.clock.ready else None
+        width = self.meta.bucket_ms if self._ready else 0
+        out = []
+        with self._lock:
+            for shard, st in sorted(self.shards.items()):
+                lag = None
+                if now is not None and st.last_backlog_mono_ms is not None:
+                    ended = None if st.oldest_bucket_ms is None else st.oldest_bucket_ms + width
+                    lag = 0 if ended is None else max(0, now - ended)
+                out.append(ShardFigures(shard, len(st.tasks), st.pending, lag))
+        return out
+
     def health(self) -> Health:
         """Liveness and readiness, with the reasons when not (for probes).
 
@@ -530,6 +578,20 @@ class Worker:
             reasons.append(f"run loop stuck for {stuck_ms:.0f} ms")
         age = None if ok is None else round(now - ok)
         return Health(live=live, ready=not reasons, reasons=tuple(reasons), tick_age_ms=age)
+
+    def _shard_failed(self, shard: int | None, doing: str, exc: StoreError) -> None:
+        """A Redis error while working on one shard (None: the namespace's keys).
+
+        On a Redis Cluster the shard's node may be down while the others serve: count it,
+        say it (rate-limited) and go on with the other shards, so one node's failure
+        touches only its own shards. On one server every shard shares its fate: re-raise,
+        and the loop backs off as a whole.
+        """
+        if not self.client.cluster:
+            raise exc
+        self.stats.redis_errors += 1
+        what = "namespace" if shard is None else f"shard {shard}"
+        self._warn.warning("%s: %s failed (%s); other shards go on", what, doing, exc)
 
     def _drop_expired_leases(self) -> None:
         s, now = self.settings, self.clock.mono_ms()

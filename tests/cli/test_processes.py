@@ -79,8 +79,13 @@ def test_worker_command_fires_serves_metrics_and_stops_on_sigterm(
         text = str(wait_for(lambda: "tickwheel_fired_total" in scrape() and scrape(), 20))
         assert 'tickwheel_leases_held{worker="cli-w"} 4.0' in text
         assert 'tickwheel_fired_total{worker="cli-w"} 1.0' in text
-        assert "tickwheel_lateness_ms_bucket" in text
+        assert 'tickwheel_lateness_seconds_bucket{le="0.001",worker="cli-w"}' in text
         assert "tickwheel_pending_in_wheel" in text
+        text = str(wait_for(lambda: "tickwheel_pending{" in scrape() and scrape(), 20))
+        assert 'tickwheel_pending{shard="0",worker="cli-w"} 0.0' in text  # all fired
+        assert 'tickwheel_sweep_lag_seconds{shard="0",worker="cli-w"} 0.0' in text
+        assert 'tickwheel_last_tick_age_seconds{worker="cli-w"}' in text
+        assert 'tickwheel_ready{worker="cli-w"} 1.0' in text
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(15)

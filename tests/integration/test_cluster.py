@@ -7,6 +7,7 @@ pipelines are split by node by redis-py's cluster pipeline.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -34,18 +35,20 @@ def _cluster_ok(nodes: list[redis.Redis]) -> bool:
     return True
 
 
-@pytest.fixture(scope="module")
-def cluster_url(tmp_path_factory: pytest.TempPathFactory, server_binary: Path) -> Iterator[str]:
-    """Three cluster-enabled servers joined with CLUSTER MEET and ADDSLOTSRANGE."""
-    binary = server_binary
-    base: Path = tmp_path_factory.mktemp("cluster")
-    cluster_args = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+@contextlib.contextmanager
+def three_masters(base: Path, binary: Path) -> Iterator[list[RedisServer]]:
+    """Three cluster-enabled servers joined with CLUSTER MEET and ADDSLOTSRANGE.
+
+    ``cluster-require-full-coverage no``: when a master dies, the others keep serving
+    their own slots (as a production cluster with replicas does during a failover).
+    """
+    cluster_args = (
+        "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+        "--cluster-node-timeout", "5000", "--cluster-require-full-coverage", "no",
+    )  # fmt: skip
     servers = [
         RedisServer(
-            base / f"n{i}",
-            binary=binary,
-            port=free_port(max_port=55535),
-            extra_args=(*cluster_args, "--cluster-node-timeout", "5000"),
+            base / f"n{i}", binary=binary, port=free_port(max_port=55535), extra_args=cluster_args
         )
         for i in range(3)
     ]
@@ -61,12 +64,19 @@ def cluster_url(tmp_path_factory: pytest.TempPathFactory, server_binary: Path) -
         while not _cluster_ok(nodes):
             assert time.monotonic() < deadline, "cluster did not reach state ok"
             time.sleep(0.05)
-        yield servers[0].url
+        yield servers
     finally:
         for node in nodes:
             node.close()
         for s in servers:
             s.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster_url(tmp_path_factory: pytest.TempPathFactory, server_binary: Path) -> Iterator[str]:
+    """A 3-master cluster shared by the module's tests."""
+    with three_masters(tmp_path_factory.mktemp("cluster"), server_binary) as servers:
+        yield servers[0].url
 
 
 @pytest.fixture
@@ -149,3 +159,46 @@ def test_worker_follows_events_on_a_cluster(
         runner.join(15)
         w.client.close()
     assert not [r for r in caplog.records if r.name == "worker.events" and r.levelname == "ERROR"]
+
+
+def test_a_dead_master_stalls_only_its_own_shards(
+    tmp_path: Path, server_binary: Path, namespace: str
+) -> None:
+    """A master killed under a worker: the shards of the two healthy masters keep their
+    leases and their timers fire from the wheel; only the dead node's shards are lost."""
+    with three_masters(tmp_path, server_binary) as servers:
+        url = servers[0].url
+        c = TimerClient.from_url(url, namespace, socket_timeout_s=1.0)
+        c.init(shards=8)
+        lease_ms = 1_500
+        w = Worker(
+            TimerClient.from_url(url, namespace, socket_timeout_s=1.0),
+            WorkerSettings(worker_id="iso", lease_ms=lease_ms, horizon_ms=10_000),
+        )
+        runner = threading.Thread(target=w.run, daemon=True)
+        runner.start()
+        try:
+            wait_for(lambda: len(w.shards) == 8, 20, "the worker leads every shard")
+            victim = servers[2]
+            on_victim = {
+                s for s in range(8)
+                if c.redis.get_node_from_key(c.keys.shard(s).prefix).port == victim.port
+            }  # fmt: skip
+            healthy = set(range(8)) - on_victim
+            assert on_victim and healthy
+            lost_before = w.stats.leases_lost
+            victim.kill()
+            # Due after two leases: by then a stalled renewal would have dropped them.
+            due = c.server_time_ms() + 2 * lease_ms
+            ids = [t for t in (f"iso:{{{i}}}" for i in range(200)) if c.shard_of(t) in healthy]
+            c.schedule_many([{"id": t, "deadline_ms": due} for t in ids[:24]])
+            for tid in ids[:24]:
+                assert c.wait(tid, timeout=30).outcome == "expired"
+            assert healthy <= set(w.shards), (healthy, set(w.shards))
+            assert w.stats.leases_lost - lost_before <= len(on_victim)
+            assert w.stats.swept == 0  # fired from the wheel, on time, not left to the sweep
+        finally:
+            w.stop()
+            runner.join(20)
+            w.client.close()
+            c.close()

@@ -483,6 +483,15 @@ def leave(keys: K.NamespaceKeys, worker: str) -> Op[None]:
     yield C.Command("zrem", (keys.workers, worker))
 
 
+def backlog(sk: K.ShardKeys) -> Op[tuple[int, int | None]]:
+    """(timers pending in the shard, start of its oldest durable bucket or None)."""
+    pending, oldest = yield C.Pipeline([
+        C.Command("hlen", (sk.timers,)),
+        C.Command("zrange", (sk.buckets, 0, 0), {"withscores": True}),
+    ])  # fmt: skip
+    return int(pending), (int(oldest[0][1]) if oldest else None)
+
+
 def read_due(
     sk: K.ShardKeys, until_ms: int, skip: set[int], *, chunk: int = 1000, max_ids: int = 200_000
 ) -> Op[DueTimers]:
