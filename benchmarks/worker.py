@@ -1,4 +1,4 @@
-"""Worker benchmarks: failover, firing lateness under load, and a burst of expirations.
+"""Worker benchmarks: failover, takeover under repeated kills, lateness, a burst.
 
 Real worker processes (``python -m worker``) on a private server; all figures come from
 the outcome streams (decided and deadline are both Redis time), so no client clock is
@@ -7,6 +7,7 @@ involved. Prints one JSON document.
     python -m benchmarks.worker                 # all three, full size
     python -m benchmarks.worker --quick         # smaller, about a minute
     python -m benchmarks.worker --only burst
+    python -m benchmarks.worker --only takeover # repeated kill -9: takeover distribution
 """
 
 from __future__ import annotations
@@ -147,7 +148,63 @@ def bench_failover(c: TimerClient, url: str, logs: Path, quick: bool) -> dict[st
             "max_lateness_on_victim_shards_ms": max(o.lateness_ms for o in after)}  # fmt: skip
 
 
-BENCHES = {"lateness": bench_lateness, "burst": bench_burst, "failover": bench_failover}
+def bench_takeover(c: TimerClient, url: str, logs: Path, quick: bool) -> dict[str, Any]:
+    """Repeated kill -9 among three workers (lease 2 s): per kill, how long until every
+    shard of the killed worker has a new leader (the leases, polled every 10 ms)."""
+    lease_ms, kills = 2_000, 8 if quick else 24
+    procs = {f"w{i}": start_worker(url, c.namespace, f"w{i}", lease_ms, logs) for i in range(3)}
+    per_kill: list[int] = []
+    per_shard: list[int] = []
+    try:
+        for k in range(kills):
+            end = time.monotonic() + 60
+            while True:  # every shard led, every live worker leading some
+                leaders = c.leaders()
+                alive = {n for n, p in procs.items() if p.poll() is None}
+                if None not in leaders.values() and set(leaders.values()) == alive:
+                    break
+                if time.monotonic() > end:
+                    raise TimeoutError(f"workers did not settle: {leaders}")
+                time.sleep(0.02)
+            victim = sorted(alive)[k % len(alive)]
+            shards = {s for s, who in leaders.items() if who == victim}
+            killed_at = c.server_time_ms()
+            procs[victim].send_signal(signal.SIGKILL)
+            procs[victim].wait()
+            taken: dict[int, int] = {}
+            while len(taken) < len(shards):
+                now = c.server_time_ms()
+                for s, who in c.leaders().items():
+                    if s in shards and s not in taken and who not in (None, victim):
+                        taken[s] = now - killed_at
+                if now - killed_at > 10 * lease_ms:
+                    raise TimeoutError(f"shards {shards - set(taken)} were not taken over")
+                time.sleep(0.01)
+            per_kill.append(max(taken.values()))
+            per_shard.extend(taken.values())
+            del procs[victim]
+            procs[f"{victim}.{k}"] = start_worker(url, c.namespace, f"{victim}.{k}", lease_ms, logs)
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                p.wait(30)
+    return {
+        "lease_ms": lease_ms, "kills": kills,
+        "last_shard_taken_over_ms": {"p50": pct(per_kill, 0.5), "max": max(per_kill)},
+        "shard_takeover_ms": {"p50": pct(per_shard, 0.5), "max": max(per_shard)},
+        "shard_takeovers": len(per_shard),
+        "shard_takeovers_after_lease": sum(1 for t in per_shard if t > lease_ms),
+        "ratio_max_to_lease": round(max(per_kill) / lease_ms, 3),
+    }  # fmt: skip
+
+
+BENCHES = {
+    "lateness": bench_lateness,
+    "burst": bench_burst,
+    "failover": bench_failover,
+    "takeover": bench_takeover,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -203,6 +203,10 @@ def _run(
     driver = Driver(c, actions)
     driver.start()
     killed_at, victim_shards, victim = None, [], None
+    # The last moment (Redis time) the victim's shards were seen with no new leader: fires
+    # after it are the successor's, not the victim's own batch still in flight at the kill.
+    untaken_at: int | None = None
+    taken_over = False
     deadline = time.monotonic() + max_delay / 1000 + 120
     with click.progressbar(
         length=n, label="Waiting for outcomes", file=sys.stderr, hidden=app.json
@@ -221,6 +225,12 @@ def _run(
                 procs[victim].send_signal(signal.SIGKILL)
                 procs[victim].wait()
                 procs[f"{victim}-new"] = _start_worker(url, ns, f"{victim}-new", lease_ms)
+            elif killed_at is not None and not taken_over:
+                now, leaders = c.server_time_ms(), c.leaders()
+                if all(leaders[s] in (None, victim) for s in victim_shards):
+                    untaken_at = now
+                else:
+                    taken_over = True
             if time.monotonic() > deadline:
                 break  # the summary will show what is missing
             time.sleep(0.1)
@@ -233,7 +243,7 @@ def _run(
             f"Killed worker {victim} (SIGKILL) at 40% with shards {victim_shards}; "
             f"started {victim}-new"
         )
-    return _summarise(c, jobs, killed_at, victim_shards, lease_ms)
+    return _summarise(c, jobs, killed_at, untaken_at, victim_shards, lease_ms)
 
 
 def _register_with_spark(url: str, namespace: str, jobs: list[dict[str, Any]]) -> None:
@@ -266,6 +276,7 @@ def _summarise(
     c: TimerClient,
     jobs: list[dict[str, Any]],
     killed_at: int | None,
+    successor_from: int | None,
     victim_shards: list[int],
     lease_ms: int,
 ) -> dict[str, Any]:
@@ -276,7 +287,10 @@ def _summarise(
     late = [dec - dl for _, dl, dec in expired]
     failover = None
     if killed_at is not None:
-        after = [dec for s, _, dec in expired if s in victim_shards and dec > killed_at]
+        # From the kill to the successor's first fire on the victim's shards (a fire of the
+        # victim's own batch, in flight at the kill, does not count).
+        since = killed_at if successor_from is None else successor_from
+        after = [dec for s, _, dec in expired if s in victim_shards and dec > since]
         failover = (min(after) - killed_at) if after else None
     return {
         "scheduled": len(jobs),

@@ -81,6 +81,7 @@ class Worker:
         self._loop_mono_ms: float | None = None  # the run loop's last turn, ok or not
         self._tick_ok_mono_ms: float | None = None  # the last tick that succeeded
         self._last_error = ""
+        self._failing_until: dict[int | None, float] = {}  # cluster: shards backed off
 
     @property
     def meta(self) -> Meta:
@@ -153,7 +154,7 @@ class Worker:
                 )
                 self.stats.leases_lost += 1
                 self.drop(state.shard, release=False)
-            elif now - state.renewed_mono_ms >= s.renew_every_ms:
+            elif now - state.renewed_mono_ms >= s.renew_every_ms and not self._failing(state.shard):
                 try:
                     renewal, sent = self._timed(state.store.renew, self.id, state.epoch, s.lease_ms)
                 except StoreError as exc:
@@ -176,7 +177,7 @@ class Worker:
             for shard in order:
                 if len(self.shards) >= share:
                     break
-                if shard not in self.shards:
+                if shard not in self.shards and not self._failing(shard):
                     try:
                         self.acquire(shard)
                     except StoreError as exc:
@@ -450,13 +451,15 @@ class Worker:
         if not self.clock.ready:
             self._sync_clock()
         mono = self.clock.mono_ms()
-        if mono - self._last_heartbeat >= s.renew_every_ms:
+        self.rebalance()  # renewals first: nothing else in a tick may delay them
+        if mono - self._last_heartbeat >= s.heartbeat_every_ms and not self._failing(None):
             try:
                 self.heartbeat()
             except StoreError as exc:  # the fair share stays as last measured
                 self._shard_failed(None, "heartbeat", exc)
-        self.rebalance()
         for state in list(self.shards.values()):
+            if self._failing(state.shard):
+                continue
             due_again = mono - state.last_load_mono_ms >= s.horizon_ms / 4
             try:
                 if state.needs_reload or state.more_to_load or due_again:
@@ -470,8 +473,9 @@ class Worker:
             except StoreError as exc:
                 self._shard_failed(state.shard, "loading or sweeping", exc)
         if s.outcome_retention_ms:
-            due = [st for st in self.shards.values() if st.last_trim_mono_ms is None
-                   or mono - st.last_trim_mono_ms >= s.trim_interval_ms]  # fmt: skip
+            due = [st for st in self.shards.values() if not self._failing(st.shard) and (
+                   st.last_trim_mono_ms is None
+                   or mono - st.last_trim_mono_ms >= s.trim_interval_ms)]  # fmt: skip
             if due:
                 try:
                     self.trim(due)
@@ -589,9 +593,17 @@ class Worker:
         """
         if not self.client.cluster:
             raise exc
+        # Leave it alone for a third of a lease, so calls to a dead node (each may wait
+        # out retries) cannot eat the time the healthy shards' renewals need.
+        self._failing_until[shard] = self.clock.mono_ms() + self.settings.renew_every_ms
         self.stats.redis_errors += 1
         what = "namespace" if shard is None else f"shard {shard}"
         self._warn.warning("%s: %s failed (%s); other shards go on", what, doing, exc)
+
+    def _failing(self, shard: int | None) -> bool:
+        """True while a recent failure on this shard (None: namespace keys) is backed off."""
+        until = self._failing_until.get(shard)
+        return until is not None and self.clock.mono_ms() < until
 
     def _drop_expired_leases(self) -> None:
         s, now = self.settings, self.clock.mono_ms()

@@ -105,7 +105,10 @@ def test_demo_reduced_size_end_to_end(tw: Run) -> None:
     assert summary["lost"] == summary["duplicates"] == summary["early"] == 0
     assert summary["expired"] + summary["completed"] + summary["cancelled"] == 400
     assert summary["completed"] > 100 and summary["expired"] > 100
-    assert summary["failover_ms"] is not None and summary["failover_ms"] > 0
+    assert summary["failover_ms"] is not None
+    # The successor's first fire, not the victim's own in-flight batch: no successor can
+    # fire before the victim's lease (1 s, renewed every third) has run out.
+    assert summary["failover_ms"] >= 2 * 1000 // 3, summary
 
 
 def test_make_demo_target_exists_and_stops_the_server() -> None:

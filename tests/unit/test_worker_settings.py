@@ -1,0 +1,23 @@
+"""WorkerSettings: the timing rules that bound failover."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from worker import WorkerSettings
+
+
+@given(st.integers(min_value=300, max_value=600_000))
+def test_a_dead_worker_stops_counting_before_its_leases_can_expire(lease_ms: int) -> None:
+    """A lease outlives its dead holder by at least 2/3 of a TTL (renewed every third);
+    the holder must stop counting as live before then, so survivors' fair share has grown
+    when its shards come free (else takeovers come late)."""
+    s = WorkerSettings(worker_id="w", lease_ms=lease_ms)
+    # Dead at t0: last beat at t0 - heartbeat at worst, counted until that + live window,
+    # seen by a survivor at its next beat; its last renewal at t0 - renew at worst, so
+    # its leases expire from t0 + lease - renew on.
+    no_longer_counted = s.live_window_ms + s.heartbeat_every_ms
+    earliest_expiry = lease_ms - s.renew_every_ms
+    assert no_longer_counted <= earliest_expiry, (no_longer_counted, earliest_expiry)
+    assert s.heartbeat_every_ms * 2 <= s.live_window_ms  # a live worker never looks gone
