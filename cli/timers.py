@@ -109,6 +109,12 @@ def _timer_dict(t: Any) -> dict[str, Any]:
     show_default=True,
     help="How many distinct watch keys must be notified to complete.",
 )
+@click.option(
+    "--rearm",
+    is_flag=True,
+    help="If TIMER_ID already ended (its outcome is kept for 24 h), schedule it again as a "
+    "new timer instead of showing that outcome.",
+)
 @pass_app
 def schedule(
     app: App,
@@ -118,6 +124,7 @@ def schedule(
     payload: str | None,
     watch: tuple[str, ...],
     need: int,
+    rearm: bool,
 ) -> None:
     """Schedule timer TIMER_ID (idempotent: the same id again returns the existing one).
 
@@ -129,8 +136,9 @@ def schedule(
     data = _payload(payload)
     with errors():
         t = app.client.schedule(
-            timer_id, delay_ms, deadline_ms=deadline_ms, payload=data, watch=list(watch), need=need
-        )
+            timer_id, delay_ms, deadline_ms=deadline_ms, payload=data, watch=list(watch),
+            need=need, rearm=rearm,
+        )  # fmt: skip
     what = (
         "Scheduled"
         if t.created

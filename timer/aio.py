@@ -189,11 +189,12 @@ class AsyncTimerClient:
         payload: object = None,
         watch: Iterable[str] = (),
         need: int = 1,
+        rearm: bool = False,
     ) -> Timer:
         """As ``TimerClient.schedule``: idempotent, DuplicateTimer on other parameters."""
         return await self._run(ops.schedule(
             self._ns(), timer_id, delay_ms=delay_ms, deadline_ms=deadline_ms,
-            payload=payload, watch=watch, need=need,
+            payload=payload, watch=watch, need=need, rearm=rearm,
         ))  # fmt: skip
 
     async def schedule_many(

@@ -320,16 +320,19 @@ class TimerClient:
         payload: object = None,
         watch: Iterable[str] = (),
         need: int = 1,
+        rearm: bool = False,
     ) -> Timer:
         """Schedule a timer ``delay_ms`` from now (Redis time) or at ``deadline_ms``.
 
         Idempotent: a pending id is returned as it is (``created=False``); a decided id
-        whose outcome is retained returns that outcome as ``state``; the same id with other
+        whose outcome is retained (``result_ttl``, 24 h) returns that outcome as ``state``,
+        unless ``rearm=True``, which schedules it again as a new arming with its own
+        outcome (a retried job re-arming its timeout); the same id pending with other
         parameters raises DuplicateTimer.
         """
         return self._run(ops.schedule(
             self._ns(), timer_id, delay_ms=delay_ms, deadline_ms=deadline_ms,
-            payload=payload, watch=watch, need=need,
+            payload=payload, watch=watch, need=need, rearm=rearm,
         ))  # fmt: skip
 
     def schedule_many(

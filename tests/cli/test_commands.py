@@ -163,3 +163,13 @@ def test_a_past_at_is_accepted_and_said(tw: Run) -> None:
     result = tw("schedule", "late", "--at", "2001-01-01T00:00:00Z")
     assert "in the past: the timer is due at once" in result.output
     assert "in the past" not in tw("schedule", "soon", "--in", "1h").output
+
+
+def test_schedule_rearm_flag(tw: Run) -> None:
+    """`schedule --rearm` arms an ended id again; without it the outcome is shown."""
+    tw("init", "--shards", "2")
+    tw("schedule", "job:{9}", "--in", "1h")
+    tw("cancel", "job:{9}")
+    assert "Already decided (cancelled)" in tw("schedule", "job:{9}", "--in", "1h").output
+    assert "Scheduled" in tw("schedule", "job:{9}", "--in", "1h", "--rearm").output
+    assert as_json(tw("--json", "get", "job:{9}"))["state"] == "pending"

@@ -27,6 +27,24 @@ def test_schedule_is_idempotent(client: TimerClient) -> None:
     assert client.stats()["pending"] == 1
 
 
+def test_rearm_schedules_an_ended_id_again(client: TimerClient) -> None:
+    """Without rearm an ended id answers with its outcome; with rearm it is a new timer
+    (with its own outcome later), and a pending id is still returned as it is."""
+    client.schedule("r:{1}", delay_ms=60_000)
+    client.cancel("r:{1}")
+    assert client.schedule("r:{1}", delay_ms=60_000).state == "cancelled"
+    again = client.schedule("r:{1}", delay_ms=60_000, rearm=True)
+    assert (again.created, again.state) == (True, "pending")
+    info = client.get("r:{1}")
+    assert info is not None and info.state == "pending"
+    assert client.schedule("r:{1}", delay_ms=60_000, rearm=True).created is False
+    assert client.complete("r:{1}") is True
+    outs = [o.outcome for o in client.outcomes("g", "c", stop_when_idle=True) if o.id == "r:{1}"]
+    assert outs == ["cancelled", "completed"]  # one outcome per arming
+    batch = client.schedule_many([{"id": "r:{1}", "delay_ms": 1_000, "rearm": True}])
+    assert batch[0].created  # type: ignore[union-attr]
+
+
 def test_conflicting_reschedule_is_a_clear_error(client: TimerClient) -> None:
     """The same id with another payload, watch list or need raises DuplicateTimer."""
     client.schedule("job:{2}", delay_ms=60_000, payload=1, watch=["job:{2}:a", "job:{2}:b"])

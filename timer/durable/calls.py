@@ -171,8 +171,13 @@ def schedule_call(  # noqa: PLR0917 - the fields of one timer, in the order user
     watch: Iterable[object] = (),
     need: object = 1,
     origin: str = "",
+    rearm: object = False,
 ) -> Prepared:
-    """Validate one timer and build its ``schedule`` call; InvalidInput, nothing sent."""
+    """Validate one timer and build its ``schedule`` call; InvalidInput, nothing sent.
+
+    ``rearm``: an id that ended (its outcome retained) is scheduled again instead of
+    answering with that outcome.
+    """
     tid = K.check_name("timer id", timer_id)
     mode, value = _when(ns, delay_ms, deadline_ms)
     if isinstance(watch, str | bytes):
@@ -182,6 +187,8 @@ def schedule_call(  # noqa: PLR0917 - the fields of one timer, in the order user
         check_int("need", need, 1, len(keys))
     elif need != 1:
         raise InvalidInput(f"need={need!r} makes no sense without watch keys (leave it at 1)")
+    if not isinstance(rearm, bool):
+        raise InvalidInput(f"rearm must be True or False, got {rearm!r}")
     data = encode_payload(payload, ns.settings.max_payload_bytes)
     shard = ns.shard_of(tid)
     for key in keys:
@@ -194,13 +201,13 @@ def schedule_call(  # noqa: PLR0917 - the fields of one timer, in the order user
     sk = ns.shard(shard)
     args: list[Any] = [
         sk.prefix, tid, mode, value, data, need, ns.meta.bucket_ms,
-        ns.settings.max_delay_ms, sk.events, origin, *keys,
+        ns.settings.max_delay_ms, sk.events, origin, int(rearm), *keys,
     ]  # fmt: skip
     call = ScriptCall(ScriptName.SCHEDULE, [sk.timers, sk.buckets, sk.result(tid)], args)
     return Prepared(call, tid, shard, origin)
 
 
-SCHEDULE_FIELDS = frozenset({"id", "delay_ms", "deadline_ms", "payload", "watch", "need"})
+SCHEDULE_FIELDS = frozenset({"id", "delay_ms", "deadline_ms", "payload", "watch", "need", "rearm"})
 
 
 def schedule_item_call(ns: Namespace, item: object, origin: str) -> Prepared:
@@ -219,6 +226,7 @@ def schedule_item_call(ns: Namespace, item: object, origin: str) -> Prepared:
         item.get("watch", ()),
         item.get("need", 1),
         origin,
+        item.get("rearm", False),
     )
 
 

@@ -13,11 +13,14 @@ ARGV[7]  bucket_ms   width of a durable bucket, ms
 ARGV[8]  max_delay_ms  a deadline further than this from now is refused
 ARGV[9]  events channel of the shard
 ARGV[10] origin      an opaque token naming who created it (a batch, a Spark job); may be ''
-ARGV[11..] watch keys (deduplicated and sorted by the client; all route to this shard)
+ARGV[11] rearm       '1': an id whose outcome is retained is scheduled again (a new arming,
+                     which will have its own outcome); '0': that outcome is returned
+ARGV[12..] watch keys (deduplicated and sorted by the client; all route to this shard)
 
 Returns  {'created', deadline_ms, now_ms}              this call created the timer
          {'pending', deadline_ms, created_ms, origin}  the same timer was already pending
          {'decided', outcome_record}           the id was decided and its outcome is retained
+                                               (not with rearm: then it is created again)
 Errors   CONFLICT  a pending timer with this id has another payload, watch list, need or deadline
          TOOFAR    the deadline is more than max_delay_ms from now
 Atomic   one timer per id: creation, bucket and watch indexes are written together.
@@ -26,14 +29,14 @@ Cost     O(W) for W watch keys.
 local P, id, mode = ARGV[1], ARGV[2], ARGV[3]
 local value, payload, need = tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
 local bucket_ms, max_delay = tonumber(ARGV[7]), tonumber(ARGV[8])
-local origin = ARGV[10]
+local origin, rearm = ARGV[10], ARGV[11] == '1'
 local watch = {}
-for i = 11, #ARGV do
+for i = 12, #ARGV do
   watch[#watch + 1] = ARGV[i]
 end
 
 local retained = redis.call('GET', KEYS[3])
-if retained then
+if retained and not rearm then
   return {'decided', retained}
 end
 
@@ -56,6 +59,9 @@ end
 local now = now_ms()
 local deadline, too_far = deadline_of(mode, value, now, max_delay)
 if too_far then return too_far end
+if retained then
+  redis.call('DEL', KEYS[3])  -- re-armed: the old outcome stays in the stream only
+end
 
 redis.call('HSET', KEYS[1], id, cmsgpack.pack({d = deadline, p = payload, w = watch, n = need, g = {}, c = now, s = origin}))
 index_bucket(P, KEYS[2], id, deadline, bucket_ms)
