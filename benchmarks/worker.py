@@ -8,6 +8,7 @@ involved. Prints one JSON document.
     python -m benchmarks.worker --quick         # smaller, about a minute
     python -m benchmarks.worker --only burst
     python -m benchmarks.worker --only takeover # repeated kill -9: takeover distribution
+    python -m benchmarks.worker --only cluster  # lateness: one server next to a cluster
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from timer import TimerClient
-from timer.testing import RedisServer, find_server_binary
+from timer.testing import RedisServer, find_server_binary, redis_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,10 +68,16 @@ def schedule(c: TimerClient, deadlines: list[int], prefix: str) -> None:
 
 def bench_lateness(c: TimerClient, url: str, logs: Path, quick: bool) -> dict[str, Any]:
     """100k pending, ~1k falling due per second, one live leader."""
-    seconds = 20 if quick else 60
+    return lateness_run(c, url, logs, seconds=20 if quick else 60, pending_total=100_000)
+
+
+def lateness_run(
+    c: TimerClient, url: str, logs: Path, *, seconds: int, pending_total: int
+) -> dict[str, Any]:
+    """``pending_total`` timers, of which 1k fall due per second for ``seconds``."""
     rate = 1_000
     due = seconds * rate
-    far = [c.server_time_ms() + 3_600_000 + i for i in range(max(0, 100_000 - due))]
+    far = [c.server_time_ms() + 3_600_000 + i for i in range(max(0, pending_total - due))]
     schedule(c, far, "far")
     proc = start_worker(url, c.namespace, "lat", 5_000, logs)
     # Schedule the due ones while the worker runs; the first falls due once all are in.
@@ -91,6 +98,28 @@ def bench_lateness(c: TimerClient, url: str, logs: Path, quick: bool) -> dict[st
         "lateness_ms": {"p50": pct(late, 0.5), "p90": pct(late, 0.9), "p99": pct(late, 0.99),
                         "p999": pct(late, 0.999), "max": max(late)},
     }  # fmt: skip
+
+
+def bench_cluster(
+    c: TimerClient, url: str, logs: Path, quick: bool, *, binary: Path | None = None
+) -> dict[str, Any]:
+    """The lateness workload (1k due per second, one worker) on this one server and on a
+    3-master Redis Cluster, side by side in one run."""
+    seconds = 10 if quick else 30
+    single = lateness_run(c, url, logs, seconds=seconds, pending_total=seconds * 1_000)
+    with redis_cluster(logs / "cluster", binary=binary) as servers:
+        cc = TimerClient.from_url(servers[0].url, "cluster")
+        cc.init(shards=8)
+        clustered = lateness_run(
+            cc, servers[0].url, logs, seconds=seconds, pending_total=seconds * 1_000
+        )
+        cc.close()
+    p99_single = single["lateness_ms"]["p99"] or 1
+    return {
+        "one_server": single,
+        "cluster_3_masters": clustered,
+        "ratio_p99_cluster_to_one_server": round(clustered["lateness_ms"]["p99"] / p99_single, 2),
+    }
 
 
 def bench_burst(c: TimerClient, url: str, logs: Path, quick: bool) -> dict[str, Any]:
@@ -201,6 +230,7 @@ def bench_takeover(c: TimerClient, url: str, logs: Path, quick: bool) -> dict[st
 
 BENCHES = {
     "lateness": bench_lateness,
+    "cluster": bench_cluster,
     "burst": bench_burst,
     "failover": bench_failover,
     "takeover": bench_takeover,
@@ -221,7 +251,12 @@ def main(argv: list[str] | None = None) -> int:
                 c = TimerClient.from_url(server.url, name)
                 c.init(shards=8)
                 result["server"] = server.version()
-                result[name] = BENCHES[name](c, server.url, Path(tmp), args.quick)
+                bench = BENCHES[name]
+                if name == "cluster":  # the cluster runs on the same binary, side by side
+                    result[name] = bench_cluster(c, server.url, Path(tmp), args.quick,
+                                                 binary=server.binary)  # fmt: skip
+                else:
+                    result[name] = bench(c, server.url, Path(tmp), args.quick)
                 c.close()
         print(f"{name}: done", file=sys.stderr)
     json.dump(result, sys.stdout, indent=2)

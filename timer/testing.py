@@ -27,7 +27,9 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -250,3 +252,62 @@ class RedisServer:
     def __exit__(self, *exc: object) -> None:
         with contextlib.suppress(Exception):
             self.stop()
+
+
+@contextlib.contextmanager
+def redis_cluster(
+    base: str | os.PathLike[str],
+    *,
+    binary: str | os.PathLike[str] | None = None,
+    masters: int = 3,
+    require_full_coverage: bool = False,
+    timeout_s: float = 30.0,
+) -> Iterator[list[RedisServer]]:
+    """A Redis Cluster of ``masters`` primaries (no replicas) on loopback, for tests.
+
+    Slots are split evenly with CLUSTER ADDSLOTSRANGE and the nodes joined with CLUSTER
+    MEET; it yields once every node reports ``cluster_state:ok``. With
+    ``require_full_coverage=False`` (the default) the live masters keep serving their own
+    slots when one dies, as a cluster with replicas does during a failover. Any node's
+    ``url`` reaches the cluster (``TimerClient.from_url`` detects it).
+    """
+    args = (
+        "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+        "--cluster-node-timeout", "5000",
+        "--cluster-require-full-coverage", "yes" if require_full_coverage else "no",
+    )  # fmt: skip
+    root = Path(base)
+    servers = [
+        RedisServer(root / f"n{i}", binary=binary, port=free_port(max_port=55535), extra_args=args)
+        for i in range(masters)
+    ]
+    nodes: list[Any] = [
+        redis.Redis(host=s.host, port=s.port, decode_responses=True) for s in servers
+    ]
+    try:
+        for server in servers:
+            server.start()
+        per = 16384 // masters
+        for i, node in enumerate(nodes):
+            last = 16383 if i == masters - 1 else (i + 1) * per - 1
+            node.execute_command("CLUSTER", "ADDSLOTSRANGE", i * per, last)
+        for server in servers[1:]:
+            nodes[0].execute_command("CLUSTER", "MEET", server.host, server.port)
+        deadline = time.monotonic() + timeout_s
+        while not all(_cluster_ok(node, masters) for node in nodes):
+            if time.monotonic() > deadline:
+                raise StoreError(f"the {masters}-node cluster did not reach cluster_state:ok")
+            time.sleep(0.05)
+        yield servers
+    finally:
+        for node in nodes:
+            node.close()
+        for server in servers:
+            server.stop()
+
+
+def _cluster_ok(node: Any, masters: int) -> bool:
+    info = node.cluster("INFO")
+    return bool(
+        info.get("cluster_state") == "ok" and int(info.get("cluster_known_nodes", 0)) == masters
+    )

@@ -7,75 +7,25 @@ pipelines are split by node by redis-py's cluster pipeline.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
 from tests.conftest import wait_for
 from timer import ConfigError, TimerClient
 from timer.aio import AsyncTimerClient
-from timer.testing import RedisServer, free_port
+from timer.testing import redis_cluster
 from worker import Worker, WorkerSettings
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
-
-RANGES = [(0, 5460), (5461, 10922), (10923, 16383)]
-
-
-def _cluster_ok(nodes: list[redis.Redis]) -> bool:
-    for node in nodes:
-        info = node.cluster("INFO")
-        if info.get("cluster_state") != "ok" or int(info.get("cluster_known_nodes", 0)) != 3:
-            return False
-    return True
-
-
-@contextlib.contextmanager
-def three_masters(base: Path, binary: Path) -> Iterator[list[RedisServer]]:
-    """Three cluster-enabled servers joined with CLUSTER MEET and ADDSLOTSRANGE.
-
-    ``cluster-require-full-coverage no``: when a master dies, the others keep serving
-    their own slots (as a production cluster with replicas does during a failover).
-    """
-    cluster_args = (
-        "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-        "--cluster-node-timeout", "5000", "--cluster-require-full-coverage", "no",
-    )  # fmt: skip
-    servers = [
-        RedisServer(
-            base / f"n{i}", binary=binary, port=free_port(max_port=55535), extra_args=cluster_args
-        )
-        for i in range(3)
-    ]
-    nodes = [redis.Redis(host=s.host, port=s.port, decode_responses=True) for s in servers]
-    try:
-        for s in servers:
-            s.start()
-        for node, (lo, hi) in zip(nodes, RANGES, strict=True):
-            node.execute_command("CLUSTER", "ADDSLOTSRANGE", lo, hi)
-        for s in servers[1:]:
-            nodes[0].execute_command("CLUSTER", "MEET", s.host, s.port)
-        deadline = time.monotonic() + 30
-        while not _cluster_ok(nodes):
-            assert time.monotonic() < deadline, "cluster did not reach state ok"
-            time.sleep(0.05)
-        yield servers
-    finally:
-        for node in nodes:
-            node.close()
-        for s in servers:
-            s.stop()
 
 
 @pytest.fixture(scope="module")
 def cluster_url(tmp_path_factory: pytest.TempPathFactory, server_binary: Path) -> Iterator[str]:
     """A 3-master cluster shared by the module's tests."""
-    with three_masters(tmp_path_factory.mktemp("cluster"), server_binary) as servers:
+    with redis_cluster(tmp_path_factory.mktemp("cluster"), binary=server_binary) as servers:
         yield servers[0].url
 
 
@@ -166,7 +116,7 @@ def test_a_dead_master_stalls_only_its_own_shards(
 ) -> None:
     """A master killed under a worker: the shards of the two healthy masters keep their
     leases and their timers fire from the wheel; only the dead node's shards are lost."""
-    with three_masters(tmp_path, server_binary) as servers:
+    with redis_cluster(tmp_path, binary=server_binary) as servers:
         url = servers[0].url
         c = TimerClient.from_url(url, namespace, socket_timeout_s=1.0)
         c.init(shards=8)
