@@ -35,8 +35,8 @@ from .durable import ops
 from .durable.codec import DEFAULT_MAX_PAYLOAD
 from .durable.models import ClientSettings, Meta, Outcome, Timer, TimerInfo
 from .durable.scripts import ScriptName, source
-from .errors import ConfigError, NotDurable, TimerError
-from .store import RedisSettings, map_errors, translate
+from .errors import ConfigError, TimerError
+from .store import RedisSettings, map_errors, settle_wait, translate
 
 T = TypeVar("T")
 
@@ -156,14 +156,7 @@ class AsyncTimerClient:
                 pipe.execute_command(*durability.command())
             raw = await pipe.execute(raise_on_error=False)
             if waits:
-                waited = raw.pop()
-                if isinstance(waited, redis.ResponseError):
-                    raise durability.refused(str(waited))
-                if isinstance(waited, redis.RedisError):
-                    raise waited
-                shortfall = durability.shortfall(waited)
-                if shortfall is not None:
-                    raw = [r if isinstance(r, Exception) else NotDurable(shortfall) for r in raw]
+                raw = settle_wait(durability, list(raw))
         replies = [translate(r, self.where) if isinstance(r, redis.RedisError) else r
                    for r in raw]  # fmt: skip
         if not step.errors_in_slots:

@@ -40,8 +40,8 @@ from .durable.models import (
     Trimmed,
 )
 from .durable.scripts import ScriptName, source
-from .errors import NotDurable, TimerError
-from .store import RedisSettings, map_errors, translate
+from .errors import TimerError
+from .store import RedisSettings, map_errors, settle_wait, translate
 
 T = TypeVar("T")
 
@@ -244,15 +244,7 @@ class TimerClient:
         replies = list(pipe.execute(raise_on_error=False))
         if not durability.waits:
             return replies
-        waited = replies.pop()
-        if isinstance(waited, redis.ResponseError):
-            raise durability.refused(str(waited))
-        if isinstance(waited, redis.RedisError):
-            raise waited
-        shortfall = durability.shortfall(waited)
-        if shortfall is None:
-            return replies
-        return [r if isinstance(r, Exception) else NotDurable(shortfall) for r in replies]
+        return settle_wait(durability, replies)
 
     # -- namespace ------------------------------------------------------------------
 

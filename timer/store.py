@@ -15,8 +15,9 @@ from urllib.parse import urlsplit, urlunsplit
 import redis
 from redis.exceptions import RedisClusterException
 
+from .durable.models import Durability
 from .durable.scripts import script_error
-from .errors import ConfigError, StoreError, TimerError
+from .errors import ConfigError, NotDurable, StoreError, TimerError
 
 
 def redact_url(url: str) -> str:
@@ -97,3 +98,17 @@ def map_errors(where: str) -> Iterator[None]:
         raise translate(exc, where) from None
     except RedisClusterException as exc:
         raise StoreError(f"Redis Cluster at {where}: {exc}") from None
+
+
+def settle_wait(durability: Durability, replies: list[Any]) -> list[Any]:
+    """The replies of a pipeline whose last call was the durability wait, without it:
+    each write's reply, or NotDurable where the wait fell short (both clients use it)."""
+    waited = replies.pop()
+    if isinstance(waited, redis.ResponseError):
+        raise durability.refused(str(waited))
+    if isinstance(waited, redis.RedisError):
+        raise waited
+    shortfall = durability.shortfall(waited)
+    if shortfall is None:
+        return replies
+    return [r if isinstance(r, Exception) else NotDurable(shortfall) for r in replies]
