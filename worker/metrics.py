@@ -64,7 +64,8 @@ class WorkerCollector(Collector):
             c.add_metric(labels, getattr(w.stats, name))
             yield c
         held = GaugeMetricFamily("tickwheel_leases_held", "Shards led now", labels=["worker"])
-        held.add_metric(labels, len(w.shard_figures()))
+        figures = w.shard_figures()  # one pass over the led shards per scrape
+        held.add_metric(labels, len(figures))
         yield held
         in_wheel = GaugeMetricFamily(
             "tickwheel_pending_in_wheel",
@@ -81,7 +82,7 @@ class WorkerCollector(Collector):
             "How long a led shard's oldest ended durable bucket has waited for a sweep",
             labels=["worker", "shard"],
         )
-        for f in w.shard_figures():
+        for f in figures:
             shard_labels = [w.id, str(f.shard)]
             in_wheel.add_metric(shard_labels, f.in_wheel)
             if f.pending is not None:

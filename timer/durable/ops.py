@@ -45,9 +45,13 @@ def check_server_version(info: Mapping[str, Any], where: str) -> None:
         )
 
 
-def server_settings() -> Op[list[ServerSettings]]:
-    """What every server (every primary of a cluster) says about keeping our data."""
+def server_settings(where: str = "", *, check_version: bool = False) -> Op[list[ServerSettings]]:
+    """What every server (every primary of a cluster) says about keeping our data; with
+    ``check_version``, a ConfigError for a server too old (from the same INFO)."""
     infos = yield C.Command("info", (), every_primary=True)
+    if check_version:
+        for info in infos.values():
+            check_server_version(info, where)
     return [
         ServerSettings(
             node=str(node),
@@ -110,9 +114,7 @@ def init(
     """
     C.check_int("shards", shards, 1, 16384)
     C.check_int("bucket_ms", bucket_ms, 1, 3_600_000)
-    if check:
-        yield from check_server(where)
-    servers = yield from server_settings()
+    servers = yield from server_settings(where, check_version=check)  # one INFO for both
     notes = check_durability(servers, where, allow_eviction=allow_eviction)
     # HSETNX is atomic per field: two racing inits agree on whoever came first.
     replies = yield C.Pipeline([
