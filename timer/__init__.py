@@ -8,6 +8,7 @@ The layers, each importing only those above it in this list:
                     reply parsers, and every operation as steps (no I/O)
     timer.client    TimerClient: runs the operations with redis-py (sync); timer.aio: the
                     asyncio peer; timer.store: the redis-py error and URL boundary
+    timer.handlers  Handlers: run user code per outcome (retries, dead letters, concurrency)
     timer.spark     Spark helpers over TimerClient;  timer.testing  a private server
 
 The client names below are imported on first use, so ``import timer.engine`` (and the
@@ -45,7 +46,16 @@ from .errors import (
 
 if TYPE_CHECKING:
     from .client import TimerClient
-    from .durable.models import ClientSettings, Outcome, Timer, TimerInfo, Trimmed
+    from .durable.models import (
+        ClientSettings,
+        DeadLetter,
+        GroupInfo,
+        Outcome,
+        Timer,
+        TimerInfo,
+        Trimmed,
+    )
+    from .handlers import Backoff, Handlers, Retry
 
 # name -> the module that defines it, imported when the name is first used
 _LAZY = {
@@ -55,6 +65,11 @@ _LAZY = {
     "Timer": "timer.durable.models",
     "TimerInfo": "timer.durable.models",
     "Trimmed": "timer.durable.models",
+    "DeadLetter": "timer.durable.models",
+    "GroupInfo": "timer.durable.models",
+    "Handlers": "timer.handlers",
+    "Backoff": "timer.handlers",
+    "Retry": "timer.handlers",
 }
 
 
@@ -72,17 +87,22 @@ __version__ = "0.1.0"
 
 __all__ = [
     "MAX_EXPIRATION_MS",
+    "Backoff",
     "ClientSettings",
     "Clock",
     "ConfigError",
+    "DeadLetter",
     "DelayedOperation",
     "DelayedOperationPurgatory",
     "DuplicateTimer",
     "Fenced",
+    "GroupInfo",
+    "Handlers",
     "InvalidInput",
     "ManualClock",
     "MonotonicClock",
     "Outcome",
+    "Retry",
     "StoreError",
     "SystemTimer",
     "SystemTimerReaper",

@@ -22,13 +22,16 @@ from redis.cluster import RedisCluster
 from redis.commands.core import Script
 
 from .durable import calls as C
+from .durable import groups as G
 from .durable import keys as K
 from .durable import ops
 from .durable.codec import DEFAULT_MAX_PAYLOAD
 from .durable.models import (
     ClientSettings,
+    DeadLetter,
     DueTimers,
     FireResult,
+    GroupInfo,
     LeaseGrant,
     LeaseRenewal,
     Meta,
@@ -381,8 +384,11 @@ class TimerClient:
         """Outcomes of every shard through a consumer group (at-least-once; ``ack()`` each).
 
         The group is created on every shard's stream here, from the start of what the
-        streams hold. Entries another consumer took and left unacknowledged longer than
-        ``reclaim_idle_ms`` are taken over first, and again whenever the streams are idle.
+        streams hold. This consumer's own unacknowledged entries (a restart under the same
+        name) come first; entries another consumer left unacknowledged longer than
+        ``reclaim_idle_ms`` are taken over then and every ``reclaim_idle_ms / 2``.
+        :class:`~timer.handlers.Handlers` runs handlers on top of this with retries,
+        dead letters and concurrency; prefer it to a loop of your own.
         """
         reader = ops.GroupReader.of(
             self._ns(), group, consumer, count=count, reclaim_idle_ms=reclaim_idle_ms,
@@ -398,6 +404,55 @@ class TimerClient:
 
     def _run_ack(self, delivery: ops.Delivery) -> None:
         self._run(ops.ack(delivery))
+
+    def follow(
+        self, *, history: bool = False, block_ms: int = 1000, stop_when_idle: bool = False
+    ) -> Iterator[Outcome]:
+        """Outcomes as they land, read with no consumer group: nothing is left behind in
+        Redis and nothing is acknowledged (``tail`` without ``--group``). From now on, or
+        with ``history`` from the oldest outcome the streams hold."""
+        op = G.follow(
+            self._ns(), history=history, block_ms=block_ms, per_stream=self.cluster,
+            stop_when_idle=stop_when_idle,
+        )  # fmt: skip
+        return self._drive(op)
+
+    def consumer(self, group: str, consumer: str) -> ConsumerGroup:
+        """One consumer of a group, as a handler runner uses it (read, claim, touch, ack,
+        retry, dead-letter)."""
+        group, consumer = G.check_group(group, consumer)
+        return ConsumerGroup(self, group, consumer)
+
+    def groups(self) -> list[GroupInfo]:
+        """Every consumer group of the namespace: consumers, pending, retrying, lag and
+        the age of the oldest outcome it still owes, summed over the shards."""
+        now = self.server_time_ms()
+        return self._run(G.group_infos(self._ns(), now))
+
+    def delete_group(self, group: str) -> int:
+        """Destroy a consumer group on every shard (its pending entries and retry schedule
+        go with it; its dead letters stay); on how many shards it existed."""
+        return self._run(G.delete_group(self._ns(), group))
+
+    def dead_letters(self, group: str | None = None, *, limit: int = 1000) -> list[DeadLetter]:
+        """Dead letters (of one group, or all), oldest first, at most ``limit``."""
+        return self._run(G.dead_letters(self._ns(), group, limit=limit))
+
+    def dead_letter(self, ref: str) -> DeadLetter | None:
+        """One dead letter by its ref (``<shard>/<id>``), or None."""
+        return self._run(G.get_dead_letter(self._ns(), ref))
+
+    def dead_letters_total(self) -> int:
+        return self._run(G.dead_letter_count(self._ns()))
+
+    def redeliver(self, ref: str) -> str | None:
+        """Put a dead letter back in front of its group (attempts start again at 1); the
+        new stream entry's id, or None if there is no such dead letter."""
+        return self._run(G.redeliver(self._ns(), ref))
+
+    def drop_dead_letter(self, ref: str) -> bool:
+        """Delete a dead letter; True if it existed."""
+        return self._run(G.drop_dead_letter(self._ns(), ref))
 
     def all_outcomes(self, shards: Iterable[int] | None = None) -> Iterator[Outcome]:
         """Every outcome the shards' streams hold, oldest first per shard, read in pages
@@ -522,6 +577,66 @@ class ShardStore:
             self.keys, worker, epoch, bucket_ms=self.bucket_ms, ttl_ms=ttl_ms, limit=limit
         )
         return C.parse_sweep(self._client._run(_one(call)))
+
+
+class ConsumerGroup:
+    """One consumer of a consumer group, as the handler runner drives it.
+
+    Each call is a pipelined script per shard (or a plain read); see
+    ``timer.durable.groups`` for what each one guarantees.
+    """
+
+    def __init__(self, client: TimerClient, group: str, consumer: str) -> None:
+        self._client = client
+        self.group = group
+        self.consumer = consumer
+
+    def ensure(self, *, start: str = "0") -> None:
+        """Create the group on every shard's stream unless it exists (``$``: only new)."""
+        self._client._run(G.ensure_groups(self._client._ns(), self.group, start=start))
+
+    def read(self, count: int, block_ms: int | None) -> list[G.Delivery]:
+        """Outcomes never delivered to the group (up to ``count``), waiting up to
+        ``block_ms`` for one (None: not at all)."""
+        return self._client._run(G.read_new(
+            self._client._ns(), self.group, self.consumer, count=count, block_ms=block_ms,
+            per_stream=self._client.cluster,
+        ))  # fmt: skip
+
+    def claim(
+        self, cursors: Mapping[int, str], *, count: int, min_idle_ms: int, own: bool = False,
+        retries: bool = True,
+    ) -> tuple[list[G.Delivery], dict[int, str]]:  # fmt: skip
+        """Entries due for a retry, then (scanning from each shard's cursor) pending
+        entries idle for ``min_idle_ms`` (``own``: only this consumer's)."""
+        return self._client._run(G.claim(
+            self._client._ns(), self.group, self.consumer, cursors, count=count,
+            min_idle_ms=min_idle_ms, owner=self.consumer if own else "", retries=retries,
+        ))  # fmt: skip
+
+    def touch(self, deliveries: Sequence[G.Delivery]) -> list[G.Delivery]:
+        """Reset the idle time of entries still being handled; those no longer ours."""
+        return self._client._run(G.touch(self.consumer, deliveries))
+
+    def ack(self, delivery: G.Delivery) -> None:
+        self._client._run(G.ack(delivery))
+
+    def retry(self, delivery: G.Delivery, delay_ms: int) -> int | None:
+        """Retry the delivery in ``delay_ms``; its retry time, or None if no longer pending."""
+        return self._client._run(G.retry(delivery, delay_ms))
+
+    def dead_letter(self, delivery: G.Delivery, error: str) -> str | None:
+        """Move the delivery to the dead letters; the dead letter's ref, or None."""
+        dead_id = self._client._run(G.dead_letter(delivery, self.consumer, error))
+        return None if dead_id is None else f"{delivery.outcome.shard}/{dead_id}"
+
+    def retrying(self) -> int:
+        """How many of the group's outcomes wait for a retry time, over every shard."""
+        return self._client._run(G.retrying(self._client._ns(), self.group))
+
+    def leave(self) -> int:
+        """Remove this consumer where it owes nothing; on how many shards it stays."""
+        return self._client._run(G.leave(self._client._ns(), self.group, self.consumer))
 
 
 def _one(call: C.ScriptCall | C.Command) -> ops.Op[Any]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from timer.histogram import MsHistogram
+
 
 @dataclass(frozen=True)
 class Health:
@@ -49,30 +51,6 @@ class WorkerStats:
     outcomes_trimmed: int = 0
 
 
-class LatenessHistogram:
-    """Cumulative bucket counts of lateness (ms), cheap to update on the firing path."""
-
-    BOUNDS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000)
-
-    def __init__(self) -> None:
-        self.counts = [0] * (len(self.BOUNDS) + 1)
-        self.total = 0
-
-    def observe(self, ms: int) -> None:
-        for i, bound in enumerate(self.BOUNDS):
-            if ms <= bound:
-                self.counts[i] += 1
-                break
-        else:
-            self.counts[-1] += 1
-        self.total += ms
-
-    def snapshot(self) -> tuple[list[tuple[str, float]], float, int]:
-        """Cumulative buckets with their bounds in seconds (Prometheus' unit), the sum in
-        seconds, and the count."""
-        running, out = 0, []
-        bounds = (*(f"{b / 1000:g}" for b in self.BOUNDS), "+Inf")
-        for bound, n in zip(bounds, self.counts, strict=True):
-            running += n
-            out.append((bound, float(running)))
-        return out, self.total / 1000, running
+# Decided minus deadline (ms) of the timers a worker expired; the same buckets as the
+# handler runner's histograms, so the figures line up.
+LatenessHistogram = MsHistogram

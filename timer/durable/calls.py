@@ -13,15 +13,16 @@ The steps an operation asks its I/O layer to take are also defined here:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import ConfigError, InvalidInput, TimerError, TimerNotFound
 from . import keys as K
 from .codec import decode_payload, decode_record, encode_payload
 from .models import (
     ClientSettings,
+    DeadLetter,
     Event,
     FireResult,
     LeaseGrant,
@@ -88,6 +89,8 @@ class Emit:
 
 
 Step = ScriptCall | Command | Pipeline | Sleep | Emit
+T = TypeVar("T")
+Op = Generator[Step, Any, T]  # an operation: yields steps, gets replies, returns a T
 
 # -- validation ------------------------------------------------------------------------
 
@@ -385,8 +388,11 @@ def timer_info(tid: str, shard: int, pending: Any, decided: Any) -> TimerInfo | 
     return None
 
 
-def outcome_from_entry(shard: int, entry_id: bytes, fields: Mapping[bytes, bytes]) -> Outcome:
-    """An Outcome from one entry of a shard's outcome stream."""
+def outcome_from_entry(
+    shard: int, entry_id: bytes | str, fields: Mapping[bytes, bytes], attempt: int = 1
+) -> Outcome:
+    """An Outcome from one entry of a shard's outcome stream (or of a dead letter)."""
+    origin = fields.get(b"from")
     return Outcome(
         id=text(fields[b"id"]),
         outcome=fields[b"outcome"].decode(),
@@ -394,7 +400,133 @@ def outcome_from_entry(shard: int, entry_id: bytes, fields: Mapping[bytes, bytes
         decided_ms=int(fields[b"decided"]),
         payload=decode_payload(fields[b"payload"]),
         shard=shard,
-        entry_id=entry_id.decode(),
+        entry_id=text(entry_id),
+        attempt=attempt,
+        redelivery_of=None if origin is None else text(origin),
+    )
+
+
+def for_group(fields: Mapping[bytes, bytes], group: str) -> bool:
+    """False for a dead letter put back for another group (``redeliver``): this group
+    acknowledges it unseen."""
+    only = fields.get(b"only")
+    return only is None or text(only) == group
+
+
+def flat_fields(flat: Sequence[Any]) -> dict[bytes, bytes]:
+    """A stream entry's fields as a script returns them (a flat array) as a mapping."""
+    return {flat[i]: flat[i + 1] for i in range(0, len(flat), 2)}
+
+
+# -- consumer groups: claim, retry, dead-letter, touch, redeliver --------------------------
+
+
+def claim_call(
+    sk: K.ShardKeys,
+    group: str,
+    consumer: str,
+    *,
+    count: int,
+    min_idle_ms: int,
+    owner: str = "",
+    cursor: str = "-",
+    retries: bool = True,
+) -> ScriptCall:
+    return ScriptCall(
+        ScriptName.CLAIM,
+        [sk.outcomes, sk.retries(group)],
+        [group, consumer, count, min_idle_ms, owner, cursor, int(retries)],
+    )
+
+
+def parse_claim(reply: Sequence[Any]) -> tuple[str, list[tuple[str, dict[bytes, bytes], int]]]:
+    """(the cursor of the next scan, '' when done; [(entry id, fields, deliveries)])."""
+    taken = [(text(e[0]), flat_fields(e[1]), int(e[2])) for e in reply[1:]]
+    return text(reply[0]), taken
+
+
+def retry_call(sk: K.ShardKeys, group: str, entry_id: str, delay_ms: int) -> ScriptCall:
+    return ScriptCall(
+        ScriptName.RETRY, [sk.outcomes, sk.retries(group)], [group, entry_id, delay_ms]
+    )
+
+
+def parse_retry(reply: Any) -> int | None:
+    """The retry time (ms), or None when the entry was no longer pending."""
+    return int(reply) or None
+
+
+MAX_ERROR_CHARS = 4000
+
+
+def dead_call(
+    sk: K.ShardKeys, group: str, entry_id: str, consumer: str, *, attempts: int, error: str
+) -> ScriptCall:
+    if len(error) > MAX_ERROR_CHARS:
+        error = error[: MAX_ERROR_CHARS - 1] + "…"
+    return ScriptCall(
+        ScriptName.DEAD,
+        [sk.outcomes, sk.retries(group), sk.dead],
+        [group, entry_id, consumer, attempts, error],
+    )
+
+
+def parse_dead(reply: Any) -> str | None:
+    """The dead letter's id, or None when the entry was no longer pending."""
+    return text(reply) or None
+
+
+def touch_call(sk: K.ShardKeys, group: str, consumer: str, entry_ids: Sequence[str]) -> ScriptCall:
+    return ScriptCall(ScriptName.TOUCH, [sk.outcomes], [group, consumer, *entry_ids])
+
+
+def parse_touch(reply: Sequence[Any]) -> list[str]:
+    """The ids no longer pending for the consumer."""
+    return [text(x) for x in reply]
+
+
+def redeliver_call(sk: K.ShardKeys, dead_id: str) -> ScriptCall:
+    return ScriptCall(ScriptName.REDELIVER, [sk.dead, sk.outcomes], [dead_id])
+
+
+def parse_redeliver(reply: Any) -> str | None:
+    return text(reply) or None
+
+
+def leave_group_call(sk: K.ShardKeys, group: str, consumer: str) -> ScriptCall:
+    return ScriptCall(ScriptName.LEAVE_GROUP, [sk.outcomes], [group, consumer])
+
+
+def dead_letter_from_entry(shard: int, entry_id: Any, fields: Mapping[bytes, bytes]) -> DeadLetter:
+    """A DeadLetter from one entry of a shard's dead-letter stream (``lua/dead.lua``)."""
+    eid = text(entry_id)
+    return DeadLetter(
+        ref=f"{shard}/{eid}",
+        shard=shard,
+        group=text(fields[b"group"]),
+        entry_id=text(fields[b"entry"]),
+        consumer=text(fields[b"consumer"]),
+        attempts=int(fields[b"attempts"]),
+        error=text(fields[b"error"]),
+        failed_ms=int(fields[b"failed"]),
+        outcome=(
+            outcome_from_entry(shard, fields[b"entry"], fields, int(fields[b"attempts"]))
+            if b"id" in fields
+            else None
+        ),
+    )
+
+
+def parse_ref(ref: object, shards: int) -> tuple[int, str]:
+    """(shard, dead letter id) from a ref ``<shard>/<id>``; InvalidInput otherwise."""
+    if isinstance(ref, str):
+        shard, _, eid = ref.partition("/")
+        ms, _, seq = eid.partition("-")
+        if shard.isdigit() and int(shard) < shards and ms.isdigit() and seq.isdigit():
+            return int(shard), eid
+    raise InvalidInput(
+        f"dead letter ref must be <shard>/<id> as `tickwheel dead list` shows it "
+        f"(e.g. 3/1700000000000-0), got {ref!r}"
     )
 
 

@@ -127,6 +127,15 @@ class ShardKeys:
         """Pub/sub channel of scheduled / cancelled / decided events for the leader."""
         return f"tw:{self.namespace}:{self.shard}:ev"
 
+    @property
+    def dead(self) -> str:
+        """STREAM of the shard's dead letters: outcomes whose handler failed every attempt."""
+        return f"{self.prefix}:dead"
+
+    def retries(self, group: str) -> str:
+        """ZSET of a consumer group's entries waiting to be retried: entry id -> when (ms)."""
+        return f"{self.prefix}:retry:{group}"
+
     def bucket(self, n: int) -> str:
         return f"{self.prefix}:b:{n}"
 

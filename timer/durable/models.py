@@ -170,6 +170,8 @@ class Outcome:
     payload: Any
     shard: int
     entry_id: str | None = None
+    attempt: int = 1  # through a consumer group: its delivery count, this one included
+    redelivery_of: str | None = None  # a dead letter put back: the entry id it first had
     _ack: Callable[[], None] | None = field(default=None, repr=False, compare=False)
     _aack: Callable[[], Awaitable[None]] | None = field(default=None, repr=False, compare=False)
 
@@ -177,6 +179,13 @@ class Outcome:
     def lateness_ms(self) -> int:
         """decided - deadline (negative for a timer completed or cancelled before its deadline)."""
         return self.decided_ms - self.deadline_ms
+
+    @property
+    def idempotency_key(self) -> str:
+        """``<shard>/<stream entry id>``: the same for every delivery of this outcome (a
+        retry, a reclaim after a crash, a dead letter put back), unique in its namespace.
+        A handler that records it with its effect, atomically, can skip a repeat."""
+        return f"{self.shard}/{self.redelivery_of or self.entry_id}"
 
     def ack(self) -> None:
         """Acknowledge the outcome in its consumer group (handled; never delivered again)."""
@@ -200,6 +209,52 @@ class Trimmed:
     shard: int
     removed: int
     held_by_group: bool  # a consumer group still owed entries the retention would drop
+
+
+@dataclass(frozen=True)
+class ConsumerInfo:
+    """One consumer of a group, over every shard's stream."""
+
+    name: str
+    pending: int  # entries delivered to it and not acknowledged (backoffs included)
+    idle_ms: int  # since its last read or claim, on the shard it used most recently
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    """One consumer group of a namespace, summed over every shard's stream."""
+
+    name: str
+    consumers: tuple[ConsumerInfo, ...]
+    pending: int  # delivered, not acknowledged (in a handler, or waiting for a retry)
+    retrying: int  # of those, waiting for their retry time
+    lag: int | None  # outcomes not yet delivered to it (None: the server cannot say)
+    oldest_pending_age_ms: int | None  # how long the oldest unacknowledged one has waited
+    owes_since_ms: int | None  # decided time of the oldest outcome it still needs
+    shards: int  # streams it exists on (a group is created on every shard)
+
+    def stale(self, now_ms: int, retention_ms: int) -> bool:
+        """True if it holds outcomes older than ``retention_ms`` back from trimming."""
+        return self.owes_since_ms is not None and now_ms - self.owes_since_ms > retention_ms
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """An outcome whose handler failed every attempt, kept for a person to look at.
+
+    ``ref`` (``<shard>/<id>``) names it for ``redeliver`` and ``drop``; ``outcome`` is
+    None if the outcome had been trimmed from its stream before it died.
+    """
+
+    ref: str
+    shard: int
+    group: str
+    entry_id: str  # the outcome's entry id in its stream (its idempotency key there)
+    consumer: str
+    attempts: int
+    error: str
+    failed_ms: int
+    outcome: Outcome | None
 
 
 @dataclass(frozen=True)

@@ -12,19 +12,22 @@ nothing.
 from __future__ import annotations
 
 import time
-from collections.abc import Generator, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..errors import ConfigError, InvalidInput, StoreError, TimerError, WaitTimeout
+from ..errors import ConfigError, InvalidInput, TimerError, WaitTimeout
 from . import calls as C
+from . import groups as G
 from . import keys as K
+from .calls import Op as Op  # noqa: PLC0414 - re-exported for the clients
 from .codec import decode_record
 from .models import DueTimers, Meta, Outcome, ServerSettings, Timer, TimerInfo, Trimmed
 from .scripts import ScriptName
 
 T = TypeVar("T")
-Op = Generator[C.Step, Any, T]
+Delivery = G.Delivery
+ack = G.ack
 
 FORMAT_VERSION = 1
 MIN_SERVER = {"redis": (6, 2), "valkey": (7, 2)}
@@ -345,22 +348,15 @@ def trim_outcomes(
 
 
 @dataclass(frozen=True)
-class Delivery:
-    """An outcome read through a consumer group, with what acknowledging it takes."""
-
-    outcome: Outcome
-    stream: str
-    group: str
-
-
-@dataclass(frozen=True)
 class GroupReader:
     """Reads every shard's outcome stream through one consumer group, at-least-once.
 
-    An outcome stays pending in the group until acked; entries a consumer took and never
-    acked (it died) are taken over with XAUTOCLAIM once idle for ``reclaim_idle_ms``:
-    first thing, and again whenever the streams are idle. On a Redis Cluster the streams
-    live in different slots, so ``per_stream`` reads each one alone and waits by polling.
+    An outcome stays pending in the group until acked. First this consumer's own pending
+    entries are taken back (a restart under the same name), then entries idle for
+    ``reclaim_idle_ms`` (their consumer is presumed dead), and those again every
+    ``reclaim_idle_ms / 2`` whatever the reads bring. Entries a handler runner scheduled
+    for a retry are taken when their time comes (see ``groups``). On a Redis Cluster the
+    streams live in different slots, so ``per_stream`` reads each one alone and polls.
     """
 
     ns: C.Namespace
@@ -372,100 +368,53 @@ class GroupReader:
 
     @classmethod
     def of(cls, ns: C.Namespace, group: object, consumer: object, **options: Any) -> GroupReader:
-        return cls(
-            ns,
-            K.check_name("consumer group", group),
-            K.check_name("consumer", consumer),
-            **options,
-        )
+        group, consumer = G.check_group(group, consumer)
+        C.check_int("reclaim_idle_ms", options.get("reclaim_idle_ms", 60_000), 0)
+        return cls(ns, group, consumer, **options)
 
     @property
     def streams(self) -> dict[str, int]:
         return self.ns.outcome_streams()
+
+    def ensure_groups(self) -> Op[None]:
+        """Create the group on every shard's stream (from its start) unless it exists."""
+        yield from G.ensure_groups(self.ns, self.group)
 
     def run(self, *, block_ms: int, stop_when_idle: bool) -> Op[None]:
         """Emit a :class:`Delivery` for each outcome; ends only with ``stop_when_idle``.
 
         Run ``ensure_groups`` first.
         """
-        yield from self._reclaim()
+        yield from self._claim(owner=self.consumer, min_idle_ms=0)
+        every = max(self.reclaim_idle_ms / 2000, 0.05)
+        next_claim = time.monotonic() + every
         while True:
-            got = yield from self._read(None if stop_when_idle else block_ms)
-            if not got:
-                if stop_when_idle:
+            wait = max(1, min(block_ms, int((next_claim - time.monotonic()) * 1000)))
+            got = yield from G.read_new(
+                self.ns, self.group, self.consumer, count=self.count,
+                block_ms=None if stop_when_idle else wait, per_stream=self.per_stream,
+            )  # fmt: skip
+            for d in got:
+                yield C.Emit(d)
+            if not got or time.monotonic() >= next_claim:
+                claimed = yield from self._claim(owner="", min_idle_ms=self.reclaim_idle_ms)
+                next_claim = time.monotonic() + every
+                if not got and not claimed and stop_when_idle:
                     return
-                yield from self._reclaim()
 
-    def ensure_groups(self) -> Op[None]:
-        """Create the group on every shard's stream (from its start) unless it exists."""
-        create = [
-            C.Command("xgroup_create", (stream, self.group), {"id": "0", "mkstream": True})
-            for stream in self.streams
-        ]
-        for reply in (yield C.Pipeline(create, errors_in_slots=True)):
-            if isinstance(reply, StoreError) and reply.code == "BUSYGROUP":
-                continue  # the group exists already: that is what we want
-            C.error_or(reply)
-
-    def _emit(self, stream: str, entries: Iterable[Any]) -> Iterator[C.Step]:
-        shard = self.streams[stream]
-        for entry_id, fields in entries:
-            if fields:  # an entry trimmed while pending comes back empty
-                outcome = C.outcome_from_entry(shard, entry_id, fields)
-                yield C.Emit(Delivery(outcome, stream, self.group))
-
-    def _reclaim(self) -> Op[int]:
+    def _claim(self, *, owner: str, min_idle_ms: int) -> Op[int]:
+        cursors = dict.fromkeys(range(self.ns.meta.shards), "-")
         emitted = 0
-        for stream in self.streams:
-            start: Any = "0-0"
-            while True:
-                reply = yield C.Command(
-                    "xautoclaim",
-                    (stream, self.group, self.consumer, self.reclaim_idle_ms),
-                    {"start_id": start, "count": self.count},
-                )
-                start, entries = reply[0], reply[1]
-                for step in self._emit(stream, entries):
-                    emitted += 1
-                    yield step
-                if start in (b"0-0", "0-0") or not entries:
-                    break
-        return emitted
-
-    def _read(self, block_ms: int | None) -> Op[int]:
-        """New outcomes for this consumer; waits up to ``block_ms`` when there are none."""
-        reply: list[Any] = []
-        if not self.per_stream:
-            reply = (
-                yield C.Command(
-                    "xreadgroup",
-                    (self.group, self.consumer, dict.fromkeys(self.streams, ">")),
-                    {"count": self.count, "block": block_ms},
-                )
-            ) or []
-        else:  # one read per stream; without a multi-stream blocking read, poll
-            end = time.monotonic() + (block_ms or 0) / 1000
-            while True:
-                for stream in self.streams:
-                    got = yield C.Command(
-                        "xreadgroup",
-                        (self.group, self.consumer, {stream: ">"}),
-                        {"count": self.count},
-                    )
-                    reply.extend(got or [])
-                if reply or time.monotonic() >= end:
-                    break
-                yield C.Sleep(0.05)
-        emitted = 0
-        for stream, entries in reply:
-            for step in self._emit(C.text(stream), entries):
+        while cursors:
+            got, nxt = yield from G.claim(
+                self.ns, self.group, self.consumer, cursors,
+                count=self.count, min_idle_ms=min_idle_ms, owner=owner,
+            )  # fmt: skip
+            for d in got:
                 emitted += 1
-                yield step
+                yield C.Emit(d)
+            cursors = {s: c for s, c in nxt.items() if c}
         return emitted
-
-
-def ack(delivery: Delivery) -> Op[None]:
-    yield C.Command("xack", (delivery.stream, delivery.group, delivery.outcome.entry_id))
 
 
 # -- membership and a shard's leader ---------------------------------------------------------

@@ -33,6 +33,12 @@ class ScriptName(StrEnum):
     LEASE_RENEW = "lease_renew"
     LEASE_RELEASE = "lease_release"
     TRIM = "trim"
+    CLAIM = "claim"
+    RETRY = "retry"
+    DEAD = "dead"
+    TOUCH = "touch"
+    REDELIVER = "redeliver"
+    LEAVE_GROUP = "leave_group"
 
 
 class ErrorCode(StrEnum):

@@ -1,0 +1,26 @@
+--[[ dead: a handler failed its last attempt; move the entry to the dead letters.
+
+KEYS[1]  P:out (STREAM)    KEYS[2]  P:retry:<group> (ZSET)    KEYS[3]  P:dead (STREAM)
+ARGV[1]  group    ARGV[2]  entry id    ARGV[3]  consumer    ARGV[4]  attempts
+ARGV[5]  the last error (text)
+
+Returns  the dead letter's id; '' when the entry is no longer pending in the group (it
+         was acknowledged elsewhere): nothing was written
+Atomic   the acknowledgement and the dead letter are one step: a crash leaves the entry
+         either pending (to be retried) or dead-lettered, never lost or both.
+Cost     O(1) (XADD, XACK).
+Fields   group, entry, consumer, attempts, error, failed (ms), then the outcome's own
+         fields (id, outcome, deadline, decided, payload) while the stream still holds it.
+]]
+local out, group, id = KEYS[1], ARGV[1], ARGV[2]
+if not redis.call('XPENDING', out, group, id, id, 1)[1] then return '' end
+local fields = {'group', group, 'entry', id, 'consumer', ARGV[3], 'attempts', ARGV[4],
+  'error', ARGV[5], 'failed', istr(now_ms())}
+local entry = redis.call('XRANGE', out, id, id)[1]
+if entry then
+  for _, v in ipairs(entry[2]) do fields[#fields + 1] = v end
+end
+local dead_id = redis.call('XADD', KEYS[3], '*', unpack(fields))
+redis.call('XACK', out, group, id)
+redis.call('ZREM', KEYS[2], id)
+return dead_id

@@ -1,0 +1,21 @@
+--[[ leave_group: a consumer stopping for good removes itself if it owes nothing.
+
+KEYS[1]  P:out (STREAM)
+ARGV[1]  group    ARGV[2]  consumer
+
+Returns  1 removed; 0 kept (entries are still pending for it, e.g. waiting for a retry:
+         deleting it would make them unclaimable), or no such group
+Atomic   no entry can be delivered to it between the check and the removal.
+Cost     O(1).
+]]
+local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', KEYS[1])
+if not ok then return 0 end
+local found = false
+for _, g in ipairs(groups) do
+  for i = 1, #g, 2 do
+    if g[i] == 'name' and g[i + 1] == ARGV[1] then found = true end
+  end
+end
+if not found then return 0 end
+if redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2])[1] then return 0 end
+return redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2]) >= 0 and 1 or 0

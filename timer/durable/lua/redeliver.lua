@@ -1,0 +1,23 @@
+--[[ redeliver: put a dead letter back in front of its consumer group.
+
+KEYS[1]  P:dead (STREAM)   KEYS[2]  P:out (STREAM)
+ARGV[1]  the dead letter's id
+
+Returns  the new outcome entry's id; '' when there is no such dead letter, or it holds
+         no outcome (its entry was trimmed before it died): nothing was written
+Atomic   the dead letter leaves and the outcome re-enters in one step.
+Cost     O(1).
+Fields   the outcome's fields, plus only = the group (every other group acknowledges it
+         unseen) and from = the entry id it first had (its idempotency key).
+]]
+local letter = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])[1]
+if not letter then return '' end
+local f = {}
+for i = 1, #letter[2], 2 do f[letter[2][i]] = letter[2][i + 1] end
+if not f['id'] then return '' end
+local from = f['from'] or f['entry']
+local new_id = redis.call('XADD', KEYS[2], '*', 'id', f['id'], 'outcome', f['outcome'],
+  'deadline', f['deadline'], 'decided', f['decided'], 'payload', f['payload'],
+  'only', f['group'], 'from', from)
+redis.call('XDEL', KEYS[1], ARGV[1])
+return new_id

@@ -1,0 +1,54 @@
+"""A histogram of milliseconds: plain counts, cheap to update on a hot path.
+
+No metrics library here: ``worker.metrics`` turns a snapshot into a Prometheus histogram
+(in seconds, Prometheus' unit) at scrape time. The worker's lateness and the handler
+runner's durations and start lateness share these buckets.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left
+
+
+class MsHistogram:
+    """Cumulative bucket counts of durations in milliseconds (thread-safe)."""
+
+    BOUNDS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000)
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(self.BOUNDS) + 1)
+        self.total = 0.0
+        self._lock = threading.Lock()
+
+    def observe(self, ms: float) -> None:
+        i = bisect_left(self.BOUNDS, ms)  # the first bucket with ms <= bound (last: +Inf)
+        with self._lock:
+            self.counts[i] += 1
+            self.total += ms
+
+    def snapshot(self) -> tuple[list[tuple[str, float]], float, int]:
+        """Cumulative buckets with their bounds in seconds (Prometheus' unit), the sum in
+        seconds, and the count."""
+        with self._lock:
+            counts, total = list(self.counts), self.total
+        running, out = 0, []
+        bounds = (*(f"{b / 1000:g}" for b in self.BOUNDS), "+Inf")
+        for bound, n in zip(bounds, counts, strict=True):
+            running += n
+            out.append((bound, float(running)))
+        return out, total / 1000, running
+
+    def quantile(self, q: float) -> float | None:
+        """The upper bound (ms) of the bucket holding quantile ``q`` (None: empty)."""
+        with self._lock:
+            counts = list(self.counts)
+        n = sum(counts)
+        if n == 0:
+            return None
+        rank, running = q * n, 0
+        for bound, c in zip((*self.BOUNDS, float("inf")), counts, strict=True):
+            running += c
+            if running >= rank:
+                return float(bound)
+        return float("inf")
