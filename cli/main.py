@@ -9,6 +9,7 @@ from timer import __version__
 from .app import App
 from .bench import bench
 from .demo import demo
+from .handle_cmd import dead, groups, handle
 from .probe_cmd import probe
 from .server_cmd import server
 from .timers import (
@@ -77,6 +78,9 @@ for command in (
     get,
     wait,
     tail,
+    handle,
+    groups,
+    dead,
     trim,
     stats,
     shards,

@@ -309,24 +309,48 @@ def wait(app: App, timer_id: str, timeout: float) -> None:
 
 
 @click.command()
-@click.option("--group", default=None, help="Consumer group: each outcome to one consumer, acked.")
+@click.option(
+    "--group",
+    default=None,
+    help="Read through this consumer group, acknowledging each outcome once printed "
+    "(each goes to one consumer of the group).",
+)
 @click.option("--consumer", default=None, help="Consumer name in the group (default host-pid).")
+@click.option(
+    "--history",
+    is_flag=True,
+    help="Without --group: start with every outcome the streams hold, not only new ones.",
+)
 @click.option("--count", type=int, default=None, help="Stop after this many outcomes.")
 @click.option("--idle-exit", is_flag=True, help="Stop when no outcome is waiting.")
 @pass_app
 def tail(
-    app: App, group: str | None, consumer: str | None, count: int | None, idle_exit: bool
+    app: App,
+    group: str | None,
+    consumer: str | None,
+    history: bool,
+    count: int | None,
+    idle_exit: bool,
 ) -> None:
     """Print outcomes as they come (one JSON object per line with --json).
 
-    With --group, outcomes are read through a consumer group and acknowledged once
-    printed; without it, this reads the group 'tail-<host>-<pid>' and shows every new one.
+    Without --group this only watches: it shows each new outcome (every retained one
+    first with --history) and leaves nothing behind in Redis. With --group, outcomes
+    are read through that consumer group and acknowledged once printed; to run code
+    per outcome, use `tickwheel handle` instead.
     """
-    name = consumer or f"{socket.gethostname()}-{os.getpid()}"
-    grp = group or f"tail-{name}"
+    if group is None and consumer is not None:
+        raise click.UsageError("--consumer goes with --group")
+    if group is not None and history:
+        raise click.UsageError("--history is for watching without --group")
     seen = 0
     with errors():
-        for o in app.client.outcomes(grp, name, block_ms=1000, stop_when_idle=idle_exit):
+        if group is None:
+            stream = app.client.follow(history=history, stop_when_idle=idle_exit)
+        else:
+            name = consumer or f"{socket.gethostname()}-{os.getpid()}"
+            stream = app.client.outcomes(group, name, block_ms=1000, stop_when_idle=idle_exit)
+        for o in stream:
             if app.json:
                 click.echo(to_json(_outcome_dict(o)))
             else:
@@ -334,7 +358,8 @@ def tail(
                     f"{format_ms(o.decided_ms)}  {o.outcome:<9}  {o.id}  "
                     f"late {o.lateness_ms} ms  payload {json.dumps(o.payload)}"
                 )
-            o.ack()
+            if group is not None:
+                o.ack()
             seen += 1
             if count is not None and seen >= count:
                 break

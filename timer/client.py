@@ -596,8 +596,8 @@ class ConsumerGroup:
         self._client._run(G.ensure_groups(self._client._ns(), self.group, start=start))
 
     def read(self, count: int, block_ms: int | None) -> list[G.Delivery]:
-        """Outcomes never delivered to the group (up to ``count``), waiting up to
-        ``block_ms`` for one (None: not at all)."""
+        """Outcomes never delivered to the group, up to ``count`` from each shard's
+        stream, waiting up to ``block_ms`` for one (None: not at all)."""
         return self._client._run(G.read_new(
             self._client._ns(), self.group, self.consumer, count=count, block_ms=block_ms,
             per_stream=self._client.cluster,

@@ -298,6 +298,7 @@ class _Loop:
         self.threads: list[threading.Thread] = []
         self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread: threading.Thread | None = None
+        self.slots: asyncio.Semaphore | None = None  # made on the loop, by its first task
         self.shards = self._shards()
         self.cursors = dict.fromkeys(self.shards, "-")
 
@@ -332,7 +333,8 @@ class _Loop:
                         )
                     continue
                 block = None if self.stop_when_idle else max(1, int(min(wait_s, 0.5) * 1000))
-                got = self._guard([], self.group.read, free, block)
+                per_stream = -(-free // len(self.shards))  # COUNT is per stream
+                got = self._guard([], self.group.read, per_stream, block)
                 for d in got:
                     self._dispatch(d)
                 if self.stop_when_idle and not got and not claimed and self._idle():
@@ -354,7 +356,7 @@ class _Loop:
         """Nothing in hand, nothing to claim, no retry waiting (``stop_when_idle``)."""
         if self.h.in_flight or self._claim():
             return False
-        return self.h.in_flight == 0 and self._guard(1, self.group.retrying) == 0
+        return self.h.in_flight == 0 and int(self._guard(1, self.group.retrying)) == 0
 
     def _take_back_own(self) -> None:
         """Our own unacknowledged outcomes (a restart under the same name), at once."""
@@ -456,6 +458,12 @@ class _Loop:
                 self._settle(d, None, started)
 
     async def _run_async(self, fn: Handler, d: Delivery) -> None:
+        if self.slots is None:
+            self.slots = asyncio.Semaphore(self.concurrency)
+        async with self.slots:  # a read may bring more than the free slots (per stream)
+            await self._run_async_now(fn, d)
+
+    async def _run_async_now(self, fn: Handler, d: Delivery) -> None:
         if self.h._stopping.is_set():
             self._forget(d)
             return
@@ -558,8 +566,11 @@ class _Loop:
             left = len(h._inflight)
         for _ in self.threads:
             self.work.put(None)
-        if self.loop is not None:
+        if self.loop is not None and self.loop_thread is not None:
             self.loop.call_soon_threadsafe(self.loop.stop)
+            self.loop_thread.join(5)
+            if not self.loop_thread.is_alive():
+                self.loop.close()
         if drained:
             self._guard(0, self.group.leave)
         else:

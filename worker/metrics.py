@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
@@ -21,6 +21,10 @@ from prometheus_client.core import (
     Metric,
 )
 from prometheus_client.registry import Collector
+
+from timer.client import TimerClient
+from timer.errors import TimerError
+from timer.handlers import Handlers
 
 from .stats import Health, LatenessHistogram, ShardFigures, WorkerStats
 
@@ -125,24 +129,44 @@ def serve_metrics(worker: Observed, port: int, addr: str = "127.0.0.1") -> Threa
     registry = CollectorRegistry()
     registry.register(WorkerCollector(worker))
 
+    def probe(path: str) -> tuple[int, dict[str, Any]] | None:
+        if path not in ("/healthz", "/ready"):
+            return None
+        health = worker.health()
+        ok = health.live if path == "/healthz" else health.ready
+        body = {
+            "worker": worker.id,
+            "live": health.live,
+            "ready": health.ready,
+            "reasons": list(health.reasons),
+            "tick_age_ms": health.tick_age_ms,
+        }
+        return (200 if ok else 503), body
+
+    return _serve(registry, probe, port, addr, "worker-http")
+
+
+def _serve(
+    registry: CollectorRegistry,
+    probe: Callable[[str], tuple[int, dict[str, Any]] | None],
+    port: int,
+    addr: str,
+    name: str,
+) -> ThreadingHTTPServer:
+    """/metrics from ``registry``; any other path ``probe`` answers (None: 404)."""
+
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
                 self._send(200, CONTENT_TYPE_LATEST, generate_latest(registry))
-            elif path in ("/healthz", "/ready"):
-                health = worker.health()
-                ok = health.live if path == "/healthz" else health.ready
-                body = {
-                    "worker": worker.id,
-                    "live": health.live,
-                    "ready": health.ready,
-                    "reasons": list(health.reasons),
-                    "tick_age_ms": health.tick_age_ms,
-                }
-                self._send(200 if ok else 503, "application/json", json.dumps(body).encode())
-            else:
+                return
+            answer = probe(path)
+            if answer is None:
                 self._send(404, "text/plain", b"try /metrics, /healthz or /ready\n")
+            else:
+                code, body = answer
+                self._send(code, "application/json", json.dumps(body).encode())
 
         def _send(self, code: int, kind: str, body: bytes) -> None:
             self.send_response(code)
@@ -156,5 +180,91 @@ def serve_metrics(worker: Observed, port: int, addr: str = "127.0.0.1") -> Threa
 
     server = ThreadingHTTPServer((addr, port), Handler)
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, name="worker-http", daemon=True).start()
+    threading.Thread(target=server.serve_forever, name=name, daemon=True).start()
     return server
+
+
+# -- the handler runner's metrics ----------------------------------------------------------
+
+HANDLER_COUNTERS = {
+    "failed": "Handler attempts that raised",
+    "retried": "Failed attempts scheduled again (with backoff)",
+    "dead_lettered": "Outcomes moved to the dead letters after their last attempt",
+    "skipped": "Outcomes of a kind with no handler (acknowledged unseen)",
+    "claimed": "Outcomes taken by claim: due retries, a dead consumer's, our own at start",
+    "lost": "Outcomes another consumer took over while our handler still ran",
+    "ack_errors": "Outcomes that could not be settled with Redis (they come again)",
+}
+
+
+class HandlerCollector(Collector):
+    """A handler runner's counters and histograms, and its group's lag and pending (read
+    from Redis at scrape time)."""
+
+    def __init__(self, handlers: Handlers, client: TimerClient) -> None:
+        self.handlers = handlers
+        self.client = client
+
+    def collect(self) -> Iterator[Metric]:
+        h = self.handlers
+        s = h.stats
+        labels = [h.group, h.consumer]
+        names = ["group", "consumer"]
+        handled = CounterMetricFamily(
+            "tickwheel_handler_handled",
+            "Outcomes whose handler returned (acknowledged), by outcome kind",
+            labels=[*names, "outcome"],
+        )
+        for kind, n in sorted(s.by_outcome.items()):
+            handled.add_metric([*labels, kind], n)
+        yield handled
+        for name, doc in HANDLER_COUNTERS.items():
+            c = CounterMetricFamily(f"tickwheel_handler_{name}", doc, labels=names)
+            c.add_metric(labels, getattr(s, name))
+            yield c
+        inflight = GaugeMetricFamily(
+            "tickwheel_handler_in_flight", "Outcomes in hand (running or queued)", labels=names
+        )
+        inflight.add_metric(labels, h.in_flight)
+        yield inflight
+        for metric, hist, doc in (
+            ("tickwheel_handler_duration_seconds", s.duration, "How long handlers ran"),
+            (
+                "tickwheel_handler_start_lateness_seconds",
+                s.start_lateness,
+                "From a timer's deadline to its handler's start (first attempts; wall clock)",
+            ),
+        ):
+            family = HistogramMetricFamily(metric, doc, labels=names)
+            buckets, total, _ = hist.snapshot()
+            family.add_metric(labels, buckets=buckets, sum_value=total)
+            yield family
+        try:
+            infos = {g.name: g for g in self.client.groups()}
+        except TimerError:
+            return  # Redis away: the runner's own figures are still worth having
+        g = infos.get(h.group)
+        for name, doc, value in (
+            ("lag", "Outcomes not yet delivered to the group", None if g is None else g.lag),
+            ("pending", "Delivered, not yet acknowledged", None if g is None else g.pending),
+            ("retrying", "Waiting for a retry time", None if g is None else g.retrying),
+        ):
+            gauge = GaugeMetricFamily(f"tickwheel_group_{name}", doc, labels=["group"])
+            if value is not None:
+                gauge.add_metric([h.group], value)
+            yield gauge
+
+
+def serve_handler_metrics(
+    handlers: Handlers, client: TimerClient, port: int, addr: str = "127.0.0.1"
+) -> ThreadingHTTPServer:
+    """Serve a handler runner's metrics on http://addr:port/metrics (``/healthz``: 200)."""
+    registry = CollectorRegistry()
+    registry.register(HandlerCollector(handlers, client))
+
+    def probe(path: str) -> tuple[int, dict[str, Any]] | None:
+        if path != "/healthz":
+            return None
+        return 200, {"consumer": handlers.consumer, "in_flight": handlers.in_flight}
+
+    return _serve(registry, probe, port, addr, "handler-http")

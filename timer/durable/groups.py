@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InvalidInput, StoreError
+from ..errors import StoreError
 from . import calls as C
 from . import keys as K
 from .calls import Op
@@ -105,8 +105,9 @@ def read_new(
     block_ms: int | None,
     per_stream: bool,
 ) -> Op[list[Delivery]]:
-    """Outcomes never delivered to the group, up to ``count``, waiting up to ``block_ms``
-    (None: not at all). Returns a list of :class:`Delivery` (first deliveries)."""
+    """Outcomes never delivered to the group, up to ``count`` from each shard's stream
+    (XREADGROUP counts per stream), waiting up to ``block_ms`` (None: not at all).
+    Returns a list of :class:`Delivery` (first deliveries)."""
     streams = ns.outcome_streams()
     reply: list[Any] = []
     if not per_stream:
@@ -417,16 +418,3 @@ def drop_dead_letter(ns: C.Namespace, ref: object) -> Op[bool]:
     """Delete a dead letter; True if it existed."""
     shard, eid = C.parse_ref(ref, ns.meta.shards)
     return int((yield C.Command("xdel", (ns.shard(shard).dead, eid)))) == 1
-
-
-def check_refs(ns: C.Namespace, refs: Iterable[object]) -> list[str]:
-    """Every ref checked before anything is done with any of them."""
-    out = []
-    for ref in refs:
-        C.parse_ref(ref, ns.meta.shards)
-        out.append(str(ref))
-    if not out:
-        raise InvalidInput(
-            "name at least one dead letter (its ref, as `tickwheel dead list` shows)"
-        )
-    return out

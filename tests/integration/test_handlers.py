@@ -1,0 +1,352 @@
+"""The handler runner and the consumer-group scripts under it, on the real server.
+
+Outcomes are made by cancelling timers (no worker needed); each test reads them through
+its own group, in-process. Crashes of real handler processes are in tests/chaos.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+import pytest
+import redis
+
+from tests.conftest import wait_for
+from timer import Backoff, Handlers, InvalidInput, Outcome, Retry, TimerClient
+
+FAST = Backoff(initial_s=0.02, max_s=0.05, jitter=0.5)
+
+
+def decide(client: TimerClient, n: int, prefix: str = "j", payload: object = None) -> list[str]:
+    ids = [f"{prefix}{i}" for i in range(n)]
+    for tid in ids:
+        client.schedule(tid, 60_000, payload=payload)
+        client.cancel(tid)
+    return ids
+
+
+@pytest.fixture
+def running() -> Iterator[Callable[..., threading.Thread]]:
+    """Run a Handlers in a thread; every one started is stopped at the end."""
+    started: list[tuple[Handlers, threading.Thread]] = []
+
+    def start(h: Handlers, **kwargs: object) -> threading.Thread:
+        t = threading.Thread(target=h.run, kwargs=kwargs, daemon=True)
+        t.start()
+        started.append((h, t))
+        return t
+
+    yield start
+    for h, t in started:
+        h.stop()
+        t.join(30)
+
+
+def test_retry_then_success_with_the_attempt_seen(client: TimerClient) -> None:
+    """A handler failing twice runs a third time with attempt 3, is acked, and nothing
+    is left pending, retrying or dead."""
+    decide(client, 3)
+    seen: list[tuple[str, int]] = []
+    h = Handlers(client, group="g", max_attempts=5, backoff=FAST)
+
+    @h.on("cancelled")
+    def handler(o: Outcome) -> None:
+        seen.append((o.id, o.attempt))
+        if o.id == "j1" and o.attempt < 3:
+            raise RuntimeError("flaky downstream")
+
+    assert h.run(concurrency=2, stop_when_idle=True)
+    assert sorted(seen) == [("j0", 1), ("j1", 1), ("j1", 2), ("j1", 3), ("j2", 1)]
+    assert (h.stats.handled, h.stats.failed, h.stats.retried) == (3, 2, 2)
+    assert client.dead_letters() == []
+    (g,) = client.groups()
+    assert (g.name, g.pending, g.retrying, g.lag) == ("g", 0, 0, 0)
+
+
+def test_retry_waits_for_its_backoff(client: TimerClient, redis_client: redis.Redis) -> None:
+    """A failed attempt is not retried before its retry time (kept in Redis)."""
+    decide(client, 1)
+    starts: list[float] = []
+    h = Handlers(client, group="g", max_attempts=2, backoff=Backoff(initial_s=0.4, jitter=0))
+
+    @h.on("cancelled")
+    def handler(o: Outcome) -> None:
+        starts.append(time.monotonic())
+        if o.attempt == 1:
+            raise RuntimeError("first time fails")
+
+    assert h.run(stop_when_idle=True)
+    assert len(starts) == 2
+    assert starts[1] - starts[0] >= 0.4  # never early (the guarantee, not a speed)
+
+
+def test_poison_outcome_is_dead_lettered_after_exactly_max_attempts(client: TimerClient) -> None:
+    """After max_attempts failures the outcome goes to the dead letters with its error
+    text and attempt count; redeliver puts it back (attempt 1, same idempotency key) for
+    its group only; drop deletes one."""
+    decide(client, 2, payload={"job": 7})
+    attempts: Counter[str] = Counter()
+    keys: dict[str, set[str]] = {}
+    h = Handlers(client, group="g", max_attempts=3, backoff=FAST)
+
+    @h.on("cancelled")
+    def handler(o: Outcome) -> None:
+        attempts[o.id] += 1
+        keys.setdefault(o.id, set()).add(o.idempotency_key)
+        if o.id == "j0" and o.redelivery_of is None:
+            raise ValueError(f"cannot handle {o.payload}")
+
+    assert h.run(stop_when_idle=True)
+    assert attempts == {"j0": 3, "j1": 1}
+    (letter,) = client.dead_letters()
+    assert letter.group == "g" and letter.attempts == 3
+    assert letter.error.startswith("ValueError: cannot handle {'job': 7}")
+    assert letter.outcome is not None and letter.outcome.id == "j0"
+    assert letter.outcome.payload == {"job": 7}
+    assert client.dead_letter(letter.ref) == letter
+    assert h.stats.dead_lettered == 1 and client.groups()[0].pending == 0
+
+    other = client.consumer("audit", "a1")
+    other.ensure(start="$")  # a second group, from now on
+    assert client.redeliver(letter.ref) is not None
+    assert client.dead_letters() == [] and client.redeliver(letter.ref) is None
+    assert h.run(stop_when_idle=True)
+    assert attempts["j0"] == 4 and len(keys["j0"]) == 1  # the same key on every delivery
+    assert other.read(10, None) == []  # the copy was for group g alone
+
+    decide(client, 1, prefix="p")
+    h2 = Handlers(client, group="g2", max_attempts=1)
+    h2.add("cancelled", lambda o: 1 / 0)
+    assert h2.run(stop_when_idle=True)
+    dead = client.dead_letters("g2")
+    assert len(dead) == 3 and all("ZeroDivisionError" in d.error for d in dead)
+    assert client.drop_dead_letter(dead[0].ref) and not client.drop_dead_letter(dead[0].ref)
+    assert len(client.dead_letters()) == 2
+
+
+def test_retry_raised_by_the_handler_sets_the_delay(client: TimerClient) -> None:
+    """`raise Retry(delay_s)` retries after that delay (an attempt like any failure)."""
+    decide(client, 1)
+    starts: list[float] = []
+    h = Handlers(client, group="g", max_attempts=3, backoff=Backoff(initial_s=60))
+
+    @h.on("cancelled")
+    def handler(o: Outcome) -> None:
+        starts.append(time.monotonic())
+        if o.attempt == 1:
+            raise Retry(0.05)
+
+    assert h.run(stop_when_idle=True)  # the 60 s backoff would not have finished here
+    assert len(starts) == 2 and h.stats.retried == 1
+
+
+def test_sync_handlers_run_concurrently(client: TimerClient) -> None:
+    """With concurrency 4, four handlers are running at the same moment (a barrier of 4
+    only opens if they are)."""
+    decide(client, 8)
+    barrier = threading.Barrier(4, timeout=20)
+    h = Handlers(client, group="g", max_attempts=1)
+    h.add("cancelled", lambda o: barrier.wait())
+    assert h.run(concurrency=4, stop_when_idle=True)
+    assert h.stats.handled == 8 and h.stats.failed == 0
+
+
+def test_async_handlers_run_concurrently(client: TimerClient) -> None:
+    """async def handlers overlap on the runner's loop, up to the concurrency."""
+    decide(client, 6)
+    state = {"now": 0, "most": 0}
+    three: asyncio.Event | None = None
+
+    async def handler(o: Outcome) -> None:
+        nonlocal three
+        if three is None:
+            three = asyncio.Event()
+        state["now"] += 1
+        state["most"] = max(state["most"], state["now"])
+        if state["now"] >= 3:
+            three.set()
+        await asyncio.wait_for(three.wait(), 20)
+        state["now"] -= 1
+
+    h = Handlers(client, group="g", max_attempts=1)
+    h.add("cancelled", handler)
+    assert h.run(concurrency=3, stop_when_idle=True)
+    assert h.stats.handled == 6 and state["most"] == 3
+
+
+def test_restart_under_the_same_name_takes_back_its_own_at_once(client: TimerClient) -> None:
+    """Outcomes a consumer held when it died are handled by its successor of the same
+    name at start, long before reclaim_idle_ms (60 s here)."""
+    decide(client, 5)
+    dead = client.consumer("g", "pod-0")
+    dead.ensure()
+    assert len(dead.read(10, None)) == 5  # ... and it dies holding them
+    seen: list[int] = []
+    h = Handlers(client, group="g", consumer="pod-0", reclaim_idle_ms=60_000)
+    h.add("cancelled", lambda o: seen.append(o.attempt))
+    assert h.run(stop_when_idle=True)
+    assert seen == [2] * 5 and h.stats.claimed == 5
+    assert client.groups()[0].pending == 0
+
+
+def test_a_dead_consumers_outcomes_are_taken_over_after_reclaim_idle(
+    client: TimerClient, running: Callable[..., threading.Thread]
+) -> None:
+    """Another consumer takes a silent consumer's outcomes once idle past reclaim_idle."""
+    decide(client, 4)
+    dead = client.consumer("g", "gone")
+    dead.ensure()
+    assert len(dead.read(10, None)) == 4
+    taken = time.monotonic()
+    seen: list[str] = []
+    h = Handlers(client, group="g", consumer="alive", reclaim_idle_ms=300)
+    h.add("cancelled", lambda o: seen.append(o.id))
+    running(h)
+    wait_for(lambda: len(seen) == 4, 15, "the takeover")
+    assert time.monotonic() - taken >= 0.3  # not before the idle time
+    assert sorted(seen) == [f"j{i}" for i in range(4)]
+    wait_for(lambda: client.groups()[0].pending == 0, 10, "the acks")
+
+
+def test_a_long_handler_is_not_taken_over(
+    client: TimerClient, running: Callable[..., threading.Thread]
+) -> None:
+    """A handler running for 5x reclaim_idle keeps its outcome (the runner touches it):
+    a second consumer polling all the while never takes it, and it runs once."""
+    decide(client, 1)
+    runs: list[str] = []
+    done = threading.Event()
+
+    def slow(o: Outcome) -> None:
+        runs.append(o.id)
+        done.wait(1.0)  # the handler's own work takes 1 s (5x the idle time)
+
+    a = Handlers(client, group="g", consumer="a", reclaim_idle_ms=200)
+    a.add("cancelled", slow)
+    running(a)
+    wait_for(lambda: runs, 10, "the first handler to start")
+    b = Handlers(client, group="g", consumer="b", reclaim_idle_ms=200)
+    b.add("cancelled", lambda o: runs.append("b:" + o.id))
+    running(b)
+    wait_for(lambda: a.stats.handled == 1, 20, "the slow handler to finish")
+    assert runs == ["j0"] and b.stats.claimed == 0 and a.stats.lost == 0
+
+
+def test_an_outcome_that_keeps_killing_its_consumer_is_dead_lettered_unrun(
+    client: TimerClient,
+) -> None:
+    """Delivered more than max_attempts times without an ack (each holder died), an
+    outcome goes to the dead letters without its handler running again."""
+    decide(client, 1)
+    for name in ("c1", "c2", "c3"):  # three consumers each take it and die
+        g = client.consumer("g", name)
+        g.ensure()
+        got = g.read(1, None) or g.claim({s: "-" for s in range(4)}, count=1, min_idle_ms=0)[0]
+        assert len(got) == 1
+    calls: list[str] = []
+    h = Handlers(client, group="g", consumer="c3", max_attempts=3)
+    h.add("cancelled", lambda o: calls.append(o.id))
+    assert h.run(stop_when_idle=True)
+    assert calls == []
+    (letter,) = client.dead_letters()
+    assert letter.attempts == 4 and "delivered 4 times" in letter.error
+
+
+def test_stop_drains_running_handlers_and_leaves_unstarted_ones_pending(
+    client: TimerClient, running: Callable[..., threading.Thread]
+) -> None:
+    """stop(): a running handler finishes and is acked; outcomes not started stay pending
+    for the next consumer; run returns True (drained)."""
+    decide(client, 3)
+    release = threading.Event()
+    started: list[str] = []
+
+    def handler(o: Outcome) -> None:
+        started.append(o.id)
+        assert release.wait(20)
+
+    h = Handlers(client, group="g", consumer="c")
+    h.add("cancelled", handler)
+    result: list[bool] = []
+    t = threading.Thread(target=lambda: result.append(h.run(concurrency=1)), daemon=True)
+    t.start()
+    wait_for(lambda: started, 10, "a handler to start")
+    h.stop()
+    release.set()
+    t.join(20)
+    assert result == [True] and len(started) == 1 and h.stats.handled == 1
+    (g,) = client.groups()
+    assert g.pending + (g.lag or 0) == 2  # the other two: not handled, not lost
+
+
+def test_backoff_entries_are_kept_by_trim(
+    client: TimerClient, running: Callable[..., threading.Thread]
+) -> None:
+    """An outcome waiting for its retry is still owed: trim keeps it."""
+    decide(client, 1)
+    hour = Backoff(initial_s=3600, max_s=3600)
+    h = Handlers(client, group="g", max_attempts=3, backoff=hour)
+    h.add("cancelled", lambda o: 1 / 0)
+    running(h)
+    wait_for(lambda: client.groups()[0].retrying == 1, 10, "the retry to be scheduled")
+    (shard,) = [t for t in client.trim_outcomes(0) if t.held_by_group]
+    assert shard.removed == 0 and client.outcomes_total() == 1
+
+
+def test_groups_show_lag_pending_and_delete_removes_one(client: TimerClient) -> None:
+    decide(client, 5)
+    g = client.consumer("billing", "b1")
+    g.ensure()
+    got = g.read(1, None)  # one from each shard's stream that has one
+    g.ack(got[0])
+    n = len(got)
+    (info,) = client.groups()
+    assert (info.name, info.pending, info.lag, info.shards) == ("billing", n - 1, 5 - n, 4)
+    assert [c.name for c in info.consumers] == ["b1"] and info.consumers[0].pending == n - 1
+    assert info.oldest_pending_age_ms is not None and info.owes_since_ms is not None
+    assert info.stale(info.owes_since_ms + 10, 5) and not info.stale(info.owes_since_ms, 10**6)
+    assert client.delete_group("billing") == 4
+    assert client.groups() == [] and client.delete_group("billing") == 0
+
+
+def test_follow_reads_without_a_group(client: TimerClient, redis_client: redis.Redis) -> None:
+    """follow() shows new outcomes (or the history) and leaves no consumer group."""
+    decide(client, 2)
+    assert sorted(o.id for o in client.follow(history=True, stop_when_idle=True)) == ["j0", "j1"]
+    assert list(client.follow(stop_when_idle=True)) == []
+    for s in range(4):
+        stream = client.keys.shard(s).outcomes
+        if redis_client.exists(stream):
+            assert redis_client.xinfo_groups(stream) == []
+
+
+def test_bad_input_is_refused_before_anything_is_read(client: TimerClient) -> None:
+    with pytest.raises(InvalidInput, match="max_attempts"):
+        Handlers(client, max_attempts=0)
+    with pytest.raises(InvalidInput, match="reclaim_idle_ms"):
+        Handlers(client, reclaim_idle_ms=5)
+    with pytest.raises(InvalidInput, match="consumer group"):
+        Handlers(client, group="")
+    h = Handlers(client)
+    with pytest.raises(InvalidInput, match="outcome must be one of"):
+        h.on("expried")(print)
+    with pytest.raises(InvalidInput, match="no handler registered"):
+        h.run()
+    h.add("expired", print)
+    with pytest.raises(InvalidInput, match="concurrency"):
+        h.run(concurrency=0)
+    with pytest.raises(InvalidInput, match="dead letter ref"):
+        client.redeliver("nope")
+    with pytest.raises(InvalidInput, match="jitter"):
+        Backoff(jitter=2)
+    assert client.groups() == []  # nothing was created
+
+
+def test_backoff_grows_and_is_capped() -> None:
+    b = Backoff(initial_s=1, multiplier=2, max_s=5, jitter=0.5)
+    assert [b.delay_s(n, rand=lambda: 0.0) for n in (1, 2, 3, 4)] == [1, 2, 4, 5]
+    assert b.delay_s(2, rand=lambda: 1.0) == 1.0  # jitter takes up to half off
