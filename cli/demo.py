@@ -3,8 +3,9 @@
 A job-timeout service: N jobs start, each schedules its timeout watching its job's key;
 half finish in time and notify their key (the timeout completes early), some are
 cancelled, the rest hang and expire. Meanwhile one of the worker processes is killed with
-SIGKILL and a new one started. At the end every timer must have exactly one outcome,
-none decided before its deadline.
+SIGKILL and a new one started. The service reacts to each timeout with a handler run by
+timer.Handlers (one flaky downstream retried, one poison outcome dead-lettered). At the
+end every timer must have exactly one outcome, none decided before its deadline.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 import click
 
-from timer import TimerClient
+from timer import Backoff, Handlers, Outcome, TimerClient
 
 from .app import App, errors, pass_app
 from .durations import DURATION
@@ -174,11 +175,14 @@ def _run(
 ) -> dict[str, Any]:
     jobs: list[dict[str, Any]] = []
     actions: list[tuple[float, str, str]] = []
+    acted: set[str] = set()
     for i in range(n):
         delay = rng.randint(min_delay, max_delay)
         tid, key = f"job:{{{i}}}", f"job:{{{i}}}:done"
         jobs.append({"id": tid, "delay_ms": delay, "payload": {"job": i}, "watch": [key]})
         roll = rng.random()
+        if roll < 0.55:
+            acted.add(tid)
         if roll < 0.5:  # the job finishes in time and says so
             actions.append((delay * rng.uniform(0.1, 0.8) / 1000, "notify", key))
         elif roll < 0.55:  # somebody cancels the job
@@ -200,6 +204,9 @@ def _run(
                 if bad:
                     raise bad[0]
                 bar.update(len(res))
+    hanging = [j["id"] for j in jobs if j["id"] not in acted]
+    reaction = Reaction(c, poison=hanging[0] if hanging else "")
+    reaction.start()
     driver = Driver(c, actions)
     driver.start()
     killed_at, victim_shards, victim = None, [], None
@@ -238,12 +245,72 @@ def _run(
     driver.join(10)
     if driver.error is not None:
         raise driver.error
+    reaction.finish(expected=sum(1 for o in c.all_outcomes() if o.outcome == "expired"))
     if killed_at is not None:
         say(
             f"Killed worker {victim} (SIGKILL) at 40% with shards {victim_shards}; "
             f"started {victim}-new"
         )
-    return _summarise(c, jobs, killed_at, untaken_at, victim_shards, lease_ms)
+    return {
+        **_summarise(c, jobs, killed_at, untaken_at, victim_shards, lease_ms),
+        **reaction.summary(),
+    }
+
+
+class Reaction:
+    """The service's reaction to a timeout, run by timer.Handlers as a user would: mark
+    the job timed out. Every 10th job's first attempt fails (a flaky downstream, retried)
+    and one job always fails (a poison outcome: dead-lettered after 3 attempts)."""
+
+    def __init__(self, c: TimerClient, poison: str) -> None:
+        self.c, self.poison = c, poison
+        self.handlers = Handlers(
+            group="demo-handlers", max_attempts=3, backoff=Backoff(initial_s=0.2, max_s=1.0)
+        )
+        self.handlers.add("expired", self.on_timeout)
+        self.start_lateness: list[int] = []
+        self.thread = threading.Thread(target=self._run, name="demo-handlers", daemon=True)
+        self.error: BaseException | None = None
+
+    def on_timeout(self, o: Outcome) -> None:
+        if o.attempt == 1:
+            self.start_lateness.append(int(time.time() * 1000) - o.deadline_ms)
+        if o.id == self.poison:
+            raise RuntimeError(f"{o.id}: the job's owner is gone (a poison outcome)")
+        if o.payload["job"] % 10 == 0 and o.attempt == 1:
+            raise ConnectionError(f"{o.id}: downstream briefly unavailable")
+
+    def _run(self) -> None:
+        try:
+            self.handlers.run(self.c, concurrency=8)
+        except BaseException as exc:
+            self.error = exc
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def finish(self, expected: int, timeout_s: float = 60.0) -> None:
+        """Wait until every expired outcome was handled or dead-lettered, then stop."""
+        s = self.handlers.stats
+        end = time.monotonic() + timeout_s
+        while s.handled + s.dead_lettered < expected and time.monotonic() < end:
+            if not self.thread.is_alive():
+                break
+            time.sleep(0.05)
+        self.handlers.stop()
+        self.thread.join(30)
+        if self.error is not None:
+            raise self.error
+
+    def summary(self) -> dict[str, Any]:
+        s = self.handlers.stats
+        return {
+            "handled": s.handled,
+            "handler_retries": s.retried,
+            "dead_letters": s.dead_lettered,
+            "handler_start_p50_ms": _pct(self.start_lateness, 0.5),
+            "handler_start_p99_ms": _pct(self.start_lateness, 0.99),
+        }
 
 
 def _register_with_spark(url: str, namespace: str, jobs: list[dict[str, Any]]) -> None:

@@ -399,15 +399,28 @@ def trim(app: App, retention_ms: int, drop_unread: bool) -> None:
 
 
 @click.command()
+@click.option(
+    "--retention",
+    "retention_ms",
+    type=DURATION,
+    default="7d",
+    show_default=True,
+    help="The outcome retention: a group owing outcomes older than this is flagged stale.",
+)
 @pass_app
-def stats(app: App) -> None:
-    """Totals for the namespace: pending timers, outcomes, leaders, worst lag.
+def stats(app: App, retention_ms: int) -> None:
+    """Totals for the namespace: pending timers, outcomes, leaders, worst lag, consumer
+    groups and dead letters.
 
     Lag is how long the oldest ended durable bucket has waited for a sweep: it grows when
-    no worker leads a shard.
+    no worker leads a shard. A stale group owes outcomes older than the retention (it
+    has not read for that long) and holds them back from trimming.
     """
     with errors():
         st = app.client.stats()
+        groups = app.client.groups()
+        dead = app.client.dead_letters_total()
+    stale = [g.name for g in groups if g.stale(st["now_ms"], retention_ms)]
     led = sum(1 for s in st["shards"] if s["leader"])
     summary = {
         "namespace": st["namespace"],
@@ -419,6 +432,9 @@ def stats(app: App) -> None:
         "max_lag_ms": st["max_lag_ms"],
         "eviction": ", ".join(sorted({v["maxmemory_policy"] for v in st["servers"]})),
         "aof": "on" if all(v["aof"] for v in st["servers"]) else "OFF on some server",
+        "consumer_groups": len(groups),
+        "stale_groups": ", ".join(stale) or "none",
+        "dead_letters": dead,
     }
     emit(
         app.json,

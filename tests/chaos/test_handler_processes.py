@@ -1,0 +1,166 @@
+"""Real `tickwheel handle` processes: kill -9 with outcomes in flight, a restart under
+the same name, and a SIGTERM drain."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import wait_for
+from timer import TimerClient
+from timer.testing import RedisServer, free_port
+
+pytestmark = [pytest.mark.chaos, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Each handler run appends "start <key> <attempt> <pid>" to the log; while the process's
+# hold file exists it then waits (a handler in the middle of its work), else appends
+# "done <key> <pid>" and returns.
+MODULE = """
+import os, pathlib, time
+
+LOG = pathlib.Path(os.environ["HANDLER_LOG"])
+HOLD = pathlib.Path(os.environ["HOLD_FILE"])
+
+def handle(o):
+    with LOG.open("a") as f:
+        f.write(f"start {o.idempotency_key} {o.attempt} {os.getpid()}\\n")
+    while HOLD.exists():
+        time.sleep(0.01)  # the handler's own work, blocked for the test
+    with LOG.open("a") as f:
+        f.write(f"done {o.idempotency_key} {os.getpid()}\\n")
+"""
+
+
+class Consumers:
+    def __init__(self, tmp: Path, url: str, namespace: str) -> None:
+        self.tmp, self.url, self.namespace = tmp, url, namespace
+        self.log = tmp / "handled.log"
+        self.log.touch()
+        (tmp / "chaos_handlers.py").write_text(textwrap.dedent(MODULE))
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self, consumer: str, *args: str, hold: bool) -> subprocess.Popen[bytes]:
+        hold_file = self.tmp / f"hold-{consumer}-{len(self.procs)}"
+        if hold:
+            hold_file.touch()
+        out = (self.tmp / f"{consumer}-{len(self.procs)}.out").open("wb")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cli", "--redis-url", self.url, "--namespace",
+             self.namespace, "handle", "chaos_handlers:handle", "--on", "cancelled",
+             "--consumer", consumer, *args],
+            cwd=self.tmp, stdout=out, stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1",
+                 "HANDLER_LOG": str(self.log), "HOLD_FILE": str(hold_file)},
+        )  # fmt: skip
+        out.close()
+        proc.hold_file = hold_file  # type: ignore[attr-defined]
+        self.procs.append(proc)
+        return proc
+
+    def lines(self, kind: str, pid: int | None = None) -> list[list[str]]:
+        rows = [line.split() for line in self.log.read_text().splitlines() if line]
+        return [r for r in rows if r[0] == kind and (pid is None or int(r[-1]) == pid)]
+
+    def stop_all(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)
+
+
+@pytest.fixture
+def consumers(
+    tmp_path: Path, redis_server: RedisServer, namespace: str
+) -> Iterator[tuple[Consumers, TimerClient]]:
+    if not redis_server.running:
+        redis_server.restart()
+    client = TimerClient.from_url(redis_server.url, namespace)
+    client.init(shards=4)
+    c = Consumers(tmp_path, redis_server.url, namespace)
+    try:
+        yield c, client
+    finally:
+        c.stop_all()
+        client.close()
+
+
+def decide(client: TimerClient, ids: list[str]) -> None:
+    for tid in ids:
+        client.schedule(tid, 60_000)
+        client.cancel(tid)
+
+
+def test_kill9_with_outcomes_in_flight_another_consumer_handles_them(
+    consumers: tuple[Consumers, TimerClient],
+) -> None:
+    """A is killed holding 6 outcomes mid-handler; B takes them over after the reclaim
+    idle time and handles each once; the repeats are exactly the 6 A had started."""
+    c, client = consumers
+    decide(client, [f"j{i}" for i in range(6)])
+    a = c.start("a", "--concurrency", "6", "--reclaim-idle", "1s", hold=True)
+    wait_for(lambda: len(c.lines("start", a.pid)) == 6, 30, "A to start 6 handlers")
+    a.send_signal(signal.SIGKILL)
+    a.wait(10)
+    b = c.start("b", "--concurrency", "6", "--reclaim-idle", "1s", hold=False)
+    wait_for(lambda: len(c.lines("done", b.pid)) == 6, 30, "B to handle A's outcomes")
+    done = Counter(r[1] for r in c.lines("done"))
+    assert len(done) == 6 and set(done.values()) == {1}  # each handled once, by B
+    started = Counter(r[1] for r in c.lines("start"))
+    assert set(started.values()) == {2}  # the repeats: exactly what A had in hand
+    assert {int(r[2]) for r in c.lines("start", b.pid)} == {2}  # B saw attempt 2
+    wait_for(lambda: client.groups()[0].pending == 0, 10, "B's acknowledgements")
+
+
+def test_restart_under_the_same_name_takes_back_its_outcomes_at_once(
+    consumers: tuple[Consumers, TimerClient],
+) -> None:
+    """With a 60 s reclaim idle, only taking back its own at start can handle the
+    outcomes a killed pod-0 held within this test's 30 s."""
+    c, client = consumers
+    decide(client, [f"j{i}" for i in range(4)])
+    args = ("--concurrency", "4", "--reclaim-idle", "60s")
+    first = c.start("pod-0", *args, hold=True)
+    wait_for(lambda: len(c.lines("start", first.pid)) == 4, 30, "pod-0 to start 4 handlers")
+    first.send_signal(signal.SIGKILL)
+    first.wait(10)
+    again = c.start("pod-0", *args, hold=False)
+    wait_for(lambda: len(c.lines("done", again.pid)) == 4, 30, "the restarted pod-0")
+    assert client.groups()[0].consumers[0].name == "pod-0"
+
+
+def test_sigterm_stops_taking_outcomes_finishes_running_handlers_and_exits_0(
+    consumers: tuple[Consumers, TimerClient],
+) -> None:
+    c, client = consumers
+    decide(client, ["a0", "a1"])
+    port = free_port()
+    p = c.start("c", "--concurrency", "2", "--metrics-port", str(port), hold=True)
+    wait_for(lambda: len(c.lines("start", p.pid)) == 2, 30, "2 handlers to start")
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+    text = metrics.decode()
+    assert 'tickwheel_handler_in_flight{consumer="c",group="handlers"} 2.0' in text
+    assert 'tickwheel_group_pending{group="handlers"} 2.0' in text
+    assert "tickwheel_handler_duration_seconds_bucket" in text
+    p.send_signal(signal.SIGTERM)
+    out = Path(c.tmp / "c-0.out")
+    wait_for(lambda: "SIGTERM: stopping" in out.read_text(), 15, "the runner to see SIGTERM")
+    decide(client, ["late"])  # arrives while draining: must not be taken
+    assert p.poll() is None  # still finishing its handlers
+    p.hold_file.unlink()  # type: ignore[attr-defined]
+    assert p.wait(30) == 0, out.read_text()
+    assert sorted(r[1] for r in c.lines("done")) == sorted(r[1] for r in c.lines("start"))
+    assert len(c.lines("done")) == 2
+    (g,) = client.groups()
+    assert g.pending == 0 and g.lag == 1  # handled and acked; "late" waits for the next
+    assert "handled 2" in out.read_text()

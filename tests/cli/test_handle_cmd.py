@@ -1,0 +1,164 @@
+"""`tickwheel handle`, `groups`, `dead` and `tail` as a user types them (in-process)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from tests.cli.conftest import Run, as_json
+from timer import TimerClient
+from timer.testing import RedisServer
+
+HANDLERS = """
+from timer import Handlers, Outcome
+
+seen = []
+
+def on_timeout(o: Outcome) -> None:
+    if (o.payload or {}).get("fail"):
+        raise RuntimeError(f"job {o.id}: downstream refused")
+    seen.append(o.id)
+
+app = Handlers(group="from-object", max_attempts=1)
+
+@app.on("cancelled")
+async def on_cancel(o: Outcome) -> None:
+    seen.append("async:" + o.id)
+"""
+
+
+def write_module(workdir: Path, namespace: str) -> str:
+    name = f"handlers_{namespace}"
+    (workdir / f"{name}.py").write_text(textwrap.dedent(HANDLERS))
+    return name
+
+
+def cancelled(url: str, namespace: str, ids: list[str], payload: object = None) -> TimerClient:
+    c = TimerClient.from_url(url, namespace)
+    for tid in ids:
+        c.schedule(tid, 60_000, payload=payload)
+        c.cancel(tid)
+    return c
+
+
+def test_bad_handler_spec_is_refused_and_nothing_is_consumed(
+    tw: Run, workdir: Path, redis_server: RedisServer, namespace: str
+) -> None:
+    tw("init", "--shards", "4")
+    module = write_module(workdir, namespace)
+    c = cancelled(redis_server.url, namespace, ["a"])
+    try:
+        out = tw("handle", f"{module}:missing", expect=2).output
+        assert f"module {module!r} has no attribute 'missing'" in out
+        out = tw("handle", "no_such_module_here:fn", expect=2).output
+        assert "cannot import module 'no_such_module_here'" in out
+        assert "is not MODULE:FUNCTION" in tw("handle", "nocolon", expect=2).output
+        assert "not a function" in tw("handle", f"{module}:seen", expect=2).output
+        out = tw("handle", f"{module}:on_timeout", "--on", "expried", expect=3).output
+        assert "outcome must be one of" in out
+        assert c.groups() == []  # nothing was read, no group was made
+    finally:
+        c.close()
+
+
+def test_handle_retries_dead_letters_and_reports(
+    tw: Run, workdir: Path, redis_server: RedisServer, namespace: str
+) -> None:
+    """A function handler: good outcomes handled, a failing one dead-lettered after
+    --max-attempts; the summary says so; `dead` lists, shows, redelivers and drops."""
+    tw("init", "--shards", "4")
+    module = write_module(workdir, namespace)
+    c = cancelled(redis_server.url, namespace, ["ok1", "ok2"])
+    cancelled(redis_server.url, namespace, ["bad"], payload={"fail": True}).close()
+    try:
+        r = tw(
+            "--json", "handle", f"{module}:on_timeout", "--on", "cancelled",
+            "--max-attempts", "2", "--backoff", "10ms", "--idle-exit",
+        )  # fmt: skip
+        summary = as_json(r)
+        assert summary == {
+            "handled": 2, "failed": 2, "retried": 1, "dead_lettered": 1, "skipped": 0,
+            "drained": True,
+        }  # fmt: skip
+        (letter,) = as_json(tw("--json", "dead", "list"))
+        assert letter["group"] == "handlers" and letter["attempts"] == 2
+        assert letter["outcome"]["id"] == "bad" and letter["outcome"]["payload"] == {"fail": True}
+        assert letter["error"].startswith("RuntimeError: job bad: downstream refused")
+        human = tw("dead", "show", letter["ref"]).output
+        assert "RuntimeError: job bad" in human and "attempts  2" in human
+        assert "No dead letters" not in tw("dead", "list").output
+        # bad refs: refused before anything changes
+        assert "dead letter ref" in tw("dead", "drop", "nope", letter["ref"], expect=3).output
+        assert "or --all" in tw("dead", "drop", expect=2).output
+        assert len(c.dead_letters()) == 1
+        assert "Redelivered 1" in tw("dead", "redeliver", letter["ref"]).output
+        assert c.dead_letters() == []
+        r = tw("--json", "handle", f"{module}:on_timeout", "--on", "cancelled",
+               "--max-attempts", "1", "--idle-exit")  # fmt: skip
+        assert as_json(r)["dead_lettered"] == 1
+        assert "Dropped 1" in tw("dead", "drop", "--all").output
+        assert "No dead letters" in tw("dead", "list").output
+        assert tw("dead", "drop", letter["ref"], expect=6).output.count("not found") == 1
+    finally:
+        c.close()
+
+
+def test_handle_runs_a_handlers_object(
+    tw: Run, workdir: Path, redis_server: RedisServer, namespace: str
+) -> None:
+    """SPEC may name a Handlers: its group and async handler are used."""
+    tw("init", "--shards", "4")
+    module = write_module(workdir, namespace)
+    c = cancelled(redis_server.url, namespace, ["x"])
+    try:
+        summary = as_json(tw("--json", "handle", f"{module}:app", "--idle-exit"))
+        assert summary["handled"] == 1
+        import importlib
+
+        assert importlib.import_module(module).seen == ["async:x"]
+        assert [g.name for g in c.groups()] == ["from-object"]
+    finally:
+        c.close()
+
+
+def test_groups_lists_and_deletes(
+    tw: Run, redis_server: RedisServer, namespace: str
+) -> None:
+    tw("init", "--shards", "4")
+    c = cancelled(redis_server.url, namespace, ["a", "b", "c"])
+    try:
+        assert "No consumer groups" in tw("groups").output
+        g = c.consumer("billing", "b1")
+        g.ensure()
+        got = g.read(1, None)
+        (row,) = as_json(tw("--json", "groups"))
+        assert row["group"] == "billing" and row["pending"] == len(got)
+        assert row["lag"] == 3 - len(got) and row["consumers"][0]["name"] == "b1"
+        assert row["stale"] is False
+        assert "STALE" in tw("groups", "--retention", "0s").output
+        assert "billing" in tw("groups").output
+        assert "no consumer group 'nope'" in tw("groups", "delete", "nope", expect=2).output
+        assert "Aborted" in tw("groups", "delete", "billing", expect=1).output  # no --yes
+        assert c.groups() != []
+        assert "on 4 shards" in tw("groups", "delete", "billing", "--yes").output
+        assert c.groups() == []
+    finally:
+        c.close()
+
+
+def test_tail_without_group_leaves_nothing_and_trim_is_not_held(
+    tw: Run, redis_server: RedisServer, namespace: str
+) -> None:
+    """The issue's reproduction: tail twice, outcomes land, trim removes them all."""
+    tw("init", "--shards", "4")
+    c = cancelled(redis_server.url, namespace, ["old"])
+    try:
+        assert tw("tail", "--idle-exit").output == ""  # only new ones: none came
+        assert "old" in tw("tail", "--idle-exit", "--history").output
+        cancelled(redis_server.url, namespace, ["n1", "n2"]).close()
+        assert c.groups() == []
+        r = tw("--json", "trim", "--older-than", "0s")
+        assert as_json(r) == {"removed": 3, "held_by_group": [], "shards": 4}
+        assert "--consumer goes with --group" in tw("tail", "--consumer", "x", expect=2).output
+    finally:
+        c.close()
