@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import textwrap
 from pathlib import Path
 
@@ -113,17 +114,13 @@ def test_handle_runs_a_handlers_object(
     try:
         summary = as_json(tw("--json", "handle", f"{module}:app", "--idle-exit"))
         assert summary["handled"] == 1
-        import importlib
-
         assert importlib.import_module(module).seen == ["async:x"]
         assert [g.name for g in c.groups()] == ["from-object"]
     finally:
         c.close()
 
 
-def test_groups_lists_and_deletes(
-    tw: Run, redis_server: RedisServer, namespace: str
-) -> None:
+def test_groups_lists_and_deletes(tw: Run, redis_server: RedisServer, namespace: str) -> None:
     tw("init", "--shards", "4")
     c = cancelled(redis_server.url, namespace, ["a", "b", "c"])
     try:
