@@ -55,3 +55,21 @@ class ArqFastSettings:
     redis_settings = _arq_redis()
     max_jobs = 50
     poll_delay = 0.05
+
+
+def tickwheel_record(o: Any) -> None:
+    """tickwheel's handler (``tickwheel handle benchmarks.peer_jobs:tickwheel_record``):
+    the same record as the peers' jobs, due at the timer's deadline (the server runs on
+    this machine, so its clock is this wall clock)."""
+    record(os.environ.get("PEER_NAME", "tickwheel-handlers"), o.id, o.deadline_ms)
+
+
+def tickwheel_hold(o: Any) -> None:
+    """A handler that starts, then works while the hold file exists (a recovery run kills
+    its process mid-work), then records like the others."""
+    r = _redis()
+    r.hincrby("peers:hold:starts", o.id, 1)
+    hold = os.environ.get("HOLD_FILE", "")
+    while hold and os.path.exists(hold):
+        time.sleep(0.01)  # the handler's own work, held by the benchmark
+    r.hincrby("peers:hold:runs", o.id, 1)

@@ -323,8 +323,11 @@ def groups(ctx: click.Context, retention_ms: int) -> None:
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @pass_app
 def groups_delete(app: App, name: str, yes: bool) -> None:
-    """Delete consumer group NAME on every shard (its unacknowledged outcomes will never
-    be handled by it; its dead letters stay)."""
+    """Delete consumer group NAME on every shard.
+
+    Its unacknowledged outcomes will never be handled by it, and the streams can be
+    trimmed past them; its dead letters stay. Asks first unless --yes.
+    """
     with errors():
         known = {g.name: g for g in app.client.groups()}
     if name not in known:
@@ -384,7 +387,10 @@ def dead() -> None:
 @click.option("--limit", type=click.IntRange(1, 100_000), default=100, show_default=True)
 @pass_app
 def dead_list(app: App, group: str | None, limit: int) -> None:
-    """Dead letters, oldest first: ref, group, timer, attempts, last error."""
+    """Dead letters, oldest first: ref, group, timer, attempts, last error.
+
+    The REF names one for `dead show`, `dead redeliver` and `dead drop`.
+    """
     with errors():
         letters = app.client.dead_letters(group, limit=limit)
         total = app.client.dead_letters_total()
@@ -410,7 +416,10 @@ def dead_list(app: App, group: str | None, limit: int) -> None:
 @click.argument("ref")
 @pass_app
 def dead_show(app: App, ref: str) -> None:
-    """One dead letter in full: its outcome, payload and the last error's traceback."""
+    """One dead letter in full: its outcome, payload and the last error's traceback.
+
+    REF is <shard>/<id> as `tickwheel dead list` shows it.
+    """
     with errors():
         d = app.client.dead_letter(ref)
     if d is None:
@@ -436,7 +445,11 @@ def dead_show(app: App, ref: str) -> None:
 @click.option("--group", default=None, help="With --all: only this group's.")
 @pass_app
 def dead_redeliver(app: App, refs: tuple[str, ...], everything: bool, group: str | None) -> None:
-    """Put dead letters back in front of their group's handlers (attempts start again)."""
+    """Put dead letters back in front of their group's handlers (attempts start again).
+
+    Each becomes a new outcome entry for its group only; other groups skip it. Name them
+    by REF, or take every one with --all.
+    """
     picked = _pick(app, refs, everything, group)
     done, missing = [], []
     with errors():
@@ -452,7 +465,10 @@ def dead_redeliver(app: App, refs: tuple[str, ...], everything: bool, group: str
 @click.option("--group", default=None, help="With --all: only this group's.")
 @pass_app
 def dead_drop(app: App, refs: tuple[str, ...], everything: bool, group: str | None) -> None:
-    """Delete dead letters for good."""
+    """Delete dead letters for good.
+
+    Name them by REF (as `tickwheel dead list` shows), or every one with --all.
+    """
     picked = _pick(app, refs, everything, group)
     done, missing = [], []
     with errors():

@@ -16,6 +16,8 @@ COMMANDS = [
     [], ["server"], ["server", "start"], ["server", "stop"], ["server", "status"], ["init"],
     ["worker"], ["schedule"], ["cancel"], ["reschedule"], ["notify"], ["complete"], ["get"],
     ["wait"], ["tail"], ["trim"], ["stats"], ["shards"], ["probe"], ["demo"], ["bench"],
+    ["handle"], ["groups"], ["groups", "delete"], ["dead"], ["dead", "list"], ["dead", "show"],
+    ["dead", "redeliver"], ["dead", "drop"],
 ]  # fmt: skip
 
 
@@ -58,10 +60,11 @@ def test_timer_lifecycle_json(tw: Run) -> None:
     human = tw("shards").output
     assert human.splitlines()[0].split() == ["shard", "leader", "epoch", "pending", "outcomes",
                                              "lag_ms"]  # fmt: skip
-    lines = tw("--json", "tail", "--idle-exit").output.strip().splitlines()
+    assert tw("--json", "tail", "--idle-exit").output == ""  # only new ones: none came
+    lines = tw("--json", "tail", "--idle-exit", "--history").output.strip().splitlines()
     assert sorted(line.split('"outcome": "')[1].split('"')[0] for line in lines) == [
         "cancelled", "completed", "completed"]  # fmt: skip
-    # tail's group has acked all three: a trim of everything older than 0s drops them
+    # tail left no consumer group behind: a trim of everything older than 0s drops them
     trimmed = as_json(tw("--json", "trim", "--older-than", "0s"))
     assert trimmed == {"removed": 3, "held_by_group": [], "shards": 4}
     assert as_json(tw("--json", "stats"))["outcomes"] == 0

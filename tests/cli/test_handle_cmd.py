@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import importlib
+import os
+import shlex
+import signal
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+from click.testing import CliRunner
+
+from cli.main import main
 from tests.cli.conftest import Run, as_json
-from timer import TimerClient
+from tests.conftest import wait_for
+from timer import Handlers, TimerClient
 from timer.testing import RedisServer
+from worker import Worker, WorkerSettings
+
+ROOT = Path(__file__).resolve().parents[2]
 
 HANDLERS = """
 from timer import Handlers, Outcome
@@ -159,3 +172,66 @@ def test_tail_without_group_leaves_nothing_and_trim_is_not_held(
         assert "--consumer goes with --group" in tw("tail", "--consumer", "x", expect=2).output
     finally:
         c.close()
+
+
+def readme_block(after: str) -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    block = text.split(after, 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    return [line.strip() for line in block.splitlines() if line.strip()]
+
+
+def test_readme_handlers_commands_run_as_written(
+    workdir: Path, redis_server: RedisServer, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's handler commands, as written: `handle` runs as a process until
+    SIGTERM (exit 0) and handles expired outcomes; the admin lines run in order, with REF
+    replaced by a dead letter's ref."""
+    lines = readme_block("### Handlers: run your code when a timer ends")
+    assert lines[0].startswith("tickwheel handle myapp.handlers:on_timeout")
+    monkeypatch.setenv("TICKWHEEL_REDIS_URL", redis_server.url)
+    monkeypatch.setenv("TICKWHEEL_NAMESPACE", namespace)
+    (workdir / "myapp").mkdir()
+    (workdir / "myapp" / "handlers.py").write_text(
+        "import pathlib\n\ndef on_timeout(o):\n"
+        "    with pathlib.Path('handled.txt').open('a') as f:\n"
+        "        f.write(o.id + '\\n')\n"
+    )
+    c = TimerClient.from_url(redis_server.url, namespace)
+    c.init(shards=4)
+    now = c.server_time_ms()
+    c.schedule("late:1", deadline_ms=now - 1000)
+    c.schedule("late:2", deadline_ms=now - 1000)
+    w = Worker(TimerClient.from_url(redis_server.url, namespace), WorkerSettings(worker_id="w"))
+    try:
+        wait_for(lambda: w.run_once() or c.outcomes_total() == 2, 20, "the worker's fires")
+    finally:
+        w.close()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli", *shlex.split(lines[0])[1:]], cwd=workdir,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    try:
+        handled = workdir / "handled.txt"
+        wait_for(lambda: handled.exists() and len(handled.read_text().split()) == 2, 30,
+                 "the handler to run")  # fmt: skip
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+        assert proc.returncode == 0, out
+        assert b"consumer pod-0 stopped: handled 2" in out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    old = Handlers(c, group="old-group", max_attempts=1)
+    old.add("expired", lambda o: 1 / 0)
+    assert old.run(stop_when_idle=True)
+    ref = c.dead_letters()[0].ref
+    runner = CliRunner()
+    for line in lines[1:]:
+        args = [ref if a == "REF" else a for a in shlex.split(line)[1:]]
+        result = runner.invoke(main, args, catch_exceptions=False)
+        assert result.exit_code == 0, (line, result.output)
+    assert [g.name for g in c.groups()] == ["handlers"]
+    assert len(c.dead_letters()) == 1  # the other one; REF's was redelivered
+    c.close()

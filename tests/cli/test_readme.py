@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -33,6 +34,7 @@ def test_readme_tour_runs(
     monkeypatch.setenv(
         "PATH", f"{server_binary.parent}:{Path(sys.executable).parent}:/usr/bin:/bin"
     )
+    shutil.copytree(ROOT / "examples", workdir / "examples")  # as in a clone, for `handle`
     lines = tour()
     assert lines[0] == "tickwheel server start" and lines[-1] == "tickwheel server stop"
     runner = CliRunner()

@@ -1,0 +1,193 @@
+"""Handlers: what users feel, from a timer's deadline to the start of their code.
+
+Side by side in one run, on one private server, the same workload for each: two
+processes deciding when jobs are due and two running the handler, N jobs due evenly over
+S seconds (absolute due times), every job recording its first start (wall clock):
+
+* **tickwheel-handlers**: two ``tickwheel worker`` processes fire the timers and two
+  ``tickwheel handle`` processes (the Handlers runner) run the handler.
+* **celery** (prefork, ETA jobs held in worker memory) and **arq** (polling every 0.5 s;
+  and tuned to 50 ms) with two workers each.
+
+Then **recovery**: a ``tickwheel handle`` process holding N outcomes mid-handler is
+killed with SIGKILL while a second consumer runs; the time until the second has handled
+them all (the goal: at most the reclaim idle time + 1 s) and how many handler runs were
+repeats (at-least-once: exactly the ones in hand at the kill).
+
+    python -m benchmarks.handlers [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from timer import TimerClient
+from timer.testing import RedisServer, find_server_binary
+
+from .peers import BIN, ArqPeer, ArqTunedPeer, CeleryPeer, Peer, kill_group, spawn, warm_up
+from .worker import pct
+
+
+class TickwheelHandlers(Peer):
+    name = "tickwheel-handlers"
+
+    def __init__(self, url: str, logs: Path) -> None:
+        super().__init__(url, logs)
+        self.c = TimerClient.from_url(url, "handlers")
+        self.c.init(shards=8)
+        self.engine = [
+            spawn([sys.executable, "-m", "worker", "--redis-url", url, "--namespace",
+                   "handlers", "--lease-ms", "2000", "--id", f"tw-{i}", "--log-level", "WARNING"],
+                  url, logs / f"tw-worker-{i}.log")
+            for i in range(2)
+        ]  # fmt: skip
+
+    def enqueue(self, items: list[tuple[str, int]]) -> None:
+        for start in range(0, len(items), 1000):
+            chunk = [{"id": j, "deadline_ms": due} for j, due in items[start : start + 1000]]
+            self.c.schedule_many(chunk)
+
+    def worker(self, tag: str) -> Any:
+        return spawn([str(BIN / "tickwheel"), "--redis-url", self.url, "--namespace", "handlers",
+                      "handle", "benchmarks.peer_jobs:tickwheel_record", "--consumer", tag,
+                      "--concurrency", "8", "--log-level", "WARNING"],
+                     self.url, self.logs / f"tw-handle-{tag}.log")  # fmt: skip
+
+    def close(self) -> None:
+        for p in self.engine:
+            kill_group(p, 15)
+        self.c.close()
+
+
+PEERS: dict[str, Callable[[str, Path], Peer]] = {
+    "tickwheel-handlers": TickwheelHandlers,
+    "celery": CeleryPeer,
+    "arq": ArqPeer,
+    "arq-poll-50ms": ArqTunedPeer,
+}
+
+
+def latency(peer: Peer, jobs: int, span_s: float, lead_ms: int) -> dict[str, Any]:
+    workers = [peer.worker("a"), peer.worker("b")]
+    try:
+        warm_up(peer)
+        start = int(time.time() * 1000) + lead_ms
+        items = [(f"job:{i}", start + int(i * span_s * 1000 / jobs)) for i in range(jobs)]
+        peer.enqueue(items)
+        deadline = time.monotonic() + lead_ms / 1000 + span_s + 30
+        ids = {j for j, _ in items}
+        while time.monotonic() < deadline and len(ids & peer.runs().keys()) < jobs:
+            time.sleep(0.1)
+    finally:
+        for w in workers:
+            kill_group(w, 15)
+    first = peer.lateness()
+    late = [first[j] for j, _ in items if j in first]
+    return {
+        "jobs": jobs, "span_s": span_s, "not_run": jobs - len(late),
+        "start_lateness_ms": {"p50": pct(late, 0.5), "p99": pct(late, 0.99),
+                              "max": max(late) if late else None},
+    }  # fmt: skip
+
+
+def recovery(url: str, logs: Path, n: int, reclaim_idle_s: float) -> dict[str, Any]:
+    """Kill -9 a consumer holding ``n`` outcomes mid-handler; another takes them over."""
+    r = redis.Redis.from_url(url)
+    c = TimerClient.from_url(url, "recovery")
+    c.init(shards=8)
+    hold = logs / "hold"
+    hold.touch()
+
+    def consumer(tag: str, hold_file: str) -> Any:
+        return spawn([str(BIN / "tickwheel"), "--redis-url", url, "--namespace", "recovery",
+                      "handle", "benchmarks.peer_jobs:tickwheel_hold", "--on", "cancelled",
+                      "--consumer", tag, "--concurrency", str(n), "--reclaim-idle",
+                      f"{int(reclaim_idle_s * 1000)}ms", "--log-level", "WARNING"],
+                     url, logs / f"recovery-{tag}.log", {"HOLD_FILE": hold_file})  # fmt: skip
+
+    for i in range(n):
+        c.schedule(f"r:{i}", 60_000)
+        c.cancel(f"r:{i}")
+    a = consumer("a", str(hold))
+    try:
+        while r.hlen("peers:hold:starts") < n:
+            time.sleep(0.02)
+        b = consumer("b", "")
+        log_b = logs / "recovery-b.log"
+        while "consumer b of group" not in (log_b.read_text() if log_b.exists() else ""):
+            time.sleep(0.02)  # b is up and reading (nothing is left to read: all are a's)
+        kill_group(a)
+        killed = time.monotonic()
+        while r.hlen("peers:hold:runs") < n and time.monotonic() - killed < 120:
+            time.sleep(0.01)
+        took = time.monotonic() - killed
+        kill_group(b, 15)
+    finally:
+        kill_group(a)
+    starts = sum(int(v) for v in r.hgetall("peers:hold:starts").values())
+    c.close()
+    r.close()
+    return {
+        "in_flight_at_kill": n, "reclaim_idle_s": reclaim_idle_s,
+        "all_handled_after_s": round(took, 2),
+        "goal_s": reclaim_idle_s + 1, "within_goal": took <= reclaim_idle_s + 1,
+        "repeated_runs": starts - n,
+    }  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="1,000 jobs over 4 s; tickwheel, celery")
+    p.add_argument("--only", choices=sorted(PEERS), action="append")
+    p.add_argument("--jobs", type=int)
+    p.add_argument("--span", type=float)
+    p.add_argument("--server", default=None)
+    args = p.parse_args(argv)
+    jobs = args.jobs or (1000 if args.quick else 5000)
+    span = args.span or (4.0 if args.quick else 8.0)
+    names = args.only or (["tickwheel-handlers", "celery"] if args.quick else list(PEERS))
+    names = [n for n in names if n == "tickwheel-handlers" or find_spec(n.split("-")[0])]
+    result: dict[str, Any] = {"benchmark": "handlers", "quick": args.quick, "peers": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        logs = Path(tmp)
+        with RedisServer(logs / "data", binary=find_server_binary(args.server)) as server:
+            result["server"] = server.version()
+            flush = redis.Redis.from_url(server.url)
+            for name in names:
+                flush.flushall()
+                peer = PEERS[name](server.url, logs)
+                try:
+                    result["peers"][name] = latency(peer, jobs, span, lead_ms=2000)
+                finally:
+                    close = getattr(peer, "close", None)
+                    if close is not None:
+                        close()
+                    peer.r.close()
+                print(f"handlers {name}: done", file=sys.stderr)
+            flush.flushall()
+            result["recovery"] = recovery(server.url, logs, n=50 if args.quick else 200,
+                                          reclaim_idle_s=5.0)  # fmt: skip
+            flush.close()
+    tw = result["peers"].get("tickwheel-handlers", {}).get("start_lateness_ms", {})
+    for figures in result["peers"].values():
+        mine = figures["start_lateness_ms"]
+        figures["p99_ratio_to_tickwheel"] = (
+            round(mine["p99"] / tw["p99"], 2) if tw.get("p99") and mine["p99"] else None
+        )
+    json.dump(result, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
