@@ -93,7 +93,17 @@ def latency(peer: Peer, jobs: int, span_s: float, lead_ms: int) -> dict[str, Any
             kill_group(w, 15)
     first = peer.lateness()
     late = [first[j] for j, _ in items if j in first]
+    split: dict[str, Any] = {}
+    if isinstance(peer, TickwheelHandlers):
+        delivery = [int(v) for v in peer.r.hvals(f"peers:{peer.name}:delivery")]
+        fired = [o.lateness_ms for o in peer.c.all_outcomes() if o.id.startswith("job:")]
+        split = {
+            "fire_lateness_ms": {"p50": pct(fired, 0.5), "p99": pct(fired, 0.99)},
+            "delivery_ms": {"p50": pct(delivery, 0.5), "p99": pct(delivery, 0.99),
+                            "max": max(delivery) if delivery else None},
+        }  # fmt: skip
     return {
+        **split,
         "jobs": jobs, "span_s": span_s, "not_run": jobs - len(late),
         "start_lateness_ms": {"p50": pct(late, 0.5), "p99": pct(late, 0.99),
                               "max": max(late) if late else None},
@@ -152,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int)
     p.add_argument("--span", type=float)
     p.add_argument("--server", default=None)
+    p.add_argument("--in-flight", type=int, help="outcomes held by the killed consumer")
+    p.add_argument("--reclaim-idle", type=float, default=5.0, help="seconds (the default: 5)")
     args = p.parse_args(argv)
     jobs = args.jobs or (1000 if args.quick else 5000)
     span = args.span or (4.0 if args.quick else 8.0)
@@ -175,8 +187,8 @@ def main(argv: list[str] | None = None) -> int:
                     peer.r.close()
                 print(f"handlers {name}: done", file=sys.stderr)
             flush.flushall()
-            result["recovery"] = recovery(server.url, logs, n=50 if args.quick else 200,
-                                          reclaim_idle_s=5.0)  # fmt: skip
+            n = args.in_flight or (50 if args.quick else 200)
+            result["recovery"] = recovery(server.url, logs, n, args.reclaim_idle)
             flush.close()
     tw = result["peers"].get("tickwheel-handlers", {}).get("start_lateness_ms", {})
     for figures in result["peers"].values():

@@ -61,7 +61,11 @@ def tickwheel_record(o: Any) -> None:
     """tickwheel's handler (``tickwheel handle benchmarks.peer_jobs:tickwheel_record``):
     the same record as the peers' jobs, due at the timer's deadline (the server runs on
     this machine, so its clock is this wall clock)."""
-    record(os.environ.get("PEER_NAME", "tickwheel-handlers"), o.id, o.deadline_ms)
+    peer = os.environ.get("PEER_NAME", "tickwheel-handlers")
+    started = int(time.time() * 1000)
+    record(peer, o.id, o.deadline_ms)
+    # where the time went: deciding (the worker's fire) and delivering (stream -> handler)
+    _redis().hsetnx(f"peers:{peer}:delivery", o.id, started - o.decided_ms)
 
 
 def tickwheel_hold(o: Any) -> None:

@@ -22,7 +22,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from . import engine, memory, peers, recovery, register, spark, worker
+from . import engine, handlers, memory, peers, recovery, register, spark, worker
 
 OUT = Path(__file__).resolve().parent / "results.json"
 
@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         "recovery": (recovery.main, [*quick, *server]),
         "spark": (spark.main, ["--rows", "50000" if args.quick else "200000", *server]),
         "peers": (peers.main, [*quick, *server]),
+        "handlers": (handlers.main, [*quick, *server]),
     }
     results: dict[str, Any] = {
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),

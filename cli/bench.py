@@ -14,6 +14,7 @@ NAMES = {
     "memory": "benchmarks.memory",
     "recovery": "benchmarks.recovery",
     "peers": "benchmarks.peers",
+    "handlers": "benchmarks.handlers",
     "all": "benchmarks.run_all",
 }
 

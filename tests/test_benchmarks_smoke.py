@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks import engine, peers, recovery, register
+from benchmarks import engine, handlers, peers, recovery, register
 
 pytestmark = pytest.mark.slow
 
@@ -66,3 +66,16 @@ def test_peers_refuses_a_peer_that_is_not_installed(monkeypatch: pytest.MonkeyPa
         peers.main(["--only", "celery"])
     assert exc.value.code == 2
     assert "not installed: celery" in err.getvalue() and ".[bench]" in err.getvalue()
+
+
+def test_handlers_benchmark_with_tickwheel_alone(server_binary: Path) -> None:
+    """Deadline -> handler start through two workers and two `tickwheel handle`s, then a
+    kill -9 of a consumer holding outcomes: every one handled, the repeats counted."""
+    out = run(handlers.main, ["--only", "tickwheel-handlers", "--jobs", "100", "--span", "1",
+                              "--in-flight", "5", "--reclaim-idle", "1",
+                              "--server", str(server_binary)])  # fmt: skip
+    tw = out["peers"]["tickwheel-handlers"]
+    assert tw["not_run"] == 0 and tw["start_lateness_ms"]["p50"] is not None
+    assert tw["delivery_ms"]["p50"] is not None
+    rec = out["recovery"]
+    assert rec["in_flight_at_kill"] == 5 and rec["repeated_runs"] == 5
