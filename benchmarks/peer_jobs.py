@@ -18,7 +18,8 @@ _client: redis.Redis | None = None
 def _redis() -> redis.Redis:
     global _client
     if _client is None:
-        _client = redis.Redis.from_url(os.environ["PEER_REDIS_URL"])
+        # a pool for every handler thread (redis-py's default stops at 100 connections)
+        _client = redis.Redis.from_url(os.environ["PEER_REDIS_URL"], max_connections=1000)
     return _client
 
 

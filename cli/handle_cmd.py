@@ -239,7 +239,9 @@ def _handlers_of(
             reclaim_idle_ms=reclaim_idle_ms or spec.reclaim_idle_ms,
         )
         for kind in spec.kinds:
-            h.add(kind, spec._handlers[kind])
+            fn = spec.handler(kind)
+            assert fn is not None
+            h.add(kind, fn)
         return h
     wanted = OUTCOMES if kinds.strip() == "all" else tuple(k.strip() for k in kinds.split(","))
     h = Handlers(

@@ -141,6 +141,20 @@ class TimerClient:
     def __repr__(self) -> str:
         return f"TimerClient(url={self.where!r}, namespace={self.namespace!r})"
 
+    def reserve_connections(self, n: int) -> None:
+        """Let the connection pool (each node's, on a cluster) open at least ``n``
+        connections: redis-py's default is 100, and a thread holds one per call, so a
+        handler runner with 200 threads needs more (it calls this itself)."""
+        pools = (
+            [node.redis_connection.connection_pool for node in self.redis.get_nodes()
+             if node.redis_connection is not None]
+            if self.cluster
+            else [self.redis.connection_pool]
+        )  # fmt: skip
+        for pool in pools:
+            if getattr(pool, "max_connections", n) < n:
+                pool.max_connections = n
+
     # -- the driver: run an operation's steps with blocking calls ----------------------
 
     def _run(self, op: ops.Op[T]) -> T:
@@ -615,7 +629,8 @@ class ConsumerGroup:
         ))  # fmt: skip
 
     def touch(self, deliveries: Sequence[G.Delivery]) -> list[G.Delivery]:
-        """Reset the idle time of entries still being handled; those no longer ours."""
+        """Reset the idle time of entries still being handled; those another consumer
+        has taken over meanwhile."""
         return self._client._run(G.touch(self.consumer, deliveries))
 
     def ack(self, delivery: G.Delivery) -> None:

@@ -197,6 +197,10 @@ class Handlers:
             raise InvalidInput(f"{outcome!r} already has a handler: {self._handlers[outcome]!r}")
         self._handlers[outcome] = fn
 
+    def handler(self, outcome: str) -> Handler | None:
+        """The handler registered for outcomes of this kind, if any."""
+        return self._handlers.get(outcome)
+
     @property
     def kinds(self) -> tuple[str, ...]:
         """The outcome kinds with a handler (the others are acknowledged unseen)."""
@@ -246,6 +250,7 @@ class Handlers:
         self._running = True
         self._stopping.clear()
         restore = self._install_signals() if handle_signals else None
+        client.reserve_connections(concurrency + 8)  # a handler thread settles on its own
         group = client.consumer(self.group, self.consumer)
         try:
             group.ensure(start=start)

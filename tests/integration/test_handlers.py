@@ -117,6 +117,7 @@ def test_poison_outcome_is_dead_lettered_after_exactly_max_attempts(client: Time
     assert h.run(stop_when_idle=True)
     assert attempts["j0"] == 4 and len(keys["j0"]) == 1  # the same key on every delivery
     assert other.read(10, None) == []  # the copy was for group g alone
+    assert sorted(o.id for o in client.all_outcomes()) == ["j0", "j1"]  # one per timer
 
     decide(client, 1, prefix="p")
     h2 = Handlers(client, group="g2", max_attempts=1)
@@ -350,3 +351,25 @@ def test_backoff_grows_and_is_capped() -> None:
     b = Backoff(initial_s=1, multiplier=2, max_s=5, jitter=0.5)
     assert [b.delay_s(n, rand=lambda: 0.0) for n in (1, 2, 3, 4)] == [1, 2, 4, 5]
     assert b.delay_s(2, rand=lambda: 1.0) == 1.0  # jitter takes up to half off
+
+
+def test_more_handlers_than_redis_pys_default_pool_settle(client: TimerClient) -> None:
+    """150 handlers each holding a connection of the runner's client at the same moment
+    (as handlers calling client.notify would) all get one, and all settle: redis-py's
+    pool stops at 100 connections by default, and the runner makes room for its threads."""
+    decide(client, 150)
+    barrier = threading.Barrier(150, timeout=60)
+    pool = client.redis.connection_pool
+
+    def handler(o: Outcome) -> None:
+        conn = pool.get_connection()
+        try:
+            barrier.wait()
+        finally:
+            pool.release(conn)
+
+    h = Handlers(client, group="g", max_attempts=1)
+    h.add("cancelled", handler)
+    assert h.run(concurrency=150, stop_when_idle=True)
+    assert (h.stats.handled, h.stats.ack_errors, h.stats.failed) == (150, 0, 0)
+    assert client.groups()[0].pending == 0

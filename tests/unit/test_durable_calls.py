@@ -128,3 +128,47 @@ def test_schedule_many_sends_good_items_and_keeps_errors_in_place() -> None:
     results = done.value.value
     assert results[0].deadline_ms == 10 and isinstance(results[1], InvalidInput)
     assert isinstance(results[2], Fenced)
+
+
+def test_group_calls_keep_every_key_in_the_shard() -> None:
+    """The consumer-group scripts' KEYS all carry the shard's hash tag (one cluster
+    slot), in their headers' order; their replies parse into typed values."""
+    sk = NS.shard(2)
+    calls = [
+        C.claim_call(sk, "g", "c", count=5, min_idle_ms=100),
+        C.retry_call(sk, "g", "1-0", 50),
+        C.dead_call(sk, "g", "1-0", "c", attempts=3, error="x" * 5000),
+        C.touch_call(sk, "g", "c", ["1-0", "2-0"]),
+        C.redeliver_call(sk, "9-0"),
+        C.leave_group_call(sk, "g", "c"),
+    ]
+    for call in calls:
+        assert all(k.startswith(sk.prefix) for k in call.keys), call
+    assert calls[0].keys == [sk.outcomes, sk.retries("g")]
+    assert calls[0].args == ["g", "c", 5, 100, "", "-", 1]
+    assert calls[2].keys == [sk.outcomes, sk.retries("g"), sk.dead]
+    assert len(calls[2].args[4]) == C.MAX_ERROR_CHARS  # a huge traceback is cut
+    cursor, taken = C.parse_claim([b"(5-0", [b"4-0", [b"id", b"a", b"outcome", b"x"], 3]])
+    assert cursor == "(5-0" and taken == [("4-0", {b"id": b"a", b"outcome": b"x"}, 3)]
+    assert C.parse_retry(0) is None and C.parse_retry(1700) == 1700
+    assert C.parse_dead(b"") is None and C.parse_touch([b"1-0"]) == ["1-0"]
+
+
+def test_dead_letter_refs_are_checked() -> None:
+    assert C.parse_ref("3/1700000000000-0", 4) == (3, "1700000000000-0")
+    for bad in ("4/1-0", "x/1-0", "3/abc", "3", "", None, "3/1-0-0"):
+        with pytest.raises(InvalidInput, match="dead letter ref"):
+            C.parse_ref(bad, 4)
+
+
+def test_outcome_entries_for_groups_and_redeliveries() -> None:
+    """A redelivered entry is for its group only and keeps the first entry's key."""
+    fields = {b"id": b"t", b"outcome": b"expired", b"deadline": b"5", b"decided": b"6",
+              b"payload": b"\xc0", b"only": b"g", b"from": b"1-0"}  # fmt: skip
+    o = C.outcome_from_entry(1, b"9-0", fields, attempt=2)
+    assert (o.attempt, o.redelivery_of, o.idempotency_key) == (2, "1-0", "1/1-0")
+    assert C.for_group(fields, "g") and not C.for_group(fields, "other")
+    plain = C.outcome_from_entry(
+        1, b"9-0", {k: v for k, v in fields.items() if k not in (b"only", b"from")}
+    )
+    assert plain.idempotency_key == "1/9-0" and C.for_group({}, "any")

@@ -174,7 +174,7 @@ def claim(
 
 def touch(consumer: str, deliveries: Sequence[Delivery]) -> Op[list[Delivery]]:
     """Reset the idle time of entries the consumer is still handling (one script per
-    shard, pipelined). Returns the deliveries no longer pending for it."""
+    shard, pipelined). Returns those another consumer has taken over meanwhile."""
     by_shard: dict[int, list[Delivery]] = {}
     for d in deliveries:
         by_shard.setdefault(d.outcome.shard, []).append(d)

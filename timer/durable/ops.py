@@ -257,7 +257,8 @@ def outcomes_total(ns: C.Namespace) -> Op[int]:
 
 def history(ns: C.Namespace, shards: Iterable[int], page: int = 10_000) -> Op[None]:
     """Emit every outcome retained in the shards' streams, oldest first per shard, read
-    in pages with XRANGE (no consumer group: audits, demos, analytics)."""
+    in pages with XRANGE (no consumer group: audits, demos, analytics). A dead letter put
+    back for a group (``redeliver``) is a copy, not another outcome: it is skipped."""
     for shard in shards:
         stream = ns.shard(shard).outcomes
         start: Any = "-"
@@ -268,7 +269,8 @@ def history(ns: C.Namespace, shards: Iterable[int], page: int = 10_000) -> Op[No
             if not entries:
                 break
             for entry_id, fields in entries:
-                yield C.Emit(C.outcome_from_entry(shard, entry_id, fields))
+                if b"only" not in fields:  # a dead letter put back for a group: a copy
+                    yield C.Emit(C.outcome_from_entry(shard, entry_id, fields))
             start = entries[-1][0]
 
 
