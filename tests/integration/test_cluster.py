@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import wait_for
-from timer import ConfigError, TimerClient
+from timer import Backoff, ConfigError, Handlers, Outcome, TimerClient
 from timer.aio import AsyncTimerClient
 from timer.testing import redis_cluster
 from worker import Worker, WorkerSettings
@@ -59,6 +59,36 @@ def test_cluster_lifecycle(cclient: TimerClient) -> None:
     assert st["pending"] == 198 and st["outcomes"] == 2
     outs = list(cclient.outcomes("g", "c", stop_when_idle=True))
     assert sorted(o.id for o in outs) == ["job:{1}", "job:{2}"]
+
+
+def test_handlers_on_a_cluster(cclient: TimerClient) -> None:
+    """The runner across three masters: retries, a dead letter, redelivery, groups, a
+    group deleted, and follow() with no group."""
+    for i in range(16):
+        cclient.schedule(f"h:{{{i}}}", delay_ms=60_000, payload={"i": i})
+        cclient.cancel(f"h:{{{i}}}")
+    seen: list[tuple[str, int]] = []
+    h = Handlers(cclient, group="g", max_attempts=2, backoff=Backoff(initial_s=0.01, max_s=0.02))
+
+    @h.on("cancelled")
+    def handler(o: Outcome) -> None:
+        seen.append((o.id, o.attempt))
+        if o.id == "h:{3}" and o.redelivery_of is None:
+            raise RuntimeError("poison")
+        if o.id == "h:{5}" and o.attempt == 1:
+            raise RuntimeError("flaky")
+
+    assert h.run(concurrency=4, stop_when_idle=True)
+    assert h.stats.handled == 15 and h.stats.dead_lettered == 1 and h.stats.retried == 2
+    (letter,) = cclient.dead_letters()
+    assert letter.outcome is not None and letter.outcome.id == "h:{3}"
+    assert cclient.redeliver(letter.ref) is not None
+    assert h.run(concurrency=4, stop_when_idle=True)
+    assert ("h:{3}", 1) in seen and seen.count(("h:{3}", 1)) == 2  # first try, and again
+    (g,) = cclient.groups()
+    assert (g.name, g.pending, g.retrying, g.lag, g.shards) == ("g", 0, 0, 0, 8)
+    assert len(list(cclient.follow(history=True, stop_when_idle=True))) == 16
+    assert cclient.delete_group("g") == 8 and cclient.groups() == []
 
 
 def test_cluster_survives_script_flush(cclient: TimerClient, cluster_url: str) -> None:
