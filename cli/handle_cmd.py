@@ -70,7 +70,13 @@ class HandlerSpec(click.ParamType):
     help="For a function: the outcomes it handles, comma-separated (expired, completed, "
     "cancelled, or all). A Handlers object says this itself.",
 )
-@click.option("--concurrency", type=click.IntRange(1, 10_000), default=8, show_default=True)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 10_000),
+    default=8,
+    show_default=True,
+    help="Handlers running at once (threads; async def handlers share one event loop).",
+)
 @click.option(
     "--max-attempts",
     type=click.IntRange(1, 1000),
@@ -81,11 +87,17 @@ class HandlerSpec(click.ParamType):
     "--backoff",
     "backoff_ms",
     type=DURATION,
-    default="1s",
-    show_default=True,
-    help="Delay before the first retry; it doubles each attempt (with jitter).",
+    default=None,
+    help="Delay before the first retry; it doubles each attempt, with up to 20% taken "
+    "off at random (jitter).  [default: 1s]",
 )
-@click.option("--max-backoff", "max_backoff_ms", type=DURATION, default="5m", show_default=True)
+@click.option(
+    "--max-backoff",
+    "max_backoff_ms",
+    type=DURATION,
+    default=None,
+    help="The longest delay between two attempts.  [default: 5m]",
+)
 @click.option(
     "--reclaim-idle",
     "reclaim_idle_ms",
@@ -114,7 +126,12 @@ class HandlerSpec(click.ParamType):
     default=None,
     help="Serve Prometheus metrics (/metrics) and liveness (/healthz) here.",
 )
-@click.option("--metrics-host", default="127.0.0.1", show_default=True)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address for the metrics; 0.0.0.0 in a container so others can reach it.",
+)
 @click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
@@ -130,8 +147,8 @@ def handle(
     kinds: str,
     concurrency: int,
     max_attempts: int | None,
-    backoff_ms: int,
-    max_backoff_ms: int,
+    backoff_ms: int | None,
+    max_backoff_ms: int | None,
     reclaim_idle_ms: int | None,
     drain_ms: int,
     from_now: bool,
@@ -225,17 +242,21 @@ def _handlers_of(
     consumer: str | None,
     kinds: str,
     max_attempts: int | None,
-    backoff_ms: int,
-    max_backoff_ms: int,
+    backoff_ms: int | None,
+    max_backoff_ms: int | None,
     reclaim_idle_ms: int | None,
 ) -> Handlers:
-    backoff = Backoff(initial_s=backoff_ms / 1000, max_s=max(backoff_ms, max_backoff_ms) / 1000)
+    base = spec.backoff if isinstance(spec, Handlers) else Backoff()
+    initial_s = base.initial_s if backoff_ms is None else backoff_ms / 1000
+    max_s = base.max_s if max_backoff_ms is None else max_backoff_ms / 1000
+    backoff = Backoff(initial_s=initial_s, multiplier=base.multiplier,
+                      max_s=max(initial_s, max_s), jitter=base.jitter)  # fmt: skip
     if isinstance(spec, Handlers):  # the object's own settings, unless overridden here
         h = Handlers(
             group=group or spec.group,
             consumer=consumer,
             max_attempts=max_attempts or spec.max_attempts,
-            backoff=spec.backoff,
+            backoff=backoff,
             reclaim_idle_ms=reclaim_idle_ms or spec.reclaim_idle_ms,
         )
         for kind in spec.kinds:
