@@ -10,6 +10,7 @@ end every timer must have exactly one outcome, none decided before its deadline.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -23,7 +24,7 @@ from typing import Any
 
 import click
 
-from timer import Backoff, Handlers, Outcome, TimerClient
+from timer import TimerClient
 
 from .app import App, errors, pass_app
 from .durations import DURATION
@@ -205,47 +206,50 @@ def _run(
                     raise bad[0]
                 bar.update(len(res))
     hanging = [j["id"] for j in jobs if j["id"] not in acted]
-    reaction = Reaction(c, poison=hanging[0] if hanging else "")
+    reaction = Reaction(url, c, poison=hanging[0] if hanging else "")
     reaction.start()
-    driver = Driver(c, actions)
-    driver.start()
-    killed_at, victim_shards, victim = None, [], None
-    # The last moment (Redis time) the victim's shards were seen with no new leader: fires
-    # after it are the successor's, not the victim's own batch still in flight at the kill.
-    untaken_at: int | None = None
-    taken_over = False
-    deadline = time.monotonic() + max_delay / 1000 + 120
-    with click.progressbar(
-        length=n, label="Waiting for outcomes", file=sys.stderr, hidden=app.json
-    ) as bar:
-        shown = 0
-        while True:
-            done = c.outcomes_total()
-            bar.update(done - shown)
-            shown = done
-            if done >= n:
-                break
-            if not no_kill and killed_at is None and done >= 0.4 * n:
-                victim = sorted(procs)[0]
-                victim_shards = [s for s, who in c.leaders().items() if who == victim]
-                killed_at = c.server_time_ms()
-                procs[victim].send_signal(signal.SIGKILL)
-                procs[victim].wait()
-                procs[f"{victim}-new"] = _start_worker(url, ns, f"{victim}-new", lease_ms)
-            elif killed_at is not None and not taken_over:
-                now, leaders = c.server_time_ms(), c.leaders()
-                if all(leaders[s] in (None, victim) for s in victim_shards):
-                    untaken_at = now
-                else:
-                    taken_over = True
-            if time.monotonic() > deadline:
-                break  # the summary will show what is missing
-            time.sleep(0.1)
-    driver.stop.set()
-    driver.join(10)
-    if driver.error is not None:
-        raise driver.error
-    reaction.finish(expected=sum(1 for o in c.all_outcomes() if o.outcome == "expired"))
+    try:
+        driver = Driver(c, actions)
+        driver.start()
+        killed_at, victim_shards, victim = None, [], None
+        # The last moment (Redis time) the victim's shards were seen with no new leader: fires
+        # after it are the successor's, not the victim's own batch still in flight at the kill.
+        untaken_at: int | None = None
+        taken_over = False
+        deadline = time.monotonic() + max_delay / 1000 + 120
+        with click.progressbar(
+            length=n, label="Waiting for outcomes", file=sys.stderr, hidden=app.json
+        ) as bar:
+            shown = 0
+            while True:
+                done = c.outcomes_total()
+                bar.update(done - shown)
+                shown = done
+                if done >= n:
+                    break
+                if not no_kill and killed_at is None and done >= 0.4 * n:
+                    victim = sorted(procs)[0]
+                    victim_shards = [s for s, who in c.leaders().items() if who == victim]
+                    killed_at = c.server_time_ms()
+                    procs[victim].send_signal(signal.SIGKILL)
+                    procs[victim].wait()
+                    procs[f"{victim}-new"] = _start_worker(url, ns, f"{victim}-new", lease_ms)
+                elif killed_at is not None and not taken_over:
+                    now, leaders = c.server_time_ms(), c.leaders()
+                    if all(leaders[s] in (None, victim) for s in victim_shards):
+                        untaken_at = now
+                    else:
+                        taken_over = True
+                if time.monotonic() > deadline:
+                    break  # the summary will show what is missing
+                time.sleep(0.1)
+        driver.stop.set()
+        driver.join(10)
+        if driver.error is not None:
+            raise driver.error
+        reaction.finish()
+    finally:
+        reaction.stop()  # also when the run failed: no handler process left behind
     if killed_at is not None:
         say(
             f"Killed worker {victim} (SIGKILL) at 40% with shards {victim_shards}; "
@@ -258,58 +262,64 @@ def _run(
 
 
 class Reaction:
-    """The service's reaction to a timeout, run by timer.Handlers as a user would: mark
-    the job timed out. Every 10th job's first attempt fails (a flaky downstream, retried)
-    and one job always fails (a poison outcome: dead-lettered after 3 attempts)."""
+    """The service's reaction to each timeout: ``tickwheel handle`` in its own process,
+    running ``cli.demo_handlers:on_timeout`` (one flaky downstream, one poison job)."""
 
-    def __init__(self, c: TimerClient, poison: str) -> None:
-        self.c, self.poison = c, poison
-        self.handlers = Handlers(
-            group="demo-handlers", max_attempts=3, backoff=Backoff(initial_s=0.2, max_s=1.0)
-        )
-        self.handlers.add("expired", self.on_timeout)
-        self.start_lateness: list[int] = []
-        self.thread = threading.Thread(target=self._run, name="demo-handlers", daemon=True)
-        self.error: BaseException | None = None
+    GROUP = "demo-handlers"
 
-    def on_timeout(self, o: Outcome) -> None:
-        if o.attempt == 1:
-            self.start_lateness.append(int(time.time() * 1000) - o.deadline_ms)
-        if o.id == self.poison:
-            raise RuntimeError(f"{o.id}: the job's owner is gone (a poison outcome)")
-        if o.payload["job"] % 10 == 0 and o.attempt == 1:
-            raise ConnectionError(f"{o.id}: downstream briefly unavailable")
-
-    def _run(self) -> None:
-        try:
-            self.handlers.run(self.c, concurrency=8)
-        except BaseException as exc:
-            self.error = exc
+    def __init__(self, url: str, c: TimerClient, poison: str) -> None:
+        self.url, self.c = url, c
+        LOG_DIR.mkdir(parents=True, exist_ok=True)
+        self.starts = LOG_DIR / f"{c.namespace}-handler-starts.log"
+        self.out = LOG_DIR / f"{c.namespace}-handler.json"
+        self.env = {**os.environ, "TICKWHEEL_DEMO_HANDLER_LOG": str(self.starts),
+                    "TICKWHEEL_DEMO_POISON": poison}  # fmt: skip
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.figures: dict[str, Any] = {}
 
     def start(self) -> None:
-        self.thread.start()
+        args = ["--redis-url", self.url, "--namespace", self.c.namespace, "--json", "handle",
+                "cli.demo_handlers:on_timeout", "--group", self.GROUP, "--consumer", "demo-h1",
+                "--max-attempts", "3", "--backoff", "200ms", "--max-backoff", "1s",
+                "--log-level", "WARNING"]  # fmt: skip
+        with self.out.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "cli", *args], stdout=out, stderr=subprocess.DEVNULL,
+                env=self.env, start_new_session=True,
+            )  # fmt: skip
 
-    def finish(self, expected: int, timeout_s: float = 60.0) -> None:
-        """Wait until every expired outcome was handled or dead-lettered, then stop."""
-        s = self.handlers.stats
+    def finish(self, timeout_s: float = 60.0) -> None:
+        """Wait until the group owes nothing (every expired outcome handled or dead),
+        then stop the handler process (SIGTERM: it drains) and read its summary."""
+        assert self.proc is not None
         end = time.monotonic() + timeout_s
-        while s.handled + s.dead_lettered < expected and time.monotonic() < end:
-            if not self.thread.is_alive():
+        while time.monotonic() < end and self.proc.poll() is None:
+            g = next((g for g in self.c.groups() if g.name == self.GROUP), None)
+            if g is not None and g.pending == 0 and g.lag == 0:
                 break
-            time.sleep(0.05)
-        self.handlers.stop()
-        self.thread.join(30)
-        if self.error is not None:
-            raise self.error
+            time.sleep(0.1)
+        self.stop()
+        text = self.out.read_text().strip()
+        self.figures = json.loads(text.splitlines()[-1]) if text else {}
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(40)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
 
     def summary(self) -> dict[str, Any]:
-        s = self.handlers.stats
+        late = [int(line.split()[-1]) for line in self.starts.read_text().splitlines()
+                if line.strip()] if self.starts.exists() else []  # fmt: skip
         return {
-            "handled": s.handled,
-            "handler_retries": s.retried,
-            "dead_letters": s.dead_lettered,
-            "handler_start_p50_ms": _pct(self.start_lateness, 0.5),
-            "handler_start_p99_ms": _pct(self.start_lateness, 0.99),
+            "handled": self.figures.get("handled"),
+            "handler_retries": self.figures.get("retried"),
+            "dead_letters": self.figures.get("dead_lettered"),
+            "handler_start_p50_ms": _pct(late, 0.5),
+            "handler_start_p99_ms": _pct(late, 0.99),
         }
 
 

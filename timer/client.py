@@ -636,6 +636,10 @@ class ConsumerGroup:
     def ack(self, delivery: G.Delivery) -> None:
         self._client._run(G.ack(delivery))
 
+    def ack_many(self, deliveries: Sequence[G.Delivery]) -> None:
+        """Acknowledge many at once: one XACK per shard's stream, pipelined."""
+        self._client._run(G.ack_many(deliveries))
+
     def retry(self, delivery: G.Delivery, delay_ms: int) -> int | None:
         """Retry the delivery in ``delay_ms``; its retry time, or None if no longer pending."""
         return self._client._run(G.retry(delivery, delay_ms))

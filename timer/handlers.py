@@ -40,6 +40,7 @@ Sync handlers run on ``concurrency`` threads; ``async def`` handlers on one even
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import os
@@ -300,6 +301,11 @@ class _Loop:
         self.touch_every_s = idle_s / 3
         self.claim_every_s = min(0.25, idle_s / 4)
         self.work: queue.SimpleQueue[Delivery | None] = queue.SimpleQueue()
+        # Handled outcomes wait here for the acker thread, which acknowledges them in
+        # batches (one XACK per stream for many ids): one round trip per outcome was the
+        # runner's bottleneck under a backlog.
+        self.acks: queue.SimpleQueue[Delivery | None] = queue.SimpleQueue()
+        self.acker = threading.Thread(target=self._acker_main, name="handler-acks", daemon=True)
         self.threads: list[threading.Thread] = []
         self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread: threading.Thread | None = None
@@ -432,6 +438,7 @@ class _Loop:
     # -- handler threads and the event loop ----------------------------------------------
 
     def _start_executors(self) -> None:
+        self.acker.start()
         fns = list(self.h._handlers.values())
         if any(not inspect.iscoroutinefunction(f) for f in fns):
             for i in range(self.concurrency):
@@ -490,30 +497,61 @@ class _Loop:
         """Acknowledge, schedule a retry or dead-letter; then free the slot."""
         h, o = self.h, d.outcome
         h.stats.duration.observe((time.monotonic() - started) * 1000)
+        if exc is None:
+            self.acks.put(d)  # still in hand (and touched) until the acker has acked it
+            return
         try:
-            if exc is None:
-                self._with_retries(lambda: self.group.ack(d))
-                h.stats.handled += 1
-                h.stats.by_outcome[o.outcome] = h.stats.by_outcome.get(o.outcome, 0) + 1
+            h.stats.failed += 1
+            if o.attempt >= h.max_attempts:
+                self._settle_dead(d, _error_text(exc), forget=False)
             else:
-                h.stats.failed += 1
-                if o.attempt >= h.max_attempts:
-                    self._settle_dead(d, _error_text(exc), forget=False)
-                else:
-                    delay = exc.delay_s if isinstance(exc, Retry) else None
-                    if delay is None:
-                        delay = h.backoff.delay_s(o.attempt)
-                    log.info(
-                        "%s %s (attempt %d/%d) failed: %s; retrying in %.3gs",
-                        o.outcome, o.id, o.attempt, h.max_attempts, exc, delay,
-                    )  # fmt: skip
-                    self._with_retries(lambda: self.group.retry(d, round(delay * 1000)))
-                    h.stats.retried += 1
+                delay = exc.delay_s if isinstance(exc, Retry) else None
+                if delay is None:
+                    delay = h.backoff.delay_s(o.attempt)
+                log.info(
+                    "%s %s (attempt %d/%d) failed: %s; retrying in %.3gs",
+                    o.outcome, o.id, o.attempt, h.max_attempts, exc, delay,
+                )  # fmt: skip
+                self._with_retries(lambda: self.group.retry(d, round(delay * 1000)))
+                h.stats.retried += 1
         except TimerError as err:
             h.stats.ack_errors += 1
             log.error("could not settle %s %s (%s); it will come again", o.outcome, o.id, err)
         finally:
             self._forget(d)
+
+    def _acker_main(self) -> None:
+        h = self.h
+        while True:
+            d = self.acks.get()
+            if d is None:
+                return
+            batch = [d]
+            stop = False
+            while len(batch) < 1000:
+                try:
+                    nxt = self.acks.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    stop = True
+                    break
+                batch.append(nxt)
+            try:
+                self._with_retries(functools.partial(self.group.ack_many, batch))
+                h.stats.handled += len(batch)
+                for x in batch:
+                    kind = x.outcome.outcome
+                    h.stats.by_outcome[kind] = h.stats.by_outcome.get(kind, 0) + 1
+            except TimerError as err:
+                h.stats.ack_errors += len(batch)
+                log.error("could not acknowledge %d outcomes (%s); they will come again",
+                          len(batch), err)  # fmt: skip
+            finally:
+                for x in batch:
+                    self._forget(x)
+            if stop:
+                return
 
     def _settle_dead(self, d: Delivery, error: str, forget: bool = True) -> None:
         o = d.outcome
@@ -571,6 +609,7 @@ class _Loop:
             left = len(h._inflight)
         for _ in self.threads:
             self.work.put(None)
+        self.acks.put(None)
         if self.loop is not None and self.loop_thread is not None:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.loop_thread.join(5)

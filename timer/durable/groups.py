@@ -196,6 +196,15 @@ def ack(delivery: Delivery) -> Op[None]:
     yield C.Command("xack", (delivery.stream, delivery.group, delivery.entry_id))
 
 
+def ack_many(deliveries: Sequence[Delivery]) -> Op[None]:
+    """Acknowledge many deliveries: one XACK per stream (and group), pipelined."""
+    by_stream: dict[tuple[str, str], list[str]] = {}
+    for d in deliveries:
+        by_stream.setdefault((d.stream, d.group), []).append(d.entry_id)
+    if by_stream:
+        yield C.Pipeline([C.Command("xack", (s, g, *ids)) for (s, g), ids in by_stream.items()])
+
+
 def retry(delivery: Delivery, delay_ms: int) -> Op[int | None]:
     """Schedule the delivery's next attempt in ``delay_ms``; its retry time (ms) or None
     if it is no longer pending (acknowledged elsewhere)."""
