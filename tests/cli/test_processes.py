@@ -109,6 +109,11 @@ def test_demo_reduced_size_end_to_end(tw: Run) -> None:
     # The successor's first fire, not the victim's own in-flight batch: no successor can
     # fire before the victim's lease (1 s, renewed every third) has run out.
     assert summary["failover_ms"] >= 2 * 1000 // 3, summary
+    # the reaction (`tickwheel handle` in its own process): every expired timeout handled
+    # once or dead-lettered (the poison job); the flaky first attempts retried
+    assert summary["handled"] + summary["dead_letters"] == summary["expired"], summary
+    assert summary["dead_letters"] == 1 and summary["handler_retries"] > 0
+    assert summary["handler_start_p50_ms"] is not None
 
 
 def test_make_demo_target_exists_and_stops_the_server() -> None:
