@@ -59,7 +59,7 @@ class TickwheelHandlers(Peer):
 
     def worker(self, tag: str) -> Any:
         return spawn([str(BIN / "tickwheel"), "--redis-url", self.url, "--namespace", "handlers",
-                      "handle", "benchmarks.peer_jobs:tickwheel_record", "--consumer", tag,
+                      "handle", "benchmarks.handler_jobs:tickwheel_record", "--consumer", tag,
                       "--concurrency", "8", "--log-level", "WARNING"],
                      self.url, self.logs / f"tw-handle-{tag}.log")  # fmt: skip
 
@@ -120,7 +120,7 @@ def recovery(url: str, logs: Path, n: int, reclaim_idle_s: float) -> dict[str, A
 
     def consumer(tag: str, hold_file: str) -> Any:
         return spawn([str(BIN / "tickwheel"), "--redis-url", url, "--namespace", "recovery",
-                      "handle", "benchmarks.peer_jobs:tickwheel_hold", "--on", "cancelled",
+                      "handle", "benchmarks.handler_jobs:tickwheel_hold", "--on", "cancelled",
                       "--consumer", tag, "--concurrency", str(n), "--reclaim-idle",
                       f"{int(reclaim_idle_s * 1000)}ms", "--log-level", "WARNING"],
                      url, logs / f"recovery-{tag}.log", {"HOLD_FILE": hold_file})  # fmt: skip

@@ -12,7 +12,7 @@ from typing import Any
 
 from celery import Celery
 
-from .peer_jobs import record
+from .handler_jobs import record
 
 TASK = "bench.record"
 QUEUE = "bench"
