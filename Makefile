@@ -21,9 +21,9 @@ $(STAMP): pyproject.toml | $(BIN)/python
 venv: $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check timer worker cli tests benchmarks examples
-	$(BIN)/ruff format --check timer worker cli tests benchmarks examples
-	$(BIN)/mypy timer worker benchmarks
+	$(BIN)/ruff check timer worker cli dashboard tests benchmarks examples
+	$(BIN)/ruff format --check timer worker cli dashboard tests benchmarks examples
+	$(BIN)/mypy timer worker benchmarks dashboard
 
 test: lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -8,6 +8,7 @@ from timer import __version__
 
 from .app import App
 from .bench import bench
+from .dashboard_cmd import dashboard
 from .demo import demo
 from .handle_cmd import dead, groups, handle
 from .probe_cmd import probe
@@ -85,6 +86,7 @@ for command in (
     stats,
     shards,
     probe,
+    dashboard,
     demo,
     bench,
 ):

@@ -478,6 +478,10 @@ class TimerClient:
         """The Redis server's clock, epoch ms: the one clock deadlines are computed on."""
         return self._run(ops.server_time_ms())
 
+    def recent_outcomes(self, shard: int, count: int = 100) -> list[Outcome]:
+        """The newest ``count`` outcomes of one shard's stream, newest first."""
+        return self._run(ops.recent(self._ns(), shard, count))
+
     def outcomes_total(self) -> int:
         """How many outcomes the namespace's streams hold (one pipelined XLEN per shard)."""
         return self._run(ops.outcomes_total(self._ns()))
@@ -508,6 +512,11 @@ class TimerClient:
     def heartbeat(self, worker_id: str, *, now_ms: int, live_window_ms: int) -> int:
         """Announce a worker at ``now_ms`` (Redis time); how many workers are live."""
         return self._run(ops.heartbeat(self.keys, worker_id, now_ms, live_window_ms))
+
+    def workers(self) -> list[tuple[str, int]]:
+        """Workers heard from recently: (worker id, last heartbeat in Redis ms), oldest
+        first (a worker gone for ten live windows is forgotten)."""
+        return self._run(ops.workers(self.keys))
 
     def leave(self, worker_id: str) -> None:
         """Take a stopping worker out of the live set at once."""

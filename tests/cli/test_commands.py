@@ -17,6 +17,7 @@ COMMANDS = [
     ["worker"], ["schedule"], ["cancel"], ["reschedule"], ["notify"], ["complete"], ["get"],
     ["wait"], ["tail"], ["trim"], ["stats"], ["shards"], ["probe"], ["demo"], ["bench"],
     ["handle"], ["groups"], ["groups", "delete"], ["dead"], ["dead", "list"], ["dead", "show"],
+    ["dashboard"],
     ["dead", "redeliver"], ["dead", "drop"],
 ]  # fmt: skip
 

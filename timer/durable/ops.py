@@ -274,6 +274,18 @@ def history(ns: C.Namespace, shards: Iterable[int], page: int = 10_000) -> Op[No
             start = entries[-1][0]
 
 
+def recent(ns: C.Namespace, shard: int, count: int) -> Op[list[Outcome]]:
+    """The newest ``count`` outcomes of one shard, newest first (XREVRANGE)."""
+    C.check_int("shard", shard, 0, ns.meta.shards - 1)
+    C.check_int("count", count, 1)
+    entries = yield C.Command("xrevrange", (ns.shard(shard).outcomes, "+", "-"), {"count": count})
+    return [
+        C.outcome_from_entry(shard, entry_id, fields)
+        for entry_id, fields in entries
+        if fields and b"only" not in fields
+    ]
+
+
 def stats(ns: C.Namespace) -> Op[dict[str, Any]]:
     """Per shard: pending, leader, epoch, outcomes, lag (ms past the oldest ended bucket);
     and what each server says about durability (eviction policy, AOF)."""
@@ -430,6 +442,12 @@ def heartbeat(keys: K.NamespaceKeys, worker: str, now_ms: int, live_window_ms: i
         C.Command("zcount", (keys.workers, now_ms - live_window_ms, "+inf")),
     ])  # fmt: skip
     return int(replies[-1])
+
+
+def workers(keys: K.NamespaceKeys) -> Op[list[tuple[str, int]]]:
+    """Every worker that announced itself recently: (id, last heartbeat, Redis ms)."""
+    seen = yield C.Command("zrange", (keys.workers, 0, -1), {"withscores": True})
+    return [(C.text(w), int(ms)) for w, ms in seen]
 
 
 def leave(keys: K.NamespaceKeys, worker: str) -> Op[None]:

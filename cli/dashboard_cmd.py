@@ -1,0 +1,72 @@
+"""``tickwheel dashboard``: the web dashboard of a namespace (Starlette, served by uvicorn)."""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import signal
+
+import click
+
+from .app import App, errors, pass_app
+
+TOKEN_ENV = "TICKWHEEL_DASHBOARD_TOKEN"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
+@click.option(
+    "--read-only", is_flag=True, help="Show everything, change nothing (no action buttons)."
+)
+@pass_app
+def dashboard(app: App, host: str, port: int, read_only: bool) -> None:
+    """Serve a web dashboard of the namespace: shards, workers, groups, dead letters,
+    timers (look up, cancel, complete, reschedule), refreshed every two seconds.
+
+    \b
+    On loopback (the default) it needs no token. To listen beyond it, set a token:
+      export TICKWHEEL_DASHBOARD_TOKEN=$(python -c 'import secrets; print(secrets.token_urlsafe())')
+    then open http://HOST:PORT/login?token=... once in the browser.
+    """
+    token = os.environ.get(TOKEN_ENV) or None
+    if not is_loopback(host) and not token:
+        raise click.UsageError(
+            f"--host {host} is beyond loopback: anyone who reaches it could cancel timers. "
+            f"Set a token first: export {TOKEN_ENV}=$(python -c 'import secrets; "
+            "print(secrets.token_urlsafe())'), then open /login?token=<it> once"
+        )
+    import uvicorn  # noqa: PLC0415 - only this command needs the web stack
+
+    from dashboard import create_app  # noqa: PLC0415
+
+    with errors():
+        client = app.client
+        client.meta  # noqa: B018 - a namespace never initialised fails here, clearly
+    web = create_app(client, read_only=read_only, token=token)
+    login = "/login?token=<your token>" if token else ""
+    click.echo(
+        f"dashboard of namespace {app.namespace!r} at {app.safe_url}: "
+        f"http://{host}:{port}/{login}" + (" (read-only)" if read_only else ""),
+        err=True,
+    )
+    server = uvicorn.Server(uvicorn.Config(web, host=host, port=port, log_level="warning"))
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+
+    def stop(signum: int, frame: object) -> None:  # graceful, then exit 0 (uvicorn's own
+        server.should_exit = True  # handler re-raises the signal: exit -15 on SIGTERM)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop)
+    server.run()
+    click.echo("dashboard stopped", err=True)

@@ -1,0 +1,265 @@
+"""The dashboard's web app: a page and a small JSON API over the public ``TimerClient``.
+
+Starlette, served by uvicorn (``tickwheel dashboard``). The page is plain HTML with a
+little JavaScript that polls ``/api/overview`` every two seconds; every action is a POST
+that goes through the client's own calls (``cancel``, ``complete``, ``reschedule``,
+``redeliver``, ``drop_dead_letter``), so validation and errors are the library's. No
+key is built here and no raw Redis command is sent.
+
+``read_only`` refuses every POST (403) and the page hides the buttons. ``token``, when
+set, is required on every request: ``Authorization: Bearer <token>``, or the cookie
+``/login?token=<token>`` sets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+from collections.abc import Awaitable, Callable
+from functools import partial
+from importlib import resources
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from timer import TimerClient
+from timer.durable.calls import parse_ref
+from timer.durable.models import DeadLetter, GroupInfo, Outcome, TimerInfo
+from timer.errors import InvalidInput, TimerError, TimerNotFound
+
+COOKIE = "tickwheel_token"
+LATENESS_BOUNDS_MS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
+RECENT = 200  # outcomes per shard read for the lateness histogram and the live list
+
+
+def _info(t: TimerInfo, now_ms: int) -> dict[str, Any]:
+    return {
+        "id": t.id, "shard": t.shard, "state": t.state, "deadline_ms": t.deadline_ms,
+        "time_left_ms": t.deadline_ms - now_ms if t.state == "pending" else None,
+        "payload": t.payload, "created_ms": t.created_ms, "decided_ms": t.decided_ms,
+        "watch": list(t.watch), "need": t.need, "notified": list(t.got),
+    }  # fmt: skip
+
+
+def _outcome(o: Outcome) -> dict[str, Any]:
+    return {
+        "id": o.id, "outcome": o.outcome, "deadline_ms": o.deadline_ms,
+        "decided_ms": o.decided_ms, "lateness_ms": o.lateness_ms, "shard": o.shard,
+    }  # fmt: skip
+
+
+def _group(g: GroupInfo) -> dict[str, Any]:
+    return {
+        "name": g.name, "pending": g.pending, "retrying": g.retrying, "lag": g.lag,
+        "oldest_pending_age_ms": g.oldest_pending_age_ms,
+        "consumers": [{"name": c.name, "pending": c.pending, "idle_ms": c.idle_ms}
+                      for c in g.consumers],
+    }  # fmt: skip
+
+
+def _dead(d: DeadLetter) -> dict[str, Any]:
+    return {
+        "ref": d.ref, "group": d.group, "attempts": d.attempts, "failed_ms": d.failed_ms,
+        "error": d.error.splitlines()[0] if d.error else "",
+        "timer": d.outcome.id if d.outcome else None,
+    }  # fmt: skip
+
+
+def lateness_histogram(outcomes: list[Outcome]) -> list[dict[str, Any]]:
+    """Expired outcomes per lateness bucket (the metrics' bounds, ms)."""
+    counts = [0] * (len(LATENESS_BOUNDS_MS) + 1)
+    for o in outcomes:
+        if o.outcome != "expired":
+            continue
+        late = max(0, o.lateness_ms)
+        i = next((i for i, b in enumerate(LATENESS_BOUNDS_MS) if late <= b), len(counts) - 1)
+        counts[i] += 1
+    labels = [f"≤{b} ms" for b in LATENESS_BOUNDS_MS] + [f">{LATENESS_BOUNDS_MS[-1]} ms"]
+    return [{"bucket": label, "count": n} for label, n in zip(labels, counts, strict=True)]
+
+
+class Dashboard:
+    """What the routes read and do, synchronously (run in a thread by each route)."""
+
+    def __init__(self, client: TimerClient, *, read_only: bool) -> None:
+        self.client = client
+        self.read_only = read_only
+
+    def overview(self) -> dict[str, Any]:
+        c = self.client
+        st = c.stats()
+        now = int(st["now_ms"])
+        recent: list[Outcome] = []
+        for shard in range(c.meta.shards):  # the newest outcomes of each shard
+            recent += c.recent_outcomes(shard, RECENT)
+        recent.sort(key=lambda o: o.decided_ms, reverse=True)
+        minute_ago = now - 60_000
+        per_minute: dict[str, int] = {"expired": 0, "completed": 0, "cancelled": 0}
+        for o in recent:
+            if o.decided_ms >= minute_ago:
+                per_minute[o.outcome] = per_minute.get(o.outcome, 0) + 1
+        led: dict[str, int] = {}
+        for s in st["shards"]:
+            if s["leader"]:
+                led[s["leader"]] = led.get(s["leader"], 0) + 1
+        return {
+            "namespace": c.namespace,
+            "server": c.where,  # never a password: the client keeps a redacted URL
+            "read_only": self.read_only,
+            "now_ms": now,
+            "pending": st["pending"],
+            "shards": [{**s, "lease": s["leader"] is not None} for s in st["shards"]],
+            "workers": [
+                {"id": w, "heartbeat_age_ms": max(0, now - ms), "shards_led": led.get(w, 0)}
+                for w, ms in c.workers()
+            ],
+            "groups": [_group(g) for g in c.groups()],
+            "dead_letters": c.dead_letters_total(),
+            "outcomes_last_minute": per_minute,
+            "lateness": lateness_histogram(recent),
+            "recent": [_outcome(o) for o in recent[:20]],
+        }
+
+    def timer(self, timer_id: str) -> dict[str, Any]:
+        info = self.client.get(timer_id)
+        if info is None:
+            raise TimerNotFound(f"no timer {timer_id!r} in namespace {self.client.namespace!r}")
+        return _info(info, self.client.server_time_ms())
+
+    def act(self, timer_id: str, action: str, body: dict[str, Any]) -> dict[str, Any]:
+        c = self.client
+        if action == "cancel":
+            return {"done": c.cancel(timer_id), **self.timer(timer_id)}
+        if action == "complete":
+            return {"done": c.complete(timer_id), **self.timer(timer_id)}
+        if action == "reschedule":
+            delay = body.get("delay_ms")
+            if isinstance(delay, bool) or not isinstance(delay, int):
+                raise InvalidInput(f"delay_ms must be a whole number of ms, got {delay!r}")
+            moved = c.reschedule(timer_id, delay)
+            return {"done": moved is not None, **self.timer(timer_id)}
+        raise InvalidInput(f"unknown action {action!r}: cancel, complete or reschedule")
+
+    def dead(self) -> list[dict[str, Any]]:
+        return [_dead(d) for d in self.client.dead_letters(limit=200)]
+
+    def dead_act(self, ref: str, action: str) -> dict[str, Any]:
+        parse_ref(ref, self.client.meta.shards)
+        if action == "redeliver":
+            return {"ref": ref, "done": self.client.redeliver(ref) is not None}
+        if action == "drop":
+            return {"ref": ref, "done": self.client.drop_dead_letter(ref)}
+        raise InvalidInput(f"unknown action {action!r}: redeliver or drop")
+
+
+def _error(exc: TimerError) -> JSONResponse:
+    status = (
+        404 if isinstance(exc, TimerNotFound) else 400 if isinstance(exc, InvalidInput) else 503
+    )
+    return JSONResponse({"error": str(exc), "kind": type(exc).__name__}, status_code=status)
+
+
+async def _call(fn: Callable[[], Any]) -> Response:
+    """Run a blocking client call off the event loop; a TimerError becomes a clear 4xx/5xx."""
+    try:
+        return JSONResponse(await asyncio.to_thread(fn))
+    except TimerError as exc:
+        return _error(exc)
+
+
+class TokenGate(BaseHTTPMiddleware):
+    def __init__(self, app: Any, token: str) -> None:
+        super().__init__(app)
+        self.token = token
+
+    async def dispatch(
+        self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        if request.url.path == "/login":
+            given = request.query_params.get("token", "")
+            if hmac.compare_digest(given, self.token):
+                response = RedirectResponse("/", status_code=303)
+                response.set_cookie(COOKIE, given, httponly=True, samesite="strict")
+                return response
+            return JSONResponse({"error": "wrong token"}, status_code=401)
+        header = request.headers.get("authorization", "")
+        given = (
+            header[7:] if header.lower().startswith("bearer ") else request.cookies.get(COOKIE, "")
+        )
+        if not hmac.compare_digest(given, self.token):
+            return JSONResponse(
+                {"error": "this dashboard needs its token: open /login?token=… or send "
+                          "Authorization: Bearer …"},
+                status_code=401,
+            )  # fmt: skip
+        return await call_next(request)
+
+
+def create_app(client: TimerClient, *, read_only: bool = False, token: str | None = None) -> Any:
+    """The Starlette app for ``client``'s namespace."""
+    d = Dashboard(client, read_only=read_only)
+    page = (resources.files("dashboard") / "static" / "index.html").read_text()
+
+    async def index(request: Request) -> Response:
+        return HTMLResponse(page)
+
+    async def overview(request: Request) -> Response:
+        return await _call(d.overview)
+
+    async def timer(request: Request) -> Response:
+        return await _call(partial(d.timer, request.path_params["timer_id"]))
+
+    async def refuse_if_read_only() -> Response | None:
+        if d.read_only:
+            return JSONResponse(
+                {"error": "this dashboard is read-only (started with --read-only)"},
+                status_code=403,
+            )
+        return None
+
+    async def body_of(request: Request) -> dict[str, Any] | Response:
+        if not await request.body():
+            return {}
+        try:
+            data = await request.json()
+        except ValueError:
+            return JSONResponse({"error": "the body must be JSON"}, status_code=400)
+        if not isinstance(data, dict):
+            return JSONResponse({"error": "the body must be a JSON object"}, status_code=400)
+        return data
+
+    async def act(request: Request) -> Response:
+        refused = await refuse_if_read_only()
+        if refused is not None:
+            return refused
+        body = await body_of(request)
+        if isinstance(body, Response):
+            return body
+        tid, action = request.path_params["timer_id"], request.path_params["action"]
+        return await _call(partial(d.act, tid, action, body))
+
+    async def dead(request: Request) -> Response:
+        return await _call(d.dead)
+
+    async def dead_act(request: Request) -> Response:
+        refused = await refuse_if_read_only()
+        if refused is not None:
+            return refused
+        ref = f"{request.path_params['shard']}/{request.path_params['entry']}"
+        return await _call(partial(d.dead_act, ref, request.path_params["action"]))
+
+    routes = [
+        Route("/", index),
+        Route("/api/overview", overview),
+        Route("/api/timers/{timer_id:path}/{action:str}", act, methods=["POST"]),
+        Route("/api/timers/{timer_id:path}", timer),
+        Route("/api/dead", dead),
+        Route("/api/dead/{shard:int}/{entry:str}/{action:str}", dead_act, methods=["POST"]),
+    ]
+    middleware = [Middleware(TokenGate, token=token)] if token else []
+    return Starlette(routes=routes, middleware=middleware)

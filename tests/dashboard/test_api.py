@@ -1,0 +1,141 @@
+"""The dashboard's JSON API on the real server (Starlette's test client, in-process)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+from starlette.testclient import TestClient
+
+from dashboard import create_app
+from tests.conftest import wait_for
+from timer import Handlers, TimerClient
+from timer.testing import RedisServer
+from worker import Worker, WorkerSettings
+
+
+@pytest.fixture
+def client(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
+    if not redis_server.running:
+        redis_server.restart()
+    c = TimerClient.from_url(redis_server.url, namespace)
+    c.init(shards=4)
+    yield c
+    c.close()
+
+
+def web(c: TimerClient, **options: object) -> TestClient:
+    return TestClient(create_app(c, **options))  # type: ignore[arg-type]
+
+
+def namespace_dump(r: redis.Redis, namespace: str) -> dict[bytes, object]:
+    return {k: r.dump(k) for k in r.scan_iter(match=f"{{tw:{namespace}*")}
+
+
+def test_overview_shows_leaders_pending_workers_and_groups(client: TimerClient) -> None:
+    client.schedule("job:{1}", 3_600_000)
+    client.schedule("gone", 3_600_000)
+    client.cancel("gone")
+    w = Worker(TimerClient.from_url(client.where, client.namespace), WorkerSettings(worker_id="w1"))
+    try:
+        wait_for(lambda: w.run_once() >= 0 and all(client.leaders().values()), 20, "leases")
+        g = client.consumer("billing", "b1")
+        g.ensure()
+        with web(client) as http:
+            o = http.get("/api/overview").json()
+    finally:
+        w.close()
+        w.client.close()
+    assert o["namespace"] == client.namespace and o["pending"] == 1
+    assert {s["leader"] for s in o["shards"]} == {"w1"}
+    assert sum(s["pending"] for s in o["shards"]) == 1
+    assert [w["id"] for w in o["workers"]] == ["w1"] and o["workers"][0]["shards_led"] == 4
+    assert [g["name"] for g in o["groups"]] == ["billing"] and o["groups"][0]["lag"] == 1
+    assert o["outcomes_last_minute"]["cancelled"] == 1
+    assert [r["id"] for r in o["recent"]] == ["gone"]
+
+
+def test_lookup_cancel_reschedule_and_bad_input(
+    client: TimerClient, redis_client: redis.Redis
+) -> None:
+    client.schedule("job:{7}", 3_600_000, payload={"job": 7}, watch=["job:{7}:done"])
+    with web(client) as http:
+        t = http.get("/api/timers/job:{7}").json()
+        assert (t["state"], t["payload"], t["watch"]) == ("pending", {"job": 7}, ["job:{7}:done"])
+        assert 0 < t["time_left_ms"] <= 3_600_000
+        before = namespace_dump(redis_client, client.namespace)
+        bad = http.post("/api/timers/job:{7}/reschedule", json={"delay_ms": "30s"})
+        assert bad.status_code == 400 and "delay_ms must be a whole number" in bad.json()["error"]
+        assert http.post("/api/timers/job:{7}/explode").status_code == 400
+        assert http.post("/api/timers/job:{7}/cancel", content=b"{nope").status_code == 400
+        assert namespace_dump(redis_client, client.namespace) == before  # nothing written
+        missing = http.get("/api/timers/nope")
+        assert missing.status_code == 404 and "no timer 'nope'" in missing.json()["error"]
+        moved = http.post("/api/timers/job:{7}/reschedule", json={"delay_ms": 60_000}).json()
+        assert moved["done"] and moved["time_left_ms"] <= 60_000
+        done = http.post("/api/timers/job:{7}/cancel").json()
+        assert done["done"] is True and done["state"] == "cancelled"
+        again = http.post("/api/timers/job:{7}/cancel").json()
+        assert again["done"] is False and again["state"] == "cancelled"
+        page = http.get("/")
+        assert page.status_code == 200 and "tickwheel dashboard" in page.text
+
+
+def test_read_only_refuses_every_action_and_writes_nothing(
+    client: TimerClient, redis_client: redis.Redis
+) -> None:
+    client.schedule("job:{1}", 3_600_000)
+    before = namespace_dump(redis_client, client.namespace)
+    with web(client, read_only=True) as http:
+        assert http.get("/api/overview").json()["read_only"] is True
+        for path in ("/api/timers/job:{1}/cancel", "/api/dead/0/1-0/drop"):
+            r = http.post(path)
+            assert r.status_code == 403 and "read-only" in r.json()["error"]
+    assert namespace_dump(redis_client, client.namespace) == before
+
+
+def test_dead_letters_redeliver_and_drop(client: TimerClient) -> None:
+    for tid in ("a", "b"):
+        client.schedule(tid, 60_000)
+        client.cancel(tid)
+    h = Handlers(client, group="g", max_attempts=1)
+    h.add("cancelled", lambda o: 1 / 0)
+    assert h.run(stop_when_idle=True)
+    with web(client) as http:
+        dead = http.get("/api/dead").json()
+        assert len(dead) == 2 and "ZeroDivisionError" in dead[0]["error"]
+        first, second = (d["ref"] for d in dead)
+        assert http.post(f"/api/dead/{first}/redeliver").json()["done"] is True
+        assert http.post(f"/api/dead/{second}/drop").json()["done"] is True
+        assert http.post(f"/api/dead/{second}/drop").json()["done"] is False
+        assert http.post("/api/dead/99/1-0/drop").status_code == 400  # no such shard
+        assert http.get("/api/dead").json() == []
+
+
+def test_token_is_required_when_set(client: TimerClient) -> None:
+    with web(client, token="s3cret") as http:
+        assert http.get("/api/overview").status_code == 401
+        assert http.get("/", headers={"Authorization": "Bearer wrong"}).status_code == 401
+        ok = http.get("/api/overview", headers={"Authorization": "Bearer s3cret"})
+        assert ok.status_code == 200
+        assert http.get("/login?token=wrong").status_code == 401
+        http.get("/login?token=s3cret")  # sets the cookie
+        assert http.get("/api/overview").status_code == 200
+
+
+def test_password_never_shown(redis_server: RedisServer, namespace: str) -> None:
+    admin = redis.Redis.from_url(redis_server.url)
+    admin.acl_setuser("dash", enabled=True, passwords=["+hunter2pw"], keys=["*"],
+                      channels=["*"], commands=["+@all"])  # fmt: skip
+    try:
+        url = redis_server.url.replace("redis://", "redis://dash:hunter2pw@")
+        c = TimerClient.from_url(url, namespace)
+        c.init(shards=2)
+        with web(c) as http:
+            body = http.get("/api/overview").text + http.get("/").text
+        c.close()
+        assert "hunter2pw" not in body and "dash" in body
+    finally:
+        admin.acl_deluser("dash")
+        admin.close()

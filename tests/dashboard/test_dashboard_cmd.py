@@ -1,0 +1,95 @@
+"""`tickwheel dashboard` as the README says to run it (real processes, real HTTP)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import wait_for
+from timer import TimerClient
+from timer.testing import RedisServer, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+def readme_lines() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## The dashboard", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, object]]:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+    except OSError:
+        return 0, {}
+
+
+def start(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "cli", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+
+
+def stop(proc: subprocess.Popen[bytes]) -> bytes:
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=20)
+    return out
+
+
+@pytest.fixture
+def env(redis_server: RedisServer, namespace: str) -> dict[str, str]:
+    if not redis_server.running:
+        redis_server.restart()
+    c = TimerClient.from_url(redis_server.url, namespace)
+    c.init(shards=2)
+    c.close()
+    return {**os.environ, "TICKWHEEL_REDIS_URL": redis_server.url,
+            "TICKWHEEL_NAMESPACE": namespace, "PYTHONPATH": str(ROOT)}  # fmt: skip
+
+
+def test_readme_dashboard_commands_serve_and_stop(env: dict[str, str]) -> None:
+    lines = readme_lines()
+    assert lines == ["tickwheel dashboard", "tickwheel dashboard --read-only"]
+    for line in lines:
+        proc = start(shlex.split(line)[1:], env)
+        try:
+            wait_for(lambda: get("http://127.0.0.1:8080/api/overview")[0] == 200, 30,
+                     f"`{line}` to serve")  # fmt: skip
+            _, body = get("http://127.0.0.1:8080/api/overview")
+            assert body["namespace"] == env["TICKWHEEL_NAMESPACE"]
+            assert body["read_only"] is ("--read-only" in line)
+        finally:
+            out = stop(proc)
+        assert proc.returncode == 0, out
+
+
+def test_beyond_loopback_needs_a_token(env: dict[str, str]) -> None:
+    port = str(free_port())
+    refused = subprocess.run([sys.executable, "-m", "cli", "dashboard", "--host", "0.0.0.0",
+                              "--port", port], cwd=ROOT, env=env, capture_output=True,
+                             timeout=60, check=False)  # fmt: skip
+    assert refused.returncode == 2
+    assert b"TICKWHEEL_DASHBOARD_TOKEN" in refused.stderr
+    proc = start(["dashboard", "--host", "0.0.0.0", "--port", port],
+                 {**env, "TICKWHEEL_DASHBOARD_TOKEN": "t0ken"})  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{port}/api/overview"
+        wait_for(lambda: get(url)[0] == 401, 30, "the dashboard to ask for its token")
+        assert get(url, {"Authorization": "Bearer t0ken"})[0] == 200
+    finally:
+        out = stop(proc)
+    assert b"t0ken" not in out  # the token is not printed
