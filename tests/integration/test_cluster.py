@@ -91,6 +91,22 @@ def test_handlers_on_a_cluster(cclient: TimerClient) -> None:
     assert cclient.delete_group("g") == 8 and cclient.groups() == []
 
 
+def test_dashboard_on_a_cluster(cclient: TimerClient) -> None:
+    """The dashboard's overview, lookup and cancel across three masters."""
+    from starlette.testclient import TestClient  # noqa: PLC0415
+
+    from dashboard import create_app  # noqa: PLC0415
+
+    cclient.schedule("d:{1}", delay_ms=60_000)
+    cclient.schedule("d:{2}", delay_ms=60_000)
+    with TestClient(create_app(cclient)) as http:
+        o = http.get("/api/overview").json()
+        assert o["pending"] == 2 and len(o["shards"]) == 8
+        assert http.get("/api/timers/d:{1}").json()["state"] == "pending"
+        assert http.post("/api/timers/d:{1}/cancel").json()["state"] == "cancelled"
+        assert http.get("/api/overview").json()["outcomes_last_minute"]["cancelled"] == 1
+
+
 def test_cluster_survives_script_flush(cclient: TimerClient, cluster_url: str) -> None:
     """After SCRIPT FLUSH on every node, single calls and pipelines reload the scripts."""
     cclient.schedule("warm", delay_ms=60_000)
