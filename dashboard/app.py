@@ -145,6 +145,14 @@ class Dashboard:
             return {"done": moved is not None, **self.timer(timer_id)}
         raise InvalidInput(f"unknown action {action!r}: cancel, complete or reschedule")
 
+    def due(self, shard: int) -> dict[str, Any]:
+        now = self.client.server_time_ms()
+        timers = self.client.next_due(shard, 20)
+        return {
+            "shard": shard,
+            "due": [{"id": tid, "deadline_ms": d, "time_left_ms": d - now} for d, tid in timers],
+        }
+
     def dead(self) -> list[dict[str, Any]]:
         return [_dead(d) for d in self.client.dead_letters(limit=200)]
 
@@ -243,6 +251,9 @@ def create_app(client: TimerClient, *, read_only: bool = False, token: str | Non
         tid, action = request.path_params["timer_id"], request.path_params["action"]
         return await _call(partial(d.act, tid, action, body))
 
+    async def due(request: Request) -> Response:
+        return await _call(partial(d.due, request.path_params["shard"]))
+
     async def dead(request: Request) -> Response:
         return await _call(d.dead)
 
@@ -258,6 +269,7 @@ def create_app(client: TimerClient, *, read_only: bool = False, token: str | Non
         Route("/api/overview", overview),
         Route("/api/timers/{timer_id:path}/{action:str}", act, methods=["POST"]),
         Route("/api/timers/{timer_id:path}", timer),
+        Route("/api/shards/{shard:int}/due", due),
         Route("/api/dead", dead),
         Route("/api/dead/{shard:int}/{entry:str}/{action:str}", dead_act, methods=["POST"]),
     ]

@@ -478,6 +478,10 @@ class TimerClient:
         """The Redis server's clock, epoch ms: the one clock deadlines are computed on."""
         return self._run(ops.server_time_ms())
 
+    def next_due(self, shard: int, count: int = 20) -> list[tuple[int, str]]:
+        """The pending timers of one shard due first: (deadline_ms, id), soonest first."""
+        return self._run(ops.next_due(self._ns(), shard, count))
+
     def recent_outcomes(self, shard: int, count: int = 100) -> list[Outcome]:
         """The newest ``count`` outcomes of one shard's stream, newest first."""
         return self._run(ops.recent(self._ns(), shard, count))

@@ -64,6 +64,9 @@ def test_lookup_cancel_reschedule_and_bad_input(
         t = http.get("/api/timers/job:{7}").json()
         assert (t["state"], t["payload"], t["watch"]) == ("pending", {"job": 7}, ["job:{7}:done"])
         assert 0 < t["time_left_ms"] <= 3_600_000
+        due = http.get(f"/api/shards/{client.shard_of('job:{7}')}/due").json()["due"]
+        assert [t["id"] for t in due] == ["job:{7}"] and due[0]["time_left_ms"] > 0
+        assert http.get("/api/shards/99/due").status_code == 400
         before = namespace_dump(redis_client, client.namespace)
         bad = http.post("/api/timers/job:{7}/reschedule", json={"delay_ms": "30s"})
         assert bad.status_code == 400 and "delay_ms must be a whole number" in bad.json()["error"]

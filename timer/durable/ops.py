@@ -286,6 +286,22 @@ def recent(ns: C.Namespace, shard: int, count: int) -> Op[list[Outcome]]:
     ]
 
 
+def next_due(ns: C.Namespace, shard: int, count: int) -> Op[list[tuple[int, str]]]:
+    """The ``count`` pending timers of a shard due first: (deadline_ms, id), soonest first.
+
+    Reads the shard's first ``count`` durable buckets (at most ``10 * count`` ids), so it
+    is cheap however many timers the shard holds.
+    """
+    C.check_int("shard", shard, 0, ns.meta.shards - 1)
+    C.check_int("count", count, 1, 1000)
+    sk = ns.shard(shard)
+    first = yield C.Command("zrange", (sk.buckets, 0, count - 1), {"withscores": True})
+    if not first:
+        return []
+    due = yield from read_due(sk, int(first[-1][1]), set(), max_ids=10 * count)
+    return due.timers[:count]
+
+
 def stats(ns: C.Namespace) -> Op[dict[str, Any]]:
     """Per shard: pending, leader, epoch, outcomes, lag (ms past the oldest ended bucket);
     and what each server says about durability (eviction policy, AOF)."""
