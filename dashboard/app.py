@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import hmac
 from collections.abc import Awaitable, Callable
-from functools import partial
 from importlib import resources
 from typing import Any
 
@@ -29,8 +28,9 @@ from starlette.routing import Route
 
 from timer import TimerClient
 from timer.durable.calls import parse_ref
+from timer.durable.keys import check_namespace
 from timer.durable.models import DeadLetter, GroupInfo, Outcome, TimerInfo
-from timer.errors import InvalidInput, TimerError, TimerNotFound
+from timer.errors import ConfigError, InvalidInput, TimerError, TimerNotFound
 
 COOKIE = "tickwheel_token"
 LATENESS_BOUNDS_MS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
@@ -84,7 +84,8 @@ def lateness_histogram(outcomes: list[Outcome]) -> list[dict[str, Any]]:
 
 
 class Dashboard:
-    """What the routes read and do, synchronously (run in a thread by each route)."""
+    """What the routes read and do, synchronously (run in a thread by each route), for
+    one namespace; :class:`Namespaces` hands out one per namespace."""
 
     def __init__(self, client: TimerClient, *, read_only: bool) -> None:
         self.client = client
@@ -100,22 +101,34 @@ class Dashboard:
         recent.sort(key=lambda o: o.decided_ms, reverse=True)
         minute_ago = now - 60_000
         per_minute: dict[str, int] = {"expired": 0, "completed": 0, "cancelled": 0}
+        expired_by_shard: dict[int, int] = {}
         for o in recent:
             if o.decided_ms >= minute_ago:
                 per_minute[o.outcome] = per_minute.get(o.outcome, 0) + 1
+                if o.outcome == "expired":
+                    expired_by_shard[o.shard] = expired_by_shard.get(o.shard, 0) + 1
         led: dict[str, int] = {}
+        fired: dict[str, int] = {}
         for s in st["shards"]:
             if s["leader"]:
                 led[s["leader"]] = led.get(s["leader"], 0) + 1
+                fired[s["leader"]] = fired.get(s["leader"], 0) + expired_by_shard.get(s["shard"], 0)
         return {
             "namespace": c.namespace,
+            "namespaces": c.namespaces(),
             "server": c.where,  # never a password: the client keeps a redacted URL
             "read_only": self.read_only,
             "now_ms": now,
             "pending": st["pending"],
             "shards": [{**s, "lease": s["leader"] is not None} for s in st["shards"]],
             "workers": [
-                {"id": w, "heartbeat_age_ms": max(0, now - ms), "shards_led": led.get(w, 0)}
+                {
+                    "id": w,
+                    "heartbeat_age_ms": max(0, now - ms),
+                    "shards_led": led.get(w, 0),
+                    # timers expired on the shards it leads, per second over the last minute
+                    "expired_per_s": round(fired.get(w, 0) / 60, 2),
+                }
                 for w, ms in c.workers()
             ],
             "groups": [_group(g) for g in c.groups()],
@@ -165,10 +178,32 @@ class Dashboard:
         raise InvalidInput(f"unknown action {action!r}: redeliver or drop")
 
 
+class Namespaces:
+    """A Dashboard per namespace, each with a client sharing the first one's connections."""
+
+    def __init__(self, client: TimerClient, *, read_only: bool) -> None:
+        self.first = client
+        self.read_only = read_only
+        self.boards = {client.namespace: Dashboard(client, read_only=read_only)}
+
+    def of(self, request: Request) -> Dashboard:
+        name = request.query_params.get("ns") or self.first.namespace
+        if name not in self.boards:
+            check_namespace(name)
+            c = TimerClient(
+                self.first.redis, name, settings=self.first.settings, safe_url=self.first.where
+            )
+            c.meta  # noqa: B018 - a namespace that does not exist fails here (ConfigError)
+            self.boards[name] = Dashboard(c, read_only=self.read_only)
+        return self.boards[name]
+
+
 def _error(exc: TimerError) -> JSONResponse:
-    status = (
-        404 if isinstance(exc, TimerNotFound) else 400 if isinstance(exc, InvalidInput) else 503
-    )
+    status = 503  # Redis unreachable or failing
+    if isinstance(exc, TimerNotFound):
+        status = 404
+    elif isinstance(exc, InvalidInput | ConfigError):  # bad input; a namespace not created
+        status = 400
     return JSONResponse({"error": str(exc), "kind": type(exc).__name__}, status_code=status)
 
 
@@ -209,21 +244,26 @@ class TokenGate(BaseHTTPMiddleware):
 
 
 def create_app(client: TimerClient, *, read_only: bool = False, token: str | None = None) -> Any:
-    """The Starlette app for ``client``'s namespace."""
-    d = Dashboard(client, read_only=read_only)
+    """The Starlette app for ``client``'s namespace (others with ``?ns=<name>``)."""
+    boards = Namespaces(client, read_only=read_only)
     page = (resources.files("dashboard") / "static" / "index.html").read_text()
+
+    def on(request: Request, fn: Callable[[Dashboard], Any]) -> Callable[[], Any]:
+        """The work of a route, on the request's namespace (run in a thread)."""
+        return lambda: fn(boards.of(request))
 
     async def index(request: Request) -> Response:
         return HTMLResponse(page)
 
     async def overview(request: Request) -> Response:
-        return await _call(d.overview)
+        return await _call(on(request, Dashboard.overview))
 
     async def timer(request: Request) -> Response:
-        return await _call(partial(d.timer, request.path_params["timer_id"]))
+        tid = request.path_params["timer_id"]
+        return await _call(on(request, lambda d: d.timer(tid)))
 
-    async def refuse_if_read_only() -> Response | None:
-        if d.read_only:
+    def refused() -> Response | None:
+        if read_only:
             return JSONResponse(
                 {"error": "this dashboard is read-only (started with --read-only)"},
                 status_code=403,
@@ -242,27 +282,29 @@ def create_app(client: TimerClient, *, read_only: bool = False, token: str | Non
         return data
 
     async def act(request: Request) -> Response:
-        refused = await refuse_if_read_only()
-        if refused is not None:
-            return refused
+        no = refused()
+        if no is not None:
+            return no
         body = await body_of(request)
         if isinstance(body, Response):
             return body
         tid, action = request.path_params["timer_id"], request.path_params["action"]
-        return await _call(partial(d.act, tid, action, body))
+        return await _call(on(request, lambda d: d.act(tid, action, body)))
 
     async def due(request: Request) -> Response:
-        return await _call(partial(d.due, request.path_params["shard"]))
+        shard = request.path_params["shard"]
+        return await _call(on(request, lambda d: d.due(shard)))
 
     async def dead(request: Request) -> Response:
-        return await _call(d.dead)
+        return await _call(on(request, Dashboard.dead))
 
     async def dead_act(request: Request) -> Response:
-        refused = await refuse_if_read_only()
-        if refused is not None:
-            return refused
+        no = refused()
+        if no is not None:
+            return no
         ref = f"{request.path_params['shard']}/{request.path_params['entry']}"
-        return await _call(partial(d.dead_act, ref, request.path_params["action"]))
+        action = request.path_params["action"]
+        return await _call(on(request, lambda d: d.dead_act(ref, action)))
 
     routes = [
         Route("/", index),

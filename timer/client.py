@@ -478,6 +478,11 @@ class TimerClient:
         """The Redis server's clock, epoch ms: the one clock deadlines are computed on."""
         return self._run(ops.server_time_ms())
 
+    def namespaces(self) -> list[str]:
+        """The namespaces ``init`` created on this server or cluster (this client's one
+        included, even if it was created before namespaces were listed)."""
+        return sorted({*self._run(ops.namespaces()), self.namespace})
+
     def next_due(self, shard: int, count: int = 20) -> list[tuple[int, str]]:
         """The pending timers of one shard due first: (deadline_ms, id), soonest first."""
         return self._run(ops.next_due(self._ns(), shard, count))

@@ -54,6 +54,27 @@ def test_overview_shows_leaders_pending_workers_and_groups(client: TimerClient) 
     assert [g["name"] for g in o["groups"]] == ["billing"] and o["groups"][0]["lag"] == 1
     assert o["outcomes_last_minute"]["cancelled"] == 1
     assert [r["id"] for r in o["recent"]] == ["gone"]
+    assert client.namespace in o["namespaces"]
+    assert all(s["lease_ttl_ms"] is None or s["lease_ttl_ms"] > 0 for s in o["shards"])
+
+
+def test_another_namespace_by_query(client: TimerClient, redis_server: RedisServer) -> None:
+    """?ns= shows another namespace on the same server; an unknown one is a clear 400."""
+    other = TimerClient.from_url(redis_server.url, client.namespace + "-b")
+    other.init(shards=2)
+    other.schedule("x", 60_000)
+    try:
+        with web(client) as http:
+            o = http.get(f"/api/overview?ns={other.namespace}").json()
+            assert (o["namespace"], o["pending"], len(o["shards"])) == (other.namespace, 1, 2)
+            assert other.namespace in o["namespaces"]
+            assert http.get(f"/api/timers/x?ns={other.namespace}").json()["state"] == "pending"
+            missing = http.get("/api/overview?ns=never-made")
+            assert missing.status_code == 400 and "not initialised" in missing.json()["error"]
+            bad = http.get("/api/overview?ns=bad name!")
+            assert bad.status_code == 400 and "namespace must be" in bad.json()["error"]
+    finally:
+        other.close()
 
 
 def test_lookup_cancel_reschedule_and_bad_input(

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from ..errors import InvalidInput
 
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+NAMESPACES = "tw:namespaces"  # SET of every namespace `init` created (one key per server)
 MAX_NAME_BYTES = 256
 
 

@@ -125,8 +125,9 @@ def init(
         C.Command("hsetnx", (keys.meta, "bucket_ms", bucket_ms)),
         C.Command("hsetnx", (keys.meta, "version", FORMAT_VERSION)),
         C.Command("hgetall", (keys.meta,)),
+        C.Command("sadd", (K.NAMESPACES, keys.namespace)),  # for listing (the dashboard)
     ])  # fmt: skip
-    stored = replies[-1]
+    stored = replies[3]
     meta = Meta(int(stored[b"shards"]), int(stored[b"bucket_ms"]))
     if meta.shards != shards:
         raise ConfigError(
@@ -274,6 +275,12 @@ def history(ns: C.Namespace, shards: Iterable[int], page: int = 10_000) -> Op[No
             start = entries[-1][0]
 
 
+def namespaces() -> Op[list[str]]:
+    """The namespaces ``init`` has created on this server (or cluster), sorted."""
+    names = yield C.Command("smembers", (K.NAMESPACES,))
+    return sorted(C.text(n) for n in names)
+
+
 def recent(ns: C.Namespace, shard: int, count: int) -> Op[list[Outcome]]:
     """The newest ``count`` outcomes of one shard, newest first (XREVRANGE)."""
     C.check_int("shard", shard, 0, ns.meta.shards - 1)
@@ -303,8 +310,9 @@ def next_due(ns: C.Namespace, shard: int, count: int) -> Op[list[tuple[int, str]
 
 
 def stats(ns: C.Namespace) -> Op[dict[str, Any]]:
-    """Per shard: pending, leader, epoch, outcomes, lag (ms past the oldest ended bucket);
-    and what each server says about durability (eviction policy, AOF)."""
+    """Per shard: pending, leader, epoch, outcomes, lag (ms past the oldest ended bucket),
+    the lease's time to live; and what each server says about durability (eviction
+    policy, AOF)."""
     now = yield from server_time_ms()
     servers = yield from server_settings()
     commands: list[C.Command] = []
@@ -316,11 +324,12 @@ def stats(ns: C.Namespace) -> Op[dict[str, Any]]:
             C.Command("get", (sk.epoch,)),
             C.Command("zrange", (sk.buckets, 0, 0), {"withscores": True}),
             C.Command("xlen", (sk.outcomes,)),
+            C.Command("pttl", (sk.lease,)),
         ]
     replies = yield C.Pipeline(commands)
     shards: list[dict[str, Any]] = []
     for s in range(ns.meta.shards):
-        pending, leader, epoch, oldest, outs = replies[5 * s : 5 * s + 5]
+        pending, leader, epoch, oldest, outs, ttl = replies[6 * s : 6 * s + 6]
         lag = 0
         if oldest:
             bucket_end = int(oldest[0][1]) + ns.meta.bucket_ms
@@ -333,6 +342,7 @@ def stats(ns: C.Namespace) -> Op[dict[str, Any]]:
                 "epoch": int(epoch) if epoch else 0,
                 "outcomes": int(outs),
                 "lag_ms": lag,
+                "lease_ttl_ms": int(ttl) if int(ttl) >= 0 else None,  # until it lapses
             }
         )
     return {
