@@ -96,6 +96,9 @@ def test_overview_lookup_and_cancel_in_a_browser(
         page.click("#lookup button")
         expect(page.locator("#timer-state")).to_have_text("pending")
         expect(page.locator("#timer")).to_contain_text("job:{42}:done")
+        page.fill("#delay", "soon")  # bad input in the page: a clear message, nothing sent
+        page.click("#reschedule")
+        expect(page.locator("#message")).to_contain_text('"soon" is not a duration')
         page.on("dialog", lambda dialog: dialog.accept())
         page.click("#cancel")
         expect(page.locator("#timer-state")).to_have_text("cancelled")
