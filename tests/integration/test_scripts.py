@@ -183,3 +183,32 @@ def test_lua_key_helpers_match_the_python_key_format(
     assert [x.decode() for x in built] == [
         sk.bucket(1234), sk.watch("job:{7}:done"), sk.result("job:{7}")
     ]  # fmt: skip
+
+
+def test_fire_and_sweep_publish_no_echo_but_cancel_does(
+    c: TimerClient, redis_client: redis.Redis
+) -> None:
+    """The leader's own fire and sweep publish no decided event (it knows what it
+    decided); cancel, from anyone, still tells the leader."""
+    now = server_now_ms(redis_client)
+    for tid in ("a:{e}", "b:{e}", "c:{e}"):
+        c.schedule(tid, deadline_ms=now - 5_000)
+    c.schedule("d:{e}", deadline_ms=now + 60_000)
+    shard = c.shard_of("a:{e}")
+    pubsub = redis_client.pubsub()
+    pubsub.subscribe(c.keys.shard(shard).events)
+    try:
+        assert pubsub.get_message(timeout=5)["type"] == "subscribe"  # type: ignore[index]
+        epoch = acquire(c, shard)
+        assert fire(c, shard, "w1", epoch, ["a:{e}"]).fired == ["a:{e}"]
+        swept = c.shard_store(shard).sweep("w1", epoch, ttl_ms=60_000, limit=10)
+        assert sorted(tid for tid, _ in swept.fired) == ["b:{e}", "c:{e}"]
+        assert c.cancel("d:{e}")
+        got = []
+        while not got or not got[-1].startswith("X cancelled"):  # published in this order
+            message = pubsub.get_message(timeout=5)
+            assert message is not None, f"no cancel event; got {got}"
+            got.append(message["data"].decode())
+        assert got == ["X cancelled d:{e}"]
+    finally:
+        pubsub.close()

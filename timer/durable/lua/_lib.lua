@@ -8,7 +8,8 @@ Record of a pending timer (HASH P:t, field = id), msgpack map built here:
 Retained outcome (STRING P:r:<id>): msgpack map o = outcome, d, t = decided_ms, p, c, s,
   g = the watch keys notified before it was decided (which completed it).
 Events on the shard channel: "S <deadline> <id>" scheduled, "R <deadline> <id>"
-rescheduled, "X <outcome> <id>" decided.
+rescheduled, "X <outcome> <id>" decided by cancel, complete or notify (fire and sweep
+publish nothing: the leader that called them already knows what they decided).
 ]]
 
 local function now_ms()
@@ -70,7 +71,9 @@ local function decide(ctx, id, rec, outcome, now, rkey)
     'decided', istr(now), 'payload', rec.p)
   redis.call('SET', rkey, cmsgpack.pack({o = outcome, d = rec.d, t = now, p = rec.p, c = rec.c, s = rec.s, g = rec.g}),
     'PX', ctx.ttl)
-  redis.call('PUBLISH', ctx.ev, 'X ' .. outcome .. ' ' .. id)
+  if ctx.ev then  -- fire and sweep clear it: their caller is the leader, which knows
+    redis.call('PUBLISH', ctx.ev, 'X ' .. outcome .. ' ' .. id)
+  end
 end
 
 -- Fail with FENCED unless `worker` holds the shard's lease at `epoch`.

@@ -3,7 +3,7 @@
 KEYS[1]  P:t        KEYS[2]  P:buckets    KEYS[3]  P:out (STREAM)
 KEYS[4]  P:lease    KEYS[5]  P:epoch      KEYS[5+i]  P:r:<id_i> for each id
 ARGV[1]  P          ARGV[2]  worker id    ARGV[3]  epoch (fencing token)
-ARGV[4]  bucket_ms  ARGV[5]  result_ttl_ms ARGV[6] events channel of the shard
+ARGV[4]  bucket_ms  ARGV[5]  result_ttl_ms ARGV[6] events channel of the shard (unused: nothing is published)
 ARGV[6+i] id_i      (oldest deadline first: outcomes are appended in this order)
 
 Returns  {fired, early}: fired = ids expired by this call; early = {id, deadline_ms, ...} for
@@ -16,6 +16,7 @@ Cost     O(N * W) for N ids.
 local fenced = check_fence(KEYS[4], KEYS[5], ARGV[2], ARGV[3])
 if fenced then return fenced end
 local ctx = shard_ctx(ARGV[1], KEYS[1], KEYS[2], KEYS[3], ARGV[6], ARGV[4], ARGV[5])
+ctx.ev = nil  -- no echo event: the leader calling this knows what it decides
 local now = now_ms()
 local fired, early = {}, {}
 for i = 7, #ARGV do

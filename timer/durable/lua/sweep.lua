@@ -6,7 +6,7 @@ Pub/sub only makes firing fast; sweep makes it certain. Every timer of a bucket 
 KEYS[1]  P:t        KEYS[2]  P:buckets    KEYS[3]  P:out (STREAM)
 KEYS[4]  P:lease    KEYS[5]  P:epoch
 ARGV[1]  P          ARGV[2]  worker id    ARGV[3]  epoch
-ARGV[4]  bucket_ms  ARGV[5]  result_ttl_ms ARGV[6] events channel of the shard
+ARGV[4]  bucket_ms  ARGV[5]  result_ttl_ms ARGV[6] events channel of the shard (unused: nothing is published)
 ARGV[7]  limit: the most timers expired by this call
 
 Returns  {fired, more}: fired = {id, deadline_ms, ...} expired by this call; more = 1 if
@@ -20,6 +20,7 @@ local fenced = check_fence(KEYS[4], KEYS[5], ARGV[2], ARGV[3])
 if fenced then return fenced end
 local P = ARGV[1]
 local ctx = shard_ctx(P, KEYS[1], KEYS[2], KEYS[3], ARGV[6], ARGV[4], ARGV[5])
+ctx.ev = nil  -- no echo event: the leader calling this knows what it decides
 local bucket_ms, limit = ctx.bucket_ms, tonumber(ARGV[7])
 local now = now_ms()
 local fired = {}
