@@ -188,27 +188,29 @@ def _run(
             actions.append((delay * rng.uniform(0.1, 0.8) / 1000, "notify", key))
         elif roll < 0.55:  # somebody cancels the job
             actions.append((delay * rng.uniform(0.1, 0.8) / 1000, "cancel", tid))
-    if use_spark:
-        say("Registering the timeouts from a Spark DataFrame (local[2])")
-        with errors():
-            _register_with_spark(url, c.namespace, jobs)
-    else:
-        with (
-            errors(),
-            click.progressbar(
-                length=n, label="Scheduling", file=sys.stderr, hidden=app.json
-            ) as bar,
-        ):
-            for start in range(0, n, 2_000):
-                res = c.schedule_many(jobs[start : start + 2_000])
-                bad = [r for r in res if isinstance(r, Exception)]
-                if bad:
-                    raise bad[0]
-                bar.update(len(res))
+    # The reaction starts first: its process is up and reading before any timer is due.
     hanging = [j["id"] for j in jobs if j["id"] not in acted]
     reaction = Reaction(url, c, poison=hanging[0] if hanging else "")
     reaction.start()
     try:
+        reaction.wait_ready()
+        if use_spark:
+            say("Registering the timeouts from a Spark DataFrame (local[2])")
+            with errors():
+                _register_with_spark(url, c.namespace, jobs)
+        else:
+            with (
+                errors(),
+                click.progressbar(
+                    length=n, label="Scheduling", file=sys.stderr, hidden=app.json
+                ) as bar,
+            ):
+                for start in range(0, n, 2_000):
+                    res = c.schedule_many(jobs[start : start + 2_000])
+                    bad = [r for r in res if isinstance(r, Exception)]
+                    if bad:
+                        raise bad[0]
+                    bar.update(len(res))
         driver = Driver(c, actions)
         driver.start()
         killed_at, victim_shards, victim = None, [], None
@@ -287,6 +289,16 @@ class Reaction:
                 [sys.executable, "-m", "cli", *args], stdout=out, stderr=subprocess.DEVNULL,
                 env=self.env, start_new_session=True,
             )  # fmt: skip
+
+    def wait_ready(self, timeout_s: float = 30.0) -> None:
+        """Until the handler process has made its consumer group (it is reading)."""
+        end = time.monotonic() + timeout_s
+        while not any(g.name == self.GROUP for g in self.c.groups()):
+            if time.monotonic() > end or (self.proc is not None and self.proc.poll() is not None):
+                raise click.ClickException(
+                    f"the handler process did not start; see {self.out} and rerun"
+                )
+            time.sleep(0.05)
 
     def finish(self, timeout_s: float = 60.0) -> None:
         """Wait until the group owes nothing (every expired outcome handled or dead),

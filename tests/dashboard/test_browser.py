@@ -87,15 +87,16 @@ def test_overview_lookup_and_cancel_in_a_browser(
         expect(row.locator(".pending")).to_have_text(str(pending))
         expect(page.locator("#pending")).to_have_text("2")
         expect(page.locator("#workers tbody")).to_contain_text("w1")
+        page.fill("#timer-id", "job:{43}")  # look a timer up by id
+        page.click("#lookup button")
+        expect(page.locator("#timer-table")).to_contain_text("job:{43}")
+        expect(page.locator("#timer-state")).to_have_text("pending")
         row.click()  # the shard's next due timers; one of them opens in the Timer panel
         expect(page.locator("#due-title")).to_have_text(f"Next due on shard {shard42}")
         page.click("#due a[data-timer='job:{42}']")
+        expect(page.locator("#timer-table")).to_contain_text("job:{42}:done")  # rendered
         expect(page.locator("#timer-state")).to_have_text("pending")
         expect(page.locator("#timer-id")).to_have_value("job:{42}")
-        page.fill("#timer-id", "job:{42}")
-        page.click("#lookup button")
-        expect(page.locator("#timer-state")).to_have_text("pending")
-        expect(page.locator("#timer")).to_contain_text("job:{42}:done")
         page.fill("#delay", "soon")  # bad input in the page: a clear message, nothing sent
         page.click("#reschedule")
         expect(page.locator("#message")).to_contain_text('"soon" is not a duration')
