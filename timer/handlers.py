@@ -312,6 +312,7 @@ class _Loop:
         self.slots: asyncio.Semaphore | None = None  # made on the loop, by its first task
         self.shards = self._shards()
         self.cursors = dict.fromkeys(self.shards, "-")
+        self.next_own_check = time.monotonic() + h.reclaim_idle_ms / 2000
 
     def _shards(self) -> list[int]:
         return list(range(self.group._client.meta.shards))
@@ -392,10 +393,27 @@ class _Loop:
             ([], {}), self.group.claim, self.cursors, count=free, min_idle_ms=idle_ms
         )
         self.cursors = {s: nxt.get(s) or "-" for s in self.shards}
+        if time.monotonic() >= self.next_own_check:
+            got += self._lost_own(free)
         self.h.stats.claimed += len(got)
         for d in got:
             self._dispatch(d)
         return len(got)
+
+    def _lost_own(self, free: int) -> list[Delivery]:
+        """Our own outcomes that we do not hold: a read or claim whose reply was lost (Redis
+        died after taking it), or an acknowledgement that failed. Ours in hand are touched,
+        so only those lost go idle past ``reclaim_idle_ms``; those we hold are not
+        dispatched twice."""
+        self.next_own_check = time.monotonic() + self.h.reclaim_idle_ms / 2000
+        cursors = dict.fromkeys(self.shards, "-")
+        got, _ = self._guard(
+            ([], {}), self.group.claim, cursors, count=free, own=True, retries=False,
+            min_idle_ms=self.h.reclaim_idle_ms,
+        )  # fmt: skip
+        with self.h._cond:
+            held = set(self.h._inflight)
+        return [d for d in got if (d.outcome.shard, d.entry_id) not in held]
 
     def _touch(self) -> None:
         with self.h._cond:

@@ -37,6 +37,7 @@ def handle(o):
         f.write(f"start {o.idempotency_key} {o.attempt} {os.getpid()}\\n")
     while HOLD.exists():
         time.sleep(0.01)  # the handler's own work, blocked for the test
+    time.sleep(float(os.environ.get("WORK_S", "0")))  # or taking this long
     with LOG.open("a") as f:
         f.write(f"done {o.idempotency_key} {os.getpid()}\\n")
 """
@@ -50,7 +51,9 @@ class Consumers:
         (tmp / "chaos_handlers.py").write_text(textwrap.dedent(MODULE))
         self.procs: list[subprocess.Popen[bytes]] = []
 
-    def start(self, consumer: str, *args: str, hold: bool) -> subprocess.Popen[bytes]:
+    def start(
+        self, consumer: str, *args: str, hold: bool, work_s: float = 0.0
+    ) -> subprocess.Popen[bytes]:
         hold_file = self.tmp / f"hold-{consumer}-{len(self.procs)}"
         if hold:
             hold_file.touch()
@@ -61,7 +64,8 @@ class Consumers:
              "--consumer", consumer, *args],
             cwd=self.tmp, stdout=out, stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1",
-                 "HANDLER_LOG": str(self.log), "HOLD_FILE": str(hold_file)},
+                 "HANDLER_LOG": str(self.log), "HOLD_FILE": str(hold_file),
+                 "WORK_S": str(work_s)},
         )  # fmt: skip
         out.close()
         proc.hold_file = hold_file  # type: ignore[attr-defined]
@@ -164,3 +168,36 @@ def test_sigterm_stops_taking_outcomes_finishes_running_handlers_and_exits_0(
     (g,) = client.groups()
     assert g.pending == 0 and g.lag == 1  # handled and acked; "late" waits for the next
     assert "handled 2" in out.read_text()
+
+
+def test_redis_kill_9_while_handling_loses_no_outcome(
+    tmp_path: Path, namespace: str, server_binary: Path
+) -> None:
+    """kill -9 of Redis (appendfsync always) while a `tickwheel handle` process is
+    handling, restart on the same port: the runner rides it out, and every outcome is
+    handled (at least once) and acknowledged in the end; nothing is dead-lettered."""
+    server = RedisServer(tmp_path / "redis", binary=server_binary, appendfsync="always").start()
+    try:
+        client = TimerClient.from_url(server.url, namespace)
+        client.init(shards=4)
+        ids = [f"j{i}" for i in range(300)]
+        decide(client, ids)
+        c = Consumers(tmp_path, server.url, namespace)
+        try:
+            p = c.start("c", "--concurrency", "4", "--reclaim-idle", "1s", hold=False,
+                        work_s=0.02)  # 300 x 20 ms on 4 threads: 1.5 s of work  # fmt: skip
+            wait_for(lambda: len(c.lines("done")) >= 50, 30, "handling under way")
+            server.kill()
+            assert len(c.lines("done")) < len(ids)  # the kill came mid-way
+            server.restart()
+            done = lambda: {r[1] for r in c.lines("done")}  # noqa: E731
+            wait_for(lambda: len(done()) == len(ids), 90, "every outcome handled")
+            wait_for(lambda: client.groups()[0].pending == 0 and client.groups()[0].lag == 0,
+                     60, "every outcome acknowledged")  # fmt: skip
+            assert p.poll() is None, "the runner died with Redis"
+            assert client.dead_letters() == []
+        finally:
+            c.stop_all()
+        client.close()
+    finally:
+        server.stop()

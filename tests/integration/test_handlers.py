@@ -373,3 +373,30 @@ def test_more_handlers_than_redis_pys_default_pool_settle(client: TimerClient) -
     assert h.run(concurrency=150, stop_when_idle=True)
     assert (h.stats.handled, h.stats.ack_errors, h.stats.failed) == (150, 0, 0)
     assert client.groups()[0].pending == 0
+
+
+def test_own_outcomes_whose_delivery_was_lost_are_taken_back(
+    client: TimerClient, running: Callable[..., threading.Thread]
+) -> None:
+    """Outcomes delivered to our consumer name that the runner never got (Redis died
+    after a read and before its reply; an ack that failed) are taken back once idle past
+    reclaim_idle_ms, by the same running consumer, with no other consumer around."""
+    decide(client, 1, prefix="first")
+    release = threading.Event()
+    seen: list[str] = []
+
+    def handler(o: Outcome) -> None:
+        seen.append(o.id)
+        if o.id == "first0":
+            assert release.wait(20)  # holds the only slot while the outcomes are "lost"
+
+    h = Handlers(client, group="g", consumer="c", reclaim_idle_ms=300)
+    h.add("cancelled", handler)
+    running(h, concurrency=1)
+    wait_for(lambda: seen == ["first0"], 10, "the first handler to start")
+    decide(client, 3, prefix="lost")
+    lost = client.consumer("g", "c").read(10, None)  # delivered to "c"; the runner never sees
+    assert sorted(d.outcome.id for d in lost) == ["lost0", "lost1", "lost2"]
+    release.set()
+    wait_for(lambda: sorted(seen[1:]) == ["lost0", "lost1", "lost2"], 20, "the lost ones")
+    wait_for(lambda: client.groups()[0].pending == 0, 10, "their acknowledgements")
