@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import random
 import time
 import warnings
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
@@ -535,11 +536,23 @@ class TimerClient:
         """A new pub/sub connection for following shard events (one listener thread).
 
         On a Redis Cluster a PUBLISH reaches every node, so one node hears every shard's
-        events; a node is picked at each call, so a listener that reconnects after its
-        node died tries another one.
+        events; a primary that answers PING is picked at random at each call, so a
+        listener that reconnects after its node died goes to a live one.
         """
         if self.cluster:
-            node = self.redis.get_random_node()
+            # A node that answers PING, tried in random order: a listener reconnecting
+            # because its node died must not be sent back to it by chance (each retry
+            # there costs a backoff, while its shards' events are missed).
+            nodes = list(self.redis.get_primaries())
+            random.shuffle(nodes)
+            for node in nodes:
+                conn = self.redis.get_redis_connection(node)
+                try:
+                    conn.ping()
+                except redis.RedisError:
+                    continue
+                return CountingPubSub(conn.connection_pool)
+            node = nodes[0]  # none answers: the listener's own retries go on from here
             return CountingPubSub(self.redis.get_redis_connection(node).connection_pool)
         return CountingPubSub(self.redis.connection_pool)
 
