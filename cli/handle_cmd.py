@@ -12,16 +12,15 @@ from typing import Any
 
 import click
 
-from timer import ConfigError, TimerClient
 from timer.durable.calls import parse_ref
 from timer.durable.models import OUTCOMES, DeadLetter, GroupInfo
 from timer.handlers import DEFAULT_GROUP, DEFAULT_RECLAIM_IDLE_MS, Backoff, Handlers
-from worker.logs import connect_with_retry
 from worker.metrics import serve_handler_metrics
 
 from .app import App, errors, pass_app
 from .durations import DURATION, format_ms
 from .output import emit, table, to_json
+from .service import connect, log_level_option, metrics_options, serve, setup_logging
 
 
 class HandlerSpec(click.ParamType):
@@ -120,24 +119,11 @@ class HandlerSpec(click.ParamType):
     help="A group created now starts with the next outcome, not with every one retained.",
 )
 @click.option("--idle-exit", is_flag=True, help="Exit once nothing is left to handle.")
-@click.option(
-    "--metrics-port",
-    type=click.IntRange(0, 65535),
-    default=None,
-    help="Serve Prometheus metrics (/metrics) and liveness (/healthz) here.",
+@metrics_options(
+    "Serve Prometheus metrics (/metrics) and liveness (/healthz) here.",
+    "Address for the metrics; 0.0.0.0 in a container so others can reach it.",
 )
-@click.option(
-    "--metrics-host",
-    default="127.0.0.1",
-    show_default=True,
-    help="Address for the metrics; 0.0.0.0 in a container so others can reach it.",
-)
-@click.option(
-    "--log-level",
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-    default="INFO",
-    show_default=True,
-)
+@log_level_option
 @pass_app
 def handle(
     app: App,
@@ -170,35 +156,22 @@ def handle(
     Example:
       tickwheel handle myapp.handlers:on_timeout --concurrency 16 --max-attempts 5
     """
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    setup_logging(log_level)
     with errors():
         handlers = _handlers_of(
             spec, group, consumer, kinds, max_attempts, backoff_ms, max_backoff_ms,
             reclaim_idle_ms,
         )  # fmt: skip
-    url, namespace = app.url, app.namespace
+    namespace = app.namespace
+    client = connect(app, f"consumer {handlers.consumer}", logging.getLogger("tickwheel.handlers"))
     with errors():
-        try:  # Redis may not be up yet (a deployment starting): wait for it
-            client = connect_with_retry(
-                lambda: TimerClient.from_url(url, namespace),
-                logger=logging.getLogger("tickwheel.handlers"),
-                what=f"consumer {handlers.consumer}",
-            )
-        except KeyboardInterrupt:
-            raise SystemExit(130) from None
-        assert client is not None
         client.meta  # noqa: B018 - a namespace never initialised fails here, clearly
     where = ""
     if metrics_port is not None:
-        with errors():
-            try:
-                serve_handler_metrics(handlers, client, metrics_port, metrics_host)
-            except OSError as exc:
-                raise ConfigError(
-                    f"cannot serve metrics on {metrics_host}:{metrics_port}: {exc}"
-                ) from None
+        serve(
+            lambda: serve_handler_metrics(handlers, client, metrics_port, metrics_host),
+            metrics_host, metrics_port,
+        )  # fmt: skip
         where = f"; metrics on http://{metrics_host}:{metrics_port}/metrics"
     click.echo(
         f"consumer {handlers.consumer} of group {handlers.group!r} handling "

@@ -6,14 +6,13 @@ import logging
 
 import click
 
-from timer import ConfigError, TimerClient
 from worker import Worker, WorkerSettings
-from worker.logs import connect_with_retry
 from worker.metrics import serve_metrics
 from worker.settings import default_worker_id
 
 from .app import App, errors, pass_app
 from .durations import DURATION, MILLIS
+from .service import connect, log_level_option, metrics_options, serve, setup_logging
 
 
 @click.command()
@@ -60,25 +59,12 @@ from .durations import DURATION, MILLIS
     is_flag=True,
     help="Start even if the server's maxmemory-policy may evict keys (timers can be lost).",
 )
-@click.option(
-    "--metrics-port",
-    type=click.IntRange(0, 65535),
-    default=None,
-    help="Serve Prometheus metrics (/metrics) and health probes (/healthz, /ready) here.",
-)
-@click.option(
-    "--metrics-host",
-    default="127.0.0.1",
-    show_default=True,
-    help="Address for metrics and health (/metrics, /healthz, /ready); 0.0.0.0 in a "
+@metrics_options(
+    "Serve Prometheus metrics (/metrics) and health probes (/healthz, /ready) here.",
+    "Address for metrics and health (/metrics, /healthz, /ready); 0.0.0.0 in a "
     "container so others can reach it.",
 )
-@click.option(
-    "--log-level",
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-    default="INFO",
-    show_default=True,
-)
+@log_level_option
 @pass_app
 def worker(
     app: App,
@@ -100,9 +86,7 @@ def worker(
     """
     lease_ms = one_of("--lease", lease, "--lease-ms", lease_ms, WorkerSettings.lease_ms)
     horizon_ms = one_of("--horizon", horizon, "--horizon-ms", horizon_ms, WorkerSettings.horizon_ms)
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    setup_logging(log_level)
     with errors():
         settings = WorkerSettings(
             worker_id=worker_id or default_worker_id(),
@@ -111,26 +95,10 @@ def worker(
             outcome_retention_ms=retention_ms,
             allow_eviction=allow_eviction,
         )
-    url, namespace = app.url, app.namespace
-    with errors():
-        try:  # Redis may not be up yet (a deployment starting): wait for it
-            client = connect_with_retry(
-                lambda: TimerClient.from_url(url, namespace),
-                logger=logging.getLogger("worker"),
-                what=f"worker {settings.worker_id}",
-            )
-        except KeyboardInterrupt:
-            raise SystemExit(130) from None
-        assert client is not None
+    client = connect(app, f"worker {settings.worker_id}", logging.getLogger("worker"))
     w = Worker(client, settings)
     if metrics_port is not None:
-        with errors():
-            try:
-                serve_metrics(w, metrics_port, metrics_host)
-            except OSError as exc:
-                raise ConfigError(
-                    f"cannot serve metrics on {metrics_host}:{metrics_port}: {exc}"
-                ) from None
+        serve(lambda: serve_metrics(w, metrics_port, metrics_host), metrics_host, metrics_port)
 
     where = (
         f"; metrics and health on http://{metrics_host}:{metrics_port}"

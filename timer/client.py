@@ -488,9 +488,12 @@ class TimerClient:
         """The pending timers of one shard due first: (deadline_ms, id), soonest first."""
         return self._run(ops.next_due(self._ns(), shard, count))
 
-    def recent_outcomes(self, shard: int, count: int = 100) -> list[Outcome]:
-        """The newest ``count`` outcomes of one shard's stream, newest first."""
-        return self._run(ops.recent(self._ns(), shard, count))
+    def recent_outcomes(
+        self, count: int = 100, shards: Iterable[int] | None = None
+    ) -> list[Outcome]:
+        """The newest ``count`` outcomes of each shard's stream (all, or ``shards``),
+        newest first overall, in one pipelined round trip."""
+        return self._run(ops.recent(self._ns(), count, shards))
 
     def outcomes_total(self) -> int:
         """How many outcomes the namespace's streams hold (one pipelined XLEN per shard)."""
@@ -509,9 +512,10 @@ class TimerClient:
             ops.trim_outcomes(self._ns(), retention_ms, keep_unread=keep_unread, shards=shards)
         )
 
-    def stats(self) -> dict[str, Any]:
-        """Per shard: pending, leader, epoch, outcomes, lag (ms past the oldest ended bucket)."""
-        return self._run(ops.stats(self._ns()))
+    def stats(self, *, servers: bool = True) -> dict[str, Any]:
+        """Per shard: pending, leader, epoch, outcomes, lag (ms past the oldest ended
+        bucket), lease time left; with ``servers``, each server's durability settings."""
+        return self._run(ops.stats(self._ns(), servers=servers))
 
     def leaders(self) -> dict[int, str | None]:
         """Each shard's leader (worker id) now, None where no worker holds its lease."""
@@ -635,6 +639,11 @@ class ConsumerGroup:
         self._client = client
         self.group = group
         self.consumer = consumer
+
+    @property
+    def shards(self) -> list[int]:
+        """The namespace's shards: one outcome stream each."""
+        return list(range(self._client.meta.shards))
 
     def ensure(self, *, start: str = "0") -> None:
         """Create the group on every shard's stream unless it exists (``$``: only new)."""

@@ -310,12 +310,9 @@ class _Loop:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread: threading.Thread | None = None
         self.slots: asyncio.Semaphore | None = None  # made on the loop, by its first task
-        self.shards = self._shards()
+        self.shards = group.shards
         self.cursors = dict.fromkeys(self.shards, "-")
         self.next_own_check = time.monotonic() + h.reclaim_idle_ms / 2000
-
-    def _shards(self) -> list[int]:
-        return list(range(self.group._client.meta.shards))
 
     # -- the reading thread -------------------------------------------------------------
 

@@ -281,16 +281,25 @@ def namespaces() -> Op[list[str]]:
     return sorted(C.text(n) for n in names)
 
 
-def recent(ns: C.Namespace, shard: int, count: int) -> Op[list[Outcome]]:
-    """The newest ``count`` outcomes of one shard, newest first (XREVRANGE)."""
-    C.check_int("shard", shard, 0, ns.meta.shards - 1)
+def recent(ns: C.Namespace, count: int, shards: Iterable[int] | None = None) -> Op[list[Outcome]]:
+    """The newest ``count`` outcomes of each shard (all, or ``shards``), newest first
+    overall: one pipelined XREVRANGE per shard."""
     C.check_int("count", count, 1)
-    entries = yield C.Command("xrevrange", (ns.shard(shard).outcomes, "+", "-"), {"count": count})
-    return [
-        C.outcome_from_entry(shard, entry_id, fields)
+    picked = list(range(ns.meta.shards)) if shards is None else list(shards)
+    for s in picked:
+        C.check_int("shard", s, 0, ns.meta.shards - 1)
+    pages = yield C.Pipeline(
+        [C.Command("xrevrange", (ns.shard(s).outcomes, "+", "-"), {"count": count})
+         for s in picked]
+    )  # fmt: skip
+    out = [
+        C.outcome_from_entry(s, entry_id, fields)
+        for s, entries in zip(picked, pages, strict=True)
         for entry_id, fields in entries
         if fields and b"only" not in fields
     ]
+    out.sort(key=lambda o: o.decided_ms, reverse=True)
+    return out
 
 
 def next_due(ns: C.Namespace, shard: int, count: int) -> Op[list[tuple[int, str]]]:
@@ -309,12 +318,12 @@ def next_due(ns: C.Namespace, shard: int, count: int) -> Op[list[tuple[int, str]
     return due.timers[:count]
 
 
-def stats(ns: C.Namespace) -> Op[dict[str, Any]]:
+def stats(ns: C.Namespace, *, servers: bool = True) -> Op[dict[str, Any]]:
     """Per shard: pending, leader, epoch, outcomes, lag (ms past the oldest ended bucket),
-    the lease's time to live; and what each server says about durability (eviction
-    policy, AOF)."""
+    the lease's time to live; and (unless ``servers=False``: one INFO per primary less)
+    what each server says about durability (eviction policy, AOF)."""
     now = yield from server_time_ms()
-    servers = yield from server_settings()
+    settings = (yield from server_settings()) if servers else []
     commands: list[C.Command] = []
     for s in range(ns.meta.shards):
         sk = ns.shard(s)
@@ -359,7 +368,7 @@ def stats(ns: C.Namespace) -> Op[dict[str, Any]]:
                 "maxmemory_policy": v.maxmemory_policy,
                 "aof": v.aof_enabled,
             }
-            for v in servers
+            for v in settings
         ],
     }
 
