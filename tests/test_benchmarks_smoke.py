@@ -24,14 +24,17 @@ def run(main: Any, args: list[str]) -> dict[str, Any]:
 
 
 def test_engine_smallest_case() -> None:
-    """The engine benchmark runs all three timers on both workloads and they agree."""
-    out = run(engine.main, ["--n", "3000", "--requests", "3000"])
-    for workload in ("expiry", "purgatory"):
+    """The engine benchmark runs every timer on all three workloads and they agree."""
+    out = run(engine.main, ["--n", "3000", "--requests", "3000", "--repeat", "1"])
+    for workload in ("expiry", "expiry_step", "purgatory"):
         rows = out[workload]
-        assert set(rows) == {"system_timer", "heapq", "hashed_wheel"}
-        assert len({r["expired"] for r in rows.values()}) == 1
+        assert set(rows) == set(engine.TIMERS)
+        assert len({r["expired"] for n, r in rows.items() if n not in engine.THREADED}) == 1
         assert rows["heapq"]["ops_ratio_to_heapq"] == 1.0
-    assert out["expiry"]["heapq"]["expired"] == 3000
+        assert rows["heapq_safe"]["ops_ratio_to_heapq_safe"] == 1.0
+    assert (
+        out["expiry"]["heapq"]["expired"] == out["expiry_step"]["system_timer"]["expired"] == 3000
+    )
 
 
 def test_register_and_recovery_smallest_cases(server_binary: Path) -> None:

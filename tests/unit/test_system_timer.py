@@ -146,7 +146,7 @@ def test_overflowing_delay_saturates() -> None:
         task = NoopTask(10**30)
         timer.add(task)
         assert timer.size == 1
-        assert task._entry is not None and task._entry.expiration_ms == MAX_EXPIRATION_MS
+        assert task._bucket is not None and task._bucket[task] == MAX_EXPIRATION_MS
         assert len(timer.wheel.levels()) <= 16
         assert timer.advance_clock(0) is False
     finally:

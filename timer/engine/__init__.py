@@ -4,11 +4,11 @@ It needs no Redis and no msgpack, and imports neither (a test checks ``sys.modul
 fresh interpreter): usable alone, in-process. The durable layer (``timer.durable`` and
 the clients) and the worker build on it; it builds on nothing but ``timer.errors``.
 
-    task        TimerTask (override run; cancel in O(1)) and TimerTaskEntry
-    task_list   TimerTaskList: one bucket
+    task        TimerTask (override run; cancel in O(1))
+    task_list   TimerTaskList: one bucket, a dict of task -> expiration
     wheel       TimingWheel: one level of the hierarchy, overflow wheels on demand
     delay_queue DelayQueue: the heap of buckets the reaper sleeps on
-    executor    TaskExecutor: the one thread that runs expired tasks
+    executor    TaskExecutor: the thread that runs expired tasks (or InlineExecutor)
     timer       Timer: the interface (add, advance_clock, size, close)
     system_timer SystemTimer: the Timer the rest of tickwheel uses
     reaper      SystemTimerReaper: the thread that drives a SystemTimer
@@ -19,13 +19,14 @@ the clients) and the worker build on it; it builds on nothing but ``timer.errors
 from .clock import Clock, ManualClock, MonotonicClock
 from .purgatory import DelayedOperation, DelayedOperationPurgatory
 from .reaper import SystemTimerReaper
-from .system_timer import MAX_EXPIRATION_MS, SystemTimer
-from .task import TimerTask, TimerTaskEntry
+from .system_timer import DEFAULT_WHEEL_SIZE, MAX_EXPIRATION_MS, SystemTimer
+from .task import TimerTask
 from .task_list import TimerTaskList
 from .timer import Timer
 from .wheel import TimingWheel
 
 __all__ = [
+    "DEFAULT_WHEEL_SIZE",
     "MAX_EXPIRATION_MS",
     "Clock",
     "DelayedOperation",
@@ -36,7 +37,6 @@ __all__ = [
     "SystemTimerReaper",
     "Timer",
     "TimerTask",
-    "TimerTaskEntry",
     "TimerTaskList",
     "TimingWheel",
 ]

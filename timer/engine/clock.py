@@ -44,9 +44,13 @@ class ManualClock:
         """Move the clock forward by ``ms`` and return the new time."""
         if ms < 0:
             raise ValueError("a clock never goes backwards; advance by ms >= 0")
-        with self._lock:
+        lock = self._lock
+        lock.acquire()  # not ``with``: half the cost in CPython 3.11, and benchmarks use this
+        try:
             self._now += ms
             return self._now
+        finally:
+            lock.release()
 
 
 MONOTONIC = MonotonicClock()

@@ -8,16 +8,20 @@ Delays that would push an expiration past ``MAX_EXPIRATION_MS`` saturate there.
 from __future__ import annotations
 
 import threading
+from operator import itemgetter
 
 from ..errors import InvalidInput, TimerClosed, TimerFull
 from .clock import MONOTONIC, Clock
 from .delay_queue import DelayQueue
-from .executor import TaskExecutor
-from .task import TimerTask, TimerTaskEntry
-from .task_list import TaskCounter
+from .executor import InlineExecutor, TaskExecutor
+from .task import TimerTask
 from .wheel import TimingWheel
 
 MAX_EXPIRATION_MS = 2**63 - 1
+DEFAULT_WHEEL_SIZE = 256
+
+_EXPIRATION = itemgetter(1)
+_TASK = itemgetter(0)
 
 
 def _positive_int(name: str, value: object, minimum: int) -> int:
@@ -30,45 +34,57 @@ class SystemTimer:
     """A timer of tasks: ``add`` them, drive it with ``advance_clock`` (or a reaper).
 
     Thread-safe: ``add``, a task's ``cancel`` and ``close`` from any thread; one lock
-    guards every bucket of every level. Drive ``advance_clock`` from one thread at a time
-    (a :class:`SystemTimerReaper`). Expired tasks run on the executor's thread, never
-    under the lock, so a task may add or cancel tasks of the same timer.
+    guards every bucket of every level and the delay queue, taken once per call. Drive
+    ``advance_clock`` from one thread at a time (a :class:`SystemTimerReaper`).
+
+    Expired tasks run in batches, never under the lock, so a task may add or cancel tasks
+    of the same timer. By default they run on the timer's executor thread (Kafka's). With
+    ``inline=True`` they run on the thread that expired them (the one calling
+    ``advance_clock``, or ``add`` for a task already due): no thread hop, for tasks whose
+    ``run`` only hands work on, such as a ``queue.put``.
     """
 
     def __init__(
         self,
         name: str = "timer",
         tick_ms: int = 1,
-        wheel_size: int = 20,
+        wheel_size: int = DEFAULT_WHEEL_SIZE,
         start_ms: int | None = None,
         max_pending: int = 0,
         *,
         clock: Clock = MONOTONIC,
+        inline: bool = False,
     ) -> None:
-        _positive_int("tick_ms", tick_ms, 1)
+        self.tick_ms = _positive_int("tick_ms", tick_ms, 1)
         # A one-bucket wheel would give its overflow wheel the same tick, forever.
         _positive_int("wheel_size", wheel_size, 2)
-        self.max_pending = _positive_int("max_pending", max_pending, 0)
+        self._max_pending = _positive_int("max_pending", max_pending, 0)
         self.name = name
         self._clock = clock
-        self._lock = threading.RLock()
-        self._counter = TaskCounter()
-        self._queue = DelayQueue(clock)
+        self._lock = threading.Lock()
+        self._queue = DelayQueue(clock, threading.Condition(self._lock))
         self._wheel = TimingWheel(
-            tick_ms,
-            wheel_size,
-            clock.now_ms() if start_ms is None else start_ms,
-            self._counter,
-            self._queue,
-            lock=self._lock,
+            tick_ms, wheel_size, clock.now_ms() if start_ms is None else start_ms, self._queue
         )
-        self._executor = TaskExecutor(name)
+        # An upper bound of the tasks held, kept without the cost of an exact count (a
+        # cancel takes no lock, so it cannot decrement it): adds raise it, expiries lower
+        # it, and only when it reaches max_pending is the exact count taken.
+        self._bound = 0
+        self._executor = InlineExecutor() if inline else TaskExecutor(name)
+        self.inline = inline
         self._closed = False
+        self._checks = self._max_pending > 0  # closed, or a limit to check: off the fast path
+
+    @property
+    def max_pending(self) -> int:
+        """Netty's bound on pending tasks (0: none); ``add`` past it raises TimerFull."""
+        return self._max_pending
 
     @property
     def size(self) -> int:
-        """Tasks in the wheel (not yet expired, not cancelled)."""
-        return self._counter.value
+        """Tasks in the wheel (not yet expired, not cancelled); O(buckets), for metrics."""
+        with self._lock:
+            return self._wheel.size()
 
     @property
     def wheel(self) -> TimingWheel:
@@ -83,51 +99,96 @@ class SystemTimer:
         """Schedule ``task`` to run ``task.delay_ms`` from now (at once if already due)."""
         if not isinstance(task, TimerTask):
             raise InvalidInput(f"add() takes a TimerTask, got {type(task).__name__}")
-        with self._lock:
-            if self._closed:
-                raise TimerClosed(f"timer {self.name!r} is closed; create a new one")
-            if self.max_pending and self._counter.value >= self.max_pending:
-                raise TimerFull(
-                    f"timer {self.name!r} has {self._counter.value} pending tasks, the "
-                    f"max_pending limit; let some expire or raise max_pending"
-                )
+        # Explicit acquire/release on the hot paths: ``with lock`` costs twice as much in
+        # CPython 3.11 (measured in benchmarks/engine.py's notes).
+        lock = self._lock
+        lock.acquire()
+        try:
+            if self._checks:
+                self._check_room()
+            old = task._bucket
+            if old is not None:  # added again: a task sits in one bucket at a time
+                old.pop(task, None)
+            task._cancelled = False
             now = self._clock.now_ms()
-            expiration = min(now + task.delay_ms, MAX_EXPIRATION_MS)
-            entry = TimerTaskEntry(task, expiration)
+            expiration = now + task.delay_ms
+            # The finest level, inline: Kafka's TimingWheel.add without the call, for the
+            # short timeouts that are most of a purgatory's adds. The rest take the call.
+            wheel = self._wheel
+            current = wheel.current_time
+            if now < expiration < current + wheel.interval and (
+                expiration >= current + wheel.tick_ms
+            ):
+                virtual_id = expiration // wheel.tick_ms
+                bucket = wheel.buckets[virtual_id % wheel.wheel_size]
+                bucket[task] = expiration
+                task._bucket = bucket
+                self._bound += 1
+                if bucket.expiration != virtual_id * wheel.tick_ms:
+                    bucket.expiration = virtual_id * wheel.tick_ms
+                    self._queue.offer(bucket)
+                return
+            if expiration > MAX_EXPIRATION_MS:  # noqa: PLR1730 - min() is a call, and this is hot
+                expiration = MAX_EXPIRATION_MS
             # Due already: run it now, even if the wheel's clock lags behind (it moves only
             # when a bucket expires), rather than park it in a bucket that is already due.
-            if expiration <= now:
-                entry.remove()
-                run_now = not entry.cancelled
-            else:
-                run_now = not self._wheel.add(entry) and not entry.cancelled
-        if run_now:
-            self._executor.submit(task)
+            if expiration > now and wheel.add(task, expiration):
+                self._bound += 1
+                return
+        finally:
+            lock.release()
+        self._executor.submit((task,))
+
+    def _check_room(self) -> None:
+        if self._closed:
+            raise TimerClosed(f"timer {self.name!r} is closed; create a new one")
+        if self._max_pending and self._bound >= self._max_pending:
+            self._bound = held = self._wheel.size()
+            if held >= self._max_pending:
+                raise TimerFull(
+                    f"timer {self.name!r} has {held} pending tasks, the max_pending "
+                    f"limit; let some expire or raise max_pending"
+                )
 
     def advance_clock(self, timeout_ms: float | None = 0) -> bool:
         """Wait up to ``timeout_ms`` for a due bucket, then expire every due bucket.
 
-        Returns False if no bucket came due in time. Expired tasks are handed to the
-        executor after the lock is released, so ``run()`` never runs under it.
+        Returns False if no bucket came due in time. Expired tasks are handed over (to
+        the executor, or run inline) in one batch after the lock is released.
         """
-        bucket = self._queue.poll(timeout_ms)
-        if bucket is None:
-            return False
         expired: list[TimerTask] = []
-        wheel = self._wheel
-
-        def reinsert(entry: TimerTaskEntry) -> None:
-            if not wheel.add(entry) and not entry.cancelled:
-                expired.append(entry.timer_task)
-
-        with self._lock:
+        queue = self._queue
+        lock = self._lock
+        lock.acquire()
+        try:
+            bucket = queue.poll(timeout_ms)
+            if bucket is None:
+                return False
+            wheel = self._wheel
+            add = wheel.add
+            finest = self.tick_ms
+            now = self._clock.now_ms()
+            due_before = now - now % finest + finest  # what expires if the clock reached now
             while bucket is not None:
                 wheel.advance_clock(bucket.expiration)
-                bucket.flush(reinsert)
-                bucket = self._queue.poll(0)
-        submit = self._executor.submit
-        for task in expired:
-            submit(task)
+                if bucket.span_ms == finest:
+                    # The finest level: everything in a due bucket has expired.
+                    expired += bucket.take_tasks()
+                elif bucket.expiration + bucket.span_ms <= due_before:
+                    # The reaper fell behind a whole coarse bucket: every task in it is due
+                    # now, so expire them in deadline order rather than cascade each one.
+                    expired += map(_TASK, sorted(bucket.take(), key=_EXPIRATION))
+                else:
+                    # Kafka's flush(reinsert): each task cascades into a finer level.
+                    for task, expiration in bucket.take():
+                        if not add(task, expiration):
+                            expired.append(task)
+                bucket = queue.poll(0)
+            self._bound -= len(expired)
+        finally:
+            lock.release()
+        if expired:
+            self._executor.submit(expired)
         return True
 
     def wake(self) -> None:
@@ -139,15 +200,16 @@ class SystemTimer:
         with self._lock:
             if self._closed:
                 return
-            self._closed = True
+            self._closed = self._checks = True
         self._queue.close()
         self._executor.shutdown()
 
     def stop(self) -> list[TimerTask]:
         """Close at once and return every task that never ran (pending or queued to run)."""
         with self._lock:
-            self._closed = True
-            pending = [e.timer_task for e in self._wheel.drain()]
+            self._closed = self._checks = True
+            pending = self._wheel.drain()
+            self._bound = 0
         self._queue.close()
         return pending + self._executor.shutdown_now()
 

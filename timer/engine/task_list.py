@@ -1,95 +1,62 @@
-"""A bucket of timer task entries (Kafka's TimerTaskList).
+"""A bucket of timer tasks (Kafka's TimerTaskList).
 
-Built on an insertion-ordered ``dict`` rather than a hand-made linked list: insert and
-delete are O(1) at C speed, which is the contract that matters.
+A ``dict`` subclass mapping each task to its expiration in ms: insert, delete and
+"empty it all" are O(1) (or one C loop) with no per-task node object, where Kafka uses a
+doubly linked list of ``TimerTaskEntry`` nodes. Insertion order is kept, so a bucket
+expires its tasks in the order they were added.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
-from .task import TimerTask, TimerTaskEntry
+from .task import TimerTask
 
 
-class TaskCounter:
-    """The number of entries in all buckets of one timer. Guarded by the buckets' lock."""
+class TimerTaskList(dict[TimerTask, int]):
+    """A bucket: task -> expiration ms, with the bucket's own expiration and width.
 
-    __slots__ = ("value",)
-
-    def __init__(self) -> None:
-        self.value = 0
-
-
-class TimerTaskList:
-    """A bucket: O(1) add and remove, an expiration that changes when the bucket is reused.
-
-    All buckets of one timer share one re-entrant lock, handed in by the timer, so a flush
-    can re-insert into other buckets while holding it, and ``cancel()`` from any other
-    thread is safe. Not thread-safe without that lock: every method expects it held,
-    except ``add``/``remove``/``flush``, which take it.
+    Not thread-safe alone: the timer's lock must be held for every method. The one
+    exception is a task's ``cancel``, which pops itself without the lock (see there).
     """
 
-    __slots__ = ("_counter", "_entries", "_expiration", "_lock")
+    __slots__ = ("expiration", "span_ms")
 
-    def __init__(self, task_counter: TaskCounter, lock: threading.RLock | None = None) -> None:
-        self._counter = task_counter
-        self._lock = lock if lock is not None else threading.RLock()
-        self._entries: dict[TimerTaskEntry, None] = {}
-        self._expiration = -1
-
-    @property
-    def expiration(self) -> int:
-        """The bucket's expiration in ms, or -1 while it is unused."""
-        return self._expiration
+    def __init__(self, span_ms: int = 1) -> None:
+        super().__init__()
+        self.span_ms = span_ms  # the tick of the wheel level that owns the bucket
+        self.expiration = -1  # -1 while unused
 
     def set_expiration(self, expiration_ms: int) -> bool:
         """Set the expiration; True only if it changed (the bucket must then be queued)."""
-        changed = self._expiration != expiration_ms
-        self._expiration = expiration_ms
-        return changed
+        if self.expiration == expiration_ms:
+            return False
+        self.expiration = expiration_ms
+        return True
 
-    def add(self, entry: TimerTaskEntry) -> None:
-        # An entry may still sit in another bucket (a cascade moves it): unlink it first.
-        while True:
-            if entry.bucket is not None:
-                entry.remove()
-            with self._lock:
-                if entry.bucket is None:
-                    self._entries[entry] = None
-                    entry.bucket = self
-                    self._counter.value += 1
-                    return
+    def add(self, task: TimerTask, expiration_ms: int) -> None:
+        """Hold ``task``; the caller has taken it out of any other bucket."""
+        self[task] = expiration_ms
+        task._bucket = self
 
-    def remove(self, entry: TimerTaskEntry) -> None:
-        with self._lock:
-            if entry.bucket is self:
-                del self._entries[entry]
-                entry.bucket = None
-                self._counter.value -= 1
+    def take(self) -> list[tuple[TimerTask, int]]:
+        """Empty the bucket and reset its expiration; return its (task, expiration) pairs."""
+        items = list(self.items())
+        self.clear()
+        self.expiration = -1
+        return items
 
-    def flush(self, fn: Callable[[TimerTaskEntry], object]) -> None:
-        """Empty the bucket, reset its expiration, then apply ``fn`` to each entry."""
-        with self._lock:
-            entries = self._entries
-            self._entries = {}
-            for entry in entries:
-                entry.bucket = None
-            self._counter.value -= len(entries)
-            self._expiration = -1
-            for entry in entries:
-                fn(entry)
+    def take_tasks(self) -> list[TimerTask]:
+        """Empty the bucket and reset its expiration; return its tasks in insertion order."""
+        tasks = list(self)
+        self.clear()
+        self.expiration = -1
+        return tasks
 
-    def for_each(self, fn: Callable[[TimerTask], object]) -> None:
-        """Apply ``fn`` to the task of each live (not cancelled) entry."""
-        with self._lock:
-            snapshot = list(self._entries)
-        for entry in snapshot:
-            if not entry.cancelled:
-                fn(entry.timer_task)
-
-    def __len__(self) -> int:
-        return len(self._entries)
+    def flush(self, fn: Callable[[TimerTask, int], object]) -> None:
+        """Kafka's flush: empty the bucket, then apply ``fn(task, expiration)`` to each."""
+        for task, expiration in self.take():
+            fn(task, expiration)
 
     def __repr__(self) -> str:
-        return f"<TimerTaskList expiration={self._expiration} size={len(self._entries)}>"
+        return f"<TimerTaskList expiration={self.expiration} size={len(self)}>"

@@ -28,15 +28,25 @@ Invariants kept here (each pinned by a test):
 * A bucket is offered to the delay queue only when its expiration changes, so the queue
   holds at most one item per bucket in use, never one per task, and the timer never ticks
   through empty buckets: the reaper sleeps until the next non-empty bucket is due.
+
+What differs from Kafka, for CPython (each measured in ``benchmarks/engine.py``):
+
+* A bucket is a ``dict`` of task -> expiration (no per-task entry node), and one lock
+  guards every bucket of every level, taken once per public call.
+* ``SystemTimer`` defaults to 256 buckets per level, not Kafka's 20: each cascade is a
+  Python loop over the bucket, so fewer levels is what pays. With 1 ms ticks, level 1
+  covers 256 ms and level 2 about 65 s, so a 30 s timeout cascades once, not three times.
+* A due bucket of the finest level expires in one C-level copy, not entry by entry; a
+  bucket of a coarser level whose whole span has already passed (the reaper fell behind)
+  expires at once in deadline order instead of cascading through every level below.
 """
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING
 
-from .task import TimerTaskEntry
-from .task_list import TaskCounter, TimerTaskList
+from .task import TimerTask
+from .task_list import TimerTaskList
 
 if TYPE_CHECKING:
     from .delay_queue import DelayQueue
@@ -51,11 +61,9 @@ class TimingWheel:
     """
 
     __slots__ = (
-        "_buckets",
-        "_counter",
-        "_lock",
         "_overflow",
         "_queue",
+        "buckets",
         "current_time",
         "interval",
         "tick_ms",
@@ -67,20 +75,15 @@ class TimingWheel:
         tick_ms: int,
         wheel_size: int,
         start_ms: int,
-        task_counter: TaskCounter,
         queue: DelayQueue,
-        *,
-        lock: threading.RLock | None = None,
     ) -> None:
         self.tick_ms = tick_ms
         self.wheel_size = wheel_size
         self.interval = tick_ms * wheel_size
         # Rounded down to a multiple of tick_ms: buckets then line up with the ticks.
         self.current_time = start_ms - (start_ms % tick_ms)
-        self._counter = task_counter
         self._queue = queue
-        self._lock = lock if lock is not None else threading.RLock()
-        self._buckets = [TimerTaskList(task_counter, self._lock) for _ in range(wheel_size)]
+        self.buckets = [TimerTaskList(tick_ms) for _ in range(wheel_size)]
         self._overflow: TimingWheel | None = None
 
     @property
@@ -88,35 +91,32 @@ class TimingWheel:
         return self._overflow
 
     def _add_overflow_wheel(self) -> TimingWheel:
-        with self._lock:
-            if self._overflow is None:
-                self._overflow = TimingWheel(
-                    self.interval,
-                    self.wheel_size,
-                    self.current_time,
-                    self._counter,
-                    self._queue,
-                    lock=self._lock,
-                )
-            return self._overflow
+        if self._overflow is None:
+            self._overflow = TimingWheel(
+                self.interval, self.wheel_size, self.current_time, self._queue
+            )
+        return self._overflow
 
-    def add(self, entry: TimerTaskEntry) -> bool:
-        """Put the entry in its bucket; False if it is already expired or cancelled."""
-        if entry.cancelled:
+    def add(self, task: TimerTask, expiration: int) -> bool:
+        """Put the task (in no bucket now) in its bucket; False if expired or cancelled."""
+        if task._cancelled:
             return False
-        expiration = entry.expiration_ms
         wheel = self
         # Iterative rather than Kafka's recursion: one frame however many levels there are.
         while True:
-            if expiration < wheel.current_time + wheel.tick_ms:
+            current = wheel.current_time
+            if expiration < current + wheel.tick_ms:
                 return False
-            if expiration < wheel.current_time + wheel.interval:
+            if expiration < current + wheel.interval:
                 virtual_id = expiration // wheel.tick_ms
-                bucket = wheel._buckets[virtual_id % wheel.wheel_size]
-                bucket.add(entry)
+                bucket = wheel.buckets[virtual_id % wheel.wheel_size]
+                bucket[task] = expiration
+                task._bucket = bucket
                 # Offer the bucket only when its expiration changes (it was reused):
                 # otherwise it is already in the queue with this very expiration.
-                if bucket.set_expiration(virtual_id * wheel.tick_ms):
+                bucket_expiration = virtual_id * wheel.tick_ms
+                if bucket.expiration != bucket_expiration:
+                    bucket.expiration = bucket_expiration
                     wheel._queue.offer(bucket)
                 return True
             wheel = wheel._overflow or wheel._add_overflow_wheel()
@@ -138,10 +138,15 @@ class TimingWheel:
             wheel = wheel._overflow
         return out
 
-    def drain(self) -> list[TimerTaskEntry]:
-        """Remove and return every live entry of every level (for ``SystemTimer.stop``)."""
-        drained: list[TimerTaskEntry] = []
+    def size(self) -> int:
+        """Tasks held by every level: O(buckets), for metrics, not for hot paths."""
+        return sum(len(bucket) for wheel in self.levels() for bucket in wheel.buckets)
+
+    def drain(self) -> list[TimerTask]:
+        """Remove and return every task of every level (for ``SystemTimer.stop``)."""
+        drained: list[TimerTask] = []
         for wheel in self.levels():
-            for bucket in wheel._buckets:
-                bucket.flush(drained.append)
-        return [e for e in drained if not e.cancelled]
+            for bucket in wheel.buckets:
+                if bucket:
+                    drained += bucket.take_tasks()
+        return drained
