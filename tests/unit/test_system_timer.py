@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import sys
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -204,3 +206,98 @@ def test_add_rejects_non_tasks(timer: SystemTimer) -> None:
     """add() takes TimerTask instances only."""
     with pytest.raises(InvalidInput, match="TimerTask"):
         timer.add(lambda: None)  # type: ignore[arg-type]
+
+
+def test_inline_runs_tasks_on_the_thread_that_expires_them() -> None:
+    """inline=True: no executor thread; run() is called by advance_clock's caller."""
+    clock = ManualClock(0)
+    timer = SystemTimer("inline", clock=clock, inline=True)
+    ran_on: list[int] = []
+
+    class Where(TimerTask):
+        def run(self) -> None:
+            ran_on.append(threading.get_ident())
+
+    timer.add(Where(5))
+    timer.add(Where(-1))  # due already: runs inside add, on this thread
+    assert ran_on == [threading.get_ident()]
+    clock.advance(5)
+    assert timer.advance_clock(0) is True
+    assert ran_on == [threading.get_ident()] * 2
+    timer.close()
+    assert timer.is_terminated
+
+
+def test_a_task_cancelled_after_it_expired_but_before_it_ran_is_skipped() -> None:
+    """The executor checks the flag just before run(): a late cancel still wins."""
+    clock = ManualClock(0)
+    timer = SystemTimer("late-cancel", clock=clock)
+    release = threading.Event()
+    started = threading.Event()
+
+    class Blocker(TimerTask):
+        def run(self) -> None:
+            started.set()
+            release.wait(10)
+
+    out: list[object] = []
+    timer.add(Blocker(-1))  # holds the executor thread
+    assert started.wait(5)
+    target = RecordingTask(3, "target", out)
+    timer.add(target)
+    clock.advance(3)
+    assert timer.advance_clock(0) is True  # expired and handed over, not yet run
+    target.cancel()
+    release.set()
+    drain(timer)
+    assert out == [] and target.runs == 0
+    timer.close()
+
+
+def test_lock_free_cancels_racing_cascades() -> None:
+    """Threads cancel while the clock steps through cascades; a cancel never runs a task.
+
+    On a 2-bucket wheel, tasks due in [1000, 1024) cascade at 512, 768, 896, 960 and 992
+    ms, each cascade a Python loop over all of them under the lock, while two threads
+    cancel every third task without it. Every cancel lands before 1000 ms, so no cancelled
+    task was due yet: none may run; every other task runs exactly once; nothing is left.
+    """
+    clock = ManualClock(0)
+    timer = SystemTimer("race", tick_ms=1, wheel_size=2, clock=clock, inline=True)
+    out: list[object] = []
+    tasks = [RecordingTask(1_000 + i % 24, i, out) for i in range(6_000)]
+    for task in tasks:
+        timer.add(task)
+    cancelled = {i for i in range(6_000) if i % 3 == 0}
+    go = threading.Event()
+
+    def canceller(part: list[RecordingTask]) -> None:
+        go.wait(10)
+        mine = [task for task in part if task.ident in cancelled]
+        deadline = time.monotonic() + 10
+        for k, task in enumerate(mine):
+            # Spread the cancels over 500..990 ms of the clock, across the cascades.
+            while clock.now_ms() < 500 + 490 * k // len(mine) and time.monotonic() < deadline:
+                pass
+            task.cancel()
+
+    threads = [threading.Thread(target=canceller, args=(tasks[k::2],)) for k in range(2)]
+    for t in threads:
+        t.start()
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as CPython allows: more races
+    try:
+        go.set()
+        while clock.now_ms() < 999:
+            clock.advance(1)
+            timer.advance_clock(0)
+        for t in threads:
+            t.join(10)
+    finally:
+        sys.setswitchinterval(switch)
+    clock.advance(100)
+    timer.advance_clock(0)
+    assert sorted(out) == sorted(set(range(6_000)) - cancelled)  # type: ignore[type-var]
+    assert all(t.runs == (0 if t.ident in cancelled else 1) for t in tasks)
+    assert timer.size == 0
+    timer.close()

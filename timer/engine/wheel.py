@@ -39,6 +39,15 @@ What differs from Kafka, for CPython (each measured in ``benchmarks/engine.py``)
 * A due bucket of the finest level expires in one C-level copy, not entry by entry; a
   bucket of a coarser level whose whole span has already passed (the reaper fell behind)
   expires at once in deadline order instead of cascading through every level below.
+
+Where it wins, measured (``python -m benchmarks.engine``, same-run ratios): expiring 1M
+timers, 3.1x a plain ``heapq`` when the clock jumps and 2.0x when it steps a millisecond at
+a time, in about half the memory: a heap pays ``log n`` per task in and out, the wheel a
+dict insert and a share of one C-level copy. On Kafka's purgatory workload (most timers
+cancelled within 200 ms) a plain ``heapq`` is even with it: its lazy cancel is one
+attribute store, and its pops are few. Against a heap with the same guarantees (a lock,
+an executor, a cancelled task freed at once) the wheel is ahead on all three. The
+asymptotic O(1) is real; in CPython the constant is what has to be earned.
 """
 
 from __future__ import annotations
@@ -149,4 +158,5 @@ class TimingWheel:
             for bucket in wheel.buckets:
                 if bucket:
                     drained += bucket.take_tasks()
-        return drained
+        # A cancel that raced a cascade may have left its task behind: it never runs.
+        return [task for task in drained if not task._cancelled]
