@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
+from pathlib import Path
 
 import click
 
@@ -18,21 +21,48 @@ NAMES = {
     "all": "benchmarks.run_all",
 }
 
+# The checkout this package runs from (an editable install): benchmarks/ sits beside cli/.
+SOURCE_ROOT = Path(__file__).resolve().parent.parent
 
-@click.command(context_settings={"ignore_unknown_options": True})
-@click.argument("name", type=click.Choice(sorted(NAMES)))
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def bench(name: str, args: tuple[str, ...]) -> None:
-    """Run benchmark NAME and print its JSON; extra ARGS go to it (try: bench engine --help).
 
-    The benchmarks compare side by side in one run (ratios). They live in benchmarks/ of
-    the source tree: run this from a checkout.
-    """
-    try:
-        module = importlib.import_module(NAMES[name])
-    except ImportError:
+def _find_benchmarks() -> None:
+    """Make ``benchmarks`` importable here and in the processes a benchmark starts."""
+    if not (SOURCE_ROOT / "benchmarks" / "__init__.py").is_file():
         raise click.ClickException(
             "the benchmarks are not installed with the package; run this from a source "
-            "checkout (where benchmarks/ is)"
-        ) from None
+            "checkout installed with `pip install -e .` (where benchmarks/ is), or run "
+            "`make bench` there"
+        )
+    root = str(SOURCE_ROOT)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if root not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
+
+
+@click.command(
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+    add_help_option=False,  # `bench NAME --help` is the benchmark's own help
+)
+@click.argument("name", required=False, metavar="NAME")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def bench(ctx: click.Context, name: str | None, args: tuple[str, ...]) -> None:
+    """Run benchmark NAME and print its JSON; ARGS go to the benchmark.
+
+    NAME is one of: engine, register, worker, spark, memory, recovery, peers, handlers,
+    or all (what `make bench` runs). `tickwheel bench NAME --help` shows that
+    benchmark's own options. The benchmarks compare side by side in one run (ratios);
+    they live in benchmarks/ of the source tree, so run this from a checkout.
+    """
+    if name in {"--help", "-h"}:
+        click.echo(ctx.get_help())
+        ctx.exit(0)
+    if name is None:
+        raise click.UsageError(f"Missing argument NAME: one of {', '.join(NAMES)}.")
+    if name not in NAMES:
+        raise click.UsageError(f"No benchmark {name!r}: choose one of {', '.join(NAMES)}.")
+    _find_benchmarks()
+    module = importlib.import_module(NAMES[name])
     raise SystemExit(module.main(list(args)))

@@ -133,3 +133,25 @@ def test_shell_completion_script() -> None:
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
     )
     assert "complete" in out.stdout and "tickwheel" in out.stdout
+
+
+def test_bench_command_runs_from_anywhere_with_the_benchmarks_own_help(tmp_path: Path) -> None:
+    """`tickwheel bench NAME` (the installed console script) finds benchmarks/ from any
+    directory, passes --help to the benchmark, and its child processes find it too."""
+    exe = Path(sys.executable).with_name("tickwheel")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+    def bench(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(exe), "bench", *args], cwd=tmp_path, env=env, capture_output=True,
+            text=True, timeout=120, check=False,
+        )  # fmt: skip
+
+    helped = bench("engine", "--help")
+    assert helped.returncode == 0, helped.stderr
+    assert "--repeat" in helped.stdout and "--only" in helped.stdout
+    ran = bench("engine", "--only", "purgatory", "--requests", "500", "--repeat", "1")
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["purgatory"]["system_timer"]["adds"] == 500
+    bad = bench("nope")
+    assert bad.returncode == 2 and "choose one of engine" in bad.stderr
