@@ -1,7 +1,8 @@
 """Registration throughput: ``schedule_many`` next to the server's own ceiling, in one run.
 
 One private server (the same binary the tests use), one process. Measured side by side:
-``schedule_many`` of N timers (pipelined batches of 1000 schedule scripts), pipelined
+``schedule_many`` of N timers (pipelines of 1000 timers: one schedule call per shard and
+per 100 timers), pipelined
 ``EVALSHA`` of a trivial script, and pipelined ``ZADD``: the last two are what the server
 and the client library can do at all, so the ratios say how much tickwheel costs on top.
 Then the asyncio client: its ``schedule_many``, and N/5 single ``schedule`` calls from 64

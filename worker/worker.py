@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol, TypeVar
 
 from timer import SystemTimer, SystemTimerReaper, TimerClient, TimerError
-from timer.durable.calls import parse_event
-from timer.durable.models import Meta
+from timer.durable.calls import parse_events
+from timer.durable.models import Event, Meta
 from timer.errors import Fenced, StoreError
 
 from .events import EventListener
@@ -270,34 +270,38 @@ class Worker:
 
     def _on_event(self, channel: str, data: str) -> None:
         shard = self.client.shard_of_channel(channel)
-        event = parse_event(data)
-        tid = event.timer_id
+        events = parse_events(data)  # one, or a schedule call's batch
         with self._lock:
             state = self.shards.get(shard) if shard is not None else None
             if state is None:
                 return
-            if event.deadline_ms is not None:  # scheduled or rescheduled
-                deadline = event.deadline_ms
-                # A loaded bucket must hold all its timers in the wheel (load skips it from
-                # now on), even those beyond the horizon edge it straddles.
-                within = (
-                    deadline <= self.clock.now_ms() + self.settings.horizon_ms
-                    or deadline // self.meta.bucket_ms in state.loaded
-                )
-                if event.kind == "scheduled" and tid in state.tasks:
-                    return
-                if within:
-                    self._add_task(state, tid, deadline)
-                elif tid in state.tasks:
-                    state.tasks.pop(tid).cancel()
-            else:  # decided
-                if event.outcome == "completed":
-                    self.stats.completed_seen += 1
-                elif event.outcome == "cancelled":
-                    self.stats.cancelled_seen += 1
-                task = state.tasks.pop(tid, None)
-                if task is not None:
-                    task.cancel()
+            for event in events:
+                self._apply_event(state, event)
+
+    def _apply_event(self, state: ShardState, event: Event) -> None:
+        tid = event.timer_id
+        if event.deadline_ms is not None:  # scheduled or rescheduled
+            deadline = event.deadline_ms
+            # A loaded bucket must hold all its timers in the wheel (load skips it from
+            # now on), even those beyond the horizon edge it straddles.
+            within = (
+                deadline <= self.clock.now_ms() + self.settings.horizon_ms
+                or deadline // self.meta.bucket_ms in state.loaded
+            )
+            if event.kind == "scheduled" and tid in state.tasks:
+                return
+            if within:
+                self._add_task(state, tid, deadline)
+            elif tid in state.tasks:
+                state.tasks.pop(tid).cancel()
+        else:  # decided
+            if event.outcome == "completed":
+                self.stats.completed_seen += 1
+            elif event.outcome == "cancelled":
+                self.stats.cancelled_seen += 1
+            task = state.tasks.pop(tid, None)
+            if task is not None:
+                task.cancel()
 
     def _on_subscribed(self, channel: str) -> None:
         shard = self.client.shard_of_channel(channel)

@@ -205,6 +205,30 @@ def test_running_worker_fires_new_timers_through_events(ns_client: TimerClient) 
     assert all(ns_client.redis.get(ns_client.keys.shard(s).lease) is None for s in range(4))
 
 
+def test_running_worker_hears_a_batched_schedule_event(ns_client: TimerClient) -> None:
+    """schedule_many of one shard publishes one event for all its timers; the leader adds
+    every one of them to its wheel from it and fires them on time (the sweep is off)."""
+    w = make_worker(ns_client, "w1", sweep_interval_ms=60_000)
+    thread = threading.Thread(target=w.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: len(w.shards) == 4 and subscribed(ns_client, 4), 10)
+        # Loaded since it subscribed: from now on a new timer near at hand reaches the
+        # wheel only through its event (a load skips the buckets it already read).
+        wait_for(lambda: not any(st.needs_reload for st in list(w.shards.values())), 10)
+        ids = [f"batch {i}:{{b}}" for i in range(50)]  # one shard: one call, one event
+        res = ns_client.schedule_many([{"id": t, "delay_ms": 400 + n} for n, t in enumerate(ids)])
+        assert all(not isinstance(r, Exception) and r.created for r in res)
+        outs = [ns_client.wait(i, timeout=10) for i in ids]
+        assert all(o.outcome == "expired" and 0 <= o.lateness_ms < 250 for o in outs)
+        assert w.stats.swept == 0
+    finally:
+        w.stop()
+        thread.join(10)
+        w.client.close()
+    assert not thread.is_alive()
+
+
 def test_timers_fire_after_pubsub_is_killed(
     ns_client: TimerClient, redis_client: redis.Redis
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from importlib import resources
 
+import msgpack
 import pytest
 
 from timer import DuplicateTimer, Fenced, InvalidInput
@@ -116,18 +117,50 @@ def test_bad_input_fails_before_any_step() -> None:
             next(op)
 
 
-def test_schedule_many_sends_good_items_and_keeps_errors_in_place() -> None:
-    """schedule_many yields one pipeline of the good items; bad ones keep their errors."""
-    items = [{"id": "a", "delay_ms": 1}, {"id": ""}, {"id": "c", "delay_ms": 2}]
-    op = ops.schedule_many(NS, items, "")
+def test_schedule_many_sends_one_call_per_shard_and_keeps_errors_in_place() -> None:
+    """schedule_many yields one pipeline: one call per shard, its timers packed once; a
+    bad item keeps its error, an error reply lands in its timer's slot, and a failed call
+    fails each of its timers."""
+    ids = [f"t{i}" for i in range(40)]
+    one = [i for i in ids if NS.shard_of(i) == NS.shard_of("t0")][:3]
+    other = next(i for i in ids if NS.shard_of(i) != NS.shard_of("t0"))
+    items = [{"id": one[0], "delay_ms": 1}, {"id": ""}, {"id": other, "delay_ms": 2},
+             {"id": one[1], "delay_ms": 3}, {"id": one[2], "delay_ms": 4}]  # fmt: skip
+    op = ops.schedule_many(NS, items, "batch-1")
     step = next(op)
     assert isinstance(step, C.Pipeline) and step.errors_in_slots
-    assert [c.args[1] for c in step.calls] == ["a", "c"]  # type: ignore[union-attr]
+    calls = step.calls
+    assert len(calls) == 2  # two shards, one call each
+    first, second = calls
+    assert isinstance(first, C.ScriptCall) and isinstance(second, C.ScriptCall)
+    assert [t[0] for t in msgpack.unpackb(first.args[5], raw=True)] == [i.encode() for i in one]
+    assert msgpack.unpackb(second.args[5], raw=True)[0][0] == other.encode()
+    assert first.keys[2:] == [NS.shard(NS.shard_of(one[0])).result(i) for i in one]
+    assert first.args[4] == "batch-1"
+    conflict = Exception("CONFLICT timer t1 is pending with other parameters")
     with pytest.raises(StopIteration) as done:
-        op.send([[b"created", b"10", b"0"], Fenced("x")])
+        op.send([[[b"created", b"10", b"0"], conflict, [b"pending", b"30", b"5", b"old"]],
+                 Fenced("x")])  # fmt: skip
     results = done.value.value
-    assert results[0].deadline_ms == 10 and isinstance(results[1], InvalidInput)
+    assert results[0].deadline_ms == 10 and results[0].created and results[0].origin == "batch-1"
+    assert isinstance(results[1], InvalidInput)
     assert isinstance(results[2], Fenced)
+    assert isinstance(results[3], DuplicateTimer)
+    assert not results[4].created and results[4].origin == "old"
+
+
+def test_batched_schedule_events_parse_by_byte_length() -> None:
+    """A schedule call's one event names each id's byte length: any id survives it."""
+    ids = ["plain", "with space", "é and 日本", "M 1 2 x", " "]
+    msg = "M" + "".join(f" {1000 + n} {len(i.encode())} {i}" for n, i in enumerate(ids))
+    events = C.parse_events(msg)
+    assert [(e.kind, e.timer_id, e.deadline_ms) for e in events] == [
+        ("scheduled", i, 1000 + n) for n, i in enumerate(ids)
+    ]
+    assert C.parse_events("S 5 a b") == [C.Event("scheduled", "a b", deadline_ms=5)]
+    for bad in ("M 5 9 short", "M x 1 a", "M 5 1 ab"):
+        with pytest.raises(ValueError, match="event batch"):
+            C.parse_events(bad)
 
 
 def test_group_calls_keep_every_key_in_the_shard() -> None:

@@ -17,7 +17,9 @@ from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ..errors import ConfigError, InvalidInput, TimerError, TimerNotFound
+import msgpack
+
+from ..errors import ConfigError, InvalidInput, StoreError, TimerError, TimerNotFound
 from . import keys as K
 from .codec import decode_payload, decode_record, encode_payload
 from .models import (
@@ -34,7 +36,7 @@ from .models import (
     TimerInfo,
     Trimmed,
 )
-from .scripts import ScriptName
+from .scripts import ScriptName, script_error
 
 # -- steps: what an operation asks its I/O layer to do ------------------------------------
 
@@ -149,7 +151,7 @@ def meta_from(stored: Mapping[Any, Any], namespace: str, where: str) -> Meta:
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    """A validated ``schedule`` call, with what its parser needs."""
+    """A validated ``reschedule`` call, with what its parser needs."""
 
     call: ScriptCall
     timer_id: str
@@ -165,7 +167,19 @@ def _when(ns: Namespace, delay_ms: object, deadline_ms: object) -> tuple[str, in
     return "at", check_int("deadline_ms", deadline_ms, 0)
 
 
-def schedule_call(  # noqa: PLR0917 - the fields of one timer, in the order users write them
+TIMERS_PER_CALL = 100  # timers of one shard per schedule call: ~1 ms of Redis time
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleItem:
+    """One validated timer for ``schedule.lua``, with what its parser needs."""
+
+    timer_id: str
+    shard: int
+    spec: tuple[Any, ...]  # (id, mode, value, payload, need, rearm, watch), as the script takes it
+
+
+def schedule_item(  # noqa: PLR0917 - the fields of one timer, in the order users write them
     ns: Namespace,
     timer_id: object,
     delay_ms: object = None,
@@ -173,10 +187,9 @@ def schedule_call(  # noqa: PLR0917 - the fields of one timer, in the order user
     payload: object = None,
     watch: Iterable[object] = (),
     need: object = 1,
-    origin: str = "",
     rearm: object = False,
-) -> Prepared:
-    """Validate one timer and build its ``schedule`` call; InvalidInput, nothing sent.
+) -> ScheduleItem:
+    """Validate one timer for ``schedule_call``; InvalidInput, nothing sent.
 
     ``rearm``: an id that ended (its outcome retained) is scheduled again instead of
     answering with that outcome.
@@ -185,12 +198,12 @@ def schedule_call(  # noqa: PLR0917 - the fields of one timer, in the order user
     mode, value = _when(ns, delay_ms, deadline_ms)
     if isinstance(watch, str | bytes):
         raise InvalidInput("watch must be a list of keys, not a single string")
-    keys = sorted({K.check_name("watch key", k) for k in watch})
+    keys = sorted({K.check_name("watch key", k) for k in watch}) if watch else []
     if keys:
         check_int("need", need, 1, len(keys))
     elif need != 1:
         raise InvalidInput(f"need={need!r} makes no sense without watch keys (leave it at 1)")
-    if not isinstance(rearm, bool):
+    if rearm is not False and rearm is not True:
         raise InvalidInput(f"rearm must be True or False, got {rearm!r}")
     data = encode_payload(payload, ns.settings.max_payload_bytes)
     shard = ns.shard_of(tid)
@@ -201,46 +214,62 @@ def schedule_call(  # noqa: PLR0917 - the fields of one timer, in the order user
                 f"{tid!r} routes to shard {shard}; give both the same hash tag, e.g. "
                 f"id 'job:{{42}}' and key 'job:{{42}}:done'"
             )
-    sk = ns.shard(shard)
-    args: list[Any] = [
-        sk.prefix, tid, mode, value, data, need, ns.meta.bucket_ms,
-        ns.settings.max_delay_ms, sk.events, origin, int(rearm), *keys,
-    ]  # fmt: skip
-    call = ScriptCall(ScriptName.SCHEDULE, [sk.timers, sk.buckets, sk.result(tid)], args)
-    return Prepared(call, tid, shard, origin)
+    return ScheduleItem(tid, shard, (tid, mode, value, data, need, int(rearm), keys))
 
 
 SCHEDULE_FIELDS = frozenset({"id", "delay_ms", "deadline_ms", "payload", "watch", "need", "rearm"})
 
 
-def schedule_item_call(ns: Namespace, item: object, origin: str) -> Prepared:
-    """``schedule_call`` for one item of ``schedule_many`` (a mapping with an ``id``)."""
-    if not isinstance(item, Mapping):
+def schedule_item_of(ns: Namespace, item: object) -> ScheduleItem:
+    """``schedule_item`` for one item of ``schedule_many`` (a mapping with an ``id``)."""
+    if type(item) is not dict and not isinstance(item, Mapping):  # the ABC check is slow
         raise InvalidInput(f"each item must be a mapping with an 'id', got {item!r}")
-    extra = set(item) - SCHEDULE_FIELDS
-    if extra:
-        raise InvalidInput(f"unknown field(s) {sorted(extra)} in item {item.get('id')!r}")
-    return schedule_call(
+    if not SCHEDULE_FIELDS.issuperset(item):
+        extra = sorted(set(item) - SCHEDULE_FIELDS)
+        raise InvalidInput(f"unknown field(s) {extra} in item {item.get('id')!r}")
+    get = item.get
+    return schedule_item(
         ns,
-        item.get("id"),
-        item.get("delay_ms"),
-        item.get("deadline_ms"),
-        item.get("payload"),
-        item.get("watch", ()),
-        item.get("need", 1),
-        origin,
-        item.get("rearm", False),
+        get("id"),
+        get("delay_ms"),
+        get("deadline_ms"),
+        get("payload"),
+        get("watch", ()),
+        get("need", 1),
+        get("rearm", False),
     )
 
 
-def parse_schedule(reply: Sequence[Any], p: Prepared) -> Timer:
+def schedule_call(ns: Namespace, items: Sequence[ScheduleItem], origin: str) -> ScriptCall:
+    """One ``schedule`` call for up to TIMERS_PER_CALL timers of one shard, packed once."""
+    if not items or len(items) > TIMERS_PER_CALL:
+        raise ValueError(f"a schedule call takes 1 to {TIMERS_PER_CALL} timers")
+    sk = ns.shard(items[0].shard)
+    keys = [sk.timers, sk.buckets, *(sk.result(item.timer_id) for item in items)]
+    # The old raw format (no bin or str8 types): what Redis's Lua cmsgpack reads.
+    timers = msgpack.packb([item.spec for item in items], use_bin_type=False)
+    args = [sk.prefix, ns.meta.bucket_ms, ns.settings.max_delay_ms, sk.events, origin, timers]
+    return ScriptCall(ScriptName.SCHEDULE, keys, args)
+
+
+def parse_schedule(
+    reply: Sequence[Any], items: Sequence[ScheduleItem], origin: str
+) -> list[Timer | TimerError]:
+    """One result per timer of a ``schedule`` call: its Timer, or the error in its slot."""
+    return [_schedule_result(r, item, origin) for r, item in zip(reply, items, strict=True)]
+
+
+def _schedule_result(reply: Any, item: ScheduleItem, origin: str) -> Timer | TimerError:
+    if isinstance(reply, Exception):  # an error reply in the slot (CONFLICT, TOOFAR)
+        message = str(reply)
+        return script_error(message) or StoreError(f"Redis answered with an error: {message}")
     status = text(reply[0])
     if status == "created":
-        return Timer(p.timer_id, p.shard, int(reply[1]), "pending", True, p.origin)
+        return Timer(item.timer_id, item.shard, int(reply[1]), "pending", True, origin)
     if status == "pending":
-        return Timer(p.timer_id, p.shard, int(reply[1]), "pending", False, text(reply[3]))
+        return Timer(item.timer_id, item.shard, int(reply[1]), "pending", False, text(reply[3]))
     rec = decode_record(reply[1])
-    return Timer(p.timer_id, p.shard, int(rec["d"]), rec["o"], False, text(rec.get("s", b"")))
+    return Timer(item.timer_id, item.shard, int(rec["d"]), rec["o"], False, text(rec.get("s", b"")))
 
 
 # -- decide: cancel, complete, reschedule, notify ---------------------------------------
@@ -533,8 +562,40 @@ def parse_ref(ref: object, shards: int) -> tuple[int, str]:
 _EVENTS = {"S": "scheduled", "R": "rescheduled"}
 
 
+def parse_events(data: str) -> list[Event]:
+    """The events of one shard message as the scripts publish it (``lua/_lib.lua`` and
+    ``lua/schedule.lua`` name the forms): one event, or ``M`` with a schedule call's batch.
+
+    ``data`` is the message decoded as UTF-8 with surrogatepass (how the listener reads
+    it); a batch names each id's length in bytes, so it is parsed as bytes.
+    """
+    if not data.startswith("M "):
+        return [parse_event(data)]
+    raw = data.encode("utf-8", "surrogatepass")
+    events: list[Event] = []
+    pos = 1  # at the space before each entry: " <deadline> <id bytes> <id>"
+    try:
+        while pos < len(raw):
+            if raw[pos] != 0x20:
+                raise ValueError("expected a space")
+            cut = raw.index(b" ", pos + 1)
+            deadline = int(raw[pos + 1 : cut])
+            end = raw.index(b" ", cut + 1)
+            size = int(raw[cut + 1 : end])
+            tid = raw[end + 1 : end + 1 + size]
+            if len(tid) != size:
+                raise ValueError("an id shorter than its length")
+            events.append(
+                Event("scheduled", tid.decode("utf-8", "surrogatepass"), deadline_ms=deadline)
+            )
+            pos = end + 1 + size
+    except ValueError as exc:
+        raise ValueError(f"not a tickwheel event batch ({exc}): {data[:200]!r}") from None
+    return events
+
+
 def parse_event(data: str) -> Event:
-    """A shard event as the scripts publish it (``lua/_lib.lua`` names the three forms)."""
+    """A single shard event (``S``, ``R`` or ``X``); ``parse_events`` reads batches too."""
     kind, head, tid = data.split(" ", 2)
     if kind == "X":
         return Event("decided", tid, outcome=head)

@@ -154,8 +154,12 @@ def server_time_ms() -> Op[int]:
 
 
 def schedule(ns: C.Namespace, timer_id: object, **timer: Any) -> Op[Timer]:
-    p = C.schedule_call(ns, timer_id, **timer)
-    return C.parse_schedule((yield p.call), p)
+    """One timer: a one-timer call of the same script ``schedule_many`` uses."""
+    item = C.schedule_item(ns, timer_id, **timer)
+    (result,) = C.parse_schedule((yield C.schedule_call(ns, [item], "")), [item], "")
+    if isinstance(result, TimerError):
+        raise result
+    return result
 
 
 def schedule_many(
@@ -163,28 +167,47 @@ def schedule_many(
 ) -> Op[list[Timer | TimerError]]:
     """Validate every item, send the good ones in pipelined batches; a result per item.
 
-    A bad item gets its error in its slot (nothing is written for it); the others go on.
+    Each pipeline holds up to ``pipeline_batch`` timers: one script call per shard and
+    per ``TIMERS_PER_CALL`` timers (on a Cluster, redis-py sends each node its calls). A
+    bad item gets its error in its slot (nothing is written for it); the others go on.
     """
     results: list[Timer | TimerError] = []
-    batch: list[tuple[int, C.Prepared]] = []
+    by_shard: dict[int, list[tuple[int, C.ScheduleItem]]] = {}
+    queued = 0
 
     def flush() -> Op[None]:
-        replies = yield C.Pipeline([p.call for _, p in batch], errors_in_slots=True)
-        for (slot, p), reply in zip(batch, replies, strict=True):
-            results[slot] = reply if isinstance(reply, TimerError) else C.parse_schedule(reply, p)
-        batch.clear()
+        calls: list[list[tuple[int, C.ScheduleItem]]] = []
+        for group in by_shard.values():
+            calls += (
+                group[i : i + C.TIMERS_PER_CALL] for i in range(0, len(group), C.TIMERS_PER_CALL)
+            )
+        by_shard.clear()
+        replies = yield C.Pipeline(
+            [C.schedule_call(ns, [it for _, it in call], origin) for call in calls],
+            errors_in_slots=True,
+        )
+        for call, reply in zip(calls, replies, strict=True):
+            if isinstance(reply, TimerError):  # the whole call failed (NotDurable, ...)
+                for slot, _ in call:
+                    results[slot] = reply
+                continue
+            parsed = C.parse_schedule(reply, [it for _, it in call], origin)
+            for (slot, _), result in zip(call, parsed, strict=True):
+                results[slot] = result
 
-    for item in items:
+    for raw in items:
         try:
-            prepared = C.schedule_item_call(ns, item, origin)
+            item = C.schedule_item_of(ns, raw)
         except InvalidInput as exc:
             results.append(exc)
             continue
         results.append(InvalidInput("not sent"))  # replaced once its batch has run
-        batch.append((len(results) - 1, prepared))
-        if len(batch) >= ns.settings.pipeline_batch:
+        by_shard.setdefault(item.shard, []).append((len(results) - 1, item))
+        queued += 1
+        if queued >= ns.settings.pipeline_batch:
             yield from flush()
-    if batch:
+            queued = 0
+    if by_shard:
         yield from flush()
     return results
 

@@ -7,9 +7,10 @@ Record of a pending timer (HASH P:t, field = id), msgpack map built here:
   s = origin token given at schedule (who created it; '' if none)
 Retained outcome (STRING P:r:<id>): msgpack map o = outcome, d, t = decided_ms, p, c, s,
   g = the watch keys notified before it was decided (which completed it).
-Events on the shard channel: "S <deadline> <id>" scheduled, "R <deadline> <id>"
-rescheduled, "X <outcome> <id>" decided by cancel, complete or notify (fire and sweep
-publish nothing: the leader that called them already knows what they decided).
+Events on the shard channel: "S <deadline> <id>" scheduled ("M" and a list for a schedule
+call that created several: see schedule.lua), "R <deadline> <id>" rescheduled,
+"X <outcome> <id>" decided by cancel, complete or notify (fire and sweep publish nothing:
+the leader that called them already knows what they decided).
 ]]
 
 local function now_ms()

@@ -1,72 +1,131 @@
---[[ schedule: create a timer once, or say what already exists under its id.
+--[[ schedule: create timers once each, or say what already exists under their ids.
 
-KEYS[1]  P:t         HASH  id -> record
-KEYS[2]  P:buckets   ZSET  durable bucket n -> n * bucket_ms
-KEYS[3]  P:r:<id>    STRING retained outcome of this id
+One call takes N timers of one shard (schedule is N = 1, schedule_many sends batches):
+the existence checks are one MGET and one HMGET, the clock is read once, the writes are
+one HSET, one SADD per durable bucket, one ZADD and one SADD per watch key, and one
+event is published for the whole call.
+
+KEYS[1]      P:t         HASH  id -> record
+KEYS[2]      P:buckets   ZSET  durable bucket n -> n * bucket_ms
+KEYS[2+i]    P:r:<id_i>  STRING retained outcome of the i-th timer's id
 ARGV[1]  P           shard prefix, e.g. {tw:default:3}
-ARGV[2]  id
-ARGV[3]  mode        'in' (ARGV[4] is a delay, ms) or 'at' (ARGV[4] is a deadline, epoch ms, Redis time)
-ARGV[4]  delay_ms | deadline_ms
-ARGV[5]  payload     msgpack bytes
-ARGV[6]  need        distinct watch keys that complete the timer (>= 1)
-ARGV[7]  bucket_ms   width of a durable bucket, ms
-ARGV[8]  max_delay_ms  a deadline further than this from now is refused
-ARGV[9]  events channel of the shard
-ARGV[10] origin      an opaque token naming who created it (a batch, a Spark job); may be ''
-ARGV[11] rearm       '1': an id whose outcome is retained is scheduled again (a new arming,
-                     which will have its own outcome); '0': that outcome is returned
-ARGV[12..] watch keys (deduplicated and sorted by the client; all route to this shard)
+ARGV[2]  bucket_ms   width of a durable bucket, ms
+ARGV[3]  max_delay_ms  a deadline further than this from now is refused
+ARGV[4]  events channel of the shard
+ARGV[5]  origin      an opaque token naming who created them (a batch, a Spark job); may be ''
+ARGV[6]  timers      msgpack array; each timer is an array
+                     {id, mode, value, payload, need, rearm, watch}:
+                     mode 'in' (value is a delay, ms) or 'at' (value is a deadline, epoch
+                     ms, Redis time); payload msgpack bytes; need distinct watch keys that
+                     complete it (>= 1); rearm 1: an id whose outcome is retained is
+                     scheduled again (a new arming with its own outcome), 0: that outcome
+                     is returned; watch keys deduplicated and sorted by the client, all
+                     routing to this shard.
 
-Returns  {'created', deadline_ms, now_ms}              this call created the timer
+Returns  one reply per timer, in order:
+         {'created', deadline_ms, now_ms}              this call created the timer
          {'pending', deadline_ms, created_ms, origin}  the same timer was already pending
+                                                       (or created earlier in this call)
          {'decided', outcome_record}           the id was decided and its outcome is retained
                                                (not with rearm: then it is created again)
+         an error reply, in its slot (the other timers go on):
 Errors   CONFLICT  a pending timer with this id has another payload, watch list, need or deadline
          TOOFAR    the deadline is more than max_delay_ms from now
+Events   one per call: 'S <deadline> <id>' for one created timer; for more,
+         'M' then ' <deadline> <id byte length> <id>' for each
 Atomic   one timer per id: creation, bucket and watch indexes are written together.
-Cost     O(W) for W watch keys.
+Cost     O(N + W) for N timers and W watch keys.
 ]]
-local P, id, mode = ARGV[1], ARGV[2], ARGV[3]
-local value, payload, need = tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
-local bucket_ms, max_delay = tonumber(ARGV[7]), tonumber(ARGV[8])
-local origin, rearm = ARGV[10], ARGV[11] == '1'
-local watch = {}
-for i = 12, #ARGV do
-  watch[#watch + 1] = ARGV[i]
-end
+local P, bucket_ms, max_delay = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local origin = ARGV[5]
+local timers = cmsgpack.unpack(ARGV[6])
+local n = #timers
 
-local retained = redis.call('GET', KEYS[3])
-if retained and not rearm then
-  return {'decided', retained}
-end
-
-local existing = redis.call('HGET', KEYS[1], id)
-if existing then
-  local rec = cmsgpack.unpack(existing)
-  local same = rec.p == payload and rec.n == need and #rec.w == #watch
-  if same then
-    for i = 1, #watch do
-      if rec.w[i] ~= watch[i] then same = false end
-    end
-  end
-  if same and mode == 'at' and rec.d ~= value then same = false end
-  if not same then
-    return redis.error_reply('CONFLICT timer ' .. id .. ' is pending with other parameters')
-  end
-  return {'pending', istr(rec.d), istr(rec.c), rec.s or ''}
-end
+local ids = {}
+for i = 1, n do ids[i] = timers[i][1] end
+local retained = redis.call('MGET', unpack(KEYS, 3, n + 2))
+local existing = redis.call('HMGET', KEYS[1], unpack(ids))
 
 local now = now_ms()
-local deadline, too_far = deadline_of(mode, value, now, max_delay)
-if too_far then return too_far end
-if retained then
-  redis.call('DEL', KEYS[3])  -- re-armed: the old outcome stays in the stream only
+local replies, here = {}, {}  -- here: id -> record created earlier in this call
+local fields, buckets, watched, gone, events = {}, {}, {}, {}, {}
+
+local function same_timer(rec, t)
+  local watch = t[7]
+  if rec.p ~= t[4] or rec.n ~= t[5] or #rec.w ~= #watch then return false end
+  for k = 1, #watch do
+    if rec.w[k] ~= watch[k] then return false end
+  end
+  return not (t[2] == 'at' and rec.d ~= t[3])
 end
 
-redis.call('HSET', KEYS[1], id, cmsgpack.pack({d = deadline, p = payload, w = watch, n = need, g = {}, c = now, s = origin}))
-index_bucket(P, KEYS[2], id, deadline, bucket_ms)
-for _, k in ipairs(watch) do
-  redis.call('SADD', watch_key(P, k), id)
+-- The i-th timer's reply if it exists already (or nil): checked in the order one call per
+-- timer would check them, so a batch behaves like its timers scheduled one by one.
+local function known(i, t)
+  local id = t[1]
+  local rec = here[id]
+  if not rec then
+    if retained[i] and t[6] ~= 1 then return {'decided', retained[i]} end
+    if existing[i] then rec = cmsgpack.unpack(existing[i]) end
+  end
+  if not rec then return nil end
+  if same_timer(rec, t) then
+    return {'pending', istr(rec.d), istr(rec.c), rec.s or ''}
+  end
+  return redis.error_reply('CONFLICT timer ' .. id .. ' is pending with other parameters')
 end
-redis.call('PUBLISH', ARGV[9], 'S ' .. istr(deadline) .. ' ' .. id)
-return {'created', istr(deadline), istr(now)}
+
+for i = 1, n do
+  local t = timers[i]
+  local id = t[1]
+  replies[i] = known(i, t)
+  if not replies[i] then
+    local deadline, too_far = deadline_of(t[2], t[3], now, max_delay)
+    if too_far then
+      replies[i] = too_far
+    else
+      -- re-armed: the old outcome stays in the stream only
+      if retained[i] then gone[#gone + 1] = KEYS[i + 2] end
+      local rec = {d = deadline, p = t[4], w = t[7], n = t[5], g = {}, c = now, s = origin}
+      here[id] = rec
+      fields[#fields + 1] = id
+      fields[#fields + 1] = cmsgpack.pack(rec)
+      local b = math.floor(deadline / bucket_ms)
+      if not buckets[b] then buckets[b] = {} end
+      table.insert(buckets[b], id)
+      for _, k in ipairs(t[7]) do
+        if not watched[k] then watched[k] = {} end
+        table.insert(watched[k], id)
+      end
+      events[#events + 1] = {deadline, id}
+      replies[i] = {'created', istr(deadline), istr(now)}
+    end
+  end
+end
+
+if #events > 0 then
+  if #gone > 0 then redis.call('DEL', unpack(gone)) end
+  redis.call('HSET', KEYS[1], unpack(fields))
+  local scores = {}
+  for b, members in pairs(buckets) do
+    redis.call('SADD', bucket_key(P, b), unpack(members))
+    scores[#scores + 1] = istr(b * bucket_ms)
+    scores[#scores + 1] = istr(b)
+  end
+  redis.call('ZADD', KEYS[2], unpack(scores))
+  for k, members in pairs(watched) do
+    redis.call('SADD', watch_key(P, k), unpack(members))
+  end
+  local msg
+  if #events == 1 then
+    msg = 'S ' .. istr(events[1][1]) .. ' ' .. events[1][2]
+  else
+    local parts = {'M'}
+    for _, e in ipairs(events) do
+      parts[#parts + 1] = ' ' .. istr(e[1]) .. ' ' .. #e[2] .. ' ' .. e[2]
+    end
+    msg = table.concat(parts)
+  end
+  redis.call('PUBLISH', ARGV[4], msg)
+end
+return replies
