@@ -145,8 +145,13 @@ class Worker:
     def fair_share(self) -> int:
         return math.ceil(self.meta.shards / self._live)
 
-    def rebalance(self) -> None:
-        """Renew what is held, drop what is lost, release extras, take free shards."""
+    def renew_leases(self) -> None:
+        """Renew each lease that is due; drop a shard whose lease is lost or too old.
+
+        Cheap when nothing is due (a clock read per shard), so the tick calls it between
+        every piece of slow work (each shard's load, each sweep call): a long catch-up
+        never holds a renewal back (#14: a 200k burst once cost a worker all its leases).
+        """
         s = self.settings
         now = self.clock.mono_ms()
         for state in list(self.shards.values()):
@@ -168,6 +173,10 @@ class Worker:
                     log.warning("shard %d: lease lost at epoch %d", state.shard, state.epoch)
                     self.stats.leases_lost += 1
                     self.drop(state.shard, release=False)
+
+    def rebalance(self) -> None:
+        """Renew what is held, drop what is lost, release extras, take free shards."""
+        self.renew_leases()
         if self._stopping.is_set():
             return
         share = self.fair_share
@@ -409,6 +418,9 @@ class Worker:
         s = self.settings
         total = 0
         for _ in range(s.max_sweeps_per_tick):  # the rest waits for the next tick
+            self.renew_leases()  # a long sweep never holds a renewal back
+            if self.shards.get(state.shard) is not state:
+                return total  # its lease was lost meanwhile
             try:
                 swept = state.store.sweep(
                     self.id, state.epoch, ttl_ms=s.result_ttl_ms, limit=s.sweep_limit
@@ -464,7 +476,8 @@ class Worker:
             except StoreError as exc:  # the fair share stays as last measured
                 self._shard_failed(None, "heartbeat", exc)
         for state in list(self.shards.values()):
-            if self._failing(state.shard):
+            self.renew_leases()  # after the previous shard's loading and sweeping
+            if self._failing(state.shard) or self.shards.get(state.shard) is not state:
                 continue
             due_again = mono - state.last_load_mono_ms >= s.horizon_ms / 4
             try:

@@ -332,3 +332,24 @@ def test_worker_with_retention_zero_keeps_every_outcome(ns_client: TimerClient) 
         assert ns_client.outcomes_total() == 5 and w.stats.outcomes_trimmed == 0
     finally:
         w.close()
+
+
+def test_a_long_sweep_never_holds_a_lease_renewal_back(ns_client: TimerClient) -> None:
+    """A tick that sweeps 8,000 overdue timers one per call (seconds: far longer than the
+    1 s lease) renews its leases between the calls: no lease is lost, nothing is fenced."""
+    now = server_now_ms(ns_client.redis)
+    items = [{"id": f"late:{i}", "deadline_ms": now - 5_000} for i in range(8_000)]
+    assert all(not isinstance(r, Exception) for r in ns_client.schedule_many(items))
+    w = make_worker(
+        ns_client, "w1", lease_ms=1_000, sweep_limit=1, max_sweeps_per_tick=10_000,
+        sweep_interval_ms=1,
+    )  # fmt: skip
+    try:
+        w.tick()  # takes the shards (the first sweep waits a tick)
+        assert len(w.shards) == 4
+        w.tick()  # sweeps them all, one timer per call, renewing as it goes
+        assert w.stats.swept == 8_000
+        assert (w.stats.leases_lost, w.stats.fence_rejections) == (0, 0)
+        assert len(w.shards) == 4 and w.stats.leases_acquired == 4
+    finally:
+        w.close()
