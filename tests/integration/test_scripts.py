@@ -132,6 +132,30 @@ def test_fire_expires_due_reports_early_and_is_fenced(
     assert info is not None and info.state == "expired"
 
 
+def test_fire_of_a_batch_decides_each_id_once_and_clears_every_index(
+    c: TimerClient, redis_client: redis.Redis
+) -> None:
+    """A batch with an id twice (a rescheduled timer's old and new task) decides it once;
+    the coalesced writes leave no record, bucket entry or watch entry behind."""
+    now = server_now_ms(redis_client)
+    ids = [f"b:{{f}}:{i}" for i in range(6)]
+    for n, tid in enumerate(ids):  # two durable buckets, watch keys on some
+        c.schedule(tid, deadline_ms=now - 5_000 - 2_000 * (n % 2),
+                   watch=[f"b:{{f}}:k{n % 3}"] if n % 2 else [])  # fmt: skip
+    shard = c.shard_of(ids[0])
+    epoch = acquire(c, shard)
+    done = fire(c, shard, "w1", epoch, [ids[0], *ids, ids[3]])
+    assert done.fired == ids and done.early == {}
+    entries = redis_client.xrange(c.keys.shard(shard).outcomes)
+    assert sorted(e[1][b"id"].decode() for e in entries) == sorted(ids)  # once each
+    sk = c.keys.shard(shard)
+    assert redis_client.hlen(sk.timers) == 0
+    assert redis_client.zcard(sk.buckets) == 0  # both buckets emptied and dropped
+    assert not list(redis_client.scan_iter(match=f"{sk.prefix}:w:*"))
+    assert not list(redis_client.scan_iter(match=f"{sk.prefix}:b:*"))
+    assert all(c.get(t).state == "expired" for t in ids)  # type: ignore[union-attr]
+
+
 def test_sweep_expires_ended_buckets_only(c: TimerClient, redis_client: redis.Redis) -> None:
     """sweep fires every timer of buckets whose end has passed, and drops those buckets."""
     now = server_now_ms(redis_client)

@@ -60,21 +60,52 @@ local function shard_ctx(P, tkey, bz, outkey, evchan, bucket_ms, ttl_ms)
     bucket_ms = tonumber(bucket_ms), ttl = tonumber(ttl_ms)}
 end
 
--- Decide a pending timer, once: remove it from every index, append its outcome to the
--- stream, retain the outcome (at rkey) for get/wait/idempotent retries, tell the leader.
+-- Decide pending timers, once each: remove them from every index, append their outcomes
+-- to the stream (in the order given), retain each outcome (at its result key) for
+-- get/wait/idempotent retries, tell the leader. `decided` is a list of {id, rec, rkey}.
+-- The index writes are coalesced: one HDEL, one SREM per durable bucket and watch key,
+-- one ZREM for the buckets left empty; the stream entry and the retained outcome are
+-- one call each per timer.
+local function decide_many(ctx, decided, outcome, now)
+  if #decided == 0 then return end
+  local ids, buckets, watched = {}, {}, {}
+  for i, d in ipairs(decided) do
+    local id, rec = d[1], d[2]
+    ids[i] = id
+    local n = math.floor(rec.d / ctx.bucket_ms)
+    if not buckets[n] then buckets[n] = {} end
+    table.insert(buckets[n], id)
+    for _, k in ipairs(rec.w) do
+      if not watched[k] then watched[k] = {} end
+      table.insert(watched[k], id)
+    end
+  end
+  redis.call('HDEL', ctx.t, unpack(ids))
+  local empty = {}
+  for n, members in pairs(buckets) do
+    local b = bucket_key(ctx.P, n)
+    redis.call('SREM', b, unpack(members))
+    if redis.call('SCARD', b) == 0 then empty[#empty + 1] = istr(n) end
+  end
+  if #empty > 0 then redis.call('ZREM', ctx.bz, unpack(empty)) end
+  for k, members in pairs(watched) do
+    redis.call('SREM', watch_key(ctx.P, k), unpack(members))
+  end
+  for _, d in ipairs(decided) do
+    local id, rec, rkey = d[1], d[2], d[3]
+    redis.call('XADD', ctx.out, '*', 'id', id, 'outcome', outcome, 'deadline', istr(rec.d),
+      'decided', istr(now), 'payload', rec.p)
+    redis.call('SET', rkey, cmsgpack.pack({o = outcome, d = rec.d, t = now, p = rec.p, c = rec.c, s = rec.s, g = rec.g}),
+      'PX', ctx.ttl)
+    if ctx.ev then  -- fire and sweep clear it: their caller is the leader, which knows
+      redis.call('PUBLISH', ctx.ev, 'X ' .. outcome .. ' ' .. id)
+    end
+  end
+end
+
+-- Decide one pending timer (cancel, complete, notify): decide_many of one.
 local function decide(ctx, id, rec, outcome, now, rkey)
-  redis.call('HDEL', ctx.t, id)
-  unindex_bucket(ctx.P, ctx.bz, id, rec.d, ctx.bucket_ms)
-  for _, k in ipairs(rec.w) do
-    redis.call('SREM', watch_key(ctx.P, k), id)
-  end
-  redis.call('XADD', ctx.out, '*', 'id', id, 'outcome', outcome, 'deadline', istr(rec.d),
-    'decided', istr(now), 'payload', rec.p)
-  redis.call('SET', rkey, cmsgpack.pack({o = outcome, d = rec.d, t = now, p = rec.p, c = rec.c, s = rec.s, g = rec.g}),
-    'PX', ctx.ttl)
-  if ctx.ev then  -- fire and sweep clear it: their caller is the leader, which knows
-    redis.call('PUBLISH', ctx.ev, 'X ' .. outcome .. ' ' .. id)
-  end
+  decide_many(ctx, {{id, rec, rkey}}, outcome, now)
 end
 
 -- Fail with FENCED unless `worker` holds the shard's lease at `epoch`.

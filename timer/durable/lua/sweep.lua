@@ -13,7 +13,8 @@ Returns  {fired, more}: fired = {id, deadline_ms, ...} expired by this call; mor
          ended buckets still hold timers (call again).
 Errors   FENCED
 Atomic   as fire: never early by Redis TIME, never twice.
-Cost     O(limit * W) plus O(log B) per bucket visited.
+Cost     O(limit * W) plus O(log B) per bucket visited; one HMGET per bucket, the
+         index writes coalesced (see decide_many).
 Keys built from P: P:b:<n>, P:w:<key>, P:r:<id>.
 ]]
 local fenced = check_fence(KEYS[4], KEYS[5], ARGV[2], ARGV[3])
@@ -30,19 +31,25 @@ for _, n in ipairs(ended) do
   if budget <= 0 then break end
   local b = bucket_key(P, tonumber(n))
   local ids = redis.call('SRANDMEMBER', b, budget)
-  for _, id in ipairs(ids) do
-    local raw = redis.call('HGET', KEYS[1], id)
-    if raw then
-      local rec = cmsgpack.unpack(raw)
-      if rec.d <= now then
-        decide(ctx, id, rec, 'expired', now, result_key(P, id))
-        fired[#fired + 1] = id
-        fired[#fired + 1] = istr(rec.d)
+  if #ids > 0 then
+    local raws = redis.call('HMGET', KEYS[1], unpack(ids))
+    local decided, stale = {}, {}
+    for i, id in ipairs(ids) do
+      local raw = raws[i]
+      if raw then
+        local rec = cmsgpack.unpack(raw)
+        if rec.d <= now then
+          decided[#decided + 1] = {id, rec, result_key(P, id)}
+          fired[#fired + 1] = id
+          fired[#fired + 1] = istr(rec.d)
+        end
+      else
+        stale[#stale + 1] = id  -- decided elsewhere: only its bucket entry was left
       end
-    else
-      redis.call('SREM', b, id)
     end
-    budget = budget - 1
+    budget = budget - #ids
+    if #stale > 0 then redis.call('SREM', b, unpack(stale)) end
+    decide_many(ctx, decided, 'expired', now)
   end
   if redis.call('SCARD', b) == 0 then
     redis.call('ZREM', KEYS[2], n)
