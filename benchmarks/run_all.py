@@ -22,7 +22,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from . import engine, handlers, memory, peers, recovery, register, spark, worker
+from . import capacity, engine, handlers, memory, peers, recovery, register, spark, worker
 
 OUT = Path(__file__).resolve().parent / "results.json"
 
@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         "register": (register.main, ["--n", "20000" if args.quick else "50000", *server]),
         "worker": (worker.main, [*quick, *server]),
         "memory": (memory.main, [*quick, *server]),
+        "capacity": (capacity.main, quick),  # Valkey and, when installed, Debian's Redis 7
         "recovery": (recovery.main, [*quick, *server]),
         "spark": (spark.main, ["--rows", "50000" if args.quick else "200000", *server]),
         "peers": (peers.main, [*quick, *server]),

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks import engine, handlers, peers, recovery, register
+from benchmarks import capacity, engine, handlers, peers, recovery, register
 
 pytestmark = pytest.mark.slow
 
@@ -82,3 +82,13 @@ def test_handlers_benchmark_with_tickwheel_alone(server_binary: Path) -> None:
     assert tw["delivery_ms"]["p50"] is not None
     rec = out["recovery"]
     assert rec["in_flight_at_kill"] == 5 and rec["repeated_runs"] == 5
+
+
+def test_capacity_smallest_case(server_binary: Path) -> None:
+    """capacity measures bytes and server CPU per timer and derives its tables."""
+    out = run(capacity.main, ["--n", "1000", "--server", str(server_binary)])
+    row = out["servers"][str(server_binary)]
+    assert row["bytes_per_pending_timer_week"] > 0 and "bytes_per_pending_timer_minute" in row
+    assert row["server_cpu_us_per_schedule"] > 0 and row["server_cpu_us_per_fire"] > 0
+    assert row["bytes_per_decided_timer"]["total"] > 0
+    assert row["capacity_timers_per_s"]["cluster_100_masters"] > 0

