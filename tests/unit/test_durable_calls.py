@@ -139,7 +139,7 @@ def test_schedule_many_sends_one_call_per_shard_and_keeps_errors_in_place() -> N
     assert first.args[4] == "batch-1"
     conflict = Exception("CONFLICT timer t1 is pending with other parameters")
     with pytest.raises(StopIteration) as done:
-        op.send([[[b"created", b"10", b"0"], conflict, [b"pending", b"30", b"5", b"old"]],
+        op.send([[10, conflict, [b"pending", b"30", b"5", b"old"]],
                  Fenced("x")])  # fmt: skip
     results = done.value.value
     assert results[0].deadline_ms == 10 and results[0].created and results[0].origin == "batch-1"

@@ -263,9 +263,9 @@ def _schedule_result(reply: Any, item: ScheduleItem, origin: str) -> Timer | Tim
     if isinstance(reply, Exception):  # an error reply in the slot (CONFLICT, TOOFAR)
         message = str(reply)
         return script_error(message) or StoreError(f"Redis answered with an error: {message}")
+    if isinstance(reply, int):  # created by this call: its deadline
+        return Timer(item.timer_id, item.shard, reply, "pending", True, origin)
     status = text(reply[0])
-    if status == "created":
-        return Timer(item.timer_id, item.shard, int(reply[1]), "pending", True, origin)
     if status == "pending":
         return Timer(item.timer_id, item.shard, int(reply[1]), "pending", False, text(reply[3]))
     rec = decode_record(reply[1])

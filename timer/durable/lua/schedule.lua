@@ -23,7 +23,7 @@ ARGV[6]  timers      msgpack array; each timer is an array
                      routing to this shard.
 
 Returns  one reply per timer, in order:
-         {'created', deadline_ms, now_ms}              this call created the timer
+         deadline_ms (an integer)                      this call created the timer
          {'pending', deadline_ms, created_ms, origin}  the same timer was already pending
                                                        (or created earlier in this call)
          {'decided', outcome_record}           the id was decided and its outcome is retained
@@ -49,6 +49,7 @@ local existing = redis.call('HMGET', KEYS[1], unpack(ids))
 local now = now_ms()
 local replies, here = {}, {}  -- here: id -> record created earlier in this call
 local fields, buckets, watched, gone, events = {}, {}, {}, {}, {}
+local first  -- {deadline, id} of the first timer created: the event when it is the only one
 
 local function same_timer(rec, t)
   local watch = t[7]
@@ -97,8 +98,10 @@ for i = 1, n do
         if not watched[k] then watched[k] = {} end
         table.insert(watched[k], id)
       end
-      events[#events + 1] = {deadline, id}
-      replies[i] = {'created', istr(deadline), istr(now)}
+      local at = istr(deadline)
+      events[#events + 1] = ' ' .. at .. ' ' .. #id .. ' ' .. id
+      if not first then first = {at, id} end
+      replies[i] = deadline  -- an integer reply: the cheapest Redis converts (most replies)
     end
   end
 end
@@ -116,16 +119,10 @@ if #events > 0 then
   for k, members in pairs(watched) do
     redis.call('SADD', watch_key(P, k), unpack(members))
   end
-  local msg
   if #events == 1 then
-    msg = 'S ' .. istr(events[1][1]) .. ' ' .. events[1][2]
+    redis.call('PUBLISH', ARGV[4], 'S ' .. first[1] .. ' ' .. first[2])
   else
-    local parts = {'M'}
-    for _, e in ipairs(events) do
-      parts[#parts + 1] = ' ' .. istr(e[1]) .. ' ' .. #e[2] .. ' ' .. e[2]
-    end
-    msg = table.concat(parts)
+    redis.call('PUBLISH', ARGV[4], 'M' .. table.concat(events))
   end
-  redis.call('PUBLISH', ARGV[4], msg)
 end
 return replies
