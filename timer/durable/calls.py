@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import msgpack
 
@@ -170,9 +170,9 @@ def _when(ns: Namespace, delay_ms: object, deadline_ms: object) -> tuple[str, in
 TIMERS_PER_CALL = 100  # timers of one shard per schedule call: ~1 ms of Redis time
 
 
-@dataclass(frozen=True, slots=True)
-class ScheduleItem:
-    """One validated timer for ``schedule.lua``, with what its parser needs."""
+class ScheduleItem(NamedTuple):
+    """One validated timer for ``schedule.lua``, with what its parser needs (a tuple:
+    built per item of ``schedule_many``, it must be cheap)."""
 
     timer_id: str
     shard: int
