@@ -407,8 +407,14 @@ def trim(app: App, retention_ms: int, drop_unread: bool) -> None:
     show_default=True,
     help="The outcome retention: a group owing outcomes older than this is flagged stale.",
 )
+@click.option(
+    "--memory",
+    is_flag=True,
+    help="Also estimate the Redis bytes held per pending and per decided timer "
+    "(MEMORY USAGE of each shard's keys, sampled; two more round trips).",
+)
 @pass_app
-def stats(app: App, retention_ms: int) -> None:
+def stats(app: App, retention_ms: int, memory: bool) -> None:
     """Totals for the namespace: pending timers, outcomes, leaders, worst lag, consumer
     groups and dead letters.
 
@@ -420,6 +426,7 @@ def stats(app: App, retention_ms: int) -> None:
         st = app.client.stats()
         groups = app.client.groups()
         dead = app.client.dead_letters_total()
+        held = app.client.memory() if memory else None
     stale = [g.name for g in groups if g.stale(st["now_ms"], retention_ms)]
     led = sum(1 for s in st["shards"] if s["leader"])
     summary = {
@@ -436,6 +443,9 @@ def stats(app: App, retention_ms: int) -> None:
         "stale_groups": ", ".join(stale) or "none",
         "dead_letters": dead,
     }
+    if held is not None:
+        summary["bytes_per_pending_timer"] = held["bytes_per_pending_timer"]
+        summary["bytes_per_decided_timer"] = held["bytes_per_decided_timer"]
     emit(
         app.json,
         summary if not app.json else {**summary, "per_shard": st["shards"],

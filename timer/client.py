@@ -517,6 +517,11 @@ class TimerClient:
         bucket), lease time left; with ``servers``, each server's durability settings."""
         return self._run(ops.stats(self._ns(), servers=servers))
 
+    def memory(self, sample: int = 10) -> dict[str, Any]:
+        """Redis bytes held per pending and per decided timer, estimated from
+        ``MEMORY USAGE`` of each shard's keys and samples of its buckets and results."""
+        return self._run(ops.memory(self._ns(), sample))
+
     def leaders(self) -> dict[int, str | None]:
         """Each shard's leader (worker id) now, None where no worker holds its lease."""
         return self._run(ops.leaders(self._ns()))

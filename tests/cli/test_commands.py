@@ -57,6 +57,9 @@ def test_timer_lifecycle_json(tw: Run) -> None:
 
     st = as_json(tw("--json", "stats"))
     assert st["pending"] == 0 and st["outcomes"] == 3 and len(st["per_shard"]) == 4
+    assert "bytes_per_decided_timer" not in st  # only with --memory
+    held = as_json(tw("--json", "stats", "--memory"))
+    assert held["bytes_per_pending_timer"] is None and held["bytes_per_decided_timer"] > 0
     assert len(as_json(tw("--json", "shards"))) == 4
     human = tw("shards").output
     assert human.splitlines()[0].split() == ["shard", "leader", "epoch", "pending", "outcomes",

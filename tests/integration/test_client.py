@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -257,3 +258,30 @@ def test_origin_tells_a_retry_from_a_duplicate(client: TimerClient) -> None:
     other = client.schedule_many(items, origin="job-8/part-0")
     assert [r.origin for r in other] == ["job-7/part-0"] * 3  # type: ignore[union-attr]
     assert other[0].state == "cancelled"  # type: ignore[union-attr]
+
+
+def test_memory_estimates_the_bytes_held_per_timer(
+    client: TimerClient, redis_server: RedisServer
+) -> None:
+    """memory() estimates bytes per pending timer close to what used_memory grew by, and
+    bytes per decided timer close to the exact sum of every stream and result key."""
+    r = redis.Redis.from_url(redis_server.url)
+    empty = client.memory()
+    assert empty["bytes_per_pending_timer"] is None and empty["bytes_per_decided_timer"] is None
+    rng = random.Random(7)
+    now = client.server_time_ms()
+    before = int(r.info("memory")["used_memory"])
+    client.schedule_many([
+        {"id": f"m:{i}", "deadline_ms": now + 3_600_000 + rng.randrange(7 * 86_400_000),
+         "payload": {"job": i}} for i in range(3_000)
+    ])  # fmt: skip
+    grown = (int(r.info("memory")["used_memory"]) - before) / 3_000
+    for i in range(600):
+        client.cancel(f"m:{i}")
+    held = client.memory()
+    assert held["pending"] == 2_400 and held["outcomes"] == 600
+    assert 0.5 * grown <= held["bytes_per_pending_timer"] <= 1.5 * grown, (held, grown)
+    results = r.scan_iter(match=f"{{tw:{client.namespace}:*:r:*")
+    exact = sum(int(r.memory_usage(k) or 0) for k in results)
+    exact += sum(int(r.memory_usage(client.keys.shard(s).outcomes) or 0) for s in range(4))
+    assert abs(held["bytes_per_decided_timer"] - exact / 600) <= 0.25 * exact / 600, held

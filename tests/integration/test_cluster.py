@@ -43,7 +43,8 @@ def test_client_detects_cluster(cclient: TimerClient) -> None:
 
 
 def test_cluster_lifecycle(cclient: TimerClient) -> None:
-    """schedule, notify, cancel, get, schedule_many and stats work across all three masters."""
+    """schedule, notify, cancel, get, schedule_many, stats and memory work across all three
+    masters."""
     res = cclient.schedule_many(
         [{"id": f"job:{{{i}}}", "delay_ms": 60_000, "watch": [f"job:{{{i}}}:done"]}
          for i in range(200)]
@@ -57,6 +58,9 @@ def test_cluster_lifecycle(cclient: TimerClient) -> None:
     assert info is not None and info.state == "completed"
     st = cclient.stats()
     assert st["pending"] == 198 and st["outcomes"] == 2
+    held = cclient.memory()  # MEMORY USAGE routed to each key's master
+    assert held["pending"] == 198 and held["bytes_per_pending_timer"] > 0
+    assert held["bytes_per_decided_timer"] > 0
     outs = list(cclient.outcomes("g", "c", stop_when_idle=True))
     assert sorted(o.id for o in outs) == ["job:{1}", "job:{2}"]
 

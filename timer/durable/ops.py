@@ -396,6 +396,67 @@ def stats(ns: C.Namespace, *, servers: bool = True) -> Op[dict[str, Any]]:
     }
 
 
+def memory(ns: C.Namespace, sample: int = 10) -> Op[dict[str, Any]]:
+    """Redis bytes held per pending and per decided timer (estimates, two round trips).
+
+    Pending: each shard's timers hash and bucket mirror (``MEMORY USAGE``, which itself
+    samples a large hash), plus the mean of up to ``sample`` durable bucket sets times
+    the number of buckets. Decided: the outcome streams' bytes per entry, plus the mean
+    of up to ``sample`` retained results (the newest outcomes' ``P:r:<id>``). Watch
+    indexes are not counted. None where there is nothing to measure.
+    """
+    first: list[C.Command] = []
+    for s in range(ns.meta.shards):
+        sk = ns.shard(s)
+        first += [
+            C.Command("memory_usage", (sk.timers,)),
+            C.Command("memory_usage", (sk.buckets,)),
+            C.Command("zcard", (sk.buckets,)),
+            C.Command("zrange", (sk.buckets, 0, sample - 1)),
+            C.Command("hlen", (sk.timers,)),
+            C.Command("memory_usage", (sk.outcomes,)),
+            C.Command("xlen", (sk.outcomes,)),
+            C.Command("xrevrange", (sk.outcomes, "+", "-"), {"count": sample}),
+        ]
+    replies = yield C.Pipeline(first)
+    fixed = stream = buckets = pending = outcomes = 0
+    probes: list[tuple[str, C.Command]] = []
+    for s in range(ns.meta.shards):
+        t_mem, bz_mem, zcard, names, hlen, out_mem, xlen, newest = replies[8 * s : 8 * s + 8]
+        sk = ns.shard(s)
+        fixed += int(t_mem or 0) + int(bz_mem or 0) if int(hlen) else 0
+        buckets += int(zcard)
+        pending += int(hlen)
+        stream += int(out_mem or 0) if int(xlen) else 0
+        outcomes += int(xlen)
+        probes += [("bucket", C.Command("memory_usage", (sk.bucket(int(n)),))) for n in names]
+        probes += [
+            ("result", C.Command("memory_usage", (sk.result(C.text(fields[b"id"])),)))
+            for _, fields in newest
+            if b"id" in fields
+        ]
+    sizes = (yield C.Pipeline([cmd for _, cmd in probes])) if probes else []
+    measured: dict[str, list[int]] = {"bucket": [], "result": []}
+    for (kind, _), size in zip(probes, sizes, strict=True):
+        if size:  # a result past its TTL (or a bucket just emptied) is gone: not a sample
+            measured[kind].append(int(size))
+
+    def mean(values: list[int]) -> float:
+        return sum(values) / len(values) if values else 0.0
+
+    per_pending = (fixed + mean(measured["bucket"]) * buckets) / pending if pending else None
+    per_decided = stream / outcomes + mean(measured["result"]) if outcomes else None
+    return {
+        "bytes_per_pending_timer": None if per_pending is None else round(per_pending, 1),
+        "bytes_per_decided_timer": None if per_decided is None else round(per_decided, 1),
+        "pending": pending,
+        "outcomes": outcomes,
+        "durable_buckets": buckets,
+        "sampled_buckets": len(measured["bucket"]),
+        "sampled_results": len(measured["result"]),
+    }
+
+
 def leaders(ns: C.Namespace) -> Op[dict[int, str | None]]:
     """Each shard's lease holder now (None: no leader)."""
     shards = range(ns.meta.shards)
