@@ -100,7 +100,7 @@ class SystemTimer:
         if not isinstance(task, TimerTask):
             raise InvalidInput(f"add() takes a TimerTask, got {type(task).__name__}")
         # Explicit acquire/release on the hot paths: ``with lock`` costs twice as much in
-        # CPython 3.11 (measured in benchmarks/engine.py's notes).
+        # CPython 3.11 (measured; docs/design-notes.md, "A lean wheel for CPython").
         lock = self._lock
         lock.acquire()
         try:
