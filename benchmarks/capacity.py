@@ -57,6 +57,7 @@ def script_usec(r: redis.Redis) -> tuple[int, int]:
 
 
 def schedule(c: TimerClient, n: int, spread_ms: int, prefix: str) -> None:
+    """N timers due an hour from now plus a uniform spread, small payloads, in batches."""
     rng = random.Random(1)
     start = c.server_time_ms() + 3_600_000
     for i in range(0, n, 5_000):

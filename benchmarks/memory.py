@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import signal
 import subprocess
 import sys
@@ -24,8 +23,9 @@ from typing import Any
 from timer import TimerClient
 from timer.testing import RedisServer, find_server_binary
 
+from .capacity import WEEK_MS, schedule
+
 ROOT = Path(__file__).resolve().parents[1]
-WEEK_MS = 7 * 24 * 3600 * 1000
 
 
 def rss_mb(pid: int) -> float:
@@ -61,7 +61,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--server", default=None)
     args = p.parse_args(argv)
     n = args.n or (100_000 if args.quick else 1_000_000)
-    rng = random.Random(1)
     result: dict[str, Any] = {"benchmark": "memory", "timers": n}
     with tempfile.TemporaryDirectory() as tmp:
         binary = find_server_binary(args.server)
@@ -70,12 +69,7 @@ def main(argv: list[str] | None = None) -> int:
             c.init(shards=16)
             empty_rss = worker_rss(c, server.url, "mem")
             before = int(c.redis.info("memory")["used_memory"])
-            start = c.server_time_ms() + 3_600_000
-            for i in range(0, n, 5_000):
-                c.schedule_many(
-                    [{"id": f"job:{j}", "deadline_ms": start + rng.randrange(WEEK_MS),
-                      "payload": {"job": j}} for j in range(i, min(n, i + 5_000))]
-                )  # fmt: skip
+            schedule(c, n, WEEK_MS, "job")
             after = int(c.redis.info("memory")["used_memory"])
             full_rss = worker_rss(c, server.url, "mem")
             result.update({

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -38,6 +39,20 @@ class OwnedWorker(Worker):
 def make_worker(c: TimerClient, name: str, **kw: int) -> Worker:
     settings = WorkerSettings(worker_id=name, lease_ms=kw.pop("lease_ms", 2_000), **kw)
     return OwnedWorker(TimerClient.from_url(c.where, c.namespace), settings)
+
+
+@contextlib.contextmanager
+def running(w: Worker) -> Iterator[None]:
+    """``w.run()`` on a thread for the block; then stop it, and it must end."""
+    thread = threading.Thread(target=w.run, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        w.stop()
+        thread.join(10)
+        w.client.close()
+    assert not thread.is_alive()
 
 
 def subscribed(c: TimerClient, shards: int) -> bool:
@@ -184,9 +199,7 @@ def test_shares_balance_as_workers_join_and_leave(ns_client: TimerClient) -> Non
 def test_running_worker_fires_new_timers_through_events(ns_client: TimerClient) -> None:
     """A running worker hears of a new timer over pub/sub and fires it within ms."""
     w = make_worker(ns_client, "w1", sweep_interval_ms=60_000)
-    thread = threading.Thread(target=w.run, daemon=True)
-    thread.start()
-    try:
+    with running(w):
         wait_for(
             lambda: len(w.shards) == 4 and w.events.reconnects == 0 and w.stats.loaded >= 0, 10
         )
@@ -197,11 +210,6 @@ def test_running_worker_fires_new_timers_through_events(ns_client: TimerClient) 
         out = ns_client.wait("live", timeout=10)
         assert out.outcome == "expired" and 0 <= out.lateness_ms < 250
         assert w.stats.swept == 0
-    finally:
-        w.stop()
-        thread.join(10)
-        w.client.close()
-    assert not thread.is_alive()
     assert all(ns_client.redis.get(ns_client.keys.shard(s).lease) is None for s in range(4))
 
 
@@ -209,9 +217,7 @@ def test_running_worker_hears_a_batched_schedule_event(ns_client: TimerClient) -
     """schedule_many of one shard publishes one event for all its timers; the leader adds
     every one of them to its wheel from it and fires them on time (the sweep is off)."""
     w = make_worker(ns_client, "w1", sweep_interval_ms=60_000)
-    thread = threading.Thread(target=w.run, daemon=True)
-    thread.start()
-    try:
+    with running(w):
         wait_for(lambda: len(w.shards) == 4 and subscribed(ns_client, 4), 10)
         # Loaded since it subscribed: from now on a new timer near at hand reaches the
         # wheel only through its event (a load skips the buckets it already read).
@@ -222,11 +228,6 @@ def test_running_worker_hears_a_batched_schedule_event(ns_client: TimerClient) -
         outs = [ns_client.wait(i, timeout=10) for i in ids]
         assert all(o.outcome == "expired" and 0 <= o.lateness_ms < 250 for o in outs)
         assert w.stats.swept == 0
-    finally:
-        w.stop()
-        thread.join(10)
-        w.client.close()
-    assert not thread.is_alive()
 
 
 def test_timers_fire_after_pubsub_is_killed(
@@ -234,9 +235,7 @@ def test_timers_fire_after_pubsub_is_killed(
 ) -> None:
     """CLIENT KILL TYPE pubsub: timers still fire (reload and sweep), with bounded lateness."""
     w = make_worker(ns_client, "w1", sweep_interval_ms=200)
-    thread = threading.Thread(target=w.run, daemon=True)
-    thread.start()
-    try:
+    with running(w):
         wait_for(
             lambda: ns_client.redis.pubsub_numsub(ns_client.keys.shard(0).events)[0][1] == 1, 10
         )
@@ -246,10 +245,6 @@ def test_timers_fire_after_pubsub_is_killed(
             ns_client.schedule(tid, delay_ms=200)
         outs = [ns_client.wait(tid, timeout=15) for tid in ids]
         assert all(o.outcome == "expired" and 0 <= o.lateness_ms < 2_000 for o in outs)
-    finally:
-        w.stop()
-        thread.join(10)
-        w.client.close()
 
 
 def test_backlog_is_loaded_in_slices_and_all_fires_once(

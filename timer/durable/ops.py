@@ -176,23 +176,22 @@ def schedule_many(
     queued = 0
 
     def flush() -> Op[None]:
-        calls: list[list[tuple[int, C.ScheduleItem]]] = []
+        calls: list[list[tuple[int, C.ScheduleItem]]] = []  # (slot, item) per call
         for group in by_shard.values():
             calls += (
                 group[i : i + C.TIMERS_PER_CALL] for i in range(0, len(group), C.TIMERS_PER_CALL)
             )
         by_shard.clear()
+        batches = [[it for _, it in call] for call in calls]
         replies = yield C.Pipeline(
-            [C.schedule_call(ns, [it for _, it in call], origin) for call in calls],
-            errors_in_slots=True,
+            [C.schedule_call(ns, batch, origin) for batch in batches], errors_in_slots=True
         )
-        for call, reply in zip(calls, replies, strict=True):
+        for call, batch, reply in zip(calls, batches, replies, strict=True):
             if isinstance(reply, TimerError):  # the whole call failed (NotDurable, ...)
                 for slot, _ in call:
                     results[slot] = reply
                 continue
-            parsed = C.parse_schedule(reply, [it for _, it in call], origin)
-            for (slot, _), result in zip(call, parsed, strict=True):
+            for (slot, _), result in zip(call, C.parse_schedule(reply, batch, origin), strict=True):
                 results[slot] = result
 
     for raw in items:
