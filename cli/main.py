@@ -18,6 +18,7 @@ from .timers import (
     complete,
     get,
     init,
+    migrate,
     notify,
     reschedule,
     schedule,
@@ -70,6 +71,7 @@ def main(ctx: click.Context, redis_url: str | None, namespace: str, as_json: boo
 for command in (
     server,
     init,
+    migrate,
     worker,
     schedule,
     cancel,

@@ -14,6 +14,7 @@ import click
 
 from timer import Outcome, TimerInfo, TimerNotFound
 from timer.client import DurabilityWarning
+from timer.durable.codec import FORMAT_VERSION
 
 from .app import App, TimerCommandError, errors, pass_app
 from .durations import DURATION, INSTANT, format_ms
@@ -59,6 +60,7 @@ def init(app: App, shards: int, bucket_ms: int, allow_eviction: bool) -> None:
         "namespace": app.namespace,
         "shards": meta.shards,
         "bucket_ms": meta.bucket_ms,
+        "format": meta.version,
         "redis": app.safe_url,
     }
     emit(
@@ -67,6 +69,36 @@ def init(app: App, shards: int, bucket_ms: int, allow_eviction: bool) -> None:
         f"Namespace {app.namespace!r}: {meta.shards} shards, "
         f"{meta.bucket_ms} ms buckets, at {app.safe_url}",
     )
+
+
+@click.command()
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@pass_app
+def migrate(app: App, yes: bool) -> None:
+    """Move the namespace to the newest data format (compact records).
+
+    Namespaces created by earlier releases store each timer as a map (format 1); new
+    ones use compact arrays (format 2), smaller per pending timer and per retained
+    outcome. After this command new timers are created compact; records already
+    written keep their format and are read as before, so nothing is rewritten and
+    nothing stops. It is one way: run it only once every worker and client of the
+    namespace runs this version (an older one cannot read the new records).
+    """
+    with errors():
+        current = app.client.meta.version
+        if current < FORMAT_VERSION and not yes:
+            click.confirm(
+                f"Move namespace {app.namespace!r} from format {current} to {FORMAT_VERSION}? "
+                "Every worker and client must already run this tickwheel version",
+                abort=True,
+            )
+        before, after = app.client.migrate()
+    done = {"namespace": app.namespace, "before": before, "after": after}
+    if before == after:
+        text = f"Namespace {app.namespace!r} already uses format {after}; nothing to do"
+    else:
+        text = f"Namespace {app.namespace!r}: format {before} -> {after}; new timers are compact"
+    emit(app.json, done, text)
 
 
 def _payload(text: str | None) -> Any:

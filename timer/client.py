@@ -289,6 +289,18 @@ class TimerClient:
             warnings.warn(note, DurabilityWarning, stacklevel=2)
         return self._meta
 
+    def migrate(self) -> tuple[int, int]:
+        """Move the namespace to the newest data format; returns (before, after).
+
+        New timers are then created in the compact records (format 2); existing records
+        keep theirs and stay readable. Run it once every client and worker of the
+        namespace runs this version: older ones cannot read the new format.
+        """
+        before, after = self._run(ops.migrate(self.keys, where=self.where, check=not self._checked))
+        self._checked = True
+        self._meta = None  # read again: the format changed
+        return before, after
+
     def server_settings(self) -> list[ServerSettings]:
         """Each server's (each cluster primary's) eviction policy, AOF and version."""
         return self._run(ops.server_settings())

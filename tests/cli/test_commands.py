@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+import redis
 from click.testing import CliRunner
 
 from cli.main import main
-from timer.testing import free_port
+from timer.durable.codec import FORMAT_VERSION
+from timer.testing import RedisServer, free_port
 
 from .conftest import Run, as_json
 
@@ -131,6 +133,25 @@ def test_conflict_and_wait_timeout_codes(tw: Run) -> None:
         "other parameters" in tw("schedule", "c", "--in", "1h", "--payload", "2", expect=7).output
     )
     assert "still pending" in tw("wait", "c", "--timeout", "0.1", expect=8).output
+
+
+def test_migrate_asks_then_moves_the_format(
+    tw: Run, redis_server: RedisServer, namespace: str
+) -> None:
+    """A new namespace is at the newest format; an old one moves once asked, one way."""
+    assert as_json(tw("--json", "init", "--shards", "2"))["format"] == FORMAT_VERSION
+    assert "already uses format" in tw("migrate").output
+    r = redis.Redis.from_url(redis_server.url)
+    r.hset(f"{{tw:{namespace}}}:meta", "version", 1)  # what an earlier release made
+    refused = CliRunner().invoke(
+        main, ["--redis-url", redis_server.url, "--namespace", namespace, "migrate"], input="n\n"
+    )
+    assert refused.exit_code == 1 and "Every worker and client" in refused.output
+    assert r.hget(f"{{tw:{namespace}}}:meta", "version") == b"1"
+    moved = as_json(tw("--json", "migrate", "--yes"))
+    assert moved == {"namespace": namespace, "before": 1, "after": FORMAT_VERSION}
+    assert r.hget(f"{{tw:{namespace}}}:meta", "version") == str(FORMAT_VERSION).encode()
+    r.close()
 
 
 def test_uninitialised_namespace(tw: Run) -> None:

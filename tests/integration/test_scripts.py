@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from timer import Fenced, TimerClient
-from timer.durable.codec import decode_record
+from timer.durable.codec import decode_pending, decode_result
 from timer.durable.models import FireResult
 from timer.durable.scripts import ScriptName, source
 
@@ -50,7 +50,7 @@ def test_schedule_indexes_timer_bucket_and_watch(c: TimerClient, redis_client: r
     t = c.schedule("job:{1}", delay_ms=5_000, payload=[1, 2], watch=["job:{1}:done"])
     sk = c.keys.shard(t.shard)
     n = t.deadline_ms // c.meta.bucket_ms
-    rec = decode_record(redis_client.hget(sk.timers, "job:{1}"))
+    rec = decode_pending(redis_client.hget(sk.timers, "job:{1}"))
     assert rec["d"] == t.deadline_ms and rec["w"] == ["job:{1}:done"] and rec["n"] == 1
     assert redis_client.sismember(sk.bucket(n), "job:{1}")
     assert redis_client.zscore(sk.buckets, str(n)) == n * c.meta.bucket_ms
@@ -72,7 +72,7 @@ def test_cancel_decides_once_and_cleans_every_index(
     assert redis_client.zcard(sk.buckets) == 0
     assert not redis_client.exists(sk.watch("job:{2}:a"))
     assert redis_client.xlen(sk.outcomes) == 1
-    assert decode_record(redis_client.get(sk.result("job:{2}")))["o"] == "cancelled"
+    assert decode_result(redis_client.get(sk.result("job:{2}")))["o"] == "cancelled"
     assert 0 < redis_client.pttl(sk.result("job:{2}")) <= 24 * 3600 * 1000
 
 

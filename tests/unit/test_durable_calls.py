@@ -11,6 +11,7 @@ import pytest
 from timer import DuplicateTimer, Fenced, InvalidInput
 from timer.durable import calls as C
 from timer.durable import ops
+from timer.durable.codec import decode_pending, decode_result
 from timer.durable.keys import NamespaceKeys
 from timer.durable.models import ClientSettings, Meta
 from timer.durable.scripts import ErrorCode, ScriptName, header, script_error
@@ -205,3 +206,29 @@ def test_outcome_entries_for_groups_and_redeliveries() -> None:
         1, b"9-0", {k: v for k, v in fields.items() if k not in (b"only", b"from")}
     )
     assert plain.idempotency_key == "1/9-0" and C.for_group({}, "any")
+
+
+def test_records_decode_in_either_format() -> None:
+    """decode_pending/decode_result fill a compact record's left-out defaults."""
+    full = msgpack.packb(
+        {"d": 5, "p": b"\x01", "w": [], "n": 1, "g": [], "c": 2, "s": ""}, use_bin_type=False
+    )
+    short = msgpack.packb([5, b"\x01", 3], use_bin_type=False)  # created 3 ms before
+    assert decode_pending(full) == decode_pending(short)
+    assert decode_pending(short) == {
+        "d": 5,
+        "p": b"\x01",
+        "c": 2,
+        "s": b"",
+        "n": 1,
+        "w": [],
+        "g": [],
+    }
+    watched = decode_pending(msgpack.packb([5, b"\x01", 3, "o", 2, ["a", "b"], ["a"]]))
+    assert (watched["n"], watched["w"], watched["g"]) == (2, ["a", "b"], ["a"])
+    result = decode_result(msgpack.packb([3, 5, 4, b"\x01", 3]))
+    assert (result["o"], result["d"], result["t"], result["c"]) == ("completed", 5, 9, 2)
+    assert (
+        decode_result(msgpack.packb({"o": "expired", "d": 5, "t": 9, "p": b"", "c": 2}))["o"]
+        == "expired"
+    )

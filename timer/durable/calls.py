@@ -21,7 +21,14 @@ import msgpack
 
 from ..errors import ConfigError, InvalidInput, StoreError, TimerError, TimerNotFound
 from . import keys as K
-from .codec import decode_payload, decode_record, encode_payload
+from .codec import (
+    FORMAT_VERSION,
+    FORMAT_VERSIONS,
+    decode_payload,
+    decode_pending,
+    decode_result,
+    encode_payload,
+)
 from .models import (
     ClientSettings,
     DeadLetter,
@@ -143,7 +150,14 @@ def meta_from(stored: Mapping[Any, Any], namespace: str, where: str) -> Meta:
             f"namespace {namespace!r} is not initialised at {where}; run "
             f"`tickwheel init --shards N` or TimerClient.init(shards=N) once"
         )
-    return Meta(int(stored[b"shards"]), int(stored[b"bucket_ms"]))
+    version = int(stored.get(b"version", 1))
+    if version not in FORMAT_VERSIONS:
+        raise ConfigError(
+            f"namespace {namespace!r} at {where} holds data format {version}, written by a "
+            f"newer tickwheel; this one reads formats {FORMAT_VERSIONS[0]} to "
+            f"{FORMAT_VERSION}: upgrade tickwheel (pip install -U tickwheel)"
+        )
+    return Meta(int(stored[b"shards"]), int(stored[b"bucket_ms"]), version)
 
 
 # -- schedule ----------------------------------------------------------------------------
@@ -248,7 +262,15 @@ def schedule_call(ns: Namespace, items: Sequence[ScheduleItem], origin: str) -> 
     keys = [sk.timers, sk.buckets, *(sk.result(item.timer_id) for item in items)]
     # The old raw format (no bin or str8 types): what Redis's Lua cmsgpack reads.
     timers = msgpack.packb([item.spec for item in items], use_bin_type=False)
-    args = [sk.prefix, ns.meta.bucket_ms, ns.settings.max_delay_ms, sk.events, origin, timers]
+    args = [
+        sk.prefix,
+        ns.meta.bucket_ms,
+        ns.settings.max_delay_ms,
+        sk.events,
+        origin,
+        timers,
+        ns.meta.version,
+    ]
     return ScriptCall(ScriptName.SCHEDULE, keys, args)
 
 
@@ -268,7 +290,7 @@ def _schedule_result(reply: Any, item: ScheduleItem, origin: str) -> Timer | Tim
     status = text(reply[0])
     if status == "pending":
         return Timer(item.timer_id, item.shard, int(reply[1]), "pending", False, text(reply[3]))
-    rec = decode_record(reply[1])
+    rec = decode_result(reply[1])
     return Timer(item.timer_id, item.shard, int(rec["d"]), rec["o"], False, text(rec.get("s", b"")))
 
 
@@ -402,14 +424,14 @@ def parse_trim(reply: Sequence[Any], shard: int) -> Trimmed:
 def timer_info(tid: str, shard: int, pending: Any, decided: Any) -> TimerInfo | None:
     """TimerInfo from the pending record or the retained outcome (either may be None)."""
     if pending is not None:
-        rec = decode_record(pending)
+        rec = decode_pending(pending)
         return TimerInfo(
             tid, shard, "pending", int(rec["d"]), decode_payload(rec["p"]),
             created_ms=int(rec["c"]), watch=tuple(rec["w"]), need=int(rec["n"]),
             got=tuple(rec["g"]),
         )  # fmt: skip
     if decided is not None:
-        rec = decode_record(decided)
+        rec = decode_result(decided)
         return TimerInfo(
             tid, shard, rec["o"], int(rec["d"]), decode_payload(rec["p"]),
             created_ms=int(rec["c"]), decided_ms=int(rec["t"]), got=tuple(rec.get("g", ())),

@@ -31,13 +31,52 @@ def decode_payload(data: bytes) -> Any:
     return msgpack.unpackb(data, raw=False, strict_map_key=False)
 
 
-def decode_record(data: bytes) -> dict[str, Any]:
-    """A record written by a Lua script (cmsgpack): its strings come back as bytes.
+# Data formats a namespace's records may be in (``meta`` field ``version``); see
+# ``lua/_lib.lua``. New namespaces get the newest; every one listed here is read.
+FORMAT_VERSIONS = (1, 2)
+FORMAT_VERSION = FORMAT_VERSIONS[-1]
+
+# Format 2 records are arrays with their trailing defaults left out (lua/_lib.lua).
+_PENDING_FIELDS = ("d", "p", "c", "s", "n", "w", "g")
+_PENDING_DEFAULTS: dict[str, Any] = {"s": b"", "n": 1, "w": (), "g": ()}
+_RESULT_FIELDS = ("o", "d", "t", "p", "c", "s", "g")
+_RESULT_DEFAULTS: dict[str, Any] = {"s": b"", "g": ()}
+OUTCOME_CODES = {1: "expired", 2: "cancelled", 3: "completed"}
+
+
+def decode_pending(data: bytes) -> dict[str, Any]:
+    """A pending timer's record (``P:t``), in either format, as a dict of its fields."""
+    raw = msgpack.unpackb(data, raw=True, strict_map_key=False)
+    if isinstance(raw, list):  # format 2: c is kept as d - c
+        raw = _named(raw, _PENDING_FIELDS, _PENDING_DEFAULTS)
+        raw["c"] = raw["d"] - raw["c"]
+    return _text_fields(raw)
+
+
+def decode_result(data: bytes) -> dict[str, Any]:
+    """A retained outcome (``P:r:<id>``), in either format; ``o`` is the outcome's name."""
+    raw = msgpack.unpackb(data, raw=True, strict_map_key=False)
+    if isinstance(raw, list):  # format 2: o is a code, t kept as t - d and c as d - c
+        raw = _named(raw, _RESULT_FIELDS, _RESULT_DEFAULTS)
+        raw["o"] = OUTCOME_CODES[raw["o"]]
+        raw["t"] = raw["d"] + raw["t"]
+        raw["c"] = raw["d"] - raw["c"]
+    return _text_fields(raw)
+
+
+def _named(values: list[Any], fields: tuple[str, ...], defaults: dict[str, Any]) -> dict[str, Any]:
+    named = dict(zip(fields, values, strict=False))
+    for name, value in defaults.items():
+        named.setdefault(name, value)
+    return named
+
+
+def _text_fields(raw: dict[Any, Any]) -> dict[str, Any]:
+    """A record's fields as a script's cmsgpack wrote them: strings come back as bytes.
 
     Lua has one string type, so cmsgpack writes the binary payload as msgpack ``str``;
     decoding with ``raw=True`` keeps it as bytes, and text fields are decoded here.
     """
-    raw = msgpack.unpackb(data, raw=True, strict_map_key=False)
     out: dict[str, Any] = {}
     for k, value in raw.items():
         name = k.decode() if isinstance(k, bytes) else k

@@ -21,10 +21,16 @@ MAX_DELAY_MS = 10 * 366 * 24 * 3600 * 1000  # ten years: anything longer is a mi
 
 @dataclass(frozen=True)
 class Meta:
-    """A namespace's fixed shape, chosen once at ``init``."""
+    """A namespace's fixed shape, chosen once at ``init``, and its data format.
+
+    ``version`` is the record format the namespace's timers are created in: 1 for
+    namespaces made before the compact records (a map per record), 2 for the compact
+    ones (``tickwheel migrate`` moves a namespace from 1 to 2). Every version is read.
+    """
 
     shards: int
     bucket_ms: int
+    version: int = 1
 
 
 @dataclass(frozen=True)

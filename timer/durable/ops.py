@@ -21,7 +21,7 @@ from . import calls as C
 from . import groups as G
 from . import keys as K
 from .calls import Op as Op  # noqa: PLC0414 - re-exported for the clients
-from .codec import decode_record
+from .codec import FORMAT_VERSION, decode_pending
 from .models import DueTimers, Meta, Outcome, ServerSettings, Timer, TimerInfo, Trimmed
 from .scripts import ScriptName
 
@@ -29,7 +29,6 @@ T = TypeVar("T")
 Delivery = G.Delivery
 ack = G.ack
 
-FORMAT_VERSION = 1
 MIN_SERVER = {"redis": (6, 2), "valkey": (7, 2)}
 
 
@@ -127,8 +126,7 @@ def init(
         C.Command("hgetall", (keys.meta,)),
         C.Command("sadd", (K.NAMESPACES, keys.namespace)),  # for listing (the dashboard)
     ])  # fmt: skip
-    stored = replies[3]
-    meta = Meta(int(stored[b"shards"]), int(stored[b"bucket_ms"]))
+    meta = C.meta_from(replies[3], keys.namespace, where)
     if meta.shards != shards:
         raise ConfigError(
             f"namespace {keys.namespace!r} already has {meta.shards} shards; it cannot be "
@@ -142,6 +140,20 @@ def read_meta(keys: K.NamespaceKeys, *, where: str, check: bool) -> Op[Meta]:
         yield from check_server(where)
     stored = yield C.Command("hgetall", (keys.meta,))
     return C.meta_from(stored, keys.namespace, where)
+
+
+def migrate(keys: K.NamespaceKeys, *, where: str, check: bool) -> Op[tuple[int, int]]:
+    """Move the namespace to the newest data format: (format before, format after).
+
+    Records already written keep their format (every format is read), so this changes
+    what new timers are created in; clients and workers started before it keep creating
+    the old format until they restart, which is harmless. One way only: a tickwheel older
+    than the format cannot read the new records, so upgrade every process first.
+    """
+    meta = yield from read_meta(keys, where=where, check=check)
+    if meta.version < FORMAT_VERSION:
+        yield C.Command("hset", (keys.meta, "version", FORMAT_VERSION))
+    return meta.version, max(meta.version, FORMAT_VERSION)
 
 
 def server_time_ms() -> Op[int]:
@@ -611,6 +623,6 @@ def read_due(
         records = yield C.Command("hmget", (sk.timers, part))
         for tid, raw in zip(part, records, strict=True):
             if raw is not None:
-                due.append((int(decode_record(raw)["d"]), tid))
+                due.append((int(decode_pending(raw)["d"]), tid))
     due.sort()
     return DueTimers(buckets, due)

@@ -1,17 +1,79 @@
 --[[ _lib: helpers prepended to every tickwheel script when it is loaded (not a script).
 
-Record of a pending timer (HASH P:t, field = id), msgpack map built here:
+Records come in two formats; every script reads both (read_rec) and a pending timer keeps
+its format through its life, its retained outcome included (the format of a new timer is
+the namespace's, given to schedule). Format 2 is the compact one (#14): an array with
+its trailing defaults left out, which saves the field names and the empty values.
+
+Pending timer (HASH P:t, field = id):
+  format 1  map {d, p, w, n, g, c, s}
+  format 2  array [d, p, d - c, s = '', n = 1, w = {}, g = {}]
   d = deadline_ms (Redis time, epoch ms)   p = payload (msgpack bytes, opaque here)
-  w = watch keys (array)                   n = need (distinct keys to complete)
-  g = keys notified so far (array)         c = created_ms (Redis time)
-  s = origin token given at schedule (who created it; '' if none)
-Retained outcome (STRING P:r:<id>): msgpack map o = outcome, d, t = decided_ms, p, c, s,
-  g = the watch keys notified before it was decided (which completed it).
+  c = created_ms (Redis time)              s = origin token given at schedule ('' if none)
+  n = need (distinct keys to complete)     w = watch keys (array)
+  g = keys notified so far (array)
+Retained outcome (STRING P:r:<id>):
+  format 1  map {o, d, t, p, c, s, g} with o the outcome's name
+  format 2  array [o, d, t - d, p, d - c, s = '', g = {}] with o a code: 1 expired,
+            2 cancelled, 3 completed (times as differences: a few bytes, not nine)
+  t = decided_ms; g = the watch keys notified before it was decided (which completed it).
 Events on the shard channel: "S <deadline> <id>" scheduled ("M" and a list for a schedule
 call that created several: see schedule.lua), "R <deadline> <id>" rescheduled,
 "X <outcome> <id>" decided by cancel, complete or notify (fire and sweep publish nothing:
 the leader that called them already knows what they decided).
 ]]
+
+local OUTCOME_CODE = {expired = 1, cancelled = 2, completed = 3}
+
+-- A pending record (either format) as a table with named fields; fmt says which it was.
+local function read_rec(raw)
+  local r = cmsgpack.unpack(raw)
+  if r.d then
+    r.fmt = 1
+    if not r.s then r.s = '' end
+    return r
+  end
+  return {d = r[1], p = r[2], c = r[1] - r[3], s = r[4] or '', n = r[5] or 1, w = r[6] or {},
+    g = r[7] or {}, fmt = 2}
+end
+
+-- The array of a format-2 record: `fields` up to the last one that is not its default.
+local function compact(fields, defaults)
+  local last = #fields
+  while last > 0 and defaults[last] ~= nil do
+    local v, dv = fields[last], defaults[last]
+    if type(dv) == 'table' then
+      if #v > 0 then break end
+    elseif v ~= dv then
+      break
+    end
+    last = last - 1
+  end
+  local out = {}
+  for i = 1, last do out[i] = fields[i] end
+  return out
+end
+
+local PENDING_DEFAULTS = {nil, nil, nil, '', 1, {}, {}}
+local RESULT_DEFAULTS = {nil, nil, nil, nil, nil, '', {}}
+
+-- A pending record in its own format (rec.fmt).
+local function pack_rec(rec)
+  if rec.fmt == 2 then
+    return cmsgpack.pack(compact({rec.d, rec.p, rec.d - rec.c, rec.s, rec.n, rec.w, rec.g},
+      PENDING_DEFAULTS))
+  end
+  return cmsgpack.pack({d = rec.d, p = rec.p, w = rec.w, n = rec.n, g = rec.g, c = rec.c, s = rec.s})
+end
+
+-- The retained outcome of pending record `rec`, decided as `outcome` at `now`, in rec's format.
+local function pack_result(rec, outcome, now)
+  if rec.fmt == 2 then
+    return cmsgpack.pack(compact({OUTCOME_CODE[outcome], rec.d, now - rec.d, rec.p, rec.d - rec.c, rec.s, rec.g},
+      RESULT_DEFAULTS))
+  end
+  return cmsgpack.pack({o = outcome, d = rec.d, t = now, p = rec.p, c = rec.c, s = rec.s, g = rec.g})
+end
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -95,8 +157,7 @@ local function decide_many(ctx, decided, outcome, now)
     local id, rec, rkey = d[1], d[2], d[3]
     redis.call('XADD', ctx.out, '*', 'id', id, 'outcome', outcome, 'deadline', istr(rec.d),
       'decided', istr(now), 'payload', rec.p)
-    redis.call('SET', rkey, cmsgpack.pack({o = outcome, d = rec.d, t = now, p = rec.p, c = rec.c, s = rec.s, g = rec.g}),
-      'PX', ctx.ttl)
+    redis.call('SET', rkey, pack_result(rec, outcome, now), 'PX', ctx.ttl)
     if ctx.ev then  -- fire and sweep clear it: their caller is the leader, which knows
       redis.call('PUBLISH', ctx.ev, 'X ' .. outcome .. ' ' .. id)
     end
@@ -132,7 +193,7 @@ end
 -- retained outcome) or unknown.
 local function pending_record(tkey, rkey, id)
   local raw = redis.call('HGET', tkey, id)
-  if raw then return cmsgpack.unpack(raw), nil end
+  if raw then return read_rec(raw), nil end
   local retained = redis.call('GET', rkey)
   if retained then return nil, {'decided', retained} end
   return nil, {'missing'}

@@ -26,7 +26,7 @@ for i, id in ipairs(ids) do
   local raw = raws[i]
   if raw and not seen[id] then  -- an id twice in one batch is decided once
     seen[id] = true
-    local rec = cmsgpack.unpack(raw)
+    local rec = read_rec(raw)
     if rec.d <= now then
       decided[#decided + 1] = {id, rec, KEYS[5 + i]}
       fired[#fired + 1] = id

@@ -26,7 +26,7 @@ for _, id in ipairs(ids) do
   if not raw then
     redis.call('SREM', wkey, id)  -- stale: decided without cleaning up (never expected)
   else
-    local rec = cmsgpack.unpack(raw)
+    local rec = read_rec(raw)
     local seen = false
     for _, k in ipairs(rec.g) do
       if k == key then seen = true end
@@ -37,7 +37,7 @@ for _, id in ipairs(ids) do
       decide(ctx, id, rec, 'completed', now, result_key(P, id))
       completed = completed + 1
     else
-      redis.call('HSET', KEYS[1], id, cmsgpack.pack(rec))
+      redis.call('HSET', KEYS[1], id, pack_rec(rec))
       redis.call('SREM', wkey, id)
     end
   end

@@ -21,7 +21,7 @@ local deadline, too_far = deadline_of(mode, value, now, max_delay)
 if too_far then return too_far end
 unindex_bucket(P, KEYS[2], id, rec.d, bucket_ms)
 rec.d = deadline
-redis.call('HSET', KEYS[1], id, cmsgpack.pack(rec))
+redis.call('HSET', KEYS[1], id, pack_rec(rec))
 index_bucket(P, KEYS[2], id, deadline, bucket_ms)
 redis.call('PUBLISH', ARGV[7], 'R ' .. istr(deadline) .. ' ' .. id)
 return {'rescheduled', istr(deadline)}

@@ -21,6 +21,8 @@ ARGV[6]  timers      msgpack array; each timer is an array
                      scheduled again (a new arming with its own outcome), 0: that outcome
                      is returned; watch keys deduplicated and sorted by the client, all
                      routing to this shard.
+ARGV[7]  format      record format of the timers created: 1 (map) or 2 (compact array),
+                     the namespace's (see _lib); an existing record keeps its own
 
 Returns  one reply per timer, in order:
          deadline_ms (an integer)                      this call created the timer
@@ -38,6 +40,7 @@ Cost     O(N + W) for N timers and W watch keys.
 ]]
 local P, bucket_ms, max_delay = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local origin = ARGV[5]
+local fmt = tonumber(ARGV[7]) or 1
 local timers = cmsgpack.unpack(ARGV[6])
 local n = #timers
 
@@ -67,7 +70,7 @@ local function known(i, t)
   local rec = here[id]
   if not rec then
     if retained[i] and t[6] ~= 1 then return {'decided', retained[i]} end
-    if existing[i] then rec = cmsgpack.unpack(existing[i]) end
+    if existing[i] then rec = read_rec(existing[i]) end
   end
   if not rec then return nil end
   if same_timer(rec, t) then
@@ -87,10 +90,10 @@ for i = 1, n do
     else
       -- re-armed: the old outcome stays in the stream only
       if retained[i] then gone[#gone + 1] = KEYS[i + 2] end
-      local rec = {d = deadline, p = t[4], w = t[7], n = t[5], g = {}, c = now, s = origin}
+      local rec = {d = deadline, p = t[4], w = t[7], n = t[5], g = {}, c = now, s = origin, fmt = fmt}
       here[id] = rec
       fields[#fields + 1] = id
-      fields[#fields + 1] = cmsgpack.pack(rec)
+      fields[#fields + 1] = pack_rec(rec)
       local b = math.floor(deadline / bucket_ms)
       if not buckets[b] then buckets[b] = {} end
       table.insert(buckets[b], id)

@@ -37,7 +37,7 @@ for _, n in ipairs(ended) do
     for i, id in ipairs(ids) do
       local raw = raws[i]
       if raw then
-        local rec = cmsgpack.unpack(raw)
+        local rec = read_rec(raw)
         if rec.d <= now then
           decided[#decided + 1] = {id, rec, result_key(P, id)}
           fired[#fired + 1] = id

@@ -1,0 +1,182 @@
+"""Data formats (#14): compact records in new namespaces, the old format still read and
+written where a namespace has not migrated, a newer format refused, `migrate` one way."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import msgpack
+import pytest
+import redis
+
+from timer import TimerClient
+from timer.durable.codec import FORMAT_VERSION
+from timer.durable.models import TimerInfo
+from timer.errors import ConfigError
+from timer.testing import RedisServer
+
+from .conftest import SHARDS, namespace_keys, server_now_ms
+
+
+def make_client(server: RedisServer, namespace: str, version: int) -> TimerClient:
+    """A client on a fresh namespace whose records are created in format ``version``
+    (format 1 is what earlier releases made: their meta has version 1)."""
+    c = TimerClient.from_url(server.url, namespace)
+    c.init(shards=SHARDS)
+    if version != FORMAT_VERSION:
+        c.redis.hset(c.keys.meta, "version", version)
+        c = TimerClient.from_url(server.url, namespace)  # reads the meta again
+    assert c.meta.version == version
+    return c
+
+
+@pytest.fixture
+def pair(redis_server: RedisServer, namespace: str) -> Iterator[tuple[TimerClient, TimerClient]]:
+    """The same fresh namespace twice over: one in format 1, one in the newest."""
+    old = make_client(redis_server, namespace + "-f1", 1)
+    new = make_client(redis_server, namespace + "-f2", FORMAT_VERSION)
+    try:
+        yield old, new
+    finally:
+        old.close()
+        new.close()
+
+
+def raw_record(c: TimerClient, tid: str) -> Any:
+    sk = c.keys.shard(c.shard_of(tid))
+    return msgpack.unpackb(c.redis.hget(sk.timers, tid), raw=True)
+
+
+def raw_result(c: TimerClient, tid: str) -> Any:
+    sk = c.keys.shard(c.shard_of(tid))
+    return msgpack.unpackb(c.redis.get(sk.result(tid)), raw=True)
+
+
+def test_new_namespaces_create_compact_records(client: TimerClient) -> None:
+    """A new namespace is at the newest format: its pending records and retained
+    outcomes are arrays without field names or default values, and read back whole."""
+    assert client.meta.version == FORMAT_VERSION == 2
+    t = client.schedule("plain", delay_ms=60_000, payload={"job": 7})
+    assert isinstance(raw_record(client, "plain"), list)
+    assert len(raw_record(client, "plain")) == 3  # deadline, payload, created: the rest default
+    info = client.get("plain")
+    assert info is not None
+    assert (info.state, info.deadline_ms, info.payload) == ("pending", t.deadline_ms, {"job": 7})
+    assert (info.watch, info.need, info.got) == ((), 1, ())
+    assert client.cancel("plain")
+    result = raw_result(client, "plain")
+    assert isinstance(result, list) and result[0] == 2  # cancelled, as a code
+    decided = client.get("plain")
+    assert decided is not None and decided.state == "cancelled" and decided.payload == {"job": 7}
+
+
+def test_the_compact_format_is_smaller(pair: tuple[TimerClient, TimerClient]) -> None:
+    """The same timer takes fewer bytes in format 2, pending and retained."""
+    old, new = pair
+    for c in (old, new):
+        c.schedule("x", delay_ms=60_000, payload={"job": 1})
+    sizes = {}
+    for name, c in (("old", old), ("new", new)):
+        sk = c.keys.shard(c.shard_of("x"))
+        pending = len(c.redis.hget(sk.timers, "x"))
+        c.cancel("x")
+        sizes[name] = (pending, len(c.redis.get(sk.result("x"))))
+    assert sizes["new"][0] <= sizes["old"][0] - 20, sizes
+    assert sizes["new"][1] <= sizes["old"][1] - 30, sizes
+
+
+def _same(info: TimerInfo | None) -> TimerInfo | None:
+    """What must agree between formats: everything but the server's clock readings."""
+    return None if info is None else replace(info, created_ms=None, decided_ms=None)
+
+
+def test_both_formats_answer_alike(pair: tuple[TimerClient, TimerClient]) -> None:
+    """The same calls on a format-1 and a format-2 namespace give the same answers and the
+    same records: every script reads and writes both (schedule, retries, reschedule,
+    notify with need > 1, complete, cancel, fire, rearm)."""
+    old, new = pair
+    seen: dict[str, list[Any]] = {"old": [], "new": []}
+    now = server_now_ms(old.redis)
+    items: list[dict[str, Any]] = [
+        {"id": "a", "deadline_ms": now + 60_000, "payload": {"k": [1, 2]}},
+        {"id": "b{b}", "deadline_ms": now + 60_000, "payload": b"\x00bin", "watch": ["{b}kb"]},
+        {"id": "c{c}", "deadline_ms": now + 60_000, "watch": ["{c}k1", "{c}k2"], "need": 2},
+        {"id": "d", "deadline_ms": now - 5, "payload": "due"},
+        {"id": "e", "deadline_ms": now + 60_000, "payload": None},
+    ]
+    for name, c in (("old", old), ("new", new)):
+        out = seen[name]
+        out.append(c.schedule_many(items, origin="batch-7"))
+        out.append(c.schedule_many(items, origin="retry"))  # pending: returned as they are
+        out.append(c.reschedule("a", deadline_ms=now + 90_000))
+        out.append(c.notify("{c}k1"))  # c: one of two keys
+        out.append(_same(c.get("c{c}")))
+        out.append(c.notify("{b}kb"))  # b: completed
+        out.append(c.notify("{c}k2"))  # c: completed
+        out.append(c.cancel("e"))
+        shard = c.shard_of("d")
+        store = c.shard_store(shard)
+        epoch = store.acquire("w", 5_000).epoch
+        out.append(store.fire("w", epoch, ["d"], ttl_ms=60_000).fired)
+        out.append(c.schedule("d", deadline_ms=now - 5, payload="due"))  # decided: retained
+        out.append(c.schedule("d", deadline_ms=now + 60_000, payload="again", rearm=True))
+        out.append([_same(c.get(i)) for i in ("a", "b{b}", "c{c}", "d", "e", "nope")])
+        out.append(sorted((o.id, o.outcome, o.payload) for o in c.all_outcomes()))
+    assert seen["old"] == seen["new"]
+    # and the records really were in each format
+    assert isinstance(raw_record(old, "a"), dict) and isinstance(raw_record(new, "a"), list)
+    assert isinstance(raw_result(old, "b{b}"), dict) and isinstance(raw_result(new, "b{b}"), list)
+    for c in (old, new):
+        completed = c.get("c{c}")
+        assert completed is not None and completed.got == ("{c}k1", "{c}k2")
+
+
+def test_migrate_moves_new_timers_to_the_compact_format(
+    redis_server: RedisServer, namespace: str
+) -> None:
+    """After `migrate` new timers are compact; the old ones keep their format and still
+    fire, cancel and answer get, each decided exactly once."""
+    c = make_client(redis_server, namespace, 1)
+    now = server_now_ms(c.redis)
+    due = now - 5_000  # in a durable bucket that has ended: the sweep takes it
+    c.schedule_many([{"id": f"old{i}", "deadline_ms": due, "payload": i} for i in range(20)])
+    c.schedule("old-later", delay_ms=60_000, payload="later")
+    assert c.migrate() == (1, 2)
+    assert c.meta.version == 2
+    assert c.migrate() == (2, 2)  # again: nothing to do
+    c.schedule_many([{"id": f"new{i}", "deadline_ms": due, "payload": i} for i in range(20)])
+    assert isinstance(raw_record(c, "old0"), dict) and isinstance(raw_record(c, "new0"), list)
+    fired = []
+    for shard in range(SHARDS):
+        store = c.shard_store(shard)
+        epoch = store.acquire("w", 5_000).epoch
+        fired += store.sweep("w", epoch, ttl_ms=60_000, limit=1000).fired
+    ids = sorted(tid for tid, _ in fired)
+    assert ids == sorted([f"old{i}" for i in range(20)] + [f"new{i}" for i in range(20)])
+    assert c.cancel("old-later") and not c.cancel("old-later")
+    got = {i: c.get(i) for i in ("old3", "new3", "old-later")}
+    assert {i: (g.state, g.payload) for i, g in got.items() if g} == {
+        "old3": ("expired", 3), "new3": ("expired", 3), "old-later": ("cancelled", "later"),
+    }  # fmt: skip
+    assert sorted(o.id for o in c.all_outcomes()) == sorted([*ids, "old-later"])
+    c.close()
+
+
+def test_a_newer_format_is_refused_and_nothing_written(
+    redis_server: RedisServer, redis_client: redis.Redis, namespace: str
+) -> None:
+    """A namespace a newer tickwheel made is refused with what to do; nothing is written."""
+    c = TimerClient.from_url(redis_server.url, namespace)
+    c.init(shards=SHARDS)
+    redis_client.hset(c.keys.meta, "version", FORMAT_VERSION + 1)
+    before = namespace_keys(redis_client, namespace)
+    late = TimerClient.from_url(redis_server.url, namespace)
+    with pytest.raises(ConfigError, match=r"newer tickwheel.*upgrade tickwheel"):
+        late.schedule("x", delay_ms=1_000)
+    with pytest.raises(ConfigError, match="newer tickwheel"):
+        late.migrate()
+    assert namespace_keys(redis_client, namespace) == before
+    late.close()
+    c.close()
