@@ -273,7 +273,7 @@ def _group_dict(g: GroupInfo, now_ms: int, retention_ms: int) -> dict[str, Any]:
     "--retention",
     "retention_ms",
     type=DURATION,
-    default="7d",
+    default="1h",
     show_default=True,
     help="Flag a group owing outcomes older than this (it keeps them from being trimmed).",
 )

@@ -403,7 +403,7 @@ def tail(
     "retention_ms",
     type=DURATION,
     required=True,
-    help="Drop outcomes decided more than this long ago (Redis clock), e.g. 7d or 12h.",
+    help="Drop outcomes decided more than this long ago (Redis clock), e.g. 1h or 7d.",
 )
 @click.option(
     "--drop-unread",
@@ -416,7 +416,7 @@ def trim(app: App, retention_ms: int, drop_unread: bool) -> None:
 
     An outcome stays, whatever its age, until every consumer group of its stream has been
     handed it and has acked it (unless --drop-unread). Workers do this on their own for
-    the shards they lead (tickwheel worker --outcome-retention, 7 days by default).
+    the shards they lead (tickwheel worker --outcome-retention, 1 hour by default).
     """
     with errors():
         done = app.client.trim_outcomes(retention_ms, keep_unread=not drop_unread)
@@ -435,7 +435,7 @@ def trim(app: App, retention_ms: int, drop_unread: bool) -> None:
     "--retention",
     "retention_ms",
     type=DURATION,
-    default="7d",
+    default="1h",
     show_default=True,
     help="The outcome retention: a group owing outcomes older than this is flagged stale.",
 )

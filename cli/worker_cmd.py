@@ -48,10 +48,11 @@ from .service import connect, log_level_option, metrics_options, serve, setup_lo
     "--outcome-retention",
     "retention_ms",
     type=DURATION,
-    default="7d",
+    default="1h",
     show_default=True,
     help="Trim outcomes older than this from the led shards' streams (never one a consumer "
-    "group has not acked); 0s keeps them forever.",
+    "group has not acked); 0s keeps them forever. Raise it if you read outcomes without a "
+    "consumer group (tail, Spark) less often than this.",
 )
 @click.option("--id", "worker_id", default=None, help="Worker id (default host-pid-random).")
 @click.option(

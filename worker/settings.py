@@ -28,8 +28,9 @@ class WorkerSettings:
     max_sweeps_per_tick: int = 10  # sweep calls per shard per tick, so leases get renewed
     result_ttl_ms: int = 24 * 3600 * 1000
     # Outcomes older than this leave the led shards' streams (never one a consumer group
-    # has not acked); 0 keeps them forever. Checked every trim_interval_ms per shard.
-    outcome_retention_ms: int = 7 * 24 * 3600 * 1000
+    # has not acked: the stream is a delivery log, what was delivered and acked goes);
+    # 0 keeps them forever. Checked every trim_interval_ms per shard.
+    outcome_retention_ms: int = 3600 * 1000
     trim_interval_ms: int = 60_000
     # Start even if a server's maxmemory-policy may evict timers (they can then be lost).
     allow_eviction: bool = False
