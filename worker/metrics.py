@@ -44,6 +44,7 @@ class Observed(Protocol):
 COUNTERS = {
     "fired": "Timers this worker expired through fire",
     "swept": "Timers this worker expired through sweep",
+    "cascaded": "Far timers the sweep moved from coarse buckets into fine ones (an hour ahead)",
     "completed_seen": "Timers of led shards decided as completed (from events)",
     "cancelled_seen": "Timers of led shards decided as cancelled (from events)",
     "early_reinserted": "Entries fire refused as early by Redis time and re-inserted",

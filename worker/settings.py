@@ -7,6 +7,7 @@ import socket
 import uuid
 from dataclasses import dataclass, field
 
+from timer.durable.models import COARSE_MS
 from timer.errors import InvalidInput
 
 
@@ -42,6 +43,10 @@ class WorkerSettings:
             raise InvalidInput(f"lease_ms must be at least 300 ms, got {self.lease_ms}")
         if self.horizon_ms < 100:
             raise InvalidInput(f"horizon_ms must be at least 100 ms, got {self.horizon_ms}")
+        if self.horizon_ms >= COARSE_MS:  # far timers reach the fine buckets an hour ahead
+            raise InvalidInput(
+                f"horizon_ms must be under an hour ({COARSE_MS} ms), got {self.horizon_ms}"
+            )
         if self.fire_batch < 1 or self.sweep_limit < 1:
             raise InvalidInput("fire_batch and sweep_limit must be at least 1")
         if self.outcome_retention_ms < 0:

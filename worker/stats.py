@@ -37,6 +37,7 @@ class WorkerStats:
 
     fired: int = 0
     swept: int = 0
+    cascaded: int = 0  # far timers the sweep moved from coarse buckets into fine ones
     early_reinserted: int = 0
     fence_rejections: int = 0
     leases_acquired: int = 0

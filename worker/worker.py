@@ -437,6 +437,7 @@ class Worker:
                     if task is not None:
                         task.cancel()
             total += len(swept.fired)
+            self.stats.cascaded += swept.moved
             if not swept.more:
                 state.last_sweep_mono_ms = self.clock.mono_ms()
                 break

@@ -105,6 +105,8 @@ def test_both_formats_answer_alike(pair: tuple[TimerClient, TimerClient]) -> Non
         {"id": "c{c}", "deadline_ms": now + 60_000, "watch": ["{c}k1", "{c}k2"], "need": 2},
         {"id": "d", "deadline_ms": now - 5, "payload": "due"},
         {"id": "e", "deadline_ms": now + 60_000, "payload": None},
+        {"id": "f", "deadline_ms": now + 5 * 3_600_000, "payload": "far"},  # a coarse bucket
+        {"id": "g", "deadline_ms": now + 60_000, "payload": "near, then far"},
     ]
     for name, c in (("old", old), ("new", new)):
         out = seen[name]
@@ -116,13 +118,16 @@ def test_both_formats_answer_alike(pair: tuple[TimerClient, TimerClient]) -> Non
         out.append(c.notify("{b}kb"))  # b: completed
         out.append(c.notify("{c}k2"))  # c: completed
         out.append(c.cancel("e"))
+        out.append(c.reschedule("f", deadline_ms=now + 90_000))  # far -> near
+        out.append(c.reschedule("g", deadline_ms=now + 7 * 3_600_000))  # near -> far
+        out.append(c.cancel("g"))
         shard = c.shard_of("d")
         store = c.shard_store(shard)
         epoch = store.acquire("w", 5_000).epoch
         out.append(store.fire("w", epoch, ["d"], ttl_ms=60_000).fired)
         out.append(c.schedule("d", deadline_ms=now - 5, payload="due"))  # decided: retained
         out.append(c.schedule("d", deadline_ms=now + 60_000, payload="again", rearm=True))
-        out.append([_same(c.get(i)) for i in ("a", "b{b}", "c{c}", "d", "e", "nope")])
+        out.append([_same(c.get(i)) for i in ("a", "b{b}", "c{c}", "d", "e", "f", "g", "nope")])
         out.append(sorted((o.id, o.outcome, o.payload) for o in c.all_outcomes()))
     assert seen["old"] == seen["new"]
     # and the records really were in each format

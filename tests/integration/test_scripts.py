@@ -10,7 +10,7 @@ import redis
 
 from timer import Fenced, TimerClient
 from timer.durable.codec import decode_pending, decode_result
-from timer.durable.models import FireResult
+from timer.durable.models import COARSE_MS, FireResult
 from timer.durable.scripts import ScriptName, source
 
 from .conftest import server_now_ms
@@ -200,12 +200,14 @@ def test_lua_key_helpers_match_the_python_key_format(
     lib = (resources.files("timer.durable") / "lua" / "_lib.lua").read_text()
     built = redis_client.eval(
         lib + "\nreturn {bucket_key(ARGV[1], 1234), watch_key(ARGV[1], 'job:{7}:done'),"
-        " result_key(ARGV[1], 'job:{7}')}",
+        " result_key(ARGV[1], 'job:{7}'), coarse_key(ARGV[1], 56), coarse_mirror(ARGV[1]),"
+        " COARSE_MS}",
         0,
         sk.prefix,
     )
-    assert [x.decode() for x in built] == [
-        sk.bucket(1234), sk.watch("job:{7}:done"), sk.result("job:{7}")
+    assert [x if isinstance(x, int) else x.decode() for x in built] == [
+        sk.bucket(1234), sk.watch("job:{7}:done"), sk.result("job:{7}"), sk.coarse(56),
+        sk.coarse_buckets, COARSE_MS,
     ]  # fmt: skip
 
 

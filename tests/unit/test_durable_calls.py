@@ -78,8 +78,8 @@ def test_parsers_type_the_replies() -> None:
     """Replies of fire, sweep and the lease scripts come back as typed results."""
     fired = C.parse_fire([[b"a"], [b"b c", b"1700"]])
     assert fired.fired == ["a"] and fired.early == {"b c": 1700}
-    swept = C.parse_sweep([[b"x", b"5", b"y", b"6"], 1])
-    assert swept.fired == [("x", 5), ("y", 6)] and swept.more
+    swept = C.parse_sweep([[b"x", b"5", b"y", b"6"], 1, 3])
+    assert swept.fired == [("x", 5), ("y", 6)] and swept.more and swept.moved == 3
     assert C.parse_lease_acquire([1, 4, b"99"]).epoch == 4
     held = C.parse_lease_acquire([0, b"w2", 1200, b"99"])
     assert (held.acquired, held.holder, held.pttl_ms) == (False, "w2", 1200)

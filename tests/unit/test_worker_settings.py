@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from timer.errors import InvalidInput
 from worker import WorkerSettings
 
 
@@ -21,3 +23,11 @@ def test_a_dead_worker_stops_counting_before_its_leases_can_expire(lease_ms: int
     earliest_expiry = lease_ms - s.renew_every_ms
     assert no_longer_counted <= earliest_expiry, (no_longer_counted, earliest_expiry)
     assert s.heartbeat_every_ms * 2 <= s.live_window_ms  # a live worker never looks gone
+
+
+def test_the_horizon_stays_under_the_coarse_buckets_lead() -> None:
+    """A far timer reaches the fine buckets an hour ahead; a horizon that long would load
+    a fine bucket before the sweep moved its far timers in (they would then fire late)."""
+    WorkerSettings(worker_id="w", horizon_ms=3_599_999)
+    with pytest.raises(InvalidInput, match="under an hour"):
+        WorkerSettings(worker_id="w", horizon_ms=3_600_000)

@@ -405,9 +405,9 @@ def sweep_call(
 
 
 def parse_sweep(reply: Sequence[Any]) -> SweepResult:
-    fired, more = reply
+    fired, more, moved = reply
     pairs = [(text(fired[i]), int(fired[i + 1])) for i in range(0, len(fired), 2)]
-    return SweepResult(pairs, bool(int(more)))
+    return SweepResult(pairs, bool(int(more)), int(moved))
 
 
 def trim_call(sk: K.ShardKeys, retention_ms: int, *, keep_unread: bool) -> ScriptCall:

@@ -2,11 +2,13 @@
 
 A namespace ``ns`` has ``S`` shards. Each shard's keys share the hash tag ``{tw:<ns>:<s>}``
 so a shard lives in one Redis Cluster slot and every script on it is atomic there. Scripts
-get their keys in KEYS, except three that depend on server time or on what the script
-finds: the durable bucket ``P:b:<n>``, the watch index ``P:w:<key>`` and (for ids found
-inside ``notify`` and ``sweep``) the retained outcome ``P:r:<id>``. Those are built in
-``lua/_lib.lua`` by ``bucket_key``, ``watch_key`` and ``result_key`` from the shard
-prefix ``P`` — the same format as :class:`ShardKeys` here, which a contract test pins.
+get their keys in KEYS, except those that depend on server time or on what the script
+finds: the durable bucket ``P:b:<n>``, the coarse bucket ``P:c:<m>`` and its mirror
+``P:coarse``, the watch index ``P:w:<key>`` and (for ids found inside ``notify`` and
+``sweep``) the retained outcome ``P:r:<id>``. Those are built in ``lua/_lib.lua`` by
+``bucket_key``, ``coarse_key``, ``coarse_mirror``, ``watch_key`` and ``result_key``
+from the shard prefix ``P`` — the same format as :class:`ShardKeys` here, which a
+contract test pins.
 """
 
 from __future__ import annotations
@@ -139,6 +141,15 @@ class ShardKeys:
 
     def bucket(self, n: int) -> str:
         return f"{self.prefix}:b:{n}"
+
+    @property
+    def coarse_buckets(self) -> str:
+        """ZSET mirror of the coarse buckets (format 2): m -> m * COARSE_MS."""
+        return f"{self.prefix}:coarse"
+
+    def coarse(self, m: int) -> str:
+        """SET of the far timers due in [m, m + 1) * COARSE_MS (format 2)."""
+        return f"{self.prefix}:c:{m}"
 
     def watch(self, key: str) -> str:
         return f"{self.prefix}:w:{key}"

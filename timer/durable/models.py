@@ -17,6 +17,9 @@ from .codec import DEFAULT_MAX_PAYLOAD
 
 OUTCOMES = ("expired", "completed", "cancelled")
 MAX_DELAY_MS = 10 * 366 * 24 * 3600 * 1000  # ten years: anything longer is a mistake
+# Width of a coarse bucket (format 2): far timers wait in one per hour, not one per
+# fine bucket, until the sweep moves them an hour ahead (COARSE_MS in lua/_lib.lua).
+COARSE_MS = 3_600_000
 
 
 @dataclass(frozen=True)
@@ -313,10 +316,12 @@ class FireResult:
 
 @dataclass(frozen=True)
 class SweepResult:
-    """``sweep``: (id, deadline_ms) expired by this call; ``more`` if ended buckets remain."""
+    """``sweep``: (id, deadline_ms) expired by this call; ``more`` if ended buckets remain;
+    ``moved``: far timers it moved from coarse buckets into the fine ones."""
 
     fired: list[tuple[str, int]]
     more: bool
+    moved: int = 0
 
 
 @dataclass(frozen=True)

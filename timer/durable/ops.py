@@ -339,17 +339,23 @@ def recent(ns: C.Namespace, count: int, shards: Iterable[int] | None = None) -> 
 def next_due(ns: C.Namespace, shard: int, count: int) -> Op[list[tuple[int, str]]]:
     """The ``count`` pending timers of a shard due first: (deadline_ms, id), soonest first.
 
-    Reads the shard's first ``count`` durable buckets (at most ``10 * count`` ids), so it
-    is cheap however many timers the shard holds.
+    Reads the shard's first ``count`` durable buckets (at most ``10 * count`` ids), and
+    when they hold fewer than ``count`` the first coarse bucket (far timers), so it is
+    cheap however many timers the shard holds.
     """
     C.check_int("shard", shard, 0, ns.meta.shards - 1)
     C.check_int("count", count, 1, 1000)
     sk = ns.shard(shard)
+    timers: list[tuple[int, str]] = []
     first = yield C.Command("zrange", (sk.buckets, 0, count - 1), {"withscores": True})
-    if not first:
-        return []
-    due = yield from read_due(sk, int(first[-1][1]), set(), max_ids=10 * count)
-    return due.timers[:count]
+    if first:
+        timers = (yield from read_due(sk, int(first[-1][1]), set(), max_ids=10 * count)).timers
+    if len(timers) < count:  # fine buckets end an hour or so ahead: then the far ones
+        far = yield C.Command("zrange", (sk.coarse_buckets, 0, 0), {"withscores": True})
+        if far:
+            more = yield from read_due(sk, int(far[0][1]), set(), max_ids=10 * count, coarse=True)
+            timers = sorted(timers + more.timers)
+    return timers[:count]
 
 
 def stats(ns: C.Namespace, *, servers: bool = True) -> Op[dict[str, Any]]:
@@ -368,15 +374,18 @@ def stats(ns: C.Namespace, *, servers: bool = True) -> Op[dict[str, Any]]:
             C.Command("zrange", (sk.buckets, 0, 0), {"withscores": True}),
             C.Command("xlen", (sk.outcomes,)),
             C.Command("pttl", (sk.lease,)),
+            C.Command("zrange", (sk.coarse_buckets, 0, 0), {"withscores": True}),
         ]
     replies = yield C.Pipeline(commands)
     shards: list[dict[str, Any]] = []
     for s in range(ns.meta.shards):
-        pending, leader, epoch, oldest, outs, ttl = replies[6 * s : 6 * s + 6]
+        pending, leader, epoch, oldest, outs, ttl, far = replies[7 * s : 7 * s + 7]
         lag = 0
         if oldest:
             bucket_end = int(oldest[0][1]) + ns.meta.bucket_ms
             lag = max(0, now - bucket_end)
+        if far:  # a coarse bucket is moved an hour ahead: one that has started is overdue
+            lag = max(lag, now - int(far[0][1]))
         shards.append(
             {
                 "shard": s,
@@ -410,11 +419,12 @@ def stats(ns: C.Namespace, *, servers: bool = True) -> Op[dict[str, Any]]:
 def memory(ns: C.Namespace, sample: int = 10) -> Op[dict[str, Any]]:
     """Redis bytes held per pending and per decided timer (estimates, two round trips).
 
-    Pending: each shard's timers hash and bucket mirror (``MEMORY USAGE``, which itself
-    samples a large hash), plus the mean of up to ``sample`` durable bucket sets times
-    the number of buckets. Decided: the outcome streams' bytes per entry, plus the mean
-    of up to ``sample`` retained results (the newest outcomes' ``P:r:<id>``). Watch
-    indexes are not counted. None where there is nothing to measure.
+    Pending: each shard's timers hash and bucket mirrors (``MEMORY USAGE``, which
+    itself samples a large hash), plus the mean of up to ``sample`` durable bucket sets
+    times the number of buckets, and the same for the coarse buckets. Decided: the
+    outcome streams' bytes per entry, plus the mean of up to ``sample`` retained results
+    (the newest outcomes' ``P:r:<id>``). Watch indexes are not counted. None where there
+    is nothing to measure.
     """
     first: list[C.Command] = []
     for s in range(ns.meta.shards):
@@ -428,15 +438,22 @@ def memory(ns: C.Namespace, sample: int = 10) -> Op[dict[str, Any]]:
             C.Command("memory_usage", (sk.outcomes,)),
             C.Command("xlen", (sk.outcomes,)),
             C.Command("xrevrange", (sk.outcomes, "+", "-"), {"count": sample}),
+            C.Command("memory_usage", (sk.coarse_buckets,)),
+            C.Command("zcard", (sk.coarse_buckets,)),
+            C.Command("zrange", (sk.coarse_buckets, 0, sample - 1)),
         ]
     replies = yield C.Pipeline(first)
-    fixed = stream = buckets = pending = outcomes = 0
+    fixed = stream = buckets = coarse = pending = outcomes = 0
     probes: list[tuple[str, C.Command]] = []
     for s in range(ns.meta.shards):
-        t_mem, bz_mem, zcard, names, hlen, out_mem, xlen, newest = replies[8 * s : 8 * s + 8]
+        t_mem, bz_mem, zcard, names, hlen, out_mem, xlen, newest, cz_mem, ccard, cnames = replies[
+            11 * s : 11 * s + 11
+        ]
         sk = ns.shard(s)
-        fixed += int(t_mem or 0) + int(bz_mem or 0) if int(hlen) else 0
+        fixed += int(t_mem or 0) + int(bz_mem or 0) + int(cz_mem or 0) if int(hlen) else 0
         buckets += int(zcard)
+        coarse += int(ccard)
+        probes += [("coarse", C.Command("memory_usage", (sk.coarse(int(m)),))) for m in cnames]
         pending += int(hlen)
         stream += int(out_mem or 0) if int(xlen) else 0
         outcomes += int(xlen)
@@ -447,7 +464,7 @@ def memory(ns: C.Namespace, sample: int = 10) -> Op[dict[str, Any]]:
             if b"id" in fields
         ]
     sizes = (yield C.Pipeline([cmd for _, cmd in probes])) if probes else []
-    measured: dict[str, list[int]] = {"bucket": [], "result": []}
+    measured: dict[str, list[int]] = {"bucket": [], "coarse": [], "result": []}
     for (kind, _), size in zip(probes, sizes, strict=True):
         if size:  # a result past its TTL (or a bucket just emptied) is gone: not a sample
             measured[kind].append(int(size))
@@ -455,7 +472,8 @@ def memory(ns: C.Namespace, sample: int = 10) -> Op[dict[str, Any]]:
     def mean(values: list[int]) -> float:
         return sum(values) / len(values) if values else 0.0
 
-    per_pending = (fixed + mean(measured["bucket"]) * buckets) / pending if pending else None
+    indexed = fixed + mean(measured["bucket"]) * buckets + mean(measured["coarse"]) * coarse
+    per_pending = indexed / pending if pending else None
     per_decided = stream / outcomes + mean(measured["result"]) if outcomes else None
     return {
         "bytes_per_pending_timer": None if per_pending is None else round(per_pending, 1),
@@ -463,6 +481,7 @@ def memory(ns: C.Namespace, sample: int = 10) -> Op[dict[str, Any]]:
         "pending": pending,
         "outcomes": outcomes,
         "durable_buckets": buckets,
+        "coarse_buckets": coarse,
         "sampled_buckets": len(measured["bucket"]),
         "sampled_results": len(measured["result"]),
     }
@@ -594,15 +613,23 @@ def backlog(sk: K.ShardKeys) -> Op[tuple[int, int | None]]:
 
 
 def read_due(
-    sk: K.ShardKeys, until_ms: int, skip: set[int], *, chunk: int = 1000, max_ids: int = 200_000
+    sk: K.ShardKeys,
+    until_ms: int,
+    skip: set[int],
+    *,
+    chunk: int = 1000,
+    max_ids: int = 200_000,
+    coarse: bool = False,
 ) -> Op[DueTimers]:
     """Durable buckets starting before ``until_ms`` (not in ``skip``) and their timers.
 
     Bucket sets are read with SSCAN and records with HMGET in chunks, so no call blocks
     Redis long. Reading stops after the bucket that reaches ``max_ids``: a backlog left by
     a long outage is taken in slices, oldest buckets first, not all at once into memory.
+    ``coarse`` reads the coarse buckets (far timers) instead of the fine ones.
     """
-    members = yield C.Command("zrangebyscore", (sk.buckets, "-inf", until_ms))
+    mirror, bucket = (sk.coarse_buckets, sk.coarse) if coarse else (sk.buckets, sk.bucket)
+    members = yield C.Command("zrangebyscore", (mirror, "-inf", until_ms))
     buckets: list[int] = []
     ids: list[str] = []
     for n in (int(m) for m in members):
@@ -613,7 +640,7 @@ def read_due(
         buckets.append(n)
         cursor: Any = 0
         while True:
-            cursor, part = yield C.Command("sscan", (sk.bucket(n), cursor), {"count": chunk})
+            cursor, part = yield C.Command("sscan", (bucket(n), cursor), {"count": chunk})
             ids.extend(C.text(m) for m in part)
             if int(cursor) == 0:
                 break

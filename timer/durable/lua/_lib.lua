@@ -98,21 +98,109 @@ local function result_key(P, id)
   return P .. ':r:' .. id
 end
 
--- Put a pending timer in its durable bucket and the bucket in the ZSET mirror.
-local function index_bucket(P, bz, id, deadline, bucket_ms)
+-- Far timers wait in coarse buckets (format 2, #14): a timer created (or rescheduled)
+-- whose coarse bucket P:c:<m> (m = floor(d / COARSE_MS)) starts COARSE_MS or more from
+-- now goes there, mirrored in the ZSET P:coarse (m -> m * COARSE_MS); the sweep moves a
+-- coarse bucket into the fine ones (P:b:<n>) once its start is less than COARSE_MS away
+-- (cascade), so a timer is never put in a coarse bucket only to be moved at once. So a week of deadlines costs a bucket per hour, not one per timer, and the
+-- leader still loads and sweeps only fine buckets. A timer is in exactly one bucket.
+local COARSE_MS = 3600000
+
+local function coarse_key(P, m)
+  return P .. ':c:' .. istr(m)
+end
+
+local function coarse_mirror(P)
+  return P .. ':coarse'
+end
+
+-- Whether a timer of format `fmt` due at `deadline` waits in a coarse bucket.
+local function is_far(fmt, deadline, now)
+  return fmt == 2 and math.floor(deadline / COARSE_MS) * COARSE_MS >= now + COARSE_MS
+end
+
+-- Put a pending timer in its durable bucket (coarse if far) and the bucket in its mirror.
+local function index_bucket(P, bz, id, deadline, bucket_ms, far)
+  if far then
+    local m = math.floor(deadline / COARSE_MS)
+    redis.call('SADD', coarse_key(P, m), id)
+    redis.call('ZADD', coarse_mirror(P), m * COARSE_MS, istr(m))
+    return
+  end
   local n = math.floor(deadline / bucket_ms)
   redis.call('SADD', bucket_key(P, n), id)
   redis.call('ZADD', bz, n * bucket_ms, istr(n))
 end
 
--- Take a pending timer out of its durable bucket (dropping the bucket once empty).
-local function unindex_bucket(P, bz, id, deadline, bucket_ms)
-  local n = math.floor(deadline / bucket_ms)
-  local b = bucket_key(P, n)
-  redis.call('SREM', b, id)
-  if redis.call('SCARD', b) == 0 then
-    redis.call('ZREM', bz, istr(n))
+-- Take pending timers out of their durable buckets, dropping buckets left empty.
+-- `timers` is a list of {id, deadline}. Each is in its fine bucket or, if not there, in
+-- its coarse one; the coarse buckets are visited only when the fine ones lacked some.
+local function unindex_many(P, bz, timers, bucket_ms)
+  local fine, coarse = {}, {}
+  for _, t in ipairs(timers) do
+    local n = math.floor(t[2] / bucket_ms)
+    if not fine[n] then fine[n] = {} end
+    table.insert(fine[n], t[1])
   end
+  local removed, empty = 0, {}
+  for n, members in pairs(fine) do
+    local b = bucket_key(P, n)
+    local r = redis.call('SREM', b, unpack(members))
+    if r > 0 then
+      removed = removed + r
+      if redis.call('SCARD', b) == 0 then empty[#empty + 1] = istr(n) end
+    end
+  end
+  if #empty > 0 then redis.call('ZREM', bz, unpack(empty)) end
+  if removed == #timers then return end
+  for _, t in ipairs(timers) do
+    local m = math.floor(t[2] / COARSE_MS)
+    if not coarse[m] then coarse[m] = {} end
+    table.insert(coarse[m], t[1])
+  end
+  empty = {}
+  for m, members in pairs(coarse) do
+    local b = coarse_key(P, m)
+    if redis.call('SREM', b, unpack(members)) > 0 and redis.call('SCARD', b) == 0 then
+      empty[#empty + 1] = istr(m)
+    end
+  end
+  if #empty > 0 then redis.call('ZREM', coarse_mirror(P), unpack(empty)) end
+end
+
+-- Move the coarse buckets starting less than COARSE_MS from now (or already past) into
+-- the fine buckets, at most `budget` timers; ids no longer pending are dropped. Returns
+-- how many timers it moved and whether coarse buckets that have started remain.
+local function cascade(P, tkey, bz, bucket_ms, now, budget)
+  local moved = 0
+  local ready = redis.call('ZRANGEBYSCORE', coarse_mirror(P), '-inf', now + COARSE_MS - 1,
+    'LIMIT', 0, budget)
+  for _, m in ipairs(ready) do
+    if moved >= budget then break end
+    local b = coarse_key(P, tonumber(m))
+    local ids = redis.call('SPOP', b, budget - moved)
+    if #ids > 0 then
+      local raws = redis.call('HMGET', tkey, unpack(ids))
+      local fine, scores = {}, {}
+      for i, id in ipairs(ids) do
+        if raws[i] then
+          local n = math.floor(read_rec(raws[i]).d / bucket_ms)
+          if not fine[n] then fine[n] = {} end
+          table.insert(fine[n], id)
+        end
+      end
+      for n, members in pairs(fine) do
+        redis.call('SADD', bucket_key(P, n), unpack(members))
+        scores[#scores + 1] = istr(n * bucket_ms)
+        scores[#scores + 1] = istr(n)
+      end
+      if #scores > 0 then redis.call('ZADD', bz, unpack(scores)) end
+      moved = moved + #ids
+    end
+    if redis.call('EXISTS', b) == 0 then redis.call('ZREM', coarse_mirror(P), m) end
+  end
+  local started = redis.call('ZRANGEBYSCORE', coarse_mirror(P), '-inf', now, 'LIMIT', 0, 1)
+  return moved, #started > 0
 end
 
 -- The shard a deciding script works on: prefix, the keys every decision writes, the
@@ -130,26 +218,18 @@ end
 -- one call each per timer.
 local function decide_many(ctx, decided, outcome, now)
   if #decided == 0 then return end
-  local ids, buckets, watched = {}, {}, {}
+  local ids, located, watched = {}, {}, {}
   for i, d in ipairs(decided) do
     local id, rec = d[1], d[2]
     ids[i] = id
-    local n = math.floor(rec.d / ctx.bucket_ms)
-    if not buckets[n] then buckets[n] = {} end
-    table.insert(buckets[n], id)
+    located[i] = {id, rec.d}
     for _, k in ipairs(rec.w) do
       if not watched[k] then watched[k] = {} end
       table.insert(watched[k], id)
     end
   end
   redis.call('HDEL', ctx.t, unpack(ids))
-  local empty = {}
-  for n, members in pairs(buckets) do
-    local b = bucket_key(ctx.P, n)
-    redis.call('SREM', b, unpack(members))
-    if redis.call('SCARD', b) == 0 then empty[#empty + 1] = istr(n) end
-  end
-  if #empty > 0 then redis.call('ZREM', ctx.bz, unpack(empty)) end
+  unindex_many(ctx.P, ctx.bz, located, ctx.bucket_ms)
   for k, members in pairs(watched) do
     redis.call('SREM', watch_key(ctx.P, k), unpack(members))
   end

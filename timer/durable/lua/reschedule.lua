@@ -19,9 +19,9 @@ if not rec then return reply end
 local now = now_ms()
 local deadline, too_far = deadline_of(mode, value, now, max_delay)
 if too_far then return too_far end
-unindex_bucket(P, KEYS[2], id, rec.d, bucket_ms)
+unindex_many(P, KEYS[2], {{id, rec.d}}, bucket_ms)
 rec.d = deadline
 redis.call('HSET', KEYS[1], id, pack_rec(rec))
-index_bucket(P, KEYS[2], id, deadline, bucket_ms)
+index_bucket(P, KEYS[2], id, deadline, bucket_ms, is_far(rec.fmt, deadline, now))
 redis.call('PUBLISH', ARGV[7], 'R ' .. istr(deadline) .. ' ' .. id)
 return {'rescheduled', istr(deadline)}

@@ -2,8 +2,9 @@
 
 One call takes N timers of one shard (schedule is N = 1, schedule_many sends batches):
 the existence checks are one MGET and one HMGET, the clock is read once, the writes are
-one HSET, one SADD per durable bucket, one ZADD and one SADD per watch key, and one
-event is published for the whole call.
+one HSET, one SADD per durable bucket, one ZADD per bucket mirror and one SADD per watch
+key, and one event is published for the whole call. In format 2 a timer due far enough
+ahead goes to a coarse bucket (P:c:<m>, mirrored in P:coarse; see _lib).
 
 KEYS[1]      P:t         HASH  id -> record
 KEYS[2]      P:buckets   ZSET  durable bucket n -> n * bucket_ms
@@ -51,7 +52,7 @@ local existing = redis.call('HMGET', KEYS[1], unpack(ids))
 
 local now = now_ms()
 local replies, here = {}, {}  -- here: id -> record created earlier in this call
-local fields, buckets, watched, gone, events = {}, {}, {}, {}, {}
+local fields, buckets, coarse, watched, gone, events = {}, {}, {}, {}, {}, {}
 local first  -- {deadline, id} of the first timer created: the event when it is the only one
 
 local function same_timer(rec, t)
@@ -94,9 +95,15 @@ for i = 1, n do
       here[id] = rec
       fields[#fields + 1] = id
       fields[#fields + 1] = pack_rec(rec)
-      local b = math.floor(deadline / bucket_ms)
-      if not buckets[b] then buckets[b] = {} end
-      table.insert(buckets[b], id)
+      if is_far(fmt, deadline, now) then  -- waits in a coarse bucket (see _lib)
+        local m = math.floor(deadline / COARSE_MS)
+        if not coarse[m] then coarse[m] = {} end
+        table.insert(coarse[m], id)
+      else
+        local b = math.floor(deadline / bucket_ms)
+        if not buckets[b] then buckets[b] = {} end
+        table.insert(buckets[b], id)
+      end
       for _, k in ipairs(t[7]) do
         if not watched[k] then watched[k] = {} end
         table.insert(watched[k], id)
@@ -118,7 +125,14 @@ if #events > 0 then
     scores[#scores + 1] = istr(b * bucket_ms)
     scores[#scores + 1] = istr(b)
   end
-  redis.call('ZADD', KEYS[2], unpack(scores))
+  if #scores > 0 then redis.call('ZADD', KEYS[2], unpack(scores)) end
+  scores = {}
+  for m, members in pairs(coarse) do
+    redis.call('SADD', coarse_key(P, m), unpack(members))
+    scores[#scores + 1] = istr(m * COARSE_MS)
+    scores[#scores + 1] = istr(m)
+  end
+  if #scores > 0 then redis.call('ZADD', coarse_mirror(P), unpack(scores)) end
   for k, members in pairs(watched) do
     redis.call('SADD', watch_key(P, k), unpack(members))
   end

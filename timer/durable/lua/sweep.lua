@@ -2,6 +2,9 @@
 
 Pub/sub only makes firing fast; sweep makes it certain. Every timer of a bucket whose end
 (n+1) * bucket_ms is not after now is due, so it is expired here, oldest bucket first.
+First it moves the coarse buckets that start within the next hour (or have started) into
+the fine ones, at most `limit` timers (cascade in _lib), so far timers reach the buckets
+the leader loads an hour ahead, and overdue ones are expired in this same call.
 
 KEYS[1]  P:t        KEYS[2]  P:buckets    KEYS[3]  P:out (STREAM)
 KEYS[4]  P:lease    KEYS[5]  P:epoch
@@ -9,8 +12,9 @@ ARGV[1]  P          ARGV[2]  worker id    ARGV[3]  epoch
 ARGV[4]  bucket_ms  ARGV[5]  result_ttl_ms ARGV[6] events channel of the shard (unused: nothing is published)
 ARGV[7]  limit: the most timers expired by this call
 
-Returns  {fired, more}: fired = {id, deadline_ms, ...} expired by this call; more = 1 if
-         ended buckets still hold timers (call again).
+Returns  {fired, more, moved}: fired = {id, deadline_ms, ...} expired by this call;
+         more = 1 if ended buckets (or started coarse ones) still hold timers (call
+         again); moved = timers moved from coarse buckets to fine ones.
 Errors   FENCED
 Atomic   as fire: never early by Redis TIME, never twice.
 Cost     O(limit * W) plus O(log B) per bucket visited; one HMGET per bucket, the
@@ -24,6 +28,7 @@ local ctx = shard_ctx(P, KEYS[1], KEYS[2], KEYS[3], ARGV[6], ARGV[4], ARGV[5])
 ctx.ev = nil  -- no echo event: the leader calling this knows what it decides
 local bucket_ms, limit = ctx.bucket_ms, tonumber(ARGV[7])
 local now = now_ms()
+local moved, started = cascade(P, KEYS[1], KEYS[2], bucket_ms, now, limit)
 local fired = {}
 local budget = limit
 local ended = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - bucket_ms, 'LIMIT', 0, limit)
@@ -56,7 +61,8 @@ for _, n in ipairs(ended) do
   end
 end
 local more = 0
-if budget <= 0 and #redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - bucket_ms, 'LIMIT', 0, 1) > 0 then
+if started or (budget <= 0 and
+    #redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - bucket_ms, 'LIMIT', 0, 1) > 0) then
   more = 1
 end
-return {fired, more}
+return {fired, more, moved}
