@@ -37,31 +37,20 @@ local function read_rec(raw)
     g = r[7] or {}, fmt = 2}
 end
 
--- The array of a format-2 record: `fields` up to the last one that is not its default.
-local function compact(fields, defaults)
-  local last = #fields
-  while last > 0 and defaults[last] ~= nil do
-    local v, dv = fields[last], defaults[last]
-    if type(dv) == 'table' then
-      if #v > 0 then break end
-    elseif v ~= dv then
-      break
-    end
-    last = last - 1
-  end
-  local out = {}
-  for i = 1, last do out[i] = fields[i] end
-  return out
-end
-
-local PENDING_DEFAULTS = {nil, nil, nil, '', 1, {}, {}}
-local RESULT_DEFAULTS = {nil, nil, nil, nil, nil, '', {}}
-
 -- A pending record in its own format (rec.fmt).
 local function pack_rec(rec)
-  if rec.fmt == 2 then
-    return cmsgpack.pack(compact({rec.d, rec.p, rec.d - rec.c, rec.s, rec.n, rec.w, rec.g},
-      PENDING_DEFAULTS))
+  if rec.fmt == 2 then  -- up to the last field that is not its default
+    local last = 3
+    if #rec.g > 0 then last = 7
+    elseif #rec.w > 0 then last = 6
+    elseif rec.n ~= 1 then last = 5
+    elseif rec.s ~= '' then last = 4 end
+    local a = {rec.d, rec.p, rec.d - rec.c}
+    if last >= 4 then a[4] = rec.s end
+    if last >= 5 then a[5] = rec.n end
+    if last >= 6 then a[6] = rec.w end
+    if last >= 7 then a[7] = rec.g end
+    return cmsgpack.pack(a)
   end
   return cmsgpack.pack({d = rec.d, p = rec.p, w = rec.w, n = rec.n, g = rec.g, c = rec.c, s = rec.s})
 end
@@ -69,8 +58,14 @@ end
 -- The retained outcome of pending record `rec`, decided as `outcome` at `now`, in rec's format.
 local function pack_result(rec, outcome, now)
   if rec.fmt == 2 then
-    return cmsgpack.pack(compact({OUTCOME_CODE[outcome], rec.d, now - rec.d, rec.p, rec.d - rec.c, rec.s, rec.g},
-      RESULT_DEFAULTS))
+    local a = {OUTCOME_CODE[outcome], rec.d, now - rec.d, rec.p, rec.d - rec.c}
+    if #rec.g > 0 then
+      a[6] = rec.s
+      a[7] = rec.g
+    elseif rec.s ~= '' then
+      a[6] = rec.s
+    end
+    return cmsgpack.pack(a)
   end
   return cmsgpack.pack({o = outcome, d = rec.d, t = now, p = rec.p, c = rec.c, s = rec.s, g = rec.g})
 end
@@ -133,12 +128,12 @@ local function index_bucket(P, bz, id, deadline, bucket_ms, far)
 end
 
 -- Take pending timers out of their durable buckets, dropping buckets left empty.
--- `timers` is a list of {id, deadline}. Each is in its fine bucket or, if not there, in
+-- `timers` is a list of {id, rec, ...}. Each is in its fine bucket or, if not there, in
 -- its coarse one; the coarse buckets are visited only when the fine ones lacked some.
 local function unindex_many(P, bz, timers, bucket_ms)
   local fine, coarse = {}, {}
   for _, t in ipairs(timers) do
-    local n = math.floor(t[2] / bucket_ms)
+    local n = math.floor(t[2].d / bucket_ms)
     if not fine[n] then fine[n] = {} end
     table.insert(fine[n], t[1])
   end
@@ -154,7 +149,7 @@ local function unindex_many(P, bz, timers, bucket_ms)
   if #empty > 0 then redis.call('ZREM', bz, unpack(empty)) end
   if removed == #timers then return end
   for _, t in ipairs(timers) do
-    local m = math.floor(t[2] / COARSE_MS)
+    local m = math.floor(t[2].d / COARSE_MS)
     if not coarse[m] then coarse[m] = {} end
     table.insert(coarse[m], t[1])
   end
@@ -218,18 +213,17 @@ end
 -- one call each per timer.
 local function decide_many(ctx, decided, outcome, now)
   if #decided == 0 then return end
-  local ids, located, watched = {}, {}, {}
+  local ids, watched = {}, {}
   for i, d in ipairs(decided) do
     local id, rec = d[1], d[2]
     ids[i] = id
-    located[i] = {id, rec.d}
     for _, k in ipairs(rec.w) do
       if not watched[k] then watched[k] = {} end
       table.insert(watched[k], id)
     end
   end
   redis.call('HDEL', ctx.t, unpack(ids))
-  unindex_many(ctx.P, ctx.bz, located, ctx.bucket_ms)
+  unindex_many(ctx.P, ctx.bz, decided, ctx.bucket_ms)
   for k, members in pairs(watched) do
     redis.call('SREM', watch_key(ctx.P, k), unpack(members))
   end
