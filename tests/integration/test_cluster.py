@@ -65,6 +65,23 @@ def test_cluster_lifecycle(cclient: TimerClient) -> None:
     assert sorted(o.id for o in outs) == ["job:{1}", "job:{2}"]
 
 
+def test_far_timers_on_a_cluster(cclient: TimerClient) -> None:
+    """Coarse buckets (built inside the scripts from the shard's hash tag) stay in their
+    shard's slot: far timers are scheduled, moved, rescheduled and cancelled on every
+    master, and a sweep on each shard finds nothing to do."""
+    far = 5 * 3_600_000
+    res = cclient.schedule_many([{"id": f"far:{{{i}}}", "delay_ms": far} for i in range(64)])
+    assert all(not isinstance(r, Exception) and r.created for r in res)
+    coarse = sum(cclient.redis.zcard(cclient.keys.shard(s).coarse_buckets) for s in range(8))
+    assert 8 <= coarse <= 16  # one or two hours per shard
+    assert cclient.reschedule("far:{1}", delay_ms=60_000) is not None  # coarse -> fine
+    assert cclient.reschedule("far:{2}", delay_ms=far * 2) is not None  # coarse -> coarse
+    assert all(cclient.cancel(f"far:{{{i}}}") for i in range(64))
+    for s in range(8):
+        sk = cclient.keys.shard(s)
+        assert cclient.redis.zcard(sk.coarse_buckets) == 0 and cclient.redis.zcard(sk.buckets) == 0
+
+
 def test_handlers_on_a_cluster(cclient: TimerClient) -> None:
     """The runner across three masters: retries, a dead letter, redelivery, groups, a
     group deleted, and follow() with no group."""
