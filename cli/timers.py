@@ -67,7 +67,7 @@ def init(app: App, shards: int, bucket_ms: int, allow_eviction: bool) -> None:
         app.json,
         info,
         f"Namespace {app.namespace!r}: {meta.shards} shards, "
-        f"{meta.bucket_ms} ms buckets, at {app.safe_url}",
+        f"{meta.bucket_ms} ms buckets, data format {meta.version}, at {app.safe_url}",
     )
 
 
@@ -75,14 +75,15 @@ def init(app: App, shards: int, bucket_ms: int, allow_eviction: bool) -> None:
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @pass_app
 def migrate(app: App, yes: bool) -> None:
-    """Move the namespace to the newest data format (compact records).
+    """Move the namespace to the newest data format (compact records, coarse buckets).
 
     Namespaces created by earlier releases store each timer as a map (format 1); new
     ones use compact arrays (format 2), smaller per pending timer and per retained
-    outcome. After this command new timers are created compact; records already
-    written keep their format and are read as before, so nothing is rewritten and
-    nothing stops. It is one way: run it only once every worker and client of the
-    namespace runs this version (an older one cannot read the new records).
+    outcome, and keep timers due hours ahead in one bucket per hour. After this command
+    new timers are created that way; timers already written keep their format and are
+    read as before, so nothing is rewritten and nothing stops. It is one way: run it
+    only once every worker and client of the namespace runs this version (an older
+    one cannot read the new records).
     """
     with errors():
         current = app.client.meta.version
@@ -474,6 +475,7 @@ def stats(app: App, retention_ms: int, memory: bool) -> None:
         "consumer_groups": len(groups),
         "stale_groups": ", ".join(stale) or "none",
         "dead_letters": dead,
+        "data_format": app.client.meta.version,  # 1 until `tickwheel migrate`
     }
     if held is not None:
         summary["bytes_per_pending_timer"] = held["bytes_per_pending_timer"]

@@ -60,6 +60,7 @@ def test_timer_lifecycle_json(tw: Run) -> None:
     st = as_json(tw("--json", "stats"))
     assert st["pending"] == 0 and st["outcomes"] == 3 and len(st["per_shard"]) == 4
     assert "bytes_per_decided_timer" not in st  # only with --memory
+    assert st["data_format"] == FORMAT_VERSION
     held = as_json(tw("--json", "stats", "--memory"))
     assert held["bytes_per_pending_timer"] is None and held["bytes_per_decided_timer"] > 0
     assert len(as_json(tw("--json", "shards"))) == 4
