@@ -23,7 +23,7 @@ venv: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check timer worker cli dashboard tests benchmarks examples
 	$(BIN)/ruff format --check timer worker cli dashboard tests benchmarks examples
-	$(BIN)/mypy timer worker benchmarks dashboard
+	$(BIN)/mypy timer worker benchmarks dashboard cli examples
 
 test: lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

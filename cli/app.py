@@ -52,7 +52,8 @@ class TimerCommandError(click.ClickException):
     def __init__(self, error: TimerError) -> None:
         super().__init__(str(error))
         self.kind = type(error).__name__
-        self.exit_code = next(
+        # click declares exit_code on the class; each of these errors has its own
+        self.exit_code = next(  # type: ignore[misc]
             (code for kind, code in EXIT_CODES.items() if isinstance(error, kind)), 1
         )
         # Shown after the command's context has closed: note --json while it is open.

@@ -61,7 +61,7 @@ def dashboard(app: App, host: str, port: int, read_only: bool) -> None:
         err=True,
     )
     server = uvicorn.Server(uvicorn.Config(web, host=host, port=port, log_level="warning"))
-    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
 
     def stop(signum: int, frame: object) -> None:  # graceful, then exit 0 (uvicorn's own
         server.should_exit = True  # handler re-raises the signal: exit -15 on SIGTERM)

@@ -129,7 +129,11 @@ def demo(
     with errors():
         c = TimerClient.from_url(url, ns)
         c.init(shards=16)
-    say = (lambda msg: None) if app.json else (lambda msg: click.echo(msg, err=True))
+
+    def say(msg: str) -> None:
+        if not app.json:
+            click.echo(msg, err=True)
+
     say(f"Namespace {ns!r} at {app.safe_url}; starting {n_workers} workers (lease {lease_ms} ms)")
     procs = {f"w{i}": _start_worker(url, ns, f"w{i}", lease_ms) for i in range(n_workers)}
     try:

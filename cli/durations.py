@@ -62,7 +62,7 @@ def format_ms(epoch_ms: int | None) -> str:
     return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class _Parsed(click.ParamType):
+class _Parsed(click.ParamType):  # type: ignore[type-arg]  # click stubs vary by version
     """A click type that parses text to milliseconds with ``parse``, failing with its message."""
 
     parse: Callable[[str], int]

@@ -23,7 +23,7 @@ from .output import emit, table, to_json
 from .service import connect, log_level_option, metrics_options, serve, setup_logging
 
 
-class HandlerSpec(click.ParamType):
+class HandlerSpec(click.ParamType):  # type: ignore[type-arg]  # click stubs vary by version
     """``module:attribute``: a function, or a :class:`~timer.handlers.Handlers`."""
 
     name = "MODULE:FUNCTION"
@@ -447,7 +447,8 @@ def dead_redeliver(app: App, refs: tuple[str, ...], everything: bool, group: str
     by REF, or take every one with --all.
     """
     picked = _pick(app, refs, everything, group)
-    done, missing = [], []
+    done: list[str] = []
+    missing: list[str] = []
     with errors():
         for ref in picked:
             new_id = app.client.redeliver(ref)
@@ -466,7 +467,8 @@ def dead_drop(app: App, refs: tuple[str, ...], everything: bool, group: str | No
     Name them by REF (as `tickwheel dead list` shows), or every one with --all.
     """
     picked = _pick(app, refs, everything, group)
-    done, missing = [], []
+    done: list[str] = []
+    missing: list[str] = []
     with errors():
         for ref in picked:
             (done if app.client.drop_dead_letter(ref) else missing).append(ref)
