@@ -227,10 +227,11 @@ local function decide_many(ctx, decided, outcome, now)
   for k, members in pairs(watched) do
     redis.call('SREM', watch_key(ctx.P, k), unpack(members))
   end
+  local at = istr(now)
   for _, d in ipairs(decided) do
     local id, rec, rkey = d[1], d[2], d[3]
     redis.call('XADD', ctx.out, '*', 'id', id, 'outcome', outcome, 'deadline', istr(rec.d),
-      'decided', istr(now), 'payload', rec.p)
+      'decided', at, 'payload', rec.p)
     redis.call('SET', rkey, pack_result(rec, outcome, now), 'PX', ctx.ttl)
     if ctx.ev then  -- fire and sweep clear it: their caller is the leader, which knows
       redis.call('PUBLISH', ctx.ev, 'X ' .. outcome .. ' ' .. id)
