@@ -38,7 +38,7 @@ from timer.testing import RedisServer, find_server_binary
 from worker.settings import WorkerSettings
 
 WEEK_MS = 7 * 24 * 3600 * 1000
-RESULT_TTL_S = 24 * 3600
+RESULT_TTL_S = WorkerSettings.result_ttl_ms // 1000  # the defaults workers and clients use
 STREAM_RETENTION_S = WorkerSettings.outcome_retention_ms // 1000  # the worker's default
 SHARDS = 16
 

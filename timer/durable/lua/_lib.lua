@@ -97,8 +97,9 @@ end
 -- whose coarse bucket P:c:<m> (m = floor(d / COARSE_MS)) starts COARSE_MS or more from
 -- now goes there, mirrored in the ZSET P:coarse (m -> m * COARSE_MS); the sweep moves a
 -- coarse bucket into the fine ones (P:b:<n>) once its start is less than COARSE_MS away
--- (cascade), so a timer is never put in a coarse bucket only to be moved at once. So a week of deadlines costs a bucket per hour, not one per timer, and the
--- leader still loads and sweeps only fine buckets. A timer is in exactly one bucket.
+-- (cascade), so a timer is never put in a coarse bucket only to be moved at once. A
+-- week of deadlines costs a bucket per hour, not one per timer, and the leader still
+-- loads and sweeps only fine buckets. A timer is in exactly one bucket.
 local COARSE_MS = 3600000
 
 local function coarse_key(P, m)
@@ -114,53 +115,64 @@ local function is_far(fmt, deadline, now)
   return fmt == 2 and math.floor(deadline / COARSE_MS) * COARSE_MS >= now + COARSE_MS
 end
 
--- Put a pending timer in its durable bucket (coarse if far) and the bucket in its mirror.
-local function index_bucket(P, bz, id, deadline, bucket_ms, far)
-  if far then
-    local m = math.floor(deadline / COARSE_MS)
-    redis.call('SADD', coarse_key(P, m), id)
-    redis.call('ZADD', coarse_mirror(P), m * COARSE_MS, istr(m))
-    return
+-- Append `id` to the list groups[k] (ids grouped by bucket number or watch key).
+local function push(groups, k, id)
+  local g = groups[k]
+  if not g then
+    g = {}
+    groups[k] = g
   end
-  local n = math.floor(deadline / bucket_ms)
-  redis.call('SADD', bucket_key(P, n), id)
-  redis.call('ZADD', bz, n * bucket_ms, istr(n))
+  g[#g + 1] = id
 end
 
--- Take pending timers out of their durable buckets, dropping buckets left empty.
--- `timers` is a list of {id, rec, ...}. Each is in its fine bucket or, if not there, in
--- its coarse one; the coarse buckets are visited only when the fine ones lacked some.
-local function unindex_many(P, bz, timers, bucket_ms)
-  local fine, coarse = {}, {}
-  for _, t in ipairs(timers) do
-    local n = math.floor(t[2].d / bucket_ms)
-    if not fine[n] then fine[n] = {} end
-    table.insert(fine[n], t[1])
+-- SADD each group of ids (bucket number n -> ids) to its bucket key_of(P, n), and each
+-- bucket to its ZSET mirror with score n * width: one SADD per bucket, one ZADD.
+local function add_to_buckets(P, key_of, mirror, width, groups)
+  local scores = {}
+  for n, members in pairs(groups) do
+    redis.call('SADD', key_of(P, n), unpack(members))
+    scores[#scores + 1] = istr(n * width)
+    scores[#scores + 1] = istr(n)
   end
+  if #scores > 0 then redis.call('ZADD', mirror, unpack(scores)) end
+end
+
+-- SREM each group of ids from its bucket, dropping the buckets left empty from their
+-- mirror; how many ids were removed.
+local function remove_from_buckets(P, key_of, mirror, groups)
   local removed, empty = 0, {}
-  for n, members in pairs(fine) do
-    local b = bucket_key(P, n)
+  for n, members in pairs(groups) do
+    local b = key_of(P, n)
     local r = redis.call('SREM', b, unpack(members))
     if r > 0 then
       removed = removed + r
       if redis.call('SCARD', b) == 0 then empty[#empty + 1] = istr(n) end
     end
   end
-  if #empty > 0 then redis.call('ZREM', bz, unpack(empty)) end
-  if removed == #timers then return end
-  for _, t in ipairs(timers) do
-    local m = math.floor(t[2].d / COARSE_MS)
-    if not coarse[m] then coarse[m] = {} end
-    table.insert(coarse[m], t[1])
+  if #empty > 0 then redis.call('ZREM', mirror, unpack(empty)) end
+  return removed
+end
+
+-- Put a pending timer in its durable bucket (coarse if far) and the bucket in its mirror.
+local function index_bucket(P, bz, id, deadline, bucket_ms, far)
+  if far then
+    add_to_buckets(P, coarse_key, coarse_mirror(P), COARSE_MS,
+      {[math.floor(deadline / COARSE_MS)] = {id}})
+  else
+    add_to_buckets(P, bucket_key, bz, bucket_ms, {[math.floor(deadline / bucket_ms)] = {id}})
   end
-  empty = {}
-  for m, members in pairs(coarse) do
-    local b = coarse_key(P, m)
-    if redis.call('SREM', b, unpack(members)) > 0 and redis.call('SCARD', b) == 0 then
-      empty[#empty + 1] = istr(m)
-    end
-  end
-  if #empty > 0 then redis.call('ZREM', coarse_mirror(P), unpack(empty)) end
+end
+
+-- Take pending timers out of their durable buckets, dropping buckets left empty.
+-- `timers` is a list of {id, rec, ...}. Each is in its fine bucket or, if not there, in
+-- its coarse one; the coarse buckets are visited only when the fine ones lacked some.
+local function unindex_many(P, bz, timers, bucket_ms)
+  local fine = {}
+  for _, t in ipairs(timers) do push(fine, math.floor(t[2].d / bucket_ms), t[1]) end
+  if remove_from_buckets(P, bucket_key, bz, fine) == #timers then return end
+  local coarse = {}
+  for _, t in ipairs(timers) do push(coarse, math.floor(t[2].d / COARSE_MS), t[1]) end
+  remove_from_buckets(P, coarse_key, coarse_mirror(P), coarse)
 end
 
 -- Move the coarse buckets starting less than COARSE_MS from now (or already past) into
@@ -176,20 +188,11 @@ local function cascade(P, tkey, bz, bucket_ms, now, budget)
     local ids = redis.call('SPOP', b, budget - moved)
     if #ids > 0 then
       local raws = redis.call('HMGET', tkey, unpack(ids))
-      local fine, scores = {}, {}
+      local fine = {}
       for i, id in ipairs(ids) do
-        if raws[i] then
-          local n = math.floor(read_rec(raws[i]).d / bucket_ms)
-          if not fine[n] then fine[n] = {} end
-          table.insert(fine[n], id)
-        end
+        if raws[i] then push(fine, math.floor(read_rec(raws[i]).d / bucket_ms), id) end
       end
-      for n, members in pairs(fine) do
-        redis.call('SADD', bucket_key(P, n), unpack(members))
-        scores[#scores + 1] = istr(n * bucket_ms)
-        scores[#scores + 1] = istr(n)
-      end
-      if #scores > 0 then redis.call('ZADD', bz, unpack(scores)) end
+      add_to_buckets(P, bucket_key, bz, bucket_ms, fine)
       moved = moved + #ids
     end
     if redis.call('EXISTS', b) == 0 then redis.call('ZREM', coarse_mirror(P), m) end
@@ -217,10 +220,7 @@ local function decide_many(ctx, decided, outcome, now)
   for i, d in ipairs(decided) do
     local id, rec = d[1], d[2]
     ids[i] = id
-    for _, k in ipairs(rec.w) do
-      if not watched[k] then watched[k] = {} end
-      table.insert(watched[k], id)
-    end
+    for _, k in ipairs(rec.w) do push(watched, k, id) end
   end
   redis.call('HDEL', ctx.t, unpack(ids))
   unindex_many(ctx.P, ctx.bz, decided, ctx.bucket_ms)

@@ -96,18 +96,11 @@ for i = 1, n do
       fields[#fields + 1] = id
       fields[#fields + 1] = pack_rec(rec)
       if is_far(fmt, deadline, now) then  -- waits in a coarse bucket (see _lib)
-        local m = math.floor(deadline / COARSE_MS)
-        if not coarse[m] then coarse[m] = {} end
-        table.insert(coarse[m], id)
+        push(coarse, math.floor(deadline / COARSE_MS), id)
       else
-        local b = math.floor(deadline / bucket_ms)
-        if not buckets[b] then buckets[b] = {} end
-        table.insert(buckets[b], id)
+        push(buckets, math.floor(deadline / bucket_ms), id)
       end
-      for _, k in ipairs(t[7]) do
-        if not watched[k] then watched[k] = {} end
-        table.insert(watched[k], id)
-      end
+      for _, k in ipairs(t[7]) do push(watched, k, id) end
       local at = istr(deadline)
       events[#events + 1] = ' ' .. at .. ' ' .. #id .. ' ' .. id
       if not first then first = {at, id} end
@@ -119,20 +112,8 @@ end
 if #events > 0 then
   if #gone > 0 then redis.call('DEL', unpack(gone)) end
   redis.call('HSET', KEYS[1], unpack(fields))
-  local scores = {}
-  for b, members in pairs(buckets) do
-    redis.call('SADD', bucket_key(P, b), unpack(members))
-    scores[#scores + 1] = istr(b * bucket_ms)
-    scores[#scores + 1] = istr(b)
-  end
-  if #scores > 0 then redis.call('ZADD', KEYS[2], unpack(scores)) end
-  scores = {}
-  for m, members in pairs(coarse) do
-    redis.call('SADD', coarse_key(P, m), unpack(members))
-    scores[#scores + 1] = istr(m * COARSE_MS)
-    scores[#scores + 1] = istr(m)
-  end
-  if #scores > 0 then redis.call('ZADD', coarse_mirror(P), unpack(scores)) end
+  add_to_buckets(P, bucket_key, KEYS[2], bucket_ms, buckets)
+  add_to_buckets(P, coarse_key, coarse_mirror(P), COARSE_MS, coarse)
   for k, members in pairs(watched) do
     redis.call('SADD', watch_key(P, k), unpack(members))
   end
