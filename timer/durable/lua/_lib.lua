@@ -25,6 +25,12 @@ the leader that called them already knows what they decided).
 
 local OUTCOME_CODE = {expired = 1, cancelled = 2, completed = 3}
 
+-- The one empty list every record read or created here shares when it has no watch keys
+-- or no notified keys (most have neither): a fresh {} each is two allocations a timer on
+-- the hot paths, and allocation is most of what a script costs per timer (#14). Never
+-- append to it: a script that adds to rec.g gives the record its own list first.
+local NONE = {}
+
 -- A pending record (either format) as a table with named fields; fmt says which it was.
 local function read_rec(raw)
   local r = cmsgpack.unpack(raw)
@@ -33,8 +39,8 @@ local function read_rec(raw)
     if not r.s then r.s = '' end
     return r
   end
-  return {d = r[1], p = r[2], c = r[1] - r[3], s = r[4] or '', n = r[5] or 1, w = r[6] or {},
-    g = r[7] or {}, fmt = 2}
+  return {d = r[1], p = r[2], c = r[1] - r[3], s = r[4] or '', n = r[5] or 1, w = r[6] or NONE,
+    g = r[7] or NONE, fmt = 2}
 end
 
 -- A pending record in its own format (rec.fmt).
@@ -163,15 +169,15 @@ local function index_bucket(P, bz, id, deadline, bucket_ms, far)
   end
 end
 
--- Take pending timers out of their durable buckets, dropping buckets left empty.
--- `timers` is a list of {id, rec, ...}. Each is in its fine bucket or, if not there, in
--- its coarse one; the coarse buckets are visited only when the fine ones lacked some.
-local function unindex_many(P, bz, timers, bucket_ms)
+-- Take pending timers out of their durable buckets, dropping buckets left empty: ids[i]
+-- with record recs[i]. Each is in its fine bucket or, if not there, in its coarse one;
+-- the coarse buckets are visited only when the fine ones lacked some.
+local function unindex_many(P, bz, ids, recs, bucket_ms)
   local fine = {}
-  for _, t in ipairs(timers) do push(fine, math.floor(t[2].d / bucket_ms), t[1]) end
-  if remove_from_buckets(P, bucket_key, bz, fine) == #timers then return end
+  for i, id in ipairs(ids) do push(fine, math.floor(recs[i].d / bucket_ms), id) end
+  if remove_from_buckets(P, bucket_key, bz, fine) == #ids then return end
   local coarse = {}
-  for _, t in ipairs(timers) do push(coarse, math.floor(t[2].d / COARSE_MS), t[1]) end
+  for i, id in ipairs(ids) do push(coarse, math.floor(recs[i].d / COARSE_MS), id) end
   remove_from_buckets(P, coarse_key, coarse_mirror(P), coarse)
 end
 
@@ -210,29 +216,28 @@ end
 
 -- Decide pending timers, once each: remove them from every index, append their outcomes
 -- to the stream (in the order given), retain each outcome (at its result key) for
--- get/wait/idempotent retries, tell the leader. `decided` is a list of {id, rec, rkey}.
--- The index writes are coalesced: one HDEL, one SREM per durable bucket and watch key,
--- one ZREM for the buckets left empty; the stream entry and the retained outcome are
--- one call each per timer.
-local function decide_many(ctx, decided, outcome, now)
-  if #decided == 0 then return end
-  local ids, watched = {}, {}
-  for i, d in ipairs(decided) do
-    local id, rec = d[1], d[2]
-    ids[i] = id
-    for _, k in ipairs(rec.w) do push(watched, k, id) end
+-- get/wait/idempotent retries, tell the leader. Timer i is ids[i], with pending record
+-- recs[i] and result key rkeys[i] (parallel lists: no table per timer). The index writes
+-- are coalesced: one HDEL, one SREM per durable bucket and watch key, one ZREM for the
+-- buckets left empty; the stream entry and the retained outcome are one call each per
+-- timer.
+local function decide_many(ctx, ids, recs, rkeys, outcome, now)
+  if #ids == 0 then return end
+  local watched = {}
+  for i, rec in ipairs(recs) do
+    for _, k in ipairs(rec.w) do push(watched, k, ids[i]) end
   end
   redis.call('HDEL', ctx.t, unpack(ids))
-  unindex_many(ctx.P, ctx.bz, decided, ctx.bucket_ms)
+  unindex_many(ctx.P, ctx.bz, ids, recs, ctx.bucket_ms)
   for k, members in pairs(watched) do
     redis.call('SREM', watch_key(ctx.P, k), unpack(members))
   end
   local at = istr(now)
-  for _, d in ipairs(decided) do
-    local id, rec, rkey = d[1], d[2], d[3]
+  for i, id in ipairs(ids) do
+    local rec = recs[i]
     redis.call('XADD', ctx.out, '*', 'id', id, 'outcome', outcome, 'deadline', istr(rec.d),
       'decided', at, 'payload', rec.p)
-    redis.call('SET', rkey, pack_result(rec, outcome, now), 'PX', ctx.ttl)
+    redis.call('SET', rkeys[i], pack_result(rec, outcome, now), 'PX', ctx.ttl)
     if ctx.ev then  -- fire and sweep clear it: their caller is the leader, which knows
       redis.call('PUBLISH', ctx.ev, 'X ' .. outcome .. ' ' .. id)
     end
@@ -241,7 +246,7 @@ end
 
 -- Decide one pending timer (cancel, complete, notify): decide_many of one.
 local function decide(ctx, id, rec, outcome, now, rkey)
-  decide_many(ctx, {{id, rec, rkey}}, outcome, now)
+  decide_many(ctx, {id}, {rec}, {rkey}, outcome, now)
 end
 
 -- Fail with FENCED unless `worker` holds the shard's lease at `epoch`.

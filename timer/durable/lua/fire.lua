@@ -21,20 +21,22 @@ local now = now_ms()
 local ids = {}
 for i = 7, #ARGV do ids[#ids + 1] = ARGV[i] end
 local raws = redis.call('HMGET', KEYS[1], unpack(ids))
-local fired, early, decided, seen = {}, {}, {}, {}
+local fired, early, recs, rkeys, seen = {}, {}, {}, {}, {}
 for i, id in ipairs(ids) do
   local raw = raws[i]
   if raw and not seen[id] then  -- an id twice in one batch is decided once
     seen[id] = true
     local rec = read_rec(raw)
     if rec.d <= now then
-      decided[#decided + 1] = {id, rec, KEYS[5 + i]}
-      fired[#fired + 1] = id
+      local k = #fired + 1
+      fired[k] = id
+      recs[k] = rec
+      rkeys[k] = KEYS[5 + i]
     else
       early[#early + 1] = id
       early[#early + 1] = istr(rec.d)
     end
   end
 end
-decide_many(ctx, decided, 'expired', now)
+decide_many(ctx, fired, recs, rkeys, 'expired', now)
 return {fired, early}

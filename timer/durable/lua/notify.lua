@@ -31,7 +31,11 @@ for _, id in ipairs(ids) do
     for _, k in ipairs(rec.g) do
       if k == key then seen = true end
     end
-    if not seen then rec.g[#rec.g + 1] = key end
+    if not seen then  -- a list of its own: rec.g may be the shared NONE (see _lib)
+      local g = {unpack(rec.g)}
+      g[#g + 1] = key
+      rec.g = g
+    end
     if #rec.g >= rec.n then
       now = now or now_ms()
       decide(ctx, id, rec, 'completed', now, result_key(P, id))

@@ -19,7 +19,7 @@ if not rec then return reply end
 local now = now_ms()
 local deadline, too_far = deadline_of(mode, value, now, max_delay)
 if too_far then return too_far end
-unindex_many(P, KEYS[2], {{id, rec}}, bucket_ms)
+unindex_many(P, KEYS[2], {id}, {rec}, bucket_ms)
 rec.d = deadline
 redis.call('HSET', KEYS[1], id, pack_rec(rec))
 index_bucket(P, KEYS[2], id, deadline, bucket_ms, is_far(rec.fmt, deadline, now))

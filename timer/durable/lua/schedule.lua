@@ -91,7 +91,7 @@ for i = 1, n do
     else
       -- re-armed: the old outcome stays in the stream only
       if retained[i] then gone[#gone + 1] = KEYS[i + 2] end
-      local rec = {d = deadline, p = t[4], w = t[7], n = t[5], g = {}, c = now, s = origin, fmt = fmt}
+      local rec = {d = deadline, p = t[4], w = t[7], n = t[5], g = NONE, c = now, s = origin, fmt = fmt}
       here[id] = rec
       fields[#fields + 1] = id
       fields[#fields + 1] = pack_rec(rec)

@@ -38,13 +38,16 @@ for _, n in ipairs(ended) do
   local ids = redis.call('SRANDMEMBER', b, budget)
   if #ids > 0 then
     local raws = redis.call('HMGET', KEYS[1], unpack(ids))
-    local decided, stale = {}, {}
+    local due, recs, rkeys, stale = {}, {}, {}, {}
     for i, id in ipairs(ids) do
       local raw = raws[i]
       if raw then
         local rec = read_rec(raw)
         if rec.d <= now then
-          decided[#decided + 1] = {id, rec, result_key(P, id)}
+          local k = #due + 1
+          due[k] = id
+          recs[k] = rec
+          rkeys[k] = result_key(P, id)
           fired[#fired + 1] = id
           fired[#fired + 1] = istr(rec.d)
         end
@@ -54,7 +57,7 @@ for _, n in ipairs(ended) do
     end
     budget = budget - #ids
     if #stale > 0 then redis.call('SREM', b, unpack(stale)) end
-    decide_many(ctx, decided, 'expired', now)
+    decide_many(ctx, due, recs, rkeys, 'expired', now)
   end
   if redis.call('SCARD', b) == 0 then
     redis.call('ZREM', KEYS[2], n)
