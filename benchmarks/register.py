@@ -1,8 +1,9 @@
 """Registration throughput: ``schedule_many`` next to the server's own ceiling, in one run.
 
 One private server (the same binary the tests use), one process. Measured side by side:
-``schedule_many`` of N timers (pipelines of 1000 timers: one schedule call per shard and
-per 100 timers), pipelined
+``schedule_many`` of N timers (calls of ``--batch`` 1000 items, each one pipeline: one
+schedule call per shard and per 100 timers), the same N in one ``schedule_many`` call
+(its pipelines sent ahead: the server runs one while the client packs the next), pipelined
 ``EVALSHA`` of a trivial script, and pipelined ``ZADD``: the last two are what the server
 and the client library can do at all, so the ratios say how much tickwheel costs on top.
 Then the asyncio client: its ``schedule_many``, and N/5 single ``schedule`` calls from 64
@@ -144,6 +145,13 @@ def main(argv: list[str] | None = None) -> int:
                 if proc.wait() != 0:
                     raise RuntimeError("a registering process failed")
 
+        def one_call() -> None:  # the whole list at once: pipelines sent ahead overlap
+            with TimerClient.from_url(server.url, "bench6") as whole:
+                res = whole.schedule_many(
+                    [{**item, "id": f"all:{i}"} for i, item in enumerate(items)]
+                )
+                assert all(not isinstance(x, Exception) for x in res)
+
         singles = max(n // 5, 64)
 
         def one_at_a_time() -> None:
@@ -166,11 +174,12 @@ def main(argv: list[str] | None = None) -> int:
 
                 await asyncio.gather(*(worker(k) for k in range(workers)))
 
-        for ns in ("bench2", "bench3", "bench4", "bench5"):
+        for ns in ("bench2", "bench3", "bench4", "bench5", "bench6"):
             TimerClient.from_url(server.url, ns).init(shards=16)
         figures = {
             "schedule_many_per_s": rate(n, register),
             "schedule_many_2_processes_per_s": rate(n // 2 * 2, two_processes),
+            "schedule_many_one_call_per_s": rate(n, one_call),
             "evalsha_trivial_per_s": rate(n, evalsha),
             "zadd_per_s": rate(n, zadd),
             "asyncio_schedule_many_per_s": rate(n, lambda: asyncio.run(async_many())),
@@ -200,6 +209,10 @@ def main(argv: list[str] | None = None) -> int:
         "ratio_schedule_many_to_evalsha": figures["schedule_many_per_s"]
         / figures["evalsha_trivial_per_s"],
         "ratio_schedule_many_to_zadd": figures["schedule_many_per_s"] / figures["zadd_per_s"],
+        "ratio_one_call_to_evalsha": figures["schedule_many_one_call_per_s"]
+        / figures["evalsha_trivial_per_s"],
+        "ratio_one_call_to_batches_of_1000": figures["schedule_many_one_call_per_s"]
+        / figures["schedule_many_per_s"],
         "ratio_2_processes_to_1": figures["schedule_many_2_processes_per_s"]
         / figures["schedule_many_per_s"],
         "ratio_asyncio_schedule_many_to_sync": figures["asyncio_schedule_many_per_s"]

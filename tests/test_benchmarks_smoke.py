@@ -41,7 +41,7 @@ def test_register_and_recovery_smallest_cases(server_binary: Path) -> None:
     """register and recovery run against a private server and report their figures."""
     reg = run(register.main, ["--n", "600", "--batch", "200", "--server", str(server_binary)])
     assert reg["pending_after"] == 600 and reg["schedule_many_per_s"] > 0
-    assert reg["ratio_schedule_many_to_evalsha"] > 0
+    assert reg["ratio_schedule_many_to_evalsha"] > 0 and reg["schedule_many_one_call_per_s"] > 0
     assert reg["ratio_asyncio_schedule_many_to_sync"] > 0
     assert reg["ratio_replicas1_to_none"] > 0  # measured with a replica attached
     rec = run(recovery.main, ["--n", "500", "--server", str(server_binary)])

@@ -132,6 +132,10 @@ class AsyncTimerClient:
                 yield step.value
             elif isinstance(step, C.Sleep):
                 await asyncio.sleep(step.seconds)  # polling the server with backoff
+            elif isinstance(step, C.Send):  # run now: the ticket is the replies
+                reply = await self._execute(step.pipeline)
+            elif isinstance(step, C.Collect):
+                reply = step.ticket
             else:
                 reply = await self._execute(step)
 

@@ -15,7 +15,7 @@ import random
 import time
 import warnings
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import redis
 import redis.client
@@ -73,6 +73,99 @@ class CountingPubSub(redis.client.PubSub):
         super().on_connect(connection)
 
 
+class _Sent:
+    """A pipeline sent ahead on a lane: how many replies it has, or its replies once read."""
+
+    __slots__ = ("pipeline", "replies")
+
+    def __init__(self, pipeline: C.Pipeline, replies: list[Any] | None = None) -> None:
+        self.pipeline = pipeline
+        self.replies = replies
+
+
+class _Lane:
+    """One connection an operation keeps while it has script pipelines sent ahead
+    (``Send``/``Collect``): the server runs a batch while the client validates and packs
+    the next (#14). One connection, so the server runs the batches in the order they were
+    sent. On a cluster, or when writes wait for durability, ``send`` runs the pipeline at
+    once instead. A connection error re-runs every batch not yet collected, in order,
+    through the ordinary path (redis-py's retries): what a failed pipeline gets too, and
+    safe because a schedule call is idempotent per id."""
+
+    def __init__(self, client: TimerClient) -> None:
+        self.client = client
+        self.conn: Any = None
+        self.unread: list[_Sent] = []  # sent, replies not read yet, oldest first
+
+    def send(self, pipeline: C.Pipeline) -> _Sent:
+        client = self.client
+        calls = pipeline.calls
+        if (client.cluster or client.settings.durability.waits or not calls
+                or not isinstance(calls[0], C.ScriptCall)):  # fmt: skip
+            return _Sent(pipeline, client._execute(pipeline))
+        sent = _Sent(pipeline)
+        self.unread.append(sent)
+        try:
+            if self.conn is None:
+                client._load_scripts({c.script for c in calls if isinstance(c, C.ScriptCall)})
+                self.conn = client.redis.connection_pool.get_connection()
+            scripts = client._scripts
+            # No health-check PING once replies are pending: it would read one of them.
+            self.conn.send_packed_command(self.conn.pack_commands([
+                ("EVALSHA", scripts[c.script].sha, len(c.keys), *c.keys, *c.args)
+                for c in calls if isinstance(c, C.ScriptCall)
+            ]), check_health=len(self.unread) == 1)  # fmt: skip
+        except (redis.ConnectionError, redis.TimeoutError):
+            self._rerun()
+        return sent
+
+    def collect(self, sent: _Sent) -> list[Any]:
+        client = self.client
+        if sent.replies is None:
+            if not self.unread or self.unread[0] is not sent:
+                raise RuntimeError("Collect the batches sent ahead in the order they were sent")
+            try:
+                raw: list[Any] = []
+                for _ in sent.pipeline.calls:
+                    try:
+                        raw.append(client.redis.parse_response(self.conn, "EVALSHA"))
+                    except redis.ResponseError as exc:
+                        raw.append(exc)
+            except (redis.ConnectionError, redis.TimeoutError):
+                self._rerun()
+            else:
+                self.unread.pop(0)
+                calls = cast("Sequence[C.ScriptCall]", sent.pipeline.calls)
+                with map_errors(client.where):
+                    for i, reply in enumerate(raw):
+                        if isinstance(reply, RETRY_ALONE):  # the script cache was lost
+                            raw[i] = client._run_scripts(client.redis, calls, [i])[0]
+                sent.replies = client._settled(sent.pipeline, raw)
+                if not self.unread:
+                    self._release()
+        assert sent.replies is not None
+        return sent.replies
+
+    def _rerun(self) -> None:
+        """The lane broke: every batch not yet collected runs again, in order."""
+        self._release(broken=True)
+        unread, self.unread = self.unread, []
+        for sent in unread:
+            sent.replies = self.client._execute(sent.pipeline)
+
+    def _release(self, *, broken: bool = False) -> None:
+        if self.conn is not None:
+            if broken or self.unread:  # replies left on the socket: never reuse it
+                self.conn.disconnect()
+            self.client.redis.connection_pool.release(self.conn)
+            self.conn = None
+
+    def close(self) -> None:
+        """The operation ended (or failed): give the connection back."""
+        self._release()
+        self.unread.clear()
+
+
 class TimerClient:
     """Schedule, cancel, notify and read durable timers of one namespace.
 
@@ -99,6 +192,7 @@ class TimerClient:
         }
         self._meta: Meta | None = None
         self._checked = False  # the server's version, once per client
+        self._loaded: set[ScriptName] = set()  # scripts known to the server (_load_scripts)
 
     @classmethod
     def from_url(
@@ -170,19 +264,27 @@ class TimerClient:
     def _drive(self, op: ops.Op[T]) -> Generator[Any, None, T]:
         """Run an operation's steps; yield what it emits; return its result."""
         reply: Any = None
-        while True:
-            try:
-                step = op.send(reply)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            if isinstance(step, C.Emit):
-                reply = None
-                yield step.value
-            elif isinstance(step, C.Sleep):
-                reply = None
-                time.sleep(step.seconds)  # an operation polling the server with backoff
-            else:
-                reply = self._execute(step)
+        lane = _Lane(self)
+        try:
+            while True:
+                try:
+                    step = op.send(reply)
+                except StopIteration as done:
+                    return done.value  # type: ignore[no-any-return]
+                if isinstance(step, C.Emit):
+                    reply = None
+                    yield step.value
+                elif isinstance(step, C.Sleep):
+                    reply = None
+                    time.sleep(step.seconds)  # an operation polling the server with backoff
+                elif isinstance(step, C.Send):
+                    reply = lane.send(step.pipeline)
+                elif isinstance(step, C.Collect):
+                    reply = lane.collect(step.ticket)
+                else:
+                    reply = self._execute(step)
+        finally:
+            lane.close()
 
     def _execute(self, step: C.ScriptCall | C.Command | C.Pipeline) -> Any:
         if isinstance(step, C.ScriptCall) and self.settings.durability.waits:
@@ -225,6 +327,27 @@ class TimerClient:
                 replies = pipe.execute(raise_on_error=False)
         return [translate(r, self.where) if isinstance(r, redis.RedisError) else r
                 for r in replies]  # fmt: skip
+
+    def _settled(self, step: C.Pipeline, raw: Sequence[Any]) -> list[Any]:
+        """A pipeline's raw replies as ``_execute`` answers them: errors translated into
+        their slots, or the first one raised unless the pipeline keeps errors in slots."""
+        replies = [translate(r, self.where) if isinstance(r, redis.RedisError) else r
+                   for r in raw]  # fmt: skip
+        if not step.errors_in_slots:
+            for reply in replies:
+                if isinstance(reply, TimerError):
+                    raise reply
+        return replies
+
+    def _load_scripts(self, names: Iterable[ScriptName]) -> None:
+        """Make sure the server has these scripts (a call by SHA alone needs them), once
+        per client: a cache lost since (a restart) costs the NOSCRIPT replies a re-run."""
+        with map_errors(self.where):
+            for name in set(names) - self._loaded:
+                script = self._scripts[name]
+                if not self.redis.script_exists(script.sha)[0]:
+                    self.redis.script_load(script.script)
+                self._loaded.add(name)
 
     def _pipelined_scripts(self, calls: Sequence[C.ScriptCall]) -> list[Any]:
         """Script calls in pipelines, one per node; replies (or redis errors) in order.

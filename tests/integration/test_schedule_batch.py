@@ -3,6 +3,7 @@ timers scheduled one by one (the oracle), and publish one event per call."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -66,11 +67,14 @@ def summary(result: Timer | TimerError) -> tuple[Any, ...]:
     return (result.id, result.state, result.created, result.origin)
 
 
+@pytest.mark.parametrize("pipeline_batch", [1000, 7], ids=["one-pipeline", "sent-ahead"])
 def test_a_batch_behaves_like_its_timers_one_by_one(
-    client: TimerClient, oracle: TimerClient, redis_server: RedisServer
+    client: TimerClient, oracle: TimerClient, redis_server: RedisServer, pipeline_batch: int
 ) -> None:
     """Duplicates, conflicts, TOOFAR, pending, decided, re-armed: every result and every
-    stored timer is what one schedule call per timer gives."""
+    stored timer is what one schedule call per timer gives. With small pipelines, many
+    are sent ahead of their replies: duplicates and conflicts then span pipelines."""
+    client.settings = dataclasses.replace(client.settings, pipeline_batch=pipeline_batch)
     r = redis.Redis.from_url(redis_server.url)
     items = items_for(server_now_ms(r))
     for c in (client, oracle):

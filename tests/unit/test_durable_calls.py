@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from importlib import resources
+from typing import Any
 
 import msgpack
 import pytest
@@ -128,8 +130,10 @@ def test_schedule_many_sends_one_call_per_shard_and_keeps_errors_in_place() -> N
     items = [{"id": one[0], "delay_ms": 1}, {"id": ""}, {"id": other, "delay_ms": 2},
              {"id": one[1], "delay_ms": 3}, {"id": one[2], "delay_ms": 4}]  # fmt: skip
     op = ops.schedule_many(NS, items, "batch-1")
-    step = next(op)
-    assert isinstance(step, C.Pipeline) and step.errors_in_slots
+    send = next(op)
+    assert isinstance(send, C.Send)
+    step = send.pipeline
+    assert step.errors_in_slots
     calls = step.calls
     assert len(calls) == 2  # two shards, one call each
     first, second = calls
@@ -139,6 +143,7 @@ def test_schedule_many_sends_one_call_per_shard_and_keeps_errors_in_place() -> N
     assert first.keys[2:] == [NS.shard(NS.shard_of(one[0])).result(i) for i in one]
     assert first.args[4] == "batch-1"
     conflict = Exception("CONFLICT timer t1 is pending with other parameters")
+    assert op.send("ticket") == C.Collect("ticket")
     with pytest.raises(StopIteration) as done:
         op.send([[10, conflict, [b"pending", b"30", b"5", b"old"]],
                  Fenced("x")])  # fmt: skip
@@ -148,6 +153,44 @@ def test_schedule_many_sends_one_call_per_shard_and_keeps_errors_in_place() -> N
     assert isinstance(results[2], Fenced)
     assert isinstance(results[3], DuplicateTimer)
     assert not results[4].created and results[4].origin == "old"
+
+
+def test_schedule_many_sends_the_next_pipeline_before_collecting_the_one_before() -> None:
+    """Pipelines of pipeline_batch timers: each is sent before the one ahead of it is
+    collected (the server runs one while the client packs the next), collected oldest
+    first, and every result lands in its item's slot."""
+    ns = C.Namespace(NS.keys, NS.meta, dataclasses.replace(NS.settings, pipeline_batch=2))
+    items = [{"id": f"s{i}", "delay_ms": 1_000 + i} for i in range(7)]
+    op = ops.schedule_many(ns, items, "")
+    steps: list[str] = []
+    sent: dict[str, list[list[str]]] = {}  # ticket -> the ids of each call of its pipeline
+    reply: Any = None
+    while True:
+        try:
+            step = op.send(reply)
+        except StopIteration as done:
+            results = done.value
+            break
+        if isinstance(step, C.Send):
+            ticket = f"t{len(sent)}"
+            sent[ticket] = [
+                [t[0].decode() for t in msgpack.unpackb(call.args[5], raw=True)]
+                for call in step.pipeline.calls
+                if isinstance(call, C.ScriptCall)
+            ]
+            steps.append(f"send {ticket}")
+            reply = ticket
+        else:
+            assert isinstance(step, C.Collect)
+            steps.append(f"collect {step.ticket}")
+            reply = [[1_000 + int(tid[1:]) for tid in call] for call in sent[step.ticket]]
+    assert steps == ["send t0", "send t1", "collect t0", "send t2", "collect t1",
+                     "send t3", "collect t2", "collect t3"]  # fmt: skip
+    assert sorted(i for calls in sent.values() for ids in calls for i in ids) == [
+        f"s{i}" for i in range(7)
+    ]
+    assert [r.id for r in results] == [f"s{i}" for i in range(7)]
+    assert [r.deadline_ms for r in results] == [1_000 + i for i in range(7)]
 
 
 def test_batched_schedule_events_parse_by_byte_length() -> None:

@@ -97,7 +97,25 @@ class Emit:
     value: Any
 
 
-Step = ScriptCall | Command | Pipeline | Sleep | Emit
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Start ``pipeline`` and go on before its replies are read; the reply to this step
+    is a ticket for :class:`Collect`. A driver that can send ahead (the blocking client
+    on one server) writes the calls and returns at once, so the server runs them while
+    the operation prepares its next batch; any other driver runs the pipeline here."""
+
+    pipeline: Pipeline
+
+
+@dataclass(frozen=True, slots=True)
+class Collect:
+    """The replies of a :class:`Send`'s pipeline (as ``Pipeline``'s reply), by its ticket.
+    Tickets are collected in the order they were sent."""
+
+    ticket: Any
+
+
+Step = ScriptCall | Command | Pipeline | Sleep | Emit | Send | Collect
 T = TypeVar("T")
 Op = Generator[Step, Any, T]  # an operation: yields steps, gets replies, returns a T
 

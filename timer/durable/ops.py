@@ -12,6 +12,7 @@ nothing.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -174,6 +175,11 @@ def schedule(ns: C.Namespace, timer_id: object, **timer: Any) -> Op[Timer]:
     return result
 
 
+# A schedule_many batch sent ahead: its ticket, and the (result slot, item) of each call.
+_Batch = tuple[Any, list[list[tuple[int, C.ScheduleItem]]]]
+SENDS_IN_FLIGHT = 2  # schedule_many's pipelines sent and not yet collected, at most
+
+
 def schedule_many(
     ns: C.Namespace, items: Iterable[Mapping[str, Any]], origin: str
 ) -> Op[list[Timer | TimerError]]:
@@ -182,30 +188,45 @@ def schedule_many(
     Each pipeline holds up to ``pipeline_batch`` timers: one script call per shard and
     per ``TIMERS_PER_CALL`` timers (on a Cluster, redis-py sends each node its calls). A
     bad item gets its error in its slot (nothing is written for it); the others go on.
+    A batch is sent before the one ahead of it is collected (``Send``/``Collect``), so
+    a driver that can send ahead keeps the server busy while it validates the next.
     """
     results: list[Timer | TimerError] = []
     by_shard: dict[int, list[tuple[int, C.ScheduleItem]]] = {}
     queued = 0
 
-    def flush() -> Op[None]:
+    def send() -> Op[_Batch]:
         calls: list[list[tuple[int, C.ScheduleItem]]] = []  # (slot, item) per call
         for group in by_shard.values():
             calls += (
                 group[i : i + C.TIMERS_PER_CALL] for i in range(0, len(group), C.TIMERS_PER_CALL)
             )
         by_shard.clear()
-        batches = [[it for _, it in call] for call in calls]
-        replies = yield C.Pipeline(
-            [C.schedule_call(ns, batch, origin) for batch in batches], errors_in_slots=True
+        pipeline = C.Pipeline(
+            [C.schedule_call(ns, [it for _, it in call], origin) for call in calls],
+            errors_in_slots=True,
         )
-        for call, batch, reply in zip(calls, batches, replies, strict=True):
+        return (yield C.Send(pipeline)), calls
+
+    def collect(batch: _Batch) -> Op[None]:
+        ticket, calls = batch
+        replies = yield C.Collect(ticket)
+        for call, reply in zip(calls, replies, strict=True):
             if isinstance(reply, TimerError):  # the whole call failed (NotDurable, ...)
                 for slot, _ in call:
                     results[slot] = reply
                 continue
-            for (slot, _), result in zip(call, C.parse_schedule(reply, batch, origin), strict=True):
+            parsed = C.parse_schedule(reply, [it for _, it in call], origin)
+            for (slot, _), result in zip(call, parsed, strict=True):
                 results[slot] = result
 
+    # A pipeline is sent as soon as pipeline_batch timers are packed, and the one before
+    # it collected only then: the server runs one while the client validates and packs
+    # the next (#14). Smaller pipelines would overlap a call of pipeline_batch items too,
+    # but measured slower: smaller script calls cost the server more per timer.
+    # Replies are collected oldest first, and the server runs pipelines in sent order.
+    send_at = ns.settings.pipeline_batch
+    in_flight: deque[_Batch] = deque()
     for raw in items:
         try:
             item = C.schedule_item_of(ns, raw)
@@ -215,11 +236,15 @@ def schedule_many(
         results.append(InvalidInput("not sent"))  # replaced once its batch has run
         by_shard.setdefault(item.shard, []).append((len(results) - 1, item))
         queued += 1
-        if queued >= ns.settings.pipeline_batch:
-            yield from flush()
+        if queued >= send_at:
+            in_flight.append((yield from send()))
             queued = 0
+            if len(in_flight) >= SENDS_IN_FLIGHT:
+                yield from collect(in_flight.popleft())
     if by_shard:
-        yield from flush()
+        in_flight.append((yield from send()))
+    while in_flight:
+        yield from collect(in_flight.popleft())
     return results
 
 

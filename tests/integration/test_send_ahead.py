@@ -1,0 +1,141 @@
+"""schedule_many keeps one pipeline in flight while it validates the next (Send/Collect).
+
+The blocking client writes a pipeline and returns before reading its replies, on one
+connection it holds until the last reply is read, so the server runs the pipelines in
+the order they were sent. These tests drive the two steps by hand on a real server: the
+calls go out before they are collected; a broken connection runs the unread pipelines
+again; an operation that fails with replies unread leaves no connection holding them;
+a lost script cache is reloaded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import redis
+
+from tests.conftest import wait_for
+from timer import DuplicateTimer, Timer, TimerClient
+from timer.durable import calls as C
+from timer.testing import RedisServer
+
+
+def pipeline(client: TimerClient, *items: dict[str, Any]) -> C.Pipeline:
+    """One schedule call per item (the items may share a shard)."""
+    ns = client._ns()
+    calls = [C.schedule_call(ns, [C.schedule_item_of(ns, item)], "") for item in items]
+    return C.Pipeline(calls, errors_in_slots=True)
+
+
+def results(client: TimerClient, p: C.Pipeline, replies: list[Any]) -> list[Any]:
+    ns = client._ns()
+    out: list[Any] = []
+    for call, reply in zip(p.calls, replies, strict=True):
+        assert isinstance(call, C.ScriptCall)
+        tid = call.keys[2].rsplit(":r:", 1)[1]
+        item = C.schedule_item_of(ns, {"id": tid, "delay_ms": 60_000})
+        out += reply if isinstance(reply, Exception) else C.parse_schedule(reply, [item], "")
+    return out
+
+
+def exists(r: redis.Redis, client: TimerClient, tid: str) -> bool:
+    return bool(r.hexists(client.keys.shard(client.shard_of(tid)).timers, tid))
+
+
+def test_a_pipeline_runs_before_it_is_collected_and_in_the_order_sent(
+    client: TimerClient, redis_server: RedisServer
+) -> None:
+    r = redis.Redis.from_url(redis_server.url)
+    first = pipeline(client, {"id": "ahead:1", "delay_ms": 60_000, "payload": "a"})
+    second = pipeline(
+        client,
+        {"id": "ahead:1", "delay_ms": 60_000, "payload": "b"},  # the same id: CONFLICT
+        {"id": "ahead:2", "delay_ms": 60_000},
+    )
+
+    def op() -> Generator[Any, Any, tuple[list[Any], list[Any]]]:
+        t1 = yield C.Send(first)
+        # The server has run it although nothing was read yet.
+        wait_for(lambda: exists(r, client, "ahead:1"), what="the first pipeline to run")
+        t2 = yield C.Send(second)
+        wait_for(lambda: exists(r, client, "ahead:2"), what="the second pipeline to run")
+        return (yield C.Collect(t1)), (yield C.Collect(t2))
+
+    one, two = client._run(op())
+    [made] = results(client, first, one)
+    conflict, other = results(client, second, two)
+    assert isinstance(made, Timer) and made.created
+    assert isinstance(conflict, DuplicateTimer)  # the first pipeline ran first
+    assert isinstance(other, Timer) and other.created
+    assert client.get("ahead:1").payload == "a"  # type: ignore[union-attr]
+
+
+def test_a_broken_connection_runs_the_unread_pipelines_again_in_order(
+    client: TimerClient, redis_server: RedisServer
+) -> None:
+    r = redis.Redis.from_url(redis_server.url)
+    first = pipeline(client, {"id": "broken:1", "delay_ms": 60_000})
+    second = pipeline(client, {"id": "broken:2", "delay_ms": 60_000})
+
+    def op() -> Generator[Any, Any, tuple[list[Any], list[Any]]]:
+        t1 = yield C.Send(first)
+        wait_for(lambda: exists(r, client, "broken:1"), what="the first pipeline to run")
+        killed = r.client_kill_filter(_type="normal", skipme=True)  # the held connection too
+        assert killed >= 1
+        t2 = yield C.Send(second)  # on the dead connection: it never reaches the server
+        return (yield C.Collect(t1)), (yield C.Collect(t2))
+
+    one, two = client._run(op())
+    [res1] = results(client, first, one)  # read from what arrived, or run again: pending
+    assert isinstance(res1, Timer) and res1.id == "broken:1" and res1.state == "pending"
+    [res2] = results(client, second, two)  # run again on a new connection: created
+    assert isinstance(res2, Timer) and res2.id == "broken:2" and res2.created
+    assert client.stats()["pending"] == 2
+    assert client.get("broken:2") is not None  # the pool is usable afterwards
+
+
+def test_an_operation_failing_with_replies_unread_leaves_no_connection_holding_them(
+    client: TimerClient,
+) -> None:
+    class Stop(Exception):
+        pass
+
+    sent = pipeline(client, *({"id": f"left:{i}", "delay_ms": 60_000} for i in range(20)))
+
+    def op() -> Generator[Any, Any, None]:
+        yield C.Send(sent)
+        raise Stop
+
+    for _ in range(3):  # a connection left with those replies would answer the next call
+        try:
+            client._run(op())
+        except Stop:
+            pass
+        else:
+            raise AssertionError("the operation's error was swallowed")
+        client.schedule("probe:1", delay_ms=60_000, payload={"k": 1})
+        info = client.get("probe:1")
+        assert info is not None and info.payload == {"k": 1} and info.state == "pending"
+        assert client.server_time_ms() > 0
+
+
+def test_a_lost_script_cache_is_reloaded_for_a_pipeline_sent_ahead(
+    client: TimerClient, redis_server: RedisServer
+) -> None:
+    r = redis.Redis.from_url(redis_server.url)
+    first = pipeline(client, {"id": "flush:1", "delay_ms": 60_000})
+    second = pipeline(client, {"id": "flush:2", "delay_ms": 60_000})
+
+    def op() -> Generator[Any, Any, tuple[list[Any], list[Any]]]:
+        t1 = yield C.Send(first)
+        wait_for(lambda: exists(r, client, "flush:1"), what="the first pipeline to run")
+        r.script_flush()  # the second is sent by SHA: NOSCRIPT
+        t2 = yield C.Send(second)
+        return (yield C.Collect(t1)), (yield C.Collect(t2))
+
+    one, two = client._run(op())
+    for p, replies in ((first, one), (second, two)):
+        [res] = results(client, p, replies)
+        assert isinstance(res, Timer) and res.created
+    assert client.stats()["pending"] == 2
