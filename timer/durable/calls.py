@@ -208,7 +208,7 @@ class ScheduleItem(NamedTuple):
 
     timer_id: str
     shard: int
-    spec: tuple[Any, ...]  # (id, mode, value, payload, need, rearm, watch), as the script takes it
+    spec: tuple[Any, ...]  # (id, mode, value, payload[, need, rearm, watch]) as the script takes it
 
 
 def schedule_item(  # noqa: PLR0917 - the fields of one timer, in the order users write them
@@ -246,7 +246,12 @@ def schedule_item(  # noqa: PLR0917 - the fields of one timer, in the order user
                 f"{tid!r} routes to shard {shard}; give both the same hash tag, e.g. "
                 f"id 'job:{{42}}' and key 'job:{{42}}:done'"
             )
-    return ScheduleItem(tid, shard, (tid, mode, value, data, need, int(rearm), keys))
+    # need, rearm and watch are left out at their defaults (1, 0, none): less to decode
+    if keys:
+        return ScheduleItem(tid, shard, (tid, mode, value, data, need, int(rearm), keys))
+    if rearm:
+        return ScheduleItem(tid, shard, (tid, mode, value, data, 1, 1))
+    return ScheduleItem(tid, shard, (tid, mode, value, data))
 
 
 SCHEDULE_FIELDS = frozenset({"id", "delay_ms", "deadline_ms", "payload", "watch", "need", "rearm"})

@@ -15,7 +15,8 @@ ARGV[3]  max_delay_ms  a deadline further than this from now is refused
 ARGV[4]  events channel of the shard
 ARGV[5]  origin      an opaque token naming who created them (a batch, a Spark job); may be ''
 ARGV[6]  timers      msgpack array; each timer is an array
-                     {id, mode, value, payload, need, rearm, watch}:
+                     {id, mode, value, payload, need, rearm, watch}, the last three
+                     left out when they are their defaults (1, 0, {}):
                      mode 'in' (value is a delay, ms) or 'at' (value is a deadline, epoch
                      ms, Redis time); payload msgpack bytes; need distinct watch keys that
                      complete it (>= 1); rearm 1: an id whose outcome is retained is
@@ -53,11 +54,12 @@ local existing = redis.call('HMGET', KEYS[1], unpack(ids))
 local now = now_ms()
 local replies, here = {}, {}  -- here: id -> record created earlier in this call
 local fields, buckets, coarse, watched, gone, events = {}, {}, {}, {}, {}, {}
+local text = {}  -- number -> its decimal text (deadlines; id lengths negated), made once
 local first  -- {deadline, id} of the first timer created: the event when it is the only one
 
 local function same_timer(rec, t)
-  local watch = t[7]
-  if rec.p ~= t[4] or rec.n ~= t[5] or #rec.w ~= #watch then return false end
+  local watch = t[7] or NONE
+  if rec.p ~= t[4] or rec.n ~= (t[5] or 1) or #rec.w ~= #watch then return false end
   for k = 1, #watch do
     if rec.w[k] ~= watch[k] then return false end
   end
@@ -91,7 +93,9 @@ for i = 1, n do
     else
       -- re-armed: the old outcome stays in the stream only
       if retained[i] then gone[#gone + 1] = KEYS[i + 2] end
-      local rec = {d = deadline, p = t[4], w = t[7], n = t[5], g = NONE, c = now, s = origin, fmt = fmt}
+      local watch = t[7] or NONE
+      local rec = {d = deadline, p = t[4], w = watch, n = t[5] or 1, g = NONE, c = now, s = origin,
+        fmt = fmt}
       here[id] = rec
       fields[#fields + 1] = id
       fields[#fields + 1] = pack_rec(rec)
@@ -100,9 +104,18 @@ for i = 1, n do
       else
         push(buckets, math.floor(deadline / bucket_ms), id)
       end
-      for _, k in ipairs(t[7]) do push(watched, k, id) end
-      local at = istr(deadline)
-      events[#events + 1] = ' ' .. at .. ' ' .. #id .. ' ' .. id
+      for _, k in ipairs(watch) do push(watched, k, id) end
+      local at = text[deadline]  -- timers of one call often share a deadline, ids a length
+      if not at then
+        at = istr(deadline)
+        text[deadline] = at
+      end
+      local len = text[-#id]
+      if not len then
+        len = istr(#id)
+        text[-#id] = len
+      end
+      events[#events + 1] = ' ' .. at .. ' ' .. len .. ' ' .. id
       if not first then first = {at, id} end
       replies[i] = deadline  -- an integer reply: the cheapest Redis converts (most replies)
     end
