@@ -15,6 +15,7 @@ import io
 import json
 import os
 import platform
+import shutil
 import sys
 import time
 from datetime import UTC, datetime
@@ -22,7 +23,18 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from . import capacity, engine, handlers, memory, peers, recovery, register, spark, worker
+from . import (
+    capacity,
+    engine,
+    handlers,
+    memory,
+    peers,
+    recovery,
+    register,
+    server_cost,
+    spark,
+    worker,
+)
 
 OUT = Path(__file__).resolve().parent / "results.json"
 
@@ -64,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         "worker": (worker.main, [*quick, *server]),
         "memory": (memory.main, [*quick, *server]),
         "capacity": (capacity.main, quick),  # Valkey and, when installed, Debian's Redis 7
+        # instructions per timer under callgrind (noise-free); only where valgrind is
+        "server_cost": (server_cost.main, ["--n", "1000" if args.quick else "3000"]),
         "recovery": (recovery.main, [*quick, *server]),
         "spark": (spark.main, ["--rows", "50000" if args.quick else "200000", *server]),
         "peers": (peers.main, [*quick, *server]),
@@ -77,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     for name, (fn, fn_args) in plan.items():
         if name in args.skip:
+            continue
+        if name == "server_cost" and shutil.which("valgrind") is None:
+            print("server_cost: skipped (apt-get install valgrind to run it)", file=sys.stderr)
             continue
         t0 = time.monotonic()
         results[name] = capture(fn, fn_args)

