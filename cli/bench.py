@@ -54,9 +54,10 @@ def bench(ctx: click.Context, name: str | None, args: tuple[str, ...]) -> None:
     """Run benchmark NAME and print its JSON; ARGS go to the benchmark.
 
     NAME is one of: engine, register, worker, spark, memory, capacity, server_cost (needs
-    valgrind), recovery, peers, handlers, or all (what `make bench` runs). `tickwheel bench NAME --help` shows that
-    benchmark's own options. The benchmarks compare side by side in one run (ratios);
-    they live in benchmarks/ of the source tree, so run this from a checkout.
+    valgrind), recovery, peers, handlers, or all (what `make bench` runs).
+    `tickwheel bench NAME --help` shows that benchmark's own options. The benchmarks
+    compare side by side in one run (ratios); they live in benchmarks/ of the source
+    tree, so run this from a checkout.
     """
     if name in {"--help", "-h"}:
         click.echo(ctx.get_help())
