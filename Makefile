@@ -1,6 +1,6 @@
 # make test / make demo: each creates .venv if missing and installs what it needs.
-# The install is redone only when pyproject.toml changes (the stamp file), so a second
-# run starts at once.
+# The install is redone only when pyproject.toml, setup.py or the engine's C core changes
+# (the stamp file), so a second run starts at once.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -14,7 +14,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(STAMP): pyproject.toml | $(BIN)/python
+$(STAMP): pyproject.toml setup.py timer/engine/_speedups.c | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 

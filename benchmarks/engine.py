@@ -15,6 +15,8 @@ The timers:
 
 * ``system_timer``: ``SystemTimer`` as shipped: tasks run on its executor thread.
 * ``system_timer_inline``: ``SystemTimer(inline=True)``, as the worker runs it.
+* ``system_timer_py``, ``system_timer_inline_py``: the same on the pure-Python core (what
+  runs where the C extension could not be built); the others use the compiled core.
 * ``heapq``: a plain heapq timer: lazy cancel, no lock, tasks run inline.
 * ``heapq_safe``: a heapq timer with SystemTimer's guarantees (a lock, the same batched
   executor hand-off, memory freed at cancel): the fair comparison for ``system_timer``.
@@ -45,12 +47,16 @@ from typing import Any
 
 from timer import ManualClock, SystemTimer, TimerTask
 from timer.engine.executor import TaskExecutor
+from timer.engine.system_timer import has_compiled_core, use_core
 
 from .baselines import HashedWheelTimer, HeapTimer, SafeHeapTimer
 
-TIMERS = ("system_timer", "system_timer_inline", "heapq", "heapq_safe", "hashed_wheel")
+TIMERS = (
+    "system_timer", "system_timer_inline", "system_timer_py", "system_timer_inline_py",
+    "heapq", "heapq_safe", "hashed_wheel",
+)  # fmt: skip
 WORKLOADS = ("expiry", "expiry_step", "purgatory")
-THREADED = ("system_timer", "heapq_safe")  # tasks run on an executor thread
+THREADED = ("system_timer", "system_timer_py", "heapq_safe")  # tasks run on an executor thread
 
 
 class BenchTask(TimerTask):
@@ -89,10 +95,10 @@ class SystemTimerDriver:
 
 
 def make(name: str, clock: ManualClock) -> Any:
-    if name == "system_timer":
-        return SystemTimerDriver(clock, inline=False)
-    if name == "system_timer_inline":
-        return SystemTimerDriver(clock, inline=True)
+    if name.startswith("system_timer"):
+        # *_py: add and cancel on the pure-Python core, not the compiled one (#15)
+        use_core("python" if name.endswith("_py") or not has_compiled_core() else "compiled")
+        return SystemTimerDriver(clock, inline="inline" in name)
     if name == "heapq":
         return HeapTimer(clock)
     if name == "heapq_safe":
@@ -213,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     requests = args.requests or (100_000 if args.quick else 500_000)
     results: dict[str, Any] = {"benchmark": "engine", "python": sys.version.split()[0]}
     results["repeat"] = args.repeat
+    results["compiled_core"] = has_compiled_core()  # else system_timer* run on Python too
     for workload in args.only or WORKLOADS:
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in TIMERS}
         for attempt in range(args.repeat):  # round-robin, so a noisy spell hits every timer

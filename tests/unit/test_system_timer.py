@@ -301,3 +301,68 @@ def test_lock_free_cancels_racing_cascades() -> None:
     assert all(t.runs == (0 if t.ident in cancelled else 1) for t in tasks)
     assert timer.size == 0
     timer.close()
+
+
+def test_each_run_uses_the_core_it_names(engine_core: str) -> None:
+    """The engine tests run on the compiled core and on the Python one (conftest)."""
+    compiled = type(SystemTimer.__dict__["add"]).__name__ == "method_descriptor"
+    assert compiled == (engine_core == "compiled")
+    assert (type(TimerTask.__dict__["cancel"]).__name__ == "method_descriptor") == compiled
+
+
+def test_an_add_that_fails_midway_releases_the_lock() -> None:
+    """A clock that raises inside add: the error reaches the caller, the lock is free
+    again (the next add and advance_clock go on), and nothing was placed."""
+
+    class FailingClock(ManualClock):
+        fail = False
+
+        def now_ms(self) -> int:
+            if self.fail:
+                raise RuntimeError("clock broke")
+            return super().now_ms()
+
+    clock = FailingClock(0)
+    timer = SystemTimer("failing", clock=clock, inline=True)
+    task = RecordingTask(5, "late", out := [])
+    clock.fail = True
+    with pytest.raises(RuntimeError, match="clock broke"):
+        timer.add(task)
+    assert task._bucket is None and timer.size == 0
+    clock.fail = False
+    assert timer._lock.acquire(timeout=1), "add left the timer's lock held"
+    timer._lock.release()
+    timer.add(task)
+    clock.advance(5)
+    assert timer.advance_clock(0) is True
+    assert out == ["late"]
+    timer.close()
+
+
+def test_a_delay_ms_property_of_a_subclass_is_honoured() -> None:
+    """add reads delay_ms by name: a subclass may compute it."""
+
+    class Computed(TimerTask):
+        __slots__ = ("base",)
+
+        def __init__(self, base: int) -> None:
+            super().__init__(0)
+            self.base = base
+
+        @property  # type: ignore[override]
+        def delay_ms(self) -> int:
+            return self.base * 2
+
+        @delay_ms.setter
+        def delay_ms(self, value: int) -> None:
+            pass
+
+        def run(self) -> None:
+            pass
+
+    clock = ManualClock(0)
+    timer = SystemTimer("computed", clock=clock, inline=True)
+    task = Computed(50)
+    timer.add(task)
+    assert task._bucket is not None and task._bucket[task] == 100
+    timer.close()

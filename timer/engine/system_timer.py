@@ -7,6 +7,7 @@ Delays that would push an expiration past ``MAX_EXPIRATION_MS`` saturate there.
 
 from __future__ import annotations
 
+import os
 import threading
 from operator import itemgetter
 
@@ -15,6 +16,7 @@ from .clock import MONOTONIC, Clock
 from .delay_queue import DelayQueue
 from .executor import InlineExecutor, TaskExecutor
 from .task import TimerTask
+from .task_list import TimerTaskList
 from .wheel import TimingWheel
 
 MAX_EXPIRATION_MS = 2**63 - 1
@@ -43,6 +45,24 @@ class SystemTimer:
     ``advance_clock``, or ``add`` for a task already due): no thread hop, for tasks whose
     ``run`` only hands work on, such as a ``queue.put``.
     """
+
+    # Slots: the compiled core (``_speedups``) reads them at fixed offsets. ``__dict__``
+    # keeps instances open to other attributes (a test wraps ``close``, say).
+    __slots__ = (
+        "__dict__",
+        "_bound",
+        "_checks",
+        "_clock",
+        "_closed",
+        "_executor",
+        "_lock",
+        "_max_pending",
+        "_queue",
+        "_wheel",
+        "inline",
+        "name",
+        "tick_ms",
+    )
 
     def __init__(
         self,
@@ -128,16 +148,23 @@ class SystemTimer:
                     bucket.expiration = virtual_id * wheel.tick_ms
                     self._queue.offer(bucket)
                 return
-            if expiration > MAX_EXPIRATION_MS:  # noqa: PLR1730 - min() is a call, and this is hot
-                expiration = MAX_EXPIRATION_MS
-            # Due already: run it now, even if the wheel's clock lags behind (it moves only
-            # when a bucket expires), rather than park it in a bucket that is already due.
-            if expiration > now and wheel.add(task, expiration):
-                self._bound += 1
+            if not self._add_rest(task, now, expiration):
                 return
         finally:
             lock.release()
         self._executor.submit((task,))
+
+    def _add_rest(self, task: TimerTask, now: int, expiration: int) -> bool:
+        """``add`` past the finest level, under the lock: True if the task is due now
+        (the caller runs it once the lock is released). The compiled ``add`` calls it too."""
+        if expiration > MAX_EXPIRATION_MS:  # noqa: PLR1730 - min() is a call
+            expiration = MAX_EXPIRATION_MS
+        # Due already: run it now, even if the wheel's clock lags behind (it moves only
+        # when a bucket expires), rather than park it in a bucket that is already due.
+        if expiration > now and self._wheel.add(task, expiration):
+            self._bound += 1
+            return False
+        return True
 
     def _check_room(self) -> None:
         if self._closed:
@@ -222,3 +249,38 @@ class SystemTimer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# The Python add and cancel, and the compiled ones once installed: use_core swaps them.
+_CORES: dict[str, tuple[object, object]] = {"python": (SystemTimer.add, TimerTask.cancel)}
+
+
+def _install_compiled_core() -> bool:
+    """Put the C ``add`` and ``cancel`` in place when the extension was built (#15);
+    ``TICKWHEEL_PURE_PYTHON=1`` keeps the Python ones."""
+    try:
+        from . import _speedups  # noqa: PLC0415 - optional: built only with a C compiler
+    except ImportError:
+        return False
+    _speedups.install(TimerTask, TimerTaskList, TimingWheel, SystemTimer, InvalidInput)
+    _CORES["compiled"] = (SystemTimer.__dict__["add"], TimerTask.__dict__["cancel"])
+    if os.environ.get("TICKWHEEL_PURE_PYTHON"):
+        use_core("python")
+        return False
+    return True
+
+
+def use_core(name: str) -> None:
+    """Run ``add`` and ``cancel`` as ``"compiled"`` (C) or ``"python"``, for every timer
+    (for tests and benchmarks; both behave the same). KeyError if that core is absent."""
+    add, cancel = _CORES[name]
+    type.__setattr__(SystemTimer, "add", add)
+    type.__setattr__(TimerTask, "cancel", cancel)
+
+
+def has_compiled_core() -> bool:
+    """Whether the C extension was built (whichever core runs now)."""
+    return "compiled" in _CORES
+
+
+COMPILED = _install_compiled_core()  # whether add and cancel run compiled at import
