@@ -63,6 +63,8 @@ def test_worker_run_from_python_stops_gracefully_on_sigint(
     client = TimerClient.from_url(redis_server.url, namespace)
     client.init(shards=4)
     script = textwrap.dedent(f"""
+        import faulthandler, signal
+        faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test's diagnosis
         from timer import TimerClient
         from worker import Worker, WorkerSettings
         c = TimerClient.from_url({redis_server.url!r}, {namespace!r})
@@ -74,10 +76,17 @@ def test_worker_run_from_python_stops_gracefully_on_sigint(
     try:
         wait_for(lambda: set(client.leaders().values()) == {"py"}, 30, "leadership")
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(15) == 0, log.read_text()
+        try:
+            code = proc.wait(20)
+        except subprocess.TimeoutExpired:  # say where it hangs: every thread's stack
+            proc.send_signal(signal.SIGUSR1)
+            wait_for(lambda: "most recent call first" in log.read_text(), 10, "a stack dump")
+            pytest.fail(f"still running 20 s after SIGINT; its threads:\n{log.read_text()}")
+        assert code == 0, log.read_text()
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait()
     text = log.read_text()
     assert "run returned" in text and "Traceback" not in text, text
     assert set(client.leaders().values()) == {None}  # released, not left to expire (30 s)
