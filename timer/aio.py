@@ -25,7 +25,6 @@ import functools
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any, TypeVar
 
-import redis
 import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
 
@@ -36,7 +35,7 @@ from .durable.codec import DEFAULT_MAX_PAYLOAD
 from .durable.models import ClientSettings, Meta, Outcome, Timer, TimerInfo
 from .durable.scripts import ScriptName, source
 from .errors import ConfigError, TimerError
-from .store import RedisSettings, map_errors, settle_wait, translate
+from .store import RedisSettings, map_errors, settle_replies, settle_wait
 
 T = TypeVar("T")
 
@@ -161,13 +160,7 @@ class AsyncTimerClient:
             raw = await pipe.execute(raise_on_error=False)
             if waits:
                 raw = settle_wait(durability, list(raw))
-        replies = [translate(r, self.where) if isinstance(r, redis.RedisError) else r
-                   for r in raw]  # fmt: skip
-        if not step.errors_in_slots:
-            for reply in replies:
-                if isinstance(reply, TimerError):
-                    raise reply
-        return replies
+        return settle_replies(raw, self.where, errors_in_slots=step.errors_in_slots)
 
     def _ns(self) -> C.Namespace:
         return C.Namespace(self.keys, self.meta, self.settings)

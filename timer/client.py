@@ -45,7 +45,7 @@ from .durable.models import (
 )
 from .durable.scripts import ScriptName, source
 from .errors import TimerError
-from .store import RedisSettings, map_errors, settle_wait, translate
+from .store import RedisSettings, map_errors, settle_replies, settle_wait, translate
 
 T = TypeVar("T")
 
@@ -140,7 +140,9 @@ class _Lane:
                     for i, reply in enumerate(raw):
                         if isinstance(reply, RETRY_ALONE):  # the script cache was lost
                             raw[i] = client._run_scripts(client.redis, calls, [i])[0]
-                sent.replies = client._settled(sent.pipeline, raw)
+                sent.replies = settle_replies(
+                    raw, client.where, errors_in_slots=sent.pipeline.errors_in_slots
+                )
                 if not self.unread:
                     self._release()
         assert sent.replies is not None
@@ -296,12 +298,9 @@ class TimerClient:
                 return self._on_every_primary(step)
             if isinstance(step, C.Command):
                 return getattr(self.redis, step.name)(*step.args, **step.kwargs)
-        replies = self._pipeline(step)
-        if not step.errors_in_slots:
-            for reply in replies:
-                if isinstance(reply, TimerError):
-                    raise reply
-        return replies
+        return settle_replies(
+            self._pipeline(step), self.where, errors_in_slots=step.errors_in_slots
+        )
 
     def _on_every_primary(self, step: C.Command) -> dict[str, Any]:
         if not self.cluster:
@@ -327,17 +326,6 @@ class TimerClient:
                 replies = pipe.execute(raise_on_error=False)
         return [translate(r, self.where) if isinstance(r, redis.RedisError) else r
                 for r in replies]  # fmt: skip
-
-    def _settled(self, step: C.Pipeline, raw: Sequence[Any]) -> list[Any]:
-        """A pipeline's raw replies as ``_execute`` answers them: errors translated into
-        their slots, or the first one raised unless the pipeline keeps errors in slots."""
-        replies = [translate(r, self.where) if isinstance(r, redis.RedisError) else r
-                   for r in raw]  # fmt: skip
-        if not step.errors_in_slots:
-            for reply in replies:
-                if isinstance(reply, TimerError):
-                    raise reply
-        return replies
 
     def _load_scripts(self, names: Iterable[ScriptName]) -> None:
         """Make sure the server has these scripts (a call by SHA alone needs them), once

@@ -7,7 +7,7 @@ Used by the I/O layers only (``client``, ``aio``); the durable data model
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -98,6 +98,17 @@ def map_errors(where: str) -> Iterator[None]:
         raise translate(exc, where) from None
     except RedisClusterException as exc:
         raise StoreError(f"Redis Cluster at {where}: {exc}") from None
+
+
+def settle_replies(raw: Sequence[Any], where: str, *, errors_in_slots: bool) -> list[Any]:
+    """A pipeline's replies as the clients answer them (both use it): each redis-py error
+    translated into its slot, and the first one raised unless errors stay in slots."""
+    replies = [translate(r, where) if isinstance(r, redis.RedisError) else r for r in raw]
+    if not errors_in_slots:
+        for reply in replies:
+            if isinstance(reply, TimerError):
+                raise reply
+    return replies
 
 
 def settle_wait(durability: Durability, replies: list[Any]) -> list[Any]:
