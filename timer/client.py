@@ -45,7 +45,7 @@ from .durable.models import (
 )
 from .durable.scripts import ScriptName, source
 from .errors import TimerError
-from .store import RedisSettings, map_errors, settle_replies, settle_wait, translate
+from .store import RedisSettings, map_errors, settle_replies, settle_wait
 
 T = TypeVar("T")
 
@@ -136,12 +136,10 @@ class _Lane:
             else:
                 self.unread.pop(0)
                 calls = cast("Sequence[C.ScriptCall]", sent.pipeline.calls)
-                with map_errors(client.where):
-                    for i, reply in enumerate(raw):
-                        if isinstance(reply, RETRY_ALONE):  # the script cache was lost
-                            raw[i] = client._run_scripts(client.redis, calls, [i])[0]
                 sent.replies = settle_replies(
-                    raw, client.where, errors_in_slots=sent.pipeline.errors_in_slots
+                    client._retry_alone(calls, raw),  # NOSCRIPT: the script cache was lost
+                    client.where,
+                    errors_in_slots=sent.pipeline.errors_in_slots,
                 )
                 if not self.unread:
                     self._release()
@@ -266,7 +264,7 @@ class TimerClient:
     def _drive(self, op: ops.Op[T]) -> Generator[Any, None, T]:
         """Run an operation's steps; yield what it emits; return its result."""
         reply: Any = None
-        lane = _Lane(self)
+        lane: _Lane | None = None  # made at the first Send (most operations never send ahead)
         try:
             while True:
                 try:
@@ -280,17 +278,21 @@ class TimerClient:
                     reply = None
                     time.sleep(step.seconds)  # an operation polling the server with backoff
                 elif isinstance(step, C.Send):
+                    lane = lane or _Lane(self)
                     reply = lane.send(step.pipeline)
                 elif isinstance(step, C.Collect):
+                    assert lane is not None, "Collect before any Send"
                     reply = lane.collect(step.ticket)
                 else:
                     reply = self._execute(step)
         finally:
-            lane.close()
+            if lane is not None:
+                lane.close()
 
     def _execute(self, step: C.ScriptCall | C.Command | C.Pipeline) -> Any:
         if isinstance(step, C.ScriptCall) and self.settings.durability.waits:
-            return C.error_or(self._pipeline(C.Pipeline([step]))[0])  # the write, then WAIT
+            replies = self._pipeline(C.Pipeline([step]))  # the write, then WAIT
+            return settle_replies(replies, self.where, errors_in_slots=False)[0]
         with map_errors(self.where):
             if isinstance(step, C.ScriptCall):
                 return self._scripts[step.script](keys=step.keys, args=step.args)
@@ -313,7 +315,8 @@ class TimerClient:
         }
 
     def _pipeline(self, step: C.Pipeline) -> list[Any]:
-        """Replies of a pipeline in order, each error translated into its slot."""
+        """Replies of a pipeline in order, a redis-py error in the slot of its call (the
+        caller settles them: ``settle_replies``)."""
         if step.calls and isinstance(step.calls[0], C.ScriptCall):
             scripts: list[C.ScriptCall] = [c for c in step.calls if isinstance(c, C.ScriptCall)]
             replies = self._pipelined_scripts(scripts)
@@ -324,8 +327,7 @@ class TimerClient:
                     assert isinstance(c, C.Command), "a pipeline holds one kind of call"
                     getattr(pipe, c.name)(*c.args, **c.kwargs)
                 replies = pipe.execute(raise_on_error=False)
-        return [translate(r, self.where) if isinstance(r, redis.RedisError) else r
-                for r in replies]  # fmt: skip
+        return list(replies)
 
     def _load_scripts(self, names: Iterable[ScriptName]) -> None:
         """Make sure the server has these scripts (a call by SHA alone needs them), once
@@ -356,8 +358,14 @@ class TimerClient:
             for conn, idxs in groups.values():
                 for i, reply in zip(idxs, self._run_scripts(conn, calls, idxs), strict=True):
                     replies[i] = reply
+        return self._retry_alone(calls, replies)
+
+    def _retry_alone(self, calls: Sequence[C.ScriptCall], replies: list[Any]) -> list[Any]:
+        """Run again, each on its own, the calls whose reply the client can fix by itself
+        (a redirect after resharding, a lost script cache); the replies, updated."""
+        with map_errors(self.where):
             for i, reply in enumerate(replies):
-                if isinstance(reply, RETRY_ALONE):  # after a redirect or a lost script cache
+                if isinstance(reply, RETRY_ALONE):
                     replies[i] = self._run_scripts(self.redis, calls, [i])[0]
         return replies
 

@@ -10,7 +10,7 @@ a lost script cache is reloaded.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 import redis
@@ -41,6 +41,28 @@ def results(client: TimerClient, p: C.Pipeline, replies: list[Any]) -> list[Any]
 
 def exists(r: redis.Redis, client: TimerClient, tid: str) -> bool:
     return bool(r.hexists(client.keys.shard(client.shard_of(tid)).timers, tid))
+
+
+def send_two(
+    client: TimerClient,
+    r: redis.Redis,
+    first: C.Pipeline,
+    second: C.Pipeline,
+    *,
+    first_id: str,
+    between: Callable[[], object],
+) -> tuple[list[Any], list[Any]]:
+    """Send ``first``, wait until the server ran it (``first_id`` exists) with nothing read
+    yet, call ``between``, send ``second``, then collect both, oldest first."""
+
+    def op() -> Generator[Any, Any, tuple[list[Any], list[Any]]]:
+        t1 = yield C.Send(first)
+        wait_for(lambda: exists(r, client, first_id), what="the first pipeline to run")
+        between()
+        t2 = yield C.Send(second)
+        return (yield C.Collect(t1)), (yield C.Collect(t2))
+
+    return client._run(op())
 
 
 def test_a_pipeline_runs_before_it_is_collected_and_in_the_order_sent(
@@ -78,15 +100,13 @@ def test_a_broken_connection_runs_the_unread_pipelines_again_in_order(
     first = pipeline(client, {"id": "broken:1", "delay_ms": 60_000})
     second = pipeline(client, {"id": "broken:2", "delay_ms": 60_000})
 
-    def op() -> Generator[Any, Any, tuple[list[Any], list[Any]]]:
-        t1 = yield C.Send(first)
-        wait_for(lambda: exists(r, client, "broken:1"), what="the first pipeline to run")
-        killed = r.client_kill_filter(_type="normal", skipme=True)  # the held connection too
+    def kill_every_other_connection() -> None:  # the held one too: the second is sent
+        killed = r.client_kill_filter(_type="normal", skipme=True)  # on a dead connection
         assert killed >= 1
-        t2 = yield C.Send(second)  # on the dead connection: it never reaches the server
-        return (yield C.Collect(t1)), (yield C.Collect(t2))
 
-    one, two = client._run(op())
+    one, two = send_two(
+        client, r, first, second, first_id="broken:1", between=kill_every_other_connection
+    )
     [res1] = results(client, first, one)  # read from what arrived, or run again: pending
     assert isinstance(res1, Timer) and res1.id == "broken:1" and res1.state == "pending"
     [res2] = results(client, second, two)  # run again on a new connection: created
@@ -127,14 +147,8 @@ def test_a_lost_script_cache_is_reloaded_for_a_pipeline_sent_ahead(
     first = pipeline(client, {"id": "flush:1", "delay_ms": 60_000})
     second = pipeline(client, {"id": "flush:2", "delay_ms": 60_000})
 
-    def op() -> Generator[Any, Any, tuple[list[Any], list[Any]]]:
-        t1 = yield C.Send(first)
-        wait_for(lambda: exists(r, client, "flush:1"), what="the first pipeline to run")
-        r.script_flush()  # the second is sent by SHA: NOSCRIPT
-        t2 = yield C.Send(second)
-        return (yield C.Collect(t1)), (yield C.Collect(t2))
-
-    one, two = client._run(op())
+    # the second is sent by SHA after the cache was flushed: NOSCRIPT
+    one, two = send_two(client, r, first, second, first_id="flush:1", between=r.script_flush)
     for p, replies in ((first, one), (second, two)):
         [res] = results(client, p, replies)
         assert isinstance(res, Timer) and res.created

@@ -372,22 +372,31 @@ install(PyObject *module, PyObject *args)
         return NULL;
     }
     Offsets o;
-    if (slot_offset(task_cls, "_bucket", &o.task_bucket) < 0 ||
-        slot_offset(task_cls, "_cancelled", &o.task_cancelled) < 0 ||
-        slot_offset(list_cls, "expiration", &o.list_expiration) < 0 ||
-        slot_offset(wheel_cls, "current_time", &o.wheel_current) < 0 ||
-        slot_offset(wheel_cls, "interval", &o.wheel_interval) < 0 ||
-        slot_offset(wheel_cls, "tick_ms", &o.wheel_tick) < 0 ||
-        slot_offset(wheel_cls, "buckets", &o.wheel_buckets) < 0 ||
-        slot_offset(wheel_cls, "wheel_size", &o.wheel_size) < 0 ||
-        slot_offset(timer_cls, "_lock", &o.timer_lock) < 0 ||
-        slot_offset(timer_cls, "_checks", &o.timer_checks) < 0 ||
-        slot_offset(timer_cls, "_clock", &o.timer_clock) < 0 ||
-        slot_offset(timer_cls, "_wheel", &o.timer_wheel) < 0 ||
-        slot_offset(timer_cls, "_bound", &o.timer_bound) < 0 ||
-        slot_offset(timer_cls, "_queue", &o.timer_queue) < 0 ||
-        slot_offset(timer_cls, "_executor", &o.timer_executor) < 0) {
-        return NULL;
+    const struct {
+        PyObject *cls;
+        const char *name;
+        Py_ssize_t *out;
+    } slots[] = {
+        {task_cls, "_bucket", &o.task_bucket},
+        {task_cls, "_cancelled", &o.task_cancelled},
+        {list_cls, "expiration", &o.list_expiration},
+        {wheel_cls, "current_time", &o.wheel_current},
+        {wheel_cls, "interval", &o.wheel_interval},
+        {wheel_cls, "tick_ms", &o.wheel_tick},
+        {wheel_cls, "buckets", &o.wheel_buckets},
+        {wheel_cls, "wheel_size", &o.wheel_size},
+        {timer_cls, "_lock", &o.timer_lock},
+        {timer_cls, "_checks", &o.timer_checks},
+        {timer_cls, "_clock", &o.timer_clock},
+        {timer_cls, "_wheel", &o.timer_wheel},
+        {timer_cls, "_bound", &o.timer_bound},
+        {timer_cls, "_queue", &o.timer_queue},
+        {timer_cls, "_executor", &o.timer_executor},
+    };
+    for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); i++) {
+        if (slot_offset(slots[i].cls, slots[i].name, slots[i].out) < 0) {
+            return NULL;
+        }
     }
     if (!PyType_IsSubtype((PyTypeObject *)list_cls, &PyDict_Type)) {
         PyErr_SetString(PyExc_TypeError, "a bucket must be a dict subclass");

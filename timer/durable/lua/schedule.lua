@@ -54,7 +54,7 @@ local existing = redis.call('HMGET', KEYS[1], unpack(ids))
 local now = now_ms()
 local replies, here = {}, {}  -- here: id -> record created earlier in this call
 local fields, buckets, coarse, watched, gone, events = {}, {}, {}, {}, {}, {}
-local text = {}  -- number -> its decimal text (deadlines; id lengths negated), made once
+local deadline_text, length_text = {}, {}  -- number -> its decimal text, made once a call
 local first  -- {deadline, id} of the first timer created: the event when it is the only one
 
 local function same_timer(rec, t)
@@ -105,15 +105,15 @@ for i = 1, n do
         push(buckets, math.floor(deadline / bucket_ms), id)
       end
       for _, k in ipairs(watch) do push(watched, k, id) end
-      local at = text[deadline]  -- timers of one call often share a deadline, ids a length
+      local at = deadline_text[deadline]  -- timers of one call often share a deadline
       if not at then
         at = istr(deadline)
-        text[deadline] = at
+        deadline_text[deadline] = at
       end
-      local len = text[-#id]
+      local len = length_text[#id]  -- ... and ids a length
       if not len then
         len = istr(#id)
-        text[-#id] = len
+        length_text[#id] = len
       end
       events[#events + 1] = ' ' .. at .. ' ' .. len .. ' ' .. id
       if not first then first = {at, id} end
