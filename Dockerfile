@@ -1,10 +1,13 @@
 # tickwheel worker / CLI image (used by docker-compose.yml).
 FROM python:3.11-slim
 WORKDIR /app
-COPY pyproject.toml README.md ./
+# Every package pyproject.toml lists, and setup.py (the engine's optional C core: this
+# image has no C compiler, so it installs the Python one; a test builds from these copies).
+COPY pyproject.toml setup.py README.md ./
 COPY timer ./timer
 COPY worker ./worker
 COPY cli ./cli
+COPY dashboard ./dashboard
 RUN pip install --no-cache-dir . \
     && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin tickwheel
 # Not root: the worker needs no privilege (its only port, for metrics, is above 1024).
