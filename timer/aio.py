@@ -140,7 +140,7 @@ class AsyncTimerClient:
 
     async def _execute(self, step: C.ScriptCall | C.Command | C.Pipeline) -> Any:
         durability = self.settings.durability
-        if isinstance(step, C.ScriptCall) and durability.waits:
+        if isinstance(step, C.ScriptCall) and durability.waits and step.wait:
             return C.error_or((await self._execute(C.Pipeline([step])))[0])  # then WAIT
         with map_errors(self.where):
             if isinstance(step, C.ScriptCall):
@@ -154,7 +154,9 @@ class AsyncTimerClient:
                     await self._scripts[c.script](keys=c.keys, args=c.args, client=pipe)
                 else:
                     getattr(pipe, c.name)(*c.args, **c.kwargs)
-            waits = durability.waits and isinstance(step.calls[0], C.ScriptCall)
+            waits = durability.waits and any(
+                isinstance(c, C.ScriptCall) and c.wait for c in step.calls
+            )
             if waits:  # on the writes' own connection: WAIT covers only those
                 pipe.execute_command(*durability.command())
             raw = await pipe.execute(raise_on_error=False)

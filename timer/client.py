@@ -290,8 +290,10 @@ class TimerClient:
                 lane.close()
 
     def _execute(self, step: C.ScriptCall | C.Command | C.Pipeline) -> Any:
-        if isinstance(step, C.ScriptCall) and self.settings.durability.waits:
-            replies = self._pipeline(C.Pipeline([step]))  # the write, then WAIT
+        if isinstance(step, C.ScriptCall) and (
+            self.cluster or (self.settings.durability.waits and step.wait)
+        ):  # the write, then WAIT; on a cluster, loaded on its own node only (see _pipeline)
+            replies = self._pipeline(C.Pipeline([step]))
             return settle_replies(replies, self.where, errors_in_slots=False)[0]
         with map_errors(self.where):
             if isinstance(step, C.ScriptCall):
@@ -373,13 +375,14 @@ class TimerClient:
         """One pipeline on one connection: the calls, then the durability wait if asked
         (WAIT covers the writes of its own connection), whose shortfall fails them all."""
         durability = self.settings.durability
+        waits = durability.waits and any(calls[i].wait for i in idxs)
         pipe = conn.pipeline(transaction=False)
         for i in idxs:
             self._scripts[calls[i].script](keys=calls[i].keys, args=calls[i].args, client=pipe)
-        if durability.waits:
+        if waits:
             pipe.execute_command(*durability.command())
         replies = list(pipe.execute(raise_on_error=False))
-        if not durability.waits:
+        if not waits:
             return replies
         return settle_wait(durability, replies)
 
@@ -415,7 +418,11 @@ class TimerClient:
         keep theirs and stay readable. Run it once every client and worker of the
         namespace runs this version: older ones cannot read the new format.
         """
-        before, after = self._run(ops.migrate(self.keys, where=self.where, check=not self._checked))
+        op = ops.migrate(
+            self.keys, where=self.where, check=not self._checked,
+            result_ttl_ms=self.settings.result_ttl_ms,
+        )  # fmt: skip
+        before, after = self._run(op)
         self._checked = True
         self._meta = None  # read again: the format changed
         return before, after
@@ -631,13 +638,19 @@ class TimerClient:
         return self._run(ops.outcomes_total(self._ns()))
 
     def trim_outcomes(
-        self, retention_ms: int, *, keep_unread: bool = True, shards: Iterable[int] | None = None
+        self,
+        retention_ms: int | None,
+        *,
+        keep_unread: bool = True,
+        shards: Iterable[int] | None = None,
     ) -> list[Trimmed]:
         """Drop outcomes decided more than ``retention_ms`` ago (Redis clock), per shard.
 
         With ``keep_unread`` (the default) an outcome stays, whatever its age, until every
         consumer group of its stream has been handed it and has acked it. ``shards``
-        limits the work to some shards (a worker trims the ones it leads).
+        limits the work to some shards (a worker trims the ones it leads). Each call also
+        drops retained outcomes past their ``result_ttl`` from part of the results table
+        (format 3); ``retention_ms`` None does only that.
         """
         return self._run(
             ops.trim_outcomes(self._ns(), retention_ms, keep_unread=keep_unread, shards=shards)

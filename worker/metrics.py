@@ -55,6 +55,7 @@ COUNTERS = {
     "leases_released": "Shard leases released gracefully",
     "redis_errors": "Redis errors survived by the worker loop",
     "outcomes_trimmed": "Outcomes dropped from led shards' streams past the retention",
+    "results_dropped": "Retained outcomes dropped from led shards' results tables past result_ttl",
 }
 
 

@@ -50,6 +50,7 @@ class WorkerStats:
     completed_seen: int = 0
     cancelled_seen: int = 0
     outcomes_trimmed: int = 0
+    results_dropped: int = 0
 
 
 # Decided minus deadline (ms) of the timers a worker expired; the same buckets as the

@@ -452,13 +452,14 @@ class Worker:
         Not fenced: trimming is idempotent and keeps what any group still owes, so a
         stale leader doing it is harmless.
         """
-        retention = self.settings.outcome_retention_ms
+        retention = self.settings.outcome_retention_ms or None  # 0: keep the stream
         done = self.client.trim_outcomes(retention, shards=[st.shard for st in states])
         now = self.clock.mono_ms()
         for state in states:
             state.last_trim_mono_ms = now
         removed = sum(t.removed for t in done)
         self.stats.outcomes_trimmed += removed
+        self.stats.results_dropped += sum(t.results_dropped for t in done)
         return removed
 
     # -- the loop ------------------------------------------------------------------------
@@ -492,15 +493,15 @@ class Worker:
                     state.last_backlog_mono_ms = mono
             except StoreError as exc:
                 self._shard_failed(state.shard, "loading or sweeping", exc)
-        if s.outcome_retention_ms:
-            due = [st for st in self.shards.values() if not self._failing(st.shard) and (
-                   st.last_trim_mono_ms is None
-                   or mono - st.last_trim_mono_ms >= s.trim_interval_ms)]  # fmt: skip
-            if due:
-                try:
-                    self.trim(due)
-                except StoreError as exc:
-                    self._shard_failed(None, "trimming outcomes", exc)
+        # trimmed even when the stream is kept for ever: the results table (format 3)
+        due = [st for st in self.shards.values() if not self._failing(st.shard) and (
+               st.last_trim_mono_ms is None
+               or mono - st.last_trim_mono_ms >= s.trim_interval_ms)]  # fmt: skip
+        if due:
+            try:
+                self.trim(due)
+            except StoreError as exc:
+                self._shard_failed(None, "trimming outcomes", exc)
 
     def run_once(self) -> int:
         """A deterministic round for tests: tick, then expire and fire what is due now."""

@@ -73,7 +73,7 @@ def test_timer_lifecycle_json(tw: Run) -> None:
         "cancelled", "completed", "completed"]  # fmt: skip
     # tail left no consumer group behind: a trim of everything older than 0s drops them
     trimmed = as_json(tw("--json", "trim", "--older-than", "0s"))
-    assert trimmed == {"removed": 3, "held_by_group": [], "shards": 4}
+    assert trimmed == {"removed": 3, "held_by_group": [], "shards": 4, "results_dropped": 0}
     assert as_json(tw("--json", "stats"))["outcomes"] == 0
 
 

@@ -8,6 +8,7 @@ import pytest
 import redis
 
 from timer import TimerClient
+from timer.durable.keys import ShardKeys, results_part_of
 from timer.testing import RedisServer
 
 SHARDS = 4
@@ -37,3 +38,18 @@ def namespace_keys(r: redis.Redis, namespace: str) -> dict[bytes, object]:
 def server_now_ms(r: redis.Redis) -> int:
     secs, micros = r.time()
     return int(secs) * 1000 + int(micros) // 1000
+
+
+def retained(r: redis.Redis, sk: ShardKeys, timer_id: str) -> tuple[bytes | None, int | None]:
+    """(the retained outcome of ``timer_id``, when it may be dropped in epoch ms), read
+    from the shard's results table (format 3) as the scripts do, or from ``P:r:<id>``."""
+    level, split = r.hmget(sk.results_table, "L", "S")
+    if level is None:
+        raw = r.get(sk.result(timer_id))
+        ttl = r.pttl(sk.result(timer_id))
+        return raw, None if raw is None else server_now_ms(r) + int(ttl)
+    part = results_part_of(timer_id, int(level), int(split))
+    value = r.hget(sk.results_part(part), timer_id)
+    if value is None:
+        return None, None
+    return value[4:], int.from_bytes(value[:4], "big") * 1000

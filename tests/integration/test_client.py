@@ -264,7 +264,7 @@ def test_memory_estimates_the_bytes_held_per_timer(
     client: TimerClient, redis_server: RedisServer
 ) -> None:
     """memory() estimates bytes per pending timer close to what used_memory grew by, and
-    bytes per decided timer close to the exact sum of every stream and result key."""
+    bytes per decided timer close to the exact sum of every stream and results-table hash."""
     r = redis.Redis.from_url(redis_server.url)
     empty = client.memory()
     assert empty["bytes_per_pending_timer"] is None and empty["bytes_per_decided_timer"] is None
@@ -281,7 +281,7 @@ def test_memory_estimates_the_bytes_held_per_timer(
     held = client.memory()
     assert held["pending"] == 2_400 and held["outcomes"] == 600
     assert 0.5 * grown <= held["bytes_per_pending_timer"] <= 1.5 * grown, (held, grown)
-    results = r.scan_iter(match=f"{{tw:{client.namespace}:*:r:*")
+    results = r.scan_iter(match=f"{{tw:{client.namespace}:*:R:*")
     exact = sum(int(r.memory_usage(k) or 0) for k in results)
     exact += sum(int(r.memory_usage(client.keys.shard(s).outcomes) or 0) for s in range(4))
     assert abs(held["bytes_per_decided_timer"] - exact / 600) <= 0.25 * exact / 600, held

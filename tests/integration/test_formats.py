@@ -1,5 +1,6 @@
-"""Data formats (#14): compact records in new namespaces, the old format still read and
-written where a namespace has not migrated, a newer format refused, `migrate` one way."""
+"""Data formats (#14): compact records and the results table in new namespaces, the old
+formats still read and written where a namespace has not migrated, a newer format
+refused, `migrate` one way (outcomes retained before it still answer after it)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from timer.durable.models import TimerInfo
 from timer.errors import ConfigError
 from timer.testing import RedisServer
 
-from .conftest import SHARDS, namespace_keys, server_now_ms
+from .conftest import SHARDS, namespace_keys, retained, server_now_ms
 
 
 def make_client(server: RedisServer, namespace: str, version: int) -> TimerClient:
@@ -27,6 +28,8 @@ def make_client(server: RedisServer, namespace: str, version: int) -> TimerClien
     c.init(shards=SHARDS)
     if version != FORMAT_VERSION:
         c.redis.hset(c.keys.meta, "version", version)
+        if version < 3:  # as an earlier release made it: no results tables
+            c.redis.delete(*(c.keys.shard(s).results_table for s in range(SHARDS)))
         c = TimerClient.from_url(server.url, namespace)  # reads the meta again
     assert c.meta.version == version
     return c
@@ -49,15 +52,20 @@ def raw_record(c: TimerClient, tid: str) -> Any:
     return msgpack.unpackb(c.redis.hget(sk.timers, tid), raw=True)
 
 
+def result_bytes(c: TimerClient, tid: str) -> bytes:
+    raw, _ = retained(c.redis, c.keys.shard(c.shard_of(tid)), tid)
+    assert raw is not None, f"no retained outcome for {tid!r}"
+    return raw
+
+
 def raw_result(c: TimerClient, tid: str) -> Any:
-    sk = c.keys.shard(c.shard_of(tid))
-    return msgpack.unpackb(c.redis.get(sk.result(tid)), raw=True)
+    return msgpack.unpackb(result_bytes(c, tid), raw=True)
 
 
 def test_new_namespaces_create_compact_records(client: TimerClient) -> None:
     """A new namespace is at the newest format: its pending records and retained
     outcomes are arrays without field names or default values, and read back whole."""
-    assert client.meta.version == FORMAT_VERSION == 2
+    assert client.meta.version == FORMAT_VERSION == 3
     t = client.schedule("plain", delay_ms=60_000, payload={"job": 7})
     assert isinstance(raw_record(client, "plain"), list)
     assert len(raw_record(client, "plain")) == 3  # deadline, payload, created: the rest default
@@ -82,7 +90,7 @@ def test_the_compact_format_is_smaller(pair: tuple[TimerClient, TimerClient]) ->
         sk = c.keys.shard(c.shard_of("x"))
         pending = len(c.redis.hget(sk.timers, "x"))
         c.cancel("x")
-        sizes[name] = (pending, len(c.redis.get(sk.result("x"))))
+        sizes[name] = (pending, len(result_bytes(c, "x")))
     assert sizes["new"][0] <= sizes["old"][0] - 20, sizes
     assert sizes["new"][1] <= sizes["old"][1] - 30, sizes
 
@@ -138,21 +146,34 @@ def test_both_formats_answer_alike(pair: tuple[TimerClient, TimerClient]) -> Non
         assert completed is not None and completed.got == ("{c}k1", "{c}k2")
 
 
+@pytest.mark.parametrize("version", [1, 2])
 def test_migrate_moves_new_timers_to_the_compact_format(
-    redis_server: RedisServer, namespace: str
+    redis_server: RedisServer, namespace: str, version: int
 ) -> None:
-    """After `migrate` new timers are compact; the old ones keep their format and still
-    fire, cancel and answer get, each decided exactly once."""
-    c = make_client(redis_server, namespace, 1)
+    """After `migrate` new timers are compact and new outcomes go to the results table;
+    the old timers keep their format and still fire, cancel and answer get, each decided
+    exactly once; an outcome retained before (a P:r:<id> string) still answers get and
+    still makes a repeated schedule an idempotent retry."""
+    c = make_client(redis_server, namespace, version)
     now = server_now_ms(c.redis)
     due = now - 5_000  # in a durable bucket that has ended: the sweep takes it
     c.schedule_many([{"id": f"old{i}", "deadline_ms": due, "payload": i} for i in range(20)])
     c.schedule("old-later", delay_ms=60_000, payload="later")
-    assert c.migrate() == (1, 2)
-    assert c.meta.version == 2
-    assert c.migrate() == (2, 2)  # again: nothing to do
+    c.schedule("old-done", delay_ms=60_000, payload="done")
+    assert c.cancel("old-done")
+    old_done = c.redis.get(c.keys.shard(c.shard_of("old-done")).result("old-done"))
+    assert old_done is not None  # retained as a string, as formats 1 and 2 do
+    assert c.migrate() == (version, 3)
+    assert c.meta.version == 3
+    assert c.migrate() == (3, 3)  # again: nothing to do
+    again = c.schedule("old-done", delay_ms=60_000, payload="done")
+    assert (again.created, again.state) == (False, "cancelled")
+    assert not c.cancel("old-done")
+    info = c.get("old-done")
+    assert info is not None and (info.state, info.payload) == ("cancelled", "done")
     c.schedule_many([{"id": f"new{i}", "deadline_ms": due, "payload": i} for i in range(20)])
-    assert isinstance(raw_record(c, "old0"), dict) and isinstance(raw_record(c, "new0"), list)
+    assert isinstance(raw_record(c, "old0"), dict if version == 1 else list)
+    assert isinstance(raw_record(c, "new0"), list)
     fired = []
     for shard in range(SHARDS):
         store = c.shard_store(shard)
@@ -165,8 +186,43 @@ def test_migrate_moves_new_timers_to_the_compact_format(
     assert {i: (g.state, g.payload) for i, g in got.items() if g} == {
         "old3": ("expired", 3), "new3": ("expired", 3), "old-later": ("cancelled", "later"),
     }  # fmt: skip
-    assert sorted(o.id for o in c.all_outcomes()) == sorted([*ids, "old-later"])
+    assert sorted(o.id for o in c.all_outcomes()) == sorted([*ids, "old-later", "old-done"])
+    new3 = c.keys.shard(c.shard_of("new3"))
+    assert retained(c.redis, new3, "new3")[0] is not None and not c.redis.exists(
+        new3.result("new3")
+    )  # decided after the migration: in the results table, not a key of its own
     c.close()
+
+
+def test_outcomes_of_the_old_layout_are_read_only_until_they_have_expired(
+    redis_server: RedisServer, namespace: str
+) -> None:
+    """migrate keeps reading P:r:<id> strings until result_ttl after it (when Redis has
+    expired them); past that time a string left there is not looked for."""
+    c = make_client(redis_server, namespace, 2)
+    c.schedule("gone", delay_ms=60_000)
+    assert c.cancel("gone")
+    c.migrate()
+    sk = c.keys.shard(c.shard_of("gone"))
+    until = int(c.redis.hget(sk.results_table, "G"))
+    assert until >= server_now_ms(c.redis) + c.settings.result_ttl_ms - 60_000
+    assert c.get("gone") is not None
+    c.redis.hset(sk.results_table, "G", server_now_ms(c.redis) - 1)
+    assert c.get("gone") is None
+    c.close()
+
+
+def test_init_and_migrate_never_reset_a_results_table(client: TimerClient) -> None:
+    """A second init (or a migrate) of a format-3 namespace leaves each table's state."""
+    for i in range(200):
+        client.schedule(f"t{i}", delay_ms=60_000)
+        client.cancel(f"t{i}")
+    state = [client.redis.hgetall(client.keys.shard(s).results_table) for s in range(SHARDS)]
+    assert sum(int(st[b"N"]) for st in state) == 200
+    client.init(shards=SHARDS)
+    assert client.migrate() == (3, 3)
+    assert [client.redis.hgetall(client.keys.shard(s).results_table)
+            for s in range(SHARDS)] == state  # fmt: skip
 
 
 def test_a_newer_format_is_refused_and_nothing_written(

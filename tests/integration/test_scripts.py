@@ -13,7 +13,7 @@ from timer.durable.codec import decode_pending, decode_result
 from timer.durable.models import COARSE_MS, FireResult
 from timer.durable.scripts import ScriptName, source
 
-from .conftest import server_now_ms
+from .conftest import retained, server_now_ms
 
 pytestmark = pytest.mark.redis
 
@@ -72,8 +72,10 @@ def test_cancel_decides_once_and_cleans_every_index(
     assert redis_client.zcard(sk.buckets) == 0
     assert not redis_client.exists(sk.watch("job:{2}:a"))
     assert redis_client.xlen(sk.outcomes) == 1
-    assert decode_result(redis_client.get(sk.result("job:{2}")))["o"] == "cancelled"
-    assert 0 < redis_client.pttl(sk.result("job:{2}")) <= 24 * 3600 * 1000
+    raw, expiry_ms = retained(redis_client, sk, "job:{2}")
+    assert raw is not None and expiry_ms is not None
+    assert decode_result(raw)["o"] == "cancelled"
+    assert 0 < expiry_ms - server_now_ms(redis_client) <= 24 * 3600 * 1000 + 1000
 
 
 def test_complete_decides_as_completed(c: TimerClient) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from typing import Any
 
+import msgpack
 import redis
 
 from tests.conftest import wait_for
@@ -33,7 +34,7 @@ def results(client: TimerClient, p: C.Pipeline, replies: list[Any]) -> list[Any]
     out: list[Any] = []
     for call, reply in zip(p.calls, replies, strict=True):
         assert isinstance(call, C.ScriptCall)
-        tid = call.keys[2].rsplit(":r:", 1)[1]
+        tid = msgpack.unpackb(call.args[5], raw=True)[0][0].decode()  # its one timer's id
         item = C.schedule_item_of(ns, {"id": tid, "delay_ms": 60_000})
         out += reply if isinstance(reply, Exception) else C.parse_schedule(reply, [item], "")
     return out

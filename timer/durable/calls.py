@@ -50,11 +50,14 @@ from .scripts import ScriptName, script_error
 
 @dataclass(frozen=True, slots=True)
 class ScriptCall:
-    """One run of a Lua script: its name, KEYS and ARGV."""
+    """One run of a Lua script: its name, KEYS and ARGV; ``wait`` False for a call that
+    writes no timer (a read, a namespace's creation): a client that waits for
+    durability does not wait on it."""
 
     script: ScriptName
     keys: list[str]
     args: list[Any]
+    wait: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,7 +285,7 @@ def schedule_call(ns: Namespace, items: Sequence[ScheduleItem], origin: str) -> 
     if not items or len(items) > TIMERS_PER_CALL:
         raise ValueError(f"a schedule call takes 1 to {TIMERS_PER_CALL} timers")
     sk = ns.shard(items[0].shard)
-    keys = [sk.timers, sk.buckets, *(sk.result(item.timer_id) for item in items)]
+    keys = [sk.timers, sk.buckets]
     # The old raw format (no bin or str8 types): what Redis's Lua cmsgpack reads.
     timers = msgpack.packb([item.spec for item in items], use_bin_type=False)
     args = [
@@ -324,7 +327,7 @@ def decide_call(ns: Namespace, script: ScriptName, timer_id: object) -> tuple[Sc
     """``cancel`` or ``complete`` of one timer: (call, its validated id)."""
     tid = K.check_name("timer id", timer_id)
     sk = ns.shard(ns.shard_of(tid))
-    keys = [sk.timers, sk.buckets, sk.outcomes, sk.result(tid)]
+    keys = [sk.timers, sk.buckets, sk.outcomes]
     args = [sk.prefix, tid, ns.meta.bucket_ms, ns.settings.result_ttl_ms, sk.events]
     return ScriptCall(script, keys, args), tid
 
@@ -344,7 +347,7 @@ def reschedule_call(
     mode, value = _when(ns, delay_ms, deadline_ms)
     shard = ns.shard_of(tid)
     sk = ns.shard(shard)
-    keys = [sk.timers, sk.buckets, sk.result(tid)]
+    keys = [sk.timers, sk.buckets]
     args = [sk.prefix, tid, mode, value, ns.meta.bucket_ms, ns.settings.max_delay_ms,
             sk.events]  # fmt: skip
     return Prepared(ScriptCall(ScriptName.RESCHEDULE, keys, args), tid, shard, "")
@@ -405,7 +408,7 @@ def fire_call(
     sk: K.ShardKeys, worker: str, epoch: int, ids: Sequence[str], *, bucket_ms: int, ttl_ms: int
 ) -> ScriptCall:
     """Expire ``ids`` (oldest deadline first) if due by Redis time; fenced by the lease."""
-    keys = [sk.timers, sk.buckets, sk.outcomes, sk.lease, sk.epoch, *map(sk.result, ids)]
+    keys = [sk.timers, sk.buckets, sk.outcomes, sk.lease, sk.epoch]
     args = [sk.prefix, worker, epoch, bucket_ms, ttl_ms, sk.events, *ids]
     return ScriptCall(ScriptName.FIRE, keys, args)
 
@@ -433,12 +436,33 @@ def parse_sweep(reply: Sequence[Any]) -> SweepResult:
     return SweepResult(pairs, bool(int(more)), int(moved))
 
 
-def trim_call(sk: K.ShardKeys, retention_ms: int, *, keep_unread: bool) -> ScriptCall:
-    return ScriptCall(ScriptName.TRIM, [sk.outcomes], [retention_ms, int(keep_unread)])
+# The most results-table hashes one trim call visits (about 32 outcomes each).
+TRIM_RESULT_HASHES = 2048
+
+
+def trim_call(sk: K.ShardKeys, retention_ms: int | None, *, keep_unread: bool) -> ScriptCall:
+    """Trim a shard's stream (``retention_ms`` None: leave it) and its expired results."""
+    keep = "" if retention_ms is None else retention_ms
+    args = [keep, int(keep_unread), sk.prefix, TRIM_RESULT_HASHES]
+    return ScriptCall(ScriptName.TRIM, [sk.outcomes], args)
 
 
 def parse_trim(reply: Sequence[Any], shard: int) -> Trimmed:
-    return Trimmed(shard=shard, removed=int(reply[0]), held_by_group=bool(reply[2]))
+    return Trimmed(
+        shard=shard, removed=int(reply[0]), held_by_group=bool(reply[2]),
+        results_dropped=int(reply[3]),
+    )  # fmt: skip
+
+
+def get_call(sk: K.ShardKeys, tid: str) -> ScriptCall:
+    """A timer's pending record and, if none, its retained outcome, in one call."""
+    return ScriptCall(ScriptName.GET, [sk.timers], [sk.prefix, tid], wait=False)
+
+
+def results_init_call(sk: K.ShardKeys, legacy_until_ms: int | None) -> ScriptCall:
+    """Start the shard's results table unless it has one (see ``results_init.lua``)."""
+    until = "" if legacy_until_ms is None else legacy_until_ms
+    return ScriptCall(ScriptName.RESULTS_INIT, [sk.results_table], [until], wait=False)
 
 
 # -- reading records, outcomes and events -------------------------------------------------

@@ -31,9 +31,10 @@ def decode_payload(data: bytes) -> Any:
     return msgpack.unpackb(data, raw=False, strict_map_key=False)
 
 
-# Data formats a namespace's records may be in (``meta`` field ``version``); see
-# ``lua/_lib.lua``. New namespaces get the newest; every one listed here is read.
-FORMAT_VERSIONS = (1, 2)
+# Data formats a namespace may be in (``meta`` field ``version``); see ``lua/_lib.lua``.
+# New namespaces get the newest; every one listed here is read. Format 3 has format 2's
+# records, its retained outcomes in the results table (``P:R:<b>``) instead of a key each.
+FORMAT_VERSIONS = (1, 2, 3)
 FORMAT_VERSION = FORMAT_VERSIONS[-1]
 
 # Format 2 records are arrays with their trailing defaults left out (lua/_lib.lua).
@@ -54,7 +55,8 @@ def decode_pending(data: bytes) -> dict[str, Any]:
 
 
 def decode_result(data: bytes) -> dict[str, Any]:
-    """A retained outcome (``P:r:<id>``), in either format; ``o`` is the outcome's name."""
+    """A retained outcome (``P:r:<id>``, or a results-table value without its first 4
+    bytes), in either record format; ``o`` is the outcome's name."""
     raw = msgpack.unpackb(data, raw=True, strict_map_key=False)
     if isinstance(raw, list):  # format 2: o is a code, t kept as t - d and c as d - c
         raw = _named(raw, _RESULT_FIELDS, _RESULT_DEFAULTS)

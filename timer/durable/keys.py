@@ -4,11 +4,11 @@ A namespace ``ns`` has ``S`` shards. Each shard's keys share the hash tag ``{tw:
 so a shard lives in one Redis Cluster slot and every script on it is atomic there. Scripts
 get their keys in KEYS, except those that depend on server time or on what the script
 finds: the durable bucket ``P:b:<n>``, the coarse bucket ``P:c:<m>`` and its mirror
-``P:coarse``, the watch index ``P:w:<key>`` and (for ids found inside ``notify`` and
-``sweep``) the retained outcome ``P:r:<id>``. Those are built in ``lua/_lib.lua`` by
-``bucket_key``, ``coarse_key``, ``coarse_mirror``, ``watch_key`` and ``result_key``
-from the shard prefix ``P`` — the same format as :class:`ShardKeys` here, which a
-contract test pins.
+``P:coarse``, the watch index ``P:w:<key>``, the retained outcome ``P:r:<id>`` (formats
+1 and 2) and the results table ``P:rx`` with its hashes ``P:R:<b>`` (format 3). Those are
+built in ``lua/_lib.lua`` by ``bucket_key``, ``coarse_key``, ``coarse_mirror``,
+``watch_key``, ``result_key`` and ``rx_key`` from the shard prefix ``P`` — the same
+format as :class:`ShardKeys` here, which a contract test pins.
 """
 
 from __future__ import annotations
@@ -155,4 +155,24 @@ class ShardKeys:
         return f"{self.prefix}:w:{key}"
 
     def result(self, timer_id: str) -> str:
+        """STRING retained outcome of ``timer_id`` (formats 1 and 2)."""
         return f"{self.prefix}:r:{timer_id}"
+
+    @property
+    def results_table(self) -> str:
+        """HASH state of the results table (format 3): ``L``, ``S``, ``N``, ``C``, ``G``."""
+        return f"{self.prefix}:rx"
+
+    def results_part(self, b: int) -> str:
+        """HASH ``b`` of the results table: id -> 4 bytes of expiry + the outcome."""
+        return f"{self.prefix}:R:{b}"
+
+
+def results_part_of(timer_id: str, level: int, split: int) -> int:
+    """Which hash of a results table at ``level``/``split`` holds ``timer_id``: linear
+    hashing on ``rx_hash`` (31 * h + byte mod 2^32), as ``rx_bucket`` in ``lua/_lib.lua``."""
+    h = 0
+    for byte in timer_id.encode("utf-8", "surrogatepass"):
+        h = (h * 31 + byte) % 4294967296
+    b = h % (1 << level)
+    return h % (2 << level) if b < split else b

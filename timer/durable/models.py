@@ -218,6 +218,7 @@ class Trimmed:
     shard: int
     removed: int
     held_by_group: bool  # a consumer group still owed entries the retention would drop
+    results_dropped: int = 0  # retained outcomes past result_ttl dropped (format 3)
 
 
 @dataclass(frozen=True)

@@ -133,7 +133,18 @@ def init(
             f"namespace {keys.namespace!r} already has {meta.shards} shards; it cannot be "
             f"re-initialised with {shards} (use another namespace)"
         )
+    if meta.version >= 3:  # each shard's results table (never reset: see results_init)
+        yield from _start_results_tables(keys, meta.shards, None)
     return meta, notes
+
+
+def _start_results_tables(
+    keys: K.NamespaceKeys, shards: int, legacy_until_ms: int | None
+) -> Op[None]:
+    for first in range(0, shards, 1000):
+        calls = [C.results_init_call(keys.shard(s), legacy_until_ms)
+                 for s in range(first, min(shards, first + 1000))]  # fmt: skip
+        yield C.Pipeline(calls)
 
 
 def read_meta(keys: K.NamespaceKeys, *, where: str, check: bool) -> Op[Meta]:
@@ -143,15 +154,23 @@ def read_meta(keys: K.NamespaceKeys, *, where: str, check: bool) -> Op[Meta]:
     return C.meta_from(stored, keys.namespace, where)
 
 
-def migrate(keys: K.NamespaceKeys, *, where: str, check: bool) -> Op[tuple[int, int]]:
+def migrate(
+    keys: K.NamespaceKeys, *, where: str, check: bool, result_ttl_ms: int
+) -> Op[tuple[int, int]]:
     """Move the namespace to the newest data format: (format before, format after).
 
     Records already written keep their format (every format is read), so this changes
     what new timers are created in; clients and workers started before it keep creating
-    the old format until they restart, which is harmless. One way only: a tickwheel older
-    than the format cannot read the new records, so upgrade every process first.
+    the old format until they restart, which is harmless. From format 3 on, each shard
+    retains outcomes in its results table as soon as this has started it (the scripts
+    look, not the clients), and still reads those retained as ``P:r:<id>`` for
+    ``result_ttl_ms`` more, by when Redis has expired them. One way only: a tickwheel
+    older than the format cannot read the new records, so upgrade every process first.
     """
     meta = yield from read_meta(keys, where=where, check=check)
+    if meta.version < 3:
+        now = yield from server_time_ms()
+        yield from _start_results_tables(keys, meta.shards, now + result_ttl_ms)
     if meta.version < FORMAT_VERSION:
         yield C.Command("hset", (keys.meta, "version", FORMAT_VERSION))
     return meta.version, max(meta.version, FORMAT_VERSION)
@@ -283,10 +302,8 @@ def get(ns: C.Namespace, timer_id: object) -> Op[TimerInfo | None]:
     tid = K.check_name("timer id", timer_id)
     shard = ns.shard_of(tid)
     sk = ns.shard(shard)
-    pending, decided = yield C.Pipeline(
-        [C.Command("hget", (sk.timers, tid)), C.Command("get", (sk.result(tid),))]
-    )
-    return C.timer_info(tid, shard, pending, decided)
+    pending, decided = yield C.get_call(sk, tid)
+    return C.timer_info(tid, shard, pending or None, decided or None)
 
 
 def wait(ns: C.Namespace, timer_id: object, timeout: float) -> Op[Outcome]:
@@ -447,9 +464,10 @@ def memory(ns: C.Namespace, sample: int = 10) -> Op[dict[str, Any]]:
     Pending: each shard's timers hash and bucket mirrors (``MEMORY USAGE``, which
     itself samples a large hash), plus the mean of up to ``sample`` durable bucket sets
     times the number of buckets, and the same for the coarse buckets. Decided: the
-    outcome streams' bytes per entry, plus the mean of up to ``sample`` retained results
-    (the newest outcomes' ``P:r:<id>``). Watch indexes are not counted. None where there
-    is nothing to measure.
+    outcome streams' bytes per entry, plus a retained result's bytes: in the results
+    table (format 3), the bytes of up to ``sample`` of its hashes over the results they
+    hold; else the mean of up to ``sample`` ``P:r:<id>`` of the newest outcomes. Watch
+    indexes are not counted. None where there is nothing to measure.
     """
     first: list[C.Command] = []
     for s in range(ns.meta.shards):
@@ -466,14 +484,14 @@ def memory(ns: C.Namespace, sample: int = 10) -> Op[dict[str, Any]]:
             C.Command("memory_usage", (sk.coarse_buckets,)),
             C.Command("zcard", (sk.coarse_buckets,)),
             C.Command("zrange", (sk.coarse_buckets, 0, sample - 1)),
+            C.Command("hmget", (sk.results_table, "L", "S", "N")),
         ]
     replies = yield C.Pipeline(first)
-    fixed = stream = buckets = coarse = pending = outcomes = 0
+    fixed = stream = buckets = coarse = pending = outcomes = held = 0
     probes: list[tuple[str, C.Command]] = []
     for s in range(ns.meta.shards):
-        t_mem, bz_mem, zcard, names, hlen, out_mem, xlen, newest, cz_mem, ccard, cnames = replies[
-            11 * s : 11 * s + 11
-        ]
+        (t_mem, bz_mem, zcard, names, hlen, out_mem, xlen, newest, cz_mem, ccard, cnames,
+         table) = replies[12 * s : 12 * s + 12]  # fmt: skip
         sk = ns.shard(s)
         fixed += int(t_mem or 0) + int(bz_mem or 0) + int(cz_mem or 0) if int(hlen) else 0
         buckets += int(zcard)
@@ -483,16 +501,27 @@ def memory(ns: C.Namespace, sample: int = 10) -> Op[dict[str, Any]]:
         stream += int(out_mem or 0) if int(xlen) else 0
         outcomes += int(xlen)
         probes += [("bucket", C.Command("memory_usage", (sk.bucket(int(n)),))) for n in names]
+        if table[0] is not None:  # format 3: sample the results table's hashes
+            parts = 2 ** int(table[0]) + int(table[1])
+            held += int(table[2] or 0)
+            for b in range(0, parts, max(1, parts // sample)):
+                probes += [("part", C.Command("memory_usage", (sk.results_part(b),))),
+                           ("part_len", C.Command("hlen", (sk.results_part(b),)))]  # fmt: skip
+            continue
         probes += [
             ("result", C.Command("memory_usage", (sk.result(C.text(fields[b"id"])),)))
             for _, fields in newest
             if b"id" in fields
         ]
     sizes = (yield C.Pipeline([cmd for _, cmd in probes])) if probes else []
-    measured: dict[str, list[int]] = {"bucket": [], "coarse": [], "result": []}
+    measured: dict[str, list[int]] = {"bucket": [], "coarse": [], "result": [], "part": [],
+                                      "part_len": []}  # fmt: skip
     for (kind, _), size in zip(probes, sizes, strict=True):
         if size:  # a result past its TTL (or a bucket just emptied) is gone: not a sample
             measured[kind].append(int(size))
+    sampled_results = len(measured["result"]) + len(measured["part_len"])
+    if measured["part_len"]:  # bytes per result in the table, as the mean of the others
+        measured["result"].append(round(sum(measured["part"]) / sum(measured["part_len"])))
 
     def mean(values: list[int]) -> float:
         return sum(values) / len(values) if values else 0.0
@@ -505,10 +534,11 @@ def memory(ns: C.Namespace, sample: int = 10) -> Op[dict[str, Any]]:
         "bytes_per_decided_timer": None if per_decided is None else round(per_decided, 1),
         "pending": pending,
         "outcomes": outcomes,
+        "retained_in_table": held,
         "durable_buckets": buckets,
         "coarse_buckets": coarse,
         "sampled_buckets": len(measured["bucket"]),
-        "sampled_results": len(measured["result"]),
+        "sampled_results": sampled_results,
     }
 
 
@@ -520,9 +550,9 @@ def leaders(ns: C.Namespace) -> Op[dict[int, str | None]]:
 
 
 def trim_outcomes(
-    ns: C.Namespace, retention_ms: int, *, keep_unread: bool, shards: Iterable[int] | None
+    ns: C.Namespace, retention_ms: int | None, *, keep_unread: bool, shards: Iterable[int] | None
 ) -> Op[list[Trimmed]]:
-    keep = C.check_int("retention_ms", retention_ms, 0)
+    keep = None if retention_ms is None else C.check_int("retention_ms", retention_ms, 0)
     count = ns.meta.shards
     picked = list(range(count)) if shards is None else list(shards)
     for s in picked:

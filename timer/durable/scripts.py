@@ -39,6 +39,8 @@ class ScriptName(StrEnum):
     TOUCH = "touch"
     REDELIVER = "redeliver"
     LEAVE_GROUP = "leave_group"
+    GET = "get"
+    RESULTS_INIT = "results_init"
 
 
 class ErrorCode(StrEnum):

@@ -1,6 +1,7 @@
 --[[ _lib: helpers prepended to every tickwheel script when it is loaded (not a script).
 
-Records come in two formats; every script reads both (read_rec) and a pending timer keeps
+Records come in two formats (a namespace's format 3 is format 2's records with its
+retained outcomes in the results table); every script reads both (read_rec) and a pending timer keeps
 its format through its life, its retained outcome included (the format of a new timer is
 the namespace's, given to schedule). Format 2 is the compact one (#14): an array with
 its trailing defaults left out, which saves the field names and the empty values.
@@ -12,7 +13,8 @@ Pending timer (HASH P:t, field = id):
   c = created_ms (Redis time)              s = origin token given at schedule ('' if none)
   n = need (distinct keys to complete)     w = watch keys (array)
   g = keys notified so far (array)
-Retained outcome (STRING P:r:<id>):
+Retained outcome (STRING P:r:<id> with PX in formats 1 and 2; in format 3 a value in the
+results table, see below, the record after 4 bytes of expiry):
   format 1  map {o, d, t, p, c, s, g} with o the outcome's name
   format 2  array [o, d, t - d, p, d - c, s = '', g = {}] with o a code: 1 expired,
             2 cancelled, 3 completed (times as differences: a few bytes, not nine)
@@ -99,6 +101,7 @@ local function result_key(P, id)
   return P .. ':r:' .. id
 end
 
+
 -- Far timers wait in coarse buckets (format 2, #14): a timer created (or rescheduled)
 -- whose coarse bucket P:c:<m> (m = floor(d / COARSE_MS)) starts COARSE_MS or more from
 -- now goes there, mirrored in the ZSET P:coarse (m -> m * COARSE_MS); the sweep moves a
@@ -129,6 +132,220 @@ local function push(groups, k, id)
     groups[k] = g
   end
   g[#g + 1] = id
+  return g
+end
+
+--[[ The results table (format 3, #14): retained outcomes in small hashes, not a key each.
+
+A retained outcome as a key of its own (P:r:<id>, with PX) costs Redis 116 bytes on
+Valkey 9 and 181 on Redis 7.0, most of it the key's own overhead and its expiry entry.
+Format 3 keeps them in hashes P:R:<b> of about RX_LOAD entries each, small enough that
+Redis stores each as one listpack (an id and its value, a few bytes of overhead), and
+short enough that finding a field in one (a scan) stays cheap. Which hash holds an id is
+linear hashing (Litwin): h = rx_hash(id), a 32-bit hash, b = h mod 2^L, or h mod 2^(L+1)
+when that is below the split pointer S. When the table
+averages more than RX_LOAD results a hash, hash S is split (its ids whose b under L + 1
+differs move to S + 2^L) and S advances; once S reaches 2^L, L grows and S restarts. So
+a lookup is one HGET whatever the size, and no step rehashes more than one small hash.
+P:rx (HASH) holds L, S and N (results held); its existence is what says a shard uses
+the table (init writes it in format 3; migrate writes it with G, a time in epoch ms:
+until then a result the table lacks is looked for as a P:r:<id> string, which formats
+1 and 2 wrote with a PX of result_ttl, so none is missed while they last). The table
+does not shrink: after a peak its hashes hold fewer results each (an empty one is gone).
+
+A value is 4 bytes (the time the outcome may be dropped, epoch seconds, big-endian)
+then the outcome record. Expired outcomes are dropped by trim (a visit of some hashes
+per call, round robin from the cursor C), not by Redis: an outcome is kept at least
+result_ttl, and read as retained until trim drops it.
+]]
+local RX_LOAD = 32
+
+local function results_of(P)
+  local v = redis.call('HMGET', P .. ':rx', 'L', 'S', 'N', 'G')
+  if not v[1] then return {P = P, legacy = true} end
+  local L = tonumber(v[1])
+  return {P = P, L = L, S = tonumber(v[2]), N = tonumber(v[3]) or 0, lo = 2 ^ L,
+    hi = 2 ^ (L + 1), G = v[4] and tonumber(v[4]) >= now_ms(), dirty = false}
+end
+
+-- The results handle of a deciding script's shard, read once per call.
+local function results(ctx)
+  if not ctx.rs then ctx.rs = results_of(ctx.P) end
+  return ctx.rs
+end
+
+-- h(id): h = (31 * h + byte) mod 2^32 over its bytes (Java's string hash), four bytes a
+-- step (h * 31^4 stays below 2^53: exact in Lua's doubles). SHA-1 (redis.sha1hex) cost
+-- ~4k instructions an id, most of the per-timer cost of a lookup.
+local sbyte = string.byte
+local function rx_hash(id)
+  local h, i, n = 0, 1, #id
+  while i + 3 <= n do
+    local a, b, c, d = sbyte(id, i, i + 3)
+    h = (h * 923521 + a * 29791 + b * 961 + c * 31 + d) % 4294967296
+    i = i + 4
+  end
+  while i <= n do
+    h = (h * 31 + sbyte(id, i)) % 4294967296
+    i = i + 1
+  end
+  return h
+end
+
+-- The hash of the table (rs: L, S and lo = 2^L, hi = 2^(L+1)) that holds id.
+local function rx_part(rs, id)
+  local h = rx_hash(id)
+  local b = h % rs.lo
+  if b < rs.S then b = h % rs.hi end
+  return b
+end
+
+-- ids grouped by the hash that holds them: {b -> names}, {b -> their indexes in ids}.
+local function rx_group(rs, ids)
+  local names, where = {}, {}
+  for i = 1, #ids do
+    local id = ids[i]
+    local b = rx_part(rs, id)
+    local these = names[b]
+    if these then
+      local k = #these + 1
+      these[k] = id
+      where[b][k] = i
+    else
+      names[b] = {id}
+      where[b] = {i}
+    end
+  end
+  return names, where
+end
+
+local function rx_key(P, b)
+  return P .. ':R:' .. istr(b)
+end
+
+local function be32(x)
+  return string.char(math.floor(x / 16777216) % 256, math.floor(x / 65536) % 256,
+    math.floor(x / 256) % 256, x % 256)
+end
+
+local function rx_expiry_s(v)
+  local a, b, c, d = string.byte(v, 1, 4)
+  return ((a * 256 + b) * 256 + c) * 256 + d
+end
+
+-- The retained outcomes of ids (a list: the record, or false), in order.
+local function result_get_many(rs, ids)
+  local out = {}
+  if #ids == 0 then return out end
+  if rs.legacy then
+    local keys = {}
+    for i, id in ipairs(ids) do keys[i] = result_key(rs.P, id) end
+    return redis.call('MGET', unpack(keys))
+  end
+  if rs.N == 0 and not rs.G then  -- an empty table: nothing to look up
+    for i = 1, #ids do out[i] = false end
+    return out
+  end
+  local names, where = rx_group(rs, ids)
+  for b, these in pairs(names) do
+    local vals = redis.call('HMGET', rx_key(rs.P, b), unpack(these))
+    local idx = where[b]
+    for k = 1, #these do
+      local v = vals[k]
+      if v then out[idx[k]] = string.sub(v, 5) else out[idx[k]] = false end
+    end
+  end
+  if rs.G then  -- migrating: what the table lacks may still be a P:r:<id> string
+    for i, id in ipairs(ids) do
+      if not out[i] then out[i] = redis.call('GET', result_key(rs.P, id)) end
+    end
+  end
+  return out
+end
+
+local function result_get(rs, id)
+  return result_get_many(rs, {id})[1]
+end
+
+-- Move the ids of hash S that belong to S + 2^L there, and advance the split pointer.
+local function rx_split(rs)
+  local from = rx_key(rs.P, rs.S)
+  local to = rs.S + rs.lo
+  local all = redis.call('HGETALL', from)
+  local move, names = {}, {}
+  for i = 1, #all, 2 do
+    if rx_hash(all[i]) % rs.hi == to then
+      move[#move + 1] = all[i]
+      move[#move + 1] = all[i + 1]
+      names[#names + 1] = all[i]
+    end
+  end
+  if #names > 0 then
+    redis.call('HSET', rx_key(rs.P, to), unpack(move))
+    redis.call('HDEL', from, unpack(names))
+  end
+  rs.S = rs.S + 1
+  if rs.S == rs.lo then
+    rs.L = rs.L + 1
+    rs.S = 0
+    rs.lo = rs.hi
+    rs.hi = rs.hi * 2
+  end
+end
+
+-- Save L, S and N if this call changed them.
+local function rx_save(rs)
+  if rs.legacy or not rs.dirty then return end
+  redis.call('HSET', rs.P .. ':rx', 'L', istr(rs.L), 'S', istr(rs.S), 'N', istr(rs.N))
+  rs.dirty = false
+end
+
+-- Retain outcome vals[i] of ids[i] for ttl ms from now.
+local function result_put_many(rs, ids, vals, now, ttl)
+  if #ids == 0 then return end
+  if rs.legacy then
+    for i, id in ipairs(ids) do
+      redis.call('SET', result_key(rs.P, id), vals[i], 'PX', ttl)
+    end
+    return
+  end
+  -- split first, for room for them all: the new results go straight to their hashes,
+  -- and a split moves only what was there (a batch into an empty table moves nothing)
+  while rs.N + #ids > RX_LOAD * (rs.lo + rs.S) do rx_split(rs) end
+  local expiry = be32(math.ceil((now + ttl) / 1000))
+  local groups = {}
+  for i = 1, #ids do
+    local id = ids[i]
+    local b = rx_part(rs, id)
+    local fields = groups[b]
+    if not fields then
+      fields = {}
+      groups[b] = fields
+    end
+    fields[#fields + 1] = id
+    fields[#fields + 1] = expiry .. vals[i]
+  end
+  for b, fields in pairs(groups) do
+    rs.N = rs.N + redis.call('HSET', rx_key(rs.P, b), unpack(fields))
+  end
+  rs.dirty = true
+  rx_save(rs)
+end
+
+-- Drop the retained outcomes of ids (a re-armed id), wherever they are.
+local function result_del_many(rs, ids)
+  if #ids == 0 then return end
+  if rs.legacy or rs.G then
+    local keys = {}
+    for i, id in ipairs(ids) do keys[i] = result_key(rs.P, id) end
+    redis.call('DEL', unpack(keys))
+    if rs.legacy then return end
+  end
+  local groups = rx_group(rs, ids)
+  for b, names in pairs(groups) do
+    rs.N = rs.N - redis.call('HDEL', rx_key(rs.P, b), unpack(names))
+  end
+  rs.dirty = true
 end
 
 -- SADD each group of ids (bucket number n -> ids) to its bucket key_of(P, n), and each
@@ -217,11 +434,10 @@ end
 -- Decide pending timers, once each: remove them from every index, append their outcomes
 -- to the stream (in the order given), retain each outcome (at its result key) for
 -- get/wait/idempotent retries, tell the leader. Timer i is ids[i], with pending record
--- recs[i] and result key rkeys[i] (parallel lists: no table per timer). The index writes
--- are coalesced: one HDEL, one SREM per durable bucket and watch key, one ZREM for the
--- buckets left empty; the stream entry and the retained outcome are one call each per
--- timer.
-local function decide_many(ctx, ids, recs, rkeys, outcome, now)
+-- recs[i] (parallel lists: no table per timer). The index writes are coalesced: one
+-- HDEL, one SREM per durable bucket and watch key, one ZREM for the buckets left empty,
+-- one HSET per results-table hash (format 3); the stream entry is one call per timer.
+local function decide_many(ctx, ids, recs, outcome, now)
   if #ids == 0 then return end
   local watched = {}
   for i, rec in ipairs(recs) do
@@ -233,20 +449,22 @@ local function decide_many(ctx, ids, recs, rkeys, outcome, now)
     redis.call('SREM', watch_key(ctx.P, k), unpack(members))
   end
   local at = istr(now)
+  local vals = {}
   for i, id in ipairs(ids) do
     local rec = recs[i]
     redis.call('XADD', ctx.out, '*', 'id', id, 'outcome', outcome, 'deadline', istr(rec.d),
       'decided', at, 'payload', rec.p)
-    redis.call('SET', rkeys[i], pack_result(rec, outcome, now), 'PX', ctx.ttl)
+    vals[i] = pack_result(rec, outcome, now)
     if ctx.ev then  -- fire and sweep clear it: their caller is the leader, which knows
       redis.call('PUBLISH', ctx.ev, 'X ' .. outcome .. ' ' .. id)
     end
   end
+  result_put_many(results(ctx), ids, vals, now, ctx.ttl)
 end
 
 -- Decide one pending timer (cancel, complete, notify): decide_many of one.
-local function decide(ctx, id, rec, outcome, now, rkey)
-  decide_many(ctx, {id}, {rec}, {rkey}, outcome, now)
+local function decide(ctx, id, rec, outcome, now)
+  decide_many(ctx, {id}, {rec}, outcome, now)
 end
 
 -- Fail with FENCED unless `worker` holds the shard's lease at `epoch`.
@@ -271,21 +489,21 @@ end
 
 -- The pending record of `id`; or nil and the reply for an id already decided (with its
 -- retained outcome) or unknown.
-local function pending_record(tkey, rkey, id)
+local function pending_record(P, tkey, id)
   local raw = redis.call('HGET', tkey, id)
   if raw then return read_rec(raw), nil end
-  local retained = redis.call('GET', rkey)
+  local retained = result_get(results_of(P), id)
   if retained then return nil, {'decided', retained} end
   return nil, {'missing'}
 end
 
 -- cancel and complete: decide one timer by id with `outcome`, or say why not.
--- KEYS: t, buckets, out, r:<id>; ARGV: P, id, bucket_ms, result_ttl_ms, events channel.
+-- KEYS: t, buckets, out; ARGV: P, id, bucket_ms, result_ttl_ms, events channel.
 local function decide_by_id(outcome)
   local P, id = ARGV[1], ARGV[2]
-  local rec, reply = pending_record(KEYS[1], KEYS[4], id)
+  local rec, reply = pending_record(P, KEYS[1], id)
   if not rec then return reply end
   local ctx = shard_ctx(P, KEYS[1], KEYS[2], KEYS[3], ARGV[5], ARGV[3], ARGV[4])
-  decide(ctx, id, rec, outcome, now_ms(), KEYS[4])
+  decide(ctx, id, rec, outcome, now_ms())
   return {outcome}
 end

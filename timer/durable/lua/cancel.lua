@@ -1,6 +1,6 @@
 --[[ cancel: decide a pending timer as cancelled.
 
-KEYS[1]  P:t        KEYS[2]  P:buckets    KEYS[3]  P:out (STREAM)    KEYS[4]  P:r:<id>
+KEYS[1]  P:t        KEYS[2]  P:buckets    KEYS[3]  P:out (STREAM)
 ARGV[1]  P          ARGV[2]  id           ARGV[3]  bucket_ms          ARGV[4]  result_ttl_ms
 ARGV[5]  events channel of the shard
 

@@ -1,7 +1,7 @@
 --[[ fire: the leader expires a batch of due timers, fenced by its lease and epoch.
 
 KEYS[1]  P:t        KEYS[2]  P:buckets    KEYS[3]  P:out (STREAM)
-KEYS[4]  P:lease    KEYS[5]  P:epoch      KEYS[5+i]  P:r:<id_i> for each id
+KEYS[4]  P:lease    KEYS[5]  P:epoch
 ARGV[1]  P          ARGV[2]  worker id    ARGV[3]  epoch (fencing token)
 ARGV[4]  bucket_ms  ARGV[5]  result_ttl_ms ARGV[6] events channel of the shard (unused: nothing is published)
 ARGV[6+i] id_i      (oldest deadline first: outcomes are appended in this order)
@@ -21,7 +21,7 @@ local now = now_ms()
 local ids = {}
 for i = 7, #ARGV do ids[#ids + 1] = ARGV[i] end
 local raws = redis.call('HMGET', KEYS[1], unpack(ids))
-local fired, early, recs, rkeys, seen = {}, {}, {}, {}, {}
+local fired, early, recs, seen = {}, {}, {}, {}
 for i, id in ipairs(ids) do
   local raw = raws[i]
   if raw and not seen[id] then  -- an id twice in one batch is decided once
@@ -31,12 +31,11 @@ for i, id in ipairs(ids) do
       local k = #fired + 1
       fired[k] = id
       recs[k] = rec
-      rkeys[k] = KEYS[5 + i]
     else
       early[#early + 1] = id
       early[#early + 1] = istr(rec.d)
     end
   end
 end
-decide_many(ctx, fired, recs, rkeys, 'expired', now)
+decide_many(ctx, fired, recs, 'expired', now)
 return {fired, early}

@@ -12,7 +12,7 @@ Returns  {completed, remaining}  timers completed by this call, and how many sti
          key unprocessed (call again while remaining > 0: every call is idempotent)
 Atomic   each timer's count and completion are decided inside this one script.
 Cost     O(min(limit, watchers) * W).
-Keys built from P: P:w:<key> (watch index), P:b:<n> (buckets), P:r:<id> (outcomes).
+Keys built from P: P:w:<key> (watch index), P:b:<n> (buckets), P:r:<id> or P:R:<b> (outcomes).
 ]]
 local P, key = ARGV[1], ARGV[2]
 local ctx = shard_ctx(P, KEYS[1], KEYS[2], KEYS[3], ARGV[5], ARGV[3], ARGV[4])
@@ -38,7 +38,7 @@ for _, id in ipairs(ids) do
     end
     if #rec.g >= rec.n then
       now = now or now_ms()
-      decide(ctx, id, rec, 'completed', now, result_key(P, id))
+      decide(ctx, id, rec, 'completed', now)
       completed = completed + 1
     else
       redis.call('HSET', KEYS[1], id, pack_rec(rec))

@@ -1,6 +1,6 @@
 --[[ reschedule: move a pending timer to a new deadline (its watch list and payload stay).
 
-KEYS[1]  P:t        KEYS[2]  P:buckets    KEYS[3]  P:r:<id>
+KEYS[1]  P:t        KEYS[2]  P:buckets
 ARGV[1]  P          ARGV[2]  id
 ARGV[3]  mode 'in' | 'at'                 ARGV[4]  delay_ms | deadline_ms (epoch ms, Redis time)
 ARGV[5]  bucket_ms  ARGV[6]  max_delay_ms ARGV[7]  events channel of the shard
@@ -14,7 +14,7 @@ Cost     O(1).
 ]]
 local P, id, mode = ARGV[1], ARGV[2], ARGV[3]
 local value, bucket_ms, max_delay = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local rec, reply = pending_record(KEYS[1], KEYS[3], id)
+local rec, reply = pending_record(P, KEYS[1], id)
 if not rec then return reply end
 local now = now_ms()
 local deadline, too_far = deadline_of(mode, value, now, max_delay)

@@ -1,14 +1,14 @@
 --[[ schedule: create timers once each, or say what already exists under their ids.
 
 One call takes N timers of one shard (schedule is N = 1, schedule_many sends batches):
-the existence checks are one MGET and one HMGET, the clock is read once, the writes are
+the existence checks are one HMGET of records and one of retained outcomes per
+results-table hash (one MGET of P:r:<id> keys in formats 1 and 2), the clock is read once, the writes are
 one HSET, one SADD per durable bucket, one ZADD per bucket mirror and one SADD per watch
 key, and one event is published for the whole call. In format 2 a timer due far enough
 ahead goes to a coarse bucket (P:c:<m>, mirrored in P:coarse; see _lib).
 
 KEYS[1]      P:t         HASH  id -> record
 KEYS[2]      P:buckets   ZSET  durable bucket n -> n * bucket_ms
-KEYS[2+i]    P:r:<id_i>  STRING retained outcome of the i-th timer's id
 ARGV[1]  P           shard prefix, e.g. {tw:default:3}
 ARGV[2]  bucket_ms   width of a durable bucket, ms
 ARGV[3]  max_delay_ms  a deadline further than this from now is refused
@@ -23,8 +23,10 @@ ARGV[6]  timers      msgpack array; each timer is an array
                      scheduled again (a new arming with its own outcome), 0: that outcome
                      is returned; watch keys deduplicated and sorted by the client, all
                      routing to this shard.
-ARGV[7]  format      record format of the timers created: 1 (map) or 2 (compact array),
-                     the namespace's (see _lib); an existing record keeps its own
+ARGV[7]  format      the namespace's: its timers are created in record format 1 (map)
+                     or, from 2 on, 2 (compact array) (see _lib); an existing record
+                     keeps its own. Where outcomes are retained is the shard's own
+                     (P:rx, see _lib), not this argument's.
 
 Returns  one reply per timer, in order:
          deadline_ms (an integer)                      this call created the timer
@@ -42,13 +44,14 @@ Cost     O(N + W) for N timers and W watch keys.
 ]]
 local P, bucket_ms, max_delay = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local origin = ARGV[5]
-local fmt = tonumber(ARGV[7]) or 1
+local fmt = math.min(tonumber(ARGV[7]) or 1, 2)
 local timers = cmsgpack.unpack(ARGV[6])
 local n = #timers
 
 local ids = {}
 for i = 1, n do ids[i] = timers[i][1] end
-local retained = redis.call('MGET', unpack(KEYS, 3, n + 2))
+local rs = results_of(P)
+local retained = result_get_many(rs, ids)
 local existing = redis.call('HMGET', KEYS[1], unpack(ids))
 
 local now = now_ms()
@@ -92,7 +95,7 @@ for i = 1, n do
       replies[i] = too_far
     else
       -- re-armed: the old outcome stays in the stream only
-      if retained[i] then gone[#gone + 1] = KEYS[i + 2] end
+      if retained[i] then gone[#gone + 1] = id end
       local watch = t[7] or NONE
       local rec = {d = deadline, p = t[4], w = watch, n = t[5] or 1, g = NONE, c = now, s = origin,
         fmt = fmt}
@@ -123,7 +126,10 @@ for i = 1, n do
 end
 
 if #events > 0 then
-  if #gone > 0 then redis.call('DEL', unpack(gone)) end
+  if #gone > 0 then
+    result_del_many(rs, gone)
+    rx_save(rs)
+  end
   redis.call('HSET', KEYS[1], unpack(fields))
   add_to_buckets(P, bucket_key, KEYS[2], bucket_ms, buckets)
   add_to_buckets(P, coarse_key, coarse_mirror(P), COARSE_MS, coarse)

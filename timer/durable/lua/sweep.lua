@@ -19,7 +19,7 @@ Errors   FENCED
 Atomic   as fire: never early by Redis TIME, never twice.
 Cost     O(limit * W) plus O(log B) per bucket visited; one HMGET per bucket, the
          index writes coalesced (see decide_many).
-Keys built from P: P:b:<n>, P:w:<key>, P:r:<id>.
+Keys built from P: P:b:<n>, P:c:<m>, P:coarse, P:w:<key>, P:r:<id>, P:rx, P:R:<b>.
 ]]
 local fenced = check_fence(KEYS[4], KEYS[5], ARGV[2], ARGV[3])
 if fenced then return fenced end
@@ -38,7 +38,7 @@ for _, n in ipairs(ended) do
   local ids = redis.call('SRANDMEMBER', b, budget)
   if #ids > 0 then
     local raws = redis.call('HMGET', KEYS[1], unpack(ids))
-    local due, recs, rkeys, stale = {}, {}, {}, {}
+    local due, recs, stale = {}, {}, {}
     for i, id in ipairs(ids) do
       local raw = raws[i]
       if raw then
@@ -47,7 +47,6 @@ for _, n in ipairs(ended) do
           local k = #due + 1
           due[k] = id
           recs[k] = rec
-          rkeys[k] = result_key(P, id)
           fired[#fired + 1] = id
           fired[#fired + 1] = istr(rec.d)
         end
@@ -57,7 +56,7 @@ for _, n in ipairs(ended) do
     end
     budget = budget - #ids
     if #stale > 0 then redis.call('SREM', b, unpack(stale)) end
-    decide_many(ctx, due, recs, rkeys, 'expired', now)
+    decide_many(ctx, due, recs, 'expired', now)
   end
   if redis.call('SCARD', b) == 0 then
     redis.call('ZREM', KEYS[2], n)

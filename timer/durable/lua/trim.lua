@@ -6,15 +6,26 @@ acknowledged it: for each group the oldest entry it still needs is its oldest pe
 (delivered, not acked) entry, or else the first after its last-delivered id. The stream
 is cut below the oldest of those bounds and the age bound (XTRIM MINID, exact).
 
-KEYS[1]  P:out (STREAM)
-ARGV[1]  retention_ms: keep every outcome decided less than this long ago (0: none)
-ARGV[2]  keep_unread: 1 = never drop an entry a group has not acked; 0 = age only
+It also drops the retained outcomes (format 3's results table, see _lib) whose
+result_ttl has passed: it visits a thirtieth of the table's hashes (at least 64, at most
+ARGV[4]) round robin from the cursor C, so at one call a minute (the workers') every
+outcome is looked at within half an hour of its expiry while the table has at most
+30 * ARGV[4] hashes (about 32 outcomes each). Formats 1 and 2 leave that to Redis (PX).
 
-Returns  {removed, minid, held}: entries removed, the MINID used ('' if the stream does
-         not exist), held = 1 if entries older than the retention are left (a consumer
-         group still owes them).
+KEYS[1]  P:out (STREAM)
+ARGV[1]  retention_ms: keep every outcome decided less than this long ago (0: none);
+         '' leaves the stream as it is (only the results table is trimmed)
+ARGV[2]  keep_unread: 1 = never drop an entry a group has not acked; 0 = age only
+ARGV[3]  P          ARGV[4]  the most results-table hashes to visit
+
+Returns  {removed, minid, held, dropped}: entries removed, the MINID used ('' if the
+         stream does not exist or was left), held = 1 if entries older than the
+         retention are left (a consumer group still owes them), dropped = retained
+         outcomes dropped from the results table.
 Atomic   groups cannot read or ack between the bound being computed and the trim.
-Cost     O(G) for G groups, plus O(removed) (whole macro nodes are freed at once).
+Cost     O(G) for G groups, plus O(removed) (whole macro nodes are freed at once), plus
+         O(32) per results-table hash visited.
+Keys built from P: P:rx, P:R:<b>.
 ]]
 local function parse(id)
   local ms, seq = string.match(id, '^(%d+)-(%d+)$')
@@ -25,9 +36,35 @@ local function less(a_ms, a_seq, b_ms, b_seq)
   return a_ms < b_ms or (a_ms == b_ms and a_seq < b_seq)
 end
 
-if redis.call('EXISTS', KEYS[1]) == 0 then return {0, '', 0} end
+local now = now_ms()
+
+-- Drop the expired outcomes of the results table's next hashes; how many went.
+local function trim_results(P, most)
+  local rs = results_of(P)
+  if rs.legacy then return 0 end
+  local size = rs.lo + rs.S
+  local visit = math.min(size, math.max(64, math.ceil(size / 30)), most)
+  local at = tonumber(redis.call('HGET', P .. ':rx', 'C') or '0') % size
+  local now_s = now / 1000
+  local dropped = 0
+  for k = 0, visit - 1 do
+    local key = rx_key(P, (at + k) % size)
+    local all = redis.call('HGETALL', key)
+    local gone = {}
+    for i = 1, #all, 2 do
+      if rx_expiry_s(all[i + 1]) <= now_s then gone[#gone + 1] = all[i] end
+    end
+    if #gone > 0 then dropped = dropped + redis.call('HDEL', key, unpack(gone)) end
+  end
+  rs.N = rs.N - dropped
+  redis.call('HSET', P .. ':rx', 'C', istr((at + visit) % size), 'N', istr(rs.N))
+  return dropped
+end
+
+local dropped = trim_results(ARGV[3], tonumber(ARGV[4]))
+if ARGV[1] == '' or redis.call('EXISTS', KEYS[1]) == 0 then return {0, '', 0, dropped} end
 -- entries decided at or before now - retention go: the bound is exclusive, hence + 1
-local age_ms = math.max(now_ms() - tonumber(ARGV[1]) + 1, 0)
+local age_ms = math.max(now - tonumber(ARGV[1]) + 1, 0)
 local keep_ms, keep_seq = age_ms, 0
 if ARGV[2] == '1' then
   for _, group in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
@@ -54,4 +91,4 @@ if first then
   local first_ms = parse(first[1])
   if first_ms < age_ms then held = 1 end
 end
-return {removed, minid, held}
+return {removed, minid, held, dropped}

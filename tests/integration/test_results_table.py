@@ -1,0 +1,159 @@
+"""The results table (format 3, #14): retained outcomes in small hashes found by linear
+hashing, dropped by trim once their result_ttl has passed."""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from timer import TimerClient
+from timer.durable.keys import ShardKeys, results_part_of
+from timer.durable.scripts import ScriptName, source
+from timer.testing import RedisServer
+
+from .conftest import SHARDS, retained, server_now_ms
+
+pytestmark = pytest.mark.redis
+
+# the mean results a hash holds before one splits, as _lib.lua says
+RX_LOAD = int(
+    re.search(r"^local RX_LOAD = (\d+)$", source(ScriptName.GET), re.MULTILINE).group(1)  # type: ignore[union-attr]
+)
+
+
+def table(r: redis.Redis, sk: ShardKeys) -> dict[str, int]:
+    return {k.decode(): int(v) for k, v in r.hgetall(sk.results_table).items()}
+
+
+def check_table(r: redis.Redis, sk: ShardKeys) -> dict[str, int]:
+    """Every id is in the hash linear hashing names for it, N counts them all, and the
+    table has split as often as its load says; the table's state."""
+    st = table(r, sk)
+    parts = 2 ** st["L"] + st["S"]
+    assert st["N"] <= RX_LOAD * parts, st
+    held = 0
+    for b in range(parts):
+        names = r.hkeys(sk.results_part(b))
+        held += len(names)
+        for name in names:
+            assert results_part_of(name.decode(), st["L"], st["S"]) == b, (name, b, st)
+    assert held == st["N"]
+    found = len(list(r.scan_iter(match=sk.results_part(0)[:-1] + "*", count=1000)))
+    assert found <= parts  # no hash outside the table's range
+    return st
+
+
+def decided_in_shard(c: TimerClient, shard: int, n: int, tag: str) -> list[str]:
+    ids = [f"{tag}:{i}" for i in range(20 * n) if c.shard_of(f"{tag}:{i}") == shard][:n]
+    now = server_now_ms(c.redis)
+    c.schedule_many([{"id": i, "deadline_ms": now + 600_000, "payload": i} for i in ids])
+    for tid in ids:
+        assert c.cancel(tid)
+    return ids
+
+
+def test_the_table_splits_as_it_grows_and_every_outcome_stays_found(
+    client: TimerClient,
+) -> None:
+    """5,000 outcomes in one shard: the table grows by splits to ~150 hashes of about
+    RX_LOAD each, each id where linear hashing puts it; every outcome still answers get,
+    and a retried schedule of any of them is an idempotent answer, not a new timer."""
+    sk = client.keys.shard(1)
+    assert table(client.redis, sk) == {"L": 0, "S": 0, "N": 0}
+    ids = decided_in_shard(client, 1, 5_000, "grow")
+    st = check_table(client.redis, sk)
+    assert st["N"] == 5_000 and 2 ** st["L"] + st["S"] >= 5_000 // RX_LOAD
+    for tid in random.Random(3).sample(ids, 200):
+        info = client.get(tid)
+        assert info is not None and (info.state, info.payload) == ("cancelled", tid)
+    again = client.schedule_many([{"id": i, "delay_ms": 1_000, "payload": i} for i in ids])
+    assert all(not t.created and t.state == "cancelled" for t in again)  # type: ignore[union-attr]
+    assert client.get("grow:none") is None
+
+
+def test_rearm_takes_an_outcome_out_of_the_table(client: TimerClient) -> None:
+    """A re-armed id's outcome leaves the table (N too), and its next outcome goes in."""
+    ids = decided_in_shard(client, 2, 300, "rearm")
+    sk = client.keys.shard(2)
+    client.schedule_many([{"id": i, "delay_ms": 60_000, "payload": i, "rearm": True}
+                          for i in ids[:100]])  # fmt: skip
+    st = check_table(client.redis, sk)
+    assert st["N"] == 200
+    assert all(retained(client.redis, sk, i)[0] is None for i in ids[:100])
+    for tid in ids[:100]:
+        assert client.complete(tid)
+    assert check_table(client.redis, sk)["N"] == 300
+    info = client.get(ids[0])
+    assert info is not None and info.state == "completed"
+
+
+@pytest.fixture
+def short(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
+    """A client whose outcomes are retained for 1 s."""
+    c = TimerClient.from_url(redis_server.url, namespace, result_ttl_s=1)
+    c.init(shards=SHARDS)
+    yield c
+    c.close()
+
+
+def wait_server_time(r: redis.Redis, at_ms: int, timeout_s: float = 10) -> None:
+    deadline = time.monotonic() + timeout_s
+    while server_now_ms(r) < at_ms:  # a condition polled up to a deadline
+        assert time.monotonic() < deadline, "the server clock did not reach the expiry"
+        time.sleep(0.02)
+
+
+def test_trim_drops_outcomes_past_their_ttl_and_keeps_the_rest(
+    short: TimerClient, client: TimerClient
+) -> None:
+    """Outcomes retained for 1 s are dropped by the first trim after that second (its
+    stream left as it is with retention None); outcomes retained for the default day in
+    the same shard are kept; N follows."""
+    assert short.namespace == client.namespace
+    brief = decided_in_shard(short, 0, 400, "brief")
+    long = decided_in_shard(client, 0, 100, "long")
+    sk = client.keys.shard(0)
+    expiry = max(e for _, e in (retained(client.redis, sk, i) for i in brief) if e)
+    assert client.trim_outcomes(None)[0].results_dropped == 0  # not yet
+    wait_server_time(client.redis, expiry)
+    done = client.trim_outcomes(None)
+    assert done[0].results_dropped == 400 and done[0].removed == 0
+    assert client.outcomes_total() == 500  # the stream was left
+    assert all(client.get(i) is None for i in brief)
+    assert all(client.get(i) is not None for i in long)
+    assert check_table(client.redis, sk)["N"] == 100
+
+
+def test_trim_visits_a_bounded_part_of_a_large_table_round_robin(client: TimerClient) -> None:
+    """With more hashes than one call visits, successive calls go round the table from
+    the cursor and together reach every hash (here: drop every outcome, made due by
+    moving each value's expiry into the past)."""
+    sk = client.keys.shard(3)
+    decided_in_shard(client, 3, 4_000, "big")
+    parts = 2 ** table(client.redis, sk)["L"] + table(client.redis, sk)["S"]
+    assert parts > 64  # more than one call's minimum visit
+    for b in range(parts):  # expire everything: the first 4 bytes are the expiry (s)
+        key = sk.results_part(b)
+        for name, value in client.redis.hgetall(key).items():
+            client.redis.hset(key, name, (1).to_bytes(4, "big") + value[4:])
+    dropped, calls = 0, 0
+    while dropped < 4_000:
+        calls += 1
+        assert calls <= parts, "trim did not reach every hash"
+        dropped += client.trim_outcomes(None, shards=[3])[0].results_dropped
+    assert dropped == 4_000 and calls > 1
+    assert check_table(client.redis, sk)["N"] == 0
+
+
+def test_memory_reports_the_table_bytes_per_decided_timer(client: TimerClient) -> None:
+    """stats --memory estimates a decided timer from the table's sampled hashes."""
+    decided_in_shard(client, 0, 1_000, "mem")
+    m = client.memory()
+    assert m["retained_in_table"] == 1_000
+    assert m["sampled_results"] > 0
+    assert m["bytes_per_decided_timer"] is not None and 20 < m["bytes_per_decided_timer"] < 400

@@ -1,0 +1,13 @@
+--[[ get: a timer's pending record or its retained outcome, read together.
+
+KEYS[1]  P:t
+ARGV[1]  P          ARGV[2]  id
+
+Returns  {record or false, retained outcome or false}: the outcome is looked up only when
+         no record is pending (in the results table or, formats 1 and 2, at P:r:<id>).
+Cost     O(1).
+Keys built from P: P:rx, P:R:<b>, P:r:<id>.
+]]
+local raw = redis.call('HGET', KEYS[1], ARGV[2])
+if raw then return {raw, false} end
+return {false, result_get(results_of(ARGV[1]), ARGV[2])}
