@@ -1,6 +1,7 @@
-"""Coarse buckets (format 2, #14): far timers wait in one bucket per hour, the sweep moves
-them into the fine buckets an hour ahead, and every index stays exact: each pending timer
-in exactly one bucket, every bucket in its mirror, no empty bucket left behind."""
+"""Coarse buckets (formats 2 and 3, #14): far timers wait in one bucket per hour, the
+sweep moves them into the fine buckets an hour ahead, and the indexes stay sound: each
+pending timer in the fine bucket its deadline names or in its hour's coarse bucket, every
+bucket in its mirror, no empty bucket left behind."""
 
 from __future__ import annotations
 
@@ -21,7 +22,13 @@ HOUR = COARSE_MS
 
 
 def indexes(c: TimerClient) -> dict[str, Any]:
-    """Where each pending timer is indexed, and the index invariants checked on the way."""
+    """Where each pending timer is indexed, and the index invariants checked on the way.
+
+    Fine buckets (sets) are exact: each pending timer is in at most one, the one its
+    deadline names, and they hold nothing else. Coarse buckets are lists in format 3 and
+    keep the ids of timers decided or moved since (see add_to_coarse in _lib.lua): a
+    pending timer in no fine bucket must be in the coarse bucket of its deadline's hour.
+    No bucket is empty or outside its mirror."""
     r, where = c.redis, {}
     bucket_ms = c.meta.bucket_ms
     for s in range(c.meta.shards):
@@ -29,25 +36,36 @@ def indexes(c: TimerClient) -> dict[str, Any]:
         records = {k.decode(): decode_pending(v) for k, v in r.hgetall(sk.timers).items()}
         fine = {int(n) for n in r.zrange(sk.buckets, 0, -1)}
         coarse = {int(m) for m in r.zrange(sk.coarse_buckets, 0, -1)}
-        members: dict[str, list[str]] = {}
-        for kind, names, key in (("fine", fine, sk.bucket), ("coarse", coarse, sk.coarse)):
-            for n in names:
-                ids = [m.decode() for m in r.smembers(key(n))]
-                assert ids, f"{kind} bucket {n} is in its mirror but empty"
-                for tid in ids:
-                    members.setdefault(tid, []).append(f"{kind}:{n}")
+        in_fine: dict[str, list[int]] = {}
+        for n in fine:
+            ids = [m.decode() for m in r.smembers(sk.bucket(n))]
+            assert ids, f"fine bucket {n} is in its mirror but empty"
+            for tid in ids:
+                in_fine.setdefault(tid, []).append(n)
+        in_coarse: dict[int, set[str]] = {}
+        for m in coarse:
+            key = sk.coarse(m)
+            kind = r.type(key).decode()
+            assert kind == ("list" if c.meta.version >= 3 else "set"), (m, kind)
+            ids = [
+                x.decode() for x in (r.lrange(key, 0, -1) if kind == "list" else r.smembers(key))
+            ]
+            assert ids, f"coarse bucket {m} is in its mirror but empty"
+            in_coarse[m] = set(ids)
         for pattern, names in (("b", fine), ("c", coarse)):  # no bucket outside its mirror
             keys = {
                 int(k.decode().rsplit(":", 1)[1]) for k in r.scan_iter(f"{sk.prefix}:{pattern}:*")
             }
             assert keys == names, (pattern, keys, names)
-        assert set(members) == set(records), "a bucket holds a decided id, or a timer none"
+        assert set(in_fine) <= set(records), "a fine bucket holds a decided id"
         for tid, rec in records.items():
-            (place,) = members[tid]  # exactly one bucket
-            kind, n = place.split(":")
-            width = bucket_ms if kind == "fine" else HOUR
-            assert int(n) == rec["d"] // width, (tid, place, rec["d"])
-            where[tid] = kind
+            if tid in in_fine:
+                (n,) = in_fine[tid]  # at most one fine bucket: the one its deadline names
+                assert n == rec["d"] // bucket_ms, (tid, n, rec["d"])
+                where[tid] = "fine"
+            else:
+                assert tid in in_coarse.get(rec["d"] // HOUR, set()), f"{tid} is in no bucket"
+                where[tid] = "coarse"
     return where
 
 
@@ -61,7 +79,7 @@ def move_to_coarse(c: TimerClient, tid: str) -> None:
     assert r.srem(sk.bucket(n), tid) == 1
     if not r.exists(sk.bucket(n)):
         r.zrem(sk.buckets, str(n))
-    r.sadd(sk.coarse(m), tid)
+    r.rpush(sk.coarse(m), tid)
     r.zadd(sk.coarse_buckets, {str(m): m * HOUR})
 
 
@@ -206,3 +224,58 @@ def test_a_worker_fires_overdue_timers_left_in_coarse_buckets_once(
     assert sorted(outcomes) == sorted(ids)  # each once
     assert w.stats.cascaded == len(ids)  # every one moved once, by the sweep
     assert indexes(client) == {}
+
+
+def test_stale_and_repeated_ids_in_a_coarse_list_are_skipped(client: TimerClient) -> None:
+    """A coarse list keeps the ids of timers cancelled or moved while in it, and an id
+    may be in it twice: the cascade moves each pending one once, into the fine bucket
+    its deadline names, fires each overdue one once, and never one cancelled or one
+    whose deadline moved to another hour (not early)."""
+    now = server_now_ms(client.redis)
+    due = [f"due{i}{{c}}" for i in range(20)]  # overdue: the sweep fires them
+    soon = [f"soon{i}{{c}}" for i in range(20)]  # later this hour: moved, not fired
+    client.schedule_many([{"id": t, "deadline_ms": now - 60_000} for t in due])
+    client.schedule_many([{"id": t, "deadline_ms": now + HOUR // 2} for t in soon])
+    for t in due + soon:
+        move_to_coarse(client, t)
+    for t in due[:5]:
+        coarse = client.keys.shard(client.shard_of(t)).coarse
+        client.redis.rpush(coarse((now - 60_000) // HOUR), t)  # twice
+    for t in due[5:10]:
+        assert client.cancel(t)  # stays in the list, decided
+    for t in due[10:15]:  # moved to another hour, far ahead: a stale entry here
+        assert client.reschedule(t, deadline_ms=now + 5 * HOUR) is not None
+    where = indexes(client)
+    assert all(where[t] == "coarse" for t in due[10:15])
+    fired, moved = sweep_all(client)
+    fired_ids = sorted(fired)
+    expect = sorted(due[:5] + due[15:])
+    assert fired_ids == expect  # once each: repeated ids too; cancelled and moved never
+    assert moved == len(expect) + len(soon)
+    assert indexes(client) == {**dict.fromkeys(soon, "fine"), **dict.fromkeys(due[10:15], "coarse")}
+    assert sorted(o.id for o in client.all_outcomes() if o.outcome == "expired") == expect
+
+
+def test_a_migrated_namespace_keeps_adding_to_its_coarse_sets(
+    redis_server: RedisServer, namespace: str
+) -> None:
+    """Coarse buckets a format-2 namespace made are sets: after migrate, a far timer due
+    in such an hour is added to that set; a new hour gets a list; both cascade."""
+    c = TimerClient.from_url(redis_server.url, namespace)
+    c.init(shards=SHARDS)
+    c.redis.hset(c.keys.meta, "version", 2)
+    c.redis.delete(*(c.keys.shard(s).results_table for s in range(SHARDS)))
+    c = TimerClient.from_url(redis_server.url, namespace)
+    now = server_now_ms(c.redis)
+    c.schedule("old{m}", deadline_ms=now + 3 * HOUR)
+    sk = c.keys.shard(c.shard_of("old{m}"))
+    assert c.redis.type(sk.coarse((now + 3 * HOUR) // HOUR)) == b"set"
+    c.migrate()
+    c = TimerClient.from_url(redis_server.url, namespace)
+    c.schedule("new{m}", deadline_ms=now + 3 * HOUR + 1)
+    c.schedule("newer{m}", deadline_ms=now + 6 * HOUR)
+    assert c.redis.smembers(sk.coarse((now + 3 * HOUR) // HOUR)) >= {b"old{m}", b"new{m}"}
+    assert c.redis.type(sk.coarse((now + 6 * HOUR) // HOUR)) == b"list"
+    assert c.cancel("old{m}")
+    assert not c.redis.sismember(sk.coarse((now + 3 * HOUR) // HOUR), "old{m}")
+    c.close()

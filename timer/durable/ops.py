@@ -23,7 +23,16 @@ from . import groups as G
 from . import keys as K
 from .calls import Op as Op  # noqa: PLC0414 - re-exported for the clients
 from .codec import FORMAT_VERSION, decode_pending
-from .models import DueTimers, Meta, Outcome, ServerSettings, Timer, TimerInfo, Trimmed
+from .models import (
+    COARSE_MS,
+    DueTimers,
+    Meta,
+    Outcome,
+    ServerSettings,
+    Timer,
+    TimerInfo,
+    Trimmed,
+)
 from .scripts import ScriptName
 
 T = TypeVar("T")
@@ -681,30 +690,44 @@ def read_due(
     Bucket sets are read with SSCAN and records with HMGET in chunks, so no call blocks
     Redis long. Reading stops after the bucket that reaches ``max_ids``: a backlog left by
     a long outage is taken in slices, oldest buckets first, not all at once into memory.
-    ``coarse`` reads the coarse buckets (far timers) instead of the fine ones.
+    ``coarse`` reads the coarse buckets (far timers) instead of the fine ones: lists in
+    format 3 (read with LRANGE in chunks), whose ids may be stale or repeated (see
+    ``add_to_coarse`` in ``lua/_lib.lua``), so each id is taken once and only while its
+    deadline is in that bucket's hour.
     """
     mirror, bucket = (sk.coarse_buckets, sk.coarse) if coarse else (sk.buckets, sk.bucket)
     members = yield C.Command("zrangebyscore", (mirror, "-inf", until_ms))
     buckets: list[int] = []
-    ids: list[str] = []
+    ids: dict[str, set[int]] = {}  # id -> the buckets it was found in, in order
     for n in (int(m) for m in members):
         if n in skip:
             continue
         if len(ids) >= max_ids:
             break
         buckets.append(n)
+        kind = C.text((yield C.Command("type", (bucket(n),)))) if coarse else "set"
         cursor: Any = 0
         while True:
-            cursor, part = yield C.Command("sscan", (bucket(n), cursor), {"count": chunk})
-            ids.extend(C.text(m) for m in part)
+            if kind == "list":
+                part = yield C.Command("lrange", (bucket(n), cursor, cursor + chunk - 1))
+                cursor = 0 if len(part) < chunk else cursor + chunk
+            else:
+                cursor, part = yield C.Command("sscan", (bucket(n), cursor), {"count": chunk})
+            for m in part:
+                ids.setdefault(C.text(m), set()).add(n)
             if int(cursor) == 0:
                 break
+    width = COARSE_MS if coarse else None
     due: list[tuple[int, str]] = []
-    for start in range(0, len(ids), chunk):
-        part = ids[start : start + chunk]
+    names = list(ids)
+    for start in range(0, len(names), chunk):
+        part = names[start : start + chunk]
         records = yield C.Command("hmget", (sk.timers, part))
         for tid, raw in zip(part, records, strict=True):
-            if raw is not None:
-                due.append((int(decode_pending(raw)["d"]), tid))
+            if raw is None:
+                continue
+            d = int(decode_pending(raw)["d"])
+            if width is None or d // width in ids[tid]:
+                due.append((d, tid))
     due.sort()
     return DueTimers(buckets, due)

@@ -376,11 +376,48 @@ local function remove_from_buckets(P, key_of, mirror, groups)
   return removed
 end
 
--- Put a pending timer in its durable bucket (coarse if far) and the bucket in its mirror.
-local function index_bucket(P, bz, id, deadline, bucket_ms, far)
+--[[ Coarse buckets are LISTs in format 3 (a shard with a results table), SETs before.
+A set of strings has no compact encoding in Redis 7.0 (about 65 bytes an id in a coarse
+bucket of a thousand); a list is a few bytes over the id. A list cannot drop an id
+cheaply, so nothing is taken out of one: a timer decided or moved while in a coarse
+bucket leaves its id there, and cascade moves an id only if it is still pending and its
+deadline is still in that bucket's hour (so a stale or repeated entry is skipped or
+lands, again, in the one fine bucket its deadline names: fine buckets stay sets, exact).
+A coarse SET left by format 2 (a migrated namespace) is still added to and read. ]]
+local function add_to_coarse(P, groups, lists)
+  local scores = {}
+  for m, members in pairs(groups) do
+    local key = coarse_key(P, m)
+    local pushed = false
+    if lists then
+      local r = redis.pcall('RPUSH', key, unpack(members))
+      pushed = type(r) ~= 'table'  -- an error table: the key is a set (format 2)
+    end
+    if not pushed then redis.call('SADD', key, unpack(members)) end
+    scores[#scores + 1] = istr(m * COARSE_MS)
+    scores[#scores + 1] = istr(m)
+  end
+  if #scores > 0 then redis.call('ZADD', coarse_mirror(P), unpack(scores)) end
+end
+
+-- Take ids out of coarse SETs (format 2); coarse LISTs keep them (see add_to_coarse).
+local function remove_from_coarse(P, groups)
+  local empty = {}
+  for m, members in pairs(groups) do
+    local b = coarse_key(P, m)
+    local r = redis.pcall('SREM', b, unpack(members))
+    if type(r) ~= 'table' and r > 0 and redis.call('SCARD', b) == 0 then
+      empty[#empty + 1] = istr(m)
+    end
+  end
+  if #empty > 0 then redis.call('ZREM', coarse_mirror(P), unpack(empty)) end
+end
+
+-- Put a pending timer in its durable bucket (coarse if far) and the bucket in its mirror;
+-- lists: the shard keeps coarse buckets as lists (format 3).
+local function index_bucket(P, bz, id, deadline, bucket_ms, far, lists)
   if far then
-    add_to_buckets(P, coarse_key, coarse_mirror(P), COARSE_MS,
-      {[math.floor(deadline / COARSE_MS)] = {id}})
+    add_to_coarse(P, {[math.floor(deadline / COARSE_MS)] = {id}}, lists)
   else
     add_to_buckets(P, bucket_key, bz, bucket_ms, {[math.floor(deadline / bucket_ms)] = {id}})
   end
@@ -395,28 +432,41 @@ local function unindex_many(P, bz, ids, recs, bucket_ms)
   if remove_from_buckets(P, bucket_key, bz, fine) == #ids then return end
   local coarse = {}
   for i, id in ipairs(ids) do push(coarse, math.floor(recs[i].d / COARSE_MS), id) end
-  remove_from_buckets(P, coarse_key, coarse_mirror(P), coarse)
+  remove_from_coarse(P, coarse)
 end
 
 -- Move the coarse buckets starting less than COARSE_MS from now (or already past) into
 -- the fine buckets, at most `budget` timers; ids no longer pending are dropped. Returns
 -- how many timers it moved and whether coarse buckets that have started remain.
 local function cascade(P, tkey, bz, bucket_ms, now, budget)
-  local moved = 0
+  local moved, taken = 0, 0
   local ready = redis.call('ZRANGEBYSCORE', coarse_mirror(P), '-inf', now + COARSE_MS - 1,
     'LIMIT', 0, budget)
   for _, m in ipairs(ready) do
-    if moved >= budget then break end
-    local b = coarse_key(P, tonumber(m))
-    local ids = redis.call('SPOP', b, budget - moved)
+    if taken >= budget then break end
+    local hour = tonumber(m)
+    local b = coarse_key(P, hour)
+    local ids
+    if redis.call('TYPE', b).ok == 'list' then
+      ids = redis.call('LPOP', b, budget - taken) or {}
+    else
+      ids = redis.call('SPOP', b, budget - taken)
+    end
     if #ids > 0 then
       local raws = redis.call('HMGET', tkey, unpack(ids))
-      local fine = {}
-      for i, id in ipairs(ids) do
-        if raws[i] then push(fine, math.floor(read_rec(raws[i]).d / bucket_ms), id) end
+      local fine, seen = {}, {}
+      for i, id in ipairs(ids) do  -- pending, still due in this hour, once (see add_to_coarse)
+        if raws[i] and not seen[id] then
+          seen[id] = true
+          local d = read_rec(raws[i]).d
+          if math.floor(d / COARSE_MS) == hour then
+            push(fine, math.floor(d / bucket_ms), id)
+            moved = moved + 1
+          end
+        end
       end
       add_to_buckets(P, bucket_key, bz, bucket_ms, fine)
-      moved = moved + #ids
+      taken = taken + #ids
     end
     if redis.call('EXISTS', b) == 0 then redis.call('ZREM', coarse_mirror(P), m) end
   end

@@ -22,6 +22,7 @@ if too_far then return too_far end
 unindex_many(P, KEYS[2], {id}, {rec}, bucket_ms)
 rec.d = deadline
 redis.call('HSET', KEYS[1], id, pack_rec(rec))
-index_bucket(P, KEYS[2], id, deadline, bucket_ms, is_far(rec.fmt, deadline, now))
+index_bucket(P, KEYS[2], id, deadline, bucket_ms, is_far(rec.fmt, deadline, now),
+  not results_of(P).legacy)
 redis.call('PUBLISH', ARGV[7], 'R ' .. istr(deadline) .. ' ' .. id)
 return {'rescheduled', istr(deadline)}

@@ -1,8 +1,9 @@
 --[[ schedule: create timers once each, or say what already exists under their ids.
 
 One call takes N timers of one shard (schedule is N = 1, schedule_many sends batches):
-the existence checks are one HMGET of records and one of retained outcomes per
-results-table hash (one MGET of P:r:<id> keys in formats 1 and 2), the clock is read once, the writes are
+the existence checks are one HMGET of records and, for the ids not pending, one HMGET
+of retained outcomes per results-table hash (one MGET of P:r:<id> keys in formats 1
+and 2), the clock is read once, the writes are
 one HSET, one SADD per durable bucket, one ZADD per bucket mirror and one SADD per watch
 key, and one event is published for the whole call. In format 2 a timer due far enough
 ahead goes to a coarse bucket (P:c:<m>, mirrored in P:coarse; see _lib).
@@ -50,9 +51,18 @@ local n = #timers
 
 local ids = {}
 for i = 1, n do ids[i] = timers[i][1] end
-local rs = results_of(P)
-local retained = result_get_many(rs, ids)
 local existing = redis.call('HMGET', KEYS[1], unpack(ids))
+-- the retained outcomes of the ids not pending (an id is never both: see rearm below)
+local rs = results_of(P)
+local retained, absent, at = {}, {}, {}
+for i = 1, n do
+  retained[i] = false
+  if not existing[i] then
+    absent[#absent + 1] = ids[i]
+    at[#at + 1] = i
+  end
+end
+for k, v in ipairs(result_get_many(rs, absent)) do retained[at[k]] = v end
 
 local now = now_ms()
 local replies, here = {}, {}  -- here: id -> record created earlier in this call
@@ -132,7 +142,7 @@ if #events > 0 then
   end
   redis.call('HSET', KEYS[1], unpack(fields))
   add_to_buckets(P, bucket_key, KEYS[2], bucket_ms, buckets)
-  add_to_buckets(P, coarse_key, coarse_mirror(P), COARSE_MS, coarse)
+  add_to_coarse(P, coarse, not rs.legacy)
   for k, members in pairs(watched) do
     redis.call('SADD', watch_key(P, k), unpack(members))
   end
