@@ -348,3 +348,33 @@ def test_a_long_sweep_never_holds_a_lease_renewal_back(ns_client: TimerClient) -
         assert len(w.shards) == 4 and w.stats.leases_acquired == 4
     finally:
         w.close()
+
+
+def test_a_worker_drops_retained_outcomes_past_their_ttl_even_keeping_the_stream(
+    redis_server: RedisServer, ns_client: TimerClient
+) -> None:
+    """Outcomes retained for 1 s are dropped by the worker's trim once that second has
+    passed, with the stream kept for ever (retention 0); outcomes kept for a day stay."""
+    brief = TimerClient.from_url(redis_server.url, ns_client.namespace, result_ttl_s=1)
+    for i in range(20):
+        brief.schedule(f"brief{i}", delay_ms=3_600_000)
+        assert brief.cancel(f"brief{i}")
+        ns_client.schedule(f"day{i}", delay_ms=3_600_000)
+        assert ns_client.cancel(f"day{i}")
+    brief.close()
+    until = server_now_ms(ns_client.redis) + 2_000  # every brief outcome has expired then
+    w = make_worker(ns_client, "w1", outcome_retention_ms=0, trim_interval_ms=1)
+    try:
+
+        def dropped() -> bool:
+            if server_now_ms(ns_client.redis) < until:
+                return False
+            w.run_once()
+            return w.stats.results_dropped == 20
+
+        wait_for(dropped, 20, "the brief outcomes dropped")
+        assert all(ns_client.get(f"brief{i}") is None for i in range(20))
+        assert all(ns_client.get(f"day{i}") is not None for i in range(20))
+        assert ns_client.outcomes_total() == 40  # the stream kept every outcome
+    finally:
+        w.close()

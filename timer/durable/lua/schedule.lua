@@ -54,15 +54,16 @@ for i = 1, n do ids[i] = timers[i][1] end
 local existing = redis.call('HMGET', KEYS[1], unpack(ids))
 -- the retained outcomes of the ids not pending (an id is never both: see rearm below)
 local rs = results_of(P)
-local retained, absent, at = {}, {}, {}
+local retained, absent, at = {}, {}, {}  -- retained[i]: nil or false when there is none
 for i = 1, n do
-  retained[i] = false
   if not existing[i] then
-    absent[#absent + 1] = ids[i]
-    at[#at + 1] = i
+    local k = #absent + 1
+    absent[k] = ids[i]
+    at[k] = i
   end
 end
-for k, v in ipairs(result_get_many(rs, absent)) do retained[at[k]] = v end
+local got = result_get_many(rs, absent)
+for k = 1, #absent do retained[at[k]] = got[k] end
 
 local now = now_ms()
 local replies, here = {}, {}  -- here: id -> record created earlier in this call
