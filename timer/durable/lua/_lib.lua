@@ -124,7 +124,7 @@ local function is_far(fmt, deadline, now)
   return fmt == 2 and math.floor(deadline / COARSE_MS) * COARSE_MS >= now + COARSE_MS
 end
 
--- Append `id` to the list groups[k] (ids grouped by bucket number or watch key).
+-- Append `id` to the list groups[k] (ids grouped by bucket number or watch key); the list.
 local function push(groups, k, id)
   local g = groups[k]
   if not g then
@@ -314,15 +314,8 @@ local function result_put_many(rs, ids, vals, now, ttl)
   while rs.N + #ids > RX_LOAD * (rs.lo + rs.S) do rx_split(rs) end
   local expiry = be32(math.ceil((now + ttl) / 1000))
   local groups = {}
-  for i = 1, #ids do
-    local id = ids[i]
-    local b = rx_part(rs, id)
-    local fields = groups[b]
-    if not fields then
-      fields = {}
-      groups[b] = fields
-    end
-    fields[#fields + 1] = id
+  for i = 1, #ids do  -- each hash's fields: id, value, id, value...
+    local fields = push(groups, rx_part(rs, ids[i]), ids[i])
     fields[#fields + 1] = expiry .. vals[i]
   end
   for b, fields in pairs(groups) do
