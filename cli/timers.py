@@ -455,7 +455,8 @@ def trim(app: App, retention_ms: int, drop_unread: bool) -> None:
     "--memory",
     is_flag=True,
     help="Also estimate the Redis bytes held per pending and per decided timer "
-    "(MEMORY USAGE of each shard's keys, sampled; two more round trips).",
+    "(MEMORY USAGE of each shard's keys, sampled; two more round trips), and count the "
+    "outcomes retained in the results tables (format 3).",
 )
 @pass_app
 def stats(app: App, retention_ms: int, memory: bool) -> None:
@@ -491,6 +492,7 @@ def stats(app: App, retention_ms: int, memory: bool) -> None:
     if held is not None:
         summary["bytes_per_pending_timer"] = held["bytes_per_pending_timer"]
         summary["bytes_per_decided_timer"] = held["bytes_per_decided_timer"]
+        summary["retained_outcomes"] = held["retained_in_table"]  # the results table's
     emit(
         app.json,
         summary if not app.json else {**summary, "per_shard": st["shards"],

@@ -63,6 +63,7 @@ def test_timer_lifecycle_json(tw: Run) -> None:
     assert st["data_format"] == FORMAT_VERSION
     held = as_json(tw("--json", "stats", "--memory"))
     assert held["bytes_per_pending_timer"] is None and held["bytes_per_decided_timer"] > 0
+    assert held["retained_outcomes"] == 3  # job:{1}, {2} and {3}, in the results tables
     assert len(as_json(tw("--json", "shards"))) == 4
     human = tw("shards").output
     assert human.splitlines()[0].split() == ["shard", "leader", "epoch", "pending", "outcomes",
