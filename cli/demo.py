@@ -150,6 +150,7 @@ def demo(
                 p.wait(15)
             except subprocess.TimeoutExpired:
                 p.kill()
+                p.wait()  # reaped, or Popen warns it is still running
         c.close()
     ok = summary["lost"] == 0 and summary["duplicates"] == 0 and summary["early"] == 0
     emit(app.json, {**summary, "ok": ok}, pairs(summary))

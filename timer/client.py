@@ -764,7 +764,8 @@ class ShardStore:
         return self._client._run(ops.backlog(self.keys))
 
     def read_due(self, until_ms: int, skip: set[int], *, max_ids: int) -> DueTimers:
-        return self._client._run(ops.read_due(self.keys, until_ms, skip, max_ids=max_ids))
+        op = ops.read_due(self.keys, until_ms, skip, max_ids=max_ids, bucket_ms=self.bucket_ms)
+        return self._client._run(op)
 
     def fire(self, worker: str, epoch: int, ids: Sequence[str], *, ttl_ms: int) -> FireResult:
         call = C.fire_call(self.keys, worker, epoch, ids, bucket_ms=self.bucket_ms, ttl_ms=ttl_ms)

@@ -47,8 +47,11 @@ class WorkerSettings:
             raise InvalidInput(
                 f"horizon_ms must be under an hour ({COARSE_MS} ms), got {self.horizon_ms}"
             )
-        if self.fire_batch < 1 or self.sweep_limit < 1:
-            raise InvalidInput("fire_batch and sweep_limit must be at least 1")
+        if not (1 <= self.fire_batch <= 5_000 and 1 <= self.sweep_limit <= 5_000):
+            raise InvalidInput(  # a script unpacks that many ids at once (Lua's stack: ~8k)
+                f"fire_batch and sweep_limit must be 1 to 5000, got {self.fire_batch} and "
+                f"{self.sweep_limit}"
+            )
         if self.outcome_retention_ms < 0:
             raise InvalidInput(
                 f"outcome retention must be >= 0 (0 keeps outcomes forever), "

@@ -53,3 +53,11 @@ def retained(r: redis.Redis, sk: ShardKeys, timer_id: str) -> tuple[bytes | None
     if value is None:
         return None, None
     return value[4:], int.from_bytes(value[:4], "big") * 1000
+
+
+def bucket_members(r: redis.Redis, key: str) -> list[str]:
+    """The ids a durable bucket holds, whether a list (format 3: may repeat an id, or hold
+    one no longer there: see the lazy buckets in _lib.lua) or a set."""
+    if r.type(key) == b"list":
+        return [m.decode() for m in r.lrange(key, 0, -1)]
+    return [m.decode() for m in r.smembers(key)]

@@ -31,3 +31,13 @@ def test_the_horizon_stays_under_the_coarse_buckets_lead() -> None:
     WorkerSettings(worker_id="w", horizon_ms=3_599_999)
     with pytest.raises(InvalidInput, match="under an hour"):
         WorkerSettings(worker_id="w", horizon_ms=3_600_000)
+
+
+@pytest.mark.parametrize(("fire_batch", "sweep_limit"), [(0, 1_000), (500, 0), (5_001, 1_000),
+                                                         (500, 10_000)])  # fmt: skip
+def test_batches_a_script_cannot_unpack_are_refused(fire_batch: int, sweep_limit: int) -> None:
+    """fire and sweep unpack their ids at once (Lua's stack holds ~8k): a larger batch
+    would fail every call; it is refused when the settings are made, with the range."""
+    WorkerSettings(worker_id="w", fire_batch=5_000, sweep_limit=5_000)
+    with pytest.raises(InvalidInput, match="1 to 5000"):
+        WorkerSettings(worker_id="w", fire_batch=fire_batch, sweep_limit=sweep_limit)

@@ -459,10 +459,13 @@ def get_call(sk: K.ShardKeys, tid: str) -> ScriptCall:
     return ScriptCall(ScriptName.GET, [sk.timers], [sk.prefix, tid], wait=False)
 
 
-def results_init_call(sk: K.ShardKeys, legacy_until_ms: int | None) -> ScriptCall:
+def results_init_call(
+    sk: K.ShardKeys, legacy_until_ms: int | None, *, fine_lists: bool
+) -> ScriptCall:
     """Start the shard's results table unless it has one (see ``results_init.lua``)."""
     until = "" if legacy_until_ms is None else legacy_until_ms
-    return ScriptCall(ScriptName.RESULTS_INIT, [sk.results_table], [until], wait=False)
+    args = [until, "1" if fine_lists else ""]
+    return ScriptCall(ScriptName.RESULTS_INIT, [sk.results_table], args, wait=False)
 
 
 # -- reading records, outcomes and events -------------------------------------------------

@@ -140,6 +140,8 @@ class ShardKeys:
         return f"{self.prefix}:retry:{group}"
 
     def bucket(self, n: int) -> str:
+        """The timers due in [n, n + 1) * bucket_ms: a SET, or a LIST in a namespace
+        created in format 3 (it may then hold stale ids: see the lazy buckets in _lib)."""
         return f"{self.prefix}:b:{n}"
 
     @property
@@ -148,7 +150,7 @@ class ShardKeys:
         return f"{self.prefix}:coarse"
 
     def coarse(self, m: int) -> str:
-        """SET of the far timers due in [m, m + 1) * COARSE_MS (format 2)."""
+        """The far timers due in [m, m + 1) * COARSE_MS (format 2: a SET; 3: a LIST)."""
         return f"{self.prefix}:c:{m}"
 
     def watch(self, key: str) -> str:

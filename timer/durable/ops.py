@@ -143,15 +143,15 @@ def init(
             f"re-initialised with {shards} (use another namespace)"
         )
     if meta.version >= 3:  # each shard's results table (never reset: see results_init)
-        yield from _start_results_tables(keys, meta.shards, None)
+        yield from _start_results_tables(keys, meta.shards, None, fine_lists=True)
     return meta, notes
 
 
 def _start_results_tables(
-    keys: K.NamespaceKeys, shards: int, legacy_until_ms: int | None
+    keys: K.NamespaceKeys, shards: int, legacy_until_ms: int | None, *, fine_lists: bool
 ) -> Op[None]:
     for first in range(0, shards, 1000):
-        calls = [C.results_init_call(keys.shard(s), legacy_until_ms)
+        calls = [C.results_init_call(keys.shard(s), legacy_until_ms, fine_lists=fine_lists)
                  for s in range(first, min(shards, first + 1000))]  # fmt: skip
         yield C.Pipeline(calls)
 
@@ -179,7 +179,7 @@ def migrate(
     meta = yield from read_meta(keys, where=where, check=check)
     if meta.version < 3:
         now = yield from server_time_ms()
-        yield from _start_results_tables(keys, meta.shards, now + result_ttl_ms)
+        yield from _start_results_tables(keys, meta.shards, now + result_ttl_ms, fine_lists=False)
     if meta.version < FORMAT_VERSION:
         yield C.Command("hset", (keys.meta, "version", FORMAT_VERSION))
     return meta.version, max(meta.version, FORMAT_VERSION)
@@ -400,7 +400,11 @@ def next_due(ns: C.Namespace, shard: int, count: int) -> Op[list[tuple[int, str]
     timers: list[tuple[int, str]] = []
     first = yield C.Command("zrange", (sk.buckets, 0, count - 1), {"withscores": True})
     if first:
-        timers = (yield from read_due(sk, int(first[-1][1]), set(), max_ids=10 * count)).timers
+        timers = (
+            yield from read_due(
+                sk, int(first[-1][1]), set(), max_ids=10 * count, bucket_ms=ns.meta.bucket_ms
+            )
+        ).timers
     if len(timers) < count:  # fine buckets end an hour or so ahead: then the far ones
         far = yield C.Command("zrange", (sk.coarse_buckets, 0, 0), {"withscores": True})
         if far:
@@ -684,28 +688,35 @@ def read_due(
     chunk: int = 1000,
     max_ids: int = 200_000,
     coarse: bool = False,
+    bucket_ms: int | None = None,
 ) -> Op[DueTimers]:
     """Durable buckets starting before ``until_ms`` (not in ``skip``) and their timers.
 
     Bucket sets are read with SSCAN and records with HMGET in chunks, so no call blocks
-    Redis long. Reading stops after the bucket that reaches ``max_ids``: a backlog left by
-    a long outage is taken in slices, oldest buckets first, not all at once into memory.
-    ``coarse`` reads the coarse buckets (far timers) instead of the fine ones: lists in
-    format 3 (read with LRANGE in chunks), whose ids may be stale or repeated (see
-    ``add_to_coarse`` in ``lua/_lib.lua``), so each id is taken once and only while its
-    deadline is in that bucket's hour.
+    Redis long. Reading stops after the bucket that reaches ``max_ids`` pending timers: a
+    backlog left by a long outage is taken in slices, oldest buckets first, not all at
+    once into memory. ``coarse`` reads the coarse buckets (far timers) instead of the
+    fine ones. Buckets that are lists (format 3: the lazy buckets of ``lua/_lib.lua``,
+    read with LRANGE in chunks) may hold ids stale or repeated until the sweep takes
+    them, so each id is taken once, only while pending and due in the bucket it was
+    found in (fine buckets ``bucket_ms`` wide, if given), and stale ones take no room.
     """
     mirror, bucket = (sk.coarse_buckets, sk.coarse) if coarse else (sk.buckets, sk.bucket)
+    fine_lists = yield C.Command("hget", (sk.results_table, "F"))
     members = yield C.Command("zrangebyscore", (mirror, "-inf", until_ms))
+    width = COARSE_MS if coarse else bucket_ms
     buckets: list[int] = []
-    ids: dict[str, set[int]] = {}  # id -> the buckets it was found in, in order
+    found: dict[str, int] = {}  # id -> its deadline, each once
     for n in (int(m) for m in members):
         if n in skip:
             continue
-        if len(ids) >= max_ids:
+        if len(found) >= max_ids:  # counted in pending timers: stale ids take no room
             break
         buckets.append(n)
-        kind = C.text((yield C.Command("type", (bucket(n),)))) if coarse else "set"
+        if coarse:  # lists in format 3, but a migrated namespace keeps its sets
+            kind = C.text((yield C.Command("type", (bucket(n),))))
+        else:
+            kind = "list" if fine_lists is not None and C.text(fine_lists) == "1" else "set"
         cursor: Any = 0
         while True:
             if kind == "list":
@@ -713,21 +724,17 @@ def read_due(
                 cursor = 0 if len(part) < chunk else cursor + chunk
             else:
                 cursor, part = yield C.Command("sscan", (bucket(n), cursor), {"count": chunk})
-            for m in part:
-                ids.setdefault(C.text(m), set()).add(n)
+            names = [t for t in dict.fromkeys(C.text(m) for m in part) if t not in found]
+            if names:
+                records = yield C.Command("hmget", (sk.timers, names))
+                for tid, raw in zip(names, records, strict=True):
+                    if raw is None:
+                        continue  # decided: a stale id of a list
+                    d = int(decode_pending(raw)["d"])
+                    if width is None or d // width == n:  # due here, not moved elsewhere
+                        found[tid] = d
             if int(cursor) == 0:
                 break
-    width = COARSE_MS if coarse else None
-    due: list[tuple[int, str]] = []
-    names = list(ids)
-    for start in range(0, len(names), chunk):
-        part = names[start : start + chunk]
-        records = yield C.Command("hmget", (sk.timers, part))
-        for tid, raw in zip(part, records, strict=True):
-            if raw is None:
-                continue
-            d = int(decode_pending(raw)["d"])
-            if width is None or d // width in ids[tid]:
-                due.append((d, tid))
+    due = [(d, tid) for tid, d in found.items()]
     due.sort()
     return DueTimers(buckets, due)

@@ -161,11 +161,12 @@ result_ttl, and read as retained until trim drops it.
 local RX_LOAD = 32
 
 local function results_of(P)
-  local v = redis.call('HMGET', P .. ':rx', 'L', 'S', 'N', 'G')
+  local v = redis.call('HMGET', P .. ':rx', 'L', 'S', 'N', 'G', 'F')
   if not v[1] then return {P = P, legacy = true} end
   local L = tonumber(v[1])
   return {P = P, L = L, S = tonumber(v[2]), N = tonumber(v[3]) or 0, lo = 2 ^ L,
-    hi = 2 ^ (L + 1), G = v[4] and tonumber(v[4]) >= now_ms(), dirty = false}
+    hi = 2 ^ (L + 1), G = v[4] and tonumber(v[4]) >= now_ms(), F = v[5] == '1',
+    dirty = false}
 end
 
 -- The results handle of a deciding script's shard, read once per call.
@@ -341,12 +342,14 @@ local function result_del_many(rs, ids)
   rs.dirty = true
 end
 
--- SADD each group of ids (bucket number n -> ids) to its bucket key_of(P, n), and each
--- bucket to its ZSET mirror with score n * width: one SADD per bucket, one ZADD.
-local function add_to_buckets(P, key_of, mirror, width, groups)
+-- Add each group of ids (bucket number n -> ids) to its bucket key_of(P, n), and each
+-- bucket to its ZSET mirror with score n * width: one SADD (RPUSH for lists) per bucket,
+-- one ZADD.
+local function add_to_buckets(P, key_of, mirror, width, groups, lists)
   local scores = {}
+  local add = lists and 'RPUSH' or 'SADD'
   for n, members in pairs(groups) do
-    redis.call('SADD', key_of(P, n), unpack(members))
+    redis.call(add, key_of(P, n), unpack(members))
     scores[#scores + 1] = istr(n * width)
     scores[#scores + 1] = istr(n)
   end
@@ -369,14 +372,20 @@ local function remove_from_buckets(P, key_of, mirror, groups)
   return removed
 end
 
---[[ Coarse buckets are LISTs in format 3 (a shard with a results table), SETs before.
-A set of strings has no compact encoding in Redis 7.0 (about 65 bytes an id in a coarse
-bucket of a thousand); a list is a few bytes over the id. A list cannot drop an id
-cheaply, so nothing is taken out of one: a timer decided or moved while in a coarse
-bucket leaves its id there, and cascade moves an id only if it is still pending and its
-deadline is still in that bucket's hour (so a stale or repeated entry is skipped or
-lands, again, in the one fine bucket its deadline names: fine buckets stay sets, exact).
-A coarse SET left by format 2 (a migrated namespace) is still added to and read. ]]
+--[[ Lazy buckets (format 3). A set of strings has no compact encoding in Redis 7.0 (7.2
+added listpack sets): about 60 bytes an id in a bucket of a thousand; a list is a few
+bytes over the id. A list cannot drop an id cheaply (LREM scans), so in a shard with a
+results table nothing is taken out of a coarse bucket, nor, where P:rx has F = 1 (a
+namespace created in format 3), out of a fine one, which is then a list too: a timer
+decided or moved leaves its id behind. Whoever reads a bucket checks each id against
+its record: cascade moves an id only if it is still pending and due in that hour, once
+(a stale or repeated one is skipped, or lands again in the fine bucket its deadline
+names); sweep decides only what is pending and due, and takes every id it read out of
+the list; the leader loads only ids due in the buckets it read (ops.read_due). So each
+pending timer is in the bucket its deadline names (fine, or coarse if far), and maybe
+also, stale, in others. Buckets a format-2 namespace made stay sets after migrate: a
+coarse one is still added to (RPUSH answers WRONGTYPE, then SADD) and cascaded, and
+its fine ones keep being sets (F is set by init only). ]]
 local function add_to_coarse(P, groups, lists)
   local scores = {}
   for m, members in pairs(groups) do
@@ -384,7 +393,7 @@ local function add_to_coarse(P, groups, lists)
     local pushed = false
     if lists then
       local r = redis.pcall('RPUSH', key, unpack(members))
-      pushed = type(r) ~= 'table'  -- an error table: the key is a set (format 2)
+      pushed = type(r) ~= 'table'  -- an error table: a set a format-2 namespace made
     end
     if not pushed then redis.call('SADD', key, unpack(members)) end
     scores[#scores + 1] = istr(m * COARSE_MS)
@@ -393,45 +402,34 @@ local function add_to_coarse(P, groups, lists)
   if #scores > 0 then redis.call('ZADD', coarse_mirror(P), unpack(scores)) end
 end
 
--- Take ids out of coarse SETs (format 2); coarse LISTs keep them (see add_to_coarse).
-local function remove_from_coarse(P, groups)
-  local empty = {}
-  for m, members in pairs(groups) do
-    local b = coarse_key(P, m)
-    local r = redis.pcall('SREM', b, unpack(members))
-    if type(r) ~= 'table' and r > 0 and redis.call('SCARD', b) == 0 then
-      empty[#empty + 1] = istr(m)
-    end
-  end
-  if #empty > 0 then redis.call('ZREM', coarse_mirror(P), unpack(empty)) end
-end
-
--- Put a pending timer in its durable bucket (coarse if far) and the bucket in its mirror;
--- lists: the shard keeps coarse buckets as lists (format 3).
-local function index_bucket(P, bz, id, deadline, bucket_ms, far, lists)
+-- Put a pending timer in its durable bucket (coarse if far) and the bucket in its
+-- mirror; rs: the shard's results handle, which says which buckets are lists.
+local function index_bucket(P, bz, id, deadline, bucket_ms, far, rs)
   if far then
-    add_to_coarse(P, {[math.floor(deadline / COARSE_MS)] = {id}}, lists)
+    add_to_coarse(P, {[math.floor(deadline / COARSE_MS)] = {id}}, not rs.legacy)
   else
-    add_to_buckets(P, bucket_key, bz, bucket_ms, {[math.floor(deadline / bucket_ms)] = {id}})
+    add_to_buckets(P, bucket_key, bz, bucket_ms, {[math.floor(deadline / bucket_ms)] = {id}},
+      rs.F)
   end
 end
 
--- Take pending timers out of their durable buckets, dropping buckets left empty: ids[i]
--- with record recs[i]. Each is in its fine bucket or, if not there, in its coarse one;
--- the coarse buckets are visited only when the fine ones lacked some.
-local function unindex_many(P, bz, ids, recs, bucket_ms)
+-- Take pending timers out of the buckets that are sets, dropping buckets left empty:
+-- ids[i] with record recs[i]. Each is in its fine bucket or, if not there, in its coarse
+-- one (visited only then, and only before format 3: see the lazy buckets above).
+local function unindex_many(P, bz, ids, recs, bucket_ms, rs)
+  if rs.F then return end
   local fine = {}
   for i, id in ipairs(ids) do push(fine, math.floor(recs[i].d / bucket_ms), id) end
-  if remove_from_buckets(P, bucket_key, bz, fine) == #ids then return end
+  if remove_from_buckets(P, bucket_key, bz, fine) == #ids or not rs.legacy then return end
   local coarse = {}
   for i, id in ipairs(ids) do push(coarse, math.floor(recs[i].d / COARSE_MS), id) end
-  remove_from_coarse(P, coarse)
+  remove_from_buckets(P, coarse_key, coarse_mirror(P), coarse)
 end
 
 -- Move the coarse buckets starting less than COARSE_MS from now (or already past) into
 -- the fine buckets, at most `budget` timers; ids no longer pending are dropped. Returns
 -- how many timers it moved and whether coarse buckets that have started remain.
-local function cascade(P, tkey, bz, bucket_ms, now, budget)
+local function cascade(P, tkey, bz, bucket_ms, now, budget, rs)
   local moved, taken = 0, 0
   local ready = redis.call('ZRANGEBYSCORE', coarse_mirror(P), '-inf', now + COARSE_MS - 1,
     'LIMIT', 0, budget)
@@ -458,7 +456,7 @@ local function cascade(P, tkey, bz, bucket_ms, now, budget)
           end
         end
       end
-      add_to_buckets(P, bucket_key, bz, bucket_ms, fine)
+      add_to_buckets(P, bucket_key, bz, bucket_ms, fine, rs.F)
       taken = taken + #ids
     end
     if redis.call('EXISTS', b) == 0 then redis.call('ZREM', coarse_mirror(P), m) end
@@ -487,7 +485,7 @@ local function decide_many(ctx, ids, recs, outcome, now)
     for _, k in ipairs(rec.w) do push(watched, k, ids[i]) end
   end
   redis.call('HDEL', ctx.t, unpack(ids))
-  unindex_many(ctx.P, ctx.bz, ids, recs, ctx.bucket_ms)
+  unindex_many(ctx.P, ctx.bz, ids, recs, ctx.bucket_ms, results(ctx))
   for k, members in pairs(watched) do
     redis.call('SREM', watch_key(ctx.P, k), unpack(members))
   end

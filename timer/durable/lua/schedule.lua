@@ -142,7 +142,7 @@ if #events > 0 then
     rx_save(rs)
   end
   redis.call('HSET', KEYS[1], unpack(fields))
-  add_to_buckets(P, bucket_key, KEYS[2], bucket_ms, buckets)
+  add_to_buckets(P, bucket_key, KEYS[2], bucket_ms, buckets, rs.F)
   add_to_coarse(P, coarse, not rs.legacy)
   for k, members in pairs(watched) do
     redis.call('SADD', watch_key(P, k), unpack(members))

@@ -1,7 +1,10 @@
 --[[ sweep: the leader expires what is left in durable buckets whose end has passed.
 
 Pub/sub only makes firing fast; sweep makes it certain. Every timer of a bucket whose end
-(n+1) * bucket_ms is not after now is due, so it is expired here, oldest bucket first.
+(n+1) * bucket_ms is not after now is due, so it is expired here, oldest bucket first:
+each id read is checked against its record (pending and due by Redis TIME), and a
+bucket that is a list (format 3, see the lazy buckets in _lib) gives up every id read,
+stale ones included, so it empties as it is swept.
 First it moves the coarse buckets that start within the next hour (or have started) into
 the fine ones, at most `limit` timers (cascade in _lib), so far timers reach the buckets
 the leader loads an hour ahead, and overdue ones are expired in this same call.
@@ -28,37 +31,44 @@ local ctx = shard_ctx(P, KEYS[1], KEYS[2], KEYS[3], ARGV[6], ARGV[4], ARGV[5])
 ctx.ev = nil  -- no echo event: the leader calling this knows what it decides
 local bucket_ms, limit = ctx.bucket_ms, tonumber(ARGV[7])
 local now = now_ms()
-local moved, started = cascade(P, KEYS[1], KEYS[2], bucket_ms, now, limit)
+local rs = results(ctx)
+local moved, started = cascade(P, KEYS[1], KEYS[2], bucket_ms, now, limit, rs)
 local fired = {}
 local budget = limit
 local ended = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - bucket_ms, 'LIMIT', 0, limit)
 for _, n in ipairs(ended) do
   if budget <= 0 then break end
   local b = bucket_key(P, tonumber(n))
-  local ids = redis.call('SRANDMEMBER', b, budget)
+  local ids
+  if rs.F then  -- a list: every id read is taken out (see the lazy buckets in _lib)
+    ids = redis.call('LPOP', b, budget) or {}
+  else
+    ids = redis.call('SRANDMEMBER', b, budget)
+  end
   if #ids > 0 then
     local raws = redis.call('HMGET', KEYS[1], unpack(ids))
-    local due, recs, stale = {}, {}, {}
+    local due, recs, stale, seen = {}, {}, {}, {}
     for i, id in ipairs(ids) do
       local raw = raws[i]
-      if raw then
+      if raw and not seen[id] then  -- an id twice in a list is decided once
+        seen[id] = true
         local rec = read_rec(raw)
-        if rec.d <= now then
+        if rec.d <= now then  -- pending and not due: moved to a later bucket, kept there
           local k = #due + 1
           due[k] = id
           recs[k] = rec
           fired[#fired + 1] = id
           fired[#fired + 1] = istr(rec.d)
         end
-      else
+      elseif not raw then
         stale[#stale + 1] = id  -- decided elsewhere: only its bucket entry was left
       end
     end
     budget = budget - #ids
-    if #stale > 0 then redis.call('SREM', b, unpack(stale)) end
+    if #stale > 0 and not rs.F then redis.call('SREM', b, unpack(stale)) end
     decide_many(ctx, due, recs, 'expired', now)
   end
-  if redis.call('SCARD', b) == 0 then
+  if redis.call('EXISTS', b) == 0 then
     redis.call('ZREM', KEYS[2], n)
   end
 end
