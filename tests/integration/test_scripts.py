@@ -186,6 +186,41 @@ def test_sweep_expires_ended_buckets_only(c: TimerClient, redis_client: redis.Re
         store.sweep("w2", epoch, ttl_ms=60_000, limit=100)
 
 
+def test_sweep_of_a_list_bucket_decides_each_pending_due_id_once_and_none_early(
+    c: TimerClient, redis_client: redis.Redis
+) -> None:
+    """A fine bucket that is a list keeps ids decided or moved since, and may hold an id
+    twice: the sweep expires each pending, due timer once, never a cancelled one, never
+    one moved to a later deadline (not early: it stays pending in its new bucket), and
+    empties the bucket it read."""
+    now = server_now_ms(redis_client)
+    at = (now - 10_000) // 1_000 * 1_000  # the start of an ended 1 s bucket
+    for tid in ("twice:{l}", "gone:{l}", "later:{l}", "plain:{l}"):
+        c.schedule(tid, deadline_ms=at + 1)
+    sk = c.keys.shard(c.shard_of("twice:{l}"))
+    assert c.reschedule("twice:{l}", deadline_ms=now + 30_000) is not None  # away...
+    assert c.reschedule("twice:{l}", deadline_ms=at + 2) is not None  # ...and back: twice
+    assert c.cancel("gone:{l}")
+    assert c.reschedule("later:{l}", deadline_ms=now + 60_000) is not None
+    assert bucket_members(redis_client, sk.bucket(at // 1_000)).count("twice:{l}") == 2
+    store = c.shard_store(c.shard_of("twice:{l}"))
+    epoch = acquire(c, c.shard_of("twice:{l}"))
+    fired: list[str] = []
+    while True:
+        swept = store.sweep("w1", epoch, ttl_ms=60_000, limit=100)
+        fired += [tid for tid, _ in swept.fired]
+        if not swept.more:
+            break
+    assert sorted(fired) == ["plain:{l}", "twice:{l}"]
+    assert sorted(e[1][b"id"] for e in redis_client.xrange(sk.outcomes)) == [
+        b"gone:{l}",
+        b"plain:{l}",
+        b"twice:{l}",
+    ]  # each once (gone by its cancel)
+    assert c.get("later:{l}").state == "pending"  # type: ignore[union-attr]
+    assert not redis_client.exists(sk.bucket(at // 1_000))  # read, so emptied
+
+
 def test_lease_acquire_renew_release(c: TimerClient, redis_client: redis.Redis) -> None:
     """A lease has one holder; each acquisition raises the epoch; renew/release check it."""
     sk, store = c.keys.shard(0), c.shard_store(0)
