@@ -702,7 +702,7 @@ def read_due(
     found in (fine buckets ``bucket_ms`` wide, if given), and stale ones take no room.
     """
     mirror, bucket = (sk.coarse_buckets, sk.coarse) if coarse else (sk.buckets, sk.bucket)
-    fine_lists = yield C.Command("hget", (sk.results_table, "F"))
+    fine_lists = None if coarse else (yield C.Command("hget", (sk.results_table, "F")))
     members = yield C.Command("zrangebyscore", (mirror, "-inf", until_ms))
     width = COARSE_MS if coarse else bucket_ms
     buckets: list[int] = []

@@ -137,8 +137,8 @@ end
 
 --[[ The results table (format 3, #14): retained outcomes in small hashes, not a key each.
 
-A retained outcome as a key of its own (P:r:<id>, with PX) costs Redis 116 bytes on
-Valkey 9 and 181 on Redis 7.0, most of it the key's own overhead and its expiry entry.
+A retained outcome as a key of its own (P:r:<id>, with PX) costs Redis 108 bytes on
+Valkey 9 and 157 on Redis 7.0, most of it the key's own overhead and its expiry entry.
 Format 3 keeps them in hashes P:R:<b> of about RX_LOAD entries each, small enough that
 Redis stores each as one listpack (an id and its value, a few bytes of overhead), and
 short enough that finding a field in one (a scan) stays cheap. Which hash holds an id is
@@ -165,8 +165,7 @@ local function results_of(P)
   if not v[1] then return {P = P, legacy = true} end
   local L = tonumber(v[1])
   return {P = P, L = L, S = tonumber(v[2]), N = tonumber(v[3]) or 0, lo = 2 ^ L,
-    hi = 2 ^ (L + 1), G = v[4] and tonumber(v[4]) >= now_ms(), F = v[5] == '1',
-    dirty = false}
+    hi = 2 ^ (L + 1), G = v[4] and tonumber(v[4]) >= now_ms(), F = v[5] == '1'}
 end
 
 -- The results handle of a deciding script's shard, read once per call.
@@ -257,8 +256,15 @@ local function result_get_many(rs, ids)
     end
   end
   if rs.G then  -- migrating: what the table lacks may still be a P:r:<id> string
+    local keys, at = {}, {}
     for i, id in ipairs(ids) do
-      if not out[i] then out[i] = redis.call('GET', result_key(rs.P, id)) end
+      if not out[i] then
+        keys[#keys + 1] = result_key(rs.P, id)
+        at[#keys] = i
+      end
+    end
+    if #keys > 0 then
+      for k, v in ipairs(redis.call('MGET', unpack(keys))) do out[at[k]] = v end
     end
   end
   return out
@@ -294,11 +300,10 @@ local function rx_split(rs)
   end
 end
 
--- Save L, S and N if this call changed them.
+-- Save L, S and N after a change (a shard without a table has none to save).
 local function rx_save(rs)
-  if rs.legacy or not rs.dirty then return end
+  if rs.legacy then return end
   redis.call('HSET', rs.P .. ':rx', 'L', istr(rs.L), 'S', istr(rs.S), 'N', istr(rs.N))
-  rs.dirty = false
 end
 
 -- Retain outcome vals[i] of ids[i] for ttl ms from now.
@@ -322,11 +327,11 @@ local function result_put_many(rs, ids, vals, now, ttl)
   for b, fields in pairs(groups) do
     rs.N = rs.N + redis.call('HSET', rx_key(rs.P, b), unpack(fields))
   end
-  rs.dirty = true
   rx_save(rs)
 end
 
--- Drop the retained outcomes of ids (a re-armed id), wherever they are.
+-- Drop the retained outcomes of ids (a re-armed id), wherever they are; the caller
+-- saves the table's state (rx_save) unless it is legacy.
 local function result_del_many(rs, ids)
   if #ids == 0 then return end
   if rs.legacy or rs.G then
@@ -339,17 +344,21 @@ local function result_del_many(rs, ids)
   for b, names in pairs(groups) do
     rs.N = rs.N - redis.call('HDEL', rx_key(rs.P, b), unpack(names))
   end
-  rs.dirty = true
 end
 
 -- Add each group of ids (bucket number n -> ids) to its bucket key_of(P, n), and each
--- bucket to its ZSET mirror with score n * width: one SADD (RPUSH for lists) per bucket,
--- one ZADD.
+-- bucket to its ZSET mirror with score n * width: one SADD per bucket (with lists, an
+-- RPUSH, or SADD where the bucket is a set a format-2 namespace made), one ZADD.
 local function add_to_buckets(P, key_of, mirror, width, groups, lists)
   local scores = {}
-  local add = lists and 'RPUSH' or 'SADD'
   for n, members in pairs(groups) do
-    redis.call(add, key_of(P, n), unpack(members))
+    local key = key_of(P, n)
+    local pushed = false
+    if lists then
+      local r = redis.pcall('RPUSH', key, unpack(members))
+      pushed = type(r) ~= 'table'  -- an error table: WRONGTYPE, the bucket is a set
+    end
+    if not pushed then redis.call('SADD', key, unpack(members)) end
     scores[#scores + 1] = istr(n * width)
     scores[#scores + 1] = istr(n)
   end
@@ -387,19 +396,7 @@ also, stale, in others. Buckets a format-2 namespace made stay sets after migrat
 coarse one is still added to (RPUSH answers WRONGTYPE, then SADD) and cascaded, and
 its fine ones keep being sets (F is set by init only). ]]
 local function add_to_coarse(P, groups, lists)
-  local scores = {}
-  for m, members in pairs(groups) do
-    local key = coarse_key(P, m)
-    local pushed = false
-    if lists then
-      local r = redis.pcall('RPUSH', key, unpack(members))
-      pushed = type(r) ~= 'table'  -- an error table: a set a format-2 namespace made
-    end
-    if not pushed then redis.call('SADD', key, unpack(members)) end
-    scores[#scores + 1] = istr(m * COARSE_MS)
-    scores[#scores + 1] = istr(m)
-  end
-  if #scores > 0 then redis.call('ZADD', coarse_mirror(P), unpack(scores)) end
+  add_to_buckets(P, coarse_key, coarse_mirror(P), COARSE_MS, groups, lists)
 end
 
 -- Put a pending timer in its durable bucket (coarse if far) and the bucket in its
