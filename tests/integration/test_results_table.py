@@ -76,6 +76,26 @@ def test_the_table_splits_as_it_grows_and_every_outcome_stays_found(
     assert client.get("grow:none") is None
 
 
+def test_ids_of_every_length_land_where_the_hash_names(client: TimerClient) -> None:
+    """The script hashes an id eight bytes a call, then four, then the last one to three:
+    ids of 1 to 40 bytes (ASCII, and multi-byte UTF-8) each land in the hash that
+    Python's byte-at-a-time hash names, across a table that has split."""
+    alphabet = "az09:-é€"
+    rng = random.Random(5)
+    ids: list[str] = []
+    while len(ids) < 600:
+        tid = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40)))
+        if client.shard_of(tid) == 1 and tid not in ids:
+            ids.append(tid)
+    assert {len(t.encode()) % 8 for t in ids} == set(range(8))  # every tail length
+    now = server_now_ms(client.redis)
+    client.schedule_many([{"id": t, "deadline_ms": now + 600_000} for t in ids])
+    for tid in ids:
+        assert client.cancel(tid)
+    st = check_table(client.redis, client.keys.shard(1))
+    assert st["N"] == len(ids) and st["L"] >= 4
+
+
 def test_rearm_takes_an_outcome_out_of_the_table(client: TimerClient) -> None:
     """A re-armed id's outcome leaves the table (N too), and its next outcome goes in."""
     ids = decided_in_shard(client, 2, 300, "rearm")

@@ -172,7 +172,7 @@ class ShardKeys:
 
 def results_part_of(timer_id: str, level: int, split: int) -> int:
     """Which hash of a results table at ``level``/``split`` holds ``timer_id``: linear
-    hashing on ``rx_hash`` (31 * h + byte mod 2^32), as ``rx_bucket`` in ``lua/_lib.lua``."""
+    hashing on ``rx_hash`` (31 * h + byte mod 2^32), as ``rx_part`` in ``lua/_lib.lua``."""
     h = 0
     for byte in timer_id.encode("utf-8", "surrogatepass"):
         h = (h * 31 + byte) % 4294967296
