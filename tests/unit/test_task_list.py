@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+from typing import Any
+
 import pytest
 
 from timer import InvalidInput, ManualClock, SystemTimer
@@ -133,3 +136,33 @@ def test_task_delay_must_be_int(bad: object) -> None:
     """A delay that is not a whole number of ms is rejected with a clear error."""
     with pytest.raises(InvalidInput, match="whole number of milliseconds"):
         NoopTask(bad)  # type: ignore[arg-type]
+
+
+def test_take_survives_a_cancel_run_by_the_garbage_collector() -> None:
+    """Listing a bucket's items makes a tuple each, and any allocation may run the
+    garbage collector, whose callbacks are Python code (hypothesis installs one): a
+    lock-free cancel run there, as another thread would, must not break take. Collecting
+    at every allocation, with a callback cancelling a task each time, take still empties
+    the bucket and hands out each task at most once."""
+    bucket = TimerTaskList()
+    tasks = [NoopTask(5) for _ in range(200)]
+    for task in tasks:
+        bucket.add(task, 5)
+    victims = iter(tasks[::2])
+
+    def cancel_one(phase: str, _info: dict[str, Any]) -> None:
+        victim = next(victims, None) if phase == "start" else None
+        if victim is not None:
+            victim.cancel()
+
+    threshold = gc.get_threshold()
+    gc.set_threshold(1)
+    gc.callbacks.append(cancel_one)
+    try:
+        taken = bucket.take()
+    finally:
+        gc.callbacks.remove(cancel_one)
+        gc.set_threshold(*threshold)
+    assert len(bucket) == 0 and bucket.expiration == -1
+    assert len({id(t) for t, _ in taken}) == len(taken)
+    assert {id(t) for t, _ in taken} <= {id(t) for t in tasks}

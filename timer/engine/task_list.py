@@ -41,7 +41,17 @@ class TimerTaskList(dict[TimerTask, int]):
 
     def take(self) -> list[tuple[TimerTask, int]]:
         """Empty the bucket and reset its expiration; return its (task, expiration) pairs."""
-        items = list(self.items())
+        # Listing the items makes a tuple each, and an allocation may run the garbage
+        # collector, whose callbacks and finalizers are Python code: another thread may
+        # run then, and a lock-free cancel pop a task ("dictionary changed size during
+        # iteration"). Only pops can happen (adds hold the lock), so read again: the
+        # popped task is gone. take_tasks lists only keys: it makes no objects.
+        while True:
+            try:
+                items = list(self.items())
+                break
+            except RuntimeError:
+                continue
         self.clear()
         self.expiration = -1
         return items
