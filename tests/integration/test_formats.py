@@ -1,6 +1,7 @@
-"""Data formats (#14): compact records and the results table in new namespaces, the old
-formats still read and written where a namespace has not migrated, a newer format
-refused, `migrate` one way (outcomes retained before it still answer after it)."""
+"""Data formats (#14): compact records, the results table and two-field outcome entries
+in new namespaces, the old formats still read and written where a namespace has not
+migrated, a newer format refused, `migrate` one way (outcomes retained before it still
+answer after it, entries written before it still read)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import msgpack
 import pytest
 import redis
 
-from timer import TimerClient
+from timer import Backoff, Handlers, Outcome, TimerClient
 from timer.durable.codec import FORMAT_VERSION
 from timer.durable.models import TimerInfo
 from timer.errors import ConfigError
@@ -28,8 +29,12 @@ def make_client(server: RedisServer, namespace: str, version: int) -> TimerClien
     c.init(shards=SHARDS)
     if version != FORMAT_VERSION:
         c.redis.hset(c.keys.meta, "version", version)
+        tables = [c.keys.shard(s).results_table for s in range(SHARDS)]
         if version < 3:  # as an earlier release made it: no results tables
-            c.redis.delete(*(c.keys.shard(s).results_table for s in range(SHARDS)))
+            c.redis.delete(*tables)
+        elif version < 4:  # five-field outcome entries
+            for table in tables:
+                c.redis.hdel(table, "E")
         c = TimerClient.from_url(server.url, namespace)  # reads the meta again
     assert c.meta.version == version
     return c
@@ -62,10 +67,20 @@ def raw_result(c: TimerClient, tid: str) -> Any:
     return msgpack.unpackb(result_bytes(c, tid), raw=True)
 
 
+def stream_entries(c: TimerClient) -> dict[str, dict[bytes, bytes]]:
+    """Every outcome stream entry of the namespace, by timer id (either layout)."""
+    out = {}
+    for s in range(SHARDS):
+        for _, fields in c.redis.xrange(c.keys.shard(s).outcomes):
+            out[(fields.get(b"id") or fields[b"i"]).decode()] = fields
+    return out
+
+
 def test_new_namespaces_create_compact_records(client: TimerClient) -> None:
     """A new namespace is at the newest format: its pending records and retained
-    outcomes are arrays without field names or default values, and read back whole."""
-    assert client.meta.version == FORMAT_VERSION == 3
+    outcomes are arrays without field names or default values, and read back whole;
+    its outcome stream entries are two fields, the id and that same outcome record."""
+    assert client.meta.version == FORMAT_VERSION == 4
     t = client.schedule("plain", delay_ms=60_000, payload={"job": 7})
     assert isinstance(raw_record(client, "plain"), list)
     assert len(raw_record(client, "plain")) == 3  # deadline, payload, created: the rest default
@@ -78,6 +93,7 @@ def test_new_namespaces_create_compact_records(client: TimerClient) -> None:
     assert isinstance(result, list) and result[0] == 2  # cancelled, as a code
     decided = client.get("plain")
     assert decided is not None and decided.state == "cancelled" and decided.payload == {"job": 7}
+    assert stream_entries(client)["plain"] == {b"i": b"plain", b"r": result_bytes(client, "plain")}
 
 
 def test_the_compact_format_is_smaller(pair: tuple[TimerClient, TimerClient]) -> None:
@@ -163,9 +179,9 @@ def test_migrate_moves_new_timers_to_the_compact_format(
     assert c.cancel("old-done")
     old_done = c.redis.get(c.keys.shard(c.shard_of("old-done")).result("old-done"))
     assert old_done is not None  # retained as a string, as formats 1 and 2 do
-    assert c.migrate() == (version, 3)
-    assert c.meta.version == 3
-    assert c.migrate() == (3, 3)  # again: nothing to do
+    assert c.migrate() == (version, FORMAT_VERSION)
+    assert c.meta.version == FORMAT_VERSION
+    assert c.migrate() == (FORMAT_VERSION, FORMAT_VERSION)  # again: nothing to do
     again = c.schedule("old-done", delay_ms=60_000, payload="done")
     assert (again.created, again.state) == (False, "cancelled")
     assert not c.cancel("old-done")
@@ -194,6 +210,63 @@ def test_migrate_moves_new_timers_to_the_compact_format(
     c.close()
 
 
+def test_migrate_from_3_writes_two_field_entries_and_reads_both(
+    redis_server: RedisServer, namespace: str
+) -> None:
+    """From format 3, migrate changes the outcome stream entries written after it: the
+    id and the outcome record (the bytes the results table holds), not five fields. A
+    stream holding both is read whole: by all_outcomes, by a consumer group, and as a
+    dead letter of an entry from before, redelivered after and handled again."""
+    c = make_client(redis_server, namespace, 3)
+    now = server_now_ms(c.redis)
+    c.schedule_many([{"id": f"b{i}", "deadline_ms": now + 60_000, "payload": {"n": i}}
+                     for i in range(3)])  # fmt: skip
+    for i in range(3):
+        assert c.cancel(f"b{i}")
+    handled: list[tuple[str, object, int]] = []
+    failing = {"b0"}
+
+    def handler(o: Outcome) -> None:
+        handled.append((o.id, o.payload, o.deadline_ms))
+        if o.id in failing:
+            raise ValueError("not now")
+
+    h = Handlers(c, group="g", max_attempts=1, backoff=Backoff(initial_s=0.02, max_s=0.05))
+    h.add("cancelled", handler)
+    h.add("expired", handler)
+    assert h.run(stop_when_idle=True)
+    (letter,) = c.dead_letters()
+    assert letter.outcome is not None and (letter.outcome.id, letter.outcome.payload) == (
+        "b0", {"n": 0},
+    )  # fmt: skip
+    assert c.migrate() == (3, FORMAT_VERSION)
+    assert all(c.redis.hget(c.keys.shard(s).results_table, "E") == b"1" for s in range(SHARDS))
+    c.schedule_many([{"id": "a0", "deadline_ms": now + 60_000, "payload": [0]},
+                     {"id": "a1", "deadline_ms": now - 5, "payload": None}])  # fmt: skip
+    assert c.cancel("a0")
+    store = c.shard_store(c.shard_of("a1"))
+    assert store.fire("w", store.acquire("w", 5_000).epoch, ["a1"], ttl_ms=60_000).fired == ["a1"]
+    entries = stream_entries(c)
+    assert set(entries["b1"]) == {b"id", b"outcome", b"deadline", b"decided", b"payload"}
+    for tid in ("a0", "a1"):
+        assert entries[tid] == {b"i": tid.encode(), b"r": result_bytes(c, tid)}
+    got = {o.id: (o.outcome, o.payload, o.deadline_ms) for o in c.all_outcomes()}
+    assert got == {
+        **{f"b{i}": ("cancelled", {"n": i}, now + 60_000) for i in range(3)},
+        "a0": ("cancelled", [0], now + 60_000), "a1": ("expired", None, now - 5),
+    }  # fmt: skip
+    failing.clear()
+    before = len(handled)
+    assert c.redeliver(letter.ref) is not None
+    assert h.run(stop_when_idle=True)
+    assert sorted(handled[before:], key=str) == sorted(
+        [("b0", {"n": 0}, now + 60_000), ("a0", [0], now + 60_000), ("a1", None, now - 5)],
+        key=str,
+    )  # the old entry put back, and the new ones, through the same group
+    assert c.dead_letters() == []
+    c.close()
+
+
 def test_outcomes_of_the_old_layout_are_read_only_until_they_have_expired(
     redis_server: RedisServer, namespace: str
 ) -> None:
@@ -213,14 +286,14 @@ def test_outcomes_of_the_old_layout_are_read_only_until_they_have_expired(
 
 
 def test_init_and_migrate_never_reset_a_results_table(client: TimerClient) -> None:
-    """A second init (or a migrate) of a format-3 namespace leaves each table's state."""
+    """A second init (or a migrate) of a new namespace leaves each table's state."""
     for i in range(200):
         client.schedule(f"t{i}", delay_ms=60_000)
         client.cancel(f"t{i}")
     state = [client.redis.hgetall(client.keys.shard(s).results_table) for s in range(SHARDS)]
     assert sum(int(st[b"N"]) for st in state) == 200
     client.init(shards=SHARDS)
-    assert client.migrate() == (3, 3)
+    assert client.migrate() == (FORMAT_VERSION, FORMAT_VERSION)
     assert [client.redis.hgetall(client.keys.shard(s).results_table)
             for s in range(SHARDS)] == state  # fmt: skip
 

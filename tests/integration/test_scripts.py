@@ -5,8 +5,11 @@ from __future__ import annotations
 import hashlib
 from importlib import resources
 
+import msgpack
 import pytest
 import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from timer import Fenced, TimerClient
 from timer.durable.codec import decode_pending, decode_result
@@ -155,7 +158,7 @@ def test_fire_of_a_batch_decides_each_id_once_and_clears_every_index(
     done = fire(c, shard, "w1", epoch, [ids[0], *ids, ids[3]])
     assert done.fired == ids and done.early == {}
     entries = redis_client.xrange(c.keys.shard(shard).outcomes)
-    assert sorted(e[1][b"id"].decode() for e in entries) == sorted(ids)  # once each
+    assert sorted(e[1][b"i"].decode() for e in entries) == sorted(ids)  # once each
     sk = c.keys.shard(shard)
     assert redis_client.hlen(sk.timers) == 0
     assert not list(redis_client.scan_iter(match=f"{sk.prefix}:w:*"))
@@ -212,7 +215,7 @@ def test_sweep_of_a_list_bucket_decides_each_pending_due_id_once_and_none_early(
         if not swept.more:
             break
     assert sorted(fired) == ["plain:{l}", "twice:{l}"]
-    assert sorted(e[1][b"id"] for e in redis_client.xrange(sk.outcomes)) == [
+    assert sorted(e[1][b"i"] for e in redis_client.xrange(sk.outcomes)) == [
         b"gone:{l}",
         b"plain:{l}",
         b"twice:{l}",
@@ -254,6 +257,62 @@ def test_lua_key_helpers_match_the_python_key_format(
         sk.bucket(1234), sk.watch("job:{7}:done"), sk.result("job:{7}"), sk.coarse(56),
         sk.coarse_buckets, COARSE_MS,
     ]  # fmt: skip
+
+
+LEAN_CHECK = """
+local out, packed = {}, {}
+local names = {'expired', 'cancelled', 'completed'}
+for i, k in ipairs(cmsgpack.unpack(ARGV[1])) do  -- {d, p, c, s, n, w, now, code}
+  local w = NONE
+  if #k[6] > 0 then w = k[6] end
+  local raw = pack_rec({d = k[1], p = k[2], c = k[3], s = k[4], n = k[5], w = w, g = NONE,
+    fmt = 2})
+  local d, rec = peek_rec(raw)
+  local want = pack_result(read_rec(raw), names[k[8]], k[7])
+  local got
+  if rec then got = pack_result(rec, names[k[8]], k[7])
+  else got = lean_result(raw, d, k[8], k[7], packed) end
+  out[i] = {d, rec and 1 or 0, got == want and 1 or 0}
+end
+return out
+"""
+
+lean_cases = st.lists(
+    st.tuples(
+        st.one_of(st.integers(1, 2**32 + 5), st.integers(1_600_000_000_000, 2**52)),  # d
+        st.binary(max_size=300),  # p: fixstr, str8 and str16 lengths
+        st.integers(-(2**40), 2**45),  # c
+        st.sampled_from([b"", b"batch-7", b"x" * 40]),  # s
+        st.sampled_from([1, 1, 1, 2]),  # n
+        st.sampled_from([[], [], [b"k1", b"k2"]]),  # w
+        st.integers(-(2**33), 2**33),  # now - d
+        st.integers(1, 3),  # outcome code
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+LeanCase = tuple[int, bytes, int, bytes, int, list[bytes], int, int]
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(cases=lean_cases)
+def test_a_lean_record_is_decided_from_its_bytes_as_pack_result_would(
+    redis_client: redis.Redis, cases: list[LeanCase]
+) -> None:
+    """peek_rec reads the deadline of a record with no need, watch or notified keys from
+    its bytes (and unpacks any other), and lean_result makes the same outcome record as
+    pack_result, byte for byte, for any payload size, deadline, lateness (negative too:
+    cancelled before the deadline) and outcome."""
+    lib = (resources.files("timer.durable") / "lua" / "_lib.lua").read_text()
+    args = [[d, p, d - c, s, n, w, d + late, code] for d, p, c, s, n, w, late, code in cases]
+    got = redis_client.eval(lib + LEAN_CHECK, 0, msgpack.packb(args, use_bin_type=False))
+    for (d, _, _, _, n, w, _, _), (read_d, unpacked, same) in zip(cases, got, strict=True):
+        lean = n == 1 and not w and d >= 2**32  # a deadline below 2^32 is not a uint64
+        assert (read_d, unpacked, same) == (d, 0 if lean else 1, 1)
 
 
 def test_fire_and_sweep_publish_no_echo_but_cancel_does(

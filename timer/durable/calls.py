@@ -460,11 +460,12 @@ def get_call(sk: K.ShardKeys, tid: str) -> ScriptCall:
 
 
 def results_init_call(
-    sk: K.ShardKeys, legacy_until_ms: int | None, *, fine_lists: bool
+    sk: K.ShardKeys, legacy_until_ms: int | None, *, fine_lists: bool, record_entries: bool
 ) -> ScriptCall:
-    """Start the shard's results table unless it has one (see ``results_init.lua``)."""
+    """Start the shard's results table unless it has one (see ``results_init.lua``);
+    ``record_entries``: its outcome stream takes format-4 entries from now on."""
     until = "" if legacy_until_ms is None else legacy_until_ms
-    args = [until, "1" if fine_lists else ""]
+    args = [until, "1" if fine_lists else "", "1" if record_entries else ""]
     return ScriptCall(ScriptName.RESULTS_INIT, [sk.results_table], args, wait=False)
 
 
@@ -492,8 +493,24 @@ def timer_info(tid: str, shard: int, pending: Any, decided: Any) -> TimerInfo | 
 def outcome_from_entry(
     shard: int, entry_id: bytes | str, fields: Mapping[bytes, bytes], attempt: int = 1
 ) -> Outcome:
-    """An Outcome from one entry of a shard's outcome stream (or of a dead letter)."""
+    """An Outcome from one entry of a shard's outcome stream (or of a dead letter), in
+    either layout: format 4's id and outcome record (``i``, ``r``), or the five fields
+    earlier formats write (a stream may hold both after a migration)."""
     origin = fields.get(b"from")
+    record = fields.get(b"r")
+    if record is not None:
+        rec = decode_result(record)
+        return Outcome(
+            id=text(fields[b"i"]),
+            outcome=rec["o"],
+            deadline_ms=int(rec["d"]),
+            decided_ms=int(rec["t"]),
+            payload=decode_payload(rec["p"]),
+            shard=shard,
+            entry_id=text(entry_id),
+            attempt=attempt,
+            redelivery_of=None if origin is None else text(origin),
+        )
     return Outcome(
         id=text(fields[b"id"]),
         outcome=fields[b"outcome"].decode(),
@@ -612,7 +629,7 @@ def dead_letter_from_entry(shard: int, entry_id: Any, fields: Mapping[bytes, byt
         failed_ms=int(fields[b"failed"]),
         outcome=(
             outcome_from_entry(shard, fields[b"entry"], fields, int(fields[b"attempts"]))
-            if b"id" in fields
+            if b"id" in fields or b"i" in fields
             else None
         ),
     )

@@ -34,7 +34,9 @@ def decode_payload(data: bytes) -> Any:
 # Data formats a namespace may be in (``meta`` field ``version``); see ``lua/_lib.lua``.
 # New namespaces get the newest; every one listed here is read. Format 3 has format 2's
 # records, its retained outcomes in the results table (``P:R:<b>``) instead of a key each.
-FORMAT_VERSIONS = (1, 2, 3)
+# Format 4 writes outcome stream entries of two fields, the id (``i``) and the retained
+# outcome record (``r``), instead of five (``outcome_entry_fields``).
+FORMAT_VERSIONS = (1, 2, 3, 4)
 FORMAT_VERSION = FORMAT_VERSIONS[-1]
 
 # Format 2 records are arrays with their trailing defaults left out (lua/_lib.lua).

@@ -143,15 +143,23 @@ def init(
             f"re-initialised with {shards} (use another namespace)"
         )
     if meta.version >= 3:  # each shard's results table (never reset: see results_init)
-        yield from _start_results_tables(keys, meta.shards, None, fine_lists=True)
+        yield from _start_results_tables(
+            keys, meta.shards, None, fine_lists=True, record_entries=meta.version >= 4
+        )
     return meta, notes
 
 
 def _start_results_tables(
-    keys: K.NamespaceKeys, shards: int, legacy_until_ms: int | None, *, fine_lists: bool
+    keys: K.NamespaceKeys,
+    shards: int,
+    legacy_until_ms: int | None,
+    *,
+    fine_lists: bool,
+    record_entries: bool,
 ) -> Op[None]:
     for first in range(0, shards, 1000):
-        calls = [C.results_init_call(keys.shard(s), legacy_until_ms, fine_lists=fine_lists)
+        calls = [C.results_init_call(keys.shard(s), legacy_until_ms, fine_lists=fine_lists,
+                                     record_entries=record_entries)
                  for s in range(first, min(shards, first + 1000))]  # fmt: skip
         yield C.Pipeline(calls)
 
@@ -173,13 +181,19 @@ def migrate(
     the old format until they restart, which is harmless. From format 3 on, each shard
     retains outcomes in its results table as soon as this has started it (the scripts
     look, not the clients), and still reads those retained as ``P:r:<id>`` for
-    ``result_ttl_ms`` more, by when Redis has expired them. One way only: a tickwheel
+    ``result_ttl_ms`` more, by when Redis has expired them. From format 4 on, each
+    shard's outcome stream takes two-field entries as soon as its table says so (the
+    entries before stay as they are: readers take both). One way only: a tickwheel
     older than the format cannot read the new records, so upgrade every process first.
     """
     meta = yield from read_meta(keys, where=where, check=check)
-    if meta.version < 3:
-        now = yield from server_time_ms()
-        yield from _start_results_tables(keys, meta.shards, now + result_ttl_ms, fine_lists=False)
+    if meta.version < FORMAT_VERSION:  # start each table (before format 3), or mark it
+        until = None
+        if meta.version < 3:
+            until = (yield from server_time_ms()) + result_ttl_ms
+        yield from _start_results_tables(
+            keys, meta.shards, until, fine_lists=False, record_entries=FORMAT_VERSION >= 4
+        )
     if meta.version < FORMAT_VERSION:
         yield C.Command("hset", (keys.meta, "version", FORMAT_VERSION))
     return meta.version, max(meta.version, FORMAT_VERSION)

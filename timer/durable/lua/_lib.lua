@@ -19,6 +19,13 @@ results table, see below, the record after 4 bytes of expiry):
   format 2  array [o, d, t - d, p, d - c, s = '', g = {}] with o a code: 1 expired,
             2 cancelled, 3 completed (times as differences: a few bytes, not nine)
   t = decided_ms; g = the watch keys notified before it was decided (which completed it).
+Outcome stream entry (STREAM P:out, one a decided timer):
+  formats 1 to 3  fields id, outcome (its name), deadline, decided (epoch ms), payload
+  format 4        fields i = id, r = the retained outcome record above (the same bytes
+                  the results table holds after its 4 bytes of expiry): two fields, not
+                  five, and the record made once for both (#14)
+  The layout follows the shard's results table (E in P:rx, see below), so a stream may
+  hold both after a migration; readers (calls.outcome_from_entry) take either.
 Events on the shard channel: "S <deadline> <id>" scheduled ("M" and a list for a schedule
 call that created several: see schedule.lua), "R <deadline> <id>" rescheduled,
 "X <outcome> <id>" decided by cancel, complete or notify (fire and sweep publish nothing:
@@ -76,6 +83,37 @@ local function pack_result(rec, outcome, now)
     return cmsgpack.pack(a)
   end
   return cmsgpack.pack({o = outcome, d = rec.d, t = now, p = rec.p, c = rec.c, s = rec.s, g = rec.g})
+end
+
+-- A pending record read only as far as deciding it needs: its deadline, and its record
+-- (read_rec) unless it is lean. A lean record is a format-2 array of three or four
+-- fields [d, p, d - c, s] (no need, watch keys or notified keys: most timers) whose d is
+-- a uint64, as cmsgpack writes any deadline after 1970-02: its deadline comes from its
+-- bytes and its outcome record from lean_result, with no msgpack pass and no table
+-- (read_rec and pack_result cost ~18k instructions a timer, a fired one ~100k; #14).
+local sbyte, ssub, schar = string.byte, string.sub, string.char
+local function peek_rec(raw)
+  local h, t = sbyte(raw, 1, 2)
+  if (h == 0x93 or h == 0x94) and t == 0xcf then
+    local a, b, c, d, e, f, g, k = sbyte(raw, 3, 10)
+    return ((((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f) * 256 + g) * 256 + k,
+      false
+  end
+  local rec = read_rec(raw)
+  return rec.d, rec
+end
+
+-- pack_result of a lean record: [o, d, t - d] then its own p, d - c (and s) as they are,
+-- so the same bytes. `code`: the outcome's code; t - d is packed once a call per value
+-- (in `packed`): a batch decided together shares few lateness values.
+local function lean_result(raw, d, code, now, packed)
+  local late = now - d
+  local l = packed[late]
+  if not l then
+    l = cmsgpack.pack(late)
+    packed[late] = l
+  end
+  return schar(sbyte(raw, 1) + 2, code) .. ssub(raw, 2, 10) .. l .. ssub(raw, 11)
 end
 
 local function now_ms()
@@ -161,11 +199,12 @@ result_ttl, and read as retained until trim drops it.
 local RX_LOAD = 32
 
 local function results_of(P)
-  local v = redis.call('HMGET', P .. ':rx', 'L', 'S', 'N', 'G', 'F')
+  local v = redis.call('HMGET', P .. ':rx', 'L', 'S', 'N', 'G', 'F', 'E')
   if not v[1] then return {P = P, legacy = true} end
   local L = tonumber(v[1])
   return {P = P, L = L, S = tonumber(v[2]), N = tonumber(v[3]) or 0, lo = 2 ^ L,
-    hi = 2 ^ (L + 1), G = v[4] and tonumber(v[4]) >= now_ms(), F = v[5] == '1'}
+    hi = 2 ^ (L + 1), G = v[4] and tonumber(v[4]) >= now_ms(), F = v[5] == '1',
+    E = v[6] == '1'}
 end
 
 -- The results handle of a deciding script's shard, read once per call.
@@ -179,7 +218,6 @@ end
 -- of string.byte costs ~800 instructions here, as much as the arithmetic of four steps
 -- (#14). SHA-1 (redis.sha1hex) cost ~4k instructions an id; reading four bytes a call
 -- ~4.4k for a 7-byte id, this ~2.9k.
-local sbyte = string.byte
 local H32 = 4294967296
 local function rx_hash(id)
   local h, i, n = 0, 1, #id
@@ -422,15 +460,15 @@ local function index_bucket(P, bz, id, deadline, bucket_ms, far, rs)
 end
 
 -- Take pending timers out of the buckets that are sets, dropping buckets left empty:
--- ids[i] with record recs[i]. Each is in its fine bucket or, if not there, in its coarse
+-- ids[i] due at ds[i]. Each is in its fine bucket or, if not there, in its coarse
 -- one (visited only then, and only before format 3: see the lazy buckets above).
-local function unindex_many(P, bz, ids, recs, bucket_ms, rs)
+local function unindex_many(P, bz, ids, ds, bucket_ms, rs)
   if rs.F then return end
   local fine = {}
-  for i, id in ipairs(ids) do push(fine, math.floor(recs[i].d / bucket_ms), id) end
+  for i, id in ipairs(ids) do push(fine, math.floor(ds[i] / bucket_ms), id) end
   if remove_from_buckets(P, bucket_key, bz, fine) == #ids or not rs.legacy then return end
   local coarse = {}
-  for i, id in ipairs(ids) do push(coarse, math.floor(recs[i].d / COARSE_MS), id) end
+  for i, id in ipairs(ids) do push(coarse, math.floor(ds[i] / COARSE_MS), id) end
   remove_from_buckets(P, coarse_key, coarse_mirror(P), coarse)
 end
 
@@ -457,7 +495,7 @@ local function cascade(P, tkey, bz, bucket_ms, now, budget, rs)
       for i, id in ipairs(ids) do  -- pending, still due in this hour, once (see add_to_coarse)
         if raws[i] and not seen[id] then
           seen[id] = true
-          local d = read_rec(raws[i]).d
+          local d = peek_rec(raws[i])
           if math.floor(d / COARSE_MS) == hour then
             push(fine, math.floor(d / bucket_ms), id)
             moved = moved + 1
@@ -481,39 +519,84 @@ local function shard_ctx(P, tkey, bz, outkey, evchan, bucket_ms, ttl_ms)
 end
 
 -- Decide pending timers, once each: remove them from every index, append their outcomes
--- to the stream (in the order given), retain each outcome (at its result key) for
--- get/wait/idempotent retries, tell the leader. Timer i is ids[i], with pending record
--- recs[i] (parallel lists: no table per timer). The index writes are coalesced: one
--- HDEL, one SREM per durable bucket and watch key, one ZREM for the buckets left empty,
--- one HSET per results-table hash (format 3); the stream entry is one call per timer.
-local function decide_many(ctx, ids, recs, outcome, now)
+-- to the stream (in the order given), retain each outcome (in the results table, or at
+-- its result key before format 3) for get/wait/idempotent retries, tell the leader.
+-- Timer i is ids[i], due at ds[i], with pending record recs[i], or recs[i] = false and
+-- raws[i] a lean record (see peek_rec; only where the stream takes format-4 entries):
+-- parallel lists, no table per timer. The index writes are coalesced: one HDEL, one
+-- SREM per durable bucket and watch key, one ZREM for the buckets left empty, one HSET
+-- per results-table hash (format 3); the stream entry is one call per timer.
+local function decide_many(ctx, ids, ds, recs, raws, outcome, now)
   if #ids == 0 then return end
+  local rs = results(ctx)
   local watched = {}
-  for i, rec in ipairs(recs) do
-    for _, k in ipairs(rec.w) do push(watched, k, ids[i]) end
+  for i = 1, #ids do
+    local rec = recs[i]
+    if rec then
+      for _, k in ipairs(rec.w) do push(watched, k, ids[i]) end
+    end
   end
   redis.call('HDEL', ctx.t, unpack(ids))
-  unindex_many(ctx.P, ctx.bz, ids, recs, ctx.bucket_ms, results(ctx))
+  unindex_many(ctx.P, ctx.bz, ids, ds, ctx.bucket_ms, rs)
   for k, members in pairs(watched) do
     redis.call('SREM', watch_key(ctx.P, k), unpack(members))
   end
-  local at = istr(now)
+  local at, code, packed = istr(now), OUTCOME_CODE[outcome], {}
   local vals = {}
   for i, id in ipairs(ids) do
     local rec = recs[i]
-    redis.call('XADD', ctx.out, '*', 'id', id, 'outcome', outcome, 'deadline', istr(rec.d),
-      'decided', at, 'payload', rec.p)
-    vals[i] = pack_result(rec, outcome, now)
+    local val
+    if rec then
+      val = pack_result(rec, outcome, now)
+    else
+      val = lean_result(raws[i], ds[i], code, now, packed)
+    end
+    vals[i] = val
+    if rs.E then
+      redis.call('XADD', ctx.out, '*', 'i', id, 'r', val)
+    else
+      redis.call('XADD', ctx.out, '*', 'id', id, 'outcome', outcome, 'deadline', istr(ds[i]),
+        'decided', at, 'payload', rec.p)
+    end
     if ctx.ev then  -- fire and sweep clear it: their caller is the leader, which knows
       redis.call('PUBLISH', ctx.ev, 'X ' .. outcome .. ' ' .. id)
     end
   end
-  result_put_many(results(ctx), ids, vals, now, ctx.ttl)
+  result_put_many(rs, ids, vals, now, ctx.ttl)
 end
 
 -- Decide one pending timer (cancel, complete, notify): decide_many of one.
 local function decide(ctx, id, rec, outcome, now)
-  decide_many(ctx, {id}, {rec}, outcome, now)
+  decide_many(ctx, {id}, {rec.d}, {rec}, nil, outcome, now)
+end
+
+-- The pending records raws[i] of ids[i] (nil: not pending) that are due by `now`, each
+-- once (an id may come twice), read as deciding them needs (peek_rec, where the stream
+-- takes format-4 entries, else read_rec): the lists decide_many takes (ids, ds, recs,
+-- raws), oldest first as given, and {id, deadline} for each one not yet due.
+local function due_records(ids, raws, now, rs)
+  local due, ds, recs, lean, later, seen = {}, {}, {}, {}, {}, {}
+  for i, id in ipairs(ids) do
+    local raw = raws[i]
+    if raw and not seen[id] then
+      seen[id] = true
+      local d, rec
+      if rs.E then
+        d, rec = peek_rec(raw)
+      else
+        rec = read_rec(raw)
+        d = rec.d
+      end
+      if d <= now then
+        local k = #due + 1
+        due[k], ds[k], recs[k], lean[k] = id, d, rec, raw
+      else
+        later[#later + 1] = id
+        later[#later + 1] = istr(d)
+      end
+    end
+  end
+  return due, ds, recs, lean, later
 end
 
 -- Fail with FENCED unless `worker` holds the shard's lease at `epoch`.

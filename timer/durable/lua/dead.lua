@@ -10,7 +10,8 @@ Atomic   the acknowledgement and the dead letter are one step: a crash leaves th
          either pending (to be retried) or dead-lettered, never lost or both.
 Cost     O(1) (XADD, XACK).
 Fields   group, entry, consumer, attempts, error, failed (ms), then the outcome's own
-         fields (id, outcome, deadline, decided, payload) while the stream still holds it.
+         fields (id, outcome, deadline, decided, payload; or in format 4 i and r) while the
+         stream still holds it.
 ]]
 local out, group, id = KEYS[1], ARGV[1], ARGV[2]
 if not redis.call('XPENDING', out, group, id, id, 1)[1] then return '' end

@@ -11,7 +11,8 @@ Returns  {fired, early}: fired = ids expired by this call; early = {id, deadline
          Ids already decided are neither (someone else decided them first).
 Errors   FENCED    the caller does not hold the lease at this epoch: it must drop the shard
 Atomic   a timer is never fired before its deadline by Redis TIME and never decided twice.
-Cost     O(N * W) for N ids: one HMGET, the index writes coalesced (see decide_many).
+Cost     O(N * W) for N ids: one HMGET, the index writes coalesced (see decide_many);
+         a lean record (see peek_rec) is decided without unpacking it.
 ]]
 local fenced = check_fence(KEYS[4], KEYS[5], ARGV[2], ARGV[3])
 if fenced then return fenced end
@@ -20,22 +21,7 @@ ctx.ev = nil  -- no echo event: the leader calling this knows what it decides
 local now = now_ms()
 local ids = {}
 for i = 7, #ARGV do ids[#ids + 1] = ARGV[i] end
-local raws = redis.call('HMGET', KEYS[1], unpack(ids))
-local fired, early, recs, seen = {}, {}, {}, {}
-for i, id in ipairs(ids) do
-  local raw = raws[i]
-  if raw and not seen[id] then  -- an id twice in one batch is decided once
-    seen[id] = true
-    local rec = read_rec(raw)
-    if rec.d <= now then
-      local k = #fired + 1
-      fired[k] = id
-      recs[k] = rec
-    else
-      early[#early + 1] = id
-      early[#early + 1] = istr(rec.d)
-    end
-  end
-end
-decide_many(ctx, fired, recs, 'expired', now)
-return {fired, early}
+local due, ds, recs, raws, early = due_records(ids, redis.call('HMGET', KEYS[1], unpack(ids)),
+  now, results(ctx))
+decide_many(ctx, due, ds, recs, raws, 'expired', now)
+return {due, early}

@@ -21,7 +21,7 @@ local now = now_ms()
 local deadline, too_far = deadline_of(mode, value, now, max_delay)
 if too_far then return too_far end
 local rs = results_of(P)
-unindex_many(P, KEYS[2], {id}, {rec}, bucket_ms, rs)
+unindex_many(P, KEYS[2], {id}, {rec.d}, bucket_ms, rs)
 rec.d = deadline
 redis.call('HSET', KEYS[1], id, pack_rec(rec))
 index_bucket(P, KEYS[2], id, deadline, bucket_ms, is_far(rec.fmt, deadline, now), rs)

@@ -47,26 +47,21 @@ for _, n in ipairs(ended) do
   end
   if #ids > 0 then
     local raws = redis.call('HMGET', KEYS[1], unpack(ids))
-    local due, recs, stale, seen = {}, {}, {}, {}
-    for i, id in ipairs(ids) do
-      local raw = raws[i]
-      if raw and not seen[id] then  -- an id twice in a list is decided once
-        seen[id] = true
-        local rec = read_rec(raw)
-        if rec.d <= now then  -- pending and not due: moved to a later bucket, kept there
-          local k = #due + 1
-          due[k] = id
-          recs[k] = rec
-          fired[#fired + 1] = id
-          fired[#fired + 1] = istr(rec.d)
-        end
-      elseif not raw then
-        stale[#stale + 1] = id  -- decided elsewhere: only its bucket entry was left
-      end
+    -- each pending id once; one not yet due was moved to a later bucket, and stays there
+    local due, ds, recs, lean = due_records(ids, raws, now, rs)
+    for k, id in ipairs(due) do
+      fired[#fired + 1] = id
+      fired[#fired + 1] = istr(ds[k])
     end
     budget = budget - #ids
-    if #stale > 0 and not rs.F then redis.call('SREM', b, unpack(stale)) end
-    decide_many(ctx, due, recs, 'expired', now)
+    if not rs.F then  -- a set: drop the ids decided elsewhere (only their entry was left)
+      local stale = {}
+      for i, id in ipairs(ids) do
+        if not raws[i] then stale[#stale + 1] = id end
+      end
+      if #stale > 0 then redis.call('SREM', b, unpack(stale)) end
+    end
+    decide_many(ctx, due, ds, recs, lean, 'expired', now)
   end
   if redis.call('EXISTS', b) == 0 then
     redis.call('ZREM', KEYS[2], n)
