@@ -767,14 +767,23 @@ class ShardStore:
         op = ops.read_due(self.keys, until_ms, skip, max_ids=max_ids, bucket_ms=self.bucket_ms)
         return self._client._run(op)
 
-    def fire(self, worker: str, epoch: int, ids: Sequence[str], *, ttl_ms: int) -> FireResult:
-        call = C.fire_call(self.keys, worker, epoch, ids, bucket_ms=self.bucket_ms, ttl_ms=ttl_ms)
+    def fire(
+        self, worker: str, epoch: int, ids: Sequence[str], *, ttl_ms: int, ahead: int = 0
+    ) -> FireResult:
+        """Expire ``ids`` if due (fenced); ``ahead``: more of the shard's timers the
+        caller expects to decide soon, for which the results table grows while cheap."""
+        call = C.fire_call(
+            self.keys, worker, epoch, ids, bucket_ms=self.bucket_ms, ttl_ms=ttl_ms, ahead=ahead
+        )
         return C.parse_fire(self._client._run(_one(call)))
 
-    def sweep(self, worker: str, epoch: int, *, ttl_ms: int, limit: int) -> SweepResult:
+    def sweep(
+        self, worker: str, epoch: int, *, ttl_ms: int, limit: int, ahead: int = 0
+    ) -> SweepResult:
         call = C.sweep_call(
-            self.keys, worker, epoch, bucket_ms=self.bucket_ms, ttl_ms=ttl_ms, limit=limit
-        )
+            self.keys, worker, epoch, bucket_ms=self.bucket_ms, ttl_ms=ttl_ms, limit=limit,
+            ahead=ahead,
+        )  # fmt: skip
         return C.parse_sweep(self._client._run(_one(call)))
 
 

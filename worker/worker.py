@@ -360,7 +360,13 @@ class Worker:
     def _fire(self, state: ShardState, group: list[FireTask]) -> int:
         ids = [t.timer_id for t in group]
         try:
-            result = state.store.fire(self.id, state.epoch, ids, ttl_ms=self.settings.result_ttl_ms)
+            # ahead: the shard's timers in the wheel will be decided soon (fired, or
+            # cancelled: each leaves an outcome), so the results table grows for them
+            # before they land, when that moves least (rx_grow in lua/_lib.lua)
+            result = state.store.fire(
+                self.id, state.epoch, ids, ttl_ms=self.settings.result_ttl_ms,
+                ahead=len(state.tasks),
+            )  # fmt: skip
         except Fenced:
             self.stats.fence_rejections += 1
             log.warning("shard %d: fenced at epoch %d; dropping it", state.shard, state.epoch)
@@ -423,8 +429,9 @@ class Worker:
                 return total  # its lease was lost meanwhile
             try:
                 swept = state.store.sweep(
-                    self.id, state.epoch, ttl_ms=s.result_ttl_ms, limit=s.sweep_limit
-                )
+                    self.id, state.epoch, ttl_ms=s.result_ttl_ms, limit=s.sweep_limit,
+                    ahead=len(state.tasks),
+                )  # fmt: skip
             except Fenced:
                 self.stats.fence_rejections += 1
                 self.drop(state.shard, release=False)

@@ -112,6 +112,70 @@ def test_rearm_takes_an_outcome_out_of_the_table(client: TimerClient) -> None:
     assert info is not None and info.state == "completed"
 
 
+def due_in_shard(c: TimerClient, shard: int, n: int, tag: str) -> list[str]:
+    ids = [f"{tag}:{i}" for i in range(20 * n) if c.shard_of(f"{tag}:{i}") == shard][:n]
+    now = server_now_ms(c.redis)
+    c.schedule_many([{"id": i, "deadline_ms": now - 1_000} for i in ids])
+    return ids
+
+
+def hdel_calls(r: redis.Redis) -> int:
+    return int(r.info("commandstats").get("cmdstat_hdel", {}).get("calls", 0))
+
+
+def test_fire_grows_the_table_ahead_of_a_burst_so_the_burst_is_not_moved(
+    client: TimerClient,
+) -> None:
+    """A leader firing 4,000 due timers in batches of 500 tells each call how many more
+    it holds (ahead): the first call grows the empty table for all of them (splits of
+    empty hashes move nothing), so no later call splits a hash holding results. Without
+    the hint the table grows as the results land, splitting full hashes (an HDEL each).
+    Either way every outcome is where linear hashing puts it."""
+    moves = {}
+    for shard, hinted in ((1, True), (2, False)):
+        ids = due_in_shard(client, shard, 4_000, f"burst{shard}")
+        store = client.shard_store(shard)
+        epoch = store.acquire("w", 60_000).epoch
+        before = hdel_calls(client.redis)
+        for i in range(0, len(ids), 500):
+            ahead = len(ids) - i if hinted else 0
+            fired = store.fire("w", epoch, ids[i : i + 500], ttl_ms=60_000, ahead=ahead).fired
+            assert len(fired) == 500
+        moves[hinted] = hdel_calls(client.redis) - before - 8  # one HDEL of P:t a call
+        st = check_table(client.redis, client.keys.shard(shard))
+        assert st["N"] == 4_000 and 2 ** st["L"] + st["S"] >= 4_000 // RX_LOAD
+    assert moves[True] == 0 and moves[False] > 20, moves
+
+
+def test_sweep_grows_the_table_ahead_too(client: TimerClient) -> None:
+    """The sweep takes the same hint: a first call deciding 100 timers into an empty
+    table, told 5,000 more are coming, leaves it room for them all."""
+    due_in_shard(client, 0, 600, "swept")
+    store = client.shard_store(0)
+    epoch = store.acquire("w", 60_000).epoch
+    swept = store.sweep("w", epoch, ttl_ms=60_000, limit=100, ahead=5_000)
+    assert len(swept.fired) == 100 and swept.more
+    st = check_table(client.redis, client.keys.shard(0))
+    assert st["N"] == 100 and 2 ** st["L"] + st["S"] >= 5_100 // RX_LOAD
+
+
+def test_growing_ahead_is_bounded_by_what_a_call_inserts(client: TimerClient) -> None:
+    """Into a table already holding 2,000 results, a call of 10 with a huge hint splits
+    only until it has moved more than 10 results (or 256 hashes): a hint never makes
+    one call rebuild a large table."""
+    decided_in_shard(client, 3, 2_000, "full")
+    sk = client.keys.shard(3)
+    st = check_table(client.redis, sk)
+    ids = due_in_shard(client, 3, 10, "few")
+    store = client.shard_store(3)
+    before = hdel_calls(client.redis)
+    fired = store.fire("w", store.acquire("w", 60_000).epoch, ids, ttl_ms=60_000, ahead=10**6)
+    assert len(fired.fired) == 10
+    after = check_table(client.redis, sk)
+    grown = (2 ** after["L"] + after["S"]) - (2 ** st["L"] + st["S"])
+    assert grown >= 1 and hdel_calls(client.redis) - before - 1 <= 2, (st, after)
+
+
 @pytest.fixture
 def short(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
     """A client whose outcomes are retained for 1 s."""

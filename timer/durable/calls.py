@@ -405,11 +405,19 @@ def parse_lease_release(reply: Any) -> bool:
 
 
 def fire_call(
-    sk: K.ShardKeys, worker: str, epoch: int, ids: Sequence[str], *, bucket_ms: int, ttl_ms: int
+    sk: K.ShardKeys,
+    worker: str,
+    epoch: int,
+    ids: Sequence[str],
+    *,
+    bucket_ms: int,
+    ttl_ms: int,
+    ahead: int = 0,
 ) -> ScriptCall:
-    """Expire ``ids`` (oldest deadline first) if due by Redis time; fenced by the lease."""
+    """Expire ``ids`` (oldest deadline first) if due by Redis time; fenced by the lease.
+    ``ahead``: timers of the shard the caller expects to decide soon (see ``fire.lua``)."""
     keys = [sk.timers, sk.buckets, sk.outcomes, sk.lease, sk.epoch]
-    args = [sk.prefix, worker, epoch, bucket_ms, ttl_ms, sk.events, *ids]
+    args = [sk.prefix, worker, epoch, bucket_ms, ttl_ms, max(0, ahead), *ids]
     return ScriptCall(ScriptName.FIRE, keys, args)
 
 
@@ -422,11 +430,19 @@ def parse_fire(reply: Sequence[Any]) -> FireResult:
 
 
 def sweep_call(
-    sk: K.ShardKeys, worker: str, epoch: int, *, bucket_ms: int, ttl_ms: int, limit: int
+    sk: K.ShardKeys,
+    worker: str,
+    epoch: int,
+    *,
+    bucket_ms: int,
+    ttl_ms: int,
+    limit: int,
+    ahead: int = 0,
 ) -> ScriptCall:
-    """Expire what is left in ended buckets, at most ``limit`` timers; fenced."""
+    """Expire what is left in ended buckets, at most ``limit`` timers; fenced.
+    ``ahead``: as for ``fire_call``."""
     keys = [sk.timers, sk.buckets, sk.outcomes, sk.lease, sk.epoch]
-    args = [sk.prefix, worker, epoch, bucket_ms, ttl_ms, sk.events, limit]
+    args = [sk.prefix, worker, epoch, bucket_ms, ttl_ms, max(0, ahead), limit]
     return ScriptCall(ScriptName.SWEEP, keys, args)
 
 

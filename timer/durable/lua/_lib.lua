@@ -323,7 +323,8 @@ local function result_get(rs, id)
   return result_get_many(rs, {id})[1]
 end
 
--- Move the ids of hash S that belong to S + 2^L there, and advance the split pointer.
+-- Move the ids of hash S that belong to S + 2^L there, and advance the split pointer;
+-- how many moved.
 local function rx_split(rs)
   local from = rx_key(rs.P, rs.S)
   local to = rs.S + rs.lo
@@ -347,6 +348,25 @@ local function rx_split(rs)
     rs.lo = rs.hi
     rs.hi = rs.hi * 2
   end
+  return #names
+end
+
+-- Split for `n` more results, and for rs.ahead more expected soon (the leader's hint: the
+-- timers of the shard in its wheel, see fire.lua) while that is cheap: at most
+-- RX_AHEAD_SPLITS a call, and moving in all no more results than the n being inserted.
+-- A split moves half of what its hash holds, so a table grown as a burst lands moves
+-- each of the burst's results about once (a split of a full hash cost ~690k
+-- instructions, a fifth of a fired timer's cost in a burst into an empty table, #14);
+-- grown before the burst arrives, it moves only what it held, little when it was small.
+local RX_AHEAD_SPLITS = 256
+local function rx_grow(rs, n)
+  while rs.N + n > RX_LOAD * (rs.lo + rs.S) do rx_split(rs) end
+  local ahead, moved, splits = rs.ahead or 0, 0, 0
+  while ahead > 0 and splits < RX_AHEAD_SPLITS and moved <= n
+      and rs.N + n + ahead > RX_LOAD * (rs.lo + rs.S) do
+    moved = moved + rx_split(rs)
+    splits = splits + 1
+  end
 end
 
 -- Save L, S and N after a change (a shard without a table has none to save).
@@ -366,7 +386,7 @@ local function result_put_many(rs, ids, vals, now, ttl)
   end
   -- split first, for room for them all: the new results go straight to their hashes,
   -- and a split moves only what was there (a batch into an empty table moves nothing)
-  while rs.N + #ids > RX_LOAD * (rs.lo + rs.S) do rx_split(rs) end
+  rx_grow(rs, #ids)
   local expiry = be32(math.ceil((now + ttl) / 1000))
   local groups = {}
   for i = 1, #ids do  -- each hash's fields: id, value, id, value...
@@ -558,7 +578,7 @@ local function decide_many(ctx, ids, ds, recs, raws, outcome, now)
       redis.call('XADD', ctx.out, '*', 'id', id, 'outcome', outcome, 'deadline', istr(ds[i]),
         'decided', at, 'payload', rec.p)
     end
-    if ctx.ev then  -- fire and sweep clear it: their caller is the leader, which knows
+    if ctx.ev then  -- fire and sweep have none: their caller is the leader, which knows
       redis.call('PUBLISH', ctx.ev, 'X ' .. outcome .. ' ' .. id)
     end
   end

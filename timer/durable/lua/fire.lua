@@ -3,7 +3,9 @@
 KEYS[1]  P:t        KEYS[2]  P:buckets    KEYS[3]  P:out (STREAM)
 KEYS[4]  P:lease    KEYS[5]  P:epoch
 ARGV[1]  P          ARGV[2]  worker id    ARGV[3]  epoch (fencing token)
-ARGV[4]  bucket_ms  ARGV[5]  result_ttl_ms ARGV[6] events channel of the shard (unused: nothing is published)
+ARGV[4]  bucket_ms  ARGV[5]  result_ttl_ms
+ARGV[6]  ahead: how many more timers of the shard the caller expects to decide soon (those
+         in its wheel); the results table grows for them while that is cheap (rx_grow)
 ARGV[6+i] id_i      (oldest deadline first: outcomes are appended in this order)
 
 Returns  {fired, early}: fired = ids expired by this call; early = {id, deadline_ms, ...} for
@@ -16,8 +18,9 @@ Cost     O(N * W) for N ids: one HMGET, the index writes coalesced (see decide_m
 ]]
 local fenced = check_fence(KEYS[4], KEYS[5], ARGV[2], ARGV[3])
 if fenced then return fenced end
-local ctx = shard_ctx(ARGV[1], KEYS[1], KEYS[2], KEYS[3], ARGV[6], ARGV[4], ARGV[5])
-ctx.ev = nil  -- no echo event: the leader calling this knows what it decides
+local ctx = shard_ctx(ARGV[1], KEYS[1], KEYS[2], KEYS[3], nil, ARGV[4], ARGV[5])
+-- (no echo event: the leader calling this knows what it decides)
+results(ctx).ahead = tonumber(ARGV[6])
 local now = now_ms()
 local ids = {}
 for i = 7, #ARGV do ids[#ids + 1] = ARGV[i] end

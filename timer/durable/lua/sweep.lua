@@ -12,7 +12,8 @@ the leader loads an hour ahead, and overdue ones are expired in this same call.
 KEYS[1]  P:t        KEYS[2]  P:buckets    KEYS[3]  P:out (STREAM)
 KEYS[4]  P:lease    KEYS[5]  P:epoch
 ARGV[1]  P          ARGV[2]  worker id    ARGV[3]  epoch
-ARGV[4]  bucket_ms  ARGV[5]  result_ttl_ms ARGV[6] events channel of the shard (unused: nothing is published)
+ARGV[4]  bucket_ms  ARGV[5]  result_ttl_ms
+ARGV[6]  ahead: as for fire (the results table grows for timers expected soon)
 ARGV[7]  limit: the most timers expired by this call
 
 Returns  {fired, more, moved}: fired = {id, deadline_ms, ...} expired by this call;
@@ -27,11 +28,12 @@ Keys built from P: P:b:<n>, P:c:<m>, P:coarse, P:w:<key>, P:r:<id>, P:rx, P:R:<b
 local fenced = check_fence(KEYS[4], KEYS[5], ARGV[2], ARGV[3])
 if fenced then return fenced end
 local P = ARGV[1]
-local ctx = shard_ctx(P, KEYS[1], KEYS[2], KEYS[3], ARGV[6], ARGV[4], ARGV[5])
-ctx.ev = nil  -- no echo event: the leader calling this knows what it decides
+local ctx = shard_ctx(P, KEYS[1], KEYS[2], KEYS[3], nil, ARGV[4], ARGV[5])
+-- (no echo event: the leader calling this knows what it decides)
 local bucket_ms, limit = ctx.bucket_ms, tonumber(ARGV[7])
 local now = now_ms()
 local rs = results(ctx)
+rs.ahead = tonumber(ARGV[6])
 local moved, started = cascade(P, KEYS[1], KEYS[2], bucket_ms, now, limit, rs)
 local fired = {}
 local budget = limit
