@@ -67,12 +67,16 @@ def test_every_script_has_a_builder_named_in_its_header() -> None:
 
 
 def test_fire_call_keys_follow_the_header_order() -> None:
-    """fire's KEYS are t, buckets, out, lease, epoch, as its header says."""
+    """fire's KEYS are t, buckets, out, lease, epoch, and its ARGV P, worker, epoch,
+    bucket_ms, result_ttl_ms, ahead (0 when not given, never negative), then the ids, as
+    its header says."""
     sk = NS.shard(3)
-    call = C.fire_call(sk, "w1", 7, ["a", "b"], bucket_ms=1000, ttl_ms=60_000)
+    call = C.fire_call(sk, "w1", 7, ["a", "b"], bucket_ms=1000, ttl_ms=60_000, ahead=40)
     assert call.script is ScriptName.FIRE
     assert call.keys == [sk.timers, sk.buckets, sk.outcomes, sk.lease, sk.epoch]
-    assert call.args == [sk.prefix, "w1", 7, 1000, 60_000, sk.events, "a", "b"]
+    assert call.args == [sk.prefix, "w1", 7, 1000, 60_000, 40, "a", "b"]
+    assert C.fire_call(sk, "w1", 7, ["a"], bucket_ms=1000, ttl_ms=60_000).args[5] == 0
+    assert C.fire_call(sk, "w1", 7, ["a"], bucket_ms=1000, ttl_ms=1, ahead=-3).args[5] == 0
 
 
 def test_parsers_type_the_replies() -> None:

@@ -355,9 +355,9 @@ end
 -- timers of the shard in its wheel, see fire.lua) while that is cheap: at most
 -- RX_AHEAD_SPLITS a call, and moving in all no more results than the n being inserted.
 -- A split moves half of what its hash holds, so a table grown as a burst lands moves
--- each of the burst's results about once (a split of a full hash cost ~690k
--- instructions, a fifth of a fired timer's cost in a burst into an empty table, #14);
--- grown before the burst arrives, it moves only what it held, little when it was small.
+-- each of the burst's results about once (a split of a full hash costs ~690k
+-- instructions: in a burst into an empty table, about a fifth of what firing it cost;
+-- #14); grown before the burst arrives, it moves only what it held, little if small.
 local RX_AHEAD_SPLITS = 256
 local function rx_grow(rs, n)
   while rs.N + n > RX_LOAD * (rs.lo + rs.S) do rx_split(rs) end
