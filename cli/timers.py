@@ -83,7 +83,7 @@ def migrate(app: App, yes: bool) -> None:
     3) write outcome stream entries of five fields; new ones (format 4) use compact
     arrays, keep timers due hours ahead in one bucket per hour, keep retained outcomes
     in small hashes (about half the bytes), and write each outcome to the stream as
-    its id and its outcome record (less server CPU a fired timer). After this
+    its id and its outcome record (less server CPU per fired timer). After this
     command new timers and new outcomes are stored that way; what is already written
     is read as before (an outcome retained before still answers get and retries until
     it expires), so nothing is rewritten and nothing stops. It is one way: run it only
