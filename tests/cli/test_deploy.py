@@ -23,7 +23,7 @@ from click.testing import CliRunner
 from cli.main import main
 from tests.conftest import wait_for
 from timer import TimerClient
-from timer.testing import RedisServer, free_port
+from timer.testing import LISTPACK_VALUE_BYTES, RedisServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,10 +35,12 @@ def compose() -> dict[str, Any]:
 
 
 def test_redis_service_has_aof_healthcheck_and_volume() -> None:
-    """Redis runs with AOF (appendfsync everysec), a healthcheck, and a named data volume."""
+    """Redis runs with AOF (appendfsync everysec), small hashes compact for values up to
+    the bytes tickwheel's own servers allow, a healthcheck, and a named data volume."""
     redis = compose()["services"]["redis"]
     cmd = " ".join(redis["command"])
     assert "--appendonly yes" in cmd and "--appendfsync everysec" in cmd
+    assert f"--hash-max-listpack-value {LISTPACK_VALUE_BYTES}" in cmd
     assert redis["healthcheck"]["test"][-2:] == ["redis-cli", "ping"]
     assert any(v.startswith("redis-data:") for v in redis["volumes"])
     assert "redis-data" in compose()["volumes"]
@@ -244,7 +246,8 @@ def test_image_is_not_root_and_redis_is_not_public() -> None:
 
 @pytest.mark.slow
 def test_redis_service_command_runs(tmp_path: Path, server_binary: Path) -> None:
-    """The redis service's command line starts a server with AOF on (our test binary)."""
+    """The redis service's command line starts a server with AOF on and compact hashes
+    for values up to LISTPACK_VALUE_BYTES (our test binary)."""
     command = list(map(str, compose()["services"]["redis"]["command"]))
     assert command[0] == "redis-server"
     port = free_port()
@@ -258,6 +261,9 @@ def test_redis_service_command_runs(tmp_path: Path, server_binary: Path) -> None
         wait_for(lambda: _pings(r), 15, "the server to answer")
         assert r.config_get("appendonly")["appendonly"] == "yes"
         assert r.config_get("appendfsync")["appendfsync"] == "everysec"
+        assert r.config_get("hash-max-listpack-value") == {
+            "hash-max-listpack-value": str(LISTPACK_VALUE_BYTES)
+        }
         r.close()
     finally:
         proc.terminate()

@@ -112,6 +112,28 @@ def test_rearm_takes_an_outcome_out_of_the_table(client: TimerClient) -> None:
     assert info is not None and info.state == "completed"
 
 
+def test_outcomes_with_payloads_stay_compact_on_the_servers_tickwheel_starts(
+    client: TimerClient,
+) -> None:
+    """A results-table hash is compact (a listpack) only while each value fits
+    hash-max-listpack-value; tickwheel's own servers (the embedded one, the tests') set
+    it to LISTPACK_VALUE_BYTES, so outcomes with 300-byte payloads keep every hash of
+    the table a listpack (at Redis's default of 64 they turned it into a hash table)."""
+    sk = client.keys.shard(1)
+    ids = [f"big:{i}" for i in range(2_000) if client.shard_of(f"big:{i}") == 1][:60]
+    now = server_now_ms(client.redis)
+    client.schedule_many([{"id": i, "deadline_ms": now + 60_000, "payload": "x" * 300}
+                          for i in ids])  # fmt: skip
+    for tid in ids:
+        assert client.cancel(tid)
+    st = check_table(client.redis, sk)
+    parts = [sk.results_part(b) for b in range(2 ** st["L"] + st["S"])]
+    encodings = {client.redis.object("encoding", k) for k in parts if client.redis.exists(k)}
+    assert encodings == {b"listpack"}
+    info = client.get(ids[0])
+    assert info is not None and info.payload == "x" * 300
+
+
 def due_in_shard(c: TimerClient, shard: int, n: int, tag: str) -> list[str]:
     ids = [f"{tag}:{i}" for i in range(20 * n) if c.shard_of(f"{tag}:{i}") == shard][:n]
     now = server_now_ms(c.redis)
