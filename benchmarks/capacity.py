@@ -116,8 +116,9 @@ def decide_dense(r: redis.Redis, url: str, n: int, ns: str, version: int) -> dic
         tables = [c.keys.shard(s).results_table for s in range(SHARDS)]
         if version < 3:  # a P:r:<id> key per result
             r.delete(*tables)
-        for table in tables if version == 3 else ():  # five-field outcome entries
-            r.hdel(table, "E")
+        else:  # format 3: five-field outcome entries
+            for table in tables:
+                r.hdel(table, "E")
         c.close()
         c = TimerClient.from_url(url, ns)
     now = c.server_time_ms()

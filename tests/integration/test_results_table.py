@@ -48,8 +48,12 @@ def check_table(r: redis.Redis, sk: ShardKeys) -> dict[str, int]:
     return st
 
 
+def ids_in_shard(c: TimerClient, shard: int, n: int, tag: str) -> list[str]:
+    return [f"{tag}:{i}" for i in range(20 * n) if c.shard_of(f"{tag}:{i}") == shard][:n]
+
+
 def decided_in_shard(c: TimerClient, shard: int, n: int, tag: str) -> list[str]:
-    ids = [f"{tag}:{i}" for i in range(20 * n) if c.shard_of(f"{tag}:{i}") == shard][:n]
+    ids = ids_in_shard(c, shard, n, tag)
     now = server_now_ms(c.redis)
     c.schedule_many([{"id": i, "deadline_ms": now + 600_000, "payload": i} for i in ids])
     for tid in ids:
@@ -120,7 +124,7 @@ def test_outcomes_with_payloads_stay_compact_on_the_servers_tickwheel_starts(
     it to LISTPACK_VALUE_BYTES, so outcomes with 300-byte payloads keep every hash of
     the table a listpack (at Redis's default of 64 they turned it into a hash table)."""
     sk = client.keys.shard(1)
-    ids = [f"big:{i}" for i in range(2_000) if client.shard_of(f"big:{i}") == 1][:60]
+    ids = ids_in_shard(client, 1, 60, "big")
     now = server_now_ms(client.redis)
     client.schedule_many([{"id": i, "deadline_ms": now + 60_000, "payload": "x" * 300}
                           for i in ids])  # fmt: skip
@@ -135,7 +139,7 @@ def test_outcomes_with_payloads_stay_compact_on_the_servers_tickwheel_starts(
 
 
 def due_in_shard(c: TimerClient, shard: int, n: int, tag: str) -> list[str]:
-    ids = [f"{tag}:{i}" for i in range(20 * n) if c.shard_of(f"{tag}:{i}") == shard][:n]
+    ids = ids_in_shard(c, shard, n, tag)
     now = server_now_ms(c.redis)
     c.schedule_many([{"id": i, "deadline_ms": now - 1_000} for i in ids])
     return ids

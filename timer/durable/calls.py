@@ -514,25 +514,22 @@ def outcome_from_entry(
     earlier formats write (a stream may hold both after a migration)."""
     origin = fields.get(b"from")
     record = fields.get(b"r")
-    if record is not None:
+    if record is not None:  # format 4
         rec = decode_result(record)
-        return Outcome(
-            id=text(fields[b"i"]),
-            outcome=rec["o"],
-            deadline_ms=int(rec["d"]),
-            decided_ms=int(rec["t"]),
-            payload=decode_payload(rec["p"]),
-            shard=shard,
-            entry_id=text(entry_id),
-            attempt=attempt,
-            redelivery_of=None if origin is None else text(origin),
-        )
+        tid, outcome, deadline, decided, payload = (
+            fields[b"i"], rec["o"], rec["d"], rec["t"], rec["p"],
+        )  # fmt: skip
+    else:
+        tid, outcome, deadline, decided, payload = (
+            fields[b"id"], fields[b"outcome"].decode(), fields[b"deadline"], fields[b"decided"],
+            fields[b"payload"],
+        )  # fmt: skip
     return Outcome(
-        id=text(fields[b"id"]),
-        outcome=fields[b"outcome"].decode(),
-        deadline_ms=int(fields[b"deadline"]),
-        decided_ms=int(fields[b"decided"]),
-        payload=decode_payload(fields[b"payload"]),
+        id=text(tid),
+        outcome=outcome,
+        deadline_ms=int(deadline),
+        decided_ms=int(decided),
+        payload=decode_payload(payload),
         shard=shard,
         entry_id=text(entry_id),
         attempt=attempt,

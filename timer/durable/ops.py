@@ -192,9 +192,8 @@ def migrate(
         if meta.version < 3:
             until = (yield from server_time_ms()) + result_ttl_ms
         yield from _start_results_tables(
-            keys, meta.shards, until, fine_lists=False, record_entries=FORMAT_VERSION >= 4
+            keys, meta.shards, until, fine_lists=False, record_entries=True
         )
-    if meta.version < FORMAT_VERSION:
         yield C.Command("hset", (keys.meta, "version", FORMAT_VERSION))
     return meta.version, max(meta.version, FORMAT_VERSION)
 

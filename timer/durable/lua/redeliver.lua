@@ -15,19 +15,16 @@ local letter = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])[1]
 if not letter then return '' end
 local f = {}
 for i = 1, #letter[2], 2 do f[letter[2][i]] = letter[2][i + 1] end
-local fields
+local only, from = f['group'], f['from'] or f['entry']
+local new_id
 if f['r'] then  -- format 4: the id and the outcome record
-  fields = {'i', f['i'], 'r', f['r']}
+  new_id = redis.call('XADD', KEYS[2], '*', 'i', f['i'], 'r', f['r'], 'only', only, 'from', from)
 elseif f['id'] then
-  fields = {'id', f['id'], 'outcome', f['outcome'], 'deadline', f['deadline'],
-    'decided', f['decided'], 'payload', f['payload']}
+  new_id = redis.call('XADD', KEYS[2], '*', 'id', f['id'], 'outcome', f['outcome'],
+    'deadline', f['deadline'], 'decided', f['decided'], 'payload', f['payload'],
+    'only', only, 'from', from)
 else
   return ''
 end
-fields[#fields + 1] = 'only'
-fields[#fields + 1] = f['group']
-fields[#fields + 1] = 'from'
-fields[#fields + 1] = f['from'] or f['entry']
-local new_id = redis.call('XADD', KEYS[2], '*', unpack(fields))
 redis.call('XDEL', KEYS[1], ARGV[1])
 return new_id
