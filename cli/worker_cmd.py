@@ -54,6 +54,18 @@ from .service import connect, log_level_option, metrics_options, serve, setup_lo
     "group has not acked); 0s keeps them forever. Raise it if you read outcomes without a "
     "consumer group (tail, Spark) less often than this.",
 )
+@click.option(
+    "--result-ttl",
+    "result_ttl_ms",
+    type=DURATION,
+    default="24h",
+    show_default=True,
+    help="Keep the outcome of each timer this worker fires this long: it answers get, wait "
+    "and a retried schedule of the same id (which returns the outcome instead of arming a "
+    "new timer). Each costs Redis about 50 bytes, so 24h at 1,000 timers/s holds ~4 GB; a "
+    "shorter one holds less. 1s to 3650d. Timers a client cancels or completes keep its "
+    "own result_ttl_s.",
+)
 @click.option("--id", "worker_id", default=None, help="Worker id (default host-pid-random).")
 @click.option(
     "--allow-eviction",
@@ -74,6 +86,7 @@ def worker(
     horizon: int | None,
     horizon_ms: int | None,
     retention_ms: int,
+    result_ttl_ms: int,
     worker_id: str | None,
     allow_eviction: bool,
     metrics_port: int | None,
@@ -94,6 +107,7 @@ def worker(
             lease_ms=lease_ms,
             horizon_ms=horizon_ms,
             outcome_retention_ms=retention_ms,
+            result_ttl_ms=result_ttl_ms,
             allow_eviction=allow_eviction,
         )
     client = connect(app, f"worker {settings.worker_id}", logging.getLogger("worker"))

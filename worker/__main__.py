@@ -26,6 +26,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--horizon-ms", type=int, default=10_000)
     p.add_argument("--outcome-retention-ms", type=int, default=WorkerSettings.outcome_retention_ms,
                    help="trim acked outcomes older than this (0 keeps them forever)")  # fmt: skip
+    p.add_argument("--result-ttl-ms", type=int, default=WorkerSettings.result_ttl_ms,
+                   help="keep each fired timer's outcome this long for get, wait and "
+                   "retried schedules (default 24 h)")  # fmt: skip
     p.add_argument("--log-level", default="INFO")
     args = p.parse_args(argv)
     logging.basicConfig(
@@ -33,19 +36,20 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    try:
+    try:  # bad settings are refused before any wait for Redis
+        settings = WorkerSettings(
+            worker_id=args.id or default_worker_id(),
+            lease_ms=args.lease_ms,
+            horizon_ms=args.horizon_ms,
+            outcome_retention_ms=args.outcome_retention_ms,
+            result_ttl_ms=args.result_ttl_ms,
+        )
         client = connect_with_retry(
             lambda: TimerClient.from_url(args.redis_url, args.namespace),
             logger=logging.getLogger("worker"),
             what="worker start-up",
         )
         assert client is not None  # only a stop event ends the wait with None
-        settings = WorkerSettings(
-            worker_id=args.id or default_worker_id(),
-            lease_ms=args.lease_ms,
-            horizon_ms=args.horizon_ms,
-            outcome_retention_ms=args.outcome_retention_ms,
-        )
         worker = Worker(client, settings)
     except TimerError as exc:
         print(f"Error: {exc}", file=sys.stderr)

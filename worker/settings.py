@@ -7,7 +7,7 @@ import socket
 import uuid
 from dataclasses import dataclass, field
 
-from timer.durable.models import COARSE_MS
+from timer.durable.models import COARSE_MS, check_result_ttl_ms
 from timer.errors import InvalidInput
 
 
@@ -27,6 +27,8 @@ class WorkerSettings:
     sweep_interval_ms: int = 500
     max_load: int = 200_000  # timers read into the wheel per load pass (backlogs in slices)
     max_sweeps_per_tick: int = 10  # sweep calls per shard per tick, so leases get renewed
+    # How long each outcome this worker decides stays retained: it answers get, wait and a
+    # retried schedule of its id (which returns it rather than arming a new timer).
     result_ttl_ms: int = 24 * 3600 * 1000
     # Outcomes older than this leave the led shards' streams (never one a consumer group
     # has not acked: the stream is a delivery log, what was delivered and acked goes);
@@ -52,6 +54,7 @@ class WorkerSettings:
                 f"fire_batch and sweep_limit must be 1 to 5000, got {self.fire_batch} and "
                 f"{self.sweep_limit}"
             )
+        check_result_ttl_ms(self.result_ttl_ms)
         if self.outcome_retention_ms < 0:
             raise InvalidInput(
                 f"outcome retention must be >= 0 (0 keeps outcomes forever), "

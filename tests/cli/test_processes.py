@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -16,6 +17,8 @@ from click.testing import CliRunner
 from cli import embedded
 from cli.main import main
 from tests.conftest import wait_for
+from tests.integration.conftest import retained
+from timer import TimerClient
 from timer.testing import RedisServer, free_port
 
 from .conftest import Run, as_json
@@ -54,20 +57,25 @@ def test_embedded_server_start_reuse_stop(workdir: Path, server_binary: Path) ->
 def test_worker_command_fires_serves_metrics_and_stops_on_sigterm(
     tw: Run, redis_server: RedisServer, namespace: str, tmp_path: Path
 ) -> None:
-    """`tickwheel worker` fires timers, serves Prometheus metrics, and exits 0 on SIGTERM
-    after releasing its leases."""
+    """`tickwheel worker` fires timers, keeps their outcomes its --result-ttl, serves
+    Prometheus metrics, and exits 0 on SIGTERM after releasing its leases."""
     tw("init", "--shards", "4")
     port = free_port()
     with (tmp_path / "worker.log").open("wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "cli", "--redis-url", redis_server.url, "--namespace",
-             namespace, "worker", "--lease", "1s", "--metrics-port", str(port), "--id", "cli-w"],
+             namespace, "worker", "--lease", "1s", "--metrics-port", str(port), "--id", "cli-w",
+             "--result-ttl", "90s"],
             stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
         tw("schedule", "m1", "--in", "300ms")
         out = as_json(tw("--json", "wait", "m1", "--timeout", "20"))
         assert out["outcome"] == "expired" and out["lateness_ms"] >= 0
+        c = TimerClient.from_url(redis_server.url, namespace)
+        _, expiry_ms = retained(c.redis, c.keys.shard(c.shard_of("m1")), "m1")
+        c.close()  # kept 90 s from its decision, in whole seconds (not the default 24 h)
+        assert expiry_ms == math.ceil((out["decided_ms"] + 90_000) / 1000) * 1000, out
 
         def scrape() -> str:
             try:
@@ -155,3 +163,16 @@ def test_bench_command_runs_from_anywhere_with_the_benchmarks_own_help(tmp_path:
     assert json.loads(ran.stdout)["purgatory"]["system_timer"]["adds"] == 500
     bad = bench("nope")
     assert bad.returncode == 2 and "choose one of engine" in bad.stderr
+
+
+def test_python_m_worker_refuses_bad_settings_before_waiting_for_redis() -> None:
+    """`python -m worker` with a setting it cannot run with says so and exits at once,
+    not after Redis answers (it used to connect first, retrying an unreachable server)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "worker", "--redis-url", "redis://127.0.0.1:1/0",
+         "--result-ttl-ms", "500"],
+        check=False, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "result_ttl must be from 1 second to 3650 days" in done.stderr
+    assert "waiting for Redis" not in done.stderr

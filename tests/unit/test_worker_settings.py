@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from timer import TimerClient
 from timer.errors import InvalidInput
 from worker import WorkerSettings
 
@@ -41,3 +42,21 @@ def test_batches_a_script_cannot_unpack_are_refused(fire_batch: int, sweep_limit
     WorkerSettings(worker_id="w", fire_batch=5_000, sweep_limit=5_000)
     with pytest.raises(InvalidInput, match="1 to 5000"):
         WorkerSettings(worker_id="w", fire_batch=fire_batch, sweep_limit=sweep_limit)
+
+
+@pytest.mark.parametrize("ttl_ms", [0, 999, -1, 3650 * 24 * 3600 * 1000 + 1, True])
+def test_a_result_ttl_an_outcome_cannot_have_is_refused(ttl_ms: int) -> None:
+    """A retained outcome's expiry is whole epoch seconds in 32 bits: under a second it
+    would be gone at once, and past ~80 years the expiry wraps into the past (gone at the
+    next trim); both are refused when the settings are made, for worker and client alike."""
+    WorkerSettings(worker_id="w", result_ttl_ms=1_000)
+    WorkerSettings(worker_id="w", result_ttl_ms=3650 * 24 * 3600 * 1000)
+    with pytest.raises(InvalidInput, match="result_ttl must be from 1 second to 3650 days"):
+        WorkerSettings(worker_id="w", result_ttl_ms=ttl_ms)
+
+
+@pytest.mark.parametrize("ttl_s", [0, 0.5, -1, float("nan"), float("inf"), 1e12, "1h", None])
+def test_a_client_refuses_a_result_ttl_it_cannot_keep(ttl_s: object) -> None:
+    """Before connecting (the URL's server does not exist), so nothing is written."""
+    with pytest.raises(InvalidInput, match="result_ttl"):
+        TimerClient.from_url("redis://127.0.0.1:1/0", result_ttl_s=ttl_s)  # type: ignore[arg-type]

@@ -8,6 +8,7 @@ what a shard's leader gets back from its scripts.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -113,6 +114,25 @@ class Durability:
         return "+".join(parts) or "none"
 
 
+# A retained outcome's expiry is kept in whole seconds, as 32 bits of epoch seconds.
+MIN_RESULT_TTL_MS = 1_000
+MAX_RESULT_TTL_MS = 3650 * 24 * 3600 * 1000
+
+
+def check_result_ttl_ms(ttl_ms: int) -> int:
+    """``ttl_ms`` if it is a retention an outcome can have; InvalidInput otherwise."""
+    if (
+        isinstance(ttl_ms, bool)
+        or not isinstance(ttl_ms, int)
+        or not MIN_RESULT_TTL_MS <= ttl_ms <= MAX_RESULT_TTL_MS
+    ):
+        raise InvalidInput(
+            f"result_ttl must be from 1 second to 3650 days (how long a decided timer's "
+            f"outcome answers get, wait and a retried schedule of its id), got {ttl_ms!r} ms"
+        )
+    return ttl_ms
+
+
 @dataclass(frozen=True)
 class ClientSettings:
     """Limits, retention and durability a client applies to the calls it makes."""
@@ -134,8 +154,14 @@ class ClientSettings:
         durability_timeout_s: float = 1.0,
     ) -> ClientSettings:
         """From the keyword arguments both clients' constructors take."""
+        if (
+            isinstance(result_ttl_s, bool)
+            or not isinstance(result_ttl_s, int | float)
+            or not math.isfinite(result_ttl_s)
+        ):
+            raise InvalidInput(f"result_ttl_s must be a number of seconds, got {result_ttl_s!r}")
         return cls(
-            result_ttl_ms=int(result_ttl_s * 1000),
+            result_ttl_ms=check_result_ttl_ms(int(result_ttl_s * 1000)),
             max_payload_bytes=max_payload_bytes,
             durability=Durability.parse(durability, round(durability_timeout_s * 1000)),
         )
