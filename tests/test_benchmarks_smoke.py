@@ -103,11 +103,15 @@ def test_capacity_smallest_case(server_binary: Path) -> None:
 )
 def test_server_cost_counts_instructions_per_timer(server_binary: Path) -> None:
     """server_cost counts what the server executes per call and per timer, under callgrind:
-    a schedule and a fire each cost more than a trivial script call."""
-    out = run(server_cost.main, ["--n", "300", "--server", str(server_binary)])
+    a schedule and a fire each cost more than a trivial script call, and so does a timer
+    of a burst (which fires them all, or the benchmark fails)."""
+    out = run(server_cost.main, ["--n", "300", "--burst", "400", "--server", str(server_binary)])
     (row,) = out["servers"].values()
     counts = row["instructions"]
     assert counts["evalsha_trivial"] > 1_000  # something was counted, once per call
     assert counts["schedule"] > counts["evalsha_trivial"]
     assert counts["fire"] > counts["evalsha_trivial"]
     assert row["ratio_to_evalsha_trivial"]["fire"] > 1
+    burst = row["burst"]["instructions"]
+    assert row["burst"]["timers"] == 400
+    assert burst["burst_fire"] > counts["evalsha_trivial"] and burst["burst_sweep"] > 0
