@@ -21,8 +21,8 @@ $(STAMP): pyproject.toml setup.py timer/engine/_speedups.c | $(BIN)/python
 venv: $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check timer worker cli dashboard tests benchmarks examples
-	$(BIN)/ruff format --check timer worker cli dashboard tests benchmarks examples
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy timer worker benchmarks dashboard cli examples
 
 test: lint

@@ -8,7 +8,5 @@ versions of the same two (``timer.engine.system_timer.COMPILED`` says which).
 from setuptools import Extension, setup
 
 setup(
-    ext_modules=[
-        Extension("timer.engine._speedups", ["timer/engine/_speedups.c"], optional=True)
-    ]
+    ext_modules=[Extension("timer.engine._speedups", ["timer/engine/_speedups.c"], optional=True)]
 )
