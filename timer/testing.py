@@ -80,16 +80,28 @@ def find_server_binary(preferred: str | None = None) -> Path:
     )
 
 
-def free_port(host: str = "127.0.0.1", *, max_port: int = 65535) -> int:
-    """A port free right now on ``host`` (at most ``max_port``: a cluster node needs
-    port + 10000 for its bus, so cluster tests ask for 55535 or less)."""
+def free_port(host: str = "127.0.0.1", *, bus_offset: int = 0) -> int:
+    """A port free right now on ``host``; with ``bus_offset``, one whose ``port +
+    bus_offset`` is free too (a cluster node listens on port + 10000 for its bus, and an
+    outgoing connection may hold that port: a node failed to start so once, #14)."""
     for _ in range(1000):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind((host, 0))
             port = int(s.getsockname()[1])
-        if port <= max_port:
-            return port
-    raise OSError(f"no free port <= {max_port} on {host}")
+            if not bus_offset:
+                return port
+            if port + bus_offset > 65535:
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as bus:
+                try:
+                    bus.bind((host, port + bus_offset))
+                except OSError:
+                    continue
+                return port
+    raise OSError(f"no free port on {host} with port + {bus_offset} free too")
+
+
+CLUSTER_BUS_OFFSET = 10000  # a cluster node's bus port is its port + 10000
 
 
 # Values up to this many bytes keep a small hash a listpack (`hash-max-listpack-value`,
@@ -288,15 +300,15 @@ def redis_cluster(
     )  # fmt: skip
     root = Path(base)
     servers = [
-        RedisServer(root / f"n{i}", binary=binary, port=free_port(max_port=55535), extra_args=args)
+        RedisServer(root / f"n{i}", binary=binary, port=free_port(bus_offset=CLUSTER_BUS_OFFSET),
+                    extra_args=args)
         for i in range(masters)
-    ]
-    nodes: list[Any] = [
-        redis.Redis(host=s.host, port=s.port, decode_responses=True) for s in servers
-    ]
+    ]  # fmt: skip
+    nodes: list[Any] = []
     try:
         for server in servers:
-            server.start()
+            start_cluster_node(server)
+        nodes = [redis.Redis(host=s.host, port=s.port, decode_responses=True) for s in servers]
         per = 16384 // masters
         for i, node in enumerate(nodes):
             last = 16383 if i == masters - 1 else (i + 1) * per - 1
@@ -314,6 +326,20 @@ def redis_cluster(
             node.close()
         for server in servers:
             server.stop()
+
+
+def start_cluster_node(server: RedisServer, attempts: int = 3) -> None:
+    """Start a cluster node, on other ports if its own were taken meanwhile (a port is
+    chosen free, then bound by the server a moment later: another process may get there
+    first)."""
+    for attempt in range(attempts):
+        try:
+            server.start()
+            return
+        except StoreError as exc:
+            if "Address already in use" not in str(exc) or attempt == attempts - 1:
+                raise
+            server.port = free_port(server.host, bus_offset=CLUSTER_BUS_OFFSET)
 
 
 def _cluster_ok(node: Any, masters: int) -> bool:

@@ -7,16 +7,24 @@ pipelines are split by node by redis-py's cluster pipeline.
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 from tests.conftest import wait_for
 from timer import Backoff, ConfigError, Handlers, Outcome, TimerClient
 from timer.aio import AsyncTimerClient
-from timer.testing import redis_cluster
+from timer.testing import (
+    CLUSTER_BUS_OFFSET,
+    RedisServer,
+    free_port,
+    redis_cluster,
+    start_cluster_node,
+)
 from worker import Worker, WorkerSettings
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -225,3 +233,23 @@ def test_a_dead_master_stalls_only_its_own_shards(
             runner.join(20)
             w.client.close()
             c.close()
+
+
+def test_a_cluster_node_whose_bus_port_is_taken_starts_on_other_ports(
+    tmp_path: Path, server_binary: Path
+) -> None:
+    """A node's bus listens on its port + 10000, which another process may hold (CI once
+    failed so: an outgoing connection had it); the node moves to free ports and starts."""
+    port = free_port(bus_offset=CLUSTER_BUS_OFFSET)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
+        squatter.bind(("127.0.0.1", port + CLUSTER_BUS_OFFSET))
+        squatter.listen()
+        node = RedisServer(tmp_path / "n", binary=server_binary, port=port,
+                           extra_args=("--cluster-enabled", "yes"))  # fmt: skip
+        try:
+            start_cluster_node(node)
+            assert node.port != port
+            info = redis.Redis.from_url(node.url).info("cluster")
+            assert info["cluster_enabled"] == 1
+        finally:
+            node.stop()
