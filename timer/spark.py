@@ -351,22 +351,35 @@ def read_outcomes(spark: Any, url: str, namespace: str = "default") -> Any:
 # -- streaming ---------------------------------------------------------------------------
 
 
+class ScheduleSink:
+    """A ``foreachBatch`` function scheduling each micro-batch's rows as timers (made by
+    :func:`schedule_sink`); ``reports`` holds what each batch it ran did, in order."""
+
+    def __init__(self, url: str, namespace: str, sink_id: str, options: dict[str, Any]) -> None:
+        self.url, self.namespace, self.sink_id = url, namespace, sink_id
+        self.options = options
+        self.reports: list[Report] = []
+
+    def run(self, batch_df: Any, batch_id: int) -> Report:
+        """Schedule one micro-batch's rows; what it did."""
+        report = schedule_timers(batch_df, self.url, self.namespace,
+                                 token=f"{self.sink_id}:{batch_id}", **self.options)  # fmt: skip
+        self.reports.append(report)
+        return report
+
+    def __call__(self, batch_df: Any, batch_id: int) -> None:
+        """As Spark calls it (``foreachBatch`` takes a function that returns nothing)."""
+        self.run(batch_df, batch_id)
+
+
 def schedule_sink(
     url: str, namespace: str = "default", *, sink_id: str = "sink", **options: Any
-) -> Callable[[Any, int], Report]:
+) -> ScheduleSink:
     """A ``foreachBatch`` function scheduling each micro-batch's rows as timers.
 
     Exactly once in effect: timers are idempotent by id, and a replayed batch uses the
     same origin token (``sink_id`` and the batch id), so it creates nothing new and
-    reports the same counts. ``options`` are those of :func:`schedule_timers`.
+    reports the same counts (``ScheduleSink.reports``). ``options`` are those of
+    :func:`schedule_timers`.
     """
-    reports: list[Report] = []
-
-    def sink(batch_df: Any, batch_id: int) -> Report:
-        report = schedule_timers(batch_df, url, namespace, token=f"{sink_id}:{batch_id}",
-                                 **options)  # fmt: skip
-        reports.append(report)
-        return report
-
-    sink.reports = reports  # type: ignore[attr-defined]
-    return sink
+    return ScheduleSink(url, namespace, sink_id, options)

@@ -187,12 +187,12 @@ def test_streaming_sink_replayed_batch_creates_nothing_new(
     )  # fmt: skip
     query.awaitTermination(120)
     assert query.exception() is None
-    total = sum(r.scheduled for r in sink.reports)  # type: ignore[attr-defined]
+    total = sum(r.scheduled for r in sink.reports)
     assert total == 120 and pending(c) == 120
     batch = spark.read.schema(schema).json(str(src))
-    replay = sink(batch, 0)  # the same micro-batch delivered again
+    replay = sink.run(batch, 0)  # the same micro-batch delivered again
     assert replay.scheduled + replay.duplicate == 120
-    assert replay.scheduled == sink.reports[0].scheduled  # type: ignore[attr-defined]
+    assert replay.scheduled == sink.reports[0].scheduled
     assert pending(c) == 120
 
 
