@@ -190,7 +190,10 @@ def test_redis_kill_9_while_handling_loses_no_outcome(
             server.kill()
             assert len(c.lines("done")) < len(ids)  # the kill came mid-way
             server.restart()
-            done = lambda: {r[1] for r in c.lines("done")}  # noqa: E731
+
+            def done() -> set[str]:
+                return {r[1] for r in c.lines("done")}
+
             wait_for(lambda: len(done()) == len(ids), 90, "every outcome handled")
             wait_for(lambda: client.groups()[0].pending == 0 and client.groups()[0].lag == 0,
                      60, "every outcome acknowledged")  # fmt: skip

@@ -53,7 +53,11 @@ def test_kill_9_workers_while_firing(
     workers_factory.append(pool)
     procs = [pool.start(f"w{i}") for i in range(3)]
     for round_, fraction in enumerate((0.25, 0.5, 0.75)):
-        wait_for(lambda f=fraction: c.outcomes_total() >= f * n, 60, f"{fraction:.0%} decided")
+
+        def decided(f: float = fraction) -> bool:
+            return c.outcomes_total() >= f * n
+
+        wait_for(decided, 60, f"{fraction:.0%} decided")
         victim = procs.pop(0)
         victim.kill9()
         procs.append(pool.start(f"r{round_}"))

@@ -45,19 +45,31 @@ def retained(r: redis.Redis, sk: ShardKeys, timer_id: str) -> tuple[bytes | None
     from the shard's results table (format 3) as the scripts do, or from ``P:r:<id>``."""
     level, split = r.hmget(sk.results_table, "L", "S")
     if level is None:
-        raw = r.get(sk.result(timer_id))
+        raw = as_bytes(r.get(sk.result(timer_id)))
         ttl = r.pttl(sk.result(timer_id))
         return raw, None if raw is None else server_now_ms(r) + int(ttl)
+    assert split is not None  # L and S are written together
     part = results_part_of(timer_id, int(level), int(split))
-    value = r.hget(sk.results_part(part), timer_id)
+    value = as_bytes(r.hget(sk.results_part(part), timer_id))
     if value is None:
         return None, None
     return value[4:], int.from_bytes(value[:4], "big") * 1000
+
+
+def text(member: bytes | str) -> str:
+    """A member as text, whichever way the client decodes replies."""
+    return member.decode() if isinstance(member, bytes) else member
+
+
+def as_bytes(reply: object) -> bytes | None:
+    """A reply of a client made without decode_responses: bytes, or None (typed so)."""
+    assert reply is None or isinstance(reply, bytes), reply
+    return reply
 
 
 def bucket_members(r: redis.Redis, key: str) -> list[str]:
     """The ids a durable bucket holds, whether a list (format 3: may repeat an id, or hold
     one no longer there: see the lazy buckets in _lib.lua) or a set."""
     if r.type(key) == b"list":
-        return [m.decode() for m in r.lrange(key, 0, -1)]
-    return [m.decode() for m in r.smembers(key)]
+        return [text(m) for m in r.lrange(key, 0, -1)]
+    return [text(m) for m in r.smembers(key)]

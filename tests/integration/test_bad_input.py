@@ -109,7 +109,7 @@ def test_password_is_redacted_everywhere() -> None:
 
 def test_acl_user_and_password_work(redis_server: Any, redis_client: redis.Redis) -> None:
     """An ACL user with a password connects through the URL."""
-    redis_client.execute_command(
+    redis_client.execute_command(  # type: ignore[no-untyped-call]
         "ACL", "SETUSER", "tw-user", "on", ">pa55word", "~*", "&*", "+@all"
     )
     try:
@@ -123,14 +123,14 @@ def test_acl_user_and_password_work(redis_server: Any, redis_client: redis.Redis
             TimerClient.from_url(url.replace("pa55word", "wr0ng"), "acl-ns")
         assert "wr0ng" not in str(err.value)
     finally:
-        redis_client.execute_command("ACL", "DELUSER", "tw-user")
+        redis_client.execute_command("ACL", "DELUSER", "tw-user")  # type: ignore[no-untyped-call]
 
 
 def test_old_server_is_refused() -> None:
     """A server older than Redis 6.2 / Valkey 7.2 gets a ConfigError naming the minimum."""
 
     class OldRedis(redis.Redis):
-        def info(self, *args: Any, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
+        def info(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
             return {"redis_version": "6.0.16"}
 
     c = TimerClient(OldRedis(), "old")

@@ -6,6 +6,7 @@ import random
 import threading
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 
 import pytest
 import redis
@@ -184,9 +185,9 @@ def test_races_decide_exactly_once(client: TimerClient) -> None:
             return bool(store.fire("w", epoch, [tid], ttl_ms=60_000).fired)
 
         actions: dict[str, Callable[[], object]] = {
-            "cancel": lambda tid=tid: client.cancel(tid),
-            "complete": lambda tid=tid: client.complete(tid),
-            "notify": lambda key=key: client.notify(key),
+            "cancel": partial(client.cancel, tid),
+            "complete": partial(client.complete, tid),
+            "notify": partial(client.notify, key),
             "fire": fire,
         }
 

@@ -38,9 +38,9 @@ def indexes(c: TimerClient) -> dict[str, Any]:
         for kind, mirror, key in (("fine", sk.buckets, sk.bucket),
                                   ("coarse", sk.coarse_buckets, sk.coarse)):  # fmt: skip
             for n in (int(x) for x in r.zrange(mirror, 0, -1)):
-                ids = bucket_members(r, key(n))
-                assert ids, f"{kind} bucket {n} is in its mirror but empty"
-                held[(kind, n)] = set(ids)
+                members = bucket_members(r, key(n))
+                assert members, f"{kind} bucket {n} is in its mirror but empty"
+                held[(kind, n)] = set(members)
         for pattern, kind in (("b", "fine"), ("c", "coarse")):  # no bucket outside its mirror
             keys = {
                 int(k.decode().rsplit(":", 1)[1]) for k in r.scan_iter(f"{sk.prefix}:{pattern}:*")
@@ -95,9 +95,13 @@ def test_far_timers_wait_in_coarse_buckets(client: TimerClient) -> None:
     assert client.meta.version == FORMAT_VERSION
     now = server_now_ms(client.redis)
     rng = random.Random(3)
-    far = [{"id": f"far{i}", "deadline_ms": now + 2 * HOUR + rng.randrange(24 * HOUR)}
-           for i in range(400)]  # fmt: skip
-    near = [{"id": f"near{i}", "deadline_ms": now + rng.randrange(HOUR)} for i in range(50)]
+    far: list[dict[str, Any]] = [
+        {"id": f"far{i}", "deadline_ms": now + 2 * HOUR + rng.randrange(24 * HOUR)}
+        for i in range(400)
+    ]
+    near: list[dict[str, Any]] = [
+        {"id": f"near{i}", "deadline_ms": now + rng.randrange(HOUR)} for i in range(50)
+    ]
     client.schedule_many(far + near)
     where = indexes(client)
     assert all(where[t["id"]] == "coarse" for t in far)
@@ -156,14 +160,17 @@ def test_every_decision_and_move_keeps_the_indexes_exact(client: TimerClient) ->
             assert client.reschedule(tid, deadline_ms=deadline) is not None
         elif op == "cancel" and tid in live:
             assert client.cancel(tid)
-            live.discard(tid), decided.add(tid)
+            live.discard(tid)
+            decided.add(tid)
         elif op == "notify" and tid in live:
             assert client.notify(tid + ":k") == 1
-            live.discard(tid), decided.add(tid)
+            live.discard(tid)
+            decided.add(tid)
         elif op == "fire" and tid in live:
             client.reschedule(tid, deadline_ms=now - 10)
             assert store.fire("w", epoch, [tid], ttl_ms=60_000).fired == [tid]
-            live.discard(tid), decided.add(tid)
+            live.discard(tid)
+            decided.add(tid)
         if step % 10 == 0:
             assert set(indexes(client)) == live
     where = indexes(client)

@@ -21,6 +21,7 @@ pytestmark = pytest.mark.redis
 def evicting(redis_client: redis.Redis) -> Iterator[redis.Redis]:
     """The session server with maxmemory-policy allkeys-lru for the test (then restored)."""
     before = redis_client.config_get("maxmemory-policy")["maxmemory-policy"]
+    assert before is not None
     redis_client.config_set("maxmemory-policy", "allkeys-lru")
     try:
         yield redis_client

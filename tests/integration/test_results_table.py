@@ -16,7 +16,7 @@ from timer.durable.keys import ShardKeys, results_part_of
 from timer.durable.scripts import ScriptName, source
 from timer.testing import RedisServer
 
-from .conftest import SHARDS, retained, server_now_ms
+from .conftest import SHARDS, retained, server_now_ms, text
 
 pytestmark = pytest.mark.redis
 
@@ -27,7 +27,7 @@ RX_LOAD = int(
 
 
 def table(r: redis.Redis, sk: ShardKeys) -> dict[str, int]:
-    return {k.decode(): int(v) for k, v in r.hgetall(sk.results_table).items()}
+    return {text(k): int(v) for k, v in r.hgetall(sk.results_table).items()}
 
 
 def check_table(r: redis.Redis, sk: ShardKeys) -> dict[str, int]:
@@ -41,7 +41,7 @@ def check_table(r: redis.Redis, sk: ShardKeys) -> dict[str, int]:
         names = r.hkeys(sk.results_part(b))
         held += len(names)
         for name in names:
-            assert results_part_of(name.decode(), st["L"], st["S"]) == b, (name, b, st)
+            assert results_part_of(text(name), st["L"], st["S"]) == b, (name, b, st)
     assert held == st["N"]
     found = len(list(r.scan_iter(match=sk.results_part(0)[:-1] + "*", count=1000)))
     assert found <= parts  # no hash outside the table's range

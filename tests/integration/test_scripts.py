@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from importlib import resources
+from typing import cast
 
 import msgpack
 import pytest
@@ -17,6 +18,8 @@ from timer.durable.models import COARSE_MS, FireResult
 from timer.durable.scripts import ScriptName, source
 
 from .conftest import bucket_members, retained, server_now_ms
+
+Entries = list[tuple[bytes, dict[bytes, bytes]]]  # XRANGE of a client without decode_responses
 
 pytestmark = pytest.mark.redis
 
@@ -53,7 +56,7 @@ def test_schedule_indexes_timer_bucket_and_watch(c: TimerClient, redis_client: r
     t = c.schedule("job:{1}", delay_ms=5_000, payload=[1, 2], watch=["job:{1}:done"])
     sk = c.keys.shard(t.shard)
     n = t.deadline_ms // c.meta.bucket_ms
-    rec = decode_pending(redis_client.hget(sk.timers, "job:{1}"))
+    rec = decode_pending(cast(bytes, redis_client.hget(sk.timers, "job:{1}")))
     assert rec["d"] == t.deadline_ms and rec["w"] == ["job:{1}:done"] and rec["n"] == 1
     assert bucket_members(redis_client, sk.bucket(n)) == ["job:{1}"]
     assert redis_client.type(sk.bucket(n)) == b"list"  # format 3: a lazy bucket
@@ -110,9 +113,9 @@ def test_reschedule_moves_bucket(c: TimerClient, redis_client: redis.Redis) -> N
 
 def test_notify_completes_watchers(c: TimerClient, redis_client: redis.Redis) -> None:
     """notify completes every timer watching the key now and publishes the notification."""
-    pubsub = redis_client.pubsub()
+    pubsub = redis_client.pubsub()  # type: ignore[no-untyped-call]
     pubsub.subscribe(c.keys.key_channel("job:{5}:done"))
-    assert pubsub.get_message(timeout=5)["type"] == "subscribe"  # type: ignore[index]
+    assert pubsub.get_message(timeout=5)["type"] == "subscribe"
     c.schedule("job:{5}", delay_ms=60_000, watch=["job:{5}:done"])
     c.schedule("job:{5}:b", delay_ms=60_000, watch=["job:{5}:done"])
     assert c.notify("job:{5}:done") == 2
@@ -157,7 +160,7 @@ def test_fire_of_a_batch_decides_each_id_once_and_clears_every_index(
     epoch = acquire(c, shard)
     done = fire(c, shard, "w1", epoch, [ids[0], *ids, ids[3]])
     assert done.fired == ids and done.early == {}
-    entries = redis_client.xrange(c.keys.shard(shard).outcomes)
+    entries = cast(Entries, redis_client.xrange(c.keys.shard(shard).outcomes))
     assert sorted(e[1][b"i"].decode() for e in entries) == sorted(ids)  # once each
     sk = c.keys.shard(shard)
     assert redis_client.hlen(sk.timers) == 0
@@ -215,7 +218,7 @@ def test_sweep_of_a_list_bucket_decides_each_pending_due_id_once_and_none_early(
         if not swept.more:
             break
     assert sorted(fired) == ["plain:{l}", "twice:{l}"]
-    assert sorted(e[1][b"i"] for e in redis_client.xrange(sk.outcomes)) == [
+    assert sorted(e[1][b"i"] for e in cast(Entries, redis_client.xrange(sk.outcomes))) == [
         b"gone:{l}",
         b"plain:{l}",
         b"twice:{l}",
@@ -325,16 +328,16 @@ def test_fire_and_sweep_publish_no_echo_but_cancel_does(
         c.schedule(tid, deadline_ms=now - 5_000)
     c.schedule("d:{e}", deadline_ms=now + 60_000)
     shard = c.shard_of("a:{e}")
-    pubsub = redis_client.pubsub()
+    pubsub = redis_client.pubsub()  # type: ignore[no-untyped-call]
     pubsub.subscribe(c.keys.shard(shard).events)
     try:
-        assert pubsub.get_message(timeout=5)["type"] == "subscribe"  # type: ignore[index]
+        assert pubsub.get_message(timeout=5)["type"] == "subscribe"
         epoch = acquire(c, shard)
         assert fire(c, shard, "w1", epoch, ["a:{e}"]).fired == ["a:{e}"]
         swept = c.shard_store(shard).sweep("w1", epoch, ttl_ms=60_000, limit=10)
         assert sorted(tid for tid, _ in swept.fired) == ["b:{e}", "c:{e}"]
         assert c.cancel("d:{e}")
-        got = []
+        got: list[str] = []
         while not got or not got[-1].startswith("X cancelled"):  # published in this order
             message = pubsub.get_message(timeout=5)
             assert message is not None, f"no cancel event; got {got}"

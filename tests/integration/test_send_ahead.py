@@ -36,7 +36,7 @@ def results(client: TimerClient, p: C.Pipeline, replies: list[Any]) -> list[Any]
         assert isinstance(call, C.ScriptCall)
         tid = msgpack.unpackb(call.args[5], raw=True)[0][0].decode()  # its one timer's id
         item = C.schedule_item_of(ns, {"id": tid, "delay_ms": 60_000})
-        out += reply if isinstance(reply, Exception) else C.parse_schedule(reply, [item], "")
+        out += [reply] if isinstance(reply, Exception) else C.parse_schedule(reply, [item], "")
     return out
 
 

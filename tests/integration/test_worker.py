@@ -6,6 +6,7 @@ import contextlib
 import threading
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -36,7 +37,7 @@ class OwnedWorker(Worker):
         self.client.close()
 
 
-def make_worker(c: TimerClient, name: str, **kw: int) -> Worker:
+def make_worker(c: TimerClient, name: str, **kw: Any) -> Worker:
     settings = WorkerSettings(worker_id=name, lease_ms=kw.pop("lease_ms", 2_000), **kw)
     return OwnedWorker(TimerClient.from_url(c.where, c.namespace), settings)
 

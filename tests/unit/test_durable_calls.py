@@ -15,7 +15,7 @@ from timer.durable import calls as C
 from timer.durable import ops
 from timer.durable.codec import decode_pending, decode_result
 from timer.durable.keys import NamespaceKeys
-from timer.durable.models import ClientSettings, Meta
+from timer.durable.models import ClientSettings, Event, Meta
 from timer.durable.scripts import ErrorCode, ScriptName, header, script_error
 
 NS = C.Namespace(NamespaceKeys("ns"), Meta(shards=8, bucket_ms=1000), ClientSettings())
@@ -92,9 +92,9 @@ def test_parsers_type_the_replies() -> None:
 
 def test_events_parse_with_spaces_in_ids() -> None:
     """The three event forms of _lib.lua parse; an id may contain spaces."""
-    assert C.parse_event("S 1700 job one") == C.Event("scheduled", "job one", deadline_ms=1700)
-    assert C.parse_event("R 1800 j") == C.Event("rescheduled", "j", deadline_ms=1800)
-    assert C.parse_event("X expired a b") == C.Event("decided", "a b", outcome="expired")
+    assert C.parse_event("S 1700 job one") == Event("scheduled", "job one", deadline_ms=1700)
+    assert C.parse_event("R 1800 j") == Event("rescheduled", "j", deadline_ms=1800)
+    assert C.parse_event("X expired a b") == Event("decided", "a b", outcome="expired")
     with pytest.raises(ValueError, match="not a tickwheel event"):
         C.parse_event("Q 1 x")
 
@@ -130,8 +130,10 @@ def test_schedule_many_sends_one_call_per_shard_and_keeps_errors_in_place() -> N
     ids = [f"t{i}" for i in range(40)]
     one = [i for i in ids if NS.shard_of(i) == NS.shard_of("t0")][:3]
     other = next(i for i in ids if NS.shard_of(i) != NS.shard_of("t0"))
-    items = [{"id": one[0], "delay_ms": 1}, {"id": ""}, {"id": other, "delay_ms": 2},
-             {"id": one[1], "delay_ms": 3}, {"id": one[2], "delay_ms": 4}]  # fmt: skip
+    items: list[dict[str, Any]] = [
+        {"id": one[0], "delay_ms": 1}, {"id": ""}, {"id": other, "delay_ms": 2},
+        {"id": one[1], "delay_ms": 3}, {"id": one[2], "delay_ms": 4},
+    ]  # fmt: skip
     op = ops.schedule_many(NS, items, "batch-1")
     send = next(op)
     assert isinstance(send, C.Send)
@@ -205,7 +207,7 @@ def test_batched_schedule_events_parse_by_byte_length() -> None:
     assert [(e.kind, e.timer_id, e.deadline_ms) for e in events] == [
         ("scheduled", i, 1000 + n) for n, i in enumerate(ids)
     ]
-    assert C.parse_events("S 5 a b") == [C.Event("scheduled", "a b", deadline_ms=5)]
+    assert C.parse_events("S 5 a b") == [Event("scheduled", "a b", deadline_ms=5)]
     for bad in ("M 5 9 short", "M x 1 a", "M 5 1 ab"):
         with pytest.raises(ValueError, match="event batch"):
             C.parse_events(bad)

@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from typing import cast
 
 import pytest
 
@@ -89,7 +90,7 @@ def test_never_runs_before_expiration_with_manual_clock() -> None:
         for _ in range(300):
             clock.advance(1)
             drain(timer)
-        assert [(exp, at) for exp, at in out] == [  # type: ignore[misc]
+        assert cast("list[tuple[int, int]]", out) == [
             (e, e) for e in (10_001, 10_002, 10_007, 10_030, 10_031, 10_250)
         ]
     finally:
@@ -324,7 +325,7 @@ def test_an_add_that_fails_midway_releases_the_lock() -> None:
 
     clock = FailingClock(0)
     timer = SystemTimer("failing", clock=clock, inline=True)
-    task = RecordingTask(5, "late", out := [])
+    task = RecordingTask(5, "late", out := cast("list[object]", []))
     clock.fail = True
     with pytest.raises(RuntimeError, match="clock broke"):
         timer.add(task)
@@ -349,7 +350,7 @@ def test_a_delay_ms_property_of_a_subclass_is_honoured() -> None:
             super().__init__(0)
             self.base = base
 
-        @property  # type: ignore[override]
+        @property
         def delay_ms(self) -> int:
             return self.base * 2
 

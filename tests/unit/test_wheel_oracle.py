@@ -8,6 +8,7 @@ expiration has passed and that was not cancelled, each run once, none early.
 from __future__ import annotations
 
 import heapq
+from typing import cast
 
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -75,10 +76,11 @@ class WheelVersusHeap(RuleBasedStateMachine):
         marker = Marker()  # due already: it runs after everything submitted before it
         self.timer.add(marker)
         assert marker.done.wait(10)
-        ran_ids = [ident for ident, _ in self.ran]  # type: ignore[misc]
+        ran = cast("list[tuple[int, int]]", self.ran)  # RecordingTask with a clock
+        ran_ids = [ident for ident, _ in ran]
         assert len(ran_ids) == len(set(ran_ids)), "a task ran twice"
         assert set(ran_ids) == self.expected
-        for ident, at in self.ran:  # type: ignore[misc]
+        for ident, at in ran:
             task = self.tasks[ident]
             assert at >= self.expirations[ident], f"task {ident} ran early"
             assert task.runs == 1
