@@ -8,6 +8,7 @@ import pytest
 import redis
 
 from timer import TimerClient
+from timer.durable.calls import text
 from timer.durable.keys import ShardKeys, results_part_of
 from timer.testing import RedisServer
 
@@ -54,11 +55,6 @@ def retained(r: redis.Redis, sk: ShardKeys, timer_id: str) -> tuple[bytes | None
     if value is None:
         return None, None
     return value[4:], int.from_bytes(value[:4], "big") * 1000
-
-
-def text(member: bytes | str) -> str:
-    """A member as text, whichever way the client decodes replies."""
-    return member.decode() if isinstance(member, bytes) else member
 
 
 def as_bytes(reply: object) -> bytes | None:

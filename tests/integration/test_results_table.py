@@ -12,11 +12,12 @@ import pytest
 import redis
 
 from timer import TimerClient
+from timer.durable.calls import text
 from timer.durable.keys import ShardKeys, results_part_of
 from timer.durable.scripts import ScriptName, source
 from timer.testing import RedisServer
 
-from .conftest import SHARDS, retained, server_now_ms, text
+from .conftest import SHARDS, retained, server_now_ms
 
 pytestmark = pytest.mark.redis
 
