@@ -240,8 +240,9 @@ class AsyncTimerClient:
         whenever the streams are idle.
         """
         reader = ops.GroupReader.of(
-            self._ns(), group, consumer, count=count, reclaim_idle_ms=reclaim_idle_ms
-        )
+            self._ns(), group, consumer, count=count, reclaim_idle_ms=reclaim_idle_ms,
+            block_ms=block_ms, stop_when_idle=stop_when_idle,
+        )  # fmt: skip
         await self._run(reader.ensure_groups())
         ended: list[None] = []
         run = reader.run(block_ms=block_ms, stop_when_idle=stop_when_idle)

@@ -545,6 +545,7 @@ class TimerClient:
         """
         reader = ops.GroupReader.of(
             self._ns(), group, consumer, count=count, reclaim_idle_ms=reclaim_idle_ms,
+            block_ms=block_ms, stop_when_idle=stop_when_idle,
             per_stream=self.cluster,
         )  # fmt: skip
         self._run(reader.ensure_groups())

@@ -13,6 +13,7 @@ The steps an operation asks its I/O layer to take are also defined here:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
@@ -134,6 +135,65 @@ def check_int(name: str, value: object, minimum: int, maximum: int | None = None
     return value
 
 
+def check_seconds(name: str, value: object, *, maximum: float = 10 * 366 * 24 * 3600) -> float:
+    """A duration in seconds: a finite number from 0 to ``maximum`` (NaN would never end
+    a wait, and a string would fail half-way through one)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidInput(f"{name} must be a number of seconds, got {value!r}")
+    if not (math.isfinite(value) and 0 <= value <= maximum):
+        raise InvalidInput(f"{name} must be from 0 to {maximum:g} seconds, got {value!r}")
+    return float(value)
+
+
+# Deadlines are epoch milliseconds. A script's Lua numbers are doubles, and msgpack
+# writes 2**63 and above as unsigned integers that Lua's cmsgpack reads back negative
+# (due at once: an early fire), so nothing past 2**53 - 1 is ever sent. The server then
+# refuses a deadline further ahead than max_delay_ms from its own clock (TOOFAR).
+MAX_DEADLINE_MS = 2**53 - 1
+# Watch keys a timer may wait on: its record holds every one of them (256 bytes each at
+# most), and a notify walks the index of each.
+MAX_WATCH_KEYS = 256
+
+
+def check_watch(watch: object) -> list[str]:
+    """A timer's watch keys, sorted and without repeats; InvalidInput otherwise."""
+    if watch is None or (type(watch) is tuple and not watch):  # the default: cheap
+        return []
+    if isinstance(watch, str | bytes | bytearray | Mapping) or not isinstance(watch, Iterable):
+        raise InvalidInput(
+            f"watch must be a list of keys (text), got {type(watch).__name__}: {watch!r:.80}"
+        )
+    keys: set[str] = set()
+    for key in watch:
+        keys.add(K.check_name("watch key", key))
+        if len(keys) > MAX_WATCH_KEYS:
+            raise InvalidInput(
+                f"watch holds more than {MAX_WATCH_KEYS} keys, the most a timer may wait on "
+                "(notify one key that stands for the group instead)"
+            )
+    return sorted(keys)
+
+
+def check_shards(ns: Namespace, shards: object) -> list[int]:
+    """Shard numbers to work on: None for every shard, or an iterable of shard numbers."""
+    if shards is None:
+        return list(range(ns.meta.shards))
+    if isinstance(shards, str | bytes | Mapping) or not isinstance(shards, Iterable):
+        raise InvalidInput(f"shards must be a list of shard numbers, got {shards!r:.80}")
+    return [check_int("shard", s, 0, ns.meta.shards - 1) for s in shards]
+
+
+def check_bool(name: str, value: object) -> bool:
+    if value is not True and value is not False:
+        raise InvalidInput(f"{name} must be True or False, got {value!r:.80}")
+    return value
+
+
+def check_origin(origin: object) -> str:
+    """``schedule_many``'s origin token: text of at most 256 bytes (may be empty)."""
+    return "" if origin == "" else K.check_name("origin", origin)
+
+
 def text(value: object) -> str:
     return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else str(value)
 
@@ -199,7 +259,7 @@ def _when(ns: Namespace, delay_ms: object, deadline_ms: object) -> tuple[str, in
         raise InvalidInput("give exactly one of delay_ms (relative) or deadline_ms (absolute)")
     if delay_ms is not None:
         return "in", check_int("delay_ms", delay_ms, 0, ns.settings.max_delay_ms)
-    return "at", check_int("deadline_ms", deadline_ms, 0)
+    return "at", check_int("deadline_ms", deadline_ms, 0, MAX_DEADLINE_MS)
 
 
 TIMERS_PER_CALL = 100  # timers of one shard per schedule call: ~1 ms of Redis time
@@ -220,7 +280,7 @@ def schedule_item(  # noqa: PLR0917 - the fields of one timer, in the order user
     delay_ms: object = None,
     deadline_ms: object = None,
     payload: object = None,
-    watch: Iterable[object] = (),
+    watch: object = (),
     need: object = 1,
     rearm: object = False,
 ) -> ScheduleItem:
@@ -231,9 +291,7 @@ def schedule_item(  # noqa: PLR0917 - the fields of one timer, in the order user
     """
     tid = K.check_name("timer id", timer_id)
     mode, value = _when(ns, delay_ms, deadline_ms)
-    if isinstance(watch, str | bytes):
-        raise InvalidInput("watch must be a list of keys, not a single string")
-    keys = sorted({K.check_name("watch key", k) for k in watch}) if watch else []
+    keys = check_watch(watch)
     if keys:
         check_int("need", need, 1, len(keys))
     elif need != 1:
@@ -261,23 +319,35 @@ SCHEDULE_FIELDS = frozenset({"id", "delay_ms", "deadline_ms", "payload", "watch"
 
 
 def schedule_item_of(ns: Namespace, item: object) -> ScheduleItem:
-    """``schedule_item`` for one item of ``schedule_many`` (a mapping with an ``id``)."""
+    """``schedule_item`` for one item of ``schedule_many`` (a mapping with an ``id``).
+
+    Whatever the item is, this returns its ScheduleItem or raises InvalidInput, so a bad
+    item costs only its own slot: nothing of a batch is sent while an item can still fail.
+    """
     if type(item) is not dict and not isinstance(item, Mapping):  # the ABC check is slow
-        raise InvalidInput(f"each item must be a mapping with an 'id', got {item!r}")
-    if not SCHEDULE_FIELDS.issuperset(item):
-        extra = sorted(set(item) - SCHEDULE_FIELDS)
-        raise InvalidInput(f"unknown field(s) {extra} in item {item.get('id')!r}")
-    get = item.get
-    return schedule_item(
-        ns,
-        get("id"),
-        get("delay_ms"),
-        get("deadline_ms"),
-        get("payload"),
-        get("watch", ()),
-        get("need", 1),
-        get("rearm", False),
-    )
+        raise InvalidInput(f"each item must be a mapping with an 'id', got {item!r:.200}")
+    try:
+        if not SCHEDULE_FIELDS.issuperset(item):
+            extra = sorted(repr(k) for k in set(item) - SCHEDULE_FIELDS)
+            raise InvalidInput(
+                f"unknown field(s) [{', '.join(extra)}] in item {item.get('id')!r:.200}; "
+                f"an item takes {', '.join(sorted(SCHEDULE_FIELDS))}"
+            )
+        get = item.get
+        return schedule_item(
+            ns,
+            get("id"),
+            get("delay_ms"),
+            get("deadline_ms"),
+            get("payload"),
+            get("watch", ()),
+            get("need", 1),
+            get("rearm", False),
+        )
+    except InvalidInput:
+        raise
+    except Exception as exc:
+        raise InvalidInput(f"item could not be read ({type(exc).__name__}: {exc})") from None
 
 
 def schedule_call(ns: Namespace, items: Sequence[ScheduleItem], origin: str) -> ScriptCall:

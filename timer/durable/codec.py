@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import json
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
@@ -9,9 +12,20 @@ import msgpack
 from ..errors import InvalidInput
 
 DEFAULT_MAX_PAYLOAD = 1024 * 1024
+MAX_PAYLOAD_LIMIT = 64 * 1024 * 1024  # the most max_payload_bytes may be set to
+_NIL = b"\xc0"  # msgpack's None: most timers carry no payload
 
 
 def encode_payload(payload: object, max_bytes: int = DEFAULT_MAX_PAYLOAD) -> bytes:
+    """The payload as msgpack, or InvalidInput; only what every reader decodes again.
+
+    msgpack writes some values it cannot read back: a map whose keys are lists or maps
+    (``{(1, 2): 3}``), or nesting deeper than the reader's limit. Such a payload would be
+    stored, then stop every ``get``, ``wait`` and group reader that meets it, so the
+    encoded bytes are decoded once here, as a reader will, and refused if that fails.
+    """
+    if payload is None:
+        return _NIL
     try:
         data: bytes = msgpack.packb(payload, use_bin_type=True)
     except (TypeError, ValueError, OverflowError) as exc:
@@ -24,6 +38,13 @@ def encode_payload(payload: object, max_bytes: int = DEFAULT_MAX_PAYLOAD) -> byt
             f"payload is {len(data)} bytes encoded; the limit is {max_bytes} bytes "
             "(store large data elsewhere and put its key in the payload)"
         )
+    try:
+        decode_payload(data)
+    except Exception as exc:
+        raise InvalidInput(
+            f"payload cannot be read back once stored ({type(exc).__name__}: {exc}); use "
+            "text, numbers or bytes as map keys and nest at most 500 levels deep"
+        ) from None
     return data
 
 
@@ -91,3 +112,32 @@ def _text_fields(raw: dict[Any, Any]) -> dict[str, Any]:
         else:
             out[name] = value
     return out
+
+
+def jsonable(value: Any, other: Callable[[Any], Any] = str) -> Any:
+    """A decoded payload in JSON's terms, for the CLI and the dashboard to show.
+
+    msgpack carries more than JSON: bytes become ``{"$bytes": "<base64>"}``, an
+    extension type ``{"$ext": code, "$bytes": "<base64>"}``, a map key that is not text
+    (bytes, a number, a bool or nil) its text, and tuples lists. Nothing is dropped.
+    Any other value (a msgpack Timestamp) becomes ``other(value)``.
+    """
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    if isinstance(value, bytes | bytearray):
+        return {"$bytes": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, dict):
+        return {_json_key(k): jsonable(v, other) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v, other) for v in value]
+    if isinstance(value, msgpack.ExtType):
+        return {"$ext": value.code, "$bytes": base64.b64encode(value.data).decode("ascii")}
+    return other(value)
+
+
+def _json_key(key: Any) -> str:
+    if isinstance(key, str):
+        return key
+    if isinstance(key, bytes):
+        return key.decode("utf-8", "backslashreplace")
+    return json.dumps(jsonable(key))

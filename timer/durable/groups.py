@@ -386,7 +386,9 @@ def dead_letters(
     ns: C.Namespace, group: str | None = None, *, limit: int = 1000
 ) -> Op[list[DeadLetter]]:
     """Dead letters (of ``group``, or all), oldest first per shard, at most ``limit``."""
-    C.check_int("limit", limit, 1)
+    C.check_int("limit", limit, 1, 1_000_000)
+    if group is not None:
+        K.check_name("consumer group", group)
     shards = range(ns.meta.shards)
     replies = yield C.Pipeline(
         [C.Command("xrange", (ns.shard(s).dead, "-", "+"), {"count": limit}) for s in shards]

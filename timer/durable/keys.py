@@ -34,12 +34,22 @@ def check_namespace(namespace: object) -> str:
 
 
 def check_name(kind: str, value: object) -> str:
-    """An id or watch key: non-empty text of at most 256 UTF-8 bytes."""
+    """An id or watch key: non-empty text of at most 256 UTF-8 bytes.
+
+    Text with a lone surrogate (``"\\udc80"``, as ``os.fsdecode`` makes of a stray byte)
+    has no UTF-8 form, so redis-py could not send it: it is refused here, before any I/O.
+    """
     if not isinstance(value, str):
         raise InvalidInput(f"{kind} must be text (str), got {type(value).__name__}: {value!r}")
     if not value:
         raise InvalidInput(f"{kind} must not be empty")
-    size = len(value.encode("utf-8", "surrogatepass"))
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(
+            f"{kind} {value!r} is not valid Unicode text: a lone surrogate at position "
+            f"{exc.start} has no UTF-8 form (decode bytes with errors='replace' first)"
+        ) from None
     if size > MAX_NAME_BYTES:
         raise InvalidInput(f"{kind} is {size} bytes long; the limit is {MAX_NAME_BYTES} bytes")
     return value

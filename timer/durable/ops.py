@@ -232,6 +232,12 @@ def schedule_many(
     A batch is sent before the one ahead of it is collected (``Send``/``Collect``), so
     a driver that can send ahead keeps the server busy while it validates the next.
     """
+    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
+        raise InvalidInput(
+            f"schedule_many takes a list of mappings (one per timer), got "
+            f"{type(items).__name__}; for one timer call schedule()"
+        )
+    origin = C.check_origin(origin)
     results: list[Timer | TimerError] = []
     by_shard: dict[int, list[tuple[int, C.ScheduleItem]]] = {}
     queued = 0
@@ -330,6 +336,8 @@ def get(ns: C.Namespace, timer_id: object) -> Op[TimerInfo | None]:
 
 def wait(ns: C.Namespace, timer_id: object, timeout: float) -> Op[Outcome]:
     """Poll the retained outcome with backoff (5 → 100 ms) until the timer is decided."""
+    timeout = C.check_seconds("timeout", timeout)
+    K.check_name("timer id", timer_id)
     deadline = time.monotonic() + timeout
     pause = 0.005
     while True:
@@ -358,7 +366,7 @@ def history(ns: C.Namespace, shards: Iterable[int], page: int = 10_000) -> Op[No
     """Emit every outcome retained in the shards' streams, oldest first per shard, read
     in pages with XRANGE (no consumer group: audits, demos, analytics). A dead letter put
     back for a group (``redeliver``) is a copy, not another outcome: it is skipped."""
-    for shard in shards:
+    for shard in C.check_shards(ns, shards):
         stream = ns.shard(shard).outcomes
         start: Any = "-"
         while True:
@@ -382,10 +390,8 @@ def namespaces() -> Op[list[str]]:
 def recent(ns: C.Namespace, count: int, shards: Iterable[int] | None = None) -> Op[list[Outcome]]:
     """The newest ``count`` outcomes of each shard (all, or ``shards``), newest first
     overall: one pipelined XREVRANGE per shard."""
-    C.check_int("count", count, 1)
-    picked = list(range(ns.meta.shards)) if shards is None else list(shards)
-    for s in picked:
-        C.check_int("shard", s, 0, ns.meta.shards - 1)
+    C.check_int("count", count, 1, 100_000)
+    picked = C.check_shards(ns, shards)
     pages = yield C.Pipeline(
         [C.Command("xrevrange", (ns.shard(s).outcomes, "+", "-"), {"count": count})
          for s in picked]
@@ -495,6 +501,7 @@ def memory(ns: C.Namespace, sample: int = 10) -> Op[dict[str, Any]]:
     hold; else the mean of up to ``sample`` ``P:r:<id>`` of the newest outcomes. Watch
     indexes are not counted. None where there is nothing to measure.
     """
+    C.check_int("sample", sample, 1, 1000)
     first: list[C.Command] = []
     for s in range(ns.meta.shards):
         sk = ns.shard(s)
@@ -579,10 +586,8 @@ def trim_outcomes(
     ns: C.Namespace, retention_ms: int | None, *, keep_unread: bool, shards: Iterable[int] | None
 ) -> Op[list[Trimmed]]:
     keep = None if retention_ms is None else C.check_int("retention_ms", retention_ms, 0)
-    count = ns.meta.shards
-    picked = list(range(count)) if shards is None else list(shards)
-    for s in picked:
-        C.check_int("shard", s, 0, count - 1)
+    C.check_bool("keep_unread", keep_unread)
+    picked = C.check_shards(ns, shards)
     calls = [C.trim_call(ns.shard(s), keep, keep_unread=keep_unread) for s in picked]
     replies = yield C.Pipeline(calls, errors_in_slots=True)
     return [C.parse_trim(C.error_or(r), s) for s, r in zip(picked, replies, strict=True)]
@@ -612,8 +617,13 @@ class GroupReader:
 
     @classmethod
     def of(cls, ns: C.Namespace, group: object, consumer: object, **options: Any) -> GroupReader:
+        """A reader, every argument checked (``block_ms`` and ``stop_when_idle`` too, which
+        ``run`` takes) before ``ensure_groups`` writes anything."""
+        C.check_int("block_ms", options.pop("block_ms", 0), 0, 3_600_000)
+        C.check_bool("stop_when_idle", options.pop("stop_when_idle", False))
         group, consumer = G.check_group(group, consumer)
-        C.check_int("reclaim_idle_ms", options.get("reclaim_idle_ms", 60_000), 0)
+        C.check_int("reclaim_idle_ms", options.get("reclaim_idle_ms", 60_000), 0, 2**53)
+        C.check_int("count", options.get("count", 100), 1, 100_000)
         return cls(ns, group, consumer, **options)
 
     @property
