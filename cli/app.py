@@ -79,7 +79,7 @@ def errors() -> Iterator[None]:
 
 @dataclass
 class App:
-    redis_url: str | None
+    redis_url: str | None = field(repr=False)  # may hold a password: never shown
     namespace: str
     json: bool
     _client: TimerClient | None = field(default=None, repr=False)

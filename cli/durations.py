@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import click
 
 _UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+MAX_DURATION_MS = 3660 * 86_400_000  # ten years: the longest delay a timer may have
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 
 
@@ -25,7 +26,20 @@ def parse_duration_ms(text: str) -> int:
         pos = m.end()
     if pos != len(s):
         raise ValueError(f"{text!r} is not a duration; write e.g. 500ms, 30s, 2m, 1h or 1h30m")
+    if not total <= MAX_DURATION_MS:  # also inf, from a number of 400 digits
+        raise ValueError(f"{text[:40]!r} is too long a duration; at most 3660d (ten years)")
     return round(total)
+
+
+def parse_seconds(text: str) -> float:
+    """A number of seconds from 0 to ten years (``nan`` or ``inf`` would never end)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number of seconds; write e.g. 30 or 0.5") from None
+    if not 0 <= value <= MAX_DURATION_MS / 1000:  # False for nan too
+        raise ValueError(f"{text!r} must be a number of seconds from 0 to 316224000 (ten years)")
+    return value
 
 
 def parse_millis(text: str) -> int:
@@ -33,6 +47,8 @@ def parse_millis(text: str) -> int:
     duration with a unit (``5s``) is taken too."""
     s = text.strip()
     if s.isdigit():
+        if len(s) > 16 or int(s) > MAX_DURATION_MS:
+            raise ValueError(f"{text[:40]!r} ms is too long; at most 3660d (ten years)")
         return int(s)
     try:
         return parse_duration_ms(s)
@@ -93,6 +109,19 @@ class Instant(_Parsed):
     parse = staticmethod(parse_instant_ms)
 
 
+class Seconds(click.ParamType):  # type: ignore[type-arg]  # click stubs vary by version
+    name = "seconds"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        try:
+            return parse_seconds(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+SECONDS = Seconds()
 DURATION = Duration()
 MILLIS = Millis()
 INSTANT = Instant()

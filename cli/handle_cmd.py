@@ -4,7 +4,6 @@ groups, and look after dead letters."""
 from __future__ import annotations
 
 import importlib
-import json
 import logging
 import os
 import sys
@@ -428,7 +427,7 @@ def dead_show(app: App, ref: str) -> None:
         f"attempts  {d.attempts}, last failed {format_ms(d.failed_ms)}",
         f"timer     {o['id']} {o['outcome']}, deadline {format_ms(o['deadline_ms'])}"
         if o else "timer     (its outcome had been trimmed)",
-        f"payload   {json.dumps(o['payload'], default=str)}" if o else "",
+        f"payload   {to_json(o['payload'])}" if o else "",
         "error:",
         d.error,
     ])  # fmt: skip

@@ -8,16 +8,18 @@ from typing import Any
 
 import click
 
+from timer.durable.codec import jsonable
+
 
 def to_json(value: Any) -> str:
-    return json.dumps(value, default=_default, sort_keys=False)
+    """One JSON document; a payload's bytes and non-text keys as ``jsonable`` shows them."""
+    return json.dumps(jsonable(value, _fields), sort_keys=False)
 
 
-def _default(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    if hasattr(value, "__dict__"):
-        return {k: v for k, v in vars(value).items() if not k.startswith("_")}
+def _fields(value: Any) -> Any:
+    """An object's public fields (a dataclass the library returned), else its text."""
+    if hasattr(value, "__dict__") and not isinstance(value, type):
+        return jsonable({k: v for k, v in vars(value).items() if not k.startswith("_")}, _fields)
     return str(value)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from .app import App, pass_app
+from .durations import SECONDS
 from .output import emit
 
 
@@ -27,7 +28,7 @@ from .output import emit
     is_flag=True,
     help="Ask /healthz (is the process alive?) instead of /ready (can it fire timers?).",
 )
-@click.option("--timeout", type=float, default=3.0, show_default=True, help="Seconds to wait.")
+@click.option("--timeout", type=SECONDS, default=3.0, show_default=True, help="Seconds to wait.")
 @pass_app
 def probe(app: App, host: str, port: int, live: bool, timeout: float) -> None:
     """Exit 0 if the worker serving metrics on HOST:PORT is ready (or, with --live, alive).

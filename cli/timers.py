@@ -17,7 +17,7 @@ from timer.client import DurabilityWarning
 from timer.durable.codec import FORMAT_VERSION
 
 from .app import App, TimerCommandError, errors, pass_app
-from .durations import DURATION, INSTANT, format_ms
+from .durations import DURATION, INSTANT, SECONDS, format_ms
 from .output import emit, pairs, table, to_json
 
 
@@ -115,6 +115,11 @@ def _payload(text: str | None) -> Any:
         return None
     try:
         return json.loads(text)
+    except RecursionError:
+        raise click.BadParameter(
+            "JSON nested too deep to read; a payload nests at most 500 levels",
+            param_hint="--payload",
+        ) from None
     except ValueError as exc:
         raise click.BadParameter(
             f"not valid JSON ({exc}); e.g. --payload '{{\"job\": 42}}'", param_hint="--payload"
@@ -314,7 +319,7 @@ def get(app: App, timer_id: str) -> None:
     emit(
         app.json,
         d,
-        pairs({k: (json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in d.items()}),
+        pairs({k: (to_json(v) if isinstance(v, (dict, list, bytes)) else v) for k, v in d.items()}),
     )
 
 
@@ -332,7 +337,7 @@ def _outcome_dict(o: Outcome) -> dict[str, Any]:
 
 @click.command()
 @click.argument("timer_id")
-@click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds to wait.")
+@click.option("--timeout", type=SECONDS, default=30.0, show_default=True, help="Seconds to wait.")
 @pass_app
 def wait(app: App, timer_id: str, timeout: float) -> None:
     """Block until the timer is decided and print how it ended.
@@ -397,7 +402,7 @@ def tail(
             else:
                 click.echo(
                     f"{format_ms(o.decided_ms)}  {o.outcome:<9}  {o.id}  "
-                    f"late {o.lateness_ms} ms  payload {json.dumps(o.payload)}"
+                    f"late {o.lateness_ms} ms  payload {to_json(o.payload)}"
                 )
             if group is not None:
                 o.ack()

@@ -7,33 +7,119 @@ Used by the I/O layers only (``client``, ``aio``); the durable data model
 from __future__ import annotations
 
 import contextlib
+import inspect
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import redis
 from redis.exceptions import RedisClusterException
 
 from .durable.models import Durability
 from .durable.scripts import script_error
-from .errors import ConfigError, NotDurable, StoreError, TimerError
+from .errors import ConfigError, InvalidInput, NotDurable, StoreError, TimerError
+
+# Query options of a Redis URL whose value is a credential: redis-py passes ``password``
+# and ``username`` to AUTH, ``ssl_password`` unlocks a TLS key; any other name that
+# speaks of a secret is masked too, whatever a later redis-py makes of it.
+_SECRET_VALUE = re.compile(
+    r"(?i)([?&#;/][^=?&#;/]*(?:pass|secret|token|auth|credential|user)[^=?&#;/]*=)[^&#;]*"
+)
 
 
 def redact_url(url: str) -> str:
-    """The URL with any password replaced by ``***`` (safe to print and log)."""
+    """The URL with every credential replaced by ``***`` (safe to print and log).
+
+    Masked: the password of ``user:password@``, the whole userinfo when it has no
+    ``:`` (``redis://S3CRET@host``, where a password is often meant), and the value of
+    every query option that carries one (``?password=``, ``?username=``,
+    ``?ssl_password=``). Works on any text, parseable as a URL or not.
+    """
+    if not isinstance(url, str):
+        return "<not a url>"
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    userinfo = ""
+    if "@" in rest:  # the last @ ends the userinfo, whatever the password holds (/ ? #)
+        user, at, rest = rest.rpartition("@")
+        name, colon, _password = user.partition(":")
+        plain = colon and not any(c in name for c in "/?#")
+        userinfo = f"{name}:***{at}" if plain else f"***{at}"
+    netloc, slash, tail = rest.partition("/")
+    netloc, qmark, query = netloc.partition("?")  # redis://host?password=… has no path
+    head_, colon_, port = netloc.rpartition(":")
+    if colon_ and "]" not in port and port and not port.isdigit():  # a password typed
+        netloc = f"{head_}:***"  # where the port goes (redis://:pass/0)
+    tail = _SECRET_VALUE.sub(r"\1***", f"{qmark}{query}{slash}{tail}")
+    return f"{scheme}{sep}{userinfo}{netloc}{tail}"
+
+
+def _url_options(*classes: type) -> frozenset[str]:
+    """The query options a Redis URL may carry: the keyword arguments redis-py's
+    connection classes for its scheme take (an unknown one would fail later, inside
+    redis-py, as a TypeError)."""
+    names: set[str] = set()
+    for cls in (redis.connection.AbstractConnection, *classes):
+        names.update(p for p in inspect.signature(cls).parameters if p != "self")
+    names.update(("db", "connection_class", "max_connections"))
+    return frozenset(names - {"args", "kwargs", "host", "port", "path"})
+
+
+URL_OPTIONS = {
+    "redis": _url_options(redis.connection.Connection),
+    "rediss": _url_options(redis.connection.Connection, redis.connection.SSLConnection),
+    "unix": _url_options(redis.connection.UnixDomainSocketConnection),
+}
+
+
+def check_url(url: object) -> str:
+    """``url`` if redis-py can connect with it; ConfigError (naming the URL with no
+    secret in it) for a bad scheme, host, port, database or query option."""
+    if not isinstance(url, str) or not url.strip():
+        raise ConfigError(
+            f"a Redis URL must be text such as redis://localhost:6379/0, got {url!r:.40}"
+        )
+    safe = redact_url(url)
+    scheme = url.partition("://")[0] if "://" in url else ""
+    if scheme not in ("redis", "rediss", "unix"):
+        raise ConfigError(
+            f"unsupported Redis URL scheme {scheme!r} in {safe}; use "
+            "redis://host:port/db, rediss:// for TLS, or unix:///path/to.sock"
+        )
+    form = "the form is redis://[user:password@]host[:port][/db], rediss://… or unix:///path"
     try:
         parts = urlsplit(url)
     except ValueError:
-        return "<unparseable url>"
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    netloc = f"{user}:***@{host}" if user else f":***@{host}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+        raise ConfigError(
+            f"Redis URL {safe} cannot be parsed (a broken [IPv6] host?); {form}"
+        ) from None
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0 and parts.netloc.rpartition(":")[2] not in ("", parts.hostname or ""):
+        raise ConfigError(f"Redis URL {safe}: the port must be a number from 1 to 65535; {form}")
+    if scheme != "unix":
+        if not parts.hostname:
+            raise ConfigError(f"Redis URL {safe} names no host; {form}")
+        db = parts.path.strip("/")
+        if db and not db.isdigit():
+            raise ConfigError(f"Redis URL {safe}: the database must be a number (/0); {form}")
+    try:
+        kwargs = redis.connection.parse_url(url)  # type: ignore[no-untyped-call]
+    except ValueError as exc:
+        reason = str(exc).replace(url, safe)  # redis-py names the option, not its value
+        raise ConfigError(f"Redis URL {safe} is not valid ({reason}); {form}") from None
+    unknown = sorted(set(kwargs) - URL_OPTIONS[scheme] - {"host", "port", "path"})
+    if unknown:
+        raise ConfigError(
+            f"Redis URL {safe} has option(s) {', '.join(unknown)} that a {scheme}:// "
+            "connection does not take (ssl_* options need rediss://); e.g. ?socket_timeout=5"
+        )
+    return url
 
 
 @dataclass(frozen=True)
@@ -46,13 +132,14 @@ class RedisSettings:
 
     @classmethod
     def from_url(cls, url: str, **kwargs: float) -> RedisSettings:
-        scheme = urlsplit(url).scheme
-        if scheme not in ("redis", "rediss", "unix"):
-            raise ConfigError(
-                f"unsupported Redis URL scheme {scheme!r} in {redact_url(url)}; use "
-                "redis://host:port/db, rediss:// for TLS, or unix:///path/to.sock"
-            )
-        return cls(url, **kwargs)
+        for name, value in kwargs.items():
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not 0 < value <= 3600
+            ):
+                raise InvalidInput(f"{name} must be from 0 to 3600 seconds, got {value!r}")
+        return cls(check_url(url), **kwargs)
 
     @property
     def safe_url(self) -> str:

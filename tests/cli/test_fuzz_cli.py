@@ -1,0 +1,155 @@
+"""Any command line a user may type: a documented exit code, never a traceback, nothing
+written when refused, never a secret printed (hypothesis)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from typing import Any
+
+import pytest
+import redis
+from click.testing import CliRunner, Result
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cli.main import main
+from timer import TimerClient
+from timer.testing import RedisServer, free_port
+
+from ..integration.conftest import namespace_keys
+
+pytestmark = pytest.mark.redis
+
+FUZZ = settings(
+    max_examples=int(os.environ.get("TICKWHEEL_FUZZ_EXAMPLES", "40")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+EXIT_CODES = {0, 2, 3, 4, 5, 6, 7, 8}  # the epilog of `tickwheel --help`
+
+# What a person types: words, numbers of any size, durations, times, JSON and junk.
+numbers = st.one_of(
+    st.integers(-5, 10**6).map(str),
+    st.integers(0, 10**400).map(str),
+    st.sampled_from(["nan", "inf", "-inf", "1e400", "0", "-0", "1.5", "0x10"]),
+)
+durations = st.one_of(
+    numbers.map(lambda n: n + "s"),
+    st.sampled_from(["30s", "500ms", "1h30m", "99999999999d", "1" * 400 + "s", "s", "1x"]),
+)
+instants = st.sampled_from([
+    "2030-01-01T00:00:00Z", "1970-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "0001-01-01",
+    "2030-13-01", "yesterday", "2030-01-01T00:00:00+25:00",
+])  # fmt: skip
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8)),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
+                                                                max_size=3),
+    max_leaves=8,
+)  # fmt: skip
+payloads = st.one_of(
+    json_values.map(json.dumps),
+    st.sampled_from(["[" * 2000 + "]" * 2000, "{", "'x'", "NaN", "1" * 500, '{"a": 1e999}']),
+    st.text(max_size=12),
+)
+words = st.one_of(st.text(min_size=0, max_size=12), st.sampled_from(["job:{1}", "-", "--"]))
+_ids = itertools.count()
+
+
+@st.composite
+def command_lines(draw: st.DrawFn) -> list[str]:
+    """One timer command with its arguments: each right, or anything a person might type."""
+    tid = draw(st.one_of(st.builds(lambda: f"cli:{next(_ids)}"), words))
+    commands = ["schedule", "schedule", "reschedule", "cancel", "complete", "get", "wait",
+                "notify", "trim"]  # fmt: skip
+    command = draw(st.sampled_from(commands))
+    args = [command] if command == "trim" else [command, tid]
+    if command in ("schedule", "reschedule"):
+        when = draw(st.sampled_from(["--in", "--at", "both", "none"]))
+        if when in ("--in", "both"):
+            args += ["--in", draw(durations)]
+        if when in ("--at", "both"):
+            args += ["--at", draw(instants)]
+    if command == "schedule" and draw(st.booleans()):
+        args += ["--payload", draw(payloads)]
+    if command == "schedule" and draw(st.integers(0, 3)) == 0:
+        args += ["--watch", draw(words)]
+    if command == "wait":
+        args += ["--timeout", draw(st.one_of(numbers, st.just("0.01")))]
+    if command == "trim":
+        args += [draw(st.sampled_from(["--older-than", "--shard", "--bogus"])), draw(numbers)]
+    return args
+
+
+def run(url: str, namespace: str, args: list[str]) -> Result:
+    return CliRunner().invoke(main, ["--redis-url", url, "--namespace", namespace, "--json", *args])
+
+
+def cut_wait(args: list[str]) -> list[str]:
+    """A wait the fuzzer made long is cut to 10 ms: the test is of the input's checks."""
+    if args[0] == "wait":
+        t = args[-1]
+        try:
+            if 0.01 < float(t) <= 1e9:
+                return [*args[:-1], "0.01"]
+        except ValueError:
+            pass
+    return args
+
+
+@FUZZ
+@given(args=command_lines())
+def test_any_command_line(
+    redis_server: RedisServer, redis_client: redis.Redis, namespace: str, args: list[str]
+) -> None:
+    """Any timer command line exits with a documented code and no traceback; a refused
+    one writes nothing; an accepted payload is read back by `get`."""
+    TimerClient.from_url(redis_server.url, namespace).init(shards=2)
+    args = cut_wait(args)
+    before = namespace_keys(redis_client, namespace)
+    result = run(redis_server.url, namespace, args)
+    assert result.exception is None or isinstance(result.exception, SystemExit), (
+        args, result.output, result.exception
+    )  # fmt: skip
+    assert result.exit_code in EXIT_CODES, (args, result.output)
+    assert "Traceback" not in result.output
+    if result.exit_code != 0 and args[0] != "wait":
+        assert namespace_keys(redis_client, namespace) == before, (args, result.output)
+    if args[0] == "schedule" and result.exit_code == 0 and json.loads(result.stdout)["created"]:
+        got = json.loads(run(redis_server.url, namespace, ["get", args[1]]).stdout)
+        sent = args[args.index("--payload") + 1] if "--payload" in args else "null"
+        assert json.dumps(got["payload"]) == json.dumps(json.loads(sent))
+
+
+SECRET = "S3CRETpw"
+
+
+@st.composite
+def secret_urls(draw: st.DrawFn) -> str:
+    """A Redis URL with the secret in any place a credential goes, often broken."""
+    port = draw(st.sampled_from([str(free_port()), "notaport", "99999", "", "0"]))
+    host = draw(st.sampled_from(["127.0.0.1", "[::1", "", "127.0.0.1]"]))
+    auth = draw(st.sampled_from([f"u:{SECRET}@", f"{SECRET}@", f":{SECRET}@", ""]))
+    query = draw(st.sampled_from([
+        f"?password={SECRET}", f"?username=u&password={SECRET}", f"?ssl_password={SECRET}",
+        f"?bogus=1&password={SECRET}", f"?password={SECRET}&socket_timeout=x", "",
+    ]))  # fmt: skip
+    scheme = draw(st.sampled_from(["redis", "rediss", "unix", "http", "redis"]))
+    tail = draw(st.sampled_from(["/0", "/x", "", "/0#frag"]))
+    netloc = f"{host}:{port}" if port else host
+    url = f"{scheme}://{auth}{netloc}{tail}{query}"
+    return url if SECRET in url else url + f"?password={SECRET}"
+
+
+@FUZZ
+@given(url=secret_urls(), command=st.sampled_from([["get", "x"], ["stats"], ["init"]]))
+def test_no_url_prints_its_secret(workdir: Any, url: str, command: list[str]) -> None:
+    """Whatever the URL, the CLI exits with a documented code and never prints the
+    password, in text or JSON."""
+    for json_flag in ([], ["--json"]):
+        result = CliRunner().invoke(main, ["--redis-url", url, *json_flag, *command])
+        assert result.exit_code in EXIT_CODES, (url, result.output, result.exception)
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+        assert SECRET not in result.output, (url, result.output)
