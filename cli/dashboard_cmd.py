@@ -12,6 +12,8 @@ import click
 from .app import App, errors, pass_app
 
 TOKEN_ENV = "TICKWHEEL_DASHBOARD_TOKEN"
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")  # as dashboard.app's default
+WILDCARDS = ("0.0.0.0", "::", "")
 
 
 def is_loopback(host: str) -> bool:
@@ -29,8 +31,18 @@ def is_loopback(host: str) -> bool:
 @click.option(
     "--read-only", is_flag=True, help="Show everything, change nothing (no action buttons)."
 )
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="A host name the dashboard answers for (the Host header), besides 127.0.0.1, "
+    "localhost, ::1 and --host; repeat for more. Any other is refused (DNS rebinding).",
+)
 @pass_app
-def dashboard(app: App, host: str, port: int, read_only: bool) -> None:
+def dashboard(
+    app: App, host: str, port: int, read_only: bool, allowed_hosts: tuple[str, ...]
+) -> None:
     """Serve a web dashboard of the namespace: shards, workers, groups, dead letters,
     timers (look up, cancel, complete, reschedule), refreshed every two seconds.
 
@@ -38,6 +50,11 @@ def dashboard(app: App, host: str, port: int, read_only: bool) -> None:
     On loopback (the default) it needs no token. To listen beyond it, set a token:
       export TICKWHEEL_DASHBOARD_TOKEN=$(python -c 'import secrets; print(secrets.token_urlsafe())')
     then open http://HOST:PORT/login?token=... once in the browser.
+
+    It answers only requests for its own host names (--allowed-host adds one; on
+    0.0.0.0 without it, any name, as the token guards it), and an action only from its
+    own page (a same-origin request carrying the page's CSRF
+    token) or with the token in an Authorization: Bearer header.
     """
     token = os.environ.get(TOKEN_ENV) or None
     if not is_loopback(host) and not token:
@@ -46,6 +63,11 @@ def dashboard(app: App, host: str, port: int, read_only: bool) -> None:
             f"Set a token first: export {TOKEN_ENV}=$(python -c 'import secrets; "
             "print(secrets.token_urlsafe())'), then open /login?token=<it> once"
         )
+    names = [*LOOPBACK_HOSTS, *allowed_hosts]
+    if host not in WILDCARDS:
+        names.append(host)
+    elif not allowed_hosts:  # every address, by any name: the token guards it
+        names = ["*"]
     import uvicorn  # noqa: PLC0415 - only this command needs the web stack
 
     from dashboard import create_app  # noqa: PLC0415
@@ -53,7 +75,7 @@ def dashboard(app: App, host: str, port: int, read_only: bool) -> None:
     with errors():
         client = app.client
         client.meta  # noqa: B018 - a namespace never initialised fails here, clearly
-    web = create_app(client, read_only=read_only, token=token)
+    web = create_app(client, read_only=read_only, token=token, allowed_hosts=names)
     login = "/login?token=<your token>" if token else ""
     click.echo(
         f"dashboard of namespace {app.namespace!r} at {app.safe_url}: "

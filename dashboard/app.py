@@ -8,14 +8,16 @@ key is built here and no raw Redis command is sent.
 
 ``read_only`` refuses every POST (403) and the page hides the buttons. ``token``, when
 set, is required on every request: ``Authorization: Bearer <token>``, or the cookie
-``/login?token=<token>`` sets.
+``/login?token=<token>`` sets. Every request must name an allowed host, and every POST
+must come from the dashboard's own page (:class:`Guard`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hmac
-from collections.abc import Awaitable, Callable
+import secrets
+from collections.abc import Awaitable, Callable, Iterable
 from importlib import resources
 from typing import Any
 
@@ -212,45 +214,129 @@ async def _call(fn: Callable[[], Any]) -> Response:
         return _error(exc)
 
 
-class TokenGate(BaseHTTPMiddleware):
-    def __init__(self, app: Any, token: str) -> None:
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+CSRF_COOKIE = "tickwheel_csrf"
+CSRF_HEADER = "x-csrf-token"
+
+
+def host_name(host_header: str) -> str:
+    """The host of a ``Host`` header, without its port (``[::1]:8080`` -> ``::1``)."""
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+class Guard(BaseHTTPMiddleware):
+    """Who may ask what, checked before any route runs.
+
+    - **Host allow-list** (every request): a page served for another name (DNS
+      rebinding: ``attacker.example`` resolved to 127.0.0.1) is refused with 400.
+    - **Token** (when set): ``Authorization: Bearer <token>`` or the cookie that
+      ``/login?token=<token>`` sets.
+    - **Cross-site requests** (every POST): the browser must say the request came from
+      this dashboard's own page, by ``Origin`` or ``Sec-Fetch-Site: same-origin``, and
+      it must carry the page's CSRF token in ``X-CSRF-Token``, equal to the
+      ``SameSite=Strict`` cookie the page set. A request with the Bearer header needs
+      neither: a browser never sends that header cross-site on its own.
+    """
+
+    def __init__(
+        self, app: Any, *, token: str | None, csrf: str, allowed_hosts: frozenset[str]
+    ) -> None:
         super().__init__(app)
         self.token = token
+        self.csrf = csrf
+        self.allowed_hosts = allowed_hosts
 
     async def dispatch(
         self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
-        if request.url.path == "/login":
-            given = request.query_params.get("token", "")
-            if hmac.compare_digest(given, self.token):
-                response = RedirectResponse("/", status_code=303)
-                response.set_cookie(COOKIE, given, httponly=True, samesite="strict")
-                return response
-            return JSONResponse({"error": "wrong token"}, status_code=401)
-        header = request.headers.get("authorization", "")
-        given = (
-            header[7:] if header.lower().startswith("bearer ") else request.cookies.get(COOKIE, "")
-        )
-        if not hmac.compare_digest(given, self.token):
-            return JSONResponse(
-                {"error": "this dashboard needs its token: open /login?token=… or send "
-                          "Authorization: Bearer …"},
-                status_code=401,
+        host = host_name(request.headers.get("host", ""))
+        if "*" not in self.allowed_hosts and host not in self.allowed_hosts:
+            return _refuse(
+                400, f"this dashboard does not answer for host {host[:100]!r}; start it "
+                "with --allowed-host NAME to serve that name",
             )  # fmt: skip
+        bearer = _bearer(request)
+        if self.token is not None:
+            if request.url.path == "/login":
+                return self.login(request)
+            given = bearer or request.cookies.get(COOKIE, "")
+            if not hmac.compare_digest(given.encode(), self.token.encode()):
+                return _refuse(
+                    401, "this dashboard needs its token: open /login?token=… or send "
+                    "Authorization: Bearer …",
+                )  # fmt: skip
+        if request.method not in ("GET", "HEAD", "OPTIONS") and not bearer:
+            why = self.cross_site(request)
+            if why:
+                return _refuse(403, f"refused a cross-site request: {why}")
         return await call_next(request)
 
+    def login(self, request: Request) -> Response:
+        assert self.token is not None
+        given = request.query_params.get("token", "")
+        if hmac.compare_digest(given.encode(), self.token.encode()):
+            response = RedirectResponse("/", status_code=303)
+            response.set_cookie(COOKIE, given, httponly=True, samesite="strict")
+            return response
+        return _refuse(401, "wrong token")
 
-def create_app(client: TimerClient, *, read_only: bool = False, token: str | None = None) -> Any:
-    """The Starlette app for ``client``'s namespace (others with ``?ns=<name>``)."""
+    def cross_site(self, request: Request) -> str:
+        """Why a state-changing request is not from this dashboard's page ('' if it is)."""
+        origin = request.headers.get("origin")
+        site = request.headers.get("sec-fetch-site")
+        own = f"{request.url.scheme}://{request.headers.get('host', '')}"
+        if origin is not None and origin != own:
+            return f"Origin {origin[:100]!r} is not this dashboard ({own})"
+        if site is not None and site != "same-origin":
+            return f"Sec-Fetch-Site is {site[:40]!r}"
+        if origin is None and site is None:
+            return "no Origin or Sec-Fetch-Site header (use the page, or the Bearer token)"
+        header = request.headers.get(CSRF_HEADER, "")
+        cookie = request.cookies.get(CSRF_COOKIE, "")
+        if not (
+            hmac.compare_digest(header.encode(), self.csrf.encode())
+            and hmac.compare_digest(cookie.encode(), self.csrf.encode())
+        ):
+            return "the CSRF token is missing or stale (reload the page)"
+        return ""
+
+
+def _bearer(request: Request) -> str:
+    header = request.headers.get("authorization", "")
+    return header[7:] if header.lower().startswith("bearer ") else ""
+
+
+def _refuse(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def create_app(
+    client: TimerClient,
+    *,
+    read_only: bool = False,
+    token: str | None = None,
+    allowed_hosts: Iterable[str] = LOOPBACK_HOSTS,
+) -> Any:
+    """The Starlette app for ``client``'s namespace (others with ``?ns=<name>``).
+
+    ``allowed_hosts``: the names it answers for (``Host``), loopback ones by default;
+    ``"*"`` answers any (only behind a proxy that checks it). See :class:`Guard`.
+    """
     boards = Namespaces(client, read_only=read_only)
     page = (resources.files("dashboard") / "static" / "index.html").read_text()
+    csrf = secrets.token_urlsafe(32)  # per process: a restart asks the page to reload
 
     def on(request: Request, fn: Callable[[Dashboard], Any]) -> Callable[[], Any]:
         """The work of a route, on the request's namespace (run in a thread)."""
         return lambda: fn(boards.of(request))
 
     async def index(request: Request) -> Response:
-        return HTMLResponse(page)
+        response = HTMLResponse(page)
+        response.set_cookie(CSRF_COOKIE, csrf, samesite="strict")  # read by the page's script
+        return response
 
     async def overview(request: Request) -> Response:
         return await _call(on(request, Dashboard.overview))
@@ -312,5 +398,6 @@ def create_app(client: TimerClient, *, read_only: bool = False, token: str | Non
         Route("/api/dead", dead),
         Route("/api/dead/{shard:int}/{entry:str}/{action:str}", dead_act, methods=["POST"]),
     ]
-    middleware = [Middleware(TokenGate, token=token)] if token else []
+    hosts = frozenset(host_name(h) if h != "*" else h for h in allowed_hosts)
+    middleware = [Middleware(Guard, token=token, csrf=csrf, allowed_hosts=hosts)]
     return Starlette(routes=routes, middleware=middleware)

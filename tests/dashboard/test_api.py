@@ -25,8 +25,19 @@ def client(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
     c.close()
 
 
+BASE = "http://127.0.0.1:8080"
+
+
 def web(c: TimerClient, **options: object) -> TestClient:
-    return TestClient(create_app(c, **options))  # type: ignore[arg-type]
+    """The app as its own page uses it: on a loopback host, each POST same-origin with
+    the CSRF token that loading the page set."""
+    http = TestClient(create_app(c, **options), base_url=BASE)  # type: ignore[arg-type]
+    page = http.get("/", headers={"Authorization": f"Bearer {options['token']}"}
+                    if options.get("token") else {})  # fmt: skip
+    token = page.cookies.get("tickwheel_csrf") or ""
+    http.headers.update({"Origin": BASE, "Sec-Fetch-Site": "same-origin",
+                         "X-CSRF-Token": token})  # fmt: skip
+    return http
 
 
 def namespace_dump(r: redis.Redis, namespace: str) -> dict[bytes, object]:
@@ -163,3 +174,61 @@ def test_password_never_shown(redis_server: RedisServer, namespace: str) -> None
     finally:
         admin.acl_deluser("dash")
         admin.close()
+
+
+CROSS_SITE = [
+    ({"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site"}, "Origin"),
+    ({"Origin": "http://evil.example"}, "Origin"),
+    ({"Sec-Fetch-Site": "cross-site"}, "Sec-Fetch-Site"),
+    ({"Sec-Fetch-Site": "same-site", "Origin": BASE}, "Sec-Fetch-Site"),
+    ({}, "no Origin"),
+    ({"Origin": BASE, "Sec-Fetch-Site": "same-origin", "X-CSRF-Token": "guess"}, "CSRF"),
+    ({"Origin": BASE, "Sec-Fetch-Site": "same-origin"}, "CSRF"),
+]
+
+
+@pytest.mark.parametrize(("headers", "why"), CROSS_SITE)
+def test_cross_site_actions_are_refused(
+    client: TimerClient, redis_client: redis.Redis, headers: dict[str, str], why: str
+) -> None:
+    """A POST that is not from the dashboard's own page (another Origin, a cross-site
+    fetch, no CSRF token or a wrong one) is refused with 403 and changes nothing: the
+    issue's `curl -X POST -H 'Origin: http://evil.example' …/cancel` cancelled a timer."""
+    client.schedule("job:{9}", 60_000)
+    before = namespace_dump(redis_client, client.namespace)
+    http = TestClient(create_app(client), base_url=BASE)
+    http.get("/")  # the page's cookie is in the jar: a cross-site form would send it
+    for path in ("/api/timers/job:{9}/cancel", "/api/dead/0/1-0/drop"):
+        r = http.post(path, headers=headers)
+        assert r.status_code == 403, r.text
+        assert why in r.json()["error"]
+    assert namespace_dump(redis_client, client.namespace) == before
+    assert web(client).post("/api/timers/job:{9}/cancel").json()["done"] is True
+
+
+@pytest.mark.parametrize("host", ["attacker.example", "attacker.example:8080", "10.0.0.1"])
+def test_rebound_host_is_refused(client: TimerClient, host: str) -> None:
+    """A request for a host name the dashboard does not serve (DNS rebinding: a page of
+    attacker.example resolved to 127.0.0.1) is refused, reads included."""
+    http = TestClient(create_app(client), base_url=f"http://{host}")
+    for path in ("/", "/api/overview"):
+        r = http.get(path)
+        assert r.status_code == 400 and "does not answer for host" in r.json()["error"]
+    ok = TestClient(create_app(client), base_url="http://[::1]:8080").get("/api/overview")
+    assert ok.status_code == 200
+    named = create_app(client, allowed_hosts=["timers.internal"])
+    assert TestClient(named, base_url="http://timers.internal").get("/").status_code == 200
+
+
+def test_bearer_token_skips_the_page_checks(client: TimerClient) -> None:
+    """With a token set, a script that sends it as a Bearer header acts without the
+    page's CSRF token (a browser never adds that header cross-site); the cookie a
+    login set is not enough on its own."""
+    client.schedule("job:{10}", 60_000)
+    app = create_app(client, token="s3cret")
+    script = TestClient(app, base_url=BASE, headers={"Authorization": "Bearer s3cret"})
+    assert script.post("/api/timers/job:{10}/cancel").json()["done"] is True
+    browser = TestClient(app, base_url=BASE)
+    assert browser.get("/login?token=s3cret", follow_redirects=False).status_code == 303
+    r = browser.post("/api/timers/job:{10}/complete", headers={"Origin": "http://evil.example"})
+    assert r.status_code == 403
