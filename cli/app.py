@@ -15,6 +15,7 @@ import click
 from timer import TimerClient
 from timer.errors import (
     ConfigError,
+    CorruptRecord,
     DuplicateTimer,
     Fenced,
     InvalidInput,
@@ -42,6 +43,7 @@ EXIT_CODES: dict[type[TimerError], int] = {
     Fenced: 9,
     TimerFull: 10,
     TimerClosed: 10,
+    CorruptRecord: 11,
 }
 
 

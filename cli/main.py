@@ -34,7 +34,8 @@ EPILOG = """\b
 Without --redis-url the CLI uses an embedded server it starts on first use
 (data in ./.tickwheel/; `tickwheel server stop` stops it).
 Exit codes: 0 ok, 2 usage, 3 invalid input, 4 configuration, 5 Redis unreachable or
-failing, 6 no such timer, 7 conflicting timer, 8 wait timed out, 1 other errors.
+failing, 6 no such timer, 7 conflicting timer, 8 wait timed out, 11 a stored record
+that cannot be decoded, 1 other errors.
 """
 
 

@@ -32,7 +32,7 @@ from timer import TimerClient
 from timer.durable.calls import parse_ref
 from timer.durable.keys import check_namespace
 from timer.durable.models import DeadLetter, GroupInfo, Outcome, TimerInfo
-from timer.errors import ConfigError, InvalidInput, TimerError, TimerNotFound
+from timer.errors import ConfigError, CorruptRecord, InvalidInput, TimerError, TimerNotFound
 
 COOKIE = "tickwheel_token"
 LATENESS_BOUNDS_MS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
@@ -201,6 +201,8 @@ def _error(exc: TimerError) -> JSONResponse:
     status = 503  # Redis unreachable or failing
     if isinstance(exc, TimerNotFound):
         status = 404
+    elif isinstance(exc, CorruptRecord):  # stored by something else: shown, not fixable here
+        status = 422
     elif isinstance(exc, InvalidInput | ConfigError):  # bad input; a namespace not created
         status = 400
     return JSONResponse({"error": str(exc), "kind": type(exc).__name__}, status_code=status)

@@ -33,6 +33,7 @@ from .engine import (
 )
 from .errors import (
     ConfigError,
+    CorruptRecord,
     DuplicateTimer,
     Fenced,
     InvalidInput,
@@ -91,6 +92,7 @@ __all__ = [
     "ClientSettings",
     "Clock",
     "ConfigError",
+    "CorruptRecord",
     "DeadLetter",
     "DelayedOperation",
     "DelayedOperationPurgatory",

@@ -42,6 +42,13 @@ class StoreError(TimerError):
         self.code = code
 
 
+class CorruptRecord(TimerError):
+    """A stored timer record or outcome entry cannot be decoded (written by something
+    other than tickwheel, or damaged). Readers never stop on one: a consumer group
+    dead-letters it with this reason, ``tail`` and the dashboard show it as
+    ``undecodable``, and ``get`` raises this naming the timer."""
+
+
 class TimerNotFound(TimerError):
     """No pending timer and no retained outcome exist for that id."""
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .client import TimerClient
+from .durable.codec import jsonable
 from .durable.models import Timer
 from .errors import InvalidInput, TimerNotFound
 
@@ -333,9 +334,12 @@ def outcome_schema() -> Any:
 
 
 def read_shard_outcomes(url: str, namespace: str, shard: int) -> Iterator[tuple[Any, ...]]:
-    """Every outcome of one shard's stream as rows (payload as a JSON string)."""
+    """Every outcome of one shard's stream as rows (payload as a JSON string, as
+    ``jsonable`` shows msgpack's bytes; an entry no reader can decode has outcome
+    ``undecodable`` and ``{"$error": why}`` as its payload)."""
     for o in pooled_client(url, namespace).all_outcomes([shard]):
-        payload = None if o.payload is None else json.dumps(_plain(o.payload))
+        shown = {"$error": o.error} if o.error is not None else o.payload
+        payload = None if shown is None else json.dumps(jsonable(shown))
         yield (o.id, o.outcome, o.deadline_ms, o.decided_ms, o.lateness_ms, shard, payload)
 
 

@@ -27,7 +27,7 @@ FUZZ = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-EXIT_CODES = {0, 2, 3, 4, 5, 6, 7, 8}  # the epilog of `tickwheel --help`
+EXIT_CODES = {0, 2, 3, 4, 5, 6, 7, 8, 11}  # the epilog of `tickwheel --help`
 
 # What a person types: words, numbers of any size, durations, times, JSON and junk.
 numbers = st.one_of(

@@ -20,7 +20,14 @@ from typing import Any, NamedTuple, TypeVar
 
 import msgpack
 
-from ..errors import ConfigError, InvalidInput, StoreError, TimerError, TimerNotFound
+from ..errors import (
+    ConfigError,
+    CorruptRecord,
+    InvalidInput,
+    StoreError,
+    TimerError,
+    TimerNotFound,
+)
 from . import keys as K
 from .codec import (
     FORMAT_VERSION,
@@ -31,6 +38,7 @@ from .codec import (
     encode_payload,
 )
 from .models import (
+    UNDECODABLE,
     ClientSettings,
     DeadLetter,
     Event,
@@ -559,7 +567,18 @@ def results_init_call(
 
 
 def timer_info(tid: str, shard: int, pending: Any, decided: Any) -> TimerInfo | None:
-    """TimerInfo from the pending record or the retained outcome (either may be None)."""
+    """TimerInfo from the pending record or the retained outcome (either may be None);
+    CorruptRecord if the one stored cannot be decoded."""
+    try:
+        return _timer_info(tid, shard, pending, decided)
+    except Exception as exc:
+        raise CorruptRecord(
+            f"timer {tid!r} (shard {shard}) has a record that cannot be decoded "
+            f"({type(exc).__name__}: {exc}); cancel it, or delete it by hand"
+        ) from None
+
+
+def _timer_info(tid: str, shard: int, pending: Any, decided: Any) -> TimerInfo | None:
     if pending is not None:
         rec = decode_pending(pending)
         return TimerInfo(
@@ -581,7 +600,47 @@ def outcome_from_entry(
 ) -> Outcome:
     """An Outcome from one entry of a shard's outcome stream (or of a dead letter), in
     either layout: format 4's id and outcome record (``i``, ``r``), or the five fields
-    earlier formats write (a stream may hold both after a migration)."""
+    earlier formats write (a stream may hold both after a migration). CorruptRecord if
+    the entry cannot be decoded."""
+    try:
+        return _outcome_from_entry(shard, entry_id, fields, attempt)
+    except Exception as exc:
+        raise CorruptRecord(
+            f"outcome entry {text(entry_id)} of shard {shard} cannot be decoded "
+            f"({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def undecodable(
+    shard: int, entry_id: bytes | str, fields: Mapping[bytes, bytes], error: CorruptRecord
+) -> Outcome:
+    """An entry no reader can decode, as the Outcome a reader without a group shows."""
+    tid = fields.get(b"i") or fields.get(b"id") or b"?"
+    eid = text(entry_id)
+    decided = eid.split("-", 1)[0]
+    return Outcome(
+        id=text(tid)[:MAX_NAME_CHARS], outcome=UNDECODABLE, deadline_ms=0,
+        decided_ms=int(decided) if decided.isdigit() else 0, payload=None, shard=shard,
+        entry_id=eid, error=str(error),
+    )  # fmt: skip
+
+
+def outcome_or_undecodable(
+    shard: int, entry_id: bytes | str, fields: Mapping[bytes, bytes]
+) -> Outcome:
+    """``outcome_from_entry``, or ``undecodable`` for an entry it cannot read."""
+    try:
+        return outcome_from_entry(shard, entry_id, fields)
+    except CorruptRecord as exc:
+        return undecodable(shard, entry_id, fields, exc)
+
+
+MAX_NAME_CHARS = 256
+
+
+def _outcome_from_entry(
+    shard: int, entry_id: bytes | str, fields: Mapping[bytes, bytes], attempt: int
+) -> Outcome:
     origin = fields.get(b"from")
     record = fields.get(b"r")
     if record is not None:  # format 4
@@ -710,12 +769,19 @@ def dead_letter_from_entry(shard: int, entry_id: Any, fields: Mapping[bytes, byt
         attempts=int(fields[b"attempts"]),
         error=text(fields[b"error"]),
         failed_ms=int(fields[b"failed"]),
-        outcome=(
-            outcome_from_entry(shard, fields[b"entry"], fields, int(fields[b"attempts"]))
-            if b"id" in fields or b"i" in fields
-            else None
-        ),
+        outcome=_dead_outcome(shard, fields),
     )
+
+
+def _dead_outcome(shard: int, fields: Mapping[bytes, bytes]) -> Outcome | None:
+    """The outcome a dead letter carries; None if it had been trimmed before it died, or
+    if it is an entry no reader could decode (its ``error`` says so)."""
+    if b"id" not in fields and b"i" not in fields:
+        return None
+    try:
+        return outcome_from_entry(shard, fields[b"entry"], fields, int(fields[b"attempts"]))
+    except CorruptRecord:
+        return None
 
 
 def parse_ref(ref: object, shards: int) -> tuple[int, str]:

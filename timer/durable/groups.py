@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import StoreError
+from ..errors import CorruptRecord, StoreError
 from . import calls as C
 from . import keys as K
 from .calls import Op
@@ -70,30 +70,53 @@ def ensure_groups(ns: C.Namespace, group: str, *, start: str = "0") -> Op[None]:
         C.error_or(reply)
 
 
+@dataclass
+class _Leftovers:
+    """Entries a read handed this consumer that are not deliveries: ``foreign`` to ack
+    unseen (trimmed while pending, or put back for another group), ``broken`` to
+    dead-letter (no reader can decode them: a reader must not stop on one)."""
+
+    foreign: list[tuple[str, str]]
+    broken: list[tuple[K.ShardKeys, str, int, str]]  # (shard, entry id, deliveries, why)
+
+    @classmethod
+    def none(cls) -> _Leftovers:
+        return cls([], [])
+
+
 def _deliveries(
     ns: C.Namespace,
     group: str,
     shard: int,
     entries: Iterable[tuple[Any, Mapping[bytes, bytes], int]],
-    foreign: list[tuple[str, str]],
+    left: _Leftovers,
 ) -> list[Delivery]:
     sk = ns.shard(shard)
     stream = sk.outcomes
     out: list[Delivery] = []
     for entry_id, fields, deliveries in entries:
         if not fields:  # an entry trimmed while pending comes back empty
-            foreign.append((stream, C.text(entry_id)))
+            left.foreign.append((stream, C.text(entry_id)))
         elif not C.for_group(fields, group):
-            foreign.append((stream, C.text(entry_id)))  # put back for another group
+            left.foreign.append((stream, C.text(entry_id)))  # put back for another group
         else:
-            outcome = C.outcome_from_entry(shard, entry_id, fields, deliveries)
+            try:
+                outcome = C.outcome_from_entry(shard, entry_id, fields, deliveries)
+            except CorruptRecord as exc:
+                left.broken.append((sk, C.text(entry_id), deliveries, str(exc)))
+                continue
             out.append(Delivery(outcome, sk, group))
     return out
 
 
-def _ack_foreign(group: str, foreign: list[tuple[str, str]]) -> Op[None]:
-    if foreign:
-        yield C.Pipeline([C.Command("xack", (s, group, eid)) for s, eid in foreign])
+def _settle_leftovers(group: str, consumer: str, left: _Leftovers) -> Op[None]:
+    if left.foreign:
+        yield C.Pipeline([C.Command("xack", (s, group, eid)) for s, eid in left.foreign])
+    if left.broken:
+        yield C.Pipeline([
+            C.dead_call(sk, group, eid, consumer, attempts=n, error=why)
+            for sk, eid, n, why in left.broken
+        ])  # fmt: skip
 
 
 def read_new(
@@ -130,11 +153,11 @@ def read_new(
                 break
             yield C.Sleep(min(POLL_S, max(0.0, end - time.monotonic())))
     out: list[Delivery] = []
-    foreign: list[tuple[str, str]] = []
+    left = _Leftovers.none()
     for stream, entries in reply:
         shard = streams[C.text(stream)]
-        out += _deliveries(ns, group, shard, ((e, f, 1) for e, f in entries), foreign)
-    yield from _ack_foreign(group, foreign)
+        out += _deliveries(ns, group, shard, ((e, f, 1) for e, f in entries), left)
+    yield from _settle_leftovers(group, consumer, left)
     return out
 
 
@@ -163,12 +186,12 @@ def claim(
         return [], {}
     replies = yield C.Pipeline(calls)
     out: list[Delivery] = []
-    foreign: list[tuple[str, str]] = []
+    left = _Leftovers.none()
     nxt: dict[int, str] = {}
     for s, reply in zip(shards, replies, strict=True):
         nxt[s], taken = C.parse_claim(reply)
-        out += _deliveries(ns, group, s, taken, foreign)
-    yield from _ack_foreign(group, foreign)
+        out += _deliveries(ns, group, s, taken, left)
+    yield from _settle_leftovers(group, consumer, left)
     return out, nxt
 
 
@@ -280,7 +303,7 @@ def follow(
             for entry_id, fields in entries:
                 last[name] = C.text(entry_id)
                 if fields and b"only" not in fields:
-                    yield C.Emit(C.outcome_from_entry(streams[name], entry_id, fields))
+                    yield C.Emit(C.outcome_or_undecodable(streams[name], entry_id, fields))
 
 
 # -- admin: groups and dead letters ----------------------------------------------------------

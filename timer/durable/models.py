@@ -17,6 +17,9 @@ from ..errors import ConfigError, InvalidInput
 from .codec import DEFAULT_MAX_PAYLOAD, MAX_PAYLOAD_LIMIT
 
 OUTCOMES = ("expired", "completed", "cancelled")
+# What a reader without a consumer group shows for an entry it cannot decode (its
+# ``error`` says why); a consumer group dead-letters such an entry instead.
+UNDECODABLE = "undecodable"
 MAX_DELAY_MS = 10 * 366 * 24 * 3600 * 1000  # ten years: anything longer is a mistake
 # Width of a coarse bucket (format 2): far timers wait in one per hour, not one per
 # fine bucket, until the sweep moves them an hour ahead (COARSE_MS in lua/_lib.lua).
@@ -227,6 +230,7 @@ class Outcome:
     entry_id: str | None = None
     attempt: int = 1  # through a consumer group: its delivery count, this one included
     redelivery_of: str | None = None  # a dead letter put back: the entry id it first had
+    error: str | None = None  # outcome "undecodable": why the entry could not be read
     _ack: Callable[[], None] | None = field(default=None, repr=False, compare=False)
     _aack: Callable[[], Awaitable[None]] | None = field(default=None, repr=False, compare=False)
 

@@ -377,7 +377,7 @@ def history(ns: C.Namespace, shards: Iterable[int], page: int = 10_000) -> Op[No
                 break
             for entry_id, fields in entries:
                 if b"only" not in fields:  # a dead letter put back for a group: a copy
-                    yield C.Emit(C.outcome_from_entry(shard, entry_id, fields))
+                    yield C.Emit(C.outcome_or_undecodable(shard, entry_id, fields))
             start = entries[-1][0]
 
 
@@ -397,7 +397,7 @@ def recent(ns: C.Namespace, count: int, shards: Iterable[int] | None = None) -> 
          for s in picked]
     )  # fmt: skip
     out = [
-        C.outcome_from_entry(s, entry_id, fields)
+        C.outcome_or_undecodable(s, entry_id, fields)
         for s, entries in zip(picked, pages, strict=True)
         for entry_id, fields in entries
         if fields and b"only" not in fields
