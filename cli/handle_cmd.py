@@ -117,6 +117,15 @@ class HandlerSpec(click.ParamType):  # type: ignore[type-arg]  # click stubs var
     is_flag=True,
     help="A group created now starts with the next outcome, not with every one retained.",
 )
+@click.option(
+    "--timeout",
+    "timeout_ms",
+    type=DURATION,
+    default=None,
+    help="The longest a handler may run: an async one is cancelled, a sync one's outcome "
+    "is released for a retry (the attempt counts) and its stuck thread named in a "
+    "warning.  [default: none, or the Handlers object's own]",
+)
 @click.option("--idle-exit", is_flag=True, help="Exit once nothing is left to handle.")
 @metrics_options(
     "Serve Prometheus metrics (/metrics) and liveness (/healthz) here.",
@@ -137,6 +146,7 @@ def handle(
     reclaim_idle_ms: int | None,
     drain_ms: int,
     from_now: bool,
+    timeout_ms: int | None,
     idle_exit: bool,
     metrics_port: int | None,
     metrics_host: str,
@@ -159,7 +169,7 @@ def handle(
     with errors():
         handlers = _handlers_of(
             spec, group, consumer, kinds, max_attempts, backoff_ms, max_backoff_ms,
-            reclaim_idle_ms,
+            reclaim_idle_ms, None if timeout_ms is None else timeout_ms / 1000,
         )  # fmt: skip
     namespace = app.namespace
     client = connect(app, f"consumer {handlers.consumer}", logging.getLogger("tickwheel.handlers"))
@@ -217,6 +227,7 @@ def _handlers_of(
     backoff_ms: int | None,
     max_backoff_ms: int | None,
     reclaim_idle_ms: int | None,
+    timeout_s: float | None,
 ) -> Handlers:
     base = spec.backoff if isinstance(spec, Handlers) else Backoff()
     initial_s = base.initial_s if backoff_ms is None else backoff_ms / 1000
@@ -230,11 +241,13 @@ def _handlers_of(
             max_attempts=max_attempts or spec.max_attempts,
             backoff=backoff,
             reclaim_idle_ms=reclaim_idle_ms or spec.reclaim_idle_ms,
+            timeout_s=timeout_s or spec.timeout_s,
         )
         for kind in spec.kinds:
             fn = spec.handler(kind)
             assert fn is not None
-            h.add(kind, fn)
+            own = spec.timeout_of(kind) if timeout_s is None else timeout_s
+            h.add(kind, fn, timeout_s=own)
         return h
     wanted = OUTCOMES if kinds.strip() == "all" else tuple(k.strip() for k in kinds.split(","))
     h = Handlers(
@@ -243,6 +256,7 @@ def _handlers_of(
         max_attempts=max_attempts or 5,
         backoff=backoff,
         reclaim_idle_ms=reclaim_idle_ms or DEFAULT_RECLAIM_IDLE_MS,
+        timeout_s=timeout_s,
     )
     for kind in wanted:
         h.add(kind, spec)

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
         TimerInfo,
         Trimmed,
     )
-    from .handlers import Backoff, Handlers, Retry
+    from .handlers import Backoff, Handlers, HandlerTimedOut, Retry
 
 # name -> the module that defines it, imported when the name is first used
 _LAZY = {
@@ -71,6 +71,7 @@ _LAZY = {
     "Handlers": "timer.handlers",
     "Backoff": "timer.handlers",
     "Retry": "timer.handlers",
+    "HandlerTimedOut": "timer.handlers",
 }
 
 
@@ -99,6 +100,7 @@ __all__ = [
     "DuplicateTimer",
     "Fenced",
     "GroupInfo",
+    "HandlerTimedOut",
     "Handlers",
     "InvalidInput",
     "ManualClock",

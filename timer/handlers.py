@@ -29,6 +29,11 @@ What the runner guarantees (the details are in docs/design-notes.md, "Handlers")
   once (a restart under the same name); a dead consumer's are taken over after
   ``reclaim_idle_ms`` (5 s), on a timer of their own. A running handler keeps its
   outcomes from being taken over (the runner touches them every ``reclaim_idle_ms / 3``).
+- **Timeouts.** ``timeout_s`` (per ``Handlers``, or per registration) bounds a handler:
+  an ``async def`` one is cancelled; a sync one cannot be stopped, so its outcome is
+  released for a retry (the attempt counts), the runner stops touching it, a warning
+  names the stuck thread, and a new thread takes its place. Either way it is a failed
+  attempt (:class:`HandlerTimedOut`), retried or dead-lettered like any other.
 - **Graceful stop.** ``stop()`` (or SIGTERM/SIGINT with ``handle_signals``): no new
   outcome is taken; running handlers get ``drain_timeout_s`` to finish and be
   acknowledged; outcomes read but not started stay pending for the next consumer.
@@ -70,6 +75,25 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_GROUP = "handlers"
 DEFAULT_RECLAIM_IDLE_MS = 5_000
+
+
+class HandlerTimedOut(Exception):
+    """A handler ran past its ``timeout_s``: a failed attempt like any other."""
+
+
+def _check_timeout(timeout_s: object) -> float | None:
+    if timeout_s is None:
+        return None
+    if (
+        isinstance(timeout_s, bool)
+        or not isinstance(timeout_s, int | float)
+        or not 0 < timeout_s <= 86_400
+    ):
+        raise InvalidInput(
+            f"timeout_s must be a number of seconds from 0 (excluded) to 86400, or None "
+            f"for no timeout, got {timeout_s!r}"
+        )
+    return float(timeout_s)
 
 
 class Retry(Exception):
@@ -121,6 +145,7 @@ class HandlerStats:
     claimed: int = 0  # due retries, outcomes of dead consumers, our own taken back at start
     lost: int = 0  # taken over by another consumer while our handler still ran
     ack_errors: int = 0  # could not settle with Redis (the outcome will come again)
+    timed_out: int = 0  # attempts that ran past their timeout (counted in failed too)
     duration: MsHistogram = field(default_factory=MsHistogram)  # handler run time
     start_lateness: MsHistogram = field(default_factory=MsHistogram)  # deadline -> start
     by_outcome: dict[str, int] = field(default_factory=dict)  # handled, per outcome kind
@@ -153,6 +178,7 @@ class Handlers:
         max_attempts: int = 5,
         backoff: Backoff | None = None,
         reclaim_idle_ms: int = DEFAULT_RECLAIM_IDLE_MS,
+        timeout_s: float | None = None,
     ) -> None:
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
             raise InvalidInput(f"max_attempts must be a whole number >= 1, got {max_attempts!r}")
@@ -169,8 +195,10 @@ class Handlers:
         self.max_attempts = max_attempts
         self.backoff = backoff or Backoff()
         self.reclaim_idle_ms = reclaim_idle_ms
+        self.timeout_s = _check_timeout(timeout_s)
         self.stats = HandlerStats()
         self._handlers: dict[str, Handler] = {}
+        self._timeouts: dict[str, float | None] = {}
         self._stopping = threading.Event()
         self._cond = threading.Condition()
         self._inflight: dict[tuple[int, str], Delivery] = {}
@@ -178,18 +206,22 @@ class Handlers:
 
     # -- registering ------------------------------------------------------------------
 
-    def on(self, *outcomes: str) -> Callable[[F], F]:
+    def on(self, *outcomes: str, timeout_s: float | None = None) -> Callable[[F], F]:
         """Decorator: run the function for outcomes of these kinds (``expired``,
-        ``completed``, ``cancelled``; none named: all three)."""
+        ``completed``, ``cancelled``; none named: all three). ``timeout_s`` bounds it
+        (default: the Handlers' own)."""
 
         def register(fn: F) -> F:
             for kind in outcomes or OUTCOMES:
-                self.add(kind, fn)
+                self.add(kind, fn, timeout_s=timeout_s)
             return fn
 
         return register
 
-    def add(self, outcome: str, fn: Handler) -> None:
+    def add(self, outcome: str, fn: Handler, *, timeout_s: float | None = None) -> None:
+        """Run ``fn`` for outcomes of this kind; ``timeout_s`` bounds each run of it
+        (None: the Handlers' ``timeout_s``)."""
+        self._timeouts[outcome] = _check_timeout(timeout_s)
         if outcome not in OUTCOMES:
             raise InvalidInput(f"outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}")
         if not callable(fn):
@@ -201,6 +233,11 @@ class Handlers:
     def handler(self, outcome: str) -> Handler | None:
         """The handler registered for outcomes of this kind, if any."""
         return self._handlers.get(outcome)
+
+    def timeout_of(self, outcome: str) -> float | None:
+        """How long a handler of this kind may run (None: no limit)."""
+        own = self._timeouts.get(outcome)
+        return own if own is not None else self.timeout_s
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -313,6 +350,13 @@ class _Loop:
         self.shards = group.shards
         self.cursors = dict.fromkeys(self.shards, "-")
         self.next_own_check = time.monotonic() + h.reclaim_idle_ms / 2000
+        # Sync handlers with a timeout, while they run: key -> (deadline, delivery,
+        # started, thread name). One past its deadline is released for a retry and put
+        # in ``abandoned``: when its handler returns at last, nothing is settled.
+        # Keyed by (shard, entry id, attempt): a retry of the same entry is another run.
+        self.running: dict[tuple[int, str, int], tuple[float, Delivery, float, str]] = {}
+        self.abandoned: set[tuple[int, str, int]] = set()
+        self.replaced: set[str] = set()  # stuck threads: they exit once unstuck
 
     # -- the reading thread -------------------------------------------------------------
 
@@ -324,6 +368,7 @@ class _Loop:
             next_touch = time.monotonic() + self.touch_every_s
             next_claim = time.monotonic()
             while not h._stopping.is_set():
+                self._release_stuck()
                 now = time.monotonic()
                 if now >= next_touch:
                     self._touch()
@@ -468,6 +513,7 @@ class _Loop:
             self.loop_thread.start()
 
     def _thread_main(self) -> None:
+        me = threading.current_thread().name
         while True:
             d = self.work.get()
             if d is None:
@@ -475,14 +521,62 @@ class _Loop:
             if self.h._stopping.is_set():  # read but not started: leave it pending
                 self._forget(d)
                 continue
-            fn = self.h._handlers[d.outcome.outcome]
+            kind = d.outcome.outcome
+            fn = self.h._handlers[kind]
+            timeout = self.h.timeout_of(kind)
             started = self._started(d)
+            key = (d.outcome.shard, d.entry_id, d.outcome.attempt)
+            if timeout is not None:
+                with self.h._cond:
+                    self.running[key] = (started + timeout, d, started, me)
+            error: BaseException | None = None
             try:
                 fn(d.outcome)
             except BaseException as exc:
-                self._settle(d, exc, started)
+                error = exc
+            with self.h._cond:
+                self.running.pop(key, None)
+                late = key in self.abandoned
+                self.abandoned.discard(key)
+            if late:  # released for a retry meanwhile: another attempt owns it now
+                log.warning(
+                    "thread %s: the handler of %s %s returned after its timeout; its "
+                    "outcome had been released for a retry, so nothing is settled here",
+                    me, kind, d.outcome.id,
+                )  # fmt: skip
             else:
-                self._settle(d, None, started)
+                self._settle(d, error, started)
+            if me in self.replaced:  # a new thread took this one's place while it hung
+                return
+
+    def _release_stuck(self) -> None:
+        """Sync handlers past their timeout: their outcome is released for a retry (the
+        attempt counts), no longer touched, and a new thread takes the stuck one's place
+        (a thread cannot be stopped; it exits once its handler returns)."""
+        now = time.monotonic()
+        with self.h._cond:
+            stuck = [(k, v) for k, v in self.running.items() if v[0] <= now]
+            for key, _ in stuck:
+                del self.running[key]
+                self.abandoned.add(key)
+        for _key, (_, d, started, name) in stuck:
+            o = d.outcome
+            timeout = self.h.timeout_of(o.outcome)
+            log.warning(
+                "handler thread %s is stuck: its handler of %s %s (attempt %d) ran past its "
+                "%.3gs timeout; the outcome is released for a retry and no longer touched, "
+                "and a new thread takes the stuck one's place",
+                name, o.outcome, o.id, o.attempt, timeout or 0,
+            )  # fmt: skip
+            self.h.stats.timed_out += 1
+            self.replaced.add(name)
+            t = threading.Thread(
+                target=self._thread_main, name=f"handler-{len(self.threads)}", daemon=True
+            )
+            self.threads.append(t)
+            t.start()
+            self._settle(d, HandlerTimedOut(f"the handler ran past its {timeout:g}s timeout "
+                                            f"(thread {name} still runs it)"), started)  # fmt: skip
 
     async def _run_async(self, fn: Handler, d: Delivery) -> None:
         if self.slots is None:
@@ -495,12 +589,20 @@ class _Loop:
             self._forget(d)
             return
         started = self._started(d)
+        timeout = self.h.timeout_of(d.outcome.outcome)
+        error: BaseException | None = None
         try:
-            await fn(d.outcome)
+            async with asyncio.timeout(timeout) as within:
+                await fn(d.outcome)
+        except TimeoutError as exc:
+            error = exc
+            if within.expired():  # ours, not the handler's own TimeoutError
+                self.h.stats.timed_out += 1
+                error = HandlerTimedOut(f"the handler ran past its {timeout:g}s timeout "
+                                        "and was cancelled")  # fmt: skip
         except BaseException as exc:
-            await asyncio.to_thread(self._settle, d, exc, started)
-        else:
-            await asyncio.to_thread(self._settle, d, None, started)
+            error = exc
+        await asyncio.to_thread(self._settle, d, error, started)
 
     def _started(self, d: Delivery) -> float:
         now = time.time()
@@ -616,6 +718,7 @@ class _Loop:
                 if time.monotonic() >= next_touch:
                     h._cond.release()
                     try:
+                        self._release_stuck()
                         self._touch()
                     finally:
                         h._cond.acquire()

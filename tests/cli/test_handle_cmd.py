@@ -236,3 +236,25 @@ def test_readme_handlers_commands_run_as_written(
     assert [g.name for g in c.groups()] == ["handlers"]
     assert len(c.dead_letters()) == 1  # the other one; REF's was redelivered
     c.close()
+
+
+def test_handle_timeout_bounds_a_hung_handler(
+    tw: Run, workdir: Path, redis_server: RedisServer, namespace: str
+) -> None:
+    """--timeout cancels an async handler that hangs; at the last attempt the outcome is
+    dead-lettered with the timeout as its error (it was held forever before)."""
+    tw("init", "--shards", "4")
+    name = f"slow_{namespace}"
+    (workdir / f"{name}.py").write_text(
+        "import asyncio\n\nasync def hang(o):\n    await asyncio.sleep(3600)\n"
+    )
+    c = cancelled(redis_server.url, namespace, ["stuck"])
+    try:
+        r = tw("--json", "handle", f"{name}:hang", "--on", "cancelled", "--timeout", "200ms",
+               "--max-attempts", "1",
+               "--idle-exit")  # fmt: skip
+        assert as_json(r)["dead_lettered"] == 1, r.output
+        (letter,) = c.dead_letters()
+        assert "HandlerTimedOut: the handler ran past its 0.2s timeout" in letter.error
+    finally:
+        c.close()

@@ -400,3 +400,72 @@ def test_own_outcomes_whose_delivery_was_lost_are_taken_back(
     release.set()
     wait_for(lambda: sorted(seen[1:]) == ["lost0", "lost1", "lost2"], 20, "the lost ones")
     wait_for(lambda: client.groups()[0].pending == 0, 10, "their acknowledgements")
+
+
+def test_a_hung_sync_handler_is_released_for_a_retry(
+    client: TimerClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A sync handler past its timeout: its outcome is retried (attempt 2) by a new
+    thread while the stuck one still hangs, a warning names the stuck thread, and when
+    the stuck call returns at last nothing more is settled (before, the runner touched
+    the hung outcome forever)."""
+    decide(client, 1, "hang")
+    unstick = threading.Event()
+    returned = threading.Event()
+    seen: list[tuple[int, str]] = []
+    h = Handlers(client, group="g", max_attempts=3, backoff=FAST, timeout_s=0.3)
+
+    @h.on("cancelled")
+    def handler(o: Outcome) -> None:
+        seen.append((o.attempt, threading.current_thread().name))
+        if o.attempt == 1:
+            unstick.wait(30)  # hangs until the test lets it go
+            returned.set()
+
+    with caplog.at_level("WARNING", logger="tickwheel.handlers"):
+        assert h.run(concurrency=1, stop_when_idle=True)
+    assert not returned.is_set()  # the run ended while the first call still hung
+    assert [a for a, _ in seen] == [1, 2]
+    stuck_thread = seen[0][1]
+    assert seen[1][1] != stuck_thread  # a new thread took the stuck one's place
+    assert any(stuck_thread in r.getMessage() and "timeout" in r.getMessage()
+               for r in caplog.records)  # fmt: skip
+    assert (h.stats.handled, h.stats.failed, h.stats.timed_out) == (1, 1, 1)
+    unstick.set()
+    wait_for(returned.is_set, 10, "the stuck handler to return")
+    (g,) = client.groups()
+    assert (g.pending, g.retrying) == (0, 0)
+    assert client.dead_letters() == []
+
+
+def test_a_hung_async_handler_is_cancelled_and_dead_lettered_at_the_last_attempt(
+    client: TimerClient,
+) -> None:
+    """An async handler past its (per-registration) timeout is cancelled; every attempt
+    timing out ends in the dead letters with the timeout as its error."""
+    decide(client, 1, "slow")
+    cancelled: list[int] = []
+    h = Handlers(client, group="g", max_attempts=2, backoff=FAST)
+
+    async def handler(o: Outcome) -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.append(o.attempt)
+            raise
+
+    h.add("cancelled", handler, timeout_s=0.2)
+    assert h.run(concurrency=2, stop_when_idle=True)
+    assert cancelled == [1, 2]
+    (dead,) = client.dead_letters()
+    assert "HandlerTimedOut" in dead.error and "0.2s timeout" in dead.error
+    assert h.stats.timed_out == 2
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("nan"), "5", True, 86_401])
+def test_bad_handler_timeouts_are_refused(client: TimerClient, bad: object) -> None:
+    """A timeout must be a number of seconds in (0, 86400]."""
+    with pytest.raises(InvalidInput, match="timeout_s"):
+        Handlers(client, timeout_s=bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="timeout_s"):
+        Handlers(client).add("expired", print, timeout_s=bad)  # type: ignore[arg-type]
