@@ -6,6 +6,7 @@ import click
 
 from timer import __version__
 
+from .acl_cmd import acl
 from .app import App
 from .bench import bench
 from .dashboard_cmd import dashboard
@@ -92,6 +93,7 @@ for command in (
     dashboard,
     demo,
     bench,
+    acl,
 ):
     main.add_command(command)
 

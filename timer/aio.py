@@ -91,13 +91,13 @@ class AsyncTimerClient:
         client = aioredis.Redis.from_url(rs.url, health_check_interval=30, **rs.options())
         try:
             with map_errors(rs.safe_url):
-                info = await client.info()
-                if int(info.get("cluster_enabled", 0)) == 1:
+                hello = ops.hello_fields(await client.execute_command("HELLO"))  # type: ignore[no-untyped-call]
+                if hello.get("mode") == "cluster":
                     raise ConfigError(
                         f"{rs.safe_url} is a Redis Cluster node; the asyncio client does not "
                         "support Redis Cluster yet (use TimerClient)"
                     )
-                ops.check_server_version(info, rs.safe_url)
+                ops.check_server_version(ops.version_of_hello(hello), rs.safe_url)
                 stored = await client.hgetall(keys.meta)
             meta = C.meta_from(stored, keys.namespace, rs.safe_url)
         except BaseException:

@@ -224,8 +224,8 @@ class TimerClient:
             client: Any = redis.Redis.from_url(rs.url, health_check_interval=30, **options)
             try:
                 if rs.url.startswith(("redis://", "rediss://")):
-                    enabled = client.info("cluster").get("cluster_enabled", 0)
-                    if int(enabled) == 1:
+                    hello = ops.hello_fields(client.execute_command("HELLO"))
+                    if hello.get("mode") == "cluster":
                         client.close()
                         client = RedisCluster.from_url(rs.url, **options)
             except BaseException:

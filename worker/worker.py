@@ -98,7 +98,16 @@ class Worker:
         if self._ready:
             return
         _ = self.client.meta
-        for note in self.client.check_durability(allow_eviction=self.settings.allow_eviction):
+        try:
+            notes = self.client.check_durability(allow_eviction=self.settings.allow_eviction)
+        except StoreError as exc:
+            if exc.code != "NOPERM":
+                raise
+            notes = [  # an ACL user without INFO: run, but say what went unchecked
+                "this worker's ACL user may not run INFO, so the servers' eviction policy "
+                "and AOF go unchecked; grant +info (README, Security) to have them checked"
+            ]
+        for note in notes:
             log.warning("%s", note)
         self._ready = True
 

@@ -20,7 +20,7 @@ COMMANDS = [
     ["wait"], ["tail"], ["trim"], ["stats"], ["shards"], ["probe"], ["demo"], ["bench"],
     ["handle"], ["groups"], ["groups", "delete"], ["dead"], ["dead", "list"], ["dead", "show"],
     ["dashboard"],
-    ["dead", "redeliver"], ["dead", "drop"],
+    ["dead", "redeliver"], ["dead", "drop"], ["acl"],
 ]  # fmt: skip
 
 

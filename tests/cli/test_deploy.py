@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -28,10 +29,39 @@ from timer.testing import LISTPACK_VALUE_BYTES, RedisServer, free_port
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def compose() -> dict[str, Any]:
+def compose(env: dict[str, str] | None = None) -> dict[str, Any]:
+    """docker-compose.yml as compose reads it: ``${VAR}`` and ``${VAR:?message}`` taken
+    from ``env`` (the variables of .env.example by default)."""
     data = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     assert isinstance(data, dict)
-    return data
+    return interpolate(data, env_example() if env is None else env)  # type: ignore[no-any-return]
+
+
+def env_example() -> dict[str, str]:
+    lines = (ROOT / ".env.example").read_text().splitlines()
+    pairs = [line.split("=", 1) for line in lines if line and not line.startswith("#")]
+    return {name.strip(): value.strip() for name, value in pairs}
+
+
+VARIABLE = re.compile(r"\$\{(\w+)(?::\?([^}]*))?\}")
+
+
+def interpolate(value: Any, env: dict[str, str]) -> Any:
+    """Compose's interpolation of the forms the file uses; a missing ``:?`` variable is
+    an error with its message, as compose refuses to start."""
+    if isinstance(value, dict):
+        return {k: interpolate(v, env) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, env) for v in value]
+    if not isinstance(value, str):
+        return value
+
+    def one(m: re.Match[str]) -> str:
+        if m.group(1) not in env:
+            raise LookupError(m.group(2) or f"{m.group(1)} is not set")
+        return env[m.group(1)]
+
+    return VARIABLE.sub(one, value)
 
 
 def test_redis_service_has_aof_healthcheck_and_volume() -> None:
@@ -56,13 +86,13 @@ def test_init_is_a_one_shot_after_redis_is_healthy() -> None:
 
 def test_workers_scale_serve_metrics_and_wait_for_init() -> None:
     """N workers (replicas) run `tickwheel worker` with metrics, after init succeeded."""
-    worker = compose()["services"]["worker"]
+    worker = compose({"TICKWHEEL_REDIS_PASSWORD": "pw"})["services"]["worker"]
     assert worker["command"][0] == "worker" and "--metrics-port" in worker["command"]
     assert worker["deploy"]["replicas"] >= 2
     assert worker["depends_on"]["init"]["condition"] == "service_completed_successfully"
     port = worker["command"][worker["command"].index("--metrics-port") + 1]
     assert port in worker["expose"]
-    assert worker["environment"]["TICKWHEEL_REDIS_URL"] == "redis://redis:6379/0"
+    assert worker["environment"]["TICKWHEEL_REDIS_URL"] == "redis://:pw@redis:6379/0"
 
 
 def test_image_runs_the_tickwheel_cli() -> None:
@@ -231,13 +261,22 @@ def test_compose_services_run_as_written(
 
 
 def test_image_is_not_root_and_redis_is_not_public() -> None:
-    """The image runs as an unprivileged user; Redis (no password) is published on the
-    host's loopback only; one-shot services turn the image's healthcheck off."""
+    """The image runs as an unprivileged user; Redis has a password (from .env, which
+    compose refuses to start without) and is not published on the host; one-shot
+    services turn the image's healthcheck off."""
     dockerfile = (ROOT / "Dockerfile").read_text()
     users = [line.split()[1] for line in dockerfile.splitlines() if line.startswith("USER ")]
     assert users and users[-1] not in ("root", "0")
-    services = compose()["services"]
-    assert all(str(p).startswith("127.0.0.1:") for p in services["redis"].get("ports", []))
+    services = compose({"TICKWHEEL_REDIS_PASSWORD": "pw"})["services"]
+    assert "ports" not in services["redis"]
+    command = services["redis"]["command"]
+    assert command[command.index("--requirepass") + 1] == "pw"
+    assert services["redis"]["environment"]["REDISCLI_AUTH"] == "pw"  # its healthcheck
+    assert services["worker"]["environment"]["TICKWHEEL_REDIS_URL"].startswith("redis://:pw@")
+    with pytest.raises(LookupError, match=r"\.env"):
+        compose({})
+    ignored = [(ROOT / name).read_text().split() for name in (".gitignore", ".dockerignore")]
+    assert all(".env" in names for names in ignored)  # the password stays out of git and the image
     for name in ("init", "cli"):
         assert services[name]["healthcheck"] == {"disable": True}
     worker = services["worker"]["command"]
@@ -246,9 +285,11 @@ def test_image_is_not_root_and_redis_is_not_public() -> None:
 
 @pytest.mark.slow
 def test_redis_service_command_runs(tmp_path: Path, server_binary: Path) -> None:
-    """The redis service's command line starts a server with AOF on and compact hashes
-    for values up to LISTPACK_VALUE_BYTES (our test binary)."""
-    command = list(map(str, compose()["services"]["redis"]["command"]))
+    """The redis service's command line starts a server with AOF on, compact hashes for
+    values up to LISTPACK_VALUE_BYTES and the password of .env: refused without it,
+    served to the URL the tickwheel services use (our test binary)."""
+    services = compose({"TICKWHEEL_REDIS_PASSWORD": "c0mpose-pw"})["services"]
+    command = list(map(str, services["redis"]["command"]))
     assert command[0] == "redis-server"
     port = free_port()
     proc = subprocess.Popen(
@@ -257,8 +298,11 @@ def test_redis_service_command_runs(tmp_path: Path, server_binary: Path) -> None
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        r = redis.Redis(port=port)
-        wait_for(lambda: _pings(r), 15, "the server to answer")
+        anonymous = redis.Redis(port=port)
+        wait_for(lambda: _refuses(anonymous), 15, "the server to answer")
+        url = services["worker"]["environment"]["TICKWHEEL_REDIS_URL"]
+        r = redis.Redis.from_url(url.replace("@redis:6379", f"@127.0.0.1:{port}"))
+        assert r.ping()
         assert r.config_get("appendonly")["appendonly"] == "yes"
         assert r.config_get("appendfsync")["appendfsync"] == "everysec"
         assert r.config_get("hash-max-listpack-value") == {
@@ -270,8 +314,12 @@ def test_redis_service_command_runs(tmp_path: Path, server_binary: Path) -> None
         proc.wait(10)
 
 
-def _pings(r: redis.Redis) -> bool:
+def _refuses(r: redis.Redis) -> bool:
+    """True once the server answers, refusing a client without the password."""
     try:
-        return bool(r.ping())
+        r.ping()
+    except redis.AuthenticationError:
+        return True
     except redis.ConnectionError:
         return False
+    raise AssertionError("the server answered a client without its password")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -10,6 +11,7 @@ from starlette.testclient import TestClient
 
 from dashboard import create_app
 from tests.conftest import wait_for
+from tests.dashboard.page import BASE, as_page
 from timer import Handlers, TimerClient
 from timer.testing import RedisServer
 from worker import Worker, WorkerSettings
@@ -25,19 +27,9 @@ def client(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
     c.close()
 
 
-BASE = "http://127.0.0.1:8080"
-
-
-def web(c: TimerClient, **options: object) -> TestClient:
-    """The app as its own page uses it: on a loopback host, each POST same-origin with
-    the CSRF token that loading the page set."""
-    http = TestClient(create_app(c, **options), base_url=BASE)  # type: ignore[arg-type]
-    page = http.get("/", headers={"Authorization": f"Bearer {options['token']}"}
-                    if options.get("token") else {})  # fmt: skip
-    token = page.cookies.get("tickwheel_csrf") or ""
-    http.headers.update({"Origin": BASE, "Sec-Fetch-Site": "same-origin",
-                         "X-CSRF-Token": token})  # fmt: skip
-    return http
+def web(c: TimerClient, **options: Any) -> TestClient:
+    """The app as its own page uses it (``as_page``)."""
+    return as_page(create_app(c, **options))
 
 
 def namespace_dump(r: redis.Redis, namespace: str) -> dict[bytes, object]:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
 import redis
 
+from tests.conftest import wait_for
 from timer import ConfigError, InvalidInput, StoreError, TimerClient
 from timer.store import RedisSettings, redact_url
 from timer.testing import free_port
@@ -136,3 +139,51 @@ def test_old_server_is_refused() -> None:
     c = TimerClient(OldRedis(), "old")
     with pytest.raises(ConfigError, match=r"redis 6.0.16 .* too old.*>= 6.2"):
         c.init(shards=1)
+
+
+SECRET_URLS = [
+    "redis://u@127.0.0.1:{port}/0?password=S3CRETpw",
+    "redis://u:S3CRETpw@127.0.0.1:{port}/0",
+    "redis://S3CRETpw@127.0.0.1:{port}/0",
+    "redis://127.0.0.1:{port}/0?username=u&password=S3CRETpw",
+]
+
+
+@pytest.mark.parametrize("form", SECRET_URLS)
+def test_a_password_in_any_url_form_is_never_shown(
+    redis_server: Any, tmp_path: Any, form: str
+) -> None:
+    """A wrong password in any form redis-py takes: the client's repr and error, and
+    `python -m worker`'s log while it waits for Redis, never show it."""
+    url = form.format(port=redis_server.port)
+    with pytest.raises(StoreError) as err:
+        TimerClient.from_url(url, "x")
+    assert "S3CRETpw" not in str(err.value) and "***" in str(err.value)
+    assert "S3CRETpw" not in repr(RedisSettings.from_url(url))
+    log = tmp_path / "worker.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "worker", "--redis-url", url],
+                                stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        wait_for(lambda: b"waiting for Redis" in log.read_bytes(), 30, "the worker's warning")
+    finally:
+        proc.kill()
+        proc.wait(10)
+    text = log.read_text()
+    assert "S3CRETpw" not in text and "***" in text, text
+
+
+def test_a_url_redis_py_would_fail_on_is_a_config_error() -> None:
+    """A bad port, a broken IPv6 host, a bad database or an unknown option: ConfigError
+    naming the URL (masked), not a traceback from inside redis-py."""
+    for url, says in [
+        ("redis://127.0.0.1:notaport/0?password=S3CRETpw", "port must be a number"),
+        ("redis://127.0.0.1:99999/0", "port must be a number"),
+        ("redis://[::1:6379/0", "cannot be parsed"),
+        ("redis://127.0.0.1:6379/zero", "database must be a number"),
+        ("redis://127.0.0.1:6379/0?bogus=1&password=S3CRETpw", "bogus"),
+        ("redis://127.0.0.1:6379/0?ssl_keyfile=k.pem", "need rediss://"),
+    ]:
+        with pytest.raises(ConfigError, match=says) as err:
+            TimerClient.from_url(url, "x")
+        assert "S3CRETpw" not in str(err.value)

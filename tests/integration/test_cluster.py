@@ -126,13 +126,12 @@ def test_handlers_on_a_cluster(cclient: TimerClient) -> None:
 
 def test_dashboard_on_a_cluster(cclient: TimerClient) -> None:
     """The dashboard's overview, lookup and cancel across three masters."""
-    from starlette.testclient import TestClient  # noqa: PLC0415
-
     from dashboard import create_app  # noqa: PLC0415
+    from tests.dashboard.page import as_page  # noqa: PLC0415
 
     cclient.schedule("d:{1}", delay_ms=60_000)
     cclient.schedule("d:{2}", delay_ms=60_000)
-    with TestClient(create_app(cclient)) as http:
+    with as_page(create_app(cclient)) as http:
         o = http.get("/api/overview").json()
         assert o["pending"] == 2 and len(o["shards"]) == 8
         assert http.get("/api/timers/d:{1}").json()["state"] == "pending"

@@ -13,8 +13,9 @@ The steps an operation asks its I/O layer to take are also defined here:
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Generator, Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
@@ -566,16 +567,22 @@ def results_init_call(
 # -- reading records, outcomes and events -------------------------------------------------
 
 
+@contextlib.contextmanager
+def decoding(what: str, hint: str = "") -> Iterator[None]:
+    """Any failure to decode inside the block as the CorruptRecord that names ``what``."""
+    try:
+        yield
+    except Exception as exc:
+        raise CorruptRecord(
+            f"{what} cannot be decoded ({type(exc).__name__}: {exc}){hint}"
+        ) from None
+
+
 def timer_info(tid: str, shard: int, pending: Any, decided: Any) -> TimerInfo | None:
     """TimerInfo from the pending record or the retained outcome (either may be None);
     CorruptRecord if the one stored cannot be decoded."""
-    try:
+    with decoding(f"the record of timer {tid!r} (shard {shard})", "; cancel it"):
         return _timer_info(tid, shard, pending, decided)
-    except Exception as exc:
-        raise CorruptRecord(
-            f"timer {tid!r} (shard {shard}) has a record that cannot be decoded "
-            f"({type(exc).__name__}: {exc}); cancel it, or delete it by hand"
-        ) from None
 
 
 def _timer_info(tid: str, shard: int, pending: Any, decided: Any) -> TimerInfo | None:
@@ -602,13 +609,8 @@ def outcome_from_entry(
     either layout: format 4's id and outcome record (``i``, ``r``), or the five fields
     earlier formats write (a stream may hold both after a migration). CorruptRecord if
     the entry cannot be decoded."""
-    try:
+    with decoding(f"outcome entry {text(entry_id)} of shard {shard}"):
         return _outcome_from_entry(shard, entry_id, fields, attempt)
-    except Exception as exc:
-        raise CorruptRecord(
-            f"outcome entry {text(entry_id)} of shard {shard} cannot be decoded "
-            f"({type(exc).__name__}: {exc})"
-        ) from None
 
 
 def undecodable(

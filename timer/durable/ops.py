@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..errors import ConfigError, InvalidInput, TimerError, WaitTimeout
+from ..errors import ConfigError, InvalidInput, StoreError, TimerError, WaitTimeout
 from . import calls as C
 from . import groups as G
 from . import keys as K
@@ -102,10 +102,33 @@ def check_durability(
 # -- namespace -----------------------------------------------------------------------------
 
 
+def hello_fields(reply: Any) -> dict[str, Any]:
+    """HELLO's reply (a flat list under RESP2, a map under RESP3) as text -> value."""
+    pairs = (
+        reply.items() if isinstance(reply, Mapping) else zip(reply[::2], reply[1::2], strict=True)
+    )
+    return {C.text(k): C.text(v) if isinstance(v, bytes) else v for k, v in pairs}
+
+
+def version_of_hello(hello: Mapping[str, Any]) -> dict[str, Any]:
+    """HELLO's fields in INFO's terms, for ``check_server_version``."""
+    key = "valkey_version" if hello.get("server") == "valkey" else "redis_version"
+    return {key: hello.get("version", "0")}
+
+
 def check_server(where: str) -> Op[None]:
-    """ConfigError unless the server is new enough (INFO server)."""
-    info = yield C.Command("info", ("server",))
-    check_server_version(info, where)
+    """ConfigError unless the server is new enough. Asked with HELLO (a connection
+    command any ACL user may run), not INFO (which Redis classes as dangerous), so a
+    client or handler runner needs no INFO permission (README, *Security*)."""
+    try:  # every primary of a cluster (HELLO names no key to route it by)
+        replies = yield C.Command("execute_command", ("HELLO",), every_primary=True)
+    except StoreError as exc:  # HELLO with no version is Redis >= 6.2 (6.0 wants one)
+        raise ConfigError(
+            f"the server at {where} does not answer HELLO ({exc}): tickwheel needs "
+            "Redis >= 6.2 or Valkey >= 7.2"
+        ) from None
+    for reply in replies.values():
+        check_server_version(version_of_hello(hello_fields(reply)), where)
 
 
 def init(
@@ -128,25 +151,59 @@ def init(
     C.check_int("bucket_ms", bucket_ms, 1, 3_600_000)
     servers = yield from server_settings(where, check_version=check)  # one INFO for both
     notes = check_durability(servers, where, allow_eviction=allow_eviction)
-    # HSETNX is atomic per field: two racing inits agree on whoever came first.
-    replies = yield C.Pipeline([
-        C.Command("hsetnx", (keys.meta, "shards", shards)),
-        C.Command("hsetnx", (keys.meta, "bucket_ms", bucket_ms)),
-        C.Command("hsetnx", (keys.meta, "version", FORMAT_VERSION)),
-        C.Command("hgetall", (keys.meta,)),
-        C.Command("sadd", (K.NAMESPACES, keys.namespace)),  # for listing (the dashboard)
-    ])  # fmt: skip
+    stored = yield C.Command("hgetall", (keys.meta,))
+    if stored:  # created already: the same shard count is a no-op (tables ensured)
+        meta = C.meta_from(stored, keys.namespace, where)
+        _same_shards(keys, meta, shards)
+        if meta.version >= 3:  # each shard's results table (never reset: see results_init)
+            yield from _start_results_tables(keys, meta.shards, None, fine_lists=True,
+                                             record_entries=meta.version >= 4)  # fmt: skip
+        yield C.Command("sadd", (K.NAMESPACES, keys.namespace))
+        return meta, notes
+    # A new namespace, all or nothing: its listing and tables first, the meta hash last
+    # (what makes it exist for every client); a refusal half-way (an ACL user without
+    # access to tw:namespaces) takes back what this call wrote.
+    listed = False
+    try:
+        listed = int((yield C.Command("sadd", (K.NAMESPACES, keys.namespace)))) == 1
+        yield from _start_results_tables(keys, shards, None, fine_lists=True,
+                                         record_entries=True)  # fmt: skip
+        # HSETNX is atomic per field: two racing inits agree on whoever wrote shards first.
+        replies = yield C.Pipeline([
+            C.Command("hsetnx", (keys.meta, "shards", shards)),
+            C.Command("hsetnx", (keys.meta, "bucket_ms", bucket_ms)),
+            C.Command("hsetnx", (keys.meta, "version", FORMAT_VERSION)),
+            C.Command("hgetall", (keys.meta,)),
+        ])  # fmt: skip
+    except TimerError:
+        yield from _take_back(keys, shards, listed=listed)
+        raise
     meta = C.meta_from(replies[3], keys.namespace, where)
+    _same_shards(keys, meta, shards)
+    return meta, notes
+
+
+def _same_shards(keys: K.NamespaceKeys, meta: Meta, shards: int) -> None:
     if meta.shards != shards:
         raise ConfigError(
             f"namespace {keys.namespace!r} already has {meta.shards} shards; it cannot be "
             f"re-initialised with {shards} (use another namespace)"
         )
-    if meta.version >= 3:  # each shard's results table (never reset: see results_init)
-        yield from _start_results_tables(
-            keys, meta.shards, None, fine_lists=True, record_entries=meta.version >= 4
-        )
-    return meta, notes
+
+
+def _take_back(keys: K.NamespaceKeys, shards: int, *, listed: bool) -> Op[None]:
+    """Undo a refused ``init`` of a new namespace: the tables it started, its listing.
+    Best effort (what could not be written cannot be undone either); no timer can exist
+    yet, as every client refuses a namespace without its meta hash."""
+    stored = yield C.Command("hgetall", (keys.meta,))
+    if stored:  # another init made it meanwhile: its tables are its own
+        return
+    undo: list[C.Command] = [
+        C.Command("delete", (keys.shard(s).results_table,)) for s in range(shards)
+    ]
+    if listed:
+        undo.append(C.Command("srem", (K.NAMESPACES, keys.namespace)))
+    yield C.Pipeline(undo, errors_in_slots=True)
 
 
 def _start_results_tables(

@@ -1,0 +1,161 @@
+"""Least privilege: each role runs its whole job as an ACL user with exactly the rules
+``timer.acl`` gives it (and the README prints), against the real server; a user
+refused half-way through ``init`` leaves nothing behind."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from timer import Backoff, Handlers, Outcome, StoreError, TimerClient
+from timer.acl import ROLES, acl_rules
+from timer.testing import RedisServer
+from worker import Worker, WorkerSettings
+
+from .conftest import namespace_keys
+
+pytestmark = pytest.mark.redis
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+@pytest.fixture
+def users(redis_server: RedisServer, redis_client: redis.Redis) -> Iterator[dict[str, str]]:
+    """A URL per role, for users holding exactly that role's rules on this namespace."""
+    made: list[str] = []
+
+    def url_of(role: str, namespace: str, rules: list[str] | None = None) -> str:
+        name = f"tw-{role}-{namespace}"
+        redis_client.execute_command(  # type: ignore[no-untyped-call]
+            "ACL", "SETUSER", name, "reset", "on", ">pw-" + role,
+            *(rules if rules is not None else acl_rules(role, namespace)),
+        )  # fmt: skip
+        made.append(name)
+        return f"redis://{name}:pw-{role}@127.0.0.1:{redis_server.port}/0"
+
+    yield {"url_of": url_of}  # type: ignore[dict-item]
+    for name in made:
+        redis_client.execute_command("ACL", "DELUSER", name)  # type: ignore[no-untyped-call]
+
+
+def test_every_role_does_its_job_with_exactly_its_rules(
+    users: dict[str, object], redis_client: redis.Redis, namespace: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    """operator creates the namespace; client schedules, decides and reads timers;
+    worker fires them; handlers handle, retry and dead-letter; operator reports,
+    redelivers, drops, trims and deletes the group. None is refused anything."""
+    url_of = users["url_of"]
+    assert callable(url_of)
+    op = TimerClient.from_url(url_of("operator", namespace), namespace)
+    op.init(shards=2)
+    client = TimerClient.from_url(url_of("client", namespace), namespace)
+    client.schedule("due", delay_ms=50, payload={"n": 1})
+    client.schedule_many([{"id": f"m{i}", "delay_ms": 60_000} for i in range(5)])
+    client.schedule("j:{1}", 60_000, watch=["j:{1}:done"])
+    assert client.notify("j:{1}:done") == 1
+    assert client.cancel("m0") and client.complete("m1")
+    assert client.reschedule("m2", 100) is not None
+    assert client.get("m3") is not None
+
+    with caplog.at_level(logging.WARNING):
+        w = Worker(
+            TimerClient.from_url(url_of("worker", namespace), namespace),
+            WorkerSettings(worker_id="acl-w", lease_ms=2000),
+        )
+        runner = threading.Thread(target=w.run, kwargs={"handle_signals": False}, daemon=True)
+        runner.start()
+        try:
+            assert client.wait("due", timeout=20).outcome == "expired"
+            assert client.wait("m2", timeout=20).outcome == "expired"
+        finally:
+            w.stop()
+            runner.join(20)
+    refused = [
+        r.getMessage() for r in caplog.records
+        if r.levelno >= logging.ERROR or "NOPERM" in r.getMessage() or "NOPERM" in str(r.exc_info)
+    ]  # fmt: skip
+    assert refused == []
+
+    handlers = Handlers(
+        TimerClient.from_url(url_of("handlers", namespace), namespace), group="g",
+        max_attempts=2, backoff=Backoff(initial_s=0.01, max_s=0.02),
+    )  # fmt: skip
+    handled: list[str] = []
+
+    def handle(o: Outcome) -> None:
+        if o.id == "due":
+            raise RuntimeError("downstream refused")
+        handled.append(o.id)
+
+    for kind in ("expired", "cancelled", "completed"):
+        handlers.add(kind, handle)
+    assert handlers.run(stop_when_idle=True)
+    assert sorted(handled) == ["j:{1}", "m0", "m1", "m2"]
+    assert handlers.stats.ack_errors == 0
+
+    stats = op.stats()
+    assert stats["pending"] == 2
+    assert op.memory()["pending"] == 2
+    (group,) = op.groups()
+    assert group.name == "g"
+    (dead,) = op.dead_letters()
+    assert op.redeliver(dead.ref) is not None
+    assert op.drop_dead_letter(dead.ref) is False  # redeliver moved it back already
+    assert len(list(op.all_outcomes())) >= 5 and op.recent_outcomes(5)
+    assert op.next_due(client.shard_of("m3")) and op.leaders() and op.workers() is not None
+    assert namespace in op.namespaces()
+    op.trim_outcomes(0, keep_unread=True)
+    assert op.migrate()[1] >= 4
+    assert op.delete_group("g") == 2
+    for c in (op, client):
+        c.close()
+
+
+def test_roles_cannot_reach_past_their_namespace(
+    users: dict[str, object], redis_client: redis.Redis, namespace: str
+) -> None:
+    """A role's user reaches no other namespace's keys and no server-wide command."""
+    url_of = users["url_of"]
+    assert callable(url_of)
+    TimerClient.from_url(url_of("operator", namespace), namespace).init(shards=1)
+    other = f"{namespace}-other"
+    TimerClient.from_url(url_of("operator", other), other).init(shards=1)
+    for role in ROLES:
+        r = redis.Redis.from_url(url_of(role, namespace))
+        for command in (("HGETALL", f"{{tw:{other}}}:meta"), ("FLUSHALL",), ("KEYS", "*"),
+                        ("CONFIG", "GET", "*"), ("ACL", "LIST")):  # fmt: skip
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                r.execute_command(*command)  # type: ignore[no-untyped-call]
+        r.close()
+
+
+def test_init_refused_half_way_leaves_nothing(
+    users: dict[str, object], redis_client: redis.Redis, namespace: str
+) -> None:
+    """An operator without access to tw:namespaces is refused by init, and the namespace
+    is left as it was: no meta, no results tables (before, its meta stayed written and
+    its tables unstarted)."""
+    url_of = users["url_of"]
+    assert callable(url_of)
+    rules = [r for r in acl_rules("operator", namespace) if r != "~tw:namespaces"]
+    c = TimerClient.from_url(url_of("operator", namespace, rules), namespace)
+    before = namespace_keys(redis_client, namespace)
+    with pytest.raises(StoreError, match=r"NOPERM|permission"):
+        c.init(shards=4)
+    assert namespace_keys(redis_client, namespace) == before == {}
+    c.close()
+
+
+@pytest.mark.parametrize("role", sorted(ROLES))
+def test_the_readme_gives_each_roles_rules(role: str) -> None:
+    """README's Security section prints each role's rules for namespace `jobs` as
+    `tickwheel acl` prints them, so what a reader copies is what the tests ran."""
+    line = f"ACL SETUSER tw-{role} on >PASSWORD " + " ".join(acl_rules(role, "jobs"))
+    text = " ".join(README.read_text().split())
+    assert " ".join(line.split()) in text, line

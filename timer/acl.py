@@ -1,0 +1,71 @@
+"""Least-privilege Redis ACL rules for each role that uses a namespace.
+
+Four roles, each a set of commands on the namespace's own keys and channels:
+
+``client``    schedules, cancels, completes, reschedules, notifies and reads timers
+``worker``    leads shards: leases, fire and sweep, trims (INFO to check the server)
+``handlers``  a handler runner: reads outcomes through a consumer group, retries,
+              dead letters
+``operator``  the CLI's admin side and the dashboard: init, migrate, stats, groups, dead
+              letters, trim (INFO and MEMORY USAGE to report on the servers)
+
+A role is granted only the commands it sends and the commands its Lua scripts run
+(Redis checks those against the calling user too), on the keys ``{tw:<ns>}:*`` and
+``{tw:<ns>:*`` (every shard's hash tag) and the channels ``tw:<ns>:*``; ``operator`` also
+``tw:namespaces``, the list of namespaces. A test runs each role with exactly these rules
+against a real server (tests/integration/test_acl_roles.py); ``tickwheel acl ROLE``
+prints them as an ``ACL SETUSER`` line.
+"""
+
+from __future__ import annotations
+
+from .durable import keys as K
+from .errors import InvalidInput
+
+# What every role's connection and scripts need. Every script is sent with its shared
+# library (lua/_lib.lua), so each may run any command that library runs.
+_CONNECTION = ("hello", "ping", "evalsha", "script|load", "script|exists")
+_LIBRARY = (
+    "del", "exists", "get", "hdel", "hget", "hgetall", "hmget", "hset", "lpop", "mget",
+    "publish", "rpush", "sadd", "scard", "set", "spop", "srem", "time", "type", "xadd",
+    "zadd", "zrangebyscore", "zrem",
+)  # fmt: skip
+_CLIENT = ("srandmember",)  # notify.lua
+_WORKER = (
+    "incr", "pttl", "pexpire",  # the lease scripts
+    "srandmember", "xinfo|groups", "xpending", "xrange", "xtrim",  # sweep, trim
+    "subscribe", "zremrangebyscore", "zcount", "zrange", "lrange", "smembers", "sscan",
+    "hlen", "zcard",  # following events, membership, reading due buckets
+    "info",  # the servers' eviction policy and AOF, checked at start (optional)
+)  # fmt: skip
+_HANDLERS = (
+    "xreadgroup", "xack", "xclaim", "xpending", "xrange", "xgroup|create",
+    "xgroup|delconsumer", "zscore", "zcard",
+)  # fmt: skip
+_OPERATOR = (
+    "hsetnx", "smembers", "info", "memory|usage", "xlen", "xrevrange", "xrange", "xdel",
+    "xinfo|groups", "xinfo|consumers", "xinfo|stream", "xgroup|create", "xgroup|destroy",
+    "xpending", "xtrim", "xread", "zcard", "zrange", "zcount", "lrange", "sscan", "hlen",
+    "pttl", "srandmember", "subscribe",
+)  # fmt: skip
+
+ROLES: dict[str, tuple[str, ...]] = {
+    "client": _CONNECTION + _LIBRARY + _CLIENT,
+    "worker": _CONNECTION + _LIBRARY + _WORKER,
+    "handlers": _CONNECTION + _LIBRARY + _HANDLERS,
+    "operator": _CONNECTION + _LIBRARY + _CLIENT + _HANDLERS + _WORKER + _OPERATOR,
+}
+
+
+def acl_rules(role: str, namespace: str) -> list[str]:
+    """The ``ACL SETUSER`` rules (after the user's name, ``on`` and its password) for
+    ``role`` on ``namespace``: its keys, its channels, its commands and nothing else."""
+    if role not in ROLES:
+        raise InvalidInput(f"role must be one of {', '.join(ROLES)}, got {role!r}")
+    ns = K.check_namespace(namespace)
+    rules = ["resetkeys", f"~{{tw:{ns}}}:*", f"~{{tw:{ns}:*"]
+    if role == "operator":
+        rules.append(f"~{K.NAMESPACES}")
+    rules += ["resetchannels", f"&tw:{ns}:*", "-@all"]
+    rules += [f"+{command}" for command in sorted(set(ROLES[role]))]
+    return rules
