@@ -1,0 +1,96 @@
+"""docs/data-model.md is true to the store: every key of a busy namespace is on the page
+with its type, and every key the page lists for this release is found in one."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.conftest import wait_for
+from timer import Backoff, Handlers, Outcome, TimerClient
+from timer.durable.calls import text
+from timer.testing import RedisServer
+from worker import Worker, WorkerSettings
+
+pytestmark = pytest.mark.redis
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "data-model.md"
+PLACEHOLDERS = {"<n>": r"\d+", "<m>": r"\d+", "<b>": r"\d+", "<key>": r".+", "<group>": r".+"}
+
+
+def documented(namespace: str) -> dict[str, tuple[re.Pattern[str], str]]:
+    """The page's first table: key as written -> (a pattern for it here, its type)."""
+    section = PAGE.read_text().split("## Keys of a namespace", 1)[1].split("\n## ", 1)[0]
+    rows: dict[str, tuple[re.Pattern[str], str]] = {}
+    for line in section.splitlines():
+        m = re.match(r"\| `([^`]+)` \| (\w+)", line)
+        if not m:
+            continue
+        written, kind = m.groups()
+        pattern = re.escape(written)
+        for name, rx in PLACEHOLDERS.items():
+            pattern = pattern.replace(re.escape(name), rx)
+        pattern = pattern.replace(re.escape("<ns>"), re.escape(namespace))
+        pattern = re.sub(r"^P", lambda _: re.escape(f"{{tw:{namespace}:") + r"\d+\}", pattern)
+        rows[written] = (re.compile(f"^{pattern}$"), kind)
+    assert len(rows) >= 15, "the page's key table was not found"
+    return rows
+
+
+@pytest.fixture
+def busy(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
+    """A namespace with a leading worker, timers pending near and far, a watch key,
+    outcomes retained, a group with a retry waiting and a dead letter."""
+    c = TimerClient.from_url(redis_server.url, namespace)
+    c.init(shards=2)
+    c.schedule("near", 60_000)
+    c.schedule("far", 3 * 3_600_000)
+    c.schedule("j:{1}", 60_000, watch=["j:{1}:done"])
+    for i in range(4):
+        c.schedule(f"due{i}", 0)
+    w = Worker(TimerClient.from_url(redis_server.url, namespace), WorkerSettings(worker_id="w1"))
+    runner = threading.Thread(target=w.run, kwargs={"handle_signals": False}, daemon=True)
+    runner.start()
+    try:
+        for i in range(4):
+            assert c.wait(f"due{i}", timeout=20).outcome == "expired"
+
+        def fail(o: Outcome) -> None:
+            raise RuntimeError("downstream refused")
+
+        dead = Handlers(c, group="dead", max_attempts=1)
+        dead.add("expired", fail)
+        assert dead.run(stop_when_idle=True)
+        retrying = Handlers(c, group="retrying", backoff=Backoff(initial_s=3600, max_s=3600))
+        retrying.add("expired", fail)
+        thread = threading.Thread(target=retrying.run, daemon=True)
+        thread.start()
+        wait_for(lambda: retrying.stats.retried >= 4, 20, "the retries to be scheduled")
+        retrying.stop()
+        thread.join(20)
+        yield c
+    finally:
+        w.stop()
+        runner.join(20)
+        c.close()
+
+
+def test_every_key_is_on_the_page(busy: TimerClient, redis_client: redis.Redis) -> None:
+    """Each key of the busy namespace matches one row of the page, with its type; each
+    row is a key the namespace has."""
+    rows = documented(busy.namespace)
+    keys = [text(k) for k in redis_client.scan_iter(match=f"{{tw:{busy.namespace}*")]
+    keys += ["tw:namespaces"]
+    seen: set[str] = set()
+    for key in keys:
+        matches = [w for w, (rx, _) in rows.items() if rx.match(key)]
+        assert len(matches) == 1, f"{key} matches {matches} rows of docs/data-model.md"
+        kind = text(redis_client.type(key))
+        assert kind == rows[matches[0]][1], f"{key} is a {kind}, the page says otherwise"
+        seen.add(matches[0])
+    assert seen == set(rows), f"on the page, not in the store: {set(rows) - seen}"
