@@ -106,7 +106,8 @@ def test_any_command_line(
 ) -> None:
     """Any timer command line exits with a documented code and no traceback; a refused
     one writes nothing; an accepted payload is read back by `get`."""
-    TimerClient.from_url(redis_server.url, namespace).init(shards=2)
+    with TimerClient.from_url(redis_server.url, namespace) as c:
+        c.init(shards=2)
     args = cut_wait(args)
     before = namespace_keys(redis_client, namespace)
     result = run(redis_server.url, namespace, args)

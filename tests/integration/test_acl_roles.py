@@ -76,6 +76,7 @@ def test_every_role_does_its_job_with_exactly_its_rules(
         finally:
             w.stop()
             runner.join(20)
+            w.client.close()
     refused = [
         r.getMessage() for r in caplog.records
         if r.levelno >= logging.ERROR or "NOPERM" in r.getMessage() or "NOPERM" in str(r.exc_info)
@@ -96,6 +97,8 @@ def test_every_role_does_its_job_with_exactly_its_rules(
     for kind in ("expired", "cancelled", "completed"):
         handlers.add(kind, handle)
     assert handlers.run(stop_when_idle=True)
+    assert handlers.client is not None
+    handlers.client.close()
     assert sorted(handled) == ["j:{1}", "m0", "m1", "m2"]
     assert handlers.stats.ack_errors == 0
 
@@ -123,9 +126,10 @@ def test_roles_cannot_reach_past_their_namespace(
     """A role's user reaches no other namespace's keys and no server-wide command."""
     url_of = users["url_of"]
     assert callable(url_of)
-    TimerClient.from_url(url_of("operator", namespace), namespace).init(shards=1)
     other = f"{namespace}-other"
-    TimerClient.from_url(url_of("operator", other), other).init(shards=1)
+    for name in (namespace, other):
+        with TimerClient.from_url(url_of("operator", name), name) as op:
+            op.init(shards=1)
     for role in ROLES:
         r = redis.Redis.from_url(url_of(role, namespace))
         for command in (("HGETALL", f"{{tw:{other}}}:meta"), ("FLUSHALL",), ("KEYS", "*"),

@@ -77,6 +77,7 @@ def busy(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
     finally:
         w.stop()
         runner.join(20)
+        w.client.close()
         c.close()
 
 

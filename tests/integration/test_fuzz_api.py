@@ -288,7 +288,8 @@ def test_async_schedule_any_input(redis_server: RedisServer, timer: dict[str, An
         finally:
             await ac.aclose()
 
-    TimerClient.from_url(redis_server.url, "fuzz-aio").init(shards=2)
+    with TimerClient.from_url(redis_server.url, "fuzz-aio") as c:
+        c.init(shards=2)
     try:
         asyncio.run(run())
     finally:
