@@ -22,8 +22,8 @@ from __future__ import annotations
 from .durable import keys as K
 from .errors import InvalidInput
 
-# What every role's connection and scripts need. Every script is sent with its shared
-# library (lua/_lib.lua), so each may run any command that library runs.
+# What every role's connection and scripts need. A script is sent with the includes it
+# declares (lua/include/), so each may run any command those run; these are all of them.
 _CONNECTION = ("hello", "ping", "evalsha", "script|load", "script|exists")
 _LIBRARY = (
     "del", "exists", "get", "hdel", "hget", "hgetall", "hmget", "hset", "lpop", "mget",

@@ -371,7 +371,7 @@ class Worker:
         try:
             # ahead: the shard's timers in the wheel will be decided soon (fired, or
             # cancelled: each leaves an outcome), so the results table grows for them
-            # before they land, when that moves least (rx_grow in lua/_lib.lua)
+            # before they land, when that moves least (rx_grow in lua/include/results.lua)
             result = state.store.fire(
                 self.id, state.epoch, ids, ttl_ms=self.settings.result_ttl_ms,
                 ahead=len(state.tasks),

@@ -65,7 +65,7 @@ def as_bytes(reply: object) -> bytes | None:
 
 def bucket_members(r: redis.Redis, key: str) -> list[str]:
     """The ids a durable bucket holds, whether a list (format 3: may repeat an id, or hold
-    one no longer there: see the lazy buckets in _lib.lua) or a set."""
+    one no longer there: see the lazy buckets in lua/include/buckets.lua) or a set."""
     if r.type(key) == b"list":
         return [text(m) for m in r.lrange(key, 0, -1)]
     return [text(m) for m in r.smembers(key)]

@@ -77,7 +77,7 @@ def test_far_timers_on_a_cluster(cclient: TimerClient) -> None:
     """Coarse buckets (built inside the scripts from the shard's hash tag) stay in their
     shard's slot: far timers are scheduled, moved, rescheduled and cancelled on every
     master; then no timer is pending (the buckets, lists, keep the ids until they are
-    swept: see the lazy buckets in _lib.lua)."""
+    swept: see the lazy buckets in lua/include/buckets.lua)."""
     far = 5 * 3_600_000
     res = cclient.schedule_many([{"id": f"far:{{{i}}}", "delay_ms": far} for i in range(64)])
     assert all(not isinstance(r, Exception) and r.created for r in res)

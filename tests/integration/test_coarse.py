@@ -26,8 +26,9 @@ def indexes(c: TimerClient) -> dict[str, Any]:
 
     Each pending timer is in the bucket its deadline names: its fine bucket, or (if not
     there) its hour's coarse bucket. Buckets that are sets (before format 3) are exact:
-    they hold nothing else. From format 3 on (the lazy buckets of _lib.lua: lists, and
-    a migrated namespace's sets) they may also hold ids decided or moved since. No
+    they hold nothing else. From format 3 on (the lazy buckets of
+    lua/include/buckets.lua: lists, and a migrated namespace's sets) they may also hold
+    ids decided or moved since. No
     bucket is empty or outside its mirror."""
     r, where = c.redis, {}
     bucket_ms = c.meta.bucket_ms

@@ -21,7 +21,7 @@ from .conftest import SHARDS, retained, server_now_ms
 
 pytestmark = pytest.mark.redis
 
-# the mean results a hash holds before one splits, as _lib.lua says
+# the mean results a hash holds before one splits, as lua/include/results.lua says
 RX_LOAD = int(
     re.search(r"^local RX_LOAD = (\d+)$", source(ScriptName.GET), re.MULTILINE).group(1)  # type: ignore[union-attr]
 )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-from importlib import resources
 from typing import cast
 
 import msgpack
@@ -15,7 +14,7 @@ from hypothesis import strategies as st
 from timer import Fenced, TimerClient
 from timer.durable.codec import decode_pending, decode_result
 from timer.durable.models import COARSE_MS, FireResult
-from timer.durable.scripts import ScriptName, source
+from timer.durable.scripts import ScriptName, include, source
 
 from .conftest import bucket_members, retained, server_now_ms
 
@@ -246,19 +245,20 @@ def test_lease_acquire_renew_release(c: TimerClient, redis_client: redis.Redis) 
 def test_lua_key_helpers_match_the_python_key_format(
     client: TimerClient, redis_client: redis.Redis
 ) -> None:
-    """The keys _lib.lua builds from the shard prefix are the ones keys.py names."""
+    """The keys the Lua builds from the shard prefix (include/keys.lua) are the ones
+    keys.py names."""
     sk = client.keys.shard(2)
-    lib = (resources.files("timer.durable") / "lua" / "_lib.lua").read_text()
+    lib = include("keys")
     built = redis_client.eval(
         lib + "\nreturn {bucket_key(ARGV[1], 1234), watch_key(ARGV[1], 'job:{7}:done'),"
         " result_key(ARGV[1], 'job:{7}'), coarse_key(ARGV[1], 56), coarse_mirror(ARGV[1]),"
-        " COARSE_MS}",
+        " COARSE_MS, rx_state_key(ARGV[1]), rx_key(ARGV[1], 9)}",
         0,
         sk.prefix,
     )
     assert [x if isinstance(x, int) else x.decode() for x in built] == [
         sk.bucket(1234), sk.watch("job:{7}:done"), sk.result("job:{7}"), sk.coarse(56),
-        sk.coarse_buckets, COARSE_MS,
+        sk.coarse_buckets, COARSE_MS, sk.results_table, sk.results_part(9),
     ]  # fmt: skip
 
 
@@ -310,7 +310,7 @@ def test_a_lean_record_is_decided_from_its_bytes_as_pack_result_would(
     its bytes (and unpacks any other), and lean_result makes the same outcome record as
     pack_result, byte for byte, for any payload size, deadline, lateness (negative too:
     cancelled before the deadline) and outcome."""
-    lib = (resources.files("timer.durable") / "lua" / "_lib.lua").read_text()
+    lib = include("records")
     args = [[d, p, d - c, s, n, w, d + late, code] for d, p, c, s, n, w, late, code in cases]
     got = redis_client.eval(lib + LEAN_CHECK, 0, msgpack.packb(args, use_bin_type=False))
     for (d, _, _, _, n, w, _, _), (read_d, unpacked, same) in zip(cases, got, strict=True):

@@ -42,7 +42,7 @@ def test_error_enum_matches_every_lua_header_and_reply() -> None:
     """Every code in a script's Errors header or error_reply is in ErrorCode, and back."""
     named = set().union(*(header_errors(n) for n in ScriptName))
     replied: set[str] = set()
-    for path in LUA.iterdir():
+    for path in [*LUA.iterdir(), *(LUA / "include").iterdir()]:  # scripts and includes
         if path.name.endswith(".lua"):
             replied |= set(re.findall(r"error_reply\('([A-Z]+) ", path.read_text()))
     assert named == replied == {code.value for code in ErrorCode}
@@ -91,7 +91,7 @@ def test_parsers_type_the_replies() -> None:
 
 
 def test_events_parse_with_spaces_in_ids() -> None:
-    """The three event forms of _lib.lua parse; an id may contain spaces."""
+    """The three event forms of lua/include/records.lua parse; an id may contain spaces."""
     assert C.parse_event("S 1700 job one") == Event("scheduled", "job one", deadline_ms=1700)
     assert C.parse_event("R 1800 j") == Event("rescheduled", "j", deadline_ms=1800)
     assert C.parse_event("X expired a b") == Event("decided", "a b", outcome="expired")

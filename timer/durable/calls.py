@@ -803,7 +803,7 @@ _EVENTS = {"S": "scheduled", "R": "rescheduled"}
 
 
 def parse_events(data: str) -> list[Event]:
-    """The events of one shard message as the scripts publish it (``lua/_lib.lua`` and
+    """The events of one shard message as the scripts publish it (``lua/include/records.lua`` and
     ``lua/schedule.lua`` name the forms): one event, or ``M`` with a schedule call's batch.
 
     ``data`` is the message decoded as UTF-8 with surrogatepass (how the listener reads

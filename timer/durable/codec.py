@@ -52,7 +52,7 @@ def decode_payload(data: bytes) -> Any:
     return msgpack.unpackb(data, raw=False, strict_map_key=False)
 
 
-# Data formats a namespace may be in (``meta`` field ``version``); see ``lua/_lib.lua``.
+# Data formats a namespace may be in (``meta`` field ``version``); see ``lua/include/records.lua``.
 # New namespaces get the newest; every one listed here is read. Format 3 has format 2's
 # records, its retained outcomes in the results table (``P:R:<b>``) instead of a key each.
 # Format 4 writes outcome stream entries of two fields, the id (``i``) and the retained
@@ -60,7 +60,7 @@ def decode_payload(data: bytes) -> Any:
 FORMAT_VERSIONS = (1, 2, 3, 4)
 FORMAT_VERSION = FORMAT_VERSIONS[-1]
 
-# Format 2 records are arrays with their trailing defaults left out (lua/_lib.lua).
+# Format 2 records are arrays with their trailing defaults left out (lua/include/records.lua).
 _PENDING_FIELDS = ("d", "p", "c", "s", "n", "w", "g")
 _PENDING_DEFAULTS: dict[str, Any] = {"s": b"", "n": 1, "w": (), "g": ()}
 _RESULT_FIELDS = ("o", "d", "t", "p", "c", "s", "g")

@@ -6,7 +6,7 @@ get their keys in KEYS, except those that depend on server time or on what the s
 finds: the durable bucket ``P:b:<n>``, the coarse bucket ``P:c:<m>`` and its mirror
 ``P:coarse``, the watch index ``P:w:<key>``, the retained outcome ``P:r:<id>`` (formats
 1 and 2) and the results table ``P:rx`` with its hashes ``P:R:<b>`` (format 3). Those are
-built in ``lua/_lib.lua`` by ``bucket_key``, ``coarse_key``, ``coarse_mirror``,
+built in ``lua/include/keys.lua`` by ``bucket_key``, ``coarse_key``, ``coarse_mirror``,
 ``watch_key``, ``result_key`` and ``rx_key`` from the shard prefix ``P`` — the same
 format as :class:`ShardKeys` here, which a contract test pins.
 """
@@ -151,7 +151,8 @@ class ShardKeys:
 
     def bucket(self, n: int) -> str:
         """The timers due in [n, n + 1) * bucket_ms: a SET, or a LIST in a namespace
-        created in format 3 (it may then hold stale ids: see the lazy buckets in _lib)."""
+        created in format 3 (it may then hold stale ids: see the lazy buckets in
+        lua/include/buckets.lua)."""
         return f"{self.prefix}:b:{n}"
 
     @property
@@ -182,7 +183,8 @@ class ShardKeys:
 
 def results_part_of(timer_id: str, level: int, split: int) -> int:
     """Which hash of a results table at ``level``/``split`` holds ``timer_id``: linear
-    hashing on ``rx_hash`` (31 * h + byte mod 2^32), as ``rx_part`` in ``lua/_lib.lua``."""
+    hashing on ``rx_hash`` (31 * h + byte mod 2^32), as ``rx_part`` in
+    ``lua/include/results.lua``."""
     h = 0
     for byte in timer_id.encode("utf-8", "surrogatepass"):
         h = (h * 31 + byte) % 4294967296

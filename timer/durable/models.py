@@ -22,7 +22,7 @@ OUTCOMES = ("expired", "completed", "cancelled")
 UNDECODABLE = "undecodable"
 MAX_DELAY_MS = 10 * 366 * 24 * 3600 * 1000  # ten years: anything longer is a mistake
 # Width of a coarse bucket (format 2): far timers wait in one per hour, not one per
-# fine bucket, until the sweep moves them an hour ahead (COARSE_MS in lua/_lib.lua).
+# fine bucket, until the sweep moves them an hour ahead (COARSE_MS in lua/include/keys.lua).
 COARSE_MS = 3_600_000
 
 

@@ -776,7 +776,7 @@ def read_due(
     Redis long. Reading stops after the bucket that reaches ``max_ids`` pending timers: a
     backlog left by a long outage is taken in slices, oldest buckets first, not all at
     once into memory. ``coarse`` reads the coarse buckets (far timers) instead of the
-    fine ones. Buckets that are lists (format 3: the lazy buckets of ``lua/_lib.lua``,
+    fine ones. Buckets that are lists (format 3: the lazy buckets of ``lua/include/buckets.lua``,
     read with LRANGE in chunks) may hold ids stale or repeated until the sweep takes
     them, so each id is taken once, only while pending and due in the bucket it was
     found in (fine buckets ``bucket_ms`` wide, if given), and stale ones take no room.

@@ -1,6 +1,7 @@
 """The Lua scripts of ``lua/``: their names, their text, and the one enum of their errors.
 
-Each script is its file with the shared helpers of ``_lib.lua`` put in front. The I/O
+Each script is its file with the includes it declares (``lua/include/``: keys, records,
+the results table, buckets, deciding, fencing) put in front by :func:`inline`. The I/O
 layers (``timer.client``, ``timer.aio``) register each text once with redis-py's
 ``register_script``, whose ``Script`` reloads itself after ``NOSCRIPT``.
 
@@ -12,6 +13,7 @@ and :func:`script_error` is the one place a reply's text becomes a
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from functools import cache
 from importlib import resources
@@ -20,7 +22,7 @@ from ..errors import DuplicateTimer, Fenced, InvalidInput, TimerError
 
 
 class ScriptName(StrEnum):
-    """One per file of ``lua/`` (but ``_lib``)."""
+    """One per file of ``lua/`` (``lua/include/`` holds what they share)."""
 
     SCHEDULE = "schedule"
     CANCEL = "cancel"
@@ -71,15 +73,42 @@ def script_error(message: str) -> TimerError | None:
     return ErrorCode(code).error(detail.strip() or message)
 
 
+INCLUDE = re.compile(r'^--- @include "([a-z_]+)"$', re.MULTILINE)
+
+
 @cache
 def source(name: ScriptName) -> str:
-    """The full text sent to Redis for script ``name`` (helpers + the script)."""
-    lua = resources.files("timer.durable") / "lua"
-    lib = (lua / "_lib.lua").read_text()
-    return lib + "\n" + (lua / f"{name.value}.lua").read_text()
+    """The full text sent to Redis for script ``name``: the includes it declares
+    (``--- @include "name"`` lines, each include's own first), then the script."""
+    return inline(_read(f"{name.value}.lua"))
+
+
+def inline(script: str) -> str:
+    """``script`` with the text of every include it declares put in front, each once,
+    an include's own includes before it (the order its local functions need)."""
+    done: list[str] = []
+
+    def visit(text: str) -> None:
+        for dep in INCLUDE.findall(text):
+            if dep not in done:
+                visit(_read(f"include/{dep}.lua"))
+                done.append(dep)
+
+    visit(script)
+    return "\n".join([*(_read(f"include/{d}.lua") for d in done), script])
+
+
+def include(*names: str) -> str:
+    """The text of these includes and theirs, for tests that run the helpers alone."""
+    return inline("".join(f'--- @include "{n}"\n' for n in names))
 
 
 def header(name: ScriptName) -> str:
     """The contract header of one script (its opening ``--[[ … ]]`` block)."""
-    text = (resources.files("timer.durable") / "lua" / f"{name.value}.lua").read_text()
+    text = _read(f"{name.value}.lua")
     return text[: text.index("]]")] if text.startswith("--[[") else ""
+
+
+@cache
+def _read(path: str) -> str:
+    return (resources.files("timer.durable") / "lua" / path).read_text()

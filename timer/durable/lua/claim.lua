@@ -17,6 +17,7 @@ Atomic   an entry waiting for its retry time is never taken by the scan, so a re
          backoff survives the death of the consumer that scheduled it.
 Cost     O(count) for the scan plus O(log R) per retry taken.
 ]]
+--- @include "util"
 local out, retry, group, me = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
 local count = tonumber(ARGV[3])
 local taken = {}

@@ -13,4 +13,5 @@ Atomic   the timer leaves its record and watch indexes (its bucket keeps the id 
          fire, notify or complete sees either the pending timer or the outcome, never both.
 Cost     O(W) for the timer's W watch keys.
 ]]
+--- @include "decide"
 return decide_by_id('completed')

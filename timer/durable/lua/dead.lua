@@ -13,6 +13,7 @@ Fields   group, entry, consumer, attempts, error, failed (ms), then the outcome'
          fields (id, outcome, deadline, decided, payload; or in format 4 i and r) while the
          stream still holds it.
 ]]
+--- @include "util"
 local out, group, id = KEYS[1], ARGV[1], ARGV[2]
 if not redis.call('XPENDING', out, group, id, id, 1)[1] then return '' end
 local fields = {'group', group, 'entry', id, 'consumer', ARGV[3], 'attempts', ARGV[4],

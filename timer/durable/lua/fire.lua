@@ -16,6 +16,10 @@ Atomic   a timer is never fired before its deadline by Redis TIME and never deci
 Cost     O(N * W) for N ids: one HMGET, the index writes coalesced (see decide_many);
          a lean record (see peek_rec) is decided without unpacking it.
 ]]
+--- @include "util"
+--- @include "results"
+--- @include "decide"
+--- @include "fence"
 local fenced = check_fence(KEYS[4], KEYS[5], ARGV[2], ARGV[3])
 if fenced then return fenced end
 local ctx = shard_ctx(ARGV[1], KEYS[1], KEYS[2], KEYS[3], nil, ARGV[4], ARGV[5])

@@ -8,6 +8,7 @@ Returns  {record or false, retained outcome or false}: the outcome is looked up 
 Cost     O(1).
 Keys built from P: P:rx, P:R:<b>, P:r:<id>.
 ]]
+--- @include "results"
 local raw = redis.call('HGET', KEYS[1], ARGV[2])
 if raw then return {raw, false} end
 return {false, result_get(results_of(ARGV[1]), ARGV[2])}

@@ -9,6 +9,7 @@ Atomic   at most one holder; every acquisition gets a strictly larger epoch, so 
          carrying an older epoch is refused (FENCED) even if the old holder still runs.
 Cost     O(1). now_ms (Redis TIME) lets the worker measure its clock offset.
 ]]
+--- @include "util"
 local now = now_ms()
 local holder = redis.call('GET', KEYS[1])
 if holder and holder ~= ARGV[1] then

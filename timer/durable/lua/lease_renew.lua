@@ -7,6 +7,7 @@ Returns  {1, now_ms}  renewed for ttl_ms from now
          {0, now_ms}  lost (expired, taken over, or another epoch): drop the shard at once
 Cost     O(1).
 ]]
+--- @include "util"
 local now = now_ms()
 if redis.call('GET', KEYS[1]) == ARGV[1] and redis.call('GET', KEYS[2]) == ARGV[2] then
   redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]))

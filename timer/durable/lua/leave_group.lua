@@ -8,6 +8,7 @@ Returns  1 removed; 0 kept (entries are still pending for it, e.g. waiting for a
 Atomic   no entry can be delivered to it between the check and the removal.
 Cost     O(1).
 ]]
+-- (no includes: it uses no shared helper)
 local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', KEYS[1])
 if not ok then return 0 end
 local found = false

@@ -14,6 +14,10 @@ Atomic   each timer's count and completion are decided inside this one script.
 Cost     O(min(limit, watchers) * W).
 Keys built from P: P:w:<key> (watch index), P:b:<n> (buckets), P:r:<id> or P:R:<b> (outcomes).
 ]]
+--- @include "util"
+--- @include "keys"
+--- @include "records"
+--- @include "decide"
 local P, key = ARGV[1], ARGV[2]
 local ctx = shard_ctx(P, KEYS[1], KEYS[2], KEYS[3], ARGV[5], ARGV[3], ARGV[4])
 local limit = tonumber(ARGV[7])
@@ -31,7 +35,7 @@ for _, id in ipairs(ids) do
     for _, k in ipairs(rec.g) do
       if k == key then seen = true end
     end
-    if not seen then  -- a list of its own: rec.g may be the shared NONE (see _lib)
+    if not seen then  -- a list of its own: rec.g may be the shared NONE (see include/records.lua)
       local g = {unpack(rec.g)}
       g[#g + 1] = key
       rec.g = g

@@ -8,9 +8,10 @@ Returns  the new outcome entry's id; '' when there is no such dead letter, or it
 Atomic   the dead letter leaves and the outcome re-enters in one step.
 Cost     O(1).
 Fields   the outcome's fields (in the layout it was written in: see the outcome stream
-         entry in _lib), plus only = the group (every other group acknowledges it
+         entry in include/records.lua), plus only = the group (every other group acknowledges it
          unseen) and from = the entry id it first had (its idempotency key).
 ]]
+-- (no includes: it uses no shared helper)
 local letter = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])[1]
 if not letter then return '' end
 local f = {}

@@ -13,6 +13,11 @@ Atomic   the bucket move and the record update happen together (where buckets ar
          lists, format 3, the old one keeps the id: its record no longer names it).
 Cost     O(1).
 ]]
+--- @include "util"
+--- @include "records"
+--- @include "results"
+--- @include "buckets"
+--- @include "decide"
 local P, id, mode = ARGV[1], ARGV[2], ARGV[3]
 local value, bucket_ms, max_delay = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local rec, reply = pending_record(P, KEYS[1], id)

@@ -8,6 +8,7 @@ Returns  the retry time (Redis clock, ms); 0 when the entry is no longer pending
 Atomic   the entry stays pending (so trim keeps it) and claim skips it until its time.
 Cost     O(log R).
 ]]
+--- @include "util"
 local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)[1]
 if not p then return 0 end
 local due = now_ms() + tonumber(ARGV[3])

@@ -6,7 +6,7 @@ of retained outcomes per results-table hash (one MGET of P:r:<id> keys in format
 and 2), the clock is read once, the writes are
 one HSET, one SADD per durable bucket, one ZADD per bucket mirror and one SADD per watch
 key, and one event is published for the whole call. In format 2 a timer due far enough
-ahead goes to a coarse bucket (P:c:<m>, mirrored in P:coarse; see _lib).
+ahead goes to a coarse bucket (P:c:<m>, mirrored in P:coarse; see include/buckets.lua).
 
 KEYS[1]      P:t         HASH  id -> record
 KEYS[2]      P:buckets   ZSET  durable bucket n -> n * bucket_ms
@@ -25,9 +25,9 @@ ARGV[6]  timers      msgpack array; each timer is an array
                      is returned; watch keys deduplicated and sorted by the client, all
                      routing to this shard.
 ARGV[7]  format      the namespace's: its timers are created in record format 1 (map)
-                     or, from 2 on, 2 (compact array) (see _lib); an existing record
+                     or, from 2 on, 2 (compact array) (see include/records.lua); an existing record
                      keeps its own. Where outcomes are retained is the shard's own
-                     (P:rx, see _lib), not this argument's.
+                     (P:rx, see include/results.lua), not this argument's.
 
 Returns  one reply per timer, in order:
          deadline_ms (an integer)                      this call created the timer
@@ -43,6 +43,12 @@ Events   one per call: 'S <deadline> <id>' for one created timer; for more,
 Atomic   one timer per id: creation, bucket and watch indexes are written together.
 Cost     O(N + W) for N timers and W watch keys.
 ]]
+--- @include "util"
+--- @include "keys"
+--- @include "records"
+--- @include "results"
+--- @include "buckets"
+--- @include "decide"
 local P, bucket_ms, max_delay = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local origin = ARGV[5]
 local fmt = math.min(tonumber(ARGV[7]) or 1, 2)
@@ -113,7 +119,7 @@ for i = 1, n do
       here[id] = rec
       fields[#fields + 1] = id
       fields[#fields + 1] = pack_rec(rec)
-      if is_far(fmt, deadline, now) then  -- waits in a coarse bucket (see _lib)
+      if is_far(fmt, deadline, now) then  -- waits in a coarse bucket (see include/buckets.lua)
         push(coarse, math.floor(deadline / COARSE_MS), id)
       else
         push(buckets, math.floor(deadline / bucket_ms), id)

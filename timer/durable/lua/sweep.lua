@@ -3,10 +3,10 @@
 Pub/sub only makes firing fast; sweep makes it certain. Every timer of a bucket whose end
 (n+1) * bucket_ms is not after now is due, so it is expired here, oldest bucket first:
 each id read is checked against its record (pending and due by Redis TIME), and a
-bucket that is a list (format 3, see the lazy buckets in _lib) gives up every id read,
+bucket that is a list (format 3, see the lazy buckets in include/buckets.lua) gives up every id read,
 stale ones included, so it empties as it is swept.
 First it moves the coarse buckets that start within the next hour (or have started) into
-the fine ones, at most `limit` timers (cascade in _lib), so far timers reach the buckets
+the fine ones, at most `limit` timers (cascade in include/buckets.lua), so far timers reach the buckets
 the leader loads an hour ahead, and overdue ones are expired in this same call.
 
 KEYS[1]  P:t        KEYS[2]  P:buckets    KEYS[3]  P:out (STREAM)
@@ -25,6 +25,12 @@ Cost     O(limit * W) plus O(log B) per bucket visited; one HMGET per bucket, th
          index writes coalesced (see decide_many).
 Keys built from P: P:b:<n>, P:c:<m>, P:coarse, P:w:<key>, P:r:<id>, P:rx, P:R:<b>.
 ]]
+--- @include "util"
+--- @include "keys"
+--- @include "results"
+--- @include "buckets"
+--- @include "decide"
+--- @include "fence"
 local fenced = check_fence(KEYS[4], KEYS[5], ARGV[2], ARGV[3])
 if fenced then return fenced end
 local P = ARGV[1]
@@ -42,7 +48,7 @@ for _, n in ipairs(ended) do
   if budget <= 0 then break end
   local b = bucket_key(P, tonumber(n))
   local ids
-  if rs.F then  -- a list: every id read is taken out (see the lazy buckets in _lib)
+  if rs.F then  -- a list: every id read is taken out (see the lazy buckets in include/buckets.lua)
     ids = redis.call('LPOP', b, budget) or {}
   else
     ids = redis.call('SRANDMEMBER', b, budget)

@@ -9,6 +9,7 @@ Atomic   an entry another consumer took is not taken back, and the delivery coun
          touched ones does not change (XCLAIM JUSTID).
 Cost     O(N) for N ids.
 ]]
+-- (no includes: it uses no shared helper)
 local out, group, me = KEYS[1], ARGV[1], ARGV[2]
 local lost = {}
 for i = 3, #ARGV do

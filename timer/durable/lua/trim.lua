@@ -6,7 +6,7 @@ acknowledged it: for each group the oldest entry it still needs is its oldest pe
 (delivered, not acked) entry, or else the first after its last-delivered id. The stream
 is cut below the oldest of those bounds and the age bound (XTRIM MINID, exact).
 
-It also drops the retained outcomes (format 3's results table, see _lib) whose
+It also drops the retained outcomes (format 3's results table, see include/results.lua) whose
 result_ttl has passed: it visits a thirtieth of the table's hashes (at least 64, at most
 ARGV[4]) round robin from the cursor C, so at one call a minute (the workers') every
 outcome is looked at within half an hour of its expiry while the table has at most
@@ -27,6 +27,9 @@ Cost     O(G) for G groups, plus O(removed) (whole macro nodes are freed at once
          O(32) per results-table hash visited.
 Keys built from P: P:rx, P:R:<b>.
 ]]
+--- @include "util"
+--- @include "keys"
+--- @include "results"
 local function parse(id)
   local ms, seq = string.match(id, '^(%d+)-(%d+)$')
   return tonumber(ms), tonumber(seq)
@@ -44,7 +47,7 @@ local function trim_results(P, most)
   if rs.legacy then return 0 end
   local size = rs.lo + rs.S
   local visit = math.min(size, math.max(64, math.ceil(size / 30)), most)
-  local at = tonumber(redis.call('HGET', P .. ':rx', 'C') or '0') % size
+  local at = tonumber(redis.call('HGET', rx_state_key(P), 'C') or '0') % size
   local now_s = now / 1000
   local dropped = 0
   for k = 0, visit - 1 do
@@ -57,7 +60,7 @@ local function trim_results(P, most)
     if #gone > 0 then dropped = dropped + redis.call('HDEL', key, unpack(gone)) end
   end
   rs.N = rs.N - dropped
-  redis.call('HSET', P .. ':rx', 'C', istr((at + visit) % size), 'N', istr(rs.N))
+  redis.call('HSET', rx_state_key(P), 'C', istr((at + visit) % size), 'N', istr(rs.N))
   return dropped
 end
 

@@ -1,0 +1,63 @@
+"""The Lua includes: each script declares what it uses, and gets it, each helper once."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+import pytest
+
+from timer.durable.scripts import INCLUDE, ScriptName, include, source
+
+LUA = resources.files("timer.durable") / "lua"
+DEFINES = re.compile(r"^local function (\w+)|^local ((?:\w+, )*\w+) =", re.MULTILINE)
+
+
+def defined(text: str) -> list[str]:
+    """The top-level names a Lua text defines (``local function f``, ``local A, b =``)."""
+    out: list[str] = []
+    for function, names in DEFINES.findall(text):
+        out += [function] if function else names.split(", ")
+    return out
+
+
+def code(text: str) -> str:
+    """Lua without its comments (a header names helpers it does not call)."""
+    return re.sub(r"--\[\[.*?\]\]|--[^\n]*", "", text, flags=re.DOTALL)
+
+
+HELPERS = {
+    name: path.name[: -len(".lua")]
+    for path in (LUA / "include").iterdir()
+    for name in defined(path.read_text())
+}
+
+
+@pytest.mark.parametrize("name", list(ScriptName))
+def test_each_script_gets_every_helper_it_calls_once(name: ScriptName) -> None:
+    """A script's text, once its includes are put in front, defines every shared helper
+    it calls, and none twice (a helper the script does not declare is a nil global in
+    Redis, found only when that line runs)."""
+    own = code((LUA / f"{name.value}.lua").read_text())
+    called = {h for h in HELPERS if re.search(rf"\b{h}\b", own)}
+    full = source(name)
+    names = defined(code(full))
+    assert called <= set(names), f"{name}: not included: {called - set(names)}"
+    assert len(names) == len(set(names)), f"{name}: defined twice"
+
+
+def test_every_include_is_used_and_declares_its_own() -> None:
+    """Each include defines only what it says it is for, calls only what it includes,
+    and is used by some script (no dead file)."""
+    used: set[str] = set()
+    for name in ScriptName:
+        used.update(INCLUDE.findall(source(name)))
+    files = {p.name[: -len(".lua")] for p in (LUA / "include").iterdir()}
+    assert used == files
+    for inc in files:
+        text = include(inc)
+        mine = code((LUA / "include" / f"{inc}.lua").read_text())
+        called = {
+            h for h, where in HELPERS.items() if where != inc and re.search(rf"\b{h}\b", mine)
+        }
+        assert called <= set(defined(code(text))), f"{inc} calls {called} without including it"

@@ -1,0 +1,129 @@
+--[[ decide: deciding pending timers once each (every index, the stream, the
+results table, the event), and reading what deciding needs.
+]]
+--- @include "util"
+--- @include "keys"
+--- @include "records"
+--- @include "results"
+--- @include "buckets"
+
+-- The shard a deciding script works on: prefix, the keys every decision writes, the
+-- events channel, and the bucket width and outcome retention (ms).
+local function shard_ctx(P, tkey, bz, outkey, evchan, bucket_ms, ttl_ms)
+  return {P = P, t = tkey, bz = bz, out = outkey, ev = evchan,
+    bucket_ms = tonumber(bucket_ms), ttl = tonumber(ttl_ms)}
+end
+
+-- Decide pending timers, once each: remove them from every index, append their outcomes
+-- to the stream (in the order given), retain each outcome (in the results table, or at
+-- its result key before format 3) for get/wait/idempotent retries, tell the leader.
+-- Timer i is ids[i], due at ds[i], with pending record recs[i], or recs[i] = false and
+-- raws[i] a lean record (see peek_rec; only where the stream takes format-4 entries):
+-- parallel lists, no table per timer. The index writes are coalesced: one HDEL, one
+-- SREM per durable bucket and watch key, one ZREM for the buckets left empty, one HSET
+-- per results-table hash (format 3); the stream entry is one call per timer.
+local function decide_many(ctx, ids, ds, recs, raws, outcome, now)
+  if #ids == 0 then return end
+  local rs = results(ctx)
+  local watched = {}
+  for i = 1, #ids do
+    local rec = recs[i]
+    if rec then
+      for _, k in ipairs(rec.w) do push(watched, k, ids[i]) end
+    end
+  end
+  redis.call('HDEL', ctx.t, unpack(ids))
+  unindex_many(ctx.P, ctx.bz, ids, ds, ctx.bucket_ms, rs)
+  for k, members in pairs(watched) do
+    redis.call('SREM', watch_key(ctx.P, k), unpack(members))
+  end
+  local at, code, packed = istr(now), OUTCOME_CODE[outcome], {}
+  local vals = {}
+  for i, id in ipairs(ids) do
+    local rec = recs[i]
+    local val
+    if rec then
+      val = pack_result(rec, outcome, now)
+    else
+      val = lean_result(raws[i], ds[i], code, now, packed)
+    end
+    vals[i] = val
+    if rs.E then
+      redis.call('XADD', ctx.out, '*', 'i', id, 'r', val)
+    else
+      redis.call('XADD', ctx.out, '*', 'id', id, 'outcome', outcome, 'deadline', istr(ds[i]),
+        'decided', at, 'payload', rec.p)
+    end
+    if ctx.ev then  -- fire and sweep have none: their caller is the leader, which knows
+      redis.call('PUBLISH', ctx.ev, 'X ' .. outcome .. ' ' .. id)
+    end
+  end
+  result_put_many(rs, ids, vals, now, ctx.ttl)
+end
+
+-- Decide one pending timer (cancel, complete, notify): decide_many of one.
+local function decide(ctx, id, rec, outcome, now)
+  decide_many(ctx, {id}, {rec.d}, {rec}, nil, outcome, now)
+end
+
+-- The pending records raws[i] of ids[i] (nil: not pending) that are due by `now`, each
+-- once (an id may come twice), read as deciding them needs (peek_rec, where the stream
+-- takes format-4 entries, else read_rec): the lists decide_many takes (ids, ds, recs,
+-- raws), oldest first as given, and {id, deadline} for each one not yet due.
+local function due_records(ids, raws, now, rs)
+  local due, ds, recs, lean, later, seen = {}, {}, {}, {}, {}, {}
+  for i, id in ipairs(ids) do
+    local raw = raws[i]
+    if raw and not seen[id] then
+      seen[id] = true
+      local d, rec
+      if rs.E then
+        d, rec = peek_rec(raw)
+      else
+        rec = read_rec(raw)
+        d = rec.d
+      end
+      if d <= now then
+        local k = #due + 1
+        due[k], ds[k], recs[k], lean[k] = id, d, rec, raw
+      else
+        later[#later + 1] = id
+        later[#later + 1] = istr(d)
+      end
+    end
+  end
+  return due, ds, recs, lean, later
+end
+
+-- The deadline of a schedule or reschedule: `value` is a delay (mode 'in') or a deadline
+-- (mode 'at'); nil and an error reply when it is further than max_delay from now.
+local function deadline_of(mode, value, now, max_delay)
+  local deadline = value
+  if mode == 'in' then deadline = now + value end
+  if deadline > now + max_delay then
+    return nil, redis.error_reply('TOOFAR deadline ' .. istr(deadline) .. ' is more than '
+      .. istr(max_delay) .. ' ms from now')
+  end
+  return deadline, nil
+end
+
+-- The pending record of `id`; or nil and the reply for an id already decided (with its
+-- retained outcome) or unknown.
+local function pending_record(P, tkey, id)
+  local raw = redis.call('HGET', tkey, id)
+  if raw then return read_rec(raw), nil end
+  local retained = result_get(results_of(P), id)
+  if retained then return nil, {'decided', retained} end
+  return nil, {'missing'}
+end
+
+-- cancel and complete: decide one timer by id with `outcome`, or say why not.
+-- KEYS: t, buckets, out; ARGV: P, id, bucket_ms, result_ttl_ms, events channel.
+local function decide_by_id(outcome)
+  local P, id = ARGV[1], ARGV[2]
+  local rec, reply = pending_record(P, KEYS[1], id)
+  if not rec then return reply end
+  local ctx = shard_ctx(P, KEYS[1], KEYS[2], KEYS[3], ARGV[5], ARGV[3], ARGV[4])
+  decide(ctx, id, rec, outcome, now_ms())
+  return {outcome}
+end
