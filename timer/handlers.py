@@ -66,7 +66,8 @@ from .errors import InvalidInput, TimerError
 from .histogram import MsHistogram
 
 if TYPE_CHECKING:
-    from .client import ConsumerGroup, TimerClient
+    from .client import TimerClient
+    from .consumer import ConsumerGroup
 
 log = logging.getLogger("tickwheel.handlers")
 

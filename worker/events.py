@@ -18,7 +18,7 @@ from typing import Any
 
 import redis
 
-from timer.client import CountingPubSub
+from timer.driver import CountingPubSub
 
 log = logging.getLogger("worker.events")
 

@@ -6,7 +6,7 @@ import queue
 from dataclasses import dataclass, field
 
 from timer import TimerTask
-from timer.client import ShardStore
+from timer.shard_store import ShardStore
 
 
 class FireTask(TimerTask):

@@ -1,0 +1,84 @@
+"""ConsumerGroup: one consumer of a consumer group, as the handler runner drives it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from .durable import calls as C
+from .durable import groups as G
+from .shard_store import Run
+
+
+class ConsumerGroup:
+    """One consumer of a consumer group, as the handler runner drives it.
+
+    Each call is a pipelined script per shard (or a plain read); see
+    ``timer.durable.groups`` for what each one guarantees.
+    """
+
+    def __init__(
+        self, run: Run, namespace: Callable[[], C.Namespace], group: str, consumer: str,
+        *, per_stream: bool,
+    ) -> None:  # fmt: skip
+        self._run = run  # the client's driver: runs an operation to its result
+        self._ns = namespace  # the namespace's keys, shape and limits (read once, then kept)
+        self.group = group
+        self.consumer = consumer
+        self.per_stream = per_stream  # a Redis Cluster: streams are read one at a time
+
+    @property
+    def shards(self) -> list[int]:
+        """The namespace's shards: one outcome stream each."""
+        return list(range(self._ns().meta.shards))
+
+    def ensure(self, *, start: str = "0") -> None:
+        """Create the group on every shard's stream unless it exists (``$``: only new)."""
+        self._run(G.ensure_groups(self._ns(), self.group, start=start))
+
+    def read(self, count: int, block_ms: int | None) -> list[G.Delivery]:
+        """Outcomes never delivered to the group, up to ``count`` from each shard's
+        stream, waiting up to ``block_ms`` for one (None: not at all)."""
+        return self._run(G.read_new(
+            self._ns(), self.group, self.consumer, count=count, block_ms=block_ms,
+            per_stream=self.per_stream,
+        ))  # fmt: skip
+
+    def claim(
+        self, cursors: Mapping[int, str], *, count: int, min_idle_ms: int, own: bool = False,
+        retries: bool = True,
+    ) -> tuple[list[G.Delivery], dict[int, str]]:  # fmt: skip
+        """Entries due for a retry, then (scanning from each shard's cursor) pending
+        entries idle for ``min_idle_ms`` (``own``: only this consumer's)."""
+        return self._run(G.claim(
+            self._ns(), self.group, self.consumer, cursors, count=count,
+            min_idle_ms=min_idle_ms, owner=self.consumer if own else "", retries=retries,
+        ))  # fmt: skip
+
+    def touch(self, deliveries: Sequence[G.Delivery]) -> list[G.Delivery]:
+        """Reset the idle time of entries still being handled; those another consumer
+        has taken over meanwhile."""
+        return self._run(G.touch(self.consumer, deliveries))
+
+    def ack(self, delivery: G.Delivery) -> None:
+        self._run(G.ack(delivery))
+
+    def ack_many(self, deliveries: Sequence[G.Delivery]) -> None:
+        """Acknowledge many at once: one XACK per shard's stream, pipelined."""
+        self._run(G.ack_many(deliveries))
+
+    def retry(self, delivery: G.Delivery, delay_ms: int) -> int | None:
+        """Retry the delivery in ``delay_ms``; its retry time, or None if no longer pending."""
+        return self._run(G.retry(delivery, delay_ms))
+
+    def dead_letter(self, delivery: G.Delivery, error: str) -> str | None:
+        """Move the delivery to the dead letters; the dead letter's ref, or None."""
+        dead_id = self._run(G.dead_letter(delivery, self.consumer, error))
+        return None if dead_id is None else f"{delivery.outcome.shard}/{dead_id}"
+
+    def retrying(self) -> int:
+        """How many of the group's outcomes wait for a retry time, over every shard."""
+        return self._run(G.retrying(self._ns(), self.group))
+
+    def leave(self) -> int:
+        """Remove this consumer where it owes nothing; on how many shards it stays."""
+        return self._run(G.leave(self._ns(), self.group, self.consumer))

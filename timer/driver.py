@@ -1,0 +1,333 @@
+"""The blocking driver: runs an operation's steps with redis-py (TimerClient's I/O).
+
+An operation of ``timer.durable.ops`` yields steps (a script, a command, a pipeline, a
+sleep, a value to emit, a pipeline to send ahead and collect later); :class:`SyncDriver`
+runs each with blocking redis-py calls, grouped per node on a Redis Cluster, waits for
+durability on the writes' own connection when asked, and turns redis-py errors into
+``TimerError``s. It is the only code of the sync client that talks to Redis; the asyncio
+client's driver (``timer.aio``) runs the same operations awaited.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Generator, Iterable, Sequence
+from typing import Any, TypeVar, cast
+
+import redis
+import redis.client
+from redis.cluster import RedisCluster
+from redis.commands.core import Script
+
+from .durable import calls as C
+from .durable import ops
+from .durable.models import Durability
+from .durable.scripts import ScriptName, source
+from .store import map_errors, settle_replies, settle_wait
+
+T = TypeVar("T")
+
+# Replies of a pipelined call that the main client can fix by itself (redirect, reload).
+RETRY_ALONE = (
+    redis.exceptions.MovedError,
+    redis.exceptions.AskError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.NoScriptError,
+)
+
+
+class CountingPubSub(redis.client.PubSub):
+    """A PubSub that counts its connections (redis-py reconnects and resubscribes silently,
+    and a listener must know: events may have been missed meanwhile)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.connects = 0
+        super().__init__(*args, **kwargs)
+
+    def on_connect(self, connection: Any) -> None:
+        self.connects += 1
+        super().on_connect(connection)
+
+
+class SyncDriver:
+    """Runs operations with blocking calls on one redis-py client (or cluster client).
+
+    Thread-safe as redis-py's client is (a connection pool): each operation that sends
+    ahead keeps one connection of its own (a lane) while it does.
+    """
+
+    def __init__(
+        self, client: redis.Redis | RedisCluster, *, where: str, durability: Durability
+    ) -> None:
+        self.redis: Any = client  # redis.Redis or RedisCluster: the calls we make are common
+        self.where = where  # the server's URL without its password, for errors
+        self.durability = durability
+        self.cluster = isinstance(client, RedisCluster)
+        self.scripts: dict[ScriptName, Script] = {
+            name: client.register_script(source(name)) for name in ScriptName
+        }
+        self._loaded: set[ScriptName] = set()  # scripts known to the server (load_scripts)
+
+    def reserve_connections(self, n: int) -> None:
+        """Let the connection pool (each node's, on a cluster) open at least ``n``
+        connections: redis-py's default is 100, and a thread holds one per call, so a
+        handler runner with 200 threads needs more (it calls this itself)."""
+        pools = (
+            [node.redis_connection.connection_pool for node in self.redis.get_nodes()
+             if node.redis_connection is not None]
+            if self.cluster
+            else [self.redis.connection_pool]
+        )  # fmt: skip
+        for pool in pools:
+            if getattr(pool, "max_connections", n) < n:
+                pool.max_connections = n
+
+    def pubsub(self) -> CountingPubSub:
+        """A new pub/sub connection for following shard events (one listener thread).
+
+        On a Redis Cluster a PUBLISH reaches every node, so one node hears every shard's
+        events; a primary that answers PING is picked at random at each call, so a
+        listener that reconnects after its node died goes to a live one.
+        """
+        if self.cluster:
+            # A node that answers PING, tried in random order: a listener reconnecting
+            # because its node died must not be sent back to it by chance (each retry
+            # there costs a backoff, while its shards' events are missed).
+            nodes = list(self.redis.get_primaries())
+            random.shuffle(nodes)
+            for node in nodes:
+                conn = self.redis.get_redis_connection(node)
+                try:
+                    conn.ping()
+                except redis.RedisError:
+                    continue
+                return CountingPubSub(conn.connection_pool)
+            node = nodes[0]  # none answers: the listener's own retries go on from here
+            return CountingPubSub(self.redis.get_redis_connection(node).connection_pool)
+        return CountingPubSub(self.redis.connection_pool)
+
+    def run(self, op: ops.Op[T]) -> T:
+        """Run an operation to its result (it emits nothing)."""
+        steps = self.drive(op)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+
+    def drive(self, op: ops.Op[T]) -> Generator[Any, None, T]:
+        """Run an operation's steps; yield what it emits; return its result."""
+        reply: Any = None
+        lane: _Lane | None = None  # made at the first Send (most operations never send ahead)
+        try:
+            while True:
+                try:
+                    step = op.send(reply)
+                except StopIteration as done:
+                    return done.value  # type: ignore[no-any-return]
+                if isinstance(step, C.Emit):
+                    reply = None
+                    yield step.value
+                elif isinstance(step, C.Sleep):
+                    reply = None
+                    time.sleep(step.seconds)  # an operation polling the server with backoff
+                elif isinstance(step, C.Send):
+                    lane = lane or _Lane(self)
+                    reply = lane.send(step.pipeline)
+                elif isinstance(step, C.Collect):
+                    assert lane is not None, "Collect before any Send"
+                    reply = lane.collect(step.ticket)
+                else:
+                    reply = self.execute(step)
+        finally:
+            if lane is not None:
+                lane.close()
+
+    def execute(self, step: C.ScriptCall | C.Command | C.Pipeline) -> Any:
+        if isinstance(step, C.ScriptCall) and (
+            self.cluster or (self.durability.waits and step.wait)
+        ):  # the write, then WAIT; on a cluster, loaded on its own node only (see _pipeline)
+            replies = self.pipeline(C.Pipeline([step]))
+            return settle_replies(replies, self.where, errors_in_slots=False)[0]
+        with map_errors(self.where):
+            if isinstance(step, C.ScriptCall):
+                return self.scripts[step.script](keys=step.keys, args=step.args)
+            if isinstance(step, C.Command) and step.every_primary:
+                return self.on_every_primary(step)
+            if isinstance(step, C.Command):
+                return getattr(self.redis, step.name)(*step.args, **step.kwargs)
+        return settle_replies(self.pipeline(step), self.where, errors_in_slots=step.errors_in_slots)
+
+    def on_every_primary(self, step: C.Command) -> dict[str, Any]:
+        if not self.cluster:
+            return {self.where: getattr(self.redis, step.name)(*step.args, **step.kwargs)}
+        return {
+            node.name: getattr(self.redis.get_redis_connection(node), step.name)(
+                *step.args, **step.kwargs
+            )
+            for node in self.redis.get_primaries()
+        }
+
+    def pipeline(self, step: C.Pipeline) -> list[Any]:
+        """Replies of a pipeline in order, a redis-py error in the slot of its call (the
+        caller settles them: ``settle_replies``)."""
+        if step.calls and isinstance(step.calls[0], C.ScriptCall):
+            scripts: list[C.ScriptCall] = [c for c in step.calls if isinstance(c, C.ScriptCall)]
+            replies = self.pipelined_scripts(scripts)
+        else:
+            with map_errors(self.where):
+                pipe = self.redis.pipeline(transaction=False)
+                for c in step.calls:
+                    assert isinstance(c, C.Command), "a pipeline holds one kind of call"
+                    getattr(pipe, c.name)(*c.args, **c.kwargs)
+                replies = pipe.execute(raise_on_error=False)
+        return list(replies)
+
+    def load_scripts(self, names: Iterable[ScriptName]) -> None:
+        """Make sure the server has these scripts (a call by SHA alone needs them), once
+        per client: a cache lost since (a restart) costs the NOSCRIPT replies a re-run."""
+        with map_errors(self.where):
+            for name in set(names) - self._loaded:
+                script = self.scripts[name]
+                if not self.redis.script_exists(script.sha)[0]:
+                    self.redis.script_load(script.script)
+                self._loaded.add(name)
+
+    def pipelined_scripts(self, calls: Sequence[C.ScriptCall]) -> list[Any]:
+        """Script calls in pipelines, one per node; replies (or redis errors) in order.
+
+        On a cluster, calls are grouped by the node owning their slot (a cluster pipeline
+        refuses scripts); a call redirected by a resharding is retried on its own.
+        """
+        groups: dict[str, tuple[Any, list[int]]] = {}
+        if self.cluster:
+            for i, call in enumerate(calls):
+                node = self.redis.get_node_from_key(call.keys[0])
+                conn = self.redis.get_redis_connection(node)
+                groups.setdefault(node.name, (conn, []))[1].append(i)
+        else:
+            groups[""] = (self.redis, list(range(len(calls))))
+        replies: list[Any] = [None] * len(calls)
+        with map_errors(self.where):
+            for conn, idxs in groups.values():
+                for i, reply in zip(idxs, self.run_scripts(conn, calls, idxs), strict=True):
+                    replies[i] = reply
+        return self.retry_alone(calls, replies)
+
+    def retry_alone(self, calls: Sequence[C.ScriptCall], replies: list[Any]) -> list[Any]:
+        """Run again, each on its own, the calls whose reply the client can fix by itself
+        (a redirect after resharding, a lost script cache); the replies, updated."""
+        with map_errors(self.where):
+            for i, reply in enumerate(replies):
+                if isinstance(reply, RETRY_ALONE):
+                    replies[i] = self.run_scripts(self.redis, calls, [i])[0]
+        return replies
+
+    def run_scripts(self, conn: Any, calls: Sequence[C.ScriptCall], idxs: list[int]) -> list[Any]:
+        """One pipeline on one connection: the calls, then the durability wait if asked
+        (WAIT covers the writes of its own connection), whose shortfall fails them all."""
+        durability = self.durability
+        waits = durability.waits and any(calls[i].wait for i in idxs)
+        pipe = conn.pipeline(transaction=False)
+        for i in idxs:
+            self.scripts[calls[i].script](keys=calls[i].keys, args=calls[i].args, client=pipe)
+        if waits:
+            pipe.execute_command(*durability.command())
+        replies = list(pipe.execute(raise_on_error=False))
+        if not waits:
+            return replies
+        return settle_wait(durability, replies)
+
+
+class _Sent:
+    """A pipeline sent ahead on a lane: how many replies it has, or its replies once read."""
+
+    __slots__ = ("pipeline", "replies")
+
+    def __init__(self, pipeline: C.Pipeline, replies: list[Any] | None = None) -> None:
+        self.pipeline = pipeline
+        self.replies = replies
+
+
+class _Lane:
+    """One connection an operation keeps while it has script pipelines sent ahead
+    (``Send``/``Collect``): the server runs a batch while the client validates and packs
+    the next (#14). One connection, so the server runs the batches in the order they were
+    sent. On a cluster, or when writes wait for durability, ``send`` runs the pipeline at
+    once instead. A connection error re-runs every batch not yet collected, in order,
+    through the ordinary path (redis-py's retries): what a failed pipeline gets too, and
+    safe because a schedule call is idempotent per id."""
+
+    def __init__(self, driver: SyncDriver) -> None:
+        self.driver = driver
+        self.conn: Any = None
+        self.unread: list[_Sent] = []  # sent, replies not read yet, oldest first
+
+    def send(self, pipeline: C.Pipeline) -> _Sent:
+        driver = self.driver
+        calls = pipeline.calls
+        if (driver.cluster or driver.durability.waits or not calls
+                or not isinstance(calls[0], C.ScriptCall)):  # fmt: skip
+            return _Sent(pipeline, driver.execute(pipeline))
+        sent = _Sent(pipeline)
+        self.unread.append(sent)
+        try:
+            if self.conn is None:
+                driver.load_scripts({c.script for c in calls if isinstance(c, C.ScriptCall)})
+                self.conn = driver.redis.connection_pool.get_connection()
+            scripts = driver.scripts
+            # No health-check PING once replies are pending: it would read one of them.
+            self.conn.send_packed_command(self.conn.pack_commands([
+                ("EVALSHA", scripts[c.script].sha, len(c.keys), *c.keys, *c.args)
+                for c in calls if isinstance(c, C.ScriptCall)
+            ]), check_health=len(self.unread) == 1)  # fmt: skip
+        except (redis.ConnectionError, redis.TimeoutError):
+            self._rerun()
+        return sent
+
+    def collect(self, sent: _Sent) -> list[Any]:
+        driver = self.driver
+        if sent.replies is None:
+            if not self.unread or self.unread[0] is not sent:
+                raise RuntimeError("Collect the batches sent ahead in the order they were sent")
+            try:
+                raw: list[Any] = []
+                for _ in sent.pipeline.calls:
+                    try:
+                        raw.append(driver.redis.parse_response(self.conn, "EVALSHA"))
+                    except redis.ResponseError as exc:
+                        raw.append(exc)
+            except (redis.ConnectionError, redis.TimeoutError):
+                self._rerun()
+            else:
+                self.unread.pop(0)
+                calls = cast("Sequence[C.ScriptCall]", sent.pipeline.calls)
+                sent.replies = settle_replies(
+                    driver.retry_alone(calls, raw),  # NOSCRIPT: the script cache was lost
+                    driver.where,
+                    errors_in_slots=sent.pipeline.errors_in_slots,
+                )
+                if not self.unread:
+                    self._release()
+        assert sent.replies is not None
+        return sent.replies
+
+    def _rerun(self) -> None:
+        """The lane broke: every batch not yet collected runs again, in order."""
+        self._release(broken=True)
+        unread, self.unread = self.unread, []
+        for sent in unread:
+            sent.replies = self.driver.execute(sent.pipeline)
+
+    def _release(self, *, broken: bool = False) -> None:
+        if self.conn is not None:
+            if broken or self.unread:  # replies left on the socket: never reuse it
+                self.conn.disconnect()
+            self.driver.redis.connection_pool.release(self.conn)
+            self.conn = None
+
+    def close(self) -> None:
+        """The operation ended (or failed): give the connection back."""
+        self._release()
+        self.unread.clear()

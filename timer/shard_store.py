@@ -1,0 +1,81 @@
+"""ShardStore: one shard's durable side as its leader uses it (the worker's view)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, TypeVar
+
+from .durable import calls as C
+from .durable import keys as K
+from .durable import ops
+from .durable.models import DueTimers, FireResult, LeaseGrant, LeaseRenewal, SweepResult
+
+T = TypeVar("T")
+
+
+class Run(Protocol):
+    """Runs an operation to its result: a client's driver (``TimerClient._run``)."""
+
+    def __call__(self, op: ops.Op[T], /) -> T: ...
+
+
+class ShardStore:
+    """One shard's durable side as its leader sees it: lease, load, fire, sweep.
+
+    Every call is one fenced script or a bounded read; ``fire`` and ``sweep`` raise
+    :class:`~timer.errors.Fenced` when the caller no longer holds the lease at ``epoch``.
+    """
+
+    def __init__(self, run: Run, keys: K.ShardKeys, bucket_ms: int) -> None:
+        self._run = run  # the client's driver: runs an operation to its result
+        self.shard = keys.shard
+        self.keys = keys
+        self.bucket_ms = bucket_ms
+
+    @property
+    def events_channel(self) -> str:
+        return self.keys.events
+
+    def acquire(self, worker: str, ttl_ms: int) -> LeaseGrant:
+        reply = self._run(_one(C.lease_acquire_call(self.keys, worker, ttl_ms)))
+        return C.parse_lease_acquire(reply)
+
+    def renew(self, worker: str, epoch: int, ttl_ms: int) -> LeaseRenewal:
+        reply = self._run(_one(C.lease_renew_call(self.keys, worker, epoch, ttl_ms)))
+        return C.parse_lease_renew(reply)
+
+    def release(self, worker: str, epoch: int) -> bool:
+        reply = self._run(_one(C.lease_release_call(self.keys, worker, epoch)))
+        return C.parse_lease_release(reply)
+
+    def backlog(self) -> tuple[int, int | None]:
+        """(timers pending in the shard, start of its oldest durable bucket or None)."""
+        return self._run(ops.backlog(self.keys))
+
+    def read_due(self, until_ms: int, skip: set[int], *, max_ids: int) -> DueTimers:
+        op = ops.read_due(self.keys, until_ms, skip, max_ids=max_ids, bucket_ms=self.bucket_ms)
+        return self._run(op)
+
+    def fire(
+        self, worker: str, epoch: int, ids: Sequence[str], *, ttl_ms: int, ahead: int = 0
+    ) -> FireResult:
+        """Expire ``ids`` if due (fenced); ``ahead``: more of the shard's timers the
+        caller expects to decide soon, for which the results table grows while cheap."""
+        call = C.fire_call(
+            self.keys, worker, epoch, ids, bucket_ms=self.bucket_ms, ttl_ms=ttl_ms, ahead=ahead
+        )
+        return C.parse_fire(self._run(_one(call)))
+
+    def sweep(
+        self, worker: str, epoch: int, *, ttl_ms: int, limit: int, ahead: int = 0
+    ) -> SweepResult:
+        call = C.sweep_call(
+            self.keys, worker, epoch, bucket_ms=self.bucket_ms, ttl_ms=ttl_ms, limit=limit,
+            ahead=ahead,
+        )  # fmt: skip
+        return C.parse_sweep(self._run(_one(call)))
+
+
+def _one(call: C.ScriptCall | C.Command) -> ops.Op[Any]:
+    """An operation of one step: its raw reply."""
+    return (yield call)
