@@ -93,3 +93,19 @@ def test_beyond_loopback_needs_a_token(env: dict[str, str]) -> None:
     finally:
         out = stop(proc)
     assert b"t0ken" not in out  # the token is not printed
+
+
+def test_allowed_host_is_served_and_others_refused(env: dict[str, str]) -> None:
+    """`tickwheel dashboard --allowed-host NAME` answers requests for NAME and loopback,
+    and refuses any other Host (a DNS-rebound page) with 400."""
+    port = str(free_port())
+    proc = start(["dashboard", "--port", port, "--allowed-host", "timers.internal"], env)
+    try:
+        url = f"http://127.0.0.1:{port}/api/overview"
+        wait_for(lambda: get(url)[0] == 200, 30, "the dashboard to serve")
+        assert get(url, {"Host": f"timers.internal:{port}"})[0] == 200
+        status, body = get(url, {"Host": "attacker.example"})
+        assert status == 400 and "does not answer for host" in str(body["error"])
+    finally:
+        out = stop(proc)
+    assert proc.returncode == 0, out
