@@ -12,7 +12,6 @@ import click
 from .app import App, errors, pass_app
 
 TOKEN_ENV = "TICKWHEEL_DASHBOARD_TOKEN"
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")  # as dashboard.app's default
 WILDCARDS = ("0.0.0.0", "::", "")
 
 
@@ -63,6 +62,8 @@ def dashboard(
             f"Set a token first: export {TOKEN_ENV}=$(python -c 'import secrets; "
             "print(secrets.token_urlsafe())'), then open /login?token=<it> once"
         )
+    from dashboard.app import LOOPBACK_HOSTS  # noqa: PLC0415 - the web stack, only here
+
     names = [*LOOPBACK_HOSTS, *allowed_hosts]
     if host not in WILDCARDS:
         names.append(host)

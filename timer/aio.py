@@ -245,7 +245,7 @@ class AsyncTimerClient:
         )  # fmt: skip
         await self._run(reader.ensure_groups())
         ended: list[None] = []
-        run = reader.run(block_ms=block_ms, stop_when_idle=stop_when_idle)
+        run = reader.run()
         async for delivery in self._drive(run, ended):
             aack = functools.partial(self._ack, delivery)
             yield dataclasses.replace(delivery.outcome, _aack=aack)

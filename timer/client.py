@@ -294,7 +294,7 @@ class TimerClient:
             per_stream=self.cluster,
         )  # fmt: skip
         self._run(reader.ensure_groups())
-        deliveries = self._drive(reader.run(block_ms=block_ms, stop_when_idle=stop_when_idle))
+        deliveries = self._drive(reader.run())
         return (self._ackable(d) for d in deliveries)
 
     def _ackable(self, delivery: ops.Delivery) -> Outcome:

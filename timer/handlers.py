@@ -60,6 +60,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .durable.checks import check_seconds
 from .durable.groups import Delivery, check_group
 from .durable.models import OUTCOMES, Outcome
 from .errors import InvalidInput, TimerError
@@ -83,18 +84,9 @@ class HandlerTimedOut(Exception):
 
 
 def _check_timeout(timeout_s: object) -> float | None:
-    if timeout_s is None:
+    if timeout_s is None:  # no timeout
         return None
-    if (
-        isinstance(timeout_s, bool)
-        or not isinstance(timeout_s, int | float)
-        or not 0 < timeout_s <= 86_400
-    ):
-        raise InvalidInput(
-            f"timeout_s must be a number of seconds from 0 (excluded) to 86400, or None "
-            f"for no timeout, got {timeout_s!r}"
-        )
-    return float(timeout_s)
+    return check_seconds("timeout_s", timeout_s, maximum=86_400, positive=True)
 
 
 class Retry(Exception):
@@ -554,6 +546,8 @@ class _Loop:
         """Sync handlers past their timeout: their outcome is released for a retry (the
         attempt counts), no longer touched, and a new thread takes the stuck one's place
         (a thread cannot be stopped; it exits once its handler returns)."""
+        if not self.running:  # no sync handler with a timeout runs (the common case)
+            return
         now = time.monotonic()
         with self.h._cond:
             stuck = [(k, v) for k, v in self.running.items() if v[0] <= now]

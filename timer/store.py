@@ -17,9 +17,10 @@ from urllib.parse import urlsplit
 import redis
 from redis.exceptions import RedisClusterException
 
+from .durable.checks import check_seconds
 from .durable.models import Durability
 from .durable.scripts import script_error
-from .errors import ConfigError, InvalidInput, NotDurable, StoreError, TimerError
+from .errors import ConfigError, NotDurable, StoreError, TimerError
 
 # Query options of a Redis URL whose value is a credential: redis-py passes ``password``
 # and ``username`` to AUTH, ``ssl_password`` unlocks a TLS key; any other name that
@@ -97,10 +98,10 @@ def check_url(url: object) -> str:
             f"Redis URL {safe} cannot be parsed (a broken [IPv6] host?); {form}"
         ) from None
     try:
-        port = parts.port
+        port = parts.port  # ValueError: not a number, or out of range
     except ValueError:
         port = 0
-    if port == 0 and parts.netloc.rpartition(":")[2] not in ("", parts.hostname or ""):
+    if port == 0:
         raise ConfigError(f"Redis URL {safe}: the port must be a number from 1 to 65535; {form}")
     if scheme != "unix":
         if not parts.hostname:
@@ -133,12 +134,7 @@ class RedisSettings:
     @classmethod
     def from_url(cls, url: str, **kwargs: float) -> RedisSettings:
         for name, value in kwargs.items():
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not 0 < value <= 3600
-            ):
-                raise InvalidInput(f"{name} must be from 0 to 3600 seconds, got {value!r}")
+            check_seconds(name, value, maximum=3600, positive=True)
         return cls(check_url(url), **kwargs)
 
     @property

@@ -14,7 +14,6 @@ The steps an operation asks its I/O layer to take are also defined here:
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
@@ -30,6 +29,7 @@ from ..errors import (
     TimerNotFound,
 )
 from . import keys as K
+from .checks import check_int as check_int  # noqa: PLC0414 - ops use C.check_int
 from .codec import (
     FORMAT_VERSION,
     FORMAT_VERSIONS,
@@ -135,25 +135,6 @@ Op = Generator[Step, Any, T]  # an operation: yields steps, gets replies, return
 # -- validation ------------------------------------------------------------------------
 
 
-def check_int(name: str, value: object, minimum: int, maximum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInput(f"{name} must be a whole number (int), got {value!r}")
-    if value < minimum or (maximum is not None and value > maximum):
-        bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
-        raise InvalidInput(f"{name} must be {bound}, got {value}")
-    return value
-
-
-def check_seconds(name: str, value: object, *, maximum: float = 10 * 366 * 24 * 3600) -> float:
-    """A duration in seconds: a finite number from 0 to ``maximum`` (NaN would never end
-    a wait, and a string would fail half-way through one)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidInput(f"{name} must be a number of seconds, got {value!r}")
-    if not (math.isfinite(value) and 0 <= value <= maximum):
-        raise InvalidInput(f"{name} must be from 0 to {maximum:g} seconds, got {value!r}")
-    return float(value)
-
-
 # Deadlines are epoch milliseconds. A script's Lua numbers are doubles, and msgpack
 # writes 2**63 and above as unsigned integers that Lua's cmsgpack reads back negative
 # (due at once: an early fire), so nothing past 2**53 - 1 is ever sent. The server then
@@ -190,12 +171,6 @@ def check_shards(ns: Namespace, shards: object) -> list[int]:
     if isinstance(shards, str | bytes | Mapping) or not isinstance(shards, Iterable):
         raise InvalidInput(f"shards must be a list of shard numbers, got {shards!r:.80}")
     return [check_int("shard", s, 0, ns.meta.shards - 1) for s in shards]
-
-
-def check_bool(name: str, value: object) -> bool:
-    if value is not True and value is not False:
-        raise InvalidInput(f"{name} must be True or False, got {value!r:.80}")
-    return value
 
 
 def check_origin(origin: object) -> str:
@@ -621,7 +596,7 @@ def undecodable(
     eid = text(entry_id)
     decided = eid.split("-", 1)[0]
     return Outcome(
-        id=text(tid)[:MAX_NAME_CHARS], outcome=UNDECODABLE, deadline_ms=0,
+        id=text(tid)[: K.MAX_NAME_BYTES], outcome=UNDECODABLE, deadline_ms=0,
         decided_ms=int(decided) if decided.isdigit() else 0, payload=None, shard=shard,
         entry_id=eid, error=str(error),
     )  # fmt: skip
@@ -635,9 +610,6 @@ def outcome_or_undecodable(
         return outcome_from_entry(shard, entry_id, fields)
     except CorruptRecord as exc:
         return undecodable(shard, entry_id, fields, exc)
-
-
-MAX_NAME_CHARS = 256
 
 
 def _outcome_from_entry(

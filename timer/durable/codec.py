@@ -14,6 +14,7 @@ from ..errors import InvalidInput
 DEFAULT_MAX_PAYLOAD = 1024 * 1024
 MAX_PAYLOAD_LIMIT = 64 * 1024 * 1024  # the most max_payload_bytes may be set to
 _NIL = b"\xc0"  # msgpack's None: most timers carry no payload
+_SCALARS = frozenset({str, bytes, int, float, bool})  # written and read back as they are
 
 
 def encode_payload(payload: object, max_bytes: int = DEFAULT_MAX_PAYLOAD) -> bytes:
@@ -38,6 +39,8 @@ def encode_payload(payload: object, max_bytes: int = DEFAULT_MAX_PAYLOAD) -> byt
             f"payload is {len(data)} bytes encoded; the limit is {max_bytes} bytes "
             "(store large data elsewhere and put its key in the payload)"
         )
+    if type(payload) in _SCALARS:  # nothing in it a reader could fail on
+        return data
     try:
         decode_payload(data)
     except Exception as exc:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError, InvalidInput
+from .checks import check_int, check_seconds
 from .codec import DEFAULT_MAX_PAYLOAD, MAX_PAYLOAD_LIMIT
 
 OUTCOMES = ("expired", "completed", "cancelled")
@@ -163,24 +164,8 @@ class ClientSettings:
             or not math.isfinite(result_ttl_s)
         ):
             raise InvalidInput(f"result_ttl_s must be a number of seconds, got {result_ttl_s!r}")
-        if (
-            isinstance(max_payload_bytes, bool)
-            or not isinstance(max_payload_bytes, int)
-            or not 1 <= max_payload_bytes <= MAX_PAYLOAD_LIMIT
-        ):
-            raise InvalidInput(
-                f"max_payload_bytes must be a whole number from 1 to {MAX_PAYLOAD_LIMIT} "
-                f"(64 MiB), got {max_payload_bytes!r}"
-            )
-        if (
-            isinstance(durability_timeout_s, bool)
-            or not isinstance(durability_timeout_s, int | float)
-            or not 0.001 <= durability_timeout_s <= 3600
-        ):
-            raise InvalidInput(
-                f"durability_timeout_s must be from 0.001 to 3600 seconds, got "
-                f"{durability_timeout_s!r}"
-            )
+        check_int("max_payload_bytes", max_payload_bytes, 1, MAX_PAYLOAD_LIMIT)
+        check_seconds("durability_timeout_s", durability_timeout_s, maximum=3600, positive=True)
         if not isinstance(durability, str):
             raise InvalidInput(f"durability must be text such as 'aof', got {durability!r}")
         return cls(

@@ -22,6 +22,7 @@ from . import calls as C
 from . import groups as G
 from . import keys as K
 from .calls import Op as Op  # noqa: PLC0414 - re-exported for the clients
+from .checks import check_bool, check_seconds
 from .codec import FORMAT_VERSION, decode_pending
 from .models import (
     COARSE_MS,
@@ -393,8 +394,7 @@ def get(ns: C.Namespace, timer_id: object) -> Op[TimerInfo | None]:
 
 def wait(ns: C.Namespace, timer_id: object, timeout: float) -> Op[Outcome]:
     """Poll the retained outcome with backoff (5 → 100 ms) until the timer is decided."""
-    timeout = C.check_seconds("timeout", timeout)
-    K.check_name("timer id", timer_id)
+    timeout = check_seconds("timeout", timeout)
     deadline = time.monotonic() + timeout
     pause = 0.005
     while True:
@@ -643,7 +643,7 @@ def trim_outcomes(
     ns: C.Namespace, retention_ms: int | None, *, keep_unread: bool, shards: Iterable[int] | None
 ) -> Op[list[Trimmed]]:
     keep = None if retention_ms is None else C.check_int("retention_ms", retention_ms, 0)
-    C.check_bool("keep_unread", keep_unread)
+    check_bool("keep_unread", keep_unread)
     picked = C.check_shards(ns, shards)
     calls = [C.trim_call(ns.shard(s), keep, keep_unread=keep_unread) for s in picked]
     replies = yield C.Pipeline(calls, errors_in_slots=True)
@@ -671,13 +671,14 @@ class GroupReader:
     count: int = 100
     reclaim_idle_ms: int = 60_000
     per_stream: bool = False
+    block_ms: int = 1000  # the longest a read waits for a new outcome
+    stop_when_idle: bool = False  # end once nothing is left (else read forever)
 
     @classmethod
     def of(cls, ns: C.Namespace, group: object, consumer: object, **options: Any) -> GroupReader:
-        """A reader, every argument checked (``block_ms`` and ``stop_when_idle`` too, which
-        ``run`` takes) before ``ensure_groups`` writes anything."""
-        C.check_int("block_ms", options.pop("block_ms", 0), 0, 3_600_000)
-        C.check_bool("stop_when_idle", options.pop("stop_when_idle", False))
+        """A reader, every argument checked before ``ensure_groups`` writes anything."""
+        C.check_int("block_ms", options.get("block_ms", 1000), 0, 3_600_000)
+        check_bool("stop_when_idle", options.get("stop_when_idle", False))
         group, consumer = G.check_group(group, consumer)
         C.check_int("reclaim_idle_ms", options.get("reclaim_idle_ms", 60_000), 0, 2**53)
         C.check_int("count", options.get("count", 100), 1, 100_000)
@@ -691,7 +692,7 @@ class GroupReader:
         """Create the group on every shard's stream (from its start) unless it exists."""
         yield from G.ensure_groups(self.ns, self.group)
 
-    def run(self, *, block_ms: int, stop_when_idle: bool) -> Op[None]:
+    def run(self) -> Op[None]:
         """Emit a :class:`Delivery` for each outcome; ends only with ``stop_when_idle``.
 
         Run ``ensure_groups`` first.
@@ -700,17 +701,17 @@ class GroupReader:
         every = max(self.reclaim_idle_ms / 2000, 0.05)
         next_claim = time.monotonic() + every
         while True:
-            wait = max(1, min(block_ms, int((next_claim - time.monotonic()) * 1000)))
+            wait = max(1, min(self.block_ms, int((next_claim - time.monotonic()) * 1000)))
             got = yield from G.read_new(
                 self.ns, self.group, self.consumer, count=self.count,
-                block_ms=None if stop_when_idle else wait, per_stream=self.per_stream,
+                block_ms=None if self.stop_when_idle else wait, per_stream=self.per_stream,
             )  # fmt: skip
             for d in got:
                 yield C.Emit(d)
             if not got or time.monotonic() >= next_claim:
                 claimed = yield from self._claim(owner="", min_idle_ms=self.reclaim_idle_ms)
                 next_claim = time.monotonic() + every
-                if not got and not claimed and stop_when_idle:
+                if not got and not claimed and self.stop_when_idle:
                     return
 
     def _claim(self, *, owner: str, min_idle_ms: int) -> Op[int]:
