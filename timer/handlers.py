@@ -214,7 +214,7 @@ class Handlers:
     def add(self, outcome: str, fn: Handler, *, timeout_s: float | None = None) -> None:
         """Run ``fn`` for outcomes of this kind; ``timeout_s`` bounds each run of it
         (None: the Handlers' ``timeout_s``)."""
-        self._timeouts[outcome] = _check_timeout(timeout_s)
+        timeout = _check_timeout(timeout_s)
         if outcome not in OUTCOMES:
             raise InvalidInput(f"outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}")
         if not callable(fn):
@@ -222,6 +222,7 @@ class Handlers:
         if outcome in self._handlers and self._handlers[outcome] is not fn:
             raise InvalidInput(f"{outcome!r} already has a handler: {self._handlers[outcome]!r}")
         self._handlers[outcome] = fn
+        self._timeouts[outcome] = timeout
 
     def handler(self, outcome: str) -> Handler | None:
         """The handler registered for outcomes of this kind, if any."""

@@ -154,3 +154,22 @@ def test_no_url_prints_its_secret(workdir: Any, url: str, command: list[str]) ->
         assert result.exit_code in EXIT_CODES, (url, result.output, result.exception)
         assert result.exception is None or isinstance(result.exception, SystemExit)
         assert SECRET not in result.output, (url, result.output)
+
+
+@FUZZ
+@given(
+    role=st.one_of(st.sampled_from(["client", "worker", "handlers", "operator"]), words),
+    user=st.one_of(st.none(), words),
+    namespace=st.one_of(st.just("jobs"), words),
+)
+def test_acl_any_role_user_and_namespace(role: str, user: str | None, namespace: str) -> None:
+    """`tickwheel acl` of anything: the rules (exit 0), or a usage or input error, never
+    a traceback; it needs no server and starts none."""
+    args = ["--namespace", namespace, "acl", role, *(["--user", user] if user is not None else [])]
+    result = CliRunner().invoke(main, args)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    assert result.exit_code in {0, 2, 3}, (args, result.output)
+    if result.exit_code == 0:
+        assert (
+            result.output.startswith("ACL SETUSER ") and f"~{{tw:{namespace}}}:*" in result.output
+        )

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from dashboard import create_app
@@ -224,3 +227,47 @@ def test_bearer_token_skips_the_page_checks(client: TimerClient) -> None:
     assert browser.get("/login?token=s3cret", follow_redirects=False).status_code == 303
     r = browser.post("/api/timers/job:{10}/complete", headers={"Origin": "http://evil.example"})
     assert r.status_code == 403
+
+
+PATHS = [
+    "/api/timers/job:{9}/cancel", "/api/timers/job:{9}/complete",
+    "/api/timers/job:{9}/reschedule", "/api/dead/0/1-0/redeliver", "/api/dead/0/1-0/drop",
+    "/api/overview", "/api/shards/0/due", "/api/dead", "/login", "/",
+]  # fmt: skip
+printable = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=30)
+json_bodies = st.dictionaries(
+    st.text(max_size=8), st.one_of(st.integers(), st.text(max_size=8), st.none()), max_size=3
+).map(lambda d: json.dumps(d).encode())
+
+
+@st.composite
+def requests(draw: st.DrawFn) -> dict[str, Any]:
+    """A request as anyone might send it: any method, path, body and the headers the
+    dashboard's checks read (Origin, Sec-Fetch-Site, X-CSRF-Token, Host, Authorization)."""
+    odd_path = printable.map(lambda p: "/api/timers/" + p.replace("?", "").replace("#", ""))
+    return {
+        "method": draw(st.sampled_from(["GET", "POST", "PUT", "DELETE"])),
+        "url": draw(st.one_of(st.sampled_from(PATHS), odd_path)),
+        "content": draw(st.one_of(st.none(), st.binary(max_size=20), json_bodies)),
+        "headers": draw(st.dictionaries(
+            st.sampled_from(["Origin", "Sec-Fetch-Site", "X-CSRF-Token", "Host",
+                             "Authorization"]), printable, max_size=3)),
+    }  # fmt: skip
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(request=requests())
+def test_any_request_is_answered_below_500_and_a_refusal_writes_nothing(
+    client: TimerClient, redis_client: redis.Redis, request: dict[str, Any]
+) -> None:
+    """Whatever a request holds (method, path, body, Origin, CSRF token, Host, token), the
+    dashboard answers it with a status below 500, and one it refuses changes nothing."""
+    client.schedule("job:{9}", 60_000)
+    before = namespace_dump(redis_client, client.namespace)
+    http = TestClient(create_app(client), base_url=BASE, raise_server_exceptions=False)
+    r = http.request(**request)
+    assert r.status_code < 500, (request, r.text)
+    if r.status_code >= 400:
+        assert namespace_dump(redis_client, client.namespace) == before
