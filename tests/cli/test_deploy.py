@@ -24,6 +24,7 @@ from click.testing import CliRunner
 from cli.main import main
 from tests.conftest import wait_for
 from timer import TimerClient
+from timer.store import RedisSettings
 from timer.testing import LISTPACK_VALUE_BYTES, RedisServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -323,3 +324,21 @@ def _refuses(r: redis.Redis) -> bool:
     except redis.ConnectionError:
         return False
     raise AssertionError("the server answered a client without its password")
+
+
+def test_readme_env_line_makes_a_password_compose_takes(tmp_path: Path) -> None:
+    """The README's `echo … > .env` line, run by a shell as written, makes a .env whose
+    password compose's interpolation puts into Redis's --requirepass and into a URL the
+    CLI accepts; the compose file's header gives the same line."""
+    block = (ROOT / "README.md").read_text().split("## Deploying with docker-compose", 1)[1]
+    (line,) = [x for x in block.split("```sh", 1)[1].split("```", 1)[0].splitlines()
+               if x.startswith("echo ")]  # fmt: skip
+    assert line in (ROOT / "docker-compose.yml").read_text()
+    subprocess.run(["bash", "-c", line], cwd=tmp_path, check=True, timeout=30)
+    name, _, password = (tmp_path / ".env").read_text().strip().partition("=")
+    assert name == "TICKWHEEL_REDIS_PASSWORD" and len(password) >= 24
+    services = compose({name: password})["services"]
+    command = services["redis"]["command"]
+    assert command[command.index("--requirepass") + 1] == password
+    url = services["worker"]["environment"]["TICKWHEEL_REDIS_URL"]
+    assert RedisSettings.from_url(url).safe_url == "redis://:***@redis:6379/0"
