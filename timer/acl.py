@@ -34,8 +34,9 @@ _CLIENT = ("srandmember",)  # notify.lua
 _WORKER = (
     "incr", "pttl", "pexpire",  # the lease scripts
     "srandmember", "xinfo|groups", "xpending", "xrange", "xtrim",  # sweep, trim
-    "subscribe", "zremrangebyscore", "zcount", "zrange", "lrange", "smembers", "sscan",
-    "hlen", "zcard",  # following events, membership, reading due buckets
+    "subscribe", "unsubscribe",  # following the led shards' events, leaving a shard's
+    "zremrangebyscore", "zcount", "zrange", "lrange", "smembers", "sscan",
+    "hlen", "zcard",  # membership, reading due buckets
     "info",  # the servers' eviction policy and AOF, checked at start (optional)
 )  # fmt: skip
 _HANDLERS = (

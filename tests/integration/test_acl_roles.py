@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 import redis
 
+from tests.conftest import wait_for
 from timer import Backoff, Handlers, Outcome, StoreError, TimerClient
 from timer.acl import ROLES, acl_rules
 from timer.testing import RedisServer
 from worker import Worker, WorkerSettings
+from worker.events import EventListener
 
 from .conftest import namespace_keys
 
@@ -118,6 +120,40 @@ def test_every_role_does_its_job_with_exactly_its_rules(
     assert op.delete_group("g") == 2
     for c in (op, client):
         c.close()
+
+
+def test_a_worker_user_leaves_a_shards_channel(
+    users: dict[str, object], redis_client: redis.Redis, namespace: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    """A worker that stops leading a shard unsubscribes from its events channel, and the
+    worker role may do so (a CI run's worker handed a shard on and was refused UNSUBSCRIBE:
+    its listener logged an error and stayed subscribed)."""
+    url_of = users["url_of"]
+    assert callable(url_of)
+    with TimerClient.from_url(url_of("operator", namespace), namespace) as op:
+        op.init(shards=1)
+    channel = op.keys.shard(0).events
+    client = TimerClient.from_url(url_of("worker", namespace), namespace)
+    subscribed: list[str] = []
+    listener = EventListener(
+        client.events_pubsub, lambda channel, data: None, lambda: None, subscribed.append
+    )
+
+    def subscribers() -> int:
+        return int(redis_client.pubsub_numsub(channel)[0][1])
+
+    with caplog.at_level(logging.WARNING):
+        listener.start()
+        try:
+            listener.want({channel})
+            wait_for(lambda: subscribed == [channel] and subscribers() == 1, what="subscribed")
+            listener.want(set())
+            wait_for(lambda: subscribers() == 0, what="the channel left")
+        finally:
+            listener.stop()
+            client.close()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
 
 
 def test_roles_cannot_reach_past_their_namespace(
