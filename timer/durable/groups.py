@@ -130,7 +130,22 @@ def read_new(
 ) -> Op[list[Delivery]]:
     """Outcomes never delivered to the group, up to ``count`` from each shard's stream
     (XREADGROUP counts per stream), waiting up to ``block_ms`` (None: not at all).
-    Returns a list of :class:`Delivery` (first deliveries)."""
+    Returns a list of :class:`Delivery` (first deliveries); empty only when the streams
+    held nothing new. A read that met only entries that are not deliveries (broken ones,
+    dead-lettered; foreign ones, acknowledged) reads on at once: a reader that stops
+    when idle took such a read for the end and left the outcomes behind them unread."""
+    while True:
+        out, read = yield from _read_once(ns, group, consumer, count, block_ms, per_stream)
+        if out or not read:
+            return out
+        block_ms = None
+
+
+def _read_once(
+    ns: C.Namespace, group: str, consumer: str, count: int, block_ms: int | None,
+    per_stream: bool,
+) -> Op[tuple[list[Delivery], int]]:  # fmt: skip
+    """One read: its deliveries, and how many entries it took from the streams."""
     streams = ns.outcome_streams()
     reply: list[Any] = []
     if not per_stream:
@@ -154,11 +169,13 @@ def read_new(
             yield C.Sleep(min(POLL_S, max(0.0, end - time.monotonic())))
     out: list[Delivery] = []
     left = _Leftovers.none()
+    read = 0
     for stream, entries in reply:
         shard = streams[C.text(stream)]
+        read += len(entries)
         out += _deliveries(ns, group, shard, ((e, f, 1) for e, f in entries), left)
     yield from _settle_leftovers(group, consumer, left)
-    return out
+    return out, read
 
 
 def claim(
