@@ -135,14 +135,16 @@ def read_new(
     dead-lettered; foreign ones, acknowledged) reads on at once: a reader that stops
     when idle took such a read for the end and left the outcomes behind them unread."""
     while True:
-        out, read = yield from _read_once(ns, group, consumer, count, block_ms, per_stream)
+        out, read = yield from _read_once(
+            ns, group, consumer, count=count, block_ms=block_ms, per_stream=per_stream
+        )
         if out or not read:
             return out
         block_ms = None
 
 
 def _read_once(
-    ns: C.Namespace, group: str, consumer: str, count: int, block_ms: int | None,
+    ns: C.Namespace, group: str, consumer: str, *, count: int, block_ms: int | None,
     per_stream: bool,
 ) -> Op[tuple[list[Delivery], int]]:  # fmt: skip
     """One read: its deliveries, and how many entries it took from the streams."""
