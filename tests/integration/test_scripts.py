@@ -251,14 +251,16 @@ def test_lua_key_helpers_match_the_python_key_format(
     lib = include("keys")
     built = redis_client.eval(
         lib + "\nreturn {bucket_key(ARGV[1], 1234), watch_key(ARGV[1], 'job:{7}:done'),"
-        " result_key(ARGV[1], 'job:{7}'), coarse_key(ARGV[1], 56), coarse_mirror(ARGV[1]),"
-        " COARSE_MS, rx_state_key(ARGV[1]), rx_key(ARGV[1], 9)}",
+        " coarse_key(ARGV[1], 56), coarse_mirror(ARGV[1]),"
+        " COARSE_MS, rx_state_key(ARGV[1]), rx_key(ARGV[1], 9), migrate_state_key(ARGV[1]),"
+        " migrate_copy_key(ARGV[1], 's')}",
         0,
         sk.prefix,
     )
     assert [x if isinstance(x, int) else x.decode() for x in built] == [
-        sk.bucket(1234), sk.watch("job:{7}:done"), sk.result("job:{7}"), sk.coarse(56),
-        sk.coarse_buckets, COARSE_MS, sk.results_table, sk.results_part(9),
+        sk.bucket(1234), sk.watch("job:{7}:done"), sk.coarse(56),
+        sk.coarse_buckets, COARSE_MS, sk.results_table, sk.results_part(9), sk.migration,
+        sk.migration_copy("s"),
     ]  # fmt: skip
 
 

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.redis
 BROKEN = [
     {"i": "bad:1", "r": b"\xc1 not msgpack"},  # 0xc1 is never used by msgpack
     {"i": "bad:2", "r": b"\x93\x01\x02\x03"},  # msgpack, not an outcome record
-    {"id": "bad:3", "outcome": "expired"},  # the five-field layout, fields missing
+    {"i": "bad:3", "outcome": "expired"},  # no outcome record
 ]
 
 

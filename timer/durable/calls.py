@@ -32,7 +32,6 @@ from . import keys as K
 from .checks import check_int as check_int  # noqa: PLC0414 - ops use C.check_int
 from .codec import (
     FORMAT_VERSION,
-    FORMAT_VERSIONS,
     decode_payload,
     decode_pending,
     decode_result,
@@ -208,19 +207,30 @@ class Namespace:
         return TimerNotFound(f"no timer {timer_id!r} in namespace {self.name!r}{detail}")
 
 
-def meta_from(stored: Mapping[Any, Any], namespace: str, where: str) -> Meta:
-    """The namespace's Meta from its ``meta`` hash; ConfigError if it was never created."""
+def meta_from(
+    stored: Mapping[Any, Any], namespace: str, where: str, *, older: bool = False
+) -> Meta:
+    """The namespace's Meta from its ``meta`` hash; ConfigError if it was never created,
+    was made by a newer tickwheel, or (unless ``older``: migrate's own read) is in a
+    format an earlier release wrote."""
     if not stored:
         raise ConfigError(
             f"namespace {namespace!r} is not initialised at {where}; run "
             f"`tickwheel init --shards N` or TimerClient.init(shards=N) once"
         )
     version = int(stored.get(b"version", 1))
-    if version not in FORMAT_VERSIONS:
+    if version > FORMAT_VERSION:
         raise ConfigError(
             f"namespace {namespace!r} at {where} holds data format {version}, written by a "
-            f"newer tickwheel; this one reads formats {FORMAT_VERSIONS[0]} to "
-            f"{FORMAT_VERSION}: upgrade tickwheel (pip install -U tickwheel)"
+            f"newer tickwheel; this one reads format {FORMAT_VERSION}: upgrade tickwheel "
+            "(pip install -U tickwheel)"
+        )
+    if version < FORMAT_VERSION and not older:
+        raise ConfigError(
+            f"namespace {namespace!r} at {where} holds data format {version}, written by an "
+            f"earlier tickwheel; this one reads format {FORMAT_VERSION}: stop its workers and "
+            f"run `tickwheel --namespace {namespace} migrate` (TimerClient.migrate()) to "
+            "convert it"
         )
     return Meta(int(stored[b"shards"]), int(stored[b"bucket_ms"]), version)
 
@@ -349,7 +359,6 @@ def schedule_call(ns: Namespace, items: Sequence[ScheduleItem], origin: str) -> 
         sk.events,
         origin,
         timers,
-        ns.meta.version,
     ]
     return ScriptCall(ScriptName.SCHEDULE, keys, args)
 
@@ -529,14 +538,29 @@ def get_call(sk: K.ShardKeys, tid: str) -> ScriptCall:
     return ScriptCall(ScriptName.GET, [sk.timers], [sk.prefix, tid], wait=False)
 
 
-def results_init_call(
-    sk: K.ShardKeys, legacy_until_ms: int | None, *, fine_lists: bool, record_entries: bool
-) -> ScriptCall:
-    """Start the shard's results table unless it has one (see ``results_init.lua``);
-    ``record_entries``: its outcome stream takes format-4 entries from now on."""
-    until = "" if legacy_until_ms is None else legacy_until_ms
-    args = [until, "1" if fine_lists else "", "1" if record_entries else ""]
-    return ScriptCall(ScriptName.RESULTS_INIT, [sk.results_table], args, wait=False)
+def results_init_call(sk: K.ShardKeys) -> ScriptCall:
+    """Start the shard's results table unless it has one (see ``results_init.lua``)."""
+    return ScriptCall(ScriptName.RESULTS_INIT, [sk.results_table], [], wait=False)
+
+
+def migrate_call(sk: K.ShardKeys, budget: int, result_ttl_ms: int) -> ScriptCall:
+    """One bounded step of converting a shard an earlier release made (``migrate.lua``)."""
+    keys = [sk.timers, sk.buckets, sk.outcomes, sk.dead, sk.results_table, sk.migration]
+    args = [sk.prefix, budget, result_ttl_ms]
+    return ScriptCall(ScriptName.MIGRATE, keys, args)
+
+
+class MigrateStep(NamedTuple):
+    """One ``migrate.lua`` call: whether the shard is converted, the step it worked on
+    (records, fine, coarse, strings, out, dead), and what it converted or visited."""
+
+    done: bool
+    step: str
+    converted: int
+
+
+def parse_migrate(reply: Sequence[Any]) -> MigrateStep:
+    return MigrateStep(bool(int(reply[0])), text(reply[1]), int(reply[2]))
 
 
 # -- reading records, outcomes and events -------------------------------------------------
@@ -580,10 +604,8 @@ def _timer_info(tid: str, shard: int, pending: Any, decided: Any) -> TimerInfo |
 def outcome_from_entry(
     shard: int, entry_id: bytes | str, fields: Mapping[bytes, bytes], attempt: int = 1
 ) -> Outcome:
-    """An Outcome from one entry of a shard's outcome stream (or of a dead letter), in
-    either layout: format 4's id and outcome record (``i``, ``r``), or the five fields
-    earlier formats write (a stream may hold both after a migration). CorruptRecord if
-    the entry cannot be decoded."""
+    """An Outcome from one entry of a shard's outcome stream (or of a dead letter): its
+    id and outcome record (``i``, ``r``). CorruptRecord if the entry cannot be decoded."""
     with decoding(f"outcome entry {text(entry_id)} of shard {shard}"):
         return _outcome_from_entry(shard, entry_id, fields, attempt)
 
@@ -592,7 +614,7 @@ def undecodable(
     shard: int, entry_id: bytes | str, fields: Mapping[bytes, bytes], error: CorruptRecord
 ) -> Outcome:
     """An entry no reader can decode, as the Outcome a reader without a group shows."""
-    tid = fields.get(b"i") or fields.get(b"id") or b"?"
+    tid = fields.get(b"i") or b"?"
     eid = text(entry_id)
     decided = eid.split("-", 1)[0]
     return Outcome(
@@ -616,23 +638,13 @@ def _outcome_from_entry(
     shard: int, entry_id: bytes | str, fields: Mapping[bytes, bytes], attempt: int
 ) -> Outcome:
     origin = fields.get(b"from")
-    record = fields.get(b"r")
-    if record is not None:  # format 4
-        rec = decode_result(record)
-        tid, outcome, deadline, decided, payload = (
-            fields[b"i"], rec["o"], rec["d"], rec["t"], rec["p"],
-        )  # fmt: skip
-    else:
-        tid, outcome, deadline, decided, payload = (
-            fields[b"id"], fields[b"outcome"].decode(), fields[b"deadline"], fields[b"decided"],
-            fields[b"payload"],
-        )  # fmt: skip
+    rec = decode_result(fields[b"r"])
     return Outcome(
-        id=text(tid),
-        outcome=outcome,
-        deadline_ms=int(deadline),
-        decided_ms=int(decided),
-        payload=decode_payload(payload),
+        id=text(fields[b"i"]),
+        outcome=rec["o"],
+        deadline_ms=int(rec["d"]),
+        decided_ms=int(rec["t"]),
+        payload=decode_payload(rec["p"]),
         shard=shard,
         entry_id=text(entry_id),
         attempt=attempt,
@@ -750,7 +762,7 @@ def dead_letter_from_entry(shard: int, entry_id: Any, fields: Mapping[bytes, byt
 def _dead_outcome(shard: int, fields: Mapping[bytes, bytes]) -> Outcome | None:
     """The outcome a dead letter carries; None if it had been trimmed before it died, or
     if it is an entry no reader could decode (its ``error`` says so)."""
-    if b"id" not in fields and b"i" not in fields:
+    if b"i" not in fields:
         return None
     try:
         return outcome_from_entry(shard, fields[b"entry"], fields, int(fields[b"attempts"]))

@@ -55,15 +55,12 @@ def decode_payload(data: bytes) -> Any:
     return msgpack.unpackb(data, raw=False, strict_map_key=False)
 
 
-# Data formats a namespace may be in (``meta`` field ``version``); see ``lua/include/records.lua``.
-# New namespaces get the newest; every one listed here is read. Format 3 has format 2's
-# records, its retained outcomes in the results table (``P:R:<b>``) instead of a key each.
-# Format 4 writes outcome stream entries of two fields, the id (``i``) and the retained
-# outcome record (``r``), instead of five (``outcome_entry_fields``).
-FORMAT_VERSIONS = (1, 2, 3, 4)
-FORMAT_VERSION = FORMAT_VERSIONS[-1]
+# The data format (``meta`` field ``version``) of the one layout this release reads and
+# writes (docs/data-model.md, lua/include/records.lua). A namespace an earlier release
+# made (formats 1 to 4) is refused until ``tickwheel migrate`` converts it (migrate.lua).
+FORMAT_VERSION = 5
 
-# Format 2 records are arrays with their trailing defaults left out (lua/include/records.lua).
+# Records are arrays with their trailing defaults left out (lua/include/records.lua).
 _PENDING_FIELDS = ("d", "p", "c", "s", "n", "w", "g")
 _PENDING_DEFAULTS: dict[str, Any] = {"s": b"", "n": 1, "w": (), "g": ()}
 _RESULT_FIELDS = ("o", "d", "t", "p", "c", "s", "g")
@@ -72,24 +69,28 @@ OUTCOME_CODES = {1: "expired", 2: "cancelled", 3: "completed"}
 
 
 def decode_pending(data: bytes) -> dict[str, Any]:
-    """A pending timer's record (``P:t``), in either format, as a dict of its fields."""
-    raw = msgpack.unpackb(data, raw=True, strict_map_key=False)
-    if isinstance(raw, list):  # format 2: c is kept as d - c
-        raw = _named(raw, _PENDING_FIELDS, _PENDING_DEFAULTS)
-        raw["c"] = raw["d"] - raw["c"]
+    """A pending timer's record (``P:t``) as a dict of its fields (c is kept as d - c)."""
+    raw = _named(_array(data), _PENDING_FIELDS, _PENDING_DEFAULTS)
+    raw["c"] = raw["d"] - raw["c"]
     return _text_fields(raw)
 
 
 def decode_result(data: bytes) -> dict[str, Any]:
-    """A retained outcome (``P:r:<id>``, or a results-table value without its first 4
-    bytes), in either record format; ``o`` is the outcome's name."""
-    raw = msgpack.unpackb(data, raw=True, strict_map_key=False)
-    if isinstance(raw, list):  # format 2: o is a code, t kept as t - d and c as d - c
-        raw = _named(raw, _RESULT_FIELDS, _RESULT_DEFAULTS)
-        raw["o"] = OUTCOME_CODES[raw["o"]]
-        raw["t"] = raw["d"] + raw["t"]
-        raw["c"] = raw["d"] - raw["c"]
+    """A retained outcome (a results-table value without its first 4 bytes, or ``r`` of
+    an outcome entry); ``o`` is the outcome's name (kept as a code), t and c are kept as
+    t - d and d - c."""
+    raw = _named(_array(data), _RESULT_FIELDS, _RESULT_DEFAULTS)
+    raw["o"] = OUTCOME_CODES[raw["o"]]
+    raw["t"] = raw["d"] + raw["t"]
+    raw["c"] = raw["d"] - raw["c"]
     return _text_fields(raw)
+
+
+def _array(data: bytes) -> list[Any]:
+    raw = msgpack.unpackb(data, raw=True, strict_map_key=False)
+    if not isinstance(raw, list):
+        raise ValueError(f"a record is a msgpack array, not {type(raw).__name__}")
+    return raw
 
 
 def _named(values: list[Any], fields: tuple[str, ...], defaults: dict[str, Any]) -> dict[str, Any]:
@@ -110,8 +111,6 @@ def _text_fields(raw: dict[Any, Any]) -> dict[str, Any]:
         name = k.decode() if isinstance(k, bytes) else k
         if name in ("w", "g"):
             out[name] = [x.decode("utf-8", "surrogatepass") for x in value] if value else []
-        elif name == "o" and isinstance(value, bytes):
-            out[name] = value.decode()
         else:
             out[name] = value
     return out

@@ -4,11 +4,12 @@ A namespace ``ns`` has ``S`` shards. Each shard's keys share the hash tag ``{tw:
 so a shard lives in one Redis Cluster slot and every script on it is atomic there. Scripts
 get their keys in KEYS, except those that depend on server time or on what the script
 finds: the durable bucket ``P:b:<n>``, the coarse bucket ``P:c:<m>`` and its mirror
-``P:coarse``, the watch index ``P:w:<key>``, the retained outcome ``P:r:<id>`` (formats
-1 and 2) and the results table ``P:rx`` with its hashes ``P:R:<b>`` (format 3). Those are
-built in ``lua/include/keys.lua`` by ``bucket_key``, ``coarse_key``, ``coarse_mirror``,
-``watch_key``, ``result_key`` and ``rx_key`` from the shard prefix ``P`` — the same
-format as :class:`ShardKeys` here, which a contract test pins.
+``P:coarse``, the watch index ``P:w:<key>``, the results table ``P:rx`` with its hashes
+``P:R:<b>``, and while ``migrate.lua`` converts a shard its state ``P:mig`` and copies
+``P:mig:<kind>``. Those are built in ``lua/include/keys.lua`` by ``bucket_key``,
+``coarse_key``, ``coarse_mirror``, ``watch_key``, ``rx_key``, ``migrate_state_key``
+and ``migrate_copy_key`` from the shard prefix ``P`` — the same format as
+:class:`ShardKeys` here, which a contract test pins.
 """
 
 from __future__ import annotations
@@ -150,35 +151,39 @@ class ShardKeys:
         return f"{self.prefix}:retry:{group}"
 
     def bucket(self, n: int) -> str:
-        """The timers due in [n, n + 1) * bucket_ms: a SET, or a LIST in a namespace
-        created in format 3 (it may then hold stale ids: see the lazy buckets in
-        lua/include/buckets.lua)."""
+        """LIST of the timers due in [n, n + 1) * bucket_ms; it may hold stale ids (see
+        the lazy buckets in lua/include/buckets.lua)."""
         return f"{self.prefix}:b:{n}"
 
     @property
     def coarse_buckets(self) -> str:
-        """ZSET mirror of the coarse buckets (format 2): m -> m * COARSE_MS."""
+        """ZSET mirror of the coarse buckets: m -> m * COARSE_MS."""
         return f"{self.prefix}:coarse"
 
     def coarse(self, m: int) -> str:
-        """The far timers due in [m, m + 1) * COARSE_MS (format 2: a SET; 3: a LIST)."""
+        """LIST of the far timers due in [m, m + 1) * COARSE_MS, lazy as ``bucket``."""
         return f"{self.prefix}:c:{m}"
 
     def watch(self, key: str) -> str:
         return f"{self.prefix}:w:{key}"
 
-    def result(self, timer_id: str) -> str:
-        """STRING retained outcome of ``timer_id`` (formats 1 and 2)."""
-        return f"{self.prefix}:r:{timer_id}"
-
     @property
     def results_table(self) -> str:
-        """HASH state of the results table (format 3): ``L``, ``S``, ``N``, ``C``, ``G``."""
+        """HASH state of the results table: ``L``, ``S``, ``N``, ``C``."""
         return f"{self.prefix}:rx"
 
     def results_part(self, b: int) -> str:
         """HASH ``b`` of the results table: id -> 4 bytes of expiry + the outcome."""
         return f"{self.prefix}:R:{b}"
+
+    @property
+    def migration(self) -> str:
+        """HASH: where ``migrate.lua`` is in converting the shard (gone once converted)."""
+        return f"{self.prefix}:mig"
+
+    def migration_copy(self, kind: str) -> str:
+        """A copy ``migrate.lua`` builds (``b`` a bucket, ``s`` a stream) and renames."""
+        return f"{self.prefix}:mig:{kind}"
 
 
 def results_part_of(timer_id: str, level: int, split: int) -> int:

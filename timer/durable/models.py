@@ -22,7 +22,7 @@ OUTCOMES = ("expired", "completed", "cancelled")
 # ``error`` says why); a consumer group dead-letters such an entry instead.
 UNDECODABLE = "undecodable"
 MAX_DELAY_MS = 10 * 366 * 24 * 3600 * 1000  # ten years: anything longer is a mistake
-# Width of a coarse bucket (format 2): far timers wait in one per hour, not one per
+# Width of a coarse bucket: far timers wait in one per hour, not one per
 # fine bucket, until the sweep moves them an hour ahead (COARSE_MS in lua/include/keys.lua).
 COARSE_MS = 3_600_000
 
@@ -253,7 +253,7 @@ class Trimmed:
     shard: int
     removed: int
     held_by_group: bool  # a consumer group still owed entries the retention would drop
-    results_dropped: int = 0  # retained outcomes past result_ttl dropped (format 3)
+    results_dropped: int = 0  # retained outcomes past result_ttl dropped
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -156,9 +156,7 @@ def init(
     if stored:  # created already: the same shard count is a no-op (tables ensured)
         meta = C.meta_from(stored, keys.namespace, where)
         _same_shards(keys, meta, shards)
-        if meta.version >= 3:  # each shard's results table (never reset: see results_init)
-            yield from _start_results_tables(keys, meta.shards, None, fine_lists=True,
-                                             record_entries=meta.version >= 4)  # fmt: skip
+        yield from _start_results_tables(keys, meta.shards)  # never reset: see results_init
         yield C.Command("sadd", (K.NAMESPACES, keys.namespace))
         return meta, notes
     # A new namespace, all or nothing: its listing and tables first, the meta hash last
@@ -167,8 +165,7 @@ def init(
     listed = False
     try:
         listed = int((yield C.Command("sadd", (K.NAMESPACES, keys.namespace)))) == 1
-        yield from _start_results_tables(keys, shards, None, fine_lists=True,
-                                         record_entries=True)  # fmt: skip
+        yield from _start_results_tables(keys, shards)
         # HSETNX is atomic per field: two racing inits agree on whoever wrote shards first.
         replies = yield C.Pipeline([
             C.Command("hsetnx", (keys.meta, "shards", shards)),
@@ -207,53 +204,57 @@ def _take_back(keys: K.NamespaceKeys, shards: int, *, listed: bool) -> Op[None]:
     yield C.Pipeline(undo, errors_in_slots=True)
 
 
-def _start_results_tables(
-    keys: K.NamespaceKeys,
-    shards: int,
-    legacy_until_ms: int | None,
-    *,
-    fine_lists: bool,
-    record_entries: bool,
-) -> Op[None]:
+def _start_results_tables(keys: K.NamespaceKeys, shards: int) -> Op[None]:
     for first in range(0, shards, 1000):
-        calls = [C.results_init_call(keys.shard(s), legacy_until_ms, fine_lists=fine_lists,
-                                     record_entries=record_entries)
-                 for s in range(first, min(shards, first + 1000))]  # fmt: skip
-        yield C.Pipeline(calls)
+        yield C.Pipeline([C.results_init_call(keys.shard(s))
+                          for s in range(first, min(shards, first + 1000))])  # fmt: skip
 
 
-def read_meta(keys: K.NamespaceKeys, *, where: str, check: bool) -> Op[Meta]:
+def read_meta(keys: K.NamespaceKeys, *, where: str, check: bool, older: bool = False) -> Op[Meta]:
     if check:
         yield from check_server(where)
     stored = yield C.Command("hgetall", (keys.meta,))
-    return C.meta_from(stored, keys.namespace, where)
+    return C.meta_from(stored, keys.namespace, where, older=older)
+
+
+MIGRATE_BUDGET = 500  # records, ids, keys or entries one migrate.lua call converts
 
 
 def migrate(
-    keys: K.NamespaceKeys, *, where: str, check: bool, result_ttl_ms: int
+    keys: K.NamespaceKeys,
+    *,
+    where: str,
+    check: bool,
+    result_ttl_ms: int,
+    progress: Callable[[int, C.MigrateStep], None] | None = None,
+    budget: int = MIGRATE_BUDGET,
 ) -> Op[tuple[int, int]]:
-    """Move the namespace to the newest data format: (format before, format after).
+    """Convert a namespace an earlier release made to this release's layout: (format
+    before, format after).
 
-    Records already written keep their format (every format is read), so this changes
-    what new timers are created in; clients and workers started before it keep creating
-    the old format until they restart, which is harmless. From format 3 on, each shard
-    retains outcomes in its results table as soon as this has started it (the scripts
-    look, not the clients), and still reads those retained as ``P:r:<id>`` for
-    ``result_ttl_ms`` more, by when Redis has expired them. From format 4 on, each
-    shard's outcome stream takes two-field entries as soon as its table says so (the
-    entries before stay as they are: readers take both). One way only: a tickwheel
-    older than the format cannot read the new records, so upgrade every process first.
+    Shard by shard, ``migrate.lua`` converts a bounded step a call until the shard is
+    done (``progress(shard, step)`` after each call); then the meta takes the new
+    format, and each shard's migration state goes. Run it with the namespace's workers
+    stopped (every client and worker refuses the namespace until it is converted).
+    Interrupted, it leaves every shard consistent: run again, it goes on where it was.
     """
-    meta = yield from read_meta(keys, where=where, check=check)
-    if meta.version < FORMAT_VERSION:  # start each table (before format 3), or mark it
-        until = None
-        if meta.version < 3:
-            until = (yield from server_time_ms()) + result_ttl_ms
-        yield from _start_results_tables(
-            keys, meta.shards, until, fine_lists=False, record_entries=True
-        )
+    C.check_int("budget", budget, 1, 100_000)
+    meta = yield from read_meta(keys, where=where, check=check, older=True)
+    if meta.version < FORMAT_VERSION:
+        for s in range(meta.shards):
+            call = C.migrate_call(keys.shard(s), budget, result_ttl_ms)
+            while True:
+                step = C.parse_migrate((yield call))
+                if progress is not None:
+                    progress(s, step)
+                if step.done:
+                    break
         yield C.Command("hset", (keys.meta, "version", FORMAT_VERSION))
-    return meta.version, max(meta.version, FORMAT_VERSION)
+    yield C.Pipeline(
+        [C.Command("delete", (keys.shard(s).migration,)) for s in range(meta.shards)],
+        errors_in_slots=True,
+    )
+    return meta.version, FORMAT_VERSION
 
 
 def server_time_ms() -> Op[int]:
@@ -551,11 +552,10 @@ def memory(ns: C.Namespace, sample: int = 10) -> Op[dict[str, Any]]:
     """Redis bytes held per pending and per decided timer (estimates, two round trips).
 
     Pending: each shard's timers hash and bucket mirrors (``MEMORY USAGE``, which
-    itself samples a large hash), plus the mean of up to ``sample`` durable bucket sets
+    itself samples a large hash), plus the mean of up to ``sample`` durable buckets
     times the number of buckets, and the same for the coarse buckets. Decided: the
-    outcome streams' bytes per entry, plus a retained result's bytes: in the results
-    table (format 3), the bytes of up to ``sample`` of its hashes over the results they
-    hold; else the mean of up to ``sample`` ``P:r:<id>`` of the newest outcomes. Watch
+    outcome streams' bytes per entry, plus a retained result's bytes: the bytes of up
+    to ``sample`` of the results table's hashes over the results they hold. Watch
     indexes are not counted. None where there is nothing to measure.
     """
     C.check_int("sample", sample, 1, 1000)
@@ -570,7 +570,6 @@ def memory(ns: C.Namespace, sample: int = 10) -> Op[dict[str, Any]]:
             C.Command("hlen", (sk.timers,)),
             C.Command("memory_usage", (sk.outcomes,)),
             C.Command("xlen", (sk.outcomes,)),
-            C.Command("xrevrange", (sk.outcomes, "+", "-"), {"count": sample}),
             C.Command("memory_usage", (sk.coarse_buckets,)),
             C.Command("zcard", (sk.coarse_buckets,)),
             C.Command("zrange", (sk.coarse_buckets, 0, sample - 1)),
@@ -580,8 +579,8 @@ def memory(ns: C.Namespace, sample: int = 10) -> Op[dict[str, Any]]:
     fixed = stream = buckets = coarse = pending = outcomes = held = 0
     probes: list[tuple[str, C.Command]] = []
     for s in range(ns.meta.shards):
-        (t_mem, bz_mem, zcard, names, hlen, out_mem, xlen, newest, cz_mem, ccard, cnames,
-         table) = replies[12 * s : 12 * s + 12]  # fmt: skip
+        (t_mem, bz_mem, zcard, names, hlen, out_mem, xlen, cz_mem, ccard, cnames,
+         table) = replies[11 * s : 11 * s + 11]  # fmt: skip
         sk = ns.shard(s)
         fixed += int(t_mem or 0) + int(bz_mem or 0) + int(cz_mem or 0) if int(hlen) else 0
         buckets += int(zcard)
@@ -591,25 +590,18 @@ def memory(ns: C.Namespace, sample: int = 10) -> Op[dict[str, Any]]:
         stream += int(out_mem or 0) if int(xlen) else 0
         outcomes += int(xlen)
         probes += [("bucket", C.Command("memory_usage", (sk.bucket(int(n)),))) for n in names]
-        if table[0] is not None:  # format 3: sample the results table's hashes
-            parts = 2 ** int(table[0]) + int(table[1])
-            held += int(table[2] or 0)
-            for b in range(0, parts, max(1, parts // sample)):
-                probes += [("part", C.Command("memory_usage", (sk.results_part(b),))),
-                           ("part_len", C.Command("hlen", (sk.results_part(b),)))]  # fmt: skip
-            continue
-        probes += [
-            ("result", C.Command("memory_usage", (sk.result(C.text(fields[b"id"])),)))
-            for _, fields in newest
-            if b"id" in fields
-        ]
+        parts = 2 ** int(table[0] or 0) + int(table[1] or 0)  # sample the results table
+        held += int(table[2] or 0)
+        for b in range(0, parts, max(1, parts // sample)):
+            probes += [("part", C.Command("memory_usage", (sk.results_part(b),))),
+                       ("part_len", C.Command("hlen", (sk.results_part(b),)))]  # fmt: skip
     sizes = (yield C.Pipeline([cmd for _, cmd in probes])) if probes else []
     measured: dict[str, list[int]] = {"bucket": [], "coarse": [], "result": [], "part": [],
                                       "part_len": []}  # fmt: skip
     for (kind, _), size in zip(probes, sizes, strict=True):
         if size:  # a result past its TTL (or a bucket just emptied) is gone: not a sample
             measured[kind].append(int(size))
-    sampled_results = len(measured["result"]) + len(measured["part_len"])
+    sampled_results = len(measured["part_len"])
     if measured["part_len"]:  # bytes per result in the table, as the mean of the others
         measured["result"].append(round(sum(measured["part"]) / sum(measured["part_len"])))
 
@@ -773,17 +765,16 @@ def read_due(
 ) -> Op[DueTimers]:
     """Durable buckets starting before ``until_ms`` (not in ``skip``) and their timers.
 
-    Bucket sets are read with SSCAN and records with HMGET in chunks, so no call blocks
+    Buckets are read with LRANGE and records with HMGET in chunks, so no call blocks
     Redis long. Reading stops after the bucket that reaches ``max_ids`` pending timers: a
     backlog left by a long outage is taken in slices, oldest buckets first, not all at
     once into memory. ``coarse`` reads the coarse buckets (far timers) instead of the
-    fine ones. Buckets that are lists (format 3: the lazy buckets of ``lua/include/buckets.lua``,
-    read with LRANGE in chunks) may hold ids stale or repeated until the sweep takes
-    them, so each id is taken once, only while pending and due in the bucket it was
-    found in (fine buckets ``bucket_ms`` wide, if given), and stale ones take no room.
+    fine ones. Buckets (the lazy lists of ``lua/include/buckets.lua``) may hold ids
+    stale or repeated until the sweep takes them, so each id is taken once, only while
+    pending and due in the bucket it was found in (fine buckets ``bucket_ms`` wide, if
+    given), and stale ones take no room.
     """
     mirror, bucket = (sk.coarse_buckets, sk.coarse) if coarse else (sk.buckets, sk.bucket)
-    fine_lists = None if coarse else (yield C.Command("hget", (sk.results_table, "F")))
     members = yield C.Command("zrangebyscore", (mirror, "-inf", until_ms))
     width = COARSE_MS if coarse else bucket_ms
     buckets: list[int] = []
@@ -794,17 +785,10 @@ def read_due(
         if len(found) >= max_ids:  # counted in pending timers: stale ids take no room
             break
         buckets.append(n)
-        if coarse:  # lists in format 3, but a migrated namespace keeps its sets
-            kind = C.text((yield C.Command("type", (bucket(n),))))
-        else:
-            kind = "list" if fine_lists is not None and C.text(fine_lists) == "1" else "set"
-        cursor: Any = 0
+        cursor = 0
         while True:
-            if kind == "list":
-                part = yield C.Command("lrange", (bucket(n), cursor, cursor + chunk - 1))
-                cursor = 0 if len(part) < chunk else cursor + chunk
-            else:
-                cursor, part = yield C.Command("sscan", (bucket(n), cursor), {"count": chunk})
+            part = yield C.Command("lrange", (bucket(n), cursor, cursor + chunk - 1))
+            cursor = 0 if len(part) < chunk else cursor + chunk
             names = [t for t in dict.fromkeys(C.text(m) for m in part) if t not in found]
             if names:
                 records = yield C.Command("hmget", (sk.timers, names))
@@ -814,7 +798,7 @@ def read_due(
                     d = int(decode_pending(raw)["d"])
                     if width is None or d // width == n:  # due here, not moved elsewhere
                         found[tid] = d
-            if int(cursor) == 0:
+            if cursor == 0:
                 break
     due = [(d, tid) for tid, d in found.items()]
     due.sort()

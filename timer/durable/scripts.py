@@ -43,6 +43,7 @@ class ScriptName(StrEnum):
     LEAVE_GROUP = "leave_group"
     GET = "get"
     RESULTS_INIT = "results_init"
+    MIGRATE = "migrate"
 
 
 class ErrorCode(StrEnum):

@@ -7,9 +7,8 @@ ARGV[5]  events channel of the shard
 Returns  {'completed'}                  this call decided it
          {'decided', outcome_record}    it was already decided (expired, completed or cancelled)
          {'missing'}                    no pending timer and no retained outcome
-Atomic   the timer leaves its record and watch indexes (its bucket keeps the id where
-         buckets are lists, format 3: readers skip it) and its outcome is written, in
-         one step: a concurrent
+Atomic   the timer leaves its record and watch indexes (its bucket, a lazy list, keeps
+         the id: readers skip it) and its outcome is written, in one step: a concurrent
          fire, notify or complete sees either the pending timer or the outcome, never both.
 Cost     O(W) for the timer's W watch keys.
 ]]

@@ -10,8 +10,7 @@ Atomic   the acknowledgement and the dead letter are one step: a crash leaves th
          either pending (to be retried) or dead-lettered, never lost or both.
 Cost     O(1) (XADD, XACK).
 Fields   group, entry, consumer, attempts, error, failed (ms), then the outcome's own
-         fields (id, outcome, deadline, decided, payload; or in format 4 i and r) while the
-         stream still holds it.
+         fields (i and r, see include/records.lua) while the stream still holds it.
 ]]
 --- @include "util"
 local out, group, id = KEYS[1], ARGV[1], ARGV[2]

@@ -29,6 +29,6 @@ local now = now_ms()
 local ids = {}
 for i = 7, #ARGV do ids[#ids + 1] = ARGV[i] end
 local due, ds, recs, raws, early = due_records(ids, redis.call('HMGET', KEYS[1], unpack(ids)),
-  now, results(ctx))
+  now)
 decide_many(ctx, due, ds, recs, raws, 'expired', now)
 return {due, early}

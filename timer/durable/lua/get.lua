@@ -4,9 +4,9 @@ KEYS[1]  P:t
 ARGV[1]  P          ARGV[2]  id
 
 Returns  {record or false, retained outcome or false}: the outcome is looked up only when
-         no record is pending (in the results table or, formats 1 and 2, at P:r:<id>).
+         no record is pending (in the results table).
 Cost     O(1).
-Keys built from P: P:rx, P:R:<b>, P:r:<id>.
+Keys built from P: P:rx, P:R:<b>.
 ]]
 --- @include "results"
 local raw = redis.call('HGET', KEYS[1], ARGV[2])

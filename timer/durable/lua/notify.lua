@@ -12,7 +12,7 @@ Returns  {completed, remaining}  timers completed by this call, and how many sti
          key unprocessed (call again while remaining > 0: every call is idempotent)
 Atomic   each timer's count and completion are decided inside this one script.
 Cost     O(min(limit, watchers) * W).
-Keys built from P: P:w:<key> (watch index), P:b:<n> (buckets), P:r:<id> or P:R:<b> (outcomes).
+Keys built from P: P:w:<key> (watch index), P:rx and P:R:<b> (outcomes).
 ]]
 --- @include "util"
 --- @include "keys"

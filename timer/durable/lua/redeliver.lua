@@ -7,8 +7,8 @@ Returns  the new outcome entry's id; '' when there is no such dead letter, or it
          no outcome (its entry was trimmed before it died): nothing was written
 Atomic   the dead letter leaves and the outcome re-enters in one step.
 Cost     O(1).
-Fields   the outcome's fields (in the layout it was written in: see the outcome stream
-         entry in include/records.lua), plus only = the group (every other group acknowledges it
+Fields   the outcome's fields (i and r: see the outcome stream entry in
+         include/records.lua), plus only = the group (every other group acknowledges it
          unseen) and from = the entry id it first had (its idempotency key).
 ]]
 -- (no includes: it uses no shared helper)
@@ -17,15 +17,8 @@ if not letter then return '' end
 local f = {}
 for i = 1, #letter[2], 2 do f[letter[2][i]] = letter[2][i + 1] end
 local only, from = f['group'], f['from'] or f['entry']
-local new_id
-if f['r'] then  -- format 4: the id and the outcome record
-  new_id = redis.call('XADD', KEYS[2], '*', 'i', f['i'], 'r', f['r'], 'only', only, 'from', from)
-elseif f['id'] then
-  new_id = redis.call('XADD', KEYS[2], '*', 'id', f['id'], 'outcome', f['outcome'],
-    'deadline', f['deadline'], 'decided', f['decided'], 'payload', f['payload'],
-    'only', only, 'from', from)
-else
-  return ''
-end
+if not f['r'] then return '' end
+local new_id = redis.call('XADD', KEYS[2], '*', 'i', f['i'], 'r', f['r'], 'only', only,
+  'from', from)
 redis.call('XDEL', KEYS[1], ARGV[1])
 return new_id

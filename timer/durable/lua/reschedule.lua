@@ -9,8 +9,8 @@ Returns  {'rescheduled', deadline_ms}   the timer now falls due at deadline_ms
          {'decided', outcome_record}    it was already decided: nothing changed
          {'missing'}                    no pending timer and no retained outcome
 Errors   TOOFAR    the deadline is more than max_delay_ms from now
-Atomic   the bucket move and the record update happen together (where buckets are
-         lists, format 3, the old one keeps the id: its record no longer names it).
+Atomic   the bucket move and the record update happen together (the old bucket, a lazy
+         list, keeps the id: its record no longer names it).
 Cost     O(1).
 ]]
 --- @include "util"
@@ -25,10 +25,8 @@ if not rec then return reply end
 local now = now_ms()
 local deadline, too_far = deadline_of(mode, value, now, max_delay)
 if too_far then return too_far end
-local rs = results_of(P)
-unindex_many(P, KEYS[2], {id}, {rec.d}, bucket_ms, rs)
 rec.d = deadline
 redis.call('HSET', KEYS[1], id, pack_rec(rec))
-index_bucket(P, KEYS[2], id, deadline, bucket_ms, is_far(rec.fmt, deadline, now), rs)
+index_bucket(P, KEYS[2], id, deadline, bucket_ms, now)
 redis.call('PUBLISH', ARGV[7], 'R ' .. istr(deadline) .. ' ' .. id)
 return {'rescheduled', istr(deadline)}

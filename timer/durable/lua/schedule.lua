@@ -2,10 +2,9 @@
 
 One call takes N timers of one shard (schedule is N = 1, schedule_many sends batches):
 the existence checks are one HMGET of records and, for the ids not pending, one HMGET
-of retained outcomes per results-table hash (one MGET of P:r:<id> keys in formats 1
-and 2), the clock is read once, the writes are
-one HSET, one SADD per durable bucket, one ZADD per bucket mirror and one SADD per watch
-key, and one event is published for the whole call. In format 2 a timer due far enough
+of retained outcomes per results-table hash, the clock is read once, the writes are
+one HSET, one RPUSH per durable bucket, one ZADD per bucket mirror and one SADD per
+watch key, and one event is published for the whole call. A timer due far enough
 ahead goes to a coarse bucket (P:c:<m>, mirrored in P:coarse; see include/buckets.lua).
 
 KEYS[1]      P:t         HASH  id -> record
@@ -24,10 +23,6 @@ ARGV[6]  timers      msgpack array; each timer is an array
                      scheduled again (a new arming with its own outcome), 0: that outcome
                      is returned; watch keys deduplicated and sorted by the client, all
                      routing to this shard.
-ARGV[7]  format      the namespace's: its timers are created in record format 1 (map)
-                     or, from 2 on, 2 (compact array) (see include/records.lua); an existing record
-                     keeps its own. Where outcomes are retained is the shard's own
-                     (P:rx, see include/results.lua), not this argument's.
 
 Returns  one reply per timer, in order:
          deadline_ms (an integer)                      this call created the timer
@@ -51,7 +46,6 @@ Cost     O(N + W) for N timers and W watch keys.
 --- @include "decide"
 local P, bucket_ms, max_delay = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local origin = ARGV[5]
-local fmt = math.min(tonumber(ARGV[7]) or 1, 2)
 local timers = cmsgpack.unpack(ARGV[6])
 local n = #timers
 
@@ -114,12 +108,11 @@ for i = 1, n do
       -- re-armed: the old outcome stays in the stream only
       if retained[i] then gone[#gone + 1] = id end
       local watch = t[7] or NONE
-      local rec = {d = deadline, p = t[4], w = watch, n = t[5] or 1, g = NONE, c = now, s = origin,
-        fmt = fmt}
+      local rec = {d = deadline, p = t[4], w = watch, n = t[5] or 1, g = NONE, c = now, s = origin}
       here[id] = rec
       fields[#fields + 1] = id
       fields[#fields + 1] = pack_rec(rec)
-      if is_far(fmt, deadline, now) then  -- waits in a coarse bucket (see include/buckets.lua)
+      if is_far(deadline, now) then  -- waits in a coarse bucket (see include/buckets.lua)
         push(coarse, math.floor(deadline / COARSE_MS), id)
       else
         push(buckets, math.floor(deadline / bucket_ms), id)
@@ -148,8 +141,8 @@ if #events > 0 then
     rx_save(rs)
   end
   redis.call('HSET', KEYS[1], unpack(fields))
-  add_to_buckets(P, bucket_key, KEYS[2], bucket_ms, buckets, rs.F)
-  add_to_coarse(P, coarse, not rs.legacy)
+  add_to_buckets(P, bucket_key, KEYS[2], bucket_ms, buckets)
+  add_to_coarse(P, coarse)
   for k, members in pairs(watched) do
     redis.call('SADD', watch_key(P, k), unpack(members))
   end

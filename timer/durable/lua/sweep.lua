@@ -2,9 +2,9 @@
 
 Pub/sub only makes firing fast; sweep makes it certain. Every timer of a bucket whose end
 (n+1) * bucket_ms is not after now is due, so it is expired here, oldest bucket first:
-each id read is checked against its record (pending and due by Redis TIME), and a
-bucket that is a list (format 3, see the lazy buckets in include/buckets.lua) gives up every id read,
-stale ones included, so it empties as it is swept.
+each id read is checked against its record (pending and due by Redis TIME), and the
+bucket (a lazy list, see include/buckets.lua) gives up every id read, stale ones
+included, so it empties as it is swept.
 First it moves the coarse buckets that start within the next hour (or have started) into
 the fine ones, at most `limit` timers (cascade in include/buckets.lua), so far timers reach the buckets
 the leader loads an hour ahead, and overdue ones are expired in this same call.
@@ -23,7 +23,7 @@ Errors   FENCED
 Atomic   as fire: never early by Redis TIME, never twice.
 Cost     O(limit * W) plus O(log B) per bucket visited; one HMGET per bucket, the
          index writes coalesced (see decide_many).
-Keys built from P: P:b:<n>, P:c:<m>, P:coarse, P:w:<key>, P:r:<id>, P:rx, P:R:<b>.
+Keys built from P: P:b:<n>, P:c:<m>, P:coarse, P:w:<key>, P:rx, P:R:<b>.
 ]]
 --- @include "util"
 --- @include "keys"
@@ -38,37 +38,24 @@ local ctx = shard_ctx(P, KEYS[1], KEYS[2], KEYS[3], nil, ARGV[4], ARGV[5])
 -- (no echo event: the leader calling this knows what it decides)
 local bucket_ms, limit = ctx.bucket_ms, tonumber(ARGV[7])
 local now = now_ms()
-local rs = results(ctx)
-rs.ahead = tonumber(ARGV[6])
-local moved, started = cascade(P, KEYS[1], KEYS[2], bucket_ms, now, limit, rs)
+results(ctx).ahead = tonumber(ARGV[6])
+local moved, started = cascade(P, KEYS[1], KEYS[2], bucket_ms, now, limit)
 local fired = {}
 local budget = limit
 local ended = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - bucket_ms, 'LIMIT', 0, limit)
 for _, n in ipairs(ended) do
   if budget <= 0 then break end
   local b = bucket_key(P, tonumber(n))
-  local ids
-  if rs.F then  -- a list: every id read is taken out (see the lazy buckets in include/buckets.lua)
-    ids = redis.call('LPOP', b, budget) or {}
-  else
-    ids = redis.call('SRANDMEMBER', b, budget)
-  end
+  local ids = redis.call('LPOP', b, budget) or {}  -- every id read is taken out
   if #ids > 0 then
     local raws = redis.call('HMGET', KEYS[1], unpack(ids))
     -- each pending id once; one not yet due was moved to a later bucket, and stays there
-    local due, ds, recs, lean = due_records(ids, raws, now, rs)
+    local due, ds, recs, lean = due_records(ids, raws, now)
     for k, id in ipairs(due) do
       fired[#fired + 1] = id
       fired[#fired + 1] = istr(ds[k])
     end
     budget = budget - #ids
-    if not rs.F then  -- a set: drop the ids decided elsewhere (only their entry was left)
-      local stale = {}
-      for i, id in ipairs(ids) do
-        if not raws[i] then stale[#stale + 1] = id end
-      end
-      if #stale > 0 then redis.call('SREM', b, unpack(stale)) end
-    end
     decide_many(ctx, due, ds, recs, lean, 'expired', now)
   end
   if redis.call('EXISTS', b) == 0 then

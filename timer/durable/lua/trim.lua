@@ -6,11 +6,11 @@ acknowledged it: for each group the oldest entry it still needs is its oldest pe
 (delivered, not acked) entry, or else the first after its last-delivered id. The stream
 is cut below the oldest of those bounds and the age bound (XTRIM MINID, exact).
 
-It also drops the retained outcomes (format 3's results table, see include/results.lua) whose
+It also drops the retained outcomes (the results table, see include/results.lua) whose
 result_ttl has passed: it visits a thirtieth of the table's hashes (at least 64, at most
 ARGV[4]) round robin from the cursor C, so at one call a minute (the workers') every
 outcome is looked at within half an hour of its expiry while the table has at most
-30 * ARGV[4] hashes (about 32 outcomes each). Formats 1 and 2 leave that to Redis (PX).
+30 * ARGV[4] hashes (about 32 outcomes each).
 
 KEYS[1]  P:out (STREAM)
 ARGV[1]  retention_ms: keep every outcome decided less than this long ago (0: none);
@@ -44,7 +44,6 @@ local now = now_ms()
 -- Drop the expired outcomes of the results table's next hashes; how many went.
 local function trim_results(P, most)
   local rs = results_of(P)
-  if rs.legacy then return 0 end
   local size = rs.lo + rs.S
   local visit = math.min(size, math.max(64, math.ceil(size / 30)), most)
   local at = tonumber(redis.call('HGET', rx_state_key(P), 'C') or '0') % size

@@ -15,13 +15,12 @@ local function shard_ctx(P, tkey, bz, outkey, evchan, bucket_ms, ttl_ms)
 end
 
 -- Decide pending timers, once each: remove them from every index, append their outcomes
--- to the stream (in the order given), retain each outcome (in the results table, or at
--- its result key before format 3) for get/wait/idempotent retries, tell the leader.
--- Timer i is ids[i], due at ds[i], with pending record recs[i], or recs[i] = false and
--- raws[i] a lean record (see peek_rec; only where the stream takes format-4 entries):
+-- to the stream (in the order given), retain each outcome in the results table for
+-- get/wait/idempotent retries, tell the leader. Timer i is ids[i], due at ds[i], with
+-- pending record recs[i], or recs[i] = false and raws[i] a lean record (see peek_rec):
 -- parallel lists, no table per timer. The index writes are coalesced: one HDEL, one
--- SREM per durable bucket and watch key, one ZREM for the buckets left empty, one HSET
--- per results-table hash (format 3); the stream entry is one call per timer.
+-- SREM per watch key, one HSET per results-table hash; the stream entry is one call per
+-- timer. Its ids stay in the lazy buckets (include/buckets.lua).
 local function decide_many(ctx, ids, ds, recs, raws, outcome, now)
   if #ids == 0 then return end
   local rs = results(ctx)
@@ -33,11 +32,10 @@ local function decide_many(ctx, ids, ds, recs, raws, outcome, now)
     end
   end
   redis.call('HDEL', ctx.t, unpack(ids))
-  unindex_many(ctx.P, ctx.bz, ids, ds, ctx.bucket_ms, rs)
   for k, members in pairs(watched) do
     redis.call('SREM', watch_key(ctx.P, k), unpack(members))
   end
-  local at, code, packed = istr(now), OUTCOME_CODE[outcome], {}
+  local code, packed = OUTCOME_CODE[outcome], {}
   local vals = {}
   for i, id in ipairs(ids) do
     local rec = recs[i]
@@ -48,12 +46,7 @@ local function decide_many(ctx, ids, ds, recs, raws, outcome, now)
       val = lean_result(raws[i], ds[i], code, now, packed)
     end
     vals[i] = val
-    if rs.E then
-      redis.call('XADD', ctx.out, '*', 'i', id, 'r', val)
-    else
-      redis.call('XADD', ctx.out, '*', 'id', id, 'outcome', outcome, 'deadline', istr(ds[i]),
-        'decided', at, 'payload', rec.p)
-    end
+    redis.call('XADD', ctx.out, '*', 'i', id, 'r', val)
     if ctx.ev then  -- fire and sweep have none: their caller is the leader, which knows
       redis.call('PUBLISH', ctx.ev, 'X ' .. outcome .. ' ' .. id)
     end
@@ -67,22 +60,16 @@ local function decide(ctx, id, rec, outcome, now)
 end
 
 -- The pending records raws[i] of ids[i] (nil: not pending) that are due by `now`, each
--- once (an id may come twice), read as deciding them needs (peek_rec, where the stream
--- takes format-4 entries, else read_rec): the lists decide_many takes (ids, ds, recs,
--- raws), oldest first as given, and {id, deadline} for each one not yet due.
-local function due_records(ids, raws, now, rs)
+-- once (an id may come twice), read as deciding them needs (peek_rec): the lists
+-- decide_many takes (ids, ds, recs, raws), oldest first as given, and {id, deadline}
+-- for each one not yet due.
+local function due_records(ids, raws, now)
   local due, ds, recs, lean, later, seen = {}, {}, {}, {}, {}, {}
   for i, id in ipairs(ids) do
     local raw = raws[i]
     if raw and not seen[id] then
       seen[id] = true
-      local d, rec
-      if rs.E then
-        d, rec = peek_rec(raw)
-      else
-        rec = read_rec(raw)
-        d = rec.d
-      end
+      local d, rec = peek_rec(raw)
       if d <= now then
         local k = #due + 1
         due[k], ds[k], recs[k], lean[k] = id, d, rec, raw

@@ -12,11 +12,7 @@ local function watch_key(P, key)
   return P .. ':w:' .. key
 end
 
-local function result_key(P, id)
-  return P .. ':r:' .. id
-end
-
--- Far timers wait in coarse buckets (format 2, #14): a timer created (or rescheduled)
+-- Far timers wait in coarse buckets (#14): a timer created (or rescheduled)
 -- whose coarse bucket P:c:<m> (m = floor(d / COARSE_MS)) starts COARSE_MS or more from
 -- now goes there, mirrored in the ZSET P:coarse (m -> m * COARSE_MS); the sweep moves a
 -- coarse bucket into the fine ones (P:b:<n>) once its start is less than COARSE_MS away
@@ -33,11 +29,26 @@ local function coarse_mirror(P)
   return P .. ':coarse'
 end
 
--- The results table: its state (L, S, N, C, F, E, G) and its hash b.
+-- The results table: its state (L, S, N, C) and its hash b.
 local function rx_state_key(P)
   return P .. ':rx'
 end
 
 local function rx_key(P, b)
   return P .. ':R:' .. istr(b)
+end
+
+-- migrate.lua's keys: its state (a HASH) and its copies (a list bucket, a stream) while
+-- it converts a shard an earlier release made; and the pattern of the retained outcomes
+-- that release kept as strings of their own (P:r:<id>), which it moves into the table.
+local function migrate_state_key(P)
+  return P .. ':mig'
+end
+
+local function migrate_copy_key(P, kind)
+  return P .. ':mig:' .. kind
+end
+
+local function old_result_pattern(P)
+  return P .. ':r:*'
 end

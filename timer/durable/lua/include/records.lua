@@ -1,32 +1,25 @@
 --[[ records: the pending and outcome records, how they are read, packed and
 decided from their bytes; the outcome stream entry and the shard's events.
 
-Records come in two formats (a namespace's format 3 is format 2's records with its
-retained outcomes in the results table); every script reads both (read_rec) and a pending timer keeps
-its format through its life, its retained outcome included (the format of a new timer is
-the namespace's, given to schedule). Format 2 is the compact one (#14): an array with
-its trailing defaults left out, which saves the field names and the empty values.
+The layout is the one this release writes (data format 5, docs/data-model.md); a
+namespace an earlier release made is converted by migrate.lua before any other script
+runs on it. Records are arrays with their trailing defaults left out (#14): no field
+names, no empty values.
 
 Pending timer (HASH P:t, field = id):
-  format 1  map {d, p, w, n, g, c, s}
-  format 2  array [d, p, d - c, s = '', n = 1, w = {}, g = {}]
+  [d, p, d - c, s = '', n = 1, w = {}, g = {}]
   d = deadline_ms (Redis time, epoch ms)   p = payload (msgpack bytes, opaque here)
   c = created_ms (Redis time)              s = origin token given at schedule ('' if none)
   n = need (distinct keys to complete)     w = watch keys (array)
   g = keys notified so far (array)
-Retained outcome (STRING P:r:<id> with PX in formats 1 and 2; in format 3 a value in the
-results table, see below, the record after 4 bytes of expiry):
-  format 1  map {o, d, t, p, c, s, g} with o the outcome's name
-  format 2  array [o, d, t - d, p, d - c, s = '', g = {}] with o a code: 1 expired,
-            2 cancelled, 3 completed (times as differences: a few bytes, not nine)
+Retained outcome (a value of the results table, see include/results.lua, after its 4
+bytes of expiry):
+  [o, d, t - d, p, d - c, s = '', g = {}] with o a code: 1 expired, 2 cancelled,
+  3 completed (times as differences: a few bytes, not nine)
   t = decided_ms; g = the watch keys notified before it was decided (which completed it).
-Outcome stream entry (STREAM P:out, one a decided timer):
-  formats 1 to 3  fields id, outcome (its name), deadline, decided (epoch ms), payload
-  format 4        fields i = id, r = the retained outcome record above (the same bytes
-                  the results table holds after its 4 bytes of expiry): two fields, not
-                  five, and the record made once for both (#14)
-  The layout follows the shard's results table (E in P:rx, see below), so a stream may
-  hold both after a migration; readers (calls.outcome_from_entry) take either.
+Outcome stream entry (STREAM P:out, one a decided timer): i = id, r = the retained
+  outcome record above (the same bytes the results table holds after its expiry): the
+  record made once for both (#14); a dead letter put back adds only and from.
 Events on the shard channel: "S <deadline> <id>" scheduled ("M" and a list for a schedule
 call that created several: see schedule.lua), "R <deadline> <id>" rescheduled,
 "X <outcome> <id>" decided by cancel, complete or notify (fire and sweep publish nothing:
@@ -42,53 +35,42 @@ local OUTCOME_CODE = {expired = 1, cancelled = 2, completed = 3}
 -- append to it: a script that adds to rec.g gives the record its own list first.
 local NONE = {}
 
--- A pending record (either format) as a table with named fields; fmt says which it was.
+-- A pending record as a table with named fields.
 local function read_rec(raw)
   local r = cmsgpack.unpack(raw)
-  if r.d then
-    r.fmt = 1
-    if not r.s then r.s = '' end
-    return r
-  end
   return {d = r[1], p = r[2], c = r[1] - r[3], s = r[4] or '', n = r[5] or 1, w = r[6] or NONE,
-    g = r[7] or NONE, fmt = 2}
+    g = r[7] or NONE}
 end
 
--- A pending record in its own format (rec.fmt).
+-- A pending record packed, up to the last field that is not its default.
 local function pack_rec(rec)
-  if rec.fmt == 2 then  -- up to the last field that is not its default
-    local last = 3
-    if #rec.g > 0 then last = 7
-    elseif #rec.w > 0 then last = 6
-    elseif rec.n ~= 1 then last = 5
-    elseif rec.s ~= '' then last = 4 end
-    local a = {rec.d, rec.p, rec.d - rec.c}
-    if last >= 4 then a[4] = rec.s end
-    if last >= 5 then a[5] = rec.n end
-    if last >= 6 then a[6] = rec.w end
-    if last >= 7 then a[7] = rec.g end
-    return cmsgpack.pack(a)
-  end
-  return cmsgpack.pack({d = rec.d, p = rec.p, w = rec.w, n = rec.n, g = rec.g, c = rec.c, s = rec.s})
+  local last = 3
+  if #rec.g > 0 then last = 7
+  elseif #rec.w > 0 then last = 6
+  elseif rec.n ~= 1 then last = 5
+  elseif rec.s ~= '' then last = 4 end
+  local a = {rec.d, rec.p, rec.d - rec.c}
+  if last >= 4 then a[4] = rec.s end
+  if last >= 5 then a[5] = rec.n end
+  if last >= 6 then a[6] = rec.w end
+  if last >= 7 then a[7] = rec.g end
+  return cmsgpack.pack(a)
 end
 
--- The retained outcome of pending record `rec`, decided as `outcome` at `now`, in rec's format.
+-- The retained outcome of pending record `rec`, decided as `outcome` at `now`.
 local function pack_result(rec, outcome, now)
-  if rec.fmt == 2 then
-    local a = {OUTCOME_CODE[outcome], rec.d, now - rec.d, rec.p, rec.d - rec.c}
-    if #rec.g > 0 then
-      a[6] = rec.s
-      a[7] = rec.g
-    elseif rec.s ~= '' then
-      a[6] = rec.s
-    end
-    return cmsgpack.pack(a)
+  local a = {OUTCOME_CODE[outcome], rec.d, now - rec.d, rec.p, rec.d - rec.c}
+  if #rec.g > 0 then
+    a[6] = rec.s
+    a[7] = rec.g
+  elseif rec.s ~= '' then
+    a[6] = rec.s
   end
-  return cmsgpack.pack({o = outcome, d = rec.d, t = now, p = rec.p, c = rec.c, s = rec.s, g = rec.g})
+  return cmsgpack.pack(a)
 end
 
 -- A pending record read only as far as deciding it needs: its deadline, and its record
--- (read_rec) unless it is lean. A lean record is a format-2 array of three or four
+-- (read_rec) unless it is lean. A lean record is an array of three or four
 -- fields [d, p, d - c, s] (no need, watch keys or notified keys: most timers) whose d is
 -- a uint64, as cmsgpack writes any deadline after 1970-02: its deadline comes from its
 -- bytes and its outcome record from lean_result, with no msgpack pass and no table

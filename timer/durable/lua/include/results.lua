@@ -1,14 +1,13 @@
---[[ results: the results table of retained outcomes (P:rx, P:R:<b>), and the
-P:r:<id> strings of formats 1 and 2 still read until migrated.
+--[[ results: the results table of retained outcomes (P:rx, P:R:<b>).
 ]]
 --- @include "util"
 --- @include "keys"
 
---[[ The results table (format 3, #14): retained outcomes in small hashes, not a key each.
+--[[ The results table (#14): retained outcomes in small hashes, not a key each.
 
-A retained outcome as a key of its own (P:r:<id>, with PX) costs Redis 108 bytes on
+A retained outcome as a key of its own (a string with PX) costs Redis 108 bytes on
 Valkey 9 and 157 on Redis 7.0, most of it the key's own overhead and its expiry entry.
-Format 3 keeps them in hashes P:R:<b> of about RX_LOAD entries each, small enough that
+The table keeps them in hashes P:R:<b> of about RX_LOAD entries each, small enough that
 Redis stores each as one listpack (an id and its value, a few bytes of overhead), and
 short enough that finding a field in one (a scan) stays cheap. Which hash holds an id is
 linear hashing (Litwin): h = rx_hash(id), a 32-bit hash, b = h mod 2^L, or h mod 2^(L+1)
@@ -16,11 +15,9 @@ when that is below the split pointer S. When the table
 averages more than RX_LOAD results a hash, hash S is split (its ids whose b under L + 1
 differs move to S + 2^L) and S advances; once S reaches 2^L, L grows and S restarts. So
 a lookup is one HGET whatever the size, and no step rehashes more than one small hash.
-P:rx (HASH) holds L, S and N (results held); its existence is what says a shard uses
-the table (init writes it in format 3; migrate writes it with G, a time in epoch ms:
-until then a result the table lacks is looked for as a P:r:<id> string, which formats
-1 and 2 wrote with a PX of result_ttl, so none is missed while they last). The table
-does not shrink: after a peak its hashes hold fewer results each (an empty one is gone).
+P:rx (HASH) holds L, S and N (results held), and trim's cursor C; init writes it (and
+migrate.lua, for a namespace an earlier release made). The table does not shrink: after
+a peak its hashes hold fewer results each (an empty one is gone).
 
 A value is 4 bytes (the time the outcome may be dropped, epoch seconds, big-endian)
 then the outcome record. Expired outcomes are dropped by trim (a visit of some hashes
@@ -30,12 +27,10 @@ result_ttl, and read as retained until trim drops it.
 local RX_LOAD = 32
 
 local function results_of(P)
-  local v = redis.call('HMGET', rx_state_key(P), 'L', 'S', 'N', 'G', 'F', 'E')
-  if not v[1] then return {P = P, legacy = true} end
-  local L = tonumber(v[1])
-  return {P = P, L = L, S = tonumber(v[2]), N = tonumber(v[3]) or 0, lo = 2 ^ L,
-    hi = 2 ^ (L + 1), G = v[4] and tonumber(v[4]) >= now_ms(), F = v[5] == '1',
-    E = v[6] == '1'}
+  local v = redis.call('HMGET', rx_state_key(P), 'L', 'S', 'N')
+  local L = tonumber(v[1]) or 0
+  return {P = P, L = L, S = tonumber(v[2]) or 0, N = tonumber(v[3]) or 0, lo = 2 ^ L,
+    hi = 2 ^ (L + 1)}
 end
 
 -- The results handle of a deciding script's shard, read once per call.
@@ -113,12 +108,7 @@ end
 local function result_get_many(rs, ids)
   local out = {}
   if #ids == 0 then return out end
-  if rs.legacy then
-    local keys = {}
-    for i, id in ipairs(ids) do keys[i] = result_key(rs.P, id) end
-    return redis.call('MGET', unpack(keys))
-  end
-  if rs.N == 0 and not rs.G then  -- an empty table: nothing to look up
+  if rs.N == 0 then  -- an empty table: nothing to look up
     for i = 1, #ids do out[i] = false end
     return out
   end
@@ -129,18 +119,6 @@ local function result_get_many(rs, ids)
     for k = 1, #these do
       local v = vals[k]
       if v then out[idx[k]] = string.sub(v, 5) else out[idx[k]] = false end
-    end
-  end
-  if rs.G then  -- migrating: what the table lacks may still be a P:r:<id> string
-    local keys, at = {}, {}
-    for i, id in ipairs(ids) do
-      if not out[i] then
-        keys[#keys + 1] = result_key(rs.P, id)
-        at[#keys] = i
-      end
-    end
-    if #keys > 0 then
-      for k, v in ipairs(redis.call('MGET', unpack(keys))) do out[at[k]] = v end
     end
   end
   return out
@@ -196,21 +174,14 @@ local function rx_grow(rs, n)
   end
 end
 
--- Save L, S and N after a change (a shard without a table has none to save).
+-- Save L, S and N after a change.
 local function rx_save(rs)
-  if rs.legacy then return end
   redis.call('HSET', rx_state_key(rs.P), 'L', istr(rs.L), 'S', istr(rs.S), 'N', istr(rs.N))
 end
 
 -- Retain outcome vals[i] of ids[i] for ttl ms from now.
 local function result_put_many(rs, ids, vals, now, ttl)
   if #ids == 0 then return end
-  if rs.legacy then
-    for i, id in ipairs(ids) do
-      redis.call('SET', result_key(rs.P, id), vals[i], 'PX', ttl)
-    end
-    return
-  end
   -- split first, for room for them all: the new results go straight to their hashes,
   -- and a split moves only what was there (a batch into an empty table moves nothing)
   rx_grow(rs, #ids)
@@ -227,15 +198,9 @@ local function result_put_many(rs, ids, vals, now, ttl)
 end
 
 -- Drop the retained outcomes of ids (a re-armed id), wherever they are; the caller
--- saves the table's state (rx_save) unless it is legacy.
+-- saves the table's state (rx_save).
 local function result_del_many(rs, ids)
   if #ids == 0 then return end
-  if rs.legacy or rs.G then
-    local keys = {}
-    for i, id in ipairs(ids) do keys[i] = result_key(rs.P, id) end
-    redis.call('DEL', unpack(keys))
-    if rs.legacy then return end
-  end
   local groups = rx_group(rs, ids)
   for b, names in pairs(groups) do
     rs.N = rs.N - redis.call('HDEL', rx_key(rs.P, b), unpack(names))
