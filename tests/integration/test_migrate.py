@@ -14,9 +14,11 @@ import msgpack
 import pytest
 import redis
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cli.main import main
-from timer import ConfigError, TimerClient
+from timer import ConfigError, TimerClient, TimerError
 from timer.durable import keys as K
 from timer.durable.calls import text
 from timer.durable.codec import FORMAT_VERSION
@@ -250,3 +252,20 @@ def test_the_cli_converts_with_progress(
     converted_keyspace(redis_client, namespace)
     again = runner.invoke(main, [*base, "migrate"])
     assert again.exit_code == 0 and "nothing to do" in again.output
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(budget=st.one_of(st.integers(), st.floats(), st.text(max_size=5), st.none(), st.booleans()))
+def test_migrate_takes_any_budget_and_writes_nothing_on_a_refusal(
+    client: TimerClient, redis_client: redis.Redis, budget: Any
+) -> None:
+    """Any budget: a converted namespace answers nothing to do, or the budget is refused
+    with a TimerError; the keyspace is unchanged either way."""
+    before = namespace_keys(redis_client, client.namespace)
+    try:
+        assert client.migrate(budget=budget) == (FORMAT_VERSION, FORMAT_VERSION)
+    except TimerError as exc:
+        assert "budget" in str(exc)
+    assert namespace_keys(redis_client, client.namespace) == before
