@@ -33,6 +33,7 @@ from .durable import keys as K
 from .durable import ops
 from .durable.codec import DEFAULT_MAX_PAYLOAD
 from .durable.models import ClientSettings, Meta, Outcome, Timer, TimerInfo
+from .durable.reader import GroupReader, check_options
 from .durable.scripts import ScriptName, source
 from .errors import ConfigError, TimerError
 from .store import RedisSettings, map_errors, settle_replies, settle_wait
@@ -239,13 +240,13 @@ class AsyncTimerClient:
         unacknowledged longer than ``reclaim_idle_ms`` are taken over first, and again
         whenever the streams are idle.
         """
-        reader = ops.GroupReader.of(
-            self._ns(), group, consumer, count=count, reclaim_idle_ms=reclaim_idle_ms,
-            block_ms=block_ms, stop_when_idle=stop_when_idle,
-        )  # fmt: skip
-        await self._run(reader.ensure_groups())
+        check_options(count=count, block_ms=block_ms, stop_when_idle=stop_when_idle)
+        reader = GroupReader.of(
+            self._ns(), group, consumer, reclaim_idle_ms=reclaim_idle_ms, per_stream=False
+        )
+        await self._run(reader.ensure())
         ended: list[None] = []
-        run = reader.run()
+        run = reader.run(count=count, block_ms=block_ms, stop_when_idle=stop_when_idle)
         async for delivery in self._drive(run, ended):
             aack = functools.partial(self._ack, delivery)
             yield dataclasses.replace(delivery.outcome, _aack=aack)

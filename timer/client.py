@@ -39,6 +39,7 @@ from .durable.models import (
     TimerInfo,
     Trimmed,
 )
+from .durable.reader import GroupReader, Held, check_options
 from .errors import TimerError
 from .shard_store import ShardStore
 from .store import RedisSettings, map_errors
@@ -304,13 +305,14 @@ class TimerClient:
         :class:`~timer.handlers.Handlers` runs handlers on top of this with retries,
         dead letters and concurrency; prefer it to a loop of your own.
         """
-        reader = ops.GroupReader.of(
-            self._ns(), group, consumer, count=count, reclaim_idle_ms=reclaim_idle_ms,
-            block_ms=block_ms, stop_when_idle=stop_when_idle,
-            per_stream=self.cluster,
-        )  # fmt: skip
-        self._run(reader.ensure_groups())
-        deliveries = self._drive(reader.run())
+        check_options(count=count, block_ms=block_ms, stop_when_idle=stop_when_idle)
+        reader = GroupReader.of(
+            self._ns(), group, consumer, reclaim_idle_ms=reclaim_idle_ms, per_stream=self.cluster
+        )
+        self._run(reader.ensure())
+        deliveries = self._drive(
+            reader.run(count=count, block_ms=block_ms, stop_when_idle=stop_when_idle)
+        )
         return (self._ackable(d) for d in deliveries)
 
     def _ackable(self, delivery: ops.Delivery) -> Outcome:
@@ -332,11 +334,17 @@ class TimerClient:
         )  # fmt: skip
         return self._drive(op)
 
-    def consumer(self, group: str, consumer: str) -> ConsumerGroup:
-        """One consumer of a group, as a handler runner uses it (read, claim, touch, ack,
-        retry, dead-letter)."""
+    def consumer(
+        self, group: str, consumer: str, *, reclaim_idle_ms: int = 60_000,
+        held: Held | None = None,
+    ) -> ConsumerGroup:  # fmt: skip
+        """One consumer of a group, as a handler runner uses it (the reading policy of
+        ``outcomes()``; ack, retry, dead-letter)."""
         group, consumer = G.check_group(group, consumer)
-        return ConsumerGroup(self._run, self._ns, group, consumer, per_stream=self.cluster)
+        return ConsumerGroup(
+            self._run, self._ns, group, consumer, per_stream=self.cluster,
+            reclaim_idle_ms=reclaim_idle_ms, held=held,
+        )  # fmt: skip
 
     def groups(self) -> list[GroupInfo]:
         """Every consumer group of the namespace: consumers, pending, retrying, lag and

@@ -6,25 +6,54 @@ from collections.abc import Callable, Mapping, Sequence
 
 from .durable import calls as C
 from .durable import groups as G
+from .durable.reader import GroupReader, Held
 from .shard_store import Run
 
 
 class ConsumerGroup:
     """One consumer of a consumer group, as the handler runner drives it.
 
-    Each call is a pipelined script per shard (or a plain read); see
-    ``timer.durable.groups`` for what each one guarantees.
+    ``start``, ``poll``, ``idle`` and ``touch`` follow the one reading policy
+    (:class:`~timer.durable.reader.GroupReader`, the one ``outcomes()`` runs on, with
+    its timings from ``reclaim_idle_ms``; ``held`` says which entries the caller has in
+    hand). The others are single steps: each a pipelined script per shard or a plain
+    read; ``timer.durable.groups`` says what each one guarantees.
     """
 
     def __init__(
         self, run: Run, namespace: Callable[[], C.Namespace], group: str, consumer: str,
-        *, per_stream: bool,
+        *, per_stream: bool, reclaim_idle_ms: int = 60_000, held: Held | None = None,
     ) -> None:  # fmt: skip
         self._run = run  # the client's driver: runs an operation to its result
         self._ns = namespace  # the namespace's keys, shape and limits (read once, then kept)
         self.group = group
         self.consumer = consumer
         self.per_stream = per_stream  # a Redis Cluster: streams are read one at a time
+        self.reader = GroupReader(
+            namespace(), group, consumer, reclaim_idle_ms=reclaim_idle_ms,
+            per_stream=per_stream, held=held,
+        )  # fmt: skip
+
+    # -- the reading policy ---------------------------------------------------------------
+
+    def start(self, count: int) -> list[G.Delivery]:
+        """This consumer's own pending entries, every one (a restart under its name)."""
+        return self._run(self.reader.start(count))
+
+    def poll(self, count: int, block_ms: int | None) -> list[G.Delivery]:
+        """Claims whose time has come, then new entries: about ``count`` deliveries."""
+        return self._run(self.reader.poll(count, block_ms))
+
+    def idle(self) -> tuple[bool, list[G.Delivery]]:
+        """(True if nothing is left to do, else what a whole scan of claims found)."""
+        return self._run(self.reader.idle())
+
+    def touch(self, deliveries: Sequence[G.Delivery]) -> list[G.Delivery]:
+        """Reset the idle time of entries still being handled; those another consumer
+        has taken over meanwhile."""
+        return self._run(self.reader.touch(list(deliveries)))
+
+    # -- single steps ---------------------------------------------------------------------
 
     @property
     def shards(self) -> list[int]:
@@ -53,11 +82,6 @@ class ConsumerGroup:
             self._ns(), self.group, self.consumer, cursors, count=count,
             min_idle_ms=min_idle_ms, owner=self.consumer if own else "", retries=retries,
         ))  # fmt: skip
-
-    def touch(self, deliveries: Sequence[G.Delivery]) -> list[G.Delivery]:
-        """Reset the idle time of entries still being handled; those another consumer
-        has taken over meanwhile."""
-        return self._run(G.touch(self.consumer, deliveries))
 
     def ack(self, delivery: G.Delivery) -> None:
         self._run(G.ack(delivery))

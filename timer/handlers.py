@@ -283,7 +283,9 @@ class Handlers:
         self._stopping.clear()
         restore = self._install_signals() if handle_signals else None
         client.reserve_connections(concurrency + 8)  # a handler thread settles on its own
-        group = client.consumer(self.group, self.consumer)
+        group = client.consumer(
+            self.group, self.consumer, reclaim_idle_ms=self.reclaim_idle_ms, held=self._held
+        )
         try:
             group.ensure(start=start)
             return _Loop(self, group, concurrency, stop_when_idle, drain_timeout_s).run()
@@ -291,6 +293,10 @@ class Handlers:
             self._running = False
             if restore is not None:
                 restore()
+
+    def _held(self) -> list[tuple[int, str]]:
+        with self._cond:
+            return list(self._inflight)
 
     def _install_signals(self) -> Callable[[], None]:
         previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -328,9 +334,7 @@ class _Loop:
         self.concurrency = concurrency
         self.stop_when_idle = stop_when_idle
         self.drain_timeout_s = drain_timeout_s
-        idle_s = h.reclaim_idle_ms / 1000
-        self.touch_every_s = idle_s / 3
-        self.claim_every_s = min(0.25, idle_s / 4)
+        self.touch_every_s = group.reader.touch_every_s
         self.work: queue.SimpleQueue[Delivery | None] = queue.SimpleQueue()
         # Handled outcomes wait here for the acker thread, which acknowledges them in
         # batches (one XACK per stream for many ids): one round trip per outcome was the
@@ -341,9 +345,6 @@ class _Loop:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread: threading.Thread | None = None
         self.slots: asyncio.Semaphore | None = None  # made on the loop, by its first task
-        self.shards = group.shards
-        self.cursors = dict.fromkeys(self.shards, "-")
-        self.next_own_check = time.monotonic() + h.reclaim_idle_ms / 2000
         # Sync handlers with a timeout, while they run: key -> (deadline, delivery,
         # started, thread name). One past its deadline is released for a retry and put
         # in ``abandoned``: when its handler returns at last, nothing is settled.
@@ -358,21 +359,16 @@ class _Loop:
         h = self.h
         self._start_executors()
         try:
-            self._take_back_own()
+            self._dispatch_all(self._guard([], self.group.start, max(self.concurrency, 100)))
             next_touch = time.monotonic() + self.touch_every_s
-            next_claim = time.monotonic()
             while not h._stopping.is_set():
                 self._release_stuck()
                 now = time.monotonic()
                 if now >= next_touch:
                     self._touch()
                     next_touch = now + self.touch_every_s
-                claimed = 0
-                if now >= next_claim:
-                    claimed = self._claim()
-                    next_claim = time.monotonic() + self.claim_every_s
                 free = self.concurrency - h.in_flight
-                wait_s = max(0.001, min(next_touch, next_claim) - time.monotonic())
+                wait_s = max(0.001, next_touch - time.monotonic())
                 if free <= 0:
                     with h._cond:
                         h._cond.wait_for(
@@ -381,11 +377,9 @@ class _Loop:
                         )
                     continue
                 block = None if self.stop_when_idle else max(1, int(min(wait_s, 0.5) * 1000))
-                per_stream = -(-free // len(self.shards))  # COUNT is per stream
-                got = self._guard([], self.group.read, per_stream, block)
-                for d in got:
-                    self._dispatch(d)
-                if self.stop_when_idle and not got and not claimed and self._idle():
+                got = self._guard([], self.group.poll, free, block)
+                self._dispatch_all(got)
+                if self.stop_when_idle and not got and self._idle():
                     break
         finally:
             drained = self._drain()
@@ -402,54 +396,18 @@ class _Loop:
 
     def _idle(self) -> bool:
         """Nothing in hand, nothing to claim, no retry waiting (``stop_when_idle``)."""
-        if self.h.in_flight or self._claim():
+        if self.h.in_flight:
             return False
-        return self.h.in_flight == 0 and int(self._guard(1, self.group.retrying)) == 0
+        done, got = self._guard((False, []), self.group.idle)
+        self._dispatch_all(got)
+        return bool(done) and self.h.in_flight == 0
 
-    def _take_back_own(self) -> None:
-        """Our own unacknowledged outcomes (a restart under the same name), at once."""
-        cursors = dict.fromkeys(self.shards, "-")
-        while cursors and not self.h._stopping.is_set():
-            got, nxt = self._guard(
-                ([], cursors), self.group.claim, cursors,
-                count=max(self.concurrency, 100), min_idle_ms=0, own=True, retries=False,
-            )  # fmt: skip
-            self.h.stats.claimed += len(got)
-            for d in got:
-                self._dispatch(d)
-            cursors = {s: c for s, c in nxt.items() if c}
-
-    def _claim(self) -> int:
-        """Due retries, and outcomes of consumers presumed dead (idle past reclaim_idle)."""
-        free = self.concurrency - self.h.in_flight
-        if free <= 0:
-            return 0
-        idle_ms = self.h.reclaim_idle_ms
-        got, nxt = self._guard(
-            ([], {}), self.group.claim, self.cursors, count=free, min_idle_ms=idle_ms
-        )
-        self.cursors = {s: nxt.get(s) or "-" for s in self.shards}
-        if time.monotonic() >= self.next_own_check:
-            got += self._lost_own(free)
-        self.h.stats.claimed += len(got)
+    def _dispatch_all(self, got: list[Delivery]) -> None:
+        # A claimed entry (a due retry, a dead consumer's, our own taken back) was
+        # delivered before: only a first delivery has attempt 1.
+        self.h.stats.claimed += sum(1 for d in got if d.outcome.attempt > 1)
         for d in got:
             self._dispatch(d)
-        return len(got)
-
-    def _lost_own(self, free: int) -> list[Delivery]:
-        """Our own outcomes that we do not hold: a read or claim whose reply was lost (Redis
-        died after taking it), or an acknowledgement that failed. Ours in hand are touched,
-        so only those lost go idle past ``reclaim_idle_ms``; those we hold are not
-        dispatched twice."""
-        self.next_own_check = time.monotonic() + self.h.reclaim_idle_ms / 2000
-        cursors = dict.fromkeys(self.shards, "-")
-        got, _ = self._guard(
-            ([], {}), self.group.claim, cursors, count=free, own=True, retries=False,
-            min_idle_ms=self.h.reclaim_idle_ms,
-        )  # fmt: skip
-        with self.h._cond:
-            held = set(self.h._inflight)
-        return [d for d in got if (d.outcome.shard, d.entry_id) not in held]
 
     def _touch(self) -> None:
         with self.h._cond:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..errors import ConfigError, InvalidInput, StoreError, TimerError, WaitTimeout
@@ -640,85 +639,6 @@ def trim_outcomes(
     calls = [C.trim_call(ns.shard(s), keep, keep_unread=keep_unread) for s in picked]
     replies = yield C.Pipeline(calls, errors_in_slots=True)
     return [C.parse_trim(C.error_or(r), s) for s, r in zip(picked, replies, strict=True)]
-
-
-# -- consumer groups -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class GroupReader:
-    """Reads every shard's outcome stream through one consumer group, at-least-once.
-
-    An outcome stays pending in the group until acked. First this consumer's own pending
-    entries are taken back (a restart under the same name), then entries idle for
-    ``reclaim_idle_ms`` (their consumer is presumed dead), and those again every
-    ``reclaim_idle_ms / 2`` whatever the reads bring. Entries a handler runner scheduled
-    for a retry are taken when their time comes (see ``groups``). On a Redis Cluster the
-    streams live in different slots, so ``per_stream`` reads each one alone and polls.
-    """
-
-    ns: C.Namespace
-    group: str
-    consumer: str
-    count: int = 100
-    reclaim_idle_ms: int = 60_000
-    per_stream: bool = False
-    block_ms: int = 1000  # the longest a read waits for a new outcome
-    stop_when_idle: bool = False  # end once nothing is left (else read forever)
-
-    @classmethod
-    def of(cls, ns: C.Namespace, group: object, consumer: object, **options: Any) -> GroupReader:
-        """A reader, every argument checked before ``ensure_groups`` writes anything."""
-        C.check_int("block_ms", options.get("block_ms", 1000), 0, 3_600_000)
-        check_bool("stop_when_idle", options.get("stop_when_idle", False))
-        group, consumer = G.check_group(group, consumer)
-        C.check_int("reclaim_idle_ms", options.get("reclaim_idle_ms", 60_000), 0, 2**53)
-        C.check_int("count", options.get("count", 100), 1, 100_000)
-        return cls(ns, group, consumer, **options)
-
-    @property
-    def streams(self) -> dict[str, int]:
-        return self.ns.outcome_streams()
-
-    def ensure_groups(self) -> Op[None]:
-        """Create the group on every shard's stream (from its start) unless it exists."""
-        yield from G.ensure_groups(self.ns, self.group)
-
-    def run(self) -> Op[None]:
-        """Emit a :class:`Delivery` for each outcome; ends only with ``stop_when_idle``.
-
-        Run ``ensure_groups`` first.
-        """
-        yield from self._claim(owner=self.consumer, min_idle_ms=0)
-        every = max(self.reclaim_idle_ms / 2000, 0.05)
-        next_claim = time.monotonic() + every
-        while True:
-            wait = max(1, min(self.block_ms, int((next_claim - time.monotonic()) * 1000)))
-            got = yield from G.read_new(
-                self.ns, self.group, self.consumer, count=self.count,
-                block_ms=None if self.stop_when_idle else wait, per_stream=self.per_stream,
-            )  # fmt: skip
-            for d in got:
-                yield C.Emit(d)
-            if not got or time.monotonic() >= next_claim:
-                claimed = yield from self._claim(owner="", min_idle_ms=self.reclaim_idle_ms)
-                next_claim = time.monotonic() + every
-                if not got and not claimed and self.stop_when_idle:
-                    return
-
-    def _claim(self, *, owner: str, min_idle_ms: int) -> Op[int]:
-        cursors = dict.fromkeys(range(self.ns.meta.shards), "-")
-        emitted = 0
-        while cursors:
-            got, nxt = yield from G.claim(
-                self.ns, self.group, self.consumer, cursors,
-                count=self.count, min_idle_ms=min_idle_ms, owner=owner,
-            )  # fmt: skip
-            for d in got:
-                emitted += 1
-                yield C.Emit(d)
-            cursors = {s: c for s, c in nxt.items() if c}
-        return emitted
 
 
 # -- membership and a shard's leader ---------------------------------------------------------
