@@ -2,7 +2,7 @@
 
 ``timer/engine/_speedups.c`` puts ``SystemTimer.add`` and ``TimerTask.cancel`` in C. It is
 optional: without a C compiler the build goes on and the engine runs its pure-Python
-versions of the same two (``timer.engine.system_timer.COMPILED`` says which).
+versions of the same two (``timer/engine/core.py`` chooses; ``core.COMPILED`` says which).
 """
 
 from setuptools import Extension, setup

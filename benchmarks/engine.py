@@ -46,8 +46,8 @@ import time
 from typing import Any
 
 from timer import ManualClock, SystemTimer, TimerTask
+from timer.engine import core
 from timer.engine.executor import TaskExecutor
-from timer.engine.system_timer import has_compiled_core, use_core
 
 from .baselines import HashedWheelTimer, HeapTimer, SafeHeapTimer
 
@@ -96,9 +96,11 @@ class SystemTimerDriver:
 
 def make(name: str, clock: ManualClock) -> Any:
     if name.startswith("system_timer"):
-        # *_py: add and cancel on the pure-Python core, not the compiled one (#15)
-        use_core("python" if name.endswith("_py") or not has_compiled_core() else "compiled")
-        return SystemTimerDriver(clock, inline="inline" in name)
+        # *_py: add and cancel on the pure-Python core, not the compiled one (#15); the
+        # driver binds both when made
+        which = "python" if name.endswith("_py") or not core.AVAILABLE else "compiled"
+        with core.using(which):
+            return SystemTimerDriver(clock, inline="inline" in name)
     if name == "heapq":
         return HeapTimer(clock)
     if name == "heapq_safe":
@@ -110,7 +112,7 @@ def wait_for_executor(driver: Any) -> None:
     """Until the executor thread has run all it was handed (a deadline, not a sleep)."""
     marker = Marker()
     if isinstance(driver, SystemTimerDriver):
-        driver.timer.add(marker)  # due already: queued behind every expired batch
+        driver.add(marker)  # due already: queued behind every expired batch
     else:
         driver.executor.submit([marker])
     if not marker.done.wait(300):
@@ -219,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     requests = args.requests or (100_000 if args.quick else 500_000)
     results: dict[str, Any] = {"benchmark": "engine", "python": sys.version.split()[0]}
     results["repeat"] = args.repeat
-    results["compiled_core"] = has_compiled_core()  # else system_timer* run on Python too
+    results["compiled_core"] = core.AVAILABLE  # else system_timer* run on Python too
     for workload in args.only or WORKLOADS:
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in TIMERS}
         for attempt in range(args.repeat):  # round-robin, so a noisy spell hits every timer

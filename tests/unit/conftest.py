@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from timer.engine import system_timer
+from timer.engine import core
 
 ENGINE_MODULES = {
     "test_purgatory", "test_reaper", "test_system_timer", "test_task_list", "test_wheel",
@@ -31,12 +31,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def engine_core(request: pytest.FixtureRequest) -> Iterator[str]:
     """The core this test runs on; the one the process started with is put back after."""
     name: str = request.param
-    if name == "compiled" and not system_timer.has_compiled_core():
+    if name == "compiled" and not core.AVAILABLE:
         if os.environ.get("TICKWHEEL_REQUIRE_COMPILED"):
             pytest.fail("TICKWHEEL_REQUIRE_COMPILED is set but the C extension was not built")
         pytest.skip("the engine's C extension was not built (no C compiler at install)")
-    system_timer.use_core(name)
-    try:
+    with core.using(name):
         yield name
-    finally:
-        system_timer.use_core("compiled" if system_timer.COMPILED else "python")

@@ -32,8 +32,8 @@ def test_engine_imports_without_redis_or_msgpack() -> None:
     code = BLOCK.format(blocked=["redis", "msgpack"]) + (
         "import timer.engine\n"
         "from timer import SystemTimer, SystemTimerReaper, TimerTask, DelayedOperationPurgatory\n"
-        "from timer.engine import Timer\n"
-        "assert isinstance(SystemTimer('t'), Timer)\n"
+        "from timer.engine import TaskTimer\n"
+        "assert isinstance(SystemTimer('t'), TaskTimer)\n"
         "loaded = sorted(m for m in sys.modules if sys.modules[m] is not None\n"
         "                and m.split('.')[0] in ('redis', 'msgpack', 'hiredis'))\n"
         "print(loaded)\n"

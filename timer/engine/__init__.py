@@ -9,10 +9,10 @@ the clients) and the worker build on it; it builds on nothing but ``timer.errors
     wheel       TimingWheel: one level of the hierarchy, overflow wheels on demand
     delay_queue DelayQueue: the heap of buckets the reaper sleeps on
     executor    TaskExecutor: the thread that runs expired tasks (or InlineExecutor)
-    timer       Timer: the interface (add, advance_clock, size, close)
-    system_timer SystemTimer: the Timer the rest of tickwheel uses
+    task_timer  TaskTimer: the interface (add, advance_clock, size, close)
+    system_timer SystemTimer: the TaskTimer the rest of tickwheel uses
     reaper      SystemTimerReaper: the thread that drives a SystemTimer
-    purgatory   DelayedOperation and DelayedOperationPurgatory, over any Timer
+    purgatory   DelayedOperation and DelayedOperationPurgatory, over any TaskTimer
     clock       Clock, MonotonicClock, ManualClock
 """
 
@@ -22,7 +22,7 @@ from .reaper import SystemTimerReaper
 from .system_timer import DEFAULT_WHEEL_SIZE, MAX_EXPIRATION_MS, SystemTimer
 from .task import TimerTask
 from .task_list import TimerTaskList
-from .timer import Timer
+from .task_timer import TaskTimer
 from .wheel import TimingWheel
 
 __all__ = [
@@ -35,7 +35,7 @@ __all__ = [
     "MonotonicClock",
     "SystemTimer",
     "SystemTimerReaper",
-    "Timer",
+    "TaskTimer",
     "TimerTask",
     "TimerTaskList",
     "TimingWheel",

@@ -4,10 +4,11 @@
  * was not built or TICKWHEEL_PURE_PYTHON is set. The C versions do exactly what the
  * Python ones do, step for step, under the same lock; what they save is the bytecode.
  *
- * The Python classes keep their state in __slots__; install() reads each slot's offset
- * from its member descriptor once, so a slot is read or written here with no attribute
- * lookup. install() then replaces SystemTimer.add and TimerTask.cancel with method
- * descriptors of the functions below.
+ * The module holds `add` and `cancel` as method descriptors; the classes take them in
+ * their own bodies when timer/engine/core.py chooses this core. The Python classes keep
+ * their state in __slots__: bind() reads each slot's offset from its member descriptor
+ * once the classes exist, so a slot is read or written here with no attribute lookup.
+ * Until then, and on an object of another class, both refuse to run.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -25,6 +26,7 @@ static Offsets off;
 static PyTypeObject *task_type = NULL;   /* TimerTask */
 static PyTypeObject *list_type = NULL;   /* TimerTaskList */
 static PyTypeObject *wheel_type = NULL;  /* TimingWheel */
+static PyTypeObject *timer_type = NULL;  /* SystemTimer */
 static PyObject *one = NULL;             /* the int 1 */
 static PyObject *invalid_input = NULL;  /* timer.errors.InvalidInput */
 static PyObject *s_acquire, *s_release, *s_now_ms, *s_offer, *s_submit, *s_check_room,
@@ -202,6 +204,10 @@ timer_add(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Format(PyExc_TypeError, "add() takes exactly one argument (%zd given)", nargs);
         return NULL;
     }
+    if (timer_type == NULL || !PyObject_TypeCheck(self, timer_type)) {
+        PyErr_SetString(PyExc_TypeError, "the compiled add() runs on a bound SystemTimer only");
+        return NULL;
+    }
     PyObject *task = args[0];
     if (!PyObject_TypeCheck(task, task_type)) {
         PyErr_Format(invalid_input, "add() takes a TimerTask, got %s", Py_TYPE(task)->tp_name);
@@ -328,6 +334,10 @@ timer_add(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 task_cancel(PyObject *self, PyObject *Py_UNUSED(ignored))
 {
+    if (task_type == NULL || !PyObject_TypeCheck(self, task_type)) {
+        PyErr_SetString(PyExc_TypeError, "the compiled cancel() runs on a bound TimerTask only");
+        return NULL;
+    }
     Py_INCREF(Py_True);
     set_slot(self, off.task_cancelled, Py_True);
     PyObject *bucket = SLOT(self, off.task_bucket);
@@ -350,23 +360,11 @@ static PyMethodDef cancel_def = {
     "cancel", (PyCFunction)task_cancel, METH_NOARGS,
     "Remove the task from its bucket (if any); it will never run."};
 
-static int
-set_method(PyObject *cls, PyMethodDef *def)
-{
-    PyObject *descr = PyDescr_NewMethod((PyTypeObject *)cls, def);
-    if (descr == NULL) {
-        return -1;
-    }
-    int rc = PyObject_SetAttrString(cls, def->ml_name, descr);
-    Py_DECREF(descr);
-    return rc;
-}
-
 static PyObject *
-install(PyObject *module, PyObject *args)
+bind(PyObject *module, PyObject *args)
 {
     PyObject *task_cls, *list_cls, *wheel_cls, *timer_cls, *invalid;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O:install", &PyType_Type, &task_cls, &PyType_Type,
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O:bind", &PyType_Type, &task_cls, &PyType_Type,
                           &list_cls, &PyType_Type, &wheel_cls, &PyType_Type, &timer_cls,
                           &invalid)) {
         return NULL;
@@ -411,16 +409,15 @@ install(PyObject *module, PyObject *args)
     Py_XSETREF(wheel_type, (PyTypeObject *)wheel_cls);
     Py_INCREF(invalid);
     Py_XSETREF(invalid_input, invalid);
-    if (set_method(timer_cls, &add_def) < 0 || set_method(task_cls, &cancel_def) < 0) {
-        return NULL;
-    }
+    Py_INCREF(timer_cls);
+    Py_XSETREF(timer_type, (PyTypeObject *)timer_cls);
     Py_RETURN_NONE;
 }
 
 static PyMethodDef module_methods[] = {
-    {"install", install, METH_VARARGS,
-     "install(TimerTask, TimerTaskList, TimingWheel, SystemTimer, InvalidInput): put the "
-     "compiled add and cancel in place of the Python ones."},
+    {"bind", bind, METH_VARARGS,
+     "bind(TimerTask, TimerTaskList, TimingWheel, SystemTimer, InvalidInput): give add and "
+     "cancel the classes' slot offsets; neither runs before."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -446,5 +443,23 @@ PyInit__speedups(void)
         !s_add_rest || !s_delay_ms || !one) {
         return NULL;
     }
-    return PyModule_Create(&module_def);
+    PyObject *module = PyModule_Create(&module_def);
+    if (module == NULL) {
+        return NULL;
+    }
+    /* Descriptors of `object`, so a class can take them in its body (before it exists);
+     * each checks its self's class at the call. */
+    PyObject *add = PyDescr_NewMethod(&PyBaseObject_Type, &add_def);
+    if (add == NULL || PyModule_AddObject(module, "add", add) < 0) {
+        Py_XDECREF(add);
+        Py_DECREF(module);
+        return NULL;
+    }
+    PyObject *cancel = PyDescr_NewMethod(&PyBaseObject_Type, &cancel_def);
+    if (cancel == NULL || PyModule_AddObject(module, "cancel", cancel) < 0) {
+        Py_XDECREF(cancel);
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
 }

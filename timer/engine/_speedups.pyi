@@ -1,5 +1,8 @@
-"""The engine's compiled core (``_speedups.c``): see ``system_timer._install_compiled_core``."""
+"""The engine's compiled core (``_speedups.c``): see ``timer/engine/core.py``."""
 
-def install(
-    task: type, task_list: type, wheel: type, timer: type, invalid_input: type[Exception]
-) -> None: ...
+from typing import Any
+
+def bind(task: type, task_list: type, wheel: type, timer: type, invalid_input: type) -> None: ...
+
+add: Any  # SystemTimer.add, a method descriptor any class can take
+cancel: Any  # TimerTask.cancel, likewise

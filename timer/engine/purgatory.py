@@ -20,7 +20,7 @@ from collections.abc import Callable, Hashable, Iterable
 from ..errors import InvalidInput
 from .system_timer import SystemTimer
 from .task import TimerTask
-from .timer import Timer
+from .task_timer import TaskTimer
 
 log = logging.getLogger("timer.purgatory")
 
@@ -115,21 +115,21 @@ class DelayedOperationPurgatory:
     the purgatory's map lock guards only the watch lists and is never held while an
     operation's lock is taken. So a caller must not hold a lock that ``try_complete`` or
     ``on_complete`` also takes when it calls ``check_and_complete`` (KAFKA-3994: a
-    deadlock). ``timer`` is any :class:`~timer.engine.timer.Timer`; by default a
+    deadlock). ``timer`` is any :class:`~timer.engine.task_timer.TaskTimer`; by default a
     ``SystemTimer`` the purgatory owns.
     """
 
     def __init__(
         self,
         name: str,
-        timer: Timer | None = None,
+        timer: TaskTimer | None = None,
         purge_interval: int = 1000,
         reaper_enabled: bool = True,
         timer_enabled: bool = True,
     ) -> None:
         self.name = name
         self.purge_interval = purge_interval
-        self.timer: Timer = timer if timer is not None else SystemTimer(name)
+        self.timer: TaskTimer = timer if timer is not None else SystemTimer(name)
         self._timer_enabled = timer_enabled
         self._map_lock = threading.Lock()
         self._watchers: dict[Hashable, _Watchers] = {}

@@ -7,11 +7,11 @@ Delays that would push an expiration past ``MAX_EXPIRATION_MS`` saturate there.
 
 from __future__ import annotations
 
-import os
 import threading
 from operator import itemgetter
 
 from ..errors import InvalidInput, TimerClosed, TimerFull
+from . import core
 from .clock import MONOTONIC, Clock
 from .delay_queue import DelayQueue
 from .executor import InlineExecutor, TaskExecutor
@@ -115,7 +115,7 @@ class SystemTimer:
         """How many ``run()`` calls raised (each was logged)."""
         return self._executor.errors
 
-    def add(self, task: TimerTask) -> None:
+    def _python_add(self, task: TimerTask) -> None:
         """Schedule ``task`` to run ``task.delay_ms`` from now (at once if already due)."""
         if not isinstance(task, TimerTask):
             raise InvalidInput(f"add() takes a TimerTask, got {type(task).__name__}")
@@ -153,6 +153,9 @@ class SystemTimer:
         finally:
             lock.release()
         self._executor.submit((task,))
+
+    # The C one when built (timer/engine/core.py says when and why), else the above.
+    add = core.pick("add", _python_add)
 
     def _add_rest(self, task: TimerTask, now: int, expiration: int) -> bool:
         """``add`` past the finest level, under the lock: True if the task is due now
@@ -251,36 +254,5 @@ class SystemTimer:
         self.close()
 
 
-# The Python add and cancel, and the compiled ones once installed: use_core swaps them.
-_CORES: dict[str, tuple[object, object]] = {"python": (SystemTimer.add, TimerTask.cancel)}
-
-
-def _install_compiled_core() -> bool:
-    """Put the C ``add`` and ``cancel`` in place when the extension was built (#15);
-    ``TICKWHEEL_PURE_PYTHON=1`` keeps the Python ones."""
-    try:
-        from . import _speedups  # noqa: PLC0415 - optional: built only with a C compiler
-    except ImportError:
-        return False
-    _speedups.install(TimerTask, TimerTaskList, TimingWheel, SystemTimer, InvalidInput)
-    _CORES["compiled"] = (SystemTimer.__dict__["add"], TimerTask.__dict__["cancel"])
-    if os.environ.get("TICKWHEEL_PURE_PYTHON"):
-        use_core("python")
-        return False
-    return True
-
-
-def use_core(name: str) -> None:
-    """Run ``add`` and ``cancel`` as ``"compiled"`` (C) or ``"python"``, for every timer
-    (for tests and benchmarks; both behave the same). KeyError if that core is absent."""
-    add, cancel = _CORES[name]
-    type.__setattr__(SystemTimer, "add", add)
-    type.__setattr__(TimerTask, "cancel", cancel)
-
-
-def has_compiled_core() -> bool:
-    """Whether the C extension was built (whichever core runs now)."""
-    return "compiled" in _CORES
-
-
-COMPILED = _install_compiled_core()  # whether add and cancel run compiled at import
+# The compiled add and cancel (if built) read the slots of these classes at fixed offsets.
+core.bind(TimerTask, TimerTaskList, TimingWheel, SystemTimer, InvalidInput)

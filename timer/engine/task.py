@@ -9,6 +9,7 @@ task keeps a pointer to the bucket holding it, for O(1) ``cancel``.
 from __future__ import annotations
 
 from ..errors import InvalidInput
+from . import core
 
 
 def check_delay(delay_ms: object) -> int:
@@ -44,7 +45,7 @@ class TimerTask:
         """Called once when the task expires (on the executor, or inline: see SystemTimer)."""
         raise NotImplementedError("subclass TimerTask and override run()")
 
-    def cancel(self) -> None:
+    def _python_cancel(self) -> None:
         """Remove the task from its bucket (if any); it will never run.
 
         Takes no lock. The flag is set first, and every path that moves or runs a task
@@ -57,6 +58,9 @@ class TimerTask:
         bucket = self._bucket
         if bucket is not None:
             bucket.pop(self, None)
+
+    # The C one when built (timer/engine/core.py says when and why), else the above.
+    cancel = core.pick("cancel", _python_cancel)
 
     @property
     def is_cancelled(self) -> bool:

@@ -1,6 +1,7 @@
-"""The interface the engine is written against (Kafka's ``Timer``).
+"""The interface the engine is written against: Kafka's ``Timer``, named ``TaskTimer``
+here, because ``timer.Timer`` is the durable timer a client schedules.
 
-``SystemTimer`` is the implementation; the purgatory takes any ``Timer``, so a test can
+``SystemTimer`` is the implementation; the purgatory takes any ``TaskTimer``, so a test can
 hand it a manual one (Kafka's ``MockTimer``), and a caller can wrap one (metrics, tracing)
 without subclassing.
 """
@@ -13,7 +14,7 @@ from .task import TimerTask
 
 
 @runtime_checkable
-class Timer(Protocol):
+class TaskTimer(Protocol):
     """Tasks that run once their delay has passed, on a clock the caller advances.
 
     Implementations must be safe to call from several threads: ``add`` (and a task's
