@@ -38,9 +38,9 @@ def main(argv: list[str] | None = None) -> int:
                 )  # fmt: skip
             settings = WorkerSettings(worker_id="successor", horizon_ms=120_000)
             w = Worker(TimerClient.from_url(server.url, "rec"), settings)
-            w._sync_clock()
+            w.leases.sync_clock()
             t0 = time.perf_counter()
-            assert w.acquire(0)
+            assert w.leases.acquire(0)
             took = time.perf_counter() - t0
             loaded = w.timer.size
             w.close()

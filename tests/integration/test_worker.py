@@ -118,13 +118,13 @@ def test_stale_leader_is_fenced_and_drops_the_shard(ns_client: TimerClient) -> N
         w1.run_once()
         shard = ns_client.shard_of("victim")
         ns_client.schedule("victim", delay_ms=0)
-        w1.load(w1.shards[shard])
+        w1.loader.load(w1.shards[shard])
         # w1 "pauses": its lease vanishes and w2 takes the shard at a higher epoch.
         ns_client.redis.delete(ns_client.keys.shard(shard).lease)
-        assert w2.acquire(shard)
+        assert w2.leases.acquire(shard)
         stale = list(w1.shards[shard].tasks.values())
         assert stale, "the due timer should be in w1's wheel"
-        assert w1.fire_batch(stale) == 0
+        assert w1.firer.fire_batch(stale) == 0
         assert w1.stats.fence_rejections == 1 and shard not in w1.shards
         assert ns_client.get("victim").state == "pending"  # type: ignore[union-attr]
         wait_for(lambda: w2.run_once() or ns_client.get("victim").state == "expired", 10)  # type: ignore[union-attr]
@@ -163,9 +163,9 @@ def test_shares_balance_as_workers_join_and_leave(ns_client: TimerClient) -> Non
     def settle() -> None:
         for _ in range(3):
             for w in workers:
-                w.heartbeat()
+                w.leases.heartbeat()
             for w in workers:
-                w.rebalance()
+                w.leases.rebalance()
 
     def check() -> None:
         owners = [s for w in workers for s in w.shards]

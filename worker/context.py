@@ -1,0 +1,76 @@
+"""What the worker's parts share: the led shards and their lock, the wheel, the clock."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from dataclasses import dataclass, field
+
+from timer import SystemTimer, TimerClient
+from timer.durable.models import Meta
+from timer.errors import StoreError
+
+from .logs import RateLimitedLog
+from .redis_clock import RedisClock
+from .settings import WorkerSettings
+from .shard import FireTask, ShardState
+from .stats import LatenessHistogram, WorkerStats
+
+log = logging.getLogger("worker")
+
+
+@dataclass
+class WorkerContext:
+    """The state every part of a worker reads and writes.
+
+    ``shards`` (the led shards, each with its timers in the wheel) is guarded by
+    ``lock``, which is never held across a call to Redis from the firer. ``failing``
+    and ``shard_failed`` keep one failing Redis Cluster node from holding up the other
+    shards.
+    """
+
+    client: TimerClient
+    settings: WorkerSettings
+    id: str
+    clock: RedisClock = field(default_factory=RedisClock)
+    timer: SystemTimer = field(init=False)
+    fire_queue: queue.SimpleQueue[FireTask] = field(default_factory=queue.SimpleQueue)
+    shards: dict[int, ShardState] = field(default_factory=dict)
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    stats: WorkerStats = field(default_factory=WorkerStats)
+    lateness: LatenessHistogram = field(default_factory=LatenessHistogram)
+    stopping: threading.Event = field(default_factory=threading.Event)
+    warn: RateLimitedLog = field(default_factory=lambda: RateLimitedLog(log, every_s=10.0))
+    failing_until: dict[int | None, float] = field(default_factory=dict)  # backed off
+
+    def __post_init__(self) -> None:
+        # Inline: a FireTask only puts itself on fire_queue, so the reaper runs it directly
+        # instead of handing it to an executor thread first (one thread hop fewer).
+        self.timer = SystemTimer(f"worker-{self.id}", inline=True)
+
+    @property
+    def meta(self) -> Meta:
+        return self.client.meta  # read once by the client, then cached
+
+    def shard_failed(self, shard: int | None, doing: str, exc: StoreError) -> None:
+        """A Redis error while working on one shard (None: the namespace's keys).
+
+        On a Redis Cluster the shard's node may be down while the others serve: count it,
+        say it (rate-limited) and go on with the other shards, so one node's failure
+        touches only its own shards. On one server every shard shares its fate: re-raise,
+        and the loop backs off as a whole.
+        """
+        if not self.client.cluster:
+            raise exc
+        # Leave it alone for a third of a lease, so calls to a dead node (each may wait
+        # out retries) cannot eat the time the healthy shards' renewals need.
+        self.failing_until[shard] = self.clock.mono_ms() + self.settings.renew_every_ms
+        self.stats.redis_errors += 1
+        what = "namespace" if shard is None else f"shard {shard}"
+        self.warn.warning("%s: %s failed (%s); other shards go on", what, doing, exc)
+
+    def failing(self, shard: int | None) -> bool:
+        """True while a recent failure on this shard (None: namespace keys) is backed off."""
+        until = self.failing_until.get(shard)
+        return until is not None and self.clock.mono_ms() < until

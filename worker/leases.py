@@ -1,0 +1,168 @@
+"""Membership and leases: which shards this worker leads, and for how long.
+
+Threads: everything here runs on the tick's thread (the caller of ``Worker.run``),
+except ``drop``, which the firer thread also calls when a fire is fenced. The clock is
+learnt from the Redis TIME each lease call carries back.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from typing import Protocol, TypeVar
+
+from timer.errors import StoreError, TimerError
+
+from .context import WorkerContext
+from .loading import Loader
+from .shard import ShardState
+
+log = logging.getLogger("worker")
+
+
+class _Timed(Protocol):
+    @property
+    def now_ms(self) -> int: ...
+
+
+L = TypeVar("L", bound=_Timed)
+
+
+class Leases:
+    """Announces the worker, keeps its fair share of shard leases, and drops a shard at
+    once when its lease is lost, fenced or could not be renewed in time: a paused or
+    partitioned ex-leader never fires."""
+
+    def __init__(self, ctx: WorkerContext, loader: Loader) -> None:
+        self.ctx = ctx
+        self.loader = loader
+        self.live = 1  # workers live at the last heartbeat
+        self.last_heartbeat_mono_ms = -math.inf
+
+    def sync_clock(self) -> None:
+        clock = self.ctx.clock
+        sent = clock.mono_ms()
+        server_ms = self.ctx.client.server_time_ms()
+        clock.observe(server_ms, sent, clock.mono_ms())
+
+    def _timed(self, lease_call: Callable[..., L], *args: object) -> tuple[L, float]:
+        """Run a lease call; learn the clock offset from the Redis TIME it carries back."""
+        clock = self.ctx.clock
+        sent = clock.mono_ms()
+        reply = lease_call(*args)
+        clock.observe(reply.now_ms, sent, clock.mono_ms())
+        return reply, sent
+
+    def heartbeat(self) -> int:
+        """Announce this worker; return how many workers are live."""
+        ctx = self.ctx
+        live = ctx.client.heartbeat(
+            ctx.id, now_ms=ctx.clock.now_ms(), live_window_ms=ctx.settings.live_window_ms
+        )
+        self.live = max(1, live)
+        self.last_heartbeat_mono_ms = ctx.clock.mono_ms()
+        return self.live
+
+    @property
+    def fair_share(self) -> int:
+        return math.ceil(self.ctx.meta.shards / self.live)
+
+    def renew(self) -> None:
+        """Renew each lease that is due; drop a shard whose lease is lost or too old.
+
+        Cheap when nothing is due (a clock read per shard), so the tick calls it between
+        every piece of slow work (each shard's load, each sweep call): a long catch-up
+        never holds a renewal back (#14: a 200k burst once cost a worker all its leases).
+        """
+        ctx, s = self.ctx, self.ctx.settings
+        now = ctx.clock.mono_ms()
+        for state in list(ctx.shards.values()):
+            if now - state.renewed_mono_ms >= s.lease_ms - s.lease_ms // 6:
+                log.warning(
+                    "shard %d: lease could not be renewed in time; dropping it", state.shard
+                )
+                ctx.stats.leases_lost += 1
+                self.drop(state.shard, release=False)
+            elif now - state.renewed_mono_ms >= s.renew_every_ms and not ctx.failing(state.shard):
+                try:
+                    renewal, sent = self._timed(state.store.renew, ctx.id, state.epoch, s.lease_ms)
+                except StoreError as exc:
+                    ctx.shard_failed(state.shard, "renewing its lease", exc)
+                    continue  # dropped above once too late; other shards go on
+                if renewal.renewed:
+                    state.renewed_mono_ms = sent
+                else:
+                    log.warning("shard %d: lease lost at epoch %d", state.shard, state.epoch)
+                    ctx.stats.leases_lost += 1
+                    self.drop(state.shard, release=False)
+
+    def rebalance(self) -> None:
+        """Renew what is held, drop what is lost, release extras, take free shards."""
+        ctx = self.ctx
+        self.renew()
+        if ctx.stopping.is_set():
+            return
+        share = self.fair_share
+        while len(ctx.shards) > share:  # others joined: give back the highest shards
+            self.drop(max(ctx.shards), release=True)
+        if len(ctx.shards) < share:
+            shards = ctx.meta.shards
+            start = sum(map(ord, ctx.id)) % shards  # spread first picks
+            for shard in ((start + i) % shards for i in range(shards)):
+                if len(ctx.shards) >= share:
+                    break
+                if shard not in ctx.shards and not ctx.failing(shard):
+                    try:
+                        self.acquire(shard)
+                    except StoreError as exc:
+                        ctx.shard_failed(shard, "acquiring it", exc)
+
+    def acquire(self, shard: int) -> bool:
+        """Take the shard's lease if it is free; then follow it and load its horizon."""
+        ctx = self.ctx
+        store = ctx.client.shard_store(shard)
+        grant, sent = self._timed(store.acquire, ctx.id, ctx.settings.lease_ms)
+        if not grant.acquired:
+            return False
+        epoch = grant.epoch
+        with ctx.lock:
+            # The first sweep waits a sweep interval: catch-up goes through the wheel, in
+            # deadline order, rather than bucket by bucket in set order.
+            ctx.shards[shard] = ShardState(
+                shard, epoch, store, renewed_mono_ms=sent, last_sweep_mono_ms=sent
+            )
+        ctx.stats.leases_acquired += 1
+        if epoch > 1:
+            ctx.stats.takeovers += 1
+        log.info("shard %d: leading at epoch %d", shard, epoch)
+        self.loader.follow()
+        self.loader.load(ctx.shards[shard])
+        return True
+
+    def drop(self, shard: int, *, release: bool) -> None:
+        """Stop leading the shard: its timers leave the wheel (``release``: and its lease
+        is given back, else it expires)."""
+        ctx = self.ctx
+        with ctx.lock:
+            state = ctx.shards.pop(shard, None)
+        if state is None:
+            return
+        for task in list(state.tasks.values()):
+            task.cancel()
+        state.tasks.clear()
+        self.loader.follow()
+        if release:
+            try:
+                released = state.store.release(ctx.id, state.epoch)
+                ctx.stats.leases_released += int(released)
+            except TimerError as exc:
+                log.warning("shard %d: release failed (%s); its lease will expire", shard, exc)
+
+    def drop_expired(self) -> None:
+        """Drop every shard whose lease may have expired (the loop could not tick)."""
+        s, now = self.ctx.settings, self.ctx.clock.mono_ms()
+        for state in list(self.ctx.shards.values()):
+            if now - state.renewed_mono_ms >= s.lease_ms - s.lease_ms // 6:
+                self.ctx.stats.leases_lost += 1
+                self.drop(state.shard, release=False)

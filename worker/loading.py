@@ -1,0 +1,126 @@
+"""Loading and events: a led shard's timers due within the horizon go into the wheel.
+
+Threads: ``load`` runs on the tick's thread (the caller of ``Worker.run``); the event
+callbacks on the events thread (``EventListener``); ``add_task`` on either, and on the
+firer thread (a task put back for a retry). All of them take the context's lock.
+"""
+
+from __future__ import annotations
+
+from timer.durable.calls import parse_events
+from timer.durable.models import Event
+
+from .context import WorkerContext
+from .events import EventListener
+from .shard import FireTask, ShardState
+
+
+class Loader:
+    """Keeps each led shard's timers due within the horizon in the wheel, from its
+    durable buckets (``load``: overdue first, so they fire at once) and its events."""
+
+    def __init__(self, ctx: WorkerContext) -> None:
+        self.ctx = ctx
+        self.events = EventListener(
+            ctx.client.events_pubsub, self._on_event, self._on_reconnect, self._on_subscribed
+        )
+
+    def follow(self) -> None:
+        """Subscribe to the events of exactly the shards led now."""
+        with self.ctx.lock:
+            self.events.want({s.store.events_channel for s in self.ctx.shards.values()})
+
+    def load(self, state: ShardState) -> int:
+        """Put the shard's timers due within the horizon in the wheel (overdue first)."""
+        ctx = self.ctx
+        until = ctx.clock.now_ms() + ctx.settings.horizon_ms
+        if state.needs_reload:
+            state.loaded = set()
+        due = state.store.read_due(until, state.loaded, max_ids=ctx.settings.max_load)
+        added = 0
+        with ctx.lock:
+            if ctx.shards.get(state.shard) is not state:
+                return 0
+            for deadline, tid in due.timers:
+                if tid not in state.tasks:
+                    self.add_task(state, tid, deadline)
+                    added += 1
+            # Only buckets wholly inside the horizon count as loaded (later loads skip
+            # them; events fill them in). One straddling the edge is read again next time:
+            # a timer scheduled into it beyond the horizon while we read would be missed.
+            width = ctx.meta.bucket_ms
+            state.loaded.update(n for n in due.buckets if (n + 1) * width <= until)
+            # Buckets whose end is long past were swept: forget them (bounded memory).
+            old = (ctx.clock.now_ms() - 4 * width) // width
+            state.loaded = {n for n in state.loaded if n >= old}
+            state.needs_reload = False
+            state.more_to_load = len(due.timers) >= ctx.settings.max_load  # backlog: next tick
+            state.last_load_mono_ms = ctx.clock.mono_ms()
+        ctx.stats.loaded += added
+        return added
+
+    def add_task(
+        self, state: ShardState, tid: str, deadline_ms: int, min_delay_ms: int = -1
+    ) -> None:
+        """Put (or move) the timer in the wheel; under the context's lock."""
+        # min_delay_ms=1 for entries Redis called early: our clock runs ahead of Redis's,
+        # so retry a millisecond later instead of spinning on fire until it catches up.
+        ctx = self.ctx
+        delay = max(min_delay_ms, deadline_ms - ctx.clock.now_ms())
+        task = FireTask(delay, state.shard, state.epoch, tid, deadline_ms, ctx.fire_queue)
+        old = state.tasks.get(tid)
+        if old is not None:
+            old.cancel()
+        state.tasks[tid] = task
+        ctx.timer.add(task)
+
+    # -- events (the events thread) ------------------------------------------------------
+
+    def _on_event(self, channel: str, data: str) -> None:
+        shard = self.ctx.client.shard_of_channel(channel)
+        events = parse_events(data)  # one, or a schedule call's batch
+        with self.ctx.lock:
+            state = self.ctx.shards.get(shard) if shard is not None else None
+            if state is None:
+                return
+            for event in events:
+                self._apply_event(state, event)
+
+    def _apply_event(self, state: ShardState, event: Event) -> None:
+        ctx = self.ctx
+        tid = event.timer_id
+        if event.deadline_ms is not None:  # scheduled or rescheduled
+            deadline = event.deadline_ms
+            # A loaded bucket must hold all its timers in the wheel (load skips it from
+            # now on), even those beyond the horizon edge it straddles.
+            within = (
+                deadline <= ctx.clock.now_ms() + ctx.settings.horizon_ms
+                or deadline // ctx.meta.bucket_ms in state.loaded
+            )
+            if event.kind == "scheduled" and tid in state.tasks:
+                return
+            if within:
+                self.add_task(state, tid, deadline)
+            elif tid in state.tasks:
+                state.tasks.pop(tid).cancel()
+        else:  # decided
+            if event.outcome == "completed":
+                ctx.stats.completed_seen += 1
+            elif event.outcome == "cancelled":
+                ctx.stats.cancelled_seen += 1
+            task = state.tasks.pop(tid, None)
+            if task is not None:
+                task.cancel()
+
+    def _on_subscribed(self, channel: str) -> None:
+        shard = self.ctx.client.shard_of_channel(channel)
+        with self.ctx.lock:
+            state = self.ctx.shards.get(shard) if shard is not None else None
+            if state is not None:
+                state.needs_reload = True
+
+    def _on_reconnect(self) -> None:
+        self.ctx.stats.reloads += 1
+        with self.ctx.lock:
+            for state in self.ctx.shards.values():
+                state.needs_reload = True
