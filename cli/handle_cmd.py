@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from timer.durable.calls import parse_ref
+from timer.durable.entries import parse_ref
 from timer.durable.models import OUTCOMES, DeadLetter, GroupInfo
 from timer.handlers import DEFAULT_GROUP, DEFAULT_RECLAIM_IDLE_MS, Backoff, Handlers
 from worker.metrics import serve_handler_metrics

@@ -14,8 +14,8 @@ import click
 
 from timer import Outcome, TimerInfo, TimerNotFound
 from timer.client import DurabilityWarning
-from timer.durable.calls import MigrateStep
 from timer.durable.codec import FORMAT_VERSION
+from timer.durable.shard_calls import MigrateStep
 
 from .app import App, TimerCommandError, errors, pass_app
 from .durations import DURATION, INSTANT, SECONDS, format_ms

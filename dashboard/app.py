@@ -29,7 +29,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 
 from timer import TimerClient
-from timer.durable.calls import parse_ref
+from timer.durable.entries import parse_ref
 from timer.durable.keys import check_namespace
 from timer.durable.models import DeadLetter, GroupInfo, Outcome, TimerInfo
 from timer.errors import ConfigError, CorruptRecord, InvalidInput, TimerError, TimerNotFound

@@ -23,10 +23,10 @@ from redis.cluster import RedisCluster
 from .consumer import ConsumerGroup
 from .driver import CountingPubSub, SyncDriver
 from .durable import calls as C
+from .durable import group_admin as GA
 from .durable import groups as G
 from .durable import keys as K
-from .durable import ops
-from .durable.calls import MigrateStep
+from .durable import ops, shard_ops, views
 from .durable.codec import DEFAULT_MAX_PAYLOAD
 from .durable.models import (
     ClientSettings,
@@ -40,6 +40,7 @@ from .durable.models import (
     Trimmed,
 )
 from .durable.reader import GroupReader, Held, check_options
+from .durable.shard_calls import MigrateStep
 from .errors import TimerError
 from .shard_store import ShardStore
 from .store import RedisSettings, map_errors
@@ -350,38 +351,38 @@ class TimerClient:
         """Every consumer group of the namespace: consumers, pending, retrying, lag and
         the age of the oldest outcome it still owes, summed over the shards."""
         now = self.server_time_ms()
-        return self._run(G.group_infos(self._ns(), now))
+        return self._run(GA.group_infos(self._ns(), now))
 
     def delete_group(self, group: str) -> int:
         """Destroy a consumer group on every shard (its pending entries and retry schedule
         go with it; its dead letters stay); on how many shards it existed."""
-        return self._run(G.delete_group(self._ns(), group))
+        return self._run(GA.delete_group(self._ns(), group))
 
     def dead_letters(self, group: str | None = None, *, limit: int = 1000) -> list[DeadLetter]:
         """Dead letters (of one group, or all), oldest first, at most ``limit``."""
-        return self._run(G.dead_letters(self._ns(), group, limit=limit))
+        return self._run(GA.dead_letters(self._ns(), group, limit=limit))
 
     def dead_letter(self, ref: str) -> DeadLetter | None:
         """One dead letter by its ref (``<shard>/<id>``), or None."""
-        return self._run(G.get_dead_letter(self._ns(), ref))
+        return self._run(GA.get_dead_letter(self._ns(), ref))
 
     def dead_letters_total(self) -> int:
-        return self._run(G.dead_letter_count(self._ns()))
+        return self._run(GA.dead_letter_count(self._ns()))
 
     def redeliver(self, ref: str) -> str | None:
         """Put a dead letter back in front of its group (attempts start again at 1); the
         new stream entry's id, or None if there is no such dead letter."""
-        return self._run(G.redeliver(self._ns(), ref))
+        return self._run(GA.redeliver(self._ns(), ref))
 
     def drop_dead_letter(self, ref: str) -> bool:
         """Delete a dead letter; True if it existed."""
-        return self._run(G.drop_dead_letter(self._ns(), ref))
+        return self._run(GA.drop_dead_letter(self._ns(), ref))
 
     def all_outcomes(self, shards: Iterable[int] | None = None) -> Iterator[Outcome]:
         """Every outcome the shards' streams hold, oldest first per shard, read in pages
         (no consumer group: for audits, demos and analytics; handlers use ``outcomes``)."""
         picked = range(self.meta.shards) if shards is None else shards
-        return self._drive(ops.history(self._ns(), picked))
+        return self._drive(views.history(self._ns(), picked))
 
     def server_time_ms(self) -> int:
         """The Redis server's clock, epoch ms: the one clock deadlines are computed on."""
@@ -390,22 +391,22 @@ class TimerClient:
     def namespaces(self) -> list[str]:
         """The namespaces ``init`` created on this server or cluster (this client's one
         included, even if it was created before namespaces were listed)."""
-        return sorted({*self._run(ops.namespaces()), self.namespace})
+        return sorted({*self._run(views.namespaces()), self.namespace})
 
     def next_due(self, shard: int, count: int = 20) -> list[tuple[int, str]]:
         """The pending timers of one shard due first: (deadline_ms, id), soonest first."""
-        return self._run(ops.next_due(self._ns(), shard, count))
+        return self._run(views.next_due(self._ns(), shard, count))
 
     def recent_outcomes(
         self, count: int = 100, shards: Iterable[int] | None = None
     ) -> list[Outcome]:
         """The newest ``count`` outcomes of each shard's stream (all, or ``shards``),
         newest first overall, in one pipelined round trip."""
-        return self._run(ops.recent(self._ns(), count, shards))
+        return self._run(views.recent(self._ns(), count, shards))
 
     def outcomes_total(self) -> int:
         """How many outcomes the namespace's streams hold (one pipelined XLEN per shard)."""
-        return self._run(ops.outcomes_total(self._ns()))
+        return self._run(views.outcomes_total(self._ns()))
 
     def trim_outcomes(
         self,
@@ -423,37 +424,39 @@ class TimerClient:
         table; ``retention_ms`` None does only that.
         """
         return self._run(
-            ops.trim_outcomes(self._ns(), retention_ms, keep_unread=keep_unread, shards=shards)
+            shard_ops.trim_outcomes(
+                self._ns(), retention_ms, keep_unread=keep_unread, shards=shards
+            )
         )
 
     def stats(self, *, servers: bool = True) -> dict[str, Any]:
         """Per shard: pending, leader, epoch, outcomes, lag (ms past the oldest ended
         bucket), lease time left; with ``servers``, each server's durability settings."""
-        return self._run(ops.stats(self._ns(), servers=servers))
+        return self._run(views.stats(self._ns(), servers=servers))
 
     def memory(self, sample: int = 10) -> dict[str, Any]:
         """Redis bytes held per pending and per decided timer, estimated from
         ``MEMORY USAGE`` of each shard's keys and samples of its buckets and results."""
-        return self._run(ops.memory(self._ns(), sample))
+        return self._run(views.memory(self._ns(), sample))
 
     def leaders(self) -> dict[int, str | None]:
         """Each shard's leader (worker id) now, None where no worker holds its lease."""
-        return self._run(ops.leaders(self._ns()))
+        return self._run(views.leaders(self._ns()))
 
     # -- workers: membership, events, one shard's leader ------------------------------
 
     def heartbeat(self, worker_id: str, *, now_ms: int, live_window_ms: int) -> int:
         """Announce a worker at ``now_ms`` (Redis time); how many workers are live."""
-        return self._run(ops.heartbeat(self.keys, worker_id, now_ms, live_window_ms))
+        return self._run(shard_ops.heartbeat(self.keys, worker_id, now_ms, live_window_ms))
 
     def workers(self) -> list[tuple[str, int]]:
         """Workers heard from recently: (worker id, last heartbeat in Redis ms), oldest
         first (a worker gone for ten live windows is forgotten)."""
-        return self._run(ops.workers(self.keys))
+        return self._run(shard_ops.workers(self.keys))
 
     def leave(self, worker_id: str) -> None:
         """Take a stopping worker out of the live set at once."""
-        self._run(ops.leave(self.keys, worker_id))
+        self._run(shard_ops.leave(self.keys, worker_id))
 
     def events_pubsub(self) -> CountingPubSub:
         """A new pub/sub connection for following shard events (one listener thread);

@@ -7,7 +7,8 @@ from typing import Any, Protocol, TypeVar
 
 from .durable import calls as C
 from .durable import keys as K
-from .durable import ops
+from .durable import ops, shard_ops
+from .durable import shard_calls as SC
 from .durable.models import DueTimers, FireResult, LeaseGrant, LeaseRenewal, SweepResult
 
 T = TypeVar("T")
@@ -37,23 +38,25 @@ class ShardStore:
         return self.keys.events
 
     def acquire(self, worker: str, ttl_ms: int) -> LeaseGrant:
-        reply = self._run(_one(C.lease_acquire_call(self.keys, worker, ttl_ms)))
-        return C.parse_lease_acquire(reply)
+        reply = self._run(_one(SC.lease_acquire_call(self.keys, worker, ttl_ms)))
+        return SC.parse_lease_acquire(reply)
 
     def renew(self, worker: str, epoch: int, ttl_ms: int) -> LeaseRenewal:
-        reply = self._run(_one(C.lease_renew_call(self.keys, worker, epoch, ttl_ms)))
-        return C.parse_lease_renew(reply)
+        reply = self._run(_one(SC.lease_renew_call(self.keys, worker, epoch, ttl_ms)))
+        return SC.parse_lease_renew(reply)
 
     def release(self, worker: str, epoch: int) -> bool:
-        reply = self._run(_one(C.lease_release_call(self.keys, worker, epoch)))
-        return C.parse_lease_release(reply)
+        reply = self._run(_one(SC.lease_release_call(self.keys, worker, epoch)))
+        return SC.parse_lease_release(reply)
 
     def backlog(self) -> tuple[int, int | None]:
         """(timers pending in the shard, start of its oldest durable bucket or None)."""
-        return self._run(ops.backlog(self.keys))
+        return self._run(shard_ops.backlog(self.keys))
 
     def read_due(self, until_ms: int, skip: set[int], *, max_ids: int) -> DueTimers:
-        op = ops.read_due(self.keys, until_ms, skip, max_ids=max_ids, bucket_ms=self.bucket_ms)
+        op = shard_ops.read_due(
+            self.keys, until_ms, skip, max_ids=max_ids, bucket_ms=self.bucket_ms
+        )
         return self._run(op)
 
     def fire(
@@ -61,19 +64,19 @@ class ShardStore:
     ) -> FireResult:
         """Expire ``ids`` if due (fenced); ``ahead``: more of the shard's timers the
         caller expects to decide soon, for which the results table grows while cheap."""
-        call = C.fire_call(
+        call = SC.fire_call(
             self.keys, worker, epoch, ids, bucket_ms=self.bucket_ms, ttl_ms=ttl_ms, ahead=ahead
         )
-        return C.parse_fire(self._run(_one(call)))
+        return SC.parse_fire(self._run(_one(call)))
 
     def sweep(
         self, worker: str, epoch: int, *, ttl_ms: int, limit: int, ahead: int = 0
     ) -> SweepResult:
-        call = C.sweep_call(
+        call = SC.sweep_call(
             self.keys, worker, epoch, bucket_ms=self.bucket_ms, ttl_ms=ttl_ms, limit=limit,
             ahead=ahead,
         )  # fmt: skip
-        return C.parse_sweep(self._run(_one(call)))
+        return SC.parse_sweep(self._run(_one(call)))
 
 
 def _one(call: C.ScriptCall | C.Command) -> ops.Op[Any]:

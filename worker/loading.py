@@ -7,7 +7,7 @@ firer thread (a task put back for a retry). All of them take the context's lock.
 
 from __future__ import annotations
 
-from timer.durable.calls import parse_events
+from timer.durable.entries import parse_events
 from timer.durable.models import Event
 
 from .context import WorkerContext

@@ -12,7 +12,10 @@ import pytest
 
 from timer import DuplicateTimer, Fenced, InvalidInput
 from timer.durable import calls as C
-from timer.durable import ops
+from timer.durable import entries as E
+from timer.durable import groups as G
+from timer.durable import ops, shard_ops
+from timer.durable import shard_calls as SC
 from timer.durable.codec import decode_pending, decode_result
 from timer.durable.keys import NamespaceKeys
 from timer.durable.models import ClientSettings, Event, Meta
@@ -71,32 +74,32 @@ def test_fire_call_keys_follow_the_header_order() -> None:
     bucket_ms, result_ttl_ms, ahead (0 when not given, never negative), then the ids, as
     its header says."""
     sk = NS.shard(3)
-    call = C.fire_call(sk, "w1", 7, ["a", "b"], bucket_ms=1000, ttl_ms=60_000, ahead=40)
+    call = SC.fire_call(sk, "w1", 7, ["a", "b"], bucket_ms=1000, ttl_ms=60_000, ahead=40)
     assert call.script is ScriptName.FIRE
     assert call.keys == [sk.timers, sk.buckets, sk.outcomes, sk.lease, sk.epoch]
     assert call.args == [sk.prefix, "w1", 7, 1000, 60_000, 40, "a", "b"]
-    assert C.fire_call(sk, "w1", 7, ["a"], bucket_ms=1000, ttl_ms=60_000).args[5] == 0
-    assert C.fire_call(sk, "w1", 7, ["a"], bucket_ms=1000, ttl_ms=1, ahead=-3).args[5] == 0
+    assert SC.fire_call(sk, "w1", 7, ["a"], bucket_ms=1000, ttl_ms=60_000).args[5] == 0
+    assert SC.fire_call(sk, "w1", 7, ["a"], bucket_ms=1000, ttl_ms=1, ahead=-3).args[5] == 0
 
 
 def test_parsers_type_the_replies() -> None:
     """Replies of fire, sweep and the lease scripts come back as typed results."""
-    fired = C.parse_fire([[b"a"], [b"b c", b"1700"]])
+    fired = SC.parse_fire([[b"a"], [b"b c", b"1700"]])
     assert fired.fired == ["a"] and fired.early == {"b c": 1700}
-    swept = C.parse_sweep([[b"x", b"5", b"y", b"6"], 1, 3])
+    swept = SC.parse_sweep([[b"x", b"5", b"y", b"6"], 1, 3])
     assert swept.fired == [("x", 5), ("y", 6)] and swept.more and swept.moved == 3
-    assert C.parse_lease_acquire([1, 4, b"99"]).epoch == 4
-    held = C.parse_lease_acquire([0, b"w2", 1200, b"99"])
+    assert SC.parse_lease_acquire([1, 4, b"99"]).epoch == 4
+    held = SC.parse_lease_acquire([0, b"w2", 1200, b"99"])
     assert (held.acquired, held.holder, held.pttl_ms) == (False, "w2", 1200)
 
 
 def test_events_parse_with_spaces_in_ids() -> None:
     """The three event forms of lua/include/records.lua parse; an id may contain spaces."""
-    assert C.parse_event("S 1700 job one") == Event("scheduled", "job one", deadline_ms=1700)
-    assert C.parse_event("R 1800 j") == Event("rescheduled", "j", deadline_ms=1800)
-    assert C.parse_event("X expired a b") == Event("decided", "a b", outcome="expired")
+    assert E.parse_event("S 1700 job one") == Event("scheduled", "job one", deadline_ms=1700)
+    assert E.parse_event("R 1800 j") == Event("rescheduled", "j", deadline_ms=1800)
+    assert E.parse_event("X expired a b") == Event("decided", "a b", outcome="expired")
     with pytest.raises(ValueError, match="not a tickwheel event"):
-        C.parse_event("Q 1 x")
+        E.parse_event("Q 1 x")
 
 
 def test_events_channel_names_its_shard() -> None:
@@ -115,7 +118,7 @@ def test_bad_input_fails_before_any_step() -> None:
         ops.cancel(NS, 42),
         ops.reschedule(NS, "a", None, None),
         ops.notify(NS, "x" * 300),
-        ops.trim_outcomes(NS, -1, keep_unread=True, shards=None),
+        shard_ops.trim_outcomes(NS, -1, keep_unread=True, shards=None),
     ]
     assert NS.shard_of("a") != NS.shard_of("b")
     for op in bad:
@@ -203,14 +206,14 @@ def test_batched_schedule_events_parse_by_byte_length() -> None:
     """A schedule call's one event names each id's byte length: any id survives it."""
     ids = ["plain", "with space", "é and 日本", "M 1 2 x", " "]
     msg = "M" + "".join(f" {1000 + n} {len(i.encode())} {i}" for n, i in enumerate(ids))
-    events = C.parse_events(msg)
+    events = E.parse_events(msg)
     assert [(e.kind, e.timer_id, e.deadline_ms) for e in events] == [
         ("scheduled", i, 1000 + n) for n, i in enumerate(ids)
     ]
-    assert C.parse_events("S 5 a b") == [Event("scheduled", "a b", deadline_ms=5)]
+    assert E.parse_events("S 5 a b") == [Event("scheduled", "a b", deadline_ms=5)]
     for bad in ("M 5 9 short", "M x 1 a", "M 5 1 ab"):
         with pytest.raises(ValueError, match="event batch"):
-            C.parse_events(bad)
+            E.parse_events(bad)
 
 
 def test_group_calls_keep_every_key_in_the_shard() -> None:
@@ -218,43 +221,43 @@ def test_group_calls_keep_every_key_in_the_shard() -> None:
     slot), in their headers' order; their replies parse into typed values."""
     sk = NS.shard(2)
     calls = [
-        C.claim_call(sk, "g", "c", count=5, min_idle_ms=100),
-        C.retry_call(sk, "g", "1-0", 50),
-        C.dead_call(sk, "g", "1-0", "c", attempts=3, error="x" * 5000),
-        C.touch_call(sk, "g", "c", ["1-0", "2-0"]),
-        C.redeliver_call(sk, "9-0"),
-        C.leave_group_call(sk, "g", "c"),
+        G.claim_call(sk, "g", "c", count=5, min_idle_ms=100),
+        G.retry_call(sk, "g", "1-0", 50),
+        G.dead_call(sk, "g", "1-0", "c", attempts=3, error="x" * 5000),
+        G.touch_call(sk, "g", "c", ["1-0", "2-0"]),
+        G.redeliver_call(sk, "9-0"),
+        G.leave_group_call(sk, "g", "c"),
     ]
     for call in calls:
         assert all(k.startswith(sk.prefix) for k in call.keys), call
     assert calls[0].keys == [sk.outcomes, sk.retries("g")]
     assert calls[0].args == ["g", "c", 5, 100, "", "-", 1]
     assert calls[2].keys == [sk.outcomes, sk.retries("g"), sk.dead]
-    assert len(calls[2].args[4]) == C.MAX_ERROR_CHARS  # a huge traceback is cut
-    cursor, taken = C.parse_claim([b"(5-0", [b"4-0", [b"id", b"a", b"outcome", b"x"], 3]])
+    assert len(calls[2].args[4]) == G.MAX_ERROR_CHARS  # a huge traceback is cut
+    cursor, taken = G.parse_claim([b"(5-0", [b"4-0", [b"id", b"a", b"outcome", b"x"], 3]])
     assert cursor == "(5-0" and taken == [("4-0", {b"id": b"a", b"outcome": b"x"}, 3)]
-    assert C.parse_retry(0) is None and C.parse_retry(1700) == 1700
-    assert C.parse_dead(b"") is None and C.parse_touch([b"1-0"]) == ["1-0"]
+    assert G.parse_retry(0) is None and G.parse_retry(1700) == 1700
+    assert G.parse_dead(b"") is None and G.parse_touch([b"1-0"]) == ["1-0"]
 
 
 def test_dead_letter_refs_are_checked() -> None:
-    assert C.parse_ref("3/1700000000000-0", 4) == (3, "1700000000000-0")
+    assert E.parse_ref("3/1700000000000-0", 4) == (3, "1700000000000-0")
     for bad in ("4/1-0", "x/1-0", "3/abc", "3", "", None, "3/1-0-0"):
         with pytest.raises(InvalidInput, match="dead letter ref"):
-            C.parse_ref(bad, 4)
+            E.parse_ref(bad, 4)
 
 
 def test_outcome_entries_for_groups_and_redeliveries() -> None:
     """A redelivered entry is for its group only and keeps the first entry's key."""
     record = msgpack.packb([1, 5, 1, b"\xc0", 0], use_bin_type=False)  # expired at 6
     fields = {b"i": b"t", b"r": record, b"only": b"g", b"from": b"1-0"}
-    o = C.outcome_from_entry(1, b"9-0", fields, attempt=2)
+    o = E.outcome_from_entry(1, b"9-0", fields, attempt=2)
     assert (o.attempt, o.redelivery_of, o.idempotency_key) == (2, "1-0", "1/1-0")
-    assert C.for_group(fields, "g") and not C.for_group(fields, "other")
-    plain = C.outcome_from_entry(
+    assert E.for_group(fields, "g") and not E.for_group(fields, "other")
+    plain = E.outcome_from_entry(
         1, b"9-0", {k: v for k, v in fields.items() if k not in (b"only", b"from")}
     )
-    assert plain.idempotency_key == "1/9-0" and C.for_group({}, "any")
+    assert plain.idempotency_key == "1/9-0" and E.for_group({}, "any")
 
 
 def test_records_decode_with_their_defaults() -> None:

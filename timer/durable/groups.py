@@ -28,9 +28,12 @@ from typing import Any
 
 from ..errors import CorruptRecord, StoreError
 from . import calls as C
+from . import entries as E
 from . import keys as K
-from .calls import Op
-from .models import ConsumerInfo, DeadLetter, GroupInfo, Outcome
+from .calls import Op, ScriptCall, text
+from .entries import flat_fields
+from .models import Outcome
+from .scripts import ScriptName
 
 POLL_S = 0.05  # how often a per-stream reader (Redis Cluster) polls while waiting
 
@@ -97,11 +100,11 @@ def _deliveries(
     for entry_id, fields, deliveries in entries:
         if not fields:  # an entry trimmed while pending comes back empty
             left.foreign.append((stream, C.text(entry_id)))
-        elif not C.for_group(fields, group):
+        elif not E.for_group(fields, group):
             left.foreign.append((stream, C.text(entry_id)))  # put back for another group
         else:
             try:
-                outcome = C.outcome_from_entry(shard, entry_id, fields, deliveries)
+                outcome = E.outcome_from_entry(shard, entry_id, fields, deliveries)
             except CorruptRecord as exc:
                 left.broken.append((sk, C.text(entry_id), deliveries, str(exc)))
                 continue
@@ -114,7 +117,7 @@ def _settle_leftovers(group: str, consumer: str, left: _Leftovers) -> Op[None]:
         yield C.Pipeline([C.Command("xack", (s, group, eid)) for s, eid in left.foreign])
     if left.broken:
         yield C.Pipeline([
-            C.dead_call(sk, group, eid, consumer, attempts=n, error=why)
+            dead_call(sk, group, eid, consumer, attempts=n, error=why)
             for sk, eid, n, why in left.broken
         ])  # fmt: skip
 
@@ -195,7 +198,7 @@ def claim(
     pipeline. Returns (deliveries, the next cursor of each shard)."""
     shards = list(cursors)
     calls = [
-        C.claim_call(
+        claim_call(
             ns.shard(s), group, consumer, count=count, min_idle_ms=min_idle_ms,
             owner=owner, cursor=cursors[s], retries=retries,
         )
@@ -208,7 +211,7 @@ def claim(
     left = _Leftovers.none()
     nxt: dict[int, str] = {}
     for s, reply in zip(shards, replies, strict=True):
-        nxt[s], taken = C.parse_claim(reply)
+        nxt[s], taken = parse_claim(reply)
         out += _deliveries(ns, group, s, taken, left)
     yield from _settle_leftovers(group, consumer, left)
     return out, nxt
@@ -223,13 +226,13 @@ def touch(consumer: str, deliveries: Sequence[Delivery]) -> Op[list[Delivery]]:
     if not by_shard:
         return []
     calls = [
-        C.touch_call(ds[0].keys, ds[0].group, consumer, [d.entry_id for d in ds])
+        touch_call(ds[0].keys, ds[0].group, consumer, [d.entry_id for d in ds])
         for ds in by_shard.values()
     ]
     replies = yield C.Pipeline(calls)
     lost: list[Delivery] = []
     for ds, reply in zip(by_shard.values(), replies, strict=True):
-        gone = set(C.parse_touch(reply))
+        gone = set(parse_touch(reply))
         lost += [d for d in ds if d.entry_id in gone]
     return lost
 
@@ -251,18 +254,18 @@ def retry(delivery: Delivery, delay_ms: int) -> Op[int | None]:
     """Schedule the delivery's next attempt in ``delay_ms``; its retry time (ms) or None
     if it is no longer pending (acknowledged elsewhere)."""
     C.check_int("delay_ms", delay_ms, 0)
-    call = C.retry_call(delivery.keys, delivery.group, delivery.entry_id, delay_ms)
-    return C.parse_retry((yield call))
+    call = retry_call(delivery.keys, delivery.group, delivery.entry_id, delay_ms)
+    return parse_retry((yield call))
 
 
 def dead_letter(delivery: Delivery, consumer: str, error: str) -> Op[str | None]:
     """Move the delivery to the dead letters with its last error; the dead letter's id,
     or None if it is no longer pending (acknowledged elsewhere)."""
-    call = C.dead_call(
+    call = dead_call(
         delivery.keys, delivery.group, delivery.entry_id, consumer,
         attempts=delivery.outcome.attempt, error=error,
     )  # fmt: skip
-    return C.parse_dead((yield call))
+    return parse_dead((yield call))
 
 
 def retrying(ns: C.Namespace, group: str) -> Op[int]:
@@ -275,7 +278,7 @@ def retrying(ns: C.Namespace, group: str) -> Op[int]:
 def leave(ns: C.Namespace, group: str, consumer: str) -> Op[int]:
     """Remove the consumer from the group on every shard where it owes nothing; on how
     many shards it stays (entries still pending for it)."""
-    calls = [C.leave_group_call(ns.shard(s), group, consumer) for s in range(ns.meta.shards)]
+    calls = [leave_group_call(ns.shard(s), group, consumer) for s in range(ns.meta.shards)]
     replies = yield C.Pipeline(calls, errors_in_slots=True)
     return sum(1 for r in replies if not isinstance(r, Exception) and int(r) == 0)
 
@@ -322,152 +325,80 @@ def follow(
             for entry_id, fields in entries:
                 last[name] = C.text(entry_id)
                 if fields and b"only" not in fields:
-                    yield C.Emit(C.outcome_or_undecodable(streams[name], entry_id, fields))
+                    yield C.Emit(E.outcome_or_undecodable(streams[name], entry_id, fields))
 
 
-# -- admin: groups and dead letters ----------------------------------------------------------
-
-
-def _id_ms(entry_id: Any) -> int:
-    return int(C.text(entry_id).split("-", 1)[0])
-
-
-def group_infos(ns: C.Namespace, now_ms: int) -> Op[list[GroupInfo]]:
-    """Every consumer group of the namespace with its consumers, pending, retrying, lag
-    and the age of what it owes, summed over the shards' streams."""
-    streams = list(ns.outcome_streams().items())
-    listed = yield C.Pipeline(
-        [C.Command("xinfo_groups", (s,)) for s, _ in streams], errors_in_slots=True
-    )
-    found: list[tuple[str, int, dict[str, Any]]] = []
-    for (stream, shard), reply in zip(streams, listed, strict=True):
-        if isinstance(reply, StoreError):
-            continue  # no stream yet on this shard
-        for g in C.error_or(reply):
-            found.append((stream, shard, g))
-    if not found:
-        return []
-    detail: list[C.Command] = []
-    for stream, shard, g in found:
-        name = C.text(g["name"])
-        last = C.text(g["last-delivered-id"])
-        detail += [
-            C.Command("xinfo_consumers", (stream, name)),
-            C.Command("zcard", (ns.shard(shard).retries(name),)),
-            C.Command("xrange", (stream, "(" + last, "+"), {"count": 1}),
-            C.Command("xpending", (stream, name)),
-        ]
-    replies = yield C.Pipeline(detail)
-    acc: dict[str, dict[str, Any]] = {}
-    for i, (_stream, _shard, g) in enumerate(found):
-        consumers, retrying, nxt, pending = replies[4 * i : 4 * i + 4]
-        name = C.text(g["name"])
-        a = acc.setdefault(
-            name,
-            {"consumers": {}, "pending": 0, "retrying": 0, "lag": 0, "oldest": None, "owes": None,
-             "shards": 0},
-        )  # fmt: skip
-        a["shards"] += 1
-        a["pending"] += int(g["pending"])
-        a["retrying"] += int(retrying)
-        lag = g.get("lag")
-        a["lag"] = None if lag is None or a["lag"] is None else a["lag"] + int(lag)
-        owed: list[int] = []
-        if int(pending["pending"]) > 0:
-            oldest = _id_ms(pending["min"])
-            owed.append(oldest)
-            a["oldest"] = oldest if a["oldest"] is None else min(a["oldest"], oldest)
-        if nxt:
-            owed.append(_id_ms(nxt[0][0]))
-        if owed:
-            a["owes"] = min(owed) if a["owes"] is None else min(a["owes"], *owed)
-        for c in consumers:
-            cname = C.text(c["name"])
-            have = a["consumers"].get(cname)
-            idle = int(c["idle"])
-            cpending = int(c["pending"])
-            a["consumers"][cname] = (
-                (cpending, idle) if have is None else (have[0] + cpending, min(have[1], idle))
-            )
-    return [
-        GroupInfo(
-            name=name,
-            consumers=tuple(
-                ConsumerInfo(c, p, idle) for c, (p, idle) in sorted(a["consumers"].items())
-            ),
-            pending=a["pending"],
-            retrying=a["retrying"],
-            lag=a["lag"],
-            oldest_pending_age_ms=None if a["oldest"] is None else max(0, now_ms - a["oldest"]),
-            owes_since_ms=a["owes"],
-            shards=a["shards"],
-        )
-        for name, a in sorted(acc.items())
-    ]
-
-
-def delete_group(ns: C.Namespace, group: str) -> Op[int]:
-    """Destroy the group on every shard's stream and drop its retry schedule; on how many
-    streams it existed. Its dead letters stay (drop them with ``drop_dead_letters``)."""
-    K.check_name("consumer group", group)
-    shards = range(ns.meta.shards)
-    calls: list[C.Command] = []
-    for s in shards:
-        sk = ns.shard(s)
-        calls += [
-            C.Command("xgroup_destroy", (sk.outcomes, group)),
-            C.Command("delete", (sk.retries(group),)),
-        ]
-    replies = yield C.Pipeline(calls, errors_in_slots=True)
-    return sum(
-        1 for r in replies[0::2] if not isinstance(r, StoreError) and int(C.error_or(r)) == 1
+def claim_call(
+    sk: K.ShardKeys,
+    group: str,
+    consumer: str,
+    *,
+    count: int,
+    min_idle_ms: int,
+    owner: str = "",
+    cursor: str = "-",
+    retries: bool = True,
+) -> ScriptCall:
+    return ScriptCall(
+        ScriptName.CLAIM,
+        [sk.outcomes, sk.retries(group)],
+        [group, consumer, count, min_idle_ms, owner, cursor, int(retries)],
     )
 
 
-def dead_letters(
-    ns: C.Namespace, group: str | None = None, *, limit: int = 1000
-) -> Op[list[DeadLetter]]:
-    """Dead letters (of ``group``, or all), oldest first per shard, at most ``limit``."""
-    C.check_int("limit", limit, 1, 1_000_000)
-    if group is not None:
-        K.check_name("consumer group", group)
-    shards = range(ns.meta.shards)
-    replies = yield C.Pipeline(
-        [C.Command("xrange", (ns.shard(s).dead, "-", "+"), {"count": limit}) for s in shards]
+def parse_claim(reply: Sequence[Any]) -> tuple[str, list[tuple[str, dict[bytes, bytes], int]]]:
+    """(the cursor of the next scan, '' when done; [(entry id, fields, deliveries)])."""
+    taken = [(text(e[0]), flat_fields(e[1]), int(e[2])) for e in reply[1:]]
+    return text(reply[0]), taken
+
+
+def retry_call(sk: K.ShardKeys, group: str, entry_id: str, delay_ms: int) -> ScriptCall:
+    return ScriptCall(
+        ScriptName.RETRY, [sk.outcomes, sk.retries(group)], [group, entry_id, delay_ms]
     )
-    out: list[DeadLetter] = []
-    for s, entries in zip(shards, replies, strict=True):
-        for entry_id, fields in entries:
-            letter = C.dead_letter_from_entry(s, entry_id, fields)
-            if group is None or letter.group == group:
-                out.append(letter)
-    out.sort(key=lambda d: (d.failed_ms, d.ref))
-    return out[:limit]
 
 
-def dead_letter_count(ns: C.Namespace) -> Op[int]:
-    lengths = yield C.Pipeline(
-        [C.Command("xlen", (ns.shard(s).dead,)) for s in range(ns.meta.shards)]
+def parse_retry(reply: Any) -> int | None:
+    """The retry time (ms), or None when the entry was no longer pending."""
+    return int(reply) or None
+
+
+MAX_ERROR_CHARS = 4000
+
+
+def dead_call(
+    sk: K.ShardKeys, group: str, entry_id: str, consumer: str, *, attempts: int, error: str
+) -> ScriptCall:
+    if len(error) > MAX_ERROR_CHARS:
+        error = error[: MAX_ERROR_CHARS - 1] + "…"
+    return ScriptCall(
+        ScriptName.DEAD,
+        [sk.outcomes, sk.retries(group), sk.dead],
+        [group, entry_id, consumer, attempts, error],
     )
-    return sum(int(n) for n in lengths)
 
 
-def get_dead_letter(ns: C.Namespace, ref: object) -> Op[DeadLetter | None]:
-    shard, eid = C.parse_ref(ref, ns.meta.shards)
-    entries = yield C.Command("xrange", (ns.shard(shard).dead, eid, eid))
-    if not entries:
-        return None
-    return C.dead_letter_from_entry(shard, entries[0][0], entries[0][1])
+def parse_dead(reply: Any) -> str | None:
+    """The dead letter's id, or None when the entry was no longer pending."""
+    return text(reply) or None
 
 
-def redeliver(ns: C.Namespace, ref: object) -> Op[str | None]:
-    """Put a dead letter back in front of its group (a new entry of its shard's stream);
-    the new entry id, or None when there is no such dead letter (or it holds no outcome)."""
-    shard, eid = C.parse_ref(ref, ns.meta.shards)
-    return C.parse_redeliver((yield C.redeliver_call(ns.shard(shard), eid)))
+def touch_call(sk: K.ShardKeys, group: str, consumer: str, entry_ids: Sequence[str]) -> ScriptCall:
+    return ScriptCall(ScriptName.TOUCH, [sk.outcomes], [group, consumer, *entry_ids])
 
 
-def drop_dead_letter(ns: C.Namespace, ref: object) -> Op[bool]:
-    """Delete a dead letter; True if it existed."""
-    shard, eid = C.parse_ref(ref, ns.meta.shards)
-    return int((yield C.Command("xdel", (ns.shard(shard).dead, eid)))) == 1
+def parse_touch(reply: Sequence[Any]) -> list[str]:
+    """The ids no longer pending for the consumer."""
+    return [text(x) for x in reply]
+
+
+def redeliver_call(sk: K.ShardKeys, dead_id: str) -> ScriptCall:
+    return ScriptCall(ScriptName.REDELIVER, [sk.dead, sk.outcomes], [dead_id])
+
+
+def parse_redeliver(reply: Any) -> str | None:
+    return text(reply) or None
+
+
+def leave_group_call(sk: K.ShardKeys, group: str, consumer: str) -> ScriptCall:
+    return ScriptCall(ScriptName.LEAVE_GROUP, [sk.outcomes], [group, consumer])

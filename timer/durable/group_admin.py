@@ -1,0 +1,159 @@
+"""The operator's side of consumer groups: list and delete them, and their dead letters
+(list, read, redeliver, drop). Sans-I/O operations, as in :mod:`.groups`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import StoreError
+from . import calls as C
+from . import entries as E
+from . import keys as K
+from .calls import Op
+from .groups import parse_redeliver, redeliver_call
+from .models import ConsumerInfo, DeadLetter, GroupInfo
+
+
+def _id_ms(entry_id: Any) -> int:
+    return int(C.text(entry_id).split("-", 1)[0])
+
+
+def group_infos(ns: C.Namespace, now_ms: int) -> Op[list[GroupInfo]]:
+    """Every consumer group of the namespace with its consumers, pending, retrying, lag
+    and the age of what it owes, summed over the shards' streams."""
+    streams = list(ns.outcome_streams().items())
+    listed = yield C.Pipeline(
+        [C.Command("xinfo_groups", (s,)) for s, _ in streams], errors_in_slots=True
+    )
+    found: list[tuple[str, int, dict[str, Any]]] = []
+    for (stream, shard), reply in zip(streams, listed, strict=True):
+        if isinstance(reply, StoreError):
+            continue  # no stream yet on this shard
+        for g in C.error_or(reply):
+            found.append((stream, shard, g))
+    if not found:
+        return []
+    detail: list[C.Command] = []
+    for stream, shard, g in found:
+        name = C.text(g["name"])
+        last = C.text(g["last-delivered-id"])
+        detail += [
+            C.Command("xinfo_consumers", (stream, name)),
+            C.Command("zcard", (ns.shard(shard).retries(name),)),
+            C.Command("xrange", (stream, "(" + last, "+"), {"count": 1}),
+            C.Command("xpending", (stream, name)),
+        ]
+    replies = yield C.Pipeline(detail)
+    acc: dict[str, dict[str, Any]] = {}
+    for i, (_stream, _shard, g) in enumerate(found):
+        consumers, retrying, nxt, pending = replies[4 * i : 4 * i + 4]
+        name = C.text(g["name"])
+        a = acc.setdefault(
+            name,
+            {"consumers": {}, "pending": 0, "retrying": 0, "lag": 0, "oldest": None, "owes": None,
+             "shards": 0},
+        )  # fmt: skip
+        a["shards"] += 1
+        a["pending"] += int(g["pending"])
+        a["retrying"] += int(retrying)
+        lag = g.get("lag")
+        a["lag"] = None if lag is None or a["lag"] is None else a["lag"] + int(lag)
+        owed: list[int] = []
+        if int(pending["pending"]) > 0:
+            oldest = _id_ms(pending["min"])
+            owed.append(oldest)
+            a["oldest"] = oldest if a["oldest"] is None else min(a["oldest"], oldest)
+        if nxt:
+            owed.append(_id_ms(nxt[0][0]))
+        if owed:
+            a["owes"] = min(owed) if a["owes"] is None else min(a["owes"], *owed)
+        for c in consumers:
+            cname = C.text(c["name"])
+            have = a["consumers"].get(cname)
+            idle = int(c["idle"])
+            cpending = int(c["pending"])
+            a["consumers"][cname] = (
+                (cpending, idle) if have is None else (have[0] + cpending, min(have[1], idle))
+            )
+    return [
+        GroupInfo(
+            name=name,
+            consumers=tuple(
+                ConsumerInfo(c, p, idle) for c, (p, idle) in sorted(a["consumers"].items())
+            ),
+            pending=a["pending"],
+            retrying=a["retrying"],
+            lag=a["lag"],
+            oldest_pending_age_ms=None if a["oldest"] is None else max(0, now_ms - a["oldest"]),
+            owes_since_ms=a["owes"],
+            shards=a["shards"],
+        )
+        for name, a in sorted(acc.items())
+    ]
+
+
+def delete_group(ns: C.Namespace, group: str) -> Op[int]:
+    """Destroy the group on every shard's stream and drop its retry schedule; on how many
+    streams it existed. Its dead letters stay (drop them with ``drop_dead_letters``)."""
+    K.check_name("consumer group", group)
+    shards = range(ns.meta.shards)
+    calls: list[C.Command] = []
+    for s in shards:
+        sk = ns.shard(s)
+        calls += [
+            C.Command("xgroup_destroy", (sk.outcomes, group)),
+            C.Command("delete", (sk.retries(group),)),
+        ]
+    replies = yield C.Pipeline(calls, errors_in_slots=True)
+    return sum(
+        1 for r in replies[0::2] if not isinstance(r, StoreError) and int(C.error_or(r)) == 1
+    )
+
+
+def dead_letters(
+    ns: C.Namespace, group: str | None = None, *, limit: int = 1000
+) -> Op[list[DeadLetter]]:
+    """Dead letters (of ``group``, or all), oldest first per shard, at most ``limit``."""
+    C.check_int("limit", limit, 1, 1_000_000)
+    if group is not None:
+        K.check_name("consumer group", group)
+    shards = range(ns.meta.shards)
+    replies = yield C.Pipeline(
+        [C.Command("xrange", (ns.shard(s).dead, "-", "+"), {"count": limit}) for s in shards]
+    )
+    out: list[DeadLetter] = []
+    for s, entries in zip(shards, replies, strict=True):
+        for entry_id, fields in entries:
+            letter = E.dead_letter_from_entry(s, entry_id, fields)
+            if group is None or letter.group == group:
+                out.append(letter)
+    out.sort(key=lambda d: (d.failed_ms, d.ref))
+    return out[:limit]
+
+
+def dead_letter_count(ns: C.Namespace) -> Op[int]:
+    lengths = yield C.Pipeline(
+        [C.Command("xlen", (ns.shard(s).dead,)) for s in range(ns.meta.shards)]
+    )
+    return sum(int(n) for n in lengths)
+
+
+def get_dead_letter(ns: C.Namespace, ref: object) -> Op[DeadLetter | None]:
+    shard, eid = E.parse_ref(ref, ns.meta.shards)
+    entries = yield C.Command("xrange", (ns.shard(shard).dead, eid, eid))
+    if not entries:
+        return None
+    return E.dead_letter_from_entry(shard, entries[0][0], entries[0][1])
+
+
+def redeliver(ns: C.Namespace, ref: object) -> Op[str | None]:
+    """Put a dead letter back in front of its group (a new entry of its shard's stream);
+    the new entry id, or None when there is no such dead letter (or it holds no outcome)."""
+    shard, eid = E.parse_ref(ref, ns.meta.shards)
+    return parse_redeliver((yield redeliver_call(ns.shard(shard), eid)))
+
+
+def drop_dead_letter(ns: C.Namespace, ref: object) -> Op[bool]:
+    """Delete a dead letter; True if it existed."""
+    shard, eid = E.parse_ref(ref, ns.meta.shards)
+    return int((yield C.Command("xdel", (ns.shard(shard).dead, eid)))) == 1

@@ -1,0 +1,134 @@
+"""The scripts of a shard's leader and its upkeep: leases, fire, sweep, trim, the results
+table's start and the format migration. One pure builder and one pure parser each, as
+in :mod:`.calls` (no I/O)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from . import keys as K
+from .calls import ScriptCall, text
+from .models import FireResult, LeaseGrant, LeaseRenewal, SweepResult, Trimmed
+from .scripts import ScriptName
+
+
+def lease_acquire_call(sk: K.ShardKeys, worker: str, ttl_ms: int) -> ScriptCall:
+    return ScriptCall(ScriptName.LEASE_ACQUIRE, [sk.lease, sk.epoch], [worker, ttl_ms])
+
+
+def parse_lease_acquire(reply: Sequence[Any]) -> LeaseGrant:
+    if int(reply[0]) == 1:
+        return LeaseGrant(True, int(reply[1]), None, 0, int(reply[2]))
+    return LeaseGrant(False, 0, text(reply[1]), int(reply[2]), int(reply[3]))
+
+
+def lease_renew_call(sk: K.ShardKeys, worker: str, epoch: int, ttl_ms: int) -> ScriptCall:
+    return ScriptCall(ScriptName.LEASE_RENEW, [sk.lease, sk.epoch], [worker, epoch, ttl_ms])
+
+
+def parse_lease_renew(reply: Sequence[Any]) -> LeaseRenewal:
+    return LeaseRenewal(int(reply[0]) == 1, int(reply[1]))
+
+
+def lease_release_call(sk: K.ShardKeys, worker: str, epoch: int) -> ScriptCall:
+    return ScriptCall(ScriptName.LEASE_RELEASE, [sk.lease, sk.epoch], [worker, epoch])
+
+
+def parse_lease_release(reply: Any) -> bool:
+    return int(reply) == 1
+
+
+def fire_call(
+    sk: K.ShardKeys,
+    worker: str,
+    epoch: int,
+    ids: Sequence[str],
+    *,
+    bucket_ms: int,
+    ttl_ms: int,
+    ahead: int = 0,
+) -> ScriptCall:
+    """Expire ``ids`` (oldest deadline first) if due by Redis time; fenced by the lease.
+    ``ahead``: timers of the shard the caller expects to decide soon (see ``fire.lua``)."""
+    keys = [sk.timers, sk.buckets, sk.outcomes, sk.lease, sk.epoch]
+    args = [sk.prefix, worker, epoch, bucket_ms, ttl_ms, max(0, ahead), *ids]
+    return ScriptCall(ScriptName.FIRE, keys, args)
+
+
+def parse_fire(reply: Sequence[Any]) -> FireResult:
+    fired, early = reply
+    return FireResult(
+        [text(x) for x in fired],
+        {text(early[i]): int(early[i + 1]) for i in range(0, len(early), 2)},
+    )
+
+
+def sweep_call(
+    sk: K.ShardKeys,
+    worker: str,
+    epoch: int,
+    *,
+    bucket_ms: int,
+    ttl_ms: int,
+    limit: int,
+    ahead: int = 0,
+) -> ScriptCall:
+    """Expire what is left in ended buckets, at most ``limit`` timers; fenced.
+    ``ahead``: as for ``fire_call``."""
+    keys = [sk.timers, sk.buckets, sk.outcomes, sk.lease, sk.epoch]
+    args = [sk.prefix, worker, epoch, bucket_ms, ttl_ms, max(0, ahead), limit]
+    return ScriptCall(ScriptName.SWEEP, keys, args)
+
+
+def parse_sweep(reply: Sequence[Any]) -> SweepResult:
+    fired, more, moved = reply
+    pairs = [(text(fired[i]), int(fired[i + 1])) for i in range(0, len(fired), 2)]
+    return SweepResult(pairs, bool(int(more)), int(moved))
+
+
+TRIM_RESULT_HASHES = 1024  # ~30-50 ms of Redis time at most (design notes)
+
+
+def trim_call(sk: K.ShardKeys, retention_ms: int | None, *, keep_unread: bool) -> ScriptCall:
+    """Trim a shard's stream (``retention_ms`` None: leave it) and its expired results."""
+    keep = "" if retention_ms is None else retention_ms
+    args = [keep, int(keep_unread), sk.prefix, TRIM_RESULT_HASHES]
+    return ScriptCall(ScriptName.TRIM, [sk.outcomes], args)
+
+
+def parse_trim(reply: Sequence[Any], shard: int) -> Trimmed:
+    return Trimmed(
+        shard=shard, removed=int(reply[0]), held_by_group=bool(reply[2]),
+        results_dropped=int(reply[3]),
+    )  # fmt: skip
+
+
+def get_call(sk: K.ShardKeys, tid: str) -> ScriptCall:
+    """A timer's pending record and, if none, its retained outcome, in one call."""
+    return ScriptCall(ScriptName.GET, [sk.timers], [sk.prefix, tid], wait=False)
+
+
+def results_init_call(sk: K.ShardKeys) -> ScriptCall:
+    """Start the shard's results table unless it has one (see ``results_init.lua``)."""
+    return ScriptCall(ScriptName.RESULTS_INIT, [sk.results_table], [], wait=False)
+
+
+def migrate_call(sk: K.ShardKeys, budget: int, result_ttl_ms: int) -> ScriptCall:
+    """One bounded step of converting a shard an earlier release made (``migrate.lua``)."""
+    keys = [sk.timers, sk.buckets, sk.outcomes, sk.dead, sk.results_table, sk.migration]
+    args = [sk.prefix, budget, result_ttl_ms]
+    return ScriptCall(ScriptName.MIGRATE, keys, args)
+
+
+class MigrateStep(NamedTuple):
+    """One ``migrate.lua`` call: whether the shard is converted, the step it worked on
+    (records, fine, coarse, strings, out, dead), and what it converted or visited."""
+
+    done: bool
+    step: str
+    converted: int
+
+
+def parse_migrate(reply: Sequence[Any]) -> MigrateStep:
+    return MigrateStep(bool(int(reply[0])), text(reply[1]), int(reply[2]))

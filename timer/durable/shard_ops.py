@@ -1,0 +1,111 @@
+"""The worker's side of a namespace: membership (heartbeat, the live workers, leave),
+a shard's backlog, reading its due buckets, and trimming outcomes. Sans-I/O operations,
+as in :mod:`.ops`; a shard's fenced scripts are in :mod:`.shard_calls`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from . import calls as C
+from . import keys as K
+from . import shard_calls as SC
+from .calls import Op
+from .checks import check_bool
+from .codec import decode_pending
+from .models import (
+    COARSE_MS,
+    DueTimers,
+    Trimmed,
+)
+
+
+def trim_outcomes(
+    ns: C.Namespace, retention_ms: int | None, *, keep_unread: bool, shards: Iterable[int] | None
+) -> Op[list[Trimmed]]:
+    keep = None if retention_ms is None else C.check_int("retention_ms", retention_ms, 0)
+    check_bool("keep_unread", keep_unread)
+    picked = C.check_shards(ns, shards)
+    calls = [SC.trim_call(ns.shard(s), keep, keep_unread=keep_unread) for s in picked]
+    replies = yield C.Pipeline(calls, errors_in_slots=True)
+    return [SC.parse_trim(C.error_or(r), s) for s, r in zip(picked, replies, strict=True)]
+
+
+def heartbeat(keys: K.NamespaceKeys, worker: str, now_ms: int, live_window_ms: int) -> Op[int]:
+    """Announce ``worker`` at ``now_ms``; forget long-gone workers; how many are live."""
+    replies = yield C.Pipeline([
+        C.Command("zadd", (keys.workers, {worker: now_ms})),
+        C.Command("zremrangebyscore", (keys.workers, "-inf", now_ms - 10 * live_window_ms)),
+        C.Command("zcount", (keys.workers, now_ms - live_window_ms, "+inf")),
+    ])  # fmt: skip
+    return int(replies[-1])
+
+
+def workers(keys: K.NamespaceKeys) -> Op[list[tuple[str, int]]]:
+    """Every worker that announced itself recently: (id, last heartbeat, Redis ms)."""
+    seen = yield C.Command("zrange", (keys.workers, 0, -1), {"withscores": True})
+    return [(C.text(w), int(ms)) for w, ms in seen]
+
+
+def leave(keys: K.NamespaceKeys, worker: str) -> Op[None]:
+    yield C.Command("zrem", (keys.workers, worker))
+
+
+def backlog(sk: K.ShardKeys) -> Op[tuple[int, int | None]]:
+    """(timers pending in the shard, start of its oldest durable bucket or None)."""
+    pending, oldest = yield C.Pipeline([
+        C.Command("hlen", (sk.timers,)),
+        C.Command("zrange", (sk.buckets, 0, 0), {"withscores": True}),
+    ])  # fmt: skip
+    return int(pending), (int(oldest[0][1]) if oldest else None)
+
+
+def read_due(
+    sk: K.ShardKeys,
+    until_ms: int,
+    skip: set[int],
+    *,
+    chunk: int = 1000,
+    max_ids: int = 200_000,
+    coarse: bool = False,
+    bucket_ms: int | None = None,
+) -> Op[DueTimers]:
+    """Durable buckets starting before ``until_ms`` (not in ``skip``) and their timers.
+
+    Buckets are read with LRANGE and records with HMGET in chunks, so no call blocks
+    Redis long. Reading stops after the bucket that reaches ``max_ids`` pending timers: a
+    backlog left by a long outage is taken in slices, oldest buckets first, not all at
+    once into memory. ``coarse`` reads the coarse buckets (far timers) instead of the
+    fine ones. Buckets (the lazy lists of ``lua/include/buckets.lua``) may hold ids
+    stale or repeated until the sweep takes them, so each id is taken once, only while
+    pending and due in the bucket it was found in (fine buckets ``bucket_ms`` wide, if
+    given), and stale ones take no room.
+    """
+    mirror, bucket = (sk.coarse_buckets, sk.coarse) if coarse else (sk.buckets, sk.bucket)
+    members = yield C.Command("zrangebyscore", (mirror, "-inf", until_ms))
+    width = COARSE_MS if coarse else bucket_ms
+    buckets: list[int] = []
+    found: dict[str, int] = {}  # id -> its deadline, each once
+    for n in (int(m) for m in members):
+        if n in skip:
+            continue
+        if len(found) >= max_ids:  # counted in pending timers: stale ids take no room
+            break
+        buckets.append(n)
+        cursor = 0
+        while True:
+            part = yield C.Command("lrange", (bucket(n), cursor, cursor + chunk - 1))
+            cursor = 0 if len(part) < chunk else cursor + chunk
+            names = [t for t in dict.fromkeys(C.text(m) for m in part) if t not in found]
+            if names:
+                records = yield C.Command("hmget", (sk.timers, names))
+                for tid, raw in zip(names, records, strict=True):
+                    if raw is None:
+                        continue  # decided: a stale id of a list
+                    d = int(decode_pending(raw)["d"])
+                    if width is None or d // width == n:  # due here, not moved elsewhere
+                        found[tid] = d
+            if cursor == 0:
+                break
+    due = [(d, tid) for tid, d in found.items()]
+    due.sort()
+    return DueTimers(buckets, due)

@@ -1,0 +1,235 @@
+"""What an operator sees of a namespace: its history and recent outcomes, what is due
+next, its figures (stats), its memory, its leaders, and the namespaces a server holds.
+Sans-I/O operations, as in :mod:`.ops`; read-only."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from . import calls as C
+from . import entries as E
+from . import keys as K
+from .calls import Op
+from .models import (
+    Outcome,
+)
+from .ops import server_settings, server_time_ms
+from .shard_ops import read_due
+
+
+def outcomes_total(ns: C.Namespace) -> Op[int]:
+    """How many outcomes the namespace's streams hold (one pipelined XLEN per shard)."""
+    lengths = yield C.Pipeline([C.Command("xlen", (s,)) for s in ns.outcome_streams()])
+    return sum(int(n) for n in lengths)
+
+
+def history(ns: C.Namespace, shards: Iterable[int], page: int = 10_000) -> Op[None]:
+    """Emit every outcome retained in the shards' streams, oldest first per shard, read
+    in pages with XRANGE (no consumer group: audits, demos, analytics). A dead letter put
+    back for a group (``redeliver``) is a copy, not another outcome: it is skipped."""
+    for shard in C.check_shards(ns, shards):
+        stream = ns.shard(shard).outcomes
+        start: Any = "-"
+        while True:
+            entries = yield C.Command("xrange", (stream, start, "+"), {"count": page})
+            if start != "-":
+                entries = entries[1:]  # the page's first entry is the last one already given
+            if not entries:
+                break
+            for entry_id, fields in entries:
+                if b"only" not in fields:  # a dead letter put back for a group: a copy
+                    yield C.Emit(E.outcome_or_undecodable(shard, entry_id, fields))
+            start = entries[-1][0]
+
+
+def namespaces() -> Op[list[str]]:
+    """The namespaces ``init`` has created on this server (or cluster), sorted."""
+    names = yield C.Command("smembers", (K.NAMESPACES,))
+    return sorted(C.text(n) for n in names)
+
+
+def recent(ns: C.Namespace, count: int, shards: Iterable[int] | None = None) -> Op[list[Outcome]]:
+    """The newest ``count`` outcomes of each shard (all, or ``shards``), newest first
+    overall: one pipelined XREVRANGE per shard."""
+    C.check_int("count", count, 1, 100_000)
+    picked = C.check_shards(ns, shards)
+    pages = yield C.Pipeline(
+        [C.Command("xrevrange", (ns.shard(s).outcomes, "+", "-"), {"count": count})
+         for s in picked]
+    )  # fmt: skip
+    out = [
+        E.outcome_or_undecodable(s, entry_id, fields)
+        for s, entries in zip(picked, pages, strict=True)
+        for entry_id, fields in entries
+        if fields and b"only" not in fields
+    ]
+    out.sort(key=lambda o: o.decided_ms, reverse=True)
+    return out
+
+
+def next_due(ns: C.Namespace, shard: int, count: int) -> Op[list[tuple[int, str]]]:
+    """The ``count`` pending timers of a shard due first: (deadline_ms, id), soonest first.
+
+    Reads the shard's first ``count`` durable buckets (at most ``10 * count`` ids), and
+    when they hold fewer than ``count`` the first coarse bucket (far timers), so it is
+    cheap however many timers the shard holds.
+    """
+    C.check_int("shard", shard, 0, ns.meta.shards - 1)
+    C.check_int("count", count, 1, 1000)
+    sk = ns.shard(shard)
+    timers: list[tuple[int, str]] = []
+    first = yield C.Command("zrange", (sk.buckets, 0, count - 1), {"withscores": True})
+    if first:
+        timers = (
+            yield from read_due(
+                sk, int(first[-1][1]), set(), max_ids=10 * count, bucket_ms=ns.meta.bucket_ms
+            )
+        ).timers
+    if len(timers) < count:  # fine buckets end an hour or so ahead: then the far ones
+        far = yield C.Command("zrange", (sk.coarse_buckets, 0, 0), {"withscores": True})
+        if far:
+            more = yield from read_due(sk, int(far[0][1]), set(), max_ids=10 * count, coarse=True)
+            timers = sorted(timers + more.timers)
+    return timers[:count]
+
+
+def stats(ns: C.Namespace, *, servers: bool = True) -> Op[dict[str, Any]]:
+    """Per shard: pending, leader, epoch, outcomes, lag (ms past the oldest ended bucket),
+    the lease's time to live; and (unless ``servers=False``: one INFO per primary less)
+    what each server says about durability (eviction policy, AOF)."""
+    now = yield from server_time_ms()
+    settings = (yield from server_settings()) if servers else []
+    commands: list[C.Command] = []
+    for s in range(ns.meta.shards):
+        sk = ns.shard(s)
+        commands += [
+            C.Command("hlen", (sk.timers,)),
+            C.Command("get", (sk.lease,)),
+            C.Command("get", (sk.epoch,)),
+            C.Command("zrange", (sk.buckets, 0, 0), {"withscores": True}),
+            C.Command("xlen", (sk.outcomes,)),
+            C.Command("pttl", (sk.lease,)),
+            C.Command("zrange", (sk.coarse_buckets, 0, 0), {"withscores": True}),
+        ]
+    replies = yield C.Pipeline(commands)
+    shards: list[dict[str, Any]] = []
+    for s in range(ns.meta.shards):
+        pending, leader, epoch, oldest, outs, ttl, far = replies[7 * s : 7 * s + 7]
+        lag = 0
+        if oldest:
+            bucket_end = int(oldest[0][1]) + ns.meta.bucket_ms
+            lag = max(0, now - bucket_end)
+        if far:  # a coarse bucket is moved an hour ahead: one that has started is overdue
+            lag = max(lag, now - int(far[0][1]))
+        shards.append(
+            {
+                "shard": s,
+                "pending": int(pending),
+                "leader": leader.decode() if leader else None,
+                "epoch": int(epoch) if epoch else 0,
+                "outcomes": int(outs),
+                "lag_ms": lag,
+                "lease_ttl_ms": int(ttl) if int(ttl) >= 0 else None,  # until it lapses
+            }
+        )
+    return {
+        "namespace": ns.name,
+        "shards": shards,
+        "pending": sum(x["pending"] for x in shards),
+        "outcomes": sum(x["outcomes"] for x in shards),
+        "max_lag_ms": max((int(x["lag_ms"]) for x in shards), default=0),
+        "now_ms": now,
+        "servers": [
+            {
+                "node": v.node,
+                "version": v.version,
+                "maxmemory_policy": v.maxmemory_policy,
+                "aof": v.aof_enabled,
+            }
+            for v in settings
+        ],
+    }
+
+
+def memory(ns: C.Namespace, sample: int = 10) -> Op[dict[str, Any]]:
+    """Redis bytes held per pending and per decided timer (estimates, two round trips).
+
+    Pending: each shard's timers hash and bucket mirrors (``MEMORY USAGE``, which
+    itself samples a large hash), plus the mean of up to ``sample`` durable buckets
+    times the number of buckets, and the same for the coarse buckets. Decided: the
+    outcome streams' bytes per entry, plus a retained result's bytes: the bytes of up
+    to ``sample`` of the results table's hashes over the results they hold. Watch
+    indexes are not counted. None where there is nothing to measure.
+    """
+    C.check_int("sample", sample, 1, 1000)
+    first: list[C.Command] = []
+    for s in range(ns.meta.shards):
+        sk = ns.shard(s)
+        first += [
+            C.Command("memory_usage", (sk.timers,)),
+            C.Command("memory_usage", (sk.buckets,)),
+            C.Command("zcard", (sk.buckets,)),
+            C.Command("zrange", (sk.buckets, 0, sample - 1)),
+            C.Command("hlen", (sk.timers,)),
+            C.Command("memory_usage", (sk.outcomes,)),
+            C.Command("xlen", (sk.outcomes,)),
+            C.Command("memory_usage", (sk.coarse_buckets,)),
+            C.Command("zcard", (sk.coarse_buckets,)),
+            C.Command("zrange", (sk.coarse_buckets, 0, sample - 1)),
+            C.Command("hmget", (sk.results_table, "L", "S", "N")),
+        ]
+    replies = yield C.Pipeline(first)
+    fixed = stream = buckets = coarse = pending = outcomes = held = 0
+    probes: list[tuple[str, C.Command]] = []
+    for s in range(ns.meta.shards):
+        (t_mem, bz_mem, zcard, names, hlen, out_mem, xlen, cz_mem, ccard, cnames,
+         table) = replies[11 * s : 11 * s + 11]  # fmt: skip
+        sk = ns.shard(s)
+        fixed += int(t_mem or 0) + int(bz_mem or 0) + int(cz_mem or 0) if int(hlen) else 0
+        buckets += int(zcard)
+        coarse += int(ccard)
+        probes += [("coarse", C.Command("memory_usage", (sk.coarse(int(m)),))) for m in cnames]
+        pending += int(hlen)
+        stream += int(out_mem or 0) if int(xlen) else 0
+        outcomes += int(xlen)
+        probes += [("bucket", C.Command("memory_usage", (sk.bucket(int(n)),))) for n in names]
+        parts = 2 ** int(table[0] or 0) + int(table[1] or 0)  # sample the results table
+        held += int(table[2] or 0)
+        for b in range(0, parts, max(1, parts // sample)):
+            probes += [("part", C.Command("memory_usage", (sk.results_part(b),))),
+                       ("part_len", C.Command("hlen", (sk.results_part(b),)))]  # fmt: skip
+    sizes = (yield C.Pipeline([cmd for _, cmd in probes])) if probes else []
+    measured: dict[str, list[int]] = {"bucket": [], "coarse": [], "result": [], "part": [],
+                                      "part_len": []}  # fmt: skip
+    for (kind, _), size in zip(probes, sizes, strict=True):
+        if size:  # a result past its TTL (or a bucket just emptied) is gone: not a sample
+            measured[kind].append(int(size))
+    sampled_results = len(measured["part_len"])
+    if measured["part_len"]:  # bytes per result in the table, as the mean of the others
+        measured["result"].append(round(sum(measured["part"]) / sum(measured["part_len"])))
+
+    def mean(values: list[int]) -> float:
+        return sum(values) / len(values) if values else 0.0
+
+    indexed = fixed + mean(measured["bucket"]) * buckets + mean(measured["coarse"]) * coarse
+    per_pending = indexed / pending if pending else None
+    per_decided = stream / outcomes + mean(measured["result"]) if outcomes else None
+    return {
+        "bytes_per_pending_timer": None if per_pending is None else round(per_pending, 1),
+        "bytes_per_decided_timer": None if per_decided is None else round(per_decided, 1),
+        "pending": pending,
+        "outcomes": outcomes,
+        "retained_in_table": held,
+        "durable_buckets": buckets,
+        "coarse_buckets": coarse,
+        "sampled_buckets": len(measured["bucket"]),
+        "sampled_results": sampled_results,
+    }
+
+
+def leaders(ns: C.Namespace) -> Op[dict[int, str | None]]:
+    """Each shard's lease holder now (None: no leader)."""
+    shards = range(ns.meta.shards)
+    held = yield C.Pipeline([C.Command("get", (ns.shard(s).lease,)) for s in shards])
+    return {s: None if who is None else C.text(who) for s, who in zip(shards, held, strict=True)}
