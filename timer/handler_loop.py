@@ -1,0 +1,439 @@
+"""The loop of one ``Handlers.run``: the reading thread (this one), the handler threads,
+the acker thread and the event loop for ``async def`` handlers.
+
+Threads: the thread that called ``run`` reads, claims and touches (through the
+group's :class:`~timer.durable.reader.GroupReader`) and dispatches; ``concurrency``
+daemon threads (``handler-<n>``) run sync handlers and settle their failures; the
+``handler-acks`` thread acknowledges handled outcomes in batches; one
+``handler-loop`` thread runs an event loop for ``async def`` handlers. The outcomes in
+hand (:class:`~timer.handler_policy.InHand`) are guarded by one condition variable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .durable.groups import Delivery
+from .errors import TimerError
+from .handler_policy import (
+    Backoff,
+    Handler,
+    HandlerStats,
+    HandlerTimedOut,
+    InHand,
+    Retry,
+    error_text,
+)
+
+if TYPE_CHECKING:
+    from .consumer import ConsumerGroup
+
+log = logging.getLogger("tickwheel.handlers")
+
+
+class Registry(Protocol):
+    """What the loop reads of its ``Handlers``."""
+
+    consumer: str
+    max_attempts: int
+    backoff: Backoff
+    stats: HandlerStats
+
+    def handler(self, outcome: str) -> Handler | None: ...
+
+    def timeout_of(self, outcome: str) -> float | None: ...
+
+    def functions(self) -> list[Handler]: ...
+
+
+class HandlerLoop:
+    """One run of a Handlers: the reading thread (this one), the handler threads and the
+    event loop for ``async def`` handlers."""
+
+    def __init__(
+        self,
+        h: Registry,
+        hand: InHand,
+        group: ConsumerGroup,
+        *,
+        concurrency: int,
+        stop_when_idle: bool,
+        drain_timeout_s: float,
+    ) -> None:
+        self.h = h
+        self.hand = hand
+        self.group = group
+        self.concurrency = concurrency
+        self.stop_when_idle = stop_when_idle
+        self.drain_timeout_s = drain_timeout_s
+        self.touch_every_s = group.reader.touch_every_s
+        self.work: queue.SimpleQueue[Delivery | None] = queue.SimpleQueue()
+        # Handled outcomes wait here for the acker thread, which acknowledges them in
+        # batches (one XACK per stream for many ids): one round trip per outcome was the
+        # runner's bottleneck under a backlog.
+        self.acks: queue.SimpleQueue[Delivery | None] = queue.SimpleQueue()
+        self.acker = threading.Thread(target=self._acker_main, name="handler-acks", daemon=True)
+        self.threads: list[threading.Thread] = []
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.loop_thread: threading.Thread | None = None
+        self.slots: asyncio.Semaphore | None = None  # made on the loop, by its first task
+        # Sync handlers with a timeout, while they run: key -> (deadline, delivery,
+        # started, thread name). One past its deadline is released for a retry and put
+        # in ``abandoned``: when its handler returns at last, nothing is settled.
+        # Keyed by (shard, entry id, attempt): a retry of the same entry is another run.
+        self.running: dict[tuple[int, str, int], tuple[float, Delivery, float, str]] = {}
+        self.abandoned: set[tuple[int, str, int]] = set()
+        self.replaced: set[str] = set()  # stuck threads: they exit once unstuck
+
+    # -- the reading thread -------------------------------------------------------------
+
+    def run(self) -> bool:
+        self._start_executors()
+        try:
+            self._dispatch_all(self._guard([], self.group.start, max(self.concurrency, 100)))
+            next_touch = time.monotonic() + self.touch_every_s
+            while not self.hand.stopping.is_set():
+                self._release_stuck()
+                now = time.monotonic()
+                if now >= next_touch:
+                    self._touch()
+                    next_touch = now + self.touch_every_s
+                free = self.concurrency - len(self.hand)
+                wait_s = max(0.001, next_touch - time.monotonic())
+                if free <= 0:
+                    with self.hand.cond:
+                        self.hand.cond.wait_for(
+                            lambda: (
+                                len(self.hand.held) < self.concurrency
+                                or self.hand.stopping.is_set()
+                            ),
+                            timeout=wait_s,
+                        )
+                    continue
+                block = None if self.stop_when_idle else max(1, int(min(wait_s, 0.5) * 1000))
+                got = self._guard([], self.group.poll, free, block)
+                self._dispatch_all(got)
+                if self.stop_when_idle and not got and self._idle():
+                    break
+        finally:
+            drained = self._drain()
+        return drained
+
+    def _guard(self, default: Any, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run a Redis call of the loop; on a Redis error log it, pause, give ``default``."""
+        try:
+            return fn(*args, **kwargs)
+        except TimerError as exc:
+            log.warning("consumer %s: %s; retrying", self.h.consumer, exc)
+            self.hand.stopping.wait(0.5)  # not a busy loop while Redis is away
+            return default
+
+    def _idle(self) -> bool:
+        """Nothing in hand, nothing to claim, no retry waiting (``stop_when_idle``)."""
+        if len(self.hand):
+            return False
+        done, got = self._guard((False, []), self.group.idle)
+        self._dispatch_all(got)
+        return bool(done) and len(self.hand) == 0
+
+    def _dispatch_all(self, got: list[Delivery]) -> None:
+        # A claimed entry (a due retry, a dead consumer's, our own taken back) was
+        # delivered before: only a first delivery has attempt 1.
+        self.h.stats.claimed += sum(1 for d in got if d.outcome.attempt > 1)
+        for d in got:
+            self._dispatch(d)
+
+    def _touch(self) -> None:
+        with self.hand.cond:
+            held = list(self.hand.held.values())
+        if not held:
+            return
+        lost = self._guard([], self.group.touch, held)
+        if lost:
+            self.h.stats.lost += len(lost)
+            log.warning(
+                "consumer %s: %d outcomes were taken over by another consumer while their "
+                "handlers ran (they stalled past reclaim_idle_ms?); both will have run them",
+                self.h.consumer, len(lost),
+            )  # fmt: skip
+
+    def _dispatch(self, d: Delivery) -> None:
+        h = self.h
+        o = d.outcome
+        fn = self.h.handler(o.outcome)
+        if o.attempt > h.max_attempts:
+            self._settle_dead(
+                d,
+                f"delivered {o.attempt} times without an acknowledgement: each consumer "
+                "holding it died or stalled before its handler returned (does the handler "
+                "crash the process?)",
+            )
+            return
+        if fn is None:
+            self._guard(None, self.group.ack, d)
+            h.stats.skipped += 1
+            return
+        with self.hand.cond:
+            self.hand.held[(o.shard, d.entry_id)] = d
+        if inspect.iscoroutinefunction(fn):
+            assert self.loop is not None
+            asyncio.run_coroutine_threadsafe(self._run_async(fn, d), self.loop)
+        else:
+            self.work.put(d)
+
+    # -- handler threads and the event loop ----------------------------------------------
+
+    def _start_executors(self) -> None:
+        self.acker.start()
+        fns = list(self.h.functions())
+        if any(not inspect.iscoroutinefunction(f) for f in fns):
+            for i in range(self.concurrency):
+                t = threading.Thread(target=self._thread_main, name=f"handler-{i}", daemon=True)
+                t.start()
+                self.threads.append(t)
+        if any(inspect.iscoroutinefunction(f) for f in fns):
+            self.loop = asyncio.new_event_loop()
+            self.loop_thread = threading.Thread(
+                target=self.loop.run_forever, name="handler-loop", daemon=True
+            )
+            self.loop_thread.start()
+
+    def _thread_main(self) -> None:
+        me = threading.current_thread().name
+        while True:
+            d = self.work.get()
+            if d is None:
+                return
+            if self.hand.stopping.is_set():  # read but not started: leave it pending
+                self._forget(d)
+                continue
+            kind = d.outcome.outcome
+            fn = self.h.handler(kind)
+            assert fn is not None  # dispatched only with a handler
+            timeout = self.h.timeout_of(kind)
+            started = self._started(d)
+            key = (d.outcome.shard, d.entry_id, d.outcome.attempt)
+            if timeout is not None:
+                with self.hand.cond:
+                    self.running[key] = (started + timeout, d, started, me)
+            error: BaseException | None = None
+            try:
+                fn(d.outcome)
+            except BaseException as exc:
+                error = exc
+            with self.hand.cond:
+                self.running.pop(key, None)
+                late = key in self.abandoned
+                self.abandoned.discard(key)
+            if late:  # released for a retry meanwhile: another attempt owns it now
+                log.warning(
+                    "thread %s: the handler of %s %s returned after its timeout; its "
+                    "outcome had been released for a retry, so nothing is settled here",
+                    me, kind, d.outcome.id,
+                )  # fmt: skip
+            else:
+                self._settle(d, error, started)
+            if me in self.replaced:  # a new thread took this one's place while it hung
+                return
+
+    def _release_stuck(self) -> None:
+        """Sync handlers past their timeout: their outcome is released for a retry (the
+        attempt counts), no longer touched, and a new thread takes the stuck one's place
+        (a thread cannot be stopped; it exits once its handler returns)."""
+        if not self.running:  # no sync handler with a timeout runs (the common case)
+            return
+        now = time.monotonic()
+        with self.hand.cond:
+            stuck = [(k, v) for k, v in self.running.items() if v[0] <= now]
+            for key, _ in stuck:
+                del self.running[key]
+                self.abandoned.add(key)
+        for _key, (_, d, started, name) in stuck:
+            o = d.outcome
+            timeout = self.h.timeout_of(o.outcome)
+            log.warning(
+                "handler thread %s is stuck: its handler of %s %s (attempt %d) ran past its "
+                "%.3gs timeout; the outcome is released for a retry and no longer touched, "
+                "and a new thread takes the stuck one's place",
+                name, o.outcome, o.id, o.attempt, timeout or 0,
+            )  # fmt: skip
+            self.h.stats.timed_out += 1
+            self.replaced.add(name)
+            t = threading.Thread(
+                target=self._thread_main, name=f"handler-{len(self.threads)}", daemon=True
+            )
+            self.threads.append(t)
+            t.start()
+            self._settle(d, HandlerTimedOut(f"the handler ran past its {timeout:g}s timeout "
+                                            f"(thread {name} still runs it)"), started)  # fmt: skip
+
+    async def _run_async(self, fn: Handler, d: Delivery) -> None:
+        if self.slots is None:
+            self.slots = asyncio.Semaphore(self.concurrency)
+        async with self.slots:  # a read may bring more than the free slots (per stream)
+            await self._run_async_now(fn, d)
+
+    async def _run_async_now(self, fn: Handler, d: Delivery) -> None:
+        if self.hand.stopping.is_set():
+            self._forget(d)
+            return
+        started = self._started(d)
+        timeout = self.h.timeout_of(d.outcome.outcome)
+        error: BaseException | None = None
+        try:
+            async with asyncio.timeout(timeout) as within:
+                await fn(d.outcome)
+        except TimeoutError as exc:
+            error = exc
+            if within.expired():  # ours, not the handler's own TimeoutError
+                self.h.stats.timed_out += 1
+                error = HandlerTimedOut(f"the handler ran past its {timeout:g}s timeout "
+                                        "and was cancelled")  # fmt: skip
+        except BaseException as exc:
+            error = exc
+        await asyncio.to_thread(self._settle, d, error, started)
+
+    def _started(self, d: Delivery) -> float:
+        now = time.time()
+        if d.outcome.attempt == 1:
+            self.h.stats.start_lateness.observe(max(0.0, now * 1000 - d.outcome.deadline_ms))
+        return time.monotonic()
+
+    def _settle(self, d: Delivery, exc: BaseException | None, started: float) -> None:
+        """Acknowledge, schedule a retry or dead-letter; then free the slot."""
+        h, o = self.h, d.outcome
+        h.stats.duration.observe((time.monotonic() - started) * 1000)
+        if exc is None:
+            self.acks.put(d)  # still in hand (and touched) until the acker has acked it
+            return
+        try:
+            h.stats.failed += 1
+            if o.attempt >= h.max_attempts:
+                self._settle_dead(d, error_text(exc), forget=False)
+            else:
+                delay = exc.delay_s if isinstance(exc, Retry) else None
+                if delay is None:
+                    delay = h.backoff.delay_s(o.attempt)
+                log.info(
+                    "%s %s (attempt %d/%d) failed: %s; retrying in %.3gs",
+                    o.outcome, o.id, o.attempt, h.max_attempts, exc, delay,
+                )  # fmt: skip
+                self._with_retries(lambda: self.group.retry(d, round(delay * 1000)))
+                h.stats.retried += 1
+        except TimerError as err:
+            h.stats.ack_errors += 1
+            log.error("could not settle %s %s (%s); it will come again", o.outcome, o.id, err)
+        finally:
+            self._forget(d)
+
+    def _acker_main(self) -> None:
+        h = self.h
+        while True:
+            d = self.acks.get()
+            if d is None:
+                return
+            batch = [d]
+            stop = False
+            while len(batch) < 1000:
+                try:
+                    nxt = self.acks.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    stop = True
+                    break
+                batch.append(nxt)
+            try:
+                self._with_retries(functools.partial(self.group.ack_many, batch))
+                h.stats.handled += len(batch)
+                for x in batch:
+                    kind = x.outcome.outcome
+                    h.stats.by_outcome[kind] = h.stats.by_outcome.get(kind, 0) + 1
+            except TimerError as err:
+                h.stats.ack_errors += len(batch)
+                log.error("could not acknowledge %d outcomes (%s); they will come again",
+                          len(batch), err)  # fmt: skip
+            finally:
+                for x in batch:
+                    self._forget(x)
+            if stop:
+                return
+
+    def _settle_dead(self, d: Delivery, error: str, forget: bool = True) -> None:
+        o = d.outcome
+        try:
+            ref = self._with_retries(lambda: self.group.dead_letter(d, error))
+            if ref is not None:
+                self.h.stats.dead_lettered += 1
+                log.error(
+                    "%s %s failed %d attempts; dead letter %s: %s",
+                    o.outcome, o.id, o.attempt, ref, error.splitlines()[0] if error else "",
+                )  # fmt: skip
+        except TimerError as err:
+            self.h.stats.ack_errors += 1
+            log.error("could not dead-letter %s (%s); it will come again", o.id, err)
+        finally:
+            if forget:
+                self._forget(d)
+
+    def _with_retries(self, fn: Callable[[], Any], attempts: int = 3) -> Any:
+        """A settling call, tried again on a Redis error (a failover takes a moment)."""
+        for i in range(attempts):
+            try:
+                return fn()
+            except TimerError:
+                if i == attempts - 1:
+                    raise
+                time.sleep(0.2 * (i + 1))  # backoff between tries of a failed call
+        return None
+
+    def _forget(self, d: Delivery) -> None:
+        with self.hand.cond:
+            self.hand.held.pop((d.outcome.shard, d.entry_id), None)
+            self.hand.cond.notify_all()
+
+    # -- stopping -------------------------------------------------------------------------
+
+    def _drain(self) -> bool:
+        """Let running handlers finish (touching their outcomes meanwhile), then stop the
+        threads and the loop, and leave the group where we owe nothing."""
+        self.hand.stopping.set()
+        deadline = time.monotonic() + self.drain_timeout_s
+        next_touch = time.monotonic() + self.touch_every_s
+        with self.hand.cond:
+            while self.hand.held and time.monotonic() < deadline:
+                self.hand.cond.wait(timeout=max(0.0, min(deadline, next_touch) - time.monotonic()))
+                if time.monotonic() >= next_touch:
+                    self.hand.cond.release()
+                    try:
+                        self._release_stuck()
+                        self._touch()
+                    finally:
+                        self.hand.cond.acquire()
+                    next_touch = time.monotonic() + self.touch_every_s
+            drained = not self.hand.held
+            left = len(self.hand.held)
+        for _ in self.threads:
+            self.work.put(None)
+        self.acks.put(None)
+        if self.loop is not None and self.loop_thread is not None:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.loop_thread.join(5)
+            if not self.loop_thread.is_alive():
+                self.loop.close()
+        if drained:
+            self._guard(0, self.group.leave)
+        else:
+            log.warning(
+                "%d handlers still running after %.0fs; their outcomes stay pending and "
+                "will be handled again", left, self.drain_timeout_s,
+            )  # fmt: skip
+        return drained

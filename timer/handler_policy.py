@@ -1,0 +1,113 @@
+"""What a handler runner decides with: retries (``Retry``, ``Backoff``), timeouts
+(``HandlerTimedOut``), what it counts (``HandlerStats``), and the outcomes in hand
+(``InHand``). Re-exported by :mod:`timer.handlers`, where the guide is."""
+
+from __future__ import annotations
+
+import random
+import threading
+import traceback
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .durable.checks import check_seconds
+from .durable.groups import Delivery
+from .durable.models import Outcome
+from .errors import InvalidInput
+from .histogram import MsHistogram
+
+Handler = Callable[[Outcome], Any] | Callable[[Outcome], Awaitable[Any]]
+
+
+class HandlerTimedOut(Exception):
+    """A handler ran past its ``timeout_s``: a failed attempt like any other."""
+
+
+def check_timeout(timeout_s: object) -> float | None:
+    if timeout_s is None:  # no timeout
+        return None
+    return check_seconds("timeout_s", timeout_s, maximum=86_400, positive=True)
+
+
+class Retry(Exception):
+    """Raise from a handler to try the outcome again after ``delay_s`` seconds (default:
+    the backoff). It counts as an attempt: the last one dead-letters the outcome."""
+
+    def __init__(self, delay_s: float | None = None, reason: str = "") -> None:
+        super().__init__(reason or (f"retry in {delay_s}s" if delay_s is not None else "retry"))
+        if delay_s is not None and (not isinstance(delay_s, int | float) or delay_s < 0):
+            raise InvalidInput(f"Retry delay must be >= 0 seconds, got {delay_s!r}")
+        self.delay_s = delay_s
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Delay before attempt ``n + 1`` after attempt ``n`` failed:
+    ``min(max_s, initial_s * multiplier ** (n - 1))``, each scaled by a random factor
+    in ``[1 - jitter, 1]`` so failed outcomes do not retry in lockstep."""
+
+    initial_s: float = 1.0
+    multiplier: float = 2.0
+    max_s: float = 300.0
+    jitter: float = 0.2
+
+    def __post_init__(self) -> None:
+        if not (self.initial_s >= 0 and self.max_s >= self.initial_s):
+            raise InvalidInput(
+                f"backoff needs 0 <= initial ({self.initial_s}s) <= max ({self.max_s}s)"
+            )
+        if self.multiplier < 1:
+            raise InvalidInput(f"backoff multiplier must be >= 1, got {self.multiplier}")
+        if not 0 <= self.jitter <= 1:
+            raise InvalidInput(f"backoff jitter must be between 0 and 1, got {self.jitter}")
+
+    def delay_s(self, attempt: int, rand: Callable[[], float] = random.random) -> float:
+        base = min(self.max_s, self.initial_s * self.multiplier ** max(0, attempt - 1))
+        return base * (1 - self.jitter * rand())
+
+
+@dataclass
+class HandlerStats:
+    """What a runner did since it started (read by its metrics)."""
+
+    handled: int = 0  # handler returned; outcome acknowledged
+    failed: int = 0  # handler raised (each attempt)
+    retried: int = 0  # failed attempts scheduled again
+    dead_lettered: int = 0  # moved to the dead letters
+    skipped: int = 0  # no handler for its kind: acknowledged unseen
+    claimed: int = 0  # due retries, outcomes of dead consumers, our own taken back at start
+    lost: int = 0  # taken over by another consumer while our handler still ran
+    ack_errors: int = 0  # could not settle with Redis (the outcome will come again)
+    timed_out: int = 0  # attempts that ran past their timeout (counted in failed too)
+    duration: MsHistogram = field(default_factory=MsHistogram)  # handler run time
+    start_lateness: MsHistogram = field(default_factory=MsHistogram)  # deadline -> start
+    by_outcome: dict[str, int] = field(default_factory=dict)  # handled, per outcome kind
+
+
+def error_text(exc: BaseException) -> str:
+    """``Type: message`` first (what a list shows), then the traceback's last frames."""
+    head = "".join(traceback.format_exception_only(exc)).strip()
+    tb = exc.__traceback__
+    tb = tb.tb_next if tb is not None else None  # the runner's own frame says nothing
+    frames = "".join(traceback.format_tb(tb)[-5:])
+    return f"{head}\n{frames}".strip()
+
+
+class InHand:
+    """The outcomes a runner holds (read or claimed, not yet settled), with the condition
+    that guards them and the flag that stops the runner. Shared by ``Handlers`` (``stop``,
+    ``in_flight``) and its loop."""
+
+    def __init__(self) -> None:
+        self.stopping = threading.Event()
+        self.cond = threading.Condition()
+        self.held: dict[tuple[int, str], Delivery] = {}
+
+    def __len__(self) -> int:
+        with self.cond:
+            return len(self.held)
+
+    def keys(self) -> list[tuple[int, str]]:
+        with self.cond:
+            return list(self.held)
