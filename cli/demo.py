@@ -179,6 +179,55 @@ def _run(
     say: Any,
     use_spark: bool = False,
 ) -> dict[str, Any]:
+    jobs, actions, acted = _plan(n, min_delay, max_delay, rng)
+    # The reaction starts first: its process is up and reading before any timer is due.
+    hanging = [j["id"] for j in jobs if j["id"] not in acted]
+    reaction = Reaction(url, c, poison=hanging[0] if hanging else "")
+    reaction.start()
+    try:
+        reaction.wait_ready()
+        _register(app, c, url, jobs, use_spark=use_spark, say=say)
+        driver = Driver(c, actions)
+        driver.start()
+        kill = _Kill()
+        deadline = time.monotonic() + max_delay / 1000 + 120
+        with click.progressbar(
+            length=n, label="Waiting for outcomes", file=sys.stderr, hidden=app.json
+        ) as bar:
+            shown = 0
+            while True:
+                done = c.outcomes_total()
+                bar.update(done - shown)
+                shown = done
+                if done >= n:
+                    break
+                if not no_kill:
+                    kill.step(c, procs, done >= 0.4 * n, url=url, ns=ns, lease_ms=lease_ms)
+                if time.monotonic() > deadline:
+                    break  # the summary will show what is missing
+                time.sleep(0.1)
+        driver.stop.set()
+        driver.join(10)
+        if driver.error is not None:
+            raise driver.error
+        reaction.finish()
+    finally:
+        reaction.stop()  # also when the run failed: no handler process left behind
+    if kill.at is not None:
+        say(
+            f"Killed worker {kill.victim} (SIGKILL) at 40% with shards {kill.shards}; "
+            f"started {kill.victim}-new"
+        )
+    return {
+        **_summarise(c, jobs, kill.at, kill.untaken_at, kill.shards, lease_ms),
+        **reaction.summary(),
+    }
+
+
+def _plan(
+    n: int, min_delay: int, max_delay: int, rng: random.Random
+) -> tuple[list[dict[str, Any]], list[tuple[float, str, str]], set[str]]:
+    """The jobs' timers, what happens to them (notify or cancel, when), and which."""
     jobs: list[dict[str, Any]] = []
     actions: list[tuple[float, str, str]] = []
     acted: set[str] = set()
@@ -193,79 +242,62 @@ def _run(
             actions.append((delay * rng.uniform(0.1, 0.8) / 1000, "notify", key))
         elif roll < 0.55:  # somebody cancels the job
             actions.append((delay * rng.uniform(0.1, 0.8) / 1000, "cancel", tid))
-    # The reaction starts first: its process is up and reading before any timer is due.
-    hanging = [j["id"] for j in jobs if j["id"] not in acted]
-    reaction = Reaction(url, c, poison=hanging[0] if hanging else "")
-    reaction.start()
-    try:
-        reaction.wait_ready()
-        if use_spark:
-            say("Registering the timeouts from a Spark DataFrame (local[2])")
-            with errors():
-                _register_with_spark(url, c.namespace, jobs)
-        else:
-            with (
-                errors(),
-                click.progressbar(
-                    length=n, label="Scheduling", file=sys.stderr, hidden=app.json
-                ) as bar,
-            ):
-                for start in range(0, n, 2_000):
-                    res = c.schedule_many(jobs[start : start + 2_000])
-                    bad = [r for r in res if isinstance(r, Exception)]
-                    if bad:
-                        raise bad[0]
-                    bar.update(len(res))
-        driver = Driver(c, actions)
-        driver.start()
-        killed_at, victim_shards, victim = None, [], None
-        # The last moment (Redis time) the victim's shards were seen with no new leader: fires
-        # after it are the successor's, not the victim's own batch still in flight at the kill.
-        untaken_at: int | None = None
-        taken_over = False
-        deadline = time.monotonic() + max_delay / 1000 + 120
-        with click.progressbar(
-            length=n, label="Waiting for outcomes", file=sys.stderr, hidden=app.json
-        ) as bar:
-            shown = 0
-            while True:
-                done = c.outcomes_total()
-                bar.update(done - shown)
-                shown = done
-                if done >= n:
-                    break
-                if not no_kill and killed_at is None and done >= 0.4 * n:
-                    victim = sorted(procs)[0]
-                    victim_shards = [s for s, who in c.leaders().items() if who == victim]
-                    killed_at = c.server_time_ms()
-                    procs[victim].send_signal(signal.SIGKILL)
-                    procs[victim].wait()
-                    procs[f"{victim}-new"] = _start_worker(url, ns, f"{victim}-new", lease_ms)
-                elif killed_at is not None and not taken_over:
-                    now, leaders = c.server_time_ms(), c.leaders()
-                    if all(leaders[s] in (None, victim) for s in victim_shards):
-                        untaken_at = now
-                    else:
-                        taken_over = True
-                if time.monotonic() > deadline:
-                    break  # the summary will show what is missing
-                time.sleep(0.1)
-        driver.stop.set()
-        driver.join(10)
-        if driver.error is not None:
-            raise driver.error
-        reaction.finish()
-    finally:
-        reaction.stop()  # also when the run failed: no handler process left behind
-    if killed_at is not None:
-        say(
-            f"Killed worker {victim} (SIGKILL) at 40% with shards {victim_shards}; "
-            f"started {victim}-new"
-        )
-    return {
-        **_summarise(c, jobs, killed_at, untaken_at, victim_shards, lease_ms),
-        **reaction.summary(),
-    }
+    return jobs, actions, acted
+
+
+def _register(
+    app: App, c: TimerClient, url: str, jobs: list[dict[str, Any]], *, use_spark: bool,
+    say: Any,
+) -> None:  # fmt: skip
+    if use_spark:
+        say("Registering the timeouts from a Spark DataFrame (local[2])")
+        with errors():
+            _register_with_spark(url, c.namespace, jobs)
+        return
+    with (
+        errors(),
+        click.progressbar(
+            length=len(jobs), label="Scheduling", file=sys.stderr, hidden=app.json
+        ) as bar,
+    ):
+        for start in range(0, len(jobs), 2_000):
+            res = c.schedule_many(jobs[start : start + 2_000])
+            bad = [r for r in res if isinstance(r, Exception)]
+            if bad:
+                raise bad[0]
+            bar.update(len(res))
+
+
+class _Kill:
+    """The demo's chaos: kill -9 one worker once (at 40%), start its successor, and
+    watch until another worker leads the victim's shards."""
+
+    def __init__(self) -> None:
+        self.at: int | None = None  # Redis time of the kill
+        self.victim: str | None = None
+        self.shards: list[int] = []
+        # The last moment (Redis time) the victim's shards were seen with no new leader:
+        # fires after it are the successor's, not the victim's own batch in flight.
+        self.untaken_at: int | None = None
+        self.taken_over = False
+
+    def step(
+        self, c: TimerClient, procs: dict[str, Any], due: bool, *, url: str, ns: str,
+        lease_ms: int,
+    ) -> None:  # fmt: skip
+        if self.at is None and due:
+            victim = self.victim = sorted(procs)[0]
+            self.shards = [s for s, who in c.leaders().items() if who == victim]
+            self.at = c.server_time_ms()
+            procs[victim].send_signal(signal.SIGKILL)
+            procs[victim].wait()
+            procs[f"{victim}-new"] = _start_worker(url, ns, f"{victim}-new", lease_ms)
+        elif self.at is not None and not self.taken_over:
+            now, leaders = c.server_time_ms(), c.leaders()
+            if all(leaders[s] in (None, self.victim) for s in self.shards):
+                self.untaken_at = now
+            else:
+                self.taken_over = True
 
 
 class Reaction:

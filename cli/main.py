@@ -11,24 +11,12 @@ from .app import App
 from .bench import bench
 from .dashboard_cmd import dashboard
 from .demo import demo
-from .handle_cmd import dead, groups, handle
+from .groups_cmd import dead, groups
+from .handle_cmd import handle
+from .namespace_cmd import init, migrate, shards, stats, trim
 from .probe_cmd import probe
 from .server_cmd import server
-from .timers import (
-    cancel,
-    complete,
-    get,
-    init,
-    migrate,
-    notify,
-    reschedule,
-    schedule,
-    shards,
-    stats,
-    tail,
-    trim,
-    wait,
-)
+from .timers import cancel, complete, get, notify, reschedule, schedule, tail, wait
 from .worker_cmd import worker
 
 EPILOG = """\b

@@ -1,5 +1,6 @@
-"""Timer commands: init, schedule, cancel, reschedule, notify, complete, get, wait, tail,
-trim, stats, shards. Each is thin: parse, call the library, print."""
+"""Timer commands: schedule, cancel, reschedule, notify, complete, get, wait, tail. Each
+is thin: parse, call the library, print. The namespace's own (init, migrate, trim,
+stats, shards) are in ``namespace_cmd``."""
 
 from __future__ import annotations
 
@@ -7,115 +8,15 @@ import json
 import os
 import socket
 import time
-import warnings
 from typing import Any
 
 import click
 
 from timer import Outcome, TimerInfo, TimerNotFound
-from timer.client import DurabilityWarning
-from timer.durable.codec import FORMAT_VERSION
-from timer.durable.shard_calls import MigrateStep
 
 from .app import App, TimerCommandError, errors, pass_app
 from .durations import DURATION, INSTANT, SECONDS, format_ms
-from .output import emit, pairs, table, to_json
-
-
-@click.command()
-@click.option(
-    "--shards",
-    type=click.IntRange(1, 16384),
-    default=16,
-    show_default=True,
-    help="Fixed number of shards (parallelism: at most one worker leads each).",
-)
-@click.option(
-    "--bucket",
-    "bucket_ms",
-    type=DURATION,
-    default="1s",
-    show_default=True,
-    help="Width of a durable bucket (the sweep's granularity).",
-)
-@click.option(
-    "--allow-eviction",
-    is_flag=True,
-    help="Initialise even if the server's maxmemory-policy may evict keys (timers can then "
-    "be lost without a trace).",
-)
-@pass_app
-def init(app: App, shards: int, bucket_ms: int, allow_eviction: bool) -> None:
-    """Create the namespace once (again with the same --shards is a no-op).
-
-    The shard count is fixed for the life of the namespace: it bounds how many workers
-    can fire in parallel. Every other command needs the namespace initialised. The server
-    must not evict keys (maxmemory-policy noeviction) and should keep an AOF.
-    """
-    with errors(), warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", DurabilityWarning)
-        meta = app.client.init(shards=shards, bucket_ms=bucket_ms, allow_eviction=allow_eviction)
-    for w in caught:
-        click.echo(f"Warning: {w.message}", err=True)
-    info = {
-        "namespace": app.namespace,
-        "shards": meta.shards,
-        "bucket_ms": meta.bucket_ms,
-        "format": meta.version,
-        "redis": app.safe_url,
-    }
-    emit(
-        app.json,
-        info,
-        f"Namespace {app.namespace!r}: {meta.shards} shards, "
-        f"{meta.bucket_ms} ms buckets, data format {meta.version}, at {app.safe_url}",
-    )
-
-
-@click.command()
-@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-@pass_app
-def migrate(app: App, yes: bool) -> None:
-    """Convert a namespace an earlier release made to this release's data format.
-
-    This release reads and writes one layout (format 5: compact records, list buckets,
-    timers due hours ahead in one bucket per hour, retained outcomes in small hashes,
-    outcome entries of two fields). A namespace an earlier release wrote is refused by
-    every client and worker until this command converts it: shard by shard, a bounded
-    step per call (at most 500 records, bucket ids, keys or entries), with progress on
-    stderr. Stop the namespace's workers first. Interrupted (Ctrl-C, a lost
-    connection), it leaves every shard consistent: run it again and it goes on. It is
-    one way: an earlier release cannot read the converted namespace.
-
-    \b
-    Example:
-      tickwheel --namespace jobs migrate --yes
-    """
-    with errors():
-        current = app.client.data_format()
-        if current < FORMAT_VERSION and not yes:
-            click.confirm(
-                f"Convert namespace {app.namespace!r} from format {current} to "
-                f"{FORMAT_VERSION}? Its workers must be stopped, and only this tickwheel "
-                "version reads it afterwards",
-                abort=True,
-            )
-        shards_done: set[int] = set()
-
-        def progress(shard: int, step: MigrateStep) -> None:
-            if step.done and shard not in shards_done:
-                shards_done.add(shard)
-                click.echo(f"shard {shard}: converted", err=True)
-            elif not step.done and step.converted:
-                click.echo(f"shard {shard}: {step.step}, {step.converted} converted", err=True)
-
-        before, after = app.client.migrate(progress=progress)
-    done = {"namespace": app.namespace, "before": before, "after": after}
-    if before == after:
-        text = f"Namespace {app.namespace!r} already uses format {after}; nothing to do"
-    else:
-        text = f"Namespace {app.namespace!r}: format {before} -> {after}, every shard converted"
-    emit(app.json, done, text)
+from .output import emit, pairs, to_json
 
 
 def _payload(text: str | None) -> Any:
@@ -417,120 +318,3 @@ def tail(
             seen += 1
             if count is not None and seen >= count:
                 break
-
-
-@click.command()
-@click.option(
-    "--older-than",
-    "retention_ms",
-    type=DURATION,
-    required=True,
-    help="Drop outcomes decided more than this long ago (Redis clock), e.g. 1h or 7d.",
-)
-@click.option(
-    "--drop-unread",
-    is_flag=True,
-    help="Also drop outcomes a consumer group has not acked yet (that group never sees them).",
-)
-@pass_app
-def trim(app: App, retention_ms: int, drop_unread: bool) -> None:
-    """Drop old outcomes from every shard's stream.
-
-    An outcome stays, whatever its age, until every consumer group of its stream has been
-    handed it and has acked it (unless --drop-unread). Workers do this on their own for
-    the shards they lead (tickwheel worker --outcome-retention, 1 hour by default). Each
-    run also drops, from part of each shard's results table, the outcomes kept for get,
-    wait and retries whose result_ttl (24 hours by default) has passed.
-    """
-    with errors():
-        done = app.client.trim_outcomes(retention_ms, keep_unread=not drop_unread)
-    removed = sum(t.removed for t in done)
-    dropped = sum(t.results_dropped for t in done)
-    held = [t.shard for t in done if t.held_by_group]
-    note = f"; consumer groups kept older entries on shards {held}" if held else ""
-    counts = {"removed": removed, "held_by_group": held, "shards": len(done)}
-    emit(
-        app.json,
-        {**counts, "results_dropped": dropped},
-        f"Removed {removed} outcomes from {len(done)} shards{note}; dropped {dropped} "
-        "retained outcomes past their result_ttl",
-    )
-
-
-@click.command()
-@click.option(
-    "--retention",
-    "retention_ms",
-    type=DURATION,
-    default="1h",
-    show_default=True,
-    help="The outcome retention: a group owing outcomes older than this is flagged stale.",
-)
-@click.option(
-    "--memory",
-    is_flag=True,
-    help="Also estimate the Redis bytes held per pending and per decided timer "
-    "(MEMORY USAGE of each shard's keys, sampled; two more round trips), and count the "
-    "outcomes retained in the results tables.",
-)
-@pass_app
-def stats(app: App, retention_ms: int, memory: bool) -> None:
-    """Totals for the namespace: pending timers, outcomes, leaders, worst lag, consumer
-    groups and dead letters.
-
-    Lag is how long the oldest ended durable bucket has waited for a sweep: it grows when
-    no worker leads a shard. A stale group owes outcomes older than the retention (it
-    has not read for that long) and holds them back from trimming.
-    """
-    with errors():
-        st = app.client.stats()
-        groups = app.client.groups()
-        dead = app.client.dead_letters_total()
-        held = app.client.memory() if memory else None
-    stale = [g.name for g in groups if g.stale(st["now_ms"], retention_ms)]
-    led = sum(1 for s in st["shards"] if s["leader"])
-    summary = {
-        "namespace": st["namespace"],
-        "pending": st["pending"],
-        "outcomes": st["outcomes"],
-        "shards": len(st["shards"]),
-        "shards_led": led,
-        "workers": len({s["leader"] for s in st["shards"] if s["leader"]}),
-        "max_lag_ms": st["max_lag_ms"],
-        "eviction": ", ".join(sorted({v["maxmemory_policy"] for v in st["servers"]})),
-        "aof": "on" if all(v["aof"] for v in st["servers"]) else "OFF on some server",
-        "consumer_groups": len(groups),
-        "stale_groups": ", ".join(stale) or "none",
-        "dead_letters": dead,
-        "data_format": app.client.meta.version,
-    }
-    if held is not None:
-        summary["bytes_per_pending_timer"] = held["bytes_per_pending_timer"]
-        summary["bytes_per_decided_timer"] = held["bytes_per_decided_timer"]
-        summary["retained_outcomes"] = held["retained_in_table"]  # the results table's
-    emit(
-        app.json,
-        summary if not app.json else {**summary, "per_shard": st["shards"],
-                                      "servers": st["servers"]},
-        pairs(summary),
-    )  # fmt: skip
-
-
-@click.command()
-@pass_app
-def shards(app: App) -> None:
-    """One line per shard: leader, epoch, pending timers, outcomes, lag.
-
-    The epoch rises by one at every lease acquisition (the fencing token).
-    """
-    with errors():
-        st = app.client.stats()
-    rows = [
-        (s["shard"], s["leader"], s["epoch"], s["pending"], s["outcomes"], s["lag_ms"])
-        for s in st["shards"]
-    ]
-    emit(
-        app.json,
-        st["shards"],
-        table(rows, ("shard", "leader", "epoch", "pending", "outcomes", "lag_ms")),
-    )

@@ -327,79 +327,91 @@ def create_app(
     ``allowed_hosts``: the names it answers for (``Host``), loopback ones by default;
     ``"*"`` answers any (only behind a proxy that checks it). See :class:`Guard`.
     """
-    boards = Namespaces(client, read_only=read_only)
     page = (resources.files("dashboard") / "static" / "index.html").read_text()
     csrf = secrets.token_urlsafe(32)  # per process: a restart asks the page to reload
+    api = _Routes(Namespaces(client, read_only=read_only), page, csrf, read_only=read_only)
+    routes = [
+        Route("/", api.index),
+        Route("/api/overview", api.overview),
+        Route("/api/timers/{timer_id:path}/{action:str}", api.act, methods=["POST"]),
+        Route("/api/timers/{timer_id:path}", api.timer),
+        Route("/api/shards/{shard:int}/due", api.due),
+        Route("/api/dead", api.dead),
+        Route("/api/dead/{shard:int}/{entry:str}/{action:str}", api.dead_act, methods=["POST"]),
+    ]
+    hosts = frozenset(host_name(h) if h != "*" else h for h in allowed_hosts)
+    middleware = [Middleware(Guard, token=token, csrf=csrf, allowed_hosts=hosts)]
+    return Starlette(routes=routes, middleware=middleware)
 
-    def on(request: Request, fn: Callable[[Dashboard], Any]) -> Callable[[], Any]:
+
+class _Routes:
+    """The page and the API's endpoints; each does its work on the request's namespace
+    in a thread (``_call``). Those that change state refuse in read-only mode."""
+
+    def __init__(self, boards: Namespaces, page: str, csrf: str, *, read_only: bool) -> None:
+        self.boards = boards
+        self.page = page
+        self.csrf = csrf
+        self.read_only = read_only
+
+    def on(self, request: Request, fn: Callable[[Dashboard], Any]) -> Callable[[], Any]:
         """The work of a route, on the request's namespace (run in a thread)."""
-        return lambda: fn(boards.of(request))
+        return lambda: fn(self.boards.of(request))
 
-    async def index(request: Request) -> Response:
-        response = HTMLResponse(page)
-        response.set_cookie(CSRF_COOKIE, csrf, samesite="strict")  # read by the page's script
+    async def index(self, request: Request) -> Response:
+        response = HTMLResponse(self.page)
+        response.set_cookie(CSRF_COOKIE, self.csrf, samesite="strict")  # read by the page
         return response
 
-    async def overview(request: Request) -> Response:
-        return await _call(on(request, Dashboard.overview))
+    async def overview(self, request: Request) -> Response:
+        return await _call(self.on(request, Dashboard.overview))
 
-    async def timer(request: Request) -> Response:
+    async def timer(self, request: Request) -> Response:
         tid = request.path_params["timer_id"]
-        return await _call(on(request, lambda d: d.timer(tid)))
+        return await _call(self.on(request, lambda d: d.timer(tid)))
 
-    def refused() -> Response | None:
-        if read_only:
+    def refused(self) -> Response | None:
+        if self.read_only:
             return JSONResponse(
                 {"error": "this dashboard is read-only (started with --read-only)"},
                 status_code=403,
             )
         return None
 
-    async def body_of(request: Request) -> dict[str, Any] | Response:
-        if not await request.body():
-            return {}
-        try:
-            data = await request.json()
-        except ValueError:
-            return JSONResponse({"error": "the body must be JSON"}, status_code=400)
-        if not isinstance(data, dict):
-            return JSONResponse({"error": "the body must be a JSON object"}, status_code=400)
-        return data
-
-    async def act(request: Request) -> Response:
-        no = refused()
+    async def act(self, request: Request) -> Response:
+        no = self.refused()
         if no is not None:
             return no
-        body = await body_of(request)
+        body = await _body_of(request)
         if isinstance(body, Response):
             return body
         tid, action = request.path_params["timer_id"], request.path_params["action"]
-        return await _call(on(request, lambda d: d.act(tid, action, body)))
+        return await _call(self.on(request, lambda d: d.act(tid, action, body)))
 
-    async def due(request: Request) -> Response:
+    async def due(self, request: Request) -> Response:
         shard = request.path_params["shard"]
-        return await _call(on(request, lambda d: d.due(shard)))
+        return await _call(self.on(request, lambda d: d.due(shard)))
 
-    async def dead(request: Request) -> Response:
-        return await _call(on(request, Dashboard.dead))
+    async def dead(self, request: Request) -> Response:
+        return await _call(self.on(request, Dashboard.dead))
 
-    async def dead_act(request: Request) -> Response:
-        no = refused()
+    async def dead_act(self, request: Request) -> Response:
+        no = self.refused()
         if no is not None:
             return no
         ref = f"{request.path_params['shard']}/{request.path_params['entry']}"
         action = request.path_params["action"]
-        return await _call(on(request, lambda d: d.dead_act(ref, action)))
+        return await _call(self.on(request, lambda d: d.dead_act(ref, action)))
 
-    routes = [
-        Route("/", index),
-        Route("/api/overview", overview),
-        Route("/api/timers/{timer_id:path}/{action:str}", act, methods=["POST"]),
-        Route("/api/timers/{timer_id:path}", timer),
-        Route("/api/shards/{shard:int}/due", due),
-        Route("/api/dead", dead),
-        Route("/api/dead/{shard:int}/{entry:str}/{action:str}", dead_act, methods=["POST"]),
-    ]
-    hosts = frozenset(host_name(h) if h != "*" else h for h in allowed_hosts)
-    middleware = [Middleware(Guard, token=token, csrf=csrf, allowed_hosts=hosts)]
-    return Starlette(routes=routes, middleware=middleware)
+
+async def _body_of(request: Request) -> dict[str, Any] | Response:
+    """The request's JSON object (an empty body: {}), or the 400 to answer."""
+    if not await request.body():
+        return {}
+    try:
+        data = await request.json()
+    except ValueError:
+        return JSONResponse({"error": "the body must be JSON"}, status_code=400)
+    if not isinstance(data, dict):
+        return JSONResponse({"error": "the body must be a JSON object"}, status_code=400)
+    return data

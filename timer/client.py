@@ -21,7 +21,7 @@ import redis.client
 from redis.cluster import RedisCluster
 
 from .consumer import ConsumerGroup
-from .driver import CountingPubSub, SyncDriver
+from .driver import CountingPubSub, SyncDriver, connect
 from .durable import calls as C
 from .durable import group_admin as GA
 from .durable import groups as G
@@ -43,7 +43,7 @@ from .durable.reader import GroupReader, Held, check_options
 from .durable.shard_calls import MigrateStep
 from .errors import TimerError
 from .shard_store import ShardStore
-from .store import RedisSettings, map_errors
+from .store import RedisSettings
 
 T = TypeVar("T")
 
@@ -101,19 +101,7 @@ class TimerClient:
             durability=durability, durability_timeout_s=durability_timeout_s,
         )  # fmt: skip
         rs = RedisSettings.from_url(url, socket_timeout_s=socket_timeout_s)
-        options = rs.options()
-        with map_errors(rs.safe_url):
-            client: Any = redis.Redis.from_url(rs.url, health_check_interval=30, **options)
-            try:
-                if rs.url.startswith(("redis://", "rediss://")):
-                    hello = ops.hello_fields(client.execute_command("HELLO"))
-                    if hello.get("mode") == "cluster":
-                        client.close()
-                        client = RedisCluster.from_url(rs.url, **options)
-            except BaseException:
-                client.close()  # no half-open connection left behind
-                raise
-        return cls(client, namespace, settings=settings, safe_url=rs.safe_url)
+        return cls(connect(rs), namespace, settings=settings, safe_url=rs.safe_url)
 
     def __repr__(self) -> str:
         return f"TimerClient(url={self.where!r}, namespace={self.namespace!r})"

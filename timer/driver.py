@@ -24,7 +24,7 @@ from .durable import calls as C
 from .durable import ops
 from .durable.models import Durability
 from .durable.scripts import ScriptName, source
-from .store import map_errors, settle_replies, settle_wait
+from .store import RedisSettings, map_errors, settle_replies, settle_wait
 
 T = TypeVar("T")
 
@@ -35,6 +35,24 @@ RETRY_ALONE = (
     redis.exceptions.TryAgainError,
     redis.exceptions.NoScriptError,
 )
+
+
+def connect(rs: RedisSettings) -> redis.Redis | RedisCluster:
+    """A redis-py client for the URL: a cluster client when the server says it is a
+    Redis Cluster node (``HELLO``'s ``mode``; contacted once here for that)."""
+    options = rs.options()
+    with map_errors(rs.safe_url):
+        client: Any = redis.Redis.from_url(rs.url, health_check_interval=30, **options)
+        try:
+            if rs.url.startswith(("redis://", "rediss://")):
+                hello = ops.hello_fields(client.execute_command("HELLO"))
+                if hello.get("mode") == "cluster":
+                    client.close()
+                    client = RedisCluster.from_url(rs.url, **options)
+        except BaseException:
+            client.close()  # no half-open connection left behind
+            raise
+    return cast("redis.Redis | RedisCluster", client)
 
 
 class CountingPubSub(redis.client.PubSub):

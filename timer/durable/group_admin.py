@@ -46,50 +46,57 @@ def group_infos(ns: C.Namespace, now_ms: int) -> Op[list[GroupInfo]]:
     replies = yield C.Pipeline(detail)
     acc: dict[str, dict[str, Any]] = {}
     for i, (_stream, _shard, g) in enumerate(found):
-        consumers, retrying, nxt, pending = replies[4 * i : 4 * i + 4]
-        name = C.text(g["name"])
-        a = acc.setdefault(
-            name,
-            {"consumers": {}, "pending": 0, "retrying": 0, "lag": 0, "oldest": None, "owes": None,
-             "shards": 0},
-        )  # fmt: skip
-        a["shards"] += 1
-        a["pending"] += int(g["pending"])
-        a["retrying"] += int(retrying)
-        lag = g.get("lag")
-        a["lag"] = None if lag is None or a["lag"] is None else a["lag"] + int(lag)
-        owed: list[int] = []
-        if int(pending["pending"]) > 0:
-            oldest = _id_ms(pending["min"])
-            owed.append(oldest)
-            a["oldest"] = oldest if a["oldest"] is None else min(a["oldest"], oldest)
-        if nxt:
-            owed.append(_id_ms(nxt[0][0]))
-        if owed:
-            a["owes"] = min(owed) if a["owes"] is None else min(a["owes"], *owed)
-        for c in consumers:
-            cname = C.text(c["name"])
-            have = a["consumers"].get(cname)
-            idle = int(c["idle"])
-            cpending = int(c["pending"])
-            a["consumers"][cname] = (
-                (cpending, idle) if have is None else (have[0] + cpending, min(have[1], idle))
-            )
-    return [
-        GroupInfo(
-            name=name,
-            consumers=tuple(
-                ConsumerInfo(c, p, idle) for c, (p, idle) in sorted(a["consumers"].items())
-            ),
-            pending=a["pending"],
-            retrying=a["retrying"],
-            lag=a["lag"],
-            oldest_pending_age_ms=None if a["oldest"] is None else max(0, now_ms - a["oldest"]),
-            owes_since_ms=a["owes"],
-            shards=a["shards"],
+        _add_shard(acc, g, *replies[4 * i : 4 * i + 4])
+    return [_group_info(name, a, now_ms) for name, a in sorted(acc.items())]
+
+
+def _add_shard(  # noqa: PLR0917 - one shard's four replies, in the order they were asked
+    acc: dict[str, dict[str, Any]], g: dict[str, Any], consumers: list[dict[str, Any]],
+    retrying: Any, nxt: list[Any], pending: dict[str, Any],
+) -> None:  # fmt: skip
+    """Sum one shard's figures of group ``g`` into its account in ``acc``."""
+    a = acc.setdefault(
+        C.text(g["name"]),
+        {"consumers": {}, "pending": 0, "retrying": 0, "lag": 0, "oldest": None, "owes": None,
+         "shards": 0},
+    )  # fmt: skip
+    a["shards"] += 1
+    a["pending"] += int(g["pending"])
+    a["retrying"] += int(retrying)
+    lag = g.get("lag")
+    a["lag"] = None if lag is None or a["lag"] is None else a["lag"] + int(lag)
+    owed: list[int] = []
+    if int(pending["pending"]) > 0:
+        oldest = _id_ms(pending["min"])
+        owed.append(oldest)
+        a["oldest"] = oldest if a["oldest"] is None else min(a["oldest"], oldest)
+    if nxt:
+        owed.append(_id_ms(nxt[0][0]))
+    if owed:
+        a["owes"] = min(owed) if a["owes"] is None else min(a["owes"], *owed)
+    for c in consumers:
+        cname = C.text(c["name"])
+        have = a["consumers"].get(cname)
+        idle = int(c["idle"])
+        cpending = int(c["pending"])
+        a["consumers"][cname] = (
+            (cpending, idle) if have is None else (have[0] + cpending, min(have[1], idle))
         )
-        for name, a in sorted(acc.items())
-    ]
+
+
+def _group_info(name: str, a: dict[str, Any], now_ms: int) -> GroupInfo:
+    return GroupInfo(
+        name=name,
+        consumers=tuple(
+            ConsumerInfo(c, p, idle) for c, (p, idle) in sorted(a["consumers"].items())
+        ),
+        pending=a["pending"],
+        retrying=a["retrying"],
+        lag=a["lag"],
+        oldest_pending_age_ms=None if a["oldest"] is None else max(0, now_ms - a["oldest"]),
+        owes_since_ms=a["owes"],
+        shards=a["shards"],
+    )
 
 
 def delete_group(ns: C.Namespace, group: str) -> Op[int]:

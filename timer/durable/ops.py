@@ -298,32 +298,6 @@ def schedule_many(
     results: list[Timer | TimerError] = []
     by_shard: dict[int, list[tuple[int, C.ScheduleItem]]] = {}
     queued = 0
-
-    def send() -> Op[_Batch]:
-        calls: list[list[tuple[int, C.ScheduleItem]]] = []  # (slot, item) per call
-        for group in by_shard.values():
-            calls += (
-                group[i : i + C.TIMERS_PER_CALL] for i in range(0, len(group), C.TIMERS_PER_CALL)
-            )
-        by_shard.clear()
-        pipeline = C.Pipeline(
-            [C.schedule_call(ns, [it for _, it in call], origin) for call in calls],
-            errors_in_slots=True,
-        )
-        return (yield C.Send(pipeline)), calls
-
-    def collect(batch: _Batch) -> Op[None]:
-        ticket, calls = batch
-        replies = yield C.Collect(ticket)
-        for call, reply in zip(calls, replies, strict=True):
-            if isinstance(reply, TimerError):  # the whole call failed (NotDurable, ...)
-                for slot, _ in call:
-                    results[slot] = reply
-                continue
-            parsed = C.parse_schedule(reply, [it for _, it in call], origin)
-            for (slot, _), result in zip(call, parsed, strict=True):
-                results[slot] = result
-
     # A pipeline is sent as soon as pipeline_batch timers are packed, and the one before
     # it collected only then: the server runs one while the client validates and packs
     # the next (#14). Smaller pipelines would overlap a call of pipeline_batch items too,
@@ -341,15 +315,45 @@ def schedule_many(
         by_shard.setdefault(item.shard, []).append((len(results) - 1, item))
         queued += 1
         if queued >= send_at:
-            in_flight.append((yield from send()))
+            in_flight.append((yield from _send(ns, by_shard, origin)))
             queued = 0
             if len(in_flight) >= SENDS_IN_FLIGHT:
-                yield from collect(in_flight.popleft())
+                yield from _collect(in_flight.popleft(), results, origin)
     if by_shard:
-        in_flight.append((yield from send()))
+        in_flight.append((yield from _send(ns, by_shard, origin)))
     while in_flight:
-        yield from collect(in_flight.popleft())
+        yield from _collect(in_flight.popleft(), results, origin)
     return results
+
+
+def _send(
+    ns: C.Namespace, by_shard: dict[int, list[tuple[int, C.ScheduleItem]]], origin: str
+) -> Op[_Batch]:
+    """Send the packed timers (then forget them): one script call per shard and per
+    ``TIMERS_PER_CALL`` timers, in one pipeline; its ticket, and each call's slots."""
+    calls: list[list[tuple[int, C.ScheduleItem]]] = []  # (slot, item) per call
+    for group in by_shard.values():
+        calls += (group[i : i + C.TIMERS_PER_CALL] for i in range(0, len(group), C.TIMERS_PER_CALL))
+    by_shard.clear()
+    pipeline = C.Pipeline(
+        [C.schedule_call(ns, [it for _, it in call], origin) for call in calls],
+        errors_in_slots=True,
+    )
+    return (yield C.Send(pipeline)), calls
+
+
+def _collect(batch: _Batch, results: list[Timer | TimerError], origin: str) -> Op[None]:
+    """Read a sent pipeline's replies into the results' slots."""
+    ticket, calls = batch
+    replies = yield C.Collect(ticket)
+    for call, reply in zip(calls, replies, strict=True):
+        if isinstance(reply, TimerError):  # the whole call failed (NotDurable, ...)
+            for slot, _ in call:
+                results[slot] = reply
+            continue
+        parsed = C.parse_schedule(reply, [it for _, it in call], origin)
+        for (slot, _), result in zip(call, parsed, strict=True):
+            results[slot] = result
 
 
 def cancel(ns: C.Namespace, timer_id: object) -> Op[bool]:

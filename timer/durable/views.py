@@ -163,22 +163,7 @@ def memory(ns: C.Namespace, sample: int = 10) -> Op[dict[str, Any]]:
     indexes are not counted. None where there is nothing to measure.
     """
     C.check_int("sample", sample, 1, 1000)
-    first: list[C.Command] = []
-    for s in range(ns.meta.shards):
-        sk = ns.shard(s)
-        first += [
-            C.Command("memory_usage", (sk.timers,)),
-            C.Command("memory_usage", (sk.buckets,)),
-            C.Command("zcard", (sk.buckets,)),
-            C.Command("zrange", (sk.buckets, 0, sample - 1)),
-            C.Command("hlen", (sk.timers,)),
-            C.Command("memory_usage", (sk.outcomes,)),
-            C.Command("xlen", (sk.outcomes,)),
-            C.Command("memory_usage", (sk.coarse_buckets,)),
-            C.Command("zcard", (sk.coarse_buckets,)),
-            C.Command("zrange", (sk.coarse_buckets, 0, sample - 1)),
-            C.Command("hmget", (sk.results_table, "L", "S", "N")),
-        ]
+    first = [cmd for s in range(ns.meta.shards) for cmd in _memory_probes(ns.shard(s), sample)]
     replies = yield C.Pipeline(first)
     fixed = stream = buckets = coarse = pending = outcomes = held = 0
     probes: list[tuple[str, C.Command]] = []
@@ -208,13 +193,9 @@ def memory(ns: C.Namespace, sample: int = 10) -> Op[dict[str, Any]]:
     sampled_results = len(measured["part_len"])
     if measured["part_len"]:  # bytes per result in the table, as the mean of the others
         measured["result"].append(round(sum(measured["part"]) / sum(measured["part_len"])))
-
-    def mean(values: list[int]) -> float:
-        return sum(values) / len(values) if values else 0.0
-
-    indexed = fixed + mean(measured["bucket"]) * buckets + mean(measured["coarse"]) * coarse
+    indexed = fixed + _mean(measured["bucket"]) * buckets + _mean(measured["coarse"]) * coarse
     per_pending = indexed / pending if pending else None
-    per_decided = stream / outcomes + mean(measured["result"]) if outcomes else None
+    per_decided = stream / outcomes + _mean(measured["result"]) if outcomes else None
     return {
         "bytes_per_pending_timer": None if per_pending is None else round(per_pending, 1),
         "bytes_per_decided_timer": None if per_decided is None else round(per_decided, 1),
@@ -226,6 +207,27 @@ def memory(ns: C.Namespace, sample: int = 10) -> Op[dict[str, Any]]:
         "sampled_buckets": len(measured["bucket"]),
         "sampled_results": sampled_results,
     }
+
+
+def _memory_probes(sk: K.ShardKeys, sample: int) -> list[C.Command]:
+    """The first round of ``memory``, for one shard (eleven commands, in this order)."""
+    return [
+        C.Command("memory_usage", (sk.timers,)),
+        C.Command("memory_usage", (sk.buckets,)),
+        C.Command("zcard", (sk.buckets,)),
+        C.Command("zrange", (sk.buckets, 0, sample - 1)),
+        C.Command("hlen", (sk.timers,)),
+        C.Command("memory_usage", (sk.outcomes,)),
+        C.Command("xlen", (sk.outcomes,)),
+        C.Command("memory_usage", (sk.coarse_buckets,)),
+        C.Command("zcard", (sk.coarse_buckets,)),
+        C.Command("zrange", (sk.coarse_buckets, 0, sample - 1)),
+        C.Command("hmget", (sk.results_table, "L", "S", "N")),
+    ]
+
+
+def _mean(values: list[int]) -> float:
+    return sum(values) / len(values) if values else 0.0
 
 
 def leaders(ns: C.Namespace) -> Op[dict[int, str | None]]:
