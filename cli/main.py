@@ -15,6 +15,7 @@ from .groups_cmd import dead, groups
 from .handle_cmd import handle
 from .namespace_cmd import init, migrate, shards, stats, trim
 from .probe_cmd import probe
+from .schedules_cmd import schedules
 from .server_cmd import server
 from .timers import cancel, complete, get, notify, reschedule, schedule, tail, wait
 from .worker_cmd import worker
@@ -74,6 +75,7 @@ for command in (
     handle,
     groups,
     dead,
+    schedules,
     trim,
     stats,
     shards,

@@ -1,0 +1,97 @@
+"""`tickwheel schedules preview`: a schedule's next occurrences, before creating it (#29)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cli.main import main
+from timer.recurrence import Recurrence
+
+
+def preview(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["--json", "schedules", "preview", *args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return result.exit_code, result.output
+
+
+def test_preview_shows_the_occurrences_in_utc_and_local_time() -> None:
+    code, out = preview(
+        "--cron", "30 2 * * *", "--tz", "Europe/Paris", "--after", "2026-03-27T12:00:00Z",
+        "--count", "3",
+    )  # fmt: skip
+    assert code == 0
+    rows = json.loads(out)
+    assert [r["utc"] for r in rows] == [
+        "2026-03-28T01:30:00.000Z", "2026-03-29T01:00:00.000Z", "2026-03-30T00:30:00.000Z",
+    ]  # fmt: skip
+    assert [r["local"] for r in rows] == [  # the spring gap's 02:30 fires at 03:00 CEST
+        "2026-03-28T02:30:00+01:00", "2026-03-29T03:00:00+02:00", "2026-03-30T02:30:00+02:00",
+    ]  # fmt: skip
+    human = CliRunner().invoke(
+        main, ["schedules", "preview", "--every", "30s", "--end", "1970-01-01T00:01:00Z",
+               "--after", "1970-01-01T00:00:00Z", "--count", "5"],
+    ).output  # fmt: skip
+    assert "1970-01-01T00:00:30.000Z" in human and "ends after 2 occurrence(s)" in human
+
+
+def test_a_bad_spec_is_refused_with_what_to_write() -> None:
+    code, out = preview("--cron", "61 * * * *")
+    assert code == 3 and "5 fields" in out
+    code, out = preview("--every", "1m", "--tz", "Mars/Olympus")
+    assert code == 3 and "IANA" in out
+    code, out = preview()
+    assert code == 3 and "exactly one of" in out
+    code, out = preview("--every", "1x")
+    assert code == 2 and "not a duration" in out
+
+
+words = st.one_of(st.text(max_size=12), st.sampled_from(["*", "* * * * *", "0 8 * * MON", "L"]))
+options = st.lists(
+    st.tuples(
+        st.sampled_from(["--cron", "--every", "--offset", "--tz", "--start", "--end",
+                         "--jitter", "--after", "--count", "--bogus"]),
+        st.one_of(words, st.sampled_from(["30s", "1h", "0", "-1", "10000", "Europe/Paris",
+                                          "2030-01-01T00:00:00Z", "9999-12-31T23:59:59Z"])),
+    ),
+    max_size=5,
+)  # fmt: skip
+
+
+@settings(max_examples=int(os.environ.get("TICKWHEEL_FUZZ_EXAMPLES", "40")), deadline=None)
+@given(opts=options)
+def test_any_preview_command_line(opts: list[tuple[str, str]]) -> None:
+    """Any options: the occurrences (exit 0) or a usage or input error, never a
+    traceback; and it needs no server: none is started (no ./.tickwheel)."""
+    runner = CliRunner()
+    with tempfile.TemporaryDirectory() as where, contextlib.chdir(where):
+        args = [x for pair in opts for x in pair]
+        result = runner.invoke(main, ["--json", "schedules", "preview", *args])
+        assert result.exception is None or isinstance(result.exception, SystemExit), (
+            args, result.output, result.exception,
+        )  # fmt: skip
+        assert result.exit_code in {0, 2, 3}, (args, result.output)
+        assert not Path(".tickwheel").exists()
+        if result.exit_code == 0:
+            rows = json.loads(result.stdout)
+            times = [r["occurrence_ms"] for r in rows]
+            assert times == sorted(set(times))
+
+
+def test_preview_agrees_with_the_library() -> None:
+    spec = Recurrence.of(cron="*/7 1-3 * * *", tz="America/New_York")
+    code, out = preview(
+        "--cron", "*/7 1-3 * * *", "--tz", "America/New_York",
+        "--after", "2026-11-01T04:00:00Z", "--count", "40",
+    )  # fmt: skip
+    assert code == 0
+    after = round(datetime(2026, 11, 1, 4, tzinfo=UTC).timestamp() * 1000)
+    assert [r["occurrence_ms"] for r in json.loads(out)] == spec.preview(after, 40)

@@ -1,0 +1,199 @@
+"""When recurring occurrences fall (#29): DST, month ends, leap days, intervals, jitter.
+
+Every expected instant is written by hand (UTC), from the published transitions:
+Europe/Paris springs forward on 2026-03-29 at 01:00Z (02:00 CET -> 03:00 CEST) and falls
+back on 2026-10-25 at 01:00Z (03:00 CEST -> 02:00 CET); America/New_York springs on
+2026-03-08 at 07:00Z (02:00 EST -> 03:00 EDT) and falls back on 2026-11-01 at 06:00Z
+(02:00 EDT -> 01:00 EST).
+"""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from timer import InvalidInput
+from timer.durable import keys as K
+from timer.recurrence import Recurrence, occurrence_id
+
+
+def ms(text: str) -> int:
+    """Epoch ms of an ISO instant written in UTC (``2026-03-29T01:00``)."""
+    return round(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp() * 1000)
+
+
+def upcoming(r: Recurrence, after: str, count: int) -> list[int]:
+    return r.preview(ms(after), count)
+
+
+def test_a_time_in_the_spring_gap_fires_once_at_the_first_minute_after_the_jump() -> None:
+    paris = Recurrence.of(cron="30 2 * * *", tz="Europe/Paris")
+    assert upcoming(paris, "2026-03-27T12:00", 3) == [
+        ms("2026-03-28T01:30"),  # 02:30 CET
+        ms("2026-03-29T01:00"),  # 02:30 does not exist: 03:00 CEST
+        ms("2026-03-30T00:30"),  # 02:30 CEST
+    ]
+    new_york = Recurrence.of(cron="0 2 * * *", tz="America/New_York")
+    assert upcoming(new_york, "2026-03-07T12:00", 2) == [
+        ms("2026-03-08T07:00"),  # 02:00 does not exist: 03:00 EDT
+        ms("2026-03-09T06:00"),  # 02:00 EDT
+    ]
+
+
+def test_a_time_in_the_autumn_repeat_fires_once_at_its_first_instant() -> None:
+    paris = Recurrence.of(cron="30 2 * * *", tz="Europe/Paris")
+    assert upcoming(paris, "2026-10-24T12:00", 2) == [
+        ms("2026-10-25T00:30"),  # the first 02:30 (CEST); not again at 01:30Z (CET)
+        ms("2026-10-26T01:30"),  # 02:30 CET
+    ]
+    new_york = Recurrence.of(cron="30 1 * * *", tz="America/New_York")
+    assert upcoming(new_york, "2026-10-31T12:00", 2) == [
+        ms("2026-11-01T05:30"),  # the first 01:30 (EDT); not again at 06:30Z (EST)
+        ms("2026-11-02T06:30"),  # 01:30 EST
+    ]
+
+
+def test_every_minute_across_both_transitions() -> None:
+    paris = Recurrence.of(cron="* * * * *", tz="Europe/Paris")
+    # Spring: 01:59 CET, then the whole skipped hour once at 03:00 CEST, then on.
+    assert upcoming(paris, "2026-03-29T00:58:30", 3) == [
+        ms("2026-03-29T00:59"), ms("2026-03-29T01:00"), ms("2026-03-29T01:01"),
+    ]  # fmt: skip
+    # Autumn: 02:59 CEST, then the repeated wall times are skipped: 03:00 CET is next.
+    assert upcoming(paris, "2026-10-25T00:58:30", 2) == [
+        ms("2026-10-25T00:59"), ms("2026-10-25T02:00"),
+    ]  # fmt: skip
+    # Asked from inside the repeat (02:10 CET, the second time), it goes on from 03:00 CET.
+    assert upcoming(paris, "2026-10-25T01:10", 1) == [ms("2026-10-25T02:00")]
+
+
+def test_month_ends_last_days_and_leap_days() -> None:
+    assert upcoming(Recurrence.of(cron="0 0 31 * *"), "2026-01-31T00:00", 2) == [
+        ms("2026-03-31T00:00"), ms("2026-05-31T00:00"),  # no 31st in Feb or April
+    ]  # fmt: skip
+    assert upcoming(Recurrence.of(cron="0 12 L * *"), "2026-02-01T00:00", 2) == [
+        ms("2026-02-28T12:00"), ms("2026-03-31T12:00"),
+    ]  # fmt: skip
+    assert upcoming(Recurrence.of(cron="0 9 29 2 *"), "2026-01-01T00:00", 2) == [
+        ms("2028-02-29T09:00"), ms("2032-02-29T09:00"),
+    ]  # fmt: skip
+    weekdays = Recurrence.of(cron="0 8 * * MON-FRI", tz="Europe/Paris")
+    assert upcoming(weekdays, "2026-11-27T12:00", 2) == [  # a Friday noon: next is Monday
+        ms("2026-11-30T07:00"), ms("2026-12-01T07:00"),
+    ]  # fmt: skip
+    assert upcoming(Recurrence.of(cron="15 0 0 * * *"), "2026-01-01T00:00", 1) == [
+        ms("2026-01-01T00:00:15")  # six fields: the seconds first
+    ]
+
+
+def test_intervals_are_absolute_time_with_an_offset_a_start_and_an_end() -> None:
+    every = Recurrence.of(every="30s")
+    assert every.preview(1_000, 3) == [30_000, 60_000, 90_000]
+    assert every.next_after(30_000) == 60_000  # strictly after
+    shifted = Recurrence.of(every="30s", offset="5s")
+    assert shifted.preview(1_000, 2) == [5_000, 35_000]
+    started = Recurrence.of(every=60_000, start=1_000_500, end=1_120_500)
+    assert started.preview(0, 5) == [1_000_500, 1_060_500, 1_120_500]
+    assert started.next_after(1_120_500) is None
+    hourly = Recurrence.of(every="1h", tz="Europe/Paris")  # DST does not move it
+    assert upcoming(hourly, "2026-10-25T00:10", 3) == [
+        ms("2026-10-25T01:00"), ms("2026-10-25T02:00"), ms("2026-10-25T03:00"),
+    ]  # fmt: skip
+    assert Recurrence.of(cron="0 * * * *", start=ms("2026-05-01T10:30")).next_after(0) == ms(
+        "2026-05-01T11:00"
+    )
+
+
+def test_jitter_delays_within_its_bound_and_is_the_same_every_time() -> None:
+    r = Recurrence.of(every="10s", jitter="2s")
+    delays = [r.deadline("s", n) - n for n in r.preview(0, 500)]
+    assert all(0 <= d <= 2_000 for d in delays)
+    assert len(set(delays)) > 100  # spread, not one fixed delay
+    assert [r.deadline("s", n) for n in r.preview(0, 50)] == [
+        r.deadline("s", n) for n in r.preview(0, 50)
+    ]
+    assert r.deadline("a", 10_000) != r.deadline("b", 10_000) or r.deadline(
+        "a", 20_000
+    ) != r.deadline("b", 20_000)
+    assert Recurrence.of(every="10s").deadline("s", 10_000) == 10_000
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ({}, "exactly one of"),
+        ({"cron": "* * * * *", "every": "1m"}, "exactly one of"),
+        ({"cron": "61 * * * *"}, "not valid"),
+        ({"cron": "* * *"}, "not valid"),
+        ({"cron": 5}, "cron must be"),
+        ({"every": "soon"}, "not a duration"),
+        ({"every": 999}, "between 1000"),
+        ({"every": True}, "must be milliseconds"),
+        ({"every": "1m", "offset": "1m"}, "shorter than every"),
+        ({"every": "1m", "jitter": "1m"}, "shorter than every"),
+        ({"cron": "* * * * *", "offset": "1s"}, "offset is for every"),
+        ({"every": "1m", "tz": "Mars/Olympus"}, "no time zone"),
+        ({"every": "1m", "tz": ""}, "IANA"),
+        ({"every": "1m", "start": 10, "end": 5}, "end is before start"),
+        ({"every": "1m", "start": -1}, "epoch milliseconds"),
+        ({"every": "1m", "start": datetime(2026, 1, 1)}, "aware datetime"),
+        ({"every": "1m", "jitter": "2d"}, "between 0 and"),
+    ],
+)
+def test_a_bad_spec_says_what_to_write(options: dict[str, object], says: str) -> None:
+    with pytest.raises(InvalidInput, match=says):
+        Recurrence.of(**options)
+
+
+def test_occurrences_of_a_schedule_share_its_shard() -> None:
+    assert occurrence_id("nightly", 5) == "{nightly}@5"
+    assert occurrence_id("{billing}:nightly", 5) == "{billing}:nightly@5"
+    for name in ("nightly", "{billing}:nightly", "a{}b"):
+        shards = {K.shard_of(occurrence_id(name, n), 16) for n in range(0, 10**6, 7919)}
+        assert len(shards) == 1
+
+
+ZONES = st.sampled_from(["UTC", "Europe/Paris", "America/New_York", "Australia/Lord_Howe"])
+CRONS = st.sampled_from(["* * * * *", "30 2 * * *", "*/7 1-3 * * *", "0 0 L * *", "5 4 * * SUN"])
+
+
+@given(cron=CRONS, tz=ZONES, after=st.integers(ms("2026-01-01T00:00"), ms("2027-01-01T00:00")))
+def test_cron_occurrences_only_move_forward(cron: str, tz: str, after: int) -> None:
+    """Each occurrence is after the one before, never the same instant twice; and it
+    is what ``next_after`` gives from any instant between the two."""
+    r = Recurrence.of(cron=cron, tz=tz)
+    seen = r.preview(after, 6)
+    assert seen == sorted(set(seen)) and seen[0] > after
+    for a, b in itertools.pairwise(seen):
+        assert r.next_after((a + b) // 2) == b
+
+
+anything = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(), st.text(max_size=20),
+    st.sampled_from(["30s", "1h", "0", "* * * * *", "0 8 * * MON-FRI", "Europe/Paris", "UTC"]),
+    st.datetimes(), st.lists(st.integers(), max_size=2),
+)  # fmt: skip
+
+
+@given(
+    cron=st.one_of(st.none(), anything), every=st.one_of(st.none(), anything),
+    offset=anything, tz=anything, start=anything, end=anything, jitter=anything,
+)  # fmt: skip
+def test_any_spec_is_built_or_refused_with_invalid_input(  # noqa: PLR0917 - one per field
+    cron: object, every: object, offset: object, tz: object, start: object, end: object,
+    jitter: object,
+) -> None:  # fmt: skip
+    """Whatever is passed, Recurrence.of returns a spec that can say its next occurrence,
+    or raises InvalidInput: never another error."""
+    try:
+        r = Recurrence.of(
+            cron=cron, every=every, offset=offset, tz=tz, start=start, end=end, jitter=jitter
+        )
+    except InvalidInput:
+        return
+    nxt = r.next_after(ms("2026-01-01T00:00"))
+    assert nxt is None or nxt > ms("2026-01-01T00:00")

@@ -1,0 +1,28 @@
+"""Durations written as text (``30s``, ``500ms``, ``2m``, ``1h``, ``1h30m``), for the
+library (a schedule's ``every``) and the CLI alike."""
+
+from __future__ import annotations
+
+import re
+
+_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+MAX_DURATION_MS = 3660 * 86_400_000  # ten years: the longest delay a timer may have
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+
+
+def parse_duration_ms(text: str) -> int:
+    """Milliseconds in ``text``: one or more ``<number><unit>`` with unit ms, s, m, h or d."""
+    s = text.strip().lower().replace(" ", "")
+    if not s:
+        raise ValueError("empty duration")
+    pos, total = 0, 0.0
+    for m in _PART.finditer(s):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    if pos != len(s):
+        raise ValueError(f"{text!r} is not a duration; write e.g. 500ms, 30s, 2m, 1h or 1h30m")
+    if not total <= MAX_DURATION_MS:  # also inf, from a number of 400 digits
+        raise ValueError(f"{text[:40]!r} is too long a duration; at most 3660d (ten years)")
+    return round(total)
