@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import click
 
-from timer.durations import MAX_DURATION_MS, parse_duration_ms
+from timer.durable.durations import MAX_DURATION_MS, parse_duration_ms
 
 
 def parse_seconds(text: str) -> float:

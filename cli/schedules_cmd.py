@@ -1,35 +1,201 @@
-"""``tickwheel schedules``: recurring schedules (#29). ``preview`` shows when a cron or
-interval spec's occurrences fall, in its time zone, before anything is created."""
+"""``tickwheel schedules``: recurring schedules (#29): create, list, get, pause, resume,
+update, delete; ``preview`` shows when a spec's occurrences fall before anything is
+created."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import click
 
-from timer.recurrence import Recurrence
+from timer import TimerNotFound
+from timer.durable.recurrence import Recurrence
+from timer.durable.schedules import MISSED, ScheduleInfo
 
-from .app import App, errors, pass_app
-from .durations import DURATION, INSTANT
-from .output import emit, table
+from .app import App, TimerCommandError, errors, pass_app
+from .durations import DURATION, INSTANT, format_ms
+from .output import emit, pairs, table
+from .timers import _payload
+
+SPEC_HELP = """\b
+Cron fields match local wall-clock time in --tz: a time the autumn repeat shows twice
+fires once, at its first instant; a time the spring jump skips fires at the first
+minute after it. Intervals (--every) are absolute time: DST does not move them."""
 
 
 @click.group()
 def schedules() -> None:
-    """Recurring schedules: cron or intervals, in any time zone."""
+    """Recurring schedules: cron or intervals, in any time zone.
+
+    Each occurrence is an ordinary durable timer, id {NAME}@<epoch ms>: fired once by
+    the workers (never early), handled, retried and dead-lettered like any other; the
+    next is armed in the same step that fires it.
+    """
+
+
+def spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The options that say when a schedule fires (create, update, preview)."""
+    for option in reversed([
+        click.option("--cron", help="A cron expression: 5 fields, or 6 with the seconds first."),
+        click.option("--every", type=DURATION, help="An interval instead, e.g. 30s, 5m, 1h."),
+        click.option("--offset", type=DURATION, default=0, help="With --every: shift each one."),
+        click.option("--tz", default="UTC", show_default=True, help="IANA time zone of --cron."),
+        click.option("--start", type=INSTANT, help="No occurrence before this ISO-8601 time."),
+        click.option("--end", type=INSTANT, help="No occurrence after this ISO-8601 time."),
+        click.option("--jitter", type=DURATION, default=0, help="Delay each by up to this."),
+    ]):  # fmt: skip
+        fn = option(fn)
+    return fn
+
+
+def action_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """What an occurrence carries and what happens after an outage (create, update)."""
+    for option in reversed([
+        click.option("--payload", help="JSON payload every occurrence carries."),
+        click.option(
+            "--missed", type=click.Choice(MISSED), default="latest", show_default=True,
+            help="After an outage: fire the latest missed occurrence, all (oldest first, at "
+            "most 1,000), or skip them.",
+        ),
+        click.option(
+            "--catch-up", "catch_up", type=DURATION, default="1h", show_default=True,
+            help="Missed occurrences older than this are never fired.",
+        ),
+    ]):  # fmt: skip
+        fn = option(fn)
+    return fn
+
+
+def _info_dict(s: ScheduleInfo) -> dict[str, Any]:
+    r = s.spec.recurrence
+    return {
+        "name": s.name, "state": s.state, "cron": r.cron, "every_ms": r.every_ms,
+        "offset_ms": r.offset_ms, "tz": r.tz, "start_ms": r.start_ms, "end_ms": r.end_ms,
+        "jitter_ms": r.jitter_ms, "missed_policy": s.spec.missed,
+        "catch_up_ms": s.spec.catch_up_ms, "armed": s.armed, "next_ms": s.next_ms,
+        "fired": s.fired, "missed": s.missed, "last_ms": s.last_ms,
+        "created_ms": s.created_ms, "version": s.version, "payload": s.payload,
+        "shard": s.shard,
+    }  # fmt: skip
+
+
+def _show(app: App, s: ScheduleInfo) -> None:
+    d = _info_dict(s)
+    human = pairs({
+        "schedule": s.name, "when": s.spec.describe(), "state": s.state,
+        "next": format_ms(s.next_ms), "armed": s.armed or "-", "fired": s.fired,
+        "missed": s.missed, "last": format_ms(s.last_ms), "after an outage":
+        f"{s.spec.missed} (within {s.spec.catch_up_ms // 1000}s)",
+    })  # fmt: skip
+    emit(app.json, d, human)
 
 
 @schedules.command()
-@click.option("--cron", help="A cron expression: 5 fields, or 6 with the seconds first.")
-@click.option("--every", type=DURATION, help="An interval instead, e.g. 30s, 5m, 1h.")
-@click.option("--offset", type=DURATION, default=0, help="With --every: shift each occurrence.")
-@click.option("--tz", default="UTC", show_default=True, help="IANA time zone of the cron fields.")
-@click.option("--start", type=INSTANT, help="No occurrence before this ISO-8601 time.")
-@click.option("--end", type=INSTANT, help="No occurrence after this ISO-8601 time.")
-@click.option("--jitter", type=DURATION, default=0, help="Delay each occurrence by up to this.")
+@click.argument("name")
+@spec_options
+@action_options
+@pass_app
+def create(app: App, /, name: str, payload: str | None, **spec: Any) -> None:
+    """Create schedule NAME and arm its first occurrence.
+
+    \b
+    Examples:
+      tickwheel schedules create nightly --cron '0 2 * * *' --tz Europe/Paris
+      tickwheel schedules create heartbeat --every 30s --missed skip
+    """
+    with errors():
+        _show(app, app.client.schedules.create(name, payload=_payload(payload), **spec))
+
+
+create.help = (create.help or "") + "\n\n" + SPEC_HELP
+
+
+@schedules.command()
+@click.argument("name")
+@spec_options
+@action_options
+@pass_app
+def update(app: App, /, name: str, payload: str | None, **spec: Any) -> None:
+    """Change schedule NAME (give its whole spec) from its next occurrence on."""
+    with errors():
+        _show(app, app.client.schedules.update(name, payload=_payload(payload), **spec))
+
+
+@schedules.command("list")
+@pass_app
+def list_(app: App) -> None:
+    """Every schedule: when it fires next, and its counts."""
+    with errors():
+        found = app.client.schedules.list()
+    rows = [
+        (s.name, s.spec.describe(), s.state, format_ms(s.next_ms), s.fired, s.missed) for s in found
+    ]
+    human = table(rows, ("schedule", "when", "state", "next", "fired", "missed"))
+    emit(app.json, [_info_dict(s) for s in found], human if found else "No schedules.")
+
+
+@schedules.command()
+@click.argument("name")
+@pass_app
+def get(app: App, name: str) -> None:
+    """Schedule NAME: its spec, state, next occurrence and counts (exit 6 if none)."""
+    with errors():
+        found = app.client.schedules.get(name)
+    if found is None:
+        raise _missing(name)
+    _show(app, found)
+
+
+@schedules.command()
+@click.argument("name")
+@pass_app
+def pause(app: App, name: str) -> None:
+    """Stop firing NAME (its armed occurrence is taken out, with no outcome)."""
+    with errors():
+        if not app.client.schedules.pause(name):
+            raise _missing(name)
+        _show(app, app.client.schedules.get(name))  # type: ignore[arg-type]
+
+
+@schedules.command()
+@click.argument("name")
+@pass_app
+def resume(app: App, name: str) -> None:
+    """Fire NAME again, from its next occurrence after now."""
+    with errors():
+        found = app.client.schedules.resume(name)
+    if found is None:
+        raise _missing(name)
+    _show(app, found)
+
+
+@schedules.command()
+@click.argument("name")
+@click.option("--keep-armed", is_flag=True, help="Its armed occurrence still fires, once.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@pass_app
+def delete(app: App, name: str, keep_armed: bool, yes: bool) -> None:
+    """Delete schedule NAME (and its armed occurrence, unless --keep-armed)."""
+    if not yes and not app.json:
+        click.confirm(f"Delete schedule {name!r}?", abort=True, err=True)
+    with errors():
+        if not app.client.schedules.delete(name, keep_armed=keep_armed):
+            raise _missing(name)
+    emit(app.json, {"deleted": name}, f"Deleted schedule {name!r}.")
+
+
+def _missing(name: str) -> TimerCommandError:
+    return TimerCommandError(
+        TimerNotFound(f"no schedule {name!r}; `tickwheel schedules list` shows them")
+    )
+
+
+@schedules.command()
+@spec_options
 @click.option("--after", type=INSTANT, help="Preview from this ISO-8601 time (default: now).")
 @click.option(
     "--count", type=click.IntRange(1, 10_000), default=10, show_default=True,
@@ -41,10 +207,6 @@ def preview(
     end: int | None, jitter: int, after: int | None, count: int,
 ) -> None:  # fmt: skip
     """Show when the next occurrences of a schedule would fall (nothing is created).
-
-    Cron fields match local wall-clock time in --tz: a time the autumn repeat shows
-    twice fires once, at its first instant; a time the spring jump skips fires at the
-    first minute after it. Intervals are absolute time (DST does not move them).
 
     \b
     Examples:
@@ -70,3 +232,6 @@ def preview(
     if len(when) < count:
         human += f"\n(the schedule ends after {len(when)} occurrence(s))"
     emit(app.json, rows, human)
+
+
+preview.help = (preview.help or "") + "\n\n" + SPEC_HELP

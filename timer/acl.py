@@ -26,11 +26,12 @@ from .errors import InvalidInput
 # declares (lua/include/), so each may run any command those run; these are all of them.
 _CONNECTION = ("hello", "ping", "evalsha", "script|load", "script|exists")
 _LIBRARY = (
-    "del", "exists", "get", "hdel", "hget", "hgetall", "hmget", "hset", "lpop", "mget",
+    "del", "exists", "get", "hdel", "hexists", "hget", "hgetall", "hmget", "hset", "lpop",
+    "mget",
     "publish", "rpush", "sadd", "scard", "set", "spop", "srem", "time", "type", "xadd",
     "zadd", "zrangebyscore", "zrem",
 )  # fmt: skip
-_CLIENT = ("srandmember",)  # notify.lua
+_CLIENT = ("srandmember", "hscan")  # notify.lua; listing schedules
 _WORKER = (
     "incr", "pttl", "pexpire",  # the lease scripts
     "srandmember", "xinfo|groups", "xpending", "xrange", "xtrim",  # sweep, trim

@@ -36,6 +36,7 @@ from .durable.models import ClientSettings, Meta, Outcome, Timer, TimerInfo
 from .durable.reader import GroupReader, check_options
 from .durable.scripts import ScriptName, source
 from .errors import ConfigError, TimerError
+from .schedules import AsyncSchedules
 from .store import RedisSettings, map_errors, settle_replies, settle_wait
 
 T = TypeVar("T")
@@ -167,6 +168,11 @@ class AsyncTimerClient:
 
     def _ns(self) -> C.Namespace:
         return C.Namespace(self.keys, self.meta, self.settings)
+
+    @property
+    def schedules(self) -> AsyncSchedules:
+        """The namespace's recurring schedules, awaited (as ``TimerClient.schedules``)."""
+        return AsyncSchedules(self._run, self._ns)
 
     def shard_of(self, name: str) -> int:
         return K.shard_of(name, self.meta.shards)

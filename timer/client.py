@@ -42,6 +42,7 @@ from .durable.models import (
 from .durable.reader import GroupReader, Held, check_options
 from .durable.shard_calls import MigrateStep
 from .errors import TimerError
+from .schedules import Schedules
 from .shard_store import ShardStore
 from .store import RedisSettings
 
@@ -322,6 +323,12 @@ class TimerClient:
             stop_when_idle=stop_when_idle,
         )  # fmt: skip
         return self._drive(op)
+
+    @property
+    def schedules(self) -> Schedules:
+        """The namespace's recurring schedules: create, update, list, pause, resume,
+        delete (see :class:`~timer.schedules.Schedules`)."""
+        return Schedules(self._run, self._ns)
 
     def consumer(
         self, group: str, consumer: str, *, reclaim_idle_ms: int = 60_000,

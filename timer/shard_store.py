@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from .durable import calls as C
 from .durable import keys as K
 from .durable import ops, shard_ops
+from .durable import schedules as S
 from .durable import shard_calls as SC
 from .durable.models import DueTimers, FireResult, LeaseGrant, LeaseRenewal, SweepResult
+from .durable.schedules import Plan, ScheduleInfo
+from .errors import CorruptRecord
 
 T = TypeVar("T")
 
@@ -60,13 +64,17 @@ class ShardStore:
         return self._run(op)
 
     def fire(
-        self, worker: str, epoch: int, ids: Sequence[str], *, ttl_ms: int, ahead: int = 0
-    ) -> FireResult:
+        self, worker: str, epoch: int, ids: Sequence[str], *, ttl_ms: int, ahead: int = 0,
+        plans: Mapping[str, tuple[int, Plan]] | None = None,
+    ) -> FireResult:  # fmt: skip
         """Expire ``ids`` if due (fenced); ``ahead``: more of the shard's timers the
-        caller expects to decide soon, for which the results table grows while cheap."""
+        caller expects to decide soon, for which the results table grows while cheap;
+        ``plans``: the next occurrence of each id a schedule armed (id -> (version,
+        plan)), armed in the same call."""
         call = SC.fire_call(
-            self.keys, worker, epoch, ids, bucket_ms=self.bucket_ms, ttl_ms=ttl_ms, ahead=ahead
-        )
+            self.keys, worker, epoch, ids, bucket_ms=self.bucket_ms, ttl_ms=ttl_ms,
+            ahead=ahead, plans=S.pack_fire_plans(plans or {}),
+        )  # fmt: skip
         return SC.parse_fire(self._run(_one(call)))
 
     def sweep(
@@ -77,6 +85,41 @@ class ShardStore:
             ahead=ahead,
         )  # fmt: skip
         return SC.parse_sweep(self._run(_one(call)))
+
+    # -- recurring schedules (#29) ----------------------------------------------------
+
+    def schedules(self, names: Iterable[str]) -> dict[str, ScheduleInfo]:
+        """The records of these schedules (those that exist and can be read)."""
+        wanted = sorted(names)
+        if not wanted:
+            return {}
+        raws = self._run(_schedules(self.keys, wanted))
+        out: dict[str, ScheduleInfo] = {}
+        for name, raw in zip(wanted, raws, strict=True):
+            if raw is not None:
+                with contextlib.suppress(CorruptRecord):  # planned by no one: stays armed
+                    out[name] = S.decode_schedule(name, raw, self.shard, None)
+        return out
+
+    def replan_queue(self, count: int) -> list[str]:
+        """Up to ``count`` schedules waiting for their leader to plan their next occurrence."""
+        return [C.text(n) for n in self._run(_queue(self.keys, count)) or []]
+
+    def arm(
+        self, worker: str, epoch: int, plans: Sequence[tuple[str, int, Plan]]
+    ) -> dict[str, int]:
+        """Arm the planned next occurrences (name, version, plan) of queued schedules
+        (fenced); the occurrences armed: id -> deadline."""
+        call = S.arm_call(self.keys, worker, epoch, self.bucket_ms, plans)
+        return S.parse_armed(self._run(_one(call))[0])
+
+
+def _schedules(keys: K.ShardKeys, names: Sequence[str]) -> ops.Op[list[Any]]:
+    return list((yield C.Command("hmget", (keys.schedules, list(names)))))
+
+
+def _queue(keys: K.ShardKeys, count: int) -> ops.Op[list[Any]]:
+    return list((yield C.Command("srandmember", (keys.schedule_queue, count))) or [])
 
 
 def _one(call: C.ScriptCall | C.Command) -> ops.Op[Any]:

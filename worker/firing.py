@@ -17,6 +17,7 @@ from timer.errors import Fenced, StoreError, TimerError
 from .context import WorkerContext
 from .leases import Leases
 from .loading import Loader
+from .planning import Planner
 from .shard import FireTask, ShardState
 
 log = logging.getLogger("worker")
@@ -26,10 +27,13 @@ class Firer:
     """Fires expired entries, grouped by shard and epoch (a dropped shard's are left to
     its next leader); puts back what Redis says is early or could not be decided."""
 
-    def __init__(self, ctx: WorkerContext, loader: Loader, leases: Leases) -> None:
+    def __init__(
+        self, ctx: WorkerContext, loader: Loader, leases: Leases, planner: Planner
+    ) -> None:
         self.ctx = ctx
         self.loader = loader
         self.leases = leases
+        self.planner = planner
 
     def fire_batch(self, tasks: Iterable[FireTask]) -> int:
         """Fire expired wheel entries, grouped by shard and epoch; returns how many fired."""
@@ -66,13 +70,14 @@ class Firer:
     def _fire(self, state: ShardState, group: list[FireTask]) -> int:
         ctx = self.ctx
         ids = [t.timer_id for t in group]
+        plans = self.planner.for_fire(state, ids)  # the next occurrence of each schedule's
         try:
             # ahead: the shard's timers in the wheel will be decided soon (fired, or
             # cancelled: each leaves an outcome), so the results table grows for them
             # before they land, when that moves least (rx_grow in lua/include/results.lua)
             result = state.store.fire(
                 ctx.id, state.epoch, ids, ttl_ms=ctx.settings.result_ttl_ms,
-                ahead=len(state.tasks),
+                ahead=len(state.tasks), plans=plans,
             )  # fmt: skip
         except Fenced:
             ctx.stats.fence_rejections += 1
@@ -95,6 +100,9 @@ class Firer:
                 else:  # fired here, or decided by someone else meanwhile
                     del state.tasks[tid]
         ctx.stats.fired += len(result.fired)
+        self.planner.offer(state, result.armed)
+        if result.queued:
+            state.replan = True  # a stale plan: the tick plans those schedules again
         return len(result.fired)
 
     def due_now(self) -> list[FireTask]:

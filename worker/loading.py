@@ -74,6 +74,19 @@ class Loader:
         state.tasks[tid] = task
         ctx.timer.add(task)
 
+    def offer(self, state: ShardState, tid: str, deadline_ms: int) -> None:
+        """A timer the shard just got (an event, or an occurrence armed): into the wheel
+        if it is due within the horizon, or in a bucket already loaded (load skips
+        those); else its bucket is loaded when its time comes. Under the lock."""
+        within = (
+            deadline_ms <= self.ctx.clock.now_ms() + self.ctx.settings.horizon_ms
+            or deadline_ms // self.ctx.meta.bucket_ms in state.loaded
+        )
+        if within:
+            self.add_task(state, tid, deadline_ms)
+        elif tid in state.tasks:
+            state.tasks.pop(tid).cancel()
+
     # -- events (the events thread) ------------------------------------------------------
 
     def _on_event(self, channel: str, data: str) -> None:
@@ -90,19 +103,11 @@ class Loader:
         ctx = self.ctx
         tid = event.timer_id
         if event.deadline_ms is not None:  # scheduled or rescheduled
-            deadline = event.deadline_ms
-            # A loaded bucket must hold all its timers in the wheel (load skips it from
-            # now on), even those beyond the horizon edge it straddles.
-            within = (
-                deadline <= ctx.clock.now_ms() + ctx.settings.horizon_ms
-                or deadline // ctx.meta.bucket_ms in state.loaded
-            )
             if event.kind == "scheduled" and tid in state.tasks:
                 return
-            if within:
-                self.add_task(state, tid, deadline)
-            elif tid in state.tasks:
-                state.tasks.pop(tid).cancel()
+            # A loaded bucket must hold all its timers in the wheel (load skips it from
+            # now on), even those beyond the horizon edge it straddles.
+            self.offer(state, tid, event.deadline_ms)
         else:  # decided
             if event.outcome == "completed":
                 ctx.stats.completed_seen += 1

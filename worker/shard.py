@@ -47,6 +47,11 @@ class ShardState:
     last_trim_mono_ms: float | None = None  # None: not yet trimmed since it was acquired
     needs_reload: bool = True
     more_to_load: bool = False
+    # Recurring schedules whose next occurrence waits to be planned (worker/planning.py):
+    # checked at once after acquiring, after a fire or sweep that queued one, and every
+    # few seconds.
+    replan: bool = True
+    last_replan_mono_ms: float = 0.0
     # Read from Redis every few seconds for metrics: all its pending timers (not only
     # those in the wheel) and the start of its oldest durable bucket.
     pending: int | None = None

@@ -46,6 +46,8 @@ class Upkeep:
                     if task is not None:
                         task.cancel()
             total += len(swept.fired)
+            if swept.queued:  # occurrences swept have no plan: the tick plans their next
+                state.replan = True
             ctx.stats.cascaded += swept.moved
             if not swept.more:
                 state.last_sweep_mono_ms = ctx.clock.mono_ms()

@@ -7,11 +7,12 @@ fire expired entries in batches through the fenced ``fire`` script; ``sweep`` ev
 ended bucket. A ``FENCED`` reply, a failed renewal, or a renewal that could not happen in
 time drops the shard at once: a paused or partitioned ex-leader never fires.
 
-A worker is four collaborating parts around one shared :class:`WorkerContext`:
+A worker is five collaborating parts around one shared :class:`WorkerContext`:
 
     leases.Leases     membership and leases (heartbeat, fair share, renew, acquire, drop)
     loading.Loader    loading the horizon into the wheel, and the shards' events
     firing.Firer      firing what the wheel expires
+    planning.Planner  the next occurrence of recurring schedules, armed as one fires
     upkeep.Upkeep     sweeping ended buckets, trimming old outcomes
 
 and this module's loop, which ticks them in order and says whether it is healthy.
@@ -27,13 +28,15 @@ from collections.abc import Iterator
 
 from timer import SystemTimerReaper, TimerClient, TimerError
 from timer.durable.models import Meta
-from timer.errors import StoreError
+from timer.errors import Fenced, StoreError
 
 from .context import WorkerContext
 from .firing import Firer
 from .leases import Leases
 from .loading import Loader
+from .planning import Planner
 from .settings import WorkerSettings
+from .shard import ShardState
 from .stats import Health, ShardFigures
 from .upkeep import Upkeep
 
@@ -60,7 +63,8 @@ class Worker:
         self.ctx = ctx = WorkerContext(client, settings, settings.worker_id)
         self.loader = Loader(ctx)
         self.leases = Leases(ctx, self.loader)
-        self.firer = Firer(ctx, self.loader, self.leases)
+        self.planner = Planner(ctx, self.loader)
+        self.firer = Firer(ctx, self.loader, self.leases, self.planner)
         self.upkeep = Upkeep(ctx, self.leases)
         # The parts' shared state, by the names the metrics, the CLI and tests read.
         self.client, self.settings, self.id = client, settings, ctx.id
@@ -148,6 +152,8 @@ class Worker:
                 if last is None or mono - last >= BACKLOG_EVERY_MS:
                     state.pending, state.oldest_bucket_ms = state.store.backlog()
                     state.last_backlog_mono_ms = mono
+                if state.replan or mono - state.last_replan_mono_ms >= BACKLOG_EVERY_MS:
+                    self._replan(state, mono)
             except StoreError as exc:
                 ctx.shard_failed(state.shard, "loading or sweeping", exc)
         # trimmed even when the stream is kept for ever: the results table
@@ -159,6 +165,15 @@ class Worker:
                 self.upkeep.trim(due)
             except StoreError as exc:
                 ctx.shard_failed(None, "trimming outcomes", exc)
+
+    def _replan(self, state: ShardState, mono: float) -> None:
+        """Arm the next occurrence of the shard's schedules that wait for a plan."""
+        state.last_replan_mono_ms = mono
+        try:
+            self.planner.replan(state)
+        except Fenced:
+            self.stats.fence_rejections += 1
+            self.leases.drop(state.shard, release=False)
 
     def run_once(self) -> int:
         """A deterministic round for tests: tick, then expire and fire what is due now."""

@@ -9,12 +9,19 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cli.main import main
-from timer.recurrence import Recurrence
+from tests.conftest import wait_for
+from timer import TimerClient
+from timer.durable.recurrence import Recurrence
+from timer.testing import RedisServer
+from worker import Worker, WorkerSettings
+
+from .conftest import Run, as_json
 
 
 def preview(*args: str) -> tuple[int, str]:
@@ -95,3 +102,45 @@ def test_preview_agrees_with_the_library() -> None:
     assert code == 0
     after = round(datetime(2026, 11, 1, 4, tzinfo=UTC).timestamp() * 1000)
     assert [r["occurrence_ms"] for r in json.loads(out)] == spec.preview(after, 40)
+
+
+@pytest.mark.redis
+def test_a_schedule_from_the_command_line(
+    tw: Run, redis_server: RedisServer, namespace: str
+) -> None:
+    """create, get, list, pause, resume, update and delete, as a user types them; a
+    worker fires its occurrences."""
+    tw("init", "--shards", "2")
+    made = as_json(tw(
+        "--json", "schedules", "create", "report", "--cron", "0 2 * * *", "--tz",
+        "Europe/Paris", "--payload", '{"kind": "daily"}', "--missed", "skip",
+    ))  # fmt: skip
+    assert made["state"] == "active" and made["armed"].startswith("{report}@")
+    assert made["missed_policy"] == "skip" and made["payload"] == {"kind": "daily"}
+    assert "Europe/Paris" in tw("schedules", "get", "report").output
+    assert tw("schedules", "create", "report", "--every", "1m", expect=7).exit_code == 7
+    assert tw("schedules", "create", "x", "--every", "1m", "--cron", "* * * * *", expect=3)
+    assert tw("schedules", "get", "nope", expect=6)
+    listed = as_json(tw("--json", "schedules", "list"))
+    assert [s["name"] for s in listed] == ["report"]
+    assert as_json(tw("--json", "schedules", "pause", "report"))["state"] == "paused"
+    assert as_json(tw("--json", "schedules", "resume", "report"))["armed"] == made["armed"]
+    fast = as_json(tw("--json", "schedules", "update", "report", "--every", "1s"))
+    assert fast["every_ms"] == 1000 and fast["armed"] != made["armed"]
+    w = Worker(TimerClient.from_url(redis_server.url, namespace), WorkerSettings(worker_id="w"))
+    try:
+        fired: list[str] = []
+
+        def one_fired() -> bool:
+            w.run_once()
+            fired.extend(o.id for o in w.client.all_outcomes())
+            return any(i.startswith("{report}@") for i in fired)
+
+        wait_for(one_fired, 20, "an occurrence fired")
+        assert as_json(tw("--json", "schedules", "get", "report"))["fired"] >= 1
+    finally:
+        w.close()
+        w.client.close()
+    assert tw("schedules", "delete", "report", "--yes").output.startswith("Deleted")
+    assert tw("schedules", "delete", "report", "--yes", expect=6)
+    assert "No schedules." in tw("schedules", "list").output

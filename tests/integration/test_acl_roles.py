@@ -45,6 +45,11 @@ def users(redis_server: RedisServer, redis_client: redis.Redis) -> Iterator[dict
         redis_client.execute_command("ACL", "DELUSER", name)  # type: ignore[no-untyped-call]
 
 
+def fired(client: TimerClient, name: str) -> int:
+    info = client.schedules.get(name)
+    return 0 if info is None else info.fired
+
+
 def test_every_role_does_its_job_with_exactly_its_rules(
     users: dict[str, object], redis_client: redis.Redis, namespace: str,
     caplog: pytest.LogCaptureFixture,
@@ -64,6 +69,8 @@ def test_every_role_does_its_job_with_exactly_its_rules(
     assert client.cancel("m0") and client.complete("m1")
     assert client.reschedule("m2", 100) is not None
     assert client.get("m3") is not None
+    client.schedules.create("tick", every="1s")
+    assert [s.name for s in client.schedules.list()] == ["tick"]
 
     with caplog.at_level(logging.WARNING):
         w = Worker(
@@ -75,6 +82,8 @@ def test_every_role_does_its_job_with_exactly_its_rules(
         try:
             assert client.wait("due", timeout=20).outcome == "expired"
             assert client.wait("m2", timeout=20).outcome == "expired"
+            wait_for(lambda: fired(client, "tick") >= 2, 20, "two occurrences of a schedule")
+            assert client.schedules.pause("tick")
         finally:
             w.stop()
             runner.join(20)
@@ -101,7 +110,8 @@ def test_every_role_does_its_job_with_exactly_its_rules(
     assert handlers.run(stop_when_idle=True)
     assert handlers.client is not None
     handlers.client.close()
-    assert sorted(handled) == ["j:{1}", "m0", "m1", "m2"]
+    ticks = [h for h in handled if h.startswith("{tick}@")]  # the schedule's occurrences
+    assert len(ticks) >= 2 and sorted(set(handled) - set(ticks)) == ["j:{1}", "m0", "m1", "m2"]
     assert handlers.stats.ack_errors == 0
 
     stats = op.stats()

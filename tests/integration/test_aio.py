@@ -78,6 +78,29 @@ def test_lifecycle_matches_the_sync_client(client: TimerClient) -> None:
     assert client.outcomes_total() == 3
 
 
+def test_schedules_match_the_sync_client(client: TimerClient) -> None:
+    """The asyncio client's recurring schedules: the same operations, awaited."""
+
+    async def body(ac: AsyncTimerClient) -> None:
+        made = await ac.schedules.create("nightly", cron="0 2 * * *", tz="Europe/Paris")
+        assert made.state == "active" and made.armed is not None
+        with pytest.raises(DuplicateTimer):
+            await ac.schedules.create("nightly", every="1m")
+        assert [s.name for s in await ac.schedules.list()] == ["nightly"]
+        assert await ac.schedules.pause("nightly")
+        paused = await ac.schedules.get("nightly")
+        assert paused is not None and paused.state == "paused" and paused.armed is None
+        resumed = await ac.schedules.resume("nightly")
+        assert resumed is not None and resumed.armed == made.armed
+        changed = await ac.schedules.update("nightly", every="1h")
+        assert changed.spec.recurrence.every_ms == 3_600_000
+        assert await ac.schedules.delete("nightly")
+        assert await ac.schedules.get("nightly") is None
+
+    with_async(client, body)
+    assert client.schedules.list() == []
+
+
 def test_schedule_many_puts_each_error_in_its_slot_and_writes_the_rest(
     client: TimerClient,
 ) -> None:

@@ -44,13 +44,15 @@ def documented(namespace: str) -> dict[str, tuple[re.Pattern[str], str]]:
 
 @pytest.fixture
 def busy(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
-    """A namespace with a leading worker, timers pending near and far, a watch key,
-    outcomes retained, a group with a retry waiting and a dead letter."""
+    """A namespace with a leading worker, timers pending near and far, a watch key, a
+    recurring schedule, outcomes retained, a group with a retry waiting and a dead
+    letter."""
     c = TimerClient.from_url(redis_server.url, namespace)
     c.init(shards=2)
     c.schedule("near", 60_000)
     c.schedule("far", 3 * 3_600_000)
     c.schedule("j:{1}", 60_000, watch=["j:{1}:done"])
+    c.schedules.create("hourly", every="1h")  # a recurring schedule and its armed occurrence
     for i in range(4):
         c.schedule(f"due{i}", 0)
     w = Worker(TimerClient.from_url(redis_server.url, namespace), WorkerSettings(worker_id="w1"))

@@ -70,24 +70,28 @@ def test_every_script_has_a_builder_named_in_its_header() -> None:
 
 
 def test_fire_call_keys_follow_the_header_order() -> None:
-    """fire's KEYS are t, buckets, out, lease, epoch, and its ARGV P, worker, epoch,
-    bucket_ms, result_ttl_ms, ahead (0 when not given, never negative), then the ids, as
-    its header says."""
+    """fire's KEYS are t, buckets, out, lease, epoch, schedules, their queue, and its ARGV
+    P, worker, epoch, bucket_ms, result_ttl_ms, ahead (0 when not given, never negative),
+    the plans ('' for none), then the ids, as its header says."""
     sk = NS.shard(3)
     call = SC.fire_call(sk, "w1", 7, ["a", "b"], bucket_ms=1000, ttl_ms=60_000, ahead=40)
     assert call.script is ScriptName.FIRE
-    assert call.keys == [sk.timers, sk.buckets, sk.outcomes, sk.lease, sk.epoch]
-    assert call.args == [sk.prefix, "w1", 7, 1000, 60_000, 40, "a", "b"]
+    assert call.keys == [
+        sk.timers, sk.buckets, sk.outcomes, sk.lease, sk.epoch, sk.schedules, sk.schedule_queue
+    ]  # fmt: skip
+    assert call.args == [sk.prefix, "w1", 7, 1000, 60_000, 40, "", "a", "b"]
     assert SC.fire_call(sk, "w1", 7, ["a"], bucket_ms=1000, ttl_ms=60_000).args[5] == 0
     assert SC.fire_call(sk, "w1", 7, ["a"], bucket_ms=1000, ttl_ms=1, ahead=-3).args[5] == 0
 
 
 def test_parsers_type_the_replies() -> None:
     """Replies of fire, sweep and the lease scripts come back as typed results."""
-    fired = SC.parse_fire([[b"a"], [b"b c", b"1700"]])
+    fired = SC.parse_fire([[b"a"], [b"b c", b"1700"], [b"{s}@9", b"9"], 1])
     assert fired.fired == ["a"] and fired.early == {"b c": 1700}
-    swept = SC.parse_sweep([[b"x", b"5", b"y", b"6"], 1, 3])
+    assert fired.armed == {"{s}@9": 9} and fired.queued == 1
+    swept = SC.parse_sweep([[b"x", b"5", b"y", b"6"], 1, 3, 2])
     assert swept.fired == [("x", 5), ("y", 6)] and swept.more and swept.moved == 3
+    assert swept.queued == 2
     assert SC.parse_lease_acquire([1, 4, b"99"]).epoch == 4
     held = SC.parse_lease_acquire([0, b"w2", 1200, b"99"])
     assert (held.acquired, held.holder, held.pttl_ms) == (False, "w2", 1200)

@@ -177,6 +177,16 @@ class ShardKeys:
         return f"{self.prefix}:R:{b}"
 
     @property
+    def schedules(self) -> str:
+        """HASH of the shard's recurring schedules: name -> record (lua/include/schedules.lua)."""
+        return f"{self.prefix}:S"
+
+    @property
+    def schedule_queue(self) -> str:
+        """SET of schedules whose next occurrence the leader must plan and arm."""
+        return f"{self.prefix}:Sq"
+
+    @property
     def migration(self) -> str:
         """HASH: where ``migrate.lua`` is in converting the shard (gone once converted)."""
         return f"{self.prefix}:mig"

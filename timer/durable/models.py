@@ -348,6 +348,8 @@ class FireResult:
 
     fired: list[str]
     early: dict[str, int]
+    armed: dict[str, int] = field(default_factory=dict)  # next occurrences armed: id -> deadline
+    queued: int = 0  # schedules left for the leader to plan (see worker/planning.py)
 
 
 @dataclass(frozen=True)
@@ -358,6 +360,7 @@ class SweepResult:
     fired: list[tuple[str, int]]
     more: bool
     moved: int = 0
+    queued: int = 0  # schedules whose armed occurrence it expired: the leader plans them
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,9 @@ class ScriptName(StrEnum):
     GET = "get"
     RESULTS_INIT = "results_init"
     MIGRATE = "migrate"
+    PUT_SCHEDULE = "put_schedule"
+    STOP_SCHEDULE = "stop_schedule"
+    ARM = "arm"
 
 
 class ErrorCode(StrEnum):

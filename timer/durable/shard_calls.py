@@ -48,19 +48,24 @@ def fire_call(
     bucket_ms: int,
     ttl_ms: int,
     ahead: int = 0,
+    plans: bytes | str = "",
 ) -> ScriptCall:
     """Expire ``ids`` (oldest deadline first) if due by Redis time; fenced by the lease.
-    ``ahead``: timers of the shard the caller expects to decide soon (see ``fire.lua``)."""
-    keys = [sk.timers, sk.buckets, sk.outcomes, sk.lease, sk.epoch]
-    args = [sk.prefix, worker, epoch, bucket_ms, ttl_ms, max(0, ahead), *ids]
+    ``ahead``: timers of the shard the caller expects to decide soon (see ``fire.lua``);
+    ``plans``: the next occurrence of each id a schedule armed (``schedules.pack_fire_plans``)."""
+    keys = [sk.timers, sk.buckets, sk.outcomes, sk.lease, sk.epoch, sk.schedules,
+            sk.schedule_queue]  # fmt: skip
+    args = [sk.prefix, worker, epoch, bucket_ms, ttl_ms, max(0, ahead), plans, *ids]
     return ScriptCall(ScriptName.FIRE, keys, args)
 
 
 def parse_fire(reply: Sequence[Any]) -> FireResult:
-    fired, early = reply
+    fired, early, armed, queued = reply
     return FireResult(
         [text(x) for x in fired],
         {text(early[i]): int(early[i + 1]) for i in range(0, len(early), 2)},
+        {text(armed[i]): int(armed[i + 1]) for i in range(0, len(armed), 2)},
+        int(queued),
     )
 
 
@@ -76,15 +81,16 @@ def sweep_call(
 ) -> ScriptCall:
     """Expire what is left in ended buckets, at most ``limit`` timers; fenced.
     ``ahead``: as for ``fire_call``."""
-    keys = [sk.timers, sk.buckets, sk.outcomes, sk.lease, sk.epoch]
+    keys = [sk.timers, sk.buckets, sk.outcomes, sk.lease, sk.epoch, sk.schedules,
+            sk.schedule_queue]  # fmt: skip
     args = [sk.prefix, worker, epoch, bucket_ms, ttl_ms, max(0, ahead), limit]
     return ScriptCall(ScriptName.SWEEP, keys, args)
 
 
 def parse_sweep(reply: Sequence[Any]) -> SweepResult:
-    fired, more, moved = reply
+    fired, more, moved, queued = reply
     pairs = [(text(fired[i]), int(fired[i + 1])) for i in range(0, len(fired), 2)]
-    return SweepResult(pairs, bool(int(more)), int(moved))
+    return SweepResult(pairs, bool(int(more)), int(moved), int(queued))
 
 
 TRIM_RESULT_HASHES = 1024  # ~30-50 ms of Redis time at most (design notes)

@@ -1,18 +1,23 @@
 --[[ fire: the leader expires a batch of due timers, fenced by its lease and epoch.
 
 KEYS[1]  P:t        KEYS[2]  P:buckets    KEYS[3]  P:out (STREAM)
-KEYS[4]  P:lease    KEYS[5]  P:epoch
+KEYS[4]  P:lease    KEYS[5]  P:epoch      KEYS[6]  P:S (schedules)  KEYS[7]  P:Sq
 ARGV[1]  P          ARGV[2]  worker id    ARGV[3]  epoch (fencing token)
 ARGV[4]  bucket_ms  ARGV[5]  result_ttl_ms
 ARGV[6]  ahead: how many more timers of the shard the caller expects to decide soon (those
          in its wheel); the results table grows for them while that is cheap (rx_grow)
-ARGV[6+i] id_i      (oldest deadline first: outcomes are appended in this order)
+ARGV[7]  plans ('' none): msgpack array of {id, version, next id, next deadline, missed},
+         the next occurrence of each id that is its schedule's armed occurrence
+ARGV[7+i] id_i      (oldest deadline first: outcomes are appended in this order)
 
-Returns  {fired, early}: fired = ids expired by this call; early = {id, deadline_ms, ...} for
-         ids whose deadline is still ahead by Redis time (the caller re-inserts them).
-         Ids already decided are neither (someone else decided them first).
+Returns  {fired, early, armed, queued}: fired = ids expired by this call; early = {id,
+         deadline_ms, ...} for ids whose deadline is still ahead by Redis time (the caller
+         re-inserts them). Ids already decided are neither (someone else decided them
+         first). armed = {id, deadline_ms, ...}: next occurrences armed (include/
+         schedules.lua); queued = schedules left for the leader to plan (no valid plan).
 Errors   FENCED    the caller does not hold the lease at this epoch: it must drop the shard
-Atomic   a timer is never fired before its deadline by Redis TIME and never decided twice.
+Atomic   a timer is never fired before its deadline by Redis TIME and never decided twice;
+         a schedule's next occurrence is armed with the decision of the one before.
 Cost     O(N * W) for N ids: one HMGET, the index writes coalesced (see decide_many);
          a lean record (see peek_rec) is decided without unpacking it.
 ]]
@@ -20,6 +25,7 @@ Cost     O(N * W) for N ids: one HMGET, the index writes coalesced (see decide_m
 --- @include "results"
 --- @include "decide"
 --- @include "fence"
+--- @include "schedules"
 local fenced = check_fence(KEYS[4], KEYS[5], ARGV[2], ARGV[3])
 if fenced then return fenced end
 local ctx = shard_ctx(ARGV[1], KEYS[1], KEYS[2], KEYS[3], nil, ARGV[4], ARGV[5])
@@ -27,8 +33,15 @@ local ctx = shard_ctx(ARGV[1], KEYS[1], KEYS[2], KEYS[3], nil, ARGV[4], ARGV[5])
 results(ctx).ahead = tonumber(ARGV[6])
 local now = now_ms()
 local ids = {}
-for i = 7, #ARGV do ids[#ids + 1] = ARGV[i] end
+for i = 8, #ARGV do ids[#ids + 1] = ARGV[i] end
 local due, ds, recs, raws, early = due_records(ids, redis.call('HMGET', KEYS[1], unpack(ids)),
   now)
 decide_many(ctx, due, ds, recs, raws, 'expired', now)
-return {due, early}
+local plans
+if ARGV[7] ~= '' then
+  plans = {}
+  for _, p in ipairs(cmsgpack.unpack(ARGV[7])) do plans[p[1]] = p end
+end
+local armed, queued = sched_decided(ARGV[1], KEYS[1], KEYS[2], KEYS[6], KEYS[7], ctx.bucket_ms,
+  due, plans, now)
+return {due, early, armed, queued}

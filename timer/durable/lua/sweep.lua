@@ -10,15 +10,17 @@ the fine ones, at most `limit` timers (cascade in include/buckets.lua), so far t
 the leader loads an hour ahead, and overdue ones are expired in this same call.
 
 KEYS[1]  P:t        KEYS[2]  P:buckets    KEYS[3]  P:out (STREAM)
-KEYS[4]  P:lease    KEYS[5]  P:epoch
+KEYS[4]  P:lease    KEYS[5]  P:epoch      KEYS[6]  P:S (schedules)  KEYS[7]  P:Sq
 ARGV[1]  P          ARGV[2]  worker id    ARGV[3]  epoch
 ARGV[4]  bucket_ms  ARGV[5]  result_ttl_ms
 ARGV[6]  ahead: as for fire (the results table grows for timers expected soon)
 ARGV[7]  limit: the most timers expired by this call
 
-Returns  {fired, more, moved}: fired = {id, deadline_ms, ...} expired by this call;
-         more = 1 if ended buckets (or started coarse ones) still hold timers (call
-         again); moved = timers moved from coarse buckets to fine ones.
+Returns  {fired, more, moved, queued}: fired = {id, deadline_ms, ...} expired by this
+         call; more = 1 if ended buckets (or started coarse ones) still hold timers (call
+         again); moved = timers moved from coarse buckets to fine ones; queued =
+         schedules whose armed occurrence this expired, left in P:Sq for the leader to
+         plan their next (sweep has no plans: include/schedules.lua).
 Errors   FENCED
 Atomic   as fire: never early by Redis TIME, never twice.
 Cost     O(limit * W) plus O(log B) per bucket visited; one HMGET per bucket, the
@@ -31,6 +33,7 @@ Keys built from P: P:b:<n>, P:c:<m>, P:coarse, P:w:<key>, P:rx, P:R:<b>.
 --- @include "buckets"
 --- @include "decide"
 --- @include "fence"
+--- @include "schedules"
 local fenced = check_fence(KEYS[4], KEYS[5], ARGV[2], ARGV[3])
 if fenced then return fenced end
 local P = ARGV[1]
@@ -41,6 +44,7 @@ local now = now_ms()
 results(ctx).ahead = tonumber(ARGV[6])
 local moved, started = cascade(P, KEYS[1], KEYS[2], bucket_ms, now, limit)
 local fired = {}
+local queued = 0
 local budget = limit
 local ended = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - bucket_ms, 'LIMIT', 0, limit)
 for _, n in ipairs(ended) do
@@ -57,6 +61,8 @@ for _, n in ipairs(ended) do
     end
     budget = budget - #ids
     decide_many(ctx, due, ds, recs, lean, 'expired', now)
+    local _, q = sched_decided(P, KEYS[1], KEYS[2], KEYS[6], KEYS[7], bucket_ms, due, nil, now)
+    queued = queued + q
   end
   if redis.call('EXISTS', b) == 0 then
     redis.call('ZREM', KEYS[2], n)
@@ -67,4 +73,4 @@ if started or (budget <= 0 and
     #redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - bucket_ms, 'LIMIT', 0, 1) > 0) then
   more = 1
 end
-return {fired, more, moved}
+return {fired, more, moved, queued}

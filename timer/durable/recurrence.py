@@ -34,8 +34,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
+from ..errors import InvalidInput
 from .durations import MAX_DURATION_MS, parse_duration_ms
-from .errors import InvalidInput
 
 MINUTE = timedelta(minutes=1)
 MAX_MS = 253_402_300_799_000  # 9999-12-31T23:59:59Z: what datetime can name
@@ -206,12 +206,6 @@ def _check_cron(cron: object) -> None:
 
 
 def occurrence_id(schedule: str, occurrence_ms: int) -> str:
-    """The timer id of an occurrence: ``<schedule>@<epoch ms>``, the schedule's name in a
-    hash tag unless it carries one, so every occurrence lives in the schedule's shard."""
-    name = schedule if _has_tag(schedule) else "{" + schedule + "}"
-    return f"{name}@{occurrence_ms}"
-
-
-def _has_tag(name: str) -> bool:
-    start = name.find("{")
-    return start >= 0 and name.find("}", start + 1) > start + 1
+    """The timer id of an occurrence: ``{<schedule>}@<epoch ms>``. The name is the hash
+    tag (schedule names hold no braces), so every occurrence lives in its shard."""
+    return f"{{{schedule}}}@{occurrence_ms}"

@@ -1,0 +1,212 @@
+"""Recurring schedules in Redis (#29): each occurrence fires once, never early, and arms
+the next in the same script call; changes, pauses and outages keep that true."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+
+from tests.conftest import wait_for
+from timer import DuplicateTimer, InvalidInput, Outcome, TimerClient
+from timer.durable.schedules import Plan, occurrence_name
+from timer.testing import RedisServer
+from worker import Worker
+
+from .conftest import namespace_keys, server_now_ms
+from .test_worker import all_outcomes, make_worker
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def c(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
+    client = TimerClient.from_url(redis_server.url, namespace)
+    client.init(shards=4, bucket_ms=100)
+    yield client
+    client.close()
+
+
+def nominal(o: Outcome) -> int:
+    found = occurrence_name(o.id)
+    assert found is not None, o.id
+    return found[1]
+
+
+def fire_until(w: Worker, c: TimerClient, outs: list[Outcome], n: int, what: str) -> None:
+    def enough() -> bool:
+        w.run_once()
+        outs.extend(all_outcomes(c))
+        return len(outs) >= n
+
+    wait_for(enough, 30, what)
+
+
+def test_each_occurrence_fires_once_on_time_and_arms_the_next(c: TimerClient) -> None:
+    before = server_now_ms(c.redis)
+    info = c.schedules.create("tick", every="1s", payload={"job": "ping"})
+    first = (before // 1000 + 1) * 1000
+    assert info.armed in (f"{{tick}}@{first}", f"{{tick}}@{first + 1000}")
+    assert info.state == "active" and info.next_ms is not None and info.fired == 0
+    w = make_worker(c, "w1")
+    outs: list[Outcome] = []
+    try:
+        fire_until(w, c, outs, 4, "four occurrences")
+    finally:
+        w.close()
+    times = [nominal(o) for o in outs]
+    assert Counter(times).most_common(1)[0][1] == 1  # each once
+    assert times == list(range(times[0], times[0] + 1000 * len(times), 1000))  # none missed
+    assert all(o.decided_ms >= nominal(o) and o.deadline_ms == nominal(o) for o in outs)
+    assert all(o.payload == {"job": "ping"} and o.outcome == "expired" for o in outs)
+    after = c.schedules.get("tick")
+    assert after is not None and after.fired >= len(outs) and after.last_ms is not None
+    assert after.armed == f"{{tick}}@{after.last_ms + 1000}"  # the next one is armed
+
+
+def test_a_swept_occurrence_is_planned_by_its_leader(c: TimerClient) -> None:
+    """The sweep decides an occurrence without a plan: the schedule waits in the shard's
+    queue and its leader arms the next; never two armed."""
+    info = c.schedules.create("swept", every="1s")
+    assert info.armed is not None and info.next_ms is not None
+    store = c.shard_store(info.shard)
+    grant = store.acquire("w0", 60_000)
+    wait_for(lambda: server_now_ms(c.redis) > info.next_ms + 200, 5, "the occurrence to end")  # type: ignore[operator]
+    swept = store.sweep("w0", grant.epoch, ttl_ms=60_000, limit=100)
+    assert [tid for tid, _ in swept.fired] == [info.armed] and swept.queued == 1
+    waiting = c.schedules.get("swept")
+    assert waiting is not None and waiting.armed is None and waiting.fired == 1
+    assert store.replan_queue(10) == ["swept"]
+    store.release("w0", grant.epoch)
+    w = make_worker(c, "w1")
+    try:
+        w.run_once()  # acquires the shard, plans the queued schedule
+        planned = c.schedules.get("swept")
+        assert planned is not None and planned.armed is not None
+        assert store.replan_queue(10) == []
+        assert nominal_of(planned.armed) > nominal_of(info.armed)
+    finally:
+        w.close()
+
+
+def nominal_of(tid: str) -> int:
+    found = occurrence_name(tid)
+    assert found is not None
+    return found[1]
+
+
+@pytest.mark.parametrize("wrong", ["version", "not after", "early", "another schedule"])
+def test_a_plan_that_does_not_hold_fires_the_occurrence_but_arms_nothing(
+    c: TimerClient, wrong: str
+) -> None:
+    """A plan of another version (the schedule changed since it was read), or one that
+    is not a later occurrence of the same schedule, due no earlier than its time: the
+    occurrence still fires, nothing is armed, and the schedule waits for a new plan."""
+    info = c.schedules.create("stale", every="1s")
+    assert info.armed is not None and info.next_ms is not None
+    store = c.shard_store(info.shard)
+    grant = store.acquire("w0", 60_000)
+    wait_for(lambda: server_now_ms(c.redis) >= info.next_ms, 5, "the occurrence's time")  # type: ignore[operator]
+    at, version = nominal_of(info.armed), info.version
+    plan = {
+        "version": (version + 1, Plan(f"{{stale}}@{at + 1000}", at + 1000)),
+        "not after": (version, Plan(f"{{stale}}@{at}", at)),
+        "early": (version, Plan(f"{{stale}}@{at + 1000}", at + 999)),
+        "another schedule": (version, Plan(f"{{other}}@{at + 1000}", at + 1000)),
+    }[wrong]
+    result = store.fire("w0", grant.epoch, [info.armed], ttl_ms=60_000, plans={info.armed: plan})
+    assert result.fired == [info.armed] and result.armed == {} and result.queued == 1
+    assert c.schedules.get("stale").armed is None  # type: ignore[union-attr]
+    assert store.replan_queue(5) == ["stale"]
+    armed = c.get(plan[1].next_id)
+    assert armed is None or armed.state != "pending"  # nothing armed
+    store.release("w0", grant.epoch)
+
+
+def test_pause_resume_update_and_delete(c: TimerClient) -> None:
+    info = c.schedules.create("job", every="1h")
+    armed = info.armed
+    assert armed is not None and c.get(armed) is not None
+    with pytest.raises(DuplicateTimer, match="exists"):
+        c.schedules.create("job", every="1m")
+    assert c.schedules.pause("job")
+    paused = c.schedules.get("job")
+    assert paused is not None and paused.state == "paused" and paused.armed is None
+    assert c.get(armed) is None  # taken out, with no outcome
+    resumed = c.schedules.resume("job")
+    assert resumed is not None and resumed.state == "active" and resumed.armed == armed
+    updated = c.schedules.update("job", every="1s")
+    assert updated.armed is not None and updated.armed != armed and c.get(armed) is None
+    assert updated.version > resumed.version and updated.spec.recurrence.every_ms == 1000
+    assert [s.name for s in c.schedules.list()] == ["job"]
+    assert c.schedules.delete("job", keep_armed=True)
+    assert c.get(updated.armed) is not None  # still fires once, as a timer of its own
+    assert c.schedules.get("job") is None and not c.schedules.delete("job")
+    assert c.schedules.resume("job") is None and not c.schedules.pause("job")
+    with pytest.raises(InvalidInput, match="no schedule"):
+        c.schedules.update("job", every="1s")
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"every": "1s", "cron": "* * * * *"},
+        {"every": "1s", "missed": "sometimes"},
+        {"every": "1s", "payload": {(1, 2): 3}},
+        {"every": "1s", "watch": ["elsewhere"]},
+        {"cron": "99 * * * *"},
+        {"every": "1s", "tz": "Nowhere/City"},
+    ],
+)
+def test_a_bad_schedule_writes_nothing(
+    c: TimerClient, namespace: str, kwargs: dict[str, object]
+) -> None:
+    before = namespace_keys(c.redis, namespace)
+    with pytest.raises(InvalidInput):
+        c.schedules.create("bad", **kwargs)  # type: ignore[arg-type]
+    for name in ("has{brace", "at@sign", "", "x" * 201):
+        with pytest.raises(InvalidInput):
+            c.schedules.create(name, every="1s")
+    assert namespace_keys(c.redis, namespace) == before
+
+
+@pytest.mark.parametrize("missed", ["latest", "all", "skip"])
+def test_occurrences_missed_while_no_worker_ran_follow_the_policy(
+    c: TimerClient, missed: str
+) -> None:
+    """No worker for ~4 occurrences: the armed one fires late; then ``all`` fires every
+    missed one oldest first, ``latest`` the newest, ``skip`` none; the rest are counted."""
+    info = c.schedules.create("late", every="1s", missed=missed)
+    assert info.next_ms is not None
+    wait_for(lambda: server_now_ms(c.redis) > info.next_ms + 4_200, 10, "four missed")  # type: ignore[operator]
+    w = make_worker(c, "w1")
+    outs: list[Outcome] = []
+    try:
+        fire_until(w, c, outs, 1, "the late occurrence")
+        back = outs[0].decided_ms  # when the worker came back
+
+        def caught_up() -> bool:  # each catch-up occurrence arms the next as it fires
+            w.run_once()
+            outs.extend(all_outcomes(c))
+            now = c.schedules.get("late")
+            return now is not None and (now.next_ms or 0) > server_now_ms(c.redis)
+
+        wait_for(caught_up, 20, "the catch-up to end")
+    finally:
+        w.close()
+    times = sorted(nominal(o) for o in outs)
+    assert times[0] == info.next_ms  # the armed one fired, late
+    late = [t for t in times[1:] if t <= back]
+    gap = (back - times[0]) // 1000  # occurrences after the armed one, due by then
+    after = c.schedules.get("late")
+    assert after is not None
+    if missed == "all":
+        assert late == [times[0] + 1000 * k for k in range(1, len(late) + 1)]
+        assert len(late) >= gap - 1 and after.missed == 0
+    elif missed == "latest":
+        assert len(late) == 1 and late[0] >= back - 1000
+        assert after.missed == (late[0] - times[0]) // 1000 - 1
+    else:
+        assert late == [] and after.missed >= gap - 1
+    assert len(set(times)) == len(times)

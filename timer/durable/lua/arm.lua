@@ -1,0 +1,42 @@
+--[[ arm: the leader arms the next occurrence of schedules waiting in P:Sq (their armed
+occurrence was decided without a plan), fenced by its lease and epoch.
+
+KEYS[1]  P:t        KEYS[2]  P:buckets    KEYS[3]  P:lease    KEYS[4]  P:epoch
+KEYS[5]  P:S        KEYS[6]  P:Sq
+ARGV[1]  P          ARGV[2]  worker id    ARGV[3]  epoch      ARGV[4]  bucket_ms
+ARGV[5]  plans: msgpack array of {name, version, next id ('' ended), next deadline,
+         missed}
+
+Returns  {armed}: {id, deadline, ...} of the occurrences armed.
+Errors   FENCED
+Atomic   a schedule leaves P:Sq once it has its next occurrence, has ended, is paused
+         or gone; a plan of another version leaves it there (planned again). Never
+         armed twice (only a schedule with none armed is armed), never early.
+Cost     O(N * W) for N plans.
+]]
+--- @include "util"
+--- @include "schedules"
+--- @include "fence"
+local fenced = check_fence(KEYS[3], KEYS[4], ARGV[2], ARGV[3])
+if fenced then return fenced end
+local P, bucket_ms = ARGV[1], tonumber(ARGV[4])
+local now = now_ms()
+local armed = {}
+for _, p in ipairs(cmsgpack.unpack(ARGV[5])) do
+  local name, nid, nd = p[1], p[3], tonumber(p[4])
+  local s = sched_read(KEYS[5], name)
+  if not s or s[2] == 0 or s[3] ~= '' then
+    redis.call('SREM', KEYS[6], name)  -- gone, paused, or armed already
+  elseif p[2] == s[1] and (nid == '' or follows(name, s[6], nid, nd)) then
+    s[5] = s[5] + (tonumber(p[5]) or 0)
+    s[3] = nid
+    if nid ~= '' then
+      sched_arm(P, KEYS[1], KEYS[2], bucket_ms, nid, nd, s, now)
+      armed[#armed + 1] = nid
+      armed[#armed + 1] = istr(nd)
+    end
+    sched_write(KEYS[5], name, s)
+    redis.call('SREM', KEYS[6], name)
+  end
+end
+return {armed}

@@ -1,0 +1,102 @@
+--[[ schedules: a recurring schedule's record, and arming its occurrences (#29).
+
+Schedule (HASH P:S, field = name): a msgpack array
+  [v, on, a, f, m, l, spec, p, w, c]
+  v = version: +1 at every change; a plan made from another version is refused
+  on = 1 active, 0 paused         a = id of its one armed occurrence ('' none)
+  f = occurrences fired            m = occurrences missed (passed over by its policy)
+  l = nominal time (epoch ms) of the last one fired, 0 if none
+  spec = the client's msgpack of its recurrence and policies (opaque here)
+  p = payload (msgpack bytes)      w = watch keys      c = created_ms
+An occurrence is an ordinary timer with id '{<name>}@<nominal ms>' and origin
+'schedule'. A schedule has at most one armed at a time, and arms the next only when it
+decides the one armed (so never twice) and only after it (so never early). A schedule
+whose armed occurrence was decided without a plan for its next (by sweep, or with a
+plan of another version) waits in SET P:Sq until its leader arms the next (arm.lua).
+]]
+--- @include "util"
+--- @include "keys"
+--- @include "records"
+--- @include "buckets"
+
+local SCHED_ORIGIN = 'schedule'
+
+local function sched_read(skey, name)
+  local raw = redis.call('HGET', skey, name)
+  if not raw then return nil end
+  return cmsgpack.unpack(raw)
+end
+
+local function sched_write(skey, name, s)
+  redis.call('HSET', skey, name, cmsgpack.pack(s))
+end
+
+-- The schedule name and nominal time (ms) an occurrence id names; nil for another id.
+local function occurrence_of(id)
+  if string.byte(id, 1) ~= 123 then return nil end  -- '{': most ids stop here
+  local name, at = string.match(id, '^{(.+)}@(%d+)$')
+  if not name then return nil end
+  return name, tonumber(at)
+end
+
+-- Whether `nid` may follow occurrence `at` of schedule `name`, due at `nd`: an
+-- occurrence of the same schedule, after it, and never due before its nominal time.
+local function follows(name, at, nid, nd)
+  local nname, nat = occurrence_of(nid)
+  return nname == name and nat > at and nd ~= nil and nd >= nat
+end
+
+-- Arm occurrence `id` of schedule `s`, due at `deadline`, unless it is pending already.
+local function sched_arm(P, tkey, bz, bucket_ms, id, deadline, s, now)
+  if redis.call('HEXISTS', tkey, id) == 1 then return false end
+  local watch = s[9] or NONE
+  local rec = {d = deadline, p = s[8], w = watch, n = 1, g = NONE, c = now, s = SCHED_ORIGIN}
+  redis.call('HSET', tkey, id, pack_rec(rec))
+  index_bucket(P, bz, id, deadline, bucket_ms, now)
+  for _, k in ipairs(watch) do redis.call('SADD', watch_key(P, k), id) end
+  return true
+end
+
+-- Take a pending occurrence out with no outcome (its schedule changed, paused or went);
+-- its leader hears it as decided and drops it from the wheel.
+local function sched_unarm(P, tkey, evchan, id)
+  local raw = redis.call('HGET', tkey, id)
+  if not raw then return end
+  local rec = read_rec(raw)
+  redis.call('HDEL', tkey, id)
+  for _, k in ipairs(rec.w) do redis.call('SREM', watch_key(P, k), id) end
+  redis.call('PUBLISH', evchan, 'X cancelled ' .. id)
+end
+
+-- After ids were decided (fired or swept): each that was its schedule's armed
+-- occurrence is counted, and its next is armed from `plans[id]` = {id, version,
+-- next id ('' the schedule ended), next deadline, missed} when the plan is of the
+-- schedule's version and follows it; else the schedule waits in P:Sq for one.
+-- Returns the occurrences armed {id, deadline, ...} and how many schedules wait.
+local function sched_decided(P, tkey, bz, skey, qkey, bucket_ms, ids, plans, now)
+  local armed, queued = {}, 0
+  for _, id in ipairs(ids) do
+    local name, at = occurrence_of(id)
+    local s = name and sched_read(skey, name)
+    if s and s[3] == id then
+      s[4] = s[4] + 1
+      s[6] = at
+      local p = plans and plans[id]
+      if p and p[2] == s[1] and (p[3] == '' or follows(name, at, p[3], tonumber(p[4]))) then
+        s[5] = s[5] + (tonumber(p[5]) or 0)
+        s[3] = p[3]
+        if p[3] ~= '' then
+          sched_arm(P, tkey, bz, bucket_ms, p[3], tonumber(p[4]), s, now)
+          armed[#armed + 1] = p[3]
+          armed[#armed + 1] = istr(tonumber(p[4]))
+        end
+      else
+        s[3] = ''
+        redis.call('SADD', qkey, name)
+        queued = queued + 1
+      end
+      sched_write(skey, name, s)
+    end
+  end
+  return armed, queued
+end

@@ -1,0 +1,59 @@
+--[[ put_schedule: create, update or resume a recurring schedule, and arm its next
+occurrence (the client computed it on Redis time).
+
+KEYS[1]  P:t        KEYS[2]  P:buckets    KEYS[3]  P:S (HASH name -> schedule)
+ARGV[1]  P          ARGV[2]  bucket_ms    ARGV[3]  events channel of the shard
+ARGV[4]  name       ARGV[5]  mode: 'create' (refused if it exists), 'update' (create
+         or change it) or 'resume' (its spec unchanged)
+ARGV[6]  spec (msgpack bytes)   ARGV[7]  payload (msgpack bytes)
+ARGV[8]  watch keys (msgpack array)
+ARGV[9]  first occurrence id ('' none: the schedule has ended)   ARGV[10] its deadline
+
+Returns  {version, armed id ('' none)}, or {'missing'} when updating or resuming a
+         schedule that does not exist.
+Errors   CONFLICT  create: a schedule of this name exists
+         TOOFAR    the first occurrence is not after the last one fired
+Events   'S <deadline> <id>' for the occurrence armed; 'X cancelled <id>' for one taken out
+Atomic   the armed occurrence is replaced in the same call that changes the schedule,
+         unless it is due already: then it stays, and its leader plans its next from
+         the new version (the old plan is refused as stale).
+Cost     O(W) for W watch keys.
+]]
+--- @include "util"
+--- @include "schedules"
+local P, bucket_ms, evchan, name, mode = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5]
+local s = sched_read(KEYS[3], name)
+if mode == 'create' and s then
+  return redis.error_reply('CONFLICT schedule ' .. name .. ' exists: update it, or delete it first')
+end
+if mode ~= 'create' and not s then return {'missing'} end
+local now = now_ms()
+if not s then
+  s = {0, 1, '', 0, 0, 0, ARGV[6], ARGV[7], cmsgpack.unpack(ARGV[8]), now}
+elseif mode ~= 'resume' then
+  s[7], s[8], s[9] = ARGV[6], ARGV[7], cmsgpack.unpack(ARGV[8])
+end
+s[2] = 1
+local keep = false
+if s[3] ~= '' then
+  local raw = redis.call('HGET', KEYS[1], s[3])
+  if raw and read_rec(raw).d <= now then
+    keep = true  -- due: its leader fires it, then plans the next from this version
+  else
+    sched_unarm(P, KEYS[1], evchan, s[3])
+    s[3] = ''
+  end
+end
+s[1] = s[1] + 1
+local first, deadline = ARGV[9], tonumber(ARGV[10])
+if not keep and first ~= '' then
+  local fname, at = occurrence_of(first)
+  if fname ~= name or at <= s[6] or deadline < at then
+    return redis.error_reply('TOOFAR occurrence ' .. first .. ' is not after the last one fired')
+  end
+  sched_arm(P, KEYS[1], KEYS[2], bucket_ms, first, deadline, s, now)
+  s[3] = first
+  redis.call('PUBLISH', evchan, 'S ' .. istr(deadline) .. ' ' .. first)
+end
+sched_write(KEYS[3], name, s)
+return {s[1], s[3]}

@@ -1,0 +1,27 @@
+--[[ stop_schedule: pause a recurring schedule, or delete it.
+
+KEYS[1]  P:t        KEYS[2]  P:S          KEYS[3]  P:Sq (SET: schedules to re-plan)
+ARGV[1]  P          ARGV[2]  events channel of the shard    ARGV[3]  name
+ARGV[4]  mode: 'pause', 'delete' (and its armed occurrence) or 'delete-keep' (its
+         armed occurrence stays, an ordinary timer that fires once)
+
+Returns  1, or 0 when there is no such schedule.
+Events   'X cancelled <id>' for the armed occurrence taken out
+Atomic   a paused schedule has no armed occurrence; its version moves on, so a plan a
+         leader made before is refused.
+Cost     O(W) for W watch keys.
+]]
+--- @include "util"
+--- @include "schedules"
+local P, evchan, name, mode = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local s = sched_read(KEYS[2], name)
+if not s then return 0 end
+if s[3] ~= '' and mode ~= 'delete-keep' then sched_unarm(P, KEYS[1], evchan, s[3]) end
+redis.call('SREM', KEYS[3], name)
+if mode == 'pause' then
+  s[1], s[2], s[3] = s[1] + 1, 0, ''
+  sched_write(KEYS[2], name, s)
+else
+  redis.call('HDEL', KEYS[2], name)
+end
+return 1

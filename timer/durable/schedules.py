@@ -1,0 +1,366 @@
+"""Recurring schedules in Redis (#29): the record, its calls, the leader's plans, and the
+operations of the clients (sans-I/O, as ``ops``).
+
+A schedule is a record in its shard's ``P:S`` (``lua/include/schedules.lua`` has the
+layout) and, while active, one armed occurrence: an ordinary timer with id
+``{<name>}@<nominal ms>`` (:func:`~timer.recurrence.occurrence_id`). Whoever decides the
+armed occurrence arms the next in the same script call, from a :class:`Plan` the leader
+computes here (``plan_next``); a schedule whose occurrence was decided without one waits
+in ``P:Sq`` until its leader plans it (``arm.lua``).
+
+Catch-up after an outage (``missed``, within ``catch_up`` of now): the armed occurrence
+fires late, as any timer; of those missed after it, ``latest`` fires the newest one,
+``all`` fires each, oldest first, at most ``MAX_CATCH_UP`` of them, and ``skip`` none.
+The others are counted as missed.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+
+from ..errors import InvalidInput
+from . import calls as C
+from . import keys as K
+from .calls import Op, ScriptCall
+from .codec import decode_payload, decode_pending, encode_payload
+from .durations import parse_duration_ms
+from .entries import decoding
+from .ops import server_time_ms
+from .recurrence import Recurrence, occurrence_id
+from .scripts import ScriptName
+
+MISSED = ("latest", "all", "skip")
+DEFAULT_CATCH_UP_MS = 3_600_000
+MAX_CATCH_UP = 1000  # occurrences ``all`` fires after an outage, at most
+MAX_NAME_BYTES = 200  # the occurrence id adds '{', '}@' and up to 16 digits
+_COUNT_CAP = 100_000  # missed occurrences counted one by one, at most (cron)
+
+
+def check_schedule_name(name: object) -> str:
+    """A schedule name: text of at most 200 bytes, without ``{``, ``}`` or ``@`` (its
+    occurrences' ids are ``{<name>}@<ms>``: the braces put them all in its shard)."""
+    name = K.check_name("schedule name", name)
+    if any(c in name for c in "{}@"):
+        raise InvalidInput(f"schedule name {name!r} may not contain '{{', '}}' or '@'")
+    if len(name.encode()) > MAX_NAME_BYTES:
+        raise InvalidInput(f"schedule name is longer than {MAX_NAME_BYTES} bytes")
+    return name
+
+
+@dataclass(frozen=True)
+class ScheduleSpec:
+    """When a schedule fires (its :class:`Recurrence`) and what it does after an outage."""
+
+    recurrence: Recurrence
+    missed: str = "latest"
+    catch_up_ms: int = DEFAULT_CATCH_UP_MS
+
+    @classmethod
+    def of(cls, *, missed: object = "latest", catch_up: object = "1h", **when: Any) -> ScheduleSpec:
+        """Check and build (``when``: the arguments of :meth:`Recurrence.of`)."""
+        recurrence = Recurrence.of(**when)
+        if missed not in MISSED:
+            raise InvalidInput(f"missed must be one of {', '.join(MISSED)}, got {missed!r}")
+        catch_up_ms = _duration("catch_up", catch_up)
+        assert isinstance(missed, str)
+        return cls(recurrence, missed, catch_up_ms)
+
+    def encode(self) -> bytes:
+        r = self.recurrence
+        fields = {
+            "cron": r.cron, "every": r.every_ms, "offset": r.offset_ms, "tz": r.tz,
+            "start": r.start_ms, "end": r.end_ms, "jitter": r.jitter_ms,
+            "missed": self.missed, "catch_up": self.catch_up_ms,
+        }  # fmt: skip
+        return bytes(msgpack.packb({k: v for k, v in fields.items() if v is not None}))
+
+    @classmethod
+    def decode(cls, data: bytes) -> ScheduleSpec:
+        d = msgpack.unpackb(data, raw=False)
+        recurrence = Recurrence(
+            cron=d.get("cron"), every_ms=d.get("every"), offset_ms=d.get("offset", 0),
+            tz=d.get("tz", "UTC"), start_ms=d.get("start"), end_ms=d.get("end"),
+            jitter_ms=d.get("jitter", 0),
+        )  # fmt: skip
+        return cls(recurrence, d.get("missed", "latest"), d.get("catch_up", DEFAULT_CATCH_UP_MS))
+
+    def describe(self) -> str:
+        r = self.recurrence
+        when = f"cron {r.cron!r}" if r.cron else f"every {r.every_ms} ms"
+        return f"{when} in {r.tz}"
+
+
+def _duration(name: str, value: object) -> int:
+    if isinstance(value, str):
+        try:
+            return parse_duration_ms(value)
+        except ValueError as exc:
+            raise InvalidInput(f"{name}: {exc}") from None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 2**40:
+        raise InvalidInput(f"{name} must be ms (int) or a duration such as '1h', got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What follows a fired occurrence: the next one's id and deadline ('' and 0 when
+    the schedule has ended) and how many occurrences were passed over."""
+
+    next_id: str
+    deadline: int
+    missed: int = 0
+
+    @classmethod
+    def at(cls, name: str, spec: ScheduleSpec, nominal: int | None, missed: int = 0) -> Plan:
+        if nominal is None:
+            return cls("", 0, missed)
+        return cls(occurrence_id(name, nominal), spec.recurrence.deadline(name, nominal), missed)
+
+
+def plan_next(name: str, spec: ScheduleSpec, fired_ms: int, now_ms: int) -> Plan:
+    """The occurrence to arm after the one of nominal time ``fired_ms``, at ``now_ms``
+    (Redis time): the next one, or after an outage the one the catch-up policy says."""
+    r = spec.recurrence
+    nxt = r.next_after(fired_ms)
+    if nxt is None or nxt > now_ms:
+        return Plan.at(name, spec, nxt)
+    window = now_ms - spec.catch_up_ms  # occurrences before it are missed whatever the policy
+    if spec.missed == "skip":
+        target = r.next_after(now_ms)
+    elif spec.missed == "latest":
+        latest = _last_at_or_before(r, max(fired_ms, window - 1), now_ms)
+        target = latest if latest is not None else r.next_after(now_ms)
+    else:
+        first = r.next_after(max(fired_ms, window - 1))
+        newest = _newest(r, first, now_ms, MAX_CATCH_UP)
+        target = newest[0] if newest else r.next_after(now_ms)
+    return Plan.at(name, spec, target, _count_between(r, fired_ms, target))
+
+
+def _last_at_or_before(r: Recurrence, after_ms: int, until_ms: int) -> int | None:
+    """The newest occurrence in (after_ms, until_ms], or None."""
+    last = None
+    t = after_ms
+    for _ in range(_COUNT_CAP):
+        nxt = r.next_after(t)
+        if nxt is None or nxt > until_ms:
+            return last
+        last = t = nxt
+    return last
+
+
+def _newest(r: Recurrence, first: int | None, until_ms: int, keep: int) -> list[int]:
+    """The newest ``keep`` occurrences from ``first`` up to ``until_ms``, oldest first."""
+    out: list[int] = []
+    t = first
+    while t is not None and t <= until_ms and len(out) < _COUNT_CAP:
+        out.append(t)
+        t = r.next_after(t)
+    return out[-keep:]
+
+
+def _count_between(r: Recurrence, after_ms: int, before_ms: int | None) -> int:
+    """How many occurrences fall strictly between the two (capped for cron)."""
+    if before_ms is None:
+        return 0
+    if r.every_ms:
+        first = r.next_after(after_ms)
+        return 0 if first is None or first >= before_ms else -(-(before_ms - first) // r.every_ms)
+    n, t = 0, after_ms
+    for n in itertools.count():
+        nxt = r.next_after(t)
+        if nxt is None or nxt >= before_ms or n >= _COUNT_CAP:
+            break
+        t = nxt
+    return n
+
+
+# -- the record ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScheduleInfo:
+    """A schedule as stored: its spec, state, armed occurrence and counts."""
+
+    name: str
+    spec: ScheduleSpec
+    state: str  # "active" or "paused"
+    armed: str | None  # the id of its armed occurrence
+    next_ms: int | None  # when that one fires (its deadline)
+    fired: int
+    missed: int
+    last_ms: int | None  # nominal time of the last occurrence fired
+    created_ms: int
+    version: int
+    payload: Any = None
+    watch: tuple[str, ...] = field(default=())
+    shard: int = 0
+
+
+def decode_schedule(name: str, raw: bytes, shard: int, next_ms: int | None) -> ScheduleInfo:
+    """A schedule record (``P:S``) as a ScheduleInfo; CorruptRecord if unreadable."""
+    with decoding(f"schedule {name!r} (shard {shard})"):
+        v, on, armed, fired, missed, last, spec, payload, watch, created = msgpack.unpackb(
+            raw, raw=True
+        )
+        return ScheduleInfo(
+            name=name, spec=ScheduleSpec.decode(spec), state="active" if on else "paused",
+            armed=armed.decode() or None, next_ms=next_ms, fired=int(fired),
+            missed=int(missed), last_ms=int(last) or None, created_ms=int(created),
+            version=int(v), payload=decode_payload(payload),
+            watch=tuple(w.decode() for w in watch or ()), shard=shard,
+        )  # fmt: skip
+
+
+# -- the calls ------------------------------------------------------------------------------
+
+
+def put_call(  # noqa: PLR0917 - the schedule's parts, in the script's order
+    ns: C.Namespace, name: str, mode: str, spec: ScheduleSpec, payload: bytes,
+    watch: Sequence[str], first: Plan,
+) -> ScriptCall:  # fmt: skip
+    sk = schedule_keys(ns, name)
+    keys = [sk.timers, sk.buckets, sk.schedules]
+    args = [
+        sk.prefix, ns.meta.bucket_ms, sk.events, name, mode, spec.encode(), payload,
+        msgpack.packb(list(watch)), first.next_id, first.deadline,
+    ]  # fmt: skip
+    return ScriptCall(ScriptName.PUT_SCHEDULE, keys, args)
+
+
+def stop_call(ns: C.Namespace, name: str, mode: str) -> ScriptCall:
+    sk = schedule_keys(ns, name)
+    keys = [sk.timers, sk.schedules, sk.schedule_queue]
+    return ScriptCall(ScriptName.STOP_SCHEDULE, keys, [sk.prefix, sk.events, name, mode])
+
+
+def arm_call(
+    sk: K.ShardKeys, worker: str, epoch: int, bucket_ms: int,
+    plans: Sequence[tuple[str, int, Plan]],
+) -> ScriptCall:  # fmt: skip
+    """Arm the next occurrence of schedules waiting in ``P:Sq``: (name, version, plan)."""
+    keys = [sk.timers, sk.buckets, sk.lease, sk.epoch, sk.schedules, sk.schedule_queue]
+    packed = msgpack.packb([[n, v, p.next_id, p.deadline, p.missed] for n, v, p in plans])
+    return ScriptCall(ScriptName.ARM, keys, [sk.prefix, worker, epoch, bucket_ms, packed])
+
+
+def pack_fire_plans(plans: Mapping[str, tuple[int, Plan]]) -> bytes | str:
+    """``fire``'s plans (occurrence id -> (version, plan)), or '' for none."""
+    if not plans:
+        return ""
+    return bytes(msgpack.packb(
+        [[i, v, p.next_id, p.deadline, p.missed] for i, (v, p) in plans.items()]
+    ))  # fmt: skip
+
+
+def parse_armed(flat: Sequence[Any]) -> dict[str, int]:
+    return {C.text(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)}
+
+
+def schedule_keys(ns: C.Namespace, name: str) -> K.ShardKeys:
+    return ns.shard(K.shard_of("{" + name + "}", ns.meta.shards))
+
+
+def occurrence_name(timer_id: str) -> tuple[str, int] | None:
+    """(schedule name, nominal ms) of an occurrence id; None for any other id."""
+    if not timer_id.startswith("{") or "}@" not in timer_id:
+        return None
+    name, _, at = timer_id[1:].rpartition("}@")
+    if not at.isdigit() or not name:
+        return None
+    return name, int(at)
+
+
+# -- the operations ------------------------------------------------------------------------
+
+
+def put(
+    ns: C.Namespace, name: object, *, mode: str, payload: object = None,
+    watch: Iterable[str] = (), **spec: Any,
+) -> Op[ScheduleInfo]:  # fmt: skip
+    """Create (``mode='create'``) or update (``'update'``) a schedule and arm its next
+    occurrence after now (Redis time). Everything is checked before anything is sent."""
+    name = check_schedule_name(name)
+    parsed = ScheduleSpec.of(**spec)
+    data = encode_payload(payload, ns.settings.max_payload_bytes)
+    keys = C.check_watch(watch)
+    _same_shard(ns, name, keys)
+    now = yield from server_time_ms()
+    first = Plan.at(name, parsed, parsed.recurrence.next_after(now))
+    reply = yield put_call(ns, name, mode, parsed, data, keys, first)
+    if C.text(reply[0]) == "missing":
+        raise InvalidInput(f"no schedule {name!r} in namespace {ns.name!r}: create it first")
+    info = yield from get(ns, name)
+    assert info is not None
+    return info
+
+
+def resume(ns: C.Namespace, name: object) -> Op[ScheduleInfo | None]:
+    """Resume a paused schedule from its next occurrence after now; None if none."""
+    name = check_schedule_name(name)
+    info = yield from get(ns, name)
+    if info is None:
+        return None
+    now = yield from server_time_ms()
+    first = Plan.at(name, info.spec, info.spec.recurrence.next_after(max(now, info.last_ms or 0)))
+    reply = yield put_call(ns, name, "resume", info.spec, b"", (), first)
+    if C.text(reply[0]) == "missing":
+        return None
+    return (yield from get(ns, name))
+
+
+def stop(ns: C.Namespace, name: object, mode: str) -> Op[bool]:
+    """Pause or delete; False if there is no such schedule."""
+    name = check_schedule_name(name)
+    return bool(int((yield stop_call(ns, name, mode))))
+
+
+def get(ns: C.Namespace, name: object) -> Op[ScheduleInfo | None]:
+    name = check_schedule_name(name)
+    shard = K.shard_of("{" + name + "}", ns.meta.shards)
+    sk = ns.shard(shard)
+    raw = yield C.Command("hget", (sk.schedules, name))
+    if raw is None:
+        return None
+    info = decode_schedule(name, raw, shard, None)
+    return (yield from _with_next(sk, [info]))[0]
+
+
+def listing(ns: C.Namespace) -> Op[list[ScheduleInfo]]:
+    """Every schedule of the namespace, by name."""
+    out: list[ScheduleInfo] = []
+    for shard in range(ns.meta.shards):
+        sk = ns.shard(shard)
+        cursor, infos = 0, []
+        while True:
+            cursor, page = yield C.Command("hscan", (sk.schedules, cursor), {"count": 1000})
+            infos += [decode_schedule(C.text(n), raw, shard, None) for n, raw in page.items()]
+            if int(cursor) == 0:
+                break
+        out += yield from _with_next(sk, infos)
+    return sorted(out, key=lambda i: i.name)
+
+
+def _with_next(sk: K.ShardKeys, infos: list[ScheduleInfo]) -> Op[list[ScheduleInfo]]:
+    """The infos with the deadline of each armed occurrence (one HMGET)."""
+    armed = [i.armed for i in infos if i.armed]
+    if not armed:
+        return infos
+    raws = yield C.Command("hmget", (sk.timers, armed))
+    when = {a: int(decode_pending(r)["d"]) for a, r in zip(armed, raws, strict=True) if r}
+    return [ScheduleInfo(**{**i.__dict__, "next_ms": when.get(i.armed or "")}) for i in infos]
+
+
+def _same_shard(ns: C.Namespace, name: str, watch: Sequence[str]) -> None:
+    shard = K.shard_of("{" + name + "}", ns.meta.shards)
+    for key in watch:
+        if K.shard_of(key, ns.meta.shards) != shard:
+            raise InvalidInput(
+                f"watch key {key!r} is not in schedule {name!r}'s shard: give it the hash "
+                f"tag {{{name}}} (e.g. '{{{name}}}:done')"
+            )

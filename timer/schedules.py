@@ -1,0 +1,128 @@
+"""Schedules: a client's recurring schedules (``client.schedules``), over its driver.
+
+::
+
+    client.schedules.create("nightly-report", cron="0 2 * * *", tz="Europe/Paris",
+                            payload={"report": "daily"})
+    client.schedules.create("heartbeat", every="30s", missed="skip")
+
+Each occurrence is an ordinary durable timer with id ``{<name>}@<nominal ms>``: fired
+by the workers, handled, retried and dead-lettered like any other, exactly once; the
+next is armed in the same script call that fires it. See ``timer.durable.schedules``
+for the catch-up policies and ``timer.recurrence`` for the time rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from .durable import calls as C
+from .durable import schedules as S
+from .durable.calls import Op
+from .durable.schedules import ScheduleInfo
+from .shard_store import Run
+
+
+class Schedules:
+    """The recurring schedules of one namespace (``TimerClient.schedules``)."""
+
+    def __init__(self, run: Run, namespace: Callable[[], C.Namespace]) -> None:
+        self._run = run  # the client's driver: runs an operation to its result
+        self._ns = namespace
+
+    def create(
+        self,
+        name: str,
+        *,
+        cron: str | None = None,
+        every: int | str | None = None,
+        offset: int | str = 0,
+        tz: str = "UTC",
+        start: Any = None,
+        end: Any = None,
+        jitter: int | str = 0,
+        payload: object = None,
+        watch: Iterable[str] = (),
+        missed: str = "latest",
+        catch_up: int | str = "1h",
+    ) -> ScheduleInfo:
+        """Create a schedule and arm its first occurrence after now (Redis time).
+
+        Exactly one of ``cron`` (5 fields, or 6 with the seconds first, in ``tz``) or
+        ``every`` (ms or ``"30s"``, with ``offset``); ``start``/``end`` bound it (epoch
+        ms or aware datetimes); ``jitter`` delays each occurrence by up to that much.
+        ``missed``: after an outage, fire the ``latest`` missed occurrence, ``all``
+        (oldest first, at most 1,000) or ``skip`` them; none older than ``catch_up``.
+        DuplicateTimer if the name exists (``update`` changes one).
+        """
+        return self._run(S.put(
+            self._ns(), name, mode="create", payload=payload, watch=watch, cron=cron,
+            every=every, offset=offset, tz=tz, start=start, end=end, jitter=jitter,
+            missed=missed, catch_up=catch_up,
+        ))  # fmt: skip
+
+    def update(self, name: str, **spec: Any) -> ScheduleInfo:
+        """Change a schedule (the arguments of ``create``; all of them, as a new spec):
+        from its next occurrence on. An occurrence already due still fires once."""
+        return self._run(S.put(self._ns(), name, mode="update", **spec))
+
+    def get(self, name: str) -> ScheduleInfo | None:
+        """The schedule: its spec, state, next occurrence and counts; None if none."""
+        return self._run(S.get(self._ns(), name))
+
+    def list(self) -> list[ScheduleInfo]:
+        """Every schedule of the namespace, by name."""
+        return self._run(S.listing(self._ns()))
+
+    def pause(self, name: str) -> bool:
+        """Stop firing (its armed occurrence is taken out); False if there is none."""
+        return self._run(S.stop(self._ns(), name, "pause"))
+
+    def resume(self, name: str) -> ScheduleInfo | None:
+        """Fire again from the next occurrence after now (those while paused are not
+        fired); None if there is no such schedule."""
+        return self._run(S.resume(self._ns(), name))
+
+    def delete(self, name: str, *, keep_armed: bool = False) -> bool:
+        """Delete it and its armed occurrence (``keep_armed``: that one still fires,
+        once); False if there is no such schedule."""
+        return self._run(S.stop(self._ns(), name, "delete-keep" if keep_armed else "delete"))
+
+
+class AsyncSchedules:
+    """``AsyncTimerClient.schedules``: the same operations as :class:`Schedules`, awaited."""
+
+    def __init__(
+        self, run: Callable[[Op[Any]], Awaitable[Any]], namespace: Callable[[], C.Namespace]
+    ) -> None:
+        self._run = run
+        self._ns = namespace
+
+    async def create(self, name: str, **spec: Any) -> ScheduleInfo:
+        """As :meth:`Schedules.create` (the same keyword arguments)."""
+        info: ScheduleInfo = await self._run(S.put(self._ns(), name, mode="create", **spec))
+        return info
+
+    async def update(self, name: str, **spec: Any) -> ScheduleInfo:
+        info: ScheduleInfo = await self._run(S.put(self._ns(), name, mode="update", **spec))
+        return info
+
+    async def get(self, name: str) -> ScheduleInfo | None:
+        info: ScheduleInfo | None = await self._run(S.get(self._ns(), name))
+        return info
+
+    async def list(self) -> list[ScheduleInfo]:
+        found: list[ScheduleInfo] = await self._run(S.listing(self._ns()))
+        return found
+
+    async def pause(self, name: str) -> bool:
+        return bool(await self._run(S.stop(self._ns(), name, "pause")))
+
+    async def resume(self, name: str) -> ScheduleInfo | None:
+        info: ScheduleInfo | None = await self._run(S.resume(self._ns(), name))
+        return info
+
+    async def delete(self, name: str, *, keep_armed: bool = False) -> bool:
+        mode = "delete-keep" if keep_armed else "delete"
+        return bool(await self._run(S.stop(self._ns(), name, mode)))
