@@ -31,6 +31,7 @@ from . import (
     peers,
     recovery,
     register,
+    schedules,
     server_cost,
     spark,
     worker,
@@ -82,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         "spark": (spark.main, ["--rows", "50000" if args.quick else "200000", *server]),
         "peers": (peers.main, [*quick, *server]),
         "handlers": (handlers.main, [*quick, *server]),
+        "schedules": (schedules.main, [*quick, *server]),
     }
     results: dict[str, Any] = {
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),

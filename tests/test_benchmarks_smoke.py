@@ -13,7 +13,16 @@ from typing import Any
 
 import pytest
 
-from benchmarks import capacity, engine, handlers, peers, recovery, register, server_cost
+from benchmarks import (
+    capacity,
+    engine,
+    handlers,
+    peers,
+    recovery,
+    register,
+    schedules,
+    server_cost,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -115,3 +124,12 @@ def test_server_cost_counts_instructions_per_timer(server_binary: Path) -> None:
     burst = row["burst"]["instructions"]
     assert row["burst"]["timers"] == 400
     assert burst["burst_fire"] > counts["evalsha_trivial"] and burst["burst_sweep"] > 0
+
+
+def test_schedules_smallest_case(server_binary: Path) -> None:
+    """The schedules benchmark fires occurrences beside one-shot timers and reports both;
+    no occurrence fires twice (that is a guarantee, not a speed)."""
+    out = run(schedules.main, ["--n", "50", "--seconds", "2", "--server", str(server_binary)])
+    assert out["occurrences"] >= 50 and out["occurrences_fired_twice"] == 0
+    assert out["redis_bytes_per_schedule"] > 0 and out["schedules_created_per_s"] > 0
+    assert out["occurrence_lateness_ms"]["p99"] is not None

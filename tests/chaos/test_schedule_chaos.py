@@ -41,9 +41,9 @@ def test_each_occurrence_once_across_kill_9_of_leaders_and_a_redis_restart(
         procs = [pool.start("a"), pool.start("b")]
         clock = TimerClient.from_url(server.url, namespace)  # reads Redis time only
         start = clock.server_time_ms()
-        for round_ in range(1, 5):  # every 5 s: kill -9 a worker (the Redis, at 10 s)
+        for round_ in range(1, 13):  # 60 s: kill -9 a worker every 5 s; the Redis at 30 s
             wait_for(reached(clock, start + 5_000 * round_), 30, f"round {round_}")
-            if round_ == 2:
+            if round_ == 6:
                 server.kill()
                 server.restart()
                 c.close()
@@ -69,7 +69,7 @@ def test_each_occurrence_once_across_kill_9_of_leaders_and_a_redis_restart(
             times = sorted(fired[name])
             info = final[name]
             assert info is not None and info.state == "paused"
-            assert len(times) >= 20, (name, len(times))  # ~25 s of one a second
+            assert len(times) >= 60, (name, len(times))  # 63 s of one a second
             assert times == list(range(times[0], times[-1] + 1000, 1000)), f"{name}: a gap"
             assert info.fired == len(times) and info.last_ms == times[-1] and info.missed == 0
         assert all(p.alive() for p in procs[-2:]), [p.log_text()[-1500:] for p in procs]

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from timer import InvalidInput
 from timer.durable import keys as K
 from timer.durable.recurrence import Recurrence, occurrence_id
+from timer.durable.schedules import MISSED, Plan, ScheduleSpec, plan_next
 
 
 def ms(text: str) -> int:
@@ -196,3 +197,48 @@ def test_any_spec_is_built_or_refused_with_invalid_input(  # noqa: PLR0917 - one
         return
     nxt = r.next_after(ms("2026-01-01T00:00"))
     assert nxt is None or nxt > ms("2026-01-01T00:00")
+
+
+# -- a schedule's spec as stored, and the leader's plans (timer.durable.schedules) ---------
+
+
+@given(
+    every=st.integers(1000, 10**9), offset=st.integers(0, 999), jitter=st.integers(0, 999),
+    tz=st.sampled_from(["UTC", "Europe/Paris"]), missed=st.sampled_from(MISSED),
+    catch_up=st.integers(0, 10**8), start=st.one_of(st.none(), st.integers(0, 10**13)),
+)  # fmt: skip
+def test_a_spec_reads_back_as_it_was_stored(  # noqa: PLR0917 - one per field
+    every: int, offset: int, jitter: int, tz: str, missed: str, catch_up: int, start: int | None
+) -> None:
+    spec = ScheduleSpec.of(
+        every=every, offset=offset, jitter=jitter, tz=tz, missed=missed, catch_up=catch_up,
+        start=start,
+    )  # fmt: skip
+    assert ScheduleSpec.decode(spec.encode()) == spec
+    cron = ScheduleSpec.of(cron="0 8 * * MON-FRI", tz=tz, missed=missed)
+    assert ScheduleSpec.decode(cron.encode()) == cron
+
+
+def test_a_plain_spec_takes_a_few_bytes() -> None:
+    assert len(ScheduleSpec.of(every="1s").encode()) == 4  # [1000]
+    assert len(ScheduleSpec.of(cron="0 2 * * *", tz="Europe/Paris").encode()) < 30
+
+
+def plan(missed: str, fired: int, now: int) -> Plan:
+    return plan_next("s", ScheduleSpec.of(every="1s", missed=missed, catch_up="10s"), fired, now)
+
+
+def test_plans_follow_the_catch_up_policy() -> None:
+    """Fired the occurrence of 5 s at 9.5 s: 6, 7, 8 and 9 s were missed meanwhile."""
+    assert plan("latest", 5_000, 5_001) == Plan("{s}@6000", 6_000, 0)  # on time: the next
+    assert plan("latest", 5_000, 9_500) == Plan("{s}@9000", 9_000, 3)  # 6, 7, 8 passed over
+    assert plan("all", 5_000, 9_500) == Plan("{s}@6000", 6_000, 0)  # each, oldest first
+    assert plan("skip", 5_000, 9_500) == Plan("{s}@10000", 10_000, 4)
+    # Beyond the catch-up window (10 s): 6..29 s are older than 40 - 10 and never fire.
+    assert plan("all", 5_000, 40_000) == Plan("{s}@30000", 30_000, 24)
+    assert plan("latest", 5_000, 40_000) == Plan("{s}@40000", 40_000, 34)
+    ended = ScheduleSpec.of(every="1s", end=5_500)
+    assert plan_next("s", ended, 5_000, 5_001) == Plan("", 0, 0)
+    jittered = ScheduleSpec.of(every="1s", jitter="500ms")
+    nxt = plan_next("s", jittered, 5_000, 5_001)
+    assert nxt.next_id == "{s}@6000" and 6_000 <= nxt.deadline <= 6_500

@@ -34,11 +34,14 @@ from .ops import server_time_ms
 from .recurrence import Recurrence, occurrence_id
 from .scripts import ScriptName
 
-MISSED = ("latest", "all", "skip")
+MISSED = ("latest", "all", "skip")  # stored as its index
 DEFAULT_CATCH_UP_MS = 3_600_000
 MAX_CATCH_UP = 1000  # occurrences ``all`` fires after an outage, at most
 MAX_NAME_BYTES = 200  # the occurrence id adds '{', '}@' and up to 16 digits
 _COUNT_CAP = 100_000  # missed occurrences counted one by one, at most (cron)
+
+
+_SPEC_DEFAULTS: tuple[Any, ...] = (None, 0, "UTC", None, None, 0, 0, DEFAULT_CATCH_UP_MS)
 
 
 def check_schedule_name(name: object) -> str:
@@ -71,23 +74,28 @@ class ScheduleSpec:
         return cls(recurrence, missed, catch_up_ms)
 
     def encode(self) -> bytes:
+        """A msgpack array, its trailing defaults left out (a schedule of ``every="1s"``
+        is 4 bytes): [cron text or every ms, offset, tz, start, end, jitter, missed,
+        catch_up]."""
         r = self.recurrence
-        fields = {
-            "cron": r.cron, "every": r.every_ms, "offset": r.offset_ms, "tz": r.tz,
-            "start": r.start_ms, "end": r.end_ms, "jitter": r.jitter_ms,
-            "missed": self.missed, "catch_up": self.catch_up_ms,
-        }  # fmt: skip
-        return bytes(msgpack.packb({k: v for k, v in fields.items() if v is not None}))
+        fields: list[Any] = [
+            r.cron if r.cron is not None else r.every_ms, r.offset_ms, r.tz, r.start_ms,
+            r.end_ms, r.jitter_ms, MISSED.index(self.missed), self.catch_up_ms,
+        ]  # fmt: skip
+        while len(fields) > 1 and fields[-1] == _SPEC_DEFAULTS[len(fields) - 1]:
+            fields.pop()
+        return bytes(msgpack.packb(fields))
 
     @classmethod
     def decode(cls, data: bytes) -> ScheduleSpec:
-        d = msgpack.unpackb(data, raw=False)
+        got: list[Any] = list(msgpack.unpackb(data, raw=False))
+        when, offset, tz, start, end, jitter, missed, catch_up = [*got, *_SPEC_DEFAULTS[len(got) :]]
         recurrence = Recurrence(
-            cron=d.get("cron"), every_ms=d.get("every"), offset_ms=d.get("offset", 0),
-            tz=d.get("tz", "UTC"), start_ms=d.get("start"), end_ms=d.get("end"),
-            jitter_ms=d.get("jitter", 0),
+            cron=when if isinstance(when, str) else None,
+            every_ms=None if isinstance(when, str) else when, offset_ms=offset, tz=tz,
+            start_ms=start, end_ms=end, jitter_ms=jitter,
         )  # fmt: skip
-        return cls(recurrence, d.get("missed", "latest"), d.get("catch_up", DEFAULT_CATCH_UP_MS))
+        return cls(recurrence, MISSED[missed], catch_up)
 
     def describe(self) -> str:
         r = self.recurrence
@@ -210,7 +218,8 @@ def decode_schedule(name: str, raw: bytes, shard: int, next_ms: int | None) -> S
         )
         return ScheduleInfo(
             name=name, spec=ScheduleSpec.decode(spec), state="active" if on else "paused",
-            armed=armed.decode() or None, next_ms=next_ms, fired=int(fired),
+            armed=occurrence_id(name, int(armed)) if armed else None, next_ms=next_ms,
+            fired=int(fired),
             missed=int(missed), last_ms=int(last) or None, created_ms=int(created),
             version=int(v), payload=decode_payload(payload),
             watch=tuple(w.decode() for w in watch or ()), shard=shard,

@@ -25,12 +25,13 @@ local armed = {}
 for _, p in ipairs(cmsgpack.unpack(ARGV[5])) do
   local name, nid, nd = p[1], p[3], tonumber(p[4])
   local s = sched_read(KEYS[5], name)
-  if not s or s[2] == 0 or s[3] ~= '' then
+  local nat = s and p[2] == s[1] and (nid == '' and 0 or follows(name, s[6], nid, nd))
+  if not s or s[2] == 0 or s[3] ~= 0 then
     redis.call('SREM', KEYS[6], name)  -- gone, paused, or armed already
-  elseif p[2] == s[1] and (nid == '' or follows(name, s[6], nid, nd)) then
+  elseif nat then
     s[5] = s[5] + (tonumber(p[5]) or 0)
-    s[3] = nid
-    if nid ~= '' then
+    s[3] = nat
+    if nat ~= 0 then
       sched_arm(P, KEYS[1], KEYS[2], bucket_ms, nid, nd, s, now)
       armed[#armed + 1] = nid
       armed[#armed + 1] = istr(nd)

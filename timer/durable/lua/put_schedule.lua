@@ -29,19 +29,20 @@ end
 if mode ~= 'create' and not s then return {'missing'} end
 local now = now_ms()
 if not s then
-  s = {0, 1, '', 0, 0, 0, ARGV[6], ARGV[7], cmsgpack.unpack(ARGV[8]), now}
+  s = {0, 1, 0, 0, 0, 0, ARGV[6], ARGV[7], cmsgpack.unpack(ARGV[8]), now}
 elseif mode ~= 'resume' then
   s[7], s[8], s[9] = ARGV[6], ARGV[7], cmsgpack.unpack(ARGV[8])
 end
 s[2] = 1
 local keep = false
-if s[3] ~= '' then
-  local raw = redis.call('HGET', KEYS[1], s[3])
+if s[3] ~= 0 then
+  local armed = occ_id(name, s[3])
+  local raw = redis.call('HGET', KEYS[1], armed)
   if raw and read_rec(raw).d <= now then
     keep = true  -- due: its leader fires it, then plans the next from this version
   else
-    sched_unarm(P, KEYS[1], evchan, s[3])
-    s[3] = ''
+    sched_unarm(P, KEYS[1], evchan, armed)
+    s[3] = 0
   end
 end
 s[1] = s[1] + 1
@@ -52,8 +53,8 @@ if not keep and first ~= '' then
     return redis.error_reply('TOOFAR occurrence ' .. first .. ' is not after the last one fired')
   end
   sched_arm(P, KEYS[1], KEYS[2], bucket_ms, first, deadline, s, now)
-  s[3] = first
+  s[3] = at
   redis.call('PUBLISH', evchan, 'S ' .. istr(deadline) .. ' ' .. first)
 end
 sched_write(KEYS[3], name, s)
-return {s[1], s[3]}
+return {s[1], s[3] ~= 0 and occ_id(name, s[3]) or ''}

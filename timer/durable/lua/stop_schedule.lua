@@ -16,10 +16,10 @@ Cost     O(W) for W watch keys.
 local P, evchan, name, mode = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local s = sched_read(KEYS[2], name)
 if not s then return 0 end
-if s[3] ~= '' and mode ~= 'delete-keep' then sched_unarm(P, KEYS[1], evchan, s[3]) end
+if s[3] ~= 0 and mode ~= 'delete-keep' then sched_unarm(P, KEYS[1], evchan, occ_id(name, s[3])) end
 redis.call('SREM', KEYS[3], name)
 if mode == 'pause' then
-  s[1], s[2], s[3] = s[1] + 1, 0, ''
+  s[1], s[2], s[3] = s[1] + 1, 0, 0
   sched_write(KEYS[2], name, s)
 else
   redis.call('HDEL', KEYS[2], name)

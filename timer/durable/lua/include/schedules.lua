@@ -3,10 +3,11 @@
 Schedule (HASH P:S, field = name): a msgpack array
   [v, on, a, f, m, l, spec, p, w, c]
   v = version: +1 at every change; a plan made from another version is refused
-  on = 1 active, 0 paused         a = id of its one armed occurrence ('' none)
+  on = 1 active, 0 paused         a = nominal time (epoch ms) of its one armed
+                                   occurrence, 0 if none (its id is occ_id(name, a))
   f = occurrences fired            m = occurrences missed (passed over by its policy)
   l = nominal time (epoch ms) of the last one fired, 0 if none
-  spec = the client's msgpack of its recurrence and policies (opaque here)
+  spec = the client's msgpack array of its recurrence and policies (opaque here)
   p = payload (msgpack bytes)      w = watch keys      c = created_ms
 An occurrence is an ordinary timer with id '{<name>}@<nominal ms>' and origin
 'schedule'. A schedule has at most one armed at a time, and arms the next only when it
@@ -39,11 +40,17 @@ local function occurrence_of(id)
   return name, tonumber(at)
 end
 
--- Whether `nid` may follow occurrence `at` of schedule `name`, due at `nd`: an
--- occurrence of the same schedule, after it, and never due before its nominal time.
+-- The id of the occurrence of schedule `name` at nominal time `at`.
+local function occ_id(name, at)
+  return '{' .. name .. '}@' .. istr(at)
+end
+
+-- The nominal time of `nid` if it may follow occurrence `at` of schedule `name`, due
+-- at `nd`: an occurrence of the same schedule, after it, never due before its time.
 local function follows(name, at, nid, nd)
   local nname, nat = occurrence_of(nid)
-  return nname == name and nat > at and nd ~= nil and nd >= nat
+  if nname == name and nat > at and nd ~= nil and nd >= nat then return nat end
+  return nil
 end
 
 -- Arm occurrence `id` of schedule `s`, due at `deadline`, unless it is pending already.
@@ -78,20 +85,22 @@ local function sched_decided(P, tkey, bz, skey, qkey, bucket_ms, ids, plans, now
   for _, id in ipairs(ids) do
     local name, at = occurrence_of(id)
     local s = name and sched_read(skey, name)
-    if s and s[3] == id then
+    if s and s[3] == at then
       s[4] = s[4] + 1
       s[6] = at
       local p = plans and plans[id]
-      if p and p[2] == s[1] and (p[3] == '' or follows(name, at, p[3], tonumber(p[4]))) then
+      local nat = p and p[2] == s[1] and (p[3] == '' and 0 or follows(name, at, p[3],
+        tonumber(p[4])))
+      if nat then  -- a plan of this version that follows (0: the schedule has ended)
         s[5] = s[5] + (tonumber(p[5]) or 0)
-        s[3] = p[3]
-        if p[3] ~= '' then
+        s[3] = nat
+        if nat ~= 0 then
           sched_arm(P, tkey, bz, bucket_ms, p[3], tonumber(p[4]), s, now)
           armed[#armed + 1] = p[3]
           armed[#armed + 1] = istr(tonumber(p[4]))
         end
       else
-        s[3] = ''
+        s[3] = 0
         redis.call('SADD', qkey, name)
         queued = queued + 1
       end
