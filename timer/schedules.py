@@ -14,13 +14,16 @@ for the catch-up policies and ``timer.recurrence`` for the time rules.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from .durable import calls as C
 from .durable import schedules as S
 from .durable.calls import Op
+from .durable.models import Timer
 from .durable.schedules import ScheduleInfo
+from .errors import TimerError
 from .shard_store import Run
 
 
@@ -75,6 +78,19 @@ class Schedules:
         """Every schedule of the namespace, by name."""
         return self._run(S.listing(self._ns()))
 
+    def trigger(self, name: str) -> Timer:
+        """Fire it once now, beside its series (a timer ``{name}@<now>-manual`` with its
+        payload); TimerNotFound if there is no such schedule."""
+        return self._run(S.trigger(self._ns(), name))
+
+    def backfill(
+        self, name: str, start_ms: int, end_ms: int, *, limit: int = 1000
+    ) -> builtins.list[Timer | TimerError]:
+        """Fire now, once each, the occurrences from ``start_ms`` to ``end_ms`` (epoch ms,
+        up to now; at most ``limit``, 1,000), under their own ids: one that fired and is
+        still retained is not fired again (``created`` False)."""
+        return self._run(S.backfill(self._ns(), name, start_ms, end_ms, limit=limit))
+
     def pause(self, name: str) -> bool:
         """Stop firing (its armed occurrence is taken out); False if there is none."""
         return self._run(S.stop(self._ns(), name, "pause"))
@@ -115,6 +131,18 @@ class AsyncSchedules:
     async def list(self) -> list[ScheduleInfo]:
         found: list[ScheduleInfo] = await self._run(S.listing(self._ns()))
         return found
+
+    async def trigger(self, name: str) -> Timer:
+        timer: Timer = await self._run(S.trigger(self._ns(), name))
+        return timer
+
+    async def backfill(
+        self, name: str, start_ms: int, end_ms: int, *, limit: int = 1000
+    ) -> builtins.list[Timer | TimerError]:
+        done: builtins.list[Timer | TimerError] = await self._run(
+            S.backfill(self._ns(), name, start_ms, end_ms, limit=limit)
+        )
+        return done
 
     async def pause(self, name: str) -> bool:
         return bool(await self._run(S.stop(self._ns(), name, "pause")))

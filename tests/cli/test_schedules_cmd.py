@@ -141,6 +141,23 @@ def test_a_schedule_from_the_command_line(
     finally:
         w.close()
         w.client.close()
+    shot = as_json(tw("--json", "schedules", "trigger", "report"))
+    assert shot["id"].startswith("{report}@") and shot["id"].endswith("-manual")
+    assert tw("schedules", "trigger", "nope", expect=6)
+    back = as_json(tw(
+        "--json", "schedules", "backfill", "report", "--from", "2026-01-01T00:00:00Z",
+        "--to", "2026-01-01T00:00:05Z",
+    ))  # fmt: skip
+    assert len(back["created"]) == 6 and back["already"] == [] and back["errors"] == []
+    again = as_json(tw(
+        "--json", "schedules", "backfill", "report", "--from", "2026-01-01T00:00:00Z",
+        "--to", "2026-01-01T00:00:05Z",
+    ))  # fmt: skip
+    assert again["created"] == [] and len(again["already"]) == 6  # never twice
+    assert "more than 1000" in tw(
+        "schedules", "backfill", "report", "--from", "2026-01-01T00:00:00Z", "--to",
+        "2026-01-02T00:00:00Z", expect=3,
+    ).output  # fmt: skip
     assert tw("schedules", "delete", "report", "--yes").output.startswith("Deleted")
     assert tw("schedules", "delete", "report", "--yes", expect=6)
     assert "No schedules." in tw("schedules", "list").output

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.conftest import wait_for
-from timer import DuplicateTimer, InvalidInput, Outcome, TimerClient
+from timer import DuplicateTimer, InvalidInput, Outcome, TimerClient, TimerNotFound
 from timer.durable.schedules import Plan, occurrence_name
 from timer.testing import RedisServer
 from worker import Worker
@@ -211,3 +211,29 @@ def test_occurrences_missed_while_no_worker_ran_follow_the_policy(
     else:
         assert late == [] and after.missed >= gap - 1
     assert len(set(times)) == len(times)
+
+
+def test_trigger_and_backfill_fire_once_beside_the_series(c: TimerClient) -> None:
+    info = c.schedules.create("daily", cron="0 6 * * *", tz="Europe/Paris", payload={"d": 1})
+    shot = c.schedules.trigger("daily")
+    assert shot.id.startswith("{daily}@") and shot.id.endswith("-manual") and shot.created
+    day = 86_400_000
+    now = server_now_ms(c.redis)
+    done = c.schedules.backfill("daily", now - 3 * day, now)
+    assert len(done) == 3 and all(not isinstance(t, Exception) and t.created for t in done)
+    again = c.schedules.backfill("daily", now - 3 * day, now)
+    assert all(not isinstance(t, Exception) and not t.created for t in again)
+    w = make_worker(c, "w1")
+    outs: list[Outcome] = []
+    try:
+        fire_until(w, c, outs, 4, "the triggered and backfilled ones")
+    finally:
+        w.close()
+    assert sorted(o.id for o in outs) == sorted([shot.id, *(t.id for t in done)])  # type: ignore[union-attr]
+    assert all(o.payload == {"d": 1} for o in outs)
+    after = c.schedules.get("daily")
+    assert after is not None and after.armed == info.armed and after.fired == 0  # series alone
+    with pytest.raises(TimerNotFound):
+        c.schedules.trigger("none")
+    with pytest.raises(InvalidInput, match="more than 2"):
+        c.schedules.backfill("daily", now - 10 * day, now, limit=2)

@@ -23,14 +23,16 @@ from typing import Any
 
 import msgpack
 
-from ..errors import InvalidInput
+from ..errors import InvalidInput, TimerError, TimerNotFound
 from . import calls as C
 from . import keys as K
+from .calls import MAX_DEADLINE_MS as MAX_DEADLINE
 from .calls import Op, ScriptCall
 from .codec import decode_payload, decode_pending, encode_payload
 from .durations import parse_duration_ms
 from .entries import decoding
-from .ops import server_time_ms
+from .models import Timer
+from .ops import schedule_many, server_time_ms
 from .recurrence import Recurrence, occurrence_id
 from .scripts import ScriptName
 
@@ -321,6 +323,60 @@ def resume(ns: C.Namespace, name: object) -> Op[ScheduleInfo | None]:
     if C.text(reply[0]) == "missing":
         return None
     return (yield from get(ns, name))
+
+
+MAX_BACKFILL = 1000  # occurrences one backfill creates, at most
+
+
+def trigger(ns: C.Namespace, name: object) -> Op[Timer]:
+    """Fire the schedule once now, beside its series: a timer ``{name}@<now>-manual``
+    with its payload and watch keys, due now (its armed occurrence is unchanged)."""
+    info = yield from _existing(ns, name)
+    now = yield from server_time_ms()
+    item = {"id": f"{{{info.name}}}@{now}-manual", "deadline_ms": now,
+            "payload": info.payload, "watch": list(info.watch)}  # fmt: skip
+    (result,) = yield from schedule_many(ns, [item], "schedule")
+    if isinstance(result, TimerError):
+        raise result
+    return result
+
+
+def backfill(
+    ns: C.Namespace, name: object, start_ms: object, end_ms: object, *, limit: object = 1000
+) -> Op[list[Timer | TimerError]]:
+    """Fire the occurrences of ``[start_ms, end_ms]`` (up to now) once each, now, under
+    their own ids: one that already fired and whose outcome is still retained is not
+    fired again (its Timer says so: ``created`` False). At most ``limit`` (1,000)."""
+    for what, value in (("start", start_ms), ("end", end_ms)):
+        C.check_int(what, value, 0, MAX_DEADLINE)
+    cap = C.check_int("limit", limit, 1, MAX_BACKFILL)
+    assert isinstance(start_ms, int) and isinstance(end_ms, int)
+    if end_ms < start_ms:
+        raise InvalidInput("backfill's end is before its start")
+    info = yield from _existing(ns, name)
+    now = yield from server_time_ms()
+    until = min(end_ms, now)
+    found = occurrence_name(info.armed) if info.armed else None
+    armed = found[1] if found else None  # never created twice: it fires in its turn
+    times = [t for t in info.spec.recurrence.preview(start_ms - 1, cap + 1) if t <= until]
+    if len(times) > cap:
+        raise InvalidInput(
+            f"more than {cap} occurrences between {start_ms} and {until}: backfill a "
+            "shorter range (or raise limit, at most 1,000)"
+        )
+    items = [
+        {"id": occurrence_id(info.name, t), "deadline_ms": t, "payload": info.payload,
+         "watch": list(info.watch)}
+        for t in times if t != armed
+    ]  # fmt: skip
+    return (yield from schedule_many(ns, items, "schedule"))
+
+
+def _existing(ns: C.Namespace, name: object) -> Op[ScheduleInfo]:
+    info = yield from get(ns, name)
+    if info is None:
+        raise TimerNotFound(f"no schedule {name!r} in namespace {ns.name!r}")
+    return info
 
 
 def stop(ns: C.Namespace, name: object, mode: str) -> Op[bool]:
