@@ -31,58 +31,12 @@ from starlette.routing import Route
 from timer import TimerClient
 from timer.durable.entries import parse_ref
 from timer.durable.keys import check_namespace
-from timer.durable.models import DeadLetter, GroupInfo, Outcome, TimerInfo
 from timer.errors import ConfigError, CorruptRecord, InvalidInput, TimerError, TimerNotFound
 
+from . import shapes as S
+
 COOKIE = "tickwheel_token"
-LATENESS_BOUNDS_MS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
 RECENT = 200  # outcomes per shard read for the lateness histogram and the live list
-
-
-def _info(t: TimerInfo, now_ms: int) -> dict[str, Any]:
-    return {
-        "id": t.id, "shard": t.shard, "state": t.state, "deadline_ms": t.deadline_ms,
-        "time_left_ms": t.deadline_ms - now_ms if t.state == "pending" else None,
-        "payload": t.payload, "created_ms": t.created_ms, "decided_ms": t.decided_ms,
-        "watch": list(t.watch), "need": t.need, "notified": list(t.got),
-    }  # fmt: skip
-
-
-def _outcome(o: Outcome) -> dict[str, Any]:
-    return {
-        "id": o.id, "outcome": o.outcome, "deadline_ms": o.deadline_ms,
-        "decided_ms": o.decided_ms, "lateness_ms": o.lateness_ms, "shard": o.shard,
-    }  # fmt: skip
-
-
-def _group(g: GroupInfo) -> dict[str, Any]:
-    return {
-        "name": g.name, "pending": g.pending, "retrying": g.retrying, "lag": g.lag,
-        "oldest_pending_age_ms": g.oldest_pending_age_ms,
-        "consumers": [{"name": c.name, "pending": c.pending, "idle_ms": c.idle_ms}
-                      for c in g.consumers],
-    }  # fmt: skip
-
-
-def _dead(d: DeadLetter) -> dict[str, Any]:
-    return {
-        "ref": d.ref, "group": d.group, "attempts": d.attempts, "failed_ms": d.failed_ms,
-        "error": d.error.splitlines()[0] if d.error else "",
-        "timer": d.outcome.id if d.outcome else None,
-    }  # fmt: skip
-
-
-def lateness_histogram(outcomes: list[Outcome]) -> list[dict[str, Any]]:
-    """Expired outcomes per lateness bucket (the metrics' bounds, ms)."""
-    counts = [0] * (len(LATENESS_BOUNDS_MS) + 1)
-    for o in outcomes:
-        if o.outcome != "expired":
-            continue
-        late = max(0, o.lateness_ms)
-        i = next((i for i, b in enumerate(LATENESS_BOUNDS_MS) if late <= b), len(counts) - 1)
-        counts[i] += 1
-    labels = [f"≤{b} ms" for b in LATENESS_BOUNDS_MS] + [f">{LATENESS_BOUNDS_MS[-1]} ms"]
-    return [{"bucket": label, "count": n} for label, n in zip(labels, counts, strict=True)]
 
 
 class Dashboard:
@@ -130,18 +84,18 @@ class Dashboard:
                 }
                 for w, ms in c.workers()
             ],
-            "groups": [_group(g) for g in c.groups()],
+            "groups": [S.group_shape(g) for g in c.groups()],
             "dead_letters": c.dead_letters_total(),
             "outcomes_last_minute": per_minute,
-            "lateness": lateness_histogram(recent),
-            "recent": [_outcome(o) for o in recent[:20]],
+            "lateness": S.lateness_histogram(recent),
+            "recent": [S.outcome_shape(o) for o in recent[:20]],
         }
 
     def timer(self, timer_id: str) -> dict[str, Any]:
         info = self.client.get(timer_id)
         if info is None:
             raise TimerNotFound(f"no timer {timer_id!r} in namespace {self.client.namespace!r}")
-        return _info(info, self.client.server_time_ms())
+        return S.info_shape(info, self.client.server_time_ms())
 
     def act(self, timer_id: str, action: str, body: dict[str, Any]) -> dict[str, Any]:
         c = self.client
@@ -166,7 +120,7 @@ class Dashboard:
         }
 
     def dead(self) -> list[dict[str, Any]]:
-        return [_dead(d) for d in self.client.dead_letters(limit=200)]
+        return [S.dead_shape(d) for d in self.client.dead_letters(limit=200)]
 
     def dead_act(self, ref: str, action: str) -> dict[str, Any]:
         parse_ref(ref, self.client.meta.shards)
@@ -175,6 +129,26 @@ class Dashboard:
         if action == "drop":
             return {"ref": ref, "done": self.client.drop_dead_letter(ref)}
         raise InvalidInput(f"unknown action {action!r}: redeliver or drop")
+
+    def schedules(self) -> list[dict[str, Any]]:
+        return [S.schedule_shape(s) for s in self.client.schedules.list()]
+
+    def schedule_act(self, name: str, action: str) -> dict[str, Any]:
+        """pause, resume, trigger or delete a recurring schedule."""
+        s = self.client.schedules
+        if action == "pause":
+            done = s.pause(name)
+        elif action == "resume":
+            done = s.resume(name) is not None
+        elif action == "trigger":
+            done = s.trigger(name).created
+        elif action == "delete":
+            done = s.delete(name)
+        else:
+            raise InvalidInput(f"unknown action {action!r}: pause, resume, trigger or delete")
+        if not done and action != "trigger":
+            raise TimerNotFound(f"no schedule {name!r} in namespace {self.client.namespace!r}")
+        return {"name": name, "action": action, "done": done}
 
 
 class Namespaces:
@@ -338,6 +312,8 @@ def create_app(
         Route("/api/shards/{shard:int}/due", api.due),
         Route("/api/dead", api.dead),
         Route("/api/dead/{shard:int}/{entry:str}/{action:str}", api.dead_act, methods=["POST"]),
+        Route("/api/schedules", api.schedules),
+        Route("/api/schedules/{name:str}/{action:str}", api.schedule_act, methods=["POST"]),
     ]
     hosts = frozenset(host_name(h) if h != "*" else h for h in allowed_hosts)
     middleware = [Middleware(Guard, token=token, csrf=csrf, allowed_hosts=hosts)]
@@ -394,6 +370,16 @@ class _Routes:
 
     async def dead(self, request: Request) -> Response:
         return await _call(self.on(request, Dashboard.dead))
+
+    async def schedules(self, request: Request) -> Response:
+        return await _call(self.on(request, Dashboard.schedules))
+
+    async def schedule_act(self, request: Request) -> Response:
+        no = self.refused()
+        if no is not None:
+            return no
+        name, action = request.path_params["name"], request.path_params["action"]
+        return await _call(self.on(request, lambda d: d.schedule_act(name, action)))
 
     async def dead_act(self, request: Request) -> Response:
         no = self.refused()

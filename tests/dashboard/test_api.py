@@ -116,13 +116,36 @@ def test_read_only_refuses_every_action_and_writes_nothing(
     client: TimerClient, redis_client: redis.Redis
 ) -> None:
     client.schedule("job:{1}", 3_600_000)
+    client.schedules.create("nightly", cron="0 2 * * *")
     before = namespace_dump(redis_client, client.namespace)
     with web(client, read_only=True) as http:
         assert http.get("/api/overview").json()["read_only"] is True
-        for path in ("/api/timers/job:{1}/cancel", "/api/dead/0/1-0/drop"):
+        assert [s["name"] for s in http.get("/api/schedules").json()] == ["nightly"]
+        for path in (
+            "/api/timers/job:{1}/cancel",
+            "/api/dead/0/1-0/drop",
+            "/api/schedules/nightly/pause",
+            "/api/schedules/nightly/delete",
+        ):
             r = http.post(path)
             assert r.status_code == 403 and "read-only" in r.json()["error"]
     assert namespace_dump(redis_client, client.namespace) == before
+
+
+def test_schedules_list_and_act(client: TimerClient) -> None:
+    client.schedules.create("nightly", cron="0 2 * * *", tz="Europe/Paris")
+    with web(client) as http:
+        (row,) = http.get("/api/schedules").json()
+        assert row["name"] == "nightly" and row["state"] == "active" and row["next_ms"]
+        assert http.post("/api/schedules/nightly/pause").json()["done"] is True
+        assert http.get("/api/schedules").json()[0]["state"] == "paused"
+        assert http.post("/api/schedules/nightly/resume").json()["done"] is True
+        assert http.post("/api/schedules/nightly/trigger").json()["done"] is True
+        bad = http.post("/api/schedules/nightly/explode")
+        assert bad.status_code == 400 and "pause, resume, trigger or delete" in bad.json()["error"]
+        assert http.post("/api/schedules/nightly/delete").json()["done"] is True
+        assert http.post("/api/schedules/nightly/delete").status_code == 404
+        assert http.get("/api/schedules").json() == []
 
 
 def test_dead_letters_redeliver_and_drop(client: TimerClient) -> None:
@@ -190,10 +213,16 @@ def test_cross_site_actions_are_refused(
     fetch, no CSRF token or a wrong one) is refused with 403 and changes nothing: the
     issue's `curl -X POST -H 'Origin: http://evil.example' …/cancel` cancelled a timer."""
     client.schedule("job:{9}", 60_000)
+    client.schedules.create("nightly", cron="0 2 * * *")
     before = namespace_dump(redis_client, client.namespace)
     http = TestClient(create_app(client), base_url=BASE)
     http.get("/")  # the page's cookie is in the jar: a cross-site form would send it
-    for path in ("/api/timers/job:{9}/cancel", "/api/dead/0/1-0/drop"):
+    for path in (
+        "/api/timers/job:{9}/cancel",
+        "/api/dead/0/1-0/drop",
+        "/api/schedules/nightly/trigger",
+        "/api/schedules/nightly/delete",
+    ):
         r = http.post(path, headers=headers)
         assert r.status_code == 403, r.text
         assert why in r.json()["error"]
@@ -233,6 +262,8 @@ PATHS = [
     "/api/timers/job:{9}/cancel", "/api/timers/job:{9}/complete",
     "/api/timers/job:{9}/reschedule", "/api/dead/0/1-0/redeliver", "/api/dead/0/1-0/drop",
     "/api/overview", "/api/shards/0/due", "/api/dead", "/login", "/",
+    "/api/schedules", "/api/schedules/nightly/pause", "/api/schedules/nightly/trigger",
+    "/api/schedules/nightly/bogus", "/api/schedules/none/resume",
 ]  # fmt: skip
 printable = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=30)
 json_bodies = st.dictionaries(
@@ -265,6 +296,8 @@ def test_any_request_is_answered_below_500_and_a_refusal_writes_nothing(
     """Whatever a request holds (method, path, body, Origin, CSRF token, Host, token), the
     dashboard answers it with a status below 500, and one it refuses changes nothing."""
     client.schedule("job:{9}", 60_000)
+    if client.schedules.get("nightly") is None:
+        client.schedules.create("nightly", cron="0 2 * * *")
     before = namespace_dump(redis_client, client.namespace)
     http = TestClient(create_app(client), base_url=BASE, raise_server_exceptions=False)
     r = http.request(**request)

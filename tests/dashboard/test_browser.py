@@ -116,3 +116,42 @@ def test_overview_lookup_and_cancel_in_a_browser(
     assert shot.stat().st_size > 10_000
     if os.environ.get("TICKWHEEL_SCREENSHOT"):
         shutil.copy(shot, os.environ["TICKWHEEL_SCREENSHOT"])
+
+
+def fired(c: TimerClient, name: str) -> int:
+    info = c.schedules.get(name)
+    return 0 if info is None else info.fired
+
+
+def test_schedules_panel_in_a_browser(served: tuple[str, TimerClient]) -> None:
+    """The schedules panel as an operator uses it: a schedule of every second fires
+    (its count grows), is triggered, paused, resumed and deleted from the page."""
+    from playwright.sync_api import expect, sync_playwright  # noqa: PLC0415
+
+    assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
+    url, c = served
+    c.schedules.create("heartbeat", every="1s")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.on("dialog", lambda dialog: dialog.accept())
+        page.goto(url)
+        row = page.locator("#schedules tr[data-schedule='heartbeat']")
+        expect(row.locator(".state")).to_have_text("active")
+        expect(row).to_contain_text("every 1000 ms in UTC")
+        wait_for(lambda: fired(c, "heartbeat") >= 2, 20, "two occurrences fired")
+        expect(row.locator(".fired")).not_to_have_text("0")
+        row.locator("button[data-act='trigger']").click()
+        expect(page.locator("#message")).to_contain_text("heartbeat: trigger done")
+        row.locator("button[data-act='pause']").click()
+        expect(row.locator(".state")).to_have_text("paused")
+        paused = c.schedules.get("heartbeat")
+        assert paused is not None and paused.state == "paused" and paused.armed is None
+        row.locator("button[data-act='resume']").click()
+        expect(row.locator(".state")).to_have_text("active")
+        row.locator("button[data-act='delete']").click()
+        expect(page.locator("#schedules tbody")).to_contain_text("no recurring schedules")
+        browser.close()
+    assert c.schedules.get("heartbeat") is None
+    manual = [o for o in c.all_outcomes() if o.id.endswith("-manual")]
+    assert len(manual) == 1 and manual[0].id.startswith("{heartbeat}@")
