@@ -33,7 +33,7 @@ from typing import Any
 from .client import TimerClient
 from .durable.codec import jsonable
 from .durable.models import Timer
-from .errors import InvalidInput, TimerNotFound
+from .errors import DuplicateTimer, InvalidInput, TimerNotFound
 
 MAX_REJECTED_ROWS = 1_000
 
@@ -260,6 +260,17 @@ def _each_value(
 ) -> Report:
     """Apply ``action`` to each row's ``col`` on the executors; it says what to count."""
     _require(df, col, ("string",), "a string column")
+    return _each_row(df, url, namespace, lambda c, row: action(c, row[col]), names)
+
+
+def _each_row(
+    df: Any,
+    url: str,
+    namespace: str,
+    action: Callable[[TimerClient, Any], tuple[str, int]],
+    names: tuple[str, ...],
+) -> Report:
+    """Apply ``action`` to each row on the executors; it says what to count."""
     _check_ready(url, namespace)
     sc = df.sparkSession.sparkContext
     acc = _accumulators(sc, (*names, "rejected"))
@@ -271,7 +282,7 @@ def _each_value(
         rejected: list[tuple[dict[str, Any], str]] = []
         for row in rows:
             try:
-                name, amount = action(client, row[col])
+                name, amount = action(client, row)
                 counts[name] += amount
             except InvalidInput as exc:
                 counts["rejected"] += 1
@@ -312,6 +323,47 @@ def notify_keys(df: Any, url: str, namespace: str = "default", *, key_col: str =
     completed nothing), rejected."""
     names = ("completed", "already_decided")
     return _each_value(df, url, namespace, col=key_col, action=_notify, names=names)
+
+
+# -- recurring schedules (#29) -------------------------------------------------------------
+
+SCHEDULE_COLUMNS = ("cron", "every", "offset", "tz", "start", "end", "jitter")
+
+
+def create_schedules(
+    df: Any,
+    url: str,
+    namespace: str = "default",
+    *,
+    name_col: str = "name",
+    payload_col: str | None = "payload",
+    missed: str = "latest",
+    catch_up: str | int = "1h",
+) -> Report:
+    """Create a recurring schedule per row: its name in ``name_col``; ``cron`` or
+    ``every`` (and ``offset``, ``tz``, ``start``, ``end``, ``jitter``) from the columns
+    of those names that the DataFrame has (a null is left out); the payload from
+    ``payload_col`` if present. A schedule that exists already is counted ``duplicate``
+    and left as it is (so a retried partition creates nothing twice). Report:
+    scheduled, duplicate, rejected (with the rows and why)."""
+    _require(df, name_col, ("string",), "a string column")
+    present = [c for c in SCHEDULE_COLUMNS if c in df.columns]
+    if not {"cron", "every"} & set(present):
+        raise InvalidInput("create_schedules needs a 'cron' or an 'every' column")
+    payload = payload_col if payload_col is not None and payload_col in df.columns else None
+
+    def create(client: TimerClient, row: Any) -> tuple[str, int]:
+        spec = {c: _plain(row[c]) for c in present if row[c] is not None}
+        body = _plain(row[payload]) if payload is not None else None
+        try:
+            client.schedules.create(
+                row[name_col], payload=body, missed=missed, catch_up=catch_up, **spec
+            )
+        except DuplicateTimer:
+            return "duplicate", 1
+        return "scheduled", 1
+
+    return _each_row(df, url, namespace, create, ("scheduled", "duplicate"))
 
 
 # -- outcomes ----------------------------------------------------------------------------

@@ -108,6 +108,35 @@ def test_notify_and_cancel_from_dataframes(spark: SparkSession, ns: Any) -> None
     assert pending(c) == 0
 
 
+def test_create_schedules_from_a_dataframe(spark: SparkSession, ns: Any) -> None:
+    """One schedule per row (cron or every, a time zone, a payload); a bad row is
+    reported and creates nothing; the same rows again are duplicates."""
+    url, namespace, c = ns
+    schema = T.StructType([
+        T.StructField("name", T.StringType()), T.StructField("cron", T.StringType()),
+        T.StructField("every", T.StringType()), T.StructField("tz", T.StringType()),
+        T.StructField("payload", T.StringType()),
+    ])  # fmt: skip
+    rows = [("report-paris", "0 2 * * *", None, "Europe/Paris", "daily"),
+            ("heartbeat", None, "30s", None, "ping"),
+            ("broken", "99 * * * *", None, None, None),
+            ("has{brace", None, "1m", None, None)]  # fmt: skip
+    df = spark.createDataFrame(rows, schema).repartition(2)
+    report = tws.create_schedules(df, url, namespace)
+    assert (report.scheduled, report.duplicate, report.rejected) == (2, 0, 2)
+    reasons = {row["name"]: why for row, why in report.rejected_rows}
+    assert "not valid" in reasons["broken"] and "may not contain" in reasons["has{brace"]
+    made = {s.name: s for s in c.schedules.list()}
+    assert set(made) == {"report-paris", "heartbeat"}
+    assert made["report-paris"].spec.recurrence.tz == "Europe/Paris"
+    assert made["heartbeat"].spec.recurrence.every_ms == 30_000
+    assert made["heartbeat"].payload == "ping" and made["heartbeat"].armed is not None
+    again = tws.create_schedules(df, url, namespace)
+    assert (again.scheduled, again.duplicate, again.rejected) == (0, 2, 2)
+    with pytest.raises(InvalidInput, match="'cron' or an 'every' column"):
+        tws.create_schedules(df.select("name"), url, namespace)
+
+
 def test_bad_rows_are_reported_and_write_nothing(spark: SparkSession, ns: Any) -> None:
     """Empty ids, negative or missing delays come back with reasons; only good rows land."""
     url, namespace, c = ns
