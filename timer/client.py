@@ -21,7 +21,7 @@ import redis.client
 from redis.cluster import RedisCluster
 
 from .consumer import ConsumerGroup
-from .driver import CountingPubSub, SyncDriver, connect
+from .driver import SyncDriver, connect
 from .durable import calls as C
 from .durable import group_admin as GA
 from .durable import groups as G
@@ -43,7 +43,7 @@ from .durable.reader import GroupReader, Held, check_options
 from .durable.shard_calls import MigrateStep
 from .errors import TimerError
 from .schedules import Schedules
-from .shard_store import ShardStore
+from .shard_store import Membership, ShardStore
 from .store import RedisSettings
 
 T = TypeVar("T")
@@ -440,27 +440,15 @@ class TimerClient:
 
     # -- workers: membership, events, one shard's leader ------------------------------
 
-    def heartbeat(self, worker_id: str, *, now_ms: int, live_window_ms: int) -> int:
-        """Announce a worker at ``now_ms`` (Redis time); how many workers are live."""
-        return self._run(shard_ops.heartbeat(self.keys, worker_id, now_ms, live_window_ms))
-
     def workers(self) -> list[tuple[str, int]]:
         """Workers heard from recently: (worker id, last heartbeat in Redis ms), oldest
         first (a worker gone for ten live windows is forgotten)."""
         return self._run(shard_ops.workers(self.keys))
 
-    def leave(self, worker_id: str) -> None:
-        """Take a stopping worker out of the live set at once."""
-        self._run(shard_ops.leave(self.keys, worker_id))
-
-    def events_pubsub(self) -> CountingPubSub:
-        """A new pub/sub connection for following shard events (one listener thread);
-        on a cluster, on a primary that answers (see ``SyncDriver.pubsub``)."""
-        return self._driver.pubsub()
-
-    def shard_of_channel(self, channel: str) -> int | None:
-        """The shard whose events channel is ``channel`` (None for any other)."""
-        return self.keys.shard_of_channel(channel)
+    @property
+    def membership(self) -> Membership:
+        """A worker's side of the namespace: heartbeat, leave, the shards' events."""
+        return Membership(self._run, self.keys, self._driver.pubsub)
 
     def shard_store(self, shard: int) -> ShardStore:
         """The durable side of one shard, as its leader uses it."""

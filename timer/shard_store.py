@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
+from .driver import CountingPubSub
 from .durable import calls as C
 from .durable import keys as K
 from .durable import ops, shard_ops
@@ -112,6 +113,35 @@ class ShardStore:
         (fenced); the occurrences armed: id -> deadline."""
         call = S.arm_call(self.keys, worker, epoch, self.bucket_ms, plans)
         return S.parse_armed(self._run(_one(call))[0])
+
+
+class Membership:
+    """A worker's side of its namespace (``client.membership``): announcing itself,
+    leaving, and following the shards' events."""
+
+    def __init__(
+        self, run: Run, keys: K.NamespaceKeys, pubsub: Callable[[], CountingPubSub]
+    ) -> None:
+        self._run = run
+        self.keys = keys
+        self._pubsub = pubsub
+
+    def heartbeat(self, worker_id: str, *, now_ms: int, live_window_ms: int) -> int:
+        """Announce a worker at ``now_ms`` (Redis time); how many workers are live."""
+        return self._run(shard_ops.heartbeat(self.keys, worker_id, now_ms, live_window_ms))
+
+    def leave(self, worker_id: str) -> None:
+        """Take a stopping worker out of the live set at once."""
+        self._run(shard_ops.leave(self.keys, worker_id))
+
+    def events_pubsub(self) -> CountingPubSub:
+        """A new pub/sub connection for following shard events (one listener thread);
+        on a cluster, on a primary that answers (see ``SyncDriver.pubsub``)."""
+        return self._pubsub()
+
+    def shard_of_channel(self, channel: str) -> int | None:
+        """The shard whose events channel is ``channel`` (None for any other)."""
+        return self.keys.shard_of_channel(channel)
 
 
 def _schedules(keys: K.ShardKeys, names: Sequence[str]) -> ops.Op[list[Any]]:

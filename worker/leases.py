@@ -57,7 +57,7 @@ class Leases:
     def heartbeat(self) -> int:
         """Announce this worker; return how many workers are live."""
         ctx = self.ctx
-        live = ctx.client.heartbeat(
+        live = ctx.client.membership.heartbeat(
             ctx.id, now_ms=ctx.clock.now_ms(), live_window_ms=ctx.settings.live_window_ms
         )
         self.live = max(1, live)

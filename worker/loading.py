@@ -22,7 +22,10 @@ class Loader:
     def __init__(self, ctx: WorkerContext) -> None:
         self.ctx = ctx
         self.events = EventListener(
-            ctx.client.events_pubsub, self._on_event, self._on_reconnect, self._on_subscribed
+            ctx.client.membership.events_pubsub,
+            self._on_event,
+            self._on_reconnect,
+            self._on_subscribed,
         )
 
     def follow(self) -> None:
@@ -90,7 +93,7 @@ class Loader:
     # -- events (the events thread) ------------------------------------------------------
 
     def _on_event(self, channel: str, data: str) -> None:
-        shard = self.ctx.client.shard_of_channel(channel)
+        shard = self.ctx.client.membership.shard_of_channel(channel)
         events = parse_events(data)  # one, or a schedule call's batch
         with self.ctx.lock:
             state = self.ctx.shards.get(shard) if shard is not None else None
@@ -118,7 +121,7 @@ class Loader:
                 task.cancel()
 
     def _on_subscribed(self, channel: str) -> None:
-        shard = self.ctx.client.shard_of_channel(channel)
+        shard = self.ctx.client.membership.shard_of_channel(channel)
         with self.ctx.lock:
             state = self.ctx.shards.get(shard) if shard is not None else None
             if state is not None:

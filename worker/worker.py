@@ -273,7 +273,7 @@ class Worker:
         for shard in list(self.shards):
             self.leases.drop(shard, release=True)
         with contextlib.suppress(TimerError):  # gone from the live set within a TTL anyway
-            self.client.leave(self.id)
+            self.client.membership.leave(self.id)
         self.events.stop()
         if self._reaper is not None:
             self._reaper.close()

@@ -147,7 +147,7 @@ def test_a_worker_user_leaves_a_shards_channel(
     client = TimerClient.from_url(url_of("worker", namespace), namespace)
     subscribed: list[str] = []
     listener = EventListener(
-        client.events_pubsub, lambda channel, data: None, lambda: None, subscribed.append
+        client.membership.events_pubsub, lambda channel, data: None, lambda: None, subscribed.append
     )
 
     def subscribers() -> int:
