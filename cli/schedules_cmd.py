@@ -14,7 +14,7 @@ import click
 
 from timer import TimerNotFound
 from timer.durable.recurrence import Recurrence
-from timer.durable.schedules import MISSED, ScheduleInfo
+from timer.durable.schedules import MISSED, OVERLAP, ScheduleInfo
 
 from .app import App, TimerCommandError, errors, pass_app
 from .durations import DURATION, INSTANT, format_ms
@@ -65,6 +65,12 @@ def action_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             "--catch-up", "catch_up", type=DURATION, default="1h", show_default=True,
             help="Missed occurrences older than this are never fired.",
         ),
+        click.option(
+            "--overlap", type=click.Choice(OVERLAP), default="allow", show_default=True,
+            help="An occurrence due while --group has not handled the previous one: fire it "
+            "anyway (allow), pass it over (skip) or hold it until then (buffer-one).",
+        ),
+        click.option("--group", help="The handler group --overlap waits for."),
     ]):  # fmt: skip
         fn = option(fn)
     return fn
@@ -77,7 +83,8 @@ def _info_dict(s: ScheduleInfo) -> dict[str, Any]:
         "offset_ms": r.offset_ms, "tz": r.tz, "start_ms": r.start_ms, "end_ms": r.end_ms,
         "jitter_ms": r.jitter_ms, "missed_policy": s.spec.missed,
         "catch_up_ms": s.spec.catch_up_ms, "armed": s.armed, "next_ms": s.next_ms,
-        "fired": s.fired, "missed": s.missed, "last_ms": s.last_ms,
+        "fired": s.fired, "missed": s.missed, "skipped": s.skipped, "last_ms": s.last_ms,
+        "overlap": s.spec.overlap, "group": s.spec.group,
         "created_ms": s.created_ms, "version": s.version, "payload": s.payload,
         "shard": s.shard,
     }  # fmt: skip

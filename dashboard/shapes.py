@@ -59,6 +59,6 @@ def lateness_histogram(outcomes: list[Outcome]) -> list[dict[str, Any]]:
 def schedule_shape(s: ScheduleInfo) -> dict[str, Any]:
     return {
         "name": s.name, "when": s.spec.describe(), "state": s.state, "next_ms": s.next_ms,
-        "last_ms": s.last_ms, "fired": s.fired, "missed": s.missed,
+        "last_ms": s.last_ms, "fired": s.fired, "missed": s.missed, "skipped": s.skipped,
         "missed_policy": s.spec.missed,
     }  # fmt: skip

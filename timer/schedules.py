@@ -49,6 +49,8 @@ class Schedules:
         watch: Iterable[str] = (),
         missed: str = "latest",
         catch_up: int | str = "1h",
+        overlap: str = "allow",
+        group: str | None = None,
     ) -> ScheduleInfo:
         """Create a schedule and arm its first occurrence after now (Redis time).
 
@@ -57,12 +59,16 @@ class Schedules:
         ms or aware datetimes); ``jitter`` delays each occurrence by up to that much.
         ``missed``: after an outage, fire the ``latest`` missed occurrence, ``all``
         (oldest first, at most 1,000) or ``skip`` them; none older than ``catch_up``.
+        ``overlap``: when an occurrence falls due while handler group ``group`` has not
+        yet handled the previous one's outcome, ``allow`` fires it anyway, ``skip``
+        passes it over (counted), ``buffer-one`` holds it until the previous one is
+        handled (what falls due meanwhile follows ``missed``).
         DuplicateTimer if the name exists (``update`` changes one).
         """
         return self._run(S.put(
             self._ns(), name, mode="create", payload=payload, watch=watch, cron=cron,
             every=every, offset=offset, tz=tz, start=start, end=end, jitter=jitter,
-            missed=missed, catch_up=catch_up,
+            missed=missed, catch_up=catch_up, overlap=overlap, group=group,
         ))  # fmt: skip
 
     def update(self, name: str, **spec: Any) -> ScheduleInfo:

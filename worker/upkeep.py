@@ -10,6 +10,7 @@ from timer.errors import Fenced
 
 from .context import WorkerContext
 from .leases import Leases
+from .planning import Planner
 from .shard import ShardState
 
 
@@ -17,9 +18,10 @@ class Upkeep:
     """Sweeps each led shard's ended buckets (pub/sub is never trusted, so whatever the
     wheel missed is fired here) and trims outcomes every group has read."""
 
-    def __init__(self, ctx: WorkerContext, leases: Leases) -> None:
+    def __init__(self, ctx: WorkerContext, leases: Leases, planner: Planner) -> None:
         self.ctx = ctx
         self.leases = leases
+        self.planner = planner
 
     def sweep(self, state: ShardState) -> int:
         """Expire what is left in the shard's ended buckets (pub/sub is never trusted)."""
@@ -48,6 +50,7 @@ class Upkeep:
             total += len(swept.fired)
             if swept.queued:  # occurrences swept have no plan: the tick plans their next
                 state.replan = True
+            self.planner.offer(state, swept.held)  # waiting for their previous one
             ctx.stats.cascaded += swept.moved
             if not swept.more:
                 state.last_sweep_mono_ms = ctx.clock.mono_ms()

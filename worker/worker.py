@@ -65,7 +65,7 @@ class Worker:
         self.leases = Leases(ctx, self.loader)
         self.planner = Planner(ctx, self.loader)
         self.firer = Firer(ctx, self.loader, self.leases, self.planner)
-        self.upkeep = Upkeep(ctx, self.leases)
+        self.upkeep = Upkeep(ctx, self.leases, self.planner)
         # The parts' shared state, by the names the metrics, the CLI and tests read.
         self.client, self.settings, self.id = client, settings, ctx.id
         self.clock, self.timer, self.shards, self.stats = (

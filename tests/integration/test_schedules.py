@@ -237,3 +237,49 @@ def test_trigger_and_backfill_fire_once_beside_the_series(c: TimerClient) -> Non
         c.schedules.trigger("none")
     with pytest.raises(InvalidInput, match="more than 2"):
         c.schedules.backfill("daily", now - 10 * day, now, limit=2)
+
+
+@pytest.mark.parametrize("overlap", ["skip", "buffer-one"])
+def test_an_occurrence_waits_while_its_group_has_not_handled_the_previous_one(
+    c: TimerClient, overlap: str
+) -> None:
+    """overlap='skip': occurrences due while group ``reports`` still owes the previous
+    outcome are passed over (counted); 'buffer-one': the next one is held (later, never
+    early) until that outcome is handled, then fires."""
+    group = c.consumer("reports", "r1")
+    group.ensure()
+    c.schedules.create("rep", every="1s", overlap=overlap, group="reports")
+    w = make_worker(c, "w1")
+    outs: list[Outcome] = []
+    try:
+        fire_until(w, c, outs, 1, "the first occurrence")
+        first = nominal(outs[0])
+        later = first + 2_500
+
+        def owed_a_while() -> bool:
+            w.run_once()
+            outs.extend(all_outcomes(c))
+            return server_now_ms(c.redis) >= later
+
+        wait_for(owed_a_while, 10, "two more seconds unhandled")
+        assert [nominal(o) for o in outs] == [first]  # nothing more fired meanwhile
+        waiting = c.schedules.get("rep")
+        assert waiting is not None and waiting.armed is not None
+        if overlap == "skip":
+            assert waiting.skipped >= 2 and nominal_of(waiting.armed) > first + 2_000
+        else:
+            assert waiting.skipped == 0 and waiting.armed == f"{{rep}}@{first + 1_000}"
+            held = c.get(waiting.armed)
+            assert held is not None and held.state == "pending"
+            assert held.deadline_ms > first + 1_000  # held back: later, never earlier
+        for d in group.read(10, None):  # the group handles the first outcome
+            group.ack(d)
+        fire_until(w, c, outs, 2, "the next occurrence, once it was handled")
+    finally:
+        w.close()
+    nxt = outs[1]
+    assert nxt.decided_ms >= nominal(nxt)
+    if overlap == "skip":
+        assert nominal(nxt) > first + 2_000
+    else:
+        assert nominal(nxt) == first + 1_000 and nxt.decided_ms >= later

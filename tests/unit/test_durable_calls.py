@@ -89,9 +89,9 @@ def test_parsers_type_the_replies() -> None:
     fired = SC.parse_fire([[b"a"], [b"b c", b"1700"], [b"{s}@9", b"9"], 1])
     assert fired.fired == ["a"] and fired.early == {"b c": 1700}
     assert fired.armed == {"{s}@9": 9} and fired.queued == 1
-    swept = SC.parse_sweep([[b"x", b"5", b"y", b"6"], 1, 3, 2])
+    swept = SC.parse_sweep([[b"x", b"5", b"y", b"6"], 1, 3, 2, [b"{s}@7", b"8"]])
     assert swept.fired == [("x", 5), ("y", 6)] and swept.more and swept.moved == 3
-    assert swept.queued == 2
+    assert swept.queued == 2 and swept.held == {"{s}@7": 8}
     assert SC.parse_lease_acquire([1, 4, b"99"]).epoch == 4
     held = SC.parse_lease_acquire([0, b"w2", 1200, b"99"])
     assert (held.acquired, held.holder, held.pttl_ms) == (False, "w2", 1200)

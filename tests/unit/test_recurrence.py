@@ -217,11 +217,22 @@ def test_a_spec_reads_back_as_it_was_stored(  # noqa: PLR0917 - one per field
     assert ScheduleSpec.decode(spec.encode()) == spec
     cron = ScheduleSpec.of(cron="0 8 * * MON-FRI", tz=tz, missed=missed)
     assert ScheduleSpec.decode(cron.encode()) == cron
+    waits = ScheduleSpec.of(every=every, overlap="buffer-one", group="billing")
+    assert ScheduleSpec.decode(waits.encode()) == waits
 
 
 def test_a_plain_spec_takes_a_few_bytes() -> None:
     assert len(ScheduleSpec.of(every="1s").encode()) == 4  # [1000]
     assert len(ScheduleSpec.of(cron="0 2 * * *", tz="Europe/Paris").encode()) < 30
+
+
+def test_overlap_needs_a_group() -> None:
+    with pytest.raises(InvalidInput, match="waits for a handler group"):
+        ScheduleSpec.of(every="1s", overlap="skip")
+    with pytest.raises(InvalidInput, match="overlap must be one of"):
+        ScheduleSpec.of(every="1s", overlap="queue", group="g")
+    with pytest.raises(InvalidInput, match="consumer group"):
+        ScheduleSpec.of(every="1s", overlap="skip", group="")
 
 
 def plan(missed: str, fired: int, now: int) -> Plan:

@@ -361,6 +361,7 @@ class SweepResult:
     more: bool
     moved: int = 0
     queued: int = 0  # schedules whose armed occurrence it expired: the leader plans them
+    held: dict[str, int] = field(default_factory=dict)  # buffered occurrences, moved later
 
 
 @dataclass(frozen=True)

@@ -37,13 +37,16 @@ from .recurrence import Recurrence, occurrence_id
 from .scripts import ScriptName
 
 MISSED = ("latest", "all", "skip")  # stored as its index
+OVERLAP = ("allow", "skip", "buffer-one")  # likewise
 DEFAULT_CATCH_UP_MS = 3_600_000
 MAX_CATCH_UP = 1000  # occurrences ``all`` fires after an outage, at most
 MAX_NAME_BYTES = 200  # the occurrence id adds '{', '}@' and up to 16 digits
 _COUNT_CAP = 100_000  # missed occurrences counted one by one, at most (cron)
 
 
-_SPEC_DEFAULTS: tuple[Any, ...] = (None, 0, "UTC", None, None, 0, 0, DEFAULT_CATCH_UP_MS)
+_SPEC_DEFAULTS: tuple[Any, ...] = (
+    None, 0, "UTC", None, None, 0, 0, DEFAULT_CATCH_UP_MS, 0, None,
+)  # fmt: skip
 
 
 def check_schedule_name(name: object) -> str:
@@ -64,16 +67,28 @@ class ScheduleSpec:
     recurrence: Recurrence
     missed: str = "latest"
     catch_up_ms: int = DEFAULT_CATCH_UP_MS
+    overlap: str = "allow"
+    group: str | None = None  # the handler group whose handling ``overlap`` waits for
 
     @classmethod
-    def of(cls, *, missed: object = "latest", catch_up: object = "1h", **when: Any) -> ScheduleSpec:
+    def of(
+        cls, *, missed: object = "latest", catch_up: object = "1h", overlap: object = "allow",
+        group: object = None, **when: Any,
+    ) -> ScheduleSpec:  # fmt: skip
         """Check and build (``when``: the arguments of :meth:`Recurrence.of`)."""
         recurrence = Recurrence.of(**when)
         if missed not in MISSED:
             raise InvalidInput(f"missed must be one of {', '.join(MISSED)}, got {missed!r}")
         catch_up_ms = _duration("catch_up", catch_up)
-        assert isinstance(missed, str)
-        return cls(recurrence, missed, catch_up_ms)
+        if overlap not in OVERLAP:
+            raise InvalidInput(f"overlap must be one of {', '.join(OVERLAP)}, got {overlap!r}")
+        if overlap != "allow" and group is None:
+            raise InvalidInput(
+                f"overlap={overlap!r} waits for a handler group: give group='<its name>'"
+            )
+        waits_for = None if group is None else K.check_name("consumer group", group)
+        assert isinstance(missed, str) and isinstance(overlap, str)
+        return cls(recurrence, missed, catch_up_ms, overlap, waits_for)
 
     def encode(self) -> bytes:
         """A msgpack array, its trailing defaults left out (a schedule of ``every="1s"``
@@ -83,6 +98,7 @@ class ScheduleSpec:
         fields: list[Any] = [
             r.cron if r.cron is not None else r.every_ms, r.offset_ms, r.tz, r.start_ms,
             r.end_ms, r.jitter_ms, MISSED.index(self.missed), self.catch_up_ms,
+            OVERLAP.index(self.overlap), self.group,
         ]  # fmt: skip
         while len(fields) > 1 and fields[-1] == _SPEC_DEFAULTS[len(fields) - 1]:
             fields.pop()
@@ -91,13 +107,16 @@ class ScheduleSpec:
     @classmethod
     def decode(cls, data: bytes) -> ScheduleSpec:
         got: list[Any] = list(msgpack.unpackb(data, raw=False))
-        when, offset, tz, start, end, jitter, missed, catch_up = [*got, *_SPEC_DEFAULTS[len(got) :]]
+        when, offset, tz, start, end, jitter, missed, catch_up, overlap, group = [
+            *got,
+            *_SPEC_DEFAULTS[len(got) :],
+        ]
         recurrence = Recurrence(
             cron=when if isinstance(when, str) else None,
             every_ms=None if isinstance(when, str) else when, offset_ms=offset, tz=tz,
             start_ms=start, end_ms=end, jitter_ms=jitter,
         )  # fmt: skip
-        return cls(recurrence, MISSED[missed], catch_up)
+        return cls(recurrence, MISSED[missed], catch_up, OVERLAP[overlap], group)
 
     def describe(self) -> str:
         r = self.recurrence
@@ -210,14 +229,14 @@ class ScheduleInfo:
     payload: Any = None
     watch: tuple[str, ...] = field(default=())
     shard: int = 0
+    skipped: int = 0  # occurrences skipped while the previous one was unhandled (overlap)
 
 
 def decode_schedule(name: str, raw: bytes, shard: int, next_ms: int | None) -> ScheduleInfo:
     """A schedule record (``P:S``) as a ScheduleInfo; CorruptRecord if unreadable."""
     with decoding(f"schedule {name!r} (shard {shard})"):
-        v, on, armed, fired, missed, last, spec, payload, watch, created = msgpack.unpackb(
-            raw, raw=True
-        )
+        record = [*msgpack.unpackb(raw, raw=True), 0, b"", b"", 0][:14]
+        v, on, armed, fired, missed, last, spec, payload, watch, created = record[:10]
         return ScheduleInfo(
             name=name, spec=ScheduleSpec.decode(spec), state="active" if on else "paused",
             armed=occurrence_id(name, int(armed)) if armed else None, next_ms=next_ms,
@@ -225,6 +244,7 @@ def decode_schedule(name: str, raw: bytes, shard: int, next_ms: int | None) -> S
             missed=int(missed), last_ms=int(last) or None, created_ms=int(created),
             version=int(v), payload=decode_payload(payload),
             watch=tuple(w.decode() for w in watch or ()), shard=shard,
+            skipped=int(record[13] or 0),
         )  # fmt: skip
 
 
@@ -240,6 +260,7 @@ def put_call(  # noqa: PLR0917 - the schedule's parts, in the script's order
     args = [
         sk.prefix, ns.meta.bucket_ms, sk.events, name, mode, spec.encode(), payload,
         msgpack.packb(list(watch)), first.next_id, first.deadline,
+        OVERLAP.index(spec.overlap), spec.group or "",
     ]  # fmt: skip
     return ScriptCall(ScriptName.PUT_SCHEDULE, keys, args)
 

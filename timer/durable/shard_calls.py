@@ -88,9 +88,10 @@ def sweep_call(
 
 
 def parse_sweep(reply: Sequence[Any]) -> SweepResult:
-    fired, more, moved, queued = reply
+    fired, more, moved, queued, held = reply
     pairs = [(text(fired[i]), int(fired[i + 1])) for i in range(0, len(fired), 2)]
-    return SweepResult(pairs, bool(int(more)), int(moved), int(queued))
+    later = {text(held[i]): int(held[i + 1]) for i in range(0, len(held), 2)}
+    return SweepResult(pairs, bool(int(more)), int(moved), int(queued), later)
 
 
 TRIM_RESULT_HASHES = 1024  # ~30-50 ms of Redis time at most (design notes)

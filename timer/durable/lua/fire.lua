@@ -15,6 +15,9 @@ Returns  {fired, early, armed, queued}: fired = ids expired by this call; early 
          re-inserts them). Ids already decided are neither (someone else decided them
          first). armed = {id, deadline_ms, ...}: next occurrences armed (include/
          schedules.lua); queued = schedules left for the leader to plan (no valid plan).
+         An occurrence whose schedule waits for its previous outcome to be handled
+         (overlap) is not fired: skipped (its next armed), or held a little later, in
+         early with its new deadline.
 Errors   FENCED    the caller does not hold the lease at this epoch: it must drop the shard
 Atomic   a timer is never fired before its deadline by Redis TIME and never decided twice;
          a schedule's next occurrence is armed with the decision of the one before.
@@ -36,12 +39,18 @@ local ids = {}
 for i = 8, #ARGV do ids[#ids + 1] = ARGV[i] end
 local due, ds, recs, raws, early = due_records(ids, redis.call('HMGET', KEYS[1], unpack(ids)),
   now)
-decide_many(ctx, due, ds, recs, raws, 'expired', now)
 local plans
 if ARGV[7] ~= '' then
   plans = {}
   for _, p in ipairs(cmsgpack.unpack(ARGV[7])) do plans[p[1]] = p end
 end
+local held, skip_armed, skip_queued, maybe
+due, ds, recs, raws, held, skip_armed, skip_queued, maybe = sched_overlap(ARGV[1], KEYS[1],
+  KEYS[2], KEYS[6], KEYS[7], KEYS[3], ctx.bucket_ms, {due, ds, recs, raws}, plans, now)
+for _, x in ipairs(held) do early[#early + 1] = x end
+if maybe then ctx.eids = {} end
+decide_many(ctx, due, ds, recs, raws, 'expired', now)
 local armed, queued = sched_decided(ARGV[1], KEYS[1], KEYS[2], KEYS[6], KEYS[7], ctx.bucket_ms,
-  due, plans, now)
-return {due, early, armed, queued}
+  due, plans, ctx.eids, now)
+for _, x in ipairs(skip_armed) do armed[#armed + 1] = x end
+return {due, early, armed, queued + skip_queued}

@@ -8,6 +8,7 @@ ARGV[4]  name       ARGV[5]  mode: 'create' (refused if it exists), 'update' (cr
 ARGV[6]  spec (msgpack bytes)   ARGV[7]  payload (msgpack bytes)
 ARGV[8]  watch keys (msgpack array)
 ARGV[9]  first occurrence id ('' none: the schedule has ended)   ARGV[10] its deadline
+ARGV[11] overlap: 0 allow, 1 skip, 2 buffer-one    ARGV[12] the group it waits for ('')
 
 Returns  {version, armed id ('' none)}, or {'missing'} when updating or resuming a
          schedule that does not exist.
@@ -29,9 +30,11 @@ end
 if mode ~= 'create' and not s then return {'missing'} end
 local now = now_ms()
 if not s then
-  s = {0, 1, 0, 0, 0, 0, ARGV[6], ARGV[7], cmsgpack.unpack(ARGV[8]), now}
-elseif mode ~= 'resume' then
+  s = {0, 1, 0, 0, 0, 0, ARGV[6], ARGV[7], cmsgpack.unpack(ARGV[8]), now, 0, '', '', 0}
+end
+if mode ~= 'resume' then
   s[7], s[8], s[9] = ARGV[6], ARGV[7], cmsgpack.unpack(ARGV[8])
+  s[11], s[12] = tonumber(ARGV[11]), ARGV[12]
 end
 s[2] = 1
 local keep = false

@@ -20,7 +20,9 @@ Returns  {fired, more, moved, queued}: fired = {id, deadline_ms, ...} expired by
          call; more = 1 if ended buckets (or started coarse ones) still hold timers (call
          again); moved = timers moved from coarse buckets to fine ones; queued =
          schedules whose armed occurrence this expired, left in P:Sq for the leader to
-         plan their next (sweep has no plans: include/schedules.lua).
+         plan their next (sweep has no plans: include/schedules.lua); held = {id,
+         deadline, ...}: occurrences waiting for their previous one to be handled
+         (overlap 'buffer-one'), moved a little later.
 Errors   FENCED
 Atomic   as fire: never early by Redis TIME, never twice.
 Cost     O(limit * W) plus O(log B) per bucket visited; one HMGET per bucket, the
@@ -45,6 +47,7 @@ results(ctx).ahead = tonumber(ARGV[6])
 local moved, started = cascade(P, KEYS[1], KEYS[2], bucket_ms, now, limit)
 local fired = {}
 local queued = 0
+local held = {}  -- buffered occurrences moved a little later: {id, deadline, ...}
 local budget = limit
 local ended = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - bucket_ms, 'LIMIT', 0, limit)
 for _, n in ipairs(ended) do
@@ -55,14 +58,20 @@ for _, n in ipairs(ended) do
     local raws = redis.call('HMGET', KEYS[1], unpack(ids))
     -- each pending id once; one not yet due was moved to a later bucket, and stays there
     local due, ds, recs, lean = due_records(ids, raws, now)
+    local h, _, q0, maybe
+    due, ds, recs, lean, h, _, q0, maybe = sched_overlap(P, KEYS[1], KEYS[2], KEYS[6], KEYS[7],
+      KEYS[3], bucket_ms, {due, ds, recs, lean}, nil, now)
+    for _, x in ipairs(h) do held[#held + 1] = x end
     for k, id in ipairs(due) do
       fired[#fired + 1] = id
       fired[#fired + 1] = istr(ds[k])
     end
     budget = budget - #ids
+    ctx.eids = maybe and {} or nil
     decide_many(ctx, due, ds, recs, lean, 'expired', now)
-    local _, q = sched_decided(P, KEYS[1], KEYS[2], KEYS[6], KEYS[7], bucket_ms, due, nil, now)
-    queued = queued + q
+    local _, q = sched_decided(P, KEYS[1], KEYS[2], KEYS[6], KEYS[7], bucket_ms, due, nil,
+      ctx.eids, now)
+    queued = queued + q + q0
   end
   if redis.call('EXISTS', b) == 0 then
     redis.call('ZREM', KEYS[2], n)
@@ -73,4 +82,4 @@ if started or (budget <= 0 and
     #redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - bucket_ms, 'LIMIT', 0, 1) > 0) then
   more = 1
 end
-return {fired, more, moved, queued}
+return {fired, more, moved, queued, held}

@@ -46,7 +46,8 @@ local function decide_many(ctx, ids, ds, recs, raws, outcome, now)
       val = lean_result(raws[i], ds[i], code, now, packed)
     end
     vals[i] = val
-    redis.call('XADD', ctx.out, '*', 'i', id, 'r', val)
+    local eid = redis.call('XADD', ctx.out, '*', 'i', id, 'r', val)
+    if ctx.eids then ctx.eids[id] = eid end  -- wanted only for schedules' occurrences
     if ctx.ev then  -- fire and sweep have none: their caller is the leader, which knows
       redis.call('PUBLISH', ctx.ev, 'X ' .. outcome .. ' ' .. id)
     end

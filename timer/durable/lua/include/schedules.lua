@@ -9,6 +9,9 @@ Schedule (HASH P:S, field = name): a msgpack array
   l = nominal time (epoch ms) of the last one fired, 0 if none
   spec = the client's msgpack array of its recurrence and policies (opaque here)
   p = payload (msgpack bytes)      w = watch keys      c = created_ms
+  [o, g, e, k] (absent: 0, '', '', 0): o = overlap, 0 allow, 1 skip, 2 buffer-one;
+  g = the consumer group whose handling of the previous occurrence it waits for;
+  e = the stream entry id of the last occurrence's outcome; k = occurrences skipped
 An occurrence is an ordinary timer with id '{<name>}@<nominal ms>' and origin
 'schedule'. A schedule has at most one armed at a time, and arms the next only when it
 decides the one armed (so never twice) and only after it (so never early). A schedule
@@ -75,37 +78,121 @@ local function sched_unarm(P, tkey, evchan, id)
   redis.call('PUBLISH', evchan, 'X cancelled ' .. id)
 end
 
+-- Occurrence `id` (at `at`) of schedule `name` (record `s`) is behind it: arm the next
+-- from `plans[id]` = {id, version, next id ('' the schedule ended), next deadline,
+-- missed} when the plan is of the schedule's version and follows it (adding it to
+-- `armed`); else leave the schedule in P:Sq for one. Returns 1 when it was queued.
+local function sched_chain(P, tkey, bz, qkey, bucket_ms, name, at, s, plans, id, now, armed)
+  s[6] = at
+  local p = plans and plans[id]
+  local nat = p and p[2] == s[1] and (p[3] == '' and 0 or follows(name, at, p[3],
+    tonumber(p[4])))
+  if nat then  -- a plan of this version that follows (0: the schedule has ended)
+    s[5] = s[5] + (tonumber(p[5]) or 0)
+    s[3] = nat
+    if nat ~= 0 then
+      sched_arm(P, tkey, bz, bucket_ms, p[3], tonumber(p[4]), s, now)
+      armed[#armed + 1] = p[3]
+      armed[#armed + 1] = istr(tonumber(p[4]))
+    end
+    return 0
+  end
+  s[3] = 0
+  redis.call('SADD', qkey, name)
+  return 1
+end
+
 -- After ids were decided (fired or swept): each that was its schedule's armed
--- occurrence is counted, and its next is armed from `plans[id]` = {id, version,
--- next id ('' the schedule ended), next deadline, missed} when the plan is of the
--- schedule's version and follows it; else the schedule waits in P:Sq for one.
+-- occurrence is counted and chained (sched_chain), and its outcome's stream entry id
+-- (eids[id], from decide_many) kept for the overlap check of the next.
 -- Returns the occurrences armed {id, deadline, ...} and how many schedules wait.
-local function sched_decided(P, tkey, bz, skey, qkey, bucket_ms, ids, plans, now)
+local function sched_decided(P, tkey, bz, skey, qkey, bucket_ms, ids, plans, eids, now)
   local armed, queued = {}, 0
   for _, id in ipairs(ids) do
     local name, at = occurrence_of(id)
     local s = name and sched_read(skey, name)
     if s and s[3] == at then
       s[4] = s[4] + 1
-      s[6] = at
-      local p = plans and plans[id]
-      local nat = p and p[2] == s[1] and (p[3] == '' and 0 or follows(name, at, p[3],
-        tonumber(p[4])))
-      if nat then  -- a plan of this version that follows (0: the schedule has ended)
-        s[5] = s[5] + (tonumber(p[5]) or 0)
-        s[3] = nat
-        if nat ~= 0 then
-          sched_arm(P, tkey, bz, bucket_ms, p[3], tonumber(p[4]), s, now)
-          armed[#armed + 1] = p[3]
-          armed[#armed + 1] = istr(tonumber(p[4]))
-        end
-      else
-        s[3] = 0
-        redis.call('SADD', qkey, name)
-        queued = queued + 1
-      end
+      s[13] = eids and eids[id] or s[13] or ''
+      queued = queued + sched_chain(P, tkey, bz, qkey, bucket_ms, name, at, s, plans, id,
+        now, armed)
       sched_write(skey, name, s)
     end
   end
   return armed, queued
+end
+
+local HOLD_MS = 250  -- how long a buffered occurrence waits before it looks again
+
+local function entry_before(a, b)  -- stream ids 'ms-seq'
+  local am, as = string.match(a, '^(%d+)-(%d+)$')
+  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
+  am, as, bm, bs = tonumber(am), tonumber(as), tonumber(bm), tonumber(bs)
+  return am < bm or (am == bm and as < bs)
+end
+
+-- Whether outcome entry `eid` of stream `out` is still unhandled by consumer group
+-- `group`: not yet delivered to it, or delivered and not acknowledged (a retry waiting
+-- included). A group that does not exist waits for nothing.
+local function unhandled(out, group, eid)
+  if not eid or eid == '' or not group or group == '' then return false end
+  local pending = redis.pcall('XPENDING', out, group, eid, eid, 1)
+  if type(pending) ~= 'table' or pending.err then return false end
+  if #pending > 0 then return true end
+  for _, g in ipairs(redis.call('XINFO', 'GROUPS', out)) do
+    local name, last
+    for i = 1, #g, 2 do
+      if g[i] == 'name' then name = g[i + 1] elseif g[i] == 'last-delivered-id' then
+        last = g[i + 1]
+      end
+    end
+    if name == group then return entry_before(last, eid) end
+  end
+  return false
+end
+
+-- Before deciding the due timers (the parallel lists of due_records): an armed
+-- occurrence whose schedule waits for its previous outcome (overlap 1 or 2) while that
+-- is unhandled by its group is not decided. 'skip': it is taken out with no outcome,
+-- counted in k, and the next armed as after a fire; 'buffer-one': its deadline moves
+-- HOLD_MS on (later, never earlier) and it stays armed, so what falls due meanwhile
+-- follows the catch-up policy once it fires. Returns the lists without those, then
+-- the held {id, deadline, ...}, the occurrences armed, how many schedules wait, and
+-- whether the batch may hold occurrences at all (then decide_many keeps entry ids).
+local function sched_overlap(P, tkey, bz, skey, qkey, out, bucket_ms, lists, plans, now)
+  local due, ds, recs, raws = lists[1], lists[2], lists[3], lists[4]
+  local held, armed, queued = {}, {}, 0
+  local any = false
+  for i = 1, #due do
+    if string.byte(due[i], 1) == 123 then any = true break end  -- '{': maybe one
+  end
+  if not any then return due, ds, recs, raws, held, armed, queued, false end
+  local fdue, fds, frecs, fraws = {}, {}, {}, {}
+  for i = 1, #due do
+    local id = due[i]
+    local name, at = occurrence_of(id)
+    local s = name and sched_read(skey, name)
+    local wait = s and s[3] == at and (s[11] or 0) ~= 0 and unhandled(out, s[12], s[13])
+    if wait then
+      local rec = recs[i] or read_rec(raws[i])
+      if s[11] == 1 then  -- skip
+        redis.call('HDEL', tkey, id)
+        for _, k in ipairs(rec.w) do redis.call('SREM', watch_key(P, k), id) end
+        s[14] = (s[14] or 0) + 1
+        queued = queued + sched_chain(P, tkey, bz, qkey, bucket_ms, name, at, s, plans, id,
+          now, armed)
+        sched_write(skey, name, s)
+      else  -- buffer-one
+        rec.d = now + HOLD_MS
+        redis.call('HSET', tkey, id, pack_rec(rec))
+        index_bucket(P, bz, id, rec.d, bucket_ms, now)
+        held[#held + 1] = id
+        held[#held + 1] = istr(rec.d)
+      end
+    else
+      local k = #fdue + 1
+      fdue[k], fds[k], frecs[k], fraws[k] = id, ds[i], recs[i], raws[i]
+    end
+  end
+  return fdue, fds, frecs, fraws, held, armed, queued, true
 end
