@@ -47,8 +47,12 @@ end
 local held, skip_armed, skip_queued, maybe
 due, ds, recs, raws, held, skip_armed, skip_queued, maybe = sched_overlap(ARGV[1], KEYS[1],
   KEYS[2], KEYS[6], KEYS[7], KEYS[3], ctx.bucket_ms, {due, ds, recs, raws}, plans, now)
+if not maybe then  -- no id of the batch can be a schedule's occurrence: the plain path
+  decide_many(ctx, due, ds, recs, raws, 'expired', now)
+  return {due, early, NONE, 0}
+end
 for _, x in ipairs(held) do early[#early + 1] = x end
-if maybe then ctx.eids = {} end
+ctx.eids = {}
 decide_many(ctx, due, ds, recs, raws, 'expired', now)
 local armed, queued = sched_decided(ARGV[1], KEYS[1], KEYS[2], KEYS[6], KEYS[7], ctx.bucket_ms,
   due, plans, ctx.eids, now)

@@ -161,12 +161,12 @@ end
 -- whether the batch may hold occurrences at all (then decide_many keeps entry ids).
 local function sched_overlap(P, tkey, bz, skey, qkey, out, bucket_ms, lists, plans, now)
   local due, ds, recs, raws = lists[1], lists[2], lists[3], lists[4]
-  local held, armed, queued = {}, {}, 0
   local any = false
   for i = 1, #due do
     if string.byte(due[i], 1) == 123 then any = true break end  -- '{': maybe one
   end
-  if not any then return due, ds, recs, raws, held, armed, queued, false end
+  if not any then return due, ds, recs, raws, NONE, NONE, 0, false end
+  local held, armed, queued = {}, {}, 0
   local fdue, fds, frecs, fraws = {}, {}, {}, {}
   for i = 1, #due do
     local id = due[i]
