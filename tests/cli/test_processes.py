@@ -117,8 +117,11 @@ def test_demo_reduced_size_end_to_end(tw: Run) -> None:
     assert summary["completed"] > 100 and summary["expired"] > 100
     assert summary["failover_ms"] is not None
     # The successor's first fire, not the victim's own in-flight batch: no successor can
-    # fire before the victim's lease (1 s, renewed every third) has run out.
-    assert summary["failover_ms"] >= 2 * 1000 // 3, summary
+    # fire before the victim's lease (1 s) has run out, and a leader renews its lease at
+    # most 5/6 of it after the last renewal (or drops the shard), so that is at least
+    # 1/6 of the lease after the kill. (It asserted 2/3 before, as if renewals came
+    # exactly every third of a lease; a busy machine's came 339 ms apart.)
+    assert summary["failover_ms"] >= 1000 // 6, summary
     # the reaction (`tickwheel handle` in its own process): every expired timeout handled
     # once or dead-lettered (the poison job); the flaky first attempts retried
     assert summary["handled"] + summary["dead_letters"] == summary["expired"], summary
