@@ -6,16 +6,19 @@ per schedule, schedules created per second. Prints one JSON document.
 
 Two real worker processes on a private server fire both kinds side by side in one run:
 N schedules of every second, and N one-shot timers due on each of the same whole
-seconds (both fall n at once, a burst a second), so the ratio of their lateness
-(decided - nominal, both Redis time) is the cost of arming the next occurrence in the
-fire call. Bytes per schedule: the server's ``used_memory`` after creating them, less
-before, over N (the record and its armed occurrence, with its bucket entry).
+seconds (both fall n at once, a burst a second; with ``--spread`` both are spread
+over each second instead), so the ratio of their lateness (decided - deadline, both
+Redis time; an occurrence's deadline is its nominal time plus its jitter) is the cost
+of arming the next occurrence in the fire call. Bytes per schedule: the server's
+``used_memory`` after creating them, less before, over N (the record and its armed
+occurrence, with its bucket entry).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 import tempfile
 import time
@@ -39,6 +42,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n", type=int, default=None, help="schedules (and one-shot timers a second)")
     p.add_argument("--seconds", type=int, default=None, help="how long to let them fire")
     p.add_argument("--server", default=None, help="redis-server or valkey-server binary")
+    p.add_argument(
+        "--spread", action="store_true",
+        help="schedules with a jitter of up to 999 ms, one-shot timers at random ms of each "
+        "second (deadlines spread over the second, not n at once)",
+    )  # fmt: skip
     args = p.parse_args(argv)
     n = args.n or (1_000 if args.quick else 10_000)
     seconds = args.seconds or (5 if args.quick else 10)
@@ -46,28 +54,30 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         server = RedisServer(Path(tmp) / "redis", binary=binary).start()
         try:
-            result = run(server.url, Path(tmp), n, seconds)
+            result = run(server.url, Path(tmp), n, seconds, spread=args.spread)
         finally:
             server.stop()
-    result.update({"benchmark": "schedules", "n": n, "seconds": seconds})
+    result.update({"benchmark": "schedules", "n": n, "seconds": seconds, "spread": args.spread})
     print(json.dumps(result))
     return 0
 
 
-def run(url: str, logs: Path, n: int, seconds: int) -> dict[str, Any]:
+def run(url: str, logs: Path, n: int, seconds: int, *, spread: bool = False) -> dict[str, Any]:
     c = TimerClient.from_url(url, "bench")
     c.init(shards=16)
     before = used_memory(c)
     t0 = time.perf_counter()
     for i in range(n):
-        c.schedules.create(f"s{i}", every="1s")
+        c.schedules.create(f"s{i}", every="1s", jitter=999 if spread else 0)
     create_s = time.perf_counter() - t0
     per_schedule = (used_memory(c) - before) / n
     # One-shot timers beside them, due at the same instants: n on each whole second
     # (the occurrences of n schedules of every second fall together, a burst a second).
     start = (c.server_time_ms() // 1_000 + 2) * 1_000
+    rng = random.Random(7)
     items = [
-        {"id": f"one:{k}:{i}", "deadline_ms": start + 1_000 * k}
+        {"id": f"one:{k}:{i}",
+         "deadline_ms": start + 1_000 * k + (rng.randrange(1_000) if spread else 0)}
         for k in range(seconds) for i in range(n)
     ]  # fmt: skip
     for i in range(0, len(items), 10_000):
@@ -90,7 +100,7 @@ def run(url: str, logs: Path, n: int, seconds: int) -> dict[str, Any]:
         if found is None:
             late_one.append(o.decided_ms - o.deadline_ms)
         elif start <= found[1] < end:  # every worker was up for these
-            late_s.append(o.decided_ms - found[1])
+            late_s.append(o.decided_ms - o.deadline_ms)  # its deadline: nominal + jitter
             per[o.id] = per.get(o.id, 0) + 1
     c.close()
     twice = sum(1 for v in per.values() if v > 1)
