@@ -28,6 +28,7 @@ from . import (
     engine,
     handlers,
     memory,
+    peer_cron,
     peers,
     recovery,
     register,
@@ -84,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         "peers": (peers.main, [*quick, *server]),
         "handlers": (handlers.main, [*quick, *server]),
         "schedules": (schedules.main, [*quick, *server]),
+        "peer_cron": (peer_cron.main, [*quick, *server]),
     }
     results: dict[str, Any] = {
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),

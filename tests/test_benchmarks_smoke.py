@@ -17,6 +17,7 @@ from benchmarks import (
     capacity,
     engine,
     handlers,
+    peer_cron,
     peers,
     recovery,
     register,
@@ -133,3 +134,12 @@ def test_schedules_smallest_case(server_binary: Path) -> None:
     assert out["occurrences"] >= 50 and out["occurrences_fired_twice"] == 0
     assert out["redis_bytes_per_schedule"] > 0 and out["schedules_created_per_s"] > 0
     assert out["occurrence_lateness_ms"]["p99"] is not None
+
+
+def test_peer_cron_with_tickwheel_alone(server_binary: Path) -> None:
+    """The recurring-jobs comparison runs (tickwheel only: the peers live in the bench
+    extra); the leader killed halfway costs no second and runs none twice."""
+    out = run(peer_cron.main, ["--only", "tickwheel", "--seconds", "8",
+                               "--server", str(server_binary)])  # fmt: skip
+    tw = out["peers"]["tickwheel"]
+    assert tw["seconds"] >= 4 and tw["missed"] == 0 and tw["twice"] == 0
