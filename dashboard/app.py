@@ -31,7 +31,14 @@ from starlette.routing import Route
 from timer import TimerClient
 from timer.durable.entries import parse_ref
 from timer.durable.keys import check_namespace
-from timer.errors import ConfigError, CorruptRecord, InvalidInput, TimerError, TimerNotFound
+from timer.errors import (
+    ConfigError,
+    CorruptRecord,
+    DuplicateTimer,
+    InvalidInput,
+    TimerError,
+    TimerNotFound,
+)
 
 from . import shapes as S
 
@@ -133,9 +140,19 @@ class Dashboard:
     def schedules(self) -> list[dict[str, Any]]:
         return [S.schedule_shape(s) for s in self.client.schedules.list()]
 
-    def schedule_act(self, name: str, action: str) -> dict[str, Any]:
-        """pause, resume, trigger or delete a recurring schedule."""
+    def schedule_create(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A new schedule from the page's form: name, cron or every, tz, payload."""
+        spec = {k: body[k] for k in ("cron", "every", "tz") if body.get(k) not in (None, "")}
+        made = self.client.schedules.create(body.get("name"), payload=body.get("payload"), **spec)  # type: ignore[arg-type]
+        return S.schedule_shape(made)
+
+    def schedule_act(self, name: str, action: str, body: dict[str, Any]) -> dict[str, Any]:
+        """pause, resume, trigger, backfill (``start_ms``, ``end_ms``) or delete."""
         s = self.client.schedules
+        if action == "backfill":
+            ran = s.backfill(name, body.get("start_ms"), body.get("end_ms"))  # type: ignore[arg-type]
+            created = [t.id for t in ran if not isinstance(t, Exception) and t.created]
+            return {"name": name, "action": action, "done": True, "created": created}
         if action == "pause":
             done = s.pause(name)
         elif action == "resume":
@@ -145,7 +162,9 @@ class Dashboard:
         elif action == "delete":
             done = s.delete(name)
         else:
-            raise InvalidInput(f"unknown action {action!r}: pause, resume, trigger or delete")
+            raise InvalidInput(
+                f"unknown action {action!r}: pause, resume, trigger, backfill or delete"
+            )
         if not done and action != "trigger":
             raise TimerNotFound(f"no schedule {name!r} in namespace {self.client.namespace!r}")
         return {"name": name, "action": action, "done": done}
@@ -175,6 +194,8 @@ def _error(exc: TimerError) -> JSONResponse:
     status = 503  # Redis unreachable or failing
     if isinstance(exc, TimerNotFound):
         status = 404
+    elif isinstance(exc, DuplicateTimer):  # a schedule of that name exists
+        status = 409
     elif isinstance(exc, CorruptRecord):  # stored by something else: shown, not fixable here
         status = 422
     elif isinstance(exc, InvalidInput | ConfigError):  # bad input; a namespace not created
@@ -312,7 +333,8 @@ def create_app(
         Route("/api/shards/{shard:int}/due", api.due),
         Route("/api/dead", api.dead),
         Route("/api/dead/{shard:int}/{entry:str}/{action:str}", api.dead_act, methods=["POST"]),
-        Route("/api/schedules", api.schedules),
+        Route("/api/schedules", api.schedules, methods=["GET"]),
+        Route("/api/schedules", api.schedule_create, methods=["POST"]),
         Route("/api/schedules/{name:str}/{action:str}", api.schedule_act, methods=["POST"]),
     ]
     hosts = frozenset(host_name(h) if h != "*" else h for h in allowed_hosts)
@@ -378,8 +400,20 @@ class _Routes:
         no = self.refused()
         if no is not None:
             return no
+        body = await _body_of(request)
+        if isinstance(body, Response):
+            return body
         name, action = request.path_params["name"], request.path_params["action"]
-        return await _call(self.on(request, lambda d: d.schedule_act(name, action)))
+        return await _call(self.on(request, lambda d: d.schedule_act(name, action, body)))
+
+    async def schedule_create(self, request: Request) -> Response:
+        no = self.refused()
+        if no is not None:
+            return no
+        body = await _body_of(request)
+        if isinstance(body, Response):
+            return body
+        return await _call(self.on(request, lambda d: d.schedule_create(body)))
 
     async def dead_act(self, request: Request) -> Response:
         no = self.refused()

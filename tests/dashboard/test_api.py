@@ -141,8 +141,22 @@ def test_schedules_list_and_act(client: TimerClient) -> None:
         assert http.get("/api/schedules").json()[0]["state"] == "paused"
         assert http.post("/api/schedules/nightly/resume").json()["done"] is True
         assert http.post("/api/schedules/nightly/trigger").json()["done"] is True
+        now = client.server_time_ms()
+        back = http.post("/api/schedules/nightly/backfill",
+                         json={"start_ms": now - 3 * 86_400_000, "end_ms": now}).json()  # fmt: skip
+        assert len(back["created"]) == 3 and all(
+            i.startswith("{nightly}@") for i in back["created"]
+        )
+        bad = http.post("/api/schedules/nightly/backfill", json={"start_ms": "yesterday"})
+        assert bad.status_code == 400 and "start" in bad.json()["error"]
+        made = http.post("/api/schedules", json={"name": "hb", "every": "30s"}).json()
+        assert made["name"] == "hb" and made["state"] == "active"
+        dup = http.post("/api/schedules", json={"name": "hb", "every": "30s"})
+        assert dup.status_code == 409 and "exists" in dup.json()["error"]
+        assert http.post("/api/schedules", json={"name": "x"}).status_code == 400
+        assert http.post("/api/schedules/hb/delete").json()["done"] is True
         bad = http.post("/api/schedules/nightly/explode")
-        assert bad.status_code == 400 and "pause, resume, trigger or delete" in bad.json()["error"]
+        assert bad.status_code == 400 and "pause, resume, trigger" in bad.json()["error"]
         assert http.post("/api/schedules/nightly/delete").json()["done"] is True
         assert http.post("/api/schedules/nightly/delete").status_code == 404
         assert http.get("/api/schedules").json() == []
@@ -264,6 +278,7 @@ PATHS = [
     "/api/overview", "/api/shards/0/due", "/api/dead", "/login", "/",
     "/api/schedules", "/api/schedules/nightly/pause", "/api/schedules/nightly/trigger",
     "/api/schedules/nightly/bogus", "/api/schedules/none/resume",
+    "/api/schedules/nightly/backfill",
 ]  # fmt: skip
 printable = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=30)
 json_bodies = st.dictionaries(

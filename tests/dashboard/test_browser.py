@@ -124,18 +124,26 @@ def fired(c: TimerClient, name: str) -> int:
 
 
 def test_schedules_panel_in_a_browser(served: tuple[str, TimerClient]) -> None:
-    """The schedules panel as an operator uses it: a schedule of every second fires
-    (its count grows), is triggered, paused, resumed and deleted from the page."""
+    """The schedules panel as an operator uses it: a schedule of every second is created
+    in the form and fires (its count grows), is triggered, backfilled, paused, resumed
+    and deleted from the page."""
     from playwright.sync_api import expect, sync_playwright  # noqa: PLC0415
 
     assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
     url, c = served
-    c.schedules.create("heartbeat", every="1s")
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.on("dialog", lambda dialog: dialog.accept())
+        page.on("dialog", lambda d: d.accept("10s" if d.type == "prompt" else None))
         page.goto(url)
+        page.fill("#sched-name", "heartbeat")
+        page.fill("#sched-spec", "0 8 * * NOPE")  # a bad cron: said, nothing created
+        page.click("#new-schedule button")
+        expect(page.locator("#message")).to_contain_text("is not valid")
+        assert c.schedules.get("heartbeat") is None
+        page.fill("#sched-spec", "1s")
+        page.click("#new-schedule button")
+        expect(page.locator("#message")).to_contain_text("schedule heartbeat created")
         row = page.locator("#schedules tr[data-schedule='heartbeat']")
         expect(row.locator(".state")).to_have_text("active")
         expect(row).to_contain_text("every 1000 ms in UTC")
@@ -143,6 +151,8 @@ def test_schedules_panel_in_a_browser(served: tuple[str, TimerClient]) -> None:
         expect(row.locator(".fired")).not_to_have_text("0")
         row.locator("button[data-act='trigger']").click()
         expect(page.locator("#message")).to_contain_text("heartbeat: trigger done")
+        row.locator("button[data-act='backfill']").click()  # the 10 s before: those not fired
+        expect(page.locator("#message")).to_contain_text("heartbeat: backfilled")
         row.locator("button[data-act='pause']").click()
         expect(row.locator(".state")).to_have_text("paused")
         paused = c.schedules.get("heartbeat")
