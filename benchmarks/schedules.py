@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n", type=int, default=None, help="schedules (and one-shot timers a second)")
     p.add_argument("--seconds", type=int, default=None, help="how long to let them fire")
     p.add_argument("--server", default=None, help="redis-server or valkey-server binary")
+    p.add_argument("--alone", action="store_true", help="no one-shot timers beside the schedules")
     p.add_argument(
         "--spread", action="store_true",
         help="schedules with a jitter of up to 999 ms, one-shot timers at random ms of each "
@@ -54,15 +55,18 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         server = RedisServer(Path(tmp) / "redis", binary=binary).start()
         try:
-            result = run(server.url, Path(tmp), n, seconds, spread=args.spread)
+            result = run(server.url, Path(tmp), n, seconds, spread=args.spread, alone=args.alone)
         finally:
             server.stop()
-    result.update({"benchmark": "schedules", "n": n, "seconds": seconds, "spread": args.spread})
+    result.update({"benchmark": "schedules", "n": n, "seconds": seconds, "spread": args.spread,
+                   "alone": args.alone})  # fmt: skip
     print(json.dumps(result))
     return 0
 
 
-def run(url: str, logs: Path, n: int, seconds: int, *, spread: bool = False) -> dict[str, Any]:
+def run(
+    url: str, logs: Path, n: int, seconds: int, *, spread: bool = False, alone: bool = False
+) -> dict[str, Any]:
     c = TimerClient.from_url(url, "bench")
     c.init(shards=16)
     before = used_memory(c)
@@ -78,7 +82,7 @@ def run(url: str, logs: Path, n: int, seconds: int, *, spread: bool = False) -> 
     items = [
         {"id": f"one:{k}:{i}",
          "deadline_ms": start + 1_000 * k + (rng.randrange(1_000) if spread else 0)}
-        for k in range(seconds) for i in range(n)
+        for k in range(seconds) for i in range(0 if alone else n)
     ]  # fmt: skip
     for i in range(0, len(items), 10_000):
         c.schedule_many(items[i : i + 10_000])
