@@ -376,15 +376,21 @@ class _Routes:
             )
         return None
 
-    async def act(self, request: Request) -> Response:
+    async def change(
+        self, request: Request, work: Callable[[Dashboard, dict[str, Any]], Any]
+    ) -> Response:
+        """A route that changes state: refused read-only; its JSON body, then the work."""
         no = self.refused()
         if no is not None:
             return no
         body = await _body_of(request)
         if isinstance(body, Response):
             return body
+        return await _call(self.on(request, lambda d: work(d, body)))
+
+    async def act(self, request: Request) -> Response:
         tid, action = request.path_params["timer_id"], request.path_params["action"]
-        return await _call(self.on(request, lambda d: d.act(tid, action, body)))
+        return await self.change(request, lambda d, body: d.act(tid, action, body))
 
     async def due(self, request: Request) -> Response:
         shard = request.path_params["shard"]
@@ -397,23 +403,11 @@ class _Routes:
         return await _call(self.on(request, Dashboard.schedules))
 
     async def schedule_act(self, request: Request) -> Response:
-        no = self.refused()
-        if no is not None:
-            return no
-        body = await _body_of(request)
-        if isinstance(body, Response):
-            return body
         name, action = request.path_params["name"], request.path_params["action"]
-        return await _call(self.on(request, lambda d: d.schedule_act(name, action, body)))
+        return await self.change(request, lambda d, body: d.schedule_act(name, action, body))
 
     async def schedule_create(self, request: Request) -> Response:
-        no = self.refused()
-        if no is not None:
-            return no
-        body = await _body_of(request)
-        if isinstance(body, Response):
-            return body
-        return await _call(self.on(request, lambda d: d.schedule_create(body)))
+        return await self.change(request, Dashboard.schedule_create)
 
     async def dead_act(self, request: Request) -> Response:
         no = self.refused()

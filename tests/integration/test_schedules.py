@@ -4,7 +4,7 @@ the next in the same script call; changes, pauses and outages keep that true."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -34,13 +34,22 @@ def nominal(o: Outcome) -> int:
     return found[1]
 
 
-def fire_until(w: Worker, c: TimerClient, outs: list[Outcome], n: int, what: str) -> None:
-    def enough() -> bool:
+def run_until(
+    w: Worker, c: TimerClient, outs: list[Outcome], done: Callable[[], bool], what: str,
+    *, timeout: float = 30,
+) -> None:  # fmt: skip
+    """Worker rounds, collecting the outcomes into ``outs``, until ``done()``."""
+
+    def round_done() -> bool:
         w.run_once()
         outs.extend(all_outcomes(c))
-        return len(outs) >= n
+        return done()
 
-    wait_for(enough, 30, what)
+    wait_for(round_done, timeout, what)
+
+
+def fire_until(w: Worker, c: TimerClient, outs: list[Outcome], n: int, what: str) -> None:
+    run_until(w, c, outs, lambda: len(outs) >= n, what)
 
 
 def test_each_occurrence_fires_once_on_time_and_arms_the_next(c: TimerClient) -> None:
@@ -188,12 +197,10 @@ def test_occurrences_missed_while_no_worker_ran_follow_the_policy(
         back = outs[0].decided_ms  # when the worker came back
 
         def caught_up() -> bool:  # each catch-up occurrence arms the next as it fires
-            w.run_once()
-            outs.extend(all_outcomes(c))
             now = c.schedules.get("late")
             return now is not None and (now.next_ms or 0) > server_now_ms(c.redis)
 
-        wait_for(caught_up, 20, "the catch-up to end")
+        run_until(w, c, outs, caught_up, "the catch-up to end", timeout=20)
     finally:
         w.close()
     times = sorted(nominal(o) for o in outs)
@@ -256,12 +263,14 @@ def test_an_occurrence_waits_while_its_group_has_not_handled_the_previous_one(
         first = nominal(outs[0])
         later = first + 2_500
 
-        def owed_a_while() -> bool:
-            w.run_once()
-            outs.extend(all_outcomes(c))
-            return server_now_ms(c.redis) >= later
-
-        wait_for(owed_a_while, 10, "two more seconds unhandled")
+        run_until(
+            w,
+            c,
+            outs,
+            lambda: server_now_ms(c.redis) >= later,
+            "two more seconds unhandled",
+            timeout=10,
+        )
         assert [nominal(o) for o in outs] == [first]  # nothing more fired meanwhile
         waiting = c.schedules.get("rep")
         assert waiting is not None and waiting.armed is not None

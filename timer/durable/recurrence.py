@@ -42,7 +42,7 @@ MAX_MS = 253_402_300_799_000  # 9999-12-31T23:59:59Z: what datetime can name
 MAX_EVERY_MS = MAX_DURATION_MS  # ten years, the longest a timer may wait
 
 
-def _ms(name: str, value: object, *, minimum: int, maximum: int = MAX_EVERY_MS) -> int:
+def duration_ms(name: str, value: object, *, minimum: int, maximum: int = MAX_EVERY_MS) -> int:
     """A duration given as whole milliseconds or as text (``30s``)."""
     if isinstance(value, str):
         try:
@@ -112,8 +112,8 @@ class Recurrence:
             raise InvalidInput("a schedule takes exactly one of cron='…' or every='…'")
         zone(tz)
         assert isinstance(tz, str)
-        every_ms = None if every is None else _ms("every", every, minimum=1000)
-        offset_ms = _ms("offset", offset, minimum=0)
+        every_ms = None if every is None else duration_ms("every", every, minimum=1000)
+        offset_ms = duration_ms("offset", offset, minimum=0)
         if cron is not None:
             _check_cron(cron)
             if offset_ms:
@@ -123,7 +123,7 @@ class Recurrence:
         start_ms, end_ms = _instant("start", start), _instant("end", end)
         if start_ms is not None and end_ms is not None and end_ms < start_ms:
             raise InvalidInput("end is before start: the schedule would never fire")
-        jitter_ms = _ms("jitter", jitter, minimum=0, maximum=86_400_000)
+        jitter_ms = duration_ms("jitter", jitter, minimum=0, maximum=86_400_000)
         if every_ms is not None and jitter_ms >= every_ms:
             raise InvalidInput(f"jitter ({jitter_ms} ms) must be shorter than every ({every_ms})")
         assert cron is None or isinstance(cron, str)

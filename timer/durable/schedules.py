@@ -16,7 +16,6 @@ The others are counted as missed.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,14 +25,12 @@ import msgpack
 from ..errors import InvalidInput, TimerError, TimerNotFound
 from . import calls as C
 from . import keys as K
-from .calls import MAX_DEADLINE_MS as MAX_DEADLINE
 from .calls import Op, ScriptCall
 from .codec import decode_payload, decode_pending, encode_payload
-from .durations import parse_duration_ms
 from .entries import decoding
 from .models import Timer
 from .ops import schedule_many, server_time_ms
-from .recurrence import Recurrence, occurrence_id
+from .recurrence import Recurrence, duration_ms, occurrence_id
 from .scripts import ScriptName
 
 MISSED = ("latest", "all", "skip")  # stored as its index
@@ -79,7 +76,7 @@ class ScheduleSpec:
         recurrence = Recurrence.of(**when)
         if missed not in MISSED:
             raise InvalidInput(f"missed must be one of {', '.join(MISSED)}, got {missed!r}")
-        catch_up_ms = _duration("catch_up", catch_up)
+        catch_up_ms = duration_ms("catch_up", catch_up, minimum=0)
         if overlap not in OVERLAP:
             raise InvalidInput(f"overlap must be one of {', '.join(OVERLAP)}, got {overlap!r}")
         if overlap != "allow" and group is None:
@@ -122,17 +119,6 @@ class ScheduleSpec:
         r = self.recurrence
         when = f"cron {r.cron!r}" if r.cron else f"every {r.every_ms} ms"
         return f"{when} in {r.tz}"
-
-
-def _duration(name: str, value: object) -> int:
-    if isinstance(value, str):
-        try:
-            return parse_duration_ms(value)
-        except ValueError as exc:
-            raise InvalidInput(f"{name}: {exc}") from None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 2**40:
-        raise InvalidInput(f"{name} must be ms (int) or a duration such as '1h', got {value!r}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -201,11 +187,11 @@ def _count_between(r: Recurrence, after_ms: int, before_ms: int | None) -> int:
         first = r.next_after(after_ms)
         return 0 if first is None or first >= before_ms else -(-(before_ms - first) // r.every_ms)
     n, t = 0, after_ms
-    for n in itertools.count():
+    while n < _COUNT_CAP:
         nxt = r.next_after(t)
-        if nxt is None or nxt >= before_ms or n >= _COUNT_CAP:
+        if nxt is None or nxt >= before_ms:
             break
-        t = nxt
+        n, t = n + 1, nxt
     return n
 
 
@@ -369,7 +355,7 @@ def backfill(
     their own ids: one that already fired and whose outcome is still retained is not
     fired again (its Timer says so: ``created`` False). At most ``limit`` (1,000)."""
     for what, value in (("start", start_ms), ("end", end_ms)):
-        C.check_int(what, value, 0, MAX_DEADLINE)
+        C.check_int(what, value, 0, C.MAX_DEADLINE_MS)
     cap = C.check_int("limit", limit, 1, MAX_BACKFILL)
     assert isinstance(start_ms, int) and isinstance(end_ms, int)
     if end_ms < start_ms:
