@@ -173,3 +173,51 @@ def test_acl_any_role_user_and_namespace(role: str, user: str | None, namespace:
         assert (
             result.output.startswith("ACL SETUSER ") and f"~{{tw:{namespace}}}:*" in result.output
         )
+
+
+@st.composite
+def schedule_lines(draw: st.DrawFn) -> list[str]:
+    """A `tickwheel schedules` command line: each part right, or anything typed."""
+    name = draw(st.one_of(st.builds(lambda: f"s{next(_ids)}"), st.just("s-known"), words))
+    command = draw(st.sampled_from(["create", "create", "update", "backfill", "trigger",
+                                    "pause", "resume", "delete", "get"]))  # fmt: skip
+    args = ["schedules", command, name]
+    if command in ("create", "update"):
+        if draw(st.booleans()):
+            args += ["--every", draw(st.one_of(durations, st.just("1s")))]
+        if draw(st.booleans()):
+            args += ["--cron", draw(st.one_of(words, st.just("0 8 * * *")))]
+        for option, good in (("--tz", "Europe/Paris"), ("--jitter", "1s"),
+                             ("--missed", "all"), ("--overlap", "skip"), ("--group", "g"),
+                             ("--start", "2030-01-01T00:00:00Z")):  # fmt: skip
+            if draw(st.integers(0, 4)) == 0:
+                args += [option, draw(st.one_of(st.just(good), words, numbers, instants))]
+        if draw(st.booleans()):
+            args += ["--payload", draw(payloads)]
+    if command == "backfill":
+        args += ["--from", draw(instants), "--to", draw(instants)]
+    if command == "delete":
+        args.append("--yes")
+    return args
+
+
+@FUZZ
+@given(args=schedule_lines())
+def test_any_schedules_command_line(
+    redis_server: RedisServer, redis_client: redis.Redis, namespace: str, args: list[str]
+) -> None:
+    """Any `tickwheel schedules` line exits with a documented code and no traceback; a
+    refused one writes nothing."""
+    with TimerClient.from_url(redis_server.url, namespace) as c:
+        c.init(shards=2)
+        if c.schedules.get("s-known") is None:
+            c.schedules.create("s-known", every="1h")
+    before = namespace_keys(redis_client, namespace)
+    result = run(redis_server.url, namespace, args)
+    assert result.exception is None or isinstance(result.exception, SystemExit), (
+        args, result.output, result.exception
+    )  # fmt: skip
+    assert result.exit_code in EXIT_CODES | {1}, (args, result.output)
+    assert "Traceback" not in result.output
+    if result.exit_code not in (0, 1):
+        assert namespace_keys(redis_client, namespace) == before, (args, result.output)

@@ -221,9 +221,54 @@ CALLS: dict[str, Callable[[TimerClient, list[Any]], Any]] = {
     "outcomes": lambda c, a: list(
         itertools.islice(c.outcomes(a[0], a[1], block_ms=a[2], count=a[3], stop_when_idle=True), 5)
     ),
+    "schedules.get": lambda c, a: c.schedules.get(a[0]),
+    "schedules.list": lambda c, a: c.schedules.list(),
+    "schedules.update": lambda c, a: c.schedules.update(a[0], every=a[1], tz=a[2]),
+    "schedules.pause": lambda c, a: c.schedules.pause(a[0]),
+    "schedules.resume": lambda c, a: c.schedules.resume(a[0]),
+    "schedules.trigger": lambda c, a: c.schedules.trigger(a[0]),
+    "schedules.backfill": lambda c, a: c.schedules.backfill(a[0], a[1], a[2], limit=a[3]),
+    "schedules.delete": lambda c, a: c.schedules.delete(a[0], keep_armed=a[1]),
 }
 READ_ONLY = {"get", "wait", "next_due", "recent_outcomes", "dead_letters", "dead_letter",
-             "memory", "all_outcomes"}  # fmt: skip
+             "memory", "all_outcomes", "schedules.get", "schedules.list"}  # fmt: skip
+
+
+@st.composite
+def schedule_specs(draw: st.DrawFn) -> dict[str, Any]:
+    """schedules.create()'s arguments: each one right, or anything at all."""
+    spec: dict[str, Any] = {"name": draw(st.one_of(st.builds(fresh_id), anything))}
+    if draw(st.booleans()):
+        spec["every"] = draw(st.one_of(st.sampled_from(["1s", "30s", 60_000]), anything))
+    if draw(st.booleans()):
+        spec["cron"] = draw(st.one_of(st.sampled_from(["* * * * *", "0 8 * * MON"]), anything))
+    for key, good in (("tz", "Europe/Paris"), ("offset", "1s"), ("jitter", "100ms"),
+                      ("start", 0), ("end", 2**41), ("missed", "all"), ("catch_up", "10m"),
+                      ("overlap", "skip"), ("group", "g"), ("watch", ["x"])):  # fmt: skip
+        if draw(st.integers(0, 4)) == 0:
+            spec[key] = draw(st.one_of(st.just(good), anything))
+    if draw(st.booleans()):
+        spec["payload"] = draw(anything)
+    return spec
+
+
+@FUZZ
+@given(spec=schedule_specs())
+def test_create_schedule_any_input(
+    client: TimerClient, redis_client: redis.Redis, spec: dict[str, Any]
+) -> None:
+    """schedules.create of anything: a schedule that reads back with its payload and
+    an armed occurrence, or a TimerError and nothing written."""
+    args = dict(spec)
+    name = args.pop("name")
+    made, error = rejected_writes_nothing(
+        redis_client, client.namespace, lambda: client.schedules.create(name, **args)
+    )
+    if error is None:
+        assert made.name == name and made.armed is not None
+        info = client.schedules.get(name)
+        assert info is not None and packed(info.payload) == packed(spec.get("payload"))
+        assert client.schedules.delete(name)
 
 
 @FUZZ
