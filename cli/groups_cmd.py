@@ -9,10 +9,11 @@ import click
 
 from timer.durable.entries import parse_ref
 from timer.durable.models import DeadLetter, GroupInfo
+from timer.errors import NotFound
 
-from .app import App, errors, pass_app
+from .app import App, TimerCommandError, errors, pass_app
 from .durations import DURATION, format_ms
-from .output import emit, table, to_json
+from .output import emit, plural, table, to_json
 
 
 def _group_dict(g: GroupInfo, now_ms: int, retention_ms: int) -> dict[str, Any]:
@@ -89,9 +90,11 @@ def groups_delete(app: App, name: str, yes: bool) -> None:
     with errors():
         known = {g.name: g for g in app.client.groups()}
     if name not in known:
-        raise click.UsageError(
-            f"no consumer group {name!r} in namespace {app.namespace!r} "
-            f"(groups: {', '.join(known) or 'none'})"
+        raise TimerCommandError(
+            NotFound(
+                f"no consumer group {name!r} in namespace {app.namespace!r} "
+                f"(groups: {', '.join(known) or 'none'})"
+            )
         )
     g = known[name]
     if not yes:
@@ -103,7 +106,7 @@ def groups_delete(app: App, name: str, yes: bool) -> None:
     emit(
         app.json,
         {"deleted": name, "shards": removed},
-        f"Deleted group {name!r} on {removed} shards",
+        f"Deleted group {name!r} on {plural(removed, 'shard')}",
     )
 
 
@@ -178,7 +181,7 @@ def dead_show(app: App, ref: str) -> None:
     with errors():
         d = app.client.dead_letter(ref)
     if d is None:
-        raise click.ClickException(f"no dead letter {ref} (see `tickwheel dead list`)")
+        raise TimerCommandError(NotFound(f"no dead letter {ref} (see `tickwheel dead list`)"))
     data = _dead_dict(d)
     o = data["outcome"]
     human = "\n".join([
@@ -219,13 +222,20 @@ def dead_redeliver(app: App, refs: tuple[str, ...], everything: bool, group: str
 @click.argument("refs", nargs=-1)
 @click.option("--all", "everything", is_flag=True, help="Every dead letter (of --group).")
 @click.option("--group", default=None, help="With --all: only this group's.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @pass_app
-def dead_drop(app: App, refs: tuple[str, ...], everything: bool, group: str | None) -> None:
+def dead_drop(
+    app: App, refs: tuple[str, ...], everything: bool, group: str | None, yes: bool
+) -> None:
     """Delete dead letters for good.
 
-    Name them by REF (as `tickwheel dead list` shows), or every one with --all.
+    Name them by REF (as `tickwheel dead list` shows), or every one with --all. Asks
+    first unless --yes.
     """
     picked = _pick(app, refs, everything, group)
+    if picked and not yes:
+        click.confirm(f"Delete {plural(len(picked), 'dead letter')} for good?", abort=True,
+                      err=True)  # fmt: skip
     done: list[str] = []
     missing: list[str] = []
     with errors():
@@ -251,9 +261,13 @@ def _pick(app: App, refs: tuple[str, ...], everything: bool, group: str | None) 
 
 
 def _report(app: App, verb: str, done: list[str], missing: list[str]) -> None:
-    human = f"{verb.capitalize()} {len(done)} dead letters"
+    if missing and not done:
+        raise TimerCommandError(
+            NotFound(f"no dead letter {', '.join(missing)} (see `tickwheel dead list`)")
+        )
+    human = f"{verb.capitalize()} {plural(len(done), 'dead letter')}"
     if missing:
         human += f"; not found: {', '.join(missing)}"
     emit(app.json, {verb: done, "missing": missing}, human)
-    if missing and not done:
+    if missing:  # some were done: say which, and exit as a missing one does
         raise SystemExit(6)

@@ -15,7 +15,7 @@ from timer.durable.models import OUTCOMES
 from timer.handlers import DEFAULT_GROUP, DEFAULT_RECLAIM_IDLE_MS, Backoff, Handlers
 from worker.metrics import serve_handler_metrics
 
-from .app import App, errors, pass_app
+from .app import App, errors, pass_app, starts_server
 from .durations import DURATION
 from .output import to_json
 from .service import connect, log_level_option, metrics_options, serve, setup_logging
@@ -47,6 +47,7 @@ class HandlerSpec(click.ParamType):  # type: ignore[type-arg]  # click stubs var
         return target
 
 
+@starts_server
 @click.command()
 @click.argument("spec", type=HandlerSpec())
 @click.option(

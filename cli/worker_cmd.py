@@ -10,11 +10,12 @@ from worker import Worker, WorkerSettings
 from worker.metrics import serve_metrics
 from worker.settings import default_worker_id
 
-from .app import App, errors, pass_app
+from .app import App, errors, pass_app, starts_server
 from .durations import DURATION, MILLIS
 from .service import connect, log_level_option, metrics_options, serve, setup_logging
 
 
+@starts_server
 @click.command()
 @click.option(
     "--lease",

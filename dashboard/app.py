@@ -36,6 +36,8 @@ from timer.errors import (
     CorruptRecord,
     DuplicateTimer,
     InvalidInput,
+    NotFound,
+    ScheduleNotFound,
     TimerError,
     TimerNotFound,
 )
@@ -101,7 +103,7 @@ class Dashboard:
     def timer(self, timer_id: str) -> dict[str, Any]:
         info = self.client.get(timer_id)
         if info is None:
-            raise TimerNotFound(f"no timer {timer_id!r} in namespace {self.client.namespace!r}")
+            raise TimerNotFound.of(timer_id, self.client.namespace)
         return S.info_shape(info, self.client.server_time_ms())
 
     def act(self, timer_id: str, action: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -166,7 +168,7 @@ class Dashboard:
                 f"unknown action {action!r}: pause, resume, trigger, backfill or delete"
             )
         if not done and action != "trigger":
-            raise TimerNotFound(f"no schedule {name!r} in namespace {self.client.namespace!r}")
+            raise ScheduleNotFound.of(name, self.client.namespace)
         return {"name": name, "action": action, "done": done}
 
 
@@ -192,7 +194,7 @@ class Namespaces:
 
 def _error(exc: TimerError) -> JSONResponse:
     status = 503  # Redis unreachable or failing
-    if isinstance(exc, TimerNotFound):
+    if isinstance(exc, NotFound):  # a timer, schedule, group or dead letter
         status = 404
     elif isinstance(exc, DuplicateTimer):  # a schedule of that name exists
         status = 409

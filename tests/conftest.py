@@ -30,6 +30,13 @@ def _collect_garbage() -> Iterator[None]:
     gc.collect()
 
 
+@pytest.fixture(autouse=True)
+def _own_embedded_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's embedded server (the CLI's, one per user) lives in its own directory,
+    ``<tmp_path>/.tickwheel``, never in the user's state directory."""
+    monkeypatch.setenv("TICKWHEEL_HOME", str(tmp_path / ".tickwheel"))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test that uses the real server is marked ``redis`` (to rerun them on another)."""
     for item in items:

@@ -49,8 +49,33 @@ class CorruptRecord(TimerError):
     ``undecodable``, and ``get`` raises this naming the timer."""
 
 
-class TimerNotFound(TimerError):
+class NotFound(TimerError, LookupError):
+    """No such object: a timer, a schedule, a consumer group or a dead letter. The CLI
+    exits 6 for each."""
+
+
+class TimerNotFound(NotFound):
     """No pending timer and no retained outcome exist for that id."""
+
+    @classmethod
+    def of(cls, timer_id: str, namespace: str) -> TimerNotFound:
+        """The one wording of a missing timer, wherever it is reported."""
+        return cls(
+            f"no timer {timer_id!r} in namespace {namespace!r}: never scheduled, or decided "
+            "longer ago than its result_ttl"
+        )
+
+
+class ScheduleNotFound(NotFound):
+    """No recurring schedule has that name."""
+
+    @classmethod
+    def of(cls, name: object, namespace: str) -> ScheduleNotFound:
+        """The one wording of a missing schedule, wherever it is reported."""
+        return cls(
+            f"no schedule {name!r} in namespace {namespace!r} (`tickwheel schedules list` "
+            "shows them)"
+        )
 
 
 class DuplicateTimer(TimerError):

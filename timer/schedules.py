@@ -86,7 +86,7 @@ class Schedules:
 
     def trigger(self, name: str) -> Timer:
         """Fire it once now, beside its series (a timer ``{name}@<now>-manual`` with its
-        payload); TimerNotFound if there is no such schedule."""
+        payload); ScheduleNotFound if there is no such schedule."""
         return self._run(S.trigger(self._ns(), name))
 
     def backfill(

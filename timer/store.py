@@ -166,8 +166,7 @@ def translate(exc: redis.RedisError, where: str) -> TimerError:
         )
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
         return StoreError(
-            f"cannot reach Redis at {where}: {exc}; is the server running? "
-            "(tickwheel server start runs a local one)"
+            f"cannot reach Redis at {where}: {exc}; is the server running, and is that its address?"
         )
     return StoreError(f"Redis error at {where}: {exc}")
 

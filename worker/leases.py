@@ -133,7 +133,9 @@ class Leases:
                 shard, epoch, store, renewed_mono_ms=sent, last_sweep_mono_ms=sent
             )
         ctx.stats.leases_acquired += 1
-        if epoch > 1:
+        if grant.handover:
+            ctx.stats.handovers += 1
+        elif epoch > 1:
             ctx.stats.takeovers += 1
         log.info("shard %d: leading at epoch %d", shard, epoch)
         self.loader.follow()

@@ -50,7 +50,10 @@ COUNTERS = {
     "early_reinserted": "Entries fire refused as early by Redis time and re-inserted",
     "fence_rejections": "fire or sweep refused with FENCED (the shard was dropped)",
     "leases_acquired": "Shard leases acquired",
-    "takeovers": "Shard leases acquired that another worker held before",
+    "takeovers": "Shard leases acquired after another worker's lease expired (it crashed "
+    "or stalled)",
+    "handovers": "Shard leases acquired that another worker had given back (a graceful stop "
+    "or rebalancing)",
     "leases_lost": "Shard leases lost (renewal refused or too late)",
     "leases_released": "Shard leases released gracefully",
     "redis_errors": "Redis errors survived by the worker loop",

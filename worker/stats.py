@@ -44,6 +44,7 @@ class WorkerStats:
     leases_lost: int = 0
     leases_released: int = 0
     takeovers: int = 0
+    handovers: int = 0
     redis_errors: int = 0
     loaded: int = 0
     reloads: int = 0

@@ -27,8 +27,9 @@ pytestmark = pytest.mark.slow
 
 
 def test_embedded_server_start_reuse_stop(workdir: Path, server_binary: Path) -> None:
-    """server start runs a local server with AOF in ./.tickwheel; commands without a URL use
-    it; a second start reuses it; stop ends it and its timers survive a restart."""
+    """server start runs a local server with AOF in $TICKWHEEL_HOME; commands without a URL
+    use it; a second start reuses it; stop ends it; a command that only reads does not
+    start it again (exit 5), one that creates does, and its timers survived."""
     runner = CliRunner()
     started = runner.invoke(main, ["--json", "server", "start", "--binary", str(server_binary)])
     assert started.exit_code == 0, started.output
@@ -44,14 +45,57 @@ def test_embedded_server_start_reuse_stop(workdir: Path, server_binary: Path) ->
         assert list((workdir / ".tickwheel" / "data").rglob("*.aof")), "AOF must be on"
         stopped = json.loads(runner.invoke(main, ["--json", "server", "stop"]).stdout)
         assert stopped["stopped"] is True
-        assert json.loads(runner.invoke(main, ["--json", "server", "status"]).stdout) == {
-            "running": False}  # fmt: skip
-        # Any command without a URL starts it again, with the data it had.
+        down = runner.invoke(main, ["server", "status", "--json"])
+        assert down.exit_code == 5 and json.loads(down.stdout) == {"running": False}
+        read = runner.invoke(main, ["get", "kept", "--json"])
+        assert read.exit_code == 5 and "tickwheel server start" in json.loads(read.stderr)["error"]
+        assert embedded.status() is None, "a command that only reads started a server"
+        # A command that creates starts it again, with the data it had.
+        again = runner.invoke(main, ["schedule", "kept", "--in", "1h", "--json"])
+        assert again.exit_code == 0 and json.loads(again.stdout)["created"] is False
         got = runner.invoke(main, ["--json", "get", "kept"])
         assert got.exit_code == 0 and json.loads(got.stdout)["state"] == "pending"
     finally:
         embedded.stop(workdir / ".tickwheel")
     assert embedded.status(workdir / ".tickwheel") is None
+
+
+def test_one_embedded_server_per_user_whatever_the_directory(
+    tmp_path: Path, server_binary: Path
+) -> None:
+    """Without TICKWHEEL_HOME the server lives in ~/.local/state/tickwheel: started in one
+    directory, used from another, stopped from a third. A command that only reads, run
+    where no server ever ran, says how to start one, exits 5 and starts nothing."""
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"TICKWHEEL_HOME", "XDG_STATE_HOME", "TICKWHEEL_REDIS_URL"}}  # fmt: skip
+    env.update(HOME=str(home), TICKWHEEL_SERVER_BINARY=str(server_binary))
+
+    def tickwheel(where: str, *args: str) -> subprocess.CompletedProcess[str]:
+        cwd = tmp_path / where
+        cwd.mkdir(exist_ok=True)
+        return subprocess.run([sys.executable, "-m", "cli", *args], cwd=cwd, env=env, check=False,
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+
+    nothing = tickwheel("d", "stats")
+    assert nothing.returncode == 5, nothing.stderr
+    assert "tickwheel server start" in nothing.stderr and "Traceback" not in nothing.stderr
+    assert not home.exists(), "a command that only reads started a server"
+    state = home / ".local" / "state" / "tickwheel"
+    try:
+        started = tickwheel("a", "server", "start", "--json")
+        assert started.returncode == 0, started.stderr
+        assert Path(json.loads(started.stdout)["data_dir"]) == state / "data"
+        assert tickwheel("b", "init", "--shards", "2").returncode == 0
+        scheduled = tickwheel("b", "schedule", "seen-from-c", "--in", "1h")
+        assert scheduled.returncode == 0 and "Started" not in scheduled.stderr
+        got = tickwheel("c", "get", "seen-from-c", "--json")
+        assert got.returncode == 0 and json.loads(got.stdout)["state"] == "pending"
+        stopped = tickwheel("c", "server", "stop", "--json")
+        assert json.loads(stopped.stdout)["stopped"] is True
+        assert tickwheel("a", "server", "status").returncode == 5
+    finally:
+        embedded.stop(state)
 
 
 def test_worker_command_fires_serves_metrics_and_stops_on_sigterm(

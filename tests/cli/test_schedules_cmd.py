@@ -47,7 +47,7 @@ def test_preview_shows_the_occurrences_in_utc_and_local_time() -> None:
         main, ["schedules", "preview", "--every", "30s", "--end", "1970-01-01T00:01:00Z",
                "--after", "1970-01-01T00:00:00Z", "--count", "5"],
     ).output  # fmt: skip
-    assert "1970-01-01T00:00:30.000Z" in human and "ends after 2 occurrence(s)" in human
+    assert "1970-01-01T00:00:30.000Z" in human and "ends after 2 occurrences" in human
 
 
 def test_a_bad_spec_is_refused_with_what_to_write() -> None:

@@ -68,7 +68,8 @@ def test_cluster_lifecycle(cclient: TimerClient) -> None:
     assert st["pending"] == 198 and st["outcomes"] == 2
     held = cclient.memory()  # MEMORY USAGE routed to each key's master
     assert held["pending"] == 198 and held["bytes_per_pending_timer"] > 0
-    assert held["bytes_per_decided_timer"] > 0
+    # two outcomes are too few to say bytes each: the empty streams' own bytes would dominate
+    assert held["outcomes"] == 2 and held["bytes_per_decided_timer"] is None
     outs = list(cclient.outcomes("g", "c", stop_when_idle=True))
     assert sorted(o.id for o in outs) == ["job:{1}", "job:{2}"]
 

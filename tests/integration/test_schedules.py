@@ -9,7 +9,14 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from tests.conftest import wait_for
-from timer import DuplicateTimer, InvalidInput, Outcome, TimerClient, TimerNotFound
+from timer import (
+    DuplicateTimer,
+    InvalidInput,
+    Outcome,
+    ScheduleNotFound,
+    TimerClient,
+    TimerNotFound,
+)
 from timer.durable.schedules import Plan, occurrence_name
 from timer.testing import RedisServer
 from worker import Worker
@@ -153,7 +160,7 @@ def test_pause_resume_update_and_delete(c: TimerClient) -> None:
     assert c.get(updated.armed) is not None  # still fires once, as a timer of its own
     assert c.schedules.get("job") is None and not c.schedules.delete("job")
     assert c.schedules.resume("job") is None and not c.schedules.pause("job")
-    with pytest.raises(InvalidInput, match="no schedule"):
+    with pytest.raises(ScheduleNotFound, match="no schedule"):
         c.schedules.update("job", every="1s")
 
 
@@ -240,7 +247,7 @@ def test_trigger_and_backfill_fire_once_beside_the_series(c: TimerClient) -> Non
     assert all(o.payload == {"d": 1} for o in outs)
     after = c.schedules.get("daily")
     assert after is not None and after.armed == info.armed and after.fired == 0  # series alone
-    with pytest.raises(TimerNotFound):
+    with pytest.raises(ScheduleNotFound):
         c.schedules.trigger("none")
     with pytest.raises(InvalidInput, match="more than 2"):
         c.schedules.backfill("daily", now - 10 * day, now, limit=2)

@@ -242,6 +242,22 @@ def test_lease_acquire_renew_release(c: TimerClient, redis_client: redis.Redis) 
     assert not store.renew("w1", e1, 5_000).renewed
 
 
+def test_a_lease_given_back_is_a_handover_one_left_to_expire_a_takeover(
+    c: TimerClient, redis_client: redis.Redis
+) -> None:
+    """The next holder learns which: the first lease is neither, one after a release is a
+    handover, one after an expiry (the holder crashed) is not."""
+    sk, store = c.keys.shard(1), c.shard_store(1)
+    first = store.acquire("w1", 5_000)
+    assert first.acquired and not first.handover
+    assert store.release("w1", first.epoch)
+    handed = store.acquire("w2", 5_000)
+    assert handed.acquired and handed.handover and handed.epoch == first.epoch + 1
+    redis_client.delete(sk.lease)  # w2's lease expires: it never gave it back
+    taken = store.acquire("w3", 5_000)
+    assert taken.acquired and not taken.handover
+
+
 def test_lua_key_helpers_match_the_python_key_format(
     client: TimerClient, redis_client: redis.Redis
 ) -> None:

@@ -191,8 +191,8 @@ class Namespace:
         """Each shard's outcome stream key -> its shard number."""
         return {self.shard(s).outcomes: s for s in range(self.meta.shards)}
 
-    def not_found(self, timer_id: str, detail: str = "") -> TimerNotFound:
-        return TimerNotFound(f"no timer {timer_id!r} in namespace {self.name!r}{detail}")
+    def not_found(self, timer_id: str) -> TimerNotFound:
+        return TimerNotFound.of(timer_id, self.name)
 
 
 def meta_from(

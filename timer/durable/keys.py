@@ -137,6 +137,11 @@ class ShardKeys:
         return f"{self.prefix}:epoch"
 
     @property
+    def handed(self) -> str:
+        """The epoch whose leader gave the lease back (a handover, not a takeover)."""
+        return f"{self.prefix}:handed"
+
+    @property
     def events(self) -> str:
         """Pub/sub channel of scheduled / cancelled / decided events for the leader."""
         return f"tw:{self.namespace}:{self.shard}:ev"

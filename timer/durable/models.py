@@ -334,6 +334,7 @@ class LeaseGrant:
     holder: str | None
     pttl_ms: int
     now_ms: int  # Redis TIME when the script ran: the worker measures its clock offset
+    handover: bool = False  # the lease before was given back, not left to expire
 
 
 @dataclass(frozen=True)

@@ -403,7 +403,7 @@ def wait(ns: C.Namespace, timer_id: object, timeout: float) -> Op[Outcome]:
     while True:
         info = yield from get(ns, timer_id)
         if info is None:
-            raise ns.not_found(str(timer_id), " (or its outcome is older than result_ttl)")
+            raise ns.not_found(str(timer_id))
         if info.state != "pending":
             assert info.decided_ms is not None
             return Outcome(

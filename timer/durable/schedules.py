@@ -22,7 +22,7 @@ from typing import Any
 
 import msgpack
 
-from ..errors import InvalidInput, TimerError, TimerNotFound
+from ..errors import InvalidInput, ScheduleNotFound, TimerError
 from . import calls as C
 from . import keys as K
 from .calls import Op, ScriptCall
@@ -312,7 +312,7 @@ def put(
     first = Plan.at(name, parsed, parsed.recurrence.next_after(now))
     reply = yield put_call(ns, name, mode, parsed, data, keys, first)
     if C.text(reply[0]) == "missing":
-        raise InvalidInput(f"no schedule {name!r} in namespace {ns.name!r}: create it first")
+        raise ScheduleNotFound.of(name, ns.name)
     info = yield from get(ns, name)
     assert info is not None
     return info
@@ -382,7 +382,7 @@ def backfill(
 def _existing(ns: C.Namespace, name: object) -> Op[ScheduleInfo]:
     info = yield from get(ns, name)
     if info is None:
-        raise TimerNotFound(f"no schedule {name!r} in namespace {ns.name!r}")
+        raise ScheduleNotFound.of(name, ns.name)
     return info
 
 

@@ -14,12 +14,12 @@ from .scripts import ScriptName
 
 
 def lease_acquire_call(sk: K.ShardKeys, worker: str, ttl_ms: int) -> ScriptCall:
-    return ScriptCall(ScriptName.LEASE_ACQUIRE, [sk.lease, sk.epoch], [worker, ttl_ms])
+    return ScriptCall(ScriptName.LEASE_ACQUIRE, [sk.lease, sk.epoch, sk.handed], [worker, ttl_ms])
 
 
 def parse_lease_acquire(reply: Sequence[Any]) -> LeaseGrant:
     if int(reply[0]) == 1:
-        return LeaseGrant(True, int(reply[1]), None, 0, int(reply[2]))
+        return LeaseGrant(True, int(reply[1]), None, 0, int(reply[2]), int(reply[3]) == 1)
     return LeaseGrant(False, 0, text(reply[1]), int(reply[2]), int(reply[3]))
 
 
@@ -32,7 +32,7 @@ def parse_lease_renew(reply: Sequence[Any]) -> LeaseRenewal:
 
 
 def lease_release_call(sk: K.ShardKeys, worker: str, epoch: int) -> ScriptCall:
-    return ScriptCall(ScriptName.LEASE_RELEASE, [sk.lease, sk.epoch], [worker, epoch])
+    return ScriptCall(ScriptName.LEASE_RELEASE, [sk.lease, sk.epoch, sk.handed], [worker, epoch])
 
 
 def parse_lease_release(reply: Any) -> bool:

@@ -152,6 +152,9 @@ def stats(ns: C.Namespace, *, servers: bool = True) -> Op[dict[str, Any]]:
     }
 
 
+MEASURED_AT_LEAST = 100  # timers of a kind before memory() gives bytes per timer
+
+
 def memory(ns: C.Namespace, sample: int = 10) -> Op[dict[str, Any]]:
     """Redis bytes held per pending and per decided timer (estimates, two round trips).
 
@@ -160,7 +163,9 @@ def memory(ns: C.Namespace, sample: int = 10) -> Op[dict[str, Any]]:
     times the number of buckets, and the same for the coarse buckets. Decided: the
     outcome streams' bytes per entry, plus a retained result's bytes: the bytes of up
     to ``sample`` of the results table's hashes over the results they hold. Watch
-    indexes are not counted. None where there is nothing to measure.
+    indexes are not counted. None below ``MEASURED_AT_LEAST`` timers of the kind: an
+    empty stream or hash costs a few kilobytes of its own, which a handful of timers
+    would each appear to hold.
     """
     C.check_int("sample", sample, 1, 1000)
     first = [cmd for s in range(ns.meta.shards) for cmd in _memory_probes(ns.shard(s), sample)]
@@ -194,8 +199,10 @@ def memory(ns: C.Namespace, sample: int = 10) -> Op[dict[str, Any]]:
     if measured["part_len"]:  # bytes per result in the table, as the mean of the others
         measured["result"].append(round(sum(measured["part"]) / sum(measured["part_len"])))
     indexed = fixed + _mean(measured["bucket"]) * buckets + _mean(measured["coarse"]) * coarse
-    per_pending = indexed / pending if pending else None
-    per_decided = stream / outcomes + _mean(measured["result"]) if outcomes else None
+    per_pending = indexed / pending if pending >= MEASURED_AT_LEAST else None
+    per_decided = (
+        stream / outcomes + _mean(measured["result"]) if outcomes >= MEASURED_AT_LEAST else None
+    )
     return {
         "bytes_per_pending_timer": None if per_pending is None else round(per_pending, 1),
         "bytes_per_decided_timer": None if per_decided is None else round(per_decided, 1),

@@ -1,4 +1,4 @@
-"""React to job timeouts: ``tickwheel handle examples.handlers:on_timeout`` runs this.
+"""React to job timeouts: ``tickwheel handle timer.examples.handlers:on_timeout`` runs this.
 
 A handler gets an :class:`~timer.Outcome` and returns once the reaction is done; the
 runner acknowledges it then. If it raises, the runner retries it with backoff and, after
@@ -12,7 +12,7 @@ import logging
 
 from timer import Handlers, Outcome
 
-log = logging.getLogger("examples.handlers")
+log = logging.getLogger("timer.examples.handlers")
 
 
 def on_timeout(o: Outcome) -> None:
@@ -24,7 +24,7 @@ def on_timeout(o: Outcome) -> None:
 
 
 # The same as a Handlers object, with its own group and retry policy:
-#   tickwheel handle examples.handlers:app
+#   tickwheel handle timer.examples.handlers:app
 app = Handlers(group="job-timeouts", max_attempts=5)
 app.add("expired", on_timeout)
 
