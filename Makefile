@@ -37,7 +37,7 @@ unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
 
 # The main job on the embedded server, which is stopped afterwards (its data stays in
-# ./.tickwheel/). Pass options through DEMO_ARGS, e.g. make demo DEMO_ARGS="--timers 5000".
+# ~/.local/state/tickwheel/). Pass options through DEMO_ARGS, e.g. make demo DEMO_ARGS="--timers 5000".
 DEMO_ARGS ?=
 demo: $(STAMP)
 	$(BIN)/tickwheel demo $(DEMO_ARGS); rc=$$?; $(BIN)/tickwheel server stop; exit $$rc

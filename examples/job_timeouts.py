@@ -24,7 +24,7 @@ from worker import Worker, WorkerSettings
 
 
 def default_url() -> str:
-    """The embedded server's URL, started in ./.tickwheel if it is not running."""
+    """The embedded server's URL (the user's, see cli.embedded), started if it is not running."""
     from cli import embedded  # noqa: PLC0415 - only when no URL is given
 
     state, _ = embedded.start()
