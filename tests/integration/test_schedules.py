@@ -15,7 +15,6 @@ from timer import (
     Outcome,
     ScheduleNotFound,
     TimerClient,
-    TimerNotFound,
 )
 from timer.durable.schedules import Plan, occurrence_name
 from timer.testing import RedisServer
