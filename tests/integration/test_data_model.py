@@ -44,7 +44,8 @@ def documented(namespace: str) -> dict[str, tuple[re.Pattern[str], str]]:
 
 @pytest.fixture
 def busy(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
-    """A namespace with a leading worker, timers pending near and far, a watch key, a
+    """A namespace with a leading worker (one shard handed over to it), timers pending
+    near and far, a watch key, a
     recurring schedule, outcomes retained, a group with a retry waiting and a dead
     letter."""
     c = TimerClient.from_url(redis_server.url, namespace)
@@ -55,6 +56,8 @@ def busy(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
     c.schedules.create("hourly", every="1h")  # a recurring schedule and its armed occurrence
     for i in range(4):
         c.schedule(f"due{i}", 0)
+    handed = c.shard_store(1).acquire("w0", 5_000)  # a worker that stopped gracefully
+    assert c.shard_store(1).release("w0", handed.epoch)
     w = Worker(TimerClient.from_url(redis_server.url, namespace), WorkerSettings(worker_id="w1"))
     runner = threading.Thread(target=w.run, kwargs={"handle_signals": False}, daemon=True)
     runner.start()

@@ -92,7 +92,9 @@ def test_parsers_type_the_replies() -> None:
     swept = SC.parse_sweep([[b"x", b"5", b"y", b"6"], 1, 3, 2, [b"{s}@7", b"8"]])
     assert swept.fired == [("x", 5), ("y", 6)] and swept.more and swept.moved == 3
     assert swept.queued == 2 and swept.held == {"{s}@7": 8}
-    assert SC.parse_lease_acquire([1, 4, b"99"]).epoch == 4
+    got = SC.parse_lease_acquire([1, 4, b"99", 1])
+    assert got.epoch == 4 and got.handover
+    assert not SC.parse_lease_acquire([1, 5, b"99", 0]).handover
     held = SC.parse_lease_acquire([0, b"w2", 1200, b"99"])
     assert (held.acquired, held.holder, held.pttl_ms) == (False, "w2", 1200)
 
