@@ -18,6 +18,7 @@ from .probe_cmd import probe
 from .schedules_cmd import schedules
 from .server_cmd import server
 from .timers import cancel, complete, get, notify, reschedule, schedule, tail, wait
+from .timers_cmd import timers
 from .worker_cmd import worker
 
 EPILOG = """\b
@@ -78,6 +79,7 @@ for command in (
     groups,
     dead,
     schedules,
+    timers,
     trim,
     stats,
     shards,

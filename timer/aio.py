@@ -38,6 +38,7 @@ from .durable.scripts import ScriptName, source
 from .errors import ConfigError, TimerError
 from .schedules import AsyncSchedules
 from .store import RedisSettings, map_errors, settle_replies, settle_wait
+from .timers import AsyncTimers
 
 T = TypeVar("T")
 
@@ -173,6 +174,11 @@ class AsyncTimerClient:
     def schedules(self) -> AsyncSchedules:
         """The namespace's recurring schedules, awaited (as ``TimerClient.schedules``)."""
         return AsyncSchedules(self._run, self._ns)
+
+    @property
+    def timers(self) -> AsyncTimers:
+        """Finding timers and acting on a selection, awaited (as ``TimerClient.timers``)."""
+        return AsyncTimers(self._run, self._ns)
 
     def shard_of(self, name: str) -> int:
         return K.shard_of(name, self.meta.shards)

@@ -45,6 +45,7 @@ from .errors import TimerError
 from .schedules import Schedules
 from .shard_store import Membership, ShardStore
 from .store import RedisSettings
+from .timers import Timers
 
 T = TypeVar("T")
 
@@ -329,6 +330,12 @@ class TimerClient:
         """The namespace's recurring schedules: create, update, list, pause, resume,
         delete (see :class:`~timer.schedules.Schedules`)."""
         return Schedules(self._run, self._ns)
+
+    @property
+    def timers(self) -> Timers:
+        """Timers in bulk: find by id pattern, state and deadline; cancel, complete,
+        notify or reschedule a selection (see :class:`~timer.timers.Timers`)."""
+        return Timers(self._run, self._ns)
 
     def consumer(
         self, group: str, consumer: str, *, reclaim_idle_ms: int = 60_000,

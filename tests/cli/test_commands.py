@@ -21,7 +21,9 @@ COMMANDS = [
     ["wait"], ["tail"], ["trim"], ["stats"], ["shards"], ["probe"], ["demo"], ["bench"],
     ["handle"], ["groups"], ["groups", "delete"], ["dead"], ["dead", "list"], ["dead", "show"],
     ["dashboard"],
-    ["dead", "redeliver"], ["dead", "drop"], ["acl"],
+    ["dead", "redeliver"], ["dead", "drop"], ["acl"], ["timers"], ["timers", "list"],
+    ["timers", "count"], ["timers", "cancel"], ["timers", "complete"], ["timers", "notify"],
+    ["timers", "reschedule"],
 ]  # fmt: skip
 
 

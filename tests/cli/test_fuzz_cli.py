@@ -221,3 +221,45 @@ def test_any_schedules_command_line(
     assert "Traceback" not in result.output
     if result.exit_code not in (0, 1):
         assert namespace_keys(redis_client, namespace) == before, (args, result.output)
+
+
+@st.composite
+def timers_lines(draw: st.DrawFn) -> list[str]:
+    """A `tickwheel timers` command line: each part right, or anything typed."""
+    command = draw(st.sampled_from(["list", "count", "cancel", "complete", "notify",
+                                    "reschedule"]))  # fmt: skip
+    args = ["timers", command, draw(st.one_of(st.sampled_from(["f:*", "*", "f:[1-3]"]), words))]
+    for option, good in (("--state", "decided"), ("--from", "2030-01-01T00:00:00Z"),
+                         ("--to", "2031-01-01T00:00:00Z"), ("--page", "10"),
+                         ("--limit", "5")):  # fmt: skip
+        takes = command in ("list", "count") or option not in ("--state", "--limit")
+        if takes and draw(st.integers(0, 3)) == 0:
+            args += [option, draw(st.one_of(st.just(good), words, numbers, instants))]
+    if command == "reschedule":
+        option = draw(st.sampled_from(["--in", "--by", "--at", "none"]))
+        if option != "none":
+            args += [option, draw(st.one_of(durations, instants))]
+    if command not in ("list", "count"):
+        args.append(draw(st.sampled_from(["--yes", "--dry-run"])))
+    return args
+
+
+@FUZZ
+@given(args=timers_lines())
+def test_any_timers_command_line(
+    redis_server: RedisServer, redis_client: redis.Redis, namespace: str, args: list[str]
+) -> None:
+    """Any `tickwheel timers` line exits with a documented code and no traceback; a
+    refused one, a dry run and a listing write nothing."""
+    with TimerClient.from_url(redis_server.url, namespace) as c:
+        c.init(shards=2)
+        c.schedule_many([{"id": f"f:{i}", "delay_ms": 3_600_000} for i in range(5)])
+    before = namespace_keys(redis_client, namespace)
+    result = run(redis_server.url, namespace, args)
+    assert result.exception is None or isinstance(result.exception, SystemExit), (
+        args, result.output, result.exception
+    )  # fmt: skip
+    assert result.exit_code in EXIT_CODES, (args, result.output)
+    assert "Traceback" not in result.output
+    if result.exit_code != 0 or args[1] in ("list", "count") or "--dry-run" in args:
+        assert namespace_keys(redis_client, namespace) == before, (args, result.output)

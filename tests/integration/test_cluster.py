@@ -74,6 +74,17 @@ def test_cluster_lifecycle(cclient: TimerClient) -> None:
     assert sorted(o.id for o in outs) == ["job:{1}", "job:{2}"]
 
 
+def test_finding_and_bulk_actions_on_a_cluster(cclient: TimerClient) -> None:
+    """client.timers pages each shard's hash on the master that holds it, and acts on
+    what it found there."""
+    cclient.schedule_many([{"id": f"f:{{{i}}}", "delay_ms": 600_000} for i in range(150)])
+    found = list(cclient.timers.scan("f:*", count=40))
+    assert sorted(t.id for t in found) == sorted(f"f:{{{i}}}" for i in range(150))
+    assert {t.shard for t in found} == set(range(8))
+    done = cclient.timers.cancel("f:{1*")  # f:{1}, f:{10}..{19}, f:{100}..{149}
+    assert done.done == 61 and cclient.timers.count("f:*", state="cancelled") == 61
+
+
 def test_far_timers_on_a_cluster(cclient: TimerClient) -> None:
     """Coarse buckets (built inside the scripts from the shard's hash tag) stay in their
     shard's slot: far timers are scheduled, moved, rescheduled and cancelled on every

@@ -221,6 +221,12 @@ CALLS: dict[str, Callable[[TimerClient, list[Any]], Any]] = {
     "outcomes": lambda c, a: list(
         itertools.islice(c.outcomes(a[0], a[1], block_ms=a[2], count=a[3], stop_when_idle=True), 5)
     ),
+    "timers.find": lambda c, a: c.timers.find(
+        a[0], state=a[1], deadline_from_ms=a[2], cursor=a[3], count=7
+    ),
+    "timers.count": lambda c, a: c.timers.count(a[0], state=a[1], deadline_to_ms=a[2]),
+    "timers.cancel": lambda c, a: c.timers.cancel(a[0], deadline_from_ms=a[1], dry_run=a[2]),
+    "timers.reschedule": lambda c, a: c.timers.reschedule(a[0], shift_ms=a[1], deadline_to_ms=a[2]),
     "schedules.get": lambda c, a: c.schedules.get(a[0]),
     "schedules.list": lambda c, a: c.schedules.list(),
     "schedules.update": lambda c, a: c.schedules.update(a[0], every=a[1], tz=a[2]),
@@ -231,7 +237,8 @@ CALLS: dict[str, Callable[[TimerClient, list[Any]], Any]] = {
     "schedules.delete": lambda c, a: c.schedules.delete(a[0], keep_armed=a[1]),
 }
 READ_ONLY = {"get", "wait", "next_due", "recent_outcomes", "dead_letters", "dead_letter",
-             "memory", "all_outcomes", "schedules.get", "schedules.list"}  # fmt: skip
+             "memory", "all_outcomes", "schedules.get", "schedules.list", "timers.find",
+             "timers.count"}  # fmt: skip
 
 
 @st.composite

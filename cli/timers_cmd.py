@@ -1,0 +1,213 @@
+"""``tickwheel timers``: find timers by id pattern, state and deadline, and act on many at
+once (cancel, complete, notify, reschedule) with a dry run, a confirmation and progress.
+Each call to Redis scans a bounded page (``TimerClient.timers``)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from timer.durable.finding import STATES, Bulk
+from timer.durable.models import TimerInfo
+
+from .app import App, errors, pass_app
+from .durations import DURATION, INSTANT, format_ms
+from .output import emit, plural, table, to_json
+
+STATE_CHOICE = click.Choice([*STATES, "decided", "any"])
+
+
+@click.group()
+def timers() -> None:
+    """Find timers by id pattern, state and deadline; act on many at once.
+
+    MATCH is a glob on the timer id as Redis reads it: `*` any run of characters, `?` one,
+    `[abc]` a set, `\\` escapes; quote it for the shell ('job:*'). Every call to Redis
+    scans a bounded page, never the whole keyspace at once.
+    """
+
+
+def selection_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed([
+        click.option("--from", "deadline_from", type=INSTANT, default=None,
+                     help="Only deadlines at or after this ISO-8601 time."),
+        click.option("--to", "deadline_to", type=INSTANT, default=None,
+                     help="Only deadlines at or before this ISO-8601 time."),
+        click.option("--page", "page_size", type=click.IntRange(1, 100_000), default=1000,
+                     show_default=True, help="Entries each call to Redis scans."),
+    ]):  # fmt: skip
+        fn = option(fn)
+    return fn
+
+
+def _row(t: TimerInfo) -> tuple[Any, ...]:
+    return (t.id, t.state, t.shard, format_ms(t.deadline_ms) if t.deadline_ms else "?",
+            format_ms(t.decided_ms) if t.decided_ms else "", to_json(t.payload)[:40])  # fmt: skip
+
+
+def _dict(t: TimerInfo) -> dict[str, Any]:
+    return {"id": t.id, "state": t.state, "shard": t.shard, "deadline_ms": t.deadline_ms,
+            "decided_ms": t.decided_ms, "payload": t.payload, "watch": list(t.watch)}  # fmt: skip
+
+
+@timers.command("list")
+@click.argument("match", default="*")
+@click.option("--state", "states", type=STATE_CHOICE, multiple=True,
+              help="pending (default), expired, cancelled, completed, decided or any; "
+              "repeatable.")  # fmt: skip
+@selection_options
+@click.option("--limit", type=click.IntRange(1, 1_000_000), default=100, show_default=True,
+              help="Show at most this many.")  # fmt: skip
+@pass_app
+def list_(app: App, match: str, states: tuple[str, ...], deadline_from: int | None,
+          deadline_to: int | None, page_size: int, limit: int) -> None:  # fmt: skip
+    """List the timers whose id matches MATCH (default: all), pending unless --state says
+    otherwise: id, state, shard, deadline, decided, payload.
+
+    \b
+    Example: tickwheel timers list 'job:*' --state decided --limit 20
+    """
+    shown: list[TimerInfo] = []
+    with errors():
+        found = app.client.timers.scan(
+            match, state=list(states) or "pending", deadline_from_ms=deadline_from,
+            deadline_to_ms=deadline_to, count=page_size,
+        )  # fmt: skip
+        for t in found:
+            if len(shown) == limit:
+                if not app.json:
+                    click.echo(f"(the first {limit} shown; --limit for more)", err=True)
+                break
+            shown.append(t)
+    headers = ("id", "state", "shard", "deadline", "decided", "payload")
+    human = table([_row(t) for t in shown], headers) if shown else f"No timers match {match!r}."
+    emit(app.json, [_dict(t) for t in shown], human)
+
+
+@timers.command()
+@click.argument("match", default="*")
+@click.option("--state", "states", type=STATE_CHOICE, multiple=True,
+              help="pending (default), expired, cancelled, completed, decided or any; "
+              "repeatable.")  # fmt: skip
+@selection_options
+@pass_app
+def count(app: App, match: str, states: tuple[str, ...], deadline_from: int | None,
+          deadline_to: int | None, page_size: int) -> None:  # fmt: skip
+    """Count the timers whose id matches MATCH (default: all), pending unless --state
+    says otherwise (a whole scan, page by page)."""
+    with errors():
+        n = app.client.timers.count(
+            match, state=list(states) or "pending", deadline_from_ms=deadline_from,
+            deadline_to_ms=deadline_to,
+        )  # fmt: skip
+    emit(app.json, {"match": match, "count": n}, f"{plural(n, 'timer')} match {match!r}")
+
+
+def action_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed([
+        click.argument("match"),
+        click.option("--dry-run", is_flag=True, help="Only say how many timers it would act on."),
+        click.option("--yes", is_flag=True, help="Do not ask for confirmation."),
+    ]):  # fmt: skip
+        fn = option(fn)
+    return selection_options(fn)
+
+
+VERBS = {"cancel": "cancelled", "complete": "completed", "notify": "notified",
+         "reschedule": "rescheduled"}  # fmt: skip
+
+
+def _run(app: App, action: str, match: str, opts: dict[str, Any], **move: Any) -> None:
+    """Count (dry run), ask unless --yes, then act page by page with progress."""
+    run = getattr(app.client.timers, action)
+    where = {"deadline_from_ms": opts["deadline_from"], "deadline_to_ms": opts["deadline_to"],
+             "count": opts["page_size"]}  # fmt: skip
+    with errors():
+        if opts["dry_run"] or not opts["yes"]:
+            n = run(match, dry_run=True, **where, **move).selected
+            if opts["dry_run"]:
+                emit(app.json, {"action": action, "match": match, "selected": n, "dry_run": True},
+                     f"Would {action} {plural(n, 'pending timer')} matching {match!r}")  # fmt: skip
+                return
+            if n == 0:
+                emit(app.json, _report(Bulk(action), match), f"No pending timer matches {match!r}.")
+                return
+            click.confirm(f"{action.capitalize()} {plural(n, 'pending timer')} matching "
+                          f"{match!r}?", abort=True, err=True)  # fmt: skip
+        done = run(match, progress=_progress(app, action), **where, **move)
+    if sys.stderr.isatty() and not app.json:
+        click.echo(err=True)
+    human = (f"{VERBS[action].capitalize()} {done.done} of {plural(done.selected, 'pending timer')}"
+             f" matching {match!r}")  # fmt: skip
+    if action == "notify":
+        human += f" ({plural(done.keys, 'watch key')} notified)"
+    if done.skipped:
+        human += f"; {done.skipped} decided meanwhile"
+    if done.errors:
+        human += f"; {plural(len(done.errors), 'error')}: {done.errors[0]}"
+    emit(app.json, _report(done, match), human)
+    if done.errors:
+        raise SystemExit(1)
+
+
+def _report(b: Bulk, match: str) -> dict[str, Any]:
+    return {"action": b.action, "match": match, "selected": b.selected, "done": b.done,
+            "skipped": b.skipped, "keys": b.keys, "errors": b.errors}  # fmt: skip
+
+
+def _progress(app: App, action: str) -> Callable[[Bulk], None] | None:
+    if app.json or not sys.stderr.isatty():
+        return None
+
+    def show(b: Bulk) -> None:
+        click.echo(f"\r{VERBS[action]} {b.done} of {b.selected} so far", nl=False, err=True)
+
+    return show
+
+
+@timers.command()
+@action_options
+@pass_app
+def cancel(app: App, /, match: str, **opts: Any) -> None:
+    """Cancel every pending timer whose id matches MATCH ('*' for all), within --from and
+    --to. Counts them and asks first unless --yes; --dry-run only counts."""
+    _run(app, "cancel", match, opts)
+
+
+@timers.command()
+@action_options
+@pass_app
+def complete(app: App, /, match: str, **opts: Any) -> None:
+    """Complete every pending timer whose id matches MATCH ('*' for all), within --from
+    and --to: each ends as completed, as if its watch keys had been notified. Counts
+    them and asks first unless --yes; --dry-run only counts."""
+    _run(app, "complete", match, opts)
+
+
+@timers.command()
+@action_options
+@pass_app
+def notify(app: App, /, match: str, **opts: Any) -> None:
+    """Notify every watch key of the pending timers whose id matches MATCH (as `timers
+    cancel`): each timer completes once enough of its keys were notified, and other
+    timers watching those keys count them too."""
+    _run(app, "notify", match, opts)
+
+
+@timers.command()
+@action_options
+@click.option("--in", "delay_ms", type=DURATION, help="New deadline this long from now.")
+@click.option("--at", "deadline_ms", type=INSTANT, help="New ISO-8601 deadline.")
+@click.option("--by", "shift_ms", type=DURATION, help="Later by this much, each from its own.")
+@pass_app
+def reschedule(app: App, /, match: str, delay_ms: int | None, deadline_ms: int | None,
+               shift_ms: int | None, **opts: Any) -> None:  # fmt: skip
+    """Move every pending timer whose id matches MATCH (as `timers cancel`): to --in from
+    now, to --at, or --by later than its own deadline (each timer once)."""
+    if sum(v is not None for v in (delay_ms, deadline_ms, shift_ms)) != 1:
+        raise click.UsageError("give exactly one of --in DURATION, --at ISO-TIME or --by DURATION")
+    _run(app, "reschedule", match, opts, delay_ms=delay_ms, deadline_ms=deadline_ms,
+         shift_ms=shift_ms)  # fmt: skip

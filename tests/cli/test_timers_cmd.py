@@ -1,0 +1,66 @@
+"""`tickwheel timers list|count|cancel|complete|notify|reschedule` as a user runs them."""
+
+from __future__ import annotations
+
+import pytest
+
+from cli.durations import format_ms
+
+from .conftest import Run, as_json
+
+pytestmark = pytest.mark.slow
+
+
+def seed(tw: Run) -> None:
+    tw("init", "--shards", "4")
+    for i in range(12):
+        tw("schedule", f"job:{{{i}}}", "--in", f"{60 + i}m", "--watch", f"job:{{{i}}}:done")
+    tw("schedule", "other", "--in", "1h")
+
+
+def test_list_and_count_select_by_pattern_state_and_deadline(tw: Run) -> None:
+    seed(tw)
+    listed = as_json(tw("timers", "list", "job:*", "--json"))
+    assert sorted(t["id"] for t in listed) == sorted(f"job:{{{i}}}" for i in range(12))
+    assert all(t["state"] == "pending" for t in listed)
+    human = tw("timers", "list", "job:*", "--limit", "5")
+    assert "the first 5 shown" in human.stderr and human.stdout.count("job:{") == 5
+    assert as_json(tw("timers", "count", "--json")) == {"match": "*", "count": 13}
+    tw("cancel", "job:{0}")
+    assert "1 timer match 'job:*'" in tw("timers", "count", "job:*", "--state", "cancelled").output
+    assert as_json(tw("timers", "count", "job:*", "--state", "any", "--json"))["count"] == 12
+    soon = listed[0]["deadline_ms"]
+    window = as_json(tw("timers", "list", "job:*", "--to", format_ms(soon), "--json"))
+    assert window and all(t["deadline_ms"] <= soon for t in window)
+    assert "No timers match 'nothing:*'" in tw("timers", "list", "nothing:*").output
+    assert "is not one of" in tw("timers", "list", "--state", "late", expect=2).output
+
+
+def test_cancel_counts_asks_and_acts(tw: Run) -> None:
+    seed(tw)
+    dry = as_json(tw("timers", "cancel", "job:*", "--dry-run", "--json"))
+    assert dry == {"action": "cancel", "match": "job:*", "selected": 12, "dry_run": True}
+    asked = tw("timers", "cancel", "job:*", expect=1)  # no answer: nothing cancelled
+    assert "Cancel 12 pending timers matching 'job:*'?" in asked.output
+    assert as_json(tw("timers", "count", "job:*", "--json"))["count"] == 12
+    done = as_json(tw("timers", "cancel", "job:{1?}", "--yes", "--json"))
+    assert (done["selected"], done["done"], done["errors"]) == (2, 2, [])  # job:{10}, {11}
+    said = tw("timers", "cancel", "job:*", "--yes").output
+    assert "Cancelled 10 of 10 pending timers matching 'job:*'" in said
+    assert "No pending timer matches" in tw("timers", "cancel", "job:*").output
+    assert as_json(tw("timers", "count", "--json"))["count"] == 1  # "other" is left
+    assert "Missing argument 'MATCH'" in tw("timers", "cancel", expect=2).output
+
+
+def test_reschedule_complete_and_notify(tw: Run) -> None:
+    seed(tw)
+    before = {t["id"]: t["deadline_ms"] for t in as_json(tw("timers", "list", "job:*", "--json"))}
+    moved = as_json(tw("timers", "reschedule", "job:*", "--by", "10m", "--yes", "--json"))
+    assert moved["done"] == 12
+    after = {t["id"]: t["deadline_ms"] for t in as_json(tw("timers", "list", "job:*", "--json"))}
+    assert after == {k: v + 600_000 for k, v in before.items()}
+    assert "exactly one of" in tw("timers", "reschedule", "job:*", "--yes", expect=2).output
+    notified = tw("timers", "notify", "job:{1}", "--yes").output
+    assert "Notified 1 of 1 pending timer matching 'job:{1}' (1 watch key notified)" in notified
+    assert "Completed 11 of 11" in tw("timers", "complete", "job:*", "--yes").output
+    assert as_json(tw("timers", "count", "job:*", "--state", "completed", "--json"))["count"] == 12

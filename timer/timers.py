@@ -1,0 +1,218 @@
+"""Timers in bulk: find them by id pattern, state and deadline, and act on a selection
+(``client.timers``), over the client's driver.
+
+::
+
+    page = client.timers.find("job:*", state="pending", count=1000)
+    stuck = client.timers.count("job:*", deadline_to_ms=client.server_time_ms())
+    client.timers.cancel("tenant-7:*", dry_run=True).selected   # how many it would cancel
+    client.timers.reschedule("batch:*", shift_ms=600_000)        # each 10 minutes later
+
+Every call does bounded work on the server: a page is about ``count`` entries scanned
+(see :mod:`timer.durable.finding`); the iterating calls go page by page and can report
+progress after each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import replace
+from typing import Any
+
+from .durable import calls as C
+from .durable import finding as F
+from .durable.calls import Op
+from .durable.finding import Bulk, Page, Selection
+from .durable.models import TimerInfo
+from .shard_store import Run
+
+Progress = Callable[[Bulk], None]
+
+
+def _selection(
+    match: object, state: object, deadline_from_ms: object, deadline_to_ms: object
+) -> Selection:
+    return Selection.of(match, state, deadline_from_ms, deadline_to_ms)
+
+
+class Timers:
+    """Finding and acting on many timers of one namespace (``TimerClient.timers``)."""
+
+    def __init__(self, run: Run, namespace: Callable[[], C.Namespace]) -> None:
+        self._run = run  # the client's driver: runs an operation to its result
+        self._ns = namespace
+
+    def find(
+        self,
+        match: str = "*",
+        *,
+        state: str | list[str] = "pending",
+        deadline_from_ms: int | None = None,
+        deadline_to_ms: int | None = None,
+        cursor: str | None = None,
+        count: int = 1000,
+    ) -> Page:
+        """One page of the timers whose id matches ``match`` (a Redis glob), in ``state``
+        (``pending``, ``expired``, ``cancelled``, ``completed``, ``decided``, ``any``,
+        or a list), with a deadline in [``deadline_from_ms``, ``deadline_to_ms``]:
+        about ``count`` entries scanned from ``cursor`` (None: the start). Pass the
+        page's ``cursor`` back, with the same selection, for the next; it is None after
+        the last. A page may be empty before the end."""
+        sel = _selection(match, state, deadline_from_ms, deadline_to_ms)
+        page: Page = self._run(F.find(self._ns(), sel, cursor, count))
+        return page
+
+    def scan(
+        self,
+        match: str = "*",
+        *,
+        state: str | list[str] = "pending",
+        deadline_from_ms: int | None = None,
+        deadline_to_ms: int | None = None,
+        count: int = 1000,
+    ) -> Iterator[TimerInfo]:
+        """Every timer ``find`` selects, page by page."""
+        sel = _selection(match, state, deadline_from_ms, deadline_to_ms)
+        cursor: str | None = None
+        while True:
+            page: Page = self._run(F.find(self._ns(), sel, cursor, count))
+            yield from page.timers
+            if page.cursor is None:
+                return
+            cursor = page.cursor
+
+    def count(
+        self,
+        match: str = "*",
+        *,
+        state: str | list[str] = "pending",
+        deadline_from_ms: int | None = None,
+        deadline_to_ms: int | None = None,
+    ) -> int:
+        """How many timers ``find`` selects (a whole scan, page by page)."""
+        found = self.scan(
+            match, state=state, deadline_from_ms=deadline_from_ms, deadline_to_ms=deadline_to_ms
+        )
+        return sum(1 for _ in found)
+
+    def cancel(self, match: str = "*", **kw: Any) -> Bulk:
+        """Cancel every pending timer selected (``match``, ``deadline_from_ms``,
+        ``deadline_to_ms``); with ``dry_run=True`` only count them. ``progress`` is
+        called with the running totals after each page."""
+        return self._act("cancel", match, **kw)
+
+    def complete(self, match: str = "*", **kw: Any) -> Bulk:
+        """Complete every pending timer selected (as ``cancel``)."""
+        return self._act("complete", match, **kw)
+
+    def notify(self, match: str = "*", **kw: Any) -> Bulk:
+        """Notify every watch key of the pending timers selected (as ``cancel``): ``done``
+        is how many timers that completed, ``keys`` how many keys were notified."""
+        return self._act("notify", match, **kw)
+
+    def reschedule(
+        self,
+        match: str = "*",
+        *,
+        delay_ms: int | None = None,
+        deadline_ms: int | None = None,
+        shift_ms: int | None = None,
+        **kw: Any,
+    ) -> Bulk:
+        """Move every pending timer selected: to ``delay_ms`` from now, to
+        ``deadline_ms``, or by ``shift_ms`` from its own deadline (each timer once, even
+        if the scan meets it again)."""
+        F.check_move(delay_ms, deadline_ms, shift_ms)
+        return self._act("reschedule", match, delay_ms=delay_ms, deadline_ms=deadline_ms,
+                         shift_ms=shift_ms, **kw)  # fmt: skip
+
+    def _act(
+        self,
+        action: str,
+        match: str,
+        *,
+        deadline_from_ms: int | None = None,
+        deadline_to_ms: int | None = None,
+        dry_run: bool = False,
+        progress: Progress | None = None,
+        count: int = 1000,
+        **move: Any,
+    ) -> Bulk:
+        sel = _selection(match, "pending", deadline_from_ms, deadline_to_ms)
+        total = Bulk(action)
+        seen: set[str] = set()  # a shift moves each timer once, however often it is met
+        cursor: str | None = None
+        while True:
+            page: Page = self._run(F.find(self._ns(), sel, cursor, count))
+            timers = page.timers
+            if move.get("shift_ms") is not None:
+                timers = [t for t in timers if t.id not in seen]
+                seen.update(t.id for t in timers)
+            if dry_run:
+                total.selected += len(timers)
+            else:
+                _add(total, self._run(F.act(self._ns(), action, timers, **move)))
+            if progress is not None:
+                progress(replace(total, errors=list(total.errors)))
+            if page.cursor is None:
+                return total
+            cursor = page.cursor
+
+
+def _add(total: Bulk, page: Bulk) -> None:
+    total.selected += page.selected
+    total.done += page.done
+    total.skipped += page.skipped
+    total.keys += page.keys
+    total.errors.extend(page.errors)
+
+
+class AsyncTimers:
+    """``AsyncTimerClient.timers``: :class:`Timers`' finding and bulk actions, awaited."""
+
+    def __init__(
+        self, run: Callable[[Op[Any]], Awaitable[Any]], namespace: Callable[[], C.Namespace]
+    ) -> None:
+        self._run = run
+        self._ns = namespace
+
+    async def find(self, match: str = "*", *, cursor: str | None = None, count: int = 1000,
+                   **selection: Any) -> Page:  # fmt: skip
+        """As :meth:`Timers.find` (``state``, ``deadline_from_ms``, ``deadline_to_ms``)."""
+        sel = Selection.of(match, **_renamed(selection))
+        page: Page = await self._run(F.find(self._ns(), sel, cursor, count))
+        return page
+
+    async def act(self, action: str, match: str = "*", *, dry_run: bool = False,
+                  count: int = 1000, **kw: Any) -> Bulk:  # fmt: skip
+        """``cancel``, ``complete``, ``notify`` or ``reschedule`` (with ``delay_ms``,
+        ``deadline_ms`` or ``shift_ms``) over the pending timers selected, page by page
+        (as :class:`Timers`' methods of those names)."""
+        move = {k: kw.pop(k) for k in ("delay_ms", "deadline_ms", "shift_ms") if k in kw}
+        if action == "reschedule":
+            F.check_move(move.get("delay_ms"), move.get("deadline_ms"), move.get("shift_ms"))
+        sel = Selection.of(match, "pending", kw.pop("deadline_from_ms", None),
+                           kw.pop("deadline_to_ms", None))  # fmt: skip
+        if kw:
+            raise TypeError(f"unexpected arguments: {', '.join(kw)}")
+        total, seen, cursor = Bulk(action), set[str](), None
+        while True:
+            page: Page = await self._run(F.find(self._ns(), sel, cursor, count))
+            timers = [t for t in page.timers if t.id not in seen]
+            if move.get("shift_ms") is not None:
+                seen.update(t.id for t in timers)
+            if dry_run:
+                total.selected += len(timers)
+            else:
+                _add(total, await self._run(F.act(self._ns(), action, timers, **move)))
+            if page.cursor is None:
+                return total
+            cursor = page.cursor
+
+
+def _renamed(selection: dict[str, Any]) -> dict[str, Any]:
+    allowed = {"state", "deadline_from_ms", "deadline_to_ms"}
+    unknown = set(selection) - allowed
+    if unknown:
+        raise TypeError(f"unexpected arguments: {', '.join(sorted(unknown))}")
+    return selection
