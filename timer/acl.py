@@ -31,7 +31,7 @@ _LIBRARY = (
     "publish", "rpush", "sadd", "scard", "set", "spop", "srem", "time", "type", "xadd",
     "zadd", "zrangebyscore", "zrem",
 )  # fmt: skip
-_CLIENT = ("srandmember", "hscan")  # notify.lua; listing schedules
+_CLIENT = ("srandmember", "hscan")  # notify.lua; listing schedules, finding timers
 _WORKER = (
     "incr", "pttl", "pexpire",  # the lease scripts
     "srandmember", "xinfo|groups", "xpending", "xrange", "xtrim",  # sweep, trim

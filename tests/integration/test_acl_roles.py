@@ -71,6 +71,8 @@ def test_every_role_does_its_job_with_exactly_its_rules(
     assert client.get("m3") is not None
     client.schedules.create("tick", every="1s")
     assert [s.name for s in client.schedules.list()] == ["tick"]
+    assert client.timers.count("m*", state="any") == 5  # finding: HSCAN of P:t and P:R:<b>
+    assert client.timers.reschedule("m4", shift_ms=1_000).done == 1
 
     with caplog.at_level(logging.WARNING):
         w = Worker(
