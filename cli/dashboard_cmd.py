@@ -84,7 +84,9 @@ def dashboard(
         f"http://{host}:{port}/{login}" + (" (read-only)" if read_only else ""),
         err=True,
     )
-    server = uvicorn.Server(uvicorn.Config(web, host=host, port=port, log_level="warning"))
+    config = uvicorn.Config(web, host=host, port=port, log_level="warning",
+                            timeout_graceful_shutdown=2)  # an open page's live stream ends
+    server = uvicorn.Server(config)
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
 
     def stop(signum: int, frame: object) -> None:  # graceful, then exit 0 (uvicorn's own

@@ -1,10 +1,11 @@
 """The dashboard's web app: a page and a small JSON API over the public ``TimerClient``.
 
 Starlette, served by uvicorn (``tickwheel dashboard``). The page is plain HTML with a
-little JavaScript that polls ``/api/overview`` every two seconds; every action is a POST
-that goes through the client's own calls (``cancel``, ``complete``, ``reschedule``,
-``redeliver``, ``drop_dead_letter``), so validation and errors are the library's. No
-key is built here and no raw Redis command is sent.
+little JavaScript that follows ``/api/live``, a Server-Sent Events stream of what it
+shows (:mod:`dashboard.live`); every action is a POST that goes through the client's own
+calls (``cancel``, ``complete``, ``reschedule``, ``client.timers``' bulk actions,
+``redeliver``, ``drop_dead_letter``, the schedules'), so validation and errors are the
+library's. No key is built here and no raw Redis command is sent.
 
 ``read_only`` refuses every POST (403) and the page hides the buttons. ``token``, when
 set, is required on every request: ``Authorization: Bearer <token>``, or the cookie
@@ -42,10 +43,12 @@ from timer.errors import (
     TimerNotFound,
 )
 
+from . import live
 from . import shapes as S
 
 COOKIE = "tickwheel_token"
 RECENT = 200  # outcomes per shard read for the lateness histogram and the live list
+FIND_PAGE, FIND_PAGES, FIND_SHOWN = 1000, 20, 100  # the search box: scan bounds, rows
 
 
 class Dashboard:
@@ -119,6 +122,33 @@ class Dashboard:
             moved = c.reschedule(timer_id, delay)
             return {"done": moved is not None, **self.timer(timer_id)}
         raise InvalidInput(f"unknown action {action!r}: cancel, complete or reschedule")
+
+    def snapshot(self) -> dict[str, Any]:
+        """What the page shows, in one event of the live stream."""
+        return {"overview": self.overview(), "dead": self.dead(), "schedules": self.schedules()}
+
+    def find(self, query: dict[str, str]) -> dict[str, Any]:
+        """Up to about FIND_SHOWN timers matching ``match`` and ``state`` from ``cursor``,
+        a few bounded pages at most; the cursor to go on with (None: no more)."""
+        shown: list[dict[str, Any]] = []
+        cursor = query.get("cursor") or None
+        now = self.client.server_time_ms()
+        for _ in range(FIND_PAGES):
+            page = self.client.timers.find(query.get("match") or "*",
+                                           state=query.get("state") or "pending",
+                                           cursor=cursor, count=FIND_PAGE)  # fmt: skip
+            shown += [S.info_shape(t, now) for t in page.timers]
+            cursor = page.cursor
+            if cursor is None or len(shown) >= FIND_SHOWN:
+                break
+        return {"timers": shown, "cursor": cursor}
+
+    def bulk(self, action: str, body: dict[str, Any]) -> dict[str, Any]:
+        """``action`` on the timers the page selected (``ids``); reschedule by ``delay_ms``."""
+        move = {"delay_ms": body.get("delay_ms")} if action == "reschedule" else {}
+        done = self.client.timers.act_on(body.get("ids"), action, **move)  # type: ignore[arg-type]
+        return {"action": action, "selected": done.selected, "done": done.done,
+                "skipped": done.skipped, "errors": done.errors}  # fmt: skip
 
     def due(self, shard: int) -> dict[str, Any]:
         now = self.client.server_time_ms()
@@ -330,6 +360,9 @@ def create_app(
     routes = [
         Route("/", api.index),
         Route("/api/overview", api.overview),
+        Route("/api/live", api.live),
+        Route("/api/find", api.find),
+        Route("/api/bulk/{action:str}", api.bulk, methods=["POST"]),
         Route("/api/timers/{timer_id:path}/{action:str}", api.act, methods=["POST"]),
         Route("/api/timers/{timer_id:path}", api.timer),
         Route("/api/shards/{shard:int}/due", api.due),
@@ -365,6 +398,21 @@ class _Routes:
 
     async def overview(self, request: Request) -> Response:
         return await _call(self.on(request, Dashboard.overview))
+
+    async def live(self, request: Request) -> Response:
+        try:
+            board = await asyncio.to_thread(self.boards.of, request)
+        except TimerError as exc:  # a namespace that does not exist: said once, no stream
+            return _error(exc)
+        return live.response(request, board.snapshot)
+
+    async def find(self, request: Request) -> Response:
+        query = dict(request.query_params)
+        return await _call(self.on(request, lambda d: d.find(query)))
+
+    async def bulk(self, request: Request) -> Response:
+        action = request.path_params["action"]
+        return await self.change(request, lambda d, body: d.bulk(action, body))
 
     async def timer(self, request: Request) -> Response:
         tid = request.path_params["timer_id"]

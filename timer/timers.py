@@ -24,6 +24,7 @@ from .durable import finding as F
 from .durable.calls import Op
 from .durable.finding import Bulk, Page, Selection
 from .durable.models import TimerInfo
+from .errors import InvalidInput
 from .shard_store import Run
 
 Progress = Callable[[Bulk], None]
@@ -125,6 +126,21 @@ class Timers:
         F.check_move(delay_ms, deadline_ms, shift_ms)
         return self._act("reschedule", match, delay_ms=delay_ms, deadline_ms=deadline_ms,
                          shift_ms=shift_ms, **kw)  # fmt: skip
+
+    def act_on(self, ids: list[str], action: str, **move: Any) -> Bulk:
+        """``action`` (``cancel``, ``complete``, ``notify``, ``reschedule`` with
+        ``delay_ms``, ``deadline_ms`` or ``shift_ms``) on the timers named in ``ids`` (at
+        most 10,000), as the selection calls do; ids not pending are not selected."""
+        if action not in F.ACTIONS:
+            raise InvalidInput(f"unknown action {action!r}: one of {', '.join(F.ACTIONS)}")
+        if action == "reschedule":
+            F.check_move(move.get("delay_ms"), move.get("deadline_ms"), move.get("shift_ms"))
+        elif move:
+            raise InvalidInput(f"{action} takes no new deadline: {', '.join(move)}")
+        found: list[TimerInfo] = self._run(F.infos(self._ns(), ids))
+        pending = [t for t in found if t.state == "pending"]
+        done: Bulk = self._run(F.act(self._ns(), action, pending, **move))
+        return done
 
     def _act(
         self,

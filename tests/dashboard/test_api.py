@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -126,8 +129,9 @@ def test_read_only_refuses_every_action_and_writes_nothing(
             "/api/dead/0/1-0/drop",
             "/api/schedules/nightly/pause",
             "/api/schedules/nightly/delete",
+            "/api/bulk/cancel",
         ):
-            r = http.post(path)
+            r = http.post(path, json={"ids": ["job:{1}"]})
             assert r.status_code == 403 and "read-only" in r.json()["error"]
     assert namespace_dump(redis_client, client.namespace) == before
 
@@ -236,8 +240,9 @@ def test_cross_site_actions_are_refused(
         "/api/dead/0/1-0/drop",
         "/api/schedules/nightly/trigger",
         "/api/schedules/nightly/delete",
+        "/api/bulk/cancel",
     ):
-        r = http.post(path, headers=headers)
+        r = http.post(path, headers=headers, json={"ids": ["job:{9}"]})
         assert r.status_code == 403, r.text
         assert why in r.json()["error"]
     assert namespace_dump(redis_client, client.namespace) == before
@@ -278,7 +283,9 @@ PATHS = [
     "/api/overview", "/api/shards/0/due", "/api/dead", "/login", "/",
     "/api/schedules", "/api/schedules/nightly/pause", "/api/schedules/nightly/trigger",
     "/api/schedules/nightly/bogus", "/api/schedules/none/resume",
-    "/api/schedules/nightly/backfill",
+    "/api/schedules/nightly/backfill", "/api/find", "/api/find?match=job:*&state=any",
+    "/api/find?state=late", "/api/find?cursor=x", "/api/bulk/cancel", "/api/bulk/bogus",
+    "/api/bulk/reschedule",
 ]  # fmt: skip
 printable = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=30)
 json_bodies = st.dictionaries(
@@ -319,3 +326,61 @@ def test_any_request_is_answered_below_500_and_a_refusal_writes_nothing(
     assert r.status_code < 500, (request, r.text)
     if r.status_code >= 400:
         assert namespace_dump(redis_client, client.namespace) == before
+
+
+def test_find_and_bulk_actions(client: TimerClient, redis_client: redis.Redis) -> None:
+    """/api/find pages the search box's selection; /api/bulk acts on the ids the page
+    selected; bad input is a 400 that writes nothing."""
+    client.schedule_many([{"id": f"tenant-7:{i}", "delay_ms": 3_600_000} for i in range(5)])
+    client.schedule("other", 3_600_000)
+    with web(client) as http:
+        found = http.get("/api/find", params={"match": "tenant-7:*"}).json()
+        assert sorted(t["id"] for t in found["timers"]) == [f"tenant-7:{i}" for i in range(5)]
+        assert found["cursor"] is None and all(t["state"] == "pending" for t in found["timers"])
+        done = http.post("/api/bulk/cancel", json={"ids": ["tenant-7:0", "tenant-7:1", "nope"]})
+        assert done.json() == {"action": "cancel", "selected": 2, "done": 2, "skipped": 0,
+                               "errors": []}  # fmt: skip
+        decided = http.get("/api/find", params={"match": "tenant-7:*", "state": "cancelled"})
+        assert sorted(t["id"] for t in decided.json()["timers"]) == ["tenant-7:0", "tenant-7:1"]
+        before = namespace_dump(redis_client, client.namespace)
+        for path, body in (
+            ("/api/bulk/reschedule", {"ids": ["tenant-7:2"], "delay_ms": "soon"}),
+            ("/api/bulk/bogus", {"ids": ["tenant-7:2"]}),
+            ("/api/bulk/cancel", {"ids": "tenant-7:2"}),
+            ("/api/bulk/cancel", {"ids": [""]}),
+        ):
+            r = http.post(path, json=body)
+            assert r.status_code == 400, (path, r.text)
+        assert http.get("/api/find", params={"state": "late"}).status_code == 400
+        assert namespace_dump(redis_client, client.namespace) == before
+        moved = http.post("/api/bulk/reschedule", json={"ids": ["tenant-7:2"], "delay_ms": 60_000})
+        assert moved.json()["done"] == 1
+
+
+def test_live_stream_pushes_what_the_page_shows(client: TimerClient) -> None:
+    """/api/live is a Server-Sent Events stream whose events hold the overview, the dead
+    letters and the schedules; an unknown namespace is refused before any stream."""
+    client.schedule("job:{1}", 3_600_000)
+    client.schedules.create("nightly", cron="0 2 * * *")
+    with web(client) as http:
+        with http.stream("GET", "/api/live") as r:
+            assert r.headers["content-type"].startswith("text/event-stream")
+            data = next(line for line in r.iter_lines() if line.startswith("data: "))
+        snap = json.loads(data[len("data: ") :])
+        assert snap["overview"]["pending"] == 2 and snap["dead"] == []
+        assert [s["name"] for s in snap["schedules"]] == ["nightly"]
+        assert http.get("/api/live", params={"ns": "no-such-namespace"}).status_code == 400
+
+
+def test_the_page_script_parses(tmp_path: Path) -> None:
+    """The page's JavaScript is valid (a syntax error leaves a blank page and no error
+    from the server): `node --check` on it, where Node is installed."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed: the browser tests still load the page")
+    page = Path(__file__).resolve().parents[2] / "dashboard" / "static" / "index.html"
+    script = page.read_text().split("<script>", 1)[1].split("</script>", 1)[0]
+    (tmp_path / "page.js").write_text(script)
+    checked = subprocess.run([node, "--check", str(tmp_path / "page.js")], capture_output=True,
+                             text=True, check=False, timeout=60)  # fmt: skip
+    assert checked.returncode == 0, checked.stderr

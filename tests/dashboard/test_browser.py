@@ -18,7 +18,7 @@ import pytest
 
 from dashboard import create_app
 from tests.conftest import wait_for
-from timer import TimerClient
+from timer import Handlers, TimerClient
 from timer.testing import RedisServer, free_port
 from worker import Worker, WorkerSettings
 
@@ -50,7 +50,8 @@ def served(redis_server: RedisServer, namespace: str) -> Iterator[tuple[str, Tim
     worker = threading.Thread(target=w.run, kwargs={"handle_signals": False}, daemon=True)
     worker.start()
     port = free_port()
-    config = uvicorn.Config(create_app(c), host="127.0.0.1", port=port, log_level="warning")
+    config = uvicorn.Config(create_app(c), host="127.0.0.1", port=port, log_level="warning",
+                            timeout_graceful_shutdown=2)  # fmt: skip
     server = uvicorn.Server(config)
     web = threading.Thread(target=server.run, daemon=True)
     web.start()
@@ -160,8 +161,103 @@ def test_schedules_panel_in_a_browser(served: tuple[str, TimerClient]) -> None:
         row.locator("button[data-act='resume']").click()
         expect(row.locator(".state")).to_have_text("active")
         row.locator("button[data-act='delete']").click()
-        expect(page.locator("#schedules tbody")).to_contain_text("no recurring schedules")
+        expect(page.locator("#no-schedules")).to_be_visible()  # the form stays, no table
+        expect(page.locator("#schedules")).to_be_hidden()
         browser.close()
     assert c.schedules.get("heartbeat") is None
     manual = [o for o in c.all_outcomes() if o.id.endswith("-manual")]
     assert len(manual) == 1 and manual[0].id.startswith("{heartbeat}@")
+
+
+LAYOUT_CHECK = """() => {
+  const out = [];
+  const width = document.documentElement.clientWidth;
+  for (const box of document.querySelectorAll("section, .card")) {
+    const name = box.id || box.querySelector("h2")?.textContent || box.className;
+    const over = box.scrollWidth - box.clientWidth;
+    if (over > 1) out.push(`${name} overflows by ${over}px`);
+  }
+  for (const b of document.querySelectorAll("button")) {
+    const r = b.getBoundingClientRect();
+    if (!r.width) continue;  // hidden
+    const card = b.closest("section, .card, header").getBoundingClientRect();
+    const out_of_card = r.left < card.left - 1 || r.right > card.right + 1;
+    if (out_of_card || r.right > width + 1) {
+      out.push(`button ${b.textContent} at ${r.left}-${r.right} in ${card.left}-${card.right}`);
+    }
+  }
+  return out;
+}"""
+
+
+def test_find_select_act_live_and_layout_in_a_browser(
+    served: tuple[str, TimerClient], tmp_path: Path
+) -> None:
+    """The search box finds timers by glob and state; the ones selected are cancelled or
+    rescheduled in bulk from the page. The page follows a live stream, not polling: a
+    timer scheduled elsewhere shows up without a request of the page's. At 1280, 1440
+    and 1920 px no section overflows and every button lies within its card and the
+    viewport; figures have labels and times their zone."""
+    from playwright.sync_api import expect, sync_playwright  # noqa: PLC0415
+
+    assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
+    url, c = served
+    c.schedule_many([{"id": f"tenant-7:{i}", "delay_ms": 3_600_000} for i in range(6)])
+    c.schedule("other", 3_600_000)
+    c.schedules.create("nightly-report-for-every-tenant", cron="0 2 * * *", tz="Europe/Paris")
+    long_error = "downstream refused: " + "a very long reason without breaks " * 8
+
+    def fail(o: object) -> None:
+        raise RuntimeError(long_error)
+
+    c.schedule("poison", 0)
+    assert c.wait("poison", timeout=20).outcome == "expired"
+    dead = Handlers(c, group="billing-reconciliation-handlers", max_attempts=1)
+    dead.add("expired", fail)
+    assert dead.run(stop_when_idle=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.on("dialog", lambda d: d.accept())
+        polled: list[str] = []
+        page.on("request", lambda r: polled.append(r.url) if "/api/overview" in r.url else None)
+        page.goto(url)
+        expect(page.locator("#pending")).to_have_text("8")  # with the schedule's armed one
+        expect(page.locator("#dead tbody")).to_contain_text("downstream refused")
+        before = len(polled)  # the first paint fetched once; from here on the stream updates
+        c.schedule("arrived-later", 3_600_000)
+        expect(page.locator("#pending")).to_have_text("9")
+        assert len(polled) == before, "the page polled instead of following the stream"
+        expect(page.locator("#per-minute")).to_contain_text("expired")
+        expect(page.locator("#per-minute")).to_contain_text("cancelled")
+        expect(page.locator("#updated")).to_contain_text("UTC")
+
+        page.fill("#find-match", "tenant-7:*")
+        page.click("#find button")
+        expect(page.locator("#found tbody tr")).to_have_count(6)
+        expect(page.locator("#find-count")).to_have_text("6 shown")
+        page.locator("input[data-found='tenant-7:0']").check()
+        page.locator("input[data-found='tenant-7:1']").check()
+        page.click("#bulk-cancel")
+        expect(page.locator("#message")).to_contain_text("cancel: 2 of 2 done")
+        assert c.timers.count("tenant-7:*", state="cancelled") == 2
+        page.click("#found-all")
+        page.fill("#bulk-delay", "2h")
+        page.click("#bulk-reschedule")
+        expect(page.locator("#message")).to_contain_text("reschedule: 4 of 4 done")
+        later = c.server_time_ms() + 3_600_000
+        assert all(t.deadline_ms > later for t in c.timers.scan("tenant-7:*"))
+        page.select_option("#find-state", "cancelled")
+        page.click("#find button")
+        expect(page.locator("#found tbody tr")).to_have_count(2)
+        expect(page.locator("#found tbody")).to_contain_text("UTC")
+
+        for width in (1280, 1440, 1920):
+            page.set_viewport_size({"width": width, "height": 900})
+            page.fill("#find-match", "*")
+            page.select_option("#find-state", "any")
+            page.click("#find button")
+            expect(page.locator("#found tbody tr").first).to_be_visible()
+            assert page.evaluate(LAYOUT_CHECK) == [], width
+            page.screenshot(path=str(tmp_path / f"dashboard-{width}.png"), full_page=True)
+        browser.close()

@@ -25,6 +25,8 @@ from typing import Any
 from ..errors import CorruptRecord, InvalidInput, TimerError, TimerNotFound
 from . import calls as C
 from . import entries as E
+from . import keys as K
+from . import shard_calls as SC
 from .calls import Op
 from .checks import check_int
 from .models import TimerInfo
@@ -249,6 +251,30 @@ def _keep(
         info = TimerInfo(tid, shard, "undecodable", 0, None)
     if info is not None and sel.wants(info):
         found.append(info)
+
+
+MAX_IDS = 10_000  # ids one act_on call takes
+
+
+def infos(ns: C.Namespace, ids: object) -> Op[list[TimerInfo]]:
+    """The timers of ``ids`` as they are now (pending or retained; unknown ones left out),
+    read in one pipeline. InvalidInput before any I/O for a bad id or too many."""
+    if not isinstance(ids, (list, tuple)):
+        raise InvalidInput(f"ids must be a list of timer ids, got {type(ids).__name__}")
+    if len(ids) > MAX_IDS:
+        raise InvalidInput(f"{len(ids)} ids in one call; the limit is {MAX_IDS}")
+    tids = list(dict.fromkeys(K.check_name("timer id", t) for t in ids))
+    if not tids:
+        return []
+    shards = [ns.shard_of(t) for t in tids]
+    replies = yield C.Pipeline(
+        [SC.get_call(ns.shard(s), t) for s, t in zip(shards, tids, strict=True)]
+    )
+    found: list[TimerInfo] = []
+    for tid, shard, (pending, decided) in zip(tids, shards, replies, strict=True):
+        _keep(Selection(states=frozenset(STATES)), found, tid, shard, pending=pending or None,
+              decided=decided or None)  # fmt: skip
+    return found
 
 
 # -- acting on a page --------------------------------------------------------------------
