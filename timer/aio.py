@@ -13,8 +13,10 @@ backoff, the consumer-group reader); this module only awaits their steps. It cov
 a service does per request (schedule, schedule_many, cancel, complete, reschedule,
 notify, get, wait) and reading outcomes through a consumer group (``outcomes``, then
 ``await o.aack()``). Creating the namespace, trimming and stats stay on TimerClient
-(operations, not request paths). Redis Cluster is not supported here yet: ``connect``
-refuses a cluster URL with a ConfigError.
+(operations, not request paths). A URL naming a Redis Cluster node gives a cluster
+client, as ``TimerClient.from_url`` does: commands are routed by key, and a pipeline of
+script calls is split per node (a cluster pipeline refuses scripts), each part on that
+node's own connection, so durability's WAIT covers the writes it follows.
 """
 
 from __future__ import annotations
@@ -22,10 +24,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-from collections.abc import AsyncIterator, Iterable, Mapping
+import urllib.parse
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
+import redis.exceptions
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.commands.core import AsyncScript
 
 from .durable import calls as C
@@ -35,12 +40,21 @@ from .durable.codec import DEFAULT_MAX_PAYLOAD
 from .durable.models import ClientSettings, Meta, Outcome, Timer, TimerInfo
 from .durable.reader import GroupReader, check_options
 from .durable.scripts import ScriptName, source
-from .errors import ConfigError, TimerError
+from .errors import TimerError
 from .schedules import AsyncSchedules
 from .store import RedisSettings, map_errors, settle_replies, settle_wait
 from .timers import AsyncTimers
 
 T = TypeVar("T")
+
+# Replies of a pipelined script call the cluster client fixes by itself when it runs the
+# call alone (a redirect after resharding, a lost script cache).
+RETRY_ALONE = (
+    redis.exceptions.MovedError,
+    redis.exceptions.AskError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.NoScriptError,
+)
 
 
 class AsyncTimerClient:
@@ -52,14 +66,20 @@ class AsyncTimerClient:
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: aioredis.Redis | AsyncRedisCluster,
         namespace: str,
         meta: Meta,
         *,
         settings: ClientSettings | None = None,
         safe_url: str = "redis",
+        node_url: Callable[[str, int], str] | None = None,
+        node_options: Mapping[str, Any] | None = None,
     ) -> None:
-        self.redis = client
+        self.redis: Any = client  # aioredis.Redis or its RedisCluster: the calls are common
+        self.cluster = isinstance(client, AsyncRedisCluster)
+        self._node_url = node_url  # a cluster node's URL (host, port), with the same auth
+        self._node_options = dict(node_options or {})
+        self._nodes: dict[str, aioredis.Redis] = {}  # a plain client per cluster node
         self.namespace = K.check_namespace(namespace)
         self.keys = K.NamespaceKeys(self.namespace)
         self.meta = meta
@@ -91,22 +111,23 @@ class AsyncTimerClient:
             durability=durability, durability_timeout_s=durability_timeout_s,
         )  # fmt: skip
         rs = RedisSettings.from_url(url, socket_timeout_s=socket_timeout_s)
-        client = aioredis.Redis.from_url(rs.url, health_check_interval=30, **rs.options())
+        options = rs.options()
+        client: Any = aioredis.Redis.from_url(rs.url, health_check_interval=30, **options)
         try:
             with map_errors(rs.safe_url):
-                hello = ops.hello_fields(await client.execute_command("HELLO"))  # type: ignore[no-untyped-call]
-                if hello.get("mode") == "cluster":
-                    raise ConfigError(
-                        f"{rs.safe_url} is a Redis Cluster node; the asyncio client does not "
-                        "support Redis Cluster yet (use TimerClient)"
-                    )
+                hello = ops.hello_fields(await client.execute_command("HELLO"))
                 ops.check_server_version(ops.version_of_hello(hello), rs.safe_url)
+                if hello.get("mode") == "cluster":
+                    await client.aclose()
+                    client = AsyncRedisCluster.from_url(rs.url, **options)
+                    await client.initialize()
                 stored = await client.hgetall(keys.meta)
             meta = C.meta_from(stored, keys.namespace, rs.safe_url)
         except BaseException:
             await client.aclose()  # no half-open connection left behind
             raise
-        return cls(client, namespace, meta, settings=settings, safe_url=rs.safe_url)
+        return cls(client, namespace, meta, settings=settings, safe_url=rs.safe_url,
+                   node_url=functools.partial(_node_url, rs.url), node_options=options)  # fmt: skip
 
     def __repr__(self) -> str:
         return f"AsyncTimerClient(url={self.where!r}, namespace={self.namespace!r})"
@@ -145,13 +166,29 @@ class AsyncTimerClient:
         durability = self.settings.durability
         if isinstance(step, C.ScriptCall) and durability.waits and step.wait:
             return C.error_or((await self._execute(C.Pipeline([step])))[0])  # then WAIT
+        if (
+            self.cluster
+            and isinstance(step, C.Pipeline)
+            and step.calls
+            and isinstance(step.calls[0], C.ScriptCall)
+        ):
+            scripts = [c for c in step.calls if isinstance(c, C.ScriptCall)]
+            raw = await self._scripts_per_node(scripts)
+            return settle_replies(raw, self.where, errors_in_slots=step.errors_in_slots)
         with map_errors(self.where):
             if isinstance(step, C.ScriptCall):
                 return await self._scripts[step.script](keys=step.keys, args=step.args)
             if isinstance(step, C.Command):
+                if step.every_primary and self.cluster:
+                    return {
+                        node.name: await getattr(self.redis, step.name)(
+                            *step.args, target_nodes=node, **step.kwargs
+                        )
+                        for node in self.redis.get_primaries()
+                    }
                 reply = await getattr(self.redis, step.name)(*step.args, **step.kwargs)
                 return {self.where: reply} if step.every_primary else reply
-            pipe = self.redis.pipeline(transaction=False)
+            pipe = self.redis.pipeline(transaction=None if self.cluster else False)
             for c in step.calls:
                 if isinstance(c, C.ScriptCall):
                     await self._scripts[c.script](keys=c.keys, args=c.args, client=pipe)
@@ -166,6 +203,56 @@ class AsyncTimerClient:
             if waits:
                 raw = settle_wait(durability, list(raw))
         return settle_replies(raw, self.where, errors_in_slots=step.errors_in_slots)
+
+    async def _scripts_per_node(self, calls: Sequence[C.ScriptCall]) -> list[Any]:
+        """Script calls on a cluster: one pipeline per node (on its own connection, WAIT
+        after the writes when asked), run together; replies (or errors) in order. A call
+        redirected by a resharding, or whose script the node lost, is run alone again."""
+        groups: dict[str, list[int]] = {}
+        nodes: dict[str, Any] = {}
+        for i, call in enumerate(calls):
+            node = self.redis.get_node_from_key(call.keys[0])
+            nodes[node.name] = node
+            groups.setdefault(node.name, []).append(i)
+        replies: list[Any] = [None] * len(calls)
+        with map_errors(self.where):
+            parts = await asyncio.gather(*(
+                self._node_pipeline(self._node(nodes[name]), calls, idxs)
+                for name, idxs in groups.items()
+            ))  # fmt: skip
+            for idxs, part in zip(groups.values(), parts, strict=True):
+                for i, reply in zip(idxs, part, strict=True):
+                    replies[i] = reply
+            for i, reply in enumerate(replies):
+                if isinstance(reply, RETRY_ALONE):
+                    replies[i] = await self._scripts[calls[i].script](
+                        keys=calls[i].keys, args=calls[i].args
+                    )
+        return replies
+
+    async def _node_pipeline(
+        self, conn: aioredis.Redis, calls: Sequence[C.ScriptCall], idxs: list[int]
+    ) -> list[Any]:
+        durability = self.settings.durability
+        waits = durability.waits and any(calls[i].wait for i in idxs)
+        pipe = conn.pipeline(transaction=False)
+        for i in idxs:
+            await self._scripts[calls[i].script](keys=calls[i].keys, args=calls[i].args,
+                                                 client=pipe)  # fmt: skip
+        if waits:
+            pipe.execute_command(*durability.command())
+        raw = list(await pipe.execute(raise_on_error=False))
+        return settle_wait(durability, raw) if waits else raw
+
+    def _node(self, node: Any) -> aioredis.Redis:
+        """A plain client of one cluster node (made at first use, kept)."""
+        conn = self._nodes.get(node.name)
+        if conn is None:
+            assert self._node_url is not None, "a cluster client is made by connect()"
+            url = self._node_url(node.host, node.port)
+            conn = aioredis.Redis.from_url(url, **self._node_options)
+            self._nodes[node.name] = conn
+        return conn
 
     def _ns(self) -> C.Namespace:
         return C.Namespace(self.keys, self.meta, self.settings)
@@ -254,7 +341,11 @@ class AsyncTimerClient:
         """
         check_options(count=count, block_ms=block_ms, stop_when_idle=stop_when_idle)
         reader = GroupReader.of(
-            self._ns(), group, consumer, reclaim_idle_ms=reclaim_idle_ms, per_stream=False
+            self._ns(),
+            group,
+            consumer,
+            reclaim_idle_ms=reclaim_idle_ms,
+            per_stream=self.cluster,
         )
         await self._run(reader.ensure())
         ended: list[None] = []
@@ -273,6 +364,8 @@ class AsyncTimerClient:
     # -- lifetime ---------------------------------------------------------------------
 
     async def aclose(self) -> None:
+        for conn in self._nodes.values():
+            await conn.aclose()
         await self.redis.aclose()
 
     async def __aenter__(self) -> AsyncTimerClient:
@@ -280,3 +373,11 @@ class AsyncTimerClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def _node_url(url: str, host: str, port: int) -> str:
+    """``url`` pointed at another node of its cluster: same scheme, user and password."""
+    parts = urllib.parse.urlsplit(url)
+    auth = parts.netloc.rpartition("@")[0]
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{auth}@{where}" if auth else where))

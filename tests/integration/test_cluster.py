@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from tests.conftest import wait_for
-from timer import Backoff, ConfigError, Handlers, Outcome, TimerClient
+from timer import Backoff, Handlers, Outcome, TimerClient
 from timer.aio import AsyncTimerClient
 from timer.testing import (
     CLUSTER_BUS_OFFSET,
@@ -162,10 +162,55 @@ def test_cluster_survives_script_flush(cclient: TimerClient, cluster_url: str) -
     assert cclient.cancel("after-flush") is True
 
 
-def test_asyncio_client_refuses_a_cluster_clearly(cluster_url: str) -> None:
-    """The asyncio client has no cluster support yet: it says so and points to TimerClient."""
-    with pytest.raises(ConfigError, match="does not support Redis Cluster yet"):
-        asyncio.run(AsyncTimerClient.connect(cluster_url, "default"))
+def test_asyncio_client_on_a_cluster(cclient: TimerClient) -> None:
+    """AsyncTimerClient at parity with the sync client on a cluster: schedule one and a
+    batch over every shard (its pipelines split per node), get, notify, cancel,
+    reschedule, wait for what a worker fires, read and ack through a group, find and act
+    in bulk, create and list a schedule; after SCRIPT FLUSH the calls reload."""
+    w = Worker(TimerClient.from_url(cclient.where, cclient.namespace),
+               WorkerSettings(worker_id="aw", lease_ms=5_000))  # fmt: skip
+    runner = threading.Thread(target=w.run, daemon=True)
+
+    async def main() -> None:
+        async with await AsyncTimerClient.connect(cclient.where, cclient.namespace) as ac:
+            assert ac.cluster
+            made = await ac.schedule("a:{1}", 60_000, watch=["a:{1}:done"])
+            assert made.created and (await ac.get("a:{1}")) is not None
+            batch = await ac.schedule_many(
+                [{"id": f"b:{{{i}}}", "delay_ms": 200} for i in range(40)])  # fmt: skip
+            assert all(not isinstance(t, Exception) for t in batch), batch
+            assert {t.shard for t in batch if not isinstance(t, Exception)} == set(range(8))
+            assert await ac.notify("a:{1}:done") == 1
+            await ac.schedule("c:{2}", 60_000)
+            assert await ac.cancel("c:{2}") is True
+            await ac.schedule("r:{3}", 60_000)
+            assert (await ac.reschedule("r:{3}", 100)) is not None
+            runner.start()
+            assert (await ac.wait("r:{3}", timeout=20)).outcome == "expired"
+            for i in range(40):
+                assert (await ac.wait(f"b:{{{i}}}", timeout=20)).outcome == "expired"
+            seen: set[str] = set()
+            async for o in ac.outcomes("g", "c1", stop_when_idle=True):
+                seen.add(o.id)
+                await o.aack()
+            assert {f"b:{{{i}}}" for i in range(40)} | {"a:{1}", "c:{2}", "r:{3}"} <= seen
+            page = await ac.timers.find("*", state="any", count=200)
+            assert len(page.timers) >= 43
+            await ac.schedule_many([{"id": f"x:{{{i}}}", "delay_ms": 600_000} for i in range(16)])
+            assert (await ac.timers.act("cancel", "x:*")).done == 16
+            await ac.schedules.create("tick", every="1h")
+            assert [s.name for s in await ac.schedules.list()] == ["tick"]
+            await ac.redis.script_flush()
+            assert (await ac.schedule_many([{"id": "after-flush", "delay_ms": 60_000}]))[0]
+            assert await ac.cancel("after-flush") is True
+
+    try:
+        asyncio.run(main())
+    finally:
+        w.stop()
+        if runner.is_alive():
+            runner.join(15)
+        w.client.close()
 
 
 def test_worker_follows_events_on_a_cluster(
