@@ -84,8 +84,9 @@ def dashboard(
         f"http://{host}:{port}/{login}" + (" (read-only)" if read_only else ""),
         err=True,
     )
-    config = uvicorn.Config(web, host=host, port=port, log_level="warning",
-                            timeout_graceful_shutdown=2)  # an open page's live stream ends
+    config = uvicorn.Config(
+        web, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2
+    )  # an open page's live stream ends
     server = uvicorn.Server(config)
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
 

@@ -18,7 +18,15 @@ from worker.metrics import serve_handler_metrics
 from .app import App, errors, pass_app, starts_server
 from .durations import DURATION
 from .output import to_json
-from .service import connect, log_level_option, metrics_options, serve, setup_logging
+from .service import (
+    announce,
+    connect,
+    log_format_option,
+    log_level_option,
+    metrics_options,
+    serve,
+    setup_logging,
+)
 
 
 class HandlerSpec(click.ParamType):  # type: ignore[type-arg]  # click stubs vary by version
@@ -132,6 +140,7 @@ class HandlerSpec(click.ParamType):  # type: ignore[type-arg]  # click stubs var
     "Address for the metrics; 0.0.0.0 in a container so others can reach it.",
 )
 @log_level_option
+@log_format_option
 @pass_app
 def handle(
     app: App,
@@ -151,6 +160,7 @@ def handle(
     metrics_port: int | None,
     metrics_host: str,
     log_level: str,
+    log_format: str,
 ) -> None:
     """Run a handler for every outcome of the namespace (at-least-once).
 
@@ -165,7 +175,7 @@ def handle(
     Example:
       tickwheel handle myapp.handlers:on_timeout --concurrency 16 --max-attempts 5
     """
-    setup_logging(log_level)
+    setup_logging(log_level, log_format)
     with errors():
         handlers = _handlers_of(
             spec, group, consumer, kinds, max_attempts, backoff_ms, max_backoff_ms,
@@ -199,12 +209,13 @@ def _announce(
             metrics_host, metrics_port,
         )  # fmt: skip
         where = f"; metrics on http://{metrics_host}:{metrics_port}/metrics"
-    click.echo(
+    announce(
         f"consumer {handlers.consumer} of group {handlers.group!r} handling "
         f"{', '.join(handlers.kinds)} outcomes of namespace {app.namespace!r} at "
         f"{app.safe_url} (concurrency {concurrency}, max attempts {handlers.max_attempts})"
         f"{where}",
-        err=True,
+        group=handlers.group,
+        consumer=handlers.consumer,
     )
 
 
@@ -221,11 +232,12 @@ def _report(app: App, handlers: Handlers, drained: bool) -> None:
     }
     if app.json:
         click.echo(to_json(summary))
-    click.echo(
+    announce(
         f"consumer {handlers.consumer} stopped: handled {s.handled}, failed attempts "
         f"{s.failed}, retried {s.retried}, dead-lettered {s.dead_lettered}"
         + ("" if drained else "; handlers still running were left pending"),
-        err=True,
+        group=handlers.group,
+        consumer=handlers.consumer,
     )
     if not drained:
         raise SystemExit(1)

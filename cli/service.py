@@ -3,6 +3,8 @@ options, waiting for Redis at start-up, and serving metrics with a clear error."
 
 from __future__ import annotations
 
+import datetime
+import json
 import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -37,10 +39,64 @@ def metrics_options(port_help: str, host_help: str) -> Callable[[F], F]:
     return add
 
 
-def setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+log_format_option = click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    envvar="TICKWHEEL_LOG_FORMAT",
+    help="json: one object a line (time, level, logger, message, and worker, shard, group, "
+    "consumer, timer_id where there is one) [env TICKWHEEL_LOG_FORMAT].",
+)
+
+FIELDS = ("worker", "shard", "group", "consumer", "timer_id", "attempt")
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: time (UTC, ISO-8601 with ms), level, logger, message, the
+    structured fields a record carries (``extra=``), and the traceback as ``error``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        at = datetime.datetime.fromtimestamp(record.created, datetime.UTC)
+        line: dict[str, Any] = {
+            "time": at.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for name in FIELDS:
+            value = getattr(record, name, None)
+            if value is not None:
+                line[name] = value
+        if record.exc_info:
+            line["error"] = self.formatException(record.exc_info)
+        return json.dumps(line, default=str)
+
+
+_json_lines = False  # set by setup_logging: what announce() writes
+
+
+def announce(message: str, **fields: object) -> None:
+    """A line the command itself says on stderr (ready, stopped): plain text, or under
+    --log-format json a JSON object like the log lines, whatever the log level."""
+    if not _json_lines:
+        click.echo(message, err=True)
+        return
+    record = logging.LogRecord("tickwheel.cli", logging.INFO, "", 0, message, None, None)
+    record.__dict__.update(fields)
+    click.echo(JsonFormatter().format(record), err=True)
+
+
+def setup_logging(level: str, fmt: str = "text") -> None:
+    global _json_lines  # one process, one log format
+    _json_lines = fmt == "json"
+    handler = logging.StreamHandler()
+    handler.setFormatter(
+        JsonFormatter()
+        if fmt == "json"
+        else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     )
+    logging.basicConfig(level=level.upper(), handlers=[handler])
 
 
 def connect(app: App, what: str, logger: logging.Logger) -> TimerClient:

@@ -12,7 +12,15 @@ from worker.settings import default_worker_id
 
 from .app import App, errors, pass_app, starts_server
 from .durations import DURATION, MILLIS
-from .service import connect, log_level_option, metrics_options, serve, setup_logging
+from .service import (
+    announce,
+    connect,
+    log_format_option,
+    log_level_option,
+    metrics_options,
+    serve,
+    setup_logging,
+)
 
 
 @starts_server
@@ -79,6 +87,7 @@ from .service import connect, log_level_option, metrics_options, serve, setup_lo
     "container so others can reach it.",
 )
 @log_level_option
+@log_format_option
 @pass_app
 def worker(
     app: App,
@@ -93,6 +102,7 @@ def worker(
     metrics_port: int | None,
     metrics_host: str,
     log_level: str,
+    log_format: str,
 ) -> None:
     """Lead a fair share of the namespace's shards and fire their timers.
 
@@ -101,7 +111,7 @@ def worker(
     """
     lease_ms = one_of("--lease", lease, "--lease-ms", lease_ms, WorkerSettings.lease_ms)
     horizon_ms = one_of("--horizon", horizon, "--horizon-ms", horizon_ms, WorkerSettings.horizon_ms)
-    setup_logging(log_level)
+    setup_logging(log_level, log_format)
     with errors():
         settings = WorkerSettings(
             worker_id=worker_id or default_worker_id(),
@@ -121,16 +131,17 @@ def worker(
         if metrics_port is not None
         else ""
     )
-    click.echo(
+    announce(
         f"worker {settings.worker_id} ready: namespace {app.namespace!r} at {app.safe_url}{where}",
-        err=True,
+        worker=settings.worker_id,
     )
     try:
         with errors():
             w.run()  # SIGTERM/Ctrl-C stop it gracefully; it waits for Redis at start-up
     finally:
         client.close()
-    click.echo(f"worker {settings.worker_id} stopped; its shards were released", err=True)
+    announce(f"worker {settings.worker_id} stopped; its shards were released",
+             worker=settings.worker_id)  # fmt: skip
 
 
 def one_of(name: str, value: int | None, ms_name: str, ms_value: int | None, default: int) -> int:

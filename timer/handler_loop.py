@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .durable.groups import Delivery
+from .durable.models import Outcome
 from .errors import TimerError
 from .handler_policy import (
     Backoff,
@@ -42,6 +43,7 @@ log = logging.getLogger("tickwheel.handlers")
 class Registry(Protocol):
     """What the loop reads of its ``Handlers``."""
 
+    group: str
     consumer: str
     max_attempts: int
     backoff: Backoff
@@ -132,9 +134,17 @@ class HandlerLoop:
         try:
             return fn(*args, **kwargs)
         except TimerError as exc:
-            log.warning("consumer %s: %s; retrying", self.h.consumer, exc)
+            log.warning("consumer %s: %s; retrying", self.h.consumer, exc, extra=self._fields())
             self.hand.stopping.wait(0.5)  # not a busy loop while Redis is away
             return default
+
+    def _fields(self, o: Outcome | None = None) -> dict[str, object]:
+        """A log record's structured fields: group, consumer, and the timer if one."""
+        fields: dict[str, object] = {"group": self.h.group, "consumer": self.h.consumer}
+        if o is not None:
+            fields["timer_id"] = o.id
+            fields["attempt"] = o.attempt
+        return fields
 
     def _idle(self) -> bool:
         """Nothing in hand, nothing to claim, no retry waiting (``stop_when_idle``)."""
@@ -237,7 +247,7 @@ class HandlerLoop:
                 log.warning(
                     "thread %s: the handler of %s %s returned after its timeout; its "
                     "outcome had been released for a retry, so nothing is settled here",
-                    me, kind, d.outcome.id,
+                    me, kind, d.outcome.id, extra=self._fields(d.outcome),
                 )  # fmt: skip
             else:
                 self._settle(d, error, started)
@@ -263,7 +273,7 @@ class HandlerLoop:
                 "handler thread %s is stuck: its handler of %s %s (attempt %d) ran past its "
                 "%.3gs timeout; the outcome is released for a retry and no longer touched, "
                 "and a new thread takes the stuck one's place",
-                name, o.outcome, o.id, o.attempt, timeout or 0,
+                name, o.outcome, o.id, o.attempt, timeout or 0, extra=self._fields(o),
             )  # fmt: skip
             self.h.stats.timed_out += 1
             self.replaced.add(name)
@@ -325,12 +335,14 @@ class HandlerLoop:
                 log.info(
                     "%s %s (attempt %d/%d) failed: %s; retrying in %.3gs",
                     o.outcome, o.id, o.attempt, h.max_attempts, exc, delay,
+                    extra=self._fields(o),
                 )  # fmt: skip
                 self._with_retries(lambda: self.group.retry(d, round(delay * 1000)))
                 h.stats.retried += 1
         except TimerError as err:
             h.stats.ack_errors += 1
-            log.error("could not settle %s %s (%s); it will come again", o.outcome, o.id, err)
+            log.error("could not settle %s %s (%s); it will come again", o.outcome, o.id, err,
+                      extra=self._fields(o))  # fmt: skip
         finally:
             self._forget(d)
 
@@ -376,10 +388,12 @@ class HandlerLoop:
                 log.error(
                     "%s %s failed %d attempts; dead letter %s: %s",
                     o.outcome, o.id, o.attempt, ref, error.splitlines()[0] if error else "",
+                    extra=self._fields(o),
                 )  # fmt: skip
         except TimerError as err:
             self.h.stats.ack_errors += 1
-            log.error("could not dead-letter %s (%s); it will come again", o.id, err)
+            log.error("could not dead-letter %s (%s); it will come again", o.id, err,
+                      extra=self._fields(o))  # fmt: skip
         finally:
             if forget:
                 self._forget(d)

@@ -68,7 +68,13 @@ class WorkerContext:
         self.failing_until[shard] = self.clock.mono_ms() + self.settings.renew_every_ms
         self.stats.redis_errors += 1
         what = "namespace" if shard is None else f"shard {shard}"
-        self.warn.warning("%s: %s failed (%s); other shards go on", what, doing, exc)
+        self.warn.warning("%s: %s failed (%s); other shards go on", what, doing, exc,
+                          extra=self.fields(shard))  # fmt: skip
+
+    def fields(self, shard: int | None = None) -> dict[str, object]:
+        """A log record's structured fields: this worker, and the shard if there is one
+        (``--log-format json`` prints them; text logs say them in the message)."""
+        return {"worker": self.id} if shard is None else {"worker": self.id, "shard": shard}
 
     def failing(self, shard: int | None) -> bool:
         """True while a recent failure on this shard (None: namespace keys) is backed off."""

@@ -81,7 +81,8 @@ class Firer:
             )  # fmt: skip
         except Fenced:
             ctx.stats.fence_rejections += 1
-            log.warning("shard %d: fenced at epoch %d; dropping it", state.shard, state.epoch)
+            log.warning("shard %d: fenced at epoch %d; dropping it", state.shard, state.epoch,
+                        extra=ctx.fields(state.shard))  # fmt: skip
             self.leases.drop(state.shard, release=False)
             return 0
         now = ctx.clock.now_ms()
@@ -132,7 +133,8 @@ class Firer:
                 self.fire_batch(batch)
             except TimerError as exc:
                 ctx.stats.redis_errors += 1
-                ctx.warn.warning("firing failed (%s); entries go back to the wheel", exc)
+                ctx.warn.warning("firing failed (%s); entries go back to the wheel", exc,
+                                 extra=ctx.fields())  # fmt: skip
                 with ctx.lock:
                     for task in batch:
                         state = ctx.shards.get(task.shard)

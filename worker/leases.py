@@ -80,7 +80,9 @@ class Leases:
         for state in list(ctx.shards.values()):
             if now - state.renewed_mono_ms >= s.lease_ms - s.lease_ms // 6:
                 log.warning(
-                    "shard %d: lease could not be renewed in time; dropping it", state.shard
+                    "shard %d: lease could not be renewed in time; dropping it",
+                    state.shard,
+                    extra=ctx.fields(state.shard),
                 )
                 ctx.stats.leases_lost += 1
                 self.drop(state.shard, release=False)
@@ -93,7 +95,8 @@ class Leases:
                 if renewal.renewed:
                     state.renewed_mono_ms = sent
                 else:
-                    log.warning("shard %d: lease lost at epoch %d", state.shard, state.epoch)
+                    log.warning("shard %d: lease lost at epoch %d", state.shard, state.epoch,
+                                extra=ctx.fields(state.shard))  # fmt: skip
                     ctx.stats.leases_lost += 1
                     self.drop(state.shard, release=False)
 
@@ -137,7 +140,7 @@ class Leases:
             ctx.stats.handovers += 1
         elif epoch > 1:
             ctx.stats.takeovers += 1
-        log.info("shard %d: leading at epoch %d", shard, epoch)
+        log.info("shard %d: leading at epoch %d", shard, epoch, extra=ctx.fields(shard))
         self.loader.follow()
         self.loader.load(ctx.shards[shard])
         return True
@@ -159,7 +162,8 @@ class Leases:
                 released = state.store.release(ctx.id, state.epoch)
                 ctx.stats.leases_released += int(released)
             except TimerError as exc:
-                log.warning("shard %d: release failed (%s); its lease will expire", shard, exc)
+                log.warning("shard %d: release failed (%s); its lease will expire", shard, exc,
+                            extra=ctx.fields(shard))  # fmt: skip
 
     def drop_expired(self) -> None:
         """Drop every shard whose lease may have expired (the loop could not tick)."""

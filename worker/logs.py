@@ -35,8 +35,9 @@ class RateLimitedLog:
         self._last: dict[str, float] = {}
         self._held: dict[str, int] = {}
 
-    def warning(self, fmt: str, *args: object) -> bool:
-        """Log now (True) or count it for the next line (False)."""
+    def warning(self, fmt: str, *args: object, extra: dict[str, object] | None = None) -> bool:
+        """Log now (True) or count it for the next line (False); ``extra``: the record's
+        fields (worker, shard) for structured logs."""
         now = self._clock()
         with self._lock:
             last = self._last.get(fmt)
@@ -48,10 +49,11 @@ class RateLimitedLog:
         if held and last is not None:
             since = now - last
             self._logger.warning(
-                fmt + " (and %d more like it in the last %.0fs)", *args, held, since
-            )
+                fmt + " (and %d more like it in the last %.0fs)", *args, held, since,
+                extra=extra,
+            )  # fmt: skip
         else:
-            self._logger.warning(fmt, *args)
+            self._logger.warning(fmt, *args, extra=extra)
         return True
 
 

@@ -106,7 +106,7 @@ class Worker:
                 "and AOF go unchecked; grant +info (README, Security) to have them checked"
             ]
         for note in notes:
-            log.warning("%s", note)
+            log.warning("%s", note, extra=self.ctx.fields())
         self._ready = True
 
     def _wait_until_ready(self) -> bool:
@@ -118,7 +118,8 @@ class Worker:
                 return True
             except StoreError as exc:
                 self._loop_mono_ms, self._last_error = self.clock.mono_ms(), str(exc)
-                self.ctx.warn.warning("worker %s: waiting for Redis: %s", self.id, exc)
+                self.ctx.warn.warning("worker %s: waiting for Redis: %s", self.id, exc,
+                                      extra=self.ctx.fields())  # fmt: skip
                 self.ctx.stopping.wait(backoff)
                 backoff = min(backoff * 2, 2.0)
         return False
@@ -211,7 +212,8 @@ class Worker:
                 except TimerError as exc:
                     self._loop_mono_ms, self._last_error = self.clock.mono_ms(), str(exc)
                     self.stats.redis_errors += 1
-                    self.ctx.warn.warning("worker %s: %s; retrying", self.id, exc)
+                    self.ctx.warn.warning("worker %s: %s; retrying", self.id, exc,
+                                          extra=self.ctx.fields())  # fmt: skip
                     self.leases.drop_expired()
                     stopping.wait(backoff)
                     backoff = min(backoff * 2, 2.0)
@@ -295,7 +297,8 @@ def _graceful_stop(worker: Worker, handle_signals: bool | None) -> Iterator[None
         return
 
     def on_signal(signum: int, _frame: object) -> None:
-        log.info("worker %s: %s received; stopping", worker.id, signal.Signals(signum).name)
+        log.info("worker %s: %s received; stopping", worker.id, signal.Signals(signum).name,
+                 extra=worker.ctx.fields())  # fmt: skip
         worker.stop()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}

@@ -223,3 +223,45 @@ def test_python_m_worker_refuses_bad_settings_before_waiting_for_redis() -> None
     assert done.returncode == 1, done.stderr
     assert "result_ttl must be from 1 second to 3650 days" in done.stderr
     assert "waiting for Redis" not in done.stderr
+
+
+def test_worker_and_handle_log_one_json_object_a_line(
+    tw: Run, redis_server: RedisServer, namespace: str, tmp_path: Path
+) -> None:
+    """--log-format json: every line the worker and the handler runner write on stderr is
+    one JSON object with time, level, logger and message; a shard's lines carry worker
+    and shard, a failed outcome's its timer id, group, consumer and attempt."""
+    tw("init", "--shards", "2")
+    (tmp_path / "failing.py").write_text(
+        "def on_timeout(o):\n    raise RuntimeError(f'job {o.id}: downstream refused')\n"
+    )
+    base = [sys.executable, "-m", "cli", "--redis-url", redis_server.url, "--namespace", namespace]
+    worker_log = tmp_path / "worker.log"
+    with worker_log.open("wb") as log:
+        proc = subprocess.Popen([*base, "worker", "--lease", "1s", "--id", "jw",
+                                 "--log-format", "json"], stdout=log, stderr=log)  # fmt: skip
+    try:
+        tw("schedule", "bad", "--in", "100ms")
+        assert as_json(tw("--json", "wait", "bad", "--timeout", "20"))["outcome"] == "expired"
+        handled = subprocess.run(
+            [*base, "handle", "failing:on_timeout", "--max-attempts", "1", "--idle-exit",
+             "--group", "g", "--consumer", "c1", "--log-format", "json"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert handled.returncode == 0, handled.stderr
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0
+    for text in (worker_log.read_text(), handled.stderr):
+        lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+        assert lines and all({"time", "level", "logger", "message"} <= set(x) for x in lines)
+        assert all(x["time"].endswith("Z") for x in lines)
+    worker_lines = [json.loads(line) for line in worker_log.read_text().splitlines()]
+    leading = [x for x in worker_lines if "leading at epoch" in x["message"]]
+    assert {x["shard"] for x in leading} == {0, 1} and {x["worker"] for x in leading} == {"jw"}
+    assert any("stopped" in x["message"] and x.get("worker") == "jw" for x in worker_lines)
+    runner = [json.loads(line) for line in handled.stderr.splitlines()]
+    dead = [x for x in runner if x["level"] == "ERROR"]
+    assert len(dead) == 1 and "downstream refused" in dead[0]["message"]
+    assert (dead[0]["timer_id"], dead[0]["group"], dead[0]["consumer"], dead[0]["attempt"]) == (
+        "bad", "g", "c1", 1)  # fmt: skip
