@@ -282,11 +282,12 @@ class AsyncTimerClient:
         watch: Iterable[str] = (),
         need: int = 1,
         rearm: bool = False,
+        traceparent: str | None = None,
     ) -> Timer:
         """As ``TimerClient.schedule``: idempotent, DuplicateTimer on other parameters."""
         return await self._run(ops.schedule(
             self._ns(), timer_id, delay_ms=delay_ms, deadline_ms=deadline_ms,
-            payload=payload, watch=watch, need=need, rearm=rearm,
+            payload=payload, watch=watch, need=need, rearm=rearm, traceparent=traceparent,
         ))  # fmt: skip
 
     async def schedule_many(

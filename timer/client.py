@@ -222,6 +222,7 @@ class TimerClient:
         watch: Iterable[str] = (),
         need: int = 1,
         rearm: bool = False,
+        traceparent: str | None = None,
     ) -> Timer:
         """Schedule a timer ``delay_ms`` from now (Redis time) or at ``deadline_ms``.
 
@@ -229,11 +230,13 @@ class TimerClient:
         whose outcome is retained (``result_ttl``, 24 h) returns that outcome as ``state``,
         unless ``rearm=True``, which schedules it again as a new arming with its own
         outcome (a retried job re-arming its timeout); the same id pending with other
-        parameters raises DuplicateTimer.
+        parameters raises DuplicateTimer. ``traceparent`` (W3C; ``timer.tracing.current()``
+        gives the active span's) is kept with the timer: its fire and its handler run
+        continue that trace.
         """
         return self._run(ops.schedule(
             self._ns(), timer_id, delay_ms=delay_ms, deadline_ms=deadline_ms,
-            payload=payload, watch=watch, need=need, rearm=rearm,
+            payload=payload, watch=watch, need=need, rearm=rearm, traceparent=traceparent,
         ))  # fmt: skip
 
     def schedule_many(
@@ -242,10 +245,11 @@ class TimerClient:
         """Schedule many timers in pipelined batches; one result per item, in order.
 
         Each item is a mapping with ``id`` and ``delay_ms`` or ``deadline_ms``, and optional
-        ``payload``, ``watch``, ``need``. A bad item gets its error in its slot (nothing is
-        written for it); the others go on. ``origin`` is stored with each timer created
-        here and reported back on a retry (``Timer.origin``), so a caller that retries a
-        batch (a Spark task) can tell "created by my earlier attempt" from "already there".
+        ``payload``, ``watch``, ``need``, ``rearm``, ``traceparent``. A bad item gets its
+        error in its slot (nothing is written for it); the others go on. ``origin`` is
+        stored with each timer created here and reported back on a retry
+        (``Timer.origin``), so a caller that retries a batch (a Spark task) can tell
+        "created by my earlier attempt" from "already there".
         """
         return self._run(ops.schedule_many(self._ns(), items, origin))
 

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from . import tracing
 from .durable.groups import Delivery
 from .durable.models import Outcome
 from .errors import TimerError
@@ -146,6 +147,12 @@ class HandlerLoop:
             fields["attempt"] = o.attempt
         return fields
 
+    def _span_fields(self, o: Outcome) -> dict[str, object]:
+        """The attributes of a handler run's span (timer/tracing.py)."""
+        return {"tickwheel.timer_id": o.id, "tickwheel.outcome": o.outcome,
+                "tickwheel.group": self.h.group, "tickwheel.consumer": self.h.consumer,
+                "tickwheel.attempt": o.attempt}  # fmt: skip
+
     def _idle(self) -> bool:
         """Nothing in hand, nothing to claim, no retry waiting (``stop_when_idle``)."""
         if len(self.hand):
@@ -236,7 +243,9 @@ class HandlerLoop:
                     self.running[key] = (started + timeout, d, started, me)
             error: BaseException | None = None
             try:
-                fn(d.outcome)
+                with tracing.span("tickwheel.handle", d.outcome.traceparent,
+                                  self._span_fields(d.outcome)):  # fmt: skip
+                    fn(d.outcome)
             except BaseException as exc:
                 error = exc
             with self.hand.cond:
@@ -300,7 +309,9 @@ class HandlerLoop:
         error: BaseException | None = None
         try:
             async with asyncio.timeout(timeout) as within:
-                await fn(d.outcome)
+                with tracing.span("tickwheel.handle", d.outcome.traceparent,
+                                  self._span_fields(d.outcome)):  # fmt: skip
+                    await fn(d.outcome)
         except TimeoutError as exc:
             error = exc
             if within.expired():  # ours, not the handler's own TimeoutError

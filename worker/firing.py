@@ -12,6 +12,8 @@ import logging
 import queue
 from collections.abc import Iterable
 
+from timer import tracing
+from timer.durable.models import Traced
 from timer.errors import Fenced, StoreError, TimerError
 
 from .context import WorkerContext
@@ -101,6 +103,9 @@ class Firer:
                 else:  # fired here, or decided by someone else meanwhile
                     del state.tasks[tid]
         ctx.stats.fired += len(result.fired)
+        if result.traced:
+            deadlines = {t.timer_id: t.deadline_ms for t in group}
+            trace_fires(ctx, state.shard, result.traced, deadlines)
         self.planner.offer(state, result.armed)
         if result.queued:
             state.replan = True  # a stale plan: the tick plans those schedules again
@@ -141,3 +146,16 @@ class Firer:
                         if state is not None and state.tasks.get(task.timer_id) is task:
                             self.loader.add_task(state, task.timer_id, task.deadline_ms)
                 ctx.stopping.wait(0.1)
+
+
+def trace_fires(
+    ctx: WorkerContext, shard: int, traced: list[Traced], deadlines: dict[str, int]
+) -> None:
+    """A ``tickwheel.fire`` span in the trace each of these timers was scheduled in: from
+    its deadline to its decision (Redis time), by this worker (timer/tracing.py)."""
+    for t in traced:
+        deadline = deadlines.get(t.id, t.decided_ms)
+        tracing.record_span("tickwheel.fire", t.traceparent, deadline, t.decided_ms, {
+            "tickwheel.timer_id": t.id, "tickwheel.shard": shard, "tickwheel.worker": ctx.id,
+            "tickwheel.lateness_ms": t.decided_ms - deadline,
+        })  # fmt: skip

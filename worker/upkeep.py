@@ -9,6 +9,7 @@ from __future__ import annotations
 from timer.errors import Fenced
 
 from .context import WorkerContext
+from .firing import trace_fires
 from .leases import Leases
 from .planning import Planner
 from .shard import ShardState
@@ -48,6 +49,8 @@ class Upkeep:
                     if task is not None:
                         task.cancel()
             total += len(swept.fired)
+            if swept.traced:
+                trace_fires(ctx, state.shard, swept.traced, dict(swept.fired))
             if swept.queued:  # occurrences swept have no plan: the tick plans their next
                 state.replan = True
             self.planner.offer(state, swept.held)  # waiting for their previous one

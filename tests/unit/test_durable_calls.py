@@ -86,12 +86,14 @@ def test_fire_call_keys_follow_the_header_order() -> None:
 
 def test_parsers_type_the_replies() -> None:
     """Replies of fire, sweep and the lease scripts come back as typed results."""
-    fired = SC.parse_fire([[b"a"], [b"b c", b"1700"], [b"{s}@9", b"9"], 1])
+    tp = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    fired = SC.parse_fire([[b"a"], [b"b c", b"1700"], [b"{s}@9", b"9"], 1, [b"a", tp, b"12"]])
     assert fired.fired == ["a"] and fired.early == {"b c": 1700}
     assert fired.armed == {"{s}@9": 9} and fired.queued == 1
-    swept = SC.parse_sweep([[b"x", b"5", b"y", b"6"], 1, 3, 2, [b"{s}@7", b"8"]])
+    assert fired.traced == [("a", tp.decode(), 12)]
+    swept = SC.parse_sweep([[b"x", b"5", b"y", b"6"], 1, 3, 2, [b"{s}@7", b"8"], []])
     assert swept.fired == [("x", 5), ("y", 6)] and swept.more and swept.moved == 3
-    assert swept.queued == 2 and swept.held == {"{s}@7": 8}
+    assert swept.queued == 2 and swept.held == {"{s}@7": 8} and swept.traced == []
     got = SC.parse_lease_acquire([1, 4, b"99", 1])
     assert got.epoch == 4 and got.handover
     assert not SC.parse_lease_acquire([1, 5, b"99", 0]).handover
@@ -279,11 +281,15 @@ def test_records_decode_with_their_defaults() -> None:
         "n": 1,
         "w": [],
         "g": [],
+        "x": "",
     }
     watched = decode_pending(msgpack.packb([5, b"\x01", 3, "o", 2, ["a", "b"], ["a"]]))
     assert (watched["n"], watched["w"], watched["g"]) == (2, ["a", "b"], ["a"])
     result = decode_result(msgpack.packb([3, 5, 4, b"\x01", 3]))
     assert (result["o"], result["d"], result["t"], result["c"]) == ("completed", 5, 9, 2)
+    tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    traced = decode_result(msgpack.packb([1, 5, 4, b"\x01", 3, "", [], tp]))
+    assert traced["x"] == tp and traced["g"] == [] and result["x"] == ""
     for old in ({"d": 5, "p": b"\x01", "c": 2}, {"o": "expired", "d": 5, "t": 9, "p": b""}):
         with pytest.raises(ValueError, match="msgpack array"):
             (decode_pending if "t" not in old else decode_result)(msgpack.packb(old))

@@ -15,6 +15,7 @@ consumer groups' in :mod:`.groups`, and reading stored records in :mod:`.entries
 
 from __future__ import annotations
 
+import re
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
@@ -265,11 +266,13 @@ def schedule_item(  # noqa: PLR0917 - the fields of one timer, in the order user
     watch: object = (),
     need: object = 1,
     rearm: object = False,
+    traceparent: object = None,
 ) -> ScheduleItem:
     """Validate one timer for ``schedule_call``; InvalidInput, nothing sent.
 
     ``rearm``: an id that ended (its outcome retained) is scheduled again instead of
-    answering with that outcome.
+    answering with that outcome. ``traceparent``: a W3C trace context kept with the timer
+    and handed to its outcome (``timer.tracing``).
     """
     tid = K.check_name("timer id", timer_id)
     mode, value = _when(ns, delay_ms, deadline_ms)
@@ -289,7 +292,10 @@ def schedule_item(  # noqa: PLR0917 - the fields of one timer, in the order user
                 f"{tid!r} routes to shard {shard}; give both the same hash tag, e.g. "
                 f"id 'job:{{42}}' and key 'job:{{42}}:done'"
             )
-    # need, rearm and watch are left out at their defaults (1, 0, none): less to decode
+    # need, rearm, watch and trace are left out at their defaults: less to decode
+    if traceparent is not None:
+        trace = check_traceparent(traceparent)
+        return ScheduleItem(tid, shard, (tid, mode, value, data, need, int(rearm), keys, trace))
     if keys:
         return ScheduleItem(tid, shard, (tid, mode, value, data, need, int(rearm), keys))
     if rearm:
@@ -297,7 +303,20 @@ def schedule_item(  # noqa: PLR0917 - the fields of one timer, in the order user
     return ScheduleItem(tid, shard, (tid, mode, value, data))
 
 
-SCHEDULE_FIELDS = frozenset({"id", "delay_ms", "deadline_ms", "payload", "watch", "need", "rearm"})
+SCHEDULE_FIELDS = frozenset(
+    {"id", "delay_ms", "deadline_ms", "payload", "watch", "need", "rearm", "traceparent"}
+)
+TRACEPARENT = re.compile(r"^[0-9a-f]{2}-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$")
+
+
+def check_traceparent(value: object) -> str:
+    """A W3C ``traceparent`` header value (``00-<trace id>-<span id>-<flags>``)."""
+    if not isinstance(value, str) or not TRACEPARENT.match(value) or value.startswith("ff"):
+        raise InvalidInput(
+            f"traceparent must be a W3C trace context such as "
+            f"'00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', got {value!r:.100}"
+        )
+    return value
 
 
 def schedule_item_of(ns: Namespace, item: object) -> ScheduleItem:
@@ -325,6 +344,7 @@ def schedule_item_of(ns: Namespace, item: object) -> ScheduleItem:
             get("watch", ()),
             get("need", 1),
             get("rearm", False),
+            get("traceparent"),
         )
     except InvalidInput:
         raise

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import ConfigError, InvalidInput
 from .checks import check_int, check_seconds
@@ -200,6 +200,7 @@ class TimerInfo:
     watch: tuple[str, ...] = ()
     need: int = 1
     got: tuple[str, ...] = ()
+    traceparent: str | None = None  # the trace given at schedule (W3C), if one was
 
 
 @dataclass(frozen=True)
@@ -216,6 +217,7 @@ class Outcome:
     attempt: int = 1  # through a consumer group: its delivery count, this one included
     redelivery_of: str | None = None  # a dead letter put back: the entry id it first had
     error: str | None = None  # outcome "undecodable": why the entry could not be read
+    traceparent: str | None = None  # the trace given at schedule (W3C): the handler's parent
     _ack: Callable[[], None] | None = field(default=None, repr=False, compare=False)
     _aack: Callable[[], Awaitable[None]] | None = field(default=None, repr=False, compare=False)
 
@@ -343,6 +345,14 @@ class LeaseRenewal:
     now_ms: int
 
 
+class Traced(NamedTuple):
+    """A timer fired with a trace context: what the leader records as its fire span."""
+
+    id: str
+    traceparent: str
+    decided_ms: int
+
+
 @dataclass(frozen=True)
 class FireResult:
     """``fire``: ids expired by this call; ids Redis time says are early, with deadlines."""
@@ -351,6 +361,7 @@ class FireResult:
     early: dict[str, int]
     armed: dict[str, int] = field(default_factory=dict)  # next occurrences armed: id -> deadline
     queued: int = 0  # schedules left for the leader to plan (see worker/planning.py)
+    traced: list[Traced] = field(default_factory=list)  # fired with a trace context
 
 
 @dataclass(frozen=True)
@@ -363,6 +374,7 @@ class SweepResult:
     moved: int = 0
     queued: int = 0  # schedules whose armed occurrence it expired: the leader plans them
     held: dict[str, int] = field(default_factory=dict)  # buffered occurrences, moved later
+    traced: list[Traced] = field(default_factory=list)  # fired with a trace context
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from . import keys as K
 from .calls import ScriptCall, text
-from .models import FireResult, LeaseGrant, LeaseRenewal, SweepResult, Trimmed
+from .models import FireResult, LeaseGrant, LeaseRenewal, SweepResult, Traced, Trimmed
 from .scripts import ScriptName
 
 
@@ -60,13 +60,19 @@ def fire_call(
 
 
 def parse_fire(reply: Sequence[Any]) -> FireResult:
-    fired, early, armed, queued = reply
+    fired, early, armed, queued, traced = reply
     return FireResult(
         [text(x) for x in fired],
         {text(early[i]): int(early[i + 1]) for i in range(0, len(early), 2)},
         {text(armed[i]): int(armed[i + 1]) for i in range(0, len(armed), 2)},
         int(queued),
+        _traced(traced),
     )
+
+
+def _traced(flat: Sequence[Any]) -> list[Traced]:
+    return [Traced(text(flat[i]), text(flat[i + 1]), int(flat[i + 2]))
+            for i in range(0, len(flat), 3)]  # fmt: skip
 
 
 def sweep_call(
@@ -88,10 +94,10 @@ def sweep_call(
 
 
 def parse_sweep(reply: Sequence[Any]) -> SweepResult:
-    fired, more, moved, queued, held = reply
+    fired, more, moved, queued, held, traced = reply
     pairs = [(text(fired[i]), int(fired[i + 1])) for i in range(0, len(fired), 2)]
     later = {text(held[i]): int(held[i + 1]) for i in range(0, len(held), 2)}
-    return SweepResult(pairs, bool(int(more)), int(moved), int(queued), later)
+    return SweepResult(pairs, bool(int(more)), int(moved), int(queued), later, _traced(traced))
 
 
 TRIM_RESULT_HASHES = 1024  # ~30-50 ms of Redis time at most (design notes)

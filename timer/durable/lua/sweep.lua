@@ -16,13 +16,14 @@ ARGV[4]  bucket_ms  ARGV[5]  result_ttl_ms
 ARGV[6]  ahead: as for fire (the results table grows for timers expected soon)
 ARGV[7]  limit: the most timers expired by this call
 
-Returns  {fired, more, moved, queued}: fired = {id, deadline_ms, ...} expired by this
+Returns  {fired, more, moved, queued, held, traced}: fired = {id, deadline_ms, ...} expired by this
          call; more = 1 if ended buckets (or started coarse ones) still hold timers (call
          again); moved = timers moved from coarse buckets to fine ones; queued =
          schedules whose armed occurrence this expired, left in P:Sq for the leader to
          plan their next (sweep has no plans: include/schedules.lua); held = {id,
          deadline, ...}: occurrences waiting for their previous one to be handled
-         (overlap 'buffer-one'), moved a little later.
+         (overlap 'buffer-one'), moved a little later; traced = {id, traceparent,
+         decided_ms, ...}: fired timers scheduled with a trace context (as fire's).
 Errors   FENCED
 Atomic   as fire: never early by Redis TIME, never twice.
 Cost     O(limit * W) plus O(log B) per bucket visited; one HMGET per bucket, the
@@ -48,6 +49,7 @@ local moved, started = cascade(P, KEYS[1], KEYS[2], bucket_ms, now, limit)
 local fired = {}
 local queued = 0
 local held = {}  -- buffered occurrences moved a little later: {id, deadline, ...}
+local traced = {}  -- {id, traceparent, decided_ms, ...}: fired timers with a trace context
 local budget = limit
 local ended = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - bucket_ms, 'LIMIT', 0, limit)
 for _, n in ipairs(ended) do
@@ -69,6 +71,7 @@ for _, n in ipairs(ended) do
     budget = budget - #ids
     ctx.eids = maybe and {} or nil
     decide_many(ctx, due, ds, recs, lean, 'expired', now)
+    add_traced(traced, due, recs, now)
     local _, q = sched_decided(P, KEYS[1], KEYS[2], KEYS[6], KEYS[7], bucket_ms, due, nil,
       ctx.eids, now)
     queued = queued + q + q0
@@ -82,4 +85,4 @@ if started or (budget <= 0 and
     #redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - bucket_ms, 'LIMIT', 0, 1) > 0) then
   more = 1
 end
-return {fired, more, moved, queued, held}
+return {fired, more, moved, queued, held, traced}

@@ -83,6 +83,21 @@ local function due_records(ids, raws, now)
   return due, ds, recs, lean, later
 end
 
+-- Append {id, traceparent, decided_ms} to `out` for each decided timer whose record
+-- carries a trace context (recs[i] false: a lean record, which never does): what the
+-- leader needs to record the fire in that trace (timer/tracing.py).
+local function add_traced(out, ids, recs, now)
+  for i = 1, #ids do
+    local rec = recs[i]
+    if rec and rec.x ~= '' then
+      out[#out + 1] = ids[i]
+      out[#out + 1] = rec.x
+      out[#out + 1] = istr(now)
+    end
+  end
+  return out
+end
+
 -- The deadline of a schedule or reschedule: `value` is a delay (mode 'in') or a deadline
 -- (mode 'at'); nil and an error reply when it is further than max_delay from now.
 local function deadline_of(mode, value, now, max_delay)
