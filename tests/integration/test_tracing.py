@@ -120,8 +120,9 @@ def test_the_trace_survives_notify_reschedule_and_sweep(
     tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
     client.schedule("k:{1}", 60_000, watch=["k:{1}:a", "k:{1}:b"], need=2, traceparent=tp)
     other = "00-11111111111111111111111111111111-2222222222222222-01"
-    again = client.schedule("k:{1}", 60_000, watch=["k:{1}:a", "k:{1}:b"], need=2,
-                            traceparent=other)  # another trace: still the same timer
+    again = client.schedule(
+        "k:{1}", 60_000, watch=["k:{1}:a", "k:{1}:b"], need=2, traceparent=other
+    )  # another trace: still the same timer
     assert not again.created
     assert client.notify("k:{1}:a") == 0
     assert client.reschedule("k:{1}", 100) is not None
