@@ -124,10 +124,12 @@ def migrate(app: App, yes: bool) -> None:
 @click.option(
     "--drop-unread",
     is_flag=True,
-    help="Also drop outcomes a consumer group has not acked yet (that group never sees them).",
+    help="Also drop outcomes a consumer group has not acked yet (that group never sees "
+    "them); asks first unless --yes.",
 )
+@click.option("--yes", is_flag=True, help="With --drop-unread: do not ask for confirmation.")
 @pass_app
-def trim(app: App, retention_ms: int, drop_unread: bool) -> None:
+def trim(app: App, retention_ms: int, drop_unread: bool, yes: bool) -> None:
     """Drop old outcomes from every shard's stream.
 
     An outcome stays, whatever its age, until every consumer group of its stream has been
@@ -136,6 +138,11 @@ def trim(app: App, retention_ms: int, drop_unread: bool) -> None:
     run also drops, from part of each shard's results table, the outcomes kept for get,
     wait and retries whose result_ttl (24 hours by default) has passed.
     """
+    if drop_unread and not yes:
+        click.confirm(
+            f"Drop outcomes older than {retention_ms} ms even where a consumer "
+            "group has not handled them (they are never delivered to it)?", abort=True, err=True,
+        )  # fmt: skip
     with errors():
         done = app.client.trim_outcomes(retention_ms, keep_unread=not drop_unread)
     removed = sum(t.removed for t in done)
