@@ -8,6 +8,7 @@ COPY timer ./timer
 COPY worker ./worker
 COPY cli ./cli
 COPY dashboard ./dashboard
+COPY httpapi ./httpapi
 RUN pip install --no-cache-dir . \
     && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin tickwheel
 # Not root: the worker needs no privilege (its only port, for metrics, is above 1024).

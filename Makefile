@@ -23,7 +23,7 @@ venv: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy timer worker benchmarks dashboard cli examples tests
+	$(BIN)/mypy timer worker benchmarks dashboard httpapi cli examples tests
 
 test: lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

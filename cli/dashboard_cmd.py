@@ -44,7 +44,7 @@ def dashboard(
     app: App, host: str, port: int, read_only: bool, allowed_hosts: tuple[str, ...]
 ) -> None:
     """Serve a web dashboard of the namespace: shards, workers, groups, dead letters,
-    timers (look up, cancel, complete, reschedule), refreshed every two seconds.
+    schedules, timers (find, look up, cancel, complete, reschedule), updated live.
 
     \b
     On loopback (the default) it needs no token. To listen beyond it, set a token:

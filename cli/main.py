@@ -16,6 +16,7 @@ from .handle_cmd import handle
 from .namespace_cmd import init, migrate, shards, stats, trim
 from .probe_cmd import probe
 from .schedules_cmd import schedules
+from .serve_cmd import serve, tokens
 from .server_cmd import server
 from .timers import cancel, complete, get, notify, reschedule, schedule, tail, wait
 from .timers_cmd import timers
@@ -85,6 +86,8 @@ for command in (
     shards,
     probe,
     dashboard,
+    serve,
+    tokens,
     demo,
     bench,
     acl,

@@ -23,7 +23,8 @@ COMMANDS = [
     ["dashboard"],
     ["dead", "redeliver"], ["dead", "drop"], ["acl"], ["timers"], ["timers", "list"],
     ["timers", "count"], ["timers", "cancel"], ["timers", "complete"], ["timers", "notify"],
-    ["timers", "reschedule"],
+    ["timers", "reschedule"], ["serve"], ["tokens"], ["tokens", "create"], ["tokens", "list"],
+    ["tokens", "revoke"],
 ]  # fmt: skip
 
 

@@ -1,0 +1,167 @@
+"""``tickwheel serve`` (the HTTP API, for every language) and ``tickwheel tokens`` (who
+may call it)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from timer.errors import NotFound
+
+from . import embedded
+from .app import App, TimerCommandError, errors, pass_app, starts_server
+from .dashboard_cmd import is_loopback
+from .output import emit, table
+
+TOKENS_ENV = "TICKWHEEL_TOKENS"
+
+
+def default_tokens() -> Path:
+    return Path(os.environ.get(TOKENS_ENV) or embedded.state_dir() / "tokens.json")
+
+
+tokens_option = click.option(
+    "--tokens", "tokens_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    help=f"The token file [env {TOKENS_ENV}; default: tokens.json in the state directory].",
+)  # fmt: skip
+
+
+@starts_server
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Processes serving (uvicorn workers).")  # fmt: skip
+@tokens_option
+@click.option("--no-auth", is_flag=True, help="Accept requests without a token (loopback only).")
+@click.option("--certfile", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="TLS certificate (PEM); with --keyfile the API speaks HTTPS.")  # fmt: skip
+@click.option("--keyfile", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="TLS private key (PEM).")  # fmt: skip
+@pass_app
+def serve(
+    app: App, host: str, port: int, workers: int, tokens_path: Path | None, no_auth: bool,
+    certfile: str | None, keyfile: str | None,
+) -> None:  # fmt: skip
+    """Serve the HTTP/JSON API (/v1): schedule, get, cancel, complete, reschedule, notify
+    and wait for timers from any language. The OpenAPI document is at /v1/openapi.json.
+
+    \b
+    Every call needs a bearer token (tickwheel tokens create), scoped to namespaces and
+    to read, write or admin; --no-auth drops that, on loopback only.
+    Example:
+      tickwheel tokens create --scope write --namespace default
+      tickwheel serve --port 8000
+      curl -H "Authorization: Bearer $TOKEN" localhost:8000/v1/namespaces/default/timers/x
+    """
+    if (certfile is None) != (keyfile is None):
+        raise click.UsageError("give both --certfile and --keyfile, or neither")
+    if no_auth and not is_loopback(host):
+        raise click.UsageError(
+            f"--no-auth on {host}: anyone who reaches it could cancel timers; use tokens "
+            "(tickwheel tokens create) beyond loopback"
+        )
+    from httpapi.serve import TOKENS_ENV as SERVE_TOKENS  # noqa: PLC0415 - the web stack
+    from httpapi.serve import URL_ENV  # noqa: PLC0415
+    from httpapi.tokens import TokenFile  # noqa: PLC0415
+
+    path = tokens_path or default_tokens()
+    if not no_auth:
+        with errors():
+            if not TokenFile(path).load():
+                raise click.UsageError(
+                    f"no tokens in {path}: create one with `tickwheel tokens create --scope "
+                    "write --namespace NS`, or give --no-auth (loopback only)"
+                )
+    with errors():
+        app.client.meta  # noqa: B018 - a namespace never initialised fails here, clearly
+    os.environ[URL_ENV] = app.url  # for uvicorn's workers; never printed
+    os.environ[SERVE_TOKENS] = "" if no_auth else str(path.resolve())
+    import uvicorn  # noqa: PLC0415
+
+    scheme = "https" if certfile else "http"
+    auth = "no authentication" if no_auth else f"tokens from {path}"
+    click.echo(f"HTTP API at {scheme}://{host}:{port}/v1 ({auth}; {workers} worker"
+               f"{'s' if workers > 1 else ''}) over {app.safe_url}", err=True)  # fmt: skip
+    uvicorn.run("httpapi.serve:app_from_env", factory=True, host=host, port=port,
+                workers=workers, log_level="warning", ssl_certfile=certfile,
+                ssl_keyfile=keyfile, timeout_graceful_shutdown=5)  # fmt: skip
+    click.echo("HTTP API stopped", err=True)
+
+
+@click.group()
+def tokens() -> None:
+    """Bearer tokens of the HTTP API (`tickwheel serve`), stored hashed in a file.
+
+    Each is scoped to namespaces ('*' for all) and to read (get, wait), write (also
+    schedule, cancel, complete, reschedule, notify) or admin (everything).
+    """
+
+
+@tokens.command()
+@click.option("--scope", type=click.Choice(["read", "write", "admin"]), required=True)
+@click.option("--namespace", "namespaces", multiple=True,
+              help="A namespace it may use (repeat; '*' for all) [default: the global "
+              "--namespace].")  # fmt: skip
+@click.option("--name", default="", help="What it is for (shown by `tokens list`).")
+@tokens_option
+@pass_app
+def create(
+    app: App, scope: str, namespaces: tuple[str, ...], name: str, tokens_path: Path | None
+) -> None:
+    """Create a token and print it once: keep it, it is stored only hashed.
+
+    The token is scoped to the namespaces given (the global --namespace by default) and
+    to one of read, write or admin; give it to one service.
+    """
+    from httpapi.tokens import TokenFile  # noqa: PLC0415
+
+    with errors():
+        token, bearer = TokenFile(tokens_path or default_tokens()).create(
+            scope, list(namespaces) or [app.namespace], name
+        )
+    emit(app.json, {"id": token.id, "token": bearer, "scope": scope,
+                    "namespaces": list(token.namespaces)}, bearer)  # fmt: skip
+    if not app.json:
+        click.echo(f"(token {token.id}: {scope} on {', '.join(token.namespaces)}; shown "
+                   "only now)", err=True)  # fmt: skip
+
+
+@tokens.command("list")
+@tokens_option
+@pass_app
+def list_(app: App, tokens_path: Path | None) -> None:
+    """The tokens: id, scope, namespaces, name, created.
+
+    Their secrets are not stored, so they are never shown again after `tokens create`.
+    """
+    from httpapi.tokens import TokenFile  # noqa: PLC0415
+
+    with errors():
+        found = list(TokenFile(tokens_path or default_tokens()).load().values())
+    rows = [(t.id, t.scope, ",".join(t.namespaces), t.name, t.created) for t in found]
+    emit(app.json, [{"id": t.id, "scope": t.scope, "namespaces": list(t.namespaces),
+                     "name": t.name, "created": t.created} for t in found],
+         table(rows, ("id", "scope", "namespaces", "name", "created")) if rows
+         else "No tokens.")  # fmt: skip
+
+
+@tokens.command()
+@click.argument("token_id")
+@tokens_option
+@pass_app
+def revoke(app: App, token_id: str, tokens_path: Path | None) -> None:
+    """Revoke token TOKEN_ID (as `tokens list` shows it).
+
+    A running `tickwheel serve` reads the file again and refuses it from its next request.
+    """
+    from httpapi.tokens import TokenFile  # noqa: PLC0415
+
+    with errors():
+        if not TokenFile(tokens_path or default_tokens()).revoke(token_id):
+            raise TimerCommandError(
+                NotFound(f"no token {token_id!r} (see `tickwheel tokens list`)")
+            )
+    emit(app.json, {"revoked": token_id}, f"Revoked token {token_id}")

@@ -1,0 +1,231 @@
+"""The HTTP API's Starlette app: every endpoint of :mod:`httpapi.spec`, over the public
+asyncio client (``AsyncTimerClient``, one per namespace, made at first use).
+
+A request is checked in this order, and refused with the one JSON error shape
+(``error``, ``kind``, ``exit_code``: the library's error class and the CLI's code) before
+anything is written: the bearer token (401) and its scope and namespaces (403), the body
+size (413), that the body is JSON (400) and matches the endpoint's schema (400), then
+the library's own checks (400, 404, 409, ...).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
+
+import jsonschema
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from timer import InvalidInput, TimerError
+from timer.aio import AsyncTimerClient
+from timer.durable.codec import jsonable
+from timer.errors import (
+    ConfigError,
+    CorruptRecord,
+    DuplicateTimer,
+    Fenced,
+    NotFound,
+    StoreError,
+    TimerClosed,
+    TimerFull,
+    WaitTimeout,
+)
+
+from . import openapi
+from .spec import ENDPOINTS, MAX_BODY_BYTES, Endpoint
+from .tokens import TokenFile
+
+# The CLI's exit code of each error class (cli/app.py), and the HTTP status it answers.
+STATUS: tuple[tuple[type[TimerError], int, int], ...] = (
+    (InvalidInput, 400, 3),
+    (NotFound, 404, 6),
+    (DuplicateTimer, 409, 7),
+    (WaitTimeout, 408, 8),
+    (Fenced, 409, 9),
+    (TimerFull, 429, 10),
+    (TimerClosed, 503, 10),
+    (CorruptRecord, 422, 11),
+    (ConfigError, 400, 4),
+    (StoreError, 503, 5),
+)
+
+
+def error(status: int, kind: str, message: str, exit_code: int) -> JSONResponse:
+    return JSONResponse(
+        {"error": message, "kind": kind, "exit_code": exit_code}, status_code=status
+    )
+
+
+def from_exception(exc: TimerError) -> JSONResponse:
+    for kind, status, code in STATUS:
+        if isinstance(exc, kind):
+            return error(status, type(exc).__name__, str(exc), code)
+    return error(500, type(exc).__name__, str(exc), 1)
+
+
+class Clients:
+    """One AsyncTimerClient per namespace, made on the event loop at first use."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._clients: dict[str, AsyncTimerClient] = {}
+        self._lock = asyncio.Lock()
+
+    async def of(self, namespace: str) -> AsyncTimerClient:
+        client = self._clients.get(namespace)
+        if client is None:
+            async with self._lock:
+                client = self._clients.get(namespace)
+                if client is None:
+                    client = await AsyncTimerClient.connect(self.url, namespace)
+                    self._clients[namespace] = client
+        return client
+
+    async def close(self) -> None:
+        for client in self._clients.values():
+            await client.aclose()
+        self._clients.clear()
+
+
+Handler = Callable[["Call"], Awaitable[Any]]
+
+
+class Call:
+    """One checked request: its endpoint, path parameters, query, body and client."""
+
+    def __init__(self, request: Request, endpoint: Endpoint, body: Any, client: Any) -> None:
+        self.request = request
+        self.endpoint = endpoint
+        self.params = request.path_params
+        self.query = request.query_params
+        self.body = body
+        self.client: AsyncTimerClient = client
+
+
+def create_app(url: str, *, tokens: TokenFile | None) -> Starlette:
+    """The API for the Redis at ``url``; ``tokens`` None: no authentication (loopback
+    only: ``tickwheel serve`` refuses otherwise)."""
+    from . import handlers  # noqa: PLC0415 - the handlers import this module's helpers
+
+    clients = Clients(url)
+    document = openapi.document()
+    validators = {
+        e.name: jsonschema.Draft202012Validator(e.body) for e in ENDPOINTS if e.body is not None
+    }
+
+    def route(endpoint: Endpoint, handler: Handler) -> Route:
+        async def run(request: Request) -> Response:
+            return await _serve(request, endpoint, handler, clients, tokens, validators)
+
+        path = endpoint.path.replace("{timer_id}", "{timer_id:path}")
+        return Route(path, run, methods=[endpoint.method], name=endpoint.name)
+
+    async def openapi_json(_: Request) -> Response:
+        return JSONResponse(document)
+
+    table = handlers.table(clients)
+    # a route that ends at {timer_id} (greedy: ids may hold '/') goes after those that
+    # go on past it (.../outcome, .../cancel)
+    ordered = sorted(ENDPOINTS, key=lambda e: e.path.endswith("{timer_id}"))
+    routes = [route(e, table[e.name]) for e in ordered if e.name != "openapi"]
+    routes.append(Route("/v1/openapi.json", openapi_json, methods=["GET"]))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        yield
+        await clients.close()
+
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+async def _serve(  # noqa: PLR0917 - the request and what the app hands every route
+    request: Request,
+    endpoint: Endpoint,
+    handler: Handler,
+    clients: Clients,
+    tokens: TokenFile | None,
+    validators: Mapping[str, jsonschema.protocols.Validator],
+) -> Response:
+    namespace = request.path_params.get("namespace")
+    refused = _authorize(request, endpoint, namespace, tokens)
+    if refused is not None:
+        return refused
+    body: Any = None
+    if endpoint.body is not None:
+        parsed = await _body(request, validators[endpoint.name])
+        if isinstance(parsed, Response):
+            return parsed
+        body = parsed
+    try:
+        client = await clients.of(namespace) if namespace is not None else None
+        result = await handler(Call(request, endpoint, body, client))
+    except TimerError as exc:
+        return from_exception(exc)
+    if isinstance(result, Response):
+        return result
+    return JSONResponse(jsonable(result))
+
+
+def _authorize(
+    request: Request, endpoint: Endpoint, namespace: str | None, tokens: TokenFile | None
+) -> Response | None:
+    if endpoint.scope == "none" or tokens is None:
+        return None
+    header = request.headers.get("authorization", "")
+    bearer = header[7:].strip() if header.lower().startswith("bearer ") else ""
+    try:
+        token = tokens.check(bearer) if bearer else None
+    except ConfigError as exc:
+        return from_exception(exc)
+    if token is None:
+        return error(401, "Unauthorized", "a valid token is required: Authorization: Bearer "
+                     "tw_… (tickwheel tokens create)", 4)  # fmt: skip
+    if not token.allows(endpoint.scope, namespace):
+        where = f" on namespace {namespace!r}" if namespace else ""
+        return error(403, "Forbidden", f"token {token.id} may not {endpoint.scope}{where} "
+                     f"(it has {token.scope} on {', '.join(token.namespaces)})", 4)  # fmt: skip
+    return None
+
+
+async def _body(request: Request, validator: jsonschema.protocols.Validator) -> Any:
+    """The request's JSON body, checked against its schema; or the 4xx to answer."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        return _too_large()
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():  # never more than the limit held in memory
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return _too_large()
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    try:
+        data = json.loads(raw) if raw else {}
+    except (ValueError, RecursionError) as exc:
+        return error(400, "InvalidInput", f"the body is not JSON: {exc}", 3)
+    problem = next(iter(sorted(validator.iter_errors(data), key=lambda e: list(e.path))), None)
+    if problem is not None:
+        where = "/".join(str(p) for p in problem.absolute_path) or "the body"
+        return error(400, "InvalidInput", f"{where}: {_say(problem)}", 3)
+    return data
+
+
+def _say(problem: jsonschema.ValidationError) -> str:
+    """A schema error in words that say what to fix (at most 300 characters)."""
+    if problem.validator == "oneOf":  # the alternatives here are which field to give
+        alternatives = problem.validator_value if isinstance(problem.validator_value, list) else []
+        names = [n for alt in alternatives for n in alt.get("required", ())]
+        return f"give exactly one of {' or '.join(names)}"
+    return problem.message[:300]
+
+
+def _too_large() -> JSONResponse:
+    return error(413, "InvalidInput", f"the body is larger than {MAX_BODY_BYTES} bytes; send "
+                 "fewer timers a request", 3)  # fmt: skip

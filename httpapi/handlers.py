@@ -1,0 +1,130 @@
+"""What each endpoint does, over ``AsyncTimerClient``: the library validates, decides and
+raises; this module only shapes requests and replies."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import redis.asyncio as aioredis
+from starlette.responses import JSONResponse, Response
+
+from timer import InvalidInput, TimerError, TimerNotFound
+from timer.durable.codec import jsonable
+from timer.durable.models import Outcome, Timer, TimerInfo
+from timer.store import RedisSettings
+
+from .app import Call, Clients, Handler, from_exception
+from .spec import MAX_WAIT_S
+
+
+def timer_shape(t: Timer) -> dict[str, Any]:
+    return {"id": t.id, "shard": t.shard, "deadline_ms": t.deadline_ms, "state": t.state,
+            "created": t.created, "origin": t.origin}  # fmt: skip
+
+
+def info_shape(t: TimerInfo) -> dict[str, Any]:
+    return {"id": t.id, "shard": t.shard, "state": t.state, "deadline_ms": t.deadline_ms,
+            "decided_ms": t.decided_ms, "created_ms": t.created_ms, "payload": t.payload,
+            "watch": list(t.watch), "need": t.need, "notified": list(t.got),
+            "traceparent": t.traceparent}  # fmt: skip
+
+
+def outcome_shape(o: Outcome) -> dict[str, Any]:
+    return {"id": o.id, "outcome": o.outcome, "deadline_ms": o.deadline_ms,
+            "decided_ms": o.decided_ms, "lateness_ms": o.lateness_ms, "shard": o.shard,
+            "payload": o.payload}  # fmt: skip
+
+
+async def schedule(call: Call) -> Response:
+    b = dict(call.body)
+    t = await call.client.schedule(
+        b.pop("id"), b.pop("delay_ms", None), deadline_ms=b.pop("deadline_ms", None),
+        payload=b.pop("payload", None), watch=b.pop("watch", ()), need=b.pop("need", 1),
+        rearm=b.pop("rearm", False), traceparent=b.pop("traceparent", None),
+    )  # fmt: skip
+    return JSONResponse(jsonable(timer_shape(t)), status_code=201 if t.created else 200)
+
+
+async def schedule_batch(call: Call) -> dict[str, Any]:
+    items = call.body["items"]
+    results = await call.client.schedule_many(items, origin=call.body.get("origin", ""))
+    out: list[dict[str, Any]] = []
+    for r in results:
+        if isinstance(r, TimerError):
+            shaped = from_exception(r)
+            out.append({"status": shaped.status_code, **_json(shaped)})
+        else:
+            out.append({"status": 201 if r.created else 200, **timer_shape(r)})
+    return {"results": out}
+
+
+def _json(response: JSONResponse) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(bytes(response.body))
+    return data
+
+
+async def get(call: Call) -> dict[str, Any]:
+    tid = call.params["timer_id"]
+    info = await call.client.get(tid)
+    if info is None:
+        raise TimerNotFound.of(tid, call.client.namespace)
+    return info_shape(info)
+
+
+async def wait(call: Call) -> dict[str, Any]:
+    raw = call.query.get("timeout_s", "10")
+    try:
+        timeout = float(raw)
+    except ValueError:
+        raise InvalidInput(f"timeout_s must be a number of seconds, got {raw!r}") from None
+    if not 0 <= timeout <= MAX_WAIT_S:
+        raise InvalidInput(f"timeout_s must be between 0 and {MAX_WAIT_S:g}, got {raw!r}")
+    return outcome_shape(await call.client.wait(call.params["timer_id"], timeout=timeout))
+
+
+async def cancel(call: Call) -> dict[str, Any]:
+    tid = call.params["timer_id"]
+    return {"id": tid, "cancelled": await call.client.cancel(tid)}
+
+
+async def complete(call: Call) -> dict[str, Any]:
+    tid = call.params["timer_id"]
+    return {"id": tid, "completed": await call.client.complete(tid)}
+
+
+async def reschedule(call: Call) -> dict[str, Any]:
+    tid = call.params["timer_id"]
+    moved = await call.client.reschedule(
+        tid, call.body.get("delay_ms"), deadline_ms=call.body.get("deadline_ms")
+    )
+    return {"id": tid, "rescheduled": moved is not None,
+            "timer": None if moved is None else timer_shape(moved)}  # fmt: skip
+
+
+async def notify(call: Call) -> dict[str, Any]:
+    per_key = {k: await call.client.notify(k) for k in dict.fromkeys(call.body["keys"])}
+    return {"completed": sum(per_key.values()), "per_key": per_key}
+
+
+async def health(_: Call) -> dict[str, Any]:
+    return {"live": True}
+
+
+def table(clients: Clients) -> dict[str, Handler]:
+    async def ready(_: Call) -> Response:
+        rs = RedisSettings.from_url(clients.url)
+        r = aioredis.Redis.from_url(rs.url, **rs.options())
+        try:
+            await r.ping()
+        except Exception as exc:  # any failure means not ready
+            return JSONResponse({"ready": False, "error": type(exc).__name__}, status_code=503)
+        finally:
+            await r.aclose()
+        return JSONResponse({"ready": True})
+
+    return {
+        "scheduleTimer": schedule, "scheduleTimers": schedule_batch, "getTimer": get,
+        "waitTimer": wait, "cancelTimer": cancel, "completeTimer": complete,
+        "rescheduleTimer": reschedule, "notifyKeys": notify, "health": health, "ready": ready,
+    }  # fmt: skip

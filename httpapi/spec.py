@@ -1,0 +1,154 @@
+"""The HTTP API's endpoints as data: method, path, scope, and the JSON Schemas of what
+each takes and answers. The server validates every request against these schemas
+(``jsonschema``, draft 2020-12) and the OpenAPI 3.1 document is built from the same
+objects (:mod:`httpapi.openapi`), so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_BODY_BYTES = 4 * 1024 * 1024  # a batch of timers with their payloads
+MAX_BATCH = 10_000
+MAX_WAIT_S = 60.0
+
+ID = {"type": "string", "minLength": 1, "maxLength": 256,
+      "description": "A timer id (at most 256 UTF-8 bytes); give a timer and its watch keys "
+                     "the same {hash tag}."}  # fmt: skip
+MS = {"type": "integer", "minimum": 0, "maximum": 2**53 - 1}
+TRACEPARENT = {"type": "string", "description": "A W3C trace context the timer continues."}
+
+TIMER_FIELDS: dict[str, Any] = {
+    "id": ID,
+    "delay_ms": {**MS, "description": "Fire this many ms from now (Redis time)."},
+    "deadline_ms": {**MS, "description": "Fire at this epoch ms (Redis time)."},
+    "payload": {"description": "Any JSON value, delivered with the outcome."},
+    "watch": {"type": "array", "items": ID, "maxItems": 256,
+              "description": "Watch keys: notifying enough of them completes the timer."},
+    "need": {"type": "integer", "minimum": 1, "description": "Watch keys needed (default 1)."},
+    "rearm": {"type": "boolean", "description": "Schedule an id that already ended again."},
+    "traceparent": TRACEPARENT,
+}  # fmt: skip
+SCHEDULE = {
+    "type": "object", "properties": TIMER_FIELDS, "required": ["id"],
+    "additionalProperties": False,
+    "oneOf": [{"required": ["delay_ms"]}, {"required": ["deadline_ms"]}],
+}  # fmt: skip
+BATCH = {
+    "type": "object",
+    "properties": {
+        "items": {"type": "array", "items": {"type": "object"}, "minItems": 1,
+                  "maxItems": MAX_BATCH},
+        "origin": {"type": "string", "maxLength": 256},
+    },
+    "required": ["items"], "additionalProperties": False,
+}  # fmt: skip
+RESCHEDULE = {
+    "type": "object",
+    "properties": {k: TIMER_FIELDS[k] for k in ("delay_ms", "deadline_ms")},
+    "additionalProperties": False,
+    "oneOf": [{"required": ["delay_ms"]}, {"required": ["deadline_ms"]}],
+}  # fmt: skip
+NOTIFY = {
+    "type": "object",
+    "properties": {"keys": {"type": "array", "items": ID, "minItems": 1, "maxItems": 1000}},
+    "required": ["keys"], "additionalProperties": False,
+}  # fmt: skip
+EMPTY = {"type": "object", "additionalProperties": False}
+
+TIMER = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"}, "shard": {"type": "integer"}, "deadline_ms": {"type": "integer"},
+        "state": {"enum": ["pending", "expired", "cancelled", "completed"]},
+        "created": {"type": "boolean", "description": "This call created it."},
+        "origin": {"type": "string"},
+    },
+}  # fmt: skip
+INFO = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"}, "shard": {"type": "integer"},
+        "state": {"enum": ["pending", "expired", "cancelled", "completed"]},
+        "deadline_ms": {"type": "integer"}, "decided_ms": {"type": ["integer", "null"]},
+        "created_ms": {"type": ["integer", "null"]}, "payload": {},
+        "watch": {"type": "array", "items": {"type": "string"}}, "need": {"type": "integer"},
+        "notified": {"type": "array", "items": {"type": "string"}},
+        "traceparent": {"type": ["string", "null"]},
+    },
+}  # fmt: skip
+OUTCOME = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"}, "outcome": {"enum": ["expired", "cancelled", "completed"]},
+        "deadline_ms": {"type": "integer"}, "decided_ms": {"type": "integer"},
+        "lateness_ms": {"type": "integer"}, "shard": {"type": "integer"}, "payload": {},
+    },
+}  # fmt: skip
+ERROR = {
+    "type": "object",
+    "properties": {
+        "error": {"type": "string", "description": "What is wrong and what to do."},
+        "kind": {"type": "string", "description": "The library's error class."},
+        "exit_code": {"type": "integer", "description": "The CLI's exit code for it."},
+    },
+    "required": ["error", "kind", "exit_code"],
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One route: ``path`` as OpenAPI writes it; ``scope`` the token scope it needs
+    (``read``, ``write``, ``admin``; ``none`` for health and the document)."""
+
+    name: str
+    method: str
+    path: str
+    summary: str
+    scope: str
+    body: Mapping[str, Any] | None = None
+    query: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    responses: Mapping[int, tuple[str, Mapping[str, Any] | None]] = field(default_factory=dict)
+
+    @property
+    def namespaced(self) -> bool:
+        return "{namespace}" in self.path
+
+
+NS = "/v1/namespaces/{namespace}"
+ENDPOINTS = (
+    Endpoint("scheduleTimer", "POST", f"{NS}/timers", "Schedule one timer (idempotent per id)",
+             "write", SCHEDULE,
+             responses={201: ("created", TIMER), 200: ("it existed: as it is", TIMER)}),
+    Endpoint("scheduleTimers", "POST", f"{NS}/timers/batch",
+             "Schedule many timers; one result or error per item, in order", "write", BATCH,
+             responses={200: ("one result per item", {"type": "object"})}),
+    Endpoint("getTimer", "GET", f"{NS}/timers/{{timer_id}}",
+             "A timer: pending, or how it ended (kept for result_ttl)", "read",
+             responses={200: ("the timer", INFO)}),
+    Endpoint("waitTimer", "GET", f"{NS}/timers/{{timer_id}}/outcome",
+             "Wait (long poll) until the timer is decided", "read",
+             query={"timeout_s": {"type": "number", "minimum": 0, "maximum": MAX_WAIT_S,
+                                  "default": 10}},
+             responses={200: ("its outcome", OUTCOME), 408: ("still pending", ERROR)}),
+    Endpoint("cancelTimer", "POST", f"{NS}/timers/{{timer_id}}/cancel",
+             "Cancel a pending timer (safe to repeat)", "write", EMPTY,
+             responses={200: ("whether this call decided it", {"type": "object"})}),
+    Endpoint("completeTimer", "POST", f"{NS}/timers/{{timer_id}}/complete",
+             "Decide a pending timer as completed (safe to repeat)", "write", EMPTY,
+             responses={200: ("whether this call decided it", {"type": "object"})}),
+    Endpoint("rescheduleTimer", "POST", f"{NS}/timers/{{timer_id}}/reschedule",
+             "Move a pending timer's deadline", "write", RESCHEDULE,
+             responses={200: ("moved, or it had already ended", {"type": "object"})}),
+    Endpoint("notifyKeys", "POST", f"{NS}/notify",
+             "Notify watch keys: completes the timers that now have enough", "write", NOTIFY,
+             responses={200: ("timers completed, per key", {"type": "object"})}),
+    Endpoint("health", "GET", "/healthz", "The server process is up", "none",
+             responses={200: ("up", {"type": "object"})}),
+    Endpoint("ready", "GET", "/readyz", "Redis answers", "none",
+             responses={200: ("ready", {"type": "object"}), 503: ("Redis does not", ERROR)}),
+    Endpoint("openapi", "GET", "/v1/openapi.json", "This document", "none",
+             responses={200: ("OpenAPI 3.1", {"type": "object"})}),
+)  # fmt: skip

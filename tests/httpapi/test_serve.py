@@ -1,0 +1,324 @@
+"""The HTTP API through real HTTP: a real uvicorn server on a free port (a thread here; a
+`tickwheel serve --workers 2` process in the last test), requests with urllib, the real
+test Redis behind it."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from starlette.routing import Route
+
+from httpapi import create_app
+from httpapi.openapi import document
+from httpapi.tokens import TokenFile
+from tests.conftest import wait_for
+from tests.integration.conftest import namespace_keys
+from timer import TimerClient
+from timer.testing import RedisServer, free_port
+from worker import Worker, WorkerSettings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Api:
+    """Requests to one server: ``call`` answers (status, JSON body)."""
+
+    def __init__(self, base: str, token: str | None = None) -> None:
+        self.base = base
+        self.token = token
+
+    def call(
+        self, method: str, path: str, body: Any = None, *, raw: bytes | None = None,
+        token: str | None = None,
+    ) -> tuple[int, Any]:  # fmt: skip
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        req = urllib.request.Request(self.base + path, data=data, method=method)
+        req.add_header("Content-Type", "application/json")
+        bearer = token if token is not None else self.token
+        if bearer:
+            req.add_header("Authorization", f"Bearer {bearer}")
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+
+@contextlib.contextmanager
+def serving(
+    redis_server: RedisServer, namespace: str, tmp_path: Path, *, worker: bool
+) -> Iterator[tuple[Api, TimerClient, TokenFile]]:
+    """The API on a free port with a token file (and a worker leading every shard)."""
+    import uvicorn  # noqa: PLC0415
+
+    if not redis_server.running:
+        redis_server.restart()
+    c = TimerClient.from_url(redis_server.url, namespace)
+    c.init(shards=4)
+    TimerClient.from_url(redis_server.url, f"{namespace}-b").init(shards=2)
+    tokens = TokenFile(tmp_path / "tokens.json")
+    _, writer = tokens.create("write", [namespace])
+    w = Worker(TimerClient.from_url(redis_server.url, namespace), WorkerSettings(worker_id="w1"))
+    runner = threading.Thread(target=w.run, kwargs={"handle_signals": False}, daemon=True)
+    if worker:
+        runner.start()
+    port = free_port()
+    web_app = create_app(redis_server.url, tokens=tokens)
+    config = uvicorn.Config(web_app, host="127.0.0.1", port=port, log_level="warning",
+                            timeout_graceful_shutdown=2)  # fmt: skip
+    server = uvicorn.Server(config)
+    web = threading.Thread(target=server.run, daemon=True)
+    web.start()
+    try:
+        wait_for(lambda: server.started, 20, "the API to listen")
+        yield Api(f"http://127.0.0.1:{port}", writer), c, tokens
+    finally:
+        server.should_exit = True
+        web.join(10)
+        if worker:
+            w.stop()
+            runner.join(15)
+        w.client.close()
+        c.close()
+
+
+@pytest.fixture
+def served(
+    redis_server: RedisServer, namespace: str, tmp_path: Path
+) -> Iterator[tuple[Api, TimerClient, TokenFile]]:
+    with serving(redis_server, namespace, tmp_path, worker=True) as it:
+        yield it
+
+
+@pytest.fixture
+def quiet(
+    redis_server: RedisServer, namespace: str, tmp_path: Path
+) -> Iterator[tuple[Api, TimerClient, TokenFile]]:
+    """As ``served`` without a worker: nothing else writes to the namespace."""
+    with serving(redis_server, namespace, tmp_path, worker=False) as it:
+        yield it
+
+
+def test_every_timer_route_through_real_http(
+    served: tuple[Api, TimerClient, TokenFile],
+) -> None:
+    """schedule (201, then 200 for the same), batch with a bad item in its slot, get,
+    notify, cancel, complete, reschedule, and a long-poll wait for what the worker fires."""
+    api, c, _ = served
+    ns = f"/v1/namespaces/{c.namespace}"
+    job = {"id": "job:{42}", "delay_ms": 60_000, "payload": {"job": 42}, "watch": ["job:{42}:done"]}
+    status, made = api.call("POST", f"{ns}/timers", job)
+    assert status == 201 and made["created"] and made["state"] == "pending"
+    assert api.call("POST", f"{ns}/timers", job)[0] == 200  # idempotent per id
+    status, batch = api.call("POST", f"{ns}/timers/batch", {"items": [
+        {"id": "b1", "delay_ms": 300}, {"id": "", "delay_ms": 1}, {"id": "b2", "delay_ms": 300},
+    ]})  # fmt: skip
+    assert status == 200
+    assert [r["status"] for r in batch["results"]] == [201, 400, 201]
+    assert batch["results"][1]["kind"] == "InvalidInput" and batch["results"][1]["exit_code"] == 3
+    status, got = api.call("GET", f"{ns}/timers/job:%7B42%7D")
+    assert status == 200 and got["payload"] == {"job": 42} and got["watch"] == ["job:{42}:done"]
+    status, notified = api.call("POST", f"{ns}/notify", {"keys": ["job:{42}:done"]})
+    assert notified == {"completed": 1, "per_key": {"job:{42}:done": 1}}
+    assert api.call("GET", f"{ns}/timers/job:%7B42%7D")[1]["state"] == "completed"
+    api.call("POST", f"{ns}/timers", {"id": "c1", "delay_ms": 60_000})
+    assert api.call("POST", f"{ns}/timers/c1/cancel", {})[1] == {"id": "c1", "cancelled": True}
+    assert api.call("POST", f"{ns}/timers/c1/cancel", {})[1]["cancelled"] is False
+    api.call("POST", f"{ns}/timers", {"id": "d/1", "delay_ms": 60_000})  # an id with a slash
+    assert api.call("POST", f"{ns}/timers/d/1/complete", {})[1]["completed"] is True
+    api.call("POST", f"{ns}/timers", {"id": "r1", "delay_ms": 60_000})
+    status, moved = api.call("POST", f"{ns}/timers/r1/reschedule", {"delay_ms": 200})
+    assert status == 200 and moved["rescheduled"] and moved["timer"]["id"] == "r1"
+    status, outcome = api.call("GET", f"{ns}/timers/r1/outcome?timeout_s=20")
+    assert status == 200 and outcome["outcome"] == "expired" and outcome["lateness_ms"] >= 0
+    for tid in ("b1", "b2"):
+        assert api.call("GET", f"{ns}/timers/{tid}/outcome?timeout_s=20")[1]["outcome"] == "expired"
+    api.call("POST", f"{ns}/timers", {"id": "later", "delay_ms": 60_000})
+    status, pending = api.call("GET", f"{ns}/timers/later/outcome?timeout_s=0.05")
+    assert status == 408 and pending["kind"] == "WaitTimeout" and pending["exit_code"] == 8
+    status, missing = api.call("GET", f"{ns}/timers/nope")
+    assert status == 404 and missing["kind"] == "TimerNotFound" and missing["exit_code"] == 6
+    status, dup = api.call(
+        "POST", f"{ns}/timers", {"id": "later", "delay_ms": 60_000, "payload": 1}
+    )
+    assert status == 409 and dup["kind"] == "DuplicateTimer"
+
+
+def test_tokens_are_scoped_to_namespaces_and_actions(
+    served: tuple[Api, TimerClient, TokenFile],
+) -> None:
+    """No token or a wrong one: 401. A read token cannot write; a token for namespace A
+    cannot touch B; a revoked token stops working at once; health needs none."""
+    api, c, tokens = served
+    ns, other = f"/v1/namespaces/{c.namespace}", f"/v1/namespaces/{c.namespace}-b"
+    _, reader = tokens.create("read", [c.namespace])
+    admin_entry, admin = tokens.create("admin", ["*"])
+    assert api.call("POST", f"{ns}/timers", {"id": "x", "delay_ms": 1000}, token="")[0] == 401
+    assert api.call("GET", f"{ns}/timers/x", token="tw_000000000000_" + "a" * 43)[0] == 401
+    status, refused = api.call("POST", f"{ns}/timers", {"id": "x", "delay_ms": 1000},
+                               token=reader)  # fmt: skip
+    assert status == 403 and "may not write" in refused["error"] and reader not in refused["error"]
+    assert api.call("GET", f"{ns}/timers/x", token=reader)[0] == 404  # read: allowed
+    assert api.call("POST", f"{other}/timers", {"id": "y", "delay_ms": 1000})[0] == 403
+    assert api.call("POST", f"{other}/timers", {"id": "y", "delay_ms": 1000}, token=admin)[0] == 201
+    assert tokens.revoke(admin_entry.id)
+    assert api.call("GET", f"{other}/timers/y", token=admin)[0] == 401
+    assert api.call("GET", "/healthz", token="")[1] == {"live": True}
+    assert api.call("GET", "/readyz", token="")[1] == {"ready": True}
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("/timers", {"id": "x"}, 400, "give exactly one of delay_ms or deadline_ms"),
+        ("/timers", {"id": "x", "delay_ms": 1, "deadline_ms": 2}, 400, "exactly one of"),
+        ("/timers", {"id": "x", "delay_ms": "soon"}, 400, "delay_ms: 'soon' is not of type"),
+        ("/timers", {"id": "x", "delay_ms": 1, "colour": "red"}, 400, "colour"),
+        ("/timers", {"id": "x", "delay_ms": -5}, 400, "delay_ms"),
+        ("/timers", {"id": "x", "delay_ms": 1, "watch": "k"}, 400, "watch"),
+        ("/timers", {"id": "j:{1}", "delay_ms": 1, "watch": ["j:{2}"]}, 400, "same hash tag"),
+        ("/timers", [1, 2], 400, "is not of type 'object'"),
+        ("/timers/batch", {"items": []}, 400, "items"),
+        ("/timers/x/reschedule", {}, 400, "exactly one of delay_ms or deadline_ms"),
+        ("/notify", {"keys": []}, 400, "keys"),
+    ],
+)
+def test_bad_requests_get_a_4xx_that_says_what_to_fix_and_write_nothing(
+    quiet: tuple[Api, TimerClient, TokenFile],
+    redis_client: redis.Redis,
+    case: tuple[str, Any, int, str],
+) -> None:
+    path, body, status, says = case
+    api, c, _ = quiet
+    before = namespace_keys(redis_client, c.namespace)
+    got, error = api.call("POST", f"/v1/namespaces/{c.namespace}{path}", body)
+    assert (got, error["kind"], error["exit_code"]) == (status, "InvalidInput", 3), error
+    assert says in error["error"], error
+    assert namespace_keys(redis_client, c.namespace) == before
+
+
+def test_malformed_and_oversized_bodies_are_refused(
+    quiet: tuple[Api, TimerClient, TokenFile], redis_client: redis.Redis
+) -> None:
+    api, c, _ = quiet
+    before = namespace_keys(redis_client, c.namespace)
+    ns = f"/v1/namespaces/{c.namespace}"
+    status, error = api.call("POST", f"{ns}/timers", raw=b'{"id": "x", "delay_ms": ')
+    assert status == 400 and "not JSON" in error["error"]
+    status, error = api.call("POST", f"{ns}/timers", raw=b"[" * 100_000 + b"]" * 100_000)
+    assert status == 400
+    # a body announced larger than the limit is refused before it is read
+    conn = http.client.HTTPConnection(api.base.removeprefix("http://"), timeout=30)
+    conn.putrequest("POST", f"{ns}/timers")
+    conn.putheader("Authorization", f"Bearer {api.token}")
+    conn.putheader("Content-Type", "application/json")
+    conn.putheader("Content-Length", str(5 * 1024 * 1024))
+    conn.endheaders()
+    reply = conn.getresponse()
+    assert reply.status == 413 and "larger than" in json.loads(reply.read())["error"]
+    conn.close()
+    status, error = api.call("GET", "/v1/namespaces/no-such-namespace/timers/x")
+    assert status in (400, 403)  # the writer token has no rights on it: refused first
+    assert namespace_keys(redis_client, c.namespace) == before
+
+
+def test_openapi_document_is_the_servers_and_kept_in_the_repo(
+    served: tuple[Api, TimerClient, TokenFile],
+) -> None:
+    """/v1/openapi.json is built from the definitions the server validates with; the
+    copy in docs/ is that document; every route of the app is in it, and every documented
+    route answers (not 404 or 405)."""
+    api, c, _ = served
+    status, served_doc = api.call("GET", "/v1/openapi.json")
+    assert status == 200 and served_doc == document() and served_doc["openapi"] == "3.1.0"
+    kept = json.loads((ROOT / "docs" / "openapi.json").read_text())
+    assert kept == document(), "docs/openapi.json is stale: python -m httpapi.openapi > it"
+    app = create_app("redis://127.0.0.1:1", tokens=None)
+    routes = [r for r in app.routes if isinstance(r, Route)]
+    routed = {(m, r.path.replace(":path", "")) for r in routes
+              for m in (r.methods or ()) if m != "HEAD"}  # fmt: skip
+    documented = {(m.upper(), p) for p, ops in document()["paths"].items() for m in ops}
+    assert routed == documented
+    for method, path in documented:
+        url = path.replace("{namespace}", c.namespace).replace("{timer_id}", "t1")
+        answered, _ = api.call(method, url, {} if method == "POST" else None)
+        assert answered not in (404, 405) or "kind" in _, (method, path, answered)
+
+
+def test_tickwheel_serve_with_workers_and_tokens(
+    redis_server: RedisServer, namespace: str, tmp_path: Path
+) -> None:
+    """`tickwheel tokens create` then `tickwheel serve --workers 2`: the token schedules and
+    reads a timer through either process; SIGTERM stops it (exit 0). Without a token file
+    serve refuses to start, and --no-auth is refused beyond loopback."""
+    TimerClient.from_url(redis_server.url, namespace).init(shards=2)
+    base = [sys.executable, "-m", "cli", "--redis-url", redis_server.url, "--namespace", namespace]
+    env = {**os.environ, "TICKWHEEL_TOKENS": str(tmp_path / "tokens.json")}
+    refused = subprocess.run([*base, "serve"], env=env, capture_output=True, text=True,
+                             timeout=60, check=False)  # fmt: skip
+    assert refused.returncode == 2 and "no tokens in" in refused.stderr
+    wide = subprocess.run([*base, "serve", "--host", "0.0.0.0", "--no-auth"], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert wide.returncode == 2 and "beyond loopback" in wide.stderr
+    made = subprocess.run([*base, "--json", "tokens", "create", "--scope", "write"], env=env,
+                          capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+    token = json.loads(made.stdout)["token"]
+    listed = subprocess.run([*base, "tokens", "list"], env=env, capture_output=True, text=True,
+                            timeout=60, check=True)  # fmt: skip
+    assert token not in listed.stdout and "write" in listed.stdout
+    port = free_port()
+    with (tmp_path / "serve.log").open("wb") as log:
+        proc = subprocess.Popen([*base, "serve", "--port", str(port), "--workers", "2"],
+                                env=env, stdout=log, stderr=log)  # fmt: skip
+    api = Api(f"http://127.0.0.1:{port}", token)
+
+    def up() -> bool:
+        try:
+            return api.call("GET", "/healthz")[0] == 200
+        except OSError:
+            return False
+
+    try:
+        wait_for(up, 30, "tickwheel serve to answer")
+        ns = f"/v1/namespaces/{namespace}"
+        for i in range(6):  # spread over the two processes
+            assert api.call("POST", f"{ns}/timers", {"id": f"s{i}", "delay_ms": 60_000})[0] == 201
+            assert api.call("GET", f"{ns}/timers/s{i}")[1]["state"] == "pending"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(30)
+    assert code == 0, (tmp_path / "serve.log").read_text()
+    assert token not in (tmp_path / "serve.log").read_text()
+
+
+def test_readme_curl_lines_run(served: tuple[Api, TimerClient, TokenFile]) -> None:
+    """The README's HTTP API curl lines, against this server, with its token."""
+    curl = shutil.which("curl")
+    if curl is None:
+        pytest.skip("curl is not installed")
+    api, c, _ = served
+    text = (ROOT / "README.md").read_text()
+    block = text.split("### HTTP API", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    lines = [ln.strip() for ln in block.splitlines() if ln.strip().startswith("curl ")]
+    assert len(lines) >= 4
+    env = {**os.environ, "TOKEN": api.token or "", "API": api.base, "NS": c.namespace}
+    for line in lines:
+        out = subprocess.run(["bash", "-c", line + " --fail-with-body -sS"], env=env,
+                             capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+        assert out.returncode == 0, (line, out.stdout, out.stderr)
+        json.loads(out.stdout)
