@@ -13,6 +13,7 @@ import click
 from timer import TimerClient
 from timer.durable.models import OUTCOMES
 from timer.handlers import DEFAULT_GROUP, DEFAULT_RECLAIM_IDLE_MS, Backoff, Handlers
+from timer.webhook import webhook
 from worker.metrics import serve_handler_metrics
 
 from .app import App, errors, pass_app, starts_server
@@ -27,6 +28,8 @@ from .service import (
     serve,
     setup_logging,
 )
+
+WEBHOOK_SECRET_ENV = "TICKWHEEL_WEBHOOK_SECRET"
 
 
 class HandlerSpec(click.ParamType):  # type: ignore[type-arg]  # click stubs vary by version
@@ -57,7 +60,30 @@ class HandlerSpec(click.ParamType):  # type: ignore[type-arg]  # click stubs var
 
 @starts_server
 @click.command()
-@click.argument("spec", type=HandlerSpec())
+@click.argument("spec", type=HandlerSpec(), required=False)
+@click.option(
+    "--webhook",
+    "webhook_url",
+    metavar="URL",
+    default=None,
+    help="Instead of SPEC: POST each outcome to URL as signed JSON (see README, Webhooks); "
+    "a 2xx answer acknowledges it, anything else is retried and dead-lettered.",
+)
+@click.option(
+    "--webhook-secret",
+    envvar=WEBHOOK_SECRET_ENV,
+    default=None,
+    help=f"The HMAC-SHA256 key the receiver checks [env {WEBHOOK_SECRET_ENV}; needed with "
+    "--webhook; at least 16 characters].",
+)
+@click.option(
+    "--webhook-timeout",
+    "webhook_timeout_ms",
+    type=DURATION,
+    default="10s",
+    show_default=True,
+    help="How long a delivery may take before it counts as failed.",
+)
 @click.option(
     "--group", default=None, help=f"Consumer group to read through.  [default: {DEFAULT_GROUP}]"
 )
@@ -145,6 +171,9 @@ class HandlerSpec(click.ParamType):  # type: ignore[type-arg]  # click stubs var
 def handle(
     app: App,
     spec: Any,
+    webhook_url: str | None,
+    webhook_secret: str | None,
+    webhook_timeout_ms: int,
     group: str | None,
     consumer: str | None,
     kinds: str,
@@ -174,8 +203,18 @@ def handle(
     \b
     Example:
       tickwheel handle myapp.handlers:on_timeout --concurrency 16 --max-attempts 5
+      tickwheel handle --webhook https://jobs.example/timeouts --on all
     """
     setup_logging(log_level, log_format)
+    if (spec is None) == (webhook_url is None):
+        raise click.UsageError("give a handler SPEC (MODULE:FUNCTION) or --webhook URL")
+    if webhook_url is not None:
+        if not webhook_secret:
+            raise click.UsageError(
+                f"--webhook needs a secret to sign with: --webhook-secret or {WEBHOOK_SECRET_ENV}"
+            )
+        with errors():
+            spec = webhook(webhook_url, webhook_secret, timeout_s=webhook_timeout_ms / 1000)
     with errors():
         handlers = _handlers_of(
             spec, group, consumer, kinds, max_attempts, backoff_ms, max_backoff_ms,
