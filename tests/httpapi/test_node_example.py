@@ -1,0 +1,86 @@
+"""examples/node/: the Node client schedules, notifies and waits through `tickwheel serve`
+(here in a thread), and verifies the signature of the webhooks the handler runner sends
+it; a wrong secret is refused by its check."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from timer import Backoff, Handlers, TimerClient
+from timer.testing import RedisServer, free_port
+from timer.webhook import webhook
+
+from .test_serve import serving
+
+ROOT = Path(__file__).resolve().parents[2]
+NODE = shutil.which("node")
+pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed")
+SECRET = "node-receiver-secret-1234"
+
+
+def test_the_node_example_against_a_real_server(
+    redis_server: RedisServer, namespace: str, tmp_path: Path
+) -> None:
+    assert NODE is not None
+    with serving(redis_server, namespace, tmp_path, worker=True) as (api, _c, _):
+        port = free_port()
+        hooks = Handlers(TimerClient.from_url(redis_server.url, namespace), group="node-hooks",
+                         backoff=Backoff(initial_s=0.05, max_s=0.2))  # fmt: skip
+        deliver = webhook(f"http://127.0.0.1:{port}/", SECRET, timeout_s=5)
+        for kind in ("expired", "completed", "cancelled"):
+            hooks.add(kind, deliver)
+        runner = threading.Thread(target=hooks.run, daemon=True)
+        runner.start()
+        try:
+            env = {
+                "PATH": "/usr/bin:/bin", "API": api.base, "TOKEN": api.token or "",
+                "NS": namespace, "WEBHOOK_SECRET": SECRET, "WEBHOOK_PORT": str(port),
+            }  # fmt: skip
+            demo = str(ROOT / "examples" / "node" / "demo.js")
+            ran = subprocess.run([NODE, demo], env=env, capture_output=True, text=True,
+                                 timeout=120, check=False)  # fmt: skip
+        finally:
+            hooks.stop()
+            runner.join(15)
+            hooks_client = hooks.client
+            if hooks_client is not None:
+                hooks_client.close()
+    assert ran.returncode == 0, ran.stderr
+    out = json.loads(ran.stdout)
+    assert (out["created"], out["again"], out["notified"]) == (True, False, 1)
+    assert (out["completed"], out["expired"]) == ("completed", "expired")
+    assert out["lateness_ms"] >= 0
+    assert out["missing"] == {"status": 404, "kind": "TimerNotFound", "exit_code": 6}
+    outcomes = {v["outcome"] for v in out["webhooks"].values()}
+    assert outcomes == {"completed", "expired"} and len(out["webhooks"]) == 2
+    assert all(v["key"] == v["idempotency_key"] for v in out["webhooks"].values())
+
+
+def test_the_node_signature_check_refuses_a_wrong_secret_or_body(tmp_path: Path) -> None:
+    assert NODE is not None
+    from timer.webhook import sign  # noqa: PLC0415
+
+    body = b'{"id":"x","outcome":"expired"}'
+    header = sign(SECRET, 1_700_000_000, body)
+    script = (
+        "const {verifySignature} = require(process.argv[1]);"
+        "const [h, b, s] = process.argv.slice(2);"
+        "console.log(JSON.stringify(verifySignature(s, h, Buffer.from(b), 300, 1700000000)));"
+    )
+    lib = str(ROOT / "examples" / "node" / "tickwheel.js")
+
+    def check(h: str, b: bytes, s: str) -> bool:
+        ran = subprocess.run([NODE, "-e", script, lib, h, b.decode(), s], capture_output=True,
+                             text=True, timeout=60, check=True)  # fmt: skip
+        return bool(json.loads(ran.stdout))
+
+    assert check(header, body, SECRET)
+    assert not check(header, body, "another-secret-entirely")
+    assert not check(header, body + b" ", SECRET)
+    assert not check(sign(SECRET, 1_600_000_000, body), body, SECRET)  # too old
