@@ -24,6 +24,7 @@ from starlette.routing import Route
 
 from timer import InvalidInput, TimerError
 from timer.aio import AsyncTimerClient
+from timer.aio_group import AsyncConsumer
 from timer.durable.codec import jsonable
 from timer.errors import (
     ConfigError,
@@ -70,12 +71,24 @@ def from_exception(exc: TimerError) -> JSONResponse:
 
 
 class Clients:
-    """One AsyncTimerClient per namespace, made on the event loop at first use."""
+    """One AsyncTimerClient per namespace, made on the event loop at first use, and the
+    group consumers the HTTP handlers poll (kept, so their reading timers go on)."""
 
     def __init__(self, url: str) -> None:
         self.url = url
         self._clients: dict[str, AsyncTimerClient] = {}
         self._lock = asyncio.Lock()
+        self.consumers: dict[tuple[str, str, str, int], AsyncConsumer] = {}
+
+    def consumer(
+        self, client: AsyncTimerClient, group: str, name: str, reclaim_idle_ms: int
+    ) -> AsyncConsumer:
+        key = (client.namespace, group, name, reclaim_idle_ms)
+        found = self.consumers.get(key)
+        if found is None:
+            found = client.consumer(group, name, reclaim_idle_ms=reclaim_idle_ms)
+            self.consumers[key] = found
+        return found
 
     async def of(self, namespace: str) -> AsyncTimerClient:
         client = self._clients.get(namespace)
@@ -99,13 +112,17 @@ Handler = Callable[["Call"], Awaitable[Any]]
 class Call:
     """One checked request: its endpoint, path parameters, query, body and client."""
 
-    def __init__(self, request: Request, endpoint: Endpoint, body: Any, client: Any) -> None:
+    def __init__(  # noqa: PLR0917 - what one request brings
+        self, request: Request, endpoint: Endpoint, body: Any, query: dict[str, Any],
+        client: Any, clients: Clients,
+    ) -> None:  # fmt: skip
         self.request = request
         self.endpoint = endpoint
         self.params = request.path_params
-        self.query = request.query_params
+        self.query = query  # the endpoint's query parameters, checked and typed
         self.body = body
         self.client: AsyncTimerClient = client
+        self.clients = clients
 
 
 def create_app(url: str, *, tokens: TokenFile | None) -> Starlette:
@@ -156,6 +173,9 @@ async def _serve(  # noqa: PLR0917 - the request and what the app hands every ro
     refused = _authorize(request, endpoint, namespace, tokens)
     if refused is not None:
         return refused
+    query = _query(request, endpoint)
+    if isinstance(query, Response):
+        return query
     body: Any = None
     if endpoint.body is not None:
         parsed = await _body(request, validators[endpoint.name])
@@ -164,7 +184,7 @@ async def _serve(  # noqa: PLR0917 - the request and what the app hands every ro
         body = parsed
     try:
         client = await clients.of(namespace) if namespace is not None else None
-        result = await handler(Call(request, endpoint, body, client))
+        result = await handler(Call(request, endpoint, body, query, client, clients))
     except TimerError as exc:
         return from_exception(exc)
     if isinstance(result, Response):
@@ -224,6 +244,31 @@ def _say(problem: jsonschema.ValidationError) -> str:
         names = [n for alt in alternatives for n in alt.get("required", ())]
         return f"give exactly one of {' or '.join(names)}"
     return problem.message[:300]
+
+
+def _query(request: Request, endpoint: Endpoint) -> dict[str, Any] | Response:
+    """The endpoint's query parameters, typed as their schemas say and checked against
+    them; one without a default is required. Others are ignored."""
+    out: dict[str, Any] = {}
+    for name, schema in endpoint.query.items():
+        raw = request.query_params.get(name)
+        if raw is None:
+            if "default" not in schema:
+                return error(400, "InvalidInput", f"the query needs {name}=", 3)
+            out[name] = schema["default"]
+            continue
+        try:
+            kind = schema.get("type")
+            value: Any = int(raw) if kind == "integer" else float(raw) if kind == "number" else raw
+        except ValueError:
+            return error(400, "InvalidInput", f"{name}: {raw[:100]!r} is not a {kind}", 3)
+        problem = jsonschema.exceptions.best_match(
+            jsonschema.Draft202012Validator(schema).iter_errors(value)
+        )
+        if problem is not None:
+            return error(400, "InvalidInput", f"{name}: {_say(problem)}", 3)
+        out[name] = value
+    return out
 
 
 def _too_large() -> JSONResponse:

@@ -4,18 +4,19 @@ raises; this module only shapes requests and replies."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import redis.asyncio as aioredis
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from timer import InvalidInput, TimerError, TimerNotFound
+from timer import TimerError, TimerNotFound
+from timer.aio_group import AsyncConsumer
 from timer.durable.codec import jsonable
 from timer.durable.models import Outcome, Timer, TimerInfo
 from timer.store import RedisSettings
 
 from .app import Call, Clients, Handler, from_exception
-from .spec import MAX_WAIT_S
 
 
 def timer_shape(t: Timer) -> dict[str, Any]:
@@ -73,14 +74,73 @@ async def get(call: Call) -> dict[str, Any]:
 
 
 async def wait(call: Call) -> dict[str, Any]:
-    raw = call.query.get("timeout_s", "10")
-    try:
-        timeout = float(raw)
-    except ValueError:
-        raise InvalidInput(f"timeout_s must be a number of seconds, got {raw!r}") from None
-    if not 0 <= timeout <= MAX_WAIT_S:
-        raise InvalidInput(f"timeout_s must be between 0 and {MAX_WAIT_S:g}, got {raw!r}")
+    timeout = float(call.query["timeout_s"])
     return outcome_shape(await call.client.wait(call.params["timer_id"], timeout=timeout))
+
+
+def _consumer(call: Call) -> AsyncConsumer:
+    q = call.query
+    return call.clients.consumer(call.client, call.params["group"], q["consumer"],
+                                 q["reclaim_idle_ms"])  # fmt: skip
+
+
+def delivered_shape(o: Outcome) -> dict[str, Any]:
+    return {**outcome_shape(o), "ref": f"{o.shard}/{o.entry_id}", "attempt": o.attempt,
+            "idempotency_key": o.idempotency_key, "traceparent": o.traceparent}  # fmt: skip
+
+
+async def consume(call: Call) -> dict[str, Any]:
+    got = await _consumer(call).poll(call.query["count"], call.query["wait_ms"])
+    return {"outcomes": [delivered_shape(o) for o in got]}
+
+
+async def events(call: Call) -> Response:
+    """Server-Sent Events: each outcome an event ``outcome`` whose id is its ref; a
+    comment every 15 s when there is none (proxies keep the stream open)."""
+    consumer = _consumer(call)
+    count = call.query["count"]
+
+    async def stream() -> AsyncIterator[str]:
+        quiet = 0
+        while not await call.request.is_disconnected():
+            try:
+                got = await consumer.poll(count, 1000)
+            except TimerError as exc:
+                yield f"event: error\ndata: {json.dumps(str(exc))}\n\n"
+                return
+            for o in got:
+                data = json.dumps(jsonable(delivered_shape(o)), separators=(",", ":"))
+                yield f"event: outcome\nid: {o.shard}/{o.entry_id}\ndata: {data}\n\n"
+            quiet = 0 if got else quiet + 1
+            if quiet >= 15:
+                yield ": still here\n\n"
+                quiet = 0
+
+    headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+    return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)
+
+
+async def ack(call: Call) -> dict[str, Any]:
+    refs = call.body["refs"]
+    await _consumer_of_body(call).ack(refs)
+    return {"acked": len(refs)}
+
+
+async def retry(call: Call) -> dict[str, Any]:
+    pending = await _consumer_of_body(call).retry(call.body["ref"], call.body["delay_ms"])
+    return {"ref": call.body["ref"], "retrying": pending}
+
+
+async def dead(call: Call) -> dict[str, Any]:
+    consumer = _consumer_of_body(call, call.body.get("consumer", "http"))
+    ref = await consumer.dead_letter(call.body["ref"], call.body["error"])
+    return {"ref": call.body["ref"], "dead_letter": ref}
+
+
+def _consumer_of_body(call: Call, name: str = "http") -> AsyncConsumer:
+    """Settling needs no consumer name (a ref names the entry); a dead letter records
+    the one given."""
+    return call.clients.consumer(call.client, call.params["group"], name, 60_000)
 
 
 async def cancel(call: Call) -> dict[str, Any]:
@@ -127,4 +187,6 @@ def table(clients: Clients) -> dict[str, Handler]:
         "scheduleTimer": schedule, "scheduleTimers": schedule_batch, "getTimer": get,
         "waitTimer": wait, "cancelTimer": cancel, "completeTimer": complete,
         "rescheduleTimer": reschedule, "notifyKeys": notify, "health": health, "ready": ready,
+        "consumeOutcomes": consume, "streamOutcomes": events, "ackOutcomes": ack,
+        "retryOutcome": retry, "deadLetterOutcome": dead,
     }  # fmt: skip

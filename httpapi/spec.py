@@ -79,7 +79,7 @@ INFO = {
         "traceparent": {"type": ["string", "null"]},
     },
 }  # fmt: skip
-OUTCOME = {
+OUTCOME: dict[str, Any] = {
     "type": "object",
     "properties": {
         "id": {"type": "string"}, "outcome": {"enum": ["expired", "cancelled", "completed"]},
@@ -117,6 +117,33 @@ class Endpoint:
         return "{namespace}" in self.path
 
 
+GROUP = "/v1/namespaces/{namespace}/groups/{group}"
+CONSUMER = {"type": "string", "minLength": 1, "maxLength": 256,
+            "description": "This consumer's name in the group (keep it stable)."}  # fmt: skip
+CONSUME_QUERY: dict[str, Any] = {
+    "consumer": CONSUMER,
+    "count": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100},
+    "wait_ms": {"type": "integer", "minimum": 0, "maximum": 60_000, "default": 1000},
+    "reclaim_idle_ms": {"type": "integer", "minimum": 1000, "default": 60_000,
+                        "description": "Deliver an outcome again when unsettled this long."},
+}  # fmt: skip
+REFS = {"type": "array", "items": {"type": "string", "maxLength": 64}, "minItems": 1,
+        "maxItems": 1000}  # fmt: skip
+ACK = {"type": "object", "properties": {"refs": REFS}, "required": ["refs"],
+       "additionalProperties": False}  # fmt: skip
+RETRY = {"type": "object", "additionalProperties": False, "required": ["ref", "delay_ms"],
+         "properties": {"ref": {"type": "string", "maxLength": 64}, "delay_ms": MS}}  # fmt: skip
+DEAD = {"type": "object", "additionalProperties": False, "required": ["ref", "error"],
+        "properties": {"ref": {"type": "string", "maxLength": 64},
+                       "error": {"type": "string", "maxLength": 4000},
+                       "consumer": CONSUMER}}  # fmt: skip
+DELIVERED = {
+    "type": "object",
+    "properties": {**OUTCOME["properties"],
+                   "ref": {"type": "string", "description": "What ack, retry and dead take."},
+                   "attempt": {"type": "integer"}, "idempotency_key": {"type": "string"}},
+}  # fmt: skip
+
 NS = "/v1/namespaces/{namespace}"
 ENDPOINTS = (
     Endpoint("scheduleTimer", "POST", f"{NS}/timers", "Schedule one timer (idempotent per id)",
@@ -145,6 +172,25 @@ ENDPOINTS = (
     Endpoint("notifyKeys", "POST", f"{NS}/notify",
              "Notify watch keys: completes the timers that now have enough", "write", NOTIFY,
              responses={200: ("timers completed, per key", {"type": "object"})}),
+    Endpoint("consumeOutcomes", "GET", f"{GROUP}/outcomes",
+             "A batch of outcomes for this consumer of the group (long poll); settle each "
+             "by its ref with ack, retry or dead: at least once", "write", query=CONSUME_QUERY,
+             responses={200: ("the batch, maybe empty",
+                              {"type": "object", "properties": {
+                                  "outcomes": {"type": "array", "items": DELIVERED}}})}),
+    Endpoint("streamOutcomes", "GET", f"{GROUP}/events",
+             "The group's outcomes for this consumer as Server-Sent Events (event "
+             "'outcome', id the ref); settle each with ack, retry or dead", "write",
+             query={k: v for k, v in CONSUME_QUERY.items() if k != "wait_ms"},
+             responses={200: ("text/event-stream", None)}),
+    Endpoint("ackOutcomes", "POST", f"{GROUP}/ack", "Acknowledge outcomes: handled",
+             "write", ACK, responses={200: ("done", {"type": "object"})}),
+    Endpoint("retryOutcome", "POST", f"{GROUP}/retry",
+             "Deliver an outcome again after delay_ms (its attempt counts)", "write", RETRY,
+             responses={200: ("whether it was still pending", {"type": "object"})}),
+    Endpoint("deadLetterOutcome", "POST", f"{GROUP}/dead",
+             "Move an outcome to the dead letters with its error", "write", DEAD,
+             responses={200: ("its dead letter ref, or null", {"type": "object"})}),
     Endpoint("health", "GET", "/healthz", "The server process is up", "none",
              responses={200: ("up", {"type": "object"})}),
     Endpoint("ready", "GET", "/readyz", "Redis answers", "none",

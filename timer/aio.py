@@ -33,6 +33,7 @@ import redis.exceptions
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.commands.core import AsyncScript
 
+from .aio_group import AsyncConsumer
 from .durable import calls as C
 from .durable import keys as K
 from .durable import ops
@@ -261,6 +262,14 @@ class AsyncTimerClient:
     def schedules(self) -> AsyncSchedules:
         """The namespace's recurring schedules, awaited (as ``TimerClient.schedules``)."""
         return AsyncSchedules(self._run, self._ns)
+
+    def consumer(
+        self, group: str, consumer: str, *, reclaim_idle_ms: int = 60_000
+    ) -> AsyncConsumer:
+        """One consumer of ``group`` read a batch at a time and settled by ref (ack, retry,
+        dead_letter): for outcomes held across requests (see :mod:`timer.aio_group`)."""
+        return AsyncConsumer(self._run, self._ns(), group, consumer,
+                             reclaim_idle_ms=reclaim_idle_ms, per_stream=self.cluster)  # fmt: skip
 
     @property
     def timers(self) -> AsyncTimers:

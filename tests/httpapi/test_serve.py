@@ -322,3 +322,98 @@ def test_readme_curl_lines_run(served: tuple[Api, TimerClient, TokenFile]) -> No
                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
         assert out.returncode == 0, (line, out.stdout, out.stderr)
         json.loads(out.stdout)
+
+
+def test_a_handler_in_any_language_through_a_group(
+    served: tuple[Api, TimerClient, TokenFile],
+) -> None:
+    """Long-poll batches for a consumer; ack, retry (it comes back with attempt 2) and
+    dead-letter by ref; what was acked never comes back; a bad ref is a 400."""
+    api, c, _ = served
+    c.schedule_many([{"id": f"h:{i}", "delay_ms": 100, "payload": {"n": i}} for i in range(5)])
+    grp = f"/v1/namespaces/{c.namespace}/groups/billing"
+    got: dict[str, Any] = {}
+
+    def poll() -> bool:
+        status, batch = api.call("GET", f"{grp}/outcomes?consumer=svc-1&count=10&wait_ms=500")
+        assert status == 200, batch
+        got.update({o["id"]: o for o in batch["outcomes"]})
+        return len(got) == 5
+
+    wait_for(poll, 20, "five outcomes for the consumer")
+    refs = {tid: o["ref"] for tid, o in got.items()}
+    assert got["h:0"]["payload"] == {"n": 0} and got["h:0"]["attempt"] == 1
+    assert got["h:0"]["idempotency_key"] == refs["h:0"]
+    assert api.call("POST", f"{grp}/ack", {"refs": [refs["h:0"], refs["h:1"], refs["h:2"]]})[
+        1] == {"acked": 3}  # fmt: skip
+    assert api.call("POST", f"{grp}/retry", {"ref": refs["h:3"], "delay_ms": 100})[1][
+        "retrying"] is True  # fmt: skip
+    status, dead = api.call("POST", f"{grp}/dead", {"ref": refs["h:4"], "error": "no such job",
+                                                     "consumer": "svc-1"})  # fmt: skip
+    assert status == 200 and dead["dead_letter"]
+    again: list[dict[str, Any]] = []
+
+    def retried() -> bool:
+        _, batch = api.call("GET", f"{grp}/outcomes?consumer=svc-1&count=10&wait_ms=500")
+        again.extend(batch["outcomes"])
+        return any(o["id"] == "h:3" for o in again)
+
+    wait_for(retried, 20, "the retry to come back")
+    assert [(o["id"], o["attempt"]) for o in again] == [("h:3", 2)]
+    assert api.call("POST", f"{grp}/ack", {"refs": [again[0]["ref"]]})[0] == 200
+    [letter] = c.dead_letters("billing")
+    assert letter.outcome is not None and letter.outcome.id == "h:4"
+    assert letter.error == "no such job" and letter.consumer == "svc-1"
+    status, bad = api.call("POST", f"{grp}/ack", {"refs": ["nope"]})
+    assert status == 400 and "outcome ref must be" in bad["error"]
+    status, bad = api.call("GET", f"{grp}/outcomes?count=10")
+    assert status == 400 and "consumer=" in bad["error"]
+    assert api.call("GET", f"{grp}/outcomes?consumer=svc-1&wait_ms=0")[1] == {"outcomes": []}
+
+
+def read_events(base: str, path: str, token: str, want: int, seen: list[dict[str, Any]]) -> None:
+    """Follow a Server-Sent Events stream, acknowledging each outcome as it comes, until
+    ``seen`` holds ``want`` or the stream ends (the server went away)."""
+    req = urllib.request.Request(base + path, headers={"Authorization": f"Bearer {token}"})
+    ack_path = path.split("/events", 1)[0] + "/ack"
+    try:
+        with urllib.request.urlopen(req, timeout=30) as stream:
+            event: dict[str, str] = {}
+            for raw in stream:
+                line = raw.decode().rstrip("\n")
+                if line:
+                    name, _, value = line.partition(": ")
+                    event[name] = value
+                    continue
+                if event.get("event") == "outcome":
+                    data = json.loads(event["data"])
+                    assert event["id"] == data["ref"]
+                    seen.append(data)
+                    Api(base, token).call("POST", ack_path, {"refs": [data["ref"]]})
+                    if len(seen) >= want:
+                        return
+                event = {}
+    except (OSError, http.client.HTTPException):
+        return  # the server stopped: the caller reconnects
+
+
+def test_the_event_stream_survives_a_server_restart_without_losing_or_doubling(
+    redis_server: RedisServer, namespace: str, tmp_path: Path
+) -> None:
+    """A consumer follows the group's events and acks each; the server stops midway and
+    another starts: reconnected under the same name, it gets every outcome exactly once
+    (those the first server had sent that the reader never took come back once unsettled
+    for reclaim_idle_ms; those it acked never do)."""
+    path = f"/v1/namespaces/{namespace}/groups/svc/events?consumer=svc-1&reclaim_idle_ms=1000"
+    seen: list[dict[str, Any]] = []
+    with serving(redis_server, namespace, tmp_path, worker=True) as (api, c, _):
+        c.schedule_many([{"id": f"e:{i}", "delay_ms": 100} for i in range(20)])
+        assert api.token is not None
+        read_events(api.base, path, api.token, 8, seen)
+        assert len(seen) == 8
+        first_token = api.token
+    with serving(redis_server, namespace, tmp_path, worker=True) as (api, c, _):
+        c.schedule_many([{"id": f"e:{i}", "delay_ms": 100} for i in range(20, 30)])
+        read_events(api.base, path, first_token, 30, seen)
+    ids = [o["id"] for o in seen]
+    assert sorted(ids) == sorted(f"e:{i}" for i in range(30)), ids

@@ -145,16 +145,17 @@ def _dead_outcome(shard: int, fields: Mapping[bytes, bytes]) -> Outcome | None:
         return None
 
 
-def parse_ref(ref: object, shards: int) -> tuple[int, str]:
-    """(shard, dead letter id) from a ref ``<shard>/<id>``; InvalidInput otherwise."""
+def parse_ref(ref: object, shards: int, kind: str = "dead letter") -> tuple[int, str]:
+    """(shard, entry id) from a ref ``<shard>/<id>`` of a dead letter (or an outcome);
+    InvalidInput otherwise."""
     if isinstance(ref, str):
         shard, _, eid = ref.partition("/")
         ms, _, seq = eid.partition("-")
         if shard.isdigit() and int(shard) < shards and ms.isdigit() and seq.isdigit():
             return int(shard), eid
+    shown = " as `tickwheel dead list` shows it" if kind == "dead letter" else ""
     raise InvalidInput(
-        f"dead letter ref must be <shard>/<id> as `tickwheel dead list` shows it "
-        f"(e.g. 3/1700000000000-0), got {ref!r}"
+        f"{kind} ref must be <shard>/<id>{shown} (e.g. 3/1700000000000-0), got {ref!r}"
     )
 
 

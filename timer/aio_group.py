@@ -1,0 +1,96 @@
+"""AsyncConsumer: one consumer of a consumer group, read a batch at a time and settled
+by reference, for callers that hold outcomes across requests (the HTTP API's handlers
+in other languages).
+
+The same reader as ``Handlers`` and ``outcomes()`` (:class:`~timer.durable.reader.
+GroupReader`): each ``poll`` hands out due retries, others' outcomes idle past
+``reclaim_idle_ms`` (their consumer is presumed dead), its own left unsettled that long
+(a restart under the same name gets them then), and new ones. It does not take its own
+back at once when it starts, as ``Handlers`` does: the same consumer may be served by
+several processes (``tickwheel serve --workers``), and one of them starting must not
+hand out again what another handed out a moment ago. Each outcome carries its ``ref``
+(``<shard>/<entry id>``, the same as its ``idempotency_key`` unless it is a dead letter
+put back); ``ack``, ``retry`` and ``dead_letter`` take refs. At least once: an outcome
+not settled within ``reclaim_idle_ms`` is delivered again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from .durable import calls as C
+from .durable import entries as E
+from .durable import groups as G
+from .durable.calls import Op
+from .durable.groups import Delivery
+from .durable.models import Outcome
+from .durable.reader import GroupReader
+from .errors import InvalidInput
+
+MAX_BATCH = 1000
+
+
+class AsyncConsumer:
+    """``AsyncTimerClient.consumer(group, name)``: see the module."""
+
+    def __init__(
+        self, run: Callable[[Op[Any]], Awaitable[Any]], ns: C.Namespace, group: str,
+        consumer: str, *, reclaim_idle_ms: int, per_stream: bool,
+    ) -> None:  # fmt: skip
+        self._run = run
+        self.ns = ns
+        self.reader = GroupReader.of(ns, group, consumer, reclaim_idle_ms=reclaim_idle_ms,
+                                     per_stream=per_stream, held=lambda: ())  # fmt: skip
+        self.group, self.consumer = self.reader.group, self.reader.consumer
+        self._started = False
+
+    async def poll(self, count: int = 100, wait_ms: int = 1000) -> list[Outcome]:
+        """Up to ``count`` outcomes for this consumer, waiting at most ``wait_ms`` for one."""
+        C.check_int("count", count, 1, MAX_BATCH)
+        C.check_int("wait_ms", wait_ms, 0, 60_000)
+        if not self._started:
+            await self._run(self.reader.ensure())
+            self._started = True
+        got: list[Delivery] = await self._run(self.reader.poll(count, wait_ms or None))
+        return [d.outcome for d in got]
+
+    def _delivery(self, ref: object, attempt: int = 1) -> Delivery:
+        shard, eid = E.parse_ref(ref, self.ns.meta.shards, "outcome")
+        outcome = Outcome("", "", 0, 0, None, shard, entry_id=eid, attempt=attempt)
+        return Delivery(outcome, self.ns.shard(shard), self.group)
+
+    def _deliveries(self, refs: object) -> list[Delivery]:
+        if not isinstance(refs, (list, tuple)) or len(refs) > MAX_BATCH:
+            raise InvalidInput(f"refs must be a list of at most {MAX_BATCH} outcome refs")
+        return [self._delivery(r) for r in refs]  # every ref checked before any is sent
+
+    async def ack(self, refs: Sequence[str]) -> None:
+        """Acknowledge these outcomes: handled, never delivered again (safe to repeat)."""
+        await self._run(G.ack_many(self._deliveries(refs)))
+
+    async def retry(self, ref: str, delay_ms: int) -> bool:
+        """Deliver this outcome again in ``delay_ms`` (its attempt counts); False if it is
+        no longer pending (acknowledged or dead-lettered meanwhile)."""
+        d = self._delivery(ref)
+        return await self._run(G.retry(d, delay_ms)) is not None
+
+    async def dead_letter(self, ref: str, error: str) -> str | None:
+        """Move this outcome to the dead letters with ``error``; the dead letter's ref, or
+        None if it is no longer pending."""
+        if not isinstance(error, str):
+            raise InvalidInput(f"error must be text, got {type(error).__name__}")
+        d = self._delivery(ref)
+        pending = await self._run(_pending_of(d))
+        if pending is None:
+            return None
+        d = Delivery(dataclasses.replace(d.outcome, attempt=pending), d.keys, d.group)
+        eid = await self._run(G.dead_letter(d, self.consumer, error))
+        return None if eid is None else f"{d.outcome.shard}/{eid}"
+
+
+def _pending_of(d: Delivery) -> Op[int | None]:
+    """How many times the entry was delivered, or None if it is not pending."""
+    rows = yield C.Command("xpending_range", (d.stream, d.group, d.entry_id, d.entry_id, 1))
+    return int(rows[0]["times_delivered"]) if rows else None
