@@ -1,6 +1,6 @@
 // The job-timeout flow from Node: schedule a job's timeout, notify its key (the job is
-// done), wait for the outcome; let another time out; receive its webhook and check the
-// signature. Configure with API, TOKEN, NS, WEBHOOK_SECRET, WEBHOOK_PORT (env); prints
+// done), wait for the outcome; let another time out; receive their webhooks and check the
+// signatures; handle both outcomes through a consumer group over Server-Sent Events. Configure with API, TOKEN, NS, WEBHOOK_SECRET, WEBHOOK_PORT (env); prints
 // one JSON object of what happened. Run `tickwheel handle --webhook
 // http://127.0.0.1:$WEBHOOK_PORT/ --on all` beside it for the webhook part.
 "use strict";
@@ -51,9 +51,20 @@ async function main() {
     missing = {status: e.status, kind: e.kind, exit_code: e.exitCode};
   }
   const received = hooks ? Object.fromEntries(await hooks) : {};
+  // as a handler: this run's outcomes through a consumer group, over SSE, each acked
+  const handled = {};
+  for await (const o of client.outcomes(`node-${run}`, "node-1")) {  // break: the stream ends
+    if (o.id !== done && o.id !== late) {  // another run's: not ours to handle, but settled
+      await client.ack(`node-${run}`, [o.ref]);
+      continue;
+    }
+    handled[o.id] = {outcome: o.outcome, attempt: o.attempt, ref: o.ref};
+    await client.ack(`node-${run}`, [o.ref]);
+    if (handled[done] && handled[late]) break;
+  }
   console.log(JSON.stringify({created: made.created, again: again.created,
     notified: notified.completed, completed: completed.outcome, expired: expired.outcome,
-    lateness_ms: expired.lateness_ms, missing, webhooks: received}));
+    lateness_ms: expired.lateness_ms, missing, webhooks: received, handled}));
 }
 
 main().catch((e) => { console.error(e.stack || String(e)); process.exit(1); });

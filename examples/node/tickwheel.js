@@ -39,6 +39,39 @@ class Tickwheel {
   wait(id, timeoutS = 10) {
     return this.call("GET", `/timers/${encodeURIComponent(id)}/outcome?timeout_s=${timeoutS}`);
   }
+
+  // The outcomes of consumer group `group` for `consumer`, as they come (Server-Sent
+  // Events): an async iterator of outcomes, each with its `ref`. Settle each with ack,
+  // retry or deadLetter; one not settled within reclaimIdleMs is delivered again.
+  async *outcomes(group, consumer, {reclaimIdleMs = 60000, signal} = {}) {
+    const url = `${this.base}/groups/${encodeURIComponent(group)}/events?consumer=` +
+      `${encodeURIComponent(consumer)}&reclaim_idle_ms=${reclaimIdleMs}`;
+    const response = await fetch(url, {headers: {"Authorization": `Bearer ${this.token}`}, signal});
+    if (!response.ok) throw new TickwheelError(response.status, await response.json());
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for await (const chunk of response.body) {
+      buffer += decoder.decode(chunk, {stream: true});
+      let end;
+      while ((end = buffer.indexOf("\n\n")) >= 0) {  // one event: "name: value" lines
+        const event = {};
+        for (const line of buffer.slice(0, end).split("\n")) {
+          const at = line.indexOf(": ");
+          if (at > 0) event[line.slice(0, at)] = line.slice(at + 2);
+        }
+        buffer = buffer.slice(end + 2);
+        if (event.event === "outcome") yield JSON.parse(event.data);
+      }
+    }
+  }
+
+  ack(group, refs) { return this.call("POST", `/groups/${encodeURIComponent(group)}/ack`, {refs}); }
+  retry(group, ref, delayMs) {
+    return this.call("POST", `/groups/${encodeURIComponent(group)}/retry`, {ref, delay_ms: delayMs});
+  }
+  deadLetter(group, ref, error) {
+    return this.call("POST", `/groups/${encodeURIComponent(group)}/dead`, {ref, error});
+  }
 }
 
 // True if `header` (Tickwheel-Signature: t=<unix seconds>,v1=<hex>) signs the raw request

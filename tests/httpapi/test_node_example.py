@@ -60,6 +60,9 @@ def test_the_node_example_against_a_real_server(
     outcomes = {v["outcome"] for v in out["webhooks"].values()}
     assert outcomes == {"completed", "expired"} and len(out["webhooks"]) == 2
     assert all(v["key"] == v["idempotency_key"] for v in out["webhooks"].values())
+    handled = out["handled"]  # through the group over SSE, acked
+    assert {v["outcome"] for v in handled.values()} == {"completed", "expired"}
+    assert all(v["attempt"] == 1 for v in handled.values())
 
 
 def test_the_node_signature_check_refuses_a_wrong_secret_or_body(tmp_path: Path) -> None:
