@@ -13,16 +13,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import jsonschema
+import prometheus_client
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from timer import InvalidInput, TimerError
+from timer import InvalidInput, TimerClient, TimerError
 from timer.aio import AsyncTimerClient
 from timer.aio_group import AsyncConsumer
 from timer.durable.codec import jsonable
@@ -70,6 +72,22 @@ def from_exception(exc: TimerError) -> JSONResponse:
     return error(500, type(exc).__name__, str(exc), 1)
 
 
+METRICS = prometheus_client.CollectorRegistry()  # this process's; each worker has its own
+REQUESTS = prometheus_client.Counter(
+    "tickwheel_http_requests",
+    "HTTP API requests answered",
+    ["route", "status"],
+    registry=METRICS,
+)
+LATENCY = prometheus_client.Histogram(
+    "tickwheel_http_request_seconds",
+    "HTTP API request time (to the first byte)",
+    ["route"],
+    buckets=(0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 60),
+    registry=METRICS,
+)
+
+
 class Clients:
     """One AsyncTimerClient per namespace, made on the event loop at first use, and the
     group consumers the HTTP handlers poll (kept, so their reading timers go on)."""
@@ -79,6 +97,7 @@ class Clients:
         self._clients: dict[str, AsyncTimerClient] = {}
         self._lock = asyncio.Lock()
         self.consumers: dict[tuple[str, str, str, int], AsyncConsumer] = {}
+        self._sync: dict[str, TimerClient] = {}
 
     def consumer(
         self, client: AsyncTimerClient, group: str, name: str, reclaim_idle_ms: int
@@ -100,10 +119,22 @@ class Clients:
                     self._clients[namespace] = client
         return client
 
+    def sync(self, client: AsyncTimerClient) -> TimerClient:
+        """A blocking client of the same namespace, for the admin reads (stats, groups,
+        dead letters) the asyncio client does not have; run them in a thread."""
+        found = self._sync.get(client.namespace)
+        if found is None:
+            found = TimerClient.from_url(self.url, client.namespace)
+            self._sync[client.namespace] = found
+        return found
+
     async def close(self) -> None:
         for client in self._clients.values():
             await client.aclose()
         self._clients.clear()
+        for sync in self._sync.values():
+            sync.close()
+        self._sync.clear()
 
 
 Handler = Callable[["Call"], Awaitable[Any]]
@@ -138,9 +169,15 @@ def create_app(url: str, *, tokens: TokenFile | None) -> Starlette:
 
     def route(endpoint: Endpoint, handler: Handler) -> Route:
         async def run(request: Request) -> Response:
-            return await _serve(request, endpoint, handler, clients, tokens, validators)
+            started = time.perf_counter()
+            response = await _serve(request, endpoint, handler, clients, tokens, validators)
+            LATENCY.labels(endpoint.name).observe(time.perf_counter() - started)
+            REQUESTS.labels(endpoint.name, str(response.status_code)).inc()
+            return response
 
-        path = endpoint.path.replace("{timer_id}", "{timer_id:path}")
+        path = endpoint.path.replace("{timer_id}", "{timer_id:path}").replace(
+            "{shard}", "{shard:int}"
+        )
         return Route(path, run, methods=[endpoint.method], name=endpoint.name)
 
     async def openapi_json(_: Request) -> Response:

@@ -3,20 +3,22 @@ raises; this module only shapes requests and replies."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import prometheus_client
 import redis.asyncio as aioredis
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from timer import TimerError, TimerNotFound
+from timer import NotFound, TimerClient, TimerError, TimerNotFound
 from timer.aio_group import AsyncConsumer
 from timer.durable.codec import jsonable
-from timer.durable.models import Outcome, Timer, TimerInfo
+from timer.durable.models import DeadLetter, GroupInfo, Outcome, Timer, TimerInfo
 from timer.store import RedisSettings
 
-from .app import Call, Clients, Handler, from_exception
+from .app import METRICS, Call, Clients, Handler, from_exception
 
 
 def timer_shape(t: Timer) -> dict[str, Any]:
@@ -167,8 +169,75 @@ async def notify(call: Call) -> dict[str, Any]:
     return {"completed": sum(per_key.values()), "per_key": per_key}
 
 
+def group_shape(g: GroupInfo) -> dict[str, Any]:
+    return {"name": g.name, "pending": g.pending, "retrying": g.retrying, "lag": g.lag,
+            "oldest_pending_age_ms": g.oldest_pending_age_ms,
+            "consumers": [{"name": c.name, "pending": c.pending, "idle_ms": c.idle_ms}
+                          for c in g.consumers]}  # fmt: skip
+
+
+def dead_shape(d: DeadLetter) -> dict[str, Any]:
+    return {"ref": d.ref, "group": d.group, "consumer": d.consumer, "attempts": d.attempts,
+            "failed_ms": d.failed_ms, "error": d.error.splitlines()[0] if d.error else "",
+            "timer": d.outcome.id if d.outcome else None}  # fmt: skip
+
+
+def _sync(call: Call) -> TimerClient:
+    return call.clients.sync(call.client)
+
+
+def _ref(call: Call) -> str:
+    return f"{call.params['shard']}/{call.params['entry']}"
+
+
+async def stats(call: Call) -> dict[str, Any]:
+    c = _sync(call)
+    return await asyncio.to_thread(lambda: c.stats(servers=False))
+
+
+async def groups(call: Call) -> dict[str, Any]:
+    c = _sync(call)
+    found = await asyncio.to_thread(c.groups)
+    return {"groups": [group_shape(g) for g in found]}
+
+
+async def dead_letters(call: Call) -> dict[str, Any]:
+    c, q = _sync(call), call.query
+    found = await asyncio.to_thread(lambda: c.dead_letters(q["group"] or None, limit=q["limit"]))
+    return {"dead_letters": [dead_shape(d) for d in found]}
+
+
+async def dead_letter(call: Call) -> dict[str, Any]:
+    c, ref = _sync(call), _ref(call)
+    d = await asyncio.to_thread(c.dead_letter, ref)
+    if d is None:
+        raise NotFound(f"no dead letter {ref} in namespace {c.namespace!r}")
+    return {**dead_shape(d), "error": d.error,
+            "outcome": None if d.outcome is None else outcome_shape(d.outcome)}  # fmt: skip
+
+
+async def redeliver(call: Call) -> dict[str, Any]:
+    c, ref = _sync(call), _ref(call)
+    new = await asyncio.to_thread(c.redeliver, ref)
+    if new is None:
+        raise NotFound(f"no dead letter {ref} in namespace {c.namespace!r}")
+    return {"ref": ref, "redelivered_as": new}
+
+
+async def drop(call: Call) -> dict[str, Any]:
+    c, ref = _sync(call), _ref(call)
+    if not await asyncio.to_thread(c.drop_dead_letter, ref):
+        raise NotFound(f"no dead letter {ref} in namespace {c.namespace!r}")
+    return {"ref": ref, "dropped": True}
+
+
 async def health(_: Call) -> dict[str, Any]:
     return {"live": True}
+
+
+async def metrics(_: Call) -> Response:
+    return Response(prometheus_client.generate_latest(METRICS),
+                    media_type=prometheus_client.CONTENT_TYPE_LATEST)  # fmt: skip
 
 
 def table(clients: Clients) -> dict[str, Handler]:
@@ -188,5 +257,7 @@ def table(clients: Clients) -> dict[str, Handler]:
         "waitTimer": wait, "cancelTimer": cancel, "completeTimer": complete,
         "rescheduleTimer": reschedule, "notifyKeys": notify, "health": health, "ready": ready,
         "consumeOutcomes": consume, "streamOutcomes": events, "ackOutcomes": ack,
-        "retryOutcome": retry, "deadLetterOutcome": dead,
+        "retryOutcome": retry, "deadLetterOutcome": dead, "stats": stats, "groups": groups,
+        "deadLetters": dead_letters, "deadLetter": dead_letter,
+        "redeliverDeadLetter": redeliver, "dropDeadLetter": drop, "metrics": metrics,
     }  # fmt: skip

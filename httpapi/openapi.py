@@ -24,7 +24,8 @@ COMMON_ERRORS = {
 def _operation(e: Endpoint) -> dict[str, Any]:
     op: dict[str, Any] = {"operationId": e.name, "summary": e.summary, "responses": {}}
     params = [{"name": n, "in": "path", "required": True, "schema": {"type": "string"}}
-              for n in ("namespace", "group", "timer_id") if f"{{{n}}}" in e.path]  # fmt: skip
+              for n in ("namespace", "group", "shard", "entry", "timer_id")
+              if f"{{{n}}}" in e.path]  # fmt: skip
     params += [{"name": n, "in": "query", "required": False, "schema": dict(s)}
                for n, s in e.query.items()]  # fmt: skip
     if params:

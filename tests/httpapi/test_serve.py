@@ -54,9 +54,13 @@ class Api:
             req.add_header("Authorization", f"Bearer {bearer}")
         try:
             with urllib.request.urlopen(req, timeout=30) as r:
-                return r.status, json.loads(r.read())
+                return r.status, self._body(r.headers.get("content-type", ""), r.read())
         except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read())
+            return e.code, self._body(e.headers.get("content-type", ""), e.read())
+
+    @staticmethod
+    def _body(kind: str, raw: bytes) -> Any:
+        return json.loads(raw) if "json" in kind else raw.decode()
 
 
 @contextlib.contextmanager
@@ -250,12 +254,13 @@ def test_openapi_document_is_the_servers_and_kept_in_the_repo(
     assert kept == document(), "docs/openapi.json is stale: python -m httpapi.openapi > it"
     app = create_app("redis://127.0.0.1:1", tokens=None)
     routes = [r for r in app.routes if isinstance(r, Route)]
-    routed = {(m, r.path.replace(":path", "")) for r in routes
+    routed = {(m, r.path.replace(":path", "").replace(":int", "")) for r in routes
               for m in (r.methods or ()) if m != "HEAD"}  # fmt: skip
     documented = {(m.upper(), p) for p, ops in document()["paths"].items() for m in ops}
     assert routed == documented
     for method, path in documented:
         url = path.replace("{namespace}", c.namespace).replace("{timer_id}", "t1")
+        url = url.replace("{group}", "g").replace("{shard}", "0").replace("{entry}", "1-0")
         answered, _ = api.call(method, url, {} if method == "POST" else None)
         assert answered not in (404, 405) or "kind" in _, (method, path, answered)
 
@@ -417,3 +422,45 @@ def test_the_event_stream_survives_a_server_restart_without_losing_or_doubling(
         read_events(api.base, path, first_token, 30, seen)
     ids = [o["id"] for o in seen]
     assert sorted(ids) == sorted(f"e:{i}" for i in range(30)), ids
+
+
+def test_admin_reads_need_an_admin_token_and_act_on_dead_letters(
+    served: tuple[Api, TimerClient, TokenFile],
+) -> None:
+    """stats, groups and dead letters (list, show, redeliver, drop) answer an admin token
+    and refuse a write one; /metrics counts the requests by route and status."""
+    api, c, tokens = served
+    _, admin = tokens.create("admin", [c.namespace])
+    ns = f"/v1/namespaces/{c.namespace}"
+    assert api.call("GET", f"{ns}/stats")[0] == 403  # a write token
+    c.schedule_many([{"id": f"d:{i}", "delay_ms": 50} for i in range(2)])
+    grp = f"{ns}/groups/ops"
+    got: list[dict[str, Any]] = []
+
+    def poll() -> bool:
+        got.extend(api.call("GET", f"{grp}/outcomes?consumer=o1&wait_ms=500")[1]["outcomes"])
+        return len(got) == 2
+
+    wait_for(poll, 20, "two outcomes")
+    for o in got:
+        assert api.call("POST", f"{grp}/dead", {"ref": o["ref"], "error": "boom"})[0] == 200
+    status, stats = api.call("GET", f"{ns}/stats", token=admin)
+    assert status == 200 and len(stats["shards"]) == 4
+    status, groups = api.call("GET", f"{ns}/groups", token=admin)
+    assert status == 200 and [g["name"] for g in groups["groups"]] == ["ops"]
+    status, dead = api.call("GET", f"{ns}/dead?group=ops", token=admin)
+    letters = dead["dead_letters"]
+    assert status == 200 and sorted(d["timer"] for d in letters) == ["d:0", "d:1"]
+    one, two = letters[0]["ref"], letters[1]["ref"]
+    status, shown = api.call("GET", f"{ns}/dead/{one}", token=admin)
+    assert status == 200 and shown["error"] == "boom" and shown["outcome"]["outcome"] == "expired"
+    assert api.call("POST", f"{ns}/dead/{one}/redeliver", {}, token=admin)[1]["redelivered_as"]
+    assert api.call("POST", f"{ns}/dead/{two}/drop", {}, token=admin)[1]["dropped"] is True
+    status, gone = api.call("GET", f"{ns}/dead/{two}", token=admin)
+    assert status == 404 and gone["exit_code"] == 6
+    assert api.call("GET", f"{ns}/dead", token=admin)[1]["dead_letters"] == []
+    with urllib.request.urlopen(api.base + "/metrics", timeout=10) as r:
+        text = r.read().decode()
+    assert 'tickwheel_http_requests_total{route="deadLetters",status="200"}' in text
+    assert 'tickwheel_http_requests_total{route="stats",status="403"}' in text
+    assert 'tickwheel_http_request_seconds_bucket{le="0.005",route="stats"}' in text
