@@ -49,7 +49,7 @@ async def schedule(call: Call) -> Response:
     return JSONResponse(jsonable(timer_shape(t)), status_code=201 if t.created else 200)
 
 
-async def schedule_batch(call: Call) -> dict[str, Any]:
+async def schedule_batch(call: Call) -> Response:
     items = call.body["items"]
     results = await call.client.schedule_many(items, origin=call.body.get("origin", ""))
     out: list[dict[str, Any]] = []
@@ -59,7 +59,7 @@ async def schedule_batch(call: Call) -> dict[str, Any]:
             out.append({"status": shaped.status_code, **_json(shaped)})
         else:
             out.append({"status": 201 if r.created else 200, **timer_shape(r)})
-    return {"results": out}
+    return JSONResponse({"results": out})  # plain values already: no jsonable() walk
 
 
 def _json(response: JSONResponse) -> dict[str, Any]:

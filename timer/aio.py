@@ -22,6 +22,7 @@ node's own connection, so durability's WAIT covers the writes it follows.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import urllib.parse
@@ -143,25 +144,46 @@ class AsyncTimerClient:
         return result[0]
 
     async def _drive(self, op: ops.Op[T], result: list[T]) -> AsyncIterator[Any]:
-        """Run an operation's steps; yield what it emits; put its result in ``result``."""
+        """Run an operation's steps; yield what it emits; put its result in ``result``.
+
+        A pipeline sent ahead (``Send``) runs as a task while the operation prepares the
+        next, each after the one before it (the server sees them in the order sent, as
+        the blocking client's lane does); ``Collect`` awaits its task."""
         reply: Any = None
-        while True:
-            try:
-                step = op.send(reply)
-            except StopIteration as done:
-                result.append(done.value)
-                return
-            reply = None
-            if isinstance(step, C.Emit):
-                yield step.value
-            elif isinstance(step, C.Sleep):
-                await asyncio.sleep(step.seconds)  # polling the server with backoff
-            elif isinstance(step, C.Send):  # run now: the ticket is the replies
-                reply = await self._execute(step.pipeline)
-            elif isinstance(step, C.Collect):
-                reply = step.ticket
-            else:
-                reply = await self._execute(step)
+        sent: list[asyncio.Task[Any]] = []
+        try:
+            while True:
+                try:
+                    step = op.send(reply)
+                except StopIteration as done:
+                    result.append(done.value)
+                    return
+                reply = None
+                if isinstance(step, C.Emit):
+                    yield step.value
+                elif isinstance(step, C.Sleep):
+                    await asyncio.sleep(step.seconds)  # polling the server with backoff
+                elif isinstance(step, C.Send):
+                    task = asyncio.ensure_future(
+                        self._after(sent[-1] if sent else None, step.pipeline)
+                    )
+                    sent.append(task)
+                    reply = task
+                elif isinstance(step, C.Collect):
+                    reply = await step.ticket
+                else:
+                    reply = await self._execute(step)
+        finally:
+            for task in sent:  # an operation that ended early leaves none running
+                if not task.done():
+                    task.cancel()
+
+    async def _after(self, before: asyncio.Task[Any] | None, pipeline: C.Pipeline) -> Any:
+        """``pipeline``'s replies, sent once ``before`` (the pipeline sent ahead of it) ran."""
+        if before is not None:
+            with contextlib.suppress(Exception):  # its own Collect reports its error
+                await before
+        return await self._execute(pipeline)
 
     async def _execute(self, step: C.ScriptCall | C.Command | C.Pipeline) -> Any:
         durability = self.settings.durability
