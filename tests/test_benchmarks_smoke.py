@@ -17,6 +17,7 @@ from benchmarks import (
     capacity,
     engine,
     handlers,
+    http_api,
     peer_cron,
     peers,
     recovery,
@@ -143,3 +144,19 @@ def test_peer_cron_with_tickwheel_alone(server_binary: Path) -> None:
                                "--server", str(server_binary)])  # fmt: skip
     tw = out["peers"]["tickwheel"]
     assert tw["seconds"] >= 4 and tw["missed"] == 0 and tw["twice"] == 0
+
+
+def test_http_api_smallest_case(server_binary: Path) -> None:
+    """benchmarks.http_api at its smallest: `tickwheel serve` in its own process, batches
+    and single requests beside the Python client, wrk's paced latency (where wrk is), and
+    webhooks from a worker and `tickwheel handle --webhook`."""
+    out = run(http_api.main, ["--server", str(server_binary), "--timers", "1000",
+                              "--single", "30", "--seconds", "1", "--jobs", "30"])  # fmt: skip
+    reg = out["registration"]
+    assert reg["http_batch_per_s"] > 0 and reg["batch_ratio_to_schedule_many"] > 0
+    get = out["latency_at_1000_per_s"]["get"]
+    if shutil.which("wrk"):
+        assert get["p50_ms"] > 0 and get["errors"] == 0
+    else:
+        assert "skipped" in get
+    assert out["webhooks"]["received"] == 30
