@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import threading
@@ -464,3 +465,49 @@ def test_admin_reads_need_an_admin_token_and_act_on_dead_letters(
     assert 'tickwheel_http_requests_total{route="deadLetters",status="200"}' in text
     assert 'tickwheel_http_requests_total{route="stats",status="403"}' in text
     assert 'tickwheel_http_request_seconds_bucket{le="0.005",route="stats"}' in text
+
+
+def test_tickwheel_serve_speaks_https_with_certfile_and_keyfile(
+    redis_server: RedisServer, namespace: str, tmp_path: Path
+) -> None:
+    """--certfile/--keyfile: the API answers HTTPS (the client trusts the test CA), and
+    plain HTTP on that port gets no answer; giving one of the two is a usage error."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed: cannot make test certificates")
+    from tests.integration.test_tls import _make_certs  # noqa: PLC0415
+
+    _make_certs(tmp_path)
+    TimerClient.from_url(redis_server.url, namespace).init(shards=2)
+    base = [sys.executable, "-m", "cli", "--redis-url", redis_server.url, "--namespace", namespace]
+    half = subprocess.run([*base, "serve", "--no-auth", "--certfile", str(tmp_path / "server.crt")],
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert half.returncode == 2 and "both --certfile and --keyfile" in half.stderr
+    port = free_port()
+    with (tmp_path / "serve.log").open("wb") as log:
+        proc = subprocess.Popen([*base, "serve", "--no-auth", "--port", str(port), "--certfile",
+                                 str(tmp_path / "server.crt"), "--keyfile",
+                                 str(tmp_path / "server.key")], stdout=log, stderr=log)  # fmt: skip
+    context = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
+
+    def answers() -> bool:
+        try:
+            with urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", timeout=5,
+                                        context=context) as r:  # fmt: skip
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    try:
+        wait_for(answers, 30, "the HTTPS API to answer")
+        req = urllib.request.Request(
+            f"https://127.0.0.1:{port}/v1/namespaces/{namespace}/timers", method="POST",
+            data=json.dumps({"id": "tls-1", "delay_ms": 60_000}).encode(),
+            headers={"Content-Type": "application/json"},
+        )  # fmt: skip
+        with urllib.request.urlopen(req, timeout=10, context=context) as r:
+            assert r.status == 201
+        with pytest.raises((OSError, http.client.HTTPException)):
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5).read()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
