@@ -13,7 +13,7 @@ import click
 from timer import TimerClient
 from timer.durable.models import OUTCOMES
 from timer.handlers import DEFAULT_GROUP, DEFAULT_RECLAIM_IDLE_MS, Backoff, Handlers
-from timer.webhook import webhook
+from timer.webhook import callbacks, webhook
 from worker.metrics import serve_handler_metrics
 
 from .app import App, errors, pass_app, starts_server
@@ -75,6 +75,21 @@ class HandlerSpec(click.ParamType):  # type: ignore[type-arg]  # click stubs var
     default=None,
     help=f"The HMAC-SHA256 key the receiver checks [env {WEBHOOK_SECRET_ENV}; needed with "
     "--webhook; at least 16 characters].",
+)
+@click.option(
+    "--callbacks",
+    "callbacks_on",
+    is_flag=True,
+    help="Instead of SPEC: POST each outcome to the callback_url it was scheduled with, "
+    "signed as --webhook does, for the hosts --callback-host lists (an outcome without "
+    "one is done at once; another host is dead-lettered after its attempts).",
+)
+@click.option(
+    "--callback-host",
+    "callback_hosts",
+    multiple=True,
+    metavar="HOST",
+    help="A host --callbacks may POST to (repeat for more).",
 )
 @click.option(
     "--webhook-timeout",
@@ -172,6 +187,8 @@ def handle(
     app: App,
     spec: Any,
     webhook_url: str | None,
+    callbacks_on: bool,
+    callback_hosts: tuple[str, ...],
     webhook_secret: str | None,
     webhook_timeout_ms: int,
     group: str | None,
@@ -206,15 +223,23 @@ def handle(
       tickwheel handle --webhook https://jobs.example/timeouts --on all
     """
     setup_logging(log_level, log_format)
-    if (spec is None) == (webhook_url is None):
-        raise click.UsageError("give a handler SPEC (MODULE:FUNCTION) or --webhook URL")
-    if webhook_url is not None:
-        if not webhook_secret:
-            raise click.UsageError(
-                f"--webhook needs a secret to sign with: --webhook-secret or {WEBHOOK_SECRET_ENV}"
-            )
-        with errors():
-            spec = webhook(webhook_url, webhook_secret, timeout_s=webhook_timeout_ms / 1000)
+    if sum((spec is not None, webhook_url is not None, callbacks_on)) != 1:
+        raise click.UsageError(
+            "give one of a handler SPEC (MODULE:FUNCTION), --webhook URL or --callbacks"
+        )
+    if (webhook_url is not None or callbacks_on) and not webhook_secret:
+        raise click.UsageError(
+            f"--webhook and --callbacks need a secret to sign with: --webhook-secret or "
+            f"{WEBHOOK_SECRET_ENV}"
+        )
+    if callbacks_on and not callback_hosts:
+        raise click.UsageError("--callbacks needs the hosts it may POST to: --callback-host")
+    timeout_s = webhook_timeout_ms / 1000
+    with errors():
+        if webhook_url is not None:
+            spec = webhook(webhook_url, webhook_secret or "", timeout_s=timeout_s)
+        elif callbacks_on:
+            spec = callbacks(webhook_secret or "", callback_hosts, timeout_s=timeout_s)
     with errors():
         handlers = _handlers_of(
             spec, group, consumer, kinds, max_attempts, backoff_ms, max_backoff_ms,

@@ -40,10 +40,13 @@ tokens_option = click.option(
               help="TLS certificate (PEM); with --keyfile the API speaks HTTPS.")  # fmt: skip
 @click.option("--keyfile", type=click.Path(exists=True, dir_okay=False), default=None,
               help="TLS private key (PEM).")  # fmt: skip
+@click.option("--callback-host", "callback_hosts", multiple=True, metavar="HOST",
+              help="A host a timer's callback_url may name (repeat; none: no callbacks). "
+              "`tickwheel handle --callbacks` delivers them.")  # fmt: skip
 @pass_app
 def serve(
     app: App, host: str, port: int, workers: int, tokens_path: Path | None, no_auth: bool,
-    certfile: str | None, keyfile: str | None,
+    certfile: str | None, keyfile: str | None, callback_hosts: tuple[str, ...],
 ) -> None:  # fmt: skip
     """Serve the HTTP/JSON API (/v1): schedule, get, cancel, complete, reschedule, notify
     and wait for timers from any language. The OpenAPI document is at /v1/openapi.json.
@@ -63,8 +66,7 @@ def serve(
             f"--no-auth on {host}: anyone who reaches it could cancel timers; use tokens "
             "(tickwheel tokens create) beyond loopback"
         )
-    from httpapi.serve import TOKENS_ENV as SERVE_TOKENS  # noqa: PLC0415 - the web stack
-    from httpapi.serve import URL_ENV  # noqa: PLC0415
+    from httpapi import serve as web  # noqa: PLC0415 - the web stack, only here
     from httpapi.tokens import TokenFile  # noqa: PLC0415
 
     path = tokens_path or default_tokens()
@@ -77,8 +79,9 @@ def serve(
                 )
     with errors():
         app.client.meta  # noqa: B018 - a namespace never initialised fails here, clearly
-    os.environ[URL_ENV] = app.url  # for uvicorn's workers; never printed
-    os.environ[SERVE_TOKENS] = "" if no_auth else str(path.resolve())
+    os.environ[web.URL_ENV] = app.url  # for uvicorn's workers; never printed
+    os.environ[web.TOKENS_ENV] = "" if no_auth else str(path.resolve())
+    os.environ[web.CALLBACK_HOSTS_ENV] = ",".join(callback_hosts)
     import uvicorn  # noqa: PLC0415
 
     scheme = "https" if certfile else "http"

@@ -14,7 +14,8 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+import urllib.parse
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import jsonschema
@@ -98,6 +99,19 @@ class Clients:
         self._lock = asyncio.Lock()
         self.consumers: dict[tuple[str, str, str, int], AsyncConsumer] = {}
         self._sync: dict[str, TimerClient] = {}
+        self.callback_hosts: frozenset[str] = frozenset()
+
+    def check_callback(self, item: Mapping[str, Any]) -> None:
+        """InvalidInput unless the item's callback_url (if any) names an allowed host."""
+        url = item.get("callback_url")
+        if url is None:
+            return
+        host = (urllib.parse.urlsplit(str(url)).hostname or "").lower()
+        if host not in self.callback_hosts:
+            raise InvalidInput(
+                f"callback_url host {host!r} is not one this server allows; its operator "
+                "lists them with tickwheel serve --callback-host"
+            )
 
     def consumer(
         self, client: AsyncTimerClient, group: str, name: str, reclaim_idle_ms: int
@@ -156,12 +170,16 @@ class Call:
         self.clients = clients
 
 
-def create_app(url: str, *, tokens: TokenFile | None) -> Starlette:
+def create_app(
+    url: str, *, tokens: TokenFile | None, callback_hosts: Iterable[str] = ()
+) -> Starlette:
     """The API for the Redis at ``url``; ``tokens`` None: no authentication (loopback
-    only: ``tickwheel serve`` refuses otherwise)."""
+    only: ``tickwheel serve`` refuses otherwise); ``callback_hosts``: the hosts a timer's
+    ``callback_url`` may name (none: no timer may have one)."""
     from . import handlers  # noqa: PLC0415 - the handlers import this module's helpers
 
     clients = Clients(url)
+    clients.callback_hosts = frozenset(h.lower() for h in callback_hosts)
     document = openapi.document()
     validators = {
         e.name: jsonschema.Draft202012Validator(e.body) for e in ENDPOINTS if e.body is not None

@@ -12,7 +12,7 @@ import prometheus_client
 import redis.asyncio as aioredis
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from timer import NotFound, TimerClient, TimerError, TimerNotFound
+from timer import InvalidInput, NotFound, TimerClient, TimerError, TimerNotFound
 from timer.aio_group import AsyncConsumer
 from timer.durable.codec import jsonable
 from timer.durable.models import DeadLetter, GroupInfo, Outcome, Timer, TimerInfo
@@ -40,18 +40,29 @@ def outcome_shape(o: Outcome) -> dict[str, Any]:
 
 
 async def schedule(call: Call) -> Response:
+    call.clients.check_callback(call.body)
     b = dict(call.body)
     t = await call.client.schedule(
         b.pop("id"), b.pop("delay_ms", None), deadline_ms=b.pop("deadline_ms", None),
         payload=b.pop("payload", None), watch=b.pop("watch", ()), need=b.pop("need", 1),
         rearm=b.pop("rearm", False), traceparent=b.pop("traceparent", None),
+        callback_url=b.pop("callback_url", None),
     )  # fmt: skip
     return JSONResponse(jsonable(timer_shape(t)), status_code=201 if t.created else 200)
 
 
 async def schedule_batch(call: Call) -> Response:
     items = call.body["items"]
-    results = await call.client.schedule_many(items, origin=call.body.get("origin", ""))
+    refused: dict[int, TimerError] = {}
+    for i, item in enumerate(items):  # a callback host not allowed: refused in its slot
+        try:
+            if isinstance(item, dict):
+                call.clients.check_callback(item)
+        except InvalidInput as exc:
+            refused[i] = exc
+    sent = [item for i, item in enumerate(items) if i not in refused]
+    done = iter(await call.client.schedule_many(sent, origin=call.body.get("origin", "")))
+    results = [refused[i] if i in refused else next(done) for i in range(len(items))]
     out: list[dict[str, Any]] = []
     for r in results:
         if isinstance(r, TimerError):

@@ -13,8 +13,11 @@ from .tokens import TokenFile
 
 URL_ENV = "TICKWHEEL_SERVE_URL"  # the Redis URL (may hold a password: never printed)
 TOKENS_ENV = "TICKWHEEL_SERVE_TOKENS"  # the token file; empty: no authentication
+CALLBACK_HOSTS_ENV = "TICKWHEEL_SERVE_CALLBACK_HOSTS"  # comma-separated
 
 
 def app_from_env() -> Starlette:
     tokens = os.environ.get(TOKENS_ENV, "")
-    return create_app(os.environ[URL_ENV], tokens=TokenFile(Path(tokens)) if tokens else None)
+    hosts = [h for h in os.environ.get(CALLBACK_HOSTS_ENV, "").split(",") if h]
+    return create_app(os.environ[URL_ENV], tokens=TokenFile(Path(tokens)) if tokens else None,
+                      callback_hosts=hosts)  # fmt: skip

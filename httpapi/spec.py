@@ -30,6 +30,8 @@ TIMER_FIELDS: dict[str, Any] = {
     "need": {"type": "integer", "minimum": 1, "description": "Watch keys needed (default 1)."},
     "rearm": {"type": "boolean", "description": "Schedule an id that already ended again."},
     "traceparent": TRACEPARENT,
+    "callback_url": {"type": "string", "maxLength": 2048,
+                     "description": "POST the outcome here (a host the server allows)."},
 }  # fmt: skip
 SCHEDULE = {
     "type": "object", "properties": TIMER_FIELDS, "required": ["id"],

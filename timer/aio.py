@@ -314,11 +314,13 @@ class AsyncTimerClient:
         need: int = 1,
         rearm: bool = False,
         traceparent: str | None = None,
+        callback_url: str | None = None,
     ) -> Timer:
         """As ``TimerClient.schedule``: idempotent, DuplicateTimer on other parameters."""
         return await self._run(ops.schedule(
             self._ns(), timer_id, delay_ms=delay_ms, deadline_ms=deadline_ms,
             payload=payload, watch=watch, need=need, rearm=rearm, traceparent=traceparent,
+            callback_url=callback_url,
         ))  # fmt: skip
 
     async def schedule_many(

@@ -223,6 +223,7 @@ class TimerClient:
         need: int = 1,
         rearm: bool = False,
         traceparent: str | None = None,
+        callback_url: str | None = None,
     ) -> Timer:
         """Schedule a timer ``delay_ms`` from now (Redis time) or at ``deadline_ms``.
 
@@ -232,11 +233,13 @@ class TimerClient:
         outcome (a retried job re-arming its timeout); the same id pending with other
         parameters raises DuplicateTimer. ``traceparent`` (W3C; ``timer.tracing.current()``
         gives the active span's) is kept with the timer: its fire and its handler run
-        continue that trace.
+        continue that trace. ``callback_url``: its outcome is POSTed there by
+        ``tickwheel handle --callbacks`` (for the hosts that runner allows).
         """
         return self._run(ops.schedule(
             self._ns(), timer_id, delay_ms=delay_ms, deadline_ms=deadline_ms,
             payload=payload, watch=watch, need=need, rearm=rearm, traceparent=traceparent,
+            callback_url=callback_url,
         ))  # fmt: skip
 
     def schedule_many(
@@ -245,9 +248,9 @@ class TimerClient:
         """Schedule many timers in pipelined batches; one result per item, in order.
 
         Each item is a mapping with ``id`` and ``delay_ms`` or ``deadline_ms``, and optional
-        ``payload``, ``watch``, ``need``, ``rearm``, ``traceparent``. A bad item gets its
-        error in its slot (nothing is written for it); the others go on. ``origin`` is
-        stored with each timer created here and reported back on a retry
+        ``payload``, ``watch``, ``need``, ``rearm``, ``traceparent``, ``callback_url``. A bad
+        item gets its error in its slot (nothing is written for it); the others go on.
+        ``origin`` is stored with each timer created here and reported back on a retry
         (``Timer.origin``), so a caller that retries a batch (a Spark task) can tell
         "created by my earlier attempt" from "already there".
         """

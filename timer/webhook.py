@@ -30,7 +30,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import __version__
@@ -100,12 +100,47 @@ def webhook(url: str, secret: str, *, timeout_s: float = 10.0) -> Callable[[Outc
     """A handler that POSTs each outcome to ``url``, signed with ``secret``; it raises
     :class:`WebhookFailed` unless the receiver answers 2xx within ``timeout_s``."""
     check_url(url)
+    post = _poster(secret, timeout_s)
+
+    def deliver(o: Outcome) -> None:
+        post(url, o)
+
+    deliver.__qualname__ = deliver.__name__ = "webhook"
+    return deliver
+
+
+def callbacks(
+    secret: str, allowed_hosts: Iterable[str], *, timeout_s: float = 10.0
+) -> Callable[[Outcome], None]:
+    """A handler that POSTs each outcome to its own ``callback_url`` (given at schedule),
+    signed with ``secret``, if that URL's host is one of ``allowed_hosts``; an outcome
+    without one is done at once, one whose host is not allowed raises (and, once its
+    attempts are spent, is dead-lettered with that reason)."""
+    hosts = {h.lower() for h in allowed_hosts}
+    if not hosts:
+        raise InvalidInput("callbacks need at least one allowed host (--callback-host)")
+    post = _poster(secret, timeout_s)
+
+    def deliver(o: Outcome) -> None:
+        url = o.callback_url
+        if url is None:
+            return
+        host = (urllib.parse.urlsplit(url).hostname or "").lower()
+        if host not in hosts:
+            raise WebhookFailed(f"callback host {host!r} is not allowed (--callback-host)")
+        post(url, o)
+
+    deliver.__qualname__ = deliver.__name__ = "callbacks"
+    return deliver
+
+
+def _poster(secret: str, timeout_s: float) -> Callable[[str, Outcome], None]:
     if not isinstance(secret, str) or len(secret) < 16:
         raise InvalidInput("the webhook secret must be text of at least 16 characters")
     opener = urllib.request.build_opener(_NoRedirect)
     agent = f"tickwheel/{__version__}"
 
-    def deliver(o: Outcome) -> None:
+    def deliver(url: str, o: Outcome) -> None:
         body = json.dumps(outcome_json(o), separators=(",", ":")).encode()
         request = urllib.request.Request(url, data=body, method="POST", headers={
             "Content-Type": "application/json", "User-Agent": agent,
@@ -123,5 +158,4 @@ def webhook(url: str, secret: str, *, timeout_s: float = 10.0) -> Callable[[Outc
         if not 200 <= status < 300:
             raise WebhookFailed(f"{url} answered {status}")
 
-    deliver.__qualname__ = deliver.__name__ = "webhook"
     return deliver

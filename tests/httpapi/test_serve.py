@@ -511,3 +511,35 @@ def test_tickwheel_serve_speaks_https_with_certfile_and_keyfile(
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
+
+
+def test_a_callback_url_needs_a_host_the_server_allows(
+    redis_server: RedisServer, namespace: str, redis_client: redis.Redis
+) -> None:
+    """serve --callback-host: a timer may name a callback on that host; any other host
+    is refused with a 400 that says how to allow it (in its slot in a batch), nothing
+    written for it."""
+    from starlette.testclient import TestClient  # noqa: PLC0415
+
+    c = TimerClient.from_url(redis_server.url, namespace)
+    c.init(shards=2)
+    app = create_app(redis_server.url, tokens=None, callback_hosts=["hooks.example"])
+    ns = f"/v1/namespaces/{namespace}"
+    before = namespace_keys(redis_client, namespace)
+    with TestClient(app) as http:
+        evil = {"id": "a", "delay_ms": 1000, "callback_url": "https://evil.example/x"}
+        bad = http.post(f"{ns}/timers", json=evil)
+        assert bad.status_code == 400 and "--callback-host" in bad.json()["error"]
+        assert namespace_keys(redis_client, namespace) == before
+        good = {"id": "a", "delay_ms": 1000, "callback_url": "https://hooks.example/x"}
+        ok = http.post(f"{ns}/timers", json=good)
+        assert ok.status_code == 201
+        batch = http.post(f"{ns}/timers/batch", json={"items": [
+            {"id": "b", "delay_ms": 1000, "callback_url": "https://evil.example/x"},
+            {"id": "c", "delay_ms": 1000, "callback_url": "https://hooks.example/y"},
+        ]}).json()["results"]  # fmt: skip
+        assert [r["status"] for r in batch] == [400, 201]
+    info = c.get("a")
+    assert info is not None and info.callback_url == "https://hooks.example/x"
+    assert c.get("b") is None
+    c.close()

@@ -19,7 +19,7 @@ import pytest
 from tests.conftest import wait_for
 from timer import Backoff, Handlers, InvalidInput, TimerClient
 from timer.testing import RedisServer, free_port
-from timer.webhook import IDEMPOTENCY, SIGNATURE, sign, verify, webhook
+from timer.webhook import IDEMPOTENCY, SIGNATURE, callbacks, sign, verify, webhook
 
 SECRET = "s3cret-of-the-receiver"
 
@@ -155,7 +155,7 @@ def test_tickwheel_handle_webhook_as_a_user_runs_it(
             [*base, "--webhook", rx.url, "--idle-exit"], env=bare, capture_output=True,
             text=True, timeout=60, check=False,
         )  # fmt: skip
-        assert no_secret.returncode == 2 and "needs a secret" in no_secret.stderr
+        assert no_secret.returncode == 2 and "need a secret" in no_secret.stderr
         env = {**os.environ, "TICKWHEEL_WEBHOOK_SECRET": SECRET}
         done = subprocess.run([*base, "--webhook", rx.url, "--idle-exit", "--json"], env=env,
                               capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
@@ -185,3 +185,29 @@ def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for var in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
         monkeypatch.delenv(var, raising=False)
     yield
+
+
+def test_callbacks_go_to_each_timers_own_url_on_allowed_hosts(client: TimerClient) -> None:
+    """A timer scheduled with a callback_url gets its outcome POSTed there, signed; one
+    without is done without a request; one naming a host the runner does not allow is
+    dead-lettered with that reason, never sent."""
+    with Receiver() as rx:
+        client.schedule("cb:1", 0, payload={"n": 1}, callback_url=rx.url + "?job=1")
+        client.schedule("cb:none", 0)
+        client.schedule("cb:elsewhere", 0, callback_url="http://elsewhere.example/hook")
+        _fire_all(client)
+        info = client.get("cb:1")
+        assert info is not None and info.callback_url == rx.url + "?job=1"
+        h = Handlers(client, group="cbs", max_attempts=1, backoff=Backoff(initial_s=0.05))
+        h.add("expired", callbacks(SECRET, ["127.0.0.1"], timeout_s=5))
+        assert h.run(stop_when_idle=True)
+        assert (h.stats.handled, h.stats.dead_lettered) == (2, 1)
+        [(headers, body)] = rx.got
+        assert verify(SECRET, headers[SIGNATURE], body) and json.loads(body)["id"] == "cb:1"
+    [letter] = client.dead_letters("cbs")
+    assert letter.outcome is not None and letter.outcome.id == "cb:elsewhere"
+    assert "'elsewhere.example' is not allowed" in letter.error
+    with pytest.raises(InvalidInput, match="callback_url"):
+        client.schedule("cb:bad", 1000, callback_url="ftp://x/y")
+    with pytest.raises(InvalidInput, match="credentials"):
+        client.schedule("cb:bad", 1000, callback_url="http://u:p@x/y")

@@ -16,6 +16,7 @@ consumer groups' in :mod:`.groups`, and reading stored records in :mod:`.entries
 from __future__ import annotations
 
 import re
+import urllib.parse
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
@@ -267,12 +268,14 @@ def schedule_item(  # noqa: PLR0917 - the fields of one timer, in the order user
     need: object = 1,
     rearm: object = False,
     traceparent: object = None,
+    callback_url: object = None,
 ) -> ScheduleItem:
     """Validate one timer for ``schedule_call``; InvalidInput, nothing sent.
 
     ``rearm``: an id that ended (its outcome retained) is scheduled again instead of
     answering with that outcome. ``traceparent``: a W3C trace context kept with the timer
-    and handed to its outcome (``timer.tracing``).
+    and handed to its outcome (``timer.tracing``). ``callback_url``: where the outcome is
+    POSTed (``tickwheel handle --callbacks``, for hosts its operator allows).
     """
     tid = K.check_name("timer id", timer_id)
     mode, value = _when(ns, delay_ms, deadline_ms)
@@ -293,6 +296,11 @@ def schedule_item(  # noqa: PLR0917 - the fields of one timer, in the order user
                 f"id 'job:{{42}}' and key 'job:{{42}}:done'"
             )
     # need, rearm, watch and trace are left out at their defaults: less to decode
+    if callback_url is not None:
+        trace = "" if traceparent is None else check_traceparent(traceparent)
+        url = check_callback_url(callback_url)
+        return ScheduleItem(tid, shard, (tid, mode, value, data, need, int(rearm), keys, trace,
+                                         url))  # fmt: skip
     if traceparent is not None:
         trace = check_traceparent(traceparent)
         return ScheduleItem(tid, shard, (tid, mode, value, data, need, int(rearm), keys, trace))
@@ -303,9 +311,32 @@ def schedule_item(  # noqa: PLR0917 - the fields of one timer, in the order user
     return ScheduleItem(tid, shard, (tid, mode, value, data))
 
 
-SCHEDULE_FIELDS = frozenset(
-    {"id", "delay_ms", "deadline_ms", "payload", "watch", "need", "rearm", "traceparent"}
-)
+SCHEDULE_FIELDS = frozenset({
+    "id", "delay_ms", "deadline_ms", "payload", "watch", "need", "rearm", "traceparent",
+    "callback_url",
+})  # fmt: skip
+MAX_URL_BYTES = 2048
+
+
+def check_callback_url(value: object) -> str:
+    """An http(s) URL with a host and no credentials, at most 2048 bytes."""
+    if not isinstance(value, str) or len(value.encode("utf-8", "replace")) > MAX_URL_BYTES:
+        raise InvalidInput(f"callback_url must be an http(s) URL of at most {MAX_URL_BYTES} "
+                           f"bytes, got {value!r:.100}")  # fmt: skip
+    try:
+        parts = urllib.parse.urlsplit(value)
+        scheme, host = parts.scheme, parts.hostname
+    except ValueError:  # an invalid port or IPv6 literal
+        scheme, host = "", None
+    if scheme not in ("http", "https") or not host:
+        raise InvalidInput(
+            f"callback_url must be http:// or https:// with a host, got {value!r:.100}"
+        )
+    if parts.username or parts.password:
+        raise InvalidInput("callback_url must not carry credentials: receivers check the signature")
+    return value
+
+
 TRACEPARENT = re.compile(r"^[0-9a-f]{2}-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$")
 
 
@@ -345,6 +376,7 @@ def schedule_item_of(ns: Namespace, item: object) -> ScheduleItem:
             get("need", 1),
             get("rearm", False),
             get("traceparent"),
+            get("callback_url"),
         )
     except InvalidInput:
         raise

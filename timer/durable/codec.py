@@ -61,10 +61,10 @@ def decode_payload(data: bytes) -> Any:
 FORMAT_VERSION = 5
 
 # Records are arrays with their trailing defaults left out (lua/include/records.lua).
-_PENDING_FIELDS = ("d", "p", "c", "s", "n", "w", "g", "x")
-_PENDING_DEFAULTS: dict[str, Any] = {"s": b"", "n": 1, "w": (), "g": (), "x": b""}
-_RESULT_FIELDS = ("o", "d", "t", "p", "c", "s", "g", "x")
-_RESULT_DEFAULTS: dict[str, Any] = {"s": b"", "g": (), "x": b""}
+_PENDING_FIELDS = ("d", "p", "c", "s", "n", "w", "g", "x", "u")
+_PENDING_DEFAULTS: dict[str, Any] = {"s": b"", "n": 1, "w": (), "g": (), "x": b"", "u": b""}
+_RESULT_FIELDS = ("o", "d", "t", "p", "c", "s", "g", "x", "u")
+_RESULT_DEFAULTS: dict[str, Any] = {"s": b"", "g": (), "x": b"", "u": b""}
 OUTCOME_CODES = {1: "expired", 2: "cancelled", 3: "completed"}
 
 
@@ -111,8 +111,8 @@ def _text_fields(raw: dict[Any, Any]) -> dict[str, Any]:
         name = k.decode() if isinstance(k, bytes) else k
         if name in ("w", "g"):
             out[name] = [x.decode("utf-8", "surrogatepass") for x in value] if value else []
-        elif name == "x":  # a traceparent: ASCII text
-            out[name] = value.decode("ascii", "replace") if isinstance(value, bytes) else ""
+        elif name in ("x", "u"):  # a traceparent, a callback URL: text
+            out[name] = value.decode("utf-8", "replace") if isinstance(value, bytes) else ""
         else:
             out[name] = value
     return out

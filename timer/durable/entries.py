@@ -42,14 +42,14 @@ def _timer_info(tid: str, shard: int, pending: Any, decided: Any) -> TimerInfo |
         return TimerInfo(
             tid, shard, "pending", int(rec["d"]), decode_payload(rec["p"]),
             created_ms=int(rec["c"]), watch=tuple(rec["w"]), need=int(rec["n"]),
-            got=tuple(rec["g"]), traceparent=rec["x"] or None,
+            got=tuple(rec["g"]), traceparent=rec["x"] or None, callback_url=rec["u"] or None,
         )  # fmt: skip
     if decided is not None:
         rec = decode_result(decided)
         return TimerInfo(
             tid, shard, rec["o"], int(rec["d"]), decode_payload(rec["p"]),
             created_ms=int(rec["c"]), decided_ms=int(rec["t"]), got=tuple(rec.get("g", ())),
-            traceparent=rec["x"] or None,
+            traceparent=rec["x"] or None, callback_url=rec["u"] or None,
         )  # fmt: skip
     return None
 
@@ -103,6 +103,7 @@ def _outcome_from_entry(
         attempt=attempt,
         redelivery_of=None if origin is None else text(origin),
         traceparent=rec["x"] or None,
+        callback_url=rec["u"] or None,
     )
 
 

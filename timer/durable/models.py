@@ -201,6 +201,7 @@ class TimerInfo:
     need: int = 1
     got: tuple[str, ...] = ()
     traceparent: str | None = None  # the trace given at schedule (W3C), if one was
+    callback_url: str | None = None  # where its outcome is POSTed (timer/webhook.py)
 
 
 @dataclass(frozen=True)
@@ -218,6 +219,7 @@ class Outcome:
     redelivery_of: str | None = None  # a dead letter put back: the entry id it first had
     error: str | None = None  # outcome "undecodable": why the entry could not be read
     traceparent: str | None = None  # the trace given at schedule (W3C): the handler's parent
+    callback_url: str | None = None  # where it is POSTed (tickwheel handle --callbacks)
     _ack: Callable[[], None] | None = field(default=None, repr=False, compare=False)
     _aack: Callable[[], Awaitable[None]] | None = field(default=None, repr=False, compare=False)
 

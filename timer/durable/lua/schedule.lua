@@ -15,8 +15,9 @@ ARGV[3]  max_delay_ms  a deadline further than this from now is refused
 ARGV[4]  events channel of the shard
 ARGV[5]  origin      an opaque token naming who created them (a batch, a Spark job); may be ''
 ARGV[6]  timers      msgpack array; each timer is an array
-                     {id, mode, value, payload, need, rearm, watch, trace}, the last
-                     four left out when they are their defaults (1, 0, {}, ''):
+                     {id, mode, value, payload, need, rearm, watch, trace, callback},
+                     the last five left out when they are their defaults (1, 0, {}, '',
+                     ''):
                      mode 'in' (value is a delay, ms) or 'at' (value is a deadline, epoch
                      ms, Redis time); payload msgpack bytes; need distinct watch keys that
                      complete it (>= 1); rearm 1: an id whose outcome is retained is
@@ -24,7 +25,7 @@ ARGV[6]  timers      msgpack array; each timer is an array
                      is returned; watch keys deduplicated and sorted by the client, all
                      routing to this shard; trace a W3C traceparent kept with the timer
                      (not compared: the same timer scheduled again from another trace
-                     is the same timer).
+                     is the same timer); callback the URL its outcome is POSTed to.
 
 Returns  one reply per timer, in order:
          deadline_ms (an integer)                      this call created the timer
@@ -111,7 +112,7 @@ for i = 1, n do
       if retained[i] then gone[#gone + 1] = id end
       local watch = t[7] or NONE
       local rec = {d = deadline, p = t[4], w = watch, n = t[5] or 1, g = NONE, c = now, s = origin,
-        x = t[8] or ''}
+        x = t[8] or '', u = t[9] or ''}
       here[id] = rec
       fields[#fields + 1] = id
       fields[#fields + 1] = pack_rec(rec)

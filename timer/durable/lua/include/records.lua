@@ -7,15 +7,16 @@ runs on it. Records are arrays with their trailing defaults left out (#14): no f
 names, no empty values.
 
 Pending timer (HASH P:t, field = id):
-  [d, p, d - c, s = '', n = 1, w = {}, g = {}, x = '']
+  [d, p, d - c, s = '', n = 1, w = {}, g = {}, x = '', u = '']
   d = deadline_ms (Redis time, epoch ms)   p = payload (msgpack bytes, opaque here)
   c = created_ms (Redis time)              s = origin token given at schedule ('' if none)
   n = need (distinct keys to complete)     w = watch keys (array)
   g = keys notified so far (array)
   x = the W3C traceparent given at schedule ('' if none): the trace the timer continues
+  u = the URL its outcome is POSTed to ('' if none: see timer/webhook.py)
 Retained outcome (a value of the results table, see include/results.lua, after its 4
 bytes of expiry):
-  [o, d, t - d, p, d - c, s = '', g = {}, x = ''] with o a code: 1 expired, 2 cancelled,
+  [o, d, t - d, p, d - c, s = '', g = {}, x = '', u = ''] with o a code: 1 expired, 2 cancelled,
   3 completed (times as differences: a few bytes, not nine)
   t = decided_ms; g = the watch keys notified before it was decided (which completed it).
 Outcome stream entry (STREAM P:out, one a decided timer): i = id, r = the retained
@@ -40,13 +41,14 @@ local NONE = {}
 local function read_rec(raw)
   local r = cmsgpack.unpack(raw)
   return {d = r[1], p = r[2], c = r[1] - r[3], s = r[4] or '', n = r[5] or 1, w = r[6] or NONE,
-    g = r[7] or NONE, x = r[8] or ''}
+    g = r[7] or NONE, x = r[8] or '', u = r[9] or ''}
 end
 
 -- A pending record packed, up to the last field that is not its default.
 local function pack_rec(rec)
   local last = 3
-  if (rec.x or '') ~= '' then last = 8
+  if (rec.u or '') ~= '' then last = 9
+  elseif (rec.x or '') ~= '' then last = 8
   elseif #rec.g > 0 then last = 7
   elseif #rec.w > 0 then last = 6
   elseif rec.n ~= 1 then last = 5
@@ -56,14 +58,20 @@ local function pack_rec(rec)
   if last >= 5 then a[5] = rec.n end
   if last >= 6 then a[6] = rec.w end
   if last >= 7 then a[7] = rec.g end
-  if last >= 8 then a[8] = rec.x end
+  if last >= 8 then a[8] = rec.x or '' end
+  if last >= 9 then a[9] = rec.u end
   return cmsgpack.pack(a)
 end
 
 -- The retained outcome of pending record `rec`, decided as `outcome` at `now`.
 local function pack_result(rec, outcome, now)
   local a = {OUTCOME_CODE[outcome], rec.d, now - rec.d, rec.p, rec.d - rec.c}
-  if (rec.x or '') ~= '' then
+  if (rec.u or '') ~= '' then
+    a[6] = rec.s
+    a[7] = rec.g
+    a[8] = rec.x or ''
+    a[9] = rec.u
+  elseif (rec.x or '') ~= '' then
     a[6] = rec.s
     a[7] = rec.g
     a[8] = rec.x
