@@ -282,6 +282,7 @@ def test_records_decode_with_their_defaults() -> None:
         "w": [],
         "g": [],
         "x": "",
+        "u": "",
     }
     watched = decode_pending(msgpack.packb([5, b"\x01", 3, "o", 2, ["a", "b"], ["a"]]))
     assert (watched["n"], watched["w"], watched["g"]) == (2, ["a", "b"], ["a"])
@@ -290,6 +291,8 @@ def test_records_decode_with_their_defaults() -> None:
     tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
     traced = decode_result(msgpack.packb([1, 5, 4, b"\x01", 3, "", [], tp]))
     assert traced["x"] == tp and traced["g"] == [] and result["x"] == ""
+    hooked = decode_result(msgpack.packb([1, 5, 4, b"\x01", 3, "", [], "", "https://h/x"]))
+    assert hooked["u"] == "https://h/x" and hooked["x"] == "" and result["u"] == ""
     for old in ({"d": 5, "p": b"\x01", "c": 2}, {"o": "expired", "d": 5, "t": 9, "p": b""}):
         with pytest.raises(ValueError, match="msgpack array"):
             (decode_pending if "t" not in old else decode_result)(msgpack.packb(old))
