@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
 
 import click
+import redis
 
 from timer import TimerClient
+from timer.durable.keys import NAMESPACES
 from timer.errors import (
     ConfigError,
     CorruptRecord,
@@ -26,7 +28,7 @@ from timer.errors import (
     TimerFull,
     WaitTimeout,
 )
-from timer.store import redact_url
+from timer.store import RedisSettings, redact_url
 
 from . import embedded
 
@@ -76,7 +78,28 @@ def errors() -> Iterator[None]:
     try:
         yield
     except TimerError as exc:
-        raise TimerCommandError(exc) from None
+        raise TimerCommandError(_with_namespaces(exc)) from None
+
+
+def _with_namespaces(exc: TimerError) -> TimerError:
+    """A namespace that is not initialised: the error names those the server has (the
+    demo's ``demo-<ts>``, a typo), when it can list them."""
+    if not isinstance(exc, ConfigError) or "is not initialised" not in str(exc):
+        return exc
+    ctx = click.get_current_context(silent=True)
+    app = ctx.find_object(App) if ctx is not None else None
+    if app is None or app._url is None:
+        return exc
+    try:
+        rs = RedisSettings.from_url(app._url, socket_timeout_s=2)
+        with redis.Redis.from_url(rs.url, **rs.options()) as r:
+            names = sorted(n.decode() for n in r.smembers(NAMESPACES))
+    except (redis.RedisError, TimerError, ValueError, UnicodeDecodeError):
+        return exc  # no right to list them (ACL), or no answer: the error as it was
+    if not names:
+        return exc
+    return ConfigError(f"{exc}; namespaces here: {', '.join(names[:20])}"
+                       f"{' …' if len(names) > 20 else ''} (--namespace NAME)")  # fmt: skip
 
 
 _STARTERS: set[click.Command] = set()

@@ -291,3 +291,12 @@ def test_messages_count_and_place_a_decision_in_words(tw: Run) -> None:
     tailed = tw("tail", "--history", "--idle-exit").output
     assert re.search(r"completed\s+j:\{1\}\s+\d+ ms before its deadline", tailed), tailed
     assert "-" not in waited.split("decided", 1)[1]
+
+
+def test_a_namespace_not_initialised_names_those_the_server_has(tw: Run, namespace: str) -> None:
+    """After `make demo` the namespace is demo-<ts>: a command on another one says which
+    namespaces the server has, and how to pick one."""
+    tw("init", "--shards", "2")
+    missing = tw("stats", "--namespace", f"{namespace}-typo", expect=4)
+    assert "is not initialised" in missing.output
+    assert namespace in missing.output and "(--namespace NAME)" in missing.output
