@@ -33,6 +33,7 @@ from . import (
     peers,
     recovery,
     register,
+    runner,
     schedules,
     server_cost,
     spark,
@@ -88,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         "schedules": (schedules.main, [*quick, *server]),
         "peer_cron": (peer_cron.main, [*quick, *server]),
         "http_api": (http_api.main, [*quick, *server]),
+        "runner": (runner.main, [*quick, *server]),
     }
     results: dict[str, Any] = {
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),

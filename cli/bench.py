@@ -23,6 +23,7 @@ NAMES = {
     "schedules": "benchmarks.schedules",
     "peer_cron": "benchmarks.peer_cron",
     "http_api": "benchmarks.http_api",
+    "runner": "benchmarks.runner",
     "all": "benchmarks.run_all",
 }
 
@@ -57,8 +58,8 @@ def bench(ctx: click.Context, name: str | None, args: tuple[str, ...]) -> None:
     """Run benchmark NAME and print its JSON; ARGS go to the benchmark.
 
     NAME is one of: engine, register, worker, spark, memory, capacity, server_cost (needs
-    valgrind), recovery, peers, handlers, schedules, peer_cron, http_api (uses wrk), or
-    all (what `make bench` runs).
+    valgrind), recovery, peers, handlers, schedules, peer_cron, http_api (uses wrk),
+    runner, or all (what `make bench` runs).
     `tickwheel bench NAME --help` shows that benchmark's own options. The benchmarks
     compare side by side in one run (ratios); they live in benchmarks/ of the source
     tree, so run this from a checkout.

@@ -22,6 +22,7 @@ from benchmarks import (
     peers,
     recovery,
     register,
+    runner,
     schedules,
     server_cost,
 )
@@ -160,3 +161,10 @@ def test_http_api_smallest_case(server_binary: Path) -> None:
     else:
         assert "skipped" in get
     assert out["webhooks"]["received"] == 30
+
+
+def test_runner_smallest_case(server_binary: Path) -> None:
+    """benchmarks.runner at its smallest: every outcome handled once, sync and async."""
+    out = run(runner.main, ["--server", str(server_binary), "--n", "300"])
+    assert out["sync_noop"]["handled"] == 300 and out["sync_noop"]["per_s"] > 0
+    assert out["async_noop"]["handled"] == 300

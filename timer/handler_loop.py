@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from .consumer import ConsumerGroup
 
 log = logging.getLogger("tickwheel.handlers")
+READ_AHEAD = 256  # outcomes read ahead of the free handlers, by default (see HandlerLoop)
 
 
 class Registry(Protocol):
@@ -70,11 +71,17 @@ class HandlerLoop:
         concurrency: int,
         stop_when_idle: bool,
         drain_timeout_s: float,
+        read_ahead: int = 0,
     ) -> None:
         self.h = h
         self.hand = hand
         self.group = group
         self.concurrency = concurrency
+        # Outcomes held at once: those running and those read ahead, waiting for a free
+        # handler. Reading only as many as run at once made each read bring one or two a
+        # shard under a backlog, a round trip for every few outcomes (#32); read ahead,
+        # they are touched while they wait, as the running ones are.
+        self.in_hand_limit = concurrency + read_ahead
         self.stop_when_idle = stop_when_idle
         self.drain_timeout_s = drain_timeout_s
         self.touch_every_s = group.reader.touch_every_s
@@ -109,26 +116,40 @@ class HandlerLoop:
                 if now >= next_touch:
                     self._touch()
                     next_touch = now + self.touch_every_s
-                free = self.concurrency - len(self.hand)
+                held = len(self.hand)
+                room = self.in_hand_limit - held  # to read, counting those read ahead
+                idle_handlers = self.concurrency - held  # that could start one now
                 wait_s = max(0.001, next_touch - time.monotonic())
-                if free <= 0:
-                    with self.hand.cond:
-                        self.hand.cond.wait_for(
-                            lambda: (
-                                len(self.hand.held) < self.concurrency
-                                or self.hand.stopping.is_set()
-                            ),
-                            timeout=wait_s,
-                        )
+                if room <= 0:
+                    self._wait_for_room(self.in_hand_limit, wait_s)
                     continue
-                block = None if self.stop_when_idle else max(1, int(min(wait_s, 0.5) * 1000))
-                got = self._guard([], self.group.poll, free, block)
+                # With a handler free, wait for new outcomes; with every handler busy, read
+                # ahead only what is already there (a read never waits while the runner
+                # has nothing to start: a stop meanwhile takes nothing more).
+                block = None
+                if idle_handlers > 0 and not self.stop_when_idle:
+                    block = max(1, int(min(wait_s, 0.5) * 1000))
+                got = self._guard([], self.group.poll, room, block)
                 self._dispatch_all(got)
-                if self.stop_when_idle and not got and self._idle():
+                if got:
+                    continue
+                if idle_handlers <= 0:
+                    self._wait_for_room(self.concurrency, wait_s)
+                    continue
+                if self.stop_when_idle and self._idle():
                     break
         finally:
             drained = self._drain()
         return drained
+
+    def _wait_for_room(self, limit: int, timeout_s: float) -> None:
+        """Until fewer than ``limit`` outcomes are in hand (a handler finished), the
+        runner stops, or ``timeout_s`` passes."""
+        with self.hand.cond:
+            self.hand.cond.wait_for(
+                lambda: len(self.hand.held) < limit or self.hand.stopping.is_set(),
+                timeout=timeout_s,
+            )
 
     def _guard(self, default: Any, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run a Redis call of the loop; on a Redis error log it, pause, give ``default``."""

@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .durable.groups import check_group
 from .durable.models import OUTCOMES
 from .errors import InvalidInput
-from .handler_loop import HandlerLoop
+from .handler_loop import READ_AHEAD, HandlerLoop
 from .handler_policy import (
     Backoff,
     Handler,
@@ -196,6 +196,7 @@ class Handlers:
         handle_signals: bool = False,
         drain_timeout_s: float = 30.0,
         start: str = "0",
+        read_ahead: int = READ_AHEAD,
     ) -> bool:
         """Handle outcomes until :meth:`stop` (or SIGTERM/SIGINT with ``handle_signals``;
         or, with ``stop_when_idle``, once nothing is left to do). True if every handler
@@ -203,13 +204,17 @@ class Handlers:
         (those outcomes stay pending and will be handled again).
 
         ``start`` is where a group created here starts: ``0`` with every outcome the
-        streams hold, ``$`` with the next one.
+        streams hold, ``$`` with the next one. ``read_ahead``: how many outcomes may wait
+        in this process for a free handler (read in larger batches under a backlog;
+        touched while they wait; 0: read only what can start at once).
         """
         client = client or self.client
         if client is None:
             raise InvalidInput("Handlers.run needs a TimerClient (Handlers(client) or run(client))")
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise InvalidInput(f"concurrency must be a whole number >= 1, got {concurrency!r}")
+        if isinstance(read_ahead, bool) or not isinstance(read_ahead, int) or read_ahead < 0:
+            raise InvalidInput(f"read_ahead must be a whole number >= 0, got {read_ahead!r}")
         if not self._handlers:
             raise InvalidInput("no handler registered: use @handlers.on('expired') first")
         if self._running:
@@ -226,6 +231,7 @@ class Handlers:
             loop = HandlerLoop(
                 self, self._hand, group, concurrency=concurrency,
                 stop_when_idle=stop_when_idle, drain_timeout_s=drain_timeout_s,
+                read_ahead=read_ahead,
             )  # fmt: skip
             return loop.run()
         finally:

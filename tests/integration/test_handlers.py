@@ -392,7 +392,7 @@ def test_own_outcomes_whose_delivery_was_lost_are_taken_back(
 
     h = Handlers(client, group="g", consumer="c", reclaim_idle_ms=300)
     h.add("cancelled", handler)
-    running(h, concurrency=1)
+    running(h, concurrency=1, read_ahead=0)  # the runner reads nothing while its slot is taken
     wait_for(lambda: seen == ["first0"], 10, "the first handler to start")
     decide(client, 3, prefix="lost")
     lost = client.consumer("g", "c").read(10, None)  # delivered to "c"; the runner never sees
