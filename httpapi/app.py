@@ -66,11 +66,15 @@ def error(status: int, kind: str, message: str, exit_code: int) -> JSONResponse:
     )
 
 
+def error_of(exc: TimerError) -> tuple[int, dict[str, Any]]:
+    """The HTTP status and the one error body of a library error."""
+    status, code = next(((s, c) for kind, s, c in STATUS if isinstance(exc, kind)), (500, 1))
+    return status, {"error": str(exc), "kind": type(exc).__name__, "exit_code": code}
+
+
 def from_exception(exc: TimerError) -> JSONResponse:
-    for kind, status, code in STATUS:
-        if isinstance(exc, kind):
-            return error(status, type(exc).__name__, str(exc), code)
-    return error(500, type(exc).__name__, str(exc), 1)
+    status, body = error_of(exc)
+    return JSONResponse(body, status_code=status)
 
 
 METRICS = prometheus_client.CollectorRegistry()  # this process's; each worker has its own
@@ -317,13 +321,23 @@ def _query(request: Request, endpoint: Endpoint) -> dict[str, Any] | Response:
             value: Any = int(raw) if kind == "integer" else float(raw) if kind == "number" else raw
         except ValueError:
             return error(400, "InvalidInput", f"{name}: {raw[:100]!r} is not a {kind}", 3)
-        problem = jsonschema.exceptions.best_match(
-            jsonschema.Draft202012Validator(schema).iter_errors(value)
-        )
+        problem = jsonschema.exceptions.best_match(_validator(name, schema).iter_errors(value))
         if problem is not None:
             return error(400, "InvalidInput", f"{name}: {_say(problem)}", 3)
         out[name] = value
     return out
+
+
+_QUERY_VALIDATORS: dict[tuple[int, str], jsonschema.Draft202012Validator] = {}
+
+
+def _validator(name: str, schema: Mapping[str, Any]) -> jsonschema.Draft202012Validator:
+    """A query parameter's validator, made once per schema (not per request)."""
+    key = (id(schema), name)
+    found = _QUERY_VALIDATORS.get(key)
+    if found is None:
+        found = _QUERY_VALIDATORS[key] = jsonschema.Draft202012Validator(schema)
+    return found
 
 
 def _too_large() -> JSONResponse:

@@ -18,7 +18,7 @@ from timer.durable.codec import jsonable
 from timer.durable.models import DeadLetter, GroupInfo, Outcome, Timer, TimerInfo
 from timer.store import RedisSettings
 
-from .app import METRICS, Call, Clients, Handler, from_exception
+from .app import METRICS, Call, Clients, Handler, error_of
 
 
 def timer_shape(t: Timer) -> dict[str, Any]:
@@ -66,16 +66,11 @@ async def schedule_batch(call: Call) -> Response:
     out: list[dict[str, Any]] = []
     for r in results:
         if isinstance(r, TimerError):
-            shaped = from_exception(r)
-            out.append({"status": shaped.status_code, **_json(shaped)})
+            status, body = error_of(r)
+            out.append({"status": status, **body})
         else:
             out.append({"status": 201 if r.created else 200, **timer_shape(r)})
     return JSONResponse({"results": out})  # plain values already: no jsonable() walk
-
-
-def _json(response: JSONResponse) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(bytes(response.body))
-    return data
 
 
 async def get(call: Call) -> dict[str, Any]:
