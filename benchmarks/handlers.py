@@ -21,18 +21,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 import redis
+from prometheus_client.parser import text_string_to_metric_families
 
 from timer import TimerClient
-from timer.testing import RedisServer, find_server_binary
+from timer.testing import RedisServer, find_server_binary, free_port
 
 from .peers import BIN, ArqPeer, ArqTunedPeer, CeleryPeer, Peer, kill_group, spawn, warm_up
 from .worker import pct
@@ -45,12 +48,26 @@ class TickwheelHandlers(Peer):
         super().__init__(url, logs)
         self.c = TimerClient.from_url(url, "handlers")
         self.c.init(shards=8)
+        self.ports: list[int] = []  # every process's --metrics-port: where time went
         self.engine = [
-            spawn([sys.executable, "-m", "worker", "--redis-url", url, "--namespace",
-                   "handlers", "--lease-ms", "2000", "--id", f"tw-{i}", "--log-level", "WARNING"],
+            spawn([str(BIN / "tickwheel"), "--redis-url", url, "--namespace", "handlers",
+                   "worker", "--lease", "2s", "--id", f"tw-{i}", "--log-level", "WARNING",
+                   "--metrics-port", str(self._port())],
                   url, logs / f"tw-worker-{i}.log")
             for i in range(2)
         ]  # fmt: skip
+
+    def _port(self) -> int:
+        self.ports.append(free_port())
+        return self.ports[-1]
+
+    def stages(self) -> dict[str, dict[str, float | None]]:
+        """Per stage, p50/p99/max (ms) over every process's stage histograms: the worker's
+        (deadline -> released by the wheel -> sent -> answered) and the runner's
+        (decided -> read -> handler start)."""
+        texts = [scrape(port) for port in self.ports]
+        return {**stage_quantiles(texts, "tickwheel_fire_stage_seconds"),
+                **stage_quantiles(texts, "tickwheel_handler_stage_seconds")}  # fmt: skip
 
     def enqueue(self, items: list[tuple[str, int]]) -> None:
         for start in range(0, len(items), 1000):
@@ -60,7 +77,8 @@ class TickwheelHandlers(Peer):
     def worker(self, tag: str) -> Any:
         return spawn([str(BIN / "tickwheel"), "--redis-url", self.url, "--namespace", "handlers",
                       "handle", "benchmarks.handler_jobs:tickwheel_record", "--consumer", tag,
-                      "--concurrency", "8", "--log-level", "WARNING"],
+                      "--concurrency", "8", "--log-level", "WARNING",
+                      "--metrics-port", str(self._port())],
                      self.url, self.logs / f"tw-handle-{tag}.log")  # fmt: skip
 
     def close(self) -> None:
@@ -77,6 +95,48 @@ PEERS: dict[str, Callable[[str, Path], Peer]] = {
 }
 
 
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        return str(r.read().decode())
+
+
+def stage_quantiles(texts: list[str], metric: str) -> dict[str, dict[str, float | None]]:
+    """p50 and p99 (ms) per ``stage`` of histogram ``metric`` summed over the scrapes,
+    interpolated within a bucket as Prometheus' ``histogram_quantile`` does, and the
+    count."""
+    buckets: dict[str, dict[float, float]] = {}
+    for text in texts:
+        for family in text_string_to_metric_families(text):
+            if family.name != metric:
+                continue
+            for sample in family.samples:
+                if sample.name == f"{metric}_bucket":
+                    per = buckets.setdefault(sample.labels["stage"], {})
+                    le = float(sample.labels["le"])
+                    per[le] = per.get(le, 0.0) + sample.value
+    return {stage: {"p50": _quantile(cumulative, 0.5), "p99": _quantile(cumulative, 0.99),
+                    "count": max(cumulative.values())}
+            for stage, cumulative in buckets.items()}  # fmt: skip
+
+
+def _quantile(cumulative: dict[float, float], q: float) -> float | None:
+    """Quantile ``q`` (ms) of cumulative bucket counts keyed by upper bound (seconds)."""
+    bounds = sorted(cumulative)
+    total = cumulative[bounds[-1]]
+    if total == 0:
+        return None
+    rank, below, lower = q * total, 0.0, 0.0
+    for bound in bounds:
+        count = cumulative[bound]
+        if count >= rank:
+            if math.isinf(bound):
+                return round(lower * 1000, 3)  # past the last bound: that bound
+            share = (rank - below) / (count - below) if count > below else 1.0
+            return round((lower + (bound - lower) * share) * 1000, 3)
+        below, lower = count, bound
+    return None
+
+
 def latency(peer: Peer, jobs: int, span_s: float, lead_ms: int) -> dict[str, Any]:
     workers = [peer.worker("a"), peer.worker("b")]
     try:
@@ -88,6 +148,7 @@ def latency(peer: Peer, jobs: int, span_s: float, lead_ms: int) -> dict[str, Any
         ids = {j for j, _ in items}
         while time.monotonic() < deadline and len(ids & peer.runs().keys()) < jobs:
             time.sleep(0.1)
+        stages = peer.stages() if isinstance(peer, TickwheelHandlers) else None
     finally:
         for w in workers:
             kill_group(w, 15)
@@ -95,12 +156,13 @@ def latency(peer: Peer, jobs: int, span_s: float, lead_ms: int) -> dict[str, Any
     late = [first[j] for j, _ in items if j in first]
     split: dict[str, Any] = {}
     if isinstance(peer, TickwheelHandlers):
-        delivery = [int(v) for v in peer.r.hvals(f"peers:{peer.name}:delivery")]
+        delivery = [float(v) for v in peer.r.hvals(f"peers:{peer.name}:delivery")]
         fired = [o.lateness_ms for o in peer.c.all_outcomes() if o.id.startswith("job:")]
         split = {
             "fire_lateness_ms": {"p50": pct(fired, 0.5), "p99": pct(fired, 0.99)},
             "delivery_ms": {"p50": pct(delivery, 0.5), "p99": pct(delivery, 0.99),
                             "max": max(delivery) if delivery else None},
+            "stages_ms": stages,
         }  # fmt: skip
     return {
         **split,

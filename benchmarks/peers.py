@@ -100,13 +100,14 @@ class Peer:
         got = self.r.hgetall(f"peers:{self.name}:{what}")
         return {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in got.items()}
 
+    def lateness(self) -> dict[str, float]:
+        """Job id -> ms between due and its first run (to 10 µs)."""
+        got = self.r.hgetall(f"peers:{self.name}:late")
+        return {(k.decode() if isinstance(k, bytes) else k): float(v) for k, v in got.items()}
+
     def runs(self) -> dict[str, int]:
         """Job id -> how many times it ran."""
         return self._by_job("runs")
-
-    def lateness(self) -> dict[str, int]:
-        """Job id -> ms between due and its first run."""
-        return self._by_job("late")
 
 
 class RQPeer(Peer):
@@ -228,8 +229,8 @@ class TickwheelPeer(Peer):
             counts[o.id] = counts.get(o.id, 0) + 1
         return counts
 
-    def lateness(self) -> dict[str, int]:
-        late: dict[str, int] = {}
+    def lateness(self) -> dict[str, float]:
+        late: dict[str, float] = {}
         for o in self.c.all_outcomes():
             late.setdefault(o.id, o.lateness_ms)
         return late

@@ -20,8 +20,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from timer import TimerClient
 from timer.testing import RedisServer, find_server_binary, redis_cluster
@@ -52,7 +53,10 @@ def outcomes(c: TimerClient) -> list[Any]:
     return list(c.all_outcomes())
 
 
-def pct(values: list[int], q: float) -> int | None:
+N = TypeVar("N", int, float)
+
+
+def pct(values: Sequence[N], q: float) -> N | None:
     if not values:
         return None
     ordered = sorted(values)

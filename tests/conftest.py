@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from prometheus_client.parser import text_string_to_metric_families
 
 from timer.testing import RedisServer, find_server_binary
 
@@ -100,3 +101,16 @@ def wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
         time.sleep(0.005)
+
+
+def stage_counts(text: str, metric: str) -> dict[str, float]:
+    """Per ``stage`` label, the observation count of histogram ``metric`` in a Prometheus
+    scrape (the ``_count`` samples)."""
+    counts: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != metric:
+            continue
+        for sample in family.samples:
+            if sample.name == f"{metric}_count":
+                counts[sample.labels["stage"]] = sample.value
+    return counts

@@ -345,8 +345,12 @@ class HandlerLoop:
 
     def _started(self, d: Delivery) -> float:
         now = time.time()
-        if d.outcome.attempt == 1:
-            self.h.stats.start_lateness.observe(max(0.0, now * 1000 - d.outcome.deadline_ms))
+        o = d.outcome
+        if o.attempt == 1:
+            stats = self.h.stats
+            stats.start_lateness.observe(max(0.0, now * 1000 - o.deadline_ms))
+            stats.stages.observe("decided_to_read", d.received * 1000 - o.decided_ms)
+            stats.stages.observe("read_to_start", (now - d.received) * 1000)
         return time.monotonic()
 
     def _settle(self, d: Delivery, exc: BaseException | None, started: float) -> None:

@@ -15,7 +15,7 @@ from .durable.checks import check_seconds
 from .durable.groups import Delivery
 from .durable.models import Outcome
 from .errors import InvalidInput
-from .histogram import MsHistogram
+from .histogram import MsHistogram, Stages
 
 Handler = Callable[[Outcome], Any] | Callable[[Outcome], Awaitable[Any]]
 
@@ -67,6 +67,9 @@ class Backoff:
         return base * (1 - self.jitter * rand())
 
 
+HANDLER_STAGES = ("decided_to_read", "read_to_start")
+
+
 @dataclass
 class HandlerStats:
     """What a runner did since it started (read by its metrics)."""
@@ -82,6 +85,8 @@ class HandlerStats:
     timed_out: int = 0  # attempts that ran past their timeout (counted in failed too)
     duration: MsHistogram = field(default_factory=MsHistogram)  # handler run time
     start_lateness: MsHistogram = field(default_factory=MsHistogram)  # deadline -> start
+    # first attempts: decision -> read by this runner -> handler start (#32)
+    stages: Stages = field(default_factory=lambda: Stages(HANDLER_STAGES))
     by_outcome: dict[str, int] = field(default_factory=dict)  # handled, per outcome kind
 
 

@@ -14,7 +14,9 @@ from bisect import bisect_left
 class MsHistogram:
     """Cumulative bucket counts of durations in milliseconds (thread-safe)."""
 
-    BOUNDS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000)
+    BOUNDS: tuple[float, ...] = (
+        1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000,
+    )  # fmt: skip
 
     def __init__(self) -> None:
         self.counts = [0] * (len(self.BOUNDS) + 1)
@@ -52,3 +54,24 @@ class MsHistogram:
             if running >= rank:
                 return float(bound)
         return float("inf")
+
+
+class StageHistogram(MsHistogram):
+    """Where the milliseconds between a deadline and a handler go, stage by stage (#32):
+    sub-millisecond buckets, since a stage takes tens of microseconds to a few ms."""
+
+    BOUNDS = (
+        0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 7.5, 10, 15, 25, 50, 100, 250, 500,
+        1000, 2500, 5000, 10000,
+    )  # fmt: skip
+
+
+class Stages:
+    """One ``StageHistogram`` per named stage, in the order given (thread-safe: each
+    histogram locks itself; the names are fixed at construction)."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.by_name = {name: StageHistogram() for name in names}
+
+    def observe(self, name: str, ms: float) -> None:
+        self.by_name[name].observe(max(0.0, ms))

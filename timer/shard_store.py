@@ -14,7 +14,7 @@ from .durable import schedules as S
 from .durable import shard_calls as SC
 from .durable.models import DueTimers, FireResult, LeaseGrant, LeaseRenewal, SweepResult
 from .durable.schedules import Plan, ScheduleInfo
-from .errors import CorruptRecord
+from .errors import CorruptRecord, TimerError
 
 T = TypeVar("T")
 
@@ -72,11 +72,26 @@ class ShardStore:
         caller expects to decide soon, for which the results table grows while cheap;
         ``plans``: the next occurrence of each id a schedule armed (id -> (version,
         plan)), armed in the same call."""
-        call = SC.fire_call(
+        call = self.fire_call(worker, epoch, ids, ttl_ms=ttl_ms, ahead=ahead, plans=plans)
+        return SC.parse_fire(self._run(_one(call)))
+
+    def fire_call(
+        self, worker: str, epoch: int, ids: Sequence[str], *, ttl_ms: int, ahead: int = 0,
+        plans: Mapping[str, tuple[int, Plan]] | None = None,
+    ) -> C.ScriptCall:  # fmt: skip
+        """``fire``'s call, to send with other shards' in one ``fire_together``."""
+        return SC.fire_call(
             self.keys, worker, epoch, ids, bucket_ms=self.bucket_ms, ttl_ms=ttl_ms,
             ahead=ahead, plans=S.pack_fire_plans(plans or {}),
         )  # fmt: skip
-        return SC.parse_fire(self._run(_one(call)))
+
+    def fire_together(self, calls: Sequence[C.ScriptCall]) -> list[FireResult | TimerError]:
+        """Several ``fire_call``s (of any shards of this store's client) sent at once: one
+        round trip (a pipeline per node on a cluster), not one each. Each call's result,
+        or the error of that call alone (``Fenced``: its lease is gone; a ``StoreError``:
+        its node failed). An error of the whole pipeline (the connection) is raised."""
+        replies = self._run(_together(calls))
+        return [r if isinstance(r, TimerError) else SC.parse_fire(r) for r in replies]
 
     def sweep(
         self, worker: str, epoch: int, *, ttl_ms: int, limit: int, ahead: int = 0
@@ -150,6 +165,12 @@ def _schedules(keys: K.ShardKeys, names: Sequence[str]) -> ops.Op[list[Any]]:
 
 def _queue(keys: K.ShardKeys, count: int) -> ops.Op[list[Any]]:
     return list((yield C.Command("srandmember", (keys.schedule_queue, count))) or [])
+
+
+def _together(calls: Sequence[C.ScriptCall]) -> ops.Op[list[Any]]:
+    """An operation of one pipeline: each call's raw reply, or its TimerError."""
+    replies: list[Any] = yield C.Pipeline(list(calls), errors_in_slots=True)
+    return replies
 
 
 def _one(call: C.ScriptCall | C.Command) -> ops.Op[Any]:

@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 from timer import SystemTimer, TimerClient
 from timer.durable.models import Meta
 from timer.errors import StoreError
+from timer.histogram import Stages
 
 from .logs import RateLimitedLog
 from .redis_clock import RedisClock
 from .settings import WorkerSettings
 from .shard import FireTask, ShardState
-from .stats import LatenessHistogram, WorkerStats
+from .stats import LatenessHistogram, WorkerStats, fire_stages
 
 log = logging.getLogger("worker")
 
@@ -40,6 +41,7 @@ class WorkerContext:
     lock: threading.RLock = field(default_factory=threading.RLock)
     stats: WorkerStats = field(default_factory=WorkerStats)
     lateness: LatenessHistogram = field(default_factory=LatenessHistogram)
+    stages: Stages = field(default_factory=fire_stages)  # where fired timers' time went
     stopping: threading.Event = field(default_factory=threading.Event)
     warn: RateLimitedLog = field(default_factory=lambda: RateLimitedLog(log, every_s=10.0))
     failing_until: dict[int | None, float] = field(default_factory=dict)  # backed off

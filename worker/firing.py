@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import logging
 import queue
+import time
 from collections.abc import Iterable
 
 from timer import tracing
-from timer.durable.models import Traced
+from timer.durable.models import FireResult, Traced
 from timer.errors import Fenced, StoreError, TimerError
 
 from .context import WorkerContext
@@ -23,6 +24,10 @@ from .planning import Planner
 from .shard import FireTask, ShardState
 
 log = logging.getLogger("worker")
+
+# The most shards' fire calls sent in one round trip (a pipeline): a batch is at most
+# fire_batch * 4 tasks, so this bounds a pipeline by shards, not by timers.
+TOGETHER = 64
 
 
 class Firer:
@@ -38,12 +43,14 @@ class Firer:
         self.planner = planner
 
     def fire_batch(self, tasks: Iterable[FireTask]) -> int:
-        """Fire expired wheel entries, grouped by shard and epoch; returns how many fired."""
+        """Fire expired wheel entries, grouped by shard and epoch; returns how many fired.
+        Every shard's calls go in one round trip (``fire_together``): the timers of the
+        last shard of a batch do not wait for the others' replies first (#32)."""
         ctx = self.ctx
         groups: dict[tuple[int, int], list[FireTask]] = {}
         for task in tasks:
             groups.setdefault((task.shard, task.epoch), []).append(task)
-        fired_total = 0
+        parts: list[tuple[ShardState, list[FireTask]]] = []
         size = ctx.settings.fire_batch
         for (shard, epoch), candidates in groups.items():
             with ctx.lock:
@@ -52,13 +59,10 @@ class Firer:
                     continue  # dropped since: its next leader fires these
                 live = [t for t in candidates if state.tasks.get(t.timer_id) is t]
             live.sort(key=lambda t: t.deadline_ms)
-            for start in range(0, len(live), size):
-                part = live[start : start + size]
-                try:
-                    fired_total += self._fire(state, part)
-                except StoreError as exc:
-                    ctx.shard_failed(shard, "firing", exc)
-                    self._retry_later(state, part)
+            parts += [(state, live[i : i + size]) for i in range(0, len(live), size)]
+        fired_total = 0
+        for start in range(0, len(parts), TOGETHER):
+            fired_total += self._fire_together(parts[start : start + TOGETHER])
         return fired_total
 
     def _retry_later(self, state: ShardState, tasks: list[FireTask]) -> None:
@@ -69,26 +73,57 @@ class Firer:
                 if state.tasks.get(task.timer_id) is task:
                     self.loader.add_task(state, task.timer_id, task.deadline_ms, min_delay_ms=100)
 
-    def _fire(self, state: ShardState, group: list[FireTask]) -> int:
+    def _fire_together(self, parts: list[tuple[ShardState, list[FireTask]]]) -> int:
+        """One round trip for these parts (shard, its due tasks): each part's result is
+        applied, then its failures handled, each touching only its own shard."""
         ctx = self.ctx
-        ids = [t.timer_id for t in group]
-        plans = self.planner.for_fire(state, ids)  # the next occurrence of each schedule's
-        try:
+        calls = []
+        for state, group in parts:
+            ids = [t.timer_id for t in group]
             # ahead: the shard's timers in the wheel will be decided soon (fired, or
             # cancelled: each leaves an outcome), so the results table grows for them
             # before they land, when that moves least (rx_grow in lua/include/results.lua)
-            result = state.store.fire(
+            calls.append(state.store.fire_call(
                 ctx.id, state.epoch, ids, ttl_ms=ctx.settings.result_ttl_ms,
-                ahead=len(state.tasks), plans=plans,
-            )  # fmt: skip
-        except Fenced:
-            ctx.stats.fence_rejections += 1
-            log.warning("shard %d: fenced at epoch %d; dropping it", state.shard, state.epoch,
-                        extra=ctx.fields(state.shard))  # fmt: skip
-            self.leases.drop(state.shard, release=False)
+                ahead=len(state.tasks), plans=self.planner.for_fire(state, ids),
+            ))  # fmt: skip
+        sent = time.monotonic_ns()
+        try:
+            results = parts[0][0].store.fire_together(calls)
+        except StoreError as exc:  # the whole pipeline (its connection) failed
+            for state, group in parts:
+                ctx.shard_failed(state.shard, "firing", exc)
+                self._retry_later(state, group)
             return 0
+        answered = time.monotonic_ns()
+        fired, failed = 0, []
+        for (state, group), result in zip(parts, results, strict=True):
+            if isinstance(result, Fenced):
+                ctx.stats.fence_rejections += 1
+                log.warning("shard %d: fenced at epoch %d; dropping it", state.shard,
+                            state.epoch, extra=ctx.fields(state.shard))  # fmt: skip
+                self.leases.drop(state.shard, release=False)
+            elif isinstance(result, TimerError):
+                failed.append((state, group, result))
+            else:
+                fired += self._apply(state, group, result, sent, answered)
+        for state, group, error in failed:
+            if not isinstance(error, StoreError):
+                raise error  # the loop puts its tasks back (and says why)
+            ctx.shard_failed(state.shard, "firing", error)
+            self._retry_later(state, group)
+        return fired
+
+    def _apply(
+        self, state: ShardState, group: list[FireTask], result: FireResult, sent: int,
+        answered: int,
+    ) -> int:  # fmt: skip
+        """What one shard's fire decided: out of the wheel, early ones back in, schedules'
+        next occurrences offered to the planner; how many fired."""
+        ctx = self.ctx
         now = ctx.clock.now_ms()
         fired_ids, early_at = set(result.fired), result.early
+        self._observe_stages(group, fired_ids, sent, answered)
         with ctx.lock:
             alive = ctx.shards.get(state.shard) is state
             for task in group:
@@ -110,6 +145,23 @@ class Firer:
         if result.queued:
             state.replan = True  # a stale plan: the tick plans those schedules again
         return len(result.fired)
+
+    def _observe_stages(
+        self, group: list[FireTask], fired: set[str], sent_ns: int, answered_ns: int
+    ) -> None:
+        """Where each fired timer's time went until its outcome was in Redis (FIRE_STAGES
+        in worker/stats.py); a task the wheel did not release (``run_once``) counts from
+        the send."""
+        stages, clock = self.ctx.stages, self.ctx.clock
+        call_ms = (answered_ns - sent_ns) / 1e6
+        for task in group:
+            if task.timer_id not in fired:
+                continue
+            released = task.released or sent_ns
+            if clock.ready:
+                stages.observe("due_to_release", clock.at_ms(released / 1e6) - task.deadline_ms)
+            stages.observe("release_to_send", (sent_ns - released) / 1e6)
+            stages.observe("fire_call", call_ms)
 
     def due_now(self) -> list[FireTask]:
         """What the wheel has expired so far and no one has taken (``run_once``)."""

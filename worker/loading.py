@@ -69,7 +69,7 @@ class Loader:
         # min_delay_ms=1 for entries Redis called early: our clock runs ahead of Redis's,
         # so retry a millisecond later instead of spinning on fire until it catches up.
         ctx = self.ctx
-        delay = max(min_delay_ms, deadline_ms - ctx.clock.now_ms())
+        delay = max(min_delay_ms, ctx.clock.wheel_delay_ms(deadline_ms))
         task = FireTask(delay, state.shard, state.epoch, tid, deadline_ms, ctx.fire_queue)
         old = state.tasks.get(tid)
         if old is not None:

@@ -8,6 +8,7 @@ lease call (each returns the server's TIME), taking the midpoint of the round tr
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 
@@ -35,6 +36,20 @@ class RedisClock:
     @property
     def ready(self) -> bool:
         return self._offset_ms is not None
+
+    def at_ms(self, mono_ms: float) -> float:
+        """Estimated Redis time (epoch ms, fractional) at monotonic instant ``mono_ms``."""
+        if self._offset_ms is None:
+            raise RuntimeError("RedisClock used before any server time was observed")
+        return mono_ms + self._offset_ms
+
+    def wheel_delay_ms(self, deadline_ms: int) -> int:
+        """The delay to give the wheel (which counts whole monotonic ms from the last
+        whole one) for a task due at Redis time ``deadline_ms``: up to the first whole
+        monotonic ms at or after that instant by this estimate, so neither early nor a
+        rounded-down reading's ms late."""
+        mono = self.mono_ms()
+        return math.ceil(mono + deadline_ms - self.at_ms(mono)) - int(mono)
 
     def now_ms(self) -> int:
         """Estimated Redis time now (epoch ms)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import queue
+import time
 from dataclasses import dataclass, field
 
 from timer import TimerTask
@@ -10,9 +11,10 @@ from timer.shard_store import ShardStore
 
 
 class FireTask(TimerTask):
-    """A durable timer's entry in the worker's wheel: when it expires, queue it to fire."""
+    """A durable timer's entry in the worker's wheel: when it expires, queue it to fire
+    (``released``: when the wheel let it go, monotonic ns; 0 until then)."""
 
-    __slots__ = ("deadline_ms", "epoch", "shard", "sink", "timer_id")
+    __slots__ = ("deadline_ms", "epoch", "released", "shard", "sink", "timer_id")
 
     def __init__(  # noqa: PLR0917 - built on the hot path: positional is cheaper
         self,
@@ -29,8 +31,10 @@ class FireTask(TimerTask):
         self.timer_id = timer_id
         self.deadline_ms = deadline_ms
         self.sink = sink
+        self.released = 0
 
     def run(self) -> None:
+        self.released = time.monotonic_ns()
         self.sink.put(self)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from timer.histogram import MsHistogram
+from timer.histogram import MsHistogram, Stages
 
 
 @dataclass(frozen=True)
@@ -57,3 +57,14 @@ class WorkerStats:
 # Decided minus deadline (ms) of the timers a worker expired; the same buckets as the
 # handler runner's histograms, so the figures line up.
 LatenessHistogram = MsHistogram
+
+
+# Where a fired timer's time went before its outcome was in Redis (#32), per timer:
+# due_to_release: its deadline to the wheel letting it go (Redis time, estimated);
+# release_to_send: waiting for the firer to send its batch; fire_call: the fire script's
+# round trip, sent to answered.
+FIRE_STAGES = ("due_to_release", "release_to_send", "fire_call")
+
+
+def fire_stages() -> Stages:
+    return Stages(FIRE_STAGES)

@@ -75,6 +75,7 @@ class Worker:
             ctx.stats,
         )
         self.lateness_histogram = ctx.lateness
+        self.fire_stages = ctx.stages
         self.events = self.loader.events
         self._reaper: SystemTimerReaper | None = None
         self._firer: threading.Thread | None = None

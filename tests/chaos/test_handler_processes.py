@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import wait_for
+from tests.conftest import stage_counts, wait_for
 from timer import TimerClient
 from timer.testing import RedisServer, free_port
 
@@ -156,6 +156,10 @@ def test_sigterm_stops_taking_outcomes_finishes_running_handlers_and_exits_0(
     assert 'tickwheel_handler_in_flight{consumer="c",group="handlers"} 2.0' in text
     assert 'tickwheel_group_pending{group="handlers"} 2.0' in text
     assert "tickwheel_handler_duration_seconds_bucket" in text
+    assert stage_counts(text, "tickwheel_handler_stage_seconds") == {
+        "decided_to_read": 2.0,
+        "read_to_start": 2.0,
+    }  # both first attempts, started
     p.send_signal(signal.SIGTERM)
     out = Path(c.tmp / "c-0.out")
     wait_for(lambda: "SIGTERM: stopping" in out.read_text(), 15, "the runner to see SIGTERM")

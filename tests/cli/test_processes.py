@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from cli import embedded
 from cli.main import main
-from tests.conftest import wait_for
+from tests.conftest import stage_counts, wait_for
 from tests.integration.conftest import retained
 from timer import TimerClient
 from timer.testing import RedisServer, free_port
@@ -132,6 +132,12 @@ def test_worker_command_fires_serves_metrics_and_stops_on_sigterm(
         assert 'tickwheel_leases_held{worker="cli-w"} 4.0' in text
         assert 'tickwheel_fired_total{worker="cli-w"} 1.0' in text
         assert 'tickwheel_lateness_seconds_bucket{le="0.001",worker="cli-w"}' in text
+        # where m1's time went, one observation a stage (#32)
+        assert stage_counts(text, "tickwheel_fire_stage_seconds") == {
+            "due_to_release": 1.0,
+            "release_to_send": 1.0,
+            "fire_call": 1.0,
+        }
         assert "tickwheel_pending_in_wheel" in text
         text = str(wait_for(lambda: "tickwheel_pending{" in scrape() and scrape(), 20))
         assert 'tickwheel_pending{shard="0",worker="cli-w"} 0.0' in text  # all fired

@@ -144,6 +144,30 @@ def test_fire_expires_due_reports_early_and_is_fenced(
     assert info is not None and info.state == "expired"
 
 
+def test_fire_together_answers_each_shard_alone(c: TimerClient) -> None:
+    """Several shards' fire calls in one round trip (the worker's firer, #32): each call's
+    result or its own error; a fenced shard does not stop the others."""
+    ids = [f"together:{i}" for i in range(40)]
+    c.schedule_many([{"id": t, "delay_ms": 0} for t in ids])
+    by_shard: dict[int, list[str]] = {}
+    for t in ids:
+        by_shard.setdefault(c.shard_of(t), []).append(t)
+    shards = sorted(by_shard)
+    assert len(shards) >= 3
+    epochs = {s: acquire(c, s) for s in shards}
+    stale = shards[1]  # fenced: a past epoch
+    calls = [c.shard_store(s).fire_call("w1", epochs[s] - (s == stale), by_shard[s],
+                                       ttl_ms=60_000) for s in shards]  # fmt: skip
+    results = c.shard_store(shards[0]).fire_together(calls)
+    for s, result in zip(shards, results, strict=True):
+        if s == stale:
+            assert isinstance(result, Fenced)
+            assert {c.get(t).state for t in by_shard[s]} == {"pending"}  # type: ignore[union-attr]
+        else:
+            assert isinstance(result, FireResult) and sorted(result.fired) == sorted(by_shard[s])
+            assert {c.get(t).state for t in by_shard[s]} == {"expired"}  # type: ignore[union-attr]
+
+
 def test_fire_of_a_batch_decides_each_id_once_and_clears_every_index(
     c: TimerClient, redis_client: redis.Redis
 ) -> None:

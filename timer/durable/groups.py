@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CorruptRecord, StoreError
@@ -45,6 +45,7 @@ class Delivery:
     outcome: Outcome
     keys: K.ShardKeys
     group: str
+    received: float = field(default_factory=time.time, compare=False)  # read (wall clock)
 
     @property
     def stream(self) -> str:

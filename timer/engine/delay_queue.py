@@ -57,10 +57,15 @@ class DelayQueue:
                 heapq.heappop(heap)
             delay_s: float | None = None
             if heap:
-                delay_ms = heap[0][0] - self._clock.now_ms()
+                expiration = heap[0][0]
+                delay_ms = expiration - self._clock.now_ms()
                 if delay_ms <= 0:
                     return heapq.heappop(heap)[2]
                 delay_s = delay_ms / 1000.0
+                if self._clock is MONOTONIC:
+                    # to the expiration itself, not a whole ms from a clock read that is
+                    # up to a ms past a whole one: half a ms earlier on average (#32)
+                    delay_s = max(0.0, (expiration * 1_000_000 - time.monotonic_ns()) / 1e9)
             if timeout_ms is not None:
                 if timeout_ms <= 0:
                     return None
