@@ -161,11 +161,12 @@ end
 -- whether the batch may hold occurrences at all (then decide_many keeps entry ids).
 local function sched_overlap(P, tkey, bz, skey, qkey, out, bucket_ms, lists, plans, now)
   local due, ds, recs, raws = lists[1], lists[2], lists[3], lists[4]
-  local any = false
-  for i = 1, #due do
-    if string.byte(due[i], 1) == 123 then any = true break end  -- '{': maybe one
+  -- maybe one if an id starts with '{': found in the ids joined by '\n' (two calls a
+  -- batch, not one an id; an id holding "\n{" only takes the longer path below)
+  if #due == 0 or (sbyte(due[1], 1) ~= 123
+      and not string.find(table.concat(due, '\n'), '\n{', 1, true)) then
+    return due, ds, recs, raws, NONE, NONE, 0, false
   end
-  if not any then return due, ds, recs, raws, NONE, NONE, 0, false end
   local held, armed, queued = {}, {}, 0
   local fdue, fds, frecs, fraws = {}, {}, {}, {}
   for i = 1, #due do
