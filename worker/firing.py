@@ -124,12 +124,11 @@ class Firer:
         now = ctx.clock.now_ms()
         fired_ids, early_at = set(result.fired), result.early
         self._observe_stages(group, fired_ids, sent, answered)
+        ctx.lateness.observe_all([now - t.deadline_ms for t in group if t.timer_id in fired_ids])
         with ctx.lock:
             alive = ctx.shards.get(state.shard) is state
             for task in group:
                 tid = task.timer_id
-                if tid in fired_ids:
-                    ctx.lateness.observe(now - task.deadline_ms)
                 if state.tasks.get(tid) is not task:
                     continue
                 if tid in early_at and alive:  # Redis time says not yet: try again later
@@ -153,15 +152,17 @@ class Firer:
         in worker/stats.py); a task the wheel did not release (``run_once``) counts from
         the send."""
         stages, clock = self.ctx.stages, self.ctx.clock
-        call_ms = (answered_ns - sent_ns) / 1e6
-        for task in group:
-            if task.timer_id not in fired:
-                continue
-            released = task.released or sent_ns
-            if clock.ready:
-                stages.observe("due_to_release", clock.at_ms(released / 1e6) - task.deadline_ms)
-            stages.observe("release_to_send", (sent_ns - released) / 1e6)
-            stages.observe("fire_call", call_ms)
+        done = [t for t in group if t.timer_id in fired]
+        if not done:
+            return
+        released = [t.released or sent_ns for t in done]
+        if clock.ready:
+            offset = clock.at_ms(0.0)  # Redis time at monotonic 0: one read for the batch
+            stages.observe_all("due_to_release", (
+                r / 1e6 + offset - t.deadline_ms for r, t in zip(released, done, strict=True)
+            ))  # fmt: skip
+        stages.observe_all("release_to_send", [(sent_ns - r) / 1e6 for r in released])
+        stages.observe_all("fire_call", ((answered_ns - sent_ns) / 1e6,), times=len(done))
 
     def due_now(self) -> list[FireTask]:
         """What the wheel has expired so far and no one has taken (``run_once``)."""
