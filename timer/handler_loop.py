@@ -95,6 +95,7 @@ class HandlerLoop:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread: threading.Thread | None = None
         self.slots: asyncio.Semaphore | None = None  # made on the loop, by its first task
+        self.running_tasks: set[asyncio.Task[None]] = set()  # the loop holds tasks weakly
         # Sync handlers with a timeout, while they run: key -> (deadline, delivery,
         # started, thread name). One past its deadline is released for a retry and put
         # in ``abandoned``: when its handler returns at last, nothing is settled.
@@ -186,8 +187,20 @@ class HandlerLoop:
         # A claimed entry (a due retry, a dead consumer's, our own taken back) was
         # delivered before: only a first delivery has attempt 1.
         self.h.stats.claimed += sum(1 for d in got if d.outcome.attempt > 1)
+        coros: list[tuple[Handler, Delivery]] = []
         for d in got:
-            self._dispatch(d)
+            self._dispatch(d, coros)
+        if coros:  # one hand-over to the event loop for the read, not one an outcome
+            assert self.loop is not None
+            self.loop.call_soon_threadsafe(self._start_async, coros)
+
+    def _start_async(self, coros: list[tuple[Handler, Delivery]]) -> None:
+        """On the event loop: a task for each of a read's ``async def`` handlers."""
+        for fn, d in coros:
+            assert self.loop is not None
+            task = self.loop.create_task(self._run_async(fn, d))
+            self.running_tasks.add(task)
+            task.add_done_callback(self.running_tasks.discard)
 
     def _touch(self) -> None:
         with self.hand.cond:
@@ -203,7 +216,7 @@ class HandlerLoop:
                 self.h.consumer, len(lost),
             )  # fmt: skip
 
-    def _dispatch(self, d: Delivery) -> None:
+    def _dispatch(self, d: Delivery, coros: list[tuple[Handler, Delivery]]) -> None:
         h = self.h
         o = d.outcome
         fn = self.h.handler(o.outcome)
@@ -222,8 +235,7 @@ class HandlerLoop:
         with self.hand.cond:
             self.hand.held[(o.shard, d.entry_id)] = d
         if inspect.iscoroutinefunction(fn):
-            assert self.loop is not None
-            asyncio.run_coroutine_threadsafe(self._run_async(fn, d), self.loop)
+            coros.append((fn, d))
         else:
             self.work.put(d)
 
@@ -341,7 +353,10 @@ class HandlerLoop:
                                         "and was cancelled")  # fmt: skip
         except BaseException as exc:
             error = exc
-        await asyncio.to_thread(self._settle, d, error, started)
+        if error is None:  # acknowledged by the acker thread: nothing here waits on Redis
+            self._settle(d, None, started)
+        else:  # a retry or a dead letter is a Redis call: off the loop
+            await asyncio.to_thread(self._settle, d, error, started)
 
     def _started(self, d: Delivery) -> float:
         now = time.time()
