@@ -25,11 +25,16 @@ def _redis() -> redis.Redis:
     return _client
 
 
-def record(peer: str, job_id: str, due_ms: int) -> None:
-    late = round(time.time() * 1000 - due_ms, 2)  # ms, to 10 µs: the goals are 1 and 3 ms
+def record(peer: str, job_id: str, due_ms: int, decided_ms: int | None = None) -> None:
+    """One round trip: the run, its lateness, and for tickwheel (``decided_ms``) how long
+    the outcome took from its decision to here."""
+    now = time.time() * 1000
     pipe = _redis().pipeline(transaction=False)
     pipe.hincrby(f"peers:{peer}:runs", job_id, 1)
-    pipe.hsetnx(f"peers:{peer}:late", job_id, late)  # the first run's
+    # ms, to 10 µs: the goals are 1 and 3 ms; the first run's
+    pipe.hsetnx(f"peers:{peer}:late", job_id, round(now - due_ms, 2))
+    if decided_ms is not None:
+        pipe.hsetnx(f"peers:{peer}:delivery", job_id, round(now - decided_ms, 2))
     pipe.execute()
 
 
@@ -37,11 +42,8 @@ def tickwheel_record(o: Any) -> None:
     """tickwheel's handler (``tickwheel handle benchmarks.handler_jobs:tickwheel_record``):
     the same record as the peers' jobs, due at the timer's deadline (the server runs on
     this machine, so its clock is this wall clock)."""
-    peer = os.environ.get("PEER_NAME", "tickwheel-handlers")
-    started = time.time() * 1000
-    record(peer, o.id, o.deadline_ms)
-    # where the time went: deciding (the worker's fire) and delivering (stream -> handler)
-    _redis().hsetnx(f"peers:{peer}:delivery", o.id, round(started - o.decided_ms, 2))
+    # where the time went too: deciding (the worker's fire), delivering (stream -> handler)
+    record(os.environ.get("PEER_NAME", "tickwheel-handlers"), o.id, o.deadline_ms, o.decided_ms)
 
 
 def tickwheel_hold(o: Any) -> None:

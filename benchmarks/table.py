@@ -258,6 +258,22 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
             f"{f.x('handlers.peers.arq.p99_ratio_to_tickwheel')} tickwheel's",
         ),
         (
+            "handlers: the same at five times the rate, "
+            f"{f.n('handlers.at_5x_rate.tickwheel-handlers.jobs')} jobs",
+            f"p50 {f.n('handlers.at_5x_rate.tickwheel-handlers.start_lateness_ms.p50', '.2f')} "
+            f"ms, p99 {f.n('handlers.at_5x_rate.tickwheel-handlers.start_lateness_ms.p99', '.2f')}",
+            f"Celery p50 {f.n('handlers.at_5x_rate.celery.start_lateness_ms.p50', ',.0f')}, p99 "
+            f"{f.n('handlers.at_5x_rate.celery.start_lateness_ms.p99', ',.0f')}",
+            "—",
+        ),
+        (
+            f"handler runner: one process, {f.n('runner.outcomes')} outcomes, a no-op handler",
+            f"{f.k('runner.sync_noop.per_s')} outcomes/s (`async def`: "
+            f"{f.k('runner.async_noop.per_s')}/s)",
+            "—",
+            "—",
+        ),
+        (
             "handlers: kill -9 of a handler process holding outcomes mid-handler",
             f"all {f.n('handlers.recovery.in_flight_at_kill')} handled elsewhere "
             f"{f.n('handlers.recovery.all_handled_after_s', '.1f')} s after the kill",

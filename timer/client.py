@@ -397,6 +397,11 @@ class TimerClient:
         """The Redis server's clock, epoch ms: the one clock deadlines are computed on."""
         return self._run(ops.server_time_ms())
 
+    def server_time_us(self) -> int:
+        """The Redis server's clock, epoch microseconds (what a worker aligns its wheel's
+        milliseconds with)."""
+        return self._run(ops.server_time_us())
+
     def namespaces(self) -> list[str]:
         """The namespaces ``init`` created on this server or cluster (this client's one
         included, even if it was created before namespaces were listed)."""

@@ -49,7 +49,7 @@ class WorkerContext:
     def __post_init__(self) -> None:
         # Inline: a FireTask only puts itself on fire_queue, so the reaper runs it directly
         # instead of handing it to an executor thread first (one thread hop fewer).
-        self.timer = SystemTimer(f"worker-{self.id}", inline=True)
+        self.timer = SystemTimer(f"worker-{self.id}", clock=self.clock.wheel, inline=True)
 
     @property
     def meta(self) -> Meta:

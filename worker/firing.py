@@ -89,7 +89,10 @@ class Firer:
             ))  # fmt: skip
         sent = time.monotonic_ns()
         try:
-            results = parts[0][0].store.fire_together(calls)
+            if len(calls) == 1:  # one shard (most batches when timers trickle): no pipeline
+                results = [parts[0][0].store.fire_one(calls[0])]
+            else:
+                results = parts[0][0].store.fire_together(calls)
         except StoreError as exc:  # the whole pipeline (its connection) failed
             for state, group in parts:
                 ctx.shard_failed(state.shard, "firing", exc)

@@ -41,10 +41,11 @@ class Leases:
         self.last_heartbeat_mono_ms = -math.inf
 
     def sync_clock(self) -> None:
+        """A precise reading of Redis time (TIME's microseconds) for the clock."""
         clock = self.ctx.clock
         sent = clock.mono_ms()
-        server_ms = self.ctx.client.server_time_ms()
-        clock.observe(server_ms, sent, clock.mono_ms())
+        server_us = self.ctx.client.server_time_us()
+        clock.observe(server_us / 1000, sent, clock.mono_ms(), precise=True)
 
     def _timed(self, lease_call: Callable[..., L], *args: object) -> tuple[L, float]:
         """Run a lease call; learn the clock offset from the Redis TIME it carries back."""

@@ -131,9 +131,14 @@ class Worker:
         """One round of housekeeping: heartbeat, leases, loading ahead, sweeping, trimming."""
         self.prepare()
         ctx, s, leases = self.ctx, self.settings, self.leases
-        if not self.clock.ready:
-            leases.sync_clock()
         mono = self.clock.mono_ms()
+        if self.clock.needs_sync(mono) and not ctx.failing(None):
+            try:
+                leases.sync_clock()
+            except StoreError as exc:  # the lease calls' readings serve meanwhile
+                if not self.clock.ready:
+                    raise
+                ctx.shard_failed(None, "reading the server's clock", exc)
         leases.rebalance()  # renewals first: nothing else in a tick may delay them
         if mono - leases.last_heartbeat_mono_ms >= s.heartbeat_every_ms and not ctx.failing(None):
             try:

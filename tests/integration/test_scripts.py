@@ -158,6 +158,8 @@ def test_fire_together_answers_each_shard_alone(c: TimerClient) -> None:
     stale = shards[1]  # fenced: a past epoch
     calls = [c.shard_store(s).fire_call("w1", epochs[s] - (s == stale), by_shard[s],
                                        ttl_ms=60_000) for s in shards]  # fmt: skip
+    alone = c.shard_store(stale).fire_one(calls[1])  # the same, one call on its own
+    assert isinstance(alone, Fenced)
     results = c.shard_store(shards[0]).fire_together(calls)
     for s, result in zip(shards, results, strict=True):
         if s == stale:

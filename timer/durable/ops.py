@@ -261,6 +261,12 @@ def server_time_ms() -> Op[int]:
     return int(secs) * 1000 + int(micros) // 1000
 
 
+def server_time_us() -> Op[int]:
+    """The Redis server's clock, epoch microseconds (TIME's own resolution)."""
+    secs, micros = yield C.Command("time")
+    return int(secs) * 1_000_000 + int(micros)
+
+
 # -- schedule and decide -------------------------------------------------------------------
 
 

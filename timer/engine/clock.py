@@ -26,6 +26,43 @@ class MonotonicClock:
     def now_ms(self) -> int:
         return time.monotonic_ns() // 1_000_000
 
+    def ns_until(self, ms: int) -> int:
+        """Nanoseconds from now to the instant this clock reads ``ms`` (the delay queue
+        waits to it, not to a whole ms from a reading part way through one)."""
+        return ms * 1_000_000 - time.monotonic_ns()
+
+
+class ShiftedClock:
+    """The monotonic clock moved forward by a shift, to put its whole milliseconds on
+    another clock's: a worker aligns its wheel's with Redis time's, so a timer due at a
+    whole Redis ms is released at it, not up to a ms after (#32). Never moves back;
+    thread-safe to read."""
+
+    __slots__ = ("shift_ns",)
+
+    # a phase this much short of the wanted one is left alone (readings jitter by this)
+    TOLERANCE_NS = 150_000
+
+    def __init__(self) -> None:
+        self.shift_ns = 0
+
+    def align(self, phase_ns: int, ahead_ok_ns: int = 0) -> int:
+        """Move forward so that ``(monotonic + shift) mod 1 ms`` is ``phase_ns``, unless
+        it is already up to ``TOLERANCE_NS`` short of it or ``ahead_ok_ns`` past it;
+        returns the move (ns). A phase further past it takes a move of nearly a ms, which
+        releases that ms's tasks early once."""
+        move = (phase_ns - self.shift_ns) % 1_000_000  # (any phase_ns: taken mod 1 ms)
+        if move <= self.TOLERANCE_NS or move >= 1_000_000 - ahead_ok_ns:
+            return 0
+        self.shift_ns += move
+        return move
+
+    def now_ms(self) -> int:
+        return (time.monotonic_ns() + self.shift_ns) // 1_000_000
+
+    def ns_until(self, ms: int) -> int:
+        return ms * 1_000_000 - (time.monotonic_ns() + self.shift_ns)
+
 
 class ManualClock:
     """A clock that moves only when told to: for deterministic tests.

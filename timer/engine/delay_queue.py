@@ -12,6 +12,7 @@ import heapq
 import itertools
 import threading
 import time
+from collections.abc import Callable
 
 from .clock import MONOTONIC, Clock
 from .task_list import TimerTaskList
@@ -28,6 +29,9 @@ class DelayQueue:
 
     def __init__(self, clock: Clock = MONOTONIC, cond: threading.Condition | None = None) -> None:
         self._clock = clock
+        # a clock that can say how long until a reading (the monotonic ones) is waited on
+        # to that instant; a manual clock, in whole ms
+        self._ns_until: Callable[[int], int] | None = getattr(clock, "ns_until", None)
         self._heap: list[tuple[int, int, TimerTaskList]] = []
         self._seq = itertools.count()
         self.cond = cond if cond is not None else threading.Condition(threading.Lock())
@@ -62,10 +66,10 @@ class DelayQueue:
                 if delay_ms <= 0:
                     return heapq.heappop(heap)[2]
                 delay_s = delay_ms / 1000.0
-                if self._clock is MONOTONIC:
+                if self._ns_until is not None:
                     # to the expiration itself, not a whole ms from a clock read that is
                     # up to a ms past a whole one: half a ms earlier on average (#32)
-                    delay_s = max(0.0, (expiration * 1_000_000 - time.monotonic_ns()) / 1e9)
+                    delay_s = max(0.0, self._ns_until(expiration) / 1e9)
             if timeout_ms is not None:
                 if timeout_ms <= 0:
                     return None
