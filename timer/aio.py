@@ -27,7 +27,7 @@ import dataclasses
 import functools
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import redis.asyncio as aioredis
 import redis.exceptions
@@ -211,21 +211,39 @@ class AsyncTimerClient:
                     }
                 reply = await getattr(self.redis, step.name)(*step.args, **step.kwargs)
                 return {self.where: reply} if step.every_primary else reply
-            pipe = self.redis.pipeline(transaction=None if self.cluster else False)
-            for c in step.calls:
-                if isinstance(c, C.ScriptCall):
-                    await self._scripts[c.script](keys=c.keys, args=c.args, client=pipe)
-                else:
-                    getattr(pipe, c.name)(*c.args, **c.kwargs)
-            waits = durability.waits and any(
-                isinstance(c, C.ScriptCall) and c.wait for c in step.calls
-            )
-            if waits:  # on the writes' own connection: WAIT covers only those
-                pipe.execute_command(*durability.command())
-            raw = await pipe.execute(raise_on_error=False)
-            if waits:
-                raw = settle_wait(durability, list(raw))
+            raw = await self._pipeline(step.calls)
         return settle_replies(raw, self.where, errors_in_slots=step.errors_in_slots)
+
+    async def _pipeline(self, calls: Sequence[C.ScriptCall] | Sequence[C.Command]) -> list[Any]:
+        """One pipeline's raw replies (errors in their slots). On one server a script call
+        is a plain ``EVALSHA``: redis-py's pipelined script asks ``SCRIPT EXISTS`` before
+        every pipeline, a round trip each (#32); a script the server lost (a restart) is
+        loaded and its calls run again (a ``NOSCRIPT`` call did not run)."""
+        durability = self.settings.durability
+        pipe = self.redis.pipeline(transaction=None if self.cluster else False)
+        for c in calls:
+            if isinstance(c, C.ScriptCall):
+                script = self._scripts[c.script]
+                if self.cluster:
+                    await script(keys=c.keys, args=c.args, client=pipe)
+                else:
+                    pipe.evalsha(script.sha, len(c.keys), *c.keys, *c.args)
+            else:
+                getattr(pipe, c.name)(*c.args, **c.kwargs)
+        waits = durability.waits and any(isinstance(c, C.ScriptCall) and c.wait for c in calls)
+        if waits:  # on the writes' own connection: WAIT covers only those
+            pipe.execute_command(*durability.command())
+        raw = list(await pipe.execute(raise_on_error=False))
+        if waits:
+            raw = settle_wait(durability, raw)
+        lost = [k for k, r in enumerate(raw) if isinstance(r, redis.exceptions.NoScriptError)]
+        if lost and not self.cluster:
+            again_calls = [cast("C.ScriptCall", calls[k]) for k in lost]
+            for name in {c.script for c in again_calls}:
+                await self.redis.script_load(self._scripts[name].script)
+            for k, reply in zip(lost, await self._pipeline(again_calls), strict=True):
+                raw[k] = reply
+        return raw
 
     async def _scripts_per_node(self, calls: Sequence[C.ScriptCall]) -> list[Any]:
         """Script calls on a cluster: one pipeline per node (on its own connection, WAIT

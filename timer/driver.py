@@ -244,18 +244,35 @@ class SyncDriver:
 
     def run_scripts(self, conn: Any, calls: Sequence[C.ScriptCall], idxs: list[int]) -> list[Any]:
         """One pipeline on one connection: the calls, then the durability wait if asked
-        (WAIT covers the writes of its own connection), whose shortfall fails them all."""
+        (WAIT covers the writes of its own connection), whose shortfall fails them all.
+
+        Plain ``EVALSHA`` on one server or node: redis-py's pipelined ``Script`` asks the
+        server ``SCRIPT EXISTS`` before every pipeline, a round trip each (#32). A script
+        the server lost (a restart) is loaded on that connection and its calls run again
+        (a ``NOSCRIPT`` call did not run)."""
         durability = self.durability
         waits = durability.waits and any(calls[i].wait for i in idxs)
         pipe = conn.pipeline(transaction=False)
+        plain = not isinstance(conn, RedisCluster)
         for i in idxs:
-            self.scripts[calls[i].script](keys=calls[i].keys, args=calls[i].args, client=pipe)
+            call, script = calls[i], self.scripts[calls[i].script]
+            if plain:
+                pipe.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
+            else:  # the cluster client's own pipeline: it loads scripts where they go
+                script(keys=call.keys, args=call.args, client=pipe)
         if waits:
             pipe.execute_command(*durability.command())
         replies = list(pipe.execute(raise_on_error=False))
-        if not waits:
-            return replies
-        return settle_wait(durability, replies)
+        if waits:
+            replies = settle_wait(durability, replies)
+        lost = [k for k, r in enumerate(replies) if isinstance(r, redis.exceptions.NoScriptError)]
+        if plain and lost:
+            for name in {calls[idxs[k]].script for k in lost}:
+                conn.script_load(self.scripts[name].script)
+            again = self.run_scripts(conn, calls, [idxs[k] for k in lost])
+            for k, reply in zip(lost, again, strict=True):
+                replies[k] = reply
+        return replies
 
 
 class _Sent:

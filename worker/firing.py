@@ -146,6 +146,7 @@ class Firer:
         self.planner.offer(state, result.armed)
         if result.queued:
             state.replan = True  # a stale plan: the tick plans those schedules again
+            self.planner.forget(t.timer_id for t in group)
         return len(result.fired)
 
     def _observe_stages(

@@ -120,6 +120,24 @@ def test_schedule_many_puts_each_error_in_its_slot_and_writes_the_rest(
     assert sum(s["pending"] for s in client.stats()["shards"]) == 2498
 
 
+def test_a_pipeline_after_the_server_lost_its_scripts_loads_them_and_runs_once(
+    client: TimerClient,
+) -> None:
+    """Pipelined script calls are plain EVALSHA (no SCRIPT EXISTS a pipeline): a server
+    that lost its scripts (a restart) answers NOSCRIPT, and those calls run again once
+    loaded, each timer made once."""
+    items = [{"id": f"flush:{i}", "delay_ms": 60_000} for i in range(300)]
+
+    async def body(ac: AsyncTimerClient) -> list[Any]:
+        await ac.schedule("warm", 60_000)  # the scripts are loaded and known...
+        client.redis.script_flush()  # ...then the server loses them
+        return await ac.schedule_many(items)
+
+    results = with_async(client, body)
+    assert all(isinstance(r, Timer) and r.created for r in results)
+    assert sum(s["pending"] for s in client.stats()["shards"]) == 301
+
+
 def test_wait_lets_the_loop_run_while_another_task_completes_the_timer(
     client: TimerClient,
 ) -> None:
