@@ -86,7 +86,9 @@ def main(argv: list[str] | None = None) -> int:
         "spark": (spark.main, ["--rows", "50000" if args.quick else "200000", *server]),
         "peers": (peers.main, [*quick, *server]),
         "handlers": (handlers.main, [*quick, *server]),
-        "schedules": (schedules.main, [*quick, *server]),
+        "schedules": (schedules.main, [*quick, *server]),  # a burst a second, one-shots too
+        # spread over each second, schedules alone: their own lateness
+        "schedules_spread": (schedules.main, ["--spread", "--alone", *quick, *server]),
         "peer_cron": (peer_cron.main, [*quick, *server]),
         "http_api": (http_api.main, [*quick, *server]),
         "runner": (runner.main, [*quick, *server]),

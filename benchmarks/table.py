@@ -267,6 +267,25 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
             "—",
         ),
         (
+            f"recurring schedules: {f.n('schedules_spread.n')} of every second, occurrences "
+            "spread over each second; then as many at each whole second beside as many "
+            "one-shot timers",
+            f"spread: p50 {f.n('schedules_spread.occurrence_lateness_ms.p50')} ms, p99 "
+            f"{f.n('schedules_spread.occurrence_lateness_ms.p99')}; at whole seconds: p99 "
+            f"{f.n('schedules.occurrence_lateness_ms.p99')}, fired twice "
+            f"{f.n('schedules.occurrences_fired_twice')}; "
+            f"{f.n('schedules.redis_bytes_per_schedule')} B a schedule",
+            f"one-shot timers at whole seconds, p99 {f.n('schedules.one_shot_lateness_ms.p99')}",
+            f.x("schedules.ratio_p99_occurrence_to_one_shot"),
+        ),
+        (
+            f"HTTP API: {f.n('http_api.registration.timers')} timers in batches of 1,000",
+            f"{f.k('http_api.registration.http_batch_per_s')} timers/s",
+            f"the Python client's `schedule_many` "
+            f"{f.k('http_api.registration.python_schedule_many_per_s')}/s",
+            f.x("http_api.registration.batch_ratio_to_schedule_many"),
+        ),
+        (
             f"handler runner: one process, {f.n('runner.outcomes')} outcomes, a no-op handler",
             f"{f.k('runner.sync_noop.per_s')} outcomes/s (`async def`: "
             f"{f.k('runner.async_noop.per_s')}/s)",
