@@ -90,7 +90,23 @@ def timers(draw: st.DrawFn) -> dict[str, Any]:
         timer["need"] = draw(anything)
     if draw(st.integers(0, 4)) == 0:
         timer["rearm"] = draw(anything)
+    if draw(st.integers(0, 4)) == 0:  # a W3C trace context (#31), or anything
+        timer["traceparent"] = draw(st.one_of(traceparents, texts, anything))
+    if draw(st.integers(0, 4)) == 0:  # where its outcome is POSTed (#30), or anything
+        timer["callback_url"] = draw(st.one_of(callback_urls, texts, anything))
     return timer
+
+
+traceparents = st.builds(
+    lambda trace, span, flags: f"00-{trace:032x}-{span:016x}-{flags:02x}",
+    st.integers(0, 2**128 - 1), st.integers(0, 2**64 - 1), st.integers(0, 255),
+)  # fmt: skip
+callback_urls = st.builds(
+    lambda scheme, host, path: f"{scheme}://{host}/{path}",
+    st.sampled_from(["http", "https", "ftp", "javascript", ""]),
+    st.sampled_from(["hooks.example", "user:secret@hooks.example", "", "[::1]:99999"]),
+    st.text(max_size=20),
+)  # fmt: skip
 
 
 def as_item(timer: dict[str, Any]) -> dict[str, Any]:
