@@ -167,6 +167,35 @@ def test_tickwheel_handle_webhook_as_a_user_runs_it(
             "job": 4}  # fmt: skip
 
 
+def test_tickwheel_handle_callbacks_as_a_user_runs_it(
+    redis_server: RedisServer, client: TimerClient
+) -> None:
+    """`tickwheel handle --callbacks --callback-host 127.0.0.1 --idle-exit`: each timer's
+    outcome goes to its own URL, signed; a host not listed is dead-lettered, never sent;
+    with no --callback-host it is a usage error naming the option."""
+    with Receiver() as rx:
+        client.schedule("cli-cb:1", 0, payload={"n": 1}, callback_url=rx.url + "?job=1")
+        client.schedule("cli-cb:2", 0, callback_url="http://elsewhere.example/hook")
+        _fire_all(client)
+        base = [sys.executable, "-m", "cli", "--redis-url", redis_server.url, "--namespace",
+                client.namespace, "handle", "--callbacks", "--max-attempts", "1",
+                "--idle-exit"]  # fmt: skip
+        env = {**os.environ, "TICKWHEEL_WEBHOOK_SECRET": SECRET}
+        no_host = subprocess.run(base, env=env, capture_output=True, text=True, timeout=60,
+                                 check=False)  # fmt: skip
+        assert no_host.returncode == 2 and "--callback-host" in no_host.stderr
+        done = subprocess.run([*base, "--callback-host", "127.0.0.1", "--json"], env=env,
+                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["handled"] == 1
+        assert SECRET not in done.stderr + done.stdout
+        [(headers, body)] = rx.got
+        assert verify(SECRET, headers[SIGNATURE], body)
+        assert json.loads(body)["id"] == "cli-cb:1"
+    [letter] = client.dead_letters("handlers")
+    assert letter.outcome is not None and letter.outcome.id == "cli-cb:2"
+
+
 def _fire_all(c: TimerClient) -> None:
     """Expire every due timer of the namespace as a leader would (no worker thread)."""
     from worker import Worker, WorkerSettings  # noqa: PLC0415
