@@ -14,7 +14,7 @@ from .durable import schedules as S
 from .durable import shard_calls as SC
 from .durable.models import DueTimers, FireResult, LeaseGrant, LeaseRenewal, SweepResult
 from .durable.schedules import Plan, ScheduleInfo
-from .errors import CorruptRecord, Fenced, NotDurable, StoreError, TimerError
+from .errors import CorruptRecord, TimerError
 
 T = TypeVar("T")
 
@@ -84,14 +84,6 @@ class ShardStore:
             self.keys, worker, epoch, ids, bucket_ms=self.bucket_ms, ttl_ms=ttl_ms,
             ahead=ahead, plans=S.pack_fire_plans(plans or {}),
         )  # fmt: skip
-
-    def fire_one(self, call: C.ScriptCall) -> FireResult | TimerError:
-        """One ``fire_call`` on its own (no pipeline: the cheaper round trip), answered as
-        ``fire_together`` answers each: its result, or its error."""
-        try:
-            return SC.parse_fire(self._run(_one(call)))
-        except (Fenced, StoreError, NotDurable) as exc:
-            return exc
 
     def fire_together(self, calls: Sequence[C.ScriptCall]) -> list[FireResult | TimerError]:
         """Several ``fire_call``s (of any shards of this store's client) sent at once: one

@@ -89,10 +89,7 @@ class Firer:
             ))  # fmt: skip
         sent = time.monotonic_ns()
         try:
-            if len(calls) == 1:  # one shard (most batches when timers trickle): no pipeline
-                results = [parts[0][0].store.fire_one(calls[0])]
-            else:
-                results = parts[0][0].store.fire_together(calls)
+            results = parts[0][0].store.fire_together(calls)
         except StoreError as exc:  # the whole pipeline (its connection) failed
             for state, group in parts:
                 ctx.shard_failed(state.shard, "firing", exc)
@@ -126,8 +123,9 @@ class Firer:
         ctx = self.ctx
         now = ctx.clock.now_ms()
         fired_ids, early_at = set(result.fired), result.early
-        self._observe_stages(group, fired_ids, sent, answered)
-        ctx.lateness.observe_all([now - t.deadline_ms for t in group if t.timer_id in fired_ids])
+        done = [t for t in group if t.timer_id in fired_ids]
+        self._observe_stages(done, sent, answered)
+        ctx.lateness.observe_all([now - t.deadline_ms for t in done])
         with ctx.lock:
             alive = ctx.shards.get(state.shard) is state
             for task in group:
@@ -149,14 +147,11 @@ class Firer:
             self.planner.forget(t.timer_id for t in group)
         return len(result.fired)
 
-    def _observe_stages(
-        self, group: list[FireTask], fired: set[str], sent_ns: int, answered_ns: int
-    ) -> None:
+    def _observe_stages(self, done: list[FireTask], sent_ns: int, answered_ns: int) -> None:
         """Where each fired timer's time went until its outcome was in Redis (FIRE_STAGES
         in worker/stats.py); a task the wheel did not release (``run_once``) counts from
         the send."""
         stages, clock = self.ctx.stages, self.ctx.clock
-        done = [t for t in group if t.timer_id in fired]
         if not done:
             return
         released = [t.released or sent_ns for t in done]

@@ -257,8 +257,7 @@ def migrate(
 
 def server_time_ms() -> Op[int]:
     """The Redis server's clock, epoch ms: the one clock deadlines are computed on."""
-    secs, micros = yield C.Command("time")
-    return int(secs) * 1000 + int(micros) // 1000
+    return (yield from server_time_us()) // 1000
 
 
 def server_time_us() -> Op[int]:
