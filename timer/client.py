@@ -428,6 +428,7 @@ class TimerClient:
         *,
         keep_unread: bool = True,
         shards: Iterable[int] | None = None,
+        pass_within: int | None = None,
     ) -> list[Trimmed]:
         """Drop outcomes decided more than ``retention_ms`` ago (Redis clock), per shard.
 
@@ -435,11 +436,17 @@ class TimerClient:
         consumer group of its stream has been handed it and has acked it. ``shards``
         limits the work to some shards (a worker trims the ones it leads). Each call also
         drops retained outcomes past their ``result_ttl`` from part of the results
-        table; ``retention_ms`` None does only that.
+        table (a thirtieth of its hashes, 64 to 1,024; with ``pass_within`` = k, at
+        least a k-th of them, so k calls go round a table of any size, in calls of
+        1,024 hashes); ``retention_ms`` None does only that.
         """
         return self._run(
             shard_ops.trim_outcomes(
-                self._ns(), retention_ms, keep_unread=keep_unread, shards=shards
+                self._ns(),
+                retention_ms,
+                keep_unread=keep_unread,
+                shards=shards,
+                pass_within=pass_within,
             )
         )
 

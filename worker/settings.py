@@ -35,6 +35,14 @@ class WorkerSettings:
     # 0 keeps them forever. Checked every trim_interval_ms per shard.
     outcome_retention_ms: int = 3600 * 1000
     trim_interval_ms: int = 60_000
+
+    @property
+    def trim_pass_within(self) -> int:
+        """In how many trims every retained outcome is looked at, at least: half a
+        result_ttl of trim intervals (so an outcome outlives its ttl by at most half of it,
+        and costs ~2 looks, however large a shard's results table grows)."""
+        return max(1, -(-self.result_ttl_ms // (2 * self.trim_interval_ms)))
+
     # Start even if a server's maxmemory-policy may evict timers (they can then be lost).
     allow_eviction: bool = False
 

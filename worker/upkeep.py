@@ -71,7 +71,10 @@ class Upkeep:
         """
         ctx = self.ctx
         retention = ctx.settings.outcome_retention_ms or None  # 0: keep the stream
-        done = ctx.client.trim_outcomes(retention, shards=[st.shard for st in states])
+        done = ctx.client.trim_outcomes(
+            retention, shards=[st.shard for st in states],
+            pass_within=ctx.settings.trim_pass_within,
+        )  # fmt: skip
         now = ctx.clock.mono_ms()
         for state in states:
             state.last_trim_mono_ms = now

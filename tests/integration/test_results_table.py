@@ -7,14 +7,17 @@ import random
 import re
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
 
 from timer import TimerClient
+from timer.durable import shard_ops
 from timer.durable.calls import text
 from timer.durable.keys import ShardKeys, results_part_of
 from timer.durable.scripts import ScriptName, source
+from timer.errors import InvalidInput
 from timer.testing import RedisServer
 
 from .conftest import SHARDS, retained, server_now_ms
@@ -259,6 +262,61 @@ def test_trim_visits_a_bounded_part_of_a_large_table_round_robin(client: TimerCl
         dropped += client.trim_outcomes(None, shards=[3])[0].results_dropped
     assert dropped == 4_000 and calls > 1
     assert check_table(client.redis, sk)["N"] == 0
+
+
+def expire_all(r: Any, sk: ShardKeys, parts: int) -> None:
+    """Move every retained outcome's expiry (its first 4 bytes, epoch s) into the past."""
+    for b in range(parts):
+        key = sk.results_part(b)
+        for name, value in r.hgetall(key).items():
+            r.hset(key, name, (1).to_bytes(4, "big") + value[4:])
+
+
+def test_trim_pass_within_one_goes_round_the_table_in_calls_of_per_call(
+    client: TimerClient,
+) -> None:
+    """pass_within=1: one trim_outcomes visits every hash once, however many more than a
+    call's cap (here 16 a call): every expired outcome is dropped and the cursor comes
+    back to where it was."""
+    sk = client.keys.shard(3)
+    decided_in_shard(client, 3, 4_000, "round")
+    parts = 2 ** table(client.redis, sk)["L"] + table(client.redis, sk)["S"]
+    assert parts > 64  # several calls of 16, and more than the 64 a call at least visits
+    expire_all(client.redis, sk, parts)
+    start = int(client.redis.hget(sk.results_table, "C") or 0)
+    op = shard_ops.trim_outcomes(
+        client._ns(), None, keep_unread=True, shards=[3], pass_within=1, per_call=16
+    )
+    (done,) = client._run(op)
+    assert done.results_dropped == 4_000 and done.removed == 0
+    assert check_table(client.redis, sk)["N"] == 0
+    assert int(client.redis.hget(sk.results_table, "C") or 0) == start % parts
+
+
+def test_trim_pass_within_k_visits_at_least_a_kth_of_the_table(client: TimerClient) -> None:
+    """pass_within=2 on a table of more than 128 hashes: the first call visits half of
+    them (more than the thirtieth, or the 64, it visits without), the second the rest."""
+    sk = client.keys.shard(3)
+    decided_in_shard(client, 3, 6_000, "half")
+    parts = 2 ** table(client.redis, sk)["L"] + table(client.redis, sk)["S"]
+    assert parts > 128
+    expire_all(client.redis, sk, parts)
+    start = int(client.redis.hget(sk.results_table, "C") or 0)
+    half = [(start + k) % parts for k in range(-(-parts // 2))]  # not the 64 it visits alone
+    held = sum(int(client.redis.hlen(sk.results_part(b))) for b in half)
+    first = client.trim_outcomes(None, shards=[3], pass_within=2)[0].results_dropped
+    assert first == held and 0 < first < 6_000
+    second = client.trim_outcomes(None, shards=[3], pass_within=2)[0].results_dropped
+    assert first + second == 6_000
+    assert check_table(client.redis, sk)["N"] == 0
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True, 2**40])
+def test_trim_pass_within_refuses_what_is_no_count(client: TimerClient, bad: object) -> None:
+    """pass_within must be a whole number of calls, 1 to 2**31 - 1: anything else is
+    refused before a call is made."""
+    with pytest.raises(InvalidInput, match="pass_within"):
+        client.trim_outcomes(None, pass_within=bad)  # type: ignore[arg-type]
 
 
 def test_memory_reports_the_table_bytes_per_decided_timer(client: TimerClient) -> None:

@@ -351,6 +351,34 @@ def test_a_long_sweep_never_holds_a_lease_renewal_back(ns_client: TimerClient) -
         w.close()
 
 
+def test_a_worker_trim_goes_round_a_large_results_table_within_half_a_ttl(
+    redis_server: RedisServer, ns_client: TimerClient
+) -> None:
+    """result_ttl 1 s and a trim every 0.5 s: every retained outcome must be looked at
+    within half a second, so the worker's first trim visits every hash of a table of
+    4,000 outcomes (well over the 64 hashes a trim visits otherwise) and drops them all."""
+    ids = [f"big:{i}" for i in range(60_000) if ns_client.shard_of(f"big:{i}") == 0][:4_000]
+    brief = TimerClient.from_url(redis_server.url, ns_client.namespace, result_ttl_s=1)
+    brief.schedule_many([{"id": t, "delay_ms": 3_600_000} for t in ids])
+    for tid in ids:
+        assert brief.cancel(tid)
+    brief.close()
+    sk = ns_client.keys.shard(0)
+    level, split = (int(x) for x in ns_client.redis.hmget(sk.results_table, "L", "S"))
+    assert 2**level + split > 64
+    until = server_now_ms(ns_client.redis) + 2_000  # every outcome has expired then
+    wait_for(lambda: server_now_ms(ns_client.redis) >= until, 20, "the outcomes expired")
+    w = make_worker(ns_client, "w1", result_ttl_ms=1_000, trim_interval_ms=500)
+    assert w.settings.trim_pass_within == 1
+    try:
+        w.run_once()  # leads every shard, then trims each once
+        assert 0 in w.shards
+        assert w.stats.results_dropped == 4_000
+        assert all(ns_client.get(t) is None for t in ids[:50])
+    finally:
+        w.close()
+
+
 def test_a_worker_drops_retained_outcomes_past_their_ttl_even_keeping_the_stream(
     redis_server: RedisServer, ns_client: TimerClient
 ) -> None:

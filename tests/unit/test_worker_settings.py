@@ -60,3 +60,21 @@ def test_a_client_refuses_a_result_ttl_it_cannot_keep(ttl_s: object) -> None:
     """Before connecting (the URL's server does not exist), so nothing is written."""
     with pytest.raises(InvalidInput, match="result_ttl"):
         TimerClient.from_url("redis://127.0.0.1:1/0", result_ttl_s=ttl_s)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("ttl_ms", "interval_ms", "passes"),
+    [
+        (86_400_000, 60_000, 720),
+        (1_000, 60_000, 1),
+        (3_600_000, 1_000, 1_800),
+        (121_000, 60_000, 2),
+    ],
+)
+def test_trim_pass_within_is_half_a_result_ttl_of_trims(
+    ttl_ms: int, interval_ms: int, passes: int
+) -> None:
+    """Every retained outcome is looked at within half its ttl (rounded up to whole trims,
+    at least one), however large the table."""
+    s = WorkerSettings(worker_id="w", result_ttl_ms=ttl_ms, trim_interval_ms=interval_ms)
+    assert s.trim_pass_within == passes

@@ -103,18 +103,30 @@ def parse_sweep(reply: Sequence[Any]) -> SweepResult:
 TRIM_RESULT_HASHES = 1024  # ~30-50 ms of Redis time at most (design notes)
 
 
-def trim_call(sk: K.ShardKeys, retention_ms: int | None, *, keep_unread: bool) -> ScriptCall:
-    """Trim a shard's stream (``retention_ms`` None: leave it) and its expired results."""
+def trim_call(
+    sk: K.ShardKeys,
+    retention_ms: int | None,
+    *,
+    keep_unread: bool,
+    passes: int | None = None,
+    owed: int | None = None,
+    per_call: int = TRIM_RESULT_HASHES,
+) -> ScriptCall:
+    """Trim a shard's stream (``retention_ms`` None: leave it) and its expired results:
+    a round's share of the results table's hashes, at least a ``passes``-th of them, at
+    most ``per_call`` this call; ``owed``: what an earlier call of the round left."""
     keep = "" if retention_ms is None else retention_ms
-    args = [keep, int(keep_unread), sk.prefix, TRIM_RESULT_HASHES]
+    args = [keep, int(keep_unread), sk.prefix, per_call, passes or "", "" if owed is None else owed]
     return ScriptCall(ScriptName.TRIM, [sk.outcomes], args)
 
 
-def parse_trim(reply: Sequence[Any], shard: int) -> Trimmed:
-    return Trimmed(
+def parse_trim(reply: Sequence[Any], shard: int) -> tuple[Trimmed, int]:
+    """What one trim call did, and the results-table hashes its round has left."""
+    trimmed = Trimmed(
         shard=shard, removed=int(reply[0]), held_by_group=bool(reply[2]),
         results_dropped=int(reply[3]),
     )  # fmt: skip
+    return trimmed, int(reply[4])
 
 
 def get_call(sk: K.ShardKeys, tid: str) -> ScriptCall:

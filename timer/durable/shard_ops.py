@@ -5,6 +5,7 @@ as in :mod:`.ops`; a shard's fenced scripts are in :mod:`.shard_calls`."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from . import calls as C
 from . import keys as K
@@ -20,14 +21,48 @@ from .models import (
 
 
 def trim_outcomes(
-    ns: C.Namespace, retention_ms: int | None, *, keep_unread: bool, shards: Iterable[int] | None
+    ns: C.Namespace,
+    retention_ms: int | None,
+    *,
+    keep_unread: bool,
+    shards: Iterable[int] | None,
+    pass_within: int | None = None,
+    per_call: int = SC.TRIM_RESULT_HASHES,
 ) -> Op[list[Trimmed]]:
+    """Each shard's stream trimmed and its round of the results table: one pipelined
+    call a shard, then, for the shards whose round has more hashes than a call visits
+    (``per_call``), further calls on the results table alone until it is done."""
     keep = None if retention_ms is None else C.check_int("retention_ms", retention_ms, 0)
     check_bool("keep_unread", keep_unread)
+    passes = None if pass_within is None else C.check_int("pass_within", pass_within, 1, 2**31 - 1)
     picked = C.check_shards(ns, shards)
-    calls = [SC.trim_call(ns.shard(s), keep, keep_unread=keep_unread) for s in picked]
+    calls = [
+        SC.trim_call(ns.shard(s), keep, keep_unread=keep_unread, passes=passes, per_call=per_call)
+        for s in picked
+    ]
     replies = yield C.Pipeline(calls, errors_in_slots=True)
-    return [SC.parse_trim(C.error_or(r), s) for s, r in zip(picked, replies, strict=True)]
+    done: dict[int, Trimmed] = {}
+    owed: dict[int, int] = {}
+    for s, r in zip(picked, replies, strict=True):
+        done[s], left = SC.parse_trim(C.error_or(r), s)
+        if left > 0:
+            owed[s] = left
+    while owed:  # each call visits at least one hash of what is owed: this ends
+        more = [
+            SC.trim_call(ns.shard(s), None, keep_unread=keep_unread, owed=n, per_call=per_call)
+            for s, n in owed.items()
+        ]
+        replies = yield C.Pipeline(more, errors_in_slots=True)
+        for s, r in zip(list(owed), replies, strict=True):
+            again, left = SC.parse_trim(C.error_or(r), s)
+            done[s] = replace(
+                done[s], results_dropped=done[s].results_dropped + again.results_dropped
+            )
+            if left > 0:
+                owed[s] = left
+            else:
+                del owed[s]
+    return [done[s] for s in picked]
 
 
 def heartbeat(keys: K.NamespaceKeys, worker: str, now_ms: int, live_window_ms: int) -> Op[int]:
