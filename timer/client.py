@@ -429,6 +429,7 @@ class TimerClient:
         keep_unread: bool = True,
         shards: Iterable[int] | None = None,
         pass_within: int | None = None,
+        until_done: bool = True,
     ) -> list[Trimmed]:
         """Drop outcomes decided more than ``retention_ms`` ago (Redis clock), per shard.
 
@@ -438,7 +439,9 @@ class TimerClient:
         drops retained outcomes past their ``result_ttl`` from part of the results
         table (a thirtieth of its hashes, 64 to 1,024; with ``pass_within`` = k, at
         least a k-th of them, so k calls go round a table of any size, in calls of
-        1,024 hashes); ``retention_ms`` None does only that.
+        1,024 hashes, or, with ``until_done`` False, one call a shard, each ``Trimmed``
+        saying in ``results_left`` what its round has left for ``ShardStore.trim_results``);
+        ``retention_ms`` None does only that.
         """
         return self._run(
             shard_ops.trim_outcomes(
@@ -447,6 +450,7 @@ class TimerClient:
                 keep_unread=keep_unread,
                 shards=shards,
                 pass_within=pass_within,
+                until_done=until_done,
             )
         )
 

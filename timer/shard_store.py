@@ -12,7 +12,7 @@ from .durable import keys as K
 from .durable import ops, shard_ops
 from .durable import schedules as S
 from .durable import shard_calls as SC
-from .durable.models import DueTimers, FireResult, LeaseGrant, LeaseRenewal, SweepResult
+from .durable.models import DueTimers, FireResult, LeaseGrant, LeaseRenewal, SweepResult, Trimmed
 from .durable.schedules import Plan, ScheduleInfo
 from .errors import CorruptRecord, TimerError
 
@@ -92,6 +92,12 @@ class ShardStore:
         its node failed). An error of the whole pipeline (the connection) is raised."""
         replies = self._run(_together(calls))
         return [r if isinstance(r, TimerError) else SC.parse_fire(r) for r in replies]
+
+    def trim_results(self, left: int) -> Trimmed:
+        """The next call of a results-table round of ``trim_outcomes(until_done=False)``
+        that has ``left`` hashes to visit: what it dropped and what is still left."""
+        call = shard_ops.trim_results_call(self.keys, C.check_int("left", left, 1))
+        return SC.parse_trim(self._run(_one(call)), self.keys.shard)
 
     def sweep(
         self, worker: str, epoch: int, *, ttl_ms: int, limit: int, ahead: int = 0

@@ -49,6 +49,7 @@ class ShardState:
     last_sweep_mono_ms: float = 0.0
     last_load_mono_ms: float = 0.0
     last_trim_mono_ms: float | None = None  # None: not yet trimmed since it was acquired
+    trim_left: int = 0  # results-table hashes the last trim's round has left (a call a tick)
     needs_reload: bool = True
     more_to_load: bool = False
     # Recurring schedules whose next occurrence waits to be planned (worker/planning.py):

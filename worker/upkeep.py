@@ -64,7 +64,8 @@ class Upkeep:
 
     def trim(self, states: list[ShardState]) -> int:
         """Drop the shards' outcomes past the retention that every consumer group has acked
-        (one pipelined round trip for all of them).
+        (one pipelined round trip for all of them; what a round of the results table has
+        left past its first call follows a call a tick, `trim_more`).
 
         Not fenced: trimming is idempotent and keeps what any group still owes, so a
         stale leader doing it is harmless.
@@ -73,12 +74,22 @@ class Upkeep:
         retention = ctx.settings.outcome_retention_ms or None  # 0: keep the stream
         done = ctx.client.trim_outcomes(
             retention, shards=[st.shard for st in states],
-            pass_within=ctx.settings.trim_pass_within,
+            pass_within=ctx.settings.trim_pass_within, until_done=False,
         )  # fmt: skip
         now = ctx.clock.mono_ms()
+        left = {t.shard: t.results_left for t in done}
         for state in states:
             state.last_trim_mono_ms = now
+            state.trim_left = left.get(state.shard, 0)
         removed = sum(t.removed for t in done)
         ctx.stats.outcomes_trimmed += removed
         ctx.stats.results_dropped += sum(t.results_dropped for t in done)
         return removed
+
+    def trim_more(self, state: ShardState) -> None:
+        """One more call of the shard's results-table round, when its trim left some: a
+        round can be far more than a call's 1,024 hashes, and a call a tick keeps each
+        one short between lease renewals."""
+        got = state.store.trim_results(state.trim_left)
+        state.trim_left = got.results_left
+        self.ctx.stats.results_dropped += got.results_dropped

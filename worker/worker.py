@@ -155,6 +155,8 @@ class Worker:
                     self.loader.load(state)
                 if mono - state.last_sweep_mono_ms >= s.sweep_interval_ms:
                     self.upkeep.sweep(state)
+                if state.trim_left > 0:
+                    self.upkeep.trim_more(state)
                 last = state.last_backlog_mono_ms
                 if last is None or mono - last >= BACKLOG_EVERY_MS:
                     state.pending, state.oldest_bucket_ms = state.store.backlog()

@@ -231,7 +231,9 @@ CALLS: dict[str, Callable[[TimerClient, list[Any]], Any]] = {
     "redeliver": lambda c, a: c.redeliver(a[0]),
     "drop_dead_letter": lambda c, a: c.drop_dead_letter(a[0]),
     "delete_group": lambda c, a: c.delete_group(a[0]),
-    "trim_outcomes": lambda c, a: c.trim_outcomes(a[0], keep_unread=True, pass_within=a[1]),
+    "trim_outcomes": lambda c, a: c.trim_outcomes(
+        a[0], keep_unread=True, pass_within=a[1], until_done=a[2]
+    ),
     "memory": lambda c, a: c.memory(a[0]),
     "all_outcomes": lambda c, a: list(c.all_outcomes(a[0])),
     "outcomes": lambda c, a: list(

@@ -379,6 +379,39 @@ def test_a_worker_trim_goes_round_a_large_results_table_within_half_a_ttl(
         w.close()
 
 
+def test_a_worker_goes_on_with_a_trim_round_a_call_a_tick(
+    redis_server: RedisServer, ns_client: TimerClient
+) -> None:
+    """A results table of more hashes than a trim call visits (1,024): the worker's trim
+    visits 1,024 of them and leaves the rest of its round, which the next tick's call
+    visits (not the next trim, ten minutes away): every expired outcome is gone then."""
+    n = 40_000
+    ids = [f"huge:{i}" for i in range(20 * n) if ns_client.shard_of(f"huge:{i}") == 0][:n]
+    past = server_now_ms(ns_client.redis) - 1_000
+    for i in range(0, n, 1_000):
+        ns_client.schedule_many([{"id": t, "deadline_ms": past} for t in ids[i : i + 1_000]])
+    setup = ns_client.shard_store(0)
+    grant = setup.acquire("setup", 60_000)
+    for i in range(0, n, 500):  # fired with a result_ttl of 1 s
+        assert len(setup.fire("setup", grant.epoch, ids[i : i + 500], ttl_ms=1_000).fired) == 500
+    assert setup.release("setup", grant.epoch)
+    sk = ns_client.keys.shard(0)
+    level, split = (int(x) for x in ns_client.redis.hmget(sk.results_table, "L", "S"))
+    assert 2**level + split > 1_024
+    until = server_now_ms(ns_client.redis) + 2_000  # every outcome has expired then
+    wait_for(lambda: server_now_ms(ns_client.redis) >= until, 20, "the outcomes expired")
+    w = make_worker(ns_client, "w1", result_ttl_ms=1_000, trim_interval_ms=600_000)
+    try:
+        w.run_once()  # leads, trims once: 1,024 hashes of the round
+        first = w.stats.results_dropped
+        assert 0 < first < n and w.shards[0].trim_left > 0
+        wait_for(lambda: w.run_once() or w.shards[0].trim_left == 0, 20, "the round done")
+        assert w.stats.results_dropped == n
+        assert int(ns_client.redis.hget(sk.results_table, "N")) == 0
+    finally:
+        w.close()
+
+
 def test_a_worker_drops_retained_outcomes_past_their_ttl_even_keeping_the_stream(
     redis_server: RedisServer, ns_client: TimerClient
 ) -> None:

@@ -258,6 +258,9 @@ class Trimmed:
     removed: int
     held_by_group: bool  # a consumer group still owed entries the retention would drop
     results_dropped: int = 0  # retained outcomes past result_ttl dropped
+    # hashes of the results table this round still has to visit (``until_done=False``):
+    # pass them to ``ShardStore.trim_results``, a call at a time
+    results_left: int = 0
 
 
 @dataclass(frozen=True)

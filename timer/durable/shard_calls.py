@@ -120,13 +120,12 @@ def trim_call(
     return ScriptCall(ScriptName.TRIM, [sk.outcomes], args)
 
 
-def parse_trim(reply: Sequence[Any], shard: int) -> tuple[Trimmed, int]:
+def parse_trim(reply: Sequence[Any], shard: int) -> Trimmed:
     """What one trim call did, and the results-table hashes its round has left."""
-    trimmed = Trimmed(
+    return Trimmed(
         shard=shard, removed=int(reply[0]), held_by_group=bool(reply[2]),
-        results_dropped=int(reply[3]),
+        results_dropped=int(reply[3]), results_left=int(reply[4]),
     )  # fmt: skip
-    return trimmed, int(reply[4])
 
 
 def get_call(sk: K.ShardKeys, tid: str) -> ScriptCall:

@@ -27,13 +27,16 @@ def trim_outcomes(
     keep_unread: bool,
     shards: Iterable[int] | None,
     pass_within: int | None = None,
+    until_done: bool = True,
     per_call: int = SC.TRIM_RESULT_HASHES,
 ) -> Op[list[Trimmed]]:
     """Each shard's stream trimmed and its round of the results table: one pipelined
-    call a shard, then, for the shards whose round has more hashes than a call visits
-    (``per_call``), further calls on the results table alone until it is done."""
+    call a shard; then, ``until_done``, for the shards whose round has more hashes than a
+    call visits (``per_call``), further calls on the results table alone until it is
+    done (else ``results_left`` says what is left, for ``trim_results``)."""
     keep = None if retention_ms is None else C.check_int("retention_ms", retention_ms, 0)
     check_bool("keep_unread", keep_unread)
+    check_bool("until_done", until_done)
     passes = None if pass_within is None else C.check_int("pass_within", pass_within, 1, 2**31 - 1)
     picked = C.check_shards(ns, shards)
     calls = [
@@ -41,28 +44,25 @@ def trim_outcomes(
         for s in picked
     ]
     replies = yield C.Pipeline(calls, errors_in_slots=True)
-    done: dict[int, Trimmed] = {}
-    owed: dict[int, int] = {}
-    for s, r in zip(picked, replies, strict=True):
-        done[s], left = SC.parse_trim(C.error_or(r), s)
-        if left > 0:
-            owed[s] = left
-    while owed:  # each call visits at least one hash of what is owed: this ends
-        more = [
-            SC.trim_call(ns.shard(s), None, keep_unread=keep_unread, owed=n, per_call=per_call)
-            for s, n in owed.items()
-        ]
+    done = {s: SC.parse_trim(C.error_or(r), s) for s, r in zip(picked, replies, strict=True)}
+    owed = [s for s in picked if done[s].results_left > 0 and until_done]
+    while owed:  # each call visits at least one hash of what is left: this ends
+        more = [trim_results_call(ns.shard(s), done[s].results_left, per_call) for s in owed]
         replies = yield C.Pipeline(more, errors_in_slots=True)
-        for s, r in zip(list(owed), replies, strict=True):
-            again, left = SC.parse_trim(C.error_or(r), s)
-            done[s] = replace(
-                done[s], results_dropped=done[s].results_dropped + again.results_dropped
-            )
-            if left > 0:
-                owed[s] = left
-            else:
-                del owed[s]
+        for s, r in zip(owed, replies, strict=True):
+            again = SC.parse_trim(C.error_or(r), s)
+            dropped = done[s].results_dropped + again.results_dropped
+            done[s] = replace(done[s], results_dropped=dropped, results_left=again.results_left)
+        owed = [s for s in owed if done[s].results_left > 0]
     return [done[s] for s in picked]
+
+
+def trim_results_call(
+    sk: K.ShardKeys, left: int, per_call: int = SC.TRIM_RESULT_HASHES
+) -> C.ScriptCall:
+    """The next call of a results-table round that has ``left`` hashes to visit (the
+    stream left as it is)."""
+    return SC.trim_call(sk, None, keep_unread=True, owed=left, per_call=per_call)
 
 
 def heartbeat(keys: K.NamespaceKeys, worker: str, now_ms: int, live_window_ms: int) -> Op[int]:
