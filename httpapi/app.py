@@ -197,8 +197,12 @@ def create_app(
             REQUESTS.labels(endpoint.name, str(response.status_code)).inc()
             return response
 
-        path = endpoint.path.replace("{timer_id}", "{timer_id:path}").replace(
-            "{shard}", "{shard:int}"
+        # ids and group names may hold '/' (sent as is or as %2F, which the server
+        # decodes): both match greedily, and every group route has its own last part
+        path = (
+            endpoint.path.replace("{timer_id}", "{timer_id:path}")
+            .replace("{group}", "{group:path}")
+            .replace("{shard}", "{shard:int}")
         )
         return Route(path, run, methods=[endpoint.method], name=endpoint.name)
 

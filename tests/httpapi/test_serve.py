@@ -377,6 +377,32 @@ def test_a_handler_in_any_language_through_a_group(
     assert api.call("GET", f"{grp}/outcomes?consumer=svc-1&wait_ms=0")[1] == {"outcomes": []}
 
 
+def test_a_group_whose_name_holds_a_slash(served: tuple[Api, TimerClient, TokenFile]) -> None:
+    """A group named ``ops/billing`` is reachable with the '/' as is or sent as %2F: the
+    same group reads the outcomes and acks them; no group named ``ops`` appears."""
+    api, c, _ = served
+    c.schedule_many([{"id": f"sl:{i}", "delay_ms": 50} for i in range(3)])
+    got: dict[str, str] = {}
+
+    def poll() -> bool:
+        for name in ("ops/billing", "ops%2Fbilling"):
+            path = f"/v1/namespaces/{c.namespace}/groups/{name}/outcomes?consumer=a&wait_ms=200"
+            status, batch = api.call("GET", path)
+            assert status == 200, batch
+            got.update({o["id"]: o["ref"] for o in batch["outcomes"]})
+        return len(got) == 3
+
+    wait_for(poll, 20, "three outcomes for the group")
+    status, acked = api.call(
+        "POST",
+        f"/v1/namespaces/{c.namespace}/groups/ops%2Fbilling/ack",
+        {"refs": list(got.values())},
+    )
+    assert status == 200 and acked == {"acked": 3}
+    names = {g.name for g in c.groups()}
+    assert "ops/billing" in names and "ops" not in names
+
+
 def read_events(base: str, path: str, token: str, want: int, seen: list[dict[str, Any]]) -> None:
     """Follow a Server-Sent Events stream, acknowledging each outcome as it comes, until
     ``seen`` holds ``want`` or the stream ends (the server went away)."""
