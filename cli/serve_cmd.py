@@ -4,6 +4,8 @@ may call it)."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import click
@@ -67,6 +69,7 @@ def serve(
             "(tickwheel tokens create) beyond loopback"
         )
     from httpapi import serve as web  # noqa: PLC0415 - the web stack, only here
+    from httpapi.app import MULTIPROC_ENV  # noqa: PLC0415
     from httpapi.tokens import TokenFile  # noqa: PLC0415
 
     path = tokens_path or default_tokens()
@@ -84,13 +87,22 @@ def serve(
     os.environ[web.CALLBACK_HOSTS_ENV] = ",".join(callback_hosts)
     import uvicorn  # noqa: PLC0415
 
+    metrics_dir = None
+    if workers > 1:  # /metrics of every worker, whichever answers (prometheus-client)
+        metrics_dir = tempfile.mkdtemp(prefix="tickwheel-serve-metrics-")
+        os.environ[MULTIPROC_ENV] = metrics_dir
+
     scheme = "https" if certfile else "http"
     auth = "no authentication" if no_auth else f"tokens from {path}"
     click.echo(f"HTTP API at {scheme}://{host}:{port}/v1 ({auth}; {workers} worker"
                f"{'s' if workers > 1 else ''}) over {app.safe_url}", err=True)  # fmt: skip
-    uvicorn.run("httpapi.serve:app_from_env", factory=True, host=host, port=port,
-                workers=workers, log_level="warning", ssl_certfile=certfile,
-                ssl_keyfile=keyfile, timeout_graceful_shutdown=5)  # fmt: skip
+    try:
+        uvicorn.run("httpapi.serve:app_from_env", factory=True, host=host, port=port,
+                    workers=workers, log_level="warning", ssl_certfile=certfile,
+                    ssl_keyfile=keyfile, timeout_graceful_shutdown=5)  # fmt: skip
+    finally:
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
     click.echo("HTTP API stopped", err=True)
 
 

@@ -77,7 +77,10 @@ def from_exception(exc: TimerError) -> JSONResponse:
     return JSONResponse(body, status_code=status)
 
 
-METRICS = prometheus_client.CollectorRegistry()  # this process's; each worker has its own
+# this process's; under `serve --workers N` each worker writes its values to files in
+# the directory MULTIPROC_ENV names (set before the workers start), summed at a scrape
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+METRICS = prometheus_client.CollectorRegistry()
 REQUESTS = prometheus_client.Counter(
     "tickwheel_http_requests",
     "HTTP API requests answered",

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import AsyncIterator
 from typing import Any
 
 import prometheus_client
 import redis.asyncio as aioredis
+from prometheus_client import multiprocess
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from timer import InvalidInput, NotFound, TimerClient, TimerError, TimerNotFound
@@ -18,7 +20,7 @@ from timer.durable.codec import jsonable
 from timer.durable.models import DeadLetter, GroupInfo, Outcome, Timer, TimerInfo
 from timer.store import RedisSettings
 
-from .app import METRICS, Call, Clients, Handler, error_of
+from .app import METRICS, MULTIPROC_ENV, Call, Clients, Handler, error_of
 
 
 def timer_shape(t: Timer) -> dict[str, Any]:
@@ -242,7 +244,14 @@ async def health(_: Call) -> dict[str, Any]:
 
 
 async def metrics(_: Call) -> Response:
-    return Response(prometheus_client.generate_latest(METRICS),
+    """This process's metrics; under ``tickwheel serve --workers N``, every worker's
+    summed (prometheus-client's multiprocess mode, its files in the directory that
+    ``serve`` made): a scrape answered by any of them tells the whole."""
+    registry = METRICS
+    if os.environ.get(MULTIPROC_ENV):
+        registry = prometheus_client.CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+    return Response(prometheus_client.generate_latest(registry),
                     media_type=prometheus_client.CONTENT_TYPE_LATEST)  # fmt: skip
 
 

@@ -217,7 +217,7 @@ ENDPOINTS = (
     Endpoint("dropDeadLetter", "POST", f"{NS}/dead/{{shard}}/{{entry}}/drop",
              "Delete a dead letter for good", "admin", EMPTY,
              responses={200: ("dropped", {"type": "object"})}),
-    Endpoint("metrics", "GET", "/metrics", "Prometheus metrics of this process", "none",
+    Endpoint("metrics", "GET", "/metrics", "Prometheus metrics of every worker process", "none",
              responses={200: ("text/plain; version=0.0.4", None)}),
     Endpoint("health", "GET", "/healthz", "The server process is up", "none",
              responses={200: ("up", {"type": "object"})}),

@@ -17,6 +17,7 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -270,8 +271,9 @@ def test_tickwheel_serve_with_workers_and_tokens(
     redis_server: RedisServer, namespace: str, tmp_path: Path
 ) -> None:
     """`tickwheel tokens create` then `tickwheel serve --workers 2`: the token schedules and
-    reads a timer through either process; SIGTERM stops it (exit 0). Without a token file
-    serve refuses to start, and --no-auth is refused beyond loopback."""
+    reads a timer through either process, and /metrics counts both processes' requests;
+    SIGTERM stops it (exit 0). Without a token file serve refuses to start, and --no-auth
+    is refused beyond loopback."""
     TimerClient.from_url(redis_server.url, namespace).init(shards=2)
     base = [sys.executable, "-m", "cli", "--redis-url", redis_server.url, "--namespace", namespace]
     env = {**os.environ, "TICKWHEEL_TOKENS": str(tmp_path / "tokens.json")}
@@ -305,6 +307,16 @@ def test_tickwheel_serve_with_workers_and_tokens(
         for i in range(6):  # spread over the two processes
             assert api.call("POST", f"{ns}/timers", {"id": f"s{i}", "delay_ms": 60_000})[0] == 201
             assert api.call("GET", f"{ns}/timers/s{i}")[1]["state"] == "pending"
+        with ThreadPoolExecutor(8) as pool:  # at once: both processes take some
+            codes = list(pool.map(lambda i: api.call("GET", f"{ns}/timers/s{i % 6}")[0],
+                                  range(40)))  # fmt: skip
+        assert codes == [200] * 40
+        for _ in range(8):  # whichever process answers, /metrics counts both processes'
+            scraped = urllib.request.urlopen(f"{api.base}/metrics", timeout=10).read().decode()
+            got = [float(line.rsplit(" ", 1)[1]) for line in scraped.splitlines()
+                   if line.startswith('tickwheel_http_requests_total{route="getTimer"')
+                   and 'status="200"' in line]  # fmt: skip
+            assert sum(got) == 46, scraped
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(30)
