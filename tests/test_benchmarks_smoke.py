@@ -106,6 +106,7 @@ def test_capacity_smallest_case(server_binary: Path) -> None:
     assert row["server_cpu_us_per_schedule"] > 0 and row["server_cpu_us_per_fire"] > 0
     assert row["bytes_per_decided_timer"]["total"] > 0
     assert row["capacity_timers_per_s"]["cluster_100_masters"] > 0
+    assert row["server_cpu_us_per_trim_look"] > 0  # trim's pass was counted
 
 
 @pytest.mark.skipif(
