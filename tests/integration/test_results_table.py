@@ -15,7 +15,7 @@ import redis
 from timer import TimerClient
 from timer.durable import shard_ops
 from timer.durable.calls import text
-from timer.durable.keys import ShardKeys, results_part_of
+from timer.durable.keys import ShardKeys, results_part_of, results_parts
 from timer.durable.scripts import ScriptName, source
 from timer.errors import InvalidInput
 from timer.testing import RedisServer
@@ -249,7 +249,7 @@ def test_trim_visits_a_bounded_part_of_a_large_table_round_robin(client: TimerCl
     moving each value's expiry into the past)."""
     sk = client.keys.shard(3)
     decided_in_shard(client, 3, 4_000, "big")
-    parts = 2 ** table(client.redis, sk)["L"] + table(client.redis, sk)["S"]
+    parts = results_parts(*client.redis.hmget(sk.results_table, "L", "S"))
     assert parts > 64  # more than one call's minimum visit
     for b in range(parts):  # expire everything: the first 4 bytes are the expiry (s)
         key = sk.results_part(b)
@@ -280,7 +280,7 @@ def test_trim_pass_within_one_goes_round_the_table_in_calls_of_per_call(
     back to where it was."""
     sk = client.keys.shard(3)
     decided_in_shard(client, 3, 4_000, "round")
-    parts = 2 ** table(client.redis, sk)["L"] + table(client.redis, sk)["S"]
+    parts = results_parts(*client.redis.hmget(sk.results_table, "L", "S"))
     assert parts > 64  # several calls of 16, and more than the 64 a call at least visits
     expire_all(client.redis, sk, parts)
     start = int(client.redis.hget(sk.results_table, "C") or 0)
@@ -298,7 +298,7 @@ def test_trim_pass_within_k_visits_at_least_a_kth_of_the_table(client: TimerClie
     them (more than the thirtieth, or the 64, it visits without), the second the rest."""
     sk = client.keys.shard(3)
     decided_in_shard(client, 3, 6_000, "half")
-    parts = 2 ** table(client.redis, sk)["L"] + table(client.redis, sk)["S"]
+    parts = results_parts(*client.redis.hmget(sk.results_table, "L", "S"))
     assert parts > 128
     expire_all(client.redis, sk, parts)
     start = int(client.redis.hget(sk.results_table, "C") or 0)

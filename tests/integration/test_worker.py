@@ -13,6 +13,7 @@ import redis
 
 from tests.conftest import wait_for
 from timer import Outcome, TimerClient
+from timer.durable.keys import results_parts
 from timer.testing import RedisServer
 from worker import Worker, WorkerSettings
 
@@ -351,6 +352,17 @@ def test_a_long_sweep_never_holds_a_lease_renewal_back(ns_client: TimerClient) -
         w.close()
 
 
+def table_parts(c: TimerClient, shard: int) -> int:
+    """How many hashes the shard's results table has."""
+    return results_parts(*c.redis.hmget(c.keys.shard(shard).results_table, "L", "S"))
+
+
+def wait_expired(c: TimerClient) -> None:
+    """Until every outcome retained for 1 s up to now has expired by the server's clock."""
+    until = server_now_ms(c.redis) + 2_000
+    wait_for(lambda: server_now_ms(c.redis) >= until, 20, "the outcomes expired")
+
+
 def test_a_worker_trim_goes_round_a_large_results_table_within_half_a_ttl(
     redis_server: RedisServer, ns_client: TimerClient
 ) -> None:
@@ -363,11 +375,8 @@ def test_a_worker_trim_goes_round_a_large_results_table_within_half_a_ttl(
     for tid in ids:
         assert brief.cancel(tid)
     brief.close()
-    sk = ns_client.keys.shard(0)
-    level, split = (int(x) for x in ns_client.redis.hmget(sk.results_table, "L", "S"))
-    assert 2**level + split > 64
-    until = server_now_ms(ns_client.redis) + 2_000  # every outcome has expired then
-    wait_for(lambda: server_now_ms(ns_client.redis) >= until, 20, "the outcomes expired")
+    assert table_parts(ns_client, 0) > 64
+    wait_expired(ns_client)
     w = make_worker(ns_client, "w1", result_ttl_ms=1_000, trim_interval_ms=500)
     assert w.settings.trim_pass_within == 1
     try:
@@ -396,10 +405,8 @@ def test_a_worker_goes_on_with_a_trim_round_a_call_a_tick(
         assert len(setup.fire("setup", grant.epoch, ids[i : i + 500], ttl_ms=1_000).fired) == 500
     assert setup.release("setup", grant.epoch)
     sk = ns_client.keys.shard(0)
-    level, split = (int(x) for x in ns_client.redis.hmget(sk.results_table, "L", "S"))
-    assert 2**level + split > 1_024
-    until = server_now_ms(ns_client.redis) + 2_000  # every outcome has expired then
-    wait_for(lambda: server_now_ms(ns_client.redis) >= until, 20, "the outcomes expired")
+    assert table_parts(ns_client, 0) > 1_024
+    wait_expired(ns_client)
     w = make_worker(ns_client, "w1", result_ttl_ms=1_000, trim_interval_ms=600_000)
     try:
         w.run_once()  # leads, trims once: 1,024 hashes of the round

@@ -219,7 +219,7 @@ def _scan_outcomes(
 ) -> Op[tuple[_At | None, int]]:
     sk = ns.shard(at.shard)
     level, split = yield C.Command("hmget", (sk.results_table, "L", "S"))
-    parts = 2 ** int(level or 0) + int(split or 0)
+    parts = K.results_parts(level, split)
     if at.part >= parts:
         return _next_shard(ns, sel, at), 1
     wanted = max(1, min(PARTS_PER_CALL, parts - at.part, budget // PART_SIZE))

@@ -201,6 +201,12 @@ class ShardKeys:
         return f"{self.prefix}:mig:{kind}"
 
 
+def results_parts(level: str | bytes | int | None, split: str | bytes | int | None) -> int:
+    """How many hashes a results table has at ``level``/``split`` (``P:rx``'s L and S as
+    read, absent as 0): 2^L, and the S split past it."""
+    return (1 << int(level or 0)) + int(split or 0)
+
+
 def results_part_of(timer_id: str, level: int, split: int) -> int:
     """Which hash of a results table at ``level``/``split`` holds ``timer_id``: linear
     hashing on ``rx_hash`` (31 * h + byte mod 2^32), as ``rx_part`` in

@@ -120,6 +120,12 @@ def trim_call(
     return ScriptCall(ScriptName.TRIM, [sk.outcomes], args)
 
 
+def trim_results_call(sk: K.ShardKeys, left: int, per_call: int = TRIM_RESULT_HASHES) -> ScriptCall:
+    """The next call of a results-table round that has ``left`` hashes to visit (the
+    stream left as it is)."""
+    return trim_call(sk, None, keep_unread=True, owed=left, per_call=per_call)
+
+
 def parse_trim(reply: Sequence[Any], shard: int) -> Trimmed:
     """What one trim call did, and the results-table hashes its round has left."""
     return Trimmed(

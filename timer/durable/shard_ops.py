@@ -47,7 +47,7 @@ def trim_outcomes(
     done = {s: SC.parse_trim(C.error_or(r), s) for s, r in zip(picked, replies, strict=True)}
     owed = [s for s in picked if done[s].results_left > 0 and until_done]
     while owed:  # each call visits at least one hash of what is left: this ends
-        more = [trim_results_call(ns.shard(s), done[s].results_left, per_call) for s in owed]
+        more = [SC.trim_results_call(ns.shard(s), done[s].results_left, per_call) for s in owed]
         replies = yield C.Pipeline(more, errors_in_slots=True)
         for s, r in zip(owed, replies, strict=True):
             again = SC.parse_trim(C.error_or(r), s)
@@ -55,14 +55,6 @@ def trim_outcomes(
             done[s] = replace(done[s], results_dropped=dropped, results_left=again.results_left)
         owed = [s for s in owed if done[s].results_left > 0]
     return [done[s] for s in picked]
-
-
-def trim_results_call(
-    sk: K.ShardKeys, left: int, per_call: int = SC.TRIM_RESULT_HASHES
-) -> C.ScriptCall:
-    """The next call of a results-table round that has ``left`` hashes to visit (the
-    stream left as it is)."""
-    return SC.trim_call(sk, None, keep_unread=True, owed=left, per_call=per_call)
 
 
 def heartbeat(keys: K.NamespaceKeys, worker: str, now_ms: int, live_window_ms: int) -> Op[int]:

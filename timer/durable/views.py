@@ -184,7 +184,7 @@ def memory(ns: C.Namespace, sample: int = 10) -> Op[dict[str, Any]]:
         stream += int(out_mem or 0) if int(xlen) else 0
         outcomes += int(xlen)
         probes += [("bucket", C.Command("memory_usage", (sk.bucket(int(n)),))) for n in names]
-        parts = 2 ** int(table[0] or 0) + int(table[1] or 0)  # sample the results table
+        parts = K.results_parts(table[0], table[1])  # sample the results table
         held += int(table[2] or 0)
         for b in range(0, parts, max(1, parts // sample)):
             probes += [("part", C.Command("memory_usage", (sk.results_part(b),))),
