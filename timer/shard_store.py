@@ -96,7 +96,7 @@ class ShardStore:
     def trim_results(self, left: int) -> Trimmed:
         """The next call of a results-table round of ``trim_outcomes(until_done=False)``
         that has ``left`` hashes to visit: what it dropped and what is still left."""
-        call = SC.trim_results_call(self.keys, C.check_int("left", left, 1))
+        call = SC.trim_results_call(self.keys, C.check_int("left", left, 1, 2**31 - 1))
         return SC.parse_trim(self._run(_one(call)), self.keys.shard)
 
     def sweep(

@@ -234,6 +234,7 @@ CALLS: dict[str, Callable[[TimerClient, list[Any]], Any]] = {
     "trim_outcomes": lambda c, a: c.trim_outcomes(
         a[0], keep_unread=True, pass_within=a[1], until_done=a[2]
     ),
+    "shard_store.trim_results": lambda c, a: c.shard_store(0).trim_results(a[0]),
     "memory": lambda c, a: c.memory(a[0]),
     "all_outcomes": lambda c, a: list(c.all_outcomes(a[0])),
     "outcomes": lambda c, a: list(

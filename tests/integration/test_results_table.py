@@ -312,6 +312,14 @@ def test_trim_pass_within_k_visits_at_least_a_kth_of_the_table(client: TimerClie
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True, 2**40])
+def test_trim_results_refuses_what_is_no_count(client: TimerClient, bad: object) -> None:
+    """A round's next call takes the hashes left, 1 to 2**31 - 1: anything else is refused
+    before a call is made."""
+    with pytest.raises(InvalidInput, match="left"):
+        client.shard_store(0).trim_results(bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True, 2**40])
 def test_trim_pass_within_refuses_what_is_no_count(client: TimerClient, bad: object) -> None:
     """pass_within must be a whole number of calls, 1 to 2**31 - 1: anything else is
     refused before a call is made."""
