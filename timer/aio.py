@@ -32,8 +32,12 @@ from typing import Any, TypeVar, cast
 import redis.asyncio as aioredis
 import redis.exceptions
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import ExponentialWithJitterBackoff
 from redis.commands.core import AsyncScript
+from redis.exceptions import RedisClusterException
 
+from . import cluster_route as R
 from .aio_group import AsyncConsumer
 from .durable import calls as C
 from .durable import keys as K
@@ -48,15 +52,6 @@ from .store import RedisSettings, map_errors, settle_replies, settle_wait
 from .timers import AsyncTimers
 
 T = TypeVar("T")
-
-# Replies of a pipelined script call the cluster client fixes by itself when it runs the
-# call alone (a redirect after resharding, a lost script cache).
-RETRY_ALONE = (
-    redis.exceptions.MovedError,
-    redis.exceptions.AskError,
-    redis.exceptions.TryAgainError,
-    redis.exceptions.NoScriptError,
-)
 
 
 class AsyncTimerClient:
@@ -82,6 +77,8 @@ class AsyncTimerClient:
         self._node_url = node_url  # a cluster node's URL (host, port), with the same auth
         self._node_options = dict(node_options or {})
         self._nodes: dict[str, aioredis.Redis] = {}  # a plain client per cluster node
+        self._refresh = R.Refresh()  # when the cluster's slot map may be read again
+        self.retry_budget_s = R.RETRY_BUDGET_S  # a cluster call's retries after a backoff
         self.namespace = K.check_namespace(namespace)
         self.keys = K.NamespaceKeys(self.namespace)
         self.meta = meta
@@ -121,7 +118,8 @@ class AsyncTimerClient:
                 ops.check_server_version(ops.version_of_hello(hello), rs.safe_url)
                 if hello.get("mode") == "cluster":
                     await client.aclose()
-                    client = AsyncRedisCluster.from_url(rs.url, **options)
+                    client = AsyncRedisCluster.from_url(rs.url, retry=cluster_retry(),
+                                                        **options)  # fmt: skip
                     await client.initialize()
                 stored = await client.hgetall(keys.meta)
             meta = C.meta_from(stored, keys.namespace, rs.safe_url)
@@ -187,8 +185,9 @@ class AsyncTimerClient:
 
     async def _execute(self, step: C.ScriptCall | C.Command | C.Pipeline) -> Any:
         durability = self.settings.durability
-        if isinstance(step, C.ScriptCall) and durability.waits and step.wait:
-            return C.error_or((await self._execute(C.Pipeline([step])))[0])  # then WAIT
+        if isinstance(step, C.ScriptCall) and (self.cluster or (durability.waits and step.wait)):
+            # then WAIT; on a cluster, routed to its slot's master, never with ASKING
+            return C.error_or((await self._execute(C.Pipeline([step])))[0])
         if (
             self.cluster
             and isinstance(step, C.Pipeline)
@@ -214,20 +213,26 @@ class AsyncTimerClient:
             raw = await self._pipeline(step.calls)
         return settle_replies(raw, self.where, errors_in_slots=step.errors_in_slots)
 
-    async def _pipeline(self, calls: Sequence[C.ScriptCall] | Sequence[C.Command]) -> list[Any]:
-        """One pipeline's raw replies (errors in their slots). On one server a script call
-        is a plain ``EVALSHA``: redis-py's pipelined script asks ``SCRIPT EXISTS`` before
-        every pipeline, a round trip each (#32); a script the server lost (a restart) is
-        loaded and its calls run again (a ``NOSCRIPT`` call did not run)."""
+    async def _pipeline(
+        self,
+        calls: Sequence[C.ScriptCall] | Sequence[C.Command],
+        node: aioredis.Redis | None = None,
+    ) -> list[Any]:
+        """One pipeline's raw replies (errors in their slots), on the server, or on one
+        cluster ``node``'s own client. A script call is a plain ``EVALSHA``: redis-py's
+        pipelined script asks ``SCRIPT EXISTS`` before every pipeline, a round trip each
+        (#32); a script the server lost (a restart) is loaded and its calls run again (a
+        ``NOSCRIPT`` call did not run)."""
         durability = self.settings.durability
-        pipe = self.redis.pipeline(transaction=None if self.cluster else False)
+        conn = node if node is not None else self.redis
+        plain = node is not None or not self.cluster
+        # a cluster pipeline takes no transaction flag (None); a plain one, False
+        pipe = conn.pipeline(transaction=False) if plain else self.redis.pipeline()
         for c in calls:
             if isinstance(c, C.ScriptCall):
+                assert plain, "script calls on a cluster go through _scripts_per_node"
                 script = self._scripts[c.script]
-                if self.cluster:
-                    await script(keys=c.keys, args=c.args, client=pipe)
-                else:
-                    pipe.evalsha(script.sha, len(c.keys), *c.keys, *c.args)
+                pipe.evalsha(script.sha, len(c.keys), *c.keys, *c.args)
             else:
                 getattr(pipe, c.name)(*c.args, **c.kwargs)
         waits = durability.waits and any(isinstance(c, C.ScriptCall) and c.wait for c in calls)
@@ -237,62 +242,65 @@ class AsyncTimerClient:
         if waits:
             raw = settle_wait(durability, raw)
         lost = [k for k, r in enumerate(raw) if isinstance(r, redis.exceptions.NoScriptError)]
-        if lost and not self.cluster:
+        if lost and plain:
             again_calls = [cast("C.ScriptCall", calls[k]) for k in lost]
             for name in {c.script for c in again_calls}:
-                await self.redis.script_load(self._scripts[name].script)
-            for k, reply in zip(lost, await self._pipeline(again_calls), strict=True):
+                await conn.script_load(self._scripts[name].script)
+            for k, reply in zip(lost, await self._pipeline(again_calls, node), strict=True):
                 raw[k] = reply
         return raw
 
     async def _scripts_per_node(self, calls: Sequence[C.ScriptCall]) -> list[Any]:
-        """Script calls on a cluster: one pipeline per node (on its own connection, WAIT
-        after the writes when asked), run together; replies (or errors) in order. A call
-        redirected by a resharding, or whose script the node lost, is run alone again."""
-        groups: dict[str, list[int]] = {}
-        nodes: dict[str, Any] = {}
-        for i, call in enumerate(calls):
-            node = self.redis.get_node_from_key(call.keys[0])
-            nodes[node.name] = node
-            groups.setdefault(node.name, []).append(i)
-        replies: list[Any] = [None] * len(calls)
-        with map_errors(self.where):
+        """Script calls on a cluster: each on its slot's master, one pipeline per master
+        (on its own connection, WAIT after the writes when asked), the masters' run
+        together; replies (or errors) in order. A reply that names a topology change
+        (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, a node gone) is acted on as
+        ``timer.cluster_route`` says, within the retry budget; a node that fails costs
+        only its own calls."""
+        loop = asyncio.get_running_loop()
+        route = R.Routing([c.keys[0] for c in calls], self._owner,
+                          budget_s=self.retry_budget_s, clock=loop.time)  # fmt: skip
+        while groups := route.groups():
             parts = await asyncio.gather(*(
-                self._node_pipeline(self._node(nodes[name]), calls, idxs)
-                for name, idxs in groups.items()
+                self._node_pipeline(name, calls, idxs) for name, idxs in groups.items()
             ))  # fmt: skip
-            for idxs, part in zip(groups.values(), parts, strict=True):
-                for i, reply in zip(idxs, part, strict=True):
-                    replies[i] = reply
-            for i, reply in enumerate(replies):
-                if isinstance(reply, RETRY_ALONE):
-                    replies[i] = await self._scripts[calls[i].script](
-                        keys=calls[i].keys, args=calls[i].args
-                    )
-        return replies
+            for (name, idxs), part in zip(groups.items(), parts, strict=True):
+                route.record(name, idxs, part)
+            if route.refresh and self._refresh.due():
+                with contextlib.suppress(redis.RedisError, RedisClusterException):
+                    await self.redis.nodes_manager.initialize()
+            pause = route.pause_s()
+            if pause:
+                await asyncio.sleep(pause)
+        return route.replies
+
+    def _owner(self, key: str) -> str:
+        """The name (host:port) of the master the slot map gives for ``key``."""
+        try:
+            return str(self.redis.get_node_from_key(key).name)
+        except (redis.RedisError, RedisClusterException, AttributeError, KeyError):
+            return ""  # no owner known (a slot not covered): the call fails and waits
 
     async def _node_pipeline(
-        self, conn: aioredis.Redis, calls: Sequence[C.ScriptCall], idxs: list[int]
+        self, name: str, calls: Sequence[C.ScriptCall], idxs: list[int]
     ) -> list[Any]:
-        durability = self.settings.durability
-        waits = durability.waits and any(calls[i].wait for i in idxs)
-        pipe = conn.pipeline(transaction=False)
-        for i in idxs:
-            await self._scripts[calls[i].script](keys=calls[i].keys, args=calls[i].args,
-                                                 client=pipe)  # fmt: skip
-        if waits:
-            pipe.execute_command(*durability.command())
-        raw = list(await pipe.execute(raise_on_error=False))
-        return settle_wait(durability, raw) if waits else raw
+        """One node's pipeline of script calls: its replies, or the error that stopped
+        the whole pipeline in each of its calls' slots (never raised: others go on)."""
+        if not name:
+            return [redis.exceptions.ClusterDownError("no master covers the slot")] * len(idxs)
+        try:
+            return await self._pipeline([calls[i] for i in idxs], self._node(name))
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            return [exc] * len(idxs)
 
-    def _node(self, node: Any) -> aioredis.Redis:
-        """A plain client of one cluster node (made at first use, kept)."""
-        conn = self._nodes.get(node.name)
+    def _node(self, name: str) -> aioredis.Redis:
+        """A plain client of one cluster node, ``host:port`` (made at first use, kept)."""
+        conn = self._nodes.get(name)
         if conn is None:
             assert self._node_url is not None, "a cluster client is made by connect()"
-            url = self._node_url(node.host, node.port)
-            conn = aioredis.Redis.from_url(url, **self._node_options)
-            self._nodes[node.name] = conn
+            host, _, port = name.rpartition(":")
+            conn = aioredis.Redis.from_url(self._node_url(host, int(port)), **self._node_options)
+            self._nodes[name] = conn
         return conn
 
     def _ns(self) -> C.Namespace:
@@ -425,6 +433,12 @@ class AsyncTimerClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def cluster_retry() -> AsyncRetry:
+    """The cluster client's own retries of a command whose node failed: a few, briefly
+    (as ``timer.driver.cluster_retry``, which says why)."""
+    return AsyncRetry(ExponentialWithJitterBackoff(base=0.01, cap=0.1), retries=3)
 
 
 def _node_url(url: str, host: str, port: int) -> str:

@@ -27,6 +27,7 @@ from .durable import group_admin as GA
 from .durable import groups as G
 from .durable import keys as K
 from .durable import ops, shard_ops, views
+from .durable.checks import check_seconds
 from .durable.codec import DEFAULT_MAX_PAYLOAD
 from .durable.models import (
     ClientSettings,
@@ -107,6 +108,17 @@ class TimerClient:
 
     def __repr__(self) -> str:
         return f"TimerClient(url={self.where!r}, namespace={self.namespace!r})"
+
+    @property
+    def cluster_retry_s(self) -> float:
+        """On a Redis Cluster, how long a script call goes on being retried after a
+        backoff (a slot being migrated, a failover) before its error is answered;
+        redirects and a new owner are followed at once whatever this is."""
+        return self._driver.retry_budget_s
+
+    @cluster_retry_s.setter
+    def cluster_retry_s(self, seconds: float) -> None:
+        self._driver.retry_budget_s = check_seconds("cluster_retry_s", seconds, maximum=60)
 
     def reserve_connections(self, n: int) -> None:
         """Let the connection pool (each node's, on a cluster) open at least ``n``

@@ -10,6 +10,7 @@ client's driver (``timer.aio``) runs the same operations awaited.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from collections.abc import Generator, Iterable, Sequence
@@ -17,9 +18,13 @@ from typing import Any, TypeVar, cast
 
 import redis
 import redis.client
+from redis.backoff import ExponentialWithJitterBackoff
 from redis.cluster import RedisCluster
 from redis.commands.core import Script
+from redis.exceptions import RedisClusterException
+from redis.retry import Retry
 
+from . import cluster_route as R
 from .durable import calls as C
 from .durable import ops
 from .durable.models import Durability
@@ -27,14 +32,6 @@ from .durable.scripts import ScriptName, source
 from .store import RedisSettings, map_errors, settle_replies, settle_wait
 
 T = TypeVar("T")
-
-# Replies of a pipelined call that the main client can fix by itself (redirect, reload).
-RETRY_ALONE = (
-    redis.exceptions.MovedError,
-    redis.exceptions.AskError,
-    redis.exceptions.TryAgainError,
-    redis.exceptions.NoScriptError,
-)
 
 
 def connect(rs: RedisSettings) -> redis.Redis | RedisCluster:
@@ -48,11 +45,19 @@ def connect(rs: RedisSettings) -> redis.Redis | RedisCluster:
                 hello = ops.hello_fields(client.execute_command("HELLO"))
                 if hello.get("mode") == "cluster":
                     client.close()
-                    client = RedisCluster.from_url(rs.url, **options)
+                    client = RedisCluster.from_url(rs.url, retry=cluster_retry(), **options)
         except BaseException:
             client.close()  # no half-open connection left behind
             raise
     return cast("redis.Redis | RedisCluster", client)
+
+
+def cluster_retry() -> Retry:
+    """The cluster client's own retries of a command whose node failed (it reads the slot
+    map again between them): a few, briefly. redis-py's default (10, backing off to 1 s
+    each) could hold a worker's tick for seconds while a dead master is replaced, and
+    with it the renewals of shards on healthy masters."""
+    return Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.1), retries=3)
 
 
 class CountingPubSub(redis.client.PubSub):
@@ -86,6 +91,8 @@ class SyncDriver:
             name: client.register_script(source(name)) for name in ScriptName
         }
         self._loaded: set[ScriptName] = set()  # scripts known to the server (load_scripts)
+        self._refresh = R.Refresh()  # when the cluster's slot map may be read again
+        self.retry_budget_s = R.RETRY_BUDGET_S  # a cluster call's retries after a backoff
 
     def reserve_connections(self, n: int) -> None:
         """Let the connection pool (each node's, on a cluster) open at least ``n``
@@ -215,32 +222,74 @@ class SyncDriver:
     def pipelined_scripts(self, calls: Sequence[C.ScriptCall]) -> list[Any]:
         """Script calls in pipelines, one per node; replies (or redis errors) in order.
 
-        On a cluster, calls are grouped by the node owning their slot (a cluster pipeline
-        refuses scripts); a call redirected by a resharding is retried on its own.
+        On a cluster each call goes to its slot's master, in one pipeline per master, and
+        follows a failover or a resharding as ``timer.cluster_route`` says.
         """
-        groups: dict[str, tuple[Any, list[int]]] = {}
         if self.cluster:
-            for i, call in enumerate(calls):
-                node = self.redis.get_node_from_key(call.keys[0])
-                conn = self.redis.get_redis_connection(node)
-                groups.setdefault(node.name, (conn, []))[1].append(i)
-        else:
-            groups[""] = (self.redis, list(range(len(calls))))
-        replies: list[Any] = [None] * len(calls)
+            return self.routed_scripts(calls)
         with map_errors(self.where):
-            for conn, idxs in groups.values():
-                for i, reply in zip(idxs, self.run_scripts(conn, calls, idxs), strict=True):
-                    replies[i] = reply
+            replies = self.run_scripts(self.redis, calls, list(range(len(calls))))
         return self.retry_alone(calls, replies)
 
     def retry_alone(self, calls: Sequence[C.ScriptCall], replies: list[Any]) -> list[Any]:
-        """Run again, each on its own, the calls whose reply the client can fix by itself
-        (a redirect after resharding, a lost script cache); the replies, updated."""
+        """Run again the calls whose reply the client can fix by itself (a lost script
+        cache, a redirect on a cluster); the replies, updated."""
+        if self.cluster:
+            again = [i for i, r in enumerate(replies) if R.verdict(r) is not R.Verdict.DONE]
+            for i, reply in zip(again, self.routed_scripts([calls[i] for i in again]), strict=True):
+                replies[i] = reply
+            return replies
         with map_errors(self.where):
             for i, reply in enumerate(replies):
-                if isinstance(reply, RETRY_ALONE):
+                if isinstance(reply, redis.exceptions.NoScriptError):
                     replies[i] = self.run_scripts(self.redis, calls, [i])[0]
         return replies
+
+    def routed_scripts(self, calls: Sequence[C.ScriptCall]) -> list[Any]:
+        """Script calls on a cluster, each on its slot's master, pipelined per master;
+        a reply that names a topology change (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, a node
+        gone) is acted on as ``timer.cluster_route`` says, within the retry budget.
+        A node that fails costs only its own calls: the others' replies are kept."""
+        route = R.Routing([c.keys[0] for c in calls], self._owner, budget_s=self.retry_budget_s)
+        while groups := route.groups():
+            for name, idxs in groups.items():
+                route.record(name, idxs, self._node_scripts(name, calls, idxs))
+            if route.refresh:
+                self._refresh_slots()
+            pause = route.pause_s()
+            if pause:
+                time.sleep(pause)
+        return route.replies
+
+    def _owner(self, key: str) -> str:
+        """The name (host:port) of the master the slot map gives for ``key``."""
+        try:
+            return str(self.redis.get_node_from_key(key).name)
+        except (redis.RedisError, RedisClusterException, AttributeError, KeyError):
+            return ""  # no owner known (a slot not covered): the call fails and waits
+
+    def _refresh_slots(self) -> None:
+        """Read the slot map from the cluster again (rate-limited across threads)."""
+        if self._refresh.due():
+            # a refresh that fails keeps the map it had; the next round tries again
+            with contextlib.suppress(redis.RedisError, RedisClusterException):
+                self.redis.nodes_manager.initialize()
+
+    def _node_scripts(self, name: str, calls: Sequence[C.ScriptCall], idxs: list[int]) -> list[Any]:
+        """One node's pipeline of script calls: its replies, or the error that stopped the
+        whole pipeline in each of its calls' slots (never raised: other nodes go on)."""
+        node = self.redis.get_node(node_name=name) if name else None
+        if node is None:
+            if name:  # a node the map does not know yet (named by MOVED): read it again
+                self._refresh_slots()
+                node = self.redis.get_node(node_name=name)
+            if node is None:
+                gone = redis.exceptions.ClusterDownError(f"no master known for node {name!r}")
+                return [gone] * len(idxs)
+        try:
+            return self.run_scripts(self.redis.get_redis_connection(node), calls, idxs)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            return [exc] * len(idxs)
 
     def run_scripts(self, conn: Any, calls: Sequence[C.ScriptCall], idxs: list[int]) -> list[Any]:
         """One pipeline on one connection: the calls, then the durability wait if asked
@@ -253,20 +302,16 @@ class SyncDriver:
         durability = self.durability
         waits = durability.waits and any(calls[i].wait for i in idxs)
         pipe = conn.pipeline(transaction=False)
-        plain = not isinstance(conn, RedisCluster)
         for i in idxs:
             call, script = calls[i], self.scripts[calls[i].script]
-            if plain:
-                pipe.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
-            else:  # the cluster client's own pipeline: it loads scripts where they go
-                script(keys=call.keys, args=call.args, client=pipe)
+            pipe.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
         if waits:
             pipe.execute_command(*durability.command())
         replies = list(pipe.execute(raise_on_error=False))
         if waits:
             replies = settle_wait(durability, replies)
         lost = [k for k, r in enumerate(replies) if isinstance(r, redis.exceptions.NoScriptError)]
-        if plain and lost:
+        if lost:
             for name in {calls[idxs[k]].script for k in lost}:
                 conn.script_load(self.scripts[name].script)
             again = self.run_scripts(conn, calls, [idxs[k] for k in lost])

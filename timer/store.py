@@ -11,10 +11,12 @@ import inspect
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import redis
+from redis._parsers.base import BaseParser
 from redis.exceptions import RedisClusterException
 
 from .durable.checks import check_seconds
@@ -152,6 +154,32 @@ class RedisSettings:
         return f"RedisSettings(url={self.safe_url!r}, socket_timeout_s={self.socket_timeout_s})"
 
 
+def _error_words() -> dict[type[BaseException], str]:
+    """redis-py's own table of Redis error words, turned around: the class it raises for
+    each first word (OOM, NOPERM, READONLY…), whose word its parser strips."""
+    words: dict[type[BaseException], str] = {}
+    for word, cls in BaseParser.EXCEPTION_CLASSES.items():
+        if word != "ERR" and isinstance(cls, type):  # ERR's (a table by message) say ERR
+            words.setdefault(cls, word)
+    return words
+
+
+_ERROR_WORDS = _error_words()
+
+
+def error_code(exc: redis.ResponseError) -> str | None:
+    """The first word of Redis's error reply (``OOM``, ``NOPERM``, ``BUSYKEY``…), which
+    redis-py strips from the message of the errors it has a class for."""
+    code = getattr(exc, "status_code", None)  # redis-py 7.1+ keeps it
+    if isinstance(code, str) and code:
+        return code
+    code = _ERROR_WORDS.get(type(exc))
+    if code is not None:
+        return code
+    word = str(exc).split(" ", 1)[0]
+    return word if word.isupper() and word.isalpha() else None
+
+
 def translate(exc: redis.RedisError, where: str) -> TimerError:
     """The TimerError for a redis-py error; ``where`` is a URL with no password in it."""
     if isinstance(exc, redis.ResponseError):
@@ -159,11 +187,10 @@ def translate(exc: redis.RedisError, where: str) -> TimerError:
         ours = script_error(message)
         if ours is not None:
             return ours
-        code = message.split(" ", 1)[0]
-        return StoreError(
-            f"Redis at {where} answered with an error: {message}",
-            code=code if code.isupper() else None,
-        )
+        code = error_code(exc)
+        if code and not message.startswith(code):
+            message = f"{code} {message}"
+        return StoreError(f"Redis at {where} answered with an error: {message}", code=code)
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
         return StoreError(
             f"cannot reach Redis at {where}: {exc}; is the server running, and is that its address?"
@@ -180,6 +207,28 @@ def map_errors(where: str) -> Iterator[None]:
         raise translate(exc, where) from None
     except RedisClusterException as exc:
         raise StoreError(f"Redis Cluster at {where}: {exc}") from None
+    except Exception as exc:
+        if isinstance(exc, TimerError) or not _raised_in_redis_py(exc):
+            raise
+        # redis-py's own code failed (an AttributeError on an ASK redirect during a
+        # resharding, redis-py 8.1): the call did not complete, as with any StoreError
+        raise StoreError(
+            f"Redis client error at {where}: {type(exc).__name__}: {exc} "
+            "(inside redis-py, during a cluster topology change?)"
+        ) from exc
+
+
+_REDIS_PY = str(Path(redis.__file__).parent)
+
+
+def _raised_in_redis_py(exc: BaseException) -> bool:
+    """True if the innermost frame of ``exc``'s traceback is redis-py's."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb.tb_frame.f_code.co_filename.startswith(_REDIS_PY)
 
 
 def settle_replies(raw: Sequence[Any], where: str, *, errors_in_slots: bool) -> list[Any]:

@@ -29,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--result-ttl-ms", type=int, default=WorkerSettings.result_ttl_ms,
                    help="keep each fired timer's outcome this long for get, wait and "
                    "retried schedules (default 24 h)")  # fmt: skip
+    p.add_argument("--durability", default="none",
+                   help="when the worker's writes count as done: none, aof, replicas:N, "
+                   "aof+replicas:N (as TimerClient.from_url)")  # fmt: skip
     p.add_argument("--log-level", default="INFO")
     args = p.parse_args(argv)
     logging.basicConfig(
@@ -45,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
             result_ttl_ms=args.result_ttl_ms,
         )
         client = connect_with_retry(
-            lambda: TimerClient.from_url(args.redis_url, args.namespace),
+            lambda: TimerClient.from_url(args.redis_url, args.namespace,
+                                         durability=args.durability),  # fmt: skip
             logger=logging.getLogger("worker"),
             what="worker start-up",
         )

@@ -188,10 +188,14 @@ class Firer:
                     break
             try:
                 self.fire_batch(batch)
-            except TimerError as exc:
+            except Exception as exc:  # a TimerError, or a bug: the firer thread goes on
                 ctx.stats.redis_errors += 1
-                ctx.warn.warning("firing failed (%s); entries go back to the wheel", exc,
-                                 extra=ctx.fields())  # fmt: skip
+                if isinstance(exc, TimerError):
+                    ctx.warn.warning("firing failed (%s); entries go back to the wheel", exc,
+                                     extra=ctx.fields())  # fmt: skip
+                else:
+                    log.exception("firing failed unexpectedly; entries go back to the wheel",
+                                  extra=ctx.fields())  # fmt: skip
                 with ctx.lock:
                     for task in batch:
                         state = ctx.shards.get(task.shard)

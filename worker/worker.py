@@ -44,6 +44,9 @@ log = logging.getLogger("worker")
 BACKLOG_EVERY_MS = 5_000  # how often a led shard's pending count and oldest bucket are read
 
 
+WORKER_CLUSTER_RETRY_S = 0.0
+
+
 class Worker:
     """Leads a fair share of a namespace's shards and fires their timers.
 
@@ -60,6 +63,10 @@ class Worker:
 
     def __init__(self, client: TimerClient, settings: WorkerSettings | None = None) -> None:
         settings = settings or WorkerSettings()
+        # On a cluster, a call that must wait (a slot moving, a failover) is left to the
+        # next tick, not retried within it: one shard's wait would hold the fires and
+        # renewals of the others, pipelined with it (a redirect is still followed at once).
+        client.cluster_retry_s = WORKER_CLUSTER_RETRY_S
         self.ctx = ctx = WorkerContext(client, settings, settings.worker_id)
         self.loader = Loader(ctx)
         self.leases = Leases(ctx, self.loader)
@@ -222,6 +229,14 @@ class Worker:
                     self.stats.redis_errors += 1
                     self.ctx.warn.warning("worker %s: %s; retrying", self.id, exc,
                                           extra=self.ctx.fields())  # fmt: skip
+                    self.leases.drop_expired()
+                    stopping.wait(backoff)
+                    backoff = min(backoff * 2, 2.0)
+                except Exception as exc:  # a bug (ours or a library's): logged, never fatal
+                    self._loop_mono_ms, self._last_error = self.clock.mono_ms(), repr(exc)
+                    self.stats.redis_errors += 1
+                    log.exception("worker %s: unexpected error in its loop; retrying", self.id,
+                                  extra=self.ctx.fields())  # fmt: skip
                     self.leases.drop_expired()
                     stopping.wait(backoff)
                     backoff = min(backoff * 2, 2.0)

@@ -37,9 +37,19 @@ class WorkerProcess:
 
 
 class Workers:
-    def __init__(self, url: str, namespace: str, logs: Path, lease_ms: int, horizon_ms: int):
+    def __init__(
+        self,
+        url: str,
+        namespace: str,
+        logs: Path,
+        lease_ms: int,
+        horizon_ms: int,
+        *,
+        extra: tuple[str, ...] = (),
+    ):
         self.url, self.namespace, self.logs = url, namespace, logs
         self.lease_ms, self.horizon_ms = lease_ms, horizon_ms
+        self.extra = extra  # more options of python -m worker (--durability …)
         self.all: list[WorkerProcess] = []
 
     def start(self, name: str) -> WorkerProcess:
@@ -48,7 +58,8 @@ class Workers:
         proc = subprocess.Popen(
             [sys.executable, "-m", "worker", "--redis-url", self.url,
              "--namespace", self.namespace, "--id", name,
-             "--lease-ms", str(self.lease_ms), "--horizon-ms", str(self.horizon_ms)],
+             "--lease-ms", str(self.lease_ms), "--horizon-ms", str(self.horizon_ms),
+             *self.extra],
             cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )  # fmt: skip

@@ -192,6 +192,12 @@ class ShardKeys:
         return f"{self.prefix}:Sq"
 
     @property
+    def guard(self) -> str:
+        """Never written: every script reads it first, so on a cluster slot being migrated
+        it is missing and stops the script before any write (``lua/prelude/guard.lua``)."""
+        return f"{self.prefix}:guard"
+
+    @property
     def migration(self) -> str:
         """HASH: where ``migrate.lua`` is in converting the shard (gone once converted)."""
         return f"{self.prefix}:mig"

@@ -89,7 +89,9 @@ def source(name: ScriptName) -> str:
 
 def inline(script: str) -> str:
     """``script`` with the text of every include it declares put in front, each once,
-    an include's own includes before it (the order its local functions need)."""
+    an include's own includes before it (the order its local functions need), and
+    before all of them the guard (``prelude/guard.lua``) that keeps a script on a
+    migrating cluster slot from writing anything."""
     done: list[str] = []
 
     def visit(text: str) -> None:
@@ -99,7 +101,8 @@ def inline(script: str) -> str:
                 done.append(dep)
 
     visit(script)
-    return "\n".join([*(_read(f"include/{d}.lua") for d in done), script])
+    return "\n".join([_read("prelude/guard.lua"), *(_read(f"include/{d}.lua") for d in done),
+                      script])  # fmt: skip
 
 
 def include(*names: str) -> str:
