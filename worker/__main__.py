@@ -48,8 +48,9 @@ def main(argv: list[str] | None = None) -> int:
             result_ttl_ms=args.result_ttl_ms,
         )
         client = connect_with_retry(
-            lambda: TimerClient.from_url(args.redis_url, args.namespace,
-                                         durability=args.durability),  # fmt: skip
+            lambda: TimerClient.from_url(
+                args.redis_url, args.namespace, durability=args.durability
+            ),
             logger=logging.getLogger("worker"),
             what="worker start-up",
         )
