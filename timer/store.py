@@ -246,6 +246,9 @@ def settle_wait(durability: Durability, replies: list[Any]) -> list[Any]:
     """The replies of a pipeline whose last call was the durability wait, without it:
     each write's reply, or NotDurable where the wait fell short (both clients use it)."""
     waited = replies.pop()
+    if replies and all(isinstance(r, redis.RedisError) for r in replies):
+        return replies  # no write to wait for: each call's own error says what happened
+        # (a master demoted by a failover answers MOVED to the calls and refuses WAIT)
     if isinstance(waited, redis.ResponseError):
         raise durability.refused(str(waited))
     if isinstance(waited, redis.RedisError):

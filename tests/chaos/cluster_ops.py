@@ -64,7 +64,14 @@ def add_master(root: Path, template: RedisServer, cluster: list[RedisServer]) ->
     live = [s for s in cluster if s.running]
     wait_for(lambda: all(_knows(s, new) for s in live) and _knows(new, live[0]), 20,
              "the new master known to every node")  # fmt: skip
+    # and the slot map known to it (a MIGRATE to it fails with CLUSTERDOWN before)
+    wait_for(lambda: _state(new) == "ok", 20, "the new master to know every slot")
     return new
+
+
+def _state(server: RedisServer) -> str:
+    with node(server) as r:
+        return str(r.cluster("INFO").get("cluster_state"))
 
 
 def _knows(server: RedisServer, other: RedisServer) -> bool:

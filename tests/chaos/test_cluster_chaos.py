@@ -61,6 +61,7 @@ class Ledger:
     cancelled: set[str] = field(default_factory=set)
     completed: set[str] = field(default_factory=set)
     errors: int = 0
+    last_error: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -90,7 +91,8 @@ class Traffic:
 
     def wait_acked(self, n: int) -> None:
         """Until ``n`` timers in all were acknowledged."""
-        wait_for(lambda: len(self.ledger.scheduled) >= n, 60, f"{n} timers acknowledged")
+        wait_for(lambda: len(self.ledger.scheduled) >= n, 60,
+                 f"{n} timers acknowledged (last error: {self.ledger.last_error})")  # fmt: skip
 
     def wait_errors(self, n: int) -> None:
         """Until ``n`` more calls than now failed (they met the fault)."""
@@ -111,7 +113,11 @@ class Traffic:
                 replies = self._try(functools.partial(c.schedule_many, items))
                 for item, res in zip(items, replies if isinstance(replies, list) else [],
                                      strict=False):  # fmt: skip
-                    if not isinstance(res, Exception):
+                    if isinstance(res, Exception):
+                        with led.lock:
+                            led.errors += 1
+                            led.last_error = str(res)
+                    else:
                         with led.lock:
                             led.scheduled.add(str(item["id"]))
                         if str(item["id"]).startswith("{w:"):
@@ -132,9 +138,10 @@ class Traffic:
     def _try(self, call: Callable[[], object]) -> object:
         try:
             return call()
-        except TimerError:
+        except TimerError as exc:
             with self.ledger.lock:
                 self.ledger.errors += 1
+                self.ledger.last_error = str(exc)
             return None
 
     async def _async(self) -> None:
@@ -148,9 +155,10 @@ class Traffic:
                          for i in range(8)]  # fmt: skip
                 try:
                     res = await c.schedule_many(items)
-                except TimerError:
+                except TimerError as exc:
                     with self.ledger.lock:
                         self.ledger.errors += 1
+                        self.ledger.last_error = str(exc)
                     res = []
                 with self.ledger.lock:
                     self.ledger.scheduled.update(
@@ -186,8 +194,7 @@ def run_scenario(
     url = servers[0].url
     c = TimerClient.from_url(url, namespace, socket_timeout_s=1.0)
     c.init(shards=SHARDS, bucket_ms=200)
-    pool = Workers(url, namespace, tmp_path, LEASE_MS, horizon_ms=3_000,
-                   extra=("--durability", "replicas:1"))  # fmt: skip
+    pool = Workers(url, namespace, tmp_path, LEASE_MS, horizon_ms=3_000)
     try:
         procs = [pool.start(f"w{i}") for i in range(3)]
         with Traffic(url, namespace) as traffic:
