@@ -45,6 +45,8 @@ class WorkerContext:
     stopping: threading.Event = field(default_factory=threading.Event)
     warn: RateLimitedLog = field(default_factory=lambda: RateLimitedLog(log, every_s=10.0))
     failing_until: dict[int | None, float] = field(default_factory=dict)  # backed off
+    # Since when (monotonic ms) Redis refuses writes for want of memory (OOM), or None
+    oom_since_mono_ms: float | None = None
 
     def __post_init__(self) -> None:
         # Inline: a FireTask only puts itself on fire_queue, so the reaper runs it directly
@@ -63,6 +65,7 @@ class WorkerContext:
         touches only its own shards. On one server every shard shares its fate: re-raise,
         and the loop backs off as a whole.
         """
+        self.note_error(exc)
         if not self.client.cluster:
             raise exc
         # Leave it alone for a third of a lease, so calls to a dead node (each may wait
@@ -72,6 +75,27 @@ class WorkerContext:
         what = "namespace" if shard is None else f"shard {shard}"
         self.warn.warning("%s: %s failed (%s); other shards go on", what, doing, exc,
                           extra=self.fields(shard))  # fmt: skip
+
+    def note_error(self, exc: BaseException) -> None:
+        """Say once (and show in /ready and the metrics) that Redis refuses writes for
+        want of memory: nothing fires meanwhile, leases are kept by PEXPIRE (which Redis
+        still takes), and firing resumes as soon as memory is freed."""
+        if isinstance(exc, StoreError) and exc.code == "OOM" and self.oom_since_mono_ms is None:
+            self.oom_since_mono_ms = self.clock.mono_ms()
+            log.error(
+                "Redis refuses writes: it is out of memory (maxmemory reached, policy "
+                "noeviction). No timer fires until memory is freed; leases are kept. "
+                "Raise maxmemory or free memory (README, Operations: memory)",
+                extra=self.fields(),
+            )
+
+    def writes_accepted(self) -> None:
+        """A write went through: if Redis was refusing them, it takes them again."""
+        if self.oom_since_mono_ms is not None:
+            lasted = self.clock.mono_ms() - self.oom_since_mono_ms
+            self.oom_since_mono_ms = None
+            log.warning("Redis accepts writes again (it refused them for %.0f ms)", lasted,
+                        extra=self.fields())  # fmt: skip
 
     def fields(self, shard: int | None = None) -> dict[str, object]:
         """A log record's structured fields: this worker, and the shard if there is one

@@ -121,8 +121,15 @@ class Firer:
         """What one shard's fire decided: out of the wheel, early ones back in, schedules'
         next occurrences offered to the planner; how many fired."""
         ctx = self.ctx
-        now = ctx.clock.now_ms()
         fired_ids, early_at = set(result.fired), result.early
+        if early_at and result.now_ms is not None:
+            # told early: our estimate of Redis time ran ahead; its reading corrects it
+            # (and the clock's measured rate), so the retry waits for the server's own
+            # remaining time instead of being released early again and again
+            received = ctx.clock.mono_ms()
+            ctx.clock.observe(result.now_ms, received - (answered - sent) / 1e6, received,
+                              refused=True)  # fmt: skip
+        now = ctx.clock.now_ms()
         done = [t for t in group if t.timer_id in fired_ids]
         self._observe_stages(done, sent, answered)
         ctx.lateness.observe_all([now - t.deadline_ms for t in done])
@@ -190,6 +197,7 @@ class Firer:
                 self.fire_batch(batch)
             except Exception as exc:  # a TimerError, or a bug: the firer thread goes on
                 ctx.stats.redis_errors += 1
+                ctx.note_error(exc)
                 if isinstance(exc, TimerError):
                     ctx.warn.warning("firing failed (%s); entries go back to the wheel", exc,
                                      extra=ctx.fields())  # fmt: skip

@@ -110,6 +110,14 @@ class WorkerCollector(Collector):
         if health.tick_age_ms is not None:
             age.add_metric(labels, health.tick_age_ms / 1000)
         yield age
+        oom = GaugeMetricFamily(
+            "tickwheel_redis_refusing_writes",
+            "1 while Redis refuses writes for want of memory (OOM: maxmemory reached); "
+            "nothing fires meanwhile",
+            labels=["worker", "reason"],
+        )
+        oom.add_metric([*labels, "oom"], 1 if health.refusing_writes else 0)
+        yield oom
         ready = GaugeMetricFamily("tickwheel_ready", "1 if /ready answers 200", labels=["worker"])
         ready.add_metric(labels, 1 if health.ready else 0)
         yield ready

@@ -19,6 +19,7 @@ class Health:
     ready: bool
     reasons: tuple[str, ...]  # why not ready (or not live); empty when ready
     tick_age_ms: int | None  # since the last successful tick (None: none yet)
+    refusing_writes: bool = False  # Redis refuses writes for want of memory (OOM)
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ BACKLOG_EVERY_MS = 5_000  # how often a led shard's pending count and oldest buc
 
 
 WORKER_CLUSTER_RETRY_S = 0.0
+OOM_RETRY_S = 0.2  # the loop's pause after a tick Redis refused for want of memory
 
 
 class Worker:
@@ -222,16 +223,21 @@ class Worker:
                 try:
                     self.tick()
                     self._loop_mono_ms = self._tick_ok_mono_ms = self.clock.mono_ms()
+                    self.ctx.writes_accepted()
                     backoff = 0.05
                     stopping.wait(tick_s)
                 except TimerError as exc:
                     self._loop_mono_ms, self._last_error = self.clock.mono_ms(), str(exc)
                     self.stats.redis_errors += 1
+                    self.ctx.note_error(exc)
                     self.ctx.warn.warning("worker %s: %s; retrying", self.id, exc,
                                           extra=self.ctx.fields())  # fmt: skip
                     self.leases.drop_expired()
                     stopping.wait(backoff)
-                    backoff = min(backoff * 2, 2.0)
+                    # Out of memory, Redis still answers (and takes the renewals): keep
+                    # ticking often, so leases hold and firing resumes at once when freed.
+                    oom = isinstance(exc, StoreError) and exc.code == "OOM"
+                    backoff = min(backoff * 2, OOM_RETRY_S if oom else 2.0)
                 except Exception as exc:  # a bug (ours or a library's): logged, never fatal
                     self._loop_mono_ms, self._last_error = self.clock.mono_ms(), repr(exc)
                     self.stats.redis_errors += 1
@@ -276,6 +282,10 @@ class Worker:
         elif not self.clock.ready:
             reasons.append("clock not yet synced to Redis")
         ok = self._tick_ok_mono_ms
+        oom = self.ctx.oom_since_mono_ms
+        if oom is not None:
+            reasons.append(f"Redis refuses writes: out of memory (OOM) for {now - oom:.0f} ms; "
+                           "no timer fires until memory is freed (raise maxmemory)")  # fmt: skip
         if self._ready and (ok is None or now - ok > lease / 2):
             since = "never" if ok is None else f"{now - ok:.0f} ms ago"
             reasons.append(f"last successful tick {since}: {self._last_error or 'starting'}")
@@ -285,7 +295,8 @@ class Worker:
         if not live:
             reasons.append(f"run loop stuck for {stuck_ms:.0f} ms")
         age = None if ok is None else round(now - ok)
-        return Health(live=live, ready=not reasons, reasons=tuple(reasons), tick_age_ms=age)
+        return Health(live=live, ready=not reasons, reasons=tuple(reasons), tick_age_ms=age,
+                      refusing_writes=oom is not None)  # fmt: skip
 
     # -- stopping ------------------------------------------------------------------------
 

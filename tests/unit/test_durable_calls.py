@@ -87,7 +87,7 @@ def test_fire_call_keys_follow_the_header_order() -> None:
 def test_parsers_type_the_replies() -> None:
     """Replies of fire, sweep and the lease scripts come back as typed results."""
     tp = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-    fired = SC.parse_fire([[b"a"], [b"b c", b"1700"], [b"{s}@9", b"9"], 1, [b"a", tp, b"12"]])
+    fired = SC.parse_fire([[b"a"], [b"b c", b"1700"], [b"{s}@9", b"9"], 1, [b"a", tp, b"12"], 5])
     assert fired.fired == ["a"] and fired.early == {"b c": 1700}
     assert fired.armed == {"{s}@9": 9} and fired.queued == 1
     assert fired.traced == [("a", tp.decode(), 12)]

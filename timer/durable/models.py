@@ -367,6 +367,7 @@ class FireResult:
     armed: dict[str, int] = field(default_factory=dict)  # next occurrences armed: id -> deadline
     queued: int = 0  # schedules left for the leader to plan (see worker/planning.py)
     traced: list[Traced] = field(default_factory=list)  # fired with a trace context
+    now_ms: int | None = None  # Redis time when the call ran (an early one's clock check)
 
 
 @dataclass(frozen=True)

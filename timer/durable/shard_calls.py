@@ -60,13 +60,14 @@ def fire_call(
 
 
 def parse_fire(reply: Sequence[Any]) -> FireResult:
-    fired, early, armed, queued, traced = reply
+    fired, early, armed, queued, traced, now = reply
     return FireResult(
         [text(x) for x in fired],
         {text(early[i]): int(early[i + 1]) for i in range(0, len(early), 2)},
         {text(armed[i]): int(armed[i + 1]) for i in range(0, len(armed), 2)},
         int(queued),
         _traced(traced),
+        int(now),
     )
 
 

@@ -10,7 +10,7 @@ ARGV[7]  plans ('' none): msgpack array of {id, version, next id, next deadline,
          the next occurrence of each id that is its schedule's armed occurrence
 ARGV[7+i] id_i      (oldest deadline first: outcomes are appended in this order)
 
-Returns  {fired, early, armed, queued, traced}: fired = ids expired by this call; early = {id,
+Returns  {fired, early, armed, queued, traced, now}: fired = ids expired by this call; early = {id,
          deadline_ms, ...} for ids whose deadline is still ahead by Redis time (the caller
          re-inserts them). Ids already decided are neither (someone else decided them
          first). armed = {id, deadline_ms, ...}: next occurrences armed (include/
@@ -18,7 +18,8 @@ Returns  {fired, early, armed, queued, traced}: fired = ids expired by this call
          An occurrence whose schedule waits for its previous outcome to be handled
          (overlap) is not fired: skipped (its next armed), or held a little later, in
          early with its new deadline. traced = {id, traceparent, decided_ms, ...} for
-         the fired timers scheduled with a trace context (see timer/tracing.py).
+         the fired timers scheduled with a trace context (see timer/tracing.py). now =
+         Redis time (ms) of the call: a caller told "early" learns how early it was.
 Errors   FENCED    the caller does not hold the lease at this epoch: it must drop the shard
 Atomic   a timer is never fired before its deadline by Redis TIME and never decided twice;
          a schedule's next occurrence is armed with the decision of the one before.
@@ -50,7 +51,7 @@ due, ds, recs, raws, held, skip_armed, skip_queued, maybe = sched_overlap(ARGV[1
   KEYS[2], KEYS[6], KEYS[7], KEYS[3], ctx.bucket_ms, {due, ds, recs, raws}, plans, now)
 if not maybe then  -- no id of the batch can be a schedule's occurrence: the plain path
   decide_many(ctx, due, ds, recs, raws, 'expired', now)
-  return {due, early, NONE, 0, add_traced({}, due, recs, now)}
+  return {due, early, NONE, 0, add_traced({}, due, recs, now), now}
 end
 for _, x in ipairs(held) do early[#early + 1] = x end
 ctx.eids = {}
@@ -58,4 +59,4 @@ decide_many(ctx, due, ds, recs, raws, 'expired', now)
 local armed, queued = sched_decided(ARGV[1], KEYS[1], KEYS[2], KEYS[6], KEYS[7], ctx.bucket_ms,
   due, plans, ctx.eids, now)
 for _, x in ipairs(skip_armed) do armed[#armed + 1] = x end
-return {due, early, armed, queued + skip_queued, add_traced({}, due, recs, now)}
+return {due, early, armed, queued + skip_queued, add_traced({}, due, recs, now), now}

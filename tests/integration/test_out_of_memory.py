@@ -1,0 +1,73 @@
+"""Redis out of memory (maxmemory reached, noeviction): the worker says so, keeps its
+leases, and fires everything as soon as memory is freed (#39)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.conftest import wait_for
+from timer import TimerClient
+from timer.testing import RedisServer
+from worker.metrics import WorkerCollector
+
+from .test_worker import make_worker, running
+
+pytestmark = [pytest.mark.redis, pytest.mark.slow]
+
+LEASE_MS = 1_500
+
+
+@pytest.fixture
+def server(tmp_path: Path, server_binary: Path) -> Iterator[RedisServer]:
+    """A server of the test's own: its memory limit is changed."""
+    with RedisServer(tmp_path / "oom", binary=server_binary) as s:
+        yield s
+
+
+def refusing(w: object) -> float:
+    fam = next(f for f in WorkerCollector(w).collect()  # type: ignore[arg-type]
+               if f.name == "tickwheel_redis_refusing_writes")  # fmt: skip
+    return float(fam.samples[0].value)
+
+
+def test_out_of_memory_is_visible_and_survived(server: RedisServer, namespace: str) -> None:
+    """With maxmemory below what is used, the worker's /ready says Redis refuses writes
+    (OOM) and the metric is 1; it keeps every lease through several lease times; once
+    memory is freed, the timers that came due meanwhile fire within a second."""
+    c = TimerClient.from_url(server.url, namespace)
+    r = redis.Redis.from_url(server.url)
+    try:
+        c.init(shards=4, bucket_ms=100)
+        w = make_worker(c, "oom", lease_ms=LEASE_MS)
+        with running(w):
+            wait_for(lambda: len(w.shards) == 4 and w.health().ready, 20, "the worker ready")
+            assert refusing(w) == 0
+            due = c.server_time_ms() + 1_000
+            ids = [f"m{i}" for i in range(40)]
+            c.schedule_many([{"id": t, "deadline_ms": due} for t in ids])
+            r.config_set("maxmemory", 1)  # noeviction (the default): every write refused
+            wait_for(lambda: refusing(w) == 1, 10, "the worker to see Redis refuse writes")
+            health = w.health()
+            assert not health.ready
+            assert any("out of memory (OOM)" in why for why in health.reasons), health
+            lost = w.stats.leases_lost
+            start = c.server_time_ms()
+            wait_for(lambda: c.server_time_ms() >= max(start, due) + 3 * LEASE_MS, 20,
+                     "three lease times under OOM")  # fmt: skip
+            assert w.stats.leases_lost == lost and len(w.shards) == 4  # every lease kept
+            assert c.get(ids[0]).state == "pending"  # type: ignore[union-attr]  # none fired
+            r.config_set("maxmemory", 0)
+            freed = c.server_time_ms()
+            outcomes = [c.wait(t, timeout=10) for t in ids]
+            assert all(o.outcome == "expired" for o in outcomes)
+            late = max(o.decided_ms for o in outcomes) - freed
+            assert late <= 1_000, f"the last timer fired {late} ms after memory was freed"
+            wait_for(lambda: refusing(w) == 0 and w.health().ready, 10, "ready again")
+    finally:
+        r.config_set("maxmemory", 0)
+        r.close()
+        c.close()
