@@ -30,8 +30,19 @@ test: lint
 
 # The Redis-touching tests again, against another server binary:
 #   make test-server SERVER=/usr/bin/redis-server
-test-server: $(STAMP)
-	TICKWHEEL_TEST_SERVER=$(SERVER) $(BIN)/python -m pytest -m redis $(PYTEST_ARGS)
+# and with the oldest redis-py pyproject.toml declares (CI's second pass), installed
+# beside the venv's own (the newest) and put first on the path:
+#   make test-server SERVER=/usr/bin/redis-server REDIS_PY=oldest
+REDIS_PY ?=
+REDIS_PY_OLDEST := 5.3.1
+OLDEST := $(VENV)/redis-py-$(REDIS_PY_OLDEST)
+$(OLDEST)/.installed: | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --target $(OLDEST) 'redis==$(REDIS_PY_OLDEST)'
+	touch $@
+
+test-server: $(STAMP) $(if $(REDIS_PY),$(OLDEST)/.installed)
+	$(if $(REDIS_PY),PYTHONPATH=$(OLDEST)) TICKWHEEL_TEST_SERVER=$(SERVER) \
+	  $(BIN)/python -m pytest -m redis $(PYTEST_ARGS)
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)

@@ -48,7 +48,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def pytest_report_header() -> str:
     binary = find_server_binary(os.environ.get("TICKWHEEL_TEST_SERVER") or None)
-    return f"tickwheel test server: {binary}"
+    return f"tickwheel test server: {binary}; redis-py {redis.__version__} ({redis.__file__})"
 
 
 @pytest.fixture(scope="session")

@@ -33,7 +33,7 @@ import redis.asyncio as aioredis
 import redis.exceptions
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.asyncio.retry import Retry as AsyncRetry
-from redis.backoff import ExponentialWithJitterBackoff
+from redis.backoff import ExponentialBackoff
 from redis.commands.core import AsyncScript
 from redis.exceptions import RedisClusterException
 
@@ -438,7 +438,7 @@ class AsyncTimerClient:
 def cluster_retry() -> AsyncRetry:
     """The cluster client's own retries of a command whose node failed: a few, briefly
     (as ``timer.driver.cluster_retry``, which says why)."""
-    return AsyncRetry(ExponentialWithJitterBackoff(base=0.01, cap=0.1), retries=3)
+    return AsyncRetry(ExponentialBackoff(cap=0.1, base=0.01), retries=3)
 
 
 def _node_url(url: str, host: str, port: int) -> str:

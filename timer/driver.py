@@ -18,7 +18,7 @@ from typing import Any, TypeVar, cast
 
 import redis
 import redis.client
-from redis.backoff import ExponentialWithJitterBackoff
+from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
 from redis.commands.core import Script
 from redis.exceptions import RedisClusterException
@@ -57,7 +57,7 @@ def cluster_retry() -> Retry:
     map again between them): a few, briefly. redis-py's default (10, backing off to 1 s
     each) could hold a worker's tick for seconds while a dead master is replaced, and
     with it the renewals of shards on healthy masters."""
-    return Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.1), retries=3)
+    return Retry(ExponentialBackoff(cap=0.1, base=0.01), retries=3)
 
 
 class CountingPubSub(redis.client.PubSub):

@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import redis
+import redis.cluster
 from redis._parsers.base import BaseParser
 from redis.exceptions import RedisClusterException
 
@@ -158,9 +159,14 @@ def _error_words() -> dict[type[BaseException], str]:
     """redis-py's own table of Redis error words, turned around: the class it raises for
     each first word (OOM, NOPERM, READONLY…), whose word its parser strips."""
     words: dict[type[BaseException], str] = {}
-    for word, cls in BaseParser.EXCEPTION_CLASSES.items():
-        if word != "ERR" and isinstance(cls, type):  # ERR's (a table by message) say ERR
-            words.setdefault(cls, word)
+    tables = [BaseParser.EXCEPTION_CLASSES]
+    cluster_parser = getattr(redis.cluster, "ClusterParser", None)  # redis-py < 6: MOVED…
+    if cluster_parser is not None:
+        tables.append(cluster_parser.EXCEPTION_CLASSES)
+    for table in tables:
+        for word, cls in table.items():
+            if word != "ERR" and isinstance(cls, type):  # ERR's (a table by message) say ERR
+                words.setdefault(cls, word)
     return words
 
 

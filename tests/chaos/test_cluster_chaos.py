@@ -3,12 +3,14 @@
 A 3-master + 3-replica cluster on loopback (``cluster-node-timeout`` 2 s, AOF on every
 node), 16 shards, three ``python -m worker`` processes (2 s leases), a sync client and an
 asyncio client scheduling, cancelling and notifying throughout (``durability=replicas:1``:
-an acknowledged write is on a replica too). Each test does one operation to the cluster
-in the middle of the traffic, then asserts: every acknowledged timer decided exactly
-once and never early; every acknowledged cancel and notify stuck; no worker exited;
-the touched shards firing again within their recovery (a promotion, a slot's move) plus
-a lease plus 250 ms; the untouched shards' timers p99 within 100 ms of their deadlines
-throughout. The figures are printed as JSON (the README's Cluster section quotes them).
+an acknowledged write is on a replica too), ``tickwheel serve`` taking timers over HTTP,
+and a handler runner handling every outcome through a consumer group. Each test does one
+operation to the cluster in the middle of the traffic, then asserts: every acknowledged
+timer decided exactly once and never early, and handled; every acknowledged cancel and
+notify stuck; no worker, runner or server exited; the touched shards firing again within
+their recovery (a promotion, a slot's move) plus a lease plus 250 ms; the untouched
+shards' timers p99 within 100 ms of their deadlines throughout. The figures are printed
+as JSON (the README's Cluster section quotes them).
 """
 
 from __future__ import annotations
@@ -17,8 +19,12 @@ import asyncio
 import functools
 import json
 import random
+import subprocess
+import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,10 +33,10 @@ import pytest
 import redis
 
 from tests.conftest import wait_for
-from timer import Outcome, StoreError, TimerClient, TimerError
+from timer import Handlers, Outcome, StoreError, TimerClient, TimerError
 from timer.aio import AsyncTimerClient
 from timer.durable.keys import NamespaceKeys
-from timer.testing import RedisServer, redis_cluster
+from timer.testing import RedisServer, free_port, redis_cluster
 
 from . import cluster_ops as ops
 from .conftest import Workers, assert_exactly_once, read_all_outcomes
@@ -66,21 +72,40 @@ class Ledger:
 
 
 class Traffic:
-    """A sync client and an asyncio client scheduling, cancelling and notifying until
-    stopped: short timers (due 1-3 s out) and watched ones, each watched timer later
-    cancelled or completed (or left to expire)."""
+    """A sync client, an asyncio client and ``tickwheel serve`` (through HTTP) scheduling,
+    cancelling and notifying until stopped: short timers (due 1-3 s out) and watched
+    ones, each watched timer later cancelled or completed (or left to expire); and a
+    handler runner (``Handlers``, a consumer group) handling every outcome."""
 
-    def __init__(self, url: str, namespace: str) -> None:
+    def __init__(self, url: str, namespace: str, tmp_path: Path) -> None:
         self.url, self.namespace = url, namespace
         self.ledger = Ledger()
         self.stop = threading.Event()
+        self.handled: set[str] = set()
+        self.runner_client = TimerClient.from_url(url, namespace, socket_timeout_s=1.0)
+        self.handlers = Handlers(self.runner_client, group="chaos")
+        for kind in ("expired", "cancelled", "completed"):
+            self.handlers.add(kind, self._handle)
+        self.runner_ok: list[bool] = []
+        self.serve_port = free_port()
+        self.serve_log = tmp_path / "serve.log"
+        self.serve: subprocess.Popen[bytes] | None = None
+        self.serve_survived = False
         self.threads = [
             threading.Thread(target=self._sync, daemon=True),
             threading.Thread(target=lambda: asyncio.run(self._async()), daemon=True),
+            threading.Thread(target=self._http, daemon=True),
         ]
+        self.runner = threading.Thread(target=self._run_handlers, daemon=True)
 
     def __enter__(self) -> Traffic:
-        for t in self.threads:
+        with self.serve_log.open("wb") as log:
+            self.serve = subprocess.Popen(
+                [sys.executable, "-m", "cli", "--redis-url", self.url, "--namespace",
+                 self.namespace, "serve", "--no-auth", "--port", str(self.serve_port)],
+                stdout=log, stderr=log)  # fmt: skip
+        wait_for(lambda: self._post("/healthz", None) == 200, 30, "tickwheel serve to answer")
+        for t in [*self.threads, self.runner]:
             t.start()
         return self
 
@@ -88,6 +113,55 @@ class Traffic:
         self.stop.set()
         for t in self.threads:
             t.join(30)
+        if self.serve is not None:
+            self.serve_survived = self.serve.poll() is None
+            self.serve.terminate()
+            self.serve.wait(30)
+
+    def drain(self, decided: set[str]) -> None:
+        """Until the runner has handled every outcome in ``decided``; then stop it."""
+        try:
+            wait_for(lambda: decided <= self.handled, 60, "every outcome handled")
+        finally:
+            self.handlers.stop()
+            self.runner.join(30)
+            self.runner_client.close()
+        assert self.runner_ok == [True], "the handler runner did not drain cleanly"
+
+    def _handle(self, o: Outcome) -> None:
+        self.handled.add(o.id)
+
+    def _run_handlers(self) -> None:
+        self.runner_ok.append(self.handlers.run(concurrency=4))
+
+    def _post(self, path: str, body: object) -> int:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(f"http://127.0.0.1:{self.serve_port}{path}", data=data,
+                                     method="GET" if body is None else "POST")  # fmt: skip
+        req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return int(r.status)
+        except urllib.error.HTTPError as e:
+            return int(e.code)
+        except OSError:
+            return 0
+
+    def _http(self) -> None:
+        """One timer a request through ``tickwheel serve``; 201 is an acknowledgement."""
+        rng, n = random.Random(3), 0
+        while not self.stop.is_set():
+            n += 1
+            tid = f"h:{n}"
+            body = {"id": tid, "delay_ms": rng.randrange(1_000, 3_000)}
+            status = self._post(f"/v1/namespaces/{self.namespace}/timers", body)
+            with self.ledger.lock:
+                if status == 201:
+                    self.ledger.scheduled.add(tid)
+                else:
+                    self.ledger.errors += 1
+                    self.ledger.last_error = f"HTTP {status}"
+            self.stop.wait(0.05)  # the pace of a client's requests
 
     def wait_acked(self, n: int) -> None:
         """Until ``n`` timers in all were acknowledged."""
@@ -197,7 +271,8 @@ def run_scenario(
     pool = Workers(url, namespace, tmp_path, LEASE_MS, horizon_ms=3_000)
     try:
         procs = [pool.start(f"w{i}") for i in range(3)]
-        with Traffic(url, namespace) as traffic:
+        traffic = Traffic(url, namespace, tmp_path)
+        with traffic:
             traffic.wait_acked(400)  # traffic before the fault
             touched, recovered_ms = fault(traffic)
             traffic.wait_acked(len(traffic.ledger.scheduled) + 600)  # and after it
@@ -211,11 +286,13 @@ def run_scenario(
 
         wait_for(all_decided, 60, "every acknowledged timer decided")
         outcomes = read_all_outcomes(c)
+        traffic.drain({o.id for o in outcomes})  # every outcome handled (at least once)
         assert_exactly_once(outcomes, acked)
         by_id = {o.id: o for o in outcomes}
         assert all(by_id[t].outcome == "cancelled" for t in led.cancelled), "a cancel undone"
         assert all(by_id[t].outcome == "completed" for t in led.completed), "a notify undone"
         assert all(p.alive() for p in procs), [p.log_text()[-2000:] for p in procs]
+        assert traffic.serve_survived, traffic.serve_log.read_text()[-2000:]
         return figures(c, [by_id[t] for t in acked], touched, recovered_ms, led)
     finally:
         pool.stop_all()

@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from tests.conftest import wait_for
-from timer import TimerClient
+from timer import StoreError, TimerClient
 from timer.testing import RedisServer
 from worker.metrics import WorkerCollector
 
@@ -51,6 +51,9 @@ def test_out_of_memory_is_visible_and_survived(server: RedisServer, namespace: s
             c.schedule_many([{"id": t, "deadline_ms": due} for t in ids])
             r.config_set("maxmemory", 1)  # noeviction (the default): every write refused
             wait_for(lambda: refusing(w) == 1, 10, "the worker to see Redis refuse writes")
+            with pytest.raises(StoreError) as refused:  # a client's write: Redis's own word
+                c.schedule("late", delay_ms=60_000)
+            assert refused.value.code == "OOM" and "OOM" in str(refused.value)
             health = w.health()
             assert not health.ready
             assert any("out of memory (OOM)" in why for why in health.reasons), health
