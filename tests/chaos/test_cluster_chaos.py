@@ -91,6 +91,7 @@ class Traffic:
         self.serve_log = tmp_path / "serve.log"
         self.serve: subprocess.Popen[bytes] | None = None
         self.serve_survived = False
+        self.fault_ms = 0.0  # wall time the fault began (set by the fault)
         self.threads = [
             threading.Thread(target=self._sync, daemon=True),
             threading.Thread(target=lambda: asyncio.run(self._async()), daemon=True),
@@ -293,7 +294,8 @@ def run_scenario(
         assert all(by_id[t].outcome == "completed" for t in led.completed), "a notify undone"
         assert all(p.alive() for p in procs), [p.log_text()[-2000:] for p in procs]
         assert traffic.serve_survived, traffic.serve_log.read_text()[-2000:]
-        return figures(c, [by_id[t] for t in acked], touched, recovered_ms, led)
+        return figures(c, [by_id[t] for t in acked], touched, recovered_ms, led,
+                       fault_ms=traffic.fault_ms)  # fmt: skip
     finally:
         pool.stop_all()
         c.close()
@@ -305,6 +307,8 @@ def figures(
     touched: set[int],
     recovered_ms: dict[int, float],
     led: Ledger,
+    *,
+    fault_ms: float,
 ) -> dict[str, object]:
     """Lateness of the untouched shards' timers (p99 bounded) and of the touched shards'
     past their recovery (bounded by a lease + 250 ms)."""
@@ -322,6 +326,7 @@ def figures(
         "healthy_p50_ms": healthy[len(healthy) // 2] if healthy else 0, "healthy_p99_ms": p99,
         "healthy_max_ms": healthy[-1] if healthy else 0,
         "touched_shards": len(touched), "touched_timers": len(past),
+        "recovery_after_fault_ms": round(max(recovered_ms.values()) - fault_ms),
         "touched_past_recovery_max_ms": max(past, default=0),
     }  # fmt: skip
     print(json.dumps(out))
@@ -346,6 +351,7 @@ def test_a_master_killed_fails_over_and_its_shards_fire_again(
 
     def fault(t: Traffic) -> tuple[set[int], dict[int, float]]:
         touched = {s for s, port in shard_ports(cluster[0]).items() if port == victim.port}
+        t.fault_ms = time.time() * 1000
         victim.kill()
         ops.wait_promoted(replica, [cluster[0], cluster[2]], 30)
         promoted = time.time() * 1000
@@ -362,7 +368,7 @@ def test_a_graceful_failover_moves_no_timer(cluster: list[RedisServer], tmp_path
 
     def fault(t: Traffic) -> tuple[set[int], dict[int, float]]:
         touched = {s for s, port in shard_ports(cluster[0]).items() if port == old.port}
-        start = time.time() * 1000
+        start = t.fault_ms = time.time() * 1000
         with ops.node(replica) as r:
             r.execute_command("CLUSTER", "FAILOVER")
         ops.wait_promoted(replica, [cluster[0], cluster[1]], 20)
@@ -381,6 +387,7 @@ def test_a_live_resharding_to_a_new_master(cluster: list[RedisServer], tmp_path:
         cluster.append(dst)  # stopped with the others
         touched = {s for s, port in shard_ports(src).items() if port == src.port}
         moved: dict[int, float] = {}
+        t.fault_ms = time.time() * 1000
         for s in sorted(touched):
             ops.move_slot(src, dst, shard_slot(s), [m for m in cluster if ops.is_master(m)])
             moved[s] = time.time() * 1000
@@ -401,6 +408,7 @@ def test_a_resharding_stopped_half_way_then_fixed(
         ports = shard_ports(src)
         touched = {min(s for s, port in ports.items() if port == src.port)}
         slot = shard_slot(next(iter(touched)))
+        t.fault_ms = time.time() * 1000
         ops.open_slot(src, dst, slot)
         assert ops.move_keys(src, dst, slot, limit=ops.MIGRATE_BATCH) > 0
         t.wait_errors(5)  # the operator is away: calls meet the slot half-moved
