@@ -275,11 +275,7 @@ class AsyncTimerClient:
         return route.replies
 
     def _owner(self, key: str) -> str:
-        """The name (host:port) of the master the slot map gives for ``key``."""
-        try:
-            return str(self.redis.get_node_from_key(key).name)
-        except (redis.RedisError, RedisClusterException, AttributeError, KeyError):
-            return ""  # no owner known (a slot not covered): the call fails and waits
+        return R.owner(self.redis, key)
 
     async def _node_pipeline(
         self, name: str, calls: Sequence[C.ScriptCall], idxs: list[int]

@@ -47,6 +47,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
+from redis.exceptions import RedisClusterException
 
 # How long a call may go on being retried after a backoff, from its first send (then its
 # error stays): a user's call rides out a slot's move; a worker sets its own, short (its
@@ -103,6 +104,15 @@ def verdict(reply: object) -> Verdict:
     if any(s in text for s in _MIGRATING + _DOWN):
         return Verdict.WAIT
     return Verdict.DONE
+
+
+def owner(client: Any, key: str) -> str:
+    """The name (host:port) of the master a cluster client's slot map (sync or asyncio)
+    gives for ``key``; "" when none is known (a slot not covered: the call waits)."""
+    try:
+        return str(client.get_node_from_key(key).name)
+    except (redis.RedisError, RedisClusterException, AttributeError, KeyError):
+        return ""
 
 
 def moved_to(reply: redis.exceptions.MovedError) -> str:

@@ -262,11 +262,7 @@ class SyncDriver:
         return route.replies
 
     def _owner(self, key: str) -> str:
-        """The name (host:port) of the master the slot map gives for ``key``."""
-        try:
-            return str(self.redis.get_node_from_key(key).name)
-        except (redis.RedisError, RedisClusterException, AttributeError, KeyError):
-            return ""  # no owner known (a slot not covered): the call fails and waits
+        return R.owner(self.redis, key)
 
     def _refresh_slots(self) -> None:
         """Read the slot map from the cluster again (rate-limited across threads)."""

@@ -61,3 +61,12 @@ def test_every_include_is_used_and_declares_its_own() -> None:
             h for h, where in HELPERS.items() if where != inc and re.search(rf"\b{h}\b", mine)
         }
         assert called <= set(defined(code(text))), f"{inc} calls {called} without including it"
+
+
+@pytest.mark.parametrize("name", list(ScriptName))
+def test_each_script_reads_the_guard_before_anything_else(name: ScriptName) -> None:
+    """The guard (prelude/guard.lua) is the first code of every script, so on a migrating
+    cluster slot no script writes before Redis stops it (#39)."""
+    first_call = re.search(r"redis\.call\('(\w+)', ([^)]*)\)", code(source(name)))
+    assert first_call is not None
+    assert first_call.groups() == ("EXISTS", "tag .. ':guard'"), first_call.groups()

@@ -1,0 +1,106 @@
+"""timer/cluster_route.py: where a cluster's script calls go, round after round (no I/O)."""
+
+from __future__ import annotations
+
+import redis
+import redis.exceptions as E
+
+from timer import cluster_route as R
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def routing(owners: dict[str, str], budget_s: float = 1.0) -> tuple[R.Routing, Clock]:
+    clock = Clock()
+    keys = sorted(owners)
+    return R.Routing(keys, lambda k: owners[k], budget_s=budget_s, clock=clock), clock
+
+
+def test_verdicts_of_every_reply_kind() -> None:
+    """Each reply maps to what the cluster client would do with it."""
+    assert R.verdict(b"ok") is R.Verdict.DONE
+    assert R.verdict(E.ResponseError("WRONGTYPE x")) is R.Verdict.DONE
+    assert R.verdict(E.NoScriptError("x")) is R.Verdict.LOAD
+    assert R.verdict(E.MovedError("12 127.0.0.1:7001")) is R.Verdict.MOVED
+    assert R.verdict(E.AskError("12 127.0.0.1:7001")) is R.Verdict.WAIT
+    assert R.verdict(E.TryAgainError("x")) is R.Verdict.WAIT
+    assert R.verdict(E.ClusterDownError("x")) is R.Verdict.WAIT
+    assert (
+        R.verdict(
+            E.ResponseError("Script attempted to access a non local key in a cluster node script")
+        )
+        is R.Verdict.WAIT
+    )
+    assert R.verdict(redis.ConnectionError("refused")) is R.Verdict.GONE
+    assert R.verdict(redis.TimeoutError("slow")) is R.Verdict.TIMEOUT
+
+
+def test_moved_goes_at_once_to_the_named_node_and_others_are_kept() -> None:
+    """A MOVED call is sent next round to the node it names, with no pause; the other
+    node's replies stay as they were."""
+    route, _ = routing({"a": "n1:1", "b": "n2:2"})
+    assert route.groups() == {"n1:1": [0], "n2:2": [1]}
+    route.record("n1:1", [0], [E.MovedError("1 n3:3")])
+    route.record("n2:2", [1], [b"fine"])
+    assert route.refresh and route.pause_s() == 0.0
+    assert route.groups() == {"n3:3": [0]}
+    route.record("n3:3", [0], [b"done"])
+    assert route.pause_s() == 0.0 and route.groups() == {}
+    assert route.replies == [b"done", b"fine"]
+
+
+def test_waits_back_off_within_the_budget_then_the_error_stays() -> None:
+    """A migrating slot's call is retried after growing pauses, only while the budget
+    lasts; then its error is the reply."""
+    route, clock = routing({"a": "n1:1"}, budget_s=0.1)
+    pauses = []
+    while route.groups():
+        route.record("n1:1", [0], [E.TryAgainError("x")])
+        pause = route.pause_s()
+        pauses.append(pause)
+        clock.t += pause
+    assert pauses[:3] == [0.02, 0.04, 0.0] and isinstance(route.replies[0], E.TryAgainError)
+    worker, _ = routing({"a": "n1:1"}, budget_s=0.0)  # a worker's: no wait at all
+    worker.groups()
+    worker.record("n1:1", [0], [E.TryAgainError("x")])
+    assert worker.pause_s() == 0.0 and worker.groups() == {}
+
+
+def test_a_timeout_is_retried_only_on_another_owner() -> None:
+    """After a timeout (the call may have run) the call goes again only if the slot map
+    now names another master; a refused connection waits for one."""
+    owners = {"a": "n1:1", "b": "n1:1"}
+    route, _ = routing(owners)
+    route.groups()
+    route.record("n1:1", [0, 1], [redis.TimeoutError("t"), redis.TimeoutError("t")])
+    assert route.pause_s() == 0.0 and route.groups() == {}  # same owner: not again
+    route2, _ = routing(owners)
+    route2.groups()
+    route2.record("n1:1", [0, 1], [redis.TimeoutError("t"), redis.ConnectionError("c")])
+    owners["a"] = owners["b"] = "n2:2"  # the map read again: a replica was promoted
+    route2.pause_s()
+    assert route2.groups() == {"n2:2": [0, 1]}
+
+
+def test_rounds_are_bounded() -> None:
+    """A call MOVED back and forth forever stops after MAX_ROUNDS rounds."""
+    route, _ = routing({"a": "n1:1"})
+    rounds = 0
+    while groups := route.groups():
+        rounds += 1
+        (node,) = groups
+        route.record(node, [0], [E.MovedError("1 n2:2" if node != "n2:2" else "1 n1:1")])
+        route.pause_s()
+    assert rounds == R.MAX_ROUNDS and isinstance(route.replies[0], E.MovedError)
+
+
+def test_refreshes_are_rate_limited() -> None:
+    """However many callers ask at once, the slot map is read once per interval."""
+    refresh = R.Refresh(every_s=60)
+    assert refresh.due() and not refresh.due() and refresh.count == 1
