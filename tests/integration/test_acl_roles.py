@@ -211,3 +211,26 @@ def test_the_readme_gives_each_roles_rules(role: str) -> None:
     line = f"ACL SETUSER tw-{role} on >PASSWORD " + " ".join(acl_rules(role, "jobs"))
     text = " ".join(README.read_text().split())
     assert " ".join(line.split()) in text, line
+
+
+def test_a_worker_without_info_runs_and_says_what_went_unchecked(
+    users: dict[str, object], namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker user without +info: prepare() meets NOPERM (StoreError.code, #39: it was
+    always None, so this branch never ran and the worker could not start), warns that the
+    eviction policy and AOF go unchecked, and the worker starts."""
+    url_of = users["url_of"]
+    assert callable(url_of)
+    TimerClient.from_url(url_of("operator", namespace), namespace).init(shards=2)
+    rules = [*acl_rules("worker", namespace), "-info"]
+    client = TimerClient.from_url(url_of("worker", namespace, rules), namespace)
+    try:
+        with pytest.raises(StoreError) as refused:
+            client.check_durability(allow_eviction=False)
+        assert refused.value.code == "NOPERM"
+        w = Worker(client, WorkerSettings(worker_id="no-info", lease_ms=2000))
+        with caplog.at_level(logging.WARNING):
+            w.prepare()
+        assert any("may not run INFO" in r.getMessage() for r in caplog.records)
+    finally:
+        client.close()
