@@ -263,7 +263,7 @@ def run_scenario(
     fault: Callable[[Traffic], tuple[set[int], dict[int, float]]],
 ) -> dict[str, object]:
     """Workers and traffic; ``fault`` (run once 400 timers were acknowledged, its
-    traffic going on until 600 more are) returns the shards it touched and,
+    traffic going on until 450 more are) returns the shards it touched and,
     per touched shard, the wall time (ms) from which it could be served again. Then
     every promise is checked; the figures returned."""
     url = servers[0].url
@@ -276,7 +276,7 @@ def run_scenario(
         with traffic:
             traffic.wait_acked(400)  # traffic before the fault
             touched, recovered_ms = fault(traffic)
-            traffic.wait_acked(len(traffic.ledger.scheduled) + 600)  # and after it
+            traffic.wait_acked(len(traffic.ledger.scheduled) + 450)  # and after it
         led = traffic.ledger
         with led.lock:
             acked = set(led.scheduled)
