@@ -28,7 +28,7 @@ from starlette.routing import Route
 from timer import InvalidInput, TimerClient, TimerError
 from timer.aio import AsyncTimerClient
 from timer.aio_group import AsyncConsumer
-from timer.durable.codec import jsonable
+from timer.durable.codec import MAX_PAYLOAD_DEPTH, jsonable
 from timer.errors import (
     ConfigError,
     CorruptRecord,
@@ -224,7 +224,20 @@ def create_app(
         yield
         await clients.close()
 
-    return Starlette(routes=routes, lifespan=lifespan)
+    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={
+        404: _no_route, 405: _no_method,
+    })  # fmt: skip
+
+
+async def _no_route(request: Request, _exc: Exception) -> Response:
+    """An unknown path answers the one error shape too (not Starlette's plain text)."""
+    return error(404, "NotFound", f"no route {request.url.path[:200]!r}; the routes are in "
+                 "/v1/openapi.json", 6)  # fmt: skip
+
+
+async def _no_method(request: Request, _exc: Exception) -> Response:
+    return error(405, "MethodNotAllowed", f"{request.method} is not a method of "
+                 f"{request.url.path[:200]!r}; see /v1/openapi.json", 3)  # fmt: skip
 
 
 async def _serve(  # noqa: PLR0917 - the request and what the app hands every route
@@ -293,14 +306,53 @@ async def _body(request: Request, validator: jsonschema.protocols.Validator) -> 
         chunks.append(chunk)
     raw = b"".join(chunks)
     try:
-        data = json.loads(raw) if raw else {}
+        data = strict_json(raw) if raw else {}
     except (ValueError, RecursionError) as exc:
-        return error(400, "InvalidInput", f"the body is not JSON: {exc}", 3)
+        return error(400, "InvalidInput", f"the body is not JSON: {exc}"[:300], 3)
+    depth = json_depth(data)
+    if depth > MAX_BODY_DEPTH:
+        return error(400, "InvalidInput", f"the body nests {depth} levels deep; at most "
+                     f"{MAX_BODY_DEPTH} (a payload at most {MAX_PAYLOAD_DEPTH})", 3)  # fmt: skip
     problem = next(iter(sorted(validator.iter_errors(data), key=lambda e: list(e.path))), None)
     if problem is not None:
         where = "/".join(str(p) for p in problem.absolute_path) or "the body"
         return error(400, "InvalidInput", f"{where}: {_say(problem)}", 3)
     return data
+
+
+# A body's JSON nests at most this deep: a payload's own limit (the library's) plus the
+# levels a batch puts around it ({"timers": [{"payload": …}]}).
+MAX_BODY_DEPTH = MAX_PAYLOAD_DEPTH + 3
+
+
+def _constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON (RFC 8259 has no NaN or Infinity); send a number")
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"the key {key[:80]!r} appears twice in one object; send it once")
+        out[key] = value
+    return out
+
+
+def strict_json(raw: bytes) -> Any:
+    """JSON as RFC 8259 has it: NaN, Infinity and -Infinity (which Python's parser takes)
+    and a key twice in one object (whose last value it keeps silently) are refused."""
+    return json.loads(raw, parse_constant=_constant, object_pairs_hook=_object)
+
+
+def json_depth(value: Any) -> int:
+    """How deep a parsed JSON value nests (a scalar 0, ``[]`` and ``{}`` 1), iteratively."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        item, depth = todo.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            todo.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def _say(problem: jsonschema.ValidationError) -> str:

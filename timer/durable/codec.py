@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -40,7 +41,10 @@ def encode_payload(payload: object, max_bytes: int = DEFAULT_MAX_PAYLOAD) -> byt
             "(store large data elsewhere and put its key in the payload)"
         )
     if type(payload) in _SCALARS:  # nothing in it a reader could fail on
+        if isinstance(payload, float) and not math.isfinite(payload):
+            raise InvalidInput(_NOT_FINITE)
         return data
+    _check_tree(payload)
     try:
         decode_payload(data)
     except Exception as exc:
@@ -49,6 +53,35 @@ def encode_payload(payload: object, max_bytes: int = DEFAULT_MAX_PAYLOAD) -> byt
             "text, numbers or bytes as map keys and nest at most 500 levels deep"
         ) from None
     return data
+
+
+# How deep a payload may nest (a list or map in a list is 2): every reader takes it, and
+# so do the JSON doors (the HTTP API, webhooks, --json), whose parsers recurse.
+MAX_PAYLOAD_DEPTH = 500
+_NOT_FINITE = (
+    "payload floats must be finite: NaN and Infinity have no JSON form, so the HTTP API, "
+    "webhooks and --json could not show the timer (send null or a string instead)"
+)
+
+
+def _check_tree(payload: object) -> None:
+    """InvalidInput for a payload nested past MAX_PAYLOAD_DEPTH or holding a float that
+    is not finite (iteratively: a deep payload must not exhaust Python's stack here)."""
+    todo: list[tuple[object, int]] = [(payload, 1)]
+    while todo:
+        item, depth = todo.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                raise InvalidInput(_NOT_FINITE)
+        elif isinstance(item, dict | list | tuple):
+            if depth > MAX_PAYLOAD_DEPTH:
+                raise InvalidInput(
+                    f"payload nests more than {MAX_PAYLOAD_DEPTH} levels deep; flatten it"
+                )
+            values = item.values() if isinstance(item, dict) else item
+            todo.extend((v, depth + 1) for v in values)
+            if isinstance(item, dict):
+                todo.extend((k, depth + 1) for k in item)
 
 
 def decode_payload(data: bytes) -> Any:
@@ -124,19 +157,35 @@ def jsonable(value: Any, other: Callable[[Any], Any] = str) -> Any:
     msgpack carries more than JSON: bytes become ``{"$bytes": "<base64>"}``, an
     extension type ``{"$ext": code, "$bytes": "<base64>"}``, a map key that is not text
     (bytes, a number, a bool or nil) its text, and tuples lists. Nothing is dropped.
-    Any other value (a msgpack Timestamp) becomes ``other(value)``.
+    Any other value (a msgpack Timestamp) becomes ``other(value)``. Iterative: a payload
+    nested MAX_PAYLOAD_DEPTH deep must leave stack for the JSON encoder after it.
     """
-    if isinstance(value, str | int | float | bool) or value is None:
-        return value
-    if isinstance(value, bytes | bytearray):
-        return {"$bytes": base64.b64encode(value).decode("ascii")}
-    if isinstance(value, dict):
-        return {_json_key(k): jsonable(v, other) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [jsonable(v, other) for v in value]
-    if isinstance(value, msgpack.ExtType):
-        return {"$ext": value.code, "$bytes": base64.b64encode(value.data).decode("ascii")}
-    return other(value)
+    root: list[Any] = [None]
+    todo: list[tuple[Any, Any, Any]] = [(value, root, 0)]  # (value, where it goes, slot)
+    while todo:
+        item, parent, slot = todo.pop()
+        if isinstance(item, str | int | float | bool) or item is None:
+            parent[slot] = item
+        elif isinstance(item, bytes | bytearray):
+            parent[slot] = {"$bytes": base64.b64encode(item).decode("ascii")}
+        elif isinstance(item, dict):
+            out: dict[str, Any] = {}
+            parent[slot] = out
+            for k, v in item.items():
+                key = _json_key(k)
+                out[key] = None  # its place, in the map's order
+                todo.append((v, out, key))
+        elif isinstance(item, list | tuple):
+            parent[slot] = seq = [None] * len(item)
+            todo.extend((v, seq, i) for i, v in enumerate(item))
+        elif isinstance(item, msgpack.ExtType):
+            parent[slot] = {
+                "$ext": item.code,
+                "$bytes": base64.b64encode(item.data).decode("ascii"),
+            }
+        else:
+            parent[slot] = other(item)
+    return root[0]
 
 
 def _json_key(key: Any) -> str:
