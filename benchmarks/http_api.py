@@ -9,6 +9,9 @@ On one private server, `tickwheel serve --no-auth` in its own process (one worke
 * **latency at a fixed rate**: ``GET …/timers/{id}`` and ``POST …/timers`` at 1,000
   requests/s for a few seconds, measured by Debian's ``wrk`` (not this code: a Lua
   script paces each connection), p50/p99/max;
+* **kept-alive, one request per timer**: under 1, 2 and 4 ``serve`` workers, p50/p99 of
+  each request and timers/s as a ratio of the Python client's ``schedule`` (the goal:
+  at least 0.5x);
 * **deadline → webhook**: N timers due over S seconds, a ``tickwheel worker`` and a
   ``tickwheel handle --webhook`` to a local receiver: the time from each deadline to its
   POST arriving, p50/p99/max.
@@ -45,9 +48,10 @@ PREFIX = f"/v1/namespaces/{NS}"
 SECRET = "benchmark-webhook-secret"
 
 
-def serve(url: str, port: int, logs: Path) -> subprocess.Popen[bytes]:
+def serve(url: str, port: int, logs: Path, workers: int = 1) -> subprocess.Popen[bytes]:
     proc = spawn([sys.executable, "-m", "cli", "--redis-url", url, "--namespace", NS, "serve",
-                  "--no-auth", "--port", str(port)], url, logs / "serve.log")  # fmt: skip
+                  "--no-auth", "--port", str(port), "--workers", str(workers)], url,
+                 logs / f"serve-{workers}.log")  # fmt: skip
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
@@ -96,6 +100,36 @@ def registration(c: TimerClient, port: int, n: int, single: int) -> dict[str, An
     out["single_ratio_to_schedule"] = round(
         out["http_single_per_s"] / out["python_schedule_per_s"], 2)  # fmt: skip
     conn.close()
+    return out
+
+
+def keepalive(url: str, logs: Path, single: int, python_per_s: int) -> dict[str, Any]:
+    """One request per timer on one kept-alive connection, under 1, 2 and 4 serve
+    workers: p50/p99 of each request and timers/s, as a ratio of the Python client's
+    one-at-a-time ``schedule`` (#40: Nagle's algorithm made it ~43 ms a request with
+    workers > 1)."""
+    out: dict[str, Any] = {}
+    for workers in (1, 2, 4):
+        port = free_port()
+        api = serve(url, port, logs, workers)
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            took: list[float] = []
+            t0 = time.perf_counter()
+            for j in range(single):
+                start = time.perf_counter()
+                status, _ = post(conn, f"{PREFIX}/timers", {"id": f"k{workers}:{j}",
+                                                            "delay_ms": 3_600_000})  # fmt: skip
+                took.append((time.perf_counter() - start) * 1000)
+                assert status == 201
+            per_s = round(single / (time.perf_counter() - t0))
+            conn.close()
+        finally:
+            kill_group(api, signal.SIGTERM)
+        out[f"workers_{workers}"] = {
+            "p50_ms": round(pct(took, 0.5) or 0.0, 2), "p99_ms": round(pct(took, 0.99) or 0.0, 2),
+            "per_s": per_s, "ratio_to_python_schedule": round(per_s / python_per_s, 2),
+        }  # fmt: skip
     return out
 
 
@@ -242,6 +276,9 @@ def main(argv: list[str] | None = None) -> int:
                 }
             finally:
                 kill_group(api, signal.SIGTERM)
+            result["keepalive"] = keepalive(
+                server.url, logs, single, result["registration"]["python_schedule_per_s"]
+            )
             result["webhooks"] = webhooks(c, server.url, logs, jobs, seconds)
             c.close()
         finally:

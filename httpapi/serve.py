@@ -3,10 +3,14 @@ calls :func:`app_from_env`, which reads what the command put in its environment.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import socket
 from pathlib import Path
 
 from starlette.applications import Starlette
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from .app import create_app
 from .tokens import TokenFile
@@ -21,3 +25,21 @@ def app_from_env() -> Starlette:
     hosts = [h for h in os.environ.get(CALLBACK_HOSTS_ENV, "").split(",") if h]
     return create_app(os.environ[URL_ENV], tokens=TokenFile(Path(tokens)) if tokens else None,
                       callback_hosts=hosts)  # fmt: skip
+
+
+class NoDelayH11Protocol(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol, with Nagle's algorithm off on every connection.
+
+    With ``--workers N`` uvicorn binds the listening socket itself (``socket.socket()``,
+    protocol 0), and asyncio sets ``TCP_NODELAY`` only on sockets whose protocol is TCP
+    (6): so a response written in two sends (head, then body) waited for the client's
+    delayed ACK, ~40 ms a request on a kept-alive connection (#40: 43 ms with two
+    workers, 0.8 ms with one). Set here on each accepted socket, whatever bound it.
+    """
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        super().connection_made(transport)  # type: ignore[arg-type]

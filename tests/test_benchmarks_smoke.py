@@ -163,6 +163,9 @@ def test_http_api_smallest_case(server_binary: Path) -> None:
     else:
         assert "skipped" in get
     assert out["webhooks"]["received"] == 30
+    for workers in (1, 2, 4):
+        kept = out["keepalive"][f"workers_{workers}"]
+        assert kept["per_s"] > 0 and kept["p99_ms"] >= kept["p50_ms"] > 0
 
 
 def test_runner_smallest_case(server_binary: Path) -> None:
