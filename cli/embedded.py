@@ -11,10 +11,12 @@ the command that started it (so workers and later commands share it) until
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import signal
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,13 +90,36 @@ def status(base: Path | None = None) -> EmbeddedState | None:
     return state
 
 
+@contextlib.contextmanager
+def _locked(base: Path) -> Iterator[None]:
+    """Hold the user's embedded-server lock (``server.lock``, an exclusive ``flock``): one
+    command at a time starts or stops the server, so commands started at once (``worker &
+    handle &``) attach to one server instead of each starting its own on the same data.
+    The kernel drops the lock if the holder dies."""
+    base.mkdir(parents=True, exist_ok=True)
+    with (base / "server.lock").open("a") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)  # waits for the command that holds it
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
 def start(base: Path | None = None, binary: str | None = None) -> tuple[EmbeddedState, bool]:
-    """Start the embedded server unless it runs already; (state, started_now)."""
+    """Start the embedded server unless it runs already; (state, started_now). Under the
+    lock: of commands started at once, one starts it and the others attach to it."""
     running = status(base)
     if running is not None:
         return running, False
     base = base or state_dir()
-    base.mkdir(parents=True, exist_ok=True)
+    with _locked(base):
+        return _start_locked(base, binary)
+
+
+def _start_locked(base: Path, binary: str | None) -> tuple[EmbeddedState, bool]:
+    running = status(base)  # another command may have started it while we waited
+    if running is not None:
+        return running, False
     data_dir = (base / "data").resolve()
     previous = read_state(base)
     port = previous.port if previous else None
@@ -117,6 +142,11 @@ def start(base: Path | None = None, binary: str | None = None) -> tuple[Embedded
 
 def stop(base: Path | None = None, timeout_s: float = 10.0) -> EmbeddedState | None:
     """Stop the embedded server (SIGTERM: it flushes its AOF); the state it had, or None."""
+    with _locked(base or state_dir()):
+        return _stop_locked(base, timeout_s)
+
+
+def _stop_locked(base: Path | None, timeout_s: float) -> EmbeddedState | None:
     state = read_state(base)
     if state is None or not _pid_alive(state.pid):
         return None

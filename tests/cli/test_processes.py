@@ -98,6 +98,52 @@ def test_one_embedded_server_per_user_whatever_the_directory(
         embedded.stop(state)
 
 
+def test_eight_commands_started_at_once_share_one_embedded_server(
+    tmp_path: Path, server_binary: Path
+) -> None:
+    """Eight `server start` at once (#40: two at once started two servers on one data
+    directory, and `server stop` then stopped only one): exactly one starts the server,
+    every other attaches to it, one server process holds the data directory, and one
+    `server stop` leaves none running."""
+    home = tmp_path / "tw"
+    env = {**os.environ, "TICKWHEEL_HOME": str(home),
+           "TICKWHEEL_SERVER_BINARY": str(server_binary)}  # fmt: skip
+    procs = [subprocess.Popen([sys.executable, "-m", "cli", "--json", "server", "start"],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(8)]  # fmt: skip
+    data = str((home / "data").resolve())
+    try:
+        replies = []
+        for p in procs:
+            out, err = p.communicate(timeout=60)
+            assert p.returncode == 0, err
+            replies.append(json.loads(out))
+        assert sum(r["started"] for r in replies) == 1, replies
+        assert len({(r["pid"], r["url"]) for r in replies}) == 1, replies
+        assert len(servers_on(data)) == 1, servers_on(data)
+    finally:
+        embedded.stop(home)
+        left = servers_on(data)
+        for pid in left:  # a failed run leaves no server behind
+            os.kill(pid, signal.SIGKILL)
+    assert embedded.status(home) is None and left == []
+
+
+def servers_on(data_dir: str) -> list[int]:
+    """The pids of processes working in ``data_dir`` (a server runs in its --dir; it
+    rewrites its command line, so that cannot say)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if os.readlink(proc / "cwd") == data_dir:
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
 def test_worker_command_fires_serves_metrics_and_stops_on_sigterm(
     tw: Run, redis_server: RedisServer, namespace: str, tmp_path: Path
 ) -> None:
