@@ -189,13 +189,13 @@ def _global_option(name: str, attr: str, **kwargs: Any) -> click.Option:
 
 
 def accept_global_options(group: click.Group) -> None:
-    """Let every command under ``group`` take --redis-url, --namespace and --json after
-    its name too (``tickwheel get ID --json``), as if given before it. A command that
-    passes its arguments on unparsed (``bench``) is left as it is."""
+    """Let every command and group under ``group`` take --redis-url, --namespace and
+    --json after its name too (``tickwheel get ID --json``, ``tickwheel dead --json
+    list``), as if given before it. A command that passes its arguments on unparsed
+    (``bench``) is left as it is."""
     for command in group.commands.values():
         if isinstance(command, click.Group):
-            accept_global_options(command)
-            continue
+            accept_global_options(command)  # its commands, then the group itself
         if any(getattr(p, "type", None) is click.UNPROCESSED for p in command.params):
             continue
         taken = {o for p in command.params for o in getattr(p, "opts", ())}

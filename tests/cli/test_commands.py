@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 
+import click
 import pytest
 import redis
 from click.testing import CliRunner
@@ -300,3 +302,35 @@ def test_a_namespace_not_initialised_names_those_the_server_has(tw: Run, namespa
     missing = tw("stats", "--namespace", f"{namespace}-typo", expect=4)
     assert "is not initialised" in missing.output
     assert namespace in missing.output and "(--namespace NAME)" in missing.output
+
+
+def _walk(command: click.Command, path: list[str]) -> Iterator[tuple[list[str], click.Command]]:
+    yield path, command
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            yield from _walk(sub, [*path, name])
+
+
+def test_every_command_and_group_takes_the_global_options_after_its_name() -> None:
+    """Walking the whole click tree: each command and each group (#40: `groups --json`,
+    `dead --json list`, `server --json status` were "No such option") takes --json,
+    --namespace and --redis-url after its name, but one passing its arguments on unparsed."""
+    seen = 0
+    for path, command in _walk(main, []):
+        if not path or any(getattr(p, "type", None) is click.UNPROCESSED for p in command.params):
+            continue
+        opts = {o for p in command.params for o in getattr(p, "opts", ())}
+        assert {"--json", "--namespace", "--redis-url"} <= opts, " ".join(path)
+        seen += 1
+    assert seen > 40
+
+
+def test_global_options_after_a_group_act_as_before_it() -> None:
+    """`server --json status` answers JSON; `dead --json list` with no server says why in
+    JSON (exit 5, not a usage error)."""
+    runner = CliRunner()
+    status = runner.invoke(main, ["server", "--json", "status"])
+    assert status.exit_code == 5 and json.loads(status.stdout) == {"running": False}
+    listed = runner.invoke(main, ["dead", "--json", "list"])
+    assert listed.exit_code == 5, listed.output
+    assert "tickwheel server start" in json.loads(listed.stderr)["error"]
