@@ -119,6 +119,8 @@ class Loader:
             task = state.tasks.pop(tid, None)
             if task is not None:
                 task.cancel()
+            if tid.startswith("{") and "}@" in tid:  # a schedule's occurrence, maybe ended
+                state.replan = True  # by cancel, complete or notify: arm its next now
 
     def _on_subscribed(self, channel: str) -> None:
         shard = self.ctx.client.membership.shard_of_channel(channel)

@@ -298,3 +298,36 @@ def test_an_occurrence_waits_while_its_group_has_not_handled_the_previous_one(
         assert nominal(nxt) > first + 2_000
     else:
         assert nominal(nxt) == first + 1_000 and nxt.decided_ms >= later
+
+
+@pytest.mark.parametrize("ending", ["notify", "complete", "cancel"])
+def test_ending_an_occurrence_leaves_the_series_going(c: TimerClient, ending: str) -> None:
+    """An armed occurrence completed by notify (a schedule created with watch keys),
+    completed or cancelled (#40: each ended the series for good, `get` still saying
+    active with the ended one armed): the schedule waits for its leader, which arms the
+    next after it; that one fires, and the ended one is never armed again."""
+    info = c.schedules.create("kept", every="1s", watch=["{kept}:done"])
+    first = info.armed
+    assert first is not None
+    if ending == "notify":
+        assert c.notify("{kept}:done") == 1
+    elif ending == "complete":
+        assert c.complete(first) is True
+    else:
+        assert c.cancel(first) is True
+    waiting = c.schedules.get("kept")
+    assert waiting is not None and waiting.armed is None and waiting.state == "active"
+    assert waiting.fired == 0  # ended, not fired
+    w = make_worker(c, "w1")
+    outs: list[Outcome] = []
+    try:
+        run_until(w, c, outs, lambda: any(o.outcome == "expired" for o in outs),
+                  "the next occurrence to fire")  # fmt: skip
+    finally:
+        w.close()
+    fired = [o for o in outs if o.outcome == "expired"]
+    assert fired and all(nominal(o) > nominal_of(first) for o in fired)
+    ended = [o for o in outs if o.id == first]
+    assert len({(o.id, o.outcome) for o in ended}) == 1  # decided once, by the ending
+    after = c.schedules.get("kept")
+    assert after is not None and after.armed is not None and after.fired >= 1

@@ -10,7 +10,12 @@ Returns  {'completed'}                  this call decided it
 Atomic   the timer leaves its record and watch indexes (its bucket, a lazy list, keeps
          the id: readers skip it) and its outcome is written, in one step: a concurrent
          fire, notify or complete sees either the pending timer or the outcome, never both.
+         An occurrence of a recurring schedule leaves its schedule waiting for its
+         leader to arm the next (include/schedules.lua, sched_ended).
 Cost     O(W) for the timer's W watch keys.
 ]]
 --- @include "decide"
-return decide_by_id('completed')
+--- @include "schedules"
+local reply = decide_by_id('completed')
+if reply[1] == 'completed' then sched_ended(ARGV[1], ARGV[2]) end  -- a series goes on
+return reply

@@ -10,7 +10,9 @@ ARGV[7]  limit: the most timers handled by this call
 
 Returns  {completed, remaining}  timers completed by this call, and how many still watch the
          key unprocessed (call again while remaining > 0: every call is idempotent)
-Atomic   each timer's count and completion are decided inside this one script.
+Atomic   each timer's count and completion are decided inside this one script; a
+         completed occurrence of a recurring schedule leaves its schedule waiting for
+         its leader to arm the next (include/schedules.lua, sched_ended).
 Cost     O(min(limit, watchers) * W).
 Keys built from P: P:w:<key> (watch index), P:rx and P:R:<b> (outcomes).
 ]]
@@ -18,6 +20,7 @@ Keys built from P: P:w:<key> (watch index), P:rx and P:R:<b> (outcomes).
 --- @include "keys"
 --- @include "records"
 --- @include "decide"
+--- @include "schedules"
 local P, key = ARGV[1], ARGV[2]
 local ctx = shard_ctx(P, KEYS[1], KEYS[2], KEYS[3], ARGV[5], ARGV[3], ARGV[4])
 local limit = tonumber(ARGV[7])
@@ -43,6 +46,7 @@ for _, id in ipairs(ids) do
     if #rec.g >= rec.n then
       now = now or now_ms()
       decide(ctx, id, rec, 'completed', now)
+      if rec.s == SCHED_ORIGIN then sched_ended(P, id) end  -- its series goes on
       completed = completed + 1
     else
       redis.call('HSET', KEYS[1], id, pack_rec(rec))

@@ -38,6 +38,16 @@ local function rx_key(P, b)
   return P .. ':R:' .. istr(b)
 end
 
+-- A shard's recurring schedules (HASH) and those waiting for their leader to arm their
+-- next occurrence (SET), for the scripts that do not take them in KEYS.
+local function sched_key(P)
+  return P .. ':S'
+end
+
+local function sched_queue_key(P)
+  return P .. ':Sq'
+end
+
 -- migrate.lua's keys: its state (a HASH) and its copies (a list bucket, a stream) while
 -- it converts a shard an earlier release made; and the pattern of the retained outcomes
 -- that release kept as strings of their own (P:r:<id>), which it moves into the table.

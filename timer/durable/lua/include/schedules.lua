@@ -16,7 +16,8 @@ An occurrence is an ordinary timer with id '{<name>}@<nominal ms>' and origin
 'schedule'. A schedule has at most one armed at a time, and arms the next only when it
 decides the one armed (so never twice) and only after it (so never early). A schedule
 whose armed occurrence was decided without a plan for its next (by sweep, or with a
-plan of another version) waits in SET P:Sq until its leader arms the next (arm.lua).
+plan of another version, or by cancel, complete or notify: sched_ended) waits in SET
+P:Sq until its leader arms the next (arm.lua).
 ]]
 --- @include "util"
 --- @include "keys"
@@ -120,6 +121,23 @@ local function sched_decided(P, tkey, bz, skey, qkey, bucket_ms, ids, plans, eid
     end
   end
   return armed, queued
+end
+
+-- Occurrence `id` was decided by cancel, complete or notify (it did not fire): if it
+-- was its schedule's armed one, the series goes on: the schedule is left in P:Sq, where
+-- its leader arms the next after it (arm.lua; the decision's event tells the leader).
+-- Not counted as fired; `l` moves to it, so it is never armed again.
+local function sched_ended(P, id)
+  local name, at = occurrence_of(id)
+  if not name then return end
+  local skey = sched_key(P)
+  local s = sched_read(skey, name)
+  if s and s[3] == at then
+    s[3] = 0
+    s[6] = at
+    sched_write(skey, name, s)
+    redis.call('SADD', sched_queue_key(P), name)
+  end
 end
 
 local HOLD_MS = 250  -- how long a buffered occurrence waits before it looks again
