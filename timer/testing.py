@@ -303,6 +303,8 @@ def redis_cluster(
         "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
         "--cluster-node-timeout", str(node_timeout_ms),
         "--cluster-require-full-coverage", "yes" if require_full_coverage else "no",
+        # a replica's sync starts at once (the default waits 5 s for more replicas)
+        "--repl-diskless-sync-delay", "0",
     )  # fmt: skip
     root = Path(base)
     total = masters * (1 + replicas)

@@ -74,6 +74,20 @@ def _state(server: RedisServer) -> str:
         return str(r.cluster("INFO").get("cluster_state"))
 
 
+def add_replica(root: Path, master: RedisServer, cluster: list[RedisServer]) -> RedisServer:
+    """A new node joined as ``master``'s replica, once its link to it is up."""
+    replica = add_master(root, master, cluster)  # a node with no slots, then
+    with node(replica) as r:
+        r.execute_command("CLUSTER", "REPLICATE", node_id(master))
+    wait_for(lambda: _link_up(replica), 20, "the new replica to sync")
+    return replica
+
+
+def _link_up(replica: RedisServer) -> bool:
+    with node(replica) as r:
+        return bool(r.info("replication").get("master_link_status") == "up")
+
+
 def _knows(server: RedisServer, other: RedisServer) -> bool:
     with node(server) as r:
         text = r.execute_command("CLUSTER", "NODES")

@@ -378,13 +378,15 @@ def test_a_graceful_failover_moves_no_timer(cluster: list[RedisServer], tmp_path
 
 
 def test_a_live_resharding_to_a_new_master(cluster: list[RedisServer], tmp_path: Path) -> None:
-    """A fourth master joins and the slots of every shard of one master move to it, one
-    slot at a time as redis-cli --cluster reshard moves them."""
+    """A fourth master joins (with its replica) and the slots of every shard of one
+    master move to it, one slot at a time as redis-cli --cluster reshard moves them."""
     src = cluster[0]
 
     def fault(t: Traffic) -> tuple[set[int], dict[int, float]]:
         dst = ops.add_master(tmp_path / "n-new", src, cluster)
         cluster.append(dst)  # stopped with the others
+        # with its replica, as an operator adds one (the clients' writes wait for one)
+        cluster.append(ops.add_replica(tmp_path / "n-new-replica", dst, cluster))
         touched = {s for s, port in shard_ports(src).items() if port == src.port}
         moved: dict[int, float] = {}
         t.fault_ms = time.time() * 1000
