@@ -11,11 +11,18 @@ from timer.durable.durations import MAX_DURATION_MS, parse_duration_ms
 
 
 def parse_seconds(text: str) -> float:
-    """A number of seconds from 0 to ten years (``nan`` or ``inf`` would never end)."""
+    """A number of seconds from 0 to ten years (``nan`` or ``inf`` would never end); a
+    duration with a unit (``10s``, ``500ms``, ``2m``) is taken too, as other options take
+    durations (#40: ``wait --timeout 10s`` was refused)."""
     try:
         value = float(text)
     except ValueError:
-        raise ValueError(f"{text!r} is not a number of seconds; write e.g. 30 or 0.5") from None
+        try:
+            return parse_duration_ms(text.strip()) / 1000
+        except ValueError:
+            raise ValueError(
+                f"{text!r} is not a number of seconds; write e.g. 30, 0.5 or 10s"
+            ) from None
     if not 0 <= value <= MAX_DURATION_MS / 1000:  # False for nan too
         raise ValueError(f"{text!r} must be a number of seconds from 0 to 316224000 (ten years)")
     return value

@@ -203,8 +203,10 @@ def translate(exc: redis.RedisError, where: str) -> TimerError:
             message = f"{code} {message}"
         return StoreError(f"Redis at {where} answered with an error: {message}", code=code)
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+        reason = str(exc).rstrip(". ")  # redis-py's own ends with a period
         return StoreError(
-            f"cannot reach Redis at {where}: {exc}; is the server running, and is that its address?"
+            f"cannot reach Redis at {where}: {reason}; is the server running, and is that its "
+            "address?"
         )
     return StoreError(f"Redis error at {where}: {exc}")
 

@@ -334,3 +334,25 @@ def test_global_options_after_a_group_act_as_before_it() -> None:
     listed = runner.invoke(main, ["dead", "--json", "list"])
     assert listed.exit_code == 5, listed.output
     assert "tickwheel server start" in json.loads(listed.stderr)["error"]
+
+
+def test_seconds_options_take_a_duration_too() -> None:
+    """`wait --timeout 10s` (#40: refused, while `handle --timeout 30s` took it): a bare
+    number is seconds, a duration with a unit is taken, anything else says both forms."""
+    from cli.durations import parse_seconds  # noqa: PLC0415
+
+    assert parse_seconds("10") == 10.0 and parse_seconds("0.5") == 0.5
+    assert parse_seconds("10s") == 10.0 and parse_seconds("500ms") == 0.5
+    assert parse_seconds("2m") == 120.0
+    with pytest.raises(ValueError, match=r"30, 0\.5 or 10s"):
+        parse_seconds("soon")
+    refused = CliRunner().invoke(main, ["wait", "x", "--timeout", "soon"])
+    assert refused.exit_code == 2 and "10s" in refused.output
+
+
+def test_an_unreachable_server_is_said_in_one_sentence() -> None:
+    """The error names the address once, with no ".;" (#40)."""
+    port = free_port()
+    got = CliRunner().invoke(main, ["--redis-url", f"redis://127.0.0.1:{port}/0", "stats"])
+    assert got.exit_code == 5
+    assert ".;" not in got.output and "is the server running" in got.output, got.output
