@@ -199,7 +199,7 @@ def stats(app: App, retention_ms: int, memory: bool) -> None:
         "workers": len({s["leader"] for s in st["shards"] if s["leader"]}),
         "max_lag_ms": st["max_lag_ms"],
         "eviction": ", ".join(sorted({v["maxmemory_policy"] for v in st["servers"]})),
-        "aof": "on" if all(v["aof"] for v in st["servers"]) else "OFF on some server",
+        "aof": _aof(st["servers"]),
         "consumer_groups": len(groups),
         "stale_groups": ", ".join(stale) or "none",
         "dead_letters": dead,
@@ -235,3 +235,11 @@ def shards(app: App) -> None:
         st["shards"],
         table(rows, ("shard", "leader", "epoch", "pending", "outcomes", "lag_ms")),
     )
+
+
+def _aof(servers: list[dict[str, object]]) -> str:
+    """AOF as `stats` says it: on, OFF (one server), or OFF on the nodes without it."""
+    off = [str(v.get("node", "?")) for v in servers if not v["aof"]]
+    if not off:
+        return "on"
+    return "OFF" if len(servers) == 1 else f"OFF on {', '.join(off)}"

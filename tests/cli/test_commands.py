@@ -356,3 +356,12 @@ def test_an_unreachable_server_is_said_in_one_sentence() -> None:
     got = CliRunner().invoke(main, ["--redis-url", f"redis://127.0.0.1:{port}/0", "stats"])
     assert got.exit_code == 5
     assert ".;" not in got.output and "is the server running" in got.output, got.output
+
+
+def test_stats_says_which_server_has_aof_off() -> None:
+    """One server: OFF; a cluster: the nodes without it (#40: "OFF on some server")."""
+    from cli.namespace_cmd import _aof  # noqa: PLC0415
+
+    assert _aof([{"node": "a:1", "aof": True}]) == "on"
+    assert _aof([{"node": "a:1", "aof": False}]) == "OFF"
+    assert _aof([{"node": "a:1", "aof": True}, {"node": "b:2", "aof": False}]) == "OFF on b:2"

@@ -44,8 +44,9 @@ def test_init_refuses_an_evicting_server_and_writes_nothing(
 ) -> None:
     """init on a server that may evict keys fails with a clear ConfigError; no namespace."""
     c = TimerClient.from_url(redis_server.url, namespace)
-    with pytest.raises(ConfigError, match=r"maxmemory-policy allkeys-lru.*noeviction"):
+    with pytest.raises(ConfigError, match=r"maxmemory-policy allkeys-lru.*noeviction") as no:
         c.init(shards=4)
+    assert str(no.value).count(f"127.0.0.1:{redis_server.port}") == 1  # the address once
     assert not evicting.exists(c.keys.meta)
     with pytest.warns(DurabilityWarning, match="may evict timers"):
         assert c.init(shards=4, allow_eviction=True).shards == 4

@@ -82,8 +82,9 @@ def check_durability(
     notes: list[str] = []
     for s in servers:
         if s.evicts and not allow_eviction:
+            node = "" if s.node in where else f" ({s.node})"  # one server: its URL once
             raise ConfigError(
-                f"the server at {where} ({s.node}) has maxmemory-policy {s.maxmemory_policy}: "
+                f"the server at {where}{node} has maxmemory-policy {s.maxmemory_policy}: "
                 "it may evict timers and outcomes without a trace. Set "
                 "`maxmemory-policy noeviction` (CONFIG SET or redis.conf), or pass "
                 "allow_eviction (`--allow-eviction`) if you accept losing timers"
