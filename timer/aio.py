@@ -25,7 +25,6 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
-import urllib.parse
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
@@ -48,7 +47,7 @@ from .durable.reader import GroupReader, check_options
 from .durable.scripts import ScriptName, source
 from .errors import TimerError
 from .schedules import AsyncSchedules
-from .store import RedisSettings, map_errors, settle_replies, settle_wait
+from .store import RedisSettings, map_errors, node_url, settle_replies, settle_wait
 from .timers import AsyncTimers
 
 T = TypeVar("T")
@@ -127,7 +126,7 @@ class AsyncTimerClient:
             await client.aclose()  # no half-open connection left behind
             raise
         return cls(client, namespace, meta, settings=settings, safe_url=rs.safe_url,
-                   node_url=functools.partial(_node_url, rs.url), node_options=options)  # fmt: skip
+                   node_url=functools.partial(node_url, rs.url), node_options=options)  # fmt: skip
 
     def __repr__(self) -> str:
         return f"AsyncTimerClient(url={self.where!r}, namespace={self.namespace!r})"
@@ -435,11 +434,3 @@ def cluster_retry() -> AsyncRetry:
     """The cluster client's own retries of a command whose node failed: a few, briefly
     (as ``timer.driver.cluster_retry``, which says why)."""
     return AsyncRetry(ExponentialBackoff(cap=0.1, base=0.01), retries=3)
-
-
-def _node_url(url: str, host: str, port: int) -> str:
-    """``url`` pointed at another node of its cluster: same scheme, user and password."""
-    parts = urllib.parse.urlsplit(url)
-    auth = parts.netloc.rpartition("@")[0]
-    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{auth}@{where}" if auth else where))

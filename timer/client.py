@@ -45,7 +45,7 @@ from .durable.shard_calls import MigrateStep
 from .errors import TimerError
 from .schedules import Schedules
 from .shard_store import Membership, ShardStore
-from .store import RedisSettings
+from .store import RedisSettings, node_url
 from .timers import Timers
 
 T = TypeVar("T")
@@ -68,6 +68,8 @@ class TimerClient:
         *,
         settings: ClientSettings | None = None,
         safe_url: str = "redis",
+        node_url: Callable[[str, int], str] | None = None,
+        node_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.namespace = K.check_namespace(namespace)
         self.redis: Any = client  # redis.Redis or RedisCluster: the calls we make are common
@@ -75,7 +77,10 @@ class TimerClient:
         self.where = safe_url
         self.keys = K.NamespaceKeys(self.namespace)
         self.cluster = isinstance(client, RedisCluster)
-        self._driver = SyncDriver(client, where=safe_url, durability=self.settings.durability)
+        # node_url (host, port -> a URL with the same auth): on a cluster, script
+        # pipelines go to each master on a client of the driver's own
+        self._driver = SyncDriver(client, where=safe_url, durability=self.settings.durability,
+                                  node_url=node_url, node_options=node_options)  # fmt: skip
         self._meta: Meta | None = None
         self._checked = False  # the server's version, once per client
 
@@ -104,7 +109,9 @@ class TimerClient:
             durability=durability, durability_timeout_s=durability_timeout_s,
         )  # fmt: skip
         rs = RedisSettings.from_url(url, socket_timeout_s=socket_timeout_s)
-        return cls(connect(rs), namespace, settings=settings, safe_url=rs.safe_url)
+        return cls(connect(rs), namespace, settings=settings, safe_url=rs.safe_url,
+                   node_url=functools.partial(node_url, rs.url),
+                   node_options=rs.options())  # fmt: skip
 
     def __repr__(self) -> str:
         return f"TimerClient(url={self.where!r}, namespace={self.namespace!r})"
@@ -500,6 +507,7 @@ class TimerClient:
     # -- lifetime ---------------------------------------------------------------------
 
     def close(self) -> None:
+        self._driver.close()
         self.redis.close()
 
     def __enter__(self) -> TimerClient:

@@ -49,6 +49,8 @@ from typing import Any
 import redis
 from redis.exceptions import RedisClusterException
 
+from .store import typed_error
+
 # How long a call may go on being retried after a backoff, from its first send (then its
 # error stays): a user's call rides out a slot's move; a worker sets its own, short (its
 # next tick tries again, and one shard's wait must not hold the others' calls).
@@ -166,13 +168,13 @@ class Routing:
 
     def record(self, node: str, idxs: Sequence[int], replies: Sequence[Any]) -> None:
         """The replies of one node's calls (or the error that stopped its pipeline)."""
-        for i, reply in zip(idxs, replies, strict=True):
-            self.replies[i] = reply
+        for i, raw in zip(idxs, replies, strict=True):
+            self.replies[i] = reply = typed_error(raw)
             v = verdict(reply)
             if v is Verdict.DONE:
                 continue
             self._again[i] = v
-            if v is Verdict.MOVED:
+            if isinstance(reply, redis.exceptions.MovedError):
                 self._target[i] = moved_to(reply)
             else:
                 self._target.pop(i, None)

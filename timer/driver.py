@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import random
+import threading
 import time
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 import redis
@@ -81,7 +82,13 @@ class SyncDriver:
     """
 
     def __init__(
-        self, client: redis.Redis | RedisCluster, *, where: str, durability: Durability
+        self,
+        client: redis.Redis | RedisCluster,
+        *,
+        where: str,
+        durability: Durability,
+        node_url: Callable[[str, int], str] | None = None,
+        node_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.redis: Any = client  # redis.Redis or RedisCluster: the calls we make are common
         self.where = where  # the server's URL without its password, for errors
@@ -92,6 +99,12 @@ class SyncDriver:
         }
         self._loaded: set[ScriptName] = set()  # scripts known to the server (load_scripts)
         self._refresh = R.Refresh()  # when the cluster's slot map may be read again
+        # A plain client per cluster node (host:port), ours: redis-py's own node clients
+        # are replaced when it reads the slot map again, and their pools left unclosed.
+        self._node_url, self._node_options = node_url, dict(node_options or {})
+        self._nodes: dict[str, redis.Redis] = {}
+        self._nodes_lock = threading.Lock()
+        self._reserved = 0  # connections each pool may open (reserve_connections)
         self.retry_budget_s = R.RETRY_BUDGET_S  # a cluster call's retries after a backoff
 
     def reserve_connections(self, n: int) -> None:
@@ -104,9 +117,41 @@ class SyncDriver:
             if self.cluster
             else [self.redis.connection_pool]
         )  # fmt: skip
+        self._reserved = max(self._reserved, n)
+        with self._nodes_lock:
+            pools += [c.connection_pool for c in self._nodes.values()]
         for pool in pools:
             if getattr(pool, "max_connections", n) < n:
                 pool.max_connections = n
+
+    def node(self, name: str) -> Any:
+        """The client of cluster node ``name`` (host:port) script pipelines use: our own,
+        made at first use and kept (closed by :meth:`close`); redis-py's when this
+        driver was given no URL to make one."""
+        found = self._nodes.get(name)
+        if found is not None:
+            return found
+        if self._node_url is None:
+            node = self.redis.get_node(node_name=name)
+            return None if node is None else self.redis.get_redis_connection(node)
+        with self._nodes_lock:
+            found = self._nodes.get(name)
+            if found is None:
+                host, _, port = name.rpartition(":")
+                found = redis.Redis.from_url(self._node_url(host, int(port)),
+                                             **self._node_options)  # fmt: skip
+                pool = found.connection_pool
+                if self._reserved and getattr(pool, "max_connections", 0) < self._reserved:
+                    pool.max_connections = self._reserved
+                self._nodes[name] = found
+        return found
+
+    def close(self) -> None:
+        """Close the per-node clients (the main client is its owner's to close)."""
+        with self._nodes_lock:
+            nodes, self._nodes = list(self._nodes.values()), {}
+        for client in nodes:
+            client.close()
 
     def pubsub(self) -> CountingPubSub:
         """A new pub/sub connection for following shard events (one listener thread).
@@ -274,16 +319,12 @@ class SyncDriver:
     def _node_scripts(self, name: str, calls: Sequence[C.ScriptCall], idxs: list[int]) -> list[Any]:
         """One node's pipeline of script calls: its replies, or the error that stopped the
         whole pipeline in each of its calls' slots (never raised: other nodes go on)."""
-        node = self.redis.get_node(node_name=name) if name else None
-        if node is None:
-            if name:  # a node the map does not know yet (named by MOVED): read it again
-                self._refresh_slots()
-                node = self.redis.get_node(node_name=name)
-            if node is None:
-                gone = redis.exceptions.ClusterDownError(f"no master known for node {name!r}")
-                return [gone] * len(idxs)
+        conn = self.node(name) if name else None
+        if conn is None:
+            gone = redis.exceptions.ClusterDownError(f"no master known for node {name!r}")
+            return [gone] * len(idxs)
         try:
-            return self.run_scripts(self.redis.get_redis_connection(node), calls, idxs)
+            return self.run_scripts(conn, calls, idxs)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             return [exc] * len(idxs)
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 import redis.cluster
@@ -155,22 +155,36 @@ class RedisSettings:
         return f"RedisSettings(url={self.safe_url!r}, socket_timeout_s={self.socket_timeout_s})"
 
 
-def _error_words() -> dict[type[BaseException], str]:
-    """redis-py's own table of Redis error words, turned around: the class it raises for
-    each first word (OOM, NOPERM, READONLY…), whose word its parser strips."""
-    words: dict[type[BaseException], str] = {}
+def _error_classes() -> dict[str, type[redis.ResponseError]]:
+    """redis-py's own tables of Redis error words and the class it raises for each (OOM,
+    NOPERM, MOVED, TRYAGAIN…): its base parser's, and in redis-py < 6 its cluster
+    parser's, which only a cluster client's connections use."""
+    classes: dict[str, type[redis.ResponseError]] = {}
     tables = [BaseParser.EXCEPTION_CLASSES]
-    cluster_parser = getattr(redis.cluster, "ClusterParser", None)  # redis-py < 6: MOVED…
+    cluster_parser = getattr(redis.cluster, "ClusterParser", None)
     if cluster_parser is not None:
         tables.append(cluster_parser.EXCEPTION_CLASSES)
     for table in tables:
         for word, cls in table.items():
             if word != "ERR" and isinstance(cls, type):  # ERR's (a table by message) say ERR
-                words.setdefault(cls, word)
-    return words
+                classes.setdefault(word, cls)
+    return classes
 
 
-_ERROR_WORDS = _error_words()
+_ERROR_CLASSES = _error_classes()
+_ERROR_WORDS: dict[type[BaseException], str] = {c: w for w, c in _ERROR_CLASSES.items()}
+
+
+def typed_error(reply: object) -> object:
+    """A reply as a cluster connection's parser would give it: a plain ResponseError
+    whose first word redis-py has a class for (``MOVED 12 host:port`` on a plain node
+    connection of redis-py < 6) becomes that class, its word stripped as the parser
+    strips it. Anything else is returned as it is."""
+    if type(reply) is not redis.ResponseError:
+        return reply
+    word, _, rest = str(reply).partition(" ")
+    cls = _ERROR_CLASSES.get(word)
+    return reply if cls is None else cls(rest)
 
 
 def error_code(exc: redis.ResponseError) -> str | None:
@@ -184,6 +198,14 @@ def error_code(exc: redis.ResponseError) -> str | None:
         return code
     word = str(exc).split(" ", 1)[0]
     return word if word.isupper() and word.isalpha() else None
+
+
+def node_url(url: str, host: str, port: int) -> str:
+    """``url`` pointed at another node of its cluster: same scheme, user and password."""
+    parts = urlsplit(url)
+    auth = parts.netloc.rpartition("@")[0]
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return urlunsplit(parts._replace(netloc=f"{auth}@{where}" if auth else where))
 
 
 def translate(exc: redis.RedisError, where: str) -> TimerError:

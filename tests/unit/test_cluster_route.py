@@ -104,3 +104,17 @@ def test_refreshes_are_rate_limited() -> None:
     """However many callers ask at once, the slot map is read once per interval."""
     refresh = R.Refresh(every_s=60)
     assert refresh.due() and not refresh.due() and refresh.count == 1
+
+
+def test_a_redirect_parsed_as_a_plain_error_is_followed() -> None:
+    """On a plain node connection redis-py < 6 parses MOVED as a bare ResponseError (only
+    its cluster parser knows the word): it is typed as the cluster client would type it,
+    and followed."""
+    route, _ = routing({"a": "n1:1"})
+    route.groups()
+    route.record("n1:1", [0], [E.ResponseError("MOVED 7 n2:2")])
+    route.pause_s()
+    assert route.groups() == {"n2:2": [0]}
+    route.record("n2:2", [0], [E.ResponseError("WRONGTYPE not ours")])
+    assert route.pause_s() == 0.0 and route.groups() == {}
+    assert type(route.replies[0]) is E.ResponseError  # an error of the call's own: kept
