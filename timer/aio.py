@@ -32,7 +32,6 @@ import redis.asyncio as aioredis
 import redis.exceptions
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.asyncio.retry import Retry as AsyncRetry
-from redis.backoff import ExponentialBackoff
 from redis.commands.core import AsyncScript
 from redis.exceptions import RedisClusterException
 
@@ -431,6 +430,6 @@ class AsyncTimerClient:
 
 
 def cluster_retry() -> AsyncRetry:
-    """The cluster client's own retries of a command whose node failed: a few, briefly
-    (as ``timer.driver.cluster_retry``, which says why)."""
-    return AsyncRetry(ExponentialBackoff(cap=0.1, base=0.01), retries=3)
+    """The cluster client's own retries of a command whose node failed (as
+    ``cluster_route.CLIENT_RETRIES`` says)."""
+    return AsyncRetry(R.client_backoff(), retries=R.CLIENT_RETRIES)

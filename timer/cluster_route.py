@@ -47,6 +47,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
+from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisClusterException
 
 from .store import typed_error
@@ -61,6 +62,18 @@ BACKOFF_FIRST_S = 0.02
 BACKOFF_MAX_S = 0.25
 # The slot map is read from the cluster at most this often (s), whatever the callers.
 REFRESH_EVERY_S = 0.1
+
+# The cluster client's own retries of a plain command whose node failed (it reads the
+# slot map between them): a few, briefly. redis-py's default (10, backing off to 1 s each)
+# could hold a worker's tick for seconds while a dead master is replaced, and with it the
+# renewals of shards on healthy masters.
+CLIENT_RETRIES = 3
+
+
+def client_backoff() -> ExponentialBackoff:
+    """The pause between those retries: 10 ms doubling to 100 ms."""
+    return ExponentialBackoff(cap=0.1, base=0.01)
+
 
 # The text of a script stopped by the guard (or by a key access) on a migrating slot,
 # and of a script refused while the cluster is down: Redis 7.0 and Valkey 7.2+ alike.

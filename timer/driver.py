@@ -19,7 +19,6 @@ from typing import Any, TypeVar, cast
 
 import redis
 import redis.client
-from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
 from redis.commands.core import Script
 from redis.exceptions import RedisClusterException
@@ -54,11 +53,9 @@ def connect(rs: RedisSettings) -> redis.Redis | RedisCluster:
 
 
 def cluster_retry() -> Retry:
-    """The cluster client's own retries of a command whose node failed (it reads the slot
-    map again between them): a few, briefly. redis-py's default (10, backing off to 1 s
-    each) could hold a worker's tick for seconds while a dead master is replaced, and
-    with it the renewals of shards on healthy masters."""
-    return Retry(ExponentialBackoff(cap=0.1, base=0.01), retries=3)
+    """The cluster client's own retries of a command whose node failed (as
+    ``cluster_route.CLIENT_RETRIES`` says)."""
+    return Retry(R.client_backoff(), retries=R.CLIENT_RETRIES)
 
 
 class CountingPubSub(redis.client.PubSub):
@@ -272,18 +269,12 @@ class SyncDriver:
         """
         if self.cluster:
             return self.routed_scripts(calls)
-        with map_errors(self.where):
-            replies = self.run_scripts(self.redis, calls, list(range(len(calls))))
-        return self.retry_alone(calls, replies)
+        with map_errors(self.where):  # (run_scripts loads a script the server lost)
+            return self.run_scripts(self.redis, calls, list(range(len(calls))))
 
     def retry_alone(self, calls: Sequence[C.ScriptCall], replies: list[Any]) -> list[Any]:
-        """Run again the calls whose reply the client can fix by itself (a lost script
-        cache, a redirect on a cluster); the replies, updated."""
-        if self.cluster:
-            again = [i for i, r in enumerate(replies) if R.verdict(r) is not R.Verdict.DONE]
-            for i, reply in zip(again, self.routed_scripts([calls[i] for i in again]), strict=True):
-                replies[i] = reply
-            return replies
+        """Run again, on one server, the calls whose script the server lost (a lane's
+        replies, read off its own connection); the replies, updated."""
         with map_errors(self.where):
             for i, reply in enumerate(replies):
                 if isinstance(reply, redis.exceptions.NoScriptError):
