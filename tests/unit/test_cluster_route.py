@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import redis
 import redis.exceptions as E
+from hypothesis import given
+from hypothesis import strategies as st
 
+from timer import InvalidInput, TimerClient
 from timer import cluster_route as R
 
 
@@ -118,3 +121,34 @@ def test_a_redirect_parsed_as_a_plain_error_is_followed() -> None:
     route.record("n2:2", [0], [E.ResponseError("WRONGTYPE not ours")])
     assert route.pause_s() == 0.0 and route.groups() == {}
     assert type(route.replies[0]) is E.ResponseError  # an error of the call's own: kept
+
+
+@given(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True),
+                 st.text(max_size=8), st.lists(st.integers(), max_size=2)))  # fmt: skip
+def test_cluster_retry_s_takes_seconds_or_says_why(value: object) -> None:
+    """Any value given to ``TimerClient.cluster_retry_s``: a number of seconds from 0 to 60
+    is kept; anything else is InvalidInput and the budget stays as it was (no I/O)."""
+    c = TimerClient(redis.Redis(port=1))  # never contacted
+    try:
+        c.cluster_retry_s = value  # type: ignore[assignment]
+    except InvalidInput:
+        assert c.cluster_retry_s == R.RETRY_BUDGET_S
+    else:
+        assert isinstance(value, int | float) and not isinstance(value, bool)
+        assert 0 <= value <= 60 and c.cluster_retry_s == float(value)
+    finally:
+        c.close()
+
+
+@given(st.text(max_size=12))
+def test_a_seconds_option_takes_a_number_or_a_duration_or_says_why(text: str) -> None:
+    """The CLI's seconds options (``wait --timeout``) on any text: seconds from 0 to ten
+    years, or a ValueError naming both forms (click turns it into a usage error)."""
+    from cli.durations import parse_seconds  # noqa: PLC0415
+
+    try:
+        value = parse_seconds(text)
+    except ValueError as exc:
+        assert "10s" in str(exc) or "ten years" in str(exc)
+    else:
+        assert 0 <= value <= 316_224_000
