@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -230,6 +231,24 @@ def test_make_demo_target_exists_and_stops_the_server() -> None:
     makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
     block = makefile.split("\ndemo:", 1)[1].split("\n\n", 1)[0]
     assert "tickwheel demo" in block and "tickwheel server stop" in block
+
+
+def test_make_test_server_with_the_oldest_redis_py_is_what_pyproject_declares() -> None:
+    """README's and CI's `make test-server SERVER=… REDIS_PY=oldest` (a dry run) puts the
+    oldest redis-py first on the path, and that version is the floor pyproject.toml
+    declares."""
+    root = Path(__file__).resolve().parents[2]
+    dry = subprocess.run(
+        ["make", "-n", "test-server", "SERVER=/bin/true", "REDIS_PY=oldest"],
+        cwd=root, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    oldest = re.search(r"^REDIS_PY_OLDEST := ([\d.]+)$", (root / "Makefile").read_text(), re.M)
+    assert oldest is not None
+    assert f"PYTHONPATH=.venv/redis-py-{oldest.group(1)}" in dry.stdout, dry.stdout
+    floor = re.search(r'"redis\[hiredis\]>=([\d.]+),', (root / "pyproject.toml").read_text())
+    assert floor is not None and oldest.group(1).startswith(floor.group(1)), (oldest, floor)
+    assert "REDIS_PY=oldest" in (root / ".ci" / "run").read_text()
+    assert "REDIS_PY=oldest" in (root / "README.md").read_text()
 
 
 def test_shell_completion_script() -> None:
