@@ -235,9 +235,11 @@ async def _no_route(request: Request, _exc: Exception) -> Response:
                  "/v1/openapi.json", 6)  # fmt: skip
 
 
-async def _no_method(request: Request, _exc: Exception) -> Response:
-    return error(405, "MethodNotAllowed", f"{request.method} is not a method of "
-                 f"{request.url.path[:200]!r}; see /v1/openapi.json", 3)  # fmt: skip
+async def _no_method(request: Request, exc: Exception) -> Response:
+    response = error(405, "MethodNotAllowed", f"{request.method} is not a method of "
+                     f"{request.url.path[:200]!r}; see /v1/openapi.json", 3)  # fmt: skip
+    response.headers.update(getattr(exc, "headers", None) or {})  # Allow: what is
+    return response
 
 
 async def _serve(  # noqa: PLR0917 - the request and what the app hands every route

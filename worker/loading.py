@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from timer.durable.entries import parse_events
 from timer.durable.models import Event
+from timer.durable.schedules import occurrence_name
 
 from .context import WorkerContext
 from .events import EventListener
@@ -119,7 +120,7 @@ class Loader:
             task = state.tasks.pop(tid, None)
             if task is not None:
                 task.cancel()
-            if tid.startswith("{") and "}@" in tid:  # a schedule's occurrence, maybe ended
+            if occurrence_name(tid) is not None:  # a schedule's occurrence, maybe ended
                 state.replan = True  # by cancel, complete or notify: arm its next now
 
     def _on_subscribed(self, channel: str) -> None:
