@@ -29,6 +29,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from httpapi.routing import RawRoute
 from timer import TimerClient
 from timer.durable.entries import parse_ref
 from timer.durable.keys import check_namespace
@@ -363,8 +364,9 @@ def create_app(
         Route("/api/live", api.live),
         Route("/api/find", api.find),
         Route("/api/bulk/{action:str}", api.bulk, methods=["POST"]),
-        Route("/api/timers/{timer_id:path}/{action:str}", api.act, methods=["POST"]),
-        Route("/api/timers/{timer_id:path}", api.timer),
+        # an id is matched on the raw path: its %2F and %0A are its own (httpapi.routing)
+        RawRoute("/api/timers/{timer_id}/{action}", api.act, methods=["POST"], name="act"),
+        RawRoute("/api/timers/{timer_id}", api.timer, methods=["GET"], name="timer"),
         Route("/api/shards/{shard:int}/due", api.due),
         Route("/api/dead", api.dead),
         Route("/api/dead/{shard:int}/{entry:str}/{action:str}", api.dead_act, methods=["POST"]),

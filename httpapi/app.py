@@ -42,6 +42,7 @@ from timer.errors import (
 )
 
 from . import openapi
+from .routing import RawRoute
 from .spec import ENDPOINTS, MAX_BODY_BYTES, Endpoint
 from .tokens import TokenFile
 
@@ -200,14 +201,8 @@ def create_app(
             REQUESTS.labels(endpoint.name, str(response.status_code)).inc()
             return response
 
-        # ids and group names may hold '/' (sent as is or as %2F, which the server
-        # decodes): both match greedily, and every group route has its own last part
-        path = (
-            endpoint.path.replace("{timer_id}", "{timer_id:path}")
-            .replace("{group}", "{group:path}")
-            .replace("{shard}", "{shard:int}")
-        )
-        return Route(path, run, methods=[endpoint.method], name=endpoint.name)
+        # matched on the raw path (httpapi.routing): an id's %2F, %0A, ... are its own
+        return RawRoute(endpoint.path, run, methods=[endpoint.method], name=endpoint.name)
 
     async def openapi_json(_: Request) -> Response:
         return JSONResponse(document)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,20 @@ def test_lookup_cancel_reschedule_and_bad_input(
         assert again["done"] is False and again["state"] == "cancelled"
         page = http.get("/")
         assert page.status_code == 200 and "tickwheel dashboard" in page.text
+
+
+@pytest.mark.parametrize("tid", ["new\nline", "odd/cancel", "100%", "a b/"])
+def test_any_id_is_reachable_percent_encoded(client: TimerClient, tid: str) -> None:
+    """The page sends ids with encodeURIComponent: a newline used to miss the route and
+    ``odd%2Fcancel`` was read as the cancel of ``odd``."""
+    client.schedule(tid, 3_600_000)
+    one = f"/api/timers/{urllib.parse.quote(tid, safe='')}"
+    with web(client) as http:
+        got = http.get(one)
+        assert (got.status_code, got.json()["id"]) == (200, tid), got.text
+        done = http.post(f"{one}/cancel").json()
+        assert done["done"] is True and done["state"] == "cancelled", done
+    assert client.get(tid).state == "cancelled"  # type: ignore[union-attr]
 
 
 def test_read_only_refuses_every_action_and_writes_nothing(

@@ -6,6 +6,7 @@ refusal."""
 
 from __future__ import annotations
 
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -131,3 +132,72 @@ def test_unknown_routes_and_methods_answer_the_one_error_shape(
     assert (status, error["kind"]) == (404, "NotFound"), error  # a shard is a number
     status, error = api.call("DELETE", f"/v1/namespaces/{c.namespace}/timers")
     assert (status, error["kind"], error["exit_code"]) == (405, "MethodNotAllowed", 3), error
+
+
+ODD_IDS = [
+    "new\nline", "odd/outcome", "{t}/cancel", "a b", "100%", "%2F", "q?x=1#f", "tab\there",
+    "ümlaut/ü", "..", "batch", "x/", "//", "\x00nul", "🕰️{e}",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("tid", ODD_IDS)
+def test_every_accepted_id_is_reachable_by_every_route(
+    quiet: tuple[Api, TimerClient, Any], tid: str
+) -> None:
+    """An id percent-encoded whole (``/`` as %2F) reaches its own timer through GET,
+    wait, reschedule, cancel and complete, whatever it holds: a newline used to miss
+    every route (text/plain 404) and ``odd%2Foutcome`` was taken for the wait of
+    ``odd``."""
+    api, c, _ = quiet
+    ns = f"/v1/namespaces/{c.namespace}"
+    one = f"{ns}/timers/{urllib.parse.quote(tid, safe='')}"
+    status, made = api.call("POST", f"{ns}/timers", {"id": tid, "delay_ms": 60_000})
+    assert (status, made["id"]) == (201, tid), made
+    status, got = api.call("GET", one)
+    assert (status, got["id"], got["state"]) == (200, tid, "pending"), got
+    status, got = api.call("POST", f"{one}/reschedule", {"delay_ms": 120_000})
+    assert status == 200, got
+    status, got = api.call("GET", f"{one}/outcome?timeout_s=0")
+    assert (status, got["kind"]) == (408, "WaitTimeout"), got
+    status, got = api.call("POST", f"{one}/cancel")
+    assert (status, got) == (200, {"id": tid, "cancelled": True}), got
+    status, got = api.call("POST", f"{one}/complete")
+    assert (status, got["id"], got["completed"]) == (200, tid, False), got
+    status, got = api.call("GET", f"{one}/outcome?timeout_s=0")
+    assert (status, got["id"], got["outcome"]) == (200, tid, "cancelled"), got
+    assert c.get(tid).state == "cancelled"  # type: ignore[union-attr]
+
+
+def test_a_plain_slash_in_an_id_is_matched_greedily(
+    quiet: tuple[Api, TimerClient, Any],
+) -> None:
+    """Sent with a plain '/', an id still reaches its timer, unless its tail is a route's
+    own last word (then %2F says which is meant, as the README tells)."""
+    api, c, _ = quiet
+    ns = f"/v1/namespaces/{c.namespace}"
+    c.schedule("a/b/c", delay_ms=60_000)
+    status, got = api.call("GET", f"{ns}/timers/a/b/c")
+    assert (status, got["id"]) == (200, "a/b/c"), got
+    status, got = api.call("GET", f"{ns}/timers/a/b/c/outcome?timeout_s=0")
+    assert (status, got["kind"]) == (408, "WaitTimeout"), got
+
+
+def test_an_odd_group_name_reaches_its_group(quiet: tuple[Api, TimerClient, Any]) -> None:
+    """A consumer group named with '/', a newline and a space reads and settles its
+    outcomes through every group route."""
+    api, c, _ = quiet
+    c.schedule("g1", delay_ms=60_000)
+    c.cancel("g1")
+    name = "x/outcomes\n y"
+    group = f"/v1/namespaces/{c.namespace}/groups/{urllib.parse.quote(name, safe='')}"
+    status, batch = api.call("GET", f"{group}/outcomes?consumer=c&wait_ms=0")
+    assert status == 200 and [o["id"] for o in batch["outcomes"]] == ["g1"], batch
+    status, got = api.call("POST", f"{group}/ack", {"refs": [batch["outcomes"][0]["ref"]]})
+    assert status == 200, got
+    assert [(g.name, g.pending) for g in c.groups()] == [(name, 0)]
+
+
+def test_a_piece_that_is_not_utf8_is_no_route(quiet: tuple[Api, TimerClient, Any]) -> None:
+    api, c, _ = quiet
+    status, error = api.call("GET", f"/v1/namespaces/{c.namespace}/timers/%FF")
+    assert (status, error["kind"]) == (404, "NotFound"), error
