@@ -3,9 +3,10 @@ asyncio client (``AsyncTimerClient``, one per namespace, made at first use).
 
 A request is checked in this order, and refused with the one JSON error shape
 (``error``, ``kind``, ``exit_code``: the library's error class and the CLI's code) before
-anything is written: the bearer token (401) and its scope and namespaces (403), the body
-size (413), that the body is JSON (400) and matches the endpoint's schema (400), then
-the library's own checks (400, 404, 409, ...).
+anything is written: that no other site's page sent it (403), the bearer token (401) and
+its scope and namespaces (403), the query (400), the body's type (415) and size (413),
+that the body is JSON (400) and matches the endpoint's schema (400), then the library's
+own checks (400, 404, 409, ...).
 """
 
 from __future__ import annotations
@@ -246,7 +247,7 @@ async def _serve(  # noqa: PLR0917 - the request and what the app hands every ro
     validators: Mapping[str, jsonschema.protocols.Validator],
 ) -> Response:
     namespace = request.path_params.get("namespace")
-    refused = _authorize(request, endpoint, namespace, tokens)
+    refused = _cross_site(request, endpoint) or _authorize(request, endpoint, namespace, tokens)
     if refused is not None:
         return refused
     query = _query(request, endpoint)
@@ -266,6 +267,28 @@ async def _serve(  # noqa: PLR0917 - the request and what the app hands every ro
     if isinstance(result, Response):
         return result
     return JSONResponse(jsonable(result))
+
+
+def _cross_site(request: Request, endpoint: Endpoint) -> Response | None:
+    """403 for a request a browser sent on behalf of another site's page to an endpoint
+    that changes state (or reads a group, which moves it on), whatever the token: with
+    ``--no-auth`` on loopback, any page the user opens could otherwise schedule, cancel
+    or consume. A browser says where a request comes from (``Sec-Fetch-Site``,
+    ``Origin``); curl, the clients and the Node example send neither."""
+    if endpoint.scope not in ("write", "admin"):
+        return None
+    site = request.headers.get("sec-fetch-site")
+    origin = request.headers.get("origin")
+    own = f"{request.url.scheme}://{request.headers.get('host', '')}"
+    why = (
+        f"Sec-Fetch-Site is {site[:40]!r}" if site not in (None, "same-origin", "none")
+        else f"Origin {origin[:100]!r} is not this server ({own[:100]})"
+        if origin is not None and origin != own else None
+    )  # fmt: skip
+    if why is None:
+        return None
+    return error(403, "Forbidden", f"refused a cross-site request ({why}): this API takes "
+                 "requests from programs, not from another site's page", 4)  # fmt: skip
 
 
 def _authorize(
@@ -291,6 +314,10 @@ def _authorize(
 
 async def _body(request: Request, validator: jsonschema.protocols.Validator) -> Any:
     """The request's JSON body, checked against its schema; or the 4xx to answer."""
+    kind = request.headers.get("content-type")
+    if kind is not None and kind.split(";", 1)[0].strip().lower() != "application/json":
+        return error(415, "InvalidInput", f"the body must be application/json, not "
+                     f"{kind[:80]!r} (Content-Type: application/json, or none)", 3)  # fmt: skip
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         return _too_large()

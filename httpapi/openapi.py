@@ -11,22 +11,45 @@ from timer import __version__
 
 from .spec import ENDPOINTS, ERROR, Endpoint
 
-COMMON_ERRORS = {
+GATE = {
     400: "bad input: what is wrong and what to do (nothing was written)",
     401: "no valid token",
-    403: "the token's scope or namespaces do not allow it",
-    404: "no such timer",
-    413: "the body is too large",
-    503: "Redis is unreachable or failing",
+    403: "the token's scope or namespaces do not allow it, or another site's page sent it",
+    413: "the body is larger than 4 MiB",
+    415: "the body is not application/json",
+    503: "Redis is unreachable or failing, or the server is stopping",
 }
+PATH = {
+    "namespace": {"type": "string", "pattern": "^[A-Za-z0-9_.\\-]{1,64}$"},
+    "group": {"type": "string", "minLength": 1,
+              "description": "Percent-encoded whole, '/' as %2F (any text of 1-256 bytes)."},
+    "timer_id": {"type": "string", "minLength": 1,
+                 "description": "Percent-encoded whole, '/' as %2F (any text of 1-256 bytes)."},
+    "shard": {"type": "integer", "minimum": 0},
+    "entry": {"type": "string", "minLength": 1, "description": "A stream entry id."},
+}  # fmt: skip
+
+
+def errors(e: Endpoint) -> dict[int, str]:
+    """Every error status ``e`` can answer: the gate's, by what the request carries,
+    then the endpoint's own."""
+    out: dict[int, str] = {}
+    if e.namespaced or e.body is not None or e.query:
+        out[400] = GATE[400]
+    if e.scope != "none":
+        out |= {401: GATE[401], 403: GATE[403]}
+    if e.body is not None:
+        out |= {413: GATE[413], 415: GATE[415]}
+    if e.namespaced:
+        out[503] = GATE[503]
+    return out | dict(e.errors)
 
 
 def _operation(e: Endpoint) -> dict[str, Any]:
     op: dict[str, Any] = {"operationId": e.name, "summary": e.summary, "responses": {}}
-    params = [{"name": n, "in": "path", "required": True, "schema": {"type": "string"}}
-              for n in ("namespace", "group", "shard", "entry", "timer_id")
-              if f"{{{n}}}" in e.path]  # fmt: skip
-    params += [{"name": n, "in": "query", "required": False, "schema": dict(s)}
+    params = [{"name": n, "in": "path", "required": True, "schema": schema}
+              for n, schema in PATH.items() if f"{{{n}}}" in e.path]  # fmt: skip
+    params += [{"name": n, "in": "query", "required": "default" not in s, "schema": dict(s)}
                for n, s in e.query.items()]  # fmt: skip
     if params:
         op["parameters"] = params
@@ -36,13 +59,11 @@ def _operation(e: Endpoint) -> dict[str, Any]:
     for status, (text, schema) in sorted(e.responses.items()):
         body = {"content": {"application/json": {"schema": dict(schema)}}} if schema else {}
         op["responses"][str(status)] = {"description": text, **body}
+    error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    for status, text in sorted(errors(e).items()):
+        op["responses"][str(status)] = {"description": text, "content": error}
     if e.scope != "none":
         op["security"] = [{"bearer": [e.scope]}]
-        for status, text in COMMON_ERRORS.items():
-            op["responses"].setdefault(str(status), {
-                "description": text,
-                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
-            })  # fmt: skip
     return op
 
 

@@ -6,7 +6,10 @@ refusal."""
 
 from __future__ import annotations
 
+import json
+import urllib.error
 import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -201,3 +204,72 @@ def test_a_piece_that_is_not_utf8_is_no_route(quiet: tuple[Api, TimerClient, Any
     api, c, _ = quiet
     status, error = api.call("GET", f"/v1/namespaces/{c.namespace}/timers/%FF")
     assert (status, error["kind"]) == (404, "NotFound"), error
+
+
+def raw_call(
+    api: Api, method: str, path: str, body: bytes, headers: dict[str, str]
+) -> tuple[int, Any]:
+    req = urllib.request.Request(api.base + path, data=body, method=method, headers=headers)
+    if api.token:
+        req.add_header("Authorization", f"Bearer {api.token}")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Origin": "https://evil.example", "Content-Type": "application/json"},
+        {"Sec-Fetch-Site": "cross-site", "Content-Type": "application/json"},
+        {"Sec-Fetch-Site": "same-site", "Content-Type": "application/json"},
+    ],
+)
+def test_a_cross_site_page_can_change_nothing(
+    quiet: tuple[Api, TimerClient, Any], redis_client: redis.Redis, headers: dict[str, str]
+) -> None:
+    """What a browser sends for another site's page (its Origin, Sec-Fetch-Site) is
+    refused 403 on every endpoint that changes state, token or not: with --no-auth on
+    loopback any page could schedule, cancel or consume."""
+    api, c, _ = quiet
+    ns = f"/v1/namespaces/{c.namespace}"
+    c.schedule("kept", delay_ms=60_000)
+    before = namespace_keys(redis_client, c.namespace)
+    body = json.dumps({"id": "x", "delay_ms": 1000}).encode()
+    for method, path, data in (
+        ("POST", f"{ns}/timers", body),
+        ("POST", f"{ns}/timers/kept/cancel", b""),
+        ("GET", f"{ns}/groups/g/outcomes?consumer=c&wait_ms=0", None),
+    ):
+        status, error = raw_call(api, method, path, data, headers)  # type: ignore[arg-type]
+        assert (status, error["kind"], error["exit_code"]) == (403, "Forbidden", 4), error
+        assert "cross-site" in error["error"]
+    assert namespace_keys(redis_client, c.namespace) == before
+    own = {"Origin": api.base, "Sec-Fetch-Site": "same-origin", "Content-Type": "application/json"}
+    status, made = raw_call(api, "POST", f"{ns}/timers", body, own)
+    assert status == 201, made
+
+
+@pytest.mark.parametrize(
+    "kind", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"]
+)
+def test_a_body_that_is_not_json_by_its_type_is_refused(
+    quiet: tuple[Api, TimerClient, Any], redis_client: redis.Redis, kind: str
+) -> None:
+    """A body is application/json (or untyped): the kinds a form sends without a
+    preflight answer 415 in the one error shape, and write nothing."""
+    api, c, _ = quiet
+    before = namespace_keys(redis_client, c.namespace)
+    body = json.dumps({"id": "x", "delay_ms": 1000}).encode()
+    status, error = raw_call(
+        api, "POST", f"/v1/namespaces/{c.namespace}/timers", body, {"Content-Type": kind}
+    )
+    assert (status, error["kind"], error["exit_code"]) == (415, "InvalidInput", 3), error
+    assert namespace_keys(redis_client, c.namespace) == before
+    c.schedule("kept", delay_ms=60_000)
+    status, done = raw_call(
+        api, "POST", f"/v1/namespaces/{c.namespace}/timers/kept/cancel", None, {}
+    )
+    assert (status, done["cancelled"]) == (200, True), done  # curl -X POST: no type, no body
