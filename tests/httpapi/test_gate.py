@@ -207,7 +207,7 @@ def test_a_piece_that_is_not_utf8_is_no_route(quiet: tuple[Api, TimerClient, Any
 
 
 def raw_call(
-    api: Api, method: str, path: str, body: bytes, headers: dict[str, str]
+    api: Api, method: str, path: str, body: bytes | None, headers: dict[str, str]
 ) -> tuple[int, Any]:
     req = urllib.request.Request(api.base + path, data=body, method=method, headers=headers)
     if api.token:
@@ -243,7 +243,7 @@ def test_a_cross_site_page_can_change_nothing(
         ("POST", f"{ns}/timers/kept/cancel", b""),
         ("GET", f"{ns}/groups/g/outcomes?consumer=c&wait_ms=0", None),
     ):
-        status, error = raw_call(api, method, path, data, headers)  # type: ignore[arg-type]
+        status, error = raw_call(api, method, path, data, headers)
         assert (status, error["kind"], error["exit_code"]) == (403, "Forbidden", 4), error
         assert "cross-site" in error["error"]
     assert namespace_keys(redis_client, c.namespace) == before
