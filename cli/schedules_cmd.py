@@ -162,7 +162,8 @@ def get(app: App, name: str) -> None:
 @click.argument("name")
 @pass_app
 def pause(app: App, name: str) -> None:
-    """Stop firing NAME (its armed occurrence is taken out, with no outcome)."""
+    """Stop firing NAME: its armed occurrence is taken out with no outcome, unless its
+    time has come (then it fires, once). `resume` starts again after now."""
     with errors():
         if not app.client.schedules.pause(name):
             raise _missing(app, name)
@@ -187,7 +188,8 @@ def resume(app: App, name: str) -> None:
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @pass_app
 def delete(app: App, name: str, keep_armed: bool, yes: bool) -> None:
-    """Delete schedule NAME (and its armed occurrence, unless --keep-armed)."""
+    """Delete schedule NAME and its armed occurrence (unless --keep-armed, or its time
+    has come: then it fires, once)."""
     if not yes and not app.json:
         click.confirm(f"Delete schedule {name!r}?", abort=True, err=True)
     with errors():

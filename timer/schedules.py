@@ -98,7 +98,8 @@ class Schedules:
         return self._run(S.backfill(self._ns(), name, start_ms, end_ms, limit=limit))
 
     def pause(self, name: str) -> bool:
-        """Stop firing (its armed occurrence is taken out); False if there is none."""
+        """Stop firing: its armed occurrence is taken out, unless its time has come (then
+        it fires, once, and nothing after it); False if there is no such schedule."""
         return self._run(S.stop(self._ns(), name, "pause"))
 
     def resume(self, name: str) -> ScheduleInfo | None:
@@ -107,8 +108,8 @@ class Schedules:
         return self._run(S.resume(self._ns(), name))
 
     def delete(self, name: str, *, keep_armed: bool = False) -> bool:
-        """Delete it and its armed occurrence (``keep_armed``: that one still fires,
-        once); False if there is no such schedule."""
+        """Delete it and its armed occurrence (``keep_armed``, or an occurrence whose
+        time has come: that one still fires, once); False if there is no such schedule."""
         return self._run(S.stop(self._ns(), name, "delete-keep" if keep_armed else "delete"))
 
 
@@ -151,6 +152,7 @@ class AsyncSchedules:
         return done
 
     async def pause(self, name: str) -> bool:
+        """As :meth:`Schedules.pause`."""
         return bool(await self._run(S.stop(self._ns(), name, "pause")))
 
     async def resume(self, name: str) -> ScheduleInfo | None:
@@ -158,5 +160,6 @@ class AsyncSchedules:
         return info
 
     async def delete(self, name: str, *, keep_armed: bool = False) -> bool:
+        """As :meth:`Schedules.delete`."""
         mode = "delete-keep" if keep_armed else "delete"
         return bool(await self._run(S.stop(self._ns(), name, mode)))

@@ -331,3 +331,46 @@ def test_ending_an_occurrence_leaves_the_series_going(c: TimerClient, ending: st
     assert len({(o.id, o.outcome) for o in ended}) == 1  # decided once, by the ending
     after = c.schedules.get("kept")
     assert after is not None and after.armed is not None and after.fired >= 1
+
+
+@pytest.mark.parametrize("change", ["pause", "delete", "update"])
+def test_a_due_occurrence_fires_once_whatever_changes_the_schedule(
+    c: TimerClient, change: str
+) -> None:
+    """One contract for update, pause and delete (README, "Changes"): an armed
+    occurrence whose time has come stays and fires once; then a paused schedule arms
+    nothing, a deleted one is gone, an updated one goes on from its new spec. (pause and
+    delete used to take a due occurrence out, with no outcome.)"""
+    info = c.schedules.create("due", every="1h")
+    assert info.armed is not None and info.next_ms is not None
+    c.schedules.update("due", every="2s")  # armed 2 s out: soon due
+    armed = c.schedules.get("due").armed  # type: ignore[union-attr]
+    due_at = nominal_of(armed)  # type: ignore[arg-type]
+    wait_for(lambda: server_now_ms(c.redis) >= due_at, 5, "the occurrence's time")
+    if change == "pause":
+        assert c.schedules.pause("due")
+    elif change == "delete":
+        assert c.schedules.delete("due")
+    else:
+        c.schedules.update("due", every="1h")
+    kept = c.get(armed)  # type: ignore[arg-type]
+    assert kept is not None and kept.state == "pending", kept
+    w = make_worker(c, "w1")
+    outs: list[Outcome] = []
+    try:
+        fire_until(w, c, outs, 1, "the due occurrence to fire")
+        store = c.shard_store(info.shard)
+        run_until(w, c, outs, lambda: store.replan_queue(10) == [], "the schedule planned")
+    finally:
+        w.close()
+    assert [(o.id, o.outcome) for o in outs] == [(armed, "expired")]
+    after = c.schedules.get("due")
+    if change == "delete":
+        assert after is None
+    else:
+        assert after is not None and after.fired == 1
+        assert after.state == ("paused" if change == "pause" else "active")
+        assert (after.armed is None) == (change == "pause"), after
+        if after.armed is not None:
+            at = nominal_of(after.armed)
+            assert at > due_at and at % 3_600_000 == 0, at  # the new spec: on the hour

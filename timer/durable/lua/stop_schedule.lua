@@ -7,8 +7,10 @@ ARGV[4]  mode: 'pause', 'delete' (and its armed occurrence) or 'delete-keep' (it
 
 Returns  1, or 0 when there is no such schedule.
 Events   'X cancelled <id>' for the armed occurrence taken out
-Atomic   a paused schedule has no armed occurrence; its version moves on, so a plan a
-         leader made before is refused.
+Atomic   the armed occurrence is taken out in the same call, unless it is due already
+         (or the mode is 'delete-keep'): then it stays and fires once, as update leaves
+         one (put_schedule). A paused schedule arms nothing more; its version moves on,
+         so a plan a leader made before is refused.
 Cost     O(W) for W watch keys.
 ]]
 --- @include "util"
@@ -16,10 +18,17 @@ Cost     O(W) for W watch keys.
 local P, evchan, name, mode = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local s = sched_read(KEYS[2], name)
 if not s then return 0 end
-if s[3] ~= 0 and mode ~= 'delete-keep' then sched_unarm(P, KEYS[1], evchan, occ_id(name, s[3])) end
+if s[3] ~= 0 then
+  local armed = occ_id(name, s[3])
+  local raw = redis.call('HGET', KEYS[1], armed)
+  if not (mode == 'delete-keep' or (raw and read_rec(raw).d <= now_ms())) then
+    sched_unarm(P, KEYS[1], evchan, armed)
+    s[3] = 0
+  end  -- else due: its leader fires it (counted, if the schedule is still there)
+end
 redis.call('SREM', KEYS[3], name)
 if mode == 'pause' then
-  s[1], s[2], s[3] = s[1] + 1, 0, 0
+  s[1], s[2] = s[1] + 1, 0
   sched_write(KEYS[2], name, s)
 else
   redis.call('HDEL', KEYS[2], name)

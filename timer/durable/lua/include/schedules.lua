@@ -82,9 +82,14 @@ end
 -- Occurrence `id` (at `at`) of schedule `name` (record `s`) is behind it: arm the next
 -- from `plans[id]` = {id, version, next id ('' the schedule ended), next deadline,
 -- missed} when the plan is of the schedule's version and follows it (adding it to
--- `armed`); else leave the schedule in P:Sq for one. Returns 1 when it was queued.
+-- `armed`); else leave the schedule in P:Sq for one. A paused schedule (its due
+-- occurrence kept by stop_schedule) arms nothing. Returns 1 when it was queued.
 local function sched_chain(P, tkey, bz, qkey, bucket_ms, name, at, s, plans, id, now, armed)
   s[6] = at
+  if s[2] == 0 then
+    s[3] = 0
+    return 0
+  end
   local p = plans and plans[id]
   local nat = p and p[2] == s[1] and (p[3] == '' and 0 or follows(name, at, p[3],
     tonumber(p[4])))
