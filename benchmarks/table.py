@@ -289,6 +289,20 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
             f.x("http_api.registration.batch_ratio_to_schedule_many"),
         ),
         (
+            "HTTP API: one timer a request on a kept-alive connection, `serve --workers` "
+            "1 / 2 / 4",
+            " / ".join(f.n(f"http_api.keepalive.workers_{w}.per_s") for w in (1, 2, 4))
+            + " timers/s; p50 "
+            + " / ".join(f.n(f"http_api.keepalive.workers_{w}.p50_ms", ".2f") for w in (1, 2, 4))
+            + " ms, p99 "
+            + " / ".join(f.n(f"http_api.keepalive.workers_{w}.p99_ms", ".2f") for w in (1, 2, 4)),
+            f"the Python client's `schedule`, one at a time, "
+            f"{f.k('http_api.registration.python_schedule_per_s')}/s",
+            " / ".join(
+                f.x(f"http_api.keepalive.workers_{w}.ratio_to_python_schedule") for w in (1, 2, 4)
+            ),
+        ),
+        (
             f"handler runner: one process, {f.n('runner.outcomes')} outcomes, a no-op handler",
             f"{f.k('runner.sync_noop.per_s')} outcomes/s (`async def`: "
             f"{f.k('runner.async_noop.per_s')}/s)",

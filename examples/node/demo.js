@@ -1,8 +1,8 @@
 // The job-timeout flow from Node: schedule a job's timeout, notify its key (the job is
 // done), wait for the outcome; let another time out; receive their webhooks and check the
-// signatures; handle both outcomes through a consumer group over Server-Sent Events. Configure with API, TOKEN, NS, WEBHOOK_SECRET, WEBHOOK_PORT (env); prints
-// one JSON object of what happened. Run `tickwheel handle --webhook
-// http://127.0.0.1:$WEBHOOK_PORT/ --on all` beside it for the webhook part.
+// signatures; handle both outcomes through a consumer group over Server-Sent Events, and
+// settle everything the group was given. Configuration: see README.md here. Prints one
+// JSON object of what happened.
 "use strict";
 const http = require("node:http");
 const {Tickwheel, TickwheelError, verifySignature} = require("./tickwheel");
@@ -51,20 +51,32 @@ async function main() {
     missing = {status: e.status, kind: e.kind, exit_code: e.exitCode};
   }
   const received = hooks ? Object.fromEntries(await hooks) : {};
-  // as a handler: this run's outcomes through a consumer group, over SSE, each acked
+  // as a handler: this run's outcomes through a consumer group, over SSE, each acked;
+  // another run's (the group reads what it has not settled yet) are acked unhandled
+  const group = env.GROUP || "node-demo", consumer = "node-1";
   const handled = {};
-  for await (const o of client.outcomes(`node-${run}`, "node-1")) {  // break: the stream ends
-    if (o.id !== done && o.id !== late) {  // another run's: not ours to handle, but settled
-      await client.ack(`node-${run}`, [o.ref]);
-      continue;
+  let settled = 0;
+  const stop = new AbortController();
+  for await (const o of client.outcomes(group, consumer, {signal: stop.signal})) {
+    await client.ack(group, [o.ref]);
+    settled += 1;
+    if (o.id === done || o.id === late) {
+      handled[o.id] = {outcome: o.outcome, attempt: o.attempt, ref: o.ref};
     }
-    handled[o.id] = {outcome: o.outcome, attempt: o.attempt, ref: o.ref};
-    await client.ack(`node-${run}`, [o.ref]);
     if (handled[done] && handled[late]) break;
+  }
+  stop.abort();
+  // the stream reads ahead of us: settle what it was given and we never saw (taken back
+  // once idle for a second), so the group holds nothing back from trimming
+  for (let quiet = 0; quiet < 2;) {
+    const batch = await client.outcomesBatch(group, consumer, {waitMs: 1100, reclaimIdleMs: 1000});
+    if (batch.length) await client.ack(group, batch.map((o) => o.ref));
+    settled += batch.length;
+    quiet = batch.length ? 0 : quiet + 1;
   }
   console.log(JSON.stringify({created: made.created, again: again.created,
     notified: notified.completed, completed: completed.outcome, expired: expired.outcome,
-    lateness_ms: expired.lateness_ms, missing, webhooks: received, handled}));
+    lateness_ms: expired.lateness_ms, missing, webhooks: received, handled, group, settled}));
 }
 
 main().catch((e) => { console.error(e.stack || String(e)); process.exit(1); });

@@ -65,6 +65,14 @@ class Tickwheel {
     }
   }
 
+  // One batch of the group's outcomes for `consumer` (a long poll of at most waitMs);
+  // with a short reclaimIdleMs it also takes back what was delivered and never settled.
+  async outcomesBatch(group, consumer, {count = 100, waitMs = 1000, reclaimIdleMs = 60000} = {}) {
+    const query = `consumer=${encodeURIComponent(consumer)}&count=${count}&wait_ms=${waitMs}` +
+      `&reclaim_idle_ms=${reclaimIdleMs}`;
+    return (await this.call("GET", `/groups/${encodeURIComponent(group)}/outcomes?${query}`)).outcomes;
+  }
+
   ack(group, refs) { return this.call("POST", `/groups/${encodeURIComponent(group)}/ack`, {refs}); }
   retry(group, ref, delayMs) {
     return this.call("POST", `/groups/${encodeURIComponent(group)}/retry`, {ref, delay_ms: delayMs});
