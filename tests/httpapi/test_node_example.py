@@ -63,6 +63,13 @@ def test_the_node_example_against_a_real_server(
     handled = out["handled"]  # through the group over SSE, acked
     assert {v["outcome"] for v in handled.values()} == {"completed", "expired"}
     assert all(v["attempt"] == 1 for v in handled.values())
+    # it settles everything its group was given (the stream reads ahead of it): nothing
+    # of the group's holds trimming back; the group is the one the README names
+    assert out["group"] == "node-demo" and out["settled"] >= 2
+    with TimerClient.from_url(redis_server.url, namespace) as c:
+        assert [(g.name, g.pending) for g in c.groups() if g.name == "node-demo"] == [
+            ("node-demo", 0)
+        ]
 
 
 def test_the_node_signature_check_refuses_a_wrong_secret_or_body(tmp_path: Path) -> None:
