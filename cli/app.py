@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
@@ -105,6 +106,30 @@ def _with_namespaces(exc: TimerError) -> TimerError:
 _STARTERS: set[click.Command] = set()
 
 C = TypeVar("C", bound=click.Command)
+
+
+class NoAnswer(click.ClickException):
+    """A question with no terminal to ask it on: a usage mistake (exit 2)."""
+
+    exit_code = 2
+
+
+def confirm(question: str) -> None:
+    """Ask ``question`` (y/N) on stderr; a "no" aborts (exit 1). With no answer to read
+    (stdin at its end: a script, CI, no terminal) it says to add --yes (exit 2), where
+    click said only "Aborted!"."""
+    try:
+        agreed = click.confirm(question, err=True)
+    except click.Abort:
+        if sys.stdin is not None and sys.stdin.isatty():
+            raise  # Ctrl-C at the prompt
+        click.echo(err=True)  # end the prompt's line
+        raise NoAnswer(
+            f"{question.rstrip('?')}: there is no answer to read (no terminal); add --yes "
+            "to go ahead without asking"
+        ) from None
+    if not agreed:
+        raise click.Abort
 
 
 def starts_server(command: C) -> C:

@@ -11,7 +11,7 @@ from timer.durable.entries import parse_ref
 from timer.durable.models import DeadLetter, GroupInfo
 from timer.errors import NotFound
 
-from .app import App, TimerCommandError, errors, pass_app
+from .app import App, TimerCommandError, confirm, errors, pass_app
 from .durations import DURATION, format_ms
 from .output import emit, plural, table, to_json
 
@@ -98,9 +98,7 @@ def groups_delete(app: App, name: str, yes: bool) -> None:
         )
     g = known[name]
     if not yes:
-        click.confirm(
-            f"Delete group {name!r} ({g.pending} pending, lag {g.lag})?", abort=True, err=True
-        )
+        confirm(f"Delete group {name!r} ({g.pending} pending, lag {g.lag})?")
     with errors():
         removed = app.client.delete_group(name)
     emit(
@@ -234,8 +232,7 @@ def dead_drop(
     """
     picked = _pick(app, refs, everything, group)
     if picked and not yes:
-        click.confirm(f"Delete {plural(len(picked), 'dead letter')} for good?", abort=True,
-                      err=True)  # fmt: skip
+        confirm(f"Delete {plural(len(picked), 'dead letter')} for good?")
     done: list[str] = []
     missing: list[str] = []
     with errors():

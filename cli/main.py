@@ -96,5 +96,21 @@ for command in (
 accept_global_options(main)
 
 
+def run() -> None:
+    """The console script: ``main`` as click runs it, except that Ctrl-C ends a command
+    quietly with 130 (the shell's code for SIGINT), where click says "Aborted!" and 1."""
+    try:
+        code = main.main(prog_name="tickwheel", standalone_mode=False)
+    except click.Abort as exc:
+        if isinstance(exc.__cause__, KeyboardInterrupt):
+            raise SystemExit(130) from None
+        click.echo("Aborted!", err=True)
+        raise SystemExit(1) from None
+    except click.ClickException as exc:
+        exc.show()
+        raise SystemExit(exc.exit_code) from None
+    raise SystemExit(code if isinstance(code, int) else 0)
+
+
 if __name__ == "__main__":
-    main()
+    run()

@@ -11,7 +11,7 @@ from timer.client import DurabilityWarning
 from timer.durable.codec import FORMAT_VERSION
 from timer.durable.shard_calls import MigrateStep
 
-from .app import App, errors, pass_app, starts_server
+from .app import App, confirm, errors, pass_app, starts_server
 from .durations import DURATION
 from .output import emit, pairs, plural, table
 
@@ -89,11 +89,10 @@ def migrate(app: App, yes: bool) -> None:
     with errors():
         current = app.client.data_format()
         if current < FORMAT_VERSION and not yes:
-            click.confirm(
+            confirm(
                 f"Convert namespace {app.namespace!r} from format {current} to "
                 f"{FORMAT_VERSION}? Its workers must be stopped, and only this tickwheel "
-                "version reads it afterwards",
-                abort=True,
+                "version reads it afterwards"
             )
         shards_done: set[int] = set()
 
@@ -139,10 +138,10 @@ def trim(app: App, retention_ms: int, drop_unread: bool, yes: bool) -> None:
     wait and retries whose result_ttl (24 hours by default) has passed.
     """
     if drop_unread and not yes:
-        click.confirm(
+        confirm(
             f"Drop outcomes older than {retention_ms} ms even where a consumer "
-            "group has not handled them (they are never delivered to it)?", abort=True, err=True,
-        )  # fmt: skip
+            "group has not handled them (they are never delivered to it)?"
+        )
     with errors():
         done = app.client.trim_outcomes(retention_ms, keep_unread=not drop_unread)
     removed = sum(t.removed for t in done)

@@ -13,10 +13,11 @@ from zoneinfo import ZoneInfo
 import click
 
 from timer import ScheduleNotFound
+from timer.durable.durations import format_duration_ms
 from timer.durable.recurrence import Recurrence
 from timer.durable.schedules import MISSED, OVERLAP, ScheduleInfo
 
-from .app import App, TimerCommandError, errors, pass_app, starts_server
+from .app import App, TimerCommandError, confirm, errors, pass_app, starts_server
 from .durations import DURATION, INSTANT, format_ms
 from .output import emit, pairs, plural, table
 from .timers import _payload
@@ -94,11 +95,20 @@ def _show(app: App, s: ScheduleInfo) -> None:
     d = _info_dict(s)
     human = pairs({
         "schedule": s.name, "when": s.spec.describe(), "state": s.state,
-        "next": format_ms(s.next_ms), "armed": s.armed or "-", "fired": s.fired,
+        "next": _local(s.next_ms, s.spec.recurrence.tz), "armed": s.armed or "-",
+        "fired": s.fired,
         "missed": s.missed, "last": format_ms(s.last_ms), "after an outage":
-        f"{s.spec.missed} (within {s.spec.catch_up_ms // 1000}s)",
+        f"{s.spec.missed} (within {format_duration_ms(s.spec.catch_up_ms)})",
     })  # fmt: skip
     emit(app.json, d, human)
+
+
+def _local(epoch_ms: int | None, tz: str) -> str:
+    """UTC, and the schedule's own wall-clock time beside it when its zone is another."""
+    if epoch_ms is None or tz in ("UTC", "Etc/UTC"):
+        return format_ms(epoch_ms)
+    wall = datetime.fromtimestamp(epoch_ms / 1000, tz=ZoneInfo(tz))
+    return f"{format_ms(epoch_ms)} ({wall.strftime('%Y-%m-%d %H:%M:%S %Z')} in {tz})"
 
 
 @starts_server
@@ -191,7 +201,7 @@ def delete(app: App, name: str, keep_armed: bool, yes: bool) -> None:
     """Delete schedule NAME and its armed occurrence (unless --keep-armed, or its time
     has come: then it fires, once)."""
     if not yes and not app.json:
-        click.confirm(f"Delete schedule {name!r}?", abort=True, err=True)
+        confirm(f"Delete schedule {name!r}?")
     with errors():
         if not app.client.schedules.delete(name, keep_armed=keep_armed):
             raise _missing(app, name)
@@ -239,7 +249,14 @@ def _missing(app: App, name: str) -> TimerCommandError:
 
 @schedules.command()
 @spec_options
-@click.option("--after", type=INSTANT, help="Preview from this ISO-8601 time (default: now).")
+@click.option(
+    "--from",
+    "--after",
+    "after",
+    type=INSTANT,
+    metavar="ISO-TIME",
+    help="Preview from this ISO-8601 time (default: now), as backfill's --from.",
+)
 @click.option(
     "--count", type=click.IntRange(1, 10_000), default=10, show_default=True,
     help="How many occurrences.",

@@ -105,6 +105,8 @@ def schedule(
         _timer_dict(t),
         f"{what}: {t.id} on shard {t.shard}, deadline {format_ms(t.deadline_ms)}",
     )
+    if not t.created and t.state != "pending" and not app.json:
+        click.echo(f"Note: {t.id} ended as {t.state}; --rearm schedules it again.", err=True)
     if deadline_ms is not None and t.created and deadline_ms < time.time() * 1000 - 1_000:
         # Allowed on purpose (a catch-up after downtime), but rarely what a person meant.
         click.echo(

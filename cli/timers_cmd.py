@@ -13,7 +13,7 @@ import click
 from timer.durable.finding import STATES, Bulk
 from timer.durable.models import TimerInfo
 
-from .app import App, errors, pass_app
+from .app import App, confirm, errors, pass_app
 from .durations import DURATION, INSTANT, format_ms
 from .output import emit, plural, table, to_json
 
@@ -135,8 +135,7 @@ def _run(app: App, action: str, match: str, opts: dict[str, Any], **move: Any) -
             if n == 0:
                 emit(app.json, _report(Bulk(action), match), f"No pending timer matches {match!r}.")
                 return
-            click.confirm(f"{action.capitalize()} {plural(n, 'pending timer')} matching "
-                          f"{match!r}?", abort=True, err=True)  # fmt: skip
+            confirm(f"{action.capitalize()} {plural(n, 'pending timer')} matching {match!r}?")
         done = run(match, progress=_progress(app, action), **where, **move)
     if sys.stderr.isatty() and not app.json:
         click.echo(err=True)

@@ -110,8 +110,8 @@ def test_handle_retries_dead_letters_and_reports(
         r = tw("--json", "handle", f"{module}:on_timeout", "--on", "cancelled",
                "--max-attempts", "1", "--idle-exit")  # fmt: skip
         assert as_json(r)["dead_lettered"] == 1
-        asked = tw("dead", "drop", "--all", expect=1)  # it asks; no answer: nothing dropped
-        assert "Delete 1 dead letter for good?" in asked.output and "Aborted" in asked.output
+        asked = tw("dead", "drop", "--all", expect=2)  # it asks; no answer: nothing dropped
+        assert "Delete 1 dead letter for good?" in asked.output and "add --yes" in asked.output
         assert len(c.dead_letters()) == 1
         assert "Dropped 1 dead letter" in tw("dead", "drop", "--all", "--yes").output
         assert "No dead letters" in tw("dead", "list").output
@@ -152,7 +152,7 @@ def test_groups_lists_and_deletes(tw: Run, redis_server: RedisServer, namespace:
         assert "STALE" in tw("groups", "--retention", "0s").output
         assert "billing" in tw("groups").output
         assert "no consumer group 'nope'" in tw("groups", "delete", "nope", expect=6).output
-        assert "Aborted" in tw("groups", "delete", "billing", expect=1).output  # no --yes
+        assert "add --yes" in tw("groups", "delete", "billing", expect=2).output  # no --yes
         assert c.groups() != []
         assert "on 4 shards" in tw("groups", "delete", "billing", "--yes").output
         assert c.groups() == []

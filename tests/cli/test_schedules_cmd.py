@@ -32,7 +32,7 @@ def preview(*args: str) -> tuple[int, str]:
 
 def test_preview_shows_the_occurrences_in_utc_and_local_time() -> None:
     code, out = preview(
-        "--cron", "30 2 * * *", "--tz", "Europe/Paris", "--after", "2026-03-27T12:00:00Z",
+        "--cron", "30 2 * * *", "--tz", "Europe/Paris", "--from", "2026-03-27T12:00:00Z",
         "--count", "3",
     )  # fmt: skip
     assert code == 0

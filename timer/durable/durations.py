@@ -26,3 +26,16 @@ def parse_duration_ms(text: str) -> int:
     if not total <= MAX_DURATION_MS:  # also inf, from a number of 400 digits
         raise ValueError(f"{text[:40]!r} is too long a duration; at most 3660d (ten years)")
     return round(total)
+
+
+def format_duration_ms(ms: int) -> str:
+    """``ms`` as :func:`parse_duration_ms` reads it back, largest units first:
+    ``10s``, ``1h30m``, ``1d2h``, ``1500ms`` becomes ``1s500ms``; ``0ms`` for zero."""
+    if ms <= 0:
+        return "0ms"
+    parts = []
+    for unit, size in sorted(_UNITS.items(), key=lambda u: -u[1]):
+        count, ms = divmod(ms, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts)

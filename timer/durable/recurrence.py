@@ -109,7 +109,10 @@ class Recurrence:
         ``"30s"``); ``offset`` (intervals only) and ``jitter`` as durations; ``start``
         and ``end`` as epoch ms or aware datetimes; ``tz`` an IANA name."""
         if (cron is None) == (every is None):
-            raise InvalidInput("a schedule takes exactly one of cron='…' or every='…'")
+            raise InvalidInput(
+                "a schedule takes exactly one of cron or every (--cron or --every "
+                'on the command line, "cron" or "every" in JSON)'
+            )
         zone(tz)
         assert isinstance(tz, str)
         every_ms = None if every is None else duration_ms("every", every, minimum=1000)

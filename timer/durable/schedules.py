@@ -27,6 +27,7 @@ from . import calls as C
 from . import keys as K
 from .calls import Op, ScriptCall
 from .codec import decode_payload, decode_pending, encode_payload
+from .durations import format_duration_ms
 from .entries import decoding
 from .models import Timer
 from .ops import schedule_many, server_time_ms
@@ -117,7 +118,7 @@ class ScheduleSpec:
 
     def describe(self) -> str:
         r = self.recurrence
-        when = f"cron {r.cron!r}" if r.cron else f"every {r.every_ms} ms"
+        when = f"cron {r.cron!r}" if r.cron else f"every {format_duration_ms(r.every_ms or 0)}"
         return f"{when} in {r.tz}"
 
 

@@ -1,0 +1,110 @@
+"""The CLI's manners (#40's smaller points): durations shown as they are written, errors
+in the CLI's own words, a confirmation with no one to ask, a hint where one is due, and
+Ctrl-C ending a waiting command quietly. Against the real test server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.conftest import wait_for
+from timer import TimerClient
+from timer.durable.durations import format_duration_ms, parse_duration_ms
+from timer.testing import RedisServer
+
+from .conftest import Run, as_json
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.mark.parametrize(
+    ("ms", "text"),
+    [(10_000, "10s"), (5_400_000, "1h30m"), (93_600_000, "1d2h"), (1_500, "1s500ms"), (0, "0ms")],
+)
+def test_durations_are_shown_as_they_are_written(ms: int, text: str) -> None:
+    assert format_duration_ms(ms) == text
+    assert ms == 0 or parse_duration_ms(text) == ms
+
+
+def test_a_schedule_reads_in_durations_and_its_own_time_zone(tw: Run) -> None:
+    """`every 10s`, not `every 10000 ms`; catch-up `1h30m`, not `5400s`; the next time in
+    UTC and in the schedule's zone."""
+    tw("init", "--shards", "2")
+    shown = tw("schedules", "create", "tick", "--every", "10s", "--catch-up", "90m").output
+    assert "every 10s in UTC" in shown and "within 1h30m" in shown, shown
+    paris = tw("schedules", "create", "paris", "--cron", "0 8 * * *", "--tz", "Europe/Paris")
+    local = [line for line in paris.output.splitlines() if line.startswith("next")]
+    assert local and local[0].endswith(" in Europe/Paris)") and " 08:00:00 CE" in local[0], local
+    assert "every 10s" in tw("schedules", "list").output
+
+
+def test_schedule_errors_name_the_options(tw: Run) -> None:
+    tw("init", "--shards", "2")
+    both = tw("schedules", "create", "x", "--cron", "* * * * *", "--every", "10s", expect=3)
+    assert "--cron or --every" in both.output and "cron='" not in both.output, both.output
+    shown = as_json(tw("--json", "schedules", "preview", "--every", "1m", "--count", "2",
+                       "--from", "2026-01-01T00:00:00Z"))  # fmt: skip
+    assert [r["utc"] for r in shown] == ["2026-01-01T00:01:00.000Z", "2026-01-01T00:02:00.000Z"]
+
+
+def test_a_confirmation_with_no_answer_says_to_add_yes_and_changes_nothing(
+    tw: Run, redis_server: RedisServer, namespace: str
+) -> None:
+    """No terminal (a script, CI): exit 2 naming --yes, where it said only "Aborted!";
+    a "no" still aborts (1); neither deletes."""
+    tw("init", "--shards", "2")
+    tw("schedules", "create", "keep", "--every", "1h")
+    asked = tw("schedules", "delete", "keep", expect=2)
+    assert "add --yes" in asked.output and "Aborted" not in asked.output, asked.output
+    with TimerClient.from_url(redis_server.url, namespace) as c:
+        assert c.schedules.get("keep") is not None
+    tw("groups", "delete", "nope", expect=6)  # no such group: said before any question
+
+
+def test_scheduling_an_ended_id_hints_at_rearm(tw: Run) -> None:
+    tw("init", "--shards", "2")
+    tw("schedule", "job:{9}", "--in", "1h")
+    tw("cancel", "job:{9}")
+    again = tw("schedule", "job:{9}", "--in", "1h")
+    assert "Already decided (cancelled)" in again.output
+    assert "--rearm schedules it again" in again.output, again.output
+
+
+def test_ctrl_c_ends_a_waiting_command_quietly_with_130(
+    redis_server: RedisServer, namespace: str
+) -> None:
+    """SIGINT to `tickwheel wait` (the console script): exit 130 and no "Aborted!" (it
+    exited 1 with "Aborted!")."""
+    c = TimerClient.from_url(redis_server.url, namespace)
+    c.init(shards=2)
+    c.schedule("w", 600_000)
+    r = redis.Redis.from_url(redis_server.url)
+    before = max(int(cl["id"]) for cl in r.client_list())
+    exe = Path(sys.executable).with_name("tickwheel")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")}
+    proc = subprocess.Popen(
+        [str(exe), "--redis-url", redis_server.url, "--namespace", namespace, "wait", "w",
+         "--timeout", "60"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        wait_for(
+            lambda: any(int(cl["id"]) > before and cl["cmd"] == "evalsha"
+                        for cl in r.client_list()),
+            30, "the wait to be waiting on the server",
+        )  # fmt: skip
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        r.close()
+        c.close()
+    assert proc.returncode == 130, (proc.returncode, err)
+    assert "Aborted" not in err and "Traceback" not in err and out == "", err
