@@ -50,8 +50,11 @@ unit: $(STAMP)
 # The main job on the embedded server, which is stopped afterwards (its data stays in
 # ~/.local/state/tickwheel/). Pass options through DEMO_ARGS, e.g. make demo DEMO_ARGS="--timers 5000".
 DEMO_ARGS ?=
+# stops the embedded server afterwards only if the demo started it (not yours)
 demo: $(STAMP)
-	$(BIN)/tickwheel demo $(DEMO_ARGS); rc=$$?; $(BIN)/tickwheel server stop; exit $$rc
+	@if $(BIN)/tickwheel server status >/dev/null 2>&1; then mine=; else mine=1; fi; \
+	$(BIN)/tickwheel demo $(DEMO_ARGS); rc=$$?; \
+	if [ -n "$$mine" ]; then $(BIN)/tickwheel server stop; fi; exit $$rc
 
 # Every benchmark, results in benchmarks/results.json. QUICK=1 for the quick mode.
 # The peers (arq, RQ) come from the bench extra, installed here only.

@@ -226,11 +226,29 @@ def test_demo_reduced_size_end_to_end(tw: Run) -> None:
     assert summary["handler_start_p50_ms"] is not None
 
 
-def test_make_demo_target_exists_and_stops_the_server() -> None:
-    """`make demo` runs `tickwheel demo` and stops the embedded server afterwards."""
-    makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
-    block = makefile.split("\ndemo:", 1)[1].split("\n\n", 1)[0]
-    assert "tickwheel demo" in block and "tickwheel server stop" in block
+@pytest.mark.parametrize("running_before", [False, True])
+def test_make_demo_stops_the_server_only_if_it_started_it(
+    tmp_path: Path, running_before: bool
+) -> None:
+    """`make demo` runs `tickwheel demo`, then stops the embedded server only when it was
+    not running before (it stopped a server the user had started). The recipe runs for
+    real with a stand-in `tickwheel` that records its arguments."""
+    log = tmp_path / "calls"
+    fake = tmp_path / "tickwheel"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> {log}\n'
+        f'if [ "$1 $2" = "server status" ]; then exit {0 if running_before else 5}; fi\n'
+        'if [ "$1" = demo ]; then exit 3; fi\n'
+    )
+    fake.chmod(0o755)
+    root = Path(__file__).resolve().parents[2]
+    ran = subprocess.run(["make", "-s", "demo", f"BIN={tmp_path}", "STAMP="], cwd=root,
+                         capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert ran.returncode != 0  # the demo's own exit code (3) is kept
+    calls = log.read_text().splitlines()
+    expected = ["server status", "demo"] + ([] if running_before else ["server stop"])
+    assert calls == expected, (calls, ran.stderr)
 
 
 def test_make_test_server_with_the_oldest_redis_py_is_what_pyproject_declares() -> None:
