@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import click
 
+from timer.errors import StoreError
 from worker import Worker, WorkerSettings
 from worker.metrics import serve_metrics
 from worker.settings import default_worker_id
@@ -122,6 +124,8 @@ def worker(
             allow_eviction=allow_eviction,
         )
     client = connect(app, f"worker {settings.worker_id}", logging.getLogger("worker"))
+    with errors(), contextlib.suppress(StoreError):  # unreachable: run() waits for Redis
+        client.meta  # noqa: B018 - a namespace never initialised fails before "ready"
     w = Worker(client, settings)
     if metrics_port is not None:
         serve(lambda: serve_metrics(w, metrics_port, metrics_host), metrics_host, metrics_port)

@@ -108,3 +108,9 @@ def test_ctrl_c_ends_a_waiting_command_quietly_with_130(
         c.close()
     assert proc.returncode == 130, (proc.returncode, err)
     assert "Aborted" not in err and "Traceback" not in err and out == "", err
+
+
+def test_a_worker_on_a_namespace_never_initialised_is_not_ready(tw: Run) -> None:
+    """It said "ready" and then that the namespace is not initialised."""
+    out = tw("worker", expect=4).output
+    assert "not initialised" in out and "ready" not in out, out
