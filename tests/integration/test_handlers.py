@@ -17,6 +17,7 @@ import redis
 
 from tests.conftest import wait_for
 from timer import Backoff, Handlers, InvalidInput, Outcome, Retry, TimerClient
+from timer.durable import groups as groups_module
 
 FAST = Backoff(initial_s=0.02, max_s=0.05, jitter=0.5)
 
@@ -323,6 +324,24 @@ def test_follow_reads_without_a_group(client: TimerClient, redis_client: redis.R
         stream = client.keys.shard(s).outcomes
         if redis_client.exists(stream):
             assert redis_client.xinfo_groups(stream) == []
+
+
+@pytest.mark.parametrize("per_read", [1000, 3])
+def test_follow_with_history_is_in_decision_order_across_shards(
+    client: TimerClient, monkeypatch: pytest.MonkeyPatch, per_read: int
+) -> None:
+    """`tail --history` showed each shard's outcomes in turn; now they come in the order
+    they were decided (by their entries' time), also when a read cannot take a whole
+    stream at once (3 entries a read)."""
+    monkeypatch.setattr(groups_module, "FOLLOW_COUNT", per_read)
+    ids = [f"o{i}" for i in range(24)]
+    client.schedule_many([{"id": i, "delay_ms": 3_600_000} for i in ids])
+    assert len({client.shard_of(i) for i in ids}) > 1
+    for i in reversed(ids):  # decided in an order the shards do not follow
+        client.cancel(i)
+    seen = list(client.follow(history=True, stop_when_idle=True))
+    times = [groups_module._entry_time(o.entry_id or "") for o in seen]
+    assert sorted(o.id for o in seen) == sorted(ids) and times == sorted(times), times
 
 
 def test_bad_input_is_refused_before_anything_is_read(client: TimerClient) -> None:

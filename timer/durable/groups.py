@@ -292,10 +292,14 @@ def follow(
 ) -> Op[None]:
     """Emit each outcome as it lands, with no consumer group (nothing is left behind).
 
-    From now on, or with ``history`` from the oldest outcome the streams hold. Dead
-    letters put back for a group are not new outcomes and are not shown.
+    From now on, or with ``history`` from the oldest outcome the streams hold, in the
+    order they were decided across the shards (each stream is in order; a read's
+    entries are merged by their ids' time, and one past the newest entry of a stream
+    that may hold more waits for that stream's next read). Dead letters put back for a
+    group are not new outcomes and are not shown.
     """
     streams = ns.outcome_streams()
+    held: list[tuple[tuple[int, int], str, Any, Any]] = []  # read, not yet in order
     if history:
         last = dict.fromkeys(streams, "0-0")
     else:
@@ -307,26 +311,45 @@ def follow(
         reply: list[Any] = []
         if not per_stream:
             wait = None if stop_when_idle else block_ms
-            reply = (yield C.Command("xread", (dict(last),), {"count": 1000, "block": wait})) or []
+            reply = (
+                yield C.Command("xread", (dict(last),), {"count": FOLLOW_COUNT, "block": wait})
+            ) or []
         else:
             end = time.monotonic() + (0 if stop_when_idle else block_ms / 1000)
             while True:
                 for s in streams:
-                    got = yield C.Command("xread", ({s: last[s]},), {"count": 1000})
+                    got = yield C.Command("xread", ({s: last[s]},), {"count": FOLLOW_COUNT})
                     reply.extend(got or [])
                 if reply or time.monotonic() >= end:
                     break
                 yield C.Sleep(POLL_S)
-        if not reply:
+        if not reply and not held:
             if stop_when_idle:
                 return
             continue
+        limit: tuple[int, int] | None = None  # the newest a stream with more to read gave
         for stream, entries in reply:
             name = C.text(stream)
             for entry_id, fields in entries:
                 last[name] = C.text(entry_id)
                 if fields and b"only" not in fields:
-                    yield C.Emit(E.outcome_or_undecodable(streams[name], entry_id, fields))
+                    held.append((_entry_time(last[name]), name, entry_id, fields))
+            if len(entries) >= FOLLOW_COUNT:
+                newest = _entry_time(last[name])
+                limit = newest if limit is None else min(limit, newest)
+        held.sort(key=lambda h: h[0])
+        ready = held if limit is None else [h for h in held if h[0] <= limit]
+        held = held[len(ready) :]
+        for _, name, entry_id, fields in ready:
+            yield C.Emit(E.outcome_or_undecodable(streams[name], entry_id, fields))
+
+
+FOLLOW_COUNT = 1000  # entries a follow reads from a stream at once
+
+
+def _entry_time(entry_id: str) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
 
 
 def claim_call(
