@@ -214,6 +214,17 @@ def stats(app: App, retention_ms: int, memory: bool) -> None:
                                       "servers": st["servers"]},
         pairs(summary),
     )  # fmt: skip
+    few = SMALL_SAMPLE * len(st["shards"])
+    if held is not None and not app.json and min(st["pending"], held["retained_in_table"]) < few:
+        click.echo(
+            f"Note: fewer than {few:,} pending or retained timers ({SMALL_SAMPLE:,} a shard): "
+            "the bytes per timer include each key's fixed overhead and fall as the shards "
+            "fill (README, Capacity: ~80 B pending, ~47 B decided at 200,000).",
+            err=True,
+        )
+
+
+SMALL_SAMPLE = 1000  # timers a shard below which stats --memory's per-timer bytes mislead
 
 
 @click.command()
