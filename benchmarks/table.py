@@ -289,8 +289,7 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
             f.x("http_api.registration.batch_ratio_to_schedule_many"),
         ),
         (
-            "HTTP API: one timer a request on a kept-alive connection, `serve --workers` "
-            "1 / 2 / 4",
+            "HTTP API: one timer a request on a kept-alive connection, `serve --workers` 1 / 2 / 4",
             " / ".join(f.n(f"http_api.keepalive.workers_{w}.per_s") for w in (1, 2, 4))
             + " timers/s; p50 "
             + " / ".join(f.n(f"http_api.keepalive.workers_{w}.p50_ms", ".2f") for w in (1, 2, 4))
