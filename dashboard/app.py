@@ -142,6 +142,7 @@ class Dashboard:
             cursor = page.cursor
             if cursor is None or len(shown) >= FIND_SHOWN:
                 break
+        shown.sort(key=lambda t: t["deadline_ms"])  # soonest first, whatever the shard
         return {"timers": shown, "cursor": cursor}
 
     def bulk(self, action: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -360,6 +361,8 @@ def create_app(
     api = _Routes(Namespaces(client, read_only=read_only), page, csrf, read_only=read_only)
     routes = [
         Route("/", api.index),
+        Route("/favicon.svg", _icon),
+        Route("/favicon.ico", _icon),  # asked for by browsers whatever the page says
         Route("/api/overview", api.overview),
         Route("/api/live", api.live),
         Route("/api/find", api.find),
@@ -377,6 +380,18 @@ def create_app(
     hosts = frozenset(host_name(h) if h != "*" else h for h in allowed_hosts)
     middleware = [Middleware(Guard, token=token, csrf=csrf, allowed_hosts=hosts)]
     return Starlette(routes=routes, middleware=middleware)
+
+
+ICON = (
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><circle cx="8" cy="8" r="7" '
+    'fill="#1d2330"/><path d="M8 3v5l3 2" stroke="#fff" stroke-width="1.6" fill="none" '
+    'stroke-linecap="round"/></svg>'
+)
+
+
+async def _icon(_: Request) -> Response:
+    """The page's icon (a clock face), so a browser's /favicon.ico is not a 404."""
+    return Response(ICON, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
 
 
 class _Routes:

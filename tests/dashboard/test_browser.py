@@ -261,3 +261,51 @@ def test_find_select_act_live_and_layout_in_a_browser(
             assert page.evaluate(LAYOUT_CHECK) == [], width
             page.screenshot(path=str(tmp_path / f"dashboard-{width}.png"), full_page=True)
         browser.close()
+
+
+def test_long_lists_page_and_times_read_as_durations_in_a_browser(
+    served: tuple[str, TimerClient],
+) -> None:
+    """Dead letters 20 and found timers 50 a page, with a pager (the page ran ~3,000 px
+    down with no end); found timers soonest first whatever their shard; a time left
+    reads "1 h 14 min" (it read "4508.9 s"); the browser's /favicon.ico is an icon."""
+    from playwright.sync_api import expect, sync_playwright  # noqa: PLC0415
+
+    assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
+    url, c = served
+    c.schedule_many([{"id": f"p:{i}", "delay_ms": 3_600_000 + 1000 * (59 - i)}
+                     for i in range(60)])  # fmt: skip
+    c.schedule("later", 4_500_000)
+    c.schedule_many([{"id": f"d:{i}", "delay_ms": 0} for i in range(23)])
+    for i in range(23):
+        assert c.wait(f"d:{i}", timeout=20).outcome == "expired"
+
+    def fail(o: object) -> None:
+        raise RuntimeError("refused")
+
+    dead = Handlers(c, group="pager", max_attempts=1)
+    dead.add("expired", fail)
+    assert dead.run(stop_when_idle=True)
+    assert c.dead_letters_total() == 23
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        icon = page.goto(url + "favicon.ico")
+        assert icon is not None and icon.status == 200 and "svg" in icon.headers["content-type"]
+        page.goto(url)
+        expect(page.locator("#dead tbody tr")).to_have_count(20)
+        expect(page.locator("#dead-pager")).to_contain_text("1\u201320 of 23")
+        page.click("#dead-pager button:has-text('next')")
+        expect(page.locator("#dead tbody tr")).to_have_count(3)
+        page.fill("#find-match", "p:*")
+        page.click("#find button")
+        expect(page.locator("#found tbody tr")).to_have_count(50)
+        expect(page.locator("#found-pager")).to_contain_text("1\u201350 of 60")
+        ids = page.locator("#found tbody a[data-timer]").all_inner_texts()
+        assert ids[:3] == ["p:59", "p:58", "p:57"], ids[:3]  # soonest deadline first
+        page.click("#found-pager button:has-text('next')")
+        expect(page.locator("#found tbody tr")).to_have_count(10)
+        page.fill("#timer-id", "later")
+        page.click("#lookup button")
+        expect(page.locator("#timer-table")).to_contain_text("(in 1 h 14 min)")
+        browser.close()
