@@ -147,7 +147,7 @@ def test_schedules_panel_in_a_browser(served: tuple[str, TimerClient]) -> None:
         expect(page.locator("#message")).to_contain_text("schedule heartbeat created")
         row = page.locator("#schedules tr[data-schedule='heartbeat']")
         expect(row.locator(".state")).to_have_text("active")
-        expect(row).to_contain_text("every 1000 ms in UTC")
+        expect(row).to_contain_text("every 1s in UTC")
         wait_for(lambda: fired(c, "heartbeat") >= 2, 20, "two occurrences fired")
         expect(row.locator(".fired")).not_to_have_text("0")
         row.locator("button[data-act='trigger']").click()
