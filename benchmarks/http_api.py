@@ -103,13 +103,15 @@ def registration(c: TimerClient, port: int, n: int, single: int) -> dict[str, An
     return out
 
 
-def keepalive(url: str, logs: Path, single: int, python_per_s: int) -> dict[str, Any]:
+def keepalive(
+    url: str, logs: Path, single: int, python_per_s: int, workers_each: tuple[int, ...] = (1, 2, 4)
+) -> dict[str, Any]:
     """One request per timer on one kept-alive connection, under 1, 2 and 4 serve
     workers: p50/p99 of each request and timers/s, as a ratio of the Python client's
     one-at-a-time ``schedule`` (#40: Nagle's algorithm made it ~43 ms a request with
     workers > 1)."""
     out: dict[str, Any] = {}
-    for workers in (1, 2, 4):
+    for workers in workers_each:
         port = free_port()
         api = serve(url, port, logs, workers)
         try:
@@ -253,7 +255,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--single", type=int, default=None, help="registered one by one (3000)")
     p.add_argument("--seconds", type=int, default=None, help="of wrk, and of due jobs (8)")
     p.add_argument("--jobs", type=int, default=None, help="delivered as webhooks (5000)")
+    p.add_argument("--keepalive-workers", default="1,2,4",
+                   help="serve --workers counts the keep-alive case runs at (1,2,4)")  # fmt: skip
     args = p.parse_args(argv)
+    try:
+        workers_each = tuple(int(w) for w in args.keepalive_workers.split(",") if w)
+    except ValueError:
+        p.error("--keepalive-workers takes whole numbers separated by commas, e.g. 1,2,4")
     n, single, seconds, jobs = (5_000, 500, 3, 500) if args.quick else (50_000, 3_000, 8, 5_000)
     n = max(1000, args.timers or n) // 1000 * 1000
     single, seconds, jobs = args.single or single, args.seconds or seconds, args.jobs or jobs
@@ -277,7 +285,11 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 kill_group(api, signal.SIGTERM)
             result["keepalive"] = keepalive(
-                server.url, logs, single, result["registration"]["python_schedule_per_s"]
+                server.url,
+                logs,
+                single,
+                result["registration"]["python_schedule_per_s"],
+                workers_each,
             )
             result["webhooks"] = webhooks(c, server.url, logs, jobs, seconds)
             c.close()

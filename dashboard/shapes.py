@@ -44,12 +44,14 @@ def dead_shape(d: DeadLetter) -> dict[str, Any]:
 
 
 def lateness_histogram(outcomes: list[Outcome]) -> list[dict[str, Any]]:
-    """Expired outcomes per lateness bucket (the metrics' bounds, ms)."""
+    """Expired outcomes per lateness bucket (the metrics' bounds, ms): how long after
+    its deadline each fired, or after it was scheduled when that came later (a backfill
+    or a catch-up is scheduled already due: its deadline's age is not lateness)."""
     counts = [0] * (len(LATENESS_BOUNDS_MS) + 1)
     for o in outcomes:
         if o.outcome != "expired":
             continue
-        late = max(0, o.lateness_ms)
+        late = max(0, o.decided_ms - max(o.deadline_ms, o.created_ms or 0))
         i = next((i for i, b in enumerate(LATENESS_BOUNDS_MS) if late <= b), len(counts) - 1)
         counts[i] += 1
     labels = [f"≤{b} ms" for b in LATENESS_BOUNDS_MS] + [f">{LATENESS_BOUNDS_MS[-1]} ms"]

@@ -40,7 +40,7 @@ def web(c: TimerClient, **options: Any) -> TestClient:
 
 
 def namespace_dump(r: redis.Redis, namespace: str) -> dict[bytes, object]:
-    return {k: r.dump(k) for k in r.scan_iter(match=f"{{tw:{namespace}*")}
+    return {k: r.dump(k) for k in r.scan_iter(match=f"{{tw:{namespace}*", count=1000)}
 
 
 def test_overview_shows_leaders_pending_workers_and_groups(client: TimerClient) -> None:
@@ -399,3 +399,22 @@ def test_the_page_script_parses(tmp_path: Path) -> None:
     checked = subprocess.run([node, "--check", str(tmp_path / "page.js")], capture_output=True,
                              text=True, check=False, timeout=60)  # fmt: skip
     assert checked.returncode == 0, checked.stderr
+
+
+def test_lateness_counts_from_when_a_timer_was_scheduled_if_that_came_later(
+    client: TimerClient,
+) -> None:
+    """A timer scheduled already a minute past its deadline (a backfill, a catch-up)
+    fires at once: the dashboard's lateness histogram counted it '>10000 ms' late."""
+    from tests.integration.test_worker import make_worker, running  # noqa: PLC0415
+
+    now = client.server_time_ms()
+    client.schedule("backfilled", deadline_ms=now - 60_000)
+    with running(make_worker(client, "w1")):
+        assert client.wait("backfilled", timeout=20).outcome == "expired"
+    with web(client) as http:
+        buckets = {b["bucket"]: b["count"] for b in http.get("/api/overview").json()["lateness"]}
+    assert sum(buckets.values()) == 1 and buckets[">10000 ms"] == 0, buckets
+    seen = [o for o in client.recent_outcomes(10) if o.id == "backfilled"]
+    assert seen and seen[0].created_ms is not None and seen[0].created_ms >= now
+    assert seen[0].lateness_ms >= 60_000  # the outcome still says how far past its deadline

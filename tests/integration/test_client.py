@@ -287,7 +287,7 @@ def test_memory_estimates_the_bytes_held_per_timer(
     held = client.memory()
     assert held["pending"] == 2_400 and held["outcomes"] == 602
     assert 0.5 * grown <= held["bytes_per_pending_timer"] <= 1.5 * grown, (held, grown)
-    results = r.scan_iter(match=f"{{tw:{client.namespace}:*:R:*")
+    results = r.scan_iter(match=f"{{tw:{client.namespace}:*:R:*", count=1000)
     exact = sum(int(r.memory_usage(k) or 0) for k in results)
     exact += sum(int(r.memory_usage(client.keys.shard(s).outcomes) or 0) for s in range(4))
     assert abs(held["bytes_per_decided_timer"] - exact / 602) <= 0.25 * exact / 602, held

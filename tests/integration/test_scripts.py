@@ -190,11 +190,11 @@ def test_fire_of_a_batch_decides_each_id_once_and_clears_every_index(
     assert sorted(e[1][b"i"].decode() for e in entries) == sorted(ids)  # once each
     sk = c.keys.shard(shard)
     assert redis_client.hlen(sk.timers) == 0
-    assert not list(redis_client.scan_iter(match=f"{sk.prefix}:w:*"))
+    assert not list(redis_client.scan_iter(match=f"{sk.prefix}:w:*", count=1000))
     swept = c.shard_store(shard).sweep("w1", epoch, ttl_ms=60_000, limit=1_000)
     assert swept.fired == [] and not swept.more
     assert redis_client.zcard(sk.buckets) == 0  # both buckets emptied and dropped
-    assert not list(redis_client.scan_iter(match=f"{sk.prefix}:b:*"))
+    assert not list(redis_client.scan_iter(match=f"{sk.prefix}:b:*", count=1000))
     assert all(c.get(t).state == "expired" for t in ids)  # type: ignore[union-attr]
 
 

@@ -104,6 +104,7 @@ def _outcome_from_entry(
         redelivery_of=None if origin is None else text(origin),
         traceparent=rec["x"] or None,
         callback_url=rec["u"] or None,
+        created_ms=int(rec["c"]),
     )
 
 

@@ -220,6 +220,7 @@ class Outcome:
     error: str | None = None  # outcome "undecodable": why the entry could not be read
     traceparent: str | None = None  # the trace given at schedule (W3C): the handler's parent
     callback_url: str | None = None  # where it is POSTed (tickwheel handle --callbacks)
+    created_ms: int | None = None  # when it was scheduled (Redis ms), as its record says
     _ack: Callable[[], None] | None = field(default=None, repr=False, compare=False)
     _aack: Callable[[], Awaitable[None]] | None = field(default=None, repr=False, compare=False)
 
