@@ -18,36 +18,14 @@ from timer import TimerClient
 from timer.durable.keys import NAMESPACES
 from timer.errors import (
     ConfigError,
-    CorruptRecord,
-    DuplicateTimer,
-    Fenced,
-    InvalidInput,
-    NotFound,
     StoreError,
-    TimerClosed,
     TimerError,
-    TimerFull,
-    WaitTimeout,
 )
 from timer.store import RedisSettings, redact_url
 
 from . import embedded
 
 SERVER_ENV = "TICKWHEEL_SERVER_BINARY"  # which binary the embedded server runs
-
-# 0 ok, 2 usage (click); each TimerError kind its own code, 1 for any other.
-EXIT_CODES: dict[type[TimerError], int] = {
-    InvalidInput: 3,
-    ConfigError: 4,
-    StoreError: 5,
-    NotFound: 6,
-    DuplicateTimer: 7,
-    WaitTimeout: 8,
-    Fenced: 9,
-    TimerFull: 10,
-    TimerClosed: 10,
-    CorruptRecord: 11,
-}
 
 
 class TimerCommandError(click.ClickException):
@@ -57,10 +35,8 @@ class TimerCommandError(click.ClickException):
     def __init__(self, error: TimerError) -> None:
         super().__init__(str(error))
         self.kind = type(error).__name__
-        # click declares exit_code on the class; each of these errors has its own
-        self.exit_code = next(  # type: ignore[misc]
-            (code for kind, code in EXIT_CODES.items() if isinstance(error, kind)), 1
-        )
+        # click declares exit_code on the class; each error class declares its own
+        self.exit_code = error.exit_code  # type: ignore[misc]
         # Shown after the command's context has closed: note --json while it is open.
         ctx = click.get_current_context(silent=True)
         app = ctx.find_object(App) if ctx is not None else None

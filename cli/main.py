@@ -29,7 +29,8 @@ create or serve. --redis-url, --namespace and --json go before or after the comm
 Exit codes: 0 ok, 2 usage, 3 invalid input, 4 configuration, 5 Redis unreachable,
 failing or not running, 6 no such timer, schedule, group or dead letter, 7 conflicting
 timer, 8 wait timed out, 9 fenced, 10 full or closed, 11 a stored record that cannot
-be decoded, 1 other errors.
+be decoded, 12 written but not confirmed at the durability asked (safe to retry), 1
+other errors.
 """
 
 

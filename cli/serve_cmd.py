@@ -69,7 +69,7 @@ def serve(
             "(tickwheel tokens create) beyond loopback"
         )
     from httpapi import serve as web  # noqa: PLC0415 - the web stack, only here
-    from httpapi.app import MULTIPROC_ENV  # noqa: PLC0415
+    from httpapi.context import MULTIPROC_ENV  # noqa: PLC0415
     from httpapi.tokens import TokenFile  # noqa: PLC0415
 
     path = tokens_path or default_tokens()

@@ -11,172 +11,29 @@ own checks (400, 404, 409, ...).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import time
-import urllib.parse
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 import jsonschema
-import prometheus_client
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from timer import InvalidInput, TimerClient, TimerError
-from timer.aio import AsyncTimerClient
-from timer.aio_group import AsyncConsumer
+from timer import TimerError
 from timer.durable.codec import MAX_PAYLOAD_DEPTH, jsonable
 from timer.errors import (
     ConfigError,
-    CorruptRecord,
-    DuplicateTimer,
-    Fenced,
-    NotFound,
-    StoreError,
-    TimerClosed,
-    TimerFull,
-    WaitTimeout,
 )
 
-from . import openapi
+from . import handlers, openapi
+from .context import LATENCY, REQUESTS, Call, Clients, Handler, error, from_exception
 from .routing import RawRoute
 from .spec import ENDPOINTS, MAX_BODY_BYTES, Endpoint
 from .tokens import TokenFile
-
-# The CLI's exit code of each error class (cli/app.py), and the HTTP status it answers.
-STATUS: tuple[tuple[type[TimerError], int, int], ...] = (
-    (InvalidInput, 400, 3),
-    (NotFound, 404, 6),
-    (DuplicateTimer, 409, 7),
-    (WaitTimeout, 408, 8),
-    (Fenced, 409, 9),
-    (TimerFull, 429, 10),
-    (TimerClosed, 503, 10),
-    (CorruptRecord, 422, 11),
-    (ConfigError, 400, 4),
-    (StoreError, 503, 5),
-)
-
-
-def error(status: int, kind: str, message: str, exit_code: int) -> JSONResponse:
-    return JSONResponse(
-        {"error": message, "kind": kind, "exit_code": exit_code}, status_code=status
-    )
-
-
-def error_of(exc: TimerError) -> tuple[int, dict[str, Any]]:
-    """The HTTP status and the one error body of a library error."""
-    status, code = next(((s, c) for kind, s, c in STATUS if isinstance(exc, kind)), (500, 1))
-    return status, {"error": str(exc), "kind": type(exc).__name__, "exit_code": code}
-
-
-def from_exception(exc: TimerError) -> JSONResponse:
-    status, body = error_of(exc)
-    return JSONResponse(body, status_code=status)
-
-
-# this process's; under `serve --workers N` each worker writes its values to files in
-# the directory MULTIPROC_ENV names (set before the workers start), summed at a scrape
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
-METRICS = prometheus_client.CollectorRegistry()
-REQUESTS = prometheus_client.Counter(
-    "tickwheel_http_requests",
-    "HTTP API requests answered",
-    ["route", "status"],
-    registry=METRICS,
-)
-LATENCY = prometheus_client.Histogram(
-    "tickwheel_http_request_seconds",
-    "HTTP API request time (to the first byte)",
-    ["route"],
-    buckets=(0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 60),
-    registry=METRICS,
-)
-
-
-class Clients:
-    """One AsyncTimerClient per namespace, made on the event loop at first use, and the
-    group consumers the HTTP handlers poll (kept, so their reading timers go on)."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self._clients: dict[str, AsyncTimerClient] = {}
-        self._lock = asyncio.Lock()
-        self.consumers: dict[tuple[str, str, str, int], AsyncConsumer] = {}
-        self._sync: dict[str, TimerClient] = {}
-        self.callback_hosts: frozenset[str] = frozenset()
-
-    def check_callback(self, item: Mapping[str, Any]) -> None:
-        """InvalidInput unless the item's callback_url (if any) names an allowed host."""
-        url = item.get("callback_url")
-        if url is None:
-            return
-        host = (urllib.parse.urlsplit(str(url)).hostname or "").lower()
-        if host not in self.callback_hosts:
-            raise InvalidInput(
-                f"callback_url host {host!r} is not one this server allows; its operator "
-                "lists them with tickwheel serve --callback-host"
-            )
-
-    def consumer(
-        self, client: AsyncTimerClient, group: str, name: str, reclaim_idle_ms: int
-    ) -> AsyncConsumer:
-        key = (client.namespace, group, name, reclaim_idle_ms)
-        found = self.consumers.get(key)
-        if found is None:
-            found = client.consumer(group, name, reclaim_idle_ms=reclaim_idle_ms)
-            self.consumers[key] = found
-        return found
-
-    async def of(self, namespace: str) -> AsyncTimerClient:
-        client = self._clients.get(namespace)
-        if client is None:
-            async with self._lock:
-                client = self._clients.get(namespace)
-                if client is None:
-                    client = await AsyncTimerClient.connect(self.url, namespace)
-                    self._clients[namespace] = client
-        return client
-
-    def sync(self, client: AsyncTimerClient) -> TimerClient:
-        """A blocking client of the same namespace, for the admin reads (stats, groups,
-        dead letters) the asyncio client does not have; run them in a thread."""
-        found = self._sync.get(client.namespace)
-        if found is None:
-            found = TimerClient.from_url(self.url, client.namespace)
-            self._sync[client.namespace] = found
-        return found
-
-    async def close(self) -> None:
-        for client in self._clients.values():
-            await client.aclose()
-        self._clients.clear()
-        for sync in self._sync.values():
-            sync.close()
-        self._sync.clear()
-
-
-Handler = Callable[["Call"], Awaitable[Any]]
-
-
-class Call:
-    """One checked request: its endpoint, path parameters, query, body and client."""
-
-    def __init__(  # noqa: PLR0917 - what one request brings
-        self, request: Request, endpoint: Endpoint, body: Any, query: dict[str, Any],
-        client: Any, clients: Clients,
-    ) -> None:  # fmt: skip
-        self.request = request
-        self.endpoint = endpoint
-        self.params = request.path_params
-        self.query = query  # the endpoint's query parameters, checked and typed
-        self.body = body
-        self.client: AsyncTimerClient = client
-        self.clients = clients
 
 
 def create_app(
@@ -185,8 +42,6 @@ def create_app(
     """The API for the Redis at ``url``; ``tokens`` None: no authentication (loopback
     only: ``tickwheel serve`` refuses otherwise); ``callback_hosts``: the hosts a timer's
     ``callback_url`` may name (none: no timer may have one)."""
-    from . import handlers  # noqa: PLC0415 - the handlers import this module's helpers
-
     clients = Clients(url)
     clients.callback_hosts = frozenset(h.lower() for h in callback_hosts)
     document = openapi.document()

@@ -21,7 +21,7 @@ from timer.durable.codec import jsonable
 from timer.durable.models import DeadLetter, GroupInfo, Outcome, Timer, TimerInfo
 from timer.store import RedisSettings
 
-from .app import METRICS, MULTIPROC_ENV, Call, Clients, Handler, error_of
+from .context import METRICS, MULTIPROC_ENV, Call, Clients, Handler, error_of
 
 
 def timer_shape(t: Timer) -> dict[str, Any]:

@@ -4,30 +4,49 @@ Every error a caller can see derives from :class:`TimerError`, so ``except Timer
 is enough at any boundary (the CLI maps each subclass to one exit code). Expected
 outcomes are return values, not exceptions: ``TimingWheel.add`` returns False for an
 expired task, ``cancel`` returns False when the timer was already decided.
-Exit codes are the CLI's business and live in ``cli/``.
+Each class declares, once, how the doors report it: ``exit_code`` (the CLI's, and the
+``exit_code`` of the HTTP API's error body) and ``http_status`` (the HTTP API's). A
+subclass inherits its parent's; ``tickwheel --help`` lists the codes.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 
 class TimerError(Exception):
     """Root of every tickwheel error."""
 
+    exit_code: ClassVar[int] = 1  # any other error
+    http_status: ClassVar[int] = 500
+
 
 class InvalidInput(TimerError, ValueError):
     """An argument is malformed: nothing was written."""
+
+    exit_code = 3
+    http_status = 400
 
 
 class ConfigError(TimerError):
     """The setup is wrong: a namespace not initialised, conflicting settings, an old server."""
 
+    exit_code = 4
+    http_status = 400
+
 
 class TimerFull(TimerError):
     """Adding the task would exceed the timer's ``max_pending`` limit."""
 
+    exit_code = 10
+    http_status = 429
+
 
 class TimerClosed(TimerError):
     """The timer (or client) was closed or stopped and accepts no more work."""
+
+    exit_code = 10
+    http_status = 503
 
 
 class StoreError(TimerError):
@@ -36,6 +55,9 @@ class StoreError(TimerError):
     ``code`` is the first word of Redis's own error reply (``BUSYGROUP``, ``OOM``…), if
     it answered with one.
     """
+
+    exit_code = 5
+    http_status = 503
 
     def __init__(self, message: str, *, code: str | None = None) -> None:
         super().__init__(message)
@@ -48,10 +70,16 @@ class CorruptRecord(TimerError):
     dead-letters it with this reason, ``tail`` and the dashboard show it as
     ``undecodable``, and ``get`` raises this naming the timer."""
 
+    exit_code = 11
+    http_status = 422
+
 
 class NotFound(TimerError, LookupError):
     """No such object: a timer, a schedule, a consumer group or a dead letter. The CLI
     exits 6 for each."""
+
+    exit_code = 6
+    http_status = 404
 
 
 class TimerNotFound(NotFound):
@@ -81,15 +109,27 @@ class ScheduleNotFound(NotFound):
 class DuplicateTimer(TimerError):
     """A timer with this id is pending with different parameters."""
 
+    exit_code = 7
+    http_status = 409
+
 
 class Fenced(TimerError):
     """A worker acted on a shard whose lease it no longer holds (stale epoch)."""
+
+    exit_code = 9
+    http_status = 409
 
 
 class WaitTimeout(TimerError, TimeoutError):
     """``wait`` gave up: the timer was still pending when the timeout passed."""
 
+    exit_code = 8
+    http_status = 408
+
 
 class NotDurable(TimerError):
     """A write was applied on the master but not confirmed at the requested durability
     (replicas or AOF fsync) within the timeout: it may be lost if the master fails now."""
+
+    exit_code = 12  # applied, maybe not kept: retrying is safe (idempotent)
+    http_status = 503

@@ -1,0 +1,41 @@
+"""Each error class declares once how every door reports it (#41): the CLI's exit code
+and the HTTP API's status, read by both; `NotDurable` was in neither table (exit 1,
+HTTP 500)."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from cli.app import TimerCommandError
+from cli.main import EPILOG
+from httpapi.context import error_of
+from timer import errors
+
+KINDS = [
+    c for _, c in inspect.getmembers(errors, inspect.isclass)
+    if issubclass(c, errors.TimerError) and c is not errors.TimerError
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.__name__)
+def test_every_error_has_its_code_and_status_and_both_doors_use_them(
+    kind: type[errors.TimerError],
+) -> None:
+    exc = kind.__new__(kind)
+    Exception.__init__(exc, "what went wrong")
+    assert kind.exit_code != 1, f"{kind.__name__} has no exit code of its own"
+    assert 400 <= kind.http_status < 600 and kind.http_status != 500
+    assert f"{kind.exit_code} " in " ".join(EPILOG.split()), "tickwheel --help lists it"
+    assert TimerCommandError(exc).exit_code == kind.exit_code
+    status, body = error_of(exc)
+    assert (status, body["exit_code"], body["kind"]) == (
+        kind.http_status, kind.exit_code, kind.__name__,
+    )  # fmt: skip
+
+
+def test_not_durable_is_a_retry_not_an_unknown_failure() -> None:
+    assert (errors.NotDurable.exit_code, errors.NotDurable.http_status) == (12, 503)
+    assert issubclass(errors.TimerNotFound, errors.NotFound)
+    assert errors.TimerNotFound.exit_code == errors.NotFound.exit_code == 6
