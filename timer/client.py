@@ -1,4 +1,5 @@
-"""TimerClient: durable timers in Redis, with blocking redis-py calls (DESIGN §3, §5, §6).
+"""TimerClient: durable timers in Redis, with blocking redis-py calls (docs/data-model.md
+says what is stored where; docs/design-notes.md why).
 
 Every call is an operation of ``timer.durable.ops`` (validation, script calls, parsing)
 run by the blocking driver (``timer.driver``), the only code of this client that talks

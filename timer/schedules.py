@@ -9,7 +9,7 @@
 Each occurrence is an ordinary durable timer with id ``{<name>}@<nominal ms>``: fired
 by the workers, handled, retried and dead-lettered like any other, exactly once; the
 next is armed in the same script call that fires it. See ``timer.durable.schedules``
-for the catch-up policies and ``timer.recurrence`` for the time rules.
+for the catch-up policies and ``timer.durable.recurrence`` for the time rules.
 """
 
 from __future__ import annotations

@@ -1,14 +1,23 @@
 """The durable data model: the only place that knows how timers live in Redis.
 
 No I/O and no redis-py here; the clients (``timer.client``, ``timer.aio``) run what
-this layer builds.
+this layer builds. Its modules (docs/data-model.md says what is stored where):
 
-    keys     the key and channel format (the Lua builds its few keys the same way)
-    codec    msgpack payloads and records (nothing is ever unpickled)
-    models   the values: Timer, TimerInfo, Outcome, Trimmed, Meta, lease/fire/sweep results
-    scripts  the Lua scripts of lua/ by name, and ErrorCode: the one enum of their errors
-    calls    per script a builder (typed arguments -> KEYS/ARGV) and a parser (reply ->
-             result); the steps an operation yields
-    ops      every operation (schedule … stats, the consumer-group reader, a leader's
-             reads) as a generator of steps, shared by the sync and asyncio clients
+    keys         the key and channel format (the Lua builds its few keys the same way)
+    codec        msgpack payloads and records (nothing is ever unpickled)
+    models       the values: Timer, TimerInfo, Outcome, Meta, lease/fire/sweep results
+    entries      reading records, outcome entries, dead letters and events
+    checks       the argument checks every public entry shares
+    durations    durations as text (30s, 1h30m), read and written
+    scripts      the Lua scripts of lua/ by name, and ErrorCode: the one enum of their errors
+    calls        the step protocol, and per script a builder and a parser
+    ops          every client operation as a generator of steps, for both clients
+    shard_calls  the leader's scripts: leases, fire, sweep, trim, the results table
+    shard_ops    the worker's side: membership, events, a shard's reads
+    groups       consumer groups on the outcome streams; reader: one consumer's policy
+    group_admin  the operator's side of groups and dead letters
+    views        what an operator sees: history, recent outcomes, what is due, stats
+    finding      finding timers by pattern, state and deadline, a bounded scan at a time
+    recurrence   when a schedule's occurrences fall (cron or interval, any time zone)
+    schedules    recurring schedules: the record, its calls, the leader's plans
 """
