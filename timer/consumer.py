@@ -6,8 +6,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 from .durable import calls as C
 from .durable import groups as G
+from .durable.calls import Run
 from .durable.reader import GroupReader, Held
-from .shard_store import Run
 
 
 class ConsumerGroup:

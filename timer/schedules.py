@@ -20,11 +20,10 @@ from typing import Any
 
 from .durable import calls as C
 from .durable import schedules as S
-from .durable.calls import Op
+from .durable.calls import Op, Run
 from .durable.models import Timer
 from .durable.schedules import ScheduleInfo
 from .errors import TimerError
-from .shard_store import Run
 
 
 class Schedules:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 from .driver import CountingPubSub
 from .durable import calls as C
@@ -12,17 +12,10 @@ from .durable import keys as K
 from .durable import ops, shard_ops
 from .durable import schedules as S
 from .durable import shard_calls as SC
+from .durable.calls import Run
 from .durable.models import DueTimers, FireResult, LeaseGrant, LeaseRenewal, SweepResult, Trimmed
 from .durable.schedules import Plan, ScheduleInfo
 from .errors import CorruptRecord, TimerError
-
-T = TypeVar("T")
-
-
-class Run(Protocol):
-    """Runs an operation to its result: a client's driver (``TimerClient._run``)."""
-
-    def __call__(self, op: ops.Op[T], /) -> T: ...
 
 
 class ShardStore:

@@ -21,11 +21,10 @@ from typing import Any
 
 from .durable import calls as C
 from .durable import finding as F
-from .durable.calls import Op
+from .durable.calls import Op, Run
 from .durable.finding import Bulk, Page, Selection
 from .durable.models import TimerInfo
 from .errors import InvalidInput
-from .shard_store import Run
 
 Progress = Callable[[Bulk], None]
 

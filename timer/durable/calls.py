@@ -19,7 +19,7 @@ import re
 import urllib.parse
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import msgpack
 
@@ -120,6 +120,14 @@ class Collect:
 Step = ScriptCall | Command | Pipeline | Sleep | Emit | Send | Collect
 T = TypeVar("T")
 Op = Generator[Step, Any, T]  # an operation: yields steps, gets replies, returns a T
+
+
+class Run(Protocol):
+    """Runs an operation to its result: a client's driver (``TimerClient._run``); what
+    the facades over one client (``ShardStore``, ``Schedules``, ``Timers``, ...) hold."""
+
+    def __call__(self, op: Op[T], /) -> T: ...
+
 
 # -- validation ------------------------------------------------------------------------
 
