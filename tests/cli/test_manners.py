@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 import redis
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import wait_for
 from timer import TimerClient
-from timer.durable.durations import format_duration_ms, parse_duration_ms
+from timer.durable.durations import MAX_DURATION_MS, format_duration_ms, parse_duration_ms
 from timer.testing import RedisServer
 
 from .conftest import Run, as_json
@@ -30,6 +32,12 @@ pytestmark = pytest.mark.redis
 def test_durations_are_shown_as_they_are_written(ms: int, text: str) -> None:
     assert format_duration_ms(ms) == text
     assert ms == 0 or parse_duration_ms(text) == ms
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, MAX_DURATION_MS))
+def test_any_duration_reads_back_as_it_is_shown(ms: int) -> None:
+    assert parse_duration_ms(format_duration_ms(ms)) == ms
 
 
 def test_a_schedule_reads_in_durations_and_its_own_time_zone(tw: Run) -> None:

@@ -6,6 +6,7 @@ import json
 import math
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -249,6 +250,27 @@ def test_make_demo_stops_the_server_only_if_it_started_it(
     calls = log.read_text().splitlines()
     expected = ["server status", "demo"] + ([] if running_before else ["server stop"])
     assert calls == expected, (calls, ran.stderr)
+
+
+def test_the_readmes_partial_make_test_selects_by_declared_markers() -> None:
+    """README's `make test PYTEST_ARGS="-m '…'"` reaches pytest as written, and its
+    expression names markers pyproject.toml declares (pytest runs with --strict-markers)
+    and selects tests while leaving the chaos ones out."""
+    root = Path(__file__).resolve().parents[2]
+    line = re.search(r'`(make test PYTEST_ARGS="[^"]+")`', (root / "README.md").read_text())
+    assert line is not None
+    args = shlex.split(line.group(1))
+    dry = subprocess.run(["make", "-n", *args[1:]], cwd=root, capture_output=True, text=True,
+                         timeout=60, check=True)  # fmt: skip
+    value = args[2].split("=", 1)[1]  # what make pastes into pytest's command line
+    assert f"pytest {value}" in dry.stdout, dry.stdout
+    picked = subprocess.run(
+        [sys.executable, "-m", "pytest", "--co", "-q", *shlex.split(value),
+         "tests/chaos/test_worker_lifecycle.py", "tests/unit/test_layers.py"],
+        cwd=root, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert picked.returncode == 0, picked.stdout + picked.stderr
+    assert "test_layers.py::" in picked.stdout and "tests/chaos" not in picked.stdout
 
 
 def test_make_test_server_with_the_oldest_redis_py_is_what_pyproject_declares() -> None:

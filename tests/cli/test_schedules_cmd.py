@@ -65,7 +65,7 @@ words = st.one_of(st.text(max_size=12), st.sampled_from(["*", "* * * * *", "0 8 
 options = st.lists(
     st.tuples(
         st.sampled_from(["--cron", "--every", "--offset", "--tz", "--start", "--end",
-                         "--jitter", "--after", "--count", "--bogus"]),
+                         "--jitter", "--after", "--from", "--count", "--bogus"]),
         st.one_of(words, st.sampled_from(["30s", "1h", "0", "-1", "10000", "Europe/Paris",
                                           "2030-01-01T00:00:00Z", "9999-12-31T23:59:59Z"])),
     ),
