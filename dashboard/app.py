@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from httpapi.routing import RawRoute
+from httpapi.routing import RawRoute, cross_site
 from timer import TimerClient
 from timer.durable.entries import parse_ref
 from timer.durable.keys import check_namespace
@@ -316,14 +316,10 @@ class Guard(BaseHTTPMiddleware):
 
     def cross_site(self, request: Request) -> str:
         """Why a state-changing request is not from this dashboard's page ('' if it is)."""
-        origin = request.headers.get("origin")
-        site = request.headers.get("sec-fetch-site")
-        own = f"{request.url.scheme}://{request.headers.get('host', '')}"
-        if origin is not None and origin != own:
-            return f"Origin {origin[:100]!r} is not this dashboard ({own})"
-        if site is not None and site != "same-origin":
-            return f"Sec-Fetch-Site is {site[:40]!r}"
-        if origin is None and site is None:
+        why = cross_site(request, "dashboard", navigation=False)
+        if why:
+            return why
+        if "origin" not in request.headers and "sec-fetch-site" not in request.headers:
             return "no Origin or Sec-Fetch-Site header (use the page, or the Bearer token)"
         header = request.headers.get(CSRF_HEADER, "")
         cookie = request.cookies.get(CSRF_COOKIE, "")

@@ -31,7 +31,7 @@ from timer.errors import (
 
 from . import handlers, openapi
 from .context import LATENCY, REQUESTS, Call, Clients, Handler, error, from_exception
-from .routing import RawRoute
+from .routing import RawRoute, cross_site
 from .spec import ENDPOINTS, MAX_BODY_BYTES, Endpoint
 from .tokens import TokenFile
 
@@ -132,15 +132,8 @@ def _cross_site(request: Request, endpoint: Endpoint) -> Response | None:
     ``Origin``); curl, the clients and the Node example send neither."""
     if endpoint.scope not in ("write", "admin"):
         return None
-    site = request.headers.get("sec-fetch-site")
-    origin = request.headers.get("origin")
-    own = f"{request.url.scheme}://{request.headers.get('host', '')}"
-    why = (
-        f"Sec-Fetch-Site is {site[:40]!r}" if site not in (None, "same-origin", "none")
-        else f"Origin {origin[:100]!r} is not this server ({own[:100]})"
-        if origin is not None and origin != own else None
-    )  # fmt: skip
-    if why is None:
+    why = cross_site(request, "server", navigation=True)
+    if not why:
         return None
     return error(403, "Forbidden", f"refused a cross-site request ({why}): this API takes "
                  "requests from programs, not from another site's page", 4)  # fmt: skip

@@ -10,7 +10,7 @@ A template's one *greedy* parameter (a timer id, a group name) takes every piece
 between the template's fixed start and fixed end, joined by ``/``: an id sent with a
 plain ``/`` works too, unless its tail is a route's own last word (``a/outcome``); sent
 as ``%2F`` it is never ambiguous. ``{shard}`` matches digits only. The HTTP API and the
-dashboard both route this way.
+dashboard both route this way, and both ask :func:`cross_site` where a request came from.
 """
 
 from __future__ import annotations
@@ -18,15 +18,27 @@ from __future__ import annotations
 import urllib.parse
 from typing import Any
 
+from starlette.requests import Request
 from starlette.routing import Match, Route
 from starlette.types import Scope
 
 GREEDY = frozenset({"timer_id", "group"})
 
 
+PIECES = "tickwheel.pieces"  # the scope key a request's pieces are kept under
+
+
 def raw_pieces(scope: Scope) -> list[str] | None:
     """The request path's pieces, each decoded from percent-encoding after the split;
-    None when a piece is not UTF-8 (no id can be such text)."""
+    None when a piece is not UTF-8 (no id can be such text). Worked out once a request:
+    every route the router tries reads them from the scope."""
+    if PIECES not in scope:
+        scope[PIECES] = _pieces(scope)
+    found: list[str] | None = scope[PIECES]
+    return found
+
+
+def _pieces(scope: Scope) -> list[str] | None:
     raw = scope.get("raw_path")
     if isinstance(raw, bytes | bytearray):
         text = bytes(raw).split(b"?", 1)[0].decode("latin-1")
@@ -105,3 +117,19 @@ class RawRoute(Route):
         if self.methods and scope["method"] not in self.methods:
             return Match.PARTIAL, child
         return Match.FULL, child
+
+
+def cross_site(request: Request, this: str, *, navigation: bool) -> str:
+    """Why the browser that sent ``request`` says another site's page sent it: its
+    ``Origin`` is not this server's, or its ``Sec-Fetch-Site`` is not ``same-origin``
+    (``none``, a request the user made by hand, counts as its own with ``navigation``);
+    '' when it does not say so (programs send neither header). ``this`` names the
+    server in the reason."""
+    origin = request.headers.get("origin")
+    site = request.headers.get("sec-fetch-site")
+    own = f"{request.url.scheme}://{request.headers.get('host', '')}"
+    if origin is not None and origin != own:
+        return f"Origin {origin[:100]!r} is not this {this} ({own[:100]})"
+    if site is not None and site != "same-origin" and not (navigation and site == "none"):
+        return f"Sec-Fetch-Site is {site[:40]!r}"
+    return ""

@@ -20,6 +20,7 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
+from timer import TimerClient
 from timer.testing import RedisServer, find_server_binary
 
 
@@ -101,6 +102,19 @@ def wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
         time.sleep(0.005)
+
+
+def dead_letter_expired(c: TimerClient, group: str, error: str) -> bool:
+    """Every expired outcome the namespace holds, dead-lettered by consumer group
+    ``group`` with ``error`` (one failed attempt each); True if the run settled all."""
+    from timer import Handlers  # noqa: PLC0415 - only the tests that make dead letters
+
+    def fail(_: object) -> None:
+        raise RuntimeError(error)
+
+    dead = Handlers(c, group=group, max_attempts=1)
+    dead.add("expired", fail)
+    return dead.run(stop_when_idle=True)
 
 
 def stage_counts(text: str, metric: str) -> dict[str, float]:

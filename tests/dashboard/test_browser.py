@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from dashboard import create_app
-from tests.conftest import wait_for
-from timer import Handlers, TimerClient
+from tests.conftest import dead_letter_expired, wait_for
+from timer import TimerClient
 from timer.testing import RedisServer, free_port
 from worker import Worker, WorkerSettings
 
@@ -206,15 +206,9 @@ def test_find_select_act_live_and_layout_in_a_browser(
     c.schedule("other", 3_600_000)
     c.schedules.create("nightly-report-for-every-tenant", cron="0 2 * * *", tz="Europe/Paris")
     long_error = "downstream refused: " + "a very long reason without breaks " * 8
-
-    def fail(o: object) -> None:
-        raise RuntimeError(long_error)
-
     c.schedule("poison", 0)
     assert c.wait("poison", timeout=20).outcome == "expired"
-    dead = Handlers(c, group="billing-reconciliation-handlers", max_attempts=1)
-    dead.add("expired", fail)
-    assert dead.run(stop_when_idle=True)
+    assert dead_letter_expired(c, "billing-reconciliation-handlers", long_error)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         page = browser.new_page(viewport={"width": 1400, "height": 900})
@@ -279,13 +273,7 @@ def test_long_lists_page_and_times_read_as_durations_in_a_browser(
     c.schedule_many([{"id": f"d:{i}", "delay_ms": 0} for i in range(23)])
     for i in range(23):
         assert c.wait(f"d:{i}", timeout=20).outcome == "expired"
-
-    def fail(o: object) -> None:
-        raise RuntimeError("refused")
-
-    dead = Handlers(c, group="pager", max_attempts=1)
-    dead.add("expired", fail)
-    assert dead.run(stop_when_idle=True)
+    assert dead_letter_expired(c, "pager", "refused")
     assert c.dead_letters_total() == 23
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)

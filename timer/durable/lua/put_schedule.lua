@@ -37,17 +37,8 @@ if mode ~= 'resume' then
   s[11], s[12] = tonumber(ARGV[11]), ARGV[12]
 end
 s[2] = 1
-local keep = false
-if s[3] ~= 0 then
-  local armed = occ_id(name, s[3])
-  local raw = redis.call('HGET', KEYS[1], armed)
-  if raw and read_rec(raw).d <= now then
-    keep = true  -- due: its leader fires it, then plans the next from this version
-  else
-    sched_unarm(P, KEYS[1], evchan, armed)
-    s[3] = 0
-  end
-end
+-- one already due stays: its leader fires it, then plans the next from this version
+local keep = sched_unarm_unless_due(P, KEYS[1], evchan, name, s, now)
 s[1] = s[1] + 1
 local first, deadline = ARGV[9], tonumber(ARGV[10])
 if not keep and first ~= '' then

@@ -18,13 +18,8 @@ Cost     O(W) for W watch keys.
 local P, evchan, name, mode = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local s = sched_read(KEYS[2], name)
 if not s then return 0 end
-if s[3] ~= 0 then
-  local armed = occ_id(name, s[3])
-  local raw = redis.call('HGET', KEYS[1], armed)
-  if not (mode == 'delete-keep' or (raw and read_rec(raw).d <= now_ms())) then
-    sched_unarm(P, KEYS[1], evchan, armed)
-    s[3] = 0
-  end  -- else due: its leader fires it (counted, if the schedule is still there)
+if mode ~= 'delete-keep' then  -- one already due stays: its leader fires it, once
+  sched_unarm_unless_due(P, KEYS[1], evchan, name, s, now_ms())
 end
 redis.call('SREM', KEYS[3], name)
 if mode == 'pause' then

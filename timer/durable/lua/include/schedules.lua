@@ -68,15 +68,23 @@ local function sched_arm(P, tkey, bz, bucket_ms, id, deadline, s, now)
   return true
 end
 
--- Take a pending occurrence out with no outcome (its schedule changed, paused or went);
--- its leader hears it as decided and drops it from the wheel.
-local function sched_unarm(P, tkey, evchan, id)
+-- Take schedule `name`'s armed occurrence (record `s`) out with no outcome, as its
+-- schedule changed, paused or went, unless its time has come (at `now`): then it stays
+-- and fires once (its leader may hold it in a fire batch already). Its leader hears
+-- one taken out as decided and drops it from the wheel. Returns true if it stayed.
+local function sched_unarm_unless_due(P, tkey, evchan, name, s, now)
+  if s[3] == 0 then return false end
+  local id = occ_id(name, s[3])
   local raw = redis.call('HGET', tkey, id)
-  if not raw then return end
-  local rec = read_rec(raw)
-  redis.call('HDEL', tkey, id)
-  for _, k in ipairs(rec.w) do redis.call('SREM', watch_key(P, k), id) end
-  redis.call('PUBLISH', evchan, 'X cancelled ' .. id)
+  if raw then
+    local rec = read_rec(raw)
+    if rec.d <= now then return true end
+    redis.call('HDEL', tkey, id)
+    for _, k in ipairs(rec.w) do redis.call('SREM', watch_key(P, k), id) end
+    redis.call('PUBLISH', evchan, 'X cancelled ' .. id)
+  end
+  s[3] = 0
+  return false
 end
 
 -- Occurrence `id` (at `at`) of schedule `name` (record `s`) is behind it: arm the next
