@@ -289,7 +289,8 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
             f.x("http_api.registration.batch_ratio_to_schedule_many"),
         ),
         (
-            "HTTP API: one timer a request on a kept-alive connection, `serve --workers` 1 / 2 / 4",
+            "HTTP API: one timer a request on one kept-alive connection, "
+            "`serve --workers` 1 / 2 / 4",
             " / ".join(f.n(f"http_api.keepalive.workers_{w}.per_s") for w in (1, 2, 4))
             + " timers/s; p50 "
             + " / ".join(f.n(f"http_api.keepalive.workers_{w}.p50_ms", ".2f") for w in (1, 2, 4))
@@ -299,6 +300,23 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
             f"{f.k('http_api.registration.python_schedule_per_s')}/s",
             " / ".join(
                 f.x(f"http_api.keepalive.workers_{w}.ratio_to_python_schedule") for w in (1, 2, 4)
+            ),
+        ),
+        (
+            "HTTP API: the same on as many kept-alive connections as workers, 2 / 4",
+            " / ".join(f.n(f"http_api.keepalive.workers_{w}_connections_{w}.per_s") for w in (2, 4))
+            + " timers/s; p50 "
+            + " / ".join(
+                f.n(f"http_api.keepalive.workers_{w}_connections_{w}.p50_ms", ".2f") for w in (2, 4)
+            )
+            + " ms, p99 "
+            + " / ".join(
+                f.n(f"http_api.keepalive.workers_{w}_connections_{w}.p99_ms", ".2f") for w in (2, 4)
+            ),
+            "the same",
+            " / ".join(
+                f.x(f"http_api.keepalive.workers_{w}_connections_{w}.ratio_to_python_schedule")
+                for w in (2, 4)
             ),
         ),
         (

@@ -87,7 +87,7 @@ def serve(
     os.environ[web.CALLBACK_HOSTS_ENV] = ",".join(callback_hosts)
     import uvicorn  # noqa: PLC0415
 
-    from httpapi.serve import NoDelayH11Protocol  # noqa: PLC0415 - with uvicorn
+    from httpapi.serve import NoDelayHttpToolsProtocol  # noqa: PLC0415 - with uvicorn
 
     metrics_dir = None
     if workers > 1:  # /metrics of every worker, whichever answers (prometheus-client)
@@ -102,7 +102,7 @@ def serve(
         uvicorn.run("httpapi.serve:app_from_env", factory=True, host=host, port=port,
                     workers=workers, log_level="warning", ssl_certfile=certfile,
                     ssl_keyfile=keyfile, timeout_graceful_shutdown=5,
-                    http=NoDelayH11Protocol)  # fmt: skip
+                    http=NoDelayHttpToolsProtocol)  # fmt: skip
     finally:
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)

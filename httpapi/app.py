@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 import jsonschema
+import jsonschema_rs
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -45,9 +46,7 @@ def create_app(
     clients = Clients(url)
     clients.callback_hosts = frozenset(h.lower() for h in callback_hosts)
     document = openapi.document()
-    validators = {
-        e.name: jsonschema.Draft202012Validator(e.body) for e in ENDPOINTS if e.body is not None
-    }
+    validators = {e.name: Schema(e.body) for e in ENDPOINTS if e.body is not None}
 
     def route(endpoint: Endpoint, handler: Handler) -> Route:
         async def run(request: Request) -> Response:
@@ -99,7 +98,7 @@ async def _serve(  # noqa: PLR0917 - the request and what the app hands every ro
     handler: Handler,
     clients: Clients,
     tokens: TokenFile | None,
-    validators: Mapping[str, jsonschema.protocols.Validator],
+    validators: Mapping[str, Schema],
 ) -> Response:
     namespace = request.path_params.get("namespace")
     refused = _cross_site(request, endpoint) or _authorize(request, endpoint, namespace, tokens)
@@ -160,7 +159,7 @@ def _authorize(
     return None
 
 
-async def _body(request: Request, validator: jsonschema.protocols.Validator) -> Any:
+async def _body(request: Request, schema: Schema) -> Any:
     """The request's JSON body, checked against its schema; or the 4xx to answer."""
     kind = request.headers.get("content-type")
     if kind is not None and kind.split(";", 1)[0].strip().lower() != "application/json":
@@ -185,11 +184,37 @@ async def _body(request: Request, validator: jsonschema.protocols.Validator) -> 
     if depth > MAX_BODY_DEPTH:
         return error(400, "InvalidInput", f"the body nests {depth} levels deep; at most "
                      f"{MAX_BODY_DEPTH} (a payload at most {MAX_PAYLOAD_DEPTH})", 3)  # fmt: skip
-    problem = next(iter(sorted(validator.iter_errors(data), key=lambda e: list(e.path))), None)
+    problem = schema.problem(data)
     if problem is not None:
         where = "/".join(str(p) for p in problem.absolute_path) or "the body"
         return error(400, "InvalidInput", f"{where}: {_say(problem)}", 3)
     return data
+
+
+class Schema:
+    """A request body's JSON Schema: checked by jsonschema-rs (compiled, in Rust; #40: the
+    pure-Python check was ~12% of a request's time), and a body it refuses explained by
+    jsonschema, whose errors say which field and why."""
+
+    def __init__(self, schema: Mapping[str, Any]) -> None:
+        self.fast = jsonschema_rs.Draft202012Validator(dict(schema))
+        self.explain = jsonschema.Draft202012Validator(schema)
+
+    def problem(self, data: Any) -> jsonschema.ValidationError | None:
+        """The first problem with ``data`` (by its place in the body), or None."""
+        if self.fast.is_valid(data):
+            return None
+        found: list[jsonschema.ValidationError] = sorted(
+            self.explain.iter_errors(data), key=lambda e: list(e.path)
+        )
+        if found:
+            return found[0]
+        # the two disagree (neither should): refuse, saying the fast check's reason
+        try:
+            self.fast.validate(data)
+        except jsonschema_rs.ValidationError as exc:
+            return jsonschema.ValidationError(str(exc.message))
+        return None
 
 
 # A body's JSON nests at most this deep: a payload's own limit (the library's) plus the

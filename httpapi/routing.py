@@ -127,7 +127,9 @@ def cross_site(request: Request, this: str, *, navigation: bool) -> str:
     server in the reason."""
     origin = request.headers.get("origin")
     site = request.headers.get("sec-fetch-site")
-    own = f"{request.url.scheme}://{request.headers.get('host', '')}"
+    if origin is None and site is None:
+        return ""
+    own = f"{request.scope.get('scheme', 'http')}://{request.headers.get('host', '')}"
     if origin is not None and origin != own:
         return f"Origin {origin[:100]!r} is not this {this} ({own[:100]})"
     if site is not None and site != "same-origin" and not (navigation and site == "none"):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from starlette.applications import Starlette
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from .app import create_app
 from .tokens import TokenFile
@@ -27,19 +28,33 @@ def app_from_env() -> Starlette:
                       callback_hosts=hosts)  # fmt: skip
 
 
-class NoDelayH11Protocol(H11Protocol):
-    """uvicorn's HTTP/1.1 protocol, with Nagle's algorithm off on every connection.
+def _no_delay(transport: asyncio.BaseTransport) -> None:
+    """Nagle's algorithm off on an accepted TCP socket, whatever bound the listener.
 
     With ``--workers N`` uvicorn binds the listening socket itself (``socket.socket()``,
     protocol 0), and asyncio sets ``TCP_NODELAY`` only on sockets whose protocol is TCP
     (6): so a response written in two sends (head, then body) waited for the client's
     delayed ACK, ~40 ms a request on a kept-alive connection (#40: 43 ms with two
-    workers, 0.8 ms with one). Set here on each accepted socket, whatever bound it.
-    """
+    workers, 0.8 ms with one)."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class NoDelayH11Protocol(H11Protocol):
+    """uvicorn's pure-Python HTTP/1.1 protocol (h11), with Nagle's algorithm off."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        sock = transport.get_extra_info("socket")
-        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        _no_delay(transport)
+        super().connection_made(transport)  # type: ignore[arg-type]
+
+
+class NoDelayHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's HTTP/1.1 protocol over httptools (llhttp, node's parser, in C), with
+    Nagle's algorithm off: what ``tickwheel serve`` runs (#40: a request on a kept-alive
+    connection spent ~15% of its time in h11)."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        _no_delay(transport)
         super().connection_made(transport)  # type: ignore[arg-type]

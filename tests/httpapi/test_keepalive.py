@@ -13,24 +13,28 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from httpapi.serve import NoDelayH11Protocol
+from httpapi.serve import NoDelayH11Protocol, NoDelayHttpToolsProtocol
 
 
 async def _ok(_: object) -> JSONResponse:
     return JSONResponse({"ok": True})
 
 
-async def nodelay_of(protocol: type[H11Protocol]) -> int:
+Protocol = type[H11Protocol] | type[HttpToolsProtocol]
+
+
+async def nodelay_of(protocol: Protocol) -> int:
     """TCP_NODELAY on the server's side of a connection accepted on a socket bound as
     uvicorn binds one for its workers (``socket.socket()``, protocol 0), after a request."""
     config = uvicorn.Config(Starlette(routes=[Route("/", _ok)]), log_level="warning")
     config.load()
     state = ServerState()
-    made: list[H11Protocol] = []
+    made: list[H11Protocol | HttpToolsProtocol] = []
 
-    def factory() -> H11Protocol:
+    def factory() -> H11Protocol | HttpToolsProtocol:
         made.append(protocol(config=config, server_state=state, app_state={}))
         return made[-1]
 
@@ -55,10 +59,11 @@ async def nodelay_of(protocol: type[H11Protocol]) -> int:
         await server.wait_closed()
 
 
-@pytest.mark.parametrize(("protocol", "nodelay"), [(H11Protocol, 0), (NoDelayH11Protocol, 1)])
-def test_serve_turns_nagle_off_on_every_accepted_socket(
-    protocol: type[H11Protocol], nodelay: int
-) -> None:
+@pytest.mark.parametrize(("protocol", "nodelay"), [
+    (H11Protocol, 0), (NoDelayH11Protocol, 1),
+    (HttpToolsProtocol, 0), (NoDelayHttpToolsProtocol, 1),
+])  # fmt: skip
+def test_serve_turns_nagle_off_on_every_accepted_socket(protocol: Protocol, nodelay: int) -> None:
     """uvicorn's own protocol leaves Nagle on for such a socket (the stall); serve's
     turns it off."""
     assert asyncio.run(nodelay_of(protocol)) == nodelay
