@@ -8,7 +8,8 @@ from typing import Any
 import click
 
 from timer.durable.entries import parse_ref
-from timer.durable.models import DeadLetter, GroupInfo
+from timer.durable.models import GroupInfo
+from timer.durable.shapes import dead_letter_json, group_json
 from timer.errors import NotFound
 
 from .app import App, TimerCommandError, confirm, errors, pass_app
@@ -17,18 +18,9 @@ from .output import emit, plural, table, to_json
 
 
 def _group_dict(g: GroupInfo, now_ms: int, retention_ms: int) -> dict[str, Any]:
-    return {
-        "group": g.name,
-        "consumers": [
-            {"name": c.name, "pending": c.pending, "idle_ms": c.idle_ms} for c in g.consumers
-        ],
-        "pending": g.pending,
-        "retrying": g.retrying,
-        "lag": g.lag,
-        "oldest_pending_age_ms": g.oldest_pending_age_ms,
-        "owes_since_ms": g.owes_since_ms,
-        "stale": g.stale(now_ms, retention_ms),
-    }
+    """A group as every door shows it, and (the CLI's own) whether it is stale by
+    ``--retention``."""
+    return {**group_json(g), "stale": g.stale(now_ms, retention_ms)}
 
 
 @click.group(invoke_without_command=True)
@@ -108,28 +100,6 @@ def groups_delete(app: App, name: str, yes: bool) -> None:
     )
 
 
-def _dead_dict(d: DeadLetter) -> dict[str, Any]:
-    o = d.outcome
-    return {
-        "ref": d.ref,
-        "group": d.group,
-        "attempts": d.attempts,
-        "failed_ms": d.failed_ms,
-        "consumer": d.consumer,
-        "error": d.error,
-        "entry_id": d.entry_id,
-        "outcome": None
-        if o is None
-        else {
-            "id": o.id,
-            "outcome": o.outcome,
-            "deadline_ms": o.deadline_ms,
-            "decided_ms": o.decided_ms,
-            "payload": o.payload,
-        },
-    }
-
-
 @click.group()
 def dead() -> None:
     """Dead letters: outcomes whose handler failed every attempt.
@@ -165,7 +135,7 @@ def dead_list(app: App, group: str | None, limit: int) -> None:
     )
     if total > len(letters) and not app.json:
         human += f"\n({len(letters)} of {total} shown; --limit for more)"
-    emit(app.json, [_dead_dict(d) for d in letters], human)
+    emit(app.json, [dead_letter_json(d) for d in letters], human)
 
 
 @dead.command("show")
@@ -180,7 +150,7 @@ def dead_show(app: App, ref: str) -> None:
         d = app.client.dead_letter(ref)
     if d is None:
         raise TimerCommandError(NotFound(f"no dead letter {ref} (see `tickwheel dead list`)"))
-    data = _dead_dict(d)
+    data = dead_letter_json(d)
     o = data["outcome"]
     human = "\n".join([
         f"ref       {d.ref}",

@@ -16,6 +16,7 @@ from timer import ScheduleNotFound
 from timer.durable.durations import format_duration_ms
 from timer.durable.recurrence import Recurrence
 from timer.durable.schedules import MISSED, OVERLAP, ScheduleInfo
+from timer.durable.shapes import schedule_json
 
 from .app import App, TimerCommandError, confirm, errors, pass_app, starts_server
 from .durations import DURATION, INSTANT, format_ms
@@ -77,22 +78,8 @@ def action_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def _info_dict(s: ScheduleInfo) -> dict[str, Any]:
-    r = s.spec.recurrence
-    return {
-        "name": s.name, "state": s.state, "cron": r.cron, "every_ms": r.every_ms,
-        "offset_ms": r.offset_ms, "tz": r.tz, "start_ms": r.start_ms, "end_ms": r.end_ms,
-        "jitter_ms": r.jitter_ms, "missed_policy": s.spec.missed,
-        "catch_up_ms": s.spec.catch_up_ms, "armed": s.armed, "next_ms": s.next_ms,
-        "fired": s.fired, "missed": s.missed, "skipped": s.skipped, "last_ms": s.last_ms,
-        "overlap": s.spec.overlap, "group": s.spec.group,
-        "created_ms": s.created_ms, "version": s.version, "payload": s.payload,
-        "shard": s.shard,
-    }  # fmt: skip
-
-
 def _show(app: App, s: ScheduleInfo) -> None:
-    d = _info_dict(s)
+    d = schedule_json(s)
     human = pairs({
         "schedule": s.name, "when": s.spec.describe(), "state": s.state,
         "next": _local(s.next_ms, s.spec.recurrence.tz), "armed": s.armed or "-",
@@ -153,7 +140,7 @@ def list_(app: App) -> None:
         (s.name, s.spec.describe(), s.state, format_ms(s.next_ms), s.fired, s.missed) for s in found
     ]
     human = table(rows, ("schedule", "when", "state", "next", "fired", "missed"))
-    emit(app.json, [_info_dict(s) for s in found], human if found else "No schedules.")
+    emit(app.json, [schedule_json(s) for s in found], human if found else "No schedules.")
 
 
 @schedules.command()

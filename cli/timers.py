@@ -12,7 +12,9 @@ from typing import Any
 
 import click
 
-from timer import Outcome, TimerInfo, TimerNotFound
+from timer import TimerNotFound
+from timer.durable.fields import FIELDS
+from timer.durable.shapes import outcome_json, timer_info_json, timer_json
 
 from .app import App, TimerCommandError, errors, pass_app, starts_server
 from .durations import DURATION, INSTANT, SECONDS, format_ms
@@ -35,17 +37,6 @@ def _payload(text: str | None) -> Any:
         ) from None
 
 
-def _timer_dict(t: Any) -> dict[str, Any]:
-    return {
-        "id": t.id,
-        "shard": t.shard,
-        "deadline_ms": t.deadline_ms,
-        "deadline": format_ms(t.deadline_ms),
-        "state": t.state,
-        "created": t.created,
-    }
-
-
 @starts_server
 @click.command()
 @click.argument("timer_id")
@@ -63,13 +54,12 @@ def _timer_dict(t: Any) -> dict[str, Any]:
     type=int,
     default=1,
     show_default=True,
-    help="How many distinct watch keys must be notified to complete.",
+    help=FIELDS["need"].help,
 )
 @click.option(
     "--rearm",
     is_flag=True,
-    help="If TIMER_ID already ended (its outcome is kept for 24 h), schedule it again as a "
-    "new timer instead of showing that outcome.",
+    help=FIELDS["rearm"].help,
 )
 @pass_app
 def schedule(
@@ -102,7 +92,7 @@ def schedule(
     )
     emit(
         app.json,
-        _timer_dict(t),
+        timer_json(t),
         f"{what}: {t.id} on shard {t.shard}, deadline {format_ms(t.deadline_ms)}",
     )
     if not t.created and t.state != "pending" and not app.json:
@@ -157,7 +147,7 @@ def reschedule(app: App, timer_id: str, delay_ms: int | None, deadline_ms: int |
     else:
         emit(
             app.json,
-            {**_timer_dict(t), "rescheduled": True},
+            {**timer_json(t), "rescheduled": True},
             f"Rescheduled {timer_id} to {format_ms(t.deadline_ms)}",
         )
 
@@ -193,22 +183,6 @@ def complete(app: App, timer_id: str) -> None:
     )
 
 
-def _info_dict(info: TimerInfo) -> dict[str, Any]:
-    return {
-        "id": info.id,
-        "state": info.state,
-        "shard": info.shard,
-        "deadline_ms": info.deadline_ms,
-        "deadline": format_ms(info.deadline_ms),
-        "decided_ms": info.decided_ms,
-        "created_ms": info.created_ms,
-        "payload": info.payload,
-        "watch": list(info.watch),
-        "need": info.need,
-        "got": list(info.got),
-    }
-
-
 @click.command()
 @click.argument("timer_id")
 @pass_app
@@ -222,24 +196,13 @@ def get(app: App, timer_id: str) -> None:
         info = app.client.get(timer_id)
     if info is None:
         raise TimerCommandError(TimerNotFound.of(timer_id, app.namespace))
-    d = _info_dict(info)
+    d = timer_info_json(info)
+    shown = {**d, "deadline_ms": f"{info.deadline_ms} ({format_ms(info.deadline_ms)})"}
     emit(
         app.json,
         d,
-        pairs({k: (to_json(v) if isinstance(v, (dict, list, bytes)) else v) for k, v in d.items()}),
+        pairs({k: (to_json(v) if isinstance(v, dict | list) else v) for k, v in shown.items()}),
     )
-
-
-def _outcome_dict(o: Outcome) -> dict[str, Any]:
-    return {
-        "id": o.id,
-        "outcome": o.outcome,
-        "deadline_ms": o.deadline_ms,
-        "decided_ms": o.decided_ms,
-        "lateness_ms": o.lateness_ms,
-        "shard": o.shard,
-        "payload": o.payload,
-    }
 
 
 @click.command()
@@ -255,7 +218,7 @@ def wait(app: App, timer_id: str, timeout: float) -> None:
         o = app.client.wait(timer_id, timeout=timeout)
     emit(
         app.json,
-        _outcome_dict(o),
+        outcome_json(o),
         f"{o.id}: {o.outcome} at {format_ms(o.decided_ms)}, decided "
         f"{against_deadline(o.lateness_ms)}",
     )
@@ -305,7 +268,7 @@ def tail(
             stream = app.client.outcomes(group, name, block_ms=1000, stop_when_idle=idle_exit)
         for o in stream:
             if app.json:
-                click.echo(to_json(_outcome_dict(o)))
+                click.echo(to_json(outcome_json(o)))
             else:
                 click.echo(
                     f"{format_ms(o.decided_ms)}  {o.outcome:<9}  {o.id}  "

@@ -12,6 +12,7 @@ import click
 
 from timer.durable.finding import STATES, Bulk
 from timer.durable.models import TimerInfo
+from timer.durable.shapes import timer_info_json
 
 from .app import App, confirm, errors, pass_app
 from .durations import DURATION, INSTANT, format_ms
@@ -48,11 +49,6 @@ def _row(t: TimerInfo) -> tuple[Any, ...]:
             format_ms(t.decided_ms) if t.decided_ms else "", to_json(t.payload)[:40])  # fmt: skip
 
 
-def _dict(t: TimerInfo) -> dict[str, Any]:
-    return {"id": t.id, "state": t.state, "shard": t.shard, "deadline_ms": t.deadline_ms,
-            "decided_ms": t.decided_ms, "payload": t.payload, "watch": list(t.watch)}  # fmt: skip
-
-
 @timers.command("list")
 @click.argument("match", default="*")
 @click.option("--state", "states", type=STATE_CHOICE, multiple=True,
@@ -84,7 +80,7 @@ def list_(app: App, match: str, states: tuple[str, ...], deadline_from: int | No
             shown.append(t)
     headers = ("id", "state", "shard", "deadline", "decided", "payload")
     human = table([_row(t) for t in shown], headers) if shown else f"No timers match {match!r}."
-    emit(app.json, [_dict(t) for t in shown], human)
+    emit(app.json, [timer_info_json(t) for t in shown], human)
 
 
 @timers.command()

@@ -33,6 +33,7 @@ from httpapi.routing import RawRoute, cross_site
 from timer import TimerClient
 from timer.durable.entries import parse_ref
 from timer.durable.keys import check_namespace
+from timer.durable.shapes import dead_letter_json, group_json, outcome_json, schedule_json
 from timer.errors import (
     ConfigError,
     CorruptRecord,
@@ -45,7 +46,7 @@ from timer.errors import (
 )
 
 from . import live
-from . import shapes as S
+from .shapes import info_shape, lateness_histogram
 
 COOKIE = "tickwheel_token"
 RECENT = 200  # outcomes per shard read for the lateness histogram and the live list
@@ -97,18 +98,18 @@ class Dashboard:
                 }
                 for w, ms in c.workers()
             ],
-            "groups": [S.group_shape(g) for g in c.groups()],
+            "groups": [group_json(g) for g in c.groups()],
             "dead_letters": c.dead_letters_total(),
             "outcomes_last_minute": per_minute,
-            "lateness": S.lateness_histogram(recent),
-            "recent": [S.outcome_shape(o) for o in recent[:20]],
+            "lateness": lateness_histogram(recent),
+            "recent": [outcome_json(o) for o in recent[:20]],
         }
 
     def timer(self, timer_id: str) -> dict[str, Any]:
         info = self.client.get(timer_id)
         if info is None:
             raise TimerNotFound.of(timer_id, self.client.namespace)
-        return S.info_shape(info, self.client.server_time_ms())
+        return info_shape(info, self.client.server_time_ms())
 
     def act(self, timer_id: str, action: str, body: dict[str, Any]) -> dict[str, Any]:
         c = self.client
@@ -138,7 +139,7 @@ class Dashboard:
             page = self.client.timers.find(query.get("match") or "*",
                                            state=query.get("state") or "pending",
                                            cursor=cursor, count=FIND_PAGE)  # fmt: skip
-            shown += [S.info_shape(t, now) for t in page.timers]
+            shown += [info_shape(t, now) for t in page.timers]
             cursor = page.cursor
             if cursor is None or len(shown) >= FIND_SHOWN:
                 break
@@ -161,7 +162,7 @@ class Dashboard:
         }
 
     def dead(self) -> list[dict[str, Any]]:
-        return [S.dead_shape(d) for d in self.client.dead_letters(limit=200)]
+        return [dead_letter_json(d) for d in self.client.dead_letters(limit=200)]
 
     def dead_act(self, ref: str, action: str) -> dict[str, Any]:
         parse_ref(ref, self.client.meta.shards)
@@ -172,13 +173,13 @@ class Dashboard:
         raise InvalidInput(f"unknown action {action!r}: redeliver or drop")
 
     def schedules(self) -> list[dict[str, Any]]:
-        return [S.schedule_shape(s) for s in self.client.schedules.list()]
+        return [schedule_json(s) for s in self.client.schedules.list()]
 
     def schedule_create(self, body: dict[str, Any]) -> dict[str, Any]:
         """A new schedule from the page's form: name, cron or every, tz, payload."""
         spec = {k: body[k] for k in ("cron", "every", "tz") if body.get(k) not in (None, "")}
         made = self.client.schedules.create(body.get("name"), payload=body.get("payload"), **spec)  # type: ignore[arg-type]
-        return S.schedule_shape(made)
+        return schedule_json(made)
 
     def schedule_act(self, name: str, action: str, body: dict[str, Any]) -> dict[str, Any]:
         """pause, resume, trigger, backfill (``start_ms``, ``end_ms``) or delete."""

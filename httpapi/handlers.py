@@ -18,40 +18,25 @@ from timer import InvalidInput, NotFound, TimerClient, TimerError, TimerNotFound
 from timer.aio_group import AsyncConsumer
 from timer.durable import keys as K
 from timer.durable.codec import jsonable
-from timer.durable.models import DeadLetter, GroupInfo, Outcome, Timer, TimerInfo
+from timer.durable.shapes import (
+    dead_letter_json,
+    group_json,
+    outcome_json,
+    timer_info_json,
+    timer_json,
+)
 from timer.store import RedisSettings
 
 from .context import METRICS, MULTIPROC_ENV, Call, Clients, Handler, error_of
 
 
-def timer_shape(t: Timer) -> dict[str, Any]:
-    return {"id": t.id, "shard": t.shard, "deadline_ms": t.deadline_ms, "state": t.state,
-            "created": t.created, "origin": t.origin}  # fmt: skip
-
-
-def info_shape(t: TimerInfo) -> dict[str, Any]:
-    return {"id": t.id, "shard": t.shard, "state": t.state, "deadline_ms": t.deadline_ms,
-            "decided_ms": t.decided_ms, "created_ms": t.created_ms, "payload": t.payload,
-            "watch": list(t.watch), "need": t.need, "notified": list(t.got),
-            "traceparent": t.traceparent}  # fmt: skip
-
-
-def outcome_shape(o: Outcome) -> dict[str, Any]:
-    return {"id": o.id, "outcome": o.outcome, "deadline_ms": o.deadline_ms,
-            "decided_ms": o.decided_ms, "lateness_ms": o.lateness_ms, "shard": o.shard,
-            "payload": o.payload}  # fmt: skip
-
-
 async def schedule(call: Call) -> Response:
     call.clients.check_callback(call.body)
-    b = dict(call.body)
+    b = dict(call.body)  # the fields of a timer (timer.durable.fields), checked by its schema
     t = await call.client.schedule(
-        b.pop("id"), b.pop("delay_ms", None), deadline_ms=b.pop("deadline_ms", None),
-        payload=b.pop("payload", None), watch=b.pop("watch", ()), need=b.pop("need", 1),
-        rearm=b.pop("rearm", False), traceparent=b.pop("traceparent", None),
-        callback_url=b.pop("callback_url", None),
-    )  # fmt: skip
-    return JSONResponse(jsonable(timer_shape(t)), status_code=201 if t.created else 200)
+        b.pop("id"), b.pop("delay_ms", None), deadline_ms=b.pop("deadline_ms", None), **b
+    )
+    return JSONResponse(jsonable(timer_json(t)), status_code=201 if t.created else 200)
 
 
 async def schedule_batch(call: Call) -> Response:
@@ -72,7 +57,7 @@ async def schedule_batch(call: Call) -> Response:
             status, body = error_of(r)
             out.append({"status": status, **body})
         else:
-            out.append({"status": 201 if r.created else 200, **timer_shape(r)})
+            out.append({"status": 201 if r.created else 200, **timer_json(r)})
     return JSONResponse({"results": out})  # plain values already: no jsonable() walk
 
 
@@ -81,12 +66,12 @@ async def get(call: Call) -> dict[str, Any]:
     info = await call.client.get(tid)
     if info is None:
         raise TimerNotFound.of(tid, call.client.namespace)
-    return info_shape(info)
+    return timer_info_json(info)
 
 
 async def wait(call: Call) -> dict[str, Any]:
     timeout = float(call.query["timeout_s"])
-    return outcome_shape(await call.client.wait(call.params["timer_id"], timeout=timeout))
+    return outcome_json(await call.client.wait(call.params["timer_id"], timeout=timeout))
 
 
 def _consumer(call: Call) -> AsyncConsumer:
@@ -95,14 +80,9 @@ def _consumer(call: Call) -> AsyncConsumer:
                                  q["reclaim_idle_ms"])  # fmt: skip
 
 
-def delivered_shape(o: Outcome) -> dict[str, Any]:
-    return {**outcome_shape(o), "ref": f"{o.shard}/{o.entry_id}", "attempt": o.attempt,
-            "idempotency_key": o.idempotency_key, "traceparent": o.traceparent}  # fmt: skip
-
-
 async def consume(call: Call) -> dict[str, Any]:
     got = await _consumer(call).poll(call.query["count"], call.query["wait_ms"])
-    return {"outcomes": [delivered_shape(o) for o in got]}
+    return {"outcomes": [outcome_json(o) for o in got]}
 
 
 async def events(call: Call) -> Response:
@@ -120,7 +100,7 @@ async def events(call: Call) -> Response:
                 yield f"event: error\ndata: {json.dumps(str(exc))}\n\n"
                 return
             for o in got:
-                data = json.dumps(jsonable(delivered_shape(o)), separators=(",", ":"))
+                data = json.dumps(jsonable(outcome_json(o)), separators=(",", ":"))
                 yield f"event: outcome\nid: {o.shard}/{o.entry_id}\ndata: {data}\n\n"
             quiet = 0 if got else quiet + 1
             if quiet >= 15:
@@ -170,7 +150,7 @@ async def reschedule(call: Call) -> dict[str, Any]:
         tid, call.body.get("delay_ms"), deadline_ms=call.body.get("deadline_ms")
     )
     return {"id": tid, "rescheduled": moved is not None,
-            "timer": None if moved is None else timer_shape(moved)}  # fmt: skip
+            "timer": None if moved is None else timer_json(moved)}  # fmt: skip
 
 
 async def notify(call: Call) -> dict[str, Any]:
@@ -179,19 +159,6 @@ async def notify(call: Call) -> dict[str, Any]:
         K.check_name("watch key", k)
     per_key = {k: await call.client.notify(k) for k in keys}
     return {"completed": sum(per_key.values()), "per_key": per_key}
-
-
-def group_shape(g: GroupInfo) -> dict[str, Any]:
-    return {"name": g.name, "pending": g.pending, "retrying": g.retrying, "lag": g.lag,
-            "oldest_pending_age_ms": g.oldest_pending_age_ms,
-            "consumers": [{"name": c.name, "pending": c.pending, "idle_ms": c.idle_ms}
-                          for c in g.consumers]}  # fmt: skip
-
-
-def dead_shape(d: DeadLetter) -> dict[str, Any]:
-    return {"ref": d.ref, "group": d.group, "consumer": d.consumer, "attempts": d.attempts,
-            "failed_ms": d.failed_ms, "error": d.error.splitlines()[0] if d.error else "",
-            "timer": d.outcome.id if d.outcome else None}  # fmt: skip
 
 
 def _sync(call: Call) -> TimerClient:
@@ -210,13 +177,13 @@ async def stats(call: Call) -> dict[str, Any]:
 async def groups(call: Call) -> dict[str, Any]:
     c = _sync(call)
     found = await asyncio.to_thread(c.groups)
-    return {"groups": [group_shape(g) for g in found]}
+    return {"groups": [group_json(g) for g in found]}
 
 
 async def dead_letters(call: Call) -> dict[str, Any]:
     c, q = _sync(call), call.query
     found = await asyncio.to_thread(lambda: c.dead_letters(q["group"] or None, limit=q["limit"]))
-    return {"dead_letters": [dead_shape(d) for d in found]}
+    return {"dead_letters": [dead_letter_json(d) for d in found]}
 
 
 async def dead_letter(call: Call) -> dict[str, Any]:
@@ -224,8 +191,7 @@ async def dead_letter(call: Call) -> dict[str, Any]:
     d = await asyncio.to_thread(c.dead_letter, ref)
     if d is None:
         raise NotFound(f"no dead letter {ref} in namespace {c.namespace!r}")
-    return {**dead_shape(d), "error": d.error,
-            "outcome": None if d.outcome is None else outcome_shape(d.outcome)}  # fmt: skip
+    return dead_letter_json(d)
 
 
 async def redeliver(call: Call) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from timer import __version__
+from timer.durable.shapes import SCHEMAS
 
 from .spec import ENDPOINTS, ERROR, Endpoint
 
@@ -81,7 +82,7 @@ def document() -> dict[str, Any]:
         },
         "paths": paths,
         "components": {
-            "schemas": {"Error": ERROR},
+            "schemas": {"Error": ERROR, **SCHEMAS},
             "securitySchemes": {
                 "bearer": {
                     "type": "http",

@@ -10,29 +10,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from timer.durable.fields import MAX_DEADLINE_MS, json_schemas
+
 MAX_BODY_BYTES = 4 * 1024 * 1024  # a batch of timers with their payloads
 MAX_BATCH = 10_000
 MAX_WAIT_S = 60.0
 
-ID = {"type": "string", "minLength": 1, "maxLength": 256,
-      "description": "A timer id (at most 256 UTF-8 bytes); give a timer and its watch keys "
-                     "the same {hash tag}."}  # fmt: skip
-MS = {"type": "integer", "minimum": 0, "maximum": 2**53 - 1}
-TRACEPARENT = {"type": "string", "description": "A W3C trace context the timer continues."}
-
-TIMER_FIELDS: dict[str, Any] = {
-    "id": ID,
-    "delay_ms": {**MS, "description": "Fire this many ms from now (Redis time)."},
-    "deadline_ms": {**MS, "description": "Fire at this epoch ms (Redis time)."},
-    "payload": {"description": "Any JSON value, delivered with the outcome."},
-    "watch": {"type": "array", "items": ID, "maxItems": 256,
-              "description": "Watch keys: notifying enough of them completes the timer."},
-    "need": {"type": "integer", "minimum": 1, "description": "Watch keys needed (default 1)."},
-    "rearm": {"type": "boolean", "description": "Schedule an id that already ended again."},
-    "traceparent": TRACEPARENT,
-    "callback_url": {"type": "string", "maxLength": 2048,
-                     "description": "POST the outcome here (a host the server allows)."},
-}  # fmt: skip
+# a timer's fields as its declaration gives them (timer.durable.fields: one per field)
+TIMER_FIELDS: dict[str, Any] = json_schemas()
+ID = TIMER_FIELDS["id"]
+MS = {"type": "integer", "minimum": 0, "maximum": MAX_DEADLINE_MS}
 SCHEDULE = {
     "type": "object", "properties": TIMER_FIELDS, "required": ["id"],
     "additionalProperties": False,
@@ -63,35 +50,13 @@ NOTIFY = {
 }  # fmt: skip
 EMPTY = {"type": "object", "additionalProperties": False}
 
-TIMER = {
-    "type": "object",
-    "properties": {
-        "id": {"type": "string"}, "shard": {"type": "integer"}, "deadline_ms": {"type": "integer"},
-        "state": {"enum": ["pending", "expired", "cancelled", "completed"]},
-        "created": {"type": "boolean", "description": "This call created it."},
-        "origin": {"type": "string"},
-    },
-}  # fmt: skip
-INFO = {
-    "type": "object",
-    "properties": {
-        "id": {"type": "string"}, "shard": {"type": "integer"},
-        "state": {"enum": ["pending", "expired", "cancelled", "completed"]},
-        "deadline_ms": {"type": "integer"}, "decided_ms": {"type": ["integer", "null"]},
-        "created_ms": {"type": ["integer", "null"]}, "payload": {},
-        "watch": {"type": "array", "items": {"type": "string"}}, "need": {"type": "integer"},
-        "notified": {"type": "array", "items": {"type": "string"}},
-        "traceparent": {"type": ["string", "null"]},
-    },
-}  # fmt: skip
-OUTCOME: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "id": {"type": "string"}, "outcome": {"enum": ["expired", "cancelled", "completed"]},
-        "deadline_ms": {"type": "integer"}, "decided_ms": {"type": "integer"},
-        "lateness_ms": {"type": "integer"}, "shard": {"type": "integer"}, "payload": {},
-    },
-}  # fmt: skip
+
+def ref(name: str) -> dict[str, str]:
+    """One value's shape (timer.durable.shapes.SCHEMAS: the document's components)."""
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+TIMER, INFO, OUTCOME = ref("Timer"), ref("TimerInfo"), ref("Outcome")
 ERROR = {
     "type": "object",
     "properties": {
@@ -144,12 +109,6 @@ DEAD = {"type": "object", "additionalProperties": False, "required": ["ref", "er
         "properties": {"ref": {"type": "string", "maxLength": 64},
                        "error": {"type": "string", "maxLength": 4000},
                        "consumer": CONSUMER}}  # fmt: skip
-DELIVERED = {
-    "type": "object",
-    "properties": {**OUTCOME["properties"],
-                   "ref": {"type": "string", "description": "What ack, retry and dead take."},
-                   "attempt": {"type": "integer"}, "idempotency_key": {"type": "string"}},
-}  # fmt: skip
 
 NS = "/v1/namespaces/{namespace}"
 ENDPOINTS = (
@@ -192,7 +151,7 @@ ENDPOINTS = (
              "by its ref with ack, retry or dead: at least once", "write", query=CONSUME_QUERY,
              responses={200: ("the batch, maybe empty",
                               {"type": "object", "properties": {
-                                  "outcomes": {"type": "array", "items": DELIVERED}}})}),
+                                  "outcomes": {"type": "array", "items": OUTCOME}}})}),
     Endpoint("streamOutcomes", "GET", f"{GROUP}/events",
              "The group's outcomes for this consumer as Server-Sent Events (event "
              "'outcome', id the ref); settle each with ack, retry or dead", "write",
@@ -214,16 +173,18 @@ ENDPOINTS = (
              responses={200: ("the stats", {"type": "object"})}),
     Endpoint("groups", "GET", f"{NS}/groups",
              "Consumer groups: consumers, pending, retrying, lag, oldest", "admin",
-             responses={200: ("the groups", {"type": "object"})}),
+             responses={200: ("the groups", {"type": "object", "properties": {
+                 "groups": {"type": "array", "items": ref("GroupInfo")}}})}),
     Endpoint("deadLetters", "GET", f"{NS}/dead",
              "Dead letters, oldest first (at most limit)", "admin",
              query={"group": {"type": "string", "maxLength": 256, "default": ""},
                     "limit": {"type": "integer", "minimum": 1, "maximum": 10_000,
                               "default": 100}},
-             responses={200: ("the dead letters", {"type": "object"})}),
+             responses={200: ("the dead letters", {"type": "object", "properties": {
+                 "dead_letters": {"type": "array", "items": ref("DeadLetter")}}})}),
     Endpoint("deadLetter", "GET", f"{NS}/dead/{{shard}}/{{entry}}",
              "One dead letter in full: its outcome and the last error", "admin",
-             responses={200: ("the dead letter", {"type": "object"})},
+             responses={200: ("the dead letter", ref("DeadLetter"))},
              errors={404: "no such dead letter"}),
     Endpoint("redeliverDeadLetter", "POST", f"{NS}/dead/{{shard}}/{{entry}}/redeliver",
              "Put a dead letter back in front of its group (attempts start again)", "admin",

@@ -20,13 +20,15 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from .durable import calls as C
 from .durable import entries as E
 from .durable import groups as G
-from .durable.calls import Op
+from .durable import steps
+from .durable.checks import check_int
 from .durable.groups import Delivery
 from .durable.models import Outcome
+from .durable.namespace import Namespace
 from .durable.reader import GroupReader
+from .durable.steps import Op
 from .errors import InvalidInput
 
 MAX_BATCH = 1000
@@ -36,7 +38,7 @@ class AsyncConsumer:
     """``AsyncTimerClient.consumer(group, name)``: see the module."""
 
     def __init__(
-        self, run: Callable[[Op[Any]], Awaitable[Any]], ns: C.Namespace, group: str,
+        self, run: Callable[[Op[Any]], Awaitable[Any]], ns: Namespace, group: str,
         consumer: str, *, reclaim_idle_ms: int, per_stream: bool,
     ) -> None:  # fmt: skip
         self._run = run
@@ -48,8 +50,8 @@ class AsyncConsumer:
 
     async def poll(self, count: int = 100, wait_ms: int = 1000) -> list[Outcome]:
         """Up to ``count`` outcomes for this consumer, waiting at most ``wait_ms`` for one."""
-        C.check_int("count", count, 1, MAX_BATCH)
-        C.check_int("wait_ms", wait_ms, 0, 60_000)
+        check_int("count", count, 1, MAX_BATCH)
+        check_int("wait_ms", wait_ms, 0, 60_000)
         if not self._started:
             await self._run(self.reader.ensure())
             self._started = True
@@ -92,5 +94,5 @@ class AsyncConsumer:
 
 def _pending_of(d: Delivery) -> Op[int | None]:
     """How many times the entry was delivered, or None if it is not pending."""
-    rows = yield C.Command("xpending_range", (d.stream, d.group, d.entry_id, d.entry_id, 1))
+    rows = yield steps.Command("xpending_range", (d.stream, d.group, d.entry_id, d.entry_id, 1))
     return int(rows[0]["times_delivered"]) if rows else None

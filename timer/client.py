@@ -15,7 +15,7 @@ import dataclasses
 import functools
 import warnings
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 import redis
 import redis.client
@@ -23,13 +23,14 @@ from redis.cluster import RedisCluster
 
 from .consumer import ConsumerGroup
 from .driver import SyncDriver, connect
-from .durable import calls as C
 from .durable import group_admin as GA
 from .durable import groups as G
 from .durable import keys as K
-from .durable import ops, shard_ops, views
-from .durable.checks import check_seconds
+from .durable import ops, shard_ops, steps, views
+from .durable.checks import check_int, check_seconds
 from .durable.codec import DEFAULT_MAX_PAYLOAD
+from .durable.fields import TimerOptions, TimerSpec
+from .durable.items import timer_spec
 from .durable.models import (
     ClientSettings,
     DeadLetter,
@@ -41,6 +42,7 @@ from .durable.models import (
     TimerInfo,
     Trimmed,
 )
+from .durable.namespace import Namespace
 from .durable.reader import GroupReader, Held, check_options
 from .durable.shard_calls import MigrateStep
 from .errors import TimerError
@@ -136,11 +138,11 @@ class TimerClient:
 
     # -- the driver: run an operation's steps with blocking calls ----------------------
 
-    def _run(self, op: ops.Op[T]) -> T:
+    def _run(self, op: steps.Op[T]) -> T:
         """Run an operation to its result (it emits nothing)."""
         return self._driver.run(op)
 
-    def _drive(self, op: ops.Op[T]) -> Generator[Any, None, T]:
+    def _drive(self, op: steps.Op[T]) -> Generator[Any, None, T]:
         """Run an operation's steps; yield what it emits; return its result."""
         return self._driver.drive(op)
 
@@ -220,8 +222,8 @@ class TimerClient:
             self._checked = True
         return self._meta
 
-    def _ns(self) -> C.Namespace:
-        return C.Namespace(self.keys, self.meta, self.settings)
+    def _ns(self) -> Namespace:
+        return Namespace(self.keys, self.meta, self.settings)
 
     def shard_of(self, name: str) -> int:
         return K.shard_of(name, self.meta.shards)
@@ -238,12 +240,7 @@ class TimerClient:
         delay_ms: int | None = None,
         *,
         deadline_ms: int | None = None,
-        payload: object = None,
-        watch: Iterable[str] = (),
-        need: int = 1,
-        rearm: bool = False,
-        traceparent: str | None = None,
-        callback_url: str | None = None,
+        **options: Unpack[TimerOptions],
     ) -> Timer:
         """Schedule a timer ``delay_ms`` from now (Redis time) or at ``deadline_ms``.
 
@@ -251,24 +248,23 @@ class TimerClient:
         whose outcome is retained (``result_ttl``, 24 h) returns that outcome as ``state``,
         unless ``rearm=True``, which schedules it again as a new arming with its own
         outcome (a retried job re-arming its timeout); the same id pending with other
-        parameters raises DuplicateTimer. ``traceparent`` (W3C; ``timer.tracing.current()``
-        gives the active span's) is kept with the timer: its fire and its handler run
-        continue that trace. ``callback_url``: its outcome is POSTed there by
-        ``tickwheel handle --callbacks`` (for the hosts that runner allows).
+        parameters raises DuplicateTimer.
+
+        ``options`` are the timer's optional fields, each declared once with its type,
+        default and help in :class:`timer.durable.fields.TimerOptions` (``payload``,
+        ``watch`` and ``need``, ``rearm``, a W3C ``traceparent`` its fire and handler run
+        continue — ``timer.tracing.current()`` gives the active span's —, ...).
         """
-        return self._run(ops.schedule(
-            self._ns(), timer_id, delay_ms=delay_ms, deadline_ms=deadline_ms,
-            payload=payload, watch=watch, need=need, rearm=rearm, traceparent=traceparent,
-            callback_url=callback_url,
-        ))  # fmt: skip
+        spec = timer_spec(timer_id, delay_ms, deadline_ms, options)
+        return self._run(ops.schedule(self._ns(), spec))
 
     def schedule_many(
-        self, items: Iterable[Mapping[str, Any]], *, origin: str = ""
+        self, items: Iterable[TimerSpec | Mapping[str, Any]], *, origin: str = ""
     ) -> list[Timer | TimerError]:
         """Schedule many timers in pipelined batches; one result per item, in order.
 
-        Each item is a mapping with ``id`` and ``delay_ms`` or ``deadline_ms``, and optional
-        ``payload``, ``watch``, ``need``, ``rearm``, ``traceparent``, ``callback_url``. A bad
+        Each item is a :class:`~timer.durable.fields.TimerSpec`: a mapping with ``id``,
+        ``delay_ms`` or ``deadline_ms``, and any of ``schedule``'s options. A bad
         item gets its error in its slot (nothing is written for it); the others go on.
         ``origin`` is stored with each timer created here and reported back on a retry
         (``Timer.origin``), so a caller that retries a batch (a Spark task) can tell
@@ -502,7 +498,7 @@ class TimerClient:
 
     def shard_store(self, shard: int) -> ShardStore:
         """The durable side of one shard, as its leader uses it."""
-        C.check_int("shard", shard, 0, self.meta.shards - 1)
+        check_int("shard", shard, 0, self.meta.shards - 1)
         return ShardStore(self._run, self.keys.shard(shard), self.meta.bucket_ms)
 
     # -- lifetime ---------------------------------------------------------------------

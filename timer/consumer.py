@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from .durable import calls as C
 from .durable import groups as G
-from .durable.calls import Run
+from .durable.namespace import Namespace
 from .durable.reader import GroupReader, Held
+from .durable.steps import Run
 
 
 class ConsumerGroup:
@@ -21,7 +21,7 @@ class ConsumerGroup:
     """
 
     def __init__(
-        self, run: Run, namespace: Callable[[], C.Namespace], group: str, consumer: str,
+        self, run: Run, namespace: Callable[[], Namespace], group: str, consumer: str,
         *, per_stream: bool, reclaim_idle_ms: int = 60_000, held: Held | None = None,
     ) -> None:  # fmt: skip
         self._run = run  # the client's driver: runs an operation to its result

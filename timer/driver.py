@@ -25,8 +25,7 @@ from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
 from . import cluster_route as R
-from .durable import calls as C
-from .durable import ops
+from .durable import ops, steps
 from .durable.models import Durability
 from .durable.scripts import ScriptName, source
 from .store import RedisSettings, map_errors, settle_replies, settle_wait
@@ -174,16 +173,16 @@ class SyncDriver:
             return CountingPubSub(self.redis.get_redis_connection(node).connection_pool)
         return CountingPubSub(self.redis.connection_pool)
 
-    def run(self, op: ops.Op[T]) -> T:
+    def run(self, op: steps.Op[T]) -> T:
         """Run an operation to its result (it emits nothing)."""
-        steps = self.drive(op)
+        emitted = self.drive(op)
         while True:
             try:
-                next(steps)
+                next(emitted)
             except StopIteration as done:
                 return done.value  # type: ignore[no-any-return]
 
-    def drive(self, op: ops.Op[T]) -> Generator[Any, None, T]:
+    def drive(self, op: steps.Op[T]) -> Generator[Any, None, T]:
         """Run an operation's steps; yield what it emits; return its result."""
         reply: Any = None
         lane: _Lane | None = None  # made at the first Send (most operations never send ahead)
@@ -193,16 +192,16 @@ class SyncDriver:
                     step = op.send(reply)
                 except StopIteration as done:
                     return done.value  # type: ignore[no-any-return]
-                if isinstance(step, C.Emit):
+                if isinstance(step, steps.Emit):
                     reply = None
                     yield step.value
-                elif isinstance(step, C.Sleep):
+                elif isinstance(step, steps.Sleep):
                     reply = None
                     time.sleep(step.seconds)  # an operation polling the server with backoff
-                elif isinstance(step, C.Send):
+                elif isinstance(step, steps.Send):
                     lane = lane or _Lane(self)
                     reply = lane.send(step.pipeline)
-                elif isinstance(step, C.Collect):
+                elif isinstance(step, steps.Collect):
                     assert lane is not None, "Collect before any Send"
                     reply = lane.collect(step.ticket)
                 else:
@@ -211,22 +210,22 @@ class SyncDriver:
             if lane is not None:
                 lane.close()
 
-    def execute(self, step: C.ScriptCall | C.Command | C.Pipeline) -> Any:
-        if isinstance(step, C.ScriptCall) and (
+    def execute(self, step: steps.ScriptCall | steps.Command | steps.Pipeline) -> Any:
+        if isinstance(step, steps.ScriptCall) and (
             self.cluster or (self.durability.waits and step.wait)
         ):  # the write, then WAIT; on a cluster, loaded on its own node only (see _pipeline)
-            replies = self.pipeline(C.Pipeline([step]))
+            replies = self.pipeline(steps.Pipeline([step]))
             return settle_replies(replies, self.where, errors_in_slots=False)[0]
         with map_errors(self.where):
-            if isinstance(step, C.ScriptCall):
+            if isinstance(step, steps.ScriptCall):
                 return self.scripts[step.script](keys=step.keys, args=step.args)
-            if isinstance(step, C.Command) and step.every_primary:
+            if isinstance(step, steps.Command) and step.every_primary:
                 return self.on_every_primary(step)
-            if isinstance(step, C.Command):
+            if isinstance(step, steps.Command):
                 return getattr(self.redis, step.name)(*step.args, **step.kwargs)
         return settle_replies(self.pipeline(step), self.where, errors_in_slots=step.errors_in_slots)
 
-    def on_every_primary(self, step: C.Command) -> dict[str, Any]:
+    def on_every_primary(self, step: steps.Command) -> dict[str, Any]:
         if not self.cluster:
             return {self.where: getattr(self.redis, step.name)(*step.args, **step.kwargs)}
         return {
@@ -236,17 +235,19 @@ class SyncDriver:
             for node in self.redis.get_primaries()
         }
 
-    def pipeline(self, step: C.Pipeline) -> list[Any]:
+    def pipeline(self, step: steps.Pipeline) -> list[Any]:
         """Replies of a pipeline in order, a redis-py error in the slot of its call (the
         caller settles them: ``settle_replies``)."""
-        if step.calls and isinstance(step.calls[0], C.ScriptCall):
-            scripts: list[C.ScriptCall] = [c for c in step.calls if isinstance(c, C.ScriptCall)]
+        if step.calls and isinstance(step.calls[0], steps.ScriptCall):
+            scripts: list[steps.ScriptCall] = [
+                c for c in step.calls if isinstance(c, steps.ScriptCall)
+            ]
             replies = self.pipelined_scripts(scripts)
         else:
             with map_errors(self.where):
                 pipe = self.redis.pipeline(transaction=False)
                 for c in step.calls:
-                    assert isinstance(c, C.Command), "a pipeline holds one kind of call"
+                    assert isinstance(c, steps.Command), "a pipeline holds one kind of call"
                     getattr(pipe, c.name)(*c.args, **c.kwargs)
                 replies = pipe.execute(raise_on_error=False)
         return list(replies)
@@ -261,7 +262,7 @@ class SyncDriver:
                     self.redis.script_load(script.script)
                 self._loaded.add(name)
 
-    def pipelined_scripts(self, calls: Sequence[C.ScriptCall]) -> list[Any]:
+    def pipelined_scripts(self, calls: Sequence[steps.ScriptCall]) -> list[Any]:
         """Script calls in pipelines, one per node; replies (or redis errors) in order.
 
         On a cluster each call goes to its slot's master, in one pipeline per master, and
@@ -272,7 +273,7 @@ class SyncDriver:
         with map_errors(self.where):  # (run_scripts loads a script the server lost)
             return self.run_scripts(self.redis, calls, list(range(len(calls))))
 
-    def retry_alone(self, calls: Sequence[C.ScriptCall], replies: list[Any]) -> list[Any]:
+    def retry_alone(self, calls: Sequence[steps.ScriptCall], replies: list[Any]) -> list[Any]:
         """Run again, on one server, the calls whose script the server lost (a lane's
         replies, read off its own connection); the replies, updated."""
         with map_errors(self.where):
@@ -281,7 +282,7 @@ class SyncDriver:
                     replies[i] = self.run_scripts(self.redis, calls, [i])[0]
         return replies
 
-    def routed_scripts(self, calls: Sequence[C.ScriptCall]) -> list[Any]:
+    def routed_scripts(self, calls: Sequence[steps.ScriptCall]) -> list[Any]:
         """Script calls on a cluster, each on its slot's master, pipelined per master;
         a reply that names a topology change (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, a node
         gone) is acted on as ``timer.cluster_route`` says, within the retry budget.
@@ -307,7 +308,9 @@ class SyncDriver:
             with contextlib.suppress(redis.RedisError, RedisClusterException):
                 self.redis.nodes_manager.initialize()
 
-    def _node_scripts(self, name: str, calls: Sequence[C.ScriptCall], idxs: list[int]) -> list[Any]:
+    def _node_scripts(
+        self, name: str, calls: Sequence[steps.ScriptCall], idxs: list[int]
+    ) -> list[Any]:
         """One node's pipeline of script calls: its replies, or the error that stopped the
         whole pipeline in each of its calls' slots (never raised: other nodes go on)."""
         conn = self.node(name) if name else None
@@ -319,7 +322,9 @@ class SyncDriver:
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             return [exc] * len(idxs)
 
-    def run_scripts(self, conn: Any, calls: Sequence[C.ScriptCall], idxs: list[int]) -> list[Any]:
+    def run_scripts(
+        self, conn: Any, calls: Sequence[steps.ScriptCall], idxs: list[int]
+    ) -> list[Any]:
         """One pipeline on one connection: the calls, then the durability wait if asked
         (WAIT covers the writes of its own connection), whose shortfall fails them all.
 
@@ -353,7 +358,7 @@ class _Sent:
 
     __slots__ = ("pipeline", "replies")
 
-    def __init__(self, pipeline: C.Pipeline, replies: list[Any] | None = None) -> None:
+    def __init__(self, pipeline: steps.Pipeline, replies: list[Any] | None = None) -> None:
         self.pipeline = pipeline
         self.replies = replies
 
@@ -372,23 +377,23 @@ class _Lane:
         self.conn: Any = None
         self.unread: list[_Sent] = []  # sent, replies not read yet, oldest first
 
-    def send(self, pipeline: C.Pipeline) -> _Sent:
+    def send(self, pipeline: steps.Pipeline) -> _Sent:
         driver = self.driver
         calls = pipeline.calls
         if (driver.cluster or driver.durability.waits or not calls
-                or not isinstance(calls[0], C.ScriptCall)):  # fmt: skip
+                or not isinstance(calls[0], steps.ScriptCall)):  # fmt: skip
             return _Sent(pipeline, driver.execute(pipeline))
         sent = _Sent(pipeline)
         self.unread.append(sent)
         try:
             if self.conn is None:
-                driver.load_scripts({c.script for c in calls if isinstance(c, C.ScriptCall)})
+                driver.load_scripts({c.script for c in calls if isinstance(c, steps.ScriptCall)})
                 self.conn = driver.redis.connection_pool.get_connection()
             scripts = driver.scripts
             # No health-check PING once replies are pending: it would read one of them.
             self.conn.send_packed_command(self.conn.pack_commands([
                 ("EVALSHA", scripts[c.script].sha, len(c.keys), *c.keys, *c.args)
-                for c in calls if isinstance(c, C.ScriptCall)
+                for c in calls if isinstance(c, steps.ScriptCall)
             ]), check_health=len(self.unread) == 1)  # fmt: skip
         except (redis.ConnectionError, redis.TimeoutError):
             self._rerun()
@@ -410,7 +415,7 @@ class _Lane:
                 self._rerun()
             else:
                 self.unread.pop(0)
-                calls = cast("Sequence[C.ScriptCall]", sent.pipeline.calls)
+                calls = cast("Sequence[steps.ScriptCall]", sent.pipeline.calls)
                 sent.replies = settle_replies(
                     driver.retry_alone(calls, raw),  # NOSCRIPT: the script cache was lost
                     driver.where,

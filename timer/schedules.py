@@ -15,42 +15,26 @@ for the catch-up policies and ``timer.durable.recurrence`` for the time rules.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Unpack
 
-from .durable import calls as C
 from .durable import schedules as S
-from .durable.calls import Op, Run
+from .durable.fields import ScheduleOptions
 from .durable.models import Timer
+from .durable.namespace import Namespace
 from .durable.schedules import ScheduleInfo
+from .durable.steps import Op, Run
 from .errors import TimerError
 
 
 class Schedules:
     """The recurring schedules of one namespace (``TimerClient.schedules``)."""
 
-    def __init__(self, run: Run, namespace: Callable[[], C.Namespace]) -> None:
+    def __init__(self, run: Run, namespace: Callable[[], Namespace]) -> None:
         self._run = run  # the client's driver: runs an operation to its result
         self._ns = namespace
 
-    def create(
-        self,
-        name: str,
-        *,
-        cron: str | None = None,
-        every: int | str | None = None,
-        offset: int | str = 0,
-        tz: str = "UTC",
-        start: Any = None,
-        end: Any = None,
-        jitter: int | str = 0,
-        payload: object = None,
-        watch: Iterable[str] = (),
-        missed: str = "latest",
-        catch_up: int | str = "1h",
-        overlap: str = "allow",
-        group: str | None = None,
-    ) -> ScheduleInfo:
+    def create(self, name: str, **spec: Unpack[ScheduleOptions]) -> ScheduleInfo:
         """Create a schedule and arm its first occurrence after now (Redis time).
 
         Exactly one of ``cron`` (5 fields, or 6 with the seconds first, in ``tz``) or
@@ -64,13 +48,9 @@ class Schedules:
         handled (what falls due meanwhile follows ``missed``).
         DuplicateTimer if the name exists (``update`` changes one).
         """
-        return self._run(S.put(
-            self._ns(), name, mode="create", payload=payload, watch=watch, cron=cron,
-            every=every, offset=offset, tz=tz, start=start, end=end, jitter=jitter,
-            missed=missed, catch_up=catch_up, overlap=overlap, group=group,
-        ))  # fmt: skip
+        return self._run(S.put(self._ns(), name, mode="create", **spec))
 
-    def update(self, name: str, **spec: Any) -> ScheduleInfo:
+    def update(self, name: str, **spec: Unpack[ScheduleOptions]) -> ScheduleInfo:
         """Change a schedule (the arguments of ``create``; all of them, as a new spec):
         from its next occurrence on. An occurrence already due still fires once."""
         return self._run(S.put(self._ns(), name, mode="update", **spec))
@@ -116,17 +96,17 @@ class AsyncSchedules:
     """``AsyncTimerClient.schedules``: the same operations as :class:`Schedules`, awaited."""
 
     def __init__(
-        self, run: Callable[[Op[Any]], Awaitable[Any]], namespace: Callable[[], C.Namespace]
+        self, run: Callable[[Op[Any]], Awaitable[Any]], namespace: Callable[[], Namespace]
     ) -> None:
         self._run = run
         self._ns = namespace
 
-    async def create(self, name: str, **spec: Any) -> ScheduleInfo:
+    async def create(self, name: str, **spec: Unpack[ScheduleOptions]) -> ScheduleInfo:
         """As :meth:`Schedules.create` (the same keyword arguments)."""
         info: ScheduleInfo = await self._run(S.put(self._ns(), name, mode="create", **spec))
         return info
 
-    async def update(self, name: str, **spec: Any) -> ScheduleInfo:
+    async def update(self, name: str, **spec: Unpack[ScheduleOptions]) -> ScheduleInfo:
         info: ScheduleInfo = await self._run(S.put(self._ns(), name, mode="update", **spec))
         return info
 

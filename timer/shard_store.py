@@ -9,12 +9,13 @@ from typing import Any
 from .driver import CountingPubSub
 from .durable import calls as C
 from .durable import keys as K
-from .durable import ops, shard_ops
 from .durable import schedules as S
 from .durable import shard_calls as SC
-from .durable.calls import Run
+from .durable import shard_ops, steps
+from .durable.checks import check_int
 from .durable.models import DueTimers, FireResult, LeaseGrant, LeaseRenewal, SweepResult, Trimmed
 from .durable.schedules import Plan, ScheduleInfo
+from .durable.steps import Run
 from .errors import CorruptRecord, TimerError
 
 
@@ -71,14 +72,14 @@ class ShardStore:
     def fire_call(
         self, worker: str, epoch: int, ids: Sequence[str], *, ttl_ms: int, ahead: int = 0,
         plans: Mapping[str, tuple[int, Plan]] | None = None,
-    ) -> C.ScriptCall:  # fmt: skip
+    ) -> steps.ScriptCall:  # fmt: skip
         """``fire``'s call, to send with other shards' in one ``fire_together``."""
         return SC.fire_call(
             self.keys, worker, epoch, ids, bucket_ms=self.bucket_ms, ttl_ms=ttl_ms,
             ahead=ahead, plans=S.pack_fire_plans(plans or {}),
         )  # fmt: skip
 
-    def fire_together(self, calls: Sequence[C.ScriptCall]) -> list[FireResult | TimerError]:
+    def fire_together(self, calls: Sequence[steps.ScriptCall]) -> list[FireResult | TimerError]:
         """Several ``fire_call``s (of any shards of this store's client) sent at once: one
         round trip (a pipeline per node on a cluster), not one each. Each call's result,
         or the error of that call alone (``Fenced``: its lease is gone; a ``StoreError``:
@@ -89,7 +90,7 @@ class ShardStore:
     def trim_results(self, left: int) -> Trimmed:
         """The next call of a results-table round of ``trim_outcomes(until_done=False)``
         that has ``left`` hashes to visit: what it dropped and what is still left."""
-        call = SC.trim_results_call(self.keys, C.check_int("left", left, 1, 2**31 - 1))
+        call = SC.trim_results_call(self.keys, check_int("left", left, 1, 2**31 - 1))
         return SC.parse_trim(self._run(_one(call)), self.keys.shard)
 
     def sweep(
@@ -158,20 +159,20 @@ class Membership:
         return self.keys.shard_of_channel(channel)
 
 
-def _schedules(keys: K.ShardKeys, names: Sequence[str]) -> ops.Op[list[Any]]:
-    return list((yield C.Command("hmget", (keys.schedules, list(names)))))
+def _schedules(keys: K.ShardKeys, names: Sequence[str]) -> steps.Op[list[Any]]:
+    return list((yield steps.Command("hmget", (keys.schedules, list(names)))))
 
 
-def _queue(keys: K.ShardKeys, count: int) -> ops.Op[list[Any]]:
-    return list((yield C.Command("srandmember", (keys.schedule_queue, count))) or [])
+def _queue(keys: K.ShardKeys, count: int) -> steps.Op[list[Any]]:
+    return list((yield steps.Command("srandmember", (keys.schedule_queue, count))) or [])
 
 
-def _together(calls: Sequence[C.ScriptCall]) -> ops.Op[list[Any]]:
+def _together(calls: Sequence[steps.ScriptCall]) -> steps.Op[list[Any]]:
     """An operation of one pipeline: each call's raw reply, or its TimerError."""
-    replies: list[Any] = yield C.Pipeline(list(calls), errors_in_slots=True)
+    replies: list[Any] = yield steps.Pipeline(list(calls), errors_in_slots=True)
     return replies
 
 
-def _one(call: C.ScriptCall | C.Command) -> ops.Op[Any]:
+def _one(call: steps.ScriptCall | steps.Command) -> steps.Op[Any]:
     """An operation of one step: its raw reply."""
     return (yield call)

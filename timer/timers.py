@@ -19,11 +19,11 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
-from .durable import calls as C
 from .durable import finding as F
-from .durable.calls import Op, Run
 from .durable.finding import Bulk, Page, Selection
 from .durable.models import TimerInfo
+from .durable.namespace import Namespace
+from .durable.steps import Op, Run
 from .errors import InvalidInput
 
 Progress = Callable[[Bulk], None]
@@ -38,7 +38,7 @@ def _selection(
 class Timers:
     """Finding and acting on many timers of one namespace (``TimerClient.timers``)."""
 
-    def __init__(self, run: Run, namespace: Callable[[], C.Namespace]) -> None:
+    def __init__(self, run: Run, namespace: Callable[[], Namespace]) -> None:
         self._run = run  # the client's driver: runs an operation to its result
         self._ns = namespace
 
@@ -186,7 +186,7 @@ class AsyncTimers:
     """``AsyncTimerClient.timers``: :class:`Timers`' finding and bulk actions, awaited."""
 
     def __init__(
-        self, run: Callable[[Op[Any]], Awaitable[Any]], namespace: Callable[[], C.Namespace]
+        self, run: Callable[[Op[Any]], Awaitable[Any]], namespace: Callable[[], Namespace]
     ) -> None:
         self._run = run
         self._ns = namespace

@@ -34,8 +34,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import __version__
-from .durable.codec import jsonable
 from .durable.models import Outcome
+from .durable.shapes import outcome_json
 from .errors import InvalidInput
 
 SIGNATURE = "Tickwheel-Signature"
@@ -85,15 +85,6 @@ def check_url(url: object) -> str:
     if parts.username or parts.password:
         raise InvalidInput("the webhook URL must not carry credentials: sign with the secret")
     return url
-
-
-def outcome_json(o: Outcome) -> dict[str, Any]:
-    return {
-        "id": o.id, "outcome": o.outcome, "deadline_ms": o.deadline_ms,
-        "decided_ms": o.decided_ms, "lateness_ms": o.lateness_ms, "shard": o.shard,
-        "payload": jsonable(o.payload), "attempt": o.attempt,
-        "idempotency_key": o.idempotency_key,
-    }  # fmt: skip
 
 
 def webhook(url: str, secret: str, *, timeout_s: float = 10.0) -> Callable[[Outcome], None]:

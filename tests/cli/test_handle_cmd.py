@@ -146,7 +146,7 @@ def test_groups_lists_and_deletes(tw: Run, redis_server: RedisServer, namespace:
         g.ensure()
         got = g.read(1, None)
         (row,) = as_json(tw("--json", "groups"))
-        assert row["group"] == "billing" and row["pending"] == len(got)
+        assert row["name"] == "billing" and row["pending"] == len(got)
         assert row["lag"] == 3 - len(got) and row["consumers"][0]["name"] == "b1"
         assert row["stale"] is False
         assert "STALE" in tw("groups", "--retention", "0s").output

@@ -491,7 +491,7 @@ def test_admin_reads_need_an_admin_token_and_act_on_dead_letters(
     assert status == 200 and [g["name"] for g in groups["groups"]] == ["ops"]
     status, dead = api.call("GET", f"{ns}/dead?group=ops", token=admin)
     letters = dead["dead_letters"]
-    assert status == 200 and sorted(d["timer"] for d in letters) == ["d:0", "d:1"]
+    assert status == 200 and sorted(d["outcome"]["id"] for d in letters) == ["d:0", "d:1"]
     one, two = letters[0]["ref"], letters[1]["ref"]
     status, shown = api.call("GET", f"{ns}/dead/{one}", token=admin)
     assert status == 200 and shown["error"] == "boom" and shown["outcome"]["outcome"] == "expired"
@@ -583,3 +583,40 @@ def test_a_callback_url_needs_a_host_the_server_allows(
     assert info is not None and info.callback_url == "https://hooks.example/x"
     assert c.get("b") is None
     c.close()
+
+
+def test_every_door_shows_one_value_alike(
+    quiet: tuple[Api, TimerClient, TokenFile], redis_server: RedisServer
+) -> None:
+    """One timer and its outcome (bytes in the payload, watch keys, a trace) read through
+    the HTTP API, ``tickwheel get/wait --json`` and the library's shapes are the same
+    JSON (#41: they had different fields)."""
+    from click.testing import CliRunner  # noqa: PLC0415
+
+    from cli.main import main  # noqa: PLC0415
+    from timer.durable.shapes import outcome_json, timer_info_json  # noqa: PLC0415
+
+    api, c, _ = quiet
+    ns = f"/v1/namespaces/{c.namespace}"
+    trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    c.schedule("door:{1}", 60_000, payload={"raw": b"\x00\xff", "n": [1, 2]},
+               watch=["door:{1}:a"], traceparent=trace)  # fmt: skip
+    base = ["--redis-url", redis_server.url, "--namespace", c.namespace, "--json"]
+
+    def cli(*args: str) -> Any:
+        result = CliRunner().invoke(main, [*base, *args], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    info = c.get("door:{1}")
+    assert info is not None
+    status, over_http = api.call("GET", f"{ns}/timers/door:%7B1%7D")
+    assert status == 200
+    assert over_http == cli("get", "door:{1}") == timer_info_json(info)
+    assert over_http["payload"]["raw"] == {"$bytes": "AP8="}
+    assert over_http["traceparent"] == trace and over_http["notified"] == []
+    assert c.cancel("door:{1}")
+    status, ended = api.call("GET", f"{ns}/timers/door:%7B1%7D/outcome?timeout_s=1")
+    assert status == 200
+    assert ended == cli("wait", "door:{1}") == outcome_json(c.wait("door:{1}", timeout=1))
+    assert ended["outcome"] == "cancelled" and "ref" not in ended

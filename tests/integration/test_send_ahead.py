@@ -19,23 +19,25 @@ import redis
 from tests.conftest import wait_for
 from timer import DuplicateTimer, Timer, TimerClient
 from timer.durable import calls as C
+from timer.durable import steps
+from timer.durable.items import schedule_item_of
 from timer.testing import RedisServer
 
 
-def pipeline(client: TimerClient, *items: dict[str, Any]) -> C.Pipeline:
+def pipeline(client: TimerClient, *items: dict[str, Any]) -> steps.Pipeline:
     """One schedule call per item (the items may share a shard)."""
     ns = client._ns()
-    calls = [C.schedule_call(ns, [C.schedule_item_of(ns, item)], "") for item in items]
-    return C.Pipeline(calls, errors_in_slots=True)
+    calls = [C.schedule_call(ns, [schedule_item_of(ns, item)], "") for item in items]
+    return steps.Pipeline(calls, errors_in_slots=True)
 
 
-def results(client: TimerClient, p: C.Pipeline, replies: list[Any]) -> list[Any]:
+def results(client: TimerClient, p: steps.Pipeline, replies: list[Any]) -> list[Any]:
     ns = client._ns()
     out: list[Any] = []
     for call, reply in zip(p.calls, replies, strict=True):
-        assert isinstance(call, C.ScriptCall)
+        assert isinstance(call, steps.ScriptCall)
         tid = msgpack.unpackb(call.args[5], raw=True)[0][0].decode()  # its one timer's id
-        item = C.schedule_item_of(ns, {"id": tid, "delay_ms": 60_000})
+        item = schedule_item_of(ns, {"id": tid, "delay_ms": 60_000})
         out += [reply] if isinstance(reply, Exception) else C.parse_schedule(reply, [item], "")
     return out
 
@@ -47,8 +49,8 @@ def exists(r: redis.Redis, client: TimerClient, tid: str) -> bool:
 def send_two(
     client: TimerClient,
     r: redis.Redis,
-    first: C.Pipeline,
-    second: C.Pipeline,
+    first: steps.Pipeline,
+    second: steps.Pipeline,
     *,
     first_id: str,
     between: Callable[[], object],
@@ -57,11 +59,11 @@ def send_two(
     yet, call ``between``, send ``second``, then collect both, oldest first."""
 
     def op() -> Generator[Any, Any, tuple[list[Any], list[Any]]]:
-        t1 = yield C.Send(first)
+        t1 = yield steps.Send(first)
         wait_for(lambda: exists(r, client, first_id), what="the first pipeline to run")
         between()
-        t2 = yield C.Send(second)
-        return (yield C.Collect(t1)), (yield C.Collect(t2))
+        t2 = yield steps.Send(second)
+        return (yield steps.Collect(t1)), (yield steps.Collect(t2))
 
     return client._run(op())
 
@@ -78,12 +80,12 @@ def test_a_pipeline_runs_before_it_is_collected_and_in_the_order_sent(
     )
 
     def op() -> Generator[Any, Any, tuple[list[Any], list[Any]]]:
-        t1 = yield C.Send(first)
+        t1 = yield steps.Send(first)
         # The server has run it although nothing was read yet.
         wait_for(lambda: exists(r, client, "ahead:1"), what="the first pipeline to run")
-        t2 = yield C.Send(second)
+        t2 = yield steps.Send(second)
         wait_for(lambda: exists(r, client, "ahead:2"), what="the second pipeline to run")
-        return (yield C.Collect(t1)), (yield C.Collect(t2))
+        return (yield steps.Collect(t1)), (yield steps.Collect(t2))
 
     one, two = client._run(op())
     [made] = results(client, first, one)
@@ -125,7 +127,7 @@ def test_an_operation_failing_with_replies_unread_leaves_no_connection_holding_t
     sent = pipeline(client, *({"id": f"left:{i}", "delay_ms": 60_000} for i in range(20)))
 
     def op() -> Generator[Any, Any, None]:
-        yield C.Send(sent)
+        yield steps.Send(sent)
         raise Stop
 
     for _ in range(3):  # a connection left with those replies would answer the next call

@@ -11,17 +11,17 @@ import msgpack
 import pytest
 
 from timer import DuplicateTimer, Fenced, InvalidInput
-from timer.durable import calls as C
 from timer.durable import entries as E
 from timer.durable import groups as G
-from timer.durable import ops, shard_ops
+from timer.durable import ops, shard_ops, steps
 from timer.durable import shard_calls as SC
 from timer.durable.codec import decode_pending, decode_result
 from timer.durable.keys import NamespaceKeys
 from timer.durable.models import ClientSettings, Event, Meta
+from timer.durable.namespace import Namespace
 from timer.durable.scripts import ErrorCode, ScriptName, header, script_error
 
-NS = C.Namespace(NamespaceKeys("ns"), Meta(shards=8, bucket_ms=1000), ClientSettings())
+NS = Namespace(NamespaceKeys("ns"), Meta(shards=8, bucket_ms=1000), ClientSettings())
 LUA = resources.files("timer.durable") / "lua"
 
 
@@ -121,8 +121,8 @@ def test_events_channel_names_its_shard() -> None:
 def test_bad_input_fails_before_any_step() -> None:
     """An operation validates before its first step, so bad input sends (writes) nothing."""
     bad = [
-        ops.schedule(NS, "", delay_ms=5),
-        ops.schedule(NS, "a", delay_ms=5, watch=["b"]),  # another shard (checked below)
+        ops.schedule(NS, {"id": "", "delay_ms": 5}),
+        ops.schedule(NS, {"id": "a", "delay_ms": 5, "watch": ["b"]}),  # another shard
         ops.cancel(NS, 42),
         ops.reschedule(NS, "a", None, None),
         ops.notify(NS, "x" * 300),
@@ -147,20 +147,20 @@ def test_schedule_many_sends_one_call_per_shard_and_keeps_errors_in_place() -> N
     ]  # fmt: skip
     op = ops.schedule_many(NS, items, "batch-1")
     send = next(op)
-    assert isinstance(send, C.Send)
+    assert isinstance(send, steps.Send)
     step = send.pipeline
     assert step.errors_in_slots
     calls = step.calls
     assert len(calls) == 2  # two shards, one call each
     first, second = calls
-    assert isinstance(first, C.ScriptCall) and isinstance(second, C.ScriptCall)
+    assert isinstance(first, steps.ScriptCall) and isinstance(second, steps.ScriptCall)
     assert [t[0] for t in msgpack.unpackb(first.args[5], raw=True)] == [i.encode() for i in one]
     assert msgpack.unpackb(second.args[5], raw=True)[0][0] == other.encode()
     sk = NS.shard(NS.shard_of(one[0]))
     assert first.keys == [sk.timers, sk.buckets]
     assert first.args[4] == "batch-1"
     conflict = Exception("CONFLICT timer t1 is pending with other parameters")
-    assert op.send("ticket") == C.Collect("ticket")
+    assert op.send("ticket") == steps.Collect("ticket")
     with pytest.raises(StopIteration) as done:
         op.send([[10, conflict, [b"pending", b"30", b"5", b"old"]],
                  Fenced("x")])  # fmt: skip
@@ -176,10 +176,10 @@ def test_schedule_many_sends_the_next_pipeline_before_collecting_the_one_before(
     """Pipelines of pipeline_batch timers: each is sent before the one ahead of it is
     collected (the server runs one while the client packs the next), collected oldest
     first, and every result lands in its item's slot."""
-    ns = C.Namespace(NS.keys, NS.meta, dataclasses.replace(NS.settings, pipeline_batch=2))
+    ns = Namespace(NS.keys, NS.meta, dataclasses.replace(NS.settings, pipeline_batch=2))
     items = [{"id": f"s{i}", "delay_ms": 1_000 + i} for i in range(7)]
     op = ops.schedule_many(ns, items, "")
-    steps: list[str] = []
+    seen: list[str] = []
     sent: dict[str, list[list[str]]] = {}  # ticket -> the ids of each call of its pipeline
     reply: Any = None
     while True:
@@ -188,20 +188,20 @@ def test_schedule_many_sends_the_next_pipeline_before_collecting_the_one_before(
         except StopIteration as done:
             results = done.value
             break
-        if isinstance(step, C.Send):
+        if isinstance(step, steps.Send):
             ticket = f"t{len(sent)}"
             sent[ticket] = [
                 [t[0].decode() for t in msgpack.unpackb(call.args[5], raw=True)]
                 for call in step.pipeline.calls
-                if isinstance(call, C.ScriptCall)
+                if isinstance(call, steps.ScriptCall)
             ]
-            steps.append(f"send {ticket}")
+            seen.append(f"send {ticket}")
             reply = ticket
         else:
-            assert isinstance(step, C.Collect)
-            steps.append(f"collect {step.ticket}")
+            assert isinstance(step, steps.Collect)
+            seen.append(f"collect {step.ticket}")
             reply = [[1_000 + int(tid[1:]) for tid in call] for call in sent[step.ticket]]
-    assert steps == ["send t0", "send t1", "collect t0", "send t2", "collect t1",
+    assert seen == ["send t0", "send t1", "collect t0", "send t2", "collect t1",
                      "send t3", "collect t2", "collect t3"]  # fmt: skip
     assert sorted(i for calls in sent.values() for ids in calls for i in ids) == [
         f"s{i}" for i in range(7)

@@ -10,7 +10,12 @@ this layer builds. Its modules (docs/data-model.md says what is stored where):
     checks       the argument checks every public entry shares
     durations    durations as text (30s, 1h30m), read and written
     scripts      the Lua scripts of lua/ by name, and ErrorCode: the one enum of their errors
-    calls        the step protocol, and per script a builder and a parser
+    fields       a timer's fields (and a schedule's spec) declared once: types, defaults,
+                 limits, record slots, help; the HTTP schema and docs table come from it
+    items        the gate a timer passes: its fields checked and packed for schedule.lua
+    steps        the steps an operation yields to its driver, and Run
+    namespace    a namespace as the builders see it: keys, shape (meta), limits
+    calls        per client script a builder and a parser
     ops          every client operation as a generator of steps, for both clients
     shard_calls  the leader's scripts: leases, fire, sweep, trim, the results table
     shard_ops    the worker's side: membership, events, a shard's reads

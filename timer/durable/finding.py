@@ -27,10 +27,13 @@ from . import calls as C
 from . import entries as E
 from . import keys as K
 from . import shard_calls as SC
-from .calls import Op
+from . import steps
 from .checks import check_int
+from .fields import MAX_DEADLINE_MS
 from .models import TimerInfo
+from .namespace import Namespace
 from .scripts import ScriptName
+from .steps import Op
 
 STATES = ("pending", "expired", "cancelled", "completed")
 DECIDED = frozenset(STATES[1:])
@@ -95,7 +98,7 @@ class Selection:
 
 
 def _bound(name: str, value: object) -> int | None:
-    return None if value is None else check_int(name, value, 0, C.MAX_DEADLINE_MS)
+    return None if value is None else check_int(name, value, 0, MAX_DEADLINE_MS)
 
 
 def _states(state: object) -> frozenset[str]:
@@ -160,7 +163,7 @@ def _start(sel: Selection) -> _At | None:
     return _At("d", 0, 0, 0)
 
 
-def _parse_cursor(ns: C.Namespace, sel: Selection, cursor: object) -> _At | None:
+def _parse_cursor(ns: Namespace, sel: Selection, cursor: object) -> _At | None:
     if cursor is None or cursor == "":
         return _start(sel)
     m = CURSOR.match(cursor) if isinstance(cursor, str) else None
@@ -175,7 +178,7 @@ def _format(at: _At | None) -> str | None:
     return None if at is None else f"{at.phase}:{at.shard}:{at.part}:{at.scan}"
 
 
-def _next_shard(ns: C.Namespace, sel: Selection, at: _At) -> _At | None:
+def _next_shard(ns: Namespace, sel: Selection, at: _At) -> _At | None:
     if at.shard + 1 < ns.meta.shards:
         return _At(at.phase, at.shard + 1, 0, 0)
     if at.phase == "p" and sel.decided:
@@ -186,7 +189,7 @@ def _next_shard(ns: C.Namespace, sel: Selection, at: _At) -> _At | None:
 # -- finding ----------------------------------------------------------------------------
 
 
-def find(ns: C.Namespace, sel: Selection, cursor: object = None, count: object = 1000) -> Op[Page]:
+def find(ns: Namespace, sel: Selection, cursor: object = None, count: object = 1000) -> Op[Page]:
     """One page: about ``count`` entries examined from ``cursor`` on (see the module)."""
     budget = check_int("count", count, 1, MAX_COUNT)
     at = _parse_cursor(ns, sel, cursor)
@@ -202,10 +205,12 @@ def find(ns: C.Namespace, sel: Selection, cursor: object = None, count: object =
 
 
 def _scan_pending(
-    ns: C.Namespace, sel: Selection, at: _At, budget: int, found: list[TimerInfo]
+    ns: Namespace, sel: Selection, at: _At, budget: int, found: list[TimerInfo]
 ) -> Op[tuple[_At | None, int]]:
     sk = ns.shard(at.shard)
-    reply = yield C.Command("hscan", (sk.timers, at.scan), {"match": sel.match, "count": budget})
+    reply = yield steps.Command(
+        "hscan", (sk.timers, at.scan), {"match": sel.match, "count": budget}
+    )
     scan, entries = int(reply[0]), reply[1]
     for tid, raw in entries.items():
         _keep(sel, found, C.text(tid), at.shard, pending=raw, decided=None)
@@ -215,20 +220,20 @@ def _scan_pending(
 
 
 def _scan_outcomes(
-    ns: C.Namespace, sel: Selection, at: _At, budget: int, found: list[TimerInfo]
+    ns: Namespace, sel: Selection, at: _At, budget: int, found: list[TimerInfo]
 ) -> Op[tuple[_At | None, int]]:
     sk = ns.shard(at.shard)
-    level, split = yield C.Command("hmget", (sk.results_table, "L", "S"))
+    level, split = yield steps.Command("hmget", (sk.results_table, "L", "S"))
     parts = K.results_parts(level, split)
     if at.part >= parts:
         return _next_shard(ns, sel, at), 1
     wanted = max(1, min(PARTS_PER_CALL, parts - at.part, budget // PART_SIZE))
     scans = [
-        C.Command("hscan", (sk.results_part(b), at.scan if b == at.part else 0),
+        steps.Command("hscan", (sk.results_part(b), at.scan if b == at.part else 0),
                   {"match": sel.match, "count": max(budget, 100)})
         for b in range(at.part, at.part + wanted)
     ]  # fmt: skip
-    replies = yield C.Pipeline(scans)
+    replies = yield steps.Pipeline(scans)
     seen = 0
     for b, (scan, entries) in zip(range(at.part, at.part + wanted), replies, strict=True):
         for tid, value in entries.items():
@@ -256,7 +261,7 @@ def _keep(
 MAX_IDS = 10_000  # ids one act_on call takes
 
 
-def infos(ns: C.Namespace, ids: object) -> Op[list[TimerInfo]]:
+def infos(ns: Namespace, ids: object) -> Op[list[TimerInfo]]:
     """The timers of ``ids`` as they are now (pending or retained; unknown ones left out),
     read in one pipeline. InvalidInput before any I/O for a bad id or too many."""
     if not isinstance(ids, (list, tuple)):
@@ -267,7 +272,7 @@ def infos(ns: C.Namespace, ids: object) -> Op[list[TimerInfo]]:
     if not tids:
         return []
     shards = [ns.shard_of(t) for t in tids]
-    replies = yield C.Pipeline(
+    replies = yield steps.Pipeline(
         [SC.get_call(ns.shard(s), t) for s, t in zip(shards, tids, strict=True)]
     )
     found: list[TimerInfo] = []
@@ -281,7 +286,7 @@ def infos(ns: C.Namespace, ids: object) -> Op[list[TimerInfo]]:
 
 
 def act(
-    ns: C.Namespace,
+    ns: Namespace,
     action: str,
     timers: Sequence[TimerInfo],
     *,
@@ -304,7 +309,7 @@ def act(
     )
     if not prepared:
         return report
-    replies = yield C.Pipeline([call for call, _ in prepared], errors_in_slots=True)
+    replies = yield steps.Pipeline([call for call, _ in prepared], errors_in_slots=True)
     for (_, parse), reply in zip(prepared, replies, strict=True):
         try:
             done = parse(C.error_or(reply))
@@ -321,8 +326,8 @@ def act(
 
 
 def _prepare(
-    ns: C.Namespace, action: str, pending: Sequence[TimerInfo], **move: object
-) -> list[tuple[C.ScriptCall, Any]]:
+    ns: Namespace, action: str, pending: Sequence[TimerInfo], **move: object
+) -> list[tuple[steps.ScriptCall, Any]]:
     if action in ("cancel", "complete"):
         script = ScriptName.CANCEL if action == "cancel" else ScriptName.COMPLETE
         outcome = "cancelled" if action == "cancel" else "completed"
@@ -343,11 +348,11 @@ def check_move(delay_ms: object, deadline_ms: object, shift_ms: object) -> None:
     if len(given) != 1:
         raise InvalidInput("reschedule takes exactly one of delay_ms, deadline_ms or shift_ms")
     if shift_ms is not None:
-        check_int("shift_ms", shift_ms, -C.MAX_DEADLINE_MS, C.MAX_DEADLINE_MS)
+        check_int("shift_ms", shift_ms, -MAX_DEADLINE_MS, MAX_DEADLINE_MS)
 
 
 def _moves(
-    ns: C.Namespace,
+    ns: Namespace,
     pending: Sequence[TimerInfo],
     delay_ms: object,
     deadline_ms: object,
@@ -364,20 +369,20 @@ def _moves(
     return out
 
 
-def _decided(ns: C.Namespace, tid: str, outcome: str) -> Any:
+def _decided(ns: Namespace, tid: str, outcome: str) -> Any:
     return lambda reply: C.parse_decide(ns, reply, tid, outcome)
 
 
-def _moved(ns: C.Namespace, p: C.Prepared) -> Any:
+def _moved(ns: Namespace, p: C.Prepared) -> Any:
     return lambda reply: C.parse_reschedule(ns, reply, p) is not None
 
 
-def _notify_keys(ns: C.Namespace, keys: list[str]) -> Op[int]:
+def _notify_keys(ns: Namespace, keys: list[str]) -> Op[int]:
     """Notify each key until no watcher is left; the timers completed."""
     completed = 0
     todo = keys
     while todo:
-        replies = yield C.Pipeline([C.notify_call(ns, k) for k in todo])
+        replies = yield steps.Pipeline([C.notify_call(ns, k) for k in todo])
         again = []
         for key, reply in zip(todo, replies, strict=True):
             done, remaining = C.parse_notify(reply)

@@ -9,21 +9,24 @@ from ..errors import StoreError
 from . import calls as C
 from . import entries as E
 from . import keys as K
-from .calls import Op
+from . import steps
+from .checks import check_int
 from .groups import parse_redeliver, redeliver_call
 from .models import ConsumerInfo, DeadLetter, GroupInfo
+from .namespace import Namespace
+from .steps import Op
 
 
 def _id_ms(entry_id: Any) -> int:
     return int(C.text(entry_id).split("-", 1)[0])
 
 
-def group_infos(ns: C.Namespace, now_ms: int) -> Op[list[GroupInfo]]:
+def group_infos(ns: Namespace, now_ms: int) -> Op[list[GroupInfo]]:
     """Every consumer group of the namespace with its consumers, pending, retrying, lag
     and the age of what it owes, summed over the shards' streams."""
     streams = list(ns.outcome_streams().items())
-    listed = yield C.Pipeline(
-        [C.Command("xinfo_groups", (s,)) for s, _ in streams], errors_in_slots=True
+    listed = yield steps.Pipeline(
+        [steps.Command("xinfo_groups", (s,)) for s, _ in streams], errors_in_slots=True
     )
     found: list[tuple[str, int, dict[str, Any]]] = []
     for (stream, shard), reply in zip(streams, listed, strict=True):
@@ -33,17 +36,17 @@ def group_infos(ns: C.Namespace, now_ms: int) -> Op[list[GroupInfo]]:
             found.append((stream, shard, g))
     if not found:
         return []
-    detail: list[C.Command] = []
+    detail: list[steps.Command] = []
     for stream, shard, g in found:
         name = C.text(g["name"])
         last = C.text(g["last-delivered-id"])
         detail += [
-            C.Command("xinfo_consumers", (stream, name)),
-            C.Command("zcard", (ns.shard(shard).retries(name),)),
-            C.Command("xrange", (stream, "(" + last, "+"), {"count": 1}),
-            C.Command("xpending", (stream, name)),
+            steps.Command("xinfo_consumers", (stream, name)),
+            steps.Command("zcard", (ns.shard(shard).retries(name),)),
+            steps.Command("xrange", (stream, "(" + last, "+"), {"count": 1}),
+            steps.Command("xpending", (stream, name)),
         ]
-    replies = yield C.Pipeline(detail)
+    replies = yield steps.Pipeline(detail)
     acc: dict[str, dict[str, Any]] = {}
     for i, (_stream, _shard, g) in enumerate(found):
         _add_shard(acc, g, *replies[4 * i : 4 * i + 4])
@@ -99,34 +102,34 @@ def _group_info(name: str, a: dict[str, Any], now_ms: int) -> GroupInfo:
     )
 
 
-def delete_group(ns: C.Namespace, group: str) -> Op[int]:
+def delete_group(ns: Namespace, group: str) -> Op[int]:
     """Destroy the group on every shard's stream and drop its retry schedule; on how many
     streams it existed. Its dead letters stay (drop them with ``drop_dead_letters``)."""
     K.check_name("consumer group", group)
     shards = range(ns.meta.shards)
-    calls: list[C.Command] = []
+    calls: list[steps.Command] = []
     for s in shards:
         sk = ns.shard(s)
         calls += [
-            C.Command("xgroup_destroy", (sk.outcomes, group)),
-            C.Command("delete", (sk.retries(group),)),
+            steps.Command("xgroup_destroy", (sk.outcomes, group)),
+            steps.Command("delete", (sk.retries(group),)),
         ]
-    replies = yield C.Pipeline(calls, errors_in_slots=True)
+    replies = yield steps.Pipeline(calls, errors_in_slots=True)
     return sum(
         1 for r in replies[0::2] if not isinstance(r, StoreError) and int(C.error_or(r)) == 1
     )
 
 
 def dead_letters(
-    ns: C.Namespace, group: str | None = None, *, limit: int = 1000
+    ns: Namespace, group: str | None = None, *, limit: int = 1000
 ) -> Op[list[DeadLetter]]:
     """Dead letters (of ``group``, or all), oldest first per shard, at most ``limit``."""
-    C.check_int("limit", limit, 1, 1_000_000)
+    check_int("limit", limit, 1, 1_000_000)
     if group is not None:
         K.check_name("consumer group", group)
     shards = range(ns.meta.shards)
-    replies = yield C.Pipeline(
-        [C.Command("xrange", (ns.shard(s).dead, "-", "+"), {"count": limit}) for s in shards]
+    replies = yield steps.Pipeline(
+        [steps.Command("xrange", (ns.shard(s).dead, "-", "+"), {"count": limit}) for s in shards]
     )
     out: list[DeadLetter] = []
     for s, entries in zip(shards, replies, strict=True):
@@ -138,29 +141,29 @@ def dead_letters(
     return out[:limit]
 
 
-def dead_letter_count(ns: C.Namespace) -> Op[int]:
-    lengths = yield C.Pipeline(
-        [C.Command("xlen", (ns.shard(s).dead,)) for s in range(ns.meta.shards)]
+def dead_letter_count(ns: Namespace) -> Op[int]:
+    lengths = yield steps.Pipeline(
+        [steps.Command("xlen", (ns.shard(s).dead,)) for s in range(ns.meta.shards)]
     )
     return sum(int(n) for n in lengths)
 
 
-def get_dead_letter(ns: C.Namespace, ref: object) -> Op[DeadLetter | None]:
+def get_dead_letter(ns: Namespace, ref: object) -> Op[DeadLetter | None]:
     shard, eid = E.parse_ref(ref, ns.meta.shards)
-    entries = yield C.Command("xrange", (ns.shard(shard).dead, eid, eid))
+    entries = yield steps.Command("xrange", (ns.shard(shard).dead, eid, eid))
     if not entries:
         return None
     return E.dead_letter_from_entry(shard, entries[0][0], entries[0][1])
 
 
-def redeliver(ns: C.Namespace, ref: object) -> Op[str | None]:
+def redeliver(ns: Namespace, ref: object) -> Op[str | None]:
     """Put a dead letter back in front of its group (a new entry of its shard's stream);
     the new entry id, or None when there is no such dead letter (or it holds no outcome)."""
     shard, eid = E.parse_ref(ref, ns.meta.shards)
     return parse_redeliver((yield redeliver_call(ns.shard(shard), eid)))
 
 
-def drop_dead_letter(ns: C.Namespace, ref: object) -> Op[bool]:
+def drop_dead_letter(ns: Namespace, ref: object) -> Op[bool]:
     """Delete a dead letter; True if it existed."""
     shard, eid = E.parse_ref(ref, ns.meta.shards)
-    return int((yield C.Command("xdel", (ns.shard(shard).dead, eid)))) == 1
+    return int((yield steps.Command("xdel", (ns.shard(shard).dead, eid)))) == 1

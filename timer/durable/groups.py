@@ -30,10 +30,14 @@ from ..errors import CorruptRecord, StoreError
 from . import calls as C
 from . import entries as E
 from . import keys as K
-from .calls import Op, ScriptCall, text
+from . import steps
+from .calls import text
+from .checks import check_int
 from .entries import flat_fields
 from .models import Outcome
+from .namespace import Namespace
 from .scripts import ScriptName
+from .steps import Op, ScriptCall
 
 POLL_S = 0.05  # how often a per-stream reader (Redis Cluster) polls while waiting
 
@@ -61,14 +65,14 @@ def check_group(group: object, consumer: object) -> tuple[str, str]:
     return K.check_name("consumer group", group), K.check_name("consumer", consumer)
 
 
-def ensure_groups(ns: C.Namespace, group: str, *, start: str = "0") -> Op[None]:
+def ensure_groups(ns: Namespace, group: str, *, start: str = "0") -> Op[None]:
     """Create the group on every shard's stream unless it exists. ``start`` is where a
     new group starts reading: ``0`` everything the streams hold, ``$`` only what comes."""
     create = [
-        C.Command("xgroup_create", (stream, group), {"id": start, "mkstream": True})
+        steps.Command("xgroup_create", (stream, group), {"id": start, "mkstream": True})
         for stream in ns.outcome_streams()
     ]
-    for reply in (yield C.Pipeline(create, errors_in_slots=True)):
+    for reply in (yield steps.Pipeline(create, errors_in_slots=True)):
         if isinstance(reply, StoreError) and reply.code == "BUSYGROUP":
             continue  # the group exists already: that is what we want
         C.error_or(reply)
@@ -89,7 +93,7 @@ class _Leftovers:
 
 
 def _deliveries(
-    ns: C.Namespace,
+    ns: Namespace,
     group: str,
     shard: int,
     entries: Iterable[tuple[Any, Mapping[bytes, bytes], int]],
@@ -115,16 +119,16 @@ def _deliveries(
 
 def _settle_leftovers(group: str, consumer: str, left: _Leftovers) -> Op[None]:
     if left.foreign:
-        yield C.Pipeline([C.Command("xack", (s, group, eid)) for s, eid in left.foreign])
+        yield steps.Pipeline([steps.Command("xack", (s, group, eid)) for s, eid in left.foreign])
     if left.broken:
-        yield C.Pipeline([
+        yield steps.Pipeline([
             dead_call(sk, group, eid, consumer, attempts=n, error=why)
             for sk, eid, n, why in left.broken
         ])  # fmt: skip
 
 
 def read_new(
-    ns: C.Namespace,
+    ns: Namespace,
     group: str,
     consumer: str,
     *,
@@ -148,7 +152,7 @@ def read_new(
 
 
 def _read_once(
-    ns: C.Namespace, group: str, consumer: str, *, count: int, block_ms: int | None,
+    ns: Namespace, group: str, consumer: str, *, count: int, block_ms: int | None,
     per_stream: bool,
 ) -> Op[tuple[list[Delivery], int]]:  # fmt: skip
     """One read: its deliveries, and how many entries it took from the streams."""
@@ -156,7 +160,7 @@ def _read_once(
     reply: list[Any] = []
     if not per_stream:
         reply = (
-            yield C.Command(
+            yield steps.Command(
                 "xreadgroup",
                 (group, consumer, dict.fromkeys(streams, ">")),
                 {"count": count, "block": block_ms},
@@ -166,13 +170,13 @@ def _read_once(
         end = time.monotonic() + (block_ms or 0) / 1000
         while True:
             for stream in streams:
-                got = yield C.Command(
+                got = yield steps.Command(
                     "xreadgroup", (group, consumer, {stream: ">"}), {"count": count}
                 )
                 reply.extend(got or [])
             if reply or time.monotonic() >= end:
                 break
-            yield C.Sleep(min(POLL_S, max(0.0, end - time.monotonic())))
+            yield steps.Sleep(min(POLL_S, max(0.0, end - time.monotonic())))
     out: list[Delivery] = []
     left = _Leftovers.none()
     read = 0
@@ -185,7 +189,7 @@ def _read_once(
 
 
 def claim(
-    ns: C.Namespace,
+    ns: Namespace,
     group: str,
     consumer: str,
     cursors: Mapping[int, str],
@@ -207,7 +211,7 @@ def claim(
     ]  # fmt: skip
     if not calls:
         return [], {}
-    replies = yield C.Pipeline(calls)
+    replies = yield steps.Pipeline(calls)
     out: list[Delivery] = []
     left = _Leftovers.none()
     nxt: dict[int, str] = {}
@@ -230,7 +234,7 @@ def touch(consumer: str, deliveries: Sequence[Delivery]) -> Op[list[Delivery]]:
         touch_call(ds[0].keys, ds[0].group, consumer, [d.entry_id for d in ds])
         for ds in by_shard.values()
     ]
-    replies = yield C.Pipeline(calls)
+    replies = yield steps.Pipeline(calls)
     lost: list[Delivery] = []
     for ds, reply in zip(by_shard.values(), replies, strict=True):
         gone = set(parse_touch(reply))
@@ -239,7 +243,7 @@ def touch(consumer: str, deliveries: Sequence[Delivery]) -> Op[list[Delivery]]:
 
 
 def ack(delivery: Delivery) -> Op[None]:
-    yield C.Command("xack", (delivery.stream, delivery.group, delivery.entry_id))
+    yield steps.Command("xack", (delivery.stream, delivery.group, delivery.entry_id))
 
 
 def ack_many(deliveries: Sequence[Delivery]) -> Op[None]:
@@ -248,13 +252,15 @@ def ack_many(deliveries: Sequence[Delivery]) -> Op[None]:
     for d in deliveries:
         by_stream.setdefault((d.stream, d.group), []).append(d.entry_id)
     if by_stream:
-        yield C.Pipeline([C.Command("xack", (s, g, *ids)) for (s, g), ids in by_stream.items()])
+        yield steps.Pipeline(
+            [steps.Command("xack", (s, g, *ids)) for (s, g), ids in by_stream.items()]
+        )
 
 
 def retry(delivery: Delivery, delay_ms: int) -> Op[int | None]:
     """Schedule the delivery's next attempt in ``delay_ms``; its retry time (ms) or None
     if it is no longer pending (acknowledged elsewhere)."""
-    C.check_int("delay_ms", delay_ms, 0)
+    check_int("delay_ms", delay_ms, 0)
     call = retry_call(delivery.keys, delivery.group, delivery.entry_id, delay_ms)
     return parse_retry((yield call))
 
@@ -269,18 +275,20 @@ def dead_letter(delivery: Delivery, consumer: str, error: str) -> Op[str | None]
     return parse_dead((yield call))
 
 
-def retrying(ns: C.Namespace, group: str) -> Op[int]:
+def retrying(ns: Namespace, group: str) -> Op[int]:
     """How many of the group's outcomes wait for their retry time, over every shard."""
     shards = range(ns.meta.shards)
-    counts = yield C.Pipeline([C.Command("zcard", (ns.shard(s).retries(group),)) for s in shards])
+    counts = yield steps.Pipeline(
+        [steps.Command("zcard", (ns.shard(s).retries(group),)) for s in shards]
+    )
     return sum(int(n) for n in counts)
 
 
-def leave(ns: C.Namespace, group: str, consumer: str) -> Op[int]:
+def leave(ns: Namespace, group: str, consumer: str) -> Op[int]:
     """Remove the consumer from the group on every shard where it owes nothing; on how
     many shards it stays (entries still pending for it)."""
     calls = [leave_group_call(ns.shard(s), group, consumer) for s in range(ns.meta.shards)]
-    replies = yield C.Pipeline(calls, errors_in_slots=True)
+    replies = yield steps.Pipeline(calls, errors_in_slots=True)
     return sum(1 for r in replies if not isinstance(r, Exception) and int(r) == 0)
 
 
@@ -288,7 +296,7 @@ def leave(ns: C.Namespace, group: str, consumer: str) -> Op[int]:
 
 
 def follow(
-    ns: C.Namespace, *, history: bool, block_ms: int, per_stream: bool, stop_when_idle: bool
+    ns: Namespace, *, history: bool, block_ms: int, per_stream: bool, stop_when_idle: bool
 ) -> Op[None]:
     """Emit each outcome as it lands, with no consumer group (nothing is left behind).
 
@@ -303,8 +311,8 @@ def follow(
     if history:
         last = dict.fromkeys(streams, "0-0")
     else:
-        tops = yield C.Pipeline(
-            [C.Command("xrevrange", (s, "+", "-"), {"count": 1}) for s in streams]
+        tops = yield steps.Pipeline(
+            [steps.Command("xrevrange", (s, "+", "-"), {"count": 1}) for s in streams]
         )
         last = {s: C.text(t[0][0]) if t else "0-0" for s, t in zip(streams, tops, strict=True)}
     while True:
@@ -312,17 +320,17 @@ def follow(
         if not per_stream:
             wait = None if stop_when_idle else block_ms
             reply = (
-                yield C.Command("xread", (dict(last),), {"count": FOLLOW_COUNT, "block": wait})
+                yield steps.Command("xread", (dict(last),), {"count": FOLLOW_COUNT, "block": wait})
             ) or []
         else:
             end = time.monotonic() + (0 if stop_when_idle else block_ms / 1000)
             while True:
                 for s in streams:
-                    got = yield C.Command("xread", ({s: last[s]},), {"count": FOLLOW_COUNT})
+                    got = yield steps.Command("xread", ({s: last[s]},), {"count": FOLLOW_COUNT})
                     reply.extend(got or [])
                 if reply or time.monotonic() >= end:
                     break
-                yield C.Sleep(POLL_S)
+                yield steps.Sleep(POLL_S)
         if not reply and not held:
             if stop_when_idle:
                 return
@@ -341,7 +349,7 @@ def follow(
         ready = held if limit is None else [h for h in held if h[0] <= limit]
         held = held[len(ready) :]
         for _, name, entry_id, fields in ready:
-            yield C.Emit(E.outcome_or_undecodable(streams[name], entry_id, fields))
+            yield steps.Emit(E.outcome_or_undecodable(streams[name], entry_id, fields))
 
 
 FOLLOW_COUNT = 1000  # entries a follow reads from a stream at once

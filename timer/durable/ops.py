@@ -22,9 +22,10 @@ from . import entries as E
 from . import groups as G
 from . import keys as K
 from . import shard_calls as SC
-from .calls import Op as Op  # noqa: PLC0414 - re-exported for the clients
-from .checks import check_seconds
+from . import steps
+from .checks import check_int, check_seconds
 from .codec import FORMAT_VERSION
+from .items import ScheduleItem, check_origin, schedule_item, schedule_item_of
 from .models import (
     Meta,
     Outcome,
@@ -32,7 +33,9 @@ from .models import (
     Timer,
     TimerInfo,
 )
+from .namespace import Namespace, meta_from
 from .scripts import ScriptName
+from .steps import Op
 
 T = TypeVar("T")
 Delivery = G.Delivery
@@ -59,7 +62,7 @@ def check_server_version(info: Mapping[str, Any], where: str) -> None:
 def server_settings(where: str = "", *, check_version: bool = False) -> Op[list[ServerSettings]]:
     """What every server (every primary of a cluster) says about keeping our data; with
     ``check_version``, a ConfigError for a server too old (from the same INFO)."""
-    infos = yield C.Command("info", (), every_primary=True)
+    infos = yield steps.Command("info", (), every_primary=True)
     if check_version:
         for info in infos.values():
             check_server_version(info, where)
@@ -121,7 +124,7 @@ def check_server(where: str) -> Op[None]:
     command any ACL user may run), not INFO (which Redis classes as dangerous), so a
     client or handler runner needs no INFO permission (README, *Security*)."""
     try:  # every primary of a cluster (HELLO names no key to route it by)
-        replies = yield C.Command("execute_command", ("HELLO",), every_primary=True)
+        replies = yield steps.Command("execute_command", ("HELLO",), every_primary=True)
     except StoreError as exc:  # HELLO with no version is Redis >= 6.2 (6.0 wants one)
         raise ConfigError(
             f"the server at {where} does not answer HELLO ({exc}): tickwheel needs "
@@ -147,35 +150,35 @@ def init(
     ``allow_eviction``) before anything is written. Returns the Meta and the durability
     warnings to show.
     """
-    C.check_int("shards", shards, 1, 16384)
-    C.check_int("bucket_ms", bucket_ms, 1, 3_600_000)
+    check_int("shards", shards, 1, 16384)
+    check_int("bucket_ms", bucket_ms, 1, 3_600_000)
     servers = yield from server_settings(where, check_version=check)  # one INFO for both
     notes = check_durability(servers, where, allow_eviction=allow_eviction)
-    stored = yield C.Command("hgetall", (keys.meta,))
+    stored = yield steps.Command("hgetall", (keys.meta,))
     if stored:  # created already: the same shard count is a no-op (tables ensured)
-        meta = C.meta_from(stored, keys.namespace, where)
+        meta = meta_from(stored, keys.namespace, where)
         _same_shards(keys, meta, shards)
         yield from _start_results_tables(keys, meta.shards)  # never reset: see results_init
-        yield C.Command("sadd", (K.NAMESPACES, keys.namespace))
+        yield steps.Command("sadd", (K.NAMESPACES, keys.namespace))
         return meta, notes
     # A new namespace, all or nothing: its listing and tables first, the meta hash last
     # (what makes it exist for every client); a refusal half-way (an ACL user without
     # access to tw:namespaces) takes back what this call wrote.
     listed = False
     try:
-        listed = int((yield C.Command("sadd", (K.NAMESPACES, keys.namespace)))) == 1
+        listed = int((yield steps.Command("sadd", (K.NAMESPACES, keys.namespace)))) == 1
         yield from _start_results_tables(keys, shards)
         # HSETNX is atomic per field: two racing inits agree on whoever wrote shards first.
-        replies = yield C.Pipeline([
-            C.Command("hsetnx", (keys.meta, "shards", shards)),
-            C.Command("hsetnx", (keys.meta, "bucket_ms", bucket_ms)),
-            C.Command("hsetnx", (keys.meta, "version", FORMAT_VERSION)),
-            C.Command("hgetall", (keys.meta,)),
+        replies = yield steps.Pipeline([
+            steps.Command("hsetnx", (keys.meta, "shards", shards)),
+            steps.Command("hsetnx", (keys.meta, "bucket_ms", bucket_ms)),
+            steps.Command("hsetnx", (keys.meta, "version", FORMAT_VERSION)),
+            steps.Command("hgetall", (keys.meta,)),
         ])  # fmt: skip
     except TimerError:
         yield from _take_back(keys, shards, listed=listed)
         raise
-    meta = C.meta_from(replies[3], keys.namespace, where)
+    meta = meta_from(replies[3], keys.namespace, where)
     _same_shards(keys, meta, shards)
     return meta, notes
 
@@ -192,28 +195,28 @@ def _take_back(keys: K.NamespaceKeys, shards: int, *, listed: bool) -> Op[None]:
     """Undo a refused ``init`` of a new namespace: the tables it started, its listing.
     Best effort (what could not be written cannot be undone either); no timer can exist
     yet, as every client refuses a namespace without its meta hash."""
-    stored = yield C.Command("hgetall", (keys.meta,))
+    stored = yield steps.Command("hgetall", (keys.meta,))
     if stored:  # another init made it meanwhile: its tables are its own
         return
-    undo: list[C.Command] = [
-        C.Command("delete", (keys.shard(s).results_table,)) for s in range(shards)
+    undo: list[steps.Command] = [
+        steps.Command("delete", (keys.shard(s).results_table,)) for s in range(shards)
     ]
     if listed:
-        undo.append(C.Command("srem", (K.NAMESPACES, keys.namespace)))
-    yield C.Pipeline(undo, errors_in_slots=True)
+        undo.append(steps.Command("srem", (K.NAMESPACES, keys.namespace)))
+    yield steps.Pipeline(undo, errors_in_slots=True)
 
 
 def _start_results_tables(keys: K.NamespaceKeys, shards: int) -> Op[None]:
     for first in range(0, shards, 1000):
-        yield C.Pipeline([SC.results_init_call(keys.shard(s))
+        yield steps.Pipeline([SC.results_init_call(keys.shard(s))
                           for s in range(first, min(shards, first + 1000))])  # fmt: skip
 
 
 def read_meta(keys: K.NamespaceKeys, *, where: str, check: bool, older: bool = False) -> Op[Meta]:
     if check:
         yield from check_server(where)
-    stored = yield C.Command("hgetall", (keys.meta,))
-    return C.meta_from(stored, keys.namespace, where, older=older)
+    stored = yield steps.Command("hgetall", (keys.meta,))
+    return meta_from(stored, keys.namespace, where, older=older)
 
 
 MIGRATE_BUDGET = 500  # records, ids, keys or entries one migrate.lua call converts
@@ -237,7 +240,7 @@ def migrate(
     stopped (every client and worker refuses the namespace until it is converted).
     Interrupted, it leaves every shard consistent: run again, it goes on where it was.
     """
-    C.check_int("budget", budget, 1, 100_000)
+    check_int("budget", budget, 1, 100_000)
     meta = yield from read_meta(keys, where=where, check=check, older=True)
     if meta.version < FORMAT_VERSION:
         for s in range(meta.shards):
@@ -248,9 +251,9 @@ def migrate(
                     progress(s, step)
                 if step.done:
                     break
-        yield C.Command("hset", (keys.meta, "version", FORMAT_VERSION))
-    yield C.Pipeline(
-        [C.Command("delete", (keys.shard(s).migration,)) for s in range(meta.shards)],
+        yield steps.Command("hset", (keys.meta, "version", FORMAT_VERSION))
+    yield steps.Pipeline(
+        [steps.Command("delete", (keys.shard(s).migration,)) for s in range(meta.shards)],
         errors_in_slots=True,
     )
     return meta.version, FORMAT_VERSION
@@ -263,16 +266,17 @@ def server_time_ms() -> Op[int]:
 
 def server_time_us() -> Op[int]:
     """The Redis server's clock, epoch microseconds (TIME's own resolution)."""
-    secs, micros = yield C.Command("time")
+    secs, micros = yield steps.Command("time")
     return int(secs) * 1_000_000 + int(micros)
 
 
 # -- schedule and decide -------------------------------------------------------------------
 
 
-def schedule(ns: C.Namespace, timer_id: object, **timer: Any) -> Op[Timer]:
-    """One timer: a one-timer call of the same script ``schedule_many`` uses."""
-    item = C.schedule_item(ns, timer_id, **timer)
+def schedule(ns: Namespace, spec: Mapping[str, object]) -> Op[Timer]:
+    """One timer (a :class:`~.fields.TimerSpec`): a one-timer call of the same script
+    ``schedule_many`` uses."""
+    item = schedule_item(ns, spec)
     (result,) = C.parse_schedule((yield C.schedule_call(ns, [item], "")), [item], "")
     if isinstance(result, TimerError):
         raise result
@@ -280,12 +284,12 @@ def schedule(ns: C.Namespace, timer_id: object, **timer: Any) -> Op[Timer]:
 
 
 # A schedule_many batch sent ahead: its ticket, and the (result slot, item) of each call.
-_Batch = tuple[Any, list[list[tuple[int, C.ScheduleItem]]]]
+_Batch = tuple[Any, list[list[tuple[int, ScheduleItem]]]]
 SENDS_IN_FLIGHT = 2  # schedule_many's pipelines sent and not yet collected, at most
 
 
 def schedule_many(
-    ns: C.Namespace, items: Iterable[Mapping[str, Any]], origin: str
+    ns: Namespace, items: Iterable[Mapping[str, Any]], origin: str
 ) -> Op[list[Timer | TimerError]]:
     """Validate every item, send the good ones in pipelined batches; a result per item.
 
@@ -300,9 +304,9 @@ def schedule_many(
             f"schedule_many takes a list of mappings (one per timer), got "
             f"{type(items).__name__}; for one timer call schedule()"
         )
-    origin = C.check_origin(origin)
+    origin = check_origin(origin)
     results: list[Timer | TimerError] = []
-    by_shard: dict[int, list[tuple[int, C.ScheduleItem]]] = {}
+    by_shard: dict[int, list[tuple[int, ScheduleItem]]] = {}
     queued = 0
     # A pipeline is sent as soon as pipeline_batch timers are packed, and the one before
     # it collected only then: the server runs one while the client validates and packs
@@ -313,7 +317,7 @@ def schedule_many(
     in_flight: deque[_Batch] = deque()
     for raw in items:
         try:
-            item = C.schedule_item_of(ns, raw)
+            item = schedule_item_of(ns, raw)
         except InvalidInput as exc:
             results.append(exc)
             continue
@@ -333,25 +337,25 @@ def schedule_many(
 
 
 def _send(
-    ns: C.Namespace, by_shard: dict[int, list[tuple[int, C.ScheduleItem]]], origin: str
+    ns: Namespace, by_shard: dict[int, list[tuple[int, ScheduleItem]]], origin: str
 ) -> Op[_Batch]:
     """Send the packed timers (then forget them): one script call per shard and per
     ``TIMERS_PER_CALL`` timers, in one pipeline; its ticket, and each call's slots."""
-    calls: list[list[tuple[int, C.ScheduleItem]]] = []  # (slot, item) per call
+    calls: list[list[tuple[int, ScheduleItem]]] = []  # (slot, item) per call
     for group in by_shard.values():
         calls += (group[i : i + C.TIMERS_PER_CALL] for i in range(0, len(group), C.TIMERS_PER_CALL))
     by_shard.clear()
-    pipeline = C.Pipeline(
+    pipeline = steps.Pipeline(
         [C.schedule_call(ns, [it for _, it in call], origin) for call in calls],
         errors_in_slots=True,
     )
-    return (yield C.Send(pipeline)), calls
+    return (yield steps.Send(pipeline)), calls
 
 
 def _collect(batch: _Batch, results: list[Timer | TimerError], origin: str) -> Op[None]:
     """Read a sent pipeline's replies into the results' slots."""
     ticket, calls = batch
-    replies = yield C.Collect(ticket)
+    replies = yield steps.Collect(ticket)
     for call, reply in zip(calls, replies, strict=True):
         if isinstance(reply, TimerError):  # the whole call failed (NotDurable, ...)
             for slot, _ in call:
@@ -362,24 +366,24 @@ def _collect(batch: _Batch, results: list[Timer | TimerError], origin: str) -> O
             results[slot] = result
 
 
-def cancel(ns: C.Namespace, timer_id: object) -> Op[bool]:
+def cancel(ns: Namespace, timer_id: object) -> Op[bool]:
     call, tid = C.decide_call(ns, ScriptName.CANCEL, timer_id)
     return C.parse_decide(ns, (yield call), tid, "cancelled")
 
 
-def complete(ns: C.Namespace, timer_id: object) -> Op[bool]:
+def complete(ns: Namespace, timer_id: object) -> Op[bool]:
     call, tid = C.decide_call(ns, ScriptName.COMPLETE, timer_id)
     return C.parse_decide(ns, (yield call), tid, "completed")
 
 
 def reschedule(
-    ns: C.Namespace, timer_id: object, delay_ms: object, deadline_ms: object
+    ns: Namespace, timer_id: object, delay_ms: object, deadline_ms: object
 ) -> Op[Timer | None]:
     p = C.reschedule_call(ns, timer_id, delay_ms, deadline_ms)
     return C.parse_reschedule(ns, (yield p.call), p)
 
 
-def notify(ns: C.Namespace, key: object) -> Op[int]:
+def notify(ns: Namespace, key: object) -> Op[int]:
     """Notify a watch key until no watcher is left to process; the timers completed."""
     call = C.notify_call(ns, key)
     completed = 0
@@ -393,7 +397,7 @@ def notify(ns: C.Namespace, key: object) -> Op[int]:
 # -- read ----------------------------------------------------------------------------------
 
 
-def get(ns: C.Namespace, timer_id: object) -> Op[TimerInfo | None]:
+def get(ns: Namespace, timer_id: object) -> Op[TimerInfo | None]:
     tid = K.check_name("timer id", timer_id)
     shard = ns.shard_of(tid)
     sk = ns.shard(shard)
@@ -401,7 +405,7 @@ def get(ns: C.Namespace, timer_id: object) -> Op[TimerInfo | None]:
     return E.timer_info(tid, shard, pending or None, decided or None)
 
 
-def wait(ns: C.Namespace, timer_id: object, timeout: float) -> Op[Outcome]:
+def wait(ns: Namespace, timer_id: object, timeout: float) -> Op[Outcome]:
     """Poll the retained outcome with backoff (5 → 100 ms) until the timer is decided."""
     timeout = check_seconds("timeout", timeout)
     deadline = time.monotonic() + timeout
@@ -418,5 +422,5 @@ def wait(ns: C.Namespace, timer_id: object, timeout: float) -> Op[Outcome]:
         left = deadline - time.monotonic()
         if left <= 0:
             raise WaitTimeout(f"timer {timer_id!r} still pending after {timeout}s")
-        yield C.Sleep(min(pause, left))
+        yield steps.Sleep(min(pause, left))
         pause = min(pause * 2, 0.1)

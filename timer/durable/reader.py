@@ -27,11 +27,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection
 
-from . import calls as C
 from . import groups as G
-from .calls import Op
-from .checks import check_bool
+from . import steps
+from .checks import check_bool, check_int
 from .groups import Delivery
+from .namespace import Namespace
+from .steps import Op
 
 Held = Callable[[], Collection[tuple[int, str]]]  # (shard, entry id) of entries in hand
 
@@ -45,7 +46,7 @@ class GroupReader:
 
     def __init__(
         self,
-        ns: C.Namespace,
+        ns: Namespace,
         group: str,
         consumer: str,
         *,
@@ -71,12 +72,12 @@ class GroupReader:
 
     @classmethod
     def of(
-        cls, ns: C.Namespace, group: object, consumer: object, *, reclaim_idle_ms: object,
+        cls, ns: Namespace, group: object, consumer: object, *, reclaim_idle_ms: object,
         per_stream: bool, held: Held | None = None,
     ) -> GroupReader:  # fmt: skip
         """A reader, every argument checked before anything is written."""
         group, consumer = G.check_group(group, consumer)
-        idle = C.check_int("reclaim_idle_ms", reclaim_idle_ms, 0, 2**53)
+        idle = check_int("reclaim_idle_ms", reclaim_idle_ms, 0, 2**53)
         return cls(ns, group, consumer, reclaim_idle_ms=idle, per_stream=per_stream, held=held)
 
     def ensure(self, *, start: str = "0") -> Op[None]:
@@ -129,7 +130,7 @@ class GroupReader:
         """Emit a :class:`Delivery` for each outcome, forever, or with ``stop_when_idle``
         until nothing is left (``TimerClient.outcomes``). Run ``ensure`` first."""
         for d in (yield from self.start(count)):
-            yield C.Emit(d)
+            yield steps.Emit(d)
         while True:
             got = yield from self.poll(count, None if stop_when_idle else block_ms)
             if not got and stop_when_idle:
@@ -137,9 +138,9 @@ class GroupReader:
                 if done:
                     return
                 if not got:  # a retry waits for its time
-                    yield C.Sleep(G.POLL_S)
+                    yield steps.Sleep(G.POLL_S)
             for d in got:
-                yield C.Emit(d)
+                yield steps.Emit(d)
 
     # -- claims ---------------------------------------------------------------------------
 
@@ -179,6 +180,6 @@ class GroupReader:
 
 def check_options(*, count: object, block_ms: object, stop_when_idle: object) -> None:
     """``outcomes()``'s own options, checked before anything is written."""
-    C.check_int("count", count, 1, 100_000)
-    C.check_int("block_ms", block_ms, 0, 3_600_000)
+    check_int("count", count, 1, 100_000)
+    check_int("block_ms", block_ms, 0, 3_600_000)
     check_bool("stop_when_idle", stop_when_idle)

@@ -25,14 +25,19 @@ import msgpack
 from ..errors import InvalidInput, ScheduleNotFound, TimerError
 from . import calls as C
 from . import keys as K
-from .calls import Op, ScriptCall
+from . import steps
+from .checks import check_int
 from .codec import decode_payload, decode_pending, encode_payload
 from .durations import format_duration_ms
 from .entries import decoding
+from .fields import MAX_DEADLINE_MS
+from .items import check_watch
 from .models import Timer
+from .namespace import Namespace
 from .ops import schedule_many, server_time_ms
 from .recurrence import Recurrence, duration_ms, occurrence_id
 from .scripts import ScriptName
+from .steps import Op, ScriptCall
 
 MISSED = ("latest", "all", "skip")  # stored as its index
 OVERLAP = ("allow", "skip", "buffer-one")  # likewise
@@ -239,7 +244,7 @@ def decode_schedule(name: str, raw: bytes, shard: int, next_ms: int | None) -> S
 
 
 def put_call(  # noqa: PLR0917 - the schedule's parts, in the script's order
-    ns: C.Namespace, name: str, mode: str, spec: ScheduleSpec, payload: bytes,
+    ns: Namespace, name: str, mode: str, spec: ScheduleSpec, payload: bytes,
     watch: Sequence[str], first: Plan,
 ) -> ScriptCall:  # fmt: skip
     sk = schedule_keys(ns, name)
@@ -252,7 +257,7 @@ def put_call(  # noqa: PLR0917 - the schedule's parts, in the script's order
     return ScriptCall(ScriptName.PUT_SCHEDULE, keys, args)
 
 
-def stop_call(ns: C.Namespace, name: str, mode: str) -> ScriptCall:
+def stop_call(ns: Namespace, name: str, mode: str) -> ScriptCall:
     sk = schedule_keys(ns, name)
     keys = [sk.timers, sk.schedules, sk.schedule_queue]
     return ScriptCall(ScriptName.STOP_SCHEDULE, keys, [sk.prefix, sk.events, name, mode])
@@ -281,7 +286,7 @@ def parse_armed(flat: Sequence[Any]) -> dict[str, int]:
     return {C.text(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)}
 
 
-def schedule_keys(ns: C.Namespace, name: str) -> K.ShardKeys:
+def schedule_keys(ns: Namespace, name: str) -> K.ShardKeys:
     return ns.shard(K.shard_of("{" + name + "}", ns.meta.shards))
 
 
@@ -299,7 +304,7 @@ def occurrence_name(timer_id: str) -> tuple[str, int] | None:
 
 
 def put(
-    ns: C.Namespace, name: object, *, mode: str, payload: object = None,
+    ns: Namespace, name: object, *, mode: str, payload: object = None,
     watch: Iterable[str] = (), **spec: Any,
 ) -> Op[ScheduleInfo]:  # fmt: skip
     """Create (``mode='create'``) or update (``'update'``) a schedule and arm its next
@@ -307,7 +312,7 @@ def put(
     name = check_schedule_name(name)
     parsed = ScheduleSpec.of(**spec)
     data = encode_payload(payload, ns.settings.max_payload_bytes)
-    keys = C.check_watch(watch)
+    keys = check_watch(watch)
     _same_shard(ns, name, keys)
     now = yield from server_time_ms()
     first = Plan.at(name, parsed, parsed.recurrence.next_after(now))
@@ -319,7 +324,7 @@ def put(
     return info
 
 
-def resume(ns: C.Namespace, name: object) -> Op[ScheduleInfo | None]:
+def resume(ns: Namespace, name: object) -> Op[ScheduleInfo | None]:
     """Resume a paused schedule from its next occurrence after now; None if none."""
     name = check_schedule_name(name)
     info = yield from get(ns, name)
@@ -336,7 +341,7 @@ def resume(ns: C.Namespace, name: object) -> Op[ScheduleInfo | None]:
 MAX_BACKFILL = 1000  # occurrences one backfill creates, at most
 
 
-def trigger(ns: C.Namespace, name: object) -> Op[Timer]:
+def trigger(ns: Namespace, name: object) -> Op[Timer]:
     """Fire the schedule once now, beside its series: a timer ``{name}@<now>-manual``
     with its payload and watch keys, due now (its armed occurrence is unchanged)."""
     info = yield from _existing(ns, name)
@@ -350,14 +355,14 @@ def trigger(ns: C.Namespace, name: object) -> Op[Timer]:
 
 
 def backfill(
-    ns: C.Namespace, name: object, start_ms: object, end_ms: object, *, limit: object = 1000
+    ns: Namespace, name: object, start_ms: object, end_ms: object, *, limit: object = 1000
 ) -> Op[list[Timer | TimerError]]:
     """Fire the occurrences of ``[start_ms, end_ms]`` (up to now) once each, now, under
     their own ids: one that already fired and whose outcome is still retained is not
     fired again (its Timer says so: ``created`` False). At most ``limit`` (1,000)."""
     for what, value in (("start", start_ms), ("end", end_ms)):
-        C.check_int(what, value, 0, C.MAX_DEADLINE_MS)
-    cap = C.check_int("limit", limit, 1, MAX_BACKFILL)
+        check_int(what, value, 0, MAX_DEADLINE_MS)
+    cap = check_int("limit", limit, 1, MAX_BACKFILL)
     assert isinstance(start_ms, int) and isinstance(end_ms, int)
     if end_ms < start_ms:
         raise InvalidInput("backfill's end is before its start")
@@ -380,38 +385,38 @@ def backfill(
     return (yield from schedule_many(ns, items, "schedule"))
 
 
-def _existing(ns: C.Namespace, name: object) -> Op[ScheduleInfo]:
+def _existing(ns: Namespace, name: object) -> Op[ScheduleInfo]:
     info = yield from get(ns, name)
     if info is None:
         raise ScheduleNotFound.of(name, ns.name)
     return info
 
 
-def stop(ns: C.Namespace, name: object, mode: str) -> Op[bool]:
+def stop(ns: Namespace, name: object, mode: str) -> Op[bool]:
     """Pause or delete; False if there is no such schedule."""
     name = check_schedule_name(name)
     return bool(int((yield stop_call(ns, name, mode))))
 
 
-def get(ns: C.Namespace, name: object) -> Op[ScheduleInfo | None]:
+def get(ns: Namespace, name: object) -> Op[ScheduleInfo | None]:
     name = check_schedule_name(name)
     shard = K.shard_of("{" + name + "}", ns.meta.shards)
     sk = ns.shard(shard)
-    raw = yield C.Command("hget", (sk.schedules, name))
+    raw = yield steps.Command("hget", (sk.schedules, name))
     if raw is None:
         return None
     info = decode_schedule(name, raw, shard, None)
     return (yield from _with_next(sk, [info]))[0]
 
 
-def listing(ns: C.Namespace) -> Op[list[ScheduleInfo]]:
+def listing(ns: Namespace) -> Op[list[ScheduleInfo]]:
     """Every schedule of the namespace, by name."""
     out: list[ScheduleInfo] = []
     for shard in range(ns.meta.shards):
         sk = ns.shard(shard)
         cursor, infos = 0, []
         while True:
-            cursor, page = yield C.Command("hscan", (sk.schedules, cursor), {"count": 1000})
+            cursor, page = yield steps.Command("hscan", (sk.schedules, cursor), {"count": 1000})
             infos += [decode_schedule(C.text(n), raw, shard, None) for n, raw in page.items()]
             if int(cursor) == 0:
                 break
@@ -424,12 +429,12 @@ def _with_next(sk: K.ShardKeys, infos: list[ScheduleInfo]) -> Op[list[ScheduleIn
     armed = [i.armed for i in infos if i.armed]
     if not armed:
         return infos
-    raws = yield C.Command("hmget", (sk.timers, armed))
+    raws = yield steps.Command("hmget", (sk.timers, armed))
     when = {a: int(decode_pending(r)["d"]) for a, r in zip(armed, raws, strict=True) if r}
     return [ScheduleInfo(**{**i.__dict__, "next_ms": when.get(i.armed or "")}) for i in infos]
 
 
-def _same_shard(ns: C.Namespace, name: str, watch: Sequence[str]) -> None:
+def _same_shard(ns: Namespace, name: str, watch: Sequence[str]) -> None:
     shard = K.shard_of("{" + name + "}", ns.meta.shards)
     for key in watch:
         if K.shard_of(key, ns.meta.shards) != shard:

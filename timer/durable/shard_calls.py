@@ -8,9 +8,10 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from . import keys as K
-from .calls import ScriptCall, text
+from .calls import text
 from .models import FireResult, LeaseGrant, LeaseRenewal, SweepResult, Traced, Trimmed
 from .scripts import ScriptName
+from .steps import ScriptCall
 
 
 def lease_acquire_call(sk: K.ShardKeys, worker: str, ttl_ms: int) -> ScriptCall:

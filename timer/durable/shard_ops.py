@@ -10,18 +10,20 @@ from dataclasses import replace
 from . import calls as C
 from . import keys as K
 from . import shard_calls as SC
-from .calls import Op
-from .checks import check_bool
+from . import steps
+from .checks import check_bool, check_int
 from .codec import decode_pending
 from .models import (
     COARSE_MS,
     DueTimers,
     Trimmed,
 )
+from .namespace import Namespace, check_shards
+from .steps import Op
 
 
 def trim_outcomes(
-    ns: C.Namespace,
+    ns: Namespace,
     retention_ms: int | None,
     *,
     keep_unread: bool,
@@ -34,21 +36,21 @@ def trim_outcomes(
     call a shard; then, ``until_done``, for the shards whose round has more hashes than a
     call visits (``per_call``), further calls on the results table alone until it is
     done (else ``results_left`` says what is left, for ``trim_results``)."""
-    keep = None if retention_ms is None else C.check_int("retention_ms", retention_ms, 0)
+    keep = None if retention_ms is None else check_int("retention_ms", retention_ms, 0)
     check_bool("keep_unread", keep_unread)
     check_bool("until_done", until_done)
-    passes = None if pass_within is None else C.check_int("pass_within", pass_within, 1, 2**31 - 1)
-    picked = C.check_shards(ns, shards)
+    passes = None if pass_within is None else check_int("pass_within", pass_within, 1, 2**31 - 1)
+    picked = check_shards(ns, shards)
     calls = [
         SC.trim_call(ns.shard(s), keep, keep_unread=keep_unread, passes=passes, per_call=per_call)
         for s in picked
     ]
-    replies = yield C.Pipeline(calls, errors_in_slots=True)
+    replies = yield steps.Pipeline(calls, errors_in_slots=True)
     done = {s: SC.parse_trim(C.error_or(r), s) for s, r in zip(picked, replies, strict=True)}
     owed = [s for s in picked if done[s].results_left > 0 and until_done]
     while owed:  # each call visits at least one hash of what is left: this ends
         more = [SC.trim_results_call(ns.shard(s), done[s].results_left, per_call) for s in owed]
-        replies = yield C.Pipeline(more, errors_in_slots=True)
+        replies = yield steps.Pipeline(more, errors_in_slots=True)
         for s, r in zip(owed, replies, strict=True):
             again = SC.parse_trim(C.error_or(r), s)
             dropped = done[s].results_dropped + again.results_dropped
@@ -59,29 +61,29 @@ def trim_outcomes(
 
 def heartbeat(keys: K.NamespaceKeys, worker: str, now_ms: int, live_window_ms: int) -> Op[int]:
     """Announce ``worker`` at ``now_ms``; forget long-gone workers; how many are live."""
-    replies = yield C.Pipeline([
-        C.Command("zadd", (keys.workers, {worker: now_ms})),
-        C.Command("zremrangebyscore", (keys.workers, "-inf", now_ms - 10 * live_window_ms)),
-        C.Command("zcount", (keys.workers, now_ms - live_window_ms, "+inf")),
+    replies = yield steps.Pipeline([
+        steps.Command("zadd", (keys.workers, {worker: now_ms})),
+        steps.Command("zremrangebyscore", (keys.workers, "-inf", now_ms - 10 * live_window_ms)),
+        steps.Command("zcount", (keys.workers, now_ms - live_window_ms, "+inf")),
     ])  # fmt: skip
     return int(replies[-1])
 
 
 def workers(keys: K.NamespaceKeys) -> Op[list[tuple[str, int]]]:
     """Every worker that announced itself recently: (id, last heartbeat, Redis ms)."""
-    seen = yield C.Command("zrange", (keys.workers, 0, -1), {"withscores": True})
+    seen = yield steps.Command("zrange", (keys.workers, 0, -1), {"withscores": True})
     return [(C.text(w), int(ms)) for w, ms in seen]
 
 
 def leave(keys: K.NamespaceKeys, worker: str) -> Op[None]:
-    yield C.Command("zrem", (keys.workers, worker))
+    yield steps.Command("zrem", (keys.workers, worker))
 
 
 def backlog(sk: K.ShardKeys) -> Op[tuple[int, int | None]]:
     """(timers pending in the shard, start of its oldest durable bucket or None)."""
-    pending, oldest = yield C.Pipeline([
-        C.Command("hlen", (sk.timers,)),
-        C.Command("zrange", (sk.buckets, 0, 0), {"withscores": True}),
+    pending, oldest = yield steps.Pipeline([
+        steps.Command("hlen", (sk.timers,)),
+        steps.Command("zrange", (sk.buckets, 0, 0), {"withscores": True}),
     ])  # fmt: skip
     return int(pending), (int(oldest[0][1]) if oldest else None)
 
@@ -108,7 +110,7 @@ def read_due(
     given), and stale ones take no room.
     """
     mirror, bucket = (sk.coarse_buckets, sk.coarse) if coarse else (sk.buckets, sk.bucket)
-    members = yield C.Command("zrangebyscore", (mirror, "-inf", until_ms))
+    members = yield steps.Command("zrangebyscore", (mirror, "-inf", until_ms))
     width = COARSE_MS if coarse else bucket_ms
     buckets: list[int] = []
     found: dict[str, int] = {}  # id -> its deadline, each once
@@ -120,11 +122,11 @@ def read_due(
         buckets.append(n)
         cursor = 0
         while True:
-            part = yield C.Command("lrange", (bucket(n), cursor, cursor + chunk - 1))
+            part = yield steps.Command("lrange", (bucket(n), cursor, cursor + chunk - 1))
             cursor = 0 if len(part) < chunk else cursor + chunk
             names = [t for t in dict.fromkeys(C.text(m) for m in part) if t not in found]
             if names:
-                records = yield C.Command("hmget", (sk.timers, names))
+                records = yield steps.Command("hmget", (sk.timers, names))
                 for tid, raw in zip(names, records, strict=True):
                     if raw is None:
                         continue  # decided: a stale id of a list

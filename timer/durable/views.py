@@ -10,52 +10,55 @@ from typing import Any
 from . import calls as C
 from . import entries as E
 from . import keys as K
-from .calls import Op
+from . import steps
+from .checks import check_int
 from .models import (
     Outcome,
 )
+from .namespace import Namespace, check_shards
 from .ops import server_settings, server_time_ms
 from .shard_ops import read_due
+from .steps import Op
 
 
-def outcomes_total(ns: C.Namespace) -> Op[int]:
+def outcomes_total(ns: Namespace) -> Op[int]:
     """How many outcomes the namespace's streams hold (one pipelined XLEN per shard)."""
-    lengths = yield C.Pipeline([C.Command("xlen", (s,)) for s in ns.outcome_streams()])
+    lengths = yield steps.Pipeline([steps.Command("xlen", (s,)) for s in ns.outcome_streams()])
     return sum(int(n) for n in lengths)
 
 
-def history(ns: C.Namespace, shards: Iterable[int], page: int = 10_000) -> Op[None]:
+def history(ns: Namespace, shards: Iterable[int], page: int = 10_000) -> Op[None]:
     """Emit every outcome retained in the shards' streams, oldest first per shard, read
     in pages with XRANGE (no consumer group: audits, demos, analytics). A dead letter put
     back for a group (``redeliver``) is a copy, not another outcome: it is skipped."""
-    for shard in C.check_shards(ns, shards):
+    for shard in check_shards(ns, shards):
         stream = ns.shard(shard).outcomes
         start: Any = "-"
         while True:
-            entries = yield C.Command("xrange", (stream, start, "+"), {"count": page})
+            entries = yield steps.Command("xrange", (stream, start, "+"), {"count": page})
             if start != "-":
                 entries = entries[1:]  # the page's first entry is the last one already given
             if not entries:
                 break
             for entry_id, fields in entries:
                 if b"only" not in fields:  # a dead letter put back for a group: a copy
-                    yield C.Emit(E.outcome_or_undecodable(shard, entry_id, fields))
+                    yield steps.Emit(E.outcome_or_undecodable(shard, entry_id, fields))
             start = entries[-1][0]
 
 
 def namespaces() -> Op[list[str]]:
     """The namespaces ``init`` has created on this server (or cluster), sorted."""
-    names = yield C.Command("smembers", (K.NAMESPACES,))
+    names = yield steps.Command("smembers", (K.NAMESPACES,))
     return sorted(C.text(n) for n in names)
 
 
-def recent(ns: C.Namespace, count: int, shards: Iterable[int] | None = None) -> Op[list[Outcome]]:
+def recent(ns: Namespace, count: int, shards: Iterable[int] | None = None) -> Op[list[Outcome]]:
     """The newest ``count`` outcomes of each shard (all, or ``shards``), newest first
     overall: one pipelined XREVRANGE per shard."""
-    C.check_int("count", count, 1, 100_000)
-    picked = C.check_shards(ns, shards)
-    pages = yield C.Pipeline(
-        [C.Command("xrevrange", (ns.shard(s).outcomes, "+", "-"), {"count": count})
+    check_int("count", count, 1, 100_000)
+    picked = check_shards(ns, shards)
+    pages = yield steps.Pipeline(
+        [steps.Command("xrevrange", (ns.shard(s).outcomes, "+", "-"), {"count": count})
          for s in picked]
     )  # fmt: skip
     out = [
@@ -68,18 +71,18 @@ def recent(ns: C.Namespace, count: int, shards: Iterable[int] | None = None) -> 
     return out
 
 
-def next_due(ns: C.Namespace, shard: int, count: int) -> Op[list[tuple[int, str]]]:
+def next_due(ns: Namespace, shard: int, count: int) -> Op[list[tuple[int, str]]]:
     """The ``count`` pending timers of a shard due first: (deadline_ms, id), soonest first.
 
     Reads the shard's first ``count`` durable buckets (at most ``10 * count`` ids), and
     when they hold fewer than ``count`` the first coarse bucket (far timers), so it is
     cheap however many timers the shard holds.
     """
-    C.check_int("shard", shard, 0, ns.meta.shards - 1)
-    C.check_int("count", count, 1, 1000)
+    check_int("shard", shard, 0, ns.meta.shards - 1)
+    check_int("count", count, 1, 1000)
     sk = ns.shard(shard)
     timers: list[tuple[int, str]] = []
-    first = yield C.Command("zrange", (sk.buckets, 0, count - 1), {"withscores": True})
+    first = yield steps.Command("zrange", (sk.buckets, 0, count - 1), {"withscores": True})
     if first:
         timers = (
             yield from read_due(
@@ -87,32 +90,32 @@ def next_due(ns: C.Namespace, shard: int, count: int) -> Op[list[tuple[int, str]
             )
         ).timers
     if len(timers) < count:  # fine buckets end an hour or so ahead: then the far ones
-        far = yield C.Command("zrange", (sk.coarse_buckets, 0, 0), {"withscores": True})
+        far = yield steps.Command("zrange", (sk.coarse_buckets, 0, 0), {"withscores": True})
         if far:
             more = yield from read_due(sk, int(far[0][1]), set(), max_ids=10 * count, coarse=True)
             timers = sorted(timers + more.timers)
     return timers[:count]
 
 
-def stats(ns: C.Namespace, *, servers: bool = True) -> Op[dict[str, Any]]:
+def stats(ns: Namespace, *, servers: bool = True) -> Op[dict[str, Any]]:
     """Per shard: pending, leader, epoch, outcomes, lag (ms past the oldest ended bucket),
     the lease's time to live; and (unless ``servers=False``: one INFO per primary less)
     what each server says about durability (eviction policy, AOF)."""
     now = yield from server_time_ms()
     settings = (yield from server_settings()) if servers else []
-    commands: list[C.Command] = []
+    commands: list[steps.Command] = []
     for s in range(ns.meta.shards):
         sk = ns.shard(s)
         commands += [
-            C.Command("hlen", (sk.timers,)),
-            C.Command("get", (sk.lease,)),
-            C.Command("get", (sk.epoch,)),
-            C.Command("zrange", (sk.buckets, 0, 0), {"withscores": True}),
-            C.Command("xlen", (sk.outcomes,)),
-            C.Command("pttl", (sk.lease,)),
-            C.Command("zrange", (sk.coarse_buckets, 0, 0), {"withscores": True}),
+            steps.Command("hlen", (sk.timers,)),
+            steps.Command("get", (sk.lease,)),
+            steps.Command("get", (sk.epoch,)),
+            steps.Command("zrange", (sk.buckets, 0, 0), {"withscores": True}),
+            steps.Command("xlen", (sk.outcomes,)),
+            steps.Command("pttl", (sk.lease,)),
+            steps.Command("zrange", (sk.coarse_buckets, 0, 0), {"withscores": True}),
         ]
-    replies = yield C.Pipeline(commands)
+    replies = yield steps.Pipeline(commands)
     shards: list[dict[str, Any]] = []
     for s in range(ns.meta.shards):
         pending, leader, epoch, oldest, outs, ttl, far = replies[7 * s : 7 * s + 7]
@@ -155,7 +158,7 @@ def stats(ns: C.Namespace, *, servers: bool = True) -> Op[dict[str, Any]]:
 MEASURED_AT_LEAST = 100  # timers of a kind before memory() gives bytes per timer
 
 
-def memory(ns: C.Namespace, sample: int = 10) -> Op[dict[str, Any]]:
+def memory(ns: Namespace, sample: int = 10) -> Op[dict[str, Any]]:
     """Redis bytes held per pending and per decided timer (estimates, two round trips).
 
     Pending: each shard's timers hash and bucket mirrors (``MEMORY USAGE``, which
@@ -167,11 +170,11 @@ def memory(ns: C.Namespace, sample: int = 10) -> Op[dict[str, Any]]:
     empty stream or hash costs a few kilobytes of its own, which a handful of timers
     would each appear to hold.
     """
-    C.check_int("sample", sample, 1, 1000)
+    check_int("sample", sample, 1, 1000)
     first = [cmd for s in range(ns.meta.shards) for cmd in _memory_probes(ns.shard(s), sample)]
-    replies = yield C.Pipeline(first)
+    replies = yield steps.Pipeline(first)
     fixed = stream = buckets = coarse = pending = outcomes = held = 0
-    probes: list[tuple[str, C.Command]] = []
+    probes: list[tuple[str, steps.Command]] = []
     for s in range(ns.meta.shards):
         (t_mem, bz_mem, zcard, names, hlen, out_mem, xlen, cz_mem, ccard, cnames,
          table) = replies[11 * s : 11 * s + 11]  # fmt: skip
@@ -179,17 +182,17 @@ def memory(ns: C.Namespace, sample: int = 10) -> Op[dict[str, Any]]:
         fixed += int(t_mem or 0) + int(bz_mem or 0) + int(cz_mem or 0) if int(hlen) else 0
         buckets += int(zcard)
         coarse += int(ccard)
-        probes += [("coarse", C.Command("memory_usage", (sk.coarse(int(m)),))) for m in cnames]
+        probes += [("coarse", steps.Command("memory_usage", (sk.coarse(int(m)),))) for m in cnames]
         pending += int(hlen)
         stream += int(out_mem or 0) if int(xlen) else 0
         outcomes += int(xlen)
-        probes += [("bucket", C.Command("memory_usage", (sk.bucket(int(n)),))) for n in names]
+        probes += [("bucket", steps.Command("memory_usage", (sk.bucket(int(n)),))) for n in names]
         parts = K.results_parts(table[0], table[1])  # sample the results table
         held += int(table[2] or 0)
         for b in range(0, parts, max(1, parts // sample)):
-            probes += [("part", C.Command("memory_usage", (sk.results_part(b),))),
-                       ("part_len", C.Command("hlen", (sk.results_part(b),)))]  # fmt: skip
-    sizes = (yield C.Pipeline([cmd for _, cmd in probes])) if probes else []
+            probes += [("part", steps.Command("memory_usage", (sk.results_part(b),))),
+                       ("part_len", steps.Command("hlen", (sk.results_part(b),)))]  # fmt: skip
+    sizes = (yield steps.Pipeline([cmd for _, cmd in probes])) if probes else []
     measured: dict[str, list[int]] = {"bucket": [], "coarse": [], "result": [], "part": [],
                                       "part_len": []}  # fmt: skip
     for (kind, _), size in zip(probes, sizes, strict=True):
@@ -216,20 +219,20 @@ def memory(ns: C.Namespace, sample: int = 10) -> Op[dict[str, Any]]:
     }
 
 
-def _memory_probes(sk: K.ShardKeys, sample: int) -> list[C.Command]:
+def _memory_probes(sk: K.ShardKeys, sample: int) -> list[steps.Command]:
     """The first round of ``memory``, for one shard (eleven commands, in this order)."""
     return [
-        C.Command("memory_usage", (sk.timers,)),
-        C.Command("memory_usage", (sk.buckets,)),
-        C.Command("zcard", (sk.buckets,)),
-        C.Command("zrange", (sk.buckets, 0, sample - 1)),
-        C.Command("hlen", (sk.timers,)),
-        C.Command("memory_usage", (sk.outcomes,)),
-        C.Command("xlen", (sk.outcomes,)),
-        C.Command("memory_usage", (sk.coarse_buckets,)),
-        C.Command("zcard", (sk.coarse_buckets,)),
-        C.Command("zrange", (sk.coarse_buckets, 0, sample - 1)),
-        C.Command("hmget", (sk.results_table, "L", "S", "N")),
+        steps.Command("memory_usage", (sk.timers,)),
+        steps.Command("memory_usage", (sk.buckets,)),
+        steps.Command("zcard", (sk.buckets,)),
+        steps.Command("zrange", (sk.buckets, 0, sample - 1)),
+        steps.Command("hlen", (sk.timers,)),
+        steps.Command("memory_usage", (sk.outcomes,)),
+        steps.Command("xlen", (sk.outcomes,)),
+        steps.Command("memory_usage", (sk.coarse_buckets,)),
+        steps.Command("zcard", (sk.coarse_buckets,)),
+        steps.Command("zrange", (sk.coarse_buckets, 0, sample - 1)),
+        steps.Command("hmget", (sk.results_table, "L", "S", "N")),
     ]
 
 
@@ -237,8 +240,8 @@ def _mean(values: list[int]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def leaders(ns: C.Namespace) -> Op[dict[int, str | None]]:
+def leaders(ns: Namespace) -> Op[dict[int, str | None]]:
     """Each shard's lease holder now (None: no leader)."""
     shards = range(ns.meta.shards)
-    held = yield C.Pipeline([C.Command("get", (ns.shard(s).lease,)) for s in shards])
+    held = yield steps.Pipeline([steps.Command("get", (ns.shard(s).lease,)) for s in shards])
     return {s: None if who is None else C.text(who) for s, who in zip(shards, held, strict=True)}

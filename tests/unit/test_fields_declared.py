@@ -1,0 +1,164 @@
+"""A timer's fields are declared once (timer/durable/fields.py, #41): every door that
+takes a timer is checked against the declaration here, so a field added there and
+missed at a door fails a test."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+from typing import Any, get_type_hints
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cli.main import main
+from cli.timers import schedule as schedule_command
+from httpapi.spec import ENDPOINTS
+from timer import TimerClient
+from timer.aio import AsyncTimerClient
+from timer.durable import schedules as S
+from timer.durable.fields import (
+    FIELDS,
+    FIRST_STORED,
+    NO_DEFAULT,
+    STORED,
+    ScheduleOptions,
+    TimerOptions,
+    TimerSpec,
+    json_schemas,
+    table,
+)
+from timer.durable.items import CHECKS, schedule_item
+from timer.durable.keys import NamespaceKeys
+from timer.durable.models import ClientSettings, Meta
+from timer.durable.namespace import Namespace
+from timer.durable.recurrence import Recurrence
+from timer.schedules import AsyncSchedules, Schedules
+
+ROOT = Path(__file__).resolve().parents[2]
+NS = Namespace(NamespaceKeys("t"), Meta(4, 100, 5), ClientSettings())
+
+
+@pytest.mark.parametrize("client", [TimerClient, AsyncTimerClient])
+def test_schedule_takes_the_declared_options(client: type[Any]) -> None:
+    """Both clients' ``schedule`` take the id and the time by name and every other field
+    as ``**options: Unpack[TimerOptions]`` (so mypy checks each call against it)."""
+    params = inspect.signature(client.schedule).parameters
+    assert list(params) == ["self", "timer_id", "delay_ms", "deadline_ms", "options"]
+    assert params["options"].kind is inspect.Parameter.VAR_KEYWORD
+    hints = get_type_hints(client.schedule)
+    assert hints["options"].__origin__ is not None  # Unpack[...]
+    assert hints["options"].__args__ == (TimerOptions,)
+    assert set(get_type_hints(TimerOptions)) | {"id", "delay_ms", "deadline_ms"} == set(FIELDS)
+
+
+def test_every_stored_field_has_a_check_and_a_slot_of_its_own() -> None:
+    slots = [slot for slot, _ in STORED]
+    assert slots == list(range(FIRST_STORED, FIRST_STORED + len(slots)))
+    assert set(CHECKS) == {name for _, name in STORED}
+    assert {f.slot for f in FIELDS.values() if f.slot is not None} == {0, 3, *slots}
+
+
+def test_the_http_schema_is_the_declaration() -> None:
+    schedule = next(e for e in ENDPOINTS if e.name == "scheduleTimer")
+    assert schedule.body is not None
+    assert dict(schedule.body["properties"]) == json_schemas()
+    required = [n for n, f in FIELDS.items() if f.default is NO_DEFAULT]
+    assert schedule.body["required"] == required
+
+
+def test_the_cli_options_are_the_declared_ones() -> None:
+    """``tickwheel schedule`` has an option for each field that names one, and each of its
+    options (but the output's) sets a declared field."""
+    options = {opt: p.name for p in schedule_command.params for opt in getattr(p, "opts", ())}
+    declared = {f.cli: name for name, f in FIELDS.items() if f.cli}
+    for flag, name in declared.items():
+        assert flag in options, f"tickwheel schedule has no {flag} for field {name}"
+        assert options[flag] == name
+    everywhere = {o for p in main.params for o in p.opts}  # global options, after any command
+    own = {p.name for p in schedule_command.params if not set(p.opts) & everywhere}
+    assert own == {"timer_id", *declared.values()}
+
+
+def test_the_docs_table_is_the_declarations_own() -> None:
+    page = (ROOT / "docs" / "data-model.md").read_text()
+    found = re.search(r"<!-- fields:begin -->\n(.*?)\n<!-- fields:end -->", page, re.S)
+    assert found is not None, "docs/data-model.md lost its fields table markers"
+    assert found.group(1) == table(), "run python -m timer.durable.fields and paste its table"
+
+
+def _full(spec: dict[str, Any]) -> list[Any]:
+    """A spec's slots with every default the script assumes filled in."""
+    packed = list(schedule_item(NS, spec).spec)
+    stored = [FIELDS[name].stored for _, name in STORED]
+    return [*packed, *stored[len(packed) - FIRST_STORED :]]
+
+
+options = st.fixed_dictionaries(
+    {"id": st.just("job:{7}"), "delay_ms": st.integers(0, 10**6)},
+    optional={
+        "payload": st.none() | st.integers() | st.text(max_size=5),
+        "need": st.just(1),
+        "rearm": st.booleans(),
+        "watch": st.lists(st.sampled_from(["job:{7}:a", "job:{7}:b"]), max_size=2),
+        "traceparent": st.none()
+        | st.just("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+        "callback_url": st.none() | st.just("https://example.com/hook"),
+    },
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(options)
+def test_a_spec_holds_each_field_in_its_declared_slot(spec: dict[str, Any]) -> None:
+    """Each field given lands in its slot, a field left out (or at its default) reads as
+    its stored default, and the spec ends at its last slot that is not a default."""
+    full = _full(spec)
+    assert full[0] == spec["id"] and full[1:3] == ["in", spec["delay_ms"]]
+    expect = {
+        "need": spec.get("need", 1),
+        "rearm": int(spec.get("rearm", False)),
+        "watch": sorted(set(spec.get("watch", []))),
+        "traceparent": spec.get("traceparent") or "",
+        "callback_url": spec.get("callback_url") or "",
+    }
+    for slot, name in STORED:
+        assert full[slot] == expect[name], name
+    sent = schedule_item(NS, spec).spec
+    if len(sent) > FIRST_STORED:
+        last = STORED[len(sent) - 1 - FIRST_STORED][1]
+        assert sent[-1] != FIELDS[last].stored, f"the spec ends with {last}'s default"
+
+
+def test_the_spec_type_is_what_schedule_many_takes() -> None:
+    """``schedule_many``'s items are typed as the declaration (``TimerSpec``)."""
+    for client in (TimerClient, AsyncTimerClient):
+        assert "TimerSpec" in str(get_type_hints(client.schedule_many)["items"])
+    assert set(get_type_hints(TimerSpec)) == set(FIELDS)
+
+
+def _keywords(function: Any) -> set[str]:
+    return {
+        n for n, p in inspect.signature(function).parameters.items() if p.kind is p.KEYWORD_ONLY
+    }
+
+
+def test_a_schedules_spec_is_declared_once() -> None:
+    """``create``/``update``, sync and asyncio, take ``**spec: Unpack[ScheduleOptions]``,
+    and the declaration names exactly what the gate checks (``put``'s own keywords, the
+    spec's and the recurrence's)."""
+    for method in (
+        Schedules.create,
+        Schedules.update,
+        AsyncSchedules.create,
+        AsyncSchedules.update,
+    ):
+        assert get_type_hints(method)["spec"].__args__ == (ScheduleOptions,), method
+    checked = (
+        _keywords(S.put) - {"mode"}
+        | _keywords(S.ScheduleSpec.of) - {"when"}
+        | _keywords(Recurrence.of)
+    )
+    assert set(get_type_hints(ScheduleOptions)) == checked

@@ -1,0 +1,99 @@
+"""The steps an operation asks its I/O layer to take, and what runs an operation.
+
+An operation (:data:`Op`) is a generator: it yields steps — a :class:`ScriptCall`, a
+plain redis-py :class:`Command`, a :class:`Pipeline` of either, a :class:`Sleep`, an
+:class:`Emit` of a value to its caller, a :class:`Send` ahead and its :class:`Collect` —
+and gets each reply back; it returns its result. A driver (the sync client's
+``timer.driver``, the asyncio client's) does the I/O; the builders of
+:mod:`.calls` and the operations of :mod:`.ops` never do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from .scripts import ScriptName
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptCall:
+    """One run of a Lua script: its name, KEYS and ARGV; ``wait`` False for a call that
+    writes no timer (a read, a namespace's creation): a client that waits for
+    durability does not wait on it."""
+
+    script: ScriptName
+    keys: list[str]
+    args: list[Any]
+    wait: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One plain command, named as redis-py's method (``hget``, ``xreadgroup``…).
+
+    With ``every_primary`` it runs on each primary of a Redis Cluster (one server
+    otherwise) and the reply is a ``{node name: reply}`` mapping.
+    """
+
+    name: str
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    every_primary: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Pipeline:
+    """Calls sent together (per node on a cluster); the replies come back in order.
+
+    All of one kind: every call a ScriptCall or every call a Command. With
+    ``errors_in_slots`` a failed call's slot holds its TimerError instead of raising.
+    """
+
+    calls: Sequence[ScriptCall] | Sequence[Command]
+    errors_in_slots: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    """Wait this long before the next step (polling with backoff)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Emit:
+    """Hand a value to the caller of a streaming operation (an outcome read)."""
+
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Start ``pipeline`` and go on before its replies are read; the reply to this step
+    is a ticket for :class:`Collect`. A driver that can send ahead (the blocking client
+    on one server) writes the calls and returns at once, so the server runs them while
+    the operation prepares its next batch; any other driver runs the pipeline here."""
+
+    pipeline: Pipeline
+
+
+@dataclass(frozen=True, slots=True)
+class Collect:
+    """The replies of a :class:`Send`'s pipeline (as ``Pipeline``'s reply), by its ticket.
+    Tickets are collected in the order they were sent."""
+
+    ticket: Any
+
+
+Step = ScriptCall | Command | Pipeline | Sleep | Emit | Send | Collect
+T = TypeVar("T")
+Op = Generator[Step, Any, T]  # an operation: yields steps, gets replies, returns a T
+
+
+class Run(Protocol):
+    """Runs an operation to its result: a client's driver (``TimerClient._run``); what
+    the facades over one client (``ShardStore``, ``Schedules``, ``Timers``, ...) hold."""
+
+    def __call__(self, op: Op[T], /) -> T: ...
