@@ -162,3 +162,22 @@ def test_a_schedules_spec_is_declared_once() -> None:
         | _keywords(Recurrence.of)
     )
     assert set(get_type_hints(ScheduleOptions)) == checked
+
+
+def test_schedule_lua_names_the_declared_slots() -> None:
+    """``schedule.lua`` reads a timer's spec by name, and its names sit at the slots the
+    declaration gives (Lua's index is the slot + 1)."""
+    lua = (ROOT / "timer" / "durable" / "lua" / "schedule.lua").read_text()
+    found = re.search(r"^local (ID, [A-Z, ]+) = ([0-9, ]+)$", lua, re.M)
+    assert found is not None, "schedule.lua lost its named slots"
+    names = [n.strip() for n in found.group(1).split(",")]
+    places = [int(v) for v in found.group(2).split(",")]
+    lua_slot = dict(zip(names, places, strict=True))
+    declared = {"ID": "id", "PAYLOAD": "payload", "NEED": "need", "REARM": "rearm",
+                "WATCH": "watch", "TRACE": "traceparent", "CALLBACK": "callback_url"}  # fmt: skip
+    for lua_name, field in declared.items():
+        assert lua_slot[lua_name] == FIELDS[field].slot + 1, lua_name  # type: ignore[operator]
+    assert {lua_slot["MODE"], lua_slot["VALUE"]} == {2, 3}  # delay_ms/deadline_ms, as mode, value
+    assert len(declared) + 2 == len(names)
+    body = lua[found.end() :]
+    assert not re.search(r"\bt\[\d\]", body), "a timer's slot read by number"

@@ -47,14 +47,18 @@ Cost     O(N + W) for N timers and W watch keys.
 --- @include "results"
 --- @include "buckets"
 --- @include "decide"
+local TIMERS, BUCKETS = KEYS[1], KEYS[2]
 local P, bucket_ms, max_delay = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local origin = ARGV[5]
+local channel, origin = ARGV[4], ARGV[5]
 local timers = cmsgpack.unpack(ARGV[6])
+-- A timer's slots, as timer/durable/fields.py declares them (its slot + 1; a test holds
+-- the two together). The last five may be left out: then they are their defaults.
+local ID, MODE, VALUE, PAYLOAD, NEED, REARM, WATCH, TRACE, CALLBACK = 1, 2, 3, 4, 5, 6, 7, 8, 9
 local n = #timers
 
 local ids = {}
-for i = 1, n do ids[i] = timers[i][1] end
-local existing = redis.call('HMGET', KEYS[1], unpack(ids))
+for i = 1, n do ids[i] = timers[i][ID] end
+local existing = redis.call('HMGET', TIMERS, unpack(ids))
 -- the retained outcomes of the ids not pending (an id is never both: see rearm below)
 local rs = results_of(P)
 local retained, absent, at = {}, {}, {}  -- retained[i]: nil or false when there is none
@@ -75,21 +79,21 @@ local deadline_text, length_text = {}, {}  -- number -> its decimal text, made o
 local first  -- {deadline, id} of the first timer created: the event when it is the only one
 
 local function same_timer(rec, t)
-  local watch = t[7] or NONE
-  if rec.p ~= t[4] or rec.n ~= (t[5] or 1) or #rec.w ~= #watch then return false end
+  local watch = t[WATCH] or NONE
+  if rec.p ~= t[PAYLOAD] or rec.n ~= (t[NEED] or 1) or #rec.w ~= #watch then return false end
   for k = 1, #watch do
     if rec.w[k] ~= watch[k] then return false end
   end
-  return not (t[2] == 'at' and rec.d ~= t[3])
+  return not (t[MODE] == 'at' and rec.d ~= t[VALUE])
 end
 
 -- The i-th timer's reply if it exists already (or nil): checked in the order one call per
 -- timer would check them, so a batch behaves like its timers scheduled one by one.
 local function known(i, t)
-  local id = t[1]
+  local id = t[ID]
   local rec = here[id]
   if not rec then
-    if retained[i] and t[6] ~= 1 then return {'decided', retained[i]} end
+    if retained[i] and t[REARM] ~= 1 then return {'decided', retained[i]} end
     if existing[i] then rec = read_rec(existing[i]) end
   end
   if not rec then return nil end
@@ -101,18 +105,18 @@ end
 
 for i = 1, n do
   local t = timers[i]
-  local id = t[1]
+  local id = t[ID]
   replies[i] = known(i, t)
   if not replies[i] then
-    local deadline, too_far = deadline_of(t[2], t[3], now, max_delay)
+    local deadline, too_far = deadline_of(t[MODE], t[VALUE], now, max_delay)
     if too_far then
       replies[i] = too_far
     else
       -- re-armed: the old outcome stays in the stream only
       if retained[i] then gone[#gone + 1] = id end
-      local watch = t[7] or NONE
-      local rec = {d = deadline, p = t[4], w = watch, n = t[5] or 1, g = NONE, c = now, s = origin,
-        x = t[8] or '', u = t[9] or ''}
+      local watch = t[WATCH] or NONE
+      local rec = {d = deadline, p = t[PAYLOAD], w = watch, n = t[NEED] or 1, g = NONE, c = now, s = origin,
+        x = t[TRACE] or '', u = t[CALLBACK] or ''}
       here[id] = rec
       fields[#fields + 1] = id
       fields[#fields + 1] = pack_rec(rec)
@@ -144,16 +148,16 @@ if #events > 0 then
     result_del_many(rs, gone)
     rx_save(rs)
   end
-  redis.call('HSET', KEYS[1], unpack(fields))
-  add_to_buckets(P, bucket_key, KEYS[2], bucket_ms, buckets)
+  redis.call('HSET', TIMERS, unpack(fields))
+  add_to_buckets(P, bucket_key, BUCKETS, bucket_ms, buckets)
   add_to_coarse(P, coarse)
   for k, members in pairs(watched) do
     redis.call('SADD', watch_key(P, k), unpack(members))
   end
   if #events == 1 then
-    redis.call('PUBLISH', ARGV[4], 'S ' .. first[1] .. ' ' .. first[2])
+    redis.call('PUBLISH', channel, 'S ' .. first[1] .. ' ' .. first[2])
   else
-    redis.call('PUBLISH', ARGV[4], 'M' .. table.concat(events))
+    redis.call('PUBLISH', channel, 'M' .. table.concat(events))
   end
 end
 return replies
