@@ -31,24 +31,27 @@ Cost     O(N * W) for N ids: one HMGET, the index writes coalesced (see decide_m
 --- @include "decide"
 --- @include "fence"
 --- @include "schedules"
-local fenced = check_fence(KEYS[4], KEYS[5], ARGV[2], ARGV[3])
+local TIMERS, BUCKETS, OUT, LEASE, EPOCH, SCHEDULES, SCHEDULE_QUEUE = unpack(KEYS, 1, 7)
+local P, worker, epoch, bucket_ms, result_ttl_ms, ahead, packed_plans = unpack(ARGV, 1, 7)
+local FIRST_ID = 8  -- ARGV[8..]: the ids
+local fenced = check_fence(LEASE, EPOCH, worker, epoch)
 if fenced then return fenced end
-local ctx = shard_ctx(ARGV[1], KEYS[1], KEYS[2], KEYS[3], nil, ARGV[4], ARGV[5])
+local ctx = shard_ctx(P, TIMERS, BUCKETS, OUT, nil, bucket_ms, result_ttl_ms)
 -- (no echo event: the leader calling this knows what it decides)
-results(ctx).ahead = tonumber(ARGV[6])
+results(ctx).ahead = tonumber(ahead)
 local now = now_ms()
 local ids = {}
-for i = 8, #ARGV do ids[#ids + 1] = ARGV[i] end
-local due, ds, recs, raws, early = due_records(ids, redis.call('HMGET', KEYS[1], unpack(ids)),
+for i = FIRST_ID, #ARGV do ids[#ids + 1] = ARGV[i] end
+local due, ds, recs, raws, early = due_records(ids, redis.call('HMGET', TIMERS, unpack(ids)),
   now)
 local plans
-if ARGV[7] ~= '' then
+if packed_plans ~= '' then
   plans = {}
-  for _, p in ipairs(cmsgpack.unpack(ARGV[7])) do plans[p[1]] = p end
+  for _, p in ipairs(cmsgpack.unpack(packed_plans)) do plans[p[1]] = p end
 end
 local held, skip_armed, skip_queued, maybe
-due, ds, recs, raws, held, skip_armed, skip_queued, maybe = sched_overlap(ARGV[1], KEYS[1],
-  KEYS[2], KEYS[6], KEYS[7], KEYS[3], ctx.bucket_ms, {due, ds, recs, raws}, plans, now)
+due, ds, recs, raws, held, skip_armed, skip_queued, maybe = sched_overlap(P, TIMERS,
+  BUCKETS, SCHEDULES, SCHEDULE_QUEUE, OUT, ctx.bucket_ms, {due, ds, recs, raws}, plans, now)
 if not maybe then  -- no id of the batch can be a schedule's occurrence: the plain path
   decide_many(ctx, due, ds, recs, raws, 'expired', now)
   return {due, early, NONE, 0, add_traced({}, due, recs, now), now}
@@ -56,7 +59,7 @@ end
 for _, x in ipairs(held) do early[#early + 1] = x end
 ctx.eids = {}
 decide_many(ctx, due, ds, recs, raws, 'expired', now)
-local armed, queued = sched_decided(ARGV[1], KEYS[1], KEYS[2], KEYS[6], KEYS[7], ctx.bucket_ms,
+local armed, queued = sched_decided(P, TIMERS, BUCKETS, SCHEDULES, SCHEDULE_QUEUE, ctx.bucket_ms,
   due, plans, ctx.eids, now)
 for _, x in ipairs(skip_armed) do armed[#armed + 1] = x end
 return {due, early, armed, queued + skip_queued, add_traced({}, due, recs, now), now}
