@@ -27,7 +27,7 @@ from .durable import group_admin as GA
 from .durable import groups as G
 from .durable import keys as K
 from .durable import ops, shard_ops, steps, views
-from .durable.checks import check_int, check_seconds
+from .durable.checks import check_seconds
 from .durable.codec import DEFAULT_MAX_PAYLOAD
 from .durable.fields import TimerOptions, TimerSpec
 from .durable.items import timer_spec
@@ -47,7 +47,7 @@ from .durable.reader import GroupReader, Held, check_options
 from .durable.shard_calls import MigrateStep
 from .errors import TimerError
 from .schedules import Schedules
-from .shard_store import Membership, ShardStore
+from .shard_store import Membership, Shards, ShardStore
 from .store import RedisSettings, node_url
 from .timers import Timers
 
@@ -496,10 +496,14 @@ class TimerClient:
         """A worker's side of the namespace: heartbeat, leave, the shards' events."""
         return Membership(self._run, self.keys, self._driver.pubsub)
 
+    @property
+    def shards(self) -> Shards:
+        """Every shard as its leaders see them: one's store, several fired together."""
+        return Shards(self._run, self.keys, self.meta.shards, self.meta.bucket_ms)
+
     def shard_store(self, shard: int) -> ShardStore:
         """The durable side of one shard, as its leader uses it."""
-        check_int("shard", shard, 0, self.meta.shards - 1)
-        return ShardStore(self._run, self.keys.shard(shard), self.meta.bucket_ms)
+        return self.shards.store(shard)
 
     # -- lifetime ---------------------------------------------------------------------
 

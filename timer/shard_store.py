@@ -73,19 +73,11 @@ class ShardStore:
         self, worker: str, epoch: int, ids: Sequence[str], *, ttl_ms: int, ahead: int = 0,
         plans: Mapping[str, tuple[int, Plan]] | None = None,
     ) -> steps.ScriptCall:  # fmt: skip
-        """``fire``'s call, to send with other shards' in one ``fire_together``."""
+        """``fire``'s call, to send with other shards' in one ``Shards.fire_together``."""
         return SC.fire_call(
             self.keys, worker, epoch, ids, bucket_ms=self.bucket_ms, ttl_ms=ttl_ms,
             ahead=ahead, plans=S.pack_fire_plans(plans or {}),
         )  # fmt: skip
-
-    def fire_together(self, calls: Sequence[steps.ScriptCall]) -> list[FireResult | TimerError]:
-        """Several ``fire_call``s (of any shards of this store's client) sent at once: one
-        round trip (a pipeline per node on a cluster), not one each. Each call's result,
-        or the error of that call alone (``Fenced``: its lease is gone; a ``StoreError``:
-        its node failed). An error of the whole pipeline (the connection) is raised."""
-        replies = self._run(_together(calls))
-        return [r if isinstance(r, TimerError) else SC.parse_fire(r) for r in replies]
 
     def trim_results(self, left: int) -> Trimmed:
         """The next call of a results-table round of ``trim_outcomes(until_done=False)``
@@ -165,6 +157,30 @@ def _schedules(keys: K.ShardKeys, names: Sequence[str]) -> steps.Op[list[Any]]:
 
 def _queue(keys: K.ShardKeys, count: int) -> steps.Op[list[Any]]:
     return list((yield steps.Command("srandmember", (keys.schedule_queue, count))) or [])
+
+
+class Shards:
+    """Every shard of a namespace as its leaders see them: one shard's store, and what
+    spans several (a leader's fire calls of many shards in one round trip)."""
+
+    def __init__(self, run: Run, keys: K.NamespaceKeys, shards: int, bucket_ms: int) -> None:
+        self._run = run
+        self.keys = keys
+        self.count = shards
+        self.bucket_ms = bucket_ms
+
+    def store(self, shard: int) -> ShardStore:
+        """The durable side of one shard, as its leader uses it."""
+        check_int("shard", shard, 0, self.count - 1)
+        return ShardStore(self._run, self.keys.shard(shard), self.bucket_ms)
+
+    def fire_together(self, calls: Sequence[steps.ScriptCall]) -> list[FireResult | TimerError]:
+        """Several ``fire_call``s, of any shards, sent at once: one round trip (a pipeline
+        per node on a cluster), not one each. Each call's result, or the error of that
+        call alone (``Fenced``: its lease is gone; a ``StoreError``: its node failed). An
+        error of the whole pipeline (the connection) is raised."""
+        replies = self._run(_together(calls))
+        return [r if isinstance(r, TimerError) else SC.parse_fire(r) for r in replies]
 
 
 def _together(calls: Sequence[steps.ScriptCall]) -> steps.Op[list[Any]]:

@@ -44,7 +44,7 @@ class Firer:
 
     def fire_batch(self, tasks: Iterable[FireTask]) -> int:
         """Fire expired wheel entries, grouped by shard and epoch; returns how many fired.
-        Every shard's calls go in one round trip (``fire_together``): the timers of the
+        Every shard's calls go in one round trip (``Shards.fire_together``): the timers of the
         last shard of a batch do not wait for the others' replies first (#32)."""
         ctx = self.ctx
         groups: dict[tuple[int, int], list[FireTask]] = {}
@@ -89,7 +89,7 @@ class Firer:
             ))  # fmt: skip
         sent = time.monotonic_ns()
         try:
-            results = parts[0][0].store.fire_together(calls)
+            results = ctx.client.shards.fire_together(calls)
         except StoreError as exc:  # the whole pipeline (its connection) failed
             for state, group in parts:
                 ctx.shard_failed(state.shard, "firing", exc)

@@ -158,10 +158,10 @@ def test_fire_together_answers_each_shard_alone(c: TimerClient) -> None:
     stale = shards[1]  # fenced: a past epoch
     calls = [c.shard_store(s).fire_call("w1", epochs[s] - (s == stale), by_shard[s],
                                        ttl_ms=60_000) for s in shards]  # fmt: skip
-    [alone] = c.shard_store(stale).fire_together(calls[1:2])  # the same, on its own
+    [alone] = c.shards.fire_together(calls[1:2])  # the same, on its own
     assert isinstance(alone, Fenced)
     c.redis.script_flush()  # a restarted server: the pipeline loads the script, runs again
-    results = c.shard_store(shards[0]).fire_together(calls)
+    results = c.shards.fire_together(calls)
     for s, result in zip(shards, results, strict=True):
         if s == stale:
             assert isinstance(result, Fenced)
