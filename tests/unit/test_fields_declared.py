@@ -99,7 +99,7 @@ def _full(spec: dict[str, Any]) -> list[Any]:
 options = st.fixed_dictionaries(
     {"id": st.just("job:{7}"), "delay_ms": st.integers(0, 10**6)},
     optional={
-        "payload": st.none() | st.integers() | st.text(max_size=5),
+        "payload": st.none() | st.integers(-(2**63), 2**64 - 1) | st.text(max_size=5),
         "need": st.just(1),
         "rearm": st.booleans(),
         "watch": st.lists(st.sampled_from(["job:{7}:a", "job:{7}:b"]), max_size=2),
