@@ -181,3 +181,21 @@ def test_schedule_lua_names_the_declared_slots() -> None:
     assert len(declared) + 2 == len(names)
     body = lua[found.end() :]
     assert not re.search(r"\bt\[\d\]", body), "a timer's slot read by number"
+
+
+def test_schedule_records_are_read_by_name_in_lua() -> None:
+    """Every script that touches a schedule record reads its places by name (#41), the
+    names numbered 1 to 14 in the record's order (``decode_schedule``'s
+    ``v, on, armed, fired, missed, last, spec, payload, watch, created``, then the
+    overlap's four)."""
+    lua = ROOT / "timer" / "durable" / "lua"
+    include = (lua / "include" / "schedules.lua").read_text()
+    found = re.findall(r"^local (S_[A-Z_, ]+) =\s*([0-9, \n]+)$", include, re.M)
+    names = [n.strip() for group, _ in found for n in group.split(",") if n.strip()]
+    places = [int(v) for _, numbers in found for v in numbers.replace("\n", " ").split(",")]
+    assert places == list(range(1, 15)), places
+    assert names[:10] == ["S_VERSION", "S_ON", "S_ARMED", "S_FIRED", "S_MISSED", "S_LAST",
+                          "S_SPEC", "S_PAYLOAD", "S_WATCH", "S_CREATED"]  # fmt: skip
+    for script in ("include/schedules.lua", "arm.lua", "put_schedule.lua", "stop_schedule.lua"):
+        text = (lua / script).read_text()
+        assert not re.search(r"\bs\[\d+\]", text), f"{script} reads a schedule's place by number"

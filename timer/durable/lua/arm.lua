@@ -25,12 +25,12 @@ local armed = {}
 for _, p in ipairs(cmsgpack.unpack(ARGV[5])) do
   local name, nid, nd = p[1], p[3], tonumber(p[4])
   local s = sched_read(KEYS[5], name)
-  local nat = s and p[2] == s[1] and (nid == '' and 0 or follows(name, s[6], nid, nd))
-  if not s or s[2] == 0 or s[3] ~= 0 then
+  local nat = s and p[2] == s[S_VERSION] and (nid == '' and 0 or follows(name, s[S_LAST], nid, nd))
+  if not s or s[S_ON] == 0 or s[S_ARMED] ~= 0 then
     redis.call('SREM', KEYS[6], name)  -- gone, paused, or armed already
   elseif nat then
-    s[5] = s[5] + (tonumber(p[5]) or 0)
-    s[3] = nat
+    s[S_MISSED] = s[S_MISSED] + (tonumber(p[5]) or 0)
+    s[S_ARMED] = nat
     if nat ~= 0 then
       sched_arm(P, KEYS[1], KEYS[2], bucket_ms, nid, nd, s, now)
       armed[#armed + 1] = nid

@@ -33,22 +33,22 @@ if not s then
   s = {0, 1, 0, 0, 0, 0, ARGV[6], ARGV[7], cmsgpack.unpack(ARGV[8]), now, 0, '', '', 0}
 end
 if mode ~= 'resume' then
-  s[7], s[8], s[9] = ARGV[6], ARGV[7], cmsgpack.unpack(ARGV[8])
-  s[11], s[12] = tonumber(ARGV[11]), ARGV[12]
+  s[S_SPEC], s[S_PAYLOAD], s[S_WATCH] = ARGV[6], ARGV[7], cmsgpack.unpack(ARGV[8])
+  s[S_OVERLAP], s[S_GROUP] = tonumber(ARGV[11]), ARGV[12]
 end
-s[2] = 1
+s[S_ON] = 1
 -- one already due stays: its leader fires it, then plans the next from this version
 local keep = sched_unarm_unless_due(P, KEYS[1], evchan, name, s, now)
-s[1] = s[1] + 1
+s[S_VERSION] = s[S_VERSION] + 1
 local first, deadline = ARGV[9], tonumber(ARGV[10])
 if not keep and first ~= '' then
   local fname, at = occurrence_of(first)
-  if fname ~= name or at <= s[6] or deadline < at then
+  if fname ~= name or at <= s[S_LAST] or deadline < at then
     return redis.error_reply('TOOFAR occurrence ' .. first .. ' is not after the last one fired')
   end
   sched_arm(P, KEYS[1], KEYS[2], bucket_ms, first, deadline, s, now)
-  s[3] = at
+  s[S_ARMED] = at
   redis.call('PUBLISH', evchan, 'S ' .. istr(deadline) .. ' ' .. first)
 end
 sched_write(KEYS[3], name, s)
-return {s[1], s[3] ~= 0 and occ_id(name, s[3]) or ''}
+return {s[S_VERSION], s[S_ARMED] ~= 0 and occ_id(name, s[S_ARMED]) or ''}

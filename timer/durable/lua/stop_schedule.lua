@@ -23,7 +23,7 @@ if mode ~= 'delete-keep' then  -- one already due stays: its leader fires it, on
 end
 redis.call('SREM', KEYS[3], name)
 if mode == 'pause' then
-  s[1], s[2] = s[1] + 1, 0
+  s[S_VERSION], s[S_ON] = s[S_VERSION] + 1, 0
   sched_write(KEYS[2], name, s)
 else
   redis.call('HDEL', KEYS[2], name)

@@ -25,6 +25,10 @@ P:Sq until its leader arms the next (arm.lua).
 --- @include "buckets"
 
 local SCHED_ORIGIN = 'schedule'
+-- A schedule record's places by name (the layout above), as s[S_ARMED].
+local S_VERSION, S_ON, S_ARMED, S_FIRED, S_MISSED, S_LAST, S_SPEC = 1, 2, 3, 4, 5, 6, 7
+local S_PAYLOAD, S_WATCH, S_CREATED, S_OVERLAP, S_GROUP, S_ENTRY, S_SKIPPED =
+  8, 9, 10, 11, 12, 13, 14
 
 local function sched_read(skey, name)
   local raw = redis.call('HGET', skey, name)
@@ -60,8 +64,8 @@ end
 -- Arm occurrence `id` of schedule `s`, due at `deadline`, unless it is pending already.
 local function sched_arm(P, tkey, bz, bucket_ms, id, deadline, s, now)
   if redis.call('HEXISTS', tkey, id) == 1 then return false end
-  local watch = s[9] or NONE
-  local rec = {d = deadline, p = s[8], w = watch, n = 1, g = NONE, c = now, s = SCHED_ORIGIN}
+  local watch = s[S_WATCH] or NONE
+  local rec = {d = deadline, p = s[S_PAYLOAD], w = watch, n = 1, g = NONE, c = now, s = SCHED_ORIGIN}
   redis.call('HSET', tkey, id, pack_rec(rec))
   index_bucket(P, bz, id, deadline, bucket_ms, now)
   for _, k in ipairs(watch) do redis.call('SADD', watch_key(P, k), id) end
@@ -73,8 +77,8 @@ end
 -- and fires once (its leader may hold it in a fire batch already). Its leader hears
 -- one taken out as decided and drops it from the wheel. Returns true if it stayed.
 local function sched_unarm_unless_due(P, tkey, evchan, name, s, now)
-  if s[3] == 0 then return false end
-  local id = occ_id(name, s[3])
+  if s[S_ARMED] == 0 then return false end
+  local id = occ_id(name, s[S_ARMED])
   local raw = redis.call('HGET', tkey, id)
   if raw then
     local rec = read_rec(raw)
@@ -83,7 +87,7 @@ local function sched_unarm_unless_due(P, tkey, evchan, name, s, now)
     for _, k in ipairs(rec.w) do redis.call('SREM', watch_key(P, k), id) end
     redis.call('PUBLISH', evchan, 'X cancelled ' .. id)
   end
-  s[3] = 0
+  s[S_ARMED] = 0
   return false
 end
 
@@ -93,17 +97,17 @@ end
 -- `armed`); else leave the schedule in P:Sq for one. A paused schedule (its due
 -- occurrence kept by stop_schedule) arms nothing. Returns 1 when it was queued.
 local function sched_chain(P, tkey, bz, qkey, bucket_ms, name, at, s, plans, id, now, armed)
-  s[6] = at
-  if s[2] == 0 then
-    s[3] = 0
+  s[S_LAST] = at
+  if s[S_ON] == 0 then
+    s[S_ARMED] = 0
     return 0
   end
   local p = plans and plans[id]
-  local nat = p and p[2] == s[1] and (p[3] == '' and 0 or follows(name, at, p[3],
+  local nat = p and p[2] == s[S_VERSION] and (p[3] == '' and 0 or follows(name, at, p[3],
     tonumber(p[4])))
   if nat then  -- a plan of this version that follows (0: the schedule has ended)
-    s[5] = s[5] + (tonumber(p[5]) or 0)
-    s[3] = nat
+    s[S_MISSED] = s[S_MISSED] + (tonumber(p[5]) or 0)
+    s[S_ARMED] = nat
     if nat ~= 0 then
       sched_arm(P, tkey, bz, bucket_ms, p[3], tonumber(p[4]), s, now)
       armed[#armed + 1] = p[3]
@@ -111,7 +115,7 @@ local function sched_chain(P, tkey, bz, qkey, bucket_ms, name, at, s, plans, id,
     end
     return 0
   end
-  s[3] = 0
+  s[S_ARMED] = 0
   redis.call('SADD', qkey, name)
   return 1
 end
@@ -125,9 +129,9 @@ local function sched_decided(P, tkey, bz, skey, qkey, bucket_ms, ids, plans, eid
   for _, id in ipairs(ids) do
     local name, at = occurrence_of(id)
     local s = name and sched_read(skey, name)
-    if s and s[3] == at then
-      s[4] = s[4] + 1
-      s[13] = eids and eids[id] or s[13] or ''
+    if s and s[S_ARMED] == at then
+      s[S_FIRED] = s[S_FIRED] + 1
+      s[S_ENTRY] = eids and eids[id] or s[S_ENTRY] or ''
       queued = queued + sched_chain(P, tkey, bz, qkey, bucket_ms, name, at, s, plans, id,
         now, armed)
       sched_write(skey, name, s)
@@ -145,9 +149,9 @@ local function sched_ended(P, id)
   if not name then return end
   local skey = sched_key(P)
   local s = sched_read(skey, name)
-  if s and s[3] == at then
-    s[3] = 0
-    s[6] = at
+  if s and s[S_ARMED] == at then
+    s[S_ARMED] = 0
+    s[S_LAST] = at
     sched_write(skey, name, s)
     redis.call('SADD', sched_queue_key(P), name)
   end
@@ -204,13 +208,13 @@ local function sched_overlap(P, tkey, bz, skey, qkey, out, bucket_ms, lists, pla
     local id = due[i]
     local name, at = occurrence_of(id)
     local s = name and sched_read(skey, name)
-    local wait = s and s[3] == at and (s[11] or 0) ~= 0 and unhandled(out, s[12], s[13])
+    local wait = s and s[S_ARMED] == at and (s[S_OVERLAP] or 0) ~= 0 and unhandled(out, s[S_GROUP], s[S_ENTRY])
     if wait then
       local rec = recs[i] or read_rec(raws[i])
-      if s[11] == 1 then  -- skip
+      if s[S_OVERLAP] == 1 then  -- skip
         redis.call('HDEL', tkey, id)
         for _, k in ipairs(rec.w) do redis.call('SREM', watch_key(P, k), id) end
-        s[14] = (s[14] or 0) + 1
+        s[S_SKIPPED] = (s[S_SKIPPED] or 0) + 1
         queued = queued + sched_chain(P, tkey, bz, qkey, bucket_ms, name, at, s, plans, id,
           now, armed)
         sched_write(skey, name, s)
