@@ -94,6 +94,8 @@ def timers(draw: st.DrawFn) -> dict[str, Any]:
         timer["traceparent"] = draw(st.one_of(traceparents, texts, anything))
     if draw(st.integers(0, 4)) == 0:  # where its outcome is POSTed (#30), or anything
         timer["callback_url"] = draw(st.one_of(callback_urls, texts, anything))
+    if draw(st.integers(0, 9)) == 0:  # a keyword no timer has (schedule takes **options)
+        timer[draw(st.sampled_from(["id", "note", "Payload", "delay"]))] = draw(anything)
     return timer
 
 
