@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from timer.durable.fields import MAX_DEADLINE_MS, json_schemas
+from timer.durable.fields import MS_SCHEMA, json_schemas
 
 MAX_BODY_BYTES = 4 * 1024 * 1024  # a batch of timers with their payloads
 MAX_BATCH = 10_000
@@ -19,7 +19,7 @@ MAX_WAIT_S = 60.0
 # a timer's fields as its declaration gives them (timer.durable.fields: one per field)
 TIMER_FIELDS: dict[str, Any] = json_schemas()
 ID = TIMER_FIELDS["id"]
-MS = {"type": "integer", "minimum": 0, "maximum": MAX_DEADLINE_MS}
+MS = MS_SCHEMA
 SCHEDULE = {
     "type": "object", "properties": TIMER_FIELDS, "required": ["id"],
     "additionalProperties": False,

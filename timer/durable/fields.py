@@ -60,7 +60,7 @@ class Field:
 
 
 _ID_SCHEMA = {"type": "string", "minLength": 1, "maxLength": MAX_ID_BYTES}
-_MS = {"type": "integer", "minimum": 0, "maximum": MAX_DEADLINE_MS}
+MS_SCHEMA = {"type": "integer", "minimum": 0, "maximum": MAX_DEADLINE_MS}  # a time in ms
 
 
 class TimerOptions(TypedDict, total=False):
@@ -103,10 +103,10 @@ class TimerSpec(TimerOptions, total=False):
         "keys the same {hash tag}.", _ID_SCHEMA, default=NO_DEFAULT, slot=0,
     )]]  # fmt: skip
     delay_ms: Annotated[int | None, Field(
-        "Fire this many ms from now (Redis time).", _MS, cli="--in",
+        "Fire this many ms from now (Redis time).", MS_SCHEMA, cli="--in",
     )]  # fmt: skip
     deadline_ms: Annotated[int | None, Field(
-        "Fire at this epoch ms (Redis time).", _MS, cli="--at",
+        "Fire at this epoch ms (Redis time).", MS_SCHEMA, cli="--at",
     )]  # fmt: skip
 
 
@@ -166,7 +166,7 @@ def table() -> str:
     for name, f in FIELDS.items():
         kind = _type_name(hints[name]).replace("|", "\\|")
         default = "required" if f.default is NO_DEFAULT else repr(f.default)
-        slot = "mode, value (1, 2)" if f.slot is None and f.cli in ("--in", "--at") else str(f.slot)
+        slot = "mode, value (1, 2)" if f.slot is None else str(f.slot)
         rows.append(f"| `{name}` | `{kind}` | {default} | {slot} | {f.cli or '—'} | {f.help} |")
     return "\n".join(rows)
 

@@ -114,7 +114,7 @@ CHECKS: dict[str, Callable[[object], object]] = {
     "callback_url": check_callback_url,
 }
 # Given but not a field of the spec's tail: the id, the time and the payload.
-_HEAD = frozenset({"id", "delay_ms", "deadline_ms", "payload"})
+_HEAD = frozenset(n for n, f in FIELDS.items() if f.slot is None or f.slot < FIRST_STORED)
 # name -> (its place after the payload, its default as given, its check): one lookup
 _STEPS = {name: (slot - FIRST_STORED, FIELDS[name].default, CHECKS[name]) for slot, name in STORED}
 _NEED, _WATCH = _STEPS["need"][0], _STEPS["watch"][0]
