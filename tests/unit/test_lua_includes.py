@@ -70,3 +70,30 @@ def test_each_script_reads_the_guard_before_anything_else(name: ScriptName) -> N
     first_call = re.search(r"redis\.call\('(\w+)', ([^)]*)\)", code(source(name)))
     assert first_call is not None
     assert first_call.groups() == ("EXISTS", "tag .. ':guard'"), first_call.groups()
+
+
+NUMBERED = re.compile(r"\b(?:ARGV|KEYS)\[\d+\]|unpack\((?:ARGV|KEYS)\b")
+
+
+def _bindings_end(lines: list[str]) -> int:
+    """Where a script's opening bindings end: its first line that is neither a ``local``
+    nor the continuation of one (an indented line)."""
+    for i, line in enumerate(lines):
+        if line.strip() and not line.startswith(("local ", " ")):
+            return i
+    return len(lines)
+
+
+@pytest.mark.parametrize("name", list(ScriptName))
+def test_each_script_names_its_keys_and_arguments_at_the_top(name: ScriptName) -> None:
+    """A script binds each ``KEYS[n]`` and ``ARGV[n]`` to a named local before anything
+    else, and below reads names, not numbers (BullMQ's habit; #41). A variadic tail is
+    read in a loop from a named first index (``ARGV[i]``). The includes take what they
+    need as arguments: no helper reads KEYS or ARGV behind its caller's back."""
+    own = code((LUA / f"{name.value}.lua").read_text())
+    lines = [line for line in own.splitlines() if line.strip()]
+    end = _bindings_end(lines)
+    below = [line for line in lines[end:] if NUMBERED.search(line)]
+    assert not below, f"{name.value}.lua reads KEYS/ARGV by number below its bindings: {below}"
+    for path in (LUA / "include").iterdir():
+        assert not re.search(r"\b(?:ARGV|KEYS)\b", code(path.read_text())), path.name

@@ -17,27 +17,29 @@ Cost     O(N * W) for N plans.
 --- @include "util"
 --- @include "schedules"
 --- @include "fence"
-local fenced = check_fence(KEYS[3], KEYS[4], ARGV[2], ARGV[3])
+local TIMERS, BUCKETS, LEASE, EPOCH, SCHEDULES, SCHEDULE_QUEUE =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local P, worker, epoch, bucket_ms, plans = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
+local fenced = check_fence(LEASE, EPOCH, worker, epoch)
 if fenced then return fenced end
-local P, bucket_ms = ARGV[1], tonumber(ARGV[4])
 local now = now_ms()
 local armed = {}
-for _, p in ipairs(cmsgpack.unpack(ARGV[5])) do
+for _, p in ipairs(cmsgpack.unpack(plans)) do
   local name, nid, nd = p[1], p[3], tonumber(p[4])
-  local s = sched_read(KEYS[5], name)
+  local s = sched_read(SCHEDULES, name)
   local nat = s and p[2] == s[S_VERSION] and (nid == '' and 0 or follows(name, s[S_LAST], nid, nd))
   if not s or s[S_ON] == 0 or s[S_ARMED] ~= 0 then
-    redis.call('SREM', KEYS[6], name)  -- gone, paused, or armed already
+    redis.call('SREM', SCHEDULE_QUEUE, name)  -- gone, paused, or armed already
   elseif nat then
     s[S_MISSED] = s[S_MISSED] + (tonumber(p[5]) or 0)
     s[S_ARMED] = nat
     if nat ~= 0 then
-      sched_arm(P, KEYS[1], KEYS[2], bucket_ms, nid, nd, s, now)
+      sched_arm(P, TIMERS, BUCKETS, bucket_ms, nid, nd, s, now)
       armed[#armed + 1] = nid
       armed[#armed + 1] = istr(nd)
     end
-    sched_write(KEYS[5], name, s)
-    redis.call('SREM', KEYS[6], name)
+    sched_write(SCHEDULES, name, s)
+    redis.call('SREM', SCHEDULE_QUEUE, name)
   end
 end
 return {armed}

@@ -18,39 +18,39 @@ Atomic   an entry waiting for its retry time is never taken by the scan, so a re
 Cost     O(count) for the scan plus O(log R) per retry taken.
 ]]
 --- @include "util"
-local out, retry, group, me = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
-local count = tonumber(ARGV[3])
+local OUT, RETRY = KEYS[1], KEYS[2]
+local group, me, count, min_idle_ms = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local owner, cursor, due_first = ARGV[5], ARGV[6], ARGV[7] == '1'
 local taken = {}
 
 local function take(id, delivered)
-  local got = redis.call('XCLAIM', out, group, me, 0, id)
+  local got = redis.call('XCLAIM', OUT, group, me, 0, id)
   local entry = got[1]
   if entry and entry[2] then
     taken[#taken + 1] = {entry[1], entry[2], delivered + 1}
   else
-    redis.call('XACK', out, group, id)  -- deleted from the stream: nothing to handle
+    redis.call('XACK', OUT, group, id)  -- deleted from the stream: nothing to handle
   end
 end
 
-if ARGV[7] == '1' then
-  local due = redis.call('ZRANGEBYSCORE', retry, '-inf', now_ms(), 'LIMIT', 0, count)
+if due_first then
+  local due = redis.call('ZRANGEBYSCORE', RETRY, '-inf', now_ms(), 'LIMIT', 0, count)
   for _, id in ipairs(due) do
-    redis.call('ZREM', retry, id)
-    local p = redis.call('XPENDING', out, group, id, id, 1)[1]
+    redis.call('ZREM', RETRY, id)
+    local p = redis.call('XPENDING', OUT, group, id, id, 1)[1]
     if p then take(id, tonumber(p[4])) end  -- else it was acknowledged meanwhile
   end
 end
 
-local cursor = ARGV[6]
 if cursor ~= '' and #taken < count then
-  local args = {'XPENDING', out, group, 'IDLE', tonumber(ARGV[4]), cursor, '+', count}
-  if ARGV[5] ~= '' then args[#args + 1] = ARGV[5] end
+  local args = {'XPENDING', OUT, group, 'IDLE', min_idle_ms, cursor, '+', count}
+  if owner ~= '' then args[#args + 1] = owner end
   local page = redis.call(unpack(args))
   for _, p in ipairs(page) do
     if #taken >= count then break end
     cursor = '(' .. p[1]
-    local theirs = ARGV[5] ~= '' or p[2] ~= me  -- our own are in hand already
-    if theirs and not redis.call('ZSCORE', retry, p[1]) then take(p[1], tonumber(p[4])) end
+    local theirs = owner ~= '' or p[2] ~= me  -- our own are in hand already
+    if theirs and not redis.call('ZSCORE', RETRY, p[1]) then take(p[1], tonumber(p[4])) end
   end
   if #page < count and #taken < count then cursor = '' end
 end

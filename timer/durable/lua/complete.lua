@@ -16,6 +16,8 @@ Cost     O(W) for the timer's W watch keys.
 ]]
 --- @include "decide"
 --- @include "schedules"
-local reply = decide_by_id('completed')
-if reply[1] == 'completed' then sched_ended(ARGV[1], ARGV[2]) end  -- a series goes on
+local TIMERS, BUCKETS, OUT = KEYS[1], KEYS[2], KEYS[3]
+local P, id, bucket_ms, ttl_ms, channel = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local reply = decide_by_id(P, id, TIMERS, BUCKETS, OUT, channel, bucket_ms, ttl_ms, 'completed')
+if reply[1] == 'completed' then sched_ended(P, id) end  -- a series goes on
 return reply

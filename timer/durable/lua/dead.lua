@@ -13,15 +13,16 @@ Fields   group, entry, consumer, attempts, error, failed (ms), then the outcome'
          fields (i and r, see include/records.lua) while the stream still holds it.
 ]]
 --- @include "util"
-local out, group, id = KEYS[1], ARGV[1], ARGV[2]
-if not redis.call('XPENDING', out, group, id, id, 1)[1] then return '' end
-local fields = {'group', group, 'entry', id, 'consumer', ARGV[3], 'attempts', ARGV[4],
-  'error', ARGV[5], 'failed', istr(now_ms())}
-local entry = redis.call('XRANGE', out, id, id)[1]
+local OUT, RETRY, DEAD = KEYS[1], KEYS[2], KEYS[3]
+local group, id, consumer, attempts, error_text = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+if not redis.call('XPENDING', OUT, group, id, id, 1)[1] then return '' end
+local fields = {'group', group, 'entry', id, 'consumer', consumer, 'attempts', attempts,
+  'error', error_text, 'failed', istr(now_ms())}
+local entry = redis.call('XRANGE', OUT, id, id)[1]
 if entry then
   for _, v in ipairs(entry[2]) do fields[#fields + 1] = v end
 end
-local dead_id = redis.call('XADD', KEYS[3], '*', unpack(fields))
-redis.call('XACK', out, group, id)
-redis.call('ZREM', KEYS[2], id)
+local dead_id = redis.call('XADD', DEAD, '*', unpack(fields))
+redis.call('XACK', OUT, group, id)
+redis.call('ZREM', RETRY, id)
 return dead_id

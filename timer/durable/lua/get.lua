@@ -9,6 +9,8 @@ Cost     O(1).
 Keys built from P: P:rx, P:R:<b>.
 ]]
 --- @include "results"
-local raw = redis.call('HGET', KEYS[1], ARGV[2])
+local TIMERS = KEYS[1]
+local P, id = ARGV[1], ARGV[2]
+local raw = redis.call('HGET', TIMERS, id)
 if raw then return {raw, false} end
-return {false, result_get(results_of(ARGV[1]), ARGV[2])}
+return {false, result_get(results_of(P), id)}

@@ -14,14 +14,16 @@ Atomic   at most one holder; every acquisition gets a strictly larger epoch, so 
 Cost     O(1). now_ms (Redis TIME) lets the worker measure its clock offset.
 ]]
 --- @include "util"
+local LEASE, EPOCH, HANDED = KEYS[1], KEYS[2], KEYS[3]
+local worker, ttl_ms = ARGV[1], tonumber(ARGV[2])
 local now = now_ms()
-local holder = redis.call('GET', KEYS[1])
-if holder and holder ~= ARGV[1] then
-  return {0, holder, redis.call('PTTL', KEYS[1]), istr(now)}
+local holder = redis.call('GET', LEASE)
+if holder and holder ~= worker then
+  return {0, holder, redis.call('PTTL', LEASE), istr(now)}
 end
-local before = redis.call('GET', KEYS[2])
+local before = redis.call('GET', EPOCH)
 local handover = 0
-if before and redis.call('GET', KEYS[3]) == before then handover = 1 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[2]))
-local epoch = redis.call('INCR', KEYS[2])
+if before and redis.call('GET', HANDED) == before then handover = 1 end
+redis.call('SET', LEASE, worker, 'PX', ttl_ms)
+local epoch = redis.call('INCR', EPOCH)
 return {1, epoch, istr(now), handover}

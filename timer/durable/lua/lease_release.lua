@@ -8,9 +8,11 @@ Returns  1 released (and P:handed = epoch: the next holder's is a handover, not 
 Cost     O(1).
 ]]
 -- (no includes: it uses no shared helper)
-if redis.call('GET', KEYS[1]) == ARGV[1] and redis.call('GET', KEYS[2]) == ARGV[2] then
-  redis.call('DEL', KEYS[1])
-  redis.call('SET', KEYS[3], ARGV[2])
+local LEASE, EPOCH, HANDED = KEYS[1], KEYS[2], KEYS[3]
+local worker, epoch = ARGV[1], ARGV[2]
+if redis.call('GET', LEASE) == worker and redis.call('GET', EPOCH) == epoch then
+  redis.call('DEL', LEASE)
+  redis.call('SET', HANDED, epoch)
   return 1
 end
 return 0

@@ -8,9 +8,11 @@ Returns  {1, now_ms}  renewed for ttl_ms from now
 Cost     O(1).
 ]]
 --- @include "util"
+local LEASE, EPOCH = KEYS[1], KEYS[2]
+local worker, epoch, ttl_ms = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local now = now_ms()
-if redis.call('GET', KEYS[1]) == ARGV[1] and redis.call('GET', KEYS[2]) == ARGV[2] then
-  redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]))
+if redis.call('GET', LEASE) == worker and redis.call('GET', EPOCH) == epoch then
+  redis.call('PEXPIRE', LEASE, ttl_ms)
   return {1, istr(now)}
 end
 return {0, istr(now)}

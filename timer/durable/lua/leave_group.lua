@@ -9,14 +9,16 @@ Atomic   no entry can be delivered to it between the check and the removal.
 Cost     O(1).
 ]]
 -- (no includes: it uses no shared helper)
-local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', KEYS[1])
+local OUT = KEYS[1]
+local group, consumer = ARGV[1], ARGV[2]
+local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', OUT)
 if not ok then return 0 end
 local found = false
 for _, g in ipairs(groups) do
   for i = 1, #g, 2 do
-    if g[i] == 'name' and g[i + 1] == ARGV[1] then found = true end
+    if g[i] == 'name' and g[i + 1] == group then found = true end
   end
 end
 if not found then return 0 end
-if redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2])[1] then return 0 end
-return redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2]) >= 0 and 1 or 0
+if redis.call('XPENDING', OUT, group, '-', '+', 1, consumer)[1] then return 0 end
+return redis.call('XGROUP', 'DELCONSUMER', OUT, group, consumer) >= 0 and 1 or 0

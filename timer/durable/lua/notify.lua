@@ -21,15 +21,16 @@ Keys built from P: P:w:<key> (watch index), P:rx and P:R:<b> (outcomes).
 --- @include "records"
 --- @include "decide"
 --- @include "schedules"
-local P, key = ARGV[1], ARGV[2]
-local ctx = shard_ctx(P, KEYS[1], KEYS[2], KEYS[3], ARGV[5], ARGV[3], ARGV[4])
-local limit = tonumber(ARGV[7])
+local TIMERS, BUCKETS, OUT = KEYS[1], KEYS[2], KEYS[3]
+local P, key, bucket_ms, ttl_ms, channel, key_channel, limit =
+  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], tonumber(ARGV[7])
+local ctx = shard_ctx(P, TIMERS, BUCKETS, OUT, channel, bucket_ms, ttl_ms)
 local wkey = watch_key(P, key)
 local ids = redis.call('SRANDMEMBER', wkey, limit)
 local now = nil
 local completed = 0
 for _, id in ipairs(ids) do
-  local raw = redis.call('HGET', KEYS[1], id)
+  local raw = redis.call('HGET', TIMERS, id)
   if not raw then
     redis.call('SREM', wkey, id)  -- stale: decided without cleaning up (never expected)
   else
@@ -49,13 +50,13 @@ for _, id in ipairs(ids) do
       if rec.s == SCHED_ORIGIN then sched_ended(P, id) end  -- its series goes on
       completed = completed + 1
     else
-      redis.call('HSET', KEYS[1], id, pack_rec(rec))
+      redis.call('HSET', TIMERS, id, pack_rec(rec))
       redis.call('SREM', wkey, id)
     end
   end
 end
 local remaining = redis.call('SCARD', wkey)
 if remaining == 0 then
-  redis.call('PUBLISH', ARGV[6], istr(completed))
+  redis.call('PUBLISH', key_channel, istr(completed))
 end
 return {completed, remaining}

@@ -22,33 +22,36 @@ Cost     O(W) for W watch keys.
 ]]
 --- @include "util"
 --- @include "schedules"
+local TIMERS, BUCKETS, SCHEDULES = KEYS[1], KEYS[2], KEYS[3]
 local P, bucket_ms, evchan, name, mode = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5]
-local s = sched_read(KEYS[3], name)
+local spec, payload, watch = ARGV[6], ARGV[7], cmsgpack.unpack(ARGV[8])
+local first, deadline = ARGV[9], tonumber(ARGV[10])
+local overlap, group = tonumber(ARGV[11]), ARGV[12]
+local s = sched_read(SCHEDULES, name)
 if mode == 'create' and s then
   return redis.error_reply('CONFLICT schedule ' .. name .. ' exists: update it, or delete it first')
 end
 if mode ~= 'create' and not s then return {'missing'} end
 local now = now_ms()
 if not s then
-  s = {0, 1, 0, 0, 0, 0, ARGV[6], ARGV[7], cmsgpack.unpack(ARGV[8]), now, 0, '', '', 0}
+  s = {0, 1, 0, 0, 0, 0, spec, payload, watch, now, 0, '', '', 0}
 end
 if mode ~= 'resume' then
-  s[S_SPEC], s[S_PAYLOAD], s[S_WATCH] = ARGV[6], ARGV[7], cmsgpack.unpack(ARGV[8])
-  s[S_OVERLAP], s[S_GROUP] = tonumber(ARGV[11]), ARGV[12]
+  s[S_SPEC], s[S_PAYLOAD], s[S_WATCH] = spec, payload, watch
+  s[S_OVERLAP], s[S_GROUP] = overlap, group
 end
 s[S_ON] = 1
 -- one already due stays: its leader fires it, then plans the next from this version
-local keep = sched_unarm_unless_due(P, KEYS[1], evchan, name, s, now)
+local keep = sched_unarm_unless_due(P, TIMERS, evchan, name, s, now)
 s[S_VERSION] = s[S_VERSION] + 1
-local first, deadline = ARGV[9], tonumber(ARGV[10])
 if not keep and first ~= '' then
   local fname, at = occurrence_of(first)
   if fname ~= name or at <= s[S_LAST] or deadline < at then
     return redis.error_reply('TOOFAR occurrence ' .. first .. ' is not after the last one fired')
   end
-  sched_arm(P, KEYS[1], KEYS[2], bucket_ms, first, deadline, s, now)
+  sched_arm(P, TIMERS, BUCKETS, bucket_ms, first, deadline, s, now)
   s[S_ARMED] = at
   redis.call('PUBLISH', evchan, 'S ' .. istr(deadline) .. ' ' .. first)
 end
-sched_write(KEYS[3], name, s)
+sched_write(SCHEDULES, name, s)
 return {s[S_VERSION], s[S_ARMED] ~= 0 and occ_id(name, s[S_ARMED]) or ''}

@@ -12,13 +12,15 @@ Fields   the outcome's fields (i and r: see the outcome stream entry in
          unseen) and from = the entry id it first had (its idempotency key).
 ]]
 -- (no includes: it uses no shared helper)
-local letter = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])[1]
+local DEAD, OUT = KEYS[1], KEYS[2]
+local dead_id = ARGV[1]
+local letter = redis.call('XRANGE', DEAD, dead_id, dead_id)[1]
 if not letter then return '' end
 local f = {}
 for i = 1, #letter[2], 2 do f[letter[2][i]] = letter[2][i + 1] end
 local only, from = f['group'], f['from'] or f['entry']
 if not f['r'] then return '' end
-local new_id = redis.call('XADD', KEYS[2], '*', 'i', f['i'], 'r', f['r'], 'only', only,
+local new_id = redis.call('XADD', OUT, '*', 'i', f['i'], 'r', f['r'], 'only', only,
   'from', from)
-redis.call('XDEL', KEYS[1], ARGV[1])
+redis.call('XDEL', DEAD, dead_id)
 return new_id

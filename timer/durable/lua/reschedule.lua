@@ -18,15 +18,17 @@ Cost     O(1).
 --- @include "results"
 --- @include "buckets"
 --- @include "decide"
+local TIMERS, BUCKETS = KEYS[1], KEYS[2]
 local P, id, mode = ARGV[1], ARGV[2], ARGV[3]
 local value, bucket_ms, max_delay = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local rec, reply = pending_record(P, KEYS[1], id)
+local channel = ARGV[7]
+local rec, reply = pending_record(P, TIMERS, id)
 if not rec then return reply end
 local now = now_ms()
 local deadline, too_far = deadline_of(mode, value, now, max_delay)
 if too_far then return too_far end
 rec.d = deadline
-redis.call('HSET', KEYS[1], id, pack_rec(rec))
-index_bucket(P, KEYS[2], id, deadline, bucket_ms, now)
-redis.call('PUBLISH', ARGV[7], 'R ' .. istr(deadline) .. ' ' .. id)
+redis.call('HSET', TIMERS, id, pack_rec(rec))
+index_bucket(P, BUCKETS, id, deadline, bucket_ms, now)
+redis.call('PUBLISH', channel, 'R ' .. istr(deadline) .. ' ' .. id)
 return {'rescheduled', istr(deadline)}

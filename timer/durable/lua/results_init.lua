@@ -9,6 +9,7 @@ Returns  1 if it started the table, 0 if the shard had one.
 Cost     O(1).
 ]]
 -- (no includes: it uses no shared helper)
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'L', '0', 'S', '0', 'N', '0')
+local RX = KEYS[1]
+if redis.call('EXISTS', RX) == 1 then return 0 end
+redis.call('HSET', RX, 'L', '0', 'S', '0', 'N', '0')
 return 1

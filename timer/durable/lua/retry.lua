@@ -9,8 +9,10 @@ Atomic   the entry stays pending (so trim keeps it) and claim skips it until its
 Cost     O(log R).
 ]]
 --- @include "util"
-local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)[1]
+local OUT, RETRY = KEYS[1], KEYS[2]
+local group, id, delay_ms = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local p = redis.call('XPENDING', OUT, group, id, id, 1)[1]
 if not p then return 0 end
-local due = now_ms() + tonumber(ARGV[3])
-redis.call('ZADD', KEYS[2], due, ARGV[2])
+local due = now_ms() + delay_ms
+redis.call('ZADD', RETRY, due, id)
 return due

@@ -15,17 +15,18 @@ Cost     O(W) for W watch keys.
 ]]
 --- @include "util"
 --- @include "schedules"
+local TIMERS, SCHEDULES, SCHEDULE_QUEUE = KEYS[1], KEYS[2], KEYS[3]
 local P, evchan, name, mode = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local s = sched_read(KEYS[2], name)
+local s = sched_read(SCHEDULES, name)
 if not s then return 0 end
 if mode ~= 'delete-keep' then  -- one already due stays: its leader fires it, once
-  sched_unarm_unless_due(P, KEYS[1], evchan, name, s, now_ms())
+  sched_unarm_unless_due(P, TIMERS, evchan, name, s, now_ms())
 end
-redis.call('SREM', KEYS[3], name)
+redis.call('SREM', SCHEDULE_QUEUE, name)
 if mode == 'pause' then
   s[S_VERSION], s[S_ON] = s[S_VERSION] + 1, 0
-  sched_write(KEYS[2], name, s)
+  sched_write(SCHEDULES, name, s)
 else
-  redis.call('HDEL', KEYS[2], name)
+  redis.call('HDEL', SCHEDULES, name)
 end
 return 1

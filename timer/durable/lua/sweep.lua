@@ -37,32 +37,34 @@ Keys built from P: P:b:<n>, P:c:<m>, P:coarse, P:w:<key>, P:rx, P:R:<b>.
 --- @include "decide"
 --- @include "fence"
 --- @include "schedules"
-local fenced = check_fence(KEYS[4], KEYS[5], ARGV[2], ARGV[3])
+local TIMERS, BUCKETS, OUT, LEASE, EPOCH, SCHEDULES, SCHEDULE_QUEUE = unpack(KEYS, 1, 7)
+local P, worker, epoch, bucket_ms, result_ttl_ms = unpack(ARGV, 1, 5)
+local ahead, limit = tonumber(ARGV[6]), tonumber(ARGV[7])
+local fenced = check_fence(LEASE, EPOCH, worker, epoch)
 if fenced then return fenced end
-local P = ARGV[1]
-local ctx = shard_ctx(P, KEYS[1], KEYS[2], KEYS[3], nil, ARGV[4], ARGV[5])
+local ctx = shard_ctx(P, TIMERS, BUCKETS, OUT, nil, bucket_ms, result_ttl_ms)
 -- (no echo event: the leader calling this knows what it decides)
-local bucket_ms, limit = ctx.bucket_ms, tonumber(ARGV[7])
+bucket_ms = ctx.bucket_ms  -- a number
 local now = now_ms()
-results(ctx).ahead = tonumber(ARGV[6])
-local moved, started = cascade(P, KEYS[1], KEYS[2], bucket_ms, now, limit)
+results(ctx).ahead = ahead
+local moved, started = cascade(P, TIMERS, BUCKETS, bucket_ms, now, limit)
 local fired = {}
 local queued = 0
 local held = {}  -- buffered occurrences moved a little later: {id, deadline, ...}
 local traced = {}  -- {id, traceparent, decided_ms, ...}: fired timers with a trace context
 local budget = limit
-local ended = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - bucket_ms, 'LIMIT', 0, limit)
+local ended = redis.call('ZRANGEBYSCORE', BUCKETS, '-inf', now - bucket_ms, 'LIMIT', 0, limit)
 for _, n in ipairs(ended) do
   if budget <= 0 then break end
   local b = bucket_key(P, tonumber(n))
   local ids = redis.call('LPOP', b, budget) or {}  -- every id read is taken out
   if #ids > 0 then
-    local raws = redis.call('HMGET', KEYS[1], unpack(ids))
+    local raws = redis.call('HMGET', TIMERS, unpack(ids))
     -- each pending id once; one not yet due was moved to a later bucket, and stays there
     local due, ds, recs, lean = due_records(ids, raws, now)
     local h, _, q0, maybe
-    due, ds, recs, lean, h, _, q0, maybe = sched_overlap(P, KEYS[1], KEYS[2], KEYS[6], KEYS[7],
-      KEYS[3], bucket_ms, {due, ds, recs, lean}, nil, now)
+    due, ds, recs, lean, h, _, q0, maybe = sched_overlap(P, TIMERS, BUCKETS, SCHEDULES,
+      SCHEDULE_QUEUE, OUT, bucket_ms, {due, ds, recs, lean}, nil, now)
     for _, x in ipairs(h) do held[#held + 1] = x end
     for k, id in ipairs(due) do
       fired[#fired + 1] = id
@@ -72,17 +74,17 @@ for _, n in ipairs(ended) do
     ctx.eids = maybe and {} or nil
     decide_many(ctx, due, ds, recs, lean, 'expired', now)
     add_traced(traced, due, recs, now)
-    local _, q = sched_decided(P, KEYS[1], KEYS[2], KEYS[6], KEYS[7], bucket_ms, due, nil,
+    local _, q = sched_decided(P, TIMERS, BUCKETS, SCHEDULES, SCHEDULE_QUEUE, bucket_ms, due, nil,
       ctx.eids, now)
     queued = queued + q + q0
   end
   if redis.call('EXISTS', b) == 0 then
-    redis.call('ZREM', KEYS[2], n)
+    redis.call('ZREM', BUCKETS, n)
   end
 end
 local more = 0
 if started or (budget <= 0 and
-    #redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - bucket_ms, 'LIMIT', 0, 1) > 0) then
+    #redis.call('ZRANGEBYSCORE', BUCKETS, '-inf', now - bucket_ms, 'LIMIT', 0, 1) > 0) then
   more = 1
 end
 return {fired, more, moved, queued, held, traced}

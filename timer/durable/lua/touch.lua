@@ -10,14 +10,17 @@ Atomic   an entry another consumer took is not taken back, and the delivery coun
 Cost     O(N) for N ids.
 ]]
 -- (no includes: it uses no shared helper)
-local out, group, me = KEYS[1], ARGV[1], ARGV[2]
+local OUT = KEYS[1]
+local group, me = ARGV[1], ARGV[2]
+local FIRST_ID = 3  -- ARGV[3..]: the entry ids
 local lost = {}
-for i = 3, #ARGV do
-  local p = redis.call('XPENDING', out, group, ARGV[i], ARGV[i], 1)[1]
+for i = FIRST_ID, #ARGV do
+  local id = ARGV[i]
+  local p = redis.call('XPENDING', OUT, group, id, id, 1)[1]
   if p and p[2] == me then
-    redis.call('XCLAIM', out, group, me, 0, ARGV[i], 'JUSTID')
+    redis.call('XCLAIM', OUT, group, me, 0, id, 'JUSTID')
   elseif p then
-    lost[#lost + 1] = ARGV[i]
+    lost[#lost + 1] = id
   end
 end
 return lost

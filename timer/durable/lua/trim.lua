@@ -37,6 +37,10 @@ Keys built from P: P:rx, P:R:<b>.
 --- @include "util"
 --- @include "keys"
 --- @include "results"
+local OUT = KEYS[1]
+local retention, keep_unread, P = ARGV[1], ARGV[2] == '1', ARGV[3]
+local most, passes, owed = tonumber(ARGV[4]), tonumber(ARGV[5]) or 0, tonumber(ARGV[6])
+
 local function parse(id)
   local ms, seq = string.match(id, '^(%d+)-(%d+)$')
   return tonumber(ms), tonumber(seq)
@@ -79,22 +83,20 @@ local function trim_results(P, most, passes, owed)
   return dropped, share - visit
 end
 
-local owed = nil
-if ARGV[6] ~= '' then owed = tonumber(ARGV[6]) end
-local dropped, left = trim_results(ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]) or 0, owed)
-if ARGV[1] == '' or redis.call('EXISTS', KEYS[1]) == 0 then
+local dropped, left = trim_results(P, most, passes, owed)
+if retention == '' or redis.call('EXISTS', OUT) == 0 then
   return {0, '', 0, dropped, left}
 end
 -- entries decided at or before now - retention go: the bound is exclusive, hence + 1
-local age_ms = math.max(now - tonumber(ARGV[1]) + 1, 0)
+local age_ms = math.max(now - tonumber(retention) + 1, 0)
 local keep_ms, keep_seq = age_ms, 0
-if ARGV[2] == '1' then
-  for _, group in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+if keep_unread then
+  for _, group in ipairs(redis.call('XINFO', 'GROUPS', OUT)) do
     local info = {}
     for i = 1, #group, 2 do info[group[i]] = group[i + 1] end
     local need_ms, need_seq
     if tonumber(info['pending']) > 0 then
-      local summary = redis.call('XPENDING', KEYS[1], info['name'])
+      local summary = redis.call('XPENDING', OUT, info['name'])
       need_ms, need_seq = parse(summary[2])
     else
       need_ms, need_seq = parse(info['last-delivered-id'])
@@ -106,9 +108,9 @@ if ARGV[2] == '1' then
   end
 end
 local minid = istr(keep_ms) .. '-' .. istr(keep_seq)
-local removed = redis.call('XTRIM', KEYS[1], 'MINID', minid)
+local removed = redis.call('XTRIM', OUT, 'MINID', minid)
 local held = 0
-local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1]
+local first = redis.call('XRANGE', OUT, '-', '+', 'COUNT', 1)[1]
 if first then
   local first_ms = parse(first[1])
   if first_ms < age_ms then held = 1 end

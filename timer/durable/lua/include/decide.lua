@@ -120,13 +120,12 @@ local function pending_record(P, tkey, id)
   return nil, {'missing'}
 end
 
--- cancel and complete: decide one timer by id with `outcome`, or say why not.
--- KEYS: t, buckets, out; ARGV: P, id, bucket_ms, result_ttl_ms, events channel.
-local function decide_by_id(outcome)
-  local P, id = ARGV[1], ARGV[2]
-  local rec, reply = pending_record(P, KEYS[1], id)
+-- cancel and complete: decide timer `id` of shard P (its keys tkey, bz, outkey) with
+-- `outcome`, or say why not.
+local function decide_by_id(P, id, tkey, bz, outkey, evchan, bucket_ms, ttl_ms, outcome)
+  local rec, reply = pending_record(P, tkey, id)
   if not rec then return reply end
-  local ctx = shard_ctx(P, KEYS[1], KEYS[2], KEYS[3], ARGV[5], ARGV[3], ARGV[4])
+  local ctx = shard_ctx(P, tkey, bz, outkey, evchan, bucket_ms, ttl_ms)
   decide(ctx, id, rec, outcome, now_ms())
   return {outcome}
 end
