@@ -8,7 +8,8 @@ import json
 import os
 import socket
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -19,6 +20,32 @@ from timer.durable.shapes import outcome_json, timer_info_json, timer_json
 from .app import App, TimerCommandError, errors, pass_app, starts_server
 from .durations import DURATION, INSTANT, SECONDS, format_ms
 from .output import against_deadline, emit, pairs, plural, to_json
+
+_CLICK_TYPES: dict[str, Any] = {"integer": int, "string": str}
+_BY_HAND = ("payload", "watch")  # options of their own: JSON text, a repeatable key
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def declared_options(command: _F) -> _F:
+    """An option of ``tickwheel schedule`` for each declared field that names one (but
+    the time, the payload and the watch keys, written out above): a flag for a boolean,
+    else an option of the field's type, its help the declaration's."""
+    for name, f in reversed(FIELDS.items()):
+        if f.cli is None or f.slot is None or name in _BY_HAND:
+            continue
+        kind = f.schema.get("type")
+        if kind == "boolean":
+            option = click.option(f.cli, name, is_flag=True, default=None, help=f.help)
+        elif kind in _CLICK_TYPES:
+            shown = f.default is not None
+            option = click.option(f.cli, name, type=_CLICK_TYPES[kind], default=f.default,
+                                  show_default=shown, help=f.help)  # fmt: skip
+        else:
+            raise TypeError(f"field {name}: say how tickwheel schedule takes a {kind}")
+        command = option(command)
+    return command
 
 
 def _payload(text: str | None) -> Any:
@@ -49,28 +76,17 @@ def _payload(text: str | None) -> Any:
     metavar="KEY",
     help="Watch key; notifying it completes the timer early (repeatable).",
 )
-@click.option(
-    "--need",
-    type=int,
-    default=1,
-    show_default=True,
-    help=FIELDS["need"].help,
-)
-@click.option(
-    "--rearm",
-    is_flag=True,
-    help=FIELDS["rearm"].help,
-)
+@declared_options
 @pass_app
 def schedule(
     app: App,
+    /,
     timer_id: str,
     delay_ms: int | None,
     deadline_ms: int | None,
     payload: str | None,
     watch: tuple[str, ...],
-    need: int,
-    rearm: bool,
+    **options: Any,
 ) -> None:
     """Schedule timer TIMER_ID (idempotent: the same id again returns the existing one).
 
@@ -83,7 +99,7 @@ def schedule(
     with errors():
         t = app.client.schedule(
             timer_id, delay_ms, deadline_ms=deadline_ms, payload=data, watch=list(watch),
-            need=need, rearm=rearm,
+            **{k: v for k, v in options.items() if v is not None},
         )  # fmt: skip
     what = (
         "Scheduled"

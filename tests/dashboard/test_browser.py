@@ -75,7 +75,8 @@ def test_overview_lookup_and_cancel_in_a_browser(
 
     assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
     url, c = served
-    c.schedule("job:{42}", 3_600_000, payload={"job": 42}, watch=["job:{42}:done"])
+    note = "<b>nightly</b> export"  # shown as text, never as markup
+    c.schedule("job:{42}", 3_600_000, payload={"job": 42}, watch=["job:{42}:done"], note=note)
     c.schedule("job:{43}", 3_600_000)
     shard42 = c.shard_of("job:{42}")
     with sync_playwright() as p:
@@ -96,6 +97,7 @@ def test_overview_lookup_and_cancel_in_a_browser(
         expect(page.locator("#due-title")).to_have_text(f"Next due on shard {shard42}")
         page.click("#due a[data-timer='job:{42}']")
         expect(page.locator("#timer-table")).to_contain_text("job:{42}:done")  # rendered
+        expect(page.locator("#timer-note")).to_have_text(note)  # a declared field's own row
         expect(page.locator("#timer-state")).to_have_text("pending")
         expect(page.locator("#timer-id")).to_have_value("job:{42}")
         page.fill("#delay", "soon")  # bad input in the page: a clear message, nothing sent
@@ -104,6 +106,7 @@ def test_overview_lookup_and_cancel_in_a_browser(
         page.on("dialog", lambda dialog: dialog.accept())
         page.click("#cancel")
         expect(page.locator("#timer-state")).to_have_text("cancelled")
+        expect(page.locator("#timer-note")).to_have_text(note)  # kept with its outcome
         expect(page.locator("#message")).to_contain_text("cancel done")
         expect(page.locator("#recent tbody")).to_contain_text("job:{42}")
         shot = tmp_path / "dashboard.png"

@@ -599,8 +599,9 @@ def test_every_door_shows_one_value_alike(
     api, c, _ = quiet
     ns = f"/v1/namespaces/{c.namespace}"
     trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    note = "nightly export ✓"
     c.schedule("door:{1}", 60_000, payload={"raw": b"\x00\xff", "n": [1, 2]},
-               watch=["door:{1}:a"], traceparent=trace)  # fmt: skip
+               watch=["door:{1}:a"], traceparent=trace, note=note)  # fmt: skip
     base = ["--redis-url", redis_server.url, "--namespace", c.namespace, "--json"]
 
     def cli(*args: str) -> Any:
@@ -619,4 +620,15 @@ def test_every_door_shows_one_value_alike(
     status, ended = api.call("GET", f"{ns}/timers/door:%7B1%7D/outcome?timeout_s=1")
     assert status == 200
     assert ended == cli("wait", "door:{1}") == outcome_json(c.wait("door:{1}", timeout=1))
+    assert ended["traceparent"] == trace and ended["created_ms"] == info.created_ms
     assert ended["outcome"] == "cancelled" and "ref" not in ended
+    assert ended["note"] == over_http["note"] == note  # the worked example's field (#41)
+    assert cli("get", "door:{1}")["note"] == note  # kept with the outcome
+    # ... and set through the CLI and the HTTP API as well, each door by its declaration
+    cli("schedule", "door:{2}", "--in", "1m", "--note", "by hand")
+    assert api.call("GET", f"{ns}/timers/door:%7B2%7D")[1]["note"] == "by hand"
+    status, _ = api.call("POST", f"{ns}/timers", {"id": "door:{3}", "delay_ms": 1, "note": "x"})
+    assert status == 201 and c.cancel("door:{3}")  # no worker here: decided by hand
+    assert cli("wait", "door:{3}")["note"] == "x"
+    status, refused = api.call("POST", f"{ns}/timers", {"id": "d:{4}", "delay_ms": 1, "note": 7})
+    assert status == 400 and c.get("d:{4}") is None, refused

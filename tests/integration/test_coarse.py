@@ -45,10 +45,11 @@ def indexes(c: TimerClient) -> dict[str, Any]:
             }
             assert keys == {n for (k, n) in held if k == kind}, (pattern, keys)
         for tid, rec in records.items():
-            if tid in held.get(("fine", rec["d"] // bucket_ms), set()):
+            if tid in held.get(("fine", rec["deadline_ms"] // bucket_ms), set()):
                 where[tid] = "fine"
             else:
-                assert tid in held.get(("coarse", rec["d"] // HOUR), set()), f"{tid} is lost"
+                coarse = held.get(("coarse", rec["deadline_ms"] // HOUR), set())
+                assert tid in coarse, f"{tid} is lost"
                 where[tid] = "coarse"
     return where
 
@@ -58,7 +59,7 @@ def move_to_coarse(c: TimerClient, tid: str) -> None:
     hour earlier (a test cannot wait for the clock): the state the sweep must cascade."""
     r = c.redis
     sk = c.keys.shard(c.shard_of(tid))
-    d = decode_pending(r.hget(sk.timers, tid))["d"]
+    d = decode_pending(r.hget(sk.timers, tid))["deadline_ms"]
     n, m = d // c.meta.bucket_ms, d // HOUR
     assert r.lrem(sk.bucket(n), 0, tid) == 1
     if not r.exists(sk.bucket(n)):

@@ -8,7 +8,7 @@ import asyncio
 import itertools
 import os
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, get_type_hints
 
 import msgpack
 import pytest
@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from timer import InvalidInput, Timer, TimerClient, TimerError
 from timer.aio import AsyncTimerClient
+from timer.durable.fields import TimerOptions
 from timer.testing import RedisServer
 
 from .conftest import namespace_keys
@@ -84,18 +85,11 @@ def timers(draw: st.DrawFn) -> dict[str, Any]:
         )
     if draw(st.booleans()):
         timer["payload"] = draw(anything)
-    if draw(st.integers(0, 3)) == 0:
-        timer["watch"] = draw(st.one_of(anything, st.lists(texts, max_size=3)))
-    if draw(st.integers(0, 4)) == 0:
-        timer["need"] = draw(anything)
-    if draw(st.integers(0, 4)) == 0:
-        timer["rearm"] = draw(anything)
-    if draw(st.integers(0, 4)) == 0:  # a W3C trace context (#31), or anything
-        timer["traceparent"] = draw(st.one_of(traceparents, texts, anything))
-    if draw(st.integers(0, 4)) == 0:  # where its outcome is POSTed (#30), or anything
-        timer["callback_url"] = draw(st.one_of(callback_urls, texts, anything))
+    for name in OPTIONS:  # each other declared field (#41): sometimes, right or anything
+        if draw(st.integers(0, 4)) == 0:
+            timer[name] = draw(st.one_of(RIGHT.get(name, texts), anything))
     if draw(st.integers(0, 9)) == 0:  # a keyword no timer has (schedule takes **options)
-        timer[draw(st.sampled_from(["id", "note", "Payload", "delay"]))] = draw(anything)
+        timer[draw(st.sampled_from(["id", "notes", "Payload", "delay"]))] = draw(anything)
     return timer
 
 
@@ -109,6 +103,16 @@ callback_urls = st.builds(
     st.sampled_from(["hooks.example", "user:secret@hooks.example", "", "[::1]:99999"]),
     st.text(max_size=20),
 )  # fmt: skip
+
+
+OPTIONS = [name for name in get_type_hints(TimerOptions) if name != "payload"]
+RIGHT = {  # a value of the right form, where mere text is not one
+    "watch": st.lists(texts, max_size=3),
+    "need": st.integers(-1, 4),
+    "rearm": st.booleans(),
+    "traceparent": traceparents,  # a W3C trace context (#31)
+    "callback_url": callback_urls,  # where its outcome is POSTed (#30)
+}
 
 
 def as_item(timer: dict[str, Any]) -> dict[str, Any]:

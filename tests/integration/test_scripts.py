@@ -56,7 +56,8 @@ def test_schedule_indexes_timer_bucket_and_watch(c: TimerClient, redis_client: r
     sk = c.keys.shard(t.shard)
     n = t.deadline_ms // c.meta.bucket_ms
     rec = decode_pending(cast(bytes, redis_client.hget(sk.timers, "job:{1}")))
-    assert rec["d"] == t.deadline_ms and rec["w"] == ["job:{1}:done"] and rec["n"] == 1
+    assert rec["deadline_ms"] == t.deadline_ms and rec["watch"] == ["job:{1}:done"]
+    assert rec["need"] == 1
     assert bucket_members(redis_client, sk.bucket(n)) == ["job:{1}"]
     assert redis_client.type(sk.bucket(n)) == b"list"  # format 3: a lazy bucket
     assert redis_client.zscore(sk.buckets, str(n)) == n * c.meta.bucket_ms
@@ -82,7 +83,7 @@ def test_cancel_decides_once_and_cleans_every_index(
     assert redis_client.xlen(sk.outcomes) == 1
     raw, expiry_ms = retained(redis_client, sk, "job:{2}")
     assert raw is not None and expiry_ms is not None
-    assert decode_result(raw)["o"] == "cancelled"
+    assert decode_result(raw)["outcome"] == "cancelled"
     assert 0 < expiry_ms - server_now_ms(redis_client) <= 24 * 3600 * 1000 + 1000
 
 

@@ -16,6 +16,7 @@ from timer.durable import groups as G
 from timer.durable import ops, shard_ops, steps
 from timer.durable import shard_calls as SC
 from timer.durable.codec import decode_pending, decode_result
+from timer.durable.fields import FIELDS, KEPT_PENDING
 from timer.durable.keys import NamespaceKeys
 from timer.durable.models import ClientSettings, Event, Meta
 from timer.durable.namespace import Namespace
@@ -274,25 +275,26 @@ def test_records_decode_with_their_defaults() -> None:
     refused, not guessed at."""
     short = msgpack.packb([5, b"\x01", 3], use_bin_type=False)  # created 3 ms before
     assert decode_pending(short) == {
-        "d": 5,
-        "p": b"\x01",
-        "c": 2,
-        "s": b"",
-        "n": 1,
-        "w": [],
-        "g": [],
-        "x": "",
-        "u": "",
+        "deadline_ms": 5,
+        "payload": b"\x01",
+        "created_ms": 2,
+        "origin": "",
+        "got": [],
+        **{name: FIELDS[name].stored for name in KEPT_PENDING},  # each declared one left out
     }
     watched = decode_pending(msgpack.packb([5, b"\x01", 3, "o", 2, ["a", "b"], ["a"]]))
-    assert (watched["n"], watched["w"], watched["g"]) == (2, ["a", "b"], ["a"])
+    assert (watched["need"], watched["watch"], watched["got"]) == (2, ["a", "b"], ["a"])
+    assert watched["origin"] == "o"
     result = decode_result(msgpack.packb([3, 5, 4, b"\x01", 3]))
-    assert (result["o"], result["d"], result["t"], result["c"]) == ("completed", 5, 9, 2)
+    assert (result["outcome"], result["deadline_ms"], result["decided_ms"]) == ("completed", 5, 9)
+    assert result["created_ms"] == 2
     tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
     traced = decode_result(msgpack.packb([1, 5, 4, b"\x01", 3, "", [], tp]))
-    assert traced["x"] == tp and traced["g"] == [] and result["x"] == ""
+    assert traced["traceparent"] == tp and traced["got"] == [] and result["traceparent"] == ""
     hooked = decode_result(msgpack.packb([1, 5, 4, b"\x01", 3, "", [], "", "https://h/x"]))
-    assert hooked["u"] == "https://h/x" and hooked["x"] == "" and result["u"] == ""
+    assert hooked["callback_url"] == "https://h/x" and hooked["traceparent"] == ""
+    assert result["callback_url"] == ""
+    assert decode_pending(short)["got"] is not decode_pending(short)["got"]  # never shared
     for old in ({"d": 5, "p": b"\x01", "c": 2}, {"o": "expired", "d": 5, "t": 9, "p": b""}):
         with pytest.raises(ValueError, match="msgpack array"):
             (decode_pending if "t" not in old else decode_result)(msgpack.packb(old))

@@ -4,8 +4,10 @@ missed at a door fails a test."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, get_type_hints
 
@@ -18,10 +20,13 @@ from cli.timers import schedule as schedule_command
 from httpapi.spec import ENDPOINTS
 from timer import TimerClient
 from timer.aio import AsyncTimerClient
+from timer.durable import codec
 from timer.durable import schedules as S
 from timer.durable.fields import (
     FIELDS,
     FIRST_STORED,
+    KEPT_OUTCOME,
+    KEPT_PENDING,
     NO_DEFAULT,
     STORED,
     ScheduleOptions,
@@ -32,7 +37,7 @@ from timer.durable.fields import (
 )
 from timer.durable.items import CHECKS, schedule_item
 from timer.durable.keys import NamespaceKeys
-from timer.durable.models import ClientSettings, Meta
+from timer.durable.models import ClientSettings, Meta, Outcome, TimerInfo
 from timer.durable.namespace import Namespace
 from timer.durable.recurrence import Recurrence
 from timer.schedules import AsyncSchedules, Schedules
@@ -96,17 +101,17 @@ def _full(spec: dict[str, Any]) -> list[Any]:
     return [*packed, *stored[len(packed) - FIRST_STORED :]]
 
 
+OPTIONAL = {
+    "payload": st.none() | st.integers(-(2**63), 2**64 - 1) | st.text(max_size=5),
+    "need": st.just(1),
+    "rearm": st.booleans(),
+    "watch": st.lists(st.sampled_from(["job:{7}:a", "job:{7}:b"]), max_size=2),
+    "traceparent": st.none() | st.just("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+    "callback_url": st.none() | st.just("https://example.com/hook"),
+    "note": st.none() | st.text(max_size=5),
+}
 options = st.fixed_dictionaries(
-    {"id": st.just("job:{7}"), "delay_ms": st.integers(0, 10**6)},
-    optional={
-        "payload": st.none() | st.integers(-(2**63), 2**64 - 1) | st.text(max_size=5),
-        "need": st.just(1),
-        "rearm": st.booleans(),
-        "watch": st.lists(st.sampled_from(["job:{7}:a", "job:{7}:b"]), max_size=2),
-        "traceparent": st.none()
-        | st.just("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
-        "callback_url": st.none() | st.just("https://example.com/hook"),
-    },
+    {"id": st.just("job:{7}"), "delay_ms": st.integers(0, 10**6)}, optional=OPTIONAL
 )
 
 
@@ -117,15 +122,15 @@ def test_a_spec_holds_each_field_in_its_declared_slot(spec: dict[str, Any]) -> N
     its stored default, and the spec ends at its last slot that is not a default."""
     full = _full(spec)
     assert full[0] == spec["id"] and full[1:3] == ["in", spec["delay_ms"]]
-    expect = {
-        "need": spec.get("need", 1),
-        "rearm": int(spec.get("rearm", False)),
-        "watch": sorted(set(spec.get("watch", []))),
-        "traceparent": spec.get("traceparent") or "",
-        "callback_url": spec.get("callback_url") or "",
-    }
+    assert {name for _, name in STORED} <= set(OPTIONAL)
+    made: dict[str, Callable[[Any], Any]] = {
+        "rearm": int,
+        "watch": lambda w: sorted(set(w)),
+    }  # what the gate makes of them
     for slot, name in STORED:
-        assert full[slot] == expect[name], name
+        given = spec.get(name)
+        stored = FIELDS[name].stored if given is None else made.get(name, lambda v: v)(given)
+        assert full[slot] == stored, name
     sent = schedule_item(NS, spec).spec
     if len(sent) > FIRST_STORED:
         last = STORED[len(sent) - 1 - FIRST_STORED][1]
@@ -164,23 +169,57 @@ def test_a_schedules_spec_is_declared_once() -> None:
     assert set(get_type_hints(ScheduleOptions)) == checked
 
 
-def test_schedule_lua_names_the_declared_slots() -> None:
-    """``schedule.lua`` reads a timer's spec by name, and its names sit at the slots the
-    declaration gives (Lua's index is the slot + 1)."""
-    lua = (ROOT / "timer" / "durable" / "lua" / "schedule.lua").read_text()
-    found = re.search(r"^local (ID, [A-Z, ]+) = ([0-9, ]+)$", lua, re.M)
-    assert found is not None, "schedule.lua lost its named slots"
+def _lua_names(lua: str, first: str) -> tuple[dict[str, int], int]:
+    """The named places ``local FIRST, ... = 1, ...`` (over lines) of a script: name ->
+    number, and where the declaration ends."""
+    found = re.search(rf"^local ({first}, [A-Z_,\s]+?) =\s*([0-9,\s]+)$", lua, re.M)
+    assert found is not None, f"no named places starting {first}"
     names = [n.strip() for n in found.group(1).split(",")]
     places = [int(v) for v in found.group(2).split(",")]
-    lua_slot = dict(zip(names, places, strict=True))
-    declared = {"ID": "id", "PAYLOAD": "payload", "NEED": "need", "REARM": "rearm",
-                "WATCH": "watch", "TRACE": "traceparent", "CALLBACK": "callback_url"}  # fmt: skip
-    for lua_name, field in declared.items():
-        assert lua_slot[lua_name] == FIELDS[field].slot + 1, lua_name  # type: ignore[operator]
+    return dict(zip(names, places, strict=True)), found.end()
+
+
+def test_schedule_lua_names_the_declared_slots() -> None:
+    """``schedule.lua`` reads a timer's spec by name, each field as its name in capitals,
+    and its names sit at the slots the declaration gives (Lua's index is the slot + 1)."""
+    lua = (ROOT / "timer" / "durable" / "lua" / "schedule.lua").read_text()
+    lua_slot, end = _lua_names(lua, "ID")
+    slotted = {n.upper(): f.slot + 1 for n, f in FIELDS.items() if f.slot is not None}
+    assert {k: v for k, v in lua_slot.items() if k not in ("MODE", "VALUE")} == slotted
     assert {lua_slot["MODE"], lua_slot["VALUE"]} == {2, 3}  # delay_ms/deadline_ms, as mode, value
-    assert len(declared) + 2 == len(names)
-    body = lua[found.end() :]
-    assert not re.search(r"\bt\[\d\]", body), "a timer's slot read by number"
+    assert not re.search(r"\bt\[\d\]", lua[end:]), "a timer's slot read by number"
+
+
+@pytest.mark.parametrize("record, prefix", [("pending", "R"), ("outcome", "O")])
+def test_records_lua_names_the_declared_places(record: str, prefix: str) -> None:
+    """``include/records.lua`` names each place of a pending record (``R_``) and of a
+    retained outcome (``O_``) as ``codec`` reads it, and a declared field's place is the
+    one its ``Field`` gives; nothing there reads a record by number."""
+    lua = (ROOT / "timer" / "durable" / "lua" / "include" / "records.lua").read_text()
+    first = {"R": "R_DEADLINE_MS", "O": "O_OUTCOME"}[prefix]
+    places, end = _lua_names(lua, first)
+    names = codec._PENDING if record == "pending" else codec._OUTCOME
+    assert places == {f"{prefix}_{n.upper()}": i for i, n in enumerate(names, 1)}
+    for name, f in FIELDS.items():
+        place = getattr(f, record)
+        if place is not None:
+            assert places[f"{prefix}_{name.upper()}"] == place, name
+    body = lua[end:]
+    assert not re.search(r"\b[ra]\[\d+\]", body), "a record's place read by number"
+
+
+@pytest.mark.parametrize("model, kept", [(TimerInfo, KEPT_PENDING), (Outcome, KEPT_OUTCOME)])
+def test_the_models_carry_the_kept_fields(model: type[Any], kept: tuple[str, ...]) -> None:
+    """Each declared field a record keeps is an attribute of the model read from it
+    (``TimerInfo`` from a pending record, ``Outcome`` from an outcome), with the field's
+    default: adding one is a line there, and this test says which."""
+    attrs = {f.name: f.default for f in dataclasses.fields(model)}
+    for name in kept:
+        assert name in attrs, f"{model.__name__} has no attribute {name} (declared as kept)"
+        assert attrs[name] == FIELDS[name].default or (
+            attrs[name] is dataclasses.MISSING and FIELDS[name].default == ()
+        ), name
+    assert set(KEPT_OUTCOME) <= set(KEPT_PENDING)  # an outcome keeps what its timer had
 
 
 def test_schedule_records_are_read_by_name_in_lua() -> None:

@@ -86,7 +86,9 @@ def _schedule_result(reply: Any, item: ScheduleItem, origin: str) -> Timer | Tim
     if status == "pending":
         return Timer(item.timer_id, item.shard, int(reply[1]), "pending", False, text(reply[3]))
     rec = decode_result(reply[1])
-    return Timer(item.timer_id, item.shard, int(rec["d"]), rec["o"], False, text(rec.get("s", b"")))
+    return Timer(
+        item.timer_id, item.shard, rec["deadline_ms"], rec["outcome"], False, rec["origin"]
+    )
 
 
 # -- decide: cancel, complete, reschedule, notify ---------------------------------------

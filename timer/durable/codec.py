@@ -11,6 +11,7 @@ from typing import Any
 import msgpack
 
 from ..errors import InvalidInput
+from .fields import FIELDS
 
 DEFAULT_MAX_PAYLOAD = 1024 * 1024
 MAX_PAYLOAD_LIMIT = 64 * 1024 * 1024  # the most max_payload_bytes may be set to
@@ -94,29 +95,54 @@ def decode_payload(data: bytes) -> Any:
 FORMAT_VERSION = 5
 
 # Records are arrays with their trailing defaults left out (lua/include/records.lua).
-_PENDING_FIELDS = ("d", "p", "c", "s", "n", "w", "g", "x", "u")
-_PENDING_DEFAULTS: dict[str, Any] = {"s": b"", "n": 1, "w": (), "g": (), "x": b"", "u": b""}
-_RESULT_FIELDS = ("o", "d", "t", "p", "c", "s", "g", "x", "u")
-_RESULT_DEFAULTS: dict[str, Any] = {"s": b"", "g": (), "x": b"", "u": b""}
+# The places the engine fills (1-based, as Lua counts); each declared field that a record
+# keeps names its own place (fields.Field.pending and .outcome).
+_PENDING_CORE = {"deadline_ms": 1, "payload": 2, "created_ms": 3, "origin": 4, "got": 7}
+_OUTCOME_CORE = {
+    "outcome": 1, "deadline_ms": 2, "decided_ms": 3, "payload": 4, "created_ms": 5,
+    "origin": 6, "got": 7,
+}  # fmt: skip
+_CORE_STORED: dict[str, Any] = {"origin": "", "got": []}
 OUTCOME_CODES = {1: "expired", 2: "cancelled", 3: "completed"}
 
 
+def _layout(
+    core: dict[str, int], place: str, always: int
+) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """A record's names in place order, and what each after the first ``always`` (which
+    every record holds) stands for when a record leaves it out."""
+    places = {**core, **{n: getattr(f, place) for n, f in FIELDS.items() if getattr(f, place)}}
+    names = tuple(sorted(places, key=places.__getitem__))
+    if [places[n] for n in names] != list(range(1, len(names) + 1)):
+        raise TypeError(f"the {place} record's places must run 1..n without a gap: {places}")
+    stored = {n: _CORE_STORED[n] if n in core else FIELDS[n].stored for n in names[always:]}
+    return names, stored
+
+
+_PENDING, _PENDING_DEFAULTS = _layout(_PENDING_CORE, "pending", always=3)
+_OUTCOME, _OUTCOME_DEFAULTS = _layout(_OUTCOME_CORE, "outcome", always=5)
+_TEXT = frozenset({"origin", *(n for n, f in FIELDS.items() if f.schema.get("type") == "string")})
+_TEXTS = frozenset({"got", *(n for n, f in FIELDS.items() if f.schema.get("type") == "array")})
+
+
 def decode_pending(data: bytes) -> dict[str, Any]:
-    """A pending timer's record (``P:t``) as a dict of its fields (c is kept as d - c)."""
-    raw = _named(_array(data), _PENDING_FIELDS, _PENDING_DEFAULTS)
-    raw["c"] = raw["d"] - raw["c"]
-    return _text_fields(raw)
+    """A pending timer's record (``P:t``) by name: ``deadline_ms``, ``payload`` (its
+    msgpack bytes), ``created_ms``, ``origin``, ``got`` and each declared field it keeps
+    as stored (``fields.Field.stored`` when left out)."""
+    rec = _named(_array(data), _PENDING, _PENDING_DEFAULTS)
+    rec["created_ms"] = rec["deadline_ms"] - rec["created_ms"]  # kept as d - c
+    return rec
 
 
 def decode_result(data: bytes) -> dict[str, Any]:
     """A retained outcome (a results-table value without its first 4 bytes, or ``r`` of
-    an outcome entry); ``o`` is the outcome's name (kept as a code), t and c are kept as
-    t - d and d - c."""
-    raw = _named(_array(data), _RESULT_FIELDS, _RESULT_DEFAULTS)
-    raw["o"] = OUTCOME_CODES[raw["o"]]
-    raw["t"] = raw["d"] + raw["t"]
-    raw["c"] = raw["d"] - raw["c"]
-    return _text_fields(raw)
+    an outcome entry) by name, as :func:`decode_pending`, with ``outcome`` (its name)
+    and ``decided_ms``."""
+    rec = _named(_array(data), _OUTCOME, _OUTCOME_DEFAULTS)
+    rec["outcome"] = OUTCOME_CODES[rec["outcome"]]
+    rec["decided_ms"] = rec["deadline_ms"] + rec["decided_ms"]  # kept as t - d
+    rec["created_ms"] = rec["deadline_ms"] - rec["created_ms"]  # kept as d - c
+    return rec
 
 
 def _array(data: bytes) -> list[Any]:
@@ -126,29 +152,22 @@ def _array(data: bytes) -> list[Any]:
     return raw
 
 
-def _named(values: list[Any], fields: tuple[str, ...], defaults: dict[str, Any]) -> dict[str, Any]:
-    named = dict(zip(fields, values, strict=False))
-    for name, value in defaults.items():
-        named.setdefault(name, value)
-    return named
-
-
-def _text_fields(raw: dict[Any, Any]) -> dict[str, Any]:
-    """A record's fields as a script's cmsgpack wrote them: strings come back as bytes.
+def _named(values: list[Any], names: tuple[str, ...], defaults: dict[str, Any]) -> dict[str, Any]:
+    """A record's values by name, its text decoded.
 
     Lua has one string type, so cmsgpack writes the binary payload as msgpack ``str``;
-    decoding with ``raw=True`` keeps it as bytes, and text fields are decoded here.
+    decoding with ``raw=True`` keeps it as bytes, and the text fields are decoded here.
     """
-    out: dict[str, Any] = {}
-    for k, value in raw.items():
-        name = k.decode() if isinstance(k, bytes) else k
-        if name in ("w", "g"):
-            out[name] = [x.decode("utf-8", "surrogatepass") for x in value] if value else []
-        elif name in ("x", "u"):  # a traceparent, a callback URL: text
-            out[name] = value.decode("utf-8", "replace") if isinstance(value, bytes) else ""
-        else:
-            out[name] = value
-    return out
+    rec = {**defaults, **dict(zip(names, values, strict=False))}
+    for name in _TEXT:
+        value = rec.get(name)
+        if isinstance(value, bytes):
+            rec[name] = value.decode("utf-8", "replace")
+    for name in _TEXTS:
+        value = rec.get(name)
+        if value is not None:  # a list of its own, never the shared default
+            rec[name] = [x.decode("utf-8", "surrogatepass") for x in value]
+    return rec
 
 
 def jsonable(value: Any, other: Callable[[Any], Any] = str) -> Any:

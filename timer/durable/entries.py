@@ -15,6 +15,7 @@ from ..errors import CorruptRecord, InvalidInput
 from . import keys as K
 from .calls import text
 from .codec import decode_payload, decode_pending, decode_result
+from .fields import KEPT_OUTCOME, KEPT_PENDING, as_given
 from .models import UNDECODABLE, DeadLetter, Event, Outcome, TimerInfo
 
 
@@ -40,18 +41,28 @@ def _timer_info(tid: str, shard: int, pending: Any, decided: Any) -> TimerInfo |
     if pending is not None:
         rec = decode_pending(pending)
         return TimerInfo(
-            tid, shard, "pending", int(rec["d"]), decode_payload(rec["p"]),
-            created_ms=int(rec["c"]), watch=tuple(rec["w"]), need=int(rec["n"]),
-            got=tuple(rec["g"]), traceparent=rec["x"] or None, callback_url=rec["u"] or None,
+            tid, shard, "pending", rec["deadline_ms"], decode_payload(rec["payload"]),
+            created_ms=rec["created_ms"], got=tuple(rec["got"]),
+            **as_given(KEPT_PENDING, rec),
         )  # fmt: skip
     if decided is not None:
         rec = decode_result(decided)
         return TimerInfo(
-            tid, shard, rec["o"], int(rec["d"]), decode_payload(rec["p"]),
-            created_ms=int(rec["c"]), decided_ms=int(rec["t"]), got=tuple(rec.get("g", ())),
-            traceparent=rec["x"] or None, callback_url=rec["u"] or None,
+            tid, shard, rec["outcome"], rec["deadline_ms"], decode_payload(rec["payload"]),
+            created_ms=rec["created_ms"], decided_ms=rec["decided_ms"], got=tuple(rec["got"]),
+            **as_given(KEPT_OUTCOME, rec),
         )  # fmt: skip
     return None
+
+
+def outcome_of(info: TimerInfo) -> Outcome:
+    """A decided timer's outcome as ``wait`` answers it (read from its retained record:
+    no stream entry, so nothing to ack)."""
+    assert info.decided_ms is not None, "a pending timer has no outcome"
+    return Outcome(
+        info.id, info.state, info.deadline_ms, info.decided_ms, info.payload, info.shard,
+        created_ms=info.created_ms, **{name: getattr(info, name) for name in KEPT_OUTCOME},
+    )  # fmt: skip
 
 
 def outcome_from_entry(
@@ -94,17 +105,16 @@ def _outcome_from_entry(
     rec = decode_result(fields[b"r"])
     return Outcome(
         id=text(fields[b"i"]),
-        outcome=rec["o"],
-        deadline_ms=int(rec["d"]),
-        decided_ms=int(rec["t"]),
-        payload=decode_payload(rec["p"]),
+        outcome=rec["outcome"],
+        deadline_ms=rec["deadline_ms"],
+        decided_ms=rec["decided_ms"],
+        payload=decode_payload(rec["payload"]),
         shard=shard,
         entry_id=text(entry_id),
         attempt=attempt,
         redelivery_of=None if origin is None else text(origin),
-        traceparent=rec["x"] or None,
-        callback_url=rec["u"] or None,
-        created_ms=int(rec["c"]),
+        created_ms=rec["created_ms"],
+        **as_given(KEPT_OUTCOME, rec),
     )
 
 

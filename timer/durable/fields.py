@@ -35,6 +35,7 @@ MAX_DEADLINE_MS = 2**53 - 1
 # most), and a notify walks the index of each.
 MAX_WATCH_KEYS = 256
 MAX_URL_BYTES = 2048
+MAX_NOTE_CHARS = 1000
 
 NO_DEFAULT: Any = object()  # a field that must be given (the id)
 
@@ -48,7 +49,13 @@ class Field:
     and ``deadline_ms`` become the mode and value of slots 1 and 2). ``stored``: what the
     slot holds for the default; a spec is cut after its last slot that is not (less to
     send and to decode). ``schema``: the JSON Schema of what the HTTP API accepts.
-    ``cli``: the ``tickwheel schedule`` option that sets it, if any.
+    ``cli``: the ``tickwheel schedule`` option that sets it, if any. ``pending`` and
+    ``outcome``: its place (1-based, as Lua counts) in the pending record and in the
+    retained outcome (``lua/include/records.lua``), None where that record does not keep
+    it; a field the pending record keeps is an attribute of ``TimerInfo`` (shown by
+    ``get``), one the outcome keeps also of ``Outcome``, each with ``default`` when the
+    record holds ``stored``. ``shown``: whether the JSON shapes (``get --json``, the
+    HTTP API) show it too.
     """
 
     help: str
@@ -57,6 +64,9 @@ class Field:
     slot: int | None = None
     stored: Any = None
     cli: str | None = None
+    pending: int | None = None
+    outcome: int | None = None
+    shown: bool = True  # in the JSON shapes (timer/durable/shapes.py) as well
 
 
 _ID_SCHEMA = {"type": "string", "minLength": 1, "maxLength": MAX_ID_BYTES}
@@ -73,6 +83,7 @@ class TimerOptions(TypedDict, total=False):
     need: Annotated[int, Field(
         "How many distinct watch keys must be notified to complete it (default 1).",
         {"type": "integer", "minimum": 1}, default=1, slot=4, stored=1, cli="--need",
+        pending=5,
     )]  # fmt: skip
     rearm: Annotated[bool, Field(
         "If the id already ended (its outcome retained), schedule it again as a new "
@@ -82,15 +93,22 @@ class TimerOptions(TypedDict, total=False):
     watch: Annotated[Iterable[str], Field(
         "Watch keys (the timer's hash tag): notifying enough of them completes it.",
         {"type": "array", "items": _ID_SCHEMA, "maxItems": MAX_WATCH_KEYS},
-        default=(), slot=6, stored=[], cli="--watch",
+        default=(), slot=6, stored=[], cli="--watch", pending=6,
     )]  # fmt: skip
     traceparent: Annotated[str | None, Field(
         "A W3C trace context its fire and handler run continue.",
-        {"type": "string"}, slot=7, stored="",
+        {"type": "string"}, slot=7, stored="", pending=8, outcome=8,
     )]  # fmt: skip
     callback_url: Annotated[str | None, Field(
         "POST the outcome here (tickwheel handle --callbacks, for hosts it allows).",
-        {"type": "string", "maxLength": MAX_URL_BYTES}, slot=8, stored="",
+        {"type": "string", "maxLength": MAX_URL_BYTES}, slot=8, stored="", pending=9,
+        outcome=9, shown=False,  # its query may hold the receiver's token: not printed
+    )]  # fmt: skip
+    note: Annotated[str | None, Field(
+        f"A line of text for people: shown by get, the HTTP API and the dashboard, kept "
+        f"with its outcome (at most {MAX_NOTE_CHARS} characters).",
+        {"type": "string", "maxLength": MAX_NOTE_CHARS}, slot=9, stored="", cli="--note",
+        pending=10, outcome=10,
     )]  # fmt: skip
 
 
@@ -152,6 +170,21 @@ STORED = sorted(
 )
 STORED_DEFAULTS = tuple(FIELDS[name].stored for _, name in STORED)
 FIRST_STORED = STORED[0][0]  # the first slot after id, mode, value and payload
+# The fields a pending record keeps (TimerInfo's attributes), and an outcome (Outcome's).
+KEPT_PENDING = tuple(name for name, f in FIELDS.items() if f.pending is not None)
+KEPT_OUTCOME = tuple(name for name, f in FIELDS.items() if f.outcome is not None)
+
+
+def as_given(names: Iterable[str], record: Mapping[str, Any]) -> dict[str, Any]:
+    """The declared fields ``names`` of a decoded record as the API shows them: the
+    field's default where the record holds its stored default, a list as a tuple."""
+    out: dict[str, Any] = {}
+    for name in names:
+        value, f = record[name], FIELDS[name]
+        out[name] = (
+            f.default if value == f.stored else tuple(value) if type(value) is list else value
+        )
+    return out
 
 
 def json_schemas() -> dict[str, dict[str, Any]]:
@@ -162,12 +195,19 @@ def json_schemas() -> dict[str, dict[str, Any]]:
 def table() -> str:
     """The fields as a Markdown table (``docs/data-model.md``)."""
     hints = get_type_hints(TimerSpec)
-    rows = ["| field | type | default | record slot | CLI | what |", "|---|---|---|---|---|---|"]
+    rows = [
+        "| field | type | default | spec slot | kept at (pending, outcome) | CLI | what |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, f in FIELDS.items():
         kind = _type_name(hints[name]).replace("|", "\\|")
         default = "required" if f.default is NO_DEFAULT else repr(f.default)
         slot = "mode, value (1, 2)" if f.slot is None else str(f.slot)
-        rows.append(f"| `{name}` | `{kind}` | {default} | {slot} | {f.cli or '—'} | {f.help} |")
+        kept = ", ".join("—" if p is None else str(p) for p in (f.pending, f.outcome))
+        kept = "—" if kept == "—, —" else kept
+        rows.append(
+            f"| `{name}` | `{kind}` | {default} | {slot} | {kept} | {f.cli or '—'} | {f.help} |"
+        )
     return "\n".join(rows)
 
 

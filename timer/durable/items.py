@@ -105,7 +105,26 @@ def _check_rearm(value: object) -> int:
     return int(value)
 
 
-# The check of each optional field with a slot of its own: the value it stores.
+def check_text(name: str, schema: Mapping[str, Any]) -> Callable[[object], object]:
+    """The check of a text field its JSON Schema says enough of: text of at most
+    ``maxLength`` characters that UTF-8 can hold (so msgpack can)."""
+    most = schema.get("maxLength")
+
+    def check(value: object) -> object:
+        if not isinstance(value, str) or (most is not None and len(value) > most):
+            raise InvalidInput(f"{name} must be text of at most {most} characters, got "
+                               f"{type(value).__name__}: {value!r:.100}")  # fmt: skip
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidInput(f"{name} is not valid text ({exc.reason} at {exc.start})") from None
+        return value
+
+    return check
+
+
+# The check of each optional field with a slot of its own: the value it stores. A text
+# field the declaration says enough of (its type and maxLength) needs no entry here.
 CHECKS: dict[str, Callable[[object], object]] = {
     "need": lambda value: check_int("need", value, 1),  # and within the watch keys
     "rearm": _check_rearm,
@@ -113,6 +132,9 @@ CHECKS: dict[str, Callable[[object], object]] = {
     "traceparent": check_traceparent,
     "callback_url": check_callback_url,
 }
+for _slot, _name in STORED:
+    if _name not in CHECKS and FIELDS[_name].schema.get("type") == "string":
+        CHECKS[_name] = check_text(_name, FIELDS[_name].schema)
 # Given but not a field of the spec's tail: the id, the time and the payload.
 _HEAD = frozenset(n for n, f in FIELDS.items() if f.slot is None or f.slot < FIRST_STORED)
 # name -> (its place after the payload, its default as given, its check): one lookup

@@ -202,6 +202,7 @@ class TimerInfo:
     got: tuple[str, ...] = ()
     traceparent: str | None = None  # the trace given at schedule (W3C), if one was
     callback_url: str | None = None  # where its outcome is POSTed (timer/webhook.py)
+    note: str | None = None  # a line for people, given at schedule
 
 
 @dataclass(frozen=True)
@@ -221,6 +222,7 @@ class Outcome:
     traceparent: str | None = None  # the trace given at schedule (W3C): the handler's parent
     callback_url: str | None = None  # where it is POSTed (tickwheel handle --callbacks)
     created_ms: int | None = None  # when it was scheduled (Redis ms), as its record says
+    note: str | None = None  # a line for people, given at schedule
     _ack: Callable[[], None] | None = field(default=None, repr=False, compare=False)
     _aack: Callable[[], Awaitable[None]] | None = field(default=None, repr=False, compare=False)
 

@@ -415,10 +415,7 @@ def wait(ns: Namespace, timer_id: object, timeout: float) -> Op[Outcome]:
         if info is None:
             raise ns.not_found(str(timer_id))
         if info.state != "pending":
-            assert info.decided_ms is not None
-            return Outcome(
-                info.id, info.state, info.deadline_ms, info.decided_ms, info.payload, info.shard
-            )
+            return E.outcome_of(info)
         left = deadline - time.monotonic()
         if left <= 0:
             raise WaitTimeout(f"timer {timer_id!r} still pending after {timeout}s")

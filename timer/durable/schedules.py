@@ -430,7 +430,7 @@ def _with_next(sk: K.ShardKeys, infos: list[ScheduleInfo]) -> Op[list[ScheduleIn
     if not armed:
         return infos
     raws = yield steps.Command("hmget", (sk.timers, armed))
-    when = {a: int(decode_pending(r)["d"]) for a, r in zip(armed, raws, strict=True) if r}
+    when = {a: decode_pending(r)["deadline_ms"] for a, r in zip(armed, raws, strict=True) if r}
     return [ScheduleInfo(**{**i.__dict__, "next_ms": when.get(i.armed or "")}) for i in infos]
 
 

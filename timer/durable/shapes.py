@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .codec import jsonable
+from .fields import FIELDS, KEPT_OUTCOME, KEPT_PENDING
 from .models import DeadLetter, GroupInfo, Outcome, Timer, TimerInfo
 from .schedules import ScheduleInfo
 
@@ -38,19 +39,38 @@ TIMER = _object({
     "created": {"type": "boolean", "description": "This call created it."},
     "origin": {**_TEXT, "description": "The token it was created under (a batch's)."},
 })  # fmt: skip
+# The declared fields a record keeps and the JSON shows (fields.Field.pending, .outcome,
+# .shown), as the shapes of TimerInfo and Outcome hold them.
+INFO_FIELDS = tuple(n for n in KEPT_PENDING if FIELDS[n].shown)
+OUTCOME_FIELDS = tuple(n for n in KEPT_OUTCOME if FIELDS[n].shown)
+
+
+def _kept(names: tuple[str, ...]) -> dict[str, Any]:
+    """Each field's JSON Schema as shown: its type (null too where its default is None),
+    its help as the description."""
+    out: dict[str, Any] = {}
+    for name in names:
+        f = FIELDS[name]
+        kind = f.schema["type"]
+        shown: dict[str, Any] = {"type": [kind, "null"] if f.default is None else kind}
+        if "items" in f.schema:
+            shown["items"] = {"type": f.schema["items"]["type"]}
+        out[name] = {**shown, "description": f.help}
+    return out
+
+
 TIMER_INFO = _object({
     "id": _TEXT, "shard": _INT, "state": {"enum": STATES}, "deadline_ms": _INT,
     "created_ms": _MAYBE_INT, "decided_ms": _MAYBE_INT,
     "payload": {"description": "Any JSON value (bytes as {\"$bytes\": base64})."},
-    "watch": _TEXTS, "need": _INT,
     "notified": {**_TEXTS, "description": "The watch keys notified so far."},
-    "traceparent": _MAYBE_TEXT,
+    **_kept(INFO_FIELDS),
 })  # fmt: skip
 OUTCOME = _object({
     "id": _TEXT, "outcome": {"enum": [*STATES[1:], "undecodable"]}, "shard": _INT,
     "deadline_ms": _INT, "decided_ms": _INT, "created_ms": _MAYBE_INT,
     "lateness_ms": {**_INT, "description": "decided_ms - deadline_ms."},
-    "payload": TIMER_INFO["properties"]["payload"], "traceparent": _MAYBE_TEXT,
+    "payload": TIMER_INFO["properties"]["payload"], **_kept(OUTCOME_FIELDS),
     "ref": {**_TEXT, "description": "<shard>/<entry id>: what ack, retry and dead take."},
     "attempt": {**_INT, "description": "This delivery's number in its group."},
     "idempotency_key": {**_TEXT, "description": "The same for every delivery of it."},
@@ -92,11 +112,15 @@ def timer_json(t: Timer) -> dict[str, Any]:
             "created": t.created, "origin": t.origin}  # fmt: skip
 
 
+def _shown(value: object, names: tuple[str, ...]) -> dict[str, Any]:
+    return {n: list(v) if type(v := getattr(value, n)) is tuple else v for n in names}
+
+
 def timer_info_json(t: TimerInfo) -> dict[str, Any]:
     return {"id": t.id, "shard": t.shard, "state": t.state, "deadline_ms": t.deadline_ms,
             "created_ms": t.created_ms, "decided_ms": t.decided_ms,
-            "payload": jsonable(t.payload), "watch": list(t.watch), "need": t.need,
-            "notified": list(t.got), "traceparent": t.traceparent}  # fmt: skip
+            "payload": jsonable(t.payload), "notified": list(t.got),
+            **_shown(t, INFO_FIELDS)}  # fmt: skip
 
 
 def outcome_json(o: Outcome) -> dict[str, Any]:
@@ -105,7 +129,7 @@ def outcome_json(o: Outcome) -> dict[str, Any]:
     out = {"id": o.id, "outcome": o.outcome, "shard": o.shard, "deadline_ms": o.deadline_ms,
            "decided_ms": o.decided_ms, "created_ms": o.created_ms,
            "lateness_ms": o.lateness_ms, "payload": jsonable(o.payload),
-           "traceparent": o.traceparent}  # fmt: skip
+           **_shown(o, OUTCOME_FIELDS)}  # fmt: skip
     if o.entry_id is not None:
         out.update(ref=f"{o.shard}/{o.entry_id}", attempt=o.attempt,
                    idempotency_key=o.idempotency_key)  # fmt: skip

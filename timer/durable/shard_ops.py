@@ -130,7 +130,7 @@ def read_due(
                 for tid, raw in zip(names, records, strict=True):
                     if raw is None:
                         continue  # decided: a stale id of a list
-                    d = int(decode_pending(raw)["d"])
+                    d = decode_pending(raw)["deadline_ms"]
                     if width is None or d // width == n:  # due here, not moved elsewhere
                         found[tid] = d
             if cursor == 0:

@@ -15,9 +15,9 @@ ARGV[3]  max_delay_ms  a deadline further than this from now is refused
 ARGV[4]  events channel of the shard
 ARGV[5]  origin      an opaque token naming who created them (a batch, a Spark job); may be ''
 ARGV[6]  timers      msgpack array; each timer is an array
-                     {id, mode, value, payload, need, rearm, watch, trace, callback},
-                     the last five left out when they are their defaults (1, 0, {}, '',
-                     ''):
+                     {id, mode, value, payload, need, rearm, watch, trace, callback,
+                     note}, the last six left out when they are their defaults (1, 0,
+                     {}, '', '', ''):
                      mode 'in' (value is a delay, ms) or 'at' (value is a deadline, epoch
                      ms, Redis time); payload msgpack bytes; need distinct watch keys that
                      complete it (>= 1); rearm 1: an id whose outcome is retained is
@@ -25,7 +25,8 @@ ARGV[6]  timers      msgpack array; each timer is an array
                      is returned; watch keys deduplicated and sorted by the client, all
                      routing to this shard; trace a W3C traceparent kept with the timer
                      (not compared: the same timer scheduled again from another trace
-                     is the same timer); callback the URL its outcome is POSTed to.
+                     is the same timer); callback the URL its outcome is POSTed to; note a
+                     line of text for people (neither compared either).
 
 Returns  one reply per timer, in order:
          deadline_ms (an integer)                      this call created the timer
@@ -52,8 +53,9 @@ local P, bucket_ms, max_delay = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local channel, origin = ARGV[4], ARGV[5]
 local timers = cmsgpack.unpack(ARGV[6])
 -- A timer's slots, as timer/durable/fields.py declares them (its slot + 1; a test holds
--- the two together). The last five may be left out: then they are their defaults.
-local ID, MODE, VALUE, PAYLOAD, NEED, REARM, WATCH, TRACE, CALLBACK = 1, 2, 3, 4, 5, 6, 7, 8, 9
+-- the two together). The last six may be left out: then they are their defaults.
+local ID, MODE, VALUE, PAYLOAD, NEED, REARM, WATCH, TRACEPARENT, CALLBACK_URL, NOTE =
+  1, 2, 3, 4, 5, 6, 7, 8, 9, 10
 local n = #timers
 
 local ids = {}
@@ -115,8 +117,8 @@ for i = 1, n do
       -- re-armed: the old outcome stays in the stream only
       if retained[i] then gone[#gone + 1] = id end
       local watch = t[WATCH] or NONE
-      local rec = {d = deadline, p = t[PAYLOAD], w = watch, n = t[NEED] or 1, g = NONE, c = now, s = origin,
-        x = t[TRACE] or '', u = t[CALLBACK] or ''}
+      local rec = {d = deadline, p = t[PAYLOAD], w = watch, n = t[NEED] or 1, g = NONE, c = now,
+        s = origin, x = t[TRACEPARENT] or '', u = t[CALLBACK_URL] or '', note = t[NOTE] or ''}
       here[id] = rec
       fields[#fields + 1] = id
       fields[#fields + 1] = pack_rec(rec)

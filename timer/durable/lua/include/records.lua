@@ -7,18 +7,21 @@ runs on it. Records are arrays with their trailing defaults left out (#14): no f
 names, no empty values.
 
 Pending timer (HASH P:t, field = id):
-  [d, p, d - c, s = '', n = 1, w = {}, g = {}, x = '', u = '']
+  [d, p, d - c, s = '', n = 1, w = {}, g = {}, x = '', u = '', note = '']
   d = deadline_ms (Redis time, epoch ms)   p = payload (msgpack bytes, opaque here)
   c = created_ms (Redis time)              s = origin token given at schedule ('' if none)
   n = need (distinct keys to complete)     w = watch keys (array)
   g = keys notified so far (array)
   x = the W3C traceparent given at schedule ('' if none): the trace the timer continues
   u = the URL its outcome is POSTed to ('' if none: see timer/webhook.py)
+  note = a line of text for people ('' if none)
 Retained outcome (a value of the results table, see include/results.lua, after its 4
 bytes of expiry):
-  [o, d, t - d, p, d - c, s = '', g = {}, x = '', u = ''] with o a code: 1 expired, 2 cancelled,
-  3 completed (times as differences: a few bytes, not nine)
+  [o, d, t - d, p, d - c, s = '', g = {}, x = '', u = '', note = ''] with o a code:
+  1 expired, 2 cancelled, 3 completed (times as differences: a few bytes, not nine)
   t = decided_ms; g = the watch keys notified before it was decided (which completed it).
+The places of the fields a timer is given (n, w, x, u, note) are declared in
+timer/durable/fields.py (Field.pending, Field.outcome); a test holds the names below to it.
 Outcome stream entry (STREAM P:out, one a decided timer): i = id, r = the retained
   outcome record above (the same bytes the results table holds after its expiry): the
   record made once for both (#14); a dead letter put back adds only and from.
@@ -37,50 +40,56 @@ local OUTCOME_CODE = {expired = 1, cancelled = 2, completed = 3}
 -- append to it: a script that adds to rec.g gives the record its own list first.
 local NONE = {}
 
+-- The places of a pending record and of a retained outcome.
+-- (named as timer/durable/codec.py reads them; a test holds the two together)
+local R_DEADLINE_MS, R_PAYLOAD, R_CREATED_MS, R_ORIGIN, R_NEED, R_WATCH, R_GOT,
+  R_TRACEPARENT, R_CALLBACK_URL, R_NOTE = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
+local O_OUTCOME, O_DEADLINE_MS, O_DECIDED_MS, O_PAYLOAD, O_CREATED_MS, O_ORIGIN, O_GOT,
+  O_TRACEPARENT, O_CALLBACK_URL, O_NOTE = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
+
 -- A pending record as a table with named fields.
 local function read_rec(raw)
   local r = cmsgpack.unpack(raw)
-  return {d = r[1], p = r[2], c = r[1] - r[3], s = r[4] or '', n = r[5] or 1, w = r[6] or NONE,
-    g = r[7] or NONE, x = r[8] or '', u = r[9] or ''}
+  return {d = r[R_DEADLINE_MS], p = r[R_PAYLOAD], c = r[R_DEADLINE_MS] - r[R_CREATED_MS],
+    s = r[R_ORIGIN] or '', n = r[R_NEED] or 1, w = r[R_WATCH] or NONE, g = r[R_GOT] or NONE,
+    x = r[R_TRACEPARENT] or '', u = r[R_CALLBACK_URL] or '', note = r[R_NOTE] or ''}
 end
 
 -- A pending record packed, up to the last field that is not its default.
 local function pack_rec(rec)
-  local last = 3
-  if (rec.u or '') ~= '' then last = 9
-  elseif (rec.x or '') ~= '' then last = 8
-  elseif #rec.g > 0 then last = 7
-  elseif #rec.w > 0 then last = 6
-  elseif rec.n ~= 1 then last = 5
-  elseif rec.s ~= '' then last = 4 end
+  local last = R_CREATED_MS
+  if (rec.note or '') ~= '' then last = R_NOTE
+  elseif (rec.u or '') ~= '' then last = R_CALLBACK_URL
+  elseif (rec.x or '') ~= '' then last = R_TRACEPARENT
+  elseif #rec.g > 0 then last = R_GOT
+  elseif #rec.w > 0 then last = R_WATCH
+  elseif rec.n ~= 1 then last = R_NEED
+  elseif rec.s ~= '' then last = R_ORIGIN end
   local a = {rec.d, rec.p, rec.d - rec.c}
-  if last >= 4 then a[4] = rec.s end
-  if last >= 5 then a[5] = rec.n end
-  if last >= 6 then a[6] = rec.w end
-  if last >= 7 then a[7] = rec.g end
-  if last >= 8 then a[8] = rec.x or '' end
-  if last >= 9 then a[9] = rec.u end
+  if last >= R_ORIGIN then a[R_ORIGIN] = rec.s end
+  if last >= R_NEED then a[R_NEED] = rec.n end
+  if last >= R_WATCH then a[R_WATCH] = rec.w end
+  if last >= R_GOT then a[R_GOT] = rec.g end
+  if last >= R_TRACEPARENT then a[R_TRACEPARENT] = rec.x or '' end
+  if last >= R_CALLBACK_URL then a[R_CALLBACK_URL] = rec.u or '' end
+  if last >= R_NOTE then a[R_NOTE] = rec.note end
   return cmsgpack.pack(a)
 end
 
 -- The retained outcome of pending record `rec`, decided as `outcome` at `now`.
 local function pack_result(rec, outcome, now)
   local a = {OUTCOME_CODE[outcome], rec.d, now - rec.d, rec.p, rec.d - rec.c}
-  if (rec.u or '') ~= '' then
-    a[6] = rec.s
-    a[7] = rec.g
-    a[8] = rec.x or ''
-    a[9] = rec.u
-  elseif (rec.x or '') ~= '' then
-    a[6] = rec.s
-    a[7] = rec.g
-    a[8] = rec.x
-  elseif #rec.g > 0 then
-    a[6] = rec.s
-    a[7] = rec.g
-  elseif rec.s ~= '' then
-    a[6] = rec.s
-  end
+  local last = O_CREATED_MS
+  if (rec.note or '') ~= '' then last = O_NOTE
+  elseif (rec.u or '') ~= '' then last = O_CALLBACK_URL
+  elseif (rec.x or '') ~= '' then last = O_TRACEPARENT
+  elseif #rec.g > 0 then last = O_GOT
+  elseif rec.s ~= '' then last = O_ORIGIN end
+  if last >= O_ORIGIN then a[O_ORIGIN] = rec.s end
+  if last >= O_GOT then a[O_GOT] = rec.g end
+  if last >= O_TRACEPARENT then a[O_TRACEPARENT] = rec.x or '' end
+  if last >= O_CALLBACK_URL then a[O_CALLBACK_URL] = rec.u or '' end
+  if last >= O_NOTE then a[O_NOTE] = rec.note end
   return cmsgpack.pack(a)
 end
 
