@@ -16,8 +16,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from timer import InvalidInput, NotFound, TimerClient, TimerError, TimerNotFound
 from timer.aio_group import AsyncConsumer
-from timer.durable import keys as K
 from timer.durable.codec import jsonable
+from timer.durable.keys import check_name
 from timer.durable.shapes import (
     dead_letter_json,
     group_json,
@@ -156,7 +156,7 @@ async def reschedule(call: Call) -> dict[str, Any]:
 async def notify(call: Call) -> dict[str, Any]:
     keys = list(dict.fromkeys(call.body["keys"]))
     for k in keys:  # every key checked before any is notified: a refusal writes nothing
-        K.check_name("watch key", k)
+        check_name("watch key", k)
     per_key = {k: await call.client.notify(k) for k in keys}
     return {"completed": sum(per_key.values()), "per_key": per_key}
 

@@ -19,7 +19,7 @@ prints them as an ``ACL SETUSER`` line.
 
 from __future__ import annotations
 
-from .durable import keys as K
+from .durable.keys import NAMESPACES, check_namespace
 from .errors import InvalidInput
 
 # What every role's connection and scripts need. A script is sent with the includes it
@@ -65,10 +65,10 @@ def acl_rules(role: str, namespace: str) -> list[str]:
     ``role`` on ``namespace``: its keys, its channels, its commands and nothing else."""
     if role not in ROLES:
         raise InvalidInput(f"role must be one of {', '.join(ROLES)}, got {role!r}")
-    ns = K.check_namespace(namespace)
+    ns = check_namespace(namespace)
     rules = ["resetkeys", f"~{{tw:{ns}}}:*", f"~{{tw:{ns}:*"]
     if role == "operator":
-        rules.append(f"~{K.NAMESPACES}")
+        rules.append(f"~{NAMESPACES}")
     rules += ["resetchannels", f"&tw:{ns}:*", "-@all"]
     rules += [f"+{command}" for command in sorted(set(ROLES[role]))]
     return rules

@@ -31,7 +31,7 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
 from .aio_driver import AsyncDriver, cluster_retry
 from .aio_group import AsyncConsumer
-from .durable import keys as K
+from .durable import keys as keyspace
 from .durable import ops
 from .durable.codec import DEFAULT_MAX_PAYLOAD
 from .durable.fields import TimerOptions, TimerSpec
@@ -65,8 +65,8 @@ class AsyncTimerClient:
         node_url: Callable[[str, int], str] | None = None,
         node_options: Mapping[str, Any] | None = None,
     ) -> None:
-        self.namespace = K.check_namespace(namespace)
-        self.keys = K.NamespaceKeys(self.namespace)
+        self.namespace = keyspace.check_namespace(namespace)
+        self.keys = keyspace.NamespaceKeys(self.namespace)
         self.meta = meta
         self.settings = settings or ClientSettings()
         self.where = safe_url
@@ -92,7 +92,7 @@ class AsyncTimerClient:
 
         ``durability`` as for ``TimerClient.from_url``.
         """
-        keys = K.NamespaceKeys(K.check_namespace(namespace))  # before connecting
+        keys = keyspace.NamespaceKeys(keyspace.check_namespace(namespace))  # before connecting
         settings = ClientSettings.of(
             result_ttl_s=result_ttl_s, max_payload_bytes=max_payload_bytes,
             durability=durability, durability_timeout_s=durability_timeout_s,
@@ -142,7 +142,7 @@ class AsyncTimerClient:
         return AsyncTimers(self._run, self._ns)
 
     def shard_of(self, name: str) -> int:
-        return K.shard_of(name, self.meta.shards)
+        return keyspace.shard_of(name, self.meta.shards)
 
     # -- schedule and decide ----------------------------------------------------------
 

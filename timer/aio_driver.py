@@ -22,7 +22,7 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.commands.core import AsyncScript
 from redis.exceptions import RedisClusterException
 
-from . import cluster_route as R
+from .cluster_route import CLIENT_RETRIES, RETRY_BUDGET_S, Refresh, Routing, client_backoff, owner
 from .durable import steps
 from .durable.calls import error_or
 from .durable.models import Durability
@@ -35,7 +35,7 @@ T = TypeVar("T")
 def cluster_retry() -> AsyncRetry:
     """The cluster client's own retries of a command whose node failed (as
     ``cluster_route.CLIENT_RETRIES`` says)."""
-    return AsyncRetry(R.client_backoff(), retries=R.CLIENT_RETRIES)
+    return AsyncRetry(client_backoff(), retries=CLIENT_RETRIES)
 
 
 class AsyncDriver:
@@ -58,11 +58,11 @@ class AsyncDriver:
         self._scripts: dict[ScriptName, AsyncScript] = {
             name: client.register_script(source(name)) for name in ScriptName
         }
-        self._refresh = R.Refresh()  # when the cluster's slot map may be read again
+        self._refresh = Refresh()  # when the cluster's slot map may be read again
         self._node_url = node_url  # a cluster node's URL (host, port), with the same auth
         self._node_options = dict(node_options or {})
         self._nodes: dict[str, aioredis.Redis] = {}  # a plain client per cluster node
-        self.retry_budget_s = R.RETRY_BUDGET_S  # a cluster call's retries after a backoff
+        self.retry_budget_s = RETRY_BUDGET_S  # a cluster call's retries after a backoff
 
     async def run(self, op: steps.Op[T]) -> T:
         """Run an operation to its result (it emits nothing)."""
@@ -190,7 +190,7 @@ class AsyncDriver:
         ``timer.cluster_route`` says, within the retry budget; a node that fails costs
         only its own calls."""
         loop = asyncio.get_running_loop()
-        route = R.Routing([c.keys[0] for c in calls], self._owner,
+        route = Routing([c.keys[0] for c in calls], self._owner,
                           budget_s=self.retry_budget_s, clock=loop.time)  # fmt: skip
         while groups := route.groups():
             parts = await asyncio.gather(*(
@@ -207,7 +207,7 @@ class AsyncDriver:
         return route.replies
 
     def _owner(self, key: str) -> str:
-        return R.owner(self.redis, key)
+        return owner(self.redis, key)
 
     async def _node_pipeline(
         self, name: str, calls: Sequence[steps.ScriptCall], idxs: list[int]

@@ -20,10 +20,10 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from .durable import entries as E
-from .durable import groups as G
+from .durable import groups as group_ops
 from .durable import steps
 from .durable.checks import check_int
+from .durable.entries import parse_ref
 from .durable.groups import Delivery
 from .durable.models import Outcome
 from .durable.namespace import Namespace
@@ -59,7 +59,7 @@ class AsyncConsumer:
         return [d.outcome for d in got]
 
     def _delivery(self, ref: object, attempt: int = 1) -> Delivery:
-        shard, eid = E.parse_ref(ref, self.ns.meta.shards, "outcome")
+        shard, eid = parse_ref(ref, self.ns.meta.shards, "outcome")
         outcome = Outcome("", "", 0, 0, None, shard, entry_id=eid, attempt=attempt)
         return Delivery(outcome, self.ns.shard(shard), self.group)
 
@@ -70,13 +70,13 @@ class AsyncConsumer:
 
     async def ack(self, refs: Sequence[str]) -> None:
         """Acknowledge these outcomes: handled, never delivered again (safe to repeat)."""
-        await self._run(G.ack_many(self._deliveries(refs)))
+        await self._run(group_ops.ack_many(self._deliveries(refs)))
 
     async def retry(self, ref: str, delay_ms: int) -> bool:
         """Deliver this outcome again in ``delay_ms`` (its attempt counts); False if it is
         no longer pending (acknowledged or dead-lettered meanwhile)."""
         d = self._delivery(ref)
-        return await self._run(G.retry(d, delay_ms)) is not None
+        return await self._run(group_ops.retry(d, delay_ms)) is not None
 
     async def dead_letter(self, ref: str, error: str) -> str | None:
         """Move this outcome to the dead letters with ``error``; the dead letter's ref, or
@@ -88,7 +88,7 @@ class AsyncConsumer:
         if pending is None:
             return None
         d = Delivery(dataclasses.replace(d.outcome, attempt=pending), d.keys, d.group)
-        eid = await self._run(G.dead_letter(d, self.consumer, error))
+        eid = await self._run(group_ops.dead_letter(d, self.consumer, error))
         return None if eid is None else f"{d.outcome.shard}/{eid}"
 
 

@@ -23,9 +23,9 @@ from redis.cluster import RedisCluster
 
 from .consumer import ConsumerGroup
 from .driver import SyncDriver, connect
-from .durable import group_admin as GA
-from .durable import groups as G
-from .durable import keys as K
+from .durable import group_admin as admin
+from .durable import groups as group_ops
+from .durable import keys as keyspace
 from .durable import ops, shard_ops, steps, views
 from .durable.checks import check_seconds
 from .durable.codec import DEFAULT_MAX_PAYLOAD
@@ -74,11 +74,11 @@ class TimerClient:
         node_url: Callable[[str, int], str] | None = None,
         node_options: Mapping[str, Any] | None = None,
     ) -> None:
-        self.namespace = K.check_namespace(namespace)
+        self.namespace = keyspace.check_namespace(namespace)
         self.redis: Any = client  # redis.Redis or RedisCluster: the calls we make are common
         self.settings = settings or ClientSettings()
         self.where = safe_url
-        self.keys = K.NamespaceKeys(self.namespace)
+        self.keys = keyspace.NamespaceKeys(self.namespace)
         self.cluster = isinstance(client, RedisCluster)
         # node_url (host, port -> a URL with the same auth): on a cluster, script
         # pipelines go to each master on a client of the driver's own
@@ -106,7 +106,7 @@ class TimerClient:
         (``none``, ``aof``, ``replicas:N``, ``aof+replicas:N``; see
         :class:`~timer.durable.models.Durability`) says when a timer write counts as done.
         """
-        K.check_namespace(namespace)  # before connecting: nothing to clean up on bad input
+        keyspace.check_namespace(namespace)  # before connecting: nothing to clean up on bad input
         settings = ClientSettings.of(
             result_ttl_s=result_ttl_s, max_payload_bytes=max_payload_bytes,
             durability=durability, durability_timeout_s=durability_timeout_s,
@@ -226,7 +226,7 @@ class TimerClient:
         return Namespace(self.keys, self.meta, self.settings)
 
     def shard_of(self, name: str) -> int:
-        return K.shard_of(name, self.meta.shards)
+        return keyspace.shard_of(name, self.meta.shards)
 
     def outcome_streams(self) -> dict[str, int]:
         """Each shard's outcome stream key -> its shard number."""
@@ -342,7 +342,7 @@ class TimerClient:
         """Outcomes as they land, read with no consumer group: nothing is left behind in
         Redis and nothing is acknowledged (``tail`` without ``--group``). From now on, or
         with ``history`` from the oldest outcome the streams hold."""
-        op = G.follow(
+        op = group_ops.follow(
             self._ns(), history=history, block_ms=block_ms, per_stream=self.cluster,
             stop_when_idle=stop_when_idle,
         )  # fmt: skip
@@ -366,7 +366,7 @@ class TimerClient:
     ) -> ConsumerGroup:  # fmt: skip
         """One consumer of a group, as a handler runner uses it (the reading policy of
         ``outcomes()``; ack, retry, dead-letter)."""
-        group, consumer = G.check_group(group, consumer)
+        group, consumer = group_ops.check_group(group, consumer)
         return ConsumerGroup(
             self._run, self._ns, group, consumer, per_stream=self.cluster,
             reclaim_idle_ms=reclaim_idle_ms, held=held,
@@ -376,32 +376,32 @@ class TimerClient:
         """Every consumer group of the namespace: consumers, pending, retrying, lag and
         the age of the oldest outcome it still owes, summed over the shards."""
         now = self.server_time_ms()
-        return self._run(GA.group_infos(self._ns(), now))
+        return self._run(admin.group_infos(self._ns(), now))
 
     def delete_group(self, group: str) -> int:
         """Destroy a consumer group on every shard (its pending entries and retry schedule
         go with it; its dead letters stay); on how many shards it existed."""
-        return self._run(GA.delete_group(self._ns(), group))
+        return self._run(admin.delete_group(self._ns(), group))
 
     def dead_letters(self, group: str | None = None, *, limit: int = 1000) -> list[DeadLetter]:
         """Dead letters (of one group, or all), oldest first, at most ``limit``."""
-        return self._run(GA.dead_letters(self._ns(), group, limit=limit))
+        return self._run(admin.dead_letters(self._ns(), group, limit=limit))
 
     def dead_letter(self, ref: str) -> DeadLetter | None:
         """One dead letter by its ref (``<shard>/<id>``), or None."""
-        return self._run(GA.get_dead_letter(self._ns(), ref))
+        return self._run(admin.get_dead_letter(self._ns(), ref))
 
     def dead_letters_total(self) -> int:
-        return self._run(GA.dead_letter_count(self._ns()))
+        return self._run(admin.dead_letter_count(self._ns()))
 
     def redeliver(self, ref: str) -> str | None:
         """Put a dead letter back in front of its group (attempts start again at 1); the
         new stream entry's id, or None if there is no such dead letter."""
-        return self._run(GA.redeliver(self._ns(), ref))
+        return self._run(admin.redeliver(self._ns(), ref))
 
     def drop_dead_letter(self, ref: str) -> bool:
         """Delete a dead letter; True if it existed."""
-        return self._run(GA.drop_dead_letter(self._ns(), ref))
+        return self._run(admin.drop_dead_letter(self._ns(), ref))
 
     def all_outcomes(self, shards: Iterable[int] | None = None) -> Iterator[Outcome]:
         """Every outcome the shards' streams hold, oldest first per shard, read in pages

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from .durable import groups as G
+from .durable import groups as group_ops
 from .durable.namespace import Namespace
 from .durable.reader import GroupReader, Held
 from .durable.steps import Run
@@ -36,19 +36,19 @@ class ConsumerGroup:
 
     # -- the reading policy ---------------------------------------------------------------
 
-    def start(self, count: int) -> list[G.Delivery]:
+    def start(self, count: int) -> list[group_ops.Delivery]:
         """This consumer's own pending entries, every one (a restart under its name)."""
         return self._run(self.reader.start(count))
 
-    def poll(self, count: int, block_ms: int | None) -> list[G.Delivery]:
+    def poll(self, count: int, block_ms: int | None) -> list[group_ops.Delivery]:
         """Claims whose time has come, then new entries: about ``count`` deliveries."""
         return self._run(self.reader.poll(count, block_ms))
 
-    def idle(self) -> tuple[bool, list[G.Delivery]]:
+    def idle(self) -> tuple[bool, list[group_ops.Delivery]]:
         """(True if nothing is left to do, else what a whole scan of claims found)."""
         return self._run(self.reader.idle())
 
-    def touch(self, deliveries: Sequence[G.Delivery]) -> list[G.Delivery]:
+    def touch(self, deliveries: Sequence[group_ops.Delivery]) -> list[group_ops.Delivery]:
         """Reset the idle time of entries still being handled; those another consumer
         has taken over meanwhile."""
         return self._run(self.reader.touch(list(deliveries)))
@@ -62,12 +62,12 @@ class ConsumerGroup:
 
     def ensure(self, *, start: str = "0") -> None:
         """Create the group on every shard's stream unless it exists (``$``: only new)."""
-        self._run(G.ensure_groups(self._ns(), self.group, start=start))
+        self._run(group_ops.ensure_groups(self._ns(), self.group, start=start))
 
-    def read(self, count: int, block_ms: int | None) -> list[G.Delivery]:
+    def read(self, count: int, block_ms: int | None) -> list[group_ops.Delivery]:
         """Outcomes never delivered to the group, up to ``count`` from each shard's
         stream, waiting up to ``block_ms`` for one (None: not at all)."""
-        return self._run(G.read_new(
+        return self._run(group_ops.read_new(
             self._ns(), self.group, self.consumer, count=count, block_ms=block_ms,
             per_stream=self.per_stream,
         ))  # fmt: skip
@@ -75,34 +75,34 @@ class ConsumerGroup:
     def claim(
         self, cursors: Mapping[int, str], *, count: int, min_idle_ms: int, own: bool = False,
         retries: bool = True,
-    ) -> tuple[list[G.Delivery], dict[int, str]]:  # fmt: skip
+    ) -> tuple[list[group_ops.Delivery], dict[int, str]]:  # fmt: skip
         """Entries due for a retry, then (scanning from each shard's cursor) pending
         entries idle for ``min_idle_ms`` (``own``: only this consumer's)."""
-        return self._run(G.claim(
+        return self._run(group_ops.claim(
             self._ns(), self.group, self.consumer, cursors, count=count,
             min_idle_ms=min_idle_ms, owner=self.consumer if own else "", retries=retries,
         ))  # fmt: skip
 
-    def ack(self, delivery: G.Delivery) -> None:
-        self._run(G.ack(delivery))
+    def ack(self, delivery: group_ops.Delivery) -> None:
+        self._run(group_ops.ack(delivery))
 
-    def ack_many(self, deliveries: Sequence[G.Delivery]) -> None:
+    def ack_many(self, deliveries: Sequence[group_ops.Delivery]) -> None:
         """Acknowledge many at once: one XACK per shard's stream, pipelined."""
-        self._run(G.ack_many(deliveries))
+        self._run(group_ops.ack_many(deliveries))
 
-    def retry(self, delivery: G.Delivery, delay_ms: int) -> int | None:
+    def retry(self, delivery: group_ops.Delivery, delay_ms: int) -> int | None:
         """Retry the delivery in ``delay_ms``; its retry time, or None if no longer pending."""
-        return self._run(G.retry(delivery, delay_ms))
+        return self._run(group_ops.retry(delivery, delay_ms))
 
-    def dead_letter(self, delivery: G.Delivery, error: str) -> str | None:
+    def dead_letter(self, delivery: group_ops.Delivery, error: str) -> str | None:
         """Move the delivery to the dead letters; the dead letter's ref, or None."""
-        dead_id = self._run(G.dead_letter(delivery, self.consumer, error))
+        dead_id = self._run(group_ops.dead_letter(delivery, self.consumer, error))
         return None if dead_id is None else f"{delivery.outcome.shard}/{dead_id}"
 
     def retrying(self) -> int:
         """How many of the group's outcomes wait for a retry time, over every shard."""
-        return self._run(G.retrying(self._ns(), self.group))
+        return self._run(group_ops.retrying(self._ns(), self.group))
 
     def leave(self) -> int:
         """Remove this consumer where it owes nothing; on how many shards it stays."""
-        return self._run(G.leave(self._ns(), self.group, self.consumer))
+        return self._run(group_ops.leave(self._ns(), self.group, self.consumer))

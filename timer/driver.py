@@ -24,7 +24,7 @@ from redis.commands.core import Script
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
-from . import cluster_route as R
+from .cluster_route import CLIENT_RETRIES, RETRY_BUDGET_S, Refresh, Routing, client_backoff, owner
 from .durable import ops, steps
 from .durable.models import Durability
 from .durable.scripts import ScriptName, source
@@ -54,7 +54,7 @@ def connect(rs: RedisSettings) -> redis.Redis | RedisCluster:
 def cluster_retry() -> Retry:
     """The cluster client's own retries of a command whose node failed (as
     ``cluster_route.CLIENT_RETRIES`` says)."""
-    return Retry(R.client_backoff(), retries=R.CLIENT_RETRIES)
+    return Retry(client_backoff(), retries=CLIENT_RETRIES)
 
 
 class CountingPubSub(redis.client.PubSub):
@@ -94,14 +94,14 @@ class SyncDriver:
             name: client.register_script(source(name)) for name in ScriptName
         }
         self._loaded: set[ScriptName] = set()  # scripts known to the server (load_scripts)
-        self._refresh = R.Refresh()  # when the cluster's slot map may be read again
+        self._refresh = Refresh()  # when the cluster's slot map may be read again
         # A plain client per cluster node (host:port), ours: redis-py's own node clients
         # are replaced when it reads the slot map again, and their pools left unclosed.
         self._node_url, self._node_options = node_url, dict(node_options or {})
         self._nodes: dict[str, redis.Redis] = {}
         self._nodes_lock = threading.Lock()
         self._reserved = 0  # connections each pool may open (reserve_connections)
-        self.retry_budget_s = R.RETRY_BUDGET_S  # a cluster call's retries after a backoff
+        self.retry_budget_s = RETRY_BUDGET_S  # a cluster call's retries after a backoff
 
     def reserve_connections(self, n: int) -> None:
         """Let the connection pool (each node's, on a cluster) open at least ``n``
@@ -287,7 +287,7 @@ class SyncDriver:
         a reply that names a topology change (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, a node
         gone) is acted on as ``timer.cluster_route`` says, within the retry budget.
         A node that fails costs only its own calls: the others' replies are kept."""
-        route = R.Routing([c.keys[0] for c in calls], self._owner, budget_s=self.retry_budget_s)
+        route = Routing([c.keys[0] for c in calls], self._owner, budget_s=self.retry_budget_s)
         while groups := route.groups():
             for name, idxs in groups.items():
                 route.record(name, idxs, self._node_scripts(name, calls, idxs))
@@ -299,7 +299,7 @@ class SyncDriver:
         return route.replies
 
     def _owner(self, key: str) -> str:
-        return R.owner(self.redis, key)
+        return owner(self.redis, key)
 
     def _refresh_slots(self) -> None:
         """Read the slot map from the cluster again (rate-limited across threads)."""

@@ -18,7 +18,7 @@ import builtins
 from collections.abc import Awaitable, Callable
 from typing import Any, Unpack
 
-from .durable import schedules as S
+from .durable import schedules as sched_ops
 from .durable.fields import ScheduleOptions
 from .durable.models import Timer
 from .durable.namespace import Namespace
@@ -48,25 +48,25 @@ class Schedules:
         handled (what falls due meanwhile follows ``missed``).
         DuplicateTimer if the name exists (``update`` changes one).
         """
-        return self._run(S.put(self._ns(), name, mode="create", **spec))
+        return self._run(sched_ops.put(self._ns(), name, mode="create", **spec))
 
     def update(self, name: str, **spec: Unpack[ScheduleOptions]) -> ScheduleInfo:
         """Change a schedule (the arguments of ``create``; all of them, as a new spec):
         from its next occurrence on. An occurrence already due still fires once."""
-        return self._run(S.put(self._ns(), name, mode="update", **spec))
+        return self._run(sched_ops.put(self._ns(), name, mode="update", **spec))
 
     def get(self, name: str) -> ScheduleInfo | None:
         """The schedule: its spec, state, next occurrence and counts; None if none."""
-        return self._run(S.get(self._ns(), name))
+        return self._run(sched_ops.get(self._ns(), name))
 
     def list(self) -> list[ScheduleInfo]:
         """Every schedule of the namespace, by name."""
-        return self._run(S.listing(self._ns()))
+        return self._run(sched_ops.listing(self._ns()))
 
     def trigger(self, name: str) -> Timer:
         """Fire it once now, beside its series (a timer ``{name}@<now>-manual`` with its
         payload); ScheduleNotFound if there is no such schedule."""
-        return self._run(S.trigger(self._ns(), name))
+        return self._run(sched_ops.trigger(self._ns(), name))
 
     def backfill(
         self, name: str, start_ms: int, end_ms: int, *, limit: int = 1000
@@ -74,22 +74,24 @@ class Schedules:
         """Fire now, once each, the occurrences from ``start_ms`` to ``end_ms`` (epoch ms,
         up to now; at most ``limit``, 1,000), under their own ids: one that fired and is
         still retained is not fired again (``created`` False)."""
-        return self._run(S.backfill(self._ns(), name, start_ms, end_ms, limit=limit))
+        return self._run(sched_ops.backfill(self._ns(), name, start_ms, end_ms, limit=limit))
 
     def pause(self, name: str) -> bool:
         """Stop firing: its armed occurrence is taken out, unless its time has come (then
         it fires, once, and nothing after it); False if there is no such schedule."""
-        return self._run(S.stop(self._ns(), name, "pause"))
+        return self._run(sched_ops.stop(self._ns(), name, "pause"))
 
     def resume(self, name: str) -> ScheduleInfo | None:
         """Fire again from the next occurrence after now (those while paused are not
         fired); None if there is no such schedule."""
-        return self._run(S.resume(self._ns(), name))
+        return self._run(sched_ops.resume(self._ns(), name))
 
     def delete(self, name: str, *, keep_armed: bool = False) -> bool:
         """Delete it and its armed occurrence (``keep_armed``, or an occurrence whose
         time has come: that one still fires, once); False if there is no such schedule."""
-        return self._run(S.stop(self._ns(), name, "delete-keep" if keep_armed else "delete"))
+        return self._run(
+            sched_ops.stop(self._ns(), name, "delete-keep" if keep_armed else "delete")
+        )
 
 
 class AsyncSchedules:
@@ -103,42 +105,42 @@ class AsyncSchedules:
 
     async def create(self, name: str, **spec: Unpack[ScheduleOptions]) -> ScheduleInfo:
         """As :meth:`Schedules.create` (the same keyword arguments)."""
-        info: ScheduleInfo = await self._run(S.put(self._ns(), name, mode="create", **spec))
+        info: ScheduleInfo = await self._run(sched_ops.put(self._ns(), name, mode="create", **spec))
         return info
 
     async def update(self, name: str, **spec: Unpack[ScheduleOptions]) -> ScheduleInfo:
-        info: ScheduleInfo = await self._run(S.put(self._ns(), name, mode="update", **spec))
+        info: ScheduleInfo = await self._run(sched_ops.put(self._ns(), name, mode="update", **spec))
         return info
 
     async def get(self, name: str) -> ScheduleInfo | None:
-        info: ScheduleInfo | None = await self._run(S.get(self._ns(), name))
+        info: ScheduleInfo | None = await self._run(sched_ops.get(self._ns(), name))
         return info
 
     async def list(self) -> list[ScheduleInfo]:
-        found: list[ScheduleInfo] = await self._run(S.listing(self._ns()))
+        found: list[ScheduleInfo] = await self._run(sched_ops.listing(self._ns()))
         return found
 
     async def trigger(self, name: str) -> Timer:
-        timer: Timer = await self._run(S.trigger(self._ns(), name))
+        timer: Timer = await self._run(sched_ops.trigger(self._ns(), name))
         return timer
 
     async def backfill(
         self, name: str, start_ms: int, end_ms: int, *, limit: int = 1000
     ) -> builtins.list[Timer | TimerError]:
         done: builtins.list[Timer | TimerError] = await self._run(
-            S.backfill(self._ns(), name, start_ms, end_ms, limit=limit)
+            sched_ops.backfill(self._ns(), name, start_ms, end_ms, limit=limit)
         )
         return done
 
     async def pause(self, name: str) -> bool:
         """As :meth:`Schedules.pause`."""
-        return bool(await self._run(S.stop(self._ns(), name, "pause")))
+        return bool(await self._run(sched_ops.stop(self._ns(), name, "pause")))
 
     async def resume(self, name: str) -> ScheduleInfo | None:
-        info: ScheduleInfo | None = await self._run(S.resume(self._ns(), name))
+        info: ScheduleInfo | None = await self._run(sched_ops.resume(self._ns(), name))
         return info
 
     async def delete(self, name: str, *, keep_armed: bool = False) -> bool:
         """As :meth:`Schedules.delete`."""
         mode = "delete-keep" if keep_armed else "delete"
-        return bool(await self._run(S.stop(self._ns(), name, mode)))
+        return bool(await self._run(sched_ops.stop(self._ns(), name, mode)))

@@ -7,14 +7,20 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .driver import CountingPubSub
-from .durable import calls as C
-from .durable import keys as K
-from .durable import schedules as S
-from .durable import shard_calls as SC
+from .durable import shard_calls as shard_scripts
 from .durable import shard_ops, steps
+from .durable.calls import text
 from .durable.checks import check_int
+from .durable.keys import NamespaceKeys, ShardKeys
 from .durable.models import DueTimers, FireResult, LeaseGrant, LeaseRenewal, SweepResult, Trimmed
-from .durable.schedules import Plan, ScheduleInfo
+from .durable.schedules import (
+    Plan,
+    ScheduleInfo,
+    arm_call,
+    decode_schedule,
+    pack_fire_plans,
+    parse_armed,
+)
 from .durable.steps import Run
 from .errors import CorruptRecord, TimerError
 
@@ -26,7 +32,7 @@ class ShardStore:
     :class:`~timer.errors.Fenced` when the caller no longer holds the lease at ``epoch``.
     """
 
-    def __init__(self, run: Run, keys: K.ShardKeys, bucket_ms: int) -> None:
+    def __init__(self, run: Run, keys: ShardKeys, bucket_ms: int) -> None:
         self._run = run  # the client's driver: runs an operation to its result
         self.shard = keys.shard
         self.keys = keys
@@ -37,16 +43,16 @@ class ShardStore:
         return self.keys.events
 
     def acquire(self, worker: str, ttl_ms: int) -> LeaseGrant:
-        reply = self._run(_one(SC.lease_acquire_call(self.keys, worker, ttl_ms)))
-        return SC.parse_lease_acquire(reply)
+        reply = self._run(_one(shard_scripts.lease_acquire_call(self.keys, worker, ttl_ms)))
+        return shard_scripts.parse_lease_acquire(reply)
 
     def renew(self, worker: str, epoch: int, ttl_ms: int) -> LeaseRenewal:
-        reply = self._run(_one(SC.lease_renew_call(self.keys, worker, epoch, ttl_ms)))
-        return SC.parse_lease_renew(reply)
+        reply = self._run(_one(shard_scripts.lease_renew_call(self.keys, worker, epoch, ttl_ms)))
+        return shard_scripts.parse_lease_renew(reply)
 
     def release(self, worker: str, epoch: int) -> bool:
-        reply = self._run(_one(SC.lease_release_call(self.keys, worker, epoch)))
-        return SC.parse_lease_release(reply)
+        reply = self._run(_one(shard_scripts.lease_release_call(self.keys, worker, epoch)))
+        return shard_scripts.parse_lease_release(reply)
 
     def backlog(self) -> tuple[int, int | None]:
         """(timers pending in the shard, start of its oldest durable bucket or None)."""
@@ -67,32 +73,32 @@ class ShardStore:
         ``plans``: the next occurrence of each id a schedule armed (id -> (version,
         plan)), armed in the same call."""
         call = self.fire_call(worker, epoch, ids, ttl_ms=ttl_ms, ahead=ahead, plans=plans)
-        return SC.parse_fire(self._run(_one(call)))
+        return shard_scripts.parse_fire(self._run(_one(call)))
 
     def fire_call(
         self, worker: str, epoch: int, ids: Sequence[str], *, ttl_ms: int, ahead: int = 0,
         plans: Mapping[str, tuple[int, Plan]] | None = None,
     ) -> steps.ScriptCall:  # fmt: skip
         """``fire``'s call, to send with other shards' in one ``Shards.fire_together``."""
-        return SC.fire_call(
+        return shard_scripts.fire_call(
             self.keys, worker, epoch, ids, bucket_ms=self.bucket_ms, ttl_ms=ttl_ms,
-            ahead=ahead, plans=S.pack_fire_plans(plans or {}),
+            ahead=ahead, plans=pack_fire_plans(plans or {}),
         )  # fmt: skip
 
     def trim_results(self, left: int) -> Trimmed:
         """The next call of a results-table round of ``trim_outcomes(until_done=False)``
         that has ``left`` hashes to visit: what it dropped and what is still left."""
-        call = SC.trim_results_call(self.keys, check_int("left", left, 1, 2**31 - 1))
-        return SC.parse_trim(self._run(_one(call)), self.keys.shard)
+        call = shard_scripts.trim_results_call(self.keys, check_int("left", left, 1, 2**31 - 1))
+        return shard_scripts.parse_trim(self._run(_one(call)), self.keys.shard)
 
     def sweep(
         self, worker: str, epoch: int, *, ttl_ms: int, limit: int, ahead: int = 0
     ) -> SweepResult:
-        call = SC.sweep_call(
+        call = shard_scripts.sweep_call(
             self.keys, worker, epoch, bucket_ms=self.bucket_ms, ttl_ms=ttl_ms, limit=limit,
             ahead=ahead,
         )  # fmt: skip
-        return SC.parse_sweep(self._run(_one(call)))
+        return shard_scripts.parse_sweep(self._run(_one(call)))
 
     # -- recurring schedules (#29) ----------------------------------------------------
 
@@ -106,29 +112,27 @@ class ShardStore:
         for name, raw in zip(wanted, raws, strict=True):
             if raw is not None:
                 with contextlib.suppress(CorruptRecord):  # planned by no one: stays armed
-                    out[name] = S.decode_schedule(name, raw, self.shard, None)
+                    out[name] = decode_schedule(name, raw, self.shard, None)
         return out
 
     def replan_queue(self, count: int) -> list[str]:
         """Up to ``count`` schedules waiting for their leader to plan their next occurrence."""
-        return [C.text(n) for n in self._run(_queue(self.keys, count)) or []]
+        return [text(n) for n in self._run(_queue(self.keys, count)) or []]
 
     def arm(
         self, worker: str, epoch: int, plans: Sequence[tuple[str, int, Plan]]
     ) -> dict[str, int]:
         """Arm the planned next occurrences (name, version, plan) of queued schedules
         (fenced); the occurrences armed: id -> deadline."""
-        call = S.arm_call(self.keys, worker, epoch, self.bucket_ms, plans)
-        return S.parse_armed(self._run(_one(call))[0])
+        call = arm_call(self.keys, worker, epoch, self.bucket_ms, plans)
+        return parse_armed(self._run(_one(call))[0])
 
 
 class Membership:
     """A worker's side of its namespace (``client.membership``): announcing itself,
     leaving, and following the shards' events."""
 
-    def __init__(
-        self, run: Run, keys: K.NamespaceKeys, pubsub: Callable[[], CountingPubSub]
-    ) -> None:
+    def __init__(self, run: Run, keys: NamespaceKeys, pubsub: Callable[[], CountingPubSub]) -> None:
         self._run = run
         self.keys = keys
         self._pubsub = pubsub
@@ -151,11 +155,11 @@ class Membership:
         return self.keys.shard_of_channel(channel)
 
 
-def _schedules(keys: K.ShardKeys, names: Sequence[str]) -> steps.Op[list[Any]]:
+def _schedules(keys: ShardKeys, names: Sequence[str]) -> steps.Op[list[Any]]:
     return list((yield steps.Command("hmget", (keys.schedules, list(names)))))
 
 
-def _queue(keys: K.ShardKeys, count: int) -> steps.Op[list[Any]]:
+def _queue(keys: ShardKeys, count: int) -> steps.Op[list[Any]]:
     return list((yield steps.Command("srandmember", (keys.schedule_queue, count))) or [])
 
 
@@ -163,7 +167,7 @@ class Shards:
     """Every shard of a namespace as its leaders see them: one shard's store, and what
     spans several (a leader's fire calls of many shards in one round trip)."""
 
-    def __init__(self, run: Run, keys: K.NamespaceKeys, shards: int, bucket_ms: int) -> None:
+    def __init__(self, run: Run, keys: NamespaceKeys, shards: int, bucket_ms: int) -> None:
         self._run = run
         self.keys = keys
         self.count = shards
@@ -180,7 +184,7 @@ class Shards:
         call alone (``Fenced``: its lease is gone; a ``StoreError``: its node failed). An
         error of the whole pipeline (the connection) is raised."""
         replies = self._run(_together(calls))
-        return [r if isinstance(r, TimerError) else SC.parse_fire(r) for r in replies]
+        return [r if isinstance(r, TimerError) else shard_scripts.parse_fire(r) for r in replies]
 
 
 def _together(calls: Sequence[steps.ScriptCall]) -> steps.Op[list[Any]]:

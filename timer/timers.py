@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
-from .durable import finding as F
+from .durable import finding as find_ops
 from .durable.finding import Bulk, Page, Selection
 from .durable.models import TimerInfo
 from .durable.namespace import Namespace
@@ -59,7 +59,7 @@ class Timers:
         page's ``cursor`` back, with the same selection, for the next; it is None after
         the last. A page may be empty before the end."""
         sel = _selection(match, state, deadline_from_ms, deadline_to_ms)
-        page: Page = self._run(F.find(self._ns(), sel, cursor, count))
+        page: Page = self._run(find_ops.find(self._ns(), sel, cursor, count))
         return page
 
     def scan(
@@ -75,7 +75,7 @@ class Timers:
         sel = _selection(match, state, deadline_from_ms, deadline_to_ms)
         cursor: str | None = None
         while True:
-            page: Page = self._run(F.find(self._ns(), sel, cursor, count))
+            page: Page = self._run(find_ops.find(self._ns(), sel, cursor, count))
             yield from page.timers
             if page.cursor is None:
                 return
@@ -122,7 +122,7 @@ class Timers:
         """Move every pending timer selected: to ``delay_ms`` from now, to
         ``deadline_ms``, or by ``shift_ms`` from its own deadline (each timer once, even
         if the scan meets it again)."""
-        F.check_move(delay_ms, deadline_ms, shift_ms)
+        find_ops.check_move(delay_ms, deadline_ms, shift_ms)
         return self._act("reschedule", match, delay_ms=delay_ms, deadline_ms=deadline_ms,
                          shift_ms=shift_ms, **kw)  # fmt: skip
 
@@ -130,15 +130,15 @@ class Timers:
         """``action`` (``cancel``, ``complete``, ``notify``, ``reschedule`` with
         ``delay_ms``, ``deadline_ms`` or ``shift_ms``) on the timers named in ``ids`` (at
         most 10,000), as the selection calls do; ids not pending are not selected."""
-        if action not in F.ACTIONS:
-            raise InvalidInput(f"unknown action {action!r}: one of {', '.join(F.ACTIONS)}")
+        if action not in find_ops.ACTIONS:
+            raise InvalidInput(f"unknown action {action!r}: one of {', '.join(find_ops.ACTIONS)}")
         if action == "reschedule":
-            F.check_move(move.get("delay_ms"), move.get("deadline_ms"), move.get("shift_ms"))
+            find_ops.check_move(move.get("delay_ms"), move.get("deadline_ms"), move.get("shift_ms"))
         elif move:
             raise InvalidInput(f"{action} takes no new deadline: {', '.join(move)}")
-        found: list[TimerInfo] = self._run(F.infos(self._ns(), ids))
+        found: list[TimerInfo] = self._run(find_ops.infos(self._ns(), ids))
         pending = [t for t in found if t.state == "pending"]
-        done: Bulk = self._run(F.act(self._ns(), action, pending, **move))
+        done: Bulk = self._run(find_ops.act(self._ns(), action, pending, **move))
         return done
 
     def _act(
@@ -158,7 +158,7 @@ class Timers:
         seen: set[str] = set()  # a shift moves each timer once, however often it is met
         cursor: str | None = None
         while True:
-            page: Page = self._run(F.find(self._ns(), sel, cursor, count))
+            page: Page = self._run(find_ops.find(self._ns(), sel, cursor, count))
             timers = page.timers
             if move.get("shift_ms") is not None:
                 timers = [t for t in timers if t.id not in seen]
@@ -166,7 +166,7 @@ class Timers:
             if dry_run:
                 total.selected += len(timers)
             else:
-                _add(total, self._run(F.act(self._ns(), action, timers, **move)))
+                _add(total, self._run(find_ops.act(self._ns(), action, timers, **move)))
             if progress is not None:
                 progress(replace(total, errors=list(total.errors)))
             if page.cursor is None:
@@ -195,7 +195,7 @@ class AsyncTimers:
                    **selection: Any) -> Page:  # fmt: skip
         """As :meth:`Timers.find` (``state``, ``deadline_from_ms``, ``deadline_to_ms``)."""
         sel = Selection.of(match, **_renamed(selection))
-        page: Page = await self._run(F.find(self._ns(), sel, cursor, count))
+        page: Page = await self._run(find_ops.find(self._ns(), sel, cursor, count))
         return page
 
     async def act(self, action: str, match: str = "*", *, dry_run: bool = False,
@@ -205,21 +205,21 @@ class AsyncTimers:
         (as :class:`Timers`' methods of those names)."""
         move = {k: kw.pop(k) for k in ("delay_ms", "deadline_ms", "shift_ms") if k in kw}
         if action == "reschedule":
-            F.check_move(move.get("delay_ms"), move.get("deadline_ms"), move.get("shift_ms"))
+            find_ops.check_move(move.get("delay_ms"), move.get("deadline_ms"), move.get("shift_ms"))
         sel = Selection.of(match, "pending", kw.pop("deadline_from_ms", None),
                            kw.pop("deadline_to_ms", None))  # fmt: skip
         if kw:
             raise TypeError(f"unexpected arguments: {', '.join(kw)}")
         total, seen, cursor = Bulk(action), set[str](), None
         while True:
-            page: Page = await self._run(F.find(self._ns(), sel, cursor, count))
+            page: Page = await self._run(find_ops.find(self._ns(), sel, cursor, count))
             timers = [t for t in page.timers if t.id not in seen]
             if move.get("shift_ms") is not None:
                 seen.update(t.id for t in timers)
             if dry_run:
                 total.selected += len(timers)
             else:
-                _add(total, await self._run(F.act(self._ns(), action, timers, **move)))
+                _add(total, await self._run(find_ops.act(self._ns(), action, timers, **move)))
             if page.cursor is None:
                 return total
             cursor = page.cursor

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from cli.main import main
 from timer import ConfigError, TimerClient, TimerError
-from timer.durable import keys as K
 from timer.durable.calls import text
 from timer.durable.codec import FORMAT_VERSION
+from timer.durable.keys import NAMESPACES, NamespaceKeys, ShardKeys, shard_of
 from timer.testing import RedisServer
 
 from .conftest import SHARDS, namespace_keys, server_now_ms
@@ -48,20 +48,20 @@ class OldNamespace:
     """A namespace made and used by an earlier release, written raw."""
 
     def __init__(self, r: redis.Redis, namespace: str, version: int, shape: dict[str, Any]):
-        self.r, self.ns, self.shape = r, K.NamespaceKeys(namespace), shape
+        self.r, self.ns, self.shape = r, NamespaceKeys(namespace), shape
         self.now = server_now_ms(r)
         r.hset(self.ns.meta, mapping={"shards": SHARDS, "bucket_ms": 1000, "version": version})
-        r.sadd(K.NAMESPACES, namespace)
+        r.sadd(NAMESPACES, namespace)
         if shape["table"]:  # a format-3 table made by a migration from 2 (no F; E; G ahead)
             for s in range(SHARDS):
                 r.hset(self.sk(s).results_table, mapping={"L": 0, "S": 0, "N": 0, "E": 1,
                                                           "G": self.now + HOUR})  # fmt: skip
 
-    def sk(self, shard: int) -> K.ShardKeys:
+    def sk(self, shard: int) -> ShardKeys:
         return self.ns.shard(shard)
 
-    def of(self, tid: str) -> K.ShardKeys:
-        return self.sk(K.shard_of(tid, SHARDS))
+    def of(self, tid: str) -> ShardKeys:
+        return self.sk(shard_of(tid, SHARDS))
 
     def pending(self, tid: str, deadline: int, value: Any, *, coarse: bool = False) -> None:
         sk, p = self.of(tid), payload(value)

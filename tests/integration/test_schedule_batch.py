@@ -12,7 +12,7 @@ import redis
 
 from tests.conftest import wait_for
 from timer import DuplicateTimer, Timer, TimerClient, TimerError
-from timer.durable import entries as E
+from timer.durable.entries import parse_events
 from timer.durable.models import MAX_DELAY_MS
 from timer.testing import RedisServer
 
@@ -132,7 +132,7 @@ def test_one_event_per_call_names_every_timer_it_created(
 
     wait_for(sentinel_seen, timeout_s=5, what="the sentinel's event")
     assert len(messages) == 2, f"one event for the batch, then the sentinel's: {messages!r}"
-    events = E.parse_events(messages[0].decode("utf-8", "surrogatepass"))
+    events = parse_events(messages[0].decode("utf-8", "surrogatepass"))
     assert [(e.kind, e.timer_id) for e in events] == [("scheduled", i) for i in ids]
     assert [e.deadline_ms for e in events] == [x.deadline_ms for x in res[:5]]  # type: ignore[union-attr]
     pubsub.close()

@@ -18,8 +18,8 @@ import redis
 
 from tests.conftest import wait_for
 from timer import DuplicateTimer, Timer, TimerClient
-from timer.durable import calls as C
 from timer.durable import steps
+from timer.durable.calls import parse_schedule, schedule_call
 from timer.durable.items import schedule_item_of
 from timer.testing import RedisServer
 
@@ -27,7 +27,7 @@ from timer.testing import RedisServer
 def pipeline(client: TimerClient, *items: dict[str, Any]) -> steps.Pipeline:
     """One schedule call per item (the items may share a shard)."""
     ns = client._ns()
-    calls = [C.schedule_call(ns, [schedule_item_of(ns, item)], "") for item in items]
+    calls = [schedule_call(ns, [schedule_item_of(ns, item)], "") for item in items]
     return steps.Pipeline(calls, errors_in_slots=True)
 
 
@@ -38,7 +38,7 @@ def results(client: TimerClient, p: steps.Pipeline, replies: list[Any]) -> list[
         assert isinstance(call, steps.ScriptCall)
         tid = msgpack.unpackb(call.args[5], raw=True)[0][0].decode()  # its one timer's id
         item = schedule_item_of(ns, {"id": tid, "delay_ms": 60_000})
-        out += [reply] if isinstance(reply, Exception) else C.parse_schedule(reply, [item], "")
+        out += [reply] if isinstance(reply, Exception) else parse_schedule(reply, [item], "")
     return out
 
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import redis
-import redis.exceptions as E
 from hypothesis import given
 from hypothesis import strategies as st
+from redis import exceptions
 
 from timer import InvalidInput, TimerClient
-from timer import cluster_route as R
+from timer.cluster_route import MAX_ROUNDS, RETRY_BUDGET_S, Refresh, Routing, Verdict, verdict
 
 
 class Clock:
@@ -19,29 +19,31 @@ class Clock:
         return self.t
 
 
-def routing(owners: dict[str, str], budget_s: float = 1.0) -> tuple[R.Routing, Clock]:
+def routing(owners: dict[str, str], budget_s: float = 1.0) -> tuple[Routing, Clock]:
     clock = Clock()
     keys = sorted(owners)
-    return R.Routing(keys, lambda k: owners[k], budget_s=budget_s, clock=clock), clock
+    return Routing(keys, lambda k: owners[k], budget_s=budget_s, clock=clock), clock
 
 
 def test_verdicts_of_every_reply_kind() -> None:
     """Each reply maps to what the cluster client would do with it."""
-    assert R.verdict(b"ok") is R.Verdict.DONE
-    assert R.verdict(E.ResponseError("WRONGTYPE x")) is R.Verdict.DONE
-    assert R.verdict(E.NoScriptError("x")) is R.Verdict.LOAD
-    assert R.verdict(E.MovedError("12 127.0.0.1:7001")) is R.Verdict.MOVED
-    assert R.verdict(E.AskError("12 127.0.0.1:7001")) is R.Verdict.WAIT
-    assert R.verdict(E.TryAgainError("x")) is R.Verdict.WAIT
-    assert R.verdict(E.ClusterDownError("x")) is R.Verdict.WAIT
+    assert verdict(b"ok") is Verdict.DONE
+    assert verdict(exceptions.ResponseError("WRONGTYPE x")) is Verdict.DONE
+    assert verdict(exceptions.NoScriptError("x")) is Verdict.LOAD
+    assert verdict(exceptions.MovedError("12 127.0.0.1:7001")) is Verdict.MOVED
+    assert verdict(exceptions.AskError("12 127.0.0.1:7001")) is Verdict.WAIT
+    assert verdict(exceptions.TryAgainError("x")) is Verdict.WAIT
+    assert verdict(exceptions.ClusterDownError("x")) is Verdict.WAIT
     assert (
-        R.verdict(
-            E.ResponseError("Script attempted to access a non local key in a cluster node script")
+        verdict(
+            exceptions.ResponseError(
+                "Script attempted to access a non local key in a cluster node script"
+            )
         )
-        is R.Verdict.WAIT
+        is Verdict.WAIT
     )
-    assert R.verdict(redis.ConnectionError("refused")) is R.Verdict.GONE
-    assert R.verdict(redis.TimeoutError("slow")) is R.Verdict.TIMEOUT
+    assert verdict(redis.ConnectionError("refused")) is Verdict.GONE
+    assert verdict(redis.TimeoutError("slow")) is Verdict.TIMEOUT
 
 
 def test_moved_goes_at_once_to_the_named_node_and_others_are_kept() -> None:
@@ -49,7 +51,7 @@ def test_moved_goes_at_once_to_the_named_node_and_others_are_kept() -> None:
     node's replies stay as they were."""
     route, _ = routing({"a": "n1:1", "b": "n2:2"})
     assert route.groups() == {"n1:1": [0], "n2:2": [1]}
-    route.record("n1:1", [0], [E.MovedError("1 n3:3")])
+    route.record("n1:1", [0], [exceptions.MovedError("1 n3:3")])
     route.record("n2:2", [1], [b"fine"])
     assert route.refresh and route.pause_s() == 0.0
     assert route.groups() == {"n3:3": [0]}
@@ -64,14 +66,16 @@ def test_waits_back_off_within_the_budget_then_the_error_stays() -> None:
     route, clock = routing({"a": "n1:1"}, budget_s=0.1)
     pauses = []
     while route.groups():
-        route.record("n1:1", [0], [E.TryAgainError("x")])
+        route.record("n1:1", [0], [exceptions.TryAgainError("x")])
         pause = route.pause_s()
         pauses.append(pause)
         clock.t += pause
-    assert pauses[:3] == [0.02, 0.04, 0.0] and isinstance(route.replies[0], E.TryAgainError)
+    assert pauses[:3] == [0.02, 0.04, 0.0] and isinstance(
+        route.replies[0], exceptions.TryAgainError
+    )
     worker, _ = routing({"a": "n1:1"}, budget_s=0.0)  # a worker's: no wait at all
     worker.groups()
-    worker.record("n1:1", [0], [E.TryAgainError("x")])
+    worker.record("n1:1", [0], [exceptions.TryAgainError("x")])
     assert worker.pause_s() == 0.0 and worker.groups() == {}
 
 
@@ -98,14 +102,14 @@ def test_rounds_are_bounded() -> None:
     while groups := route.groups():
         rounds += 1
         (node,) = groups
-        route.record(node, [0], [E.MovedError("1 n2:2" if node != "n2:2" else "1 n1:1")])
+        route.record(node, [0], [exceptions.MovedError("1 n2:2" if node != "n2:2" else "1 n1:1")])
         route.pause_s()
-    assert rounds == R.MAX_ROUNDS and isinstance(route.replies[0], E.MovedError)
+    assert rounds == MAX_ROUNDS and isinstance(route.replies[0], exceptions.MovedError)
 
 
 def test_refreshes_are_rate_limited() -> None:
     """However many callers ask at once, the slot map is read once per interval."""
-    refresh = R.Refresh(every_s=60)
+    refresh = Refresh(every_s=60)
     assert refresh.due() and not refresh.due() and refresh.count == 1
 
 
@@ -115,12 +119,12 @@ def test_a_redirect_parsed_as_a_plain_error_is_followed() -> None:
     and followed."""
     route, _ = routing({"a": "n1:1"})
     route.groups()
-    route.record("n1:1", [0], [E.ResponseError("MOVED 7 n2:2")])
+    route.record("n1:1", [0], [exceptions.ResponseError("MOVED 7 n2:2")])
     route.pause_s()
     assert route.groups() == {"n2:2": [0]}
-    route.record("n2:2", [0], [E.ResponseError("WRONGTYPE not ours")])
+    route.record("n2:2", [0], [exceptions.ResponseError("WRONGTYPE not ours")])
     assert route.pause_s() == 0.0 and route.groups() == {}
-    assert type(route.replies[0]) is E.ResponseError  # an error of the call's own: kept
+    assert type(route.replies[0]) is exceptions.ResponseError  # an error of the call's own: kept
 
 
 @given(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True),
@@ -132,7 +136,7 @@ def test_cluster_retry_s_takes_seconds_or_says_why(value: object) -> None:
     try:
         c.cluster_retry_s = value  # type: ignore[assignment]
     except InvalidInput:
-        assert c.cluster_retry_s == R.RETRY_BUDGET_S
+        assert c.cluster_retry_s == RETRY_BUDGET_S
     else:
         assert isinstance(value, int | float) and not isinstance(value, bool)
         assert 0 <= value <= 60 and c.cluster_retry_s == float(value)

@@ -11,16 +11,34 @@ import msgpack
 import pytest
 
 from timer import DuplicateTimer, Fenced, InvalidInput
-from timer.durable import entries as E
-from timer.durable import groups as G
 from timer.durable import ops, shard_ops, steps
-from timer.durable import shard_calls as SC
 from timer.durable.codec import decode_pending, decode_result
+from timer.durable.entries import (
+    for_group,
+    outcome_from_entry,
+    parse_event,
+    parse_events,
+    parse_ref,
+)
 from timer.durable.fields import FIELDS, KEPT_PENDING
+from timer.durable.groups import (
+    MAX_ERROR_CHARS,
+    claim_call,
+    dead_call,
+    leave_group_call,
+    parse_claim,
+    parse_dead,
+    parse_retry,
+    parse_touch,
+    redeliver_call,
+    retry_call,
+    touch_call,
+)
 from timer.durable.keys import NamespaceKeys
 from timer.durable.models import ClientSettings, Event, Meta
 from timer.durable.namespace import Namespace
 from timer.durable.scripts import ErrorCode, ScriptName, header, script_error
+from timer.durable.shard_calls import fire_call, parse_fire, parse_lease_acquire, parse_sweep
 
 NS = Namespace(NamespaceKeys("ns"), Meta(shards=8, bucket_ms=1000), ClientSettings())
 LUA = resources.files("timer.durable") / "lua"
@@ -75,40 +93,40 @@ def test_fire_call_keys_follow_the_header_order() -> None:
     P, worker, epoch, bucket_ms, result_ttl_ms, ahead (0 when not given, never negative),
     the plans ('' for none), then the ids, as its header says."""
     sk = NS.shard(3)
-    call = SC.fire_call(sk, "w1", 7, ["a", "b"], bucket_ms=1000, ttl_ms=60_000, ahead=40)
+    call = fire_call(sk, "w1", 7, ["a", "b"], bucket_ms=1000, ttl_ms=60_000, ahead=40)
     assert call.script is ScriptName.FIRE
     assert call.keys == [
         sk.timers, sk.buckets, sk.outcomes, sk.lease, sk.epoch, sk.schedules, sk.schedule_queue
     ]  # fmt: skip
     assert call.args == [sk.prefix, "w1", 7, 1000, 60_000, 40, "", "a", "b"]
-    assert SC.fire_call(sk, "w1", 7, ["a"], bucket_ms=1000, ttl_ms=60_000).args[5] == 0
-    assert SC.fire_call(sk, "w1", 7, ["a"], bucket_ms=1000, ttl_ms=1, ahead=-3).args[5] == 0
+    assert fire_call(sk, "w1", 7, ["a"], bucket_ms=1000, ttl_ms=60_000).args[5] == 0
+    assert fire_call(sk, "w1", 7, ["a"], bucket_ms=1000, ttl_ms=1, ahead=-3).args[5] == 0
 
 
 def test_parsers_type_the_replies() -> None:
     """Replies of fire, sweep and the lease scripts come back as typed results."""
     tp = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-    fired = SC.parse_fire([[b"a"], [b"b c", b"1700"], [b"{s}@9", b"9"], 1, [b"a", tp, b"12"], 5])
+    fired = parse_fire([[b"a"], [b"b c", b"1700"], [b"{s}@9", b"9"], 1, [b"a", tp, b"12"], 5])
     assert fired.fired == ["a"] and fired.early == {"b c": 1700}
     assert fired.armed == {"{s}@9": 9} and fired.queued == 1
     assert fired.traced == [("a", tp.decode(), 12)]
-    swept = SC.parse_sweep([[b"x", b"5", b"y", b"6"], 1, 3, 2, [b"{s}@7", b"8"], []])
+    swept = parse_sweep([[b"x", b"5", b"y", b"6"], 1, 3, 2, [b"{s}@7", b"8"], []])
     assert swept.fired == [("x", 5), ("y", 6)] and swept.more and swept.moved == 3
     assert swept.queued == 2 and swept.held == {"{s}@7": 8} and swept.traced == []
-    got = SC.parse_lease_acquire([1, 4, b"99", 1])
+    got = parse_lease_acquire([1, 4, b"99", 1])
     assert got.epoch == 4 and got.handover
-    assert not SC.parse_lease_acquire([1, 5, b"99", 0]).handover
-    held = SC.parse_lease_acquire([0, b"w2", 1200, b"99"])
+    assert not parse_lease_acquire([1, 5, b"99", 0]).handover
+    held = parse_lease_acquire([0, b"w2", 1200, b"99"])
     assert (held.acquired, held.holder, held.pttl_ms) == (False, "w2", 1200)
 
 
 def test_events_parse_with_spaces_in_ids() -> None:
     """The three event forms of lua/include/records.lua parse; an id may contain spaces."""
-    assert E.parse_event("S 1700 job one") == Event("scheduled", "job one", deadline_ms=1700)
-    assert E.parse_event("R 1800 j") == Event("rescheduled", "j", deadline_ms=1800)
-    assert E.parse_event("X expired a b") == Event("decided", "a b", outcome="expired")
+    assert parse_event("S 1700 job one") == Event("scheduled", "job one", deadline_ms=1700)
+    assert parse_event("R 1800 j") == Event("rescheduled", "j", deadline_ms=1800)
+    assert parse_event("X expired a b") == Event("decided", "a b", outcome="expired")
     with pytest.raises(ValueError, match="not a tickwheel event"):
-        E.parse_event("Q 1 x")
+        parse_event("Q 1 x")
 
 
 def test_events_channel_names_its_shard() -> None:
@@ -215,14 +233,14 @@ def test_batched_schedule_events_parse_by_byte_length() -> None:
     """A schedule call's one event names each id's byte length: any id survives it."""
     ids = ["plain", "with space", "é and 日本", "M 1 2 x", " "]
     msg = "M" + "".join(f" {1000 + n} {len(i.encode())} {i}" for n, i in enumerate(ids))
-    events = E.parse_events(msg)
+    events = parse_events(msg)
     assert [(e.kind, e.timer_id, e.deadline_ms) for e in events] == [
         ("scheduled", i, 1000 + n) for n, i in enumerate(ids)
     ]
-    assert E.parse_events("S 5 a b") == [Event("scheduled", "a b", deadline_ms=5)]
+    assert parse_events("S 5 a b") == [Event("scheduled", "a b", deadline_ms=5)]
     for bad in ("M 5 9 short", "M x 1 a", "M 5 1 ab"):
         with pytest.raises(ValueError, match="event batch"):
-            E.parse_events(bad)
+            parse_events(bad)
 
 
 def test_group_calls_keep_every_key_in_the_shard() -> None:
@@ -230,43 +248,43 @@ def test_group_calls_keep_every_key_in_the_shard() -> None:
     slot), in their headers' order; their replies parse into typed values."""
     sk = NS.shard(2)
     calls = [
-        G.claim_call(sk, "g", "c", count=5, min_idle_ms=100),
-        G.retry_call(sk, "g", "1-0", 50),
-        G.dead_call(sk, "g", "1-0", "c", attempts=3, error="x" * 5000),
-        G.touch_call(sk, "g", "c", ["1-0", "2-0"]),
-        G.redeliver_call(sk, "9-0"),
-        G.leave_group_call(sk, "g", "c"),
+        claim_call(sk, "g", "c", count=5, min_idle_ms=100),
+        retry_call(sk, "g", "1-0", 50),
+        dead_call(sk, "g", "1-0", "c", attempts=3, error="x" * 5000),
+        touch_call(sk, "g", "c", ["1-0", "2-0"]),
+        redeliver_call(sk, "9-0"),
+        leave_group_call(sk, "g", "c"),
     ]
     for call in calls:
         assert all(k.startswith(sk.prefix) for k in call.keys), call
     assert calls[0].keys == [sk.outcomes, sk.retries("g")]
     assert calls[0].args == ["g", "c", 5, 100, "", "-", 1]
     assert calls[2].keys == [sk.outcomes, sk.retries("g"), sk.dead]
-    assert len(calls[2].args[4]) == G.MAX_ERROR_CHARS  # a huge traceback is cut
-    cursor, taken = G.parse_claim([b"(5-0", [b"4-0", [b"id", b"a", b"outcome", b"x"], 3]])
+    assert len(calls[2].args[4]) == MAX_ERROR_CHARS  # a huge traceback is cut
+    cursor, taken = parse_claim([b"(5-0", [b"4-0", [b"id", b"a", b"outcome", b"x"], 3]])
     assert cursor == "(5-0" and taken == [("4-0", {b"id": b"a", b"outcome": b"x"}, 3)]
-    assert G.parse_retry(0) is None and G.parse_retry(1700) == 1700
-    assert G.parse_dead(b"") is None and G.parse_touch([b"1-0"]) == ["1-0"]
+    assert parse_retry(0) is None and parse_retry(1700) == 1700
+    assert parse_dead(b"") is None and parse_touch([b"1-0"]) == ["1-0"]
 
 
 def test_dead_letter_refs_are_checked() -> None:
-    assert E.parse_ref("3/1700000000000-0", 4) == (3, "1700000000000-0")
+    assert parse_ref("3/1700000000000-0", 4) == (3, "1700000000000-0")
     for bad in ("4/1-0", "x/1-0", "3/abc", "3", "", None, "3/1-0-0"):
         with pytest.raises(InvalidInput, match="dead letter ref"):
-            E.parse_ref(bad, 4)
+            parse_ref(bad, 4)
 
 
 def test_outcome_entries_for_groups_and_redeliveries() -> None:
     """A redelivered entry is for its group only and keeps the first entry's key."""
     record = msgpack.packb([1, 5, 1, b"\xc0", 0], use_bin_type=False)  # expired at 6
     fields = {b"i": b"t", b"r": record, b"only": b"g", b"from": b"1-0"}
-    o = E.outcome_from_entry(1, b"9-0", fields, attempt=2)
+    o = outcome_from_entry(1, b"9-0", fields, attempt=2)
     assert (o.attempt, o.redelivery_of, o.idempotency_key) == (2, "1-0", "1/1-0")
-    assert E.for_group(fields, "g") and not E.for_group(fields, "other")
-    plain = E.outcome_from_entry(
+    assert for_group(fields, "g") and not for_group(fields, "other")
+    plain = outcome_from_entry(
         1, b"9-0", {k: v for k, v in fields.items() if k not in (b"only", b"from")}
     )
-    assert plain.idempotency_key == "1/9-0" and E.for_group({}, "any")
+    assert plain.idempotency_key == "1/9-0" and for_group({}, "any")
 
 
 def test_records_decode_with_their_defaults() -> None:

@@ -21,7 +21,6 @@ from httpapi.spec import ENDPOINTS
 from timer import TimerClient
 from timer.aio import AsyncTimerClient
 from timer.durable import codec
-from timer.durable import schedules as S
 from timer.durable.fields import (
     FIELDS,
     FIRST_STORED,
@@ -40,6 +39,7 @@ from timer.durable.keys import NamespaceKeys
 from timer.durable.models import ClientSettings, Meta, Outcome, TimerInfo
 from timer.durable.namespace import Namespace
 from timer.durable.recurrence import Recurrence
+from timer.durable.schedules import ScheduleSpec, put
 from timer.schedules import AsyncSchedules, Schedules
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -162,9 +162,7 @@ def test_a_schedules_spec_is_declared_once() -> None:
     ):
         assert get_type_hints(method)["spec"].__args__ == (ScheduleOptions,), method
     checked = (
-        _keywords(S.put) - {"mode"}
-        | _keywords(S.ScheduleSpec.of) - {"when"}
-        | _keywords(Recurrence.of)
+        _keywords(put) - {"mode"} | _keywords(ScheduleSpec.of) - {"when"} | _keywords(Recurrence.of)
     )
     assert set(get_type_hints(ScheduleOptions)) == checked
 

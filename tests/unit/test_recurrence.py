@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from timer import InvalidInput
-from timer.durable import keys as K
+from timer.durable.keys import shard_of
 from timer.durable.recurrence import Recurrence, occurrence_id
 from timer.durable.schedules import MISSED, Plan, ScheduleSpec, plan_next
 
@@ -153,7 +153,7 @@ def test_a_bad_spec_says_what_to_write(options: dict[str, object], says: str) ->
 def test_occurrences_of_a_schedule_share_its_shard() -> None:
     assert occurrence_id("nightly", 5) == "{nightly}@5"
     for name in ("nightly", "billing:nightly", "a b"):
-        shards = {K.shard_of(occurrence_id(name, n), 16) for n in range(0, 10**6, 7919)}
+        shards = {shard_of(occurrence_id(name, n), 16) for n in range(0, 10**6, 7919)}
         assert len(shards) == 1
 
 

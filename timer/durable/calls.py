@@ -21,9 +21,9 @@ from typing import Any
 import msgpack
 
 from ..errors import StoreError, TimerError
-from . import keys as K
 from .codec import decode_result
 from .items import ScheduleItem, check_when
+from .keys import check_name
 from .models import Timer
 from .namespace import Namespace
 from .scripts import ScriptName, script_error
@@ -96,7 +96,7 @@ def _schedule_result(reply: Any, item: ScheduleItem, origin: str) -> Timer | Tim
 
 def decide_call(ns: Namespace, script: ScriptName, timer_id: object) -> tuple[ScriptCall, str]:
     """``cancel`` or ``complete`` of one timer: (call, its validated id)."""
-    tid = K.check_name("timer id", timer_id)
+    tid = check_name("timer id", timer_id)
     sk = ns.shard(ns.shard_of(tid))
     keys = [sk.timers, sk.buckets, sk.outcomes]
     args = [sk.prefix, tid, ns.meta.bucket_ms, ns.settings.result_ttl_ms, sk.events]
@@ -114,7 +114,7 @@ def parse_decide(ns: Namespace, reply: Sequence[Any], tid: str, done: str) -> bo
 def reschedule_call(
     ns: Namespace, timer_id: object, delay_ms: object, deadline_ms: object
 ) -> Prepared:
-    tid = K.check_name("timer id", timer_id)
+    tid = check_name("timer id", timer_id)
     mode, value = check_when(ns, delay_ms, deadline_ms)
     shard = ns.shard_of(tid)
     sk = ns.shard(shard)
@@ -134,7 +134,7 @@ def parse_reschedule(ns: Namespace, reply: Sequence[Any], p: Prepared) -> Timer 
 
 
 def notify_call(ns: Namespace, key: object) -> ScriptCall:
-    name = K.check_name("watch key", key)
+    name = check_name("watch key", key)
     sk = ns.shard(ns.shard_of(name))
     args = [sk.prefix, name, ns.meta.bucket_ms, ns.settings.result_ttl_ms, sk.events,
             ns.keys.key_channel(name), ns.settings.notify_batch]  # fmt: skip

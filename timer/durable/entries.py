@@ -12,10 +12,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ..errors import CorruptRecord, InvalidInput
-from . import keys as K
 from .calls import text
 from .codec import decode_payload, decode_pending, decode_result
 from .fields import KEPT_OUTCOME, KEPT_PENDING, as_given
+from .keys import MAX_NAME_BYTES
 from .models import UNDECODABLE, DeadLetter, Event, Outcome, TimerInfo
 
 
@@ -82,7 +82,7 @@ def undecodable(
     eid = text(entry_id)
     decided = eid.split("-", 1)[0]
     return Outcome(
-        id=text(tid)[: K.MAX_NAME_BYTES], outcome=UNDECODABLE, deadline_ms=0,
+        id=text(tid)[: MAX_NAME_BYTES], outcome=UNDECODABLE, deadline_ms=0,
         decided_ms=int(decided) if decided.isdigit() else 0, payload=None, shard=shard,
         entry_id=eid, error=str(error),
     )  # fmt: skip

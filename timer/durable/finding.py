@@ -23,16 +23,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CorruptRecord, InvalidInput, TimerError, TimerNotFound
-from . import calls as C
-from . import entries as E
-from . import keys as K
-from . import shard_calls as SC
 from . import steps
+from .calls import (
+    Prepared,
+    decide_call,
+    error_or,
+    notify_call,
+    parse_decide,
+    parse_notify,
+    parse_reschedule,
+    reschedule_call,
+    text,
+)
 from .checks import check_int
+from .entries import timer_info
 from .fields import MAX_DEADLINE_MS
+from .keys import check_name, results_parts
 from .models import TimerInfo
 from .namespace import Namespace
 from .scripts import ScriptName
+from .shard_calls import get_call
 from .steps import Op
 
 STATES = ("pending", "expired", "cancelled", "completed")
@@ -213,7 +223,7 @@ def _scan_pending(
     )
     scan, entries = int(reply[0]), reply[1]
     for tid, raw in entries.items():
-        _keep(sel, found, C.text(tid), at.shard, pending=raw, decided=None)
+        _keep(sel, found, text(tid), at.shard, pending=raw, decided=None)
     if scan:
         return _At("p", at.shard, 0, scan), max(1, len(entries))
     return _next_shard(ns, sel, at), max(1, len(entries))
@@ -224,7 +234,7 @@ def _scan_outcomes(
 ) -> Op[tuple[_At | None, int]]:
     sk = ns.shard(at.shard)
     level, split = yield steps.Command("hmget", (sk.results_table, "L", "S"))
-    parts = K.results_parts(level, split)
+    parts = results_parts(level, split)
     if at.part >= parts:
         return _next_shard(ns, sel, at), 1
     wanted = max(1, min(PARTS_PER_CALL, parts - at.part, budget // PART_SIZE))
@@ -237,7 +247,7 @@ def _scan_outcomes(
     seen = 0
     for b, (scan, entries) in zip(range(at.part, at.part + wanted), replies, strict=True):
         for tid, value in entries.items():
-            _keep(sel, found, C.text(tid), at.shard, pending=None, decided=bytes(value)[4:])
+            _keep(sel, found, text(tid), at.shard, pending=None, decided=bytes(value)[4:])
         seen += max(1, len(entries))
         if int(scan):  # a hash too big to scan at once: go on with it next time
             return _At("d", at.shard, b, int(scan)), seen
@@ -251,7 +261,7 @@ def _keep(
     sel: Selection, found: list[TimerInfo], tid: str, shard: int, *, pending: Any, decided: Any
 ) -> None:
     try:
-        info = E.timer_info(tid, shard, pending, decided)
+        info = timer_info(tid, shard, pending, decided)
     except CorruptRecord:  # stored by something else: shown, so it can be found and cancelled
         info = TimerInfo(tid, shard, "undecodable", 0, None)
     if info is not None and sel.wants(info):
@@ -268,12 +278,12 @@ def infos(ns: Namespace, ids: object) -> Op[list[TimerInfo]]:
         raise InvalidInput(f"ids must be a list of timer ids, got {type(ids).__name__}")
     if len(ids) > MAX_IDS:
         raise InvalidInput(f"{len(ids)} ids in one call; the limit is {MAX_IDS}")
-    tids = list(dict.fromkeys(K.check_name("timer id", t) for t in ids))
+    tids = list(dict.fromkeys(check_name("timer id", t) for t in ids))
     if not tids:
         return []
     shards = [ns.shard_of(t) for t in tids]
     replies = yield steps.Pipeline(
-        [SC.get_call(ns.shard(s), t) for s, t in zip(shards, tids, strict=True)]
+        [get_call(ns.shard(s), t) for s, t in zip(shards, tids, strict=True)]
     )
     found: list[TimerInfo] = []
     for tid, shard, (pending, decided) in zip(tids, shards, replies, strict=True):
@@ -312,7 +322,7 @@ def act(
     replies = yield steps.Pipeline([call for call, _ in prepared], errors_in_slots=True)
     for (_, parse), reply in zip(prepared, replies, strict=True):
         try:
-            done = parse(C.error_or(reply))
+            done = parse(error_or(reply))
         except TimerNotFound:
             done = False
         except TimerError as exc:
@@ -333,7 +343,7 @@ def _prepare(
         outcome = "cancelled" if action == "cancel" else "completed"
         out = []
         for t in pending:
-            call, tid = C.decide_call(ns, script, t.id)
+            call, tid = decide_call(ns, script, t.id)
             out.append((call, _decided(ns, tid, outcome)))
         return out
     if action == "reschedule":
@@ -357,24 +367,24 @@ def _moves(
     delay_ms: object,
     deadline_ms: object,
     shift_ms: object,
-) -> list[C.Prepared]:
+) -> list[Prepared]:
     check_move(delay_ms, deadline_ms, shift_ms)
     if shift_ms is None:
-        return [C.reschedule_call(ns, t.id, delay_ms, deadline_ms) for t in pending]
+        return [reschedule_call(ns, t.id, delay_ms, deadline_ms) for t in pending]
     shift = int(shift_ms)  # type: ignore[call-overload]
     out = []
     for t in pending:
         if t.state == "pending":  # an undecodable record has no deadline to shift
-            out.append(C.reschedule_call(ns, t.id, None, max(0, t.deadline_ms + shift)))
+            out.append(reschedule_call(ns, t.id, None, max(0, t.deadline_ms + shift)))
     return out
 
 
 def _decided(ns: Namespace, tid: str, outcome: str) -> Any:
-    return lambda reply: C.parse_decide(ns, reply, tid, outcome)
+    return lambda reply: parse_decide(ns, reply, tid, outcome)
 
 
-def _moved(ns: Namespace, p: C.Prepared) -> Any:
-    return lambda reply: C.parse_reschedule(ns, reply, p) is not None
+def _moved(ns: Namespace, p: Prepared) -> Any:
+    return lambda reply: parse_reschedule(ns, reply, p) is not None
 
 
 def _notify_keys(ns: Namespace, keys: list[str]) -> Op[int]:
@@ -382,10 +392,10 @@ def _notify_keys(ns: Namespace, keys: list[str]) -> Op[int]:
     completed = 0
     todo = keys
     while todo:
-        replies = yield steps.Pipeline([C.notify_call(ns, k) for k in todo])
+        replies = yield steps.Pipeline([notify_call(ns, k) for k in todo])
         again = []
         for key, reply in zip(todo, replies, strict=True):
-            done, remaining = C.parse_notify(reply)
+            done, remaining = parse_notify(reply)
             completed += done
             if remaining:
                 again.append(key)

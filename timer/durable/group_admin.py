@@ -6,19 +6,19 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import StoreError
-from . import calls as C
-from . import entries as E
-from . import keys as K
 from . import steps
+from .calls import error_or, text
 from .checks import check_int
+from .entries import dead_letter_from_entry, parse_ref
 from .groups import parse_redeliver, redeliver_call
+from .keys import check_name
 from .models import ConsumerInfo, DeadLetter, GroupInfo
 from .namespace import Namespace
 from .steps import Op
 
 
 def _id_ms(entry_id: Any) -> int:
-    return int(C.text(entry_id).split("-", 1)[0])
+    return int(text(entry_id).split("-", 1)[0])
 
 
 def group_infos(ns: Namespace, now_ms: int) -> Op[list[GroupInfo]]:
@@ -32,14 +32,14 @@ def group_infos(ns: Namespace, now_ms: int) -> Op[list[GroupInfo]]:
     for (stream, shard), reply in zip(streams, listed, strict=True):
         if isinstance(reply, StoreError):
             continue  # no stream yet on this shard
-        for g in C.error_or(reply):
+        for g in error_or(reply):
             found.append((stream, shard, g))
     if not found:
         return []
     detail: list[steps.Command] = []
     for stream, shard, g in found:
-        name = C.text(g["name"])
-        last = C.text(g["last-delivered-id"])
+        name = text(g["name"])
+        last = text(g["last-delivered-id"])
         detail += [
             steps.Command("xinfo_consumers", (stream, name)),
             steps.Command("zcard", (ns.shard(shard).retries(name),)),
@@ -59,7 +59,7 @@ def _add_shard(  # noqa: PLR0917 - one shard's four replies, in the order they w
 ) -> None:  # fmt: skip
     """Sum one shard's figures of group ``g`` into its account in ``acc``."""
     a = acc.setdefault(
-        C.text(g["name"]),
+        text(g["name"]),
         {"consumers": {}, "pending": 0, "retrying": 0, "lag": 0, "oldest": None, "owes": None,
          "shards": 0},
     )  # fmt: skip
@@ -78,7 +78,7 @@ def _add_shard(  # noqa: PLR0917 - one shard's four replies, in the order they w
     if owed:
         a["owes"] = min(owed) if a["owes"] is None else min(a["owes"], *owed)
     for c in consumers:
-        cname = C.text(c["name"])
+        cname = text(c["name"])
         have = a["consumers"].get(cname)
         idle = int(c["idle"])
         cpending = int(c["pending"])
@@ -105,7 +105,7 @@ def _group_info(name: str, a: dict[str, Any], now_ms: int) -> GroupInfo:
 def delete_group(ns: Namespace, group: str) -> Op[int]:
     """Destroy the group on every shard's stream and drop its retry schedule; on how many
     streams it existed. Its dead letters stay (drop them with ``drop_dead_letters``)."""
-    K.check_name("consumer group", group)
+    check_name("consumer group", group)
     shards = range(ns.meta.shards)
     calls: list[steps.Command] = []
     for s in shards:
@@ -115,9 +115,7 @@ def delete_group(ns: Namespace, group: str) -> Op[int]:
             steps.Command("delete", (sk.retries(group),)),
         ]
     replies = yield steps.Pipeline(calls, errors_in_slots=True)
-    return sum(
-        1 for r in replies[0::2] if not isinstance(r, StoreError) and int(C.error_or(r)) == 1
-    )
+    return sum(1 for r in replies[0::2] if not isinstance(r, StoreError) and int(error_or(r)) == 1)
 
 
 def dead_letters(
@@ -126,7 +124,7 @@ def dead_letters(
     """Dead letters (of ``group``, or all), oldest first per shard, at most ``limit``."""
     check_int("limit", limit, 1, 1_000_000)
     if group is not None:
-        K.check_name("consumer group", group)
+        check_name("consumer group", group)
     shards = range(ns.meta.shards)
     replies = yield steps.Pipeline(
         [steps.Command("xrange", (ns.shard(s).dead, "-", "+"), {"count": limit}) for s in shards]
@@ -134,7 +132,7 @@ def dead_letters(
     out: list[DeadLetter] = []
     for s, entries in zip(shards, replies, strict=True):
         for entry_id, fields in entries:
-            letter = E.dead_letter_from_entry(s, entry_id, fields)
+            letter = dead_letter_from_entry(s, entry_id, fields)
             if group is None or letter.group == group:
                 out.append(letter)
     out.sort(key=lambda d: (d.failed_ms, d.ref))
@@ -149,21 +147,21 @@ def dead_letter_count(ns: Namespace) -> Op[int]:
 
 
 def get_dead_letter(ns: Namespace, ref: object) -> Op[DeadLetter | None]:
-    shard, eid = E.parse_ref(ref, ns.meta.shards)
+    shard, eid = parse_ref(ref, ns.meta.shards)
     entries = yield steps.Command("xrange", (ns.shard(shard).dead, eid, eid))
     if not entries:
         return None
-    return E.dead_letter_from_entry(shard, entries[0][0], entries[0][1])
+    return dead_letter_from_entry(shard, entries[0][0], entries[0][1])
 
 
 def redeliver(ns: Namespace, ref: object) -> Op[str | None]:
     """Put a dead letter back in front of its group (a new entry of its shard's stream);
     the new entry id, or None when there is no such dead letter (or it holds no outcome)."""
-    shard, eid = E.parse_ref(ref, ns.meta.shards)
+    shard, eid = parse_ref(ref, ns.meta.shards)
     return parse_redeliver((yield redeliver_call(ns.shard(shard), eid)))
 
 
 def drop_dead_letter(ns: Namespace, ref: object) -> Op[bool]:
     """Delete a dead letter; True if it existed."""
-    shard, eid = E.parse_ref(ref, ns.meta.shards)
+    shard, eid = parse_ref(ref, ns.meta.shards)
     return int((yield steps.Command("xdel", (ns.shard(shard).dead, eid)))) == 1

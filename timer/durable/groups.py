@@ -27,13 +27,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CorruptRecord, StoreError
-from . import calls as C
-from . import entries as E
-from . import keys as K
+from . import calls as script_calls
 from . import steps
 from .calls import text
 from .checks import check_int
-from .entries import flat_fields
+from .entries import flat_fields, for_group, outcome_from_entry, outcome_or_undecodable
+from .keys import ShardKeys, check_name
 from .models import Outcome
 from .namespace import Namespace
 from .scripts import ScriptName
@@ -47,7 +46,7 @@ class Delivery:
     """An outcome handed to a consumer, with what acknowledging it takes."""
 
     outcome: Outcome
-    keys: K.ShardKeys
+    keys: ShardKeys
     group: str
     received: float = field(default_factory=time.time, compare=False)  # read (wall clock)
 
@@ -62,7 +61,7 @@ class Delivery:
 
 
 def check_group(group: object, consumer: object) -> tuple[str, str]:
-    return K.check_name("consumer group", group), K.check_name("consumer", consumer)
+    return check_name("consumer group", group), check_name("consumer", consumer)
 
 
 def ensure_groups(ns: Namespace, group: str, *, start: str = "0") -> Op[None]:
@@ -75,7 +74,7 @@ def ensure_groups(ns: Namespace, group: str, *, start: str = "0") -> Op[None]:
     for reply in (yield steps.Pipeline(create, errors_in_slots=True)):
         if isinstance(reply, StoreError) and reply.code == "BUSYGROUP":
             continue  # the group exists already: that is what we want
-        C.error_or(reply)
+        script_calls.error_or(reply)
 
 
 @dataclass
@@ -85,7 +84,7 @@ class _Leftovers:
     dead-letter (no reader can decode them: a reader must not stop on one)."""
 
     foreign: list[tuple[str, str]]
-    broken: list[tuple[K.ShardKeys, str, int, str]]  # (shard, entry id, deliveries, why)
+    broken: list[tuple[ShardKeys, str, int, str]]  # (shard, entry id, deliveries, why)
 
     @classmethod
     def none(cls) -> _Leftovers:
@@ -104,14 +103,14 @@ def _deliveries(
     out: list[Delivery] = []
     for entry_id, fields, deliveries in entries:
         if not fields:  # an entry trimmed while pending comes back empty
-            left.foreign.append((stream, C.text(entry_id)))
-        elif not E.for_group(fields, group):
-            left.foreign.append((stream, C.text(entry_id)))  # put back for another group
+            left.foreign.append((stream, script_calls.text(entry_id)))
+        elif not for_group(fields, group):
+            left.foreign.append((stream, script_calls.text(entry_id)))  # put back for another group
         else:
             try:
-                outcome = E.outcome_from_entry(shard, entry_id, fields, deliveries)
+                outcome = outcome_from_entry(shard, entry_id, fields, deliveries)
             except CorruptRecord as exc:
-                left.broken.append((sk, C.text(entry_id), deliveries, str(exc)))
+                left.broken.append((sk, script_calls.text(entry_id), deliveries, str(exc)))
                 continue
             out.append(Delivery(outcome, sk, group))
     return out
@@ -181,7 +180,7 @@ def _read_once(
     left = _Leftovers.none()
     read = 0
     for stream, entries in reply:
-        shard = streams[C.text(stream)]
+        shard = streams[script_calls.text(stream)]
         read += len(entries)
         out += _deliveries(ns, group, shard, ((e, f, 1) for e, f in entries), left)
     yield from _settle_leftovers(group, consumer, left)
@@ -314,7 +313,10 @@ def follow(
         tops = yield steps.Pipeline(
             [steps.Command("xrevrange", (s, "+", "-"), {"count": 1}) for s in streams]
         )
-        last = {s: C.text(t[0][0]) if t else "0-0" for s, t in zip(streams, tops, strict=True)}
+        last = {
+            s: script_calls.text(t[0][0]) if t else "0-0"
+            for s, t in zip(streams, tops, strict=True)
+        }
     while True:
         reply: list[Any] = []
         if not per_stream:
@@ -337,9 +339,9 @@ def follow(
             continue
         limit: tuple[int, int] | None = None  # the newest a stream with more to read gave
         for stream, entries in reply:
-            name = C.text(stream)
+            name = script_calls.text(stream)
             for entry_id, fields in entries:
-                last[name] = C.text(entry_id)
+                last[name] = script_calls.text(entry_id)
                 if fields and b"only" not in fields:
                     held.append((_entry_time(last[name]), name, entry_id, fields))
             if len(entries) >= FOLLOW_COUNT:
@@ -349,7 +351,7 @@ def follow(
         ready = held if limit is None else [h for h in held if h[0] <= limit]
         held = held[len(ready) :]
         for _, name, entry_id, fields in ready:
-            yield steps.Emit(E.outcome_or_undecodable(streams[name], entry_id, fields))
+            yield steps.Emit(outcome_or_undecodable(streams[name], entry_id, fields))
 
 
 FOLLOW_COUNT = 1000  # entries a follow reads from a stream at once
@@ -361,7 +363,7 @@ def _entry_time(entry_id: str) -> tuple[int, int]:
 
 
 def claim_call(
-    sk: K.ShardKeys,
+    sk: ShardKeys,
     group: str,
     consumer: str,
     *,
@@ -384,7 +386,7 @@ def parse_claim(reply: Sequence[Any]) -> tuple[str, list[tuple[str, dict[bytes, 
     return text(reply[0]), taken
 
 
-def retry_call(sk: K.ShardKeys, group: str, entry_id: str, delay_ms: int) -> ScriptCall:
+def retry_call(sk: ShardKeys, group: str, entry_id: str, delay_ms: int) -> ScriptCall:
     return ScriptCall(
         ScriptName.RETRY, [sk.outcomes, sk.retries(group)], [group, entry_id, delay_ms]
     )
@@ -399,7 +401,7 @@ MAX_ERROR_CHARS = 4000
 
 
 def dead_call(
-    sk: K.ShardKeys, group: str, entry_id: str, consumer: str, *, attempts: int, error: str
+    sk: ShardKeys, group: str, entry_id: str, consumer: str, *, attempts: int, error: str
 ) -> ScriptCall:
     if len(error) > MAX_ERROR_CHARS:
         error = error[: MAX_ERROR_CHARS - 1] + "…"
@@ -415,7 +417,7 @@ def parse_dead(reply: Any) -> str | None:
     return text(reply) or None
 
 
-def touch_call(sk: K.ShardKeys, group: str, consumer: str, entry_ids: Sequence[str]) -> ScriptCall:
+def touch_call(sk: ShardKeys, group: str, consumer: str, entry_ids: Sequence[str]) -> ScriptCall:
     return ScriptCall(ScriptName.TOUCH, [sk.outcomes], [group, consumer, *entry_ids])
 
 
@@ -424,7 +426,7 @@ def parse_touch(reply: Sequence[Any]) -> list[str]:
     return [text(x) for x in reply]
 
 
-def redeliver_call(sk: K.ShardKeys, dead_id: str) -> ScriptCall:
+def redeliver_call(sk: ShardKeys, dead_id: str) -> ScriptCall:
     return ScriptCall(ScriptName.REDELIVER, [sk.dead, sk.outcomes], [dead_id])
 
 
@@ -432,5 +434,5 @@ def parse_redeliver(reply: Any) -> str | None:
     return text(reply) or None
 
 
-def leave_group_call(sk: K.ShardKeys, group: str, consumer: str) -> ScriptCall:
+def leave_group_call(sk: ShardKeys, group: str, consumer: str) -> ScriptCall:
     return ScriptCall(ScriptName.LEAVE_GROUP, [sk.outcomes], [group, consumer])

@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import InvalidInput
-from . import keys as K
 from .checks import check_int
 from .codec import encode_payload
 from .fields import (
@@ -29,6 +28,7 @@ from .fields import (
     STORED,
     STORED_DEFAULTS,
 )
+from .keys import check_name
 
 if TYPE_CHECKING:
     from .namespace import Namespace
@@ -53,7 +53,7 @@ def check_watch(watch: object) -> list[str]:
         )
     keys: set[str] = set()
     for key in watch:
-        keys.add(K.check_name("watch key", key))
+        keys.add(check_name("watch key", key))
         if len(keys) > MAX_WATCH_KEYS:
             raise InvalidInput(
                 f"watch holds more than {MAX_WATCH_KEYS} keys, the most a timer may wait on "
@@ -64,7 +64,7 @@ def check_watch(watch: object) -> list[str]:
 
 def check_origin(origin: object) -> str:
     """``schedule_many``'s origin token: text of at most 256 bytes (may be empty)."""
-    return "" if origin == "" else K.check_name("origin", origin)
+    return "" if origin == "" else check_name("origin", origin)
 
 
 def check_callback_url(value: object) -> str:
@@ -160,7 +160,7 @@ def schedule_item(ns: Namespace, spec: Mapping[str, object]) -> ScheduleItem:
             f"timer takes {', '.join(FIELDS)}"
         )
     get = spec.get
-    tid = K.check_name("timer id", get("id"))
+    tid = check_name("timer id", get("id"))
     mode, value = check_when(ns, get("delay_ms"), get("deadline_ms"))
     data = encode_payload(get("payload"), ns.settings.max_payload_bytes)
     shard = ns.shard_of(tid)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError, InvalidInput, TimerNotFound
-from . import keys as K
+from . import keys as keyspace
 from .checks import check_int
 from .codec import FORMAT_VERSION
 from .models import ClientSettings, Meta
@@ -18,7 +18,7 @@ from .models import ClientSettings, Meta
 class Namespace:
     """What every builder needs: the namespace's keys, its shape, and the client's limits."""
 
-    keys: K.NamespaceKeys
+    keys: keyspace.NamespaceKeys
     meta: Meta
     settings: ClientSettings
 
@@ -27,9 +27,9 @@ class Namespace:
         return self.keys.namespace
 
     def shard_of(self, name: str) -> int:
-        return K.shard_of(name, self.meta.shards)
+        return keyspace.shard_of(name, self.meta.shards)
 
-    def shard(self, shard: int) -> K.ShardKeys:
+    def shard(self, shard: int) -> keyspace.ShardKeys:
         return self.keys.shard(shard)
 
     def outcome_streams(self) -> dict[str, int]:

@@ -17,15 +17,25 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from ..errors import ConfigError, InvalidInput, StoreError, TimerError, WaitTimeout
-from . import calls as C
-from . import entries as E
-from . import groups as G
-from . import keys as K
-from . import shard_calls as SC
+from . import groups as group_ops
 from . import steps
+from .calls import (
+    TIMERS_PER_CALL,
+    decide_call,
+    notify_call,
+    parse_decide,
+    parse_notify,
+    parse_reschedule,
+    parse_schedule,
+    reschedule_call,
+    schedule_call,
+    text,
+)
 from .checks import check_int, check_seconds
 from .codec import FORMAT_VERSION
+from .entries import outcome_of, timer_info
 from .items import ScheduleItem, check_origin, schedule_item, schedule_item_of
+from .keys import NAMESPACES, NamespaceKeys, check_name
 from .models import (
     Meta,
     Outcome,
@@ -35,11 +45,12 @@ from .models import (
 )
 from .namespace import Namespace, meta_from
 from .scripts import ScriptName
+from .shard_calls import MigrateStep, get_call, migrate_call, parse_migrate, results_init_call
 from .steps import Op
 
 T = TypeVar("T")
-Delivery = G.Delivery
-ack = G.ack
+Delivery = group_ops.Delivery
+ack = group_ops.ack
 
 MIN_SERVER = {"redis": (6, 2), "valkey": (7, 2)}
 
@@ -110,7 +121,7 @@ def hello_fields(reply: Any) -> dict[str, Any]:
     pairs = (
         reply.items() if isinstance(reply, Mapping) else zip(reply[::2], reply[1::2], strict=True)
     )
-    return {C.text(k): C.text(v) if isinstance(v, bytes) else v for k, v in pairs}
+    return {text(k): text(v) if isinstance(v, bytes) else v for k, v in pairs}
 
 
 def version_of_hello(hello: Mapping[str, Any]) -> dict[str, Any]:
@@ -135,7 +146,7 @@ def check_server(where: str) -> Op[None]:
 
 
 def init(
-    keys: K.NamespaceKeys,
+    keys: NamespaceKeys,
     shards: int,
     bucket_ms: int,
     *,
@@ -159,14 +170,14 @@ def init(
         meta = meta_from(stored, keys.namespace, where)
         _same_shards(keys, meta, shards)
         yield from _start_results_tables(keys, meta.shards)  # never reset: see results_init
-        yield steps.Command("sadd", (K.NAMESPACES, keys.namespace))
+        yield steps.Command("sadd", (NAMESPACES, keys.namespace))
         return meta, notes
     # A new namespace, all or nothing: its listing and tables first, the meta hash last
     # (what makes it exist for every client); a refusal half-way (an ACL user without
     # access to tw:namespaces) takes back what this call wrote.
     listed = False
     try:
-        listed = int((yield steps.Command("sadd", (K.NAMESPACES, keys.namespace)))) == 1
+        listed = int((yield steps.Command("sadd", (NAMESPACES, keys.namespace)))) == 1
         yield from _start_results_tables(keys, shards)
         # HSETNX is atomic per field: two racing inits agree on whoever wrote shards first.
         replies = yield steps.Pipeline([
@@ -183,7 +194,7 @@ def init(
     return meta, notes
 
 
-def _same_shards(keys: K.NamespaceKeys, meta: Meta, shards: int) -> None:
+def _same_shards(keys: NamespaceKeys, meta: Meta, shards: int) -> None:
     if meta.shards != shards:
         raise ConfigError(
             f"namespace {keys.namespace!r} already has {meta.shards} shards; it cannot be "
@@ -191,7 +202,7 @@ def _same_shards(keys: K.NamespaceKeys, meta: Meta, shards: int) -> None:
         )
 
 
-def _take_back(keys: K.NamespaceKeys, shards: int, *, listed: bool) -> Op[None]:
+def _take_back(keys: NamespaceKeys, shards: int, *, listed: bool) -> Op[None]:
     """Undo a refused ``init`` of a new namespace: the tables it started, its listing.
     Best effort (what could not be written cannot be undone either); no timer can exist
     yet, as every client refuses a namespace without its meta hash."""
@@ -202,17 +213,17 @@ def _take_back(keys: K.NamespaceKeys, shards: int, *, listed: bool) -> Op[None]:
         steps.Command("delete", (keys.shard(s).results_table,)) for s in range(shards)
     ]
     if listed:
-        undo.append(steps.Command("srem", (K.NAMESPACES, keys.namespace)))
+        undo.append(steps.Command("srem", (NAMESPACES, keys.namespace)))
     yield steps.Pipeline(undo, errors_in_slots=True)
 
 
-def _start_results_tables(keys: K.NamespaceKeys, shards: int) -> Op[None]:
+def _start_results_tables(keys: NamespaceKeys, shards: int) -> Op[None]:
     for first in range(0, shards, 1000):
-        yield steps.Pipeline([SC.results_init_call(keys.shard(s))
+        yield steps.Pipeline([results_init_call(keys.shard(s))
                           for s in range(first, min(shards, first + 1000))])  # fmt: skip
 
 
-def read_meta(keys: K.NamespaceKeys, *, where: str, check: bool, older: bool = False) -> Op[Meta]:
+def read_meta(keys: NamespaceKeys, *, where: str, check: bool, older: bool = False) -> Op[Meta]:
     if check:
         yield from check_server(where)
     stored = yield steps.Command("hgetall", (keys.meta,))
@@ -223,12 +234,12 @@ MIGRATE_BUDGET = 500  # records, ids, keys or entries one migrate.lua call conve
 
 
 def migrate(
-    keys: K.NamespaceKeys,
+    keys: NamespaceKeys,
     *,
     where: str,
     check: bool,
     result_ttl_ms: int,
-    progress: Callable[[int, SC.MigrateStep], None] | None = None,
+    progress: Callable[[int, MigrateStep], None] | None = None,
     budget: int = MIGRATE_BUDGET,
 ) -> Op[tuple[int, int]]:
     """Convert a namespace an earlier release made to this release's layout: (format
@@ -244,9 +255,9 @@ def migrate(
     meta = yield from read_meta(keys, where=where, check=check, older=True)
     if meta.version < FORMAT_VERSION:
         for s in range(meta.shards):
-            call = SC.migrate_call(keys.shard(s), budget, result_ttl_ms)
+            call = migrate_call(keys.shard(s), budget, result_ttl_ms)
             while True:
-                step = SC.parse_migrate((yield call))
+                step = parse_migrate((yield call))
                 if progress is not None:
                     progress(s, step)
                 if step.done:
@@ -277,7 +288,7 @@ def schedule(ns: Namespace, spec: Mapping[str, object]) -> Op[Timer]:
     """One timer (a :class:`~.fields.TimerSpec`): a one-timer call of the same script
     ``schedule_many`` uses."""
     item = schedule_item(ns, spec)
-    (result,) = C.parse_schedule((yield C.schedule_call(ns, [item], "")), [item], "")
+    (result,) = parse_schedule((yield schedule_call(ns, [item], "")), [item], "")
     if isinstance(result, TimerError):
         raise result
     return result
@@ -343,10 +354,10 @@ def _send(
     ``TIMERS_PER_CALL`` timers, in one pipeline; its ticket, and each call's slots."""
     calls: list[list[tuple[int, ScheduleItem]]] = []  # (slot, item) per call
     for group in by_shard.values():
-        calls += (group[i : i + C.TIMERS_PER_CALL] for i in range(0, len(group), C.TIMERS_PER_CALL))
+        calls += (group[i : i + TIMERS_PER_CALL] for i in range(0, len(group), TIMERS_PER_CALL))
     by_shard.clear()
     pipeline = steps.Pipeline(
-        [C.schedule_call(ns, [it for _, it in call], origin) for call in calls],
+        [schedule_call(ns, [it for _, it in call], origin) for call in calls],
         errors_in_slots=True,
     )
     return (yield steps.Send(pipeline)), calls
@@ -361,34 +372,34 @@ def _collect(batch: _Batch, results: list[Timer | TimerError], origin: str) -> O
             for slot, _ in call:
                 results[slot] = reply
             continue
-        parsed = C.parse_schedule(reply, [it for _, it in call], origin)
+        parsed = parse_schedule(reply, [it for _, it in call], origin)
         for (slot, _), result in zip(call, parsed, strict=True):
             results[slot] = result
 
 
 def cancel(ns: Namespace, timer_id: object) -> Op[bool]:
-    call, tid = C.decide_call(ns, ScriptName.CANCEL, timer_id)
-    return C.parse_decide(ns, (yield call), tid, "cancelled")
+    call, tid = decide_call(ns, ScriptName.CANCEL, timer_id)
+    return parse_decide(ns, (yield call), tid, "cancelled")
 
 
 def complete(ns: Namespace, timer_id: object) -> Op[bool]:
-    call, tid = C.decide_call(ns, ScriptName.COMPLETE, timer_id)
-    return C.parse_decide(ns, (yield call), tid, "completed")
+    call, tid = decide_call(ns, ScriptName.COMPLETE, timer_id)
+    return parse_decide(ns, (yield call), tid, "completed")
 
 
 def reschedule(
     ns: Namespace, timer_id: object, delay_ms: object, deadline_ms: object
 ) -> Op[Timer | None]:
-    p = C.reschedule_call(ns, timer_id, delay_ms, deadline_ms)
-    return C.parse_reschedule(ns, (yield p.call), p)
+    p = reschedule_call(ns, timer_id, delay_ms, deadline_ms)
+    return parse_reschedule(ns, (yield p.call), p)
 
 
 def notify(ns: Namespace, key: object) -> Op[int]:
     """Notify a watch key until no watcher is left to process; the timers completed."""
-    call = C.notify_call(ns, key)
+    call = notify_call(ns, key)
     completed = 0
     while True:  # each call completes at most notify_batch watchers
-        done, remaining = C.parse_notify((yield call))
+        done, remaining = parse_notify((yield call))
         completed += done
         if remaining == 0:
             return completed
@@ -398,11 +409,11 @@ def notify(ns: Namespace, key: object) -> Op[int]:
 
 
 def get(ns: Namespace, timer_id: object) -> Op[TimerInfo | None]:
-    tid = K.check_name("timer id", timer_id)
+    tid = check_name("timer id", timer_id)
     shard = ns.shard_of(tid)
     sk = ns.shard(shard)
-    pending, decided = yield SC.get_call(sk, tid)
-    return E.timer_info(tid, shard, pending or None, decided or None)
+    pending, decided = yield get_call(sk, tid)
+    return timer_info(tid, shard, pending or None, decided or None)
 
 
 def wait(ns: Namespace, timer_id: object, timeout: float) -> Op[Outcome]:
@@ -415,7 +426,7 @@ def wait(ns: Namespace, timer_id: object, timeout: float) -> Op[Outcome]:
         if info is None:
             raise ns.not_found(str(timer_id))
         if info.state != "pending":
-            return E.outcome_of(info)
+            return outcome_of(info)
         left = deadline - time.monotonic()
         if left <= 0:
             raise WaitTimeout(f"timer {timer_id!r} still pending after {timeout}s")

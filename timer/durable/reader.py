@@ -27,7 +27,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection
 
-from . import groups as G
+from . import groups as group_ops
 from . import steps
 from .checks import check_bool, check_int
 from .groups import Delivery
@@ -76,13 +76,13 @@ class GroupReader:
         per_stream: bool, held: Held | None = None,
     ) -> GroupReader:  # fmt: skip
         """A reader, every argument checked before anything is written."""
-        group, consumer = G.check_group(group, consumer)
+        group, consumer = group_ops.check_group(group, consumer)
         idle = check_int("reclaim_idle_ms", reclaim_idle_ms, 0, 2**53)
         return cls(ns, group, consumer, reclaim_idle_ms=idle, per_stream=per_stream, held=held)
 
     def ensure(self, *, start: str = "0") -> Op[None]:
         """Create the group on every shard's stream unless it exists (``$``: only new)."""
-        yield from G.ensure_groups(self.ns, self.group, start=start)
+        yield from group_ops.ensure_groups(self.ns, self.group, start=start)
 
     def start(self, count: int) -> Op[list[Delivery]]:
         """This consumer's own pending entries, every one (a restart under its name)."""
@@ -106,7 +106,7 @@ class GroupReader:
             elif wait is not None:
                 until_claim = int((self._next_claim - time.monotonic()) * 1000)
                 wait = max(1, min(wait, until_claim))
-            got += yield from G.read_new(
+            got += yield from group_ops.read_new(
                 self.ns, self.group, self.consumer, count=-(-free // len(self.shards)),
                 block_ms=wait, per_stream=self.per_stream,
             )  # fmt: skip
@@ -119,12 +119,12 @@ class GroupReader:
         self._next_claim = time.monotonic() + self.claim_every_s
         if got:
             return False, got
-        return (yield from G.retrying(self.ns, self.group)) == 0, []
+        return (yield from group_ops.retrying(self.ns, self.group)) == 0, []
 
     def touch(self, deliveries: list[Delivery]) -> Op[list[Delivery]]:
         """Reset the idle time of entries still in hand; those another consumer has
         taken over meanwhile."""
-        return (yield from G.touch(self.consumer, deliveries))
+        return (yield from group_ops.touch(self.consumer, deliveries))
 
     def run(self, *, count: int, block_ms: int, stop_when_idle: bool) -> Op[None]:
         """Emit a :class:`Delivery` for each outcome, forever, or with ``stop_when_idle``
@@ -138,14 +138,14 @@ class GroupReader:
                 if done:
                     return
                 if not got:  # a retry waits for its time
-                    yield steps.Sleep(G.POLL_S)
+                    yield steps.Sleep(group_ops.POLL_S)
             for d in got:
                 yield steps.Emit(d)
 
     # -- claims ---------------------------------------------------------------------------
 
     def _claim_page(self, count: int) -> Op[list[Delivery]]:
-        got, nxt = yield from G.claim(
+        got, nxt = yield from group_ops.claim(
             self.ns, self.group, self.consumer, self._cursors, count=count,
             min_idle_ms=self.reclaim_idle_ms,
         )  # fmt: skip
@@ -157,7 +157,7 @@ class GroupReader:
         Those in hand are touched, so they never go that idle."""
         self._next_own = time.monotonic() + self.own_every_s
         assert self.held is not None
-        got, _ = yield from G.claim(
+        got, _ = yield from group_ops.claim(
             self.ns, self.group, self.consumer, dict.fromkeys(self.shards, "-"), count=count,
             min_idle_ms=self.reclaim_idle_ms, owner=self.consumer, retries=False,
         )  # fmt: skip
@@ -169,7 +169,7 @@ class GroupReader:
         cursors = dict.fromkeys(self.shards, "-")
         out: list[Delivery] = []
         while cursors:
-            got, nxt = yield from G.claim(
+            got, nxt = yield from group_ops.claim(
                 self.ns, self.group, self.consumer, cursors, count=count,
                 min_idle_ms=min_idle_ms, owner=owner, retries=owner == "",
             )  # fmt: skip

@@ -23,15 +23,15 @@ from typing import Any
 import msgpack
 
 from ..errors import InvalidInput, ScheduleNotFound, TimerError
-from . import calls as C
-from . import keys as K
 from . import steps
+from .calls import text
 from .checks import check_int
 from .codec import decode_payload, decode_pending, encode_payload
 from .durations import format_duration_ms
 from .entries import decoding
 from .fields import MAX_DEADLINE_MS
 from .items import check_watch
+from .keys import ShardKeys, check_name, shard_of
 from .models import Timer
 from .namespace import Namespace
 from .ops import schedule_many, server_time_ms
@@ -55,7 +55,7 @@ _SPEC_DEFAULTS: tuple[Any, ...] = (
 def check_schedule_name(name: object) -> str:
     """A schedule name: text of at most 200 bytes, without ``{``, ``}`` or ``@`` (its
     occurrences' ids are ``{<name>}@<ms>``: the braces put them all in its shard)."""
-    name = K.check_name("schedule name", name)
+    name = check_name("schedule name", name)
     if any(c in name for c in "{}@"):
         raise InvalidInput(f"schedule name {name!r} may not contain '{{', '}}' or '@'")
     if len(name.encode()) > MAX_NAME_BYTES:
@@ -89,7 +89,7 @@ class ScheduleSpec:
             raise InvalidInput(
                 f"overlap={overlap!r} waits for a handler group: give group='<its name>'"
             )
-        waits_for = None if group is None else K.check_name("consumer group", group)
+        waits_for = None if group is None else check_name("consumer group", group)
         assert isinstance(missed, str) and isinstance(overlap, str)
         return cls(recurrence, missed, catch_up_ms, overlap, waits_for)
 
@@ -264,7 +264,7 @@ def stop_call(ns: Namespace, name: str, mode: str) -> ScriptCall:
 
 
 def arm_call(
-    sk: K.ShardKeys, worker: str, epoch: int, bucket_ms: int,
+    sk: ShardKeys, worker: str, epoch: int, bucket_ms: int,
     plans: Sequence[tuple[str, int, Plan]],
 ) -> ScriptCall:  # fmt: skip
     """Arm the next occurrence of schedules waiting in ``P:Sq``: (name, version, plan)."""
@@ -283,11 +283,11 @@ def pack_fire_plans(plans: Mapping[str, tuple[int, Plan]]) -> bytes | str:
 
 
 def parse_armed(flat: Sequence[Any]) -> dict[str, int]:
-    return {C.text(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)}
+    return {text(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)}
 
 
-def schedule_keys(ns: Namespace, name: str) -> K.ShardKeys:
-    return ns.shard(K.shard_of("{" + name + "}", ns.meta.shards))
+def schedule_keys(ns: Namespace, name: str) -> ShardKeys:
+    return ns.shard(shard_of("{" + name + "}", ns.meta.shards))
 
 
 def occurrence_name(timer_id: str) -> tuple[str, int] | None:
@@ -317,7 +317,7 @@ def put(
     now = yield from server_time_ms()
     first = Plan.at(name, parsed, parsed.recurrence.next_after(now))
     reply = yield put_call(ns, name, mode, parsed, data, keys, first)
-    if C.text(reply[0]) == "missing":
+    if text(reply[0]) == "missing":
         raise ScheduleNotFound.of(name, ns.name)
     info = yield from get(ns, name)
     assert info is not None
@@ -333,7 +333,7 @@ def resume(ns: Namespace, name: object) -> Op[ScheduleInfo | None]:
     now = yield from server_time_ms()
     first = Plan.at(name, info.spec, info.spec.recurrence.next_after(max(now, info.last_ms or 0)))
     reply = yield put_call(ns, name, "resume", info.spec, b"", (), first)
-    if C.text(reply[0]) == "missing":
+    if text(reply[0]) == "missing":
         return None
     return (yield from get(ns, name))
 
@@ -400,7 +400,7 @@ def stop(ns: Namespace, name: object, mode: str) -> Op[bool]:
 
 def get(ns: Namespace, name: object) -> Op[ScheduleInfo | None]:
     name = check_schedule_name(name)
-    shard = K.shard_of("{" + name + "}", ns.meta.shards)
+    shard = shard_of("{" + name + "}", ns.meta.shards)
     sk = ns.shard(shard)
     raw = yield steps.Command("hget", (sk.schedules, name))
     if raw is None:
@@ -417,14 +417,14 @@ def listing(ns: Namespace) -> Op[list[ScheduleInfo]]:
         cursor, infos = 0, []
         while True:
             cursor, page = yield steps.Command("hscan", (sk.schedules, cursor), {"count": 1000})
-            infos += [decode_schedule(C.text(n), raw, shard, None) for n, raw in page.items()]
+            infos += [decode_schedule(text(n), raw, shard, None) for n, raw in page.items()]
             if int(cursor) == 0:
                 break
         out += yield from _with_next(sk, infos)
     return sorted(out, key=lambda i: i.name)
 
 
-def _with_next(sk: K.ShardKeys, infos: list[ScheduleInfo]) -> Op[list[ScheduleInfo]]:
+def _with_next(sk: ShardKeys, infos: list[ScheduleInfo]) -> Op[list[ScheduleInfo]]:
     """The infos with the deadline of each armed occurrence (one HMGET)."""
     armed = [i.armed for i in infos if i.armed]
     if not armed:
@@ -435,9 +435,9 @@ def _with_next(sk: K.ShardKeys, infos: list[ScheduleInfo]) -> Op[list[ScheduleIn
 
 
 def _same_shard(ns: Namespace, name: str, watch: Sequence[str]) -> None:
-    shard = K.shard_of("{" + name + "}", ns.meta.shards)
+    shard = shard_of("{" + name + "}", ns.meta.shards)
     for key in watch:
-        if K.shard_of(key, ns.meta.shards) != shard:
+        if shard_of(key, ns.meta.shards) != shard:
             raise InvalidInput(
                 f"watch key {key!r} is not in schedule {name!r}'s shard: give it the hash "
                 f"tag {{{name}}} (e.g. '{{{name}}}:done')"

@@ -7,14 +7,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from . import keys as K
 from .calls import text
+from .keys import ShardKeys
 from .models import FireResult, LeaseGrant, LeaseRenewal, SweepResult, Traced, Trimmed
 from .scripts import ScriptName
 from .steps import ScriptCall
 
 
-def lease_acquire_call(sk: K.ShardKeys, worker: str, ttl_ms: int) -> ScriptCall:
+def lease_acquire_call(sk: ShardKeys, worker: str, ttl_ms: int) -> ScriptCall:
     return ScriptCall(ScriptName.LEASE_ACQUIRE, [sk.lease, sk.epoch, sk.handed], [worker, ttl_ms])
 
 
@@ -24,7 +24,7 @@ def parse_lease_acquire(reply: Sequence[Any]) -> LeaseGrant:
     return LeaseGrant(False, 0, text(reply[1]), int(reply[2]), int(reply[3]))
 
 
-def lease_renew_call(sk: K.ShardKeys, worker: str, epoch: int, ttl_ms: int) -> ScriptCall:
+def lease_renew_call(sk: ShardKeys, worker: str, epoch: int, ttl_ms: int) -> ScriptCall:
     return ScriptCall(ScriptName.LEASE_RENEW, [sk.lease, sk.epoch], [worker, epoch, ttl_ms])
 
 
@@ -32,7 +32,7 @@ def parse_lease_renew(reply: Sequence[Any]) -> LeaseRenewal:
     return LeaseRenewal(int(reply[0]) == 1, int(reply[1]))
 
 
-def lease_release_call(sk: K.ShardKeys, worker: str, epoch: int) -> ScriptCall:
+def lease_release_call(sk: ShardKeys, worker: str, epoch: int) -> ScriptCall:
     return ScriptCall(ScriptName.LEASE_RELEASE, [sk.lease, sk.epoch, sk.handed], [worker, epoch])
 
 
@@ -41,7 +41,7 @@ def parse_lease_release(reply: Any) -> bool:
 
 
 def fire_call(
-    sk: K.ShardKeys,
+    sk: ShardKeys,
     worker: str,
     epoch: int,
     ids: Sequence[str],
@@ -78,7 +78,7 @@ def _traced(flat: Sequence[Any]) -> list[Traced]:
 
 
 def sweep_call(
-    sk: K.ShardKeys,
+    sk: ShardKeys,
     worker: str,
     epoch: int,
     *,
@@ -106,7 +106,7 @@ TRIM_RESULT_HASHES = 1024  # ~30-50 ms of Redis time at most (design notes)
 
 
 def trim_call(
-    sk: K.ShardKeys,
+    sk: ShardKeys,
     retention_ms: int | None,
     *,
     keep_unread: bool,
@@ -122,7 +122,7 @@ def trim_call(
     return ScriptCall(ScriptName.TRIM, [sk.outcomes], args)
 
 
-def trim_results_call(sk: K.ShardKeys, left: int, per_call: int = TRIM_RESULT_HASHES) -> ScriptCall:
+def trim_results_call(sk: ShardKeys, left: int, per_call: int = TRIM_RESULT_HASHES) -> ScriptCall:
     """The next call of a results-table round that has ``left`` hashes to visit (the
     stream left as it is)."""
     return trim_call(sk, None, keep_unread=True, owed=left, per_call=per_call)
@@ -136,17 +136,17 @@ def parse_trim(reply: Sequence[Any], shard: int) -> Trimmed:
     )  # fmt: skip
 
 
-def get_call(sk: K.ShardKeys, tid: str) -> ScriptCall:
+def get_call(sk: ShardKeys, tid: str) -> ScriptCall:
     """A timer's pending record and, if none, its retained outcome, in one call."""
     return ScriptCall(ScriptName.GET, [sk.timers], [sk.prefix, tid], wait=False)
 
 
-def results_init_call(sk: K.ShardKeys) -> ScriptCall:
+def results_init_call(sk: ShardKeys) -> ScriptCall:
     """Start the shard's results table unless it has one (see ``results_init.lua``)."""
     return ScriptCall(ScriptName.RESULTS_INIT, [sk.results_table], [], wait=False)
 
 
-def migrate_call(sk: K.ShardKeys, budget: int, result_ttl_ms: int) -> ScriptCall:
+def migrate_call(sk: ShardKeys, budget: int, result_ttl_ms: int) -> ScriptCall:
     """One bounded step of converting a shard an earlier release made (``migrate.lua``)."""
     keys = [sk.timers, sk.buckets, sk.outcomes, sk.dead, sk.results_table, sk.migration]
     args = [sk.prefix, budget, result_ttl_ms]

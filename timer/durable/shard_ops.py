@@ -7,18 +7,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from . import calls as C
-from . import keys as K
-from . import shard_calls as SC
 from . import steps
+from .calls import error_or, text
 from .checks import check_bool, check_int
 from .codec import decode_pending
+from .keys import NamespaceKeys, ShardKeys
 from .models import (
     COARSE_MS,
     DueTimers,
     Trimmed,
 )
 from .namespace import Namespace, check_shards
+from .shard_calls import TRIM_RESULT_HASHES, parse_trim, trim_call, trim_results_call
 from .steps import Op
 
 
@@ -30,7 +30,7 @@ def trim_outcomes(
     shards: Iterable[int] | None,
     pass_within: int | None = None,
     until_done: bool = True,
-    per_call: int = SC.TRIM_RESULT_HASHES,
+    per_call: int = TRIM_RESULT_HASHES,
 ) -> Op[list[Trimmed]]:
     """Each shard's stream trimmed and its round of the results table: one pipelined
     call a shard; then, ``until_done``, for the shards whose round has more hashes than a
@@ -42,24 +42,24 @@ def trim_outcomes(
     passes = None if pass_within is None else check_int("pass_within", pass_within, 1, 2**31 - 1)
     picked = check_shards(ns, shards)
     calls = [
-        SC.trim_call(ns.shard(s), keep, keep_unread=keep_unread, passes=passes, per_call=per_call)
+        trim_call(ns.shard(s), keep, keep_unread=keep_unread, passes=passes, per_call=per_call)
         for s in picked
     ]
     replies = yield steps.Pipeline(calls, errors_in_slots=True)
-    done = {s: SC.parse_trim(C.error_or(r), s) for s, r in zip(picked, replies, strict=True)}
+    done = {s: parse_trim(error_or(r), s) for s, r in zip(picked, replies, strict=True)}
     owed = [s for s in picked if done[s].results_left > 0 and until_done]
     while owed:  # each call visits at least one hash of what is left: this ends
-        more = [SC.trim_results_call(ns.shard(s), done[s].results_left, per_call) for s in owed]
+        more = [trim_results_call(ns.shard(s), done[s].results_left, per_call) for s in owed]
         replies = yield steps.Pipeline(more, errors_in_slots=True)
         for s, r in zip(owed, replies, strict=True):
-            again = SC.parse_trim(C.error_or(r), s)
+            again = parse_trim(error_or(r), s)
             dropped = done[s].results_dropped + again.results_dropped
             done[s] = replace(done[s], results_dropped=dropped, results_left=again.results_left)
         owed = [s for s in owed if done[s].results_left > 0]
     return [done[s] for s in picked]
 
 
-def heartbeat(keys: K.NamespaceKeys, worker: str, now_ms: int, live_window_ms: int) -> Op[int]:
+def heartbeat(keys: NamespaceKeys, worker: str, now_ms: int, live_window_ms: int) -> Op[int]:
     """Announce ``worker`` at ``now_ms``; forget long-gone workers; how many are live."""
     replies = yield steps.Pipeline([
         steps.Command("zadd", (keys.workers, {worker: now_ms})),
@@ -69,17 +69,17 @@ def heartbeat(keys: K.NamespaceKeys, worker: str, now_ms: int, live_window_ms: i
     return int(replies[-1])
 
 
-def workers(keys: K.NamespaceKeys) -> Op[list[tuple[str, int]]]:
+def workers(keys: NamespaceKeys) -> Op[list[tuple[str, int]]]:
     """Every worker that announced itself recently: (id, last heartbeat, Redis ms)."""
     seen = yield steps.Command("zrange", (keys.workers, 0, -1), {"withscores": True})
-    return [(C.text(w), int(ms)) for w, ms in seen]
+    return [(text(w), int(ms)) for w, ms in seen]
 
 
-def leave(keys: K.NamespaceKeys, worker: str) -> Op[None]:
+def leave(keys: NamespaceKeys, worker: str) -> Op[None]:
     yield steps.Command("zrem", (keys.workers, worker))
 
 
-def backlog(sk: K.ShardKeys) -> Op[tuple[int, int | None]]:
+def backlog(sk: ShardKeys) -> Op[tuple[int, int | None]]:
     """(timers pending in the shard, start of its oldest durable bucket or None)."""
     pending, oldest = yield steps.Pipeline([
         steps.Command("hlen", (sk.timers,)),
@@ -89,7 +89,7 @@ def backlog(sk: K.ShardKeys) -> Op[tuple[int, int | None]]:
 
 
 def read_due(
-    sk: K.ShardKeys,
+    sk: ShardKeys,
     until_ms: int,
     skip: set[int],
     *,
@@ -124,7 +124,7 @@ def read_due(
         while True:
             part = yield steps.Command("lrange", (bucket(n), cursor, cursor + chunk - 1))
             cursor = 0 if len(part) < chunk else cursor + chunk
-            names = [t for t in dict.fromkeys(C.text(m) for m in part) if t not in found]
+            names = [t for t in dict.fromkeys(text(m) for m in part) if t not in found]
             if names:
                 records = yield steps.Command("hmget", (sk.timers, names))
                 for tid, raw in zip(names, records, strict=True):

@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from . import calls as C
-from . import entries as E
-from . import keys as K
 from . import steps
+from .calls import text
 from .checks import check_int
+from .entries import outcome_or_undecodable
+from .keys import NAMESPACES, ShardKeys, results_parts
 from .models import (
     Outcome,
 )
@@ -42,14 +42,14 @@ def history(ns: Namespace, shards: Iterable[int], page: int = 10_000) -> Op[None
                 break
             for entry_id, fields in entries:
                 if b"only" not in fields:  # a dead letter put back for a group: a copy
-                    yield steps.Emit(E.outcome_or_undecodable(shard, entry_id, fields))
+                    yield steps.Emit(outcome_or_undecodable(shard, entry_id, fields))
             start = entries[-1][0]
 
 
 def namespaces() -> Op[list[str]]:
     """The namespaces ``init`` has created on this server (or cluster), sorted."""
-    names = yield steps.Command("smembers", (K.NAMESPACES,))
-    return sorted(C.text(n) for n in names)
+    names = yield steps.Command("smembers", (NAMESPACES,))
+    return sorted(text(n) for n in names)
 
 
 def recent(ns: Namespace, count: int, shards: Iterable[int] | None = None) -> Op[list[Outcome]]:
@@ -62,7 +62,7 @@ def recent(ns: Namespace, count: int, shards: Iterable[int] | None = None) -> Op
          for s in picked]
     )  # fmt: skip
     out = [
-        E.outcome_or_undecodable(s, entry_id, fields)
+        outcome_or_undecodable(s, entry_id, fields)
         for s, entries in zip(picked, pages, strict=True)
         for entry_id, fields in entries
         if fields and b"only" not in fields
@@ -187,7 +187,7 @@ def memory(ns: Namespace, sample: int = 10) -> Op[dict[str, Any]]:
         stream += int(out_mem or 0) if int(xlen) else 0
         outcomes += int(xlen)
         probes += [("bucket", steps.Command("memory_usage", (sk.bucket(int(n)),))) for n in names]
-        parts = K.results_parts(table[0], table[1])  # sample the results table
+        parts = results_parts(table[0], table[1])  # sample the results table
         held += int(table[2] or 0)
         for b in range(0, parts, max(1, parts // sample)):
             probes += [("part", steps.Command("memory_usage", (sk.results_part(b),))),
@@ -219,7 +219,7 @@ def memory(ns: Namespace, sample: int = 10) -> Op[dict[str, Any]]:
     }
 
 
-def _memory_probes(sk: K.ShardKeys, sample: int) -> list[steps.Command]:
+def _memory_probes(sk: ShardKeys, sample: int) -> list[steps.Command]:
     """The first round of ``memory``, for one shard (eleven commands, in this order)."""
     return [
         steps.Command("memory_usage", (sk.timers,)),
@@ -244,4 +244,4 @@ def leaders(ns: Namespace) -> Op[dict[int, str | None]]:
     """Each shard's lease holder now (None: no leader)."""
     shards = range(ns.meta.shards)
     held = yield steps.Pipeline([steps.Command("get", (ns.shard(s).lease,)) for s in shards])
-    return {s: None if who is None else C.text(who) for s, who in zip(shards, held, strict=True)}
+    return {s: None if who is None else text(who) for s, who in zip(shards, held, strict=True)}
