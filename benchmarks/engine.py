@@ -207,9 +207,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--requests", type=int, default=None, help="purgatory requests (500k)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument(
-        "--repeat", type=int, default=3,
+        "--repeat",
+        type=int,
+        default=3,
         help="runs of each case, interleaved across timers; the fastest counts (default 3)",
-    )  # fmt: skip
+    )
     p.add_argument("--case", nargs=2, metavar=("TIMER", "WORKLOAD"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.case:

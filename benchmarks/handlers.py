@@ -70,8 +70,10 @@ class TickwheelHandlers(Peer):
         (deadline -> released by the wheel -> sent -> answered) and the runner's
         (decided -> read -> handler start)."""
         texts = [scrape(port) for port in self.ports]
-        return {**stage_quantiles(texts, "tickwheel_fire_stage_seconds"),
-                **stage_quantiles(texts, "tickwheel_handler_stage_seconds")}  # fmt: skip
+        return {
+            **stage_quantiles(texts, "tickwheel_fire_stage_seconds"),
+            **stage_quantiles(texts, "tickwheel_handler_stage_seconds"),
+        }
 
     def enqueue(self, items: list[tuple[str, int]]) -> None:
         for start in range(0, len(items), 1000):
@@ -169,10 +171,13 @@ def latency(peer: Peer, jobs: int, span_s: float, lead_ms: int) -> dict[str, Any
         fired = [o.lateness_ms for o in peer.c.all_outcomes() if o.id.startswith("job:")]
         split = {
             "fire_lateness_ms": {"p50": pct(fired, 0.5), "p99": pct(fired, 0.99)},
-            "delivery_ms": {"p50": pct(delivery, 0.5), "p99": pct(delivery, 0.99),
-                            "max": max(delivery) if delivery else None},
+            "delivery_ms": {
+                "p50": pct(delivery, 0.5),
+                "p99": pct(delivery, 0.99),
+                "max": max(delivery) if delivery else None,
+            },
             "stages_ms": stages,
-        }  # fmt: skip
+        }
     return {
         **split,
         "jobs": jobs, "span_s": span_s, "not_run": jobs - len(late),
@@ -219,11 +224,13 @@ def recovery(url: str, logs: Path, n: int, reclaim_idle_s: float) -> dict[str, A
     c.close()
     r.close()
     return {
-        "in_flight_at_kill": n, "reclaim_idle_s": reclaim_idle_s,
+        "in_flight_at_kill": n,
+        "reclaim_idle_s": reclaim_idle_s,
         "all_handled_after_s": round(took, 2),
-        "goal_s": reclaim_idle_s + 1, "within_goal": took <= reclaim_idle_s + 1,
+        "goal_s": reclaim_idle_s + 1,
+        "within_goal": took <= reclaim_idle_s + 1,
         "repeated_runs": starts - n,
-    }  # fmt: skip
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -248,8 +255,11 @@ def main(argv: list[str] | None = None) -> int:
             flush = redis.Redis.from_url(server.url)
             runs = [("peers", name, jobs) for name in names]
             if not args.quick and not args.jobs:  # and at 5x the rate, the fast ones
-                runs += [("at_5x_rate", name, jobs * 5) for name in names
-                         if name in ("tickwheel-handlers", "celery")]  # fmt: skip
+                runs += [
+                    ("at_5x_rate", name, jobs * 5)
+                    for name in names
+                    if name in ("tickwheel-handlers", "celery")
+                ]
             for part, name, n_jobs in runs:
                 flush.flushall()
                 peer = PEERS[name](server.url, logs)

@@ -97,9 +97,11 @@ def registration(c: TimerClient, port: int, n: int, single: int) -> dict[str, An
         c.schedule(f"ps:{j}", 3_600_000)
     out["python_schedule_per_s"] = round(single / (time.perf_counter() - t0))
     out["batch_ratio_to_schedule_many"] = round(
-        out["http_batch_per_s"] / out["python_schedule_many_per_s"], 2)  # fmt: skip
+        out["http_batch_per_s"] / out["python_schedule_many_per_s"], 2
+    )
     out["single_ratio_to_schedule"] = round(
-        out["http_single_per_s"] / out["python_schedule_per_s"], 2)  # fmt: skip
+        out["http_single_per_s"] / out["python_schedule_per_s"], 2
+    )
     conn.close()
     return out
 
@@ -136,11 +138,14 @@ def keepalive(
         try:
             for connections in sorted({1, workers}):
                 with ProcessPoolExecutor(connections) as pool:
-                    parts = list(pool.map(
-                        one_by_one, [port] * connections,
-                        [f"k{workers}.{connections}.{i}" for i in range(connections)],
-                        [single] * connections,
-                    ))  # fmt: skip
+                    parts = list(
+                        pool.map(
+                            one_by_one,
+                            [port] * connections,
+                            [f"k{workers}.{connections}.{i}" for i in range(connections)],
+                            [single] * connections,
+                        )
+                    )
                 took = [ms for part, _ in parts for ms in part]
                 per_s = round(len(took) / max(elapsed for _, elapsed in parts))
                 key = f"workers_{workers}"
@@ -181,8 +186,10 @@ def wrk_latency(port: int, method: str, path: str, rate: int, seconds: int) -> d
         return {"skipped": "wrk is not installed (apt-get install wrk)"}
     connections = 12  # each waits its share of the period, less the ~2 ms a request takes
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
-        f.write(WRK_SCRIPT % {"method": method, "path": path,
-                              "delay": max(1, connections * 1000 // rate - 2)})  # fmt: skip
+        f.write(
+            WRK_SCRIPT
+            % {"method": method, "path": path, "delay": max(1, connections * 1000 // rate - 2)}
+        )
     try:
         ran = subprocess.run([wrk, "-t2", f"-c{connections}", f"-d{seconds}s", "--latency",
                               "-s", f.name, f"http://127.0.0.1:{port}"], capture_output=True,
@@ -241,8 +248,11 @@ class Receiver:
 def webhooks(c: TimerClient, url: str, logs: Path, n: int, seconds: int) -> dict[str, Any]:
     rx = Receiver()
     base = [sys.executable, "-m", "cli", "--redis-url", url, "--namespace", NS]
-    worker = spawn([*base, "worker", "--lease", "2s", "--id", "hw", "--log-level", "WARNING"],
-                   url, logs / "worker.log")  # fmt: skip
+    worker = spawn(
+        [*base, "worker", "--lease", "2s", "--id", "hw", "--log-level", "WARNING"],
+        url,
+        logs / "worker.log",
+    )
     handler = spawn([*base, "handle", "--webhook", rx.url, "--on", "expired", "--group",
                      "hooks", "--from-now", "--concurrency", "16", "--log-level", "WARNING"],
                     url, logs / "handle.log", env={"TICKWHEEL_WEBHOOK_SECRET": SECRET})  # fmt: skip
@@ -276,8 +286,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--single", type=int, default=None, help="registered one by one (3000)")
     p.add_argument("--seconds", type=int, default=None, help="of wrk, and of due jobs (8)")
     p.add_argument("--jobs", type=int, default=None, help="delivered as webhooks (5000)")
-    p.add_argument("--keepalive-workers", default="1,2,4",
-                   help="serve --workers counts the keep-alive case runs at (1,2,4)")  # fmt: skip
+    p.add_argument(
+        "--keepalive-workers",
+        default="1,2,4",
+        help="serve --workers counts the keep-alive case runs at (1,2,4)",
+    )
     args = p.parse_args(argv)
     try:
         workers_each = tuple(int(w) for w in args.keepalive_workers.split(",") if w)

@@ -72,14 +72,16 @@ def main(argv: list[str] | None = None) -> int:
             schedule(c, n, WEEK_MS, "job")
             after = int(c.redis.info("memory")["used_memory"])
             full_rss = worker_rss(c, server.url, "mem")
-            result.update({
-                "server": server.version(),
-                "redis_bytes_per_timer": round((after - before) / n, 1),
-                "redis_used_memory_mb": round(after / 2**20, 1),
-                "worker_rss_mb_no_timers": round(empty_rss, 1),
-                "worker_rss_mb_with_timers_beyond_horizon": round(full_rss, 1),
-                "worker_rss_ratio": round(full_rss / empty_rss, 3),
-            })  # fmt: skip
+            result.update(
+                {
+                    "server": server.version(),
+                    "redis_bytes_per_timer": round((after - before) / n, 1),
+                    "redis_used_memory_mb": round(after / 2**20, 1),
+                    "worker_rss_mb_no_timers": round(empty_rss, 1),
+                    "worker_rss_mb_with_timers_beyond_horizon": round(full_rss, 1),
+                    "worker_rss_ratio": round(full_rss / empty_rss, 3),
+                }
+            )
             c.close()
     json.dump(result, sys.stdout, indent=2)
     sys.stdout.write("\n")

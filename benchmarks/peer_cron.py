@@ -135,8 +135,11 @@ def run_celery_beat(url: str, logs: Path, seconds: int) -> dict[str, Any]:
     r = redis.Redis.from_url(url)
     start = int(time.time() * 1000)
     app = ["-A", "benchmarks.peer_cron_jobs"]
-    worker = spawn([str(BIN / "celery"), *app, "worker", "-Q", "cron", "--loglevel", "WARNING"],
-                   url, logs / "celery-worker.log")  # fmt: skip
+    worker = spawn(
+        [str(BIN / "celery"), *app, "worker", "-Q", "cron", "--loglevel", "WARNING"],
+        url,
+        logs / "celery-worker.log",
+    )
 
     def beat(tag: str) -> Any:
         args = [str(BIN / "celery"), *app, "beat", "--loglevel", "WARNING",

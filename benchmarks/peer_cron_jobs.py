@@ -44,10 +44,12 @@ class ArqCronSettings:
 
 app = Celery("tickwheel-cron-bench", broker=URL)
 app.conf.update(
-    task_ignore_result=True, task_default_queue="cron", broker_connection_retry_on_startup=True,
+    task_ignore_result=True,
+    task_default_queue="cron",
+    broker_connection_retry_on_startup=True,
     worker_hijack_root_logger=False,
     beat_schedule={"tick": {"task": "bench.tick", "schedule": 1.0}},
-)  # fmt: skip
+)
 
 
 @app.task(name="bench.tick")  # type: ignore[untyped-decorator]

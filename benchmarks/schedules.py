@@ -44,10 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--server", default=None, help="redis-server or valkey-server binary")
     p.add_argument("--alone", action="store_true", help="no one-shot timers beside the schedules")
     p.add_argument(
-        "--spread", action="store_true",
+        "--spread",
+        action="store_true",
         help="schedules with a jitter of up to 999 ms, one-shot timers at random ms of each "
         "second (deadlines spread over the second, not n at once)",
-    )  # fmt: skip
+    )
     args = p.parse_args(argv)
     n = args.n or (1_000 if args.quick else 10_000)
     seconds = args.seconds or (5 if args.quick else 10)
@@ -80,10 +81,13 @@ def run(
     start = (c.server_time_ms() // 1_000 + 2) * 1_000
     rng = random.Random(7)
     items = [
-        {"id": f"one:{k}:{i}",
-         "deadline_ms": start + 1_000 * k + (rng.randrange(1_000) if spread else 0)}
-        for k in range(seconds) for i in range(0 if alone else n)
-    ]  # fmt: skip
+        {
+            "id": f"one:{k}:{i}",
+            "deadline_ms": start + 1_000 * k + (rng.randrange(1_000) if spread else 0),
+        }
+        for k in range(seconds)
+        for i in range(0 if alone else n)
+    ]
     for i in range(0, len(items), 10_000):
         c.schedule_many(items[i : i + 10_000])
     workers = [start_worker(url, "bench", f"w{i}", 2_000, logs) for i in range(2)]

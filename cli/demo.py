@@ -318,8 +318,11 @@ class Reaction:
         logs.mkdir(parents=True, exist_ok=True)
         self.starts = logs / f"{c.namespace}-handler-starts.log"
         self.out = logs / f"{c.namespace}-handler.json"
-        self.env = {**os.environ, "TICKWHEEL_DEMO_HANDLER_LOG": str(self.starts),
-                    "TICKWHEEL_DEMO_POISON": poison}  # fmt: skip
+        self.env = {
+            **os.environ,
+            "TICKWHEEL_DEMO_HANDLER_LOG": str(self.starts),
+            "TICKWHEEL_DEMO_POISON": poison,
+        }
         self.proc: subprocess.Popen[bytes] | None = None
         self.figures: dict[str, Any] = {}
 
@@ -330,9 +333,12 @@ class Reaction:
                 "--log-level", "WARNING"]  # fmt: skip
         with self.out.open("wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "cli", *args], stdout=out, stderr=subprocess.DEVNULL,
-                env=self.env, start_new_session=True,
-            )  # fmt: skip
+                [sys.executable, "-m", "cli", *args],
+                stdout=out,
+                stderr=subprocess.DEVNULL,
+                env=self.env,
+                start_new_session=True,
+            )
 
     def wait_ready(self, timeout_s: float = 30.0) -> None:
         """Until the handler process has made its consumer group (it is reading)."""
@@ -368,8 +374,11 @@ class Reaction:
                 self.proc.wait()
 
     def summary(self) -> dict[str, Any]:
-        late = [int(line.split()[-1]) for line in self.starts.read_text().splitlines()
-                if line.strip()] if self.starts.exists() else []  # fmt: skip
+        late = (
+            [int(line.split()[-1]) for line in self.starts.read_text().splitlines() if line.strip()]
+            if self.starts.exists()
+            else []
+        )
         return {
             "handled": self.figures.get("handled"),
             "handler_retries": self.figures.get("retried"),
@@ -398,11 +407,13 @@ def _register_with_spark(url: str, namespace: str, jobs: list[dict[str, Any]]) -
     )
     rows = [(j["id"], j["delay_ms"], j["payload"]["job"], j["watch"]) for j in jobs]
     df = session.createDataFrame(rows, "id string, delay_ms long, job long, keys array<string>")
-    report = tws.schedule_timers(df.repartition(4), url, namespace, payload_cols=["job"],
-                                 watch_col="keys")  # fmt: skip
+    report = tws.schedule_timers(
+        df.repartition(4), url, namespace, payload_cols=["job"], watch_col="keys"
+    )
     if report.scheduled != len(jobs):
-        raise click.ClickException(f"Spark registered {report.scheduled} of {len(jobs)} "
-                                   f"timers: {report.as_dict()}")  # fmt: skip
+        raise click.ClickException(
+            f"Spark registered {report.scheduled} of {len(jobs)} timers: {report.as_dict()}"
+        )
 
 
 def _summarise(

@@ -122,12 +122,16 @@ def dead_list(app: App, group: str | None, limit: int) -> None:
         total = app.client.dead_letters_total()
     rows = [
         (
-            d.ref, d.group, d.outcome.id if d.outcome else "?",
-            d.outcome.outcome if d.outcome else "?", d.attempts, format_ms(d.failed_ms),
+            d.ref,
+            d.group,
+            d.outcome.id if d.outcome else "?",
+            d.outcome.outcome if d.outcome else "?",
+            d.attempts,
+            format_ms(d.failed_ms),
             (d.error.splitlines() or [""])[0][:60],
         )
         for d in letters
-    ]  # fmt: skip
+    ]
     human = (
         table(rows, ("ref", "group", "timer", "outcome", "attempts", "failed", "error"))
         if rows
@@ -152,16 +156,19 @@ def dead_show(app: App, ref: str) -> None:
         raise TimerCommandError(NotFound(f"no dead letter {ref} (see `tickwheel dead list`)"))
     data = dead_letter_json(d)
     o = data["outcome"]
-    human = "\n".join([
-        f"ref       {d.ref}",
-        f"group     {d.group}  (consumer {d.consumer})",
-        f"attempts  {d.attempts}, last failed {format_ms(d.failed_ms)}",
-        f"timer     {o['id']} {o['outcome']}, deadline {format_ms(o['deadline_ms'])}"
-        if o else "timer     (its outcome had been trimmed)",
-        f"payload   {to_json(o['payload'])}" if o else "",
-        "error:",
-        d.error,
-    ])  # fmt: skip
+    human = "\n".join(
+        [
+            f"ref       {d.ref}",
+            f"group     {d.group}  (consumer {d.consumer})",
+            f"attempts  {d.attempts}, last failed {format_ms(d.failed_ms)}",
+            f"timer     {o['id']} {o['outcome']}, deadline {format_ms(o['deadline_ms'])}"
+            if o
+            else "timer     (its outcome had been trimmed)",
+            f"payload   {to_json(o['payload'])}" if o else "",
+            "error:",
+            d.error,
+        ]
+    )
     emit(app.json, data, human)
 
 

@@ -252,10 +252,13 @@ def handle(
     try:
         with errors():
             drained = handlers.run(
-                client, concurrency=concurrency, stop_when_idle=idle_exit,
-                handle_signals=True, drain_timeout_s=drain_ms / 1000,
+                client,
+                concurrency=concurrency,
+                stop_when_idle=idle_exit,
+                handle_signals=True,
+                drain_timeout_s=drain_ms / 1000,
                 start="$" if from_now else "0",
-            )  # fmt: skip
+            )
     finally:
         client.close()
     _report(app, handlers, drained)
@@ -270,8 +273,9 @@ def _announce(
     if metrics_port is not None:
         serve(
             lambda: serve_handler_metrics(handlers, client, metrics_port, metrics_host),
-            metrics_host, metrics_port,
-        )  # fmt: skip
+            metrics_host,
+            metrics_port,
+        )
         where = f"; metrics on http://{metrics_host}:{metrics_port}/metrics"
     announce(
         f"consumer {handlers.consumer} of group {handlers.group!r} handling "
@@ -321,8 +325,12 @@ def _handlers_of(
     base = spec.backoff if isinstance(spec, Handlers) else Backoff()
     initial_s = base.initial_s if backoff_ms is None else backoff_ms / 1000
     max_s = base.max_s if max_backoff_ms is None else max_backoff_ms / 1000
-    backoff = Backoff(initial_s=initial_s, multiplier=base.multiplier,
-                      max_s=max(initial_s, max_s), jitter=base.jitter)  # fmt: skip
+    backoff = Backoff(
+        initial_s=initial_s,
+        multiplier=base.multiplier,
+        max_s=max(initial_s, max_s),
+        jitter=base.jitter,
+    )
     if isinstance(spec, Handlers):  # the object's own settings, unless overridden here
         h = Handlers(
             group=group or spec.group,

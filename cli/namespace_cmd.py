@@ -210,10 +210,11 @@ def stats(app: App, retention_ms: int, memory: bool) -> None:
         summary["retained_outcomes"] = held["retained_in_table"]  # the results table's
     emit(
         app.json,
-        summary if not app.json else {**summary, "per_shard": st["shards"],
-                                      "servers": st["servers"]},
+        summary
+        if not app.json
+        else {**summary, "per_shard": st["shards"], "servers": st["servers"]},
         pairs(summary),
-    )  # fmt: skip
+    )
     few = SMALL_SAMPLE * len(st["shards"])
     if held is not None and not app.json and min(st["pending"], held["retained_in_table"]) < few:
         click.echo(

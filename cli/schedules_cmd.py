@@ -202,8 +202,11 @@ def trigger(app: App, name: str) -> None:
     """Fire NAME once now, beside its series (timer {NAME}@<now>-manual)."""
     with errors():
         timer = app.client.schedules.trigger(name)
-    emit(app.json, {"id": timer.id, "deadline_ms": timer.deadline_ms},
-         f"Triggered {name!r}: timer {timer.id}")  # fmt: skip
+    emit(
+        app.json,
+        {"id": timer.id, "deadline_ms": timer.deadline_ms},
+        f"Triggered {name!r}: timer {timer.id}",
+    )
 
 
 @schedules.command()
@@ -223,9 +226,12 @@ def backfill(app: App, name: str, start: int, end: int, limit: int) -> None:
     created = [t.id for t in done if not isinstance(t, Exception) and t.created]
     skipped = [t.id for t in done if not isinstance(t, Exception) and not t.created]
     failed = [str(t) for t in done if isinstance(t, Exception)]
-    emit(app.json, {"created": created, "already": skipped, "errors": failed},
-         f"Backfilled {name!r}: {len(created)} created, {len(skipped)} already fired or "
-         f"pending, {len(failed)} refused")  # fmt: skip
+    emit(
+        app.json,
+        {"created": created, "already": skipped, "errors": failed},
+        f"Backfilled {name!r}: {len(created)} created, {len(skipped)} already fired or "
+        f"pending, {len(failed)} refused",
+    )
     if failed:
         raise SystemExit(1)
 
@@ -270,11 +276,13 @@ def preview(
     rows: list[dict[str, Any]] = []
     for n in when:
         at = datetime.fromtimestamp(n / 1000, UTC)
-        rows.append({
-            "occurrence_ms": n,
-            "utc": at.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-            "local": at.astimezone(zone).isoformat(timespec="seconds"),
-        })  # fmt: skip
+        rows.append(
+            {
+                "occurrence_ms": n,
+                "utc": at.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+                "local": at.astimezone(zone).isoformat(timespec="seconds"),
+            }
+        )
     human = table([(r["local"], r["utc"]) for r in rows], (f"local ({spec.tz})", "UTC"))
     if len(when) < count:
         human += f"\n(the schedule ends after {plural(len(when), 'occurrence')})"

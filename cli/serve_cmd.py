@@ -25,9 +25,12 @@ def default_tokens() -> Path:
 
 
 tokens_option = click.option(
-    "--tokens", "tokens_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    "--tokens",
+    "tokens_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
     help=f"The token file [env {TOKENS_ENV}; default: tokens.json in the state directory].",
-)  # fmt: skip
+)
 
 
 @starts_server
@@ -96,8 +99,11 @@ def serve(
 
     scheme = "https" if certfile else "http"
     auth = "no authentication" if no_auth else f"tokens from {path}"
-    click.echo(f"HTTP API at {scheme}://{host}:{port}/v1 ({auth}; {workers} worker"
-               f"{'s' if workers > 1 else ''}) over {app.safe_url}", err=True)  # fmt: skip
+    click.echo(
+        f"HTTP API at {scheme}://{host}:{port}/v1 ({auth}; {workers} worker"
+        f"{'s' if workers > 1 else ''}) over {app.safe_url}",
+        err=True,
+    )
     try:
         uvicorn.run("httpapi.serve:app_from_env", factory=True, host=host, port=port,
                     workers=workers, log_level="warning", ssl_certfile=certfile,
@@ -140,11 +146,16 @@ def create(
         token, bearer = TokenFile(tokens_path or default_tokens()).create(
             scope, list(namespaces) or [app.namespace], name
         )
-    emit(app.json, {"id": token.id, "token": bearer, "scope": scope,
-                    "namespaces": list(token.namespaces)}, bearer)  # fmt: skip
+    emit(
+        app.json,
+        {"id": token.id, "token": bearer, "scope": scope, "namespaces": list(token.namespaces)},
+        bearer,
+    )
     if not app.json:
-        click.echo(f"(token {token.id}: {scope} on {', '.join(token.namespaces)}; shown "
-                   "only now)", err=True)  # fmt: skip
+        click.echo(
+            f"(token {token.id}: {scope} on {', '.join(token.namespaces)}; shown only now)",
+            err=True,
+        )
 
 
 @tokens.command("list")

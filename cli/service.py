@@ -30,8 +30,9 @@ def metrics_options(port_help: str, host_help: str) -> Callable[[F], F]:
     """``--metrics-port`` (off by default) and ``--metrics-host`` (loopback)."""
 
     def add(fn: F) -> F:
-        fn = click.option("--metrics-host", default="127.0.0.1", show_default=True,
-                          help=host_help)(fn)  # fmt: skip
+        fn = click.option("--metrics-host", default="127.0.0.1", show_default=True, help=host_help)(
+            fn
+        )
         return click.option(
             "--metrics-port", type=click.IntRange(0, 65535), default=None, help=port_help
         )(fn)

@@ -98,9 +98,13 @@ def schedule(
     data = _payload(payload)
     with errors():
         t = app.client.schedule(
-            timer_id, delay_ms, deadline_ms=deadline_ms, payload=data, watch=list(watch),
+            timer_id,
+            delay_ms,
+            deadline_ms=deadline_ms,
+            payload=data,
+            watch=list(watch),
             **{k: v for k, v in options.items() if v is not None},
-        )  # fmt: skip
+        )
     what = (
         "Scheduled"
         if t.created

@@ -69,9 +69,12 @@ def list_(app: App, match: str, states: tuple[str, ...], deadline_from: int | No
     shown: list[TimerInfo] = []
     with errors():
         found = app.client.timers.scan(
-            match, state=list(states) or "pending", deadline_from_ms=deadline_from,
-            deadline_to_ms=deadline_to, count=page_size,
-        )  # fmt: skip
+            match,
+            state=list(states) or "pending",
+            deadline_from_ms=deadline_from,
+            deadline_to_ms=deadline_to,
+            count=page_size,
+        )
         for t in found:
             if len(shown) == limit:
                 if not app.json:
@@ -96,9 +99,11 @@ def count(app: App, match: str, states: tuple[str, ...], deadline_from: int | No
     says otherwise (a whole scan, page by page)."""
     with errors():
         n = app.client.timers.count(
-            match, state=list(states) or "pending", deadline_from_ms=deadline_from,
+            match,
+            state=list(states) or "pending",
+            deadline_from_ms=deadline_from,
             deadline_to_ms=deadline_to,
-        )  # fmt: skip
+        )
     emit(app.json, {"match": match, "count": n}, f"{plural(n, 'timer')} match {match!r}")
 
 
@@ -112,21 +117,31 @@ def action_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return selection_options(fn)
 
 
-VERBS = {"cancel": "cancelled", "complete": "completed", "notify": "notified",
-         "reschedule": "rescheduled"}  # fmt: skip
+VERBS = {
+    "cancel": "cancelled",
+    "complete": "completed",
+    "notify": "notified",
+    "reschedule": "rescheduled",
+}
 
 
 def _run(app: App, action: str, match: str, opts: dict[str, Any], **move: Any) -> None:
     """Count (dry run), ask unless --yes, then act page by page with progress."""
     run = getattr(app.client.timers, action)
-    where = {"deadline_from_ms": opts["deadline_from"], "deadline_to_ms": opts["deadline_to"],
-             "count": opts["page_size"]}  # fmt: skip
+    where = {
+        "deadline_from_ms": opts["deadline_from"],
+        "deadline_to_ms": opts["deadline_to"],
+        "count": opts["page_size"],
+    }
     with errors():
         if opts["dry_run"] or not opts["yes"]:
             n = run(match, dry_run=True, **where, **move).selected
             if opts["dry_run"]:
-                emit(app.json, {"action": action, "match": match, "selected": n, "dry_run": True},
-                     f"Would {action} {plural(n, 'pending timer')} matching {match!r}")  # fmt: skip
+                emit(
+                    app.json,
+                    {"action": action, "match": match, "selected": n, "dry_run": True},
+                    f"Would {action} {plural(n, 'pending timer')} matching {match!r}",
+                )
                 return
             if n == 0:
                 emit(app.json, _report(Bulk(action), match), f"No pending timer matches {match!r}.")
@@ -135,8 +150,10 @@ def _run(app: App, action: str, match: str, opts: dict[str, Any], **move: Any) -
         done = run(match, progress=_progress(app, action), **where, **move)
     if sys.stderr.isatty() and not app.json:
         click.echo(err=True)
-    human = (f"{VERBS[action].capitalize()} {done.done} of {plural(done.selected, 'pending timer')}"
-             f" matching {match!r}")  # fmt: skip
+    human = (
+        f"{VERBS[action].capitalize()} {done.done} of {plural(done.selected, 'pending timer')}"
+        f" matching {match!r}"
+    )
     if action == "notify":
         human += f" ({plural(done.keys, 'watch key')} notified)"
     if done.skipped:

@@ -144,8 +144,9 @@ def worker(
             w.run()  # SIGTERM/Ctrl-C stop it gracefully; it waits for Redis at start-up
     finally:
         client.close()
-    announce(f"worker {settings.worker_id} stopped; its shards were released",
-             worker=settings.worker_id)  # fmt: skip
+    announce(
+        f"worker {settings.worker_id} stopped; its shards were released", worker=settings.worker_id
+    )
 
 
 def one_of(name: str, value: int | None, ms_name: str, ms_value: int | None, default: int) -> int:

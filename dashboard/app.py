@@ -136,9 +136,12 @@ class Dashboard:
         cursor = query.get("cursor") or None
         now = self.client.server_time_ms()
         for _ in range(FIND_PAGES):
-            page = self.client.timers.find(query.get("match") or "*",
-                                           state=query.get("state") or "pending",
-                                           cursor=cursor, count=FIND_PAGE)  # fmt: skip
+            page = self.client.timers.find(
+                query.get("match") or "*",
+                state=query.get("state") or "pending",
+                cursor=cursor,
+                count=FIND_PAGE,
+            )
             shown += [info_shape(t, now) for t in page.timers]
             cursor = page.cursor
             if cursor is None or len(shown) >= FIND_SHOWN:
@@ -287,9 +290,10 @@ class Guard(BaseHTTPMiddleware):
         host = host_name(request.headers.get("host", ""))
         if "*" not in self.allowed_hosts and host not in self.allowed_hosts:
             return _refuse(
-                400, f"this dashboard does not answer for host {host[:100]!r}; start it "
+                400,
+                f"this dashboard does not answer for host {host[:100]!r}; start it "
                 "with --allowed-host NAME to serve that name",
-            )  # fmt: skip
+            )
         bearer = _bearer(request)
         if self.token is not None:
             if request.url.path == "/login":
@@ -297,9 +301,10 @@ class Guard(BaseHTTPMiddleware):
             given = bearer or request.cookies.get(COOKIE, "")
             if not hmac.compare_digest(given.encode(), self.token.encode()):
                 return _refuse(
-                    401, "this dashboard needs its token: open /login?token=… or send "
+                    401,
+                    "this dashboard needs its token: open /login?token=… or send "
                     "Authorization: Bearer …",
-                )  # fmt: skip
+                )
         if request.method not in ("GET", "HEAD", "OPTIONS") and not bearer:
             why = self.cross_site(request)
             if why:

@@ -45,5 +45,6 @@ async def events(
 
 def response(request: Request, snapshot: Callable[[], dict[str, Any]]) -> StreamingResponse:
     headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-    return StreamingResponse(events(request, snapshot), media_type="text/event-stream",
-                             headers=headers)  # fmt: skip
+    return StreamingResponse(
+        events(request, snapshot), media_type="text/event-stream", headers=headers
+    )

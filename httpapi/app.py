@@ -81,13 +81,21 @@ def create_app(
 
 async def _no_route(request: Request, _exc: Exception) -> Response:
     """An unknown path answers the one error shape too (not Starlette's plain text)."""
-    return error(404, "NotFound", f"no route {request.url.path[:200]!r}; the routes are in "
-                 "/v1/openapi.json", 6)  # fmt: skip
+    return error(
+        404,
+        "NotFound",
+        f"no route {request.url.path[:200]!r}; the routes are in /v1/openapi.json",
+        6,
+    )
 
 
 async def _no_method(request: Request, exc: Exception) -> Response:
-    response = error(405, "MethodNotAllowed", f"{request.method} is not a method of "
-                     f"{request.url.path[:200]!r}; see /v1/openapi.json", 3)  # fmt: skip
+    response = error(
+        405,
+        "MethodNotAllowed",
+        f"{request.method} is not a method of {request.url.path[:200]!r}; see /v1/openapi.json",
+        3,
+    )
     response.headers.update(getattr(exc, "headers", None) or {})  # Allow: what is
     return response
 
@@ -150,8 +158,12 @@ def _authorize(
     except ConfigError as exc:
         return from_exception(exc)
     if token is None:
-        return error(401, "Unauthorized", "a valid token is required: Authorization: Bearer "
-                     "tw_… (tickwheel tokens create)", 4)  # fmt: skip
+        return error(
+            401,
+            "Unauthorized",
+            "a valid token is required: Authorization: Bearer tw_… (tickwheel tokens create)",
+            4,
+        )
     if not token.allows(endpoint.scope, namespace):
         where = f" on namespace {namespace!r}" if namespace else ""
         return error(403, "Forbidden", f"token {token.id} may not {endpoint.scope}{where} "
@@ -297,5 +309,9 @@ def _validator(name: str, schema: Mapping[str, Any]) -> jsonschema.Draft202012Va
 
 
 def _too_large() -> JSONResponse:
-    return error(413, "InvalidInput", f"the body is larger than {MAX_BODY_BYTES} bytes; send "
-                 "fewer timers a request", 3)  # fmt: skip
+    return error(
+        413,
+        "InvalidInput",
+        f"the body is larger than {MAX_BODY_BYTES} bytes; send fewer timers a request",
+        3,
+    )

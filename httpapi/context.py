@@ -30,8 +30,11 @@ def error(status: int, kind: str, message: str, exit_code: int) -> JSONResponse:
 
 def error_of(exc: TimerError) -> tuple[int, dict[str, Any]]:
     """The HTTP status and the one error body of a library error."""
-    return exc.http_status, {"error": str(exc), "kind": type(exc).__name__,
-                             "exit_code": exc.exit_code}  # fmt: skip
+    return exc.http_status, {
+        "error": str(exc),
+        "kind": type(exc).__name__,
+        "exit_code": exc.exit_code,
+    }
 
 
 def from_exception(exc: TimerError) -> JSONResponse:

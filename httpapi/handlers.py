@@ -76,8 +76,9 @@ async def wait(call: Call) -> dict[str, Any]:
 
 def _consumer(call: Call) -> AsyncConsumer:
     q = call.query
-    return call.clients.consumer(call.client, call.params["group"], q["consumer"],
-                                 q["reclaim_idle_ms"])  # fmt: skip
+    return call.clients.consumer(
+        call.client, call.params["group"], q["consumer"], q["reclaim_idle_ms"]
+    )
 
 
 async def consume(call: Call) -> dict[str, Any]:
@@ -149,8 +150,11 @@ async def reschedule(call: Call) -> dict[str, Any]:
     moved = await call.client.reschedule(
         tid, call.body.get("delay_ms"), deadline_ms=call.body.get("deadline_ms")
     )
-    return {"id": tid, "rescheduled": moved is not None,
-            "timer": None if moved is None else timer_json(moved)}  # fmt: skip
+    return {
+        "id": tid,
+        "rescheduled": moved is not None,
+        "timer": None if moved is None else timer_json(moved),
+    }
 
 
 async def notify(call: Call) -> dict[str, Any]:
@@ -221,8 +225,10 @@ async def metrics(_: Call) -> Response:
     if os.environ.get(MULTIPROC_ENV):
         registry = prometheus_client.CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-    return Response(prometheus_client.generate_latest(registry),
-                    media_type=prometheus_client.CONTENT_TYPE_LATEST)  # fmt: skip
+    return Response(
+        prometheus_client.generate_latest(registry),
+        media_type=prometheus_client.CONTENT_TYPE_LATEST,
+    )
 
 
 def table(clients: Clients) -> dict[str, Handler]:

@@ -48,15 +48,22 @@ def errors(e: Endpoint) -> dict[int, str]:
 
 def _operation(e: Endpoint) -> dict[str, Any]:
     op: dict[str, Any] = {"operationId": e.name, "summary": e.summary, "responses": {}}
-    params = [{"name": n, "in": "path", "required": True, "schema": schema}
-              for n, schema in PATH.items() if f"{{{n}}}" in e.path]  # fmt: skip
-    params += [{"name": n, "in": "query", "required": "default" not in s, "schema": dict(s)}
-               for n, s in e.query.items()]  # fmt: skip
+    params = [
+        {"name": n, "in": "path", "required": True, "schema": schema}
+        for n, schema in PATH.items()
+        if f"{{{n}}}" in e.path
+    ]
+    params += [
+        {"name": n, "in": "query", "required": "default" not in s, "schema": dict(s)}
+        for n, s in e.query.items()
+    ]
     if params:
         op["parameters"] = params
     if e.body is not None:
-        op["requestBody"] = {"required": True,
-                             "content": {"application/json": {"schema": dict(e.body)}}}  # fmt: skip
+        op["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": dict(e.body)}},
+        }
     for status, (text, schema) in sorted(e.responses.items()):
         body = {"content": {"application/json": {"schema": dict(schema)}}} if schema else {}
         op["responses"][str(status)] = {"description": text, **body}

@@ -24,8 +24,11 @@ CALLBACK_HOSTS_ENV = "TICKWHEEL_SERVE_CALLBACK_HOSTS"  # comma-separated
 def app_from_env() -> Starlette:
     tokens = os.environ.get(TOKENS_ENV, "")
     hosts = [h for h in os.environ.get(CALLBACK_HOSTS_ENV, "").split(",") if h]
-    return create_app(os.environ[URL_ENV], tokens=TokenFile(Path(tokens)) if tokens else None,
-                      callback_hosts=hosts)  # fmt: skip
+    return create_app(
+        os.environ[URL_ENV],
+        tokens=TokenFile(Path(tokens)) if tokens else None,
+        callback_hosts=hosts,
+    )
 
 
 def _no_delay(transport: asyncio.BaseTransport) -> None:

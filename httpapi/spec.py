@@ -21,10 +21,12 @@ TIMER_FIELDS: dict[str, Any] = json_schemas()
 ID = TIMER_FIELDS["id"]
 MS = MS_SCHEMA
 SCHEDULE = {
-    "type": "object", "properties": TIMER_FIELDS, "required": ["id"],
+    "type": "object",
+    "properties": TIMER_FIELDS,
+    "required": ["id"],
     "additionalProperties": False,
     "oneOf": [{"required": ["delay_ms"]}, {"required": ["deadline_ms"]}],
-}  # fmt: skip
+}
 BATCH = {
     "type": "object",
     "properties": {
@@ -42,12 +44,13 @@ RESCHEDULE = {
     "properties": {k: TIMER_FIELDS[k] for k in ("delay_ms", "deadline_ms")},
     "additionalProperties": False,
     "oneOf": [{"required": ["delay_ms"]}, {"required": ["deadline_ms"]}],
-}  # fmt: skip
+}
 NOTIFY = {
     "type": "object",
     "properties": {"keys": {"type": "array", "items": ID, "minItems": 1, "maxItems": 1000}},
-    "required": ["keys"], "additionalProperties": False,
-}  # fmt: skip
+    "required": ["keys"],
+    "additionalProperties": False,
+}
 EMPTY = {"type": "object", "additionalProperties": False}
 
 
@@ -65,7 +68,7 @@ ERROR = {
         "exit_code": {"type": "integer", "description": "The CLI's exit code for it."},
     },
     "required": ["error", "kind", "exit_code"],
-}  # fmt: skip
+}
 
 
 @dataclass(frozen=True)
@@ -90,21 +93,41 @@ class Endpoint:
 
 
 GROUP = "/v1/namespaces/{namespace}/groups/{group}"
-CONSUMER = {"type": "string", "minLength": 1, "maxLength": 256,
-            "description": "This consumer's name in the group (keep it stable)."}  # fmt: skip
+CONSUMER = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 256,
+    "description": "This consumer's name in the group (keep it stable).",
+}
 CONSUME_QUERY: dict[str, Any] = {
     "consumer": CONSUMER,
     "count": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100},
     "wait_ms": {"type": "integer", "minimum": 0, "maximum": 60_000, "default": 1000},
-    "reclaim_idle_ms": {"type": "integer", "minimum": 1000, "default": 60_000,
-                        "description": "Deliver an outcome again when unsettled this long."},
-}  # fmt: skip
-REFS = {"type": "array", "items": {"type": "string", "maxLength": 64}, "minItems": 1,
-        "maxItems": 1000}  # fmt: skip
-ACK = {"type": "object", "properties": {"refs": REFS}, "required": ["refs"],
-       "additionalProperties": False}  # fmt: skip
-RETRY = {"type": "object", "additionalProperties": False, "required": ["ref", "delay_ms"],
-         "properties": {"ref": {"type": "string", "maxLength": 64}, "delay_ms": MS}}  # fmt: skip
+    "reclaim_idle_ms": {
+        "type": "integer",
+        "minimum": 1000,
+        "default": 60_000,
+        "description": "Deliver an outcome again when unsettled this long.",
+    },
+}
+REFS = {
+    "type": "array",
+    "items": {"type": "string", "maxLength": 64},
+    "minItems": 1,
+    "maxItems": 1000,
+}
+ACK = {
+    "type": "object",
+    "properties": {"refs": REFS},
+    "required": ["refs"],
+    "additionalProperties": False,
+}
+RETRY = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["ref", "delay_ms"],
+    "properties": {"ref": {"type": "string", "maxLength": 64}, "delay_ms": MS},
+}
 DEAD = {"type": "object", "additionalProperties": False, "required": ["ref", "error"],
         "properties": {"ref": {"type": "string", "maxLength": 64},
                        "error": {"type": "string", "maxLength": 4000},

@@ -66,8 +66,10 @@ class TokenFile:
         if mtime != self._mtime:
             try:
                 raw = json.loads(self.path.read_text())
-                tokens = {t["id"]: Token(**{**t, "namespaces": tuple(t["namespaces"])})
-                          for t in raw["tokens"]}  # fmt: skip
+                tokens = {
+                    t["id"]: Token(**{**t, "namespaces": tuple(t["namespaces"])})
+                    for t in raw["tokens"]
+                }
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 raise ConfigError(f"token file {self.path} cannot be read: {exc}") from None
             self._mtime, self._tokens = mtime, tokens

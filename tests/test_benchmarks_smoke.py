@@ -143,8 +143,9 @@ def test_schedules_smallest_case(server_binary: Path) -> None:
 def test_peer_cron_with_tickwheel_alone(server_binary: Path) -> None:
     """The recurring-jobs comparison runs (tickwheel only: the peers live in the bench
     extra); the leader killed halfway costs no second and runs none twice."""
-    out = run(peer_cron.main, ["--only", "tickwheel", "--seconds", "8",
-                               "--server", str(server_binary)])  # fmt: skip
+    out = run(
+        peer_cron.main, ["--only", "tickwheel", "--seconds", "8", "--server", str(server_binary)]
+    )
     tw = out["peers"]["tickwheel"]
     assert tw["seconds"] >= 4 and tw["missed"] == 0 and tw["twice"] == 0
 

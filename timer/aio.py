@@ -94,9 +94,11 @@ class AsyncTimerClient:
         """
         keys = keyspace.NamespaceKeys(keyspace.check_namespace(namespace))  # before connecting
         settings = ClientSettings.of(
-            result_ttl_s=result_ttl_s, max_payload_bytes=max_payload_bytes,
-            durability=durability, durability_timeout_s=durability_timeout_s,
-        )  # fmt: skip
+            result_ttl_s=result_ttl_s,
+            max_payload_bytes=max_payload_bytes,
+            durability=durability,
+            durability_timeout_s=durability_timeout_s,
+        )
         rs = RedisSettings.from_url(url, socket_timeout_s=socket_timeout_s)
         options = rs.options()
         client: Any = aioredis.Redis.from_url(rs.url, health_check_interval=30, **options)
@@ -106,8 +108,7 @@ class AsyncTimerClient:
                 ops.check_server_version(ops.version_of_hello(hello), rs.safe_url)
                 if hello.get("mode") == "cluster":
                     await client.aclose()
-                    client = AsyncRedisCluster.from_url(rs.url, retry=cluster_retry(),
-                                                        **options)  # fmt: skip
+                    client = AsyncRedisCluster.from_url(rs.url, retry=cluster_retry(), **options)
                     await client.initialize()
                 stored = await client.hgetall(keys.meta)
             meta = meta_from(stored, keys.namespace, rs.safe_url)

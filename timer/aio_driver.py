@@ -190,12 +190,13 @@ class AsyncDriver:
         ``timer.cluster_route`` says, within the retry budget; a node that fails costs
         only its own calls."""
         loop = asyncio.get_running_loop()
-        route = Routing([c.keys[0] for c in calls], self._owner,
-                          budget_s=self.retry_budget_s, clock=loop.time)  # fmt: skip
+        route = Routing(
+            [c.keys[0] for c in calls], self._owner, budget_s=self.retry_budget_s, clock=loop.time
+        )
         while groups := route.groups():
-            parts = await asyncio.gather(*(
-                self._node_pipeline(name, calls, idxs) for name, idxs in groups.items()
-            ))  # fmt: skip
+            parts = await asyncio.gather(
+                *(self._node_pipeline(name, calls, idxs) for name, idxs in groups.items())
+            )
             for (name, idxs), part in zip(groups.items(), parts, strict=True):
                 route.record(name, idxs, part)
             if route.refresh and self._refresh.due():

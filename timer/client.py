@@ -108,9 +108,11 @@ class TimerClient:
         """
         keyspace.check_namespace(namespace)  # before connecting: nothing to clean up on bad input
         settings = ClientSettings.of(
-            result_ttl_s=result_ttl_s, max_payload_bytes=max_payload_bytes,
-            durability=durability, durability_timeout_s=durability_timeout_s,
-        )  # fmt: skip
+            result_ttl_s=result_ttl_s,
+            max_payload_bytes=max_payload_bytes,
+            durability=durability,
+            durability_timeout_s=durability_timeout_s,
+        )
         rs = RedisSettings.from_url(url, socket_timeout_s=socket_timeout_s)
         return cls(connect(rs), namespace, settings=settings, safe_url=rs.safe_url,
                    node_url=functools.partial(node_url, rs.url),
@@ -162,9 +164,13 @@ class TimerClient:
         AOF is off.
         """
         op = ops.init(
-            self.keys, shards, bucket_ms,
-            where=self.where, check=not self._checked, allow_eviction=allow_eviction,
-        )  # fmt: skip
+            self.keys,
+            shards,
+            bucket_ms,
+            where=self.where,
+            check=not self._checked,
+            allow_eviction=allow_eviction,
+        )
         self._meta, notes = self._run(op)
         self._checked = True
         for note in notes:
@@ -194,9 +200,13 @@ class TimerClient:
         interrupted, it is safe to run again and goes on.
         """
         op = ops.migrate(
-            self.keys, where=self.where, check=not self._checked,
-            result_ttl_ms=self.settings.result_ttl_ms, progress=progress, budget=budget,
-        )  # fmt: skip
+            self.keys,
+            where=self.where,
+            check=not self._checked,
+            result_ttl_ms=self.settings.result_ttl_ms,
+            progress=progress,
+            budget=budget,
+        )
         before, after = self._run(op)
         self._checked = True
         self._meta = None  # read again: the format changed
@@ -343,9 +353,12 @@ class TimerClient:
         Redis and nothing is acknowledged (``tail`` without ``--group``). From now on, or
         with ``history`` from the oldest outcome the streams hold."""
         op = group_ops.follow(
-            self._ns(), history=history, block_ms=block_ms, per_stream=self.cluster,
+            self._ns(),
+            history=history,
+            block_ms=block_ms,
+            per_stream=self.cluster,
             stop_when_idle=stop_when_idle,
-        )  # fmt: skip
+        )
         return self._drive(op)
 
     @property

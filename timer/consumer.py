@@ -30,9 +30,13 @@ class ConsumerGroup:
         self.consumer = consumer
         self.per_stream = per_stream  # a Redis Cluster: streams are read one at a time
         self.reader = GroupReader(
-            namespace(), group, consumer, reclaim_idle_ms=reclaim_idle_ms,
-            per_stream=per_stream, held=held,
-        )  # fmt: skip
+            namespace(),
+            group,
+            consumer,
+            reclaim_idle_ms=reclaim_idle_ms,
+            per_stream=per_stream,
+            held=held,
+        )
 
     # -- the reading policy ---------------------------------------------------------------
 

@@ -108,11 +108,14 @@ class SyncDriver:
         connections: redis-py's default is 100, and a thread holds one per call, so a
         handler runner with 200 threads needs more (it calls this itself)."""
         pools = (
-            [node.redis_connection.connection_pool for node in self.redis.get_nodes()
-             if node.redis_connection is not None]
+            [
+                node.redis_connection.connection_pool
+                for node in self.redis.get_nodes()
+                if node.redis_connection is not None
+            ]
             if self.cluster
             else [self.redis.connection_pool]
-        )  # fmt: skip
+        )
         self._reserved = max(self._reserved, n)
         with self._nodes_lock:
             pools += [c.connection_pool for c in self._nodes.values()]
@@ -134,8 +137,7 @@ class SyncDriver:
             found = self._nodes.get(name)
             if found is None:
                 host, _, port = name.rpartition(":")
-                found = redis.Redis.from_url(self._node_url(host, int(port)),
-                                             **self._node_options)  # fmt: skip
+                found = redis.Redis.from_url(self._node_url(host, int(port)), **self._node_options)
                 pool = found.connection_pool
                 if self._reserved and getattr(pool, "max_connections", 0) < self._reserved:
                     pool.max_connections = self._reserved

@@ -171,9 +171,13 @@ class HandlerLoop:
 
     def _span_fields(self, o: Outcome) -> dict[str, object]:
         """The attributes of a handler run's span (timer/tracing.py)."""
-        return {"tickwheel.timer_id": o.id, "tickwheel.outcome": o.outcome,
-                "tickwheel.group": self.h.group, "tickwheel.consumer": self.h.consumer,
-                "tickwheel.attempt": o.attempt}  # fmt: skip
+        return {
+            "tickwheel.timer_id": o.id,
+            "tickwheel.outcome": o.outcome,
+            "tickwheel.group": self.h.group,
+            "tickwheel.consumer": self.h.consumer,
+            "tickwheel.attempt": o.attempt,
+        }
 
     def _idle(self) -> bool:
         """Nothing in hand, nothing to claim, no retry waiting (``stop_when_idle``)."""
@@ -213,8 +217,9 @@ class HandlerLoop:
             log.warning(
                 "consumer %s: %d outcomes were taken over by another consumer while their "
                 "handlers ran (they stalled past reclaim_idle_ms?); both will have run them",
-                self.h.consumer, len(lost),
-            )  # fmt: skip
+                self.h.consumer,
+                len(lost),
+            )
 
     def _dispatch(self, d: Delivery, coros: list[tuple[Handler, Delivery]]) -> None:
         h = self.h
@@ -289,8 +294,11 @@ class HandlerLoop:
                 log.warning(
                     "thread %s: the handler of %s %s returned after its timeout; its "
                     "outcome had been released for a retry, so nothing is settled here",
-                    me, kind, d.outcome.id, extra=self._fields(d.outcome),
-                )  # fmt: skip
+                    me,
+                    kind,
+                    d.outcome.id,
+                    extra=self._fields(d.outcome),
+                )
             else:
                 self._settle(d, error, started)
             if me in self.replaced:  # a new thread took this one's place while it hung
@@ -349,8 +357,9 @@ class HandlerLoop:
             error = exc
             if within.expired():  # ours, not the handler's own TimeoutError
                 self.h.stats.timed_out += 1
-                error = HandlerTimedOut(f"the handler ran past its {timeout:g}s timeout "
-                                        "and was cancelled")  # fmt: skip
+                error = HandlerTimedOut(
+                    f"the handler ran past its {timeout:g}s timeout and was cancelled"
+                )
         except BaseException as exc:
             error = exc
         if error is None:  # acknowledged by the acker thread: nothing here waits on Redis
@@ -422,8 +431,9 @@ class HandlerLoop:
                     h.stats.by_outcome[kind] = h.stats.by_outcome.get(kind, 0) + 1
             except TimerError as err:
                 h.stats.ack_errors += len(batch)
-                log.error("could not acknowledge %d outcomes (%s); they will come again",
-                          len(batch), err)  # fmt: skip
+                log.error(
+                    "could not acknowledge %d outcomes (%s); they will come again", len(batch), err
+                )
             finally:
                 for x in batch:
                     self._forget(x)
@@ -438,13 +448,21 @@ class HandlerLoop:
                 self.h.stats.dead_lettered += 1
                 log.error(
                     "%s %s failed %d attempts; dead letter %s: %s",
-                    o.outcome, o.id, o.attempt, ref, error.splitlines()[0] if error else "",
+                    o.outcome,
+                    o.id,
+                    o.attempt,
+                    ref,
+                    error.splitlines()[0] if error else "",
                     extra=self._fields(o),
-                )  # fmt: skip
+                )
         except TimerError as err:
             self.h.stats.ack_errors += 1
-            log.error("could not dead-letter %s (%s); it will come again", o.id, err,
-                      extra=self._fields(o))  # fmt: skip
+            log.error(
+                "could not dead-letter %s (%s); it will come again",
+                o.id,
+                err,
+                extra=self._fields(o),
+            )
         finally:
             if forget:
                 self._forget(d)
@@ -499,6 +517,8 @@ class HandlerLoop:
         else:
             log.warning(
                 "%d handlers still running after %.0fs; their outcomes stay pending and "
-                "will be handled again", left, self.drain_timeout_s,
-            )  # fmt: skip
+                "will be handled again",
+                left,
+                self.drain_timeout_s,
+            )
         return drained

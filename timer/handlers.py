@@ -229,10 +229,14 @@ class Handlers:
         try:
             group.ensure(start=start)
             loop = HandlerLoop(
-                self, self._hand, group, concurrency=concurrency,
-                stop_when_idle=stop_when_idle, drain_timeout_s=drain_timeout_s,
+                self,
+                self._hand,
+                group,
+                concurrency=concurrency,
+                stop_when_idle=stop_when_idle,
+                drain_timeout_s=drain_timeout_s,
                 read_ahead=read_ahead,
-            )  # fmt: skip
+            )
             return loop.run()
         finally:
             self._running = False

@@ -374,15 +374,17 @@ OUTCOME_FIELDS = ("id", "outcome", "deadline_ms", "decided_ms", "lateness_ms", "
 def outcome_schema() -> Any:
     from pyspark.sql import types as T  # noqa: PLC0415 - optional dependency
 
-    return T.StructType([
-        T.StructField("id", T.StringType(), False),
-        T.StructField("outcome", T.StringType(), False),
-        T.StructField("deadline_ms", T.LongType(), False),
-        T.StructField("decided_ms", T.LongType(), False),
-        T.StructField("lateness_ms", T.LongType(), False),
-        T.StructField("shard", T.IntegerType(), False),
-        T.StructField("payload", T.StringType(), True),
-    ])  # fmt: skip
+    return T.StructType(
+        [
+            T.StructField("id", T.StringType(), False),
+            T.StructField("outcome", T.StringType(), False),
+            T.StructField("deadline_ms", T.LongType(), False),
+            T.StructField("decided_ms", T.LongType(), False),
+            T.StructField("lateness_ms", T.LongType(), False),
+            T.StructField("shard", T.IntegerType(), False),
+            T.StructField("payload", T.StringType(), True),
+        ]
+    )
 
 
 def read_shard_outcomes(url: str, namespace: str, shard: int) -> Iterator[tuple[Any, ...]]:
@@ -418,8 +420,9 @@ class ScheduleSink:
 
     def run(self, batch_df: Any, batch_id: int) -> Report:
         """Schedule one micro-batch's rows; what it did."""
-        report = schedule_timers(batch_df, self.url, self.namespace,
-                                 token=f"{self.sink_id}:{batch_id}", **self.options)  # fmt: skip
+        report = schedule_timers(
+            batch_df, self.url, self.namespace, token=f"{self.sink_id}:{batch_id}", **self.options
+        )
         self.reports.append(report)
         return report
 

@@ -309,10 +309,14 @@ def redis_cluster(
     root = Path(base)
     total = masters * (1 + replicas)
     servers = [
-        RedisServer(root / f"n{i}", binary=binary, port=free_port(bus_offset=CLUSTER_BUS_OFFSET),
-                    extra_args=args)
+        RedisServer(
+            root / f"n{i}",
+            binary=binary,
+            port=free_port(bus_offset=CLUSTER_BUS_OFFSET),
+            extra_args=args,
+        )
         for i in range(total)
-    ]  # fmt: skip
+    ]
     nodes: list[Any] = []
     try:
         for server in servers:

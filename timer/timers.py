@@ -123,8 +123,9 @@ class Timers:
         ``deadline_ms``, or by ``shift_ms`` from its own deadline (each timer once, even
         if the scan meets it again)."""
         find_ops.check_move(delay_ms, deadline_ms, shift_ms)
-        return self._act("reschedule", match, delay_ms=delay_ms, deadline_ms=deadline_ms,
-                         shift_ms=shift_ms, **kw)  # fmt: skip
+        return self._act(
+            "reschedule", match, delay_ms=delay_ms, deadline_ms=deadline_ms, shift_ms=shift_ms, **kw
+        )
 
     def act_on(self, ids: list[str], action: str, **move: Any) -> Bulk:
         """``action`` (``cancel``, ``complete``, ``notify``, ``reschedule`` with
@@ -206,8 +207,9 @@ class AsyncTimers:
         move = {k: kw.pop(k) for k in ("delay_ms", "deadline_ms", "shift_ms") if k in kw}
         if action == "reschedule":
             find_ops.check_move(move.get("delay_ms"), move.get("deadline_ms"), move.get("shift_ms"))
-        sel = Selection.of(match, "pending", kw.pop("deadline_from_ms", None),
-                           kw.pop("deadline_to_ms", None))  # fmt: skip
+        sel = Selection.of(
+            match, "pending", kw.pop("deadline_from_ms", None), kw.pop("deadline_to_ms", None)
+        )
         if kw:
             raise TypeError(f"unexpected arguments: {', '.join(kw)}")
         total, seen, cursor = Bulk(action), set[str](), None

@@ -55,8 +55,12 @@ def record_span(
     if otel is None:
         return
     tracer = otel[0].get_tracer(TRACER)
-    span = tracer.start_span(name, context=_context(traceparent), start_time=start_ms * 1_000_000,
-                             attributes=dict(attributes))  # fmt: skip
+    span = tracer.start_span(
+        name,
+        context=_context(traceparent),
+        start_time=start_ms * 1_000_000,
+        attributes=dict(attributes),
+    )
     span.end(end_time=max(start_ms, end_ms) * 1_000_000)
 
 

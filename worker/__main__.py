@@ -24,14 +24,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--id", default=None, help="worker id (default host-pid-random)")
     p.add_argument("--lease-ms", type=int, default=5_000)
     p.add_argument("--horizon-ms", type=int, default=10_000)
-    p.add_argument("--outcome-retention-ms", type=int, default=WorkerSettings.outcome_retention_ms,
-                   help="trim acked outcomes older than this (0 keeps them forever)")  # fmt: skip
-    p.add_argument("--result-ttl-ms", type=int, default=WorkerSettings.result_ttl_ms,
-                   help="keep each fired timer's outcome this long for get, wait and "
-                   "retried schedules (default 24 h)")  # fmt: skip
-    p.add_argument("--durability", default="none",
-                   help="when the worker's writes count as done: none, aof, replicas:N, "
-                   "aof+replicas:N (as TimerClient.from_url)")  # fmt: skip
+    p.add_argument(
+        "--outcome-retention-ms",
+        type=int,
+        default=WorkerSettings.outcome_retention_ms,
+        help="trim acked outcomes older than this (0 keeps them forever)",
+    )
+    p.add_argument(
+        "--result-ttl-ms",
+        type=int,
+        default=WorkerSettings.result_ttl_ms,
+        help="keep each fired timer's outcome this long for get, wait and "
+        "retried schedules (default 24 h)",
+    )
+    p.add_argument(
+        "--durability",
+        default="none",
+        help="when the worker's writes count as done: none, aof, replicas:N, "
+        "aof+replicas:N (as TimerClient.from_url)",
+    )
     p.add_argument("--log-level", default="INFO")
     args = p.parse_args(argv)
     logging.basicConfig(

@@ -73,8 +73,9 @@ class WorkerContext:
         self.failing_until[shard] = self.clock.mono_ms() + self.settings.renew_every_ms
         self.stats.redis_errors += 1
         what = "namespace" if shard is None else f"shard {shard}"
-        self.warn.warning("%s: %s failed (%s); other shards go on", what, doing, exc,
-                          extra=self.fields(shard))  # fmt: skip
+        self.warn.warning(
+            "%s: %s failed (%s); other shards go on", what, doing, exc, extra=self.fields(shard)
+        )
 
     def note_error(self, exc: BaseException) -> None:
         """Say once (and show in /ready and the metrics) that Redis refuses writes for
@@ -94,8 +95,11 @@ class WorkerContext:
         if self.oom_since_mono_ms is not None:
             lasted = self.clock.mono_ms() - self.oom_since_mono_ms
             self.oom_since_mono_ms = None
-            log.warning("Redis accepts writes again (it refused them for %.0f ms)", lasted,
-                        extra=self.fields())  # fmt: skip
+            log.warning(
+                "Redis accepts writes again (it refused them for %.0f ms)",
+                lasted,
+                extra=self.fields(),
+            )
 
     def fields(self, shard: int | None = None) -> dict[str, object]:
         """A log record's structured fields: this worker, and the shard if there is one

@@ -100,8 +100,12 @@ class Firer:
         for (state, group), result in zip(parts, results, strict=True):
             if isinstance(result, Fenced):
                 ctx.stats.fence_rejections += 1
-                log.warning("shard %d: fenced at epoch %d; dropping it", state.shard,
-                            state.epoch, extra=ctx.fields(state.shard))  # fmt: skip
+                log.warning(
+                    "shard %d: fenced at epoch %d; dropping it",
+                    state.shard,
+                    state.epoch,
+                    extra=ctx.fields(state.shard),
+                )
                 self.leases.drop(state.shard, release=False)
             elif isinstance(result, TimerError):
                 failed.append((state, group, result))
@@ -127,8 +131,9 @@ class Firer:
             # (and the clock's measured rate), so the retry waits for the server's own
             # remaining time instead of being released early again and again
             received = ctx.clock.mono_ms()
-            ctx.clock.observe(result.now_ms, received - (answered - sent) / 1e6, received,
-                              refused=True)  # fmt: skip
+            ctx.clock.observe(
+                result.now_ms, received - (answered - sent) / 1e6, received, refused=True
+            )
         now = ctx.clock.now_ms()
         done = [t for t in group if t.timer_id in fired_ids]
         self._observe_stages(done, sent, answered)
@@ -164,9 +169,10 @@ class Firer:
         released = [t.released or sent_ns for t in done]
         if clock.ready:
             offset = clock.at_ms(0.0)  # Redis time at monotonic 0: one read for the batch
-            stages.observe_all("due_to_release", (
-                r / 1e6 + offset - t.deadline_ms for r, t in zip(released, done, strict=True)
-            ))  # fmt: skip
+            stages.observe_all(
+                "due_to_release",
+                (r / 1e6 + offset - t.deadline_ms for r, t in zip(released, done, strict=True)),
+            )
         stages.observe_all("release_to_send", [(sent_ns - r) / 1e6 for r in released])
         stages.observe_all("fire_call", ((answered_ns - sent_ns) / 1e6,), times=len(done))
 
@@ -199,11 +205,14 @@ class Firer:
                 ctx.stats.redis_errors += 1
                 ctx.note_error(exc)
                 if isinstance(exc, TimerError):
-                    ctx.warn.warning("firing failed (%s); entries go back to the wheel", exc,
-                                     extra=ctx.fields())  # fmt: skip
+                    ctx.warn.warning(
+                        "firing failed (%s); entries go back to the wheel", exc, extra=ctx.fields()
+                    )
                 else:
-                    log.exception("firing failed unexpectedly; entries go back to the wheel",
-                                  extra=ctx.fields())  # fmt: skip
+                    log.exception(
+                        "firing failed unexpectedly; entries go back to the wheel",
+                        extra=ctx.fields(),
+                    )
                 with ctx.lock:
                     for task in batch:
                         state = ctx.shards.get(task.shard)

@@ -96,8 +96,12 @@ class Leases:
                 if renewal.renewed:
                     state.renewed_mono_ms = sent
                 else:
-                    log.warning("shard %d: lease lost at epoch %d", state.shard, state.epoch,
-                                extra=ctx.fields(state.shard))  # fmt: skip
+                    log.warning(
+                        "shard %d: lease lost at epoch %d",
+                        state.shard,
+                        state.epoch,
+                        extra=ctx.fields(state.shard),
+                    )
                     ctx.stats.leases_lost += 1
                     self.drop(state.shard, release=False)
 
@@ -163,8 +167,12 @@ class Leases:
                 released = state.store.release(ctx.id, state.epoch)
                 ctx.stats.leases_released += int(released)
             except TimerError as exc:
-                log.warning("shard %d: release failed (%s); its lease will expire", shard, exc,
-                            extra=ctx.fields(shard))  # fmt: skip
+                log.warning(
+                    "shard %d: release failed (%s); its lease will expire",
+                    shard,
+                    exc,
+                    extra=ctx.fields(shard),
+                )
 
     def drop_expired(self) -> None:
         """Drop every shard whose lease may have expired (the loop could not tick)."""

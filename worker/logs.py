@@ -49,9 +49,12 @@ class RateLimitedLog:
         if held and last is not None:
             since = now - last
             self._logger.warning(
-                fmt + " (and %d more like it in the last %.0fs)", *args, held, since,
+                fmt + " (and %d more like it in the last %.0fs)",
+                *args,
+                held,
+                since,
                 extra=extra,
-            )  # fmt: skip
+            )
         else:
             self._logger.warning(fmt, *args, extra=extra)
         return True

@@ -134,8 +134,10 @@ class WorkerCollector(Collector):
             "Where a fired timer's time went before its outcome was in Redis: deadline to "
             "the wheel's release (due_to_release), waiting for the firer (release_to_send), "
             "the fire script's round trip (fire_call)",
-            ["worker"], labels, w.fire_stages,
-        )  # fmt: skip
+            ["worker"],
+            labels,
+            w.fire_stages,
+        )
 
 
 def stage_family(
@@ -278,8 +280,10 @@ class HandlerCollector(Collector):
             "(Redis time, a whole ms: up to 1 ms long) to this runner reading it "
             "(decided_to_read, wall clock), then to "
             "its handler's start (read_to_start)",
-            names, labels, s.stages,
-        )  # fmt: skip
+            names,
+            labels,
+            s.stages,
+        )
         try:
             infos = {g.name: g for g in self.client.groups()}
         except TimerError:

@@ -119,6 +119,7 @@ class Planner:
         try:
             return state.store.schedules(names)
         except CorruptRecord as exc:  # never stop firing: plan none, the queue takes it
-            self.ctx.warn.warning("shard %d: %s", state.shard, exc,
-                                  extra=self.ctx.fields(state.shard))  # fmt: skip
+            self.ctx.warn.warning(
+                "shard %d: %s", state.shard, exc, extra=self.ctx.fields(state.shard)
+            )
             return {}

@@ -69,8 +69,7 @@ class RedisClock:
             fresh = last is not None and received_mono_ms - last < self.PRECISE_FOR_MS
             # Prefer the measurement with the tighter round trip; drift is slow (unless
             # the rate is off: then the newest reading is the best).
-            tighter = (self._offset_ms is None or rtt <= self._rtt_ms * 2 + 1
-                       or self.skew != 1.0)  # fmt: skip
+            tighter = self._offset_ms is None or rtt <= self._rtt_ms * 2 + 1 or self.skew != 1.0
             if refused or (precise and (tighter or not fresh)):
                 self._offset_ms, self._rtt_ms, self._anchor_mono_ms = offset, rtt, mid
                 if precise:

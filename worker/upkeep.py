@@ -34,9 +34,12 @@ class Upkeep:
                 return total  # its lease was lost meanwhile
             try:
                 swept = state.store.sweep(
-                    ctx.id, state.epoch, ttl_ms=s.result_ttl_ms, limit=s.sweep_limit,
+                    ctx.id,
+                    state.epoch,
+                    ttl_ms=s.result_ttl_ms,
+                    limit=s.sweep_limit,
                     ahead=len(state.tasks),
-                )  # fmt: skip
+                )
             except Fenced:
                 ctx.stats.fence_rejections += 1
                 self.leases.drop(state.shard, release=False)
@@ -73,9 +76,11 @@ class Upkeep:
         ctx = self.ctx
         retention = ctx.settings.outcome_retention_ms or None  # 0: keep the stream
         done = ctx.client.trim_outcomes(
-            retention, shards=[st.shard for st in states],
-            pass_within=ctx.settings.trim_pass_within, until_done=False,
-        )  # fmt: skip
+            retention,
+            shards=[st.shard for st in states],
+            pass_within=ctx.settings.trim_pass_within,
+            until_done=False,
+        )
         now = ctx.clock.mono_ms()
         left = {t.shard: t.results_left for t in done}
         for state in states:

@@ -127,8 +127,9 @@ class Worker:
                 return True
             except StoreError as exc:
                 self._loop_mono_ms, self._last_error = self.clock.mono_ms(), str(exc)
-                self.ctx.warn.warning("worker %s: waiting for Redis: %s", self.id, exc,
-                                      extra=self.ctx.fields())  # fmt: skip
+                self.ctx.warn.warning(
+                    "worker %s: waiting for Redis: %s", self.id, exc, extra=self.ctx.fields()
+                )
                 self.ctx.stopping.wait(backoff)
                 backoff = min(backoff * 2, 2.0)
         return False
@@ -174,9 +175,12 @@ class Worker:
             except StoreError as exc:
                 ctx.shard_failed(state.shard, "loading or sweeping", exc)
         # trimmed even when the stream is kept for ever: the results table
-        due = [st for st in self.shards.values() if not ctx.failing(st.shard) and (
-               st.last_trim_mono_ms is None
-               or mono - st.last_trim_mono_ms >= s.trim_interval_ms)]  # fmt: skip
+        due = [
+            st
+            for st in self.shards.values()
+            if not ctx.failing(st.shard)
+            and (st.last_trim_mono_ms is None or mono - st.last_trim_mono_ms >= s.trim_interval_ms)
+        ]
         if due:
             try:
                 self.upkeep.trim(due)
@@ -230,8 +234,9 @@ class Worker:
                     self._loop_mono_ms, self._last_error = self.clock.mono_ms(), str(exc)
                     self.stats.redis_errors += 1
                     self.ctx.note_error(exc)
-                    self.ctx.warn.warning("worker %s: %s; retrying", self.id, exc,
-                                          extra=self.ctx.fields())  # fmt: skip
+                    self.ctx.warn.warning(
+                        "worker %s: %s; retrying", self.id, exc, extra=self.ctx.fields()
+                    )
                     self.leases.drop_expired()
                     stopping.wait(backoff)
                     # Out of memory, Redis still answers (and takes the renewals): keep
@@ -241,8 +246,11 @@ class Worker:
                 except Exception as exc:  # a bug (ours or a library's): logged, never fatal
                     self._loop_mono_ms, self._last_error = self.clock.mono_ms(), repr(exc)
                     self.stats.redis_errors += 1
-                    log.exception("worker %s: unexpected error in its loop; retrying", self.id,
-                                  extra=self.ctx.fields())  # fmt: skip
+                    log.exception(
+                        "worker %s: unexpected error in its loop; retrying",
+                        self.id,
+                        extra=self.ctx.fields(),
+                    )
                     self.leases.drop_expired()
                     stopping.wait(backoff)
                     backoff = min(backoff * 2, 2.0)
@@ -284,8 +292,10 @@ class Worker:
         ok = self._tick_ok_mono_ms
         oom = self.ctx.oom_since_mono_ms
         if oom is not None:
-            reasons.append(f"Redis refuses writes: out of memory (OOM) for {now - oom:.0f} ms; "
-                           "no timer fires until memory is freed (raise maxmemory)")  # fmt: skip
+            reasons.append(
+                f"Redis refuses writes: out of memory (OOM) for {now - oom:.0f} ms; "
+                "no timer fires until memory is freed (raise maxmemory)"
+            )
         if self._ready and (ok is None or now - ok > lease / 2):
             since = "never" if ok is None else f"{now - ok:.0f} ms ago"
             reasons.append(f"last successful tick {since}: {self._last_error or 'starting'}")
@@ -331,8 +341,12 @@ def _graceful_stop(worker: Worker, handle_signals: bool | None) -> Iterator[None
         return
 
     def on_signal(signum: int, _frame: object) -> None:
-        log.info("worker %s: %s received; stopping", worker.id, signal.Signals(signum).name,
-                 extra=worker.ctx.fields())  # fmt: skip
+        log.info(
+            "worker %s: %s received; stopping",
+            worker.id,
+            signal.Signals(signum).name,
+            extra=worker.ctx.fields(),
+        )
         worker.stop()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}

@@ -17,8 +17,7 @@ MIGRATE_BATCH = 10  # keys a MIGRATE moves at once (redis-cli's --cluster-pipeli
 
 
 def node(server: RedisServer) -> redis.Redis:
-    return redis.Redis(host=server.host, port=server.port, decode_responses=True,
-                       socket_timeout=5)  # fmt: skip
+    return redis.Redis(host=server.host, port=server.port, decode_responses=True, socket_timeout=5)
 
 
 def node_id(server: RedisServer) -> str:
@@ -56,14 +55,21 @@ def wait_promoted(replica: RedisServer, seen_from: list[RedisServer], timeout_s:
 
 def add_master(root: Path, template: RedisServer, cluster: list[RedisServer]) -> RedisServer:
     """A new empty master joined to the cluster (no slots yet)."""
-    new = RedisServer(root, binary=template.binary, port=free_port(bus_offset=CLUSTER_BUS_OFFSET),
-                      extra_args=template.extra_args)  # fmt: skip
+    new = RedisServer(
+        root,
+        binary=template.binary,
+        port=free_port(bus_offset=CLUSTER_BUS_OFFSET),
+        extra_args=template.extra_args,
+    )
     start_cluster_node(new)
     with node(cluster[0]) as r:
         r.execute_command("CLUSTER", "MEET", new.host, new.port)
     live = [s for s in cluster if s.running]
-    wait_for(lambda: all(_knows(s, new) for s in live) and _knows(new, live[0]), 20,
-             "the new master known to every node")  # fmt: skip
+    wait_for(
+        lambda: all(_knows(s, new) for s in live) and _knows(new, live[0]),
+        20,
+        "the new master known to every node",
+    )
     # and the slot map known to it (a MIGRATE to it fails with CLUSTERDOWN before)
     wait_for(lambda: _state(new) == "ok", 20, "the new master to know every slot")
     return new

@@ -137,8 +137,11 @@ class Traffic:
 
     def _post(self, path: str, body: object) -> int:
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(f"http://127.0.0.1:{self.serve_port}{path}", data=data,
-                                     method="GET" if body is None else "POST")  # fmt: skip
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.serve_port}{path}",
+            data=data,
+            method="GET" if body is None else "POST",
+        )
         req.add_header("Content-Type", "application/json")
         try:
             with urllib.request.urlopen(req, timeout=10) as r:
@@ -166,8 +169,11 @@ class Traffic:
 
     def wait_acked(self, n: int) -> None:
         """Until ``n`` timers in all were acknowledged."""
-        wait_for(lambda: len(self.ledger.scheduled) >= n, 60,
-                 f"{n} timers acknowledged (last error: {self.ledger.last_error})")  # fmt: skip
+        wait_for(
+            lambda: len(self.ledger.scheduled) >= n,
+            60,
+            f"{n} timers acknowledged (last error: {self.ledger.last_error})",
+        )
 
     def wait_errors(self, n: int) -> None:
         """Until ``n`` more calls than now failed (they met the fault)."""
@@ -175,15 +181,17 @@ class Traffic:
         wait_for(lambda: self.ledger.errors >= target, 30, f"{n} calls meeting the fault")
 
     def _sync(self) -> None:
-        c = TimerClient.from_url(self.url, self.namespace, durability="replicas:1",
-                                 socket_timeout_s=1.0)  # fmt: skip
+        c = TimerClient.from_url(
+            self.url, self.namespace, durability="replicas:1", socket_timeout_s=1.0
+        )
         rng, led, n = random.Random(1), self.ledger, 0
         watched: list[str] = []
         try:
             while not self.stop.is_set():
                 n += 1
-                items = [{"id": f"s:{n}:{i}", "delay_ms": rng.randrange(1_000, 3_000)}
-                         for i in range(8)]  # fmt: skip
+                items = [
+                    {"id": f"s:{n}:{i}", "delay_ms": rng.randrange(1_000, 3_000)} for i in range(8)
+                ]
                 items.append({"id": f"{{w:{n}}}", "delay_ms": 4_000, "watch": [f"{{w:{n}}}:done"]})
                 replies = self._try(functools.partial(c.schedule_many, items))
                 for item, res in zip(items, replies if isinstance(replies, list) else [],
@@ -220,14 +228,16 @@ class Traffic:
             return None
 
     async def _async(self) -> None:
-        c = await AsyncTimerClient.connect(self.url, self.namespace, durability="replicas:1",
-                                           socket_timeout_s=1.0)  # fmt: skip
+        c = await AsyncTimerClient.connect(
+            self.url, self.namespace, durability="replicas:1", socket_timeout_s=1.0
+        )
         rng, n = random.Random(2), 0
         try:
             while not self.stop.is_set():
                 n += 1
-                items = [{"id": f"a:{n}:{i}", "delay_ms": rng.randrange(1_000, 3_000)}
-                         for i in range(8)]  # fmt: skip
+                items = [
+                    {"id": f"a:{n}:{i}", "delay_ms": rng.randrange(1_000, 3_000)} for i in range(8)
+                ]
                 try:
                     res = await c.schedule_many(items)
                 except TimerError as exc:
@@ -237,8 +247,10 @@ class Traffic:
                     res = []
                 with self.ledger.lock:
                     self.ledger.scheduled.update(
-                        str(it["id"]) for it, r in zip(items, res, strict=False)
-                        if not isinstance(r, Exception))  # fmt: skip
+                        str(it["id"])
+                        for it, r in zip(items, res, strict=False)
+                        if not isinstance(r, Exception)
+                    )
                 await asyncio.sleep(0.1)  # the pace of a client's requests
         finally:
             await c.aclose()
@@ -294,8 +306,9 @@ def run_scenario(
         assert all(by_id[t].outcome == "completed" for t in led.completed), "a notify undone"
         assert all(p.alive() for p in procs), [p.log_text()[-2000:] for p in procs]
         assert traffic.serve_survived, traffic.serve_log.read_text()[-2000:]
-        return figures(c, [by_id[t] for t in acked], touched, recovered_ms, led,
-                       fault_ms=traffic.fault_ms)  # fmt: skip
+        return figures(
+            c, [by_id[t] for t in acked], touched, recovered_ms, led, fault_ms=traffic.fault_ms
+        )
     finally:
         pool.stop_all()
         c.close()
@@ -312,8 +325,11 @@ def figures(
 ) -> dict[str, object]:
     """Lateness of the untouched shards' timers (p99 bounded) and of the touched shards'
     past their recovery (bounded by a lease + 250 ms)."""
-    healthy = sorted(o.decided_ms - o.deadline_ms for o in outcomes
-                     if o.outcome == "expired" and c.shard_of(o.id) not in touched)  # fmt: skip
+    healthy = sorted(
+        o.decided_ms - o.deadline_ms
+        for o in outcomes
+        if o.outcome == "expired" and c.shard_of(o.id) not in touched
+    )
     past: list[float] = []
     for o in outcomes:
         shard = c.shard_of(o.id)
@@ -321,14 +337,18 @@ def figures(
             past.append(o.decided_ms - max(o.deadline_ms, recovered_ms[shard]))
     p99 = healthy[int(0.99 * (len(healthy) - 1))] if healthy else 0
     out: dict[str, object] = {
-        "acknowledged": len(outcomes), "cancels": len(led.cancelled),
-        "notifies": len(led.completed), "client_errors": led.errors,
-        "healthy_p50_ms": healthy[len(healthy) // 2] if healthy else 0, "healthy_p99_ms": p99,
+        "acknowledged": len(outcomes),
+        "cancels": len(led.cancelled),
+        "notifies": len(led.completed),
+        "client_errors": led.errors,
+        "healthy_p50_ms": healthy[len(healthy) // 2] if healthy else 0,
+        "healthy_p99_ms": p99,
         "healthy_max_ms": healthy[-1] if healthy else 0,
-        "touched_shards": len(touched), "touched_timers": len(past),
+        "touched_shards": len(touched),
+        "touched_timers": len(past),
         "recovery_after_fault_ms": round(max(recovered_ms.values()) - fault_ms),
         "touched_past_recovery_max_ms": max(past, default=0),
-    }  # fmt: skip
+    }
     print(json.dumps(out))
     assert healthy and past, out  # both kinds of shard had timers through the fault
     assert p99 <= HEALTHY_P99_MS, out

@@ -188,8 +188,9 @@ def test_redis_kill_9_while_handling_loses_no_outcome(
         decide(client, ids)
         c = Consumers(tmp_path, server.url, namespace)
         try:
-            p = c.start("c", "--concurrency", "4", "--reclaim-idle", "1s", hold=False,
-                        work_s=0.02)  # 300 x 20 ms on 4 threads: 1.5 s of work  # fmt: skip
+            p = c.start(
+                "c", "--concurrency", "4", "--reclaim-idle", "1s", hold=False, work_s=0.02
+            )  # 300 x 20 ms on 4 threads: 1.5 s of work
             wait_for(lambda: len(c.lines("done")) >= 50, 30, "handling under way")
             server.kill()
             assert len(c.lines("done")) < len(ids)  # the kill came mid-way
@@ -199,8 +200,11 @@ def test_redis_kill_9_while_handling_loses_no_outcome(
                 return {r[1] for r in c.lines("done")}
 
             wait_for(lambda: len(done()) == len(ids), 90, "every outcome handled")
-            wait_for(lambda: client.groups()[0].pending == 0 and client.groups()[0].lag == 0,
-                     60, "every outcome acknowledged")  # fmt: skip
+            wait_for(
+                lambda: client.groups()[0].pending == 0 and client.groups()[0].lag == 0,
+                60,
+                "every outcome acknowledged",
+            )
             assert p.poll() is None, "the runner died with Redis"
             assert client.dead_letters() == []
         finally:

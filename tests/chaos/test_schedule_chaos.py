@@ -59,8 +59,11 @@ def test_each_occurrence_once_across_kill_9_of_leaders_and_a_redis_restart(
         for name in SCHEDULES:
             assert c.schedules.pause(name)
         # an occurrence already due when paused still fires, once: then none is armed
-        wait_for(lambda: all(c.schedules.get(n).armed is None for n in SCHEDULES),  # type: ignore[union-attr]
-                 30, "the occurrences due at the pause to fire")  # fmt: skip
+        wait_for(
+            lambda: all(c.schedules.get(n).armed is None for n in SCHEDULES),  # type: ignore[union-attr]
+            30,
+            "the occurrences due at the pause to fire",
+        )
         final = {name: c.schedules.get(name) for name in SCHEDULES}
         fired: dict[str, list[int]] = defaultdict(list)
         outcomes = read_all_outcomes(c)

@@ -23,9 +23,12 @@ pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 def start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
     with log.open("wb") as handle:
         return subprocess.Popen(
-            [sys.executable, *args], cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT,
+            [sys.executable, *args],
+            cwd=ROOT,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )  # fmt: skip
+        )
 
 
 def test_worker_started_before_redis_waits_for_it(tmp_path: Path, server_binary: Path) -> None:

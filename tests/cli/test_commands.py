@@ -78,7 +78,10 @@ def test_timer_lifecycle_json(tw: Run) -> None:
     assert tw("--json", "tail", "--idle-exit").output == ""  # only new ones: none came
     lines = tw("--json", "tail", "--idle-exit", "--history").output.strip().splitlines()
     assert sorted(line.split('"outcome": "')[1].split('"')[0] for line in lines) == [
-        "cancelled", "completed", "completed"]  # fmt: skip
+        "cancelled",
+        "completed",
+        "completed",
+    ]
     # tail left no consumer group behind: a trim of everything older than 0s drops them
     asked = tw("trim", "--older-than", "0s", "--drop-unread", expect=2)  # asks; no answer
     assert "even where a consumer group has not handled them" in asked.output

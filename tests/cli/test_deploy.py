@@ -118,15 +118,19 @@ def test_the_image_build_installs_from_what_the_dockerfile_copies(tmp_path: Path
             for source in sources:
                 src = ROOT / source
                 if src.is_dir():
-                    shutil.copytree(src, app / source, ignore=shutil.ignore_patterns(
-                        "__pycache__", "*.so"))  # fmt: skip
+                    shutil.copytree(
+                        src, app / source, ignore=shutil.ignore_patterns("__pycache__", "*.so")
+                    )
                 else:
                     shutil.copy2(src, app / source)
     wheels = tmp_path / "wheels"
     built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(wheels),
-         str(app)], check=False, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(wheels), str(app)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert built.returncode == 0, built.stderr[-3000:]
     (wheel,) = wheels.glob("tickwheel-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
@@ -182,9 +186,12 @@ def deployed_command_lines() -> list[list[str]]:
     services = compose()["services"]
     lines = [list(map(str, s["command"])) for n, s in services.items() if n != "redis"]
     return [
-        *lines, dockerfile_cmd(), dockerfile_healthcheck(), *compose_healthchecks(),
+        *lines,
+        dockerfile_cmd(),
+        dockerfile_healthcheck(),
+        *compose_healthchecks(),
         *readme_compose_runs(),
-    ]  # fmt: skip
+    ]
 
 
 def parse(args: list[str]) -> click.Context:
@@ -331,8 +338,11 @@ def test_readme_env_line_makes_a_password_compose_takes(tmp_path: Path) -> None:
     password compose's interpolation puts into Redis's --requirepass and into a URL the
     CLI accepts; the compose file's header gives the same line."""
     block = (ROOT / "README.md").read_text().split("## Deploying with docker-compose", 1)[1]
-    (line,) = [x for x in block.split("```sh", 1)[1].split("```", 1)[0].splitlines()
-               if x.startswith("echo ")]  # fmt: skip
+    (line,) = [
+        x
+        for x in block.split("```sh", 1)[1].split("```", 1)[0].splitlines()
+        if x.startswith("echo ")
+    ]
     assert line in (ROOT / "docker-compose.yml").read_text()
     subprocess.run(["bash", "-c", line], cwd=tmp_path, check=True, timeout=30)
     name, _, password = (tmp_path / ".env").read_text().strip().partition("=")

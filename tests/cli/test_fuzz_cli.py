@@ -45,10 +45,11 @@ instants = st.sampled_from([
 ])  # fmt: skip
 json_values = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8)),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
-                                                                max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
     max_leaves=8,
-)  # fmt: skip
+)
 payloads = st.one_of(
     json_values.map(json.dumps),
     st.sampled_from(["[" * 2000 + "]" * 2000, "{", "'x'", "NaN", "1" * 500, '{"a": 1e999}']),
@@ -112,8 +113,10 @@ def test_any_command_line(
     before = namespace_keys(redis_client, namespace)
     result = run(redis_server.url, namespace, args)
     assert result.exception is None or isinstance(result.exception, SystemExit), (
-        args, result.output, result.exception
-    )  # fmt: skip
+        args,
+        result.output,
+        result.exception,
+    )
     assert result.exit_code in EXIT_CODES, (args, result.output)
     assert "Traceback" not in result.output
     if result.exit_code != 0 and args[0] != "wait":
@@ -215,8 +218,10 @@ def test_any_schedules_command_line(
     before = namespace_keys(redis_client, namespace)
     result = run(redis_server.url, namespace, args)
     assert result.exception is None or isinstance(result.exception, SystemExit), (
-        args, result.output, result.exception
-    )  # fmt: skip
+        args,
+        result.output,
+        result.exception,
+    )
     assert result.exit_code in EXIT_CODES | {1}, (args, result.output)
     assert "Traceback" not in result.output
     if result.exit_code not in (0, 1):
@@ -226,8 +231,7 @@ def test_any_schedules_command_line(
 @st.composite
 def timers_lines(draw: st.DrawFn) -> list[str]:
     """A `tickwheel timers` command line: each part right, or anything typed."""
-    command = draw(st.sampled_from(["list", "count", "cancel", "complete", "notify",
-                                    "reschedule"]))  # fmt: skip
+    command = draw(st.sampled_from(["list", "count", "cancel", "complete", "notify", "reschedule"]))
     args = ["timers", command, draw(st.one_of(st.sampled_from(["f:*", "*", "f:[1-3]"]), words))]
     for option, good in (("--state", "decided"), ("--from", "2030-01-01T00:00:00Z"),
                          ("--to", "2031-01-01T00:00:00Z"), ("--page", "10"),
@@ -257,8 +261,10 @@ def test_any_timers_command_line(
     before = namespace_keys(redis_client, namespace)
     result = run(redis_server.url, namespace, args)
     assert result.exception is None or isinstance(result.exception, SystemExit), (
-        args, result.output, result.exception
-    )  # fmt: skip
+        args,
+        result.output,
+        result.exception,
+    )
     assert result.exit_code in EXIT_CODES, (args, result.output)
     assert "Traceback" not in result.output
     if result.exit_code != 0 or args[1] in ("list", "count") or "--dry-run" in args:

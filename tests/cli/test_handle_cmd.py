@@ -91,9 +91,13 @@ def test_handle_retries_dead_letters_and_reports(
         )  # fmt: skip
         summary = as_json(r)
         assert summary == {
-            "handled": 2, "failed": 2, "retried": 1, "dead_lettered": 1, "skipped": 0,
+            "handled": 2,
+            "failed": 2,
+            "retried": 1,
+            "dead_lettered": 1,
+            "skipped": 0,
             "drained": True,
-        }  # fmt: skip
+        }
         (letter,) = as_json(tw("--json", "dead", "list"))
         assert letter["group"] == "handlers" and letter["attempts"] == 2
         assert letter["outcome"]["id"] == "bad" and letter["outcome"]["payload"] == {"fail": True}
@@ -172,8 +176,7 @@ def test_tail_without_group_leaves_nothing_and_trim_is_not_held(
         cancelled(redis_server.url, namespace, ["n1", "n2"]).close()
         assert c.groups() == []
         r = tw("--json", "trim", "--older-than", "0s")
-        assert as_json(r) == {"removed": 3, "held_by_group": [], "shards": 4,
-                              "results_dropped": 0}  # fmt: skip
+        assert as_json(r) == {"removed": 3, "held_by_group": [], "shards": 4, "results_dropped": 0}
         assert "--consumer goes with --group" in tw("tail", "--consumer", "x", expect=2).output
     finally:
         c.close()
@@ -212,14 +215,19 @@ def test_readme_handlers_commands_run_as_written(
     finally:
         w.close()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cli", *shlex.split(lines[0])[1:]], cwd=workdir,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        [sys.executable, "-m", "cli", *shlex.split(lines[0])[1:]],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+    )
     try:
         handled = workdir / "handled.txt"
-        wait_for(lambda: handled.exists() and len(handled.read_text().split()) == 2, 30,
-                 "the handler to run")  # fmt: skip
+        wait_for(
+            lambda: handled.exists() and len(handled.read_text().split()) == 2,
+            30,
+            "the handler to run",
+        )
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)
         assert proc.returncode == 0, out

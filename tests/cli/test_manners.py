@@ -103,10 +103,12 @@ def test_ctrl_c_ends_a_waiting_command_quietly_with_130(
     )  # fmt: skip
     try:
         wait_for(
-            lambda: any(int(cl["id"]) > before and cl["cmd"] == "evalsha"
-                        for cl in r.client_list()),
-            30, "the wait to be waiting on the server",
-        )  # fmt: skip
+            lambda: any(
+                int(cl["id"]) > before and cl["cmd"] == "evalsha" for cl in r.client_list()
+            ),
+            30,
+            "the wait to be waiting on the server",
+        )
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     finally:

@@ -69,8 +69,11 @@ def test_one_embedded_server_per_user_whatever_the_directory(
     directory, used from another, stopped from a third. A command that only reads, run
     where no server ever ran, says how to start one, exits 5 and starts nothing."""
     home = tmp_path / "home"
-    env = {k: v for k, v in os.environ.items()
-           if k not in {"TICKWHEEL_HOME", "XDG_STATE_HOME", "TICKWHEEL_REDIS_URL"}}  # fmt: skip
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"TICKWHEEL_HOME", "XDG_STATE_HOME", "TICKWHEEL_REDIS_URL"}
+    }
     env.update(HOME=str(home), TICKWHEEL_SERVER_BINARY=str(server_binary))
 
     def tickwheel(where: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -108,8 +111,7 @@ def test_eight_commands_started_at_once_share_one_embedded_server(
     every other attaches to it, one server process holds the data directory, and one
     `server stop` leaves none running."""
     home = tmp_path / "tw"
-    env = {**os.environ, "TICKWHEEL_HOME": str(home),
-           "TICKWHEEL_SERVER_BINARY": str(server_binary)}  # fmt: skip
+    env = {**os.environ, "TICKWHEEL_HOME": str(home), "TICKWHEEL_SERVER_BINARY": str(server_binary)}
     procs = [subprocess.Popen([sys.executable, "-m", "cli", "--json", "server", "start"],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for _ in range(8)]  # fmt: skip
@@ -260,8 +262,9 @@ def test_the_readmes_partial_make_test_selects_by_declared_markers() -> None:
     line = re.search(r'`(make test PYTEST_ARGS="[^"]+")`', (root / "README.md").read_text())
     assert line is not None
     args = shlex.split(line.group(1))
-    dry = subprocess.run(["make", "-n", *args[1:]], cwd=root, capture_output=True, text=True,
-                         timeout=60, check=True)  # fmt: skip
+    dry = subprocess.run(
+        ["make", "-n", *args[1:]], cwd=root, capture_output=True, text=True, timeout=60, check=True
+    )
     value = args[2].split("=", 1)[1]  # what make pastes into pytest's command line
     assert f"pytest {value}" in dry.stdout, dry.stdout
     picked = subprocess.run(
@@ -280,8 +283,12 @@ def test_make_test_server_with_the_oldest_redis_py_is_what_pyproject_declares() 
     root = Path(__file__).resolve().parents[2]
     dry = subprocess.run(
         ["make", "-n", "test-server", "SERVER=/bin/true", "REDIS_PY=oldest"],
-        cwd=root, capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     oldest = re.search(r"^REDIS_PY_OLDEST := ([\d.]+)$", (root / "Makefile").read_text(), re.M)
     assert oldest is not None
     assert f"PYTHONPATH=.venv/redis-py-{oldest.group(1)}" in dry.stdout, dry.stdout
@@ -349,8 +356,11 @@ def test_worker_and_handle_log_one_json_object_a_line(
     base = [sys.executable, "-m", "cli", "--redis-url", redis_server.url, "--namespace", namespace]
     worker_log = tmp_path / "worker.log"
     with worker_log.open("wb") as log:
-        proc = subprocess.Popen([*base, "worker", "--lease", "1s", "--id", "jw",
-                                 "--log-format", "json"], stdout=log, stderr=log)  # fmt: skip
+        proc = subprocess.Popen(
+            [*base, "worker", "--lease", "1s", "--id", "jw", "--log-format", "json"],
+            stdout=log,
+            stderr=log,
+        )
     try:
         tw("schedule", "bad", "--in", "100ms")
         assert as_json(tw("--json", "wait", "bad", "--timeout", "20"))["outcome"] == "expired"
@@ -375,4 +385,8 @@ def test_worker_and_handle_log_one_json_object_a_line(
     dead = [x for x in runner if x["level"] == "ERROR"]
     assert len(dead) == 1 and "downstream refused" in dead[0]["message"]
     assert (dead[0]["timer_id"], dead[0]["group"], dead[0]["consumer"], dead[0]["attempt"]) == (
-        "bad", "g", "c1", 1)  # fmt: skip
+        "bad",
+        "g",
+        "c1",
+        1,
+    )

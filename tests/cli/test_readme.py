@@ -52,9 +52,13 @@ def test_readme_tour_runs(
             assert line.startswith("tickwheel "), line
             if line.endswith("&"):
                 args = shlex.split(line[:-1])[1:]
-                background.append(subprocess.Popen([sys.executable, "-m", "cli", *args],
-                                                   stdout=subprocess.DEVNULL,
-                                                   stderr=subprocess.DEVNULL))  # fmt: skip
+                background.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "cli", *args],
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    )
+                )
                 continue
             if line == "tickwheel server stop":  # the tour stopped what it started first
                 assert [p.args for p in background if p.poll() is None] == []

@@ -38,11 +38,15 @@ def test_preview_shows_the_occurrences_in_utc_and_local_time() -> None:
     assert code == 0
     rows = json.loads(out)
     assert [r["utc"] for r in rows] == [
-        "2026-03-28T01:30:00.000Z", "2026-03-29T01:00:00.000Z", "2026-03-30T00:30:00.000Z",
-    ]  # fmt: skip
+        "2026-03-28T01:30:00.000Z",
+        "2026-03-29T01:00:00.000Z",
+        "2026-03-30T00:30:00.000Z",
+    ]
     assert [r["local"] for r in rows] == [  # the spring gap's 02:30 fires at 03:00 CEST
-        "2026-03-28T02:30:00+01:00", "2026-03-29T03:00:00+02:00", "2026-03-30T02:30:00+02:00",
-    ]  # fmt: skip
+        "2026-03-28T02:30:00+01:00",
+        "2026-03-29T03:00:00+02:00",
+        "2026-03-30T02:30:00+02:00",
+    ]
     human = CliRunner().invoke(
         main, ["schedules", "preview", "--every", "30s", "--end", "1970-01-01T00:01:00Z",
                "--after", "1970-01-01T00:00:00Z", "--count", "5"],
@@ -83,8 +87,10 @@ def test_any_preview_command_line(opts: list[tuple[str, str]]) -> None:
         args = [x for pair in opts for x in pair]
         result = runner.invoke(main, ["--json", "schedules", "preview", *args])
         assert result.exception is None or isinstance(result.exception, SystemExit), (
-            args, result.output, result.exception,
-        )  # fmt: skip
+            args,
+            result.output,
+            result.exception,
+        )
         assert result.exit_code in {0, 2, 3}, (args, result.output)
         assert not Path(".tickwheel").exists()
         if result.exit_code == 0:

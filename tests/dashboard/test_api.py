@@ -161,8 +161,10 @@ def test_schedules_list_and_act(client: TimerClient) -> None:
         assert http.post("/api/schedules/nightly/resume").json()["done"] is True
         assert http.post("/api/schedules/nightly/trigger").json()["done"] is True
         now = client.server_time_ms()
-        back = http.post("/api/schedules/nightly/backfill",
-                         json={"start_ms": now - 3 * 86_400_000, "end_ms": now}).json()  # fmt: skip
+        back = http.post(
+            "/api/schedules/nightly/backfill",
+            json={"start_ms": now - 3 * 86_400_000, "end_ms": now},
+        ).json()
         assert len(back["created"]) == 3 and all(
             i.startswith("{nightly}@") for i in back["created"]
         )

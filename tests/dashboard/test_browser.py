@@ -50,8 +50,9 @@ def served(redis_server: RedisServer, namespace: str) -> Iterator[tuple[str, Tim
     worker = threading.Thread(target=w.run, kwargs={"handle_signals": False}, daemon=True)
     worker.start()
     port = free_port()
-    config = uvicorn.Config(create_app(c), host="127.0.0.1", port=port, log_level="warning",
-                            timeout_graceful_shutdown=2)  # fmt: skip
+    config = uvicorn.Config(
+        create_app(c), host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=2
+    )
     server = uvicorn.Server(config)
     web = threading.Thread(target=server.run, daemon=True)
     web.start()
@@ -270,8 +271,7 @@ def test_long_lists_page_and_times_read_as_durations_in_a_browser(
 
     assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
     url, c = served
-    c.schedule_many([{"id": f"p:{i}", "delay_ms": 3_600_000 + 1000 * (59 - i)}
-                     for i in range(60)])  # fmt: skip
+    c.schedule_many([{"id": f"p:{i}", "delay_ms": 3_600_000 + 1000 * (59 - i)} for i in range(60)])
     c.schedule("later", 4_500_000)
     c.schedule_many([{"id": f"d:{i}", "delay_ms": 0} for i in range(23)])
     for i in range(23):

@@ -57,8 +57,12 @@ def env(redis_server: RedisServer, namespace: str) -> dict[str, str]:
     c = TimerClient.from_url(redis_server.url, namespace)
     c.init(shards=2)
     c.close()
-    return {**os.environ, "TICKWHEEL_REDIS_URL": redis_server.url,
-            "TICKWHEEL_NAMESPACE": namespace, "PYTHONPATH": str(ROOT)}  # fmt: skip
+    return {
+        **os.environ,
+        "TICKWHEEL_REDIS_URL": redis_server.url,
+        "TICKWHEEL_NAMESPACE": namespace,
+        "PYTHONPATH": str(ROOT),
+    }
 
 
 def test_readme_dashboard_commands_serve_and_stop(env: dict[str, str]) -> None:
@@ -67,8 +71,11 @@ def test_readme_dashboard_commands_serve_and_stop(env: dict[str, str]) -> None:
     for line in lines:
         proc = start(shlex.split(line)[1:], env)
         try:
-            wait_for(lambda: get("http://127.0.0.1:8080/api/overview")[0] == 200, 30,
-                     f"`{line}` to serve")  # fmt: skip
+            wait_for(
+                lambda: get("http://127.0.0.1:8080/api/overview")[0] == 200,
+                30,
+                f"`{line}` to serve",
+            )
             _, body = get("http://127.0.0.1:8080/api/overview")
             assert body["namespace"] == env["TICKWHEEL_NAMESPACE"]
             assert body["read_only"] is ("--read-only" in line)
@@ -84,8 +91,10 @@ def test_beyond_loopback_needs_a_token(env: dict[str, str]) -> None:
                              timeout=60, check=False)  # fmt: skip
     assert refused.returncode == 2
     assert b"TICKWHEEL_DASHBOARD_TOKEN" in refused.stderr
-    proc = start(["dashboard", "--host", "0.0.0.0", "--port", port],
-                 {**env, "TICKWHEEL_DASHBOARD_TOKEN": "t0ken"})  # fmt: skip
+    proc = start(
+        ["dashboard", "--host", "0.0.0.0", "--port", port],
+        {**env, "TICKWHEEL_DASHBOARD_TOKEN": "t0ken"},
+    )
     try:
         url = f"http://127.0.0.1:{port}/api/overview"
         wait_for(lambda: get(url)[0] == 401, 30, "the dashboard to ask for its token")

@@ -17,9 +17,12 @@ from httpapi.spec import ENDPOINTS
 BODIES = [e for e in ENDPOINTS if e.body is not None]
 
 scalars = (
-    st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8)
-)  # fmt: skip
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8)
+)
 json_values = st.recursive(
     scalars,
     lambda inner: (

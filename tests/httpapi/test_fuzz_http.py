@@ -28,11 +28,12 @@ values = st.recursive(leaves, lambda inner: st.one_of(
 # every declared field of a timer (#41), and the other bodies' fields
 fields = st.sampled_from([*FIELDS, "items", "origin", "keys", "other"])
 bodies = st.one_of(
-    st.dictionaries(fields, st.one_of(values, st.just("x"), st.just(1000), st.just(["k"])),
-                    max_size=5),
+    st.dictionaries(
+        fields, st.one_of(values, st.just("x"), st.just(1000), st.just(["k"])), max_size=5
+    ),
     values,
     st.binary(max_size=30),
-)  # fmt: skip
+)
 paths = st.sampled_from([
     "/timers", "/timers/batch", "/timers/x/cancel", "/timers/x/complete",
     "/timers/x/reschedule", "/notify", "/timers/x", "/timers/x/outcome?timeout_s=0",
@@ -62,8 +63,12 @@ def test_any_request_is_answered_below_500_and_a_refusal_writes_nothing(  # noqa
     before = namespace_keys(redis_client, client.namespace)
     content = body if isinstance(body, bytes) else json.dumps(body).encode()
     with TestClient(create_app(redis_server.url, tokens=None)) as http:
-        r = http.request(method, f"/v1/namespaces/{client.namespace}{path}", content=content,
-                         headers={"Content-Type": "application/json"})  # fmt: skip
+        r = http.request(
+            method,
+            f"/v1/namespaces/{client.namespace}{path}",
+            content=content,
+            headers={"Content-Type": "application/json"},
+        )
     assert r.status_code < 500, (method, path, body, r.text)
     if r.status_code >= 400 and r.status_code != 405:
         error = r.json()

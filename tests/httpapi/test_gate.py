@@ -73,8 +73,9 @@ def test_nesting_is_refused_past_the_documented_depth_and_readable_within_it(
     api, c, _ = quiet
     ns = f"/v1/namespaces/{c.namespace}"
     deep = nested(MAX_PAYLOAD_DEPTH)
-    status, made = api.call("POST", f"{ns}/timers", {"id": "deep", "delay_ms": 60_000,
-                                                     "payload": deep})  # fmt: skip
+    status, made = api.call(
+        "POST", f"{ns}/timers", {"id": "deep", "delay_ms": 60_000, "payload": deep}
+    )
     assert status == 201, made
     status, got = api.call("GET", f"{ns}/timers/deep")
     assert status == 200 and got["payload"] == deep
@@ -84,8 +85,9 @@ def test_nesting_is_refused_past_the_documented_depth_and_readable_within_it(
     assert status == 200 and batch["outcomes"][0]["payload"] == deep, batch
     before = namespace_keys(redis_client, c.namespace)
     for depth in (MAX_PAYLOAD_DEPTH + 1, 600):
-        status, error = api.call("POST", f"{ns}/timers", {"id": f"d{depth}", "delay_ms": 1000,
-                                                          "payload": nested(depth)})  # fmt: skip
+        status, error = api.call(
+            "POST", f"{ns}/timers", {"id": f"d{depth}", "delay_ms": 1000, "payload": nested(depth)}
+        )
         assert (status, error["kind"]) == (400, "InvalidInput"), error
         assert "levels deep" in error["error"]
     status, error = api.call("POST", f"{ns}/timers/batch", {"timers": nested(600)})

@@ -30,8 +30,11 @@ def test_the_node_example_against_a_real_server(
     assert NODE is not None
     with serving(redis_server, namespace, tmp_path, worker=True) as (api, _c, _):
         port = free_port()
-        hooks = Handlers(TimerClient.from_url(redis_server.url, namespace), group="node-hooks",
-                         backoff=Backoff(initial_s=0.05, max_s=0.2))  # fmt: skip
+        hooks = Handlers(
+            TimerClient.from_url(redis_server.url, namespace),
+            group="node-hooks",
+            backoff=Backoff(initial_s=0.05, max_s=0.2),
+        )
         deliver = webhook(f"http://127.0.0.1:{port}/", SECRET, timeout_s=5)
         for kind in ("expired", "completed", "cancelled"):
             hooks.add(kind, deliver)
@@ -39,12 +42,17 @@ def test_the_node_example_against_a_real_server(
         runner.start()
         try:
             env = {
-                "PATH": "/usr/bin:/bin", "API": api.base, "TOKEN": api.token or "",
-                "NS": namespace, "WEBHOOK_SECRET": SECRET, "WEBHOOK_PORT": str(port),
-            }  # fmt: skip
+                "PATH": "/usr/bin:/bin",
+                "API": api.base,
+                "TOKEN": api.token or "",
+                "NS": namespace,
+                "WEBHOOK_SECRET": SECRET,
+                "WEBHOOK_PORT": str(port),
+            }
             demo = str(ROOT / "examples" / "node" / "demo.js")
-            ran = subprocess.run([NODE, demo], env=env, capture_output=True, text=True,
-                                 timeout=120, check=False)  # fmt: skip
+            ran = subprocess.run(
+                [NODE, demo], env=env, capture_output=True, text=True, timeout=120, check=False
+            )
         finally:
             hooks.stop()
             runner.join(15)

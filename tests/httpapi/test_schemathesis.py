@@ -54,8 +54,10 @@ def keyspace(r: redis.Redis, namespace: str) -> dict[bytes, Any]:
     """Every key a request here could write (the namespace's, its sibling's that the
     serving fixture makes, the server-wide ``tw:*``) with a dump of its value; not the
     other tests' keys, whose dump would cost more than the requests."""
-    keys = [*r.scan_iter(match=f"{{tw:{namespace}*", count=1000),
-            *r.scan_iter(match="tw:*", count=1000)]  # fmt: skip
+    keys = [
+        *r.scan_iter(match=f"{{tw:{namespace}*", count=1000),
+        *r.scan_iter(match="tw:*", count=1000),
+    ]
     return {key: r.dump(key) for key in keys}
 
 

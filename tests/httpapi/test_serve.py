@@ -85,8 +85,9 @@ def serving(
         runner.start()
     port = free_port()
     web_app = create_app(redis_server.url, tokens=tokens)
-    config = uvicorn.Config(web_app, host="127.0.0.1", port=port, log_level="warning",
-                            timeout_graceful_shutdown=2)  # fmt: skip
+    config = uvicorn.Config(
+        web_app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=2
+    )
     server = uvicorn.Server(config)
     web = threading.Thread(target=server.run, daemon=True)
     web.start()
@@ -176,8 +177,7 @@ def test_tokens_are_scoped_to_namespaces_and_actions(
     admin_entry, admin = tokens.create("admin", ["*"])
     assert api.call("POST", f"{ns}/timers", {"id": "x", "delay_ms": 1000}, token="")[0] == 401
     assert api.call("GET", f"{ns}/timers/x", token="tw_000000000000_" + "a" * 43)[0] == 401
-    status, refused = api.call("POST", f"{ns}/timers", {"id": "x", "delay_ms": 1000},
-                               token=reader)  # fmt: skip
+    status, refused = api.call("POST", f"{ns}/timers", {"id": "x", "delay_ms": 1000}, token=reader)
     assert status == 403 and "may not write" in refused["error"] and reader not in refused["error"]
     assert api.call("GET", f"{ns}/timers/x", token=reader)[0] == 404  # read: allowed
     assert api.call("POST", f"{other}/timers", {"id": "y", "delay_ms": 1000})[0] == 403
@@ -256,8 +256,12 @@ def test_openapi_document_is_the_servers_and_kept_in_the_repo(
     assert kept == document(), "docs/openapi.json is stale: python -m httpapi.openapi > it"
     app = create_app("redis://127.0.0.1:1", tokens=None)
     routes = [r for r in app.routes if isinstance(r, Route)]
-    routed = {(m, r.path.replace(":path", "").replace(":int", "")) for r in routes
-              for m in (r.methods or ()) if m != "HEAD"}  # fmt: skip
+    routed = {
+        (m, r.path.replace(":path", "").replace(":int", ""))
+        for r in routes
+        for m in (r.methods or ())
+        if m != "HEAD"
+    }
     documented = {(m.upper(), p) for p, ops in document()["paths"].items() for m in ops}
     assert routed == documented
     for method, path in documented:
@@ -277,8 +281,9 @@ def test_tickwheel_serve_with_workers_and_tokens(
     TimerClient.from_url(redis_server.url, namespace).init(shards=2)
     base = [sys.executable, "-m", "cli", "--redis-url", redis_server.url, "--namespace", namespace]
     env = {**os.environ, "TICKWHEEL_TOKENS": str(tmp_path / "tokens.json")}
-    refused = subprocess.run([*base, "serve"], env=env, capture_output=True, text=True,
-                             timeout=60, check=False)  # fmt: skip
+    refused = subprocess.run(
+        [*base, "serve"], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
     assert refused.returncode == 2 and "no tokens in" in refused.stderr
     wide = subprocess.run([*base, "serve", "--host", "0.0.0.0", "--no-auth"], env=env,
                           capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
@@ -286,13 +291,15 @@ def test_tickwheel_serve_with_workers_and_tokens(
     made = subprocess.run([*base, "--json", "tokens", "create", "--scope", "write"], env=env,
                           capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
     token = json.loads(made.stdout)["token"]
-    listed = subprocess.run([*base, "tokens", "list"], env=env, capture_output=True, text=True,
-                            timeout=60, check=True)  # fmt: skip
+    listed = subprocess.run(
+        [*base, "tokens", "list"], env=env, capture_output=True, text=True, timeout=60, check=True
+    )
     assert token not in listed.stdout and "write" in listed.stdout
     port = free_port()
     with (tmp_path / "serve.log").open("wb") as log:
-        proc = subprocess.Popen([*base, "serve", "--port", str(port), "--workers", "2"],
-                                env=env, stdout=log, stderr=log)  # fmt: skip
+        proc = subprocess.Popen(
+            [*base, "serve", "--port", str(port), "--workers", "2"], env=env, stdout=log, stderr=log
+        )
     api = Api(f"http://127.0.0.1:{port}", token)
 
     def up() -> bool:
@@ -308,14 +315,16 @@ def test_tickwheel_serve_with_workers_and_tokens(
             assert api.call("POST", f"{ns}/timers", {"id": f"s{i}", "delay_ms": 60_000})[0] == 201
             assert api.call("GET", f"{ns}/timers/s{i}")[1]["state"] == "pending"
         with ThreadPoolExecutor(8) as pool:  # at once: both processes take some
-            codes = list(pool.map(lambda i: api.call("GET", f"{ns}/timers/s{i % 6}")[0],
-                                  range(40)))  # fmt: skip
+            codes = list(pool.map(lambda i: api.call("GET", f"{ns}/timers/s{i % 6}")[0], range(40)))
         assert codes == [200] * 40
         for _ in range(8):  # whichever process answers, /metrics counts both processes'
             scraped = urllib.request.urlopen(f"{api.base}/metrics", timeout=10).read().decode()
-            got = [float(line.rsplit(" ", 1)[1]) for line in scraped.splitlines()
-                   if line.startswith('tickwheel_http_requests_total{route="getTimer"')
-                   and 'status="200"' in line]  # fmt: skip
+            got = [
+                float(line.rsplit(" ", 1)[1])
+                for line in scraped.splitlines()
+                if line.startswith('tickwheel_http_requests_total{route="getTimer"')
+                and 'status="200"' in line
+            ]
             assert sum(got) == 46, scraped
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -364,12 +373,16 @@ def test_a_handler_in_any_language_through_a_group(
     refs = {tid: o["ref"] for tid, o in got.items()}
     assert got["h:0"]["payload"] == {"n": 0} and got["h:0"]["attempt"] == 1
     assert got["h:0"]["idempotency_key"] == refs["h:0"]
-    assert api.call("POST", f"{grp}/ack", {"refs": [refs["h:0"], refs["h:1"], refs["h:2"]]})[
-        1] == {"acked": 3}  # fmt: skip
-    assert api.call("POST", f"{grp}/retry", {"ref": refs["h:3"], "delay_ms": 100})[1][
-        "retrying"] is True  # fmt: skip
-    status, dead = api.call("POST", f"{grp}/dead", {"ref": refs["h:4"], "error": "no such job",
-                                                     "consumer": "svc-1"})  # fmt: skip
+    assert api.call("POST", f"{grp}/ack", {"refs": [refs["h:0"], refs["h:1"], refs["h:2"]]})[1] == {
+        "acked": 3
+    }
+    assert (
+        api.call("POST", f"{grp}/retry", {"ref": refs["h:3"], "delay_ms": 100})[1]["retrying"]
+        is True
+    )
+    status, dead = api.call(
+        "POST", f"{grp}/dead", {"ref": refs["h:4"], "error": "no such job", "consumer": "svc-1"}
+    )
     assert status == 200 and dead["dead_letter"]
     again: list[dict[str, Any]] = []
 
@@ -540,10 +553,11 @@ def test_tickwheel_serve_speaks_https_with_certfile_and_keyfile(
     try:
         wait_for(answers, 30, "the HTTPS API to answer")
         req = urllib.request.Request(
-            f"https://127.0.0.1:{port}/v1/namespaces/{namespace}/timers", method="POST",
+            f"https://127.0.0.1:{port}/v1/namespaces/{namespace}/timers",
+            method="POST",
             data=json.dumps({"id": "tls-1", "delay_ms": 60_000}).encode(),
             headers={"Content-Type": "application/json"},
-        )  # fmt: skip
+        )
         with urllib.request.urlopen(req, timeout=10, context=context) as r:
             assert r.status == 201
         with pytest.raises((OSError, http.client.HTTPException)):

@@ -91,15 +91,18 @@ def test_every_role_does_its_job_with_exactly_its_rules(
             runner.join(20)
             w.client.close()
     refused = [
-        r.getMessage() for r in caplog.records
+        r.getMessage()
+        for r in caplog.records
         if r.levelno >= logging.ERROR or "NOPERM" in r.getMessage() or "NOPERM" in str(r.exc_info)
-    ]  # fmt: skip
+    ]
     assert refused == []
 
     handlers = Handlers(
-        TimerClient.from_url(url_of("handlers", namespace), namespace), group="g",
-        max_attempts=2, backoff=Backoff(initial_s=0.01, max_s=0.02),
-    )  # fmt: skip
+        TimerClient.from_url(url_of("handlers", namespace), namespace),
+        group="g",
+        max_attempts=2,
+        backoff=Backoff(initial_s=0.01, max_s=0.02),
+    )
     handled: list[str] = []
 
     def handle(o: Outcome) -> None:

@@ -74,7 +74,10 @@ def test_lifecycle_matches_the_sync_client(client: TimerClient) -> None:
     # what the async client wrote, read back through the sync one
     states = {tid: client.get(tid) for tid in ("job:{1}", "job:{2}", "job:{3}")}
     assert {tid: i.state for tid, i in states.items() if i} == {
-        "job:{1}": "completed", "job:{2}": "cancelled", "job:{3}": "completed"}  # fmt: skip
+        "job:{1}": "completed",
+        "job:{2}": "cancelled",
+        "job:{3}": "completed",
+    }
     assert client.outcomes_total() == 3
 
 

@@ -162,8 +162,11 @@ def test_a_password_in_any_url_form_is_never_shown(
     assert "S3CRETpw" not in repr(RedisSettings.from_url(url))
     log = tmp_path / "worker.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "worker", "--redis-url", url],
-                                stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "worker", "--redis-url", url],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         wait_for(lambda: b"waiting for Redis" in log.read_bytes(), 30, "the worker's warning")
     finally:

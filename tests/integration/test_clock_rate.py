@@ -49,12 +49,16 @@ def test_a_fast_clock_costs_at_most_three_refused_fires_a_timer(
         c.init(shards=2, bucket_ms=100)
         w = make_worker(c, "fast", lease_ms=1_500)
         with running(w):
-            wait_for(lambda: len(w.shards) == 2 and abs(w.clock.skew - 1.5) < 0.05, 30,
-                     "the worker to lead and to measure its clock's rate")  # fmt: skip
+            wait_for(
+                lambda: len(w.shards) == 2 and abs(w.clock.skew - 1.5) < 0.05,
+                30,
+                "the worker to lead and to measure its clock's rate",
+            )
             n = 40
             now = c.server_time_ms()
-            c.schedule_many([{"id": f"f{i}", "deadline_ms": now + 2_000 + 50 * i}
-                             for i in range(n)])  # fmt: skip
+            c.schedule_many(
+                [{"id": f"f{i}", "deadline_ms": now + 2_000 + 50 * i} for i in range(n)]
+            )
             for i in range(n):
                 assert c.wait(f"f{i}", timeout=20).outcome == "expired"
             refused = w.stats.early_reinserted

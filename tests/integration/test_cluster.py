@@ -54,9 +54,11 @@ def test_cluster_lifecycle(cclient: TimerClient) -> None:
     """schedule, notify, cancel, get, schedule_many, stats and memory work across all three
     masters."""
     res = cclient.schedule_many(
-        [{"id": f"job:{{{i}}}", "delay_ms": 60_000, "watch": [f"job:{{{i}}}:done"]}
-         for i in range(200)]
-    )  # fmt: skip
+        [
+            {"id": f"job:{{{i}}}", "delay_ms": 60_000, "watch": [f"job:{{{i}}}:done"]}
+            for i in range(200)
+        ]
+    )
     assert all(not isinstance(r, Exception) and r.created for r in res)
     shards = {r.shard for r in res if not isinstance(r, Exception)}
     assert shards == set(range(8))
@@ -167,8 +169,10 @@ def test_asyncio_client_on_a_cluster(cclient: TimerClient) -> None:
     batch over every shard (its pipelines split per node), get, notify, cancel,
     reschedule, wait for what a worker fires, read and ack through a group, find and act
     in bulk, create and list a schedule; after SCRIPT FLUSH the calls reload."""
-    w = Worker(TimerClient.from_url(cclient.where, cclient.namespace),
-               WorkerSettings(worker_id="aw", lease_ms=5_000))  # fmt: skip
+    w = Worker(
+        TimerClient.from_url(cclient.where, cclient.namespace),
+        WorkerSettings(worker_id="aw", lease_ms=5_000),
+    )
     runner = threading.Thread(target=w.run, daemon=True)
 
     async def main() -> None:
@@ -177,7 +181,8 @@ def test_asyncio_client_on_a_cluster(cclient: TimerClient) -> None:
             made = await ac.schedule("a:{1}", 60_000, watch=["a:{1}:done"])
             assert made.created and (await ac.get("a:{1}")) is not None
             batch = await ac.schedule_many(
-                [{"id": f"b:{{{i}}}", "delay_ms": 200} for i in range(40)])  # fmt: skip
+                [{"id": f"b:{{{i}}}", "delay_ms": 200} for i in range(40)]
+            )
             assert all(not isinstance(t, Exception) for t in batch), batch
             assert {t.shard for t in batch if not isinstance(t, Exception)} == set(range(8))
             assert await ac.notify("a:{1}:done") == 1
@@ -266,9 +271,10 @@ def test_a_dead_master_stalls_only_its_own_shards(
             wait_for(lambda: len(w.shards) == 8, 20, "the worker leads every shard")
             victim = servers[2]
             on_victim = {
-                s for s in range(8)
+                s
+                for s in range(8)
                 if c.redis.get_node_from_key(c.keys.shard(s).prefix).port == victim.port
-            }  # fmt: skip
+            }
             healthy = set(range(8)) - on_victim
             assert on_victim and healthy
             lost_before = w.stats.leases_lost
@@ -300,8 +306,9 @@ def test_a_cluster_node_whose_bus_port_is_taken_starts_on_other_ports(
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
         squatter.bind(("127.0.0.1", port + CLUSTER_BUS_OFFSET))
         squatter.listen()
-        node = RedisServer(tmp_path / "n", binary=server_binary, port=port,
-                           extra_args=("--cluster-enabled", "yes"))  # fmt: skip
+        node = RedisServer(
+            tmp_path / "n", binary=server_binary, port=port, extra_args=("--cluster-enabled", "yes")
+        )
         try:
             start_cluster_node(node)
             assert node.port != port

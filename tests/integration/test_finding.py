@@ -60,21 +60,30 @@ def test_state_and_deadline_select(client: TimerClient) -> None:
     """Pending, expired, cancelled and completed are told apart (the decided ones from the
     results table), and a deadline range keeps only what lies in it, bounds included."""
     now = client.server_time_ms()
-    client.schedule_many([{"id": f"s:{{{i}}}", "deadline_ms": now - 1_000 + i,
-                           "watch": [f"s:{{{i}}}:k"]} for i in range(40)])  # fmt: skip
+    client.schedule_many(
+        [
+            {"id": f"s:{{{i}}}", "deadline_ms": now - 1_000 + i, "watch": [f"s:{{{i}}}:k"]}
+            for i in range(40)
+        ]
+    )
     fire_now(client, [f"s:{{{i}}}" for i in range(10)])
     for i in range(10, 20):
         assert client.cancel(f"s:{{{i}}}")
     for i in range(20, 30):
         assert client.notify(f"s:{{{i}}}:k") == 1
     states = {t.id: t.state for t in client.timers.scan("s:*", state="any", count=50)}
-    assert states == {f"s:{{{i}}}": ("expired", "cancelled", "completed", "pending")[i // 10]
-                      for i in range(40)}  # fmt: skip
+    assert states == {
+        f"s:{{{i}}}": ("expired", "cancelled", "completed", "pending")[i // 10] for i in range(40)
+    }
     assert client.timers.count("s:*", state="decided") == 30
     assert client.timers.count("s:*", state=["cancelled", "completed"]) == 20
     assert client.timers.count("s:{3?}") == 10  # s:{30} .. s:{39}, pending
-    window = {t.id for t in client.timers.scan("s:*", state="any", deadline_from_ms=now - 995,
-                                               deadline_to_ms=now - 990)}  # fmt: skip
+    window = {
+        t.id
+        for t in client.timers.scan(
+            "s:*", state="any", deadline_from_ms=now - 995, deadline_to_ms=now - 990
+        )
+    }
     assert window == {f"s:{{{i}}}" for i in range(5, 11)}
     assert client.timers.count("nothing-like-this:*", state="any") == 0
 
@@ -114,8 +123,9 @@ def test_bulk_cancel_dry_run_then_once_each(client: TimerClient) -> None:
     """A dry run counts and writes nothing; the cancel decides each selected timer once
     (one outcome each), leaves the others, and reports progress page by page."""
     now = client.server_time_ms()
-    client.schedule_many([{"id": f"tenant-7:{i}", "deadline_ms": now + HOUR + i}
-                          for i in range(1_500)])  # fmt: skip
+    client.schedule_many(
+        [{"id": f"tenant-7:{i}", "deadline_ms": now + HOUR + i} for i in range(1_500)]
+    )
     client.schedule_many([{"id": f"tenant-8:{i}", "delay_ms": HOUR} for i in range(50)])
     outcomes_before = client.stats()["outcomes"]
     dry = client.timers.cancel("tenant-7:*", dry_run=True, count=200)
@@ -144,8 +154,10 @@ def test_bulk_reschedule_moves_each_timer_once(client: TimerClient) -> None:
     cut = now + HOUR + 60_000 + 99
     early = client.timers.reschedule("r:*", deadline_ms=now + 2 * HOUR, deadline_to_ms=cut)
     assert early.done == 100
-    assert client.timers.count("r:*", deadline_from_ms=now + 2 * HOUR,
-                               deadline_to_ms=now + 2 * HOUR) == 100  # fmt: skip
+    assert (
+        client.timers.count("r:*", deadline_from_ms=now + 2 * HOUR, deadline_to_ms=now + 2 * HOUR)
+        == 100
+    )
     with pytest.raises(InvalidInput, match="exactly one"):
         client.timers.reschedule("r:*", shift_ms=1, delay_ms=1)
 

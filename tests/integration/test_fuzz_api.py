@@ -95,14 +95,16 @@ def timers(draw: st.DrawFn) -> dict[str, Any]:
 
 traceparents = st.builds(
     lambda trace, span, flags: f"00-{trace:032x}-{span:016x}-{flags:02x}",
-    st.integers(0, 2**128 - 1), st.integers(0, 2**64 - 1), st.integers(0, 255),
-)  # fmt: skip
+    st.integers(0, 2**128 - 1),
+    st.integers(0, 2**64 - 1),
+    st.integers(0, 255),
+)
 callback_urls = st.builds(
     lambda scheme, host, path: f"{scheme}://{host}/{path}",
     st.sampled_from(["http", "https", "ftp", "javascript", ""]),
     st.sampled_from(["hooks.example", "user:secret@hooks.example", "", "[::1]:99999"]),
     st.text(max_size=20),
-)  # fmt: skip
+)
 
 
 OPTIONS = [name for name in get_type_hints(TimerOptions) if name != "payload"]
@@ -387,8 +389,11 @@ def test_the_issues_partial_batch(client: TimerClient) -> None:
     written and the bad one gets its InvalidInput (it raised half-way before)."""
     base = fresh_id()
     good = [{"id": f"{base}:{i}", "delay_ms": 60_000} for i in range(1000)]
-    items: list[Any] = [*good, {"id": f"{base}:bad", "delay_ms": 1, "watch": 7},
-                        {"id": f"{base}:last", "delay_ms": 60_000}]  # fmt: skip
+    items: list[Any] = [
+        *good,
+        {"id": f"{base}:bad", "delay_ms": 1, "watch": 7},
+        {"id": f"{base}:last", "delay_ms": 60_000},
+    ]
     results = client.schedule_many(items)
     assert [type(r) for r in results] == [Timer] * 1000 + [InvalidInput, Timer]
     assert client.get(f"{base}:last") is not None

@@ -447,8 +447,9 @@ def test_a_hung_sync_handler_is_released_for_a_retry(
     assert [a for a, _ in seen] == [1, 2]
     stuck_thread = seen[0][1]
     assert seen[1][1] != stuck_thread  # a new thread took the stuck one's place
-    assert any(stuck_thread in r.getMessage() and "timeout" in r.getMessage()
-               for r in caplog.records)  # fmt: skip
+    assert any(
+        stuck_thread in r.getMessage() and "timeout" in r.getMessage() for r in caplog.records
+    )
     assert (h.stats.handled, h.stats.failed, h.stats.timed_out) == (1, 1, 1)
     unstick.set()
     wait_for(returned.is_set, 10, "the stuck handler to return")

@@ -54,8 +54,10 @@ class OldNamespace:
         r.sadd(NAMESPACES, namespace)
         if shape["table"]:  # a format-3 table made by a migration from 2 (no F; E; G ahead)
             for s in range(SHARDS):
-                r.hset(self.sk(s).results_table, mapping={"L": 0, "S": 0, "N": 0, "E": 1,
-                                                          "G": self.now + HOUR})  # fmt: skip
+                r.hset(
+                    self.sk(s).results_table,
+                    mapping={"L": 0, "S": 0, "N": 0, "E": 1, "G": self.now + HOUR},
+                )
 
     def sk(self, shard: int) -> ShardKeys:
         return self.ns.shard(shard)
@@ -81,14 +83,14 @@ class OldNamespace:
         """A decided timer: its five-field entry, and its outcome retained as a string."""
         sk, p, at = self.of(tid), payload(value), self.now - 10
         if self.shape["records"] == "map":
-            rec = pack({"o": outcome, "d": deadline, "t": at, "p": p, "c": self.now - 99,
-                        "s": "", "g": []})  # fmt: skip
+            rec = pack(
+                {"o": outcome, "d": deadline, "t": at, "p": p, "c": self.now - 99, "s": "", "g": []}
+            )
         else:
             code = {"expired": 1, "cancelled": 2, "completed": 3}[outcome]
             rec = pack([code, deadline, at - deadline, p, deadline - self.now + 99])
         self.r.set(f"{sk.prefix}:r:{tid}", rec, px=HOUR)
-        fields = {"id": tid, "outcome": outcome, "deadline": deadline, "decided": at,
-                  "payload": p}  # fmt: skip
+        fields = {"id": tid, "outcome": outcome, "deadline": deadline, "decided": at, "payload": p}
         return text(self.r.xadd(sk.outcomes, fields))  # type: ignore[arg-type]
 
 
@@ -110,8 +112,10 @@ def fill(o: OldNamespace) -> dict[str, Any]:
     if o.shape["coarse"]:
         o.pending("hour", o.now - 3_000, "hour", coarse=True)
         due["hour"] = o.now - 3_000
-    entries = {tid: o.decided(tid, "cancelled", o.now + 50_000, [tid]) for tid in
-               ("gone0", "gone1", "gone2")}  # fmt: skip
+    entries = {
+        tid: o.decided(tid, "cancelled", o.now + 50_000, [tid])
+        for tid in ("gone0", "gone1", "gone2")
+    }
     sk = o.of("gone0")
     o.r.xgroup_create(sk.outcomes, "g", id="0")
     reply: Any = o.r.xreadgroup("g", "c1", {sk.outcomes: ">"}, count=1)
@@ -194,8 +198,9 @@ def test_migrate_converts_and_every_timer_fires_once_and_every_outcome_reads(
     assert version_of(redis_client, old) == version  # not yet
     steps: list[tuple[int, str]] = []
     assert c.migrate(progress=lambda s, st: steps.append((s, st.step)), budget=3) == (
-        version, FORMAT_VERSION,
-    )  # fmt: skip
+        version,
+        FORMAT_VERSION,
+    )
     assert {s for s, _ in steps} == set(range(SHARDS)) and len(steps) > SHARDS  # bounded steps
     assert c.migrate() == (FORMAT_VERSION, FORMAT_VERSION)  # again: nothing to do
     converted_keyspace(redis_client, namespace)
@@ -203,8 +208,10 @@ def test_migrate_converts_and_every_timer_fires_once_and_every_outcome_reads(
     sk, held = made["held"]
     (pel,) = redis_client.xpending_range(sk.outcomes, "g", "-", "+", 10)
     assert (text(pel["message_id"]), pel["consumer"], pel["times_delivered"]) == (
-        held, b"c1", 1,
-    )  # fmt: skip
+        held,
+        b"c1",
+        1,
+    )
     info = c.get("later")
     assert info is not None and (info.state, info.payload) == ("pending", "later")
     for tid in ("gone0", "gone1", "gone2"):
@@ -229,8 +236,9 @@ def test_migrate_converts_and_every_timer_fires_once_and_every_outcome_reads(
     assert (first.entry_id, first.id, first.payload) == (held, "gone0", ["gone0"])
     (letter,) = c.dead_letters()
     assert letter.outcome is not None and (letter.outcome.id, letter.outcome.payload) == (
-        "gone1", ["gone1"],
-    )  # fmt: skip
+        "gone1",
+        ["gone1"],
+    )
     assert c.redeliver(letter.ref) is not None and c.dead_letters() == []
     c.close()
 

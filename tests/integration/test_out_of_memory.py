@@ -29,8 +29,11 @@ def server(tmp_path: Path, server_binary: Path) -> Iterator[RedisServer]:
 
 
 def refusing(w: object) -> float:
-    fam = next(f for f in WorkerCollector(w).collect()  # type: ignore[arg-type]
-               if f.name == "tickwheel_redis_refusing_writes")  # fmt: skip
+    fam = next(
+        f
+        for f in WorkerCollector(w).collect()  # type: ignore[arg-type]
+        if f.name == "tickwheel_redis_refusing_writes"
+    )
     return float(fam.samples[0].value)
 
 
@@ -59,8 +62,11 @@ def test_out_of_memory_is_visible_and_survived(server: RedisServer, namespace: s
             assert any("out of memory (OOM)" in why for why in health.reasons), health
             lost = w.stats.leases_lost
             start = c.server_time_ms()
-            wait_for(lambda: c.server_time_ms() >= max(start, due) + 3 * LEASE_MS, 20,
-                     "three lease times under OOM")  # fmt: skip
+            wait_for(
+                lambda: c.server_time_ms() >= max(start, due) + 3 * LEASE_MS,
+                20,
+                "three lease times under OOM",
+            )
             assert w.stats.leases_lost == lost and len(w.shards) == 4  # every lease kept
             assert c.get(ids[0]).state == "pending"  # type: ignore[union-attr]  # none fired
             r.config_set("maxmemory", 0)

@@ -108,8 +108,9 @@ def test_rearm_takes_an_outcome_out_of_the_table(client: TimerClient) -> None:
     """A re-armed id's outcome leaves the table (N too), and its next outcome goes in."""
     ids = decided_in_shard(client, 2, 300, "rearm")
     sk = client.keys.shard(2)
-    client.schedule_many([{"id": i, "delay_ms": 60_000, "payload": i, "rearm": True}
-                          for i in ids[:100]])  # fmt: skip
+    client.schedule_many(
+        [{"id": i, "delay_ms": 60_000, "payload": i, "rearm": True} for i in ids[:100]]
+    )
     st = check_table(client.redis, sk)
     assert st["N"] == 200
     assert all(retained(client.redis, sk, i)[0] is None for i in ids[:100])
@@ -130,8 +131,9 @@ def test_outcomes_with_payloads_stay_compact_on_the_servers_tickwheel_starts(
     sk = client.keys.shard(1)
     ids = ids_in_shard(client, 1, 60, "big")
     now = server_now_ms(client.redis)
-    client.schedule_many([{"id": i, "deadline_ms": now + 60_000, "payload": "x" * 300}
-                          for i in ids])  # fmt: skip
+    client.schedule_many(
+        [{"id": i, "deadline_ms": now + 60_000, "payload": "x" * 300} for i in ids]
+    )
     for tid in ids:
         assert client.cancel(tid)
     st = check_table(client.redis, sk)

@@ -98,8 +98,11 @@ def test_a_batch_behaves_like_its_timers_one_by_one(
             assert mine is theirs
             continue
         assert (mine.state, mine.payload, mine.watch, mine.need) == (
-            theirs.state, theirs.payload, theirs.watch, theirs.need,
-        )  # fmt: skip
+            theirs.state,
+            theirs.payload,
+            theirs.watch,
+            theirs.need,
+        )
         if tid == "t:{3}":
             assert mine.deadline_ms == theirs.deadline_ms
     assert client.stats()["pending"] == oracle.stats()["pending"] == 256

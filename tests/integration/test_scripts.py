@@ -157,8 +157,10 @@ def test_fire_together_answers_each_shard_alone(c: TimerClient) -> None:
     assert len(shards) >= 3
     epochs = {s: acquire(c, s) for s in shards}
     stale = shards[1]  # fenced: a past epoch
-    calls = [c.shard_store(s).fire_call("w1", epochs[s] - (s == stale), by_shard[s],
-                                       ttl_ms=60_000) for s in shards]  # fmt: skip
+    calls = [
+        c.shard_store(s).fire_call("w1", epochs[s] - (s == stale), by_shard[s], ttl_ms=60_000)
+        for s in shards
+    ]
     [alone] = c.shards.fire_together(calls[1:2])  # the same, on its own
     assert isinstance(alone, Fenced)
     c.redis.script_flush()  # a restarted server: the pipeline loads the script, runs again
@@ -181,8 +183,11 @@ def test_fire_of_a_batch_decides_each_id_once_and_clears_every_index(
     now = server_now_ms(redis_client)
     ids = [f"b:{{f}}:{i}" for i in range(6)]
     for n, tid in enumerate(ids):  # two durable buckets, watch keys on some
-        c.schedule(tid, deadline_ms=now - 5_000 - 2_000 * (n % 2),
-                   watch=[f"b:{{f}}:k{n % 3}"] if n % 2 else [])  # fmt: skip
+        c.schedule(
+            tid,
+            deadline_ms=now - 5_000 - 2_000 * (n % 2),
+            watch=[f"b:{{f}}:k{n % 3}"] if n % 2 else [],
+        )
     shard = c.shard_of(ids[0])
     epoch = acquire(c, shard)
     done = fire(c, shard, "w1", epoch, [ids[0], *ids, ids[3]])

@@ -71,8 +71,7 @@ def test_schedule_fire_and_handler_in_one_trace(
     handlers = Handlers(client, group="traced")
     handlers.add("expired", seen.append)
     assert handlers.run(stop_when_idle=True)
-    assert {o.id: o.traceparent for o in seen} == {"job:{42}": tp, "job:{43}": tp,
-                                                    "untraced": None}  # fmt: skip
+    assert {o.id: o.traceparent for o in seen} == {"job:{42}": tp, "job:{43}": tp, "untraced": None}
     trace_id = parent.get_span_context().trace_id
     mine = [s for s in spans.get_finished_spans() if s.context.trace_id == trace_id]
     by_name: dict[str, list[Any]] = {}

@@ -95,8 +95,11 @@ def test_each_outcome_is_posted_signed_and_retried_until_taken(client: TimerClie
             assert not verify("another-secret-value", headers[SIGNATURE], body)
         assert [b["attempt"] for b in rx.bodies()] == [1, 2, 3]
         first = rx.bodies()[0]
-        assert (first["id"], first["outcome"], first["payload"]) == ("job:{1}", "expired",
-                                                                      {"job": 1})  # fmt: skip
+        assert (first["id"], first["outcome"], first["payload"]) == (
+            "job:{1}",
+            "expired",
+            {"job": 1},
+        )
         assert first["idempotency_key"] == keys.pop()
 
 
@@ -152,9 +155,13 @@ def test_tickwheel_handle_webhook_as_a_user_runs_it(
     with Receiver() as rx:
         bare = {k: v for k, v in os.environ.items() if k != "TICKWHEEL_WEBHOOK_SECRET"}
         no_secret = subprocess.run(
-            [*base, "--webhook", rx.url, "--idle-exit"], env=bare, capture_output=True,
-            text=True, timeout=60, check=False,
-        )  # fmt: skip
+            [*base, "--webhook", rx.url, "--idle-exit"],
+            env=bare,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert no_secret.returncode == 2 and "need a secret" in no_secret.stderr
         env = {**os.environ, "TICKWHEEL_WEBHOOK_SECRET": SECRET}
         done = subprocess.run([*base, "--webhook", rx.url, "--idle-exit", "--json"], env=env,
@@ -164,7 +171,8 @@ def test_tickwheel_handle_webhook_as_a_user_runs_it(
         assert SECRET not in done.stderr + done.stdout
         [(headers, body)] = rx.got
         assert verify(SECRET, headers[SIGNATURE], body) and json.loads(body)["payload"] == {
-            "job": 4}  # fmt: skip
+            "job": 4
+        }
 
 
 def test_tickwheel_handle_callbacks_as_a_user_runs_it(
@@ -181,8 +189,9 @@ def test_tickwheel_handle_callbacks_as_a_user_runs_it(
                 client.namespace, "handle", "--callbacks", "--max-attempts", "1",
                 "--idle-exit"]  # fmt: skip
         env = {**os.environ, "TICKWHEEL_WEBHOOK_SECRET": SECRET}
-        no_host = subprocess.run(base, env=env, capture_output=True, text=True, timeout=60,
-                                 check=False)  # fmt: skip
+        no_host = subprocess.run(
+            base, env=env, capture_output=True, text=True, timeout=60, check=False
+        )
         assert no_host.returncode == 2 and "--callback-host" in no_host.stderr
         done = subprocess.run([*base, "--callback-host", "127.0.0.1", "--json"], env=env,
                               capture_output=True, text=True, timeout=60, check=False)  # fmt: skip

@@ -338,9 +338,13 @@ def test_a_long_sweep_never_holds_a_lease_renewal_back(ns_client: TimerClient) -
     items = [{"id": f"late:{i}", "deadline_ms": now - 5_000} for i in range(8_000)]
     assert all(not isinstance(r, Exception) for r in ns_client.schedule_many(items))
     w = make_worker(
-        ns_client, "w1", lease_ms=1_000, sweep_limit=1, max_sweeps_per_tick=10_000,
+        ns_client,
+        "w1",
+        lease_ms=1_000,
+        sweep_limit=1,
+        max_sweeps_per_tick=10_000,
         sweep_interval_ms=1,
-    )  # fmt: skip
+    )
     try:
         w.tick()  # takes the shards (the first sweep waits a tick)
         assert len(w.shards) == 4

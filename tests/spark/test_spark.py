@@ -112,15 +112,21 @@ def test_create_schedules_from_a_dataframe(spark: SparkSession, ns: Any) -> None
     """One schedule per row (cron or every, a time zone, a payload); a bad row is
     reported and creates nothing; the same rows again are duplicates."""
     url, namespace, c = ns
-    schema = T.StructType([
-        T.StructField("name", T.StringType()), T.StructField("cron", T.StringType()),
-        T.StructField("every", T.StringType()), T.StructField("tz", T.StringType()),
-        T.StructField("payload", T.StringType()),
-    ])  # fmt: skip
-    rows = [("report-paris", "0 2 * * *", None, "Europe/Paris", "daily"),
-            ("heartbeat", None, "30s", None, "ping"),
-            ("broken", "99 * * * *", None, None, None),
-            ("has{brace", None, "1m", None, None)]  # fmt: skip
+    schema = T.StructType(
+        [
+            T.StructField("name", T.StringType()),
+            T.StructField("cron", T.StringType()),
+            T.StructField("every", T.StringType()),
+            T.StructField("tz", T.StringType()),
+            T.StructField("payload", T.StringType()),
+        ]
+    )
+    rows = [
+        ("report-paris", "0 2 * * *", None, "Europe/Paris", "daily"),
+        ("heartbeat", None, "30s", None, "ping"),
+        ("broken", "99 * * * *", None, None, None),
+        ("has{brace", None, "1m", None, None),
+    ]
     df = spark.createDataFrame(rows, schema).repartition(2)
     report = tws.create_schedules(df, url, namespace)
     assert (report.scheduled, report.duplicate, report.rejected) == (2, 0, 2)
@@ -140,8 +146,9 @@ def test_create_schedules_from_a_dataframe(spark: SparkSession, ns: Any) -> None
 def test_bad_rows_are_reported_and_write_nothing(spark: SparkSession, ns: Any) -> None:
     """Empty ids, negative or missing delays come back with reasons; only good rows land."""
     url, namespace, c = ns
-    schema = T.StructType([T.StructField("id", T.StringType()),
-                           T.StructField("delay_ms", T.LongType())])  # fmt: skip
+    schema = T.StructType(
+        [T.StructField("id", T.StringType()), T.StructField("delay_ms", T.LongType())]
+    )
     rows = [("good-1", 60_000), ("", 60_000), ("neg", -5), ("null", None), ("good-2", 60_000),
             ("x" * 300, 1_000)]  # fmt: skip
     report = tws.schedule_timers(spark.createDataFrame(rows, schema), url, namespace)
@@ -204,16 +211,18 @@ def test_streaming_sink_replayed_batch_creates_nothing_new(
     (src / "part-0.json").write_text(
         "\n".join(json.dumps({"id": f"s:{i}", "delay_ms": 60_000}) for i in range(120))
     )
-    schema = T.StructType([T.StructField("id", T.StringType()),
-                           T.StructField("delay_ms", T.LongType())])  # fmt: skip
+    schema = T.StructType(
+        [T.StructField("id", T.StringType()), T.StructField("delay_ms", T.LongType())]
+    )
     sink = tws.schedule_sink(url, namespace, sink_id="q1", id_col="id", delay_col="delay_ms")
     query = (
-        spark.readStream.schema(schema).json(str(src))
+        spark.readStream.schema(schema)
+        .json(str(src))
         .writeStream.foreachBatch(sink)
         .option("checkpointLocation", str(tmp_path / "ckpt"))
         .trigger(availableNow=True)
         .start()
-    )  # fmt: skip
+    )
     query.awaitTermination(120)
     assert query.exception() is None
     total = sum(r.scheduled for r in sink.reports)

@@ -16,9 +16,13 @@ import pytest
 from timer.engine import core
 
 ENGINE_MODULES = {
-    "test_purgatory", "test_reaper", "test_system_timer", "test_task_list", "test_wheel",
+    "test_purgatory",
+    "test_reaper",
+    "test_system_timer",
+    "test_task_list",
+    "test_wheel",
     "test_wheel_oracle",
-}  # fmt: skip
+}
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -161,9 +161,12 @@ def test_schedule_many_sends_one_call_per_shard_and_keeps_errors_in_place() -> N
     one = [i for i in ids if NS.shard_of(i) == NS.shard_of("t0")][:3]
     other = next(i for i in ids if NS.shard_of(i) != NS.shard_of("t0"))
     items: list[dict[str, Any]] = [
-        {"id": one[0], "delay_ms": 1}, {"id": ""}, {"id": other, "delay_ms": 2},
-        {"id": one[1], "delay_ms": 3}, {"id": one[2], "delay_ms": 4},
-    ]  # fmt: skip
+        {"id": one[0], "delay_ms": 1},
+        {"id": ""},
+        {"id": other, "delay_ms": 2},
+        {"id": one[1], "delay_ms": 3},
+        {"id": one[2], "delay_ms": 4},
+    ]
     op = ops.schedule_many(NS, items, "batch-1")
     send = next(op)
     assert isinstance(send, steps.Send)
@@ -181,8 +184,7 @@ def test_schedule_many_sends_one_call_per_shard_and_keeps_errors_in_place() -> N
     conflict = Exception("CONFLICT timer t1 is pending with other parameters")
     assert op.send("ticket") == steps.Collect("ticket")
     with pytest.raises(StopIteration) as done:
-        op.send([[10, conflict, [b"pending", b"30", b"5", b"old"]],
-                 Fenced("x")])  # fmt: skip
+        op.send([[10, conflict, [b"pending", b"30", b"5", b"old"]], Fenced("x")])
     results = done.value.value
     assert results[0].deadline_ms == 10 and results[0].created and results[0].origin == "batch-1"
     assert isinstance(results[1], InvalidInput)

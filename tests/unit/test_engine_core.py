@@ -25,9 +25,13 @@ def test_the_core_is_chosen_where_the_classes_are_made(pure: str) -> None:
     )
     env = {**os.environ, "TICKWHEEL_PURE_PYTHON": pure}
     done = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60,
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
         check=False,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     python = bool(pure)
     assert done.stdout.split() == [str(not python), str(python), str(python)]

@@ -14,9 +14,10 @@ from httpapi.context import error_of
 from timer import errors
 
 KINDS = [
-    c for _, c in inspect.getmembers(errors, inspect.isclass)
+    c
+    for _, c in inspect.getmembers(errors, inspect.isclass)
     if issubclass(c, errors.TimerError) and c is not errors.TimerError
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.__name__)
@@ -31,8 +32,10 @@ def test_every_error_has_its_code_and_status_and_both_doors_use_them(
     assert TimerCommandError(exc).exit_code == kind.exit_code
     status, body = error_of(exc)
     assert (status, body["exit_code"], body["kind"]) == (
-        kind.http_status, kind.exit_code, kind.__name__,
-    )  # fmt: skip
+        kind.http_status,
+        kind.exit_code,
+        kind.__name__,
+    )
 
 
 def test_not_durable_is_a_retry_not_an_unknown_failure() -> None:

@@ -11,9 +11,13 @@ from hypothesis import strategies as st
 from timer import Handlers, InvalidInput, Outcome
 
 anything = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=5),
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.text(max_size=5),
     st.lists(st.integers(), max_size=2),
-)  # fmt: skip
+)
 
 
 def handle(o: Outcome) -> None:
@@ -25,9 +29,11 @@ def test_handler_timeout_of_any_value(timeout: Any, kind: Any) -> None:
     """A timeout (the runner's default, or one handler's) is None or seconds in
     (0, 86400]; anything else, and any outcome kind but the three, is InvalidInput."""
     good = timeout is None or (
-        isinstance(timeout, int | float) and not isinstance(timeout, bool)
-        and math.isfinite(timeout) and 0 < timeout <= 86_400
-    )  # fmt: skip
+        isinstance(timeout, int | float)
+        and not isinstance(timeout, bool)
+        and math.isfinite(timeout)
+        and 0 < timeout <= 86_400
+    )
     try:
         h = Handlers(timeout_s=timeout)
     except InvalidInput:

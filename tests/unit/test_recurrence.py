@@ -62,30 +62,37 @@ def test_every_minute_across_both_transitions() -> None:
     paris = Recurrence.of(cron="* * * * *", tz="Europe/Paris")
     # Spring: 01:59 CET, then the whole skipped hour once at 03:00 CEST, then on.
     assert upcoming(paris, "2026-03-29T00:58:30", 3) == [
-        ms("2026-03-29T00:59"), ms("2026-03-29T01:00"), ms("2026-03-29T01:01"),
-    ]  # fmt: skip
+        ms("2026-03-29T00:59"),
+        ms("2026-03-29T01:00"),
+        ms("2026-03-29T01:01"),
+    ]
     # Autumn: 02:59 CEST, then the repeated wall times are skipped: 03:00 CET is next.
     assert upcoming(paris, "2026-10-25T00:58:30", 2) == [
-        ms("2026-10-25T00:59"), ms("2026-10-25T02:00"),
-    ]  # fmt: skip
+        ms("2026-10-25T00:59"),
+        ms("2026-10-25T02:00"),
+    ]
     # Asked from inside the repeat (02:10 CET, the second time), it goes on from 03:00 CET.
     assert upcoming(paris, "2026-10-25T01:10", 1) == [ms("2026-10-25T02:00")]
 
 
 def test_month_ends_last_days_and_leap_days() -> None:
     assert upcoming(Recurrence.of(cron="0 0 31 * *"), "2026-01-31T00:00", 2) == [
-        ms("2026-03-31T00:00"), ms("2026-05-31T00:00"),  # no 31st in Feb or April
-    ]  # fmt: skip
+        ms("2026-03-31T00:00"),
+        ms("2026-05-31T00:00"),  # no 31st in Feb or April
+    ]
     assert upcoming(Recurrence.of(cron="0 12 L * *"), "2026-02-01T00:00", 2) == [
-        ms("2026-02-28T12:00"), ms("2026-03-31T12:00"),
-    ]  # fmt: skip
+        ms("2026-02-28T12:00"),
+        ms("2026-03-31T12:00"),
+    ]
     assert upcoming(Recurrence.of(cron="0 9 29 2 *"), "2026-01-01T00:00", 2) == [
-        ms("2028-02-29T09:00"), ms("2032-02-29T09:00"),
-    ]  # fmt: skip
+        ms("2028-02-29T09:00"),
+        ms("2032-02-29T09:00"),
+    ]
     weekdays = Recurrence.of(cron="0 8 * * MON-FRI", tz="Europe/Paris")
     assert upcoming(weekdays, "2026-11-27T12:00", 2) == [  # a Friday noon: next is Monday
-        ms("2026-11-30T07:00"), ms("2026-12-01T07:00"),
-    ]  # fmt: skip
+        ms("2026-11-30T07:00"),
+        ms("2026-12-01T07:00"),
+    ]
     assert upcoming(Recurrence.of(cron="15 0 0 * * *"), "2026-01-01T00:00", 1) == [
         ms("2026-01-01T00:00:15")  # six fields: the seconds first
     ]
@@ -102,8 +109,10 @@ def test_intervals_are_absolute_time_with_an_offset_a_start_and_an_end() -> None
     assert started.next_after(1_120_500) is None
     hourly = Recurrence.of(every="1h", tz="Europe/Paris")  # DST does not move it
     assert upcoming(hourly, "2026-10-25T00:10", 3) == [
-        ms("2026-10-25T01:00"), ms("2026-10-25T02:00"), ms("2026-10-25T03:00"),
-    ]  # fmt: skip
+        ms("2026-10-25T01:00"),
+        ms("2026-10-25T02:00"),
+        ms("2026-10-25T03:00"),
+    ]
     assert Recurrence.of(cron="0 * * * *", start=ms("2026-05-01T10:30")).next_after(0) == ms(
         "2026-05-01T11:00"
     )

@@ -68,10 +68,13 @@ groups = st.builds(
     .map(tuple), st.integers(0, 9), st.integers(0, 9), st.none() | st.integers(0, 9), maybe_ms,
     maybe_ms, st.integers(1, 16),
 )  # fmt: skip
-specs = st.sampled_from([
-    ScheduleSpec.of(every="30s"), ScheduleSpec.of(cron="0 9 * * 1-5", tz="Europe/Paris"),
-    ScheduleSpec.of(every=60_000, overlap="skip", group="g", missed="all", catch_up="2h"),
-])  # fmt: skip
+specs = st.sampled_from(
+    [
+        ScheduleSpec.of(every="30s"),
+        ScheduleSpec.of(cron="0 9 * * 1-5", tz="Europe/Paris"),
+        ScheduleSpec.of(every=60_000, overlap="skip", group="g", missed="all", catch_up="2h"),
+    ]
+)
 schedules = st.builds(
     ScheduleInfo, text, specs, st.sampled_from(["active", "paused"]), st.none() | text, maybe_ms,
     st.integers(0, 9), st.integers(0, 9), maybe_ms, ms, st.integers(1, 9), payloads,

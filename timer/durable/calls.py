@@ -119,8 +119,7 @@ def reschedule_call(
     shard = ns.shard_of(tid)
     sk = ns.shard(shard)
     keys = [sk.timers, sk.buckets]
-    args = [sk.prefix, tid, mode, value, ns.meta.bucket_ms, ns.settings.max_delay_ms,
-            sk.events]  # fmt: skip
+    args = [sk.prefix, tid, mode, value, ns.meta.bucket_ms, ns.settings.max_delay_ms, sk.events]
     return Prepared(ScriptCall(ScriptName.RESCHEDULE, keys, args), tid, shard, "")
 
 

@@ -239,10 +239,13 @@ def _scan_outcomes(
         return _next_shard(ns, sel, at), 1
     wanted = max(1, min(PARTS_PER_CALL, parts - at.part, budget // PART_SIZE))
     scans = [
-        steps.Command("hscan", (sk.results_part(b), at.scan if b == at.part else 0),
-                  {"match": sel.match, "count": max(budget, 100)})
+        steps.Command(
+            "hscan",
+            (sk.results_part(b), at.scan if b == at.part else 0),
+            {"match": sel.match, "count": max(budget, 100)},
+        )
         for b in range(at.part, at.part + wanted)
-    ]  # fmt: skip
+    ]
     replies = yield steps.Pipeline(scans)
     seen = 0
     for b, (scan, entries) in zip(range(at.part, at.part + wanted), replies, strict=True):

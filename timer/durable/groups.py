@@ -120,10 +120,12 @@ def _settle_leftovers(group: str, consumer: str, left: _Leftovers) -> Op[None]:
     if left.foreign:
         yield steps.Pipeline([steps.Command("xack", (s, group, eid)) for s, eid in left.foreign])
     if left.broken:
-        yield steps.Pipeline([
-            dead_call(sk, group, eid, consumer, attempts=n, error=why)
-            for sk, eid, n, why in left.broken
-        ])  # fmt: skip
+        yield steps.Pipeline(
+            [
+                dead_call(sk, group, eid, consumer, attempts=n, error=why)
+                for sk, eid, n, why in left.broken
+            ]
+        )
 
 
 def read_new(
@@ -268,9 +270,13 @@ def dead_letter(delivery: Delivery, consumer: str, error: str) -> Op[str | None]
     """Move the delivery to the dead letters with its last error; the dead letter's id,
     or None if it is no longer pending (acknowledged elsewhere)."""
     call = dead_call(
-        delivery.keys, delivery.group, delivery.entry_id, consumer,
-        attempts=delivery.outcome.attempt, error=error,
-    )  # fmt: skip
+        delivery.keys,
+        delivery.group,
+        delivery.entry_id,
+        consumer,
+        attempts=delivery.outcome.attempt,
+        error=error,
+    )
     return parse_dead((yield call))
 
 

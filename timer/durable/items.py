@@ -70,8 +70,10 @@ def check_origin(origin: object) -> str:
 def check_callback_url(value: object) -> str:
     """An http(s) URL with a host and no credentials, at most 2048 bytes."""
     if not isinstance(value, str) or len(value.encode("utf-8", "replace")) > MAX_URL_BYTES:
-        raise InvalidInput(f"callback_url must be an http(s) URL of at most {MAX_URL_BYTES} "
-                           f"bytes, got {value!r:.100}")  # fmt: skip
+        raise InvalidInput(
+            f"callback_url must be an http(s) URL of at most {MAX_URL_BYTES} "
+            f"bytes, got {value!r:.100}"
+        )
     try:
         parts = urllib.parse.urlsplit(value)
         scheme, host = parts.scheme, parts.hostname
@@ -112,8 +114,10 @@ def check_text(name: str, schema: Mapping[str, Any]) -> Callable[[object], objec
 
     def check(value: object) -> object:
         if not isinstance(value, str) or (most is not None and len(value) > most):
-            raise InvalidInput(f"{name} must be text of at most {most} characters, got "
-                               f"{type(value).__name__}: {value!r:.100}")  # fmt: skip
+            raise InvalidInput(
+                f"{name} must be text of at most {most} characters, got "
+                f"{type(value).__name__}: {value!r:.100}"
+            )
         try:
             value.encode("utf-8")
         except UnicodeEncodeError as exc:

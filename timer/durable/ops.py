@@ -180,12 +180,14 @@ def init(
         listed = int((yield steps.Command("sadd", (NAMESPACES, keys.namespace)))) == 1
         yield from _start_results_tables(keys, shards)
         # HSETNX is atomic per field: two racing inits agree on whoever wrote shards first.
-        replies = yield steps.Pipeline([
-            steps.Command("hsetnx", (keys.meta, "shards", shards)),
-            steps.Command("hsetnx", (keys.meta, "bucket_ms", bucket_ms)),
-            steps.Command("hsetnx", (keys.meta, "version", FORMAT_VERSION)),
-            steps.Command("hgetall", (keys.meta,)),
-        ])  # fmt: skip
+        replies = yield steps.Pipeline(
+            [
+                steps.Command("hsetnx", (keys.meta, "shards", shards)),
+                steps.Command("hsetnx", (keys.meta, "bucket_ms", bucket_ms)),
+                steps.Command("hsetnx", (keys.meta, "version", FORMAT_VERSION)),
+                steps.Command("hgetall", (keys.meta,)),
+            ]
+        )
     except TimerError:
         yield from _take_back(keys, shards, listed=listed)
         raise
@@ -219,8 +221,9 @@ def _take_back(keys: NamespaceKeys, shards: int, *, listed: bool) -> Op[None]:
 
 def _start_results_tables(keys: NamespaceKeys, shards: int) -> Op[None]:
     for first in range(0, shards, 1000):
-        yield steps.Pipeline([results_init_call(keys.shard(s))
-                          for s in range(first, min(shards, first + 1000))])  # fmt: skip
+        yield steps.Pipeline(
+            [results_init_call(keys.shard(s)) for s in range(first, min(shards, first + 1000))]
+        )
 
 
 def read_meta(keys: NamespaceKeys, *, where: str, check: bool, older: bool = False) -> Op[Meta]:

@@ -107,9 +107,13 @@ class GroupReader:
                 until_claim = int((self._next_claim - time.monotonic()) * 1000)
                 wait = max(1, min(wait, until_claim))
             got += yield from group_ops.read_new(
-                self.ns, self.group, self.consumer, count=-(-free // len(self.shards)),
-                block_ms=wait, per_stream=self.per_stream,
-            )  # fmt: skip
+                self.ns,
+                self.group,
+                self.consumer,
+                count=-(-free // len(self.shards)),
+                block_ms=wait,
+                per_stream=self.per_stream,
+            )
         return got
 
     def idle(self) -> Op[tuple[bool, list[Delivery]]]:
@@ -146,9 +150,13 @@ class GroupReader:
 
     def _claim_page(self, count: int) -> Op[list[Delivery]]:
         got, nxt = yield from group_ops.claim(
-            self.ns, self.group, self.consumer, self._cursors, count=count,
+            self.ns,
+            self.group,
+            self.consumer,
+            self._cursors,
+            count=count,
             min_idle_ms=self.reclaim_idle_ms,
-        )  # fmt: skip
+        )
         self._cursors = {s: nxt.get(s) or "-" for s in self.shards}
         return got
 

@@ -116,9 +116,13 @@ class ScheduleSpec:
         ]
         recurrence = Recurrence(
             cron=when if isinstance(when, str) else None,
-            every_ms=None if isinstance(when, str) else when, offset_ms=offset, tz=tz,
-            start_ms=start, end_ms=end, jitter_ms=jitter,
-        )  # fmt: skip
+            every_ms=None if isinstance(when, str) else when,
+            offset_ms=offset,
+            tz=tz,
+            start_ms=start,
+            end_ms=end,
+            jitter_ms=jitter,
+        )
         return cls(recurrence, MISSED[missed], catch_up, OVERLAP[overlap], group)
 
     def describe(self) -> str:
@@ -277,9 +281,9 @@ def pack_fire_plans(plans: Mapping[str, tuple[int, Plan]]) -> bytes | str:
     """``fire``'s plans (occurrence id -> (version, plan)), or '' for none."""
     if not plans:
         return ""
-    return bytes(msgpack.packb(
-        [[i, v, p.next_id, p.deadline, p.missed] for i, (v, p) in plans.items()]
-    ))  # fmt: skip
+    return bytes(
+        msgpack.packb([[i, v, p.next_id, p.deadline, p.missed] for i, (v, p) in plans.items()])
+    )
 
 
 def parse_armed(flat: Sequence[Any]) -> dict[str, int]:
@@ -346,8 +350,12 @@ def trigger(ns: Namespace, name: object) -> Op[Timer]:
     with its payload and watch keys, due now (its armed occurrence is unchanged)."""
     info = yield from _existing(ns, name)
     now = yield from server_time_ms()
-    item = {"id": f"{{{info.name}}}@{now}-manual", "deadline_ms": now,
-            "payload": info.payload, "watch": list(info.watch)}  # fmt: skip
+    item = {
+        "id": f"{{{info.name}}}@{now}-manual",
+        "deadline_ms": now,
+        "payload": info.payload,
+        "watch": list(info.watch),
+    }
     (result,) = yield from schedule_many(ns, [item], "schedule")
     if isinstance(result, TimerError):
         raise result

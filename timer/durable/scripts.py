@@ -101,8 +101,9 @@ def inline(script: str) -> str:
                 done.append(dep)
 
     visit(script)
-    return "\n".join([_read("prelude/guard.lua"), *(_read(f"include/{d}.lua") for d in done),
-                      script])  # fmt: skip
+    return "\n".join(
+        [_read("prelude/guard.lua"), *(_read(f"include/{d}.lua") for d in done), script]
+    )
 
 
 def include(*names: str) -> str:

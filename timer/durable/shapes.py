@@ -29,9 +29,11 @@ _TEXTS = {"type": "array", "items": _TEXT}
 def _object(properties: dict[str, Any], optional: tuple[str, ...] = ()) -> dict[str, Any]:
     """Every property required but the ``optional`` ones; no others."""
     return {
-        "type": "object", "properties": properties, "additionalProperties": False,
+        "type": "object",
+        "properties": properties,
+        "additionalProperties": False,
         "required": [name for name in properties if name not in optional],
-    }  # fmt: skip
+    }
 
 
 TIMER = _object({
@@ -102,9 +104,13 @@ SCHEDULE_INFO = _object({
 
 # The OpenAPI document's components, by the names its operations refer to.
 SCHEMAS: dict[str, dict[str, Any]] = {
-    "Timer": TIMER, "TimerInfo": TIMER_INFO, "Outcome": OUTCOME, "DeadLetter": DEAD_LETTER,
-    "GroupInfo": GROUP_INFO, "ScheduleInfo": SCHEDULE_INFO,
-}  # fmt: skip
+    "Timer": TIMER,
+    "TimerInfo": TIMER_INFO,
+    "Outcome": OUTCOME,
+    "DeadLetter": DEAD_LETTER,
+    "GroupInfo": GROUP_INFO,
+    "ScheduleInfo": SCHEDULE_INFO,
+}
 
 
 def timer_json(t: Timer) -> dict[str, Any]:
@@ -131,8 +137,9 @@ def outcome_json(o: Outcome) -> dict[str, Any]:
            "lateness_ms": o.lateness_ms, "payload": jsonable(o.payload),
            **_shown(o, OUTCOME_FIELDS)}  # fmt: skip
     if o.entry_id is not None:
-        out.update(ref=f"{o.shard}/{o.entry_id}", attempt=o.attempt,
-                   idempotency_key=o.idempotency_key)  # fmt: skip
+        out.update(
+            ref=f"{o.shard}/{o.entry_id}", attempt=o.attempt, idempotency_key=o.idempotency_key
+        )
     return out
 
 

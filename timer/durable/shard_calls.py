@@ -54,8 +54,7 @@ def fire_call(
     """Expire ``ids`` (oldest deadline first) if due by Redis time; fenced by the lease.
     ``ahead``: timers of the shard the caller expects to decide soon (see ``fire.lua``);
     ``plans``: the next occurrence of each id a schedule armed (``schedules.pack_fire_plans``)."""
-    keys = [sk.timers, sk.buckets, sk.outcomes, sk.lease, sk.epoch, sk.schedules,
-            sk.schedule_queue]  # fmt: skip
+    keys = [sk.timers, sk.buckets, sk.outcomes, sk.lease, sk.epoch, sk.schedules, sk.schedule_queue]
     args = [sk.prefix, worker, epoch, bucket_ms, ttl_ms, max(0, ahead), plans, *ids]
     return ScriptCall(ScriptName.FIRE, keys, args)
 
@@ -73,8 +72,9 @@ def parse_fire(reply: Sequence[Any]) -> FireResult:
 
 
 def _traced(flat: Sequence[Any]) -> list[Traced]:
-    return [Traced(text(flat[i]), text(flat[i + 1]), int(flat[i + 2]))
-            for i in range(0, len(flat), 3)]  # fmt: skip
+    return [
+        Traced(text(flat[i]), text(flat[i + 1]), int(flat[i + 2])) for i in range(0, len(flat), 3)
+    ]
 
 
 def sweep_call(
@@ -89,8 +89,7 @@ def sweep_call(
 ) -> ScriptCall:
     """Expire what is left in ended buckets, at most ``limit`` timers; fenced.
     ``ahead``: as for ``fire_call``."""
-    keys = [sk.timers, sk.buckets, sk.outcomes, sk.lease, sk.epoch, sk.schedules,
-            sk.schedule_queue]  # fmt: skip
+    keys = [sk.timers, sk.buckets, sk.outcomes, sk.lease, sk.epoch, sk.schedules, sk.schedule_queue]
     args = [sk.prefix, worker, epoch, bucket_ms, ttl_ms, max(0, ahead), limit]
     return ScriptCall(ScriptName.SWEEP, keys, args)
 
@@ -131,9 +130,12 @@ def trim_results_call(sk: ShardKeys, left: int, per_call: int = TRIM_RESULT_HASH
 def parse_trim(reply: Sequence[Any], shard: int) -> Trimmed:
     """What one trim call did, and the results-table hashes its round has left."""
     return Trimmed(
-        shard=shard, removed=int(reply[0]), held_by_group=bool(reply[2]),
-        results_dropped=int(reply[3]), results_left=int(reply[4]),
-    )  # fmt: skip
+        shard=shard,
+        removed=int(reply[0]),
+        held_by_group=bool(reply[2]),
+        results_dropped=int(reply[3]),
+        results_left=int(reply[4]),
+    )
 
 
 def get_call(sk: ShardKeys, tid: str) -> ScriptCall:

@@ -61,11 +61,13 @@ def trim_outcomes(
 
 def heartbeat(keys: NamespaceKeys, worker: str, now_ms: int, live_window_ms: int) -> Op[int]:
     """Announce ``worker`` at ``now_ms``; forget long-gone workers; how many are live."""
-    replies = yield steps.Pipeline([
-        steps.Command("zadd", (keys.workers, {worker: now_ms})),
-        steps.Command("zremrangebyscore", (keys.workers, "-inf", now_ms - 10 * live_window_ms)),
-        steps.Command("zcount", (keys.workers, now_ms - live_window_ms, "+inf")),
-    ])  # fmt: skip
+    replies = yield steps.Pipeline(
+        [
+            steps.Command("zadd", (keys.workers, {worker: now_ms})),
+            steps.Command("zremrangebyscore", (keys.workers, "-inf", now_ms - 10 * live_window_ms)),
+            steps.Command("zcount", (keys.workers, now_ms - live_window_ms, "+inf")),
+        ]
+    )
     return int(replies[-1])
 
 
@@ -81,10 +83,12 @@ def leave(keys: NamespaceKeys, worker: str) -> Op[None]:
 
 def backlog(sk: ShardKeys) -> Op[tuple[int, int | None]]:
     """(timers pending in the shard, start of its oldest durable bucket or None)."""
-    pending, oldest = yield steps.Pipeline([
-        steps.Command("hlen", (sk.timers,)),
-        steps.Command("zrange", (sk.buckets, 0, 0), {"withscores": True}),
-    ])  # fmt: skip
+    pending, oldest = yield steps.Pipeline(
+        [
+            steps.Command("hlen", (sk.timers,)),
+            steps.Command("zrange", (sk.buckets, 0, 0), {"withscores": True}),
+        ]
+    )
     return int(pending), (int(oldest[0][1]) if oldest else None)
 
 

@@ -58,9 +58,11 @@ def recent(ns: Namespace, count: int, shards: Iterable[int] | None = None) -> Op
     check_int("count", count, 1, 100_000)
     picked = check_shards(ns, shards)
     pages = yield steps.Pipeline(
-        [steps.Command("xrevrange", (ns.shard(s).outcomes, "+", "-"), {"count": count})
-         for s in picked]
-    )  # fmt: skip
+        [
+            steps.Command("xrevrange", (ns.shard(s).outcomes, "+", "-"), {"count": count})
+            for s in picked
+        ]
+    )
     out = [
         outcome_or_undecodable(s, entry_id, fields)
         for s, entries in zip(picked, pages, strict=True)
@@ -176,8 +178,9 @@ def memory(ns: Namespace, sample: int = 10) -> Op[dict[str, Any]]:
     fixed = stream = buckets = coarse = pending = outcomes = held = 0
     probes: list[tuple[str, steps.Command]] = []
     for s in range(ns.meta.shards):
-        (t_mem, bz_mem, zcard, names, hlen, out_mem, xlen, cz_mem, ccard, cnames,
-         table) = replies[11 * s : 11 * s + 11]  # fmt: skip
+        (t_mem, bz_mem, zcard, names, hlen, out_mem, xlen, cz_mem, ccard, cnames, table) = replies[
+            11 * s : 11 * s + 11
+        ]
         sk = ns.shard(s)
         fixed += int(t_mem or 0) + int(bz_mem or 0) + int(cz_mem or 0) if int(hlen) else 0
         buckets += int(zcard)
@@ -190,8 +193,10 @@ def memory(ns: Namespace, sample: int = 10) -> Op[dict[str, Any]]:
         parts = results_parts(table[0], table[1])  # sample the results table
         held += int(table[2] or 0)
         for b in range(0, parts, max(1, parts // sample)):
-            probes += [("part", steps.Command("memory_usage", (sk.results_part(b),))),
-                       ("part_len", steps.Command("hlen", (sk.results_part(b),)))]  # fmt: skip
+            probes += [
+                ("part", steps.Command("memory_usage", (sk.results_part(b),))),
+                ("part_len", steps.Command("hlen", (sk.results_part(b),))),
+            ]
     sizes = (yield steps.Pipeline([cmd for _, cmd in probes])) if probes else []
     measured: dict[str, list[int]] = {"bucket": [], "coarse": [], "result": [], "part": [],
                                       "part_len": []}  # fmt: skip

@@ -19,8 +19,12 @@ def on_timeout(o: Outcome) -> None:
     """A job's timeout fired: the job did not report in time. Mark it failed."""
     log.info(
         "job %s timed out (%d ms after its deadline, attempt %d, key %s): payload %r",
-        o.id, o.lateness_ms, o.attempt, o.idempotency_key, o.payload,
-    )  # fmt: skip
+        o.id,
+        o.lateness_ms,
+        o.attempt,
+        o.idempotency_key,
+        o.payload,
+    )
 
 
 # The same as a Handlers object, with its own group and retry policy:
