@@ -63,7 +63,7 @@ def dashboard(
             f"Set a token first: export {TOKEN_ENV}=$(python -c 'import secrets; "
             "print(secrets.token_urlsafe())'), then open /login?token=<it> once"
         )
-    from dashboard.app import LOOPBACK_HOSTS  # noqa: PLC0415 - the web stack, only here
+    from dashboard.guard import LOOPBACK_HOSTS  # noqa: PLC0415 - the web stack, only here
 
     names = [*LOOPBACK_HOSTS, *allowed_hosts]
     if host not in WILDCARDS:

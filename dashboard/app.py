@@ -16,39 +16,33 @@ must come from the dashboard's own page (:class:`Guard`).
 from __future__ import annotations
 
 import asyncio
-import hmac
 import secrets
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from importlib import resources
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from httpapi.routing import RawRoute, cross_site
+from httpapi.routing import RawRoute
 from timer import TimerClient
 from timer.durable.entries import parse_ref
 from timer.durable.keys import check_namespace
 from timer.durable.shapes import dead_letter_json, group_json, outcome_json, schedule_json
 from timer.errors import (
-    ConfigError,
-    CorruptRecord,
-    DuplicateTimer,
     InvalidInput,
-    NotFound,
     ScheduleNotFound,
     TimerError,
     TimerNotFound,
 )
 
 from . import live
+from .guard import CSRF_COOKIE, LOOPBACK_HOSTS, Guard, host_name
 from .shapes import info_shape, lateness_histogram
 
-COOKIE = "tickwheel_token"
 RECENT = 200  # outcomes per shard read for the lateness histogram and the live list
 FIND_PAGE, FIND_PAGES, FIND_SHOWN = 1000, 20, 100  # the search box: scan bounds, rows
 
@@ -229,16 +223,9 @@ class Namespaces:
 
 
 def _error(exc: TimerError) -> JSONResponse:
-    status = 503  # Redis unreachable or failing
-    if isinstance(exc, NotFound):  # a timer, schedule, group or dead letter
-        status = 404
-    elif isinstance(exc, DuplicateTimer):  # a schedule of that name exists
-        status = 409
-    elif isinstance(exc, CorruptRecord):  # stored by something else: shown, not fixable here
-        status = 422
-    elif isinstance(exc, InvalidInput | ConfigError):  # bad input; a namespace not created
-        status = 400
-    return JSONResponse({"error": str(exc), "kind": type(exc).__name__}, status_code=status)
+    """A library error as the HTTP API says it: its own status and exit code (errors.py)."""
+    body = {"error": str(exc), "kind": type(exc).__name__, "exit_code": exc.exit_code}
+    return JSONResponse(body, status_code=exc.http_status)
 
 
 async def _call(fn: Callable[[], Any]) -> Response:
@@ -247,103 +234,6 @@ async def _call(fn: Callable[[], Any]) -> Response:
         return JSONResponse(await asyncio.to_thread(fn))
     except TimerError as exc:
         return _error(exc)
-
-
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
-CSRF_COOKIE = "tickwheel_csrf"
-CSRF_HEADER = "x-csrf-token"
-
-
-def host_name(host_header: str) -> str:
-    """The host of a ``Host`` header, without its port (``[::1]:8080`` -> ``::1``)."""
-    host = host_header.strip().lower()
-    if host.startswith("["):
-        return host[1 : host.find("]")] if "]" in host else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-
-
-class Guard(BaseHTTPMiddleware):
-    """Who may ask what, checked before any route runs.
-
-    - **Host allow-list** (every request): a page served for another name (DNS
-      rebinding: ``attacker.example`` resolved to 127.0.0.1) is refused with 400.
-    - **Token** (when set): ``Authorization: Bearer <token>`` or the cookie that
-      ``/login?token=<token>`` sets.
-    - **Cross-site requests** (every POST): the browser must say the request came from
-      this dashboard's own page, by ``Origin`` or ``Sec-Fetch-Site: same-origin``, and
-      it must carry the page's CSRF token in ``X-CSRF-Token``, equal to the
-      ``SameSite=Strict`` cookie the page set. A request with the Bearer header needs
-      neither: a browser never sends that header cross-site on its own.
-    """
-
-    def __init__(
-        self, app: Any, *, token: str | None, csrf: str, allowed_hosts: frozenset[str]
-    ) -> None:
-        super().__init__(app)
-        self.token = token
-        self.csrf = csrf
-        self.allowed_hosts = allowed_hosts
-
-    async def dispatch(
-        self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        host = host_name(request.headers.get("host", ""))
-        if "*" not in self.allowed_hosts and host not in self.allowed_hosts:
-            return _refuse(
-                400,
-                f"this dashboard does not answer for host {host[:100]!r}; start it "
-                "with --allowed-host NAME to serve that name",
-            )
-        bearer = _bearer(request)
-        if self.token is not None:
-            if request.url.path == "/login":
-                return self.login(request)
-            given = bearer or request.cookies.get(COOKIE, "")
-            if not hmac.compare_digest(given.encode(), self.token.encode()):
-                return _refuse(
-                    401,
-                    "this dashboard needs its token: open /login?token=… or send "
-                    "Authorization: Bearer …",
-                )
-        if request.method not in ("GET", "HEAD", "OPTIONS") and not bearer:
-            why = self.cross_site(request)
-            if why:
-                return _refuse(403, f"refused a cross-site request: {why}")
-        return await call_next(request)
-
-    def login(self, request: Request) -> Response:
-        assert self.token is not None
-        given = request.query_params.get("token", "")
-        if hmac.compare_digest(given.encode(), self.token.encode()):
-            response = RedirectResponse("/", status_code=303)
-            response.set_cookie(COOKIE, given, httponly=True, samesite="strict")
-            return response
-        return _refuse(401, "wrong token")
-
-    def cross_site(self, request: Request) -> str:
-        """Why a state-changing request is not from this dashboard's page ('' if it is)."""
-        why = cross_site(request, "dashboard", navigation=False)
-        if why:
-            return why
-        if "origin" not in request.headers and "sec-fetch-site" not in request.headers:
-            return "no Origin or Sec-Fetch-Site header (use the page, or the Bearer token)"
-        header = request.headers.get(CSRF_HEADER, "")
-        cookie = request.cookies.get(CSRF_COOKIE, "")
-        if not (
-            hmac.compare_digest(header.encode(), self.csrf.encode())
-            and hmac.compare_digest(cookie.encode(), self.csrf.encode())
-        ):
-            return "the CSRF token is missing or stale (reload the page)"
-        return ""
-
-
-def _bearer(request: Request) -> str:
-    header = request.headers.get("authorization", "")
-    return header[7:] if header.lower().startswith("bearer ") else ""
-
-
-def _refuse(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
 
 
 def create_app(

@@ -4,7 +4,8 @@ the acker thread and the event loop for ``async def`` handlers.
 Threads: the thread that called ``run`` reads, claims and touches (through the
 group's :class:`~timer.durable.reader.GroupReader`) and dispatches; ``concurrency``
 daemon threads (``handler-<n>``) run sync handlers and settle their failures; the
-``handler-acks`` thread acknowledges handled outcomes in batches; one
+``handler-acks`` thread acknowledges handled outcomes in batches (``handler_settle.py``:
+acks, retries and dead letters); one
 ``handler-loop`` thread runs an event loop for ``async def`` handlers. The outcomes in
 hand (:class:`~timer.handler_policy.InHand`) are guarded by one condition variable.
 """
@@ -12,50 +13,31 @@ hand (:class:`~timer.handler_policy.InHand`) are guarded by one condition variab
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 import logging
 import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from . import tracing
 from .durable.groups import Delivery
 from .durable.models import Outcome
 from .errors import TimerError
 from .handler_policy import (
-    Backoff,
     Handler,
-    HandlerStats,
     HandlerTimedOut,
     InHand,
-    Retry,
-    error_text,
+    Registry,
 )
+from .handler_settle import Settler
 
 if TYPE_CHECKING:
     from .consumer import ConsumerGroup
 
 log = logging.getLogger("tickwheel.handlers")
 READ_AHEAD = 256  # outcomes read ahead of the free handlers, by default (see HandlerLoop)
-
-
-class Registry(Protocol):
-    """What the loop reads of its ``Handlers``."""
-
-    group: str
-    consumer: str
-    max_attempts: int
-    backoff: Backoff
-    stats: HandlerStats
-
-    def handler(self, outcome: str) -> Handler | None: ...
-
-    def timeout_of(self, outcome: str) -> float | None: ...
-
-    def functions(self) -> list[Handler]: ...
 
 
 class HandlerLoop:
@@ -86,11 +68,7 @@ class HandlerLoop:
         self.drain_timeout_s = drain_timeout_s
         self.touch_every_s = group.reader.touch_every_s
         self.work: queue.SimpleQueue[Delivery | None] = queue.SimpleQueue()
-        # Handled outcomes wait here for the acker thread, which acknowledges them in
-        # batches (one XACK per stream for many ids): one round trip per outcome was the
-        # runner's bottleneck under a backlog.
-        self.acks: queue.SimpleQueue[Delivery | None] = queue.SimpleQueue()
-        self.acker = threading.Thread(target=self._acker_main, name="handler-acks", daemon=True)
+        self.settler = Settler(h, hand, group, self._fields)  # acks, retries, dead letters
         self.threads: list[threading.Thread] = []
         self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread: threading.Thread | None = None
@@ -226,7 +204,7 @@ class HandlerLoop:
         o = d.outcome
         fn = self.h.handler(o.outcome)
         if o.attempt > h.max_attempts:
-            self._settle_dead(
+            self.settler.settle_dead(
                 d,
                 f"delivered {o.attempt} times without an acknowledgement: each consumer "
                 "holding it died or stalled before its handler returned (does the handler "
@@ -247,7 +225,7 @@ class HandlerLoop:
     # -- handler threads and the event loop ----------------------------------------------
 
     def _start_executors(self) -> None:
-        self.acker.start()
+        self.settler.start()
         fns = list(self.h.functions())
         if any(not inspect.iscoroutinefunction(f) for f in fns):
             for i in range(self.concurrency):
@@ -268,7 +246,7 @@ class HandlerLoop:
             if d is None:
                 return
             if self.hand.stopping.is_set():  # read but not started: leave it pending
-                self._forget(d)
+                self.settler.forget(d)
                 continue
             kind = d.outcome.outcome
             fn = self.h.handler(kind)
@@ -300,7 +278,7 @@ class HandlerLoop:
                     extra=self._fields(d.outcome),
                 )
             else:
-                self._settle(d, error, started)
+                self.settler.settle(d, error, started)
             if me in self.replaced:  # a new thread took this one's place while it hung
                 return
 
@@ -332,7 +310,7 @@ class HandlerLoop:
             )
             self.threads.append(t)
             t.start()
-            self._settle(d, HandlerTimedOut(f"the handler ran past its {timeout:g}s timeout "
+            self.settler.settle(d, HandlerTimedOut(f"the handler ran past its {timeout:g}s timeout "
                                             f"(thread {name} still runs it)"), started)  # fmt: skip
 
     async def _run_async(self, fn: Handler, d: Delivery) -> None:
@@ -343,7 +321,7 @@ class HandlerLoop:
 
     async def _run_async_now(self, fn: Handler, d: Delivery) -> None:
         if self.hand.stopping.is_set():
-            self._forget(d)
+            self.settler.forget(d)
             return
         started = self._started(d)
         timeout = self.h.timeout_of(d.outcome.outcome)
@@ -363,9 +341,9 @@ class HandlerLoop:
         except BaseException as exc:
             error = exc
         if error is None:  # acknowledged by the acker thread: nothing here waits on Redis
-            self._settle(d, None, started)
+            self.settler.settle(d, None, started)
         else:  # a retry or a dead letter is a Redis call: off the loop
-            await asyncio.to_thread(self._settle, d, error, started)
+            await asyncio.to_thread(self.settler.settle, d, error, started)
 
     def _started(self, d: Delivery) -> float:
         now = time.time()
@@ -376,112 +354,6 @@ class HandlerLoop:
             stats.stages.observe("decided_to_read", d.received * 1000 - o.decided_ms)
             stats.stages.observe("read_to_start", (now - d.received) * 1000)
         return time.monotonic()
-
-    def _settle(self, d: Delivery, exc: BaseException | None, started: float) -> None:
-        """Acknowledge, schedule a retry or dead-letter; then free the slot."""
-        h, o = self.h, d.outcome
-        h.stats.duration.observe((time.monotonic() - started) * 1000)
-        if exc is None:
-            self.acks.put(d)  # still in hand (and touched) until the acker has acked it
-            return
-        try:
-            h.stats.failed += 1
-            if o.attempt >= h.max_attempts:
-                self._settle_dead(d, error_text(exc), forget=False)
-            else:
-                delay = exc.delay_s if isinstance(exc, Retry) else None
-                if delay is None:
-                    delay = h.backoff.delay_s(o.attempt)
-                log.info(
-                    "%s %s (attempt %d/%d) failed: %s; retrying in %.3gs",
-                    o.outcome, o.id, o.attempt, h.max_attempts, exc, delay,
-                    extra=self._fields(o),
-                )  # fmt: skip
-                self._with_retries(lambda: self.group.retry(d, round(delay * 1000)))
-                h.stats.retried += 1
-        except TimerError as err:
-            h.stats.ack_errors += 1
-            log.error("could not settle %s %s (%s); it will come again", o.outcome, o.id, err,
-                      extra=self._fields(o))  # fmt: skip
-        finally:
-            self._forget(d)
-
-    def _acker_main(self) -> None:
-        h = self.h
-        while True:
-            d = self.acks.get()
-            if d is None:
-                return
-            batch = [d]
-            stop = False
-            while len(batch) < 1000:
-                try:
-                    nxt = self.acks.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    stop = True
-                    break
-                batch.append(nxt)
-            try:
-                self._with_retries(functools.partial(self.group.ack_many, batch))
-                h.stats.handled += len(batch)
-                for x in batch:
-                    kind = x.outcome.outcome
-                    h.stats.by_outcome[kind] = h.stats.by_outcome.get(kind, 0) + 1
-            except TimerError as err:
-                h.stats.ack_errors += len(batch)
-                log.error(
-                    "could not acknowledge %d outcomes (%s); they will come again", len(batch), err
-                )
-            finally:
-                for x in batch:
-                    self._forget(x)
-            if stop:
-                return
-
-    def _settle_dead(self, d: Delivery, error: str, forget: bool = True) -> None:
-        o = d.outcome
-        try:
-            ref = self._with_retries(lambda: self.group.dead_letter(d, error))
-            if ref is not None:
-                self.h.stats.dead_lettered += 1
-                log.error(
-                    "%s %s failed %d attempts; dead letter %s: %s",
-                    o.outcome,
-                    o.id,
-                    o.attempt,
-                    ref,
-                    error.splitlines()[0] if error else "",
-                    extra=self._fields(o),
-                )
-        except TimerError as err:
-            self.h.stats.ack_errors += 1
-            log.error(
-                "could not dead-letter %s (%s); it will come again",
-                o.id,
-                err,
-                extra=self._fields(o),
-            )
-        finally:
-            if forget:
-                self._forget(d)
-
-    def _with_retries(self, fn: Callable[[], Any], attempts: int = 3) -> Any:
-        """A settling call, tried again on a Redis error (a failover takes a moment)."""
-        for i in range(attempts):
-            try:
-                return fn()
-            except TimerError:
-                if i == attempts - 1:
-                    raise
-                time.sleep(0.2 * (i + 1))  # backoff between tries of a failed call
-        return None
-
-    def _forget(self, d: Delivery) -> None:
-        with self.hand.cond:
-            self.hand.held.pop((d.outcome.shard, d.entry_id), None)
-            self.hand.cond.notify_all()
 
     # -- stopping -------------------------------------------------------------------------
 
@@ -506,7 +378,7 @@ class HandlerLoop:
             left = len(self.hand.held)
         for _ in self.threads:
             self.work.put(None)
-        self.acks.put(None)
+        self.settler.stop()
         if self.loop is not None and self.loop_thread is not None:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.loop_thread.join(5)

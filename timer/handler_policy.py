@@ -9,7 +9,7 @@ import threading
 import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from .durable.checks import check_seconds
 from .durable.groups import Delivery
@@ -116,3 +116,19 @@ class InHand:
     def keys(self) -> list[tuple[int, str]]:
         with self.cond:
             return list(self.held)
+
+
+class Registry(Protocol):
+    """What the loop reads of its ``Handlers``."""
+
+    group: str
+    consumer: str
+    max_attempts: int
+    backoff: Backoff
+    stats: HandlerStats
+
+    def handler(self, outcome: str) -> Handler | None: ...
+
+    def timeout_of(self, outcome: str) -> float | None: ...
+
+    def functions(self) -> list[Handler]: ...

@@ -1,15 +1,17 @@
 """Each error class declares once how every door reports it (#41): the CLI's exit code
-and the HTTP API's status, read by both; `NotDurable` was in neither table (exit 1,
-HTTP 500)."""
+and the HTTP API's status, read by the CLI, the HTTP API and the dashboard; `NotDurable`
+was in no table (exit 1, HTTP 500)."""
 
 from __future__ import annotations
 
 import inspect
+import json
 
 import pytest
 
 from cli.app import TimerCommandError
 from cli.main import EPILOG
+from dashboard.app import _error as dashboard_error
 from httpapi.context import error_of
 from timer import errors
 
@@ -36,6 +38,9 @@ def test_every_error_has_its_code_and_status_and_both_doors_use_them(
         kind.exit_code,
         kind.__name__,
     )
+    answer = dashboard_error(exc)  # the dashboard's API says it alike (it had a table)
+    assert answer.status_code == kind.http_status
+    assert json.loads(bytes(answer.body))["exit_code"] == kind.exit_code
 
 
 def test_not_durable_is_a_retry_not_an_unknown_failure() -> None:

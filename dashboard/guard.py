@@ -1,0 +1,111 @@
+"""Who may ask the dashboard what, checked before any route runs (:class:`Guard`): the
+host allow-list, the token, and the cross-site check of every POST."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+
+from httpapi.routing import cross_site
+
+COOKIE = "tickwheel_token"
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+CSRF_COOKIE = "tickwheel_csrf"
+CSRF_HEADER = "x-csrf-token"
+
+
+def host_name(host_header: str) -> str:
+    """The host of a ``Host`` header, without its port (``[::1]:8080`` -> ``::1``)."""
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+class Guard(BaseHTTPMiddleware):
+    """Who may ask what, checked before any route runs.
+
+    - **Host allow-list** (every request): a page served for another name (DNS
+      rebinding: ``attacker.example`` resolved to 127.0.0.1) is refused with 400.
+    - **Token** (when set): ``Authorization: Bearer <token>`` or the cookie that
+      ``/login?token=<token>`` sets.
+    - **Cross-site requests** (every POST): the browser must say the request came from
+      this dashboard's own page, by ``Origin`` or ``Sec-Fetch-Site: same-origin``, and
+      it must carry the page's CSRF token in ``X-CSRF-Token``, equal to the
+      ``SameSite=Strict`` cookie the page set. A request with the Bearer header needs
+      neither: a browser never sends that header cross-site on its own.
+    """
+
+    def __init__(
+        self, app: Any, *, token: str | None, csrf: str, allowed_hosts: frozenset[str]
+    ) -> None:
+        super().__init__(app)
+        self.token = token
+        self.csrf = csrf
+        self.allowed_hosts = allowed_hosts
+
+    async def dispatch(
+        self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        host = host_name(request.headers.get("host", ""))
+        if "*" not in self.allowed_hosts and host not in self.allowed_hosts:
+            return _refuse(
+                400,
+                f"this dashboard does not answer for host {host[:100]!r}; start it "
+                "with --allowed-host NAME to serve that name",
+            )
+        bearer = _bearer(request)
+        if self.token is not None:
+            if request.url.path == "/login":
+                return self.login(request)
+            given = bearer or request.cookies.get(COOKIE, "")
+            if not hmac.compare_digest(given.encode(), self.token.encode()):
+                return _refuse(
+                    401,
+                    "this dashboard needs its token: open /login?token=… or send "
+                    "Authorization: Bearer …",
+                )
+        if request.method not in ("GET", "HEAD", "OPTIONS") and not bearer:
+            why = self.cross_site(request)
+            if why:
+                return _refuse(403, f"refused a cross-site request: {why}")
+        return await call_next(request)
+
+    def login(self, request: Request) -> Response:
+        assert self.token is not None
+        given = request.query_params.get("token", "")
+        if hmac.compare_digest(given.encode(), self.token.encode()):
+            response = RedirectResponse("/", status_code=303)
+            response.set_cookie(COOKIE, given, httponly=True, samesite="strict")
+            return response
+        return _refuse(401, "wrong token")
+
+    def cross_site(self, request: Request) -> str:
+        """Why a state-changing request is not from this dashboard's page ('' if it is)."""
+        why = cross_site(request, "dashboard", navigation=False)
+        if why:
+            return why
+        if "origin" not in request.headers and "sec-fetch-site" not in request.headers:
+            return "no Origin or Sec-Fetch-Site header (use the page, or the Bearer token)"
+        header = request.headers.get(CSRF_HEADER, "")
+        cookie = request.cookies.get(CSRF_COOKIE, "")
+        if not (
+            hmac.compare_digest(header.encode(), self.csrf.encode())
+            and hmac.compare_digest(cookie.encode(), self.csrf.encode())
+        ):
+            return "the CSRF token is missing or stale (reload the page)"
+        return ""
+
+
+def _bearer(request: Request) -> str:
+    header = request.headers.get("authorization", "")
+    return header[7:] if header.lower().startswith("bearer ") else ""
+
+
+def _refuse(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)

@@ -1,0 +1,139 @@
+"""The operator's calls of :class:`~timer.client.TimerClient`: consumer groups and
+dead letters, the namespace's views (stats, memory, leaders, recent and next-due
+timers, every outcome) and trimming. A mixin of the client (its own file only to keep
+``client.py`` readable); every call is an operation of ``timer.durable`` run by the
+client's driver, as the client's own are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .durable import group_admin as admin
+from .durable import shard_ops, steps, views
+from .durable.models import DeadLetter, GroupInfo, Meta, Outcome, Trimmed
+from .durable.namespace import Namespace
+
+T = TypeVar("T")
+
+
+class OperatorCalls:
+    """What an operator asks of a namespace (mixed into ``TimerClient``)."""
+
+    if TYPE_CHECKING:  # the client's own, which these calls run on
+        namespace: str
+
+        @property
+        def meta(self) -> Meta: ...
+
+        def _run(self, op: steps.Op[T]) -> T: ...
+
+        def _drive(self, op: steps.Op[T]) -> Generator[Any, None, T]: ...
+
+        def _ns(self) -> Namespace: ...
+
+        def server_time_ms(self) -> int: ...
+
+    def groups(self) -> list[GroupInfo]:
+        """Every consumer group of the namespace: consumers, pending, retrying, lag and
+        the age of the oldest outcome it still owes, summed over the shards."""
+        now = self.server_time_ms()
+        return self._run(admin.group_infos(self._ns(), now))
+
+    def delete_group(self, group: str) -> int:
+        """Destroy a consumer group on every shard (its pending entries and retry schedule
+        go with it; its dead letters stay); on how many shards it existed."""
+        return self._run(admin.delete_group(self._ns(), group))
+
+    def dead_letters(self, group: str | None = None, *, limit: int = 1000) -> list[DeadLetter]:
+        """Dead letters (of one group, or all), oldest first, at most ``limit``."""
+        return self._run(admin.dead_letters(self._ns(), group, limit=limit))
+
+    def dead_letter(self, ref: str) -> DeadLetter | None:
+        """One dead letter by its ref (``<shard>/<id>``), or None."""
+        return self._run(admin.get_dead_letter(self._ns(), ref))
+
+    def dead_letters_total(self) -> int:
+        return self._run(admin.dead_letter_count(self._ns()))
+
+    def redeliver(self, ref: str) -> str | None:
+        """Put a dead letter back in front of its group (attempts start again at 1); the
+        new stream entry's id, or None if there is no such dead letter."""
+        return self._run(admin.redeliver(self._ns(), ref))
+
+    def drop_dead_letter(self, ref: str) -> bool:
+        """Delete a dead letter; True if it existed."""
+        return self._run(admin.drop_dead_letter(self._ns(), ref))
+
+    def all_outcomes(self, shards: Iterable[int] | None = None) -> Iterator[Outcome]:
+        """Every outcome the shards' streams hold, oldest first per shard, read in pages
+        (no consumer group: for audits, demos and analytics; handlers use ``outcomes``)."""
+        picked = range(self.meta.shards) if shards is None else shards
+        return self._drive(views.history(self._ns(), picked))
+
+    def namespaces(self) -> list[str]:
+        """The namespaces ``init`` created on this server or cluster (this client's one
+        included, even if it was created before namespaces were listed)."""
+        return sorted({*self._run(views.namespaces()), self.namespace})
+
+    def next_due(self, shard: int, count: int = 20) -> list[tuple[int, str]]:
+        """The pending timers of one shard due first: (deadline_ms, id), soonest first."""
+        return self._run(views.next_due(self._ns(), shard, count))
+
+    def recent_outcomes(
+        self, count: int = 100, shards: Iterable[int] | None = None
+    ) -> list[Outcome]:
+        """The newest ``count`` outcomes of each shard's stream (all, or ``shards``),
+        newest first overall, in one pipelined round trip."""
+        return self._run(views.recent(self._ns(), count, shards))
+
+    def outcomes_total(self) -> int:
+        """How many outcomes the namespace's streams hold (one pipelined XLEN per shard)."""
+        return self._run(views.outcomes_total(self._ns()))
+
+    def trim_outcomes(
+        self,
+        retention_ms: int | None,
+        *,
+        keep_unread: bool = True,
+        shards: Iterable[int] | None = None,
+        pass_within: int | None = None,
+        until_done: bool = True,
+    ) -> list[Trimmed]:
+        """Drop outcomes decided more than ``retention_ms`` ago (Redis clock), per shard.
+
+        With ``keep_unread`` (the default) an outcome stays, whatever its age, until every
+        consumer group of its stream has been handed it and has acked it. ``shards``
+        limits the work to some shards (a worker trims the ones it leads). Each call also
+        drops retained outcomes past their ``result_ttl`` from part of the results
+        table (a thirtieth of its hashes, 64 to 1,024; with ``pass_within`` = k, at
+        least a k-th of them, so k calls go round a table of any size, in calls of
+        1,024 hashes, or, with ``until_done`` False, one call a shard, each ``Trimmed``
+        saying in ``results_left`` what its round has left for ``ShardStore.trim_results``);
+        ``retention_ms`` None does only that.
+        """
+        return self._run(
+            shard_ops.trim_outcomes(
+                self._ns(),
+                retention_ms,
+                keep_unread=keep_unread,
+                shards=shards,
+                pass_within=pass_within,
+                until_done=until_done,
+            )
+        )
+
+    def stats(self, *, servers: bool = True) -> dict[str, Any]:
+        """Per shard: pending, leader, epoch, outcomes, lag (ms past the oldest ended
+        bucket), lease time left; with ``servers``, each server's durability settings."""
+        return self._run(views.stats(self._ns(), servers=servers))
+
+    def memory(self, sample: int = 10) -> dict[str, Any]:
+        """Redis bytes held per pending and per decided timer, estimated from
+        ``MEMORY USAGE`` of each shard's keys and samples of its buckets and results."""
+        return self._run(views.memory(self._ns(), sample))
+
+    def leaders(self) -> dict[int, str | None]:
+        """Each shard's leader (worker id) now, None where no worker holds its lease."""
+        return self._run(views.leaders(self._ns()))

@@ -1,0 +1,158 @@
+"""Settling what a handler run ends with (a part of ``Handlers.run``, beside its loop in
+``handler_loop.py``): a handled outcome is acknowledged by the ``handler-acks`` thread
+in batches (one XACK per stream for many ids: one round trip per outcome was the
+runner's bottleneck under a backlog); a failure is retried later or, past the last
+attempt, dead-lettered. Each settling call is tried again on a Redis error (a failover
+takes a moment), and frees the outcome's place in hand once it is done.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .durable.groups import Delivery
+from .durable.models import Outcome
+from .errors import TimerError
+from .handler_policy import InHand, Registry, Retry, error_text
+
+if TYPE_CHECKING:
+    from .consumer import ConsumerGroup
+
+log = logging.getLogger("tickwheel.handlers")
+
+
+class Settler:
+    """Acknowledges, retries and dead-letters the deliveries of one run."""
+
+    def __init__(
+        self,
+        h: Registry,
+        hand: InHand,
+        group: ConsumerGroup,
+        fields: Callable[[Outcome | None], dict[str, object]],
+    ) -> None:
+        self.h = h
+        self.hand = hand
+        self.group = group
+        self.fields = fields  # a log record's structured fields (HandlerLoop._fields)
+        self.acks: queue.SimpleQueue[Delivery | None] = queue.SimpleQueue()
+        self.acker = threading.Thread(target=self._acker_main, name="handler-acks", daemon=True)
+
+    def start(self) -> None:
+        self.acker.start()
+
+    def stop(self) -> None:
+        """The acker acknowledges what it was given, then ends."""
+        self.acks.put(None)
+
+    def settle(self, d: Delivery, exc: BaseException | None, started: float) -> None:
+        """Acknowledge, schedule a retry or dead-letter; then free the slot."""
+        h, o = self.h, d.outcome
+        h.stats.duration.observe((time.monotonic() - started) * 1000)
+        if exc is None:
+            self.acks.put(d)  # still in hand (and touched) until the acker has acked it
+            return
+        try:
+            h.stats.failed += 1
+            if o.attempt >= h.max_attempts:
+                self.settle_dead(d, error_text(exc), forget=False)
+            else:
+                delay = exc.delay_s if isinstance(exc, Retry) else None
+                if delay is None:
+                    delay = h.backoff.delay_s(o.attempt)
+                log.info(
+                    "%s %s (attempt %d/%d) failed: %s; retrying in %.3gs",
+                    o.outcome, o.id, o.attempt, h.max_attempts, exc, delay,
+                    extra=self.fields(o),
+                )  # fmt: skip
+                self.with_retries(lambda: self.group.retry(d, round(delay * 1000)))
+                h.stats.retried += 1
+        except TimerError as err:
+            h.stats.ack_errors += 1
+            log.error("could not settle %s %s (%s); it will come again", o.outcome, o.id, err,
+                      extra=self.fields(o))  # fmt: skip
+        finally:
+            self.forget(d)
+
+    def _acker_main(self) -> None:
+        h = self.h
+        while True:
+            d = self.acks.get()
+            if d is None:
+                return
+            batch = [d]
+            stop = False
+            while len(batch) < 1000:
+                try:
+                    nxt = self.acks.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    stop = True
+                    break
+                batch.append(nxt)
+            try:
+                self.with_retries(functools.partial(self.group.ack_many, batch))
+                h.stats.handled += len(batch)
+                for x in batch:
+                    kind = x.outcome.outcome
+                    h.stats.by_outcome[kind] = h.stats.by_outcome.get(kind, 0) + 1
+            except TimerError as err:
+                h.stats.ack_errors += len(batch)
+                log.error(
+                    "could not acknowledge %d outcomes (%s); they will come again", len(batch), err
+                )
+            finally:
+                for x in batch:
+                    self.forget(x)
+            if stop:
+                return
+
+    def settle_dead(self, d: Delivery, error: str, forget: bool = True) -> None:
+        o = d.outcome
+        try:
+            ref = self.with_retries(lambda: self.group.dead_letter(d, error))
+            if ref is not None:
+                self.h.stats.dead_lettered += 1
+                log.error(
+                    "%s %s failed %d attempts; dead letter %s: %s",
+                    o.outcome,
+                    o.id,
+                    o.attempt,
+                    ref,
+                    error.splitlines()[0] if error else "",
+                    extra=self.fields(o),
+                )
+        except TimerError as err:
+            self.h.stats.ack_errors += 1
+            log.error(
+                "could not dead-letter %s (%s); it will come again",
+                o.id,
+                err,
+                extra=self.fields(o),
+            )
+        finally:
+            if forget:
+                self.forget(d)
+
+    def with_retries(self, fn: Callable[[], Any], attempts: int = 3) -> Any:
+        """A settling call, tried again on a Redis error (a failover takes a moment)."""
+        for i in range(attempts):
+            try:
+                return fn()
+            except TimerError:
+                if i == attempts - 1:
+                    raise
+                time.sleep(0.2 * (i + 1))  # backoff between tries of a failed call
+        return None
+
+    def forget(self, d: Delivery) -> None:
+        with self.hand.cond:
+            self.hand.held.pop((d.outcome.shard, d.entry_id), None)
+            self.hand.cond.notify_all()
