@@ -7,9 +7,8 @@ COPY pyproject.toml setup.py README.md ./
 COPY timer ./timer
 COPY worker ./worker
 COPY cli ./cli
-COPY dashboard ./dashboard
-COPY httpapi ./httpapi
-RUN pip install --no-cache-dir . \
+# Its services use Redis's own image: the worker's metrics, the HTTP API, the dashboard.
+RUN pip install --no-cache-dir '.[metrics,http,dashboard]' \
     && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin tickwheel
 # Not root: the worker needs no privilege (its only port, for metrics, is above 1024).
 USER tickwheel

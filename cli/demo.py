@@ -27,7 +27,7 @@ import click
 from timer import TimerClient
 
 from . import embedded
-from .app import App, errors, pass_app, starts_server
+from .app import App, errors, pass_app, require_extra, starts_server
 from .durations import DURATION
 from .output import emit, pairs
 
@@ -390,12 +390,9 @@ class Reaction:
 
 def _register_with_spark(url: str, namespace: str, jobs: list[dict[str, Any]]) -> None:
     """Register the demo's timeouts through timer.spark from a DataFrame of the jobs."""
-    try:
-        from pyspark.sql import SparkSession  # noqa: PLC0415 - the optional spark extra
-    except ImportError:
-        raise click.ClickException(
-            "demo --spark needs PySpark: pip install 'tickwheel[spark]' (and Java 17)"
-        ) from None
+    require_extra("spark", "demo --spark (with Java 17)")
+    from pyspark.sql import SparkSession  # noqa: PLC0415 - the optional spark extra
+
     from timer import spark as tws  # noqa: PLC0415
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors need tickwheel

@@ -14,9 +14,8 @@ from timer import TimerClient
 from timer.durable.models import OUTCOMES
 from timer.handlers import DEFAULT_GROUP, DEFAULT_RECLAIM_IDLE_MS, Backoff, Handlers
 from timer.webhook import callbacks, webhook
-from worker.metrics import serve_handler_metrics
 
-from .app import App, errors, pass_app, starts_server
+from .app import App, errors, pass_app, require_extra, starts_server
 from .durations import DURATION
 from .output import to_json
 from .service import (
@@ -222,6 +221,8 @@ def handle(
       tickwheel handle myapp.handlers:on_timeout --concurrency 16 --max-attempts 5
       tickwheel handle --webhook https://jobs.example/timeouts --on all
     """
+    if metrics_port is not None:  # before anything starts
+        require_extra("metrics", "--metrics-port")
     setup_logging(log_level, log_format)
     if sum((spec is not None, webhook_url is not None, callbacks_on)) != 1:
         raise click.UsageError(
@@ -271,6 +272,8 @@ def _announce(
     """Serve the metrics (if asked), and say on stderr what this consumer handles."""
     where = ""
     if metrics_port is not None:
+        from worker.metrics import serve_handler_metrics  # noqa: PLC0415 - the metrics extra
+
         serve(
             lambda: serve_handler_metrics(handlers, client, metrics_port, metrics_host),
             metrics_host,

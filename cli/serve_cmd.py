@@ -13,7 +13,7 @@ import click
 from timer.errors import NotFound
 
 from . import embedded
-from .app import App, TimerCommandError, errors, pass_app, starts_server
+from .app import App, TimerCommandError, errors, pass_app, require_extra, starts_server
 from .dashboard_cmd import is_loopback
 from .output import emit, table
 
@@ -71,9 +71,10 @@ def serve(
             f"--no-auth on {host}: anyone who reaches it could cancel timers; use tokens "
             "(tickwheel tokens create) beyond loopback"
         )
-    from httpapi import serve as web  # noqa: PLC0415 - the web stack, only here
-    from httpapi.context import MULTIPROC_ENV  # noqa: PLC0415
-    from httpapi.tokens import TokenFile  # noqa: PLC0415
+    require_extra("http", "tickwheel serve")
+    from timer.httpapi import serve as web  # noqa: PLC0415 - the web stack, only here
+    from timer.httpapi.context import MULTIPROC_ENV  # noqa: PLC0415
+    from timer.httpapi.tokens import TokenFile  # noqa: PLC0415
 
     path = tokens_path or default_tokens()
     if not no_auth:
@@ -90,7 +91,7 @@ def serve(
     os.environ[web.CALLBACK_HOSTS_ENV] = ",".join(callback_hosts)
     import uvicorn  # noqa: PLC0415
 
-    from httpapi.serve import NoDelayHttpToolsProtocol  # noqa: PLC0415 - with uvicorn
+    from timer.httpapi.serve import NoDelayHttpToolsProtocol  # noqa: PLC0415 - with uvicorn
 
     metrics_dir = None
     if workers > 1:  # /metrics of every worker, whichever answers (prometheus-client)
@@ -105,7 +106,7 @@ def serve(
         err=True,
     )
     try:
-        uvicorn.run("httpapi.serve:app_from_env", factory=True, host=host, port=port,
+        uvicorn.run("timer.httpapi.serve:app_from_env", factory=True, host=host, port=port,
                     workers=workers, log_level="warning", ssl_certfile=certfile,
                     ssl_keyfile=keyfile, timeout_graceful_shutdown=5,
                     http=NoDelayHttpToolsProtocol)  # fmt: skip
@@ -140,7 +141,7 @@ def create(
     The token is scoped to the namespaces given (the global --namespace by default) and
     to one of read, write or admin; give it to one service.
     """
-    from httpapi.tokens import TokenFile  # noqa: PLC0415
+    from timer.httpapi.tokens import TokenFile  # noqa: PLC0415
 
     with errors():
         token, bearer = TokenFile(tokens_path or default_tokens()).create(
@@ -166,7 +167,7 @@ def list_(app: App, tokens_path: Path | None) -> None:
 
     Their secrets are not stored, so they are never shown again after `tokens create`.
     """
-    from httpapi.tokens import TokenFile  # noqa: PLC0415
+    from timer.httpapi.tokens import TokenFile  # noqa: PLC0415
 
     with errors():
         found = list(TokenFile(tokens_path or default_tokens()).load().values())
@@ -186,7 +187,7 @@ def revoke(app: App, token_id: str, tokens_path: Path | None) -> None:
 
     A running `tickwheel serve` reads the file again and refuses it from its next request.
     """
-    from httpapi.tokens import TokenFile  # noqa: PLC0415
+    from timer.httpapi.tokens import TokenFile  # noqa: PLC0415
 
     with errors():
         if not TokenFile(tokens_path or default_tokens()).revoke(token_id):

@@ -9,10 +9,9 @@ import click
 
 from timer.errors import StoreError
 from worker import Worker, WorkerSettings
-from worker.metrics import serve_metrics
 from worker.settings import default_worker_id
 
-from .app import App, errors, pass_app, starts_server
+from .app import App, errors, pass_app, require_extra, starts_server
 from .durations import DURATION, MILLIS
 from .service import (
     announce,
@@ -111,6 +110,8 @@ def worker(
     Start as many as you like: shards are shared out and move to the survivors when one
     dies. SIGTERM releases this worker's shards and stops it within seconds.
     """
+    if metrics_port is not None:  # before anything starts
+        require_extra("metrics", "--metrics-port")
     lease_ms = one_of("--lease", lease, "--lease-ms", lease_ms, WorkerSettings.lease_ms)
     horizon_ms = one_of("--horizon", horizon, "--horizon-ms", horizon_ms, WorkerSettings.horizon_ms)
     setup_logging(log_level, log_format)
@@ -128,6 +129,8 @@ def worker(
         client.meta  # noqa: B018 - a namespace never initialised fails before "ready"
     w = Worker(client, settings)
     if metrics_port is not None:
+        from worker.metrics import serve_metrics  # noqa: PLC0415 - the metrics extra
+
         serve(lambda: serve_metrics(w, metrics_port, metrics_host), metrics_host, metrics_port)
 
     where = (

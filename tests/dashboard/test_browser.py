@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from dashboard import create_app
 from tests.conftest import dead_letter_expired, wait_for
 from timer import TimerClient
+from timer.dashboard import create_app
 from timer.testing import RedisServer, free_port
 from worker import Worker, WorkerSettings
 

@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from httpapi import create_app
 from tests.integration.conftest import namespace_keys
 from timer import TimerClient
 from timer.durable.fields import FIELDS
+from timer.httpapi import create_app
 from timer.testing import RedisServer
 
 leaves = st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**64),

@@ -16,7 +16,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from httpapi.serve import NoDelayH11Protocol, NoDelayHttpToolsProtocol
+from timer.httpapi.serve import NoDelayH11Protocol, NoDelayHttpToolsProtocol
 
 
 async def _ok(_: object) -> JSONResponse:

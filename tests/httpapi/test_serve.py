@@ -25,12 +25,12 @@ import pytest
 import redis
 from starlette.routing import Route
 
-from httpapi import create_app
-from httpapi.openapi import document
-from httpapi.tokens import TokenFile
 from tests.conftest import wait_for
 from tests.integration.conftest import namespace_keys
 from timer import TimerClient
+from timer.httpapi import create_app
+from timer.httpapi.openapi import document
+from timer.httpapi.tokens import TokenFile
 from timer.testing import RedisServer, free_port
 from worker import Worker, WorkerSettings
 
@@ -253,7 +253,7 @@ def test_openapi_document_is_the_servers_and_kept_in_the_repo(
     status, served_doc = api.call("GET", "/v1/openapi.json")
     assert status == 200 and served_doc == document() and served_doc["openapi"] == "3.1.0"
     kept = json.loads((ROOT / "docs" / "openapi.json").read_text())
-    assert kept == document(), "docs/openapi.json is stale: python -m httpapi.openapi > it"
+    assert kept == document(), "docs/openapi.json is stale: python -m timer.httpapi.openapi > it"
     app = create_app("redis://127.0.0.1:1", tokens=None)
     routes = [r for r in app.routes if isinstance(r, Route)]
     routed = {

@@ -140,8 +140,8 @@ def test_handlers_on_a_cluster(cclient: TimerClient) -> None:
 
 def test_dashboard_on_a_cluster(cclient: TimerClient) -> None:
     """The dashboard's overview, lookup and cancel across three masters."""
-    from dashboard import create_app  # noqa: PLC0415
     from tests.dashboard.page import as_page  # noqa: PLC0415
+    from timer.dashboard import create_app  # noqa: PLC0415
 
     cclient.schedule("d:{1}", delay_ms=60_000)
     cclient.schedule("d:{2}", delay_ms=60_000)

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from starlette.testclient import TestClient
 
 from cli.main import main
-from dashboard import create_app
 from timer import CorruptRecord, Handlers, Outcome, TimerClient
+from timer.dashboard import create_app
 from timer.spark import read_shard_outcomes
 from timer.testing import RedisServer
 

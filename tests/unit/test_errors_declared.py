@@ -11,9 +11,9 @@ import pytest
 
 from cli.app import TimerCommandError
 from cli.main import EPILOG
-from dashboard.app import _error as dashboard_error
-from httpapi.context import error_of
 from timer import errors
+from timer.dashboard.app import _error as dashboard_error
+from timer.httpapi.context import error_of
 
 KINDS = [
     c

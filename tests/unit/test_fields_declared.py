@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 from cli.main import main
 from cli.timers import schedule as schedule_command
-from httpapi.spec import ENDPOINTS
 from timer import TimerClient
 from timer.aio import AsyncTimerClient
 from timer.durable import codec
@@ -40,6 +39,7 @@ from timer.durable.models import ClientSettings, Meta, Outcome, TimerInfo
 from timer.durable.namespace import Namespace
 from timer.durable.recurrence import Recurrence
 from timer.durable.schedules import ScheduleSpec, put
+from timer.httpapi.spec import ENDPOINTS
 from timer.schedules import AsyncSchedules, Schedules
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""The HTTP API's Starlette app: every endpoint of :mod:`httpapi.spec`, over the public
+"""The HTTP API's Starlette app: every endpoint of :mod:`timer.httpapi.spec`, over the public
 asyncio client (``AsyncTimerClient``, one per namespace, made at first use).
 
 A request is checked in this order, and refused with the one JSON error shape
@@ -56,7 +56,7 @@ def create_app(
             REQUESTS.labels(endpoint.name, str(response.status_code)).inc()
             return response
 
-        # matched on the raw path (httpapi.routing): an id's %2F, %0A, ... are its own
+        # matched on the raw path (timer.httpapi.routing): an id's %2F, %0A, ... are its own
         return RawRoute(endpoint.path, run, methods=[endpoint.method], name=endpoint.name)
 
     async def openapi_json(_: Request) -> Response:

@@ -2,7 +2,7 @@
 
 Starlette, served by uvicorn (``tickwheel dashboard``). The page is plain HTML with a
 little JavaScript that follows ``/api/live``, a Server-Sent Events stream of what it
-shows (:mod:`dashboard.live`); every action is a POST that goes through the client's own
+shows (:mod:`timer.dashboard.live`); every action is a POST that goes through the client's own
 calls (``cancel``, ``complete``, ``reschedule``, ``client.timers``' bulk actions,
 ``redeliver``, ``drop_dead_letter``, the schedules'), so validation and errors are the
 library's. No key is built here and no raw Redis command is sent.
@@ -27,7 +27,6 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from httpapi.routing import RawRoute
 from timer import TimerClient
 from timer.durable.entries import parse_ref
 from timer.durable.keys import check_namespace
@@ -38,6 +37,7 @@ from timer.errors import (
     TimerError,
     TimerNotFound,
 )
+from timer.httpapi.routing import RawRoute
 
 from . import live
 from .guard import CSRF_COOKIE, LOOPBACK_HOSTS, Guard, host_name
@@ -248,7 +248,7 @@ def create_app(
     ``allowed_hosts``: the names it answers for (``Host``), loopback ones by default;
     ``"*"`` answers any (only behind a proxy that checks it). See :class:`Guard`.
     """
-    page = (resources.files("dashboard") / "static" / "index.html").read_text()
+    page = (resources.files("timer.dashboard") / "static" / "index.html").read_text()
     csrf = secrets.token_urlsafe(32)  # per process: a restart asks the page to reload
     api = _Routes(Namespaces(client, read_only=read_only), page, csrf, read_only=read_only)
     routes = [
@@ -259,7 +259,7 @@ def create_app(
         Route("/api/live", api.live),
         Route("/api/find", api.find),
         Route("/api/bulk/{action:str}", api.bulk, methods=["POST"]),
-        # an id is matched on the raw path: its %2F and %0A are its own (httpapi.routing)
+        # an id is matched on the raw path: its %2F and %0A are its own (timer.httpapi.routing)
         RawRoute("/api/timers/{timer_id}/{action}", api.act, methods=["POST"], name="act"),
         RawRoute("/api/timers/{timer_id}", api.timer, methods=["GET"], name="timer"),
         Route("/api/shards/{shard:int}/due", api.due),

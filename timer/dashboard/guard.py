@@ -11,7 +11,7 @@ from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from httpapi.routing import cross_site
+from timer.httpapi.routing import cross_site
 
 COOKIE = "tickwheel_token"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")

@@ -1,7 +1,7 @@
 """The HTTP API's endpoints as data: method, path, scope, and the JSON Schemas of what
 each takes and answers. The server validates every request against these schemas
 (``jsonschema``, draft 2020-12) and the OpenAPI 3.1 document is built from the same
-objects (:mod:`httpapi.openapi`), so the two cannot drift apart.
+objects (:mod:`timer.httpapi.openapi`), so the two cannot drift apart.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class Endpoint:
     body: Mapping[str, Any] | None = None
     query: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     responses: Mapping[int, tuple[str, Mapping[str, Any] | None]] = field(default_factory=dict)
-    # error statuses of this endpoint's own (the gate's are added by httpapi.openapi)
+    # error statuses of this endpoint's own (the gate's are added by timer.httpapi.openapi)
     errors: Mapping[int, str] = field(default_factory=dict)
 
     @property

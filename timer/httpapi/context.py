@@ -1,7 +1,7 @@
 """What every HTTP API route is handed and answers with: the one error shape, the
 process's metrics, the per-namespace clients, and one checked request (``Call``).
-Its own module so that the app (``httpapi.app``) and the handlers
-(``httpapi.handlers``) both import it, and neither imports the other's caller.
+Its own module so that the app (``timer.httpapi.app``) and the handlers
+(``timer.httpapi.handlers``) both import it, and neither imports the other's caller.
 """
 
 from __future__ import annotations
