@@ -40,6 +40,8 @@ class Observed(Protocol):
 
     def shard_figures(self) -> list[ShardFigures]: ...
 
+    def shard_count(self) -> int | None: ...
+
     def health(self) -> Health: ...
 
 
@@ -78,6 +80,16 @@ class WorkerCollector(Collector):
         figures = w.shard_figures()  # one pass over the led shards per scrape
         held.add_metric(labels, len(figures))
         yield held
+        shards = GaugeMetricFamily(
+            "tickwheel_shards",
+            "The namespace's shards (max(tickwheel_shards) - sum(tickwheel_leases_held): "
+            "shards without a leader)",
+            labels=["worker"],
+        )
+        count = w.shard_count()
+        if count is not None:
+            shards.add_metric(labels, count)
+        yield shards
         in_wheel = GaugeMetricFamily(
             "tickwheel_pending_in_wheel",
             "Timers of a led shard held in the in-memory wheel (inside the horizon)",

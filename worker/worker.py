@@ -272,6 +272,10 @@ class Worker:
                 out.append(ShardFigures(shard, len(st.tasks), st.pending, lag))
         return out
 
+    def shard_count(self) -> int | None:
+        """The namespace's shards, once the worker has read its meta (None before)."""
+        return self.meta.shards if self._ready else None
+
     def health(self) -> Health:
         """Liveness and readiness, with the reasons when not (for probes).
 

@@ -188,7 +188,9 @@ def readme_compose_runs() -> list[list[str]]:
 
 def deployed_command_lines() -> list[list[str]]:
     services = compose()["services"]
-    lines = [list(map(str, s["command"])) for n, s in services.items() if n != "redis"]
+    ours = [s for s in services.values() if s.get("image") == "tickwheel:latest"]
+    assert len(ours) == 3, "the tickwheel image's services: init, worker, cli"
+    lines = [list(map(str, s["command"])) for s in ours]
     return [
         *lines,
         dockerfile_cmd(),

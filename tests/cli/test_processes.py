@@ -246,7 +246,7 @@ def test_make_demo_stops_the_server_only_if_it_started_it(
     )
     fake.chmod(0o755)
     root = Path(__file__).resolve().parents[2]
-    ran = subprocess.run(["make", "-s", "demo", f"BIN={tmp_path}", "STAMP="], cwd=root,
+    ran = subprocess.run(["make", "-s", "demo", f"BIN={tmp_path}", "DEMO_STAMP="], cwd=root,
                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
     assert ran.returncode != 0  # the demo's own exit code (3) is kept
     calls = log.read_text().splitlines()
