@@ -18,7 +18,17 @@ from .probe_cmd import probe
 from .schedules_cmd import schedules
 from .serve_cmd import serve, tokens
 from .server_cmd import server
-from .timers import cancel, complete, get, notify, reschedule, schedule, tail, wait
+from .timers import (
+    cancel,
+    complete,
+    get,
+    heartbeat,
+    notify,
+    reschedule,
+    schedule,
+    tail,
+    wait,
+)
 from .timers_cmd import timers
 from .worker_cmd import worker
 
@@ -29,8 +39,8 @@ create or serve. --redis-url, --namespace and --json go before or after the comm
 Exit codes: 0 ok, 2 usage, 3 invalid input, 4 configuration, 5 Redis unreachable,
 failing or not running, 6 no such timer, schedule, group or dead letter, 7 conflicting
 timer, 8 wait timed out, 9 fenced, 10 full or closed, 11 a stored record that cannot
-be decoded, 12 written but not confirmed at the durability asked (safe to retry), 1
-other errors.
+be decoded, 12 written but not confirmed at the durability asked (safe to retry), 13
+a heartbeat past the timer's --max-total-ms (it fires at its cap), 1 other errors.
 """
 
 
@@ -72,6 +82,7 @@ for command in (
     schedule,
     cancel,
     reschedule,
+    heartbeat,
     notify,
     complete,
     get,

@@ -173,6 +173,32 @@ def reschedule(app: App, timer_id: str, delay_ms: int | None, deadline_ms: int |
 
 
 @click.command()
+@click.argument("timer_id")
+@click.option("--extend", "extend_ms", type=DURATION, required=True,
+              help="Push the deadline this long from now (Redis clock), e.g. 30s.")  # fmt: skip
+@pass_app
+def heartbeat(app: App, timer_id: str, extend_ms: int) -> None:
+    """Extend a running job's timeout: its deadline becomes --extend from now, never
+    earlier than it is.
+
+    A timer scheduled with --max-total-ms never falls due after its creation plus that:
+    a heartbeat past it exits 13, and the timer falls due at its cap. A timer that has
+    already ended is left as it is.
+
+    \b
+    Example: tickwheel heartbeat 'job:{42}' --extend 30s
+    """
+    with errors():
+        t = app.client.heartbeat(timer_id, extend_ms)
+    if t.state != "pending":
+        emit(app.json, {**timer_json(t), "extended": False},
+             f"{timer_id} already ended ({t.state}); nothing changed")  # fmt: skip
+    else:
+        emit(app.json, {**timer_json(t), "extended": True},
+             f"{timer_id} now falls due {format_ms(t.deadline_ms)}")  # fmt: skip
+
+
+@click.command()
 @click.argument("key")
 @pass_app
 def notify(app: App, key: str) -> None:

@@ -127,6 +127,18 @@ class WaitTimeout(TimerError, TimeoutError):
     http_status = 408
 
 
+class HeartbeatCapped(TimerError):
+    """A heartbeat would push a timer past its ``max_total_ms``: refused; the timer now
+    fires at its cap (``deadline_ms``), however often it is heartbeaten."""
+
+    exit_code = 13
+    http_status = 409
+
+    def __init__(self, message: str, deadline_ms: int = 0) -> None:
+        super().__init__(message)
+        self.deadline_ms = deadline_ms
+
+
 class NotDurable(TimerError):
     """A write was applied on the master but not confirmed at the requested durability
     (replicas or AOF fsync) within the timeout: it may be lost if the master fails now."""

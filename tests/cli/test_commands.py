@@ -19,8 +19,9 @@ from .conftest import Run, as_json
 
 COMMANDS = [
     [], ["server"], ["server", "start"], ["server", "stop"], ["server", "status"], ["init"],
-    ["worker"], ["schedule"], ["cancel"], ["reschedule"], ["notify"], ["complete"], ["get"],
-    ["wait"], ["tail"], ["trim"], ["stats"], ["shards"], ["probe"], ["demo"], ["bench"],
+    ["worker"], ["schedule"], ["cancel"], ["reschedule"], ["heartbeat"], ["notify"],
+    ["complete"], ["get"], ["wait"], ["tail"], ["trim"], ["stats"], ["shards"], ["probe"],
+    ["demo"], ["bench"],
     ["handle"], ["groups"], ["groups", "delete"], ["dead"], ["dead", "list"], ["dead", "show"],
     ["dashboard"],
     ["dead", "redeliver"], ["dead", "drop"], ["acl"], ["timers"], ["timers", "list"],
@@ -38,6 +39,22 @@ def test_help(path: list[str]) -> None:
     assert result.output.startswith(f"Usage: tickwheel {' '.join(path)}".rstrip())
     description = result.output.split("Options:")[0].splitlines()[2:]
     assert sum(1 for line in description if line.strip()) >= 2, "explain the command"
+
+
+def test_heartbeat_extends_within_the_cap(tw: Run) -> None:
+    """`tickwheel heartbeat` pushes a deadline later; past `--max-total-ms` it exits 13
+    (the timer falls due at its cap); an ended timer is left as it is."""
+    tw("init", "--shards", "2")
+    t = as_json(tw("--json", "schedule", "job:{4}", "--in", "1m", "--max-total-ms", "120000"))
+    beat = as_json(tw("--json", "heartbeat", "job:{4}", "--extend", "90s"))
+    assert beat["extended"] is True and beat["deadline_ms"] > t["deadline_ms"]
+    capped = tw("--json", "heartbeat", "job:{4}", "--extend", "5m", expect=13)
+    assert json.loads(capped.stderr)["kind"] == "HeartbeatCapped", capped.output
+    info = as_json(tw("--json", "get", "job:{4}"))
+    assert info["max_total_ms"] == 120000 and info["deadline_ms"] == info["created_ms"] + 120000
+    assert as_json(tw("--json", "cancel", "job:{4}"))["cancelled"] is True
+    ended = as_json(tw("--json", "heartbeat", "job:{4}", "--extend", "1s"))
+    assert ended["extended"] is False and ended["state"] == "cancelled"
 
 
 def test_timer_lifecycle_json(tw: Run) -> None:
@@ -58,6 +75,8 @@ def test_timer_lifecycle_json(tw: Run) -> None:
     tw("schedule", "job:{2}", "--in", "1h")
     moved = as_json(tw("--json", "reschedule", "job:{2}", "--in", "2h"))
     assert moved["rescheduled"] is True and moved["deadline_ms"] > t["deadline_ms"]
+    beat = as_json(tw("--json", "heartbeat", "job:{2}", "--extend", "3h"))
+    assert beat["extended"] is True and beat["deadline_ms"] > moved["deadline_ms"]
     assert as_json(tw("--json", "cancel", "job:{2}"))["cancelled"] is True
     assert as_json(tw("--json", "cancel", "job:{2}"))["cancelled"] is False
     tw("schedule", "job:{3}", "--at", "2030-01-01T00:00:00Z")

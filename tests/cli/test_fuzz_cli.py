@@ -63,8 +63,8 @@ _ids = itertools.count()
 def command_lines(draw: st.DrawFn) -> list[str]:
     """One timer command with its arguments: each right, or anything a person might type."""
     tid = draw(st.one_of(st.builds(lambda: f"cli:{next(_ids)}"), words))
-    commands = ["schedule", "schedule", "reschedule", "cancel", "complete", "get", "wait",
-                "notify", "trim"]  # fmt: skip
+    commands = ["schedule", "schedule", "reschedule", "heartbeat", "cancel", "complete",
+                "get", "wait", "notify", "trim"]  # fmt: skip
     command = draw(st.sampled_from(commands))
     args = [command] if command == "trim" else [command, tid]
     if command in ("schedule", "reschedule"):
@@ -77,6 +77,10 @@ def command_lines(draw: st.DrawFn) -> list[str]:
         args += ["--payload", draw(payloads)]
     if command == "schedule" and draw(st.integers(0, 3)) == 0:
         args += ["--watch", draw(words)]
+    if command == "heartbeat" and draw(st.integers(0, 4)) > 0:
+        args += ["--extend", draw(durations)]
+    if command == "schedule" and draw(st.integers(0, 4)) == 0:
+        args += ["--max-total-ms", draw(numbers)]
     if command == "wait":
         args += ["--timeout", draw(st.one_of(numbers, st.just("0.01")))]
     if command == "trim":

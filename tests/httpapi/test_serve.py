@@ -641,6 +641,14 @@ def test_every_door_shows_one_value_alike(
     # ... and set through the CLI and the HTTP API as well, each door by its declaration
     cli("schedule", "door:{2}", "--in", "1m", "--note", "by hand")
     assert api.call("GET", f"{ns}/timers/door:%7B2%7D")[1]["note"] == "by hand"
+    # a heartbeat over HTTP (#43): extended; past the cap 409, the one error shape
+    cli("schedule", "beat:{5}", "--in", "1m", "--max-total-ms", "90000")
+    status, beat = api.call("POST", f"{ns}/timers/beat:%7B5%7D/heartbeat", {"extend_ms": 80_000})
+    assert status == 200 and beat["extended"] is True, beat
+    status, capped = api.call("POST", f"{ns}/timers/beat:%7B5%7D/heartbeat", {"extend_ms": 10**6})
+    assert (status, capped["kind"], capped["exit_code"]) == (409, "HeartbeatCapped", 13)
+    status, _ = api.call("POST", f"{ns}/timers/none:%7B5%7D/heartbeat", {"extend_ms": 1})
+    assert status == 404
     status, _ = api.call("POST", f"{ns}/timers", {"id": "door:{3}", "delay_ms": 1, "note": "x"})
     assert status == 201 and c.cancel("door:{3}")  # no worker here: decided by hand
     assert cli("wait", "door:{3}")["note"] == "x"

@@ -109,6 +109,7 @@ OPTIONAL = {
     "traceparent": st.none() | st.just("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
     "callback_url": st.none() | st.just("https://example.com/hook"),
     "note": st.none() | st.text(max_size=5),
+    "max_total_ms": st.none() | st.integers(1, 10**9),
 }
 options = st.fixed_dictionaries(
     {"id": st.just("job:{7}"), "delay_ms": st.integers(0, 10**6)}, optional=OPTIONAL

@@ -20,7 +20,8 @@ from typing import Any
 
 import msgpack
 
-from ..errors import StoreError, TimerError
+from ..errors import HeartbeatCapped, StoreError, TimerError
+from .checks import check_int
 from .codec import decode_result
 from .items import ScheduleItem, check_when
 from .keys import check_name
@@ -130,6 +131,37 @@ def parse_reschedule(ns: Namespace, reply: Sequence[Any], p: Prepared) -> Timer 
     if status == "decided":
         return None
     return Timer(p.timer_id, p.shard, int(reply[1]), "pending", False)
+
+
+def heartbeat_call(ns: Namespace, timer_id: object, extend_ms: object) -> Prepared:
+    """A heartbeat: reschedule.lua in mode 'beat' (now + extend_ms, later only, capped)."""
+    tid = check_name("timer id", timer_id)
+    extend = check_int("extend_ms", extend_ms, 0, ns.settings.max_delay_ms)
+    shard = ns.shard_of(tid)
+    sk = ns.shard(shard)
+    keys = [sk.timers, sk.buckets]
+    args = [sk.prefix, tid, "beat", extend, ns.meta.bucket_ms, ns.settings.max_delay_ms,
+            sk.events]  # fmt: skip
+    return Prepared(ScriptCall(ScriptName.RESCHEDULE, keys, args), tid, shard, "")
+
+
+def parse_heartbeat(ns: Namespace, reply: Sequence[Any], p: Prepared) -> Timer:
+    """The timer as the heartbeat left it (pending, its new deadline), or as it ended;
+    HeartbeatCapped when it would pass its cap (it now falls due at the cap)."""
+    status = text(reply[0])
+    if status == "missing":
+        raise ns.not_found(p.timer_id)
+    if status == "decided":
+        rec = decode_result(reply[1])
+        return Timer(p.timer_id, p.shard, rec["deadline_ms"], rec["outcome"], False)
+    deadline = int(reply[1])
+    if status == "capped":
+        raise HeartbeatCapped(
+            f"timer {p.timer_id!r} would pass its max_total_ms: refused; it falls due at its "
+            f"cap, {deadline} (epoch ms), and no heartbeat moves it later",
+            deadline,
+        )
+    return Timer(p.timer_id, p.shard, deadline, "pending", False)
 
 
 def notify_call(ns: Namespace, key: object) -> ScriptCall:

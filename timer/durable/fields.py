@@ -110,6 +110,12 @@ class TimerOptions(TypedDict, total=False):
         {"type": "string", "maxLength": MAX_NOTE_CHARS}, slot=9, stored="", cli="--note",
         pending=10, outcome=10,
     )]  # fmt: skip
+    max_total_ms: Annotated[int | None, Field(
+        "The most it may run from its creation, however often heartbeat() extends it: its "
+        "deadline never passes created + max_total_ms (a heartbeat past it is refused).",
+        {"type": "integer", "minimum": 1, "maximum": MAX_DEADLINE_MS}, slot=10, stored=0,
+        cli="--max-total-ms", pending=11,
+    )]  # fmt: skip
 
 
 class TimerSpec(TimerOptions, total=False):

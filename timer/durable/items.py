@@ -135,6 +135,7 @@ CHECKS: dict[str, Callable[[object], object]] = {
     "watch": check_watch,
     "traceparent": check_traceparent,
     "callback_url": check_callback_url,
+    "max_total_ms": lambda value: check_int("max_total_ms", value, 1, MAX_DEADLINE_MS),
 }
 for _slot, _name in STORED:
     if _name not in CHECKS and FIELDS[_name].schema.get("type") == "string":

@@ -203,6 +203,7 @@ class TimerInfo:
     traceparent: str | None = None  # the trace given at schedule (W3C), if one was
     callback_url: str | None = None  # where its outcome is POSTed (timer/webhook.py)
     note: str | None = None  # a line for people, given at schedule
+    max_total_ms: int | None = None  # its cap: never due after created + this (heartbeat)
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,10 @@ from . import steps
 from .calls import (
     TIMERS_PER_CALL,
     decide_call,
+    heartbeat_call,
     notify_call,
     parse_decide,
+    parse_heartbeat,
     parse_notify,
     parse_reschedule,
     parse_schedule,
@@ -395,6 +397,11 @@ def reschedule(
 ) -> Op[Timer | None]:
     p = reschedule_call(ns, timer_id, delay_ms, deadline_ms)
     return parse_reschedule(ns, (yield p.call), p)
+
+
+def heartbeat(ns: Namespace, timer_id: object, extend_ms: object) -> Op[Timer]:
+    p = heartbeat_call(ns, timer_id, extend_ms)
+    return parse_heartbeat(ns, (yield p.call), p)
 
 
 def notify(ns: Namespace, key: object) -> Op[int]:

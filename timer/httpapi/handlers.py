@@ -157,6 +157,12 @@ async def reschedule(call: Call) -> dict[str, Any]:
     }
 
 
+async def heartbeat(call: Call) -> dict[str, Any]:
+    tid = call.params["timer_id"]
+    t = await call.client.heartbeat(tid, call.body["extend_ms"])
+    return {"id": tid, "extended": t.state == "pending", "timer": timer_json(t)}
+
+
 async def notify(call: Call) -> dict[str, Any]:
     keys = list(dict.fromkeys(call.body["keys"]))
     for k in keys:  # every key checked before any is notified: a refusal writes nothing
@@ -246,7 +252,8 @@ def table(clients: Clients) -> dict[str, Handler]:
     return {
         "scheduleTimer": schedule, "scheduleTimers": schedule_batch, "getTimer": get,
         "waitTimer": wait, "cancelTimer": cancel, "completeTimer": complete,
-        "rescheduleTimer": reschedule, "notifyKeys": notify, "health": health, "ready": ready,
+        "rescheduleTimer": reschedule, "heartbeatTimer": heartbeat, "notifyKeys": notify,
+        "health": health, "ready": ready,
         "consumeOutcomes": consume, "streamOutcomes": events, "ackOutcomes": ack,
         "retryOutcome": retry, "deadLetterOutcome": dead, "stats": stats, "groups": groups,
         "deadLetters": dead_letters, "deadLetter": dead_letter,

@@ -45,6 +45,14 @@ RESCHEDULE = {
     "additionalProperties": False,
     "oneOf": [{"required": ["delay_ms"]}, {"required": ["deadline_ms"]}],
 }
+HEARTBEAT = {
+    "type": "object",
+    "properties": {"extend_ms": {
+        **MS_SCHEMA, "description": "Push the deadline this long from now (Redis time); "
+        "never earlier than it is, never past the timer's max_total_ms."}},
+    "additionalProperties": False,
+    "required": ["extend_ms"],
+}  # fmt: skip
 NOTIFY = {
     "type": "object",
     "properties": {"keys": {"type": "array", "items": ID, "minItems": 1, "maxItems": 1000}},
@@ -166,6 +174,12 @@ ENDPOINTS = (
              "Move a pending timer's deadline", "write", RESCHEDULE,
              responses={200: ("moved, or it had already ended", {"type": "object"})},
              errors={404: "no such timer"}),
+    Endpoint("heartbeatTimer", "POST", f"{NS}/timers/{{timer_id}}/heartbeat",
+             "Extend a running job's timeout (a heartbeat): later only, within its cap",
+             "write", HEARTBEAT,
+             responses={200: ("extended, or it had already ended", {"type": "object"})},
+             errors={404: "no such timer",
+                     409: "past its max_total_ms: refused; it falls due at its cap"}),
     Endpoint("notifyKeys", "POST", f"{NS}/notify",
              "Notify watch keys: completes the timers that now have enough", "write", NOTIFY,
              responses={200: ("timers completed, per key", {"type": "object"})}),

@@ -1,11 +1,16 @@
---[[ reschedule: move a pending timer to a new deadline (its watch list and payload stay).
+--[[ reschedule: move a pending timer to a new deadline (its watch list and payload stay);
+with mode 'beat', a heartbeat: push it to now + extend_ms, never earlier than it is, and
+never past its cap (created + max_total_ms, when it has one).
 
 KEYS[1]  P:t        KEYS[2]  P:buckets
 ARGV[1]  P          ARGV[2]  id
-ARGV[3]  mode 'in' | 'at'                 ARGV[4]  delay_ms | deadline_ms (epoch ms, Redis time)
+ARGV[3]  mode 'in' | 'at' | 'beat'        ARGV[4]  delay_ms | deadline_ms (epoch ms, Redis
+                                                   time) | extend_ms
 ARGV[5]  bucket_ms  ARGV[6]  max_delay_ms ARGV[7]  events channel of the shard
 
 Returns  {'rescheduled', deadline_ms}   the timer now falls due at deadline_ms
+         {'capped', deadline_ms}        a heartbeat past the timer's cap: it now falls due
+                                        at its cap (deadline_ms), not later
          {'decided', outcome_record}    it was already decided: nothing changed
          {'missing'}                    no pending timer and no retained outcome
 Errors   TOOFAR    the deadline is more than max_delay_ms from now
@@ -25,10 +30,23 @@ local channel = ARGV[7]
 local rec, reply = pending_record(P, TIMERS, id)
 if not rec then return reply end
 local now = now_ms()
-local deadline, too_far = deadline_of(mode, value, now, max_delay)
-if too_far then return too_far end
+local status = 'rescheduled'
+local deadline, too_far
+if mode == 'beat' then  -- a heartbeat: later only, within the cap
+  deadline, too_far = deadline_of('in', value, now, max_delay)
+  if too_far then return too_far end
+  if deadline < rec.d then deadline = rec.d end
+  local cap = rec.cap > 0 and rec.c + rec.cap or nil
+  if cap and deadline > cap then
+    deadline, status = math.max(rec.d, cap), 'capped'
+  end
+else
+  deadline, too_far = deadline_of(mode, value, now, max_delay)
+  if too_far then return too_far end
+end
+if deadline == rec.d then return {status, istr(deadline)} end  -- nothing moves
 rec.d = deadline
 redis.call('HSET', TIMERS, id, pack_rec(rec))
 index_bucket(P, BUCKETS, id, deadline, bucket_ms, now)
 redis.call('PUBLISH', channel, 'R ' .. istr(deadline) .. ' ' .. id)
-return {'rescheduled', istr(deadline)}
+return {status, istr(deadline)}

@@ -16,8 +16,8 @@ ARGV[4]  events channel of the shard
 ARGV[5]  origin      an opaque token naming who created them (a batch, a Spark job); may be ''
 ARGV[6]  timers      msgpack array; each timer is an array
                      {id, mode, value, payload, need, rearm, watch, trace, callback,
-                     note}, the last six left out when they are their defaults (1, 0,
-                     {}, '', '', ''):
+                     note, max_total_ms}, the last seven left out when they are their
+                     defaults (1, 0, {}, '', '', '', 0):
                      mode 'in' (value is a delay, ms) or 'at' (value is a deadline, epoch
                      ms, Redis time); payload msgpack bytes; need distinct watch keys that
                      complete it (>= 1); rearm 1: an id whose outcome is retained is
@@ -26,7 +26,8 @@ ARGV[6]  timers      msgpack array; each timer is an array
                      routing to this shard; trace a W3C traceparent kept with the timer
                      (not compared: the same timer scheduled again from another trace
                      is the same timer); callback the URL its outcome is POSTed to; note a
-                     line of text for people (neither compared either).
+                     line of text for people (neither compared either); max_total_ms the
+                     timer's cap (0 none): its deadline is never after now + it.
 
 Returns  one reply per timer, in order:
          deadline_ms (an integer)                      this call created the timer
@@ -54,8 +55,8 @@ local channel, origin = ARGV[4], ARGV[5]
 local timers = cmsgpack.unpack(ARGV[6])
 -- A timer's slots, as timer/durable/fields.py declares them (its slot + 1; a test holds
 -- the two together). The last six may be left out: then they are their defaults.
-local ID, MODE, VALUE, PAYLOAD, NEED, REARM, WATCH, TRACEPARENT, CALLBACK_URL, NOTE =
-  1, 2, 3, 4, 5, 6, 7, 8, 9, 10
+local ID, MODE, VALUE, PAYLOAD, NEED, REARM, WATCH, TRACEPARENT, CALLBACK_URL, NOTE,
+  MAX_TOTAL_MS = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11
 local n = #timers
 
 local ids = {}
@@ -86,7 +87,10 @@ local function same_timer(rec, t)
   for k = 1, #watch do
     if rec.w[k] ~= watch[k] then return false end
   end
-  return not (t[MODE] == 'at' and rec.d ~= t[VALUE])
+  if t[MODE] ~= 'at' then return true end
+  local at = t[VALUE]  -- as created: within its cap
+  if rec.cap > 0 and at > rec.c + rec.cap then at = rec.c + rec.cap end
+  return rec.d == at
 end
 
 -- The i-th timer's reply if it exists already (or nil): checked in the order one call per
@@ -111,6 +115,8 @@ for i = 1, n do
   replies[i] = known(i, t)
   if not replies[i] then
     local deadline, too_far = deadline_of(t[MODE], t[VALUE], now, max_delay)
+    local cap = t[MAX_TOTAL_MS] or 0
+    if cap > 0 and deadline and deadline > now + cap then deadline = now + cap end
     if too_far then
       replies[i] = too_far
     else
@@ -118,7 +124,8 @@ for i = 1, n do
       if retained[i] then gone[#gone + 1] = id end
       local watch = t[WATCH] or NONE
       local rec = {d = deadline, p = t[PAYLOAD], w = watch, n = t[NEED] or 1, g = NONE, c = now,
-        s = origin, x = t[TRACEPARENT] or '', u = t[CALLBACK_URL] or '', note = t[NOTE] or ''}
+        s = origin, x = t[TRACEPARENT] or '', u = t[CALLBACK_URL] or '', note = t[NOTE] or '',
+        cap = cap}
       here[id] = rec
       fields[#fields + 1] = id
       fields[#fields + 1] = pack_rec(rec)

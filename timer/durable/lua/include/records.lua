@@ -7,7 +7,7 @@ runs on it. Records are arrays with their trailing defaults left out (#14): no f
 names, no empty values.
 
 Pending timer (HASH P:t, field = id):
-  [d, p, d - c, s = '', n = 1, w = {}, g = {}, x = '', u = '', note = '']
+  [d, p, d - c, s = '', n = 1, w = {}, g = {}, x = '', u = '', note = '', cap = 0]
   d = deadline_ms (Redis time, epoch ms)   p = payload (msgpack bytes, opaque here)
   c = created_ms (Redis time)              s = origin token given at schedule ('' if none)
   n = need (distinct keys to complete)     w = watch keys (array)
@@ -15,6 +15,7 @@ Pending timer (HASH P:t, field = id):
   x = the W3C traceparent given at schedule ('' if none): the trace the timer continues
   u = the URL its outcome is POSTed to ('' if none: see timer/webhook.py)
   note = a line of text for people ('' if none)
+  cap = max_total_ms: never due after c + cap, however heartbeaten (0: no cap)
 Retained outcome (a value of the results table, see include/results.lua, after its 4
 bytes of expiry):
   [o, d, t - d, p, d - c, s = '', g = {}, x = '', u = '', note = ''] with o a code:
@@ -43,7 +44,7 @@ local NONE = {}
 -- The places of a pending record and of a retained outcome.
 -- (named as timer/durable/codec.py reads them; a test holds the two together)
 local R_DEADLINE_MS, R_PAYLOAD, R_CREATED_MS, R_ORIGIN, R_NEED, R_WATCH, R_GOT,
-  R_TRACEPARENT, R_CALLBACK_URL, R_NOTE = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
+  R_TRACEPARENT, R_CALLBACK_URL, R_NOTE, R_MAX_TOTAL_MS = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11
 local O_OUTCOME, O_DEADLINE_MS, O_DECIDED_MS, O_PAYLOAD, O_CREATED_MS, O_ORIGIN, O_GOT,
   O_TRACEPARENT, O_CALLBACK_URL, O_NOTE = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
 
@@ -52,13 +53,15 @@ local function read_rec(raw)
   local r = cmsgpack.unpack(raw)
   return {d = r[R_DEADLINE_MS], p = r[R_PAYLOAD], c = r[R_DEADLINE_MS] - r[R_CREATED_MS],
     s = r[R_ORIGIN] or '', n = r[R_NEED] or 1, w = r[R_WATCH] or NONE, g = r[R_GOT] or NONE,
-    x = r[R_TRACEPARENT] or '', u = r[R_CALLBACK_URL] or '', note = r[R_NOTE] or ''}
+    x = r[R_TRACEPARENT] or '', u = r[R_CALLBACK_URL] or '', note = r[R_NOTE] or '',
+    cap = r[R_MAX_TOTAL_MS] or 0}
 end
 
 -- A pending record packed, up to the last field that is not its default.
 local function pack_rec(rec)
   local last = R_CREATED_MS
-  if (rec.note or '') ~= '' then last = R_NOTE
+  if (rec.cap or 0) ~= 0 then last = R_MAX_TOTAL_MS
+  elseif (rec.note or '') ~= '' then last = R_NOTE
   elseif (rec.u or '') ~= '' then last = R_CALLBACK_URL
   elseif (rec.x or '') ~= '' then last = R_TRACEPARENT
   elseif #rec.g > 0 then last = R_GOT
@@ -72,7 +75,8 @@ local function pack_rec(rec)
   if last >= R_GOT then a[R_GOT] = rec.g end
   if last >= R_TRACEPARENT then a[R_TRACEPARENT] = rec.x or '' end
   if last >= R_CALLBACK_URL then a[R_CALLBACK_URL] = rec.u or '' end
-  if last >= R_NOTE then a[R_NOTE] = rec.note end
+  if last >= R_NOTE then a[R_NOTE] = rec.note or '' end
+  if last >= R_MAX_TOTAL_MS then a[R_MAX_TOTAL_MS] = rec.cap end
   return cmsgpack.pack(a)
 end
 

@@ -1,0 +1,110 @@
+"""Heartbeats with a cap (#43, first slice): ``heartbeat(id, extend_ms)`` pushes a
+pending timer to now + extend_ms (Redis time), never earlier, never past created +
+max_total_ms; one past its cap is refused and the timer falls due at the cap."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import wait_for
+from timer import HeartbeatCapped, InvalidInput, TimerClient, TimerNotFound
+from timer.aio import AsyncTimerClient
+
+from .conftest import namespace_keys, server_now_ms
+from .test_aio import with_async
+from .test_worker import make_worker, ns_client, running, subscribed
+
+__all__ = ["ns_client"]  # a fixture, used by name
+
+pytestmark = pytest.mark.redis
+
+
+def test_a_heartbeat_extends_later_only_and_never_past_the_cap(client: TimerClient) -> None:
+    r = client.redis
+    t = client.schedule("job:{1}", 1_000, max_total_ms=60_000, note="long job")
+    info = client.get("job:{1}")
+    assert info is not None and info.max_total_ms == 60_000 and info.created_ms is not None
+    cap = info.created_ms + 60_000
+    before = server_now_ms(r)
+    beat = client.heartbeat("job:{1}", 30_000)
+    after = server_now_ms(r)
+    assert beat.state == "pending" and before + 30_000 <= beat.deadline_ms <= after + 30_000
+    assert client.get("job:{1}").deadline_ms == beat.deadline_ms  # type: ignore[union-attr]
+    # a shorter heartbeat never brings it earlier
+    assert client.heartbeat("job:{1}", 10).deadline_ms == beat.deadline_ms
+    # past the cap: refused, and it now falls due at the cap, whatever comes next
+    with pytest.raises(HeartbeatCapped, match="max_total_ms") as refused:
+        client.heartbeat("job:{1}", 120_000)
+    assert refused.value.deadline_ms == cap
+    assert client.get("job:{1}").deadline_ms == cap  # type: ignore[union-attr]
+    with pytest.raises(HeartbeatCapped):
+        client.heartbeat("job:{1}", 90_000)
+    assert client.get("job:{1}").deadline_ms == cap  # type: ignore[union-attr]
+    assert t.deadline_ms < cap
+
+
+def test_a_cap_bounds_the_first_deadline_and_idempotent_retries_agree(
+    client: TimerClient,
+) -> None:
+    """Scheduled further than its own cap, a timer is due at the cap; scheduling it again
+    as it was given is the same timer, not a conflict."""
+    far = server_now_ms(client.redis) + 3_600_000
+    made = client.schedule("job:{2}", deadline_ms=far, max_total_ms=5_000)
+    info = client.get("job:{2}")
+    assert info is not None and info.created_ms is not None
+    assert made.deadline_ms == info.deadline_ms == info.created_ms + 5_000
+    again = client.schedule("job:{2}", deadline_ms=far, max_total_ms=5_000)
+    assert not again.created and again.deadline_ms == made.deadline_ms
+
+
+def test_a_heartbeat_of_an_ended_or_unknown_timer(client: TimerClient) -> None:
+    """One that ended says how (nothing written); one never scheduled is TimerNotFound;
+    a bad extension is refused with nothing written."""
+    client.schedule("job:{3}", 60_000)
+    assert client.cancel("job:{3}")
+    keys = namespace_keys(client.redis, client.namespace)
+    ended = client.heartbeat("job:{3}", 1_000)
+    assert ended.state == "cancelled"
+    with pytest.raises(TimerNotFound):
+        client.heartbeat("job:{4}", 1_000)
+    for bad in (-1, "10", None, 2**80, True):
+        with pytest.raises(InvalidInput):
+            client.heartbeat("job:{3}", bad)  # type: ignore[arg-type]
+    assert namespace_keys(client.redis, client.namespace) == keys
+
+
+def test_the_asyncio_client_heartbeats_alike(client: TimerClient) -> None:
+    client.schedule("job:{5}", 1_000, max_total_ms=2_000)
+
+    async def main(c: AsyncTimerClient) -> tuple[int, int]:
+        beat = await c.heartbeat("job:{5}", 1_500)
+        with pytest.raises(HeartbeatCapped) as refused:
+            await c.heartbeat("job:{5}", 10_000)
+        return beat.deadline_ms, refused.value.deadline_ms
+
+    beat, cap = with_async(client, main)
+    info = client.get("job:{5}")
+    assert info is not None and info.created_ms is not None
+    assert beat <= cap == info.deadline_ms == info.created_ms + 2_000
+
+
+def test_a_running_worker_fires_at_the_heartbeats_deadline_or_the_cap(
+    ns_client: TimerClient,
+) -> None:
+    """The leader holds the timer in its wheel at its first deadline; a heartbeat's event
+    moves it: it fires at the new deadline, never before, and a capped one at its cap."""
+    w = make_worker(ns_client, "hb", sweep_interval_ms=60_000)
+    with running(w):
+        wait_for(lambda: len(w.shards) == 4, 10, "the worker's leases")
+        wait_for(lambda: subscribed(ns_client, 4), 10, "its event subscriptions")
+        ns_client.schedule("beat", 300)
+        ns_client.schedule("capped", 300, max_total_ms=900)
+        moved = ns_client.heartbeat("beat", 1_200)
+        with pytest.raises(HeartbeatCapped) as refused:
+            ns_client.heartbeat("capped", 5_000)
+        out = ns_client.wait("beat", timeout=10)
+        assert out.outcome == "expired" and out.deadline_ms == moved.deadline_ms
+        assert out.decided_ms >= moved.deadline_ms  # never at the first deadline
+        capped = ns_client.wait("capped", timeout=10)
+        assert capped.deadline_ms == refused.value.deadline_ms
+        assert capped.decided_ms >= capped.deadline_ms
