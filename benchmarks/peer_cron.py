@@ -31,7 +31,7 @@ from typing import Any
 import redis
 
 from timer import TimerClient
-from timer.durable.schedules import occurrence_name
+from timer.durable.schedule_records import occurrence_name
 from timer.testing import RedisServer, find_server_binary
 
 from .peers import BIN, kill_group, spawn

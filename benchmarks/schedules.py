@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from timer import TimerClient
-from timer.durable.schedules import occurrence_name
+from timer.durable.schedule_records import occurrence_name
 from timer.testing import RedisServer, find_server_binary
 
 from .worker import pct, start_worker

@@ -8,17 +8,13 @@ from timer import __version__
 
 from .acl_cmd import acl
 from .app import App, accept_global_options
-from .bench import bench
+from .bench_cmd import bench
 from .dashboard_cmd import dashboard
-from .demo import demo
+from .demo_cmd import demo
 from .groups_cmd import dead, groups
 from .handle_cmd import handle
 from .namespace_cmd import init, migrate, shards, stats, trim
-from .probe_cmd import probe
-from .schedules_cmd import schedules
-from .serve_cmd import serve, tokens
-from .server_cmd import server
-from .timers import (
+from .one_timer_cmd import (
     cancel,
     complete,
     get,
@@ -29,6 +25,10 @@ from .timers import (
     tail,
     wait,
 )
+from .probe_cmd import probe
+from .schedules_cmd import schedules
+from .serve_cmd import serve, tokens
+from .server_cmd import server
 from .timers_cmd import timers
 from .worker_cmd import worker
 

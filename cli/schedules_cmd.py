@@ -15,13 +15,13 @@ import click
 from timer import ScheduleNotFound
 from timer.durable.durations import format_duration_ms
 from timer.durable.recurrence import Recurrence
-from timer.durable.schedules import MISSED, OVERLAP, ScheduleInfo
+from timer.durable.schedule_records import MISSED, OVERLAP, ScheduleInfo
 from timer.durable.shapes import schedule_json
 
 from .app import App, TimerCommandError, confirm, errors, pass_app, starts_server
 from .durations import DURATION, INSTANT, format_ms
+from .one_timer_cmd import _payload
 from .output import emit, pairs, plural, table
-from .timers import _payload
 
 SPEC_HELP = """\b
 Cron fields match local wall-clock time in --tz: a time the autumn repeat shows twice

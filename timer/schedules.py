@@ -8,7 +8,7 @@
 
 Each occurrence is an ordinary durable timer with id ``{<name>}@<nominal ms>``: fired
 by the workers, handled, retried and dead-lettered like any other, exactly once; the
-next is armed in the same script call that fires it. See ``timer.durable.schedules``
+next is armed in the same script call that fires it. See ``timer.durable.schedule_records``
 for the catch-up policies and ``timer.durable.recurrence`` for the time rules.
 """
 
@@ -18,11 +18,11 @@ import builtins
 from collections.abc import Awaitable, Callable
 from typing import Any, Unpack
 
-from .durable import schedules as sched_ops
+from .durable import schedule_records as sched_ops
 from .durable.fields import ScheduleOptions
 from .durable.models import Timer
 from .durable.namespace import Namespace
-from .durable.schedules import ScheduleInfo
+from .durable.schedule_records import ScheduleInfo
 from .durable.steps import Op, Run
 from .errors import TimerError
 

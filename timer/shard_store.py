@@ -13,7 +13,7 @@ from .durable.calls import text
 from .durable.checks import check_int
 from .durable.keys import NamespaceKeys, ShardKeys
 from .durable.models import DueTimers, FireResult, LeaseGrant, LeaseRenewal, SweepResult, Trimmed
-from .durable.schedules import (
+from .durable.schedule_records import (
     Plan,
     ScheduleInfo,
     arm_call,

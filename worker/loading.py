@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from timer.durable.entries import parse_events
 from timer.durable.models import Event
-from timer.durable.schedules import occurrence_name
+from timer.durable.schedule_records import occurrence_name
 
 from .context import WorkerContext
 from .events import EventListener

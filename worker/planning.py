@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from timer.durable.schedules import (
+from timer.durable.schedule_records import (
     Plan,
     ScheduleInfo,
     ScheduleSpec,

@@ -16,7 +16,7 @@ from timer import (
     ScheduleNotFound,
     TimerClient,
 )
-from timer.durable.schedules import Plan, occurrence_name
+from timer.durable.schedule_records import Plan, occurrence_name
 from timer.testing import RedisServer
 from worker import Worker
 

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cli.main import main
-from cli.timers import schedule as schedule_command
+from cli.one_timer_cmd import schedule as schedule_command
 from timer import TimerClient
 from timer.aio import AsyncTimerClient
 from timer.durable import codec
@@ -38,7 +38,7 @@ from timer.durable.keys import NamespaceKeys
 from timer.durable.models import ClientSettings, Meta, Outcome, TimerInfo
 from timer.durable.namespace import Namespace
 from timer.durable.recurrence import Recurrence
-from timer.durable.schedules import ScheduleSpec, put
+from timer.durable.schedule_records import ScheduleSpec, put
 from timer.httpapi.spec import ENDPOINTS
 from timer.schedules import AsyncSchedules, Schedules
 

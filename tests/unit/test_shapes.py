@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from timer.durable.models import ConsumerInfo, DeadLetter, GroupInfo, Outcome, Timer, TimerInfo
-from timer.durable.schedules import ScheduleInfo, ScheduleSpec
+from timer.durable.schedule_records import ScheduleInfo, ScheduleSpec
 from timer.durable.shapes import (
     SCHEMAS,
     dead_letter_json,

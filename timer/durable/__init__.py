@@ -24,5 +24,5 @@ this layer builds. Its modules (docs/data-model.md says what is stored where):
     views        what an operator sees: history, recent outcomes, what is due, stats
     finding      finding timers by pattern, state and deadline, a bounded scan at a time
     recurrence   when a schedule's occurrences fall (cron or interval, any time zone)
-    schedules    recurring schedules: the record, its calls, the leader's plans
+    schedule_records  recurring schedules: the record, its calls, the leader's plans
 """

@@ -16,7 +16,7 @@ from typing import Any
 from .codec import jsonable
 from .fields import FIELDS, KEPT_OUTCOME, KEPT_PENDING
 from .models import DeadLetter, GroupInfo, Outcome, Timer, TimerInfo
-from .schedules import ScheduleInfo
+from .schedule_records import ScheduleInfo
 
 STATES = ["pending", "expired", "cancelled", "completed"]
 _INT = {"type": "integer"}
