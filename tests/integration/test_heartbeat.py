@@ -5,13 +5,16 @@ max_total_ms; one past its cap is refused and the timer falls due at the cap."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import wait_for
-from timer import HeartbeatCapped, InvalidInput, TimerClient, TimerNotFound
+from timer import HeartbeatCapped, InvalidInput, TimerClient, TimerError, TimerNotFound
 from timer.aio import AsyncTimerClient
 
 from .conftest import namespace_keys, server_now_ms
 from .test_aio import with_async
+from .test_fuzz_api import anything
 from .test_worker import make_worker, ns_client, running, subscribed
 
 __all__ = ["ns_client"]  # a fixture, used by name
@@ -108,3 +111,25 @@ def test_a_running_worker_fires_at_the_heartbeats_deadline_or_the_cap(
         capped = ns_client.wait("capped", timeout=10)
         assert capped.deadline_ms == refused.value.deadline_ms
         assert capped.decided_ms >= capped.deadline_ms
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    tid=st.one_of(st.just("job:{6}"), anything), extend=st.one_of(st.integers(-5, 10**6), anything)
+)
+def test_a_heartbeat_of_any_input_is_a_timer_error_or_a_later_deadline(
+    client: TimerClient, tid: object, extend: object
+) -> None:
+    """Whatever the id and extension, a heartbeat answers or raises a TimerError, and
+    writes nothing unless it moved the one pending timer later."""
+    client.schedule("job:{6}", 60_000)
+    before = client.get("job:{6}")
+    keys = namespace_keys(client.redis, client.namespace)
+    try:
+        t = client.heartbeat(tid, extend)  # type: ignore[arg-type]
+    except TimerError:
+        assert namespace_keys(client.redis, client.namespace) == keys
+        return
+    assert before is not None and t.id == "job:{6}" and t.deadline_ms >= before.deadline_ms

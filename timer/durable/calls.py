@@ -116,7 +116,11 @@ def reschedule_call(
     ns: Namespace, timer_id: object, delay_ms: object, deadline_ms: object
 ) -> Prepared:
     tid = check_name("timer id", timer_id)
-    mode, value = check_when(ns, delay_ms, deadline_ms)
+    return _move_call(ns, tid, *check_when(ns, delay_ms, deadline_ms))
+
+
+def _move_call(ns: Namespace, tid: str, mode: str, value: int) -> Prepared:
+    """reschedule.lua for a checked id: mode 'in' or 'at' (reschedule), 'beat' (heartbeat)."""
     shard = ns.shard_of(tid)
     sk = ns.shard(shard)
     keys = [sk.timers, sk.buckets]
@@ -136,13 +140,9 @@ def parse_reschedule(ns: Namespace, reply: Sequence[Any], p: Prepared) -> Timer 
 def heartbeat_call(ns: Namespace, timer_id: object, extend_ms: object) -> Prepared:
     """A heartbeat: reschedule.lua in mode 'beat' (now + extend_ms, later only, capped)."""
     tid = check_name("timer id", timer_id)
-    extend = check_int("extend_ms", extend_ms, 0, ns.settings.max_delay_ms)
-    shard = ns.shard_of(tid)
-    sk = ns.shard(shard)
-    keys = [sk.timers, sk.buckets]
-    args = [sk.prefix, tid, "beat", extend, ns.meta.bucket_ms, ns.settings.max_delay_ms,
-            sk.events]  # fmt: skip
-    return Prepared(ScriptCall(ScriptName.RESCHEDULE, keys, args), tid, shard, "")
+    return _move_call(
+        ns, tid, "beat", check_int("extend_ms", extend_ms, 0, ns.settings.max_delay_ms)
+    )
 
 
 def parse_heartbeat(ns: Namespace, reply: Sequence[Any], p: Prepared) -> Timer:
