@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 PYTEST_ARGS ?=
 
-.PHONY: test test-server demo bench lint unit clean venv
+.PHONY: test test-server demo bench lint unit clean venv docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,7 @@ venv: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy timer worker benchmarks cli examples tests
+	$(BIN)/mypy timer worker benchmarks cli examples tests docs/_hooks/site.py
 
 test: lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
@@ -71,6 +71,17 @@ $(BENCH_STAMP): pyproject.toml $(STAMP)
 
 bench: $(BENCH_STAMP)
 	$(BIN)/python -m benchmarks.run_all $(if $(QUICK),--quick,)
+
+# The documentation site on http://127.0.0.1:8000/ (mkdocs.yml; the tests build it with
+# --strict and run its examples). DOCS_ARGS="-a 0.0.0.0:8000" to listen beyond loopback.
+DOCS_STAMP := $(VENV)/.installed-docs
+$(DOCS_STAMP): pyproject.toml setup.py timer/engine/_speedups.c | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+DOCS_ARGS ?=
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve $(DOCS_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

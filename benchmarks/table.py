@@ -1,9 +1,9 @@
-"""The README's *Measured* table, rendered from one run's ``benchmarks/results.json``.
+"""The *Measured* page's table (docs/measured.md), rendered from one run's results.
 
     python -m benchmarks.table [--results FILE]
 
-Every figure of the table comes from the one file ``make bench`` wrote, so the README
-shows one run, not a notebook of sittings; a test checks the README's table is this
+Every figure of the table comes from the one file ``make bench`` wrote, so the page
+shows one run, not a notebook of sittings; a test checks the page's table is this
 script's output for the committed results. History: docs/measured-history.md.
 """
 
@@ -341,7 +341,7 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
 
 
 def render(data: dict[str, Any]) -> str:
-    """The table and the line naming its run, between the README's markers."""
+    """The table and the line naming its run, between the page's markers."""
     f = Figures(data)
     m = data.get("machine", {})
     head = (

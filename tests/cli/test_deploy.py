@@ -28,6 +28,7 @@ from timer.store import RedisSettings
 from timer.testing import LISTPACK_VALUE_BYTES, RedisServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
+DEPLOY_GUIDE = ROOT / "docs" / "guides" / "deployment.md"
 
 
 def compose(env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -176,13 +177,14 @@ def compose_healthchecks() -> list[list[str]]:
 
 
 def readme_compose_runs() -> list[list[str]]:
-    """The README's `docker compose run --rm cli …` lines, as tickwheel arguments."""
+    """The deployment guide's `docker compose run --rm cli …` lines, as tickwheel
+    arguments."""
     runs = []
-    for line in (ROOT / "README.md").read_text().splitlines():
+    for line in DEPLOY_GUIDE.read_text().splitlines():
         if line.startswith("docker compose run --rm cli "):
             words = shlex.split(line.split("#", 1)[0])
             runs.append(words[len(["docker", "compose", "run", "--rm", "cli"]) :])
-    assert runs, "the README shows no `docker compose run` line"
+    assert runs, "the deployment guide shows no `docker compose run` line"
     return runs
 
 
@@ -213,7 +215,7 @@ def parse(args: list[str]) -> click.Context:
 
 @pytest.mark.parametrize("args", deployed_command_lines(), ids=" ".join)
 def test_every_deployed_command_line_parses(args: list[str]) -> None:
-    """Each command of docker-compose.yml, the Dockerfile's CMD and the README's compose
+    """Each command of docker-compose.yml, the Dockerfile's CMD and the deployment guide's compose
     lines is accepted by the CLI's parser with its exact arguments."""
     try:
         parse(args)
@@ -340,10 +342,10 @@ def _refuses(r: redis.Redis) -> bool:
 
 
 def test_readme_env_line_makes_a_password_compose_takes(tmp_path: Path) -> None:
-    """The README's `echo … > .env` line, run by a shell as written, makes a .env whose
+    """The deployment guide's `echo … > .env` line, run by a shell as written, makes a .env whose
     password compose's interpolation puts into Redis's --requirepass and into a URL the
     CLI accepts; the compose file's header gives the same line."""
-    block = (ROOT / "README.md").read_text().split("## Deploying with docker-compose", 1)[1]
+    block = DEPLOY_GUIDE.read_text().split("## With docker-compose", 1)[1]
     (line,) = [
         x
         for x in block.split("```sh", 1)[1].split("```", 1)[0].splitlines()

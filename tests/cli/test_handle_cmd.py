@@ -182,8 +182,9 @@ def test_tail_without_group_leaves_nothing_and_trim_is_not_held(
         c.close()
 
 
-def readme_block(after: str) -> list[str]:
-    text = (ROOT / "README.md").read_text()
+def guide_block(after: str) -> list[str]:
+    """The first shell block after ``after`` on the handlers guide."""
+    text = (ROOT / "docs" / "guides" / "handlers.md").read_text()
     block = text.split(after, 1)[1].split("```sh", 1)[1].split("```", 1)[0]
     return [line.strip() for line in block.splitlines() if line.strip()]
 
@@ -191,10 +192,10 @@ def readme_block(after: str) -> list[str]:
 def test_readme_handlers_commands_run_as_written(
     workdir: Path, redis_server: RedisServer, namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The README's handler commands, as written: `handle` runs as a process until
+    """The handlers guide's commands, as written: `handle` runs as a process until
     SIGTERM (exit 0) and handles expired outcomes; the admin lines run in order, with REF
     replaced by a dead letter's ref."""
-    lines = readme_block("### Handlers: run your code when a timer ends")
+    lines = guide_block("# Handlers: run your code when a timer ends")
     assert lines[0].startswith("tickwheel handle myapp.handlers:on_timeout")
     monkeypatch.setenv("TICKWHEEL_REDIS_URL", redis_server.url)
     monkeypatch.setenv("TICKWHEEL_NAMESPACE", namespace)

@@ -28,6 +28,7 @@ from timer.testing import RedisServer
 ROOT = Path(__file__).resolve().parents[2]
 BOARD = ROOT / "deploy" / "grafana" / "tickwheel.json"
 RULES = ROOT / "deploy" / "prometheus" / "alerts.yml"
+METRICS_PAGE = ROOT / "docs" / "reference" / "metrics.md"
 NAME = re.compile(r"\btickwheel_[a-z_]+\b")
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(
@@ -73,6 +74,26 @@ def scrape(url: str) -> set[str]:
     except (OSError, urllib.error.URLError):
         return set()
     return {s.name for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+def families(url: str) -> dict[str, str]:
+    """The tickwheel_* metric families a /metrics page holds, with their types (a
+    counter's ``_created`` companion, which the parser gives as a gauge, left out)."""
+    with urllib.request.urlopen(url, timeout=2) as r:
+        text = r.read().decode()
+    return {
+        f.name: f.type
+        for f in text_string_to_metric_families(text)
+        if f.name.startswith("tickwheel_") and not f.name.endswith("_created")
+    }
+
+
+def page_families() -> list[dict[str, str]]:
+    """The metrics reference page's tables, one per process, in the page's order
+    (workers, handler runners, the HTTP API): name to type."""
+    sections = METRICS_PAGE.read_text().split("\n## ")[1:]
+    row = re.compile(r"^\| `(tickwheel_[a-z_]+)` \| (\w+) \|", re.M)
+    return [dict(row.findall(s)) for s in sections]
 
 
 @pytest.fixture
@@ -133,6 +154,10 @@ def test_the_board_and_the_rules_name_exported_metrics(
     except AssertionError:
         missing = sorted(wanted - seen.get("names", set()))
         raise AssertionError(f"not exported by any process: {missing}") from None
+    # the metrics reference page names exactly what each process exports, typed
+    assert page_families() == [families(url) for url in processes], (
+        "docs/reference/metrics.md differs from what the processes export"
+    )
 
 
 @needs_promtool

@@ -1,4 +1,4 @@
-"""`tickwheel dashboard` as the README says to run it (real processes, real HTTP)."""
+"""`tickwheel dashboard` as the operations guide says to run it (real processes, real HTTP)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 
 
 def readme_lines() -> list[str]:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "guides" / "operations.md").read_text()
     block = text.split("## The dashboard", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
     return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.strip()]
 

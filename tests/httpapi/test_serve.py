@@ -334,13 +334,13 @@ def test_tickwheel_serve_with_workers_and_tokens(
 
 
 def test_readme_curl_lines_run(served: tuple[Api, TimerClient, TokenFile]) -> None:
-    """The README's HTTP API curl lines, against this server, with its token."""
+    """The HTTP guide's curl lines, against this server, with its token."""
     curl = shutil.which("curl")
     if curl is None:
         pytest.skip("curl is not installed")
     api, c, _ = served
-    text = (ROOT / "README.md").read_text()
-    block = text.split("### HTTP API", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    text = (ROOT / "docs" / "guides" / "http.md").read_text()
+    block = text.split("# The HTTP API and webhooks", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
     lines = [ln.strip() for ln in block.splitlines() if ln.strip().startswith("curl ")]
     assert len(lines) >= 4
     env = {**os.environ, "TOKEN": api.token or "", "API": api.base, "NS": c.namespace}

@@ -23,7 +23,7 @@ from .conftest import namespace_keys
 
 pytestmark = pytest.mark.redis
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+SECURITY = Path(__file__).resolve().parents[2] / "docs" / "guides" / "security.md"
 
 
 @pytest.fixture
@@ -208,11 +208,11 @@ def test_init_refused_half_way_leaves_nothing(
 
 
 @pytest.mark.parametrize("role", sorted(ROLES))
-def test_the_readme_gives_each_roles_rules(role: str) -> None:
-    """README's Security section prints each role's rules for namespace `jobs` as
+def test_the_security_page_gives_each_roles_rules(role: str) -> None:
+    """The Security page (docs/guides/security.md) prints each role's rules for namespace `jobs` as
     `tickwheel acl` prints them, so what a reader copies is what the tests ran."""
     line = f"ACL SETUSER tw-{role} on >PASSWORD " + " ".join(acl_rules(role, "jobs"))
-    text = " ".join(README.read_text().split())
+    text = " ".join(SECURITY.read_text().split())
     assert " ".join(line.split()) in text, line
 
 

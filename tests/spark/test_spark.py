@@ -310,3 +310,22 @@ def test_demo_registers_through_spark(
     summary = json.loads(result.stdout)
     assert summary["ok"] is True and summary["scheduled"] == 300
     assert summary["expired"] + summary["completed"] + summary["cancelled"] == 300
+
+
+def test_the_spark_guide_runs(
+    spark: SparkSession, tmp_path: Path, server_binary: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/guides/spark.md's example, as written, on this Spark and a server of its own
+    (its namespace `default` initialised, as the guide assumes): tests/docs runs every
+    other page's examples."""
+    from tests.docs.examples import ROOT, run_python  # noqa: PLC0415
+
+    server = RedisServer(tmp_path / "redis", binary=server_binary).start()
+    try:
+        TimerClient.from_url(server.url, "default").init(shards=16)
+        monkeypatch.setenv("TICKWHEEL_REDIS_URL", server.url)
+        scope: dict[str, object] = {}
+        assert run_python(ROOT / "docs" / "guides" / "spark.md", scope) == 1
+        assert scope["report"].scheduled == 1  # type: ignore[attr-defined]
+    finally:
+        server.stop()

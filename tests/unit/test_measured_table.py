@@ -1,5 +1,6 @@
-"""The README's *Measured* table is the one `python -m benchmarks.table` renders from
-the committed `benchmarks/results.json`: one run's figures, nothing copied by hand."""
+"""The *Measured* page's table (docs/measured.md) is the one `python -m benchmarks.table`
+renders from the committed `benchmarks/results.json`: one run's figures, nothing copied
+by hand."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ from pathlib import Path
 
 from benchmarks.table import BEGIN, END, RESULTS, render
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "measured.md"
 
 
-def test_the_readme_shows_the_committed_run() -> None:
+def test_the_measured_page_shows_the_committed_run() -> None:
     """Regenerate with: python -m benchmarks.table, pasted over the marked block."""
-    text = README.read_text()
+    text = PAGE.read_text()
     shown = text[text.index(BEGIN) : text.index(END) + len(END)]
     assert shown == render(json.loads(RESULTS.read_text()))
 

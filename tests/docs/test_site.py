@@ -1,0 +1,110 @@
+"""The documentation site (#42) builds strictly, with its llms.txt and a Markdown twin of
+every page, and its generated references say what the code says."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+pytestmark = pytest.mark.slow
+
+
+def nav_pages() -> list[str]:
+    """Every page the site's navigation lists (the tags MkDocs reads are ignored)."""
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_constructor("!ENV", lambda loader, node: None)
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=Loader)
+
+    def walk(items: list[object]) -> list[str]:
+        out: list[str] = []
+        for item in items:
+            value = next(iter(item.values())) if isinstance(item, dict) else item
+            out += walk(value) if isinstance(value, list) else [str(value)]
+        return out
+
+    return walk(config["nav"])
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        cwd=ROOT, capture_output=True, text=True, check=False, timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out
+
+
+def test_every_page_is_in_the_nav_and_has_a_markdown_twin(site: Path) -> None:
+    """Each page of docs/ is reachable from the navigation, and llms.txt links each
+    one's Markdown twin, which the build wrote."""
+    pages = nav_pages()
+    written = {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md") if "_hooks" not in p.parts}
+    assert written == set(pages), "docs/ pages and mkdocs.yml's nav differ"
+    llms = (site / "llms.txt").read_text()
+    for page in pages:
+        twin = "index.md" if page == "index.md" else page.removesuffix(".md") + "/index.md"
+        assert (site / twin).read_text().strip(), twin
+        assert f"/{twin})" in llms, f"llms.txt does not link {twin}"
+    assert (site / "llms-full.txt").stat().st_size > 100_000
+
+
+def test_the_readme_parts_the_site_takes_are_there(site: Path) -> None:
+    """The promises, install and tour are one text on GitHub and on the site."""
+    start = (site / "getting-started" / "index.md").read_text()
+    assert "tickwheel server start" in start and "pip install '.[all]'" in start
+    assert "Exactly one outcome" in (site / "index.md").read_text()
+    assert "--8<--" not in (site / "llms-full.txt").read_text()
+
+
+def test_the_references_cover_the_code(site: Path) -> None:
+    """The CLI reference has every command; the HTTP reference every operation of the
+    live OpenAPI document; the Python reference the client's calls."""
+    from click import Group  # noqa: PLC0415
+
+    from cli.main import main  # noqa: PLC0415
+    from timer.httpapi.openapi import document  # noqa: PLC0415
+
+    cli = (site / "reference" / "cli" / "index.md").read_text()
+    assert isinstance(main, Group)
+    for name in main.commands:
+        assert f"tickwheel {name}" in cli, name
+    http = (site / "reference" / "http" / "index.md").read_text()
+    for path, ops in document()["paths"].items():
+        for method in ops:
+            assert f"{method.upper()} {path}" in http, (method, path)
+    python = (site / "reference" / "python" / "index.md").read_text()
+    for call in ("schedule_many", "heartbeat", "wait", "dead_letters", "create_schedules"):
+        assert re.search(rf"^#+ {call}\b", python, re.M), call
+
+
+def test_every_test_a_page_names_exists() -> None:
+    """A page that says which test checks a promise names one that exists."""
+    for page in [ROOT / "README.md", *DOCS.rglob("*.md")]:
+        text = page.read_text()
+        for path, name in re.findall(r"`(tests/[\w/]+\.py)(?:::(\w+))?`", text):
+            assert (ROOT / path).exists(), (page.name, path)
+            if name:
+                assert f"def {name}(" in (ROOT / path).read_text(), (page.name, path, name)
+
+
+def test_the_openapi_copy_is_what_the_http_reference_renders() -> None:
+    """The hook renders docs/openapi.json, which test_serve keeps equal to the live
+    document: checked here too, so a stale copy fails with the site's tests."""
+    from timer.httpapi.openapi import document  # noqa: PLC0415
+
+    assert json.loads((DOCS / "openapi.json").read_text()) == document()
