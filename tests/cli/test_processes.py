@@ -255,25 +255,45 @@ def test_make_demo_stops_the_server_only_if_it_started_it(
 
 
 def test_the_readmes_partial_make_test_selects_by_declared_markers() -> None:
-    """README's `make test PYTEST_ARGS="-m '…'"` reaches pytest as written, and its
-    expression names markers pyproject.toml declares (pytest runs with --strict-markers)
-    and selects tests while leaving the chaos ones out."""
+    """README's `make test MARKS="…"` reaches both of pytest's parts (the parallel one and
+    the one-at-a-time one) with its expression, which names markers pyproject.toml
+    declares (pytest runs with --strict-markers) and selects tests while leaving the
+    chaos ones out; the parts together select every test once."""
     root = Path(__file__).resolve().parents[2]
-    line = re.search(r'`(make test PYTEST_ARGS="[^"]+")`', (root / "README.md").read_text())
+    line = re.search(r'`(make test MARKS="[^"]+")`', (root / "README.md").read_text())
     assert line is not None
     args = shlex.split(line.group(1))
     dry = subprocess.run(
         ["make", "-n", *args[1:]], cwd=root, capture_output=True, text=True, timeout=60, check=True
     )
-    value = args[2].split("=", 1)[1]  # what make pastes into pytest's command line
-    assert f"pytest {value}" in dry.stdout, dry.stdout
-    picked = subprocess.run(
-        [sys.executable, "-m", "pytest", "--co", "-q", *shlex.split(value),
-         "tests/chaos/test_worker_lifecycle.py", "tests/unit/test_layers.py"],
-        cwd=root, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert picked.returncode == 0, picked.stdout + picked.stderr
-    assert "test_layers.py::" in picked.stdout and "tests/chaos" not in picked.stdout
+    value = args[2].split("=", 1)[1]
+    parts = re.findall(r'-m pytest (.*?) -m "([^"]+)"', dry.stdout)
+    assert [p[0] for p in parts] == ["-n 2", "-p no:xdist"], dry.stdout
+    assert all(expr.endswith(f" and ({value})") for _, expr in parts), dry.stdout
+    files = ["tests/chaos/test_worker_lifecycle.py", "tests/unit/test_layers.py",
+             "tests/test_benchmarks_smoke.py"]  # fmt: skip
+
+    def picked(expr: str) -> set[str]:
+        out = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:xdist", "--co", "-q", "-m", expr, *files],
+            cwd=root, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert out.returncode in (0, 5), out.stdout + out.stderr
+        return {t for t in out.stdout.splitlines() if "::" in t}
+
+    chosen = [picked(expr) for _, expr in parts]
+    assert not chosen[0] & chosen[1]
+    both = chosen[0] | chosen[1]
+    assert any("test_layers.py::" in t for t in both)
+    assert not any(t.startswith("tests/chaos") for t in both)
+    # without MARKS the two parts are the whole suite of those files, each test once
+    whole = subprocess.run(
+        ["make", "-n", "test"], cwd=root, capture_output=True, text=True, timeout=60, check=True
+    )
+    split = [picked(e) for _, e in re.findall(r'-m pytest (.*?) -m "([^"]+)"', whole.stdout)]
+    assert len(split) == 2 and not split[0] & split[1]
+    assert split[0] | split[1] == picked("")
+    assert any(t.startswith("tests/chaos") for t in split[1])
 
 
 def test_make_test_server_with_the_oldest_redis_py_is_what_pyproject_declares() -> None:
