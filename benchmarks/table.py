@@ -223,6 +223,35 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
             ),
         ),
         (
+            "server instructions a call: a heartbeat that moves a timer / one that moves "
+            "nothing; a debounce item absorbed (callgrind)",
+            _servers(
+                f,
+                "server_cost",
+                lambda s: (
+                    f"{f.k(s + '.instructions.heartbeat')} / "
+                    f"{f.k(s + '.instructions.heartbeat_noop')}; "
+                    f"{f.k(s + '.instructions.debounce')}"
+                ),
+            ),
+            _servers(
+                f,
+                "server_cost",
+                lambda s: f"`return 1` a round trip {f.k(s + '.instructions.evalsha_single')}",
+            ),
+            _servers(
+                f,
+                "server_cost",
+                lambda s: (
+                    f"{f.x(s + '.ratio_to_evalsha_single.heartbeat')} / "
+                    f"{f.x(s + '.ratio_to_evalsha_single.heartbeat_noop')}; "
+                    "debounce "
+                    f"{f.ratio(s + '.instructions.debounce', s + '.instructions.schedule')}"
+                    " of schedule"
+                ),
+            ),
+        ),
+        (
             f"Spark: {f.n('spark.rows')} rows from a DataFrame on `local[2]`",
             f"{f.k('spark.spark_local2_per_s')} timers/s",
             f"`schedule_many` in one process {f.k('spark.schedule_many_one_process_per_s')}/s",
@@ -328,6 +357,17 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
             f"{f.k('runner.async_noop.per_s')}/s)",
             "—",
             "—",
+        ),
+        (
+            f"debounce: {f.n('debounce.calls')} calls over {f.n('debounce.keys')} keys "
+            f"(quiet {f.n('debounce.quiet_ms')} ms, max wait {f.n('debounce.max_wait_ms')} ms), "
+            "two workers",
+            f"{f.n('debounce.outcomes')} outcomes for {f.n('debounce.windows_opened')} windows; "
+            f"{f.n('debounce.early')} early, {f.n('debounce.after_max_wait')} past max wait; "
+            f"lateness p99 {f.n('debounce.lateness_ms.p99')} ms; "
+            f"{f.k('debounce.debounce_calls_per_s')} calls/s",
+            f"plain `schedule_many`, same run: {f.k('debounce.plain_calls_per_s')} calls/s",
+            f.x("debounce.ratio_debounce_to_plain_rate"),
         ),
         (
             "handlers: kill -9 of a handler process holding outcomes mid-handler",

@@ -105,11 +105,12 @@ def schedule(
             watch=list(watch),
             **{k: v for k, v in options.items() if v is not None},
         )
-    what = (
-        "Scheduled"
-        if t.created
-        else ("Already pending" if t.state == "pending" else f"Already decided ({t.state})")
-    )
+    if t.created:
+        what = "Scheduled"
+    elif t.absorbed:
+        what = f"Debounced (call {t.absorbed + 1} of this window)"
+    else:
+        what = "Already pending" if t.state == "pending" else f"Already decided ({t.state})"
     emit(
         app.json,
         timer_json(t),
@@ -176,10 +177,13 @@ def reschedule(app: App, timer_id: str, delay_ms: int | None, deadline_ms: int |
 @click.argument("timer_id")
 @click.option("--extend", "extend_ms", type=DURATION, required=True,
               help="Push the deadline this long from now (Redis clock), e.g. 30s.")  # fmt: skip
+@click.option("--earlier", is_flag=True,
+              help="Set the deadline to --extend from now even if that is earlier: a job "
+                   "that started trades its queue-wait deadline for its run deadline.")  # fmt: skip
 @pass_app
-def heartbeat(app: App, timer_id: str, extend_ms: int) -> None:
+def heartbeat(app: App, timer_id: str, extend_ms: int, earlier: bool) -> None:
     """Extend a running job's timeout: its deadline becomes --extend from now, never
-    earlier than it is.
+    earlier than it is (unless --earlier).
 
     A timer scheduled with --max-total-ms never falls due after its creation plus that:
     a heartbeat past it exits 13, and the timer falls due at its cap. A timer that has
@@ -189,7 +193,7 @@ def heartbeat(app: App, timer_id: str, extend_ms: int) -> None:
     Example: tickwheel heartbeat 'job:{42}' --extend 30s
     """
     with errors():
-        t = app.client.heartbeat(timer_id, extend_ms)
+        t = app.client.heartbeat(timer_id, extend_ms, earlier=earlier)
     if t.state != "pending":
         emit(app.json, {**timer_json(t), "extended": False},
              f"{timer_id} already ended ({t.state}); nothing changed")  # fmt: skip

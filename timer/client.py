@@ -293,13 +293,16 @@ class TimerClient(OperatorCalls):
         """Move a pending timer's deadline; None if it was already decided."""
         return self._run(ops.reschedule(self._ns(), timer_id, delay_ms, deadline_ms))
 
-    def heartbeat(self, timer_id: str, extend_ms: int) -> Timer:
+    def heartbeat(self, timer_id: str, extend_ms: int, *, earlier: bool = False) -> Timer:
         """A heartbeat: push a pending timer's deadline to ``extend_ms`` from now (Redis
         time), never earlier than it is. One round trip. A timer scheduled with
         ``max_total_ms`` never falls due after created + max_total_ms: a heartbeat past
-        that raises HeartbeatCapped (the timer now falls due at its cap). A decided timer
-        is returned as it ended (``state``); an unknown id raises TimerNotFound."""
-        return self._run(ops.heartbeat(self._ns(), timer_id, extend_ms))
+        that raises HeartbeatCapped (the timer now falls due at its cap). With
+        ``earlier=True`` the deadline becomes now + extend_ms even if that is earlier: a
+        job that started trades its queue-wait deadline for its run deadline (the
+        Temporal mapping in the job-timeouts guide). A decided timer is returned as it
+        ended (``state``); an unknown id raises TimerNotFound."""
+        return self._run(ops.heartbeat(self._ns(), timer_id, extend_ms, earlier))
 
     def notify(self, key: str) -> int:
         """Notify a watch key; the number of timers this call completed (safe to repeat)."""

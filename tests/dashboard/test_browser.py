@@ -78,7 +78,8 @@ def test_overview_lookup_and_cancel_in_a_browser(
     url, c = served
     note = "<b>nightly</b> export"  # shown as text, never as markup
     c.schedule("job:{42}", 3_600_000, payload={"job": 42}, watch=["job:{42}:done"], note=note)
-    c.schedule("job:{43}", 3_600_000)
+    for _ in range(2):  # a debounce window with a cap: both shown
+        c.schedule("job:{43}", 3_600_000, debounce=True, max_total_ms=7_200_000)
     shard42 = c.shard_of("job:{42}")
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
@@ -94,6 +95,8 @@ def test_overview_lookup_and_cancel_in_a_browser(
         page.click("#lookup button")
         expect(page.locator("#timer-table")).to_contain_text("job:{43}")
         expect(page.locator("#timer-state")).to_have_text("pending")
+        expect(page.locator("#timer-absorbed")).to_have_text("1 later call absorbed by this window")
+        expect(page.locator("#timer-cap")).to_contain_text("never due after")
         row.click()  # the shard's next due timers; one of them opens in the Timer panel
         expect(page.locator("#due-title")).to_have_text(f"Next due on shard {shard42}")
         page.click("#due a[data-timer='job:{42}']")

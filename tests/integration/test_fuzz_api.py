@@ -112,6 +112,7 @@ RIGHT = {  # a value of the right form, where mere text is not one
     "watch": st.lists(texts, max_size=3),
     "need": st.integers(-1, 4),
     "rearm": st.booleans(),
+    "debounce": st.booleans(),  # a debounce window (#43)
     "traceparent": traceparents,  # a W3C trace context (#31)
     "callback_url": callback_urls,  # where its outcome is POSTed (#30)
 }

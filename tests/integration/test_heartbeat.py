@@ -76,6 +76,26 @@ def test_a_heartbeat_of_an_ended_or_unknown_timer(client: TimerClient) -> None:
     assert namespace_keys(client.redis, client.namespace) == keys
 
 
+def test_a_started_job_trades_its_queue_wait_deadline_for_its_run_deadline(
+    client: TimerClient,
+) -> None:
+    """The two-deadline form (Temporal's schedule-to-start, then start-to-close within
+    schedule-to-close): ``earlier=True`` sets the deadline to now + extend_ms even if that
+    is earlier, within the cap; later heartbeats are later-only again."""
+    queued = client.schedule("job:{8}", 600_000, max_total_ms=900_000)  # may wait 10 min
+    info = client.get("job:{8}")
+    assert info is not None and info.created_ms is not None
+    started = client.heartbeat("job:{8}", 60_000, earlier=True)  # runs at most a minute
+    assert started.deadline_ms < queued.deadline_ms
+    assert started.deadline_ms <= server_now_ms(client.redis) + 60_000
+    assert client.heartbeat("job:{8}", 1, earlier=False).deadline_ms == started.deadline_ms
+    with pytest.raises(HeartbeatCapped) as refused:
+        client.heartbeat("job:{8}", 3_600_000, earlier=True)
+    assert refused.value.deadline_ms == info.created_ms + 900_000
+    with pytest.raises(InvalidInput, match="earlier must be True or False"):
+        client.heartbeat("job:{8}", 1, earlier=1)  # type: ignore[arg-type]
+
+
 def test_the_asyncio_client_heartbeats_alike(client: TimerClient) -> None:
     client.schedule("job:{5}", 1_000, max_total_ms=2_000)
 
@@ -117,19 +137,23 @@ def test_a_running_worker_fires_at_the_heartbeats_deadline_or_the_cap(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
-    tid=st.one_of(st.just("job:{6}"), anything), extend=st.one_of(st.integers(-5, 10**6), anything)
+    tid=st.one_of(st.just("job:{6}"), anything),
+    extend=st.one_of(st.integers(-5, 10**6), anything),
+    earlier=st.one_of(st.just(False), st.booleans(), anything),
 )
 def test_a_heartbeat_of_any_input_is_a_timer_error_or_a_later_deadline(
-    client: TimerClient, tid: object, extend: object
+    client: TimerClient, tid: object, extend: object, earlier: object
 ) -> None:
-    """Whatever the id and extension, a heartbeat answers or raises a TimerError, and
-    writes nothing unless it moved the one pending timer later."""
+    """Whatever the id, extension and ``earlier``, a heartbeat answers or raises a
+    TimerError, and writes nothing unless it moved the one pending timer (later, unless
+    ``earlier``)."""
     client.schedule("job:{6}", 60_000)
     before = client.get("job:{6}")
     keys = namespace_keys(client.redis, client.namespace)
     try:
-        t = client.heartbeat(tid, extend)  # type: ignore[arg-type]
+        t = client.heartbeat(tid, extend, earlier=earlier)  # type: ignore[arg-type]
     except TimerError:
         assert namespace_keys(client.redis, client.namespace) == keys
         return
-    assert before is not None and t.id == "job:{6}" and t.deadline_ms >= before.deadline_ms
+    assert before is not None and t.id == "job:{6}"
+    assert t.deadline_ms >= before.deadline_ms or earlier is True

@@ -11,7 +11,7 @@ import msgpack
 import pytest
 
 from timer import DuplicateTimer, Fenced, InvalidInput
-from timer.durable import ops, shard_ops, steps
+from timer.durable import codec, ops, shard_ops, steps
 from timer.durable.codec import decode_pending, decode_result
 from timer.durable.entries import (
     for_group,
@@ -300,8 +300,13 @@ def test_records_decode_with_their_defaults() -> None:
         "created_ms": 2,
         "origin": "",
         "got": [],
+        "absorbed": 0,
         **{name: FIELDS[name].stored for name in KEPT_PENDING},  # each declared one left out
     }
+    n = len(codec._PENDING)  # a debounce window's record ends with its count (#43)
+    counted = decode_pending(msgpack.packb([5, b"\x01", 3, "", 1, [], [], "", "", "", 0, 7]))
+    assert (n, counted["absorbed"]) == (12, 7)
+    assert decode_result(msgpack.packb([1, 5, 4, b"\x01", 3, "", [], "", "", "", 3]))["absorbed"] == 3
     watched = decode_pending(msgpack.packb([5, b"\x01", 3, "o", 2, ["a", "b"], ["a"]]))
     assert (watched["need"], watched["watch"], watched["got"]) == (2, ["a", "b"], ["a"])
     assert watched["origin"] == "o"

@@ -110,6 +110,7 @@ OPTIONAL = {
     "callback_url": st.none() | st.just("https://example.com/hook"),
     "note": st.none() | st.text(max_size=5),
     "max_total_ms": st.none() | st.integers(1, 10**9),
+    "debounce": st.booleans(),
 }
 options = st.fixed_dictionaries(
     {"id": st.just("job:{7}"), "delay_ms": st.integers(0, 10**6)}, optional=OPTIONAL
@@ -126,6 +127,7 @@ def test_a_spec_holds_each_field_in_its_declared_slot(spec: dict[str, Any]) -> N
     assert {name for _, name in STORED} <= set(OPTIONAL)
     made: dict[str, Callable[[Any], Any]] = {
         "rearm": int,
+        "debounce": int,
         "watch": lambda w: sorted(set(w)),
     }  # what the gate makes of them
     for slot, name in STORED:

@@ -20,7 +20,7 @@ from typing import Any
 
 import msgpack
 
-from ..errors import HeartbeatCapped, StoreError, TimerError
+from ..errors import HeartbeatCapped, InvalidInput, StoreError, TimerError
 from .checks import check_int
 from .codec import decode_result
 from .items import ScheduleItem, check_when
@@ -84,8 +84,11 @@ def _schedule_result(reply: Any, item: ScheduleItem, origin: str) -> Timer | Tim
     if isinstance(reply, int):  # created by this call: its deadline
         return Timer(item.timer_id, item.shard, reply, "pending", True, origin)
     status = text(reply[0])
-    if status == "pending":
-        return Timer(item.timer_id, item.shard, int(reply[1]), "pending", False, text(reply[3]))
+    if status == "pending":  # it existed; with a count, a debounce call it absorbed
+        absorbed = int(reply[4]) if len(reply) > 4 else 0
+        return Timer(
+            item.timer_id, item.shard, int(reply[1]), "pending", False, text(reply[3]), absorbed
+        )
     rec = decode_result(reply[1])
     return Timer(
         item.timer_id, item.shard, rec["deadline_ms"], rec["outcome"], False, rec["origin"]
@@ -137,11 +140,19 @@ def parse_reschedule(ns: Namespace, reply: Sequence[Any], p: Prepared) -> Timer 
     return Timer(p.timer_id, p.shard, int(reply[1]), "pending", False)
 
 
-def heartbeat_call(ns: Namespace, timer_id: object, extend_ms: object) -> Prepared:
-    """A heartbeat: reschedule.lua in mode 'beat' (now + extend_ms, later only, capped)."""
+def heartbeat_call(
+    ns: Namespace, timer_id: object, extend_ms: object, earlier: object = False
+) -> Prepared:
+    """A heartbeat: reschedule.lua in mode 'beat' (now + extend_ms, later only, capped),
+    or 'start' with ``earlier`` (now + extend_ms even if earlier, capped)."""
     tid = check_name("timer id", timer_id)
+    if earlier is not False and earlier is not True:
+        raise InvalidInput(f"earlier must be True or False, got {earlier!r:.100}")
     return _move_call(
-        ns, tid, "beat", check_int("extend_ms", extend_ms, 0, ns.settings.max_delay_ms)
+        ns,
+        tid,
+        "start" if earlier else "beat",
+        check_int("extend_ms", extend_ms, 0, ns.settings.max_delay_ms),
     )
 
 

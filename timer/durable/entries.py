@@ -42,7 +42,7 @@ def _timer_info(tid: str, shard: int, pending: Any, decided: Any) -> TimerInfo |
         rec = decode_pending(pending)
         return TimerInfo(
             tid, shard, "pending", rec["deadline_ms"], decode_payload(rec["payload"]),
-            created_ms=rec["created_ms"], got=tuple(rec["got"]),
+            created_ms=rec["created_ms"], got=tuple(rec["got"]), absorbed=rec["absorbed"],
             **as_given(KEPT_PENDING, rec),
         )  # fmt: skip
     if decided is not None:
@@ -50,7 +50,7 @@ def _timer_info(tid: str, shard: int, pending: Any, decided: Any) -> TimerInfo |
         return TimerInfo(
             tid, shard, rec["outcome"], rec["deadline_ms"], decode_payload(rec["payload"]),
             created_ms=rec["created_ms"], decided_ms=rec["decided_ms"], got=tuple(rec["got"]),
-            **as_given(KEPT_OUTCOME, rec),
+            absorbed=rec["absorbed"], **as_given(KEPT_OUTCOME, rec),
         )  # fmt: skip
     return None
 
@@ -61,7 +61,8 @@ def outcome_of(info: TimerInfo) -> Outcome:
     assert info.decided_ms is not None, "a pending timer has no outcome"
     return Outcome(
         info.id, info.state, info.deadline_ms, info.decided_ms, info.payload, info.shard,
-        created_ms=info.created_ms, **{name: getattr(info, name) for name in KEPT_OUTCOME},
+        created_ms=info.created_ms, absorbed=info.absorbed,
+        **{name: getattr(info, name) for name in KEPT_OUTCOME},
     )  # fmt: skip
 
 
@@ -114,6 +115,7 @@ def _outcome_from_entry(
         attempt=attempt,
         redelivery_of=None if origin is None else text(origin),
         created_ms=rec["created_ms"],
+        absorbed=rec["absorbed"],
         **as_given(KEPT_OUTCOME, rec),
     )
 

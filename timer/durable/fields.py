@@ -116,6 +116,13 @@ class TimerOptions(TypedDict, total=False):
         {"type": "integer", "minimum": 1, "maximum": MAX_DEADLINE_MS}, slot=10, stored=0,
         cli="--max-total-ms", pending=11,
     )]  # fmt: skip
+    debounce: Annotated[bool, Field(
+        "Debounce: if the id is pending, this call moves its deadline later (to now + "
+        "delay_ms, never past created + max_total_ms) and replaces its payload instead "
+        "of answering that it exists; if it ended, a new window starts. One outcome a "
+        "window, counting the calls it absorbed.",
+        {"type": "boolean"}, default=False, slot=11, stored=0, cli="--debounce",
+    )]  # fmt: skip
 
 
 class TimerSpec(TimerOptions, total=False):

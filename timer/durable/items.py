@@ -101,10 +101,13 @@ def check_traceparent(value: object) -> str:
     return value
 
 
-def _check_rearm(value: object) -> int:
-    if value is not False and value is not True:
-        raise InvalidInput(f"rearm must be True or False, got {value!r}")
-    return int(value)
+def _check_flag(name: str) -> Callable[[object], int]:
+    def check(value: object) -> int:
+        if value is not False and value is not True:
+            raise InvalidInput(f"{name} must be True or False, got {value!r:.100}")
+        return int(value)
+
+    return check
 
 
 def check_text(name: str, schema: Mapping[str, Any]) -> Callable[[object], object]:
@@ -131,11 +134,12 @@ def check_text(name: str, schema: Mapping[str, Any]) -> Callable[[object], objec
 # field the declaration says enough of (its type and maxLength) needs no entry here.
 CHECKS: dict[str, Callable[[object], object]] = {
     "need": lambda value: check_int("need", value, 1),  # and within the watch keys
-    "rearm": _check_rearm,
+    "rearm": _check_flag("rearm"),
     "watch": check_watch,
     "traceparent": check_traceparent,
     "callback_url": check_callback_url,
     "max_total_ms": lambda value: check_int("max_total_ms", value, 1, MAX_DEADLINE_MS),
+    "debounce": _check_flag("debounce"),
 }
 for _slot, _name in STORED:
     if _name not in CHECKS and FIELDS[_name].schema.get("type") == "string":

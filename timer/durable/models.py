@@ -186,6 +186,7 @@ class Timer:
     state: str = "pending"
     created: bool = True
     origin: str = ""  # the token it was created under (schedule_many(..., origin=...))
+    absorbed: int = 0  # debounce: the later calls its window has absorbed so far
 
 
 @dataclass(frozen=True)
@@ -204,6 +205,7 @@ class TimerInfo:
     callback_url: str | None = None  # where its outcome is POSTed (timer/webhook.py)
     note: str | None = None  # a line for people, given at schedule
     max_total_ms: int | None = None  # its cap: never due after created + this (heartbeat)
+    absorbed: int = 0  # debounce: the later calls its window absorbed (schedule(debounce=))
 
 
 @dataclass(frozen=True)
@@ -224,6 +226,7 @@ class Outcome:
     callback_url: str | None = None  # where it is POSTed (tickwheel handle --callbacks)
     created_ms: int | None = None  # when it was scheduled (Redis ms), as its record says
     note: str | None = None  # a line for people, given at schedule
+    absorbed: int = 0  # debounce: the later calls its window absorbed (one outcome for all)
     _ack: Callable[[], None] | None = field(default=None, repr=False, compare=False)
     _aack: Callable[[], Awaitable[None]] | None = field(default=None, repr=False, compare=False)
 

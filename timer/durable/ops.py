@@ -399,8 +399,10 @@ def reschedule(
     return parse_reschedule(ns, (yield p.call), p)
 
 
-def heartbeat(ns: Namespace, timer_id: object, extend_ms: object) -> Op[Timer]:
-    p = heartbeat_call(ns, timer_id, extend_ms)
+def heartbeat(
+    ns: Namespace, timer_id: object, extend_ms: object, earlier: object = False
+) -> Op[Timer]:
+    p = heartbeat_call(ns, timer_id, extend_ms, earlier)
     return parse_heartbeat(ns, (yield p.call), p)
 
 

@@ -40,6 +40,7 @@ TIMER = _object({
     "id": _TEXT, "shard": _INT, "deadline_ms": _INT, "state": {"enum": STATES},
     "created": {"type": "boolean", "description": "This call created it."},
     "origin": {**_TEXT, "description": "The token it was created under (a batch's)."},
+    "absorbed": {**_INT, "description": "A debounce call: the calls its window absorbed."},
 })  # fmt: skip
 # The declared fields a record keeps and the JSON shows (fields.Field.pending, .outcome,
 # .shown), as the shapes of TimerInfo and Outcome hold them.
@@ -66,13 +67,15 @@ TIMER_INFO = _object({
     "created_ms": _MAYBE_INT, "decided_ms": _MAYBE_INT,
     "payload": {"description": "Any JSON value (bytes as {\"$bytes\": base64})."},
     "notified": {**_TEXTS, "description": "The watch keys notified so far."},
+    "absorbed": {**_INT, "description": "Debounce: the later calls its window absorbed."},
     **_kept(INFO_FIELDS),
 })  # fmt: skip
 OUTCOME = _object({
     "id": _TEXT, "outcome": {"enum": [*STATES[1:], "undecodable"]}, "shard": _INT,
     "deadline_ms": _INT, "decided_ms": _INT, "created_ms": _MAYBE_INT,
     "lateness_ms": {**_INT, "description": "decided_ms - deadline_ms."},
-    "payload": TIMER_INFO["properties"]["payload"], **_kept(OUTCOME_FIELDS),
+    "payload": TIMER_INFO["properties"]["payload"],
+    "absorbed": TIMER_INFO["properties"]["absorbed"], **_kept(OUTCOME_FIELDS),
     "ref": {**_TEXT, "description": "<shard>/<entry id>: what ack, retry and dead take."},
     "attempt": {**_INT, "description": "This delivery's number in its group."},
     "idempotency_key": {**_TEXT, "description": "The same for every delivery of it."},
@@ -115,7 +118,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 
 def timer_json(t: Timer) -> dict[str, Any]:
     return {"id": t.id, "shard": t.shard, "deadline_ms": t.deadline_ms, "state": t.state,
-            "created": t.created, "origin": t.origin}  # fmt: skip
+            "created": t.created, "origin": t.origin, "absorbed": t.absorbed}  # fmt: skip
 
 
 def _shown(value: object, names: tuple[str, ...]) -> dict[str, Any]:
@@ -125,7 +128,7 @@ def _shown(value: object, names: tuple[str, ...]) -> dict[str, Any]:
 def timer_info_json(t: TimerInfo) -> dict[str, Any]:
     return {"id": t.id, "shard": t.shard, "state": t.state, "deadline_ms": t.deadline_ms,
             "created_ms": t.created_ms, "decided_ms": t.decided_ms,
-            "payload": jsonable(t.payload), "notified": list(t.got),
+            "payload": jsonable(t.payload), "notified": list(t.got), "absorbed": t.absorbed,
             **_shown(t, INFO_FIELDS)}  # fmt: skip
 
 
@@ -135,7 +138,7 @@ def outcome_json(o: Outcome) -> dict[str, Any]:
     out = {"id": o.id, "outcome": o.outcome, "shard": o.shard, "deadline_ms": o.deadline_ms,
            "decided_ms": o.decided_ms, "created_ms": o.created_ms,
            "lateness_ms": o.lateness_ms, "payload": jsonable(o.payload),
-           **_shown(o, OUTCOME_FIELDS)}  # fmt: skip
+           "absorbed": o.absorbed, **_shown(o, OUTCOME_FIELDS)}  # fmt: skip
     if o.entry_id is not None:
         out.update(
             ref=f"{o.shard}/{o.entry_id}", attempt=o.attempt, idempotency_key=o.idempotency_key

@@ -159,7 +159,9 @@ async def reschedule(call: Call) -> dict[str, Any]:
 
 async def heartbeat(call: Call) -> dict[str, Any]:
     tid = call.params["timer_id"]
-    t = await call.client.heartbeat(tid, call.body["extend_ms"])
+    t = await call.client.heartbeat(
+        tid, call.body["extend_ms"], earlier=call.body.get("earlier", False)
+    )
     return {"id": tid, "extended": t.state == "pending", "timer": timer_json(t)}
 
 

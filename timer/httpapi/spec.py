@@ -49,7 +49,10 @@ HEARTBEAT = {
     "type": "object",
     "properties": {"extend_ms": {
         **MS_SCHEMA, "description": "Push the deadline this long from now (Redis time); "
-        "never earlier than it is, never past the timer's max_total_ms."}},
+        "never earlier than it is (unless earlier), never past the timer's max_total_ms."},
+        "earlier": {"type": "boolean", "default": False, "description":
+        "Set the deadline to extend_ms from now even if that is earlier (a job that "
+        "started: its run deadline replaces its queue-wait one)."}},
     "additionalProperties": False,
     "required": ["extend_ms"],
 }  # fmt: skip

@@ -1,11 +1,12 @@
 --[[ reschedule: move a pending timer to a new deadline (its watch list and payload stay);
 with mode 'beat', a heartbeat: push it to now + extend_ms, never earlier than it is, and
-never past its cap (created + max_total_ms, when it has one).
+never past its cap (created + max_total_ms, when it has one); mode 'start', the same but
+earlier too (a job that started: its run deadline replaces its queue-wait one).
 
 KEYS[1]  P:t        KEYS[2]  P:buckets
 ARGV[1]  P          ARGV[2]  id
-ARGV[3]  mode 'in' | 'at' | 'beat'        ARGV[4]  delay_ms | deadline_ms (epoch ms, Redis
-                                                   time) | extend_ms
+ARGV[3]  mode 'in' | 'at' | 'beat' | 'start'   ARGV[4]  delay_ms | deadline_ms (epoch ms,
+                                                   Redis time) | extend_ms
 ARGV[5]  bucket_ms  ARGV[6]  max_delay_ms ARGV[7]  events channel of the shard
 
 Returns  {'rescheduled', deadline_ms}   the timer now falls due at deadline_ms
@@ -32,13 +33,13 @@ if not rec then return reply end
 local now = now_ms()
 local status = 'rescheduled'
 local deadline, too_far
-if mode == 'beat' then  -- a heartbeat: later only, within the cap
+if mode == 'beat' or mode == 'start' then  -- a heartbeat: within the cap
   deadline, too_far = deadline_of('in', value, now, max_delay)
   if too_far then return too_far end
-  if deadline < rec.d then deadline = rec.d end
+  if mode == 'beat' and deadline < rec.d then deadline = rec.d end  -- later only
   local cap = rec.cap > 0 and rec.c + rec.cap or nil
   if cap and deadline > cap then
-    deadline, status = math.max(rec.d, cap), 'capped'
+    deadline, status = mode == 'beat' and math.max(rec.d, cap) or cap, 'capped'
   end
 else
   deadline, too_far = deadline_of(mode, value, now, max_delay)

@@ -16,8 +16,8 @@ ARGV[4]  events channel of the shard
 ARGV[5]  origin      an opaque token naming who created them (a batch, a Spark job); may be ''
 ARGV[6]  timers      msgpack array; each timer is an array
                      {id, mode, value, payload, need, rearm, watch, trace, callback,
-                     note, max_total_ms}, the last seven left out when they are their
-                     defaults (1, 0, {}, '', '', '', 0):
+                     note, max_total_ms, debounce}, the last eight left out when they
+                     are their defaults (1, 0, {}, '', '', '', 0, 0):
                      mode 'in' (value is a delay, ms) or 'at' (value is a deadline, epoch
                      ms, Redis time); payload msgpack bytes; need distinct watch keys that
                      complete it (>= 1); rearm 1: an id whose outcome is retained is
@@ -27,19 +27,26 @@ ARGV[6]  timers      msgpack array; each timer is an array
                      (not compared: the same timer scheduled again from another trace
                      is the same timer); callback the URL its outcome is POSTed to; note a
                      line of text for people (neither compared either); max_total_ms the
-                     timer's cap (0 none): its deadline is never after now + it.
+                     timer's cap (0 none): its deadline is never after now + it;
+                     debounce 1: an id pending (with the same watch list and need) is
+                     moved to this call's deadline (later only, within its cap), takes
+                     this call's payload and counts it (k); an id decided starts anew
+                     (as rearm).
 
 Returns  one reply per timer, in order:
          deadline_ms (an integer)                      this call created the timer
          {'pending', deadline_ms, created_ms, origin}  the same timer was already pending
                                                        (or created earlier in this call)
+         {'pending', deadline_ms, created_ms, origin, k}  a debounce call absorbed: the
+                                               deadline it now has, the calls absorbed
          {'decided', outcome_record}           the id was decided and its outcome is retained
                                                (not with rearm: then it is created again)
          an error reply, in its slot (the other timers go on):
 Errors   CONFLICT  a pending timer with this id has another payload, watch list, need or deadline
          TOOFAR    the deadline is more than max_delay_ms from now
-Events   one per call: 'S <deadline> <id>' for one created timer; for more,
-         'M' then ' <deadline> <id byte length> <id>' for each
+Events   one per call for the timers it created: 'S <deadline> <id>' for one; for more,
+         'M' then ' <deadline> <id byte length> <id>' for each; and 'R <deadline> <id>'
+         for each pending timer a debounce call moved
 Atomic   one timer per id: creation, bucket and watch indexes are written together.
 Cost     O(N + W) for N timers and W watch keys.
 ]]
@@ -54,9 +61,9 @@ local P, bucket_ms, max_delay = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local channel, origin = ARGV[4], ARGV[5]
 local timers = cmsgpack.unpack(ARGV[6])
 -- A timer's slots, as timer/durable/fields.py declares them (its slot + 1; a test holds
--- the two together). The last six may be left out: then they are their defaults.
+-- the two together). The last eight may be left out: then they are their defaults.
 local ID, MODE, VALUE, PAYLOAD, NEED, REARM, WATCH, TRACEPARENT, CALLBACK_URL, NOTE,
-  MAX_TOTAL_MS = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11
+  MAX_TOTAL_MS, DEBOUNCE = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12
 local n = #timers
 
 local ids = {}
@@ -80,33 +87,65 @@ local replies, here = {}, {}  -- here: id -> record created earlier in this call
 local fields, buckets, coarse, watched, gone, events = {}, {}, {}, {}, {}, {}
 local deadline_text, length_text = {}, {}  -- number -> its decimal text, made once a call
 local first  -- {deadline, id} of the first timer created: the event when it is the only one
+-- moved: id -> a pending record a debounce call moved (in `moves`, in order), this
+-- call's own creations too: written again after the loop, as it stands then (HSET's
+-- last value of a field wins; its old bucket entry is lazy, as a reschedule's)
+local moved, moves = {}, {}
 
-local function same_timer(rec, t)
+local function same_keys(rec, t)
   local watch = t[WATCH] or NONE
-  if rec.p ~= t[PAYLOAD] or rec.n ~= (t[NEED] or 1) or #rec.w ~= #watch then return false end
+  if rec.n ~= (t[NEED] or 1) or #rec.w ~= #watch then return false end
   for k = 1, #watch do
     if rec.w[k] ~= watch[k] then return false end
   end
+  return true
+end
+
+local function same_timer(rec, t)
+  if rec.p ~= t[PAYLOAD] or not same_keys(rec, t) then return false end
   if t[MODE] ~= 'at' then return true end
   local at = t[VALUE]  -- as created: within its cap
   if rec.cap > 0 and at > rec.c + rec.cap then at = rec.c + rec.cap end
   return rec.d == at
 end
 
+local function conflict(id)
+  return redis.error_reply('CONFLICT timer ' .. id .. ' is pending with other parameters')
+end
+
+-- A debounce call on pending timer `rec`: its deadline moves to this call's (later
+-- only, never past its cap), its payload becomes this call's, and it counts the call.
+local function absorb(id, rec, t)
+  if not same_keys(rec, t) then return conflict(id) end
+  local deadline, too_far = deadline_of(t[MODE], t[VALUE], now, max_delay)
+  if too_far then return too_far end
+  if rec.cap > 0 and deadline > rec.c + rec.cap then deadline = rec.c + rec.cap end
+  if deadline > rec.d then rec.d = deadline end
+  rec.p, rec.k = t[PAYLOAD], rec.k + 1
+  if not moved[id] then
+    moved[id] = rec
+    moves[#moves + 1] = id
+  end
+  return {'pending', istr(rec.d), istr(rec.c), rec.s or '', rec.k}
+end
+
 -- The i-th timer's reply if it exists already (or nil): checked in the order one call per
 -- timer would check them, so a batch behaves like its timers scheduled one by one.
 local function known(i, t)
   local id = t[ID]
-  local rec = here[id]
+  local rec = moved[id] or here[id]
   if not rec then
-    if retained[i] and t[REARM] ~= 1 then return {'decided', retained[i]} end
+    if retained[i] and t[REARM] ~= 1 and t[DEBOUNCE] ~= 1 then
+      return {'decided', retained[i]}
+    end
     if existing[i] then rec = read_rec(existing[i]) end
   end
   if not rec then return nil end
+  if t[DEBOUNCE] == 1 then return absorb(id, rec, t) end
   if same_timer(rec, t) then
     return {'pending', istr(rec.d), istr(rec.c), rec.s or ''}
   end
-  return redis.error_reply('CONFLICT timer ' .. id .. ' is pending with other parameters')
+  return conflict(id)
 end
 
 for i = 1, n do
@@ -125,7 +164,7 @@ for i = 1, n do
       local watch = t[WATCH] or NONE
       local rec = {d = deadline, p = t[PAYLOAD], w = watch, n = t[NEED] or 1, g = NONE, c = now,
         s = origin, x = t[TRACEPARENT] or '', u = t[CALLBACK_URL] or '', note = t[NOTE] or '',
-        cap = cap}
+        cap = cap, k = 0}
       here[id] = rec
       fields[#fields + 1] = id
       fields[#fields + 1] = pack_rec(rec)
@@ -152,7 +191,18 @@ for i = 1, n do
   end
 end
 
-if #events > 0 then
+for _, id in ipairs(moves) do  -- debounce calls absorbed: each record as it now stands
+  local rec = moved[id]
+  fields[#fields + 1] = id
+  fields[#fields + 1] = pack_rec(rec)
+  if is_far(rec.d, now) then
+    push(coarse, math.floor(rec.d / COARSE_MS), id)
+  else
+    push(buckets, math.floor(rec.d / bucket_ms), id)
+  end
+end
+
+if #fields > 0 then
   if #gone > 0 then
     result_del_many(rs, gone)
     rx_save(rs)
@@ -165,8 +215,11 @@ if #events > 0 then
   end
   if #events == 1 then
     redis.call('PUBLISH', channel, 'S ' .. first[1] .. ' ' .. first[2])
-  else
+  elseif #events > 1 then
     redis.call('PUBLISH', channel, 'M' .. table.concat(events))
+  end
+  for _, id in ipairs(moves) do  -- after the S or M event of one created in this call
+    redis.call('PUBLISH', channel, 'R ' .. istr(moved[id].d) .. ' ' .. id)
   end
 end
 return replies
