@@ -28,6 +28,7 @@ from . import (
     debounce,
     engine,
     handlers,
+    heartbeat,
     http_api,
     memory,
     peer_cron,
@@ -95,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         "peer_cron": (peer_cron.main, [*quick, *server]),
         "http_api": (http_api.main, [*quick, *server]),
         "debounce": (debounce.main, [*quick, *server]),  # one outcome a window (#43)
+        "heartbeat": (heartbeat.main, [*quick, *server]),  # 10,000/s beside lateness (#43)
         "runner": (runner.main, [*quick, *server]),
     }
     results: dict[str, Any] = {

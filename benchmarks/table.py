@@ -370,6 +370,18 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
             f.x("debounce.ratio_debounce_to_plain_rate"),
         ),
         (
+            f"heartbeats: {f.n('heartbeat.rate_asked')}/s asked from "
+            f"{f.n('heartbeat.load_processes')} processes, each moving a job timer, beside "
+            "1,000 timers falling due a second (one worker)",
+            f"{f.k('heartbeat.heartbeats.per_s')}/s reached, a call p50 "
+            f"{f.n('heartbeat.heartbeats.latency_ms.p50', '.2f')} / p99 "
+            f"{f.n('heartbeat.heartbeats.latency_ms.p99', '.2f')} ms; lateness p99 "
+            f"{f.n('heartbeat.lateness_with_heartbeats.lateness_ms.p99')} ms",
+            f"lateness p99 without them, same run: "
+            f"{f.n('heartbeat.lateness_alone.lateness_ms.p99')} ms",
+            f.x("heartbeat.ratio_lateness_p99_with_to_alone"),
+        ),
+        (
             "handlers: kill -9 of a handler process holding outcomes mid-handler",
             f"all {f.n('handlers.recovery.in_flight_at_kill')} handled elsewhere "
             f"{f.n('handlers.recovery.all_handled_after_s', '.1f')} s after the kill",

@@ -18,6 +18,7 @@ from benchmarks import (
     debounce,
     engine,
     handlers,
+    heartbeat,
     http_api,
     peer_cron,
     peers,
@@ -154,6 +155,16 @@ def test_debounce_one_outcome_a_window(server_binary: Path) -> None:
     assert out["early"] == out["after_max_wait"] == out["absorbed_miscounted"] == 0
     assert out["outcomes_beyond_their_window"] == 0
     assert out["absorbed_total"] == out["absorbed_expected"] == 2000 - out["windows_opened"]
+
+
+def test_heartbeat_load_beside_the_lateness_workload(server_binary: Path) -> None:
+    """The heartbeat benchmark runs both phases; every timer of each fires, none early
+    (a guarantee), and the load process made moving heartbeats and timed them."""
+    out = run(heartbeat.main, ["--seconds", "2", "--rate", "1000", "--processes", "1",
+                               "--server", str(server_binary)])  # fmt: skip
+    for phase in ("lateness_alone", "lateness_with_heartbeats"):
+        assert out[phase]["decided"] == 2_000 and out[phase]["early"] == 0
+    assert out["heartbeats"]["calls"] > 0 and out["heartbeats"]["latency_ms"]["p99"] > 0
 
 
 def test_peer_cron_with_tickwheel_alone(server_binary: Path) -> None:

@@ -306,7 +306,9 @@ def test_records_decode_with_their_defaults() -> None:
     n = len(codec._PENDING)  # a debounce window's record ends with its count (#43)
     counted = decode_pending(msgpack.packb([5, b"\x01", 3, "", 1, [], [], "", "", "", 0, 7]))
     assert (n, counted["absorbed"]) == (12, 7)
-    assert decode_result(msgpack.packb([1, 5, 4, b"\x01", 3, "", [], "", "", "", 3]))["absorbed"] == 3
+    assert (
+        decode_result(msgpack.packb([1, 5, 4, b"\x01", 3, "", [], "", "", "", 3]))["absorbed"] == 3
+    )
     watched = decode_pending(msgpack.packb([5, b"\x01", 3, "o", 2, ["a", "b"], ["a"]]))
     assert (watched["need"], watched["watch"], watched["got"]) == (2, ["a", "b"], ["a"])
     assert watched["origin"] == "o"
