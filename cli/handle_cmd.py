@@ -12,6 +12,7 @@ import click
 
 from timer import TimerClient
 from timer.durable.models import OUTCOMES
+from timer.handler_limits import Limit, parse_limit
 from timer.handlers import DEFAULT_GROUP, DEFAULT_RECLAIM_IDLE_MS, Backoff, Handlers
 from timer.webhook import callbacks, webhook
 
@@ -174,6 +175,15 @@ class HandlerSpec(click.ParamType):  # type: ignore[type-arg]  # click stubs var
     "is released for a retry (the attempt counts) and its stuck thread named in a "
     "warning.  [default: none, or the Handlers object's own]",
 )
+@click.option(
+    "--limit",
+    "limit_texts",
+    multiple=True,
+    metavar="KEY=N",
+    help="At most N handlers at once per value of KEY, across every runner of the group "
+    "(KEY: id, outcome, payload or payload.<field>, e.g. payload.tenant=2); an outcome "
+    "over it waits its turn (repeatable; added to a Handlers object's own).",
+)
 @click.option("--idle-exit", is_flag=True, help="Exit once nothing is left to handle.")
 @metrics_options(
     "Serve Prometheus metrics (/metrics) and liveness (/healthz) here.",
@@ -201,6 +211,7 @@ def handle(
     drain_ms: int,
     from_now: bool,
     timeout_ms: int | None,
+    limit_texts: tuple[str, ...],
     idle_exit: bool,
     metrics_port: int | None,
     metrics_host: str,
@@ -245,6 +256,7 @@ def handle(
         handlers = _handlers_of(
             spec, group, consumer, kinds, max_attempts, backoff_ms, max_backoff_ms,
             reclaim_idle_ms, None if timeout_ms is None else timeout_ms / 1000,
+            tuple(parse_limit(t) for t in limit_texts),
         )  # fmt: skip
     client = connect(app, f"consumer {handlers.consumer}", logging.getLogger("tickwheel.handlers"))
     with errors():
@@ -324,6 +336,7 @@ def _handlers_of(
     max_backoff_ms: int | None,
     reclaim_idle_ms: int | None,
     timeout_s: float | None,
+    limits: tuple[Limit, ...] = (),
 ) -> Handlers:
     base = spec.backoff if isinstance(spec, Handlers) else Backoff()
     initial_s = base.initial_s if backoff_ms is None else backoff_ms / 1000
@@ -342,6 +355,7 @@ def _handlers_of(
             backoff=backoff,
             reclaim_idle_ms=reclaim_idle_ms or spec.reclaim_idle_ms,
             timeout_s=timeout_s or spec.timeout_s,
+            limits=(*spec.limits, *limits),
         )
         for kind in spec.kinds:
             fn = spec.handler(kind)
@@ -357,6 +371,7 @@ def _handlers_of(
         backoff=backoff,
         reclaim_idle_ms=reclaim_idle_ms or DEFAULT_RECLAIM_IDLE_MS,
         timeout_s=timeout_s,
+        limits=limits,
     )
     for kind in wanted:
         h.add(kind, spec)

@@ -59,7 +59,7 @@ if TYPE_CHECKING:
         TimerInfo,
         Trimmed,
     )
-    from .handlers import Backoff, Handlers, HandlerTimedOut, Retry
+    from .handlers import Backoff, Handlers, HandlerTimedOut, Limit, Retry
 
 # name -> the module that defines it, imported when the name is first used
 _LAZY = {
@@ -75,6 +75,7 @@ _LAZY = {
     "Backoff": "timer.handlers",
     "Retry": "timer.handlers",
     "HandlerTimedOut": "timer.handlers",
+    "Limit": "timer.handlers",
 }
 
 
@@ -107,6 +108,7 @@ __all__ = [
     "Handlers",
     "HeartbeatCapped",
     "InvalidInput",
+    "Limit",
     "ManualClock",
     "MonotonicClock",
     "NotFound",

@@ -18,6 +18,7 @@ import logging
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -35,9 +36,11 @@ from .handler_settle import Settler
 
 if TYPE_CHECKING:
     from .consumer import ConsumerGroup
+    from .handler_limits import Slots
 
 log = logging.getLogger("tickwheel.handlers")
 READ_AHEAD = 256  # outcomes read ahead of the free handlers, by default (see HandlerLoop)
+LIMIT_RETRY_S = 0.05  # how often outcomes waiting for a key's slot try again (at most)
 
 
 class HandlerLoop:
@@ -54,8 +57,14 @@ class HandlerLoop:
         stop_when_idle: bool,
         drain_timeout_s: float,
         read_ahead: int = 0,
+        slots: Slots | None = None,
     ) -> None:
         self.h = h
+        # Per-key limits (handler_limits.py): outcomes whose key is at its limit wait in
+        # hand (touched) in `waiting`, in the order read, until a slot comes free.
+        self.slots = slots
+        self.waiting: deque[Delivery] = deque()
+        self.next_admit = 0.0
         self.hand = hand
         self.group = group
         self.concurrency = concurrency
@@ -72,7 +81,7 @@ class HandlerLoop:
         self.threads: list[threading.Thread] = []
         self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread: threading.Thread | None = None
-        self.slots: asyncio.Semaphore | None = None  # made on the loop, by its first task
+        self.async_slots: asyncio.Semaphore | None = None  # made on the loop, by its first task
         self.running_tasks: set[asyncio.Task[None]] = set()  # the loop holds tasks weakly
         # Sync handlers with a timeout, while they run: key -> (deadline, delivery,
         # started, thread name). One past its deadline is released for a retry and put
@@ -91,14 +100,19 @@ class HandlerLoop:
             next_touch = time.monotonic() + self.touch_every_s
             while not self.hand.stopping.is_set():
                 self._release_stuck()
+                if self.waiting:
+                    self._admit_waiting()
                 now = time.monotonic()
                 if now >= next_touch:
                     self._touch()
                     next_touch = now + self.touch_every_s
                 held = len(self.hand)
                 room = self.in_hand_limit - held  # to read, counting those read ahead
-                idle_handlers = self.concurrency - held  # that could start one now
+                # that could start one now (one waiting for its key's slot runs nowhere)
+                idle_handlers = self.concurrency - held + len(self.waiting)
                 wait_s = max(0.001, next_touch - time.monotonic())
+                if self.waiting:  # back soon to try them again
+                    wait_s = min(wait_s, LIMIT_RETRY_S)
                 if room <= 0:
                     self._wait_for_room(self.in_hand_limit, wait_s)
                     continue
@@ -117,6 +131,8 @@ class HandlerLoop:
                     continue
                 if self.stop_when_idle and self._idle():
                     break
+                if self.waiting and self.slots is not None:  # nothing else to do meanwhile
+                    self.slots.freed.wait(LIMIT_RETRY_S)
         finally:
             drained = self._drain()
         return drained
@@ -189,6 +205,8 @@ class HandlerLoop:
             held = list(self.hand.held.values())
         if not held:
             return
+        if self.slots is not None:
+            self._guard(None, self.slots.renew)
         lost = self._guard([], self.group.touch, held)
         if lost:
             self.h.stats.lost += len(lost)
@@ -217,10 +235,51 @@ class HandlerLoop:
             return
         with self.hand.cond:
             self.hand.held[(o.shard, d.entry_id)] = d
+        if self.slots is not None and not self._guard(False, self.slots.acquire, d):
+            self.waiting.append(d)  # its key is at its limit: it waits its turn, in hand
+            h.stats.limit_waits += 1
+            return
+        self._start(fn, d, coros)
+
+    def _start(self, fn: Handler, d: Delivery, coros: list[tuple[Handler, Delivery]]) -> None:
         if inspect.iscoroutinefunction(fn):
             coros.append((fn, d))
         else:
             self.work.put(d)
+
+    def _admit_waiting(self) -> None:
+        """Start the waiting outcomes whose keys have a free slot now, in the order they
+        were read; tried when this runner gave a slot back, else every LIMIT_RETRY_S
+        (another runner's slot frees without a word)."""
+        assert self.slots is not None
+        now = time.monotonic()
+        if not self.slots.freed.is_set() and now < self.next_admit:
+            return
+        self.slots.freed.clear()
+        self.next_admit = now + LIMIT_RETRY_S
+        coros: list[tuple[Handler, Delivery]] = []
+        full: set[str] = set()  # keys found at their limit this round: not asked again
+        for d in list(self.waiting):
+            if self.hand.stopping.is_set():
+                break
+            keys = [k for k, _ in self.slots.needed(d)]
+            if any(k in full for k in keys):
+                continue
+            if self._guard(False, self.slots.acquire, d):
+                self.waiting.remove(d)
+                fn = self.h.handler(d.outcome.outcome)
+                assert fn is not None  # waiting only with a handler
+                self._start(fn, d, coros)
+            else:
+                full.update(keys)
+        if coros:
+            assert self.loop is not None
+            self.loop.call_soon_threadsafe(self._start_async, coros)
+
+    def _give_back(self, d: Delivery) -> None:
+        """The handler of ``d`` returned (or gave up): its key's slot is free."""
+        if self.slots is not None:
+            self._guard(None, self.slots.release, d)
 
     # -- handler threads and the event loop ----------------------------------------------
 
@@ -246,6 +305,7 @@ class HandlerLoop:
             if d is None:
                 return
             if self.hand.stopping.is_set():  # read but not started: leave it pending
+                self._give_back(d)
                 self.settler.forget(d)
                 continue
             kind = d.outcome.outcome
@@ -264,6 +324,7 @@ class HandlerLoop:
                     fn(d.outcome)
             except BaseException as exc:
                 error = exc
+            self._give_back(d)  # even after its timeout: the slot was in use until now
             with self.hand.cond:
                 self.running.pop(key, None)
                 late = key in self.abandoned
@@ -314,13 +375,15 @@ class HandlerLoop:
                                             f"(thread {name} still runs it)"), started)  # fmt: skip
 
     async def _run_async(self, fn: Handler, d: Delivery) -> None:
-        if self.slots is None:
-            self.slots = asyncio.Semaphore(self.concurrency)
-        async with self.slots:  # a read may bring more than the free slots (per stream)
+        if self.async_slots is None:
+            self.async_slots = asyncio.Semaphore(self.concurrency)
+        async with self.async_slots:  # a read may bring more than the free slots (per stream)
             await self._run_async_now(fn, d)
 
     async def _run_async_now(self, fn: Handler, d: Delivery) -> None:
         if self.hand.stopping.is_set():
+            if self.slots is not None:
+                await asyncio.to_thread(self._give_back, d)
             self.settler.forget(d)
             return
         started = self._started(d)
@@ -340,6 +403,8 @@ class HandlerLoop:
                 )
         except BaseException as exc:
             error = exc
+        if self.slots is not None:
+            await asyncio.to_thread(self._give_back, d)
         if error is None:  # acknowledged by the acker thread: nothing here waits on Redis
             self.settler.settle(d, None, started)
         else:  # a retry or a dead letter is a Redis call: off the loop
@@ -361,6 +426,9 @@ class HandlerLoop:
         """Let running handlers finish (touching their outcomes meanwhile), then stop the
         threads and the loop, and leave the group where we owe nothing."""
         self.hand.stopping.set()
+        for d in self.waiting:  # read but never started: left pending for the next consumer
+            self.settler.forget(d)
+        self.waiting.clear()
         deadline = time.monotonic() + self.drain_timeout_s
         next_touch = time.monotonic() + self.touch_every_s
         with self.hand.cond:

@@ -83,6 +83,7 @@ class HandlerStats:
     lost: int = 0  # taken over by another consumer while our handler still ran
     ack_errors: int = 0  # could not settle with Redis (the outcome will come again)
     timed_out: int = 0  # attempts that ran past their timeout (counted in failed too)
+    limit_waits: int = 0  # outcomes that found their key at its limit and waited a slot
     duration: MsHistogram = field(default_factory=MsHistogram)  # handler run time
     start_lateness: MsHistogram = field(default_factory=MsHistogram)  # deadline -> start
     # first attempts: decision -> read by this runner -> handler start (#32)

@@ -48,12 +48,13 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .durable.groups import check_group
 from .durable.models import OUTCOMES
 from .errors import InvalidInput
+from .handler_limits import Limit, Slots, check_limits
 from .handler_loop import READ_AHEAD, HandlerLoop
 from .handler_policy import (
     Backoff,
@@ -76,6 +77,7 @@ __all__ = [
     "HandlerStats",
     "HandlerTimedOut",
     "Handlers",
+    "Limit",
     "Retry",
 ]
 
@@ -93,7 +95,9 @@ class Handlers:
     ``client`` may be given here or to :meth:`run`. ``consumer`` names this process in
     the group; the default (``<host>-<pid>``) is new at each start, so give a stable
     name (a pod or container name) to have a restart take back its own outcomes at once.
-    Two live processes must not share a name.
+    Two live processes must not share a name. ``limits``: at most N handlers at once
+    per value of a key, across every runner of the group (:class:`Limit`; an outcome
+    over its limit waits its turn, held and touched, and is not counted as an attempt).
     """
 
     def __init__(
@@ -106,6 +110,7 @@ class Handlers:
         backoff: Backoff | None = None,
         reclaim_idle_ms: int = DEFAULT_RECLAIM_IDLE_MS,
         timeout_s: float | None = None,
+        limits: Sequence[Limit] | None = None,
     ) -> None:
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
             raise InvalidInput(f"max_attempts must be a whole number >= 1, got {max_attempts!r}")
@@ -123,11 +128,13 @@ class Handlers:
         self.backoff = backoff or Backoff()
         self.reclaim_idle_ms = reclaim_idle_ms
         self.timeout_s = check_timeout(timeout_s)
+        self.limits = check_limits(limits)
         self.stats = HandlerStats()
         self._handlers: dict[str, Handler] = {}
         self._timeouts: dict[str, float | None] = {}
         self._hand = InHand()  # the outcomes in hand, and the stop flag
         self._running = False
+        self._loop: HandlerLoop | None = None  # while run() runs
 
     # -- registering ------------------------------------------------------------------
 
@@ -179,6 +186,12 @@ class Handlers:
     @property
     def in_flight(self) -> int:
         return len(self._hand)
+
+    @property
+    def waiting_for_limit(self) -> int:
+        """Outcomes in hand waiting for a slot of their key (``limits``)."""
+        loop = self._loop
+        return 0 if loop is None else len(loop.waiting)
 
     def stop(self) -> None:
         """Take no new outcome; ``run`` returns once running handlers are done (or the
@@ -236,9 +249,14 @@ class Handlers:
                 stop_when_idle=stop_when_idle,
                 drain_timeout_s=drain_timeout_s,
                 read_ahead=read_ahead,
+                slots=Slots(client, self.group, self.consumer, self.limits, self.reclaim_idle_ms)
+                if self.limits
+                else None,
             )
+            self._loop = loop
             return loop.run()
         finally:
+            self._loop = None
             self._running = False
             if restore is not None:
                 restore()

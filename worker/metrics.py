@@ -241,6 +241,7 @@ HANDLER_COUNTERS = {
     "claimed": "Outcomes taken by claim: due retries, a dead consumer's, our own at start",
     "lost": "Outcomes another consumer took over while our handler still ran",
     "ack_errors": "Outcomes that could not be settled with Redis (they come again)",
+    "limit_waits": "Outcomes that found their key at its --limit and waited for a slot",
 }
 
 
@@ -274,6 +275,13 @@ class HandlerCollector(Collector):
         )
         inflight.add_metric(labels, h.in_flight)
         yield inflight
+        waiting = GaugeMetricFamily(
+            "tickwheel_handler_limit_waiting",
+            "Outcomes in hand waiting for a slot of their key's --limit",
+            labels=names,
+        )
+        waiting.add_metric(labels, h.waiting_for_limit)
+        yield waiting
         for metric, hist, doc in (
             ("tickwheel_handler_duration_seconds", s.duration, "How long handlers ran"),
             (

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
@@ -212,3 +213,90 @@ def test_redis_kill_9_while_handling_loses_no_outcome(
         client.close()
     finally:
         server.stop()
+
+
+# A tenant's handler run: "start <tenant> <wall s> <pid> <id>", its work, then "done …".
+LIMITED = """
+import os, pathlib, time
+
+LOG = pathlib.Path(os.environ["LIMIT_LOG"])
+
+def handle(o):
+    tenant = o.payload["tenant"]
+    with LOG.open("a") as f:
+        f.write(f"start {tenant} {time.time()} {os.getpid()} {o.id}\\n")
+    time.sleep(0.02)  # the handler's work
+    with LOG.open("a") as f:
+        f.write(f"done {tenant} {time.time()} {os.getpid()} {o.id}\\n")
+"""
+
+
+def most_at_once(intervals: list[tuple[float, float]]) -> int:
+    """The most intervals open at one instant (an end before a start at the same time)."""
+    edges = sorted([(a, 1) for a, _ in intervals] + [(b, -1) for _, b in intervals])
+    now = most = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def test_a_per_key_limit_holds_across_three_runners_and_a_kill_9(
+    consumers: tuple[Consumers, TimerClient],
+) -> None:
+    """Three `tickwheel handle --limit payload.tenant=2` processes share 600 outcomes of 6
+    tenants; one is killed with kill -9 in the middle of handlers. Per tenant, never more
+    than 2 handlers ran at once (the killed ones counted until the kill), each limit was
+    reached, every outcome was handled, and no slot is left held: the killed runner's
+    slots came free (else its tenants' outcomes could not all have run)."""
+    c, client = consumers
+    log = c.tmp / "limited.log"
+    log.touch()
+    (c.tmp / "limited_handlers.py").write_text(textwrap.dedent(LIMITED))
+    ids = [f"lim{i}" for i in range(600)]
+    for i, tid in enumerate(ids):
+        client.schedule(tid, 60_000, payload={"tenant": f"t{i % 6}"})
+        client.cancel(tid)
+    procs = []
+    for name in ("a", "b", "c"):
+        out = (c.tmp / f"{name}.out").open("wb")
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "cli", "--redis-url", c.url, "--namespace", c.namespace,
+             "handle", "limited_handlers:handle", "--on", "cancelled", "--consumer", name,
+             "--concurrency", "4", "--reclaim-idle", "1s", "--limit", "payload.tenant=2"],
+            cwd=c.tmp, stdout=out, stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "LIMIT_LOG": str(log)},
+        ))  # fmt: skip
+        out.close()
+    c.procs.extend(procs)
+
+    def rows() -> list[list[str]]:
+        return [line.split() for line in log.read_text().splitlines() if line.count(" ") == 4]
+
+    victim = procs[0]
+
+    def victim_mid_handler() -> bool:
+        mine = [r for r in rows() if int(r[3]) == victim.pid]
+        started = {r[4] for r in mine if r[0] == "start"}
+        done = {r[4] for r in mine if r[0] == "done"}
+        return len({r[4] for r in rows() if r[0] == "done"}) >= 100 and bool(started - done)
+
+    wait_for(victim_mid_handler, 60, "a third of the work done, the victim mid-handler")
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(10)
+    killed_at = time.time()  # the victim's handlers ran until (just before) now
+    wait_for(lambda: {r[4] for r in rows() if r[0] == "done"} >= set(ids), 60,
+             "every outcome handled")  # fmt: skip
+    spans: dict[tuple[str, str, int], list[float]] = {}
+    for kind, tenant, at, pid, tid in rows():
+        span = spans.setdefault((tenant, tid, int(pid)), [float(at), killed_at])
+        if kind == "done":
+            span[1] = float(at)
+    per_tenant: dict[str, list[tuple[float, float]]] = {}
+    for (tenant, _, _), (a, b) in spans.items():
+        per_tenant.setdefault(tenant, []).append((a, b))
+    assert {t: most_at_once(v) for t, v in per_tenant.items()} == {f"t{k}": 2 for k in range(6)}
+    cut = [k for k, (_, b) in spans.items() if b == killed_at and k[2] == victim.pid]
+    assert cut, "the victim was killed mid-handler"
+    left = list(client.redis.scan_iter(match=f"{{tw:{client.namespace}}}:lim:*"))
+    wait_for(lambda: all(client.redis.zcard(k) == 0 for k in left), 10, "every slot given back")

@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from tests.conftest import wait_for
-from timer import Backoff, Handlers, Outcome, TimerClient
+from timer import Backoff, Handlers, Limit, Outcome, TimerClient
 from timer.durable.calls import text
 from timer.testing import RedisServer
 from worker import Worker, WorkerSettings
@@ -20,7 +20,8 @@ from worker import Worker, WorkerSettings
 pytestmark = pytest.mark.redis
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "data-model.md"
-PLACEHOLDERS = {"<n>": r"\d+", "<m>": r"\d+", "<b>": r"\d+", "<key>": r".+", "<group>": r".+"}
+PLACEHOLDERS = {"<n>": r"\d+", "<m>": r"\d+", "<b>": r"\d+", "<key>": r".+", "<group>": r".+",
+                "<limit>": r".+", "<value>": r".+"}  # fmt: skip
 
 
 def documented(namespace: str) -> dict[str, tuple[re.Pattern[str], str]]:
@@ -47,7 +48,7 @@ def busy(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
     """A namespace with a leading worker (one shard handed over to it), timers pending
     near and far, a watch key, a
     recurring schedule, outcomes retained, a group with a retry waiting and a dead
-    letter."""
+    letter, and a handler running under a per-key limit (holding its slot)."""
     c = TimerClient.from_url(redis_server.url, namespace)
     c.init(shards=2)
     c.schedule("near", 60_000)
@@ -78,7 +79,23 @@ def busy(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
         wait_for(lambda: retrying.stats.retried >= 4, 20, "the retries to be scheduled")
         retrying.stop()
         thread.join(20)
-        yield c
+        holding, release = threading.Event(), threading.Event()
+
+        def hold(o: Outcome) -> None:
+            holding.set()
+            release.wait(20)
+
+        limited = Handlers(c, group="limited", limits=[Limit("outcome", 1)])
+        limited.add("expired", hold)
+        held = threading.Thread(target=limited.run, kwargs={"concurrency": 1}, daemon=True)
+        held.start()
+        wait_for(holding.is_set, 20, "a handler holding its key's slot")
+        try:
+            yield c
+        finally:
+            release.set()
+            limited.stop()
+            held.join(20)
     finally:
         w.stop()
         runner.join(20)

@@ -90,6 +90,10 @@ class NamespaceKeys:
     def workers(self) -> str:
         return f"{self.tag}:workers"
 
+    def limit(self, group: str, name: str, value: str) -> str:
+        """The slots of one value of a handler runner's limit (``slot_acquire.lua``)."""
+        return f"{self.tag}:lim:{group}:{name}:{value}"
+
     def key_channel(self, key: str) -> str:
         """Pub/sub channel carrying each notification of watch key ``key``."""
         return f"tw:{self.namespace}:key:{key}"

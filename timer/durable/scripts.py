@@ -47,6 +47,7 @@ class ScriptName(StrEnum):
     PUT_SCHEDULE = "put_schedule"
     STOP_SCHEDULE = "stop_schedule"
     ARM = "arm"
+    SLOT_ACQUIRE = "slot_acquire"
 
 
 class ErrorCode(StrEnum):

@@ -1,0 +1,190 @@
+"""Per-key concurrency limits for a handler runner (#43): at most N handlers at once for
+each value of a key (a tenant, a domain), across every runner process of the group.
+
+::
+
+    handlers = Handlers(group="billing", limits=[Limit("payload.tenant", 2)])
+    # tickwheel handle --limit payload.tenant=2 ...
+
+The slots live in Redis (``slot_acquire.lua``): one sorted set per key value, a member
+per running handler scored with the end of its lease. A runner renews its slots as it
+touches its outcomes (every ``reclaim_idle_ms / 3``); one killed mid-handler stops, and
+its slots are free once their lease (``reclaim_idle_ms``) ends. An outcome whose key is
+at its limit is held (and touched) until a slot comes free, then runs: it is neither
+dead-lettered nor counted as an attempt.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .durable.groups import Delivery
+from .durable.keys import check_name
+from .durable.models import Outcome
+from .durable.scripts import ScriptName
+from .durable.steps import Command, Op, ScriptCall
+from .errors import InvalidInput
+
+if TYPE_CHECKING:
+    from .client import TimerClient
+
+KeyOf = Callable[[Outcome], object]
+_PATH = re.compile(r"^(id|outcome|payload(\.[A-Za-z0-9_\-]+)*)$")
+MAX_SLOTS = 10_000
+
+
+@dataclass(frozen=True)
+class Limit:
+    """At most ``at_most`` handlers at once for each value of ``key``.
+
+    ``key`` is ``"id"``, ``"outcome"``, ``"payload"`` or a path into a map payload
+    (``"payload.tenant"``, ``"payload.site.domain"``), or a function of the outcome.
+    An outcome whose key has no value (a payload without that field, a function
+    returning None) is not limited. ``name`` names the limit in Redis (default: the
+    path; give one for a function)."""
+
+    key: str | KeyOf
+    at_most: int
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if (
+            isinstance(self.at_most, bool)
+            or not isinstance(self.at_most, int)
+            or not (1 <= self.at_most <= MAX_SLOTS)
+        ):
+            raise InvalidInput(
+                f"a limit's at_most must be a whole number from 1 to {MAX_SLOTS}, "
+                f"got {self.at_most!r}"
+            )
+        if isinstance(self.key, str):
+            if not _PATH.match(self.key):
+                raise InvalidInput(
+                    f"a limit's key must be id, outcome, payload or payload.<field>[.<field>…] "
+                    f"(letters, digits, _ and -), got {self.key!r:.100}"
+                )
+        elif not callable(self.key):
+            raise InvalidInput(f"a limit's key must be a path or a function, got {self.key!r}")
+        elif self.name is None:
+            raise InvalidInput("a limit keyed by a function needs a name (Limit(fn, 2, 'x'))")
+        check_name("limit name", self.label)
+
+    @property
+    def label(self) -> str:
+        """Its name in Redis keys and metrics."""
+        return self.name if self.name is not None else str(self.key)
+
+    def value_of(self, o: Outcome) -> str | None:
+        """The key's value for this outcome as text, or None: not limited."""
+        if callable(self.key):
+            value = self.key(o)
+        else:
+            head, *path = self.key.split(".")
+            value = {"id": o.id, "outcome": o.outcome, "payload": o.payload}[head]
+            for part in path:
+                value = value.get(part) if isinstance(value, dict) else None
+        if value is None:
+            return None
+        text = value if isinstance(value, str) else repr(value)
+        return text[:256]
+
+
+def parse_limit(text: str) -> Limit:
+    """``KEY=N`` as ``tickwheel handle --limit`` takes it (``payload.tenant=2``)."""
+    key, sep, n = text.rpartition("=")
+    if not sep or not n.strip().isdigit():
+        raise InvalidInput(
+            f"--limit takes KEY=N, e.g. payload.tenant=2 (at most 2 handlers at once per "
+            f"tenant), got {text!r:.100}"
+        )
+    return Limit(key.strip(), int(n))
+
+
+def check_limits(limits: object) -> tuple[Limit, ...]:
+    if limits is None:
+        return ()
+    if isinstance(limits, Limit):
+        return (limits,)
+    if not isinstance(limits, Sequence) or isinstance(limits, str | bytes):
+        raise InvalidInput(f"limits must be a list of Limit, got {limits!r:.100}")
+    out = tuple(limits)
+    if not all(isinstance(x, Limit) for x in out):
+        raise InvalidInput(f"limits must be a list of Limit, got {limits!r:.100}")
+    if len({x.label for x in out}) != len(out):
+        raise InvalidInput("two limits share a name: give each its own")
+    return out
+
+
+class Slots:
+    """The slots this runner holds, taken and given back through Redis."""
+
+    def __init__(
+        self, client: TimerClient, group: str, consumer: str, limits: Sequence[Limit],
+        lease_ms: int,
+    ) -> None:  # fmt: skip
+        self.client = client
+        self.group = group
+        self.consumer = consumer
+        self.limits = tuple(limits)
+        self.lease_ms = lease_ms
+        self.lock = threading.Lock()
+        # delivery -> its slots: (key, member, the key's N)
+        self.held: dict[tuple[int, str], list[tuple[str, str, int]]] = {}
+        self.freed = threading.Event()  # set when this runner gave a slot back
+
+    def needed(self, d: Delivery) -> list[tuple[str, int]]:
+        """The slots ``d`` needs: (Redis key, its N), one a limit its outcome has a
+        value of."""
+        ns = self.client.keys
+        out = []
+        for limit in self.limits:
+            value = limit.value_of(d.outcome)
+            if value is not None:
+                out.append((ns.limit(self.group, limit.label, value), limit.at_most))
+        return out
+
+    def acquire(self, d: Delivery) -> bool:
+        """Take a slot of each key ``d`` needs, or none (False: one is at its limit)."""
+        needed = self.needed(d)
+        if not needed:
+            return True
+        member = f"{self.consumer}/{d.outcome.shard}/{d.entry_id}"
+        got: list[tuple[str, str, int]] = []
+        for key, n in needed:
+            if not self.client._run(_take(key, member, n, self.lease_ms)):
+                for k, m, _ in got:
+                    self.client._run(_give_back(k, m))
+                return False
+            got.append((key, member, n))
+        with self.lock:
+            self.held[(d.outcome.shard, d.entry_id)] = got
+        return True
+
+    def release(self, d: Delivery) -> None:
+        """Give back the slots ``d`` holds (its handler returned or gave up)."""
+        with self.lock:
+            got = self.held.pop((d.outcome.shard, d.entry_id), [])
+        for key, member, _ in got:
+            self.client._run(_give_back(key, member))
+        if got:
+            self.freed.set()
+
+    def renew(self) -> None:
+        """Extend every slot held by a lease from now (with the outcomes' touch)."""
+        with self.lock:
+            held = [slot for got in self.held.values() for slot in got]
+        for key, member, n in held:
+            self.client._run(_take(key, member, n, self.lease_ms))
+
+
+def _take(key: str, member: str, at_most: int, lease_ms: int) -> Op[bool]:
+    reply = yield ScriptCall(ScriptName.SLOT_ACQUIRE, [key], [member, at_most, lease_ms], False)
+    return bool(int(reply))
+
+
+def _give_back(key: str, member: str) -> Op[None]:
+    yield Command("zrem", (key, member))
