@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -94,13 +96,20 @@ def run(url: str, logs: Path, seconds: int, rate: int, processes: int) -> dict[s
             )
             for out in outs
         ]
+        ready = time.monotonic() + 60
+        while not all(out.with_suffix(".ready").exists() for out in outs):
+            if time.monotonic() > ready or any(x.poll() is not None for x in loaders):
+                raise RuntimeError("a heartbeat load process did not start")
+            time.sleep(0.01)  # polling for the processes' start, with a deadline
         try:
             during = lateness_run(
                 beating, url, logs, seconds=seconds, pending_total=seconds * 1_000 + JOBS
             )
         finally:
+            for loader in loaders:  # the phase is over: each writes what it measured
+                loader.send_signal(signal.SIGTERM)
             for loader in loaders:
-                loader.wait(seconds + 120)
+                loader.wait(60)
         each = [json.loads(out.read_text()) for out in outs]
         beats = {
             "calls": sum(b["calls"] for b in each),
@@ -121,15 +130,19 @@ def run(url: str, logs: Path, seconds: int, rate: int, processes: int) -> dict[s
 
 def load(url: str, ns: str, seconds: float, rate: int, out: Path) -> None:
     """Heartbeat the namespace's job timers round robin, at most ``rate`` a second, for
-    ``seconds``; write the calls made, the rate reached and the latencies."""
+    ``seconds`` or until SIGTERM; write the calls made, the rate reached and the
+    latencies."""
     c = TimerClient.from_url(url, ns)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    out.with_suffix(".ready").touch()  # a SIGTERM from now on ends the load cleanly
     latencies: list[float] = []
     gap = 1 / rate
     start = time.perf_counter()
     end = start + seconds
     i = 0
     try:
-        while (now := time.perf_counter()) < end:
+        while (now := time.perf_counter()) < end and not stop.is_set():
             ahead = start + i * gap - now
             if ahead > 0:
                 time.sleep(ahead)  # the load's pace, not a wait for anything

@@ -30,6 +30,7 @@ from . import (
     handlers,
     heartbeat,
     http_api,
+    limits,
     memory,
     peer_cron,
     peers,
@@ -97,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         "http_api": (http_api.main, [*quick, *server]),
         "debounce": (debounce.main, [*quick, *server]),  # one outcome a window (#43)
         "heartbeat": (heartbeat.main, [*quick, *server]),  # 10,000/s beside lateness (#43)
+        "limits": (limits.main, [*quick, *server]),  # per-key limits under a kill -9 (#43)
         "runner": (runner.main, [*quick, *server]),
     }
     results: dict[str, Any] = {

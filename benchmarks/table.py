@@ -382,6 +382,19 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
             f.x("heartbeat.ratio_lateness_p99_with_to_alone"),
         ),
         (
+            f"per-key limits: {f.n('limits.outcomes')} outcomes of {f.n('limits.tenants')} "
+            f"tenants, `--limit payload.tenant={f.n('limits.at_most')}`, "
+            f"{f.n('limits.runners')} runners, one killed with kill -9 mid-handler",
+            "most at once per tenant "
+            f"{max((f.get('limits.most_at_once_per_tenant') or {'-': 0}).values())}; "
+            f"{f.n('limits.handled')} handled ({f.n('limits.handled_twice')} twice); the "
+            f"killed runner's slots gone {f.n('limits.slots_freed_after_kill_s', '.2f')} s "
+            f"after the kill (reclaim idle {f.n('limits.reclaim_idle_s', '.0f')} s); "
+            f"{f.k('limits.per_s')} outcomes/s",
+            f"no limit, same kill, same run: {f.k('limits.unlimited_per_s')}/s",
+            f.x("limits.ratio_limited_to_unlimited_rate"),
+        ),
+        (
             "handlers: kill -9 of a handler process holding outcomes mid-handler",
             f"all {f.n('handlers.recovery.in_flight_at_kill')} handled elsewhere "
             f"{f.n('handlers.recovery.all_handled_after_s', '.1f')} s after the kill",

@@ -134,7 +134,6 @@ class Slots:
         self.lock = threading.Lock()
         # delivery -> its slots: (key, member, the key's N)
         self.held: dict[tuple[int, str], list[tuple[str, str, int]]] = {}
-        self.freed = threading.Event()  # set when this runner gave a slot back
 
     def needed(self, d: Delivery) -> list[tuple[str, int]]:
         """The slots ``d`` needs: (Redis key, its N), one a limit its outcome has a
@@ -164,14 +163,13 @@ class Slots:
             self.held[(d.outcome.shard, d.entry_id)] = got
         return True
 
-    def release(self, d: Delivery) -> None:
-        """Give back the slots ``d`` holds (its handler returned or gave up)."""
+    def release(self, d: Delivery) -> list[str]:
+        """Give back the slots ``d`` holds (its handler returned or gave up): their keys."""
         with self.lock:
             got = self.held.pop((d.outcome.shard, d.entry_id), [])
         for key, member, _ in got:
             self.client._run(_give_back(key, member))
-        if got:
-            self.freed.set()
+        return [key for key, _, _ in got]
 
     def renew(self) -> None:
         """Extend every slot held by a lease from now (with the outcomes' touch)."""

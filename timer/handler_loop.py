@@ -64,6 +64,7 @@ class HandlerLoop:
         # hand (touched) in `waiting`, in the order read, until a slot comes free.
         self.slots = slots
         self.waiting: deque[Delivery] = deque()
+        self.admitting = threading.Lock()  # `waiting` changes under it (reader and handlers)
         self.next_admit = 0.0
         self.hand = hand
         self.group = group
@@ -131,8 +132,8 @@ class HandlerLoop:
                     continue
                 if self.stop_when_idle and self._idle():
                     break
-                if self.waiting and self.slots is not None:  # nothing else to do meanwhile
-                    self.slots.freed.wait(LIMIT_RETRY_S)
+                if self.waiting:  # nothing else to do meanwhile (handlers admit on release)
+                    self.hand.stopping.wait(LIMIT_RETRY_S)
         finally:
             drained = self._drain()
         return drained
@@ -236,7 +237,8 @@ class HandlerLoop:
         with self.hand.cond:
             self.hand.held[(o.shard, d.entry_id)] = d
         if self.slots is not None and not self._guard(False, self.slots.acquire, d):
-            self.waiting.append(d)  # its key is at its limit: it waits its turn, in hand
+            with self.admitting:
+                self.waiting.append(d)  # its key is at its limit: it waits its turn, in hand
             h.stats.limit_waits += 1
             return
         self._start(fn, d, coros)
@@ -247,39 +249,48 @@ class HandlerLoop:
         else:
             self.work.put(d)
 
-    def _admit_waiting(self) -> None:
+    def _admit_waiting(self, freed: list[str] | None = None) -> None:
         """Start the waiting outcomes whose keys have a free slot now, in the order they
-        were read; tried when this runner gave a slot back, else every LIMIT_RETRY_S
-        (another runner's slot frees without a word)."""
+        were read. The reading thread tries every LIMIT_RETRY_S (another runner's slot
+        frees without a word); a handler thread that gave back the slots ``freed`` tries
+        at once the outcomes waiting for those, so a slot of this runner passes to the
+        next outcome of its key without a wait."""
         assert self.slots is not None
-        now = time.monotonic()
-        if not self.slots.freed.is_set() and now < self.next_admit:
-            return
-        self.slots.freed.clear()
-        self.next_admit = now + LIMIT_RETRY_S
+        if freed is None:
+            now = time.monotonic()
+            if now < self.next_admit:
+                return
+            self.next_admit = now + LIMIT_RETRY_S
         coros: list[tuple[Handler, Delivery]] = []
         full: set[str] = set()  # keys found at their limit this round: not asked again
-        for d in list(self.waiting):
-            if self.hand.stopping.is_set():
-                break
-            keys = [k for k, _ in self.slots.needed(d)]
-            if any(k in full for k in keys):
-                continue
-            if self._guard(False, self.slots.acquire, d):
-                self.waiting.remove(d)
-                fn = self.h.handler(d.outcome.outcome)
-                assert fn is not None  # waiting only with a handler
-                self._start(fn, d, coros)
-            else:
-                full.update(keys)
+        with self.admitting:
+            for d in list(self.waiting):
+                if self.hand.stopping.is_set():
+                    break
+                keys = [k for k, _ in self.slots.needed(d)]
+                if any(k in full for k in keys) or (
+                    freed is not None and not any(k in freed for k in keys)
+                ):
+                    continue
+                if self._guard(False, self.slots.acquire, d):
+                    self.waiting.remove(d)
+                    fn = self.h.handler(d.outcome.outcome)
+                    assert fn is not None  # waiting only with a handler
+                    self._start(fn, d, coros)
+                else:
+                    full.update(keys)
         if coros:
             assert self.loop is not None
             self.loop.call_soon_threadsafe(self._start_async, coros)
 
     def _give_back(self, d: Delivery) -> None:
-        """The handler of ``d`` returned (or gave up): its key's slot is free."""
-        if self.slots is not None:
-            self._guard(None, self.slots.release, d)
+        """The handler of ``d`` returned (or gave up): its key's slots are free, and the
+        next outcome waiting for one of them starts."""
+        if self.slots is None:
+            return
+        freed = self._guard([], self.slots.release, d)
+        if freed and self.waiting and not self.hand.stopping.is_set():
+            self._admit_waiting(freed)
 
     # -- handler threads and the event loop ----------------------------------------------
 
@@ -426,9 +437,10 @@ class HandlerLoop:
         """Let running handlers finish (touching their outcomes meanwhile), then stop the
         threads and the loop, and leave the group where we owe nothing."""
         self.hand.stopping.set()
-        for d in self.waiting:  # read but never started: left pending for the next consumer
-            self.settler.forget(d)
-        self.waiting.clear()
+        with self.admitting:
+            for d in self.waiting:  # read but never started: left pending for the next one
+                self.settler.forget(d)
+            self.waiting.clear()
         deadline = time.monotonic() + self.drain_timeout_s
         next_touch = time.monotonic() + self.touch_every_s
         with self.hand.cond:
