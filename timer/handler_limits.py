@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .durable.groups import Delivery
-from .durable.keys import check_name
 from .durable.models import Outcome
 from .durable.scripts import ScriptName
 from .durable.steps import Command, Op, ScriptCall
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
 
 KeyOf = Callable[[Outcome], object]
 _PATH = re.compile(r"^(id|outcome|payload(\.[A-Za-z0-9_\-]+)*)$")
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")  # no ':': a part of its Redis key
 MAX_SLOTS = 10_000
 
 
@@ -71,7 +71,11 @@ class Limit:
             raise InvalidInput(f"a limit's key must be a path or a function, got {self.key!r}")
         elif self.name is None:
             raise InvalidInput("a limit keyed by a function needs a name (Limit(fn, 2, 'x'))")
-        check_name("limit name", self.label)
+        if not isinstance(self.label, str) or not _NAME.match(self.label):
+            raise InvalidInput(
+                f"a limit's name must be 1-100 letters, digits, '_', '.' or '-', "
+                f"got {self.label!r:.100}"
+            )
 
     @property
     def label(self) -> str:
@@ -186,3 +190,27 @@ def _take(key: str, member: str, at_most: int, lease_ms: int) -> Op[bool]:
 
 def _give_back(key: str, member: str) -> Op[None]:
     yield Command("zrem", (key, member))
+
+
+def limits_in_use(client: TimerClient, most: int = 100) -> list[dict[str, object]]:
+    """The per-key limits' slots held now in the namespace (what the dashboard shows): a
+    row per key value with handlers running, at most ``most``, busiest first."""
+    tag = client.keys.tag
+    now = client.server_time_ms()
+    out: list[dict[str, object]] = []
+    for raw in client.redis.scan_iter(match=f"{tag}:lim:*", count=1000):
+        key = raw if isinstance(raw, bytes) else str(raw).encode()
+        size, _, rest = key[len(tag.encode()) + len(b":lim:") :].partition(b":")
+        if not size.isdigit():
+            continue
+        group, rest = rest[: int(size)], rest[int(size) + 1 :]
+        name, _, value = rest.partition(b":")
+        members = client.redis.zrangebyscore(raw, now, "+inf")
+        if members:
+            runners = sorted({m.decode("utf-8", "replace").split("/", 1)[0] for m in members})
+            out.append({"group": group.decode("utf-8", "replace"),
+                        "limit": name.decode("utf-8", "replace"),
+                        "value": value.decode("utf-8", "replace"),
+                        "running": len(members), "runners": runners})  # fmt: skip
+    out.sort(key=lambda r: (-int(str(r["running"])), str(r["group"]), str(r["value"])))
+    return out[:most]

@@ -18,7 +18,7 @@ from starlette.testclient import TestClient
 
 from tests.conftest import wait_for
 from tests.dashboard.page import BASE, as_page
-from timer import Handlers, TimerClient
+from timer import Handlers, Limit, TimerClient
 from timer.dashboard import create_app
 from timer.testing import RedisServer
 from worker import Worker, WorkerSettings
@@ -41,6 +41,36 @@ def web(c: TimerClient, **options: Any) -> TestClient:
 
 def namespace_dump(r: redis.Redis, namespace: str) -> dict[bytes, object]:
     return {k: r.dump(k) for k in r.scan_iter(match=f"{{tw:{namespace}*", count=1000)}
+
+
+def test_overview_shows_the_per_key_limits_in_use(client: TimerClient) -> None:
+    """A runner with a per-key limit, one handler holding its tenant's slot: the overview
+    lists that tenant, its limit and the runner; once the handler returns, nothing."""
+    import threading  # noqa: PLC0415
+
+    client.schedule("job:{2}", 60_000, payload={"tenant": "acme"})
+    client.cancel("job:{2}")
+    holding, release = threading.Event(), threading.Event()
+
+    def hold(_: object) -> None:
+        holding.set()
+        release.wait(20)
+
+    h = Handlers(client, group="a:b", consumer="r1", limits=[Limit("payload.tenant", 2)])
+    h.add("cancelled", hold)
+    t = threading.Thread(target=h.run, kwargs={"stop_when_idle": True}, daemon=True)
+    t.start()
+    try:
+        wait_for(holding.is_set, 20, "the handler holding its slot")
+        with web(client) as http:
+            limits = http.get("/api/overview").json()["limits"]
+        assert limits == [{"group": "a:b", "limit": "payload.tenant", "value": "acme",
+                           "running": 1, "runners": ["r1"]}]  # fmt: skip
+    finally:
+        release.set()
+        t.join(20)
+    with web(client) as http:
+        assert http.get("/api/overview").json()["limits"] == []
 
 
 def test_overview_shows_leaders_pending_workers_and_groups(client: TimerClient) -> None:

@@ -37,6 +37,7 @@ from timer.errors import (
     TimerError,
     TimerNotFound,
 )
+from timer.handler_limits import limits_in_use
 from timer.httpapi.routing import RawRoute
 
 from . import live
@@ -93,6 +94,7 @@ class Dashboard:
                 for w, ms in c.workers()
             ],
             "groups": [group_json(g) for g in c.groups()],
+            "limits": limits_in_use(c),  # per-key handler limits' slots held now
             "dead_letters": c.dead_letters_total(),
             "outcomes_last_minute": per_minute,
             "lateness": lateness_histogram(recent),

@@ -91,8 +91,10 @@ class NamespaceKeys:
         return f"{self.tag}:workers"
 
     def limit(self, group: str, name: str, value: str) -> str:
-        """The slots of one value of a handler runner's limit (``slot_acquire.lua``)."""
-        return f"{self.tag}:lim:{group}:{name}:{value}"
+        """The slots of one value of a handler runner's limit (``slot_acquire.lua``). The
+        group (any text) comes with its length in bytes and the name has no ``:``, so no
+        two (group, name, value) share a key."""
+        return f"{self.tag}:lim:{len(group.encode())}:{group}:{name}:{value}"
 
     def key_channel(self, key: str) -> str:
         """Pub/sub channel carrying each notification of watch key ``key``."""
