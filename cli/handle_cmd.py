@@ -12,7 +12,7 @@ import click
 
 from timer import TimerClient
 from timer.durable.models import OUTCOMES
-from timer.handler_limits import Limit, parse_limit
+from timer.handler_limits import Limit, merged, parse_limit, parse_rate
 from timer.handlers import DEFAULT_GROUP, DEFAULT_RECLAIM_IDLE_MS, Backoff, Handlers
 from timer.webhook import callbacks, webhook
 
@@ -184,6 +184,15 @@ class HandlerSpec(click.ParamType):  # type: ignore[type-arg]  # click stubs var
     "(KEY: id, outcome, payload or payload.<field>, e.g. payload.tenant=2); an outcome "
     "over it waits its turn (repeatable; added to a Handlers object's own).",
 )
+@click.option(
+    "--rate",
+    "rate_texts",
+    multiple=True,
+    metavar="KEY=R/s",
+    help="At most R handler starts a second (or /m, /h) per value of KEY, across every "
+    "runner of the group, evenly spaced (e.g. payload.tenant=5/s); an outcome over it "
+    "waits its turn (repeatable; with --limit of the same KEY, both hold).",
+)
 @click.option("--idle-exit", is_flag=True, help="Exit once nothing is left to handle.")
 @metrics_options(
     "Serve Prometheus metrics (/metrics) and liveness (/healthz) here.",
@@ -212,6 +221,7 @@ def handle(
     from_now: bool,
     timeout_ms: int | None,
     limit_texts: tuple[str, ...],
+    rate_texts: tuple[str, ...],
     idle_exit: bool,
     metrics_port: int | None,
     metrics_host: str,
@@ -256,7 +266,7 @@ def handle(
         handlers = _handlers_of(
             spec, group, consumer, kinds, max_attempts, backoff_ms, max_backoff_ms,
             reclaim_idle_ms, None if timeout_ms is None else timeout_ms / 1000,
-            tuple(parse_limit(t) for t in limit_texts),
+            merged([*(parse_limit(t) for t in limit_texts), *(parse_rate(t) for t in rate_texts)]),
         )  # fmt: skip
     client = connect(app, f"consumer {handlers.consumer}", logging.getLogger("tickwheel.handlers"))
     with errors():
@@ -355,7 +365,7 @@ def _handlers_of(
             backoff=backoff,
             reclaim_idle_ms=reclaim_idle_ms or spec.reclaim_idle_ms,
             timeout_s=timeout_s or spec.timeout_s,
-            limits=(*spec.limits, *limits),
+            limits=merged((*spec.limits, *limits)),
         )
         for kind in spec.kinds:
             fn = spec.handler(kind)

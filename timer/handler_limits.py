@@ -16,10 +16,11 @@ dead-lettered nor counted as an attempt.
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING
 
 from .durable.groups import Delivery
@@ -35,11 +36,15 @@ KeyOf = Callable[[Outcome], object]
 _PATH = re.compile(r"^(id|outcome|payload(\.[A-Za-z0-9_\-]+)*)$")
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")  # no ':': a part of its Redis key
 MAX_SLOTS = 10_000
+MAX_PER_S = 100_000
+MIN_PER_S = 1e-5  # about one a day
 
 
 @dataclass(frozen=True)
 class Limit:
-    """At most ``at_most`` handlers at once for each value of ``key``.
+    """At most ``at_most`` handlers at once for each value of ``key``, and (``per_s``) at
+    most that many starts a second, spaced evenly with ``burst`` at once after a pause
+    (GCRA: a token bucket of ``burst`` filled at ``per_s``). Give either or both.
 
     ``key`` is ``"id"``, ``"outcome"``, ``"payload"`` or a path into a map payload
     (``"payload.tenant"``, ``"payload.site.domain"``), or a function of the outcome.
@@ -48,11 +53,16 @@ class Limit:
     path; give one for a function)."""
 
     key: str | KeyOf
-    at_most: int
+    at_most: int | None = None
     name: str | None = None
+    _: KW_ONLY
+    per_s: float | None = None
+    burst: int = 1
 
     def __post_init__(self) -> None:
-        if (
+        if self.at_most is None and self.per_s is None:
+            raise InvalidInput("a limit needs at_most (handlers at once), per_s, or both")
+        if self.at_most is not None and (
             isinstance(self.at_most, bool)
             or not isinstance(self.at_most, int)
             or not (1 <= self.at_most <= MAX_SLOTS)
@@ -60,6 +70,23 @@ class Limit:
             raise InvalidInput(
                 f"a limit's at_most must be a whole number from 1 to {MAX_SLOTS}, "
                 f"got {self.at_most!r}"
+            )
+        if self.per_s is not None and (
+            isinstance(self.per_s, bool)
+            or not isinstance(self.per_s, int | float)
+            or not (MIN_PER_S <= self.per_s <= MAX_PER_S)
+        ):
+            raise InvalidInput(
+                f"a limit's per_s must be a number from {MIN_PER_S} (one a day) to "
+                f"{MAX_PER_S}, got {self.per_s!r}"
+            )
+        if (
+            isinstance(self.burst, bool)
+            or not isinstance(self.burst, int)
+            or not (1 <= self.burst <= MAX_SLOTS)
+        ):
+            raise InvalidInput(
+                f"a limit's burst must be a whole number from 1 to {MAX_SLOTS}, got {self.burst!r}"
             )
         if isinstance(self.key, str):
             if not _PATH.match(self.key):
@@ -105,7 +132,47 @@ def parse_limit(text: str) -> Limit:
             f"--limit takes KEY=N, e.g. payload.tenant=2 (at most 2 handlers at once per "
             f"tenant), got {text!r:.100}"
         )
-    return Limit(key.strip(), int(n))
+    try:
+        return Limit(key.strip(), int(n))
+    except InvalidInput as exc:
+        raise InvalidInput(f"--limit {text!r:.100}: {exc}") from None
+
+
+_PER = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_rate(text: str) -> Limit:
+    """``KEY=R/s`` (or ``/m``, ``/h``) as ``tickwheel handle --rate`` takes it."""
+    key, sep, rate = text.rpartition("=")
+    count, slash, unit = rate.strip().partition("/")
+    try:
+        value = float(count)
+    except ValueError:
+        value = math.nan
+    if not sep or not slash or unit not in _PER or not math.isfinite(value):
+        raise InvalidInput(
+            f"--rate takes KEY=R/s (or /m, /h), e.g. payload.tenant=5/s (at most 5 handler "
+            f"starts a second per tenant), got {text!r:.100}"
+        )
+    try:
+        return Limit(key.strip(), per_s=value / _PER[unit])
+    except InvalidInput as exc:
+        raise InvalidInput(f"--rate {text!r:.100}: {exc}") from None
+
+
+def merged(limits: Sequence[Limit]) -> tuple[Limit, ...]:
+    """``--limit`` and ``--rate`` of one key as one limit (the CLI's)."""
+    out: dict[str, Limit] = {}
+    for x in limits:
+        had = out.get(x.label)
+        if had is None:
+            out[x.label] = x
+        else:
+            out[x.label] = Limit(
+                x.key, had.at_most if x.at_most is None else x.at_most, x.name,
+                per_s=had.per_s if x.per_s is None else x.per_s, burst=max(had.burst, x.burst),
+            )  # fmt: skip
+    return tuple(out.values())
 
 
 def check_limits(limits: object) -> tuple[Limit, ...]:
@@ -119,7 +186,10 @@ def check_limits(limits: object) -> tuple[Limit, ...]:
     if not all(isinstance(x, Limit) for x in out):
         raise InvalidInput(f"limits must be a list of Limit, got {limits!r:.100}")
     if len({x.label for x in out}) != len(out):
-        raise InvalidInput("two limits share a name: give each its own")
+        raise InvalidInput(
+            "two limits share a name: give each its own, or make them one Limit (at_most "
+            "and per_s together)"
+        )
     return out
 
 
@@ -145,10 +215,37 @@ class Slots:
         ns = self.client.keys
         out = []
         for limit in self.limits:
+            if limit.at_most is None:
+                continue
             value = limit.value_of(d.outcome)
             if value is not None:
                 out.append((ns.limit(self.group, limit.label, value), limit.at_most))
         return out
+
+    def rates(self, d: Delivery) -> list[tuple[str, float, int]]:
+        """The rates ``d`` starts under: (Redis key, interval ms, burst)."""
+        ns = self.client.keys
+        out = []
+        for limit in self.limits:
+            if limit.per_s is None:
+                continue
+            value = limit.value_of(d.outcome)
+            if value is not None:
+                key = ns.rate(self.group, limit.label, value)
+                out.append((key, 1000 / limit.per_s, limit.burst))
+        return out
+
+    def admit(self, d: Delivery) -> float | None:
+        """Let ``d`` start: its slots taken, then a start of each of its rates. None if
+        it may start now; else when to ask again, in seconds (0: once a slot frees)."""
+        if not self.acquire(d):
+            return 0.0
+        for key, interval_ms, burst in self.rates(d):
+            wait_ms = self.client._run(_rate(key, interval_ms, burst))
+            if wait_ms > 0:
+                self.release(d)  # started later: its slots are for others meanwhile
+                return wait_ms / 1000
+        return None
 
     def acquire(self, d: Delivery) -> bool:
         """Take a slot of each key ``d`` needs, or none (False: one is at its limit)."""
@@ -186,6 +283,11 @@ class Slots:
 def _take(key: str, member: str, at_most: int, lease_ms: int) -> Op[bool]:
     reply = yield ScriptCall(ScriptName.SLOT_ACQUIRE, [key], [member, at_most, lease_ms], False)
     return bool(int(reply))
+
+
+def _rate(key: str, interval_ms: float, burst: int) -> Op[int]:
+    reply = yield ScriptCall(ScriptName.RATE_TAKE, [key], [repr(interval_ms), burst], False)
+    return int(reply)
 
 
 def _give_back(key: str, member: str) -> Op[None]:

@@ -64,6 +64,8 @@ class HandlerLoop:
         # hand (touched) in `waiting`, in the order read, until a slot comes free.
         self.slots = slots
         self.waiting: deque[Delivery] = deque()
+        # one refused by a rate: not asked again before this (monotonic s)
+        self.not_before: dict[tuple[int, str], float] = {}
         self.admitting = threading.Lock()  # `waiting` changes under it (reader and handlers)
         self.next_admit = 0.0
         self.hand = hand
@@ -112,8 +114,9 @@ class HandlerLoop:
                 # that could start one now (one waiting for its key's slot runs nowhere)
                 idle_handlers = self.concurrency - held + len(self.waiting)
                 wait_s = max(0.001, next_touch - time.monotonic())
-                if self.waiting:  # back soon to try them again
-                    wait_s = min(wait_s, LIMIT_RETRY_S)
+                if self.waiting:  # back soon to try them again (a rate's wait may be shorter)
+                    wait_s = min(wait_s, LIMIT_RETRY_S, self._soonest_retry() - now)
+                    wait_s = max(0.001, wait_s)
                 if room <= 0:
                     self._wait_for_room(self.in_hand_limit, wait_s)
                     continue
@@ -236,12 +239,23 @@ class HandlerLoop:
             return
         with self.hand.cond:
             self.hand.held[(o.shard, d.entry_id)] = d
-        if self.slots is not None and not self._guard(False, self.slots.acquire, d):
-            with self.admitting:
-                self.waiting.append(d)  # its key is at its limit: it waits its turn, in hand
-            h.stats.limit_waits += 1
-            return
+        if self.slots is not None:
+            retry_s = self._guard(0.0, self.slots.admit, d)
+            if retry_s is not None:  # its key is at its limit or rate: it waits, in hand
+                with self.admitting:
+                    if retry_s > 0:
+                        self.not_before[(o.shard, d.entry_id)] = time.monotonic() + retry_s
+                    self.waiting.append(d)
+                h.stats.limit_waits += 1
+                return
         self._start(fn, d, coros)
+
+    def _soonest_retry(self) -> float:
+        """When the first outcome waiting on a rate may be asked again (monotonic s)."""
+        now = time.monotonic()
+        with self.admitting:
+            ahead = [t for t in self.not_before.values() if t > now]
+        return min(ahead, default=now + LIMIT_RETRY_S)
 
     def _start(self, fn: Handler, d: Delivery, coros: list[tuple[Handler, Delivery]]) -> None:
         if inspect.iscoroutinefunction(fn):
@@ -264,21 +278,32 @@ class HandlerLoop:
         coros: list[tuple[Handler, Delivery]] = []
         full: set[str] = set()  # keys found at their limit this round: not asked again
         with self.admitting:
+            now = time.monotonic()
             for d in list(self.waiting):
                 if self.hand.stopping.is_set():
                     break
+                at = (d.outcome.shard, d.entry_id)
+                if self.not_before.get(at, 0.0) > now:
+                    continue
                 keys = [k for k, _ in self.slots.needed(d)]
-                if any(k in full for k in keys) or (
+                rates = [k for k, _, _ in self.slots.rates(d)]
+                if any(k in full for k in (*keys, *rates)) or (
                     freed is not None and not any(k in freed for k in keys)
                 ):
                     continue
-                if self._guard(False, self.slots.acquire, d):
+                retry_s = self._guard(0.0, self.slots.admit, d)
+                if retry_s is None:
                     self.waiting.remove(d)
+                    self.not_before.pop(at, None)
                     fn = self.h.handler(d.outcome.outcome)
                     assert fn is not None  # waiting only with a handler
                     self._start(fn, d, coros)
                 else:
-                    full.update(keys)
+                    full.update(keys if retry_s == 0 else rates)
+                    if retry_s > 0:
+                        self.not_before[at] = now + retry_s
+                    else:  # waits for a slot now, not for its rate
+                        self.not_before.pop(at, None)
         if coros:
             assert self.loop is not None
             self.loop.call_soon_threadsafe(self._start_async, coros)
@@ -441,6 +466,7 @@ class HandlerLoop:
             for d in self.waiting:  # read but never started: left pending for the next one
                 self.settler.forget(d)
             self.waiting.clear()
+            self.not_before.clear()
         deadline = time.monotonic() + self.drain_timeout_s
         next_touch = time.monotonic() + self.touch_every_s
         with self.hand.cond:

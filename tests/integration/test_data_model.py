@@ -85,7 +85,7 @@ def busy(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
             holding.set()
             release.wait(20)
 
-        limited = Handlers(c, group="limited", limits=[Limit("outcome", 1)])
+        limited = Handlers(c, group="limited", limits=[Limit("outcome", 1, per_s=0.01)])
         limited.add("expired", hold)
         held = threading.Thread(target=limited.run, kwargs={"concurrency": 1}, daemon=True)
         held.start()

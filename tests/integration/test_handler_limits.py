@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import wait_for
 from timer import Handlers, InvalidInput, Limit, Outcome, TimerClient
-from timer.handler_limits import parse_limit
+from timer.handler_limits import parse_limit, parse_rate
 
 from .test_fuzz_api import anything
 from .test_handlers import running
@@ -106,23 +106,79 @@ def test_an_async_handler_keeps_the_limit_too(
 
 @settings(max_examples=200, deadline=None)
 @given(key=st.one_of(st.sampled_from(["id", "payload.x", "payload", "outcome"]), anything),
-       n=st.one_of(st.integers(-3, 20_000), anything))  # fmt: skip
-def test_any_limit_is_a_limit_or_a_clear_refusal(key: object, n: object) -> None:
-    """Whatever the key and N, Limit (and --limit's KEY=N) makes a limit or raises
-    InvalidInput; nothing else."""
+       n=st.one_of(st.none(), st.integers(-3, 20_000), anything),
+       per_s=st.one_of(st.none(), st.floats(allow_nan=True), anything),
+       burst=st.one_of(st.integers(-3, 20_000), anything))  # fmt: skip
+def test_any_limit_is_a_limit_or_a_clear_refusal(
+    key: object, n: object, per_s: object, burst: object
+) -> None:
+    """Whatever the key, N, rate and burst, Limit (and --limit's KEY=N, --rate's KEY=R/s)
+    makes a limit or raises InvalidInput; nothing else."""
     try:
-        limit = Limit(key, n)  # type: ignore[arg-type]
+        limit = Limit(key, n, per_s=per_s, burst=burst)  # type: ignore[arg-type]
     except InvalidInput:
         pass
     else:
-        assert 1 <= limit.at_most <= 10_000 and isinstance(limit.label, str)
-    try:
-        parse_limit(f"{key}={n}")
-    except InvalidInput as exc:
-        assert "limit" in str(exc)
+        assert limit.at_most is not None or limit.per_s is not None
+        assert limit.at_most is None or 1 <= limit.at_most <= 10_000
+        assert limit.per_s is None or 1e-5 <= limit.per_s <= 100_000
+        assert isinstance(limit.label, str) and 1 <= limit.burst <= 10_000
+    for parse, text in ((parse_limit, f"{key}={n}"), (parse_rate, f"{key}={per_s}/s")):
+        try:
+            parse(text)
+        except InvalidInput as exc:
+            assert "limit" in str(exc) or "rate" in str(exc)
 
 
 def test_handlers_refuse_what_is_not_a_list_of_limits(client: TimerClient) -> None:
     for bad in ("payload.x=2", [("payload.x", 2)], [Limit("id", 1), Limit("id", 2)]):
         with pytest.raises(InvalidInput, match="limit"):
             Handlers(client, limits=bad)  # type: ignore[arg-type]
+
+
+def test_a_rate_per_key_spaces_the_starts_across_runners(
+    client: TimerClient, running: Callable[..., threading.Thread]
+) -> None:
+    """Two runners, a rate of 20 starts a second per tenant (burst 1): the starts of one
+    tenant are spread over at least their intervals (by the Redis clock the handlers
+    read: GCRA admits one per 50 ms), and every outcome is handled once, none failed."""
+    for i in range(24):
+        client.schedule(f"r{i}", 60_000, payload={"tenant": f"t{i % 2}"})
+        client.cancel(f"r{i}")
+    lock = threading.Lock()
+    starts: dict[str, list[int]] = {"t0": [], "t1": []}
+
+    def handler(o: Outcome) -> None:
+        at = client.server_time_ms()
+        with lock:
+            starts[o.payload["tenant"]].append(at)
+
+    runners = []
+    for name in ("a", "b"):
+        h = Handlers(client, group="rate", consumer=name,
+                     limits=[Limit("payload.tenant", per_s=20)])  # fmt: skip
+        h.add("cancelled", handler)
+        runners.append(h)
+        running(h, concurrency=4)
+    wait_for(lambda: sum(map(len, starts.values())) >= 24, 30, "every outcome handled")
+    for tenant, times in starts.items():
+        times.sort()
+        assert len(times) == 12, tenant
+        # each start let through one 50 ms interval after the last: 12 span 11 intervals
+        # (less the jitter of the handlers' own clock reads, well under 20 ms)
+        assert times[-1] - times[0] >= 11 * 50 - 20, (tenant, times)
+    assert sum(h.stats.limit_waits for h in runners) > 0
+    assert all(h.stats.failed == 0 for h in runners)
+
+
+def test_the_cli_forms_of_limits_and_rates() -> None:
+    from timer.handler_limits import merged  # noqa: PLC0415
+
+    assert parse_rate("payload.tenant=5/s").per_s == 5
+    assert parse_rate("id=120/m").per_s == 2
+    both = merged([parse_limit("payload.t=2"), parse_rate("payload.t=3/h")])
+    assert len(both) == 1 and both[0].at_most == 2 and both[0].per_s == 3 / 3600
+    for bad in ("payload.t=5", "payload.t=/s", "payload.t=x/s", "=5/s", "payload.t=5/d",
+                "payload.t=0/s", "payload.t=inf/s", "payload.t=nan/s"):  # fmt: skip
+        with pytest.raises(InvalidInput, match="rate"):
+            parse_rate(bad)

@@ -96,6 +96,11 @@ class NamespaceKeys:
         two (group, name, value) share a key."""
         return f"{self.tag}:lim:{len(group.encode())}:{group}:{name}:{value}"
 
+    def rate(self, group: str, name: str, value: str) -> str:
+        """The theoretical arrival time of one value of a handler runner's rate
+        (``rate_take.lua``), named as :meth:`limit` names slots."""
+        return f"{self.tag}:rate:{len(group.encode())}:{group}:{name}:{value}"
+
     def key_channel(self, key: str) -> str:
         """Pub/sub channel carrying each notification of watch key ``key``."""
         return f"tw:{self.namespace}:key:{key}"

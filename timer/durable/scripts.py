@@ -48,6 +48,7 @@ class ScriptName(StrEnum):
     STOP_SCHEDULE = "stop_schedule"
     ARM = "arm"
     SLOT_ACQUIRE = "slot_acquire"
+    RATE_TAKE = "rate_take"
 
 
 class ErrorCode(StrEnum):
