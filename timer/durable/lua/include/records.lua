@@ -121,13 +121,14 @@ local function peek_rec(raw)
 end
 
 -- The first two bytes of a lean record's outcome, by the record's first byte (an array
--- of 3 or 4) and the outcome code: an array of 5 or 6, then the code (made once here, not
--- with two calls a timer).
-local LEAN_HEAD = {}
-for _, h in ipairs({0x93, 0x94}) do
-  LEAN_HEAD[h] = {}
-  for code = 1, 3 do LEAN_HEAD[h][code] = schar(h + 2, code) end
-end
+-- of 3 or 4: 0x93, 0x94) and the outcome code: an array of 5 or 6 (0x95 = 149, 0x96 =
+-- 150), then the code. Literals, not made with string.char: this runs at every call of
+-- every script that includes records, and the loop that made them cost ~22k server
+-- instructions a call (callgrind), more than a trivial script call.
+local LEAN_HEAD = {
+  [0x93] = {'\149\1', '\149\2', '\149\3'},
+  [0x94] = {'\150\1', '\150\2', '\150\3'},
+}
 
 -- pack_result of a lean record: [o, d, t - d] then its own p, d - c (and s) as they are,
 -- so the same bytes. `code`: the outcome's code; t - d is packed once a call per value
