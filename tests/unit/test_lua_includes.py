@@ -97,3 +97,14 @@ def test_each_script_names_its_keys_and_arguments_at_the_top(name: ScriptName) -
     assert not below, f"{name.value}.lua reads KEYS/ARGV by number below its bindings: {below}"
     for path in (LUA / "include").iterdir():
         assert not re.search(r"\b(?:ARGV|KEYS)\b", code(path.read_text())), path.name
+
+
+@pytest.mark.parametrize("name", list(ScriptName))
+def test_each_script_carries_no_helper_it_never_calls(name: ScriptName) -> None:
+    """Every helper a script's text defines is called in it (by the script, an include's
+    top level or another helper): Lua makes each one again at every call, so an unused one
+    is a cost at every call (scripts.prune); and what it calls is still there (above)."""
+    text = code(source(name))
+    helpers = re.findall(r"^local function (\w+)", text, re.MULTILINE)
+    unused = [h for h in helpers if len(re.findall(rf"\b{h}\b", text)) < 2]
+    assert not unused, f"{name}: {unused}"
