@@ -1,0 +1,53 @@
+"""A FastAPI service that arms a job's timeout when the job starts and completes it when
+the job reports done (#44). Run it with the Redis URL and namespace in the environment:
+
+    TICKWHEEL_REDIS_URL=redis://localhost:6379/0 uvicorn app:app --app-dir examples/fastapi
+
+and a worker (`tickwheel worker`) fires the timeouts nobody completed; a handler
+(`tickwheel handle`) acts on them. tests/integration/test_fastapi.py runs it.
+"""
+
+from __future__ import annotations
+
+import os
+
+from fastapi import FastAPI, HTTPException
+from pydantic import BaseModel, Field
+
+from timer.fastapi import TimerClientDep, lifespan
+
+app = FastAPI(lifespan=lifespan(namespace=os.environ.get("TICKWHEEL_NAMESPACE", "default")))
+
+
+class Start(BaseModel):
+    timeout_s: float = Field(30, gt=0, le=86_400, description="How long the job may run.")
+
+
+def timer_id(job_id: str) -> str:
+    return f"job:{{{job_id}}}"  # the job's hash tag: its timer and its done key on one shard
+
+
+@app.post("/jobs/{job_id}")
+async def start(job_id: str, body: Start, timers: TimerClientDep) -> dict[str, object]:
+    """The job started: its timeout fires in timeout_s unless the job reports done."""
+    t = await timers.schedule(
+        timer_id(job_id), int(body.timeout_s * 1000), payload={"job": job_id},
+        watch=[f"{timer_id(job_id)}:done"], rearm=True,
+    )  # fmt: skip
+    return {"job": job_id, "deadline_ms": t.deadline_ms, "created": t.created}
+
+
+@app.post("/jobs/{job_id}/done")
+async def done(job_id: str, timers: TimerClientDep) -> dict[str, object]:
+    """The job finished: its timeout is completed (safe to repeat)."""
+    completed = await timers.notify(f"{timer_id(job_id)}:done")
+    return {"job": job_id, "completed": completed}
+
+
+@app.get("/jobs/{job_id}")
+async def state(job_id: str, timers: TimerClientDep) -> dict[str, object]:
+    """Where the job's timeout stands: pending, completed, expired or cancelled."""
+    info = await timers.get(timer_id(job_id))
+    if info is None:
+        raise HTTPException(404, f"no job {job_id!r}")
+    return {"job": job_id, "state": info.state, "deadline_ms": info.deadline_ms}

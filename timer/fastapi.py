@@ -1,0 +1,86 @@
+"""tickwheel in a FastAPI app (#44): one :class:`~timer.aio.AsyncTimerClient` per app,
+opened by the app's lifespan and given to each endpoint that asks for it.
+
+::
+
+    from fastapi import FastAPI
+    from timer.fastapi import TimerClientDep, lifespan
+
+    app = FastAPI(lifespan=lifespan("redis://localhost:6379/0", "default"))
+
+    @app.post("/jobs/{job_id}")
+    async def start(job_id: str, timers: TimerClientDep) -> dict[str, int]:
+        t = await timers.schedule(f"job:{{{job_id}}}", 30_000)
+        return {"deadline_ms": t.deadline_ms}
+
+An app with a lifespan of its own opens the client inside it with
+``async with timer_client_for(app, url, namespace):``. Install with
+``pip install 'tickwheel[fastapi]'``. The namespace must exist (``tickwheel init`` or
+``TimerClient.init``); the lifespan fails at start-up, before any request, if it does not.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Annotated, Any
+
+try:
+    from fastapi import Depends, FastAPI, Request
+except ImportError as exc:  # pragma: no cover - the message is the point
+    raise ImportError("timer.fastapi needs FastAPI: pip install 'tickwheel[fastapi]'") from exc
+
+from .aio import AsyncTimerClient
+from .errors import ConfigError
+
+URL_ENV = "TICKWHEEL_REDIS_URL"
+STATE = "tickwheel"  # where the client lives: app.state.tickwheel
+
+
+@asynccontextmanager
+async def timer_client_for(
+    app: FastAPI, url: str | None = None, namespace: str = "default", **options: Any
+) -> AsyncIterator[AsyncTimerClient]:
+    """Connect an :class:`AsyncTimerClient` (``url``, else ``$TICKWHEEL_REDIS_URL``) and
+    give it to the app's endpoints (:func:`timer_client`) until the block ends; then
+    close it. ``options`` are :meth:`AsyncTimerClient.connect`'s (``durability``...)."""
+    where = url or os.environ.get(URL_ENV)
+    if not where:
+        raise ConfigError(f"timer.fastapi needs a Redis URL: lifespan(url=...) or ${URL_ENV}")
+    client = await AsyncTimerClient.connect(where, namespace, **options)
+    setattr(app.state, STATE, client)
+    try:
+        yield client
+    finally:
+        delattr(app.state, STATE)
+        await client.aclose()
+
+
+def lifespan(
+    url: str | None = None, namespace: str = "default", **options: Any
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """A lifespan for ``FastAPI(lifespan=...)`` that holds one client for the app."""
+
+    @asynccontextmanager
+    async def run(app: FastAPI) -> AsyncIterator[None]:
+        async with timer_client_for(app, url, namespace, **options):
+            yield
+
+    return run
+
+
+def timer_client(request: Request) -> AsyncTimerClient:
+    """The app's client, for ``Depends``; a clear error if no lifespan opened one."""
+    client = getattr(request.app.state, STATE, None)
+    if not isinstance(client, AsyncTimerClient):
+        raise ConfigError(
+            "no tickwheel client on this app: create it with "
+            "FastAPI(lifespan=timer.fastapi.lifespan(url, namespace)), or open one in your "
+            "own lifespan with `async with timer.fastapi.timer_client_for(app, url, ns):`"
+        )
+    return client
+
+
+TimerClientDep = Annotated[AsyncTimerClient, Depends(timer_client)]
+"""An endpoint's parameter typed so receives the app's client."""
