@@ -302,6 +302,13 @@ def _announce(
             metrics_port,
         )
         where = f"; metrics on http://{metrics_host}:{metrics_port}/metrics"
+    for limit in handlers.limits:  # what holds each key back, as given
+        held = [f"{limit.at_most} at once"] if limit.at_most is not None else []
+        if limit.per_s is not None:
+            held.append(
+                f"{limit.per_s:g}/s" + (f" (burst {limit.burst})" if limit.burst > 1 else "")
+            )
+        where += f"; per {limit.label}: {', '.join(held)}"
     announce(
         f"consumer {handlers.consumer} of group {handlers.group!r} handling "
         f"{', '.join(handlers.kinds)} outcomes of namespace {app.namespace!r} at "
