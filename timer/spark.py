@@ -33,7 +33,7 @@ from typing import Any
 from .client import TimerClient
 from .durable.codec import jsonable
 from .durable.models import Timer
-from .errors import DuplicateTimer, InvalidInput, TimerNotFound
+from .errors import DuplicateTimer, HeartbeatCapped, InvalidInput, TimerNotFound
 
 MAX_REJECTED_ROWS = 1_000
 
@@ -62,6 +62,8 @@ class Report:
     completed: int = 0
     already_decided: int = 0
     missing: int = 0
+    extended: int = 0
+    capped: int = 0
     rejected_rows: list[tuple[dict[str, Any], str]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -323,6 +325,38 @@ def notify_keys(df: Any, url: str, namespace: str = "default", *, key_col: str =
     completed nothing), rejected."""
     names = ("completed", "already_decided")
     return _each_value(df, url, namespace, col=key_col, action=_notify, names=names)
+
+
+def heartbeat_timers(
+    df: Any,
+    url: str,
+    namespace: str = "default",
+    *,
+    extend_ms: int,
+    id_col: str = "id",
+    earlier: bool = False,
+) -> Report:
+    """A heartbeat for each row's timer (#43): its deadline becomes ``extend_ms`` from
+    now, later only (``earlier=True``: even if earlier, as a started job's run deadline),
+    never past its cap. For a stage whose rows are jobs still running. Report: extended,
+    capped (past its ``max_total_ms``: it now falls due at its cap), already_decided,
+    missing, rejected."""
+    if isinstance(extend_ms, bool) or not isinstance(extend_ms, int) or extend_ms < 0:
+        raise InvalidInput(f"extend_ms must be a whole number of ms >= 0, got {extend_ms!r}")
+    if earlier is not False and earlier is not True:
+        raise InvalidInput(f"earlier must be True or False, got {earlier!r}")
+
+    def beat(client: TimerClient, timer_id: str) -> tuple[str, int]:
+        try:
+            t = client.heartbeat(timer_id, extend_ms, earlier=earlier)
+        except HeartbeatCapped:
+            return "capped", 1
+        except TimerNotFound:
+            return "missing", 1
+        return ("extended" if t.state == "pending" else "already_decided"), 1
+
+    names = ("extended", "capped", "already_decided", "missing")
+    return _each_value(df, url, namespace, col=id_col, action=beat, names=names)
 
 
 # -- recurring schedules (#29) -------------------------------------------------------------

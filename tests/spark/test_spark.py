@@ -108,6 +108,31 @@ def test_notify_and_cancel_from_dataframes(spark: SparkSession, ns: Any) -> None
     assert pending(c) == 0
 
 
+def test_heartbeats_from_a_dataframe(spark: SparkSession, ns: Any) -> None:
+    """heartbeat_timers pushes each row's pending timer later; one past its cap is
+    counted capped (and now due at its cap), one decided or unknown is counted so, a bad
+    id is rejected with its reason."""
+    url, namespace, c = ns
+    c.schedule_many([{"id": f"job:{{{i}}}", "delay_ms": 60_000, **(
+        {"max_total_ms": 120_000} if i < 10 else {})} for i in range(40)])  # fmt: skip
+    c.cancel("job:{39}")
+    before = c.get("job:{20}")
+    assert before is not None
+    rows = [(f"job:{{{i}}}",) for i in range(40)] + [("job:{nope}",), ("",)]
+    df = spark.createDataFrame(rows, ["id"]).repartition(3)
+    report = tws.heartbeat_timers(df, url, namespace, extend_ms=600_000)
+    assert (report.extended, report.capped, report.already_decided, report.missing) == (
+        29, 10, 1, 1)  # fmt: skip
+    assert report.rejected == 1 and "timer id" in report.rejected_rows[0][1]
+    after = c.get("job:{20}")
+    assert after is not None and after.deadline_ms >= before.deadline_ms + 500_000
+    capped = c.get("job:{3}")
+    assert capped is not None and capped.created_ms is not None
+    assert capped.deadline_ms == capped.created_ms + 120_000
+    with pytest.raises(InvalidInput, match="extend_ms"):
+        tws.heartbeat_timers(df, url, namespace, extend_ms=-1)
+
+
 def test_create_schedules_from_a_dataframe(spark: SparkSession, ns: Any) -> None:
     """One schedule per row (cron or every, a time zone, a payload); a bad row is
     reported and creates nothing; the same rows again are duplicates."""
