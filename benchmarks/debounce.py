@@ -47,12 +47,11 @@ def main(argv: list[str] | None = None) -> int:
     calls = args.calls or (10_000 if args.quick else 100_000)
     keys = args.keys or (1_000 if args.quick else 10_000)
     binary = find_server_binary(args.server)
-    with tempfile.TemporaryDirectory() as tmp:
-        server = RedisServer(Path(tmp) / "redis", binary=binary).start()
-        try:
-            result = run(server.url, Path(tmp), calls, keys, args.quiet_ms, args.max_wait_ms)
-        finally:
-            server.stop()
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        RedisServer(Path(tmp) / "redis", binary=binary) as server,
+    ):
+        result = run(server.url, Path(tmp), calls, keys, args.quiet_ms, args.max_wait_ms)
     result.update({"benchmark": "debounce", "calls": calls, "keys": keys,
                    "quiet_ms": args.quiet_ms, "max_wait_ms": args.max_wait_ms})  # fmt: skip
     print(json.dumps(result))

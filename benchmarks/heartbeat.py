@@ -52,12 +52,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     seconds = args.seconds or (10 if args.quick else 30)
     binary = find_server_binary(args.server)
-    with tempfile.TemporaryDirectory() as tmp:
-        server = RedisServer(Path(tmp) / "redis", binary=binary).start()
-        try:
-            result = run(server.url, Path(tmp), seconds, args.rate, args.processes)
-        finally:
-            server.stop()
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        RedisServer(Path(tmp) / "redis", binary=binary) as server,
+    ):
+        result = run(server.url, Path(tmp), seconds, args.rate, args.processes)
     result.update({"benchmark": "heartbeat", "seconds": seconds, "rate_asked": args.rate,
                    "load_processes": args.processes})  # fmt: skip
     print(json.dumps(result))

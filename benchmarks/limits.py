@@ -56,12 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     n = args.n or (4_000 if args.quick else 20_000)
     binary = find_server_binary(args.server)
-    with tempfile.TemporaryDirectory() as tmp:
-        server = RedisServer(Path(tmp) / "redis", binary=binary).start()
-        try:
-            result = run(server.url, Path(tmp), n)
-        finally:
-            server.stop()
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        RedisServer(Path(tmp) / "redis", binary=binary) as server,
+    ):
+        result = run(server.url, Path(tmp), n)
     result.update({"benchmark": "limits", "outcomes": n, "tenants": TENANTS, "at_most": 2,
                    "runners": 3, "reclaim_idle_s": 1.0})  # fmt: skip
     print(json.dumps(result))

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING
 
+from .durable.checks import check_int
 from .durable.groups import Delivery
 from .durable.models import Outcome
 from .durable.scripts import ScriptName
@@ -62,15 +63,8 @@ class Limit:
     def __post_init__(self) -> None:
         if self.at_most is None and self.per_s is None:
             raise InvalidInput("a limit needs at_most (handlers at once), per_s, or both")
-        if self.at_most is not None and (
-            isinstance(self.at_most, bool)
-            or not isinstance(self.at_most, int)
-            or not (1 <= self.at_most <= MAX_SLOTS)
-        ):
-            raise InvalidInput(
-                f"a limit's at_most must be a whole number from 1 to {MAX_SLOTS}, "
-                f"got {self.at_most!r}"
-            )
+        if self.at_most is not None:
+            check_int("a limit's at_most", self.at_most, 1, MAX_SLOTS)
         if self.per_s is not None and (
             isinstance(self.per_s, bool)
             or not isinstance(self.per_s, int | float)
@@ -80,14 +74,7 @@ class Limit:
                 f"a limit's per_s must be a number from {MIN_PER_S} (one a day) to "
                 f"{MAX_PER_S}, got {self.per_s!r}"
             )
-        if (
-            isinstance(self.burst, bool)
-            or not isinstance(self.burst, int)
-            or not (1 <= self.burst <= MAX_SLOTS)
-        ):
-            raise InvalidInput(
-                f"a limit's burst must be a whole number from 1 to {MAX_SLOTS}, got {self.burst!r}"
-            )
+        check_int("a limit's burst", self.burst, 1, MAX_SLOTS)
         if isinstance(self.key, str):
             if not _PATH.match(self.key):
                 raise InvalidInput(
@@ -209,31 +196,22 @@ class Slots:
         # delivery -> its slots: (key, member, the key's N)
         self.held: dict[tuple[int, str], list[tuple[str, str, int]]] = {}
 
+    def _valued(self, d: Delivery) -> list[tuple[Limit, str]]:
+        """The limits ``d``'s outcome has a value of, with that value."""
+        valued = ((x, x.value_of(d.outcome)) for x in self.limits)
+        return [(x, v) for x, v in valued if v is not None]
+
     def needed(self, d: Delivery) -> list[tuple[str, int]]:
-        """The slots ``d`` needs: (Redis key, its N), one a limit its outcome has a
-        value of."""
+        """The slots ``d`` needs: (Redis key, its N)."""
         ns = self.client.keys
-        out = []
-        for limit in self.limits:
-            if limit.at_most is None:
-                continue
-            value = limit.value_of(d.outcome)
-            if value is not None:
-                out.append((ns.limit(self.group, limit.label, value), limit.at_most))
-        return out
+        return [(ns.limit(self.group, x.label, v), x.at_most)
+                for x, v in self._valued(d) if x.at_most is not None]  # fmt: skip
 
     def rates(self, d: Delivery) -> list[tuple[str, float, int]]:
         """The rates ``d`` starts under: (Redis key, interval ms, burst)."""
         ns = self.client.keys
-        out = []
-        for limit in self.limits:
-            if limit.per_s is None:
-                continue
-            value = limit.value_of(d.outcome)
-            if value is not None:
-                key = ns.rate(self.group, limit.label, value)
-                out.append((key, 1000 / limit.per_s, limit.burst))
-        return out
+        return [(ns.rate(self.group, x.label, v), 1000 / x.per_s, x.burst)
+                for x, v in self._valued(d) if x.per_s is not None]  # fmt: skip
 
     def admit(self, d: Delivery) -> float | None:
         """Let ``d`` start: its slots taken, then a start of each of its rates. None if

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .client import TimerClient
+from .durable.checks import check_bool, check_int
 from .durable.codec import jsonable
 from .durable.models import Timer
 from .errors import DuplicateTimer, HeartbeatCapped, InvalidInput, TimerNotFound
@@ -341,10 +342,8 @@ def heartbeat_timers(
     never past its cap. For a stage whose rows are jobs still running. Report: extended,
     capped (past its ``max_total_ms``: it now falls due at its cap), already_decided,
     missing, rejected."""
-    if isinstance(extend_ms, bool) or not isinstance(extend_ms, int) or extend_ms < 0:
-        raise InvalidInput(f"extend_ms must be a whole number of ms >= 0, got {extend_ms!r}")
-    if earlier is not False and earlier is not True:
-        raise InvalidInput(f"earlier must be True or False, got {earlier!r}")
+    check_int("extend_ms", extend_ms, 0)
+    check_bool("earlier", earlier)
 
     def beat(client: TimerClient, timer_id: str) -> tuple[str, int]:
         try:

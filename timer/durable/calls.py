@@ -20,8 +20,8 @@ from typing import Any
 
 import msgpack
 
-from ..errors import HeartbeatCapped, InvalidInput, StoreError, TimerError
-from .checks import check_int
+from ..errors import HeartbeatCapped, StoreError, TimerError
+from .checks import check_bool, check_int
 from .codec import decode_result
 from .items import ScheduleItem, check_when
 from .keys import check_name
@@ -146,12 +146,10 @@ def heartbeat_call(
     """A heartbeat: reschedule.lua in mode 'beat' (now + extend_ms, later only, capped),
     or 'start' with ``earlier`` (now + extend_ms even if earlier, capped)."""
     tid = check_name("timer id", timer_id)
-    if earlier is not False and earlier is not True:
-        raise InvalidInput(f"earlier must be True or False, got {earlier!r:.100}")
     return _move_call(
         ns,
         tid,
-        "start" if earlier else "beat",
+        "start" if check_bool("earlier", earlier) else "beat",
         check_int("extend_ms", extend_ms, 0, ns.settings.max_delay_ms),
     )
 

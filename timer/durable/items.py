@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import InvalidInput
-from .checks import check_int
+from .checks import check_bool, check_int
 from .codec import encode_payload
 from .fields import (
     FIELDS,
@@ -102,12 +102,8 @@ def check_traceparent(value: object) -> str:
 
 
 def _check_flag(name: str) -> Callable[[object], int]:
-    def check(value: object) -> int:
-        if value is not False and value is not True:
-            raise InvalidInput(f"{name} must be True or False, got {value!r:.100}")
-        return int(value)
-
-    return check
+    """A flag field's check: True or False, stored as 1 or 0."""
+    return lambda value: int(check_bool(name, value))
 
 
 def check_text(name: str, schema: Mapping[str, Any]) -> Callable[[object], object]:
