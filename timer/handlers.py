@@ -44,6 +44,7 @@ Sync handlers run on ``concurrency`` threads; ``async def`` handlers on one even
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -65,6 +66,7 @@ from .handler_policy import (
     Retry,
     check_timeout,
 )
+from .signals import stop_on_signals
 
 if TYPE_CHECKING:
     from .client import TimerClient
@@ -195,7 +197,7 @@ class Handlers:
 
     def stop(self) -> None:
         """Take no new outcome; ``run`` returns once running handlers are done (or the
-        drain timeout passed). Safe from any thread and from a signal handler."""
+        drain timeout passed). Safe from any thread (a signal handler: see timer.signals)."""
         self._hand.stopping.set()
         with self._hand.cond:
             self._hand.cond.notify_all()
@@ -234,12 +236,19 @@ class Handlers:
             raise InvalidInput("this Handlers is running already")
         self._running = True
         self._hand.stopping.clear()
-        restore = self._install_signals() if handle_signals else None
-        client.reserve_connections(concurrency + 8)  # a handler thread settles on its own
-        group = client.consumer(
-            self.group, self.consumer, reclaim_idle_ms=self.reclaim_idle_ms, held=self._hand.keys
-        )
+        signals = contextlib.ExitStack()
         try:
+            if handle_signals:  # a second signal acts as it did before
+                signals.enter_context(
+                    stop_on_signals(self._on_signal, name="handlers", second_as_before=True)
+                )
+            client.reserve_connections(concurrency + 8)  # a handler thread settles on its own
+            group = client.consumer(
+                self.group,
+                self.consumer,
+                reclaim_idle_ms=self.reclaim_idle_ms,
+                held=self._hand.keys,
+            )
             group.ensure(start=start)
             loop = HandlerLoop(
                 self,
@@ -258,23 +267,8 @@ class Handlers:
         finally:
             self._loop = None
             self._running = False
-            if restore is not None:
-                restore()
+            signals.close()
 
-    def _install_signals(self) -> Callable[[], None]:
-        previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
-
-        def on_signal(signum: int, _frame: Any) -> None:
-            log.info("%s: stopping (finishing running handlers)", signal.Signals(signum).name)
-            for s, h in previous.items():  # a second signal acts as it did before
-                signal.signal(s, h)
-            self.stop()
-
-        for s in previous:
-            signal.signal(s, on_signal)
-
-        def restore() -> None:
-            for s, h in previous.items():
-                signal.signal(s, h)
-
-        return restore
+    def _on_signal(self, sig: signal.Signals) -> None:
+        log.info("%s: stopping (finishing running handlers)", sig.name)
+        self.stop()

@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from timer import SystemTimerReaper, TimerClient, TimerError
 from timer.durable.models import Meta
 from timer.errors import Fenced, StoreError
+from timer.signals import stop_on_signals
 
 from .context import WorkerContext
 from .firing import Firer
@@ -344,18 +345,9 @@ def _graceful_stop(worker: Worker, handle_signals: bool | None) -> Iterator[None
         yield
         return
 
-    def on_signal(signum: int, _frame: object) -> None:
-        log.info(
-            "worker %s: %s received; stopping",
-            worker.id,
-            signal.Signals(signum).name,
-            extra=worker.ctx.fields(),
-        )
+    def on_signal(sig: signal.Signals) -> None:
+        log.info("worker %s: %s received; stopping", worker.id, sig.name, extra=worker.ctx.fields())
         worker.stop()
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
+    with stop_on_signals(on_signal, name=f"worker-{worker.id}"):
         yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
