@@ -1,0 +1,46 @@
+"""A Celery app whose countdowns and beat entries wait in tickwheel (docs/guides/celery.md).
+
+Run, each in its own terminal, from this directory::
+
+    celery -A proj worker                          # runs the tasks, as always
+    tickwheel handle proj:handlers                 # sends each due task to the broker
+    celery -A proj beat -S timer.celery:Scheduler  # as many as you like
+    tickwheel worker                               # fires the timers
+
+``TICKWHEEL_REDIS_URL`` is tickwheel's Redis, ``CELERY_BROKER_URL`` the broker (by
+default the same server), ``TICKWHEEL_NAMESPACE`` the timers' namespace (``celery``).
+Each task records its runs by task id in the broker's Redis (``proj:runs``), so a test
+can count them.
+"""
+
+from __future__ import annotations
+
+import os
+
+import redis
+from celery import Celery, Task
+
+from timer.celery import sender
+
+URL = os.environ.get("TICKWHEEL_REDIS_URL", "redis://localhost:6379/0")
+BROKER = os.environ.get("CELERY_BROKER_URL", URL)
+
+app = Celery("proj", broker=BROKER)
+app.conf.update(
+    task_ignore_result=True,
+    broker_connection_retry_on_startup=True,
+    tickwheel_url=URL,
+    tickwheel_namespace=os.environ.get("TICKWHEEL_NAMESPACE", "celery"),
+    beat_schedule={
+        # a tickwheel schedule named celery.tick: every second, each occurrence sent once
+        "tick": {"task": "proj.record", "schedule": 1.0, "args": ("tick",)},
+    },
+)
+
+handlers = sender(app)  # tickwheel handle proj:handlers
+
+
+@app.task(name="proj.record", bind=True)  # type: ignore[untyped-decorator]
+def record(self: Task, what: str) -> None:
+    """Count this run under its task id: the timer's id (an occurrence's for beat)."""
+    redis.Redis.from_url(BROKER).hincrby("proj:runs", f"{what}|{self.request.id}", 1)

@@ -1,0 +1,252 @@
+"""timer.celery (#44): countdowns and beat entries in tickwheel, with real Celery worker
+and beat processes (the example app, examples/celery_app/proj.py, run as its docstring
+says) on a real server; the broker is that server's database 1."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from celery import Celery
+from celery.schedules import BaseSchedule, crontab, schedule
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import wait_for
+from timer import InvalidInput, TimerClient, TimerError
+from timer.celery import Scheduler, schedule_spec, send_later, task_call
+from timer.testing import RedisServer
+
+from .conftest import namespace_keys
+from .test_fuzz_api import anything
+
+pytestmark = pytest.mark.redis
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = ROOT / "examples/celery_app"
+GUIDE = ROOT / "docs/guides/celery.md"
+
+
+def guide_commands() -> list[list[str]]:
+    """The guide's shell lines (`tickwheel handle proj:handlers`, `celery -A proj beat
+    ...`), as this test runs them: the same words, through this Python."""
+    from tests.docs.examples import blocks  # noqa: PLC0415
+
+    lines = [ln for b in blocks(GUIDE, ("sh",)) for ln in b.code.splitlines() if ln.strip()]
+    modules = {"tickwheel": "cli", "celery": "celery"}
+    return [["-m", modules[ln.split()[0]], *ln.split()[1:]] for ln in lines]
+
+
+class Processes:
+    """The example's processes, each with its log; stopped (or killed) at the end."""
+
+    def __init__(self, tmp: Path, url: str, namespace: str) -> None:
+        self.tmp, self.url, self.namespace = tmp, url, namespace
+        self.broker = url.rsplit("/", 1)[0] + "/1"
+        self.env = {
+            **os.environ, "TICKWHEEL_REDIS_URL": url, "CELERY_BROKER_URL": self.broker,
+            "TICKWHEEL_NAMESPACE": namespace,  # tickwheel's commands read both
+            "PYTHONUNBUFFERED": "1",
+        }  # fmt: skip
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self, name: str, *args: str) -> subprocess.Popen[bytes]:
+        with (self.tmp / f"{name}.log").open("wb") as log:
+            proc = subprocess.Popen([sys.executable, "-m", *args], cwd=APP, env=self.env,
+                                    stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+        self.procs[name] = proc
+        return proc
+
+    def celery_worker(self) -> None:  # solo: one process to kill, no prefork children
+        self.start("celery", "celery", "-A", "proj", "worker", "--pool", "solo",
+                   "--without-gossip", "--without-mingle", "--without-heartbeat")  # fmt: skip
+
+    def guide(self, word: str, name: str | None = None) -> subprocess.Popen[bytes]:
+        """Start the guide's command with ``word`` (the URL and namespace from the env)."""
+        (args,) = [c for c in guide_commands() if word in c]
+        return self.start(name or word, *args[1:])
+
+    def sender(self) -> None:
+        self.guide("handle")
+
+    def timer_worker(self) -> None:
+        self.guide("worker")
+
+    def beat(self, name: str) -> subprocess.Popen[bytes]:
+        return self.guide("beat", name)
+
+    def wait(self, predicate: Callable[[], object], what: str) -> None:
+        """wait_for, failing with the processes' logs."""
+        try:
+            wait_for(predicate, 60, what)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{self.logs()}") from None
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in self.tmp.glob("*.log"))
+
+    def runs(self) -> dict[str, int]:
+        r = redis.Redis.from_url(self.broker, decode_responses=True)
+        try:
+            return {str(k): int(v) for k, v in r.hgetall("proj:runs").items()}
+        finally:
+            r.close()
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture
+def processes(
+    redis_server: RedisServer, client: TimerClient, tmp_path: Path
+) -> Iterator[Processes]:
+    p = Processes(tmp_path, redis_server.url, client.namespace)
+    redis.Redis.from_url(p.broker).flushdb()
+    yield p
+    p.stop()
+
+
+@pytest.mark.slow
+def test_send_later_sends_each_task_once_at_its_deadline_and_cancel_revokes_it(
+    client: TimerClient, processes: Processes
+) -> None:
+    """Tasks sent later run once each, under the timer's id (one timer for an id given twice);
+    a cancelled one never reaches the broker."""
+    processes.celery_worker()
+    processes.sender()
+    processes.timer_worker()
+    timers = [send_later(client, "proj.record", args=["later"], countdown=0.5) for _ in range(12)]
+    t = send_later(client, "proj.record", args=["later"], countdown=0.5, id="order:{7}")
+    again = send_later(client, "proj.record", args=["later"], countdown=0.5, id="order:{7}")
+    assert again.created is False and again.deadline_ms == t.deadline_ms  # one timer
+    cancelled = timers[:4]
+    for c in cancelled:
+        assert client.cancel(c.id)
+    sent = [x.id for x in timers[4:]] + [t.id]
+    processes.wait(lambda: len(processes.runs()) >= len(sent), "the tasks to run")
+    runs = processes.runs()
+    assert runs == {f"later|{i}": 1 for i in sent}, processes.logs()
+    for c in cancelled:
+        info = client.get(c.id)
+        assert info is not None and info.state == "cancelled"
+    assert client.get(t.id).state == "expired"  # type: ignore[union-attr]
+
+
+@pytest.mark.slow
+@pytest.mark.chaos
+def test_two_beats_one_killed_send_each_second_once(
+    client: TimerClient, processes: Processes
+) -> None:
+    """Two `celery beat -S timer.celery:Scheduler` processes, one killed with kill -9
+    half-way: the entry of every second (a tickwheel schedule) is sent once a second,
+    none twice and none missed."""
+    processes.celery_worker()
+    processes.sender()
+    processes.timer_worker()
+    a = processes.beat("beat-a")
+    processes.beat("beat-b")
+
+    def ticks() -> list[str]:
+        return sorted(k for k in processes.runs() if k.startswith("tick|"))
+
+    processes.wait(lambda: len(ticks()) >= 3, "three ticks")
+    a.send_signal(signal.SIGKILL)
+    a.wait()
+    seen = len(ticks())
+    processes.wait(lambda: len(ticks()) >= seen + 3, "three more ticks")
+    runs = processes.runs()
+    assert all(runs[k] == 1 for k in ticks()), runs
+    nominal = [int(k.rsplit("@", 1)[1]) for k in ticks()]
+    assert nominal == list(range(nominal[0], nominal[-1] + 1, 1000)), nominal  # none missed
+    info = client.schedules.get("celery.tick")
+    assert info is not None and info.fired >= len(nominal)
+
+
+def test_scheduler_keeps_tickwheel_schedules_as_the_entries_say(
+    client: TimerClient, redis_server: RedisServer
+) -> None:
+    """Entries become schedules celery.<name>; a changed entry updates its schedule, an
+    unchanged one is left as it is (no new occurrence), a removed one is deleted."""
+    app = Celery("t", broker="memory://")
+    app.conf.update(tickwheel_url=redis_server.url, tickwheel_namespace=client.namespace,
+                    beat_schedule={
+                        "a": {"task": "t.a", "schedule": 60.0, "args": (1,)},
+                        "b": {"task": "t.b", "schedule": crontab(minute="*/5", hour="9-17",
+                                                                  day_of_week="mon-fri"),
+                              "options": {"queue": "q"}},
+                    })  # fmt: skip
+    first = Scheduler(app)
+    a = client.schedules.get("celery.a")
+    b = client.schedules.get("celery.b")
+    assert a is not None and b is not None
+    assert a.payload == {"celery": {"task": "t.a", "args": [1], "kwargs": {}, "options": {}}}
+    assert b.spec.recurrence.cron == "*/5 9-17 * * mon-fri"
+    Scheduler(app)  # a second beat: nothing changes
+    assert client.schedules.get("celery.a") == a
+    app.conf.beat_schedule = {"a": {"task": "t.a", "schedule": 30.0, "args": (2,)}}
+    Scheduler(app)
+    changed = client.schedules.get("celery.a")
+    assert changed is not None and changed.payload["celery"]["args"] == [2]
+    assert changed.version > a.version
+    assert client.schedules.get("celery.b") is None
+    assert first.tick() == first.max_interval  # it never sends anything itself
+    first.close()
+
+
+class Sunrise(BaseSchedule):  # type: ignore[misc]
+    pass
+
+
+def test_a_schedule_tickwheel_cannot_keep_is_refused_clearly() -> None:
+    app = Celery("t", broker="memory://")
+    assert schedule_spec(crontab(minute="0", hour="2"), app) == {"cron": "0 2 * * *", "tz": "UTC"}
+    assert schedule_spec(schedule(dt.timedelta(seconds=1.5)), app) == {"every": 1500}
+    with pytest.raises(InvalidInput, match="crontab, a number of seconds or a timedelta"):
+        schedule_spec(Sunrise(), app)  # solar and the like: no cron, no fixed period
+    with pytest.raises(InvalidInput, match="countdown"):
+        task_call("t", (), {}, {"countdown": 5})
+    with pytest.raises(InvalidInput, match="cannot travel"):
+        task_call("t", (), {}, {"link": "x"})
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    sig=st.one_of(st.just("proj.record"), anything,
+                  st.fixed_dictionaries({"task": st.one_of(st.just("t"), anything),
+                                         "args": anything, "kwargs": anything,
+                                         "options": anything})),
+    countdown=st.one_of(st.none(), st.floats(allow_nan=True), anything),
+    eta=st.one_of(st.none(), st.datetimes(), st.datetimes(timezones=st.just(dt.UTC)), anything),
+    tid=st.one_of(st.none(), st.just("job:{1}"), anything),
+    args=st.one_of(st.just(()), anything),
+)  # fmt: skip
+def test_send_later_of_any_input_is_a_timer_or_a_clear_refusal_that_writes_nothing(  # noqa: PLR0917
+    client: TimerClient, sig: object, countdown: object, eta: object, tid: object, args: object
+) -> None:
+    keys = namespace_keys(client.redis, client.namespace)
+    try:
+        t = send_later(client, sig, countdown=countdown, eta=eta, id=tid,  # type: ignore[arg-type]
+                       args=args)  # type: ignore[arg-type]  # fmt: skip
+    except TimerError:
+        assert namespace_keys(client.redis, client.namespace) == keys
+        return
+    info = client.get(t.id)
+    assert info is not None and info.payload["celery"]["task"] in ("proj.record", "t")
+    client.cancel(t.id)
