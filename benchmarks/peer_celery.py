@@ -18,7 +18,9 @@ TASK = "bench.record"
 QUEUE = "bench"
 
 
-def make_app(url: str, visibility_timeout_s: float | None = None) -> Celery:
+def make_app(
+    url: str, visibility_timeout_s: float | None = None, acks_late: bool = False
+) -> Celery:
     app = Celery("tickwheel-bench", broker=url)
     app.conf.update(
         task_ignore_result=True,  # no result backend: the job writes what it measured
@@ -34,6 +36,8 @@ def make_app(url: str, visibility_timeout_s: float | None = None) -> Celery:
             "unacked_restore_interval": 1,
             "unacked_restore_throttle": 1,
         }
+    if acks_late:  # a task is acked once it ran: one its killed worker was running comes back
+        app.conf.task_acks_late = True
     app.task(name=TASK)(_record)
     return app
 
@@ -47,4 +51,19 @@ def _vt() -> float | None:
     return float(raw) if raw else None
 
 
-app: Any = make_app(os.environ.get("PEER_REDIS_URL", "redis://127.0.0.1:6379/0"), _vt())
+app: Any = make_app(
+    os.environ.get("PEER_REDIS_URL", "redis://127.0.0.1:6379/0"),
+    _vt(),
+    acks_late=os.environ.get("PEER_CELERY_ACKS_LATE") == "1",
+)
+
+
+def sender_handlers() -> Any:
+    """``tickwheel handle benchmarks.peer_celery:handlers``: the sender of the tasks kept
+    by timer.celery (the celery-on-tickwheel peer), on this module's app."""
+    from timer.celery import sender  # noqa: PLC0415
+
+    return sender(app)
+
+
+handlers = sender_handlers()

@@ -13,6 +13,10 @@ was, and the seconds that ran no job (missed) or more than one (twice).
   run under the id ``<name>:<ms>``, so the second is known; arq polls every 0.5 s.
 * Celery beat: ``schedule: 1.0`` s. Beat sends no nominal time, so a run is counted in
   the wall-clock second it ran in, and its lateness is not reported.
+* Celery beat on tickwheel: the same entry, two beats with ``-S timer.celery:Scheduler``
+  (it keeps the entry as a tickwheel schedule), one tickwheel worker, the sender
+  (``tickwheel handle``) and a Celery worker; halfway one beat is killed. A run's task id
+  is its occurrence's, so its second and lateness are known.
 
     python -m benchmarks.peer_cron [--quick] [--only tickwheel]
 """
@@ -37,7 +41,7 @@ from timer.testing import RedisServer, find_server_binary
 from .peers import BIN, kill_group, spawn
 from .worker import pct
 
-PEERS = ("tickwheel", "arq", "celery-beat")
+PEERS = ("tickwheel", "arq", "celery-beat", "celery-beat-on-tickwheel")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,7 +174,38 @@ def _recorded(r: redis.Redis, peer: str) -> dict[int, list[int]]:
     return runs
 
 
-RUN = {"tickwheel": run_tickwheel, "arq": run_arq, "celery-beat": run_celery_beat}
+def run_celery_beat_on_tickwheel(url: str, logs: Path, seconds: int) -> dict[str, Any]:
+    r = redis.Redis.from_url(url)
+    TimerClient.from_url(url, "celery-cron").init(shards=4)
+    start = int(time.time() * 1000)
+    app = ["-A", "benchmarks.peer_cron_jobs:app_tw"]
+    tw = [str(BIN / "tickwheel"), "--redis-url", url, "--namespace", "celery-cron"]
+    procs = [
+        spawn([str(BIN / "celery"), *app, "worker", "-Q", "cron", "--loglevel", "WARNING"],
+              url, logs / "celery-worker.log"),
+        spawn([*tw, "worker", "--log-level", "WARNING"], url, logs / "tw-worker.log"),
+        spawn([*tw, "handle", "benchmarks.peer_cron_jobs:handlers_tw"], url, logs / "send.log"),
+    ]  # fmt: skip
+    beat = [str(BIN / "celery"), *app, "beat", "-S", "timer.celery:Scheduler",
+            "--loglevel", "WARNING"]  # fmt: skip
+    beats = [spawn(beat, url, logs / f"beat-{i}.log") for i in range(2)]
+
+    def kill() -> None:  # one of the two beats, not replaced
+        kill_group(beats.pop(0))
+
+    try:
+        halfway(seconds, kill)
+        end = int(time.time() * 1000)
+    finally:
+        for proc in [*beats, *procs]:
+            kill_group(proc, 15)
+    return summary(_recorded(r, "celery-beat-on-tickwheel"), start, end)
+
+
+RUN = {
+    "tickwheel": run_tickwheel, "arq": run_arq, "celery-beat": run_celery_beat,
+    "celery-beat-on-tickwheel": run_celery_beat_on_tickwheel,
+}  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -209,6 +209,46 @@ class CeleryShortTimeoutPeer(CeleryPeer):
     visibility_timeout_s = 5.0
 
 
+class CeleryOnTickwheelPeer(CeleryPeer):
+    """Celery's tasks, its worker at its defaults, the countdown kept by timer.celery: each
+    job is a timer (``send_later``) that a ``tickwheel handle`` runner sends to the broker
+    when due. A "worker" here is all three processes in one group, a tickwheel worker, the
+    sender and a Celery worker, so the kill -9 takes every one of them at once. The Celery
+    worker acks a task once it ran (``task_acks_late``), so one it was running when killed
+    comes back after the visibility timeout (15 s) instead of being lost (the guide says
+    so); the rest of Celery is at its defaults."""
+
+    name = "celery-on-tickwheel"
+    visibility_timeout_s = 15.0  # for a task the killed Celery worker had taken
+
+    def __init__(self, url: str, logs: Path) -> None:
+        super().__init__(url, logs)
+        self.c = TimerClient.from_url(url, "celery")
+        self.c.init(shards=8)
+
+    def enqueue(self, items: list[tuple[str, int]]) -> None:
+        from timer.celery import send_later  # noqa: PLC0415 - the bench extra
+
+        from .peer_celery import TASK  # noqa: PLC0415
+
+        for job_id, due in items:
+            send_later(self.c, TASK, args=[self.name, job_id, due], eta=at(due), id=job_id)
+
+    def worker(self, tag: str) -> subprocess.Popen[bytes]:
+        py, vt = sys.executable, self.visibility_timeout_s
+        script = (
+            f"{py} -m worker --redis-url {self.url} --namespace celery --lease-ms 2000 "
+            f"--id tw-{tag}-{time.time_ns()} --log-level WARNING & "
+            f"{py} -m cli --redis-url {self.url} --namespace celery handle "
+            f"benchmarks.peer_celery:handlers --consumer send-{tag}-{time.time_ns()} "
+            f"--reclaim-idle 2s & "
+            f"{BIN / 'celery'} -A benchmarks.peer_celery worker -Q bench "
+            f"-n celery-{tag}-{time.time_ns()}@%h --loglevel WARNING & wait"
+        )
+        return spawn(["/bin/sh", "-c", script], self.url, self.logs / f"{self.name}-{tag}.log",
+                     {"PEER_CELERY_VT": str(vt), "PEER_CELERY_ACKS_LATE": "1"})  # fmt: skip
+
+
 class TickwheelPeer(Peer):
     name = "tickwheel"
 
@@ -247,6 +287,7 @@ class TickwheelPeer(Peer):
 PEERS: dict[str, type[Peer]] = {
     "tickwheel": TickwheelPeer, "arq": ArqPeer, "arq-poll-50ms": ArqTunedPeer, "rq": RQPeer,
     "celery": CeleryPeer, "celery-vt-15s": CeleryTunedPeer, "celery-vt-5s": CeleryShortTimeoutPeer,
+    "celery-on-tickwheel": CeleryOnTickwheelPeer,
 }  # fmt: skip
 
 

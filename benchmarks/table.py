@@ -282,6 +282,33 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
             "—",
         ),
         (
+            "Celery's countdowns kept by tickwheel (`timer.celery.send_later`): the same jobs; "
+            "then a tickwheel worker, the sender and a Celery worker killed together",
+            f"{f.n(peers + '.celery-on-tickwheel.lateness.lateness_ms.p50')} / "
+            f"{f.n(peers + '.celery-on-tickwheel.lateness.lateness_ms.p99')} ms; killed: lost "
+            f"{f.n(peers + '.celery-on-tickwheel.kill9.not_run_by_end')}, run twice "
+            f"{f.n(peers + '.celery-on-tickwheel.kill9.duplicated')}",
+            f"Celery alone {f.n(peers + '.celery.lateness.lateness_ms.p50')} / "
+            f"{f.n(peers + '.celery.lateness.lateness_ms.p99')} ms, killed: lost "
+            f"{f.n(peers + '.celery.kill9.not_run_by_end')}, run twice "
+            f"{f.n(peers + '.celery.kill9.duplicated')}",
+            "—",
+        ),
+        (
+            f"Celery beat: an entry every second for {f.n('peer_cron.seconds')} s; two beats "
+            "on `timer.celery.Scheduler`, one killed halfway",
+            f"missed {f.n('peer_cron.peers.celery-beat-on-tickwheel.missed')}, sent twice "
+            f"{f.n('peer_cron.peers.celery-beat-on-tickwheel.twice')} of "
+            f"{f.n('peer_cron.peers.celery-beat-on-tickwheel.seconds')} s; run late p50 "
+            f"{f.n('peer_cron.peers.celery-beat-on-tickwheel.lateness_ms.p50')} / p99 "
+            f"{f.n('peer_cron.peers.celery-beat-on-tickwheel.lateness_ms.p99')} ms",
+            f"Celery beat alone (one beat, killed and restarted): missed "
+            f"{f.n('peer_cron.peers.celery-beat.missed')}, twice "
+            f"{f.n('peer_cron.peers.celery-beat.twice')} of "
+            f"{f.n('peer_cron.peers.celery-beat.seconds')} s",
+            "—",
+        ),
+        (
             "handlers: deadline → handler start, 5,000 jobs, 2 deciders + 2 handler processes",
             f"p50 {f.n('handlers.peers.tickwheel-handlers.start_lateness_ms.p50', '.2f')} ms, "
             f"p99 {f.n('handlers.peers.tickwheel-handlers.start_lateness_ms.p99', '.2f')} "

@@ -13,6 +13,7 @@ import redis
 
 from tests.conftest import wait_for
 from timer import Backoff, Handlers, Limit, Outcome, TimerClient
+from timer.django import TickwheelBackend
 from timer.durable.calls import text
 from timer.testing import RedisServer
 from worker import Worker, WorkerSettings
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.redis
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "data-model.md"
 PLACEHOLDERS = {"<n>": r"\d+", "<m>": r"\d+", "<b>": r"\d+", "<key>": r".+", "<group>": r".+",
-                "<limit>": r".+", "<value>": r".+", "<length>": r"\d+"}  # fmt: skip
+                "<limit>": r".+", "<value>": r".+", "<length>": r"\d+", "<id>": r".+"}  # fmt: skip
 
 
 def documented(namespace: str) -> dict[str, tuple[re.Pattern[str], str]]:
@@ -48,7 +49,8 @@ def busy(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
     """A namespace with a leading worker (one shard handed over to it), timers pending
     near and far, a watch key, a
     recurring schedule, outcomes retained, a group with a retry waiting and a dead
-    letter, and a handler running under a per-key limit (holding its slot)."""
+    letter, a handler running under a per-key limit (holding its slot), and a Django
+    task's result."""
     c = TimerClient.from_url(redis_server.url, namespace)
     c.init(shards=2)
     c.schedule("near", 60_000)
@@ -90,6 +92,10 @@ def busy(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
         held = threading.Thread(target=limited.run, kwargs={"concurrency": 1}, daemon=True)
         held.start()
         wait_for(holding.is_set, 20, "a handler holding its key's slot")
+        django = TickwheelBackend("default", {"OPTIONS": {"URL": redis_server.url,
+                                                          "NAMESPACE": namespace}})  # fmt: skip
+        django._save("0f1e2d", {"s": "SUCCESSFUL", "t": "proj.tasks.add", "a": [], "k": {}})
+        django.close()  # a Django task's result, as its runner writes it
         try:
             yield c
         finally:

@@ -188,6 +188,11 @@ class ShardKeys:
         """HASH state of the results table: ``L``, ``S``, ``N``, ``C``."""
         return f"{self.prefix}:rx"
 
+    def task_result(self, task_id: str) -> str:
+        """STRING: a Django task's result (``timer.django``): its status, times, attempts
+        and return value or errors, msgpack; it expires with the timer's outcome."""
+        return f"{self.prefix}:task:{task_id}"
+
     def results_part(self, b: int) -> str:
         """HASH ``b`` of the results table: id -> 4 bytes of expiry + the outcome."""
         return f"{self.prefix}:R:{b}"

@@ -1,0 +1,15 @@
+"""Settings of the test project: its tasks go to tickwheel (TICKWHEEL_REDIS_URL, and the
+namespace in TICKWHEEL_NAMESPACE)."""
+
+import os
+
+SECRET_KEY = "tickwheel-tests-only"
+USE_TZ = True
+INSTALLED_APPS = ["django_tasks"]  # the backport's checks; Django 6 has them built in
+DATABASES: dict[str, object] = {}
+TASKS = {
+    "default": {
+        "BACKEND": "timer.django.TickwheelBackend",
+        "OPTIONS": {"NAMESPACE": os.environ.get("TICKWHEEL_NAMESPACE", "django")},
+    }
+}

@@ -1,0 +1,222 @@
+"""timer.django (#44): a Django Tasks backend on tickwheel, with a real Django project
+(tests/django_project), a real server, a tickwheel worker and the runner as a real
+process (`tickwheel handle timer.django.runner:handlers`), killed with kill -9 once."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import wait_for
+from timer import TimerClient, TimerError
+from timer.testing import RedisServer
+from worker import Worker, WorkerSettings
+
+from .conftest import namespace_keys
+from .test_fuzz_api import anything
+
+pytestmark = pytest.mark.redis
+
+ROOT = Path(__file__).resolve().parents[2]
+GUIDE = ROOT / "docs/guides/django.md"
+NAMESPACE = "django"  # the guide's
+
+
+def guide_runner() -> tuple[dict[str, str], list[str]]:
+    """The guide's runner line, as this test runs it: its environment (with this test's
+    project for the settings) and its command through this Python (`-m cli`), taking
+    outcomes back after 1 s instead of 5."""
+    from tests.docs.examples import blocks  # noqa: PLC0415
+
+    (line,) = [b.code.strip() for b in blocks(GUIDE, ("sh",)) if "timer.django.runner" in b.code]
+    words = line.split()
+    env = dict(w.split("=", 1) for w in words if "=" in w and w[0].isupper())
+    env["DJANGO_SETTINGS_MODULE"] = "tests.django_project.settings"
+    command = [w for w in words if not ("=" in w and w[0].isupper())]
+    assert command[0] == "tickwheel", line
+    return env, ["-m", "cli", *command[1:], "--reclaim-idle", "1s"]
+
+
+@pytest.fixture(scope="module")
+def project(redis_server: RedisServer) -> Iterator[Any]:
+    """The test project set up in this process (Django's settings are the process's),
+    its namespace made, and a tickwheel worker firing its timers."""
+    os.environ["TICKWHEEL_REDIS_URL"] = redis_server.url
+    os.environ["TICKWHEEL_NAMESPACE"] = NAMESPACE
+    os.environ["DJANGO_SETTINGS_MODULE"] = "tests.django_project.settings"
+    import django  # noqa: PLC0415
+
+    django.setup()
+    from tests.django_project import tasks  # noqa: PLC0415
+
+    client = TimerClient.from_url(redis_server.url, NAMESPACE)
+    client.init(shards=4)  # `tickwheel init`: a no-op once made
+    w = Worker(TimerClient.from_url(redis_server.url, NAMESPACE), WorkerSettings(worker_id="dj"))
+    runner = threading.Thread(target=w.run, kwargs={"handle_signals": False}, daemon=True)
+    runner.start()
+    yield tasks
+    w.stop()
+    runner.join(10)
+    client.close()
+
+
+class Runner:
+    def __init__(self, tmp: Path) -> None:
+        self.tmp, self.procs = tmp, list[subprocess.Popen[bytes]]()
+
+    def start(self) -> subprocess.Popen[bytes]:
+        log = self.tmp / f"runner-{len(self.procs)}.log"
+        with log.open("wb") as out:
+            env, command = guide_runner()
+            proc = subprocess.Popen(
+                [sys.executable, *command],
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **env},
+            )
+        self.procs.append(proc)
+        return proc
+
+    def logs(self) -> str:
+        return "\n".join(p.read_text()[-3000:] for p in sorted(self.tmp.glob("runner-*.log")))
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture
+def runner(project: Any, tmp_path: Path) -> Iterator[Runner]:
+    r = Runner(tmp_path)
+    yield r
+    r.stop()
+
+
+def runs(name: str) -> int:
+    r = redis.Redis.from_url(os.environ["TICKWHEEL_REDIS_URL"].rsplit("/", 1)[0] + "/1")
+    try:
+        return int(r.hget("django:runs", name) or 0)
+    finally:
+        r.close()
+
+
+def finished(task: Any, result_id: str, runner: Runner) -> Any:
+    def done() -> Any:
+        result = task.get_result(result_id)
+        return result if result.is_finished else None
+
+    try:
+        return wait_for(done, 60, f"task result {result_id}")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{runner.logs()}") from None
+
+
+@pytest.mark.slow
+def test_tasks_run_once_with_results_failures_context_and_run_after(
+    project: Any, runner: Runner
+) -> None:
+    from django_tasks import TaskResultStatus  # noqa: PLC0415
+
+    tasks = project
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1.5)
+    deferred = tasks.add.using(run_after=later).enqueue(40, 2)
+    assert tasks.add.get_result(deferred.id).status == TaskResultStatus.READY
+    now = tasks.add.enqueue(2, 3)
+    failing = tasks.fails.enqueue("f1")
+    context = tasks.attempt.enqueue("c1")
+    runner.start()
+
+    ok = finished(tasks.add, now.id, runner)
+    assert ok.status == TaskResultStatus.SUCCESSFUL and ok.return_value == 5
+    assert ok.attempts == 1 and runs("add:2") == 1
+    bad = finished(tasks.fails, failing.id, runner)
+    assert bad.status == TaskResultStatus.FAILED and runs("fails:f1") == 1  # not retried
+    assert bad.errors[0].exception_class is ValueError
+    assert "f1 failed, as it should" in bad.errors[0].traceback
+    ctx = finished(tasks.attempt, context.id, runner)
+    assert ctx.return_value == {"attempt": 1, "id": context.id}
+    late = finished(tasks.add, deferred.id, runner)
+    assert late.return_value == 42 and late.started_at >= later
+    assert late.enqueued_at < later and late.finished_at >= late.started_at
+
+
+@pytest.mark.slow
+@pytest.mark.chaos
+def test_a_runner_killed_mid_task_leaves_it_to_another_that_finishes_it(
+    project: Any, runner: Runner, tmp_path: Path
+) -> None:
+    """kill -9 of the runner while the task runs: the result says RUNNING; a new runner
+    takes the outcome back and runs it again (attempts 2, two worker ids), once more."""
+    from django_tasks import TaskResultStatus  # noqa: PLC0415
+
+    tasks = project
+    hold = tmp_path / "hold"
+    hold.touch()
+    result = tasks.held.enqueue("k1", str(hold))
+    first = runner.start()
+    wait_for(lambda: runs("held:k1") == 1, 60, "the task to start")
+    assert tasks.held.get_result(result.id).status == TaskResultStatus.RUNNING
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    hold.unlink()
+    runner.start()
+    done = finished(tasks.held, result.id, runner)
+    assert done.status == TaskResultStatus.SUCCESSFUL and done.return_value == "k1"
+    assert done.attempts == 2 and runs("held:k1") == 2
+
+
+def test_an_unknown_or_malformed_result_id_is_task_result_does_not_exist(project: Any) -> None:
+    from django_tasks.exceptions import TaskResultDoesNotExist  # noqa: PLC0415
+
+    for bad in ("no-such-id", "", "x" * 300):
+        with pytest.raises(TaskResultDoesNotExist):
+            project.add.get_result(bad)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(args=st.lists(anything, max_size=3), kwargs=st.dictionaries(st.text(max_size=5), anything,
+                                                                   max_size=2))  # fmt: skip
+def test_enqueue_of_any_arguments_is_a_result_or_a_refusal_that_writes_nothing(
+    project: Any, args: list[Any], kwargs: dict[str, Any]
+) -> None:
+    """Through a backend on a namespace no worker runs in (a worker's heartbeats would
+    change its keys), so that a refusal's "nothing written" is the whole keyspace."""
+    from timer.django import TickwheelBackend  # noqa: PLC0415
+
+    url = os.environ["TICKWHEEL_REDIS_URL"]
+    backend = TickwheelBackend("default", {"OPTIONS": {"URL": url, "NAMESPACE": "django-fuzz"}})
+    backend.client.init(shards=2)
+    task = project.fails.using(run_after=dt.datetime(2099, 1, 1, tzinfo=dt.UTC))
+    keys = namespace_keys(backend.client.redis, "django-fuzz")
+    try:
+        result = backend.enqueue(task, args, kwargs)
+    except (TypeError, ValueError, TimerError):
+        assert namespace_keys(backend.client.redis, "django-fuzz") == keys
+        backend.close()
+        return
+    info = backend.client.get(result.id)
+    assert info is not None and info.payload["django"]["args"] == result.args
+    assert info.deadline_ms == 4_070_908_800_000  # its run_after
+    backend.client.cancel(result.id)
+    backend.close()
