@@ -178,13 +178,13 @@ def run_celery_beat_on_tickwheel(url: str, logs: Path, seconds: int) -> dict[str
     r = redis.Redis.from_url(url)
     TimerClient.from_url(url, "celery-cron").init(shards=4)
     start = int(time.time() * 1000)
-    app = ["-A", "benchmarks.peer_cron_jobs:app_tw"]
+    app = ["-A", "benchmarks.peer_cron_celery"]
     tw = [str(BIN / "tickwheel"), "--redis-url", url, "--namespace", "celery-cron"]
     procs = [
         spawn([str(BIN / "celery"), *app, "worker", "-Q", "cron", "--loglevel", "WARNING"],
               url, logs / "celery-worker.log"),
         spawn([*tw, "worker", "--log-level", "WARNING"], url, logs / "tw-worker.log"),
-        spawn([*tw, "handle", "benchmarks.peer_cron_jobs:handlers_tw"], url, logs / "send.log"),
+        spawn([*tw, "handle", "benchmarks.peer_cron_celery:handlers"], url, logs / "send.log"),
     ]  # fmt: skip
     beat = [str(BIN / "celery"), *app, "beat", "-S", "timer.celery:Scheduler",
             "--loglevel", "WARNING"]  # fmt: skip

@@ -56,33 +56,3 @@ app.conf.update(
 def celery_tick() -> None:
     """Beat sends no nominal time: the run counts in the wall-clock second it ran in."""
     _record("celery-beat", int(time.time()) * 1000, None)
-
-
-# The same entry kept by tickwheel (celery -A benchmarks.peer_cron_jobs:app_tw beat -S
-# timer.celery:Scheduler): its task runs under the occurrence's id, so its second is known.
-app_tw = Celery("tickwheel-cron-bench-tw", broker=URL)
-app_tw.conf.update(
-    task_ignore_result=True,
-    task_default_queue="cron",
-    broker_connection_retry_on_startup=True,
-    worker_hijack_root_logger=False,
-    tickwheel_url=URL,
-    tickwheel_namespace="celery-cron",
-    beat_schedule={"tick": {"task": "bench.tick_tw", "schedule": 1.0}},
-)
-
-
-@app_tw.task(name="bench.tick_tw", bind=True)  # type: ignore[untyped-decorator]
-def celery_tick_tw(self: Any) -> None:
-    """Its id is ``{celery.tick}@<nominal ms>``: the second it ran for, and how late."""
-    nominal = int(str(self.request.id).rsplit("@", 1)[1])
-    _record("celery-beat-on-tickwheel", nominal, int(time.time() * 1000) - nominal)
-
-
-def _sender() -> Any:
-    from timer.celery import sender  # noqa: PLC0415
-
-    return sender(app_tw)
-
-
-handlers_tw = _sender()  # tickwheel handle benchmarks.peer_cron_jobs:handlers_tw
