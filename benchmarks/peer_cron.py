@@ -117,7 +117,6 @@ def run_tickwheel(url: str, logs: Path, seconds: int) -> dict[str, Any]:
 
 
 def run_arq(url: str, logs: Path, seconds: int) -> dict[str, Any]:
-    r = redis.Redis.from_url(url)
     start = int(time.time() * 1000)
     args = [str(BIN / "arq"), "benchmarks.peer_cron_jobs.ArqCronSettings"]
     procs = [spawn(args, url, logs / f"arq-{i}.log") for i in range(2)]
@@ -132,11 +131,10 @@ def run_arq(url: str, logs: Path, seconds: int) -> dict[str, Any]:
     finally:
         for proc in procs:
             kill_group(proc, 15)
-    return summary(_recorded(r, "arq"), start, end)
+    return summary(_recorded(url, "arq"), start, end)
 
 
 def run_celery_beat(url: str, logs: Path, seconds: int) -> dict[str, Any]:
-    r = redis.Redis.from_url(url)
     start = int(time.time() * 1000)
     app = ["-A", "benchmarks.peer_cron_jobs"]
     worker = spawn(
@@ -162,21 +160,22 @@ def run_celery_beat(url: str, logs: Path, seconds: int) -> dict[str, Any]:
     finally:
         for proc in [*beats, worker]:
             kill_group(proc, 15)
-    return summary(_recorded(r, "celery-beat"), start, end)
+    return summary(_recorded(url, "celery-beat"), start, end)
 
 
-def _recorded(r: redis.Redis, peer: str) -> dict[int, list[int]]:
+def _recorded(url: str, peer: str) -> dict[int, list[int]]:
     """The runs a peer's job recorded: nominal (or wall-clock) second ms -> lateness."""
     runs: dict[int, list[int]] = {}
-    for raw in r.lrange(f"cron:{peer}", 0, -1):
-        second, late = json.loads(raw)
-        runs.setdefault(int(second), []).append(late)
+    with redis.Redis.from_url(url) as r:
+        for raw in r.lrange(f"cron:{peer}", 0, -1):
+            second, late = json.loads(raw)
+            runs.setdefault(int(second), []).append(late)
     return runs
 
 
 def run_celery_beat_on_tickwheel(url: str, logs: Path, seconds: int) -> dict[str, Any]:
-    r = redis.Redis.from_url(url)
-    TimerClient.from_url(url, "celery-cron").init(shards=4)
+    with TimerClient.from_url(url, "celery-cron") as c:
+        c.init(shards=4)
     start = int(time.time() * 1000)
     app = ["-A", "benchmarks.peer_cron_celery"]
     tw = [str(BIN / "tickwheel"), "--redis-url", url, "--namespace", "celery-cron"]
@@ -199,7 +198,7 @@ def run_celery_beat_on_tickwheel(url: str, logs: Path, seconds: int) -> dict[str
     finally:
         for proc in [*beats, *procs]:
             kill_group(proc, 15)
-    return summary(_recorded(r, "celery-beat-on-tickwheel"), start, end)
+    return summary(_recorded(url, "celery-beat-on-tickwheel"), start, end)
 
 
 RUN = {

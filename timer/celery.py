@@ -43,6 +43,7 @@ try:
 except ImportError as exc:  # pragma: no cover - the message is the point
     raise ImportError("timer.celery needs Celery: pip install 'tickwheel[celery]'") from exc
 
+from .aio import AsyncTimerClient
 from .client import TimerClient
 from .durable.models import Outcome, Timer
 from .durable.schedule_records import ScheduleSpec
@@ -100,6 +101,26 @@ def _signature_call(sig: object, args: object, kwargs: object) -> dict[str, Any]
     raise InvalidInput(f"send_later takes a signature (task.s(...)) or a task's name, got {sig!r}")
 
 
+def _timer_of(
+    sig: object, *, countdown: object, eta: object, timer_id: object, args: object, kwargs: object
+) -> tuple[Any, dict[str, Any]]:
+    """send_later's timer, checked: its id and ``schedule``'s keyword arguments."""
+    call = _signature_call(sig, args, kwargs)
+    if (countdown is None) == (eta is None):
+        raise InvalidInput("give exactly one of countdown= (seconds) or eta= (a datetime)")
+    tid = str(uuid.uuid4()) if timer_id is None else timer_id  # schedule checks it
+    payload = {KEY: call}
+    if eta is not None:
+        if not isinstance(eta, dt.datetime) or eta.tzinfo is None:
+            raise InvalidInput(f"eta must be an aware datetime (with its time zone), got {eta!r}")
+        return tid, {"deadline_ms": round(eta.timestamp() * 1000), "payload": payload}
+    if isinstance(countdown, bool) or not isinstance(countdown, (int, float)):
+        raise InvalidInput(f"countdown is seconds (a number), got {countdown!r}")
+    if not 0 <= countdown < 10 * 365 * 86_400:  # also refuses NaN
+        raise InvalidInput(f"countdown must be between 0 and 10 years of seconds, got {countdown}")
+    return tid, {"delay_ms": round(countdown * 1000), "payload": payload}
+
+
 def send_later(
     client: TimerClient,
     sig: object,
@@ -118,20 +139,27 @@ def send_later(
     the task's id: the same id twice is one timer (``created=False``). Everything is
     checked before anything is written (InvalidInput).
     """
-    call = _signature_call(sig, args, kwargs)
-    if (countdown is None) == (eta is None):
-        raise InvalidInput("give exactly one of countdown= (seconds) or eta= (a datetime)")
-    timer_id = str(uuid.uuid4()) if id is None else id
-    payload = {KEY: call}
-    if eta is not None:
-        if not isinstance(eta, dt.datetime) or eta.tzinfo is None:
-            raise InvalidInput(f"eta must be an aware datetime (with its time zone), got {eta!r}")
-        return client.schedule(timer_id, deadline_ms=round(eta.timestamp() * 1000), payload=payload)
-    if isinstance(countdown, bool) or not isinstance(countdown, (int, float)):
-        raise InvalidInput(f"countdown is seconds (a number), got {countdown!r}")
-    if not 0 <= countdown < 10 * 365 * 86_400:  # also refuses NaN
-        raise InvalidInput(f"countdown must be between 0 and 10 years of seconds, got {countdown}")
-    return client.schedule(timer_id, round(countdown * 1000), payload=payload)
+    tid, options = _timer_of(
+        sig, countdown=countdown, eta=eta, timer_id=id, args=args, kwargs=kwargs
+    )
+    return client.schedule(tid, **options)
+
+
+async def asend_later(
+    client: AsyncTimerClient,
+    sig: object,
+    *,
+    countdown: float | None = None,
+    eta: dt.datetime | None = None,
+    id: str | None = None,
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+) -> Timer:
+    """:func:`send_later` on an :class:`~timer.aio.AsyncTimerClient` (a FastAPI app's)."""
+    tid, options = _timer_of(
+        sig, countdown=countdown, eta=eta, timer_id=id, args=args, kwargs=kwargs
+    )
+    return await client.schedule(tid, **options)
 
 
 class Sender:

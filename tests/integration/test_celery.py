@@ -21,10 +21,13 @@ from hypothesis import strategies as st
 
 from tests.conftest import wait_for
 from timer import InvalidInput, TimerClient, TimerError
-from timer.celery import Scheduler, schedule_spec, send_later, task_call
+from timer.aio import AsyncTimerClient
+from timer.celery import Scheduler, asend_later, schedule_spec, send_later, task_call
+from timer.durable.models import Timer
 from timer.testing import RedisServer
 
 from .conftest import namespace_keys
+from .test_aio import with_async
 from .test_fuzz_api import anything
 
 pytestmark = pytest.mark.redis
@@ -206,6 +209,26 @@ def test_scheduler_keeps_tickwheel_schedules_as_the_entries_say(
     assert client.schedules.get("celery.b") is None
     assert first.tick() == first.max_interval  # it never sends anything itself
     first.close()
+
+
+def test_asend_later_keeps_the_same_timer_as_send_later(client: TimerClient) -> None:
+    """From an asyncio app (a FastAPI endpoint): the same checks, the same timer; an eta
+    is the deadline; a naive eta is refused before anything is written."""
+    when = dt.datetime(2031, 5, 1, 12, 0, tzinfo=dt.UTC)
+
+    async def body(ac: AsyncTimerClient) -> Timer:
+        with pytest.raises(InvalidInput, match="aware datetime"):
+            await asend_later(ac, "proj.record", eta=when.replace(tzinfo=None), id="a:{1}")
+        return await asend_later(ac, "proj.record", args=["x"], eta=when, id="a:{1}")
+
+    t = with_async(client, body)
+    assert t.created and t.deadline_ms == int(when.timestamp() * 1000)
+    again = send_later(client, "proj.record", args=["x"], eta=when, id="a:{1}")
+    assert again.created is False
+    info = client.get("a:{1}")
+    assert info is not None and info.payload == {
+        "celery": {"task": "proj.record", "args": ["x"], "kwargs": {}, "options": {}}
+    }
 
 
 class Sunrise(BaseSchedule):  # type: ignore[misc]
