@@ -188,17 +188,6 @@ def test_peer_cron_with_tickwheel_alone(server_binary: Path) -> None:
     assert tw["seconds"] >= 4 and tw["missed"] == 0 and tw["twice"] == 0
 
 
-def test_peer_cron_celery_beat_on_tickwheel(server_binary: Path) -> None:
-    """Two beats on timer.celery.Scheduler, one killed halfway, with a tickwheel worker,
-    the sender and a Celery worker (Celery is in the dev install): no second missed or
-    sent twice."""
-    out = run(peer_cron.main, ["--only", "celery-beat-on-tickwheel", "--seconds", "8",
-                               "--server", str(server_binary)])  # fmt: skip
-    got = out["peers"]["celery-beat-on-tickwheel"]
-    assert got["seconds"] >= 4 and got["missed"] == 0 and got["twice"] == 0
-    assert got["lateness_ms"]["p50"] is not None
-
-
 def test_http_api_smallest_case(server_binary: Path) -> None:
     """benchmarks.http_api at its smallest: `tickwheel serve` in its own process, batches
     and single requests beside the Python client, wrk's paced latency (where wrk is), and

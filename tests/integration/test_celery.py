@@ -124,7 +124,6 @@ def processes(
     p.stop()
 
 
-@pytest.mark.slow
 def test_send_later_sends_each_task_once_at_its_deadline_and_cancel_revokes_it(
     client: TimerClient, processes: Processes
 ) -> None:

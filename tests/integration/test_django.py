@@ -53,23 +53,25 @@ def guide_runner() -> tuple[dict[str, str], list[str]]:
 def project(redis_server: RedisServer) -> Iterator[Any]:
     """The test project set up in this process (Django's settings are the process's),
     its namespace made, and a tickwheel worker firing its timers."""
-    os.environ["TICKWHEEL_REDIS_URL"] = redis_server.url
-    os.environ["TICKWHEEL_NAMESPACE"] = NAMESPACE
-    os.environ["DJANGO_SETTINGS_MODULE"] = "tests.django_project.settings"
-    import django  # noqa: PLC0415
+    with pytest.MonkeyPatch.context() as env:  # put back for the tests after this module
+        env.setenv("TICKWHEEL_REDIS_URL", redis_server.url)
+        env.setenv("TICKWHEEL_NAMESPACE", NAMESPACE)
+        env.setenv("DJANGO_SETTINGS_MODULE", "tests.django_project.settings")
+        import django  # noqa: PLC0415
 
-    django.setup()
-    from tests.django_project import tasks  # noqa: PLC0415
+        django.setup()
+        from tests.django_project import tasks  # noqa: PLC0415
 
-    client = TimerClient.from_url(redis_server.url, NAMESPACE)
-    client.init(shards=4)  # `tickwheel init`: a no-op once made
-    w = Worker(TimerClient.from_url(redis_server.url, NAMESPACE), WorkerSettings(worker_id="dj"))
-    runner = threading.Thread(target=w.run, kwargs={"handle_signals": False}, daemon=True)
-    runner.start()
-    yield tasks
-    w.stop()
-    runner.join(10)
-    client.close()
+        client = TimerClient.from_url(redis_server.url, NAMESPACE)
+        client.init(shards=4)  # `tickwheel init`: a no-op once made
+        w = Worker(TimerClient.from_url(redis_server.url, NAMESPACE),
+                   WorkerSettings(worker_id="dj"))  # fmt: skip
+        runner = threading.Thread(target=w.run, kwargs={"handle_signals": False}, daemon=True)
+        runner.start()
+        yield tasks
+        w.stop()
+        runner.join(10)
+        client.close()
 
 
 class Runner:
@@ -130,7 +132,6 @@ def finished(task: Any, result_id: str, runner: Runner) -> Any:
         raise AssertionError(f"{exc}\n{runner.logs()}") from None
 
 
-@pytest.mark.slow
 def test_tasks_run_once_with_results_failures_context_and_run_after(
     project: Any, runner: Runner
 ) -> None:
