@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
+import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -128,3 +130,18 @@ def stage_counts(text: str, metric: str) -> dict[str, float]:
             if sample.name == f"{metric}_count":
                 counts[sample.labels["stage"]] = sample.value
     return counts
+
+
+def stop_all(procs: Iterable[subprocess.Popen[bytes]], timeout_s: float = 20) -> None:
+    """SIGTERM every process still running, then reap each; one that outlives
+    ``timeout_s`` is killed (so no test leaves a process, or a Popen warning, behind)."""
+    procs = list(procs)
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

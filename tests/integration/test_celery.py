@@ -19,7 +19,7 @@ from celery.schedules import BaseSchedule, crontab, schedule
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import wait_for
+from tests.conftest import stop_all, wait_for
 from timer import InvalidInput, TimerClient, TimerError
 from timer.aio import AsyncTimerClient
 from timer.celery import Scheduler, asend_later, schedule_spec, send_later, task_call
@@ -103,15 +103,7 @@ class Processes:
             r.close()
 
     def stop(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_all(self.procs.values())
 
 
 @pytest.fixture

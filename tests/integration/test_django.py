@@ -19,7 +19,7 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import wait_for
+from tests.conftest import stop_all, wait_for
 from timer import TimerClient, TimerError
 from timer.testing import RedisServer
 from worker import Worker, WorkerSettings
@@ -96,14 +96,7 @@ class Runner:
         return "\n".join(p.read_text()[-3000:] for p in sorted(self.tmp.glob("runner-*.log")))
 
     def stop(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_all(self.procs)
 
 
 @pytest.fixture
