@@ -9,14 +9,14 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
 from tests.conftest import wait_for
-from timer import Backoff, Handlers, Outcome, TimerClient
+from timer import Backoff, Handlers, Limit, Outcome, TimerClient
 from timer.aio import AsyncTimerClient
 from timer.testing import (
     CLUSTER_BUS_OFFSET,
@@ -26,6 +26,11 @@ from timer.testing import (
     start_cluster_node,
 )
 from worker import Worker, WorkerSettings
+
+from .test_handler_limits import Overlap
+from .test_handlers import running
+
+__all__ = ["running"]  # a fixture, used by name
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -136,6 +141,36 @@ def test_handlers_on_a_cluster(cclient: TimerClient) -> None:
     assert (g.name, g.pending, g.retrying, g.lag, g.shards) == ("g", 0, 0, 0, 8)
     assert len(list(cclient.follow(history=True, stop_when_idle=True))) == 16
     assert cclient.delete_group("g") == 8 and cclient.groups() == []
+
+
+def test_limits_and_rates_on_a_cluster(
+    cclient: TimerClient, running: Callable[..., threading.Thread]
+) -> None:
+    """Per-key limits and rates (#43) across three masters: two runners, outcomes of
+    timers on every shard, at most 2 at once per tenant, every outcome handled once, and
+    every slot given back (slot_acquire and rate_take run where their key's slot is)."""
+    ids = []
+    for i in range(48):
+        tid = f"cl:{{{i}}}"
+        cclient.schedule(tid, 60_000, payload={"tenant": f"t{i % 3}"})
+        cclient.cancel(tid)
+        ids.append(tid)
+    seen = Overlap()
+    limits = [Limit("payload.tenant", 2), Limit("payload.tenant", name="r", per_s=10_000, burst=50)]
+    runners = []
+    for name in ("a", "b"):
+        h = Handlers(cclient, group="clim", consumer=name, limits=limits)
+        h.add("cancelled", seen.handler)
+        runners.append(h)
+        running(h, concurrency=6)
+    wait_for(lambda: len(seen.done) >= len(ids), 60, "every outcome handled")
+    assert sorted(seen.done) == sorted(ids)
+    assert all(seen.most[f"t{k}"] == 2 for k in range(3)), seen.most
+    wait_for(lambda: all(h.in_flight == 0 for h in runners), 10, "nothing left in hand")
+    tag = f"{{tw:{cclient.namespace}}}"
+    left = list(cclient.redis.scan_iter(match=f"{tag}:lim:*"))
+    assert all(cclient.redis.zcard(k) == 0 for k in left), left
+    assert list(cclient.redis.scan_iter(match=f"{tag}:rate:*"))
 
 
 def test_dashboard_on_a_cluster(cclient: TimerClient) -> None:
