@@ -169,7 +169,10 @@ class ClientSettings:
         if not isinstance(durability, str):
             raise InvalidInput(f"durability must be text such as 'aof', got {durability!r}")
         return cls(
-            result_ttl_ms=check_result_ttl_ms(int(result_ttl_s * 1000)),
+            # 1e305 s is finite, but not in ms: out of range either way is refused by the check
+            result_ttl_ms=check_result_ttl_ms(
+                int(max(-1, min(result_ttl_s * 1000, 2 * MAX_RESULT_TTL_MS)))
+            ),
             max_payload_bytes=max_payload_bytes,
             durability=Durability.parse(durability, round(durability_timeout_s * 1000)),
         )
