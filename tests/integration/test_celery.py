@@ -111,7 +111,8 @@ def processes(
     redis_server: RedisServer, client: TimerClient, tmp_path: Path
 ) -> Iterator[Processes]:
     p = Processes(tmp_path, redis_server.url, client.namespace)
-    redis.Redis.from_url(p.broker).flushdb()
+    with redis.Redis.from_url(p.broker) as r:
+        r.flushdb()
     yield p
     p.stop()
 
@@ -190,10 +191,10 @@ def test_scheduler_keeps_tickwheel_schedules_as_the_entries_say(
     assert a is not None and b is not None
     assert a.payload == {"celery": {"task": "t.a", "args": [1], "kwargs": {}, "options": {}}}
     assert b.spec.recurrence.cron == "*/5 9-17 * * mon-fri"
-    Scheduler(app)  # a second beat: nothing changes
+    Scheduler(app).close()  # a second beat: nothing changes
     assert client.schedules.get("celery.a") == a
     app.conf.beat_schedule = {"a": {"task": "t.a", "schedule": 30.0, "args": (2,)}}
-    Scheduler(app)
+    Scheduler(app).close()
     changed = client.schedules.get("celery.a")
     assert changed is not None and changed.payload["celery"]["args"] == [2]
     assert changed.version > a.version

@@ -71,7 +71,11 @@ def project(redis_server: RedisServer) -> Iterator[Any]:
         yield tasks
         w.stop()
         runner.join(10)
+        w.client.close()
         client.close()
+        from timer.django import task_backends  # noqa: PLC0415
+
+        task_backends["default"].close()  # the backend's own client, made in this thread
 
 
 class Runner:
