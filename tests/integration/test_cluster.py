@@ -173,6 +173,38 @@ def test_limits_and_rates_on_a_cluster(
     assert list(cclient.redis.scan_iter(match=f"{tag}:rate:*"))
 
 
+def test_django_results_on_a_cluster(cclient: TimerClient) -> None:
+    """timer.django (#44) across three masters: tasks enqueued over every shard read
+    READY from their timers, then run as the runner runs them, their results (a key
+    beside each timer, in its shard's slot) read back SUCCESSFUL with the value."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("DJANGO_SETTINGS_MODULE", "tests.django_project.settings")
+        import django  # noqa: PLC0415
+
+        django.setup()
+        from tests.django_project.tasks import echo  # noqa: PLC0415
+        from timer.django import TickwheelBackend  # noqa: PLC0415
+
+        backend = TickwheelBackend(
+            "cluster", {"OPTIONS": {"URL": cclient.where, "NAMESPACE": cclient.namespace}}
+        )
+        try:
+            made = [backend.enqueue(echo, [i], {}) for i in range(24)]
+            shards = {cclient.get(r.id).shard for r in made}  # type: ignore[union-attr]
+            assert len(shards) >= 4, shards  # spread over the masters
+            assert {backend.get_result(r.id).status.name for r in made} == {"READY"}
+            for r in made:
+                info = cclient.get(r.id)
+                assert info is not None
+                backend.run(r.id, info.payload["django"], info.created_ms)
+            results = [backend.get_result(r.id) for r in made]
+            assert [(r.status.name, r.return_value) for r in results] == [
+                ("SUCCESSFUL", i) for i in range(24)
+            ]
+        finally:
+            backend.close()
+
+
 def test_dashboard_on_a_cluster(cclient: TimerClient) -> None:
     """The dashboard's overview, lookup and cancel across three masters."""
     from tests.dashboard.page import as_page  # noqa: PLC0415

@@ -63,6 +63,7 @@ from django.utils.module_loading import import_string
 
 from ..client import TimerClient
 from ..durable.keys import check_name, shard_of
+from ..durable.steps import Command, Op
 from ..errors import ConfigError
 
 URL_ENV = "TICKWHEEL_REDIS_URL"
@@ -82,6 +83,17 @@ def _at(ms: int | None) -> dt.datetime | None:
 
 def _now_ms() -> int:
     return round(dt.datetime.now(dt.UTC).timestamp() * 1000)
+
+
+# A result's reads and writes are operations the client's driver runs, like every other
+# call: on a cluster they follow a moved slot and a failover, and an error is a TimerError.
+def _get(key: str) -> Op[bytes | None]:
+    reply = yield Command("get", (key,))
+    return None if reply is None else bytes(reply)
+
+
+def _set(key: str, value: bytes, ttl_ms: int) -> Op[None]:
+    yield Command("set", (key, value), {"px": ttl_ms})
 
 
 class TickwheelBackend(BaseTaskBackend):  # type: ignore[misc]
@@ -161,11 +173,11 @@ class TickwheelBackend(BaseTaskBackend):  # type: ignore[misc]
         return client.keys.shard(shard_of(result_id, client.meta.shards)).task_result(result_id)
 
     def _record(self, result_id: str) -> dict[str, Any] | None:
-        raw = self.client.redis.get(self._key(result_id))
+        raw = self.client._run(_get(self._key(result_id)))
         return None if raw is None else dict(msgpack.unpackb(raw, raw=False))
 
     def _save(self, result_id: str, record: dict[str, Any]) -> None:
-        self.client.redis.set(self._key(result_id), msgpack.packb(record), px=self.result_ttl_ms)
+        self.client._run(_set(self._key(result_id), msgpack.packb(record), self.result_ttl_ms))
 
     def get_result(self, result_id: str) -> TaskResult:
         """The task's result: READY until a runner starts it, then RUNNING, then
