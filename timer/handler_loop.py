@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import queue
 import threading
 import time
 from collections import deque
@@ -31,6 +30,7 @@ from .handler_policy import (
     HandlerTimedOut,
     InHand,
     Registry,
+    WorkQueue,
 )
 from .handler_settle import Settler
 
@@ -79,7 +79,7 @@ class HandlerLoop:
         self.stop_when_idle = stop_when_idle
         self.drain_timeout_s = drain_timeout_s
         self.touch_every_s = group.reader.touch_every_s
-        self.work: queue.SimpleQueue[Delivery | None] = queue.SimpleQueue()
+        self.work = WorkQueue()  # highest priority first
         self.settler = Settler(h, hand, group, self._fields)  # acks, retries, dead letters
         self.threads: list[threading.Thread] = []
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -197,7 +197,9 @@ class HandlerLoop:
             self.loop.call_soon_threadsafe(self._start_async, coros)
 
     def _start_async(self, coros: list[tuple[Handler, Delivery]]) -> None:
-        """On the event loop: a task for each of a read's ``async def`` handlers."""
+        """On the event loop: a task for each of a read's ``async def`` handlers, the
+        highest priorities first (the slots' semaphore lets them in in this order)."""
+        coros.sort(key=lambda c: -c[1].outcome.priority)
         for fn, d in coros:
             assert self.loop is not None
             task = self.loop.create_task(self._run_async(fn, d))

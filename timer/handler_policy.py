@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 import threading
 import traceback
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -117,6 +118,44 @@ class InHand:
     def keys(self) -> list[tuple[int, str]]:
         with self.cond:
             return list(self.held)
+
+
+class WorkQueue:
+    """Outcomes started, waiting for a handler thread: the highest priority first
+    (``Outcome.priority``, #43), each priority first in, first out; ``None`` (a thread's
+    stop) once nothing else waits. Read ahead, a runner holds up to ``read_ahead`` more
+    than it runs, so under a backlog a higher priority it has read overtakes those."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._lines: dict[int, deque[Delivery]] = {}
+        self._stops = 0
+
+    def put(self, d: Delivery | None) -> None:
+        with self._cond:
+            if d is None:
+                self._stops += 1
+            else:
+                line = self._lines.get(d.outcome.priority)
+                if line is None:
+                    line = self._lines[d.outcome.priority] = deque()
+                line.append(d)
+            self._cond.notify()
+
+    def get(self) -> Delivery | None:
+        with self._cond:
+            while True:
+                if self._lines:
+                    top = max(self._lines) if len(self._lines) > 1 else next(iter(self._lines))
+                    line = self._lines[top]
+                    d = line.popleft()
+                    if not line:
+                        del self._lines[top]
+                    return d
+                if self._stops:
+                    self._stops -= 1
+                    return None
+                self._cond.wait()
 
 
 class Registry(Protocol):

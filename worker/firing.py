@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import queue
 import time
+from collections import deque
 from collections.abc import Iterable
 
 from timer import tracing
@@ -28,6 +29,15 @@ log = logging.getLogger("worker")
 # The most shards' fire calls sent in one round trip (a pipeline): a batch is at most
 # fire_batch * 4 tasks, so this bounds a pipeline by shards, not by timers.
 TOGETHER = 64
+# The most expired entries moved into the firer's backlog between two batches: bounds a
+# round's work while still ordering a flood by priority (a batch is fire_batch * 4).
+BACKLOG_STEP = 50_000
+
+
+def _fire_order(task: FireTask) -> tuple[int, int]:
+    """A shard's call fires higher priorities first, then the oldest deadlines: the
+    outcome stream is appended in this order, so handlers read them so too."""
+    return (-task.priority, task.deadline_ms)
 
 
 class Firer:
@@ -41,6 +51,8 @@ class Firer:
         self.loader = loader
         self.leases = leases
         self.planner = planner
+        # Expired entries taken off fire_queue, not yet sent: priority -> in expiry order
+        self.backlog: dict[int, deque[FireTask]] = {}
 
     def fire_batch(self, tasks: Iterable[FireTask]) -> int:
         """Fire expired wheel entries, grouped by shard and epoch; returns how many fired.
@@ -58,7 +70,7 @@ class Firer:
                 if state is None or state.epoch != epoch:
                     continue  # dropped since: its next leader fires these
                 live = [t for t in candidates if state.tasks.get(t.timer_id) is t]
-            live.sort(key=lambda t: t.deadline_ms)
+            live.sort(key=_fire_order)
             parts += [(state, live[i : i + size]) for i in range(0, len(live), size)]
         fired_total = 0
         for start in range(0, len(parts), TOGETHER):
@@ -178,27 +190,55 @@ class Firer:
 
     def due_now(self) -> list[FireTask]:
         """What the wheel has expired so far and no one has taken (``run_once``)."""
-        batch: list[FireTask] = []
-        while True:
+        self._take_expired()
+        batch = [t for level in sorted(self.backlog, reverse=True) for t in self.backlog[level]]
+        self.backlog.clear()
+        return batch
+
+    def _take_expired(self) -> None:
+        """Move what the wheel expired into the backlog (by priority), at most one
+        BACKLOG_STEP a round, so a flood is ordered as it is taken, not all first."""
+        level = self.backlog
+        get = self.ctx.fire_queue.get_nowait
+        for _ in range(BACKLOG_STEP):
             try:
-                batch.append(self.ctx.fire_queue.get_nowait())
+                task = get()
             except queue.Empty:
-                return batch
+                return
+            line = level.get(task.priority)
+            if line is None:
+                line = level[task.priority] = deque()
+            line.append(task)
+
+    def _next_batch(self, most: int) -> list[FireTask]:
+        """The next ``most`` entries of the backlog, highest priority first, each
+        priority in the order the wheel expired them."""
+        batch: list[FireTask] = []
+        for priority in sorted(self.backlog, reverse=True):
+            line = self.backlog[priority]
+            while line and len(batch) < most:
+                batch.append(line.popleft())
+            if not line:
+                del self.backlog[priority]
+            if len(batch) >= most:
+                break
+        return batch
 
     def loop(self) -> None:
-        """The firer thread: fire what the wheel expires until the worker stops."""
+        """The firer thread: fire what the wheel expires until the worker stops. What it
+        expired waits in a backlog by priority (#43): under a flood, the highest
+        priorities of what has expired go first; with none given it is first in, first
+        out, as before."""
         ctx = self.ctx
         while not ctx.stopping.is_set():
-            try:
-                first = ctx.fire_queue.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            batch = [first]
-            while len(batch) < ctx.settings.fire_batch * 4:
+            if not self.backlog:
                 try:
-                    batch.append(ctx.fire_queue.get_nowait())
+                    first = ctx.fire_queue.get(timeout=0.2)
                 except queue.Empty:
-                    break
+                    continue
+                self.backlog[first.priority] = deque([first])
+            self._take_expired()
+            batch = self._next_batch(ctx.settings.fire_batch * 4)
             try:
                 self.fire_batch(batch)
             except Exception as exc:  # a TimerError, or a bug: the firer thread goes on

@@ -45,9 +45,10 @@ class Loader:
         with ctx.lock:
             if ctx.shards.get(state.shard) is not state:
                 return 0
+            ranked = due.priorities
             for deadline, tid in due.timers:
                 if tid not in state.tasks:
-                    self.add_task(state, tid, deadline)
+                    self.add_task(state, tid, deadline, priority=ranked.get(tid, 0))
                     added += 1
             # Only buckets wholly inside the horizon count as loaded (later loads skip
             # them; events fill them in). One straddling the edge is read again next time:
@@ -64,9 +65,15 @@ class Loader:
         return added
 
     def add_task(
-        self, state: ShardState, tid: str, deadline_ms: int, min_delay_ms: int = -1
+        self,
+        state: ShardState,
+        tid: str,
+        deadline_ms: int,
+        min_delay_ms: int = -1,
+        priority: int | None = None,
     ) -> None:
-        """Put (or move) the timer in the wheel; under the context's lock."""
+        """Put (or move) the timer in the wheel; under the context's lock. ``priority``:
+        the timer's, if known (None: the entry it replaces keeps its own, else 0)."""
         # min_delay_ms=1 for entries Redis called early: our clock runs ahead of Redis's,
         # so retry a millisecond later instead of spinning on fire until it catches up.
         ctx = self.ctx
@@ -75,6 +82,9 @@ class Loader:
         old = state.tasks.get(tid)
         if old is not None:
             old.cancel()
+            task.priority = old.priority
+        if priority is not None:
+            task.priority = priority
         state.tasks[tid] = task
         ctx.timer.add(task)
 
@@ -106,6 +116,11 @@ class Loader:
     def _apply_event(self, state: ShardState, event: Event) -> None:
         ctx = self.ctx
         tid = event.timer_id
+        if event.kind == "prioritized":  # follows the event that put it in the wheel
+            task = state.tasks.get(tid)
+            if task is not None:
+                task.priority = event.priority
+            return
         if event.deadline_ms is not None:  # scheduled or rescheduled
             if event.kind == "scheduled" and tid in state.tasks:
                 return

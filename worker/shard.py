@@ -12,9 +12,10 @@ from timer.shard_store import ShardStore
 
 class FireTask(TimerTask):
     """A durable timer's entry in the worker's wheel: when it expires, queue it to fire
-    (``released``: when the wheel let it go, monotonic ns; 0 until then)."""
+    (``released``: when the wheel let it go, monotonic ns; 0 until then; ``priority``:
+    the timer's, higher fired first from a backlog)."""
 
-    __slots__ = ("deadline_ms", "epoch", "released", "shard", "sink", "timer_id")
+    __slots__ = ("deadline_ms", "epoch", "priority", "released", "shard", "sink", "timer_id")
 
     def __init__(  # noqa: PLR0917 - built on the hot path: positional is cheaper
         self,
@@ -32,6 +33,7 @@ class FireTask(TimerTask):
         self.deadline_ms = deadline_ms
         self.sink = sink
         self.released = 0
+        self.priority = 0
 
     def run(self) -> None:
         self.released = time.monotonic_ns()

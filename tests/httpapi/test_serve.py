@@ -654,3 +654,19 @@ def test_every_door_shows_one_value_alike(
     assert cli("wait", "door:{3}")["note"] == "x"
     status, refused = api.call("POST", f"{ns}/timers", {"id": "d:{4}", "delay_ms": 1, "note": 7})
     assert status == 400 and c.get("d:{4}") is None, refused
+    # a priority (#43) through each door: the library, the CLI, the HTTP body; kept with
+    # the outcome; out of its range refused by each, nothing written
+    c.schedule("pri:{6}", 60_000, priority=-7)
+    cli("schedule", "pri:{7}", "--in", "1m", "--priority", "42")
+    status, _ = api.call("POST", f"{ns}/timers", {"id": "pri:{8}", "delay_ms": 60_000,
+                                                  "priority": 100})  # fmt: skip
+    assert status == 201
+    shown = [api.call("GET", f"{ns}/timers/pri:%7B{i}%7D")[1]["priority"] for i in (6, 7, 8)]
+    assert shown == [-7, 42, 100] and cli("get", "pri:{7}")["priority"] == 42
+    assert c.cancel("pri:{7}") and cli("wait", "pri:{7}")["priority"] == 42
+    assert c.wait("pri:{7}", timeout=1).priority == 42
+    status, _ = api.call("POST", f"{ns}/timers", {"id": "pri:{9}", "delay_ms": 1, "priority": 101})
+    assert status == 400 and c.get("pri:{9}") is None
+    bad = CliRunner().invoke(main, [*base, "schedule", "pri:{9}", "--in", "1m",
+                                    "--priority", "-101"])  # fmt: skip
+    assert bad.exit_code != 0 and "priority" in bad.output and c.get("pri:{9}") is None

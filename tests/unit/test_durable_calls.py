@@ -126,7 +126,12 @@ def test_events_parse_with_spaces_in_ids() -> None:
     assert parse_event("R 1800 j") == Event("rescheduled", "j", deadline_ms=1800)
     assert parse_event("X expired a b") == Event("decided", "a b", outcome="expired")
     with pytest.raises(ValueError, match="not a tickwheel event"):
-        parse_event("Q 1 x")
+        parse_event("Q 1 x")  # priorities come only as a batch (parse_events)
+    ranked = parse_events("Q 5 7 job one -100 1 x")  # #43: after the S or M event
+    assert ranked == [Event("prioritized", "job one", priority=5),
+                      Event("prioritized", "x", priority=-100)]  # fmt: skip
+    with pytest.raises(ValueError, match="not a tickwheel event batch"):
+        parse_events("Q 5 9 job one")  # an id shorter than its length
 
 
 def test_events_channel_names_its_shard() -> None:
@@ -303,11 +308,17 @@ def test_records_decode_with_their_defaults() -> None:
         "absorbed": 0,
         **{name: FIELDS[name].stored for name in KEPT_PENDING},  # each declared one left out
     }
-    n = len(codec._PENDING)  # a debounce window's record ends with its count (#43)
+    n = len(codec._PENDING)  # a debounce window's count, then a priority (#43)
     counted = decode_pending(msgpack.packb([5, b"\x01", 3, "", 1, [], [], "", "", "", 0, 7]))
-    assert (n, counted["absorbed"]) == (12, 7)
+    assert (n, counted["absorbed"], counted["priority"]) == (13, 7, 0)
+    ranked = decode_pending(msgpack.packb([5, b"\x01", 3, "", 1, [], [], "", "", "", 0, 0, -4]))
+    assert (ranked["absorbed"], ranked["priority"]) == (0, -4)
     assert (
         decode_result(msgpack.packb([1, 5, 4, b"\x01", 3, "", [], "", "", "", 3]))["absorbed"] == 3
+    )
+    assert (
+        decode_result(msgpack.packb([1, 5, 4, b"\x01", 3, "", [], "", "", "", 0, 9]))["priority"]
+        == 9
     )
     watched = decode_pending(msgpack.packb([5, b"\x01", 3, "o", 2, ["a", "b"], ["a"]]))
     assert (watched["need"], watched["watch"], watched["got"]) == (2, ["a", "b"], ["a"])

@@ -111,6 +111,7 @@ OPTIONAL = {
     "note": st.none() | st.text(max_size=5),
     "max_total_ms": st.none() | st.integers(1, 10**9),
     "debounce": st.booleans(),
+    "priority": st.integers(-100, 100),
 }
 options = st.fixed_dictionaries(
     {"id": st.just("job:{7}"), "delay_ms": st.integers(0, 10**6)}, optional=OPTIONAL

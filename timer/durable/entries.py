@@ -178,13 +178,15 @@ _EVENTS = {"S": "scheduled", "R": "rescheduled"}
 
 def parse_events(data: str) -> list[Event]:
     """The events of one shard message as the scripts publish it (``lua/include/records.lua`` and
-    ``lua/schedule.lua`` name the forms): one event, or ``M`` with a schedule call's batch.
+    ``lua/schedule.lua`` name the forms): one event, ``M`` with a schedule call's batch,
+    or ``Q`` with the priorities of the timers it created that have one.
 
     ``data`` is the message decoded as UTF-8 with surrogatepass (how the listener reads
     it); a batch names each id's length in bytes, so it is parsed as bytes.
     """
-    if not data.startswith("M "):
+    if not data.startswith(("M ", "Q ")):
         return [parse_event(data)]
+    ranks = data[0] == "Q"  # " <priority> <id bytes> <id>" each: priorities (#43)
     raw = data.encode("utf-8", "surrogatepass")
     events: list[Event] = []
     pos = 1  # at the space before each entry: " <deadline> <id bytes> <id>"
@@ -199,9 +201,11 @@ def parse_events(data: str) -> list[Event]:
             tid = raw[end + 1 : end + 1 + size]
             if len(tid) != size:
                 raise ValueError("an id shorter than its length")
-            events.append(
-                Event("scheduled", tid.decode("utf-8", "surrogatepass"), deadline_ms=deadline)
-            )
+            name = tid.decode("utf-8", "surrogatepass")
+            if ranks:
+                events.append(Event("prioritized", name, priority=deadline))
+            else:
+                events.append(Event("scheduled", name, deadline_ms=deadline))
             pos = end + 1 + size
     except ValueError as exc:
         raise ValueError(f"not a tickwheel event batch ({exc}): {data[:200]!r}") from None

@@ -36,6 +36,9 @@ MAX_DEADLINE_MS = 2**53 - 1
 MAX_WATCH_KEYS = 256
 MAX_URL_BYTES = 2048
 MAX_NOTE_CHARS = 1000
+# A timer's priority: a small range, so it is one byte in a record and an order, not a
+# number to tune. 0 is the default; higher is first (#43).
+MIN_PRIORITY, MAX_PRIORITY = -100, 100
 
 NO_DEFAULT: Any = object()  # a field that must be given (the id)
 
@@ -122,6 +125,13 @@ class TimerOptions(TypedDict, total=False):
         "of answering that it exists; if it ended, a new window starts. One outcome a "
         "window, counting the calls it absorbed.",
         {"type": "boolean"}, default=False, slot=11, stored=0, cli="--debounce",
+    )]  # fmt: skip
+    priority: Annotated[int, Field(
+        f"Its order under a backlog, from {MIN_PRIORITY} to {MAX_PRIORITY} (default 0): "
+        "when more timers are due than a worker fires at once, higher priorities fire "
+        "first, and a handler runner starts the higher priorities it holds first.",
+        {"type": "integer", "minimum": MIN_PRIORITY, "maximum": MAX_PRIORITY}, default=0,
+        slot=12, stored=0, cli="--priority", pending=13, outcome=12,
     )]  # fmt: skip
 
 

@@ -22,8 +22,10 @@ from .fields import (
     FIELDS,
     FIRST_STORED,
     MAX_DEADLINE_MS,
+    MAX_PRIORITY,
     MAX_URL_BYTES,
     MAX_WATCH_KEYS,
+    MIN_PRIORITY,
     NAMES,
     STORED,
     STORED_DEFAULTS,
@@ -136,6 +138,7 @@ CHECKS: dict[str, Callable[[object], object]] = {
     "callback_url": check_callback_url,
     "max_total_ms": lambda value: check_int("max_total_ms", value, 1, MAX_DEADLINE_MS),
     "debounce": _check_flag("debounce"),
+    "priority": lambda value: check_int("priority", value, MIN_PRIORITY, MAX_PRIORITY),
 }
 for _slot, _name in STORED:
     if _name not in CHECKS and FIELDS[_name].schema.get("type") == "string":

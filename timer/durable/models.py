@@ -209,6 +209,7 @@ class TimerInfo:
     note: str | None = None  # a line for people, given at schedule
     max_total_ms: int | None = None  # its cap: never due after created + this (heartbeat)
     absorbed: int = 0  # debounce: the later calls its window absorbed (schedule(debounce=))
+    priority: int = 0  # its order under a backlog (-100..100, higher first)
 
 
 @dataclass(frozen=True)
@@ -230,6 +231,7 @@ class Outcome:
     created_ms: int | None = None  # when it was scheduled (Redis ms), as its record says
     note: str | None = None  # a line for people, given at schedule
     absorbed: int = 0  # debounce: the later calls its window absorbed (one outcome for all)
+    priority: int = 0  # its order under a backlog: a runner starts higher ones first
     _ack: Callable[[], None] | None = field(default=None, repr=False, compare=False)
     _aack: Callable[[], Awaitable[None]] | None = field(default=None, repr=False, compare=False)
 
@@ -399,17 +401,20 @@ class DueTimers:
 
     buckets: list[int]
     timers: list[tuple[int, str]]  # (deadline_ms, id)
+    priorities: dict[str, int] = field(default_factory=dict)  # those not 0 (#43)
 
 
 @dataclass(frozen=True)
 class Event:
     """One message of a shard's events channel (what the leader follows).
 
-    ``kind`` is ``scheduled``, ``rescheduled`` (with ``deadline_ms``) or ``decided``
-    (with ``outcome``).
+    ``kind`` is ``scheduled``, ``rescheduled`` (with ``deadline_ms``), ``decided``
+    (with ``outcome``) or ``prioritized`` (with ``priority``: a timer just scheduled
+    has one, after the event that scheduled it).
     """
 
     kind: str
     timer_id: str
     deadline_ms: int | None = None
     outcome: str | None = None
+    priority: int = 0

@@ -118,6 +118,7 @@ def read_due(
     width = COARSE_MS if coarse else bucket_ms
     buckets: list[int] = []
     found: dict[str, int] = {}  # id -> its deadline, each once
+    ranked: dict[str, int] = {}  # id -> its priority, where not 0
     for n in (int(m) for m in members):
         if n in skip:
             continue
@@ -134,11 +135,14 @@ def read_due(
                 for tid, raw in zip(names, records, strict=True):
                     if raw is None:
                         continue  # decided: a stale id of a list
-                    d = decode_pending(raw)["deadline_ms"]
+                    rec = decode_pending(raw)
+                    d = rec["deadline_ms"]
                     if width is None or d // width == n:  # due here, not moved elsewhere
                         found[tid] = d
+                        if rec["priority"]:
+                            ranked[tid] = rec["priority"]
             if cursor == 0:
                 break
     due = [(d, tid) for tid, d in found.items()]
     due.sort()
-    return DueTimers(buckets, due)
+    return DueTimers(buckets, due, ranked)

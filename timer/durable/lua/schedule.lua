@@ -16,8 +16,8 @@ ARGV[4]  events channel of the shard
 ARGV[5]  origin      an opaque token naming who created them (a batch, a Spark job); may be ''
 ARGV[6]  timers      msgpack array; each timer is an array
                      {id, mode, value, payload, need, rearm, watch, trace, callback,
-                     note, max_total_ms, debounce}, the last eight left out when they
-                     are their defaults (1, 0, {}, '', '', '', 0, 0):
+                     note, max_total_ms, debounce, priority}, the last nine left out
+                     when they are their defaults (1, 0, {}, '', '', '', 0, 0, 0):
                      mode 'in' (value is a delay, ms) or 'at' (value is a deadline, epoch
                      ms, Redis time); payload msgpack bytes; need distinct watch keys that
                      complete it (>= 1); rearm 1: an id whose outcome is retained is
@@ -31,7 +31,8 @@ ARGV[6]  timers      msgpack array; each timer is an array
                      debounce 1: an id pending (with the same watch list and need) is
                      moved to this call's deadline (later only, within its cap), takes
                      this call's payload and counts it (k); an id decided starts anew
-                     (as rearm).
+                     (as rearm); priority -100..100, kept with the timer and its
+                     outcome (not compared, as note).
 
 Returns  one reply per timer, in order:
          deadline_ms (an integer)                      this call created the timer
@@ -46,7 +47,8 @@ Errors   CONFLICT  a pending timer with this id has another payload, watch list,
          TOOFAR    the deadline is more than max_delay_ms from now
 Events   one per call for the timers it created: 'S <deadline> <id>' for one; for more,
          'M' then ' <deadline> <id byte length> <id>' for each; and 'R <deadline> <id>'
-         for each pending timer a debounce call moved
+         for each pending timer a debounce call moved; then, if any it created has
+         a priority, 'Q' and ' <priority> <id byte length> <id>' for each of those
 Atomic   one timer per id: creation, bucket and watch indexes are written together.
 Cost     O(N + W) for N timers and W watch keys.
 ]]
@@ -63,7 +65,7 @@ local timers = cmsgpack.unpack(ARGV[6])
 -- A timer's slots, as timer/durable/fields.py declares them (its slot + 1; a test holds
 -- the two together). The last eight may be left out: then they are their defaults.
 local ID, MODE, VALUE, PAYLOAD, NEED, REARM, WATCH, TRACEPARENT, CALLBACK_URL, NOTE,
-  MAX_TOTAL_MS, DEBOUNCE = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12
+  MAX_TOTAL_MS, DEBOUNCE, PRIORITY = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13
 local n = #timers
 
 local ids = {}
@@ -85,6 +87,7 @@ for k = 1, #absent do retained[at[k]] = got[k] end
 local now = now_ms()
 local replies, here = {}, {}  -- here: id -> record created earlier in this call
 local fields, buckets, coarse, watched, gone, events = {}, {}, {}, {}, {}, {}
+local ranked = {}  -- the Q event: the created timers that have a priority
 local deadline_text, length_text = {}, {}  -- number -> its decimal text, made once a call
 local first  -- {deadline, id} of the first timer created: the event when it is the only one
 -- moved: id -> a pending record a debounce call moved (in `moves`, in order), this
@@ -164,7 +167,7 @@ for i = 1, n do
       local watch = t[WATCH] or NONE
       local rec = {d = deadline, p = t[PAYLOAD], w = watch, n = t[NEED] or 1, g = NONE, c = now,
         s = origin, x = t[TRACEPARENT] or '', u = t[CALLBACK_URL] or '', note = t[NOTE] or '',
-        cap = cap, k = 0}
+        cap = cap, k = 0, pr = t[PRIORITY] or 0}
       here[id] = rec
       fields[#fields + 1] = id
       fields[#fields + 1] = pack_rec(rec)
@@ -185,6 +188,7 @@ for i = 1, n do
         length_text[#id] = len
       end
       events[#events + 1] = ' ' .. at .. ' ' .. len .. ' ' .. id
+      if rec.pr ~= 0 then ranked[#ranked + 1] = ' ' .. istr(rec.pr) .. ' ' .. len .. ' ' .. id end
       if not first then first = {at, id} end
       replies[i] = deadline  -- an integer reply: the cheapest Redis converts (most replies)
     end
@@ -217,6 +221,9 @@ if #fields > 0 then
     redis.call('PUBLISH', channel, 'S ' .. first[1] .. ' ' .. first[2])
   elseif #events > 1 then
     redis.call('PUBLISH', channel, 'M' .. table.concat(events))
+  end
+  if #ranked > 0 then  -- after the S or M event that placed them: a worker's order
+    redis.call('PUBLISH', channel, 'Q' .. table.concat(ranked))
   end
   for _, id in ipairs(moves) do  -- after the S or M event of one created in this call
     redis.call('PUBLISH', channel, 'R ' .. istr(moved[id].d) .. ' ' .. id)

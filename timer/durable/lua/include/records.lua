@@ -7,7 +7,8 @@ runs on it. Records are arrays with their trailing defaults left out (#14): no f
 names, no empty values.
 
 Pending timer (HASH P:t, field = id):
-  [d, p, d - c, s = '', n = 1, w = {}, g = {}, x = '', u = '', note = '', cap = 0, k = 0]
+  [d, p, d - c, s = '', n = 1, w = {}, g = {}, x = '', u = '', note = '', cap = 0, k = 0,
+   pr = 0]
   d = deadline_ms (Redis time, epoch ms)   p = payload (msgpack bytes, opaque here)
   c = created_ms (Redis time)              s = origin token given at schedule ('' if none)
   n = need (distinct keys to complete)     w = watch keys (array)
@@ -17,9 +18,11 @@ Pending timer (HASH P:t, field = id):
   note = a line of text for people ('' if none)
   cap = max_total_ms: never due after c + cap, however heartbeaten (0: no cap)
   k = the later calls a debounce window absorbed (schedule.lua: debounce)
+  pr = the priority given at schedule (-100..100): the order under a backlog (#43)
 Retained outcome (a value of the results table, see include/results.lua, after its 4
 bytes of expiry):
-  [o, d, t - d, p, d - c, s = '', g = {}, x = '', u = '', note = '', k = 0] with o a code:
+  [o, d, t - d, p, d - c, s = '', g = {}, x = '', u = '', note = '', k = 0, pr = 0] with
+  o a code:
   1 expired, 2 cancelled, 3 completed (times as differences: a few bytes, not nine)
   t = decided_ms; g = the watch keys notified before it was decided (which completed it).
 The places of the fields a timer is given (n, w, x, u, note) are declared in
@@ -29,6 +32,9 @@ Outcome stream entry (STREAM P:out, one a decided timer): i = id, r = the retain
   record made once for both (#14); a dead letter put back adds only and from.
 Events on the shard channel: "S <deadline> <id>" scheduled ("M" and a list for a schedule
 call that created several: see schedule.lua), "R <deadline> <id>" rescheduled,
+"Q" then ' <priority> <id byte length> <id>' for each timer a schedule call created
+with a priority, published after its S or M event (a worker of a release before
+priorities cannot parse it and drops it: the S or M before it placed the timers),
 "X <outcome> <id>" decided by cancel, complete or notify (fire and sweep publish nothing:
 the leader that called them already knows what they decided).
 ]]
@@ -45,10 +51,11 @@ local NONE = {}
 -- The places of a pending record and of a retained outcome.
 -- (named as timer/durable/codec.py reads them; a test holds the two together)
 local R_DEADLINE_MS, R_PAYLOAD, R_CREATED_MS, R_ORIGIN, R_NEED, R_WATCH, R_GOT,
-  R_TRACEPARENT, R_CALLBACK_URL, R_NOTE, R_MAX_TOTAL_MS, R_ABSORBED =
-  1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12
+  R_TRACEPARENT, R_CALLBACK_URL, R_NOTE, R_MAX_TOTAL_MS, R_ABSORBED, R_PRIORITY =
+  1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13
 local O_OUTCOME, O_DEADLINE_MS, O_DECIDED_MS, O_PAYLOAD, O_CREATED_MS, O_ORIGIN, O_GOT,
-  O_TRACEPARENT, O_CALLBACK_URL, O_NOTE, O_ABSORBED = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11
+  O_TRACEPARENT, O_CALLBACK_URL, O_NOTE, O_ABSORBED, O_PRIORITY =
+  1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12
 
 -- A pending record as a table with named fields.
 local function read_rec(raw)
@@ -56,13 +63,14 @@ local function read_rec(raw)
   return {d = r[R_DEADLINE_MS], p = r[R_PAYLOAD], c = r[R_DEADLINE_MS] - r[R_CREATED_MS],
     s = r[R_ORIGIN] or '', n = r[R_NEED] or 1, w = r[R_WATCH] or NONE, g = r[R_GOT] or NONE,
     x = r[R_TRACEPARENT] or '', u = r[R_CALLBACK_URL] or '', note = r[R_NOTE] or '',
-    cap = r[R_MAX_TOTAL_MS] or 0, k = r[R_ABSORBED] or 0}
+    cap = r[R_MAX_TOTAL_MS] or 0, k = r[R_ABSORBED] or 0, pr = r[R_PRIORITY] or 0}
 end
 
 -- A pending record packed, up to the last field that is not its default.
 local function pack_rec(rec)
   local last = R_CREATED_MS
-  if (rec.k or 0) ~= 0 then last = R_ABSORBED
+  if (rec.pr or 0) ~= 0 then last = R_PRIORITY
+  elseif (rec.k or 0) ~= 0 then last = R_ABSORBED
   elseif (rec.cap or 0) ~= 0 then last = R_MAX_TOTAL_MS
   elseif (rec.note or '') ~= '' then last = R_NOTE
   elseif (rec.u or '') ~= '' then last = R_CALLBACK_URL
@@ -80,7 +88,8 @@ local function pack_rec(rec)
   if last >= R_CALLBACK_URL then a[R_CALLBACK_URL] = rec.u or '' end
   if last >= R_NOTE then a[R_NOTE] = rec.note or '' end
   if last >= R_MAX_TOTAL_MS then a[R_MAX_TOTAL_MS] = rec.cap or 0 end
-  if last >= R_ABSORBED then a[R_ABSORBED] = rec.k end
+  if last >= R_ABSORBED then a[R_ABSORBED] = rec.k or 0 end
+  if last >= R_PRIORITY then a[R_PRIORITY] = rec.pr end
   return cmsgpack.pack(a)
 end
 
@@ -88,7 +97,8 @@ end
 local function pack_result(rec, outcome, now)
   local a = {OUTCOME_CODE[outcome], rec.d, now - rec.d, rec.p, rec.d - rec.c}
   local last = O_CREATED_MS
-  if (rec.k or 0) ~= 0 then last = O_ABSORBED
+  if (rec.pr or 0) ~= 0 then last = O_PRIORITY
+  elseif (rec.k or 0) ~= 0 then last = O_ABSORBED
   elseif (rec.note or '') ~= '' then last = O_NOTE
   elseif (rec.u or '') ~= '' then last = O_CALLBACK_URL
   elseif (rec.x or '') ~= '' then last = O_TRACEPARENT
@@ -99,7 +109,8 @@ local function pack_result(rec, outcome, now)
   if last >= O_TRACEPARENT then a[O_TRACEPARENT] = rec.x or '' end
   if last >= O_CALLBACK_URL then a[O_CALLBACK_URL] = rec.u or '' end
   if last >= O_NOTE then a[O_NOTE] = rec.note or '' end
-  if last >= O_ABSORBED then a[O_ABSORBED] = rec.k end
+  if last >= O_ABSORBED then a[O_ABSORBED] = rec.k or 0 end
+  if last >= O_PRIORITY then a[O_PRIORITY] = rec.pr end
   return cmsgpack.pack(a)
 end
 

@@ -1,0 +1,150 @@
+"""Priorities (#43): a backlog fires and is handled highest priority first.
+
+The order is read where it is made: the outcome stream, which a shard's leader appends
+in the order it fires, and the order a runner's handler threads start outcomes.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from tests.conftest import wait_for
+from timer import Handlers, Outcome, TimerClient
+from timer.testing import RedisServer
+from worker.firing import Firer
+from worker.shard import FireTask
+
+from .conftest import server_now_ms
+from .test_handlers import running
+from .test_worker import all_outcomes, make_worker, subscribed
+from .test_worker import running as worker_running
+
+__all__ = ["running"]  # a fixture, used by name
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def one_shard(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
+    c = TimerClient.from_url(redis_server.url, namespace)
+    c.init(shards=1, bucket_ms=100)
+    yield c
+    c.close()
+
+
+def test_the_firer_takes_its_backlog_highest_priority_first() -> None:
+    """What the wheel expired waits in the firer's backlog by priority: each batch is
+    the highest priorities' oldest entries; with none given, first in, first out."""
+    sink: queue.SimpleQueue[FireTask] = queue.SimpleQueue()
+    order = [(0, "a"), (5, "b"), (-3, "c"), (0, "d"), (5, "e"), (100, "f"), (-3, "g")]
+    for priority, tid in order:
+        task = FireTask(0, 0, 1, tid, 0, sink)
+        task.priority = priority
+        sink.put(task)
+
+    class Ctx:
+        fire_queue = sink
+
+    firer = Firer.__new__(Firer)  # its backlog only: no worker around it
+    firer.ctx, firer.backlog = Ctx(), {}  # type: ignore[assignment]
+    firer._take_expired()
+    assert [t.timer_id for t in firer._next_batch(3)] == ["f", "b", "e"]
+    assert [t.timer_id for t in firer._next_batch(3)] == ["a", "d", "c"]
+    assert [t.timer_id for t in firer.due_now()] == ["g"]
+
+
+def test_a_taken_over_backlog_fires_by_priority_then_deadline(one_shard: TimerClient) -> None:
+    """Overdue timers of mixed priorities, found by a new leader's load (their records
+    say their priority): the outcome stream has them highest priority first, each
+    priority oldest deadline first."""
+    c = one_shard
+    now = server_now_ms(c.redis)
+    specs = [
+        {"id": f"o{i}", "deadline_ms": now - 5_000 + 31 * ((i * 7) % 60),
+         "priority": (0, 9, -4, 0, 100)[i % 5]}
+        for i in range(60)
+    ]  # fmt: skip
+    for s in specs[::7]:
+        del s["priority"]  # left out: 0
+    c.schedule_many(specs)
+    w = make_worker(c, "w1", sweep_interval_ms=60_000)
+    try:
+        w.run_once()
+        outs = all_outcomes(c)
+    finally:
+        w.close()
+    expected = sorted(specs, key=lambda s: (-int(s.get("priority", 0)), int(s["deadline_ms"])))
+    assert [o.id for o in outs] == [s["id"] for s in expected]
+    assert [o.priority for o in outs] == [s.get("priority", 0) for s in expected]
+
+
+def test_a_flood_due_at_once_fires_its_high_priorities_first(
+    redis_server: RedisServer, namespace: str
+) -> None:
+    """A running leader hears of a flood through its events (M, then Q with the
+    priorities) and fires the few high-priority timers of it first: each is among the
+    first fifth of its shard's outcomes, where in arrival order they spread evenly."""
+    c = TimerClient.from_url(redis_server.url, namespace)
+    c.init(shards=2, bucket_ms=100)
+    w = make_worker(c, "w1", sweep_interval_ms=60_000)
+    try:
+        with worker_running(w):
+            wait_for(lambda: len(w.shards) == 2 and subscribed(c, 2), 10, "leading, subscribed")
+            wait_for(lambda: not any(s.needs_reload for s in list(w.shards.values())), 10)
+            due = server_now_ms(c.redis) + 1_500  # within the horizon: events, not a load
+            flood = [{"id": f"f{i}", "deadline_ms": due} for i in range(8_000)]
+            high = {f"f{i}" for i in range(0, 8_000, 400)}
+            for spec in flood:
+                if spec["id"] in high:
+                    spec["priority"] = 50
+            for start in range(0, len(flood), 1_000):
+                c.schedule_many(flood[start : start + 1_000])
+            outs: list[Outcome] = []
+
+            def all_fired() -> bool:
+                outs.extend(all_outcomes(c))
+                return len(outs) >= 8_000
+
+            wait_for(all_fired, 60, "all fired")
+    finally:
+        c.close()
+    by_shard: dict[int, list[str]] = {}
+    for o in outs:
+        by_shard.setdefault(o.shard, []).append(o.id)
+    for ids in by_shard.values():
+        ranks = [n for n, tid in enumerate(ids) if tid in high]
+        assert ranks and max(ranks) < len(ids) // 5, (ranks, len(ids))
+    assert {o.id: o.priority for o in outs if o.id in high} == dict.fromkeys(high, 50)
+
+
+def test_a_runner_starts_the_higher_priorities_it_holds_first(
+    one_shard: TimerClient, running: Callable[..., threading.Thread]
+) -> None:
+    """One handler thread and a read of 40 outcomes: after the first (started as it was
+    read), the handler sees them highest priority first, each priority in stream order."""
+    c = one_shard
+    priorities = [(i * 37) % 7 - 3 for i in range(40)]
+    c.schedule_many([{"id": f"h{i}", "delay_ms": 60_000, "priority": p}
+                     for i, p in enumerate(priorities)])  # fmt: skip
+    for i in range(40):
+        c.cancel(f"h{i}")  # an outcome each, in this order
+    seen: list[tuple[int, str]] = []
+    gate = threading.Event()
+    h = Handlers(c, group="pri", consumer="one")
+
+    @h.on("cancelled")
+    def handle(o: Outcome) -> None:
+        gate.wait(10)  # the first holds the thread until the read's rest is queued
+        seen.append((o.priority, o.id))
+
+    running(h, concurrency=1)
+    wait_for(lambda: h.in_flight == 40, 10, "the whole read in hand")
+    gate.set()
+    wait_for(lambda: len(seen) == 40, 10, "every outcome handled")
+    rest = seen[1:]
+    order = {f"h{i}": i for i in range(40)}
+    assert rest == sorted(rest, key=lambda x: (-x[0], order[x[1]])), rest
