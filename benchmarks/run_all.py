@@ -34,6 +34,7 @@ from . import (
     memory,
     peer_cron,
     peers,
+    priority,
     recovery,
     register,
     runner,
@@ -99,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         "debounce": (debounce.main, [*quick, *server]),  # one outcome a window (#43)
         "heartbeat": (heartbeat.main, [*quick, *server]),  # 10,000/s beside lateness (#43)
         "limits": (limits.main, [*quick, *server]),  # per-key limits under a kill -9 (#43)
+        "priority": (priority.main, [*quick, *server]),  # a few high beside a flood (#43)
         "runner": (runner.main, [*quick, *server]),
     }
     results: dict[str, Any] = {

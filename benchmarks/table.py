@@ -422,6 +422,19 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
             f.x("limits.ratio_limited_to_unlimited_rate"),
         ),
         (
+            f"priority: {f.n('priority.high_timers')} timers at priority "
+            f"{f.n('priority.high_priority')} due at the same ms as a flood of "
+            f"{f.n('priority.flood_timers')} at 0, two workers",
+            f"high-priority lateness p50 {f.n('priority.flood.high_ms.p50')} / p99 "
+            f"{f.n('priority.flood.high_ms.p99')} ms (the flood's p99 "
+            f"{f.n('priority.flood.flood_ms.p99')} ms); all at 0, same run: p99 "
+            f"{f.n('priority.flood_no_priority.high_ms.p99')} ms "
+            f"({f.x('priority.ratio_high_p99_no_priority_to_priority')} later)",
+            f"the high ones without the flood, same run: p99 "
+            f"{f.n('priority.alone.high_ms.p99')} ms",
+            f.x("priority.ratio_high_p99_flood_to_alone"),
+        ),
+        (
             "handlers: kill -9 of a handler process holding outcomes mid-handler",
             f"all {f.n('handlers.recovery.in_flight_at_kill')} handled elsewhere "
             f"{f.n('handlers.recovery.all_handled_after_s', '.1f')} s after the kill",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -148,3 +149,17 @@ def test_a_runner_starts_the_higher_priorities_it_holds_first(
     rest = seen[1:]
     order = {f"h{i}": i for i in range(40)}
     assert rest == sorted(rest, key=lambda x: (-x[0], order[x[1]])), rest
+
+
+def test_the_priority_benchmark_runs_its_three_cases(server_binary: Path) -> None:
+    """benchmarks/priority.py at its smallest (here, not with the slow benchmark smoke
+    tests: it asserts no speed, so it may share the machine): each run fires every
+    timer, none early, the high ones counted apart."""
+    from benchmarks import priority  # noqa: PLC0415
+    from tests.test_benchmarks_smoke import run  # noqa: PLC0415
+
+    out = run(priority.main, ["--flood", "2000", "--high", "20", "--lead-ms", "1500",
+                              "--server", str(server_binary)])  # fmt: skip
+    for case, flood in (("alone", 0), ("flood", 2000), ("flood_no_priority", 2000)):
+        assert out[case]["timers"] == flood + 20 and out[case]["early"] == 0, out[case]
+        assert out[case]["high_ms"]["n"] == 20 and out[case]["flood_ms"]["n"] == flood

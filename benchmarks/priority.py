@@ -1,0 +1,119 @@
+"""Priority under a flood (#43): a few high-priority timers due beside a flood due at
+the same moment. Prints one JSON document.
+
+    python -m benchmarks.priority            # 200,000 in the flood, 1,000 high
+    python -m benchmarks.priority --quick    # 20,000 and 200
+
+Three runs on one private server, two real worker processes each, every timer due at
+the same millisecond (a burst, or a restart after an outage, has this shape):
+
+* ``alone``: the high-priority timers by themselves (no flood): the floor;
+* ``flood``: the same beside the flood, the high ones at ``priority=50`` and the flood
+  at the default 0;
+* ``flood_no_priority``: the same with every timer at 0, which is how a flood was
+  fired before priorities (first in, first out).
+
+Lateness is each outcome's ``decided_ms - deadline_ms`` (Redis time: when its worker
+fired it). The figures to read are the high-priority p99 of ``flood`` against
+``alone`` and against ``flood_no_priority``, all from this one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from timer import TimerClient
+from timer.testing import RedisServer, find_server_binary
+
+from .worker import pct, start_worker, wait_decided
+
+BATCH = 5_000
+HIGH = 50
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="20,000 in the flood, 200 high")
+    p.add_argument("--flood", type=int, default=None, help="low timers (default 200,000)")
+    p.add_argument("--high", type=int, default=None, help="high timers (default 1,000)")
+    p.add_argument("--lead-ms", type=int, default=None,
+                   help="all fall due this long after scheduling starts (default: enough "
+                        "to schedule them, 15 s; 5 s with --quick)")  # fmt: skip
+    p.add_argument("--server", default=None, help="redis-server or valkey-server binary")
+    args = p.parse_args(argv)
+    flood = args.flood if args.flood is not None else (20_000 if args.quick else 200_000)
+    high = args.high or (200 if args.quick else 1_000)
+    lead_ms = args.lead_ms or (5_000 if args.quick else 15_000)
+    result: dict[str, Any] = {"benchmark": "priority", "flood_timers": flood,
+                              "high_timers": high, "high_priority": HIGH,
+                              "lead_ms": lead_ms}  # fmt: skip
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        RedisServer(Path(tmp) / "redis", binary=find_server_binary(args.server)) as server,
+    ):
+        result["server"] = server.version()
+        runs = {"alone": (0, HIGH), "flood": (flood, HIGH), "flood_no_priority": (flood, 0)}
+        for name, (n_flood, priority) in runs.items():
+            result[name] = run(server.url, Path(tmp), name, n_flood, high, priority, lead_ms)
+    base, with_flood = result["alone"]["high_ms"]["p99"], result["flood"]["high_ms"]["p99"]
+    before = result["flood_no_priority"]["high_ms"]["p99"]
+    if base and with_flood:
+        result["ratio_high_p99_flood_to_alone"] = round(with_flood / base, 2)
+    if with_flood and before:
+        result["ratio_high_p99_no_priority_to_priority"] = round(before / with_flood, 2)
+    print(json.dumps(result))
+    return 0
+
+
+def run(  # noqa: PLR0917 - one run's parameters, as main passes them
+    url: str, logs: Path, name: str, flood: int, high: int, priority: int, lead_ms: int
+) -> dict[str, Any]:
+    """One run in a namespace of its own: schedule, let two workers fire, read."""
+    ns = f"prio-{name}".replace("_", "-")
+    c = TimerClient.from_url(url, ns)
+    c.init(shards=16)
+    workers = [start_worker(url, ns, f"{ns}-w{i}", 2_000, logs) for i in range(2)]
+    try:
+        due = c.server_time_ms() + lead_ms
+        total = flood + high
+        every = max(1, total // high)  # the high ones spread through the flood's order
+        specs: list[dict[str, Any]] = []
+        made_high = 0
+        for i in range(total):
+            spec: dict[str, Any] = {"id": f"t{i}", "deadline_ms": due}
+            if made_high < high and i % every == 0:
+                spec["id"] = f"h{i}"
+                made_high += 1
+                if priority:
+                    spec["priority"] = priority
+            specs.append(spec)
+        for start in range(0, len(specs), BATCH):
+            c.schedule_many(specs[start : start + BATCH])
+        wait_decided(c, total, 120 + total / 2_000)
+        late: dict[str, list[int]] = {"h": [], "t": []}
+        early = 0
+        for o in c.all_outcomes():
+            late[o.id[0]].append(o.lateness_ms)
+            early += o.lateness_ms < 0
+        return {
+            "timers": total, "early": early,
+            "high_ms": _summary(late["h"]), "flood_ms": _summary(late["t"]),
+        }  # fmt: skip
+    finally:
+        for proc in workers:
+            proc.kill()
+            proc.wait()
+        c.close()
+
+
+def _summary(values: list[int]) -> dict[str, Any]:
+    return {"n": len(values), "p50": pct(values, 0.5), "p99": pct(values, 0.99),
+            "max": max(values, default=None)}  # fmt: skip
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
