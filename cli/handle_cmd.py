@@ -193,6 +193,15 @@ class HandlerSpec(click.ParamType):  # type: ignore[type-arg]  # click stubs var
     "runner of the group, evenly spaced (e.g. payload.tenant=5/s); an outcome over it "
     "waits its turn (repeatable; with --limit of the same KEY, both hold).",
 )
+@click.option(
+    "--fair-by",
+    metavar="KEY",
+    default=None,
+    help="Start the outcomes this runner holds in turn across the values of KEY (id, "
+    "outcome, payload or payload.<field>, e.g. payload.tenant), within each priority: "
+    "one tenant's flood does not hold the others' back.  [default: in the order read, "
+    "or the Handlers object's own]",
+)
 @click.option("--idle-exit", is_flag=True, help="Exit once nothing is left to handle.")
 @metrics_options(
     "Serve Prometheus metrics (/metrics) and liveness (/healthz) here.",
@@ -222,6 +231,7 @@ def handle(
     timeout_ms: int | None,
     limit_texts: tuple[str, ...],
     rate_texts: tuple[str, ...],
+    fair_by: str | None,
     idle_exit: bool,
     metrics_port: int | None,
     metrics_host: str,
@@ -267,6 +277,7 @@ def handle(
             spec, group, consumer, kinds, max_attempts, backoff_ms, max_backoff_ms,
             reclaim_idle_ms, None if timeout_ms is None else timeout_ms / 1000,
             merged([*(parse_limit(t) for t in limit_texts), *(parse_rate(t) for t in rate_texts)]),
+            fair_by,
         )  # fmt: skip
     client = connect(app, f"consumer {handlers.consumer}", logging.getLogger("tickwheel.handlers"))
     with errors():
@@ -309,6 +320,8 @@ def _announce(
                 f"{limit.per_s:g}/s" + (f" (burst {limit.burst})" if limit.burst > 1 else "")
             )
         where += f"; per {limit.label}: {', '.join(held)}"
+    if isinstance(handlers.fair_by, str):
+        where += f"; in turn by {handlers.fair_by}"
     announce(
         f"consumer {handlers.consumer} of group {handlers.group!r} handling "
         f"{', '.join(handlers.kinds)} outcomes of namespace {app.namespace!r} at "
@@ -354,6 +367,7 @@ def _handlers_of(
     reclaim_idle_ms: int | None,
     timeout_s: float | None,
     limits: tuple[Limit, ...] = (),
+    fair_by: str | None = None,
 ) -> Handlers:
     base = spec.backoff if isinstance(spec, Handlers) else Backoff()
     initial_s = base.initial_s if backoff_ms is None else backoff_ms / 1000
@@ -373,6 +387,7 @@ def _handlers_of(
             reclaim_idle_ms=reclaim_idle_ms or spec.reclaim_idle_ms,
             timeout_s=timeout_s or spec.timeout_s,
             limits=merged((*spec.limits, *limits)),
+            fair_by=fair_by or spec.fair_by,
         )
         for kind in spec.kinds:
             fn = spec.handler(kind)
@@ -389,6 +404,7 @@ def _handlers_of(
         reclaim_idle_ms=reclaim_idle_ms or DEFAULT_RECLAIM_IDLE_MS,
         timeout_s=timeout_s,
         limits=limits,
+        fair_by=fair_by,
     )
     for kind in wanted:
         h.add(kind, spec)

@@ -98,17 +98,35 @@ class Limit:
 
     def value_of(self, o: Outcome) -> str | None:
         """The key's value for this outcome as text, or None: not limited."""
-        if callable(self.key):
-            value = self.key(o)
-        else:
-            head, *path = self.key.split(".")
-            value = {"id": o.id, "outcome": o.outcome, "payload": o.payload}[head]
-            for part in path:
-                value = value.get(part) if isinstance(value, dict) else None
-        if value is None:
-            return None
-        text = value if isinstance(value, str) else repr(value)
-        return text[:256]
+        return key_value(self.key, o)
+
+
+def key_value(key: str | KeyOf, o: Outcome) -> str | None:
+    """A key's value for an outcome as text (at most 256 characters), or None: a path
+    (``id``, ``outcome``, ``payload``, ``payload.<field>…``) or a function of it."""
+    if callable(key):
+        value = key(o)
+    else:
+        head, *path = key.split(".")
+        value = {"id": o.id, "outcome": o.outcome, "payload": o.payload}[head]
+        for part in path:
+            value = value.get(part) if isinstance(value, dict) else None
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else repr(value)
+    return text[:256]
+
+
+def check_fair_by(key: object) -> str | KeyOf | None:
+    """``Handlers(fair_by=)``: a key as a limit takes it (a path or a function), or None."""
+    if key is None or callable(key):
+        return key
+    if isinstance(key, str) and _PATH.match(key):
+        return key
+    raise InvalidInput(
+        f"fair_by must be id, outcome, payload or payload.<field>[.<field>…] (letters, "
+        f"digits, _ and -), or a function of the outcome, got {key!r:.100}"
+    )
 
 
 def parse_limit(text: str) -> Limit:

@@ -58,6 +58,7 @@ class HandlerLoop:
         drain_timeout_s: float,
         read_ahead: int = 0,
         slots: Slots | None = None,
+        fair_by: Callable[[Outcome], str | None] | None = None,
     ) -> None:
         self.h = h
         # Per-key limits (handler_limits.py): outcomes whose key is at its limit wait in
@@ -79,7 +80,7 @@ class HandlerLoop:
         self.stop_when_idle = stop_when_idle
         self.drain_timeout_s = drain_timeout_s
         self.touch_every_s = group.reader.touch_every_s
-        self.work = WorkQueue()  # highest priority first
+        self.work = WorkQueue(fair_by)  # highest priority first, then key by key
         self.settler = Settler(h, hand, group, self._fields)  # acks, retries, dead letters
         self.threads: list[threading.Thread] = []
         self.loop: asyncio.AbstractEventLoop | None = None

@@ -4,10 +4,11 @@
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import traceback
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -17,6 +18,8 @@ from .durable.groups import Delivery
 from .durable.models import Outcome
 from .errors import InvalidInput
 from .histogram import MsHistogram, Stages
+
+log = logging.getLogger("tickwheel.handlers")
 
 Handler = Callable[[Outcome], Any] | Callable[[Outcome], Awaitable[Any]]
 
@@ -122,23 +125,40 @@ class InHand:
 
 class WorkQueue:
     """Outcomes started, waiting for a handler thread: the highest priority first
-    (``Outcome.priority``, #43), each priority first in, first out; ``None`` (a thread's
-    stop) once nothing else waits. Read ahead, a runner holds up to ``read_ahead`` more
-    than it runs, so under a backlog a higher priority it has read overtakes those."""
+    (``Outcome.priority``, #43); within a priority, round robin across the values of
+    ``fair_by`` (one tenant's flood does not hold another's outcomes back), each value
+    first in, first out; ``None`` (a thread's stop) once nothing else waits. Read ahead,
+    a runner holds up to ``read_ahead`` more than it runs, so under a backlog a higher
+    priority, or another tenant, it has read overtakes those."""
 
-    def __init__(self) -> None:
+    def __init__(self, fair_by: Callable[[Outcome], str | None] | None = None) -> None:
         self._cond = threading.Condition(threading.Lock())
-        self._lines: dict[int, deque[Delivery]] = {}
+        # priority -> fairness key -> its outcomes; a key's turn taken, it goes last
+        self._lines: dict[int, OrderedDict[str | None, deque[Delivery]]] = {}
         self._stops = 0
+        self._fair_by = fair_by
+
+    def _key(self, o: Outcome) -> str | None:
+        if self._fair_by is None:
+            return None
+        try:
+            return self._fair_by(o)
+        except Exception:  # a key function's failure is no reason to hold the outcome
+            log.warning("fair_by failed for %s; it takes the shared turn", o.id, exc_info=True)
+            return None
 
     def put(self, d: Delivery | None) -> None:
+        key = None if d is None else self._key(d.outcome)
         with self._cond:
             if d is None:
                 self._stops += 1
             else:
-                line = self._lines.get(d.outcome.priority)
+                keys = self._lines.get(d.outcome.priority)
+                if keys is None:
+                    keys = self._lines[d.outcome.priority] = OrderedDict()
+                line = keys.get(key)
                 if line is None:
-                    line = self._lines[d.outcome.priority] = deque()
+                    line = keys[key] = deque()
                 line.append(d)
             self._cond.notify()
 
@@ -147,10 +167,15 @@ class WorkQueue:
             while True:
                 if self._lines:
                     top = max(self._lines) if len(self._lines) > 1 else next(iter(self._lines))
-                    line = self._lines[top]
+                    keys = self._lines[top]
+                    key, line = next(iter(keys.items()))
                     d = line.popleft()
                     if not line:
-                        del self._lines[top]
+                        del keys[key]
+                        if not keys:
+                            del self._lines[top]
+                    elif len(keys) > 1:
+                        keys.move_to_end(key)  # its turn taken: the other keys go next
                     return d
                 if self._stops:
                     self._stops -= 1

@@ -50,12 +50,13 @@ import os
 import signal
 import socket
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .durable.groups import check_group
 from .durable.models import OUTCOMES
 from .errors import InvalidInput
-from .handler_limits import Limit, Slots, check_limits
+from .handler_limits import KeyOf, Limit, Slots, check_fair_by, check_limits, key_value
 from .handler_loop import READ_AHEAD, HandlerLoop
 from .handler_policy import (
     Backoff,
@@ -100,6 +101,9 @@ class Handlers:
     Two live processes must not share a name. ``limits``: at most N handlers at once
     per value of a key, across every runner of the group (:class:`Limit`; an outcome
     over its limit waits its turn, held and touched, and is not counted as an attempt).
+    ``fair_by``: a key as a limit takes it (``"payload.tenant"``, or a function of the
+    outcome); the outcomes this runner holds start in turn across its values, within
+    each priority, so one tenant's flood does not hold the others' back.
     """
 
     def __init__(
@@ -113,6 +117,7 @@ class Handlers:
         reclaim_idle_ms: int = DEFAULT_RECLAIM_IDLE_MS,
         timeout_s: float | None = None,
         limits: Sequence[Limit] | None = None,
+        fair_by: str | KeyOf | None = None,
     ) -> None:
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
             raise InvalidInput(f"max_attempts must be a whole number >= 1, got {max_attempts!r}")
@@ -131,6 +136,7 @@ class Handlers:
         self.reclaim_idle_ms = reclaim_idle_ms
         self.timeout_s = check_timeout(timeout_s)
         self.limits = check_limits(limits)
+        self.fair_by = check_fair_by(fair_by)
         self.stats = HandlerStats()
         self._handlers: dict[str, Handler] = {}
         self._timeouts: dict[str, float | None] = {}
@@ -258,6 +264,7 @@ class Handlers:
                 stop_when_idle=stop_when_idle,
                 drain_timeout_s=drain_timeout_s,
                 read_ahead=read_ahead,
+                fair_by=None if self.fair_by is None else partial(key_value, self.fair_by),
                 slots=Slots(client, self.group, self.consumer, self.limits, self.reclaim_idle_ms)
                 if self.limits
                 else None,
