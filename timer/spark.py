@@ -148,10 +148,12 @@ def schedule_timers(
     payload_cols: list[str] | None = None,
     watch_col: str | None = None,
     need_col: str | None = None,
+    priority_col: str | None = None,
     batch_size: int = 1000,
     token: str | None = None,
 ) -> Report:
-    """Schedule one timer per row, on the executors. Returns the counts and rejected rows."""
+    """Schedule one timer per row, on the executors. Returns the counts and rejected rows.
+    ``priority_col``: an integer column of priorities (-100..100; null: 0), #43."""
     if deadline_col is not None:
         delay_col = None
     if (delay_col is None) == (deadline_col is None):
@@ -161,6 +163,7 @@ def schedule_timers(
     _require(df, deadline_col, INTEGER, "an integer column of deadlines (epoch ms)")
     _require(df, watch_col, ("array<string>",), "an array<string> column of watch keys")
     _require(df, need_col, INTEGER, "an integer column")
+    _require(df, priority_col, INTEGER, "an integer column of priorities (-100..100)")
     for col in payload_cols or []:
         if col not in df.columns:
             raise InvalidInput(f"payload column {col!r} is not in the DataFrame")
@@ -170,7 +173,7 @@ def schedule_timers(
     rejected_rows = _rejected_accumulator(sc)
     plan = _SchedulePlan(
         url, namespace, token or uuid.uuid4().hex, id_col, delay_col, deadline_col,
-        tuple(payload_cols or ()), watch_col, need_col, batch_size,
+        tuple(payload_cols or ()), watch_col, need_col, priority_col, batch_size,
     )  # fmt: skip
 
     def run(index: int, rows: Iterator[Any]) -> Iterator[int]:
@@ -199,6 +202,7 @@ class _SchedulePlan:
     payload_cols: tuple[str, ...]
     watch_col: str | None
     need_col: str | None
+    priority_col: str | None
     batch_size: int
 
 
@@ -238,6 +242,8 @@ def _schedule_partition(
             item["watch"] = list(row[plan.watch_col] or [])
         if plan.need_col is not None and row[plan.need_col] is not None:
             item["need"] = row[plan.need_col]
+        if plan.priority_col is not None and row[plan.priority_col] is not None:
+            item["priority"] = row[plan.priority_col]
         batch.append((row, item))
         if len(batch) >= plan.batch_size:
             flush()

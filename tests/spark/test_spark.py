@@ -171,20 +171,23 @@ def test_create_schedules_from_a_dataframe(spark: SparkSession, ns: Any) -> None
 def test_bad_rows_are_reported_and_write_nothing(spark: SparkSession, ns: Any) -> None:
     """Empty ids, negative or missing delays come back with reasons; only good rows land."""
     url, namespace, c = ns
-    schema = T.StructType(
-        [T.StructField("id", T.StringType()), T.StructField("delay_ms", T.LongType())]
-    )
-    rows = [("good-1", 60_000), ("", 60_000), ("neg", -5), ("null", None), ("good-2", 60_000),
-            ("x" * 300, 1_000)]  # fmt: skip
-    report = tws.schedule_timers(spark.createDataFrame(rows, schema), url, namespace)
-    assert (report.scheduled, report.rejected) == (2, 4)
+    schema = T.StructType([T.StructField("id", T.StringType()),
+                           T.StructField("delay_ms", T.LongType()),
+                           T.StructField("priority", T.IntegerType())])  # fmt: skip
+    rows = [("good-1", 60_000, 7), ("", 60_000, None), ("neg", -5, None), ("null", None, None),
+            ("good-2", 60_000, None), ("x" * 300, 1_000, None), ("rank", 1_000, 101)]  # fmt: skip
+    report = tws.schedule_timers(spark.createDataFrame(rows, schema), url, namespace,
+                                 priority_col="priority")  # fmt: skip
+    assert (report.scheduled, report.rejected) == (2, 5)
     reasons = {row["id"]: reason for row, reason in report.rejected_rows}
     assert "must not be empty" in reasons[""]
     assert "delay_ms must be between 0" in reasons["neg"]
     assert "exactly one of delay_ms" in reasons["null"] or "whole number" in reasons["null"]
     assert "bytes" in reasons["x" * 300]
+    assert "priority must be between -100 and 100" in reasons["rank"]
     assert pending(c) == 2
-    assert c.get("neg") is None and c.get("null") is None
+    assert c.get("neg") is None and c.get("null") is None and c.get("rank") is None
+    assert (c.get("good-1").priority, c.get("good-2").priority) == (7, 0)
 
 
 def test_wrong_column_types_fail_on_the_driver(spark: SparkSession, ns: Any) -> None:
@@ -213,7 +216,9 @@ def test_retried_partition_counts_true(spark: SparkSession, ns: Any) -> None:
     c.schedule("pre-existing", delay_ms=60_000)
     rows = [{"id": f"r:{i}", "delay_ms": 60_000} for i in range(50)]
     rows.append({"id": "pre-existing", "delay_ms": 60_000})
-    plan = tws._SchedulePlan(url, namespace, "job-1", "id", "delay_ms", None, (), None, None, 20)
+    plan = tws._SchedulePlan(
+        url, namespace, "job-1", "id", "delay_ms", None, (), None, None, None, 20
+    )
     # First attempt: dies after the first 30 rows were written (its counts are lost, as
     # Spark drops a failed task's accumulator updates).
     lost = {k: FakeAccumulator(0) for k in ("scheduled", "duplicate", "rejected")}
