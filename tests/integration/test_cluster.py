@@ -81,6 +81,30 @@ def test_cluster_lifecycle(cclient: TimerClient) -> None:
     assert sorted(o.id for o in outs) == ["job:{1}", "job:{2}"]
 
 
+def test_a_backlog_fires_by_priority_on_a_cluster(cclient: TimerClient) -> None:
+    """Priorities (#43) across three masters: overdue timers of mixed priorities over
+    every shard, taken over by one worker, land in each shard's outcome stream highest
+    priority first, then oldest deadline first."""
+    now = cclient.server_time_ms()
+    specs = [{"id": f"p:{{{i}}}", "deadline_ms": now - 3_000 + (i * 13) % 500,
+              "priority": (i * 7) % 5 - 2} for i in range(160)]  # fmt: skip
+    assert all(not isinstance(r, Exception) for r in cclient.schedule_many(specs))
+    w = Worker(
+        TimerClient.from_url(cclient.where, cclient.namespace),
+        WorkerSettings(worker_id="pw", sweep_interval_ms=60_000),
+    )
+    try:
+        w.run_once()
+    finally:
+        w.close()
+        w.client.close()
+    outs = list(cclient.outcomes("prio", "c", stop_when_idle=True))
+    assert len(outs) == 160 and len({o.shard for o in outs}) == 8
+    for shard in range(8):
+        mine = [(o.priority, o.deadline_ms) for o in outs if o.shard == shard]
+        assert mine == sorted(mine, key=lambda x: (-x[0], x[1])), (shard, mine)
+
+
 def test_finding_and_bulk_actions_on_a_cluster(cclient: TimerClient) -> None:
     """client.timers pages each shard's hash on the master that holds it, and acts on
     what it found there."""
