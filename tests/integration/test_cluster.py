@@ -207,7 +207,8 @@ def test_django_results_on_a_cluster(cclient: TimerClient) -> None:
 
         django.setup()
         from tests.django_project.tasks import echo  # noqa: PLC0415
-        from timer.django import TickwheelBackend  # noqa: PLC0415
+        from tests.integration.test_django import forget_backend  # noqa: PLC0415
+        from timer.django import TickwheelBackend, task_backends  # noqa: PLC0415
 
         backend = TickwheelBackend(
             "cluster", {"OPTIONS": {"URL": cclient.where, "NAMESPACE": cclient.namespace}}
@@ -227,6 +228,7 @@ def test_django_results_on_a_cluster(cclient: TimerClient) -> None:
             ]
         finally:
             backend.close()
+            forget_backend(task_backends)  # made without a URL by echo's import, if first
 
 
 def test_dashboard_on_a_cluster(cclient: TimerClient) -> None:

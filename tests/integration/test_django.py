@@ -4,6 +4,7 @@ process (`tickwheel handle timer.django.runner:handlers`), killed with kill -9 o
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import signal
@@ -49,6 +50,15 @@ def guide_runner() -> tuple[dict[str, str], list[str]]:
     return env, ["-m", "cli", *command[1:], "--reclaim-idle", "1s"]
 
 
+def forget_backend(task_backends: Any) -> None:
+    """Drop the process's cached ``default`` backend: it is made once, from the settings
+    and environment of the moment (a task's import validates against it), so a module
+    that sets its own environment must not find one another module made."""
+    with contextlib.suppress(AttributeError):
+        task_backends["default"].close()
+        del task_backends["default"]
+
+
 @pytest.fixture(scope="module")
 def project(redis_server: RedisServer) -> Iterator[Any]:
     """The test project set up in this process (Django's settings are the process's),
@@ -60,6 +70,9 @@ def project(redis_server: RedisServer) -> Iterator[Any]:
         import django  # noqa: PLC0415
 
         django.setup()
+        from timer.django import task_backends  # noqa: PLC0415
+
+        forget_backend(task_backends)  # one another test made (a task's import makes it)
         from tests.django_project import tasks  # noqa: PLC0415
 
         client = TimerClient.from_url(redis_server.url, NAMESPACE)
@@ -73,9 +86,8 @@ def project(redis_server: RedisServer) -> Iterator[Any]:
         runner.join(10)
         w.client.close()
         client.close()
-        from timer.django import task_backends  # noqa: PLC0415
-
         task_backends["default"].close()  # the backend's own client, made in this thread
+        forget_backend(task_backends)
 
 
 class Runner:
