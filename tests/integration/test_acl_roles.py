@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from tests.conftest import wait_for
-from timer import Backoff, Handlers, Outcome, StoreError, TimerClient
+from timer import Backoff, Handlers, Limit, Outcome, StoreError, TimerClient
 from timer.acl import ROLES, acl_rules
 from timer.testing import RedisServer
 from worker import Worker, WorkerSettings
@@ -102,6 +102,8 @@ def test_every_role_does_its_job_with_exactly_its_rules(
         group="g",
         max_attempts=2,
         backoff=Backoff(initial_s=0.01, max_s=0.02),
+        # per-key limits and a rate: their scripts and the freed slots' channel
+        limits=[Limit("id", 2), Limit("outcome", name="r", per_s=10_000, burst=100)],
     )
     handled: list[str] = []
 
@@ -112,9 +114,20 @@ def test_every_role_does_its_job_with_exactly_its_rules(
 
     for kind in ("expired", "cancelled", "completed"):
         handlers.add(kind, handle)
-    assert handlers.run(stop_when_idle=True)
+    drained: list[bool] = []
+    run = threading.Thread(target=lambda: drained.append(handlers.run(stop_when_idle=True)))
+    run.start()
+    run.join(30)  # a command the role lacks makes the runner retry for good: bounded here
+    if run.is_alive():
+        handlers.stop()
+        run.join(30)
     assert handlers.client is not None
     handlers.client.close()
+    refused = [r.getMessage() for r in caplog.records
+               if any(w in f"{r.getMessage()} {r.exc_info}".lower()
+                      for w in ("noperm", "permission", "can't run"))]  # fmt: skip
+    assert refused == []  # the limits' scripts and the freed slots' subscription among them
+    assert drained == [True]
     ticks = [h for h in handled if h.startswith("{tick}@")]  # the schedule's occurrences
     assert len(ticks) >= 2 and sorted(set(handled) - set(ticks)) == ["j:{1}", "m0", "m1", "m2"]
     assert handlers.stats.ack_errors == 0

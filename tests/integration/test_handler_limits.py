@@ -182,3 +182,40 @@ def test_the_cli_forms_of_limits_and_rates() -> None:
                 "payload.t=0/s", "payload.t=inf/s", "payload.t=nan/s"):  # fmt: skip
         with pytest.raises(InvalidInput, match="rate"):
             parse_rate(bad)
+
+
+def test_a_slot_another_runner_frees_starts_the_outcome_waiting_here_at_once(
+    client: TimerClient, running: Callable[..., threading.Thread], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runner a holds tenant t's one slot; runner b holds t's next outcome, waiting. When
+    a's handler returns, its give-back is published on the group's channel and b starts
+    its outcome then, not at its next round: the rounds are 30 s apart here, and b's
+    outcome must be handled within 10 s (without the message it waits the 30 s)."""
+    from timer import handler_loop  # noqa: PLC0415
+
+    monkeypatch.setattr(handler_loop, "LIMIT_RETRY_S", 30.0)
+    started, gate = threading.Event(), threading.Event()
+    done: list[str] = []
+
+    def held(o: Outcome) -> None:
+        started.set()
+        gate.wait(20)
+        done.append(o.id)
+
+    limit = [Limit("payload.tenant", 1)]
+    a = Handlers(client, group="wake", consumer="a", limits=limit)
+    a.add("cancelled", held)
+    client.schedule("w1", 60_000, payload={"tenant": "t"})
+    client.cancel("w1")
+    running(a, concurrency=1, read_ahead=0)  # holds w1 and reads nothing more meanwhile
+    assert started.wait(10), "runner a started w1"
+    b = Handlers(client, group="wake", consumer="b", limits=limit)
+    b.add("cancelled", lambda o: done.append(o.id))
+    client.schedule("w2", 60_000, payload={"tenant": "t"})
+    client.cancel("w2")
+    running(b, concurrency=2)
+    wait_for(lambda: b.stats.limit_waits >= 1, 10, "runner b holding w2, waiting for t's slot")
+    assert done == []
+    gate.set()
+    wait_for(lambda: "w2" in done, 10, "w2 started once a's slot was freed")
+    assert done == ["w1", "w2"]

@@ -1,0 +1,119 @@
+"""A pub/sub listener: one daemon thread following a set of channels, reconnecting.
+
+Pub/sub is for speed, never for correctness: a worker follows its led shards' events
+(a missed one is caught by ``sweep``; after any reconnect it reloads its horizon, and a
+shard's horizon is reloaded once its channel's subscription is confirmed, so nothing
+scheduled between the first load and the subscription is left to the sweep); a handler
+runner with per-key limits follows its group's freed slots (a missed one waits for the
+next 50 ms round). redis-py's PubSub is not thread-safe, so only the listener thread
+touches it; other threads change the wanted channel set and the listener applies the
+difference.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+from .driver import CountingPubSub
+
+
+class ChannelListener:
+    """One daemon thread (``name``) following the channels it is told to want.
+
+    Thread-safe: ``want`` from any thread; the callbacks run on the listener's thread.
+    """
+
+    def __init__(  # noqa: PLR0917 - the callbacks, in the order they are called
+        self,
+        new_pubsub: Callable[[], CountingPubSub],
+        on_message: Callable[[str, str], None],
+        on_reconnect: Callable[[], None],
+        on_subscribed: Callable[[str], None],
+        name: str = "worker-events",
+        logger: str = "worker.events",
+    ) -> None:
+        self._new_pubsub = new_pubsub
+        self._on_message = on_message
+        self._on_reconnect = on_reconnect
+        self._on_subscribed = on_subscribed
+        self._wanted: set[str] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._log = logging.getLogger(logger)
+        self.reconnects = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def want(self, channels: set[str]) -> None:
+        with self._lock:
+            self._wanted = set(channels)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(5)
+
+    def _loop(self) -> None:
+        pubsub: CountingPubSub | None = None
+        subscribed: set[str] = set()
+        backoff = 0.05
+        while not self._stop.is_set():
+            try:
+                with self._lock:
+                    wanted = set(self._wanted)
+                if pubsub is None:
+                    if not wanted:
+                        self._stop.wait(0.1)
+                        continue
+                    pubsub = self._new_pubsub()
+                    subscribed = set()
+                if wanted - subscribed:
+                    pubsub.subscribe(*(wanted - subscribed))
+                if subscribed - wanted:
+                    pubsub.unsubscribe(*(subscribed - wanted))  # type: ignore[no-untyped-call]
+                subscribed = wanted
+                connects = pubsub.connects
+                message = pubsub.get_message(timeout=0.2)
+                if pubsub.connects > connects > 0:
+                    self._reconnected()
+                kind = message.get("type") if message else None
+                if kind == "message":
+                    self._on_message(_text(message["channel"]), _text(message["data"]))
+                elif kind == "subscribe":
+                    # Events flow from here on: whatever was read before may have missed some.
+                    self._on_subscribed(_text(message["channel"]))
+                backoff = 0.05
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                self._log.warning("pub/sub connection lost (%s); reconnecting", exc)
+                if pubsub is not None:
+                    with contextlib.suppress(Exception):
+                        pubsub.close()
+                pubsub = None
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 2.0)
+                self._reconnected()
+            except Exception:
+                self._log.exception("pub/sub listener error")
+                self._stop.wait(0.2)
+        if pubsub is not None:
+            with contextlib.suppress(Exception):
+                pubsub.close()
+
+    def _reconnected(self) -> None:
+        self.reconnects += 1
+        try:
+            self._on_reconnect()
+        except Exception:
+            self._log.exception("after a pub/sub reconnect")
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else str(value)
