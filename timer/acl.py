@@ -44,7 +44,6 @@ _HANDLERS = (
     "xreadgroup", "xack", "xclaim", "xpending", "xrange", "xgroup|create",
     "xgroup|delconsumer",
     "zscore", "zcard", "zremrangebyscore", "pexpire",  # per-key limits' slots
-    "subscribe", "unsubscribe",  # the group's freed slots
 )  # fmt: skip
 _OPERATOR = (
     "hsetnx", "smembers", "info", "memory|usage", "xlen", "xrevrange", "xrange", "xdel",

@@ -211,8 +211,6 @@ class Slots:
         self.limits = tuple(limits)
         self.lease_ms = lease_ms
         self.lock = threading.Lock()
-        self.channel = client.keys.limit_channel(group)  # freed slots, for the group
-        self.me = f"{len(consumer)}:{consumer}"  # a freed key's message: me, then the key
         # delivery -> its slots: (key, member, the key's N)
         self.held: dict[tuple[int, str], list[tuple[str, str, int]]] = {}
 
@@ -255,7 +253,7 @@ class Slots:
         for key, n in needed:
             if not self.client._run(_take(key, member, n, self.lease_ms)):
                 for k, m, _ in got:
-                    self.client._run(_give_back(k, m, self.channel, self.me))
+                    self.client._run(_give_back(k, m))
                 return False
             got.append((key, member, n))
         with self.lock:
@@ -267,16 +265,8 @@ class Slots:
         with self.lock:
             got = self.held.pop((d.outcome.shard, d.entry_id), [])
         for key, member, _ in got:
-            self.client._run(_give_back(key, member, self.channel, self.me))
+            self.client._run(_give_back(key, member))
         return [key for key, _, _ in got]
-
-    def freed_elsewhere(self, data: str) -> str | None:
-        """The key a message of the group's channel says freed, unless this runner
-        freed it (its own handler threads pass it on already)."""
-        size, _, rest = data.partition(":")
-        if not size.isdigit() or rest[: int(size)] == self.consumer:
-            return None
-        return rest[int(size) :]
 
     def renew(self) -> None:
         """Extend every slot held by a lease from now (with the outcomes' touch)."""
@@ -296,12 +286,8 @@ def _rate(key: str, interval_ms: float, burst: int) -> Op[int]:
     return int(reply)
 
 
-def _give_back(key: str, member: str, channel: str, me: str) -> Op[None]:
-    """A slot given back, and the group's runners told (``<len>:<consumer><key>``): one
-    waiting for this key on another runner starts now, not at its next round (pub/sub:
-    a message lost costs only that round)."""
+def _give_back(key: str, member: str) -> Op[None]:
     yield Command("zrem", (key, member))
-    yield Command("publish", (channel, me + key))
 
 
 def limits_in_use(client: TimerClient, most: int = 100) -> list[dict[str, object]]:

@@ -33,7 +33,6 @@ from .handler_policy import (
     WorkQueue,
 )
 from .handler_settle import Settler
-from .listener import ChannelListener
 
 if TYPE_CHECKING:
     from .consumer import ConsumerGroup
@@ -100,7 +99,6 @@ class HandlerLoop:
 
     def run(self) -> bool:
         self._start_executors()
-        listener = self._listen_for_freed_slots()
         try:
             self._dispatch_all(self._guard([], self.group.start, max(self.concurrency, 100)))
             next_touch = time.monotonic() + self.touch_every_s
@@ -144,29 +142,7 @@ class HandlerLoop:
                     self.hand.stopping.wait(min(wait_s, LIMIT_RETRY_S))
         finally:
             drained = self._drain()
-            if listener is not None:
-                listener.stop()
         return drained
-
-    def _listen_for_freed_slots(self) -> ChannelListener | None:
-        """With per-key limits: follow the group's freed slots, so an outcome waiting here
-        for a key another runner gave back starts at once (else: every LIMIT_RETRY_S)."""
-        if self.slots is None:
-            return None
-        slots = self.slots
-
-        def on_freed(_channel: str, data: str) -> None:
-            key = slots.freed_elsewhere(data)
-            if key is not None and self.waiting and not self.hand.stopping.is_set():
-                self._guard(None, self._admit_waiting, [key])
-
-        listener = ChannelListener(
-            slots.client.membership.events_pubsub, on_freed, lambda: None, lambda _c: None,
-            name="handler-slots", logger="tickwheel.handlers",
-        )  # fmt: skip
-        listener.want({self.slots.channel})
-        listener.start()
-        return listener
 
     def _wait_for_room(self, limit: int, timeout_s: float) -> None:
         """Until fewer than ``limit`` outcomes are in hand (a handler finished), the

@@ -1,8 +1,116 @@
-"""The worker's pub/sub listener: schedule / reschedule / decide events for the shards it
-leads (``timer/listener.py`` has the listener and what pub/sub is and is not for here)."""
+"""The pub/sub listener: schedule / reschedule / decide events for the shards a worker leads.
+
+Pub/sub is for speed, never for correctness (a missed event is caught by ``sweep``).
+After any reconnect the worker reloads its horizon, since events may have been missed.
+redis-py's PubSub is not thread-safe, so only the listener thread touches it; other
+threads change the wanted channel set and the listener applies the difference. A shard's
+horizon is reloaded once its channel's subscription is confirmed, so nothing scheduled
+between the first load and the subscription is left to the sweep.
+"""
 
 from __future__ import annotations
 
-from timer.listener import ChannelListener as EventListener
+import contextlib
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
 
-__all__ = ["EventListener"]
+import redis
+
+from timer.driver import CountingPubSub
+
+log = logging.getLogger("worker.events")
+
+
+class EventListener:
+    """One daemon thread following the led shards' event channels.
+
+    Thread-safe: ``want`` from any thread; the callbacks run on the listener's thread.
+    """
+
+    def __init__(
+        self,
+        new_pubsub: Callable[[], CountingPubSub],
+        on_message: Callable[[str, str], None],
+        on_reconnect: Callable[[], None],
+        on_subscribed: Callable[[str], None],
+    ) -> None:
+        self._new_pubsub = new_pubsub
+        self._on_message = on_message
+        self._on_reconnect = on_reconnect
+        self._on_subscribed = on_subscribed
+        self._wanted: set[str] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="worker-events", daemon=True)
+        self.reconnects = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def want(self, channels: set[str]) -> None:
+        with self._lock:
+            self._wanted = set(channels)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(5)
+
+    def _loop(self) -> None:
+        pubsub: CountingPubSub | None = None
+        subscribed: set[str] = set()
+        backoff = 0.05
+        while not self._stop.is_set():
+            try:
+                with self._lock:
+                    wanted = set(self._wanted)
+                if pubsub is None:
+                    if not wanted:
+                        self._stop.wait(0.1)
+                        continue
+                    pubsub = self._new_pubsub()
+                    subscribed = set()
+                if wanted - subscribed:
+                    pubsub.subscribe(*(wanted - subscribed))
+                if subscribed - wanted:
+                    pubsub.unsubscribe(*(subscribed - wanted))  # type: ignore[no-untyped-call]
+                subscribed = wanted
+                connects = pubsub.connects
+                message = pubsub.get_message(timeout=0.2)
+                if pubsub.connects > connects > 0:
+                    self._reconnected()
+                kind = message.get("type") if message else None
+                if kind == "message":
+                    self._on_message(_text(message["channel"]), _text(message["data"]))
+                elif kind == "subscribe":
+                    # Events flow from here on: whatever was read before may have missed some.
+                    self._on_subscribed(_text(message["channel"]))
+                backoff = 0.05
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                log.warning("pub/sub connection lost (%s); reconnecting", exc)
+                if pubsub is not None:
+                    with contextlib.suppress(Exception):
+                        pubsub.close()
+                pubsub = None
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 2.0)
+                self._reconnected()
+            except Exception:
+                log.exception("pub/sub listener error")
+                self._stop.wait(0.2)
+        if pubsub is not None:
+            with contextlib.suppress(Exception):
+                pubsub.close()
+
+    def _reconnected(self) -> None:
+        self.reconnects += 1
+        try:
+            self._on_reconnect()
+        except Exception:
+            log.exception("reload after pub/sub reconnect failed")
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else str(value)

@@ -102,7 +102,7 @@ def test_every_role_does_its_job_with_exactly_its_rules(
         group="g",
         max_attempts=2,
         backoff=Backoff(initial_s=0.01, max_s=0.02),
-        # per-key limits and a rate: their scripts and the freed slots' channel
+        # per-key limits and a rate: their scripts need commands of their own
         limits=[Limit("id", 2), Limit("outcome", name="r", per_s=10_000, burst=100)],
     )
     handled: list[str] = []
@@ -126,7 +126,7 @@ def test_every_role_does_its_job_with_exactly_its_rules(
     refused = [r.getMessage() for r in caplog.records
                if any(w in f"{r.getMessage()} {r.exc_info}".lower()
                       for w in ("noperm", "permission", "can't run"))]  # fmt: skip
-    assert refused == []  # the limits' scripts and the freed slots' subscription among them
+    assert refused == []  # the limits' scripts among them
     assert drained == [True]
     ticks = [h for h in handled if h.startswith("{tick}@")]  # the schedule's occurrences
     assert len(ticks) >= 2 and sorted(set(handled) - set(ticks)) == ["j:{1}", "m0", "m1", "m2"]

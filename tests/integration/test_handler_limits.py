@@ -184,13 +184,13 @@ def test_the_cli_forms_of_limits_and_rates() -> None:
             parse_rate(bad)
 
 
-def test_a_slot_another_runner_frees_starts_the_outcome_waiting_here_at_once(
+def test_an_outcome_waiting_for_its_slot_stays_touched_between_rounds(
     client: TimerClient, running: Callable[..., threading.Thread], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Runner a holds tenant t's one slot; runner b holds t's next outcome, waiting. When
-    a's handler returns, its give-back is published on the group's channel and b starts
-    its outcome then, not at its next round: the rounds are 30 s apart here, and b's
-    outcome must be handled within 10 s (without the message it waits the 30 s)."""
+    """Runner b holds tenant t's outcome w2, waiting for the slot runner a held for w1,
+    with its retry rounds 30 s apart. Once a is done and idle, b still touches w2 (its
+    wait ends at its next touch), so a does not take w2 over in the three reclaim idle
+    times (1 s here) that follow; without the touches it would."""
     from timer import handler_loop  # noqa: PLC0415
 
     monkeypatch.setattr(handler_loop, "LIMIT_RETRY_S", 30.0)
@@ -203,19 +203,19 @@ def test_a_slot_another_runner_frees_starts_the_outcome_waiting_here_at_once(
         done.append(o.id)
 
     limit = [Limit("payload.tenant", 1)]
-    a = Handlers(client, group="wake", consumer="a", limits=limit)
+    a = Handlers(client, group="touch", consumer="a", limits=limit, reclaim_idle_ms=1_000)
     a.add("cancelled", held)
     client.schedule("w1", 60_000, payload={"tenant": "t"})
     client.cancel("w1")
     running(a, concurrency=1, read_ahead=0)  # holds w1 and reads nothing more meanwhile
     assert started.wait(10), "runner a started w1"
-    b = Handlers(client, group="wake", consumer="b", limits=limit)
+    b = Handlers(client, group="touch", consumer="b", limits=limit, reclaim_idle_ms=1_000)
     b.add("cancelled", lambda o: done.append(o.id))
     client.schedule("w2", 60_000, payload={"tenant": "t"})
     client.cancel("w2")
     running(b, concurrency=2)
     wait_for(lambda: b.stats.limit_waits >= 1, 10, "runner b holding w2, waiting for t's slot")
-    assert done == []
     gate.set()
-    wait_for(lambda: "w2" in done, 10, "w2 started once a's slot was freed")
-    assert done == ["w1", "w2"]
+    wait_for(lambda: done == ["w1"] and a.in_flight == 0, 10, "a done with w1, idle")
+    threading.Event().wait(3)  # a window, not a wait: an untouched w2 would be a's by now
+    assert (a.stats.claimed, b.stats.lost, b.waiting_for_limit, done) == (0, 0, 1, ["w1"])

@@ -101,11 +101,6 @@ class NamespaceKeys:
         (``rate_take.lua``), named as :meth:`limit` names slots."""
         return f"{self.tag}:rate:{len(group.encode())}:{group}:{name}:{value}"
 
-    def limit_channel(self, group: str) -> str:
-        """Pub/sub channel on which a handler runner of ``group`` names each limit key one
-        of its slots freed (the group's other runners start what waits for it)."""
-        return f"tw:{self.namespace}:lim:{len(group.encode())}:{group}"
-
     def key_channel(self, key: str) -> str:
         """Pub/sub channel carrying each notification of watch key ``key``."""
         return f"tw:{self.namespace}:key:{key}"
