@@ -189,26 +189,30 @@ class Firer:
         stages.observe_all("fire_call", ((answered_ns - sent_ns) / 1e6,), times=len(done))
 
     def due_now(self) -> list[FireTask]:
-        """What the wheel has expired so far and no one has taken (``run_once``)."""
-        self._take_expired()
-        batch = [t for level in sorted(self.backlog, reverse=True) for t in self.backlog[level]]
-        self.backlog.clear()
-        return batch
+        """What the wheel has expired so far and no one has taken (``run_once``), the
+        highest priorities first."""
+        while self._take_expired():
+            pass
+        return self._next_batch(sum(map(len, self.backlog.values())))
 
-    def _take_expired(self) -> None:
+    def _keep(self, task: FireTask) -> None:
+        """Into the backlog, after those of its priority."""
+        line = self.backlog.get(task.priority)
+        if line is None:
+            line = self.backlog[task.priority] = deque()
+        line.append(task)
+
+    def _take_expired(self) -> bool:
         """Move what the wheel expired into the backlog (by priority), at most one
-        BACKLOG_STEP a round, so a flood is ordered as it is taken, not all first."""
-        level = self.backlog
-        get = self.ctx.fire_queue.get_nowait
+        BACKLOG_STEP a round, so a flood is ordered as it is taken, not all first; True
+        if that step was full (more may wait)."""
+        get, keep = self.ctx.fire_queue.get_nowait, self._keep
         for _ in range(BACKLOG_STEP):
             try:
-                task = get()
+                keep(get())
             except queue.Empty:
-                return
-            line = level.get(task.priority)
-            if line is None:
-                line = level[task.priority] = deque()
-            line.append(task)
+                return False
+        return True
 
     def _next_batch(self, most: int) -> list[FireTask]:
         """The next ``most`` entries of the backlog, highest priority first, each
@@ -236,7 +240,7 @@ class Firer:
                     first = ctx.fire_queue.get(timeout=0.2)
                 except queue.Empty:
                     continue
-                self.backlog[first.priority] = deque([first])
+                self._keep(first)
             self._take_expired()
             batch = self._next_batch(ctx.settings.fire_batch * 4)
             try:

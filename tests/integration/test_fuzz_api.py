@@ -113,6 +113,7 @@ RIGHT = {  # a value of the right form, where mere text is not one
     "need": st.integers(-1, 4),
     "rearm": st.booleans(),
     "debounce": st.booleans(),  # a debounce window (#43)
+    "priority": st.integers(-102, 102),  # its range and just past it (#43)
     "traceparent": traceparents,  # a W3C trace context (#31)
     "callback_url": callback_urls,  # where its outcome is POSTed (#30)
 }

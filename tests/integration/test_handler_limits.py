@@ -130,6 +130,20 @@ def test_any_limit_is_a_limit_or_a_clear_refusal(
             assert "limit" in str(exc) or "rate" in str(exc)
 
 
+@settings(max_examples=200, deadline=None)
+@given(key=st.one_of(st.sampled_from(["id", "payload.x", "payload.a-b.c_d", "outcome"]),
+                     st.text(max_size=20), anything))  # fmt: skip
+def test_any_fair_by_is_a_key_or_a_clear_refusal(key: object) -> None:
+    """Handlers(fair_by=) of anything (#43) keeps a path or a function, or raises
+    InvalidInput naming fair_by; nothing else (it writes nothing: no client here)."""
+    try:
+        h = Handlers(fair_by=key)  # type: ignore[arg-type]
+    except InvalidInput as exc:
+        assert "fair_by" in str(exc)
+    else:
+        assert h.fair_by is key or h.fair_by == key
+
+
 def test_handlers_refuse_what_is_not_a_list_of_limits(client: TimerClient) -> None:
     for bad in ("payload.x=2", [("payload.x", 2)], [Limit("id", 1), Limit("id", 2)]):
         with pytest.raises(InvalidInput, match="limit"):

@@ -189,13 +189,13 @@ def parse_events(data: str) -> list[Event]:
     ranks = data[0] == "Q"  # " <priority> <id bytes> <id>" each: priorities (#43)
     raw = data.encode("utf-8", "surrogatepass")
     events: list[Event] = []
-    pos = 1  # at the space before each entry: " <deadline> <id bytes> <id>"
+    pos = 1  # at the space before each entry: " <deadline or priority> <id bytes> <id>"
     try:
         while pos < len(raw):
             if raw[pos] != 0x20:
                 raise ValueError("expected a space")
             cut = raw.index(b" ", pos + 1)
-            deadline = int(raw[pos + 1 : cut])
+            number = int(raw[pos + 1 : cut])
             end = raw.index(b" ", cut + 1)
             size = int(raw[cut + 1 : end])
             tid = raw[end + 1 : end + 1 + size]
@@ -203,9 +203,9 @@ def parse_events(data: str) -> list[Event]:
                 raise ValueError("an id shorter than its length")
             name = tid.decode("utf-8", "surrogatepass")
             if ranks:
-                events.append(Event("prioritized", name, priority=deadline))
+                events.append(Event("prioritized", name, priority=number))
             else:
-                events.append(Event("scheduled", name, deadline_ms=deadline))
+                events.append(Event("scheduled", name, deadline_ms=number))
             pos = end + 1 + size
     except ValueError as exc:
         raise ValueError(f"not a tickwheel event batch ({exc}): {data[:200]!r}") from None
