@@ -15,7 +15,7 @@ from typing import IO, Any, TypeVar
 import click
 import redis
 
-from timer import TimerClient
+from timer import TimerClient, connections
 from timer.durable.keys import NAMESPACES
 from timer.errors import (
     ConfigError,
@@ -96,7 +96,7 @@ def _with_namespaces(exc: TimerError) -> TimerError:
         return exc
     try:
         rs = RedisSettings.from_url(app._url, socket_timeout_s=2)
-        with redis.Redis.from_url(rs.url, **rs.options()) as r:
+        with connections.client(rs) as r:
             names = sorted(n.decode() for n in r.smembers(NAMESPACES))
     except (redis.RedisError, TimerError, ValueError, UnicodeDecodeError):
         return exc  # no right to list them (ACL), or no answer: the error as it was

@@ -76,6 +76,8 @@ def _answers(state: EmbeddedState) -> bool:
     client = redis.Redis(host="127.0.0.1", port=state.port, socket_timeout=1)
     try:
         return bool(client.ping())
+    except redis.ResponseError:
+        return True  # it answered (MISCONF: its disk is full): it is running, not gone
     except redis.RedisError:
         return False
     finally:

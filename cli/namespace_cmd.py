@@ -7,7 +7,7 @@ import warnings
 
 import click
 
-from timer.client import DurabilityWarning
+from timer.durable.models import DurabilityWarning
 from timer.durable.codec import FORMAT_VERSION
 from timer.durable.shard_calls import MigrateStep
 

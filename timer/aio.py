@@ -29,6 +29,7 @@ from typing import Any, TypeVar, Unpack
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
+from . import connections
 from .aio_driver import AsyncDriver, cluster_retry
 from .aio_group import AsyncConsumer
 from .durable import keys as keyspace
@@ -101,12 +102,12 @@ class AsyncTimerClient:
         )
         rs = RedisSettings.from_url(url, socket_timeout_s=socket_timeout_s)
         options = rs.options()
-        client: Any = aioredis.Redis.from_url(rs.url, health_check_interval=30, **options)
+        client: Any = connections.async_client(rs)
         try:
             with map_errors(rs.safe_url):
                 hello = ops.hello_fields(await client.execute_command("HELLO"))
                 ops.check_server_version(ops.version_of_hello(hello), rs.safe_url)
-                if hello.get("mode") == "cluster":
+                if hello.get("mode") == "cluster" and rs.sentinel is None:
                     await client.aclose()
                     client = AsyncRedisCluster.from_url(rs.url, retry=cluster_retry(), **options)
                     await client.initialize()

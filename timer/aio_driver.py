@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import warnings
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
@@ -23,9 +24,9 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import RedisClusterException
 
 from .cluster_route import CLIENT_RETRIES, RETRY_BUDGET_S, Refresh, Routing, client_backoff, owner
-from .durable import steps
+from .durable import ops, steps
 from .durable.calls import error_or
-from .durable.models import Durability
+from .durable.models import Durability, DurabilityWarning
 from .durable.scripts import ScriptName, source
 from .store import map_errors, settle_replies, settle_wait
 
@@ -63,6 +64,14 @@ class AsyncDriver:
         self._node_options = dict(node_options or {})
         self._nodes: dict[str, aioredis.Redis] = {}  # a plain client per cluster node
         self.retry_budget_s = RETRY_BUDGET_S  # a cluster call's retries after a backoff
+        self._aof_checked = not durability.aof  # ops.check_aof, before the first wait
+
+    async def check_aof(self) -> None:
+        """Before the first write that waits for ``aof``: the servers can promise it."""
+        if not self._aof_checked:
+            for note in await self.run(ops.check_aof(self.where)):
+                warnings.warn(note, DurabilityWarning, stacklevel=4)
+            self._aof_checked = True
 
     async def run(self, op: steps.Op[T]) -> T:
         """Run an operation to its result (it emits nothing)."""
@@ -169,6 +178,7 @@ class AsyncDriver:
                 getattr(pipe, c.name)(*c.args, **c.kwargs)
         waits = durability.waits and any(isinstance(c, steps.ScriptCall) and c.wait for c in calls)
         if waits:  # on the writes' own connection: WAIT covers only those
+            await self.check_aof()
             pipe.execute_command(*durability.command())
         raw = list(await pipe.execute(raise_on_error=False))
         if waits:

@@ -33,6 +33,7 @@ from .durable.fields import TimerOptions, TimerSpec
 from .durable.items import timer_spec
 from .durable.models import (
     ClientSettings,
+    DurabilityWarning,
     Meta,
     Outcome,
     ServerSettings,
@@ -434,7 +435,3 @@ class TimerClient(OperatorCalls):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class DurabilityWarning(UserWarning):
-    """The server keeps timers less safely than it could (AOF off, an evicting policy)."""

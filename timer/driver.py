@@ -14,6 +14,7 @@ import contextlib
 import random
 import threading
 import time
+import warnings
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
@@ -24,9 +25,10 @@ from redis.commands.core import Script
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
+from . import connections
 from .cluster_route import CLIENT_RETRIES, RETRY_BUDGET_S, Refresh, Routing, client_backoff, owner
 from .durable import ops, steps
-from .durable.models import Durability
+from .durable.models import Durability, DurabilityWarning
 from .durable.scripts import ScriptName, source
 from .store import RedisSettings, map_errors, settle_replies, settle_wait
 
@@ -38,7 +40,7 @@ def connect(rs: RedisSettings) -> redis.Redis | RedisCluster:
     Redis Cluster node (``HELLO``'s ``mode``; contacted once here for that)."""
     options = rs.options()
     with map_errors(rs.safe_url):
-        client: Any = redis.Redis.from_url(rs.url, health_check_interval=30, **options)
+        client: Any = connections.client(rs)
         try:
             if rs.url.startswith(("redis://", "rediss://")):
                 hello = ops.hello_fields(client.execute_command("HELLO"))
@@ -102,6 +104,14 @@ class SyncDriver:
         self._nodes_lock = threading.Lock()
         self._reserved = 0  # connections each pool may open (reserve_connections)
         self.retry_budget_s = RETRY_BUDGET_S  # a cluster call's retries after a backoff
+        self._aof_checked = not durability.aof  # ops.check_aof, before the first wait
+
+    def check_aof(self) -> None:
+        """Before the first write that waits for ``aof``: the servers can promise it."""
+        if not self._aof_checked:
+            for note in self.run(ops.check_aof(self.where)):
+                warnings.warn(note, DurabilityWarning, stacklevel=4)
+            self._aof_checked = True
 
     def reserve_connections(self, n: int) -> None:
         """Let the connection pool (each node's, on a cluster) open at least ``n``
@@ -336,6 +346,8 @@ class SyncDriver:
         (a ``NOSCRIPT`` call did not run)."""
         durability = self.durability
         waits = durability.waits and any(calls[i].wait for i in idxs)
+        if waits:
+            self.check_aof()
         pipe = conn.pipeline(transaction=False)
         for i in idxs:
             call, script = calls[i], self.scripts[calls[i].script]

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import redis
 import redis.cluster
@@ -79,19 +79,95 @@ URL_OPTIONS = {
 }
 
 
-def check_url(url: object) -> str:
+SENTINEL_SCHEMES = {"redis+sentinel": "redis", "rediss+sentinel": "rediss"}
+SENTINEL_FORM = (
+    "redis+sentinel://[user:password@]host:port[,host:port…]/<service>[/db] "
+    "(rediss+sentinel:// for TLS to the data nodes)"
+)
+_SENTINEL_OWN = ("sentinel_username", "sentinel_password")
+
+
+@dataclass(frozen=True)
+class SentinelTarget:
+    """A Sentinel URL read: where the Sentinels are, which service's master to use, and
+    how to connect to it (the URL's credentials and options are the data nodes')."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    service: str
+    ssl: bool
+    options: dict[str, Any] = field(repr=False, hash=False, compare=False)
+    sentinel_username: str | None = field(default=None, repr=False)
+    sentinel_password: str | None = field(default=None, repr=False)
+
+    def master_options(self) -> dict[str, Any]:
+        """redis-py keyword arguments for the master's connections (db, auth, ssl_*)."""
+        return dict(self.options)
+
+
+def parse_sentinel_url(url: str) -> SentinelTarget:
+    """A ``redis+sentinel://`` URL read; ConfigError (no secret in it) if it is not one."""
+    safe = redact_url(url)
+    scheme, _, rest = url.partition("://")
+    base = SENTINEL_SCHEMES[scheme]
+    userinfo, at, hostpart = rest.rpartition("@")
+    if not at:
+        userinfo, hostpart = "", rest
+    hostpart, _, query = hostpart.partition("?")
+    hosts_text, _, path = hostpart.partition("/")
+    sentinels: list[tuple[str, int]] = []
+    for item in hosts_text.split(","):
+        host, colon, port = item.strip().rpartition(":")
+        host = host.strip("[]")
+        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(
+                f"Sentinel URL {safe}: {item.strip()!r:.40} is not host:port (each Sentinel "
+                f"with its port, 26379 by default); the form is {SENTINEL_FORM}"
+            )
+        sentinels.append((host, int(port)))
+    parts = [p for p in path.split("/") if p]
+    if not parts or len(parts) > 2 or (len(parts) == 2 and not parts[1].isdigit()):
+        raise ConfigError(
+            f"Sentinel URL {safe} must name the service its Sentinels monitor, and may add a "
+            f"database number: the form is {SENTINEL_FORM}"
+        )
+    query_pairs = [q for q in query.split("&") if q]
+    split = [q.partition("=") for q in query_pairs]
+    own = {k: unquote(v) for k, _, v in split if k in _SENTINEL_OWN}
+    rest_query = "&".join(q for q in query_pairs if q.partition("=")[0] not in _SENTINEL_OWN)
+    host0, port0 = sentinels[0]
+    # The data nodes' options, typed as redis-py types them, from a URL of the same
+    # credentials and options (the host is a stand-in: Sentinel names the master).
+    stand_in = (
+        f"{base}://{userinfo}{at}{'[' + host0 + ']' if ':' in host0 else host0}:{port0}"
+        f"/{parts[1] if len(parts) == 2 else 0}{'?' + rest_query if rest_query else ''}"
+    )
+    check_url(stand_in, shown=safe)
+    options = redis.connection.parse_url(stand_in)  # type: ignore[no-untyped-call]
+    for name in ("host", "port", "connection_class"):
+        options.pop(name, None)
+    return SentinelTarget(
+        tuple(sentinels), unquote(parts[0]), base == "rediss", options,
+        own.get("sentinel_username"), own.get("sentinel_password"),
+    )  # fmt: skip
+
+
+def check_url(url: object, *, shown: str | None = None) -> str:
     """``url`` if redis-py can connect with it; ConfigError (naming the URL with no
     secret in it) for a bad scheme, host, port, database or query option."""
     if not isinstance(url, str) or not url.strip():
         raise ConfigError(
             f"a Redis URL must be text such as redis://localhost:6379/0, got {url!r:.40}"
         )
-    safe = redact_url(url)
+    safe = shown or redact_url(url)
     scheme = url.partition("://")[0] if "://" in url else ""
+    if scheme in SENTINEL_SCHEMES and shown is None:
+        parse_sentinel_url(url)
+        return url
     if scheme not in ("redis", "rediss", "unix"):
         raise ConfigError(
             f"unsupported Redis URL scheme {scheme!r} in {safe}; use "
-            "redis://host:port/db, rediss:// for TLS, or unix:///path/to.sock"
+            "redis://host:port/db, rediss:// for TLS, unix:///path/to.sock, or "
+            "redis+sentinel://host:port,host:port/<service> for Sentinel"
         )
     form = "the form is redis://[user:password@]host[:port][/db], rediss://… or unix:///path"
     try:
@@ -143,6 +219,13 @@ class RedisSettings:
     @property
     def safe_url(self) -> str:
         return redact_url(self.url)
+
+    @property
+    def sentinel(self) -> SentinelTarget | None:
+        """The Sentinels and service of a ``redis+sentinel://`` URL; None for any other."""
+        if self.url.partition("://")[0] in SENTINEL_SCHEMES:
+            return parse_sentinel_url(self.url)
+        return None
 
     def options(self) -> dict[str, Any]:
         """redis-py connection options, the same for the sync and the asyncio client."""

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from cli.main import main
 from timer import ConfigError, TimerClient
-from timer.client import DurabilityWarning
+from timer.durable.models import DurabilityWarning
 from timer.testing import RedisServer
 from worker import Worker, WorkerSettings
 

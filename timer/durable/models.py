@@ -41,13 +41,21 @@ class Meta:
     version: int = 1
 
 
+class DurabilityWarning(UserWarning):
+    """The server keeps timers less safely than it could (AOF off, an evicting policy),
+    or a durability asked for could not be checked."""
+
+
 @dataclass(frozen=True)
 class Durability:
     """When a write counts as done. Parse one with :meth:`parse`:
 
     ``none``            the master applied it (and its AOF per ``appendfsync``)
     ``aof``             the master fsynced it to its AOF (``WAITAOF 1 0``): survives a
-                        crash or power loss of the master's host, not the loss of its disk
+                        crash or power loss of the master's host, not the loss of its disk.
+                        Needs ``appendfsync always`` (under ``everysec`` a server answers
+                        WAITAOF before its fsync): checked before the first write, a
+                        ConfigError otherwise
     ``replicas:N``      N replicas have it (``WAIT N``): survives the master's failure if
                         one of them is promoted (Sentinel, Cluster failover)
     ``aof+replicas:N``  both (``WAITAOF 1 N``: N replicas fsynced it too)

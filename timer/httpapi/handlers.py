@@ -10,11 +10,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import prometheus_client
-import redis.asyncio as aioredis
+import redis
 from prometheus_client import multiprocess
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from timer import InvalidInput, NotFound, TimerClient, TimerError, TimerNotFound
+from timer import InvalidInput, NotFound, TimerClient, TimerError, TimerNotFound, connections
 from timer.aio_group import AsyncConsumer
 from timer.durable.codec import jsonable
 from timer.durable.keys import check_name
@@ -242,11 +242,14 @@ async def metrics(_: Call) -> Response:
 def table(clients: Clients) -> dict[str, Handler]:
     async def ready(_: Call) -> Response:
         rs = RedisSettings.from_url(clients.url)
-        r = aioredis.Redis.from_url(rs.url, **rs.options())
+        r = connections.async_client(rs)
         try:
-            await r.ping()
+            await r.ping()  # refused (MISCONF) while the server cannot write its disk
         except Exception as exc:  # any failure means not ready
-            return JSONResponse({"ready": False, "error": type(exc).__name__}, status_code=503)
+            body = {"ready": False, "error": type(exc).__name__}
+            if isinstance(exc, redis.ResponseError):  # the server's own word, e.g. MISCONF
+                body["reason"] = str(exc)[:200]
+            return JSONResponse(body, status_code=503)
         finally:
             await r.aclose()
         return JSONResponse({"ready": True})

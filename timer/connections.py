@@ -1,0 +1,182 @@
+"""A Redis URL made into a redis-py client: one server, a Redis Cluster, or a master
+found through Sentinels; blocking or asyncio. The one place the library opens a client
+from a URL (the drivers, the HTTP API's readiness, the CLI's hints), so every door takes
+the same URLs.
+
+- ``redis://``, ``rediss://`` (TLS), ``unix://``: one server, or a Redis Cluster when
+  the node named says it is one (``HELLO``'s ``mode``; the callers ask).
+- ``redis+sentinel://[user:pass@]host:port[,host:port…]/<service>[/db]`` (and
+  ``rediss+sentinel://`` for TLS to the data nodes): the master the Sentinels name for
+  ``<service>``, asked again after every lost connection and every ``READONLY`` reply,
+  so a failover is followed without a restart (redis-py's ``SentinelConnectionPool``).
+  The URL's credentials are the data nodes'; ``?sentinel_username=&sentinel_password=``
+  are the Sentinels' own, if they have any.
+
+Health checks: a connection idle for 30 s sends ``PING`` before its next command (a
+connection a firewall or a failover dropped is found before it is used). A server that
+cannot write its AOF (a full disk) refuses ``PING`` with ``MISCONF``, as it refuses
+writes; redis-py would then fail every read on an idle connection too. Here a refused
+``PING`` is an answer: the link is alive, and reads go on while writes are refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import redis
+import redis.asyncio as aioredis
+import redis.asyncio.connection as aconn
+import redis.asyncio.sentinel as asentinel
+import redis.connection as conn
+from redis import sentinel
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+
+from .store import RedisSettings, SentinelTarget
+
+HEALTH_CHECK_S = 30
+# A Sentinel master's client retries a command whose connection failed (the master died,
+# or was demoted: READONLY) after 50 ms doubling to 500 ms, six times (~1.8 s): what the
+# Sentinels take to agree on a master they have just promoted (seen: ~1 s after the
+# first names it). A longer failover is the caller's to retry; the calls are idempotent.
+SENTINEL_BACKOFF = ExponentialBackoff(cap=0.5, base=0.05)
+SENTINEL_RETRIES = 6
+
+
+# -- health checks that count a refusal as an answer ----------------------------------------
+
+
+class _AnsweredHealth:
+    def check_health(self) -> None:
+        # MISCONF & co: the server answered, so the link is up
+        with contextlib.suppress(redis.ResponseError):
+            super().check_health()  # type: ignore[misc]
+
+
+class _AsyncAnsweredHealth:
+    async def check_health(self) -> None:
+        with contextlib.suppress(redis.ResponseError):
+            await super().check_health()  # type: ignore[misc]
+
+
+class Connection(_AnsweredHealth, conn.Connection):
+    pass
+
+
+class SSLConnection(_AnsweredHealth, conn.SSLConnection):
+    pass
+
+
+class UnixConnection(_AnsweredHealth, conn.UnixDomainSocketConnection):
+    pass
+
+
+class SentinelConnection(_AnsweredHealth, sentinel.SentinelManagedConnection):
+    pass
+
+
+class SentinelSSLConnection(_AnsweredHealth, sentinel.SentinelManagedSSLConnection):
+    pass
+
+
+class AsyncConnection(_AsyncAnsweredHealth, aconn.Connection):
+    pass
+
+
+class AsyncSSLConnection(_AsyncAnsweredHealth, aconn.SSLConnection):
+    pass
+
+
+class AsyncUnixConnection(_AsyncAnsweredHealth, aconn.UnixDomainSocketConnection):
+    pass
+
+
+class AsyncSentinelConnection(_AsyncAnsweredHealth, asentinel.SentinelManagedConnection):
+    pass
+
+
+class AsyncSentinelSSLConnection(_AsyncAnsweredHealth, asentinel.SentinelManagedSSLConnection):
+    pass
+
+
+_SYNC: dict[str, type[Any]] = {
+    "redis": Connection, "rediss": SSLConnection, "unix": UnixConnection,
+}  # fmt: skip
+_ASYNC: dict[str, type[Any]] = {
+    "redis": AsyncConnection, "rediss": AsyncSSLConnection, "unix": AsyncUnixConnection,
+}  # fmt: skip
+
+
+# -- the clients ------------------------------------------------------------------------------
+
+
+class SentinelRedis(redis.Redis):
+    """The master's client that also closes its connections to the Sentinels."""
+
+    def close(self) -> None:
+        super().close()
+        manager = getattr(self.connection_pool, "sentinel_manager", None)
+        for s in getattr(manager, "sentinels", ()):
+            s.close()
+
+
+class AsyncSentinelRedis(aioredis.Redis):
+    """The master's asyncio client that also closes its connections to the Sentinels."""
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        await super().aclose(close_connection_pool)
+        manager = getattr(self.connection_pool, "sentinel_manager", None)
+        for s in getattr(manager, "sentinels", ()):
+            await s.aclose()
+
+
+def _sentinel_kwargs(target: SentinelTarget, options: dict[str, Any]) -> dict[str, Any]:
+    """How to reach the Sentinels themselves: the timeouts, and their own credentials."""
+    kwargs = {k: v for k, v in options.items() if k.startswith("socket_")}
+    if target.sentinel_username is not None:
+        kwargs["username"] = target.sentinel_username
+    if target.sentinel_password is not None:
+        kwargs["password"] = target.sentinel_password
+    return kwargs
+
+
+def client(rs: RedisSettings, **extra: Any) -> redis.Redis:
+    """A blocking client of the URL's server (of the master, for a Sentinel URL)."""
+    options = {**rs.options(), "health_check_interval": HEALTH_CHECK_S, **extra}
+    target = rs.sentinel
+    if target is None:
+        scheme = rs.url.partition("://")[0]
+        return redis.Redis.from_url(rs.url, connection_class=_SYNC[scheme], **options)
+    manager = sentinel.Sentinel(  # type: ignore[no-untyped-call]
+        target.sentinels, sentinel_kwargs=_sentinel_kwargs(target, options)
+    )
+    return manager.master_for(  # type: ignore[no-untyped-call, no-any-return]
+        target.service,
+        redis_class=SentinelRedis,
+        retry=Retry(SENTINEL_BACKOFF, SENTINEL_RETRIES),
+        connection_class=SentinelSSLConnection if target.ssl else SentinelConnection,
+        **target.master_options(),
+        **options,
+    )
+
+
+def async_client(rs: RedisSettings, **extra: Any) -> aioredis.Redis:
+    """An asyncio client of the URL's server (of the master, for a Sentinel URL)."""
+    options = {**rs.options(), "health_check_interval": HEALTH_CHECK_S, **extra}
+    target = rs.sentinel
+    if target is None:
+        scheme = rs.url.partition("://")[0]
+        return aioredis.Redis.from_url(rs.url, connection_class=_ASYNC[scheme], **options)
+    manager = asentinel.Sentinel(  # type: ignore[no-untyped-call]
+        target.sentinels, sentinel_kwargs=_sentinel_kwargs(target, options)
+    )
+    return manager.master_for(  # type: ignore[no-any-return]
+        target.service,
+        redis_class=AsyncSentinelRedis,
+        retry=AsyncRetry(SENTINEL_BACKOFF, SENTINEL_RETRIES),
+        connection_class=AsyncSentinelSSLConnection if target.ssl else AsyncSentinelConnection,
+        **target.master_options(),
+        **options,
+    )
