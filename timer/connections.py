@@ -22,6 +22,7 @@ writes; redis-py would then fail every read on an idle connection too. Here a re
 from __future__ import annotations
 
 import contextlib
+import time
 from typing import Any
 
 import redis
@@ -109,6 +110,46 @@ _ASYNC: dict[str, type[Any]] = {
 }  # fmt: skip
 
 
+# -- Sentinel: follow the master the Sentinels name -------------------------------------------
+
+# How often a Sentinel master's pool asks the Sentinels which master is current (when a
+# connection is taken): a SENTINEL FAILOVER leaves the old master writable for several
+# seconds before the Sentinels demote it, and redis-py's pool asks again only after an
+# error, so idle connections would go on writing to the old master meanwhile (seen: the
+# writes of 8 s after a failover, lost when it was demoted).
+MASTER_CHECK_S = 0.5
+
+
+class SentinelPool(sentinel.SentinelConnectionPool):
+    """redis-py's Sentinel pool that also asks the Sentinels, at most every
+    ``MASTER_CHECK_S`` as connections are taken, whether the master moved; redis-py then
+    closes the idle connections to the old one, and they reconnect to the new."""
+
+    _asked = 0.0
+
+    def get_connection(self, *args: Any, **kwargs: Any) -> Any:
+        now = time.monotonic()
+        if now - self._asked > MASTER_CHECK_S:
+            self._asked = now
+            with contextlib.suppress(redis.ConnectionError, redis.TimeoutError):
+                self.get_master_address()  # type: ignore[no-untyped-call]
+        return super().get_connection(*args, **kwargs)
+
+
+class AsyncSentinelPool(asentinel.SentinelConnectionPool):
+    """The asyncio form of :class:`SentinelPool`."""
+
+    _asked = 0.0
+
+    async def get_connection(self, *args: Any, **kwargs: Any) -> Any:
+        now = time.monotonic()
+        if now - self._asked > MASTER_CHECK_S:
+            self._asked = now
+            with contextlib.suppress(redis.ConnectionError, redis.TimeoutError):
+                await self.get_master_address()  # type: ignore[no-untyped-call]
+        return await super().get_connection(*args, **kwargs)  # type: ignore[no-untyped-call]
+
+
 # -- the clients ------------------------------------------------------------------------------
 
 
@@ -155,6 +196,7 @@ def client(rs: RedisSettings, **extra: Any) -> redis.Redis:
     return manager.master_for(  # type: ignore[no-untyped-call, no-any-return]
         target.service,
         redis_class=SentinelRedis,
+        connection_pool_class=SentinelPool,
         retry=Retry(SENTINEL_BACKOFF, SENTINEL_RETRIES),
         connection_class=SentinelSSLConnection if target.ssl else SentinelConnection,
         **target.master_options(),
@@ -175,6 +217,7 @@ def async_client(rs: RedisSettings, **extra: Any) -> aioredis.Redis:
     return manager.master_for(  # type: ignore[no-any-return]
         target.service,
         redis_class=AsyncSentinelRedis,
+        connection_pool_class=AsyncSentinelPool,
         retry=AsyncRetry(SENTINEL_BACKOFF, SENTINEL_RETRIES),
         connection_class=AsyncSentinelSSLConnection if target.ssl else AsyncSentinelConnection,
         **target.master_options(),

@@ -24,6 +24,7 @@ from redis.cluster import RedisCluster
 from redis.commands.core import Script
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
+from redis.sentinel import SentinelConnectionPool
 
 from . import connections
 from .cluster_route import CLIENT_RETRIES, RETRY_BUDGET_S, Refresh, Routing, client_backoff, owner
@@ -70,6 +71,20 @@ class CountingPubSub(redis.client.PubSub):
     def on_connect(self, connection: Any) -> None:
         self.connects += 1
         super().on_connect(connection)
+
+    def master_moved(self) -> bool:
+        """True when this connection's pool is a Sentinel master's and the Sentinels now
+        name another master: a demoted master keeps its subscribers, who then hear
+        nothing more (what is published goes to the new master)."""
+        pool = self.connection_pool
+        conn = self.connection
+        if not isinstance(pool, SentinelConnectionPool) or conn is None:
+            return False
+        try:
+            host, port = pool.get_master_address()
+        except (redis.ConnectionError, redis.TimeoutError):
+            return False  # no Sentinel answers: the connection's own errors will say
+        return (conn.host, int(conn.port)) != (host, int(port))
 
 
 class SyncDriver:

@@ -13,12 +13,17 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 import redis
 
 from timer.driver import CountingPubSub
+
+# How often a listener on a Sentinel master asks the Sentinels whether the master moved
+# (a SENTINEL FAILOVER demotes the old one without closing its subscribers' connections).
+MASTER_CHECK_S = 1.0
 
 log = logging.getLogger("worker.events")
 
@@ -62,6 +67,7 @@ class EventListener:
         pubsub: CountingPubSub | None = None
         subscribed: set[str] = set()
         backoff = 0.05
+        checked = time.monotonic()  # when the Sentinels were last asked for the master
         while not self._stop.is_set():
             try:
                 with self._lock:
@@ -77,6 +83,10 @@ class EventListener:
                 if subscribed - wanted:
                     pubsub.unsubscribe(*(subscribed - wanted))  # type: ignore[no-untyped-call]
                 subscribed = wanted
+                if time.monotonic() - checked > MASTER_CHECK_S:
+                    checked = time.monotonic()
+                    if pubsub.master_moved():
+                        raise redis.ConnectionError("the Sentinels name a new master")
                 connects = pubsub.connects
                 message = pubsub.get_message(timeout=0.2)
                 if pubsub.connects > connects > 0:

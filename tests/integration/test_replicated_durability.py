@@ -118,22 +118,35 @@ def test_asyncio_client_waits_too(pair: tuple[RedisServer, RedisServer], namespa
 def test_aof_level_fsyncs_or_says_the_server_cannot(
     pair: tuple[RedisServer, RedisServer], namespace: str
 ) -> None:
-    """durability='aof' waits for the master's fsync where the server has WAITAOF; an
-    older server (Redis 7.0) gets a ConfigError naming what is needed."""
+    """durability='aof' waits for the master's fsync where the server can promise it
+    (WAITAOF and `appendfsync always`); a server under `everysec`, or an older server
+    (Redis 7.0), gets a ConfigError naming what is needed, and nothing is written."""
     master, _ = pair
     r = redis.Redis(host=master.host, port=master.port)
     info = r.info("server")
-    r.close()
     kind = "valkey" if "valkey_version" in info else "redis"
     version = str(info.get("valkey_version") or info["redis_version"])
     has_waitaof = tuple(int(x) for x in version.split(".")[:2]) >= (7, 2)
     TimerClient.from_url(master.url, namespace).init(shards=2)
     c = TimerClient.from_url(master.url, namespace, durability="aof")
     try:
-        if has_waitaof:
-            assert c.schedule("f:{1}", delay_ms=60_000).created, (kind, version)
-        else:
+        if not has_waitaof:
             with pytest.raises(ConfigError, match="needs WAITAOF"):
                 c.schedule("f:{1}", delay_ms=60_000)
+            return
+        assert r.config_get("appendfsync")["appendfsync"] == "everysec"
+        with pytest.raises(
+            ConfigError, match="needs `appendfsync always`.*has `appendfsync everysec`"
+        ):
+            c.schedule("f:{1}", delay_ms=60_000)
+        assert c.get("f:{1}") is None  # refused before anything was written
+        r.config_set("appendfsync", "always")
+        c2 = TimerClient.from_url(master.url, namespace, durability="aof")
+        try:
+            assert c2.schedule("f:{1}", delay_ms=60_000).created, (kind, version)
+        finally:
+            c2.close()
     finally:
+        r.config_set("appendfsync", "everysec")
+        r.close()
         c.close()

@@ -1,0 +1,169 @@
+"""Sentinel: a master, two replicas and three Sentinels (real processes); workers and
+clients reach the master by a ``redis+sentinel://`` URL and follow every failover."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.chaos.conftest import Workers, assert_exactly_once, read_all_outcomes
+from tests.conftest import wait_for
+from timer import ConfigError, StoreError, TimerClient
+from timer.aio import AsyncTimerClient
+from timer.store import RedisSettings, redact_url
+from timer.testing import RedisServer, SentinelSet, redis_sentinel
+
+pytestmark = [pytest.mark.redis, pytest.mark.chaos]
+
+
+@pytest.fixture(scope="module")
+def sentinel_set(
+    tmp_path_factory: pytest.TempPathFactory, server_binary: Path
+) -> Iterator[SentinelSet]:
+    with redis_sentinel(tmp_path_factory.mktemp("sentinel"), binary=server_binary) as s:
+        yield s
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("redis+sentinel://127.0.0.1:26379", "must name the service"),
+        ("redis+sentinel://127.0.0.1:26379/", "must name the service"),
+        ("redis+sentinel://127.0.0.1/mymaster", "is not host:port"),
+        ("redis+sentinel://a:1,b/mymaster", "is not host:port"),
+        ("redis+sentinel://a:99999/mymaster", "is not host:port"),
+        ("redis+sentinel://a:1/mymaster/x", "database number"),
+        ("redis+sentinel://a:1/mymaster/0/9", "database number"),
+        ("redis+sentinel://a:1/mymaster?bogus=1", "bogus"),
+    ],
+)
+def test_a_bad_sentinel_url_says_its_form(url: str, says: str) -> None:
+    with pytest.raises(ConfigError, match=says) as refused:
+        TimerClient.from_url(url, "x")
+    assert "redis+sentinel://" in str(refused.value)
+
+
+def test_a_sentinel_url_keeps_its_secrets() -> None:
+    """The data nodes' password and the Sentinels' own are read and never shown."""
+    url = "rediss+sentinel://app:S3CRET@h1:26379,h2:26380/svc/3?sentinel_password=T0KEN"
+    rs = RedisSettings.from_url(url)
+    target = rs.sentinel
+    assert target is not None
+    assert target.sentinels == (("h1", 26379), ("h2", 26380))
+    assert (target.service, target.ssl) == ("svc", True)
+    assert target.master_options()["password"] == "S3CRET"
+    assert target.master_options()["db"] == 3
+    assert target.sentinel_password == "T0KEN"
+    for shown in (rs.safe_url, repr(rs), repr(target), redact_url(url)):
+        assert "S3CRET" not in shown and "T0KEN" not in shown, shown
+
+
+class Run:
+    """A worker on the set and a client that schedules with replicas:1, counting what
+    was acknowledged."""
+
+    def __init__(self, url: str, namespace: str, tmp_path: Path, made: list[Workers]) -> None:
+        self.c = TimerClient.from_url(url, namespace, durability="replicas:1")
+        self.c.init(shards=4)
+        self.url, self.namespace = url, namespace
+        workers = Workers(url, namespace, tmp_path, lease_ms=2000, horizon_ms=60_000)
+        made.append(workers)
+        workers.start("w1")
+        self.acked: set[str] = set()
+
+    def schedule(self, prefix: str, n: int, delay_ms: int = 1500) -> None:
+        items = [{"id": f"{prefix}{i}", "delay_ms": delay_ms + 10 * i} for i in range(n)]
+        for item, reply in zip(items, self.c.schedule_many(items), strict=True):
+            if not isinstance(reply, Exception):
+                self.acked.add(str(item["id"]))
+
+    def schedule_async(self, name: str) -> None:
+        async def one() -> None:
+            a = await AsyncTimerClient.connect(self.url, self.namespace, durability="replicas:1")
+            try:
+                self.acked.add((await a.schedule(name, delay_ms=1000)).id)
+            finally:
+                await a.aclose()
+
+        asyncio.run(one())
+
+    def check(self, expected: int) -> None:
+        assert len(self.acked) == expected, "every schedule was acknowledged (clients followed)"
+
+        def all_decided() -> bool:
+            try:
+                return {o.id for o in read_all_outcomes(self.c)} >= self.acked
+            except StoreError:
+                return False  # a failover in progress
+
+        wait_for(all_decided, 60, "every timer to fire")
+        assert_exactly_once(read_all_outcomes(self.c), self.acked)
+        self.c.close()
+
+
+def test_a_sentinel_failover_is_followed_and_every_timer_fires_once(
+    sentinel_set: SentinelSet, tmp_path: Path, namespace: str, workers_factory: list[Workers]
+) -> None:
+    """SENTINEL FAILOVER (the old master stays writable for seconds before the Sentinels
+    demote it): the clients and the worker move to the new master, and every timer
+    acknowledged before and after fires exactly once, never early."""
+    run = Run(sentinel_set.url, namespace, tmp_path, workers_factory)
+    run.schedule("a", 100)
+    old = sentinel_set.master()
+    with redis.Redis(host=sentinel_set.sentinels[1].host, port=sentinel_set.sentinels[1].port) as s:
+        s.execute_command("SENTINEL", "FAILOVER", sentinel_set.service)
+    sentinel_set.wait_for_master(not_=old)
+    run.schedule("c", 100)
+    run.schedule_async("async1")
+    run.check(201)
+    wait_for(lambda: _replicas_online(sentinel_set.master(), 2), 60, "the old master demoted")
+
+
+def test_a_master_killed_with_a_sentinel_gone_loses_no_acknowledged_timer(
+    sentinel_set: SentinelSet, tmp_path: Path, namespace: str, workers_factory: list[Workers]
+) -> None:
+    """kill -9 of the first Sentinel the clients ask, then of the master: with replicas:1
+    every acknowledged timer is on the promoted replica and fires exactly once."""
+    run = Run(sentinel_set.url, namespace, tmp_path, workers_factory)
+    run.schedule("a", 100)
+    sentinel_set.sentinels[0].kill()
+    old = sentinel_set.master()
+    old.kill()  # kill -9 of the master
+    sentinel_set.wait_for_master(not_=old)
+    run.schedule("b", 100)  # the client follows the new master
+    run.schedule_async("async1")
+    run.check(201)
+
+
+def _replicas_online(master: RedisServer, n: int) -> bool:
+    with redis.Redis(host=master.host, port=master.port) as r:
+        try:
+            info = r.info("replication")
+        except redis.RedisError:
+            return False
+    return info.get("role") == "master" and sum(
+        1 for i in range(n) if isinstance(info.get(f"slave{i}"), dict)
+        and info[f"slave{i}"].get("state") == "online"
+    ) == n  # fmt: skip
+
+
+def test_the_cli_reaches_a_sentinel_set(sentinel_set: SentinelSet, namespace: str) -> None:
+    """`tickwheel --redis-url redis+sentinel://…` works as with any other URL."""
+
+    def tw(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "cli", "--redis-url", sentinel_set.url,
+             "--namespace", namespace, *args],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+
+    for args in (("init", "--shards", "2"), ("schedule", "job1", "--in", "1h"), ("get", "job1")):
+        done = tw(*args)
+        assert done.returncode == 0, (args, done.stderr)
+    assert "pending" in done.stdout
