@@ -7,8 +7,8 @@ import warnings
 
 import click
 
-from timer.durable.models import DurabilityWarning
 from timer.durable.codec import FORMAT_VERSION
+from timer.durable.models import DurabilityWarning
 from timer.durable.shard_calls import MigrateStep
 
 from .app import App, confirm, errors, pass_app, starts_server

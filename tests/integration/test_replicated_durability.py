@@ -136,7 +136,7 @@ def test_aof_level_fsyncs_or_says_the_server_cannot(
             return
         assert r.config_get("appendfsync")["appendfsync"] == "everysec"
         with pytest.raises(
-            ConfigError, match="needs `appendfsync always`.*has `appendfsync everysec`"
+            ConfigError, match=r"needs `appendfsync always`.*has `appendfsync everysec`"
         ):
             c.schedule("f:{1}", delay_ms=60_000)
         assert c.get("f:{1}") is None  # refused before anything was written
