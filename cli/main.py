@@ -51,7 +51,8 @@ a heartbeat past the timer's --max-total-ms (it fires at its cap), 1 other error
     envvar="TICKWHEEL_REDIS_URL",
     default=None,
     metavar="URL",
-    help="redis://[user:pass@]host:port/db, rediss:// for TLS, or unix:///path "
+    help="redis://[user:pass@]host:port/db, rediss:// for TLS, unix:///path, or "
+    "redis+sentinel://host:port[,host:port…]/<service>[/db] for the master Sentinels name "
     "[env TICKWHEEL_REDIS_URL; default: the embedded server].",
 )
 @click.option(

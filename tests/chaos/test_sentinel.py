@@ -4,6 +4,8 @@ clients reach the master by a ``redis+sentinel://`` URL and follow every failove
 from __future__ import annotations
 
 import asyncio
+import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,8 +14,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.chaos.conftest import Workers, assert_exactly_once, read_all_outcomes
-from tests.conftest import wait_for
+from tests.chaos.conftest import ROOT, Workers, assert_exactly_once, read_all_outcomes
+from tests.conftest import stop_all, wait_for
 from timer import ConfigError, StoreError, TimerClient
 from timer.aio import AsyncTimerClient
 from timer.store import RedisSettings, redact_url
@@ -153,17 +155,38 @@ def _replicas_online(master: RedisServer, n: int) -> bool:
     ) == n  # fmt: skip
 
 
-def test_the_cli_reaches_a_sentinel_set(sentinel_set: SentinelSet, namespace: str) -> None:
-    """`tickwheel --redis-url redis+sentinel://…` works as with any other URL."""
+def test_the_cli_reaches_a_sentinel_set(
+    sentinel_set: SentinelSet, namespace: str, tmp_path: Path
+) -> None:
+    """The deployment guide's Sentinel block, with this set's Sentinels and service: the
+    URL from the environment, `init`, then a worker that fires a timer scheduled through
+    the same URL."""
+    guide = (ROOT / "docs" / "guides" / "deployment.md").read_text()
+    block = guide.split("## With Sentinel", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    lines = block.strip().splitlines()
+    assert lines[0].startswith("export TICKWHEEL_REDIS_URL='redis+sentinel://")
+    env = {**os.environ, "TICKWHEEL_REDIS_URL": sentinel_set.url}  # this set's service
+    env["TICKWHEEL_NAMESPACE"] = namespace
 
-    def tw(*args: str) -> subprocess.CompletedProcess[str]:
+    def tw(args: list[str]) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "cli", "--redis-url", sentinel_set.url,
-             "--namespace", namespace, *args],
-            capture_output=True, text=True, timeout=60, check=False,
+            [sys.executable, "-m", "cli", *args],
+            capture_output=True, text=True, timeout=60, check=False, env=env,
         )  # fmt: skip
 
-    for args in (("init", "--shards", "2"), ("schedule", "job1", "--in", "1h"), ("get", "job1")):
-        done = tw(*args)
-        assert done.returncode == 0, (args, done.stderr)
-    assert "pending" in done.stdout
+    init = shlex.split(lines[1])
+    assert init[0] == "tickwheel"
+    done = tw(init[1:])
+    assert done.returncode == 0, done.stderr
+    worker_args = shlex.split(lines[2])[1:]
+    log = (tmp_path / "w.log").open("wb")
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "cli", *worker_args], env=env, stdout=log, stderr=subprocess.STDOUT
+    )
+    log.close()
+    try:
+        assert tw(["schedule", "job1", "--in", "500ms"]).returncode == 0
+        with TimerClient.from_url(sentinel_set.url, namespace) as c:
+            wait_for(lambda: {o.id for o in read_all_outcomes(c)} == {"job1"}, 30, "job1 fired")
+    finally:
+        stop_all([worker])
