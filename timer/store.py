@@ -17,6 +17,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import redis
 import redis.cluster
+import redis.sentinel
 from redis._parsers.base import BaseParser
 from redis.exceptions import RedisClusterException
 
@@ -50,7 +51,7 @@ def redact_url(url: str) -> str:
     if "@" in rest:  # the last @ ends the userinfo, whatever the password holds (/ ? #)
         user, at, rest = rest.rpartition("@")
         name, colon, _password = user.partition(":")
-        plain = colon and not any(c in name for c in "/?#")
+        plain = colon and not any(c in name for c in "/?#@")  # an @ in it: all is secret
         userinfo = f"{name}:***{at}" if plain else f"***{at}"
     netloc, slash, tail = rest.partition("/")
     netloc, qmark, query = netloc.partition("?")  # redis://host?password=… has no path
@@ -104,6 +105,11 @@ class SentinelTarget:
         return dict(self.options)
 
 
+def _number(text: str) -> bool:
+    """Plain ASCII digits (``str.isdigit`` takes ``²`` and ``٣``, which ``int`` refuses)."""
+    return text.isascii() and text.isdigit()
+
+
 def parse_sentinel_url(url: str) -> SentinelTarget:
     """A ``redis+sentinel://`` URL read; ConfigError (no secret in it) if it is not one."""
     safe = redact_url(url)
@@ -118,14 +124,14 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
     for item in hosts_text.split(","):
         host, colon, port = item.strip().rpartition(":")
         host = host.strip("[]")
-        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        if not (colon and host and _number(port) and 0 < int(port) < 65536):
             raise ConfigError(
                 f"Sentinel URL {safe}: {item.strip()!r:.40} is not host:port (each Sentinel "
                 f"with its port, 26379 by default); the form is {SENTINEL_FORM}"
             )
         sentinels.append((host, int(port)))
     parts = [p for p in path.split("/") if p]
-    if not parts or len(parts) > 2 or (len(parts) == 2 and not parts[1].isdigit()):
+    if not parts or len(parts) > 2 or (len(parts) == 2 and not _number(parts[1])):
         raise ConfigError(
             f"Sentinel URL {safe} must name the service its Sentinels monitor, and may add a "
             f"database number: the form is {SENTINEL_FORM}"
@@ -307,6 +313,11 @@ def translate(exc: redis.RedisError, where: str) -> TimerError:
         if code and not message.startswith(code):
             message = f"{code} {message}"
         return StoreError(f"Redis at {where} answered with an error: {message}", code=code)
+    if isinstance(exc, redis.sentinel.MasterNotFoundError):  # its text is a client's repr
+        return StoreError(
+            f"no Sentinel of {where} names a master for its service: are the Sentinels "
+            "running at those addresses, and do they monitor that service (SENTINEL MASTERS)?"
+        )
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
         reason = str(exc).rstrip(". ")  # redis-py's own ends with a period
         return StoreError(

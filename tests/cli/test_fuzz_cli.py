@@ -143,8 +143,9 @@ def secret_urls(draw: st.DrawFn) -> str:
     query = draw(st.sampled_from([
         f"?password={SECRET}", f"?username=u&password={SECRET}", f"?ssl_password={SECRET}",
         f"?bogus=1&password={SECRET}", f"?password={SECRET}&socket_timeout=x", "",
+        f"?sentinel_password={SECRET}",
     ]))  # fmt: skip
-    scheme = draw(st.sampled_from(["redis", "rediss", "unix", "http", "redis"]))
+    scheme = draw(st.sampled_from(["redis", "rediss", "unix", "http", "redis", "redis+sentinel"]))
     tail = draw(st.sampled_from(["/0", "/x", "", "/0#frag"]))
     netloc = f"{host}:{port}" if port else host
     url = f"{scheme}://{auth}{netloc}{tail}{query}"
