@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
 import redis
 import redis.asyncio as aioredis
@@ -32,10 +33,10 @@ import redis.asyncio.sentinel as asentinel
 import redis.connection as conn
 from redis import sentinel
 from redis.asyncio.retry import Retry as AsyncRetry
-from redis.backoff import ExponentialBackoff
+from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
 
-from .store import RedisSettings, SentinelTarget
+from .store import RedisSettings
 
 HEALTH_CHECK_S = 30
 # A Sentinel master's client retries a command whose connection failed (the master died,
@@ -102,14 +103,6 @@ class AsyncSentinelSSLConnection(_AsyncAnsweredHealth, asentinel.SentinelManaged
     pass
 
 
-_SYNC: dict[str, type[Any]] = {
-    "redis": Connection, "rediss": SSLConnection, "unix": UnixConnection,
-}  # fmt: skip
-_ASYNC: dict[str, type[Any]] = {
-    "redis": AsyncConnection, "rediss": AsyncSSLConnection, "unix": AsyncUnixConnection,
-}  # fmt: skip
-
-
 # -- Sentinel: follow the master the Sentinels name -------------------------------------------
 
 # How often a Sentinel master's pool asks the Sentinels which master is current (when a
@@ -173,53 +166,64 @@ class AsyncSentinelRedis(aioredis.Redis):
             await s.aclose()
 
 
-def _sentinel_kwargs(target: SentinelTarget, options: dict[str, Any]) -> dict[str, Any]:
-    """How to reach the Sentinels themselves: the timeouts, and their own credentials."""
-    kwargs = {k: v for k, v in options.items() if k.startswith("socket_")}
+@dataclass(frozen=True)
+class _Kind:
+    """redis-py's classes for one kind of client (blocking or asyncio)."""
+
+    plain: type[Any]  # redis.Redis or its asyncio twin
+    connections: dict[str, type[Any]]  # per URL scheme
+    sentinel: type[Any]
+    master: type[Any]
+    pool: type[Any]
+    managed: type[Any]
+    managed_ssl: type[Any]
+    retry: type[Any]
+
+
+BLOCKING = _Kind(
+    redis.Redis, {"redis": Connection, "rediss": SSLConnection, "unix": UnixConnection},
+    sentinel.Sentinel, SentinelRedis, SentinelPool, SentinelConnection, SentinelSSLConnection,
+    Retry,
+)  # fmt: skip
+ASYNCIO = _Kind(
+    aioredis.Redis,
+    {"redis": AsyncConnection, "rediss": AsyncSSLConnection, "unix": AsyncUnixConnection},
+    asentinel.Sentinel, AsyncSentinelRedis, AsyncSentinelPool, AsyncSentinelConnection,
+    AsyncSentinelSSLConnection, AsyncRetry,
+)  # fmt: skip
+
+
+def _make(rs: RedisSettings, extra: dict[str, Any], kind: _Kind) -> Any:
+    options = {**rs.options(), "health_check_interval": HEALTH_CHECK_S, **extra}
+    target = rs.sentinel
+    if target is None:
+        scheme = rs.url.partition("://")[0]
+        return kind.plain.from_url(rs.url, connection_class=kind.connections[scheme], **options)
+    # The Sentinels themselves: the timeouts, their own credentials, and no retry of
+    # redis-py's (it would wait seconds on each dead Sentinel; discovery tries the next).
+    to_sentinels = {k: v for k, v in options.items() if k.startswith("socket_")}
+    to_sentinels["retry"] = kind.retry(NoBackoff(), 0)
     if target.sentinel_username is not None:
-        kwargs["username"] = target.sentinel_username
+        to_sentinels["username"] = target.sentinel_username
     if target.sentinel_password is not None:
-        kwargs["password"] = target.sentinel_password
-    return kwargs
+        to_sentinels["password"] = target.sentinel_password
+    manager = kind.sentinel(target.sentinels, sentinel_kwargs=to_sentinels)
+    return manager.master_for(
+        target.service,
+        redis_class=kind.master,
+        connection_pool_class=kind.pool,
+        retry=kind.retry(SENTINEL_BACKOFF, SENTINEL_RETRIES),
+        connection_class=kind.managed_ssl if target.ssl else kind.managed,
+        **target.master_options(),
+        **options,
+    )
 
 
 def client(rs: RedisSettings, **extra: Any) -> redis.Redis:
     """A blocking client of the URL's server (of the master, for a Sentinel URL)."""
-    options = {**rs.options(), "health_check_interval": HEALTH_CHECK_S, **extra}
-    target = rs.sentinel
-    if target is None:
-        scheme = rs.url.partition("://")[0]
-        return redis.Redis.from_url(rs.url, connection_class=_SYNC[scheme], **options)
-    manager = sentinel.Sentinel(  # type: ignore[no-untyped-call]
-        target.sentinels, sentinel_kwargs=_sentinel_kwargs(target, options)
-    )
-    return manager.master_for(  # type: ignore[no-untyped-call, no-any-return]
-        target.service,
-        redis_class=SentinelRedis,
-        connection_pool_class=SentinelPool,
-        retry=Retry(SENTINEL_BACKOFF, SENTINEL_RETRIES),
-        connection_class=SentinelSSLConnection if target.ssl else SentinelConnection,
-        **target.master_options(),
-        **options,
-    )
+    return cast("redis.Redis", _make(rs, extra, BLOCKING))
 
 
 def async_client(rs: RedisSettings, **extra: Any) -> aioredis.Redis:
     """An asyncio client of the URL's server (of the master, for a Sentinel URL)."""
-    options = {**rs.options(), "health_check_interval": HEALTH_CHECK_S, **extra}
-    target = rs.sentinel
-    if target is None:
-        scheme = rs.url.partition("://")[0]
-        return aioredis.Redis.from_url(rs.url, connection_class=_ASYNC[scheme], **options)
-    manager = asentinel.Sentinel(  # type: ignore[no-untyped-call]
-        target.sentinels, sentinel_kwargs=_sentinel_kwargs(target, options)
-    )
-    return manager.master_for(  # type: ignore[no-any-return]
-        target.service,
-        redis_class=AsyncSentinelRedis,
-        connection_pool_class=AsyncSentinelPool,
-        retry=AsyncRetry(SENTINEL_BACKOFF, SENTINEL_RETRIES),
-        connection_class=AsyncSentinelSSLConnection if target.ssl else AsyncSentinelConnection,
-        **target.master_options(),
-        **options,
-    )
+    return cast("aioredis.Redis", _make(rs, extra, ASYNCIO))
