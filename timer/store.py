@@ -7,6 +7,7 @@ Used by the I/O layers only (``client``, ``aio``); the durable data model
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import re
 from collections.abc import Iterator, Sequence
@@ -147,7 +148,7 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
         f"{base}://{userinfo}{at}{'[' + host0 + ']' if ':' in host0 else host0}:{port0}"
         f"/{parts[1] if len(parts) == 2 else 0}{'?' + rest_query if rest_query else ''}"
     )
-    check_url(stand_in, shown=safe)
+    _check_node_url(stand_in, safe)
     options = redis.connection.parse_url(stand_in)  # type: ignore[no-untyped-call]
     for name in ("host", "port", "connection_class"):
         options.pop(name, None)
@@ -157,18 +158,23 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
     )  # fmt: skip
 
 
-def check_url(url: object, *, shown: str | None = None) -> str:
+def check_url(url: object) -> str:
     """``url`` if redis-py can connect with it; ConfigError (naming the URL with no
     secret in it) for a bad scheme, host, port, database or query option."""
     if not isinstance(url, str) or not url.strip():
         raise ConfigError(
             f"a Redis URL must be text such as redis://localhost:6379/0, got {url!r:.40}"
         )
-    safe = shown or redact_url(url)
-    scheme = url.partition("://")[0] if "://" in url else ""
-    if scheme in SENTINEL_SCHEMES and shown is None:
+    if url.partition("://")[0] in SENTINEL_SCHEMES:
         parse_sentinel_url(url)
-        return url
+    else:
+        _check_node_url(url, redact_url(url))
+    return url
+
+
+def _check_node_url(url: str, safe: str) -> None:
+    """``check_url`` of a URL naming one node, shown as ``safe`` in its errors."""
+    scheme = url.partition("://")[0] if "://" in url else ""
     if scheme not in ("redis", "rediss", "unix"):
         raise ConfigError(
             f"unsupported Redis URL scheme {scheme!r} in {safe}; use "
@@ -205,7 +211,6 @@ def check_url(url: object, *, shown: str | None = None) -> str:
             f"Redis URL {safe} has option(s) {', '.join(unknown)} that a {scheme}:// "
             "connection does not take (ssl_* options need rediss://); e.g. ?socket_timeout=5"
         )
-    return url
 
 
 @dataclass(frozen=True)
@@ -226,7 +231,7 @@ class RedisSettings:
     def safe_url(self) -> str:
         return redact_url(self.url)
 
-    @property
+    @functools.cached_property
     def sentinel(self) -> SentinelTarget | None:
         """The Sentinels and service of a ``redis+sentinel://`` URL; None for any other."""
         if self.url.partition("://")[0] in SENTINEL_SCHEMES:
