@@ -36,6 +36,7 @@ from . import (
     peers,
     priority,
     recovery,
+    redis_faults,
     register,
     runner,
     schedules,
@@ -102,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         "limits": (limits.main, [*quick, *server]),  # per-key limits under a kill -9 (#43)
         "priority": (priority.main, [*quick, *server]),  # a few high beside a flood (#43)
         "runner": (runner.main, [*quick, *server]),
+        # power cuts and a Sentinel split, per durability (#53)
+        "redis_faults": (redis_faults.main, [*quick, *server]),
     }
     results: dict[str, Any] = {
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),

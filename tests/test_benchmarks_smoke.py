@@ -24,6 +24,7 @@ from benchmarks import (
     peer_cron,
     peers,
     recovery,
+    redis_faults,
     register,
     runner,
     schedules,
@@ -52,6 +53,17 @@ def test_engine_smallest_case() -> None:
     assert (
         out["expiry"]["heapq"]["expired"] == out["expiry_step"]["system_timer"]["expired"] == 3000
     )
+
+
+def test_redis_faults_power_cuts_smallest_case(server_binary: Path) -> None:
+    """The power cuts per durability run on a real server and count what was lost (the
+    partition runs are the chaos test's, tests/chaos/test_partition.py)."""
+    out = run(redis_faults.main, ["--n", "200", "--no-partition", "--server", str(server_binary)])
+    rows = {(r["durability"], r["appendfsync"]): r for r in out["power_cut"]}
+    assert rows[("none", "always")]["lost"] == 0
+    assert rows[("aof", "everysec")]["refused"] in ("ConfigError",)
+    assert all(r["acknowledged"] + (r["refused"] is not None) > 0 for r in rows.values())
+    assert out["partition"] == []
 
 
 def test_register_and_recovery_smallest_cases(server_binary: Path) -> None:

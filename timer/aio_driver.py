@@ -149,10 +149,22 @@ class AsyncDriver:
                         )
                         for node in self.redis.get_primaries()
                     }
+                if step.confirmed and durability.waits and not self.cluster:
+                    return await self._confirmed(step)
                 reply = await getattr(self.redis, step.name)(*step.args, **step.kwargs)
                 return {self.where: reply} if step.every_primary else reply
             raw = await self._pipeline(step.calls)
         return settle_replies(raw, self.where, errors_in_slots=step.errors_in_slots)
+
+    async def _confirmed(self, step: steps.Command) -> Any:
+        """The command, then the durability wait on its connection (as the blocking
+        driver's ``confirmed``)."""
+        await self.check_aof()
+        pipe = self.redis.pipeline(transaction=False)
+        getattr(pipe, step.name)(*step.args, **step.kwargs)
+        pipe.execute_command(*self.durability.command())
+        replies = settle_wait(self.durability, list(await pipe.execute(raise_on_error=False)))
+        return settle_replies(replies, self.where, errors_in_slots=False)[0]
 
     async def _pipeline(
         self,

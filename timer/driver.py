@@ -248,9 +248,25 @@ class SyncDriver:
                 return self.scripts[step.script](keys=step.keys, args=step.args)
             if isinstance(step, steps.Command) and step.every_primary:
                 return self.on_every_primary(step)
+            confirms = self.durability.waits and not self.cluster  # (a cluster's wait
+            # could not follow the read's connection)
+            if isinstance(step, steps.Command) and step.confirmed and confirms:
+                return self.confirmed(step)
             if isinstance(step, steps.Command):
                 return getattr(self.redis, step.name)(*step.args, **step.kwargs)
         return settle_replies(self.pipeline(step), self.where, errors_in_slots=step.errors_in_slots)
+
+    def confirmed(self, step: steps.Command) -> Any:
+        """The command, then the durability wait on its connection: its reply once what
+        it read is as durable as this client's writes (NotDurable otherwise). XREADGROUP
+        is a write (it moves entries to the pending list), so the wait covers every
+        entry it returned, all written before it."""
+        self.check_aof()
+        pipe = self.redis.pipeline(transaction=False)
+        getattr(pipe, step.name)(*step.args, **step.kwargs)
+        pipe.execute_command(*self.durability.command())
+        replies = settle_wait(self.durability, list(pipe.execute(raise_on_error=False)))
+        return settle_replies(replies, self.where, errors_in_slots=False)[0]
 
     def on_every_primary(self, step: steps.Command) -> dict[str, Any]:
         if not self.cluster:

@@ -14,13 +14,14 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import redis
 from click.testing import CliRunner
 
 from cli import embedded
 from cli.main import main
 from tests.conftest import stage_counts, wait_for
 from tests.integration.conftest import retained
-from timer import TimerClient
+from timer import ConfigError, TimerClient
 from timer.testing import RedisServer, free_port
 
 from .conftest import Run, as_json
@@ -60,6 +61,43 @@ def test_embedded_server_start_reuse_stop(workdir: Path, server_binary: Path) ->
     finally:
         embedded.stop(workdir / ".tickwheel")
     assert embedded.status(workdir / ".tickwheel") is None
+
+
+def test_embedded_server_appendfsync_is_set_kept_and_what_aof_needs(
+    workdir: Path, server_binary: Path
+) -> None:
+    """`server start --appendfsync always` sets it on a running server (CONFIG SET) and
+    keeps it for the next start; durability 'aof' is refused under everysec and kept
+    under always."""
+    runner = CliRunner()
+    start = ["--json", "server", "start", "--binary", str(server_binary)]
+    first = json.loads(runner.invoke(main, start).stdout)
+    assert first["appendfsync"] == "everysec"
+    try:
+        assert runner.invoke(main, ["init", "--shards", "2"]).exit_code == 0
+        with redis.Redis.from_url(first["url"]) as r:
+            info = r.info("server")
+        version = str(info.get("valkey_version") or info["redis_version"])
+        waitaof = tuple(int(x) for x in version.split(".")[:2]) >= (7, 2)
+        with (
+            TimerClient.from_url(first["url"], durability="aof") as c,
+            pytest.raises(ConfigError, match="--appendfsync always" if waitaof else "WAITAOF"),
+        ):
+            c.schedule("a", delay_ms=60_000)
+        now = json.loads(runner.invoke(main, [*start, "--appendfsync", "always"]).stdout)
+        assert (now["started"], now["pid"], now["appendfsync"]) == (False, first["pid"], "always")
+        with redis.Redis.from_url(first["url"]) as r:
+            assert r.config_get("appendfsync")["appendfsync"] == "always"
+        runner.invoke(main, ["server", "stop"])
+        again = json.loads(runner.invoke(main, start).stdout)
+        assert (again["started"], again["appendfsync"]) == (True, "always")
+        if waitaof:
+            with TimerClient.from_url(again["url"], durability="aof") as c:
+                assert c.schedule("a", delay_ms=60_000).created
+        bad = runner.invoke(main, ["server", "start", "--appendfsync", "no"])
+        assert bad.exit_code == 2 and "'no' is not one of" in bad.output
+    finally:
+        embedded.stop(workdir / ".tickwheel")
 
 
 def test_one_embedded_server_per_user_whatever_the_directory(

@@ -165,6 +165,7 @@ def _read_once(
                 "xreadgroup",
                 (group, consumer, dict.fromkeys(streams, ">")),
                 {"count": count, "block": block_ms},
+                confirmed=True,
             )
         ) or []
     else:  # a Redis Cluster: one read per stream (no multi-slot read), polling

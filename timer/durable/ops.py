@@ -153,8 +153,9 @@ def check_aof(where: str) -> Op[list[str]]:
                 f"durability 'aof' needs `appendfsync always` on the server at {where}{at}, "
                 f"which has `appendfsync {conf.get('appendfsync')}`: under it the server "
                 "acknowledges WAITAOF before its next fsync, so a power cut loses timers "
-                "already acknowledged. Set `appendfsync always` (CONFIG SET and redis.conf), "
-                "or use durability 'replicas:N'"
+                "already acknowledged. Set `appendfsync always` (CONFIG SET and redis.conf; "
+                "the embedded server: tickwheel server start --appendfsync always), or use "
+                "durability 'replicas:N'"
             )
     return []
 

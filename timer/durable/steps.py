@@ -34,13 +34,17 @@ class Command:
     """One plain command, named as redis-py's method (``hget``, ``xreadgroup``…).
 
     With ``every_primary`` it runs on each primary of a Redis Cluster (one server
-    otherwise) and the reply is a ``{node name: reply}`` mapping.
+    otherwise) and the reply is a ``{node name: reply}`` mapping. With ``confirmed``,
+    a client that waits for durability gets the reply only once the server has made
+    what it read that durable (the wait after it, on its connection): an outcome read
+    from a master about to be replaced is not handed to a handler (XREADGROUP).
     """
 
     name: str
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     every_primary: bool = False
+    confirmed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,123 @@
+"""Faults of Redis itself, per durability: acknowledged timers lost at a power cut (the
+unsynced data really lost: tests/faults/diskshim.c), and lost or decided twice when a
+master is partitioned from its replicas and Sentinels while clients still reach it.
+
+    python -m benchmarks.redis_faults [--quick] [--server BINARY]
+
+Prints JSON. Every figure is a count from one run; nothing here is timed against a bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tests.faults import FaultyDisk, build_shim
+from tests.faults.split import run_split, split_set
+from timer import ConfigError, TimerClient, TimerError
+from timer.testing import find_server_binary
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# (durability, appendfsync) at a power cut; "aof" is refused on everysec (ConfigError)
+POWER = [("none", "everysec"), ("none", "always"), ("aof", "everysec"), ("aof", "always")]
+# (durability, the master's extra options) in a partition
+SPLIT: list[tuple[str, tuple[str, ...]]] = [
+    ("none", ()),
+    ("replicas:1", ()),
+    ("replicas:1", ("--min-replicas-to-write", "1", "--min-replicas-max-lag", "2")),
+]
+
+
+def power_cut(
+    base: Path, shim: Path, binary: Path, *, durability: str, fsync: str, n: int
+) -> dict[str, Any]:
+    disk = FaultyDisk(base, shim, binary=binary, appendfsync=fsync)
+    server = disk.start()
+    acked: list[str] = []
+    refused = ""
+    try:
+        with TimerClient.from_url(server.url, "p") as c:
+            c.init(shards=4)
+        with TimerClient.from_url(server.url, "p", durability=durability) as c:
+            size = n // 10
+            for b in range(10):
+                items = [{"id": f"t{b}-{i}", "delay_ms": 3_600_000} for i in range(size)]
+                try:
+                    replies = c.schedule_many(items)
+                except TimerError as exc:
+                    refused = type(exc).__name__
+                    break
+                acked += [str(it["id"]) for it, r in zip(items, replies, strict=True)
+                          if not isinstance(r, Exception)]  # fmt: skip
+        cut = disk.power_cut()
+        server = disk.restart()
+        with TimerClient.from_url(server.url, "p") as c:
+            try:
+                lost = sum(1 for i in acked if c.get(i) is None)
+            except ConfigError:  # the namespace itself was never fsynced
+                lost = len(acked)
+    finally:
+        disk.close()
+    return {
+        "durability": durability, "appendfsync": fsync, "acknowledged": len(acked),
+        "lost": lost, "refused": refused or None, "bytes_cut": cut.total,
+    }  # fmt: skip
+
+
+def split(base: Path, binary: Path, durability: str, extra: tuple[str, ...]) -> dict[str, Any]:
+    with split_set(base, binary=binary, extra=extra) as s:
+        ns = "split"
+        with TimerClient.from_url(s.url, ns) as c:
+            c.init(shards=4)
+        log = (base / "worker.log").open("wb")
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "worker", "--redis-url", s.url, "--namespace", ns,
+             "--lease-ms", "2000", "--durability", durability],
+            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ},
+        )  # fmt: skip
+        log.close()
+        try:
+            result, _ = run_split(s, ns, durability)
+        finally:
+            worker.terminate()
+            worker.wait(20)
+    figures = result.figures()
+    figures["master_options"] = " ".join(extra) or None
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--server", default=None)
+    p.add_argument("--n", type=int, default=None, help="timers a power cut (default 5,000)")
+    p.add_argument("--no-partition", action="store_true", help="the power cuts only")
+    args = p.parse_args(argv)
+    binary = find_server_binary(args.server)
+    n = args.n or (1_000 if args.quick else 5_000)
+    out: dict[str, Any] = {"server": binary.name, "timers_per_power_cut": n}
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        shim = build_shim(base / "shim")
+        out["power_cut"] = [
+            power_cut(base / f"p{i}", shim, binary, durability=d, fsync=f, n=n)
+            for i, (d, f) in enumerate(POWER)
+        ]
+        out["partition"] = [
+            split(base / f"s{i}", binary, d, extra)
+            for i, (d, extra) in enumerate(SPLIT)
+            if not args.no_partition
+        ]
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

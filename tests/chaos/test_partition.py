@@ -1,0 +1,37 @@
+"""A master partitioned from its replicas and its Sentinels while clients still reach it
+(tests/faults/split.py): a replica is promoted, the old master is demoted on healing
+and what it alone acknowledged is gone. With durability replicas:1 nothing acknowledged
+is lost and no timer is handled twice; `benchmarks.redis_faults` measures the default
+(`none`) beside it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.chaos.conftest import Workers
+from tests.faults.split import run_split, split_set
+from timer import TimerClient
+
+pytestmark = [pytest.mark.redis, pytest.mark.chaos]
+
+
+def test_replicas_1_loses_nothing_and_handles_nothing_twice_across_a_split(
+    tmp_path: Path, server_binary: Path, namespace: str, workers_factory: list[Workers]
+) -> None:
+    with split_set(tmp_path / "set", binary=server_binary) as s:
+        with TimerClient.from_url(s.url, namespace) as c:
+            c.init(shards=4)
+        workers = Workers(
+            s.url, namespace, tmp_path, lease_ms=2000, horizon_ms=60_000,
+            extra=("--durability", "replicas:1"),
+        )  # fmt: skip
+        workers_factory.append(workers)
+        workers.start("w1")
+        result, acked = run_split(s, namespace, "replicas:1")
+        workers.stop_all()
+    assert result.acknowledged_during_cut > 0, "the clients never wrote during the split"
+    assert result.lost == [], f"{len(result.lost)} acknowledged timers lost"
+    assert result.decided_twice == [], f"handled twice: {result.decided_twice[:5]}"
+    assert len(acked) == result.acknowledged

@@ -1,0 +1,251 @@
+"""A Sentinel set whose master can be partitioned from its replicas and Sentinels while
+clients still reach it, and one run of that split: what was acknowledged, what was lost,
+what was decided twice. The tests (tests/chaos/test_partition.py) and the benchmark
+(benchmarks/redis_faults.py) run it per durability.
+
+The master M listens behind two proxies: the Sentinels monitor it through A (so A is the
+address they give clients too) and the replicas replicate from it through B. The cut
+drops B entirely and A's Sentinel connections only: the Sentinels see M gone and promote
+a replica, while the clients they sent to M keep writing there until they learn the new
+master. On healing, the Sentinels make M a replica of the new master, and what it alone
+acknowledged is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from timer import Handlers, Outcome, TimerClient, TimerError
+from timer.testing import RedisServer, SentinelProcess, SentinelSet
+
+from .partition import Proxy
+
+SERVICE = "split"
+
+
+@dataclass
+class SplitSet:
+    sentinel_set: SentinelSet
+    master: RedisServer
+    to_sentinels: Proxy  # A: the master's address as the Sentinels (and so clients) know it
+    to_replicas: Proxy  # B: the master's address as its replicas know it
+
+    @property
+    def url(self) -> str:
+        return self.sentinel_set.url
+
+    def cut(self) -> None:
+        self.to_replicas.cut("all")
+        self.to_sentinels.cut("sentinels")
+
+    def heal(self) -> None:
+        self.to_replicas.heal()
+        self.to_sentinels.heal()
+
+    def promoted(self) -> bool:
+        """The Sentinels name a master other than M (behind A)."""
+        addr = self.sentinel_set.master_address()
+        return addr is not None and addr[1] != self.to_sentinels.port
+
+    def demoted(self) -> bool:
+        """M says it is a replica now (the Sentinels reconfigured it after the heal)."""
+        with (
+            redis.Redis(host=self.master.host, port=self.master.port, socket_timeout=1) as r,
+            contextlib.suppress(redis.RedisError),
+        ):
+            return bool(r.info("replication").get("role") == "slave")
+        return False
+
+
+@contextlib.contextmanager
+def split_set(
+    base: Path, *, binary: str | Path | None = None, extra: tuple[str, ...] = ()
+) -> Iterator[SplitSet]:
+    """A master behind proxies, two replicas, three Sentinels (down after 1 s)."""
+    sync = ("--repl-diskless-sync-delay", "0", *extra)
+    master = RedisServer(base / "m", binary=binary, extra_args=sync).start()
+    servers = [master]
+    procs: list[SentinelProcess] = []
+    proxies = [Proxy((master.host, master.port)), Proxy((master.host, master.port))]
+    a, b = proxies
+    try:
+        for i in range(2):
+            replica = RedisServer(
+                base / f"r{i}", binary=binary,
+                extra_args=("--replicaof", b.host, str(b.port), *sync),
+            )  # fmt: skip
+            servers.append(replica.start())
+        for i in range(3):
+            procs.append(
+                SentinelProcess(
+                    base / f"s{i}", master=(a.host, a.port), service=SERVICE, binary=binary
+                ).start()
+            )
+        s = SentinelSet(servers, procs, SERVICE)
+        deadline = time.monotonic() + 30
+        while not _ready(master, procs):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the split set was not ready in 30 s")
+            time.sleep(0.05)  # polling: discovery has no readiness signal
+        yield SplitSet(s, master, a, b)
+    finally:
+        for p in proxies:
+            p.close()
+        for proc in procs:
+            proc.stop()
+        for server in servers:
+            server.stop()
+
+
+def _ready(master: RedisServer, procs: list[SentinelProcess]) -> bool:
+    with redis.Redis(host=master.host, port=master.port) as r:
+        info = r.info("replication")
+        online = [info.get(f"slave{i}") for i in range(2)]
+        if not all(isinstance(x, dict) and x.get("state") == "online" for x in online):
+            return False
+    for p in procs:
+        with redis.Redis(host=p.host, port=p.port, decode_responses=True) as r:
+            m = r.execute_command("SENTINEL", "MASTER", SERVICE)
+            fields = dict(zip(m[::2], m[1::2], strict=True)) if isinstance(m, list) else m
+            if int(fields.get("num-other-sentinels", 0)) != 2:
+                return False
+            if int(fields.get("num-slaves", 0)) != 2:
+                return False
+    return True
+
+
+@dataclass
+class SplitResult:
+    durability: str
+    acknowledged: int = 0
+    refused: int = 0  # schedule calls answered with an error (NotDurable, NOREPLICAS…)
+    acknowledged_during_cut: int = 0
+    lost: list[str] = field(default_factory=list)
+    decided_twice: list[str] = field(default_factory=list)
+    failover_ms: int = 0
+
+    def figures(self) -> dict[str, Any]:
+        return {
+            "durability": self.durability,
+            "acknowledged": self.acknowledged,
+            "acknowledged_during_cut": self.acknowledged_during_cut,
+            "refused": self.refused,
+            "lost": len(self.lost),
+            "decided_twice": len(self.decided_twice),
+            "failover_ms": self.failover_ms,
+        }
+
+
+class Watcher:
+    """A handler runner on the set's URL (group ``split``, the run's durability), as an
+    application runs one: it records every handler run. A timer handled twice was decided
+    twice (once on the old master, then again by the new side)."""
+
+    def __init__(self, url: str, namespace: str, durability: str) -> None:
+        self.client = TimerClient.from_url(
+            url, namespace, durability=durability, socket_timeout_s=1.0
+        )
+        self.seen: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self.runner = Handlers(self.client, group="split", consumer="watcher")
+        for kind in ("expired", "completed", "cancelled"):
+            self.runner.add(kind, self._handled)
+        self._thread = threading.Thread(target=self.runner.run, daemon=True)
+        self._thread.start()
+
+    def _handled(self, o: Outcome) -> None:
+        with self._lock:
+            self.seen[o.id] = self.seen.get(o.id, 0) + 1
+
+    def handled(self, ids: set[str] | list[str]) -> bool:
+        with self._lock:
+            return all(i in self.seen for i in ids)
+
+    def stop(self) -> None:
+        self.runner.stop()
+        self._thread.join(40)
+        self.client.close()
+
+
+def run_split(
+    s: SplitSet, namespace: str, durability: str, *, wait_s: float = 40.0
+) -> tuple[SplitResult, set[str]]:
+    """Schedule timers before, during and after a cut (a worker of the caller's firing
+    them), heal, and count. Returns the result and the ids acknowledged."""
+    result = SplitResult(durability)
+    c = TimerClient.from_url(s.url, namespace, durability=durability, socket_timeout_s=1.0)
+    acked: set[str] = set()
+    watcher = Watcher(s.url, namespace, durability)
+    n = 0
+
+    def batch(during: bool, spread_ms: int = 10) -> None:
+        nonlocal n
+        items = [{"id": f"t{n + i}", "delay_ms": 800 + spread_ms * i} for i in range(20)]
+        n += 20
+        try:
+            replies: list[Any] = c.schedule_many(items)
+        except TimerError as exc:
+            replies = [exc] * len(items)
+        for item, reply in zip(items, replies, strict=True):
+            if isinstance(reply, Exception):
+                result.refused += 1
+            else:
+                acked.add(str(item["id"]))
+                result.acknowledged_during_cut += during
+
+    try:
+        # the worker leads every shard first: a timer on each is decided
+        probes = [f"probe{i}" for i in range(32)]
+        c.schedule_many([{"id": p, "delay_ms": 10} for p in probes])
+        deadline = time.monotonic() + 30
+        while not watcher.handled(probes):
+            if time.monotonic() > deadline:
+                raise TimeoutError("no worker fired the probes in 30 s")
+            time.sleep(0.05)  # polling the outcomes the watcher reads
+        for _ in range(5):
+            batch(False, spread_ms=150)  # due over the first ~3 s of the cut
+        s.cut()
+        cut_at = time.monotonic()
+        while not s.promoted():
+            batch(True)
+            time.sleep(0.05)  # a client's pace; the loop ends on the Sentinels' word
+            if time.monotonic() - cut_at > 30:
+                raise TimeoutError("no replica was promoted in 30 s")
+        result.failover_ms = int((time.monotonic() - cut_at) * 1000)
+        settle = time.monotonic() + 1.0
+        while time.monotonic() < settle:  # the clients move over meanwhile
+            batch(True)
+        s.heal()
+        deadline = time.monotonic() + 30
+        while not s.demoted():
+            if time.monotonic() > deadline:
+                raise TimeoutError("the old master was not demoted in 30 s")
+            time.sleep(0.1)  # polling: the Sentinels' reconfiguration has no signal
+        for _ in range(3):
+            batch(False)
+        result.acknowledged = len(acked)
+        deadline = time.monotonic() + wait_s
+        while True:
+            with contextlib.suppress(TimerError):
+                decided = {o.id for o in c.all_outcomes()}
+                pending = {i for i in acked - decided if c.get(i) is not None}
+                if decided | pending >= acked and not pending:
+                    break
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.1)  # polling the outcome streams
+        decided = {o.id for o in c.all_outcomes()}
+        result.lost = sorted(i for i in acked - decided if c.get(i) is None)
+    finally:
+        watcher.stop()
+        c.close()
+    result.decided_twice = sorted(i for i, runs in watcher.seen.items() if runs > 1)
+    return result, acked
