@@ -74,7 +74,7 @@ def power_cut(
 def split(base: Path, binary: Path, durability: str, extra: tuple[str, ...]) -> dict[str, Any]:
     with split_set(base, binary=binary, extra=extra) as s:
         ns = "split"
-        with TimerClient.from_url(s.url, ns) as c:
+        with TimerClient.from_url(s.url, ns, durability=durability) as c:
             c.init(shards=4)
         log = (base / "worker.log").open("wb")
         worker = subprocess.Popen(

@@ -168,6 +168,7 @@ class TimerClient(OperatorCalls):
             where=self.where,
             check=not self._checked,
             allow_eviction=allow_eviction,
+            durability=self.settings.durability,
         )
         self._meta, notes = self._run(op)
         self._checked = True
@@ -216,10 +217,12 @@ class TimerClient(OperatorCalls):
 
     def check_durability(self, *, allow_eviction: bool = False) -> list[str]:
         """ConfigError if a server may evict timers (unless ``allow_eviction``); else the
-        warnings to show (AOF off, an allowed evicting policy). ``init`` and workers call it."""
+        warnings to show (AOF off, an allowed evicting policy, replicas that this client's
+        writes do not wait for). ``init`` and workers call it."""
         return ops.check_durability(
-            self.server_settings(), self.where, allow_eviction=allow_eviction
-        )
+            self.server_settings(), self.where, allow_eviction=allow_eviction,
+            durability=self.settings.durability,
+        )  # fmt: skip
 
     @property
     def meta(self) -> Meta:

@@ -36,6 +36,7 @@ from tests.conftest import wait_for
 from timer import Handlers, Outcome, StoreError, TimerClient, TimerError
 from timer.aio import AsyncTimerClient
 from timer.durable.keys import NamespaceKeys
+from timer.durable.models import DurabilityWarning
 from timer.testing import RedisServer, free_port, redis_cluster
 
 from . import cluster_ops as ops
@@ -280,7 +281,8 @@ def run_scenario(
     every promise is checked; the figures returned."""
     url = servers[0].url
     c = TimerClient.from_url(url, namespace, socket_timeout_s=1.0)
-    c.init(shards=SHARDS, bucket_ms=200)
+    with pytest.warns(DurabilityWarning, match="replica.* but writes do not wait"):
+        c.init(shards=SHARDS, bucket_ms=200)  # none, as most users run it
     pool = Workers(url, namespace, tmp_path, LEASE_MS, horizon_ms=3_000)
     try:
         procs = [pool.start(f"w{i}") for i in range(3)]
@@ -450,7 +452,8 @@ def test_store_error_for_a_script_on_a_half_moved_slot_writes_nothing(
     src, dst = cluster[0], cluster[1]
     c = TimerClient.from_url(src.url, NAMESPACE)
     try:
-        c.init(shards=SHARDS)
+        with pytest.warns(DurabilityWarning, match="replica.* but writes do not wait"):
+            c.init(shards=SHARDS)
         c.cluster_retry_s = 0.1
         shard = min(s for s, port in shard_ports(src).items() if port == src.port)
         ids = [t for t in (f"{{x{i}}}" for i in range(10_000)) if c.shard_of(t) == shard][:42]

@@ -21,7 +21,7 @@ def test_replicas_1_loses_nothing_and_handles_nothing_twice_across_a_split(
     tmp_path: Path, server_binary: Path, namespace: str, workers_factory: list[Workers]
 ) -> None:
     with split_set(tmp_path / "set", binary=server_binary) as s:
-        with TimerClient.from_url(s.url, namespace) as c:
+        with TimerClient.from_url(s.url, namespace, durability="replicas:1") as c:
             c.init(shards=4)
         workers = Workers(
             s.url, namespace, tmp_path, lease_ms=2000, horizon_ms=60_000,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import redis
 from tests.conftest import wait_for
 from timer import ConfigError, InvalidInput, TimerClient
 from timer.aio import AsyncTimerClient
-from timer.durable.models import Durability
+from timer.durable.models import Durability, DurabilityWarning
 from timer.errors import NotDurable
 from timer.testing import RedisServer, free_port
 
@@ -99,7 +100,8 @@ def test_a_missing_replica_is_a_clear_error_not_a_silent_ack(
 def test_asyncio_client_waits_too(pair: tuple[RedisServer, RedisServer], namespace: str) -> None:
     """The asyncio client applies the same durability to its writes."""
     master, _ = pair
-    TimerClient.from_url(master.url, namespace).init(shards=2)
+    with TimerClient.from_url(master.url, namespace, durability="replicas:1") as setup:
+        setup.init(shards=2)
 
     async def main() -> None:
         async with await AsyncTimerClient.connect(
@@ -127,7 +129,8 @@ def test_aof_level_fsyncs_or_says_the_server_cannot(
     kind = "valkey" if "valkey_version" in info else "redis"
     version = str(info.get("valkey_version") or info["redis_version"])
     has_waitaof = tuple(int(x) for x in version.split(".")[:2]) >= (7, 2)
-    TimerClient.from_url(master.url, namespace).init(shards=2)
+    with TimerClient.from_url(master.url, namespace, durability="replicas:1") as setup:
+        setup.init(shards=2)
     c = TimerClient.from_url(master.url, namespace, durability="aof")
     try:
         if not has_waitaof:
@@ -150,3 +153,21 @@ def test_aof_level_fsyncs_or_says_the_server_cannot(
         r.config_set("appendfsync", "everysec")
         r.close()
         c.close()
+
+
+def test_a_master_with_replicas_and_writes_that_do_not_wait_is_warned_of(
+    pair: tuple[RedisServer, RedisServer], namespace: str
+) -> None:
+    """init (and a worker's start, through check_durability) warns when the master has a
+    replica that the client's writes do not wait for, and says what to use; a client
+    with replicas:1 gets no such warning."""
+    master, _ = pair
+    with TimerClient.from_url(master.url, namespace) as c:
+        with pytest.warns(DurabilityWarning, match=r"1 replica\(s\) but writes do not wait"):
+            c.init(shards=2)
+        assert any("use durability 'replicas:1'" in n for n in c.check_durability())
+    with TimerClient.from_url(master.url, namespace, durability="replicas:1") as c:
+        assert not [n for n in c.check_durability() if "do not wait" in n]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DurabilityWarning)
+            c.init(shards=2)

@@ -343,6 +343,7 @@ class ServerSettings:
     version: str
     maxmemory_policy: str
     aof_enabled: bool
+    replicas: int = 0  # connected now (INFO's connected_slaves)
 
     @property
     def evicts(self) -> bool:

