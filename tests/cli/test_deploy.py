@@ -63,7 +63,8 @@ def interpolate(value: Any, env: dict[str, str]) -> Any:
             raise LookupError(m.group(2) or f"{m.group(1)} is not set")
         return env[m.group(1)]
 
-    return VARIABLE.sub(one, value)
+    # `$$` is a literal `$` (left for the container's shell), never a variable
+    return "$".join(VARIABLE.sub(one, part) for part in value.split("$$"))
 
 
 def test_redis_service_has_aof_healthcheck_and_volume() -> None:
@@ -191,7 +192,7 @@ def readme_compose_runs() -> list[list[str]]:
 def deployed_command_lines() -> list[list[str]]:
     services = compose()["services"]
     ours = [s for s in services.values() if s.get("image") == "tickwheel:latest"]
-    assert len(ours) == 3, "the tickwheel image's services: init, worker, cli"
+    assert len(ours) == 4, "the tickwheel image's services: init, worker, cli, sentinel-worker"
     lines = [list(map(str, s["command"])) for s in ours]
     return [
         *lines,
@@ -377,3 +378,96 @@ def test_every_extra_the_readme_names_is_declared() -> None:
     table = readme.split("## Install", 1)[1].split("\n## ", 1)[0]
     rows = set(re.findall(r"^\| `(\w+)` \|", table, re.M))
     assert rows == declared - {"dev", "bench"}, rows ^ (declared - {"dev", "bench"})
+
+
+@pytest.mark.slow
+def test_sentinel_profile_runs_as_written(tmp_path: Path, server_binary: Path) -> None:
+    """The sentinel profile's command lines for real on loopback (the names compose's
+    network resolves become local ports): redis, its two replicas, three Sentinels from
+    their `sh -c` line, `init`, and a sentinel-worker that fires a timer scheduled
+    through the Sentinels with replicas:1 (failovers: tests/chaos/test_sentinel.py)."""
+    pw = "c0mpose-pw"
+    services = compose({"TICKWHEEL_REDIS_PASSWORD": pw})["services"]
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def server(command: list[str], where: Path, port: int) -> subprocess.Popen[bytes]:
+        where.mkdir()
+        args = [str(server_binary), *command[1:], "--port", str(port), "--dir", str(where),
+                "--bind", "127.0.0.1"]  # fmt: skip
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(proc)
+        return proc
+
+    mport = free_port()
+    server(list(map(str, services["redis"]["command"])), tmp_path / "m", mport)
+    replica_cmd = [str(a) for a in services["redis-replica"]["command"]]
+    assert replica_cmd[-3:] == ["--replicaof", "redis", "6379"]
+    for i in range(services["redis-replica"]["deploy"]["replicas"]):
+        server([*replica_cmd[:-2], "127.0.0.1", str(mport)], tmp_path / f"r{i}", free_port())
+    sentinel = services["sentinel"]
+    assert sentinel["command"][:2] == ["sh", "-c"]
+    sentinels = []
+    for i in range(sentinel["deploy"]["replicas"]):
+        port = free_port()
+        line = (
+            sentinel["command"][2]
+            .replace("port 26379", f"port {port}")
+            .replace("tickwheel redis 6379", f"tickwheel 127.0.0.1 {mport}")
+            .replace("/tmp/sentinel.conf", str(tmp_path / f"s{i}.conf"))
+            .replace("exec redis-server", f"exec {shlex.quote(str(server_binary))}")
+        )
+        procs.append(subprocess.Popen(
+            ["sh", "-c", line], env={**os.environ, **sentinel["environment"]},
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        ))  # fmt: skip
+        sentinels.append(port)
+    hosts = ",".join(f"127.0.0.1:{p}" for p in sentinels)
+    url = services["sentinel-worker"]["environment"]["TICKWHEEL_REDIS_URL"]
+    assert url == f"redis+sentinel://:{pw}@sentinel:26379/tickwheel"
+    url = url.replace("sentinel:26379", hosts)
+    env = {**os.environ, "TICKWHEEL_REDIS_URL": url, "TICKWHEEL_NAMESPACE": "default"}
+    log = tmp_path / "worker.log"
+    try:
+
+        def sentinels_ready() -> bool:
+            for port in sentinels:
+                try:
+                    with redis.Redis(port=port, decode_responses=True) as r:
+                        m = r.execute_command("SENTINEL", "MASTER", "tickwheel")
+                except redis.RedisError:
+                    return False
+                fields = dict(zip(m[::2], m[1::2], strict=True)) if isinstance(m, list) else m
+                if (int(fields["num-slaves"]), int(fields["num-other-sentinels"])) != (2, 2):
+                    return False
+            return True
+
+        wait_for(sentinels_ready, 60, "three Sentinels that know both replicas")
+
+        def replicas_online() -> bool:
+            with redis.Redis(port=mport, password=pw) as r:
+                info = r.info("replication")
+            return all(info.get(f"slave{i}", {}).get("state") == "online" for i in range(2))
+
+        wait_for(replicas_online, 60, "both replicas in sync")
+        init = CliRunner(env=env).invoke(main, list(map(str, services["init"]["command"])))
+        assert init.exit_code == 0, init.output
+        command = [str(free_port()) if a == "9100" else str(a)
+                   for a in services["sentinel-worker"]["command"]]  # fmt: skip
+        with log.open("wb") as out:
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "cli", *command], env=env, stdout=out,
+                stderr=subprocess.STDOUT,
+            ))  # fmt: skip
+        with TimerClient.from_url(url, "default", durability="replicas:1") as c:
+            c.schedule("sentinel:{1}", delay_ms=300)
+            assert c.wait("sentinel:{1}", timeout=30).outcome == "expired"
+    finally:
+        for proc in reversed(procs):
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
