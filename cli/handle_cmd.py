@@ -22,6 +22,7 @@ from .output import to_json
 from .service import (
     announce,
     connect,
+    durability_option,
     log_format_option,
     log_level_option,
     metrics_options,
@@ -207,6 +208,7 @@ class HandlerSpec(click.ParamType):  # type: ignore[type-arg]  # click stubs var
     "Serve Prometheus metrics (/metrics) and liveness (/healthz) here.",
     "Address for the metrics; 0.0.0.0 in a container so others can reach it.",
 )
+@durability_option
 @log_level_option
 @log_format_option
 @pass_app
@@ -235,6 +237,7 @@ def handle(
     idle_exit: bool,
     metrics_port: int | None,
     metrics_host: str,
+    durability: str,
     log_level: str,
     log_format: str,
 ) -> None:
@@ -279,7 +282,9 @@ def handle(
             merged([*(parse_limit(t) for t in limit_texts), *(parse_rate(t) for t in rate_texts)]),
             fair_by,
         )  # fmt: skip
-    client = connect(app, f"consumer {handlers.consumer}", logging.getLogger("tickwheel.handlers"))
+    client = connect(
+        app, f"consumer {handlers.consumer}", logging.getLogger("tickwheel.handlers"), durability
+    )
     with errors():
         client.meta  # noqa: B018 - a namespace never initialised fails here, clearly
     _announce(app, handlers, client, concurrency, metrics_port, metrics_host)

@@ -11,7 +11,8 @@ from typing import Any, TypeVar
 
 import click
 
-from timer import ConfigError, TimerClient
+from timer import ConfigError, TimerClient, TimerError
+from timer.durable.models import Durability
 from worker.logs import connect_with_retry
 
 from .app import App, errors
@@ -39,6 +40,28 @@ def metrics_options(port_help: str, host_help: str) -> Callable[[F], F]:
 
     return add
 
+
+def _durability(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """The level as given, checked now (a usage error, before anything starts)."""
+    try:
+        Durability.parse(value)
+    except TimerError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return value
+
+
+durability_option = click.option(
+    "--durability",
+    default="none",
+    show_default=True,
+    envvar="TICKWHEEL_DURABILITY",
+    callback=_durability,
+    help="When this process's writes count as done, and (for a handler runner) when what "
+    "it reads may be handled: none, aof (the server's appendfsync must be always), "
+    "replicas:N (N replicas have it: what a master with replicas, under Sentinel or a "
+    "Cluster, needs to lose nothing acknowledged at a failover or a network split), "
+    "aof+replicas:N [env TICKWHEEL_DURABILITY].",
+)
 
 log_format_option = click.option(
     "--log-format",
@@ -100,14 +123,16 @@ def setup_logging(level: str, fmt: str = "text") -> None:
     logging.basicConfig(level=level.upper(), handlers=[handler])
 
 
-def connect(app: App, what: str, logger: logging.Logger) -> TimerClient:
+def connect(app: App, what: str, logger: logging.Logger, durability: str = "none") -> TimerClient:
     """A client of the app's namespace, waiting (with backoff) while Redis is not up yet,
     as a deployment's processes may start before it; Ctrl-C meanwhile exits 130."""
     url, namespace = app.url, app.namespace
     with errors():
         try:
             client = connect_with_retry(
-                lambda: TimerClient.from_url(url, namespace), logger=logger, what=what
+                lambda: TimerClient.from_url(url, namespace, durability=durability),
+                logger=logger,
+                what=what,
             )
         except KeyboardInterrupt:
             raise SystemExit(130) from None

@@ -16,6 +16,7 @@ from .durations import DURATION, MILLIS
 from .service import (
     announce,
     connect,
+    durability_option,
     log_format_option,
     log_level_option,
     metrics_options,
@@ -87,6 +88,7 @@ from .service import (
     "Address for metrics and health (/metrics, /healthz, /ready); 0.0.0.0 in a "
     "container so others can reach it.",
 )
+@durability_option
 @log_level_option
 @log_format_option
 @pass_app
@@ -102,6 +104,7 @@ def worker(
     allow_eviction: bool,
     metrics_port: int | None,
     metrics_host: str,
+    durability: str,
     log_level: str,
     log_format: str,
 ) -> None:
@@ -124,7 +127,7 @@ def worker(
             result_ttl_ms=result_ttl_ms,
             allow_eviction=allow_eviction,
         )
-    client = connect(app, f"worker {settings.worker_id}", logging.getLogger("worker"))
+    client = connect(app, f"worker {settings.worker_id}", logging.getLogger("worker"), durability)
     with errors(), contextlib.suppress(StoreError):  # unreachable: run() waits for Redis
         client.meta  # noqa: B018 - a namespace never initialised fails before "ready"
     w = Worker(client, settings)

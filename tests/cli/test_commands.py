@@ -387,3 +387,18 @@ def test_stats_says_which_server_has_aof_off() -> None:
     assert _aof([{"node": "a:1", "aof": True}]) == "on"
     assert _aof([{"node": "a:1", "aof": False}]) == "OFF"
     assert _aof([{"node": "a:1", "aof": True}, {"node": "b:2", "aof": False}]) == "OFF on b:2"
+
+
+@pytest.mark.parametrize("command", [["worker"], ["handle", "cli.demo_handlers:on_timeout"]])
+def test_durability_of_a_long_running_command_is_checked_before_it_starts(
+    command: list[str],
+) -> None:
+    """`--durability` of worker and handle: a level it cannot parse is a usage error
+    naming the levels (exit 2), before any server is started or reached."""
+    runner = CliRunner()
+    for bad in ("bogus", "replicas:x", "aof+quorum"):
+        done = runner.invoke(main, [*command, "--durability", bad])
+        assert done.exit_code == 2, done.output
+        assert "none, aof, replicas:N, aof+replicas:N" in done.output
+    env = runner.invoke(main, [*command], env={"TICKWHEEL_DURABILITY": "replicas"})
+    assert env.exit_code == 2 and "--durability" in env.output
