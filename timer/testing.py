@@ -556,33 +556,46 @@ def redis_sentinel(
                     down_after_ms=down_after_ms,
                 ).start()
             )
-        deadline = time.monotonic() + timeout_s
-
-        def ready() -> bool:
-            with redis.Redis(host=master.host, port=master.port) as r:
-                info = r.info("replication")
-                linked = [info.get(f"slave{i}", {}) for i in range(replicas)]
-                if int(info.get("connected_slaves", 0)) != replicas or not all(
-                    isinstance(s, dict) and s.get("state") == "online" for s in linked
-                ):
-                    return False
-            for s in procs:
-                with redis.Redis(host=s.host, port=s.port, decode_responses=True) as r:
-                    m = r.execute_command("SENTINEL", "MASTER", service)
-                    fields = dict(zip(m[::2], m[1::2], strict=True)) if isinstance(m, list) else m
-                    if int(fields.get("num-other-sentinels", 0)) != sentinels - 1:
-                        return False
-                    if int(fields.get("num-slaves", 0)) != replicas:
-                        return False
-            return True
-
-        while not ready():
-            if time.monotonic() > deadline:
-                raise StoreError(f"the Sentinel set was not ready in {timeout_s:.0f}s")
-            time.sleep(0.05)  # polling the nodes: discovery has no readiness signal
+        wait_sentinel_ready(master, procs, service, replicas=replicas, timeout_s=timeout_s)
         yield SentinelSet(servers, procs, service)
     finally:
         for proc in procs:
             proc.stop()
         for server in servers:
             server.stop()
+
+
+def wait_sentinel_ready(
+    master: RedisServer,
+    sentinels: list[SentinelProcess],
+    service: str,
+    *,
+    replicas: int,
+    timeout_s: float = 30.0,
+) -> None:
+    """Until the master has ``replicas`` replicas in sync and every Sentinel knows the
+    others and those replicas (StoreError after ``timeout_s``)."""
+
+    def ready() -> bool:
+        with redis.Redis(host=master.host, port=master.port) as r:
+            info = r.info("replication")
+        linked = [info.get(f"slave{i}") for i in range(replicas)]
+        if int(info.get("connected_slaves", 0)) != replicas or not all(
+            isinstance(s, dict) and s.get("state") == "online" for s in linked
+        ):
+            return False
+        for s in sentinels:
+            with redis.Redis(host=s.host, port=s.port, decode_responses=True) as r:
+                m = r.execute_command("SENTINEL", "MASTER", service)
+            fields = dict(zip(m[::2], m[1::2], strict=True)) if isinstance(m, list) else m
+            if int(fields.get("num-other-sentinels", 0)) != len(sentinels) - 1:
+                return False
+            if int(fields.get("num-slaves", 0)) != replicas:
+                return False
+        return True
+
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        if time.monotonic() > deadline:
+            raise StoreError(f"the Sentinel set was not ready in {timeout_s:.0f}s")
+        time.sleep(0.05)  # polling the nodes: discovery has no readiness signal

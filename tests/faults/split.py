@@ -24,7 +24,7 @@ from typing import Any
 import redis
 
 from timer import Handlers, Outcome, TimerClient, TimerError
-from timer.testing import RedisServer, SentinelProcess, SentinelSet
+from timer.testing import RedisServer, SentinelProcess, SentinelSet, wait_sentinel_ready
 
 from .partition import Proxy
 
@@ -89,12 +89,8 @@ def split_set(
                     base / f"s{i}", master=(a.host, a.port), service=SERVICE, binary=binary
                 ).start()
             )
+        wait_sentinel_ready(master, procs, SERVICE, replicas=2)
         s = SentinelSet(servers, procs, SERVICE)
-        deadline = time.monotonic() + 30
-        while not _ready(master, procs):
-            if time.monotonic() > deadline:
-                raise TimeoutError("the split set was not ready in 30 s")
-            time.sleep(0.05)  # polling: discovery has no readiness signal
         yield SplitSet(s, master, a, b)
     finally:
         for p in proxies:
@@ -103,23 +99,6 @@ def split_set(
             proc.stop()
         for server in servers:
             server.stop()
-
-
-def _ready(master: RedisServer, procs: list[SentinelProcess]) -> bool:
-    with redis.Redis(host=master.host, port=master.port) as r:
-        info = r.info("replication")
-        online = [info.get(f"slave{i}") for i in range(2)]
-        if not all(isinstance(x, dict) and x.get("state") == "online" for x in online):
-            return False
-    for p in procs:
-        with redis.Redis(host=p.host, port=p.port, decode_responses=True) as r:
-            m = r.execute_command("SENTINEL", "MASTER", SERVICE)
-            fields = dict(zip(m[::2], m[1::2], strict=True)) if isinstance(m, list) else m
-            if int(fields.get("num-other-sentinels", 0)) != 2:
-                return False
-            if int(fields.get("num-slaves", 0)) != 2:
-                return False
-    return True
 
 
 @dataclass
