@@ -214,8 +214,7 @@ def _make(rs: RedisSettings, extra: dict[str, Any], kind: _Kind) -> Any:
         connection_pool_class=kind.pool,
         retry=kind.retry(SENTINEL_BACKOFF, SENTINEL_RETRIES),
         connection_class=kind.managed_ssl if target.ssl else kind.managed,
-        **target.master_options(),
-        **options,
+        **{**options, **target.master_options()},  # the URL's own options win, as from_url's
     )
 
 

@@ -3,12 +3,13 @@ form, and no credential in it is ever shown (no server needed: nothing connects)
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from timer import ConfigError
+from timer import ConfigError, connections
 from timer.store import RedisSettings, redact_url
 
 SECRET = "S3CRETpw"
@@ -38,7 +39,8 @@ def sentinel_urls(draw: st.DrawFn) -> str:
     query = draw(st.sampled_from([
         "", f"?sentinel_password={SECRET}", f"?password={SECRET}", f"?bogus=1&password={SECRET}",
         f"?sentinel_username=s&sentinel_password={SECRET}&socket_timeout=x",
-        f"?ssl_password={SECRET}", "?socket_timeout=2",
+        f"?ssl_password={SECRET}", "?socket_timeout=2", "?health_check_interval=5",
+        "?socket_connect_timeout=1&db=2",
     ]))  # fmt: skip
     return f"{scheme}://{auth}{netloc}{path}{query}"
 
@@ -47,6 +49,7 @@ def sentinel_urls(draw: st.DrawFn) -> str:
 @given(url=sentinel_urls())
 @example(url=f"redis+sentinel://{SECRET}@127.0.0.1:@/m")  # an @ inside the userinfo (found)
 @example(url="redis+sentinel://h:²/m")  # a digit int() refuses (found)
+@example(url="redis+sentinel://h:1/m?socket_timeout=2")  # an option given twice (found)
 def test_any_sentinel_url_is_read_or_refused_without_its_secret(url: str) -> None:
     try:
         rs = RedisSettings.from_url(url)
@@ -59,6 +62,10 @@ def test_any_sentinel_url_is_read_or_refused_without_its_secret(url: str) -> Non
     assert target.service
     for shown in (rs.safe_url, repr(rs), repr(target)):
         assert SECRET not in shown, shown
+    # a client of it can be made (nothing connects until a command is sent)
+    connections.client(rs).close()
+    aio = connections.async_client(rs)
+    asyncio.run(aio.aclose())
 
 
 def test_an_at_sign_inside_the_userinfo_hides_all_of_it() -> None:
