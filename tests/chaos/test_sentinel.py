@@ -13,11 +13,13 @@ from pathlib import Path
 
 import pytest
 import redis
+from starlette.testclient import TestClient
 
 from tests.chaos.conftest import ROOT, Workers, assert_exactly_once, read_all_outcomes
 from tests.conftest import stop_all, wait_for
 from timer import ConfigError, StoreError, TimerClient
 from timer.aio import AsyncTimerClient
+from timer.httpapi.app import create_app
 from timer.store import RedisSettings, redact_url
 from timer.testing import RedisServer, SentinelSet, redis_sentinel
 
@@ -190,3 +192,19 @@ def test_the_cli_reaches_a_sentinel_set(
             wait_for(lambda: {o.id for o in read_all_outcomes(c)} == {"job1"}, 30, "job1 fired")
     finally:
         stop_all([worker])
+
+
+def test_the_http_api_reaches_a_sentinel_set(sentinel_set: SentinelSet, namespace: str) -> None:
+    """`tickwheel serve`'s app on a redis+sentinel:// URL: /readyz, a timer scheduled
+    and read back over HTTP (the HTTP door's clients are made from the URL as every
+    other door's)."""
+    with TimerClient.from_url(sentinel_set.url, namespace, durability="replicas:1") as c:
+        c.init(shards=2)
+    with TestClient(create_app(sentinel_set.url, tokens=None)) as http:
+        assert http.get("/readyz").status_code == 200
+        made = http.post(
+            f"/v1/namespaces/{namespace}/timers", json={"id": "h1", "delay_ms": 60_000}
+        )
+        assert made.status_code in (200, 201), made.text
+        got = http.get(f"/v1/namespaces/{namespace}/timers/h1")
+        assert got.status_code == 200 and got.json()["state"] == "pending", got.text
