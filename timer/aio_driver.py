@@ -28,6 +28,7 @@ from .durable import ops, steps
 from .durable.calls import error_or
 from .durable.models import Durability, DurabilityWarning
 from .durable.scripts import ScriptName, source
+from .errors import TimerError
 from .store import map_errors, settle_replies, settle_wait
 
 T = TypeVar("T")
@@ -87,15 +88,16 @@ class AsyncDriver:
         next, each after the one before it (the server sees them in the order sent, as
         the blocking client's lane does); ``Collect`` awaits its task."""
         reply: Any = None
+        failed: TimerError | None = None  # a call's error, raised inside the operation
         sent: list[asyncio.Task[Any]] = []
         try:
             while True:
                 try:
-                    step = op.send(reply)
+                    step = op.send(reply) if failed is None else op.throw(failed)
                 except StopIteration as done:
                     result.append(done.value)
                     return
-                reply = None
+                reply, failed = None, None
                 if isinstance(step, steps.Emit):
                     yield step.value
                 elif isinstance(step, steps.Sleep):
@@ -109,7 +111,10 @@ class AsyncDriver:
                 elif isinstance(step, steps.Collect):
                     reply = await step.ticket
                 else:
-                    reply = await self._execute(step)
+                    try:
+                        reply = await self._execute(step)
+                    except TimerError as exc:  # the operation may answer it (or not)
+                        failed = exc
         finally:
             for task in sent:  # an operation that ended early leaves none running
                 if not task.done():

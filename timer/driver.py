@@ -31,6 +31,7 @@ from .cluster_route import CLIENT_RETRIES, RETRY_BUDGET_S, Refresh, Routing, cli
 from .durable import ops, steps
 from .durable.models import Durability, DurabilityWarning
 from .durable.scripts import ScriptName, source
+from .errors import TimerError
 from .store import RedisSettings, map_errors, settle_replies, settle_wait
 
 T = TypeVar("T")
@@ -212,13 +213,15 @@ class SyncDriver:
     def drive(self, op: steps.Op[T]) -> Generator[Any, None, T]:
         """Run an operation's steps; yield what it emits; return its result."""
         reply: Any = None
+        failed: TimerError | None = None  # a call's error, raised inside the operation
         lane: _Lane | None = None  # made at the first Send (most operations never send ahead)
         try:
             while True:
                 try:
-                    step = op.send(reply)
+                    step = op.send(reply) if failed is None else op.throw(failed)
                 except StopIteration as done:
                     return done.value  # type: ignore[no-any-return]
+                failed = None
                 if isinstance(step, steps.Emit):
                     reply = None
                     yield step.value
@@ -232,7 +235,10 @@ class SyncDriver:
                     assert lane is not None, "Collect before any Send"
                     reply = lane.collect(step.ticket)
                 else:
-                    reply = self.execute(step)
+                    try:
+                        reply = self.execute(step)
+                    except TimerError as exc:  # the operation may answer it (or not)
+                        failed = exc
         finally:
             if lane is not None:
                 lane.close()

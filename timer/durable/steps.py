@@ -3,7 +3,9 @@
 An operation (:data:`Op`) is a generator: it yields steps — a :class:`ScriptCall`, a
 plain redis-py :class:`Command`, a :class:`Pipeline` of either, a :class:`Sleep`, an
 :class:`Emit` of a value to its caller, a :class:`Send` ahead and its :class:`Collect` —
-and gets each reply back; it returns its result. A driver (the sync client's
+and gets each reply back (a call that failed raises its TimerError at the ``yield``, so
+an operation can answer it: refuse with a clearer error, take back what it wrote); it
+returns its result. A driver (the sync client's
 ``timer.driver``, the asyncio client's) does the I/O; the builders of
 :mod:`.calls` and the operations of :mod:`.ops` never do.
 """
