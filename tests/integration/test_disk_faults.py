@@ -17,6 +17,8 @@ from tests.conftest import wait_for
 from tests.faults import FaultyDisk, build_shim
 from timer import ConfigError, StoreError, TimerClient
 from timer.aio import AsyncTimerClient
+from timer.durable.models import DurabilityWarning
+from timer.testing import RedisServer
 
 pytestmark = [pytest.mark.redis]
 
@@ -265,3 +267,26 @@ def test_a_full_disk_refuses_writes_cleanly_and_reads_go_on(
     disk.server.kill()
     disk.restart()
     assert missing(url, namespace, [*acked, "after"]) == []
+
+
+def test_aof_durability_warns_when_the_user_may_not_check_the_server(
+    redis_server: RedisServer, redis_client: redis.Redis, namespace: str
+) -> None:
+    """A user without CONFIG (least privilege) cannot be checked for `appendfsync
+    always`: its aof writes go on, with a DurabilityWarning that says what to grant."""
+    if not has_waitaof(redis_server.url):
+        pytest.skip("no WAITAOF on this server (Redis < 7.2): aof is refused outright")
+    user = f"u{namespace}"
+    redis_client.acl_setuser(user, enabled=True, passwords=["+pw"], keys=["*"], channels=["*"],
+                             commands=["+@all", "-config"])  # fmt: skip
+    url = redis_server.url.replace("redis://", f"redis://{user}:pw@")
+    try:
+        with TimerClient.from_url(url, namespace) as c:
+            c.init(shards=2)
+        with (
+            TimerClient.from_url(url, namespace, durability="aof") as c,
+            pytest.warns(DurabilityWarning, match=r"may not run CONFIG GET.*\+config\|get"),
+        ):
+            assert c.schedule("w", delay_ms=60_000).created
+    finally:
+        redis_client.acl_deluser(user)
