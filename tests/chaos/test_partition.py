@@ -14,7 +14,8 @@ from tests.chaos.conftest import Workers
 from tests.faults.split import run_split, split_set
 from timer import TimerClient
 
-pytestmark = [pytest.mark.redis, pytest.mark.chaos]
+# It counts, never times: it runs in the parallel part of make test.
+pytestmark = [pytest.mark.redis]
 
 
 def test_replicas_1_loses_nothing_and_handles_nothing_twice_across_a_split(

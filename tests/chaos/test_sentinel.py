@@ -23,7 +23,9 @@ from timer.httpapi.app import create_app
 from timer.store import RedisSettings, redact_url
 from timer.testing import RedisServer, SentinelSet, redis_sentinel
 
-pytestmark = [pytest.mark.redis, pytest.mark.chaos]
+# No lateness bound (it waits on the Sentinels, never on a clock): it runs in the
+# parallel part of make test, beside the others.
+pytestmark = [pytest.mark.redis]
 
 
 @pytest.fixture(scope="module")
