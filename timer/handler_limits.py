@@ -211,8 +211,11 @@ class Slots:
         self.limits = tuple(limits)
         self.lease_ms = lease_ms
         self.lock = threading.Lock()
-        # delivery -> its slots: (key, member, the key's N)
-        self.held: dict[tuple[int, str], list[tuple[str, str, int]]] = {}
+        # an attempt (shard, entry id, attempt) -> its slots: (key, member, the key's N).
+        # Per attempt, not per entry: a handler past its timeout still runs (a thread
+        # cannot be stopped) and keeps its slot until it returns, while its retry, the
+        # same entry's next attempt, needs a slot of its own (#54).
+        self.held: dict[tuple[int, str, int], list[tuple[str, str, int]]] = {}
 
     def _valued(self, d: Delivery) -> list[tuple[Limit, str]]:
         """The limits ``d``'s outcome has a value of, with that value."""
@@ -248,7 +251,7 @@ class Slots:
         needed = self.needed(d)
         if not needed:
             return True
-        member = f"{self.consumer}/{d.outcome.shard}/{d.entry_id}"
+        member = f"{self.consumer}/{d.outcome.shard}/{d.entry_id}/{d.outcome.attempt}"
         got: list[tuple[str, str, int]] = []
         for key, n in needed:
             if not self.client._run(_take(key, member, n, self.lease_ms)):
@@ -257,13 +260,13 @@ class Slots:
                 return False
             got.append((key, member, n))
         with self.lock:
-            self.held[(d.outcome.shard, d.entry_id)] = got
+            self.held[_attempt(d)] = got
         return True
 
     def release(self, d: Delivery) -> list[str]:
         """Give back the slots ``d`` holds (its handler returned or gave up): their keys."""
         with self.lock:
-            got = self.held.pop((d.outcome.shard, d.entry_id), [])
+            got = self.held.pop(_attempt(d), [])
         for key, member, _ in got:
             self.client._run(_give_back(key, member))
         return [key for key, _, _ in got]
@@ -274,6 +277,10 @@ class Slots:
             held = [slot for got in self.held.values() for slot in got]
         for key, member, n in held:
             self.client._run(_take(key, member, n, self.lease_ms))
+
+
+def _attempt(d: Delivery) -> tuple[int, str, int]:
+    return (d.outcome.shard, d.entry_id, d.outcome.attempt)
 
 
 def _take(key: str, member: str, at_most: int, lease_ms: int) -> Op[bool]:

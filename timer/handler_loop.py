@@ -210,12 +210,12 @@ class HandlerLoop:
             task.add_done_callback(self.running_tasks.discard)
 
     def _touch(self) -> None:
+        if self.slots is not None:  # a timed-out handler still running keeps its slot,
+            self._guard(None, self.slots.renew)  # though its outcome is no longer in hand
         with self.hand.cond:
             held = list(self.hand.held.values())
         if not held:
             return
-        if self.slots is not None:
-            self._guard(None, self.slots.renew)
         lost = self._guard([], self.group.touch, held)
         if lost:
             self.h.stats.lost += len(lost)

@@ -33,7 +33,8 @@ What the runner guarantees (the details are in docs/design-notes.md, "Handlers")
   an ``async def`` one is cancelled; a sync one cannot be stopped, so its outcome is
   released for a retry (the attempt counts), the runner stops touching it, a warning
   names the stuck thread, and a new thread takes its place. Either way it is a failed
-  attempt (:class:`HandlerTimedOut`), retried or dead-lettered like any other.
+  attempt (:class:`HandlerTimedOut`), retried or dead-lettered like any other. A stuck
+  sync handler keeps its ``limits`` slot until it returns: it still runs.
 - **Graceful stop.** ``stop()`` (or SIGTERM/SIGINT with ``handle_signals``): no new
   outcome is taken; running handlers get ``drain_timeout_s`` to finish and be
   acknowledged; outcomes read but not started stay pending for the next consumer.

@@ -223,11 +223,13 @@ LOG = pathlib.Path(os.environ["LIMIT_LOG"])
 
 def handle(o):
     tenant = o.payload["tenant"]
+    at = f"{os.getpid()} {o.id} {o.attempt}"
     with LOG.open("a") as f:
-        f.write(f"start {tenant} {time.time()} {os.getpid()} {o.id}\\n")
-    time.sleep(0.02)  # the handler's work
+        f.write(f"start {tenant} {time.time()} {at}\\n")
+    hung = o.payload["hang"] and o.attempt == 1
+    time.sleep(0.8 if hung else 0.02)  # the handler's work; a hang runs past --timeout
     with LOG.open("a") as f:
-        f.write(f"done {tenant} {time.time()} {os.getpid()} {o.id}\\n")
+        f.write(f"{'hung' if hung else 'done'} {tenant} {time.time()} {at}\\n")
 """
 
 
@@ -244,18 +246,21 @@ def most_at_once(intervals: list[tuple[float, float]]) -> int:
 def test_a_per_key_limit_holds_across_three_runners_and_a_kill_9(
     consumers: tuple[Consumers, TimerClient],
 ) -> None:
-    """Three `tickwheel handle --limit payload.tenant=2` processes share 600 outcomes of 6
-    tenants; one is killed with kill -9 in the middle of handlers. Per tenant, never more
-    than 2 handlers ran at once (the killed ones counted until the kill), each limit was
-    reached, every outcome was handled, and no slot is left held: the killed runner's
-    slots came free (else its tenants' outcomes could not all have run)."""
+    """Three `tickwheel handle --limit payload.tenant=2 --timeout 0.3s` processes share
+    600 outcomes of 6 tenants; the first attempt of one in 25 hangs 0.8 s, past its
+    timeout (its retry runs while the hung thread still does), and one runner is killed
+    with kill -9 in the middle of handlers. Per tenant, never more than 2 attempts ran
+    at once (the hung ones counted until they returned, the killed ones until the kill),
+    each limit was reached, every outcome was handled, and no slot is left held: the
+    killed runner's slots came free (else its tenants' outcomes could not all have
+    run). Before #54 a retry shared its hung attempt's slot and then gave it back."""
     c, client = consumers
     log = c.tmp / "limited.log"
     log.touch()
     (c.tmp / "limited_handlers.py").write_text(textwrap.dedent(LIMITED))
     ids = [f"lim{i}" for i in range(600)]
     for i, tid in enumerate(ids):
-        client.schedule(tid, 60_000, payload={"tenant": f"t{i % 6}"})
+        client.schedule(tid, 60_000, payload={"tenant": f"t{i % 6}", "hang": i % 25 == 7})
         client.cancel(tid)
     procs = []
     for name in ("a", "b", "c"):
@@ -263,7 +268,8 @@ def test_a_per_key_limit_holds_across_three_runners_and_a_kill_9(
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "cli", "--redis-url", c.url, "--namespace", c.namespace,
              "handle", "limited_handlers:handle", "--on", "cancelled", "--consumer", name,
-             "--concurrency", "4", "--reclaim-idle", "1s", "--limit", "payload.tenant=2"],
+             "--concurrency", "4", "--reclaim-idle", "1s", "--limit", "payload.tenant=2",
+             "--timeout", "0.3s", "--backoff", "50ms"],
             cwd=c.tmp, stdout=out, stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONPATH": str(ROOT), "LIMIT_LOG": str(log)},
         ))  # fmt: skip
@@ -271,14 +277,14 @@ def test_a_per_key_limit_holds_across_three_runners_and_a_kill_9(
     c.procs.extend(procs)
 
     def rows() -> list[list[str]]:
-        return [line.split() for line in log.read_text().splitlines() if line.count(" ") == 4]
+        return [line.split() for line in log.read_text().splitlines() if line.count(" ") == 5]
 
     victim = procs[0]
 
     def victim_mid_handler() -> bool:
         mine = [r for r in rows() if int(r[3]) == victim.pid]
-        started = {r[4] for r in mine if r[0] == "start"}
-        done = {r[4] for r in mine if r[0] == "done"}
+        started = {(r[4], r[5]) for r in mine if r[0] == "start"}
+        done = {(r[4], r[5]) for r in mine if r[0] != "start"}
         return len({r[4] for r in rows() if r[0] == "done"}) >= 100 and bool(started - done)
 
     wait_for(victim_mid_handler, 60, "a third of the work done, the victim mid-handler")
@@ -287,13 +293,23 @@ def test_a_per_key_limit_holds_across_three_runners_and_a_kill_9(
     killed_at = time.time()  # the victim's handlers ran until (just before) now
     wait_for(lambda: {r[4] for r in rows() if r[0] == "done"} >= set(ids), 60,
              "every outcome handled")  # fmt: skip
-    spans: dict[tuple[str, str, int], list[float]] = {}
-    for kind, tenant, at, pid, tid in rows():
-        span = spans.setdefault((tenant, tid, int(pid)), [float(at), killed_at])
-        if kind == "done":
+    survivors = {p.pid for p in procs[1:]}
+
+    def hung_returned() -> bool:
+        rs = rows()
+        ended = {(r[3], r[4], r[5]) for r in rs if r[0] != "start"}
+        return all((r[3], r[4], r[5]) in ended for r in rs
+                   if r[0] == "start" and int(r[3]) in survivors)  # fmt: skip
+
+    wait_for(hung_returned, 10, "every attempt of a live runner returned, the hung ones too")
+    spans: dict[tuple[str, str, int, str], list[float]] = {}
+    for kind, tenant, at, pid, tid, attempt in rows():
+        span = spans.setdefault((tenant, tid, int(pid), attempt), [float(at), killed_at])
+        if kind != "start":
             span[1] = float(at)
+    assert any(r[0] == "hung" for r in rows()), "a handler ran past its timeout"
     per_tenant: dict[str, list[tuple[float, float]]] = {}
-    for (tenant, _, _), (a, b) in spans.items():
+    for (tenant, _, _, _), (a, b) in spans.items():
         per_tenant.setdefault(tenant, []).append((a, b))
     assert {t: most_at_once(v) for t, v in per_tenant.items()} == {f"t{k}": 2 for k in range(6)}
     cut = [k for k, (_, b) in spans.items() if b == killed_at and k[2] == victim.pid]

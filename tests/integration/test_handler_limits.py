@@ -4,7 +4,9 @@ outcome over its limit waits its turn (not an attempt, not a dead letter)."""
 
 from __future__ import annotations
 
+import math
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 
@@ -233,3 +235,97 @@ def test_an_outcome_waiting_for_its_slot_stays_touched_between_rounds(
     wait_for(lambda: done == ["w1"] and a.in_flight == 0, 10, "a done with w1, idle")
     threading.Event().wait(3)  # a window, not a wait: an untouched w2 would be a's by now
     assert (a.stats.claimed, b.stats.lost, b.waiting_for_limit, done) == (0, 0, 1, ["w1"])
+
+
+class Attempts:
+    """Every attempt's start and end, per key: the hung ones included (a timed-out sync
+    handler still runs: a thread cannot be stopped)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.spans: dict[str, list[list[float]]] = {}
+        self.handled: set[str] = set()
+
+    def begin(self, o: Outcome) -> list[float]:
+        span = [time.monotonic(), math.inf]
+        with self.lock:
+            self.spans.setdefault(o.payload["tenant"], []).append(span)
+        return span
+
+    def end(self, o: Outcome, span: list[float], ok: bool) -> None:
+        with self.lock:
+            span[1] = time.monotonic()
+            if ok:
+                self.handled.add(o.id)
+
+    def most_at_once(self) -> dict[str, int]:
+        with self.lock:
+            return {k: most_at_once([(a, b) for a, b in v]) for k, v in self.spans.items()}
+
+    def all_returned(self) -> bool:
+        with self.lock:
+            return all(b < math.inf for v in self.spans.values() for _, b in v)
+
+
+def most_at_once(intervals: list[tuple[float, float]]) -> int:
+    """The most intervals open at one instant (an end before a start at the same time)."""
+    edges = sorted([(a, 1) for a, _ in intervals] + [(b, -1) for _, b in intervals])
+    now = most = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_handler_past_its_timeout_keeps_its_slot_until_it_returns(
+    client: TimerClient, running: Callable[..., threading.Thread], kind: str
+) -> None:
+    """``limits=[Limit("payload.tenant", 1)]`` with ``timeout_s``: the first attempt of
+    one outcome per tenant hangs far past the timeout. Its retry (the same stream entry,
+    the next attempt) must not take the hung attempt's slot, nor give it back when it
+    returns: at no instant do two handlers of a tenant run, the hung one counted until
+    it really returns (#54 A; before, the retry shared the hung attempt's slot and then
+    freed it, and two ran at once for most of the hang). The async handler cleans up
+    for a while after it is cancelled, which is running too."""
+    import asyncio  # noqa: PLC0415
+
+    from timer.handler_policy import Backoff  # noqa: PLC0415
+
+    ids = []
+    for i in range(12):
+        tid = f"to{i}"
+        client.schedule(tid, 60_000, payload={"tenant": f"t{i % 2}", "hang": i < 2})
+        client.cancel(tid)
+        ids.append(tid)
+    seen = Attempts()
+    hang = threading.Event()  # never set: a hang is the handler's own work
+
+    def sync_handler(o: Outcome) -> None:
+        span = seen.begin(o)
+        hung = o.payload["hang"] and o.attempt == 1
+        hang.wait(1.0 if hung else 0.01)
+        seen.end(o, span, not hung)
+
+    async def async_handler(o: Outcome) -> None:
+        span = seen.begin(o)
+        hung = o.payload["hang"] and o.attempt == 1
+        try:
+            await asyncio.sleep(1.0 if hung else 0.01)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.5)  # its cleanup, after the timeout cancelled it
+            seen.end(o, span, False)
+            raise
+        seen.end(o, span, True)
+
+    h = Handlers(client, group=f"lto-{kind}", limits=[Limit("payload.tenant", 1)],
+                 timeout_s=0.2, backoff=Backoff(initial_s=0.02, max_s=0.05))  # fmt: skip
+    h.add("cancelled", sync_handler if kind == "sync" else async_handler)
+    running(h, concurrency=4)
+    wait_for(lambda: seen.handled >= set(ids), 60, "every outcome handled")
+    wait_for(seen.all_returned, 10, "the hung attempts returned")
+    assert h.stats.timed_out == 2
+    assert seen.most_at_once() == {"t0": 1, "t1": 1}, seen.spans
+    wait_for(lambda: h.in_flight == 0, 10, "nothing left in hand")
+    left = list(client.redis.scan_iter(match=f"{{tw:{client.namespace}}}:lim:*"))
+    assert all(client.redis.zcard(k) == 0 for k in left), left

@@ -3,10 +3,12 @@
 A handler runner with a limit (`tickwheel handle --limit payload.tenant=2`) holds a slot
 of its outcome's key while the handler runs: a member of the key's set, scored with the
 time its lease ends. A runner killed mid-handler stops renewing: its slot is free once
-the lease ends. Calling again with a member already held renews it.
+the lease ends. Calling again with a member already held renews it. A member is one
+attempt: a handler past its timeout still runs and keeps its slot, and its retry (the
+same entry, the next attempt) needs a slot of its own.
 
 KEYS[1]  {tw:<ns>}:lim:<group>:<limit>:<value>   ZSET  member -> lease end (Redis ms)
-ARGV[1]  member (<consumer>/<shard>/<entry id>)   ARGV[2]  N, the slots of the key
+ARGV[1]  member (<consumer>/<shard>/<entry id>/<attempt>)   ARGV[2]  N, the slots of the key
 ARGV[3]  lease_ms
 
 Returns  1  the member holds a slot until now + lease_ms
