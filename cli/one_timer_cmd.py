@@ -153,7 +153,9 @@ def reschedule(app: App, timer_id: str, delay_ms: int | None, deadline_ms: int |
     """Move a pending timer's deadline.
 
     Give the new deadline with --in (from now, by the Redis clock) or --at. A timer that
-    has already ended is left as it is.
+    has already ended is left as it is. A timer scheduled with --max-total-ms never
+    falls due after its cap (created + max total): a move past it is refused, nothing
+    changes, and the exit code is 13.
     """
     if (delay_ms is None) == (deadline_ms is None):
         raise click.UsageError("give exactly one of --in DURATION or --at ISO-TIME")

@@ -32,6 +32,7 @@ from .engine import (
     TimerTask,
 )
 from .errors import (
+    Capped,
     ConfigError,
     CorruptRecord,
     DuplicateTimer,
@@ -94,6 +95,7 @@ __version__ = "0.1.0"
 __all__ = [
     "MAX_EXPIRATION_MS",
     "Backoff",
+    "Capped",
     "ClientSettings",
     "Clock",
     "ConfigError",

@@ -177,7 +177,8 @@ class AsyncTimerClient:
     async def reschedule(
         self, timer_id: str, delay_ms: int | None = None, *, deadline_ms: int | None = None
     ) -> Timer | None:
-        """Move a pending timer's deadline; None if it was already decided."""
+        """Move a pending timer's deadline; None if it was already decided; :class:`Capped`
+        (nothing moved) past its cap."""
         return await self._run(ops.reschedule(self._ns(), timer_id, delay_ms, deadline_ms))
 
     async def heartbeat(self, timer_id: str, extend_ms: int, *, earlier: bool = False) -> Timer:

@@ -294,7 +294,9 @@ class TimerClient(OperatorCalls):
     def reschedule(
         self, timer_id: str, delay_ms: int | None = None, *, deadline_ms: int | None = None
     ) -> Timer | None:
-        """Move a pending timer's deadline; None if it was already decided."""
+        """Move a pending timer's deadline; None if it was already decided. A move past
+        the timer's cap (created + ``max_total_ms``) raises :class:`Capped` and moves
+        nothing."""
         return self._run(ops.reschedule(self._ns(), timer_id, delay_ms, deadline_ms))
 
     def heartbeat(self, timer_id: str, extend_ms: int, *, earlier: bool = False) -> Timer:

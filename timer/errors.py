@@ -127,9 +127,11 @@ class WaitTimeout(TimerError, TimeoutError):
     http_status = 408
 
 
-class HeartbeatCapped(TimerError):
-    """A heartbeat would push a timer past its ``max_total_ms``: refused; the timer now
-    fires at its cap (``deadline_ms``), however often it is heartbeaten."""
+class Capped(TimerError):
+    """A move would take a timer past its cap, created + ``max_total_ms`` (``deadline_ms``:
+    the cap). A timer with a cap never falls due after it, whoever moves it: a
+    ``reschedule`` past it is refused and changes nothing; a heartbeat past it is
+    :class:`HeartbeatCapped`."""
 
     exit_code = 13
     http_status = 409
@@ -137,6 +139,11 @@ class HeartbeatCapped(TimerError):
     def __init__(self, message: str, deadline_ms: int = 0) -> None:
         super().__init__(message)
         self.deadline_ms = deadline_ms
+
+
+class HeartbeatCapped(Capped):
+    """A heartbeat would push a timer past its ``max_total_ms``: refused; the timer now
+    fires at its cap (``deadline_ms``), however often it is heartbeaten."""
 
 
 class NotDurable(TimerError):

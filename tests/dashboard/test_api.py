@@ -138,6 +138,16 @@ def test_lookup_cancel_reschedule_and_bad_input(
         assert missing.status_code == 404 and "no timer 'nope'" in missing.json()["error"]
         moved = http.post("/api/timers/job:{7}/reschedule", json={"delay_ms": 60_000}).json()
         assert moved["done"] and moved["time_left_ms"] <= 60_000
+        # past a timer's cap (#54): refused with the library's error, nothing moved, one
+        # timer or a selection
+        client.schedule("cap:{7}", 60_000, max_total_ms=90_000)
+        before = namespace_dump(redis_client, client.namespace)
+        past = http.post("/api/timers/cap:{7}/reschedule", json={"delay_ms": 10**6})
+        assert past.status_code == 409 and "its cap" in past.json()["error"], past.text
+        bulk = http.post("/api/bulk/reschedule",
+                         json={"ids": ["cap:{7}"], "delay_ms": 10**6}).json()  # fmt: skip
+        assert bulk["done"] == 0 and len(bulk["errors"]) == 1, bulk
+        assert namespace_dump(redis_client, client.namespace) == before
         done = http.post("/api/timers/job:{7}/cancel").json()
         assert done["done"] is True and done["state"] == "cancelled"
         again = http.post("/api/timers/job:{7}/cancel").json()

@@ -647,6 +647,11 @@ def test_every_door_shows_one_value_alike(
     assert status == 200 and beat["extended"] is True, beat
     status, capped = api.call("POST", f"{ns}/timers/beat:%7B5%7D/heartbeat", {"extend_ms": 10**6})
     assert (status, capped["kind"], capped["exit_code"]) == (409, "HeartbeatCapped", 13)
+    # ... and a reschedule past the cap (#54: one meaning of the cap): 409, nothing moved
+    due = c.get("beat:{5}")
+    status, past = api.call("POST", f"{ns}/timers/beat:%7B5%7D/reschedule", {"delay_ms": 10**6})
+    assert (status, past["kind"], past["exit_code"]) == (409, "Capped", 13), past
+    assert due is not None and c.get("beat:{5}") == due
     status, _ = api.call("POST", f"{ns}/timers/none:%7B5%7D/heartbeat", {"extend_ms": 1})
     assert status == 404
     status, _ = api.call("POST", f"{ns}/timers", {"id": "door:{3}", "delay_ms": 1, "note": "x"})

@@ -4,13 +4,17 @@ max_total_ms; one past its cap is refused and the timer falls due at the cap."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
+import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import wait_for
-from timer import HeartbeatCapped, InvalidInput, TimerClient, TimerError, TimerNotFound
+from timer import Capped, HeartbeatCapped, InvalidInput, TimerClient, TimerError, TimerNotFound
 from timer.aio import AsyncTimerClient
+from timer.testing import RedisServer
 
 from .conftest import namespace_keys, server_now_ms
 from .test_aio import with_async
@@ -157,3 +161,51 @@ def test_a_heartbeat_of_any_input_is_a_timer_error_or_a_later_deadline(
         return
     assert before is not None and t.id == "job:{6}"
     assert t.deadline_ms >= before.deadline_ms or earlier is True
+
+
+def test_the_cap_bounds_a_reschedule_through_every_door(
+    client: TimerClient, redis_client: redis.Redis, redis_server: RedisServer
+) -> None:
+    """One meaning of the cap (#54 C): a timer never falls due after created +
+    max_total_ms, whoever moves it. A reschedule past the cap, through the library (sync
+    and asyncio, by delay and by deadline), the bulk selection and the CLI (one timer
+    and `timers reschedule`), is refused with Capped carrying the cap and writes
+    nothing; one to the cap or before it moves the timer. (Before, reschedule was exempt:
+    a timer with a 3 s cap was moved 57 s past it.) The HTTP API and the dashboard are
+    tested in their own suites, against the same error."""
+    from click.testing import CliRunner  # noqa: PLC0415
+
+    from cli.main import main  # noqa: PLC0415
+
+    client.schedule("cap:{1}", 1_000, max_total_ms=3_000)
+    client.schedule("cap:{2}", 1_000, max_total_ms=3_000)
+    info = client.get("cap:{1}")
+    assert info is not None and info.created_ms is not None
+    cap = info.created_ms + 3_000
+    before = namespace_keys(redis_client, client.namespace)
+    with pytest.raises(Capped, match="max_total_ms") as refused:
+        client.reschedule("cap:{1}", 60_000)
+    assert refused.value.deadline_ms == cap and not isinstance(refused.value, HeartbeatCapped)
+    with pytest.raises(Capped):
+        client.reschedule("cap:{1}", deadline_ms=cap + 1)
+
+    async def main_(c: AsyncTimerClient) -> int:
+        with pytest.raises(Capped) as refused:
+            await c.reschedule("cap:{1}", 57_000)
+        return refused.value.deadline_ms
+
+    assert with_async(client, main_) == cap
+    bulk = client.timers.reschedule("cap:*", shift_ms=60_000)
+    assert (bulk.selected, bulk.done, len(bulk.errors)) == (2, 0, 2), bulk
+    assert all("cap" in e for e in bulk.errors)
+    base = ["--redis-url", redis_server.url, "--namespace", client.namespace]
+    one = CliRunner().invoke(main, [*base, "reschedule", "cap:{1}", "--in", "1m"])
+    assert one.exit_code == 13 and "its cap" in one.output, one.output
+    many = CliRunner().invoke(main, [*base, "--json", "timers", "reschedule", "cap:*", "--by",
+                                     "1m", "--yes"])  # fmt: skip
+    assert len(json.loads(many.stdout)["errors"]) == 2, many.output
+    assert namespace_keys(redis_client, client.namespace) == before  # nothing moved
+    at_cap = client.reschedule("cap:{1}", deadline_ms=cap)
+    assert at_cap is not None and at_cap.deadline_ms == cap
+    earlier = client.reschedule("cap:{2}", 500)
+    assert earlier is not None and earlier.deadline_ms < cap

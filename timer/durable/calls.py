@@ -20,7 +20,7 @@ from typing import Any
 
 import msgpack
 
-from ..errors import HeartbeatCapped, StoreError, TimerError
+from ..errors import Capped, HeartbeatCapped, StoreError, TimerError
 from .checks import check_bool, check_int
 from .codec import decode_result
 from .items import ScheduleItem, check_when
@@ -137,6 +137,15 @@ def parse_reschedule(ns: Namespace, reply: Sequence[Any], p: Prepared) -> Timer 
         raise ns.not_found(p.timer_id)
     if status == "decided":
         return None
+    if status == "pastcap":
+        cap = int(reply[1])
+        raise Capped(
+            f"timer {p.timer_id!r} has a max_total_ms: it may not fall due after its cap, "
+            f"{cap} (epoch ms, created + max_total_ms), so this reschedule was refused and "
+            "nothing moved; reschedule it to at most its cap, or cancel it and schedule a "
+            "new timer",
+            cap,
+        )
     return Timer(p.timer_id, p.shard, int(reply[1]), "pending", False)
 
 

@@ -114,8 +114,10 @@ class TimerOptions(TypedDict, total=False):
         pending=10, outcome=10,
     )]  # fmt: skip
     max_total_ms: Annotated[int | None, Field(
-        "The most it may run from its creation, however often heartbeat() extends it: its "
-        "deadline never passes created + max_total_ms (a heartbeat past it is refused).",
+        "The cap: it never falls due after created + max_total_ms, whoever moves it. A "
+        "first deadline past the cap is the cap; a heartbeat past it is refused and moves "
+        "the timer to its cap (HeartbeatCapped); a reschedule past it is refused and "
+        "moves nothing (Capped); a debounce window ends at it.",
         {"type": "integer", "minimum": 1, "maximum": MAX_DEADLINE_MS}, slot=10, stored=0,
         cli="--max-total-ms", pending=11,
     )]  # fmt: skip

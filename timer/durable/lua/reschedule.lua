@@ -1,4 +1,5 @@
---[[ reschedule: move a pending timer to a new deadline (its watch list and payload stay);
+--[[ reschedule: move a pending timer to a new deadline (its watch list and payload stay),
+never past its cap (created + max_total_ms, when it has one);
 with mode 'beat', a heartbeat: push it to now + extend_ms, never earlier than it is, and
 never past its cap (created + max_total_ms, when it has one); mode 'start', the same but
 earlier too (a job that started: its run deadline replaces its queue-wait one).
@@ -12,6 +13,8 @@ ARGV[5]  bucket_ms  ARGV[6]  max_delay_ms ARGV[7]  events channel of the shard
 Returns  {'rescheduled', deadline_ms}   the timer now falls due at deadline_ms
          {'capped', deadline_ms}        a heartbeat past the timer's cap: it now falls due
                                         at its cap (deadline_ms), not later
+         {'pastcap', cap_ms}            a reschedule past the cap: refused, nothing
+                                        written (the cap bounds every move, #54)
          {'decided', outcome_record}    it was already decided: nothing changed
          {'missing'}                    no pending timer and no retained outcome
 Errors   TOOFAR    the deadline is more than max_delay_ms from now
@@ -44,6 +47,7 @@ if mode == 'beat' or mode == 'start' then  -- a heartbeat: within the cap
 else
   deadline, too_far = deadline_of(mode, value, now, max_delay)
   if too_far then return too_far end
+  if rec.cap > 0 and deadline > rec.c + rec.cap then return {'pastcap', istr(rec.c + rec.cap)} end
 end
 if deadline == rec.d then return {status, istr(deadline)} end  -- nothing moves
 rec.d = deadline
