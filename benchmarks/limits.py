@@ -12,11 +12,14 @@ at once (the killed ones counted until the kill: never above 2 is the
 promise), outcomes handled and handled twice (the killed runner's in-flight ones run
 again: at least once), how long after the kill the killed runner's slots were gone
 from Redis (against the reclaim idle time), and the rate against the run without it.
+Then two runners with ``--rate payload.tenant=5/s`` and work waiting for four tenants:
+the starts a second each tenant got against the 5 allowed, and the closest two starts.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import signal
@@ -53,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--n", type=int, default=None, help="outcomes (default 20,000)")
     p.add_argument("--server", default=None, help="redis-server or valkey-server binary")
+    p.add_argument(
+        "--rate-per-key", type=int, default=None,
+        help="outcomes per tenant in the rate phase (default 30, --quick 10)",
+    )  # fmt: skip
     args = p.parse_args(argv)
     n = args.n or (4_000 if args.quick else 20_000)
     binary = find_server_binary(args.server)
@@ -60,14 +67,14 @@ def main(argv: list[str] | None = None) -> int:
         tempfile.TemporaryDirectory() as tmp,
         RedisServer(Path(tmp) / "redis", binary=binary) as server,
     ):
-        result = run(server.url, Path(tmp), n)
+        result = run(server.url, Path(tmp), n, args.rate_per_key or (10 if args.quick else 30))
     result.update({"benchmark": "limits", "outcomes": n, "tenants": TENANTS, "at_most": 2,
                    "runners": 3, "reclaim_idle_s": 1.0})  # fmt: skip
     print(json.dumps(result))
     return 0
 
 
-def run(url: str, tmp: Path, n: int) -> dict[str, Any]:
+def run(url: str, tmp: Path, n: int, rate_per_key: int = 30) -> dict[str, Any]:
     (tmp / "limits_handlers.py").write_text(textwrap.dedent(MODULE))
     limited = phase(url, tmp, "limited", n, ["--limit", "payload.tenant=2"])
     free = phase(url, tmp, "free", n, [])
@@ -75,6 +82,83 @@ def run(url: str, tmp: Path, n: int) -> dict[str, Any]:
         **limited,
         "unlimited_per_s": free["per_s"],
         "ratio_limited_to_unlimited_rate": round(limited["per_s"] / free["per_s"], 3),
+        "rate": rate_phase(url, tmp, rate_per_key),
+    }
+
+
+RATE_PER_S = 5
+RATE_KEYS = 4
+
+
+def rate_phase(url: str, tmp: Path, per_key: int) -> dict[str, Any]:
+    """``--rate payload.tenant=5/s`` on two runners, every outcome waiting from the start
+    (#54 D): the starts a second each tenant got (first to last start), against the
+    rate allowed, and the closest two starts of a tenant (never under 200 ms is the
+    promise, less the log's jitter)."""
+    ns = "rate"
+    c = TimerClient.from_url(url, ns)
+    c.init(shards=16)
+    logs = tmp / ns
+    logs.mkdir()
+    n = per_key * RATE_KEYS
+    for j in range(n):
+        c.schedule(f"r{j}", 60_000, payload={"tenant": f"t{j % RATE_KEYS}"})
+        c.cancel(f"r{j}")
+    runners = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "cli",
+                "--redis-url",
+                url,
+                "--namespace",
+                ns,
+                "handle",
+                "limits_handlers:handle",
+                "--on",
+                "cancelled",
+                "--consumer",
+                name,
+                "--concurrency",
+                "4",
+                "--rate",
+                f"payload.tenant={RATE_PER_S}/s",
+            ],
+            cwd=tmp,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp}", "LIMIT_LOG": str(logs)},
+        )
+        for name in ("a", "b")
+    ]
+    try:
+        deadline = time.monotonic() + 120
+        while len(done_ids(logs)) < n and time.monotonic() < deadline:
+            time.sleep(0.05)  # polling the logs' progress, not a synchronisation
+    finally:
+        for r in runners:
+            r.send_signal(signal.SIGTERM)
+            r.wait(30)
+        c.close()
+    starts: dict[str, list[float]] = {}
+    for row in rows(logs):
+        if row[0] == "start":
+            starts.setdefault(row[1], []).append(float(row[2]))
+    per_s, closest = [], []
+    for times in starts.values():
+        times.sort()
+        per_s.append((len(times) - 1) / (times[-1] - times[0]))
+        closest.append(min(b - a for a, b in itertools.pairwise(times)))
+    return {
+        "allowed_per_s": RATE_PER_S,
+        "runners": 2,
+        "keys": RATE_KEYS,
+        "handled": len(done_ids(logs)),
+        "per_s_per_key_min": round(min(per_s), 2),
+        "per_s_per_key_max": round(max(per_s), 2),
+        "ratio_to_allowed_min": round(min(per_s) / RATE_PER_S, 3),
+        "closest_starts_ms": round(min(closest) * 1000, 1),
     }
 
 

@@ -422,6 +422,16 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
             f.x("limits.ratio_limited_to_unlimited_rate"),
         ),
         (
+            f"per-key rate: `--rate payload.tenant={f.n('limits.rate.allowed_per_s')}/s`, "
+            f"{f.n('limits.rate.runners')} runners, the outcomes of "
+            f"{f.n('limits.rate.keys')} tenants all waiting",
+            f"{f.n('limits.rate.per_s_per_key_min', '.2f')}-"
+            f"{f.n('limits.rate.per_s_per_key_max', '.2f')} starts/s per tenant; the closest "
+            f"two starts of a tenant {f.n('limits.rate.closest_starts_ms', '.0f')} ms apart",
+            f"the rate allowed, {f.n('limits.rate.allowed_per_s')}/s",
+            f.x("limits.rate.ratio_to_allowed_min"),
+        ),
+        (
             f"priority: {f.n('priority.high_timers')} timers at priority "
             f"{f.n('priority.high_priority')} due at the same ms as a flood of "
             f"{f.n('priority.flood_timers')} at 0, two workers",

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("tickwheel.handlers")
 READ_AHEAD = 256  # outcomes read ahead of the free handlers, by default (see HandlerLoop)
 LIMIT_RETRY_S = 0.05  # how often outcomes waiting for a key's slot try again (at most)
+RATE_NEAR_S = 0.25  # a rate's next start this near: waited for here, not in a blocking read
 
 
 class HandlerLoop:
@@ -124,8 +125,12 @@ class HandlerLoop:
                 # With a handler free, wait for new outcomes; with every handler busy, read
                 # ahead only what is already there (a read never waits while the runner
                 # has nothing to start: a stop meanwhile takes nothing more).
+                # A rate's next start, when near, is waited for here, not in the read: a
+                # read's BLOCK ends on the server's clock tick (100 ms at hz 10), which
+                # turned a 50 ms wait into 100 and halved a rate of 20/s (#54 D).
                 block = None
-                if idle_handlers > 0 and not self.stop_when_idle:
+                rate_near = self.not_before and self._soonest_retry() - now < RATE_NEAR_S
+                if idle_handlers > 0 and not self.stop_when_idle and not rate_near:
                     block = max(1, int(min(wait_s, 0.5) * 1000))
                 got = self._guard([], self.group.poll, room, block)
                 self._dispatch_all(got)
@@ -136,9 +141,11 @@ class HandlerLoop:
                     continue
                 if self.stop_when_idle and self._idle():
                     break
-                if self.waiting:  # nothing else to do meanwhile (handlers admit on release)
-                    # until the next round, or the next touch if sooner: a waiting
-                    # outcome is held, and must be touched like a running one
+                if self.waiting and block is None:  # the read did not wait (it would have
+                    # waited as long): until the next round, or the next touch if sooner,
+                    # for a waiting outcome is held, and must be touched like a running one.
+                    # Waiting after a read that waited too left a rate's start allowed for
+                    # a whole round unused (#54 D: half of 20/s).
                     self.hand.stopping.wait(min(wait_s, LIMIT_RETRY_S))
         finally:
             drained = self._drain()
@@ -255,12 +262,15 @@ class HandlerLoop:
                 return
         self._start(fn, d, coros)
 
+    def _rate_due(self, now: float) -> bool:
+        """Whether an outcome refused by a rate may be asked again now."""
+        with self.admitting:
+            return any(t <= now for t in self.not_before.values())
+
     def _soonest_retry(self) -> float:
         """When the first outcome waiting on a rate may be asked again (monotonic s)."""
-        now = time.monotonic()
-        with self.admitting:
-            ahead = [t for t in self.not_before.values() if t > now]
-        return min(ahead, default=now + LIMIT_RETRY_S)
+        with self.admitting:  # one past (asked late) is due now
+            return min(self.not_before.values(), default=time.monotonic() + LIMIT_RETRY_S)
 
     def _start(self, fn: Handler, d: Delivery, coros: list[tuple[Handler, Delivery]]) -> None:
         if inspect.iscoroutinefunction(fn):
@@ -277,11 +287,16 @@ class HandlerLoop:
         assert self.slots is not None
         if freed is None:
             now = time.monotonic()
-            if now < self.next_admit:
+            # Slots of other runners are polled every LIMIT_RETRY_S; a rate says when
+            # its next start is allowed, and is asked again then, not up to a poll later
+            # (a start late by that is lost for good: GCRA does not carry it over).
+            if now < self.next_admit and not self._rate_due(now):
                 return
             self.next_admit = now + LIMIT_RETRY_S
         coros: list[tuple[Handler, Delivery]] = []
-        full: set[str] = set()  # keys found at their limit this round: not asked again
+        # keys found at their limit this round, not asked again: when a rate allows the
+        # next start (monotonic s), or None for a slot (freed when a handler returns)
+        full: dict[str, float | None] = {}
         with self.admitting:
             now = time.monotonic()
             for d in list(self.waiting):
@@ -292,9 +307,14 @@ class HandlerLoop:
                     continue
                 keys = [k for k, _ in self.slots.needed(d)]
                 rates = [k for k, _, _ in self.slots.rates(d)]
-                if any(k in full for k in (*keys, *rates)) or (
-                    freed is not None and not any(k in freed for k in keys)
-                ):
+                if freed is not None and not any(k in freed for k in keys):
+                    continue
+                behind = [full[k] for k in (*keys, *rates) if k in full]
+                if behind:  # after one of its keys' outcomes: asked when that one is
+                    if None in behind:
+                        self.not_before.pop(at, None)
+                    else:
+                        self.not_before[at] = max(t for t in behind if t is not None)
                     continue
                 retry_s = self._guard(0.0, self.slots.admit, d)
                 if retry_s is None:
@@ -303,12 +323,12 @@ class HandlerLoop:
                     fn = self.h.handler(d.outcome.outcome)
                     assert fn is not None  # waiting only with a handler
                     self._start(fn, d, coros)
-                else:
-                    full.update(keys if retry_s == 0 else rates)
-                    if retry_s > 0:
-                        self.not_before[at] = now + retry_s
-                    else:  # waits for a slot now, not for its rate
-                        self.not_before.pop(at, None)
+                elif retry_s > 0:
+                    self.not_before[at] = now + retry_s
+                    full.update(dict.fromkeys(rates, now + retry_s))
+                else:  # waits for a slot now, not for its rate
+                    self.not_before.pop(at, None)
+                    full.update(dict.fromkeys(keys))
         if coros:
             assert self.loop is not None
             self.loop.call_soon_threadsafe(self._start_async, coros)

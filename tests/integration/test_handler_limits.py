@@ -4,6 +4,7 @@ outcome over its limit waits its turn (not an attempt, not a dead letter)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 import time
@@ -329,3 +330,45 @@ def test_a_handler_past_its_timeout_keeps_its_slot_until_it_returns(
     wait_for(lambda: h.in_flight == 0, 10, "nothing left in hand")
     left = list(client.redis.scan_iter(match=f"{{tw:{client.namespace}}}:lim:*"))
     assert all(client.redis.zcard(k) == 0 for k in left), left
+
+
+def test_a_rate_is_used_in_full_while_work_waits_and_never_passed(
+    client: TimerClient, running: Callable[..., threading.Thread]
+) -> None:
+    """Two runners, ``per_s=20`` for one tenant, 60 outcomes waiting in both (#54 D): the starts
+    (by the Redis clock) come at the rate allowed, at least 95 % of it over the run, and
+    never faster: no two starts closer than the interval (less the handlers' own clock
+    reads). Before, it ran at half the rate: a waiting outcome was asked again a whole
+    round late (a read's BLOCK ends on the server's 100 ms tick; the loop then waited
+    again), and one asked a moment early was next asked 50 ms later."""
+    n, per_s = 60, 20
+    for i in range(n):
+        client.schedule(f"full{i}", 60_000, payload={"tenant": "t"})
+        client.cancel(f"full{i}")
+    lock = threading.Lock()
+    starts: list[int] = []
+
+    def handler(o: Outcome) -> None:
+        at = client.server_time_ms()
+        with lock:
+            starts.append(at)
+
+    runners = []
+    for name in ("a", "b"):
+        h = Handlers(client, group="full", consumer=name,
+                     limits=[Limit("payload.tenant", per_s=per_s)])  # fmt: skip
+        h.add("cancelled", handler)
+        runners.append(h)
+        running(h, concurrency=2, read_ahead=4)  # each holds a few: both wait on the rate
+    wait_for(lambda: len(starts) >= n, 30, "every outcome handled")
+    assert all(h.stats.handled > 0 for h in runners), "both runners started some"
+    starts.sort()
+    span_s = (starts[-1] - starts[0]) / 1000
+    rate = (n - 1) / span_s
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    # never above the rate: any k starts span at least k - 1 intervals (less the jitter
+    # of a handler's own clock read after its start)
+    for k in range(2, n + 1):
+        closest = min(b - a for a, b in zip(starts, starts[k - 1 :], strict=False))
+        assert closest >= (k - 1) * 1000 / per_s - 15, (k, closest, gaps)
+    assert rate >= 0.95 * per_s, (rate, gaps)  # and not far under it while work waits
