@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="all fall due this long after scheduling starts (default: enough "
                         "to schedule them, 15 s; 5 s with --quick)")  # fmt: skip
     p.add_argument("--server", default=None, help="redis-server or valkey-server binary")
+    p.add_argument(
+        "--outage-flood",
+        type=int,
+        default=10_000,
+        help="the outage run's timers at priority 0 (default 10,000)",
+    )
+    p.add_argument("--outage-high", type=int, default=50,
+                   help="the outage run's timers at priority 50 (default 50)")  # fmt: skip
     args = p.parse_args(argv)
     flood = args.flood if args.flood is not None else (20_000 if args.quick else 200_000)
     high = args.high or (200 if args.quick else 1_000)
@@ -59,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         runs = {"alone": (0, HIGH), "flood": (flood, HIGH), "flood_no_priority": (flood, 0)}
         for name, (n_flood, priority) in runs.items():
             result[name] = run(server.url, Path(tmp), name, n_flood, high, priority, lead_ms)
+        result["outage"] = outage(server.url, Path(tmp), args.outage_flood, args.outage_high)
     base, with_flood = result["alone"]["high_ms"]["p99"], result["flood"]["high_ms"]["p99"]
     before = result["flood_no_priority"]["high_ms"]["p99"]
     if base and with_flood:
@@ -107,6 +117,52 @@ def run(  # noqa: PLR0917 - one run's parameters, as main passes them
         for proc in workers:
             proc.kill()
             proc.wait()
+        c.close()
+
+
+def outage(url: str, logs: Path, flood: int, high: int) -> dict[str, Any]:
+    """A restart after an outage (#54 B): every timer overdue when two workers start on
+    16 shards. Figures from the first fire on (the outage itself is not the workers'):
+    the share of the flood fired before the last high-priority timer, and the high
+    ones' p99 against the flood's median."""
+    ns = "prio-outage"
+    c = TimerClient.from_url(url, ns)
+    c.init(shards=16)
+    try:
+        due = c.server_time_ms() + 1_000
+        every = max(1, (flood + high) // high)
+        specs = [{"id": f"t{i}", "deadline_ms": due} for i in range(flood)]
+        for k in range(high):  # spread through the flood's order (and so its shards)
+            specs.insert(k * every, {"id": f"h{k}", "deadline_ms": due, "priority": HIGH})
+        for start in range(0, len(specs), BATCH):
+            c.schedule_many(specs[start : start + BATCH])
+        while c.server_time_ms() < due + 500:  # every one overdue before a worker runs
+            time.sleep(0.05)  # waiting for the clock itself, not for another process
+        workers = [start_worker(url, ns, f"{ns}-w{i}", 2_000, logs) for i in range(2)]
+        try:
+            wait_decided(c, flood + high, 120 + flood / 2_000)
+        finally:
+            for proc in workers:
+                proc.kill()
+                proc.wait()
+        decided: dict[str, list[int]] = {"h": [], "t": []}
+        for o in c.all_outcomes():
+            decided[o.id[0]].append(o.decided_ms)
+        first = min(decided["h"] + decided["t"])
+        last_high = max(decided["h"])
+        since = {k: [d - first for d in v] for k, v in decided.items()}
+        before = sum(1 for d in decided["t"] if d < last_high)
+        highs, floods = _summary(since["h"]), _summary(since["t"])
+        out: dict[str, Any] = {
+            "flood_timers": flood, "high_timers": high, "shards": 16, "workers": 2,
+            "flood_fired_before_last_high": round(before / flood, 3),
+            "high_since_first_ms": highs, "flood_since_first_ms": floods,
+        }  # fmt: skip
+        high_p99, flood_p50 = highs["p99"], floods["p50"]
+        if flood_p50:
+            out["ratio_high_p99_to_flood_p50"] = round(high_p99 / flood_p50, 3)
+        return out
+    finally:
         c.close()
 
 

@@ -445,6 +445,19 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
             f.x("priority.ratio_high_p99_flood_to_alone"),
         ),
         (
+            f"priority after an outage: {f.n('priority.outage.flood_timers')} timers at 0 "
+            f"and {f.n('priority.outage.high_timers')} at {f.n('priority.high_priority')}, "
+            f"all overdue when {f.n('priority.outage.workers')} workers start on "
+            f"{f.n('priority.outage.shards')} shards",
+            f"the last high-priority one after "
+            f"{f.n('priority.outage.flood_fired_before_last_high', '.1%')} of the flood; "
+            f"from the first fire, high p99 {f.n('priority.outage.high_since_first_ms.p99')} "
+            f"ms",
+            f"the flood's median from the first fire, same run: "
+            f"{f.n('priority.outage.flood_since_first_ms.p50')} ms",
+            f.x("priority.outage.ratio_high_p99_to_flood_p50"),
+        ),
+        (
             "handlers: kill -9 of a handler process holding outcomes mid-handler",
             f"all {f.n('handlers.recovery.in_flight_at_kill')} handled elsewhere "
             f"{f.n('handlers.recovery.all_handled_after_s', '.1f')} s after the kill",

@@ -15,7 +15,7 @@ from timer.histogram import Stages
 from .logs import RateLimitedLog
 from .redis_clock import RedisClock
 from .settings import WorkerSettings
-from .shard import FireTask, ShardState
+from .shard import FireTask, RaisedSink, ShardState, Sink
 from .stats import LatenessHistogram, WorkerStats, fire_stages
 
 log = logging.getLogger("worker")
@@ -36,7 +36,15 @@ class WorkerContext:
     id: str
     clock: RedisClock = field(default_factory=RedisClock)
     timer: SystemTimer = field(init=False)
-    fire_queue: queue.SimpleQueue[FireTask] = field(default_factory=queue.SimpleQueue)
+    # Timers of a priority above the default, in a wheel of their own (#54 B): a wheel
+    # expires a bucket in arrival order, so in one wheel a high one due beside a flood
+    # waited until the reaper had put the flood before it on fire_queue (13x its
+    # lateness alone); here its own reaper puts it there while the flood's still runs.
+    raised: SystemTimer = field(init=False)
+    # What the wheels expired, for the firer (None: only a wake-up, see RaisedSink)
+    fire_queue: queue.SimpleQueue[FireTask | None] = field(default_factory=queue.SimpleQueue)
+    # What the raised wheel expired: the firer takes it first, whole
+    raised_queue: queue.SimpleQueue[FireTask] = field(default_factory=queue.SimpleQueue)
     shards: dict[int, ShardState] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock)
     stats: WorkerStats = field(default_factory=WorkerStats)
@@ -47,11 +55,25 @@ class WorkerContext:
     failing_until: dict[int | None, float] = field(default_factory=dict)  # backed off
     # Since when (monotonic ms) Redis refuses writes for want of memory (OOM), or None
     oom_since_mono_ms: float | None = None
+    # Shards taken in the rebalance going on now, not all loaded yet (#54 B): what they
+    # have overdue is held back by the firer until every one is loaded, so a restart
+    # after an outage fires its backlog by priority across the shards, not shard by shard
+    catching_up: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         # Inline: a FireTask only puts itself on fire_queue, so the reaper runs it directly
         # instead of handing it to an executor thread first (one thread hop fewer).
         self.timer = SystemTimer(f"worker-{self.id}", clock=self.clock.wheel, inline=True)
+        self.raised = SystemTimer(f"worker-{self.id}-raised", clock=self.clock.wheel, inline=True)
+        self.raised_sink = RaisedSink(self.raised_queue, self.fire_queue)
+
+    def wheel_of(self, priority: int) -> SystemTimer:
+        """The wheel a timer of this priority waits in."""
+        return self.raised if priority > 0 else self.timer
+
+    def sink_of(self, priority: int) -> Sink:
+        """Where a timer of this priority goes when its wheel expires it."""
+        return self.raised_sink if priority > 0 else self.fire_queue
 
     @property
     def meta(self) -> Meta:

@@ -117,14 +117,22 @@ class Leases:
         if len(ctx.shards) < share:
             shards = ctx.meta.shards
             start = sum(map(ord, ctx.id)) % shards  # spread first picks
-            for shard in ((start + i) % shards for i in range(shards)):
-                if len(ctx.shards) >= share:
-                    break
-                if shard not in ctx.shards and not ctx.failing(shard):
-                    try:
-                        self.acquire(shard)
-                    except StoreError as exc:
-                        ctx.shard_failed(shard, "acquiring it", exc)
+            try:
+                for shard in ((start + i) % shards for i in range(shards)):
+                    if len(ctx.shards) >= share:
+                        break
+                    if shard not in ctx.shards and not ctx.failing(shard):
+                        try:
+                            self.acquire(shard)
+                        except StoreError as exc:
+                            ctx.shard_failed(shard, "acquiring it", exc)
+            finally:  # every shard of the round loaded: the firer takes what they held
+                with ctx.lock:
+                    taken = len(ctx.catching_up)
+                    ctx.catching_up.clear()
+                if taken:
+                    log.info("took %d shards; their overdue timers fire by priority now",
+                             taken, extra=ctx.fields())  # fmt: skip
 
     def acquire(self, shard: int) -> bool:
         """Take the shard's lease if it is free; then follow it and load its horizon."""
@@ -146,6 +154,8 @@ class Leases:
         elif epoch > 1:
             ctx.stats.takeovers += 1
         log.info("shard %d: leading at epoch %d", shard, epoch, extra=ctx.fields(shard))
+        with ctx.lock:
+            ctx.catching_up.add(shard)  # its overdue ones wait for the round's other loads
         self.loader.follow()
         self.loader.load(ctx.shards[shard])
         return True

@@ -78,15 +78,15 @@ class Loader:
         # so retry a millisecond later instead of spinning on fire until it catches up.
         ctx = self.ctx
         delay = max(min_delay_ms, ctx.clock.wheel_delay_ms(deadline_ms))
-        task = FireTask(delay, state.shard, state.epoch, tid, deadline_ms, ctx.fire_queue)
         old = state.tasks.get(tid)
         if old is not None:
             old.cancel()
-            task.priority = old.priority
-        if priority is not None:
-            task.priority = priority
+        if priority is None:
+            priority = old.priority if old is not None else 0
+        task = FireTask(delay, state.shard, state.epoch, tid, deadline_ms, ctx.sink_of(priority))
+        task.priority = priority
         state.tasks[tid] = task
-        ctx.timer.add(task)
+        ctx.wheel_of(task.priority).add(task)
 
     def offer(self, state: ShardState, tid: str, deadline_ms: int) -> None:
         """A timer the shard just got (an event, or an occurrence armed): into the wheel
@@ -119,7 +119,10 @@ class Loader:
         if event.kind == "prioritized":  # follows the event that put it in the wheel
             task = state.tasks.get(tid)
             if task is not None:
+                wheel = ctx.wheel_of(task.priority)
                 task.priority = event.priority
+                if ctx.wheel_of(event.priority) is not wheel:  # into the other wheel
+                    self.add_task(state, tid, task.deadline_ms, priority=event.priority)
             return
         if event.deadline_ms is not None:  # scheduled or rescheduled
             if event.kind == "scheduled" and tid in state.tasks:

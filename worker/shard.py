@@ -5,9 +5,34 @@ from __future__ import annotations
 import queue
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from timer import TimerTask
 from timer.shard_store import ShardStore
+
+
+class Sink(Protocol):
+    """Where an expired FireTask goes (a queue the firer takes from)."""
+
+    def put(self, item: FireTask, /) -> None: ...
+
+
+class RaisedSink:
+    """Where a task of a raised priority expires to (#54 B): a queue of its own, which
+    the firer takes whole before the flood's, and a wake-up on ``fire_queue`` (None)
+    for a firer waiting there."""
+
+    __slots__ = ("raised", "wake")
+
+    def __init__(
+        self, raised: queue.SimpleQueue[FireTask], wake: queue.SimpleQueue[FireTask | None]
+    ) -> None:
+        self.raised = raised
+        self.wake = wake
+
+    def put(self, item: FireTask, /) -> None:
+        self.raised.put(item)
+        self.wake.put(None)
 
 
 class FireTask(TimerTask):
@@ -24,7 +49,7 @@ class FireTask(TimerTask):
         epoch: int,
         timer_id: str,
         deadline_ms: int,
-        sink: queue.SimpleQueue[FireTask],
+        sink: Sink,
     ) -> None:
         super().__init__(delay_ms)
         self.shard = shard

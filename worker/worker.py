@@ -86,7 +86,7 @@ class Worker:
         self.lateness_histogram = ctx.lateness
         self.fire_stages = ctx.stages
         self.events = self.loader.events
-        self._reaper: SystemTimerReaper | None = None
+        self._reapers: list[SystemTimerReaper] = []
         self._firer: threading.Thread | None = None
         self._ready = False
         self._loop_mono_ms: float | None = None  # the run loop's last turn, ok or not
@@ -202,6 +202,7 @@ class Worker:
         self.tick()
         # The timer runs inline: once advance_clock returns, every FireTask due by now
         # (and every overdue one load added) is on fire_queue.
+        self.ctx.raised.advance_clock(0)
         self.timer.advance_clock(0)
         return self.firer.fire_batch(self.firer.due_now())
 
@@ -218,7 +219,7 @@ class Worker:
             if not self._wait_until_ready():
                 self._shutdown()
                 return
-            self._reaper = SystemTimerReaper(self.timer)
+            self._reapers = [SystemTimerReaper(self.timer), SystemTimerReaper(self.ctx.raised)]
             self._firer = threading.Thread(target=self.firer.loop, name="worker-firer", daemon=True)
             self._firer.start()
             self.events.start()
@@ -326,10 +327,11 @@ class Worker:
         with contextlib.suppress(TimerError):  # gone from the live set within a TTL anyway
             self.client.membership.leave(self.id)
         self.events.stop()
-        if self._reaper is not None:
-            self._reaper.close()
-        else:
+        for reaper in self._reapers:
+            reaper.close()
+        if not self._reapers:
             self.timer.close()
+            self.ctx.raised.close()
 
     def close(self) -> None:
         """For run_once users: release leases and stop the wheel."""

@@ -10,6 +10,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -47,11 +48,9 @@ def test_the_firer_takes_its_backlog_highest_priority_first() -> None:
         task.priority = priority
         sink.put(task)
 
-    class Ctx:
-        fire_queue = sink
-
+    ctx = SimpleNamespace(fire_queue=sink, raised_queue=queue.SimpleQueue(), catching_up=set())
     firer = Firer.__new__(Firer)  # its backlog only: no worker around it
-    firer.ctx, firer.backlog = Ctx(), {}  # type: ignore[assignment]
+    firer.ctx, firer.backlog, firer.held = ctx, {}, []  # type: ignore[assignment]
     firer._take_expired()
     assert [t.timer_id for t in firer._next_batch(3)] == ["f", "b", "e"]
     assert [t.timer_id for t in firer._next_batch(3)] == ["a", "d", "c"]
@@ -81,6 +80,41 @@ def test_a_taken_over_backlog_fires_by_priority_then_deadline(one_shard: TimerCl
     expected = sorted(specs, key=lambda s: (-int(s.get("priority", 0)), int(s["deadline_ms"])))
     assert [o.id for o in outs] == [s["id"] for s in expected]
     assert [o.priority for o in outs] == [s.get("priority", 0) for s in expected]
+
+
+def test_a_restart_after_an_outage_fires_every_shards_high_priorities_first(
+    redis_server: RedisServer, namespace: str
+) -> None:
+    """Every timer overdue when the worker starts (16 shards, 1,600 at the default
+    priority and 32 at 50, spread over the shards): no timer of the flood is decided
+    before the last high one (#54 B). Before, the worker took and loaded its shards one
+    by one and fired each one's backlog meanwhile, so the high ones of the last shards
+    came after most of the flood; now the overdue timers of the shards it takes wait
+    until every one is loaded, and each priority goes in round trips of its own."""
+    c = TimerClient.from_url(redis_server.url, namespace)
+    c.init(shards=16)
+    try:
+        past = server_now_ms(c.redis) - 2_000
+        specs: list[dict[str, object]] = [
+            {"id": f"f{i}", "deadline_ms": past + i % 500} for i in range(1_600)
+        ]
+        for k in range(32):
+            specs.insert(k * 50, {"id": f"h{k}", "deadline_ms": past + k, "priority": 50})
+        c.schedule_many(specs)
+        assert len({c.shard_of(f"h{k}") for k in range(32)}) >= 12  # spread over shards
+        outs: list[Outcome] = []
+
+        def all_fired() -> bool:
+            outs.extend(all_outcomes(c))
+            return len(outs) >= len(specs)
+
+        with worker_running(make_worker(c, "w1", sweep_interval_ms=60_000)):
+            wait_for(all_fired, 60, "all fired")
+    finally:
+        c.close()
+    last_high = max(o.decided_ms for o in outs if o.id.startswith("h"))
+    before = [o.id for o in outs if o.id.startswith("f") and o.decided_ms < last_high]
+    assert before == [], f"{len(before)} of the flood fired before the last high one"
 
 
 def test_a_flood_due_at_once_fires_its_high_priorities_first(
@@ -151,7 +185,7 @@ def test_a_runner_starts_the_higher_priorities_it_holds_first(
     assert rest == sorted(rest, key=lambda x: (-x[0], order[x[1]])), rest
 
 
-def test_the_priority_benchmark_runs_its_three_cases(server_binary: Path) -> None:
+def test_the_priority_benchmark_runs_its_four_cases(server_binary: Path) -> None:
     """benchmarks/priority.py at its smallest (here, not with the slow benchmark smoke
     tests: it asserts no speed, so it may share the machine): each run fires every
     timer, none early, the high ones counted apart."""
@@ -159,10 +193,14 @@ def test_the_priority_benchmark_runs_its_three_cases(server_binary: Path) -> Non
     from tests.test_benchmarks_smoke import run  # noqa: PLC0415
 
     out = run(priority.main, ["--flood", "2000", "--high", "20", "--lead-ms", "1500",
+                              "--outage-flood", "1000", "--outage-high", "10",
                               "--server", str(server_binary)])  # fmt: skip
     for case, flood in (("alone", 0), ("flood", 2000), ("flood_no_priority", 2000)):
         assert out[case]["timers"] == flood + 20 and out[case]["early"] == 0, out[case]
         assert out[case]["high_ms"]["n"] == 20 and out[case]["flood_ms"]["n"] == flood
+    outage = out["outage"]  # every one fired, the high ones counted apart
+    assert outage["high_since_first_ms"]["n"] == 10, outage
+    assert outage["flood_since_first_ms"]["n"] == 1000, outage
 
 
 def test_a_runner_fair_by_a_key_takes_the_keys_in_turn(
