@@ -19,9 +19,18 @@ QUEUE = "bench"
 
 
 def make_app(
-    url: str, visibility_timeout_s: float | None = None, acks_late: bool = False
-) -> Celery:
-    app = Celery("tickwheel-bench", broker=url)
+    url: str, visibility_timeout_s: float | None = None, acks_late: bool = False,
+    confirm: bool = False,
+) -> Celery:  # fmt: skip
+    """``confirm``: timer.celery's confirmed delivery (#54): the task class claims each
+    task id (tickwheel's Redis is the broker's server here, namespace ``celery``), and
+    the sender sends again a task not started 5 s after it was sent."""
+    if confirm:
+        app = Celery("tickwheel-bench", broker=url, task_cls="timer.celery:ConfirmedTask")
+        app.conf.update(tickwheel_url=url, tickwheel_namespace="celery",
+                        tickwheel_delivery_timeout_s=5.0, tickwheel_claim_lease_s=5.0)  # fmt: skip
+    else:
+        app = Celery("tickwheel-bench", broker=url)
     app.conf.update(
         task_ignore_result=True,  # no result backend: the job writes what it measured
         task_default_queue=QUEUE,
@@ -55,6 +64,7 @@ app: Any = make_app(
     os.environ.get("PEER_REDIS_URL", "redis://127.0.0.1:6379/0"),
     _vt(),
     acks_late=os.environ.get("PEER_CELERY_ACKS_LATE") == "1",
+    confirm=os.environ.get("PEER_CELERY_CONFIRM") == "1",
 )
 
 

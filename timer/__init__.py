@@ -60,7 +60,7 @@ if TYPE_CHECKING:
         TimerInfo,
         Trimmed,
     )
-    from .handlers import Backoff, Handlers, HandlerTimedOut, Limit, Retry
+    from .handlers import Backoff, Handlers, HandlerTimedOut, Later, Limit, Retry
 
 # name -> the module that defines it, imported when the name is first used
 _LAZY = {
@@ -75,6 +75,7 @@ _LAZY = {
     "Handlers": "timer.handlers",
     "Backoff": "timer.handlers",
     "Retry": "timer.handlers",
+    "Later": "timer.handlers",
     "HandlerTimedOut": "timer.handlers",
     "Limit": "timer.handlers",
 }
@@ -110,6 +111,7 @@ __all__ = [
     "Handlers",
     "HeartbeatCapped",
     "InvalidInput",
+    "Later",
     "Limit",
     "ManualClock",
     "MonotonicClock",

@@ -32,12 +32,16 @@ import contextlib
 import datetime as dt
 import logging
 import os
+import threading
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 try:
-    from celery import Celery, beat
+    from celery import Celery, Task, beat
+    from celery.exceptions import Ignore
+    from celery.exceptions import Retry as CeleryRetry
     from celery.schedules import crontab
     from celery.schedules import schedule as every_schedule
 except ImportError as exc:  # pragma: no cover - the message is the point
@@ -45,9 +49,12 @@ except ImportError as exc:  # pragma: no cover - the message is the point
 
 from .aio import AsyncTimerClient
 from .client import TimerClient
+from .durable.keys import check_name, shard_of
 from .durable.models import Outcome, Timer
 from .durable.schedule_records import ScheduleSpec
+from .durable.steps import Command, Op
 from .errors import DuplicateTimer, InvalidInput
+from .handler_policy import Later
 from .handlers import Handlers
 
 log = logging.getLogger(__name__)
@@ -57,6 +64,10 @@ URL_ENV = "TICKWHEEL_REDIS_URL"
 PREFIX = "celery."  # a beat entry's schedule is named celery.<entry name>
 GROUP = "celery"  # the consumer group that sends them
 # What may travel with a task to the broker. countdown and eta are the timer's own.
+DELIVERY_TIMEOUT_S = 30.0  # a task sent and not started this long after is sent again
+CLAIM_LEASE_S = 30.0  # a running task's claim lasts this long unless renewed (its worker died)
+CLAIM_KEEP_S = 86_400.0  # an ended task's claim is kept this long: a copy later is dropped
+SENDER_ATTEMPTS = 1_000  # the sender's max_attempts: each check of a start is one
 OPTIONS = frozenset({
     "queue", "routing_key", "exchange", "priority", "expires", "headers",
     "time_limit", "soft_time_limit", "serializer", "compression", "shadow",
@@ -162,12 +173,125 @@ async def asend_later(
     return await client.schedule(tid, **options)
 
 
+class Claims:
+    """Each Celery task's start and end, by its task id, in tickwheel's Redis (#54).
+
+    A :class:`ConfirmedTask` claims its id before it runs (``r``, with a lease it renews
+    while it runs) and marks it ended after (``d``); a second copy of the task (a
+    message the broker delivered twice, or the sender sent again) finds the claim and
+    is dropped, not run. The sender reads the claim to know whether a task it sent has
+    started: if not, within the delivery timeout, it sends it again (a message a Celery
+    worker killed with kill -9 had just taken is lost by the Redis transport,
+    celery#7950). Keys: ``P:celery:<task id>`` in the task id's shard."""
+
+    RUNNING, DONE, RETRYING = b"r", b"d", b"y"
+
+    def __init__(
+        self, client: TimerClient, *, lease_s: float = CLAIM_LEASE_S, keep_s: float = CLAIM_KEEP_S
+    ) -> None:
+        for name, value in (("lease_s", lease_s), ("keep_s", keep_s)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not (
+                0.1 <= value <= 30 * 86_400
+            ):
+                raise InvalidInput(f"a claim's {name} must be 0.1 s to 30 days, got {value!r}")
+        self.client = client
+        self.lease_ms = round(lease_s * 1000)
+        self.keep_ms = round(keep_s * 1000)
+
+    def key(self, task_id: str) -> str:
+        check_name("task id", task_id)
+        shard = shard_of(task_id, self.client.meta.shards)
+        return self.client.keys.shard(shard).celery_claim(task_id)
+
+    def claim(self, task_id: str) -> bool:
+        """Take the task's id to run it: True if this copy may run (no copy ran, or the
+        one that did handed itself back to Celery's retry, or its worker died and its
+        lease ended), False if another copy runs or ran."""
+        return bool(self.client._run(_claim(self.key(task_id), self.lease_ms)))
+
+    def renew(self, task_id: str) -> None:
+        """A running task's lease, from now (its worker is alive)."""
+        self.client._run(_renew(self.key(task_id), self.lease_ms))
+
+    def done(self, task_id: str) -> None:
+        """The task ended (returned or raised): no copy of it runs again."""
+        self.client._run(_put(self.key(task_id), self.DONE, self.keep_ms))
+
+    def retrying(self, task_id: str) -> None:
+        """The task handed itself to Celery's retry (``self.retry()``): the copy Celery
+        sends back may claim it."""
+        self.client._run(_put(self.key(task_id), self.RETRYING, self.keep_ms))
+
+    def state(self, task_id: str) -> str | None:
+        """``running``, ``done``, ``retrying`` (Celery's own now), or None: not started
+        (or its worker died and its lease ended)."""
+        raw = self.client._run(_get(self.key(task_id)))
+        names = {self.RUNNING: "running", self.DONE: "done", self.RETRYING: "retrying"}
+        return None if raw is None else names.get(bytes(raw))
+
+
+def _claim(key: str, lease_ms: int) -> Op[bool]:
+    taken = yield Command("set", (key, Claims.RUNNING), {"nx": True, "px": lease_ms})
+    if taken:
+        return True
+    # a copy that retried itself may be claimed again (one copy of those does: the
+    # swap answers the value it found)
+    found = yield Command("get", (key,))
+    if found is None:  # ended between the two: try once more
+        again = yield Command("set", (key, Claims.RUNNING), {"nx": True, "px": lease_ms})
+        return bool(again)
+    if bytes(found) != Claims.RETRYING:
+        return False
+    old = yield Command("set", (key, Claims.RUNNING), {"xx": True, "px": lease_ms, "get": True})
+    return old is not None and bytes(old) == Claims.RETRYING
+
+
+def _renew(key: str, lease_ms: int) -> Op[None]:
+    yield Command("set", (key, Claims.RUNNING), {"xx": True, "px": lease_ms})
+
+
+def _put(key: str, value: bytes, ttl_ms: int) -> Op[None]:
+    yield Command("set", (key, value), {"px": ttl_ms})
+
+
+def _get(key: str) -> Op[Any]:
+    reply = yield Command("get", (key,))
+    return reply
+
+
 class Sender:
     """The handler that sends each fired timer's task to the broker, its id as the
-    task's id. An outcome that carries no Celery task is passed over (acknowledged)."""
+    task's id. An outcome that carries no Celery task is passed over (acknowledged).
 
-    def __init__(self, app: Celery) -> None:
+    With ``confirm`` (the default), a send counts once the task has *started*
+    (:class:`ConfirmedTask` claims it): until then the outcome is looked at again every
+    ``delivery_timeout_s`` (:class:`~timer.handlers.Later`), and a task not started by
+    then is sent again, with the same id, so a message the broker lost is not a task
+    lost; a task whose worker died mid-run (its claim's lease ended) is sent again
+    too. The copies are dropped by the claim, so a task runs once. Without
+    ``confirm``: sent at least once, acknowledged when the broker took it."""
+
+    def __init__(
+        self, app: Celery, *, confirm: bool = True,
+        delivery_timeout_s: float = DELIVERY_TIMEOUT_S, claims: Claims | None = None,
+    ) -> None:  # fmt: skip
+        if isinstance(delivery_timeout_s, bool) or not isinstance(
+            delivery_timeout_s, int | float
+        ) or not (0.05 <= delivery_timeout_s <= 86_400):
+            raise InvalidInput(
+                f"delivery_timeout_s must be 0.05 s to a day, got {delivery_timeout_s!r}"
+            )
         self.app = app
+        self.confirm = confirm
+        self.delivery_timeout_s = float(delivery_timeout_s)
+        self._claims = claims
+        self.handlers: Handlers | None = None  # the runner it is in: its client's Redis
+
+    def claims(self) -> Claims:
+        if self._claims is None:
+            client = self.handlers.client if self.handlers is not None else None
+            self._claims = claims_of(self.app, client)
+        return self._claims
 
     def __call__(self, o: Outcome) -> None:
         body = o.payload.get(KEY) if isinstance(o.payload, dict) else None
@@ -175,18 +299,141 @@ class Sender:
             return
         call = task_call(body.get("task"), body.get("args", ()), body.get("kwargs"),
                          body.get("options"))  # fmt: skip
+        if self.confirm and o.attempt > 1:  # a first attempt has sent nothing yet
+            state = self.claims().state(o.id)
+            if state in ("done", "retrying"):
+                return  # it ran (or is Celery's own retry now): delivered
+            if state == "running":
+                raise Later(self.delivery_timeout_s, "the task runs; looked at again later")
+            if o.attempt > 1:
+                log.warning(
+                    "task %s (%s) has not started %.3gs after it was sent (the broker lost "
+                    "it, no Celery worker took it yet, or its worker died): sent again; if "
+                    "no task ever starts, is the app's task class timer.celery."
+                    "ConfirmedTask, with tickwheel_url naming this Redis and namespace?",
+                    o.id, call["task"], self.delivery_timeout_s,
+                )  # fmt: skip
         self.app.send_task(
             call["task"], args=call["args"], kwargs=call["kwargs"], task_id=o.id,
             **call["options"],
         )  # fmt: skip
+        if self.confirm:
+            raise Later(self.delivery_timeout_s, "sent; waiting for the task to start")
 
 
-def sender(app: Celery, *, group: str = GROUP, **options: Any) -> Handlers:
+def sender(
+    app: Celery, *, group: str = GROUP, confirm: bool = True,
+    delivery_timeout_s: float | None = None, **options: Any,
+) -> Handlers:  # fmt: skip
     """Handlers that send the Celery tasks of fired timers (``tickwheel handle
-    proj.tw:handlers``, or ``.run(client)``); ``options`` are :class:`Handlers`'."""
+    proj.tw:handlers``, or ``.run(client)``); ``options`` are :class:`Handlers`'.
+    ``confirm``: a send counts when the task starts (its task class is
+    :class:`ConfirmedTask`), and one not started within ``delivery_timeout_s`` (the
+    app's ``tickwheel_delivery_timeout_s``, else 30 s) is sent again."""
+    timeout = delivery_timeout_s
+    if timeout is None:
+        timeout = float(app.conf.get("tickwheel_delivery_timeout_s") or DELIVERY_TIMEOUT_S)
+    if confirm:
+        options.setdefault("max_attempts", SENDER_ATTEMPTS)
     handlers = Handlers(group=group, **options)
-    handlers.on("expired")(Sender(app))
+    send = Sender(app, confirm=confirm, delivery_timeout_s=timeout)
+    send.handlers = handlers
+    handlers.on("expired")(send)
     return handlers
+
+
+def claims_of(app: Celery, client: TimerClient | None = None) -> Claims:
+    """The app's claims: ``client`` (the sender's), else one from ``tickwheel_url`` (or
+    ``$TICKWHEEL_REDIS_URL``) and ``tickwheel_namespace``; the lease and keep times
+    from ``tickwheel_claim_lease_s`` and ``tickwheel_claim_keep_s``."""
+    if client is None:
+        client = _app_client(app)
+    return Claims(
+        client,
+        lease_s=float(app.conf.get("tickwheel_claim_lease_s") or CLAIM_LEASE_S),
+        keep_s=float(app.conf.get("tickwheel_claim_keep_s") or CLAIM_KEEP_S),
+    )
+
+
+def _app_client(app: Celery) -> TimerClient:
+    url = app.conf.get("tickwheel_url") or os.environ.get(URL_ENV)
+    if not url:
+        raise InvalidInput(f"timer.celery needs app.conf.tickwheel_url or ${URL_ENV}")
+    return TimerClient.from_url(url, app.conf.get("tickwheel_namespace") or "celery")
+
+
+class ConfirmedTask(Task):  # type: ignore[misc]
+    """A task class that runs each task id once (#54): it claims the id in tickwheel's
+    Redis before it runs (a second copy, from a broker's redelivery or the sender's
+    resend, finds the claim and is dropped with ``Ignore``), renews the claim while it
+    runs, and marks it ended after, which is what the sender waits for. A task that
+    calls ``self.retry()`` hands its id back to Celery's retry. Use it for the app
+    (``Celery(..., task_cls="timer.celery:ConfirmedTask")``) or per task
+    (``@app.task(base=ConfirmedTask)``); the app's conf names tickwheel's Redis
+    (``tickwheel_url``, ``tickwheel_namespace``)."""
+
+    _tw_claims: Claims | None = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        task_id = getattr(self.request, "id", None)
+        if not task_id or self.request.called_directly:
+            return super().__call__(*args, **kwargs)
+        claims = self._claims()
+        if not claims.claim(task_id):
+            log.info("task %s (%s): a copy of it runs or ran; this one is dropped",
+                     task_id, self.name)  # fmt: skip
+            raise Ignore()
+        renewer = _Renewer.of(claims)
+        renewer.running.add(task_id)
+        try:
+            result = super().__call__(*args, **kwargs)
+        except CeleryRetry:
+            renewer.running.discard(task_id)
+            claims.retrying(task_id)
+            raise
+        except BaseException:
+            renewer.running.discard(task_id)
+            claims.done(task_id)
+            raise
+        renewer.running.discard(task_id)
+        claims.done(task_id)
+        return result
+
+    def _claims(self) -> Claims:
+        if ConfirmedTask._tw_claims is None:  # one client per worker process
+            ConfirmedTask._tw_claims = claims_of(self.app)
+        return ConfirmedTask._tw_claims
+
+
+class _Renewer:
+    """One thread per worker process renewing the claims of the tasks it runs, every
+    third of a lease (a task that runs for hours keeps its claim while its worker lives)."""
+
+    _one: _Renewer | None = None
+    _made = threading.Lock()
+
+    def __init__(self, claims: Claims) -> None:
+        self.claims = claims
+        self.running: set[str] = set()
+        self.pid = os.getpid()
+        threading.Thread(target=self._loop, name="tickwheel-claims", daemon=True).start()
+
+    @classmethod
+    def of(cls, claims: Claims) -> _Renewer:
+        with cls._made:  # a forked child (prefork) makes its own: threads do not fork
+            if cls._one is None or cls._one.pid != os.getpid():
+                cls._one = cls(claims)
+            return cls._one
+
+    def _loop(self) -> None:
+        every = self.claims.lease_ms / 3000
+        while True:
+            time.sleep(every)  # the renewal's own period, not a synchronisation
+            for task_id in list(self.running):
+                try:
+                    self.claims.renew(task_id)
+                except Exception:  # Redis away: the next round may do; the lease says the rest
+                    log.warning("task %s: could not renew its claim", task_id, exc_info=True)
 
 
 # -- beat -------------------------------------------------------------------------------

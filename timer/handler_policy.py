@@ -45,6 +45,21 @@ class Retry(Exception):
         self.delay_s = delay_s
 
 
+class Later(Exception):
+    """Raise from a handler to look at the outcome again after ``delay_s`` seconds: it
+    is not done yet, and that is not a failure (a task sent and not yet confirmed, an
+    answer not yet there). Not counted as failed, logged at debug; it does count in
+    ``o.attempt``, so ``max_attempts`` still bounds how often (then a dead letter)."""
+
+    def __init__(self, delay_s: float, reason: str = "") -> None:
+        if isinstance(delay_s, bool) or not isinstance(delay_s, int | float) or not (
+            0 <= delay_s <= 86_400
+        ):
+            raise InvalidInput(f"Later's delay must be 0 to 86400 seconds, got {delay_s!r}")
+        super().__init__(reason or f"again in {delay_s}s")
+        self.delay_s = delay_s
+
+
 @dataclass(frozen=True)
 class Backoff:
     """Delay before attempt ``n + 1`` after attempt ``n`` failed:
@@ -81,6 +96,7 @@ class HandlerStats:
     handled: int = 0  # handler returned; outcome acknowledged
     failed: int = 0  # handler raised (each attempt)
     retried: int = 0  # failed attempts scheduled again
+    later: int = 0  # outcomes a handler asked to see again later (Later): not failures
     dead_lettered: int = 0  # moved to the dead letters
     skipped: int = 0  # no handler for its kind: acknowledged unseen
     claimed: int = 0  # due retries, outcomes of dead consumers, our own taken back at start

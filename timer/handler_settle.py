@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .durable.groups import Delivery
 from .durable.models import Outcome
 from .errors import TimerError
-from .handler_policy import InHand, Registry, Retry, error_text
+from .handler_policy import InHand, Later, Registry, Retry, error_text
 
 if TYPE_CHECKING:
     from .consumer import ConsumerGroup
@@ -59,6 +59,12 @@ class Settler:
             self.acks.put(d)  # still in hand (and touched) until the acker has acked it
             return
         try:
+            if isinstance(exc, Later) and o.attempt < h.max_attempts:
+                log.debug("%s %s (attempt %d/%d): %s", o.outcome, o.id, o.attempt,
+                          h.max_attempts, exc, extra=self.fields(o))  # fmt: skip
+                self.with_retries(lambda: self.group.retry(d, round(exc.delay_s * 1000)))
+                h.stats.later += 1
+                return
             h.stats.failed += 1
             if o.attempt >= h.max_attempts:
                 self.settle_dead(d, error_text(exc), forget=False)

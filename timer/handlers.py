@@ -17,7 +17,8 @@ What the runner guarantees (the details are in docs/design-notes.md, "Handlers")
   the acknowledgement, or if it raised. ``Outcome.idempotency_key`` is the same for
   every delivery of one outcome: record it with the handler's effect to skip a repeat.
 - **Retries.** A handler that raises is retried with exponential backoff and jitter
-  (:class:`Backoff`) until ``max_attempts``; raise :class:`Retry` to choose the delay.
+  (:class:`Backoff`) until ``max_attempts``; raise :class:`Retry` to choose the delay,
+  or :class:`Later` to look at it again later without it counting as a failure.
   ``Outcome.attempt`` is Redis's delivery count, and the retry time is kept in Redis,
   so both survive a crash of the handler process.
 - **Dead letters.** The last failed attempt moves the outcome, with its error text and
@@ -65,6 +66,7 @@ from .handler_policy import (
     HandlerStats,
     HandlerTimedOut,
     InHand,
+    Later,
     Retry,
     check_timeout,
 )
@@ -81,6 +83,7 @@ __all__ = [
     "HandlerStats",
     "HandlerTimedOut",
     "Handlers",
+    "Later",
     "Limit",
     "Retry",
 ]
@@ -233,6 +236,8 @@ class Handlers:
         client = client or self.client
         if client is None:
             raise InvalidInput("Handlers.run needs a TimerClient (Handlers(client) or run(client))")
+        if self.client is None:  # kept: a handler may need it (timer.celery's sender does)
+            self.client = client
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise InvalidInput(f"concurrency must be a whole number >= 1, got {concurrency!r}")
         if isinstance(read_ahead, bool) or not isinstance(read_ahead, int) or read_ahead < 0:

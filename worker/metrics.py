@@ -236,6 +236,7 @@ def _serve(
 HANDLER_COUNTERS = {
     "failed": "Handler attempts that raised",
     "retried": "Failed attempts scheduled again (with backoff)",
+    "later": "Outcomes a handler asked to see again later (Later): not failures",
     "dead_lettered": "Outcomes moved to the dead letters after their last attempt",
     "skipped": "Outcomes of a kind with no handler (acknowledged unseen)",
     "claimed": "Outcomes taken by claim: due retries, a dead consumer's, our own at start",

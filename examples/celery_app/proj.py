@@ -25,12 +25,17 @@ from timer.celery import sender
 URL = os.environ.get("TICKWHEEL_REDIS_URL", "redis://localhost:6379/0")
 BROKER = os.environ.get("CELERY_BROKER_URL", URL)
 
-app = Celery("proj", broker=BROKER)
+# ConfirmedTask: each task id runs once, and the sender knows it started (else it sends
+# it again): tickwheel_url and tickwheel_namespace say where the claims are kept
+app = Celery("proj", broker=BROKER, task_cls="timer.celery:ConfirmedTask")
 app.conf.update(
     task_ignore_result=True,
+    task_acks_late=True,  # a task its worker died running comes back (and runs once)
     broker_connection_retry_on_startup=True,
     tickwheel_url=URL,
     tickwheel_namespace=os.environ.get("TICKWHEEL_NAMESPACE", "celery"),
+    # a task sent and not started this long after is sent again (default 30 s)
+    tickwheel_delivery_timeout_s=float(os.environ.get("PROJ_DELIVERY_TIMEOUT_S", "30")),
     beat_schedule={
         # a tickwheel schedule named celery.tick: every second, each occurrence sent once
         "tick": {"task": "proj.record", "schedule": 1.0, "args": ("tick",)},

@@ -142,6 +142,42 @@ def test_send_later_sends_each_task_once_at_its_deadline_and_cancel_revokes_it(
     assert client.get(t.id).state == "expired"  # type: ignore[union-attr]
 
 
+def test_a_task_the_broker_lost_is_sent_again_and_a_copy_is_dropped(
+    client: TimerClient, processes: Processes
+) -> None:
+    """Delivery confirmed end to end (#54 E): the sender counts a send only once the task
+    has started (ConfirmedTask claims its id). Three tasks reach the broker with no
+    Celery worker running; the broker then loses them (the queue is deleted, as kombu's
+    Redis transport loses a message a killed worker had just popped, celery#7950) and a
+    copy of one is put back twice, as a redelivery would. Once a Celery worker runs,
+    the lost ones are sent again after the delivery timeout and each task runs exactly
+    once: the copies find its claim and are dropped. The sender then acknowledges them
+    (no outcome left pending, none dead)."""
+    processes.env["PROJ_DELIVERY_TIMEOUT_S"] = "1"
+    processes.sender()
+    processes.timer_worker()
+    sent = [send_later(client, "proj.record", args=["lost"], countdown=0.2).id for _ in range(3)]
+    broker = redis.Redis.from_url(processes.broker)
+    try:
+        processes.wait(lambda: broker.llen("celery") >= 3, "the three tasks in the broker")
+        messages = broker.lrange("celery", 0, -1)
+        broker.delete("celery")  # lost by the broker
+        broker.lpush("celery", messages[0], messages[0])  # and one delivered twice
+        processes.celery_worker()
+        processes.wait(lambda: len(processes.runs()) >= 3, "every task to run")
+
+        def settled() -> bool:
+            return all(g.pending == 0 for g in client.groups() if g.name == "celery")
+
+        processes.wait(settled, "the sender to acknowledge every outcome")
+        processes.wait(lambda: broker.llen("celery") == 0, "every copy taken from the queue")
+    finally:
+        broker.close()
+    assert processes.runs() == {f"lost|{i}": 1 for i in sent}, processes.logs()
+    assert client.dead_letters("celery") == []
+    assert "sent again" in (processes.tmp / "handle.log").read_text()
+
+
 @pytest.mark.slow
 @pytest.mark.chaos
 def test_two_beats_one_killed_send_each_second_once(

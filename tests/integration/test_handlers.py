@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from tests.conftest import wait_for
-from timer import Backoff, Handlers, InvalidInput, Outcome, Retry, TimerClient
+from timer import Backoff, Handlers, InvalidInput, Later, Outcome, Retry, TimerClient
 from timer.durable import groups as groups_module
 
 FAST = Backoff(initial_s=0.02, max_s=0.05, jitter=0.5)
@@ -489,3 +489,27 @@ def test_bad_handler_timeouts_are_refused(client: TimerClient, bad: object) -> N
         Handlers(client, timeout_s=bad)  # type: ignore[arg-type]
     with pytest.raises(InvalidInput, match="timeout_s"):
         Handlers(client).add("expired", print, timeout_s=bad)  # type: ignore[arg-type]
+
+
+def test_later_looks_again_without_a_failure_until_max_attempts(client: TimerClient) -> None:
+    """A handler raising Later(delay) sees the outcome again after the delay, with its
+    attempt counted, and no failure counted (Celery's sender waits for a start that
+    way, #54); at max_attempts a Later is a failure like any other: a dead letter."""
+    decide(client, 2, prefix="later")
+    seen: list[tuple[str, int]] = []
+    h = Handlers(client, group="later", max_attempts=4, backoff=FAST)
+
+    @h.on("cancelled")
+    def handler(o: Outcome) -> None:
+        seen.append((o.id, o.attempt))
+        if o.id == "later1" or o.attempt < 3:
+            raise Later(0.02, "not yet")
+
+    h.run(stop_when_idle=True)
+    assert sorted(seen) == [("later0", 1), ("later0", 2), ("later0", 3),
+                            ("later1", 1), ("later1", 2), ("later1", 3), ("later1", 4)]  # fmt: skip
+    assert (h.stats.later, h.stats.failed, h.stats.handled, h.stats.dead_lettered) == (5, 1, 1, 1)
+    (dead,) = client.dead_letters("later")
+    assert dead.outcome is not None and dead.outcome.id == "later1" and "not yet" in dead.error
+    with pytest.raises(InvalidInput, match="Later's delay"):
+        Later(-1)

@@ -193,6 +193,13 @@ class ShardKeys:
         and return value or errors, msgpack; it expires with the timer's outcome."""
         return f"{self.prefix}:task:{task_id}"
 
+    def celery_claim(self, task_id: str) -> str:
+        """STRING: a Celery task's start and end (``timer.celery``, #54): ``r`` while a
+        copy runs (its lease: the key's PX), ``d`` once it ended, ``y`` if it handed
+        itself back to Celery's own retry; the sender reads it to know a task it sent
+        started, and a second copy of the task finds it and is dropped."""
+        return f"{self.prefix}:celery:{task_id}"
+
     def results_part(self, b: int) -> str:
         """HASH ``b`` of the results table: id -> 4 bytes of expiry + the outcome."""
         return f"{self.prefix}:R:{b}"
