@@ -287,7 +287,11 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
             f"{f.n(peers + '.celery-on-tickwheel.lateness.lateness_ms.p50')} / "
             f"{f.n(peers + '.celery-on-tickwheel.lateness.lateness_ms.p99')} ms; killed: lost "
             f"{f.n(peers + '.celery-on-tickwheel.kill9.not_run_by_end')}, run twice "
-            f"{f.n(peers + '.celery-on-tickwheel.kill9.duplicated')}",
+            f"{f.n(peers + '.celery-on-tickwheel.kill9.duplicated')}; the kill in "
+            f"{f.n(peers + '.celery-on-tickwheel.kill9_repeated.runs')} runs: lost "
+            f"{f.n(peers + '.celery-on-tickwheel.kill9_repeated.lost')}, run twice "
+            f"{f.n(peers + '.celery-on-tickwheel.kill9_repeated.twice')} (clean "
+            f"{f.n(peers + '.celery-on-tickwheel.kill9_repeated.clean')})",
             f"Celery alone {f.n(peers + '.celery.lateness.lateness_ms.p50')} / "
             f"{f.n(peers + '.celery.lateness.lateness_ms.p99')} ms, killed: lost "
             f"{f.n(peers + '.celery.kill9.not_run_by_end')}, run twice "

@@ -162,11 +162,13 @@ def _replicas_online(master: RedisServer, n: int) -> bool:
 def test_the_cli_reaches_a_sentinel_set(
     sentinel_set: SentinelSet, namespace: str, tmp_path: Path
 ) -> None:
-    """The deployment guide's Sentinel block, with this set's Sentinels and service: the
-    URL from the environment, `init`, then a worker that fires a timer scheduled through
-    the same URL."""
+    """The deployment guide's Sentinel block (the README's is the same), with this set's
+    Sentinels and service: the URL from the environment, `init`, then a worker that
+    fires a timer scheduled through the same URL."""
     guide = (ROOT / "docs" / "guides" / "deployment.md").read_text()
     block = guide.split("## With Sentinel", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    readme = (ROOT / "README.md").read_text().split("## In production", 1)[1]
+    assert readme.split("```sh\n", 1)[1].split("```", 1)[0] == block  # one block, run here
     lines = block.strip().splitlines()
     assert lines[0].startswith("export TICKWHEEL_REDIS_URL='redis+sentinel://")
     env = {**os.environ, "TICKWHEEL_REDIS_URL": sentinel_set.url}  # this set's service
