@@ -15,13 +15,17 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
+import redis
+
 from tests.faults import FaultyDisk, build_shim
+from tests.faults.partition import Proxy
 from tests.faults.split import run_split, split_set
 from timer import ConfigError, TimerClient, TimerError
-from timer.testing import find_server_binary
+from timer.testing import RedisServer, find_server_binary
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,6 +75,63 @@ def power_cut(
     }  # fmt: skip
 
 
+def power_cut_replicated(base: Path, shim: Path, binary: Path, *, n: int) -> dict[str, Any]:
+    """The master's host loses power (``everysec``: its unsynced writes gone) and its
+    replica is promoted (``REPLICAOF NO ONE``, as a Sentinel would). ``n`` timers under
+    ``replicas:1`` first; then the replica's link is cut (a proxy) and ``n`` more are
+    asked under ``replicas:1`` (refused: not acknowledged) and under ``none``
+    (acknowledged): what each lost, read on the promoted replica."""
+    disk = FaultyDisk(base, shim, binary=binary, appendfsync="everysec")
+    master = disk.start()
+    proxy = Proxy(("127.0.0.1", master.port))
+    replica = RedisServer(base / "replica", binary=binary,
+                          extra_args=("--replicaof", "127.0.0.1", str(proxy.port)))  # fmt: skip
+    replica.start()
+    try:
+        with redis.Redis.from_url(replica.url) as r:
+            end = time.monotonic() + 30
+            while r.info("replication").get("master_link_status") != "up":
+                if time.monotonic() > end:
+                    raise TimeoutError("the replica never linked to its master")
+                time.sleep(0.05)  # polling the replica's state, not a synchronisation
+        with TimerClient.from_url(master.url, "p", durability="replicas:1") as c:
+            c.init(shards=4)
+            kept = _batches(c, "k", n)
+            proxy.cut()
+            items = [{"id": f"r{i}", "delay_ms": 3_600_000} for i in range(max(10, n // 100))]
+            asked = [r for r in c.schedule_many(items) if not isinstance(r, Exception)]
+        with TimerClient.from_url(master.url, "p") as c:
+            unconfirmed = _batches(c, "u", n)
+        cut = disk.power_cut()
+        with redis.Redis.from_url(replica.url) as r:
+            r.execute_command("REPLICAOF", "NO", "ONE")
+        with TimerClient.from_url(replica.url, "p") as c:
+            lost = sum(1 for i in kept if c.get(i) is None)
+            lost_none = sum(1 for i in unconfirmed if c.get(i) is None)
+    finally:
+        replica.stop()
+        proxy.close()
+        disk.close()
+    return {
+        "durability": "replicas:1", "appendfsync": "everysec", "acknowledged": len(kept),
+        "lost": lost, "acknowledged_while_cut": len(asked),
+        "none_acknowledged_while_cut": len(unconfirmed), "none_lost": lost_none,
+        "bytes_cut": cut.total,
+    }  # fmt: skip
+
+
+def _batches(c: TimerClient, prefix: str, n: int) -> list[str]:
+    """``n`` timers an hour out in 10 batches: the ids acknowledged."""
+    acked: list[str] = []
+    size = max(1, n // 10)
+    for b in range(10):
+        items = [{"id": f"{prefix}{b}-{i}", "delay_ms": 3_600_000} for i in range(size)]
+        replies = c.schedule_many(items)
+        acked += [str(it["id"]) for it, r in zip(items, replies, strict=True)
+                  if not isinstance(r, Exception)]  # fmt: skip
+    return acked
+
+
 def split(base: Path, binary: Path, durability: str, extra: tuple[str, ...]) -> dict[str, Any]:
     with split_set(base, binary=binary, extra=extra) as s:
         ns = "split"
@@ -110,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
             power_cut(base / f"p{i}", shim, binary, durability=d, fsync=f, n=n)
             for i, (d, f) in enumerate(POWER)
         ]
+        out["power_cut_replicated"] = power_cut_replicated(base / "pr", shim, binary, n=n)
         out["partition"] = [
             split(base / f"s{i}", binary, d, extra)
             for i, (d, extra) in enumerate(SPLIT)

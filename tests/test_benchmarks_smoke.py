@@ -64,6 +64,9 @@ def test_redis_faults_power_cuts_smallest_case(server_binary: Path) -> None:
     assert rows[("aof", "everysec")]["refused"] in ("ConfigError",)
     assert all(r["acknowledged"] + (r["refused"] is not None) > 0 for r in rows.values())
     assert out["partition"] == []
+    replicated = out["power_cut_replicated"]  # the promoted replica has all replicas:1 kept
+    assert replicated["acknowledged"] == 200 and replicated["lost"] == 0, replicated
+    assert replicated["acknowledged_while_cut"] == 0, replicated
 
 
 def test_register_and_recovery_smallest_cases(server_binary: Path) -> None:

@@ -190,8 +190,10 @@ class Claims:
         self, client: TimerClient, *, lease_s: float = CLAIM_LEASE_S, keep_s: float = CLAIM_KEEP_S
     ) -> None:
         for name, value in (("lease_s", lease_s), ("keep_s", keep_s)):
-            if isinstance(value, bool) or not isinstance(value, int | float) or not (
-                0.1 <= value <= 30 * 86_400
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not (0.1 <= value <= 30 * 86_400)
             ):
                 raise InvalidInput(f"a claim's {name} must be 0.1 s to 30 days, got {value!r}")
         self.client = client
@@ -275,9 +277,11 @@ class Sender:
         self, app: Celery, *, confirm: bool = True,
         delivery_timeout_s: float = DELIVERY_TIMEOUT_S, claims: Claims | None = None,
     ) -> None:  # fmt: skip
-        if isinstance(delivery_timeout_s, bool) or not isinstance(
-            delivery_timeout_s, int | float
-        ) or not (0.05 <= delivery_timeout_s <= 86_400):
+        if (
+            isinstance(delivery_timeout_s, bool)
+            or not isinstance(delivery_timeout_s, int | float)
+            or not (0.05 <= delivery_timeout_s <= 86_400)
+        ):
             raise InvalidInput(
                 f"delivery_timeout_s must be 0.05 s to a day, got {delivery_timeout_s!r}"
             )

@@ -52,8 +52,10 @@ class Later(Exception):
     ``o.attempt``, so ``max_attempts`` still bounds how often (then a dead letter)."""
 
     def __init__(self, delay_s: float, reason: str = "") -> None:
-        if isinstance(delay_s, bool) or not isinstance(delay_s, int | float) or not (
-            0 <= delay_s <= 86_400
+        if (
+            isinstance(delay_s, bool)
+            or not isinstance(delay_s, int | float)
+            or not (0 <= delay_s <= 86_400)
         ):
             raise InvalidInput(f"Later's delay must be 0 to 86400 seconds, got {delay_s!r}")
         super().__init__(reason or f"again in {delay_s}s")

@@ -290,3 +290,42 @@ def test_aof_durability_warns_when_the_user_may_not_check_the_server(
             assert c.schedule("w", delay_ms=60_000).created
     finally:
         redis_client.acl_deluser(user)
+
+
+def test_replicas_durability_keeps_what_it_acknowledged_through_the_masters_power_cut(
+    disk_factory: Disks, server_binary: Path, tmp_path: Path, namespace: str
+) -> None:
+    """The master's host loses power (what it never fsynced is gone: `everysec`) and its
+    replica is promoted, as a Sentinel would (#53). Everything acknowledged under
+    `replicas:1` is on the replica. Then the link to the replica is cut (a proxy):
+    `replicas:1` refuses the next writes (`NotDurable`: not acknowledged), while
+    `none` acknowledges its writes and loses every one of them at the cut."""
+    from tests.faults.partition import Proxy  # noqa: PLC0415
+    from timer.errors import NotDurable  # noqa: PLC0415
+
+    disk = disk_factory("everysec")
+    master = disk.server
+    proxy = Proxy(("127.0.0.1", master.port))
+    replica = RedisServer(tmp_path / "replica", binary=server_binary,
+                          extra_args=("--replicaof", "127.0.0.1", str(proxy.port)))  # fmt: skip
+    replica.start()
+    try:
+        with redis.Redis.from_url(replica.url) as r:
+            wait_for(lambda: r.info("replication").get("master_link_status") == "up", 30,
+                     "the replica linked")  # fmt: skip
+        with TimerClient.from_url(master.url, namespace, durability="replicas:1") as c:
+            c.init(shards=4)
+            kept = schedule_batches(c, "k", 4, 250)
+            proxy.cut()
+            refused = c.schedule_many([{"id": f"r{i}", "delay_ms": 3_600_000} for i in range(10)])
+            assert all(isinstance(r, NotDurable) for r in refused), refused
+        with TimerClient.from_url(master.url, namespace) as c:
+            gone = schedule_batches(c, "g", 2, 250)  # durability none: acknowledged
+        disk.power_cut()
+        with redis.Redis.from_url(replica.url) as r:
+            r.execute_command("REPLICAOF", "NO", "ONE")  # the failover
+        assert missing(replica.url, namespace, kept) == []
+        assert len(missing(replica.url, namespace, gone)) == len(gone) == 500
+    finally:
+        replica.stop()
+        proxy.close()
