@@ -380,8 +380,8 @@ class ConfirmedTask(Task):  # type: ignore[misc]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         task_id = getattr(self.request, "id", None)
-        if not task_id or self.request.called_directly:
-            return super().__call__(*args, **kwargs)
+        if not task_id or self.request.called_directly or getattr(self.request, "is_eager", False):
+            return super().__call__(*args, **kwargs)  # no broker, no copies: nothing to claim
         claims = self._claims()
         if not claims.claim(task_id):
             log.info("task %s (%s): a copy of it runs or ran; this one is dropped",

@@ -301,3 +301,20 @@ def test_send_later_of_any_input_is_a_timer_or_a_clear_refusal_that_writes_nothi
     info = client.get(t.id)
     assert info is not None and info.payload["celery"]["task"] in ("proj.record", "t")
     client.cancel(t.id)
+
+
+def test_a_confirmed_task_called_eagerly_or_directly_claims_nothing() -> None:
+    """ConfirmedTask claims only what a broker delivered: a task run eagerly (tests,
+    `task_always_eager`) or called as a function needs no tickwheel Redis at all."""
+    app = Celery("eager", broker="memory://", task_cls="timer.celery:ConfirmedTask")
+    app.conf.task_always_eager = True  # and no tickwheel_url: a claim would fail
+    ran: list[int] = []
+
+    @app.task(name="eager.add")  # type: ignore[untyped-decorator]
+    def add(x: int) -> int:
+        ran.append(x)
+        return x + 1
+
+    assert add.delay(1).get() == 2
+    assert add(2) == 3
+    assert ran == [1, 2]
