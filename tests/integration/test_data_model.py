@@ -49,8 +49,8 @@ def busy(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
     """A namespace with a leading worker (one shard handed over to it), timers pending
     near and far, a watch key, a
     recurring schedule, outcomes retained, a group with a retry waiting and a dead
-    letter, a handler running under a per-key limit (holding its slot), and a Django
-    task's result."""
+    letter, a handler running under a per-key limit (holding its slot), a Django
+    task's result and a Celery task's claim."""
     c = TimerClient.from_url(redis_server.url, namespace)
     c.init(shards=2)
     c.schedule("near", 60_000)
@@ -96,6 +96,9 @@ def busy(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
                                                           "NAMESPACE": namespace}})  # fmt: skip
         django._save("0f1e2d", {"s": "SUCCESSFUL", "t": "proj.tasks.add", "a": [], "k": {}})
         django.close()  # a Django task's result, as its runner writes it
+        from timer.celery import Claims  # noqa: PLC0415 - the celery extra
+
+        assert Claims(c).claim("5e6f7a")  # a Celery task running (ConfirmedTask's claim)
         try:
             yield c
         finally:
