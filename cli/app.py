@@ -231,11 +231,15 @@ def accept_global_options(group: click.Group) -> None:
         taken = {o for p in command.params for o in getattr(p, "opts", ())}
         for option in (
             _global_option("--redis-url", "redis_url", metavar="URL", default=None,
-                           help="As before the command: the Redis URL."),
+                           help="The Redis to use: redis://, rediss://, unix:// or "
+                                "redis+sentinel:// [env TICKWHEEL_REDIS_URL; default: the "
+                                "embedded server] (also taken before the command)."),
             _global_option("--namespace", "namespace", default=None,
-                           help="As before the command: the namespace."),
+                           help="The namespace of timers [env TICKWHEEL_NAMESPACE; default: "
+                                "default] (also taken before the command)."),
             _global_option("--json", "json", is_flag=True, default=False,
-                           help="As before the command: JSON on stdout."),
+                           help="Machine-readable JSON on stdout (also taken before the "
+                                "command)."),
         ):  # fmt: skip
             if option.opts[0] not in taken:
                 command.params.append(option)

@@ -67,8 +67,9 @@ class HandlerSpec(click.ParamType):  # type: ignore[type-arg]  # click stubs var
     "webhook_url",
     metavar="URL",
     default=None,
-    help="Instead of SPEC: POST each outcome to URL as signed JSON (see README, Webhooks); "
-    "a 2xx answer acknowledges it, anything else is retried and dead-lettered.",
+    help="Instead of SPEC: POST each outcome to URL as signed JSON (see "
+    "docs/guides/http.md#webhooks); a 2xx answer acknowledges it, anything else is retried "
+    "and dead-lettered.",
 )
 @click.option(
     "--webhook-secret",

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from timer.durable.codec import jsonable
+from timer.durable.durations import format_duration_ms
 
 
 def to_json(value: Any) -> str:
@@ -45,11 +46,17 @@ def plural(n: int, noun: str, many: str | None = None) -> str:
 
 def against_deadline(lateness_ms: int) -> str:
     """When an outcome was decided, said from its deadline: ``12 ms after its deadline``,
-    ``3000 ms before its deadline`` (a timer completed or cancelled early)."""
+    ``3s before its deadline``, ``59m59s before its deadline`` (a timer completed or
+    cancelled early: to the second from 10 s on, not 3599284 ms)."""
     if lateness_ms == 0:
         return "at its deadline"
     side = "after" if lateness_ms > 0 else "before"
-    return f"{abs(lateness_ms)} ms {side} its deadline"
+    size = abs(lateness_ms)
+    if size < 1000:
+        return f"{size} ms {side} its deadline"
+    if size >= 10_000:
+        size = round(size / 1000) * 1000
+    return f"{format_duration_ms(size)} {side} its deadline"
 
 
 def emit(ctx_json: bool, data: Any, human: str) -> None:

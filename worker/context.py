@@ -108,7 +108,7 @@ class WorkerContext:
             log.error(
                 "Redis refuses writes: it is out of memory (maxmemory reached, policy "
                 "noeviction). No timer fires until memory is freed; leases are kept. "
-                "Raise maxmemory or free memory (README, Operations: memory)",
+                "Raise maxmemory or free memory (docs/capacity.md says what a timer takes)",
                 extra=self.fields(),
             )
 

@@ -113,7 +113,7 @@ class Worker:
                 raise
             notes = [  # an ACL user without INFO: run, but say what went unchecked
                 "this worker's ACL user may not run INFO, so the servers' eviction policy "
-                "and AOF go unchecked; grant +info (README, Security) to have them checked"
+                "and AOF go unchecked; grant +info (docs/guides/security.md) to have them checked"
             ]
         for note in notes:
             log.warning("%s", note, extra=self.ctx.fields())

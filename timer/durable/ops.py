@@ -195,7 +195,7 @@ def version_of_hello(hello: Mapping[str, Any]) -> dict[str, Any]:
 def check_server(where: str) -> Op[None]:
     """ConfigError unless the server is new enough. Asked with HELLO (a connection
     command any ACL user may run), not INFO (which Redis classes as dangerous), so a
-    client or handler runner needs no INFO permission (README, *Security*)."""
+    client or handler runner needs no INFO permission (docs/guides/security.md)."""
     try:  # every primary of a cluster (HELLO names no key to route it by)
         replies = yield steps.Command("execute_command", ("HELLO",), every_primary=True)
     except StoreError as exc:  # HELLO with no version is Redis >= 6.2 (6.0 wants one)
