@@ -27,7 +27,13 @@ def is_loopback(host: str) -> bool:
 @starts_server
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=8080,
+    show_default=True,
+    help="The port the dashboard listens on.",
+)
 @click.option(
     "--read-only", is_flag=True, help="Show everything, change nothing (no action buttons)."
 )

@@ -91,9 +91,28 @@ class Driver(threading.Thread):
     show_default=True,
     help="How many job timeouts to schedule.",
 )
-@click.option("--workers", "n_workers", type=click.IntRange(1, 32), default=3, show_default=True)
-@click.option("--min-delay", type=DURATION, default="5s", show_default=True)
-@click.option("--max-delay", type=DURATION, default="15s", show_default=True)
+@click.option(
+    "--workers",
+    "n_workers",
+    type=click.IntRange(1, 32),
+    default=3,
+    show_default=True,
+    help="Worker processes sharing the shards (one of them is killed midway).",
+)
+@click.option(
+    "--min-delay",
+    type=DURATION,
+    default="5s",
+    show_default=True,
+    help="The shortest job timeout scheduled (at least 1s).",
+)
+@click.option(
+    "--max-delay",
+    type=DURATION,
+    default="15s",
+    show_default=True,
+    help="The longest job timeout scheduled.",
+)
 @click.option(
     "--lease-ms",
     "--lease",
@@ -122,10 +141,12 @@ def demo(
 ) -> None:
     """Run the main job: job timeouts that survive a worker's kill -9.
 
-    Starts the workers, schedules the timeouts (delays between --min-delay and
-    --max-delay; half of the jobs finish early and notify, 5% are cancelled), kills one
-    worker with SIGKILL midway and starts a new one, waits for every outcome, and prints
-    the summary. Exits non-zero if any timer was lost, decided twice or fired early.
+    Starts the workers and a handler process (`tickwheel handle`, reacting to each
+    timeout: one flaky downstream it retries, one poison job it dead-letters), schedules
+    the timeouts (delays between --min-delay and --max-delay; half of the jobs finish
+    early and notify, 5% are cancelled), kills one worker with SIGKILL midway and starts
+    a new one, waits for every outcome, and prints the summary. Exits non-zero if any
+    timer was lost, decided twice or fired early.
     """
     if max_delay < min_delay or min_delay < 1000:
         raise click.UsageError("need 1s <= --min-delay <= --max-delay")

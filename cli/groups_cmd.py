@@ -110,7 +110,13 @@ def dead() -> None:
 
 @dead.command("list")
 @click.option("--group", default=None, help="Only this group's dead letters.")
-@click.option("--limit", type=click.IntRange(1, 100_000), default=100, show_default=True)
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 100_000),
+    default=100,
+    show_default=True,
+    help="The most dead letters listed.",
+)
 @pass_app
 def dead_list(app: App, group: str | None, limit: int) -> None:
     """Dead letters, oldest first: ref, group, timer, attempts, last error.

@@ -213,7 +213,13 @@ def trigger(app: App, name: str) -> None:
 @click.argument("name")
 @click.option("--from", "start", type=INSTANT, required=True, help="First ISO-8601 time.")
 @click.option("--to", "end", type=INSTANT, required=True, help="Last ISO-8601 time (up to now).")
-@click.option("--limit", type=click.IntRange(1, 1000), default=1000, show_default=True)
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 1000),
+    default=1000,
+    show_default=True,
+    help="The most occurrences fired by this call.",
+)
 @pass_app
 def backfill(app: App, name: str, start: int, end: int, limit: int) -> None:
     """Fire now, once each, the occurrences of NAME from --from to --to.

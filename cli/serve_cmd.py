@@ -36,7 +36,13 @@ tokens_option = click.option(
 @starts_server
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=8000,
+    show_default=True,
+    help="The port the API listens on.",
+)
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Processes serving (uvicorn workers).")  # fmt: skip
 @tokens_option
@@ -126,7 +132,12 @@ def tokens() -> None:
 
 
 @tokens.command()
-@click.option("--scope", type=click.Choice(["read", "write", "admin"]), required=True)
+@click.option(
+    "--scope",
+    type=click.Choice(["read", "write", "admin"]),
+    required=True,
+    help="What it may do: read, write (and read), or admin (everything).",
+)
 @click.option("--namespace", "namespaces", multiple=True,
               help="A namespace it may use (repeat; '*' for all) [default: the global "
               "--namespace].")  # fmt: skip

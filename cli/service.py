@@ -24,6 +24,7 @@ log_level_option = click.option(
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
     default="INFO",
     show_default=True,
+    help="The least severe log records printed.",
 )
 
 

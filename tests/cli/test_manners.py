@@ -134,3 +134,26 @@ def test_stats_memory_says_when_its_sample_is_too_small_to_mean_much(tw: Run) ->
     out = tw("stats", "--memory").output
     assert "Note: fewer than 2,000 pending or retained timers" in out, out
     assert "Note:" not in tw("--json", "stats", "--memory").stdout
+
+
+def test_every_option_of_every_command_says_what_it_is() -> None:
+    """`--help` explains every option (#56: `demo --workers`, `--min-delay`, `serve
+    --port`, `--log-level` and more had none)."""
+    import click  # noqa: PLC0415
+
+    from cli.main import main  # noqa: PLC0415
+
+    def commands(cmd: click.Command, path: str) -> list[tuple[str, click.Command]]:
+        found = [(path, cmd)]
+        if isinstance(cmd, click.Group):
+            for name, sub in cmd.commands.items():
+                found += commands(sub, f"{path} {name}")
+        return found
+
+    bare = [
+        f"{path} {'/'.join(p.opts)}"
+        for path, cmd in commands(main, "tickwheel")
+        for p in cmd.params
+        if isinstance(p, click.Option) and not p.hidden and not (p.help or "").strip()
+    ]
+    assert bare == []
