@@ -24,19 +24,10 @@ from pathlib import Path
 import redis
 
 from timer.errors import ConfigError, StoreError
+from timer.local_server import HOME_ENV, STATE_FILE, state_dir
 from timer.testing import RedisServer, find_server_binary
 
-HOME_ENV = "TICKWHEEL_HOME"
-
-
-def state_dir() -> Path:
-    """Where the user's embedded server keeps its data and state (see the module)."""
-    home = os.environ.get(HOME_ENV)
-    if home:
-        return Path(home).expanduser()
-    xdg = os.environ.get("XDG_STATE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "state"
-    return base / "tickwheel"
+__all__ = ["HOME_ENV", "state_dir"]  # one place says where the server's state is
 
 
 APPENDFSYNC = ("everysec", "always")  # the policies `server start --appendfsync` takes
@@ -59,7 +50,7 @@ class EmbeddedState:
 
 
 def _state_file(base: Path | None) -> Path:
-    return (base or state_dir()) / "server.json"
+    return (base or state_dir()) / STATE_FILE
 
 
 def read_state(base: Path | None = None) -> EmbeddedState | None:

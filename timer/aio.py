@@ -41,6 +41,7 @@ from .durable.models import ClientSettings, Meta, Outcome, Timer, TimerInfo
 from .durable.namespace import Namespace, meta_from
 from .durable.reader import GroupReader, check_options
 from .errors import TimerError
+from .local_server import default_url
 from .schedules import AsyncSchedules
 from .store import RedisSettings, map_errors, node_url
 from .timers import AsyncTimers
@@ -80,7 +81,7 @@ class AsyncTimerClient:
     @classmethod
     async def connect(
         cls,
-        url: str,
+        url: str | None = None,
         namespace: str = "default",
         *,
         result_ttl_s: float = 24 * 3600,
@@ -91,9 +92,11 @@ class AsyncTimerClient:
     ) -> AsyncTimerClient:
         """Connect, check the server version and read the namespace (it must be initialised).
 
-        ``durability`` as for ``TimerClient.from_url``.
+        ``durability`` and a missing ``url`` as for ``TimerClient.from_url``.
         """
         keys = keyspace.NamespaceKeys(keyspace.check_namespace(namespace))  # before connecting
+        if url is None:
+            url = default_url()
         settings = ClientSettings.of(
             result_ttl_s=result_ttl_s,
             max_payload_bytes=max_payload_bytes,

@@ -44,6 +44,7 @@ from .durable.namespace import Namespace
 from .durable.reader import GroupReader, Held, check_options
 from .durable.shard_calls import MigrateStep
 from .errors import TimerError
+from .local_server import default_url
 from .schedules import Schedules
 from .shard_store import Membership, Shards, ShardStore
 from .store import RedisSettings, node_url
@@ -88,7 +89,7 @@ class TimerClient(OperatorCalls):
     @classmethod
     def from_url(
         cls,
-        url: str,
+        url: str | None = None,
         namespace: str = "default",
         *,
         result_ttl_s: float = 24 * 3600,
@@ -103,8 +104,12 @@ class TimerClient(OperatorCalls):
         ``INFO cluster``); the server is contacted once here for that. ``durability``
         (``none``, ``aof``, ``replicas:N``, ``aof+replicas:N``; see
         :class:`~timer.durable.models.Durability`) says when a timer write counts as done.
+        No URL: ``$TICKWHEEL_REDIS_URL``, else your running embedded server (``tickwheel
+        server start``), said in the log; neither is a ConfigError saying what to do.
         """
         keyspace.check_namespace(namespace)  # before connecting: nothing to clean up on bad input
+        if url is None:
+            url = default_url()
         settings = ClientSettings.of(
             result_ttl_s=result_ttl_s,
             max_payload_bytes=max_payload_bytes,

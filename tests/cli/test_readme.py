@@ -26,12 +26,21 @@ def tour() -> list[str]:
     return [line.strip() for line in block.splitlines() if line.strip()]
 
 
+def python_snippet() -> str:
+    """The README's Python client block, as written."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## The Python client, in brief", 1)[1].split("```python\n", 1)[1]
+    return block.split("```", 1)[0]
+
+
 def test_readme_tour_runs(
     workdir: Path, server_binary: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The tour works on the embedded server: each line exits 0 (the worker in the
     background), and it stops what it started before it stops the server (the worker it
-    left running printed "cannot reach Redis" every 10 s after `server stop`)."""
+    left running printed "cannot reach Redis" every 10 s after `server stop`). Before
+    the stop, the README's Python snippet runs as written and finds that server by
+    itself (no $TICKWHEEL_REDIS_URL: before #56 it tried localhost:6379 and failed)."""
     monkeypatch.setenv(
         "PATH", f"{server_binary.parent}:{Path(sys.executable).parent}:/usr/bin:/bin"
     )
@@ -62,6 +71,12 @@ def test_readme_tour_runs(
                 continue
             if line == "tickwheel server stop":  # the tour stopped what it started first
                 assert [p.args for p in background if p.poll() is None] == []
+                # then the README's Python, as written, with no URL given or copied: the
+                # client finds the embedded server the tour started (#56)
+                ran = subprocess.run([sys.executable, "-c", python_snippet()],
+                                     capture_output=True, text=True, timeout=60,
+                                     check=False)  # fmt: skip
+                assert (ran.returncode, ran.stdout.strip()) == (0, "completed"), ran.stderr
             result = runner.invoke(main, shlex.split(line)[1:], catch_exceptions=False)
             assert result.exit_code == 0, (line, result.output)
             if re.match(r"tickwheel wait 'job:\{43\}'", line):

@@ -1,0 +1,64 @@
+"""Where a client finds Redis when it is given no URL (#56): ``$TICKWHEEL_REDIS_URL``,
+else the user's running embedded server (the one ``tickwheel server start`` runs; its
+state file is in ``state_dir()``), else a clear error. The CLI's ``cli.embedded``
+starts and stops that server; this module only reads where it is."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+from .errors import ConfigError
+
+log = logging.getLogger("tickwheel.client")
+
+HOME_ENV = "TICKWHEEL_HOME"
+URL_ENV = "TICKWHEEL_REDIS_URL"
+STATE_FILE = "server.json"
+
+
+def state_dir() -> Path:
+    """Where the user's embedded server keeps its data and state: ``$TICKWHEEL_HOME``,
+    else ``$XDG_STATE_HOME/tickwheel``, else ``~/.local/state/tickwheel``."""
+    home = os.environ.get(HOME_ENV)
+    if home:
+        return Path(home).expanduser()
+    xdg = os.environ.get("XDG_STATE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "state"
+    return base / "tickwheel"
+
+
+def embedded_url(base: Path | None = None) -> str | None:
+    """The URL of the user's embedded server if its state file names a live process."""
+    try:
+        raw = json.loads(((base or state_dir()) / STATE_FILE).read_text())
+        pid, port = int(raw["pid"]), int(raw["port"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass  # alive, another user's pid namespace: the port says the rest
+    return f"redis://127.0.0.1:{port}/0"
+
+
+def default_url() -> str:
+    """The URL a client uses when given none, said in the log (INFO): the environment's,
+    else the running embedded server's; a ConfigError that says what to do if neither."""
+    env = os.environ.get(URL_ENV)
+    if env:
+        log.info("no Redis URL given: using $%s", URL_ENV)
+        return env
+    url = embedded_url()
+    if url is not None:
+        log.info("no Redis URL given: using the embedded server at %s (%s)", url, state_dir())
+        return url
+    raise ConfigError(
+        f"no Redis URL given, ${URL_ENV} is not set and no embedded server is running: "
+        "pass a URL (redis://host:port/db), set the variable, or start one with "
+        "`tickwheel server start`"
+    )
