@@ -21,7 +21,6 @@ An app with a lifespan of its own opens the client inside it with
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Annotated, Any
@@ -34,7 +33,6 @@ except ImportError as exc:  # pragma: no cover - the message is the point
 from .aio import AsyncTimerClient
 from .errors import ConfigError
 
-URL_ENV = "TICKWHEEL_REDIS_URL"
 STATE = "tickwheel"  # where the client lives: app.state.tickwheel
 
 
@@ -42,13 +40,11 @@ STATE = "tickwheel"  # where the client lives: app.state.tickwheel
 async def timer_client_for(
     app: FastAPI, url: str | None = None, namespace: str = "default", **options: Any
 ) -> AsyncIterator[AsyncTimerClient]:
-    """Connect an :class:`AsyncTimerClient` (``url``, else ``$TICKWHEEL_REDIS_URL``) and
-    give it to the app's endpoints (:func:`timer_client`) until the block ends; then
-    close it. ``options`` are :meth:`AsyncTimerClient.connect`'s (``durability``...)."""
-    where = url or os.environ.get(URL_ENV)
-    if not where:
-        raise ConfigError(f"timer.fastapi needs a Redis URL: lifespan(url=...) or ${URL_ENV}")
-    client = await AsyncTimerClient.connect(where, namespace, **options)
+    """Connect an :class:`AsyncTimerClient` (``url``, else ``$TICKWHEEL_REDIS_URL``, else
+    your running embedded server) and give it to the app's endpoints
+    (:func:`timer_client`) until the block ends; then close it. ``options`` are
+    :meth:`AsyncTimerClient.connect`'s (``durability``...)."""
+    client = await AsyncTimerClient.connect(url, namespace, **options)
     setattr(app.state, STATE, client)
     try:
         yield client

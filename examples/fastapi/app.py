@@ -1,7 +1,9 @@
 """A FastAPI service that arms a job's timeout when the job starts and completes it when
-the job reports done (#44). Run it with the Redis URL and namespace in the environment:
+the job reports done (#44). With ``pip install 'tickwheel[fastapi]'`` (it brings uvicorn)
+and your embedded server running (``tickwheel server start``; or give another Redis in
+``TICKWHEEL_REDIS_URL``), from the checkout:
 
-    TICKWHEEL_REDIS_URL=redis://localhost:6379/0 uvicorn app:app --app-dir examples/fastapi
+    uvicorn app:app --app-dir examples/fastapi
 
 and a worker (`tickwheel worker`) fires the timeouts nobody completed; a handler
 (`tickwheel handle`) acts on them. tests/integration/test_fastapi.py runs it.
