@@ -83,6 +83,9 @@ def _state(server: RedisServer) -> str:
 def add_replica(root: Path, master: RedisServer, cluster: list[RedisServer]) -> RedisServer:
     """A new node joined as ``master``'s replica, once its link to it is up."""
     replica = add_master(root, master, cluster)  # a node with no slots, then
+    # REPLICATE names the master by id: the new node must have learnt it (gossip) first,
+    # else "Unknown node" (a master added a moment before: CI's pass on Redis 7.0 met it)
+    wait_for(lambda: _knows(replica, master), 20, "the new node to know its master")
     with node(replica) as r:
         r.execute_command("CLUSTER", "REPLICATE", node_id(master))
     wait_for(lambda: _link_up(replica), 20, "the new replica to sync")
