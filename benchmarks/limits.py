@@ -105,33 +105,10 @@ def rate_phase(url: str, tmp: Path, per_key: int) -> dict[str, Any]:
         c.schedule(f"r{j}", 60_000, payload={"tenant": f"t{j % RATE_KEYS}"})
         c.cancel(f"r{j}")
     runners = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "cli",
-                "--redis-url",
-                url,
-                "--namespace",
-                ns,
-                "handle",
-                "limits_handlers:handle",
-                "--on",
-                "cancelled",
-                "--consumer",
-                name,
-                "--concurrency",
-                "4",
-                "--rate",
-                f"payload.tenant={RATE_PER_S}/s",
-            ],
-            cwd=tmp,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp}", "LIMIT_LOG": str(logs)},
-        )
+        start_runner(url, ns, name, tmp, logs, ["--on", "cancelled", "--concurrency", "4",
+                                                "--rate", f"payload.tenant={RATE_PER_S}/s"])
         for name in ("a", "b")
-    ]
+    ]  # fmt: skip
     try:
         deadline = time.monotonic() + 120
         while len(done_ids(logs)) < n and time.monotonic() < deadline:
@@ -181,34 +158,10 @@ def phase(url: str, tmp: Path, ns: str, n: int, extra: list[str]) -> dict[str, A
         worker.wait(30)
     t0 = time.time()
     runners = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "cli",
-                "--redis-url",
-                url,
-                "--namespace",
-                ns,
-                "handle",
-                "limits_handlers:handle",
-                "--on",
-                "expired",
-                "--consumer",
-                name,
-                "--concurrency",
-                "8",
-                "--reclaim-idle",
-                "1s",
-                *extra,
-            ],
-            cwd=tmp,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp}", "LIMIT_LOG": str(logs)},
-        )
+        start_runner(url, ns, name, tmp, logs, ["--on", "expired", "--concurrency", "8",
+                                                "--reclaim-idle", "1s", *extra])
         for name in ("a", "b", "c")
-    ]
+    ]  # fmt: skip
     freed_after_s = None
     try:
         while len(done_ids(logs)) < n // 3:
@@ -240,6 +193,18 @@ def phase(url: str, tmp: Path, ns: str, n: int, extra: list[str]) -> dict[str, A
         )
     out["handled_twice"] = sum(1 for r in rows(logs) if r[0] == "done") - len(handled)
     return out
+
+
+def start_runner(  # noqa: PLR0917 - a runner's place and its options, as the phases give them
+    url: str, ns: str, name: str, tmp: Path, logs: Path, options: list[str]
+) -> subprocess.Popen[bytes]:
+    """A ``tickwheel handle limits_handlers:handle`` process, its log lines in ``logs``."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "cli", "--redis-url", url, "--namespace", ns, "handle",
+         "limits_handlers:handle", "--consumer", name, *options],
+        cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp}", "LIMIT_LOG": str(logs)},
+    )  # fmt: skip
 
 
 def until_freed(c: TimerClient, ns: str, prefix: str, since: float) -> float | None:

@@ -92,6 +92,16 @@ def namespace() -> str:
     return f"t{uuid.uuid4().hex[:10]}"
 
 
+def most_at_once(intervals: list[tuple[float, float]]) -> int:
+    """The most intervals open at one instant (an end before a start at the same time)."""
+    edges = sorted([(a, 1) for a, _ in intervals] + [(b, -1) for _, b in intervals])
+    now = most = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
 def wait_for(
     predicate: Callable[[], object], timeout_s: float = 10.0, what: str = "condition"
 ) -> object:

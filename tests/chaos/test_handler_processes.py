@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import stage_counts, wait_for
+from tests.conftest import most_at_once, stage_counts, wait_for
 from timer import TimerClient
 from timer.testing import RedisServer, free_port
 
@@ -231,16 +231,6 @@ def handle(o):
     with LOG.open("a") as f:
         f.write(f"{'hung' if hung else 'done'} {tenant} {time.time()} {at}\\n")
 """
-
-
-def most_at_once(intervals: list[tuple[float, float]]) -> int:
-    """The most intervals open at one instant (an end before a start at the same time)."""
-    edges = sorted([(a, 1) for a, _ in intervals] + [(b, -1) for _, b in intervals])
-    now = most = 0
-    for _, step in edges:
-        now += step
-        most = max(most, now)
-    return most
 
 
 def test_a_per_key_limit_holds_across_three_runners_and_a_kill_9(

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import wait_for
+from tests.conftest import most_at_once, wait_for
 from timer import Handlers, InvalidInput, Limit, Outcome, TimerClient
 from timer.handler_limits import parse_limit, parse_rate
 
@@ -266,16 +266,6 @@ class Attempts:
     def all_returned(self) -> bool:
         with self.lock:
             return all(b < math.inf for v in self.spans.values() for _, b in v)
-
-
-def most_at_once(intervals: list[tuple[float, float]]) -> int:
-    """The most intervals open at one instant (an end before a start at the same time)."""
-    edges = sorted([(a, 1) for a, _ in intervals] + [(b, -1) for _, b in intervals])
-    now = most = 0
-    for _, step in edges:
-        now += step
-        most = max(most, now)
-    return most
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
