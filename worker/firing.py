@@ -69,8 +69,36 @@ class Firer:
     def fire_batch(self, tasks: Iterable[FireTask]) -> int:
         """Fire expired wheel entries, grouped by shard and epoch; returns how many fired.
         Many shards' calls go in one round trip (``Shards.fire_together``): the timers of
-        the last shard of a batch do not wait for the others' replies first (#32)."""
-        return sum(self._fire_together(trip) for trip in self._trips(tasks))
+        the last shard of a batch do not wait for the others' replies first (#32).
+        Between two round trips, raised priorities the wheel expired meanwhile go first:
+        the rest of the batch goes back to the backlog (the flood's reaper may have put
+        it on fire_queue before the raised wheel's reaper ran)."""
+        trips = self._trips(tasks)
+        fired = 0
+        for i, trip in enumerate(trips):
+            if i and self._raised_waiting(trip[0][1][0].priority):
+                self._put_back([t for rest in trips[i:] for _, group in rest for t in group])
+                break
+            fired += self._fire_together(trip)
+        return fired
+
+    def _raised_waiting(self, priority: int) -> bool:
+        """Take what the raised wheel expired; whether any is above ``priority``."""
+        raised = self.ctx.raised_queue.get_nowait
+        while True:
+            try:
+                self._keep(raised())
+            except queue.Empty:
+                break
+        return bool(self.backlog) and max(self.backlog) > priority
+
+    def _put_back(self, tasks: list[FireTask]) -> None:
+        """Entries taken but not sent: back to the front of their priorities' lines."""
+        by_priority: dict[int, list[FireTask]] = {}
+        for task in tasks:
+            by_priority.setdefault(task.priority, []).append(task)
+        for priority, line in by_priority.items():
+            self.backlog.setdefault(priority, deque()).extendleft(reversed(line))
 
     def _trips(self, tasks: Iterable[FireTask]) -> list[list[tuple[ShardState, list[FireTask]]]]:
         """The round trips to fire ``tasks`` in: each a list of (shard, its calls' ids).
