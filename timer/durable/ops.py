@@ -199,6 +199,8 @@ def check_server(where: str) -> Op[None]:
     try:  # every primary of a cluster (HELLO names no key to route it by)
         replies = yield steps.Command("execute_command", ("HELLO",), every_primary=True)
     except StoreError as exc:  # HELLO with no version is Redis >= 6.2 (6.0 wants one)
+        if exc.code is None:  # not reached (a failover, no master named yet): transient,
+            raise  # the caller waits and asks again; only an error reply is the version's
         raise ConfigError(
             f"the server at {where} does not answer HELLO ({exc}): tickwheel needs "
             "Redis >= 6.2 or Valkey >= 7.2"
