@@ -7,20 +7,33 @@
   promises, install and tour are one text on GitHub and on the site, and
   ``CHANGELOG.md`` is the changelog page. Links in it to ``docs/...`` (as GitHub reads
   the README) are made relative to the page that takes it.
+- A line ``<!-- cli: MODULE:COMMAND PROG -->`` becomes the CLI reference, read from the
+  click command itself: every command's help, usage, options (with their real defaults:
+  mkdocs-click 0.9 printed click 8.3's ``Sentinel.UNSET`` for each option without one)
+  and subcommands.
+- Sphinx roles in docstrings (``:class:`X```, ``:meth:`x```), which mkdocstrings shows
+  as they are, become code on the page.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
+import textwrap
 from pathlib import Path
 from typing import Any
+
+import click
 
 ROOT = Path(__file__).resolve().parents[2]
 OPENAPI = re.compile(r"^<!-- openapi: (\S+) -->$", re.M)
 INCLUDE = re.compile(r'^--8<-- "([^":]+)(?::([\w-]+))?"$', re.M)
 MARK = re.compile(r"^.*--8<-- \[(?:start|end):[\w-]+\].*\n?", re.M)
 METHODS = ("get", "post", "put", "patch", "delete")
+CLI = re.compile(r"^<!-- cli: ([\w.]+):(\w+) (\S+) -->$", re.M)
+# mkdocstrings renders ``:class:`~timer.X``` as ``:class:<code>~timer.X</code>``
+ROLE = re.compile(r":(?:class|meth|func|attr|exc|mod|data|obj):<code>~?([^<]+)</code>")
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
@@ -30,7 +43,89 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     if match:
         doc = json.loads((ROOT / match.group(1)).read_text())
         markdown = markdown[: match.start()] + render(doc) + markdown[match.end() :]
+    match = CLI.search(markdown)
+    if match:
+        command = getattr(importlib.import_module(match.group(1)), match.group(2))
+        text = render_cli(command, match.group(3))
+        markdown = markdown[: match.start()] + text + markdown[match.end() :]
     return markdown
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
+    return ROLE.sub(lambda m: f"<code>{m.group(1)}</code>", html)
+
+
+def render_cli(command: click.Command, prog: str, depth: int = 2) -> str:
+    """The command and every subcommand, as ``tickwheel COMMAND --help`` reads them."""
+    ctx = click.Context(command, info_name=prog)
+    out = [f"{'#' * min(depth, 6)} {prog}", ""]
+    out += help_paragraphs(command.help or "")
+    out += ["**Usage:**", "", "```", f"{prog} {' '.join(command.collect_usage_pieces(ctx))}"]
+    out += ["```", ""]
+    options = [p for p in command.get_params(ctx) if isinstance(p, click.Option) and not p.hidden]
+    if options:
+        out += [
+            "**Options:**",
+            "",
+            "| option | type | description | default |",
+            "|---|---|---|---|",
+        ]
+        for opt in options:
+            names = ", ".join(f"`{o}`" for o in opt.opts)
+            if opt.secondary_opts:
+                names += " / " + ", ".join(f"`{o}`" for o in opt.secondary_opts)
+            out.append(
+                f"| {names} | {option_type(opt)} | {cell(opt.help or '')} | {default_of(opt)} |"
+            )
+        out.append("")
+    if isinstance(command, click.Group):
+        subs = [(n, c) for n, c in command.commands.items() if not c.hidden]
+        if subs:
+            out += ["**Subcommands:**", ""]
+            for name, sub in subs:
+                slug = f"{prog} {name}".replace(" ", "-").lower()
+                out.append(f"- [{name}](#{slug}): {sub.get_short_help_str(limit=120)}")
+            out.append("")
+        for name, sub in subs:
+            out.append(render_cli(sub, f"{prog} {name}", depth + 1))
+    return "\n".join(out)
+
+
+def help_paragraphs(text: str) -> list[str]:
+    """A click help text as Markdown: its paragraphs, a ``\\b`` block kept line by line,
+    nothing after ``\\f``."""
+    out: list[str] = []
+    for para in re.split(r"\n\s*\n", text.split("\f", 1)[0].strip()):
+        lines = para.splitlines()
+        if lines and lines[0].strip() == "\b":
+            out += ["```text", *textwrap.dedent("\n".join(lines[1:])).splitlines(), "```", ""]
+        elif para.strip():
+            out += [" ".join(line.strip() for line in lines), ""]
+    return out
+
+
+def option_type(opt: click.Option) -> str:
+    if opt.is_flag and not opt.secondary_opts:
+        return "flag"
+    if isinstance(opt.type, click.Choice):
+        return " \\| ".join(f"`{c}`" for c in opt.type.choices)
+    return opt.type.name
+
+
+def default_of(opt: click.Option) -> str:
+    """What the option is without being given: required, nothing, or its value."""
+    if opt.required:
+        return "required"
+    if opt.is_flag and not opt.secondary_opts:
+        return ""
+    value = opt.default
+    if value is None or type(value).__name__ == "Sentinel" or callable(value):
+        return ""
+    if isinstance(value, bool):
+        return f"`{(opt.opts if value else opt.secondary_opts)[0]}`" if opt.secondary_opts else ""
+    if isinstance(value, (list, tuple)):
+        return ", ".join(f"`{v}`" for v in value)
+    return f"`{cell(str(value))}`"
 
 
 def include(name: str, section: str | None, up: str) -> str:

@@ -8,6 +8,8 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -46,6 +48,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
+    (out / "build.log").write_text(done.stdout + done.stderr)
     return out
 
 
@@ -69,6 +72,28 @@ def test_the_readme_parts_the_site_takes_are_there(site: Path) -> None:
     assert "tickwheel server start" in start and "pip install '.[all]'" in start
     assert "Exactly one outcome" in (site / "index.md").read_text()
     assert "--8<--" not in (site / "llms-full.txt").read_text()
+
+
+FIRST_SCREEN = (
+    "never lost and never fire twice",
+    "pip install '.[server]'",
+    "make demo",
+    "make test",
+)
+
+
+def test_the_first_screen_says_what_it_does_how_to_install_and_the_two_commands(
+    site: Path,
+) -> None:
+    """#56: the README opened on Kafka's internals; its first screen (30 lines) and the
+    docs home page now say what a user gets, the install line that brings the embedded
+    server, and the two commands."""
+    first = "\n".join((ROOT / "README.md").read_text().splitlines()[:30])
+    home = (site / "index.md").read_text()
+    for words in FIRST_SCREEN:
+        assert words in first, words
+        assert words in home, words
+    assert "purgatory" not in first
 
 
 def test_the_references_cover_the_code(site: Path) -> None:
@@ -108,3 +133,64 @@ def test_the_openapi_copy_is_what_the_http_reference_renders() -> None:
     from timer.httpapi.openapi import document  # noqa: PLC0415
 
     assert json.loads((DOCS / "openapi.json").read_text()) == document()
+
+
+def test_the_references_show_no_defect(site: Path) -> None:
+    """What #56 found on the reference pages: click 8.3's ``Sentinel.UNSET`` as a
+    default, raw reStructuredText roles, a build that warns it cannot format
+    signatures, and class pages that began with properties."""
+    pages = list((site / "reference").rglob("*.html"))  # (the design notes name them)
+    for page in pages:
+        text = page.read_text()
+        assert "Sentinel.UNSET" not in text, page
+        role = re.search(r":(?:class|meth|func|attr|exc|mod|data|obj):(?:<code>|`)", text)
+        assert role is None, (page, text[role.start() - 80 : role.end() + 40] if role else "")
+    log = (site / "build.log").read_text()
+    assert "Formatting signatures requires" not in log, log
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(d.startswith(("ruff", "black")) for d in extra["docs"]), "make docs would warn"
+    cli = (site / "reference" / "cli" / "index.md").read_text()
+    assert re.search(r"`--shards`\s*\|\s*integer range\s*\|[^|]*\|\s*`16`", cli)  # real defaults
+    assert re.search(r"`--extend`\s*\|[^|]*\|[^|]*\|\s*required\s*\|", cli)
+    for name, kinds in class_members(site / "reference" / "python" / "index.html").items():
+        if "function" in kinds:
+            first_other = next(i for i, k in enumerate([*kinds, "end"]) if k != "function")
+            assert "function" not in kinds[first_other:], (name, kinds)
+
+
+def class_members(page: Path) -> dict[str, list[str]]:
+    """Each class on the page -> the kinds of its members, in page order."""
+
+    class Walk(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stack: list[str | None] = []  # per open div: the object kind, if one
+            self.classes: dict[str, list[str]] = {}
+            self.open: list[list[str]] = []  # members of the classes we are inside
+            self.want_id = False
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            a = dict(attrs)
+            if tag == "div":
+                kind = None
+                m = re.fullmatch(r"doc doc-object doc-(\w+)", a.get("class") or "")
+                if m:
+                    kind = m.group(1)
+                    if self.open and self.stack.count("class") == len(self.open):
+                        self.open[-1].append(kind)
+                    if kind == "class":
+                        self.open.append([])
+                        self.want_id = True
+                self.stack.append(kind)
+            elif self.want_id and a.get("id"):
+                self.classes[str(a["id"])] = self.open[-1]
+                self.want_id = False
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag == "div" and self.stack and self.stack.pop() == "class":
+                self.open.pop()
+
+    walk = Walk()
+    walk.feed(page.read_text())
+    assert "timer.TimerClient" in walk.classes, sorted(walk.classes)
+    return walk.classes
