@@ -28,7 +28,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP): pyproject.toml setup.py timer/engine/_speedups.c | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install -qq -e '.[dev]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -64,8 +64,9 @@ unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
 
 # One extra installed (make demo: server; make docs: docs), redone when the stamp is stale.
+# -qq: setuptools prints a ten-line notice on every editable install (errors still show).
 $(VENV)/.installed-extra-%: pyproject.toml setup.py timer/engine/_speedups.c | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[$*]'
+	$(BIN)/python -m pip install -qq -e '.[$*]'
 	touch $@
 
 # The demo needs only the embedded server (the server extra): not Spark, not the browser.
@@ -78,7 +79,8 @@ DEMO_ARGS ?=
 demo: $(DEMO_STAMP)
 	@if $(BIN)/tickwheel server status >/dev/null 2>&1; then mine=; else mine=1; fi; \
 	$(BIN)/tickwheel demo $(DEMO_ARGS); rc=$$?; \
-	if [ -n "$$mine" ]; then $(BIN)/tickwheel server stop; fi; exit $$rc
+	if [ -n "$$mine" ] && $(BIN)/tickwheel server status >/dev/null 2>&1; then \
+	  $(BIN)/tickwheel server stop; fi; exit $$rc
 
 # Every benchmark, results in benchmarks/results.json. QUICK=1 for the quick mode.
 # The peers (arq, RQ) come from the bench extra, installed here only.

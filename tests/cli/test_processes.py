@@ -267,29 +267,43 @@ def test_demo_reduced_size_end_to_end(tw: Run) -> None:
     assert summary["handler_start_p50_ms"] is not None
 
 
-@pytest.mark.parametrize("running_before", [False, True])
+@pytest.mark.parametrize(
+    ("running_before", "demo_args"), [(False, ""), (True, ""), (False, "--help")]
+)
 def test_make_demo_stops_the_server_only_if_it_started_it(
-    tmp_path: Path, running_before: bool
+    tmp_path: Path, running_before: bool, demo_args: str
 ) -> None:
-    """`make demo` runs `tickwheel demo`, then stops the embedded server only when it was
-    not running before (it stopped a server the user had started). The recipe runs for
-    real with a stand-in `tickwheel` that records its arguments."""
-    log = tmp_path / "calls"
+    """`make demo` runs `tickwheel demo`, then stops the embedded server only when the
+    demo started it (it stopped a server the user had started; and after
+    `DEMO_ARGS=--help`, which starts nothing, it ended with "The embedded server is not
+    running."). The recipe runs for real with a stand-in `tickwheel` that records its
+    arguments and keeps a server's state in a file."""
+    log, up = tmp_path / "calls", tmp_path / "up"
+    if running_before:
+        up.touch()
     fake = tmp_path / "tickwheel"
     fake.write_text(
         "#!/bin/sh\n"
         f'echo "$*" >> {log}\n'
-        f'if [ "$1 $2" = "server status" ]; then exit {0 if running_before else 5}; fi\n'
-        'if [ "$1" = demo ]; then exit 3; fi\n'
+        f'if [ "$1 $2" = "server status" ]; then [ -e {up} ] && exit 0; exit 5; fi\n'
+        f'if [ "$1 $2" = "server stop" ]; then rm {up}; exit 0; fi\n'
+        f'if [ "$1 $2" = "demo --help" ]; then exit 0; fi\n'
+        f'if [ "$1" = demo ]; then touch {up}; exit 3; fi\n'
     )
     fake.chmod(0o755)
     root = Path(__file__).resolve().parents[2]
-    ran = subprocess.run(["make", "-s", "demo", f"BIN={tmp_path}", "DEMO_STAMP="], cwd=root,
-                         capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
-    assert ran.returncode != 0  # the demo's own exit code (3) is kept
+    ran = subprocess.run(
+        ["make", "-s", "demo", f"BIN={tmp_path}", "DEMO_STAMP=", f"DEMO_ARGS={demo_args}"],
+        cwd=root, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    demo = "demo --help" if demo_args else "demo"
+    assert ran.returncode == (0 if demo_args else 2)  # the demo's own outcome is kept
     calls = log.read_text().splitlines()
-    expected = ["server status", "demo"] + ([] if running_before else ["server stop"])
+    expected = ["server status", demo]
+    if not running_before:  # was the server started meanwhile?
+        expected += ["server status"] + ([] if demo_args else ["server stop"])
     assert calls == expected, (calls, ran.stderr)
+    assert up.exists() == running_before  # the user's server is left; the demo's stopped
 
 
 def test_the_readmes_partial_make_test_selects_by_declared_markers() -> None:
