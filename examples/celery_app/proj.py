@@ -2,12 +2,16 @@
 
 Run, each in its own terminal, from this directory::
 
+    export TICKWHEEL_NAMESPACE=celery              # the app's namespace, for the CLI too
+    tickwheel init                                 # once
     celery -A proj worker                          # runs the tasks, as always
     tickwheel handle proj:handlers                 # sends each due task to the broker
     celery -A proj beat -S timer.celery:Scheduler  # as many as you like
     tickwheel worker                               # fires the timers
 
-``TICKWHEEL_REDIS_URL`` is tickwheel's Redis, ``CELERY_BROKER_URL`` the broker (by
+It needs the celery extra (``pip install '.[celery,server]'`` from the checkout).
+``TICKWHEEL_REDIS_URL`` is tickwheel's Redis (by default the
+embedded server ``tickwheel server start`` runs), ``CELERY_BROKER_URL`` the broker (by
 default the same server), ``TICKWHEEL_NAMESPACE`` the timers' namespace (``celery``).
 Each task records its runs by task id in the broker's Redis (``proj:runs``), so a test
 can count them.
@@ -21,8 +25,9 @@ import redis
 from celery import Celery, Task
 
 from timer.celery import sender
+from timer.local_server import default_url
 
-URL = os.environ.get("TICKWHEEL_REDIS_URL", "redis://localhost:6379/0")
+URL = default_url()  # $TICKWHEEL_REDIS_URL, else the running embedded server
 BROKER = os.environ.get("CELERY_BROKER_URL", URL)
 
 # ConfirmedTask: each task id runs once, and the sender knows it started (else it sends
