@@ -184,7 +184,7 @@ class Claims:
     worker killed with kill -9 had just taken is lost by the Redis transport,
     celery#7950). Keys: ``P:celery:<task id>`` in the task id's shard."""
 
-    RUNNING, DONE, RETRYING = b"r", b"d", b"y"
+    RUNNING, DONE, RETRYING, STARTED = b"r", b"d", b"y", b"s"
 
     def __init__(
         self, client: TimerClient, *, lease_s: float = CLAIM_LEASE_S, keep_s: float = CLAIM_KEEP_S
@@ -205,11 +205,15 @@ class Claims:
         shard = shard_of(task_id, self.client.meta.shards)
         return self.client.keys.shard(shard).celery_claim(task_id)
 
-    def claim(self, task_id: str) -> bool:
+    def claim(self, task_id: str, *, at_most_once: bool = False) -> bool:
         """Take the task's id to run it: True if this copy may run (no copy ran, or the
         one that did handed itself back to Celery's retry, or its worker died and its
-        lease ended), False if another copy runs or ran."""
-        return bool(self.client._run(_claim(self.key(task_id), self.lease_ms)))
+        lease ended), False if another copy runs or ran. ``at_most_once``: the claim
+        has no lease; a start is final, even if its worker dies mid-run (``started``)."""
+        key = self.key(task_id)
+        if at_most_once:
+            return bool(self.client._run(_claim(key, self.keep_ms, self.STARTED)))
+        return bool(self.client._run(_claim(key, self.lease_ms, self.RUNNING)))
 
     def renew(self, task_id: str) -> None:
         """A running task's lease, from now (its worker is alive)."""
@@ -225,26 +229,28 @@ class Claims:
         self.client._run(_put(self.key(task_id), self.RETRYING, self.keep_ms))
 
     def state(self, task_id: str) -> str | None:
-        """``running``, ``done``, ``retrying`` (Celery's own now), or None: not started
-        (or its worker died and its lease ended)."""
+        """``running``, ``done``, ``retrying`` (Celery's own now), ``started`` (an
+        at-most-once task began: it runs, ran, or died mid-run, and never runs again),
+        or None: not started (or its worker died and its lease ended)."""
         raw = self.client._run(_get(self.key(task_id)))
-        names = {self.RUNNING: "running", self.DONE: "done", self.RETRYING: "retrying"}
+        names = {self.RUNNING: "running", self.DONE: "done", self.RETRYING: "retrying",
+                 self.STARTED: "started"}  # fmt: skip
         return None if raw is None else names.get(bytes(raw))
 
 
-def _claim(key: str, lease_ms: int) -> Op[bool]:
-    taken = yield Command("set", (key, Claims.RUNNING), {"nx": True, "px": lease_ms})
+def _claim(key: str, ttl_ms: int, value: bytes) -> Op[bool]:
+    taken = yield Command("set", (key, value), {"nx": True, "px": ttl_ms})
     if taken:
         return True
     # a copy that retried itself may be claimed again (one copy of those does: the
     # swap answers the value it found)
     found = yield Command("get", (key,))
     if found is None:  # ended between the two: try once more
-        again = yield Command("set", (key, Claims.RUNNING), {"nx": True, "px": lease_ms})
+        again = yield Command("set", (key, value), {"nx": True, "px": ttl_ms})
         return bool(again)
     if bytes(found) != Claims.RETRYING:
         return False
-    old = yield Command("set", (key, Claims.RUNNING), {"xx": True, "px": lease_ms, "get": True})
+    old = yield Command("set", (key, value), {"xx": True, "px": ttl_ms, "get": True})
     return old is not None and bytes(old) == Claims.RETRYING
 
 
@@ -305,8 +311,8 @@ class Sender:
                          body.get("options"))  # fmt: skip
         if self.confirm and o.attempt > 1:  # a first attempt has sent nothing yet
             state = self.claims().state(o.id)
-            if state in ("done", "retrying"):
-                return  # it ran (or is Celery's own retry now): delivered
+            if state in ("done", "retrying", "started"):
+                return  # it ran, is Celery's own retry now, or began at most once: delivered
             if state == "running":
                 raise Later(self.delivery_timeout_s, "the task runs; looked at again later")
             if o.attempt > 1:
@@ -374,32 +380,41 @@ class ConfirmedTask(Task):  # type: ignore[misc]
     calls ``self.retry()`` hands its id back to Celery's retry. Use it for the app
     (``Celery(..., task_cls="timer.celery:ConfirmedTask")``) or per task
     (``@app.task(base=ConfirmedTask)``); the app's conf names tickwheel's Redis
-    (``tickwheel_url``, ``tickwheel_namespace``)."""
+    (``tickwheel_url``, ``tickwheel_namespace``).
+
+    A task that must never start twice sets ``tickwheel_at_most_once`` (the app's conf
+    for all, or ``@app.task(tickwheel_at_most_once=True)`` for one): its claim has no
+    lease, so a task whose worker died mid-run is not sent or run again (by default it
+    is, once its claim's lease ends: at least once, never lost)."""
 
     _tw_claims: Claims | None = None
+    tickwheel_at_most_once: bool | None = None  # None: the app's conf says
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         task_id = getattr(self.request, "id", None)
         if not task_id or self.request.called_directly or getattr(self.request, "is_eager", False):
             return super().__call__(*args, **kwargs)  # no broker, no copies: nothing to claim
         claims = self._claims()
-        if not claims.claim(task_id):
-            log.info("task %s (%s): a copy of it runs or ran; this one is dropped",
-                     task_id, self.name)  # fmt: skip
+        once = self.tickwheel_at_most_once
+        if once is None:
+            once = bool(self.app.conf.get("tickwheel_at_most_once"))
+        if not claims.claim(task_id, at_most_once=once):
+            log.info("task %s (%s): a copy of it runs or ran%s; this one is dropped",
+                     task_id, self.name, " (at most once)" if once else "")  # fmt: skip
             raise Ignore()
-        renewer = _Renewer.of(claims)
-        renewer.running.add(task_id)
+        running: set[str] = set() if once else _Renewer.of(claims).running  # no lease: none
+        running.add(task_id)
         try:
             result = super().__call__(*args, **kwargs)
         except CeleryRetry:
-            renewer.running.discard(task_id)
+            running.discard(task_id)
             claims.retrying(task_id)
             raise
         except BaseException:
-            renewer.running.discard(task_id)
+            running.discard(task_id)
             claims.done(task_id)
             raise
-        renewer.running.discard(task_id)
+        running.discard(task_id)
         claims.done(task_id)
         return result
 

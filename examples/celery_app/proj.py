@@ -13,13 +13,16 @@ It needs the celery extra (``pip install '.[celery,server]'`` from the checkout)
 ``TICKWHEEL_REDIS_URL`` is tickwheel's Redis (by default the
 embedded server ``tickwheel server start`` runs), ``CELERY_BROKER_URL`` the broker (by
 default the same server), ``TICKWHEEL_NAMESPACE`` the timers' namespace (``celery``).
-Each task records its runs by task id in the broker's Redis (``proj:runs``), so a test
-can count them.
+Each task records its starts and its runs by task id in the broker's Redis
+(``proj:starts``, ``proj:runs``), so a test can count them; given ``hold`` (a file),
+it waits while that file exists, so a test can kill its worker mid-run.
+``PROJ_AT_MOST_ONCE=1`` makes every task at most once (``tickwheel_at_most_once``).
 """
 
 from __future__ import annotations
 
 import os
+import time
 
 import redis
 from celery import Celery, Task
@@ -41,6 +44,10 @@ app.conf.update(
     tickwheel_namespace=os.environ.get("TICKWHEEL_NAMESPACE", "celery"),
     # a task sent and not started this long after is sent again (default 30 s)
     tickwheel_delivery_timeout_s=float(os.environ.get("PROJ_DELIVERY_TIMEOUT_S", "30")),
+    # a task whose worker died mid-run is sent again once its claim's lease ends (30 s),
+    # unless tasks are at most once: then a start is final
+    tickwheel_claim_lease_s=float(os.environ.get("PROJ_CLAIM_LEASE_S", "30")),
+    tickwheel_at_most_once=os.environ.get("PROJ_AT_MOST_ONCE") == "1",
     beat_schedule={
         # a tickwheel schedule named celery.tick: every second, each occurrence sent once
         "tick": {"task": "proj.record", "schedule": 1.0, "args": ("tick",)},
@@ -51,6 +58,10 @@ handlers = sender(app)  # tickwheel handle proj:handlers
 
 
 @app.task(name="proj.record", bind=True)  # type: ignore[untyped-decorator]
-def record(self: Task, what: str) -> None:
+def record(self: Task, what: str, hold: str | None = None) -> None:
     """Count this run under its task id: the timer's id (an occurrence's for beat)."""
-    redis.Redis.from_url(BROKER).hincrby("proj:runs", f"{what}|{self.request.id}", 1)
+    r = redis.Redis.from_url(BROKER)
+    r.hincrby("proj:starts", f"{what}|{self.request.id}", 1)
+    while hold and os.path.exists(hold):
+        time.sleep(0.01)  # the task's own work, held by a test that kills its worker
+    r.hincrby("proj:runs", f"{what}|{self.request.id}", 1)

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from tests.conftest import stop_all, wait_for
 from timer import InvalidInput, TimerClient, TimerError
 from timer.aio import AsyncTimerClient
-from timer.celery import Scheduler, asend_later, schedule_spec, send_later, task_call
+from timer.celery import Claims, Scheduler, asend_later, schedule_spec, send_later, task_call
 from timer.durable.models import Timer
 from timer.testing import RedisServer
 
@@ -67,8 +67,9 @@ class Processes:
         self.procs[name] = proc
         return proc
 
-    def celery_worker(self) -> None:  # solo: one process to kill, no prefork children
-        self.start("celery", "celery", "-A", "proj", "worker", "--pool", "solo",
+    def celery_worker(self, name: str = "celery", loglevel: str = "warning") -> None:
+        # solo: one process to kill, no prefork children
+        self.start(name, "celery", "-A", "proj", "worker", "--pool", "solo", "-l", loglevel,
                    "--without-gossip", "--without-mingle", "--without-heartbeat")  # fmt: skip
 
     def guide(self, word: str, name: str | None = None) -> subprocess.Popen[bytes]:
@@ -176,6 +177,59 @@ def test_a_task_the_broker_lost_is_sent_again_and_a_copy_is_dropped(
     assert processes.runs() == {f"lost|{i}": 1 for i in sent}, processes.logs()
     assert client.dead_letters("celery") == []
     assert "sent again" in (processes.tmp / "handle.log").read_text()
+
+
+@pytest.mark.chaos
+@pytest.mark.parametrize("at_most_once", [False, True], ids=["at-least-once", "at-most-once"])
+def test_a_task_whose_worker_is_killed_mid_run_runs_again_or_never_as_its_mode_says(
+    client: TimerClient, processes: Processes, tmp_path: Path, at_most_once: bool
+) -> None:
+    """#54 E's last window: a task killed (kill -9 of its Celery worker) after it started
+    and before it ended. By default (at least once) its claim's lease ends, the sender
+    sends it again and a new worker runs it to its end: started twice, ended once, never
+    lost. With ``tickwheel_at_most_once`` its start is final: the sender counts it
+    delivered, nothing sends or runs it again (a copy put back in the broker is
+    dropped), and its claim says ``started``: started once, never twice."""
+    processes.env.update(PROJ_DELIVERY_TIMEOUT_S="1", PROJ_CLAIM_LEASE_S="1",
+                         PROJ_AT_MOST_ONCE="1" if at_most_once else "0")  # fmt: skip
+    processes.sender()
+    processes.timer_worker()
+    processes.celery_worker()
+    hold = tmp_path / "hold"
+    hold.touch()
+    t = send_later(client, "proj.record", args=["held"], kwargs={"hold": str(hold)},
+                   countdown=0.2)  # fmt: skip
+    name = f"held|{t.id}"
+
+    def starts() -> int:
+        with redis.Redis.from_url(processes.broker) as r:
+            return int(r.hget("proj:starts", name) or 0)
+
+    processes.wait(lambda: starts() == 1, "the task to start")
+    celery = processes.procs["celery"]
+    celery.send_signal(signal.SIGKILL)  # mid-run: started, not ended
+    celery.wait()
+    hold.unlink()
+    processes.celery_worker("celery-2", loglevel="info")  # it says when it drops a copy
+
+    def settled() -> bool:
+        return all(g.pending == 0 for g in client.groups() if g.name == "celery")
+
+    processes.wait(settled, "the sender to count the task delivered")
+    claims = Claims(client)
+    if at_most_once:
+        assert claims.state(t.id) == "started"
+        # a redelivery of its message (as a broker's visibility timeout would) is dropped
+        Celery(broker=processes.broker).send_task(
+            "proj.record", args=["held"], kwargs={"hold": None}, task_id=t.id
+        )
+        log = processes.tmp / "celery-2.log"
+        processes.wait(lambda: "this one is dropped" in log.read_text(), "the copy dropped")
+        assert (starts(), processes.runs().get(name)) == (1, None), processes.logs()
+    else:
+        processes.wait(lambda: processes.runs().get(name) == 1, "the task sent again to end")
+        assert starts() == 2 and claims.state(t.id) == "done", processes.logs()
+    assert client.dead_letters("celery") == []
 
 
 @pytest.mark.slow
