@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from timer import TimerClient
+
 ROOT = Path(__file__).resolve().parents[2]
 FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.S | re.M)
 CLAIM = re.compile(r"<!-- example: (.+?) -->\s*$")
@@ -91,4 +93,7 @@ def run_python(page: Path, scope: dict[str, object] | None = None) -> int:
         code = compile(block.code, block.where, "exec")
         exec(code, scope)  # the docs' own examples, run as a reader would
         ran += 1
+    for value in scope.values():  # a page's clients end with the reader's process; here
+        if isinstance(value, TimerClient):  # the next test's garbage collection would
+            value.close()  # report their sockets (ResourceWarning, an error)
     return ran
