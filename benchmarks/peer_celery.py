@@ -27,8 +27,10 @@ def make_app(
     the sender sends again a task not started 5 s after it was sent."""
     if confirm:
         app = Celery("tickwheel-bench", broker=url, task_cls="timer.celery:ConfirmedTask")
+        once = os.environ.get("PEER_CELERY_AT_MOST_ONCE") == "1"  # a start is final
         app.conf.update(tickwheel_url=url, tickwheel_namespace="celery",
-                        tickwheel_delivery_timeout_s=5.0, tickwheel_claim_lease_s=5.0)  # fmt: skip
+                        tickwheel_delivery_timeout_s=5.0, tickwheel_claim_lease_s=5.0,
+                        tickwheel_at_most_once=once)  # fmt: skip
     else:
         app = Celery("tickwheel-bench", broker=url)
     app.conf.update(

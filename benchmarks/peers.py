@@ -251,7 +251,17 @@ class CeleryOnTickwheelPeer(CeleryPeer):
         )
         return spawn(["/bin/sh", "-c", script], self.url, self.logs / f"{self.name}-{tag}.log",
                      {"PEER_CELERY_VT": str(vt), "PEER_CELERY_ACKS_LATE": "1",
-                      "PEER_CELERY_CONFIRM": "1"})  # fmt: skip
+                      "PEER_CELERY_CONFIRM": "1", **self.env})  # fmt: skip
+
+    env: dict[str, str] = {}  # noqa: RUF012 - more of the Celery app's settings
+
+
+class CeleryOnTickwheelAtMostOncePeer(CeleryOnTickwheelPeer):
+    """The same, with ``tickwheel_at_most_once``: a task's start is final, so a task whose
+    Celery worker was killed mid-run is never run again (not twice; lost instead)."""
+
+    name = "celery-on-tickwheel-at-most-once"
+    env = {"PEER_CELERY_AT_MOST_ONCE": "1"}  # noqa: RUF012
 
 
 class TickwheelPeer(Peer):
@@ -293,6 +303,7 @@ PEERS: dict[str, type[Peer]] = {
     "tickwheel": TickwheelPeer, "arq": ArqPeer, "arq-poll-50ms": ArqTunedPeer, "rq": RQPeer,
     "celery": CeleryPeer, "celery-vt-15s": CeleryTunedPeer, "celery-vt-5s": CeleryShortTimeoutPeer,
     "celery-on-tickwheel": CeleryOnTickwheelPeer,
+    "celery-on-tickwheel-at-most-once": CeleryOnTickwheelAtMostOncePeer,
 }  # fmt: skip
 
 

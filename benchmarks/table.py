@@ -299,6 +299,18 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
             "—",
         ),
         (
+            "The same with `tickwheel_at_most_once` (a task's start is final): the kill in "
+            "every run",
+            f"{f.n(peers + '.celery-on-tickwheel-at-most-once.kill9_repeated.runs')} runs: lost "
+            f"{f.n(peers + '.celery-on-tickwheel-at-most-once.kill9_repeated.lost')}, run twice "
+            f"{f.n(peers + '.celery-on-tickwheel-at-most-once.kill9_repeated.twice')} (clean "
+            f"{f.n(peers + '.celery-on-tickwheel-at-most-once.kill9_repeated.clean')})",
+            "at least once (the row above): lost "
+            f"{f.n(peers + '.celery-on-tickwheel.kill9_repeated.lost')}, run twice "
+            f"{f.n(peers + '.celery-on-tickwheel.kill9_repeated.twice')}",
+            "—",
+        ),
+        (
             f"Celery beat: an entry every second for {f.n('peer_cron.seconds')} s; two beats "
             "on `timer.celery.Scheduler`, one killed halfway",
             f"missed {f.n('peer_cron.peers.celery-beat-on-tickwheel.missed')}, sent twice "
