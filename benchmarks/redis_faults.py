@@ -1,6 +1,7 @@
 """Faults of Redis itself, per durability: acknowledged timers lost at a power cut (the
 unsynced data really lost: tests/faults/diskshim.c), and lost or decided twice when a
-master is partitioned from its replicas and Sentinels while clients still reach it.
+master is partitioned from its replicas and Sentinels (or, on a Cluster, from its replica
+and the cluster bus) while clients still reach it.
 
     python -m benchmarks.redis_faults [--quick] [--server BINARY]
 
@@ -16,15 +17,18 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 import redis
 
 from tests.faults import FaultyDisk, build_shim
+from tests.faults.cluster_split import cluster_split_set
 from tests.faults.partition import Proxy
-from tests.faults.split import run_split, split_set
+from tests.faults.split import Splittable, run_split, split_set
 from timer import ConfigError, TimerClient, TimerError
+from timer.durable.models import DurabilityWarning
 from timer.testing import RedisServer, find_server_binary
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,6 +41,8 @@ SPLIT: list[tuple[str, tuple[str, ...]]] = [
     ("replicas:1", ()),
     ("replicas:1", ("--min-replicas-to-write", "1", "--min-replicas-max-lag", "2")),
 ]
+# durability in a partition of a Cluster's master
+CLUSTER_SPLIT = ["none", "replicas:1"]
 
 
 def power_cut(
@@ -134,24 +140,36 @@ def _batches(c: TimerClient, prefix: str, n: int) -> list[str]:
 
 def split(base: Path, binary: Path, durability: str, extra: tuple[str, ...]) -> dict[str, Any]:
     with split_set(base, binary=binary, extra=extra) as s:
-        ns = "split"
-        with TimerClient.from_url(s.url, ns, durability=durability) as c:
-            c.init(shards=4)
-        log = (base / "worker.log").open("wb")
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "worker", "--redis-url", s.url, "--namespace", ns,
-             "--lease-ms", "2000", "--durability", durability],
-            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ},
-        )  # fmt: skip
-        log.close()
-        try:
-            result, _ = run_split(s, ns, durability)
-        finally:
-            worker.terminate()
-            worker.wait(20)
-    figures = result.figures()
+        figures = _split_run(s, base, durability, shards=4)
     figures["master_options"] = " ".join(extra) or None
     return figures
+
+
+def cluster_split(base: Path, binary: Path, durability: str) -> dict[str, Any]:
+    with cluster_split_set(base, binary=binary) as s:
+        return _split_run(s, base, durability, shards=12)
+
+
+def _split_run(s: Splittable, base: Path, durability: str, *, shards: int) -> dict[str, Any]:
+    """One split with a worker process on the set's URL: the run's figures."""
+    ns = "split"
+    with warnings.catch_warnings():  # `none` beside replicas is the point of the run
+        warnings.simplefilter("ignore", DurabilityWarning)
+        with TimerClient.from_url(s.url, ns, durability=durability) as c:
+            c.init(shards=shards)
+    log = (base / "worker.log").open("wb")
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "worker", "--redis-url", s.url, "--namespace", ns,
+         "--lease-ms", "2000", "--durability", durability],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ},
+    )  # fmt: skip
+    log.close()
+    try:
+        result, _ = run_split(s, ns, durability)
+    finally:
+        worker.terminate()
+        worker.wait(20)
+    return result.figures()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -175,6 +193,11 @@ def main(argv: list[str] | None = None) -> int:
         out["partition"] = [
             split(base / f"s{i}", binary, d, extra)
             for i, (d, extra) in enumerate(SPLIT)
+            if not args.no_partition
+        ]
+        out["cluster_partition"] = [
+            cluster_split(base / f"c{i}", binary, d)
+            for i, d in enumerate(CLUSTER_SPLIT)
             if not args.no_partition
         ]
     print(json.dumps(out, indent=2))

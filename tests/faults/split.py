@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import redis
 
@@ -29,6 +29,21 @@ from timer.testing import RedisServer, SentinelProcess, SentinelSet, wait_sentin
 from .partition import Proxy
 
 SERVICE = "split"
+
+
+class Splittable(Protocol):
+    """What ``run_split`` needs of a set: a URL, a cut and a heal, and two questions."""
+
+    @property
+    def url(self) -> str: ...
+
+    def cut(self) -> None: ...
+
+    def heal(self) -> None: ...
+
+    def promoted(self) -> bool: ...
+
+    def demoted(self) -> bool: ...
 
 
 @dataclass
@@ -155,7 +170,7 @@ class Watcher:
 
 
 def run_split(
-    s: SplitSet, namespace: str, durability: str, *, wait_s: float = 40.0
+    s: Splittable, namespace: str, durability: str, *, wait_s: float = 40.0
 ) -> tuple[SplitResult, set[str]]:
     """Schedule timers before, during and after a cut (a worker of the caller's firing
     them), heal, and count. Returns the result and the ids acknowledged."""
