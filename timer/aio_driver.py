@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import warnings
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 import redis.asyncio as aioredis
@@ -154,7 +154,9 @@ class AsyncDriver:
                         )
                         for node in self.redis.get_primaries()
                     }
-                if step.confirmed and durability.waits and not self.cluster:
+                if step.confirmed and durability.waits:
+                    if self.cluster:
+                        return await self._routed_confirmed(step)
                     return await self._confirmed(step)
                 reply = await getattr(self.redis, step.name)(*step.args, **step.kwargs)
                 return {self.where: reply} if step.every_primary else reply
@@ -216,14 +218,39 @@ class AsyncDriver:
         (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, a node gone) is acted on as
         ``timer.cluster_route`` says, within the retry budget; a node that fails costs
         only its own calls."""
-        loop = asyncio.get_running_loop()
-        route = Routing(
-            [c.keys[0] for c in calls], self._owner, budget_s=self.retry_budget_s, clock=loop.time
+        return await self._routed(
+            [c.keys[0] for c in calls], lambda name, idxs: self._node_pipeline(name, calls, idxs)
         )
+
+    async def _routed_confirmed(self, step: steps.Command) -> Any:
+        """A confirmed command on a cluster: the read and the wait on one connection to
+        its key's master, routed as script calls are (the blocking driver's
+        ``routed_confirmed``)."""
+        assert step.key is not None, "a confirmed command on a cluster names its key"
+        await self.check_aof()
+        replies = await self._routed([step.key], lambda name, _: self._node_confirmed(name, step))
+        return settle_replies(replies, self.where, errors_in_slots=False)[0]
+
+    async def _node_confirmed(self, name: str, step: steps.Command) -> list[Any]:
+        if not name:
+            return [redis.exceptions.ClusterDownError("no master covers the slot")]
+        try:
+            pipe = self._node(name).pipeline(transaction=False)
+            getattr(pipe, step.name)(*step.args, **step.kwargs)
+            pipe.execute_command(*self.durability.command())
+            return settle_wait(self.durability, list(await pipe.execute(raise_on_error=False)))
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            return [exc]
+
+    async def _routed(
+        self, keys: Sequence[str], send: Callable[[str, list[int]], Awaitable[list[Any]]]
+    ) -> list[Any]:
+        """Calls (one per key) through the cluster as ``timer.cluster_route.Routing``
+        says, the nodes' sent together: ``send(node, indexes)`` returns their replies."""
+        loop = asyncio.get_running_loop()
+        route = Routing(keys, self._owner, budget_s=self.retry_budget_s, clock=loop.time)
         while groups := route.groups():
-            parts = await asyncio.gather(
-                *(self._node_pipeline(name, calls, idxs) for name, idxs in groups.items())
-            )
+            parts = await asyncio.gather(*(send(name, idxs) for name, idxs in groups.items()))
             for (name, idxs), part in zip(groups.items(), parts, strict=True):
                 route.record(name, idxs, part)
             if route.refresh and self._refresh.due():

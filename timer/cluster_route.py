@@ -6,7 +6,8 @@ pipeline per master, on that master's own connection (``timer.driver`` and
 ``timer.aio``). A reply on such a connection never reaches redis-py's slot map, so this
 module decides, for every reply, what the cluster client would have done with it, and the
 drivers do it: the routing is here, with no I/O; only the sending differs (blocking or
-awaited).
+awaited). A confirmed read (a group's XREADGROUP, then the durability wait, on one
+connection to its stream's master) is routed the same way.
 
 What a reply means (:func:`verdict`):
 

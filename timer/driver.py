@@ -254,10 +254,8 @@ class SyncDriver:
                 return self.scripts[step.script](keys=step.keys, args=step.args)
             if isinstance(step, steps.Command) and step.every_primary:
                 return self.on_every_primary(step)
-            confirms = self.durability.waits and not self.cluster  # (a cluster's wait
-            # could not follow the read's connection)
-            if isinstance(step, steps.Command) and step.confirmed and confirms:
-                return self.confirmed(step)
+            if isinstance(step, steps.Command) and step.confirmed and self.durability.waits:
+                return self.routed_confirmed(step) if self.cluster else self.confirmed(step)
             if isinstance(step, steps.Command):
                 return getattr(self.redis, step.name)(*step.args, **step.kwargs)
         return settle_replies(self.pipeline(step), self.where, errors_in_slots=step.errors_in_slots)
@@ -336,10 +334,37 @@ class SyncDriver:
         a reply that names a topology change (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, a node
         gone) is acted on as ``timer.cluster_route`` says, within the retry budget.
         A node that fails costs only its own calls: the others' replies are kept."""
-        route = Routing([c.keys[0] for c in calls], self._owner, budget_s=self.retry_budget_s)
+        return self.routed(
+            [c.keys[0] for c in calls], lambda name, idxs: self._node_scripts(name, calls, idxs)
+        )
+
+    def routed_confirmed(self, step: steps.Command) -> Any:
+        """A confirmed command on a cluster (``confirmed``'s read then wait): both on one
+        connection to the master of its key's slot, routed as script calls are."""
+        assert step.key is not None, "a confirmed command on a cluster names its key"
+        self.check_aof()
+        replies = self.routed([step.key], lambda name, _: self._node_confirmed(name, step))
+        return settle_replies(replies, self.where, errors_in_slots=False)[0]
+
+    def _node_confirmed(self, name: str, step: steps.Command) -> list[Any]:
+        conn = self.node(name) if name else None
+        if conn is None:
+            return [redis.exceptions.ClusterDownError(f"no master known for node {name!r}")]
+        try:
+            pipe = conn.pipeline(transaction=False)
+            getattr(pipe, step.name)(*step.args, **step.kwargs)
+            pipe.execute_command(*self.durability.command())
+            return settle_wait(self.durability, list(pipe.execute(raise_on_error=False)))
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            return [exc]
+
+    def routed(self, keys: Sequence[str], send: Callable[[str, list[int]], list[Any]]) -> list[Any]:
+        """Calls (one per key) through the cluster as ``timer.cluster_route.Routing``
+        says: ``send(node, indexes)`` sends a node its calls and returns their replies."""
+        route = Routing(keys, self._owner, budget_s=self.retry_budget_s)
         while groups := route.groups():
             for name, idxs in groups.items():
-                route.record(name, idxs, self._node_scripts(name, calls, idxs))
+                route.record(name, idxs, send(name, idxs))
             if route.refresh:
                 self._refresh_slots()
             pause = route.pause_s()

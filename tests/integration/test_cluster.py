@@ -18,6 +18,7 @@ import redis
 from tests.conftest import wait_for
 from timer import Backoff, Handlers, Limit, Outcome, TimerClient
 from timer.aio import AsyncTimerClient
+from timer.errors import NotDurable
 from timer.testing import (
     CLUSTER_BUS_OFFSET,
     RedisServer,
@@ -409,3 +410,42 @@ def test_a_cluster_node_whose_bus_port_is_taken_starts_on_other_ports(
             assert info["cluster_enabled"] == 1
         finally:
             node.stop()
+
+
+def test_a_confirmed_read_on_a_cluster_master_with_no_replica_is_not_handed_out(
+    cclient: TimerClient,
+) -> None:
+    """A consumer with replicas:1 reads each shard's stream on its master with the wait
+    after it on the same connection (tests/integration/test_confirmed_reads.py, on a
+    Cluster): these masters have no replica, so the read raises NotDurable (sync and
+    asyncio) and the entries stay pending for the group, where a consumer without
+    durability gets them."""
+    ids = [f"a:{{{i}}}" for i in range(8)]
+    for tid in ids:
+        cclient.schedule(tid, 3_600_000)
+        assert cclient.cancel(tid) is True  # an outcome in its shard's stream
+    for group in ("g", "h"):
+        cclient.consumer(group, "c1").ensure()
+    durable = TimerClient.from_url(
+        cclient.where, cclient.namespace, durability="replicas:1", durability_timeout_s=0.05
+    )
+    try:
+        with pytest.raises(NotDurable, match="1 replica"):
+            durable.consumer("g", "c1").read(10, None)
+    finally:
+        durable.close()
+
+    async def read_async() -> None:
+        async with await AsyncTimerClient.connect(
+            cclient.where, cclient.namespace, durability="replicas:1", durability_timeout_s=0.05
+        ) as a:
+            with pytest.raises(NotDurable, match="1 replica"):
+                await a.consumer("h", "c1").poll(10, 0)
+
+    asyncio.run(read_async())
+    plain = cclient.consumer("g", "c2")
+    fresh = {d.outcome.id for d in plain.read(10, None)}
+    assert fresh < set(ids), "the refused read took its stream's entries (pending)"
+    claimed = plain.claim(dict.fromkeys(range(8), "0-0"), count=10, min_idle_ms=0)
+    pending = {d.outcome.id for d in claimed[0]}
+    assert pending and fresh | pending == set(ids)

@@ -173,8 +173,9 @@ def _read_once(
         while True:
             for stream in streams:
                 got = yield steps.Command(
-                    "xreadgroup", (group, consumer, {stream: ">"}), {"count": count}
-                )
+                    "xreadgroup", (group, consumer, {stream: ">"}), {"count": count},
+                    confirmed=True, key=stream,
+                )  # fmt: skip
                 reply.extend(got or [])
             if reply or time.monotonic() >= end:
                 break

@@ -39,7 +39,9 @@ class Command:
     otherwise) and the reply is a ``{node name: reply}`` mapping. With ``confirmed``,
     a client that waits for durability gets the reply only once the server has made
     what it read that durable (the wait after it, on its connection): an outcome read
-    from a master about to be replaced is not handed to a handler (XREADGROUP).
+    from a master about to be replaced is not handed to a handler (XREADGROUP). On a
+    Redis Cluster a confirmed command names its ``key``: the read and the wait go to
+    that key's master, on one connection.
     """
 
     name: str
@@ -47,6 +49,7 @@ class Command:
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     every_primary: bool = False
     confirmed: bool = False
+    key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
