@@ -5,11 +5,14 @@ half finish in time and notify their key (the timeout completes early), some are
 cancelled, the rest hang and expire. Meanwhile one of the worker processes is killed with
 SIGKILL and a new one started. The service reacts to each timeout with a handler run by
 timer.Handlers (one flaky downstream retried, one poison outcome dead-lettered). At the
-end every timer must have exactly one outcome, none decided before its deadline.
+end every timer must have exactly one outcome, none decided before its deadline. With
+``--sentinel`` it runs on a Sentinel set of its own and kills the master too
+(``cli.demo_sentinel``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -19,15 +22,17 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
-from timer import TimerClient
+from timer import TimerClient, TimerError
 
 from . import embedded
 from .app import App, errors, pass_app, require_extra, starts_server
+from .demo_sentinel import DURABILITY, KILL_AT, MasterKill, sentinel_set
 from .durations import DURATION
 from .output import emit, pairs
 
@@ -37,11 +42,13 @@ def log_dir() -> Path:
     return embedded.state_dir() / "demo-logs"
 
 
-def _start_worker(url: str, ns: str, name: str, lease_ms: int) -> subprocess.Popen[bytes]:
+def _start_worker(
+    url: str, ns: str, name: str, lease_ms: int, durability: str
+) -> subprocess.Popen[bytes]:
     logs = log_dir()
     logs.mkdir(parents=True, exist_ok=True)
     args = ["--redis-url", url, "--namespace", ns, "worker", "--lease-ms", f"{lease_ms}ms",
-            "--id", name, "--log-level", "WARNING"]  # fmt: skip
+            "--id", name, "--log-level", "WARNING", "--durability", durability]  # fmt: skip
     with (logs / f"{ns}-{name}.log").open("wb") as log:  # the child keeps its own fd
         return subprocess.Popen(
             [sys.executable, "-m", "cli", *args],
@@ -74,12 +81,26 @@ class Driver(threading.Thread):
             for at, kind, name in self.actions:
                 if self.stop.wait(max(0.0, at - (time.monotonic() - start))):
                     return
+                self._act(kind, name)
+        except BaseException as exc:
+            self.error = exc
+
+    def _act(self, kind: str, name: str, ride_out_s: float = 60.0) -> None:
+        """One notify or cancel, sent again while Redis fails over (both are idempotent:
+        a second notify completes nothing more, a second cancel cancels nothing)."""
+        end = time.monotonic() + ride_out_s
+        while True:
+            try:
                 if kind == "notify":
                     self.done["completed"] += self.c.notify(name)
                 else:
                     self.done["cancelled"] += int(self.c.cancel(name))
-        except BaseException as exc:
-            self.error = exc
+                return
+            except TimerError:
+                if time.monotonic() > end:
+                    raise
+                if self.stop.wait(0.1):  # a failover's pace; the demo may end meanwhile
+                    return
 
 
 @starts_server
@@ -127,6 +148,14 @@ class Driver(threading.Thread):
 @click.option("--spark", "use_spark", is_flag=True,
               help="Register the timeouts from a Spark DataFrame (local[2]; needs the spark "
               "extra and Java 17).")  # fmt: skip
+@click.option(
+    "--sentinel",
+    is_flag=True,
+    help="Run on a Sentinel set of its own (a master, 2 replicas and 3 Sentinels on "
+    "loopback, from the embedded server's binary; removed afterwards) with durability "
+    "replicas:1, and kill -9 its master too, at 60%: the Sentinels promote a replica and "
+    "no timer is lost. Takes no --redis-url.",
+)
 @pass_app
 def demo(
     app: App,
@@ -138,6 +167,7 @@ def demo(
     no_kill: bool,
     seed: int | None,
     use_spark: bool,
+    sentinel: bool,
 ) -> None:
     """Run the main job: job timeouts that survive a worker's kill -9.
 
@@ -150,23 +180,45 @@ def demo(
     """
     if max_delay < min_delay or min_delay < 1000:
         raise click.UsageError("need 1s <= --min-delay <= --max-delay")
-    rng = random.Random(seed)
-    ns = app.namespace if app.namespace != "default" else f"demo-{int(time.time())}"
-    url = app.url
-    with errors():
-        c = TimerClient.from_url(url, ns)
-        c.init(shards=16)
+    if sentinel and app.redis_url:
+        raise click.UsageError(
+            "--sentinel starts its own Sentinel set: drop --redis-url (and TICKWHEEL_REDIS_URL)"
+        )
 
     def say(msg: str) -> None:
         if not app.json:
             click.echo(msg, err=True)
 
-    say(f"Namespace {ns!r} at {app.safe_url}; starting {n_workers} workers (lease {lease_ms} ms)")
-    procs = {f"w{i}": _start_worker(url, ns, f"w{i}", lease_ms) for i in range(n_workers)}
+    with contextlib.ExitStack() as stack:
+        master_kill = None
+        if sentinel:
+            with errors():
+                s = stack.enter_context(sentinel_set(say))
+            master_kill = MasterKill(s)
+        _demo(app, s.url if sentinel else app.url, timers, n_workers, min_delay, max_delay,
+              lease_ms, no_kill, seed, use_spark, master_kill, say)  # fmt: skip
+
+
+def _demo(
+    app: App, url: str, timers: int, n_workers: int, min_delay: int, max_delay: int,
+    lease_ms: int, no_kill: bool, seed: int | None, use_spark: bool,
+    master_kill: MasterKill | None, say: Callable[[str], None],
+) -> None:  # fmt: skip
+    rng = random.Random(seed)
+    ns = app.namespace if app.namespace != "default" else f"demo-{int(time.time())}"
+    durability = DURABILITY if master_kill is not None else "none"
+    with errors():
+        c = TimerClient.from_url(url, ns, durability=durability)
+        c.init(shards=16)
+    where = "the demo's Sentinel set" if master_kill is not None else app.safe_url
+    say(f"Namespace {ns!r} at {where}; starting {n_workers} workers (lease {lease_ms} ms)")
+    procs = {
+        f"w{i}": _start_worker(url, ns, f"w{i}", lease_ms, durability) for i in range(n_workers)
+    }
     try:
         summary = _run(
             app, c, ns, url, procs, timers, min_delay, max_delay, lease_ms, no_kill, rng, say,
-            use_spark,
+            use_spark, durability, master_kill,
         )  # fmt: skip
     finally:
         for p in procs.values():
@@ -205,11 +257,13 @@ def _run(
     rng: random.Random,
     say: Any,
     use_spark: bool = False,
+    durability: str = "none",
+    master_kill: MasterKill | None = None,
 ) -> dict[str, Any]:
     jobs, actions, acted = _plan(n, min_delay, max_delay, rng)
     # The reaction starts first: its process is up and reading before any timer is due.
     hanging = [j["id"] for j in jobs if j["id"] not in acted]
-    reaction = Reaction(url, c, poison=hanging[0] if hanging else "")
+    reaction = Reaction(url, c, poison=hanging[0] if hanging else "", durability=durability)
     reaction.start()
     try:
         reaction.wait_ready()
@@ -223,13 +277,21 @@ def _run(
         ) as bar:
             shown = 0
             while True:
-                done = c.outcomes_total()
-                bar.update(done - shown)
-                shown = done
-                if done >= n:
-                    break
-                if not no_kill:
-                    kill.step(c, procs, done >= 0.4 * n, url=url, ns=ns, lease_ms=lease_ms)
+                if master_kill is not None:
+                    master_kill.step(shown >= KILL_AT * n)
+                try:  # (a failover answers StoreError for a moment: asked again next round)
+                    done = c.outcomes_total()
+                    bar.update(done - shown)
+                    shown = done
+                    if done >= n:
+                        break
+                    if not no_kill:
+                        kill.step(
+                            c, procs, done >= 0.4 * n, url=url, ns=ns, lease_ms=lease_ms,
+                            durability=durability,
+                        )  # fmt: skip
+                except TimerError:
+                    pass
                 if time.monotonic() > deadline:
                     break  # the summary will show what is missing
                 time.sleep(0.1)
@@ -245,9 +307,17 @@ def _run(
             f"Killed worker {kill.victim} (SIGKILL) at 40% with shards {kill.shards}; "
             f"started {kill.victim}-new"
         )
+    if master_kill is not None and master_kill.killed is not None:
+        promoted = (
+            f"the Sentinels promoted {master_kill.new} after {master_kill.promoted_ms} ms"
+            if master_kill.promoted_ms is not None
+            else "no new master was seen"
+        )
+        say(f"Killed the Redis master {master_kill.old} (SIGKILL) at 60%; {promoted}")
     return {
         **_summarise(c, jobs, kill.at, kill.untaken_at, kill.shards, lease_ms),
         **reaction.summary(),
+        **(master_kill.summary() if master_kill is not None else {}),
     }
 
 
@@ -310,7 +380,7 @@ class _Kill:
 
     def step(
         self, c: TimerClient, procs: dict[str, Any], due: bool, *, url: str, ns: str,
-        lease_ms: int,
+        lease_ms: int, durability: str,
     ) -> None:  # fmt: skip
         if self.at is None and due:
             victim = self.victim = sorted(procs)[0]
@@ -318,7 +388,7 @@ class _Kill:
             self.at = c.server_time_ms()
             procs[victim].send_signal(signal.SIGKILL)
             procs[victim].wait()
-            procs[f"{victim}-new"] = _start_worker(url, ns, f"{victim}-new", lease_ms)
+            procs[f"{victim}-new"] = _start_worker(url, ns, f"{victim}-new", lease_ms, durability)
         elif self.at is not None and not self.taken_over:
             now, leaders = c.server_time_ms(), c.leaders()
             if all(leaders[s] in (None, self.victim) for s in self.shards):
@@ -333,8 +403,8 @@ class Reaction:
 
     GROUP = "demo-handlers"
 
-    def __init__(self, url: str, c: TimerClient, poison: str) -> None:
-        self.url, self.c = url, c
+    def __init__(self, url: str, c: TimerClient, poison: str, durability: str = "none") -> None:
+        self.url, self.c, self.durability = url, c, durability
         logs = log_dir()
         logs.mkdir(parents=True, exist_ok=True)
         self.starts = logs / f"{c.namespace}-handler-starts.log"
@@ -351,7 +421,7 @@ class Reaction:
         args = ["--redis-url", self.url, "--namespace", self.c.namespace, "--json", "handle",
                 "cli.demo_handlers:on_timeout", "--group", self.GROUP, "--consumer", "demo-h1",
                 "--max-attempts", "3", "--backoff", "200ms", "--max-backoff", "1s",
-                "--log-level", "WARNING"]  # fmt: skip
+                "--log-level", "WARNING", "--durability", self.durability]  # fmt: skip
         with self.out.open("wb") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "cli", *args],

@@ -267,6 +267,30 @@ def test_demo_reduced_size_end_to_end(tw: Run) -> None:
     assert summary["handler_start_p50_ms"] is not None
 
 
+def test_demo_on_a_sentinel_set_loses_nothing_when_its_master_is_killed(tw: Run) -> None:
+    """`demo --sentinel`: its own master, 2 replicas and 3 Sentinels, durability
+    replicas:1; a worker and then the master killed with SIGKILL, a replica promoted by
+    the Sentinels, and still every timer once, none early, every expiry handled."""
+    result = tw("--namespace", "demo-sentinel", "--json", "demo", "--sentinel",
+                "--timers", "600", "--min-delay", "1s", "--max-delay", "6s",
+                "--lease", "1000ms", "--seed", "5", base=False)  # fmt: skip
+    summary = json.loads(result.stdout)
+    assert summary["redis_master_killed"] is True, summary
+    assert summary["redis_failover_ms"] is not None, summary  # the Sentinels named another
+    assert summary["ok"] is True, summary
+    assert summary["lost"] == summary["duplicates"] == summary["early"] == 0
+    assert summary["expired"] + summary["completed"] + summary["cancelled"] == 600
+    assert summary["handled"] + summary["dead_letters"] == summary["expired"], summary
+
+    assert embedded.state_dir().is_dir()  # where the set lived
+    assert not list(embedded.state_dir().glob("demo-sentinel-*")), "the set's data was left"
+
+
+def test_demo_sentinel_takes_no_redis_url(tw: Run) -> None:
+    result = tw("demo", "--sentinel", expect=2)
+    assert "--sentinel starts its own Sentinel set: drop --redis-url" in result.output
+
+
 @pytest.mark.parametrize(
     ("running_before", "demo_args"), [(False, ""), (True, ""), (False, "--help")]
 )
