@@ -9,6 +9,8 @@ from typing import Any
 
 import msgpack
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from timer import DuplicateTimer, Fenced, InvalidInput
 from timer.durable import codec, ops, shard_ops, steps
@@ -336,3 +338,42 @@ def test_records_decode_with_their_defaults() -> None:
     for old in ({"d": 5, "p": b"\x01", "c": 2}, {"o": "expired", "d": 5, "t": 9, "p": b""}):
         with pytest.raises(ValueError, match="msgpack array"):
             (decode_pending if "t" not in old else decode_result)(msgpack.packb(old))
+
+
+_scalar = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(), st.text(), st.binary(),
+    st.lists(st.integers(), max_size=2),
+)  # fmt: skip
+
+
+@given(st.dictionaries(st.one_of(st.text(), st.integers(), st.tuples(st.integers())), _scalar))
+def test_a_flat_payloads_shortcut_agrees_with_the_full_check(payload: dict[Any, Any]) -> None:
+    """encode_payload skips the tree walk and the read-back for a map of text keys to
+    non-float scalars; for any map it must refuse and accept what the full check does."""
+    try:
+        full: bytes | str = msgpack.packb(payload, use_bin_type=True)
+        codec._check_tree(payload)
+        codec.decode_payload(full)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError, InvalidInput) as exc:
+        full = type(exc).__name__
+    try:
+        got: bytes | str = codec.encode_payload(payload)
+    except InvalidInput:
+        got = "refused"
+    if isinstance(full, bytes):
+        assert got == full
+    else:
+        assert got == "refused", (payload, full)
+
+
+def test_the_common_payloads_take_the_shortcut() -> None:
+    """A map of text keys to non-float scalars is packed and not walked; the rest is."""
+    assert codec._flat({"job": 42, "name": "x", "raw": b"\x00", "ok": True, "none": None})
+    assert codec._flat({})
+    walked: list[object] = [{"f": 1.5}, {1: "a"}, {"l": [1]}, {"d": {}}, [1], {"s": _Str("x")}]
+    for payload in walked:
+        assert not codec._flat(payload), payload
+
+
+class _Str(str):
+    pass

@@ -45,6 +45,8 @@ def encode_payload(payload: object, max_bytes: int = DEFAULT_MAX_PAYLOAD) -> byt
         if isinstance(payload, float) and not math.isfinite(payload):
             raise InvalidInput(_NOT_FINITE)
         return data
+    if _flat(payload):  # the common payload ({"job": 42}): nothing a reader could fail on
+        return data
     _check_tree(payload)
     try:
         decode_payload(data)
@@ -63,6 +65,21 @@ _NOT_FINITE = (
     "payload floats must be finite: NaN and Infinity have no JSON form, so the HTTP API, "
     "webhooks and --json could not show the timer (send null or a string instead)"
 )
+
+
+_FLAT_VALUES = frozenset({str, bytes, int, bool, type(None)})
+_TEXT_TYPE = frozenset({str})
+
+
+def _flat(payload: object) -> bool:
+    """A map of text keys to scalars other than floats: one level, keys a reader takes
+    (so neither the tree walk nor the read-back can refuse it). Exact types only: a
+    subclass may pack as something else."""
+    return (
+        type(payload) is dict
+        and _TEXT_TYPE.issuperset(map(type, payload))
+        and _FLAT_VALUES.issuperset(map(type, payload.values()))
+    )
 
 
 def _check_tree(payload: object) -> None:
