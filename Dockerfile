@@ -3,6 +3,8 @@ FROM python:3.11-slim
 WORKDIR /app
 # Every package pyproject.toml lists, and setup.py (the engine's optional C core: this
 # image has no C compiler, so it installs the Python one; a test builds from these copies).
+# worker/ and cli/ are what timer/worker and timer/cli link to: installed as timer.worker
+# and timer.cli, the one top-level name.
 COPY pyproject.toml setup.py README.md ./
 COPY timer ./timer
 COPY worker ./worker

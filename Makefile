@@ -36,7 +36,7 @@ venv: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy timer worker benchmarks cli examples tests docs/_hooks/site.py
+	$(BIN)/mypy timer benchmarks examples tests docs/_hooks/site.py
 
 test: lint
 	$(call pytest_part,-n $(JOBS),not ($(SERIAL)))

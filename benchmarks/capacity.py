@@ -46,7 +46,7 @@ import redis
 
 from timer import Handlers, TimerClient
 from timer.testing import RedisServer, find_server_binary
-from worker.settings import WorkerSettings
+from timer.worker.settings import WorkerSettings
 
 WEEK_MS = 7 * 24 * 3600 * 1000
 RESULT_TTL_S = WorkerSettings.result_ttl_ms // 1000  # the defaults workers and clients use

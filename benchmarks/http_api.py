@@ -50,7 +50,7 @@ SECRET = "benchmark-webhook-secret"
 
 
 def serve(url: str, port: int, logs: Path, workers: int = 1) -> subprocess.Popen[bytes]:
-    proc = spawn([sys.executable, "-m", "cli", "--redis-url", url, "--namespace", NS, "serve",
+    proc = spawn([sys.executable, "-m", "timer.cli", "--redis-url", url, "--namespace", NS, "serve",
                   "--no-auth", "--port", str(port), "--workers", str(workers)], url,
                  logs / f"serve-{workers}.log")  # fmt: skip
     deadline = time.monotonic() + 30
@@ -247,7 +247,7 @@ class Receiver:
 
 def webhooks(c: TimerClient, url: str, logs: Path, n: int, seconds: int) -> dict[str, Any]:
     rx = Receiver()
-    base = [sys.executable, "-m", "cli", "--redis-url", url, "--namespace", NS]
+    base = [sys.executable, "-m", "timer.cli", "--redis-url", url, "--namespace", NS]
     worker = spawn(
         [*base, "worker", "--lease", "2s", "--id", "hw", "--log-level", "WARNING"],
         url,

@@ -200,7 +200,7 @@ def start_runner(  # noqa: PLR0917 - a runner's place and its options, as the ph
 ) -> subprocess.Popen[bytes]:
     """A ``tickwheel handle limits_handlers:handle`` process, its log lines in ``logs``."""
     return subprocess.Popen(
-        [sys.executable, "-m", "cli", "--redis-url", url, "--namespace", ns, "handle",
+        [sys.executable, "-m", "timer.cli", "--redis-url", url, "--namespace", ns, "handle",
          "limits_handlers:handle", "--consumer", name, *options],
         cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp}", "LIMIT_LOG": str(logs)},

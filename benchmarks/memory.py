@@ -37,7 +37,7 @@ def rss_mb(pid: int) -> float:
 
 def worker_rss(c: TimerClient, url: str, ns: str) -> float:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "worker", "--redis-url", url, "--namespace", ns,
+        [sys.executable, "-m", "timer.worker", "--redis-url", url, "--namespace", ns,
          "--log-level", "WARNING"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip

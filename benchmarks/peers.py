@@ -241,9 +241,9 @@ class CeleryOnTickwheelPeer(CeleryPeer):
     def worker(self, tag: str) -> subprocess.Popen[bytes]:
         py, vt = sys.executable, self.visibility_timeout_s
         script = (
-            f"{py} -m worker --redis-url {self.url} --namespace celery --lease-ms 2000 "
+            f"{py} -m timer.worker --redis-url {self.url} --namespace celery --lease-ms 2000 "
             f"--id tw-{tag}-{time.time_ns()} --log-level WARNING & "
-            f"{py} -m cli --redis-url {self.url} --namespace celery handle "
+            f"{py} -m timer.cli --redis-url {self.url} --namespace celery handle "
             f"benchmarks.peer_celery:handlers --consumer send-{tag}-{time.time_ns()} "
             f"--reclaim-idle 2s & "
             f"{BIN / 'celery'} -A benchmarks.peer_celery worker -Q bench "
@@ -282,7 +282,7 @@ class TickwheelPeer(Peer):
             self.c.schedule_many(chunk)
 
     def worker(self, tag: str) -> subprocess.Popen[bytes]:
-        return spawn([sys.executable, "-m", "worker", "--redis-url", self.url, "--namespace",
+        return spawn([sys.executable, "-m", "timer.worker", "--redis-url", self.url, "--namespace",
                       "peers", "--lease-ms", "2000", "--id", f"tw-{tag}-{time.time_ns()}",
                       "--log-level", "WARNING"], self.url, self.logs / f"tw-{tag}.log")  # fmt: skip
 

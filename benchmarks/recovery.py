@@ -15,7 +15,7 @@ from pathlib import Path
 
 from timer import TimerClient
 from timer.testing import RedisServer, find_server_binary
-from worker import Worker, WorkerSettings
+from timer.worker import Worker, WorkerSettings
 
 
 def main(argv: list[str] | None = None) -> int:

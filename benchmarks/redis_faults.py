@@ -159,7 +159,7 @@ def _split_run(s: Splittable, base: Path, durability: str, *, shards: int) -> di
             c.init(shards=shards)
     log = (base / "worker.log").open("wb")
     worker = subprocess.Popen(
-        [sys.executable, "-m", "worker", "--redis-url", s.url, "--namespace", ns,
+        [sys.executable, "-m", "timer.worker", "--redis-url", s.url, "--namespace", ns,
          "--lease-ms", "2000", "--durability", durability],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ},
     )  # fmt: skip

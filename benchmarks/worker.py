@@ -1,6 +1,6 @@
 """Worker benchmarks: failover, takeover under repeated kills, lateness, a burst.
 
-Real worker processes (``python -m worker``) on a private server; all figures come from
+Real worker processes (``python -m timer.worker``) on a private server; all figures come from
 the outcome streams (decided and deadline are both Redis time), so no client clock is
 involved. Prints one JSON document.
 
@@ -33,12 +33,15 @@ ROOT = Path(__file__).resolve().parents[1]
 def start_worker(
     url: str, ns: str, name: str, lease_ms: int, logs: Path
 ) -> subprocess.Popen[bytes]:
+    args = ["--redis-url", url, "--namespace", ns, "--id", name, "--lease-ms", str(lease_ms)]
+    args += ["--log-level", "WARNING"]
     with (logs / f"{name}.log").open("wb") as log:  # the child keeps its own fd
         return subprocess.Popen(
-            [sys.executable, "-m", "worker", "--redis-url", url, "--namespace", ns, "--id", name,
-             "--lease-ms", str(lease_ms), "--log-level", "WARNING"],
-            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [sys.executable, "-m", "timer.worker", *args],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
 
 
 def wait_decided(c: TimerClient, n: int, timeout_s: float) -> None:

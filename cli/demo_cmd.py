@@ -7,7 +7,7 @@ SIGKILL and a new one started. The service reacts to each timeout with a handler
 timer.Handlers (one flaky downstream retried, one poison outcome dead-lettered). At the
 end every timer must have exactly one outcome, none decided before its deadline. With
 ``--sentinel`` it runs on a Sentinel set of its own and kills the master too
-(``cli.demo_sentinel``).
+(``timer.cli.demo_sentinel``).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def _start_worker(
             "--id", name, "--log-level", "WARNING", "--durability", durability]  # fmt: skip
     with (logs / f"{ns}-{name}.log").open("wb") as log:  # the child keeps its own fd
         return subprocess.Popen(
-            [sys.executable, "-m", "cli", *args],
+            [sys.executable, "-m", "timer.cli", *args],
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -399,7 +399,7 @@ class _Kill:
 
 class Reaction:
     """The service's reaction to each timeout: ``tickwheel handle`` in its own process,
-    running ``cli.demo_handlers:on_timeout`` (one flaky downstream, one poison job)."""
+    running ``timer.cli.demo_handlers:on_timeout`` (one flaky downstream, one poison job)."""
 
     GROUP = "demo-handlers"
 
@@ -418,13 +418,13 @@ class Reaction:
         self.figures: dict[str, Any] = {}
 
     def start(self) -> None:
-        args = ["--redis-url", self.url, "--namespace", self.c.namespace, "--json", "handle",
-                "cli.demo_handlers:on_timeout", "--group", self.GROUP, "--consumer", "demo-h1",
-                "--max-attempts", "3", "--backoff", "200ms", "--max-backoff", "1s",
-                "--log-level", "WARNING", "--durability", self.durability]  # fmt: skip
+        args = ["--redis-url", self.url, "--namespace", self.c.namespace, "--json", "handle"]
+        args += ["timer.cli.demo_handlers:on_timeout", "--group", self.GROUP]
+        args += ["--consumer", "demo-h1", "--max-attempts", "3", "--backoff", "200ms"]
+        args += ["--max-backoff", "1s", "--log-level", "WARNING", "--durability", self.durability]
         with self.out.open("wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "cli", *args],
+                [sys.executable, "-m", "timer.cli", *args],
                 stdout=out,
                 stderr=subprocess.DEVNULL,
                 env=self.env,

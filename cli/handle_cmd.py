@@ -311,7 +311,7 @@ def _announce(
     """Serve the metrics (if asked), and say on stderr what this consumer handles."""
     where = ""
     if metrics_port is not None:
-        from worker.metrics import serve_handler_metrics  # noqa: PLC0415 - the metrics extra
+        from timer.worker.metrics import serve_handler_metrics  # noqa: PLC0415 - the metrics extra
 
         serve(
             lambda: serve_handler_metrics(handlers, client, metrics_port, metrics_host),

@@ -1,4 +1,4 @@
-"""Entry point of the ``tickwheel`` console script (also ``python -m cli``)."""
+"""Entry point of the ``tickwheel`` console script (also ``python -m timer.cli``)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ import click
 
 from timer import ConfigError, TimerClient, TimerError
 from timer.durable.models import Durability
-from worker.logs import connect_with_retry
+from timer.worker.logs import connect_with_retry
 
 from .app import App, errors
 

@@ -8,8 +8,8 @@ import logging
 import click
 
 from timer.errors import StoreError
-from worker import Worker, WorkerSettings
-from worker.settings import default_worker_id
+from timer.worker import Worker, WorkerSettings
+from timer.worker.settings import default_worker_id
 
 from .app import App, errors, pass_app, require_extra, starts_server
 from .durations import DURATION, MILLIS
@@ -132,7 +132,7 @@ def worker(
         client.meta  # noqa: B018 - a namespace never initialised fails before "ready"
     w = Worker(client, settings)
     if metrics_port is not None:
-        from worker.metrics import serve_metrics  # noqa: PLC0415 - the metrics extra
+        from timer.worker.metrics import serve_metrics  # noqa: PLC0415 - the metrics extra
 
         serve(lambda: serve_metrics(w, metrics_port, metrics_host), metrics_host, metrics_port)
 

@@ -33,15 +33,15 @@ except ImportError:  # the one thing a newcomer is likely to miss
 
 from timer import TimerClient
 from timer import spark as tws
-from worker import Worker, WorkerSettings
+from timer.worker import Worker, WorkerSettings
 
 
 def default_url() -> str:
-    """$TICKWHEEL_REDIS_URL, else the user's embedded server (see cli.embedded), started
+    """$TICKWHEEL_REDIS_URL, else the user's embedded server (see timer.cli.embedded), started
     if it is not running."""
     if os.environ.get("TICKWHEEL_REDIS_URL"):
         return os.environ["TICKWHEEL_REDIS_URL"]
-    from cli import embedded  # noqa: PLC0415 - only when no URL is given
+    from timer.cli import embedded  # noqa: PLC0415 - only when no URL is given
 
     state, _ = embedded.start()
     return state.url

@@ -1,4 +1,4 @@
-"""``python -m worker``: run one worker process until SIGTERM/SIGINT.
+"""``python -m timer.worker``: run one worker process until SIGTERM/SIGINT.
 
 The ``tickwheel worker`` command is the friendly face of the same loop; this entry point
 needs nothing but the library, so tests can start real worker processes with it.
@@ -18,7 +18,7 @@ from .worker import Worker
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m worker", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m timer.worker", description=__doc__.splitlines()[0])
     p.add_argument("--redis-url", required=True)
     p.add_argument("--namespace", default="default")
     p.add_argument("--id", default=None, help="worker id (default host-pid-random)")

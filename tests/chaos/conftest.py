@@ -1,4 +1,5 @@
-"""Real worker processes (``python -m worker``) for the chaos tier: kill -9, SIGSTOP, SIGCONT."""
+"""Real worker processes (``python -m timer.worker``) for the chaos tier: kill -9,
+SIGSTOP, SIGCONT."""
 
 from __future__ import annotations
 
@@ -49,14 +50,14 @@ class Workers:
     ):
         self.url, self.namespace, self.logs = url, namespace, logs
         self.lease_ms, self.horizon_ms = lease_ms, horizon_ms
-        self.extra = extra  # more options of python -m worker (--durability …)
+        self.extra = extra  # more options of python -m timer.worker (--durability …)
         self.all: list[WorkerProcess] = []
 
     def start(self, name: str) -> WorkerProcess:
         log = self.logs / f"{name}.log"
         handle = log.open("wb")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "worker", "--redis-url", self.url,
+            [sys.executable, "-m", "timer.worker", "--redis-url", self.url,
              "--namespace", self.namespace, "--id", name,
              "--lease-ms", str(self.lease_ms), "--horizon-ms", str(self.horizon_ms),
              *self.extra],

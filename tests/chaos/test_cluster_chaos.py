@@ -1,7 +1,7 @@
 """Chaos on a real Redis Cluster: its own operations are faults like kill -9.
 
 A 3-master + 3-replica cluster on loopback (``cluster-node-timeout`` 2 s, AOF on every
-node), 16 shards, three ``python -m worker`` processes (2 s leases), a sync client and an
+node), 16 shards, three ``python -m timer.worker`` processes (2 s leases), a sync client and an
 asyncio client scheduling, cancelling and notifying throughout (``durability=replicas:1``:
 an acknowledged write is on a replica too), ``tickwheel serve`` taking timers over HTTP,
 and a handler runner handling every outcome through a consumer group. Each test does one
@@ -103,7 +103,7 @@ class Traffic:
     def __enter__(self) -> Traffic:
         with self.serve_log.open("wb") as log:
             self.serve = subprocess.Popen(
-                [sys.executable, "-m", "cli", "--redis-url", self.url, "--namespace",
+                [sys.executable, "-m", "timer.cli", "--redis-url", self.url, "--namespace",
                  self.namespace, "serve", "--no-auth", "--port", str(self.serve_port)],
                 stdout=log, stderr=log)  # fmt: skip
         wait_for(lambda: self._post("/healthz", None) == 200, 30, "tickwheel serve to answer")

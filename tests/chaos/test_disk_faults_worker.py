@@ -17,8 +17,8 @@ from tests.conftest import wait_for
 from tests.faults import FaultyDisk, build_shim
 from timer import TimerClient
 from timer.testing import free_port
-from worker import Worker, WorkerSettings
-from worker.metrics import serve_metrics
+from timer.worker import Worker, WorkerSettings
+from timer.worker.metrics import serve_metrics
 
 pytestmark = [pytest.mark.redis, pytest.mark.chaos]
 

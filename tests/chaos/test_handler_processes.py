@@ -60,7 +60,7 @@ class Consumers:
             hold_file.touch()
         out = (self.tmp / f"{consumer}-{len(self.procs)}.out").open("wb")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cli", "--redis-url", self.url, "--namespace",
+            [sys.executable, "-m", "timer.cli", "--redis-url", self.url, "--namespace",
              self.namespace, "handle", "chaos_handlers:handle", "--on", "cancelled",
              "--consumer", consumer, *args],
             cwd=self.tmp, stdout=out, stderr=subprocess.STDOUT,
@@ -256,7 +256,7 @@ def test_a_per_key_limit_holds_across_three_runners_and_a_kill_9(
     for name in ("a", "b", "c"):
         out = (c.tmp / f"{name}.out").open("wb")
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "cli", "--redis-url", c.url, "--namespace", c.namespace,
+            [sys.executable, "-m", "timer.cli", "--redis-url", c.url, "--namespace", c.namespace,
              "handle", "limited_handlers:handle", "--on", "cancelled", "--consumer", name,
              "--concurrency", "4", "--reclaim-idle", "1s", "--limit", "payload.tenant=2",
              "--timeout", "0.3s", "--backoff", "50ms"],

@@ -198,7 +198,7 @@ def test_the_cli_reaches_a_sentinel_set(
 
     def tw(args: list[str]) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "cli", *args],
+            [sys.executable, "-m", "timer.cli", *args],
             capture_output=True, text=True, timeout=60, check=False, env=env,
         )  # fmt: skip
 
@@ -209,7 +209,10 @@ def test_the_cli_reaches_a_sentinel_set(
     worker_args = shlex.split(lines[2])[1:]
     log = (tmp_path / "w.log").open("wb")
     worker = subprocess.Popen(
-        [sys.executable, "-m", "cli", *worker_args], env=env, stdout=log, stderr=subprocess.STDOUT
+        [sys.executable, "-m", "timer.cli", *worker_args],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     log.close()
     try:

@@ -14,8 +14,8 @@ import pytest
 from tests.conftest import wait_for
 from timer import TimerClient
 from timer.testing import RedisServer, free_port
-from worker import Worker, WorkerSettings
-from worker.metrics import serve_metrics
+from timer.worker import Worker, WorkerSettings
+from timer.worker.metrics import serve_metrics
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 

@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 
 def start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
     """A Python process whose every thread's stack SIGUSR1 prints (the test's diagnosis)."""
-    if args[:2] == ["-m", "worker"]:  # the worker's entry point, with the dump on SIGUSR1
+    if args[:2] == ["-m", "timer.worker"]:  # the worker's entry point, with the dump on SIGUSR1
         args = ["-c", f"{DUMPS}\nimport sys, runpy\nsys.argv = {['worker', *args[2:]]!r}\n"
                 "runpy.run_module('worker', run_name='__main__')"]  # fmt: skip
     elif args[0] == "-c":
@@ -65,8 +65,8 @@ def test_worker_started_before_redis_waits_for_it(tmp_path: Path, server_binary:
         TimerClient.from_url(server.url, "up").init(shards=4)
     assert not server.running
     log = tmp_path / "worker.log"
-    proc = start(["-m", "worker", "--redis-url", server.url, "--namespace", "up", "--id", "early",
-                  "--lease-ms", "1000"], log)  # fmt: skip
+    args = ["--redis-url", server.url, "--namespace", "up", "--id", "early", "--lease-ms", "1000"]
+    proc = start(["-m", "timer.worker", *args], log)
     try:
         wait_for(lambda: "waiting for Redis" in log.read_text(), 20, "the worker to wait")
         assert proc.poll() is None, log.read_text()
@@ -91,7 +91,7 @@ def test_worker_run_from_python_stops_gracefully_on_sigint(
     client.init(shards=4)
     script = textwrap.dedent(f"""
         from timer import TimerClient
-        from worker import Worker, WorkerSettings
+        from timer.worker import Worker, WorkerSettings
         c = TimerClient.from_url({redis_server.url!r}, {namespace!r})
         Worker(c, WorkerSettings(worker_id="py", lease_ms=30_000)).run()
         print("run returned")
@@ -120,7 +120,7 @@ def test_a_sigterm_while_the_worker_holds_its_stop_lock_still_stops_it(
     script = textwrap.dedent(f"""
         import signal, threading
         from timer import TimerClient
-        from worker import Worker, WorkerSettings
+        from timer.worker import Worker, WorkerSettings
 
         class SignalInsideWait(threading.Event):
             armed = False

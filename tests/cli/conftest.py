@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from cli.main import main
+from timer.cli.main import main
 from timer.testing import RedisServer
 
 

@@ -11,7 +11,7 @@ import pytest
 import redis
 from click.testing import CliRunner
 
-from cli.main import main
+from timer.cli.main import main
 from timer.durable.codec import FORMAT_VERSION
 from timer.testing import RedisServer, free_port
 
@@ -364,7 +364,7 @@ def test_global_options_after_a_group_act_as_before_it() -> None:
 def test_seconds_options_take_a_duration_too() -> None:
     """`wait --timeout 10s` (#40: refused, while `handle --timeout 30s` took it): a bare
     number is seconds, a duration with a unit is taken, anything else says both forms."""
-    from cli.durations import parse_seconds  # noqa: PLC0415
+    from timer.cli.durations import parse_seconds  # noqa: PLC0415
 
     assert parse_seconds("10") == 10.0 and parse_seconds("0.5") == 0.5
     assert parse_seconds("10s") == 10.0 and parse_seconds("500ms") == 0.5
@@ -385,14 +385,14 @@ def test_an_unreachable_server_is_said_in_one_sentence() -> None:
 
 def test_stats_says_which_server_has_aof_off() -> None:
     """One server: OFF; a cluster: the nodes without it (#40: "OFF on some server")."""
-    from cli.namespace_cmd import _aof  # noqa: PLC0415
+    from timer.cli.namespace_cmd import _aof  # noqa: PLC0415
 
     assert _aof([{"node": "a:1", "aof": True}]) == "on"
     assert _aof([{"node": "a:1", "aof": False}]) == "OFF"
     assert _aof([{"node": "a:1", "aof": True}, {"node": "b:2", "aof": False}]) == "OFF on b:2"
 
 
-@pytest.mark.parametrize("command", [["worker"], ["handle", "cli.demo_handlers:on_timeout"]])
+@pytest.mark.parametrize("command", [["worker"], ["handle", "timer.cli.demo_handlers:on_timeout"]])
 def test_durability_of_a_long_running_command_is_checked_before_it_starts(
     command: list[str],
 ) -> None:

@@ -21,9 +21,9 @@ import redis
 import yaml
 from click.testing import CliRunner
 
-from cli.main import main
 from tests.conftest import wait_for
 from timer import TimerClient
+from timer.cli.main import main
 from timer.store import RedisSettings
 from timer.testing import LISTPACK_VALUE_BYTES, RedisServer, free_port
 
@@ -120,9 +120,10 @@ def test_the_image_build_installs_from_what_the_dockerfile_copies(tmp_path: Path
             for source in sources:
                 src = ROOT / source
                 if src.is_dir():
-                    shutil.copytree(
-                        src, app / source, ignore=shutil.ignore_patterns("__pycache__", "*.so")
-                    )
+                    shutil.copytree(  # links kept, as COPY keeps them (timer/worker, timer/cli)
+                        src, app / source, symlinks=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.so"),
+                    )  # fmt: skip
                 else:
                     shutil.copy2(src, app / source)
     wheels = tmp_path / "wheels"
@@ -137,12 +138,14 @@ def test_the_image_build_installs_from_what_the_dockerfile_copies(tmp_path: Path
     (wheel,) = wheels.glob("tickwheel-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     top = {n.split("/")[0] for n in names if ".dist-info/" not in n}
-    assert top == {"timer", "worker", "cli"}, "the installed top-level names are three (#42)"
+    assert top == {"timer"}, "one installed top-level name (#58)"
     packages = {str(p.parent.relative_to(ROOT)) for p in ROOT.glob("*/**/__init__.py")}
-    for package in packages:
-        if package.split("/")[0] in top:  # every package of those, with its data
-            assert f"{package}/__init__.py" in names, package
-    assert "timer/durable/lua/schedule.lua" in names and "cli/main.py" in names
+    for package in packages:  # every package, with its data; worker/ and cli/ inside timer
+        first = package.split("/")[0]
+        installed = f"timer/{package}" if first in ("worker", "cli") else package
+        if first in ("timer", "worker", "cli"):
+            assert f"{installed}/__init__.py" in names, package
+    assert "timer/durable/lua/schedule.lua" in names and "timer/cli/main.py" in names
     assert "timer/durable/lua/include/records.lua" in names
     assert "timer/dashboard/static/index.html" in names and "timer/py.typed" in names
 
@@ -257,7 +260,10 @@ def test_compose_services_run_as_written(
     command = [port if a == "9100" else str(a) for a in services["worker"]["command"]]
     with (tmp_path / "worker.log").open("wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cli", *command], env=env, stdout=log, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "timer.cli", *command],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
     try:
         client = TimerClient.from_url(redis_server.url, namespace)
@@ -455,7 +461,7 @@ def test_sentinel_profile_runs_as_written(tmp_path: Path, server_binary: Path) -
                    for a in services["sentinel-worker"]["command"]]  # fmt: skip
         with log.open("wb") as out:
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", "cli", *command], env=env, stdout=out,
+                [sys.executable, "-m", "timer.cli", *command], env=env, stdout=out,
                 stderr=subprocess.STDOUT,
             ))  # fmt: skip
         with TimerClient.from_url(url, "default", durability="replicas:1") as c:

@@ -14,8 +14,8 @@ from click.testing import CliRunner, Result
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cli.main import main
 from timer import TimerClient
+from timer.cli.main import main
 from timer.testing import RedisServer, free_port
 
 from ..integration.conftest import namespace_keys

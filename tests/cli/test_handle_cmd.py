@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli.main import main
 from tests.cli.conftest import Run, as_json
 from tests.conftest import wait_for
 from timer import Handlers, TimerClient
+from timer.cli.main import main
 from timer.testing import RedisServer
-from worker import Worker, WorkerSettings
+from timer.worker import Worker, WorkerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -216,7 +216,7 @@ def test_readme_handlers_commands_run_as_written(
     finally:
         w.close()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cli", *shlex.split(lines[0])[1:]],
+        [sys.executable, "-m", "timer.cli", *shlex.split(lines[0])[1:]],
         cwd=workdir,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -141,7 +141,7 @@ def test_every_option_of_every_command_says_what_it_is() -> None:
     --port`, `--log-level` and more had none)."""
     import click  # noqa: PLC0415
 
-    from cli.main import main  # noqa: PLC0415
+    from timer.cli.main import main  # noqa: PLC0415
 
     def commands(cmd: click.Command, path: str) -> list[tuple[str, click.Command]]:
         found = [(path, cmd)]

@@ -100,7 +100,15 @@ def page_families() -> list[dict[str, str]]:
 def processes(redis_server: RedisServer, namespace: str, tmp_path: Path) -> Iterator[list[str]]:
     """A worker, a handler runner and `tickwheel serve`, each a real process with its
     metrics on: their /metrics URLs."""
-    base = [sys.executable, "-m", "cli", "--redis-url", redis_server.url, "--namespace", namespace]
+    base = [
+        sys.executable,
+        "-m",
+        "timer.cli",
+        "--redis-url",
+        redis_server.url,
+        "--namespace",
+        namespace,
+    ]
     TimerClient.from_url(redis_server.url, namespace).init(shards=2)
     ports = [free_port() for _ in range(3)]
     commands = [

@@ -17,11 +17,11 @@ import pytest
 import redis
 from click.testing import CliRunner
 
-from cli import embedded
-from cli.main import main
 from tests.conftest import stage_counts, wait_for
 from tests.integration.conftest import retained
 from timer import ConfigError, TimerClient
+from timer.cli import embedded
+from timer.cli.main import main
 from timer.testing import RedisServer, free_port
 
 from .conftest import Run, as_json
@@ -117,8 +117,15 @@ def test_one_embedded_server_per_user_whatever_the_directory(
     def tickwheel(where: str, *args: str) -> subprocess.CompletedProcess[str]:
         cwd = tmp_path / where
         cwd.mkdir(exist_ok=True)
-        return subprocess.run([sys.executable, "-m", "cli", *args], cwd=cwd, env=env, check=False,
-                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "timer.cli", *args],
+            cwd=cwd,
+            env=env,
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     nothing = tickwheel("d", "stats")
     assert nothing.returncode == 5, nothing.stderr
@@ -150,7 +157,7 @@ def test_eight_commands_started_at_once_share_one_embedded_server(
     `server stop` leaves none running."""
     home = tmp_path / "tw"
     env = {**os.environ, "TICKWHEEL_HOME": str(home), "TICKWHEEL_SERVER_BINARY": str(server_binary)}
-    procs = [subprocess.Popen([sys.executable, "-m", "cli", "--json", "server", "start"],
+    procs = [subprocess.Popen([sys.executable, "-m", "timer.cli", "--json", "server", "start"],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for _ in range(8)]  # fmt: skip
     data = str((home / "data").resolve())
@@ -195,7 +202,7 @@ def test_worker_command_fires_serves_metrics_and_stops_on_sigterm(
     port = free_port()
     with (tmp_path / "worker.log").open("wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cli", "--redis-url", redis_server.url, "--namespace",
+            [sys.executable, "-m", "timer.cli", "--redis-url", redis_server.url, "--namespace",
              namespace, "worker", "--lease", "1s", "--metrics-port", str(port), "--id", "cli-w",
              "--result-ttl", "90s"],
             stdout=log, stderr=subprocess.STDOUT,
@@ -397,7 +404,7 @@ def test_make_test_server_with_the_oldest_redis_py_is_what_pyproject_declares() 
 def test_shell_completion_script() -> None:
     """Shell completion works through click (_TICKWHEEL_COMPLETE=bash_source)."""
     env = {**os.environ, "_TICKWHEEL_COMPLETE": "bash_source"}
-    code = "from cli.main import main; main(prog_name='tickwheel')"
+    code = "from timer.cli.main import main; main(prog_name='tickwheel')"
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
     )
@@ -427,10 +434,10 @@ def test_bench_command_runs_from_anywhere_with_the_benchmarks_own_help(tmp_path:
 
 
 def test_python_m_worker_refuses_bad_settings_before_waiting_for_redis() -> None:
-    """`python -m worker` with a setting it cannot run with says so and exits at once,
+    """`python -m timer.worker` with a setting it cannot run with says so and exits at once,
     not after Redis answers (it used to connect first, retrying an unreachable server)."""
     done = subprocess.run(
-        [sys.executable, "-m", "worker", "--redis-url", "redis://127.0.0.1:1/0",
+        [sys.executable, "-m", "timer.worker", "--redis-url", "redis://127.0.0.1:1/0",
          "--result-ttl-ms", "500"],
         check=False, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
@@ -449,7 +456,15 @@ def test_worker_and_handle_log_one_json_object_a_line(
     (tmp_path / "failing.py").write_text(
         "def on_timeout(o):\n    raise RuntimeError(f'job {o.id}: downstream refused')\n"
     )
-    base = [sys.executable, "-m", "cli", "--redis-url", redis_server.url, "--namespace", namespace]
+    base = [
+        sys.executable,
+        "-m",
+        "timer.cli",
+        "--redis-url",
+        redis_server.url,
+        "--namespace",
+        namespace,
+    ]
     worker_log = tmp_path / "worker.log"
     with worker_log.open("wb") as log:
         proc = subprocess.Popen(

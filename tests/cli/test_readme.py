@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli import embedded
-from cli.main import main
+from timer.cli import embedded
+from timer.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -63,7 +63,7 @@ def test_readme_tour_runs(
                 args = shlex.split(line[:-1])[1:]
                 background.append(
                     subprocess.Popen(
-                        [sys.executable, "-m", "cli", *args],
+                        [sys.executable, "-m", "timer.cli", *args],
                         stdout=subprocess.DEVNULL,
                         stderr=subprocess.DEVNULL,
                     )

@@ -14,12 +14,12 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cli.main import main
 from tests.conftest import wait_for
 from timer import TimerClient
+from timer.cli.main import main
 from timer.durable.recurrence import Recurrence
 from timer.testing import RedisServer
-from worker import Worker, WorkerSettings
+from timer.worker import Worker, WorkerSettings
 
 from .conftest import Run, as_json
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cli.durations import format_ms
+from timer.cli.durations import format_ms
 
 from .conftest import Run, as_json
 

@@ -21,7 +21,7 @@ from tests.dashboard.page import BASE, as_page
 from timer import Handlers, Limit, TimerClient
 from timer.dashboard import create_app
 from timer.testing import RedisServer
-from worker import Worker, WorkerSettings
+from timer.worker import Worker, WorkerSettings
 
 
 @pytest.fixture

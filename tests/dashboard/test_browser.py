@@ -20,7 +20,7 @@ from tests.conftest import dead_letter_expired, wait_for
 from timer import TimerClient
 from timer.dashboard import create_app
 from timer.testing import RedisServer, free_port
-from worker import Worker, WorkerSettings
+from timer.worker import Worker, WorkerSettings
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [

@@ -40,7 +40,7 @@ def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str,
 
 
 def start(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "cli", *args], cwd=ROOT, env=env,
+    return subprocess.Popen([sys.executable, "-m", "timer.cli", *args], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
 
 
@@ -86,7 +86,7 @@ def test_readme_dashboard_commands_serve_and_stop(env: dict[str, str]) -> None:
 
 def test_beyond_loopback_needs_a_token(env: dict[str, str]) -> None:
     port = str(free_port())
-    refused = subprocess.run([sys.executable, "-m", "cli", "dashboard", "--host", "0.0.0.0",
+    refused = subprocess.run([sys.executable, "-m", "timer.cli", "dashboard", "--host", "0.0.0.0",
                               "--port", port], cwd=ROOT, env=env, capture_output=True,
                              timeout=60, check=False)  # fmt: skip
     assert refused.returncode == 2

@@ -101,7 +101,7 @@ def test_the_references_cover_the_code(site: Path) -> None:
     live OpenAPI document; the Python reference the client's calls."""
     from click import Group  # noqa: PLC0415
 
-    from cli.main import main  # noqa: PLC0415
+    from timer.cli.main import main  # noqa: PLC0415
     from timer.httpapi.openapi import document  # noqa: PLC0415
 
     cli = (site / "reference" / "cli" / "index.md").read_text()

@@ -32,7 +32,7 @@ from timer.httpapi import create_app
 from timer.httpapi.openapi import document
 from timer.httpapi.tokens import TokenFile
 from timer.testing import RedisServer, free_port
-from worker import Worker, WorkerSettings
+from timer.worker import Worker, WorkerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -279,7 +279,15 @@ def test_tickwheel_serve_with_workers_and_tokens(
     SIGTERM stops it (exit 0). Without a token file serve refuses to start, and --no-auth
     is refused beyond loopback."""
     TimerClient.from_url(redis_server.url, namespace).init(shards=2)
-    base = [sys.executable, "-m", "cli", "--redis-url", redis_server.url, "--namespace", namespace]
+    base = [
+        sys.executable,
+        "-m",
+        "timer.cli",
+        "--redis-url",
+        redis_server.url,
+        "--namespace",
+        namespace,
+    ]
     env = {**os.environ, "TICKWHEEL_TOKENS": str(tmp_path / "tokens.json")}
     refused = subprocess.run(
         [*base, "serve"], env=env, capture_output=True, text=True, timeout=60, check=False
@@ -531,7 +539,15 @@ def test_tickwheel_serve_speaks_https_with_certfile_and_keyfile(
 
     _make_certs(tmp_path)
     TimerClient.from_url(redis_server.url, namespace).init(shards=2)
-    base = [sys.executable, "-m", "cli", "--redis-url", redis_server.url, "--namespace", namespace]
+    base = [
+        sys.executable,
+        "-m",
+        "timer.cli",
+        "--redis-url",
+        redis_server.url,
+        "--namespace",
+        namespace,
+    ]
     half = subprocess.run([*base, "serve", "--no-auth", "--certfile", str(tmp_path / "server.crt")],
                           capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
     assert half.returncode == 2 and "both --certfile and --keyfile" in half.stderr
@@ -607,7 +623,7 @@ def test_every_door_shows_one_value_alike(
     JSON (#41: they had different fields)."""
     from click.testing import CliRunner  # noqa: PLC0415
 
-    from cli.main import main  # noqa: PLC0415
+    from timer.cli.main import main  # noqa: PLC0415
     from timer.durable.shapes import outcome_json, timer_info_json  # noqa: PLC0415
 
     api, c, _ = quiet

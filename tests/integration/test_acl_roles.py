@@ -16,8 +16,8 @@ from tests.conftest import wait_for
 from timer import Backoff, Handlers, Limit, Outcome, StoreError, TimerClient
 from timer.acl import ROLES, acl_rules
 from timer.testing import RedisServer
-from worker import Worker, WorkerSettings
-from worker.events import EventListener
+from timer.worker import Worker, WorkerSettings
+from timer.worker.events import EventListener
 
 from .conftest import namespace_keys
 

@@ -154,7 +154,7 @@ def test_a_password_in_any_url_form_is_never_shown(
     redis_server: Any, tmp_path: Any, form: str
 ) -> None:
     """A wrong password in any form redis-py takes: the client's repr and error, and
-    `python -m worker`'s log while it waits for Redis, never show it."""
+    `python -m timer.worker`'s log while it waits for Redis, never show it."""
     url = form.format(port=redis_server.port)
     with pytest.raises(StoreError) as err:
         TimerClient.from_url(url, "x")
@@ -163,7 +163,7 @@ def test_a_password_in_any_url_form_is_never_shown(
     log = tmp_path / "worker.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "worker", "--redis-url", url],
+            [sys.executable, "-m", "timer.worker", "--redis-url", url],
             stdout=out,
             stderr=subprocess.STDOUT,
         )

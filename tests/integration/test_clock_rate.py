@@ -43,7 +43,7 @@ def test_a_fast_clock_costs_at_most_three_refused_fires_a_timer(
     times before Redis says it is due (the issue measured ~1,100 refused tries a timer)."""
     fast = FastTime(1.5)
     monkeypatch.setattr("timer.engine.clock.time", fast)
-    monkeypatch.setattr("worker.redis_clock.time", fast)
+    monkeypatch.setattr("timer.worker.redis_clock.time", fast)
     c = TimerClient.from_url(redis_server.url, namespace)
     try:
         c.init(shards=2, bucket_ms=100)

@@ -26,7 +26,7 @@ from timer.testing import (
     redis_cluster,
     start_cluster_node,
 )
-from worker import Worker, WorkerSettings
+from timer.worker import Worker, WorkerSettings
 
 from .test_handler_limits import Overlap
 from .test_handlers import running

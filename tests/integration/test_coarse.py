@@ -12,7 +12,7 @@ from typing import Any
 from timer import TimerClient
 from timer.durable.codec import FORMAT_VERSION, decode_pending
 from timer.durable.models import COARSE_MS
-from worker import Worker, WorkerSettings
+from timer.worker import Worker, WorkerSettings
 
 from ..conftest import wait_for
 from .conftest import SHARDS, bucket_members, server_now_ms

@@ -16,7 +16,7 @@ from timer import Backoff, Handlers, Limit, Outcome, TimerClient
 from timer.django import TickwheelBackend
 from timer.durable.calls import text
 from timer.testing import RedisServer
-from worker import Worker, WorkerSettings
+from timer.worker import Worker, WorkerSettings
 
 pytestmark = pytest.mark.redis
 

@@ -205,7 +205,7 @@ def test_none_durability_on_appendfsync_always_survives_a_power_cut(
 
 def cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "cli", "--redis-url", url, *args],
+        [sys.executable, "-m", "timer.cli", "--redis-url", url, *args],
         capture_output=True,
         text=True,
         timeout=60,

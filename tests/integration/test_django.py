@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from tests.conftest import stop_all, wait_for
 from timer import TimerClient, TimerError
 from timer.testing import RedisServer
-from worker import Worker, WorkerSettings
+from timer.worker import Worker, WorkerSettings
 
 from .conftest import namespace_keys
 from .test_fuzz_api import anything
@@ -37,7 +37,7 @@ NAMESPACE = "django"  # the guide's
 
 def guide_runner() -> tuple[dict[str, str], list[str]]:
     """The guide's runner line, as this test runs it: its environment (with this test's
-    project for the settings) and its command through this Python (`-m cli`), taking
+    project for the settings) and its command through this Python (`-m timer.cli`), taking
     outcomes back after 1 s instead of 5."""
     from tests.docs.examples import blocks  # noqa: PLC0415
 
@@ -47,7 +47,7 @@ def guide_runner() -> tuple[dict[str, str], list[str]]:
     env["DJANGO_SETTINGS_MODULE"] = "tests.django_project.settings"
     command = [w for w in words if not ("=" in w and w[0].isupper())]
     assert command[0] == "tickwheel", line
-    return env, ["-m", "cli", *command[1:], "--reclaim-idle", "1s"]
+    return env, ["-m", "timer.cli", *command[1:], "--reclaim-idle", "1s"]
 
 
 def forget_backend(task_backends: Any) -> None:

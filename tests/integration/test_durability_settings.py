@@ -8,11 +8,11 @@ import pytest
 import redis
 from click.testing import CliRunner
 
-from cli.main import main
 from timer import ConfigError, TimerClient
+from timer.cli.main import main
 from timer.durable.models import DurabilityWarning
 from timer.testing import RedisServer
-from worker import Worker, WorkerSettings
+from timer.worker import Worker, WorkerSettings
 
 pytestmark = pytest.mark.redis
 

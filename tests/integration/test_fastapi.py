@@ -17,7 +17,7 @@ from timer import ConfigError, TimerClient
 from timer.aio import AsyncTimerClient
 from timer.fastapi import TimerClientDep, lifespan, timer_client_for
 from timer.testing import RedisServer
-from worker import Worker, WorkerSettings
+from timer.worker import Worker, WorkerSettings
 
 pytestmark = pytest.mark.redis
 

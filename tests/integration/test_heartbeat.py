@@ -175,7 +175,7 @@ def test_the_cap_bounds_a_reschedule_through_every_door(
     tested in their own suites, against the same error."""
     from click.testing import CliRunner  # noqa: PLC0415
 
-    from cli.main import main  # noqa: PLC0415
+    from timer.cli.main import main  # noqa: PLC0415
 
     client.schedule("cap:{1}", 1_000, max_total_ms=3_000)
     client.schedule("cap:{2}", 1_000, max_total_ms=3_000)

@@ -17,8 +17,8 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cli.main import main
 from timer import ConfigError, TimerClient, TimerError
+from timer.cli.main import main
 from timer.durable.calls import text
 from timer.durable.codec import FORMAT_VERSION
 from timer.durable.keys import NAMESPACES, NamespaceKeys, ShardKeys, shard_of

@@ -12,7 +12,7 @@ import redis
 from tests.conftest import wait_for
 from timer import StoreError, TimerClient
 from timer.testing import RedisServer
-from worker.metrics import WorkerCollector
+from timer.worker.metrics import WorkerCollector
 
 from .test_worker import make_worker, running
 

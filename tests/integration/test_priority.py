@@ -17,8 +17,8 @@ import pytest
 from tests.conftest import wait_for
 from timer import Handlers, InvalidInput, Outcome, TimerClient
 from timer.testing import RedisServer
-from worker.firing import Firer
-from worker.shard import FireTask
+from timer.worker.firing import Firer
+from timer.worker.shard import FireTask
 
 from .conftest import server_now_ms
 from .test_handlers import running
@@ -248,7 +248,7 @@ def test_fair_by_is_a_key_or_a_clear_refusal(one_shard: TimerClient) -> None:
     at construction; tickwheel handle --fair-by says so on the command line."""
     from click.testing import CliRunner  # noqa: PLC0415
 
-    from cli.main import main  # noqa: PLC0415
+    from timer.cli.main import main  # noqa: PLC0415
 
     assert Handlers(one_shard, fair_by="payload.site.domain").fair_by == "payload.site.domain"
     assert Handlers(one_shard, fair_by=lambda o: o.id[:2]).fair_by is not None

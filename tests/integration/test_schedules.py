@@ -18,7 +18,7 @@ from timer import (
 )
 from timer.durable.schedule_records import Plan, occurrence_name
 from timer.testing import RedisServer
-from worker import Worker
+from timer.worker import Worker
 
 from .conftest import namespace_keys, server_now_ms
 from .test_worker import all_outcomes, make_worker

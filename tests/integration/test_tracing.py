@@ -12,7 +12,7 @@ import redis
 
 from tests.integration.conftest import namespace_keys
 from timer import Handlers, InvalidInput, Outcome, TimerClient, tracing
-from worker import Worker, WorkerSettings
+from timer.worker import Worker, WorkerSettings
 
 otel = pytest.importorskip("opentelemetry.sdk.trace", reason="the otel extra is not installed")
 from opentelemetry import trace  # noqa: E402

@@ -12,8 +12,8 @@ import redis
 from click.testing import CliRunner
 from starlette.testclient import TestClient
 
-from cli.main import main
 from timer import CorruptRecord, Handlers, Outcome, TimerClient
+from timer.cli.main import main
 from timer.dashboard import create_app
 from timer.spark import read_shard_outcomes
 from timer.testing import RedisServer

@@ -150,7 +150,7 @@ def test_tickwheel_handle_webhook_as_a_user_runs_it(
     without a secret it is refused with a usage error."""
     client.schedule("job:{4}", 0, payload={"job": 4})
     _fire_all(client)
-    base = [sys.executable, "-m", "cli", "--redis-url", redis_server.url, "--namespace",
+    base = [sys.executable, "-m", "timer.cli", "--redis-url", redis_server.url, "--namespace",
             client.namespace, "handle"]  # fmt: skip
     with Receiver() as rx:
         bare = {k: v for k, v in os.environ.items() if k != "TICKWHEEL_WEBHOOK_SECRET"}
@@ -185,7 +185,7 @@ def test_tickwheel_handle_callbacks_as_a_user_runs_it(
         client.schedule("cli-cb:1", 0, payload={"n": 1}, callback_url=rx.url + "?job=1")
         client.schedule("cli-cb:2", 0, callback_url="http://elsewhere.example/hook")
         _fire_all(client)
-        base = [sys.executable, "-m", "cli", "--redis-url", redis_server.url, "--namespace",
+        base = [sys.executable, "-m", "timer.cli", "--redis-url", redis_server.url, "--namespace",
                 client.namespace, "handle", "--callbacks", "--max-attempts", "1",
                 "--idle-exit"]  # fmt: skip
         env = {**os.environ, "TICKWHEEL_WEBHOOK_SECRET": SECRET}
@@ -207,7 +207,7 @@ def test_tickwheel_handle_callbacks_as_a_user_runs_it(
 
 def _fire_all(c: TimerClient) -> None:
     """Expire every due timer of the namespace as a leader would (no worker thread)."""
-    from worker import Worker, WorkerSettings  # noqa: PLC0415
+    from timer.worker import Worker, WorkerSettings  # noqa: PLC0415
 
     w = Worker(TimerClient.from_url(c.where, c.namespace), WorkerSettings(worker_id="hook-w"))
     try:

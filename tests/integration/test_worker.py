@@ -15,7 +15,7 @@ from tests.conftest import wait_for
 from timer import Outcome, TimerClient
 from timer.durable.keys import results_parts
 from timer.testing import RedisServer
-from worker import Worker, WorkerSettings
+from timer.worker import Worker, WorkerSettings
 
 from .conftest import server_now_ms
 

@@ -302,7 +302,7 @@ def test_example_without_a_url_uses_the_embedded_server(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server_binary: Path
 ) -> None:
     """The example's default URL is the embedded server (started if needed), as it says."""
-    from cli import embedded  # noqa: PLC0415
+    from timer.cli import embedded  # noqa: PLC0415
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", f"{server_binary.parent}:/usr/bin:/bin")
@@ -329,7 +329,7 @@ def test_demo_registers_through_spark(
     """tickwheel demo --spark: the timeouts are registered from a DataFrame; all else holds."""
     from click.testing import CliRunner  # noqa: PLC0415
 
-    from cli.main import main  # noqa: PLC0415
+    from timer.cli.main import main  # noqa: PLC0415
 
     monkeypatch.chdir(tmp_path)
     args = ["--redis-url", redis_server.url, "--namespace", namespace, "--json", "demo",

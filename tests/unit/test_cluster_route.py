@@ -148,7 +148,7 @@ def test_cluster_retry_s_takes_seconds_or_says_why(value: object) -> None:
 def test_a_seconds_option_takes_a_number_or_a_duration_or_says_why(text: str) -> None:
     """The CLI's seconds options (``wait --timeout``) on any text: seconds from 0 to ten
     years, or a ValueError naming both forms (click turns it into a usage error)."""
-    from cli.durations import parse_seconds  # noqa: PLC0415
+    from timer.cli.durations import parse_seconds  # noqa: PLC0415
 
     try:
         value = parse_seconds(text)

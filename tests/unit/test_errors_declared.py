@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from cli.app import TimerCommandError
-from cli.main import EPILOG
 from timer import errors
+from timer.cli.app import TimerCommandError
+from timer.cli.main import EPILOG
 from timer.dashboard.app import _error as dashboard_error
 from timer.httpapi.context import error_of
 

@@ -25,9 +25,9 @@ import timer, timer.client, timer.aio, timer.schedules, timer.timers, timer.hand
 from timer import TimerClient, Handlers
 from timer.aio import AsyncTimerClient
 import timer.httpapi.tokens  # tickwheel tokens: no web stack
-from worker import Worker
+from timer.worker import Worker
 from click.testing import CliRunner
-from cli.main import main
+from timer.cli.main import main
 
 def run(*args):
     r = CliRunner().invoke(main, ["--json", *args])

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cli.main import main
-from cli.one_timer_cmd import schedule as schedule_command
 from timer import TimerClient
 from timer.aio import AsyncTimerClient
+from timer.cli.main import main
+from timer.cli.one_timer_cmd import schedule as schedule_command
 from timer.durable import codec
 from timer.durable.fields import (
     FIELDS,

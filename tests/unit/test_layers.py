@@ -9,8 +9,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("timer", "worker", "cli")  # the installed top-level names (#42)
+# The one installed top-level name (#58): the worker and the CLI are timer.worker and
+# timer.cli, kept at the repository's top (worker/, cli/) and linked from timer/.
+PACKAGE = "timer"
+LINKED = {"timer.worker": "worker", "timer.cli": "cli"}
 WEB = ("timer.httpapi", "timer.dashboard")  # the web doors, inside the library
+APPS = ("timer.worker", "timer.cli", *WEB)  # above the library, which never imports them
 
 
 def fresh_python(code: str) -> subprocess.CompletedProcess[str]:
@@ -57,15 +61,25 @@ def test_durable_layer_imports_without_redis() -> None:
 
 
 def test_worker_imports_without_prometheus_client() -> None:
-    """`from worker import Worker` needs no metrics library (metrics are the CLI's option)."""
-    done = fresh_python(BLOCK.format(blocked=["prometheus_client"]) + "from worker import Worker")
+    """`from timer.worker import Worker` needs no metrics library (the CLI's option)."""
+    code = BLOCK.format(blocked=["prometheus_client"]) + "from timer.worker import Worker"
+    done = fresh_python(code)
     assert done.returncode == 0, done.stderr
 
 
+def test_the_worker_and_the_cli_are_linked_inside_timer() -> None:
+    """timer/worker and timer/cli are links to the repository's worker/ and cli/ (what
+    the build installs as timer.worker and timer.cli)."""
+    for name, top in LINKED.items():
+        link = ROOT / name.replace(".", "/")
+        assert link.is_symlink() and link.resolve() == (ROOT / top).resolve(), name
+
+
 def modules() -> Iterator[tuple[str, Path]]:
-    for package in PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            parts = path.relative_to(ROOT).with_suffix("").parts
+    roots = {PACKAGE: ROOT / PACKAGE, **{name: ROOT / top for name, top in LINKED.items()}}
+    for package, root in roots.items():
+        for path in sorted(root.rglob("*.py")):  # (rglob does not enter the links)
+            parts = (*package.split("."), *path.relative_to(root).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts = parts[:-1]
             yield ".".join(parts), path
@@ -116,23 +130,45 @@ def test_no_import_cycles() -> None:
         visit(name, [])
 
 
+def test_nothing_imports_the_old_top_level_names() -> None:
+    """No file imports `worker` or `cli` as top-level packages (the names the wheel no
+    longer installs), nor runs them with `-m`: only timer.worker and timer.cli."""
+    old = ("worker", "cli")
+    sources = [p for d in ("timer", "worker", "cli", "tests", "benchmarks", "examples", "docs")
+               for p in (ROOT / d).rglob("*.py")]  # fmt: skip
+    for path in sources:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            assert not [n for n in names if n.split(".")[0] in old], (path, names)
+        text = path.read_text()
+        for name in old:
+            assert f'"-m", "{name}"' not in text and f"-m {name} " not in text, (path, name)
+
+
 def test_imports_point_one_way() -> None:
-    """cli -> worker -> timer, cli -> timer.httpapi/timer.dashboard -> the rest of timer;
-    the library below the web doors never imports them, and the engine and the data
-    model import no I/O layer."""
+    """timer.cli -> timer.worker -> timer, timer.cli -> timer.httpapi/timer.dashboard ->
+    the rest of timer; the library below them never imports them, and the engine and the
+    data model import no I/O layer."""
     paths = dict(modules())
     graph = {name: imports_of(name, path, set(paths)) for name, path in paths.items()}
 
     def reaches(name: str, prefix: str) -> list[str]:
         return sorted(t for t in graph[name] if t == prefix or t.startswith(prefix + "."))
 
+    def app(module: str) -> bool:
+        return any(module == a or module.startswith(a + ".") for a in APPS)
+
+    assert {n.split(".")[0] for n in graph} == {PACKAGE}
+    assert {a for a in APPS if a in graph} == set(APPS)
     for name, imported in graph.items():
-        if name.startswith("timer"):
-            assert not reaches(name, "worker") and not reaches(name, "cli"), name
-        if name.startswith("timer") and not name.startswith(WEB):  # the library itself
-            assert not reaches(name, "timer.httpapi") and not reaches(name, "timer.dashboard")
-        if name.startswith("worker"):
-            assert not reaches(name, "cli"), name
+        if not app(name):  # the library itself
+            assert not [t for t in imported if app(t)], (name, imported)
+        if name.startswith("timer.worker"):
+            assert not reaches(name, "timer.cli"), name
         if name.startswith("timer.httpapi"):
             assert not reaches(name, "timer.dashboard"), name
         if name.startswith("timer.dashboard"):  # of the HTTP API, only how routes match

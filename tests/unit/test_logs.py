@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from worker.logs import RateLimitedLog
+from timer.worker.logs import RateLimitedLog
 
 
 def test_repeats_are_counted_not_printed(caplog: pytest.LogCaptureFixture) -> None:

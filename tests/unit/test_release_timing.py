@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from timer.engine.clock import ShiftedClock
 from timer.engine.delay_queue import DelayQueue
 from timer.engine.task_list import TimerTaskList
-from worker.redis_clock import RedisClock
+from timer.worker.redis_clock import RedisClock
 
 
 def clock_at(offset_ms: float, *, aligned: bool) -> RedisClock:

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from timer import TimerClient
 from timer.errors import InvalidInput
-from worker import WorkerSettings
+from timer.worker import WorkerSettings
 
 
 @given(st.integers(min_value=300, max_value=600_000))
