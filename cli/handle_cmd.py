@@ -12,8 +12,8 @@ import click
 
 from timer import TimerClient
 from timer.durable.models import OUTCOMES
-from timer.handler_limits import Limit, merged, parse_limit, parse_rate
 from timer.handlers import DEFAULT_GROUP, DEFAULT_RECLAIM_IDLE_MS, Backoff, Handlers
+from timer.handlers.limits import Limit, merged, parse_limit, parse_rate
 from timer.webhook import callbacks, webhook
 
 from .app import App, errors, pass_app, require_extra, starts_server

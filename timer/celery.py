@@ -54,8 +54,8 @@ from .durable.models import Outcome, Timer
 from .durable.schedule_records import ScheduleSpec
 from .durable.steps import Command, Op
 from .errors import DuplicateTimer, InvalidInput
-from .handler_policy import Later
 from .handlers import Handlers
+from .handlers.policy import Later
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import most_at_once, wait_for
 from timer import Handlers, InvalidInput, Limit, Outcome, TimerClient
-from timer.handler_limits import parse_limit, parse_rate
+from timer.handlers.limits import parse_limit, parse_rate
 
 from .test_fuzz_api import anything
 from .test_handlers import running
@@ -189,7 +189,7 @@ def test_a_rate_per_key_spaces_the_starts_across_runners(
 
 
 def test_the_cli_forms_of_limits_and_rates() -> None:
-    from timer.handler_limits import merged  # noqa: PLC0415
+    from timer.handlers.limits import merged  # noqa: PLC0415
 
     assert parse_rate("payload.tenant=5/s").per_s == 5
     assert parse_rate("id=120/m").per_s == 2
@@ -208,7 +208,7 @@ def test_an_outcome_waiting_for_its_slot_stays_touched_between_rounds(
     with its retry rounds 30 s apart. Once a is done and idle, b still touches w2 (its
     wait ends at its next touch), so a does not take w2 over in the three reclaim idle
     times (1 s here) that follow; without the touches it would."""
-    from timer import handler_loop  # noqa: PLC0415
+    from timer.handlers import loop as handler_loop  # noqa: PLC0415
 
     monkeypatch.setattr(handler_loop, "LIMIT_RETRY_S", 30.0)
     started, gate = threading.Event(), threading.Event()
@@ -281,7 +281,7 @@ def test_a_handler_past_its_timeout_keeps_its_slot_until_it_returns(
     for a while after it is cancelled, which is running too."""
     import asyncio  # noqa: PLC0415
 
-    from timer.handler_policy import Backoff  # noqa: PLC0415
+    from timer.handlers.policy import Backoff  # noqa: PLC0415
 
     ids = []
     for i in range(12):

@@ -37,7 +37,7 @@ from timer.errors import (
     TimerError,
     TimerNotFound,
 )
-from timer.handler_limits import limits_in_use
+from timer.handlers.limits import limits_in_use
 from timer.httpapi.routing import RawRoute
 
 from . import live

@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse
 
 from timer import InvalidInput, TimerClient, TimerError
 from timer.aio import AsyncTimerClient
-from timer.aio_group import AsyncConsumer
+from timer.aio.group import AsyncConsumer
 
 from .spec import Endpoint
 

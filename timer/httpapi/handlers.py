@@ -15,7 +15,7 @@ from prometheus_client import multiprocess
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from timer import InvalidInput, NotFound, TimerClient, TimerError, TimerNotFound, connections
-from timer.aio_group import AsyncConsumer
+from timer.aio.group import AsyncConsumer
 from timer.durable.codec import jsonable
 from timer.durable.keys import check_name
 from timer.durable.shapes import (

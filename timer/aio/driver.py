@@ -23,13 +23,13 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.commands.core import AsyncScript
 from redis.exceptions import RedisClusterException
 
-from .cluster_route import CLIENT_RETRIES, RETRY_BUDGET_S, Refresh, Routing, client_backoff, owner
-from .durable import ops, steps
-from .durable.calls import error_or
-from .durable.models import Durability, DurabilityWarning
-from .durable.scripts import ScriptName, source
-from .errors import TimerError
-from .store import map_errors, settle_replies, settle_wait
+from ..cluster_route import CLIENT_RETRIES, RETRY_BUDGET_S, Refresh, Routing, client_backoff, owner
+from ..durable import ops, steps
+from ..durable.calls import error_or
+from ..durable.models import Durability, DurabilityWarning
+from ..durable.scripts import ScriptName, source
+from ..errors import TimerError
+from ..store import map_errors, settle_replies, settle_wait
 
 T = TypeVar("T")
 

@@ -1,5 +1,5 @@
 """Settling what a handler run ends with (a part of ``Handlers.run``, beside its loop in
-``handler_loop.py``): a handled outcome is acknowledged by the ``handler-acks`` thread
+``loop.py``): a handled outcome is acknowledged by the ``handler-acks`` thread
 in batches (one XACK per stream for many ids: one round trip per outcome was the
 runner's bottleneck under a backlog); a failure is retried later or, past the last
 attempt, dead-lettered. Each settling call is tried again on a Redis error (a failover
@@ -16,13 +16,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .durable.groups import Delivery
-from .durable.models import Outcome
-from .errors import TimerError
-from .handler_policy import InHand, Later, Registry, Retry, error_text
+from ..durable.groups import Delivery
+from ..durable.models import Outcome
+from ..errors import TimerError
+from .policy import InHand, Later, Registry, Retry, error_text
 
 if TYPE_CHECKING:
-    from .consumer import ConsumerGroup
+    from ..consumer import ConsumerGroup
 
 log = logging.getLogger("tickwheel.handlers")
 

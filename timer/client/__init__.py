@@ -21,17 +21,16 @@ import redis
 import redis.client
 from redis.cluster import RedisCluster
 
-from .client_operator import OperatorCalls
-from .consumer import ConsumerGroup
-from .driver import SyncDriver, connect
-from .durable import groups as group_ops
-from .durable import keys as keyspace
-from .durable import ops, shard_ops, steps
-from .durable.checks import check_seconds
-from .durable.codec import DEFAULT_MAX_PAYLOAD
-from .durable.fields import TimerOptions, TimerSpec
-from .durable.items import timer_spec
-from .durable.models import (
+from ..consumer import ConsumerGroup
+from ..driver import SyncDriver, connect
+from ..durable import groups as group_ops
+from ..durable import keys as keyspace
+from ..durable import ops, shard_ops, steps
+from ..durable.checks import check_seconds
+from ..durable.codec import DEFAULT_MAX_PAYLOAD
+from ..durable.fields import TimerOptions, TimerSpec
+from ..durable.items import timer_spec
+from ..durable.models import (
     ClientSettings,
     DurabilityWarning,
     Meta,
@@ -40,15 +39,16 @@ from .durable.models import (
     Timer,
     TimerInfo,
 )
-from .durable.namespace import Namespace
-from .durable.reader import GroupReader, Held, check_options
-from .durable.shard_calls import MigrateStep
-from .errors import TimerError
-from .local_server import default_url
-from .schedules import Schedules
-from .shard_store import Membership, Shards, ShardStore
-from .store import RedisSettings, node_url
-from .timers import Timers
+from ..durable.namespace import Namespace
+from ..durable.reader import GroupReader, Held, check_options
+from ..durable.shard_calls import MigrateStep
+from ..errors import TimerError
+from ..local_server import default_url
+from ..schedules import Schedules
+from ..shard_store import Membership, Shards, ShardStore
+from ..store import RedisSettings, node_url
+from ..timers import Timers
+from .operator import OperatorCalls
 
 T = TypeVar("T")
 

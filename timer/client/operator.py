@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Generator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .durable import group_admin as admin
-from .durable import shard_ops, steps, views
-from .durable.models import DeadLetter, GroupInfo, Meta, Outcome, Trimmed
-from .durable.namespace import Namespace
+from ..durable import group_admin as admin
+from ..durable import shard_ops, steps, views
+from ..durable.models import DeadLetter, GroupInfo, Meta, Outcome, Trimmed
+from ..durable.namespace import Namespace
 
 T = TypeVar("T")
 

@@ -20,16 +20,16 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from .durable import groups as group_ops
-from .durable import steps
-from .durable.checks import check_int
-from .durable.entries import parse_ref
-from .durable.groups import Delivery
-from .durable.models import Outcome
-from .durable.namespace import Namespace
-from .durable.reader import GroupReader
-from .durable.steps import Op
-from .errors import InvalidInput
+from ..durable import groups as group_ops
+from ..durable import steps
+from ..durable.checks import check_int
+from ..durable.entries import parse_ref
+from ..durable.groups import Delivery
+from ..durable.models import Outcome
+from ..durable.namespace import Namespace
+from ..durable.reader import GroupReader
+from ..durable.steps import Op
+from ..errors import InvalidInput
 
 MAX_BATCH = 1000
 

@@ -23,15 +23,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING
 
-from .durable.checks import check_int
-from .durable.groups import Delivery
-from .durable.models import Outcome
-from .durable.scripts import ScriptName
-from .durable.steps import Command, Op, ScriptCall
-from .errors import InvalidInput
+from ..durable.checks import check_int
+from ..durable.groups import Delivery
+from ..durable.models import Outcome
+from ..durable.scripts import ScriptName
+from ..durable.steps import Command, Op, ScriptCall
+from ..errors import InvalidInput
 
 if TYPE_CHECKING:
-    from .client import TimerClient
+    from ..client import TimerClient
 
 KeyOf = Callable[[Outcome], object]
 _PATH = re.compile(r"^(id|outcome|payload(\.[A-Za-z0-9_\-]+)*)$")

@@ -4,10 +4,10 @@ the acker thread and the event loop for ``async def`` handlers.
 Threads: the thread that called ``run`` reads, claims and touches (through the
 group's :class:`~timer.durable.reader.GroupReader`) and dispatches; ``concurrency``
 daemon threads (``handler-<n>``) run sync handlers and settle their failures; the
-``handler-acks`` thread acknowledges handled outcomes in batches (``handler_settle.py``:
+``handler-acks`` thread acknowledges handled outcomes in batches (``settle.py``:
 acks, retries and dead letters); one
 ``handler-loop`` thread runs an event loop for ``async def`` handlers. The outcomes in
-hand (:class:`~timer.handler_policy.InHand`) are guarded by one condition variable.
+hand (:class:`~timer.handlers.policy.InHand`) are guarded by one condition variable.
 """
 
 from __future__ import annotations
@@ -21,22 +21,22 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from . import tracing
-from .durable.groups import Delivery
-from .durable.models import Outcome
-from .errors import TimerError
-from .handler_policy import (
+from .. import tracing
+from ..durable.groups import Delivery
+from ..durable.models import Outcome
+from ..errors import TimerError
+from .policy import (
     Handler,
     HandlerTimedOut,
     InHand,
     Registry,
     WorkQueue,
 )
-from .handler_settle import Settler
+from .settle import Settler
 
 if TYPE_CHECKING:
-    from .consumer import ConsumerGroup
-    from .handler_limits import Slots
+    from ..consumer import ConsumerGroup
+    from .limits import Slots
 
 log = logging.getLogger("tickwheel.handlers")
 READ_AHEAD = 256  # outcomes read ahead of the free handlers, by default (see HandlerLoop)
@@ -62,7 +62,7 @@ class HandlerLoop:
         fair_by: Callable[[Outcome], str | None] | None = None,
     ) -> None:
         self.h = h
-        # Per-key limits (handler_limits.py): outcomes whose key is at its limit wait in
+        # Per-key limits (limits.py): outcomes whose key is at its limit wait in
         # hand (touched) in `waiting`, in the order read, until a slot comes free.
         self.slots = slots
         self.waiting: deque[Delivery] = deque()

@@ -55,12 +55,13 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .durable.groups import check_group
-from .durable.models import OUTCOMES
-from .errors import InvalidInput
-from .handler_limits import KeyOf, Limit, Slots, check_fair_by, check_limits, key_value
-from .handler_loop import READ_AHEAD, HandlerLoop
-from .handler_policy import (
+from ..durable.groups import check_group
+from ..durable.models import OUTCOMES
+from ..errors import InvalidInput
+from ..signals import stop_on_signals
+from .limits import KeyOf, Limit, Slots, check_fair_by, check_limits, key_value
+from .loop import READ_AHEAD, HandlerLoop
+from .policy import (
     Backoff,
     Handler,
     HandlerStats,
@@ -70,10 +71,9 @@ from .handler_policy import (
     Retry,
     check_timeout,
 )
-from .signals import stop_on_signals
 
 if TYPE_CHECKING:
-    from .client import TimerClient
+    from ..client import TimerClient
 
 __all__ = [
     "DEFAULT_GROUP",

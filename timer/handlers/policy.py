@@ -13,11 +13,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .durable.checks import check_seconds
-from .durable.groups import Delivery
-from .durable.models import Outcome
-from .errors import InvalidInput
-from .histogram import MsHistogram, Stages
+from ..durable.checks import check_seconds
+from ..durable.groups import Delivery
+from ..durable.models import Outcome
+from ..errors import InvalidInput
+from ..histogram import MsHistogram, Stages
 
 log = logging.getLogger("tickwheel.handlers")
 

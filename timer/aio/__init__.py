@@ -29,22 +29,22 @@ from typing import Any, TypeVar, Unpack
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
-from . import connections
-from .aio_driver import AsyncDriver, cluster_retry
-from .aio_group import AsyncConsumer
-from .durable import keys as keyspace
-from .durable import ops
-from .durable.codec import DEFAULT_MAX_PAYLOAD
-from .durable.fields import TimerOptions, TimerSpec
-from .durable.items import timer_spec
-from .durable.models import ClientSettings, Meta, Outcome, Timer, TimerInfo
-from .durable.namespace import Namespace, meta_from
-from .durable.reader import GroupReader, check_options
-from .errors import TimerError
-from .local_server import default_url
-from .schedules import AsyncSchedules
-from .store import RedisSettings, map_errors, node_url
-from .timers import AsyncTimers
+from .. import connections
+from ..durable import keys as keyspace
+from ..durable import ops
+from ..durable.codec import DEFAULT_MAX_PAYLOAD
+from ..durable.fields import TimerOptions, TimerSpec
+from ..durable.items import timer_spec
+from ..durable.models import ClientSettings, Meta, Outcome, Timer, TimerInfo
+from ..durable.namespace import Namespace, meta_from
+from ..durable.reader import GroupReader, check_options
+from ..errors import TimerError
+from ..local_server import default_url
+from ..schedules import AsyncSchedules
+from ..store import RedisSettings, map_errors, node_url
+from ..timers import AsyncTimers
+from .driver import AsyncDriver, cluster_retry
+from .group import AsyncConsumer
 
 T = TypeVar("T")
 
@@ -137,7 +137,7 @@ class AsyncTimerClient:
         self, group: str, consumer: str, *, reclaim_idle_ms: int = 60_000
     ) -> AsyncConsumer:
         """One consumer of ``group`` read a batch at a time and settled by ref (ack, retry,
-        dead_letter): for outcomes held across requests (see :mod:`timer.aio_group`)."""
+        dead_letter): for outcomes held across requests (see :mod:`timer.aio.group`)."""
         return AsyncConsumer(self._run, self._ns(), group, consumer,
                              reclaim_idle_ms=reclaim_idle_ms, per_stream=self.cluster)  # fmt: skip
 
