@@ -7,13 +7,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Unpack
 from zoneinfo import ZoneInfo
 
 import click
 
 from timer import ScheduleNotFound
 from timer.durable.durations import format_duration_ms
+from timer.durable.fields import ScheduleWhen
 from timer.durable.recurrence import Recurrence
 from timer.durable.schedule_records import MISSED, OVERLAP, ScheduleInfo
 from timer.durable.shapes import schedule_json
@@ -104,7 +105,7 @@ def _local(epoch_ms: int | None, tz: str) -> str:
 @spec_options
 @action_options
 @pass_app
-def create(app: App, /, name: str, payload: str | None, **spec: Any) -> None:
+def create(app: App, /, name: str, payload: str | None, **spec: Unpack[ScheduleWhen]) -> None:
     """Create schedule NAME and arm its first occurrence.
 
     \b
@@ -124,7 +125,7 @@ create.help = (create.help or "") + "\n\n" + SPEC_HELP
 @spec_options
 @action_options
 @pass_app
-def update(app: App, /, name: str, payload: str | None, **spec: Any) -> None:
+def update(app: App, /, name: str, payload: str | None, **spec: Unpack[ScheduleWhen]) -> None:
     """Change schedule NAME (give its whole spec) from its next occurrence on."""
     with errors():
         _show(app, app.client.schedules.update(name, payload=_payload(payload), **spec))

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Unpack
 
 import click
 
-from timer.durable.finding import STATES, Bulk
+from timer.durable.finding import STATES, Bulk, MoveOptions
 from timer.durable.models import TimerInfo
 from timer.durable.shapes import timer_info_json
 
@@ -125,7 +125,9 @@ VERBS = {
 }
 
 
-def _run(app: App, action: str, match: str, opts: dict[str, Any], **move: Any) -> None:
+def _run(
+    app: App, action: str, match: str, opts: dict[str, Any], **move: Unpack[MoveOptions]
+) -> None:
     """Count (dry run), ask unless --yes, then act page by page with progress."""
     run = getattr(app.client.timers, action)
     where = {

@@ -17,10 +17,18 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
-from typing import Any
+from typing import Any, Unpack
 
 from .durable import finding as find_ops
-from .durable.finding import Bulk, Page, Selection
+from .durable.finding import (
+    ActOptions,
+    Bulk,
+    BulkOptions,
+    FindOptions,
+    MoveOptions,
+    Page,
+    Selection,
+)
 from .durable.models import TimerInfo
 from .durable.namespace import Namespace
 from .durable.steps import Op, Run
@@ -95,17 +103,17 @@ class Timers:
         )
         return sum(1 for _ in found)
 
-    def cancel(self, match: str = "*", **kw: Any) -> Bulk:
+    def cancel(self, match: str = "*", **kw: Unpack[BulkOptions]) -> Bulk:
         """Cancel every pending timer selected (``match``, ``deadline_from_ms``,
         ``deadline_to_ms``); with ``dry_run=True`` only count them. ``progress`` is
         called with the running totals after each page."""
         return self._act("cancel", match, **kw)
 
-    def complete(self, match: str = "*", **kw: Any) -> Bulk:
+    def complete(self, match: str = "*", **kw: Unpack[BulkOptions]) -> Bulk:
         """Complete every pending timer selected (as ``cancel``)."""
         return self._act("complete", match, **kw)
 
-    def notify(self, match: str = "*", **kw: Any) -> Bulk:
+    def notify(self, match: str = "*", **kw: Unpack[BulkOptions]) -> Bulk:
         """Notify every watch key of the pending timers selected (as ``cancel``): ``done``
         is how many timers that completed, ``keys`` how many keys were notified."""
         return self._act("notify", match, **kw)
@@ -117,7 +125,7 @@ class Timers:
         delay_ms: int | None = None,
         deadline_ms: int | None = None,
         shift_ms: int | None = None,
-        **kw: Any,
+        **kw: Unpack[BulkOptions],
     ) -> Bulk:
         """Move every pending timer selected: to ``delay_ms`` from now, to
         ``deadline_ms``, or by ``shift_ms`` from its own deadline (each timer once, even
@@ -127,7 +135,7 @@ class Timers:
             "reschedule", match, delay_ms=delay_ms, deadline_ms=deadline_ms, shift_ms=shift_ms, **kw
         )
 
-    def act_on(self, ids: list[str], action: str, **move: Any) -> Bulk:
+    def act_on(self, ids: list[str], action: str, **move: Unpack[MoveOptions]) -> Bulk:
         """``action`` (``cancel``, ``complete``, ``notify``, ``reschedule`` with
         ``delay_ms``, ``deadline_ms`` or ``shift_ms``) on the timers named in ``ids`` (at
         most 10,000), as the selection calls do; ids not pending are not selected."""
@@ -152,7 +160,7 @@ class Timers:
         dry_run: bool = False,
         progress: Progress | None = None,
         count: int = 1000,
-        **move: Any,
+        **move: Unpack[MoveOptions],
     ) -> Bulk:
         sel = _selection(match, "pending", deadline_from_ms, deadline_to_ms)
         total = Bulk(action)
@@ -192,26 +200,40 @@ class AsyncTimers:
         self._run = run
         self._ns = namespace
 
-    async def find(self, match: str = "*", *, cursor: str | None = None, count: int = 1000,
-                   **selection: Any) -> Page:  # fmt: skip
+    async def find(
+        self,
+        match: str = "*",
+        *,
+        cursor: str | None = None,
+        count: int = 1000,
+        **selection: Unpack[FindOptions],
+    ) -> Page:
         """As :meth:`Timers.find` (``state``, ``deadline_from_ms``, ``deadline_to_ms``)."""
-        sel = Selection.of(match, **_renamed(selection))
+        sel = Selection.of(match, **_known(dict(selection)))
         page: Page = await self._run(find_ops.find(self._ns(), sel, cursor, count))
         return page
 
-    async def act(self, action: str, match: str = "*", *, dry_run: bool = False,
-                  count: int = 1000, **kw: Any) -> Bulk:  # fmt: skip
+    async def act(
+        self,
+        action: str,
+        match: str = "*",
+        *,
+        dry_run: bool = False,
+        count: int = 1000,
+        **kw: Unpack[ActOptions],
+    ) -> Bulk:
         """``cancel``, ``complete``, ``notify`` or ``reschedule`` (with ``delay_ms``,
         ``deadline_ms`` or ``shift_ms``) over the pending timers selected, page by page
         (as :class:`Timers`' methods of those names)."""
-        move = {k: kw.pop(k) for k in ("delay_ms", "deadline_ms", "shift_ms") if k in kw}
+        _known(dict(kw), MOVE | DEADLINES)  # an untyped caller's extras are refused
+        move = MoveOptions(
+            delay_ms=kw.get("delay_ms"),
+            deadline_ms=kw.get("deadline_ms"),
+            shift_ms=kw.get("shift_ms"),
+        )
         if action == "reschedule":
             find_ops.check_move(move.get("delay_ms"), move.get("deadline_ms"), move.get("shift_ms"))
-        sel = Selection.of(
-            match, "pending", kw.pop("deadline_from_ms", None), kw.pop("deadline_to_ms", None)
-        )
-        if kw:
-            raise TypeError(f"unexpected arguments: {', '.join(kw)}")
+        sel = Selection.of(match, "pending", kw.get("deadline_from_ms"), kw.get("deadline_to_ms"))
         total, seen, cursor = Bulk(action), set[str](), None
         while True:
             page: Page = await self._run(find_ops.find(self._ns(), sel, cursor, count))
@@ -227,9 +249,16 @@ class AsyncTimers:
             cursor = page.cursor
 
 
-def _renamed(selection: dict[str, Any]) -> dict[str, Any]:
-    allowed = {"state", "deadline_from_ms", "deadline_to_ms"}
-    unknown = set(selection) - allowed
+MOVE = frozenset(MoveOptions.__annotations__)
+DEADLINES = frozenset({"deadline_from_ms", "deadline_to_ms"})
+
+
+def _known(
+    given: dict[str, Any], allowed: frozenset[str] = DEADLINES | {"state"}
+) -> dict[str, Any]:
+    """``given``, or TypeError for a keyword the call does not take (a caller mypy does
+    not check may pass anything)."""
+    unknown = set(given) - allowed
     if unknown:
         raise TypeError(f"unexpected arguments: {', '.join(sorted(unknown))}")
-    return selection
+    return given

@@ -113,9 +113,13 @@ def test_bad_selections_are_refused_before_any_io(
     with pytest.raises(InvalidInput, match=message):
         client.timers.find(args.pop("match"), **args)
     if set(kw) <= {"match", "deadline_from_ms", "deadline_to_ms", "count"}:  # what cancel takes
-        bounds = {k: kw.get(k) for k in ("deadline_from_ms", "deadline_to_ms")}
         with pytest.raises(InvalidInput):
-            client.timers.cancel(kw.get("match", "*"), count=kw.get("count", 1000), **bounds)
+            client.timers.cancel(
+                kw.get("match", "*"),
+                count=kw.get("count", 1000),
+                deadline_from_ms=kw.get("deadline_from_ms"),
+                deadline_to_ms=kw.get("deadline_to_ms"),
+            )
     assert namespace_keys(redis_client, client.namespace) == before
 
 

@@ -153,11 +153,9 @@ class TimerSpec(TimerOptions, total=False):
     )]  # fmt: skip
 
 
-class ScheduleOptions(TypedDict, total=False):
-    """A recurring schedule's spec: the keywords of ``Schedules.create`` and ``update``,
-    sync and asyncio alike (checked by ``ScheduleSpec.of``, which holds the defaults:
-    ``offset`` 0, ``tz`` UTC, ``jitter`` 0, ``missed`` latest, ``catch_up`` 1h,
-    ``overlap`` allow). Exactly one of ``cron`` and ``every``."""
+class RecurrenceOptions(TypedDict, total=False):
+    """When a schedule's occurrences fall (``Recurrence.of``): exactly one of ``cron``
+    and ``every``; ``offset`` 0, ``tz`` UTC and ``jitter`` 0 by default."""
 
     cron: str | None
     every: int | str | None
@@ -166,12 +164,24 @@ class ScheduleOptions(TypedDict, total=False):
     start: Any  # epoch ms or an aware datetime
     end: Any
     jitter: int | str
-    payload: object
-    watch: Iterable[str]
+
+
+class ScheduleWhen(RecurrenceOptions, total=False):
+    """A schedule's spec (``ScheduleSpec.of``): its recurrence and what it does after an
+    outage (``missed`` latest, ``catch_up`` 1h, ``overlap`` allow by default)."""
+
     missed: str  # latest | all | skip
     catch_up: int | str
     overlap: str  # allow | skip | buffer-one
     group: str | None
+
+
+class ScheduleOptions(ScheduleWhen, total=False):
+    """A recurring schedule's spec: the keywords of ``Schedules.create`` and ``update``,
+    sync and asyncio alike, with what each occurrence carries."""
+
+    payload: object
+    watch: Iterable[str]
 
 
 def _declared() -> dict[str, Field]:

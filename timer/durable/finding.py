@@ -18,9 +18,9 @@ and counted as such, never decided twice.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from ..errors import CorruptRecord, InvalidInput, TimerError, TimerNotFound
 from . import steps
@@ -53,6 +53,41 @@ MAX_COUNT = 100_000
 PARTS_PER_CALL = 256  # results-table hashes scanned in one pipeline at most
 PART_SIZE = 32  # about how many outcomes a results-table hash holds (RX_LOAD)
 ACTIONS = ("cancel", "complete", "reschedule", "notify")
+
+
+class Deadlines(TypedDict, total=False):
+    """Which timers a selection takes by deadline (ms, both ends included)."""
+
+    deadline_from_ms: int | None
+    deadline_to_ms: int | None
+
+
+class FindOptions(Deadlines, total=False):
+    """A find's selection besides the id pattern (``Selection.of``)."""
+
+    state: str | list[str]
+
+
+class BulkOptions(Deadlines, total=False):
+    """A bulk action's selection and how it runs: ``dry_run`` only counts, ``progress``
+    is called with the running totals after each page of ``count`` entries scanned."""
+
+    dry_run: bool
+    progress: Callable[[Bulk], None] | None
+    count: int
+
+
+class MoveOptions(TypedDict, total=False):
+    """Where ``reschedule`` moves a timer: one of ``delay_ms`` from now, ``deadline_ms``
+    or ``shift_ms`` from its own deadline."""
+
+    delay_ms: int | None
+    deadline_ms: int | None
+    shift_ms: int | None
+
+
+class ActOptions(Deadlines, MoveOptions, total=False):
+    """``AsyncTimers.act``'s keywords: a selection by deadline and, for reschedule, a move."""
 
 
 @dataclass(frozen=True)
@@ -303,9 +338,9 @@ def act(
     action: str,
     timers: Sequence[TimerInfo],
     *,
-    delay_ms: object = None,
-    deadline_ms: object = None,
-    shift_ms: object = None,
+    delay_ms: int | None = None,
+    deadline_ms: int | None = None,
+    shift_ms: int | None = None,
 ) -> Op[Bulk]:
     """``action`` on the pending ones of ``timers`` (one page), pipelined. reschedule
     takes exactly one of ``delay_ms`` (from now), ``deadline_ms`` or ``shift_ms`` (added
@@ -339,7 +374,7 @@ def act(
 
 
 def _prepare(
-    ns: Namespace, action: str, pending: Sequence[TimerInfo], **move: object
+    ns: Namespace, action: str, pending: Sequence[TimerInfo], **move: Unpack[MoveOptions]
 ) -> list[tuple[steps.ScriptCall, Any]]:
     if action in ("cancel", "complete"):
         script = ScriptName.CANCEL if action == "cancel" else ScriptName.COMPLETE

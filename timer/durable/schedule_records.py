@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Unpack
 
 import msgpack
 
@@ -29,7 +29,7 @@ from .checks import check_int
 from .codec import decode_payload, decode_pending, encode_payload
 from .durations import format_duration_ms
 from .entries import decoding
-from .fields import MAX_DEADLINE_MS
+from .fields import MAX_DEADLINE_MS, RecurrenceOptions, ScheduleWhen
 from .items import check_watch
 from .keys import ShardKeys, check_name, shard_of
 from .models import Timer
@@ -75,9 +75,14 @@ class ScheduleSpec:
 
     @classmethod
     def of(
-        cls, *, missed: object = "latest", catch_up: object = "1h", overlap: object = "allow",
-        group: object = None, **when: Any,
-    ) -> ScheduleSpec:  # fmt: skip
+        cls,
+        *,
+        missed: object = "latest",
+        catch_up: object = "1h",
+        overlap: object = "allow",
+        group: object = None,
+        **when: Unpack[RecurrenceOptions],
+    ) -> ScheduleSpec:
         """Check and build (``when``: the arguments of :meth:`Recurrence.of`)."""
         recurrence = Recurrence.of(**when)
         if missed not in MISSED:
@@ -308,9 +313,14 @@ def occurrence_name(timer_id: str) -> tuple[str, int] | None:
 
 
 def put(
-    ns: Namespace, name: object, *, mode: str, payload: object = None,
-    watch: Iterable[str] = (), **spec: Any,
-) -> Op[ScheduleInfo]:  # fmt: skip
+    ns: Namespace,
+    name: object,
+    *,
+    mode: str,
+    payload: object = None,
+    watch: Iterable[str] = (),
+    **spec: Unpack[ScheduleWhen],
+) -> Op[ScheduleInfo]:
     """Create (``mode='create'``) or update (``'update'``) a schedule and arm its next
     occurrence after now (Redis time). Everything is checked before anything is sent."""
     name = check_schedule_name(name)
