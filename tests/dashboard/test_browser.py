@@ -197,6 +197,22 @@ LAYOUT_CHECK = """() => {
 }"""
 
 
+# Rows of the page's grid whose sections end short of its right edge (a column left empty).
+ROWS_SHORT = """() => {
+  const main = document.querySelector("main");
+  const pad = parseFloat(getComputedStyle(main).paddingRight);
+  const right = main.getBoundingClientRect().right - pad;
+  const ends = {};
+  for (const s of main.querySelectorAll(":scope > section")) {
+    const r = s.getBoundingClientRect();
+    if (!r.width) continue;
+    ends[Math.round(r.top)] = Math.max(ends[Math.round(r.top)] || 0, r.right);
+  }
+  return Object.entries(ends).filter(([, end]) => end < right - 2)
+    .map(([top, end]) => `the row at ${top}px ends at ${Math.round(end)} of ${Math.round(right)}`);
+}"""
+
+
 def test_find_select_act_live_and_layout_in_a_browser(
     served: tuple[str, TimerClient], tmp_path: Path
 ) -> None:
@@ -204,7 +220,8 @@ def test_find_select_act_live_and_layout_in_a_browser(
     rescheduled in bulk from the page. The page follows a live stream, not polling: a
     timer scheduled elsewhere shows up without a request of the page's. At 1280, 1440
     and 1920 px no section overflows and every button lies within its card and the
-    viewport; figures have labels and times their zone."""
+    viewport (and at 1920 px no row of sections leaves a column empty: the right third
+    was); figures have labels and times their zone."""
     from playwright.sync_api import expect, sync_playwright  # noqa: PLC0415
 
     assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
@@ -260,6 +277,8 @@ def test_find_select_act_live_and_layout_in_a_browser(
             page.click("#find button")
             expect(page.locator("#found tbody tr").first).to_be_visible()
             assert page.evaluate(LAYOUT_CHECK) == [], width
+            if width == 1920:  # three columns, every row full
+                assert page.evaluate(ROWS_SHORT) == [], width
             page.screenshot(path=str(tmp_path / f"dashboard-{width}.png"), full_page=True)
         browser.close()
 
@@ -302,4 +321,72 @@ def test_long_lists_page_and_times_read_as_durations_in_a_browser(
         page.fill("#timer-id", "later")
         page.click("#lookup button")
         expect(page.locator("#timer-table")).to_contain_text("(in 1 h 14 min)")
+        browser.close()
+
+
+# The page's theme, and the worst contrast of text on its own background among the
+# page's text boxes (WCAG's ratio: 4.5 for text that must be read).
+THEME = """() => {
+  const rgb = (c) => c.match(/[\\d.]+/g).slice(0, 3).map(Number);
+  const lum = (c) => {
+    const [r, g, b] = rgb(c).map((v) => v / 255)
+      .map((v) => v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4);
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  };
+  const back = (el) => {
+    for (let e = el; e; e = e.parentElement) {
+      const c = getComputedStyle(e).backgroundColor;
+      if (!c.startsWith("rgba(0, 0, 0, 0)")) return c;
+    }
+    return "rgb(255, 255, 255)";
+  };
+  let worst = Infinity, where = "";
+  for (const el of document.querySelectorAll("h2, th, td, .card, .muted, header h1, #theme")) {
+    if (!el.getBoundingClientRect().width) continue;
+    const a = lum(getComputedStyle(el).color), b = lum(back(el));
+    const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    if (ratio < worst) { worst = ratio; where = el.tagName + "#" + el.id + "." + el.className; }
+  }
+  return {theme: document.documentElement.dataset.theme, body: lum(back(document.body)),
+          worst: worst, where: where, button: document.getElementById("theme").textContent};
+}"""
+
+
+def test_dark_mode_follows_the_system_until_a_choice_which_sticks_in_a_browser(
+    served: tuple[str, TimerClient], tmp_path: Path
+) -> None:
+    """A browser that prefers dark gets the dark theme at once, every text readable on its
+    background (contrast at least 4.5, as in the light theme); the header's button
+    switches, and the choice outlives a reload and the system's preference."""
+    from playwright.sync_api import expect, sync_playwright  # noqa: PLC0415
+
+    assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
+    url, c = served
+    c.schedule("job:1", 3_600_000)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        dark = browser.new_context(color_scheme="dark", viewport={"width": 1920, "height": 1000})
+        page = dark.new_page()
+        page.goto(url)
+        expect(page.locator("#pending")).to_have_text("1")
+        got = page.evaluate(THEME)
+        assert got["theme"] == "dark" and got["body"] < 0.05, got
+        assert got["worst"] >= 4.5, got
+        assert got["button"] == "light", got
+        page.screenshot(path=str(tmp_path / "dashboard-dark.png"), full_page=True)
+        page.click("#theme")
+        got = page.evaluate(THEME)
+        assert got["theme"] == "light" and got["body"] > 0.8 and got["worst"] >= 4.5, got
+        page.reload()
+        expect(page.locator("#pending")).to_have_text("1")
+        assert page.evaluate(THEME)["theme"] == "light", "the choice did not outlive a reload"
+        dark.close()
+        light = browser.new_context(color_scheme="light")
+        page = light.new_page()
+        page.goto(url)
+        expect(page.locator("#pending")).to_have_text("1")
+        assert page.evaluate(THEME)["theme"] == "light"
+        page.click("#theme")
+        assert page.evaluate(THEME)["theme"] == "dark"
+        light.close()
         browser.close()
