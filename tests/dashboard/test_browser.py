@@ -390,3 +390,52 @@ def test_dark_mode_follows_the_system_until_a_choice_which_sticks_in_a_browser(
         assert page.evaluate(THEME)["theme"] == "dark"
         light.close()
         browser.close()
+
+
+def test_a_view_has_an_address_and_the_back_button_returns_to_the_last_in_a_browser(
+    served: tuple[str, TimerClient],
+) -> None:
+    """A shard's next timers, a timer and a search are in the page's address: a link
+    opens on its view, a bookmark (the address copied to a new page) reopens it, and the
+    back and forward buttons move between the views clicked."""
+    from urllib.parse import quote  # noqa: PLC0415
+
+    from playwright.sync_api import expect, sync_playwright  # noqa: PLC0415
+
+    assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
+    url, c = served
+    for i in range(4):
+        c.schedule(f"job:{{{i}}}", 3_600_000 + i)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(url + "#timer=" + quote("job:{1}"))  # a link to one timer
+        expect(page.locator("#timer")).to_contain_text("job:{1}")
+        expect(page.locator("#timer-id")).to_have_value("job:{1}")
+        page.locator("#shards tr[data-shard='0']").click()
+        expect(page.locator("#due-title")).to_have_text("Next due on shard 0")
+        page.locator("#shards tr[data-shard='1']").click()
+        expect(page.locator("#due-title")).to_have_text("Next due on shard 1")
+        page.fill("#timer-id", "job:{2}")
+        page.click("#lookup button")
+        expect(page.locator("#timer")).to_contain_text("job:{2}")
+        assert "shard=1" in page.url and "timer=job" in page.url, page.url
+        page.go_back()
+        expect(page.locator("#timer")).to_contain_text("job:{1}")
+        expect(page.locator("#due-title")).to_have_text("Next due on shard 1")
+        page.go_back()
+        expect(page.locator("#due-title")).to_have_text("Next due on shard 0")
+        page.go_forward()
+        expect(page.locator("#due-title")).to_have_text("Next due on shard 1")
+        page.fill("#find-match", "job:*")
+        page.click("#find button")
+        expect(page.locator("#found tbody tr")).to_have_count(4)
+        bookmark = page.url
+        assert "find=job" in bookmark, bookmark
+        again = browser.new_page(viewport={"width": 1400, "height": 900})
+        again.goto(bookmark)  # the same view from its address alone
+        expect(again.locator("#found tbody tr")).to_have_count(4)
+        expect(again.locator("#find-match")).to_have_value("job:*")
+        expect(again.locator("#due-title")).to_have_text("Next due on shard 1")
+        expect(again.locator("#timer")).to_contain_text("job:{1}")
+        browser.close()
