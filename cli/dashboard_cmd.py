@@ -6,6 +6,7 @@ import contextlib
 import ipaddress
 import os
 import signal
+from pathlib import Path
 
 import click
 
@@ -45,9 +46,24 @@ def is_loopback(host: str) -> bool:
     help="A host name the dashboard answers for (the Host header), besides 127.0.0.1, "
     "localhost, ::1 and --host; repeat for more. Any other is refused (DNS rebinding).",
 )
+@click.option(
+    "--tokens",
+    "tokens_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Sign each user in with a token of their own from this file (the HTTP API's: "
+    "tickwheel tokens create --scope read|write --namespace NS): a read token sees "
+    "everything and changes nothing; every action is logged with the token's name. "
+    "Replaces the one shared TICKWHEEL_DASHBOARD_TOKEN.",
+)
 @pass_app
 def dashboard(
-    app: App, host: str, port: int, read_only: bool, allowed_hosts: tuple[str, ...]
+    app: App,
+    host: str,
+    port: int,
+    read_only: bool,
+    allowed_hosts: tuple[str, ...],
+    tokens_path: Path | None,
 ) -> None:
     """Serve a web dashboard of the namespace: shards, workers, groups, dead letters,
     schedules, timers (find, look up, cancel, complete, reschedule), updated live.
@@ -63,7 +79,17 @@ def dashboard(
     token) or with the token in an Authorization: Bearer header.
     """
     token = os.environ.get(TOKEN_ENV) or None
-    if not is_loopback(host) and not token:
+    if tokens_path is not None and token:
+        raise click.UsageError(
+            f"--tokens signs each user in with their own token: unset {TOKEN_ENV} (the one "
+            "shared token) or drop --tokens"
+        )
+    if tokens_path is not None and not tokens_path.is_file():
+        raise click.UsageError(
+            f"--tokens {tokens_path}: no such file; make a token first: tickwheel tokens "
+            f"create --tokens {tokens_path} --scope read --namespace {app.namespace}"
+        )
+    if not is_loopback(host) and not token and tokens_path is None:
         raise click.UsageError(
             f"--host {host} is beyond loopback: anyone who reaches it could cancel timers. "
             f"Set a token first: export {TOKEN_ENV}=$(python -c 'import secrets; "
@@ -84,8 +110,11 @@ def dashboard(
     with errors():
         client = app.client
         client.meta  # noqa: B018 - a namespace never initialised fails here, clearly
-    web = create_app(client, read_only=read_only, token=token, allowed_hosts=names)
-    login = "/login?token=<your token>" if token else ""
+    from timer.httpapi.tokens import TokenFile  # noqa: PLC0415
+
+    tokens = TokenFile(tokens_path) if tokens_path is not None else None
+    web = create_app(client, read_only=read_only, token=token, allowed_hosts=names, tokens=tokens)
+    login = "/login?token=<your token>" if token or tokens else ""
     click.echo(
         f"dashboard of namespace {app.namespace!r} at {app.safe_url}: "
         f"http://{host}:{port}/{login}" + (" (read-only)" if read_only else ""),

@@ -20,6 +20,7 @@ from tests.conftest import wait_for
 from tests.dashboard.page import BASE, as_page
 from timer import Handlers, Limit, TimerClient
 from timer.dashboard import create_app
+from timer.httpapi.tokens import TokenFile
 from timer.testing import RedisServer
 from timer.worker import Worker, WorkerSettings
 
@@ -250,6 +251,51 @@ def test_token_is_required_when_set(client: TimerClient) -> None:
         assert http.get("/login?token=wrong").status_code == 401
         http.get("/login?token=s3cret")  # sets the cookie
         assert http.get("/api/overview").status_code == 200
+
+
+def test_each_user_signs_in_with_a_token_and_a_read_token_changes_nothing(
+    client: TimerClient,
+    redis_client: redis.Redis,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """With the HTTP API's token file, each user signs in with their own token, scoped to
+    namespaces: a read token sees everything (the page is told it is read-only) and every
+    action it tries is refused, writing nothing; a write token acts, and the log says
+    which token did; a token for another namespace, a wrong one and none get nothing."""
+    tokens = TokenFile(tmp_path / "tokens.json")
+    _, viewer = tokens.create("read", [client.namespace], name="on-call viewer")
+    _, operator = tokens.create("write", [client.namespace], name="ops")
+    _, elsewhere = tokens.create("admin", ["another"], name="other team")
+    client.schedule("job:{1}", 3_600_000)
+    client.schedule("job:{2}", 3_600_000)
+    before = namespace_dump(redis_client, client.namespace)
+    app = create_app(client, tokens=tokens)
+    with TestClient(app, base_url=BASE) as anonymous:
+        assert anonymous.get("/api/overview").status_code == 401
+        assert anonymous.get("/login?token=tw_0123456789ab_" + "x" * 43).status_code == 401
+    with as_page(app, viewer) as http:  # signed in through /login, as a browser is
+        overview = http.get("/api/overview").json()
+        assert overview["read_only"] is True and overview["pending"] == 2
+        assert http.get(f"/api/timers/{urllib.parse.quote('job:{1}')}").status_code == 200
+        for path in ("/api/timers/job:{1}/cancel", "/api/bulk/cancel", "/api/schedules"):
+            r = http.post(path, json={"ids": ["job:{1}"], "name": "n", "every": "1m"})
+            assert r.status_code == 403, (path, r.text)
+            assert "token 'on-call viewer' may only read" in r.json()["error"]
+    assert namespace_dump(redis_client, client.namespace) == before
+    with as_page(app, elsewhere) as http:
+        r = http.get("/api/overview")
+        assert r.status_code == 403 and "not for namespace" in r.json()["error"]
+    caplog.set_level("INFO", logger="tickwheel.dashboard")
+    with as_page(app, operator) as http:
+        assert http.get("/api/overview").json()["read_only"] is False
+        r = http.post("/api/timers/job:{2}/cancel", json={})
+        assert r.status_code == 200, r.text
+    cancelled = client.get("job:{2}")
+    assert cancelled is not None and cancelled.state == "cancelled"
+    said = [r.getMessage() for r in caplog.records if r.name == "tickwheel.dashboard"]
+    assert said == ["dashboard: POST /api/timers/job:{2}/cancel by 'ops'"], said
+    assert viewer not in caplog.text and operator not in caplog.text  # names, never secrets
 
 
 def test_password_never_shown(redis_server: RedisServer, namespace: str) -> None:

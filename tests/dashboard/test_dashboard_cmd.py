@@ -118,3 +118,39 @@ def test_allowed_host_is_served_and_others_refused(env: dict[str, str]) -> None:
     finally:
         out = stop(proc)
     assert proc.returncode == 0, out
+
+
+def test_users_sign_in_with_their_own_tokens_beyond_loopback(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """`tickwheel dashboard --tokens FILE` (the operations guide's form): tokens made by
+    `tickwheel tokens create` sign users in, so it may listen beyond loopback; a read
+    token is told the page is read-only; a missing file, or the shared token as well,
+    is refused with what to do."""
+    file = tmp_path / "tokens.json"
+
+    def tw(*args: str, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "timer.cli", *args]
+        run_env = {**env, **(extra or {})}
+        return subprocess.run(
+            command, cwd=ROOT, env=run_env, capture_output=True, text=True, timeout=60, check=False
+        )
+
+    missing = tw("dashboard", "--tokens", str(file))
+    assert missing.returncode == 2 and "tickwheel tokens create" in missing.stderr
+    made = tw("--json", "tokens", "create", "--tokens", str(file), "--scope", "read")
+    assert made.returncode == 0, made.stderr
+    viewer = json.loads(made.stdout)["token"]
+    both = tw("dashboard", "--tokens", str(file), extra={"TICKWHEEL_DASHBOARD_TOKEN": "t"})
+    assert both.returncode == 2 and "unset TICKWHEEL_DASHBOARD_TOKEN" in both.stderr
+    port = str(free_port())
+    proc = start(["dashboard", "--host", "0.0.0.0", "--port", port, "--tokens", str(file)], env)
+    try:
+        url = f"http://127.0.0.1:{port}/api/overview"
+        wait_for(lambda: get(url)[0] == 401, 30, "the dashboard to ask who signs in")
+        status, body = get(url, {"Authorization": f"Bearer {viewer}"})
+        assert status == 200 and body["read_only"] is True, body
+    finally:
+        out = stop(proc)
+    assert proc.returncode == 0, out
+    assert viewer.encode() not in out

@@ -16,6 +16,7 @@ must come from the dashboard's own page (:class:`Guard`).
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 from collections.abc import Callable, Iterable
 from importlib import resources
@@ -39,10 +40,13 @@ from timer.errors import (
 )
 from timer.handlers.limits import limits_in_use
 from timer.httpapi.routing import RawRoute
+from timer.httpapi.tokens import TokenFile
 
 from . import live
-from .guard import CSRF_COOKIE, LOOPBACK_HOSTS, Guard, host_name
+from .guard import CSRF_COOKIE, LOOPBACK_HOSTS, Guard, host_name, user_of, who
 from .shapes import info_shape, lateness_histogram
+
+log = logging.getLogger("tickwheel.dashboard")  # every action, with who asked for it
 
 RECENT = 200  # outcomes per shard read for the lateness histogram and the live list
 FIND_PAGE, FIND_PAGES, FIND_SHOWN = 1000, 20, 100  # the search box: scan bounds, rows
@@ -244,11 +248,14 @@ def create_app(
     read_only: bool = False,
     token: str | None = None,
     allowed_hosts: Iterable[str] = LOOPBACK_HOSTS,
+    tokens: TokenFile | None = None,
 ) -> Any:
     """The Starlette app for ``client``'s namespace (others with ``?ns=<name>``).
 
     ``allowed_hosts``: the names it answers for (``Host``), loopback ones by default;
-    ``"*"`` answers any (only behind a proxy that checks it). See :class:`Guard`.
+    ``"*"`` answers any (only behind a proxy that checks it). ``tokens``: each user
+    signs in with a token of the HTTP API's file instead of one shared ``token`` (a
+    ``read`` token sees everything and changes nothing). See :class:`Guard`.
     """
     page = (resources.files("timer.dashboard") / "static" / "index.html").read_text()
     csrf = secrets.token_urlsafe(32)  # per process: a restart asks the page to reload
@@ -272,7 +279,15 @@ def create_app(
         Route("/api/schedules/{name:str}/{action:str}", api.schedule_act, methods=["POST"]),
     ]
     hosts = frozenset(host_name(h) if h != "*" else h for h in allowed_hosts)
-    middleware = [Middleware(Guard, token=token, csrf=csrf, allowed_hosts=hosts)]
+    guard = Middleware(
+        Guard,
+        token=token,
+        csrf=csrf,
+        allowed_hosts=hosts,
+        tokens=tokens,
+        namespace=client.namespace,
+    )
+    middleware = [guard]
     return Starlette(routes=routes, middleware=middleware)
 
 
@@ -307,15 +322,26 @@ class _Routes:
         response.set_cookie(CSRF_COOKIE, self.csrf, samesite="strict")  # read by the page
         return response
 
+    def looks_only(self, request: Request) -> bool:
+        """The user may look and not act: a read-only dashboard, or a ``read`` token."""
+        user = user_of(request)
+        namespace = request.query_params.get("ns") or self.boards.first.namespace
+        return self.read_only or (user is not None and not user.allows("write", namespace))
+
     async def overview(self, request: Request) -> Response:
-        return await _call(self.on(request, Dashboard.overview))
+        looks_only = self.looks_only(request)
+        return await _call(
+            self.on(request, lambda d: {**d.overview(), "read_only": d.read_only or looks_only})
+        )
 
     async def live(self, request: Request) -> Response:
         try:
             board = await asyncio.to_thread(self.boards.of, request)
         except TimerError as exc:  # a namespace that does not exist: said once, no stream
             return _error(exc)
-        return live.response(request, board.snapshot)
+        if not self.looks_only(request) or board.read_only:
+            return live.response(request, board.snapshot)
+        return live.response(request, lambda: {**board.snapshot(), "read_only": True})
 
     async def find(self, request: Request) -> Response:
         query = dict(request.query_params)
@@ -347,6 +373,15 @@ class _Routes:
         body = await _body_of(request)
         if isinstance(body, Response):
             return body
+        namespace = request.query_params.get("ns") or self.boards.first.namespace
+        user = who(user_of(request))
+        log.info(
+            "dashboard: %s %s by %s",
+            request.method,
+            request.url.path,
+            user,
+            extra={"namespace": namespace, "user": user},
+        )
         return await _call(self.on(request, lambda d: work(d, body)))
 
     async def act(self, request: Request) -> Response:

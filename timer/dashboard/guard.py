@@ -1,5 +1,6 @@
 """Who may ask the dashboard what, checked before any route runs (:class:`Guard`): the
-host allow-list, the token, and the cross-site check of every POST."""
+host allow-list, the token (one shared token, or each user's own from the HTTP API's
+token file: :func:`user_of`), and the cross-site check of every POST."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
+from timer.errors import ConfigError
 from timer.httpapi.routing import cross_site
+from timer.httpapi.tokens import Token, TokenFile
 
 COOKIE = "tickwheel_token"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -39,15 +42,29 @@ class Guard(BaseHTTPMiddleware):
       it must carry the page's CSRF token in ``X-CSRF-Token``, equal to the
       ``SameSite=Strict`` cookie the page set. A request with the Bearer header needs
       neither: a browser never sends that header cross-site on its own.
+
+    With a token file (``tokens``), each user signs in with a token of their own (the
+    HTTP API's: ``tickwheel tokens create``), scoped to namespaces: ``read`` sees
+    everything and changes nothing, ``write`` and ``admin`` act too. The request's token
+    is ``request.state.user`` for the routes (who did what, in the log).
     """
 
     def __init__(
-        self, app: Any, *, token: str | None, csrf: str, allowed_hosts: frozenset[str]
+        self,
+        app: Any,
+        *,
+        token: str | None,
+        csrf: str,
+        allowed_hosts: frozenset[str],
+        tokens: TokenFile | None = None,
+        namespace: str = "default",
     ) -> None:
         super().__init__(app)
         self.token = token
         self.csrf = csrf
         self.allowed_hosts = allowed_hosts
+        self.tokens = tokens
+        self.namespace = namespace  # the one a request without ?ns= is about
 
     async def dispatch(
         self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
@@ -60,7 +77,11 @@ class Guard(BaseHTTPMiddleware):
                 "with --allowed-host NAME to serve that name",
             )
         bearer = _bearer(request)
-        if self.token is not None:
+        if self.tokens is not None:
+            refused = self.sign_in(request, bearer)
+            if refused is not None:
+                return refused
+        elif self.token is not None:
             if request.url.path == "/login":
                 return self.login(request)
             given = bearer or request.cookies.get(COOKIE, "")
@@ -75,6 +96,36 @@ class Guard(BaseHTTPMiddleware):
             if why:
                 return _refuse(403, f"refused a cross-site request: {why}")
         return await call_next(request)
+
+    def sign_in(self, request: Request, bearer: str) -> Response | None:
+        """The user's token from the file (or a refusal): /login?token=… sets its cookie;
+        a GET needs ``read`` on the request's namespace, anything else ``write``."""
+        assert self.tokens is not None
+        try:
+            if request.url.path == "/login":
+                given = request.query_params.get("token", "")
+                if self.tokens.check(given) is None:
+                    return _refuse(401, "wrong token: give one of `tickwheel tokens list`")
+                response = RedirectResponse("/", status_code=303)
+                response.set_cookie(COOKIE, given, httponly=True, samesite="strict")
+                return response
+            user = self.tokens.check(bearer or request.cookies.get(COOKIE, ""))
+        except ConfigError as exc:  # the token file cannot be read: nobody gets in
+            return _refuse(503, str(exc))
+        if user is None:
+            return _refuse(
+                401,
+                "sign in: open /login?token=tw_… with a token of `tickwheel tokens create`, "
+                "or send Authorization: Bearer …",
+            )
+        namespace = request.query_params.get("ns") or self.namespace
+        need = "read" if request.method in ("GET", "HEAD", "OPTIONS") else "write"
+        if not user.allows(need, namespace):
+            if need == "write" and user.allows("read", namespace):
+                return _refuse(403, f"token {who(user)} may only read: ask for a write token")
+            return _refuse(403, f"token {who(user)} is not for namespace {namespace!r}")
+        request.state.user = user
+        return None
 
     def login(self, request: Request) -> Response:
         assert self.token is not None
@@ -100,6 +151,18 @@ class Guard(BaseHTTPMiddleware):
         ):
             return "the CSRF token is missing or stale (reload the page)"
         return ""
+
+
+def user_of(request: Request) -> Token | None:
+    """The token the request signed in with (a token file's), if any."""
+    return getattr(request.state, "user", None)
+
+
+def who(user: Token | None) -> str:
+    """How the log and the refusals name a user: the token's name, else its id."""
+    if user is None:
+        return "the dashboard's own user"
+    return repr(user.name) if user.name else f"id {user.id}"
 
 
 def _bearer(request: Request) -> str:
