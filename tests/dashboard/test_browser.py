@@ -439,3 +439,64 @@ def test_a_view_has_an_address_and_the_back_button_returns_to_the_last_in_a_brow
         expect(again.locator("#due-title")).to_have_text("Next due on shard 1")
         expect(again.locator("#timer")).to_contain_text("job:{1}")
         browser.close()
+
+
+# An action sent from the page's own script, as its button would (its CSRF token too).
+CANCEL_FROM_THE_PAGE = """async () => (await fetch("/api/timers/job%3A%7B7%7D/cancel", {
+  method: "POST", body: "{}",
+  headers: {"X-CSRF-Token": csrfToken(), "Content-Type": "application/json"},
+})).status"""
+
+
+def test_a_read_token_sees_the_page_and_is_refused_an_action_in_a_browser(
+    served: tuple[str, TimerClient], tmp_path: Path
+) -> None:
+    """Signed in with a read token (`dashboard --tokens`), a user sees the timers but no
+    action button, and an action sent from the page anyway is refused, changing nothing;
+    a write token's page has the buttons and acts."""
+    import uvicorn  # noqa: PLC0415
+    from playwright.sync_api import expect, sync_playwright  # noqa: PLC0415
+
+    from timer.httpapi.tokens import TokenFile  # noqa: PLC0415
+
+    assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
+    _, c = served
+    c.schedule("job:{7}", 3_600_000)
+    tokens = TokenFile(tmp_path / "tokens.json")
+    _, viewer = tokens.create("read", [c.namespace], name="viewer")
+    _, operator = tokens.create("write", [c.namespace], name="operator")
+    port = free_port()
+    app = create_app(c, tokens=tokens)
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=2
+    )
+    server = uvicorn.Server(config)
+    web = threading.Thread(target=server.run, daemon=True)
+    web.start()
+    try:
+        wait_for(lambda: server.started, 20, "the signed-in dashboard to listen")
+        url = f"http://127.0.0.1:{port}/"
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+            page = browser.new_page()
+            page.goto(url + "login?token=" + viewer)
+            expect(page.locator("#read-only")).to_be_visible()
+            page.goto(url + "#timer=" + "job%3A%7B7%7D")
+            expect(page.locator("#timer")).to_contain_text("pending")
+            expect(page.locator("#cancel")).to_be_hidden()
+            status = page.evaluate(CANCEL_FROM_THE_PAGE)
+            assert status == 403
+            info = c.get("job:{7}")
+            assert info is not None and info.state == "pending"
+            other = browser.new_page()
+            other.on("dialog", lambda d: d.accept())
+            other.goto(url + "login?token=" + operator)
+            other.goto(url + "#timer=" + "job%3A%7B7%7D")
+            other.click("#cancel")
+            expect(other.locator("#message")).to_contain_text("cancel done")
+            info = c.get("job:{7}")
+            assert info is not None and info.state == "cancelled"
+            browser.close()
+    finally:
+        server.should_exit = True
+        web.join(10)
