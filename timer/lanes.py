@@ -4,16 +4,41 @@ meanwhile, so the server runs a batch while the client packs the next (#14)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol, cast
 
 import redis
 
 from .durable import steps
+from .durable.models import Durability
+from .durable.scripts import ScriptName
 from .store import settle_replies
 
-if TYPE_CHECKING:
-    from .driver import SyncDriver
+
+class LaneDriver(Protocol):
+    """What a lane needs of the driver whose operation it serves (``timer.driver``'s
+    ``SyncDriver``, which imports this module: so a protocol, not an import)."""
+
+    @property
+    def cluster(self) -> bool: ...
+
+    @property
+    def durability(self) -> Durability: ...
+
+    @property
+    def redis(self) -> Any: ...
+
+    @property
+    def scripts(self) -> Mapping[ScriptName, Any]: ...
+
+    @property
+    def where(self) -> str: ...
+
+    def execute(self, step: steps.Pipeline) -> Any: ...
+
+    def load_scripts(self, names: Iterable[ScriptName]) -> None: ...
+
+    def retry_alone(self, calls: Sequence[steps.ScriptCall], replies: list[Any]) -> list[Any]: ...
 
 
 class Sent:
@@ -35,7 +60,7 @@ class Lane:
     through the ordinary path (redis-py's retries): what a failed pipeline gets too, and
     safe because a schedule call is idempotent per id."""
 
-    def __init__(self, driver: SyncDriver) -> None:
+    def __init__(self, driver: LaneDriver) -> None:
         self.driver = driver
         self.conn: Any = None
         self.unread: list[Sent] = []  # sent, replies not read yet, oldest first

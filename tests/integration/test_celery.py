@@ -44,7 +44,7 @@ def guide_commands() -> list[list[str]]:
     from tests.docs.examples import blocks  # noqa: PLC0415
 
     lines = [ln for b in blocks(GUIDE, ("sh",)) for ln in b.code.splitlines() if ln.strip()]
-    modules = {"tickwheel": "cli", "celery": "celery"}
+    modules = {"tickwheel": "timer.cli", "celery": "celery"}
     return [["-m", modules[ln.split()[0]], *ln.split()[1:]] for ln in lines]
 
 
