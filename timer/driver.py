@@ -28,7 +28,7 @@ from redis.sentinel import SentinelConnectionPool
 
 from . import connections
 from .cluster_route import CLIENT_RETRIES, RETRY_BUDGET_S, Refresh, Routing, client_backoff, owner
-from .durable import ops, steps
+from .durable import server_checks, steps
 from .durable.models import Durability, DurabilityWarning
 from .durable.scripts import ScriptName, source
 from .errors import TimerError
@@ -46,7 +46,7 @@ def connect(rs: RedisSettings) -> redis.Redis | RedisCluster:
         client: Any = connections.client(rs)
         try:
             if rs.url.startswith(("redis://", "rediss://")):
-                hello = ops.hello_fields(client.execute_command("HELLO"))
+                hello = server_checks.hello_fields(client.execute_command("HELLO"))
                 if hello.get("mode") == "cluster":
                     client.close()
                     client = RedisCluster.from_url(rs.url, retry=cluster_retry(), **options)
@@ -121,12 +121,12 @@ class SyncDriver:
         self._nodes_lock = threading.Lock()
         self._reserved = 0  # connections each pool may open (reserve_connections)
         self.retry_budget_s = RETRY_BUDGET_S  # a cluster call's retries after a backoff
-        self._aof_checked = not durability.aof  # ops.check_aof, before the first wait
+        self._aof_checked = not durability.aof  # server_checks.check_aof, before the first wait
 
     def check_aof(self) -> None:
         """Before the first write that waits for ``aof``: the servers can promise it."""
         if not self._aof_checked:
-            for note in self.run(ops.check_aof(self.where)):
+            for note in self.run(server_checks.check_aof(self.where)):
                 warnings.warn(note, DurabilityWarning, stacklevel=4)
             self._aof_checked = True
 

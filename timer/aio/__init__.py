@@ -31,7 +31,7 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
 from .. import connections
 from ..durable import keys as keyspace
-from ..durable import ops
+from ..durable import ops, server_checks
 from ..durable.codec import DEFAULT_MAX_PAYLOAD
 from ..durable.fields import TimerOptions, TimerSpec
 from ..durable.items import timer_spec
@@ -108,8 +108,10 @@ class AsyncTimerClient:
         client: Any = connections.async_client(rs)
         try:
             with map_errors(rs.safe_url):
-                hello = ops.hello_fields(await client.execute_command("HELLO"))
-                ops.check_server_version(ops.version_of_hello(hello), rs.safe_url)
+                hello = server_checks.hello_fields(await client.execute_command("HELLO"))
+                server_checks.check_server_version(
+                    server_checks.version_of_hello(hello), rs.safe_url
+                )
                 if hello.get("mode") == "cluster" and rs.sentinel is None:
                     await client.aclose()
                     client = AsyncRedisCluster.from_url(rs.url, retry=cluster_retry(), **options)

@@ -24,7 +24,7 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import RedisClusterException
 
 from ..cluster_route import CLIENT_RETRIES, RETRY_BUDGET_S, Refresh, Routing, client_backoff, owner
-from ..durable import ops, steps
+from ..durable import server_checks, steps
 from ..durable.calls import error_or
 from ..durable.models import Durability, DurabilityWarning
 from ..durable.scripts import ScriptName, source
@@ -65,12 +65,12 @@ class AsyncDriver:
         self._node_options = dict(node_options or {})
         self._nodes: dict[str, aioredis.Redis] = {}  # a plain client per cluster node
         self.retry_budget_s = RETRY_BUDGET_S  # a cluster call's retries after a backoff
-        self._aof_checked = not durability.aof  # ops.check_aof, before the first wait
+        self._aof_checked = not durability.aof  # server_checks.check_aof, before the first wait
 
     async def check_aof(self) -> None:
         """Before the first write that waits for ``aof``: the servers can promise it."""
         if not self._aof_checked:
-            for note in await self.run(ops.check_aof(self.where)):
+            for note in await self.run(server_checks.check_aof(self.where)):
                 warnings.warn(note, DurabilityWarning, stacklevel=4)
             self._aof_checked = True
 

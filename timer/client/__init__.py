@@ -25,7 +25,7 @@ from ..consumer import ConsumerGroup
 from ..driver import SyncDriver, connect
 from ..durable import groups as group_ops
 from ..durable import keys as keyspace
-from ..durable import ops, shard_ops, steps
+from ..durable import ops, server_checks, shard_ops, steps
 from ..durable.checks import check_seconds
 from ..durable.codec import DEFAULT_MAX_PAYLOAD
 from ..durable.fields import TimerOptions, TimerSpec
@@ -218,13 +218,13 @@ class TimerClient(OperatorCalls):
 
     def server_settings(self) -> list[ServerSettings]:
         """Each server's (each cluster primary's) eviction policy, AOF and version."""
-        return self._run(ops.server_settings())
+        return self._run(server_checks.server_settings())
 
     def check_durability(self, *, allow_eviction: bool = False) -> list[str]:
         """ConfigError if a server may evict timers (unless ``allow_eviction``); else the
         warnings to show (AOF off, an allowed evicting policy, replicas that this client's
         writes do not wait for). ``init`` and workers call it."""
-        return ops.check_durability(
+        return server_checks.check_durability(
             self.server_settings(), self.where, allow_eviction=allow_eviction,
             durability=self.settings.durability,
         )  # fmt: skip

@@ -16,7 +16,8 @@ from .models import (
     Outcome,
 )
 from .namespace import Namespace, check_shards
-from .ops import server_settings, server_time_ms
+from .ops import server_time_ms
+from .server_checks import server_settings
 from .shard_ops import read_due
 from .steps import Op
 
