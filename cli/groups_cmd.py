@@ -50,11 +50,16 @@ def groups(ctx: click.Context, retention_ms: int) -> None:
     for g in found:
         names = ", ".join(f"{c.name}({c.pending})" for c in g.consumers) or "-"
         age = g.oldest_pending_age_ms
-        rows.append((
-            g.name + (" STALE" if g.stale(now, retention_ms) else ""),
-            names, g.pending, g.retrying, "?" if g.lag is None else g.lag,
-            "-" if age is None else f"{age / 1000:.1f}s",
-        ))  # fmt: skip
+        rows.append(
+            (
+                g.name + (" STALE" if g.stale(now, retention_ms) else ""),
+                names,
+                g.pending,
+                g.retrying,
+                "?" if g.lag is None else g.lag,
+                "-" if age is None else f"{age / 1000:.1f}s",
+            )
+        )
     human = (
         table(rows, ("group", "consumers(pending)", "pending", "retrying", "lag", "oldest"))
         if rows

@@ -278,11 +278,18 @@ def handle(
             spec = callbacks(webhook_secret or "", callback_hosts, timeout_s=timeout_s)
     with errors():
         handlers = _handlers_of(
-            spec, group, consumer, kinds, max_attempts, backoff_ms, max_backoff_ms,
-            reclaim_idle_ms, None if timeout_ms is None else timeout_ms / 1000,
+            spec,
+            group,
+            consumer,
+            kinds,
+            max_attempts,
+            backoff_ms,
+            max_backoff_ms,
+            reclaim_idle_ms,
+            None if timeout_ms is None else timeout_ms / 1000,
             merged([*(parse_limit(t) for t in limit_texts), *(parse_rate(t) for t in rate_texts)]),
             fair_by,
-        )  # fmt: skip
+        )
     client = connect(
         app, f"consumer {handlers.consumer}", logging.getLogger("tickwheel.handlers"), durability
     )
@@ -305,9 +312,13 @@ def handle(
 
 
 def _announce(
-    app: App, handlers: Handlers, client: TimerClient, concurrency: int,
-    metrics_port: int | None, metrics_host: str,
-) -> None:  # fmt: skip
+    app: App,
+    handlers: Handlers,
+    client: TimerClient,
+    concurrency: int,
+    metrics_port: int | None,
+    metrics_host: str,
+) -> None:
     """Serve the metrics (if asked), and say on stderr what this consumer handles."""
     where = ""
     if metrics_port is not None:

@@ -9,12 +9,12 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar, Unpack, cast
 
 import click
 
 from timer import TimerNotFound
-from timer.durable.fields import FIELDS
+from timer.durable.fields import FIELDS, TimerOptions
 from timer.durable.shapes import outcome_json, timer_info_json, timer_json
 
 from .app import App, TimerCommandError, errors, pass_app, starts_server
@@ -26,6 +26,18 @@ _BY_HAND = ("payload", "watch")  # options of their own: JSON text, a repeatable
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class DeclaredArgs(TypedDict):
+    """What ``declared_options`` gives ``schedule``'s callback, None where not given (a
+    test holds these names to the declared fields that have an option)."""
+
+    need: int | None
+    rearm: bool | None
+    note: str | None
+    max_total_ms: int | None
+    debounce: bool | None
+    priority: int | None
 
 
 def declared_options(command: _F) -> _F:
@@ -40,8 +52,14 @@ def declared_options(command: _F) -> _F:
             option = click.option(f.cli, name, is_flag=True, default=None, help=f.help)
         elif kind in _CLICK_TYPES:
             shown = f.default is not None
-            option = click.option(f.cli, name, type=_CLICK_TYPES[kind], default=f.default,
-                                  show_default=shown, help=f.help)  # fmt: skip
+            option = click.option(
+                f.cli,
+                name,
+                type=_CLICK_TYPES[kind],
+                default=f.default,
+                show_default=shown,
+                help=f.help,
+            )
         else:
             raise TypeError(f"field {name}: say how tickwheel schedule takes a {kind}")
         command = option(command)
@@ -86,7 +104,7 @@ def schedule(
     deadline_ms: int | None,
     payload: str | None,
     watch: tuple[str, ...],
-    **options: Any,
+    **options: Unpack[DeclaredArgs],
 ) -> None:
     """Schedule timer TIMER_ID (idempotent: the same id again returns the existing one).
 
@@ -96,15 +114,10 @@ def schedule(
     if (delay_ms is None) == (deadline_ms is None):
         raise click.UsageError("give exactly one of --in DURATION or --at ISO-TIME")
     data = _payload(payload)
+    given = {k: v for k, v in options.items() if v is not None}
+    fields = cast(TimerOptions, {**given, "payload": data, "watch": list(watch)})
     with errors():
-        t = app.client.schedule(
-            timer_id,
-            delay_ms,
-            deadline_ms=deadline_ms,
-            payload=data,
-            watch=list(watch),
-            **{k: v for k, v in options.items() if v is not None},
-        )
+        t = app.client.schedule(timer_id, delay_ms, deadline_ms=deadline_ms, **fields)
     if t.created:
         what = "Scheduled"
     elif t.absorbed:
@@ -121,8 +134,7 @@ def schedule(
     if deadline_ms is not None and t.created and deadline_ms < time.time() * 1000 - 1_000:
         # Allowed on purpose (a catch-up after downtime), but rarely what a person meant.
         click.echo(
-            f"Note: {format_ms(deadline_ms)} is in the past: the timer is due at once.",
-            err=True,
+            f"Note: {format_ms(deadline_ms)} is in the past: the timer is due at once.", err=True
         )
 
 
@@ -177,11 +189,19 @@ def reschedule(app: App, timer_id: str, delay_ms: int | None, deadline_ms: int |
 
 @click.command()
 @click.argument("timer_id")
-@click.option("--extend", "extend_ms", type=DURATION, required=True,
-              help="Push the deadline this long from now (Redis clock), e.g. 30s.")  # fmt: skip
-@click.option("--earlier", is_flag=True,
-              help="Set the deadline to --extend from now even if that is earlier: a job "
-                   "that started trades its queue-wait deadline for its run deadline.")  # fmt: skip
+@click.option(
+    "--extend",
+    "extend_ms",
+    type=DURATION,
+    required=True,
+    help="Push the deadline this long from now (Redis clock), e.g. 30s.",
+)
+@click.option(
+    "--earlier",
+    is_flag=True,
+    help="Set the deadline to --extend from now even if that is earlier: a job "
+    "that started trades its queue-wait deadline for its run deadline.",
+)
 @pass_app
 def heartbeat(app: App, timer_id: str, extend_ms: int, earlier: bool) -> None:
     """Extend a running job's timeout: its deadline becomes --extend from now, never
@@ -197,11 +217,17 @@ def heartbeat(app: App, timer_id: str, extend_ms: int, earlier: bool) -> None:
     with errors():
         t = app.client.heartbeat(timer_id, extend_ms, earlier=earlier)
     if t.state != "pending":
-        emit(app.json, {**timer_json(t), "extended": False},
-             f"{timer_id} already ended ({t.state}); nothing changed")  # fmt: skip
+        emit(
+            app.json,
+            {**timer_json(t), "extended": False},
+            f"{timer_id} already ended ({t.state}); nothing changed",
+        )
     else:
-        emit(app.json, {**timer_json(t), "extended": True},
-             f"{timer_id} now falls due {format_ms(t.deadline_ms)}")  # fmt: skip
+        emit(
+            app.json,
+            {**timer_json(t), "extended": True},
+            f"{timer_id} now falls due {format_ms(t.deadline_ms)}",
+        )
 
 
 @click.command()

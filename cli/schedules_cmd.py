@@ -42,52 +42,78 @@ def schedules() -> None:
 
 def spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The options that say when a schedule fires (create, update, preview)."""
-    for option in reversed([
-        click.option("--cron", help="A cron expression: 5 fields, or 6 with the seconds first."),
-        click.option("--every", type=DURATION, help="An interval instead, e.g. 30s, 5m, 1h."),
-        click.option("--offset", type=DURATION, default=0, help="With --every: shift each one."),
-        click.option("--tz", default="UTC", show_default=True, help="IANA time zone of --cron."),
-        click.option("--start", type=INSTANT, help="No occurrence before this ISO-8601 time."),
-        click.option("--end", type=INSTANT, help="No occurrence after this ISO-8601 time."),
-        click.option("--jitter", type=DURATION, default=0, help="Delay each by up to this."),
-    ]):  # fmt: skip
+    for option in reversed(
+        [
+            click.option(
+                "--cron", help="A cron expression: 5 fields, or 6 with the seconds first."
+            ),
+            click.option("--every", type=DURATION, help="An interval instead, e.g. 30s, 5m, 1h."),
+            click.option(
+                "--offset", type=DURATION, default=0, help="With --every: shift each one."
+            ),
+            click.option(
+                "--tz", default="UTC", show_default=True, help="IANA time zone of --cron."
+            ),
+            click.option("--start", type=INSTANT, help="No occurrence before this ISO-8601 time."),
+            click.option("--end", type=INSTANT, help="No occurrence after this ISO-8601 time."),
+            click.option("--jitter", type=DURATION, default=0, help="Delay each by up to this."),
+        ]
+    ):
         fn = option(fn)
     return fn
 
 
 def action_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """What an occurrence carries and what happens after an outage (create, update)."""
-    for option in reversed([
-        click.option("--payload", help="JSON payload every occurrence carries."),
-        click.option(
-            "--missed", type=click.Choice(MISSED), default="latest", show_default=True,
-            help="After an outage: fire the latest missed occurrence, all (oldest first, at "
-            "most 1,000), or skip them.",
-        ),
-        click.option(
-            "--catch-up", "catch_up", type=DURATION, default="1h", show_default=True,
-            help="Missed occurrences older than this are never fired.",
-        ),
-        click.option(
-            "--overlap", type=click.Choice(OVERLAP), default="allow", show_default=True,
-            help="An occurrence due while --group has not handled the previous one: fire it "
-            "anyway (allow), pass it over (skip) or hold it until then (buffer-one).",
-        ),
-        click.option("--group", help="The handler group --overlap waits for."),
-    ]):  # fmt: skip
+    for option in reversed(
+        [
+            click.option("--payload", help="JSON payload every occurrence carries."),
+            click.option(
+                "--missed",
+                type=click.Choice(MISSED),
+                default="latest",
+                show_default=True,
+                help="After an outage: fire the latest missed occurrence, all (oldest first, at "
+                "most 1,000), or skip them.",
+            ),
+            click.option(
+                "--catch-up",
+                "catch_up",
+                type=DURATION,
+                default="1h",
+                show_default=True,
+                help="Missed occurrences older than this are never fired.",
+            ),
+            click.option(
+                "--overlap",
+                type=click.Choice(OVERLAP),
+                default="allow",
+                show_default=True,
+                help="An occurrence due while --group has not handled the previous one: fire it "
+                "anyway (allow), pass it over (skip) or hold it until then (buffer-one).",
+            ),
+            click.option("--group", help="The handler group --overlap waits for."),
+        ]
+    ):
         fn = option(fn)
     return fn
 
 
 def _show(app: App, s: ScheduleInfo) -> None:
     d = schedule_json(s)
-    human = pairs({
-        "schedule": s.name, "when": s.spec.describe(), "state": s.state,
-        "next": _local(s.next_ms, s.spec.recurrence.tz), "armed": s.armed or "-",
-        "fired": s.fired,
-        "missed": s.missed, "last": format_ms(s.last_ms), "after an outage":
-        f"{s.spec.missed} (within {format_duration_ms(s.spec.catch_up_ms)})",
-    })  # fmt: skip
+    human = pairs(
+        {
+            "schedule": s.name,
+            "when": s.spec.describe(),
+            "state": s.state,
+            "next": _local(s.next_ms, s.spec.recurrence.tz),
+            "armed": s.armed or "-",
+            "fired": s.fired,
+            "missed": s.missed,
+            "last": format_ms(s.last_ms),
+            "after an outage": f"{s.spec.missed} (within {format_duration_ms(s.spec.catch_up_ms)})",
+        }
+    )
     emit(app.json, d, human)
 
 
@@ -258,14 +284,25 @@ def _missing(app: App, name: str) -> TimerCommandError:
     help="Preview from this ISO-8601 time (default: now), as backfill's --from.",
 )
 @click.option(
-    "--count", type=click.IntRange(1, 10_000), default=10, show_default=True,
+    "--count",
+    type=click.IntRange(1, 10_000),
+    default=10,
+    show_default=True,
     help="How many occurrences.",
-)  # fmt: skip
+)
 @pass_app
 def preview(
-    app: App, cron: str | None, every: int | None, offset: int, tz: str, start: int | None,
-    end: int | None, jitter: int, after: int | None, count: int,
-) -> None:  # fmt: skip
+    app: App,
+    cron: str | None,
+    every: int | None,
+    offset: int,
+    tz: str,
+    start: int | None,
+    end: int | None,
+    jitter: int,
+    after: int | None,
+    count: int,
+) -> None:
     """Show when the next occurrences of a schedule would fall (nothing is created).
 
     \b

@@ -43,22 +43,47 @@ tokens_option = click.option(
     show_default=True,
     help="The port the API listens on.",
 )
-@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
-              help="Processes serving (uvicorn workers).")  # fmt: skip
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Processes serving (uvicorn workers).",
+)
 @tokens_option
 @click.option("--no-auth", is_flag=True, help="Accept requests without a token (loopback only).")
-@click.option("--certfile", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="TLS certificate (PEM); with --keyfile the API speaks HTTPS.")  # fmt: skip
-@click.option("--keyfile", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="TLS private key (PEM).")  # fmt: skip
-@click.option("--callback-host", "callback_hosts", multiple=True, metavar="HOST",
-              help="A host a timer's callback_url may name (repeat; none: no callbacks). "
-              "`tickwheel handle --callbacks` delivers them.")  # fmt: skip
+@click.option(
+    "--certfile",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="TLS certificate (PEM); with --keyfile the API speaks HTTPS.",
+)
+@click.option(
+    "--keyfile",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="TLS private key (PEM).",
+)
+@click.option(
+    "--callback-host",
+    "callback_hosts",
+    multiple=True,
+    metavar="HOST",
+    help="A host a timer's callback_url may name (repeat; none: no callbacks). "
+    "`tickwheel handle --callbacks` delivers them.",
+)
 @pass_app
 def serve(
-    app: App, host: str, port: int, workers: int, tokens_path: Path | None, no_auth: bool,
-    certfile: str | None, keyfile: str | None, callback_hosts: tuple[str, ...],
-) -> None:  # fmt: skip
+    app: App,
+    host: str,
+    port: int,
+    workers: int,
+    tokens_path: Path | None,
+    no_auth: bool,
+    certfile: str | None,
+    keyfile: str | None,
+    callback_hosts: tuple[str, ...],
+) -> None:
     """Serve the HTTP/JSON API (/v1): schedule, get, cancel, complete, reschedule, notify
     and wait for timers from any language. The OpenAPI document is at /v1/openapi.json.
 
@@ -112,10 +137,18 @@ def serve(
         err=True,
     )
     try:
-        uvicorn.run("timer.httpapi.serve:app_from_env", factory=True, host=host, port=port,
-                    workers=workers, log_level="warning", ssl_certfile=certfile,
-                    ssl_keyfile=keyfile, timeout_graceful_shutdown=5,
-                    http=NoDelayHttpToolsProtocol)  # fmt: skip
+        uvicorn.run(
+            "timer.httpapi.serve:app_from_env",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            log_level="warning",
+            ssl_certfile=certfile,
+            ssl_keyfile=keyfile,
+            timeout_graceful_shutdown=5,
+            http=NoDelayHttpToolsProtocol,
+        )
     finally:
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)
@@ -138,9 +171,12 @@ def tokens() -> None:
     required=True,
     help="What it may do: read, write (and read), or admin (everything).",
 )
-@click.option("--namespace", "namespaces", multiple=True,
-              help="A namespace it may use (repeat; '*' for all) [default: the global "
-              "--namespace].")  # fmt: skip
+@click.option(
+    "--namespace",
+    "namespaces",
+    multiple=True,
+    help="A namespace it may use (repeat; '*' for all) [default: the global --namespace].",
+)
 @click.option("--name", default="", help="What it is for (shown by `tokens list`).")
 @tokens_option
 @pass_app
@@ -183,10 +219,20 @@ def list_(app: App, tokens_path: Path | None) -> None:
     with errors():
         found = list(TokenFile(tokens_path or default_tokens()).load().values())
     rows = [(t.id, t.scope, ",".join(t.namespaces), t.name, t.created) for t in found]
-    emit(app.json, [{"id": t.id, "scope": t.scope, "namespaces": list(t.namespaces),
-                     "name": t.name, "created": t.created} for t in found],
-         table(rows, ("id", "scope", "namespaces", "name", "created")) if rows
-         else "No tokens.")  # fmt: skip
+    emit(
+        app.json,
+        [
+            {
+                "id": t.id,
+                "scope": t.scope,
+                "namespaces": list(t.namespaces),
+                "name": t.name,
+                "created": t.created,
+            }
+            for t in found
+        ],
+        table(rows, ("id", "scope", "namespaces", "name", "created")) if rows else "No tokens.",
+    )
 
 
 @tokens.command()

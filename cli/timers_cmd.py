@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any, Unpack
+from typing import Any, TypedDict, Unpack
 
 import click
 
@@ -32,34 +32,74 @@ def timers() -> None:
 
 
 def selection_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed([
-        click.option("--from", "deadline_from", type=INSTANT, default=None,
-                     help="Only deadlines at or after this ISO-8601 time."),
-        click.option("--to", "deadline_to", type=INSTANT, default=None,
-                     help="Only deadlines at or before this ISO-8601 time."),
-        click.option("--page", "page_size", type=click.IntRange(1, 100_000), default=1000,
-                     show_default=True, help="Entries each call to Redis scans."),
-    ]):  # fmt: skip
+    for option in reversed(
+        [
+            click.option(
+                "--from",
+                "deadline_from",
+                type=INSTANT,
+                default=None,
+                help="Only deadlines at or after this ISO-8601 time.",
+            ),
+            click.option(
+                "--to",
+                "deadline_to",
+                type=INSTANT,
+                default=None,
+                help="Only deadlines at or before this ISO-8601 time.",
+            ),
+            click.option(
+                "--page",
+                "page_size",
+                type=click.IntRange(1, 100_000),
+                default=1000,
+                show_default=True,
+                help="Entries each call to Redis scans.",
+            ),
+        ]
+    ):
         fn = option(fn)
     return fn
 
 
 def _row(t: TimerInfo) -> tuple[Any, ...]:
-    return (t.id, t.state, t.shard, format_ms(t.deadline_ms) if t.deadline_ms else "?",
-            format_ms(t.decided_ms) if t.decided_ms else "", to_json(t.payload)[:40])  # fmt: skip
+    return (
+        t.id,
+        t.state,
+        t.shard,
+        format_ms(t.deadline_ms) if t.deadline_ms else "?",
+        format_ms(t.decided_ms) if t.decided_ms else "",
+        to_json(t.payload)[:40],
+    )
 
 
 @timers.command("list")
 @click.argument("match", default="*")
-@click.option("--state", "states", type=STATE_CHOICE, multiple=True,
-              help="pending (default), expired, cancelled, completed, decided or any; "
-              "repeatable.")  # fmt: skip
+@click.option(
+    "--state",
+    "states",
+    type=STATE_CHOICE,
+    multiple=True,
+    help="pending (default), expired, cancelled, completed, decided or any; repeatable.",
+)
 @selection_options
-@click.option("--limit", type=click.IntRange(1, 1_000_000), default=100, show_default=True,
-              help="Show at most this many.")  # fmt: skip
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 1_000_000),
+    default=100,
+    show_default=True,
+    help="Show at most this many.",
+)
 @pass_app
-def list_(app: App, match: str, states: tuple[str, ...], deadline_from: int | None,
-          deadline_to: int | None, page_size: int, limit: int) -> None:  # fmt: skip
+def list_(
+    app: App,
+    match: str,
+    states: tuple[str, ...],
+    deadline_from: int | None,
+    deadline_to: int | None,
+    page_size: int,
+    limit: int,
+) -> None:
     """List the timers whose id matches MATCH (default: all), pending unless --state says
     otherwise: id, state, shard, deadline, decided, payload.
 
@@ -88,13 +128,23 @@ def list_(app: App, match: str, states: tuple[str, ...], deadline_from: int | No
 
 @timers.command()
 @click.argument("match", default="*")
-@click.option("--state", "states", type=STATE_CHOICE, multiple=True,
-              help="pending (default), expired, cancelled, completed, decided or any; "
-              "repeatable.")  # fmt: skip
+@click.option(
+    "--state",
+    "states",
+    type=STATE_CHOICE,
+    multiple=True,
+    help="pending (default), expired, cancelled, completed, decided or any; repeatable.",
+)
 @selection_options
 @pass_app
-def count(app: App, match: str, states: tuple[str, ...], deadline_from: int | None,
-          deadline_to: int | None, page_size: int) -> None:  # fmt: skip
+def count(
+    app: App,
+    match: str,
+    states: tuple[str, ...],
+    deadline_from: int | None,
+    deadline_to: int | None,
+    page_size: int,
+) -> None:
     """Count the timers whose id matches MATCH (default: all), pending unless --state
     says otherwise (a whole scan, page by page)."""
     with errors():
@@ -107,12 +157,26 @@ def count(app: App, match: str, states: tuple[str, ...], deadline_from: int | No
     emit(app.json, {"match": match, "count": n}, f"{plural(n, 'timer')} match {match!r}")
 
 
+class ActionArgs(TypedDict):
+    """What ``action_options`` and ``selection_options`` give a bulk action's callback."""
+
+    deadline_from: int | None
+    deadline_to: int | None
+    page_size: int
+    dry_run: bool
+    yes: bool
+
+
 def action_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed([
-        click.argument("match"),
-        click.option("--dry-run", is_flag=True, help="Only say how many timers it would act on."),
-        click.option("--yes", is_flag=True, help="Do not ask for confirmation."),
-    ]):  # fmt: skip
+    for option in reversed(
+        [
+            click.argument("match"),
+            click.option(
+                "--dry-run", is_flag=True, help="Only say how many timers it would act on."
+            ),
+            click.option("--yes", is_flag=True, help="Do not ask for confirmation."),
+        ]
+    ):
         fn = option(fn)
     return selection_options(fn)
 
@@ -125,9 +189,7 @@ VERBS = {
 }
 
 
-def _run(
-    app: App, action: str, match: str, opts: dict[str, Any], **move: Unpack[MoveOptions]
-) -> None:
+def _run(app: App, action: str, match: str, opts: ActionArgs, **move: Unpack[MoveOptions]) -> None:
     """Count (dry run), ask unless --yes, then act page by page with progress."""
     run = getattr(app.client.timers, action)
     where = {
@@ -168,8 +230,15 @@ def _run(
 
 
 def _report(b: Bulk, match: str) -> dict[str, Any]:
-    return {"action": b.action, "match": match, "selected": b.selected, "done": b.done,
-            "skipped": b.skipped, "keys": b.keys, "errors": b.errors}  # fmt: skip
+    return {
+        "action": b.action,
+        "match": match,
+        "selected": b.selected,
+        "done": b.done,
+        "skipped": b.skipped,
+        "keys": b.keys,
+        "errors": b.errors,
+    }
 
 
 def _progress(app: App, action: str) -> Callable[[Bulk], None] | None:
@@ -185,7 +254,7 @@ def _progress(app: App, action: str) -> Callable[[Bulk], None] | None:
 @timers.command()
 @action_options
 @pass_app
-def cancel(app: App, /, match: str, **opts: Any) -> None:
+def cancel(app: App, /, match: str, **opts: Unpack[ActionArgs]) -> None:
     """Cancel every pending timer whose id matches MATCH ('*' for all), within --from and
     --to. Counts them and asks first unless --yes; --dry-run only counts."""
     _run(app, "cancel", match, opts)
@@ -194,7 +263,7 @@ def cancel(app: App, /, match: str, **opts: Any) -> None:
 @timers.command()
 @action_options
 @pass_app
-def complete(app: App, /, match: str, **opts: Any) -> None:
+def complete(app: App, /, match: str, **opts: Unpack[ActionArgs]) -> None:
     """Complete every pending timer whose id matches MATCH ('*' for all), within --from
     and --to: each ends as completed, as if its watch keys had been notified. Counts
     them and asks first unless --yes; --dry-run only counts."""
@@ -204,7 +273,7 @@ def complete(app: App, /, match: str, **opts: Any) -> None:
 @timers.command()
 @action_options
 @pass_app
-def notify(app: App, /, match: str, **opts: Any) -> None:
+def notify(app: App, /, match: str, **opts: Unpack[ActionArgs]) -> None:
     """Notify every watch key of the pending timers whose id matches MATCH (as `timers
     cancel`): each timer completes once enough of its keys were notified, and other
     timers watching those keys count them too."""
@@ -217,11 +286,25 @@ def notify(app: App, /, match: str, **opts: Any) -> None:
 @click.option("--at", "deadline_ms", type=INSTANT, help="New ISO-8601 deadline.")
 @click.option("--by", "shift_ms", type=DURATION, help="Later by this much, each from its own.")
 @pass_app
-def reschedule(app: App, /, match: str, delay_ms: int | None, deadline_ms: int | None,
-               shift_ms: int | None, **opts: Any) -> None:  # fmt: skip
+def reschedule(
+    app: App,
+    /,
+    match: str,
+    delay_ms: int | None,
+    deadline_ms: int | None,
+    shift_ms: int | None,
+    **opts: Unpack[ActionArgs],
+) -> None:
     """Move every pending timer whose id matches MATCH (as `timers cancel`): to --in from
     now, to --at, or --by later than its own deadline (each timer once)."""
     if sum(v is not None for v in (delay_ms, deadline_ms, shift_ms)) != 1:
         raise click.UsageError("give exactly one of --in DURATION, --at ISO-TIME or --by DURATION")
-    _run(app, "reschedule", match, opts, delay_ms=delay_ms, deadline_ms=deadline_ms,
-         shift_ms=shift_ms)  # fmt: skip
+    _run(
+        app,
+        "reschedule",
+        match,
+        opts,
+        delay_ms=delay_ms,
+        deadline_ms=deadline_ms,
+        shift_ms=shift_ms,
+    )

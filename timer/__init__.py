@@ -7,7 +7,7 @@ The layers, each importing only those above it in this list:
     timer.durable   the data model: keys, records, Lua scripts with their call builders and
                     reply parsers, and every operation as steps (no I/O)
     timer.client    TimerClient: runs the operations with redis-py (sync); timer.aio: the
-                    asyncio peer; timer.store: the redis-py error and URL boundary
+                    asyncio peer; timer.redis.store: the redis-py error and URL boundary
     timer.handlers  Handlers: run user code per outcome (retries, dead letters, concurrency)
     timer.spark     Spark helpers over TimerClient;  timer.testing  a private server
 

@@ -26,32 +26,87 @@ from .errors import InvalidInput
 # declares (lua/include/), so each may run any command those run; these are all of them.
 _CONNECTION = ("hello", "ping", "evalsha", "script|load", "script|exists")
 _LIBRARY = (
-    "del", "exists", "get", "hdel", "hexists", "hget", "hgetall", "hmget", "hset", "lpop",
+    "del",
+    "exists",
+    "get",
+    "hdel",
+    "hexists",
+    "hget",
+    "hgetall",
+    "hmget",
+    "hset",
+    "lpop",
     "mget",
-    "publish", "rpush", "sadd", "scard", "set", "spop", "srem", "time", "type", "xadd",
-    "zadd", "zrangebyscore", "zrem",
-)  # fmt: skip
+    "publish",
+    "rpush",
+    "sadd",
+    "scard",
+    "set",
+    "spop",
+    "srem",
+    "time",
+    "type",
+    "xadd",
+    "zadd",
+    "zrangebyscore",
+    "zrem",
+)
 _CLIENT = ("srandmember", "hscan")  # notify.lua; listing schedules, finding timers
 _WORKER = (
-    "incr", "pttl", "pexpire",  # the lease scripts
-    "srandmember", "xinfo|groups", "xpending", "xrange", "xtrim",  # sweep, trim
-    "subscribe", "unsubscribe",  # following the led shards' events, leaving a shard's
-    "zremrangebyscore", "zcount", "zrange", "lrange", "smembers", "sscan",
-    "hlen", "zcard",  # membership, reading due buckets
+    *["incr", "pttl", "pexpire"],  # the lease scripts
+    *["srandmember", "xinfo|groups", "xpending", "xrange", "xtrim"],  # sweep, trim
+    *["subscribe", "unsubscribe"],  # following the led shards' events, leaving a shard's
+    *[
+        "zremrangebyscore",
+        "zcount",
+        "zrange",
+        "lrange",
+        "smembers",
+        "sscan",
+        "hlen",
+        "zcard",
+    ],  # membership, due buckets
     "info",  # the servers' eviction policy and AOF, checked at start (optional)
-)  # fmt: skip
+)
 _HANDLERS = (
-    "xreadgroup", "xack", "xclaim", "xpending", "xrange", "xgroup|create",
-    "xgroup|delconsumer",
-    "zscore", "zcard", "zremrangebyscore", "pexpire",  # per-key limits' slots
-)  # fmt: skip
+    *["xreadgroup", "xack", "xclaim", "xpending", "xrange", "xgroup|create", "xgroup|delconsumer"],
+    *["zscore", "zcard", "zremrangebyscore", "pexpire"],  # per-key limits' slots
+)
 _OPERATOR = (
-    "hsetnx", "smembers", "info", "memory|usage", "xlen", "xrevrange", "xrange", "xdel",
-    "xinfo|groups", "xinfo|consumers", "xinfo|stream", "xgroup|create", "xgroup|destroy",
-    "xpending", "xtrim", "xread", "zcard", "zrange", "zcount", "lrange", "sscan", "hlen",
-    "pttl", "srandmember", "subscribe",
-    "hscan", "rename", "xsetid", "xgroup|createconsumer",  # migrate.lua
-)  # fmt: skip
+    *[
+        "hsetnx",
+        "smembers",
+        "info",
+        "memory|usage",
+        "xlen",
+        "xrevrange",
+        "xrange",
+        "xdel",
+        "xinfo|groups",
+    ],
+    *[
+        "xinfo|consumers",
+        "xinfo|stream",
+        "xgroup|create",
+        "xgroup|destroy",
+        "xpending",
+        "xtrim",
+        "xread",
+    ],
+    *[
+        "zcard",
+        "zrange",
+        "zcount",
+        "lrange",
+        "sscan",
+        "hlen",
+        "pttl",
+        "srandmember",
+        "subscribe",
+        "hscan",
+    ],
+    *["rename", "xsetid", "xgroup|createconsumer"],  # migrate.lua
+)
 
 ROLES: dict[str, tuple[str, ...]] = {
     "client": _CONNECTION + _LIBRARY + _CLIENT,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Annotated, Any
+from typing import Annotated, Unpack
 
 try:
     from fastapi import Depends, FastAPI, Request
@@ -31,6 +31,7 @@ except ImportError as exc:  # pragma: no cover - the message is the point
     raise ImportError("timer.fastapi needs FastAPI: pip install 'tickwheel[fastapi]'") from exc
 
 from .aio import AsyncTimerClient
+from .durable.models import ConnectOptions
 from .errors import ConfigError
 
 STATE = "tickwheel"  # where the client lives: app.state.tickwheel
@@ -38,7 +39,10 @@ STATE = "tickwheel"  # where the client lives: app.state.tickwheel
 
 @asynccontextmanager
 async def timer_client_for(
-    app: FastAPI, url: str | None = None, namespace: str = "default", **options: Any
+    app: FastAPI,
+    url: str | None = None,
+    namespace: str = "default",
+    **options: Unpack[ConnectOptions],
 ) -> AsyncIterator[AsyncTimerClient]:
     """Connect an :class:`AsyncTimerClient` (``url``, else ``$TICKWHEEL_REDIS_URL``, else
     your running embedded server) and give it to the app's endpoints
@@ -54,7 +58,7 @@ async def timer_client_for(
 
 
 def lifespan(
-    url: str | None = None, namespace: str = "default", **options: Any
+    url: str | None = None, namespace: str = "default", **options: Unpack[ConnectOptions]
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     """A lifespan for ``FastAPI(lifespan=...)`` that holds one client for the app."""
 

@@ -11,13 +11,17 @@ import threading
 from bisect import bisect_left
 from collections.abc import Iterable
 
+# Bucket bounds (ms): a histogram's, and a stage's (sub-millisecond first: a stage takes
+# tens of microseconds to a few ms).
+MS_BOUNDS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000)
+_FINE = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 7.5, 10, 15, 25, 50)
+STAGE_BOUNDS: tuple[float, ...] = (*_FINE, 100, 250, 500, 1000, 2500, 5000, 10000)
+
 
 class MsHistogram:
     """Cumulative bucket counts of durations in milliseconds (thread-safe)."""
 
-    BOUNDS: tuple[float, ...] = (
-        1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000,
-    )  # fmt: skip
+    BOUNDS: tuple[float, ...] = MS_BOUNDS
 
     def __init__(self) -> None:
         self.counts = [0] * (len(self.BOUNDS) + 1)
@@ -70,10 +74,7 @@ class StageHistogram(MsHistogram):
     """Where the milliseconds between a deadline and a handler go, stage by stage (#32):
     sub-millisecond buckets, since a stage takes tens of microseconds to a few ms."""
 
-    BOUNDS = (
-        0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 7.5, 10, 15, 25, 50, 100, 250, 500,
-        1000, 2500, 5000, 10000,
-    )  # fmt: skip
+    BOUNDS = STAGE_BOUNDS
 
 
 class Stages:

@@ -18,7 +18,7 @@ import builtins
 from collections.abc import Awaitable, Callable
 from typing import Any, Unpack
 
-from .durable import schedule_records as sched_ops
+from .durable import schedule_ops as sched_ops
 from .durable.fields import ScheduleOptions
 from .durable.models import Timer
 from .durable.namespace import Namespace

@@ -74,6 +74,7 @@ def span(name: str, traceparent: str | None, attributes: Mapping[str, Any]) -> I
         return
     tracer = otel[0].get_tracer(TRACER)
     assert traceparent is not None
-    with tracer.start_as_current_span(name, context=_context(traceparent),
-                                      attributes=dict(attributes)):  # fmt: skip
+    with tracer.start_as_current_span(
+        name, context=_context(traceparent), attributes=dict(attributes)
+    ):
         yield

@@ -54,9 +54,13 @@ def sign(secret: str, timestamp: int, body: bytes) -> str:
 
 
 def verify(
-    secret: str, header: str, body: bytes, *, now: float | None = None,
+    secret: str,
+    header: str,
+    body: bytes,
+    *,
+    now: float | None = None,
     tolerance_s: int = TOLERANCE_S,
-) -> bool:  # fmt: skip
+) -> bool:
     """True if ``header`` (``Tickwheel-Signature``) signs ``body`` with ``secret`` and is
     at most ``tolerance_s`` old: what a Python receiver calls on each request."""
     try:
@@ -133,10 +137,17 @@ def _poster(secret: str, timeout_s: float) -> Callable[[str, Outcome], None]:
 
     def deliver(url: str, o: Outcome) -> None:
         body = json.dumps(outcome_json(o), separators=(",", ":")).encode()
-        request = urllib.request.Request(url, data=body, method="POST", headers={
-            "Content-Type": "application/json", "User-Agent": agent,
-            IDEMPOTENCY: o.idempotency_key, SIGNATURE: sign(secret, int(time.time()), body),
-        })  # fmt: skip
+        request = urllib.request.Request(
+            url,
+            data=body,
+            method="POST",
+            headers={
+                "Content-Type": "application/json",
+                "User-Agent": agent,
+                IDEMPOTENCY: o.idempotency_key,
+                SIGNATURE: sign(secret, int(time.time()), body),
+            },
+        )
         try:
             with opener.open(request, timeout=timeout_s) as response:
                 status = response.status

@@ -19,7 +19,7 @@ from typing import Any
 
 import redis
 
-from timer.driver import CountingPubSub
+from timer.client.driver import CountingPubSub
 
 # How often a listener on a Sentinel master asks the Sentinels whether the master moved
 # (a SENTINEL FAILOVER demotes the old one without closing its subscribers' connections).

@@ -161,10 +161,16 @@ class Firer:
             # ahead: the shard's timers in the wheel will be decided soon (fired, or
             # cancelled: each leaves an outcome), so the results table grows for them
             # before they land, when that moves least (rx_grow in lua/include/results.lua)
-            calls.append(state.store.fire_call(
-                ctx.id, state.epoch, ids, ttl_ms=ctx.settings.result_ttl_ms,
-                ahead=len(state.tasks), plans=self.planner.for_fire(state, ids),
-            ))  # fmt: skip
+            calls.append(
+                state.store.fire_call(
+                    ctx.id,
+                    state.epoch,
+                    ids,
+                    ttl_ms=ctx.settings.result_ttl_ms,
+                    ahead=len(state.tasks),
+                    plans=self.planner.for_fire(state, ids),
+                )
+            )
         sent = time.monotonic_ns()
         try:
             results = ctx.client.shards.fire_together(calls)
@@ -197,9 +203,8 @@ class Firer:
         return fired
 
     def _apply(
-        self, state: ShardState, group: list[FireTask], result: FireResult, sent: int,
-        answered: int,
-    ) -> int:  # fmt: skip
+        self, state: ShardState, group: list[FireTask], result: FireResult, sent: int, answered: int
+    ) -> int:
         """What one shard's fire decided: out of the wheel, early ones back in, schedules'
         next occurrences offered to the planner; how many fired."""
         ctx = self.ctx
@@ -376,7 +381,15 @@ def trace_fires(
     its deadline to its decision (Redis time), by this worker (timer/tracing.py)."""
     for t in traced:
         deadline = deadlines.get(t.id, t.decided_ms)
-        tracing.record_span("tickwheel.fire", t.traceparent, deadline, t.decided_ms, {
-            "tickwheel.timer_id": t.id, "tickwheel.shard": shard, "tickwheel.worker": ctx.id,
-            "tickwheel.lateness_ms": t.decided_ms - deadline,
-        })  # fmt: skip
+        tracing.record_span(
+            "tickwheel.fire",
+            t.traceparent,
+            deadline,
+            t.decided_ms,
+            {
+                "tickwheel.timer_id": t.id,
+                "tickwheel.shard": shard,
+                "tickwheel.worker": ctx.id,
+                "tickwheel.lateness_ms": t.decided_ms - deadline,
+            },
+        )

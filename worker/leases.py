@@ -131,8 +131,11 @@ class Leases:
                     taken = len(ctx.catching_up)
                     ctx.catching_up.clear()
                 if taken:
-                    log.info("took %d shards; their overdue timers fire by priority now",
-                             taken, extra=ctx.fields())  # fmt: skip
+                    log.info(
+                        "took %d shards; their overdue timers fire by priority now",
+                        taken,
+                        extra=ctx.fields(),
+                    )
 
     def acquire(self, shard: int) -> bool:
         """Take the shard's lease if it is free; then follow it and load its horizon."""

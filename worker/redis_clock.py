@@ -49,9 +49,14 @@ class RedisClock:
         return time.monotonic_ns() / 1_000_000
 
     def observe(
-        self, server_ms: float, sent_mono_ms: float, received_mono_ms: float, *,
-        precise: bool = False, refused: bool = False,
-    ) -> None:  # fmt: skip
+        self,
+        server_ms: float,
+        sent_mono_ms: float,
+        received_mono_ms: float,
+        *,
+        precise: bool = False,
+        refused: bool = False,
+    ) -> None:
         """Record that the server said ``server_ms`` during [sent, received] (monotonic):
         a whole ms, as the scripts return TIME (the true time was up to a ms later: taken
         as its middle), or ``precise`` (TIME's microseconds, ``sync``). A precise reading

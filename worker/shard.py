@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from timer import TimerTask
-from timer.shard_store import ShardStore
+from timer.client.shard_store import ShardStore
 
 
 class Sink(Protocol):

@@ -311,8 +311,13 @@ class Worker:
         if not live:
             reasons.append(f"run loop stuck for {stuck_ms:.0f} ms")
         age = None if ok is None else round(now - ok)
-        return Health(live=live, ready=not reasons, reasons=tuple(reasons), tick_age_ms=age,
-                      refusing_writes=oom is not None)  # fmt: skip
+        return Health(
+            live=live,
+            ready=not reasons,
+            reasons=tuple(reasons),
+            tick_age_ms=age,
+            refusing_writes=oom is not None,
+        )
 
     # -- stopping ------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from tests.conftest import stop_all, wait_for
 from timer import ConfigError, StoreError, TimerClient
 from timer.aio import AsyncTimerClient
 from timer.httpapi.app import create_app
-from timer.store import RedisSettings, redact_url
+from timer.redis.store import RedisSettings, redact_url
 from timer.testing import RedisServer, SentinelSet, redis_sentinel
 
 # No lateness bound (it waits on the Sentinels, never on a clock): it runs in the

@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from tests.conftest import wait_for
 from timer import TimerClient
 from timer.cli.main import main
-from timer.store import RedisSettings
+from timer.redis.store import RedisSettings
 from timer.testing import LISTPACK_VALUE_BYTES, RedisServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from timer import ClientSettings, DuplicateTimer, TimerClient, TimerNotFound, WaitTimeout
-from timer.shard_store import ShardStore
+from timer.client.shard_store import ShardStore
 from timer.testing import RedisServer
 
 from .conftest import server_now_ms

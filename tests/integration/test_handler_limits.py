@@ -208,9 +208,9 @@ def test_an_outcome_waiting_for_its_slot_stays_touched_between_rounds(
     with its retry rounds 30 s apart. Once a is done and idle, b still touches w2 (its
     wait ends at its next touch), so a does not take w2 over in the three reclaim idle
     times (1 s here) that follow; without the touches it would."""
-    from timer.handlers import loop as handler_loop  # noqa: PLC0415
+    from timer.handlers import admission  # noqa: PLC0415
 
-    monkeypatch.setattr(handler_loop, "LIMIT_RETRY_S", 30.0)
+    monkeypatch.setattr(admission, "LIMIT_RETRY_S", 30.0)
     started, gate = threading.Event(), threading.Event()
     done: list[str] = []
 

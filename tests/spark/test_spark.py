@@ -14,6 +14,7 @@ import pytest
 
 from timer import InvalidInput, TimerClient
 from timer import spark as tws
+from timer.spark import reading, writing
 from timer.testing import RedisServer
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -216,16 +217,16 @@ def test_retried_partition_counts_true(spark: SparkSession, ns: Any) -> None:
     c.schedule("pre-existing", delay_ms=60_000)
     rows = [{"id": f"r:{i}", "delay_ms": 60_000} for i in range(50)]
     rows.append({"id": "pre-existing", "delay_ms": 60_000})
-    plan = tws._SchedulePlan(
+    plan = writing._SchedulePlan(
         url, namespace, "job-1", "id", "delay_ms", None, (), None, None, None, 20
     )
     # First attempt: dies after the first 30 rows were written (its counts are lost, as
     # Spark drops a failed task's accumulator updates).
     lost = {k: FakeAccumulator(0) for k in ("scheduled", "duplicate", "rejected")}
-    tws._schedule_partition(plan, 3, rows[:30], lost, FakeAccumulator([]))
+    writing._schedule_partition(plan, 3, rows[:30], lost, FakeAccumulator([]))
     # The retry runs the whole partition again.
     acc = {k: FakeAccumulator(0) for k in ("scheduled", "duplicate", "rejected")}
-    tws._schedule_partition(plan, 3, rows, acc, FakeAccumulator([]))
+    writing._schedule_partition(plan, 3, rows, acc, FakeAccumulator([]))
     assert (acc["scheduled"].value, acc["duplicate"].value) == (50, 1)
     assert pending(c) == 51
 
@@ -271,7 +272,7 @@ def test_read_outcomes_fixed_schema(spark: SparkSession, ns: Any) -> None:
         c.schedule(f"o:{{{i}}}", delay_ms=60_000, payload={"i": i})
         c.cancel(f"o:{{{i}}}")
     df = tws.read_outcomes(spark, url, namespace)
-    assert tuple(df.columns) == tws.OUTCOME_FIELDS
+    assert tuple(df.columns) == reading.OUTCOME_FIELDS
     assert df.rdd.getNumPartitions() == 8
     rows = df.collect()
     assert len(rows) == 40 and {r["outcome"] for r in rows} == {"cancelled"}

@@ -1,4 +1,4 @@
-"""timer/cluster_route.py: where a cluster's script calls go, round after round (no I/O)."""
+"""timer/redis/cluster_route.py: where a cluster's script calls go, round after round (no I/O)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from redis import exceptions
 
 from timer import InvalidInput, TimerClient
-from timer.cluster_route import MAX_ROUNDS, RETRY_BUDGET_S, Refresh, Routing, Verdict, verdict
+from timer.redis.cluster_route import MAX_ROUNDS, RETRY_BUDGET_S, Refresh, Routing, Verdict, verdict
 
 
 class Clock:

@@ -23,7 +23,7 @@ from timer.durable.entries import (
     parse_ref,
 )
 from timer.durable.fields import FIELDS, KEPT_PENDING
-from timer.durable.groups import (
+from timer.durable.group_calls import (
     MAX_ERROR_CHARS,
     claim_call,
     dead_call,

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from timer import TimerClient
 from timer.aio import AsyncTimerClient
 from timer.cli.main import main
+from timer.cli.one_timer_cmd import DeclaredArgs
 from timer.cli.one_timer_cmd import schedule as schedule_command
 from timer.durable import codec
 from timer.durable.fields import (
@@ -38,7 +39,8 @@ from timer.durable.keys import NamespaceKeys
 from timer.durable.models import ClientSettings, Meta, Outcome, TimerInfo
 from timer.durable.namespace import Namespace
 from timer.durable.recurrence import Recurrence
-from timer.durable.schedule_records import ScheduleSpec, put
+from timer.durable.schedule_ops import put
+from timer.durable.schedule_records import ScheduleSpec
 from timer.httpapi.spec import ENDPOINTS
 from timer.schedules import AsyncSchedules, Schedules
 
@@ -85,6 +87,9 @@ def test_the_cli_options_are_the_declared_ones() -> None:
     everywhere = {o for p in main.params for o in p.opts}  # global options, after any command
     own = {p.name for p in schedule_command.params if not set(p.opts) & everywhere}
     assert own == {"timer_id", *declared.values()}
+    # the callback's typed options are the declared fields given by declared_options
+    by_hand = {"timer_id", "delay_ms", "deadline_ms", "payload", "watch"}
+    assert set(DeclaredArgs.__annotations__) == own - by_hand
 
 
 def test_the_docs_table_is_the_declarations_own() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from timer import ConfigError, TimerClient
-from timer.local_server import default_url, embedded_url
+from timer.redis.local_server import default_url, embedded_url
 
 
 @pytest.fixture

@@ -9,8 +9,9 @@ import os
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from timer import ConfigError, connections
-from timer.store import RedisSettings, redact_url
+from timer import ConfigError
+from timer.redis import connections
+from timer.redis.store import RedisSettings, redact_url
 
 SECRET = "S3CRETpw"
 EXAMPLES = int(os.environ.get("TICKWHEEL_FUZZ_EXAMPLES", "200"))

@@ -29,7 +29,6 @@ from typing import Any, TypeVar, Unpack
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
-from .. import connections
 from ..durable import keys as keyspace
 from ..durable import ops, server_checks
 from ..durable.codec import DEFAULT_MAX_PAYLOAD
@@ -39,9 +38,10 @@ from ..durable.models import ClientSettings, Meta, Outcome, Timer, TimerInfo
 from ..durable.namespace import Namespace, meta_from
 from ..durable.reader import GroupReader, check_options
 from ..errors import TimerError
-from ..local_server import default_url
+from ..redis import connections
+from ..redis.local_server import default_url
+from ..redis.store import RedisSettings, map_errors, node_url
 from ..schedules import AsyncSchedules
-from ..store import RedisSettings, map_errors, node_url
 from ..timers import AsyncTimers
 from .driver import AsyncDriver, cluster_retry
 from .group import AsyncConsumer
@@ -72,8 +72,13 @@ class AsyncTimerClient:
         self.meta = meta
         self.settings = settings or ClientSettings()
         self.where = safe_url
-        self._driver = AsyncDriver(client, where=safe_url, durability=self.settings.durability,
-                                   node_url=node_url, node_options=node_options)  # fmt: skip
+        self._driver = AsyncDriver(
+            client,
+            where=safe_url,
+            durability=self.settings.durability,
+            node_url=node_url,
+            node_options=node_options,
+        )
         self._run = self._driver.run  # runs an operation to its result
         self.redis: Any = client  # aioredis.Redis or its RedisCluster: the calls are common
         self.cluster = self._driver.cluster
@@ -121,8 +126,15 @@ class AsyncTimerClient:
         except BaseException:
             await client.aclose()  # no half-open connection left behind
             raise
-        return cls(client, namespace, meta, settings=settings, safe_url=rs.safe_url,
-                   node_url=functools.partial(node_url, rs.url), node_options=options)  # fmt: skip
+        return cls(
+            client,
+            namespace,
+            meta,
+            settings=settings,
+            safe_url=rs.safe_url,
+            node_url=functools.partial(node_url, rs.url),
+            node_options=options,
+        )
 
     def __repr__(self) -> str:
         return f"AsyncTimerClient(url={self.where!r}, namespace={self.namespace!r})"
@@ -140,8 +152,14 @@ class AsyncTimerClient:
     ) -> AsyncConsumer:
         """One consumer of ``group`` read a batch at a time and settled by ref (ack, retry,
         dead_letter): for outcomes held across requests (see :mod:`timer.aio.group`)."""
-        return AsyncConsumer(self._run, self._ns(), group, consumer,
-                             reclaim_idle_ms=reclaim_idle_ms, per_stream=self.cluster)  # fmt: skip
+        return AsyncConsumer(
+            self._run,
+            self._ns(),
+            group,
+            consumer,
+            reclaim_idle_ms=reclaim_idle_ms,
+            per_stream=self.cluster,
+        )
 
     @property
     def timers(self) -> AsyncTimers:
@@ -229,11 +247,7 @@ class AsyncTimerClient:
         """
         check_options(count=count, block_ms=block_ms, stop_when_idle=stop_when_idle)
         reader = GroupReader.of(
-            self._ns(),
-            group,
-            consumer,
-            reclaim_idle_ms=reclaim_idle_ms,
-            per_stream=self.cluster,
+            self._ns(), group, consumer, reclaim_idle_ms=reclaim_idle_ms, per_stream=self.cluster
         )
         await self._run(reader.ensure())
         ended: list[None] = []

@@ -1,5 +1,5 @@
 """The asyncio driver: runs an operation's steps with redis.asyncio (AsyncTimerClient's
-I/O), as :mod:`timer.driver` runs them blocking.
+I/O), as :mod:`timer.client.driver` runs them blocking.
 
 Each step is awaited: a script call, a command, a pipeline (per node on a Redis Cluster,
 on the node's own connection so durability's WAIT covers the writes it follows), a
@@ -23,13 +23,20 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.commands.core import AsyncScript
 from redis.exceptions import RedisClusterException
 
-from ..cluster_route import CLIENT_RETRIES, RETRY_BUDGET_S, Refresh, Routing, client_backoff, owner
 from ..durable import server_checks, steps
 from ..durable.calls import error_or
 from ..durable.models import Durability, DurabilityWarning
 from ..durable.scripts import ScriptName, source
 from ..errors import TimerError
-from ..store import map_errors, settle_replies, settle_wait
+from ..redis.cluster_route import (
+    CLIENT_RETRIES,
+    RETRY_BUDGET_S,
+    Refresh,
+    Routing,
+    client_backoff,
+    owner,
+)
+from ..redis.store import map_errors, settle_replies, settle_wait
 
 T = TypeVar("T")
 
@@ -216,7 +223,7 @@ class AsyncDriver:
         (on its own connection, WAIT after the writes when asked), the masters' run
         together; replies (or errors) in order. A reply that names a topology change
         (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, a node gone) is acted on as
-        ``timer.cluster_route`` says, within the retry budget; a node that fails costs
+        ``timer.redis.cluster_route`` says, within the retry budget; a node that fails costs
         only its own calls."""
         return await self._routed(
             [c.keys[0] for c in calls], lambda name, idxs: self._node_pipeline(name, calls, idxs)
@@ -245,7 +252,7 @@ class AsyncDriver:
     async def _routed(
         self, keys: Sequence[str], send: Callable[[str, list[int]], Awaitable[list[Any]]]
     ) -> list[Any]:
-        """Calls (one per key) through the cluster as ``timer.cluster_route.Routing``
+        """Calls (one per key) through the cluster as ``timer.redis.cluster_route.Routing``
         says, the nodes' sent together: ``send(node, indexes)`` returns their replies."""
         loop = asyncio.get_running_loop()
         route = Routing(keys, self._owner, budget_s=self.retry_budget_s, clock=loop.time)

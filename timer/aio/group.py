@@ -38,13 +38,25 @@ class AsyncConsumer:
     """``AsyncTimerClient.consumer(group, name)``: see the module."""
 
     def __init__(
-        self, run: Callable[[Op[Any]], Awaitable[Any]], ns: Namespace, group: str,
-        consumer: str, *, reclaim_idle_ms: int, per_stream: bool,
-    ) -> None:  # fmt: skip
+        self,
+        run: Callable[[Op[Any]], Awaitable[Any]],
+        ns: Namespace,
+        group: str,
+        consumer: str,
+        *,
+        reclaim_idle_ms: int,
+        per_stream: bool,
+    ) -> None:
         self._run = run
         self.ns = ns
-        self.reader = GroupReader.of(ns, group, consumer, reclaim_idle_ms=reclaim_idle_ms,
-                                     per_stream=per_stream, held=lambda: ())  # fmt: skip
+        self.reader = GroupReader.of(
+            ns,
+            group,
+            consumer,
+            reclaim_idle_ms=reclaim_idle_ms,
+            per_stream=per_stream,
+            held=lambda: (),
+        )
         self.group, self.consumer = self.reader.group, self.reader.consumer
         self._started = False
 

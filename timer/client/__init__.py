@@ -2,7 +2,7 @@
 says what is stored where; docs/design-notes.md why).
 
 Every call is an operation of ``timer.durable.ops`` (validation, script calls, parsing)
-run by the blocking driver (``timer.driver``), the only code of this client that talks
+run by the blocking driver (``timer.client.driver``), the only code of this client that talks
 to Redis. The asyncio client runs the same operations with awaited calls. The worker's
 view of one shard is ``ShardStore`` (``client.shard_store(n)``), a handler runner's of
 one consumer ``ConsumerGroup`` (``client.consumer(group, name)``); both run on this
@@ -21,34 +21,25 @@ import redis
 import redis.client
 from redis.cluster import RedisCluster
 
-from ..consumer import ConsumerGroup
-from ..driver import SyncDriver, connect
 from ..durable import groups as group_ops
 from ..durable import keys as keyspace
-from ..durable import ops, server_checks, shard_ops, steps
+from ..durable import ops, shard_ops, steps
 from ..durable.checks import check_seconds
 from ..durable.codec import DEFAULT_MAX_PAYLOAD
 from ..durable.fields import TimerOptions, TimerSpec
 from ..durable.items import timer_spec
-from ..durable.models import (
-    ClientSettings,
-    DurabilityWarning,
-    Meta,
-    Outcome,
-    ServerSettings,
-    Timer,
-    TimerInfo,
-)
+from ..durable.models import ClientSettings, DurabilityWarning, Meta, Outcome, Timer, TimerInfo
 from ..durable.namespace import Namespace
 from ..durable.reader import GroupReader, Held, check_options
-from ..durable.shard_calls import MigrateStep
 from ..errors import TimerError
-from ..local_server import default_url
+from ..redis.local_server import default_url
+from ..redis.store import RedisSettings, node_url
 from ..schedules import Schedules
-from ..shard_store import Membership, Shards, ShardStore
-from ..store import RedisSettings, node_url
 from ..timers import Timers
+from .consumer import ConsumerGroup
+from .driver import SyncDriver, connect
 from .operator import OperatorCalls
+from .shard_store import Membership, Shards, ShardStore
 
 T = TypeVar("T")
 
@@ -81,8 +72,13 @@ class TimerClient(OperatorCalls):
         self.cluster = isinstance(client, RedisCluster)
         # node_url (host, port -> a URL with the same auth): on a cluster, script
         # pipelines go to each master on a client of the driver's own
-        self._driver = SyncDriver(client, where=safe_url, durability=self.settings.durability,
-                                  node_url=node_url, node_options=node_options)  # fmt: skip
+        self._driver = SyncDriver(
+            client,
+            where=safe_url,
+            durability=self.settings.durability,
+            node_url=node_url,
+            node_options=node_options,
+        )
         self._meta: Meta | None = None
         self._checked = False  # the server's version, once per client
 
@@ -117,9 +113,14 @@ class TimerClient(OperatorCalls):
             durability_timeout_s=durability_timeout_s,
         )
         rs = RedisSettings.from_url(url, socket_timeout_s=socket_timeout_s)
-        return cls(connect(rs), namespace, settings=settings, safe_url=rs.safe_url,
-                   node_url=functools.partial(node_url, rs.url),
-                   node_options=rs.options())  # fmt: skip
+        return cls(
+            connect(rs),
+            namespace,
+            settings=settings,
+            safe_url=rs.safe_url,
+            node_url=functools.partial(node_url, rs.url),
+            node_options=rs.options(),
+        )
 
     def __repr__(self) -> str:
         return f"TimerClient(url={self.where!r}, namespace={self.namespace!r})"
@@ -180,54 +181,6 @@ class TimerClient(OperatorCalls):
         for note in notes:
             warnings.warn(note, DurabilityWarning, stacklevel=2)
         return self._meta
-
-    def data_format(self) -> int:
-        """The data format the namespace is stored in (``meta``'s version), even one an
-        earlier release wrote, which every other call refuses until ``migrate``."""
-        op = ops.read_meta(self.keys, where=self.where, check=not self._checked, older=True)
-        version = self._run(op).version
-        self._checked = True
-        return version
-
-    def migrate(
-        self,
-        progress: Callable[[int, MigrateStep], None] | None = None,
-        *,
-        budget: int = ops.MIGRATE_BUDGET,
-    ) -> tuple[int, int]:
-        """Convert a namespace an earlier release made to this release's one layout;
-        returns (format before, format after). A no-op on a converted namespace.
-
-        Stop the namespace's workers first (every client and worker refuses it until it
-        is converted). It converts each shard in bounded steps of at most ``budget``
-        records, bucket ids, keys or entries (``progress(shard, step)`` after each);
-        interrupted, it is safe to run again and goes on.
-        """
-        op = ops.migrate(
-            self.keys,
-            where=self.where,
-            check=not self._checked,
-            result_ttl_ms=self.settings.result_ttl_ms,
-            progress=progress,
-            budget=budget,
-        )
-        before, after = self._run(op)
-        self._checked = True
-        self._meta = None  # read again: the format changed
-        return before, after
-
-    def server_settings(self) -> list[ServerSettings]:
-        """Each server's (each cluster primary's) eviction policy, AOF and version."""
-        return self._run(server_checks.server_settings())
-
-    def check_durability(self, *, allow_eviction: bool = False) -> list[str]:
-        """ConfigError if a server may evict timers (unless ``allow_eviction``); else the
-        warnings to show (AOF off, an allowed evicting policy, replicas that this client's
-        writes do not wait for). ``init`` and workers call it."""
-        return server_checks.check_durability(
-            self.server_settings(), self.where, allow_eviction=allow_eviction,
-            durability=self.settings.durability,
-        )  # fmt: skip
 
     @property
     def meta(self) -> Meta:
@@ -393,16 +346,20 @@ class TimerClient(OperatorCalls):
         return Timers(self._run, self._ns)
 
     def consumer(
-        self, group: str, consumer: str, *, reclaim_idle_ms: int = 60_000,
-        held: Held | None = None,
-    ) -> ConsumerGroup:  # fmt: skip
+        self, group: str, consumer: str, *, reclaim_idle_ms: int = 60_000, held: Held | None = None
+    ) -> ConsumerGroup:
         """One consumer of a group, as a handler runner uses it (the reading policy of
         ``outcomes()``; ack, retry, dead-letter)."""
         group, consumer = group_ops.check_group(group, consumer)
         return ConsumerGroup(
-            self._run, self._ns, group, consumer, per_stream=self.cluster,
-            reclaim_idle_ms=reclaim_idle_ms, held=held,
-        )  # fmt: skip
+            self._run,
+            self._ns,
+            group,
+            consumer,
+            per_stream=self.cluster,
+            reclaim_idle_ms=reclaim_idle_ms,
+            held=held,
+        )
 
     def server_time_ms(self) -> int:
         """The Redis server's clock, epoch ms: the one clock deadlines are computed on."""

@@ -1,19 +1,29 @@
-"""The operator's calls of :class:`~timer.client.TimerClient`: consumer groups and
-dead letters, the namespace's views (stats, memory, leaders, recent and next-due
-timers, every outcome) and trimming. A mixin of the client (its own file only to keep
-``client.py`` readable); every call is an operation of ``timer.durable`` run by the
-client's driver, as the client's own are.
+"""The operator's calls of :class:`~timer.client.TimerClient`: the namespace's data
+format and its migration, the servers' settings, consumer groups and dead letters, the
+namespace's views (stats, memory, leaders, recent and next-due timers, every outcome) and
+trimming. A mixin of the client (its own file to keep the client readable); every call
+is an operation of ``timer.durable`` run by the client's driver, as the client's own are.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..durable import group_admin as admin
-from ..durable import shard_ops, steps, views
-from ..durable.models import DeadLetter, GroupInfo, Meta, Outcome, Trimmed
+from ..durable import ops, server_checks, shard_ops, steps, views
+from ..durable.keys import NamespaceKeys
+from ..durable.models import (
+    ClientSettings,
+    DeadLetter,
+    GroupInfo,
+    Meta,
+    Outcome,
+    ServerSettings,
+    Trimmed,
+)
 from ..durable.namespace import Namespace
+from ..durable.shard_calls import MigrateStep
 
 T = TypeVar("T")
 
@@ -23,6 +33,11 @@ class OperatorCalls:
 
     if TYPE_CHECKING:  # the client's own, which these calls run on
         namespace: str
+        keys: NamespaceKeys
+        where: str  # the server's URL, its password masked
+        settings: ClientSettings
+        _checked: bool
+        _meta: Meta | None
 
         @property
         def meta(self) -> Meta: ...
@@ -34,6 +49,60 @@ class OperatorCalls:
         def _ns(self) -> Namespace: ...
 
         def server_time_ms(self) -> int: ...
+
+    # -- the namespace's format and its servers ------------------------------------------
+
+    def data_format(self) -> int:
+        """The data format the namespace is stored in (``meta``'s version), even one an
+        earlier release wrote, which every other call refuses until ``migrate``."""
+        op = ops.read_meta(self.keys, where=self.where, check=not self._checked, older=True)
+        version = self._run(op).version
+        self._checked = True
+        return version
+
+    def migrate(
+        self,
+        progress: Callable[[int, MigrateStep], None] | None = None,
+        *,
+        budget: int = ops.MIGRATE_BUDGET,
+    ) -> tuple[int, int]:
+        """Convert a namespace an earlier release made to this release's one layout;
+        returns (format before, format after). A no-op on a converted namespace.
+
+        Stop the namespace's workers first (every client and worker refuses it until it
+        is converted). It converts each shard in bounded steps of at most ``budget``
+        records, bucket ids, keys or entries (``progress(shard, step)`` after each);
+        interrupted, it is safe to run again and goes on.
+        """
+        op = ops.migrate(
+            self.keys,
+            where=self.where,
+            check=not self._checked,
+            result_ttl_ms=self.settings.result_ttl_ms,
+            progress=progress,
+            budget=budget,
+        )
+        before, after = self._run(op)
+        self._checked = True
+        self._meta = None  # read again: the format changed
+        return before, after
+
+    def server_settings(self) -> list[ServerSettings]:
+        """Each server's (each cluster primary's) eviction policy, AOF and version."""
+        return self._run(server_checks.server_settings())
+
+    def check_durability(self, *, allow_eviction: bool = False) -> list[str]:
+        """ConfigError if a server may evict timers (unless ``allow_eviction``); else the
+        warnings to show (AOF off, an allowed evicting policy, replicas that this client's
+        writes do not wait for). ``init`` and workers call it."""
+        return server_checks.check_durability(
+            self.server_settings(),
+            self.where,
+            allow_eviction=allow_eviction,
+            durability=self.settings.durability,
+        )
+
+    # -- groups and dead letters ---------------------------------------------------------
 
     def groups(self) -> list[GroupInfo]:
         """Every consumer group of the namespace: consumers, pending, retrying, lag and

@@ -32,12 +32,7 @@ from timer import TimerClient
 from timer.durable.entries import parse_ref
 from timer.durable.keys import check_namespace
 from timer.durable.shapes import dead_letter_json, group_json, outcome_json, schedule_json
-from timer.errors import (
-    InvalidInput,
-    ScheduleNotFound,
-    TimerError,
-    TimerNotFound,
-)
+from timer.errors import InvalidInput, ScheduleNotFound, TimerError, TimerNotFound
 from timer.handlers.limits import limits_in_use
 from timer.httpapi.routing import RawRoute
 from timer.httpapi.tokens import TokenFile
@@ -153,8 +148,13 @@ class Dashboard:
         """``action`` on the timers the page selected (``ids``); reschedule by ``delay_ms``."""
         move = {"delay_ms": body.get("delay_ms")} if action == "reschedule" else {}
         done = self.client.timers.act_on(body.get("ids"), action, **move)  # type: ignore[arg-type]
-        return {"action": action, "selected": done.selected, "done": done.done,
-                "skipped": done.skipped, "errors": done.errors}  # fmt: skip
+        return {
+            "action": action,
+            "selected": done.selected,
+            "done": done.done,
+            "skipped": done.skipped,
+            "errors": done.errors,
+        }
 
     def due(self, shard: int) -> dict[str, Any]:
         now = self.client.server_time_ms()
@@ -358,8 +358,7 @@ class _Routes:
     def refused(self) -> Response | None:
         if self.read_only:
             return JSONResponse(
-                {"error": "this dashboard is read-only (started with --read-only)"},
-                status_code=403,
+                {"error": "this dashboard is read-only (started with --read-only)"}, status_code=403
             )
         return None
 

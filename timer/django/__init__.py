@@ -154,9 +154,13 @@ class TickwheelBackend(BaseTaskBackend):  # type: ignore[misc]
             worker_ids=[],
         )
         body = {
-            "task": task.module_path, "args": result.args, "kwargs": result.kwargs,
-            "queue": task.queue_name, "context": task.takes_context, "backend": self.alias,
-        }  # fmt: skip
+            "task": task.module_path,
+            "args": result.args,
+            "kwargs": result.kwargs,
+            "queue": task.queue_name,
+            "context": task.takes_context,
+            "backend": self.alias,
+        }
         payload = {KEY: body}
         if task.run_after is None:
             self.client.schedule(result.id, 0, payload=payload)
@@ -194,8 +198,15 @@ class TickwheelBackend(BaseTaskBackend):  # type: ignore[misc]
             body = info.payload[KEY]
             waiting = info.state in ("pending", "expired")  # not yet started by a runner
             status = TaskResultStatus.READY if waiting else TaskResultStatus.FAILED
-            record = {"s": str(status), "t": body["task"], "a": body["args"], "k": body["kwargs"],
-                      "e": info.created_ms, "w": [], "x": []}  # fmt: skip
+            record = {
+                "s": str(status),
+                "t": body["task"],
+                "a": body["args"],
+                "k": body["kwargs"],
+                "e": info.created_ms,
+                "w": [],
+                "x": [],
+            }
         return self._result(result_id, record)
 
     def _result(self, result_id: str, record: dict[str, Any]) -> TaskResult:
@@ -206,13 +217,19 @@ class TickwheelBackend(BaseTaskBackend):  # type: ignore[misc]
                 f"{result_id}: its task {record['t']!r} is no longer importable"
             ) from None
         result = TaskResult(
-            task=task, id=result_id, status=TaskResultStatus(record["s"]),
-            enqueued_at=_at(record.get("e")), started_at=_at(record.get("st")),
-            finished_at=_at(record.get("f")), last_attempted_at=_at(record.get("la")),
-            args=record["a"], kwargs=record["k"], backend=self.alias,
+            task=task,
+            id=result_id,
+            status=TaskResultStatus(record["s"]),
+            enqueued_at=_at(record.get("e")),
+            started_at=_at(record.get("st")),
+            finished_at=_at(record.get("f")),
+            last_attempted_at=_at(record.get("la")),
+            args=record["a"],
+            kwargs=record["k"],
+            backend=self.alias,
             errors=[TaskError(exception_class_path=p, traceback=tb) for p, tb in record["x"]],
             worker_ids=list(record.get("w", [])),
-        )  # fmt: skip
+        )
         object.__setattr__(result, "_return_value", record.get("r"))
         return result
 
@@ -225,8 +242,12 @@ class TickwheelBackend(BaseTaskBackend):  # type: ignore[misc]
         written before the next step, so a runner killed half-way leaves RUNNING and the
         next attempt (the outcome redelivered) adds itself to ``worker_ids``."""
         record = self._record(result_id) or {
-            "t": body["task"], "a": body["args"], "k": body["kwargs"], "w": [], "x": [],
-        }  # fmt: skip
+            "t": body["task"],
+            "a": body["args"],
+            "k": body["kwargs"],
+            "w": [],
+            "x": [],
+        }
         now = _now_ms()
         record.setdefault("e", enqueued_ms or now)  # the timer's creation (Redis ms)
         record.setdefault("st", now)

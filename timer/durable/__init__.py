@@ -19,10 +19,12 @@ this layer builds. Its modules (docs/data-model.md says what is stored where):
     ops          every client operation as a generator of steps, for both clients
     shard_calls  the leader's scripts: leases, fire, sweep, trim, the results table
     shard_ops    the worker's side: membership, events, a shard's reads
-    groups       consumer groups on the outcome streams; reader: one consumer's policy
+    groups       consumer groups on the outcome streams; reader: one consumer's policy;
+                 group_calls: their script calls and replies
     group_admin  the operator's side of groups and dead letters
     views        what an operator sees: history, recent outcomes, what is due, stats
     finding      finding timers by pattern, state and deadline, a bounded scan at a time
     recurrence   when a schedule's occurrences fall (cron or interval, any time zone)
-    schedule_records  recurring schedules: the record, its calls, the leader's plans
+    schedule_records  recurring schedules: the record, the leader's plans and arming
+    schedule_ops      the clients' operations on schedules (create, pause, trigger, list)
 """

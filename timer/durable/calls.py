@@ -59,14 +59,7 @@ def schedule_call(ns: Namespace, items: Sequence[ScheduleItem], origin: str) -> 
     keys = [sk.timers, sk.buckets]
     # The old raw format (no bin or str8 types): what Redis's Lua cmsgpack reads.
     timers = msgpack.packb([item.spec for item in items], use_bin_type=False)
-    args = [
-        sk.prefix,
-        ns.meta.bucket_ms,
-        ns.settings.max_delay_ms,
-        sk.events,
-        origin,
-        timers,
-    ]
+    args = [sk.prefix, ns.meta.bucket_ms, ns.settings.max_delay_ms, sk.events, origin, timers]
     return ScriptCall(ScriptName.SCHEDULE, keys, args)
 
 
@@ -185,8 +178,15 @@ def parse_heartbeat(ns: Namespace, reply: Sequence[Any], p: Prepared) -> Timer:
 def notify_call(ns: Namespace, key: object) -> ScriptCall:
     name = check_name("watch key", key)
     sk = ns.shard(ns.shard_of(name))
-    args = [sk.prefix, name, ns.meta.bucket_ms, ns.settings.result_ttl_ms, sk.events,
-            ns.keys.key_channel(name), ns.settings.notify_batch]  # fmt: skip
+    args = [
+        sk.prefix,
+        name,
+        ns.meta.bucket_ms,
+        ns.settings.result_ttl_ms,
+        sk.events,
+        ns.keys.key_channel(name),
+        ns.settings.notify_batch,
+    ]
     return ScriptCall(ScriptName.NOTIFY, [sk.timers, sk.buckets, sk.outcomes], args)
 
 

@@ -115,12 +115,23 @@ FORMAT_VERSION = 5
 # The places the engine fills (1-based, as Lua counts); each declared field that a record
 # keeps names its own place (fields.Field.pending and .outcome).
 _PENDING_CORE = {
-    "deadline_ms": 1, "payload": 2, "created_ms": 3, "origin": 4, "got": 7, "absorbed": 12,
-}  # fmt: skip
+    "deadline_ms": 1,
+    "payload": 2,
+    "created_ms": 3,
+    "origin": 4,
+    "got": 7,
+    "absorbed": 12,
+}
 _OUTCOME_CORE = {
-    "outcome": 1, "deadline_ms": 2, "decided_ms": 3, "payload": 4, "created_ms": 5,
-    "origin": 6, "got": 7, "absorbed": 11,
-}  # fmt: skip
+    "outcome": 1,
+    "deadline_ms": 2,
+    "decided_ms": 3,
+    "payload": 4,
+    "created_ms": 5,
+    "origin": 6,
+    "got": 7,
+    "absorbed": 11,
+}
 # absorbed: the later calls a debounce window took in (schedule(..., debounce=True))
 _CORE_STORED: dict[str, Any] = {"origin": "", "got": [], "absorbed": 0}
 OUTCOME_CODES = {1: "expired", 2: "cancelled", 3: "completed"}

@@ -41,17 +41,30 @@ def _timer_info(tid: str, shard: int, pending: Any, decided: Any) -> TimerInfo |
     if pending is not None:
         rec = decode_pending(pending)
         return TimerInfo(
-            tid, shard, "pending", rec["deadline_ms"], decode_payload(rec["payload"]),
-            created_ms=rec["created_ms"], got=tuple(rec["got"]), absorbed=rec["absorbed"],
+            tid,
+            shard,
+            "pending",
+            rec["deadline_ms"],
+            decode_payload(rec["payload"]),
+            created_ms=rec["created_ms"],
+            got=tuple(rec["got"]),
+            absorbed=rec["absorbed"],
             **as_given(KEPT_PENDING, rec),
-        )  # fmt: skip
+        )
     if decided is not None:
         rec = decode_result(decided)
         return TimerInfo(
-            tid, shard, rec["outcome"], rec["deadline_ms"], decode_payload(rec["payload"]),
-            created_ms=rec["created_ms"], decided_ms=rec["decided_ms"], got=tuple(rec["got"]),
-            absorbed=rec["absorbed"], **as_given(KEPT_OUTCOME, rec),
-        )  # fmt: skip
+            tid,
+            shard,
+            rec["outcome"],
+            rec["deadline_ms"],
+            decode_payload(rec["payload"]),
+            created_ms=rec["created_ms"],
+            decided_ms=rec["decided_ms"],
+            got=tuple(rec["got"]),
+            absorbed=rec["absorbed"],
+            **as_given(KEPT_OUTCOME, rec),
+        )
     return None
 
 
@@ -60,10 +73,16 @@ def outcome_of(info: TimerInfo) -> Outcome:
     no stream entry, so nothing to ack)."""
     assert info.decided_ms is not None, "a pending timer has no outcome"
     return Outcome(
-        info.id, info.state, info.deadline_ms, info.decided_ms, info.payload, info.shard,
-        created_ms=info.created_ms, absorbed=info.absorbed,
+        info.id,
+        info.state,
+        info.deadline_ms,
+        info.decided_ms,
+        info.payload,
+        info.shard,
+        created_ms=info.created_ms,
+        absorbed=info.absorbed,
         **{name: getattr(info, name) for name in KEPT_OUTCOME},
-    )  # fmt: skip
+    )
 
 
 def outcome_from_entry(
@@ -83,10 +102,15 @@ def undecodable(
     eid = text(entry_id)
     decided = eid.split("-", 1)[0]
     return Outcome(
-        id=text(tid)[: MAX_NAME_BYTES], outcome=UNDECODABLE, deadline_ms=0,
-        decided_ms=int(decided) if decided.isdigit() else 0, payload=None, shard=shard,
-        entry_id=eid, error=str(error),
-    )  # fmt: skip
+        id=text(tid)[:MAX_NAME_BYTES],
+        outcome=UNDECODABLE,
+        deadline_ms=0,
+        decided_ms=int(decided) if decided.isdigit() else 0,
+        payload=None,
+        shard=shard,
+        entry_id=eid,
+        error=str(error),
+    )
 
 
 def outcome_or_undecodable(

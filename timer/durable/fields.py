@@ -79,78 +79,151 @@ MS_SCHEMA = {"type": "integer", "minimum": 0, "maximum": MAX_DEADLINE_MS}  # a t
 class TimerOptions(TypedDict, total=False):
     """The optional fields of a timer: ``schedule(id, delay_ms, **options)``."""
 
-    payload: Annotated[object, Field(
-        "Any value (JSON over HTTP), delivered with the outcome.", {},
-        slot=3, cli="--payload",
-    )]  # fmt: skip
-    need: Annotated[int, Field(
-        "How many distinct watch keys must be notified to complete it (default 1).",
-        {"type": "integer", "minimum": 1}, default=1, slot=4, stored=1, cli="--need",
-        pending=5,
-    )]  # fmt: skip
-    rearm: Annotated[bool, Field(
-        "If the id already ended (its outcome retained), schedule it again as a new "
-        "arming instead of answering with that outcome.",
-        {"type": "boolean"}, default=False, slot=5, stored=0, cli="--rearm",
-    )]  # fmt: skip
-    watch: Annotated[Iterable[str], Field(
-        "Watch keys (the timer's hash tag): notifying enough of them completes it.",
-        {"type": "array", "items": _ID_SCHEMA, "maxItems": MAX_WATCH_KEYS},
-        default=(), slot=6, stored=[], cli="--watch", pending=6,
-    )]  # fmt: skip
-    traceparent: Annotated[str | None, Field(
-        "A W3C trace context its fire and handler run continue.",
-        {"type": "string"}, slot=7, stored="", pending=8, outcome=8,
-    )]  # fmt: skip
-    callback_url: Annotated[str | None, Field(
-        "POST the outcome here (tickwheel handle --callbacks, for hosts it allows).",
-        {"type": "string", "maxLength": MAX_URL_BYTES}, slot=8, stored="", pending=9,
-        outcome=9, shown=False,  # its query may hold the receiver's token: not printed
-    )]  # fmt: skip
-    note: Annotated[str | None, Field(
-        f"A line of text for people: shown by get, the HTTP API and the dashboard, kept "
-        f"with its outcome (at most {MAX_NOTE_CHARS} characters).",
-        {"type": "string", "maxLength": MAX_NOTE_CHARS}, slot=9, stored="", cli="--note",
-        pending=10, outcome=10,
-    )]  # fmt: skip
-    max_total_ms: Annotated[int | None, Field(
-        "The cap: it never falls due after created + max_total_ms, whoever moves it. A "
-        "first deadline past the cap is the cap; a heartbeat past it is refused and moves "
-        "the timer to its cap (HeartbeatCapped); a reschedule past it is refused and "
-        "moves nothing (Capped); a debounce window ends at it.",
-        {"type": "integer", "minimum": 1, "maximum": MAX_DEADLINE_MS}, slot=10, stored=0,
-        cli="--max-total-ms", pending=11,
-    )]  # fmt: skip
-    debounce: Annotated[bool, Field(
-        "Debounce: if the id is pending, this call moves its deadline later (to now + "
-        "delay_ms, never past created + max_total_ms) and replaces its payload instead "
-        "of answering that it exists; if it ended, a new window starts. One outcome a "
-        "window, counting the calls it absorbed.",
-        {"type": "boolean"}, default=False, slot=11, stored=0, cli="--debounce",
-    )]  # fmt: skip
-    priority: Annotated[int, Field(
-        f"Its order under a backlog, from {MIN_PRIORITY} to {MAX_PRIORITY} (default 0): "
-        "when more timers are due than a worker fires at once, higher priorities fire "
-        "first, and a handler runner starts the higher priorities it holds first.",
-        {"type": "integer", "minimum": MIN_PRIORITY, "maximum": MAX_PRIORITY}, default=0,
-        slot=12, stored=0, cli="--priority", pending=13, outcome=12,
-    )]  # fmt: skip
+    payload: Annotated[
+        object,
+        Field(
+            "Any value (JSON over HTTP), delivered with the outcome.", {}, slot=3, cli="--payload"
+        ),
+    ]
+    need: Annotated[
+        int,
+        Field(
+            "How many distinct watch keys must be notified to complete it (default 1).",
+            {"type": "integer", "minimum": 1},
+            default=1,
+            slot=4,
+            stored=1,
+            cli="--need",
+            pending=5,
+        ),
+    ]
+    rearm: Annotated[
+        bool,
+        Field(
+            "If the id already ended (its outcome retained), schedule it again as a new "
+            "arming instead of answering with that outcome.",
+            {"type": "boolean"},
+            default=False,
+            slot=5,
+            stored=0,
+            cli="--rearm",
+        ),
+    ]
+    watch: Annotated[
+        Iterable[str],
+        Field(
+            "Watch keys (the timer's hash tag): notifying enough of them completes it.",
+            {"type": "array", "items": _ID_SCHEMA, "maxItems": MAX_WATCH_KEYS},
+            default=(),
+            slot=6,
+            stored=[],
+            cli="--watch",
+            pending=6,
+        ),
+    ]
+    traceparent: Annotated[
+        str | None,
+        Field(
+            "A W3C trace context its fire and handler run continue.",
+            {"type": "string"},
+            slot=7,
+            stored="",
+            pending=8,
+            outcome=8,
+        ),
+    ]
+    callback_url: Annotated[
+        str | None,
+        Field(
+            "POST the outcome here (tickwheel handle --callbacks, for hosts it allows).",
+            {"type": "string", "maxLength": MAX_URL_BYTES},
+            slot=8,
+            stored="",
+            pending=9,
+            outcome=9,
+            shown=False,  # its query may hold the receiver's token: not printed
+        ),
+    ]
+    note: Annotated[
+        str | None,
+        Field(
+            f"A line of text for people: shown by get, the HTTP API and the dashboard, kept "
+            f"with its outcome (at most {MAX_NOTE_CHARS} characters).",
+            {"type": "string", "maxLength": MAX_NOTE_CHARS},
+            slot=9,
+            stored="",
+            cli="--note",
+            pending=10,
+            outcome=10,
+        ),
+    ]
+    max_total_ms: Annotated[
+        int | None,
+        Field(
+            "The cap: it never falls due after created + max_total_ms, whoever moves it. A "
+            "first deadline past the cap is the cap; a heartbeat past it is refused and moves "
+            "the timer to its cap (HeartbeatCapped); a reschedule past it is refused and "
+            "moves nothing (Capped); a debounce window ends at it.",
+            {"type": "integer", "minimum": 1, "maximum": MAX_DEADLINE_MS},
+            slot=10,
+            stored=0,
+            cli="--max-total-ms",
+            pending=11,
+        ),
+    ]
+    debounce: Annotated[
+        bool,
+        Field(
+            "Debounce: if the id is pending, this call moves its deadline later (to now + "
+            "delay_ms, never past created + max_total_ms) and replaces its payload instead "
+            "of answering that it exists; if it ended, a new window starts. One outcome a "
+            "window, counting the calls it absorbed.",
+            {"type": "boolean"},
+            default=False,
+            slot=11,
+            stored=0,
+            cli="--debounce",
+        ),
+    ]
+    priority: Annotated[
+        int,
+        Field(
+            f"Its order under a backlog, from {MIN_PRIORITY} to {MAX_PRIORITY} (default 0): "
+            "when more timers are due than a worker fires at once, higher priorities fire "
+            "first, and a handler runner starts the higher priorities it holds first.",
+            {"type": "integer", "minimum": MIN_PRIORITY, "maximum": MAX_PRIORITY},
+            default=0,
+            slot=12,
+            stored=0,
+            cli="--priority",
+            pending=13,
+            outcome=12,
+        ),
+    ]
 
 
 class TimerSpec(TimerOptions, total=False):
     """One timer as ``schedule_many`` takes it (and ``POST …/timers``): an ``id``, one of
     ``delay_ms`` and ``deadline_ms``, and any :class:`TimerOptions`."""
 
-    id: Required[Annotated[str, Field(
-        f"The timer's id (at most {MAX_ID_BYTES} UTF-8 bytes); give a timer and its watch "
-        "keys the same {hash tag}.", _ID_SCHEMA, default=NO_DEFAULT, slot=0,
-    )]]  # fmt: skip
-    delay_ms: Annotated[int | None, Field(
-        "Fire this many ms from now (Redis time).", MS_SCHEMA, cli="--in",
-    )]  # fmt: skip
-    deadline_ms: Annotated[int | None, Field(
-        "Fire at this epoch ms (Redis time).", MS_SCHEMA, cli="--at",
-    )]  # fmt: skip
+    id: Required[
+        Annotated[
+            str,
+            Field(
+                f"The timer's id (at most {MAX_ID_BYTES} UTF-8 bytes); give a timer and its watch "
+                "keys the same {hash tag}.",
+                _ID_SCHEMA,
+                default=NO_DEFAULT,
+                slot=0,
+            ),
+        ]
+    ]
+    delay_ms: Annotated[
+        int | None, Field("Fire this many ms from now (Redis time).", MS_SCHEMA, cli="--in")
+    ]
+    deadline_ms: Annotated[
+        int | None, Field("Fire at this epoch ms (Redis time).", MS_SCHEMA, cli="--at")
+    ]
 
 
 class RecurrenceOptions(TypedDict, total=False):
@@ -200,9 +273,7 @@ def _declared() -> dict[str, Field]:
 FIELDS: dict[str, Field] = _declared()  # every field, as a timer is written
 NAMES = frozenset(FIELDS)
 # The optional fields that have a slot of their own after the payload's, by slot.
-STORED = sorted(
-    ((f.slot, name) for name, f in FIELDS.items() if f.slot is not None and f.slot > 3),
-)
+STORED = sorted(((f.slot, name) for name, f in FIELDS.items() if f.slot is not None and f.slot > 3))
 STORED_DEFAULTS = tuple(FIELDS[name].stored for _, name in STORED)
 FIRST_STORED = STORED[0][0]  # the first slot after id, mode, value and payload
 # The fields a pending record keeps (TimerInfo's attributes), and an outcome (Outcome's).

@@ -325,8 +325,14 @@ def infos(ns: Namespace, ids: object) -> Op[list[TimerInfo]]:
     )
     found: list[TimerInfo] = []
     for tid, shard, (pending, decided) in zip(tids, shards, replies, strict=True):
-        _keep(Selection(states=frozenset(STATES)), found, tid, shard, pending=pending or None,
-              decided=decided or None)  # fmt: skip
+        _keep(
+            Selection(states=frozenset(STATES)),
+            found,
+            tid,
+            shard,
+            pending=pending or None,
+            decided=decided or None,
+        )
     return found
 
 

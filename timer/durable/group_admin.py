@@ -10,7 +10,7 @@ from . import steps
 from .calls import error_or, text
 from .checks import check_int
 from .entries import dead_letter_from_entry, parse_ref
-from .groups import parse_redeliver, redeliver_call
+from .group_calls import parse_redeliver, redeliver_call
 from .keys import check_name
 from .models import ConsumerInfo, DeadLetter, GroupInfo
 from .namespace import Namespace
@@ -54,15 +54,26 @@ def group_infos(ns: Namespace, now_ms: int) -> Op[list[GroupInfo]]:
 
 
 def _add_shard(  # noqa: PLR0917 - one shard's four replies, in the order they were asked
-    acc: dict[str, dict[str, Any]], g: dict[str, Any], consumers: list[dict[str, Any]],
-    retrying: Any, nxt: list[Any], pending: dict[str, Any],
-) -> None:  # fmt: skip
+    acc: dict[str, dict[str, Any]],
+    g: dict[str, Any],
+    consumers: list[dict[str, Any]],
+    retrying: Any,
+    nxt: list[Any],
+    pending: dict[str, Any],
+) -> None:
     """Sum one shard's figures of group ``g`` into its account in ``acc``."""
     a = acc.setdefault(
         text(g["name"]),
-        {"consumers": {}, "pending": 0, "retrying": 0, "lag": 0, "oldest": None, "owes": None,
-         "shards": 0},
-    )  # fmt: skip
+        {
+            "consumers": {},
+            "pending": 0,
+            "retrying": 0,
+            "lag": 0,
+            "oldest": None,
+            "owes": None,
+            "shards": 0,
+        },
+    )
     a["shards"] += 1
     a["pending"] += int(g["pending"])
     a["retrying"] += int(retrying)

@@ -29,14 +29,23 @@ from typing import Any
 from ..errors import CorruptRecord, StoreError
 from . import calls as script_calls
 from . import steps
-from .calls import text
 from .checks import check_int
-from .entries import flat_fields, for_group, outcome_from_entry, outcome_or_undecodable
+from .entries import for_group, outcome_from_entry, outcome_or_undecodable
+from .group_calls import (
+    claim_call,
+    dead_call,
+    leave_group_call,
+    parse_claim,
+    parse_dead,
+    parse_retry,
+    parse_touch,
+    retry_call,
+    touch_call,
+)
 from .keys import ShardKeys, check_name
 from .models import Outcome
 from .namespace import Namespace
-from .scripts import ScriptName
-from .steps import Op, ScriptCall
+from .steps import Op
 
 POLL_S = 0.05  # how often a per-stream reader (Redis Cluster) polls while waiting
 
@@ -129,13 +138,7 @@ def _settle_leftovers(group: str, consumer: str, left: _Leftovers) -> Op[None]:
 
 
 def read_new(
-    ns: Namespace,
-    group: str,
-    consumer: str,
-    *,
-    count: int,
-    block_ms: int | None,
-    per_stream: bool,
+    ns: Namespace, group: str, consumer: str, *, count: int, block_ms: int | None, per_stream: bool
 ) -> Op[list[Delivery]]:
     """Outcomes never delivered to the group, up to ``count`` from each shard's stream
     (XREADGROUP counts per stream), waiting up to ``block_ms`` (None: not at all).
@@ -153,9 +156,8 @@ def read_new(
 
 
 def _read_once(
-    ns: Namespace, group: str, consumer: str, *, count: int, block_ms: int | None,
-    per_stream: bool,
-) -> Op[tuple[list[Delivery], int]]:  # fmt: skip
+    ns: Namespace, group: str, consumer: str, *, count: int, block_ms: int | None, per_stream: bool
+) -> Op[tuple[list[Delivery], int]]:
     """One read: its deliveries, and how many entries it took from the streams."""
     streams = ns.outcome_streams()
     reply: list[Any] = []
@@ -173,9 +175,12 @@ def _read_once(
         while True:
             for stream in streams:
                 got = yield steps.Command(
-                    "xreadgroup", (group, consumer, {stream: ">"}), {"count": count},
-                    confirmed=True, key=stream,
-                )  # fmt: skip
+                    "xreadgroup",
+                    (group, consumer, {stream: ">"}),
+                    {"count": count},
+                    confirmed=True,
+                    key=stream,
+                )
                 reply.extend(got or [])
             if reply or time.monotonic() >= end:
                 break
@@ -207,11 +212,17 @@ def claim(
     shards = list(cursors)
     calls = [
         claim_call(
-            ns.shard(s), group, consumer, count=count, min_idle_ms=min_idle_ms,
-            owner=owner, cursor=cursors[s], retries=retries,
+            ns.shard(s),
+            group,
+            consumer,
+            count=count,
+            min_idle_ms=min_idle_ms,
+            owner=owner,
+            cursor=cursors[s],
+            retries=retries,
         )
         for s in shards
-    ]  # fmt: skip
+    ]
     if not calls:
         return [], {}
     replies = yield steps.Pipeline(calls)
@@ -368,79 +379,3 @@ FOLLOW_COUNT = 1000  # entries a follow reads from a stream at once
 def _entry_time(entry_id: str) -> tuple[int, int]:
     ms, _, seq = entry_id.partition("-")
     return int(ms), int(seq or 0)
-
-
-def claim_call(
-    sk: ShardKeys,
-    group: str,
-    consumer: str,
-    *,
-    count: int,
-    min_idle_ms: int,
-    owner: str = "",
-    cursor: str = "-",
-    retries: bool = True,
-) -> ScriptCall:
-    return ScriptCall(
-        ScriptName.CLAIM,
-        [sk.outcomes, sk.retries(group)],
-        [group, consumer, count, min_idle_ms, owner, cursor, int(retries)],
-    )
-
-
-def parse_claim(reply: Sequence[Any]) -> tuple[str, list[tuple[str, dict[bytes, bytes], int]]]:
-    """(the cursor of the next scan, '' when done; [(entry id, fields, deliveries)])."""
-    taken = [(text(e[0]), flat_fields(e[1]), int(e[2])) for e in reply[1:]]
-    return text(reply[0]), taken
-
-
-def retry_call(sk: ShardKeys, group: str, entry_id: str, delay_ms: int) -> ScriptCall:
-    return ScriptCall(
-        ScriptName.RETRY, [sk.outcomes, sk.retries(group)], [group, entry_id, delay_ms]
-    )
-
-
-def parse_retry(reply: Any) -> int | None:
-    """The retry time (ms), or None when the entry was no longer pending."""
-    return int(reply) or None
-
-
-MAX_ERROR_CHARS = 4000
-
-
-def dead_call(
-    sk: ShardKeys, group: str, entry_id: str, consumer: str, *, attempts: int, error: str
-) -> ScriptCall:
-    if len(error) > MAX_ERROR_CHARS:
-        error = error[: MAX_ERROR_CHARS - 1] + "…"
-    return ScriptCall(
-        ScriptName.DEAD,
-        [sk.outcomes, sk.retries(group), sk.dead],
-        [group, entry_id, consumer, attempts, error],
-    )
-
-
-def parse_dead(reply: Any) -> str | None:
-    """The dead letter's id, or None when the entry was no longer pending."""
-    return text(reply) or None
-
-
-def touch_call(sk: ShardKeys, group: str, consumer: str, entry_ids: Sequence[str]) -> ScriptCall:
-    return ScriptCall(ScriptName.TOUCH, [sk.outcomes], [group, consumer, *entry_ids])
-
-
-def parse_touch(reply: Sequence[Any]) -> list[str]:
-    """The ids no longer pending for the consumer."""
-    return [text(x) for x in reply]
-
-
-def redeliver_call(sk: ShardKeys, dead_id: str) -> ScriptCall:
-    return ScriptCall(ScriptName.REDELIVER, [sk.dead, sk.outcomes], [dead_id])
-
-
-def parse_redeliver(reply: Any) -> str | None:
-    return text(reply) or None
-
-
-def leave_group_call(sk: ShardKeys, group: str, consumer: str) -> ScriptCall:
-    return ScriptCall(ScriptName.LEAVE_GROUP, [sk.outcomes], [group, consumer])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict
 
 from ..errors import ConfigError, InvalidInput
 from .checks import check_int, check_seconds
@@ -143,6 +143,17 @@ def check_result_ttl_ms(ttl_ms: int) -> int:
             f"outcome answers get, wait and a retried schedule of its id), got {ttl_ms!r} ms"
         )
     return ttl_ms
+
+
+class ConnectOptions(TypedDict, total=False):
+    """A client's settings as ``TimerClient.from_url`` and ``AsyncTimerClient.connect``
+    take them, for code that passes them on (``timer.fastapi.lifespan(url, ns, **these)``)."""
+
+    result_ttl_s: float
+    max_payload_bytes: int
+    socket_timeout_s: float
+    durability: str
+    durability_timeout_s: float
 
 
 @dataclass(frozen=True)

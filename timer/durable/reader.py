@@ -72,9 +72,15 @@ class GroupReader:
 
     @classmethod
     def of(
-        cls, ns: Namespace, group: object, consumer: object, *, reclaim_idle_ms: object,
-        per_stream: bool, held: Held | None = None,
-    ) -> GroupReader:  # fmt: skip
+        cls,
+        ns: Namespace,
+        group: object,
+        consumer: object,
+        *,
+        reclaim_idle_ms: object,
+        per_stream: bool,
+        held: Held | None = None,
+    ) -> GroupReader:
         """A reader, every argument checked before anything is written."""
         group, consumer = group_ops.check_group(group, consumer)
         idle = check_int("reclaim_idle_ms", reclaim_idle_ms, 0, 2**53)
@@ -166,9 +172,15 @@ class GroupReader:
         self._next_own = time.monotonic() + self.own_every_s
         assert self.held is not None
         got, _ = yield from group_ops.claim(
-            self.ns, self.group, self.consumer, dict.fromkeys(self.shards, "-"), count=count,
-            min_idle_ms=self.reclaim_idle_ms, owner=self.consumer, retries=False,
-        )  # fmt: skip
+            self.ns,
+            self.group,
+            self.consumer,
+            dict.fromkeys(self.shards, "-"),
+            count=count,
+            min_idle_ms=self.reclaim_idle_ms,
+            owner=self.consumer,
+            retries=False,
+        )
         held = set(self.held())
         return [d for d in got if (d.outcome.shard, d.entry_id) not in held]
 
@@ -178,9 +190,15 @@ class GroupReader:
         out: list[Delivery] = []
         while cursors:
             got, nxt = yield from group_ops.claim(
-                self.ns, self.group, self.consumer, cursors, count=count,
-                min_idle_ms=min_idle_ms, owner=owner, retries=owner == "",
-            )  # fmt: skip
+                self.ns,
+                self.group,
+                self.consumer,
+                cursors,
+                count=count,
+                min_idle_ms=min_idle_ms,
+                owner=owner,
+                retries=owner == "",
+            )
             out += got
             cursors = {s: c for s, c in nxt.items() if c}
         return out

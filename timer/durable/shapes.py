@@ -36,12 +36,17 @@ def _object(properties: dict[str, Any], optional: tuple[str, ...] = ()) -> dict[
     }
 
 
-TIMER = _object({
-    "id": _TEXT, "shard": _INT, "deadline_ms": _INT, "state": {"enum": STATES},
-    "created": {"type": "boolean", "description": "This call created it."},
-    "origin": {**_TEXT, "description": "The token it was created under (a batch's)."},
-    "absorbed": {**_INT, "description": "A debounce call: the calls its window absorbed."},
-})  # fmt: skip
+TIMER = _object(
+    {
+        "id": _TEXT,
+        "shard": _INT,
+        "deadline_ms": _INT,
+        "state": {"enum": STATES},
+        "created": {"type": "boolean", "description": "This call created it."},
+        "origin": {**_TEXT, "description": "The token it was created under (a batch's)."},
+        "absorbed": {**_INT, "description": "A debounce call: the calls its window absorbed."},
+    }
+)
 # The declared fields a record keeps and the JSON shows (fields.Field.pending, .outcome,
 # .shown), as the shapes of TimerInfo and Outcome hold them.
 INFO_FIELDS = tuple(n for n in KEPT_PENDING if FIELDS[n].shown)
@@ -62,48 +67,98 @@ def _kept(names: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
-TIMER_INFO = _object({
-    "id": _TEXT, "shard": _INT, "state": {"enum": STATES}, "deadline_ms": _INT,
-    "created_ms": _MAYBE_INT, "decided_ms": _MAYBE_INT,
-    "payload": {"description": "Any JSON value (bytes as {\"$bytes\": base64})."},
-    "notified": {**_TEXTS, "description": "The watch keys notified so far."},
-    "absorbed": {**_INT, "description": "Debounce: the later calls its window absorbed."},
-    **_kept(INFO_FIELDS),
-})  # fmt: skip
-OUTCOME = _object({
-    "id": _TEXT, "outcome": {"enum": [*STATES[1:], "undecodable"]}, "shard": _INT,
-    "deadline_ms": _INT, "decided_ms": _INT, "created_ms": _MAYBE_INT,
-    "lateness_ms": {**_INT, "description": "decided_ms - deadline_ms."},
-    "payload": TIMER_INFO["properties"]["payload"],
-    "absorbed": TIMER_INFO["properties"]["absorbed"], **_kept(OUTCOME_FIELDS),
-    "ref": {**_TEXT, "description": "<shard>/<entry id>: what ack, retry and dead take."},
-    "attempt": {**_INT, "description": "This delivery's number in its group."},
-    "idempotency_key": {**_TEXT, "description": "The same for every delivery of it."},
-}, optional=("ref", "attempt", "idempotency_key"))  # fmt: skip
-DEAD_LETTER = _object({
-    "ref": _TEXT, "shard": _INT, "group": _TEXT, "entry_id": _TEXT, "consumer": _TEXT,
-    "attempts": _INT, "error": _TEXT, "failed_ms": _INT,
-    "outcome": {"anyOf": [{"$ref": "#/components/schemas/Outcome"}, {"type": "null"}],
-                "description": "null when it was trimmed from its stream first"},
-})  # fmt: skip
-GROUP_INFO = _object({
-    "name": _TEXT,
-    "consumers": {"type": "array", "items": _object(
-        {"name": _TEXT, "pending": _INT, "idle_ms": _INT})},
-    "pending": _INT, "retrying": _INT, "lag": _MAYBE_INT,
-    "oldest_pending_age_ms": _MAYBE_INT, "owes_since_ms": _MAYBE_INT, "shards": _INT,
-})  # fmt: skip
-SCHEDULE_INFO = _object({
-    "name": _TEXT, "state": {"enum": ["active", "paused"]},
-    "when": {**_TEXT, "description": "The recurrence in words."},
-    "cron": _MAYBE_TEXT, "every_ms": _MAYBE_INT, "offset_ms": _INT, "tz": _TEXT,
-    "start_ms": _MAYBE_INT, "end_ms": _MAYBE_INT, "jitter_ms": _INT,
-    "missed_policy": {"enum": ["latest", "all", "skip"]}, "catch_up_ms": _INT,
-    "overlap": {"enum": ["allow", "skip", "buffer-one"]}, "group": _MAYBE_TEXT,
-    "armed": _MAYBE_TEXT, "next_ms": _MAYBE_INT, "last_ms": _MAYBE_INT, "fired": _INT,
-    "missed": _INT, "skipped": _INT, "created_ms": _INT, "version": _INT,
-    "payload": TIMER_INFO["properties"]["payload"], "watch": _TEXTS, "shard": _INT,
-})  # fmt: skip
+TIMER_INFO = _object(
+    {
+        "id": _TEXT,
+        "shard": _INT,
+        "state": {"enum": STATES},
+        "deadline_ms": _INT,
+        "created_ms": _MAYBE_INT,
+        "decided_ms": _MAYBE_INT,
+        "payload": {"description": 'Any JSON value (bytes as {"$bytes": base64}).'},
+        "notified": {**_TEXTS, "description": "The watch keys notified so far."},
+        "absorbed": {**_INT, "description": "Debounce: the later calls its window absorbed."},
+        **_kept(INFO_FIELDS),
+    }
+)
+OUTCOME = _object(
+    {
+        "id": _TEXT,
+        "outcome": {"enum": [*STATES[1:], "undecodable"]},
+        "shard": _INT,
+        "deadline_ms": _INT,
+        "decided_ms": _INT,
+        "created_ms": _MAYBE_INT,
+        "lateness_ms": {**_INT, "description": "decided_ms - deadline_ms."},
+        "payload": TIMER_INFO["properties"]["payload"],
+        "absorbed": TIMER_INFO["properties"]["absorbed"],
+        **_kept(OUTCOME_FIELDS),
+        "ref": {**_TEXT, "description": "<shard>/<entry id>: what ack, retry and dead take."},
+        "attempt": {**_INT, "description": "This delivery's number in its group."},
+        "idempotency_key": {**_TEXT, "description": "The same for every delivery of it."},
+    },
+    optional=("ref", "attempt", "idempotency_key"),
+)
+DEAD_LETTER = _object(
+    {
+        "ref": _TEXT,
+        "shard": _INT,
+        "group": _TEXT,
+        "entry_id": _TEXT,
+        "consumer": _TEXT,
+        "attempts": _INT,
+        "error": _TEXT,
+        "failed_ms": _INT,
+        "outcome": {
+            "anyOf": [{"$ref": "#/components/schemas/Outcome"}, {"type": "null"}],
+            "description": "null when it was trimmed from its stream first",
+        },
+    }
+)
+GROUP_INFO = _object(
+    {
+        "name": _TEXT,
+        "consumers": {
+            "type": "array",
+            "items": _object({"name": _TEXT, "pending": _INT, "idle_ms": _INT}),
+        },
+        "pending": _INT,
+        "retrying": _INT,
+        "lag": _MAYBE_INT,
+        "oldest_pending_age_ms": _MAYBE_INT,
+        "owes_since_ms": _MAYBE_INT,
+        "shards": _INT,
+    }
+)
+SCHEDULE_INFO = _object(
+    {
+        "name": _TEXT,
+        "state": {"enum": ["active", "paused"]},
+        "when": {**_TEXT, "description": "The recurrence in words."},
+        "cron": _MAYBE_TEXT,
+        "every_ms": _MAYBE_INT,
+        "offset_ms": _INT,
+        "tz": _TEXT,
+        "start_ms": _MAYBE_INT,
+        "end_ms": _MAYBE_INT,
+        "jitter_ms": _INT,
+        "missed_policy": {"enum": ["latest", "all", "skip"]},
+        "catch_up_ms": _INT,
+        "overlap": {"enum": ["allow", "skip", "buffer-one"]},
+        "group": _MAYBE_TEXT,
+        "armed": _MAYBE_TEXT,
+        "next_ms": _MAYBE_INT,
+        "last_ms": _MAYBE_INT,
+        "fired": _INT,
+        "missed": _INT,
+        "skipped": _INT,
+        "created_ms": _INT,
+        "version": _INT,
+        "payload": TIMER_INFO["properties"]["payload"],
+        "watch": _TEXTS,
+        "shard": _INT,
+    }
+)
 
 # The OpenAPI document's components, by the names its operations refer to.
 SCHEMAS: dict[str, dict[str, Any]] = {
@@ -117,8 +172,15 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 
 
 def timer_json(t: Timer) -> dict[str, Any]:
-    return {"id": t.id, "shard": t.shard, "deadline_ms": t.deadline_ms, "state": t.state,
-            "created": t.created, "origin": t.origin, "absorbed": t.absorbed}  # fmt: skip
+    return {
+        "id": t.id,
+        "shard": t.shard,
+        "deadline_ms": t.deadline_ms,
+        "state": t.state,
+        "created": t.created,
+        "origin": t.origin,
+        "absorbed": t.absorbed,
+    }
 
 
 def _shown(value: object, names: tuple[str, ...]) -> dict[str, Any]:
@@ -126,19 +188,35 @@ def _shown(value: object, names: tuple[str, ...]) -> dict[str, Any]:
 
 
 def timer_info_json(t: TimerInfo) -> dict[str, Any]:
-    return {"id": t.id, "shard": t.shard, "state": t.state, "deadline_ms": t.deadline_ms,
-            "created_ms": t.created_ms, "decided_ms": t.decided_ms,
-            "payload": jsonable(t.payload), "notified": list(t.got), "absorbed": t.absorbed,
-            **_shown(t, INFO_FIELDS)}  # fmt: skip
+    return {
+        "id": t.id,
+        "shard": t.shard,
+        "state": t.state,
+        "deadline_ms": t.deadline_ms,
+        "created_ms": t.created_ms,
+        "decided_ms": t.decided_ms,
+        "payload": jsonable(t.payload),
+        "notified": list(t.got),
+        "absorbed": t.absorbed,
+        **_shown(t, INFO_FIELDS),
+    }
 
 
 def outcome_json(o: Outcome) -> dict[str, Any]:
     """An outcome; read through a consumer group (it has a stream entry), also what
     settles it (``ref``), its delivery's ``attempt`` and its ``idempotency_key``."""
-    out = {"id": o.id, "outcome": o.outcome, "shard": o.shard, "deadline_ms": o.deadline_ms,
-           "decided_ms": o.decided_ms, "created_ms": o.created_ms,
-           "lateness_ms": o.lateness_ms, "payload": jsonable(o.payload),
-           "absorbed": o.absorbed, **_shown(o, OUTCOME_FIELDS)}  # fmt: skip
+    out = {
+        "id": o.id,
+        "outcome": o.outcome,
+        "shard": o.shard,
+        "deadline_ms": o.deadline_ms,
+        "decided_ms": o.decided_ms,
+        "created_ms": o.created_ms,
+        "lateness_ms": o.lateness_ms,
+        "payload": jsonable(o.payload),
+        "absorbed": o.absorbed,
+        **_shown(o, OUTCOME_FIELDS),
+    }
     if o.entry_id is not None:
         out.update(
             ref=f"{o.shard}/{o.entry_id}", attempt=o.attempt, idempotency_key=o.idempotency_key
@@ -147,30 +225,60 @@ def outcome_json(o: Outcome) -> dict[str, Any]:
 
 
 def dead_letter_json(d: DeadLetter) -> dict[str, Any]:
-    return {"ref": d.ref, "shard": d.shard, "group": d.group, "entry_id": d.entry_id,
-            "consumer": d.consumer, "attempts": d.attempts, "error": d.error,
-            "failed_ms": d.failed_ms,
-            "outcome": None if d.outcome is None else outcome_json(d.outcome)}  # fmt: skip
+    return {
+        "ref": d.ref,
+        "shard": d.shard,
+        "group": d.group,
+        "entry_id": d.entry_id,
+        "consumer": d.consumer,
+        "attempts": d.attempts,
+        "error": d.error,
+        "failed_ms": d.failed_ms,
+        "outcome": None if d.outcome is None else outcome_json(d.outcome),
+    }
 
 
 def group_json(g: GroupInfo) -> dict[str, Any]:
-    return {"name": g.name,
-            "consumers": [{"name": c.name, "pending": c.pending, "idle_ms": c.idle_ms}
-                          for c in g.consumers],
-            "pending": g.pending, "retrying": g.retrying, "lag": g.lag,
-            "oldest_pending_age_ms": g.oldest_pending_age_ms,
-            "owes_since_ms": g.owes_since_ms, "shards": g.shards}  # fmt: skip
+    return {
+        "name": g.name,
+        "consumers": [
+            {"name": c.name, "pending": c.pending, "idle_ms": c.idle_ms} for c in g.consumers
+        ],
+        "pending": g.pending,
+        "retrying": g.retrying,
+        "lag": g.lag,
+        "oldest_pending_age_ms": g.oldest_pending_age_ms,
+        "owes_since_ms": g.owes_since_ms,
+        "shards": g.shards,
+    }
 
 
 def schedule_json(s: ScheduleInfo) -> dict[str, Any]:
     r = s.spec.recurrence
     return {
-        "name": s.name, "state": s.state, "when": s.spec.describe(), "cron": r.cron,
-        "every_ms": r.every_ms, "offset_ms": r.offset_ms, "tz": r.tz, "start_ms": r.start_ms,
-        "end_ms": r.end_ms, "jitter_ms": r.jitter_ms, "missed_policy": s.spec.missed,
-        "catch_up_ms": s.spec.catch_up_ms, "overlap": s.spec.overlap, "group": s.spec.group,
-        "armed": s.armed, "next_ms": s.next_ms, "last_ms": s.last_ms, "fired": s.fired,
-        "missed": s.missed, "skipped": s.skipped, "created_ms": s.created_ms,
-        "version": s.version, "payload": jsonable(s.payload), "watch": list(s.watch),
+        "name": s.name,
+        "state": s.state,
+        "when": s.spec.describe(),
+        "cron": r.cron,
+        "every_ms": r.every_ms,
+        "offset_ms": r.offset_ms,
+        "tz": r.tz,
+        "start_ms": r.start_ms,
+        "end_ms": r.end_ms,
+        "jitter_ms": r.jitter_ms,
+        "missed_policy": s.spec.missed,
+        "catch_up_ms": s.spec.catch_up_ms,
+        "overlap": s.spec.overlap,
+        "group": s.spec.group,
+        "armed": s.armed,
+        "next_ms": s.next_ms,
+        "last_ms": s.last_ms,
+        "fired": s.fired,
+        "missed": s.missed,
+        "skipped": s.skipped,
+        "created_ms": s.created_ms,
+        "version": s.version,
+        "payload": jsonable(s.payload),
+        "watch": list(s.watch),
         "shard": s.shard,
-    }  # fmt: skip
+    }

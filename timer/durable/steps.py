@@ -6,7 +6,7 @@ plain redis-py :class:`Command`, a :class:`Pipeline` of either, a :class:`Sleep`
 and gets each reply back (a call that failed raises its TimerError at the ``yield``, so
 an operation can answer it: refuse with a clearer error, take back what it wrote); it
 returns its result. A driver (the sync client's
-``timer.driver``, the asyncio client's) does the I/O; the builders of
+``timer.client.driver``, the asyncio client's) does the I/O; the builders of
 :mod:`.calls` and the operations of :mod:`.ops` never do.
 """
 

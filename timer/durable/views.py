@@ -12,9 +12,7 @@ from .calls import text
 from .checks import check_int
 from .entries import outcome_or_undecodable
 from .keys import NAMESPACES, ShardKeys, results_parts
-from .models import (
-    Outcome,
-)
+from .models import Outcome
 from .namespace import Namespace, check_shards
 from .ops import server_time_ms
 from .server_checks import server_settings
@@ -199,8 +197,13 @@ def memory(ns: Namespace, sample: int = 10) -> Op[dict[str, Any]]:
                 ("part_len", steps.Command("hlen", (sk.results_part(b),))),
             ]
     sizes = (yield steps.Pipeline([cmd for _, cmd in probes])) if probes else []
-    measured: dict[str, list[int]] = {"bucket": [], "coarse": [], "result": [], "part": [],
-                                      "part_len": []}  # fmt: skip
+    measured: dict[str, list[int]] = {
+        "bucket": [],
+        "coarse": [],
+        "result": [],
+        "part": [],
+        "part_len": [],
+    }
     for (kind, _), size in zip(probes, sizes, strict=True):
         if size:  # a result past its TTL (or a bucket just emptied) is gone: not a sample
             measured[kind].append(int(size))

@@ -53,7 +53,7 @@ import signal
 import socket
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from ..durable.groups import check_group
 from ..durable.models import OUTCOMES
@@ -83,6 +83,7 @@ __all__ = [
     "HandlerStats",
     "HandlerTimedOut",
     "Handlers",
+    "HandlersOptions",
     "Later",
     "Limit",
     "Retry",
@@ -94,6 +95,20 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_GROUP = "handlers"
 DEFAULT_RECLAIM_IDLE_MS = 5_000
+
+
+class HandlersOptions(TypedDict, total=False):
+    """:class:`Handlers`' settings but its group, for code that makes one for you and
+    passes them on (``timer.celery.sender(app, **these)``)."""
+
+    client: TimerClient | None
+    consumer: str | None
+    max_attempts: int
+    backoff: Backoff | None
+    reclaim_idle_ms: int
+    timeout_s: float | None
+    limits: Sequence[Limit] | None
+    fair_by: str | KeyOf | None
 
 
 class Handlers:
@@ -203,7 +218,7 @@ class Handlers:
     def waiting_for_limit(self) -> int:
         """Outcomes in hand waiting for a slot of their key (``limits``)."""
         loop = self._loop
-        return 0 if loop is None else len(loop.waiting)
+        return 0 if loop is None or loop.waiting is None else len(loop.waiting)
 
     def stop(self) -> None:
         """Take no new outcome; ``run`` returns once running handlers are done (or the

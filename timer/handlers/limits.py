@@ -174,9 +174,12 @@ def merged(limits: Sequence[Limit]) -> tuple[Limit, ...]:
             out[x.label] = x
         else:
             out[x.label] = Limit(
-                x.key, had.at_most if x.at_most is None else x.at_most, x.name,
-                per_s=had.per_s if x.per_s is None else x.per_s, burst=max(had.burst, x.burst),
-            )  # fmt: skip
+                x.key,
+                had.at_most if x.at_most is None else x.at_most,
+                x.name,
+                per_s=had.per_s if x.per_s is None else x.per_s,
+                burst=max(had.burst, x.burst),
+            )
     return tuple(out.values())
 
 
@@ -202,9 +205,8 @@ class Slots:
     """The slots this runner holds, taken and given back through Redis."""
 
     def __init__(
-        self, client: TimerClient, group: str, consumer: str, limits: Sequence[Limit],
-        lease_ms: int,
-    ) -> None:  # fmt: skip
+        self, client: TimerClient, group: str, consumer: str, limits: Sequence[Limit], lease_ms: int
+    ) -> None:
         self.client = client
         self.group = group
         self.consumer = consumer
@@ -225,14 +227,20 @@ class Slots:
     def needed(self, d: Delivery) -> list[tuple[str, int]]:
         """The slots ``d`` needs: (Redis key, its N)."""
         ns = self.client.keys
-        return [(ns.limit(self.group, x.label, v), x.at_most)
-                for x, v in self._valued(d) if x.at_most is not None]  # fmt: skip
+        return [
+            (ns.limit(self.group, x.label, v), x.at_most)
+            for x, v in self._valued(d)
+            if x.at_most is not None
+        ]
 
     def rates(self, d: Delivery) -> list[tuple[str, float, int]]:
         """The rates ``d`` starts under: (Redis key, interval ms, burst)."""
         ns = self.client.keys
-        return [(ns.rate(self.group, x.label, v), 1000 / x.per_s, x.burst)
-                for x, v in self._valued(d) if x.per_s is not None]  # fmt: skip
+        return [
+            (ns.rate(self.group, x.label, v), 1000 / x.per_s, x.burst)
+            for x, v in self._valued(d)
+            if x.per_s is not None
+        ]
 
     def admit(self, d: Delivery) -> float | None:
         """Let ``d`` start: its slots taken, then a start of each of its rates. None if
@@ -313,9 +321,14 @@ def limits_in_use(client: TimerClient, most: int = 100) -> list[dict[str, object
         members = client.redis.zrangebyscore(raw, now, "+inf")
         if members:
             runners = sorted({m.decode("utf-8", "replace").split("/", 1)[0] for m in members})
-            out.append({"group": group.decode("utf-8", "replace"),
-                        "limit": name.decode("utf-8", "replace"),
-                        "value": value.decode("utf-8", "replace"),
-                        "running": len(members), "runners": runners})  # fmt: skip
+            out.append(
+                {
+                    "group": group.decode("utf-8", "replace"),
+                    "limit": name.decode("utf-8", "replace"),
+                    "value": value.decode("utf-8", "replace"),
+                    "running": len(members),
+                    "runners": runners,
+                }
+            )
     out.sort(key=lambda r: (-int(str(r["running"])), str(r["group"]), str(r["value"])))
     return out[:most]

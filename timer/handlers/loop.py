@@ -6,8 +6,9 @@ group's :class:`~timer.durable.reader.GroupReader`) and dispatches; ``concurrenc
 daemon threads (``handler-<n>``) run sync handlers and settle their failures; the
 ``handler-acks`` thread acknowledges handled outcomes in batches (``settle.py``:
 acks, retries and dead letters); one
-``handler-loop`` thread runs an event loop for ``async def`` handlers. The outcomes in
-hand (:class:`~timer.handlers.policy.InHand`) are guarded by one condition variable.
+``handler-loop`` thread runs an event loop for ``async def`` handlers (``coroutines.py``).
+Outcomes whose key is at its limit wait in line (``admission.py``). The outcomes in hand
+(:class:`~timer.handlers.policy.InHand`) are guarded by one condition variable.
 """
 
 from __future__ import annotations
@@ -17,34 +18,30 @@ import inspect
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .. import tracing
 from ..durable.groups import Delivery
 from ..durable.models import Outcome
 from ..errors import TimerError
-from .policy import (
-    Handler,
-    HandlerTimedOut,
-    InHand,
-    Registry,
-    WorkQueue,
-)
+from . import admission
+from .admission import Waiting
+from .coroutines import CoroutineRunner
+from .policy import Handler, HandlerTimedOut, InHand, Registry, WorkQueue
 from .settle import Settler
 
 if TYPE_CHECKING:
-    from ..consumer import ConsumerGroup
+    from ..client.consumer import ConsumerGroup
     from .limits import Slots
 
 log = logging.getLogger("tickwheel.handlers")
 READ_AHEAD = 256  # outcomes read ahead of the free handlers, by default (see HandlerLoop)
-LIMIT_RETRY_S = 0.05  # how often outcomes waiting for a key's slot try again (at most)
 RATE_NEAR_S = 0.25  # a rate's next start this near: waited for here, not in a blocking read
 
 
-class HandlerLoop:
+class HandlerLoop(CoroutineRunner):
     """One run of a Handlers: the reading thread (this one), the handler threads and the
     event loop for ``async def`` handlers."""
 
@@ -62,15 +59,13 @@ class HandlerLoop:
         fair_by: Callable[[Outcome], str | None] | None = None,
     ) -> None:
         self.h = h
+        self.hand = hand
         # Per-key limits (limits.py): outcomes whose key is at its limit wait in
         # hand (touched) in `waiting`, in the order read, until a slot comes free.
         self.slots = slots
-        self.waiting: deque[Delivery] = deque()
-        # one refused by a rate: not asked again before this (monotonic s)
-        self.not_before: dict[tuple[int, str], float] = {}
-        self.admitting = threading.Lock()  # `waiting` changes under it (reader and handlers)
-        self.next_admit = 0.0
-        self.hand = hand
+        self.waiting: Waiting | None = None
+        if slots is not None:
+            self.waiting = Waiting(slots, hand.stopping, partial(self._guard, 0.0, slots.admit))
         self.group = group
         self.concurrency = concurrency
         # Outcomes held at once: those running and those read ahead, waiting for a free
@@ -108,16 +103,17 @@ class HandlerLoop:
                 if self.waiting:
                     self._admit_waiting()
                 now = time.monotonic()
+                waiting = len(self.waiting) if self.waiting is not None else 0
                 if now >= next_touch:
                     self._touch()
                     next_touch = now + self.touch_every_s
                 held = len(self.hand)
                 room = self.in_hand_limit - held  # to read, counting those read ahead
                 # that could start one now (one waiting for its key's slot runs nowhere)
-                idle_handlers = self.concurrency - held + len(self.waiting)
+                idle_handlers = self.concurrency - held + waiting
                 wait_s = max(0.001, next_touch - time.monotonic())
                 if self.waiting:  # back soon to try them again (a rate's wait may be shorter)
-                    wait_s = min(wait_s, LIMIT_RETRY_S, self._soonest_retry() - now)
+                    wait_s = min(wait_s, admission.LIMIT_RETRY_S, self.waiting.soonest() - now)
                     wait_s = max(0.001, wait_s)
                 if room <= 0:
                     self._wait_for_room(self.in_hand_limit, wait_s)
@@ -129,7 +125,11 @@ class HandlerLoop:
                 # read's BLOCK ends on the server's clock tick (100 ms at hz 10), which
                 # turned a 50 ms wait into 100 and halved a rate of 20/s (#54 D).
                 block = None
-                rate_near = self.not_before and self._soonest_retry() - now < RATE_NEAR_S
+                rate_near = (
+                    self.waiting is not None
+                    and self.waiting.on_rate()
+                    and self.waiting.soonest() - now < RATE_NEAR_S
+                )
                 if idle_handlers > 0 and not self.stop_when_idle and not rate_near:
                     block = max(1, int(min(wait_s, 0.5) * 1000))
                 got = self._guard([], self.group.poll, room, block)
@@ -146,7 +146,7 @@ class HandlerLoop:
                     # for a waiting outcome is held, and must be touched like a running one.
                     # Waiting after a read that waited too left a rate's start allowed for
                     # a whole round unused (#54 D: half of 20/s).
-                    self.hand.stopping.wait(min(wait_s, LIMIT_RETRY_S))
+                    self.hand.stopping.wait(min(wait_s, admission.LIMIT_RETRY_S))
         finally:
             drained = self._drain()
         return drained
@@ -206,16 +206,6 @@ class HandlerLoop:
             assert self.loop is not None
             self.loop.call_soon_threadsafe(self._start_async, coros)
 
-    def _start_async(self, coros: list[tuple[Handler, Delivery]]) -> None:
-        """On the event loop: a task for each of a read's ``async def`` handlers, the
-        highest priorities first (the slots' semaphore lets them in in this order)."""
-        coros.sort(key=lambda c: -c[1].outcome.priority)
-        for fn, d in coros:
-            assert self.loop is not None
-            task = self.loop.create_task(self._run_async(fn, d))
-            self.running_tasks.add(task)
-            task.add_done_callback(self.running_tasks.discard)
-
     def _touch(self) -> None:
         if self.slots is not None:  # a timed-out handler still running keeps its slot,
             self._guard(None, self.slots.renew)  # though its outcome is no longer in hand
@@ -251,26 +241,13 @@ class HandlerLoop:
             return
         with self.hand.cond:
             self.hand.held[(o.shard, d.entry_id)] = d
-        if self.slots is not None:
-            retry_s = self._guard(0.0, self.slots.admit, d)
+        if self.waiting is not None:
+            retry_s = self.waiting.admit(d)
             if retry_s is not None:  # its key is at its limit or rate: it waits, in hand
-                with self.admitting:
-                    if retry_s > 0:
-                        self.not_before[(o.shard, d.entry_id)] = time.monotonic() + retry_s
-                    self.waiting.append(d)
+                self.waiting.add(d, retry_s)
                 h.stats.limit_waits += 1
                 return
         self._start(fn, d, coros)
-
-    def _rate_due(self, now: float) -> bool:
-        """Whether an outcome refused by a rate may be asked again now."""
-        with self.admitting:
-            return any(t <= now for t in self.not_before.values())
-
-    def _soonest_retry(self) -> float:
-        """When the first outcome waiting on a rate may be asked again (monotonic s)."""
-        with self.admitting:  # one past (asked late) is due now
-            return min(self.not_before.values(), default=time.monotonic() + LIMIT_RETRY_S)
 
     def _start(self, fn: Handler, d: Delivery, coros: list[tuple[Handler, Delivery]]) -> None:
         if inspect.iscoroutinefunction(fn):
@@ -279,56 +256,16 @@ class HandlerLoop:
             self.work.put(d)
 
     def _admit_waiting(self, freed: list[str] | None = None) -> None:
-        """Start the waiting outcomes whose keys have a free slot now, in the order they
-        were read. The reading thread tries every LIMIT_RETRY_S (another runner's slot
-        frees without a word); a handler thread that gave back the slots ``freed`` tries
-        at once the outcomes waiting for those, so a slot of this runner passes to the
-        next outcome of its key without a wait."""
-        assert self.slots is not None
-        if freed is None:
-            now = time.monotonic()
-            # Slots of other runners are polled every LIMIT_RETRY_S; a rate says when
-            # its next start is allowed, and is asked again then, not up to a poll later
-            # (a start late by that is lost for good: GCRA does not carry it over).
-            if now < self.next_admit and not self._rate_due(now):
-                return
-            self.next_admit = now + LIMIT_RETRY_S
+        """Start the waiting outcomes whose keys have a free slot now (admission.py)."""
+        assert self.waiting is not None
         coros: list[tuple[Handler, Delivery]] = []
-        # keys found at their limit this round, not asked again: when a rate allows the
-        # next start (monotonic s), or None for a slot (freed when a handler returns)
-        full: dict[str, float | None] = {}
-        with self.admitting:
-            now = time.monotonic()
-            for d in list(self.waiting):
-                if self.hand.stopping.is_set():
-                    break
-                at = (d.outcome.shard, d.entry_id)
-                if self.not_before.get(at, 0.0) > now:
-                    continue
-                keys = [k for k, _ in self.slots.needed(d)]
-                rates = [k for k, _, _ in self.slots.rates(d)]
-                if freed is not None and not any(k in freed for k in keys):
-                    continue
-                behind = [full[k] for k in (*keys, *rates) if k in full]
-                if behind:  # after one of its keys' outcomes: asked when that one is
-                    if None in behind:
-                        self.not_before.pop(at, None)
-                    else:
-                        self.not_before[at] = max(t for t in behind if t is not None)
-                    continue
-                retry_s = self._guard(0.0, self.slots.admit, d)
-                if retry_s is None:
-                    self.waiting.remove(d)
-                    self.not_before.pop(at, None)
-                    fn = self.h.handler(d.outcome.outcome)
-                    assert fn is not None  # waiting only with a handler
-                    self._start(fn, d, coros)
-                elif retry_s > 0:
-                    self.not_before[at] = now + retry_s
-                    full.update(dict.fromkeys(rates, now + retry_s))
-                else:  # waits for a slot now, not for its rate
-                    self.not_before.pop(at, None)
-                    full.update(dict.fromkeys(keys))
+
+        def start(d: Delivery) -> None:
+            fn = self.h.handler(d.outcome.outcome)
+            assert fn is not None  # waiting only with a handler
+            self._start(fn, d, coros)
+
+        self.waiting.admit_round(start, freed)
         if coros:
             assert self.loop is not None
             self.loop.call_soon_threadsafe(self._start_async, coros)
@@ -336,7 +273,7 @@ class HandlerLoop:
     def _give_back(self, d: Delivery) -> None:
         """The handler of ``d`` returned (or gave up): its key's slots are free, and the
         next outcome waiting for one of them starts."""
-        if self.slots is None:
+        if self.slots is None or self.waiting is None:
             return
         freed = self._guard([], self.slots.release, d)
         if freed and self.waiting and not self.hand.stopping.is_set():
@@ -380,8 +317,9 @@ class HandlerLoop:
                     self.running[key] = (started + timeout, d, started, me)
             error: BaseException | None = None
             try:
-                with tracing.span("tickwheel.handle", d.outcome.traceparent,
-                                  self._span_fields(d.outcome)):  # fmt: skip
+                with tracing.span(
+                    "tickwheel.handle", d.outcome.traceparent, self._span_fields(d.outcome)
+                ):
                     fn(d.outcome)
             except BaseException as exc:
                 error = exc
@@ -423,8 +361,13 @@ class HandlerLoop:
                 "handler thread %s is stuck: its handler of %s %s (attempt %d) ran past its "
                 "%.3gs timeout; the outcome is released for a retry and no longer touched, "
                 "and a new thread takes the stuck one's place",
-                name, o.outcome, o.id, o.attempt, timeout or 0, extra=self._fields(o),
-            )  # fmt: skip
+                name,
+                o.outcome,
+                o.id,
+                o.attempt,
+                timeout or 0,
+                extra=self._fields(o),
+            )
             self.h.stats.timed_out += 1
             self.replaced.add(name)
             t = threading.Thread(
@@ -432,44 +375,13 @@ class HandlerLoop:
             )
             self.threads.append(t)
             t.start()
-            self.settler.settle(d, HandlerTimedOut(f"the handler ran past its {timeout:g}s timeout "
-                                            f"(thread {name} still runs it)"), started)  # fmt: skip
-
-    async def _run_async(self, fn: Handler, d: Delivery) -> None:
-        if self.async_slots is None:
-            self.async_slots = asyncio.Semaphore(self.concurrency)
-        async with self.async_slots:  # a read may bring more than the free slots (per stream)
-            await self._run_async_now(fn, d)
-
-    async def _run_async_now(self, fn: Handler, d: Delivery) -> None:
-        if self.hand.stopping.is_set():
-            if self.slots is not None:
-                await asyncio.to_thread(self._give_back, d)
-            self.settler.forget(d)
-            return
-        started = self._started(d)
-        timeout = self.h.timeout_of(d.outcome.outcome)
-        error: BaseException | None = None
-        try:
-            async with asyncio.timeout(timeout) as within:
-                with tracing.span("tickwheel.handle", d.outcome.traceparent,
-                                  self._span_fields(d.outcome)):  # fmt: skip
-                    await fn(d.outcome)
-        except TimeoutError as exc:
-            error = exc
-            if within.expired():  # ours, not the handler's own TimeoutError
-                self.h.stats.timed_out += 1
-                error = HandlerTimedOut(
-                    f"the handler ran past its {timeout:g}s timeout and was cancelled"
-                )
-        except BaseException as exc:
-            error = exc
-        if self.slots is not None:
-            await asyncio.to_thread(self._give_back, d)
-        if error is None:  # acknowledged by the acker thread: nothing here waits on Redis
-            self.settler.settle(d, None, started)
-        else:  # a retry or a dead letter is a Redis call: off the loop
-            await asyncio.to_thread(self.settler.settle, d, error, started)
+            self.settler.settle(
+                d,
+                HandlerTimedOut(
+                    f"the handler ran past its {timeout:g}s timeout (thread {name} still runs it)"
+                ),
+                started,
+            )
 
     def _started(self, d: Delivery) -> float:
         now = time.time()
@@ -487,11 +399,9 @@ class HandlerLoop:
         """Let running handlers finish (touching their outcomes meanwhile), then stop the
         threads and the loop, and leave the group where we owe nothing."""
         self.hand.stopping.set()
-        with self.admitting:
-            for d in self.waiting:  # read but never started: left pending for the next one
+        if self.waiting is not None:  # read but never started: left pending for the next one
+            for d in self.waiting.clear():
                 self.settler.forget(d)
-            self.waiting.clear()
-            self.not_before.clear()
         deadline = time.monotonic() + self.drain_timeout_s
         next_touch = time.monotonic() + self.touch_every_s
         with self.hand.cond:

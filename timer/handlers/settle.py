@@ -22,7 +22,7 @@ from ..errors import TimerError
 from .policy import InHand, Later, Registry, Retry, error_text
 
 if TYPE_CHECKING:
-    from ..consumer import ConsumerGroup
+    from ..client.consumer import ConsumerGroup
 
 log = logging.getLogger("tickwheel.handlers")
 
@@ -60,8 +60,15 @@ class Settler:
             return
         try:
             if isinstance(exc, Later) and o.attempt < h.max_attempts:
-                log.debug("%s %s (attempt %d/%d): %s", o.outcome, o.id, o.attempt,
-                          h.max_attempts, exc, extra=self.fields(o))  # fmt: skip
+                log.debug(
+                    "%s %s (attempt %d/%d): %s",
+                    o.outcome,
+                    o.id,
+                    o.attempt,
+                    h.max_attempts,
+                    exc,
+                    extra=self.fields(o),
+                )
                 self.with_retries(lambda: self.group.retry(d, round(exc.delay_s * 1000)))
                 h.stats.later += 1
                 return
@@ -74,15 +81,25 @@ class Settler:
                     delay = h.backoff.delay_s(o.attempt)
                 log.info(
                     "%s %s (attempt %d/%d) failed: %s; retrying in %.3gs",
-                    o.outcome, o.id, o.attempt, h.max_attempts, exc, delay,
+                    o.outcome,
+                    o.id,
+                    o.attempt,
+                    h.max_attempts,
+                    exc,
+                    delay,
                     extra=self.fields(o),
-                )  # fmt: skip
+                )
                 self.with_retries(lambda: self.group.retry(d, round(delay * 1000)))
                 h.stats.retried += 1
         except TimerError as err:
             h.stats.ack_errors += 1
-            log.error("could not settle %s %s (%s); it will come again", o.outcome, o.id, err,
-                      extra=self.fields(o))  # fmt: skip
+            log.error(
+                "could not settle %s %s (%s); it will come again",
+                o.outcome,
+                o.id,
+                err,
+                extra=self.fields(o),
+            )
         finally:
             self.forget(d)
 
@@ -138,10 +155,7 @@ class Settler:
         except TimerError as err:
             self.h.stats.ack_errors += 1
             log.error(
-                "could not dead-letter %s (%s); it will come again",
-                o.id,
-                err,
-                extra=self.fields(o),
+                "could not dead-letter %s (%s); it will come again", o.id, err, extra=self.fields(o)
             )
         finally:
             if forget:

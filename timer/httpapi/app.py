@@ -26,9 +26,7 @@ from starlette.routing import Route
 
 from timer import TimerError
 from timer.durable.codec import MAX_PAYLOAD_DEPTH, jsonable
-from timer.errors import (
-    ConfigError,
-)
+from timer.errors import ConfigError
 
 from . import handlers, openapi
 from .context import LATENCY, REQUESTS, Call, Clients, Handler, error, from_exception
@@ -74,9 +72,9 @@ def create_app(
         yield
         await clients.close()
 
-    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={
-        404: _no_route, 405: _no_method,
-    })  # fmt: skip
+    return Starlette(
+        routes=routes, lifespan=lifespan, exception_handlers={404: _no_route, 405: _no_method}
+    )
 
 
 async def _no_route(request: Request, _exc: Exception) -> Response:
@@ -142,8 +140,13 @@ def _cross_site(request: Request, endpoint: Endpoint) -> Response | None:
     why = cross_site(request, "server", navigation=True)
     if not why:
         return None
-    return error(403, "Forbidden", f"refused a cross-site request ({why}): this API takes "
-                 "requests from programs, not from another site's page", 4)  # fmt: skip
+    return error(
+        403,
+        "Forbidden",
+        f"refused a cross-site request ({why}): this API takes "
+        "requests from programs, not from another site's page",
+        4,
+    )
 
 
 def _authorize(
@@ -166,8 +169,13 @@ def _authorize(
         )
     if not token.allows(endpoint.scope, namespace):
         where = f" on namespace {namespace!r}" if namespace else ""
-        return error(403, "Forbidden", f"token {token.id} may not {endpoint.scope}{where} "
-                     f"(it has {token.scope} on {', '.join(token.namespaces)})", 4)  # fmt: skip
+        return error(
+            403,
+            "Forbidden",
+            f"token {token.id} may not {endpoint.scope}{where} "
+            f"(it has {token.scope} on {', '.join(token.namespaces)})",
+            4,
+        )
     return None
 
 
@@ -175,8 +183,13 @@ async def _body(request: Request, schema: Schema) -> Any:
     """The request's JSON body, checked against its schema; or the 4xx to answer."""
     kind = request.headers.get("content-type")
     if kind is not None and kind.split(";", 1)[0].strip().lower() != "application/json":
-        return error(415, "InvalidInput", f"the body must be application/json, not "
-                     f"{kind[:80]!r} (Content-Type: application/json, or none)", 3)  # fmt: skip
+        return error(
+            415,
+            "InvalidInput",
+            f"the body must be application/json, not "
+            f"{kind[:80]!r} (Content-Type: application/json, or none)",
+            3,
+        )
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         return _too_large()
@@ -194,8 +207,13 @@ async def _body(request: Request, schema: Schema) -> Any:
         return error(400, "InvalidInput", f"the body is not JSON: {exc}"[:300], 3)
     depth = json_depth(data)
     if depth > MAX_BODY_DEPTH:
-        return error(400, "InvalidInput", f"the body nests {depth} levels deep; at most "
-                     f"{MAX_BODY_DEPTH} (a payload at most {MAX_PAYLOAD_DEPTH})", 3)  # fmt: skip
+        return error(
+            400,
+            "InvalidInput",
+            f"the body nests {depth} levels deep; at most "
+            f"{MAX_BODY_DEPTH} (a payload at most {MAX_PAYLOAD_DEPTH})",
+            3,
+        )
     problem = schema.problem(data)
     if problem is not None:
         where = "/".join(str(p) for p in problem.absolute_path) or "the body"

@@ -47,10 +47,7 @@ def from_exception(exc: TimerError) -> JSONResponse:
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 METRICS = prometheus_client.CollectorRegistry()
 REQUESTS = prometheus_client.Counter(
-    "tickwheel_http_requests",
-    "HTTP API requests answered",
-    ["route", "status"],
-    registry=METRICS,
+    "tickwheel_http_requests", "HTTP API requests answered", ["route", "status"], registry=METRICS
 )
 LATENCY = prometheus_client.Histogram(
     "tickwheel_http_request_seconds",
@@ -130,9 +127,14 @@ class Call:
     """One checked request: its endpoint, path parameters, query, body and client."""
 
     def __init__(  # noqa: PLR0917 - what one request brings
-        self, request: Request, endpoint: Endpoint, body: Any, query: dict[str, Any],
-        client: Any, clients: Clients,
-    ) -> None:  # fmt: skip
+        self,
+        request: Request,
+        endpoint: Endpoint,
+        body: Any,
+        query: dict[str, Any],
+        client: Any,
+        clients: Clients,
+    ) -> None:
         self.request = request
         self.endpoint = endpoint
         self.params = request.path_params

@@ -14,7 +14,7 @@ import redis
 from prometheus_client import multiprocess
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from timer import InvalidInput, NotFound, TimerClient, TimerError, TimerNotFound, connections
+from timer import InvalidInput, NotFound, TimerClient, TimerError, TimerNotFound
 from timer.aio.group import AsyncConsumer
 from timer.durable.codec import jsonable
 from timer.durable.keys import check_name
@@ -25,7 +25,8 @@ from timer.durable.shapes import (
     timer_info_json,
     timer_json,
 )
-from timer.store import RedisSettings
+from timer.redis import connections
+from timer.redis.store import RedisSettings
 
 from .context import METRICS, MULTIPROC_ENV, Call, Clients, Handler, error_of
 
@@ -255,12 +256,27 @@ def table(clients: Clients) -> dict[str, Handler]:
         return JSONResponse({"ready": True})
 
     return {
-        "scheduleTimer": schedule, "scheduleTimers": schedule_batch, "getTimer": get,
-        "waitTimer": wait, "cancelTimer": cancel, "completeTimer": complete,
-        "rescheduleTimer": reschedule, "heartbeatTimer": heartbeat, "notifyKeys": notify,
-        "health": health, "ready": ready,
-        "consumeOutcomes": consume, "streamOutcomes": events, "ackOutcomes": ack,
-        "retryOutcome": retry, "deadLetterOutcome": dead, "stats": stats, "groups": groups,
-        "deadLetters": dead_letters, "deadLetter": dead_letter,
-        "redeliverDeadLetter": redeliver, "dropDeadLetter": drop, "metrics": metrics,
-    }  # fmt: skip
+        "scheduleTimer": schedule,
+        "scheduleTimers": schedule_batch,
+        "getTimer": get,
+        "waitTimer": wait,
+        "cancelTimer": cancel,
+        "completeTimer": complete,
+        "rescheduleTimer": reschedule,
+        "heartbeatTimer": heartbeat,
+        "notifyKeys": notify,
+        "health": health,
+        "ready": ready,
+        "consumeOutcomes": consume,
+        "streamOutcomes": events,
+        "ackOutcomes": ack,
+        "retryOutcome": retry,
+        "deadLetterOutcome": dead,
+        "stats": stats,
+        "groups": groups,
+        "deadLetters": dead_letters,
+        "deadLetter": dead_letter,
+        "redeliverDeadLetter": redeliver,
+        "dropDeadLetter": drop,
+        "metrics": metrics,
+    }

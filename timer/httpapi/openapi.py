@@ -22,13 +22,19 @@ GATE = {
 }
 PATH = {
     "namespace": {"type": "string", "pattern": "^[A-Za-z0-9_.\\-]{1,64}$"},
-    "group": {"type": "string", "minLength": 1,
-              "description": "Percent-encoded whole, '/' as %2F (any text of 1-256 bytes)."},
-    "timer_id": {"type": "string", "minLength": 1,
-                 "description": "Percent-encoded whole, '/' as %2F (any text of 1-256 bytes)."},
+    "group": {
+        "type": "string",
+        "minLength": 1,
+        "description": "Percent-encoded whole, '/' as %2F (any text of 1-256 bytes).",
+    },
+    "timer_id": {
+        "type": "string",
+        "minLength": 1,
+        "description": "Percent-encoded whole, '/' as %2F (any text of 1-256 bytes).",
+    },
     "shard": {"type": "integer", "minimum": 0},
     "entry": {"type": "string", "minLength": 1, "description": "A stream entry id."},
-}  # fmt: skip
+}
 
 
 def errors(e: Endpoint) -> dict[int, str]:

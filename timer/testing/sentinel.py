@@ -175,10 +175,13 @@ def redis_sentinel(
                 root / f"r{i}",
                 binary=binary,
                 extra_args=(
-                    "--replicaof", master.host, str(master.port),
-                    "--repl-diskless-sync-delay", "0",
+                    "--replicaof",
+                    master.host,
+                    str(master.port),
+                    "--repl-diskless-sync-delay",
+                    "0",
                 ),
-            )  # fmt: skip
+            )
             servers.append(replica.start())
         quorum = sentinels // 2 + 1
         for i in range(sentinels):

@@ -151,19 +151,28 @@ class RedisServer:
     def command(self) -> list[str]:
         return [
             str(self.binary),
-            "--port", str(self.port),
-            "--bind", self.host,
-            "--dir", str(self.data_dir),
-            "--appendonly", "yes",
-            "--appendfsync", self.appendfsync,
-            "--save", "",
-            "--hash-max-ziplist-value", str(LISTPACK_VALUE_BYTES),
-            "--daemonize", "yes" if self.detached else "no",
+            "--port",
+            str(self.port),
+            "--bind",
+            self.host,
+            "--dir",
+            str(self.data_dir),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            self.appendfsync,
+            "--save",
+            "",
+            "--hash-max-ziplist-value",
+            str(LISTPACK_VALUE_BYTES),
+            "--daemonize",
+            "yes" if self.detached else "no",
             *(("--pidfile", str(self.pid_path)) if self.detached else ()),
-            "--logfile", str(self.log_path),
+            "--logfile",
+            str(self.log_path),
             *(("--requirepass", self.password) if self.password else ()),
             *self.extra_args,
-        ]  # fmt: skip
+        ]
 
     def start(self, timeout_s: float = 15.0) -> RedisServer:
         if self.process is not None and self.process.poll() is None:

@@ -26,14 +26,21 @@ from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 from redis.sentinel import SentinelConnectionPool
 
-from . import connections
-from .cluster_route import CLIENT_RETRIES, RETRY_BUDGET_S, Refresh, Routing, client_backoff, owner
-from .durable import server_checks, steps
-from .durable.models import Durability, DurabilityWarning
-from .durable.scripts import ScriptName, source
-from .errors import TimerError
+from ..durable import server_checks, steps
+from ..durable.models import Durability, DurabilityWarning
+from ..durable.scripts import ScriptName, source
+from ..errors import TimerError
+from ..redis import connections
+from ..redis.cluster_route import (
+    CLIENT_RETRIES,
+    RETRY_BUDGET_S,
+    Refresh,
+    Routing,
+    client_backoff,
+    owner,
+)
+from ..redis.store import RedisSettings, map_errors, settle_replies, settle_wait
 from .lanes import Lane
-from .store import RedisSettings, map_errors, settle_replies, settle_wait
 
 T = TypeVar("T")
 
@@ -314,7 +321,7 @@ class SyncDriver:
         """Script calls in pipelines, one per node; replies (or redis errors) in order.
 
         On a cluster each call goes to its slot's master, in one pipeline per master, and
-        follows a failover or a resharding as ``timer.cluster_route`` says.
+        follows a failover or a resharding as ``timer.redis.cluster_route`` says.
         """
         if self.cluster:
             return self.routed_scripts(calls)
@@ -333,7 +340,7 @@ class SyncDriver:
     def routed_scripts(self, calls: Sequence[steps.ScriptCall]) -> list[Any]:
         """Script calls on a cluster, each on its slot's master, pipelined per master;
         a reply that names a topology change (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, a node
-        gone) is acted on as ``timer.cluster_route`` says, within the retry budget.
+        gone) is acted on as ``timer.redis.cluster_route`` says, within the retry budget.
         A node that fails costs only its own calls: the others' replies are kept."""
         return self.routed(
             [c.keys[0] for c in calls], lambda name, idxs: self._node_scripts(name, calls, idxs)
@@ -360,7 +367,7 @@ class SyncDriver:
             return [exc]
 
     def routed(self, keys: Sequence[str], send: Callable[[str, list[int]], list[Any]]) -> list[Any]:
-        """Calls (one per key) through the cluster as ``timer.cluster_route.Routing``
+        """Calls (one per key) through the cluster as ``timer.redis.cluster_route.Routing``
         says: ``send(node, indexes)`` sends a node its calls and returns their replies."""
         route = Routing(keys, self._owner, budget_s=self.retry_budget_s)
         while groups := route.groups():

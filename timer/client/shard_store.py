@@ -6,14 +6,13 @@ import contextlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from .driver import CountingPubSub
-from .durable import shard_calls as shard_scripts
-from .durable import shard_ops, steps
-from .durable.calls import text
-from .durable.checks import check_int
-from .durable.keys import NamespaceKeys, ShardKeys
-from .durable.models import DueTimers, FireResult, LeaseGrant, LeaseRenewal, SweepResult, Trimmed
-from .durable.schedule_records import (
+from ..durable import shard_calls as shard_scripts
+from ..durable import shard_ops, steps
+from ..durable.calls import text
+from ..durable.checks import check_int
+from ..durable.keys import NamespaceKeys, ShardKeys
+from ..durable.models import DueTimers, FireResult, LeaseGrant, LeaseRenewal, SweepResult, Trimmed
+from ..durable.schedule_records import (
     Plan,
     ScheduleInfo,
     arm_call,
@@ -21,8 +20,9 @@ from .durable.schedule_records import (
     pack_fire_plans,
     parse_armed,
 )
-from .durable.steps import Run
-from .errors import CorruptRecord, TimerError
+from ..durable.steps import Run
+from ..errors import CorruptRecord, TimerError
+from .driver import CountingPubSub
 
 
 class ShardStore:
@@ -65,9 +65,15 @@ class ShardStore:
         return self._run(op)
 
     def fire(
-        self, worker: str, epoch: int, ids: Sequence[str], *, ttl_ms: int, ahead: int = 0,
+        self,
+        worker: str,
+        epoch: int,
+        ids: Sequence[str],
+        *,
+        ttl_ms: int,
+        ahead: int = 0,
         plans: Mapping[str, tuple[int, Plan]] | None = None,
-    ) -> FireResult:  # fmt: skip
+    ) -> FireResult:
         """Expire ``ids`` if due (fenced); ``ahead``: more of the shard's timers the
         caller expects to decide soon, for which the results table grows while cheap;
         ``plans``: the next occurrence of each id a schedule armed (id -> (version,
@@ -76,14 +82,26 @@ class ShardStore:
         return shard_scripts.parse_fire(self._run(_one(call)))
 
     def fire_call(
-        self, worker: str, epoch: int, ids: Sequence[str], *, ttl_ms: int, ahead: int = 0,
+        self,
+        worker: str,
+        epoch: int,
+        ids: Sequence[str],
+        *,
+        ttl_ms: int,
+        ahead: int = 0,
         plans: Mapping[str, tuple[int, Plan]] | None = None,
-    ) -> steps.ScriptCall:  # fmt: skip
+    ) -> steps.ScriptCall:
         """``fire``'s call, to send with other shards' in one ``Shards.fire_together``."""
         return shard_scripts.fire_call(
-            self.keys, worker, epoch, ids, bucket_ms=self.bucket_ms, ttl_ms=ttl_ms,
-            ahead=ahead, plans=pack_fire_plans(plans or {}),
-        )  # fmt: skip
+            self.keys,
+            worker,
+            epoch,
+            ids,
+            bucket_ms=self.bucket_ms,
+            ttl_ms=ttl_ms,
+            ahead=ahead,
+            plans=pack_fire_plans(plans or {}),
+        )
 
     def trim_results(self, left: int) -> Trimmed:
         """The next call of a results-table round of ``trim_outcomes(until_done=False)``
@@ -95,9 +113,14 @@ class ShardStore:
         self, worker: str, epoch: int, *, ttl_ms: int, limit: int, ahead: int = 0
     ) -> SweepResult:
         call = shard_scripts.sweep_call(
-            self.keys, worker, epoch, bucket_ms=self.bucket_ms, ttl_ms=ttl_ms, limit=limit,
+            self.keys,
+            worker,
+            epoch,
+            bucket_ms=self.bucket_ms,
+            ttl_ms=ttl_ms,
+            limit=limit,
             ahead=ahead,
-        )  # fmt: skip
+        )
         return shard_scripts.parse_sweep(self._run(_one(call)))
 
     # -- recurring schedules (#29) ----------------------------------------------------

@@ -10,7 +10,7 @@ import logging
 import os
 from pathlib import Path
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 log = logging.getLogger("tickwheel.client")
 

@@ -22,10 +22,10 @@ import redis.sentinel
 from redis._parsers.base import BaseParser
 from redis.exceptions import RedisClusterException
 
-from .durable.checks import check_seconds
-from .durable.models import Durability
-from .durable.scripts import script_error
-from .errors import ConfigError, NotDurable, NotFound, StoreError, TimerError
+from ..durable.checks import check_seconds
+from ..durable.models import Durability
+from ..durable.scripts import script_error
+from ..errors import ConfigError, NotDurable, NotFound, StoreError, TimerError
 
 # Query options of a Redis URL whose value is a credential: redis-py passes ``password``
 # and ``username`` to AUTH, ``ssl_password`` unlocks a TLS key; any other name that
@@ -153,9 +153,13 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
     for name in ("host", "port", "connection_class"):
         options.pop(name, None)
     return SentinelTarget(
-        tuple(sentinels), unquote(parts[0]), base == "rediss", options,
-        own.get("sentinel_username"), own.get("sentinel_password"),
-    )  # fmt: skip
+        tuple(sentinels),
+        unquote(parts[0]),
+        base == "rediss",
+        options,
+        own.get("sentinel_username"),
+        own.get("sentinel_password"),
+    )
 
 
 def check_url(url: object) -> str:

@@ -181,16 +181,25 @@ class _Kind:
 
 
 BLOCKING = _Kind(
-    redis.Redis, {"redis": Connection, "rediss": SSLConnection, "unix": UnixConnection},
-    sentinel.Sentinel, SentinelRedis, SentinelPool, SentinelConnection, SentinelSSLConnection,
+    redis.Redis,
+    {"redis": Connection, "rediss": SSLConnection, "unix": UnixConnection},
+    sentinel.Sentinel,
+    SentinelRedis,
+    SentinelPool,
+    SentinelConnection,
+    SentinelSSLConnection,
     Retry,
-)  # fmt: skip
+)
 ASYNCIO = _Kind(
     aioredis.Redis,
     {"redis": AsyncConnection, "rediss": AsyncSSLConnection, "unix": AsyncUnixConnection},
-    asentinel.Sentinel, AsyncSentinelRedis, AsyncSentinelPool, AsyncSentinelConnection,
-    AsyncSentinelSSLConnection, AsyncRetry,
-)  # fmt: skip
+    asentinel.Sentinel,
+    AsyncSentinelRedis,
+    AsyncSentinelPool,
+    AsyncSentinelConnection,
+    AsyncSentinelSSLConnection,
+    AsyncRetry,
+)
 
 
 def _make(rs: RedisSettings, extra: dict[str, Any], kind: _Kind) -> Any:

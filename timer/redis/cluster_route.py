@@ -2,7 +2,7 @@
 
 Script calls cannot go through the cluster client's own command path in a pipeline
 (redis-py's cluster pipeline refuses ``EVALSHA``), so both drivers send them in one
-pipeline per master, on that master's own connection (``timer.driver`` and
+pipeline per master, on that master's own connection (``timer.client.driver`` and
 ``timer.aio``). A reply on such a connection never reaches redis-py's slot map, so this
 module decides, for every reply, what the cluster client would have done with it, and the
 drivers do it: the routing is here, with no I/O; only the sending differs (blocking or

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from .durable import groups as group_ops
-from .durable.namespace import Namespace
-from .durable.reader import GroupReader, Held
-from .durable.steps import Run
+from ..durable import groups as group_ops
+from ..durable.namespace import Namespace
+from ..durable.reader import GroupReader, Held
+from ..durable.steps import Run
 
 
 class ConsumerGroup:
@@ -21,9 +21,16 @@ class ConsumerGroup:
     """
 
     def __init__(
-        self, run: Run, namespace: Callable[[], Namespace], group: str, consumer: str,
-        *, per_stream: bool, reclaim_idle_ms: int = 60_000, held: Held | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        run: Run,
+        namespace: Callable[[], Namespace],
+        group: str,
+        consumer: str,
+        *,
+        per_stream: bool,
+        reclaim_idle_ms: int = 60_000,
+        held: Held | None = None,
+    ) -> None:
         self._run = run  # the client's driver: runs an operation to its result
         self._ns = namespace  # the namespace's keys, shape and limits (read once, then kept)
         self.group = group
@@ -71,21 +78,40 @@ class ConsumerGroup:
     def read(self, count: int, block_ms: int | None) -> list[group_ops.Delivery]:
         """Outcomes never delivered to the group, up to ``count`` from each shard's
         stream, waiting up to ``block_ms`` for one (None: not at all)."""
-        return self._run(group_ops.read_new(
-            self._ns(), self.group, self.consumer, count=count, block_ms=block_ms,
-            per_stream=self.per_stream,
-        ))  # fmt: skip
+        return self._run(
+            group_ops.read_new(
+                self._ns(),
+                self.group,
+                self.consumer,
+                count=count,
+                block_ms=block_ms,
+                per_stream=self.per_stream,
+            )
+        )
 
     def claim(
-        self, cursors: Mapping[int, str], *, count: int, min_idle_ms: int, own: bool = False,
+        self,
+        cursors: Mapping[int, str],
+        *,
+        count: int,
+        min_idle_ms: int,
+        own: bool = False,
         retries: bool = True,
-    ) -> tuple[list[group_ops.Delivery], dict[int, str]]:  # fmt: skip
+    ) -> tuple[list[group_ops.Delivery], dict[int, str]]:
         """Entries due for a retry, then (scanning from each shard's cursor) pending
         entries idle for ``min_idle_ms`` (``own``: only this consumer's)."""
-        return self._run(group_ops.claim(
-            self._ns(), self.group, self.consumer, cursors, count=count,
-            min_idle_ms=min_idle_ms, owner=self.consumer if own else "", retries=retries,
-        ))  # fmt: skip
+        return self._run(
+            group_ops.claim(
+                self._ns(),
+                self.group,
+                self.consumer,
+                cursors,
+                count=count,
+                min_idle_ms=min_idle_ms,
+                owner=self.consumer if own else "",
+                retries=retries,
+            )
+        )
 
     def ack(self, delivery: group_ops.Delivery) -> None:
         self._run(group_ops.ack(delivery))

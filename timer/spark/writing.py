@@ -1,40 +1,18 @@
-"""Spark helpers: register, cancel and notify timers from DataFrames; read outcomes back.
-
-PySpark is the optional ``spark`` extra, imported lazily: ``import timer`` never needs it.
-
-The work runs on the executors (``foreachPartition``), through one ``TimerClient`` per
-executor Python process (kept in a small per-process pool, since Spark reuses its Python
-workers), in pipelined batches grouped by shard and node. Counts come back through
-accumulators, which Spark applies once per successful task of an action.
-
-**Retries keep the report true.** Every row of a job carries an origin token
-``<job token>/<partition>``; Redis stores it with each timer it creates. When Spark
-re-runs a partition whose first attempt died half-way, the timers that attempt created
-come back as "already pending, created under my own token" and are counted as
-*scheduled*, while timers that existed before the job (another token) are *duplicate*.
-The failed attempt's accumulator updates are discarded by Spark, so nothing counts
-twice. A replayed Structured Streaming micro-batch uses the token of its batch id, so it
-creates no second timers and reports the same counts.
-
-Cancel and notify are idempotent in Redis too; on a retried partition, cancellations or
-completions already done by the failed attempt are counted as ``already_decided``
-rather than ``cancelled``/``completed`` (Redis does not record who decided a timer).
-"""
+"""Timers from a DataFrame's rows, on the executors: schedule, cancel, notify, heartbeat,
+and schedules (see :mod:`timer.spark` for how a retried partition keeps the report true)."""
 
 from __future__ import annotations
 
-import json
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
-from .client import TimerClient
-from .durable.checks import check_bool, check_int
-from .durable.codec import jsonable
-from .durable.models import Timer
-from .errors import DuplicateTimer, HeartbeatCapped, InvalidInput, TimerNotFound
+from ..client import TimerClient
+from ..durable.checks import check_bool, check_int
+from ..durable.models import Timer
+from ..errors import DuplicateTimer, HeartbeatCapped, InvalidInput, TimerNotFound
 
 MAX_REJECTED_ROWS = 1_000
 
@@ -137,6 +115,20 @@ def _plain(value: Any) -> Any:
 # -- schedule ----------------------------------------------------------------------------
 
 
+class ColumnOptions(TypedDict, total=False):
+    """Where a row holds a timer's parts, and the batch size: :func:`schedule_timers`'s
+    options, as a streaming sink passes them on."""
+
+    id_col: str
+    delay_col: str | None
+    deadline_col: str | None
+    payload_cols: list[str] | None
+    watch_col: str | None
+    need_col: str | None
+    priority_col: str | None
+    batch_size: int
+
+
 def schedule_timers(
     df: Any,
     url: str,
@@ -172,9 +164,18 @@ def schedule_timers(
     acc = _accumulators(sc, ("scheduled", "duplicate", "rejected"))
     rejected_rows = _rejected_accumulator(sc)
     plan = _SchedulePlan(
-        url, namespace, token or uuid.uuid4().hex, id_col, delay_col, deadline_col,
-        tuple(payload_cols or ()), watch_col, need_col, priority_col, batch_size,
-    )  # fmt: skip
+        url,
+        namespace,
+        token or uuid.uuid4().hex,
+        id_col,
+        delay_col,
+        deadline_col,
+        tuple(payload_cols or ()),
+        watch_col,
+        need_col,
+        priority_col,
+        batch_size,
+    )
 
     def run(index: int, rows: Iterator[Any]) -> Iterator[int]:
         _schedule_partition(plan, index, rows, acc, rejected_rows)
@@ -403,81 +404,3 @@ def create_schedules(
         return "scheduled", 1
 
     return _each_row(df, url, namespace, create, ("scheduled", "duplicate"))
-
-
-# -- outcomes ----------------------------------------------------------------------------
-
-OUTCOME_FIELDS = ("id", "outcome", "deadline_ms", "decided_ms", "lateness_ms", "shard", "payload")
-
-
-def outcome_schema() -> Any:
-    from pyspark.sql import types as T  # noqa: PLC0415 - optional dependency
-
-    return T.StructType(
-        [
-            T.StructField("id", T.StringType(), False),
-            T.StructField("outcome", T.StringType(), False),
-            T.StructField("deadline_ms", T.LongType(), False),
-            T.StructField("decided_ms", T.LongType(), False),
-            T.StructField("lateness_ms", T.LongType(), False),
-            T.StructField("shard", T.IntegerType(), False),
-            T.StructField("payload", T.StringType(), True),
-        ]
-    )
-
-
-def read_shard_outcomes(url: str, namespace: str, shard: int) -> Iterator[tuple[Any, ...]]:
-    """Every outcome of one shard's stream as rows (payload as a JSON string, as
-    ``jsonable`` shows msgpack's bytes; an entry no reader can decode has outcome
-    ``undecodable`` and ``{"$error": why}`` as its payload)."""
-    for o in pooled_client(url, namespace).all_outcomes([shard]):
-        shown = {"$error": o.error} if o.error is not None else o.payload
-        payload = None if shown is None else json.dumps(jsonable(shown))
-        yield (o.id, o.outcome, o.deadline_ms, o.decided_ms, o.lateness_ms, shard, payload)
-
-
-def read_outcomes(spark: Any, url: str, namespace: str = "default") -> Any:
-    """Outcomes of every shard as a DataFrame, read in parallel (one partition per shard)."""
-    shards = pooled_client(url, namespace).meta.shards
-    rdd = spark.sparkContext.parallelize(range(shards), shards).flatMap(
-        lambda s: read_shard_outcomes(url, namespace, s)
-    )
-    return spark.createDataFrame(rdd, outcome_schema())
-
-
-# -- streaming ---------------------------------------------------------------------------
-
-
-class ScheduleSink:
-    """A ``foreachBatch`` function scheduling each micro-batch's rows as timers (made by
-    :func:`schedule_sink`); ``reports`` holds what each batch it ran did, in order."""
-
-    def __init__(self, url: str, namespace: str, sink_id: str, options: dict[str, Any]) -> None:
-        self.url, self.namespace, self.sink_id = url, namespace, sink_id
-        self.options = options
-        self.reports: list[Report] = []
-
-    def run(self, batch_df: Any, batch_id: int) -> Report:
-        """Schedule one micro-batch's rows; what it did."""
-        report = schedule_timers(
-            batch_df, self.url, self.namespace, token=f"{self.sink_id}:{batch_id}", **self.options
-        )
-        self.reports.append(report)
-        return report
-
-    def __call__(self, batch_df: Any, batch_id: int) -> None:
-        """As Spark calls it (``foreachBatch`` takes a function that returns nothing)."""
-        self.run(batch_df, batch_id)
-
-
-def schedule_sink(
-    url: str, namespace: str = "default", *, sink_id: str = "sink", **options: Any
-) -> ScheduleSink:
-    """A ``foreachBatch`` function scheduling each micro-batch's rows as timers.
-
-    Exactly once in effect: timers are idempotent by id, and a replayed batch uses the
-    same origin token (``sink_id`` and the batch id), so it creates nothing new and
-    reports the same counts (``ScheduleSink.reports``). ``options`` are those of
-    :func:`schedule_timers`.
-    """
-    return ScheduleSink(url, namespace, sink_id, options)

@@ -9,14 +9,14 @@ from typing import Any, Protocol, cast
 
 import redis
 
-from .durable import steps
-from .durable.models import Durability
-from .durable.scripts import ScriptName
-from .store import settle_replies
+from ..durable import steps
+from ..durable.models import Durability
+from ..durable.scripts import ScriptName
+from ..redis.store import settle_replies
 
 
 class LaneDriver(Protocol):
-    """What a lane needs of the driver whose operation it serves (``timer.driver``'s
+    """What a lane needs of the driver whose operation it serves (``timer.client.driver``'s
     ``SyncDriver``, which imports this module: so a protocol, not an import)."""
 
     @property
@@ -68,8 +68,12 @@ class Lane:
     def send(self, pipeline: steps.Pipeline) -> Sent:
         driver = self.driver
         calls = pipeline.calls
-        if (driver.cluster or driver.durability.waits or not calls
-                or not isinstance(calls[0], steps.ScriptCall)):  # fmt: skip
+        if (
+            driver.cluster
+            or driver.durability.waits
+            or not calls
+            or not isinstance(calls[0], steps.ScriptCall)
+        ):
             return Sent(pipeline, driver.execute(pipeline))
         sent = Sent(pipeline)
         self.unread.append(sent)
@@ -79,10 +83,16 @@ class Lane:
                 self.conn = driver.redis.connection_pool.get_connection()
             scripts = driver.scripts
             # No health-check PING once replies are pending: it would read one of them.
-            self.conn.send_packed_command(self.conn.pack_commands([
-                ("EVALSHA", scripts[c.script].sha, len(c.keys), *c.keys, *c.args)
-                for c in calls if isinstance(c, steps.ScriptCall)
-            ]), check_health=len(self.unread) == 1)  # fmt: skip
+            self.conn.send_packed_command(
+                self.conn.pack_commands(
+                    [
+                        ("EVALSHA", scripts[c.script].sha, len(c.keys), *c.keys, *c.args)
+                        for c in calls
+                        if isinstance(c, steps.ScriptCall)
+                    ]
+                ),
+                check_health=len(self.unread) == 1,
+            )
         except (redis.ConnectionError, redis.TimeoutError):
             self._rerun()
         return sent

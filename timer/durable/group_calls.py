@@ -1,0 +1,89 @@
+"""The script calls of consumer groups (``groups``) and their replies: building each call
+and reading what it answers (sans-I/O, as ``calls`` for timers)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .calls import text
+from .entries import flat_fields
+from .keys import ShardKeys
+from .scripts import ScriptName
+from .steps import ScriptCall
+
+
+def claim_call(
+    sk: ShardKeys,
+    group: str,
+    consumer: str,
+    *,
+    count: int,
+    min_idle_ms: int,
+    owner: str = "",
+    cursor: str = "-",
+    retries: bool = True,
+) -> ScriptCall:
+    return ScriptCall(
+        ScriptName.CLAIM,
+        [sk.outcomes, sk.retries(group)],
+        [group, consumer, count, min_idle_ms, owner, cursor, int(retries)],
+    )
+
+
+def parse_claim(reply: Sequence[Any]) -> tuple[str, list[tuple[str, dict[bytes, bytes], int]]]:
+    """(the cursor of the next scan, '' when done; [(entry id, fields, deliveries)])."""
+    taken = [(text(e[0]), flat_fields(e[1]), int(e[2])) for e in reply[1:]]
+    return text(reply[0]), taken
+
+
+def retry_call(sk: ShardKeys, group: str, entry_id: str, delay_ms: int) -> ScriptCall:
+    return ScriptCall(
+        ScriptName.RETRY, [sk.outcomes, sk.retries(group)], [group, entry_id, delay_ms]
+    )
+
+
+def parse_retry(reply: Any) -> int | None:
+    """The retry time (ms), or None when the entry was no longer pending."""
+    return int(reply) or None
+
+
+MAX_ERROR_CHARS = 4000
+
+
+def dead_call(
+    sk: ShardKeys, group: str, entry_id: str, consumer: str, *, attempts: int, error: str
+) -> ScriptCall:
+    if len(error) > MAX_ERROR_CHARS:
+        error = error[: MAX_ERROR_CHARS - 1] + "…"
+    return ScriptCall(
+        ScriptName.DEAD,
+        [sk.outcomes, sk.retries(group), sk.dead],
+        [group, entry_id, consumer, attempts, error],
+    )
+
+
+def parse_dead(reply: Any) -> str | None:
+    """The dead letter's id, or None when the entry was no longer pending."""
+    return text(reply) or None
+
+
+def touch_call(sk: ShardKeys, group: str, consumer: str, entry_ids: Sequence[str]) -> ScriptCall:
+    return ScriptCall(ScriptName.TOUCH, [sk.outcomes], [group, consumer, *entry_ids])
+
+
+def parse_touch(reply: Sequence[Any]) -> list[str]:
+    """The ids no longer pending for the consumer."""
+    return [text(x) for x in reply]
+
+
+def redeliver_call(sk: ShardKeys, dead_id: str) -> ScriptCall:
+    return ScriptCall(ScriptName.REDELIVER, [sk.dead, sk.outcomes], [dead_id])
+
+
+def parse_redeliver(reply: Any) -> str | None:
+    return text(reply) or None
+
+
+def leave_group_call(sk: ShardKeys, group: str, consumer: str) -> ScriptCall:
+    return ScriptCall(ScriptName.LEAVE_GROUP, [sk.outcomes], [group, consumer])
