@@ -39,12 +39,18 @@ def redis_cluster(
     reaches the cluster (``TimerClient.from_url`` detects it).
     """
     args = (
-        "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-        "--cluster-node-timeout", str(node_timeout_ms),
-        "--cluster-require-full-coverage", "yes" if require_full_coverage else "no",
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+        "--cluster-node-timeout",
+        str(node_timeout_ms),
+        "--cluster-require-full-coverage",
+        "yes" if require_full_coverage else "no",
         # a replica's sync starts at once (the default waits 5 s for more replicas)
-        "--repl-diskless-sync-delay", "0",
-    )  # fmt: skip
+        "--repl-diskless-sync-delay",
+        "0",
+    )
     root = Path(base)
     total = masters * (1 + replicas)
     servers = [
@@ -65,15 +71,27 @@ def redis_cluster(
         for i, node in enumerate(nodes[:masters]):
             last = 16383 if i == masters - 1 else (i + 1) * per - 1
             node.execute_command("CLUSTER", "ADDSLOTSRANGE", i * per, last)
-        for server in servers[1:]:
-            nodes[0].execute_command("CLUSTER", "MEET", server.host, server.port)
-        _wait_cluster(nodes, total, timeout_s, lambda: True, "every node to join")
+        _wait_cluster(
+            nodes,
+            total,
+            timeout_s,
+            lambda: True,
+            "every node to join",
+            each_round=_meeting(nodes[0], servers[1:]),
+        )
         for r, node in enumerate(nodes[masters:]):
             master_id = nodes[r // replicas].execute_command("CLUSTER", "MYID")
             node.execute_command("CLUSTER", "REPLICATE", master_id)
-        _wait_cluster(nodes, total, timeout_s, lambda: all(
-            node.info("replication").get("master_link_status") == "up"
-            for node in nodes[masters:]), "every replica to sync")  # fmt: skip
+        _wait_cluster(
+            nodes,
+            total,
+            timeout_s,
+            lambda: all(
+                node.info("replication").get("master_link_status") == "up"
+                for node in nodes[masters:]
+            ),
+            "every replica to sync",
+        )
         yield servers
     finally:
         for node in nodes:
@@ -82,11 +100,43 @@ def redis_cluster(
             server.stop()
 
 
+def _meeting(first: Any, others: list[RedisServer]) -> Callable[[], None]:
+    """A check for ``_wait_cluster`` that (re)sends ``CLUSTER MEET`` to each node
+    ``first`` does not know yet, every 2 s: a handshake not done within the node timeout
+    is dropped for good (a loaded machine, a short timeout), and a node met once then
+    never joins."""
+    last = [float("-inf")]
+
+    def meet() -> None:
+        if time.monotonic() - last[0] < 2.0:
+            return
+        last[0] = time.monotonic()
+        known = {
+            line.split()[1].split("@")[0]
+            for line in first.execute_command("CLUSTER", "NODES").splitlines()
+            if line and "handshake" not in line.split()[2]
+        }
+        for server in others:
+            if f"{server.host}:{server.port}" not in known:
+                first.execute_command("CLUSTER", "MEET", server.host, server.port)
+
+    return meet
+
+
 def _wait_cluster(
-    nodes: list[Any], total: int, timeout_s: float, more: Callable[[], bool], what: str
+    nodes: list[Any],
+    total: int,
+    timeout_s: float,
+    more: Callable[[], bool],
+    what: str,
+    *,
+    each_round: Callable[[], None] = lambda: None,
 ) -> None:
     deadline = time.monotonic() + timeout_s
-    while not (all(_cluster_ok(node, total) for node in nodes) and more()):
+    while True:
+        each_round()
+        if all(_cluster_ok(node, total) for node in nodes) and more():
+            return
         if time.monotonic() > deadline:
             raise StoreError(f"the {total}-node cluster did not get {what} in {timeout_s:.0f}s")
         time.sleep(0.05)  # polling the nodes: the cluster bus has no readiness signal
