@@ -67,10 +67,12 @@ _WORKER = (
         "zcard",
     ],  # membership, due buckets
     "info",  # the servers' eviction policy and AOF, checked at start (optional)
+    "hincrby",  # adding to the namespace's history
 )
 _HANDLERS = (
     *["xreadgroup", "xack", "xclaim", "xpending", "xrange", "xgroup|create", "xgroup|delconsumer"],
     *["zscore", "zcard", "zremrangebyscore", "pexpire"],  # per-key limits' slots
+    "hincrby",  # adding to the namespace's history
 )
 _OPERATOR = (
     *[

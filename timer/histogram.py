@@ -43,6 +43,13 @@ class MsHistogram:
                 counts[bisect_left(bounds, ms)] += times
                 self.total += ms * times
 
+    def bucket_counts(self) -> list[tuple[float, int]]:
+        """Each bucket's own count (not cumulative) with its upper bound in ms, the
+        last ``inf``."""
+        with self._lock:
+            counts = list(self.counts)
+        return list(zip((*self.BOUNDS, float("inf")), counts, strict=True))
+
     def snapshot(self) -> tuple[list[tuple[str, float]], float, int]:
         """Cumulative buckets with their bounds in seconds (Prometheus' unit), the sum in
         seconds, and the count."""

@@ -125,8 +125,10 @@ class Loader:
                     self.add_task(state, tid, task.deadline_ms, priority=event.priority)
             return
         if event.deadline_ms is not None:  # scheduled or rescheduled
-            if event.kind == "scheduled" and tid in state.tasks:
-                return
+            if event.kind == "scheduled":
+                ctx.stats.scheduled_seen += 1
+                if tid in state.tasks:
+                    return
             # A loaded bucket must hold all its timers in the wheel (load skips it from
             # now on), even those beyond the horizon edge it straddles.
             self.offer(state, tid, event.deadline_ms)

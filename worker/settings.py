@@ -45,6 +45,9 @@ class WorkerSettings:
 
     # Start even if a server's maxmemory-policy may evict timers (they can then be lost).
     allow_eviction: bool = False
+    # How often it adds what it saw to the namespace's per-minute history (the
+    # dashboard's charts, timer/durable/history.py); 0: never.
+    history_every_ms: int = 10_000
 
     def __post_init__(self) -> None:
         if not self.worker_id or " " in self.worker_id:
@@ -70,6 +73,11 @@ class WorkerSettings:
             )
         if self.trim_interval_ms < 1:
             raise InvalidInput(f"trim_interval_ms must be at least 1, got {self.trim_interval_ms}")
+        if self.history_every_ms != 0 and not 100 <= self.history_every_ms <= 60_000:
+            raise InvalidInput(
+                f"history_every_ms must be 100 to 60000 (0: no history), "
+                f"got {self.history_every_ms}"
+            )
 
     @property
     def renew_every_ms(self) -> int:

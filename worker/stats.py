@@ -49,6 +49,7 @@ class WorkerStats:
     redis_errors: int = 0
     loaded: int = 0
     reloads: int = 0
+    scheduled_seen: int = 0  # timers the led shards' S and M events announced
     completed_seen: int = 0
     cancelled_seen: int = 0
     outcomes_trimmed: int = 0

@@ -7,13 +7,14 @@ fire expired entries in batches through the fenced ``fire`` script; ``sweep`` ev
 ended bucket. A ``FENCED`` reply, a failed renewal, or a renewal that could not happen in
 time drops the shard at once: a paused or partitioned ex-leader never fires.
 
-A worker is five collaborating parts around one shared :class:`WorkerContext`:
+A worker is six collaborating parts around one shared :class:`WorkerContext`:
 
     leases.Leases     membership and leases (heartbeat, fair share, renew, acquire, drop)
     loading.Loader    loading the horizon into the wheel, and the shards' events
     firing.Firer      firing what the wheel expires
     planning.Planner  the next occurrence of recurring schedules, armed as one fires
     upkeep.Upkeep     sweeping ended buckets, trimming old outcomes
+    history.HistoryWriter  what it saw, added to the namespace's per-minute history
 
 and this module's loop, which ticks them in order and says whether it is healthy.
 """
@@ -33,6 +34,7 @@ from timer.signals import stop_on_signals
 
 from .context import WorkerContext
 from .firing import Firer
+from .history import HistoryWriter
 from .leases import Leases
 from .loading import Loader
 from .planning import Planner
@@ -75,6 +77,7 @@ class Worker:
         self.planner = Planner(ctx, self.loader)
         self.firer = Firer(ctx, self.loader, self.leases, self.planner)
         self.upkeep = Upkeep(ctx, self.leases, self.planner)
+        self.history = HistoryWriter(ctx)
         # The parts' shared state, by the names the metrics, the CLI and tests read.
         self.client, self.settings, self.id = client, settings, ctx.id
         self.clock, self.timer, self.shards, self.stats = (
@@ -187,6 +190,13 @@ class Worker:
                 self.upkeep.trim(due)
             except StoreError as exc:
                 ctx.shard_failed(None, "trimming outcomes", exc)
+        if self.history.due(mono) and not ctx.failing(None):
+            try:
+                self.history.flush(mono)
+            except StoreError as exc:  # a chart's point, never the worker's work: not raised
+                ctx.warn.warning(
+                    "adding to the history failed (%s); sent with the next", exc, extra=ctx.fields()
+                )
 
     def _replan(self, state: ShardState, mono: float) -> None:
         """Arm the next occurrence of the shard's schedules that wait for a plan."""

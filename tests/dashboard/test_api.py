@@ -235,6 +235,12 @@ def test_dead_letters_redeliver_and_drop(client: TimerClient) -> None:
         dead = http.get("/api/dead").json()
         assert len(dead) == 2 and "ZeroDivisionError" in dead[0]["error"]
         first, second = (d["ref"] for d in dead)
+        one = http.get(f"/api/dead/{first}").json()  # one, whole: what its own view shows
+        assert one == dead[0] and 'File "' in one["error"]  # its message, then its frames
+        assert "lambda" in one["error"] and one["outcome"]["id"] in ("a", "b")
+        missing = http.get("/api/dead/0/1-0")
+        assert missing.status_code == 404 and "no dead letter '0/1-0'" in missing.json()["error"]
+        assert http.get("/api/dead/0/not-an-id").status_code == 400
         assert http.post(f"/api/dead/{first}/redeliver").json()["done"] is True
         assert http.post(f"/api/dead/{second}/drop").json()["done"] is True
         assert http.post(f"/api/dead/{second}/drop").json()["done"] is False
@@ -278,7 +284,8 @@ def test_each_user_signs_in_with_a_token_and_a_read_token_changes_nothing(
         overview = http.get("/api/overview").json()
         assert overview["read_only"] is True and overview["pending"] == 2
         assert http.get(f"/api/timers/{urllib.parse.quote('job:{1}')}").status_code == 200
-        for path in ("/api/timers/job:{1}/cancel", "/api/bulk/cancel", "/api/schedules"):
+        paths = ("/api/timers/job:{1}/cancel", "/api/bulk/cancel", "/api/schedules")
+        for path in (*paths, "/api/dead/0/1-0/drop"):
             r = http.post(path, json={"ids": ["job:{1}"], "name": "n", "every": "1m"})
             assert r.status_code == 403, (path, r.text)
             assert "token 'on-call viewer' may only read" in r.json()["error"]
@@ -291,10 +298,15 @@ def test_each_user_signs_in_with_a_token_and_a_read_token_changes_nothing(
         assert http.get("/api/overview").json()["read_only"] is False
         r = http.post("/api/timers/job:{2}/cancel", json={})
         assert r.status_code == 200, r.text
+        r = http.post("/api/dead/0/1-0/drop")  # no such dead letter: still an action asked
+        assert r.status_code == 200 and r.json()["done"] is False, r.text
     cancelled = client.get("job:{2}")
     assert cancelled is not None and cancelled.state == "cancelled"
     said = [r.getMessage() for r in caplog.records if r.name == "tickwheel.dashboard"]
-    assert said == ["dashboard: POST /api/timers/job:{2}/cancel by 'ops'"], said
+    assert said == [
+        "dashboard: POST /api/timers/job:{2}/cancel by 'ops'",
+        "dashboard: POST /api/dead/0/1-0/drop by 'ops'",
+    ], said
     assert viewer not in caplog.text and operator not in caplog.text  # names, never secrets
 
 
@@ -506,3 +518,37 @@ def test_lateness_counts_from_when_a_timer_was_scheduled_if_that_came_later(
     seen = [o for o in client.recent_outcomes(10) if o.id == "backfilled"]
     assert seen and seen[0].created_ms is not None and seen[0].created_ms >= now
     assert seen[0].lateness_ms >= 60_000  # the outcome still says how far past its deadline
+
+
+def test_history_in_bins_with_totals_and_a_bad_period_refused(
+    client: TimerClient, redis_client: redis.Redis
+) -> None:
+    """What the workers and runners added, as the page charts it: a point a minute for the
+    hour (60), a point each 10 minutes for the day; any other period is a 400 that says
+    which exist, and writes nothing."""
+    counts = {"scheduled": 9, "expired": 7, "late:5": 6, "late:250": 1, "handled:g": 6}
+    client.add_history({**counts, "dead:g": 1}, {"pending:0": 2, "pending:3": 1})
+    with web(client) as http:
+        hour = http.get("/api/history/60").json()
+        day = http.get("/api/history/1440").json()
+        before = namespace_dump(redis_client, client.namespace)
+        refused = http.get("/api/history/61")
+        assert namespace_dump(redis_client, client.namespace) == before
+    assert (len(hour["points"]), hour["step_minutes"], len(day["points"])) == (60, 1, 144)
+    [now] = [p for p in hour["points"] if p["expired"]]  # this minute's (or the last's)
+    assert (now["scheduled"], now["expired"], now["handled"], now["dead"]) == (9, 7, 6, 1)
+    assert (now["pending"], now["lateness_p50_ms"], now["lateness_p99_ms"]) == (3, 5, 250)
+    assert hour["points"][0]["pending"] is None and hour["points"][0]["expired"] == 0
+    assert hour["totals"] == day["totals"] == {
+        "scheduled": 9, "expired": 7, "cancelled": 0, "completed": 0,
+        "handled": 6, "failed": 0, "dead": 1,
+    }  # fmt: skip
+    assert hour["groups"] == [{"group": "g", "handled": 6, "failed": 0, "dead": 1}]
+    with web(client) as http:  # one group's own: its counts alone; a group never seen, 0
+        own = http.get("/api/history/60/group/g").json()
+        other = http.get("/api/history/60/group/a%2Fb").json()
+        assert http.get("/api/history/7/group/g").status_code == 400
+    assert own["totals"] == {**dict.fromkeys(hour["totals"], 0), "handled": 6, "dead": 1}
+    assert other["totals"] == dict.fromkeys(hour["totals"], 0) and other["groups"] == []
+    assert refused.status_code == 400
+    assert "history is kept for 60, 360, 1440 minutes" in refused.json()["error"]

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
 from tests.conftest import dead_letter_expired, wait_for
-from timer import TimerClient
+from timer import Handlers, Outcome, TimerClient
 from timer.dashboard import create_app
 from timer.testing import RedisServer, free_port
 from timer.worker import Worker, WorkerSettings
@@ -37,6 +39,16 @@ FLAGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]  # fmt: skip
+
+
+def shoot(section: Any, name: str, tmp_path: Path) -> None:
+    """A screenshot of a section of the page (checked to hold a picture); with
+    TICKWHEEL_SCREENSHOTS=<dir>, copied there as dashboard-<name>.png (the docs' are)."""
+    shot = tmp_path / f"dashboard-{name}.png"
+    section.screenshot(path=str(shot))
+    assert shot.stat().st_size > 5_000, name
+    if os.environ.get("TICKWHEEL_SCREENSHOTS"):
+        shutil.copy(shot, Path(os.environ["TICKWHEEL_SCREENSHOTS"]) / shot.name)
 
 
 @contextlib.contextmanager
@@ -67,7 +79,8 @@ def served(redis_server: RedisServer, namespace: str) -> Iterator[tuple[str, Tim
         redis_server.restart()
     c = TimerClient.from_url(redis_server.url, namespace)
     c.init(shards=4)
-    w = Worker(TimerClient.from_url(redis_server.url, namespace), WorkerSettings(worker_id="w1"))
+    settings = WorkerSettings(worker_id="w1", history_every_ms=500)
+    w = Worker(TimerClient.from_url(redis_server.url, namespace), settings)
     worker = threading.Thread(target=w.run, kwargs={"handle_signals": False}, daemon=True)
     worker.start()
     try:
@@ -103,6 +116,9 @@ def test_overview_lookup_and_cancel_in_a_browser(
         expect(row.locator(".pending")).to_have_text(str(pending))
         expect(page.locator("#pending")).to_have_text("2")
         expect(page.locator("#workers tbody")).to_contain_text("w1")
+        expect(page.locator("#dead tbody")).to_contain_text("no dead letters")
+        expect(page.locator("#dead-pager")).to_be_hidden()  # one page: no pager (its flex
+        # display once overrode the hidden attribute: "1-0 of 0" under an empty table)
         page.fill("#timer-id", "job:{43}")  # look a timer up by id
         page.click("#lookup button")
         expect(page.locator("#timer-table")).to_contain_text("job:{43}")
@@ -484,6 +500,11 @@ def test_a_read_token_sees_the_page_and_is_refused_an_action_in_a_browser(
         page.goto(url + "#timer=" + "job%3A%7B7%7D")
         expect(page.locator("#timer")).to_contain_text("pending")
         expect(page.locator("#cancel")).to_be_hidden()
+        for _ in range(2):  # two live events later (each its own time): still read-only
+            shown = page.locator("#updated").inner_text()
+            expect(page.locator("#updated")).not_to_have_text(shown)
+        expect(page.locator("#read-only")).to_be_visible()
+        expect(page.locator("#cancel")).to_be_hidden()
         status = page.evaluate(CANCEL_FROM_THE_PAGE)
         assert status == 403
         info = c.get("job:{7}")
@@ -496,4 +517,158 @@ def test_a_read_token_sees_the_page_and_is_refused_an_action_in_a_browser(
         expect(other.locator("#message")).to_contain_text("cancel done")
         info = c.get("job:{7}")
         assert info is not None and info.state == "cancelled"
+        browser.close()
+
+
+SIXTY_POINTS = re.compile(r"^M[\d.]+,[\d.]+(L[\d.]+,[\d.]+){59}$")
+
+
+def test_the_history_is_charted_and_survives_a_dashboard_restart_in_a_browser(
+    served: tuple[str, TimerClient], tmp_path: Path
+) -> None:
+    """30 timers expire (the worker adds them to the history) and a runner handles them
+    (it adds those when it stops): the page's totals say 30 and 30 and its charts draw
+    them. The dashboard is stopped and another started: the page it serves shows the same,
+    read from Redis (nothing of it was in the first dashboard's memory)."""
+    from playwright.sync_api import expect, sync_playwright  # noqa: PLC0415
+
+    assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
+    _, c = served
+    c.schedule_many([{"id": f"h:{i}", "delay_ms": 0} for i in range(30)])
+    runner = Handlers(c, group="web")
+    runner.add("expired", lambda o: None)
+    wait_for(lambda: c.stats()["pending"] == 0, 20, "the worker to fire the 30")
+    assert runner.run(stop_when_idle=True)
+
+    def totals() -> tuple[int, int]:
+        minutes = c.history(60)
+        return sum(m.expired for m in minutes), sum(m.handled for m in minutes)
+
+    wait_for(lambda: totals() == (30, 30), 20, "the worker's and the runner's additions")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        for run in ("first", "restarted"):
+            with serving(create_app(c)) as url:  # a dashboard process of its own
+                page = browser.new_page(viewport={"width": 1400, "height": 900})
+                page.goto(url)
+                expect(page.locator("#ht-expired")).to_have_text("30")
+                expect(page.locator("#ht-handled")).to_have_text("30")
+                expect(page.locator("#ht-failed")).to_have_text("0")
+                drawn = page.locator("#chart-throughput path[data-series='expired']")
+                expect(drawn).to_have_attribute(
+                    "d", re.compile(r"^M[\d.]+,[\d.]+(L[\d.]+,[\d.]+){59}$")
+                )
+                expect(page.locator("#key-lateness")).to_contain_text("p99")
+                page.select_option("#history-period", "1440")
+                expect(page.locator("#throughput-caption")).to_have_text("per 10 minutes")
+                expect(page.locator("#ht-expired")).to_have_text("30")
+                if run == "first":
+                    page.select_option("#history-period", "60")
+                    expect(page.locator("#throughput-caption")).to_have_text("per minute")
+                    shoot(page.locator("#history-section"), "history", tmp_path)
+                page.close()
+        browser.close()
+
+
+def test_a_dead_letter_opens_whole_at_its_address_and_is_dropped_from_it_in_a_browser(
+    served: tuple[str, TimerClient], tmp_path: Path
+) -> None:
+    """A dead letter's ref opens its own view (its address says which): group, timer,
+    attempts, the error with its traceback's frames, the payload. Dropping it there asks
+    first, closes the view and leaves one dead letter fewer in Redis."""
+    from playwright.sync_api import expect, sync_playwright  # noqa: PLC0415
+
+    assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
+    url, c = served
+    c.schedule_many([{"id": f"d:{i}", "delay_ms": 0, "payload": {"job": i}} for i in range(2)])
+    wait_for(lambda: c.stats()["pending"] == 0, 20, "the worker to fire both")
+    assert dead_letter_expired(c, "billing", "the ledger refused it")
+    assert c.dead_letters_total() == 2
+    ref = c.dead_letters()[0].ref
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(url)
+        page.click(f"#dead a[data-dead-ref='{ref}']")
+        expect(page.locator("#dead-letter")).to_be_visible()
+        assert f"dead={quote(ref, safe='')}" in page.url, page.url
+        expect(page.locator("#dl-group")).to_have_text("billing")
+        expect(page.locator("#dl-attempts")).to_have_text("1")
+        expect(page.locator("#dl-error")).to_contain_text("RuntimeError: the ledger refused it")
+        expect(page.locator("#dl-error")).to_contain_text("in fail")  # the handler's frame
+        expect(page.locator("#dl-payload")).to_contain_text('"job"')
+        shoot(page.locator("#dead-letter"), "dead-letter", tmp_path)
+        again = browser.new_page(viewport={"width": 1400, "height": 900})
+        again.goto(page.url)  # the same view from its address alone
+        expect(again.locator("#dl-group")).to_have_text("billing")
+        again.close()
+        page.on("dialog", lambda dialog: dialog.accept())
+        page.click("#dl-drop")
+        expect(page.locator("#message")).to_contain_text(f"{ref}: drop done")
+        expect(page.locator("#dead-letter")).to_be_hidden()
+        expect(page.locator("#dead-count")).to_have_text("1")
+        browser.close()
+    assert c.dead_letters_total() == 1 and c.dead_letter(ref) is None
+
+
+def test_a_group_opens_at_its_address_with_its_consumers_and_history_in_a_browser(
+    served: tuple[str, TimerClient], tmp_path: Path
+) -> None:
+    """A consumer group's name opens its own view: what it owes (as Redis says: the one
+    outcome its consumer m2 holds), its consumers, and its own history (the 5 a runner
+    handled before, not the other group's dead letters); the address names the group,
+    and a bookmark reopens it."""
+
+    assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
+    url, c = served
+    c.schedule_many([{"id": f"g:{i}", "delay_ms": 0} for i in range(5)])
+    wait_for(lambda: c.stats()["pending"] == 0, 20, "the worker to fire the 5")
+    ok = Handlers(c, group="mailer", consumer="m1")
+    ok.add("expired", lambda o: None)
+    assert ok.run(stop_when_idle=True)  # it adds its 5 to the history as it stops, and leaves
+    assert dead_letter_expired(c, "audit", "no audit log")
+    holding, release = threading.Event(), threading.Event()
+
+    def hold(o: Outcome) -> None:
+        holding.set()
+        release.wait(20)
+
+    waiting = Handlers(c, group="mailer", consumer="m2")  # a consumer holding one outcome
+    waiting.add("expired", hold)
+    thread = threading.Thread(target=waiting.run, kwargs={"handle_signals": False}, daemon=True)
+    thread.start()
+    c.schedule("g:held", 0)
+    wait_for(holding.is_set, 20, "consumer m2 to hold g:held")
+    try:
+        [mailer] = [g for g in c.groups() if g.name == "mailer"]
+        assert mailer.pending == 1
+        _group_page(url, mailer, tmp_path)
+    finally:
+        release.set()
+        waiting.stop()
+        thread.join(15)
+
+
+def _group_page(url: str, mailer: Any, tmp_path: Path) -> None:
+    from playwright.sync_api import expect, sync_playwright  # noqa: PLC0415
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(url)
+        page.click("#groups a[data-group='mailer']")
+        expect(page.locator("#group")).to_be_visible()
+        assert "group=mailer" in page.url, page.url
+        expect(page.locator("#group-name")).to_have_text("mailer")
+        expect(page.locator("#gs-pending")).to_have_text(str(mailer.pending))
+        expect(page.locator("#group-consumers")).to_contain_text("m2")
+        expect(page.locator("#gh-handled")).to_have_text("5")
+        expect(page.locator("#gh-dead")).to_have_text("0")  # the audit group's, not its own
+        shoot(page.locator("#group"), "group", tmp_path)
+        again = browser.new_page(viewport={"width": 1400, "height": 900})
+        again.goto(url + "#group=audit")
+        expect(again.locator("#gh-dead")).to_have_text("5")
+        expect(again.locator("#gh-handled")).to_have_text("0")
+        again.click("#group-close")
+        expect(again.locator("#group")).to_be_hidden()
         browser.close()

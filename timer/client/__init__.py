@@ -22,8 +22,8 @@ import redis.client
 from redis.cluster import RedisCluster
 
 from ..durable import groups as group_ops
+from ..durable import history, ops, shard_ops, steps
 from ..durable import keys as keyspace
-from ..durable import ops, shard_ops, steps
 from ..durable.checks import check_seconds
 from ..durable.codec import DEFAULT_MAX_PAYLOAD
 from ..durable.fields import TimerOptions, TimerSpec
@@ -360,6 +360,13 @@ class TimerClient(OperatorCalls):
             reclaim_idle_ms=reclaim_idle_ms,
             held=held,
         )
+
+    def add_history(
+        self, counts: Mapping[str, int], gauges: Mapping[str, int] | None = None
+    ) -> None:
+        """Add ``counts`` to this minute's history and set ``gauges`` (what workers and
+        handler runners write every few seconds; ``history()`` reads it back)."""
+        self._run(history.add(self.keys, counts, gauges))
 
     def server_time_ms(self) -> int:
         """The Redis server's clock, epoch ms: the one clock deadlines are computed on."""

@@ -11,7 +11,8 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..durable import group_admin as admin
-from ..durable import ops, server_checks, shard_ops, steps, views
+from ..durable import history, ops, server_checks, shard_ops, steps, views
+from ..durable.history import Minute
 from ..durable.keys import NamespaceKeys
 from ..durable.models import (
     ClientSettings,
@@ -103,6 +104,13 @@ class OperatorCalls:
         )
 
     # -- groups and dead letters ---------------------------------------------------------
+
+    def history(self, minutes: int = 60) -> list[Minute]:
+        """The namespace's last ``minutes`` minutes (1 to a day), oldest first, the current
+        one last: timers scheduled, expired, cancelled and completed, outcomes handled,
+        failed and dead-lettered (per group too), pending timers and lateness, as the
+        workers and handler runners added them (``timer.durable.history``)."""
+        return self._run(history.read(self.keys, minutes))
 
     def groups(self) -> list[GroupInfo]:
         """Every consumer group of the namespace: consumers, pending, retrying, lag and

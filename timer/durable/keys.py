@@ -90,6 +90,11 @@ class NamespaceKeys:
     def workers(self) -> str:
         return f"{self.tag}:workers"
 
+    def history(self, minute_ms: int) -> str:
+        """One minute's rollup of the namespace's history (``history.py``), by the epoch
+        ms its minute starts at (Redis time)."""
+        return f"{self.tag}:h:{minute_ms}"
+
     def limit(self, group: str, name: str, value: str) -> str:
         """The slots of one value of a handler runner's limit (``slot_acquire.lua``). The
         group (any text) comes with its length in bytes and the name has no ``:``, so no

@@ -59,6 +59,7 @@ from ..durable.groups import check_group
 from ..durable.models import OUTCOMES
 from ..errors import InvalidInput
 from ..signals import stop_on_signals
+from .history import RunnerHistory
 from .limits import KeyOf, Limit, Slots, check_fair_by, check_limits, key_value
 from .loop import READ_AHEAD, HandlerLoop
 from .policy import (
@@ -289,6 +290,7 @@ class Handlers:
                 slots=Slots(client, self.group, self.consumer, self.limits, self.reclaim_idle_ms)
                 if self.limits
                 else None,
+                history=RunnerHistory(self.stats, self.group, client.add_history),
             )
             self._loop = loop
             return loop.run()

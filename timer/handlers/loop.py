@@ -27,8 +27,10 @@ from ..durable.groups import Delivery
 from ..durable.models import Outcome
 from ..errors import TimerError
 from . import admission
+from . import history as runner_history
 from .admission import Waiting
 from .coroutines import CoroutineRunner
+from .history import RunnerHistory
 from .policy import Handler, HandlerTimedOut, InHand, Registry, WorkQueue
 from .settle import Settler
 
@@ -57,8 +59,10 @@ class HandlerLoop(CoroutineRunner):
         read_ahead: int = 0,
         slots: Slots | None = None,
         fair_by: Callable[[Outcome], str | None] | None = None,
+        history: RunnerHistory | None = None,
     ) -> None:
         self.h = h
+        self.history = history  # what it adds to the namespace's per-minute history
         self.hand = hand
         # Per-key limits (limits.py): outcomes whose key is at its limit wait in
         # hand (touched) in `waiting`, in the order read, until a slot comes free.
@@ -98,6 +102,7 @@ class HandlerLoop(CoroutineRunner):
         try:
             self._dispatch_all(self._guard([], self.group.start, max(self.concurrency, 100)))
             next_touch = time.monotonic() + self.touch_every_s
+            next_history = time.monotonic() + runner_history.HISTORY_EVERY_S
             while not self.hand.stopping.is_set():
                 self._release_stuck()
                 if self.waiting:
@@ -107,6 +112,9 @@ class HandlerLoop(CoroutineRunner):
                 if now >= next_touch:
                     self._touch()
                     next_touch = now + self.touch_every_s
+                if now >= next_history and self.history is not None:
+                    self.history.flush()
+                    next_history = now + runner_history.HISTORY_EVERY_S
                 held = len(self.hand)
                 room = self.in_hand_limit - held  # to read, counting those read ahead
                 # that could start one now (one waiting for its key's slot runs nowhere)
@@ -420,6 +428,8 @@ class HandlerLoop(CoroutineRunner):
         for _ in self.threads:
             self.work.put(None)
         self.settler.stop()
+        if self.history is not None:  # after the last acks: they count
+            self.history.flush()
         if self.loop is not None and self.loop_thread is not None:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.loop_thread.join(5)

@@ -1,0 +1,220 @@
+"""What the dashboard reads and does for one namespace (:class:`Dashboard`), through the
+public ``TimerClient`` alone, and the boards of every namespace a page may ask for
+(:class:`Namespaces`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+
+from timer import TimerClient
+from timer.durable.entries import parse_ref
+from timer.durable.keys import check_namespace
+from timer.durable.shapes import dead_letter_json, group_json, outcome_json, schedule_json
+from timer.errors import InvalidInput, NotFound, ScheduleNotFound, TimerNotFound
+from timer.handlers.limits import limits_in_use
+
+from .shapes import PERIODS, group_minute, history_shape, info_shape, lateness_histogram
+
+RECENT = 200  # outcomes per shard read for the lateness histogram and the live list
+FIND_PAGE, FIND_PAGES, FIND_SHOWN = 1000, 20, 100  # the search box: scan bounds, rows
+
+
+class Dashboard:
+    """What the routes read and do, synchronously (run in a thread by each route), for
+    one namespace; :class:`Namespaces` hands out one per namespace."""
+
+    def __init__(self, client: TimerClient, *, read_only: bool) -> None:
+        self.client = client
+        self.read_only = read_only
+
+    def overview(self) -> dict[str, Any]:
+        c = self.client
+        st = c.stats(servers=False)  # every 2 s: no INFO of every server
+        now = int(st["now_ms"])
+        recent = c.recent_outcomes(RECENT)  # the newest of each shard, newest first
+        minute_ago = now - 60_000
+        per_minute: dict[str, int] = {"expired": 0, "completed": 0, "cancelled": 0}
+        expired_by_shard: dict[int, int] = {}
+        for o in recent:
+            if o.decided_ms >= minute_ago:
+                per_minute[o.outcome] = per_minute.get(o.outcome, 0) + 1
+                if o.outcome == "expired":
+                    expired_by_shard[o.shard] = expired_by_shard.get(o.shard, 0) + 1
+        led: dict[str, int] = {}
+        fired: dict[str, int] = {}
+        for s in st["shards"]:
+            if s["leader"]:
+                led[s["leader"]] = led.get(s["leader"], 0) + 1
+                fired[s["leader"]] = fired.get(s["leader"], 0) + expired_by_shard.get(s["shard"], 0)
+        return {
+            "namespace": c.namespace,
+            "namespaces": c.namespaces(),
+            "server": c.where,  # never a password: the client keeps a redacted URL
+            "read_only": self.read_only,
+            "now_ms": now,
+            "pending": st["pending"],
+            "shards": [{**s, "lease": s["leader"] is not None} for s in st["shards"]],
+            "workers": [
+                {
+                    "id": w,
+                    "heartbeat_age_ms": max(0, now - ms),
+                    "shards_led": led.get(w, 0),
+                    # timers expired on the shards it leads, per second over the last minute
+                    "expired_per_s": round(fired.get(w, 0) / 60, 2),
+                }
+                for w, ms in c.workers()
+            ],
+            "groups": [group_json(g) for g in c.groups()],
+            "limits": limits_in_use(c),  # per-key handler limits' slots held now
+            "dead_letters": c.dead_letters_total(),
+            "outcomes_last_minute": per_minute,
+            "lateness": lateness_histogram(recent),
+            "recent": [outcome_json(o) for o in recent[:20]],
+        }
+
+    def history(self, minutes: int) -> dict[str, Any]:
+        if minutes not in PERIODS:
+            periods = ", ".join(map(str, PERIODS))
+            raise InvalidInput(f"history is kept for {periods} minutes, not {minutes}")
+        return history_shape(self.client.history(minutes), PERIODS[minutes])
+
+    def group_history(self, group: str, minutes: int) -> dict[str, Any]:
+        """One group's history: its handled, failed and dead alone, a point a bin."""
+        self.history(minutes)  # the period's check
+        own = [group_minute(m, group) for m in self.client.history(minutes)]
+        return history_shape(own, PERIODS[minutes])
+
+    def timer(self, timer_id: str) -> dict[str, Any]:
+        info = self.client.get(timer_id)
+        if info is None:
+            raise TimerNotFound.of(timer_id, self.client.namespace)
+        return info_shape(info, self.client.server_time_ms())
+
+    def act(self, timer_id: str, action: str, body: dict[str, Any]) -> dict[str, Any]:
+        c = self.client
+        if action == "cancel":
+            return {"done": c.cancel(timer_id), **self.timer(timer_id)}
+        if action == "complete":
+            return {"done": c.complete(timer_id), **self.timer(timer_id)}
+        if action == "reschedule":
+            delay = body.get("delay_ms")
+            if isinstance(delay, bool) or not isinstance(delay, int):
+                raise InvalidInput(f"delay_ms must be a whole number of ms, got {delay!r}")
+            moved = c.reschedule(timer_id, delay)
+            return {"done": moved is not None, **self.timer(timer_id)}
+        raise InvalidInput(f"unknown action {action!r}: cancel, complete or reschedule")
+
+    def snapshot(self) -> dict[str, Any]:
+        """What the page shows, in one event of the live stream."""
+        return {"overview": self.overview(), "dead": self.dead(), "schedules": self.schedules()}
+
+    def find(self, query: dict[str, str]) -> dict[str, Any]:
+        """Up to about FIND_SHOWN timers matching ``match`` and ``state`` from ``cursor``,
+        a few bounded pages at most; the cursor to go on with (None: no more)."""
+        shown: list[dict[str, Any]] = []
+        cursor = query.get("cursor") or None
+        now = self.client.server_time_ms()
+        for _ in range(FIND_PAGES):
+            page = self.client.timers.find(
+                query.get("match") or "*",
+                state=query.get("state") or "pending",
+                cursor=cursor,
+                count=FIND_PAGE,
+            )
+            shown += [info_shape(t, now) for t in page.timers]
+            cursor = page.cursor
+            if cursor is None or len(shown) >= FIND_SHOWN:
+                break
+        shown.sort(key=lambda t: t["deadline_ms"])  # soonest first, whatever the shard
+        return {"timers": shown, "cursor": cursor}
+
+    def bulk(self, action: str, body: dict[str, Any]) -> dict[str, Any]:
+        """``action`` on the timers the page selected (``ids``); reschedule by ``delay_ms``."""
+        move = {"delay_ms": body.get("delay_ms")} if action == "reschedule" else {}
+        done = self.client.timers.act_on(body.get("ids"), action, **move)  # type: ignore[arg-type]
+        return {
+            "action": action,
+            "selected": done.selected,
+            "done": done.done,
+            "skipped": done.skipped,
+            "errors": done.errors,
+        }
+
+    def due(self, shard: int) -> dict[str, Any]:
+        now = self.client.server_time_ms()
+        timers = self.client.next_due(shard, 20)
+        return {
+            "shard": shard,
+            "due": [{"id": tid, "deadline_ms": d, "time_left_ms": d - now} for d, tid in timers],
+        }
+
+    def dead(self) -> list[dict[str, Any]]:
+        return [dead_letter_json(d) for d in self.client.dead_letters(limit=200)]
+
+    def dead_one(self, ref: str) -> dict[str, Any]:
+        d = self.client.dead_letter(ref)
+        if d is None:
+            raise NotFound(f"no dead letter {ref!r} in namespace {self.client.namespace!r}")
+        return dead_letter_json(d)
+
+    def dead_act(self, ref: str, action: str) -> dict[str, Any]:
+        parse_ref(ref, self.client.meta.shards)
+        if action == "redeliver":
+            return {"ref": ref, "done": self.client.redeliver(ref) is not None}
+        if action == "drop":
+            return {"ref": ref, "done": self.client.drop_dead_letter(ref)}
+        raise InvalidInput(f"unknown action {action!r}: redeliver or drop")
+
+    def schedules(self) -> list[dict[str, Any]]:
+        return [schedule_json(s) for s in self.client.schedules.list()]
+
+    def schedule_create(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A new schedule from the page's form: name, cron or every, tz, payload."""
+        spec = {k: body[k] for k in ("cron", "every", "tz") if body.get(k) not in (None, "")}
+        made = self.client.schedules.create(body.get("name"), payload=body.get("payload"), **spec)  # type: ignore[arg-type]
+        return schedule_json(made)
+
+    def schedule_act(self, name: str, action: str, body: dict[str, Any]) -> dict[str, Any]:
+        """pause, resume, trigger, backfill (``start_ms``, ``end_ms``) or delete."""
+        s = self.client.schedules
+        if action == "backfill":
+            ran = s.backfill(name, body.get("start_ms"), body.get("end_ms"))  # type: ignore[arg-type]
+            created = [t.id for t in ran if not isinstance(t, Exception) and t.created]
+            return {"name": name, "action": action, "done": True, "created": created}
+        if action == "pause":
+            done = s.pause(name)
+        elif action == "resume":
+            done = s.resume(name) is not None
+        elif action == "trigger":
+            done = s.trigger(name).created
+        elif action == "delete":
+            done = s.delete(name)
+        else:
+            raise InvalidInput(
+                f"unknown action {action!r}: pause, resume, trigger, backfill or delete"
+            )
+        if not done and action != "trigger":
+            raise ScheduleNotFound.of(name, self.client.namespace)
+        return {"name": name, "action": action, "done": done}
+
+
+class Namespaces:
+    """A Dashboard per namespace, each with a client sharing the first one's connections."""
+
+    def __init__(self, client: TimerClient, *, read_only: bool) -> None:
+        self.first = client
+        self.read_only = read_only
+        self.boards = {client.namespace: Dashboard(client, read_only=read_only)}
+
+    def of(self, request: Request) -> Dashboard:
+        name = request.query_params.get("ns") or self.first.namespace
+        if name not in self.boards:
+            check_namespace(name)
+            c = TimerClient(
+                self.first.redis, name, settings=self.first.settings, safe_url=self.first.where
+            )
+            c.meta  # noqa: B018 - a namespace that does not exist fails here (ConfigError)
+            self.boards[name] = Dashboard(c, read_only=self.read_only)
+        return self.boards[name]

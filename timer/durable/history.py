@@ -1,0 +1,136 @@
+"""A namespace's history, a minute at a time (#57): what the dashboard charts over the
+last hour or day, kept in Redis so it survives a dashboard restart, in bounded memory.
+
+Each minute (Redis time) is one hash, ``{tw:<ns>}:h:<minute ms>``, expiring a day and
+an hour after its minute. The processes that see the events add to it, every few
+seconds, what they saw since they last did (sans-I/O, as ``ops``):
+
+- a worker: timers scheduled (``S``/``M`` events of its led shards), cancelled and
+  completed (``X`` events), expired (fired or swept), their lateness in its histogram's
+  buckets (``late:<upper bound ms>``, ``late:inf`` past the last), and the pending
+  timers of each shard it leads (``pending:<shard>``, the last reading in the minute);
+- a handler runner: outcomes handled, failed attempts and dead letters of its group
+  (``handled:<group>``, ``failed:<group>``, ``dead:<group>``).
+
+Events reach a worker over pub/sub, which loses them while a shard changes leader: the
+counts of schedules, cancels and completes are what the leaders heard, and a chart says
+so. Expired, handled, failed and dead are counted where they happen, exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ..errors import InvalidInput
+from . import steps
+from .calls import text
+from .keys import NamespaceKeys
+from .ops import server_time_ms
+from .steps import Op
+
+MINUTE_MS = 60_000
+KEEP_MS = 25 * 3_600_000  # a day, and an hour's margin
+MAX_MINUTES = 24 * 60  # what one read returns at most: the last day
+WORKER_COUNTS = ("scheduled", "expired", "cancelled", "completed")
+GROUP_COUNTS = ("handled", "failed", "dead")
+
+
+def minute_of(ms: int) -> int:
+    return ms - ms % MINUTE_MS
+
+
+def add(
+    keys: NamespaceKeys, counts: Mapping[str, int], gauges: Mapping[str, int] | None = None
+) -> Op[None]:
+    """Add ``counts`` (field -> how many more) to this minute's rollup and set ``gauges``
+    (field -> its reading now); the minute is the server's."""
+    now = yield from server_time_ms()
+    key = keys.history(minute_of(now))
+    commands = [steps.Command("hincrby", (key, f, n)) for f, n in counts.items() if n]
+    if gauges:
+        commands.append(steps.Command("hset", (key,), {"mapping": dict(gauges)}))
+    if commands:
+        commands.append(steps.Command("pexpire", (key, KEEP_MS)))
+        yield steps.Pipeline(commands)
+
+
+@dataclass(frozen=True)
+class Minute:
+    """One minute of a namespace's history, summed over the processes that wrote it."""
+
+    at_ms: int  # when the minute starts (Redis time, epoch ms)
+    scheduled: int = 0
+    expired: int = 0
+    cancelled: int = 0
+    completed: int = 0
+    handled: int = 0
+    failed: int = 0
+    dead: int = 0
+    pending: int | None = None  # the led shards' last readings, summed; None: none
+    late: tuple[tuple[float, int], ...] = ()  # (upper bound ms, expired timers), rising
+    groups: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def lateness_ms(self, q: float) -> float | None:
+        """The upper bound (ms) of the lateness bucket holding quantile ``q`` of the
+        minute's expired timers (None: none expired; inf: past the last bound)."""
+        n = sum(c for _, c in self.late)
+        if n == 0:
+            return None
+        running = 0
+        for bound, c in self.late:
+            running += c
+            if running >= q * n:
+                return bound
+        return float("inf")
+
+
+def parse_minute(at_ms: int, raw: Mapping[bytes | str, bytes | str]) -> Minute:
+    """A minute's hash as written by :func:`add` (fields this release does not know are
+    passed over: a newer process may write more)."""
+    counts = dict.fromkeys((*WORKER_COUNTS, *GROUP_COUNTS), 0)
+    late: dict[float, int] = {}
+    pending: int | None = None
+    groups: dict[str, dict[str, int]] = {}
+    for f, v in raw.items():
+        name, value = text(f), int(v)
+        kind, _, rest = name.partition(":")
+        if not rest and kind in WORKER_COUNTS:
+            counts[kind] += value
+        elif kind == "late" and (rest == "inf" or rest.replace(".", "", 1).isdigit()):
+            bound = float(rest)
+            late[bound] = late.get(bound, 0) + value
+        elif kind == "pending" and rest.isdigit():
+            pending = (pending or 0) + value
+        elif kind in GROUP_COUNTS and rest:
+            counts[kind] += value
+            groups.setdefault(rest, dict.fromkeys(GROUP_COUNTS, 0))[kind] += value
+    return Minute(at_ms, **counts, pending=pending, late=tuple(sorted(late.items())), groups=groups)
+
+
+def read(keys: NamespaceKeys, minutes: int) -> Op[list[Minute]]:
+    """The last ``minutes`` minutes (the current one last), oldest first; a minute no
+    process wrote is all zeros, its pending None."""
+    if isinstance(minutes, bool) or not isinstance(minutes, int) or not 1 <= minutes <= MAX_MINUTES:
+        raise InvalidInput(f"minutes must be 1 to {MAX_MINUTES}, got {minutes!r}")
+    now = minute_of((yield from server_time_ms()))
+    starts = [now - (minutes - 1 - i) * MINUTE_MS for i in range(minutes)]
+    replies = yield steps.Pipeline([steps.Command("hgetall", (keys.history(m),)) for m in starts])
+    return [parse_minute(m, raw or {}) for m, raw in zip(starts, replies, strict=True)]
+
+
+def late_field(bound_ms: float) -> str:
+    """The field of a lateness bucket: its upper bound in ms (``inf`` past the last)."""
+    return "late:inf" if bound_ms == float("inf") else f"late:{bound_ms:g}"
+
+
+def pending_field(shard: int) -> str:
+    """The field of a shard's pending count (a reading: the last in the minute counts)."""
+    return f"pending:{shard}"
+
+
+def group_field(kind: str, group: str) -> str:
+    """The field of a runner's count for its group (``handled``, ``failed``, ``dead``)."""
+    if kind not in GROUP_COUNTS:
+        raise InvalidInput(f"a group's history counts {', '.join(GROUP_COUNTS)}, not {kind!r}")
+    return f"{kind}:{group}"
