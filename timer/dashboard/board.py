@@ -75,16 +75,13 @@ class Dashboard:
         }
 
     def history(self, minutes: int) -> dict[str, Any]:
-        if minutes not in PERIODS:
-            periods = ", ".join(map(str, PERIODS))
-            raise InvalidInput(f"history is kept for {periods} minutes, not {minutes}")
-        return history_shape(self.client.history(minutes), PERIODS[minutes])
+        return history_shape(self.client.history(minutes), _step(minutes))
 
     def group_history(self, group: str, minutes: int) -> dict[str, Any]:
         """One group's history: its handled, failed and dead alone, a point a bin."""
-        self.history(minutes)  # the period's check
+        step = _step(minutes)
         own = [group_minute(m, group) for m in self.client.history(minutes)]
-        return history_shape(own, PERIODS[minutes])
+        return history_shape(own, step)
 
     def timer(self, timer_id: str) -> dict[str, Any]:
         info = self.client.get(timer_id)
@@ -198,6 +195,14 @@ class Dashboard:
         if not done and action != "trigger":
             raise ScheduleNotFound.of(name, self.client.namespace)
         return {"name": name, "action": action, "done": done}
+
+
+def _step(minutes: int) -> int:
+    """The minutes a point of a period the page offers sums (InvalidInput for another)."""
+    if minutes not in PERIODS:
+        periods = ", ".join(map(str, PERIODS))
+        raise InvalidInput(f"history is kept for {periods} minutes, not {minutes}")
+    return PERIODS[minutes]
 
 
 class Namespaces:
