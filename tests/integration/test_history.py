@@ -61,6 +61,32 @@ def test_a_bad_period_is_refused_and_writes_nothing(
     r.close()
 
 
+@given(
+    counts=st.dictionaries(
+        st.one_of(st.text(max_size=310), st.integers(), st.none()),
+        st.one_of(st.integers(), st.booleans(), st.floats(), st.text(max_size=3), st.none()),
+        max_size=4,
+    )
+)
+@settings(max_examples=60, deadline=None)
+def test_any_addition_is_taken_or_refused_writing_nothing(
+    redis_server: RedisServer, counts: dict[object, object]
+) -> None:
+    """add_history with any fields and values: a valid one lands; any other is refused
+    (InvalidInput) before anything is written."""
+    r = redis.Redis.from_url(redis_server.url)
+    with TimerClient.from_url(redis_server.url, "hist-add") as c:
+        c.init(shards=2)
+        before = namespace_keys(r, "hist-add")
+        try:
+            c.add_history(counts)  # type: ignore[arg-type]
+        except InvalidInput:
+            assert namespace_keys(r, "hist-add") == before
+        else:
+            assert all(isinstance(k, str) and type(v) is int for k, v in counts.items())
+    r.close()
+
+
 def test_fields_a_newer_release_writes_are_passed_over() -> None:
     m = parse_minute(0, {b"expired": b"2", b"shiny:new": b"9", b"late:x": b"1", "dead:g": "1"})
     assert (m.expired, m.dead, m.late, m.groups["g"]["dead"]) == (2, 1, (), 1)

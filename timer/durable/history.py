@@ -44,7 +44,9 @@ def add(
     keys: NamespaceKeys, counts: Mapping[str, int], gauges: Mapping[str, int] | None = None
 ) -> Op[None]:
     """Add ``counts`` (field -> how many more) to this minute's rollup and set ``gauges``
-    (field -> its reading now); the minute is the server's."""
+    (field -> its reading now); the minute is the server's. InvalidInput, before any
+    I/O, for a field that is not text or a value that is not a whole number."""
+    counts, gauges = _checked(counts, "counts"), _checked(gauges or {}, "gauges")
     now = yield from server_time_ms()
     key = keys.history(minute_of(now))
     commands = [steps.Command("hincrby", (key, f, n)) for f, n in counts.items() if n]
@@ -53,6 +55,21 @@ def add(
     if commands:
         commands.append(steps.Command("pexpire", (key, KEEP_MS)))
         yield steps.Pipeline(commands)
+
+
+MAX_FIELD_CHARS = 300  # a group's name and its kind
+MAX_VALUE = 2**62  # HINCRBY's range, with room to add
+
+
+def _checked(values: object, what: str) -> dict[str, int]:
+    if not isinstance(values, Mapping):
+        raise InvalidInput(f"history {what} must be a mapping of field -> whole number")
+    for f, n in values.items():
+        if not isinstance(f, str) or not 0 < len(f) <= MAX_FIELD_CHARS or "\x00" in f:
+            raise InvalidInput(f"a history field must be text of 1 to {MAX_FIELD_CHARS} chars")
+        if isinstance(n, bool) or not isinstance(n, int) or not -MAX_VALUE <= n <= MAX_VALUE:
+            raise InvalidInput(f"history {what}[{f!r}] must be a whole number, got {n!r}")
+    return dict(values)
 
 
 @dataclass(frozen=True)
