@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from timer.durable.entries import parse_ref
-from timer.durable.models import GroupInfo
+from timer.durable.models import DeadBatch, GroupInfo
 from timer.durable.shapes import dead_letter_json, group_json
 from timer.errors import NotFound
 
@@ -113,8 +113,19 @@ def dead() -> None:
     """
 
 
+def _filters(f: Any) -> Any:
+    """--group, --error and --match: which dead letters (each optional)."""
+    f = click.option(
+        "--match", default=None, metavar="GLOB", help="Only those whose timer id matches GLOB."
+    )(f)
+    f = click.option(
+        "--error", default=None, metavar="TEXT", help="Only those whose error holds TEXT (any case)."
+    )(f)
+    return click.option("--group", default=None, help="Only this group's dead letters.")(f)
+
+
 @dead.command("list")
-@click.option("--group", default=None, help="Only this group's dead letters.")
+@_filters
 @click.option(
     "--limit",
     type=click.IntRange(1, 100_000),
@@ -123,13 +134,16 @@ def dead() -> None:
     help="The most dead letters listed.",
 )
 @pass_app
-def dead_list(app: App, group: str | None, limit: int) -> None:
+def dead_list(
+    app: App, group: str | None, error: str | None, match: str | None, limit: int
+) -> None:
     """Dead letters, oldest first: ref, group, timer, attempts, last error.
 
-    The REF names one for `dead show`, `dead redeliver` and `dead drop`.
+    The REF names one for `dead show`, `dead redeliver` and `dead drop`; the same
+    --group, --error and --match with `--all` act on what this lists.
     """
     with errors():
-        letters = app.client.dead_letters(group, limit=limit)
+        letters = app.client.dead_letters(group, error=error, match=match, limit=limit)
         total = app.client.dead_letters_total()
     rows = [
         (
@@ -148,8 +162,8 @@ def dead_list(app: App, group: str | None, limit: int) -> None:
         if rows
         else "No dead letters."
     )
-    if total > len(letters) and not app.json:
-        human += f"\n({len(letters)} of {total} shown; --limit for more)"
+    if len(letters) == limit and total > len(letters) and not app.json:
+        human += f"\n({len(letters)} shown of {total} in all; --limit for more)"
     emit(app.json, [dead_letter_json(d) for d in letters], human)
 
 
@@ -185,67 +199,84 @@ def dead_show(app: App, ref: str) -> None:
 
 @dead.command("redeliver")
 @click.argument("refs", nargs=-1)
-@click.option("--all", "everything", is_flag=True, help="Every dead letter (of --group).")
-@click.option("--group", default=None, help="With --all: only this group's.")
+@click.option("--all", "everything", is_flag=True, help="Every dead letter the filters select.")
+@_filters
 @pass_app
-def dead_redeliver(app: App, refs: tuple[str, ...], everything: bool, group: str | None) -> None:
+def dead_redeliver(
+    app: App,
+    refs: tuple[str, ...],
+    everything: bool,
+    group: str | None,
+    error: str | None,
+    match: str | None,
+) -> None:
     """Put dead letters back in front of their group's handlers (attempts start again).
 
     Each becomes a new outcome entry for its group only; other groups skip it. Name them
-    by REF, or take every one with --all.
+    by REF, or take every one with --all (narrowed by --group, --error, --match; at most
+    100,000 at once).
     """
-    picked = _pick(app, refs, everything, group)
-    done: list[str] = []
-    missing: list[str] = []
+    _check(refs, everything, group, error, match)
     with errors():
-        for ref in picked:
-            new_id = app.client.redeliver(ref)
-            (done if new_id else missing).append(ref)
-    _report(app, "redelivered", done, missing)
+        done = app.client.redeliver_dead_letters(
+            list(refs) if refs else None, group=group, error=error, match=match
+        )
+    _report(app, "redelivered", done)
 
 
 @dead.command("drop")
 @click.argument("refs", nargs=-1)
-@click.option("--all", "everything", is_flag=True, help="Every dead letter (of --group).")
-@click.option("--group", default=None, help="With --all: only this group's.")
+@click.option("--all", "everything", is_flag=True, help="Every dead letter the filters select.")
+@_filters
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @pass_app
 def dead_drop(
-    app: App, refs: tuple[str, ...], everything: bool, group: str | None, yes: bool
+    app: App,
+    refs: tuple[str, ...],
+    everything: bool,
+    group: str | None,
+    error: str | None,
+    match: str | None,
+    yes: bool,
 ) -> None:
     """Delete dead letters for good.
 
-    Name them by REF (as `tickwheel dead list` shows), or every one with --all. Asks
-    first unless --yes.
+    Name them by REF (as `tickwheel dead list` shows), or every one with --all (narrowed
+    by --group, --error, --match). Asks first, saying how many, unless --yes; if another
+    count matches by the time you answer, nothing is dropped (exit 14).
     """
-    picked = _pick(app, refs, everything, group)
-    if picked and not yes:
-        confirm(f"Delete {plural(len(picked), 'dead letter')} for good?")
-    done: list[str] = []
-    missing: list[str] = []
+    _check(refs, everything, group, error, match)
+    expect: int | None = None
+    if not yes:
+        with errors():
+            if refs:
+                for ref in refs:  # every ref checked before any question
+                    parse_ref(ref, app.client.meta.shards)
+                expect = len(set(refs))
+            else:
+                expect = len(app.client.dead_letters(group, error=error, match=match, limit=100_001))
+        if expect:
+            confirm(f"Delete {plural(expect, 'dead letter')} for good?")
     with errors():
-        for ref in picked:
-            (done if app.client.drop_dead_letter(ref) else missing).append(ref)
-    _report(app, "dropped", done, missing)
+        done = app.client.drop_dead_letters(
+            list(refs) if refs else None, group=group, error=error, match=match, expect=expect
+        )
+    _report(app, "dropped", done)
 
 
-def _pick(app: App, refs: tuple[str, ...], everything: bool, group: str | None) -> list[str]:
+def _check(
+    refs: tuple[str, ...], everything: bool, group: str | None, error: str | None, match: str | None
+) -> None:
     if everything == bool(refs):
         raise click.UsageError(
             "name dead letters by their refs (see `tickwheel dead list`), or --all"
         )
-    if refs and group:
-        raise click.UsageError("--group goes with --all")
-    with errors():
-        if everything:
-            return [d.ref for d in app.client.dead_letters(group, limit=1_000_000)]
-        shards = app.client.meta.shards
-        for ref in refs:  # every ref checked before any change
-            parse_ref(ref, shards)
-        return list(refs)
+    if refs and (group or error or match):
+        raise click.UsageError("--group, --error and --match go with --all")
 
 
-def _report(app: App, verb: str, done: list[str], missing: list[str]) -> None:
+def _report(app: App, verb: str, batch: DeadBatch) -> None:
+    done, missing = batch.done, batch.missing
     if missing and not done:
         raise TimerCommandError(
             NotFound(f"no dead letter {', '.join(missing)} (see `tickwheel dead list`)")

@@ -146,6 +146,18 @@ class HeartbeatCapped(Capped):
     fires at its cap (``deadline_ms``), however often it is heartbeaten."""
 
 
+class SelectionChanged(TimerError):
+    """An action on everything a filter selects was confirmed for a count that no longer
+    holds (more or fewer match now): nothing was done; count again and confirm that."""
+
+    exit_code = 14
+    http_status = 409
+
+    def __init__(self, message: str, matching: int = 0) -> None:
+        super().__init__(message)
+        self.matching = matching
+
+
 class NotDurable(TimerError):
     """A write was applied on the master but not confirmed at the requested durability
     (replicas or AOF fsync) within the timeout: it may be lost if the master fails now."""

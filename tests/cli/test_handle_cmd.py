@@ -114,6 +114,11 @@ def test_handle_retries_dead_letters_and_reports(
         r = tw("--json", "handle", f"{module}:on_timeout", "--on", "cancelled",
                "--max-attempts", "1", "--idle-exit")  # fmt: skip
         assert as_json(r)["dead_lettered"] == 1
+        listed = tw("--json", "dead", "list", "--error", "DOWNSTREAM", "--match", "b?d")
+        assert [d["outcome"]["id"] for d in as_json(listed)] == ["bad"]  # any case, a glob
+        assert "No dead letters" in tw("dead", "list", "--group", "other").output
+        assert "Dropped 0 dead letters" in tw("dead", "drop", "--all", "--error", "x").output
+        assert "go with --all" in tw("dead", "redeliver", "1/1-0", "--error", "x", expect=2).output
         asked = tw("dead", "drop", "--all", expect=2)  # it asks; no answer: nothing dropped
         assert "Delete 1 dead letter for good?" in asked.output and "add --yes" in asked.output
         assert len(c.dead_letters()) == 1

@@ -10,12 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..durable import dead_filter, history, ops, server_checks, shard_ops, steps, views
 from ..durable import group_admin as admin
-from ..durable import history, ops, server_checks, shard_ops, steps, views
+from ..durable.checks import check_int
+from ..durable.dead_filter import DeadFilter
 from ..durable.history import Minute
 from ..durable.keys import NamespaceKeys
 from ..durable.models import (
     ClientSettings,
+    DeadBatch,
     DeadLetter,
     GroupInfo,
     Meta,
@@ -123,9 +126,52 @@ class OperatorCalls:
         go with it; its dead letters stay); on how many shards it existed."""
         return self._run(admin.delete_group(self._ns(), group))
 
-    def dead_letters(self, group: str | None = None, *, limit: int = 1000) -> list[DeadLetter]:
-        """Dead letters (of one group, or all), oldest first, at most ``limit``."""
-        return self._run(admin.dead_letters(self._ns(), group, limit=limit))
+    def dead_letters(
+        self,
+        group: str | None = None,
+        *,
+        error: str | None = None,
+        match: str | None = None,
+        limit: int = 1000,
+    ) -> list[DeadLetter]:
+        """Dead letters, oldest first, at most ``limit``: of ``group``, whose error holds
+        ``error`` (any case), whose timer id matches ``match`` (a Redis glob, as
+        ``timers.find`` takes); None: any."""
+        if error is None and match is None:
+            return self._run(admin.dead_letters(self._ns(), group, limit=limit))
+        check_int("limit", limit, 1, 1_000_000)
+        flt = DeadFilter.of(group, error, match)
+        return self._run(dead_filter.select(self._ns(), flt, limit))
+
+    def redeliver_dead_letters(
+        self,
+        refs: list[str] | None = None,
+        *,
+        group: str | None = None,
+        error: str | None = None,
+        match: str | None = None,
+        expect: int | None = None,
+    ) -> DeadBatch:
+        """Put many dead letters back in front of their groups: those ``refs`` names, or
+        every one the filter selects (``group``, ``error``, ``match`` as in
+        ``dead_letters``; at most 100,000 an action). With ``expect``, nothing is done
+        unless that many are selected now (:class:`~timer.errors.SelectionChanged`): the
+        count you showed a person is the count acted on."""
+        flt = DeadFilter.of(group, error, match)
+        return self._run(dead_filter.act(self._ns(), "redeliver", flt, refs, expect))
+
+    def drop_dead_letters(
+        self,
+        refs: list[str] | None = None,
+        *,
+        group: str | None = None,
+        error: str | None = None,
+        match: str | None = None,
+        expect: int | None = None,
+    ) -> DeadBatch:
+        """Delete many dead letters for good: as :meth:`redeliver_dead_letters` picks."""
+        flt = DeadFilter.of(group, error, match)
+        return self._run(dead_filter.act(self._ns(), "drop", flt, refs, expect))
 
     def dead_letter(self, ref: str) -> DeadLetter | None:
         """One dead letter by its ref (``<shard>/<id>``), or None."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import StoreError
-from . import steps
+from . import dead_filter, steps
 from .calls import error_or, text
 from .checks import check_int
 from .entries import dead_letter_from_entry, parse_ref
@@ -132,22 +132,9 @@ def delete_group(ns: Namespace, group: str) -> Op[int]:
 def dead_letters(
     ns: Namespace, group: str | None = None, *, limit: int = 1000
 ) -> Op[list[DeadLetter]]:
-    """Dead letters (of ``group``, or all), oldest first per shard, at most ``limit``."""
+    """Dead letters (of ``group``, or all), oldest first, at most ``limit``."""
     check_int("limit", limit, 1, 1_000_000)
-    if group is not None:
-        check_name("consumer group", group)
-    shards = range(ns.meta.shards)
-    replies = yield steps.Pipeline(
-        [steps.Command("xrange", (ns.shard(s).dead, "-", "+"), {"count": limit}) for s in shards]
-    )
-    out: list[DeadLetter] = []
-    for s, entries in zip(shards, replies, strict=True):
-        for entry_id, fields in entries:
-            letter = dead_letter_from_entry(s, entry_id, fields)
-            if group is None or letter.group == group:
-                out.append(letter)
-    out.sort(key=lambda d: (d.failed_ms, d.ref))
-    return out[:limit]
+    return (yield from dead_filter.select(ns, dead_filter.DeadFilter.of(group), limit))
 
 
 def dead_letter_count(ns: Namespace) -> Op[int]:

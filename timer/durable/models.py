@@ -341,6 +341,18 @@ class DeadLetter:
 
 
 @dataclass(frozen=True)
+class DeadBatch:
+    """What an action on many dead letters did: ``matched`` were selected (by a filter,
+    or named), ``done`` the refs re-delivered or dropped, ``missing`` the refs gone
+    before their turn (re-delivered or dropped by someone else meanwhile)."""
+
+    action: str
+    matched: int
+    done: list[str]
+    missing: list[str]
+
+
+@dataclass(frozen=True)
 class ServerSettings:
     """What one server (one primary of a cluster) says about keeping our data.
 

@@ -1,0 +1,146 @@
+"""Dead letters by filter (#57): selected by group, error text and a glob on the timer
+id, re-delivered or dropped together only at the count a person confirmed, on a real
+server; the glob is held to the server's own matching."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from timer import Handlers, InvalidInput, Outcome, SelectionChanged, TimerClient
+from timer.durable.globs import redis_glob
+from timer.testing import RedisServer
+
+from .conftest import namespace_keys
+
+pytestmark = pytest.mark.redis
+
+GLOB_BYTES = "ab*?[]^-\\é"
+
+
+@given(
+    pattern=st.text(alphabet=GLOB_BYTES, max_size=8),
+    ids=st.lists(st.text(alphabet="ab-]^\\[é*", min_size=1, max_size=5), max_size=12),
+)
+@settings(max_examples=300, deadline=None)
+def test_the_glob_matches_what_the_server_matches(
+    redis_server: RedisServer, pattern: str, ids: list[str]
+) -> None:
+    """KEYS on a real server is the oracle: the same pattern selects the same ids."""
+    r = redis.Redis.from_url(redis_server.url, db=9)
+    try:
+        r.flushdb()
+        if ids:
+            r.mset(dict.fromkeys(ids, 1))
+        server = {bytes(k).decode() for k in r.keys(pattern)} if pattern else set()
+        ours = {i for i in set(ids) if redis_glob(pattern)(i)} if pattern else set()
+        assert ours == server, pattern
+    finally:
+        r.flushdb()
+        r.close()
+
+
+def _dead(client: TimerClient) -> None:
+    """18 dead letters: group a's nine (job:0-3 a Timeout, job:4-5 a KeyError, mail:0-2
+    a bad address) and group b's nine ("boom")."""
+    for tid in [*(f"job:{i}" for i in range(6)), *(f"mail:{i}" for i in range(3))]:
+        client.schedule(tid, 60_000)
+        client.cancel(tid)  # an outcome at once, no worker needed
+
+    def a_fails(o: Outcome) -> None:  # its source line, in each traceback, names no error
+        raise a_errors[0 if o.id.startswith("mail:") else 1 if o.id[-1] in "0123" else 2]
+
+    a_errors = [ValueError("bad address"), TimeoutError("upstream Timeout"), KeyError("k")]
+
+    def b_fails(_: Outcome) -> None:
+        raise RuntimeError("boom")
+
+    for group, fail in (("a", a_fails), ("b", b_fails)):
+        h = Handlers(client, group=group, max_attempts=1)
+        h.add("cancelled", fail)
+        assert h.run(stop_when_idle=True)
+
+
+def test_a_filter_selects_by_group_error_and_timer_id(client: TimerClient) -> None:
+    _dead(client)
+    assert len(client.dead_letters()) == 18
+    assert len(client.dead_letters("a")) == 9
+    assert len(client.dead_letters("a", error="timeout")) == 4  # any case
+    assert len(client.dead_letters(error="KEYERROR")) == 2
+    both = client.dead_letters(match="job:[45]")
+    assert sorted(d.outcome.id for d in both if d.outcome) == ["job:4", "job:4", "job:5", "job:5"]
+    assert len(client.dead_letters("b", match="mail:*")) == 3
+    assert len(client.dead_letters("a", limit=2)) == 2
+    assert client.dead_letters("a", error="timeout", match="mail:*") == []
+
+
+def test_a_bulk_action_needs_the_count_confirmed_and_redis_agrees(
+    client: TimerClient, redis_client: redis.Redis
+) -> None:
+    _dead(client)
+
+    def stored() -> int:
+        return sum(int(redis_client.xlen(client.keys.shard(s).dead)) for s in range(4))
+
+    assert stored() == 18
+    before = namespace_keys(redis_client, client.namespace)
+    with pytest.raises(SelectionChanged, match="4 dead letters are selected now, not the 5") as e:
+        client.redeliver_dead_letters(group="a", error="timeout", expect=5)
+    assert e.value.matching == 4
+    assert namespace_keys(redis_client, client.namespace) == before  # nothing was done
+
+    back = client.redeliver_dead_letters(group="a", error="timeout", expect=4)
+    assert (back.matched, len(back.done), back.missing) == (4, 4, [])
+    assert stored() == 14 and client.dead_letters("a", error="timeout") == []
+    for group, expected in (("a", ["job:0", "job:1", "job:2", "job:3"]), ("b", [])):
+        seen: list[str] = []  # each went back to its own group alone
+        h = Handlers(client, group=group)
+        h.add("cancelled", lambda o, seen=seen: seen.append(o.id))
+        assert h.run(stop_when_idle=True)
+        assert sorted(seen) == expected
+
+    dropped = client.drop_dead_letters(group="b", expect=9)
+    assert (dropped.matched, len(dropped.done)) == (9, 9) and stored() == 5
+    refs = [d.ref for d in client.dead_letters("a")]
+    again = client.drop_dead_letters([*refs, refs[0]], expect=5)  # a ref named twice: once
+    assert (again.matched, len(again.done), again.missing) == (5, 5, [])
+    gone = client.drop_dead_letters(refs)
+    assert (gone.done, gone.missing) == ([], refs) and stored() == 0
+
+
+@given(
+    args=st.fixed_dictionaries(
+        {},
+        optional={
+            "refs": st.one_of(
+                st.none(),
+                st.text(max_size=5),
+                st.lists(st.one_of(st.text(max_size=12), st.integers()), max_size=3),
+            ),
+            "group": st.one_of(st.none(), st.text(max_size=260), st.integers()),
+            "error": st.one_of(st.none(), st.text(max_size=300), st.integers()),
+            "match": st.one_of(st.none(), st.text(max_size=20), st.binary(max_size=3)),
+            "expect": st.one_of(st.none(), st.integers(), st.booleans(), st.floats()),
+        },
+    ),
+    action=st.sampled_from(["redeliver_dead_letters", "drop_dead_letters"]),
+)
+@settings(max_examples=80, deadline=None)
+def test_any_bulk_call_is_done_or_refused_writing_nothing(
+    redis_server: RedisServer, args: dict[str, object], action: str
+) -> None:
+    """Any arguments: refused (InvalidInput, or SelectionChanged for a count that does not
+    hold) with the keyspace as it was, or done on what exists (nothing, here)."""
+    r = redis.Redis.from_url(redis_server.url)
+    with TimerClient.from_url(redis_server.url, "dead-fuzz") as c:
+        c.init(shards=2)
+        before = namespace_keys(r, "dead-fuzz")
+        try:
+            batch = getattr(c, action)(**args)
+        except (InvalidInput, SelectionChanged):
+            assert namespace_keys(r, "dead-fuzz") == before
+        else:
+            assert batch.done == [] and namespace_keys(r, "dead-fuzz") == before
+    r.close()

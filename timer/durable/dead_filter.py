@@ -1,0 +1,166 @@
+"""Dead letters by filter: which ones (:class:`DeadFilter`: a group, text in the error, a
+glob on the timer id), read through every shard's dead-letter stream a page at a time
+(:func:`select`), and re-delivered or dropped together (:func:`act`), after a check that
+the count the person confirmed still holds. Sans-I/O operations, as in :mod:`.groups`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..errors import InvalidInput, SelectionChanged, StoreError
+from . import steps
+from .calls import error_or, text
+from .entries import dead_letter_from_entry, parse_ref
+from .finding import MAX_PATTERN_BYTES
+from .globs import redis_glob
+from .group_calls import parse_redeliver, redeliver_call
+from .keys import check_name
+from .models import DeadBatch, DeadLetter
+from .namespace import Namespace
+from .steps import Op
+
+PAGE = 1000  # entries of one shard's dead-letter stream read a round
+MOST = 100_000  # dead letters one action takes: more must be narrowed first
+BATCH = 500  # re-deliveries or drops sent a round trip
+MAX_ERROR_TEXT = 256
+ACTIONS = ("redeliver", "drop")
+
+
+@dataclass(frozen=True)
+class DeadFilter:
+    """Which dead letters: of ``group``, whose error holds ``error`` (any case), whose
+    timer id matches ``match`` (a Redis glob, as ``find`` takes); None: any."""
+
+    group: str | None = None
+    error: str | None = None
+    match: str | None = None
+
+    @classmethod
+    def of(cls, group: object = None, error: object = None, match: object = None) -> DeadFilter:
+        """A checked filter (empty text is no filter); InvalidInput says what is wrong."""
+        if group not in (None, ""):
+            check_name("consumer group", group)
+        if error not in (None, "") and (not isinstance(error, str) or len(error) > MAX_ERROR_TEXT):
+            raise InvalidInput(
+                f"error must be text of at most {MAX_ERROR_TEXT} characters to look for "
+                f"in the dead letters' errors, got {error!r}"
+            )
+        if match not in (None, ""):
+            if not isinstance(match, str):
+                raise InvalidInput(f"match must be a glob such as 'job:*', got {match!r}")
+            try:
+                size = len(match.encode("utf-8"))
+            except UnicodeEncodeError:
+                raise InvalidInput(f"match {match!r} has a lone surrogate: no UTF-8 form") from None
+            if size > MAX_PATTERN_BYTES:
+                raise InvalidInput(f"match is {size} bytes long; the limit is {MAX_PATTERN_BYTES}")
+        return cls(group or None, error or None, match or None)  # type: ignore[arg-type]
+
+    @property
+    def empty(self) -> bool:
+        return self.group is None and self.error is None and self.match is None
+
+    def wants(self, letter: DeadLetter) -> bool:
+        if self.group is not None and letter.group != self.group:
+            return False
+        if self.error is not None and self.error.casefold() not in letter.error.casefold():
+            return False
+        if self.match is None:
+            return True
+        # a letter whose outcome was trimmed first has no timer id: only "any id" takes it
+        return letter.outcome is not None and redis_glob(self.match)(letter.outcome.id)
+
+
+def select(ns: Namespace, flt: DeadFilter, most: int) -> Op[list[DeadLetter]]:
+    """The dead letters ``flt`` selects, oldest first, at most ``most``: each shard's
+    stream read a page a round (all shards' pages in one round trip) until it has given
+    ``most`` or has no more."""
+    cursors: dict[int, str] = {s: "-" for s in range(ns.meta.shards)}
+    found: list[DeadLetter] = []
+    taken = dict.fromkeys(cursors, 0)
+    while cursors:
+        shards = list(cursors)
+        pages = yield steps.Pipeline(
+            [
+                steps.Command("xrange", (ns.shard(s).dead, cursors[s], "+"), {"count": PAGE})
+                for s in shards
+            ]
+        )
+        for s, entries in zip(shards, pages, strict=True):
+            for entry_id, fields in entries:
+                letter = dead_letter_from_entry(s, entry_id, fields)
+                if flt.wants(letter) and taken[s] < most:
+                    found.append(letter)
+                    taken[s] += 1
+            if len(entries) < PAGE or taken[s] >= most:
+                del cursors[s]
+            else:
+                cursors[s] = "(" + text(entries[-1][0])
+    found.sort(key=lambda d: (d.failed_ms, d.ref))
+    return found[:most]
+
+
+def act(
+    ns: Namespace,
+    action: str,
+    flt: DeadFilter,
+    refs: Sequence[str] | None = None,
+    expect: int | None = None,
+) -> Op[DeadBatch]:
+    """Re-deliver or drop the dead letters named by ``refs``, or else every one ``flt``
+    selects (at most :data:`MOST`). With ``expect``, nothing is done unless that many are
+    selected now (:class:`SelectionChanged`): a count a person confirmed is the count
+    acted on."""
+    if action not in ACTIONS:
+        raise InvalidInput(f"unknown action {action!r}: redeliver or drop")
+    if expect is not None and (
+        isinstance(expect, bool) or not isinstance(expect, int) or expect < 0
+    ):
+        raise InvalidInput(
+            f"expect must be the count you confirmed (a whole number), got {expect!r}"
+        )
+    if refs is not None:
+        if not flt.empty:
+            raise InvalidInput(
+                "name dead letters by their refs or select them by a filter, not both"
+            )
+        if not isinstance(refs, (list, tuple)) or len(refs) > MOST:
+            raise InvalidInput(f"refs must be a list of at most {MOST:,} dead letter refs")
+        picked = [parse_ref(r, ns.meta.shards) for r in refs]  # each checked before any change
+        named = list(dict.fromkeys(f"{s}/{e}" for s, e in picked))
+    else:
+        letters = yield from select(ns, flt, MOST + 1)
+        if len(letters) > MOST:
+            raise InvalidInput(
+                f"more than {MOST:,} dead letters match: narrow the filter (group, error, "
+                "match) and act on each part"
+            )
+        named = [d.ref for d in letters]
+    if expect is not None and expect != len(named):
+        raise SelectionChanged(
+            f"{len(named)} dead letters are selected now, not the {expect} confirmed: "
+            "nothing was done; look again and confirm the new count",
+            len(named),
+        )
+    done: list[str] = []
+    missing: list[str] = []
+    for start in range(0, len(named), BATCH):
+        part = named[start : start + BATCH]
+        where = [parse_ref(r, ns.meta.shards) for r in part]
+        calls: list[steps.ScriptCall] | list[steps.Command]
+        if action == "redeliver":
+            calls = [redeliver_call(ns.shard(s), e) for s, e in where]
+        else:
+            calls = [steps.Command("xdel", (ns.shard(s).dead, e)) for s, e in where]
+        replies = yield steps.Pipeline(calls, errors_in_slots=True)
+        for ref, reply in zip(part, replies, strict=True):
+            if isinstance(reply, StoreError):
+                raise reply  # what was done before it is done; the caller sees the failure
+            ok = (
+                parse_redeliver(reply) is not None
+                if action == "redeliver"
+                else int(error_or(reply)) == 1
+            )
+            (done if ok else missing).append(ref)
+    return DeadBatch(action, len(named), done, missing)
