@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from timer.durable.dead_filter import MOST
 from timer.durable.entries import parse_ref
 from timer.durable.models import DeadBatch, GroupInfo
 from timer.durable.shapes import dead_letter_json, group_json
@@ -119,7 +120,10 @@ def _filters(f: Any) -> Any:
         "--match", default=None, metavar="GLOB", help="Only those whose timer id matches GLOB."
     )(f)
     f = click.option(
-        "--error", default=None, metavar="TEXT", help="Only those whose error holds TEXT (any case)."
+        "--error",
+        default=None,
+        metavar="TEXT",
+        help="Only those whose error holds TEXT, in any case.",
     )(f)
     return click.option("--group", default=None, help="Only this group's dead letters.")(f)
 
@@ -254,7 +258,8 @@ def dead_drop(
                     parse_ref(ref, app.client.meta.shards)
                 expect = len(set(refs))
             else:
-                expect = len(app.client.dead_letters(group, error=error, match=match, limit=100_001))
+                selected = app.client.dead_letters(group, error=error, match=match, limit=MOST + 1)
+                expect = len(selected)
         if expect:
             confirm(f"Delete {plural(expect, 'dead letter')} for good?")
     with errors():

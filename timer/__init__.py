@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from .client import TimerClient
     from .durable.models import (
         ClientSettings,
+        DeadBatch,
         DeadLetter,
         GroupInfo,
         Outcome,
@@ -72,6 +73,7 @@ _LAZY = {
     "TimerInfo": "timer.durable.models",
     "Trimmed": "timer.durable.models",
     "DeadLetter": "timer.durable.models",
+    "DeadBatch": "timer.durable.models",
     "GroupInfo": "timer.durable.models",
     "Handlers": "timer.handlers",
     "Backoff": "timer.handlers",
@@ -102,6 +104,7 @@ __all__ = [
     "Clock",
     "ConfigError",
     "CorruptRecord",
+    "DeadBatch",
     "DeadLetter",
     "DelayedOperation",
     "DelayedOperationPurgatory",

@@ -248,6 +248,37 @@ def test_dead_letters_redeliver_and_drop(client: TimerClient) -> None:
         assert http.get("/api/dead").json() == []
 
 
+def test_dead_letters_by_filter_and_bulk_at_the_confirmed_count(
+    client: TimerClient, redis_client: redis.Redis
+) -> None:
+    """A filter's count and first rows; a bulk action with another count than the one
+    confirmed is refused (409) and changes nothing; with it, done, and Redis agrees."""
+    for tid in ("job:1", "job:2", "mail:1"):
+        client.schedule(tid, 60_000)
+        client.cancel(tid)
+    h = Handlers(client, group="g", max_attempts=1)
+    h.add("cancelled", lambda o: 1 / 0)
+    assert h.run(stop_when_idle=True)
+    with web(client) as http:
+        got = http.get("/api/dead/matching?group=g&error=zerodivision&match=job:*").json()
+        assert (got["matching"], got["more"], len(got["dead_letters"])) == (2, False, 2)
+        assert http.get("/api/dead/matching?group=other").json()["matching"] == 0
+        bad = http.get("/api/dead/matching?group=" + "x" * 300)
+        assert bad.status_code == 400 and "consumer group" in bad.json()["error"]
+        before = namespace_dump(redis_client, client.namespace)
+        stale = http.post("/api/dead/bulk/drop", json={"match": "job:*", "expect": 3})
+        assert stale.status_code == 409 and stale.json()["kind"] == "SelectionChanged"
+        assert "2 dead letters are selected now, not the 3" in stale.json()["error"]
+        unsaid = http.post("/api/dead/bulk/drop", json={"match": "job:*"})
+        assert unsaid.status_code == 400 and "expect" in unsaid.json()["error"]
+        assert namespace_dump(redis_client, client.namespace) == before
+        done = http.post("/api/dead/bulk/drop", json={"match": "job:*", "expect": 2}).json()
+        assert (done["matched"], done["done"], done["missing"]) == (2, 2, [])
+        (last,) = client.dead_letters()
+        back = http.post("/api/dead/bulk/redeliver", json={"refs": [last.ref], "expect": 1})
+        assert back.json()["done"] == 1 and client.dead_letters_total() == 0
+
+
 def test_token_is_required_when_set(client: TimerClient) -> None:
     with web(client, token="s3cret") as http:
         assert http.get("/api/overview").status_code == 401
@@ -400,7 +431,9 @@ PATHS = [
     "/api/schedules/nightly/bogus", "/api/schedules/none/resume",
     "/api/schedules/nightly/backfill", "/api/find", "/api/find?match=job:*&state=any",
     "/api/find?state=late", "/api/find?cursor=x", "/api/bulk/cancel", "/api/bulk/bogus",
-    "/api/bulk/reschedule",
+    "/api/bulk/reschedule", "/api/dead/matching?group=g&error=x&match=a*",
+    "/api/dead/matching?match=%5B", "/api/dead/bulk/drop", "/api/dead/bulk/redeliver",
+    "/api/dead/bulk/bogus",
 ]  # fmt: skip
 printable = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=30)
 json_bodies = st.dictionaries(

@@ -672,3 +672,77 @@ def _group_page(url: str, mailer: Any, tmp_path: Path) -> None:
         again.click("#group-close")
         expect(again.locator("#group")).to_be_hidden()
         browser.close()
+
+
+def test_dead_letters_filtered_ticked_and_acted_on_at_the_confirmed_count_in_a_browser(
+    served: tuple[str, TimerClient], tmp_path: Path
+) -> None:
+    """The dead letters a filter selects (its address says which), one ticked and dropped,
+    then all re-delivered: each confirmation says how many. One more that matches by
+    the time the person says yes is refused whole (nothing re-delivered) and the new
+    count shown; confirmed again, all go, and Redis agrees at each step."""
+    from playwright.sync_api import expect, sync_playwright  # noqa: PLC0415
+
+    assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
+    url, c = served
+    c.schedule_many([{"id": f"d:{i}", "delay_ms": 0} for i in range(4)])
+    wait_for(lambda: c.stats()["pending"] == 0, 20, "the worker to fire the 4")
+    assert dead_letter_expired(c, "billing", "the ledger refused it")
+    assert dead_letter_expired(c, "audit", "no audit log")
+    assert c.dead_letters_total() == 8
+    said: list[str] = []
+
+    def yes(dialog: Any) -> None:
+        said.append(dialog.message)
+        dialog.accept()
+
+    def one_more_then_yes(dialog: Any) -> None:  # a letter that matches lands meanwhile
+        c.schedule("d:late", 60_000)
+        c.cancel("d:late")
+        late = Handlers(c, group="billing", max_attempts=1)
+        late.add("cancelled", lambda o: (_ for _ in ()).throw(RuntimeError("ledger down")))
+        assert late.run(stop_when_idle=True)
+        yes(dialog)
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(url)
+        page.fill("#df-group", "billing")
+        page.fill("#df-error", "LEDGER")
+        page.click("#dead-filter button[type=submit]")
+        expect(page.locator("#df-count")).to_have_text("4 match")
+        expect(page.locator("#dead tbody tr")).to_have_count(4)
+        assert "dgroup=billing" in page.url and "derror=LEDGER" in page.url, page.url
+        first = c.dead_letters("billing")[0].ref
+        page.check(f"input[data-dead-tick='{first}']")
+        page.once("dialog", yes)
+        page.click("#db-drop-sel")
+        expect(page.locator("#message")).to_contain_text("drop: 1 of 1 done")
+        assert said == ["Drop 1 selected dead letter?"]
+        expect(page.locator("#df-count")).to_have_text("3 match")
+        assert c.dead_letter(first) is None and c.dead_letters_total() == 7
+
+        page.once("dialog", one_more_then_yes)
+        page.click("#db-redeliver-all")
+        refused = "4 dead letters are selected now, not the 3"
+        expect(page.locator("#message")).to_contain_text(refused)
+        assert said[-1] == "Re-deliver all 3 dead letters matching group billing, error LEDGER?"
+        assert len(c.dead_letters("billing")) == 4  # refused whole: none re-delivered
+        expect(page.locator("#df-count")).to_have_text("4 match")
+        shoot(page.locator("#dead-filter").locator(".."), "dead-filter", tmp_path)
+
+        page.once("dialog", yes)
+        page.click("#db-redeliver-all")
+        expect(page.locator("#message")).to_contain_text("redeliver: 4 of 4 done")
+        assert said[-1] == "Re-deliver all 4 dead letters matching group billing, error LEDGER?"
+        expect(page.locator("#df-count")).to_have_text("0 match")
+        again = browser.new_page(viewport={"width": 1400, "height": 900})
+        again.goto(url + "#dgroup=audit")  # a filter from its address alone
+        expect(again.locator("#df-count")).to_have_text("4 match")
+        expect(again.locator("#df-group")).to_have_value("audit")
+        again.click("#df-clear")
+        expect(again.locator("#df-count")).to_have_text("")
+        expect(again.locator("#dead tbody tr")).to_have_count(4)
+        browser.close()
+    assert c.dead_letters("billing") == [] and c.dead_letters_total() == 4

@@ -9,6 +9,7 @@ from typing import Any
 from starlette.requests import Request
 
 from timer import TimerClient
+from timer.durable.dead_filter import MOST, DeadFilter
 from timer.durable.entries import parse_ref
 from timer.durable.keys import check_namespace
 from timer.durable.shapes import dead_letter_json, group_json, outcome_json, schedule_json
@@ -17,6 +18,7 @@ from timer.handlers.limits import limits_in_use
 
 from .shapes import PERIODS, group_minute, history_shape, info_shape, lateness_histogram
 
+DEAD_SHOWN = 200  # dead letters a filter shows (its count is of all it selects)
 RECENT = 200  # outcomes per shard read for the lateness histogram and the live list
 FIND_PAGE, FIND_PAGES, FIND_SHOWN = 1000, 20, 100  # the search box: scan bounds, rows
 
@@ -149,6 +151,52 @@ class Dashboard:
 
     def dead(self) -> list[dict[str, Any]]:
         return [dead_letter_json(d) for d in self.client.dead_letters(limit=200)]
+
+    def dead_matching(self, query: dict[str, str]) -> dict[str, Any]:
+        """The dead letters a filter selects (``group``, ``error``, ``match``): the first
+        ``DEAD_SHOWN``, oldest first, and how many match in all (``more``: past the most
+        one action takes, so the count is that most)."""
+        flt = DeadFilter.of(query.get("group"), query.get("error"), query.get("match"))
+        letters = self.client.dead_letters(
+            flt.group, error=flt.error, match=flt.match, limit=MOST + 1
+        )
+        return {
+            "dead_letters": [dead_letter_json(d) for d in letters[:DEAD_SHOWN]],
+            "matching": min(len(letters), MOST),
+            "more": len(letters) > MOST,
+        }
+
+    def dead_bulk(self, action: str, body: dict[str, Any]) -> dict[str, Any]:
+        """``action`` (redeliver, drop) on the dead letters named by ``refs`` or selected
+        by ``group``, ``error`` and ``match``, done only if ``expect`` (the count the
+        person confirmed) still holds."""
+        if action not in ("redeliver", "drop"):
+            raise InvalidInput(f"unknown action {action!r}: redeliver or drop")
+        unknown = set(body) - {"refs", "group", "error", "match", "expect"}
+        if unknown:
+            raise InvalidInput(
+                f"unknown field {sorted(unknown)[0]!r}: refs or group, error, match; expect"
+            )
+        if "expect" not in body:
+            raise InvalidInput("expect (the count the person confirmed) is required here")
+        do = (
+            self.client.redeliver_dead_letters
+            if action == "redeliver"
+            else self.client.drop_dead_letters
+        )
+        done = do(
+            body.get("refs"),
+            group=body.get("group"),
+            error=body.get("error"),
+            match=body.get("match"),
+            expect=body.get("expect"),
+        )
+        return {
+            "action": action,
+            "matched": done.matched,
+            "done": len(done.done),
+            "missing": done.missing,
+        }
 
     def dead_one(self, ref: str) -> dict[str, Any]:
         d = self.client.dead_letter(ref)

@@ -158,6 +158,14 @@ class Routes:
     async def schedule_create(self, request: Request) -> Response:
         return await self.change(request, lambda d, body: d.schedule_create(body))
 
+    async def dead_matching(self, request: Request) -> Response:
+        query = dict(request.query_params)
+        return await _call(self.on(request, lambda d: d.dead_matching(query)))
+
+    async def dead_bulk(self, request: Request) -> Response:
+        action = request.path_params["action"]
+        return await self.change(request, lambda d, body: d.dead_bulk(action, body))
+
     async def dead_one(self, request: Request) -> Response:
         ref = f"{request.path_params['shard']}/{request.path_params['entry']}"
         return await _call(self.on(request, lambda d: d.dead_one(ref)))
