@@ -38,7 +38,9 @@ def groups(ctx: click.Context, retention_ms: int) -> None:
     """Consumer groups: consumers, pending, retrying, lag, oldest pending age.
 
     A group keeps every outcome it has not acknowledged from being trimmed: delete one
-    nobody reads any more with `tickwheel groups delete NAME`.
+    nobody reads any more with `tickwheel groups delete NAME`. `groups pause NAME` stops
+    its runners taking new outcomes (during an incident downstream, a deploy); `groups
+    resume NAME` starts them again.
     """
     if ctx.invoked_subcommand is not None:
         return
@@ -53,7 +55,9 @@ def groups(ctx: click.Context, retention_ms: int) -> None:
         age = g.oldest_pending_age_ms
         rows.append(
             (
-                g.name + (" STALE" if g.stale(now, retention_ms) else ""),
+                g.name
+                + (" STALE" if g.stale(now, retention_ms) else "")
+                + (f" PAUSED by {g.paused_by}" if g.paused else ""),
                 names,
                 g.pending,
                 g.retrying,
@@ -73,6 +77,39 @@ def groups(ctx: click.Context, retention_ms: int) -> None:
             "them from being trimmed; run their handlers, or delete the group."
         )
     emit(app.json, [_group_dict(g, now, retention_ms) for g in found], human)
+
+
+@groups.command("pause")
+@click.argument("name")
+@click.option("--by", default=None, metavar="WHO", help="Who pauses it [default: user@host].")
+@pass_app
+def groups_pause(app: App, name: str, by: str | None) -> None:
+    """Pause consumer group NAME: within a second its runners take nothing new.
+
+    Handlers already running finish and are acknowledged; new outcomes wait in the
+    streams (kept from trimming) until `tickwheel groups resume NAME`. The runners keep
+    running and keep their outcomes in hand touched. `tickwheel groups` shows who paused
+    it.
+    """
+    with errors():
+        new = app.client.pause_group(name, by=by)
+    said = f"Paused group {name!r}" if new else f"Group {name!r} was paused already"
+    emit(app.json, {"paused": name, "new": new}, said)
+
+
+@groups.command("resume")
+@click.argument("name")
+@pass_app
+def groups_resume(app: App, name: str) -> None:
+    """Resume consumer group NAME: its runners take up within a second.
+
+    What waited in the streams while it was paused is handled then, oldest first per
+    shard, as after any backlog.
+    """
+    with errors():
+        was = app.client.resume_group(name)
+    said = f"Resumed group {name!r}" if was else f"Group {name!r} was not paused"
+    emit(app.json, {"resumed": name, "was_paused": was}, said)
 
 
 @groups.command("delete")

@@ -114,6 +114,12 @@ def test_handle_retries_dead_letters_and_reports(
         r = tw("--json", "handle", f"{module}:on_timeout", "--on", "cancelled",
                "--max-attempts", "1", "--idle-exit")  # fmt: skip
         assert as_json(r)["dead_lettered"] == 1
+        assert "Paused group 'handlers'" in tw("groups", "pause", "handlers", "--by", "ops").output
+        assert "handlers PAUSED by ops" in tw("groups").output
+        assert "no consumer group 'nope'" in tw("groups", "pause", "nope", expect=6).output
+        assert "Resumed group 'handlers'" in tw("groups", "resume", "handlers").output
+        assert "was not paused" in tw("groups", "resume", "handlers").output
+        assert not c.groups()[0].paused
         listed = tw("--json", "dead", "list", "--error", "DOWNSTREAM", "--match", "b?d")
         assert [d["outcome"]["id"] for d in as_json(listed)] == ["bad"]  # any case, a glob
         assert "No dead letters" in tw("dead", "list", "--group", "other").output

@@ -186,8 +186,10 @@ def test_read_only_refuses_every_action_and_writes_nothing(
             "/api/schedules/nightly/pause",
             "/api/schedules/nightly/delete",
             "/api/bulk/cancel",
+            "/api/groups/pause",
+            "/api/dead/bulk/drop",
         ):
-            r = http.post(path, json={"ids": ["job:{1}"]})
+            r = http.post(path, json={"ids": ["job:{1}"], "group": "g", "expect": 0})
             assert r.status_code == 403 and "read-only" in r.json()["error"]
     assert namespace_dump(redis_client, client.namespace) == before
 
@@ -279,6 +281,22 @@ def test_dead_letters_by_filter_and_bulk_at_the_confirmed_count(
         assert back.json()["done"] == 1 and client.dead_letters_total() == 0
 
 
+def test_a_group_is_paused_and_resumed_saying_who(client: TimerClient) -> None:
+    """The pause names the token's user (here none: "dashboard"); an unknown group is a
+    404 and a bad action a 400."""
+    client.consumer("mailer", "m1").ensure()
+    with web(client) as http:
+        r = http.post("/api/groups/pause", json={"group": "mailer"})
+        assert r.json() == {"group": "mailer", "action": "pause", "done": True}
+        (g,) = http.get("/api/overview").json()["groups"]
+        assert g["paused_by"] == "dashboard" and g["paused_since_ms"] > 0
+        assert http.post("/api/groups/pause", json={"group": "nope"}).status_code == 404
+        assert http.post("/api/groups/bogus", json={"group": "mailer"}).status_code == 400
+        assert http.post("/api/groups/pause", json={}).status_code == 400
+        assert http.post("/api/groups/resume", json={"group": "mailer"}).json()["done"] is True
+    assert not client.groups()[0].paused
+
+
 def test_token_is_required_when_set(client: TimerClient) -> None:
     with web(client, token="s3cret") as http:
         assert http.get("/api/overview").status_code == 401
@@ -316,8 +334,11 @@ def test_each_user_signs_in_with_a_token_and_a_read_token_changes_nothing(
         assert overview["read_only"] is True and overview["pending"] == 2
         assert http.get(f"/api/timers/{urllib.parse.quote('job:{1}')}").status_code == 200
         paths = ("/api/timers/job:{1}/cancel", "/api/bulk/cancel", "/api/schedules")
-        for path in (*paths, "/api/dead/0/1-0/drop"):
-            r = http.post(path, json={"ids": ["job:{1}"], "name": "n", "every": "1m"})
+        for path in (*paths, "/api/dead/0/1-0/drop", "/api/groups/pause", "/api/dead/bulk/drop"):
+            r = http.post(
+                path,
+                json={"ids": ["job:{1}"], "name": "n", "every": "1m", "group": "g", "expect": 0},
+            )
             assert r.status_code == 403, (path, r.text)
             assert "token 'on-call viewer' may only read" in r.json()["error"]
     assert namespace_dump(redis_client, client.namespace) == before
@@ -433,7 +454,7 @@ PATHS = [
     "/api/find?state=late", "/api/find?cursor=x", "/api/bulk/cancel", "/api/bulk/bogus",
     "/api/bulk/reschedule", "/api/dead/matching?group=g&error=x&match=a*",
     "/api/dead/matching?match=%5B", "/api/dead/bulk/drop", "/api/dead/bulk/redeliver",
-    "/api/dead/bulk/bogus",
+    "/api/dead/bulk/bogus", "/api/groups/pause", "/api/groups/resume", "/api/groups/bogus",
 ]  # fmt: skip
 printable = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=30)
 json_bodies = st.dictionaries(

@@ -746,3 +746,56 @@ def test_dead_letters_filtered_ticked_and_acted_on_at_the_confirmed_count_in_a_b
         expect(again.locator("#dead tbody tr")).to_have_count(4)
         browser.close()
     assert c.dead_letters("billing") == [] and c.dead_letters_total() == 4
+
+
+def test_a_group_is_paused_and_resumed_from_its_view_in_a_browser(
+    served: tuple[str, TimerClient],
+) -> None:
+    """Pause asks first, then the group's view and its row say paused and by whom; its
+    running runner takes nothing new (Redis: the outcomes wait as lag) until resume is
+    clicked, and then it handles them."""
+    from playwright.sync_api import expect, sync_playwright  # noqa: PLC0415
+
+    assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
+    url, c = served
+    seen: list[str] = []
+    h = Handlers(c, group="mailer")
+    h.add("cancelled", lambda o: seen.append(o.id))
+    runner = threading.Thread(target=h.run, kwargs={"handle_signals": False}, daemon=True)
+    runner.start()
+    said: list[str] = []
+
+    def yes(dialog: Any) -> None:
+        said.append(dialog.message)
+        dialog.accept()
+
+    try:
+        wait_for(lambda: [g.name for g in c.groups()] == ["mailer"], 20, "the group")
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.goto(url + "#group=mailer")
+            page.once("dialog", yes)
+            page.click("#group-pause")
+            expect(page.locator("#message")).to_contain_text("mailer: paused")
+            assert said == ["Pause group mailer? Its runners take nothing new until resumed."]
+            expect(page.locator("#group-paused")).to_contain_text("paused by dashboard")
+            expect(page.locator("#groups")).to_contain_text("paused")
+            expect(page.locator("#group-resume")).to_be_visible()
+            wait_for(lambda: h.stats.paused, 10, "the runner to see the pause")
+            for tid in ("p:1", "p:2"):
+                c.schedule(tid, 60_000)
+                c.cancel(tid)
+            wait_for(lambda: c.groups()[0].lag == 2, 10, "two outcomes waiting")
+            asked = h.stats.pause_checks
+            wait_for(lambda: h.stats.pause_checks >= asked + 2, 10, "two more rounds")
+            assert seen == [] and c.groups()[0].lag == 2
+            page.click("#group-resume")
+            expect(page.locator("#message")).to_contain_text("mailer: resumed")
+            wait_for(lambda: sorted(seen) == ["p:1", "p:2"], 20, "both handled after resume")
+            expect(page.locator("#group-pause")).to_be_visible()
+            expect(page.locator("#group-paused")).to_have_text("")
+            browser.close()
+    finally:
+        h.stop()
+        runner.join(15)

@@ -75,6 +75,7 @@ def busy(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
         dead = Handlers(c, group="dead", max_attempts=1)
         dead.add("expired", fail)
         assert dead.run(stop_when_idle=True)
+        assert c.pause_group("dead", by="ops")  # a paused group
         retrying = Handlers(c, group="retrying", backoff=Backoff(initial_s=3600, max_s=3600))
         retrying.add("expired", fail)
         thread = threading.Thread(target=retrying.run, daemon=True)

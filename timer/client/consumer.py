@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+from ..durable import group_admin
 from ..durable import groups as group_ops
 from ..durable.namespace import Namespace
 from ..durable.reader import GroupReader, Held
@@ -63,6 +64,10 @@ class ConsumerGroup:
         """Reset the idle time of entries still being handled; those another consumer
         has taken over meanwhile."""
         return self._run(self.reader.touch(list(deliveries)))
+
+    def paused(self) -> bool:
+        """Whether an operator has paused the group (``TimerClient.pause_group``)."""
+        return self._run(group_admin.is_paused(self._ns(), self.group))
 
     # -- single steps ---------------------------------------------------------------------
 

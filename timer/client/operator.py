@@ -7,6 +7,9 @@ is an operation of ``timer.durable`` run by the client's driver, as the client's
 
 from __future__ import annotations
 
+import getpass
+import os
+import socket
 from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -120,6 +123,20 @@ class OperatorCalls:
         the age of the oldest outcome it still owes, summed over the shards."""
         now = self.server_time_ms()
         return self._run(admin.group_infos(self._ns(), now))
+
+    def pause_group(self, group: str, *, by: str | None = None) -> bool:
+        """Pause a consumer group: within a second its runners read and claim nothing new
+        (handlers already running finish and are acknowledged; outcomes in hand waiting
+        for a per-key slot still start), and its outcomes wait in the streams, kept from
+        trimming as any unread one is. ``by``: who paused it, as the dashboard and
+        ``tickwheel groups`` show it (default: this process's user@host). False if it was
+        paused already; NotFound if no shard has the group."""
+        return self._run(admin.pause_group(self._ns(), group, by or _who()))
+
+    def resume_group(self, group: str) -> bool:
+        """Resume a paused group: its runners take up within a second. False if it was
+        not paused."""
+        return self._run(admin.resume_group(self._ns(), group))
 
     def delete_group(self, group: str) -> int:
         """Destroy a consumer group on every shard (its pending entries and retry schedule
@@ -260,3 +277,12 @@ class OperatorCalls:
     def leaders(self) -> dict[int, str | None]:
         """Each shard's leader (worker id) now, None where no worker holds its lease."""
         return self._run(views.leaders(self._ns()))
+
+
+def _who() -> str:
+    """This process's user@host, for a pause that does not say who."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container's)
+        user = str(os.getuid())
+    return f"{user}@{socket.gethostname()}"

@@ -66,6 +66,7 @@ def create_app(
         RawRoute("/api/timers/{timer_id}", api.timer, methods=["GET"], name="timer"),
         Route("/api/shards/{shard:int}/due", api.due),
         Route("/api/dead", api.dead),
+        Route("/api/groups/{action:str}", api.group_act, methods=["POST"]),
         Route("/api/dead/matching", api.dead_matching),
         Route("/api/dead/bulk/{action:str}", api.dead_bulk, methods=["POST"]),
         Route("/api/dead/{shard:int}/{entry:str}", api.dead_one),

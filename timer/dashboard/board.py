@@ -152,6 +152,18 @@ class Dashboard:
     def dead(self) -> list[dict[str, Any]]:
         return [dead_letter_json(d) for d in self.client.dead_letters(limit=200)]
 
+    def group_act(self, action: str, body: dict[str, Any], by: str) -> dict[str, Any]:
+        """Pause or resume the group ``body["group"]`` (``by``: who asked, as the page and
+        ``tickwheel groups`` show it)."""
+        group = body.get("group")
+        if action == "pause":
+            done = self.client.pause_group(group, by=by)  # type: ignore[arg-type]
+        elif action == "resume":
+            done = self.client.resume_group(group)  # type: ignore[arg-type]
+        else:
+            raise InvalidInput(f"unknown action {action!r}: pause or resume")
+        return {"group": group, "action": action, "done": done}
+
     def dead_matching(self, query: dict[str, str]) -> dict[str, Any]:
         """The dead letters a filter selects (``group``, ``error``, ``match``): the first
         ``DEAD_SHOWN``, oldest first, and how many match in all (``more``: past the most

@@ -158,6 +158,12 @@ class Routes:
     async def schedule_create(self, request: Request) -> Response:
         return await self.change(request, lambda d, body: d.schedule_create(body))
 
+    async def group_act(self, request: Request) -> Response:
+        action = request.path_params["action"]
+        user = user_of(request)  # a pause says who: the token's name, on the dashboard
+        by = f"{user.name[:200]} (dashboard)" if user is not None and user.name else "dashboard"
+        return await self.change(request, lambda d, body: d.group_act(action, body, by))
+
     async def dead_matching(self, request: Request) -> Response:
         query = dict(request.query_params)
         return await _call(self.on(request, lambda d: d.dead_matching(query)))

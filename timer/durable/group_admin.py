@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import StoreError
+from ..errors import NotFound, StoreError
 from . import dead_filter, steps
 from .calls import error_or, text
 from .checks import check_int
@@ -14,6 +14,7 @@ from .group_calls import parse_redeliver, redeliver_call
 from .keys import check_name
 from .models import ConsumerInfo, DeadLetter, GroupInfo
 from .namespace import Namespace
+from .ops import server_time_ms
 from .steps import Op
 
 
@@ -50,7 +51,8 @@ def group_infos(ns: Namespace, now_ms: int) -> Op[list[GroupInfo]]:
     acc: dict[str, dict[str, Any]] = {}
     for i, (_stream, _shard, g) in enumerate(found):
         _add_shard(acc, g, *replies[4 * i : 4 * i + 4])
-    return [_group_info(name, a, now_ms) for name, a in sorted(acc.items())]
+    paused = yield from paused_groups(ns)
+    return [_group_info(name, a, now_ms, paused.get(name)) for name, a in sorted(acc.items())]
 
 
 def _add_shard(  # noqa: PLR0917 - one shard's four replies, in the order they were asked
@@ -98,7 +100,9 @@ def _add_shard(  # noqa: PLR0917 - one shard's four replies, in the order they w
         )
 
 
-def _group_info(name: str, a: dict[str, Any], now_ms: int) -> GroupInfo:
+def _group_info(
+    name: str, a: dict[str, Any], now_ms: int, paused: tuple[int, str] | None
+) -> GroupInfo:
     return GroupInfo(
         name=name,
         consumers=tuple(
@@ -110,7 +114,52 @@ def _group_info(name: str, a: dict[str, Any], now_ms: int) -> GroupInfo:
         oldest_pending_age_ms=None if a["oldest"] is None else max(0, now_ms - a["oldest"]),
         owes_since_ms=a["owes"],
         shards=a["shards"],
+        paused_since_ms=paused[0] if paused else None,
+        paused_by=paused[1] if paused else None,
     )
+
+
+# -- pause and resume ------------------------------------------------------------------------
+# A paused group's runners read and claim nothing new (handlers already running finish and
+# are acknowledged); its outcomes wait in the streams. They look at ``paused`` each second.
+
+
+def paused_groups(ns: Namespace) -> Op[dict[str, tuple[int, str]]]:
+    """Every paused group: (since, Redis ms; who paused it)."""
+    stored = yield steps.Command("hgetall", (ns.keys.paused,))
+    out: dict[str, tuple[int, str]] = {}
+    for group, value in stored.items():
+        since, _, by = text(value).partition(" ")
+        out[text(group)] = (int(since) if since.isdigit() else 0, by)
+    return out
+
+
+def is_paused(ns: Namespace, group: str) -> Op[bool]:
+    return bool((yield steps.Command("hexists", (ns.keys.paused, group))))
+
+
+def pause_group(ns: Namespace, group: str, by: str) -> Op[bool]:
+    """Pause ``group`` (it must exist on some shard: a typo would pause nothing); False
+    if it was paused already (its first pause, and who did it, stay)."""
+    check_name("consumer group", group)
+    check_name("who pauses it", by)
+    listed = yield steps.Pipeline(
+        [steps.Command("xinfo_groups", (s,)) for s in ns.outcome_streams()],
+        errors_in_slots=True,
+    )
+    names = {text(g["name"]) for r in listed if not isinstance(r, StoreError) for g in error_or(r)}
+    if group not in names:
+        raise NotFound(
+            f"no consumer group {group!r} in namespace {ns.name!r} (see `tickwheel groups`)"
+        )
+    now = yield from server_time_ms()
+    return int((yield steps.Command("hsetnx", (ns.keys.paused, group, f"{now} {by}")))) == 1
+
+
+def resume_group(ns: Namespace, group: str) -> Op[bool]:
+    """Resume a paused group (its runners take up within a second); False if it was not."""
+    check_name("consumer group", group)
+    return int((yield steps.Command("hdel", (ns.keys.paused, group)))) == 1
 
 
 def delete_group(ns: Namespace, group: str) -> Op[int]:
@@ -126,6 +175,7 @@ def delete_group(ns: Namespace, group: str) -> Op[int]:
             steps.Command("delete", (sk.retries(group),)),
         ]
     replies = yield steps.Pipeline(calls, errors_in_slots=True)
+    yield steps.Command("hdel", (ns.keys.paused, group))  # a group made again starts unpaused
     return sum(1 for r in replies[0::2] if not isinstance(r, StoreError) and int(error_or(r)) == 1)
 
 

@@ -90,6 +90,11 @@ class NamespaceKeys:
     def workers(self) -> str:
         return f"{self.tag}:workers"
 
+    @property
+    def paused(self) -> str:
+        """The consumer groups paused by an operator: group -> ``<since ms> <by whom>``."""
+        return f"{self.tag}:paused"
+
     def history(self, minute_ms: int) -> str:
         """One minute's rollup of the namespace's history (``history.py``), by the epoch
         ms its minute starts at (Redis time)."""

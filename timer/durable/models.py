@@ -315,6 +315,13 @@ class GroupInfo:
     oldest_pending_age_ms: int | None  # how long the oldest unacknowledged one has waited
     owes_since_ms: int | None  # decided time of the oldest outcome it still needs
     shards: int  # streams it exists on (a group is created on every shard)
+    paused_since_ms: int | None = None  # paused by an operator since (Redis ms), or None
+    paused_by: str | None = None  # who paused it, as they said
+
+    @property
+    def paused(self) -> bool:
+        """Its runners read and claim nothing new until it is resumed."""
+        return self.paused_since_ms is not None
 
     def stale(self, now_ms: int, retention_ms: int) -> bool:
         """True if it holds outcomes older than ``retention_ms`` back from trimming."""

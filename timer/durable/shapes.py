@@ -128,6 +128,8 @@ GROUP_INFO = _object(
         "oldest_pending_age_ms": _MAYBE_INT,
         "owes_since_ms": _MAYBE_INT,
         "shards": _INT,
+        "paused_since_ms": _MAYBE_INT,
+        "paused_by": _MAYBE_TEXT,
     }
 )
 SCHEDULE_INFO = _object(
@@ -250,6 +252,8 @@ def group_json(g: GroupInfo) -> dict[str, Any]:
         "oldest_pending_age_ms": g.oldest_pending_age_ms,
         "owes_since_ms": g.owes_since_ms,
         "shards": g.shards,
+        "paused_since_ms": g.paused_since_ms,
+        "paused_by": g.paused_by,
     }
 
 

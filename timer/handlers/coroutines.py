@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING
 
 from .. import tracing
 from ..durable.groups import Delivery
-from ..durable.models import Outcome
-from .policy import Handler, HandlerTimedOut
+from .policy import Handler, HandlerTimedOut, span_fields
 
 if TYPE_CHECKING:
     from .limits import Slots
@@ -36,8 +35,6 @@ class CoroutineRunner:
         def _give_back(self, d: Delivery) -> None: ...
 
         def _started(self, d: Delivery) -> float: ...
-
-        def _span_fields(self, o: Outcome) -> dict[str, object]: ...
 
     def _start_async(self, coros: list[tuple[Handler, Delivery]]) -> None:
         """On the event loop: a task for each of a read's ``async def`` handlers, the
@@ -67,7 +64,7 @@ class CoroutineRunner:
         try:
             async with asyncio.timeout(timeout) as within:
                 with tracing.span(
-                    "tickwheel.handle", d.outcome.traceparent, self._span_fields(d.outcome)
+                    "tickwheel.handle", d.outcome.traceparent, span_fields(self.h, d.outcome)
                 ):
                     await fn(d.outcome)
         except TimeoutError as exc:

@@ -31,7 +31,8 @@ from . import history as runner_history
 from .admission import Waiting
 from .coroutines import CoroutineRunner
 from .history import RunnerHistory
-from .policy import Handler, HandlerTimedOut, InHand, Registry, WorkQueue
+from .pause import PauseWatch
+from .policy import Handler, HandlerTimedOut, InHand, Registry, WorkQueue, span_fields
 from .settle import Settler
 
 if TYPE_CHECKING:
@@ -94,6 +95,7 @@ class HandlerLoop(CoroutineRunner):
         self.running: dict[tuple[int, str, int], tuple[float, Delivery, float, str]] = {}
         self.abandoned: set[tuple[int, str, int]] = set()
         self.replaced: set[str] = set()  # stuck threads: they exit once unstuck
+        self.pause = PauseWatch(h.stats, h.group, group.paused, self._fields())  # by an operator
 
     # -- the reading thread -------------------------------------------------------------
 
@@ -115,6 +117,13 @@ class HandlerLoop(CoroutineRunner):
                 if now >= next_history and self.history is not None:
                     self.history.flush()
                     next_history = now + runner_history.HISTORY_EVERY_S
+                if self.pause.look(now):  # read and claim nothing; what is in hand goes on
+                    if self.stop_when_idle and not len(self.hand):
+                        break
+                    self.hand.stopping.wait(
+                        max(0.001, min(next_touch, self.pause.next_check) - now)
+                    )
+                    continue
                 held = len(self.hand)
                 room = self.in_hand_limit - held  # to read, counting those read ahead
                 # that could start one now (one waiting for its key's slot runs nowhere)
@@ -184,16 +193,6 @@ class HandlerLoop(CoroutineRunner):
             fields["timer_id"] = o.id
             fields["attempt"] = o.attempt
         return fields
-
-    def _span_fields(self, o: Outcome) -> dict[str, object]:
-        """The attributes of a handler run's span (timer/tracing.py)."""
-        return {
-            "tickwheel.timer_id": o.id,
-            "tickwheel.outcome": o.outcome,
-            "tickwheel.group": self.h.group,
-            "tickwheel.consumer": self.h.consumer,
-            "tickwheel.attempt": o.attempt,
-        }
 
     def _idle(self) -> bool:
         """Nothing in hand, nothing to claim, no retry waiting (``stop_when_idle``)."""
@@ -326,7 +325,7 @@ class HandlerLoop(CoroutineRunner):
             error: BaseException | None = None
             try:
                 with tracing.span(
-                    "tickwheel.handle", d.outcome.traceparent, self._span_fields(d.outcome)
+                    "tickwheel.handle", d.outcome.traceparent, span_fields(self.h, d.outcome)
                 ):
                     fn(d.outcome)
             except BaseException as exc:

@@ -106,6 +106,8 @@ class HandlerStats:
     ack_errors: int = 0  # could not settle with Redis (the outcome will come again)
     timed_out: int = 0  # attempts that ran past their timeout (counted in failed too)
     limit_waits: int = 0  # outcomes that found their key at its limit and waited a slot
+    paused: bool = False  # its group is paused by an operator (pause_group), as last asked
+    pause_checks: int = 0  # times it asked Redis whether its group is paused
     duration: MsHistogram = field(default_factory=MsHistogram)  # handler run time
     start_lateness: MsHistogram = field(default_factory=MsHistogram)  # deadline -> start
     # first attempts: decision -> read by this runner -> handler start (#32)
@@ -215,3 +217,14 @@ class Registry(Protocol):
     def timeout_of(self, outcome: str) -> float | None: ...
 
     def functions(self) -> list[Handler]: ...
+
+
+def span_fields(h: Registry, o: Outcome) -> dict[str, object]:
+    """The attributes of a handler run's span (timer/tracing.py)."""
+    return {
+        "tickwheel.timer_id": o.id,
+        "tickwheel.outcome": o.outcome,
+        "tickwheel.group": h.group,
+        "tickwheel.consumer": h.consumer,
+        "tickwheel.attempt": o.attempt,
+    }
