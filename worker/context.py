@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from dataclasses import dataclass, field
 
 from timer import SystemTimer, TimerClient
@@ -59,6 +60,9 @@ class WorkerContext:
     # have overdue is held back by the firer until every one is loaded, so a restart
     # after an outage fires its backlog by priority across the shards, not shard by shard
     catching_up: set[int] = field(default_factory=set)
+    # The last error it met (type: message) and when (epoch ms), for its card
+    last_error: str | None = None
+    last_error_ms: int | None = None
 
     def __post_init__(self) -> None:
         # Inline: a FireTask only puts itself on fire_queue, so the reaper runs it directly
@@ -103,6 +107,8 @@ class WorkerContext:
         """Say once (and show in /ready and the metrics) that Redis refuses writes for
         want of memory: nothing fires meanwhile, leases are kept by PEXPIRE (which Redis
         still takes), and firing resumes as soon as memory is freed."""
+        self.last_error = f"{type(exc).__name__}: {exc}"[:500]
+        self.last_error_ms = int(time.time() * 1000)
         if isinstance(exc, StoreError) and exc.code == "OOM" and self.oom_since_mono_ms is None:
             self.oom_since_mono_ms = self.clock.mono_ms()
             log.error(

@@ -15,6 +15,7 @@ A worker is six collaborating parts around one shared :class:`WorkerContext`:
     planning.Planner  the next occurrence of recurring schedules, armed as one fires
     upkeep.Upkeep     sweeping ended buckets, trimming old outcomes
     history.HistoryWriter  what it saw, added to the namespace's per-minute history
+    card.CardWriter  what it says of itself (version, host, figures), for its page
 
 and this module's loop, which ticks them in order and says whether it is healthy.
 """
@@ -32,6 +33,7 @@ from timer.durable.models import Meta
 from timer.errors import Fenced, StoreError
 from timer.signals import stop_on_signals
 
+from .card import CardWriter
 from .context import WorkerContext
 from .firing import Firer
 from .history import HistoryWriter
@@ -78,6 +80,7 @@ class Worker:
         self.firer = Firer(ctx, self.loader, self.leases, self.planner)
         self.upkeep = Upkeep(ctx, self.leases, self.planner)
         self.history = HistoryWriter(ctx)
+        self.card = CardWriter(ctx)
         # The parts' shared state, by the names the metrics, the CLI and tests read.
         self.client, self.settings, self.id = client, settings, ctx.id
         self.clock, self.timer, self.shards, self.stats = (
@@ -190,6 +193,11 @@ class Worker:
                 self.upkeep.trim(due)
             except StoreError as exc:
                 ctx.shard_failed(None, "trimming outcomes", exc)
+        if self.card.due(mono) and not ctx.failing(None):
+            try:
+                self.card.put(mono)
+            except StoreError as exc:  # its page's figures, never the worker's work
+                ctx.warn.warning("putting up its card failed (%s)", exc, extra=ctx.fields())
         if self.history.due(mono) and not ctx.failing(None):
             try:
                 self.history.flush(mono)
@@ -258,6 +266,7 @@ class Worker:
                 except Exception as exc:  # a bug (ours or a library's): logged, never fatal
                     self._loop_mono_ms, self._last_error = self.clock.mono_ms(), repr(exc)
                     self.stats.redis_errors += 1
+                    self.ctx.note_error(exc)
                     log.exception(
                         "worker %s: unexpected error in its loop; retrying",
                         self.id,

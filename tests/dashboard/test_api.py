@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import urllib.parse
@@ -18,7 +19,7 @@ from starlette.testclient import TestClient
 
 from tests.conftest import wait_for
 from tests.dashboard.page import BASE, as_page
-from timer import Handlers, Limit, TimerClient
+from timer import Handlers, Limit, StoreError, TimerClient, __version__
 from timer.dashboard import create_app
 from timer.httpapi.tokens import TokenFile
 from timer.testing import RedisServer
@@ -97,6 +98,38 @@ def test_overview_shows_leaders_pending_workers_and_groups(client: TimerClient) 
     assert [r["id"] for r in o["recent"]] == ["gone"]
     assert client.namespace in o["namespaces"]
     assert all(s["lease_ttl_ms"] is None or s["lease_ttl_ms"] > 0 for s in o["shards"])
+
+
+def test_a_workers_view_says_what_it_said_of_itself_and_outlives_it(client: TimerClient) -> None:
+    """By its id (any text: a query), a worker's card (version, host, pid, its led shards,
+    its last error) and heartbeat; after it leaves, its card is still read, not live."""
+    settings = WorkerSettings(worker_id="pod-7/w", history_every_ms=100)
+    w = Worker(TimerClient.from_url(client.where, client.namespace), settings)
+    try:
+        wait_for(lambda: w.run_once() >= 0 and all(client.leaders().values()), 20, "leases")
+        w.ctx.note_error(StoreError("Redis went away"))  # as the loop records one it met
+
+        def card() -> dict[str, Any]:
+            w.run_once()
+            return client.worker_cards().get("pod-7/w") or {}
+
+        wait_for(lambda: card().get("last_error"), 20, "a card with the error")
+        with web(client) as http:
+            one = http.get("/api/worker", params={"id": "pod-7/w"}).json()
+            assert one["live"] is True and one["heartbeat_age_ms"] is not None
+            assert one["card"]["pid"] == os.getpid() and one["card"]["version"] == __version__
+            assert one["card"]["last_error"] == "StoreError: Redis went away"
+            assert [s["shard"] for s in one["shards"]] == [0, 1, 2, 3]
+            assert sorted(one["card"]["led"]) == ["0", "1", "2", "3"]
+            missing = http.get("/api/worker", params={"id": "nobody"})
+            assert missing.status_code == 404 and "no worker 'nobody'" in missing.json()["error"]
+            assert http.get("/api/worker", params={"id": ""}).status_code == 400
+    finally:
+        w.close()
+        w.client.close()
+    with web(client) as http:
+        gone = http.get("/api/worker", params={"id": "pod-7/w"}).json()
+    assert gone["live"] is False and gone["card"]["host"] and gone["shards"] == []
 
 
 def test_another_namespace_by_query(client: TimerClient, redis_server: RedisServer) -> None:
@@ -455,6 +488,7 @@ PATHS = [
     "/api/bulk/reschedule", "/api/dead/matching?group=g&error=x&match=a*",
     "/api/dead/matching?match=%5B", "/api/dead/bulk/drop", "/api/dead/bulk/redeliver",
     "/api/dead/bulk/bogus", "/api/groups/pause", "/api/groups/resume", "/api/groups/bogus",
+    "/api/worker?id=w1", "/api/worker", "/api/worker?id=%0A",
 ]  # fmt: skip
 printable = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=30)
 json_bodies = st.dictionaries(

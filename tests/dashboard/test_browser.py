@@ -12,6 +12,7 @@ import contextlib
 import os
 import re
 import shutil
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -799,3 +800,38 @@ def test_a_group_is_paused_and_resumed_from_its_view_in_a_browser(
     finally:
         h.stop()
         runner.join(15)
+
+
+def test_a_worker_opens_at_its_address_with_what_it_says_of_itself_in_a_browser(
+    served: tuple[str, TimerClient], tmp_path: Path
+) -> None:
+    """A worker's name opens its view: version, host and pid (this process's: the worker
+    runs in a thread here), its heartbeat, the four shards it leads, no error; the
+    address names it and a bookmark reopens it."""
+    from playwright.sync_api import expect, sync_playwright  # noqa: PLC0415
+
+    from timer import __version__  # noqa: PLC0415
+
+    assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
+    url, c = served
+    wait_for(lambda: "w1" in c.worker_cards(), 20, "the worker's card")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(url)
+        page.click("#workers a[data-worker='w1']")
+        expect(page.locator("#worker")).to_be_visible()
+        assert "worker=w1" in page.url, page.url
+        expect(page.locator("#wk-version")).to_have_text(__version__)
+        expect(page.locator("#wk-host")).to_have_text(socket.gethostname())
+        expect(page.locator("#wk-pid")).to_have_text(str(os.getpid()))
+        expect(page.locator("#worker-shards tbody tr")).to_have_count(4)
+        expect(page.locator("#worker-error")).to_have_text("none since it started")
+        expect(page.locator("#worker-gone")).to_be_hidden()
+        shoot(page.locator("#worker"), "worker", tmp_path)
+        again = browser.new_page(viewport={"width": 1400, "height": 900})
+        again.goto(url + "#worker=w1")
+        expect(again.locator("#wk-host")).to_have_text(socket.gethostname())
+        again.click("#worker-close")
+        expect(again.locator("#worker")).to_be_hidden()
+        browser.close()

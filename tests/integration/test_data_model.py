@@ -23,7 +23,7 @@ pytestmark = pytest.mark.redis
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "data-model.md"
 PLACEHOLDERS = {"<n>": r"\d+", "<m>": r"\d+", "<b>": r"\d+", "<key>": r".+", "<group>": r".+",
                 "<limit>": r".+", "<value>": r".+", "<length>": r"\d+", "<id>": r".+",
-                "<minute ms>": r"\d+"}  # fmt: skip
+                "<minute ms>": r"\d+", "<worker id>": r".+"}  # fmt: skip
 
 
 def documented(namespace: str) -> dict[str, tuple[re.Pattern[str], str]]:

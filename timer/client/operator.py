@@ -10,7 +10,7 @@ from __future__ import annotations
 import getpass
 import os
 import socket
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..durable import dead_filter, history, ops, server_checks, shard_ops, steps, views
@@ -123,6 +123,14 @@ class OperatorCalls:
         the age of the oldest outcome it still owes, summed over the shards."""
         now = self.server_time_ms()
         return self._run(admin.group_infos(self._ns(), now))
+
+    def worker_cards(self, workers: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+        """What each worker (of ``workers``, or every live one) last said of itself: its
+        version, host, pid, start, led shards, counters, lateness and last error, as a
+        JSON object (workers put it up every 10 s; it goes 10 minutes after the last)."""
+        if workers is None:
+            workers = [w for w, _ in self._run(shard_ops.workers(self.keys))]
+        return self._run(shard_ops.cards(self.keys, list(workers)))
 
     def pause_group(self, group: str, *, by: str | None = None) -> bool:
         """Pause a consumer group: within a second its runners read and claim nothing new

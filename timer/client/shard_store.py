@@ -164,6 +164,11 @@ class Membership:
         """Announce a worker at ``now_ms`` (Redis time); how many workers are live."""
         return self._run(shard_ops.heartbeat(self.keys, worker_id, now_ms, live_window_ms))
 
+    def describe(self, worker_id: str, card: Mapping[str, Any]) -> None:
+        """Put up what a worker says of itself (its version, host and figures), for its
+        page in the dashboard (``TimerClient.worker_cards``)."""
+        self._run(shard_ops.put_card(self.keys, worker_id, card))
+
     def leave(self, worker_id: str) -> None:
         """Take a stopping worker out of the live set at once."""
         self._run(shard_ops.leave(self.keys, worker_id))

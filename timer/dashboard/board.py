@@ -152,6 +152,24 @@ class Dashboard:
     def dead(self) -> list[dict[str, Any]]:
         return [dead_letter_json(d) for d in self.client.dead_letters(limit=200)]
 
+    def worker(self, worker: str) -> dict[str, Any]:
+        """One worker: what it says of itself (its card: version, host, counters, last
+        error), its heartbeat, and the shards it leads as the shards say."""
+        c = self.client
+        cards = c.worker_cards([worker])
+        beats = dict(c.workers())
+        if worker not in cards and worker not in beats:
+            raise NotFound(f"no worker {worker!r} in namespace {c.namespace!r} now")
+        st = c.stats(servers=False)
+        now = int(st["now_ms"])
+        return {
+            "id": worker,
+            "live": worker in beats,
+            "heartbeat_age_ms": max(0, now - beats[worker]) if worker in beats else None,
+            "card": cards.get(worker),
+            "shards": [s for s in st["shards"] if s["leader"] == worker],
+        }
+
     def group_act(self, action: str, body: dict[str, Any], by: str) -> dict[str, Any]:
         """Pause or resume the group ``body["group"]`` (``by``: who asked, as the page and
         ``tickwheel groups`` show it)."""

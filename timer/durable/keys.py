@@ -90,6 +90,10 @@ class NamespaceKeys:
     def workers(self) -> str:
         return f"{self.tag}:workers"
 
+    def card(self, worker: str) -> str:
+        """What a worker says of itself (version, host, figures), for its page."""
+        return f"{self.tag}:wc:{worker}"
+
     @property
     def paused(self) -> str:
         """The consumer groups paused by an operator: group -> ``<since ms> <by whom>``."""

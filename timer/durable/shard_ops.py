@@ -4,14 +4,16 @@ as in :mod:`.ops`; a shard's fenced scripts are in :mod:`.shard_calls`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from . import steps
 from .calls import error_or, text
 from .checks import check_bool, check_int
 from .codec import decode_pending
-from .keys import NamespaceKeys, ShardKeys
+from .keys import NamespaceKeys, ShardKeys, check_name
 from .models import (
     COARSE_MS,
     DueTimers,
@@ -75,6 +77,35 @@ def workers(keys: NamespaceKeys) -> Op[list[tuple[str, int]]]:
     """Every worker that announced itself recently: (id, last heartbeat, Redis ms)."""
     seen = yield steps.Command("zrange", (keys.workers, 0, -1), {"withscores": True})
     return [(text(w), int(ms)) for w, ms in seen]
+
+
+CARD_KEEP_MS = 600_000  # a worker's card outlives it ten minutes: "what was it doing?"
+
+
+def put_card(keys: NamespaceKeys, worker: str, card: Mapping[str, Any]) -> Op[None]:
+    """A worker's card (JSON), replaced each time, kept ``CARD_KEEP_MS`` after the last."""
+    body = json.dumps(card, separators=(",", ":"))
+    yield steps.Command("set", (keys.card(worker), body), {"px": CARD_KEEP_MS})
+
+
+def cards(keys: NamespaceKeys, workers: Sequence[str]) -> Op[dict[str, dict[str, Any]]]:
+    """The cards of ``workers`` that have one (one MGET: the namespace's slot)."""
+    for w in workers:
+        check_name("worker id", w)
+    if not workers:
+        return {}
+    got = yield steps.Command("mget", ([keys.card(w) for w in workers],))
+    out: dict[str, dict[str, Any]] = {}
+    for worker, raw in zip(workers, got, strict=True):
+        if raw is None:
+            continue
+        try:
+            card = json.loads(raw)
+        except ValueError:  # not a card we wrote: passed over
+            continue
+        if isinstance(card, dict):
+            out[worker] = card
+    return out
 
 
 def leave(keys: NamespaceKeys, worker: str) -> Op[None]:
