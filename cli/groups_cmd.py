@@ -212,7 +212,8 @@ def dead_list(
 @click.argument("ref")
 @pass_app
 def dead_show(app: App, ref: str) -> None:
-    """One dead letter in full: its outcome, payload and the last error's traceback.
+    """One dead letter in full: its outcome, payload, the last error's traceback and the
+    earlier attempts' errors.
 
     REF is <shard>/<id> as `tickwheel dead list` shows it.
     """
@@ -233,6 +234,11 @@ def dead_show(app: App, ref: str) -> None:
             f"payload   {to_json(o['payload'])}" if o else "",
             "error:",
             d.error,
+            *(
+                f"earlier: attempt {e.attempt}, {format_ms(e.failed_ms)}: {e.error.splitlines()[0]}"
+                for e in d.earlier
+                if e.error
+            ),
         ]
     )
     emit(app.json, data, human)

@@ -104,6 +104,8 @@ def test_handle_retries_dead_letters_and_reports(
         assert letter["error"].startswith("RuntimeError: job bad: downstream refused")
         human = tw("dead", "show", letter["ref"]).output
         assert "RuntimeError: job bad" in human and "attempts  2" in human
+        assert "earlier: attempt 1, " in human  # every attempt's error, not the last only
+        assert [e["attempt"] for e in letter["earlier"]] == [1]
         assert "No dead letters" not in tw("dead", "list").output
         # bad refs: refused before anything changes
         assert "dead letter ref" in tw("dead", "drop", "nope", letter["ref"], expect=3).output

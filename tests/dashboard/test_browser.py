@@ -22,7 +22,7 @@ from urllib.parse import quote
 import pytest
 
 from tests.conftest import dead_letter_expired, wait_for
-from timer import Handlers, Outcome, TimerClient
+from timer import Backoff, Handlers, Outcome, TimerClient
 from timer.dashboard import create_app
 from timer.testing import RedisServer, free_port
 from timer.worker import Worker, WorkerSettings
@@ -583,7 +583,13 @@ def test_a_dead_letter_opens_whole_at_its_address_and_is_dropped_from_it_in_a_br
     url, c = served
     c.schedule_many([{"id": f"d:{i}", "delay_ms": 0, "payload": {"job": i}} for i in range(2)])
     wait_for(lambda: c.stats()["pending"] == 0, 20, "the worker to fire both")
-    assert dead_letter_expired(c, "billing", "the ledger refused it")
+
+    def fail(o: Outcome) -> None:
+        raise RuntimeError("the ledger is down" if o.attempt == 1 else "the ledger refused it")
+
+    twice = Handlers(c, group="billing", max_attempts=2, backoff=Backoff(initial_s=0.01))
+    twice.add("expired", fail)
+    assert twice.run(stop_when_idle=True)
     assert c.dead_letters_total() == 2
     ref = c.dead_letters()[0].ref
     with sync_playwright() as p:
@@ -594,9 +600,12 @@ def test_a_dead_letter_opens_whole_at_its_address_and_is_dropped_from_it_in_a_br
         expect(page.locator("#dead-letter")).to_be_visible()
         assert f"dead={quote(ref, safe='')}" in page.url, page.url
         expect(page.locator("#dl-group")).to_have_text("billing")
-        expect(page.locator("#dl-attempts")).to_have_text("1")
+        expect(page.locator("#dl-attempts")).to_have_text("2")
         expect(page.locator("#dl-error")).to_contain_text("RuntimeError: the ledger refused it")
         expect(page.locator("#dl-error")).to_contain_text("in fail")  # the handler's frame
+        earlier = page.locator("#dl-earlier tbody tr")  # every attempt's error, not the last only
+        expect(earlier).to_have_count(1)
+        expect(earlier.first).to_contain_text("RuntimeError: the ledger is down")
         expect(page.locator("#dl-payload")).to_contain_text('"job"')
         shoot(page.locator("#dead-letter"), "dead-letter", tmp_path)
         again = browser.new_page(viewport={"width": 1400, "height": 900})

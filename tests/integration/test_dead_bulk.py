@@ -9,7 +9,7 @@ import redis
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from timer import Handlers, InvalidInput, Outcome, SelectionChanged, TimerClient
+from timer import Backoff, Handlers, InvalidInput, Later, Outcome, SelectionChanged, TimerClient
 from timer.durable.globs import redis_glob
 from timer.testing import RedisServer
 
@@ -144,3 +144,38 @@ def test_any_bulk_call_is_done_or_refused_writing_nothing(
         else:
             assert batch.done == [] and namespace_keys(r, "dead-fuzz") == before
     r.close()
+
+
+def test_a_dead_letter_keeps_every_attempts_error(
+    client: TimerClient, redis_client: redis.Redis
+) -> None:
+    """Three failed attempts: the dead letter's error is the third's and `earlier` holds
+    the first two, oldest first; a Later is not a failure and leaves nothing; an outcome
+    that failed once and then was handled leaves no error kept behind."""
+    for tid in ("dies", "recovers"):
+        client.schedule(tid, 60_000)
+        client.cancel(tid)
+
+    def flaky(o: Outcome) -> None:
+        if o.attempt == 1 and o.id == "dies":
+            raise Later(0.01)  # counts as an attempt, is not a failure
+        if o.id == "dies":
+            raise RuntimeError(f"refused on attempt {o.attempt}")
+        if o.attempt == 1:
+            raise RuntimeError("a blip")
+
+    h = Handlers(client, group="g", max_attempts=4, backoff=Backoff(initial_s=0.01, max_s=0.02))
+    h.add("cancelled", flaky)
+    assert h.run(stop_when_idle=True)
+    (letter,) = client.dead_letters()
+    assert letter.outcome is not None and letter.outcome.id == "dies"
+    assert letter.error.startswith("RuntimeError: refused on attempt 4")
+    assert [(e.attempt, e.error.splitlines()[0]) for e in letter.earlier] == [
+        (2, "RuntimeError: refused on attempt 2"),
+        (3, "RuntimeError: refused on attempt 3"),
+    ]
+    assert letter.earlier[0].failed_ms <= letter.earlier[1].failed_ms <= letter.failed_ms
+    kept = [redis_client.hlen(client.keys.shard(s).errors("g")) for s in range(4)]
+    assert kept == [0, 0, 0, 0]  # the dead one's moved, the recovered one's dropped
+    back = client.redeliver(letter.ref)
+    assert back is not None and h.stats.handled == 1

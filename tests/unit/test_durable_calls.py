@@ -25,6 +25,7 @@ from timer.durable.entries import (
 from timer.durable.fields import FIELDS, KEPT_PENDING
 from timer.durable.group_calls import (
     MAX_ERROR_CHARS,
+    MAX_KEPT_ERROR_CHARS,
     claim_call,
     dead_call,
     leave_group_call,
@@ -268,8 +269,11 @@ def test_group_calls_keep_every_key_in_the_shard() -> None:
         assert all(k.startswith(sk.prefix) for k in call.keys), call
     assert calls[0].keys == [sk.outcomes, sk.retries("g")]
     assert calls[0].args == ["g", "c", 5, 100, "", "-", 1]
-    assert calls[2].keys == [sk.outcomes, sk.retries("g"), sk.dead]
+    assert calls[1].keys == [sk.outcomes, sk.retries("g"), sk.errors("g")]
+    assert calls[2].keys == [sk.outcomes, sk.retries("g"), sk.dead, sk.errors("g")]
     assert len(calls[2].args[4]) == MAX_ERROR_CHARS  # a huge traceback is cut
+    kept = retry_call(sk, "g", "1-0", 50, attempt=2, error="y" * 5000)
+    assert kept.args[3] == 2 and len(kept.args[4]) == MAX_KEPT_ERROR_CHARS
     cursor, taken = parse_claim([b"(5-0", [b"4-0", [b"id", b"a", b"outcome", b"x"], 3]])
     assert cursor == "(5-0" and taken == [("4-0", {b"id": b"a", b"outcome": b"x"}, 3)]
     assert parse_retry(0) is None and parse_retry(1700) == 1700

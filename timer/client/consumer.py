@@ -125,9 +125,10 @@ class ConsumerGroup:
         """Acknowledge many at once: one XACK per shard's stream, pipelined."""
         self._run(group_ops.ack_many(deliveries))
 
-    def retry(self, delivery: group_ops.Delivery, delay_ms: int) -> int | None:
-        """Retry the delivery in ``delay_ms``; its retry time, or None if no longer pending."""
-        return self._run(group_ops.retry(delivery, delay_ms))
+    def retry(self, delivery: group_ops.Delivery, delay_ms: int, error: str = "") -> int | None:
+        """Retry the delivery in ``delay_ms``; its retry time, or None if no longer pending.
+        ``error``: the failed attempt's, kept for the dead letter it may become."""
+        return self._run(group_ops.retry(delivery, delay_ms, error))
 
     def dead_letter(self, delivery: group_ops.Delivery, error: str) -> str | None:
         """Move the delivery to the dead letters; the dead letter's ref, or None."""

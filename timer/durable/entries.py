@@ -11,12 +11,14 @@ import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import msgpack
+
 from ..errors import CorruptRecord, InvalidInput
 from .calls import text
 from .codec import decode_payload, decode_pending, decode_result
 from .fields import KEPT_OUTCOME, KEPT_PENDING, as_given
 from .keys import MAX_NAME_BYTES
-from .models import UNDECODABLE, DeadLetter, Event, Outcome, TimerInfo
+from .models import UNDECODABLE, AttemptError, DeadLetter, Event, Outcome, TimerInfo
 
 
 @contextlib.contextmanager
@@ -169,7 +171,20 @@ def dead_letter_from_entry(shard: int, entry_id: Any, fields: Mapping[bytes, byt
         error=text(fields[b"error"]),
         failed_ms=int(fields[b"failed"]),
         outcome=_dead_outcome(shard, fields),
+        earlier=_earlier(fields.get(b"earlier")),
     )
+
+
+def _earlier(raw: bytes | None) -> tuple[AttemptError, ...]:
+    """The earlier attempts' errors a dead letter carries (retry.lua); () if none, or
+    if they cannot be read (a dead letter is never refused for its history)."""
+    if raw is None:
+        return ()
+    try:
+        kept = msgpack.unpackb(raw, raw=False)
+        return tuple(AttemptError(int(a), int(ms), str(e)) for a, ms, e in kept)
+    except (ValueError, TypeError, msgpack.UnpackException):
+        return ()
 
 
 def _dead_outcome(shard: int, fields: Mapping[bytes, bytes]) -> Outcome | None:

@@ -172,7 +172,7 @@ def delete_group(ns: Namespace, group: str) -> Op[int]:
         sk = ns.shard(s)
         calls += [
             steps.Command("xgroup_destroy", (sk.outcomes, group)),
-            steps.Command("delete", (sk.retries(group),)),
+            steps.Command("delete", (sk.retries(group), sk.errors(group))),
         ]
     replies = yield steps.Pipeline(calls, errors_in_slots=True)
     yield steps.Command("hdel", (ns.keys.paused, group))  # a group made again starts unpaused

@@ -37,10 +37,19 @@ def parse_claim(reply: Sequence[Any]) -> tuple[str, list[tuple[str, dict[bytes, 
     return text(reply[0]), taken
 
 
-def retry_call(sk: ShardKeys, group: str, entry_id: str, delay_ms: int) -> ScriptCall:
+def retry_call(
+    sk: ShardKeys, group: str, entry_id: str, delay_ms: int, *, attempt: int = 0, error: str = ""
+) -> ScriptCall:
+    """``error``: the failed attempt's, kept for the dead letter ('': a Later, no failure)."""
     return ScriptCall(
-        ScriptName.RETRY, [sk.outcomes, sk.retries(group)], [group, entry_id, delay_ms]
+        ScriptName.RETRY,
+        [sk.outcomes, sk.retries(group), sk.errors(group)],
+        [group, entry_id, delay_ms, attempt, _cut(error, MAX_KEPT_ERROR_CHARS)],
     )
+
+
+def _cut(error: str, most: int) -> str:
+    return error if len(error) <= most else error[: most - 1] + "…"
 
 
 def parse_retry(reply: Any) -> int | None:
@@ -49,17 +58,16 @@ def parse_retry(reply: Any) -> int | None:
 
 
 MAX_ERROR_CHARS = 4000
+MAX_KEPT_ERROR_CHARS = 2000  # each earlier attempt's, ten at most kept (retry.lua)
 
 
 def dead_call(
     sk: ShardKeys, group: str, entry_id: str, consumer: str, *, attempts: int, error: str
 ) -> ScriptCall:
-    if len(error) > MAX_ERROR_CHARS:
-        error = error[: MAX_ERROR_CHARS - 1] + "…"
     return ScriptCall(
         ScriptName.DEAD,
-        [sk.outcomes, sk.retries(group), sk.dead],
-        [group, entry_id, consumer, attempts, error],
+        [sk.outcomes, sk.retries(group), sk.dead, sk.errors(group)],
+        [group, entry_id, consumer, attempts, _cut(error, MAX_ERROR_CHARS)],
     )
 
 

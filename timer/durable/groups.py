@@ -257,25 +257,31 @@ def touch(consumer: str, deliveries: Sequence[Delivery]) -> Op[list[Delivery]]:
 
 
 def ack(delivery: Delivery) -> Op[None]:
-    yield steps.Command("xack", (delivery.stream, delivery.group, delivery.entry_id))
+    yield from ack_many([delivery])
 
 
 def ack_many(deliveries: Sequence[Delivery]) -> Op[None]:
-    """Acknowledge many deliveries: one XACK per stream (and group), pipelined."""
+    """Acknowledge many deliveries: one XACK per stream (and group), pipelined; with it,
+    the errors kept of those that had failed before (an attempt after the first)."""
     by_stream: dict[tuple[str, str], list[str]] = {}
+    retried: dict[str, list[str]] = {}
     for d in deliveries:
         by_stream.setdefault((d.stream, d.group), []).append(d.entry_id)
-    if by_stream:
-        yield steps.Pipeline(
-            [steps.Command("xack", (s, g, *ids)) for (s, g), ids in by_stream.items()]
-        )
+        if d.outcome.attempt > 1:
+            retried.setdefault(d.keys.errors(d.group), []).append(d.entry_id)
+    calls = [steps.Command("xack", (s, g, *ids)) for (s, g), ids in by_stream.items()]
+    calls += [steps.Command("hdel", (k, *ids)) for k, ids in retried.items()]
+    if calls:
+        yield steps.Pipeline(calls)
 
 
-def retry(delivery: Delivery, delay_ms: int) -> Op[int | None]:
+def retry(delivery: Delivery, delay_ms: int, error: str = "") -> Op[int | None]:
     """Schedule the delivery's next attempt in ``delay_ms``; its retry time (ms) or None
-    if it is no longer pending (acknowledged elsewhere)."""
+    if it is no longer pending (acknowledged elsewhere). ``error``: the failed
+    attempt's, kept for the dead letter it may become ('': not a failure)."""
     check_int("delay_ms", delay_ms, 0)
-    call = retry_call(delivery.keys, delivery.group, delivery.entry_id, delay_ms)
+    d = delivery
+    call = retry_call(d.keys, d.group, d.entry_id, delay_ms, attempt=d.outcome.attempt, error=error)
     return parse_retry((yield call))
 
 

@@ -180,6 +180,11 @@ class ShardKeys:
         """ZSET of a consumer group's entries waiting to be retried: entry id -> when (ms)."""
         return f"{self.prefix}:retry:{group}"
 
+    def errors(self, group: str) -> str:
+        """HASH of a consumer group's entries that failed and wait to be retried: entry id
+        -> their failed attempts' errors (retry.lua), for the dead letter they may become."""
+        return f"{self.prefix}:err:{group}"
+
     def bucket(self, n: int) -> str:
         """LIST of the timers due in [n, n + 1) * bucket_ms; it may hold stale ids (see
         the lazy buckets in lua/include/buckets.lua)."""

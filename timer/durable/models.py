@@ -329,6 +329,15 @@ class GroupInfo:
 
 
 @dataclass(frozen=True)
+class AttemptError:
+    """One failed attempt of a handler: which, when (Redis ms) and its error."""
+
+    attempt: int
+    failed_ms: int
+    error: str
+
+
+@dataclass(frozen=True)
 class DeadLetter:
     """An outcome whose handler failed every attempt, kept for a person to look at.
 
@@ -345,6 +354,8 @@ class DeadLetter:
     error: str
     failed_ms: int
     outcome: Outcome | None
+    # the attempts before the last, oldest first (the last ten; ``error`` is the last's)
+    earlier: tuple[AttemptError, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -113,6 +113,11 @@ DEAD_LETTER = _object(
             "anyOf": [{"$ref": "#/components/schemas/Outcome"}, {"type": "null"}],
             "description": "null when it was trimmed from its stream first",
         },
+        "earlier": {
+            "type": "array",
+            "description": "The attempts before the last, oldest first (the last ten).",
+            "items": _object({"attempt": _INT, "failed_ms": _INT, "error": _TEXT}),
+        },
     }
 )
 GROUP_INFO = _object(
@@ -237,6 +242,9 @@ def dead_letter_json(d: DeadLetter) -> dict[str, Any]:
         "error": d.error,
         "failed_ms": d.failed_ms,
         "outcome": None if d.outcome is None else outcome_json(d.outcome),
+        "earlier": [
+            {"attempt": e.attempt, "failed_ms": e.failed_ms, "error": e.error} for e in d.earlier
+        ],
     }
 
 

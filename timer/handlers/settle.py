@@ -89,7 +89,8 @@ class Settler:
                     delay,
                     extra=self.fields(o),
                 )
-                self.with_retries(lambda: self.group.retry(d, round(delay * 1000)))
+                said = error_text(exc)
+                self.with_retries(lambda: self.group.retry(d, round(delay * 1000), said))
                 h.stats.retried += 1
         except TimerError as err:
             h.stats.ack_errors += 1

@@ -1,18 +1,34 @@
 --[[ retry: a handler failed; hand the entry back after a delay (any consumer may take it).
 
 KEYS[1]  P:out (STREAM)    KEYS[2]  P:retry:<group> (ZSET: entry id -> retry time, ms)
+KEYS[3]  P:err:<group> (HASH: entry id -> its failed attempts so far, msgpack)
 ARGV[1]  group             ARGV[2]  entry id        ARGV[3]  delay_ms
+ARGV[4]  the attempt that failed    ARGV[5]  its error (text; '' for a handler's Later,
+         which is not a failure: nothing is kept)
 
 Returns  the retry time (Redis clock, ms); 0 when the entry is no longer pending in the
          group (acknowledged elsewhere, or the group was deleted): nothing was written
-Atomic   the entry stays pending (so trim keeps it) and claim skips it until its time.
-Cost     O(log R).
+Atomic   the entry stays pending (so trim keeps it) and claim skips it until its time;
+         its error is kept with it ([attempt, failed ms, error], the last KEEP of them),
+         for the dead letter it may become (dead.lua) or until it is acknowledged.
+Cost     O(log R) and the entry's kept errors (at most KEEP).
 ]]
 --- @include "util"
-local OUT, RETRY = KEYS[1], KEYS[2]
+local OUT, RETRY, ERR = KEYS[1], KEYS[2], KEYS[3]
 local group, id, delay_ms = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local attempt, error_text = tonumber(ARGV[4]), ARGV[5]
+local KEEP, KEEP_MS = 10, 7 * 86400000
 local p = redis.call('XPENDING', OUT, group, id, id, 1)[1]
 if not p then return 0 end
-local due = now_ms() + delay_ms
+local now = now_ms()
+local due = now + delay_ms
 redis.call('ZADD', RETRY, due, id)
+if error_text ~= '' then
+  local kept = redis.call('HGET', ERR, id)
+  local errors = kept and cmsgpack.unpack(kept) or {}
+  errors[#errors + 1] = {attempt, now, error_text}
+  while #errors > KEEP do table.remove(errors, 1) end
+  redis.call('HSET', ERR, id, cmsgpack.pack(errors))
+  redis.call('PEXPIRE', ERR, KEEP_MS)  -- an entry lost with its group cannot keep it forever
+end
 return due
