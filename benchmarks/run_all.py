@@ -25,6 +25,7 @@ from typing import Any
 
 from . import (
     capacity,
+    dashboard,
     debounce,
     engine,
     handlers,
@@ -103,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         "limits": (limits.main, [*quick, *server]),  # per-key limits under a kill -9 (#43)
         "priority": (priority.main, [*quick, *server]),  # a few high beside a flood (#43)
         "runner": (runner.main, [*quick, *server]),
+        # the dashboard beside a big namespace: first paint, each live update (#57)
+        "dashboard": (dashboard.main, ["--timers", "200000" if quick else "1000000", *server]),
         # power cuts and a Sentinel split, per durability (#53)
         "redis_faults": (redis_faults.main, [*quick, *server]),
     }

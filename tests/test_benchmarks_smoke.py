@@ -15,6 +15,7 @@ import pytest
 
 from benchmarks import (
     capacity,
+    dashboard,
     debounce,
     engine,
     handlers,
@@ -231,3 +232,18 @@ def test_runner_smallest_case(server_binary: Path) -> None:
     out = run(runner.main, ["--server", str(server_binary), "--n", "300"])
     assert out["sync_noop"]["handled"] == 300 and out["sync_noop"]["per_s"] > 0
     assert out["async_noop"]["handled"] == 300
+
+
+def test_dashboard_smallest_case() -> None:
+    """The dashboard's measure runs against a namespace with timers, workers and dead
+    letters and an empty one, each through the CLI's dashboard (and a browser where
+    Chromium is installed): both answered, the big one's events hold more."""
+    browse = [] if shutil.which("chromium") else ["--no-browser"]
+    out = run(dashboard.main, ["--timers", "2000", "--workers", "5", "--dead", "10",
+                               "--events", "3", "--seconds", "2", *browse])  # fmt: skip
+    assert out["timers"] == 2000 and out["registered_per_s"] > 0
+    assert out["big"]["live"]["event_bytes"] > out["empty"]["live"]["event_bytes"]
+    for side in ("big", "empty"):
+        assert out[side]["overview_ms"]["p50"] > 0
+        if not browse:
+            assert out[side]["browser"]["first_paint_ms"] > 0
