@@ -12,7 +12,7 @@ from ..errors import InvalidInput, SelectionChanged, StoreError
 from . import steps
 from .calls import error_or, text
 from .entries import dead_letter_from_entry, parse_ref
-from .finding import MAX_PATTERN_BYTES
+from .finding import check_glob
 from .globs import redis_glob
 from .group_calls import parse_redeliver, redeliver_call
 from .keys import check_name
@@ -47,14 +47,7 @@ class DeadFilter:
                 f"in the dead letters' errors, got {error!r}"
             )
         if match not in (None, ""):
-            if not isinstance(match, str):
-                raise InvalidInput(f"match must be a glob such as 'job:*', got {match!r}")
-            try:
-                size = len(match.encode("utf-8"))
-            except UnicodeEncodeError:
-                raise InvalidInput(f"match {match!r} has a lone surrogate: no UTF-8 form") from None
-            if size > MAX_PATTERN_BYTES:
-                raise InvalidInput(f"match is {size} bytes long; the limit is {MAX_PATTERN_BYTES}")
+            check_glob(match)
         return cls(group or None, error or None, match or None)  # type: ignore[arg-type]
 
     @property

@@ -90,6 +90,19 @@ class ActOptions(Deadlines, MoveOptions, total=False):
     """``AsyncTimers.act``'s keywords: a selection by deadline and, for reschedule, a move."""
 
 
+def check_glob(match: object) -> str:
+    """A glob on timer ids (Redis's): non-empty text of at most MAX_PATTERN_BYTES."""
+    if not isinstance(match, str) or not match:
+        raise InvalidInput(f"match must be a non-empty glob such as 'job:*', got {match!r}")
+    try:
+        size = len(match.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidInput(f"match {match!r} has a lone surrogate: no UTF-8 form") from None
+    if size > MAX_PATTERN_BYTES:
+        raise InvalidInput(f"match is {size} bytes long; the limit is {MAX_PATTERN_BYTES}")
+    return match
+
+
 @dataclass(frozen=True)
 class Selection:
     """Which timers: ids matching ``match`` (a Redis glob: ``*``, ``?``, ``[abc]``, ``\\``
@@ -111,19 +124,12 @@ class Selection:
     ) -> Selection:
         """A checked selection; ``state`` is one state, ``decided``, ``any``, or several
         of them. InvalidInput says what is wrong."""
-        if not isinstance(match, str) or not match:
-            raise InvalidInput(f"match must be a non-empty glob such as 'job:*', got {match!r}")
-        try:
-            size = len(match.encode("utf-8"))
-        except UnicodeEncodeError:
-            raise InvalidInput(f"match {match!r} has a lone surrogate: no UTF-8 form") from None
-        if size > MAX_PATTERN_BYTES:
-            raise InvalidInput(f"match is {size} bytes long; the limit is {MAX_PATTERN_BYTES}")
+        glob = check_glob(match)
         lo = _bound("deadline_from_ms", deadline_from_ms)
         hi = _bound("deadline_to_ms", deadline_to_ms)
         if lo is not None and hi is not None and lo > hi:
             raise InvalidInput(f"deadline_from_ms {lo} is after deadline_to_ms {hi}")
-        return cls(match, _states(state), lo, hi)
+        return cls(glob, _states(state), lo, hi)
 
     @property
     def pending(self) -> bool:
