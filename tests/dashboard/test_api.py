@@ -314,6 +314,23 @@ def test_dead_letters_by_filter_and_bulk_at_the_confirmed_count(
         assert back.json()["done"] == 1 and client.dead_letters_total() == 0
 
 
+def test_outcomes_are_searched_and_bad_queries_refused(client: TimerClient) -> None:
+    for tid, tenant in (("o:1", "acme"), ("o:2", "beta")):
+        client.schedule(tid, 60_000, payload={"tenant": tenant})
+        client.cancel(tid)
+    with web(client) as http:
+        got = http.get("/api/outcomes", params={"field": "tenant", "value": "acme"}).json()
+        assert [o["id"] for o in got["outcomes"]] == ["o:1"] and got["stopped"] is False
+        for bad in (
+            {"kind": "late"},
+            {"since_ms": "yesterday"},
+            {"shard": "9"},
+            {"match": "x" * 2000},
+        ):
+            r = http.get("/api/outcomes", params=bad)
+            assert r.status_code == 400 and r.json()["kind"] == "InvalidInput", (bad, r.text)
+
+
 def test_a_group_is_paused_and_resumed_saying_who(client: TimerClient) -> None:
     """The pause names the token's user (here none: "dashboard"); an unknown group is a
     404 and a bad action a 400."""
@@ -489,6 +506,8 @@ PATHS = [
     "/api/dead/matching?match=%5B", "/api/dead/bulk/drop", "/api/dead/bulk/redeliver",
     "/api/dead/bulk/bogus", "/api/groups/pause", "/api/groups/resume", "/api/groups/bogus",
     "/api/worker?id=w1", "/api/worker", "/api/worker?id=%0A",
+    "/api/outcomes?kind=late", "/api/outcomes?since_ms=x&shard=99", "/api/outcomes?match=%5B",
+    "/api/outcomes?field=tenant&value=acme&kind=cancelled",
 ]  # fmt: skip
 printable = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=30)
 json_bodies = st.dictionaries(

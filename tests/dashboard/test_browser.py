@@ -844,3 +844,43 @@ def test_a_worker_opens_at_its_address_with_what_it_says_of_itself_in_a_browser(
         again.click("#worker-close")
         expect(again.locator("#worker")).to_be_hidden()
         browser.close()
+
+
+def test_outcomes_are_searched_by_kind_id_and_payload_field_in_a_browser(
+    served: tuple[str, TimerClient],
+) -> None:
+    """A search by kind, timer glob and a payload field shows what Redis holds that
+    matches, newest first, with links to each timer; its address reopens it; clearing
+    it brings back the live list."""
+    from playwright.sync_api import expect, sync_playwright  # noqa: PLC0415
+
+    assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
+    url, c = served
+    for tid, tenant in (("order:1", "acme"), ("order:2", "beta"), ("order:3", "acme")):
+        c.schedule(tid, 60_000, payload={"tenant": tenant})
+        c.cancel(tid)
+    c.schedule("order:4", 60_000, payload={"tenant": "acme"})
+    c.complete("order:4")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(url)
+        page.select_option("#os-kind", "cancelled")
+        page.fill("#os-match", "order:*")
+        page.fill("#os-field", "tenant")
+        page.fill("#os-value", "acme")
+        page.click("#outcome-search button[type=submit]")
+        expect(page.locator("#os-count")).to_have_text("2 found")
+        rows = page.locator("#recent tbody tr")
+        expect(rows).to_have_count(2)
+        expect(rows.nth(0)).to_contain_text("order:3")  # newest first
+        expect(rows.nth(1)).to_contain_text("order:1")
+        assert "okind=cancelled" in page.url and "ovalue=acme" in page.url, page.url
+        again = browser.new_page(viewport={"width": 1400, "height": 900})
+        again.goto(page.url)
+        expect(again.locator("#os-count")).to_have_text("2 found")
+        expect(again.locator("#os-field")).to_have_value("tenant")
+        again.click("#os-clear")
+        expect(again.locator("#os-count")).to_have_text("")
+        expect(again.locator("#recent tbody tr")).to_have_count(4)
+        browser.close()

@@ -10,10 +10,19 @@ from __future__ import annotations
 import getpass
 import os
 import socket
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..durable import dead_filter, history, ops, server_checks, shard_ops, steps, views
+from ..durable import (
+    dead_filter,
+    history,
+    ops,
+    outcome_search,
+    server_checks,
+    shard_ops,
+    steps,
+    views,
+)
 from ..durable import group_admin as admin
 from ..durable.checks import check_int
 from ..durable.dead_filter import DeadFilter
@@ -30,6 +39,7 @@ from ..durable.models import (
     Trimmed,
 )
 from ..durable.namespace import Namespace
+from ..durable.outcome_search import OutcomeQuery
 from ..durable.shard_calls import MigrateStep
 
 T = TypeVar("T")
@@ -235,6 +245,34 @@ class OperatorCalls:
         """The newest ``count`` outcomes of each shard's stream (all, or ``shards``),
         newest first overall, in one pipelined round trip."""
         return self._run(views.recent(self._ns(), count, shards))
+
+    def search_outcomes(
+        self,
+        *,
+        kind: str | None = None,
+        match: str | None = None,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+        payload: Mapping[str, object] | None = None,
+        shards: Iterable[int] | None = None,
+        limit: int = 100,
+    ) -> tuple[list[Outcome], bool]:
+        """The newest outcomes (at most ``limit``, 1,000) the streams still hold that are
+        of ``kind`` (expired, cancelled, completed), whose timer id matches ``match`` (a
+        Redis glob), decided in [``since_ms``, ``until_ms``] (Redis ms), whose payload
+        holds ``payload``'s one field with its value (``{"customer.id": "42"}``: a dotted
+        path; a value is compared as text), on ``shards``; and True if the search stopped
+        after reading 100,000 entries before the oldest in range (narrow it for more)."""
+        q = OutcomeQuery.of(
+            self._ns(),
+            kind=kind,
+            match=match,
+            since_ms=since_ms,
+            until_ms=until_ms,
+            payload=payload,
+            shards=shards,
+        )
+        return self._run(outcome_search.search(self._ns(), q, limit))
 
     def outcomes_total(self) -> int:
         """How many outcomes the namespace's streams hold (one pipelined XLEN per shard)."""

@@ -68,6 +68,7 @@ def create_app(
         Route("/api/dead", api.dead),
         Route("/api/groups/{action:str}", api.group_act, methods=["POST"]),
         Route("/api/worker", api.worker),
+        Route("/api/outcomes", api.outcomes),
         Route("/api/dead/matching", api.dead_matching),
         Route("/api/dead/bulk/{action:str}", api.dead_bulk, methods=["POST"]),
         Route("/api/dead/{shard:int}/{entry:str}", api.dead_one),

@@ -18,6 +18,7 @@ from timer.handlers.limits import limits_in_use
 
 from .shapes import PERIODS, group_minute, history_shape, info_shape, lateness_histogram
 
+SEARCH_SHOWN = 200  # outcomes a search shows, newest first
 DEAD_SHOWN = 200  # dead letters a filter shows (its count is of all it selects)
 RECENT = 200  # outcomes per shard read for the lateness histogram and the live list
 FIND_PAGE, FIND_PAGES, FIND_SHOWN = 1000, 20, 100  # the search box: scan bounds, rows
@@ -152,6 +153,22 @@ class Dashboard:
     def dead(self) -> list[dict[str, Any]]:
         return [dead_letter_json(d) for d in self.client.dead_letters(limit=200)]
 
+    def outcomes(self, query: dict[str, str]) -> dict[str, Any]:
+        """The newest outcomes a search selects (``kind``, ``match``, ``field`` and
+        ``value``, ``since_ms``, ``until_ms``, ``shard``), at most ``SEARCH_SHOWN``."""
+        field, value = query.get("field") or None, query.get("value", "")
+        shard = query.get("shard") or None
+        found, stopped = self.client.search_outcomes(
+            kind=query.get("kind") or None,
+            match=query.get("match") or None,
+            since_ms=_whole("since_ms", query.get("since_ms")),
+            until_ms=_whole("until_ms", query.get("until_ms")),
+            payload={field: value} if field else None,
+            shards=None if shard is None else [_whole("shard", shard)],  # type: ignore[list-item]
+            limit=SEARCH_SHOWN,
+        )
+        return {"outcomes": [outcome_json(o) for o in found], "stopped": stopped}
+
     def worker(self, worker: str) -> dict[str, Any]:
         """One worker: what it says of itself (its card: version, host, counters, last
         error), its heartbeat, and the shards it leads as the shards say."""
@@ -273,6 +290,15 @@ class Dashboard:
         if not done and action != "trigger":
             raise ScheduleNotFound.of(name, self.client.namespace)
         return {"name": name, "action": action, "done": done}
+
+
+def _whole(name: str, text: str | None) -> int | None:
+    """A query's whole number (empty: None); InvalidInput for anything else."""
+    if not text:
+        return None
+    if not text.isdigit() or len(text) > 18:
+        raise InvalidInput(f"{name} must be a whole number, got {text[:40]!r}")
+    return int(text)
 
 
 def _step(minutes: int) -> int:

@@ -158,6 +158,10 @@ class Routes:
     async def schedule_create(self, request: Request) -> Response:
         return await self.change(request, lambda d, body: d.schedule_create(body))
 
+    async def outcomes(self, request: Request) -> Response:
+        query = dict(request.query_params)
+        return await _call(self.on(request, lambda d: d.outcomes(query)))
+
     async def worker(self, request: Request) -> Response:
         worker = request.query_params.get("id", "")  # any id: a query keeps its / and \n
         return await _call(self.on(request, lambda d: d.worker(worker)))
