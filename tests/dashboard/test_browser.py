@@ -190,6 +190,15 @@ def test_schedules_panel_in_a_browser(served: tuple[str, TimerClient]) -> None:
         expect(page.locator("#message")).to_contain_text("heartbeat: trigger done")
         row.locator("button[data-act='backfill']").click()  # the 10 s before: those not fired
         expect(page.locator("#message")).to_contain_text("heartbeat: backfilled")
+        row.locator("a[data-sched='heartbeat']").click()  # its own view, at its address
+        expect(page.locator("#schedule")).to_be_visible()
+        assert "schedule=heartbeat" in page.url, page.url
+        expect(page.locator("#sc-when")).to_have_text("every 1s in UTC")
+        armed = c.schedules.get("heartbeat")
+        assert armed is not None and armed.armed is not None
+        expect(page.locator("#sc-armed a")).to_have_count(1)
+        page.click("#schedule-close")
+        expect(page.locator("#schedule")).to_be_hidden()
         row.locator("button[data-act='pause']").click()
         expect(row.locator(".state")).to_have_text("paused")
         paused = c.schedules.get("heartbeat")
