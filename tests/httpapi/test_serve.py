@@ -365,8 +365,9 @@ def test_a_handler_in_any_language_through_a_group(
     served: tuple[Api, TimerClient, TokenFile],
 ) -> None:
     """Long-poll batches for a consumer; ack, retry (it comes back with attempt 2) and
-    dead-letter by ref; what was acked never comes back; a bad ref is a 400."""
-    api, c, _ = served
+    dead-letter by ref; what was acked never comes back; a bad ref is a 400. An admin
+    finds the dead letter by filter and drops it at the count confirmed."""
+    api, c, tokens = served
     c.schedule_many([{"id": f"h:{i}", "delay_ms": 100, "payload": {"n": i}} for i in range(5)])
     grp = f"/v1/namespaces/{c.namespace}/groups/billing"
     got: dict[str, Any] = {}
@@ -405,6 +406,16 @@ def test_a_handler_in_any_language_through_a_group(
     [letter] = c.dead_letters("billing")
     assert letter.outcome is not None and letter.outcome.id == "h:4"
     assert letter.error == "no such job" and letter.consumer == "svc-1"
+    dead, admin = f"/v1/namespaces/{c.namespace}/dead", tokens.create("admin", [c.namespace])[1]
+    status, listed = api.call("GET", f"{dead}?group=billing&error=NO+SUCH&match=h:*", token=admin)
+    assert status == 200 and [d["outcome"]["id"] for d in listed["dead_letters"]] == ["h:4"]
+    many = {"group": "billing", "expect": 2}
+    status, stale = api.call("POST", f"{dead}/redeliver", many, token=admin)
+    assert status == 409 and stale["kind"] == "SelectionChanged" and stale["exit_code"] == 14
+    assert len(c.dead_letters("billing")) == 1  # nothing was done
+    status, done = api.call("POST", f"{dead}/drop", {"match": "h:4", "expect": 1}, token=admin)
+    assert status == 200 and done["matched"] == 1 and len(done["done"]) == 1
+    assert c.dead_letters_total() == 0
     status, bad = api.call("POST", f"{grp}/ack", {"refs": ["nope"]})
     assert status == 400 and "outcome ref must be" in bad["error"]
     status, bad = api.call("GET", f"{grp}/outcomes?count=10")

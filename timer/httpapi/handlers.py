@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import prometheus_client
@@ -195,8 +195,30 @@ async def groups(call: Call) -> dict[str, Any]:
 
 async def dead_letters(call: Call) -> dict[str, Any]:
     c, q = _sync(call), call.query
-    found = await asyncio.to_thread(lambda: c.dead_letters(q["group"] or None, limit=q["limit"]))
+    found = await asyncio.to_thread(
+        lambda: c.dead_letters(
+            q["group"] or None, error=q["error"] or None, match=q["match"] or None, limit=q["limit"]
+        )
+    )
     return {"dead_letters": [dead_letter_json(d) for d in found]}
+
+
+def _dead_batch(action: str) -> Callable[[Call], Awaitable[dict[str, Any]]]:
+    async def act(call: Call) -> dict[str, Any]:
+        c, b = _sync(call), call.body
+        do = c.redeliver_dead_letters if action == "redeliver" else c.drop_dead_letters
+        done = await asyncio.to_thread(
+            lambda: do(
+                b.get("refs"),
+                group=b.get("group") or None,
+                error=b.get("error") or None,
+                match=b.get("match") or None,
+                expect=b.get("expect"),
+            )
+        )
+        return {"matched": done.matched, "done": done.done, "missing": done.missing}
+
+    return act
 
 
 async def dead_letter(call: Call) -> dict[str, Any]:
@@ -275,6 +297,8 @@ def table(clients: Clients) -> dict[str, Handler]:
         "stats": stats,
         "groups": groups,
         "deadLetters": dead_letters,
+        "redeliverDeadLetters": _dead_batch("redeliver"),
+        "dropDeadLetters": _dead_batch("drop"),
         "deadLetter": dead_letter,
         "redeliverDeadLetter": redeliver,
         "dropDeadLetter": drop,

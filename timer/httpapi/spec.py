@@ -115,6 +115,26 @@ class Endpoint:
         return "{namespace}" in self.path
 
 
+DEAD_BATCH = {
+    "type": "object",
+    "additionalProperties": False,
+    "description": "refs, or a filter (group, error, match); expect: the count confirmed",
+    "properties": {
+        "refs": {"type": "array", "maxItems": 100_000, "items": {"type": "string"}},
+        "group": {"type": "string", "maxLength": 256},
+        "error": {"type": "string", "maxLength": 256},
+        "match": {"type": "string", "maxLength": 1024},
+        "expect": {"type": "integer", "minimum": 0},
+    },
+}
+DEAD_BATCH_DONE = {
+    "type": "object",
+    "properties": {
+        "matched": {"type": "integer"},
+        "done": {"type": "array", "items": {"type": "string"}},
+        "missing": {"type": "array", "items": {"type": "string"}},
+    },
+}
 GROUP = "/v1/namespaces/{namespace}/groups/{group}"
 CONSUMER = {
     "type": "string",
@@ -351,6 +371,8 @@ ENDPOINTS = (
         "admin",
         query={
             "group": {"type": "string", "maxLength": 256, "default": ""},
+            "error": {"type": "string", "maxLength": 256, "default": ""},
+            "match": {"type": "string", "maxLength": 1024, "default": ""},
             "limit": {"type": "integer", "minimum": 1, "maximum": 10_000, "default": 100},
         },
         responses={
@@ -362,6 +384,26 @@ ENDPOINTS = (
                 },
             )
         },
+    ),
+    Endpoint(
+        "redeliverDeadLetters",
+        "POST",
+        f"{NS}/dead/redeliver",
+        "Put many dead letters back: those named, or all a filter selects, at a count",
+        "admin",
+        DEAD_BATCH,
+        responses={200: ("what was done", DEAD_BATCH_DONE)},
+        errors={409: "another count is selected now than expect: nothing was done"},
+    ),
+    Endpoint(
+        "dropDeadLetters",
+        "POST",
+        f"{NS}/dead/drop",
+        "Delete many dead letters: those named, or all a filter selects, at a count",
+        "admin",
+        DEAD_BATCH,
+        responses={200: ("what was done", DEAD_BATCH_DONE)},
+        errors={409: "another count is selected now than expect: nothing was done"},
     ),
     Endpoint(
         "deadLetter",
