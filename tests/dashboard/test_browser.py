@@ -892,4 +892,13 @@ def test_outcomes_are_searched_by_kind_id_and_payload_field_in_a_browser(
         again.click("#os-clear")
         expect(again.locator("#os-count")).to_have_text("")
         expect(again.locator("#recent tbody tr")).to_have_count(4)
+        g = c.consumer("mailer", "m1")  # a group holding three of the four, one handled
+        g.ensure()
+        held = g.read(10, None)
+        assert len(held) == 4
+        g.ack(next(d for d in held if d.outcome.id == "order:2"))
+        again.goto(url + "#ogroup=mailer&ostate=in_hand")
+        expect(again.locator("#os-count")).to_have_text("3 found")
+        expect(again.locator("#os-state")).to_have_value("in_hand")
+        expect(again.locator("#recent")).not_to_contain_text("order:2")
         browser.close()

@@ -11,7 +11,7 @@ import redis
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from timer import InvalidInput, TimerClient
+from timer import InvalidInput, NotFound, TimerClient
 from timer.durable import outcome_search
 from timer.testing import RedisServer
 
@@ -72,6 +72,30 @@ def test_search_by_kind_glob_payload_time_and_shard(client: TimerClient) -> None
     assert ids(client.search_outcomes(limit=2)) == everything[:2]
 
 
+def test_search_by_where_outcomes_are_for_a_group(client: TimerClient) -> None:
+    """For group g: one handled (settled), two delivered and not settled (in hand), one
+    decided after its read (waiting); a group nobody made is NotFound."""
+    for tid in ("a", "b", "c"):
+        client.schedule(tid, 60_000)
+        client.cancel(tid)
+    g = client.consumer("g", "c1")
+    g.ensure()
+    got = {d.outcome.id: d for d in g.read(10, None)}
+    assert sorted(got) == ["a", "b", "c"]
+    g.ack(got["b"])
+    client.schedule("d", 60_000)
+    client.cancel("d")
+
+    def where(state: str) -> list[str]:
+        return sorted(ids(client.search_outcomes(group="g", state=state)))
+
+    assert (where("settled"), where("in_hand"), where("waiting")) == (["b"], ["a", "c"], ["d"])
+    with pytest.raises(NotFound, match="no consumer group 'nobody'"):
+        client.search_outcomes(group="nobody", state="waiting")
+    with pytest.raises(InvalidInput, match="name the group too"):
+        client.search_outcomes(state="waiting")
+
+
 def test_a_search_that_reads_its_most_says_so(
     client: TimerClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -103,6 +127,8 @@ def test_a_search_that_reads_its_most_says_so(
                 st.none(), st.lists(st.integers(-2, 5), max_size=3), st.text(max_size=2)
             ),
             "limit": st.one_of(st.integers(-2, 2000), st.booleans(), st.none()),
+            "group": st.one_of(st.none(), st.text(max_size=4), st.integers()),
+            "state": st.one_of(st.none(), st.sampled_from(["waiting", "settled", "gone"])),
         },
     )
 )
@@ -116,7 +142,7 @@ def test_any_search_is_answered_or_refused_writing_nothing(
         before = namespace_keys(r, "search-fuzz")
         try:
             found, _ = c.search_outcomes(**args)
-        except InvalidInput:
+        except (InvalidInput, NotFound):
             pass
         else:
             assert isinstance(found, list)

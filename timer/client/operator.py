@@ -255,14 +255,19 @@ class OperatorCalls:
         until_ms: int | None = None,
         payload: Mapping[str, object] | None = None,
         shards: Iterable[int] | None = None,
+        group: str | None = None,
+        state: str | None = None,
         limit: int = 100,
     ) -> tuple[list[Outcome], bool]:
         """The newest outcomes (at most ``limit``, 1,000) the streams still hold that are
         of ``kind`` (expired, cancelled, completed), whose timer id matches ``match`` (a
         Redis glob), decided in [``since_ms``, ``until_ms``] (Redis ms), whose payload
         holds ``payload``'s one field with its value (``{"customer.id": "42"}``: a dotted
-        path; a value is compared as text), on ``shards``; and True if the search stopped
-        after reading 100,000 entries before the oldest in range (narrow it for more)."""
+        path; a value is compared as text), on ``shards``, and where they are for
+        consumer ``group`` (``state``: ``waiting``, not yet delivered to it; ``in_hand``,
+        delivered and not settled: running or waiting for a retry; ``settled``,
+        acknowledged: handled, or dead-lettered); and True if the search stopped after
+        reading 100,000 entries before the oldest in range (narrow it for more)."""
         q = OutcomeQuery.of(
             self._ns(),
             kind=kind,
@@ -271,6 +276,8 @@ class OperatorCalls:
             until_ms=until_ms,
             payload=payload,
             shards=shards,
+            group=group,
+            state=state,
         )
         return self._run(outcome_search.search(self._ns(), q, limit))
 

@@ -155,7 +155,8 @@ class Dashboard:
 
     def outcomes(self, query: dict[str, str]) -> dict[str, Any]:
         """The newest outcomes a search selects (``kind``, ``match``, ``field`` and
-        ``value``, ``since_ms``, ``until_ms``, ``shard``), at most ``SEARCH_SHOWN``."""
+        ``value``, ``since_ms``, ``until_ms``, ``shard``, ``group`` and its ``state``),
+        at most ``SEARCH_SHOWN``."""
         field, value = query.get("field") or None, query.get("value", "")
         shard = query.get("shard") or None
         found, stopped = self.client.search_outcomes(
@@ -165,6 +166,8 @@ class Dashboard:
             until_ms=_whole("until_ms", query.get("until_ms")),
             payload={field: value} if field else None,
             shards=None if shard is None else [_whole("shard", shard)],  # type: ignore[list-item]
+            group=query.get("group") or None,
+            state=query.get("state") or None,
             limit=SEARCH_SHOWN,
         )
         return {"outcomes": [outcome_json(o) for o in found], "stopped": stopped}

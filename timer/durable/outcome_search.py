@@ -11,18 +11,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InvalidInput
+from ..errors import InvalidInput, NotFound, StoreError
 from . import steps
 from .calls import text
 from .checks import check_int
 from .entries import outcome_or_undecodable
 from .finding import check_glob
 from .globs import redis_glob
+from .keys import check_name
 from .models import Outcome
 from .namespace import Namespace, check_shards
 from .steps import Op
 
 KINDS = ("expired", "cancelled", "completed")
+# Where an outcome is for one consumer group: not yet delivered to it, delivered and not
+# settled (running, or waiting for a retry), or acknowledged (handled, or dead-lettered)
+GROUP_STATES = ("waiting", "in_hand", "settled")
+PEL_MOST = 100_000  # a group's outcomes in hand read per shard, to tell in_hand apart
 PAGE = 1000  # entries of one shard read a round
 SCAN_MOST = 100_000  # entries one search reads at most, over every shard
 MAX_FIELD = 256
@@ -42,6 +47,8 @@ class OutcomeQuery:
     field: str | None = None
     value: str | None = None
     shards: tuple[int, ...] | None = None
+    group: str | None = None
+    state: str | None = None  # GROUP_STATES, with a group
 
     @classmethod
     def of(
@@ -54,6 +61,8 @@ class OutcomeQuery:
         until_ms: object = None,
         payload: object = None,
         shards: object = None,
+        group: object = None,
+        state: object = None,
     ) -> OutcomeQuery:
         """A checked query; InvalidInput says what is wrong."""
         if kind not in (None, "") and kind not in KINDS:
@@ -75,7 +84,17 @@ class OutcomeQuery:
                 raise InvalidInput(f"a payload field is text of 1 to {MAX_FIELD} characters")
             value = raw if isinstance(raw, str) else _as_text(raw)
         picked = None if shards is None else tuple(check_shards(ns, shards))
-        return cls(kind or None, glob, lo, hi, field, value, picked)
+        grp = check_name("consumer group", group) if group not in (None, "") else None
+        where: str | None = None
+        if state not in (None, ""):
+            if not isinstance(state, str) or state not in GROUP_STATES:
+                raise InvalidInput(
+                    f"state must be one of {', '.join(GROUP_STATES)}, got {state!r:.40}"
+                )
+            if grp is None:
+                raise InvalidInput("state is a consumer group's: name the group too")
+            where = state
+        return cls(kind or None, glob, lo, hi, field, value, picked, grp, where)
 
     def wants(self, o: Outcome) -> bool:
         if o.outcome == "undecodable":
@@ -123,6 +142,9 @@ def search(ns: Namespace, q: OutcomeQuery, limit: int) -> Op[tuple[list[Outcome]
         for s in (q.shards if q.shards is not None else range(ns.meta.shards))
     }
     found: dict[int, list[Outcome]] = {s: [] for s in ends}
+    where: dict[int, tuple[tuple[int, int], set[str]]] = {}
+    if q.state is not None and q.group is not None:
+        where = yield from _group_places(ns, q.group, list(ends))
     read = 0
     while ends and read < SCAN_MOST:
         shards = list(ends)
@@ -137,6 +159,8 @@ def search(ns: Namespace, q: OutcomeQuery, limit: int) -> Op[tuple[list[Outcome]
             for entry_id, fields in entries:
                 if not fields or b"only" in fields:  # a dead letter put back: a copy
                     continue
+                if where and _state(text(entry_id), *where[s]) != q.state:
+                    continue
                 o = outcome_or_undecodable(s, entry_id, fields)
                 if q.wants(o) and len(found[s]) < limit:
                     found[s].append(o)
@@ -150,3 +174,40 @@ def search(ns: Namespace, q: OutcomeQuery, limit: int) -> Op[tuple[list[Outcome]
 
 def _newest_first(o: Outcome) -> tuple[int, str]:
     return (-o.decided_ms, o.entry_id or "")
+
+
+def _id(entry_id: str) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def _state(entry_id: str, delivered: tuple[int, int], in_hand: set[str]) -> str:
+    if _id(entry_id) > delivered:
+        return "waiting"
+    return "in_hand" if entry_id in in_hand else "settled"
+
+
+def _group_places(
+    ns: Namespace, group: str, shards: list[int]
+) -> Op[dict[int, tuple[tuple[int, int], set[str]]]]:
+    """Per shard, the group's last delivered id and the ids it holds unsettled (its
+    pending entries list, at most PEL_MOST); NotFound if no shard has the group."""
+    streams = [ns.shard(s).outcomes for s in shards]
+    infos = yield steps.Pipeline(
+        [steps.Command("xinfo_groups", (st,)) for st in streams], errors_in_slots=True
+    )
+    pels = yield steps.Pipeline(
+        [steps.Command("xpending_range", (st, group, "-", "+", PEL_MOST)) for st in streams],
+        errors_in_slots=True,
+    )
+    out: dict[int, tuple[tuple[int, int], set[str]]] = {}
+    for s, info, pel in zip(shards, infos, pels, strict=True):
+        mine = [] if isinstance(info, StoreError) else [g for g in info if text(g["name"]) == group]
+        if not mine:
+            out[s] = ((-1, -1), set())  # no group on it (yet): everything waits
+            continue
+        held = set() if isinstance(pel, StoreError) else {text(p["message_id"]) for p in pel}
+        out[s] = (_id(text(mine[0]["last-delivered-id"])), held)
+    if all(v == ((-1, -1), set()) for v in out.values()):
+        raise NotFound(f"no consumer group {group!r} in namespace {ns.name!r}")
+    return out
