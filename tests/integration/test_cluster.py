@@ -159,6 +159,7 @@ def test_handlers_on_a_cluster(cclient: TimerClient) -> None:
     assert h.stats.handled == 15 and h.stats.dead_lettered == 1 and h.stats.retried == 2
     (letter,) = cclient.dead_letters()
     assert letter.outcome is not None and letter.outcome.id == "h:{3}"
+    assert [e.attempt for e in letter.earlier] == [1]  # every attempt's error, kept per shard
     assert cclient.redeliver(letter.ref) is not None
     assert h.run(concurrency=4, stop_when_idle=True)
     assert ("h:{3}", 1) in seen and seen.count(("h:{3}", 1)) == 2  # first try, and again
@@ -245,6 +246,21 @@ def test_dashboard_on_a_cluster(cclient: TimerClient) -> None:
         assert http.get("/api/timers/d:{1}").json()["state"] == "pending"
         assert http.post("/api/timers/d:{1}/cancel").json()["state"] == "cancelled"
         assert http.get("/api/overview").json()["outcomes_last_minute"]["cancelled"] == 1
+        now = cclient.server_time_ms()  # a worker's card, read with one MGET
+        cclient.membership.heartbeat("w1", now_ms=now, live_window_ms=60_000)
+        cclient.membership.describe("w1", {"id": "w1", "host": "h"})
+        assert http.get("/api/worker", params={"id": "w1"}).json()["card"]["host"] == "h"
+        g = cclient.consumer("audit", "a1")  # a group: paused, searched, its dead letters
+        g.ensure()
+        assert http.post("/api/groups/pause", json={"group": "audit"}).json()["done"] is True
+        assert cclient.groups()[0].paused
+        (held,) = g.read(10, None)
+        searched = http.get("/api/outcomes", params={"group": "audit", "state": "in_hand"})
+        assert [o["id"] for o in searched.json()["outcomes"]] == ["d:{1}"]
+        assert g.dead_letter(held, "RuntimeError: no audit log") is not None
+        dropped = http.post("/api/dead/bulk/drop", json={"group": "audit", "expect": 1})
+        assert dropped.json()["done"] == 1 and cclient.dead_letters_total() == 0
+    assert cclient.delete_group("audit") == 8 and cclient.groups() == []
 
 
 def test_cluster_survives_script_flush(cclient: TimerClient, cluster_url: str) -> None:

@@ -172,11 +172,12 @@ def delete_group(ns: Namespace, group: str) -> Op[int]:
         sk = ns.shard(s)
         calls += [
             steps.Command("xgroup_destroy", (sk.outcomes, group)),
-            steps.Command("delete", (sk.retries(group), sk.errors(group))),
+            steps.Command("delete", (sk.retries(group),)),
+            steps.Command("delete", (sk.errors(group),)),  # one key a DEL: a Cluster's pipeline
         ]
     replies = yield steps.Pipeline(calls, errors_in_slots=True)
     yield steps.Command("hdel", (ns.keys.paused, group))  # a group made again starts unpaused
-    return sum(1 for r in replies[0::2] if not isinstance(r, StoreError) and int(error_or(r)) == 1)
+    return sum(1 for r in replies[0::3] if not isinstance(r, StoreError) and int(error_or(r)) == 1)
 
 
 def dead_letters(
