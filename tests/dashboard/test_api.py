@@ -584,12 +584,20 @@ def test_live_stream_pushes_what_the_page_shows(client: TimerClient) -> None:
     letters and the schedules; an unknown namespace is refused before any stream."""
     client.schedule("job:{1}", 3_600_000)
     client.schedules.create("nightly", cron="0 2 * * *")
+    client.schedule("dies", 60_000, payload={"blob": "x" * 10_000})
+    client.cancel("dies")
+    h = Handlers(client, group="g", max_attempts=1)
+    h.add("cancelled", lambda o: 1 / 0)
+    assert h.run(stop_when_idle=True)
     with web(client) as http:
         with http.stream("GET", "/api/live") as r:
             assert r.headers["content-type"].startswith("text/event-stream")
             data = next(line for line in r.iter_lines() if line.startswith("data: "))
         snap = json.loads(data[len("data: ") :])
-        assert snap["overview"]["pending"] == 2 and snap["dead"] == []
+        assert snap["overview"]["pending"] == 2
+        (row,) = snap["dead"]  # as its row shows it: no payload, no traceback, each second
+        assert row["error"] == "ZeroDivisionError: division by zero"
+        assert row["outcome"] == {"id": "dies"} and "x" * 100 not in data  # nor in recent
         assert [s["name"] for s in snap["schedules"]] == ["nightly"]
         assert http.get("/api/live", params={"ns": "no-such-namespace"}).status_code == 400
 

@@ -52,6 +52,31 @@ def shoot(section: Any, name: str, tmp_path: Path) -> None:
         shutil.copy(shot, Path(os.environ["TICKWHEEL_SCREENSHOTS"]) / shot.name)
 
 
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    """One headless Chromium for the module's tests: a launch costs a second or two, and
+    each test's pages get contexts of their own (cookies, storage), closed after it."""
+    from playwright.sync_api import sync_playwright  # noqa: PLC0415
+
+    assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield browser
+        browser.close()
+
+
+@contextlib.contextmanager
+def opened(browser: Any) -> Iterator[Any]:
+    """The shared browser for a block; the contexts (pages) the block opened close after."""
+    before = set(browser.contexts)
+    try:
+        yield browser
+    finally:
+        for context in browser.contexts:
+            if context not in before:
+                context.close()
+
+
 @contextlib.contextmanager
 def serving(app: Any) -> Iterator[str]:
     """``app`` served by uvicorn in a thread on a free loopback port: its URL."""
@@ -96,9 +121,9 @@ def served(redis_server: RedisServer, namespace: str) -> Iterator[tuple[str, Tim
 
 
 def test_overview_lookup_and_cancel_in_a_browser(
-    served: tuple[str, TimerClient], tmp_path: Path
+    chromium: Any, served: tuple[str, TimerClient], tmp_path: Path
 ) -> None:
-    from playwright.sync_api import expect, sync_playwright  # noqa: PLC0415
+    from playwright.sync_api import expect  # noqa: PLC0415
 
     assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
     url, c = served
@@ -107,8 +132,7 @@ def test_overview_lookup_and_cancel_in_a_browser(
     for _ in range(2):  # a debounce window with a cap: both shown
         c.schedule("job:{43}", 3_600_000, debounce=True, max_total_ms=7_200_000)
     shard42 = c.shard_of("job:{42}")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+    with opened(chromium) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.goto(url)
         row = page.locator(f"#shards tr[data-shard='{shard42}']")
@@ -147,7 +171,6 @@ def test_overview_lookup_and_cancel_in_a_browser(
         page.fill("#timer-id", "no-such-timer")
         page.click("#lookup button")
         expect(page.locator("#message")).to_contain_text("no timer 'no-such-timer'")
-        browser.close()
     info = c.get("job:{42}")
     assert info is not None and info.state == "cancelled"
     assert shot.stat().st_size > 10_000
@@ -160,16 +183,15 @@ def fired(c: TimerClient, name: str) -> int:
     return 0 if info is None else info.fired
 
 
-def test_schedules_panel_in_a_browser(served: tuple[str, TimerClient]) -> None:
+def test_schedules_panel_in_a_browser(chromium: Any, served: tuple[str, TimerClient]) -> None:
     """The schedules panel as an operator uses it: a schedule of every second is created
     in the form and fires (its count grows), is triggered, backfilled, paused, resumed
     and deleted from the page."""
-    from playwright.sync_api import expect, sync_playwright  # noqa: PLC0415
+    from playwright.sync_api import expect  # noqa: PLC0415
 
     assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
     url, c = served
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+    with opened(chromium) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.on("dialog", lambda d: d.accept("10s" if d.type == "prompt" else None))
         page.goto(url)
@@ -208,7 +230,6 @@ def test_schedules_panel_in_a_browser(served: tuple[str, TimerClient]) -> None:
         row.locator("button[data-act='delete']").click()
         expect(page.locator("#no-schedules")).to_be_visible()  # the form stays, no table
         expect(page.locator("#schedules")).to_be_hidden()
-        browser.close()
     assert c.schedules.get("heartbeat") is None
     manual = [o for o in c.all_outcomes() if o.id.endswith("-manual")]
     assert len(manual) == 1 and manual[0].id.startswith("{heartbeat}@")
@@ -252,7 +273,7 @@ ROWS_SHORT = """() => {
 
 
 def test_find_select_act_live_and_layout_in_a_browser(
-    served: tuple[str, TimerClient], tmp_path: Path
+    chromium: Any, served: tuple[str, TimerClient], tmp_path: Path
 ) -> None:
     """The search box finds timers by glob and state; the ones selected are cancelled or
     rescheduled in bulk from the page. The page follows a live stream, not polling: a
@@ -260,7 +281,7 @@ def test_find_select_act_live_and_layout_in_a_browser(
     and 1920 px no section overflows and every button lies within its card and the
     viewport (and at 1920 px no row of sections leaves a column empty: the right third
     was); figures have labels and times their zone."""
-    from playwright.sync_api import expect, sync_playwright  # noqa: PLC0415
+    from playwright.sync_api import expect  # noqa: PLC0415
 
     assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
     url, c = served
@@ -271,8 +292,7 @@ def test_find_select_act_live_and_layout_in_a_browser(
     c.schedule("poison", 0)
     assert c.wait("poison", timeout=20).outcome == "expired"
     assert dead_letter_expired(c, "billing-reconciliation-handlers", long_error)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+    with opened(chromium) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.on("dialog", lambda d: d.accept())
         polled: list[str] = []
@@ -318,16 +338,16 @@ def test_find_select_act_live_and_layout_in_a_browser(
             if width == 1920:  # three columns, every row full
                 assert page.evaluate(ROWS_SHORT) == [], width
             page.screenshot(path=str(tmp_path / f"dashboard-{width}.png"), full_page=True)
-        browser.close()
 
 
 def test_long_lists_page_and_times_read_as_durations_in_a_browser(
+    chromium: Any,
     served: tuple[str, TimerClient],
 ) -> None:
     """Dead letters 20 and found timers 50 a page, with a pager (the page ran ~3,000 px
     down with no end); found timers soonest first whatever their shard; a time left
     reads "1 h 14 min" (it read "4508.9 s"); the browser's /favicon.ico is an icon."""
-    from playwright.sync_api import expect, sync_playwright  # noqa: PLC0415
+    from playwright.sync_api import expect  # noqa: PLC0415
 
     assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
     url, c = served
@@ -338,8 +358,7 @@ def test_long_lists_page_and_times_read_as_durations_in_a_browser(
         assert c.wait(f"d:{i}", timeout=20).outcome == "expired"
     assert dead_letter_expired(c, "pager", "refused")
     assert c.dead_letters_total() == 23
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+    with opened(chromium) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         icon = page.goto(url + "favicon.ico")
         assert icon is not None and icon.status == 200 and "svg" in icon.headers["content-type"]
@@ -359,7 +378,6 @@ def test_long_lists_page_and_times_read_as_durations_in_a_browser(
         page.fill("#timer-id", "later")
         page.click("#lookup button")
         expect(page.locator("#timer-table")).to_contain_text("(in 1 h 14 min)")
-        browser.close()
 
 
 # The page's theme, and the worst contrast of text on its own background among the
@@ -391,18 +409,17 @@ THEME = """() => {
 
 
 def test_dark_mode_follows_the_system_until_a_choice_which_sticks_in_a_browser(
-    served: tuple[str, TimerClient], tmp_path: Path
+    chromium: Any, served: tuple[str, TimerClient], tmp_path: Path
 ) -> None:
     """A browser that prefers dark gets the dark theme at once, every text readable on its
     background (contrast at least 4.5, as in the light theme); the header's button
     switches, and the choice outlives a reload and the system's preference."""
-    from playwright.sync_api import expect, sync_playwright  # noqa: PLC0415
+    from playwright.sync_api import expect  # noqa: PLC0415
 
     assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
     url, c = served
     c.schedule("job:1", 3_600_000)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+    with opened(chromium) as browser:
         dark = browser.new_context(color_scheme="dark", viewport={"width": 1920, "height": 1000})
         page = dark.new_page()
         page.goto(url)
@@ -427,10 +444,10 @@ def test_dark_mode_follows_the_system_until_a_choice_which_sticks_in_a_browser(
         page.click("#theme")
         assert page.evaluate(THEME)["theme"] == "dark"
         light.close()
-        browser.close()
 
 
 def test_a_view_has_an_address_and_the_back_button_returns_to_the_last_in_a_browser(
+    chromium: Any,
     served: tuple[str, TimerClient],
 ) -> None:
     """A shard's next timers, a timer and a search are in the page's address: a link
@@ -438,14 +455,13 @@ def test_a_view_has_an_address_and_the_back_button_returns_to_the_last_in_a_brow
     back and forward buttons move between the views clicked."""
     from urllib.parse import quote  # noqa: PLC0415
 
-    from playwright.sync_api import expect, sync_playwright  # noqa: PLC0415
+    from playwright.sync_api import expect  # noqa: PLC0415
 
     assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
     url, c = served
     for i in range(4):
         c.schedule(f"job:{{{i}}}", 3_600_000 + i)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+    with opened(chromium) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.goto(url + "#timer=" + quote("job:{1}"))  # a link to one timer
         expect(page.locator("#timer")).to_contain_text("job:{1}")
@@ -476,7 +492,6 @@ def test_a_view_has_an_address_and_the_back_button_returns_to_the_last_in_a_brow
         expect(again.locator("#find-match")).to_have_value("job:*")
         expect(again.locator("#due-title")).to_have_text("Next due on shard 1")
         expect(again.locator("#timer")).to_contain_text("job:{1}")
-        browser.close()
 
 
 # An action sent from the page's own script, as its button would (its CSRF token too).
@@ -487,12 +502,12 @@ CANCEL_FROM_THE_PAGE = """async () => (await fetch("/api/timers/job%3A%7B7%7D/ca
 
 
 def test_a_read_token_sees_the_page_and_is_refused_an_action_in_a_browser(
-    served: tuple[str, TimerClient], tmp_path: Path
+    chromium: Any, served: tuple[str, TimerClient], tmp_path: Path
 ) -> None:
     """Signed in with a read token (`dashboard --tokens`), a user sees the timers but no
     action button, and an action sent from the page anyway is refused, changing nothing;
     a write token's page has the buttons and acts."""
-    from playwright.sync_api import expect, sync_playwright  # noqa: PLC0415
+    from playwright.sync_api import expect  # noqa: PLC0415
 
     from timer.httpapi.tokens import TokenFile  # noqa: PLC0415
 
@@ -502,8 +517,7 @@ def test_a_read_token_sees_the_page_and_is_refused_an_action_in_a_browser(
     tokens = TokenFile(tmp_path / "tokens.json")
     _, viewer = tokens.create("read", [c.namespace], name="viewer")
     _, operator = tokens.create("write", [c.namespace], name="operator")
-    with serving(create_app(c, tokens=tokens)) as url, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+    with serving(create_app(c, tokens=tokens)) as url, opened(chromium) as browser:
         page = browser.new_page()
         page.goto(url + "login?token=" + viewer)
         expect(page.locator("#read-only")).to_be_visible()
@@ -527,20 +541,19 @@ def test_a_read_token_sees_the_page_and_is_refused_an_action_in_a_browser(
         expect(other.locator("#message")).to_contain_text("cancel done")
         info = c.get("job:{7}")
         assert info is not None and info.state == "cancelled"
-        browser.close()
 
 
 SIXTY_POINTS = re.compile(r"^M[\d.]+,[\d.]+(L[\d.]+,[\d.]+){59}$")
 
 
 def test_the_history_is_charted_and_survives_a_dashboard_restart_in_a_browser(
-    served: tuple[str, TimerClient], tmp_path: Path
+    chromium: Any, served: tuple[str, TimerClient], tmp_path: Path
 ) -> None:
     """30 timers expire (the worker adds them to the history) and a runner handles them
     (it adds those when it stops): the page's totals say 30 and 30 and its charts draw
     them. The dashboard is stopped and another started: the page it serves shows the same,
     read from Redis (nothing of it was in the first dashboard's memory)."""
-    from playwright.sync_api import expect, sync_playwright  # noqa: PLC0415
+    from playwright.sync_api import expect  # noqa: PLC0415
 
     assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
     _, c = served
@@ -555,8 +568,7 @@ def test_the_history_is_charted_and_survives_a_dashboard_restart_in_a_browser(
         return sum(m.expired for m in minutes), sum(m.handled for m in minutes)
 
     wait_for(lambda: totals() == (30, 30), 20, "the worker's and the runner's additions")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+    with opened(chromium) as browser:
         for run in ("first", "restarted"):
             with serving(create_app(c)) as url:  # a dashboard process of its own
                 page = browser.new_page(viewport={"width": 1400, "height": 900})
@@ -577,16 +589,15 @@ def test_the_history_is_charted_and_survives_a_dashboard_restart_in_a_browser(
                     expect(page.locator("#throughput-caption")).to_have_text("per minute")
                     shoot(page.locator("#history-section"), "history", tmp_path)
                 page.close()
-        browser.close()
 
 
 def test_a_dead_letter_opens_whole_at_its_address_and_is_dropped_from_it_in_a_browser(
-    served: tuple[str, TimerClient], tmp_path: Path
+    chromium: Any, served: tuple[str, TimerClient], tmp_path: Path
 ) -> None:
     """A dead letter's ref opens its own view (its address says which): group, timer,
     attempts, the error with its traceback's frames, the payload. Dropping it there asks
     first, closes the view and leaves one dead letter fewer in Redis."""
-    from playwright.sync_api import expect, sync_playwright  # noqa: PLC0415
+    from playwright.sync_api import expect  # noqa: PLC0415
 
     assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
     url, c = served
@@ -601,8 +612,7 @@ def test_a_dead_letter_opens_whole_at_its_address_and_is_dropped_from_it_in_a_br
     assert twice.run(stop_when_idle=True)
     assert c.dead_letters_total() == 2
     ref = c.dead_letters()[0].ref
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+    with opened(chromium) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.goto(url)
         page.click(f"#dead a[data-dead-ref='{ref}']")
@@ -626,12 +636,11 @@ def test_a_dead_letter_opens_whole_at_its_address_and_is_dropped_from_it_in_a_br
         expect(page.locator("#message")).to_contain_text(f"{ref}: drop done")
         expect(page.locator("#dead-letter")).to_be_hidden()
         expect(page.locator("#dead-count")).to_have_text("1")
-        browser.close()
     assert c.dead_letters_total() == 1 and c.dead_letter(ref) is None
 
 
 def test_a_group_opens_at_its_address_with_its_consumers_and_history_in_a_browser(
-    served: tuple[str, TimerClient], tmp_path: Path
+    chromium: Any, served: tuple[str, TimerClient], tmp_path: Path
 ) -> None:
     """A consumer group's name opens its own view: what it owes (as Redis says: the one
     outcome its consumer m2 holds), its consumers, and its own history (the 5 a runner
@@ -661,18 +670,17 @@ def test_a_group_opens_at_its_address_with_its_consumers_and_history_in_a_browse
     try:
         [mailer] = [g for g in c.groups() if g.name == "mailer"]
         assert mailer.pending == 1
-        _group_page(url, mailer, tmp_path)
+        _group_page(chromium, url, mailer, tmp_path)
     finally:
         release.set()
         waiting.stop()
         thread.join(15)
 
 
-def _group_page(url: str, mailer: Any, tmp_path: Path) -> None:
-    from playwright.sync_api import expect, sync_playwright  # noqa: PLC0415
+def _group_page(chromium: Any, url: str, mailer: Any, tmp_path: Path) -> None:
+    from playwright.sync_api import expect  # noqa: PLC0415
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+    with opened(chromium) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.goto(url)
         page.click("#groups a[data-group='mailer']")
@@ -690,17 +698,16 @@ def _group_page(url: str, mailer: Any, tmp_path: Path) -> None:
         expect(again.locator("#gh-handled")).to_have_text("0")
         again.click("#group-close")
         expect(again.locator("#group")).to_be_hidden()
-        browser.close()
 
 
 def test_dead_letters_filtered_ticked_and_acted_on_at_the_confirmed_count_in_a_browser(
-    served: tuple[str, TimerClient], tmp_path: Path
+    chromium: Any, served: tuple[str, TimerClient], tmp_path: Path
 ) -> None:
     """The dead letters a filter selects (its address says which), one ticked and dropped,
     then all re-delivered: each confirmation says how many. One more that matches by
     the time the person says yes is refused whole (nothing re-delivered) and the new
     count shown; confirmed again, all go, and Redis agrees at each step."""
-    from playwright.sync_api import expect, sync_playwright  # noqa: PLC0415
+    from playwright.sync_api import expect  # noqa: PLC0415
 
     assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
     url, c = served
@@ -723,8 +730,7 @@ def test_dead_letters_filtered_ticked_and_acted_on_at_the_confirmed_count_in_a_b
         assert late.run(stop_when_idle=True)
         yes(dialog)
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+    with opened(chromium) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.goto(url)
         page.fill("#df-group", "billing")
@@ -763,17 +769,17 @@ def test_dead_letters_filtered_ticked_and_acted_on_at_the_confirmed_count_in_a_b
         again.click("#df-clear")
         expect(again.locator("#df-count")).to_have_text("")
         expect(again.locator("#dead tbody tr")).to_have_count(4)
-        browser.close()
     assert c.dead_letters("billing") == [] and c.dead_letters_total() == 4
 
 
 def test_a_group_is_paused_and_resumed_from_its_view_in_a_browser(
+    chromium: Any,
     served: tuple[str, TimerClient],
 ) -> None:
     """Pause asks first, then the group's view and its row say paused and by whom; its
     running runner takes nothing new (Redis: the outcomes wait as lag) until resume is
     clicked, and then it handles them."""
-    from playwright.sync_api import expect, sync_playwright  # noqa: PLC0415
+    from playwright.sync_api import expect  # noqa: PLC0415
 
     assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
     url, c = served
@@ -790,8 +796,7 @@ def test_a_group_is_paused_and_resumed_from_its_view_in_a_browser(
 
     try:
         wait_for(lambda: [g.name for g in c.groups()] == ["mailer"], 20, "the group")
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        with opened(chromium) as browser:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.goto(url + "#group=mailer")
             page.once("dialog", yes)
@@ -814,27 +819,25 @@ def test_a_group_is_paused_and_resumed_from_its_view_in_a_browser(
             wait_for(lambda: sorted(seen) == ["p:1", "p:2"], 20, "both handled after resume")
             expect(page.locator("#group-pause")).to_be_visible()
             expect(page.locator("#group-paused")).to_have_text("")
-            browser.close()
     finally:
         h.stop()
         runner.join(15)
 
 
 def test_a_worker_opens_at_its_address_with_what_it_says_of_itself_in_a_browser(
-    served: tuple[str, TimerClient], tmp_path: Path
+    chromium: Any, served: tuple[str, TimerClient], tmp_path: Path
 ) -> None:
     """A worker's name opens its view: version, host and pid (this process's: the worker
     runs in a thread here), its heartbeat, the four shards it leads, no error; the
     address names it and a bookmark reopens it."""
-    from playwright.sync_api import expect, sync_playwright  # noqa: PLC0415
+    from playwright.sync_api import expect  # noqa: PLC0415
 
     from timer import __version__  # noqa: PLC0415
 
     assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
     url, c = served
     wait_for(lambda: "w1" in c.worker_cards(), 20, "the worker's card")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+    with opened(chromium) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.goto(url)
         page.click("#workers a[data-worker='w1']")
@@ -852,16 +855,16 @@ def test_a_worker_opens_at_its_address_with_what_it_says_of_itself_in_a_browser(
         expect(again.locator("#wk-host")).to_have_text(socket.gethostname())
         again.click("#worker-close")
         expect(again.locator("#worker")).to_be_hidden()
-        browser.close()
 
 
 def test_outcomes_are_searched_by_kind_id_and_payload_field_in_a_browser(
+    chromium: Any,
     served: tuple[str, TimerClient],
 ) -> None:
     """A search by kind, timer glob and a payload field shows what Redis holds that
     matches, newest first, with links to each timer; its address reopens it; clearing
     it brings back the live list."""
-    from playwright.sync_api import expect, sync_playwright  # noqa: PLC0415
+    from playwright.sync_api import expect  # noqa: PLC0415
 
     assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
     url, c = served
@@ -870,8 +873,7 @@ def test_outcomes_are_searched_by_kind_id_and_payload_field_in_a_browser(
         c.cancel(tid)
     c.schedule("order:4", 60_000, payload={"tenant": "acme"})
     c.complete("order:4")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+    with opened(chromium) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.goto(url)
         page.select_option("#os-kind", "cancelled")
@@ -901,4 +903,3 @@ def test_outcomes_are_searched_by_kind_id_and_payload_field_in_a_browser(
         expect(again.locator("#os-count")).to_have_text("3 found")
         expect(again.locator("#os-state")).to_have_value("in_hand")
         expect(again.locator("#recent")).not_to_contain_text("order:2")
-        browser.close()

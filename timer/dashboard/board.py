@@ -12,6 +12,7 @@ from timer import TimerClient
 from timer.durable.dead_filter import MOST, DeadFilter
 from timer.durable.entries import parse_ref
 from timer.durable.keys import check_namespace
+from timer.durable.models import Outcome
 from timer.durable.shapes import dead_letter_json, group_json, outcome_json, schedule_json
 from timer.errors import InvalidInput, NotFound, ScheduleNotFound, TimerNotFound
 from timer.handlers.limits import limits_in_use
@@ -74,7 +75,7 @@ class Dashboard:
             "dead_letters": c.dead_letters_total(),
             "outcomes_last_minute": per_minute,
             "lateness": lateness_histogram(recent),
-            "recent": [outcome_json(o) for o in recent[:20]],
+            "recent": [_outcome_row(o) for o in recent[:20]],  # no payloads each second
         }
 
     def history(self, minutes: int) -> dict[str, Any]:
@@ -107,8 +108,11 @@ class Dashboard:
         raise InvalidInput(f"unknown action {action!r}: cancel, complete or reschedule")
 
     def snapshot(self) -> dict[str, Any]:
-        """What the page shows, in one event of the live stream."""
-        return {"overview": self.overview(), "dead": self.dead(), "schedules": self.schedules()}
+        """What the page shows, in one event of the live stream: the dead letters as their
+        table shows them (a dead letter's whole is read by its own view), not with every
+        payload and traceback each second."""
+        dead = [_dead_row(d) for d in self.dead()]
+        return {"overview": self.overview(), "dead": dead, "schedules": self.schedules()}
 
     def find(self, query: dict[str, str]) -> dict[str, Any]:
         """Up to about FIND_SHOWN timers matching ``match`` and ``state`` from ``cursor``,
@@ -293,6 +297,31 @@ class Dashboard:
         if not done and action != "trigger":
             raise ScheduleNotFound.of(name, self.client.namespace)
         return {"name": name, "action": action, "done": done}
+
+
+def _outcome_row(o: Outcome) -> dict[str, Any]:
+    """A recent outcome as its row shows it."""
+    return {
+        "id": o.id,
+        "outcome": o.outcome,
+        "shard": o.shard,
+        "decided_ms": o.decided_ms,
+        "deadline_ms": o.deadline_ms,
+        "lateness_ms": o.lateness_ms,
+    }
+
+
+def _dead_row(d: dict[str, Any]) -> dict[str, Any]:
+    """A dead letter as its table row shows it: ref, group, timer, attempts, the first
+    line of its error."""
+    o = d["outcome"]
+    return {
+        "ref": d["ref"],
+        "group": d["group"],
+        "attempts": d["attempts"],
+        "error": d["error"].split("\n", 1)[0][:300],
+        "outcome": None if o is None else {"id": o["id"]},
+    }
 
 
 def _whole(name: str, text: str | None) -> int | None:
