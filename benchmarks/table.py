@@ -474,6 +474,23 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
             f.x("priority.outage.ratio_high_p99_to_flood_p50"),
         ),
         (
+            f"dashboard: {f.n('dashboard.timers')} pending timers, {f.n('dashboard.workers')} "
+            f"workers, {f.n('dashboard.dead_letters')} dead letters, a day of history "
+            "(headless Chromium, through `tickwheel dashboard`)",
+            f"first paint {f.n('dashboard.big.browser.first_paint_ms')} ms; a live update "
+            f"renders in {f.n('dashboard.big.browser.live_render_ms.p50', '.1f')} / "
+            f"{f.n('dashboard.big.browser.live_render_ms.p99', '.1f')} ms (p50 / p99), "
+            f"events {f.n('dashboard.big.live.gap_ms.p50')} ms apart, "
+            f"{f.n('dashboard.big.live.event_bytes')} bytes; `/api/overview` "
+            f"{f.n('dashboard.big.overview_ms.p50')} ms",
+            f"an empty namespace, same run: first paint "
+            f"{f.n('dashboard.empty.browser.first_paint_ms')} ms, an update "
+            f"{f.n('dashboard.empty.browser.live_render_ms.p50', '.1f')} ms, "
+            f"`/api/overview` {f.n('dashboard.empty.overview_ms.p50')} ms",
+            f"first paint {f.x('dashboard.ratio_big_to_empty.first_paint')}, an update "
+            f"{f.x('dashboard.ratio_big_to_empty.live_render_p50')}",
+        ),
+        (
             "handlers: kill -9 of a handler process holding outcomes mid-handler",
             f"all {f.n('handlers.recovery.in_flight_at_kill')} handled elsewhere "
             f"{f.n('handlers.recovery.all_handled_after_s', '.1f')} s after the kill",
