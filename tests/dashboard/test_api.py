@@ -259,13 +259,19 @@ def test_schedules_list_and_act(client: TimerClient) -> None:
         assert http.get("/api/schedules").json() == []
 
 
-def test_dead_letters_redeliver_and_drop(client: TimerClient) -> None:
-    for tid in ("a", "b"):
-        client.schedule(tid, 60_000)
+def dead_lettered(client: TimerClient, *ids: str, payload: object = None) -> None:
+    """An outcome for each id (cancelled at once), dead-lettered by group g's one attempt
+    (ZeroDivisionError)."""
+    for tid in ids:
+        client.schedule(tid, 60_000, payload=payload)
         client.cancel(tid)
     h = Handlers(client, group="g", max_attempts=1)
     h.add("cancelled", lambda o: 1 / 0)
     assert h.run(stop_when_idle=True)
+
+
+def test_dead_letters_redeliver_and_drop(client: TimerClient) -> None:
+    dead_lettered(client, "a", "b")
     with web(client) as http:
         dead = http.get("/api/dead").json()
         assert len(dead) == 2 and "ZeroDivisionError" in dead[0]["error"]
@@ -288,12 +294,7 @@ def test_dead_letters_by_filter_and_bulk_at_the_confirmed_count(
 ) -> None:
     """A filter's count and first rows; a bulk action with another count than the one
     confirmed is refused (409) and changes nothing; with it, done, and Redis agrees."""
-    for tid in ("job:1", "job:2", "mail:1"):
-        client.schedule(tid, 60_000)
-        client.cancel(tid)
-    h = Handlers(client, group="g", max_attempts=1)
-    h.add("cancelled", lambda o: 1 / 0)
-    assert h.run(stop_when_idle=True)
+    dead_lettered(client, "job:1", "job:2", "mail:1")
     with web(client) as http:
         got = http.get("/api/dead/matching?group=g&error=zerodivision&match=job:*").json()
         assert (got["matching"], got["more"], len(got["dead_letters"])) == (2, False, 2)
@@ -584,11 +585,7 @@ def test_live_stream_pushes_what_the_page_shows(client: TimerClient) -> None:
     letters and the schedules; an unknown namespace is refused before any stream."""
     client.schedule("job:{1}", 3_600_000)
     client.schedules.create("nightly", cron="0 2 * * *")
-    client.schedule("dies", 60_000, payload={"blob": "x" * 10_000})
-    client.cancel("dies")
-    h = Handlers(client, group="g", max_attempts=1)
-    h.add("cancelled", lambda o: 1 / 0)
-    assert h.run(stop_when_idle=True)
+    dead_lettered(client, "dies", payload={"blob": "x" * 10_000})
     with web(client) as http:
         with http.stream("GET", "/api/live") as r:
             assert r.headers["content-type"].startswith("text/event-stream")
