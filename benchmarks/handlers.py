@@ -6,6 +6,8 @@ S seconds (absolute due times), every job recording its first start (wall clock)
 
 * **tickwheel-handlers**: two ``tickwheel worker`` processes fire the timers and two
   ``tickwheel handle`` processes (the Handlers runner) run the handler.
+* **tickwheel-fire-and-handle** (#55): two ``tickwheel handle --fire`` processes, each a
+  worker whose fire calls hand the outcomes they decide to its own handlers.
 * **celery** (prefork, ETA jobs held in worker memory) and **arq** (polling every 0.5 s;
   and tuned to 50 ms) with two workers each.
 
@@ -93,8 +95,32 @@ class TickwheelHandlers(Peer):
         self.c.close()
 
 
+class TickwheelFireAndHandle(TickwheelHandlers):
+    """Two ``tickwheel handle --fire`` processes, each a worker and its handlers (#55):
+    a fire call hands the outcomes it decides to its own process's handlers, with no
+    read between; as many processes as the others' workers."""
+
+    name = "tickwheel-fire-and-handle"
+
+    def __init__(self, url: str, logs: Path) -> None:
+        Peer.__init__(self, url, logs)
+        self.c = TimerClient.from_url(url, "handlers")
+        self.c.init(shards=8)
+        self.ports = []
+        self.engine = []  # the workers are in the handle processes
+
+    def worker(self, tag: str) -> Any:
+        return spawn([str(BIN / "tickwheel"), "--redis-url", self.url, "--namespace", "handlers",
+                      "handle", "benchmarks.handler_jobs:tickwheel_record", "--consumer", tag,
+                      "--fire", "--lease", "2s", "--concurrency", "8", "--log-level", "WARNING",
+                      "--metrics-port", str(self._port())],
+                     self.url, self.logs / f"tw-fire-{tag}.log",
+                     {"PEER_NAME": self.name})  # fmt: skip
+
+
 PEERS: dict[str, Callable[[str, Path], Peer]] = {
     "tickwheel-handlers": TickwheelHandlers,
+    "tickwheel-fire-and-handle": TickwheelFireAndHandle,
     "celery": CeleryPeer,
     "arq": ArqPeer,
     "arq-poll-50ms": ArqTunedPeer,
@@ -245,8 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     jobs = args.jobs or (1000 if args.quick else 5000)
     span = args.span or (4.0 if args.quick else 8.0)
-    names = args.only or (["tickwheel-handlers", "celery"] if args.quick else list(PEERS))
-    names = [n for n in names if n == "tickwheel-handlers" or find_spec(n.split("-")[0])]
+    quick = ["tickwheel-handlers", "tickwheel-fire-and-handle", "celery"]
+    names = args.only or (quick if args.quick else list(PEERS))
+    names = [n for n in names if n.startswith("tickwheel") or find_spec(n.split("-")[0])]
     result: dict[str, Any] = {"benchmark": "handlers", "quick": args.quick, "peers": {}}
     with tempfile.TemporaryDirectory() as tmp:
         logs = Path(tmp)
@@ -258,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
                 runs += [
                     ("at_5x_rate", name, jobs * 5)
                     for name in names
-                    if name in ("tickwheel-handlers", "celery")
+                    if name in ("tickwheel-handlers", "tickwheel-fire-and-handle", "celery")
                 ]
             for part, name, n_jobs in runs:
                 flush.flushall()

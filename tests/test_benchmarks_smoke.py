@@ -105,14 +105,17 @@ def test_peers_refuses_a_peer_that_is_not_installed(monkeypatch: pytest.MonkeyPa
 
 
 def test_handlers_benchmark_with_tickwheel_alone(server_binary: Path) -> None:
-    """Deadline -> handler start through two workers and two `tickwheel handle`s, then a
-    kill -9 of a consumer holding outcomes: every one handled, the repeats counted."""
-    out = run(handlers.main, ["--only", "tickwheel-handlers", "--jobs", "100", "--span", "1",
+    """Deadline -> handler start through two workers and two `tickwheel handle`s, and
+    through two `handle --fire`s (#55), then a kill -9 of a consumer holding outcomes:
+    every one handled, the repeats counted."""
+    out = run(handlers.main, ["--only", "tickwheel-handlers", "--only",
+                              "tickwheel-fire-and-handle", "--jobs", "100", "--span", "1",
                               "--in-flight", "5", "--reclaim-idle", "1",
                               "--server", str(server_binary)])  # fmt: skip
-    tw = out["peers"]["tickwheel-handlers"]
-    assert tw["not_run"] == 0 and tw["start_lateness_ms"]["p50"] is not None
-    assert tw["delivery_ms"]["p50"] is not None
+    for name in ("tickwheel-handlers", "tickwheel-fire-and-handle"):
+        tw = out["peers"][name]
+        assert tw["not_run"] == 0 and tw["start_lateness_ms"]["p50"] is not None
+        assert tw["delivery_ms"]["p50"] is not None
     rec = out["recovery"]
     assert rec["in_flight_at_kill"] == 5 and rec["repeated_runs"] == 5
 

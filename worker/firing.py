@@ -14,10 +14,12 @@ import logging
 import queue
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from timer import tracing
 from timer.durable.models import FireResult, Traced
+from timer.durable.shard_calls import Hand
 from timer.errors import Fenced, StoreError, TimerError
 
 from .context import WorkerContext
@@ -39,6 +41,20 @@ BACKLOG_STEP = 50_000
 CATCH_UP_HOLD_S = 2.0
 
 
+class HandOff(Protocol):
+    """A handler runner in this process that the fire calls read outcomes for (a
+    ``Handlers``' loop while it runs: ``timer.handlers.loop.HandlerLoop``)."""
+
+    def at_fire(self, most: int) -> Hand | None:
+        """How many new outcomes (at most ``most``) to read for it, and as whom; None:
+        none now (its handlers are busy, it stops, its group is paused)."""
+        ...
+
+    def accept(self, shard: int, entries: list[tuple[str, dict[bytes, bytes]]]) -> None:
+        """The entries a fire call of ``shard`` read for it: start their handlers."""
+        ...
+
+
 def _priority(task: FireTask) -> int:
     return task.priority
 
@@ -54,9 +70,16 @@ class Firer:
     its next leader); puts back what Redis says is early or could not be decided."""
 
     def __init__(
-        self, ctx: WorkerContext, loader: Loader, leases: Leases, planner: Planner
+        self,
+        ctx: WorkerContext,
+        loader: Loader,
+        leases: Leases,
+        planner: Planner,
+        hand_to: Callable[[], HandOff | None] | None = None,
     ) -> None:
         self.ctx = ctx
+        # The runner in this process its fire calls read outcomes for, if one runs now
+        self.hand_to = hand_to
         self.loader = loader
         self.leases = leases
         self.planner = planner
@@ -156,8 +179,14 @@ class Firer:
         applied, then its failures handled, each touching only its own shard."""
         ctx = self.ctx
         calls = []
+        runner = self.hand_to() if self.hand_to is not None else None
+        hand = runner.at_fire(sum(len(group) for _, group in parts)) if runner else None
+        left = hand.most if hand is not None else 0
         for state, group in parts:
             ids = [t.timer_id for t in group]
+            # the runner's room shared out in order: the higher priorities' shards first
+            take = min(left, len(ids))
+            left -= take
             # ahead: the shard's timers in the wheel will be decided soon (fired, or
             # cancelled: each leaves an outcome), so the results table grows for them
             # before they land, when that moves least (rx_grow in lua/include/results.lua)
@@ -169,6 +198,7 @@ class Firer:
                     ttl_ms=ctx.settings.result_ttl_ms,
                     ahead=len(state.tasks),
                     plans=self.planner.for_fire(state, ids),
+                    hand=hand._replace(most=take) if hand is not None and take else None,
                 )
             )
         sent = time.monotonic_ns()
@@ -194,6 +224,8 @@ class Firer:
             elif isinstance(result, TimerError):
                 failed.append((state, group, result))
             else:
+                if result.handed and runner is not None:  # their handlers start first
+                    runner.accept(state.shard, result.handed)
                 fired += self._apply(state, group, result, sent, answered)
         for state, group, error in failed:
             if not isinstance(error, StoreError):

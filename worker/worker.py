@@ -26,7 +26,7 @@ import contextlib
 import logging
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from timer import SystemTimerReaper, TimerClient, TimerError
 from timer.durable.models import Meta
@@ -35,7 +35,7 @@ from timer.signals import stop_on_signals
 
 from .card import CardWriter
 from .context import WorkerContext
-from .firing import Firer
+from .firing import Firer, HandOff
 from .history import HistoryWriter
 from .leases import Leases
 from .loading import Loader
@@ -67,7 +67,15 @@ class Worker:
     ``leave``) or a shard's ``ShardStore``; the worker builds no key.
     """
 
-    def __init__(self, client: TimerClient, settings: WorkerSettings | None = None) -> None:
+    def __init__(
+        self,
+        client: TimerClient,
+        settings: WorkerSettings | None = None,
+        *,
+        hand_to: Callable[[], HandOff | None] | None = None,
+    ) -> None:
+        """``hand_to``: the handler runner of this process, if one runs now, that its
+        fire calls read the outcomes they decide for (``fire_and_handle``)."""
         settings = settings or WorkerSettings()
         # On a cluster, a call that must wait (a slot moving, a failover) is left to the
         # next tick, not retried within it: one shard's wait would hold the fires and
@@ -77,7 +85,7 @@ class Worker:
         self.loader = Loader(ctx)
         self.leases = Leases(ctx, self.loader)
         self.planner = Planner(ctx, self.loader)
-        self.firer = Firer(ctx, self.loader, self.leases, self.planner)
+        self.firer = Firer(ctx, self.loader, self.leases, self.planner, hand_to)
         self.upkeep = Upkeep(ctx, self.leases, self.planner)
         self.history = HistoryWriter(ctx)
         self.card = CardWriter(ctx)

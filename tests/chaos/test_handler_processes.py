@@ -53,7 +53,7 @@ class Consumers:
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def start(
-        self, consumer: str, *args: str, hold: bool, work_s: float = 0.0
+        self, consumer: str, *args: str, hold: bool, work_s: float = 0.0, on: str = "cancelled"
     ) -> subprocess.Popen[bytes]:
         hold_file = self.tmp / f"hold-{consumer}-{len(self.procs)}"
         if hold:
@@ -61,7 +61,7 @@ class Consumers:
         out = (self.tmp / f"{consumer}-{len(self.procs)}.out").open("wb")
         proc = subprocess.Popen(
             [sys.executable, "-m", "timer.cli", "--redis-url", self.url, "--namespace",
-             self.namespace, "handle", "chaos_handlers:handle", "--on", "cancelled",
+             self.namespace, "handle", "chaos_handlers:handle", "--on", on,
              "--consumer", consumer, *args],
             cwd=self.tmp, stdout=out, stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1",
@@ -124,6 +124,37 @@ def test_kill9_with_outcomes_in_flight_another_consumer_handles_them(
     started = Counter(r[1] for r in c.lines("start"))
     assert set(started.values()) == {2}  # the repeats: exactly what A had in hand
     assert {int(r[2]) for r in c.lines("start", b.pid)} == {2}  # B saw attempt 2
+    wait_for(lambda: client.groups()[0].pending == 0, 10, "B's acknowledgements")
+
+
+def test_kill9_of_a_process_that_fires_and_handles_loses_nothing_and_decides_once(
+    consumers: tuple[Consumers, TimerClient],
+) -> None:
+    """A (`handle --fire`: a worker and its handlers in one process, #55) leads every
+    shard and holds 6 outcomes its fire calls handed it, mid-handler, when it is killed
+    -9, 6 more timers still ahead. B (`--fire` too) takes over the shards after A's
+    lease and A's outcomes after the reclaim idle time: all 12 handled, each timer
+    decided once (one outcome each), the repeats exactly the 6 A had in hand."""
+    c, client = consumers
+    fire = ("--fire", "--lease", "1s", "--reclaim-idle", "1s", "--concurrency", "6")
+    a = c.start("a", *fire, hold=True, on="expired")
+    wait_for(lambda: set(client.leaders().values()) - {None}, 30, "A to lead the shards")
+    first = [f"f{i}" for i in range(6)]
+    client.schedule_many([{"id": t, "delay_ms": 100} for t in first])
+    wait_for(lambda: len(c.lines("start", a.pid)) == 6, 30, "A to start 6 handlers")
+    later = [f"l{i}" for i in range(6)]
+    client.schedule_many([{"id": t, "delay_ms": 1_500} for t in later])
+    a.send_signal(signal.SIGKILL)
+    a.wait(10)
+    b = c.start("b", *fire, hold=False, on="expired")
+    wait_for(lambda: len(c.lines("done", b.pid)) == 12, 60, "B to handle all 12")
+    done = Counter(r[1] for r in c.lines("done"))
+    assert len(done) == 12 and set(done.values()) == {1}  # each handled once, by B
+    started = Counter(r[1] for r in c.lines("start"))
+    assert {k for k, n in started.items() if n == 2} == {r[1] for r in c.lines("start", a.pid)}
+    assert set(started.values()) == {1, 2} and len(c.lines("start", a.pid)) == 6
+    decided = Counter(o.id for o in client.all_outcomes())
+    assert decided == Counter(dict.fromkeys(first + later, 1))  # each decided once
     wait_for(lambda: client.groups()[0].pending == 0, 10, "B's acknowledgements")
 
 

@@ -284,3 +284,58 @@ def test_handle_timeout_bounds_a_hung_handler(
         assert "HandlerTimedOut: the handler ran past its 0.2s timeout" in letter.error
     finally:
         c.close()
+
+
+def test_handle_fire_runs_as_written(
+    workdir: Path, redis_server: RedisServer, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guide's `handle --fire`, as written: with no worker process anywhere, the
+    timers fire and their handlers run in this one process, handed by its fire calls;
+    SIGTERM releases its shards and exits 0."""
+    (line,) = guide_block("## Fire and handle in one process")
+    assert line.startswith("tickwheel handle myapp.handlers:on_timeout --fire")
+    monkeypatch.setenv("TICKWHEEL_REDIS_URL", redis_server.url)
+    monkeypatch.setenv("TICKWHEEL_NAMESPACE", namespace)
+    (workdir / "myapp").mkdir()
+    (workdir / "myapp" / "handlers.py").write_text(
+        "import pathlib\n\ndef on_timeout(o):\n"
+        "    with pathlib.Path('handled.txt').open('a') as f:\n"
+        "        f.write(o.id + '\\n')\n"
+    )
+    c = TimerClient.from_url(redis_server.url, namespace)
+    c.init(shards=4)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "timer.cli", *shlex.split(line)[1:]],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        wait_for(lambda: set(c.leaders().values()) - {None}, 30, "its worker to lead")
+        c.schedule_many([{"id": f"f{i}", "delay_ms": 200} for i in range(20)])
+        handled = workdir / "handled.txt"
+        wait_for(
+            lambda: handled.exists() and len(handled.read_text().split()) == 20,
+            30,
+            "the handlers to run",
+        )
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+        assert proc.returncode == 0, out
+        assert b"firing in this process" in out and b"stopped: handled 20" in out
+        assert set(c.leaders().values()) == {None}  # its shards released at the stop
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert sorted(handled.read_text().split()) == sorted(f"f{i}" for i in range(20))
+
+
+def test_handle_fire_refuses_what_it_cannot_do(tw: Run) -> None:
+    """--fire runs until stopped, and --lease is the worker's: each misuse is a usage
+    error that says so, before anything starts."""
+    idle = tw("handle", "json:dumps", "--fire", "--idle-exit", expect=2)
+    assert "cannot --idle-exit" in idle.output
+    lease = tw("handle", "json:dumps", "--lease", "2s", expect=2)
+    assert "give it with --fire" in lease.output

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from typing import cast
+from typing import Any, cast
 
 import msgpack
 import pytest
@@ -15,6 +15,7 @@ from timer import Fenced, TimerClient
 from timer.durable.codec import decode_pending, decode_result
 from timer.durable.models import COARSE_MS, FireResult
 from timer.durable.scripts import ScriptName, include, source
+from timer.durable.shard_calls import Hand
 
 from .conftest import bucket_members, retained, server_now_ms
 
@@ -396,3 +397,40 @@ def test_fire_and_sweep_publish_no_echo_but_cancel_does(
         assert got == ["X cancelled d:{e}"]
     finally:
         pubsub.close()
+
+
+def test_fire_hands_new_outcomes_to_the_callers_consumer(
+    c: TimerClient, redis_client: redis.Redis
+) -> None:
+    """With a hand, fire reads up to that many entries the group had not delivered, the
+    oldest first, for the caller's consumer in the same step: they are in its pending
+    list, and the rest are left for any reader. None for a group the stream lacks, and
+    no read at all when the call fired nothing."""
+    shard = c.schedule("h:{7}:old", delay_ms=60_000).shard
+    sk = c.keys.shard(shard)
+    c.consumer("g", "me").ensure()
+    c.cancel("h:{7}:old")  # an older entry the group has not read yet
+    ids = [f"h:{{7}}:{i}" for i in range(4)]
+    for tid in ids:
+        c.schedule(tid, delay_ms=0)
+    epoch = acquire(c, shard)
+    store = c.shard_store(shard)
+    got = c.shards.fire_together(
+        [store.fire_call("w1", epoch, ids[:2], ttl_ms=60_000, hand=Hand(2, "g", "me"))]
+    )[0]
+    assert isinstance(got, FireResult) and got.fired == ids[:2]
+    assert [f[b"i"] for _, f in got.handed] == [b"h:{7}:old", b"h:{7}:0"]  # oldest first
+    pending: Any = redis_client.xpending_range(sk.outcomes, "g", "-", "+", 10)
+    assert [(p["message_id"].decode(), p["consumer"]) for p in pending] == [
+        (eid, b"me") for eid, _ in got.handed
+    ]
+    again = c.shards.fire_together(  # decided already: nothing fired, nothing read
+        [store.fire_call("w1", epoch, ids[:2], ttl_ms=60_000, hand=Hand(5, "g", "me"))]
+    )[0]
+    assert isinstance(again, FireResult) and again.fired == [] and again.handed == []
+    other = c.shards.fire_together(
+        [store.fire_call("w1", epoch, ids[2:], ttl_ms=60_000, hand=Hand(5, "nope", "me"))]
+    )[0]
+    assert isinstance(other, FireResult) and other.fired == ids[2:] and other.handed == []
+    rest: Any = redis_client.xreadgroup("g", "them", {sk.outcomes: ">"})
+    assert [f[b"i"] for _, f in rest[0][1]] == [b"h:{7}:1", b"h:{7}:2", b"h:{7}:3"]

@@ -41,7 +41,7 @@ from timer.durable.keys import NamespaceKeys
 from timer.durable.models import ClientSettings, Event, Meta
 from timer.durable.namespace import Namespace
 from timer.durable.scripts import ErrorCode, ScriptName, header, script_error
-from timer.durable.shard_calls import fire_call, parse_fire, parse_lease_acquire, parse_sweep
+from timer.durable.shard_calls import Hand, fire_call, parse_fire, parse_lease_acquire, parse_sweep
 
 NS = Namespace(NamespaceKeys("ns"), Meta(shards=8, bucket_ms=1000), ClientSettings())
 LUA = resources.files("timer.durable") / "lua"
@@ -94,14 +94,17 @@ def test_every_script_has_a_builder_named_in_its_header() -> None:
 def test_fire_call_keys_follow_the_header_order() -> None:
     """fire's KEYS are t, buckets, out, lease, epoch, schedules, their queue, and its ARGV
     P, worker, epoch, bucket_ms, result_ttl_ms, ahead (0 when not given, never negative),
-    the plans ('' for none), then the ids, as its header says."""
+    the plans ('' for none), the hand (0 and two empty names for none), then the ids, as
+    its header says."""
     sk = NS.shard(3)
     call = fire_call(sk, "w1", 7, ["a", "b"], bucket_ms=1000, ttl_ms=60_000, ahead=40)
     assert call.script is ScriptName.FIRE
     assert call.keys == [
         sk.timers, sk.buckets, sk.outcomes, sk.lease, sk.epoch, sk.schedules, sk.schedule_queue
     ]  # fmt: skip
-    assert call.args == [sk.prefix, "w1", 7, 1000, 60_000, 40, "", "a", "b"]
+    assert call.args == [sk.prefix, "w1", 7, 1000, 60_000, 40, "", 0, "", "", "a", "b"]
+    handing = fire_call(sk, "w1", 7, ["a"], bucket_ms=1000, ttl_ms=1, hand=Hand(3, "g", "c"))
+    assert handing.args[7:] == [3, "g", "c", "a"]
     assert fire_call(sk, "w1", 7, ["a"], bucket_ms=1000, ttl_ms=60_000).args[5] == 0
     assert fire_call(sk, "w1", 7, ["a"], bucket_ms=1000, ttl_ms=1, ahead=-3).args[5] == 0
 
@@ -109,7 +112,11 @@ def test_fire_call_keys_follow_the_header_order() -> None:
 def test_parsers_type_the_replies() -> None:
     """Replies of fire, sweep and the lease scripts come back as typed results."""
     tp = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-    fired = parse_fire([[b"a"], [b"b c", b"1700"], [b"{s}@9", b"9"], 1, [b"a", tp, b"12"], 5])
+    handed = [[b"1-0", [b"i", b"a", b"r", b"x"]]]
+    fired = parse_fire(
+        [[b"a"], [b"b c", b"1700"], [b"{s}@9", b"9"], 1, [b"a", tp, b"12"], 5, handed]
+    )
+    assert fired.handed == [("1-0", {b"i": b"a", b"r": b"x"})]
     assert fired.fired == ["a"] and fired.early == {"b c": 1700}
     assert fired.armed == {"{s}@9": 9} and fired.queued == 1
     assert fired.traced == [("a", tp.decode(), 12)]

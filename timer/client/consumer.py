@@ -65,6 +65,13 @@ class ConsumerGroup:
         has taken over meanwhile."""
         return self._run(self.reader.touch(list(deliveries)))
 
+    def handed(
+        self, shard: int, entries: Sequence[tuple[str, Mapping[bytes, bytes]]]
+    ) -> list[group_ops.Delivery]:
+        """The deliveries among entries a fire call read for this consumer (a worker
+        that runs handlers itself); the others acknowledged or dead-lettered as a read's."""
+        return self._run(group_ops.handed(self._ns(), self.group, self.consumer, shard, entries))
+
     def paused(self) -> bool:
         """Whether an operator has paused the group (``TimerClient.pause_group``)."""
         return self._run(group_admin.is_paused(self._ns(), self.group))

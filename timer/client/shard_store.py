@@ -90,8 +90,10 @@ class ShardStore:
         ttl_ms: int,
         ahead: int = 0,
         plans: Mapping[str, tuple[int, Plan]] | None = None,
+        hand: shard_scripts.Hand | None = None,
     ) -> steps.ScriptCall:
-        """``fire``'s call, to send with other shards' in one ``Shards.fire_together``."""
+        """``fire``'s call, to send with other shards' in one ``Shards.fire_together``;
+        ``hand``: new entries read for the caller's own consumer in the same step."""
         return shard_scripts.fire_call(
             self.keys,
             worker,
@@ -101,6 +103,7 @@ class ShardStore:
             ttl_ms=ttl_ms,
             ahead=ahead,
             plans=pack_fire_plans(plans or {}),
+            hand=hand,
         )
 
     def trim_results(self, left: int) -> Trimmed:

@@ -137,6 +137,21 @@ def _settle_leftovers(group: str, consumer: str, left: _Leftovers) -> Op[None]:
         )
 
 
+def handed(
+    ns: Namespace,
+    group: str,
+    consumer: str,
+    shard: int,
+    entries: Iterable[tuple[str, Mapping[bytes, bytes]]],
+) -> Op[list[Delivery]]:
+    """The deliveries among entries a fire call read for this consumer (``fire.lua``'s
+    hand: first deliveries, as ``read_new``'s); the others settled as a read's are."""
+    left = _Leftovers.none()
+    out = _deliveries(ns, group, shard, ((e, f, 1) for e, f in entries), left)
+    yield from _settle_leftovers(group, consumer, left)
+    return out
+
+
 def read_new(
     ns: Namespace, group: str, consumer: str, *, count: int, block_ms: int | None, per_stream: bool
 ) -> Op[list[Delivery]]:

@@ -430,6 +430,9 @@ class FireResult:
     queued: int = 0  # schedules left for the leader to plan (see worker/planning.py)
     traced: list[Traced] = field(default_factory=list)  # fired with a trace context
     now_ms: int | None = None  # Redis time when the call ran (an early one's clock check)
+    # New entries read for the caller's own consumer in the same step (fire_call's hand):
+    # (entry id, fields)
+    handed: list[tuple[str, dict[bytes, bytes]]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

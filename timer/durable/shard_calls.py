@@ -40,6 +40,15 @@ def parse_lease_release(reply: Any) -> bool:
     return int(reply) == 1
 
 
+class Hand(NamedTuple):
+    """What a fire call reads for the caller's own consumer: at most ``most`` new
+    entries, for ``consumer`` of ``group`` (a worker that runs handlers itself)."""
+
+    most: int
+    group: str
+    consumer: str
+
+
 def fire_call(
     sk: ShardKeys,
     worker: str,
@@ -50,17 +59,21 @@ def fire_call(
     ttl_ms: int,
     ahead: int = 0,
     plans: bytes | str = "",
+    hand: Hand | None = None,
 ) -> ScriptCall:
     """Expire ``ids`` (oldest deadline first) if due by Redis time; fenced by the lease.
     ``ahead``: timers of the shard the caller expects to decide soon (see ``fire.lua``);
-    ``plans``: the next occurrence of each id a schedule armed (``schedules.pack_fire_plans``)."""
+    ``plans``: the next occurrence of each id a schedule armed (``schedules.pack_fire_plans``);
+    ``hand``: new entries to read for the caller's own consumer in the same step."""
     keys = [sk.timers, sk.buckets, sk.outcomes, sk.lease, sk.epoch, sk.schedules, sk.schedule_queue]
-    args = [sk.prefix, worker, epoch, bucket_ms, ttl_ms, max(0, ahead), plans, *ids]
+    most, group, consumer = (0, "", "") if hand is None else hand
+    args = [sk.prefix, worker, epoch, bucket_ms, ttl_ms, max(0, ahead), plans]
+    args += [max(0, most), group, consumer, *ids]
     return ScriptCall(ScriptName.FIRE, keys, args)
 
 
 def parse_fire(reply: Sequence[Any]) -> FireResult:
-    fired, early, armed, queued, traced, now = reply
+    fired, early, armed, queued, traced, now, handed = reply
     return FireResult(
         [text(x) for x in fired],
         {text(early[i]): int(early[i + 1]) for i in range(0, len(early), 2)},
@@ -68,7 +81,13 @@ def parse_fire(reply: Sequence[Any]) -> FireResult:
         int(queued),
         _traced(traced),
         int(now),
+        [(text(e[0]), _fields(e[1])) for e in handed],
     )
+
+
+def _fields(flat: Sequence[Any]) -> dict[bytes, bytes]:
+    """A stream entry's fields as a script returns them (a flat list) as XREADGROUP's."""
+    return {flat[i]: flat[i + 1] for i in range(0, len(flat), 2)}
 
 
 def _traced(flat: Sequence[Any]) -> list[Traced]:

@@ -221,6 +221,12 @@ class Handlers:
         loop = self._loop
         return 0 if loop is None or loop.waiting is None else len(loop.waiting)
 
+    def hand_off(self) -> HandlerLoop | None:
+        """While :meth:`run` runs, the loop a worker in this process reads outcomes for
+        as it fires them (``at_fire``, ``accept``: ``timer.worker.fire_and_handle``);
+        None otherwise."""
+        return self._loop
+
     def stop(self) -> None:
         """Take no new outcome; ``run`` returns once running handlers are done (or the
         drain timeout passed). Safe from any thread (a signal handler: see timer.signals)."""

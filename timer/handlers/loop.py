@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from .. import tracing
 from ..durable.groups import Delivery
 from ..durable.models import Outcome
+from ..durable.shard_calls import Hand
 from ..errors import TimerError
 from . import admission
 from . import history as runner_history
@@ -96,6 +97,27 @@ class HandlerLoop(CoroutineRunner):
         self.abandoned: set[tuple[int, str, int]] = set()
         self.replaced: set[str] = set()  # stuck threads: they exit once unstuck
         self.pause = PauseWatch(h.stats, h.group, group.paused, self._fields())  # by an operator
+
+    # -- outcomes a worker in this process fired (Handlers.run(fire=...)) -----------------
+
+    def at_fire(self, most: int) -> Hand | None:
+        """How many new outcomes (at most ``most``) a fire call of a worker in this
+        process may read for this runner (``fire.lua``'s hand), and as whom: as many as
+        its own read would take now (its room, read-ahead included). None while it
+        stops or its group is paused."""
+        if self.hand.stopping.is_set() or self.pause.paused:
+            return None
+        with self.hand.cond:
+            room = min(most, self.in_hand_limit - len(self.hand.held))
+        return Hand(room, self.h.group, self.h.consumer) if room > 0 else None
+
+    def accept(self, shard: int, entries: list[tuple[str, dict[bytes, bytes]]]) -> None:
+        """Entries a fire call read for this consumer, started as a read's are (their
+        key's limit, their priority, the handler's timeout): called on the firer's
+        thread, the moment the fire call answered."""
+        got = self._guard([], self.group.handed, shard, entries)
+        self.h.stats.handed_at_fire += len(got)
+        self._dispatch_all(got)
 
     # -- the reading thread -------------------------------------------------------------
 

@@ -106,6 +106,7 @@ class HandlerStats:
     ack_errors: int = 0  # could not settle with Redis (the outcome will come again)
     timed_out: int = 0  # attempts that ran past their timeout (counted in failed too)
     limit_waits: int = 0  # outcomes that found their key at its limit and waited a slot
+    handed_at_fire: int = 0  # read by a fire call of the worker in this process (fire=)
     paused: bool = False  # its group is paused by an operator (pause_group), as last asked
     pause_checks: int = 0  # times it asked Redis whether its group is paused
     duration: MsHistogram = field(default_factory=MsHistogram)  # handler run time
