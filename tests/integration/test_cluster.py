@@ -26,7 +26,7 @@ from timer.testing import (
     redis_cluster,
     start_cluster_node,
 )
-from timer.worker import Worker, WorkerSettings
+from timer.worker import Worker, WorkerSettings, fire_and_handle
 
 from .test_handler_limits import Overlap
 from .test_handlers import running
@@ -167,6 +167,31 @@ def test_handlers_on_a_cluster(cclient: TimerClient) -> None:
     assert (g.name, g.pending, g.retrying, g.lag, g.shards) == ("g", 0, 0, 0, 8)
     assert len(list(cclient.follow(history=True, stop_when_idle=True))) == 16
     assert cclient.delete_group("g") == 8 and cclient.groups() == []
+
+
+def test_fire_and_handle_on_a_cluster(cclient: TimerClient) -> None:
+    """A worker and its handlers in one process (#55) across three masters: each node's
+    fire calls (a pipeline per node) read their outcomes for the runner, every timer's
+    handler runs once, and the group owes nothing after."""
+    seen: list[str] = []
+    h = Handlers(cclient, group="g", consumer="me")
+    h.add("expired", lambda o: seen.append(o.id))
+    settings = WorkerSettings(worker_id="fh", lease_ms=2_000)
+    t = threading.Thread(target=fire_and_handle, args=(cclient, h, settings), daemon=True)
+    t.start()
+    try:
+        wait_for(lambda: h.hand_off() is not None, 30, "the handlers to start")
+        wait_for(lambda: len(set(cclient.leaders().values()) - {None}) == 1, 30, "the worker")
+        ids = [f"fh:{i}" for i in range(60)]
+        cclient.schedule_many([{"id": x, "delay_ms": 200} for x in ids])
+        wait_for(lambda: len(seen) == len(ids), 30, "every handler to run")
+        assert sorted(seen) == sorted(ids) and h.stats.handed_at_fire > 0
+        assert {cclient.shard_of(x) for x in ids} == set(range(8))  # all three masters
+    finally:
+        h.stop()
+        t.join(30)
+    assert not t.is_alive()
+    wait_for(lambda: cclient.groups()[0].pending == 0, 10, "the acknowledgements")
 
 
 def test_limits_and_rates_on_a_cluster(
