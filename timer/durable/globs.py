@@ -75,8 +75,10 @@ def _compiled(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(out), re.DOTALL)
 
 
+@lru_cache(maxsize=64)
 def redis_glob(pattern: str) -> Callable[[str], bool]:
-    """Whether a text matches ``pattern`` as Redis's glob matching says it does."""
+    """Whether a text matches ``pattern`` as Redis's glob matching says it does (one
+    matcher a pattern, made once: a filter asks it of every entry it reads)."""
     compiled = _compiled(pattern)
 
     def matches(value: str) -> bool:
