@@ -25,6 +25,7 @@ from typing import Any
 
 from . import (
     capacity,
+    cluster_scale,
     dashboard,
     debounce,
     engine,
@@ -106,6 +107,11 @@ def main(argv: list[str] | None = None) -> int:
         "runner": (runner.main, [*quick, *server]),
         # the dashboard beside a big namespace: first paint, each live update (#57)
         "dashboard": (dashboard.main, ["--timers", "200000" if quick else "1000000", *server]),
+        # a backlog on a 3-master Cluster, a master killed under it (#55; 10M by itself)
+        "cluster_scale": (
+            cluster_scale.main,
+            ["--timers", "200000" if quick else "1000000", "--window", "10" if quick else "30"],
+        ),
         # power cuts and a Sentinel split, per durability (#53)
         "redis_faults": (redis_faults.main, [*quick, *server]),
     }

@@ -97,6 +97,10 @@ def _stages(f: Figures) -> str:
 def rows(f: Figures) -> list[tuple[str, str, str, str]]:
     """(what, tickwheel, compared with in the same run, ratio) for each row."""
     peers = "peers.peers"
+    fire = "handlers.peers.tickwheel-fire-and-handle"
+    fire5 = "handlers.at_5x_rate.tickwheel-fire-and-handle"
+    celery = "handlers.peers.celery.start_lateness_ms"
+    two = "handlers.peers.tickwheel-handlers.start_lateness_ms"
     out = [
         (
             "engine: 1M timers (1 ms to 60 s) added, then the clock jumps past them",
@@ -196,6 +200,23 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
             ),
             "—",
             "—",
+        ),
+        (
+            f"Cluster: {f.n('cluster_scale.timers')} pending on 3 masters (a replica each, "
+            f"{f.n('cluster_scale.shards')} shards), 2 workers; "
+            f"{f.n('cluster_scale.due')} more due over {f.n('cluster_scale.window_s')} s "
+            "(`replicas:1`), a master killed halfway (#55)",
+            f"registered {f.k('cluster_scale.register_per_s')}/s (2 processes), "
+            f"{f.n('cluster_scale.bytes_per_timer', '.0f')} B a timer on the masters, worker "
+            f"RSS {f.n('cluster_scale.worker_rss_mb_max', '.0f')} MB; lateness p50 "
+            f"{f.n('cluster_scale.lateness_ms.p50')} / p99 "
+            f"{f.n('cluster_scale.lateness_ms.p99')} ms; "
+            f"lost {f.n('cluster_scale.lost')}, twice {f.n('cluster_scale.decided_twice')}, "
+            f"early {f.n('cluster_scale.early')}; the killed master's shards firing "
+            f"{f.n('cluster_scale.resumed_after_promotion_ms')} ms after its replica's "
+            f"promotion ({f.n('cluster_scale.failover_ms')} ms after the kill)",
+            f"the goal: within the lease + 250 ms, {f.n('cluster_scale.resume_goal_ms')} ms",
+            f.ratio("cluster_scale.resumed_after_promotion_ms", "cluster_scale.resume_goal_ms"),
         ),
         (
             "server instructions a timer, scheduled / fired with its sweep (callgrind)",
@@ -336,10 +357,27 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
             f"{f.x('handlers.peers.arq.p99_ratio_to_tickwheel')} tickwheel's",
         ),
         (
+            "handlers: the same, a worker and its handlers in each of 2 processes "
+            "(`handle --fire`: the fire call hands the outcomes it decides, #55)",
+            f"p50 {f.n(f'{fire}.start_lateness_ms.p50', '.2f')} ms, "
+            f"p99 {f.n(f'{fire}.start_lateness_ms.p99', '.2f')}",
+            f"2 deciders + 2 handler processes p50 "
+            f"{f.n('handlers.peers.tickwheel-handlers.start_lateness_ms.p50', '.2f')}, p99 "
+            f"{f.n('handlers.peers.tickwheel-handlers.start_lateness_ms.p99', '.2f')}; Celery "
+            f"p50 {f.n('handlers.peers.celery.start_lateness_ms.p50', '.2f')}, p99 "
+            f"{f.n('handlers.peers.celery.start_lateness_ms.p99', '.2f')}",
+            f"p50 {f.ratio(f'{fire}.start_lateness_ms.p50', f'{two}.p50')}, "
+            f"p99 {f.ratio(f'{fire}.start_lateness_ms.p99', f'{two}.p99')} the 4 processes'; "
+            f"p50 {f.ratio(f'{fire}.start_lateness_ms.p50', f'{celery}.p50')}, "
+            f"p99 {f.ratio(f'{fire}.start_lateness_ms.p99', f'{celery}.p99')} Celery's",
+        ),
+        (
             "handlers: the same at five times the rate, "
             f"{f.n('handlers.at_5x_rate.tickwheel-handlers.jobs')} jobs",
             f"p50 {f.n('handlers.at_5x_rate.tickwheel-handlers.start_lateness_ms.p50', '.2f')} "
-            f"ms, p99 {f.n('handlers.at_5x_rate.tickwheel-handlers.start_lateness_ms.p99', '.2f')}",
+            f"ms, p99 {f.n('handlers.at_5x_rate.tickwheel-handlers.start_lateness_ms.p99', '.2f')}"
+            f"; with `--fire` p50 {f.n(f'{fire5}.start_lateness_ms.p50', '.2f')}, p99 "
+            f"{f.n(f'{fire5}.start_lateness_ms.p99', '.2f')}",
             f"Celery p50 {f.n('handlers.at_5x_rate.celery.start_lateness_ms.p50', ',.0f')}, p99 "
             f"{f.n('handlers.at_5x_rate.celery.start_lateness_ms.p99', ',.0f')}",
             "—",

@@ -15,6 +15,7 @@ import pytest
 
 from benchmarks import (
     capacity,
+    cluster_scale,
     dashboard,
     debounce,
     engine,
@@ -118,6 +119,18 @@ def test_handlers_benchmark_with_tickwheel_alone(server_binary: Path) -> None:
         assert tw["delivery_ms"]["p50"] is not None
     rec = out["recovery"]
     assert rec["in_flight_at_kill"] == 5 and rec["repeated_runs"] == 5
+
+
+def test_cluster_scale_smallest_case(server_binary: Path) -> None:
+    """A backlog on a 3-master cluster with replicas, a master killed halfway through
+    the due traffic: its figures, and the promises they carry (nothing acknowledged
+    lost or decided twice, the killed master's shards firing again after the promotion)."""
+    out = run(cluster_scale.main, ["--timers", "3000", "--due", "600", "--window", "6",
+                                   "--server", str(server_binary)])  # fmt: skip
+    assert out["pending"] == 3000 and out["bytes_per_timer"] > 0 and out["register_per_s"] > 0
+    assert out["acknowledged"] > 0 and out["lost"] == 0 and out["decided_twice"] == 0
+    assert out["early"] == 0 and out["workers_alive"] and out["failover_ms"] > 0
+    assert out["touched_shards"] > 0 and out["resumed_after_promotion_ms"] >= 0
 
 
 def test_capacity_smallest_case(server_binary: Path) -> None:
