@@ -11,6 +11,10 @@ Same workloads for each, one after the other on one private server:
   the window (45 s after the last is due: lost, or still queued behind a slow worker)
   and duplicates.
 
+``tickwheel`` is its worker alone (a job is its timer's decision); ``tickwheel-fire-and-handle``
+(#55) is ``tickwheel handle --fire`` processes, each a worker and its handlers, a job a
+handler's run, recorded as the other peers' jobs record theirs.
+
 ``--quick``: 200 jobs over 2 s, a 10 s window, and each peer at its defaults only.
 
 Every peer is given absolute due times (arq ``_defer_until``, RQ ``enqueue_at``, Celery
@@ -90,6 +94,7 @@ class Peer:
     name = ""
     requires: tuple[str, ...] = ()  # modules from the bench extra
     kill9_runs = 1  # the kill -9 phase is run this many times (not with --quick)
+    by_default = True  # run when no --only names the peers
 
     def __init__(self, url: str, logs: Path) -> None:
         self.url, self.logs = url, logs
@@ -299,8 +304,33 @@ class TickwheelPeer(Peer):
         return late
 
 
+class TickwheelFireAndHandlePeer(TickwheelPeer):
+    """Two ``tickwheel handle --fire`` processes (#55), each a worker and its handlers: a
+    job is a handler's run (``benchmarks.handler_jobs:tickwheel_record``), recorded as the
+    other peers' jobs record theirs (its runs; its lateness by the wall clock). At least
+    once: a handler running when its process is killed runs again (a duplicate here, as
+    it would be for Celery); a timer is still decided once."""
+
+    name = "tickwheel-fire-and-handle"
+    by_default = False  # its own run (make bench: peers_fire), beside Celery and tickwheel
+
+    def worker(self, tag: str) -> subprocess.Popen[bytes]:
+        return spawn([sys.executable, "-m", "timer.cli", "--redis-url", self.url, "--namespace",
+                      "peers", "handle", "benchmarks.handler_jobs:tickwheel_record",
+                      "--consumer", f"h-{tag}-{time.time_ns()}", "--fire", "--lease", "2s",
+                      "--reclaim-idle", "2s", "--log-level", "WARNING"],
+                     self.url, self.logs / f"twf-{tag}.log", {"PEER_NAME": self.name})  # fmt: skip
+
+    def runs(self) -> dict[str, int]:
+        return Peer.runs(self)
+
+    def lateness(self) -> dict[str, float]:
+        return Peer.lateness(self)
+
+
 PEERS: dict[str, type[Peer]] = {
-    "tickwheel": TickwheelPeer, "arq": ArqPeer, "arq-poll-50ms": ArqTunedPeer, "rq": RQPeer,
+    "tickwheel": TickwheelPeer, "tickwheel-fire-and-handle": TickwheelFireAndHandlePeer,
+    "arq": ArqPeer, "arq-poll-50ms": ArqTunedPeer, "rq": RQPeer,
     "celery": CeleryPeer, "celery-vt-15s": CeleryTunedPeer, "celery-vt-5s": CeleryShortTimeoutPeer,
     "celery-on-tickwheel": CeleryOnTickwheelPeer,
     "celery-on-tickwheel-at-most-once": CeleryOnTickwheelAtMostOncePeer,
@@ -402,7 +432,9 @@ def main(argv: list[str] | None = None) -> int:
         jobs=args.jobs or plan.jobs,
         span_s=args.span or plan.span_s,
     )
-    names = args.only or list(QUICK_PEERS if args.quick else PEERS)
+    names = args.only or list(
+        QUICK_PEERS if args.quick else (n for n, c in PEERS.items() if c.by_default)
+    )
     missing = sorted({m for n in names for m in PEERS[n].requires if find_spec(m) is None})
     if missing:
         p.error(

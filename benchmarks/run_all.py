@@ -48,6 +48,7 @@ from . import (
 )
 
 OUT = Path(__file__).resolve().parent / "results.json"
+FIRE_PEERS = ["--only", "tickwheel", "--only", "tickwheel-fire-and-handle", "--only", "celery"]
 
 
 def capture(fn: Any, args: list[str]) -> dict[str, Any]:
@@ -94,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         "recovery": (recovery.main, [*quick, *server]),
         "spark": (spark.main, ["--rows", "50000" if args.quick else "200000", *server]),
         "peers": (peers.main, [*quick, *server]),
+        # handlers in `handle --fire` processes beside Celery's ETA and a kill -9 (#55)
+        "peers_fire": (peers.main, [*FIRE_PEERS, *quick, *server]),
         "handlers": (handlers.main, [*quick, *server]),
         "schedules": (schedules.main, [*quick, *server]),  # a burst a second, one-shots too
         # spread over each second, schedules alone: their own lateness

@@ -101,6 +101,7 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
     fire5 = "handlers.at_5x_rate.tickwheel-fire-and-handle"
     celery = "handlers.peers.celery.start_lateness_ms"
     two = "handlers.peers.tickwheel-handlers.start_lateness_ms"
+    pf, pc = "peers_fire.peers.tickwheel-fire-and-handle", "peers_fire.peers.celery"
     out = [
         (
             "engine: 1M timers (1 ms to 60 s) added, then the clock jumps past them",
@@ -301,6 +302,20 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
             f"{f.n(peers + '.rq.lateness.lateness_ms.p50')} / "
             f"{f.n(peers + '.rq.lateness.lateness_ms.p99')}",
             "—",
+        ),
+        (
+            f"peers, a run of their own: {f.n('peers_fire.plan.jobs')} jobs due over "
+            f"{f.n('peers_fire.plan.span_s', '.0f')} s, each a handler run by `handle --fire` "
+            "processes (#55), start lateness p50 / p99; then one of two killed",
+            f"{f.n(pf + '.lateness.lateness_ms.p50', '.2f')} / "
+            f"{f.n(pf + '.lateness.lateness_ms.p99', '.2f')} ms; killed: lost "
+            f"{f.n(pf + '.kill9.not_run_by_end')}, run twice {f.n(pf + '.kill9.duplicated')}",
+            f"Celery {f.n(pc + '.lateness.lateness_ms.p50', '.2f')} / "
+            f"{f.n(pc + '.lateness.lateness_ms.p99', '.2f')} ms, killed: lost "
+            f"{f.n(pc + '.kill9.not_run_by_end')}, run twice {f.n(pc + '.kill9.duplicated')}",
+            f"p50 {f.ratio(pf + '.lateness.lateness_ms.p50', pc + '.lateness.lateness_ms.p50')}"
+            f", p99 {f.ratio(pf + '.lateness.lateness_ms.p99', pc + '.lateness.lateness_ms.p99')}"
+            " Celery's",
         ),
         (
             "Celery's countdowns kept by tickwheel (`timer.celery.send_later`): the same jobs; "

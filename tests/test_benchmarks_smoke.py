@@ -96,6 +96,22 @@ def test_peers_machinery_with_tickwheel_alone(server_binary: Path) -> None:
     assert tw["kill9"]["killed_one_worker"]
 
 
+def test_peers_with_handle_fire(server_binary: Path) -> None:
+    """The peers benchmark's phases with `handle --fire` processes (#55): every job's
+    handler runs, the killed process's included (at least once: a run in flight at the
+    kill may be repeated, so repeats are counted, not forbidden)."""
+    out = run(peers.main, ["--quick", "--only", "tickwheel-fire-and-handle", "--register",
+                           "200", "--jobs", "100", "--span", "1", "--server",
+                           str(server_binary)])  # fmt: skip
+    tw = out["peers"]["tickwheel-fire-and-handle"]
+    assert tw["register_per_s"] > 0
+    for phase in ("lateness", "kill9"):
+        assert tw[phase]["jobs"] == 100 and tw[phase]["not_run_by_end"] == 0
+        assert tw[phase]["lateness_ms"]["p50"] is not None
+    assert tw["lateness"]["duplicated"] == 0  # nothing killed: each handler ran once
+    assert tw["kill9"]["killed_one_worker"]
+
+
 def test_peers_refuses_a_peer_that_is_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
     """Asking for a peer whose library is missing says how to install it, before any work."""
     monkeypatch.setattr(peers, "find_spec", lambda name: None)

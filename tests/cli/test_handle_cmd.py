@@ -202,14 +202,11 @@ def guide_block(after: str) -> list[str]:
     return [line.strip() for line in block.splitlines() if line.strip()]
 
 
-def test_readme_handlers_commands_run_as_written(
+def guide_app(
     workdir: Path, redis_server: RedisServer, namespace: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The handlers guide's commands, as written: `handle` runs as a process until
-    SIGTERM (exit 0) and handles expired outcomes; the admin lines run in order, with REF
-    replaced by a dead letter's ref."""
-    lines = guide_block("# Handlers: run your code when a timer ends")
-    assert lines[0].startswith("tickwheel handle myapp.handlers:on_timeout")
+) -> TimerClient:
+    """What the guide's commands assume: the server and namespace in the environment, a
+    `myapp.handlers:on_timeout` that writes each id to handled.txt, and the namespace."""
     monkeypatch.setenv("TICKWHEEL_REDIS_URL", redis_server.url)
     monkeypatch.setenv("TICKWHEEL_NAMESPACE", namespace)
     (workdir / "myapp").mkdir()
@@ -220,6 +217,18 @@ def test_readme_handlers_commands_run_as_written(
     )
     c = TimerClient.from_url(redis_server.url, namespace)
     c.init(shards=4)
+    return c
+
+
+def test_readme_handlers_commands_run_as_written(
+    workdir: Path, redis_server: RedisServer, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The handlers guide's commands, as written: `handle` runs as a process until
+    SIGTERM (exit 0) and handles expired outcomes; the admin lines run in order, with REF
+    replaced by a dead letter's ref."""
+    lines = guide_block("# Handlers: run your code when a timer ends")
+    assert lines[0].startswith("tickwheel handle myapp.handlers:on_timeout")
+    c = guide_app(workdir, redis_server, namespace, monkeypatch)
     now = c.server_time_ms()
     c.schedule("late:1", deadline_ms=now - 1000)
     c.schedule("late:2", deadline_ms=now - 1000)
@@ -294,16 +303,7 @@ def test_handle_fire_runs_as_written(
     SIGTERM releases its shards and exits 0."""
     (line,) = guide_block("## Fire and handle in one process")
     assert line.startswith("tickwheel handle myapp.handlers:on_timeout --fire")
-    monkeypatch.setenv("TICKWHEEL_REDIS_URL", redis_server.url)
-    monkeypatch.setenv("TICKWHEEL_NAMESPACE", namespace)
-    (workdir / "myapp").mkdir()
-    (workdir / "myapp" / "handlers.py").write_text(
-        "import pathlib\n\ndef on_timeout(o):\n"
-        "    with pathlib.Path('handled.txt').open('a') as f:\n"
-        "        f.write(o.id + '\\n')\n"
-    )
-    c = TimerClient.from_url(redis_server.url, namespace)
-    c.init(shards=4)
+    c = guide_app(workdir, redis_server, namespace, monkeypatch)
     proc = subprocess.Popen(
         [sys.executable, "-m", "timer.cli", *shlex.split(line)[1:]],
         cwd=workdir,
