@@ -30,6 +30,7 @@ from .service import (
     metrics_options,
     serve,
     setup_logging,
+    steady_heap,
 )
 
 WEBHOOK_SECRET_ENV = "TICKWHEEL_WEBHOOK_SECRET"
@@ -320,6 +321,7 @@ def handle(
     with errors():
         client.meta  # noqa: B018 - a namespace never initialised fails here, clearly
     _announce(app, handlers, client, concurrency, metrics_port, metrics_host)
+    steady_heap()
     try:
         with errors():
             if fire:

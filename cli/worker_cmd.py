@@ -22,6 +22,7 @@ from .service import (
     metrics_options,
     serve,
     setup_logging,
+    steady_heap,
 )
 
 
@@ -145,6 +146,7 @@ def worker(
         f"worker {settings.worker_id} ready: namespace {app.namespace!r} at {app.safe_url}{where}",
         worker=settings.worker_id,
     )
+    steady_heap()
     try:
         with errors():
             w.run()  # SIGTERM/Ctrl-C stop it gracefully; it waits for Redis at start-up

@@ -406,3 +406,18 @@ def test_durability_of_a_long_running_command_is_checked_before_it_starts(
         assert "none, aof, replicas:N, aof+replicas:N" in done.output
     env = runner.invoke(main, [*command], env={"TICKWHEEL_DURABILITY": "replicas"})
     assert env.exit_code == 2 and "--durability" in env.output
+
+
+def test_steady_heap_puts_start_up_out_of_the_collectors_reach() -> None:
+    """The long-running commands freeze what start-up made (#55: a full collection of it
+    stalled a `handle --fire` process ~20 ms at a time); the collector still runs."""
+    import gc  # noqa: PLC0415
+
+    from timer.cli.service import steady_heap  # noqa: PLC0415
+
+    gc.unfreeze()
+    try:
+        steady_heap()
+        assert gc.get_freeze_count() > 1000 and gc.isenabled()
+    finally:
+        gc.unfreeze()
