@@ -220,6 +220,19 @@ def guide_app(
     return c
 
 
+def handled_then_stopped(proc: subprocess.Popen[bytes], handled: Path, n: int) -> bytes:
+    """Once the guide's handler wrote ``n`` ids, SIGTERM: the process exits 0; its output."""
+    wait_for(
+        lambda: handled.exists() and len(handled.read_text().split()) == n,
+        30,
+        "the handlers to run",
+    )
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
+    return out
+
+
 def test_readme_handlers_commands_run_as_written(
     workdir: Path, redis_server: RedisServer, namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -245,15 +258,7 @@ def test_readme_handlers_commands_run_as_written(
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     try:
-        handled = workdir / "handled.txt"
-        wait_for(
-            lambda: handled.exists() and len(handled.read_text().split()) == 2,
-            30,
-            "the handler to run",
-        )
-        proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=30)
-        assert proc.returncode == 0, out
+        out = handled_then_stopped(proc, workdir / "handled.txt", 2)
         assert b"consumer pod-0 stopped: handled 2" in out
     finally:
         if proc.poll() is None:
@@ -314,22 +319,15 @@ def test_handle_fire_runs_as_written(
     try:
         wait_for(lambda: set(c.leaders().values()) - {None}, 30, "its worker to lead")
         c.schedule_many([{"id": f"f{i}", "delay_ms": 200} for i in range(20)])
-        handled = workdir / "handled.txt"
-        wait_for(
-            lambda: handled.exists() and len(handled.read_text().split()) == 20,
-            30,
-            "the handlers to run",
-        )
-        proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=30)
-        assert proc.returncode == 0, out
+        out = handled_then_stopped(proc, workdir / "handled.txt", 20)
         assert b"firing in this process" in out and b"stopped: handled 20" in out
         assert set(c.leaders().values()) == {None}  # its shards released at the stop
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert sorted(handled.read_text().split()) == sorted(f"f{i}" for i in range(20))
+    ran = (workdir / "handled.txt").read_text().split()
+    assert sorted(ran) == sorted(f"f{i}" for i in range(20))
 
 
 def test_handle_fire_refuses_what_it_cannot_do(tw: Run) -> None:
