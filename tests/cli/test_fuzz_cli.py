@@ -274,3 +274,20 @@ def test_any_timers_command_line(
     assert "Traceback" not in result.output
     if result.exit_code != 0 or args[1] in ("list", "count") or "--dry-run" in args:
         assert namespace_keys(redis_client, namespace) == before, (args, result.output)
+
+
+@FUZZ
+@given(lease=st.one_of(durations, words), fire=st.booleans())
+def test_handle_fire_options_any_lease(
+    redis_server: RedisServer, redis_client: redis.Redis, namespace: str, lease: str, fire: bool
+) -> None:
+    """`handle --lease` (#55) with any text, with or without --fire (and --idle-exit,
+    which --fire refuses): a usage error that says what to do, no traceback, nothing
+    written."""
+    with TimerClient.from_url(redis_server.url, namespace) as c:
+        c.init(shards=2)
+    before = namespace_keys(redis_client, namespace)
+    args = ["handle", "json:dumps", "--lease", lease, "--idle-exit", *(["--fire"] if fire else [])]
+    result = run(redis_server.url, namespace, args)
+    assert result.exit_code == 2 and "Traceback" not in result.output, (args, result.output)
+    assert namespace_keys(redis_client, namespace) == before

@@ -98,7 +98,7 @@ class HandlerLoop(CoroutineRunner):
         self.replaced: set[str] = set()  # stuck threads: they exit once unstuck
         self.pause = PauseWatch(h.stats, h.group, group.paused, self._fields())  # by an operator
 
-    # -- outcomes a worker in this process fired (Handlers.run(fire=...)) -----------------
+    # -- outcomes a worker in this process fired (timer.worker.fire_and_handle) ----------
 
     def at_fire(self, most: int) -> Hand | None:
         """How many new outcomes (at most ``most``) a fire call of a worker in this
