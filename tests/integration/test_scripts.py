@@ -370,6 +370,54 @@ def test_a_lean_record_is_decided_from_its_bytes_as_pack_result_would(
         assert (read_d, unpacked, same) == (d, 0 if lean else 1, 1)
 
 
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    sizes=st.lists(
+        st.sampled_from([0, 1, 29, 30, 31, 32, 253, 254, 255, 256, 65_532, 65_533, 65_534, 70_000])
+        | st.integers(0, 600),
+        min_size=1,
+        max_size=6,
+    ),
+    times=st.lists(
+        st.tuples(st.sampled_from(["delay_ms", "deadline_ms"]), st.integers(0, 2**33)),
+        min_size=1,
+        max_size=6,
+    ),
+    origin=st.sampled_from(["", "o", "spark-job:" + "x" * 40]),
+)
+def test_a_plain_timer_is_stored_as_pack_rec_would_write_it(
+    client: TimerClient,
+    redis_client: redis.Redis,
+    sizes: list[int],
+    times: list[tuple[str, int]],
+    origin: str,
+) -> None:
+    """schedule's plain path (#55: an id, a time and a payload, put together without a
+    table) writes each record byte for byte as cmsgpack packs the same array, whatever
+    the payload's size (each msgpack string header), the deadline (below 2^32 too, and in
+    the past: a negative d - c) and the origin."""
+    now = server_now_ms(redis_client)
+    items: list[dict[str, Any]] = []
+    for k, (size, (kind, value)) in enumerate(zip(sizes, times * len(sizes), strict=False)):
+        when = value % 3_600_000 if kind == "delay_ms" else value
+        if kind == "deadline_ms" and when > now:
+            when = now + when % 3_600_000
+        items.append({"id": f"plain:{{p}}:{k}:{size}", kind: when, "payload": "x" * size})
+    got = client.schedule_many(items, origin=origin)
+    assert all(not isinstance(t, Exception) and t.created for t in got), got
+    tkey = client.keys.shard(client.shard_of("plain:{p}:0:0")).timers
+    for item in items:
+        raw = cast(bytes, redis_client.hget(tkey, item["id"]))
+        assert raw is not None
+        again = redis_client.eval("return cmsgpack.pack(cmsgpack.unpack(ARGV[1]))", 0, raw)
+        assert raw == again, (item["id"], raw[:16].hex(), again[:16].hex())
+        rec = decode_pending(raw)
+        assert rec["origin"] == origin and msgpack.unpackb(rec["payload"]) == item["payload"]
+    redis_client.delete(tkey)
+
+
 def test_fire_and_sweep_publish_no_echo_but_cancel_does(
     c: TimerClient, redis_client: redis.Redis
 ) -> None:

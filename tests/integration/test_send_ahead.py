@@ -36,7 +36,7 @@ def results(client: TimerClient, p: steps.Pipeline, replies: list[Any]) -> list[
     out: list[Any] = []
     for call, reply in zip(p.calls, replies, strict=True):
         assert isinstance(call, steps.ScriptCall)
-        tid = msgpack.unpackb(call.args[5], raw=True)[0][0].decode()  # its one timer's id
+        tid = msgpack.unpackb(call.args[5], raw=True)[0].decode()  # its one timer's id
         item = schedule_item_of(ns, {"id": tid, "delay_ms": 60_000})
         out += [reply] if isinstance(reply, Exception) else parse_schedule(reply, [item], "")
     return out

@@ -57,9 +57,22 @@ def schedule_call(ns: Namespace, items: Sequence[ScheduleItem], origin: str) -> 
         raise ValueError(f"a schedule call takes 1 to {TIMERS_PER_CALL} timers")
     sk = ns.shard(items[0].shard)
     keys = [sk.timers, sk.buckets]
-    # The old raw format (no bin or str8 types): what Redis's Lua cmsgpack reads.
-    timers = msgpack.packb([item.spec for item in items], use_bin_type=False)
-    args = [sk.prefix, ns.meta.bucket_ms, ns.settings.max_delay_ms, sk.events, origin, timers]
+    # Four slots a timer, flat (no table a timer for the script to unpack), and a timer
+    # with more than those four whole, apart (#55). The old raw format (no bin or str8
+    # types): what Redis's Lua cmsgpack reads.
+    flat: list[Any] = []
+    whole: list[Any] = []
+    for place, item in enumerate(items, 1):
+        spec = item.spec
+        if len(spec) == 4:
+            flat += spec
+        else:
+            flat += (spec[0], False, False, False)
+            whole += (place, spec)
+    timers = msgpack.packb(flat, use_bin_type=False)
+    rest = msgpack.packb(whole, use_bin_type=False) if whole else b""
+    args = [sk.prefix, ns.meta.bucket_ms, ns.settings.max_delay_ms, sk.events, origin, timers,
+            rest]  # fmt: skip
     return ScriptCall(ScriptName.SCHEDULE, keys, args)
 
 

@@ -14,12 +14,18 @@ ARGV[2]  bucket_ms   width of a durable bucket, ms
 ARGV[3]  max_delay_ms  a deadline further than this from now is refused
 ARGV[4]  events channel of the shard
 ARGV[5]  origin      an opaque token naming who created them (a batch, a Spark job); may be ''
-ARGV[6]  timers      msgpack array; each timer is an array
-                     {id, mode, value, payload, need, rearm, watch, trace, callback,
-                     note, max_total_ms, debounce, priority}, the last nine left out
-                     when they are their defaults (1, 0, {}, '', '', '', 0, 0, 0):
+ARGV[6]  timers      msgpack array, four slots a timer, flat: id, mode, value, payload
+                     (no table a timer to unpack: most timers are only these four), or
+                     id, false, false, false for a timer sent whole in ARGV[7];
                      mode 'in' (value is a delay, ms) or 'at' (value is a deadline, epoch
-                     ms, Redis time); payload msgpack bytes; need distinct watch keys that
+                     ms, Redis time); payload msgpack bytes
+ARGV[7]  whole       '' or a msgpack array of pairs: i (the timer's place, from 1), then
+                     all its slots, {id, mode, value, payload, need, rearm, watch, trace,
+                     callback, note, max_total_ms, debounce, priority}, cut after the
+                     last that is not its default (1, 0, {}, '', '', '', 0, 0, 0): the
+                     timers with more than the first four. A timer not there has them
+                     all at their defaults:
+                     need distinct watch keys that
                      complete it (>= 1); rearm 1: an id whose outcome is retained is
                      scheduled again (a new arming with its own outcome), 0: that outcome
                      is returned; watch keys deduplicated and sorted by the client, all
@@ -60,16 +66,29 @@ Cost     O(N + W) for N timers and W watch keys.
 --- @include "decide"
 local TIMERS, BUCKETS = KEYS[1], KEYS[2]
 local P, bucket_ms, max_delay = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local channel, origin = ARGV[4], ARGV[5]
-local timers = cmsgpack.unpack(ARGV[6])
+local channel, origin, packed_whole = ARGV[4], ARGV[5], ARGV[7]
+local flat = cmsgpack.unpack(ARGV[6])
+local whole = {}  -- i -> timer i's slots, for the timers with more than four (few)
+if packed_whole ~= '' then
+  local pairs_ = cmsgpack.unpack(packed_whole)
+  for k = 1, #pairs_, 2 do whole[pairs_[k]] = pairs_[k + 1] end
+end
 -- A timer's slots, as timer/durable/fields.py declares them (its slot + 1; a test holds
--- the two together). The last eight may be left out: then they are their defaults.
+-- the two together). The last nine may be left out: then they are their defaults.
 local ID, MODE, VALUE, PAYLOAD, NEED, REARM, WATCH, TRACEPARENT, CALLBACK_URL, NOTE,
   MAX_TOTAL_MS, DEBOUNCE, PRIORITY = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13
-local n = #timers
+local n = #flat / 4
+
+-- Timer i as one table of its slots: what the checks of an id seen before read.
+local function timer_of(i)
+  local t = whole[i]
+  if t then return t end
+  local b = 4 * i - 4
+  return {flat[b + 1], flat[b + 2], flat[b + 3], flat[b + 4]}
+end
 
 local ids = {}
-for i = 1, n do ids[i] = timers[i][ID] end
+for i = 1, n do ids[i] = flat[4 * i - 3] end
 local existing = redis.call('HMGET', TIMERS, unpack(ids))
 -- the retained outcomes of the ids not pending (an id is never both: see rearm below)
 local rs = results_of(P)
@@ -85,11 +104,17 @@ local got = result_get_many(rs, absent)
 for k = 1, #absent do retained[at[k]] = got[k] end
 
 local now = now_ms()
-local replies, here = {}, {}  -- here: id -> record created earlier in this call
-local fields, buckets, coarse, watched, gone, events = {}, {}, {}, {}, {}, {}
+-- here: id -> its record created earlier in this call, as a table, or as its packed
+-- bytes when it was made by the plain path below (read_rec reads them if the id comes
+-- again in this call)
+local replies, here = {}, {}
+local fields, buckets, coarse, watched, gone = {}, {}, {}, {}, {}
+local nf = 0  -- #fields, counted: `#` on a growing list is a search each time
+-- The M event's pieces: ' <deadline> ', '<id byte length> ', '<id>' for each created
+local events, ne, created = {}, 0, 0
 local ranked = {}  -- the Q event: the created timers that have a priority
-local deadline_text, length_text = {}, {}  -- number -> its decimal text, made once a call
-local first  -- {deadline, id} of the first timer created: the event when it is the only one
+local at_text, length_text = {}, {}  -- ' <deadline> ' and '<length> ', made once a call
+local first  -- {deadline text, id} of the first timer created: the event when it is the only one
 -- moved: id -> a pending record a debounce call moved (in `moves`, in order), this
 -- call's own creations too: written again after the loop, as it stands then (HSET's
 -- last value of a field wins; its old bucket entry is lazy, as a reschedule's)
@@ -137,6 +162,10 @@ end
 local function known(i, t)
   local id = t[ID]
   local rec = moved[id] or here[id]
+  if type(rec) == 'string' then  -- made by the plain path: read as a table from now on
+    rec = read_rec(rec)
+    here[id] = rec
+  end
   if not rec then
     if retained[i] and t[REARM] ~= 1 and t[DEBOUNCE] ~= 1 then
       return {'decided', retained[i]}
@@ -151,54 +180,131 @@ local function known(i, t)
   return conflict(id)
 end
 
+-- Index a timer created at `deadline` (its bucket, fine or coarse: include/buckets.lua)
+-- and add it to the event.
+local function created_at(id, deadline)
+  local hour = (deadline - deadline % COARSE_MS) / COARSE_MS
+  if hour * COARSE_MS >= now + COARSE_MS then  -- is_far: waits in a coarse bucket
+    push(coarse, hour, id)
+  else
+    push(buckets, (deadline - deadline % bucket_ms) / bucket_ms, id)
+  end
+  local at = at_text[deadline]  -- timers of one call often share a deadline
+  if not at then
+    at = ' ' .. istr(deadline) .. ' '
+    at_text[deadline] = at
+  end
+  local len = length_text[#id]  -- ... and ids a length
+  if not len then
+    len = istr(#id) .. ' '
+    length_text[#id] = len
+  end
+  events[ne + 1], events[ne + 2], events[ne + 3] = at, len, id
+  ne = ne + 3
+  created = created + 1
+  if not first then first = {deadline, id} end
+  return len
+end
+
+-- The plain path's record bytes: what pack_rec makes of [d, p, d - c(, s)], put
+-- together here without a table (#55): its head, d, the payload as a msgpack string, d -
+-- c and the origin, each written as cmsgpack writes it (a test holds the bytes to it).
+local LEAN = origin == '' and '\147' or '\148'  -- an array of 3, or 4 with the origin
+local ORIGIN = origin == '' and '' or cmsgpack.pack(origin)
+local TWO32 = 4294967296
+local str_head, int_bytes = {}, {}  -- payload length -> its header; d - c -> its bytes
+local function uint64(d)  -- 0xcf and d's 8 bytes, as cmsgpack writes d >= 2^32
+  local b8 = d % 256
+  d = (d - b8) / 256
+  local b7 = d % 256
+  d = (d - b7) / 256
+  local b6 = d % 256
+  d = (d - b6) / 256
+  local b5 = d % 256
+  d = (d - b5) / 256
+  local b4 = d % 256
+  d = (d - b4) / 256
+  local b3 = d % 256
+  d = (d - b3) / 256
+  local b2 = d % 256
+  return schar(207, (d - b2) / 256, b2, b3, b4, b5, b6, b7, b8)
+end
+local function head_of(len)  -- a msgpack string's header (fixstr, str8, str16, str32)
+  if len < 32 then return schar(160 + len) end
+  if len < 256 then return schar(217, len) end
+  if len < 65536 then return schar(218, (len - len % 256) / 256, len % 256) end
+  local b4 = len % 256
+  local rest = (len - b4) / 256
+  local b3 = rest % 256
+  rest = (rest - b3) / 256
+  return schar(219, (rest - rest % 256) / 256, rest % 256, b3, b4)
+end
+
 for i = 1, n do
-  local t = timers[i]
-  local id = t[ID]
-  replies[i] = known(i, t)
-  if not replies[i] then
-    local deadline, too_far = deadline_of(t[MODE], t[VALUE], now, max_delay)
-    local cap = t[MAX_TOTAL_MS] or 0
-    if cap > 0 and deadline and deadline > now + cap then deadline = now + cap end
-    if too_far then
+  local b = 4 * i - 4
+  local id = flat[b + 1]
+  if whole[i] or existing[i] or retained[i] or here[id] or moved[id] then
+    -- the full path: a timer with more than an id, a time and a payload, or an id seen
+    local t = timer_of(i)
+    replies[i] = known(i, t)
+    if not replies[i] then
+      local deadline, too_far = deadline_of(t[MODE], t[VALUE], now, max_delay)
+      local cap = t[MAX_TOTAL_MS] or 0
+      if cap > 0 and deadline and deadline > now + cap then deadline = now + cap end
+      if too_far then
+        replies[i] = too_far
+      else
+        -- re-armed: the old outcome stays in the stream only
+        if retained[i] then gone[#gone + 1] = id end
+        local watch = t[WATCH] or NONE
+        local rec = {d = deadline, p = t[PAYLOAD], w = watch, n = t[NEED] or 1, g = NONE,
+          c = now, s = origin, x = t[TRACEPARENT] or '', u = t[CALLBACK_URL] or '',
+          note = t[NOTE] or '', cap = cap, k = 0, pr = t[PRIORITY] or 0}
+        here[id] = rec
+        fields[nf + 1], fields[nf + 2] = id, pack_rec(rec)
+        nf = nf + 2
+        for _, k in ipairs(watch) do push(watched, k, id) end
+        local len = created_at(id, deadline)
+        if rec.pr ~= 0 then ranked[#ranked + 1] = ' ' .. istr(rec.pr) .. ' ' .. len .. id end
+        replies[i] = deadline  -- an integer reply: the cheapest Redis converts (most replies)
+      end
+    end
+  else
+    -- the plain path (most timers): new, an id, a time and a payload; no table made
+    local value, p = flat[b + 3], flat[b + 4]
+    local deadline = value
+    if flat[b + 2] == 'in' then deadline = now + value end
+    if deadline > now + max_delay then
+      local _, too_far = deadline_of('at', deadline, now, max_delay)
       replies[i] = too_far
     else
-      -- re-armed: the old outcome stays in the stream only
-      if retained[i] then gone[#gone + 1] = id end
-      local watch = t[WATCH] or NONE
-      local rec = {d = deadline, p = t[PAYLOAD], w = watch, n = t[NEED] or 1, g = NONE, c = now,
-        s = origin, x = t[TRACEPARENT] or '', u = t[CALLBACK_URL] or '', note = t[NOTE] or '',
-        cap = cap, k = 0, pr = t[PRIORITY] or 0}
+      local ph = str_head[#p]
+      if not ph then
+        ph = head_of(#p)
+        str_head[#p] = ph
+      end
+      local late = deadline - now
+      local lb = int_bytes[late]
+      if not lb then
+        lb = cmsgpack.pack(late)
+        int_bytes[late] = lb
+      end
+      local d8
+      if deadline >= TWO32 then d8 = uint64(deadline) else d8 = cmsgpack.pack(deadline) end
+      local rec = LEAN .. d8 .. ph .. p .. lb .. ORIGIN
       here[id] = rec
-      fields[#fields + 1] = id
-      fields[#fields + 1] = pack_rec(rec)
-      if is_far(deadline, now) then  -- waits in a coarse bucket (see include/buckets.lua)
-        push(coarse, math.floor(deadline / COARSE_MS), id)
-      else
-        push(buckets, math.floor(deadline / bucket_ms), id)
-      end
-      for _, k in ipairs(watch) do push(watched, k, id) end
-      local at = deadline_text[deadline]  -- timers of one call often share a deadline
-      if not at then
-        at = istr(deadline)
-        deadline_text[deadline] = at
-      end
-      local len = length_text[#id]  -- ... and ids a length
-      if not len then
-        len = istr(#id)
-        length_text[#id] = len
-      end
-      events[#events + 1] = ' ' .. at .. ' ' .. len .. ' ' .. id
-      if rec.pr ~= 0 then ranked[#ranked + 1] = ' ' .. istr(rec.pr) .. ' ' .. len .. ' ' .. id end
-      if not first then first = {at, id} end
-      replies[i] = deadline  -- an integer reply: the cheapest Redis converts (most replies)
+      fields[nf + 1], fields[nf + 2] = id, rec
+      nf = nf + 2
+      created_at(id, deadline)
+      replies[i] = deadline
     end
   end
 end
 
 for _, id in ipairs(moves) do  -- debounce calls absorbed: each record as it now stands
   local rec = moved[id]
-  fields[#fields + 1] = id
-  fields[#fields + 1] = pack_rec(rec)
+  fields[nf + 1], fields[nf + 2] = id, pack_rec(rec)
+  nf = nf + 2
   if is_far(rec.d, now) then
     push(coarse, math.floor(rec.d / COARSE_MS), id)
   else
@@ -206,21 +312,21 @@ for _, id in ipairs(moves) do  -- debounce calls absorbed: each record as it now
   end
 end
 
-if #fields > 0 then
+if nf > 0 then
   if #gone > 0 then
     result_del_many(rs, gone)
     rx_save(rs)
   end
-  redis.call('HSET', TIMERS, unpack(fields))
+  redis.call('HSET', TIMERS, unpack(fields, 1, nf))
   add_to_buckets(P, bucket_key, BUCKETS, bucket_ms, buckets)
   add_to_coarse(P, coarse)
   for k, members in pairs(watched) do
     redis.call('SADD', watch_key(P, k), unpack(members))
   end
-  if #events == 1 then
-    redis.call('PUBLISH', channel, 'S ' .. first[1] .. ' ' .. first[2])
-  elseif #events > 1 then
-    redis.call('PUBLISH', channel, 'M' .. table.concat(events))
+  if created == 1 then
+    redis.call('PUBLISH', channel, 'S ' .. istr(first[1]) .. ' ' .. first[2])
+  elseif created > 1 then
+    redis.call('PUBLISH', channel, 'M' .. table.concat(events, '', 1, ne))
   end
   if #ranked > 0 then  -- after the S or M event that placed them: a worker's order
     redis.call('PUBLISH', channel, 'Q' .. table.concat(ranked))
