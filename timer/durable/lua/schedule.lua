@@ -213,31 +213,31 @@ local LEAN = origin == '' and '\147' or '\148'  -- an array of 3, or 4 with the 
 local ORIGIN = origin == '' and '' or cmsgpack.pack(origin)
 local TWO32 = 4294967296
 local str_head, int_bytes = {}, {}  -- payload length -> its header; d - c -> its bytes
+local function be4(x)  -- the 4 bytes of 0 <= x < 2^32, big-endian
+  local d = x % 256
+  x = (x - d) / 256
+  local c = x % 256
+  x = (x - c) / 256
+  local b = x % 256
+  return (x - b) / 256, b, c, d
+end
 local function uint64(d)  -- 0xcf and d's 8 bytes, as cmsgpack writes d >= 2^32
-  local b8 = d % 256
-  d = (d - b8) / 256
-  local b7 = d % 256
-  d = (d - b7) / 256
-  local b6 = d % 256
-  d = (d - b6) / 256
-  local b5 = d % 256
-  d = (d - b5) / 256
-  local b4 = d % 256
-  d = (d - b4) / 256
-  local b3 = d % 256
-  d = (d - b3) / 256
-  local b2 = d % 256
-  return schar(207, (d - b2) / 256, b2, b3, b4, b5, b6, b7, b8)
+  -- the two halves a byte at a time side by side, no call (be4 twice cost 1.8% a timer)
+  local lo = d % TWO32
+  local hi = (d - lo) / TWO32
+  local h4, l4 = hi % 256, lo % 256
+  hi, lo = (hi - h4) / 256, (lo - l4) / 256
+  local h3, l3 = hi % 256, lo % 256
+  hi, lo = (hi - h3) / 256, (lo - l3) / 256
+  local h2, l2 = hi % 256, lo % 256
+  hi, lo = (hi - h2) / 256, (lo - l2) / 256
+  return schar(207, hi, h2, h3, h4, lo, l2, l3, l4)
 end
 local function head_of(len)  -- a msgpack string's header (fixstr, str8, str16, str32)
   if len < 32 then return schar(160 + len) end
   if len < 256 then return schar(217, len) end
   if len < 65536 then return schar(218, (len - len % 256) / 256, len % 256) end
-  local b4 = len % 256
-  local rest = (len - b4) / 256
-  local b3 = rest % 256
-  rest = (rest - b3) / 256
-  return schar(219, (rest - rest % 256) / 256, rest % 256, b3, b4)
+  return schar(219, be4(len))
 end
 
 for i = 1, n do
