@@ -1,11 +1,13 @@
 """Least-privilege Redis ACL rules for each role that uses a namespace.
 
-Four roles, each a set of commands on the namespace's own keys and channels:
+Five roles, each a set of commands on the namespace's own keys and channels:
 
 ``client``    schedules, cancels, completes, reschedules, notifies and reads timers
 ``worker``    leads shards: leases, fire and sweep, trims (INFO to check the server)
 ``handlers``  a handler runner: reads outcomes through a consumer group, retries,
               dead letters
+``fire-handlers``  a handler runner that leads shards too (``tickwheel handle --fire``,
+              ``timer.worker.fire_and_handle``): the worker's commands and the handlers'
 ``operator``  the CLI's admin side and the dashboard: init, migrate, stats, groups, dead
               letters, trim (INFO and MEMORY USAGE to report on the servers)
 
@@ -114,6 +116,7 @@ ROLES: dict[str, tuple[str, ...]] = {
     "client": _CONNECTION + _LIBRARY + _CLIENT,
     "worker": _CONNECTION + _LIBRARY + _WORKER,
     "handlers": _CONNECTION + _LIBRARY + _HANDLERS,
+    "fire-handlers": _CONNECTION + _LIBRARY + _WORKER + _HANDLERS,
     "operator": _CONNECTION + _LIBRARY + _CLIENT + _HANDLERS + _WORKER + _OPERATOR,
 }
 

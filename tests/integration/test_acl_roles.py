@@ -16,7 +16,7 @@ from tests.conftest import wait_for
 from timer import Backoff, Handlers, Limit, Outcome, StoreError, TimerClient
 from timer.acl import ROLES, acl_rules
 from timer.testing import RedisServer
-from timer.worker import Worker, WorkerSettings
+from timer.worker import Worker, WorkerSettings, fire_and_handle
 from timer.worker.events import EventListener
 
 from .conftest import namespace_keys
@@ -148,6 +148,46 @@ def test_every_role_does_its_job_with_exactly_its_rules(
     assert op.delete_group("g") == 2
     for c in (op, client):
         c.close()
+
+
+def test_fire_handlers_runs_handle_fire_with_exactly_its_rules(
+    users: dict[str, object], namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The fire-handlers role (tickwheel handle --fire, #55) leads shards and runs
+    handlers in one process with exactly its rules: every timer handled once, most handed
+    by the fire calls that decided them (XREADGROUP inside fire.lua, which a worker-only
+    user may not run: it would be handed nothing), nothing refused."""
+    url_of = users["url_of"]
+    assert callable(url_of)
+    with TimerClient.from_url(url_of("operator", namespace), namespace) as op:
+        op.init(shards=2)
+    both = TimerClient.from_url(url_of("fire-handlers", namespace), namespace)
+    h = Handlers(both, group="g", consumer="me")
+    seen: list[str] = []
+    h.add("expired", lambda o: seen.append(o.id))
+    settings = WorkerSettings(worker_id="acl-fh", lease_ms=2_000)
+    done: list[bool] = []
+    with caplog.at_level(logging.WARNING):
+        t = threading.Thread(
+            target=lambda: done.append(fire_and_handle(both, h, settings, concurrency=4))
+        )
+        t.start()
+        try:
+            wait_for(lambda: h.hand_off() is not None, 30, "the handlers to start")
+            with TimerClient.from_url(url_of("client", namespace), namespace) as client:
+                ids = [f"f{i}" for i in range(50)]
+                client.schedule_many([{"id": t, "delay_ms": 300 + i} for i, t in enumerate(ids)])
+            wait_for(lambda: h.stats.handled == len(ids), 30, "every handler to run")
+        finally:
+            h.stop()
+            t.join(30)
+            both.close()
+    assert done == [True] and sorted(seen) == sorted(ids)
+    assert h.stats.handed_at_fire > len(ids) // 2
+    refused = [r.getMessage() for r in caplog.records
+               if any(w in f"{r.getMessage()} {r.exc_info}".lower()
+                      for w in ("noperm", "permission", "can't run"))]  # fmt: skip
+    assert refused == []
 
 
 def test_a_worker_user_leaves_a_shards_channel(
