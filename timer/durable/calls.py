@@ -57,22 +57,18 @@ def schedule_call(ns: Namespace, items: Sequence[ScheduleItem], origin: str) -> 
         raise ValueError(f"a schedule call takes 1 to {TIMERS_PER_CALL} timers")
     sk = ns.shard(items[0].shard)
     keys = [sk.timers, sk.buckets]
-    # Four slots a timer, flat (no table a timer for the script to unpack), and a timer
-    # with more than those four whole, apart (#55). The old raw format (no bin or str8
-    # types): what Redis's Lua cmsgpack reads.
+    # Four slots a timer, flat (no table a timer for the script to unpack); a timer with
+    # more than those four is its id, then all its slots, then false, false (#55). The
+    # old raw format (no bin or str8 types): what Redis's Lua cmsgpack reads.
     flat: list[Any] = []
-    whole: list[Any] = []
-    for place, item in enumerate(items, 1):
+    for item in items:
         spec = item.spec
         if len(spec) == 4:
             flat += spec
         else:
-            flat += (spec[0], False, False, False)
-            whole += (place, spec)
+            flat += (spec[0], spec, False, False)
     timers = msgpack.packb(flat, use_bin_type=False)
-    rest = msgpack.packb(whole, use_bin_type=False) if whole else b""
-    args = [sk.prefix, ns.meta.bucket_ms, ns.settings.max_delay_ms, sk.events, origin, timers,
-            rest]  # fmt: skip
+    args = [sk.prefix, ns.meta.bucket_ms, ns.settings.max_delay_ms, sk.events, origin, timers]
     return ScriptCall(ScriptName.SCHEDULE, keys, args)
 
 

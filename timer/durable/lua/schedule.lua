@@ -15,16 +15,13 @@ ARGV[3]  max_delay_ms  a deadline further than this from now is refused
 ARGV[4]  events channel of the shard
 ARGV[5]  origin      an opaque token naming who created them (a batch, a Spark job); may be ''
 ARGV[6]  timers      msgpack array, four slots a timer, flat: id, mode, value, payload
-                     (no table a timer to unpack: most timers are only these four), or
-                     id, false, false, false for a timer sent whole in ARGV[7];
+                     (no table a timer to unpack: most timers are only these four); a
+                     timer with more slots is id, then an array of all its slots, then
+                     false, false: {id, mode, value, payload, need, rearm, watch,
+                     trace, callback, note, max_total_ms, debounce, priority}, cut after
+                     the last that is not its default (1, 0, {}, '', '', '', 0, 0, 0).
                      mode 'in' (value is a delay, ms) or 'at' (value is a deadline, epoch
-                     ms, Redis time); payload msgpack bytes
-ARGV[7]  whole       '' or a msgpack array of pairs: i (the timer's place, from 1), then
-                     all its slots, {id, mode, value, payload, need, rearm, watch, trace,
-                     callback, note, max_total_ms, debounce, priority}, cut after the
-                     last that is not its default (1, 0, {}, '', '', '', 0, 0, 0): the
-                     timers with more than the first four. A timer not there has them
-                     all at their defaults:
+                     ms, Redis time); payload msgpack bytes;
                      need distinct watch keys that
                      complete it (>= 1); rearm 1: an id whose outcome is retained is
                      scheduled again (a new arming with its own outcome), 0: that outcome
@@ -66,24 +63,19 @@ Cost     O(N + W) for N timers and W watch keys.
 --- @include "decide"
 local TIMERS, BUCKETS = KEYS[1], KEYS[2]
 local P, bucket_ms, max_delay = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local channel, origin, packed_whole = ARGV[4], ARGV[5], ARGV[7]
+local channel, origin = ARGV[4], ARGV[5]
 local flat = cmsgpack.unpack(ARGV[6])
-local whole = {}  -- i -> timer i's slots, for the timers with more than four (few)
-if packed_whole ~= '' then
-  local pairs_ = cmsgpack.unpack(packed_whole)
-  for k = 1, #pairs_, 2 do whole[pairs_[k]] = pairs_[k + 1] end
-end
 -- A timer's slots, as timer/durable/fields.py declares them (its slot + 1; a test holds
 -- the two together). The last nine may be left out: then they are their defaults.
 local ID, MODE, VALUE, PAYLOAD, NEED, REARM, WATCH, TRACEPARENT, CALLBACK_URL, NOTE,
   MAX_TOTAL_MS, DEBOUNCE, PRIORITY = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13
 local n = #flat / 4
 
--- Timer i as one table of its slots: what the checks of an id seen before read.
+-- Timer i as one table of its slots: what the checks of an id seen before read (a
+-- timer sent whole, with a false payload slot, is that table already).
 local function timer_of(i)
-  local t = whole[i]
-  if t then return t end
   local b = 4 * i - 4
+  if not flat[b + 4] then return flat[b + 2] end
   return {flat[b + 1], flat[b + 2], flat[b + 3], flat[b + 4]}
 end
 
@@ -243,7 +235,7 @@ end
 for i = 1, n do
   local b = 4 * i - 4
   local id = flat[b + 1]
-  if whole[i] or existing[i] or retained[i] or here[id] or moved[id] then
+  if not flat[b + 4] or existing[i] or retained[i] or here[id] or moved[id] then
     -- the full path: a timer with more than an id, a time and a payload, or an id seen
     local t = timer_of(i)
     replies[i] = known(i, t)
