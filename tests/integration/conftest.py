@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import pytest
 import redis
@@ -34,6 +35,33 @@ def namespace_keys(r: redis.Redis, namespace: str) -> dict[bytes, object]:
     for key in r.scan_iter(match=f"{{tw:{namespace}*", count=1000):
         out[key] = r.dump(key)
     return out
+
+
+T = TypeVar("T")
+
+
+def done_or_refused(
+    url: str,
+    namespace: str,
+    call: Callable[[TimerClient], T],
+    refusals: tuple[type[BaseException], ...],
+) -> T | None:
+    """``call`` on a new namespace of 2 shards: its result, or None if it raised one of
+    ``refusals``; either way the namespace's keys are as before (a fuzzed door writes
+    nothing it should not)."""
+    r = redis.Redis.from_url(url)
+    try:
+        with TimerClient.from_url(url, namespace) as c:
+            c.init(shards=2)
+            before = namespace_keys(r, namespace)
+            try:
+                return call(c)
+            except refusals:
+                return None
+            finally:
+                assert namespace_keys(r, namespace) == before
+    finally:
+        r.close()
 
 
 def server_now_ms(r: redis.Redis) -> int:

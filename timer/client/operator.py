@@ -178,6 +178,21 @@ class OperatorCalls:
         flt = DeadFilter.of(group, error, match)
         return self._run(dead_filter.select(self._ns(), flt, limit))
 
+    def count_dead_letters(
+        self,
+        group: str | None = None,
+        *,
+        error: str | None = None,
+        match: str | None = None,
+        most: int = 1_000_000,
+    ) -> int:
+        """How many dead letters ``dead_letters`` would give for the same filter with no
+        limit, counting up to ``most``: each read from its fields, none made whole (a
+        dashboard's count of what a filter selects)."""
+        check_int("most", most, 1, 1_000_000)
+        flt = DeadFilter.of(group, error, match)
+        return self._run(dead_filter.count(self._ns(), flt, most))
+
     def redeliver_dead_letters(
         self,
         refs: list[str] | None = None,

@@ -212,12 +212,16 @@ class Dashboard:
         one action takes, so the count is that most)."""
         flt = DeadFilter.of(query.get("group"), query.get("error"), query.get("match"))
         letters = self.client.dead_letters(
-            flt.group, error=flt.error, match=flt.match, limit=MOST + 1
+            flt.group, error=flt.error, match=flt.match, limit=DEAD_SHOWN
+        )
+        # counted from the entries' fields: only the shown ones are made whole
+        matching = self.client.count_dead_letters(
+            flt.group, error=flt.error, match=flt.match, most=MOST + 1
         )
         return {
-            "dead_letters": [dead_letter_json(d) for d in letters[:DEAD_SHOWN]],
-            "matching": min(len(letters), MOST),
-            "more": len(letters) > MOST,
+            "dead_letters": [dead_letter_json(d) for d in letters],
+            "matching": min(matching, MOST),
+            "more": matching > MOST,
         }
 
     def dead_bulk(self, action: str, body: dict[str, Any]) -> dict[str, Any]:

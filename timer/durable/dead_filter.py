@@ -1,22 +1,23 @@
 """Dead letters by filter: which ones (:class:`DeadFilter`: a group, text in the error, a
 glob on the timer id), read through every shard's dead-letter stream a page at a time
-(:func:`select`), and re-delivered or dropped together (:func:`act`), after a check that
-the count the person confirmed still holds. Sans-I/O operations, as in :mod:`.groups`."""
+(:func:`select`) or only counted (:func:`count`: no letter decoded but those the glob
+takes), and re-delivered or dropped together (:func:`act`), after a check that the count
+the person confirmed still holds. Sans-I/O operations, as in :mod:`.groups`."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import InvalidInput, SelectionChanged, StoreError
 from . import steps
 from .calls import error_or, text
-from .entries import dead_letter_from_entry, parse_ref
+from .entries import dead_letter_from_entry, dead_outcome, parse_ref
 from .finding import check_glob
 from .globs import redis_glob
 from .group_calls import parse_redeliver, redeliver_call
 from .keys import check_name
-from .models import DeadBatch, DeadLetter
+from .models import DeadBatch, DeadLetter, Outcome
 from .namespace import Namespace
 from .steps import Op
 
@@ -55,14 +56,30 @@ class DeadFilter:
         return self.group is None and self.error is None and self.match is None
 
     def wants(self, letter: DeadLetter) -> bool:
-        if self.group is not None and letter.group != self.group:
+        return self._wants(letter.group, letter.error, lambda: letter.outcome)
+
+    def wants_entry(self, shard: int, fields: Mapping[bytes, bytes]) -> bool:
+        """:meth:`wants` of the dead letter this entry of a shard's stream is, read from
+        its fields: its outcome is decoded only for an id the glob takes (a letter whose
+        outcome cannot be decoded has none), so counting costs no decoding (#55: ~10 µs a
+        letter, a second for the most one action takes)."""
+        tid = fields.get(b"i")
+        if self.match is not None and (tid is None or not redis_glob(self.match)(text(tid))):
             return False
-        if self.error is not None and self.error.casefold() not in letter.error.casefold():
+        return self._wants(
+            text(fields[b"group"]), text(fields[b"error"]), lambda: dead_outcome(shard, fields)
+        )
+
+    def _wants(self, group: str, error: str, outcome: Callable[[], Outcome | None]) -> bool:
+        if self.group is not None and group != self.group:
+            return False
+        if self.error is not None and self.error.casefold() not in error.casefold():
             return False
         if self.match is None:
             return True
         # a letter whose outcome was trimmed first has no timer id: only "any id" takes it
-        return letter.outcome is not None and redis_glob(self.match)(letter.outcome.id)
+        o = outcome()
+        return o is not None and redis_glob(self.match)(o.id)
 
 
 def select(ns: Namespace, flt: DeadFilter, most: int) -> Op[list[DeadLetter]]:
@@ -92,6 +109,28 @@ def select(ns: Namespace, flt: DeadFilter, most: int) -> Op[list[DeadLetter]]:
                 cursors[s] = "(" + text(entries[-1][0])
     found.sort(key=lambda d: (d.failed_ms, d.ref))
     return found[:most]
+
+
+def count(ns: Namespace, flt: DeadFilter, most: int) -> Op[int]:
+    """How many dead letters ``flt`` selects, counting up to ``most``: the shards'
+    streams read as :func:`select` reads them, each entry tested on its fields."""
+    cursors: dict[int, str] = {s: "-" for s in range(ns.meta.shards)}
+    counted = 0
+    while cursors and counted < most:
+        shards = list(cursors)
+        pages = yield steps.Pipeline(
+            [
+                steps.Command("xrange", (ns.shard(s).dead, cursors[s], "+"), {"count": PAGE})
+                for s in shards
+            ]
+        )
+        for s, entries in zip(shards, pages, strict=True):
+            counted += sum(1 for _, fields in entries if flt.wants_entry(s, fields))
+            if len(entries) < PAGE:
+                del cursors[s]
+            else:
+                cursors[s] = "(" + text(entries[-1][0])
+    return min(counted, most)
 
 
 def act(

@@ -170,7 +170,7 @@ def dead_letter_from_entry(shard: int, entry_id: Any, fields: Mapping[bytes, byt
         attempts=int(fields[b"attempts"]),
         error=text(fields[b"error"]),
         failed_ms=int(fields[b"failed"]),
-        outcome=_dead_outcome(shard, fields),
+        outcome=dead_outcome(shard, fields),
         earlier=_earlier(fields.get(b"earlier")),
     )
 
@@ -187,7 +187,7 @@ def _earlier(raw: bytes | None) -> tuple[AttemptError, ...]:
         return ()
 
 
-def _dead_outcome(shard: int, fields: Mapping[bytes, bytes]) -> Outcome | None:
+def dead_outcome(shard: int, fields: Mapping[bytes, bytes]) -> Outcome | None:
     """The outcome a dead letter carries; None if it had been trimmed before it died, or
     if it is an entry no reader could decode (its ``error`` says so)."""
     if b"i" not in fields:
