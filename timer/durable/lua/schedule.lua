@@ -106,7 +106,7 @@ local nf = 0  -- #fields, counted: `#` on a growing list is a search each time
 local events, ne, created = {}, 0, 0
 local ranked = {}  -- the Q event: the created timers that have a priority
 local at_text, length_text = {}, {}  -- ' <deadline> ' and '<length> ', made once a call
-local first  -- {deadline text, id} of the first timer created: the event when it is the only one
+local first  -- {deadline, id} of the first timer created: the event when it is the only one
 -- moved: id -> a pending record a debounce call moved (in `moves`, in order), this
 -- call's own creations too: written again after the loop, as it stands then (HSET's
 -- last value of a field wins; its old bucket entry is lazy, as a reschedule's)
