@@ -92,9 +92,14 @@ def test_a_count_is_what_the_filter_selects_without_making_the_letters(
     for group in groups:
         for error in errors:
             for match in globs:
-                want = len(client.dead_letters(group, error=error, match=match, limit=10_000))
+                letters = client.dead_letters(group, error=error, match=match, limit=10_000)
+                want = len(letters)
                 got = client.count_dead_letters(group, error=error, match=match)
                 assert got == want, (group, error, match)
+                page, n = client.dead_letters_counted(group, error=error, match=match)
+                assert n == want and sorted(d.ref for d in page) == sorted(d.ref for d in letters)
+                page, n = client.dead_letters_counted(group, error=error, match=match, limit=2)
+                assert n == want and len(page) == min(want, 2)
                 assert client.count_dead_letters(group, error=error, match=match, most=3) == (
                     min(want, 3)
                 )
@@ -124,6 +129,14 @@ def test_any_count_is_a_number_or_refused_writing_nothing(
         (InvalidInput,),
     )
     assert n in (None, 0)
+    page_args = {("limit" if k == "most" else k): v for k, v in args.items()}  # the same fuzz
+    got = done_or_refused(
+        redis_server.url,
+        "dead-count-fuzz",
+        lambda c: c.dead_letters_counted(**page_args),  # type: ignore[arg-type]
+        (InvalidInput,),
+    )
+    assert got in (None, ([], 0))
 
 
 def test_a_bulk_action_needs_the_count_confirmed_and_redis_agrees(

@@ -193,6 +193,23 @@ class OperatorCalls:
         flt = DeadFilter.of(group, error, match)
         return self._run(dead_filter.count(self._ns(), flt, most))
 
+    def dead_letters_counted(
+        self,
+        group: str | None = None,
+        *,
+        error: str | None = None,
+        match: str | None = None,
+        limit: int = 1000,
+        most: int = 1_000_000,
+    ) -> tuple[list[DeadLetter], int]:
+        """``dead_letters`` and ``count_dead_letters`` of one filter in one pass over the
+        streams: the oldest ``limit`` letters it selects (0: none), and how many it
+        selects, counted up to ``most`` (a dashboard's page of a filter and its count)."""
+        check_int("limit", limit, 0, 1_000_000)
+        check_int("most", most, 1, 1_000_000)
+        flt = DeadFilter.of(group, error, match)
+        return self._run(dead_filter.scan(self._ns(), flt, limit, most))
+
     def redeliver_dead_letters(
         self,
         refs: list[str] | None = None,

@@ -211,12 +211,9 @@ class Dashboard:
         ``DEAD_SHOWN``, oldest first, and how many match in all (``more``: past the most
         one action takes, so the count is that most)."""
         flt = DeadFilter.of(query.get("group"), query.get("error"), query.get("match"))
-        letters = self.client.dead_letters(
-            flt.group, error=flt.error, match=flt.match, limit=DEAD_SHOWN
-        )
-        # counted from the entries' fields: only the shown ones are made whole
-        matching = self.client.count_dead_letters(
-            flt.group, error=flt.error, match=flt.match, most=MOST + 1
+        # one pass: only the shown ones are made whole, the rest counted from their fields
+        letters, matching = self.client.dead_letters_counted(
+            flt.group, error=flt.error, match=flt.match, limit=DEAD_SHOWN, most=MOST + 1
         )
         return {
             "dead_letters": [dead_letter_json(d) for d in letters],

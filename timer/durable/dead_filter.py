@@ -1,12 +1,12 @@
 """Dead letters by filter: which ones (:class:`DeadFilter`: a group, text in the error, a
 glob on the timer id), read through every shard's dead-letter stream a page at a time
-(:func:`select`) or only counted (:func:`count`: no letter decoded but those the glob
-takes), and re-delivered or dropped together (:func:`act`), after a check that the count
+(:func:`scan`: a letter is made whole only to be kept, the rest counted from their
+fields), and re-delivered or dropped together (:func:`act`), after a check that the count
 the person confirmed still holds. Sans-I/O operations, as in :mod:`.groups`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import InvalidInput, SelectionChanged, StoreError
@@ -17,7 +17,7 @@ from .finding import check_glob
 from .globs import redis_glob
 from .group_calls import parse_redeliver, redeliver_call
 from .keys import check_name
-from .models import DeadBatch, DeadLetter, Outcome
+from .models import DeadBatch, DeadLetter
 from .namespace import Namespace
 from .steps import Op
 
@@ -55,40 +55,35 @@ class DeadFilter:
     def empty(self) -> bool:
         return self.group is None and self.error is None and self.match is None
 
-    def wants(self, letter: DeadLetter) -> bool:
-        return self._wants(letter.group, letter.error, lambda: letter.outcome)
-
-    def wants_entry(self, shard: int, fields: Mapping[bytes, bytes]) -> bool:
-        """:meth:`wants` of the dead letter this entry of a shard's stream is, read from
-        its fields: its outcome is decoded only for an id the glob takes (a letter whose
-        outcome cannot be decoded has none), so counting costs no decoding (#55: ~10 µs a
-        letter, a second for the most one action takes)."""
-        tid = fields.get(b"i")
-        if self.match is not None and (tid is None or not redis_glob(self.match)(text(tid))):
+    def wants(self, shard: int, fields: Mapping[bytes, bytes]) -> bool:
+        """Whether it selects the dead letter this entry of a shard's stream is, read from
+        its fields: the outcome is decoded only for an id the glob takes (a letter whose
+        outcome was trimmed first, or cannot be decoded, has no timer id: only "any id"
+        takes it), so a letter is made whole only to be kept (#55: ~10 µs a letter)."""
+        if self.group is not None and text(fields[b"group"]) != self.group:
             return False
-        return self._wants(
-            text(fields[b"group"]), text(fields[b"error"]), lambda: dead_outcome(shard, fields)
-        )
-
-    def _wants(self, group: str, error: str, outcome: Callable[[], Outcome | None]) -> bool:
-        if self.group is not None and group != self.group:
-            return False
-        if self.error is not None and self.error.casefold() not in error.casefold():
+        if (
+            self.error is not None
+            and self.error.casefold() not in text(fields[b"error"]).casefold()
+        ):
             return False
         if self.match is None:
             return True
-        # a letter whose outcome was trimmed first has no timer id: only "any id" takes it
-        o = outcome()
-        return o is not None and redis_glob(self.match)(o.id)
+        tid = fields.get(b"i")
+        if tid is None or not redis_glob(self.match)(text(tid)):
+            return False
+        return dead_outcome(shard, fields) is not None
 
 
-def select(ns: Namespace, flt: DeadFilter, most: int) -> Op[list[DeadLetter]]:
-    """The dead letters ``flt`` selects, oldest first, at most ``most``: each shard's
-    stream read a page a round (all shards' pages in one round trip) until it has given
-    ``most`` or has no more."""
+def scan(ns: Namespace, flt: DeadFilter, keep: int, most: int) -> Op[tuple[list[DeadLetter], int]]:
+    """One pass over the shards' dead-letter streams, a page of each a round trip: the
+    oldest ``keep`` letters ``flt`` selects, made whole, and how many it selects,
+    counted up to ``most``. A shard is read until it has given ``keep`` and the count
+    has reached ``most``, or it has no more."""
     cursors: dict[int, str] = {s: "-" for s in range(ns.meta.shards)}
     found: list[DeadLetter] = []
     taken = dict.fromkeys(cursors, 0)
+    counted = 0
     while cursors:
         shards = list(cursors)
         pages = yield steps.Pipeline(
@@ -99,38 +94,29 @@ def select(ns: Namespace, flt: DeadFilter, most: int) -> Op[list[DeadLetter]]:
         )
         for s, entries in zip(shards, pages, strict=True):
             for entry_id, fields in entries:
-                letter = dead_letter_from_entry(s, entry_id, fields)
-                if flt.wants(letter) and taken[s] < most:
-                    found.append(letter)
-                    taken[s] += 1
-            if len(entries) < PAGE or taken[s] >= most:
+                if flt.wants(s, fields):
+                    counted += 1
+                    if taken[s] < keep:
+                        found.append(dead_letter_from_entry(s, entry_id, fields))
+                        taken[s] += 1
+            if len(entries) < PAGE or (taken[s] >= keep and counted >= most):
                 del cursors[s]
             else:
                 cursors[s] = "(" + text(entries[-1][0])
     found.sort(key=lambda d: (d.failed_ms, d.ref))
-    return found[:most]
+    return found[:keep], min(counted, most)
+
+
+def select(ns: Namespace, flt: DeadFilter, most: int) -> Op[list[DeadLetter]]:
+    """The dead letters ``flt`` selects, oldest first, at most ``most``."""
+    letters, _ = yield from scan(ns, flt, most, 0)
+    return letters
 
 
 def count(ns: Namespace, flt: DeadFilter, most: int) -> Op[int]:
-    """How many dead letters ``flt`` selects, counting up to ``most``: the shards'
-    streams read as :func:`select` reads them, each entry tested on its fields."""
-    cursors: dict[int, str] = {s: "-" for s in range(ns.meta.shards)}
-    counted = 0
-    while cursors and counted < most:
-        shards = list(cursors)
-        pages = yield steps.Pipeline(
-            [
-                steps.Command("xrange", (ns.shard(s).dead, cursors[s], "+"), {"count": PAGE})
-                for s in shards
-            ]
-        )
-        for s, entries in zip(shards, pages, strict=True):
-            counted += sum(1 for _, fields in entries if flt.wants_entry(s, fields))
-            if len(entries) < PAGE:
-                del cursors[s]
-            else:
-                cursors[s] = "(" + text(entries[-1][0])
-    return min(counted, most)
+    """How many dead letters ``flt`` selects, counting up to ``most``."""
+    _, counted = yield from scan(ns, flt, 0, most)
+    return counted
 
 
 def act(
