@@ -21,9 +21,8 @@ ARGV[6]  timers      msgpack array, four slots a timer, flat: id, mode, value, p
                      trace, callback, note, max_total_ms, debounce, priority}, cut after
                      the last that is not its default (1, 0, {}, '', '', '', 0, 0, 0).
                      mode 'in' (value is a delay, ms) or 'at' (value is a deadline, epoch
-                     ms, Redis time); payload msgpack bytes;
-                     need distinct watch keys that
-                     complete it (>= 1); rearm 1: an id whose outcome is retained is
+                     ms, Redis time); payload msgpack bytes; need distinct watch keys
+                     that complete it (>= 1); rearm 1: an id whose outcome is retained is
                      scheduled again (a new arming with its own outcome), 0: that outcome
                      is returned; watch keys deduplicated and sorted by the client, all
                      routing to this shard; trace a W3C traceparent kept with the timer
