@@ -189,9 +189,7 @@ class OperatorCalls:
         """How many dead letters ``dead_letters`` would give for the same filter with no
         limit, counting up to ``most``: each read from its fields, none made whole (a
         dashboard's count of what a filter selects)."""
-        check_int("most", most, 1, 1_000_000)
-        flt = DeadFilter.of(group, error, match)
-        return self._run(dead_filter.count(self._ns(), flt, most))
+        return self.dead_letters_counted(group, error=error, match=match, limit=0, most=most)[1]
 
     def dead_letters_counted(
         self,

@@ -113,12 +113,6 @@ def select(ns: Namespace, flt: DeadFilter, most: int) -> Op[list[DeadLetter]]:
     return letters
 
 
-def count(ns: Namespace, flt: DeadFilter, most: int) -> Op[int]:
-    """How many dead letters ``flt`` selects, counting up to ``most``."""
-    _, counted = yield from scan(ns, flt, 0, most)
-    return counted
-
-
 def act(
     ns: Namespace,
     action: str,
