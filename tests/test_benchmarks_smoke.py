@@ -158,6 +158,12 @@ def test_capacity_smallest_case(server_binary: Path) -> None:
     assert row["bytes_per_decided_timer"]["total"] > 0
     assert row["capacity_timers_per_s"]["cluster_100_masters"] > 0
     assert row["server_cpu_us_per_trim_look"] > 0  # trim's pass was counted
+    life = row["steady_life"]  # every step of the whole life counted, at working size
+    steps = ("schedule", "fire", "handle", "stream_trim", "trim_look", "trim_drop")
+    assert all(life[f"usec_per_{step}"] > 0 for step in steps), life
+    assert life["usec_per_timer"] >= sum(life[f"usec_per_{step}"] for step in steps) - 0.05
+    per_core = row["capacity_handled_timers_per_s"]["per_redis_core"]
+    assert per_core == round(1e6 / life["usec_per_timer"])  # the capacity is the whole life's
 
 
 @pytest.mark.skipif(
