@@ -117,10 +117,10 @@ def handle_all(r: redis.Redis, c: TimerClient, n: int) -> float:
     return command_usec(r) / n
 
 
-def fire_all(c: TimerClient, ids: list[str]) -> int:
+def fire_all(c: TimerClient, ids: list[str], ttl_ms: int = 86_400_000) -> int:
     """Fire every id through the worker's own script, as a leader does, then sweep (the
-    ended buckets are retired: in format 3 they still hold the fired ids); the number
-    fired."""
+    ended buckets are retired: in format 3 they still hold the fired ids), the outcomes
+    retained ``ttl_ms``; the number fired."""
     by_shard: dict[int, list[str]] = {}
     for tid in ids:
         by_shard.setdefault(c.shard_of(tid), []).append(tid)
@@ -129,16 +129,27 @@ def fire_all(c: TimerClient, ids: list[str]) -> int:
         store = c.shard_store(shard)
         grant = store.acquire("bench", 600_000)
         for i in range(0, len(mine), 500):
-            fired += len(
-                store.fire("bench", grant.epoch, mine[i : i + 500], ttl_ms=86_400_000).fired
-            )
+            fired += len(store.fire("bench", grant.epoch, mine[i : i + 500], ttl_ms=ttl_ms).fired)
         while True:  # then the sweep retires the ended buckets, as a leader's does
-            swept = store.sweep("bench", grant.epoch, ttl_ms=86_400_000, limit=5_000)
+            swept = store.sweep("bench", grant.epoch, ttl_ms=ttl_ms, limit=5_000)
             fired += len(swept.fired)
             if not swept.more:
                 break
         store.release("bench", grant.epoch)
     return fired
+
+
+def schedule_due(c: TimerClient, ids: list[str], deadline_ms: int) -> None:
+    """Schedule ``ids`` (due at ``deadline_ms``, small payloads) in calls of 5,000."""
+    for i in range(0, len(ids), 5_000):
+        res = c.schedule_many(
+            [
+                {"id": t, "deadline_ms": deadline_ms, "payload": {"job": j}}
+                for j, t in enumerate(ids[i : i + 5_000], i)
+            ]
+        )
+        if any(isinstance(x, Exception) for x in res):
+            raise RuntimeError("schedule_many reported errors")
 
 
 def decide_dense(r: redis.Redis, url: str, n: int, ns: str) -> dict[str, float]:
@@ -150,13 +161,7 @@ def decide_dense(r: redis.Redis, url: str, n: int, ns: str) -> dict[str, float]:
     now = c.server_time_ms()
     ids = [f"d:{j}" for j in range(n)]
     before = used(r)
-    for i in range(0, n, 5_000):
-        c.schedule_many(
-            [
-                {"id": t, "deadline_ms": now - 1_000, "payload": {"job": j}}
-                for j, t in enumerate(ids[i : i + 5_000], i)
-            ]
-        )
+    schedule_due(c, ids, now - 1_000)
     r.config_resetstat()
     fired = fire_all(c, ids)
     usec, _ = script_usec(r)
@@ -178,36 +183,6 @@ def decide_dense(r: redis.Redis, url: str, n: int, ns: str) -> dict[str, float]:
         "usec_per_handle": round(handle, 2),
         "usec_per_trim_look": round(look / n, 3),
     }
-
-
-def schedule_due(c: TimerClient, ids: list[str], deadline_ms: int) -> None:
-    """Schedule ``ids`` (due at ``deadline_ms``, small payloads) in calls of 5,000."""
-    for i in range(0, len(ids), 5_000):
-        res = c.schedule_many(
-            [
-                {"id": t, "deadline_ms": deadline_ms, "payload": {"job": j}}
-                for j, t in enumerate(ids[i : i + 5_000], i)
-            ]
-        )
-        if any(isinstance(x, Exception) for x in res):
-            raise RuntimeError("schedule_many reported errors")
-
-
-def fire_with_ttl(c: TimerClient, ids: list[str], ttl_ms: int) -> int:
-    """fire_all with retention ``ttl_ms`` for the results (the warm-up's short-lived ones)."""
-    by_shard: dict[int, list[str]] = {}
-    for tid in ids:
-        by_shard.setdefault(c.shard_of(tid), []).append(tid)
-    fired = 0
-    for shard, mine in by_shard.items():
-        store = c.shard_store(shard)
-        grant = store.acquire("bench", 600_000)
-        for i in range(0, len(mine), 500):
-            fired += len(store.fire("bench", grant.epoch, mine[i : i + 500], ttl_ms=ttl_ms).fired)
-        while store.sweep("bench", grant.epoch, ttl_ms=ttl_ms, limit=5_000).more:
-            pass
-        store.release("bench", grant.epoch)
-    return fired
 
 
 def steady_life(r: redis.Redis, url: str, n: int, ns: str) -> dict[str, float]:
@@ -238,10 +213,10 @@ def steady_life(r: redis.Redis, url: str, n: int, ns: str) -> dict[str, float]:
     fresh = [f"new:{j}" for j in range(n)]
     schedule_due(c, [f"later:{j}" for j in range(n)], now + 3_600_000)  # pending, 1 h out
     schedule_due(c, kept, now - 1_000)
-    if fire_with_ttl(c, kept, 86_400_000) != n:
+    if fire_all(c, kept) != n:
         raise RuntimeError("warm-up: not every kept timer fired")
     schedule_due(c, gone, now - 1_000)
-    if fire_with_ttl(c, gone, 1) != n:
+    if fire_all(c, gone, ttl_ms=1) != n:
         raise RuntimeError("warm-up: not every short-lived timer fired")
     handle_all(r, c, 2 * n)
     expired_at = c.server_time_ms() + 2_000  # each expiry is within 1 s of its fire
