@@ -139,6 +139,34 @@ def test_unknown_routes_and_methods_answer_the_one_error_shape(
     assert (status, error["kind"], error["exit_code"]) == (405, "MethodNotAllowed", 3), error
 
 
+@pytest.mark.parametrize(
+    ("method", "route", "body"),
+    [
+        ("GET", "/timers/kept?=", None),  # Schemathesis found one: a parameter named ''
+        ("GET", "/timers/kept/outcome?timeout_s=0&timeuot_s=5", None),  # a misspelling
+        ("POST", "/timers?id=x", {"id": "q", "delay_ms": 60_000}),  # takes no query
+        ("POST", "/timers/kept/cancel?force=1", None),  # a write: it must not happen
+    ],
+)
+def test_a_query_parameter_the_endpoint_does_not_take_is_refused(
+    quiet: tuple[Api, TimerClient, Any],
+    redis_client: redis.Redis,
+    method: str,
+    route: str,
+    body: Any,
+) -> None:
+    """An unknown query parameter is a 400 that names it and what the endpoint takes, and
+    the request writes nothing (it was ignored: a typo went unnoticed)."""
+    api, c, _ = quiet
+    c.schedule("kept", delay_ms=60_000)
+    before = namespace_keys(redis_client, c.namespace)
+    status, error = api.call(method, f"/v1/namespaces/{c.namespace}{route}", body)
+    assert (status, error["kind"], error["exit_code"]) == (400, "InvalidInput", 3), error
+    assert "unknown query parameter" in error["error"] and "takes" in error["error"]
+    assert namespace_keys(redis_client, c.namespace) == before
+    assert c.get("kept") is not None and c.get("q") is None
+
+
 ODD_IDS = [
     "new\nline", "odd/outcome", "{t}/cancel", "a b", "100%", "%2F", "q?x=1#f", "tab\there",
     "ümlaut/ü", "..", "batch", "x/", "//", "\x00nul", "🕰️{e}",

@@ -293,7 +293,17 @@ def _say(problem: jsonschema.ValidationError) -> str:
 
 def _query(request: Request, endpoint: Endpoint) -> dict[str, Any] | Response:
     """The endpoint's query parameters, typed as their schemas say and checked against
-    them; one without a default is required. Others are ignored."""
+    them; one without a default is required. Any other is refused: a misspelt one
+    (``?limt=5``) would otherwise be ignored without a word."""
+    for name in request.query_params:
+        if name not in endpoint.query:
+            takes = ", ".join(f"{n}=" for n in endpoint.query) or "no query parameter"
+            return error(
+                400,
+                "InvalidInput",
+                f"unknown query parameter {name[:100]!r}: this takes {takes}",
+                3,
+            )
     out: dict[str, Any] = {}
     for name, schema in endpoint.query.items():
         raw = request.query_params.get(name)
