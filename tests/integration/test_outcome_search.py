@@ -71,6 +71,27 @@ def test_search_by_kind_glob_payload_time_and_shard(client: TimerClient) -> None
     assert ids(client.search_outcomes(limit=2)) == everything[:2]
 
 
+def test_the_time_range_is_the_decisions_not_the_stream_ids(client: TimerClient) -> None:
+    """On Redis 7.0 a deciding script's TIME and its XADD's id read the clock apart, so an
+    outcome's id can be later than its decided_ms by as long as the script ran. A search
+    by time selects on decided_ms: an outcome whose id is 50 ms late (moved there with its
+    own fields) is found up to its decision and not after it."""
+    client.schedule("late", 60_000, payload={"n": 1})
+    client.cancel("late")
+    info = client.get("late")
+    assert info is not None and info.decided_ms is not None
+    decided = info.decided_ms
+    stream = client.keys.shard(client.shard_of("late")).outcomes
+    [(entry_id, fields)] = client.redis.xrange(stream)
+    client.redis.xdel(stream, entry_id)
+    client.redis.xadd(stream, fields, id=f"{decided + 50}-0")
+    assert ids(client.search_outcomes(until_ms=decided)) == ["late"]
+    assert ids(client.search_outcomes(since_ms=decided, until_ms=decided)) == ["late"]
+    assert ids(client.search_outcomes(since_ms=decided + 1)) == []
+    [found] = client.search_outcomes()[0]
+    assert found.decided_ms == decided
+
+
 def test_search_by_where_outcomes_are_for_a_group(client: TimerClient) -> None:
     """For group g: one handled (settled), two delivered and not settled (in hand), one
     decided after its read (waiting); a group nobody made is NotFound."""

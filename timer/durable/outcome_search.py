@@ -30,6 +30,12 @@ GROUP_STATES = ("waiting", "in_hand", "settled")
 PEL_MOST = 100_000  # a group's outcomes in hand read per shard, to tell in_hand apart
 PAGE = 1000  # entries of one shard read a round
 SCAN_MOST = 100_000  # entries one search reads at most, over every shard
+# An outcome's stream id is never earlier than its decision (decided_ms: the deciding
+# script's Redis TIME), but on a server whose scripts see the clock move (Redis 7.0:
+# TIME and XADD's '*' both read the clock as they run; Valkey and later Redis freeze it
+# for a script) it can be as much later as the script ran. So the ids are read up to
+# this far past until_ms, and the range is tested on each outcome's own decided_ms.
+ID_LAG_MS = 100
 MAX_FIELD = 256
 
 
@@ -97,8 +103,16 @@ class OutcomeQuery:
         return cls(kind or None, glob, lo, hi, field, value, picked, grp, where)
 
     def wants(self, o: Outcome) -> bool:
-        if o.outcome == "undecodable":
-            return self.kind is None and self.match is None and self.field is None
+        if o.outcome == "undecodable":  # no decided_ms to trust: its id's time
+            when = _id(o.entry_id or "0-0")[0]
+            return (
+                self.kind is None and self.match is None and self.field is None
+                and (self.until_ms is None or when <= self.until_ms)
+            )  # fmt: skip
+        if self.since_ms is not None and o.decided_ms < self.since_ms:
+            return False
+        if self.until_ms is not None and o.decided_ms > self.until_ms:
+            return False
         if self.kind is not None and o.outcome != self.kind:
             return False
         if self.match is not None and not redis_glob(self.match)(o.id):
@@ -138,7 +152,7 @@ def search(ns: Namespace, q: OutcomeQuery, limit: int) -> Op[tuple[list[Outcome]
     check_int("limit", limit, 1, 1000)
     low = "-" if q.since_ms is None else str(q.since_ms)
     ends: dict[int, str] = {
-        s: "+" if q.until_ms is None else f"{q.until_ms}-18446744073709551615"
+        s: "+" if q.until_ms is None else f"{q.until_ms + ID_LAG_MS}-18446744073709551615"
         for s in (q.shards if q.shards is not None else range(ns.meta.shards))
     }
     found: dict[int, list[Outcome]] = {s: [] for s in ends}
