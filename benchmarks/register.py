@@ -195,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         pending = client.stats()["pending"]
         server_version = server.version()
+        allocator = server.allocator_name()
         # Replicated durability: a replica attached, schedule_many with durability none
         # next to replicas:1 (WAIT 1 after each pipeline), each into a fresh namespace.
         with RedisServer(Path(data) / "replica", binary=binary,
@@ -209,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         "n": n,
         "batch": batch,
         "server": server_version,
+        "allocator": allocator,
         "pending_after": pending,
         **figures,
         "ratio_schedule_many_to_evalsha": figures["schedule_many_per_s"]
