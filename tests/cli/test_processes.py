@@ -74,11 +74,7 @@ def test_embedded_server_says_what_allocates_its_memory(
     for choice in ("auto", "libc"):
         monkeypatch.setenv(ALLOCATOR_ENV, choice)
         preload = allocator_library(server_binary)
-        own = next(
-            w.removeprefix("malloc=")
-            for w in RedisServer(workdir, binary=server_binary).version().split()
-            if w.startswith("malloc=")
-        )
+        own = RedisServer(workdir, binary=server_binary).allocator_name()  # not started
         expected = f"jemalloc (preloaded: {preload})" if preload else own
         started = json.loads(runner.invoke(main, start).stdout)
         try:

