@@ -8,11 +8,14 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 import redis
+import redis.sentinel
 from starlette.testclient import TestClient
 
 from tests.chaos.conftest import ROOT, Workers, assert_exactly_once, read_all_outcomes
@@ -20,6 +23,7 @@ from tests.conftest import stop_all, wait_for
 from timer import ConfigError, StoreError, TimerClient
 from timer.aio import AsyncTimerClient
 from timer.httpapi.app import create_app
+from timer.redis.connections import AsyncFollowingSentinel, FollowingSentinel
 from timer.redis.store import RedisSettings, redact_url
 from timer.testing import RedisServer, SentinelSet, redis_sentinel
 
@@ -150,6 +154,75 @@ def test_a_sentinel_failover_is_followed_and_every_timer_fires_once(
     run.schedule("c", 100)
     run.schedule_async("async1")
     run.check(201)
+    wait_for(lambda: _replicas_online(sentinel_set.master(), 2), 60, "the old master demoted")
+
+
+def test_the_sentinel_leading_a_failover_does_not_send_clients_back_to_the_old_master(
+    sentinel_set: SentinelSet,
+) -> None:
+    """The Sentinel leading a failover names the old master, flagged only
+    ``failover_in_progress``, until the failover ends, while the others already name the
+    promoted replica. redis-py follows the first Sentinel it asks: a client asking the
+    leader first went on writing to (and acknowledging outcomes on) a master being
+    replaced. tickwheel's discovery (blocking and asyncio), asking the leader first too,
+    never names the old master once a Sentinel has named the new one."""
+    old = sentinel_set.master()
+    leader = sentinel_set.sentinels[0]
+    addrs = [(s.host, s.port) for s in sentinel_set.sentinels]  # the leader asked first
+    service = sentinel_set.service
+    found: dict[str, list[tuple[str, int] | None]] = {"ours": [], "async": [], "redis-py": []}
+
+    async def follow() -> None:
+        kinds: dict[str, Any] = {  # untyped in redis-py
+            "ours": FollowingSentinel,
+            "async": AsyncFollowingSentinel,
+            "redis-py": redis.sentinel.Sentinel,
+        }
+        managers = {k: m(addrs, sentinel_kwargs={"socket_timeout": 1.0}) for k, m in kinds.items()}
+        views = [redis.Redis(host=h, port=p, socket_timeout=1.0) for h, p in addrs]
+
+        async def named(kind: str) -> tuple[str, int] | None:
+            try:
+                got = managers[kind].discover_master(service)
+                return cast("tuple[str, int]", await got if kind == "async" else got)
+            except redis.sentinel.MasterNotFoundError:
+                return None
+
+        for kind in managers:
+            assert await named(kind) == (old.host, old.port)
+        with redis.Redis(host=leader.host, port=leader.port) as r:
+            r.execute_command("SENTINEL", "FAILOVER", service)
+        new_named, deadline = False, time.monotonic() + 30
+        try:
+            while True:
+                states = [cast("dict[str, Any]", v.sentinel_masters())[service] for v in views]
+                new_named = new_named or any(st["port"] != old.port for st in states)
+                for kind in managers:
+                    got = await named(kind)
+                    if new_named:
+                        found[kind].append(got)
+                if all(st["port"] != old.port for st in states) and (
+                    "failover_in_progress" not in states[0]["flags"]
+                ):
+                    return
+                assert time.monotonic() < deadline, "the failover did not end in 30 s"
+                await asyncio.sleep(0.01)  # polling the Sentinels: no readiness signal
+        finally:
+            for v in views:
+                v.close()
+            for s in managers["async"].sentinels:
+                await s.aclose()
+
+    asyncio.run(follow())
+    theirs = found["redis-py"].count((old.host, old.port))
+    new = sentinel_set.wait_for_master(not_=old)
+    for kind in ("ours", "async"):
+        back = found[kind].count((old.host, old.port))
+        assert back == 0, (
+            f"{kind}: {back} of {len(found[kind])} discoveries after a Sentinel named the new "
+            f"master named the old one (redis-py's: {theirs})"
+        )
+        assert found[kind][-1] == (new.host, new.port)
     wait_for(lambda: _replicas_online(sentinel_set.master(), 2), 60, "the old master demoted")
 
 

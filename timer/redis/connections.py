@@ -8,7 +8,8 @@ the same URLs.
 - ``redis+sentinel://[user:pass@]host:port[,host:port…]/<service>[/db]`` (and
   ``rediss+sentinel://`` for TLS to the data nodes): the master the Sentinels name for
   ``<service>``, asked again after every lost connection and every ``READONLY`` reply,
-  so a failover is followed without a restart (redis-py's ``SentinelConnectionPool``).
+  so a failover is followed without a restart (redis-py's ``SentinelConnectionPool``),
+  never back to a master being replaced (``FollowingSentinel``).
   The URL's credentials are the data nodes'; ``?sentinel_username=&sentinel_password=``
   are the Sentinels' own, if they have any.
 
@@ -143,6 +144,131 @@ class AsyncSentinelPool(asentinel.SentinelConnectionPool):
         return await super().get_connection(*args, **kwargs)  # type: ignore[no-untyped-call]
 
 
+# -- Sentinel: which Sentinel's answer to follow ---------------------------------------------
+
+# redis-py follows the first Sentinel whose answer names a master it does not flag down.
+# Two answers pass that check and name a master that is being replaced:
+# - the Sentinel leading a failover names the old master until the failover ends, flagged
+#   ``failover_in_progress``; once the old master answers it again (a partition healed, or
+#   a SENTINEL FAILOVER, where it never stopped), no down flag either. Seen: for ~1 s after
+#   a split healed, a client asking that Sentinel first went back to the old master; the
+#   acknowledgements it sent there were lost and the outcomes they acknowledged were
+#   handled again.
+# - a Sentinel that missed the failover (partitioned, restarted from an old config) names
+#   the old master at the old ``config-epoch``.
+# So an answer flagged ``failover_in_progress`` is not followed, nor one at an epoch older
+# than the newest this client has seen, unless every Sentinel that answers agrees on it
+# (the Sentinels were redeployed and their epochs began again), a majority of them.
+
+
+@dataclass
+class _Answers:
+    """The answers of one discovery, in the order the Sentinels were asked."""
+
+    newest: int  # the newest config-epoch the client had seen
+    older: list[tuple[int, tuple[Any, Any]]]  # (epoch, address) of good answers set aside
+    others: int = 0  # answers with nothing to follow (a flag, another epoch's failover)
+
+    def offer(self, state: dict[str, Any], good: bool) -> tuple[Any, Any] | None:
+        """The address to follow now, or None to ask the next Sentinel."""
+        epoch = int(state.get("config-epoch") or 0)
+        if "failover_in_progress" in str(state.get("flags", "")).split(","):
+            good = False
+        if epoch < self.newest:
+            if good:
+                self.older.append((epoch, (state["ip"], state["port"])))
+            else:
+                self.others += 1
+            return None
+        self.newest = epoch
+        if not good:
+            self.others += 1
+            return None
+        return state["ip"], state["port"]
+
+    def agreed(self, sentinels: int) -> tuple[tuple[Any, Any], int] | None:
+        """A majority of the ``sentinels`` answered, every one naming the same master at
+        an older epoch (they were redeployed); else None (one that missed a failover may
+        be the only one this client reaches)."""
+        if self.others or len(self.older) <= sentinels // 2:
+            return None
+        if len({a for _, a in self.older}) > 1:
+            return None
+        return self.older[0][1], max(e for e, _ in self.older)
+
+
+def _masters(reply: Any) -> dict[str, dict[str, Any]]:
+    """SENTINEL MASTERS as redis-py parses it (RESP2: by name)."""
+    return cast("dict[str, dict[str, Any]]", reply)
+
+
+class _FollowsTheNewestEpoch:
+    _newest_epoch = -1
+
+    def _start(self) -> _Answers:
+        return _Answers(self._newest_epoch, [])
+
+    def _chosen(self, answers: _Answers, address: tuple[Any, Any], epoch: int) -> tuple[Any, Any]:
+        self._newest_epoch = epoch
+        force = getattr(self, "_force_master_ip", None)
+        return (force if force is not None else address[0]), address[1]
+
+    def _not_found(self, service: str, answers: _Answers, errors: list[str]) -> Exception:
+        said = f" : {', '.join(errors)}" if errors else ""
+        if answers.older or answers.others:
+            said += " (a failover is under way, or a Sentinel has not heard of the last one)"
+        return sentinel.MasterNotFoundError(f"No master found for {service!r}{said}")
+
+
+class FollowingSentinel(_FollowsTheNewestEpoch, sentinel.Sentinel):
+    """redis-py's Sentinel manager that does not follow a Sentinel's answer naming a
+    master being replaced (see the comment above)."""
+
+    def discover_master(self, service_name: str) -> tuple[Any, Any]:
+        answers, errors = self._start(), []
+        for i, s in enumerate(self.sentinels):
+            try:
+                state = _masters(s.sentinel_masters()).get(service_name)
+            except (redis.ConnectionError, redis.TimeoutError) as e:
+                errors.append(f"{s} - {e!r}")
+                continue
+            if not state:
+                continue
+            good = self.check_master_state(state, service_name)  # type: ignore[no-untyped-call]
+            address = answers.offer(state, good)
+            if address is not None:
+                self.sentinels[0], self.sentinels[i] = s, self.sentinels[0]
+                return self._chosen(answers, address, answers.newest)
+        agreed = answers.agreed(len(self.sentinels))
+        if agreed is not None:
+            return self._chosen(answers, *agreed)
+        raise self._not_found(service_name, answers, errors)
+
+
+class AsyncFollowingSentinel(_FollowsTheNewestEpoch, asentinel.Sentinel):
+    """The asyncio form of :class:`FollowingSentinel`."""
+
+    async def discover_master(self, service_name: str) -> tuple[Any, Any]:
+        answers, errors = self._start(), []
+        for i, s in enumerate(self.sentinels):
+            try:
+                state = _masters(await s.sentinel_masters()).get(service_name)
+            except (redis.ConnectionError, redis.TimeoutError) as e:
+                errors.append(f"{s} - {e!r}")
+                continue
+            if not state:
+                continue
+            good = self.check_master_state(state, service_name)
+            address = answers.offer(state, good)
+            if address is not None:
+                self.sentinels[0], self.sentinels[i] = s, self.sentinels[0]
+                return self._chosen(answers, address, answers.newest)
+        agreed = answers.agreed(len(self.sentinels))
+        if agreed is not None:
+            return self._chosen(answers, *agreed)
+        raise self._not_found(service_name, answers, errors)
+
+
 # -- the clients ------------------------------------------------------------------------------
 
 
@@ -183,7 +309,7 @@ class _Kind:
 BLOCKING = _Kind(
     redis.Redis,
     {"redis": Connection, "rediss": SSLConnection, "unix": UnixConnection},
-    sentinel.Sentinel,
+    FollowingSentinel,
     SentinelRedis,
     SentinelPool,
     SentinelConnection,
@@ -193,7 +319,7 @@ BLOCKING = _Kind(
 ASYNCIO = _Kind(
     aioredis.Redis,
     {"redis": AsyncConnection, "rediss": AsyncSSLConnection, "unix": AsyncUnixConnection},
-    asentinel.Sentinel,
+    AsyncFollowingSentinel,
     AsyncSentinelRedis,
     AsyncSentinelPool,
     AsyncSentinelConnection,
