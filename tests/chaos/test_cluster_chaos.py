@@ -183,7 +183,7 @@ class Traffic:
 
     def _sync(self) -> None:
         c = TimerClient.from_url(
-            self.url, self.namespace, durability="replicas:1", socket_timeout_s=1.0
+            self.url, self.namespace, durability="replicas:1", socket_timeout_s=1.5
         )
         rng, led, n = random.Random(1), self.ledger, 0
         watched: list[str] = []
@@ -230,7 +230,7 @@ class Traffic:
 
     async def _async(self) -> None:
         c = await AsyncTimerClient.connect(
-            self.url, self.namespace, durability="replicas:1", socket_timeout_s=1.0
+            self.url, self.namespace, durability="replicas:1", socket_timeout_s=1.5
         )
         rng, n = random.Random(2), 0
         try:

@@ -145,7 +145,7 @@ class Watcher:
 
     def __init__(self, url: str, namespace: str, durability: str) -> None:
         self.client = TimerClient.from_url(
-            url, namespace, durability=durability, socket_timeout_s=1.0
+            url, namespace, durability=durability, socket_timeout_s=2.0
         )
         self.seen: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -175,7 +175,7 @@ def run_split(
     """Schedule timers before, during and after a cut (a worker of the caller's firing
     them), heal, and count. Returns the result and the ids acknowledged."""
     result = SplitResult(durability)
-    c = TimerClient.from_url(s.url, namespace, durability=durability, socket_timeout_s=1.0)
+    c = TimerClient.from_url(s.url, namespace, durability=durability, socket_timeout_s=2.0)
     acked: set[str] = set()
     watcher = Watcher(s.url, namespace, durability)
     n = 0

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
 from click.testing import CliRunner
 
 from timer import ConfigError, TimerClient
+from timer.aio import AsyncTimerClient
 from timer.cli.main import main
 from timer.durable.models import DurabilityWarning
 from timer.testing import RedisServer
@@ -96,3 +99,28 @@ def test_aof_off_is_warned_and_shown_in_stats(
         result.exit_code == 0 and "Warning:" in result.output and "appendonly yes" in result.output
     )
     c.close()
+
+
+@pytest.mark.parametrize(
+    ("url_tail", "options"),
+    [
+        ("", {"durability": "replicas:1", "socket_timeout_s": 1.0}),
+        ("", {"durability": "aof", "durability_timeout_s": 4.9}),  # the default socket: 5 s
+        ("?socket_timeout=1", {"durability": "aof+replicas:1"}),  # the URL's wins
+    ],
+)
+def test_a_durability_wait_longer_than_the_socket_allows_is_refused(
+    redis_server: RedisServer, redis_client: redis.Redis, url_tail: str, options: dict[str, Any]
+) -> None:
+    """A WAIT cut by the socket timeout was retried as a lost connection: a master with no
+    replica answered a TimeoutError after ~9 s of retries instead of NotDurable after the
+    durability timeout. Both clients refuse the settings before connecting."""
+    url = redis_server.url + ("/" + url_tail if url_tail else "")
+    keys = redis_client.dbsize()
+    with pytest.raises(ConfigError, match=r"must be at least 0\.25 s shorter than the socket"):
+        TimerClient.from_url(url, "x", **options)
+    with pytest.raises(ConfigError, match="Lower durability_timeout_s or raise socket_timeout_s"):
+        asyncio.run(AsyncTimerClient.connect(url, "x", **options))
+    assert redis_client.dbsize() == keys
+    fits = {**options, "durability_timeout_s": 0.5, "socket_timeout_s": 1.0}
+    TimerClient.from_url(redis_server.url, "x", **fits).close()

@@ -109,6 +109,7 @@ class AsyncTimerClient:
             durability_timeout_s=durability_timeout_s,
         )
         rs = RedisSettings.from_url(url, socket_timeout_s=socket_timeout_s)
+        rs.check_wait_fits(settings.durability)
         options = rs.options()
         client: Any = connections.async_client(rs)
         try:

@@ -113,6 +113,7 @@ class TimerClient(OperatorCalls):
             durability_timeout_s=durability_timeout_s,
         )
         rs = RedisSettings.from_url(url, socket_timeout_s=socket_timeout_s)
+        rs.check_wait_fits(settings.durability)
         return cls(
             connect(rs),
             namespace,

@@ -217,6 +217,11 @@ def _check_node_url(url: str, safe: str) -> None:
         )
 
 
+# How long a durability wait's reply is given to arrive after its timeout, before the
+# socket timeout (RedisSettings.check_wait_fits).
+WAIT_REPLY_S = 0.25
+
+
 @dataclass(frozen=True)
 class RedisSettings:
     """Where Redis is. Its repr never shows the password."""
@@ -241,6 +246,31 @@ class RedisSettings:
         if self.url.partition("://")[0] in SENTINEL_SCHEMES:
             return parse_sentinel_url(self.url)
         return None
+
+    def socket_timeout_in_use(self) -> float:
+        """The data nodes' socket timeout: the URL's ``?socket_timeout=`` if it has one
+        (it wins, as in redis-py), else ``socket_timeout_s``."""
+        target = self.sentinel
+        given = (
+            target.master_options() if target is not None else redis.connection.parse_url(self.url)  # type: ignore[no-untyped-call]
+        ).get("socket_timeout")
+        return float(given) if given is not None else self.socket_timeout_s
+
+    def check_wait_fits(self, durability: Durability) -> None:
+        """ConfigError unless a durability wait answers before the socket gives up: a
+        ``WAIT`` cut by the socket timeout is retried as a lost connection (redis-py's
+        retries took ~9 s on a master with no replica), where it should have been a
+        :class:`~timer.errors.NotDurable` after ``durability_timeout_s``."""
+        if not durability.waits:
+            return
+        socket_s, wait_s = self.socket_timeout_in_use(), durability.timeout_ms / 1000
+        if wait_s + WAIT_REPLY_S > socket_s:
+            raise ConfigError(
+                f"durability_timeout_s ({wait_s:g} s) must be at least {WAIT_REPLY_S:g} s "
+                f"shorter than the socket timeout ({socket_s:g} s): a wait for replicas or "
+                "the AOF that outlasts the socket is cut and retried instead of answering "
+                "NotDurable. Lower durability_timeout_s or raise socket_timeout_s."
+            )
 
     def options(self) -> dict[str, Any]:
         """redis-py connection options, the same for the sync and the asyncio client."""
