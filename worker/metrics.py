@@ -242,6 +242,8 @@ HANDLER_COUNTERS = {
     "claimed": "Outcomes taken by claim: due retries, a dead consumer's, our own at start",
     "lost": "Outcomes another consumer took over while our handler still ran",
     "ack_errors": "Outcomes that could not be settled with Redis (they come again)",
+    "acks_unmatched": "Acknowledgements that found no outcome pending: another consumer's "
+    "now, or sent to a server that is not the shard's master (they come again)",
     "limit_waits": "Outcomes that found their key at its --limit and waited for a slot",
 }
 

@@ -513,3 +513,26 @@ def test_later_looks_again_without_a_failure_until_max_attempts(client: TimerCli
     assert dead.outcome is not None and dead.outcome.id == "later1" and "not yet" in dead.error
     with pytest.raises(InvalidInput, match="Later's delay"):
         Later(-1)
+
+
+def test_an_acknowledgement_that_finds_nothing_pending_is_counted_and_said(
+    client: TimerClient, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An acknowledgement whose outcome is no longer pending where it was sent (another
+    consumer took it over and acknowledged it; or, after a failover, it reached a master
+    being replaced, so the outcome comes again) is counted and logged, not silent."""
+    decide(client, 3)
+
+    def handler(o: Outcome) -> None:
+        if o.id == "j1":  # acknowledged meanwhile, as by the consumer that took it over
+            assert o.entry_id is not None
+            stream = client._ns().shard(o.shard).outcomes
+            assert redis_client.xack(stream, "g", o.entry_id) == 1
+
+    h = Handlers(client, group="g", max_attempts=1)
+    h.add("cancelled", handler)
+    with caplog.at_level("WARNING", logger="tickwheel.handlers"):
+        assert h.run(concurrency=1, stop_when_idle=True)
+    assert (h.stats.handled, h.stats.acks_unmatched, h.stats.ack_errors) == (3, 1, 0)
+    assert "1 of " in caplog.text and "found no outcome pending" in caplog.text
+    assert client.groups()[0].pending == 0

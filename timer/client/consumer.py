@@ -128,9 +128,10 @@ class ConsumerGroup:
     def ack(self, delivery: group_ops.Delivery) -> None:
         self._run(group_ops.ack(delivery))
 
-    def ack_many(self, deliveries: Sequence[group_ops.Delivery]) -> None:
-        """Acknowledge many at once: one XACK per shard's stream, pipelined."""
-        self._run(group_ops.ack_many(deliveries))
+    def ack_many(self, deliveries: Sequence[group_ops.Delivery]) -> int:
+        """Acknowledge many at once: one XACK per shard's stream, pipelined. Returns how
+        many found nothing pending (see :func:`timer.durable.groups.ack_many`)."""
+        return self._run(group_ops.ack_many(deliveries))
 
     def retry(self, delivery: group_ops.Delivery, delay_ms: int, error: str = "") -> int | None:
         """Retry the delivery in ``delay_ms``; its retry time, or None if no longer pending.

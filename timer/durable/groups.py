@@ -275,9 +275,11 @@ def ack(delivery: Delivery) -> Op[None]:
     yield from ack_many([delivery])
 
 
-def ack_many(deliveries: Sequence[Delivery]) -> Op[None]:
+def ack_many(deliveries: Sequence[Delivery]) -> Op[int]:
     """Acknowledge many deliveries: one XACK per stream (and group), pipelined; with it,
-    the errors kept of those that had failed before (an attempt after the first)."""
+    the errors kept of those that had failed before (an attempt after the first). Returns
+    how many found nothing pending to acknowledge: acknowledged already (another consumer
+    took it over), or the stream is not that server's (a master being replaced)."""
     by_stream: dict[tuple[str, str], list[str]] = {}
     retried: dict[str, list[str]] = {}
     for d in deliveries:
@@ -286,8 +288,11 @@ def ack_many(deliveries: Sequence[Delivery]) -> Op[None]:
             retried.setdefault(d.keys.errors(d.group), []).append(d.entry_id)
     calls = [steps.Command("xack", (s, g, *ids)) for (s, g), ids in by_stream.items()]
     calls += [steps.Command("hdel", (k, *ids)) for k, ids in retried.items()]
-    if calls:
-        yield steps.Pipeline(calls)
+    if not calls:
+        return 0
+    replies = yield steps.Pipeline(calls)
+    acked = sum(int(r) for r in replies[: len(by_stream)])
+    return sum(len(ids) for ids in by_stream.values()) - acked
 
 
 def retry(delivery: Delivery, delay_ms: int, error: str = "") -> Op[int | None]:

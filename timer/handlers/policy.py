@@ -104,6 +104,7 @@ class HandlerStats:
     claimed: int = 0  # due retries, outcomes of dead consumers, our own taken back at start
     lost: int = 0  # taken over by another consumer while our handler still ran
     ack_errors: int = 0  # could not settle with Redis (the outcome will come again)
+    acks_unmatched: int = 0  # acknowledged, but nothing was pending (taken over, a stale master)
     timed_out: int = 0  # attempts that ran past their timeout (counted in failed too)
     limit_waits: int = 0  # outcomes that found their key at its limit and waited a slot
     handed_at_fire: int = 0  # read by a fire call of the worker in this process (fire=)

@@ -122,8 +122,18 @@ class Settler:
                     break
                 batch.append(nxt)
             try:
-                self.with_retries(functools.partial(self.group.ack_many, batch))
+                unmatched = self.with_retries(functools.partial(self.group.ack_many, batch))
                 h.stats.handled += len(batch)
+                if unmatched:
+                    h.stats.acks_unmatched += unmatched
+                    log.warning(
+                        "%d of %d acknowledgements found no outcome pending: another "
+                        "consumer took them over (and may have run them too), or they "
+                        "reached a server that is not their shard's master (they will "
+                        "come again)",
+                        unmatched,
+                        len(batch),
+                    )
                 for x in batch:
                     kind = x.outcome.outcome
                     h.stats.by_outcome[kind] = h.stats.by_outcome.get(kind, 0) + 1
