@@ -203,21 +203,37 @@ def _masters(reply: Any) -> dict[str, dict[str, Any]]:
 
 
 class _FollowsTheNewestEpoch:
+    """The discovery both managers share; each only asks the Sentinels in its own way."""
+
     _newest_epoch = -1
+    sentinels: list[Any]
 
-    def _start(self) -> _Answers:
-        return _Answers(self._newest_epoch, [])
+    def _heard(self, answers: _Answers, i: int, state: Any, service: str) -> tuple[Any, Any] | None:
+        """The i-th Sentinel's answer (None: it knows no such service): the address to
+        follow now (that Sentinel asked first next time, as redis-py does), or None."""
+        if not state:
+            return None
+        good = self.check_master_state(state, service)  # type: ignore[attr-defined]
+        address = answers.offer(state, good)
+        if address is None:
+            return None
+        self.sentinels[0], self.sentinels[i] = self.sentinels[i], self.sentinels[0]
+        return self._chosen(address, answers.newest)
 
-    def _chosen(self, answers: _Answers, address: tuple[Any, Any], epoch: int) -> tuple[Any, Any]:
-        self._newest_epoch = epoch
-        force = getattr(self, "_force_master_ip", None)
-        return (force if force is not None else address[0]), address[1]
-
-    def _not_found(self, service: str, answers: _Answers, errors: list[str]) -> Exception:
+    def _last_word(self, answers: _Answers, errors: list[str], service: str) -> tuple[Any, Any]:
+        """After every Sentinel was asked: what a majority agree on, else not found."""
+        agreed = answers.agreed(len(self.sentinels))
+        if agreed is not None:
+            return self._chosen(*agreed)
         said = f" : {', '.join(errors)}" if errors else ""
         if answers.older or answers.others:
             said += " (a failover is under way, or a Sentinel has not heard of the last one)"
-        return sentinel.MasterNotFoundError(f"No master found for {service!r}{said}")
+        raise sentinel.MasterNotFoundError(f"No master found for {service!r}{said}")
+
+    def _chosen(self, address: tuple[Any, Any], epoch: int) -> tuple[Any, Any]:
+        self._newest_epoch = epoch
+        force = getattr(self, "_force_master_ip", None)
+        return (force if force is not None else address[0]), address[1]
 
 
 class FollowingSentinel(_FollowsTheNewestEpoch, sentinel.Sentinel):
@@ -225,48 +241,32 @@ class FollowingSentinel(_FollowsTheNewestEpoch, sentinel.Sentinel):
     master being replaced (see the comment above)."""
 
     def discover_master(self, service_name: str) -> tuple[Any, Any]:
-        answers, errors = self._start(), []
+        answers, errors = _Answers(self._newest_epoch, []), []
         for i, s in enumerate(self.sentinels):
             try:
                 state = _masters(s.sentinel_masters()).get(service_name)
             except (redis.ConnectionError, redis.TimeoutError) as e:
                 errors.append(f"{s} - {e!r}")
                 continue
-            if not state:
-                continue
-            good = self.check_master_state(state, service_name)  # type: ignore[no-untyped-call]
-            address = answers.offer(state, good)
-            if address is not None:
-                self.sentinels[0], self.sentinels[i] = s, self.sentinels[0]
-                return self._chosen(answers, address, answers.newest)
-        agreed = answers.agreed(len(self.sentinels))
-        if agreed is not None:
-            return self._chosen(answers, *agreed)
-        raise self._not_found(service_name, answers, errors)
+            if (address := self._heard(answers, i, state, service_name)) is not None:
+                return address
+        return self._last_word(answers, errors, service_name)
 
 
 class AsyncFollowingSentinel(_FollowsTheNewestEpoch, asentinel.Sentinel):
     """The asyncio form of :class:`FollowingSentinel`."""
 
     async def discover_master(self, service_name: str) -> tuple[Any, Any]:
-        answers, errors = self._start(), []
+        answers, errors = _Answers(self._newest_epoch, []), []
         for i, s in enumerate(self.sentinels):
             try:
                 state = _masters(await s.sentinel_masters()).get(service_name)
             except (redis.ConnectionError, redis.TimeoutError) as e:
                 errors.append(f"{s} - {e!r}")
                 continue
-            if not state:
-                continue
-            good = self.check_master_state(state, service_name)
-            address = answers.offer(state, good)
-            if address is not None:
-                self.sentinels[0], self.sentinels[i] = s, self.sentinels[0]
-                return self._chosen(answers, address, answers.newest)
-        agreed = answers.agreed(len(self.sentinels))
-        if agreed is not None:
-            return self._chosen(answers, *agreed)
-        raise self._not_found(service_name, answers, errors)
+            if (address := self._heard(answers, i, state, service_name)) is not None:
+                return address
+        return self._last_word(answers, errors, service_name)
 
 
 # -- the clients ------------------------------------------------------------------------------
