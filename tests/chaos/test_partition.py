@@ -7,14 +7,18 @@ measures the default (`none`) beside it: it loses some on both."""
 
 from __future__ import annotations
 
+import threading
+from collections import Counter
 from pathlib import Path
 
 import pytest
+import redis
 
 from tests.chaos.conftest import Workers
+from tests.conftest import wait_for
 from tests.faults.cluster_split import cluster_split_set
 from tests.faults.split import SplitResult, Splittable, run_split, split_set
-from timer import TimerClient
+from timer import Handlers, Outcome, TimerClient
 
 # It counts, never times: it runs in the parallel part of make test.
 pytestmark = [pytest.mark.redis]
@@ -60,3 +64,66 @@ def _assert_kept(result: SplitResult, acked: set[str]) -> None:
     assert result.lost == [], f"{len(result.lost)} acknowledged timers lost"
     assert result.decided_twice == [], f"handled twice: {result.decided_twice[:5]}"
     assert len(acked) == result.acknowledged
+
+
+def test_replicas_1_holds_an_acknowledgement_the_master_alone_has_and_sends_it_again(
+    tmp_path: Path, server_binary: Path, namespace: str
+) -> None:
+    """Under replicas:1 a handler runner's acknowledgement waits for a replica too. The
+    replicas' link is cut while handlers run, so their acks reach the master alone; then
+    the master is killed and a replica promoted, without them. The runner holds the
+    outcomes (in hand, so not taken back) and sends the acks again to the promoted
+    replica: each outcome is handled once. Before, the master alone answered the acks and
+    lost them, the runner took its own entries back after reclaim_idle_ms, and every one
+    ran twice."""
+    with split_set(tmp_path / "set", binary=server_binary) as s:
+        with TimerClient.from_url(s.url, namespace, durability="replicas:1") as c:
+            c.init(shards=2)
+            for i in range(20):
+                c.schedule(f"j{i}", 60_000)
+                c.cancel(f"j{i}")
+        runs: Counter[str] = Counter()
+        release = threading.Event()
+
+        def handler(o: Outcome) -> None:
+            runs[o.id] += 1
+            release.wait(60)
+
+        runner = TimerClient.from_url(
+            s.url, namespace, durability="replicas:1", socket_timeout_s=2.0
+        )
+        h = Handlers(runner, group="g", reclaim_idle_ms=2000)
+        h.add("cancelled", handler)
+        thread = threading.Thread(target=h.run, kwargs={"concurrency": 20}, daemon=True)
+        thread.start()
+        try:
+            wait_for(lambda: len(runs) == 20, 30, "every outcome read (confirmed) and started")
+            s.to_replicas.cut("all")  # the replicas' link only: the Sentinels still see it
+            release.set()  # the handlers return; their acks reach the master alone
+            old = s.master
+            with redis.Redis(host=old.host, port=old.port) as r:
+                wait_for(lambda: _pending(r, c, 2) == 0, 30, "the acks applied on the master")
+            old.kill()
+            wait_for(s.promoted, 60, "a replica promoted")
+            new = s.sentinel_set.master()
+            with redis.Redis(host=new.host, port=new.port) as r:
+                wait_for(
+                    lambda: _pending(r, c, 2) == 0 and h.stats.handled >= 20,
+                    60,
+                    "every outcome acknowledged on the promoted replica",
+                )
+        finally:
+            release.set()
+            h.stop()
+            thread.join(30)
+            runner.close()
+    twice = [i for i, n in runs.items() if n > 1]
+    assert sorted(runs.values()) == [1] * 20, f"handled twice: {twice}"
+    assert h.stats.handled == 20
+
+
+def _pending(r: redis.Redis, c: TimerClient, shards: int) -> int:
+    """Group g's pending entries over the namespace's shards, on this server."""
+    return sum(
+        int(r.xpending(c.keys.shard(shard).outcomes, "g")["pending"]) for shard in range(shards)
+    )

@@ -31,9 +31,9 @@ from .partition import Proxy
 SERVICE = "split"
 # The Sentinels' down-after. At 1 s a Sentinel that had just switched to the promoted
 # replica sometimes marked it down 1 s later (its new link not yet answered, under load)
-# and failed it over again; the acknowledgements of the handler runner not yet replicated
-# then were lost with it (acks are not waited on, even under replicas:1), so outcomes were
-# handled twice: one split, one failover is what these runs measure.
+# and failed it over again: under none, what the handler runner acknowledged and the
+# promoted replica had not received was lost with it, and tens of thousands of outcomes
+# were handled twice. One split, one failover is what these runs measure.
 DOWN_AFTER_MS = 2000
 
 

@@ -109,6 +109,8 @@ class AsyncDriver:
                     yield step.value
                 elif isinstance(step, steps.Sleep):
                     await asyncio.sleep(step.seconds)  # polling the server with backoff
+                elif isinstance(step, steps.Waits):
+                    reply = self.durability.waits
                 elif isinstance(step, steps.Send):
                     task = asyncio.ensure_future(
                         self._after(sent[-1] if sent else None, step.pipeline)

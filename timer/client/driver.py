@@ -236,6 +236,8 @@ class SyncDriver:
                 elif isinstance(step, steps.Sleep):
                     reply = None
                     time.sleep(step.seconds)  # an operation polling the server with backoff
+                elif isinstance(step, steps.Waits):
+                    reply = self.durability.waits
                 elif isinstance(step, steps.Send):
                     lane = lane or Lane(self)
                     reply = lane.send(step.pipeline)

@@ -80,6 +80,17 @@ def touch_call(sk: ShardKeys, group: str, consumer: str, entry_ids: Sequence[str
     return ScriptCall(ScriptName.TOUCH, [sk.outcomes], [group, consumer, *entry_ids])
 
 
+def ack_call(
+    sk: ShardKeys, group: str, entry_ids: Sequence[str], failed_before: Sequence[str]
+) -> ScriptCall:
+    """Acknowledge ``entry_ids``; drop the errors kept of ``failed_before`` (lua/ack.lua)."""
+    return ScriptCall(
+        ScriptName.ACK,
+        [sk.outcomes, sk.errors(group)],
+        [group, len(entry_ids), *entry_ids, *failed_before],
+    )
+
+
 def parse_touch(reply: Sequence[Any]) -> list[str]:
     """The ids no longer pending for the consumer."""
     return [text(x) for x in reply]

@@ -39,6 +39,7 @@ class ScriptName(StrEnum):
     RETRY = "retry"
     DEAD = "dead"
     TOUCH = "touch"
+    ACK = "ack"
     REDELIVER = "redeliver"
     LEAVE_GROUP = "leave_group"
     GET = "get"

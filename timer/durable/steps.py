@@ -2,7 +2,8 @@
 
 An operation (:data:`Op`) is a generator: it yields steps — a :class:`ScriptCall`, a
 plain redis-py :class:`Command`, a :class:`Pipeline` of either, a :class:`Sleep`, an
-:class:`Emit` of a value to its caller, a :class:`Send` ahead and its :class:`Collect` —
+:class:`Emit` of a value to its caller, a :class:`Send` ahead and its :class:`Collect`,
+a question (:class:`Waits`) —
 and gets each reply back (a call that failed raises its TimerError at the ``yield``, so
 an operation can answer it: refuse with a clearer error, take back what it wrote); it
 returns its result. A driver (the sync client's
@@ -96,7 +97,14 @@ class Collect:
     ticket: Any
 
 
-Step = ScriptCall | Command | Pipeline | Sleep | Emit | Send | Collect
+@dataclass(frozen=True, slots=True)
+class Waits:
+    """Ask whether the client waits for durability (its reply: True or False), for an
+    operation that writes differently when its writes are waited on (acknowledgements:
+    a plain XACK otherwise, a script the wait can always cover when they are)."""
+
+
+Step = ScriptCall | Command | Pipeline | Sleep | Emit | Send | Collect | Waits
 T = TypeVar("T")
 Op = Generator[Step, Any, T]  # an operation: yields steps, gets replies, returns a T
 

@@ -26,6 +26,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tickwheel.handlers")
 
+# An acknowledgement that failed, or that the client's durability did not confirm (a
+# failover may lose it, and its outcome would come again) is sent again this often while
+# the runner runs, the outcome kept in hand meanwhile; the warning is said at most this
+# often.
+ACK_AGAIN_S = 0.5
+ACK_SAY_EVERY_S = 10.0
+
 
 class Settler:
     """Acknowledges, retries and dead-letters the deliveries of one run."""
@@ -42,6 +49,7 @@ class Settler:
         self.group = group
         self.fields = fields  # a log record's structured fields (HandlerLoop._fields)
         self.acks: queue.SimpleQueue[Delivery | None] = queue.SimpleQueue()
+        self._said_again_at = 0.0
         self.acker = threading.Thread(target=self._acker_main, name="handler-acks", daemon=True)
 
     def start(self) -> None:
@@ -105,14 +113,20 @@ class Settler:
             self.forget(d)
 
     def _acker_main(self) -> None:
-        h = self.h
-        while True:
-            d = self.acks.get()
-            if d is None:
-                return
-            batch = [d]
-            stop = False
-            while len(batch) < 1000:
+        again: list[Delivery] = []  # acknowledged, not confirmed: in hand, sent again
+        stop = False
+        while not stop:
+            batch: list[Delivery] = []
+            try:
+                d = self.acks.get(timeout=ACK_AGAIN_S if again else None)
+            except queue.Empty:  # nothing new: time to send the others again
+                pass
+            else:
+                if d is None:
+                    stop = True
+                else:
+                    batch.append(d)
+            while not stop and len(batch) < 1000:
                 try:
                     nxt = self.acks.get_nowait()
                 except queue.Empty:
@@ -121,32 +135,51 @@ class Settler:
                     stop = True
                     break
                 batch.append(nxt)
-            try:
-                unmatched = self.with_retries(functools.partial(self.group.ack_many, batch))
-                h.stats.handled += len(batch)
-                if unmatched:
-                    h.stats.acks_unmatched += unmatched
+            if again:
+                again = self._ack(again, first=False, last=stop)
+            if batch:
+                again += self._ack(batch, first=True, last=stop)
+
+    def _ack(self, batch: list[Delivery], *, first: bool, last: bool) -> list[Delivery]:
+        """Acknowledge a batch; those to send again (an error, or not durable as the
+        client asks: still in hand, touched, so no other consumer takes them meanwhile),
+        unless ``last`` (the runner stops: they will come again)."""
+        h = self.h
+        try:
+            unmatched = self.with_retries(functools.partial(self.group.ack_many, batch))
+        except TimerError as err:
+            if not last:
+                now = time.monotonic()
+                if now >= self._said_again_at:
+                    self._said_again_at = now + ACK_SAY_EVERY_S
                     log.warning(
-                        "%d of %d acknowledgements found no outcome pending: another "
-                        "consumer took them over (and may have run them too), or they "
-                        "reached a server that is not their shard's master (they will "
-                        "come again)",
-                        unmatched,
+                        "could not acknowledge %d outcomes (%s); holding them and trying again",
                         len(batch),
+                        err,
                     )
-                for x in batch:
-                    kind = x.outcome.outcome
-                    h.stats.by_outcome[kind] = h.stats.by_outcome.get(kind, 0) + 1
-            except TimerError as err:
-                h.stats.ack_errors += len(batch)
-                log.error(
-                    "could not acknowledge %d outcomes (%s); they will come again", len(batch), err
-                )
-            finally:
-                for x in batch:
-                    self.forget(x)
-            if stop:
-                return
+                return batch
+            h.stats.ack_errors += len(batch)
+            log.error(
+                "could not acknowledge %d outcomes (%s); they will come again", len(batch), err
+            )
+            for x in batch:
+                self.forget(x)
+            return []
+        h.stats.handled += len(batch)
+        if unmatched and first:  # sent again: acknowledged by the try before
+            h.stats.acks_unmatched += unmatched
+            log.warning(
+                "%d of %d acknowledgements found no outcome pending: another consumer "
+                "took them over (and may have run them too), or they reached a server "
+                "that is not their shard's master (they will come again)",
+                unmatched,
+                len(batch),
+            )
+        for x in batch:
+            kind = x.outcome.outcome
+            h.stats.by_outcome[kind] = h.stats.by_outcome.get(kind, 0) + 1
+            self.forget(x)
+        return []
 
     def settle_dead(self, d: Delivery, error: str, forget: bool = True) -> None:
         o = d.outcome
