@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from timer import DuplicateTimer, Fenced, InvalidInput
-from timer.durable import codec, ops, shard_ops, steps
+from timer.durable import codec, groups, ops, shard_ops, steps
 from timer.durable.codec import decode_pending, decode_result
 from timer.durable.entries import (
     for_group,
@@ -38,7 +38,7 @@ from timer.durable.group_calls import (
     touch_call,
 )
 from timer.durable.keys import NamespaceKeys
-from timer.durable.models import ClientSettings, Event, Meta
+from timer.durable.models import ClientSettings, Event, Meta, Outcome
 from timer.durable.namespace import Namespace
 from timer.durable.scripts import ErrorCode, ScriptName, header, script_error
 from timer.durable.shard_calls import Hand, fire_call, parse_fire, parse_lease_acquire, parse_sweep
@@ -389,3 +389,41 @@ def test_the_common_payloads_take_the_shortcut() -> None:
 
 class _Str(str):
     pass
+
+
+def test_acknowledgements_are_a_script_the_wait_covers_only_when_the_client_waits() -> None:
+    """ack_many asks its driver whether it waits for durability: if so, one lua/ack.lua
+    a stream (that the wait after it always covers); if not, the plain XACK, and the
+    errors of retried entries dropped with HDEL. Both count what was not pending."""
+
+    def delivery(shard: int, entry: str, attempt: int) -> groups.Delivery:
+        o = Outcome("t", "expired", 0, 0, None, shard, entry_id=entry, attempt=attempt)
+        return groups.Delivery(o, NS.shard(shard), "g")
+
+    batch = [delivery(0, "1-0", 1), delivery(0, "2-0", 3), delivery(1, "3-0", 1)]
+    s0, s1 = NS.shard(0), NS.shard(1)
+    op = groups.ack_many(batch)
+    assert isinstance(op.send(None), steps.Waits)
+    plain = op.send(False)
+    assert isinstance(plain, steps.Pipeline)
+    assert [(c.name, c.args) for c in plain.calls if isinstance(c, steps.Command)] == [
+        ("xack", (s0.outcomes, "g", "1-0", "2-0")),
+        ("xack", (s1.outcomes, "g", "3-0")),
+        ("hdel", (s0.errors("g"), "2-0")),
+    ]
+    with pytest.raises(StopIteration) as done:
+        op.send([2, 0, 1])
+    assert done.value.value == 1  # 3-0 was not pending
+    op = groups.ack_many(batch)
+    op.send(None)
+    waited = op.send(True)
+    assert isinstance(waited, steps.Pipeline)
+    assert [
+        (c.script, c.keys, c.args) for c in waited.calls if isinstance(c, steps.ScriptCall)
+    ] == [
+        (ScriptName.ACK, [s0.outcomes, s0.errors("g")], ["g", 2, "1-0", "2-0", "2-0"]),
+        (ScriptName.ACK, [s1.outcomes, s1.errors("g")], ["g", 1, "3-0"]),
+    ]
+    with pytest.raises(StopIteration) as done:
+        op.send([2, 1])
+    assert done.value.value == 0
