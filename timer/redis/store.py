@@ -269,7 +269,8 @@ class RedisSettings:
                 f"durability_timeout_s ({wait_s:g} s) must be at least {WAIT_REPLY_S:g} s "
                 f"shorter than the socket timeout ({socket_s:g} s): a wait for replicas or "
                 "the AOF that outlasts the socket is cut and retried instead of answering "
-                "NotDurable. Lower durability_timeout_s or raise socket_timeout_s."
+                "NotDurable. Lower durability_timeout_s or raise socket_timeout_s (or the "
+                "URL's ?socket_timeout=)."
             )
 
     def options(self) -> dict[str, Any]:
