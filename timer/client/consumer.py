@@ -129,8 +129,9 @@ class ConsumerGroup:
         self._run(group_ops.ack(delivery))
 
     def ack_many(self, deliveries: Sequence[group_ops.Delivery]) -> int:
-        """Acknowledge many at once: one XACK per shard's stream, pipelined. Returns how
-        many found nothing pending (see :func:`timer.durable.groups.ack_many`)."""
+        """Acknowledge many at once: one call per shard's stream, pipelined (waited on
+        when the client waits for durability). Returns how many found nothing pending
+        (see :func:`timer.durable.groups.ack_many`)."""
         return self._run(group_ops.ack_many(deliveries))
 
     def retry(self, delivery: group_ops.Delivery, delay_ms: int, error: str = "") -> int | None:

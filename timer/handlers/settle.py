@@ -114,11 +114,13 @@ class Settler:
 
     def _acker_main(self) -> None:
         again: list[Delivery] = []  # acknowledged, not confirmed: in hand, sent again
+        again_at = 0.0  # when they are sent again (new acks arriving do not hasten it)
         stop = False
         while not stop:
             batch: list[Delivery] = []
+            wait_s = max(0.0, again_at - time.monotonic()) if again else None
             try:
-                d = self.acks.get(timeout=ACK_AGAIN_S if again else None)
+                d = self.acks.get(timeout=wait_s)
             except queue.Empty:  # nothing new: time to send the others again
                 pass
             else:
@@ -135,10 +137,14 @@ class Settler:
                     stop = True
                     break
                 batch.append(nxt)
-            if again:
+            if again and (stop or time.monotonic() >= again_at):
                 again = self._ack(again, first=False, last=stop)
+                again_at = time.monotonic() + ACK_AGAIN_S
             if batch:
-                again += self._ack(batch, first=True, last=stop)
+                held = self._ack(batch, first=True, last=stop)
+                if held and not again:
+                    again_at = time.monotonic() + ACK_AGAIN_S
+                again += held
 
     def _ack(self, batch: list[Delivery], *, first: bool, last: bool) -> list[Delivery]:
         """Acknowledge a batch; those to send again (an error, or not durable as the

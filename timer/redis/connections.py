@@ -157,8 +157,8 @@ class AsyncSentinelPool(asentinel.SentinelConnectionPool):
 # - a Sentinel that missed the failover (partitioned, restarted from an old config) names
 #   the old master at the old ``config-epoch``.
 # So an answer flagged ``failover_in_progress`` is not followed, nor one at an epoch older
-# than the newest this client has seen, unless every Sentinel that answers agrees on it
-# (the Sentinels were redeployed and their epochs began again), a majority of them.
+# than the newest this client has seen, unless a majority of the Sentinels answer and all
+# name the same master (they were redeployed and their epochs began again).
 
 
 @dataclass
