@@ -10,6 +10,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -101,6 +102,15 @@ class SentinelSet:
     ) -> None:
         self.servers, self.sentinels, self.service = servers, sentinels, service
 
+    def log_tail(self, lines: int = 40) -> str:
+        """The last ``lines`` lines of each Sentinel's log, for a failing test to show."""
+        parts = []
+        for s in self.sentinels:
+            log = s.data_dir / "sentinel.log"
+            text = log.read_text(errors="replace").splitlines()[-lines:] if log.exists() else []
+            parts.append(f"--- sentinel :{s.port}\n" + "\n".join(text))
+        return "\n".join(parts)
+
     @property
     def url(self) -> str:
         """The ``redis+sentinel://`` URL of the set (every Sentinel, the service)."""
@@ -148,6 +158,61 @@ class SentinelSet:
             if time.monotonic() > deadline:
                 raise StoreError(f"the Sentinels named no new master in {timeout_s:.0f}s")
             time.sleep(0.05)  # polling the Sentinels: a failover has no readiness signal
+
+    def settled(self) -> bool:
+        """Whether every live Sentinel names one master, flagged only ``master`` and
+        saying it is one, and sees every other running server as its replica, linked and
+        saying it is one, with no failover under way.
+
+        A failover started before then can be undone: a Sentinel that has not yet seen
+        the last failover's old master demoted, and has not heard the new epoch, takes
+        the replica just promoted for a master gone rogue and turns it back into a
+        replica (``+convert-to-slave``); the failover then aborts or fails over again."""
+        live = [s for s in self.sentinels if s.process and s.process.poll() is None]
+        named: set[tuple[str, int]] = set()
+        for s in live:
+            with redis.Redis(
+                host=s.host, port=s.port, socket_timeout=1.0, decode_responses=True
+            ) as r:
+                try:
+                    m = _fields(r.execute_command("SENTINEL", "MASTER", self.service))
+                    replicas = [
+                        _fields(x) for x in r.execute_command("SENTINEL", "REPLICAS", self.service)
+                    ]
+                except redis.RedisError:
+                    return False
+            if m.get("flags") != "master" or m.get("role-reported") != "master":
+                return False
+            addr = (str(m["ip"]), int(m["port"]))
+            named.add(addr)
+            linked = {
+                (str(x["ip"]), int(x["port"]))
+                for x in replicas
+                if x.get("flags") == "slave"
+                and x.get("role-reported") == "slave"
+                and x.get("master-link-status") == "ok"
+                and (x.get("master-host"), int(x.get("master-port", 0))) == addr
+            }
+            others = {(v.host, v.port) for v in self.servers if v.running} - {addr}
+            if not others <= linked:
+                return False
+        return len(named) == 1
+
+    def wait_settled(self, timeout_s: float = 60.0) -> None:
+        """Until :meth:`settled` (StoreError after ``timeout_s``): what a test waits for
+        before it starts a failover, so that it fails over the set it means to."""
+        deadline = time.monotonic() + timeout_s
+        while not self.settled():
+            if time.monotonic() > deadline:
+                raise StoreError(f"the Sentinel set did not settle in {timeout_s:.0f}s")
+            time.sleep(0.05)  # polling the Sentinels: a failover has no readiness signal
+
+
+def _fields(reply: Any) -> dict[str, Any]:
+    """A Sentinel's instance as a dict (RESP2 sends it as a flat list)."""
+    if isinstance(reply, dict):
+        return reply
+    return dict(zip(reply[::2], reply[1::2], strict=True))
 
 
 @contextlib.contextmanager
@@ -225,8 +290,7 @@ def wait_sentinel_ready(
             return False
         for s in sentinels:
             with redis.Redis(host=s.host, port=s.port, decode_responses=True) as r:
-                m = r.execute_command("SENTINEL", "MASTER", service)
-            fields = dict(zip(m[::2], m[1::2], strict=True)) if isinstance(m, list) else m
+                fields = _fields(r.execute_command("SENTINEL", "MASTER", service))
             if int(fields.get("num-other-sentinels", 0)) != len(sentinels) - 1:
                 return False
             if int(fields.get("num-slaves", 0)) != replicas:
