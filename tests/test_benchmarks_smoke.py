@@ -164,6 +164,13 @@ def test_capacity_smallest_case(server_binary: Path) -> None:
     assert life["usec_per_timer"] >= sum(life[f"usec_per_{step}"] for step in steps) - 0.05
     per_core = row["capacity_handled_timers_per_s"]["per_redis_core"]
     assert per_core == round(1e6 / life["usec_per_timer"])  # the capacity is the whole life's
+    # the server's own CPU, and commandstats' view of the same steps beside it
+    assert life["commandstats_usec_per_timer"] > 0 and set(life["commandstats_usec"]) == {
+        "first_pass", "schedule", "fire", "handle", "look", "stream_trim"
+    }  # fmt: skip
+    bare = row["steady_life_without_aof"]  # the same life with AOF off: the file's share
+    assert all(bare[f"usec_per_{step}"] > 0 for step in steps), bare
+    assert row["aof_share_of_life"] == round(1 - bare["usec_per_timer"] / life["usec_per_timer"], 3)
 
 
 @pytest.mark.skipif(
