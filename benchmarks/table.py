@@ -211,7 +211,11 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
                     f"{f.k(s + '.capacity_handled_timers_per_s.per_redis_core')}/s, "
                     f"{f.k(s + '.capacity_handled_timers_per_s.cluster_10_masters')} / "
                     f"{f.k(s + '.capacity_handled_timers_per_s.cluster_100_masters')}; AOF "
-                    f"{f.n(s + '.aof_share_of_life', '.0%')}"
+                    f"{f.n(s + '.aof_share_of_life', '.0%')}; fire + handle by the CLI's "
+                    "processes: worker + handle "
+                    f"{f.n(s + '.processes.worker_and_handle.usec_per_fire_and_handle', '.1f')}"
+                    ", handle --fire "
+                    f"{f.n(s + '.processes.handle_fire.usec_per_fire_and_handle', '.1f')} µs"
                 ),
             ),
             "—",

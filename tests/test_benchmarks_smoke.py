@@ -171,6 +171,9 @@ def test_capacity_smallest_case(server_binary: Path) -> None:
     bare = row["steady_life_without_aof"]  # the same life with AOF off: the file's share
     assert all(bare[f"usec_per_{step}"] > 0 for step in steps), bare
     assert row["aof_share_of_life"] == round(1 - bare["usec_per_timer"] / life["usec_per_timer"], 3)
+    # fire and handle by the CLI's processes, both ways (each waited until all handled)
+    assert set(row["processes"]) == {"worker_and_handle", "handle_fire"}
+    assert all(p["usec_per_fire_and_handle"] > 0 for p in row["processes"].values())
 
 
 @pytest.mark.skipif(
