@@ -90,7 +90,8 @@ def server_cpu_us(r: redis.Redis) -> float:
 
 
 class Meter:
-    """Server CPU (``INFO cpu``) and ``commandstats`` ``usec`` since :meth:`start`."""
+    """Server CPU (``INFO cpu``) since :meth:`start`, which also resets ``commandstats``
+    (for :func:`command_usec` and :func:`script_usec` over the same step)."""
 
     def __init__(self, r: redis.Redis) -> None:
         self.r = r
@@ -228,7 +229,7 @@ def decide_dense(r: redis.Redis, url: str, n: int, ns: str) -> dict[str, float]:
 
 def steady_life(r: redis.Redis, url: str, n: int, ns: str) -> dict[str, Any]:
     """The whole life of a timer in a namespace at its working size, every step of it
-    measured as it runs there (commandstats, ``usec`` of every command):
+    measured as it runs there (the server's CPU; ``commandstats`` beside it):
 
     * warm-up, not measured: ``n`` timers pending an hour out (the timers hash at its
       size: a shard with a backlog, not a listpack of a few), ``n`` outcomes retained for

@@ -169,7 +169,7 @@ def test_the_sentinel_leading_a_failover_does_not_send_clients_back_to_the_old_m
     never names the old master once a Sentinel has named the new one."""
     sentinel_set.wait_settled()  # a failover started before can be undone (see settled)
     old = sentinel_set.master()
-    live = [s for s in sentinel_set.sentinels if s.process and s.process.poll() is None]
+    live = [s for s in sentinel_set.sentinels if s.running]
     leader = live[0]
     addrs = [(s.host, s.port) for s in live]  # the leader asked first
     service = sentinel_set.service

@@ -77,8 +77,12 @@ class SentinelProcess:
                     raise StoreError(f"sentinel on port {self.port} did not answer")
                 time.sleep(0.02)  # polling a subprocess that has no readiness signal
 
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
     def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
+        if self.process is not None and self.running:
             self.process.kill()
             self.process.wait()
 
@@ -120,7 +124,7 @@ class SentinelSet:
     def master_address(self) -> tuple[str, int] | None:
         """What a live Sentinel says the master is now (None if none answers)."""
         for s in self.sentinels:
-            if s.process is None or s.process.poll() is not None:
+            if not s.running:
                 continue
             with (
                 redis.Redis(host=s.host, port=s.port, socket_timeout=1.0) as r,
@@ -168,7 +172,7 @@ class SentinelSet:
         the last failover's old master demoted, and has not heard the new epoch, takes
         the replica just promoted for a master gone rogue and turns it back into a
         replica (``+convert-to-slave``); the failover then aborts or fails over again."""
-        live = [s for s in self.sentinels if s.process and s.process.poll() is None]
+        live = [s for s in self.sentinels if s.running]
         named: set[tuple[str, int]] = set()
         for s in live:
             with redis.Redis(
