@@ -70,6 +70,7 @@ from timer.durable.models import DurabilityWarning
 from timer.testing import RedisServer, find_server_binary
 from timer.worker.settings import WorkerSettings
 
+from .options import count
 from .peers import BIN, kill_group, spawn
 
 WEEK_MS = 7 * 24 * 3600 * 1000
@@ -473,22 +474,14 @@ def measure(binary: Path, n: int) -> dict[str, Any]:
     return out
 
 
-def timers(text: str) -> int:
-    """``--n``: a whole number of timers, at least one."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{n} timers: give at least 1")
-    return n
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="20k timers (default 200k)")
     p.add_argument(
-        "--n", type=timers, default=None, help="timers in each namespace measured (default 200k)"
+        "--n",
+        type=count("timers"),
+        default=None,
+        help="timers in each namespace measured (default 200k)",
     )
     p.add_argument(
         "--server",

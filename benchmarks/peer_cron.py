@@ -39,6 +39,7 @@ from timer import TimerClient
 from timer.durable.schedule_records import occurrence_name
 from timer.testing import RedisServer, find_server_binary
 
+from .options import count
 from .peers import BIN, kill_group, spawn
 from .worker import pct
 
@@ -48,7 +49,7 @@ PEERS = ("tickwheel", "arq", "celery-beat", "celery-beat-on-tickwheel")
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--seconds", type=int, default=None)
+    p.add_argument("--seconds", type=count("seconds"), default=None)
     p.add_argument("--only", action="append", choices=PEERS)
     p.add_argument("--server", default=None)
     args = p.parse_args(argv)

@@ -51,6 +51,7 @@ import redis
 from timer import TimerClient
 from timer.testing import RedisServer, find_server_binary
 
+from .options import count, seconds
 from .worker import pct
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -421,9 +422,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--only", choices=sorted(PEERS), action="append", help="a peer to run")
     p.add_argument("--server", default=None)
-    p.add_argument("--register", type=int, help="jobs in the register phase")
-    p.add_argument("--jobs", type=int, help="jobs in the lateness and kill -9 phases")
-    p.add_argument("--span", type=float, help="seconds over which those jobs fall due")
+    p.add_argument("--register", type=count("jobs"), help="jobs in the register phase")
+    p.add_argument("--jobs", type=count("jobs"), help="jobs in the lateness and kill -9 phases")
+    p.add_argument("--span", type=seconds(), help="seconds over which those jobs fall due")
     args = p.parse_args(argv)
     plan = QUICK if args.quick else FULL
     plan = replace(

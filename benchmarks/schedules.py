@@ -29,6 +29,7 @@ from timer import TimerClient
 from timer.durable.schedule_records import occurrence_name
 from timer.testing import RedisServer, find_server_binary
 
+from .options import count
 from .worker import pct, start_worker
 
 
@@ -39,8 +40,15 @@ def used_memory(c: TimerClient) -> int:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--n", type=int, default=None, help="schedules (and one-shot timers a second)")
-    p.add_argument("--seconds", type=int, default=None, help="how long to let them fire")
+    p.add_argument(
+        "--n",
+        type=count("schedules"),
+        default=None,
+        help="schedules (and one-shot timers a second)",
+    )
+    p.add_argument(
+        "--seconds", type=count("seconds"), default=None, help="how long to let them fire"
+    )
     p.add_argument("--server", default=None, help="redis-server or valkey-server binary")
     p.add_argument("--alone", action="store_true", help="no one-shot timers beside the schedules")
     p.add_argument(

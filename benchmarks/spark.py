@@ -17,11 +17,13 @@ from pathlib import Path
 from timer import TimerClient
 from timer.testing import RedisServer, find_server_binary
 
+from .options import count
+
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rows", type=int, default=200_000)
-    p.add_argument("--partitions", type=int, default=4)
+    p.add_argument("--rows", type=count("rows"), default=200_000)
+    p.add_argument("--partitions", type=count("partitions"), default=4)
     p.add_argument("--server", default=None)
     args = p.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -24,6 +24,13 @@ NAMES = {
     "peer_cron": "benchmarks.peer_cron",
     "http_api": "benchmarks.http_api",
     "runner": "benchmarks.runner",
+    "debounce": "benchmarks.debounce",
+    "heartbeat": "benchmarks.heartbeat",
+    "limits": "benchmarks.limits",
+    "priority": "benchmarks.priority",
+    "dashboard": "benchmarks.dashboard",
+    "cluster_scale": "benchmarks.cluster_scale",
+    "redis_faults": "benchmarks.redis_faults",
     "all": "benchmarks.run_all",
 }
 
@@ -59,7 +66,8 @@ def bench(ctx: click.Context, name: str | None, args: tuple[str, ...]) -> None:
 
     NAME is one of: engine, register, worker, spark, memory, capacity, server_cost (needs
     valgrind), recovery, peers, handlers, schedules, peer_cron, http_api (uses wrk),
-    runner, or all (what `make bench` runs).
+    runner, debounce, heartbeat, limits, priority, dashboard (uses Chromium),
+    cluster_scale, redis_faults, or all (what `make bench` runs).
     `tickwheel bench NAME --help` shows that benchmark's own options. The benchmarks
     compare side by side in one run (ratios); they live in benchmarks/ of the source
     tree, so run this from a checkout.
@@ -73,4 +81,5 @@ def bench(ctx: click.Context, name: str | None, args: tuple[str, ...]) -> None:
         raise click.UsageError(f"No benchmark {name!r}: choose one of {', '.join(NAMES)}.")
     _find_benchmarks()
     module = importlib.import_module(NAMES[name])
+    sys.argv[0] = f"tickwheel bench {name}"  # the benchmark's usage and errors name it so
     raise SystemExit(module.main(list(args)))
