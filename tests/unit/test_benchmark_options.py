@@ -15,6 +15,7 @@ import pytest
 
 import benchmarks
 from benchmarks.options import count, counts, seconds
+from timer.cli.bench_cmd import NAMES
 
 
 class Captured(Exception):
@@ -71,8 +72,6 @@ def test_the_benchmarks_are_found() -> None:
 def test_tickwheel_bench_runs_every_benchmark() -> None:
     """`tickwheel bench NAME` reaches every benchmark (``all`` is run_all; ``table`` only
     rewrites the Measured page), so every door these options guard is open there too."""
-    from timer.cli.bench_cmd import NAMES
-
     mains = {m.__name__ for m in MAINS} - {"benchmarks.table"}
     assert set(NAMES.values()) == mains, set(NAMES.values()) ^ mains
 
