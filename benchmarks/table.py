@@ -265,14 +265,16 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
         ),
         (
             "server instructions a call: a heartbeat that moves a timer / one that moves "
-            "nothing; a debounce item absorbed (callgrind)",
+            "nothing; a debounce item absorbed; a fire call of one timer, as a leader's "
+            "at a low rate (callgrind)",
             _servers(
                 f,
                 "server_cost",
                 lambda s: (
                     f"{f.k(s + '.instructions.heartbeat')} / "
                     f"{f.k(s + '.instructions.heartbeat_noop')}; "
-                    f"{f.k(s + '.instructions.debounce')}"
+                    f"{f.k(s + '.instructions.debounce')}; "
+                    f"fire of one {f.k(s + '.instructions.fire_single')}"
                 ),
             ),
             _servers(
@@ -288,7 +290,10 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
                     f"{f.x(s + '.ratio_to_evalsha_single.heartbeat_noop')}; "
                     "debounce "
                     f"{f.ratio(s + '.instructions.debounce', s + '.instructions.schedule')}"
-                    " of schedule"
+                    " of schedule; fire of one "
+                    f"{f.x(s + '.ratio_to_evalsha_single.fire_single')}, "
+                    f"{f.ratio(s + '.instructions.fire_single', s + '.instructions.fire_steady')}"
+                    " a timer of calls of 500"
                 ),
             ),
         ),
