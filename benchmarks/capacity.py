@@ -248,15 +248,19 @@ def fire_all(c: TimerClient, ids: list[str], ttl_ms: int = 86_400_000) -> int:
     return fired
 
 
-def schedule_due(c: TimerClient, ids: list[str], deadline_ms: int) -> None:
-    """Schedule ``ids`` (due at ``deadline_ms``, small payloads) in calls of 5,000."""
+def schedule_due(
+    c: TimerClient, ids: list[str], deadline_ms: int, per_s: int | None = None
+) -> None:
+    """Schedule ``ids`` (due at ``deadline_ms``, or from it at ``per_s`` a second; small
+    payloads) in calls of 5,000."""
     for i in range(0, len(ids), 5_000):
         res = c.schedule_many(
             [
-                {"id": t, "deadline_ms": deadline_ms, "payload": {"job": j}}
+                {"id": t, "deadline_ms": deadline_ms + (j * 1_000 // per_s if per_s else 0),
+                 "payload": {"job": j}}
                 for j, t in enumerate(ids[i : i + 5_000], i)
             ]
-        )
+        )  # fmt: skip
         if any(isinstance(x, Exception) for x in res):
             raise RuntimeError("schedule_many reported errors")
 
@@ -419,15 +423,8 @@ def process_life(
     ids = [f"p:{j}" for j in range(n)]
     if rate is None:
         schedule_due(c, ids, c.server_time_ms() - 1_000)
-    else:
-        start = c.server_time_ms() + RATE_LEAD_MS  # the processes lead every shard by then
-        for i in range(0, n, 5_000):
-            res = c.schedule_many(
-                [{"id": t, "deadline_ms": start + j * 1_000 // rate, "payload": {"job": j}}
-                 for j, t in enumerate(ids[i : i + 5_000], i)]
-            )  # fmt: skip
-            if any(isinstance(x, Exception) for x in res):
-                raise RuntimeError("schedule_many reported errors")
+    else:  # the first a little later: the processes lead every shard by then
+        schedule_due(c, ids, c.server_time_ms() + RATE_LEAD_MS, per_s=rate)
     cli = [str(BIN / "tickwheel"), "--redis-url", url, "--namespace", ns]
     handle = [*cli, "handle", "benchmarks.handler_jobs:tickwheel_noop", "--group", "capacity",
               "--consumer", "h1", "--concurrency", "8", "--log-level", "WARNING"]  # fmt: skip

@@ -3,8 +3,8 @@ error (exit 2) naming the option and saying what it takes, before anything start
 
 ``type=int`` took any integer: ``0`` often meant the default (``args.n or 200_000``)
 and a negative count failed mid-run, after servers had started. Every numeric option of
-every benchmark takes one of these instead (``tests/test_benchmarks_smoke.py`` checks
-each parser for it)::
+every benchmark takes one of these instead (``tests/unit/test_benchmark_options.py``
+checks each parser for it)::
 
     p.add_argument("--n", type=count("timers"), default=None)
     p.add_argument("--span", type=seconds(), default=None)
