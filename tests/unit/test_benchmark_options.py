@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
+import os
 import pkgutil
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +14,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import benchmarks
 from benchmarks.options import count, counts, seconds
@@ -129,3 +133,26 @@ def test_the_values_at_the_edge_are_taken(kind: Any, good: str, value: Any) -> N
 def test_a_bad_value_says_what_to_give(kind: Any, bad: str, says: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError, match=says):
         kind(bad)
+
+
+EXAMPLES = int(os.environ.get("TICKWHEEL_FUZZ_EXAMPLES", "200"))
+KINDS = [count("timers"), count("bytes", 0), seconds(), seconds(above=1), counts("workers")]
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(kind=st.sampled_from(KINDS), text=st.text())
+def test_any_text_is_a_value_in_bounds_or_a_usage_error(kind: Any, text: str) -> None:
+    """Whatever is typed: a value the option takes, or ArgumentTypeError (argparse's
+    usage error, exit 2), never another exception and never a value out of bounds."""
+    try:
+        value = kind(text)
+    except argparse.ArgumentTypeError as refused:
+        assert str(refused)
+        return
+    values = value if isinstance(kind, counts) else (value,)
+    for v in values:
+        if isinstance(kind, seconds):
+            assert math.isfinite(v) and v > kind.above
+        else:
+            limit = kind.one.minimum if isinstance(kind, counts) else kind.minimum
+            assert isinstance(v, int) and v >= limit
