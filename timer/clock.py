@@ -21,6 +21,7 @@ A test fails on a direct ``time.time()``, ``time.monotonic()``, ``time.sleep()``
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import threading
@@ -63,6 +64,10 @@ class Time:
         """Let ``seconds`` pass (no less)."""
         if seconds > 0:
             time.sleep(seconds)
+
+    async def asleep(self, seconds: float) -> None:
+        """``asyncio.sleep``: let ``seconds`` pass without blocking the event loop."""
+        await asyncio.sleep(max(0.0, seconds))
 
     def wait(self, event: threading.Event, timeout: float | None = None) -> bool:
         """``event.wait(timeout)``: True once the event is set, False if the time ran out."""
@@ -185,6 +190,10 @@ class VirtualTime(Time):
         if seconds > 0:
             self.advance(seconds)
 
+    async def asleep(self, seconds: float) -> None:
+        self.sleep(seconds)
+        await asyncio.sleep(0)  # the other tasks of the loop still take their turn
+
     def wait(self, event: threading.Event, timeout: float | None = None) -> bool:
         if event.is_set():
             return True
@@ -274,6 +283,9 @@ class SkewedTime(Time):
     def sleep(self, seconds: float) -> None:
         if seconds > 0:
             self._base.sleep(seconds / self.rate)
+
+    async def asleep(self, seconds: float) -> None:
+        await self._base.asleep(max(0.0, seconds) / self.rate)
 
     def wait(self, event: threading.Event, timeout: float | None = None) -> bool:
         return self._base.wait(event, None if timeout is None else timeout / self.rate)

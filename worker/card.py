@@ -7,10 +7,7 @@ its lateness and the last error it met. Put up as it adds to the history (every
 from __future__ import annotations
 
 import math
-import os
 import platform
-import socket
-import time
 from typing import Any
 
 from timer import __version__
@@ -28,8 +25,8 @@ def _ms(value: float | None) -> float | None:
 class CardWriter:
     def __init__(self, ctx: WorkerContext) -> None:
         self.ctx = ctx
-        self.started_ms = int(time.time() * 1000)
-        self.host = socket.gethostname()
+        self.started_ms = ctx.time.wall_ms()
+        self.host = ctx.time.host()
         self.last_mono_ms: float | None = None
 
     def due(self, mono_ms: float) -> bool:
@@ -44,10 +41,10 @@ class CardWriter:
             "id": ctx.id,
             "version": __version__,
             "host": self.host,
-            "pid": os.getpid(),
+            "pid": ctx.time.pid(),
             "python": platform.python_version(),
             "started_ms": self.started_ms,
-            "at_ms": int(time.time() * 1000),
+            "at_ms": ctx.time.wall_ms(),
             "lease_ms": ctx.settings.lease_ms,
             "led": led,  # shard -> its pending timers (None: not read yet)
             "fired": s.fired,

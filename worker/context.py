@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-import time
 from dataclasses import dataclass, field
 
 from timer import SystemTimer, TimerClient
+from timer.clock import SYSTEM_TIME, Time
 from timer.durable.models import Meta
 from timer.errors import StoreError
 from timer.histogram import Stages
@@ -35,7 +35,9 @@ class WorkerContext:
     client: TimerClient
     settings: WorkerSettings
     id: str
-    clock: RedisClock = field(default_factory=RedisClock)
+    # the process's time: every clock read, sleep and wait of the worker's parts
+    time: Time = SYSTEM_TIME
+    clock: RedisClock = field(init=False)  # its estimate of Redis time, on ``time``
     timer: SystemTimer = field(init=False)
     # Timers of a priority above the default, in a wheel of their own (#54 B): a wheel
     # expires a bucket in arrival order, so in one wheel a high one due beside a flood
@@ -52,7 +54,7 @@ class WorkerContext:
     lateness: LatenessHistogram = field(default_factory=LatenessHistogram)
     stages: Stages = field(default_factory=fire_stages)  # where fired timers' time went
     stopping: threading.Event = field(default_factory=threading.Event)
-    warn: RateLimitedLog = field(default_factory=lambda: RateLimitedLog(log, every_s=10.0))
+    warn: RateLimitedLog = field(init=False)
     failing_until: dict[int | None, float] = field(default_factory=dict)  # backed off
     # Since when (monotonic ms) Redis refuses writes for want of memory (OOM), or None
     oom_since_mono_ms: float | None = None
@@ -65,6 +67,8 @@ class WorkerContext:
     last_error_ms: int | None = None
 
     def __post_init__(self) -> None:
+        self.clock = RedisClock(time=self.time)
+        self.warn = RateLimitedLog(log, every_s=10.0, clock=self.time.monotonic)
         # Inline: a FireTask only puts itself on fire_queue, so the reaper runs it directly
         # instead of handing it to an executor thread first (one thread hop fewer).
         self.timer = SystemTimer(f"worker-{self.id}", clock=self.clock.wheel, inline=True)
@@ -108,7 +112,7 @@ class WorkerContext:
         want of memory: nothing fires meanwhile, leases are kept by PEXPIRE (which Redis
         still takes), and firing resumes as soon as memory is freed."""
         self.last_error = f"{type(exc).__name__}: {exc}"[:500]
-        self.last_error_ms = int(time.time() * 1000)
+        self.last_error_ms = self.time.wall_ms()
         if isinstance(exc, StoreError) and exc.code == "OOM" and self.oom_since_mono_ms is None:
             self.oom_since_mono_ms = self.clock.mono_ms()
             log.error(

@@ -13,13 +13,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 import redis
 
 from timer.client.driver import CountingPubSub
+from timer.clock import SYSTEM_TIME, Time
 
 # How often a listener on a Sentinel master asks the Sentinels whether the master moved
 # (a SENTINEL FAILOVER demotes the old one without closing its subscribers' connections).
@@ -40,7 +40,10 @@ class EventListener:
         on_message: Callable[[str, str], None],
         on_reconnect: Callable[[], None],
         on_subscribed: Callable[[str], None],
+        *,
+        time: Time = SYSTEM_TIME,
     ) -> None:
+        self.time = time
         self._new_pubsub = new_pubsub
         self._on_message = on_message
         self._on_reconnect = on_reconnect
@@ -48,10 +51,13 @@ class EventListener:
         self._wanted: set[str] = set()
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="worker-events", daemon=True)
+        self._thread: threading.Thread | None = (
+            None  # started by ``start`` (a stepped worker never)
+        )
         self.reconnects = 0
 
     def start(self) -> None:
+        self._thread = self.time.thread(self._loop, name="worker-events")
         self._thread.start()
 
     def want(self, channels: set[str]) -> None:
@@ -60,21 +66,21 @@ class EventListener:
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread.is_alive():
+        if self._thread is not None and self._thread.is_alive():
             self._thread.join(5)
 
     def _loop(self) -> None:
         pubsub: CountingPubSub | None = None
         subscribed: set[str] = set()
         backoff = 0.05
-        checked = time.monotonic()  # when the Sentinels were last asked for the master
+        checked = self.time.monotonic()  # when the Sentinels were last asked for the master
         while not self._stop.is_set():
             try:
                 with self._lock:
                     wanted = set(self._wanted)
                 if pubsub is None:
                     if not wanted:
-                        self._stop.wait(0.1)
+                        self.time.wait(self._stop, 0.1)
                         continue
                     pubsub = self._new_pubsub()
                     subscribed = set()
@@ -83,8 +89,8 @@ class EventListener:
                 if subscribed - wanted:
                     pubsub.unsubscribe(*(subscribed - wanted))  # type: ignore[no-untyped-call]
                 subscribed = wanted
-                if time.monotonic() - checked > MASTER_CHECK_S:
-                    checked = time.monotonic()
+                if self.time.monotonic() - checked > MASTER_CHECK_S:
+                    checked = self.time.monotonic()
                     if pubsub.master_moved():
                         raise redis.ConnectionError("the Sentinels name a new master")
                 connects = pubsub.connects
@@ -104,12 +110,12 @@ class EventListener:
                     with contextlib.suppress(Exception):
                         pubsub.close()
                 pubsub = None
-                self._stop.wait(backoff)
+                self.time.wait(self._stop, backoff)
                 backoff = min(backoff * 2, 2.0)
                 self._reconnected()
             except Exception:
                 log.exception("pub/sub listener error")
-                self._stop.wait(0.2)
+                self.time.wait(self._stop, 0.2)
         if pubsub is not None:
             with contextlib.suppress(Exception):
                 pubsub.close()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import logging
 import queue
-import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Protocol
@@ -201,7 +200,7 @@ class Firer:
                     hand=hand._replace(most=take) if hand is not None and take else None,
                 )
             )
-        sent = time.monotonic_ns()
+        sent = ctx.time.monotonic_ns()
         try:
             results = ctx.client.shards.fire_together(calls)
         except StoreError as exc:  # the whole pipeline (its connection) failed
@@ -209,7 +208,7 @@ class Firer:
                 ctx.shard_failed(state.shard, "firing", exc)
                 self._retry_later(state, group)
             return 0
-        answered = time.monotonic_ns()
+        answered = ctx.time.monotonic_ns()
         fired, failed = 0, []
         for (state, group), result in zip(parts, results, strict=True):
             if isinstance(result, Fenced):
@@ -307,7 +306,7 @@ class Firer:
             return
         if task.shard in self.ctx.catching_up:
             if not self.held:
-                self.held_since = time.monotonic()
+                self.held_since = self.ctx.time.monotonic()
             self.held.append(task)
             return
         line = self.backlog.get(task.priority)
@@ -321,7 +320,7 @@ class Firer:
         ctx = self.ctx
         with ctx.lock:
             waiting = bool(ctx.catching_up)
-        if waiting and time.monotonic() - self.held_since < CATCH_UP_HOLD_S:
+        if waiting and ctx.time.monotonic() - self.held_since < CATCH_UP_HOLD_S:
             return
         held, self.held = self.held, []
         for task in held:
@@ -403,7 +402,7 @@ class Firer:
                         state = ctx.shards.get(task.shard)
                         if state is not None and state.tasks.get(task.timer_id) is task:
                             self.loader.add_task(state, task.timer_id, task.deadline_ms)
-                ctx.stopping.wait(0.1)
+                ctx.time.wait(ctx.stopping, 0.1)
 
 
 def trace_fires(

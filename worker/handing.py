@@ -18,8 +18,6 @@ in the streams for every reader.
 from __future__ import annotations
 
 import logging
-import threading
-import time
 
 from timer import TimerClient
 from timer.errors import TimerError
@@ -70,11 +68,12 @@ def fire_and_handle(
         finally:
             worker.stop()  # the handlers stopped (or never started): so does the worker
 
-    runner = threading.Thread(target=run_handlers, name="handlers", daemon=True)
+    clock = worker.time
+    runner = clock.thread(run_handlers, name="handlers")
     runner.start()
-    deadline = time.monotonic() + START_TIMEOUT_S
+    deadline = clock.monotonic() + START_TIMEOUT_S
     while handlers.hand_off() is None and runner.is_alive():
-        if time.monotonic() > deadline:
+        if clock.monotonic() > deadline:
             handlers.stop()
             raise TimerError(f"the handlers did not start within {START_TIMEOUT_S:g}s")
         runner.join(0.01)  # until its loop is up: the worker's first fire may hand to it

@@ -27,6 +27,7 @@ class Loader:
             self._on_event,
             self._on_reconnect,
             self._on_subscribed,
+            time=ctx.time,
         )
 
     def follow(self) -> None:
@@ -83,7 +84,15 @@ class Loader:
             old.cancel()
         if priority is None:
             priority = old.priority if old is not None else 0
-        task = FireTask(delay, state.shard, state.epoch, tid, deadline_ms, ctx.sink_of(priority))
+        task = FireTask(
+            delay,
+            state.shard,
+            state.epoch,
+            tid,
+            deadline_ms,
+            ctx.sink_of(priority),
+            ctx.time.monotonic_ns,
+        )
         task.priority = priority
         state.tasks[tid] = task
         ctx.wheel_of(task.priority).add(task)

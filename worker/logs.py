@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from timer.clock import SYSTEM_TIME, Time
 from timer.errors import StoreError
 
 T = TypeVar("T")
@@ -26,7 +26,7 @@ class RateLimitedLog:
         logger: logging.Logger,
         *,
         every_s: float = 10.0,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = SYSTEM_TIME.monotonic,
     ) -> None:
         self._logger = logger
         self._every_s = every_s
@@ -67,10 +67,11 @@ def connect_with_retry(
     what: str,
     stop: threading.Event | None = None,
     max_backoff_s: float = 2.0,
+    clock: Time = SYSTEM_TIME,
 ) -> T | None:
     """``connect()`` until it stops raising StoreError (Redis unreachable), with backoff
     and rate-limited warnings; None if ``stop`` is set first. Other errors are raised."""
-    warn = RateLimitedLog(logger)
+    warn = RateLimitedLog(logger, clock=clock.monotonic)
     stop = stop or threading.Event()
     backoff = 0.05
     while not stop.is_set():
@@ -78,6 +79,6 @@ def connect_with_retry(
             return connect()
         except StoreError as exc:
             warn.warning("%s: waiting for Redis: %s", what, exc)
-            stop.wait(backoff)
+            clock.wait(stop, backoff)
             backoff = min(backoff * 2, max_backoff_s)
     return None

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 
+from timer.clock import SYSTEM_TIME, Time
 from timer.engine.clock import ShiftedClock
 
 
@@ -31,7 +31,8 @@ class RedisClock:
     SKEW_WINDOW_MS = 2_000.0  # readings this far apart (local ms) measure the rate
     SKEW_IGNORE = 0.01  # a rate within 1 % of Redis's is taken as equal (reading noise)
 
-    def __init__(self, wheel: ShiftedClock | None = None) -> None:
+    def __init__(self, wheel: ShiftedClock | None = None, *, time: Time = SYSTEM_TIME) -> None:
+        self.time = time  # the process's: its monotonic clock is what the offset is to
         self._offset_ms: float | None = None  # Redis ms - local ms at the anchor
         self._anchor_mono_ms = 0.0  # the local instant the offset was measured at
         self.skew = 1.0  # local ms per Redis ms (1.0 unless measured off by > SKEW_IGNORE)
@@ -42,11 +43,10 @@ class RedisClock:
         # the worker's wheel clock, its whole ms aligned to Redis time's (before any timer
         # is in the wheel: the first lease call comes before loading, then as the
         # estimate improves)
-        self.wheel = wheel if wheel is not None else ShiftedClock()
+        self.wheel = wheel if wheel is not None else ShiftedClock(time)
 
-    @staticmethod
-    def mono_ms() -> float:
-        return time.monotonic_ns() / 1_000_000
+    def mono_ms(self) -> float:
+        return self.time.monotonic_ns() / 1_000_000
 
     def observe(
         self,

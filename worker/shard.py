@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import queue
-import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from timer import TimerTask
 from timer.client.shard_store import ShardStore
+from timer.clock import SYSTEM_TIME
 
 
 class Sink(Protocol):
@@ -40,7 +41,16 @@ class FireTask(TimerTask):
     (``released``: when the wheel let it go, monotonic ns; 0 until then; ``priority``:
     the timer's, higher fired first from a backlog)."""
 
-    __slots__ = ("deadline_ms", "epoch", "priority", "released", "shard", "sink", "timer_id")
+    __slots__ = (
+        "deadline_ms",
+        "epoch",
+        "now_ns",
+        "priority",
+        "released",
+        "shard",
+        "sink",
+        "timer_id",
+    )
 
     def __init__(  # noqa: PLR0917 - built on the hot path: positional is cheaper
         self,
@@ -50,8 +60,10 @@ class FireTask(TimerTask):
         timer_id: str,
         deadline_ms: int,
         sink: Sink,
+        now_ns: Callable[[], int] = SYSTEM_TIME.monotonic_ns,  # the worker's clock
     ) -> None:
         super().__init__(delay_ms)
+        self.now_ns = now_ns
         self.shard = shard
         self.epoch = epoch
         self.timer_id = timer_id
@@ -61,7 +73,7 @@ class FireTask(TimerTask):
         self.priority = 0
 
     def run(self) -> None:
-        self.released = time.monotonic_ns()
+        self.released = self.now_ns()
         self.sink.put(self)
 
 

@@ -29,6 +29,7 @@ import threading
 from collections.abc import Callable, Iterator
 
 from timer import SystemTimerReaper, TimerClient, TimerError
+from timer.clock import Time
 from timer.durable.models import Meta
 from timer.errors import Fenced, StoreError
 from timer.signals import stop_on_signals
@@ -73,15 +74,21 @@ class Worker:
         settings: WorkerSettings | None = None,
         *,
         hand_to: Callable[[], HandOff | None] | None = None,
+        time: Time | None = None,
     ) -> None:
         """``hand_to``: the handler runner of this process, if one runs now, that its
-        fire calls read the outcomes they decide for (``fire_and_handle``)."""
+        fire calls read the outcomes they decide for (``fire_and_handle``). ``time``:
+        where it reads the clock, sleeps and waits (default: its client's, the system's
+        unless the client was given another: :mod:`timer.clock`)."""
         settings = settings or WorkerSettings()
         # On a cluster, a call that must wait (a slot moving, a failover) is left to the
         # next tick, not retried within it: one shard's wait would hold the fires and
         # renewals of the others, pipelined with it (a redirect is still followed at once).
         client.cluster_retry_s = WORKER_CLUSTER_RETRY_S
-        self.ctx = ctx = WorkerContext(client, settings, settings.worker_id)
+        self.ctx = ctx = WorkerContext(
+            client, settings, settings.worker_id, time=client.time if time is None else time
+        )
+        self.time = ctx.time
         self.loader = Loader(ctx)
         self.leases = Leases(ctx, self.loader)
         self.planner = Planner(ctx, self.loader)
@@ -145,7 +152,7 @@ class Worker:
                 self.ctx.warn.warning(
                     "worker %s: waiting for Redis: %s", self.id, exc, extra=self.ctx.fields()
                 )
-                self.ctx.stopping.wait(backoff)
+                self.time.wait(self.ctx.stopping, backoff)
                 backoff = min(backoff * 2, 2.0)
         return False
 
@@ -246,7 +253,7 @@ class Worker:
                 self._shutdown()
                 return
             self._reapers = [SystemTimerReaper(self.timer), SystemTimerReaper(self.ctx.raised)]
-            self._firer = threading.Thread(target=self.firer.loop, name="worker-firer", daemon=True)
+            self._firer = self.time.thread(self.firer.loop, name="worker-firer")
             self._firer.start()
             self.events.start()
             backoff = 0.05
@@ -257,7 +264,7 @@ class Worker:
                     self._loop_mono_ms = self._tick_ok_mono_ms = self.clock.mono_ms()
                     self.ctx.writes_accepted()
                     backoff = 0.05
-                    stopping.wait(tick_s)
+                    self.time.wait(stopping, tick_s)
                 except TimerError as exc:
                     self._loop_mono_ms, self._last_error = self.clock.mono_ms(), str(exc)
                     self.stats.redis_errors += 1
@@ -266,7 +273,7 @@ class Worker:
                         "worker %s: %s; retrying", self.id, exc, extra=self.ctx.fields()
                     )
                     self.leases.drop_expired()
-                    stopping.wait(backoff)
+                    self.time.wait(stopping, backoff)
                     # Out of memory, Redis still answers (and takes the renewals): keep
                     # ticking often, so leases hold and firing resumes at once when freed.
                     oom = isinstance(exc, StoreError) and exc.code == "OOM"
@@ -281,7 +288,7 @@ class Worker:
                         extra=self.ctx.fields(),
                     )
                     self.leases.drop_expired()
-                    stopping.wait(backoff)
+                    self.time.wait(stopping, backoff)
                     backoff = min(backoff * 2, 2.0)
             self._shutdown()
 

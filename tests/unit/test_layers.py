@@ -53,7 +53,8 @@ def test_durable_layer_imports_without_redis() -> None:
     code = BLOCK.format(blocked=["redis"]) + (
         "import timer.durable.ops, timer.durable.calls, timer.durable.scripts\n"
         "print(sorted(m for m in sys.modules if m.startswith('timer.')\n"
-        "             and not m.startswith(('timer.durable', 'timer.engine', 'timer.errors'))))\n"
+        "             and not m.startswith(('timer.durable', 'timer.engine', 'timer.errors',\n"
+        "                                   'timer.clock'))))\n"
     )
     done = fresh_python(code)
     assert done.returncode == 0, done.stderr
@@ -176,11 +177,12 @@ def test_imports_point_one_way() -> None:
             assert set(reaches(name, "timer.httpapi")) <= web_parts, name
         if name.startswith("timer.engine"):
             outside = {t for t in imported if not t.startswith("timer.engine")}
-            assert outside <= {"timer.errors"}, name
+            assert outside <= {"timer.errors", "timer.clock"}, name
         if name.startswith("timer.durable"):
-            assert all(t.startswith(("timer.durable", "timer.errors")) for t in imported), name
+            below = ("timer.durable", "timer.errors", "timer.clock")
+            assert all(t.startswith(below) for t in imported), name
         if name.startswith("timer.redis"):  # the edge both clients share, below them
-            below = ("timer.redis", "timer.durable", "timer.errors")
+            below = ("timer.redis", "timer.durable", "timer.errors", "timer.clock")
             assert all(t.startswith(below) for t in imported), (name, imported)
     assert not reaches("timer.aio", "timer.client"), "the asyncio client is a peer, not a wrapper"
 

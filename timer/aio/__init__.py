@@ -29,6 +29,7 @@ from typing import Any, TypeVar, Unpack
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
+from ..clock import SYSTEM_TIME, Time
 from ..durable import keys as keyspace
 from ..durable import ops, server_checks
 from ..durable.codec import DEFAULT_MAX_PAYLOAD
@@ -66,9 +67,13 @@ class AsyncTimerClient:
         safe_url: str = "redis",
         node_url: Callable[[str, int], str] | None = None,
         node_options: Mapping[str, Any] | None = None,
+        time: Time = SYSTEM_TIME,
     ) -> None:
+        """``time``: where its operations read the clock and sleep (:mod:`timer.clock`;
+        the system's unless a test or a simulation gives another)."""
         self.namespace = keyspace.check_namespace(namespace)
         self.keys = keyspace.NamespaceKeys(self.namespace)
+        self.time = time
         self.meta = meta
         self.settings = settings or ClientSettings()
         self.where = safe_url
@@ -78,6 +83,7 @@ class AsyncTimerClient:
             durability=self.settings.durability,
             node_url=node_url,
             node_options=node_options,
+            time=time,
         )
         self._run = self._driver.run  # runs an operation to its result
         self.redis: Any = client  # aioredis.Redis or its RedisCluster: the calls are common

@@ -23,6 +23,7 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.commands.core import AsyncScript
 from redis.exceptions import RedisClusterException
 
+from ..clock import SYSTEM_TIME, Time
 from ..durable import server_checks, steps
 from ..durable.calls import error_or
 from ..durable.models import Durability, DurabilityWarning
@@ -59,15 +60,18 @@ class AsyncDriver:
         durability: Durability,
         node_url: Callable[[str, int], str] | None = None,
         node_options: Mapping[str, Any] | None = None,
+        time: Time = SYSTEM_TIME,
     ) -> None:
         self.redis: Any = client  # aioredis.Redis or its RedisCluster: the calls are common
+        self.time = time  # the client's: operations' sleeps and deadlines (steps.Clock)
         self.where = where  # the server's URL without its password, for errors
         self.durability = durability
         self.cluster = isinstance(client, AsyncRedisCluster)
         self._scripts: dict[ScriptName, AsyncScript] = {
             name: client.register_script(source(name)) for name in ScriptName
         }
-        self._refresh = Refresh()  # when the cluster's slot map may be read again
+        # when the cluster's slot map may be read again
+        self._refresh = Refresh(clock=self.time.monotonic)
         self._node_url = node_url  # a cluster node's URL (host, port), with the same auth
         self._node_options = dict(node_options or {})
         self._nodes: dict[str, aioredis.Redis] = {}  # a plain client per cluster node
@@ -108,9 +112,11 @@ class AsyncDriver:
                 if isinstance(step, steps.Emit):
                     yield step.value
                 elif isinstance(step, steps.Sleep):
-                    await asyncio.sleep(step.seconds)  # polling the server with backoff
+                    await self.time.asleep(step.seconds)  # polling the server with backoff
                 elif isinstance(step, steps.Waits):
                     reply = self.durability.waits
+                elif isinstance(step, steps.Clock):
+                    reply = self.time
                 elif isinstance(step, steps.Send):
                     task = asyncio.ensure_future(
                         self._after(sent[-1] if sent else None, step.pipeline)
@@ -256,8 +262,7 @@ class AsyncDriver:
     ) -> list[Any]:
         """Calls (one per key) through the cluster as ``timer.redis.cluster_route.Routing``
         says, the nodes' sent together: ``send(node, indexes)`` returns their replies."""
-        loop = asyncio.get_running_loop()
-        route = Routing(keys, self._owner, budget_s=self.retry_budget_s, clock=loop.time)
+        route = Routing(keys, self._owner, budget_s=self.retry_budget_s, clock=self.time.monotonic)
         while groups := route.groups():
             parts = await asyncio.gather(*(send(name, idxs) for name, idxs in groups.items()))
             for (name, idxs), part in zip(groups.items(), parts, strict=True):
@@ -267,7 +272,7 @@ class AsyncDriver:
                     await self.redis.nodes_manager.initialize()
             pause = route.pause_s()
             if pause:
-                await asyncio.sleep(pause)
+                await self.time.asleep(pause)
         return route.replies
 
     def _owner(self, key: str) -> str:

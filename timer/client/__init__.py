@@ -21,6 +21,7 @@ import redis
 import redis.client
 from redis.cluster import RedisCluster
 
+from ..clock import SYSTEM_TIME, Time
 from ..durable import groups as group_ops
 from ..durable import history, ops, shard_ops, steps
 from ..durable import keys as keyspace
@@ -63,8 +64,13 @@ class TimerClient(OperatorCalls):
         safe_url: str = "redis",
         node_url: Callable[[str, int], str] | None = None,
         node_options: Mapping[str, Any] | None = None,
+        time: Time = SYSTEM_TIME,
     ) -> None:
+        """``time``: where its operations read the clock and sleep, and what a worker or
+        a handler runner on this client is given (:mod:`timer.clock`; the system's unless
+        a test or a simulation gives another)."""
         self.namespace = keyspace.check_namespace(namespace)
+        self.time = time
         self.redis: Any = client  # redis.Redis or RedisCluster: the calls we make are common
         self.settings = settings or ClientSettings()
         self.where = safe_url
@@ -78,6 +84,7 @@ class TimerClient(OperatorCalls):
             durability=self.settings.durability,
             node_url=node_url,
             node_options=node_options,
+            time=time,
         )
         self._meta: Meta | None = None
         self._checked = False  # the server's version, once per client
@@ -360,6 +367,7 @@ class TimerClient(OperatorCalls):
             per_stream=self.cluster,
             reclaim_idle_ms=reclaim_idle_ms,
             held=held,
+            time=self.time,
         )
 
     def add_history(

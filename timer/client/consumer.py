@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+from ..clock import SYSTEM_TIME, Time
 from ..durable import group_admin
 from ..durable import groups as group_ops
 from ..durable.namespace import Namespace
@@ -31,7 +32,9 @@ class ConsumerGroup:
         per_stream: bool,
         reclaim_idle_ms: int = 60_000,
         held: Held | None = None,
+        time: Time = SYSTEM_TIME,
     ) -> None:
+        self.time = time  # the client's: its runner's clock, sleeps, waits and threads
         self._run = run  # the client's driver: runs an operation to its result
         self._ns = namespace  # the namespace's keys, shape and limits (read once, then kept)
         self.group = group

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import random
 import threading
-import time
 import warnings
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from typing import Any, TypeVar, cast
@@ -26,6 +25,7 @@ from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 from redis.sentinel import SentinelConnectionPool
 
+from ..clock import SYSTEM_TIME, Time
 from ..durable import server_checks, steps
 from ..durable.models import Durability, DurabilityWarning
 from ..durable.scripts import ScriptName, source
@@ -111,8 +111,10 @@ class SyncDriver:
         durability: Durability,
         node_url: Callable[[str, int], str] | None = None,
         node_options: Mapping[str, Any] | None = None,
+        time: Time = SYSTEM_TIME,
     ) -> None:
         self.redis: Any = client  # redis.Redis or RedisCluster: the calls we make are common
+        self.time = time  # the client's: operations' sleeps and deadlines (steps.Clock)
         self.where = where  # the server's URL without its password, for errors
         self.durability = durability
         self.cluster = isinstance(client, RedisCluster)
@@ -120,7 +122,8 @@ class SyncDriver:
             name: client.register_script(source(name)) for name in ScriptName
         }
         self._loaded: set[ScriptName] = set()  # scripts known to the server (load_scripts)
-        self._refresh = Refresh()  # when the cluster's slot map may be read again
+        # when the cluster's slot map may be read again
+        self._refresh = Refresh(clock=self.time.monotonic)
         # A plain client per cluster node (host:port), ours: redis-py's own node clients
         # are replaced when it reads the slot map again, and their pools left unclosed.
         self._node_url, self._node_options = node_url, dict(node_options or {})
@@ -235,9 +238,11 @@ class SyncDriver:
                     yield step.value
                 elif isinstance(step, steps.Sleep):
                     reply = None
-                    time.sleep(step.seconds)  # an operation polling the server with backoff
+                    self.time.sleep(step.seconds)  # an operation polling with backoff
                 elif isinstance(step, steps.Waits):
                     reply = self.durability.waits
+                elif isinstance(step, steps.Clock):
+                    reply = self.time
                 elif isinstance(step, steps.Send):
                     lane = lane or Lane(self)
                     reply = lane.send(step.pipeline)
@@ -371,7 +376,7 @@ class SyncDriver:
     def routed(self, keys: Sequence[str], send: Callable[[str, list[int]], list[Any]]) -> list[Any]:
         """Calls (one per key) through the cluster as ``timer.redis.cluster_route.Routing``
         says: ``send(node, indexes)`` sends a node its calls and returns their replies."""
-        route = Routing(keys, self._owner, budget_s=self.retry_budget_s)
+        route = Routing(keys, self._owner, budget_s=self.retry_budget_s, clock=self.time.monotonic)
         while groups := route.groups():
             for name, idxs in groups.items():
                 route.record(name, idxs, send(name, idxs))
@@ -379,7 +384,7 @@ class SyncDriver:
                 self._refresh_slots()
             pause = route.pause_s()
             if pause:
-                time.sleep(pause)
+                self.time.sleep(pause)
         return route.replies
 
     def _owner(self, key: str) -> str:

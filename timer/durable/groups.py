@@ -21,7 +21,6 @@ Plus reading new entries, reading with no group at all (``follow``), and the adm
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,7 +57,7 @@ class Delivery:
     outcome: Outcome
     keys: ShardKeys
     group: str
-    received: float = field(default_factory=time.time, compare=False)  # read (wall clock)
+    received: float = field(default=0.0, compare=False)  # when read (wall clock, s)
 
     @property
     def stream(self) -> str:
@@ -107,6 +106,8 @@ def _deliveries(
     shard: int,
     entries: Iterable[tuple[Any, Mapping[bytes, bytes], int]],
     left: _Leftovers,
+    *,
+    received: float,
 ) -> list[Delivery]:
     sk = ns.shard(shard)
     stream = sk.outcomes
@@ -122,7 +123,7 @@ def _deliveries(
             except CorruptRecord as exc:
                 left.broken.append((sk, script_calls.text(entry_id), deliveries, str(exc)))
                 continue
-            out.append(Delivery(outcome, sk, group))
+            out.append(Delivery(outcome, sk, group, received))
     return out
 
 
@@ -148,7 +149,8 @@ def handed(
     """The deliveries among entries a fire call read for this consumer (``fire.lua``'s
     hand: first deliveries, as ``read_new``'s); the others settled as a read's are."""
     left = _Leftovers.none()
-    out = _deliveries(ns, group, shard, ((e, f, 1) for e, f in entries), left)
+    received = (yield steps.Clock()).wall()
+    out = _deliveries(ns, group, shard, ((e, f, 1) for e, f in entries), left, received=received)
     yield from _settle_leftovers(group, consumer, left)
     return out
 
@@ -187,7 +189,8 @@ def _read_once(
             )
         ) or []
     else:  # a Redis Cluster: one read per stream (no multi-slot read), polling
-        end = time.monotonic() + (block_ms or 0) / 1000
+        clock = yield steps.Clock()
+        end = clock.monotonic() + (block_ms or 0) / 1000
         while True:
             for stream in streams:
                 got = yield steps.Command(
@@ -198,16 +201,19 @@ def _read_once(
                     key=stream,
                 )
                 reply.extend(got or [])
-            if reply or time.monotonic() >= end:
+            if reply or clock.monotonic() >= end:
                 break
-            yield steps.Sleep(min(POLL_S, max(0.0, end - time.monotonic())))
+            yield steps.Sleep(min(POLL_S, max(0.0, end - clock.monotonic())))
     out: list[Delivery] = []
     left = _Leftovers.none()
     read = 0
+    received = (yield steps.Clock()).wall()
     for stream, entries in reply:
         shard = streams[script_calls.text(stream)]
         read += len(entries)
-        out += _deliveries(ns, group, shard, ((e, f, 1) for e, f in entries), left)
+        out += _deliveries(
+            ns, group, shard, ((e, f, 1) for e, f in entries), left, received=received
+        )
     yield from _settle_leftovers(group, consumer, left)
     return out, read
 
@@ -242,12 +248,13 @@ def claim(
     if not calls:
         return [], {}
     replies = yield steps.Pipeline(calls)
+    received = (yield steps.Clock()).wall()
     out: list[Delivery] = []
     left = _Leftovers.none()
     nxt: dict[int, str] = {}
     for s, reply in zip(shards, replies, strict=True):
         nxt[s], taken = parse_claim(reply)
-        out += _deliveries(ns, group, s, taken, left)
+        out += _deliveries(ns, group, s, taken, left, received=received)
     yield from _settle_leftovers(group, consumer, left)
     return out, nxt
 
@@ -383,12 +390,13 @@ def follow(
                 yield steps.Command("xread", (dict(last),), {"count": FOLLOW_COUNT, "block": wait})
             ) or []
         else:
-            end = time.monotonic() + (0 if stop_when_idle else block_ms / 1000)
+            clock = yield steps.Clock()
+            end = clock.monotonic() + (0 if stop_when_idle else block_ms / 1000)
             while True:
                 for s in streams:
                     got = yield steps.Command("xread", ({s: last[s]},), {"count": FOLLOW_COUNT})
                     reply.extend(got or [])
-                if reply or time.monotonic() >= end:
+                if reply or clock.monotonic() >= end:
                     break
                 yield steps.Sleep(POLL_S)
         if not reply and not held:

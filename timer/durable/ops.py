@@ -11,7 +11,6 @@ nothing.
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
@@ -340,7 +339,8 @@ def get(ns: Namespace, timer_id: object) -> Op[TimerInfo | None]:
 def wait(ns: Namespace, timer_id: object, timeout: float) -> Op[Outcome]:
     """Poll the retained outcome with backoff (5 → 100 ms) until the timer is decided."""
     timeout = check_seconds("timeout", timeout)
-    deadline = time.monotonic() + timeout
+    clock = yield steps.Clock()
+    deadline = clock.monotonic() + timeout
     pause = 0.005
     while True:
         info = yield from get(ns, timer_id)
@@ -348,7 +348,7 @@ def wait(ns: Namespace, timer_id: object, timeout: float) -> Op[Outcome]:
             raise ns.not_found(str(timer_id))
         if info.state != "pending":
             return outcome_of(info)
-        left = deadline - time.monotonic()
+        left = deadline - clock.monotonic()
         if left <= 0:
             raise WaitTimeout(f"timer {timer_id!r} still pending after {timeout}s")
         yield steps.Sleep(min(pause, left))

@@ -24,7 +24,6 @@ The Redis side of each step (one atomic script per shard) is in :mod:`.groups`.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Collection
 
 from . import groups as group_ops
@@ -66,9 +65,10 @@ class GroupReader:
         self.touch_every_s = max(0.01, idle_s / 3)
         self.shards = list(range(ns.meta.shards))
         self._cursors = dict.fromkeys(self.shards, "-")
-        now = time.monotonic()
-        self._next_claim = now
-        self._next_own = now + self.own_every_s
+        # when the next claims are due (monotonic s on the driver's clock, which the
+        # first poll asks for): claims at once, its own lost entries after own_every_s
+        self._next_claim = 0.0
+        self._next_own: float | None = None
 
     @classmethod
     def of(
@@ -98,10 +98,13 @@ class GroupReader:
         """Up to about ``count`` deliveries: claims whose time has come, then new entries
         (waiting up to ``block_ms``, None: not at all, and never past the next claim)."""
         got: list[Delivery] = []
-        now = time.monotonic()
+        clock = yield steps.Clock()
+        now = clock.monotonic()
+        if self._next_own is None:
+            self._next_own = now + self.own_every_s
         if now >= self._next_claim:
             got += yield from self._claim_page(count)
-            self._next_claim = time.monotonic() + self.claim_every_s
+            self._next_claim = clock.monotonic() + self.claim_every_s
         if self.held is not None and now >= self._next_own and len(got) < count:
             got += yield from self._lost_own(count - len(got))
         free = count - len(got)
@@ -110,7 +113,7 @@ class GroupReader:
             if got:
                 wait = None
             elif wait is not None:
-                until_claim = int((self._next_claim - time.monotonic()) * 1000)
+                until_claim = int((self._next_claim - clock.monotonic()) * 1000)
                 wait = max(1, min(wait, until_claim))
             got += yield from group_ops.read_new(
                 self.ns,
@@ -126,7 +129,7 @@ class GroupReader:
         """(True if nothing is left to do, else what a whole scan of claims found). A
         retry waiting for its time is something left to do."""
         got = yield from self._scan(100, owner="", min_idle_ms=self.reclaim_idle_ms)
-        self._next_claim = time.monotonic() + self.claim_every_s
+        self._next_claim = (yield steps.Clock()).monotonic() + self.claim_every_s
         if got:
             return False, got
         return (yield from group_ops.retrying(self.ns, self.group)) == 0, []
@@ -169,7 +172,7 @@ class GroupReader:
     def _lost_own(self, count: int) -> Op[list[Delivery]]:
         """Our own entries idle past ``reclaim_idle_ms`` that the caller does not hold.
         Those in hand are touched, so they never go that idle."""
-        self._next_own = time.monotonic() + self.own_every_s
+        self._next_own = (yield steps.Clock()).monotonic() + self.own_every_s
         assert self.held is not None
         got, _ = yield from group_ops.claim(
             self.ns,

@@ -3,7 +3,7 @@
 An operation (:data:`Op`) is a generator: it yields steps — a :class:`ScriptCall`, a
 plain redis-py :class:`Command`, a :class:`Pipeline` of either, a :class:`Sleep`, an
 :class:`Emit` of a value to its caller, a :class:`Send` ahead and its :class:`Collect`,
-a question (:class:`Waits`) —
+a question (:class:`Waits`, :class:`Clock`) —
 and gets each reply back (a call that failed raises its TimerError at the ``yield``, so
 an operation can answer it: refuse with a clearer error, take back what it wrote); it
 returns its result. A driver (the sync client's
@@ -104,7 +104,15 @@ class Waits:
     a plain XACK otherwise, a script the wait can always cover when they are)."""
 
 
-Step = ScriptCall | Command | Pipeline | Sleep | Emit | Send | Collect | Waits
+@dataclass(frozen=True, slots=True)
+class Clock:
+    """Ask for the time the client was given (its reply: a :class:`timer.clock.Time`), for
+    an operation that keeps a deadline or stamps what it read: an operation never reads
+    the system's clock, so a simulation or a test drives it (a :class:`Sleep` on virtual
+    time moves that clock)."""
+
+
+Step = ScriptCall | Command | Pipeline | Sleep | Emit | Send | Collect | Waits | Clock
 T = TypeVar("T")
 Op = Generator[Step, Any, T]  # an operation: yields steps, gets replies, returns a T
 

@@ -8,8 +8,9 @@ only at the persistence boundary, where a worker keeps a measured offset to it.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Protocol
+
+from ..clock import SYSTEM_TIME, Time
 
 
 class Clock(Protocol):
@@ -19,17 +20,21 @@ class Clock(Protocol):
 
 
 class MonotonicClock:
-    """The process's monotonic clock in milliseconds (never steps backwards)."""
+    """The process's monotonic clock in milliseconds (never steps backwards), read from
+    the :class:`~timer.clock.Time` it is given."""
 
-    __slots__ = ()
+    __slots__ = ("time",)
+
+    def __init__(self, time: Time = SYSTEM_TIME) -> None:
+        self.time = time
 
     def now_ms(self) -> int:
-        return time.monotonic_ns() // 1_000_000
+        return self.time.monotonic_ns() // 1_000_000
 
     def ns_until(self, ms: int) -> int:
         """Nanoseconds from now to the instant this clock reads ``ms`` (the delay queue
         waits to it, not to a whole ms from a reading part way through one)."""
-        return ms * 1_000_000 - time.monotonic_ns()
+        return ms * 1_000_000 - self.time.monotonic_ns()
 
 
 class ShiftedClock:
@@ -38,13 +43,14 @@ class ShiftedClock:
     whole Redis ms is released at it, not up to a ms after (#32). Never moves back;
     thread-safe to read."""
 
-    __slots__ = ("shift_ns",)
+    __slots__ = ("shift_ns", "time")
 
     # a phase this much short of the wanted one is left alone (readings jitter by this)
     TOLERANCE_NS = 150_000
 
-    def __init__(self) -> None:
+    def __init__(self, time: Time = SYSTEM_TIME) -> None:
         self.shift_ns = 0
+        self.time = time
 
     def align(self, phase_ns: int, ahead_ok_ns: int = 0) -> int:
         """Move forward so that ``(monotonic + shift) mod 1 ms`` is ``phase_ns``, unless
@@ -58,10 +64,10 @@ class ShiftedClock:
         return move
 
     def now_ms(self) -> int:
-        return (time.monotonic_ns() + self.shift_ns) // 1_000_000
+        return (self.time.monotonic_ns() + self.shift_ns) // 1_000_000
 
     def ns_until(self, ms: int) -> int:
-        return ms * 1_000_000 - (time.monotonic_ns() + self.shift_ns)
+        return ms * 1_000_000 - (self.time.monotonic_ns() + self.shift_ns)
 
 
 class ManualClock:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
-import time
 from collections.abc import Callable
 
+from ..clock import SYSTEM_TIME, Time
 from .clock import MONOTONIC, Clock
 from .task_list import TimerTaskList
 
@@ -32,6 +32,8 @@ class DelayQueue:
         # a clock that can say how long until a reading (the monotonic ones) is waited on
         # to that instant; a manual clock, in whole ms
         self._ns_until: Callable[[int], int] | None = getattr(clock, "ns_until", None)
+        # where it waits: the time the clock reads (a manual clock's: the system's)
+        self.time: Time = getattr(clock, "time", SYSTEM_TIME)
         self._heap: list[tuple[int, int, TimerTaskList]] = []
         self._seq = itertools.count()
         self.cond = cond if cond is not None else threading.Condition(threading.Lock())
@@ -74,14 +76,14 @@ class DelayQueue:
                 if timeout_ms <= 0:
                     return None
                 if end is None:
-                    end = time.monotonic() + timeout_ms / 1000.0
-                remaining = end - time.monotonic()
+                    end = self.time.monotonic() + timeout_ms / 1000.0
+                remaining = end - self.time.monotonic()
                 if remaining <= 0:
                     return None
                 delay_s = remaining if delay_s is None else min(remaining, delay_s)
             self._waiting += 1
             try:
-                self.cond.wait(delay_s)
+                self.time.wait_on(self.cond, delay_s)
             finally:
                 self._waiting -= 1
 

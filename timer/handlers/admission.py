@@ -11,11 +11,11 @@ a wait. ``Slots`` (``limits.py``) holds the slots in Redis; this holds the line.
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ..clock import SYSTEM_TIME, Time
 from ..durable.groups import Delivery
 
 if TYPE_CHECKING:
@@ -33,7 +33,10 @@ class Waiting:
         slots: Slots,
         stopping: threading.Event,
         admit: Callable[[Delivery], float | None],
+        *,
+        time: Time = SYSTEM_TIME,
     ) -> None:
+        self.time = time
         self.slots = slots
         self.stopping = stopping
         self.admit = admit  # Slots.admit under the runner's guard: None once admitted
@@ -50,7 +53,7 @@ class Waiting:
         """``d`` was refused: a rate's wait (``retry_s`` > 0) or a slot's (0)."""
         with self.lock:
             if retry_s > 0:
-                self.not_before[(d.outcome.shard, d.entry_id)] = time.monotonic() + retry_s
+                self.not_before[(d.outcome.shard, d.entry_id)] = self.time.monotonic() + retry_s
             self.line.append(d)
 
     def on_rate(self) -> bool:
@@ -65,7 +68,7 @@ class Waiting:
     def soonest(self) -> float:
         """When the first outcome waiting on a rate may be asked again (monotonic s)."""
         with self.lock:  # one past (asked late) is due now
-            return min(self.not_before.values(), default=time.monotonic() + LIMIT_RETRY_S)
+            return min(self.not_before.values(), default=self.time.monotonic() + LIMIT_RETRY_S)
 
     def clear(self) -> list[Delivery]:
         """Empty the line (a stop): the outcomes that were in it."""
@@ -80,7 +83,7 @@ class Waiting:
         keys have room now: all of them every LIMIT_RETRY_S (``freed`` None), or at once
         those waiting for the slots ``freed`` just gave back."""
         if freed is None:
-            now = time.monotonic()
+            now = self.time.monotonic()
             # Slots of other runners are polled every LIMIT_RETRY_S; a rate says when
             # its next start is allowed, and is asked again then, not up to a poll later
             # (a start late by that is lost for good: GCRA does not carry it over).
@@ -91,7 +94,7 @@ class Waiting:
         # next start (monotonic s), or None for a slot (freed when a handler returns)
         full: dict[str, float | None] = {}
         with self.lock:
-            now = time.monotonic()
+            now = self.time.monotonic()
             for d in list(self.line):
                 if self.stopping.is_set():
                     break

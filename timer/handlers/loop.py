@@ -17,7 +17,6 @@ import asyncio
 import inspect
 import logging
 import threading
-import time
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -64,6 +63,7 @@ class HandlerLoop(CoroutineRunner):
         history: RunnerHistory | None = None,
     ) -> None:
         self.h = h
+        self.time = group.time  # its clock, sleeps, waits and threads (the client's)
         self.history = history  # what it adds to the namespace's per-minute history
         self.hand = hand
         # Per-key limits (limits.py): outcomes whose key is at its limit wait in
@@ -71,7 +71,9 @@ class HandlerLoop(CoroutineRunner):
         self.slots = slots
         self.waiting: Waiting | None = None
         if slots is not None:
-            self.waiting = Waiting(slots, hand.stopping, partial(self._guard, 0.0, slots.admit))
+            self.waiting = Waiting(
+                slots, hand.stopping, partial(self._guard, 0.0, slots.admit), time=group.time
+            )
         self.group = group
         self.concurrency = concurrency
         # Outcomes held at once: those running and those read ahead, waiting for a free
@@ -125,13 +127,13 @@ class HandlerLoop(CoroutineRunner):
         self._start_executors()
         try:
             self._dispatch_all(self._guard([], self.group.start, max(self.concurrency, 100)))
-            next_touch = time.monotonic() + self.touch_every_s
-            next_history = time.monotonic() + runner_history.HISTORY_EVERY_S
+            next_touch = self.time.monotonic() + self.touch_every_s
+            next_history = self.time.monotonic() + runner_history.HISTORY_EVERY_S
             while not self.hand.stopping.is_set():
                 self._release_stuck()
                 if self.waiting:
                     self._admit_waiting()
-                now = time.monotonic()
+                now = self.time.monotonic()
                 waiting = len(self.waiting) if self.waiting is not None else 0
                 if now >= next_touch:
                     self._touch()
@@ -142,15 +144,15 @@ class HandlerLoop(CoroutineRunner):
                 if self.pause.look(now):  # read and claim nothing; what is in hand goes on
                     if self.stop_when_idle and not len(self.hand):
                         break
-                    self.hand.stopping.wait(
-                        max(0.001, min(next_touch, self.pause.next_check) - now)
+                    self.time.wait(
+                        self.hand.stopping, max(0.001, min(next_touch, self.pause.next_check) - now)
                     )
                     continue
                 held = len(self.hand)
                 room = self.in_hand_limit - held  # to read, counting those read ahead
                 # that could start one now (one waiting for its key's slot runs nowhere)
                 idle_handlers = self.concurrency - held + waiting
-                wait_s = max(0.001, next_touch - time.monotonic())
+                wait_s = max(0.001, next_touch - self.time.monotonic())
                 if self.waiting:  # back soon to try them again (a rate's wait may be shorter)
                     wait_s = min(wait_s, admission.LIMIT_RETRY_S, self.waiting.soonest() - now)
                     wait_s = max(0.001, wait_s)
@@ -185,7 +187,7 @@ class HandlerLoop(CoroutineRunner):
                     # for a waiting outcome is held, and must be touched like a running one.
                     # Waiting after a read that waited too left a rate's start allowed for
                     # a whole round unused (#54 D: half of 20/s).
-                    self.hand.stopping.wait(min(wait_s, admission.LIMIT_RETRY_S))
+                    self.time.wait(self.hand.stopping, min(wait_s, admission.LIMIT_RETRY_S))
         finally:
             drained = self._drain()
         return drained
@@ -205,7 +207,7 @@ class HandlerLoop(CoroutineRunner):
             return fn(*args, **kwargs)
         except TimerError as exc:
             log.warning("consumer %s: %s; retrying", self.h.consumer, exc, extra=self._fields())
-            self.hand.stopping.wait(0.5)  # not a busy loop while Redis is away
+            self.time.wait(self.hand.stopping, 0.5)  # not a busy loop while Redis is away
             return default
 
     def _fields(self, o: Outcome | None = None) -> dict[str, object]:
@@ -315,14 +317,12 @@ class HandlerLoop(CoroutineRunner):
         fns = list(self.h.functions())
         if any(not inspect.iscoroutinefunction(f) for f in fns):
             for i in range(self.concurrency):
-                t = threading.Thread(target=self._thread_main, name=f"handler-{i}", daemon=True)
+                t = self.time.thread(self._thread_main, name=f"handler-{i}")
                 t.start()
                 self.threads.append(t)
         if any(inspect.iscoroutinefunction(f) for f in fns):
             self.loop = asyncio.new_event_loop()
-            self.loop_thread = threading.Thread(
-                target=self.loop.run_forever, name="handler-loop", daemon=True
-            )
+            self.loop_thread = self.time.thread(self.loop.run_forever, name="handler-loop")
             self.loop_thread.start()
 
     def _thread_main(self) -> None:
@@ -377,7 +377,7 @@ class HandlerLoop(CoroutineRunner):
         (a thread cannot be stopped; it exits once its handler returns)."""
         if not self.running:  # no sync handler with a timeout runs (the common case)
             return
-        now = time.monotonic()
+        now = self.time.monotonic()
         with self.hand.cond:
             stuck = [(k, v) for k, v in self.running.items() if v[0] <= now]
             for key, _ in stuck:
@@ -399,9 +399,7 @@ class HandlerLoop(CoroutineRunner):
             )
             self.h.stats.timed_out += 1
             self.replaced.add(name)
-            t = threading.Thread(
-                target=self._thread_main, name=f"handler-{len(self.threads)}", daemon=True
-            )
+            t = self.time.thread(self._thread_main, name=f"handler-{len(self.threads)}")
             self.threads.append(t)
             t.start()
             self.settler.settle(
@@ -413,14 +411,14 @@ class HandlerLoop(CoroutineRunner):
             )
 
     def _started(self, d: Delivery) -> float:
-        now = time.time()
+        now = self.time.wall()
         o = d.outcome
         if o.attempt == 1:
             stats = self.h.stats
             stats.start_lateness.observe(max(0.0, now * 1000 - o.deadline_ms))
             stats.stages.observe("decided_to_read", d.received * 1000 - o.decided_ms)
             stats.stages.observe("read_to_start", (now - d.received) * 1000)
-        return time.monotonic()
+        return self.time.monotonic()
 
     # -- stopping -------------------------------------------------------------------------
 
@@ -431,19 +429,21 @@ class HandlerLoop(CoroutineRunner):
         if self.waiting is not None:  # read but never started: left pending for the next one
             for d in self.waiting.clear():
                 self.settler.forget(d)
-        deadline = time.monotonic() + self.drain_timeout_s
-        next_touch = time.monotonic() + self.touch_every_s
+        deadline = self.time.monotonic() + self.drain_timeout_s
+        next_touch = self.time.monotonic() + self.touch_every_s
         with self.hand.cond:
-            while self.hand.held and time.monotonic() < deadline:
-                self.hand.cond.wait(timeout=max(0.0, min(deadline, next_touch) - time.monotonic()))
-                if time.monotonic() >= next_touch:
+            while self.hand.held and self.time.monotonic() < deadline:
+                self.time.wait_on(
+                    self.hand.cond, max(0.0, min(deadline, next_touch) - self.time.monotonic())
+                )
+                if self.time.monotonic() >= next_touch:
                     self.hand.cond.release()
                     try:
                         self._release_stuck()
                         self._touch()
                     finally:
                         self.hand.cond.acquire()
-                    next_touch = time.monotonic() + self.touch_every_s
+                    next_touch = self.time.monotonic() + self.touch_every_s
             drained = not self.hand.held
             left = len(self.hand.held)
         for _ in self.threads:

@@ -12,7 +12,6 @@ import functools
 import logging
 import queue
 import threading
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -50,9 +49,11 @@ class Settler:
         self.fields = fields  # a log record's structured fields (HandlerLoop._fields)
         self.acks: queue.SimpleQueue[Delivery | None] = queue.SimpleQueue()
         self._said_again_at = 0.0
-        self.acker = threading.Thread(target=self._acker_main, name="handler-acks", daemon=True)
+        self.time = group.time
+        self.acker: threading.Thread | None = None
 
     def start(self) -> None:
+        self.acker = self.time.thread(self._acker_main, name="handler-acks")
         self.acker.start()
 
     def stop(self) -> None:
@@ -62,7 +63,7 @@ class Settler:
     def settle(self, d: Delivery, exc: BaseException | None, started: float) -> None:
         """Acknowledge, schedule a retry or dead-letter; then free the slot."""
         h, o = self.h, d.outcome
-        h.stats.duration.observe((time.monotonic() - started) * 1000)
+        h.stats.duration.observe((self.time.monotonic() - started) * 1000)
         if exc is None:
             self.acks.put(d)  # still in hand (and touched) until the acker has acked it
             return
@@ -118,7 +119,7 @@ class Settler:
         stop = False
         while not stop:
             batch: list[Delivery] = []
-            wait_s = max(0.0, again_at - time.monotonic()) if again else None
+            wait_s = max(0.0, again_at - self.time.monotonic()) if again else None
             try:
                 d = self.acks.get(timeout=wait_s)
             except queue.Empty:  # nothing new: time to send the others again
@@ -137,13 +138,13 @@ class Settler:
                     stop = True
                     break
                 batch.append(nxt)
-            if again and (stop or time.monotonic() >= again_at):
+            if again and (stop or self.time.monotonic() >= again_at):
                 again = self._ack(again, first=False, last=stop)
-                again_at = time.monotonic() + ACK_AGAIN_S
+                again_at = self.time.monotonic() + ACK_AGAIN_S
             if batch:
                 held = self._ack(batch, first=True, last=stop)
                 if held and not again:
-                    again_at = time.monotonic() + ACK_AGAIN_S
+                    again_at = self.time.monotonic() + ACK_AGAIN_S
                 again += held
 
     def _ack(self, batch: list[Delivery], *, first: bool, last: bool) -> list[Delivery]:
@@ -155,7 +156,7 @@ class Settler:
             unmatched = self.with_retries(functools.partial(self.group.ack_many, batch))
         except TimerError as err:
             if not last:
-                now = time.monotonic()
+                now = self.time.monotonic()
                 if now >= self._said_again_at:
                     self._said_again_at = now + ACK_SAY_EVERY_S
                     log.warning(
@@ -219,7 +220,7 @@ class Settler:
             except TimerError:
                 if i == attempts - 1:
                     raise
-                time.sleep(0.2 * (i + 1))  # backoff between tries of a failed call
+                self.time.sleep(0.2 * (i + 1))  # backoff between tries of a failed call
         return None
 
     def forget(self, d: Delivery) -> None:

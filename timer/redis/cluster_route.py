@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import enum
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -51,6 +50,7 @@ import redis
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisClusterException
 
+from ..clock import SYSTEM_TIME
 from .store import typed_error
 
 # How long a call may go on being retried after a backoff, from its first send (then its
@@ -156,7 +156,7 @@ class Routing:
         owner: Callable[[str], str],
         *,
         budget_s: float,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = SYSTEM_TIME.monotonic,
     ) -> None:
         self.keys = keys  # each call's first key (its shard's slot)
         self.owner = owner  # key -> the name of the master the slot map gives ("" if none)
@@ -230,15 +230,21 @@ class Refresh:
     whichever thread or task asks (a failover makes every in-flight call ask at once).
     The caller reads the map itself when :meth:`due` says so; thread-safe."""
 
-    def __init__(self, every_s: float = REFRESH_EVERY_S) -> None:
+    def __init__(
+        self,
+        every_s: float = REFRESH_EVERY_S,
+        *,
+        clock: Callable[[], float] = SYSTEM_TIME.monotonic,
+    ) -> None:
         self.every_s = every_s
+        self.clock = clock
         self._last = float("-inf")
         self._lock = threading.Lock()
         self.count = 0  # refreshes made (tests and metrics read it)
 
     def due(self) -> bool:
         """True (and the refresh counted as made now) if none was made recently."""
-        now = time.monotonic()
+        now = self.clock()
         with self._lock:
             if now - self._last < self.every_s:
                 return False
