@@ -244,6 +244,7 @@ class Handlers:
         drain_timeout_s: float = 30.0,
         start: str = "0",
         read_ahead: int = READ_AHEAD,
+        inline: bool | None = None,
     ) -> bool:
         """Handle outcomes until :meth:`stop` (or SIGTERM/SIGINT with ``handle_signals``;
         or, with ``stop_when_idle``, once nothing is left to do). True if every handler
@@ -254,6 +255,12 @@ class Handlers:
         streams hold, ``$`` with the next one. ``read_ahead``: how many outcomes may wait
         in this process for a free handler (read in larger batches under a backlog;
         touched while they wait; 0: read only what can start at once).
+
+        ``inline`` (default: when the client's time is virtual, :mod:`timer.clock`): no
+        threads; each handler runs on this thread as it is read and is acknowledged at
+        once, and with ``stop_when_idle`` the run returns as soon as nothing can be done
+        *now* (a retry or a rate waits for its time, which the caller moves on): a stepped
+        runner, for a simulation or a test (``timer.testing``).
         """
         client = client or self.client
         if client is None:
@@ -297,6 +304,7 @@ class Handlers:
                 if self.limits
                 else None,
                 history=RunnerHistory(self.stats, self.group, client.add_history),
+                inline=client.time.virtual if inline is None else inline,
             )
             self._loop = loop
             return loop.run()

@@ -46,6 +46,12 @@ class CoroutineRunner:
             self.running_tasks.add(task)
             task.add_done_callback(self.running_tasks.discard)
 
+    async def _run_all_async(self, coros: list[tuple[Handler, Delivery]]) -> None:
+        """Inline: a read's ``async def`` handlers, the highest priorities first, each to
+        its end (at most ``concurrency`` at once, as on the loop's own thread)."""
+        coros.sort(key=lambda c: -c[1].outcome.priority)
+        await asyncio.gather(*(self._run_async(fn, d) for fn, d in coros))
+
     async def _run_async(self, fn: Handler, d: Delivery) -> None:
         if self.async_slots is None:
             self.async_slots = asyncio.Semaphore(self.concurrency)

@@ -61,8 +61,12 @@ class HandlerLoop(CoroutineRunner):
         slots: Slots | None = None,
         fair_by: Callable[[Outcome], str | None] | None = None,
         history: RunnerHistory | None = None,
+        inline: bool = False,
     ) -> None:
         self.h = h
+        # Stepped (a simulation, a test on virtual time): no threads; each handler runs on
+        # the reading thread as it is dispatched, and is settled (acknowledged) at once.
+        self.inline = inline
         self.time = group.time  # its clock, sleeps, waits and threads (the client's)
         self.history = history  # what it adds to the namespace's per-minute history
         self.hand = hand
@@ -85,7 +89,7 @@ class HandlerLoop(CoroutineRunner):
         self.drain_timeout_s = drain_timeout_s
         self.touch_every_s = group.reader.touch_every_s
         self.work = WorkQueue(fair_by)  # highest priority first, then key by key
-        self.settler = Settler(h, hand, group, self._fields)  # acks, retries, dead letters
+        self.settler = Settler(h, hand, group, self._fields, inline=inline)  # acks, retries, dead
         self.threads: list[threading.Thread] = []
         self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread: threading.Thread | None = None
@@ -180,8 +184,12 @@ class HandlerLoop(CoroutineRunner):
                 if idle_handlers <= 0:
                     self._wait_for_room(self.concurrency, wait_s)
                     continue
-                if self.stop_when_idle and self._idle():
-                    break
+                if self.stop_when_idle:
+                    idle, found = self._idle()
+                    if idle or (self.inline and not found):
+                        # stepped: what is left (a retry, a rate) waits for its time,
+                        # which the caller moves on
+                        break
                 if self.waiting and block is None:  # the read did not wait (it would have
                     # waited as long): until the next round, or the next touch if sooner,
                     # for a waiting outcome is held, and must be touched like a running one.
@@ -195,6 +203,9 @@ class HandlerLoop(CoroutineRunner):
     def _wait_for_room(self, limit: int, timeout_s: float) -> None:
         """Until fewer than ``limit`` outcomes are in hand (a handler finished), the
         runner stops, or ``timeout_s`` passes."""
+        if self.inline:  # nothing runs meanwhile: only time frees a waiting key's slot
+            self.time.wait(self.hand.stopping, timeout_s)
+            return
         with self.hand.cond:
             self.hand.cond.wait_for(
                 lambda: len(self.hand.held) < limit or self.hand.stopping.is_set(),
@@ -218,13 +229,14 @@ class HandlerLoop(CoroutineRunner):
             fields["attempt"] = o.attempt
         return fields
 
-    def _idle(self) -> bool:
-        """Nothing in hand, nothing to claim, no retry waiting (``stop_when_idle``)."""
+    def _idle(self) -> tuple[bool, int]:
+        """(Nothing in hand, nothing to claim, no retry waiting: ``stop_when_idle``; how
+        many outcomes a whole scan of claims found and dispatched)."""
         if len(self.hand):
-            return False
+            return False, 0
         done, got = self._guard((False, []), self.group.idle)
         self._dispatch_all(got)
-        return bool(done) and len(self.hand) == 0
+        return bool(done) and len(self.hand) == 0, len(got)
 
     def _dispatch_all(self, got: list[Delivery]) -> None:
         # A claimed entry (a due retry, a dead consumer's, our own taken back) was
@@ -234,8 +246,7 @@ class HandlerLoop(CoroutineRunner):
         for d in got:
             self._dispatch(d, coros)
         if coros:  # one hand-over to the event loop for the read, not one an outcome
-            assert self.loop is not None
-            self.loop.call_soon_threadsafe(self._start_async, coros)
+            self._hand_over(coros)
 
     def _touch(self) -> None:
         if self.slots is not None:  # a timed-out handler still running keeps its slot,
@@ -283,8 +294,18 @@ class HandlerLoop(CoroutineRunner):
     def _start(self, fn: Handler, d: Delivery, coros: list[tuple[Handler, Delivery]]) -> None:
         if inspect.iscoroutinefunction(fn):
             coros.append((fn, d))
+        elif self.inline:
+            self._run_sync(d, "inline")
         else:
             self.work.put(d)
+
+    def _hand_over(self, coros: list[tuple[Handler, Delivery]]) -> None:
+        """A read's ``async def`` handlers to the event loop (inline: run to their end)."""
+        assert self.loop is not None
+        if self.inline:
+            self.loop.run_until_complete(self._run_all_async(coros))
+        else:
+            self.loop.call_soon_threadsafe(self._start_async, coros)
 
     def _admit_waiting(self, freed: list[str] | None = None) -> None:
         """Start the waiting outcomes whose keys have a free slot now (admission.py)."""
@@ -298,8 +319,7 @@ class HandlerLoop(CoroutineRunner):
 
         self.waiting.admit_round(start, freed)
         if coros:
-            assert self.loop is not None
-            self.loop.call_soon_threadsafe(self._start_async, coros)
+            self._hand_over(coros)
 
     def _give_back(self, d: Delivery) -> None:
         """The handler of ``d`` returned (or gave up): its key's slots are free, and the
@@ -315,6 +335,10 @@ class HandlerLoop(CoroutineRunner):
     def _start_executors(self) -> None:
         self.settler.start()
         fns = list(self.h.functions())
+        if self.inline:  # no thread: sync handlers run as dispatched, coroutines here
+            if any(inspect.iscoroutinefunction(f) for f in fns):
+                self.loop = asyncio.new_event_loop()
+            return
         if any(not inspect.iscoroutinefunction(f) for f in fns):
             for i in range(self.concurrency):
                 t = self.time.thread(self._thread_main, name=f"handler-{i}")
@@ -335,41 +359,50 @@ class HandlerLoop(CoroutineRunner):
                 self._give_back(d)
                 self.settler.forget(d)
                 continue
-            kind = d.outcome.outcome
-            fn = self.h.handler(kind)
-            assert fn is not None  # dispatched only with a handler
-            timeout = self.h.timeout_of(kind)
-            started = self._started(d)
-            key = (d.outcome.shard, d.entry_id, d.outcome.attempt)
-            if timeout is not None:
-                with self.hand.cond:
-                    self.running[key] = (started + timeout, d, started, me)
-            error: BaseException | None = None
-            try:
-                with tracing.span(
-                    "tickwheel.handle", d.outcome.traceparent, span_fields(self.h, d.outcome)
-                ):
-                    fn(d.outcome)
-            except BaseException as exc:
-                error = exc
-            self._give_back(d)  # even after its timeout: the slot was in use until now
-            with self.hand.cond:
-                self.running.pop(key, None)
-                late = key in self.abandoned
-                self.abandoned.discard(key)
-            if late:  # released for a retry meanwhile: another attempt owns it now
-                log.warning(
-                    "thread %s: the handler of %s %s returned after its timeout; its "
-                    "outcome had been released for a retry, so nothing is settled here",
-                    me,
-                    kind,
-                    d.outcome.id,
-                    extra=self._fields(d.outcome),
-                )
-            else:
-                self.settler.settle(d, error, started)
+            self._run_sync(d, me)
             if me in self.replaced:  # a new thread took this one's place while it hung
                 return
+
+    def _run_sync(self, d: Delivery, me: str) -> None:
+        """Run a sync handler on this thread (``me``) and settle its outcome."""
+        kind = d.outcome.outcome
+        fn = self.h.handler(kind)
+        assert fn is not None  # dispatched only with a handler
+        timeout = self.h.timeout_of(kind)
+        started = self._started(d)
+        key = (d.outcome.shard, d.entry_id, d.outcome.attempt)
+        if timeout is not None and not self.inline:
+            with self.hand.cond:
+                self.running[key] = (started + timeout, d, started, me)
+        error: BaseException | None = None
+        try:
+            with tracing.span(
+                "tickwheel.handle", d.outcome.traceparent, span_fields(self.h, d.outcome)
+            ):
+                fn(d.outcome)
+        except BaseException as exc:
+            error = exc
+        if self.inline and timeout is not None and self.time.monotonic() - started > timeout:
+            # Stepped, nothing can release it while it runs: past its timeout on the
+            # given clock, it is settled as the threaded runner settles a stuck one.
+            self.h.stats.timed_out += 1
+            error = HandlerTimedOut(f"the handler ran past its {timeout:g}s timeout")
+        self._give_back(d)  # even after its timeout: the slot was in use until now
+        with self.hand.cond:
+            self.running.pop(key, None)
+            late = key in self.abandoned
+            self.abandoned.discard(key)
+        if late:  # released for a retry meanwhile: another attempt owns it now
+            log.warning(
+                "thread %s: the handler of %s %s returned after its timeout; its "
+                "outcome had been released for a retry, so nothing is settled here",
+                me,
+                kind,
+                d.outcome.id,
+                extra=self._fields(d.outcome),
+            )
+        else:
+            self.settler.settle(d, error, started)
 
     def _release_stuck(self) -> None:
         """Sync handlers past their timeout: their outcome is released for a retry (the
@@ -456,6 +489,8 @@ class HandlerLoop(CoroutineRunner):
             self.loop_thread.join(5)
             if not self.loop_thread.is_alive():
                 self.loop.close()
+        elif self.loop is not None:  # inline: the loop ran here, and nothing runs on it now
+            self.loop.close()
         if drained:
             self._guard(0, self.group.leave)
         else:

@@ -42,7 +42,10 @@ class Settler:
         hand: InHand,
         group: ConsumerGroup,
         fields: Callable[[Outcome | None], dict[str, object]],
+        *,
+        inline: bool = False,
     ) -> None:
+        self.inline = inline  # no acker thread: each outcome acknowledged as settled
         self.h = h
         self.hand = hand
         self.group = group
@@ -53,6 +56,8 @@ class Settler:
         self.acker: threading.Thread | None = None
 
     def start(self) -> None:
+        if self.inline:
+            return
         self.acker = self.time.thread(self._acker_main, name="handler-acks")
         self.acker.start()
 
@@ -65,6 +70,9 @@ class Settler:
         h, o = self.h, d.outcome
         h.stats.duration.observe((self.time.monotonic() - started) * 1000)
         if exc is None:
+            if self.inline:  # one not confirmed comes again (claimed), as at a stop
+                self._ack([d], first=True, last=True)
+                return
             self.acks.put(d)  # still in hand (and touched) until the acker has acked it
             return
         try:
