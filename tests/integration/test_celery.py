@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -23,7 +25,16 @@ from hypothesis import strategies as st
 from tests.conftest import stop_all, wait_for
 from timer import InvalidInput, TimerClient, TimerError
 from timer.aio import AsyncTimerClient
-from timer.celery import Claims, Scheduler, asend_later, schedule_spec, send_later, task_call
+from timer.celery import (
+    Claims,
+    ConfirmedTask,
+    Scheduler,
+    asend_later,
+    schedule_spec,
+    send_later,
+    sender,
+    task_call,
+)
 from timer.durable.models import Timer
 from timer.testing import RedisServer
 
@@ -78,8 +89,8 @@ class Processes:
         (args,) = [c for c in guide_commands() if word in c]
         return self.start(name or word, *args[1:])
 
-    def sender(self) -> None:
-        self.guide("handle")
+    def sender(self, name: str = "handle") -> subprocess.Popen[bytes]:
+        return self.guide("handle", name)
 
     def timer_worker(self) -> None:
         self.guide("worker")
@@ -178,6 +189,130 @@ def test_a_task_the_broker_lost_is_sent_again_and_a_copy_is_dropped(
     assert processes.runs() == {f"lost|{i}": 1 for i in sent}, processes.logs()
     assert client.dead_letters("celery") == []
     assert "sent again" in (processes.tmp / "handle.log").read_text()
+
+
+def broker_sends(url: str) -> dict[str, int]:
+    """How many messages the broker's queue holds, by task id (no Celery worker takes
+    them: each one is a send)."""
+    with redis.Redis.from_url(url) as r:
+        ids = [json.loads(m)["headers"]["id"] for m in r.lrange("celery", 0, -1)]
+    return {i: ids.count(i) for i in ids}
+
+
+def pending(client: TimerClient) -> int:
+    return sum(g.pending for g in client.groups() if g.name == "celery")
+
+
+def not_confirmable(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The sender's warnings that a task cannot confirm its start."""
+    return [r.getMessage() for r in caplog.records
+            if r.name == "timer.celery" and r.levelno == logging.WARNING
+            and "counts as sent when the broker takes it" in r.getMessage()]  # fmt: skip
+
+
+class InProcessSender:
+    """``sender(app)`` run in a thread of this process (its warnings in caplog), beside
+    the example's ``tickwheel worker``; the app's broker holds what it sends."""
+
+    def __init__(self, app: Celery, url: str, namespace: str, timeout_s: float) -> None:
+        self.handlers = sender(app, delivery_timeout_s=timeout_s)
+        self.client = TimerClient.from_url(url, namespace)
+        self.thread = threading.Thread(target=self.handlers.run, args=(self.client,))
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.handlers.stop()
+        self.thread.join(30)
+        self.client.close()
+
+
+def app_on(processes: Processes, name: str) -> Celery:
+    app = Celery(name, broker=processes.broker)
+    app.conf.update(tickwheel_url=processes.url, tickwheel_namespace=processes.namespace)
+    return app
+
+
+def test_a_plain_task_counts_as_sent_when_the_broker_takes_it_with_one_warning(
+    client: TimerClient, processes: Processes, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An app whose tasks are plain Celery tasks (no ConfirmedTask: written before it)
+    cannot report a start, so with ``confirm`` (the default) its tasks are sent as
+    before: each timer's task and each beat occurrence once, the outcome acknowledged
+    when the broker took it and never sent again, however far past the delivery
+    timeout. A name the app does not register (a remote worker's task) likewise. One
+    warning per task name, naming it and how to opt in."""
+    caplog.set_level(logging.WARNING, logger="timer.celery")
+    app = app_on(processes, "plain")
+
+    @app.task(name="plain.work")  # type: ignore[untyped-decorator]
+    def work(what: str) -> None:  # pragma: no cover - no Celery worker runs here
+        pass
+
+    processes.timer_worker()
+    run = InProcessSender(app, processes.url, client.namespace, timeout_s=0.1)
+    try:
+        sent = [send_later(client, "plain.work", args=["later"], countdown=0.1).id
+                for _ in range(3)]  # fmt: skip
+        sent.append(send_later(client, "remote.work", countdown=0.1).id)
+        call = task_call("plain.work", ["beat"])
+        client.schedules.create("celery.often", payload={"celery": call}, every=1000)
+
+        def occurrences() -> list[str]:
+            return [i for i in broker_sends(processes.broker) if i.startswith("{celery.often}@")]
+
+        processes.wait(lambda: len(occurrences()) >= 2, "two beat occurrences sent")
+        client.schedules.delete("celery.often")
+        processes.wait(lambda: set(sent) <= set(broker_sends(processes.broker)), "each sent")
+
+        def settled_or_sent_twice() -> bool:
+            return pending(client) == 0 or max(broker_sends(processes.broker).values()) > 1
+
+        processes.wait(settled_or_sent_twice, "every outcome acknowledged (or a task sent twice)")
+    finally:
+        run.stop()
+    sends = broker_sends(processes.broker)
+    assert set(sends.values()) == {1}, sends  # none sent twice
+    assert pending(client) == 0
+    assert client.dead_letters("celery") == []
+    warned = not_confirmable(caplog)
+    assert len(warned) == 2, warned  # one per name, not one per send
+    assert "plain.work" in warned[0] + warned[1] and "remote.work" in warned[0] + warned[1]
+    assert all("base=timer.celery.ConfirmedTask" in w for w in warned)
+
+
+def test_a_mixed_app_waits_for_the_start_of_its_confirmed_tasks_only(
+    client: TimerClient, processes: Processes, caplog: pytest.LogCaptureFixture
+) -> None:
+    """In an app where some tasks are ConfirmedTask: those keep their confirmed delivery
+    (not started: sent again after the delivery timeout; started: acknowledged), the
+    plain ones are sent once, and only they are warned about."""
+    caplog.set_level(logging.WARNING, logger="timer.celery")
+    app = app_on(processes, "mixed")
+
+    @app.task(name="mixed.plain")  # type: ignore[untyped-decorator]
+    def plain() -> None:  # pragma: no cover - no Celery worker runs here
+        pass
+
+    @app.task(name="mixed.confirmed", base=ConfirmedTask)  # type: ignore[untyped-decorator]
+    def confirmed() -> None:  # pragma: no cover - no Celery worker runs here
+        pass
+
+    processes.timer_worker()
+    run = InProcessSender(app, processes.url, client.namespace, timeout_s=0.2)
+    try:
+        p = send_later(client, "mixed.plain", countdown=0.1).id
+        c = send_later(client, "mixed.confirmed", countdown=0.1).id
+        # not started (no Celery worker): sent, then sent again after each timeout
+        processes.wait(lambda: broker_sends(processes.broker).get(c, 0) >= 3, "three sends")
+        assert broker_sends(processes.broker)[p] == 1
+        assert pending(client) == 1  # the confirmed one waits for its start
+        Claims(client).done(c)  # as its ConfirmedTask does when it ran
+        processes.wait(lambda: pending(client) == 0, "the confirmed one acknowledged")
+    finally:
+        run.stop()
+    assert broker_sends(processes.broker)[p] == 1
+    (warned,) = not_confirmable(caplog)
+    assert "mixed.plain" in warned and "mixed.confirmed" not in warned
 
 
 @pytest.mark.chaos
