@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from celery import Celery
+from celery import Celery, Task
 from celery.schedules import BaseSchedule, crontab, schedule
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -29,6 +29,7 @@ from timer.celery import (
     Claims,
     ConfirmedTask,
     Scheduler,
+    Sender,
     asend_later,
     schedule_spec,
     send_later,
@@ -555,3 +556,53 @@ def test_a_confirmed_task_called_eagerly_or_directly_claims_nothing() -> None:
     assert add.delay(1).get() == 2
     assert add(2) == 3
     assert ran == [1, 2]
+
+
+def test_the_sender_knows_a_task_confirms_from_its_class_in_the_app_and_warns_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A task confirms its start if its class in the sender's app is a ConfirmedTask,
+    also one in a module of the app's ``imports`` (registered when Celery's worker
+    imports it, and so by the sender); a plain task, one with a base of its own and a
+    name the app does not know do not, each warned about once however often asked; with
+    ``confirm=False`` nothing waits and nothing is warned."""
+    caplog.set_level(logging.WARNING, logger="timer.celery")
+    (tmp_path / "tw_imported_tasks.py").write_text(
+        "from timer.celery import ConfirmedTask\n"
+        "from tw_confirms_app import app\n\n"
+        "@app.task(name='imported.confirmed', base=ConfirmedTask)\n"
+        "def confirmed():\n    pass\n"
+    )
+    (tmp_path / "tw_confirms_app.py").write_text(
+        "from celery import Celery\n\n"
+        "app = Celery('tw_confirms_app', broker='memory://')\n"
+        "app.conf.imports = ['tw_imported_tasks']\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from tw_confirms_app import app  # type: ignore[import-not-found]  # noqa: PLC0415
+
+    class Own(Task):  # type: ignore[misc]
+        pass
+
+    @app.task(name="t.plain")  # type: ignore[untyped-decorator]
+    def plain() -> None:  # pragma: no cover - never run
+        pass
+
+    @app.task(name="t.own", base=Own)  # type: ignore[untyped-decorator]
+    def own() -> None:  # pragma: no cover - never run
+        pass
+
+    @app.task(name="t.confirmed", base=ConfirmedTask)  # type: ignore[untyped-decorator]
+    def confirmed() -> None:  # pragma: no cover - never run
+        pass
+
+    send = Sender(app)
+    names = ["t.confirmed", "imported.confirmed", "t.plain", "t.own", "remote.thing"]
+    for _ in range(3):
+        assert [send.confirms(n) for n in names] == [True, True, False, False, False]
+    warned = not_confirmable(caplog)
+    assert len(warned) == 3, warned
+    assert [n for n in names if any(f"task {n} " in w for w in warned)] == names[2:]
+    caplog.clear()
+    assert Sender(app, confirm=False).confirms("t.plain") is False
+    assert not_confirmable(caplog) == []

@@ -213,7 +213,7 @@ class Sender:
         return known
 
     def _task(self, name: str) -> object | None:
-        found = self.app.tasks.get(name)
+        found: object | None = self.app.tasks.get(name)
         if found is None and not self._imported:
             # tasks in modules of their own (autodiscover_tasks, imports, include) are
             # registered when Celery's worker and beat import them at start; so here
