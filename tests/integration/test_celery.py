@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import redis
-from celery import Celery
+from celery import Celery, Task
 from celery.schedules import BaseSchedule, crontab, schedule
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -23,7 +25,17 @@ from hypothesis import strategies as st
 from tests.conftest import stop_all, wait_for
 from timer import InvalidInput, TimerClient, TimerError
 from timer.aio import AsyncTimerClient
-from timer.celery import Claims, Scheduler, asend_later, schedule_spec, send_later, task_call
+from timer.celery import (
+    Claims,
+    ConfirmedTask,
+    Scheduler,
+    Sender,
+    asend_later,
+    schedule_spec,
+    send_later,
+    sender,
+    task_call,
+)
 from timer.durable.models import Timer
 from timer.testing import RedisServer
 
@@ -78,8 +90,8 @@ class Processes:
         (args,) = [c for c in guide_commands() if word in c]
         return self.start(name or word, *args[1:])
 
-    def sender(self) -> None:
-        self.guide("handle")
+    def sender(self, name: str = "handle") -> subprocess.Popen[bytes]:
+        return self.guide("handle", name)
 
     def timer_worker(self) -> None:
         self.guide("worker")
@@ -180,6 +192,130 @@ def test_a_task_the_broker_lost_is_sent_again_and_a_copy_is_dropped(
     assert "sent again" in (processes.tmp / "handle.log").read_text()
 
 
+def broker_sends(url: str) -> dict[str, int]:
+    """How many messages the broker's queue holds, by task id (no Celery worker takes
+    them: each one is a send)."""
+    with redis.Redis.from_url(url) as r:
+        ids = [json.loads(m)["headers"]["id"] for m in r.lrange("celery", 0, -1)]
+    return {i: ids.count(i) for i in ids}
+
+
+def pending(client: TimerClient) -> int:
+    return sum(g.pending for g in client.groups() if g.name == "celery")
+
+
+def not_confirmable(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The sender's warnings that a task cannot confirm its start."""
+    return [r.getMessage() for r in caplog.records
+            if r.name == "timer.celery" and r.levelno == logging.WARNING
+            and "counts as sent when the broker takes it" in r.getMessage()]  # fmt: skip
+
+
+class InProcessSender:
+    """``sender(app)`` run in a thread of this process (its warnings in caplog), beside
+    the example's ``tickwheel worker``; the app's broker holds what it sends."""
+
+    def __init__(self, app: Celery, url: str, namespace: str, timeout_s: float) -> None:
+        self.handlers = sender(app, delivery_timeout_s=timeout_s)
+        self.client = TimerClient.from_url(url, namespace)
+        self.thread = threading.Thread(target=self.handlers.run, args=(self.client,))
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.handlers.stop()
+        self.thread.join(30)
+        self.client.close()
+
+
+def app_on(processes: Processes, name: str) -> Celery:
+    app = Celery(name, broker=processes.broker)
+    app.conf.update(tickwheel_url=processes.url, tickwheel_namespace=processes.namespace)
+    return app
+
+
+def test_a_plain_task_counts_as_sent_when_the_broker_takes_it_with_one_warning(
+    client: TimerClient, processes: Processes, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An app whose tasks are plain Celery tasks (no ConfirmedTask: written before it)
+    cannot report a start, so with ``confirm`` (the default) its tasks are sent as
+    before: each timer's task and each beat occurrence once, the outcome acknowledged
+    when the broker took it and never sent again, however far past the delivery
+    timeout. A name the app does not register (a remote worker's task) likewise. One
+    warning per task name, naming it and how to opt in."""
+    caplog.set_level(logging.WARNING, logger="timer.celery")
+    app = app_on(processes, "plain")
+
+    @app.task(name="plain.work")  # type: ignore[untyped-decorator]
+    def work(what: str) -> None:  # pragma: no cover - no Celery worker runs here
+        pass
+
+    processes.timer_worker()
+    run = InProcessSender(app, processes.url, client.namespace, timeout_s=0.1)
+    try:
+        sent = [send_later(client, "plain.work", args=["later"], countdown=0.1).id
+                for _ in range(3)]  # fmt: skip
+        sent.append(send_later(client, "remote.work", countdown=0.1).id)
+        call = task_call("plain.work", ["beat"])
+        client.schedules.create("celery.often", payload={"celery": call}, every=1000)
+
+        def occurrences() -> list[str]:
+            return [i for i in broker_sends(processes.broker) if i.startswith("{celery.often}@")]
+
+        processes.wait(lambda: len(occurrences()) >= 2, "two beat occurrences sent")
+        client.schedules.delete("celery.often")
+        processes.wait(lambda: set(sent) <= set(broker_sends(processes.broker)), "each sent")
+
+        def settled_or_sent_twice() -> bool:
+            return pending(client) == 0 or max(broker_sends(processes.broker).values()) > 1
+
+        processes.wait(settled_or_sent_twice, "every outcome acknowledged (or a task sent twice)")
+    finally:
+        run.stop()
+    sends = broker_sends(processes.broker)
+    assert set(sends.values()) == {1}, sends  # none sent twice
+    assert pending(client) == 0
+    assert client.dead_letters("celery") == []
+    warned = not_confirmable(caplog)
+    assert len(warned) == 2, warned  # one per name, not one per send
+    assert "plain.work" in warned[0] + warned[1] and "remote.work" in warned[0] + warned[1]
+    assert all("base=timer.celery.ConfirmedTask" in w for w in warned)
+
+
+def test_a_mixed_app_waits_for_the_start_of_its_confirmed_tasks_only(
+    client: TimerClient, processes: Processes, caplog: pytest.LogCaptureFixture
+) -> None:
+    """In an app where some tasks are ConfirmedTask: those keep their confirmed delivery
+    (not started: sent again after the delivery timeout; started: acknowledged), the
+    plain ones are sent once, and only they are warned about."""
+    caplog.set_level(logging.WARNING, logger="timer.celery")
+    app = app_on(processes, "mixed")
+
+    @app.task(name="mixed.plain")  # type: ignore[untyped-decorator]
+    def plain() -> None:  # pragma: no cover - no Celery worker runs here
+        pass
+
+    @app.task(name="mixed.confirmed", base=ConfirmedTask)  # type: ignore[untyped-decorator]
+    def confirmed() -> None:  # pragma: no cover - no Celery worker runs here
+        pass
+
+    processes.timer_worker()
+    run = InProcessSender(app, processes.url, client.namespace, timeout_s=0.2)
+    try:
+        p = send_later(client, "mixed.plain", countdown=0.1).id
+        c = send_later(client, "mixed.confirmed", countdown=0.1).id
+        # not started (no Celery worker): sent, then sent again after each timeout
+        processes.wait(lambda: broker_sends(processes.broker).get(c, 0) >= 3, "three sends")
+        assert broker_sends(processes.broker)[p] == 1
+        assert pending(client) == 1  # the confirmed one waits for its start
+        Claims(client).done(c)  # as its ConfirmedTask does when it ran
+        processes.wait(lambda: pending(client) == 0, "the confirmed one acknowledged")
+    finally:
+        run.stop()
+    assert broker_sends(processes.broker)[p] == 1
+    (warned,) = not_confirmable(caplog)
+    assert "mixed.plain" in warned and "mixed.confirmed" not in warned
+
+
 @pytest.mark.chaos
 @pytest.mark.parametrize("at_most_once", [False, True], ids=["at-least-once", "at-most-once"])
 def test_a_task_whose_worker_is_killed_mid_run_runs_again_or_never_as_its_mode_says(
@@ -237,32 +373,77 @@ def test_a_task_whose_worker_is_killed_mid_run_runs_again_or_never_as_its_mode_s
 
 @pytest.mark.slow
 @pytest.mark.chaos
+@pytest.mark.parametrize("plain", [False, True], ids=["confirmed", "plain"])
 def test_two_beats_one_killed_send_each_second_once(
-    client: TimerClient, processes: Processes
+    client: TimerClient, processes: Processes, plain: bool
 ) -> None:
     """Two `celery beat -S timer.celery:Scheduler` processes, one killed with kill -9
-    half-way: the entry of every second (a tickwheel schedule) is sent once a second,
-    none twice and none missed."""
+    half-way, then the sender killed with kill -9 and another started: the entry of
+    every second is sent and run once a second, none twice and none missed, and tasks
+    sent later meanwhile run once each. Whether the app's task is a ConfirmedTask or a
+    plain Celery task (an app written before ConfirmedTask: with the delivery timeout
+    at 1 s, a send that waited for a start would run it again within a second), which
+    the sender warns about once.
+
+    A ConfirmedTask's sender is killed wherever it is (a copy it sends again is
+    dropped). A plain task is sent at least once: a sender killed after the broker took
+    it and before the acknowledgement sends it again, the one window that has, and not
+    what this pins; so that sender is killed with nothing in hand (its group paused,
+    two seconds of outcomes unread, none pending)."""
+    processes.env.update(PROJ_DELIVERY_TIMEOUT_S="1", PROJ_PLAIN="1" if plain else "0")
     processes.celery_worker()
-    processes.sender()
+    first = processes.sender()
     processes.timer_worker()
     a = processes.beat("beat-a")
     processes.beat("beat-b")
+    later = [send_later(client, "proj.record", args=["later"], countdown=c).id
+             for c in (1, 2, 3, 5, 8, 12)]  # fmt: skip
 
     def ticks() -> list[str]:
         return sorted(k for k in processes.runs() if k.startswith("tick|"))
+
+    def twice() -> bool:
+        return any(n > 1 for n in processes.runs().values())
 
     processes.wait(lambda: len(ticks()) >= 3, "three ticks")
     a.send_signal(signal.SIGKILL)
     a.wait()
     seen = len(ticks())
-    processes.wait(lambda: len(ticks()) >= seen + 3, "three more ticks")
+    processes.wait(lambda: len(ticks()) >= seen + 3 or twice(), "three more ticks")
+    if plain:
+        client.pause_group("celery")
+
+        def quiet() -> bool:
+            (g,) = [g for g in client.groups() if g.name == "celery"]
+            return (g.pending == 0 and (g.lag or 0) >= 2) or twice()
+
+        processes.wait(quiet, "the sender idle, its group paused")
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    processes.sender("handle-2")
+    if plain:
+        client.resume_group("celery")
+    seen = len(ticks())
+
+    def through() -> bool:
+        nominal = [int(k.rsplit("@", 1)[1]) for k in ticks()]
+        gapless = nominal == list(range(nominal[0], nominal[-1] + 1, 1000))
+        ran = all(f"later|{i}" in processes.runs() for i in later)
+        return (gapless and len(nominal) >= seen + 3 and ran) or twice()
+
+    processes.wait(through, "three ticks after the sender's kill, and every task sent later")
     runs = processes.runs()
-    assert all(runs[k] == 1 for k in ticks()), runs
+    assert set(runs.values()) == {1}, runs  # none twice
     nominal = [int(k.rsplit("@", 1)[1]) for k in ticks()]
     assert nominal == list(range(nominal[0], nominal[-1] + 1, 1000)), nominal  # none missed
     info = client.schedules.get("celery.tick")
     assert info is not None and info.fired >= len(nominal)
+    for log in ("handle", "handle-2"):
+        text = (processes.tmp / f"{log}.log").read_text()
+        warned = text.count("counts as sent when the broker takes it")
+        assert warned == (1 if plain else 0), text
+        assert plain is ("task proj.record cannot confirm its start" in text)
+    assert client.dead_letters("celery") == []
 
 
 def test_scheduler_keeps_tickwheel_schedules_as_the_entries_say(
@@ -375,3 +556,53 @@ def test_a_confirmed_task_called_eagerly_or_directly_claims_nothing() -> None:
     assert add.delay(1).get() == 2
     assert add(2) == 3
     assert ran == [1, 2]
+
+
+def test_the_sender_knows_a_task_confirms_from_its_class_in_the_app_and_warns_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A task confirms its start if its class in the sender's app is a ConfirmedTask,
+    also one in a module of the app's ``imports`` (registered when Celery's worker
+    imports it, and so by the sender); a plain task, one with a base of its own and a
+    name the app does not know do not, each warned about once however often asked; with
+    ``confirm=False`` nothing waits and nothing is warned."""
+    caplog.set_level(logging.WARNING, logger="timer.celery")
+    (tmp_path / "tw_imported_tasks.py").write_text(
+        "from timer.celery import ConfirmedTask\n"
+        "from tw_confirms_app import app\n\n"
+        "@app.task(name='imported.confirmed', base=ConfirmedTask)\n"
+        "def confirmed():\n    pass\n"
+    )
+    (tmp_path / "tw_confirms_app.py").write_text(
+        "from celery import Celery\n\n"
+        "app = Celery('tw_confirms_app', broker='memory://')\n"
+        "app.conf.imports = ['tw_imported_tasks']\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from tw_confirms_app import app  # type: ignore[import-not-found]  # noqa: PLC0415
+
+    class Own(Task):  # type: ignore[misc]
+        pass
+
+    @app.task(name="t.plain")  # type: ignore[untyped-decorator]
+    def plain() -> None:  # pragma: no cover - never run
+        pass
+
+    @app.task(name="t.own", base=Own)  # type: ignore[untyped-decorator]
+    def own() -> None:  # pragma: no cover - never run
+        pass
+
+    @app.task(name="t.confirmed", base=ConfirmedTask)  # type: ignore[untyped-decorator]
+    def confirmed() -> None:  # pragma: no cover - never run
+        pass
+
+    send = Sender(app)
+    names = ["t.confirmed", "imported.confirmed", "t.plain", "t.own", "remote.thing"]
+    for _ in range(3):
+        assert [send.confirms(n) for n in names] == [True, True, False, False, False]
+    warned = not_confirmable(caplog)
+    assert len(warned) == 3, warned
+    assert [n for n in names if any(f"task {n} " in w for w in warned)] == names[2:]
+    caplog.clear()
+    assert Sender(app, confirm=False).confirms("t.plain") is False
+    assert not_confirmable(caplog) == []

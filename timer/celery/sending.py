@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Unpack
@@ -17,7 +18,7 @@ from ..durable.models import Outcome, Timer
 from ..errors import InvalidInput
 from ..handlers import Handlers, HandlersOptions
 from ..handlers.policy import Later
-from .claims import Claims, claims_of
+from .claims import Claims, ConfirmedTask, claims_of
 
 log = logging.getLogger("timer.celery")
 
@@ -147,13 +148,20 @@ class Sender:
     """The handler that sends each fired timer's task to the broker, its id as the
     task's id. An outcome that carries no Celery task is passed over (acknowledged).
 
-    With ``confirm`` (the default), a send counts once the task has *started*
-    (:class:`ConfirmedTask` claims it): until then the outcome is looked at again every
-    ``delivery_timeout_s`` (:class:`~timer.handlers.Later`), and a task not started by
-    then is sent again, with the same id, so a message the broker lost is not a task
-    lost; a task whose worker died mid-run (its claim's lease ended) is sent again
-    too. The copies are dropped by the claim, so a task runs once. Without
-    ``confirm``: sent at least once, acknowledged when the broker took it."""
+    With ``confirm`` (the default), a task whose class can confirm its start (a
+    :class:`ConfirmedTask`, registered in ``app``) counts as sent once it has *started*:
+    until then the outcome is looked at again every ``delivery_timeout_s``
+    (:class:`~timer.handlers.Later`), and a task not started by then is sent again, with
+    the same id, so a message the broker lost is not a task lost; a task whose worker
+    died mid-run (its claim's lease ended) is sent again too. The copies are dropped by
+    the claim, so a task runs once.
+
+    Any other task (a plain Celery task, one declared with a ``base=`` of its own, or a
+    name this app does not register, run by a remote worker) would never report a start,
+    and each copy of it would run: it counts as sent when the broker took it, as without
+    ``confirm``, and the first such send of each task name logs one warning saying how to
+    opt in. Without ``confirm``: every task is sent at least once, acknowledged when the
+    broker took it."""
 
     def __init__(
         self,
@@ -176,6 +184,46 @@ class Sender:
         self.delivery_timeout_s = float(delivery_timeout_s)
         self._claims = claims
         self.handlers: Handlers | None = None  # the runner it is in: its client's Redis
+        self._confirms: dict[str, bool] = {}  # per task name: can it report its start?
+        self._imported = False  # the app's task modules (imports, autodiscovery) imported
+        self._lock = threading.Lock()  # handlers run on several threads: one warning each
+
+    def confirms(self, task: str) -> bool:
+        """Whether ``task`` reports its start (its class in ``app`` is a
+        :class:`ConfirmedTask`), so a send of it may wait for that start. Decided once per
+        name; a name that cannot is warned about once (with ``confirm``)."""
+        with self._lock:
+            known = self._confirms.get(task)
+            if known is not None:
+                return known
+            found = self._task(task)
+            known = self._confirms[task] = isinstance(found, ConfirmedTask)
+        if not known and self.confirm:
+            log.warning(
+                "task %s %s: it counts as sent when the broker takes it (sent again only "
+                "if that fails, so a copy may run twice), not when it starts. To have its "
+                "start confirmed and each id run once, declare it in the sender's app with "
+                "@app.task(base=timer.celery.ConfirmedTask), or the app with "
+                "task_cls='timer.celery:ConfirmedTask'",
+                task,
+                "is not a task of the sender's app"
+                if found is None
+                else "cannot confirm its start (its class is not a ConfirmedTask)",
+            )
+        return known
+
+    def _task(self, name: str) -> object | None:
+        found: object | None = self.app.tasks.get(name)
+        if found is None and not self._imported:
+            # tasks in modules of their own (autodiscover_tasks, imports, include) are
+            # registered when Celery's worker and beat import them at start; so here
+            self._imported = True
+            try:
+                self.app.loader.import_default_modules()
+            except Exception:
+                log.warning("could not import the app's task modules", exc_info=True)
+            found = self.app.tasks.get(name)
+        return found
 
     def claims(self) -> Claims:
         if self._claims is None:
@@ -190,7 +238,8 @@ class Sender:
         call = task_call(
             body.get("task"), body.get("args", ()), body.get("kwargs"), body.get("options")
         )
-        if self.confirm and o.attempt > 1:  # a first attempt has sent nothing yet
+        confirm = self.confirm and self.confirms(call["task"])
+        if confirm and o.attempt > 1:  # a first attempt has sent nothing yet
             state = self.claims().state(o.id)
             if state in ("done", "retrying", "started"):
                 return  # it ran, is Celery's own retry now, or began at most once: delivered
@@ -200,8 +249,9 @@ class Sender:
                 log.warning(
                     "task %s (%s) has not started %.3gs after it was sent (the broker lost "
                     "it, no Celery worker took it yet, or its worker died): sent again; if "
-                    "no task ever starts, is the app's task class timer.celery."
-                    "ConfirmedTask, with tickwheel_url naming this Redis and namespace?",
+                    "no task ever starts, is the task a timer.celery.ConfirmedTask in the "
+                    "Celery workers' app too, with tickwheel_url naming this Redis and "
+                    "namespace?",
                     o.id,
                     call["task"],
                     self.delivery_timeout_s,
@@ -209,7 +259,7 @@ class Sender:
         self.app.send_task(
             call["task"], args=call["args"], kwargs=call["kwargs"], task_id=o.id, **call["options"]
         )
-        if self.confirm:
+        if confirm:
             raise Later(self.delivery_timeout_s, "sent; waiting for the task to start")
 
 
@@ -223,9 +273,10 @@ def sender(
 ) -> Handlers:
     """Handlers that send the Celery tasks of fired timers (``tickwheel handle
     proj.tw:handlers``, or ``.run(client)``); ``options`` are :class:`Handlers`'.
-    ``confirm``: a send counts when the task starts (its task class is
-    :class:`ConfirmedTask`), and one not started within ``delivery_timeout_s`` (the
-    app's ``tickwheel_delivery_timeout_s``, else 30 s) is sent again."""
+    ``confirm``: a send of a task whose class in ``app`` is :class:`ConfirmedTask`
+    counts when the task starts, and one not started within ``delivery_timeout_s`` (the
+    app's ``tickwheel_delivery_timeout_s``, else 30 s) is sent again; any other task
+    counts as sent when the broker took it (one warning per task name says so)."""
     timeout = delivery_timeout_s
     if timeout is None:
         timeout = float(app.conf.get("tickwheel_delivery_timeout_s") or DELIVERY_TIMEOUT_S)
