@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from .app import App, errors, pass_app, require_extra, starts_server
+from .service import log_level_option, setup_logging
 
 TOKEN_ENV = "TICKWHEEL_DASHBOARD_TOKEN"
 WILDCARDS = ("0.0.0.0", "::", "")
@@ -56,6 +57,7 @@ def is_loopback(host: str) -> bool:
     "everything and changes nothing; every action is logged with the token's name. "
     "Replaces the one shared TICKWHEEL_DASHBOARD_TOKEN.",
 )
+@log_level_option
 @pass_app
 def dashboard(
     app: App,
@@ -64,6 +66,7 @@ def dashboard(
     read_only: bool,
     allowed_hosts: tuple[str, ...],
     tokens_path: Path | None,
+    log_level: str,
 ) -> None:
     """Serve a web dashboard of the namespace: shards, workers, groups, dead letters,
     schedules, timers (find, look up, cancel, complete, reschedule), updated live.
@@ -77,6 +80,9 @@ def dashboard(
     0.0.0.0 without it, any name, as the token guards it), and an action only from its
     own page (a same-origin request carrying the page's CSRF
     token) or with the token in an Authorization: Bearer header.
+
+    Each action done prints one INFO line on stderr (logger tickwheel.dashboard): who
+    (the token's name), what, on what, and the answer; --log-level WARNING hides them.
     """
     token = os.environ.get(TOKEN_ENV) or None
     if tokens_path is not None and token:
@@ -96,6 +102,7 @@ def dashboard(
             "print(secrets.token_urlsafe())'), then open /login?token=<it> once"
         )
     require_extra("dashboard", "tickwheel dashboard")
+    setup_logging(log_level)
     from timer.dashboard.guard import LOOPBACK_HOSTS  # noqa: PLC0415 - the web stack, only here
 
     names = [*LOOPBACK_HOSTS, *allowed_hosts]
@@ -120,8 +127,11 @@ def dashboard(
         f"http://{host}:{port}/{login}" + (" (read-only)" if read_only else ""),
         err=True,
     )
+    # uvicorn's own lines (its access log among them) stay at warning: the action lines
+    # say who did what, which a request line cannot
+    quiet = "error" if log_level.upper() == "ERROR" else "warning"
     config = uvicorn.Config(
-        web, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2
+        web, host=host, port=port, log_level=quiet, timeout_graceful_shutdown=2
     )  # an open page's live stream ends
     server = uvicorn.Server(config)
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]

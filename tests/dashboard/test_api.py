@@ -383,6 +383,7 @@ def test_each_user_signs_in_with_a_token_and_a_read_token_changes_nothing(
     with as_page(app, viewer) as http:  # signed in through /login, as a browser is
         overview = http.get("/api/overview").json()
         assert overview["read_only"] is True and overview["pending"] == 2
+        assert '<body class="read-only">' in http.get("/").text  # no action at first paint
         assert http.get(f"/api/timers/{urllib.parse.quote('job:{1}')}").status_code == 200
         paths = ("/api/timers/job:{1}/cancel", "/api/bulk/cancel", "/api/schedules")
         for path in (*paths, "/api/dead/0/1-0/drop", "/api/groups/pause", "/api/dead/bulk/drop"):
@@ -399,6 +400,7 @@ def test_each_user_signs_in_with_a_token_and_a_read_token_changes_nothing(
     caplog.set_level("INFO", logger="tickwheel.dashboard")
     with as_page(app, operator) as http:
         assert http.get("/api/overview").json()["read_only"] is False
+        assert "<body>" in http.get("/").text
         r = http.post("/api/timers/job:{2}/cancel", json={})
         assert r.status_code == 200, r.text
         r = http.post("/api/dead/0/1-0/drop")  # no such dead letter: still an action asked
@@ -406,11 +408,63 @@ def test_each_user_signs_in_with_a_token_and_a_read_token_changes_nothing(
     cancelled = client.get("job:{2}")
     assert cancelled is not None and cancelled.state == "cancelled"
     said = [r.getMessage() for r in caplog.records if r.name == "tickwheel.dashboard"]
+    ns = client.namespace
     assert said == [
-        "dashboard: POST /api/timers/job:{2}/cancel by 'ops'",
-        "dashboard: POST /api/dead/0/1-0/drop by 'ops'",
+        f"'ops' cancel timer 'job:{{2}}' in namespace {ns!r}: 200",
+        f"'ops' drop dead letter '0/1-0' in namespace {ns!r}: 200",
     ], said
     assert viewer not in caplog.text and operator not in caplog.text  # names, never secrets
+
+
+def test_each_action_is_logged_once_with_who_what_and_on_what(
+    client: TimerClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every route that changes state logs one INFO line when it is done: who asked (the
+    shared token, or anyone when no token is set), the action, its target (from the
+    path or the body) and the answer's status, a refusal by the library too. A target is
+    quoted, so an id holding a newline cannot forge a line; a secret is never said."""
+    client.schedule("job:{1}", 3_600_000)
+    client.schedule("a\nb", 3_600_000)
+    caplog.set_level("INFO", logger="tickwheel.dashboard")
+    asks = [
+        ("/api/timers/job:{1}/complete", {}),
+        ("/api/timers/a%0Ab/cancel", {}),
+        ("/api/bulk/reschedule", {"ids": ["job:{1}", "x:1"], "delay_ms": 1000}),
+        ("/api/schedules", {"name": "nightly", "cron": "0 3 * * *"}),
+        ("/api/schedules/nightly/pause", {}),
+        ("/api/groups/pause", {"group": "mailer"}),
+        ("/api/dead/0/1-0/drop", {}),
+        ("/api/dead/bulk/redeliver", {"group": "billing", "expect": 0}),
+        ("/api/dead/bulk/drop", {"refs": ["0/1-0"], "expect": 1}),
+        ("/api/timers/job:{1}/explode", {}),  # refused by the library: logged as tried
+        ("/api/timers/job:{1}/ex%0Aplode", {}),
+    ]
+    with web(client, token="s3cret") as http:
+        http.headers["Authorization"] = "Bearer s3cret"
+        for path, body in asks:
+            http.post(path, json=body)
+    with web(client) as http:
+        http.post("/api/schedules/nightly/resume", json={})
+    ns = repr(client.namespace)
+    said = [r.getMessage() for r in caplog.records if r.name == "tickwheel.dashboard"]
+    assert all(r.levelname == "INFO" for r in caplog.records if r.name == "tickwheel.dashboard")
+    by = "the shared token"
+    assert said == [
+        f"{by} complete timer 'job:{{1}}' in namespace {ns}: 200",
+        f"{by} cancel timer 'a\\nb' in namespace {ns}: 200",
+        f"{by} reschedule 2 timers ('job:{{1}}', 'x:1') in namespace {ns}: 200",
+        f"{by} create schedule 'nightly' in namespace {ns}: 200",
+        f"{by} pause schedule 'nightly' in namespace {ns}: 200",
+        f"{by} pause group 'mailer' in namespace {ns}: 404",
+        f"{by} drop dead letter '0/1-0' in namespace {ns}: 200",
+        f"{by} redeliver all dead letters matching group 'billing' (expect 0) in namespace {ns}"
+        ": 200",
+        f"{by} drop 1 dead letter ('0/1-0') in namespace {ns}: 200",
+        f"{by} explode timer 'job:{{1}}' in namespace {ns}: 400",
+        f"{by} 'ex\\nplode' timer 'job:{{1}}' in namespace {ns}: 400",
+        f"anyone (no token set) resume schedule 'nightly' in namespace {ns}: 200",
+    ], said
+    assert "s3cret" not in caplog.text
 
 
 def test_password_never_shown(redis_server: RedisServer, namespace: str) -> None:

@@ -543,6 +543,123 @@ def test_a_read_token_sees_the_page_and_is_refused_an_action_in_a_browser(
         assert info is not None and info.state == "cancelled"
 
 
+# Every control the page shows now (a button, a field, a menu, a box), named by its id,
+# else by the id of what holds it, its kind and its text ("dead button[submit] drop").
+VISIBLE_CONTROLS = """() => {
+  const out = [];
+  for (const el of document.querySelectorAll("button, input, select, textarea")) {
+    const box = el.getBoundingClientRect();
+    if (!box.width || !box.height || getComputedStyle(el).visibility === "hidden") continue;
+    if (el.id) { out.push(`#${el.id}`); continue; }
+    const holder = el.parentElement.closest("[id]");
+    const said = (el.textContent || el.placeholder || "").trim();
+    out.push(`${holder ? holder.id : "?"} ${el.tagName.toLowerCase()}[${el.type}] ${said}`.trim());
+  }
+  return out;
+}"""
+
+# What a person who may only look can still use: each moves between views, searches,
+# filters or changes how the page looks, and none of them sends anything that changes
+# state. A control not listed here is taken for an action: a new one is refused until
+# it is hidden from a read-only viewer or added here.
+NOT_ACTIONS = frozenset({
+    "#namespace", "#theme", "#history-period",
+    "#find-match", "#find-state", "find button[submit] Search", "#find-more",
+    "#timer-id", "lookup button[submit] Look up",
+    "#df-group", "#df-error", "#df-match", "dead-filter button[submit] Filter", "#df-clear",
+    "#group-close", "#worker-close", "#schedule-close", "#dl-close",
+    "#os-kind", "#os-match", "#os-field", "#os-value", "#os-group", "#os-state", "#os-since",
+    "outcome-search button[submit] Search", "#os-clear",
+})  # fmt: skip
+PAGER = re.compile(r"^[\w-]+-pager button\[submit\] (\u2039 previous|next \u203a)$")
+
+# Actions in every view that has one: the walk must see each of them on a write token's
+# page (so it reaches every view, and the hiding is what keeps them from a viewer).
+ACTIONS = frozenset({
+    "new-schedule button[submit] Create", "#sched-name",
+    "schedules button[submit] pause", "schedules button[submit] trigger",
+    "schedules button[submit] backfill", "schedules button[submit] delete",
+    "#cancel", "#complete", "#delay", "#reschedule",
+    "#found-all", "found input[checkbox]", "#bulk-cancel", "#bulk-reschedule",
+    "#dead-all", "dead input[checkbox]", "dead button[submit] re-deliver",
+    "dead button[submit] drop", "#db-redeliver-all", "#db-drop-sel",
+    "#group-pause", "#dl-redeliver", "#dl-drop",
+})  # fmt: skip
+
+
+def _walk(context: Any, url: str, views: list[tuple[str, str, str]]) -> dict[str, set[str]]:
+    """Each view opened at its address in ``context`` (its cookies: who is signed in), once
+    what it shows is there: the controls visible."""
+    from playwright.sync_api import expect  # noqa: PLC0415
+
+    seen: dict[str, set[str]] = {}
+    for address, ready, text in views:
+        page = context.new_page()
+        page.goto(url + "#" + address)
+        expect(page.locator("#schedules a[data-sched='nightly']")).to_be_visible()
+        expect(page.locator("#dead a[data-dead-ref]").first).to_be_visible()
+        expect(page.locator(ready)).to_contain_text(text)
+        seen[address or "the page"] = set(page.evaluate(VISIBLE_CONTROLS))
+        page.close()
+    return seen
+
+
+def test_a_viewer_who_may_only_look_is_shown_no_action_in_any_view_in_a_browser(
+    chromium: Any, served: tuple[str, TimerClient], tmp_path: Path
+) -> None:
+    """Signed in with a read token, or on a `--read-only` dashboard, every view of the page
+    (each shown at its address, with something in it to act on: a pending timer, a search
+    that found it, a schedule, dead letters, a group, a worker) shows no control that
+    changes anything: each visible one is navigation, search, filter or the theme. A
+    write token's page, walked the same way, shows every action (so the walk sees them)."""
+    from timer.httpapi.tokens import TokenFile  # noqa: PLC0415
+
+    assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
+    _, c = served
+    c.schedule("d:1", 0)
+    wait_for(lambda: c.stats()["pending"] == 0, 20, "the worker to fire d:1")
+    assert dead_letter_expired(c, "billing", "the ledger refused it")
+    c.schedule("job:{7}", 3_600_000)
+    c.schedules.create("nightly", cron="0 3 * * *")
+    [ref] = [d.ref for d in c.dead_letters()]
+    views = [
+        ("", "#dead-count", "1"),
+        (f"shard={c.shard_of('job:{7}')}", "#due", "job:{7}"),
+        ("timer=" + quote("job:{7}", safe=""), "#timer-state", "pending"),
+        ("find=" + quote("job:*", safe="") + "&state=pending", "#found", "job:{7}"),
+        ("group=billing", "#gh-dead", "1"),
+        ("worker=w1", "#wk-pid", str(os.getpid())),
+        ("schedule=nightly", "#sc-when", "0 3 * * *"),
+        ("dead=" + quote(ref, safe=""), "#dl-group", "billing"),
+        ("dgroup=billing", "#df-count", "1 match"),
+        ("okind=expired", "#os-count", "found"),
+    ]
+    tokens = TokenFile(tmp_path / "tokens.json")
+    _, viewer = tokens.create("read", [c.namespace], name="viewer")
+    _, operator = tokens.create("write", [c.namespace], name="operator")
+    shown: dict[str, dict[str, set[str]]] = {}
+    with opened(chromium) as browser:
+        with serving(create_app(c, tokens=tokens)) as url:
+            for who, token in (("a read token", viewer), ("a write token", operator)):
+                signed_in = browser.new_context(viewport={"width": 1400, "height": 900})
+                signed_in.new_page().goto(url + "login?token=" + token)
+                shown[who] = _walk(signed_in, url, views)
+                signed_in.close()  # its live streams end before the server stops
+        with serving(create_app(c, read_only=True)) as url:
+            anyone = browser.new_context(viewport={"width": 1400, "height": 900})
+            shown["--read-only"] = _walk(anyone, url, views)
+            anyone.close()
+    seen_by_writer = set().union(*shown["a write token"].values())
+    assert seen_by_writer >= ACTIONS, sorted(ACTIONS - seen_by_writer)
+    for who in ("a read token", "--read-only"):
+        actions: dict[str, list[str]] = {}  # a control that is not known harmless: its views
+        for view, keys in shown[who].items():
+            for key in keys - NOT_ACTIONS:
+                if not PAGER.match(key):
+                    actions.setdefault(key, []).append(view)
+        assert not actions, f"shown to {who}: {actions}"
+
+
 SIXTY_POINTS = re.compile(r"^M[\d.]+,[\d.]+(L[\d.]+,[\d.]+){59}$")
 
 

@@ -8,6 +8,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -154,3 +155,70 @@ def test_users_sign_in_with_their_own_tokens_beyond_loopback(
         out = stop(proc)
     assert proc.returncode == 0, out
     assert viewer.encode() not in out
+
+
+def post(url: str, headers: dict[str, str]) -> int:
+    request = urllib.request.Request(url, data=b"{}", method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def lines_of(proc: subprocess.Popen[bytes]) -> tuple[list[str], threading.Thread]:
+    """What the process prints, a line at a time as it comes (read in a thread, which
+    ends when the process closes its output)."""
+    said: list[str] = []
+    assert proc.stdout is not None
+    out = proc.stdout
+
+    def read() -> None:
+        for line in out:
+            said.append(line.decode(errors="replace"))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    return said, reader
+
+
+@pytest.mark.parametrize("level", [None, "WARNING"])
+def test_each_action_prints_a_line_naming_the_token(
+    env: dict[str, str], tmp_path: Path, level: str | None
+) -> None:
+    """`tickwheel dashboard --tokens FILE`: a timer cancelled with a write token named
+    "night shift" prints one INFO line naming that token, the action and the timer, never
+    the token itself (the default --log-level, INFO); with --log-level WARNING, none."""
+    file = tmp_path / "tokens.json"
+    made = subprocess.run([sys.executable, "-m", "timer.cli", "--json", "tokens", "create",
+                           "--tokens", str(file), "--scope", "write", "--name", "night shift"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+                          check=False)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    secret = json.loads(made.stdout)["token"]
+    c = TimerClient.from_url(env["TICKWHEEL_REDIS_URL"], env["TICKWHEEL_NAMESPACE"])
+    c.schedule("job:{9}", 3_600_000)
+    port = str(free_port())
+    args = ["dashboard", "--port", port, "--tokens", str(file)]
+    proc = start(args + (["--log-level", level] if level else []), env)
+    said, reader = lines_of(proc)
+    out = proc.stdout
+    assert out is not None
+    line = "INFO tickwheel.dashboard: 'night shift' cancel timer 'job:{9}'"
+    try:
+        base = f"http://127.0.0.1:{port}"
+        bearer = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
+        wait_for(lambda: get(f"{base}/api/overview", bearer)[0] == 200, 30, "the dashboard")
+        assert post(f"{base}/api/timers/job%3A%7B9%7D/cancel", bearer) == 200
+        if level is None:  # the line is written before the answer is sent
+            wait_for(lambda: any(line in s for s in said), 10, "the action's log line")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(20)
+        reader.join(20)  # all it printed: the pipe closed as it exited
+        out.close()
+        c.close()
+    text = "".join(said)
+    assert proc.returncode == 0 and not reader.is_alive(), text
+    assert text.count(line) == (1 if level is None else 0), text
+    assert secret not in text

@@ -7,7 +7,9 @@ calls (``cancel``, ``complete``, ``reschedule``, ``client.timers``' bulk actions
 ``redeliver``, ``drop_dead_letter``, the schedules'), so validation and errors are the
 library's. No key is built here and no raw Redis command is sent.
 
-``read_only`` refuses every POST (403) and the page hides the buttons. ``token``, when
+``read_only`` refuses every POST (403) and the page hides every control that would send
+one (as it does for a ``read`` token). Each action done is logged once, at INFO, on
+``tickwheel.dashboard``: who (the token's name), what, on what, and the answer. ``token``, when
 set, is required on every request: ``Authorization: Bearer <token>``, or the cookie
 ``/login?token=<token>`` sets. Every request must name an allowed host, and every POST
 must come from the dashboard's own page (:class:`Guard`).
@@ -50,7 +52,9 @@ def create_app(
     """
     page = (resources.files("timer.dashboard") / "static" / "index.html").read_text()
     csrf = secrets.token_urlsafe(32)  # per process: a restart asks the page to reload
-    api = Routes(Namespaces(client, read_only=read_only), page, csrf, read_only=read_only)
+    anonymous = "the shared token" if token is not None else "anyone (no token set)"
+    boards = Namespaces(client, read_only=read_only)
+    api = Routes(boards, page, csrf, read_only=read_only, anonymous=anonymous)
     routes = [
         Route("/", api.index),
         Route("/favicon.svg", icon),

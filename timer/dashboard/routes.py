@@ -1,11 +1,14 @@
 """The dashboard's routes: the page, its icon and the JSON API's endpoints, each doing its
 work on the request's namespace in a thread; those that change state are refused in
-read-only mode or to a read token, and logged with who asked (``tickwheel.dashboard``)."""
+read-only mode or to a read token, and each one done is logged once, at INFO, with who
+asked, what and on what (``tickwheel.dashboard``): ``'ops' cancel timer
+'job:{2}' in namespace 'default': 200``."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -51,20 +54,36 @@ async def icon(_: Request) -> Response:
 
 class Routes:
     """The page and the API's endpoints; each does its work on the request's namespace
-    in a thread (``_call``). Those that change state refuse in read-only mode."""
+    in a thread (``_call``). Those that change state refuse in read-only mode.
 
-    def __init__(self, boards: Namespaces, page: str, csrf: str, *, read_only: bool) -> None:
+    ``anonymous``: how the log names whoever acts without a token of the file (the one
+    shared token, or nobody signed in on loopback).
+    """
+
+    def __init__(
+        self,
+        boards: Namespaces,
+        page: str,
+        csrf: str,
+        *,
+        read_only: bool,
+        anonymous: str = "the dashboard's own user",
+    ) -> None:
         self.boards = boards
         self.page = page
+        # served to a viewer who may only look with its actions hidden from the first
+        # paint: the live overview says so too, but only a moment later
+        self.page_looking = page.replace("<body>", '<body class="read-only">', 1)
         self.csrf = csrf
         self.read_only = read_only
+        self.anonymous = anonymous
 
     def on(self, request: Request, fn: Callable[[Dashboard], Any]) -> Callable[[], Any]:
         """The work of a route, on the request's namespace (run in a thread)."""
         return lambda: fn(self.boards.of(request))
 
     async def index(self, request: Request) -> Response:
-        response = HTMLResponse(self.page)
+        response = HTMLResponse(self.page_looking if self.looks_only(request) else self.page)
         response.set_cookie(CSRF_COOKIE, self.csrf, samesite="strict")  # read by the page
         return response
 
@@ -103,7 +122,11 @@ class Routes:
 
     async def bulk(self, request: Request) -> Response:
         action = request.path_params["action"]
-        return await self.change(request, lambda d, body: d.bulk(action, body))
+        return await self.change(
+            request,
+            lambda body: f"{_verb(action)} {_many(body.get('ids'), 'timer')}",
+            lambda d, body: d.bulk(action, body),
+        )
 
     async def timer(self, request: Request) -> Response:
         tid = request.path_params["timer_id"]
@@ -117,9 +140,14 @@ class Routes:
         return None
 
     async def change(
-        self, request: Request, work: Callable[[Dashboard, dict[str, Any]], Any]
+        self,
+        request: Request,
+        what: Callable[[dict[str, Any]], str],
+        work: Callable[[Dashboard, dict[str, Any]], Any],
     ) -> Response:
-        """A route that changes state: refused read-only; its JSON body, then the work."""
+        """A route that changes state: refused read-only; its JSON body, then the work,
+        logged once when done (``what``: the action and its target, from the body too)
+        with who asked and the answer's status (200, or the library's refusal)."""
         no = self.refused()
         if no is not None:
             return no
@@ -127,19 +155,30 @@ class Routes:
         if isinstance(body, Response):
             return body
         namespace = request.query_params.get("ns") or self.boards.first.namespace
-        user = who(user_of(request))
-        log.info(
-            "dashboard: %s %s by %s",
-            request.method,
-            request.url.path,
-            user,
-            extra={"namespace": namespace, "user": user},
-        )
-        return await _call(self.on(request, lambda d: work(d, body)))
+        user = user_of(request)
+        by = who(user) if user is not None else self.anonymous
+        status = "failed"
+        try:
+            response = await _call(self.on(request, lambda d: work(d, body)))
+            status = str(response.status_code)
+            return response
+        finally:  # one line, whatever the answer: who tried what is the point
+            log.info(
+                "%s %s in namespace %s: %s",
+                by,
+                what(body),
+                _said(namespace),
+                status,
+                extra={"namespace": namespace, "user": by},
+            )
 
     async def act(self, request: Request) -> Response:
         tid, action = request.path_params["timer_id"], request.path_params["action"]
-        return await self.change(request, lambda d, body: d.act(tid, action, body))
+        return await self.change(
+            request,
+            lambda _: f"{_verb(action)} timer {_said(tid)}",
+            lambda d, body: d.act(tid, action, body),
+        )
 
     async def due(self, request: Request) -> Response:
         shard = request.path_params["shard"]
@@ -153,10 +192,18 @@ class Routes:
 
     async def schedule_act(self, request: Request) -> Response:
         name, action = request.path_params["name"], request.path_params["action"]
-        return await self.change(request, lambda d, body: d.schedule_act(name, action, body))
+        return await self.change(
+            request,
+            lambda _: f"{_verb(action)} schedule {_said(name)}",
+            lambda d, body: d.schedule_act(name, action, body),
+        )
 
     async def schedule_create(self, request: Request) -> Response:
-        return await self.change(request, lambda d, body: d.schedule_create(body))
+        return await self.change(
+            request,
+            lambda body: f"create schedule {_said(body.get('name'))}",
+            lambda d, body: d.schedule_create(body),
+        )
 
     async def outcomes(self, request: Request) -> Response:
         query = dict(request.query_params)
@@ -170,7 +217,11 @@ class Routes:
         action = request.path_params["action"]
         user = user_of(request)  # a pause says who: the token's name, on the dashboard
         by = f"{user.name[:200]} (dashboard)" if user is not None and user.name else "dashboard"
-        return await self.change(request, lambda d, body: d.group_act(action, body, by))
+        return await self.change(
+            request,
+            lambda body: f"{_verb(action)} group {_said(body.get('group'))}",
+            lambda d, body: d.group_act(action, body, by),
+        )
 
     async def dead_matching(self, request: Request) -> Response:
         query = dict(request.query_params)
@@ -178,7 +229,11 @@ class Routes:
 
     async def dead_bulk(self, request: Request) -> Response:
         action = request.path_params["action"]
-        return await self.change(request, lambda d, body: d.dead_bulk(action, body))
+        return await self.change(
+            request,
+            lambda body: f"{_verb(action)} {_dead_selection(body)}",
+            lambda d, body: d.dead_bulk(action, body),
+        )
 
     async def dead_one(self, request: Request) -> Response:
         ref = f"{request.path_params['shard']}/{request.path_params['entry']}"
@@ -187,7 +242,11 @@ class Routes:
     async def dead_act(self, request: Request) -> Response:
         ref = f"{request.path_params['shard']}/{request.path_params['entry']}"
         action = request.path_params["action"]
-        return await self.change(request, lambda d, _: d.dead_act(ref, action))
+        return await self.change(
+            request,
+            lambda _: f"{_verb(action)} dead letter {_said(ref)}",
+            lambda d, _: d.dead_act(ref, action),
+        )
 
 
 async def _body_of(request: Request) -> dict[str, Any] | Response:
@@ -201,6 +260,37 @@ async def _body_of(request: Request) -> dict[str, Any] | Response:
     if not isinstance(data, dict):
         return JSONResponse({"error": "the body must be a JSON object"}, status_code=400)
     return data
+
+
+def _said(value: object, most: int = 200) -> str:
+    """A value as the log line quotes it: its repr (an id's newline stays ``\\n``, so no
+    id can forge a line of its own), cut at ``most`` characters."""
+    text = repr(value)
+    return text if len(text) <= most else text[:most] + "…"
+
+
+def _verb(action: str) -> str:
+    """An action from the path as the log line says it: bare when it is a word (cancel,
+    redeliver), quoted otherwise (a path's %0A is a newline by then)."""
+    return action if re.fullmatch(r"[a-z_-]{1,40}", action) else _said(action)
+
+
+def _many(items: object, noun: str, shown: int = 5) -> str:
+    """A bulk action's list as the log line says it: how many, and the first few."""
+    if not isinstance(items, list):
+        return f"{noun}s {_said(items)}"  # refused by the library; logged as sent
+    head = ", ".join(_said(i) for i in items[:shown])
+    more = f" and {len(items) - shown} more" if len(items) > shown else ""
+    return f"{len(items)} {noun}{'' if len(items) == 1 else 's'} ({head}{more})"
+
+
+def _dead_selection(body: dict[str, Any]) -> str:
+    """The dead letters a bulk action names: its refs, or its filter and the count confirmed."""
+    if "refs" in body:
+        return _many(body["refs"], "dead letter")
+    parts = [f"{k} {_said(body[k])}" for k in ("group", "error", "match") if body.get(k)]
+    expect = _said(body.get("expect"))
+    return f"all dead letters matching {', '.join(parts) or 'anything'} (expect {expect})"
 
 
 def _looking_only(snapshot: dict[str, Any]) -> dict[str, Any]:
