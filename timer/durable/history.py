@@ -86,7 +86,8 @@ def _checked(values: object, what: str) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class Minute:
-    """One minute of a namespace's history, summed over the processes that wrote it."""
+    """One minute of a namespace's history, summed over the processes that wrote it.
+    ``approximate`` names its counts that are not exact (those heard over pub/sub)."""
 
     at_ms: int  # when the minute starts (Redis time, epoch ms)
     scheduled: int = 0
