@@ -138,7 +138,20 @@ def parse_minute(at_ms: int, raw: Mapping[bytes | str, bytes | str]) -> Minute:
         elif kind in GROUP_COUNTS and rest:
             counts[kind] += value
             groups.setdefault(rest, dict.fromkeys(GROUP_COUNTS, 0))[kind] += value
-    return Minute(at_ms, **counts, pending=pending, late=tuple(sorted(late.items())), groups=groups)
+    c = counts  # by name: a dict spread could fill any field, ``approximate`` too
+    return Minute(
+        at_ms,
+        scheduled=c["scheduled"],
+        expired=c["expired"],
+        cancelled=c["cancelled"],
+        completed=c["completed"],
+        handled=c["handled"],
+        failed=c["failed"],
+        dead=c["dead"],
+        pending=pending,
+        late=tuple(sorted(late.items())),
+        groups=groups,
+    )
 
 
 def read(keys: NamespaceKeys, minutes: int) -> Op[list[Minute]]:
