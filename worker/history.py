@@ -33,6 +33,7 @@ class HistoryWriter:
         self.ctx = ctx
         self.sent: dict[str, int] = {}
         self.last_mono_ms: float | None = None
+        self.failed = False  # the last send failed (none since succeeded)
         self._lock = threading.Lock()
 
     def due(self, mono_ms: float) -> bool:
@@ -69,13 +70,20 @@ class HistoryWriter:
                     for shard, st in self.ctx.shards.items()
                     if st.pending is not None
                 }
+            self.failed = True
             self.ctx.client.add_history(counts, gauges)
-            self.sent = totals
+            self.sent, self.failed = totals, False
 
-    def flush_now(self, why: str) -> None:
+    def flush_now(self, why: str, *, last: bool = False) -> None:
         """Flush what is new, out of turn (``why``: stopping, a shard released or lost);
-        a failure is logged, never raised (sent with the next flush, if there is one)."""
+        a failure is logged, never raised (sent with the next flush, if there is one).
+
+        After a failed send only the ``last`` (the stop's) and the periodic flush try
+        again: leases are lost by the dozen when Redis is unreachable, and one call each,
+        maybe waiting out a timeout, would hold up the loop trying to get them back."""
         if self.ctx.settings.history_every_ms <= 0:
+            return
+        if self.failed and not last:
             return
         try:
             self.flush(self.ctx.clock.mono_ms(), counts_only=True)

@@ -363,7 +363,7 @@ class Worker:
         self.events.stop()
         # The firer has ended (the shards' drops above wrote its expirations) and no event
         # comes any more: what is left is written now, not lost with the process.
-        self.history.flush_now("stopping")
+        self.history.flush_now("stopping", last=True)
         for reaper in self._reapers:
             reaper.close()
         if not self._reapers:
