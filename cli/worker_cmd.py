@@ -78,6 +78,16 @@ from .service import (
     "shorter one holds less. 1s to 3650d. Timers a client cancels or completes keep its "
     "own result_ttl_s.",
 )
+@click.option(
+    "--history-every",
+    "history_every_ms",
+    type=DURATION,
+    default="10s",
+    show_default=True,
+    help="Add what it counted to the namespace's per-minute history (the dashboard's charts) "
+    "this often, and when it stops or lets a shard go; 100ms to 60s, 0s never. A kill -9 "
+    "loses what it counted since the last time: at most this long's worth.",
+)
 @click.option("--id", "worker_id", default=None, help="Worker id (default host-pid-random).")
 @click.option(
     "--allow-eviction",
@@ -101,6 +111,7 @@ def worker(
     horizon_ms: int | None,
     retention_ms: int,
     result_ttl_ms: int,
+    history_every_ms: int,
     worker_id: str | None,
     allow_eviction: bool,
     metrics_port: int | None,
@@ -126,6 +137,7 @@ def worker(
             horizon_ms=horizon_ms,
             outcome_retention_ms=retention_ms,
             result_ttl_ms=result_ttl_ms,
+            history_every_ms=history_every_ms,
             allow_eviction=allow_eviction,
         )
     client = connect(app, f"worker {settings.worker_id}", logging.getLogger("worker"), durability)

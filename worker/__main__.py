@@ -44,6 +44,13 @@ def main(argv: list[str] | None = None) -> int:
         help="when the worker's writes count as done: none, aof, replicas:N, "
         "aof+replicas:N (as TimerClient.from_url)",
     )
+    p.add_argument(
+        "--history-every-ms",
+        type=int,
+        default=WorkerSettings.history_every_ms,
+        help="add what it counted to the per-minute history this often (100 to 60000; "
+        "0: never); a kill -9 loses at most this much of it",
+    )
     p.add_argument("--log-level", default="INFO")
     args = p.parse_args(argv)
     logging.basicConfig(
@@ -58,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             horizon_ms=args.horizon_ms,
             outcome_retention_ms=args.outcome_retention_ms,
             result_ttl_ms=args.result_ttl_ms,
+            history_every_ms=args.history_every_ms,
         )
         client = connect_with_retry(
             lambda: TimerClient.from_url(

@@ -34,9 +34,14 @@ class Leases:
     once when its lease is lost, fenced or could not be renewed in time: a paused or
     partitioned ex-leader never fires."""
 
-    def __init__(self, ctx: WorkerContext, loader: Loader) -> None:
+    def __init__(
+        self, ctx: WorkerContext, loader: Loader, on_drop: Callable[[str], None] | None = None
+    ) -> None:
+        """``on_drop(why)``: called after each shard dropped (``why``: "a shard released"
+        or "a lease lost"), on the thread that dropped it."""
         self.ctx = ctx
         self.loader = loader
+        self.on_drop = on_drop
         self.live = 1  # workers live at the last heartbeat
         self.last_heartbeat_mono_ms = -math.inf
 
@@ -186,6 +191,8 @@ class Leases:
                     exc,
                     extra=ctx.fields(shard),
                 )
+        if self.on_drop is not None:
+            self.on_drop("a shard released" if release else "a lease lost")
 
     def drop_expired(self) -> None:
         """Drop every shard whose lease may have expired (the loop could not tick)."""

@@ -90,11 +90,13 @@ class Worker:
         )
         self.time = ctx.time
         self.loader = Loader(ctx)
-        self.leases = Leases(ctx, self.loader)
+        self.history = HistoryWriter(ctx)
+        # What it counted is written as a shard leaves it: a worker that lost its leases
+        # may be about to be killed, and the next leader counts from here on.
+        self.leases = Leases(ctx, self.loader, on_drop=self.history.flush_now)
         self.planner = Planner(ctx, self.loader)
         self.firer = Firer(ctx, self.loader, self.leases, self.planner, hand_to)
         self.upkeep = Upkeep(ctx, self.leases, self.planner)
-        self.history = HistoryWriter(ctx)
         self.card = CardWriter(ctx)
         # The parts' shared state, by the names the metrics, the CLI and tests read.
         self.client, self.settings, self.id = client, settings, ctx.id
@@ -366,6 +368,9 @@ class Worker:
         with contextlib.suppress(TimerError):  # gone from the live set within a TTL anyway
             self.client.membership.leave(self.id)
         self.events.stop()
+        # The firer has ended (the shards' drops above wrote its expirations) and no event
+        # comes any more: what is left is written now, not lost with the process.
+        self.history.flush_now("stopping", last=True)
         for reaper in self._reapers:
             reaper.close()
         if not self._reapers:

@@ -157,3 +157,11 @@ def test_every_option_of_every_command_says_what_it_is() -> None:
         if isinstance(p, click.Option) and not p.hidden and not (p.help or "").strip()
     ]
     assert bare == []
+
+
+def test_a_worker_history_period_out_of_bounds_is_refused_before_it_starts(tw: Run) -> None:
+    """--history-every below 100 ms (or above a minute) is bad input, said before the
+    worker connects or says it is ready."""
+    for bad in ("50ms", "2m"):
+        out = tw("worker", "--history-every", bad, expect=3).output
+        assert "history_every_ms must be 100 to 60000" in out and "ready" not in out, out

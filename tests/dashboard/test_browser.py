@@ -668,8 +668,9 @@ def test_the_history_is_charted_and_survives_a_dashboard_restart_in_a_browser(
 ) -> None:
     """30 timers expire (the worker adds them to the history) and a runner handles them
     (it adds those when it stops): the page's totals say 30 and 30 and its charts draw
-    them. The dashboard is stopped and another started: the page it serves shows the same,
-    read from Redis (nothing of it was in the first dashboard's memory)."""
+    them, the scheduled marked as approximate. The dashboard is stopped and another
+    started: the page it serves shows the same, read from Redis (nothing of it was in the
+    first dashboard's memory)."""
     from playwright.sync_api import expect  # noqa: PLC0415
 
     assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
@@ -693,6 +694,14 @@ def test_the_history_is_charted_and_survives_a_dashboard_restart_in_a_browser(
                 expect(page.locator("#ht-expired")).to_have_text("30")
                 expect(page.locator("#ht-handled")).to_have_text("30")
                 expect(page.locator("#ht-failed")).to_have_text("0")
+                # heard over pub/sub: marked as approximate, with why; the exact ones not
+                expect(page.locator("#ht-scheduled")).to_have_text(re.compile(r"^≈\d+$"))
+                expect(page.locator("#ht-scheduled")).to_have_attribute(
+                    "title", re.compile("approximate")
+                )
+                keys = page.locator("#key-throughput .key")
+                expect(keys.filter(has_text="scheduled")).to_have_text("scheduled ≈")
+                expect(keys.filter(has_text="expired")).to_have_text("expired")
                 drawn = page.locator("#chart-throughput path[data-series='expired']")
                 expect(drawn).to_have_attribute(
                     "d", re.compile(r"^M[\d.]+,[\d.]+(L[\d.]+,[\d.]+){59}$")

@@ -131,3 +131,58 @@ def test_a_worker_and_a_runner_write_what_they_saw(ns_client: TimerClient) -> No
         assert sum(n for m in minutes for _, n in m.late) == 15  # each expiry's lateness
         assert any(m.pending is not None for m in minutes)
         assert sum(m.groups.get("hist", {}).get("handled", 0) for m in minutes) == 15
+
+
+def _expired(c: TimerClient) -> int:
+    return sum(m.expired for m in c.history(5))
+
+
+def test_a_lost_lease_writes_what_its_worker_counted(ns_client: TimerClient) -> None:
+    """A worker that loses a lease writes its counts then, not a flush period later (it
+    may be about to be killed): 6 overdue timers fired after its first flush are in the
+    history as soon as a lease could not be renewed in time."""
+    c = ns_client
+    now = server_now_ms(c.redis)
+    c.schedule_many([{"id": f"l{i}", "deadline_ms": now - 1_000 + i} for i in range(6)])
+    w = make_worker(c, "hl", history_every_ms=60_000)  # no periodic flush in the test
+    try:
+        assert w.run_once() == 6  # its first tick flushed first: nothing counted then
+        assert w.stats.fired == 6 and _expired(c) == 0
+        shard = min(w.shards)
+        w.shards[shard].renewed_mono_ms -= w.settings.lease_ms  # too old to renew: lost
+        w.leases.renew()
+        assert shard not in w.shards and w.stats.leases_lost == 1
+        assert _expired(c) == 6
+    finally:
+        w.close()
+
+
+def test_a_released_shard_writes_what_its_worker_counted(ns_client: TimerClient) -> None:
+    """Another worker joins, this one releases half its shards: what it counted is in the
+    history as it lets them go."""
+    c = ns_client
+    now = server_now_ms(c.redis)
+    c.schedule_many([{"id": f"r{i}", "deadline_ms": now - 1_000 + i} for i in range(5)])
+    w = make_worker(c, "hr", history_every_ms=60_000)
+    try:
+        assert w.run_once() == 5 and _expired(c) == 0
+        c.membership.heartbeat(
+            "joiner", now_ms=server_now_ms(c.redis), live_window_ms=w.settings.live_window_ms
+        )
+        assert w.leases.heartbeat() == 2  # it hears of the joiner: its share is 2
+        w.leases.rebalance()
+        assert len(w.shards) == 2 and w.stats.leases_released == 2
+        assert _expired(c) == 5
+    finally:
+        w.close()
+
+
+def test_a_stopped_worker_writes_what_it_counted(ns_client: TimerClient) -> None:
+    """close() (as run() ends on SIGTERM) writes what was counted since the last flush."""
+    c = ns_client
+    now = server_now_ms(c.redis)
+    c.schedule_many([{"id": f"s{i}", "deadline_ms": now - 1_000 + i} for i in range(4)])
+    w = make_worker(c, "hs", history_every_ms=60_000)
+    assert w.run_once() == 4 and _expired(c) == 0
+    w.close()
+    assert _expired(c) == 4

@@ -125,7 +125,11 @@ class OperatorCalls:
         """The namespace's last ``minutes`` minutes (1 to a day), oldest first, the current
         one last: timers scheduled, expired, cancelled and completed, outcomes handled,
         failed and dead-lettered (per group too), pending timers and lateness, as the
-        workers and handler runners added them (``timer.durable.history``)."""
+        workers and handler runners added them (``timer.durable.history``). Each minute's
+        ``approximate`` names the counts that are not exact: scheduled, cancelled and
+        completed, heard over pub/sub by the shards' leaders. The others are exact, but
+        a process killed with kill -9 loses what it counted since its last flush (a
+        worker's ``history_every_ms``, 10 s by default)."""
         return self._run(history.read(self.keys, minutes))
 
     def groups(self) -> list[GroupInfo]:

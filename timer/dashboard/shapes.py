@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from timer.durable.history import GROUP_COUNTS, WORKER_COUNTS, Minute
+from timer.durable.history import GROUP_COUNTS, HEARD_COUNTS, WORKER_COUNTS, Minute
 from timer.durable.models import Outcome, TimerInfo
 from timer.durable.shapes import timer_info_json
 
@@ -42,7 +42,8 @@ PERIODS = {60: 1, 360: 5, 1440: 10}
 def history_shape(minutes: list[Minute], step: int) -> dict[str, Any]:
     """The history as the page charts it: a point each ``step`` minutes (counts summed,
     pending the last reading, lateness quantiles of the bin's expired timers; ``null``
-    where no process wrote), the totals and each group's totals over the period."""
+    where no process wrote), the totals and each group's totals over the period, and
+    which counts are ``approximate`` (heard over pub/sub; the page marks them)."""
     points: list[dict[str, Any]] = []
     for i in range(0, len(minutes), step):
         part = minutes[i : i + step]
@@ -72,6 +73,7 @@ def history_shape(minutes: list[Minute], step: int) -> dict[str, Any]:
         "points": points,
         "totals": {k: sum(getattr(m, k) for m in minutes) for k in COUNTS},
         "groups": [{"group": name, **groups[name]} for name in sorted(groups)],
+        "approximate": list(minutes[0].approximate if minutes else HEARD_COUNTS),
     }
 
 
@@ -80,7 +82,7 @@ def group_minute(m: Minute, group: str) -> Minute:
     own = m.groups.get(group, {})
     handled, failed, dead = (own.get(k, 0) for k in GROUP_COUNTS)
     groups = {group: own} if own else {}
-    return Minute(m.at_ms, handled=handled, failed=failed, dead=dead, groups=groups)
+    return Minute(m.at_ms, handled=handled, failed=failed, dead=dead, groups=groups, approximate=())
 
 
 def _finite(ms: float | None) -> float | None:

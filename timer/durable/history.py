@@ -12,9 +12,18 @@ seconds, what they saw since they last did (sans-I/O, as ``ops``):
 - a handler runner: outcomes handled, failed attempts and dead letters of its group
   (``handled:<group>``, ``failed:<group>``, ``dead:<group>``).
 
-Events reach a worker over pub/sub, which loses them while a shard changes leader: the
-counts of schedules, cancels and completes are what the leaders heard, and a chart says
-so. Expired, handled, failed and dead are counted where they happen, exactly.
+Expired (and its lateness), handled, failed and dead are counted where they happen,
+exactly: each writer adds them every few seconds and when it stops (a worker also when
+it releases a shard or loses a lease), so a process stopped by SIGTERM leaves none out,
+and one killed with kill -9 loses what it counted since its last flush (a worker's
+``history_every_ms``, a runner's ``HISTORY_EVERY_S``: 10 s by default).
+
+Schedules, cancels and completes are what the led shards' events announced, over
+pub/sub, which only a subscribed leader hears: those of a shard with no leader, or made
+before its new leader subscribed (a worker just started, a shard moving), are not
+counted. They are approximate, and say so: every :class:`Minute` names them in
+``approximate``, and the dashboard marks them (docs/design-notes.md says why they are
+not counted in the scripts).
 """
 
 from __future__ import annotations
@@ -34,6 +43,9 @@ KEEP_MS = 25 * 3_600_000  # a day, and an hour's margin
 MAX_MINUTES = 24 * 60  # what one read returns at most: the last day
 WORKER_COUNTS = ("scheduled", "expired", "cancelled", "completed")
 GROUP_COUNTS = ("handled", "failed", "dead")
+# The counts heard over pub/sub by the shards' leaders: approximate (what no leader heard
+# is missing), where the others are exact
+HEARD_COUNTS = ("scheduled", "cancelled", "completed")
 
 
 def minute_of(ms: int) -> int:
@@ -74,7 +86,8 @@ def _checked(values: object, what: str) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class Minute:
-    """One minute of a namespace's history, summed over the processes that wrote it."""
+    """One minute of a namespace's history, summed over the processes that wrote it.
+    ``approximate`` names its counts that are not exact (those heard over pub/sub)."""
 
     at_ms: int  # when the minute starts (Redis time, epoch ms)
     scheduled: int = 0
@@ -87,6 +100,9 @@ class Minute:
     pending: int | None = None  # the led shards' last readings, summed; None: none
     late: tuple[tuple[float, int], ...] = ()  # (upper bound ms, expired timers), rising
     groups: dict[str, dict[str, int]] = field(default_factory=dict)
+    # The counts above that are approximate (heard over pub/sub, which misses what no
+    # subscribed leader heard); every other count is exact, short of a kill -9
+    approximate: tuple[str, ...] = HEARD_COUNTS
 
     def lateness_ms(self, q: float) -> float | None:
         """The upper bound (ms) of the lateness bucket holding quantile ``q`` of the
@@ -122,7 +138,20 @@ def parse_minute(at_ms: int, raw: Mapping[bytes | str, bytes | str]) -> Minute:
         elif kind in GROUP_COUNTS and rest:
             counts[kind] += value
             groups.setdefault(rest, dict.fromkeys(GROUP_COUNTS, 0))[kind] += value
-    return Minute(at_ms, **counts, pending=pending, late=tuple(sorted(late.items())), groups=groups)
+    c = counts  # by name: a dict spread could fill any field, ``approximate`` too
+    return Minute(
+        at_ms,
+        scheduled=c["scheduled"],
+        expired=c["expired"],
+        cancelled=c["cancelled"],
+        completed=c["completed"],
+        handled=c["handled"],
+        failed=c["failed"],
+        dead=c["dead"],
+        pending=pending,
+        late=tuple(sorted(late.items())),
+        groups=groups,
+    )
 
 
 def read(keys: NamespaceKeys, minutes: int) -> Op[list[Minute]]:
