@@ -29,7 +29,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["SYSTEM_TIME", "SkewedTime", "SystemTime", "Time", "VirtualTime"]
+__all__ = ["SYSTEM_TIME", "Killed", "SkewedTime", "SystemTime", "Time", "VirtualTime"]
+
+
+class Killed(BaseException):
+    """Raised by a simulation or a test, in a stepped process, to end it at once as
+    ``kill -9`` would: nothing it holds is settled, released or written after it (a
+    handler runner does not acknowledge, retry or leave its group). Never caught as a
+    handler's failure."""
 
 
 class Time:

@@ -9,6 +9,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from .. import tracing
+from ..clock import Killed
 from ..durable.groups import Delivery
 from .policy import Handler, HandlerTimedOut, span_fields
 
@@ -80,6 +81,8 @@ class CoroutineRunner:
                 error = HandlerTimedOut(
                     f"the handler ran past its {timeout:g}s timeout and was cancelled"
                 )
+        except Killed:
+            raise  # the process is gone: nothing is settled (a simulation's kill -9)
         except BaseException as exc:
             error = exc
         if self.slots is not None:

@@ -22,6 +22,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .. import tracing
+from ..clock import Killed
 from ..durable.groups import Delivery
 from ..durable.models import Outcome
 from ..durable.shard_calls import Hand
@@ -196,9 +197,13 @@ class HandlerLoop(CoroutineRunner):
                     # Waiting after a read that waited too left a rate's start allowed for
                     # a whole round unused (#54 D: half of 20/s).
                     self.time.wait(self.hand.stopping, min(wait_s, admission.LIMIT_RETRY_S))
-        finally:
-            drained = self._drain()
-        return drained
+        except Killed:
+            self.hand.stopping.set()  # gone at once: no drain, no ack, no leaving the group
+            raise
+        except BaseException:
+            self._drain()
+            raise
+        return self._drain()
 
     def _wait_for_room(self, limit: int, timeout_s: float) -> None:
         """Until fewer than ``limit`` outcomes are in hand (a handler finished), the
@@ -380,6 +385,8 @@ class HandlerLoop(CoroutineRunner):
                 "tickwheel.handle", d.outcome.traceparent, span_fields(self.h, d.outcome)
             ):
                 fn(d.outcome)
+        except Killed:
+            raise  # the process is gone: nothing is settled (a simulation's kill -9)
         except BaseException as exc:
             error = exc
         if self.inline and timeout is not None and self.time.monotonic() - started > timeout:
