@@ -238,12 +238,21 @@ class VirtualTime(Time):
 
 
 class SkewedTime(Time):
-    """Another process's view of a :class:`VirtualTime`: its clocks ``offset`` seconds
-    off and running at ``rate`` times the base's speed (from the moment it was made), so
-    a simulation can give one worker a clock that is wrong or drifts. Sleeping and
-    waiting move the base by the base's time that passes meanwhile."""
+    """Another process's view of a :class:`VirtualTime`: its wall clock ``offset``
+    seconds off and both its clocks running at ``rate`` times the base's speed, so a
+    simulation can give one worker a clock that is wrong or drifts (:meth:`retune`
+    changes it later). Sleeping and waiting move the base by the base's time that passes
+    meanwhile."""
 
-    __slots__ = ("_base", "_from_mono_ns", "_from_wall_ns", "host_name", "offset", "pid_no", "rate")
+    __slots__ = (
+        "_base",
+        "_from_base_ns",
+        "_from_mono_ns",
+        "_from_wall_ns",
+        "host_name",
+        "pid_no",
+        "rate",
+    )
 
     def __init__(
         self,
@@ -254,13 +263,11 @@ class SkewedTime(Time):
         host: str = "sim",
         pid: int = 1,
     ) -> None:
-        if not rate > 0:
-            raise ValueError(f"a clock's rate is > 0, got {rate!r}")
         self._base = base
-        self.offset = offset
-        self.rate = rate
-        self._from_mono_ns = base.monotonic_ns()
-        self._from_wall_ns = round(base.wall() * 1e9)
+        self.rate = _rate(rate)
+        self._from_base_ns = base.monotonic_ns()  # the base's reading at the anchor
+        self._from_mono_ns = base.monotonic_ns()  # this clock's readings at the anchor
+        self._from_wall_ns = round((base.wall() + offset) * 1e9)
         self.host_name = host
         self.pid_no = pid
 
@@ -272,20 +279,38 @@ class SkewedTime(Time):
     def base(self) -> VirtualTime:
         return self._base
 
-    def _elapsed_ns(self) -> float:
-        return (self._base.monotonic_ns() - self._from_mono_ns) * self.rate
+    def retune(
+        self, *, step_wall: float = 0.0, skip_monotonic: float = 0.0, rate: float | None = None
+    ) -> None:
+        """From now on: the wall clock stepped by ``step_wall`` s (either way, as an NTP
+        correction steps it), the monotonic clock moved ``skip_monotonic`` s forward (a
+        VM paused and resumed; never back), and the rate ``rate`` if given."""
+        if not skip_monotonic >= 0:
+            raise ValueError(f"a monotonic clock never steps back, got {skip_monotonic!r}")
+        wall, mono = self.wall_ns(), self.monotonic_ns()
+        self._from_base_ns = self._base.monotonic_ns()
+        self._from_wall_ns = wall + round(step_wall * 1e9)
+        self._from_mono_ns = mono + round(skip_monotonic * 1e9)
+        if rate is not None:
+            self.rate = _rate(rate)
+
+    def _elapsed_ns(self) -> int:
+        return int((self._base.monotonic_ns() - self._from_base_ns) * self.rate)
+
+    def wall_ns(self) -> int:
+        return self._from_wall_ns + self._elapsed_ns()
 
     def wall(self) -> float:
-        return (self._from_wall_ns + self._elapsed_ns()) / 1e9 + self.offset
+        return self.wall_ns() / 1e9
 
     def wall_ms(self) -> int:
-        return int(self.wall() * 1000)
+        return self.wall_ns() // 1_000_000
 
     def monotonic(self) -> float:
         return self.monotonic_ns() / 1e9
 
     def monotonic_ns(self) -> int:
-        return self._from_mono_ns + int(self._elapsed_ns()) + round(self.offset * 1e9)
+        return self._from_mono_ns + self._elapsed_ns()
 
     def sleep(self, seconds: float) -> None:
         if seconds > 0:
@@ -315,3 +340,9 @@ class SkewedTime(Time):
 
     def pid(self) -> int:
         return self.pid_no
+
+
+def _rate(rate: float) -> float:
+    if not 0 < rate < 1e6:
+        raise ValueError(f"a clock's rate is > 0, got {rate!r}")
+    return float(rate)

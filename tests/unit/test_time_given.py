@@ -179,3 +179,22 @@ def test_system_time_is_the_systems() -> None:
     assert abs(SYSTEM_TIME.wall() - time.time()) < 5
     assert SYSTEM_TIME.virtual is False
     assert VirtualTime().virtual is True
+
+
+def test_a_skewed_clock_retuned_steps_its_wall_clock_and_never_its_monotonic_back() -> None:
+    """retune: the wall clock steps either way, the monotonic one only forward, and the
+    new rate applies from the moment it is set (no jump in either reading)."""
+    base = VirtualTime(start_wall=100.0)
+    t = SkewedTime(base)
+    base.advance(10)
+    mono = t.monotonic()
+    t.retune(step_wall=-30.0, rate=0.5)
+    assert t.wall() == pytest.approx(80.0)
+    assert t.monotonic() == pytest.approx(mono)
+    base.advance(4)
+    assert t.wall() == pytest.approx(82.0)
+    assert t.monotonic() == pytest.approx(mono + 2)
+    t.retune(skip_monotonic=5.0)
+    assert t.monotonic() == pytest.approx(mono + 7)
+    with pytest.raises(ValueError, match="never steps back"):
+        t.retune(skip_monotonic=-1)
