@@ -76,7 +76,7 @@ def test_the_readme_parts_the_site_takes_are_there(site: Path) -> None:
 
 FIRST_SCREEN = (
     "never lost and never fire twice",
-    "pip install '.[server]'",
+    "pip install '.[server,dashboard]'",
     "make demo",
     "make test",
 )
