@@ -117,6 +117,21 @@ def test_the_references_cover_the_code(site: Path) -> None:
         assert re.search(rf"^#+ {call}\b", python, re.M), call
 
 
+def test_every_address_the_code_points_at_is_a_page_and_anchor_of_the_site(site: Path) -> None:
+    """Help texts, log lines and errors point at pages of the published site (#75): each
+    address is a page the build wrote, with the anchor it names."""
+    from .test_pointers import pointers  # noqa: PLC0415
+
+    found = 0
+    for where, page, anchor in pointers():
+        found += 1
+        html = site / page / "index.html"
+        assert html.is_file(), f"{where}: the site has no page {page}"
+        if anchor:
+            assert f'id="{anchor}"' in html.read_text(), f"{where}: no #{anchor} on {page}"
+    assert found >= 4
+
+
 def test_every_test_a_page_names_exists() -> None:
     """A page that says which test checks a promise names one that exists."""
     for page in [ROOT / "README.md", *DOCS.rglob("*.md")]:
