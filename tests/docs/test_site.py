@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import tomllib
+from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -130,6 +131,82 @@ def test_every_address_the_code_points_at_is_a_page_and_anchor_of_the_site(site:
         if anchor:
             assert f'id="{anchor}"' in html.read_text(), f"{where}: no #{anchor} on {page}"
     assert found >= 4
+
+
+def sections_text(page: Path) -> dict[str, str]:
+    """A built page's text as a browser shows it, per heading: the heading's id -> the
+    text from it to the next heading (whitespace made single spaces)."""
+
+    class Text(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__(convert_charrefs=True)
+            self.current = ""
+            self.parts: dict[str, list[str]] = {"": []}
+            self.skip = 0  # inside <script>/<style>: not shown
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag in ("script", "style"):
+                self.skip += 1
+            ident = dict(attrs).get("id")
+            if re.fullmatch(r"h[1-6]", tag) and ident:
+                self.current = ident
+                self.parts.setdefault(ident, [])
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag in ("script", "style"):
+                self.skip -= 1
+
+        def handle_data(self, data: str) -> None:
+            if not self.skip:
+                self.parts[self.current].append(data)
+
+    parser = Text()
+    parser.feed(page.read_text())
+    return {k: " ".join("".join(v).split()) for k, v in parser.parts.items()}
+
+
+def help_texts(command: object, prog: str) -> Iterator[tuple[str, str, list[str]]]:
+    """(prog, its section's id, the texts its --help shows) for the command and each
+    subcommand: the description and epilog as click formats them, each option's help
+    (without the [default: ...] click adds: the page has a column for it). Backticks go:
+    the site shows `code` as code."""
+    import click  # noqa: PLC0415
+
+    assert isinstance(command, click.Command)
+    # unwrapped: click breaks lines at hyphens ("--max-" / "total-ms")
+    ctx = click.Context(command, info_name=prog, terminal_width=10_000, max_content_width=10_000)
+    texts = []
+    for part in (command.format_help_text, command.format_epilog):
+        formatter = ctx.make_formatter()
+        part(ctx, formatter)
+        texts.append(formatter.getvalue())
+    for param in command.get_params(ctx):
+        record = param.get_help_record(ctx)
+        if record is not None and isinstance(param, click.Option) and not param.hidden:
+            texts.append(re.sub(r"  \[[^\[\]]*\]$", "", record[1]))
+    normal = [" ".join(x.replace("`", "").split()) for x in texts]
+    yield prog, prog.replace(" ", "-").lower(), [x for x in normal if x]
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            if not sub.hidden:
+                yield from help_texts(sub, f"{prog} {name}")
+
+
+def test_the_cli_reference_shows_every_word_of_every_help(site: Path) -> None:
+    """The CLI page, as a browser shows it, has every command's --help texts whole (#75:
+    `<shard>/<entry>`, `<service>`, `<NAME>` went into the HTML as tags, and the page
+    read "REF is / as tickwheel dead list shows it.")."""
+    from timer.cli.main import main  # noqa: PLC0415
+
+    shown = sections_text(site / "reference" / "cli" / "index.html")
+    seen = 0
+    for prog, ident, texts in help_texts(main, "tickwheel"):
+        assert ident in shown, f"no section for {prog}"
+        page = shown[ident].replace("`", "")
+        for text in texts:
+            seen += 1
+            assert text in page, f"{prog}: the page does not show {text!r}"
+    assert seen > 300
 
 
 def test_every_test_a_page_names_exists() -> None:
