@@ -209,6 +209,63 @@ def test_the_cli_reference_shows_every_word_of_every_help(site: Path) -> None:
     assert seen > 300
 
 
+def empty_headings(page: Path) -> list[str]:
+    """The headings of a built page with nothing under them: the next heading follows at
+    once, at the same level or above."""
+
+    class Walk(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__(convert_charrefs=True)
+            self.last: tuple[int, str] | None = None  # the open heading, while it is bare
+            self.heading: tuple[int, str] | None = None  # the heading being read
+            self.main = 0  # inside the page's article (not the navigation)
+            self.empty: list[str] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag == "article":
+                self.main += 1
+            elif self.main and re.fullmatch(r"h[1-6]", tag):
+                level, ident = int(tag[1]), dict(attrs).get("id") or ""
+                generated = "doc-heading" in (dict(attrs).get("class") or "")  # an API object
+                if self.last is not None and level <= self.last[0] and not generated:
+                    self.empty.append(self.last[1])
+                self.heading = (level, ident)
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag == "article":
+                self.main -= 1
+            elif self.heading is not None and tag == f"h{self.heading[0]}":
+                self.last, self.heading = self.heading, None
+
+        def handle_data(self, data: str) -> None:
+            if self.main and self.heading is None and data.strip(" \n¶"):
+                self.last = None
+
+    walk = Walk()
+    walk.feed(page.read_text())
+    return walk.empty
+
+
+def test_no_page_has_an_empty_heading(site: Path) -> None:
+    """#75: getting-started's "From a checkout" had nothing under it (the README part it
+    took brings its own heading)."""
+    for name in nav_pages():
+        html = site / ("index.html" if name == "index.md" else name[:-3] + "/index.html")
+        assert empty_headings(html) == [], name
+
+
+def test_make_docs_and_docs_build_install_the_docs_tools_first() -> None:
+    """`make docs` serves and `make docs-build` builds (#75: there was no build-only
+    target), each after installing the docs extra when its stamp is stale (a dry run that
+    takes every target as stale)."""
+    for target, runs in (("docs", "mkdocs serve"), ("docs-build", "mkdocs build --strict")):
+        dry = subprocess.run(["make", "-n", "-B", target], cwd=ROOT, capture_output=True,
+                             text=True, timeout=60, check=True)  # fmt: skip
+        lines = dry.stdout.splitlines()
+        install = next(i for i, x in enumerate(lines) if "pip install -qq -e '.[docs]'" in x)
+        assert any(runs in x for x in lines[install + 1 :]), dry.stdout
+
+
 def test_every_test_a_page_names_exists() -> None:
     """A page that says which test checks a promise names one that exists."""
     for page in [ROOT / "README.md", *DOCS.rglob("*.md")]:
