@@ -121,7 +121,11 @@ def test_the_address_is_the_sites() -> None:
     class Loader(yaml.SafeLoader):
         pass
 
-    Loader.add_constructor("!ENV", lambda loader, node: loader.construct_sequence(node))
+    def env(loader: yaml.SafeLoader, node: yaml.Node) -> list[object]:
+        assert isinstance(node, yaml.SequenceNode)
+        return loader.construct_sequence(node)
+
+    Loader.add_constructor("!ENV", env)
     config = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=Loader)
     assert config["site_url"] == ["TICKWHEEL_DOCS_URL", SITE]
 
