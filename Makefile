@@ -21,7 +21,7 @@ define pytest_part
 $(BIN)/python -m pytest $(1) -m "$(2)$(if $(MARKS), and ($(MARKS)))" $(PYTEST_ARGS) || [ $$? -eq 5 ]
 endef
 
-.PHONY: test test-server demo bench lint unit clean venv docs
+.PHONY: test test-server demo bench lint unit clean venv docs docs-build
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -94,10 +94,17 @@ bench: $(BENCH_STAMP)
 
 # The documentation site on http://127.0.0.1:8000/ (mkdocs.yml; the tests build it with
 # --strict and run its examples). DOCS_ARGS="-a 0.0.0.0:8000" to listen beyond loopback.
+# Both install the docs extra first (MkDocs and its plugins) when the stamp is stale.
 DOCS_STAMP := $(VENV)/.installed-extra-docs
 DOCS_ARGS ?=
 docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve $(DOCS_ARGS)
+
+# The site built once, strictly, into SITE_DIR (site/ by default; git ignores it), to
+# publish or open from disk. TICKWHEEL_DOCS_URL=... for a site published elsewhere.
+SITE_DIR ?= site
+docs-build: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir $(SITE_DIR)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

@@ -71,8 +71,8 @@ class HandlerSpec(click.ParamType):  # type: ignore[type-arg]  # click stubs var
     metavar="URL",
     default=None,
     help="Instead of SPEC: POST each outcome to URL as signed JSON (see "
-    "docs/guides/http.md#webhooks); a 2xx answer acknowledges it, anything else is retried "
-    "and dead-lettered.",
+    "https://tickwheel.readthedocs.io/guides/http/#webhooks); a 2xx answer acknowledges "
+    "it, anything else is retried and dead-lettered.",
 )
 @click.option(
     "--webhook-secret",

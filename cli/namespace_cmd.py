@@ -220,7 +220,7 @@ def stats(app: App, retention_ms: int, memory: bool) -> None:
         click.echo(
             f"Note: fewer than {few:,} pending or retained timers ({SMALL_SAMPLE:,} a shard): "
             "the bytes per timer include each key's fixed overhead and fall as the shards "
-            "fill (docs/capacity.md: ~80 B pending, ~47 B decided at 200,000).",
+            "fill (~80 B pending, ~47 B decided at 200,000: https://tickwheel.readthedocs.io/capacity/).",
             err=True,
         )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import urllib.error
 import urllib.request
@@ -15,6 +16,7 @@ from .output import emit
 
 
 @click.command()
+@click.argument("address", required=False, metavar="[HOST:PORT]")
 @click.option("--host", default="127.0.0.1", show_default=True, help="The worker's metrics host.")
 @click.option(
     "--port",
@@ -30,14 +32,35 @@ from .output import emit
 )
 @click.option("--timeout", type=SECONDS, default=3.0, show_default=True, help="Seconds to wait.")
 @pass_app
-def probe(app: App, host: str, port: int, live: bool, timeout: float) -> None:
+def probe(app: App, address: str | None, host: str, port: int, live: bool, timeout: float) -> None:
     """Exit 0 if the worker serving metrics on HOST:PORT is ready (or, with --live, alive).
+
+    \b
+    Examples: tickwheel probe localhost:9100
+              tickwheel probe :9101            (on 127.0.0.1)
+              tickwheel probe --host 10.0.0.5 --port 9100
 
     For container healthchecks (the image's HEALTHCHECK runs it) and scripts: not ready
     or unreachable exits 1 with the reasons. It talks to the worker, not to Redis.
     """
+    if address is not None:
+        ctx = click.get_current_context()
+        given = [
+            f"--{name}"
+            for name in ("host", "port")
+            if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+        ]
+        if given:
+            raise click.UsageError(f"give HOST:PORT or {' and '.join(given)}, not both")
+        host, port = parse_address(address, default_host=host, default_port=port)
+    else:
+        try:
+            check_host(host)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--host") from None
     path = "/healthz" if live else "/ready"
-    url = f"http://{host}:{port}{path}"
+    shown = f"[{host}]" if ":" in host else host  # an IPv6 address, as a URL writes it
+    url = f"http://{shown}:{port}{path}"
     try:
         with urllib.request.urlopen(url, timeout=timeout) as r:
             code, body = r.status, _json(r.read())
@@ -52,6 +75,57 @@ def probe(app: App, host: str, port: int, live: bool, timeout: float) -> None:
     emit(app.json, {"ok": ok, "url": url, "status": code, **body}, text)
     if not ok:
         raise SystemExit(1)
+
+
+def parse_address(text: str, *, default_host: str, default_port: int) -> tuple[str, int]:
+    """HOST:PORT, [IPV6]:PORT, :PORT (the default host), PORT alone (digits) or HOST
+    alone (the default port), as (host, port); anything else is a usage error."""
+    host, port_text = text, ""
+    if text.startswith("["):  # [::1]:9100
+        inside, bracket, rest = text[1:].partition("]")
+        if not bracket or not _is_ipv6(inside) or (rest and not rest.startswith(":")):
+            raise _bad(text, "an IPv6 address goes in brackets: [::1]:9100")
+        host, port_text = inside, rest[1:]
+        if rest and not port_text:
+            raise _bad(text, "no port after the colon")
+    elif text.isdigit():
+        host, port_text = "", text
+    elif text.count(":") == 1:
+        host, port_text = text.split(":")
+        if not port_text:
+            raise _bad(text, "no port after the colon")
+    elif ":" in text and not _is_ipv6(text):
+        raise _bad(text, "more than one colon: an IPv6 address goes in brackets, [::1]:9100")
+    if not port_text:
+        port = default_port
+    elif not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise _bad(text, f"the port must be a number from 1 to 65535, not {port_text!r}")
+    else:
+        port = int(port_text)
+    try:
+        check_host(host)
+    except ValueError as exc:
+        raise _bad(text, str(exc)) from None
+    return host or default_host, port
+
+
+def check_host(host: str) -> None:
+    """A host name or an IP address a URL can carry, else ValueError saying why."""
+    if any(c.isspace() or c in "/?#@[]" for c in host) or (":" in host and not _is_ipv6(host)):
+        raise ValueError(f"not a host name or address: {host!r}")
+
+
+def _is_ipv6(text: str) -> bool:
+    try:
+        return ipaddress.ip_address(text).version == 6
+    except ValueError:
+        return False
+
+
+def _bad(text: str, why: str) -> click.BadParameter:
+    return click.BadParameter(
+        f"{text!r}: {why} (HOST:PORT, e.g. localhost:9100)", param_hint="HOST:PORT"
+    )
 
 
 def _json(data: bytes) -> dict[str, Any]:

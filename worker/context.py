@@ -118,7 +118,8 @@ class WorkerContext:
             log.error(
                 "Redis refuses writes: it is out of memory (maxmemory reached, policy "
                 "noeviction). No timer fires until memory is freed; leases are kept. "
-                "Raise maxmemory or free memory (docs/capacity.md says what a timer takes)",
+                "Raise maxmemory or free memory (what a timer takes: "
+                "https://tickwheel.readthedocs.io/capacity/)",
                 extra=self.fields(),
             )
 

@@ -136,7 +136,8 @@ class Worker:
                 raise
             notes = [  # an ACL user without INFO: run, but say what went unchecked
                 "this worker's ACL user may not run INFO, so the servers' eviction policy "
-                "and AOF go unchecked; grant +info (docs/guides/security.md) to have them checked"
+                "and AOF go unchecked; grant +info to have them checked "
+                "(https://tickwheel.readthedocs.io/guides/security/)"
             ]
         for note in notes:
             log.warning("%s", note, extra=self.ctx.fields())

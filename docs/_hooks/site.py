@@ -10,13 +10,16 @@
 - A line ``<!-- cli: MODULE:COMMAND PROG -->`` becomes the CLI reference, read from the
   click command itself: every command's help, usage, options (with their real defaults:
   mkdocs-click 0.9 printed click 8.3's ``Sentinel.UNSET`` for each option without one)
-  and subcommands.
+  and subcommands. Help text outside code is escaped (``<…>``, ``*``, ``_``), so the page
+  shows every character ``--help`` does: a browser took ``<shard>`` for a tag and dropped
+  it.
 - Sphinx roles in docstrings (``:class:`X```, ``:meth:`x```), which mkdocstrings shows
   as they are, become code on the page.
 """
 
 from __future__ import annotations
 
+import html
 import importlib
 import json
 import re
@@ -34,6 +37,7 @@ METHODS = ("get", "post", "put", "patch", "delete")
 CLI = re.compile(r"^<!-- cli: ([\w.]+):(\w+) (\S+) -->$", re.M)
 # mkdocstrings renders ``:class:`~timer.X``` as ``:class:<code>~timer.X</code>``
 ROLE = re.compile(r":(?:class|meth|func|attr|exc|mod|data|obj):<code>~?([^<]+)</code>")
+CODE_SPAN = re.compile(r"(`+)(.+?)\1")
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
@@ -75,19 +79,23 @@ def render_cli(command: click.Command, prog: str, depth: int = 2) -> str:
             if opt.secondary_opts:
                 names += " / " + ", ".join(f"`{o}`" for o in opt.secondary_opts)
             out.append(
-                f"| {names} | {option_type(opt)} | {cell(opt.help or '')} | {default_of(opt)} |"
+                f"| {names} | {option_type(opt)} | {cell(prose(opt.help or ''))} "
+                f"| {default_of(opt)} |"
             )
         out.append("")
+    subs = []
     if isinstance(command, click.Group):
         subs = [(n, c) for n, c in command.commands.items() if not c.hidden]
         if subs:
             out += ["**Subcommands:**", ""]
             for name, sub in subs:
                 slug = f"{prog} {name}".replace(" ", "-").lower()
-                out.append(f"- [{name}](#{slug}): {sub.get_short_help_str(limit=120)}")
+                short = prose(sub.get_short_help_str(limit=120))
+                out.append(f"- [{name}](#{slug}): {short}")
             out.append("")
-        for name, sub in subs:
-            out.append(render_cli(sub, f"{prog} {name}", depth + 1))
+    out += help_paragraphs(command.epilog or "")  # --help prints it last
+    for name, sub in subs:
+        out.append(render_cli(sub, f"{prog} {name}", depth + 1))
     return "\n".join(out)
 
 
@@ -100,8 +108,23 @@ def help_paragraphs(text: str) -> list[str]:
         if lines and lines[0].strip() == "\b":
             out += ["```text", *textwrap.dedent("\n".join(lines[1:])).splitlines(), "```", ""]
         elif para.strip():
-            out += [" ".join(line.strip() for line in lines), ""]
+            out += [prose(" ".join(line.strip() for line in lines)), ""]
     return out
+
+
+def prose(text: str) -> str:
+    """Help text as Markdown that shows it as written: outside its `code` spans (kept:
+    the site shows them as code), HTML's specials escaped, and the characters Markdown
+    would take for emphasis."""
+    out, at = [], 0
+    for m in CODE_SPAN.finditer(text):
+        out += [_plain(text[at : m.start()]), m.group(0)]
+        at = m.end()
+    return "".join([*out, _plain(text[at:])])
+
+
+def _plain(text: str) -> str:
+    return re.sub(r"([\\*_])", r"\\\1", html.escape(text, quote=False))
 
 
 def option_type(opt: click.Option) -> str:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import re
+import threading
 from collections.abc import Iterator
 
 import click
@@ -217,6 +219,81 @@ def test_probe_without_a_worker_says_so(workdir: object) -> None:
     result = CliRunner().invoke(main, ["probe", "--port", port, "--timeout", "1"])
     assert result.exit_code == 1
     assert f"no worker answers at http://127.0.0.1:{port}/ready" in result.output
+
+
+@pytest.fixture
+def ready_worker() -> Iterator[int]:
+    """A port where a worker's /ready answers 200 (a stand-in HTTP server)."""
+
+    class Ready(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = json.dumps({"path": self.path}).encode()
+            self.send_response(200 if self.path == "/ready" else 404)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ready)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        thread.join()
+        server.server_close()
+
+
+def test_probe_takes_host_port_as_its_help_reads(workdir: object, ready_worker: int) -> None:
+    """`tickwheel probe HOST:PORT` (and :PORT, PORT, [::1]:PORT) asks that address, as
+    --host/--port do; before, HOST:PORT was "unexpected extra argument"."""
+    port = ready_worker
+    for args in (
+        [f"127.0.0.1:{port}"],
+        [f"localhost:{port}"],
+        [f":{port}"],
+        [str(port)],
+        ["--host", "127.0.0.1", "--port", str(port)],
+    ):
+        result = CliRunner().invoke(main, ["--json", "probe", *args, "--timeout", "5"])
+        assert result.exit_code == 0, (args, result.output)
+        assert json.loads(result.output)["path"] == "/ready", args
+    free = free_port()
+    result = CliRunner().invoke(main, ["probe", f"localhost:{free}", "--timeout", "1"])
+    assert result.exit_code == 1, result.output
+    assert f"no worker answers at http://localhost:{free}/ready" in result.output
+    result = CliRunner().invoke(main, ["probe", f"[::1]:{free}", "--timeout", "1"])
+    assert f"no worker answers at http://[::1]:{free}/ready" in result.output
+
+
+@pytest.mark.parametrize(
+    ("address", "says"),
+    [
+        ("localhost:", "no port after the colon"),
+        ("localhost:http", "the port must be a number from 1 to 65535, not 'http'"),
+        ("localhost:0", "from 1 to 65535, not '0'"),
+        ("localhost:65536", "from 1 to 65535, not '65536'"),
+        ("host:1:2", "an IPv6 address goes in brackets"),
+        ("[::1", "an IPv6 address goes in brackets"),
+        ("[example.com]:9100", "an IPv6 address goes in brackets"),
+        ("a b:9100", "not a host name or address: 'a b'"),
+        ("user@host:9100", "not a host name or address"),
+    ],
+)
+def test_probe_says_what_is_wrong_with_an_address(workdir: object, address: str, says: str) -> None:
+    """A bad HOST:PORT is a usage error (exit 2) naming the fault and the form, and
+    nothing is asked of anyone; --host/--port beside HOST:PORT is one too."""
+    result = CliRunner().invoke(main, ["probe", address])
+    assert result.exit_code == 2, result.output
+    assert says in result.output and "e.g. localhost:9100" in result.output, result.output
+    assert "no worker answers" not in result.output
+    both = CliRunner().invoke(main, ["probe", "localhost:9100", "--port", "9101"])
+    assert both.exit_code == 2 and "give HOST:PORT or --port, not both" in both.output
+    bad_host = CliRunner().invoke(main, ["probe", "--host", "a:b:c"])
+    assert bad_host.exit_code == 2 and "not a host name or address" in bad_host.output
 
 
 def test_a_past_at_is_accepted_and_said(tw: Run) -> None:

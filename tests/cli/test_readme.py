@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 import shlex
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -33,25 +35,49 @@ def python_snippet() -> str:
     return block.split("```", 1)[0]
 
 
-def test_readme_tour_runs(
-    workdir: Path, server_binary: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The tour works on the embedded server: each line exits 0 (the worker in the
-    background), and it stops what it started before it stops the server (the worker it
-    left running printed "cannot reach Redis" every 10 s after `server stop`). Before
-    the stop, the README's Python snippet runs as written and finds that server by
-    itself (no $TICKWHEEL_REDIS_URL: before #56 it tried localhost:6379 and failed)."""
-    monkeypatch.setenv(
-        "PATH", f"{server_binary.parent}:{Path(sys.executable).parent}:/usr/bin:/bin"
-    )
-    assert not (workdir / "examples").exists()  # outside the checkout: handle imports
-    # the installed timer.examples, not a copy of the source tree
+EXPORT_TEMP = re.compile(r'export (\w+)="\$\(mktemp -d\)"')
+# what differs between two runs that did the same: times, durations, counts, ports,
+# pids, ids made of the host's name; and a table's column widths, which follow them
+LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ INFO .*$", re.M)
+
+
+def normal(output: str, home: str) -> list[str]:
+    """A command's output without what changes from one run to the next: INFO log lines
+    (the handler's one a timeout, as many as the heartbeat fired), the tour's server
+    directory, ids made of the host's name, and every number; runs of blanks and of
+    dashes (a table's widths) are one. Lines of the 1 s heartbeat's occurrences go, as
+    how many fired before its pause depends on how fast the commands ran, and so does
+    its last occurrence's time (or none yet) once paused."""
+    text = LOG_LINE.sub("", output).replace(home, "$TICKWHEEL_HOME")
+    text = re.sub(re.escape(socket.gethostname()) + r"-\d+(?:-[0-9a-f]+)?", "HOST-ID", text)
+    text = re.sub(r"\d+", "N", text)
+    out = []
+    for raw in text.splitlines():
+        line = re.sub(r"-{2,}", "--", re.sub(r"[ \t]+", " ", raw)).strip()
+        if line and "{heartbeat}@" not in line and not line.startswith("last "):
+            out.append(line)
+    return out
+
+
+def run_tour(
+    runner: CliRunner, where: Path, monkeypatch: pytest.MonkeyPatch
+) -> list[tuple[str, int, list[str]]]:
+    """The tour's lines as a shell runs them, in order, each line with its exit code and
+    its output made comparable (``normal``). The worker runs in the background; before
+    the last line (stopping the server) the README's Python snippet runs as written."""
     lines = tour()
-    assert lines[0] == "tickwheel server start" and lines[-1] == "tickwheel server stop"
-    runner = CliRunner()
+    assert lines[1] == "tickwheel server start" and lines[-1] == "tickwheel server stop"
     background: list[subprocess.Popen[bytes]] = []
+    transcript: list[tuple[str, int, list[str]]] = []
+    home = ""
     try:
-        for line in lines:
+        for written in lines:
+            line = re.sub(r"\s+# .*$", "", written)  # a shell comment
+            export = EXPORT_TEMP.fullmatch(line)
+            if export:  # a new directory every run, as mktemp makes
+                home = tempfile.mkdtemp(dir=where)
+                monkeypatch.setenv(export.group(1), home)
+                continue
             job = re.fullmatch(r"kill %(\d+)", line)
             if job:  # the shell's job N: the Nth started in the background
                 proc = background[int(job.group(1)) - 1]
@@ -78,6 +104,7 @@ def test_readme_tour_runs(
                                      check=False)  # fmt: skip
                 assert (ran.returncode, ran.stdout.strip()) == (0, "completed"), ran.stderr
             result = runner.invoke(main, shlex.split(line)[1:], catch_exceptions=False)
+            transcript.append((line, result.exit_code, normal(result.output, home)))
             assert result.exit_code == 0, (line, result.output)
             if re.match(r"tickwheel wait 'job:\{43\}'", line):
                 assert "expired" in result.output
@@ -87,3 +114,29 @@ def test_readme_tour_runs(
                 proc.kill()
                 proc.wait()
         embedded.stop()
+    return transcript
+
+
+def test_readme_tour_runs(
+    workdir: Path, server_binary: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tour works on the embedded server: each line exits 0 (the worker in the
+    background), and it stops what it started before it stops the server (the worker it
+    left running printed "cannot reach Redis" every 10 s after `server stop`). Before
+    the stop, the README's Python snippet runs as written and finds that server by
+    itself (no $TICKWHEEL_REDIS_URL: before #56 it tried localhost:6379 and failed).
+    Run again at once, the tour does and prints the same (before, its second run said
+    "schedule heartbeat exists", exit 7, and "Already decided" for each timer)."""
+    monkeypatch.setenv(
+        "PATH", f"{server_binary.parent}:{Path(sys.executable).parent}:/usr/bin:/bin"
+    )
+    monkeypatch.setenv("TICKWHEEL_HOME", str(workdir / "yours"))  # the user's own server
+    assert not (workdir / "examples").exists()  # outside the checkout: handle imports
+    # the installed timer.examples, not a copy of the source tree
+    runner = CliRunner()
+    first = run_tour(runner, workdir, monkeypatch)
+    second = run_tour(runner, workdir, monkeypatch)
+    assert [line for line, _, _ in first] == [line for line, _, _ in second]
+    for (line, code, out), (_, code2, out2) in zip(first, second, strict=True):
+        assert (code2, out2) == (code, out), line
+    assert not (workdir / "yours").exists()  # it left the user's own server alone

@@ -1,6 +1,9 @@
-"""Every pointer to the docs that a user may read (help texts, log messages, errors: the
-string literals of timer/, cli/ and worker/) names a page that exists, and a heading on
-it where it names one (#56); none points at a README section (they moved to the docs)."""
+"""What a user reads from the code (help texts, log messages, errors: the string literals
+of timer/, cli/ and worker/, and the docstrings click shows as help) points at pages of
+the published documentation site, never at a file of the repository: a wheel has no
+docs/ (#75). Every such address names a page that exists, and a heading on it where it
+names one; none points at a README section (#56). tests/docs/test_site.py resolves the
+same addresses against the built site."""
 
 from __future__ import annotations
 
@@ -9,19 +12,67 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[2]
-POINTER = re.compile(r"docs/([\w./-]+?\.md)(?:#([\w-]+))?")
+# the published site (mkdocs.yml's site_url unless TICKWHEEL_DOCS_URL says otherwise)
+SITE = "https://tickwheel.readthedocs.io/"
+POINTER = re.compile(re.escape(SITE) + r"([\w/-]*?)(?:#([\w-]+))?(?=[\s).,;:]|$)")
+REPO_PATH = re.compile(r"\bdocs/[\w./-]+|\b[\w-]+\.md\b|\bREADME\b|\bexamples/[\w./-]+")
 STALE = re.compile(r"\(README,|see README|README, [A-Z*]")
+# `tickwheel bench` runs only from a source checkout (the benchmarks are not installed),
+# so its texts say where in the checkout they are
+CHECKOUT_ONLY = {"cli/bench_cmd.py"}
+
+
+def _is_click_command(node: ast.AST) -> bool:
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    for deco in node.decorator_list:
+        call = deco.func if isinstance(deco, ast.Call) else deco
+        if isinstance(call, ast.Attribute) and call.attr in ("command", "group"):
+            return True
+    return False
 
 
 def strings() -> Iterator[tuple[str, str]]:
-    """(where, text) of every string literal in the packages' code."""
+    """(where, text) of every string a user may read: the packages' string literals but
+    docstrings, and the docstrings of click commands (their help)."""
     for package in ("timer", "cli", "worker"):
         for path in sorted((ROOT / package).rglob("*.py")):
-            tree = ast.parse(path.read_text(), str(path))
+            rel = str(path.relative_to(ROOT))
+            tree = ast.parse(path.read_text(), rel)
+            docstrings: set[int] = set()
             for node in ast.walk(tree):
-                if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                    yield f"{path.relative_to(ROOT)}:{node.lineno}", node.value
+                body = getattr(node, "body", None)
+                if (
+                    isinstance(body, list)
+                    and body
+                    and isinstance(body[0], ast.Expr)
+                    and isinstance(body[0].value, ast.Constant)
+                    and not _is_click_command(node)
+                ):
+                    docstrings.add(id(body[0].value))
+            for node in ast.walk(tree):
+                if (
+                    isinstance(node, ast.Constant)
+                    and isinstance(node.value, str)
+                    and id(node) not in docstrings
+                ):
+                    yield f"{rel}:{node.lineno}", node.value
+
+
+def pointers() -> Iterator[tuple[str, str, str]]:
+    """(where, page path on the site, anchor or "") of every address of the site."""
+    for where, text in strings():
+        for page, anchor in POINTER.findall(text):
+            yield where, page, anchor
+
+
+def source_of(page: str) -> Path:
+    """The docs/ file the site serves at PAGE ("guides/http/" is docs/guides/http.md)."""
+    page = page.strip("/")
+    return ROOT / "docs" / (f"{page}.md" if page else "index.md")
 
 
 def slug(heading: str) -> str:
@@ -41,17 +92,42 @@ def anchors(page: Path) -> set[str]:
     return out
 
 
-def test_every_pointer_to_the_docs_names_a_page_and_heading_that_exist() -> None:
-    found = 0
+def test_no_text_a_user_reads_names_a_file_of_the_repository() -> None:
+    """Before, `handle --help` said "see docs/guides/http.md#webhooks" and `stats
+    --memory` "docs/capacity.md": files a wheel user does not have."""
     for where, text in strings():
+        if where.split(":")[0] in CHECKOUT_ONLY:
+            continue
+        found = REPO_PATH.search(text.replace(SITE, "SITE/"))
+        assert found is None, f"{where}: names {found.group(0)!r}: {text[:120]!r}"
         assert not STALE.search(text), f"{where}: points at the README: {text[:120]!r}"
-        for page, anchor in POINTER.findall(text):
-            found += 1
-            path = ROOT / "docs" / page
-            assert path.is_file(), f"{where}: no page docs/{page}"
-            if anchor:
-                assert anchor in anchors(path), f"{where}: no heading #{anchor} on docs/{page}"
-    assert found >= 5  # the help texts and messages do point somewhere
+
+
+def test_every_pointer_to_the_site_names_a_page_and_heading_that_exist() -> None:
+    found = 0
+    for where, page, anchor in pointers():
+        found += 1
+        assert page == "" or page.endswith("/"), f"{where}: {SITE}{page}: a page ends in /"
+        source = source_of(page)
+        assert source.is_file(), f"{where}: {SITE}{page}: no page {source.relative_to(ROOT)}"
+        if anchor:
+            assert anchor in anchors(source), f"{where}: no heading #{anchor} on {source.name}"
+    assert found >= 4  # the help texts and messages do point somewhere
+
+
+def test_the_address_is_the_sites() -> None:
+    """The site is built for the address the code points at (unless told otherwise)."""
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def env(loader: yaml.SafeLoader, node: yaml.Node) -> list[object]:
+        assert isinstance(node, yaml.SequenceNode)
+        return loader.construct_sequence(node)
+
+    Loader.add_constructor("!ENV", env)
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=Loader)
+    assert config["site_url"] == ["TICKWHEEL_DOCS_URL", SITE]
 
 
 def test_the_slug_is_the_sites() -> None:

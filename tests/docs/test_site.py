@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import tomllib
+from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -76,7 +77,7 @@ def test_the_readme_parts_the_site_takes_are_there(site: Path) -> None:
 
 FIRST_SCREEN = (
     "never lost and never fire twice",
-    "pip install '.[server]'",
+    "pip install '.[server,dashboard]'",
     "make demo",
     "make test",
 )
@@ -115,6 +116,154 @@ def test_the_references_cover_the_code(site: Path) -> None:
     python = (site / "reference" / "python" / "index.md").read_text()
     for call in ("schedule_many", "heartbeat", "wait", "dead_letters", "create_schedules"):
         assert re.search(rf"^#+ {call}\b", python, re.M), call
+
+
+def test_every_address_the_code_points_at_is_a_page_and_anchor_of_the_site(site: Path) -> None:
+    """Help texts, log lines and errors point at pages of the published site (#75): each
+    address is a page the build wrote, with the anchor it names."""
+    from .test_pointers import pointers  # noqa: PLC0415
+
+    found = 0
+    for where, page, anchor in pointers():
+        found += 1
+        html = site / page / "index.html"
+        assert html.is_file(), f"{where}: the site has no page {page}"
+        if anchor:
+            assert f'id="{anchor}"' in html.read_text(), f"{where}: no #{anchor} on {page}"
+    assert found >= 4
+
+
+def sections_text(page: Path) -> dict[str, str]:
+    """A built page's text as a browser shows it, per heading: the heading's id -> the
+    text from it to the next heading (whitespace made single spaces)."""
+
+    class Text(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__(convert_charrefs=True)
+            self.current = ""
+            self.parts: dict[str, list[str]] = {"": []}
+            self.skip = 0  # inside <script>/<style>: not shown
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag in ("script", "style"):
+                self.skip += 1
+            ident = dict(attrs).get("id")
+            if re.fullmatch(r"h[1-6]", tag) and ident:
+                self.current = ident
+                self.parts.setdefault(ident, [])
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag in ("script", "style"):
+                self.skip -= 1
+
+        def handle_data(self, data: str) -> None:
+            if not self.skip:
+                self.parts[self.current].append(data)
+
+    parser = Text()
+    parser.feed(page.read_text())
+    return {k: " ".join("".join(v).split()) for k, v in parser.parts.items()}
+
+
+def help_texts(command: object, prog: str) -> Iterator[tuple[str, str, list[str]]]:
+    """(prog, its section's id, the texts its --help shows) for the command and each
+    subcommand: the description and epilog as click formats them, each option's help
+    (without the [default: ...] click adds: the page has a column for it). Backticks go:
+    the site shows `code` as code."""
+    import click  # noqa: PLC0415
+
+    assert isinstance(command, click.Command)
+    # unwrapped: click breaks lines at hyphens ("--max-" / "total-ms")
+    ctx = click.Context(command, info_name=prog, terminal_width=10_000, max_content_width=10_000)
+    texts = []
+    for part in (command.format_help_text, command.format_epilog):
+        formatter = ctx.make_formatter()
+        part(ctx, formatter)
+        texts.append(formatter.getvalue())
+    for param in command.get_params(ctx):
+        record = param.get_help_record(ctx)
+        if record is not None and isinstance(param, click.Option) and not param.hidden:
+            texts.append(re.sub(r"  \[[^\[\]]*\]$", "", record[1]))
+    normal = [" ".join(x.replace("`", "").split()) for x in texts]
+    yield prog, prog.replace(" ", "-").lower(), [x for x in normal if x]
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            if not sub.hidden:
+                yield from help_texts(sub, f"{prog} {name}")
+
+
+def test_the_cli_reference_shows_every_word_of_every_help(site: Path) -> None:
+    """The CLI page, as a browser shows it, has every command's --help texts whole (#75:
+    `<shard>/<entry>`, `<service>`, `<NAME>` went into the HTML as tags, and the page
+    read "REF is / as tickwheel dead list shows it.")."""
+    from timer.cli.main import main  # noqa: PLC0415
+
+    shown = sections_text(site / "reference" / "cli" / "index.html")
+    seen = 0
+    for prog, ident, texts in help_texts(main, "tickwheel"):
+        assert ident in shown, f"no section for {prog}"
+        page = shown[ident].replace("`", "")
+        for text in texts:
+            seen += 1
+            assert text in page, f"{prog}: the page does not show {text!r}"
+    assert seen > 300
+
+
+def empty_headings(page: Path) -> list[str]:
+    """The headings of a built page with nothing under them: the next heading follows at
+    once, at the same level or above."""
+
+    class Walk(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__(convert_charrefs=True)
+            self.last: tuple[int, str] | None = None  # the open heading, while it is bare
+            self.heading: tuple[int, str] | None = None  # the heading being read
+            self.main = 0  # inside the page's article (not the navigation)
+            self.empty: list[str] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag == "article":
+                self.main += 1
+            elif self.main and re.fullmatch(r"h[1-6]", tag):
+                level, ident = int(tag[1]), dict(attrs).get("id") or ""
+                generated = "doc-heading" in (dict(attrs).get("class") or "")  # an API object
+                if self.last is not None and level <= self.last[0] and not generated:
+                    self.empty.append(self.last[1])
+                self.heading = (level, ident)
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag == "article":
+                self.main -= 1
+            elif self.heading is not None and tag == f"h{self.heading[0]}":
+                self.last, self.heading = self.heading, None
+
+        def handle_data(self, data: str) -> None:
+            if self.main and self.heading is None and data.strip(" \n¶"):
+                self.last = None
+
+    walk = Walk()
+    walk.feed(page.read_text())
+    return walk.empty
+
+
+def test_no_page_has_an_empty_heading(site: Path) -> None:
+    """#75: getting-started's "From a checkout" had nothing under it (the README part it
+    took brings its own heading)."""
+    for name in nav_pages():
+        html = site / ("index.html" if name == "index.md" else name[:-3] + "/index.html")
+        assert empty_headings(html) == [], name
+
+
+def test_make_docs_and_docs_build_install_the_docs_tools_first() -> None:
+    """`make docs` serves and `make docs-build` builds (#75: there was no build-only
+    target), each after installing the docs extra when its stamp is stale (a dry run that
+    takes every target as stale)."""
+    for target, runs in (("docs", "mkdocs serve"), ("docs-build", "mkdocs build --strict")):
+        dry = subprocess.run(["make", "-n", "-B", target], cwd=ROOT, capture_output=True,
+                             text=True, timeout=60, check=True)  # fmt: skip
+        lines = dry.stdout.splitlines()
+        install = next(i for i, x in enumerate(lines) if "pip install -qq -e '.[docs]'" in x)
+        assert any(runs in x for x in lines[install + 1 :]), dry.stdout
 
 
 def test_every_test_a_page_names_exists() -> None:
