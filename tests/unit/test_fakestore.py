@@ -9,11 +9,8 @@ end on virtual time (a worker fires an hour's timer at 3,600 s and not at 3,599 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import inspect
 import re
-import time as real_time
-import types
 import warnings
 from pathlib import Path
 from typing import Any
@@ -23,7 +20,7 @@ import pytest
 import redis
 from fakeredis.commands_mixins.scripting_mixin import ScriptingCommandsMixin
 
-from timer.clock import SYSTEM_TIME, Time, VirtualTime
+from timer.clock import VirtualTime
 from timer.durable.models import DurabilityWarning, Outcome
 from timer.errors import ConfigError
 from timer.handlers import Handlers
@@ -313,49 +310,10 @@ def test_a_blocking_read_returns_at_once_and_its_timeout_passes(
 
 # -- tickwheel on the store, on virtual time ------------------------------------------------
 
-# The worker reads the process's monotonic clock directly (time.monotonic_ns): until its
-# parts take a Time, a test points those reads at the VirtualTime.
-WORKER_CLOCK_READERS = (
-    "timer.engine.clock",
-    "timer.engine.delay_queue",
-    "timer.worker.redis_clock",
-    "timer.worker.firing",
-    "timer.worker.shard",
-    "timer.worker.context",
-    "timer.worker.card",
-)
-
-
-class OnVirtualTime(types.ModuleType):
-    """The ``time`` module, but for its clocks, which read ``clock``."""
-
-    def __init__(self, clock: VirtualTime) -> None:
-        super().__init__("time")
-        self.clock: Time = clock
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(real_time, name)
-
-    def monotonic(self) -> float:
-        return self.clock.monotonic()
-
-    def monotonic_ns(self) -> int:
-        return self.clock.monotonic_ns()
-
-    def time(self) -> float:
-        return self.clock.wall()
-
 
 @pytest.fixture
-def worker_clock(time: VirtualTime, monkeypatch: pytest.MonkeyPatch) -> OnVirtualTime:
-    hooked = OnVirtualTime(time)
-    for name in WORKER_CLOCK_READERS:
-        monkeypatch.setattr(importlib.import_module(name), "time", hooked)
-    return hooked
-
-
-@pytest.fixture
-def worker_time(worker_clock: OnVirtualTime, time: VirtualTime) -> VirtualTime:
+def worker_time(time: VirtualTime) -> VirtualTime:
+    """The store's clock, which its clients (and their workers and runners) are given."""
     return time
 
 
@@ -397,7 +355,7 @@ def test_a_worker_fires_an_hours_timer_at_3600_s_not_before(
 
 @pytest.mark.filterwarnings("ignore::timer.durable.models.DurabilityWarning")
 def test_cancel_complete_notify_and_handlers_on_the_store(
-    store: FakeStore, worker_time: VirtualTime, worker_clock: OnVirtualTime
+    store: FakeStore, worker_time: VirtualTime
 ) -> None:
     worker = ready(store)
     client = store.timer_client("t")
@@ -409,9 +367,6 @@ def test_cancel_complete_notify_and_handlers_on_the_store(
     assert [client.get(f"job:{{{n}}}").state for n in range(4)] == [  # type: ignore[union-attr]
         "cancelled", "completed", "completed", "expired"
     ]  # fmt: skip
-    # The handler runner reads timer.engine's clocks too, and waits on real time: with
-    # them frozen its waits would never end. Back to the system's clocks for it.
-    worker_clock.clock = SYSTEM_TIME
     seen: list[tuple[str, str]] = []
     handlers = Handlers(client, group="g", consumer="c1")
 
@@ -444,8 +399,8 @@ def test_the_asyncio_client_on_the_same_store(store: FakeStore, time: VirtualTim
     assert store.timer_client("t").get("b:{1}").state == "cancelled"  # type: ignore[union-attr]
 
 
-def one_run(worker_clock: OnVirtualTime) -> list[tuple[bytes, str, object, int]]:
-    time = worker_clock.clock = VirtualTime()
+def one_run() -> list[tuple[bytes, str, object, int]]:
+    time = VirtualTime()
     store = FakeStore(time)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DurabilityWarning)
@@ -456,7 +411,6 @@ def one_run(worker_clock: OnVirtualTime) -> list[tuple[bytes, str, object, int]]
         client.schedule(f"job:{{{n}}}", delay_ms=1000 * (n + 1), watch=[f"d:{{{n}}}"])
     client.notify("d:{3}")
     run_for(worker, time, 30, step=1.0)
-    worker_clock.clock = SYSTEM_TIME  # as for the handler runner (see above)
     for outcome in client.outcomes("g", "c", stop_when_idle=True, block_ms=100):
         if outcome.id != "job:{5}":
             outcome.ack()
@@ -464,10 +418,8 @@ def one_run(worker_clock: OnVirtualTime) -> list[tuple[bytes, str, object, int]]
 
 
 @pytest.mark.filterwarnings("ignore::timer.durable.models.DurabilityWarning")
-def test_two_runs_from_the_same_start_leave_the_same_keyspace(
-    worker_clock: OnVirtualTime,
-) -> None:
+def test_two_runs_from_the_same_start_leave_the_same_keyspace() -> None:
     """Every key, value, stream id, group, pending entry and TTL the same, twice."""
-    first, second = one_run(worker_clock), one_run(worker_clock)
+    first, second = one_run(), one_run()
     assert first == second
     assert any(kind == "stream" for _, kind, _, _ in first)

@@ -149,12 +149,21 @@ class FakeStore:
         result_ttl_s: float = 24 * 3600,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD,
         durability: str = "none",
+        time: Time | None = None,
     ) -> TimerClient:
         """A :class:`~timer.client.TimerClient` of ``namespace`` on the store, with
         ``TimerClient.from_url``'s settings; a ``durability`` that waits for the AOF or
-        for replicas is a ConfigError (the store has neither)."""
+        for replicas is a ConfigError (the store has neither). ``time``: the client's
+        (and so its worker's and handler runner's) clock, by default the store's; a
+        :class:`~timer.clock.SkewedTime` over it gives a process a clock of its own."""
         settings = self._settings(result_ttl_s, max_payload_bytes, durability)
-        return TimerClient(self.redis(), namespace, settings=settings, safe_url=WHERE)
+        return TimerClient(
+            self.redis(),
+            namespace,
+            settings=settings,
+            safe_url=WHERE,
+            time=self.time if time is None else time,
+        )
 
     async def async_timer_client(
         self,
@@ -163,6 +172,7 @@ class FakeStore:
         result_ttl_s: float = 24 * 3600,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD,
         durability: str = "none",
+        time: Time | None = None,
     ) -> AsyncTimerClient:
         """An :class:`~timer.aio.AsyncTimerClient` of ``namespace`` (created already, as
         ``AsyncTimerClient.connect`` needs), checked and read as ``connect`` does."""
@@ -176,7 +186,14 @@ class FakeStore:
         except BaseException:
             await client.aclose()
             raise
-        return AsyncTimerClient(client, namespace, meta, settings=chosen, safe_url=WHERE)
+        return AsyncTimerClient(
+            client,
+            namespace,
+            meta,
+            settings=chosen,
+            safe_url=WHERE,
+            time=self.time if time is None else time,
+        )
 
     @staticmethod
     def _settings(result_ttl_s: float, max_payload_bytes: int, durability: str) -> ClientSettings:
