@@ -55,6 +55,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
+from ..clock import Killed
 from ..durable.groups import check_group
 from ..durable.models import OUTCOMES
 from ..errors import InvalidInput
@@ -163,6 +164,7 @@ class Handlers:
         self._hand = InHand()  # the outcomes in hand, and the stop flag
         self._running = False
         self._loop: HandlerLoop | None = None  # while run() runs
+        self._stepped: HandlerLoop | None = None  # a stepped runner's, between turns
 
     # -- registering ------------------------------------------------------------------
 
@@ -262,17 +264,11 @@ class Handlers:
         *now* (a retry or a rate waits for its time, which the caller moves on): a stepped
         runner, for a simulation or a test (``timer.testing``).
         """
-        client = client or self.client
-        if client is None:
-            raise InvalidInput("Handlers.run needs a TimerClient (Handlers(client) or run(client))")
-        if self.client is None:  # kept: a handler may need it (timer.celery's sender does)
-            self.client = client
+        client = self._client_for(client, "run")
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise InvalidInput(f"concurrency must be a whole number >= 1, got {concurrency!r}")
         if isinstance(read_ahead, bool) or not isinstance(read_ahead, int) or read_ahead < 0:
             raise InvalidInput(f"read_ahead must be a whole number >= 0, got {read_ahead!r}")
-        if not self._handlers:
-            raise InvalidInput("no handler registered: use @handlers.on('expired') first")
         if self._running:
             raise InvalidInput("this Handlers is running already")
         self._running = True
@@ -284,26 +280,13 @@ class Handlers:
                     stop_on_signals(self._on_signal, name="handlers", second_as_before=True)
                 )
             client.reserve_connections(concurrency + 8)  # a handler thread settles on its own
-            group = client.consumer(
-                self.group,
-                self.consumer,
-                reclaim_idle_ms=self.reclaim_idle_ms,
-                held=self._hand.keys,
-            )
-            group.ensure(start=start)
-            loop = HandlerLoop(
-                self,
-                self._hand,
-                group,
+            loop = self._new_loop(
+                client,
                 concurrency=concurrency,
                 stop_when_idle=stop_when_idle,
                 drain_timeout_s=drain_timeout_s,
                 read_ahead=read_ahead,
-                fair_by=None if self.fair_by is None else partial(key_value, self.fair_by),
-                slots=Slots(client, self.group, self.consumer, self.limits, self.reclaim_idle_ms)
-                if self.limits
-                else None,
-                history=RunnerHistory(self.stats, self.group, client.add_history),
+                start=start,
                 inline=client.time.virtual if inline is None else inline,
             )
             self._loop = loop
@@ -312,6 +295,96 @@ class Handlers:
             self._loop = None
             self._running = False
             signals.close()
+
+    def run_once(self, client: TimerClient | None = None, *, start: str = "0") -> None:
+        """A stepped runner's turn, for a simulation or a test on virtual time
+        (``timer.testing``): handle, on this thread, every outcome that can be handled
+        now (each acknowledged, retried or dead-lettered at once), then return. The first
+        turn joins the group and takes back this consumer's own pending outcomes; the
+        runner stays joined between turns, until :meth:`close`. A
+        :class:`~timer.clock.Killed` raised in a handler ends the runner at once, as
+        ``kill -9`` would (nothing settled; a later turn starts it again)."""
+        loop = self._stepped
+        if loop is None:
+            client = self._client_for(client, "run_once")
+            if self._running:
+                raise InvalidInput("this Handlers is running already")
+            loop = self._new_loop(
+                client,
+                concurrency=1,
+                stop_when_idle=True,
+                drain_timeout_s=0.0,
+                read_ahead=0,
+                start=start,
+                inline=True,
+            )
+            self._hand.stopping.clear()
+            self._stepped = loop
+            try:
+                loop.begin()
+            except Killed:
+                self._stepped = None
+                raise
+        try:
+            while loop.turn():
+                pass
+        except Killed:
+            self._stepped = None  # gone: the next turn is a new process's
+            raise
+
+    def close(self) -> None:
+        """End a stepped runner (:meth:`run_once`): leave the group where nothing is owed."""
+        loop, self._stepped = self._stepped, None
+        if loop is not None:
+            loop._drain()
+
+    def _client_for(self, client: TimerClient | None, what: str) -> TimerClient:
+        client = client or self.client
+        if client is None:
+            raise InvalidInput(
+                f"Handlers.{what} needs a TimerClient (Handlers(client) or {what}(client))"
+            )
+        if self.client is None:  # kept: a handler may need it (timer.celery's sender does)
+            self.client = client
+        if not self._handlers:
+            raise InvalidInput("no handler registered: use @handlers.on('expired') first")
+        return client
+
+    def _new_loop(
+        self,
+        client: TimerClient,
+        *,
+        concurrency: int,
+        stop_when_idle: bool,
+        drain_timeout_s: float,
+        read_ahead: int,
+        start: str,
+        inline: bool,
+    ) -> HandlerLoop:
+        group = client.consumer(
+            self.group,
+            self.consumer,
+            reclaim_idle_ms=self.reclaim_idle_ms,
+            held=self._hand.keys,
+        )
+        group.ensure(start=start)
+        loop = HandlerLoop(
+            self,
+            self._hand,
+            group,
+            concurrency=concurrency,
+            stop_when_idle=stop_when_idle,
+            drain_timeout_s=drain_timeout_s,
+            read_ahead=read_ahead,
+            fair_by=None if self.fair_by is None else partial(key_value, self.fair_by),
+            slots=Slots(client, self.group, self.consumer, self.limits, self.reclaim_idle_ms)
+            if self.limits
+            else None,
+            history=RunnerHistory(self.stats, self.group, client.add_history),
+            inline=inline,
+        )
+        loop._start_executors()  # inline: no thread (an event loop if a handler is async)
+        return loop
 
     def _on_signal(self, sig: signal.Signals) -> None:
         log.info("%s: stopping (finishing running handlers)", sig.name)

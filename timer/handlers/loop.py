@@ -68,6 +68,8 @@ class HandlerLoop(CoroutineRunner):
         # Stepped (a simulation, a test on virtual time): no threads; each handler runs on
         # the reading thread as it is dispatched, and is settled (acknowledged) at once.
         self.inline = inline
+        self.stumbled = False  # inline: a call of this turn met a Redis error
+        self._next_touch = self._next_history = 0.0  # when (monotonic s): set by begin
         self.time = group.time  # its clock, sleeps, waits and threads (the client's)
         self.history = history  # what it adds to the namespace's per-minute history
         self.hand = hand
@@ -129,74 +131,11 @@ class HandlerLoop(CoroutineRunner):
     # -- the reading thread -------------------------------------------------------------
 
     def run(self) -> bool:
-        self._start_executors()
+        """Until stopped (or idle, with ``stop_when_idle``); the executors are started."""
         try:
-            self._dispatch_all(self._guard([], self.group.start, max(self.concurrency, 100)))
-            next_touch = self.time.monotonic() + self.touch_every_s
-            next_history = self.time.monotonic() + runner_history.HISTORY_EVERY_S
-            while not self.hand.stopping.is_set():
-                self._release_stuck()
-                if self.waiting:
-                    self._admit_waiting()
-                now = self.time.monotonic()
-                waiting = len(self.waiting) if self.waiting is not None else 0
-                if now >= next_touch:
-                    self._touch()
-                    next_touch = now + self.touch_every_s
-                if now >= next_history and self.history is not None:
-                    self.history.flush()
-                    next_history = now + runner_history.HISTORY_EVERY_S
-                if self.pause.look(now):  # read and claim nothing; what is in hand goes on
-                    if self.stop_when_idle and not len(self.hand):
-                        break
-                    self.time.wait(
-                        self.hand.stopping, max(0.001, min(next_touch, self.pause.next_check) - now)
-                    )
-                    continue
-                held = len(self.hand)
-                room = self.in_hand_limit - held  # to read, counting those read ahead
-                # that could start one now (one waiting for its key's slot runs nowhere)
-                idle_handlers = self.concurrency - held + waiting
-                wait_s = max(0.001, next_touch - self.time.monotonic())
-                if self.waiting:  # back soon to try them again (a rate's wait may be shorter)
-                    wait_s = min(wait_s, admission.LIMIT_RETRY_S, self.waiting.soonest() - now)
-                    wait_s = max(0.001, wait_s)
-                if room <= 0:
-                    self._wait_for_room(self.in_hand_limit, wait_s)
-                    continue
-                # With a handler free, wait for new outcomes; with every handler busy, read
-                # ahead only what is already there (a read never waits while the runner
-                # has nothing to start: a stop meanwhile takes nothing more).
-                # A rate's next start, when near, is waited for here, not in the read: a
-                # read's BLOCK ends on the server's clock tick (100 ms at hz 10), which
-                # turned a 50 ms wait into 100 and halved a rate of 20/s (#54 D).
-                block = None
-                rate_near = (
-                    self.waiting is not None
-                    and self.waiting.on_rate()
-                    and self.waiting.soonest() - now < RATE_NEAR_S
-                )
-                if idle_handlers > 0 and not self.stop_when_idle and not rate_near:
-                    block = max(1, int(min(wait_s, 0.5) * 1000))
-                got = self._guard([], self.group.poll, room, block)
-                self._dispatch_all(got)
-                if got:
-                    continue
-                if idle_handlers <= 0:
-                    self._wait_for_room(self.concurrency, wait_s)
-                    continue
-                if self.stop_when_idle:
-                    idle, found = self._idle()
-                    if idle or (self.inline and not found):
-                        # stepped: what is left (a retry, a rate) waits for its time,
-                        # which the caller moves on
-                        break
-                if self.waiting and block is None:  # the read did not wait (it would have
-                    # waited as long): until the next round, or the next touch if sooner,
-                    # for a waiting outcome is held, and must be touched like a running one.
-                    # Waiting after a read that waited too left a rate's start allowed for
-                    # a whole round unused (#54 D: half of 20/s).
-                    self.time.wait(self.hand.stopping, min(wait_s, admission.LIMIT_RETRY_S))
+            self.begin()
+            while not self.hand.stopping.is_set() and self.turn():
+                pass
         except Killed:
             self.hand.stopping.set()  # gone at once: no drain, no ack, no leaving the group
             raise
@@ -204,6 +143,88 @@ class HandlerLoop(CoroutineRunner):
             self._drain()
             raise
         return self._drain()
+
+    def begin(self) -> None:
+        """This consumer's own pending outcomes first (a restart under its name)."""
+        self._dispatch_all(self._guard([], self.group.start, max(self.concurrency, 100)))
+        self._next_touch = self.time.monotonic() + self.touch_every_s
+        self._next_history = self.time.monotonic() + runner_history.HISTORY_EVERY_S
+
+    def turn(self) -> bool:
+        """One round of the reading loop: touch, read, claim, dispatch (waiting when there
+        is nothing to do); False once it should stop (``stop_when_idle``, and idle)."""
+        self.stumbled = False
+        self._release_stuck()
+        if self.waiting:
+            self._admit_waiting()
+        now = self.time.monotonic()
+        waiting = len(self.waiting) if self.waiting is not None else 0
+        if now >= self._next_touch:
+            self._touch()
+            self._next_touch = now + self.touch_every_s
+        if now >= self._next_history and self.history is not None:
+            self.history.flush()
+            self._next_history = now + runner_history.HISTORY_EVERY_S
+        if self.pause.look(now):  # read and claim nothing; what is in hand goes on
+            if self.stop_when_idle and (self.inline or not len(self.hand)):
+                return False
+            self.time.wait(
+                self.hand.stopping, max(0.001, min(self._next_touch, self.pause.next_check) - now)
+            )
+            return True
+        held = len(self.hand)
+        room = self.in_hand_limit - held  # to read, counting those read ahead
+        # that could start one now (one waiting for its key's slot runs nowhere)
+        idle_handlers = self.concurrency - held + waiting
+        wait_s = max(0.001, self._next_touch - self.time.monotonic())
+        if self.waiting:  # back soon to try them again (a rate's wait may be shorter)
+            wait_s = min(wait_s, admission.LIMIT_RETRY_S, self.waiting.soonest() - now)
+            wait_s = max(0.001, wait_s)
+        if room <= 0:
+            if self.inline:  # stepped: only time frees a waiting key's slot
+                return False
+            self._wait_for_room(self.in_hand_limit, wait_s)
+            return True
+        # With a handler free, wait for new outcomes; with every handler busy, read
+        # ahead only what is already there (a read never waits while the runner
+        # has nothing to start: a stop meanwhile takes nothing more).
+        # A rate's next start, when near, is waited for here, not in the read: a
+        # read's BLOCK ends on the server's clock tick (100 ms at hz 10), which
+        # turned a 50 ms wait into 100 and halved a rate of 20/s.
+        block = None
+        rate_near = (
+            self.waiting is not None
+            and self.waiting.on_rate()
+            and self.waiting.soonest() - now < RATE_NEAR_S
+        )
+        if idle_handlers > 0 and not self.stop_when_idle and not rate_near:
+            block = max(1, int(min(wait_s, 0.5) * 1000))
+        got = self._guard([], self.group.poll, room, block)
+        self._dispatch_all(got)
+        if self.stumbled:
+            return False
+        if got:
+            return True
+        if idle_handlers <= 0:
+            if self.inline:
+                return False
+            self._wait_for_room(self.concurrency, wait_s)
+            return True
+        if self.stop_when_idle:
+            idle, found = self._idle()
+            if idle or (self.inline and not found):
+                # stepped: what is left (a retry, a rate) waits for its time, which the
+                # caller moves on
+                return False
+        if self.waiting and block is None:  # the read did not wait (it would have
+            # waited as long): until the next round, or the next touch if sooner, for a
+            # waiting outcome is held, and must be touched like a running one. Waiting
+            # after a read that waited too left a rate's start allowed for a whole round
+            # unused (half of 20/s).
+            if self.inline:
+                return False
+            self.time.wait(self.hand.stopping, min(wait_s, admission.LIMIT_RETRY_S))
+        return True
 
     def _wait_for_room(self, limit: int, timeout_s: float) -> None:
         """Until fewer than ``limit`` outcomes are in hand (a handler finished), the
@@ -223,7 +244,10 @@ class HandlerLoop(CoroutineRunner):
             return fn(*args, **kwargs)
         except TimerError as exc:
             log.warning("consumer %s: %s; retrying", self.h.consumer, exc, extra=self._fields())
-            self.time.wait(self.hand.stopping, 0.5)  # not a busy loop while Redis is away
+            if self.inline:  # stepped: the caller's next turn tries again, not this one
+                self.stumbled = True
+            else:
+                self.time.wait(self.hand.stopping, 0.5)  # not a busy loop while Redis is away
             return default
 
     def _fields(self, o: Outcome | None = None) -> dict[str, object]:
