@@ -51,9 +51,8 @@ class EventListener:
         self._wanted: set[str] = set()
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = (
-            None  # started by ``start`` (a stepped worker never)
-        )
+        self._thread: threading.Thread | None = None  # ``start``'s (a stepped worker: none)
+        self._pumped: tuple[CountingPubSub, set[str]] | None = None  # a stepped worker's
         self.reconnects = 0
 
     def start(self) -> None:
@@ -64,10 +63,42 @@ class EventListener:
         with self._lock:
             self._wanted = set(channels)
 
+    def pump(self, *, drop: Callable[[str], bool] | None = None) -> int:
+        """A stepped worker's turn of the listener (no thread; on virtual time): follow
+        the wanted channels and handle every message waiting now, never waiting for one.
+        ``drop``: a simulation's lost message (it is read and not handled). Returns how
+        many messages were handled."""
+        if self._pumped is None:
+            self._pumped = (self._new_pubsub(), set())
+        pubsub, subscribed = self._pumped
+        with self._lock:
+            wanted = set(self._wanted)
+        if wanted - subscribed:
+            pubsub.subscribe(*(wanted - subscribed))
+        if subscribed - wanted:
+            pubsub.unsubscribe(*(subscribed - wanted))  # type: ignore[no-untyped-call]
+        self._pumped = (pubsub, wanted)
+        handled = 0
+        while (message := pubsub.get_message(timeout=0.0)) is not None:
+            kind = message.get("type")
+            if kind == "message":
+                data = _text(message["data"])
+                if drop is not None and drop(data):
+                    continue
+                self._on_message(_text(message["channel"]), data)
+                handled += 1
+            elif kind == "subscribe":
+                self._on_subscribed(_text(message["channel"]))
+        return handled
+
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None and self._thread.is_alive():
             self._thread.join(5)
+        if self._pumped is not None:
+            with contextlib.suppress(Exception):
+                self._pumped[0].close()
+            self._pumped = None
 
     def _loop(self) -> None:
         pubsub: CountingPubSub | None = None

