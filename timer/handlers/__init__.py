@@ -309,12 +309,12 @@ class Handlers:
             client = self._client_for(client, "run_once")
             if self._running:
                 raise InvalidInput("this Handlers is running already")
-            loop = self._new_loop(
+            loop = self._new_loop(  # reading as a runner with run()'s defaults reads
                 client,
-                concurrency=1,
+                concurrency=8,
                 stop_when_idle=True,
                 drain_timeout_s=0.0,
-                read_ahead=0,
+                read_ahead=READ_AHEAD,
                 start=start,
                 inline=True,
             )

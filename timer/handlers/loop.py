@@ -271,6 +271,9 @@ class HandlerLoop(CoroutineRunner):
         # A claimed entry (a due retry, a dead consumer's, our own taken back) was
         # delivered before: only a first delivery has attempt 1.
         self.h.stats.claimed += sum(1 for d in got if d.outcome.attempt > 1)
+        if self.inline:  # started here one by one: the highest priorities first, as the
+            # work queue hands them to the threads (stable: read order within a priority)
+            got = sorted(got, key=lambda d: -d.outcome.priority)
         coros: list[tuple[Handler, Delivery]] = []
         for d in got:
             self._dispatch(d, coros)

@@ -50,8 +50,9 @@ __all__ = ["NotIdle", "TimeSkipping"]
 
 DAY_S = 86_400.0
 # The worker's lease: renewed every third of it, so time may jump by that much between
-# its turns without it losing its shards (it holds them alone).
-LEASE_MS = 3_600_000
+# its turns without it losing its shards (it holds them alone, and a jump is a turn).
+LEASE_MS = 24 * 3_600_000
+HORIZON_MS = 1_800_000  # what it keeps in its wheel (under the coarse buckets' hour)
 TURNS_AN_INSTANT = 1_000  # turns at one instant before it is taken for a loop
 
 
@@ -92,7 +93,7 @@ class TimeSkipping:
                 WorkerSettings(
                     worker_id="time-skipping",
                     lease_ms=LEASE_MS,
-                    horizon_ms=LEASE_MS // 2,  # under the hour the coarse buckets need
+                    horizon_ms=HORIZON_MS,
                     result_ttl_ms=round(result_ttl_s * 1000),
                 ),
             )

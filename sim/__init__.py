@@ -1,0 +1,30 @@
+"""A deterministic simulation of tickwheel's whole protocol on virtual time.
+
+FoundationDB and TigerBeetle (its VOPR) run their real code against a simulated network,
+disk and clock, one seeded generator choosing every step, and replay any failure from its
+seed. tickwheel can do the same because every change of state is a Lua script: here the
+real scripts run on an in-process store (:class:`timer.testing.store.FakeStore`, fakeredis
+with the fixes it needs), and the real worker and handler runner are stepped on a
+:class:`timer.clock.VirtualTime` that moves only when the simulation says so.
+
+One run (an *example*) is a sequence of steps chosen by hypothesis's stateful testing
+from one seed: clients schedule, cancel and complete timers; workers and handler runners
+take a turn (``Worker.run_once``, a stepped ``Handlers.run``); time moves on; and faults
+strike: a worker killed (its leases kept until they expire), a worker's clock stepped or
+set running fast or slow, a process restarted under the id of one that is only paused (a
+zombie), a handler runner killed in the middle of a handler. After every step the
+promises are checked against the store (:mod:`sim.checks`):
+
+- no timer fires before its deadline, by the store's clock;
+- a timer has one outcome at most;
+- a fire lands only from the process that holds the shard's lease at the store's epoch;
+- no handler runs an outcome past ``max_attempts``, and a retry waits its backoff;
+
+and at the end, with every process alive again and time moving on, every timer is
+decided and every decided outcome handled at least once (or dead-lettered after its last
+attempt). A failure prints the seed and the shortest sequence of steps hypothesis could
+shrink it to; ``python -m sim --seed N`` replays it exactly.
+
+``sim.plants`` holds bugs planted one at a time (a line of a script or of the runner
+changed) that the simulation must find: the mutation tests of the simulation itself.
+"""

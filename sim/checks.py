@@ -1,0 +1,244 @@
+"""The promises, checked as invariants against the store after every step of a run, and
+at its end (liveness). A broken promise raises :class:`Violation`, naming it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from timer.durable.entries import outcome_from_entry
+from timer.durable.models import Outcome
+
+if TYPE_CHECKING:
+    from .world import WorkerProc, World
+
+
+class Violation(AssertionError):
+    """A promise of tickwheel broken in a simulated run."""
+
+
+@dataclass
+class Run:
+    """One start of a handler: for which outcome, which attempt, when (store ms), how it
+    ended (``ok``, ``failed``, ``killed``)."""
+
+    key: str  # <shard>/<entry id>: the outcome
+    timer_id: str
+    attempt: int
+    consumer: str
+    start_ms: int
+    result: str = "running"
+    end_ms: int | None = None
+
+
+@dataclass
+class Ledger:
+    """What the run did (timers scheduled, outcomes seen, handlers run), and the checks."""
+
+    world: World
+    deadlines: dict[str, int] = field(default_factory=dict)  # scheduled id -> deadline
+    outcomes: dict[str, Outcome] = field(default_factory=dict)  # timer id -> its outcome
+    by_key: dict[str, Outcome] = field(default_factory=dict)  # <shard>/<entry> -> outcome
+    tips: dict[int, str] = field(default_factory=dict)  # shard -> last entry id read
+    runs: dict[str, list[Run]] = field(default_factory=dict)  # outcome key -> its runs
+    notes: list[str] = field(default_factory=list)
+    leased: dict[tuple[int, int], int] = field(default_factory=dict)  # (shard, epoch) -> process
+    broken: Violation | None = None  # found inside a process (a handler): raised after it
+
+    # -- what the steps tell it -------------------------------------------------------------
+
+    def scheduled(self, timer_id: str, deadline_ms: int) -> None:
+        self.deadlines[timer_id] = deadline_ms
+
+    def pick(self, n: int) -> str | None:
+        """A scheduled timer, by number (any: pending or decided)."""
+        ids = list(self.deadlines)
+        return ids[n % len(ids)] if ids else None
+
+    def note(self, line: str) -> None:
+        self.notes.append(line)
+
+    def started(self, o: Outcome, consumer: str, now_ms: int) -> Run:
+        """A handler starts: checked against its attempts and the backoff of the last."""
+        key = o.idempotency_key
+        runs = self.runs.setdefault(key, [])
+        max_attempts = self.world.config.max_attempts
+        if o.attempt > max_attempts:
+            raise Violation(f"{o.id} ({key}) handled at attempt {o.attempt} > {max_attempts}")
+        if key not in self.by_key:
+            raise Violation(f"{o.id} ({key}) handled but its outcome was never seen")
+        if runs and runs[-1].result == "ok":
+            # at least once: a second run after a success is allowed only as a redelivery
+            # of an outcome never acknowledged (a kill after the handler returned); the
+            # stepped runner acknowledges at once, so a success is final
+            raise Violation(f"{o.id} ({key}) handled again after it succeeded: {runs}")
+        last = runs[-1] if runs else None
+        if last is not None and last.result == "failed" and last.end_ms is not None:
+            wait = self.world.config.backoff.delay_s(last.attempt, rand=lambda: 0.0)
+            due = last.end_ms + round(wait * 1000)
+            if now_ms < due - 1:
+                raise Violation(
+                    f"{o.id} ({key}) attempt {o.attempt} started at {now_ms}, before its "
+                    f"backoff ended at {due} (attempt {last.attempt} failed at {last.end_ms})"
+                )
+        run = Run(key, o.id, o.attempt, consumer, now_ms)
+        runs.append(run)
+        return run
+
+    def observe(self, proc: WorkerProc | None) -> None:
+        """Read the outcomes the last step wrote; check each: one outcome a timer, never
+        early by the store's clock, and an expiry only from the process leading its
+        shard at the store's epoch (``proc``: the worker the step was, else None)."""
+        if self.broken is not None:
+            raise self.broken
+        if proc is not None:
+            for shard, epoch in proc.held().items():
+                holder = self.leased.setdefault((shard, epoch), proc.serial)
+                if holder != proc.serial:
+                    raise Violation(
+                        f"shard {shard} led at epoch {epoch} by two processes ({proc.id}, "
+                        f"process {proc.serial}, and process {holder}): a lease without its "
+                        "own epoch cannot fence the other"
+                    )
+        raw = self.world.raw
+        for shard in range(self.world.config.shards):
+            stream = self.world.keys.shard(shard).outcomes
+            start = "(" + self.tips[shard] if shard in self.tips else "-"
+            for entry_id, fields in raw.xrange(stream, start, "+"):
+                eid = entry_id.decode()
+                self.tips[shard] = eid
+                o = outcome_from_entry(shard, eid, fields)
+                self._seen(o, proc)
+
+    def _seen(self, o: Outcome, proc: WorkerProc | None) -> None:
+        if o.id in self.outcomes:
+            raise Violation(f"{o.id} decided twice: {self.outcomes[o.id]} and then {o}")
+        self.outcomes[o.id] = o
+        self.by_key[o.idempotency_key] = o
+        if o.outcome != "expired":
+            return
+        if o.decided_ms < o.deadline_ms:
+            raise Violation(
+                f"{o.id} fired {o.deadline_ms - o.decided_ms} ms early by the store's clock "
+                f"(deadline {o.deadline_ms}, fired at {o.decided_ms})"
+            )
+        if proc is None:
+            raise Violation(f"{o.id} expired in a step that was no worker's")
+        epoch, lease = self.world.epoch_and_lease(o.shard)
+        believed = proc.held().get(o.shard)
+        if lease != proc.id or believed != epoch:
+            raise Violation(
+                f"{o.id} fired on shard {o.shard} by {proc.id} (believing epoch {believed}) "
+                f"while the store's lease is {lease!r} at epoch {epoch}: a stale leader's "
+                "write landed"
+            )
+
+    # -- the end -----------------------------------------------------------------------------
+
+    def settled(self) -> bool:
+        """Every timer decided, and nothing pending or waiting to retry in the group."""
+        if any(t not in self.outcomes for t in self.deadlines):
+            return False
+        raw = self.world.raw
+        for shard in range(self.world.config.shards):
+            sk = self.world.keys.shard(shard)
+            if raw.exists(sk.outcomes) and raw.xpending(sk.outcomes, "sim")["pending"]:
+                return False
+            if raw.zcard(sk.retries("sim")):
+                return False
+        return not self.unhandled()
+
+    def check_not_stuck(self) -> None:
+        """Every timer decided, nothing pending, retrying or unread in the group, and yet
+        an outcome neither handled nor dead: nothing can handle it any more (it was
+        acknowledged without a handler that succeeded)."""
+        if any(t not in self.outcomes for t in self.deadlines):
+            return
+        raw = self.world.raw
+        for shard in range(self.world.config.shards):
+            sk = self.world.keys.shard(shard)
+            if not raw.exists(sk.outcomes):
+                continue
+            if raw.zcard(sk.retries("sim")):
+                return
+            for g in raw.xinfo_groups(sk.outcomes):
+                if g["pending"] or g.get("lag"):
+                    return
+        dead = self.dead_keys()
+        for key, o in self.by_key.items():
+            if key not in dead and not any(r.result == "ok" for r in self.runs.get(key, ())):
+                raise Violation(
+                    f"{o.id} ({key}) acknowledged in its group with no handler that "
+                    f"succeeded: {self.runs.get(key, [])}"
+                )
+
+    def _dead(self, key: str) -> bool:
+        return key in self.dead_keys()
+
+    def dead_keys(self) -> set[str]:
+        return set(self.dead_letters())
+
+    def dead_letters(self) -> dict[str, int]:
+        """<shard>/<entry id> of each dead letter -> the deliveries it had (its attempts)."""
+        raw = self.world.raw
+        out = {}
+        for shard in range(self.world.config.shards):
+            for _eid, fields in raw.xrange(self.world.keys.shard(shard).dead, "-", "+"):
+                out[f"{shard}/{fields[b'entry'].decode()}"] = int(fields[b"attempts"])
+        return out
+
+    def check_final(self) -> None:
+        """Liveness: each outcome handled with success once, or dead-lettered after
+        ``max_attempts`` deliveries (a delivery to a runner killed before it started the
+        handler counts: its outcome comes again) none of which succeeded."""
+        dead = self.dead_letters()
+        max_attempts = self.world.config.max_attempts
+        for key, o in self.by_key.items():
+            runs = self.runs.get(key, [])
+            ok = [r for r in runs if r.result == "ok"]
+            if key in dead:
+                if ok:
+                    raise Violation(f"{o.id} ({key}) dead-lettered after it succeeded: {runs}")
+                if dead[key] < max_attempts:
+                    raise Violation(
+                        f"{o.id} ({key}) dead-lettered after {dead[key]} deliveries "
+                        f"(max_attempts {max_attempts}): {runs}"
+                    )
+            elif len(ok) != 1:
+                raise Violation(f"{o.id} ({key}) handled with success {len(ok)} times: {runs}")
+
+    def undecided(self) -> list[str]:
+        return [t for t in self.deadlines if t not in self.outcomes]
+
+    def unhandled(self) -> bool:
+        """Some outcome is neither handled with success nor dead-lettered."""
+        dead: set[str] | None = None
+        for key in self.by_key:
+            if any(r.result == "ok" for r in self.runs.get(key, ())):
+                continue
+            dead = self.dead_keys() if dead is None else dead
+            if key not in dead:
+                return True
+        return False
+
+    def unsettled(self) -> str:
+        undecided = [t for t in self.deadlines if t not in self.outcomes]
+        unhandled = [k for k in self.by_key if k not in self.runs and not self._dead(k)]
+        return f"undecided {undecided[:10]}, never handled {unhandled[:10]}"
+
+    def next_event_in_ms(self, *, keep_leases: bool) -> int:
+        """How far to move time when nothing is left to do now: to the next deadline or
+        retry, and while timers wait, never more than a third of a lease (the leaders
+        keep their leases); else at most a reclaim's idle time (a dead runner's)."""
+        now = self.world.time.wall_ms()
+        cfg = self.world.config
+        soonest = now + (cfg.lease_ms // 3 if keep_leases else cfg.reclaim_idle_ms)
+        for tid, deadline in self.deadlines.items():
+            if tid not in self.outcomes:
+                soonest = min(soonest, deadline)
+        raw = self.world.raw
+        for shard in range(self.world.config.shards):
+            top = raw.zrange(self.world.keys.shard(shard).retries("sim"), 0, 0, withscores=True)
+            if top:
+                soonest = min(soonest, int(top[0][1]))
+        return max(10, soonest - now)

@@ -1,0 +1,209 @@
+"""The run as hypothesis's stateful test: each step a rule, its arguments drawn from one
+seed; a failure is shrunk to the shortest sequence of steps that still fails, and
+printed as the calls that replay it."""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
+from dataclasses import dataclass
+
+import hypothesis
+from hypothesis import HealthCheck, Phase, Verbosity, settings
+from hypothesis import strategies as st
+from hypothesis.internal.conjecture import engine
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    rule,
+    run_state_machine_as_test,
+)
+
+from .world import Config, World
+
+WORKERS = st.integers(0, Config.workers - 1)
+RUNNERS = st.integers(0, Config.runners - 1)
+
+
+class Simulation(RuleBasedStateMachine):
+    """One world, stepped by rules; every rule's step checks the promises as it goes
+    (:mod:`sim.checks`); the end (teardown) checks liveness."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.world = World()
+        self.broken = False
+
+    def _step(self, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except BaseException:
+            self.broken = True
+            raise
+
+    @initialize(
+        rates=st.lists(
+            st.sampled_from([1.0, 2.0, 0.25, 1.5, 0.5]),
+            min_size=Config.workers,
+            max_size=Config.workers,
+        )
+    )
+    def clocks(self, rates: list[float]) -> None:
+        """Each worker's clock runs at its own rate from the start."""
+        for slot, rate in enumerate(rates):
+            self._step(functools.partial(self.world.skew_worker, slot, 0, rate))
+
+    @rule(ms=st.sampled_from([100, 300, 700, 1_500]), runner=RUNNERS)
+    def tick(self, ms: int, runner: int) -> None:
+        """Time moves on, every worker takes a turn, then one runner."""
+        self._step(lambda: self.world.tick(ms, runner))
+
+    @rule(
+        delay_ms=st.integers(0, 8_000),
+        fail=st.sampled_from([0, 0, 0, 1, 2, 5]),
+        priority=st.sampled_from([0, 0, 5]),
+    )
+    def schedule(self, delay_ms: int, fail: int, priority: int) -> None:
+        self._step(lambda: self.world.schedule(delay_ms, fail, priority))
+
+    @rule(pick=st.integers(0, 1_000))
+    def cancel(self, pick: int) -> None:
+        self._step(lambda: self.world.cancel(pick))
+
+    @rule(pick=st.integers(0, 1_000))
+    def complete(self, pick: int) -> None:
+        self._step(lambda: self.world.complete(pick))
+
+    @rule(ms=st.sampled_from([1, 10, 100, 300, 700, 1_500, 3_000, 7_000]))
+    def advance(self, ms: int) -> None:
+        self._step(lambda: self.world.advance(ms))
+
+    @rule(slot=WORKERS)
+    def step_worker(self, slot: int) -> None:
+        self._step(lambda: self.world.step_worker(slot))
+
+    @rule(slot=WORKERS)
+    def step_zombie(self, slot: int) -> None:
+        self._step(lambda: self.world.step_zombie(slot))
+
+    @rule(slot=RUNNERS)
+    def step_runner(self, slot: int) -> None:
+        self._step(lambda: self.world.step_runner(slot))
+
+    @rule(slot=WORKERS)
+    def kill_worker(self, slot: int) -> None:
+        self._step(lambda: self.world.kill_worker(slot))
+
+    @rule(slot=WORKERS)
+    def partition_worker(self, slot: int) -> None:
+        self._step(lambda: self.world.partition_worker(slot))
+
+    @rule(
+        slot=WORKERS,
+        step_wall_ms=st.sampled_from([0, -5_000, -500, 500, 5_000]),
+        rate=st.sampled_from([1.0, 0.25, 0.5, 1.1, 2.0]),
+    )
+    def skew_worker(self, slot: int, step_wall_ms: int, rate: float) -> None:
+        self._step(lambda: self.world.skew_worker(slot, step_wall_ms, rate))
+
+    @rule(slot=RUNNERS)
+    def kill_runner_in_handler(self, slot: int) -> None:
+        self._step(lambda: self.world.kill_runner_in_handler(slot))
+
+    def teardown(self) -> None:
+        try:
+            if not self.broken:
+                self.world.settle()
+        finally:
+            self.world.close()
+
+
+@dataclass
+class Result:
+    seed: int
+    ok: bool
+    steps: int
+    seconds: float
+    failure: str = ""  # the error and the shrunk steps that replay it
+
+
+def run(
+    seed: int, *, steps: int = 120, examples: int = 20, shrink: bool = True, shrink_s: int = 60
+) -> Result:
+    """Run ``examples`` simulations drawn from ``seed`` (hypothesis explores from it:
+    the same seed gives the same runs), each of up to ``steps`` steps; a failure is
+    shrunk (unless ``shrink`` is off; for at most ``shrink_s`` seconds) and reported
+    with the steps that replay it."""
+    counted: list[int] = []
+
+    class Counted(Simulation):
+        def teardown(self) -> None:
+            counted.append(self.world.steps)
+            super().teardown()
+
+    phases = [Phase.generate, Phase.shrink] if shrink else [Phase.generate]
+    config = settings(
+        max_examples=examples,
+        stateful_step_count=steps,
+        database=None,
+        deadline=None,
+        phases=phases,
+        derandomize=False,
+        print_blob=False,
+        verbosity=Verbosity.normal,
+        suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=False,
+    )
+    factory = hypothesis.seed(seed)(Counted)
+    out = io.StringIO()
+    began = time.perf_counter()
+    # hypothesis shrinks for up to five minutes (its engine's constant, not a setting);
+    # a simulated run costs far more than a unit test's example, so the budget is ours
+    shrinking_s = engine.MAX_SHRINKING_SECONDS
+    engine.MAX_SHRINKING_SECONDS = shrink_s
+    try:
+        with redirect_stdout(out), redirect_stderr(out), _quiet():
+            run_state_machine_as_test(factory, settings=config)
+    except BaseException as exc:  # a Violation, or any error a step met
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        text = f"{type(exc).__name__}: {exc}\n{out.getvalue()}"
+        return Result(seed, False, sum(counted), time.perf_counter() - began, text)
+    finally:
+        engine.MAX_SHRINKING_SECONDS = shrinking_s
+    return Result(seed, True, sum(counted), time.perf_counter() - began)
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """The processes' warnings (a lost lease, a fenced fire) are the simulation's weather,
+    not news: their loggers are silenced while it runs."""
+    names = ["worker", "tickwheel.handlers", "timer", "timer.celery"]
+    loggers = [logging.getLogger(n) for n in names]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
+def summary(results: list[Result]) -> str:
+    steps = sum(r.steps for r in results)
+    seconds = sum(r.seconds for r in results) or 1e-9
+    return json.dumps(
+        {
+            "seeds": len(results),
+            "failed": [r.seed for r in results if not r.ok],
+            "steps": steps,
+            "steps_per_s": round(steps / seconds, 1),
+            "seeds_per_min": round(len(results) / seconds * 60, 1),
+        }
+    )

@@ -1,0 +1,124 @@
+"""Bugs planted one at a time, each a line or two of a script or of the runner: the
+simulation must find every one within its CI budget of seeds (tests/sim). They are the
+mutation tests of the simulation itself: a simulation that finds none proves nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from timer.client import driver as driver_module
+from timer.durable import scripts
+from timer.durable.scripts import ScriptName
+from timer.handlers import loop, settle
+
+
+@dataclass(frozen=True)
+class Plant:
+    what: str  # the bug, as a reviewer would say it
+    script: ScriptName | None = None  # a script's text changed: (old, new) in it
+    old: str = ""
+    new: str = ""
+    patch: Callable[[], Callable[[], None]] | None = None  # a Python change; returns undo
+
+
+def _ack_before_the_handler() -> Callable[[], None]:
+    """The runner acknowledges an outcome as it starts its handler, not after it."""
+    original = loop.HandlerLoop._run_sync
+
+    def run_sync(self: loop.HandlerLoop, d: Any, me: str) -> None:
+        self.settler.settle(d, None, self.time.monotonic())
+        original(self, d, me)
+
+    loop.HandlerLoop._run_sync = run_sync  # type: ignore[method-assign]
+
+    def undo() -> None:
+        loop.HandlerLoop._run_sync = original  # type: ignore[method-assign]
+
+    return undo
+
+
+def _dead_one_attempt_early() -> Callable[[], None]:
+    """The runner dead-letters an outcome at its next-to-last attempt."""
+    original = settle.Settler.settle
+
+    def settle_early(
+        self: settle.Settler, d: Any, exc: BaseException | None, started: float
+    ) -> None:
+        if exc is not None and d.outcome.attempt == self.h.max_attempts - 1:
+            self.settle_dead(d, "planted: dead one attempt early")
+            return
+        original(self, d, exc, started)
+
+    settle.Settler.settle = settle_early  # type: ignore[method-assign]
+
+    def undo() -> None:
+        settle.Settler.settle = original  # type: ignore[method-assign]
+
+    return undo
+
+
+PLANTS: dict[str, Plant] = {
+    "fence": Plant(
+        "fire.lua does not refuse a caller without the lease at its epoch",
+        ScriptName.FIRE,
+        "if fenced then return fenced end",
+        "",
+    ),
+    "early": Plant(
+        "fire.lua fires a timer without checking its deadline on the server's clock",
+        ScriptName.FIRE,
+        "if d <= now then",
+        "if true then",
+    ),
+    "backoff": Plant(
+        "retry.lua hands a failed outcome back at once, skipping its backoff",
+        ScriptName.RETRY,
+        "local due = now + delay_ms",
+        "local due = now",
+    ),
+    "epoch": Plant(
+        "lease_acquire.lua takes a lease without a new epoch",
+        ScriptName.LEASE_ACQUIRE,
+        "local epoch = redis.call('INCR', EPOCH)",
+        "local epoch = tonumber(redis.call('GET', EPOCH) or '1')",
+    ),
+    "ack": Plant(
+        "the runner acknowledges an outcome before its handler returns",
+        patch=_ack_before_the_handler,
+    ),
+    "dead": Plant(
+        "the runner dead-letters an outcome one attempt before its last",
+        patch=_dead_one_attempt_early,
+    ),
+}
+
+
+@contextmanager
+def planted(name: str) -> Iterator[Plant]:
+    """Plant bug ``name`` while the block runs (clients made inside it send the changed
+    script); the code is whole again after."""
+    plant = PLANTS[name]
+    undo: Callable[[], None] | None = None
+    driver: Any = driver_module  # the drivers register the scripts source() gives them
+    original_source = driver.source
+    if plant.script is not None:
+        text = scripts.source(plant.script)
+        if plant.old not in text:
+            raise ValueError(f"plant {name}: {plant.old!r} is not in {plant.script.value}.lua")
+        changed = text.replace(plant.old, plant.new, 1)
+
+        def source(script: ScriptName) -> str:
+            return changed if script is plant.script else original_source(script)
+
+        driver.source = source
+    if plant.patch is not None:
+        undo = plant.patch()
+    try:
+        yield plant
+    finally:
+        driver.source = original_source
+        if undo is not None:
+            undo()

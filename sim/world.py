@@ -1,0 +1,266 @@
+"""The simulated world: one store, its clock, the worker and handler-runner processes,
+and the step functions a run is made of. Each step is atomic on virtual time (nothing
+else moves while it runs); :mod:`sim.checks` is told what each one did."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+from timer.client import TimerClient
+from timer.clock import Killed, SkewedTime, VirtualTime
+from timer.durable.models import ClientSettings, DurabilityWarning, Outcome
+from timer.errors import TimerError
+from timer.handlers import Backoff, Handlers
+from timer.testing.store import FakeStore
+from timer.worker import Worker, WorkerSettings
+
+from .checks import Ledger, Violation
+
+NAMESPACE = "sim"
+GROUP = "sim"
+
+
+@dataclass(frozen=True)
+class Config:
+    """The world's shape. Small on purpose: contention is what finds bugs."""
+
+    workers: int = 3
+    runners: int = 2
+    shards: int = 4
+    bucket_ms: int = 1_000
+    lease_ms: int = 2_000
+    max_attempts: int = 3
+    backoff: Backoff = field(
+        default_factory=lambda: Backoff(initial_s=0.5, multiplier=2.0, max_s=4.0, jitter=0.0)
+    )
+    reclaim_idle_ms: int = 2_000
+
+
+class WorkerProc:
+    """One worker process: its own clock (skewable), its own client, its worker."""
+
+    def __init__(self, world: World, slot: int, worker_id: str) -> None:
+        self.slot = slot
+        self.id = worker_id
+        self.serial = world.generation  # this process, among all that ran (ids repeat)
+        self.time = SkewedTime(world.time, host=f"host{slot}", pid=100 + slot)
+        self.client = world.client(self.time)
+        settings = WorkerSettings(
+            worker_id=worker_id,
+            lease_ms=world.config.lease_ms,
+            horizon_ms=2 * world.config.lease_ms,
+            sweep_interval_ms=500,
+            trim_interval_ms=60_000,
+        )
+        self.worker = Worker(self.client, settings, time=self.time)
+
+    def held(self) -> dict[int, int]:
+        """shard -> the epoch this process believes it leads at."""
+        return {n: st.epoch for n, st in self.worker.shards.items()}
+
+
+class RunnerProc:
+    """One handler-runner process, stepped inline; ``kill_next``: its next handler is
+    killed as it starts (kill -9 in the middle of a handler)."""
+
+    def __init__(self, world: World, slot: int, consumer: str) -> None:
+        self.slot = slot
+        self.consumer = consumer
+        self.world = world
+        self.kill_next = False
+        self.client = world.client(world.time)
+        cfg = world.config
+        self.handlers = Handlers(
+            group=GROUP,
+            consumer=consumer,
+            max_attempts=cfg.max_attempts,
+            backoff=cfg.backoff,
+            reclaim_idle_ms=cfg.reclaim_idle_ms,
+        )
+        self.handlers.on()(self._handle)
+
+    def _handle(self, o: Outcome) -> None:
+        world = self.world
+        try:
+            run = world.ledger.started(o, self.consumer, world.time.wall_ms())
+        except Violation as v:  # raised here, the runner would take it for a failure
+            world.ledger.broken = v
+            raise Killed(str(v)) from v
+        if self.kill_next:
+            self.kill_next = False
+            run.result = "killed"
+            raise Killed(f"runner {self.consumer} killed in the handler of {o.id}")
+        fail = o.payload.get("fail", 0) if isinstance(o.payload, dict) else 0
+        if o.attempt <= fail:
+            run.result = "failed"
+            run.end_ms = world.time.wall_ms()
+            raise RuntimeError(f"planned failure of attempt {o.attempt} of {o.id}")
+        run.result = "ok"
+        run.end_ms = world.time.wall_ms()
+
+
+class World:
+    """The store, the processes and the steps; the ledger checks every step."""
+
+    def __init__(self, config: Config | None = None) -> None:
+        self.config = config or Config()
+        self.time = VirtualTime()
+        self.store = FakeStore(self.time)
+        self.admin = self.client(self.time)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DurabilityWarning)  # the store has no AOF
+            self.admin.init(shards=self.config.shards, bucket_ms=self.config.bucket_ms)
+        self.raw: Any = self.store.redis()  # the checks' own reads
+        self.keys = self.admin.keys
+        self.ledger = Ledger(self)
+        self.generation = 0
+        self.workers: list[WorkerProc | None] = [
+            self._new_worker(i) for i in range(self.config.workers)
+        ]
+        self.zombies: dict[int, WorkerProc] = {}
+        self.runners: list[RunnerProc] = [
+            RunnerProc(self, j, f"r{j}") for j in range(self.config.runners)
+        ]
+        self.next_id = 0
+        self.steps = 0
+
+    def client(self, time: Any) -> TimerClient:
+        return TimerClient(
+            self.store.redis(), NAMESPACE, settings=ClientSettings(), safe_url="sim", time=time
+        )
+
+    def _new_worker(self, slot: int, worker_id: str | None = None) -> WorkerProc:
+        self.generation += 1
+        return WorkerProc(self, slot, worker_id or f"w{slot}.{self.generation}")
+
+    def close(self) -> None:
+        self.raw.close()
+
+    # -- steps: time ------------------------------------------------------------------------
+
+    def advance(self, ms: int) -> None:
+        self.time.advance(ms / 1000)
+
+    def tick(self, ms: int, runner: int) -> None:
+        self.advance(ms)
+        for slot in range(len(self.workers)):
+            self.step_worker(slot)
+        self.step_runner(runner)
+
+    # -- steps: clients -----------------------------------------------------------------------
+
+    def schedule(self, delay_ms: int, fail: int, priority: int) -> None:
+        tid = f"t{self.next_id}"
+        self.next_id += 1
+        timer = self.admin.schedule(
+            tid, delay_ms=delay_ms, payload={"fail": fail}, priority=priority
+        )
+        self.ledger.scheduled(tid, timer.deadline_ms)
+        self._observe(None)
+
+    def cancel(self, pick: int) -> None:
+        tid = self.ledger.pick(pick)
+        if tid is not None:
+            self.admin.cancel(tid)
+        self._observe(None)
+
+    def complete(self, pick: int) -> None:
+        tid = self.ledger.pick(pick)
+        if tid is not None:
+            self.admin.complete(tid)
+        self._observe(None)
+
+    # -- steps: workers -----------------------------------------------------------------------
+
+    def step_worker(self, slot: int) -> None:
+        proc = self.workers[slot]
+        if proc is None:  # killed: this turn it starts again, a new process
+            proc = self.workers[slot] = self._new_worker(slot)
+        self._run_worker(proc)
+
+    def step_zombie(self, slot: int) -> None:
+        proc = self.zombies.get(slot)
+        if proc is not None:
+            self._run_worker(proc)
+
+    def _run_worker(self, proc: WorkerProc) -> None:
+        try:
+            proc.worker.run_once()
+        except TimerError as exc:  # a worker's tick meets an error as its loop would
+            self.ledger.note(f"{proc.id}: {exc}")
+        self._observe(proc)
+
+    def kill_worker(self, slot: int) -> None:
+        """kill -9: the process is gone; its leases stay until they expire."""
+        self.workers[slot] = None
+
+    def partition_worker(self, slot: int) -> None:
+        """The process is cut off (a partition, a long pause) and a new one starts under
+        its id (a pod restarted by name); the old one may come back (``step_zombie``)."""
+        proc = self.workers[slot]
+        if proc is None:
+            return
+        self.zombies[slot] = proc
+        self.workers[slot] = self._new_worker(slot, proc.id)
+
+    def skew_worker(self, slot: int, step_wall_ms: int, rate: float) -> None:
+        proc = self.workers[slot]
+        if proc is not None:
+            proc.time.retune(step_wall=step_wall_ms / 1000, rate=rate)
+
+    # -- steps: handler runners -----------------------------------------------------------------
+
+    def step_runner(self, slot: int) -> None:
+        runner = self.runners[slot]
+        try:
+            runner.handlers.run_once(runner.client)
+        except Killed:
+            # a new process takes its place, under the same consumer name (restarted)
+            self.runners[slot] = RunnerProc(self, slot, runner.consumer)
+        self._observe(None)
+
+    def kill_runner_in_handler(self, slot: int) -> None:
+        self.runners[slot].kill_next = True
+
+    # -- what happened ----------------------------------------------------------------------
+
+    def _observe(self, proc: WorkerProc | None) -> None:
+        self.steps += 1
+        self.ledger.observe(proc)
+
+    def epoch_and_lease(self, shard: int) -> tuple[int, str | None]:
+        sk = self.keys.shard(shard)
+        epoch, lease = self.raw.mget(sk.epoch, sk.lease)
+        return int(epoch or 0), None if lease is None else lease.decode()
+
+    # -- the end: every process back, time on, everything settled ---------------------------
+
+    def settle(self, max_rounds: int = 2_000, within_s: float = 600.0) -> None:
+        """Revive every process (a zombie is killed), then step everything and move time
+        on until every timer is decided and every outcome handled or dead-lettered;
+        Violation if that does not come within ``within_s`` of virtual time past the last
+        deadline (or ``max_rounds`` turns), or if nothing is left that could do it."""
+        self.zombies.clear()
+        self.workers = [self._new_worker(i) for i in range(self.config.workers)]
+        for runner in self.runners:
+            runner.kill_next = False
+        turn = 0
+        ends = max([self.time.wall_ms(), *self.ledger.deadlines.values()]) + within_s * 1000
+        for _ in range(max_rounds):
+            if self.time.wall_ms() > ends:
+                break
+            undecided = self.ledger.undecided()
+            if undecided:
+                for slot in range(len(self.workers)):
+                    self.step_worker(slot)
+            if self.ledger.unhandled():  # one runner a round: any of them can claim
+                self.step_runner(turn % len(self.runners))
+                turn += 1
+            if self.ledger.settled():
+                self.ledger.check_final()
+                return
+            self.ledger.check_not_stuck()
+            self.advance(self.ledger.next_event_in_ms(keep_leases=bool(undecided)))
+        raise Violation(f"not settled after {max_rounds} rounds: {self.ledger.unsettled()}")
