@@ -95,6 +95,10 @@ class Simulation(RuleBasedStateMachine):
     def step_runner(self, slot: int) -> None:
         self._step(lambda: self.world.step_runner(slot))
 
+    @rule(slot=WORKERS, ms=st.sampled_from([2_500, 5_000]))
+    def stall_worker(self, slot: int, ms: int) -> None:
+        self._step(lambda: self.world.stall_worker(slot, ms))
+
     @rule(slot=WORKERS)
     def kill_worker(self, slot: int) -> None:
         self._step(lambda: self.world.kill_worker(slot))

@@ -192,6 +192,32 @@ class World:
             self.ledger.note(f"{proc.id}: {exc}")
         self._observe(proc)
 
+    def stall_worker(self, slot: int, ms: int) -> None:
+        """The worker checks its leases and takes what is due from its wheel, then stalls
+        (a GC pause, a VM descheduled) for ``ms`` while the others take their turns, and
+        then fires what it took: a fire from a leader that may no longer lead."""
+        proc = self.workers[slot]
+        if proc is None:
+            return
+        w = proc.worker
+        try:
+            w.tick()
+            w.events.pump()
+            w.ctx.raised.advance_clock(0)
+            w.timer.advance_clock(0)
+            due = w.firer.due_now()
+        except TimerError as exc:
+            self.ledger.note(f"{proc.id}: {exc}")
+            due = []
+        self.advance(ms)
+        for other in [p for p in self.workers if p is not None and p is not proc]:
+            self._run_worker(other)
+        try:
+            w.firer.fire_batch(due)
+        except TimerError as exc:
+            self.ledger.note(f"{proc.id}: {exc}")
+        self._observe(proc)
+
     def kill_worker(self, slot: int) -> None:
         """kill -9: the process is gone; its leases stay until they expire."""
         self.workers[slot] = None

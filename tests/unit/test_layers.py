@@ -14,7 +14,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "timer"
 LINKED = {"timer.worker": "worker", "timer.cli": "cli"}
 WEB = ("timer.httpapi", "timer.dashboard")  # the web doors, inside the library
-APPS = ("timer.worker", "timer.cli", *WEB)  # above the library, which never imports them
+# above the library, which never imports them; timer.testing too (servers for tests and the
+# CLI, and TimeSkipping, which runs a worker as the CLI does)
+APPS = ("timer.worker", "timer.cli", "timer.testing", *WEB)
 
 
 def fresh_python(code: str) -> subprocess.CompletedProcess[str]:
