@@ -154,6 +154,29 @@ def test_takeover_catches_up_oldest_first(redis_server: RedisServer, namespace: 
         c.close()
 
 
+def test_a_heartbeat_from_a_clock_far_ahead_does_not_shrink_the_shares(
+    ns_client: TimerClient,
+) -> None:
+    """A dead worker whose clock ran a minute ahead left a heartbeat in the future: it is
+    not counted as live, so the one live worker still takes every shard (before, it took
+    half and the rest waited, led by no one, until real time caught up)."""
+    c = TimerClient.from_url(ns_client.where, ns_client.namespace)
+    c.redis.delete(c.keys.meta)
+    c.init(shards=4)
+    w = make_worker(c, "w1")
+    try:
+        now = c.server_time_ms()
+        c.membership.heartbeat("ghost", now_ms=now + 60_000, live_window_ms=1_000)
+        w.tick()
+        w.leases.heartbeat()
+        w.leases.rebalance()
+        assert w.leases.live == 1
+        assert sorted(w.shards) == [0, 1, 2, 3]
+    finally:
+        w.close()
+        c.close()
+
+
 def test_shares_balance_as_workers_join_and_leave(ns_client: TimerClient) -> None:
     """1, then 3, then 2 workers: every shard has exactly one leader, shares are fair."""
     c = TimerClient.from_url(ns_client.where, ns_client.namespace)

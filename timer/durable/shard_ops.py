@@ -62,12 +62,19 @@ def trim_outcomes(
 
 
 def heartbeat(keys: NamespaceKeys, worker: str, now_ms: int, live_window_ms: int) -> Op[int]:
-    """Announce ``worker`` at ``now_ms``; forget long-gone workers; how many are live."""
+    """Announce ``worker`` at ``now_ms``; forget long-gone workers; how many are live:
+    those heard within ``live_window_ms`` of now, either way. A heartbeat scored further
+    ahead than that came from a clock that ran ahead (a worker's estimate of Redis time,
+    wrong): counted as live until real time caught up with it, it shrank every worker's
+    fair share and left shards led by no one that long (found by the simulation: a dead
+    worker's beat 21 s ahead left a shard's timers unfired for 21 s)."""
     replies = yield steps.Pipeline(
         [
             steps.Command("zadd", (keys.workers, {worker: now_ms})),
             steps.Command("zremrangebyscore", (keys.workers, "-inf", now_ms - 10 * live_window_ms)),
-            steps.Command("zcount", (keys.workers, now_ms - live_window_ms, "+inf")),
+            steps.Command(
+                "zcount", (keys.workers, now_ms - live_window_ms, now_ms + live_window_ms)
+            ),
         ]
     )
     return int(replies[-1])
