@@ -234,7 +234,7 @@ class Ledger:
         cfg = self.world.config
         soonest = now + (cfg.lease_ms // 3 if keep_leases else cfg.reclaim_idle_ms)
         for tid, deadline in self.deadlines.items():
-            if tid not in self.outcomes:
+            if tid not in self.outcomes and deadline > now:  # an overdue one: leases' time
                 soonest = min(soonest, deadline)
         raw = self.world.raw
         for shard in range(self.world.config.shards):

@@ -9,6 +9,7 @@ import io
 import json
 import logging
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
@@ -38,12 +39,15 @@ class Simulation(RuleBasedStateMachine):
         super().__init__()
         self.world = World()
         self.broken = False
+        self.trace: list[str] = []  # the steps taken, as calls: what a failure prints
 
-    def _step(self, fn: Callable[[], None]) -> None:
+    def _step(self, fn: Callable[[], None], call: str = "") -> None:
+        self.trace.append(call or "?")
         try:
             fn()
-        except BaseException:
+        except BaseException as exc:
             self.broken = True
+            exc.add_note(_trace(self.trace))
             raise
 
     @initialize(
@@ -56,12 +60,15 @@ class Simulation(RuleBasedStateMachine):
     def clocks(self, rates: list[float]) -> None:
         """Each worker's clock runs at its own rate from the start."""
         for slot, rate in enumerate(rates):
-            self._step(functools.partial(self.world.skew_worker, slot, 0, rate))
+            self._step(
+                functools.partial(self.world.skew_worker, slot, 0, rate),
+                f"skew_worker(slot={slot}, step_wall_ms=0, rate={rate!r})",
+            )
 
     @rule(ms=st.sampled_from([100, 300, 700, 1_500]), runner=RUNNERS)
     def tick(self, ms: int, runner: int) -> None:
         """Time moves on, every worker takes a turn, then one runner."""
-        self._step(lambda: self.world.tick(ms, runner))
+        self._step(lambda: self.world.tick(ms, runner), f"tick(ms={ms!r}, runner={runner!r})")
 
     @rule(
         delay_ms=st.integers(0, 8_000),
@@ -69,43 +76,48 @@ class Simulation(RuleBasedStateMachine):
         priority=st.sampled_from([0, 0, 5]),
     )
     def schedule(self, delay_ms: int, fail: int, priority: int) -> None:
-        self._step(lambda: self.world.schedule(delay_ms, fail, priority))
+        self._step(
+            lambda: self.world.schedule(delay_ms, fail, priority),
+            f"schedule(delay_ms={delay_ms!r}, fail={fail!r}, priority={priority!r})",
+        )
 
     @rule(pick=st.integers(0, 1_000))
     def cancel(self, pick: int) -> None:
-        self._step(lambda: self.world.cancel(pick))
+        self._step(lambda: self.world.cancel(pick), f"cancel(pick={pick!r})")
 
     @rule(pick=st.integers(0, 1_000))
     def complete(self, pick: int) -> None:
-        self._step(lambda: self.world.complete(pick))
+        self._step(lambda: self.world.complete(pick), f"complete(pick={pick!r})")
 
     @rule(ms=st.sampled_from([1, 10, 100, 300, 700, 1_500, 3_000, 7_000]))
     def advance(self, ms: int) -> None:
-        self._step(lambda: self.world.advance(ms))
+        self._step(lambda: self.world.advance(ms), f"advance(ms={ms!r})")
 
     @rule(slot=WORKERS)
     def step_worker(self, slot: int) -> None:
-        self._step(lambda: self.world.step_worker(slot))
+        self._step(lambda: self.world.step_worker(slot), f"step_worker(slot={slot!r})")
 
     @rule(slot=WORKERS)
     def step_zombie(self, slot: int) -> None:
-        self._step(lambda: self.world.step_zombie(slot))
+        self._step(lambda: self.world.step_zombie(slot), f"step_zombie(slot={slot!r})")
 
     @rule(slot=RUNNERS)
     def step_runner(self, slot: int) -> None:
-        self._step(lambda: self.world.step_runner(slot))
+        self._step(lambda: self.world.step_runner(slot), f"step_runner(slot={slot!r})")
 
     @rule(slot=WORKERS, ms=st.sampled_from([2_500, 5_000]))
     def stall_worker(self, slot: int, ms: int) -> None:
-        self._step(lambda: self.world.stall_worker(slot, ms))
+        self._step(
+            lambda: self.world.stall_worker(slot, ms), f"stall_worker(slot={slot!r}, ms={ms!r})"
+        )
 
     @rule(slot=WORKERS)
     def kill_worker(self, slot: int) -> None:
-        self._step(lambda: self.world.kill_worker(slot))
+        self._step(lambda: self.world.kill_worker(slot), f"kill_worker(slot={slot!r})")
 
     @rule(slot=WORKERS)
     def partition_worker(self, slot: int) -> None:
-        self._step(lambda: self.world.partition_worker(slot))
+        self._step(lambda: self.world.partition_worker(slot), f"partition_worker(slot={slot!r})")
 
     @rule(
         slot=WORKERS,
@@ -113,18 +125,30 @@ class Simulation(RuleBasedStateMachine):
         rate=st.sampled_from([1.0, 0.25, 0.5, 1.1, 2.0]),
     )
     def skew_worker(self, slot: int, step_wall_ms: int, rate: float) -> None:
-        self._step(lambda: self.world.skew_worker(slot, step_wall_ms, rate))
+        self._step(
+            lambda: self.world.skew_worker(slot, step_wall_ms, rate),
+            f"skew_worker(slot={slot!r}, step_wall_ms={step_wall_ms!r}, rate={rate!r})",
+        )
 
     @rule(slot=RUNNERS)
     def kill_runner_in_handler(self, slot: int) -> None:
-        self._step(lambda: self.world.kill_runner_in_handler(slot))
+        self._step(
+            lambda: self.world.kill_runner_in_handler(slot),
+            f"kill_runner_in_handler(slot={slot!r})",
+        )
 
     def teardown(self) -> None:
         try:
             if not self.broken:
-                self.world.settle()
+                self._step(self.world.settle, "settle()")
         finally:
             self.world.close()
+
+
+def _trace(steps: list[str]) -> str:
+    return "the steps (replay: python -m sim --seed SEED):\n" + "\n".join(
+        f"  {n:3} {s}" for n, s in enumerate(steps, 1)
+    )
 
 
 @dataclass
@@ -176,7 +200,8 @@ def run(
     except BaseException as exc:  # a Violation, or any error a step met
         if isinstance(exc, KeyboardInterrupt):
             raise
-        text = f"{type(exc).__name__}: {exc}\n{out.getvalue()}"
+        text = "".join(traceback.format_exception_only(exc)).replace("SEED", str(seed))
+        text += out.getvalue()
         return Result(seed, False, sum(counted), time.perf_counter() - began, text)
     finally:
         engine.MAX_SHRINKING_SECONDS = shrinking_s

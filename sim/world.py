@@ -263,7 +263,7 @@ class World:
 
     # -- the end: every process back, time on, everything settled ---------------------------
 
-    def settle(self, max_rounds: int = 2_000, within_s: float = 600.0) -> None:
+    def settle(self, max_rounds: int = 400, within_s: float = 600.0) -> None:
         """Revive every process (a zombie is killed), then step everything and move time
         on until every timer is decided and every outcome handled or dead-lettered;
         Violation if that does not come within ``within_s`` of virtual time past the last
