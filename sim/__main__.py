@@ -42,6 +42,16 @@ def _seed(text: str) -> int:
     return n
 
 
+def _minutes(text: str) -> float:
+    try:
+        n = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of minutes") from None
+    if not 0 < n < 100_000:  # also NaN
+        raise argparse.ArgumentTypeError(f"{text}: give a number of minutes above 0")
+    return n
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m sim", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -60,7 +70,13 @@ def parser() -> argparse.ArgumentParser:
         help="runs hypothesis draws from each seed (default 20)",
     )
     p.add_argument(
-        "--minutes", type=float, default=None, help="stop starting new seeds after this long"
+        "--shrink-seconds",
+        type=_positive,
+        default=120,
+        help="how long a failure is shrunk at most (default 120)",
+    )
+    p.add_argument(
+        "--minutes", type=_minutes, default=None, help="stop starting new seeds after this long"
     )
     p.add_argument(
         "--plant",
@@ -82,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         for seed in seeds:
             if ends is not None and time.monotonic() > ends:
                 break
-            result = run(seed, steps=args.steps, examples=args.examples)
+            result = run(
+                seed, steps=args.steps, examples=args.examples, shrink_s=args.shrink_seconds
+            )
             results.append(result)
             if not result.ok:
                 print(
