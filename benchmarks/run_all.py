@@ -43,6 +43,7 @@ from . import (
     runner,
     schedules,
     server_cost,
+    simulation,
     spark,
     worker,
 )
@@ -117,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         ),
         # power cuts and a Sentinel split, per durability (#53)
         "redis_faults": (redis_faults.main, [*quick, *server]),
+        # the simulation's steps a second, the test kit's job timeout (#71)
+        "simulation": (simulation.main, quick),
     }
     results: dict[str, Any] = {
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),

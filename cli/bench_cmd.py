@@ -31,6 +31,7 @@ NAMES = {
     "dashboard": "benchmarks.dashboard",
     "cluster_scale": "benchmarks.cluster_scale",
     "redis_faults": "benchmarks.redis_faults",
+    "simulation": "benchmarks.simulation",
     "all": "benchmarks.run_all",
 }
 

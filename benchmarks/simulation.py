@@ -1,0 +1,91 @@
+"""Time you can control (#71), measured: the simulation's speed and the test kit's.
+Prints one JSON document.
+
+    python -m benchmarks.simulation            # 6 seeds of the simulation
+    python -m benchmarks.simulation --quick    # 2 seeds
+
+- ``simulation``: ``sim.machine.run`` over seeds 0..N-1 (no bug planted; each seed a
+  campaign of hypothesis runs): its steps a second and seeds a minute, and whether every
+  seed held every promise.
+- ``time_skipping``: the testing guide's job timeout (an hour, two failed attempts, a dead
+  letter: ``timer.testing.TimeSkipping``), its real seconds for an hour and three minutes
+  of virtual time, best of ``--repeat``.
+- ``exhaustive``: the bounded model check of leases, fences and fires
+  (``sim.exhaustive``), its states and time, when that module is there.
+
+No server: the simulation and the kit run on fakeredis and virtual time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import time
+from typing import Any
+
+from timer.handlers import Backoff, Handlers
+from timer.testing import TimeSkipping
+
+from .options import count
+
+
+def time_skipping_job_timeout() -> float:
+    """The testing guide's retries example: real seconds for it, set-up included."""
+    began = time.perf_counter()
+    with TimeSkipping() as env:
+        attempts: list[int] = []
+        handlers = env.handle(
+            Handlers(group="timeouts", max_attempts=3, backoff=Backoff(initial_s=60, jitter=0))
+        )
+
+        @handlers.on("expired")
+        def notify_the_owner(outcome: Any) -> None:
+            attempts.append(outcome.attempt)
+            raise RuntimeError("the mail server is down")
+
+        env.client.schedule("job:{7}", delay_ms=3_600_000)
+        env.run_until_idle()
+        assert attempts == [1, 2, 3] and env.client.count_dead_letters("timeouts") == 1
+    return time.perf_counter() - began
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--seeds", type=count("seeds"), default=None, help="default 6 (quick: 2)")
+    p.add_argument("--repeat", type=count("repeats"), default=5, help="runs of the kit's example")
+    args = p.parse_args(argv)
+    os.environ.setdefault("PYTHONHASHSEED", "0")  # for the processes it may start
+    from sim.machine import run  # noqa: PLC0415 - the checkout's sim/, found from the root
+
+    seeds = args.seeds or (2 if args.quick else 6)
+    results = [run(seed, steps=150, examples=15, shrink=False) for seed in range(seeds)]
+    seconds = sum(r.seconds for r in results)
+    steps = sum(r.steps for r in results)
+    out: dict[str, Any] = {
+        "simulation": {
+            "seeds": seeds,
+            "failed": [r.seed for r in results if not r.ok],
+            "steps": steps,
+            "seconds": round(seconds, 1),
+            "steps_per_s": round(steps / seconds, 1),
+            "seeds_per_min": round(seeds / seconds * 60, 2),
+        },
+        "time_skipping": {
+            "example": "1 h job timeout, 2 failed attempts, a dead letter (3,780 s virtual)",
+            "best_s": round(min(time_skipping_job_timeout() for _ in range(args.repeat)), 3),
+        },
+    }
+    if importlib.util.find_spec("sim.exhaustive") is not None:
+        exhaustive = importlib.import_module("sim.exhaustive")
+        began = time.perf_counter()
+        found = exhaustive.explore()
+        out["exhaustive"] = {**found, "seconds": round(time.perf_counter() - began, 1)}
+    print(json.dumps(out, indent=2))
+    return 1 if out["simulation"]["failed"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
