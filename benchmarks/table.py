@@ -574,6 +574,25 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
             f"the reclaim idle time, {f.n('handlers.recovery.reclaim_idle_s', '.0f')} s",
             f.ratio("handlers.recovery.all_handled_after_s", "handlers.recovery.reclaim_idle_s"),
         ),
+        (
+            "simulation (#71): workers, runners and faults stepped on virtual time, the real "
+            f"Lua on fakeredis, every promise checked after each step; "
+            f"{f.n('simulation.simulation.seeds')} seeds of 15 runs",
+            f"{f.n('simulation.simulation.steps_per_s', ',.1f')} steps/s, "
+            f"{f.n('simulation.simulation.seeds_per_min', ',.2f')} seeds/min; "
+            f"exhaustive check: {f.n('simulation.exhaustive.states')} states to depth "
+            f"{f.n('simulation.exhaustive.depth')} in "
+            f"{f.n('simulation.exhaustive.seconds', ',.1f')} s",
+            "—",
+            "—",
+        ),
+        (
+            "test kit (#71): `TimeSkipping`, a 1 h job timeout, two failed attempts and a "
+            "dead letter (3,780 s of virtual time)",
+            f"{f.n('simulation.time_skipping.best_s', ',.3f')} s real",
+            "the virtual time it covers, 3,780 s",
+            f.ratio("simulation.time_skipping.best_s", "simulation.time_skipping.virtual_s"),
+        ),
     ]
     return out
 

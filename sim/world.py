@@ -194,8 +194,9 @@ class World:
 
     def stall_worker(self, slot: int, ms: int) -> None:
         """The worker checks its leases and takes what is due from its wheel, then stalls
-        (a GC pause, a VM descheduled) for ``ms`` while the others take their turns, and
-        then fires what it took: a fire from a leader that may no longer lead."""
+        (a GC pause, a VM descheduled) for ``ms`` while the others check their leases
+        (taking the shards that came free), and then fires what it took: a fire from a
+        leader that may no longer lead."""
         proc = self.workers[slot]
         if proc is None:
             return
@@ -211,7 +212,11 @@ class World:
             due = []
         self.advance(ms)
         for other in [p for p in self.workers if p is not None and p is not proc]:
-            self._run_worker(other)
+            try:  # meanwhile the others check their leases and take what came free
+                other.worker.tick()
+            except TimerError as exc:
+                self.ledger.note(f"{other.id}: {exc}")
+            self._observe(other)
         try:
             w.firer.fire_batch(due)
         except TimerError as exc:

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from sim import plants
+from sim.checks import Violation
 from sim.machine import Result, run
+from sim.world import World
 from timer.client import driver
 from timer.durable import scripts
 
@@ -99,3 +101,36 @@ def test_the_command_refuses_bad_options_and_a_plant_run_says_it_found_it() -> N
     assert planted.returncode == 0, planted.stdout + planted.stderr
     assert "python -m sim --seed 0 --plant backoff" in planted.stderr
     assert '"failed": [0]' in planted.stdout
+
+
+def stalled_leader_scenario() -> tuple[int, str]:
+    """A worker leads every shard; timers fall due; it takes them from its wheel and
+    stalls past its lease while the others take its shards; then it fires."""
+    world = World()
+    try:
+        for _ in range(2):
+            for slot in range(3):
+                world.step_worker(slot)
+            world.advance(300)
+        for n in range(8):
+            world.schedule(1_000 + 10 * n, 0, 0)
+        for slot in range(3):
+            world.step_worker(slot)
+        world.advance(1_000)
+        leader = next(p for p in world.workers if p is not None and p.held())
+        try:
+            world.stall_worker(leader.slot, 5_000)
+        except Violation as v:
+            return len(world.ledger.outcomes), str(v)
+        return len(world.ledger.outcomes), ""
+    finally:
+        world.close()
+
+
+def test_a_stalled_leaders_fire_is_fenced_and_without_the_fence_it_lands() -> None:
+    """The fence refuses the stale leader's fire (nothing decided by it); with the fence
+    planted away, its fire lands and the check names it."""
+    assert stalled_leader_scenario() == (0, "")
+    with plants.planted("fence"):
+        decided, violation = stalled_leader_scenario()
+    assert decided > 0 and "a stale leader's write landed" in violation
