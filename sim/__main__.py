@@ -17,29 +17,27 @@ import contextlib
 import os
 import sys
 import time
+from collections.abc import Callable
 
 from . import plants
 from .machine import Result, run, summary
 
 
-def _positive(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{n}: give at least 1")
-    return n
+def _whole(least: int, what: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if n < least:
+            raise argparse.ArgumentTypeError(f"{n}: {what}")
+        return n
+
+    return parse
 
 
-def _seed(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"{n}: a seed is 0 or more")
-    return n
+_positive = _whole(1, "give at least 1")
+_seed = _whole(0, "a seed is 0 or more")
 
 
 def _minutes(text: str) -> float:
