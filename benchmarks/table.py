@@ -574,6 +574,19 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
             f"the reclaim idle time, {f.n('handlers.recovery.reclaim_idle_s', '.0f')} s",
             f.ratio("handlers.recovery.all_handled_after_s", "handlers.recovery.reclaim_idle_s"),
         ),
+        (
+            f"exhaustive check (`python -m sim.exhaustive`): every interleaving of "
+            f"{f.n('exhaustive.depth')} steps of {f.n('exhaustive.workers')} workers, "
+            f"{f.n('exhaustive.shards')} shards, {f.n('exhaustive.timers')} timers (turns, "
+            "time by 1/8 or 9/8 of a lease, a kill, a zombie), every promise checked in "
+            "every state",
+            f"{f.n('exhaustive.states')} states, {f.n('exhaustive.transitions')} steps, "
+            f"{f.n('exhaustive.violations')} violations, {f.n('exhaustive.seconds', '.0f')} s",
+            f"planted: a lease without a new epoch found in "
+            f"{f.n('exhaustive.plants.epoch.steps')} steps, a fire not fenced in "
+            f"{f.n('exhaustive.plants.fence.steps')}",
+            "—",
+        ),
     ]
     return out
 
