@@ -21,7 +21,7 @@ define pytest_part
 $(BIN)/python -m pytest $(1) -m "$(2)$(if $(MARKS), and ($(MARKS)))" $(PYTEST_ARGS) || [ $$? -eq 5 ]
 endef
 
-.PHONY: test test-server demo bench lint unit clean venv docs sim docs-build
+.PHONY: test test-server demo bench lint unit clean venv docs sim exhaustive docs-build
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -89,6 +89,13 @@ SEEDS ?= 50
 SIM_ARGS ?=
 sim: $(STAMP)
 	PYTHONHASHSEED=0 $(BIN)/python -m sim $(if $(SEED),--seed $(SEED),--seeds $(SEEDS)) $(SIM_ARGS)
+
+# Every interleaving of a small world's steps to DEPTH (sim/exhaustive.py), one JSON line:
+#   make exhaustive DEPTH=6      make exhaustive EXHAUSTIVE_ARGS="--plant fence --first"
+DEPTH ?= 5
+EXHAUSTIVE_ARGS ?=
+exhaustive: $(STAMP)
+	PYTHONHASHSEED=0 $(BIN)/python -m sim.exhaustive --depth $(DEPTH) $(EXHAUSTIVE_ARGS)
 
 # Every benchmark, results in benchmarks/results.json. QUICK=1 for the quick mode.
 # The peers (arq, RQ) come from the bench extra, installed here only.

@@ -10,8 +10,7 @@ Prints one JSON document.
 - ``time_skipping``: the testing guide's job timeout (an hour, two failed attempts, a dead
   letter: ``timer.testing.TimeSkipping``), its real seconds for an hour and three minutes
   of virtual time, best of ``--repeat``.
-- ``exhaustive``: the bounded model check of leases, fences and fires
-  (``sim.exhaustive``), its states and time, when that module is there.
+(The exhaustive check counts its states itself: ``python -m sim.exhaustive``.)
 
 No server: the simulation and the kit run on fakeredis and virtual time.
 """
@@ -19,7 +18,6 @@ No server: the simulation and the kit run on fakeredis and virtual time.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import time
@@ -79,11 +77,6 @@ def main(argv: list[str] | None = None) -> int:
             "virtual_s": 3_780,
         },
     }
-    if importlib.util.find_spec("sim.exhaustive") is not None:
-        exhaustive = importlib.import_module("sim.exhaustive")
-        began = time.perf_counter()
-        found = exhaustive.explore()
-        out["exhaustive"] = {**found, "seconds": round(time.perf_counter() - began, 1)}
     print(json.dumps(out, indent=2))
     return 1 if out["simulation"]["failed"] else 0
 
