@@ -181,11 +181,11 @@ def test_imports_point_one_way() -> None:
             outside = {t for t in imported if not t.startswith("timer.engine")}
             assert outside <= {"timer.errors", "timer.clock"}, name
         if name.startswith("timer.durable"):
-            below = ("timer.durable", "timer.errors", "timer.clock")
-            assert all(t.startswith(below) for t in imported), name
+            model = ("timer.durable", "timer.errors", "timer.clock")
+            assert all(t.startswith(model) for t in imported), name
         if name.startswith("timer.redis"):  # the edge both clients share, below them
-            below = ("timer.redis", "timer.durable", "timer.errors", "timer.clock")
-            assert all(t.startswith(below) for t in imported), (name, imported)
+            edge = ("timer.redis", "timer.durable", "timer.errors", "timer.clock")
+            assert all(t.startswith(edge) for t in imported), (name, imported)
     assert not reaches("timer.aio", "timer.client"), "the asyncio client is a peer, not a wrapper"
 
 
