@@ -487,9 +487,6 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    if os.environ.get("PYTHONHASHSEED") != "0":  # set order decides some call orders
-        os.environ["PYTHONHASHSEED"] = "0"
-        os.execv(sys.executable, [sys.executable, "-m", "sim.exhaustive", *(argv or sys.argv[1:])])
     if args.depth < 1 or args.kills < 0 or args.partitions < 0:
         print("--depth is at least 1, --kills and --partitions at least 0", file=sys.stderr)
         return 2
@@ -518,4 +515,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    if os.environ.get("PYTHONHASHSEED") != "0":  # set order decides some call orders
+        os.environ["PYTHONHASHSEED"] = "0"
+        os.execv(sys.executable, [sys.executable, "-m", "sim.exhaustive", *sys.argv[1:]])
     raise SystemExit(main())

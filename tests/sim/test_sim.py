@@ -5,6 +5,7 @@ virtual time: no server, no sleep."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -15,62 +16,68 @@ import pytest
 
 from sim import plants
 from sim.checks import Violation
-from sim.machine import Result, run
 from sim.world import World
 from timer.client import driver
 from timer.durable import scripts
 
 ROOT = Path(__file__).resolve().parents[2]
-# CI's budget: seeds of up to STEPS steps, EXAMPLES runs each (about a minute here);
+# CI's budget: seeds of up to 150 steps, 15 runs each (about a minute here);
 # TICKWHEEL_SIM_SEEDS=1000 for a long run. No server and no timing: they run with the
 # parallel part of make test.
-SEEDS = range(int(os.environ.get("TICKWHEEL_SIM_SEEDS", "5")))
-STEPS, EXAMPLES = 150, 15
+SEEDS = int(os.environ.get("TICKWHEEL_SIM_SEEDS", "5"))
 
 
-def first_failure(seeds: range) -> Result | None:
-    for seed in seeds:
-        result = run(seed, steps=STEPS, examples=EXAMPLES, shrink=False)
-        if not result.ok:
-            return result
-    return None
+def sim(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """``python -m sim ARGS`` as ``make sim`` runs it (under PYTHONHASHSEED=0: a seed
+    replays exactly only under one hash seed, and this test's process has its own)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "0"}
+    return subprocess.run(
+        [sys.executable, "-m", "sim", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False,
+    )  # fmt: skip
 
 
-def headline(result: Result) -> str:
-    """The failure's first line, its numbers (ids, times, epochs) masked."""
-    return re.sub(r"\d+", "N", result.failure.splitlines()[0])
+def violations(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("sim.checks.Violation")]
+
+
+def steps_of(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if re.match(r"\s+\d+ \w+\(", line)]
 
 
 def test_a_budget_of_seeds_keeps_every_promise() -> None:
     """No planted bug: every seed of the budget runs to the end with every check held."""
-    failed = first_failure(SEEDS)
-    assert failed is None, f"seed {failed.seed}:\n{failed.failure}"
+    done = sim("--seeds", str(SEEDS), "--steps", "150", "--examples", "15", "--no-shrink")
+    assert done.returncode == 0, done.stderr[-5000:]
+    figures = json.loads(done.stdout.splitlines()[-1])
+    assert figures["seeds"] == SEEDS and figures["failed"] == [] and figures["steps"] > 0
 
 
 @pytest.mark.parametrize("name", sorted(plants.PLANTS))
 def test_each_planted_bug_is_found_and_found_again_from_its_seed(name: str) -> None:
-    """Within the budget, and the same seed fails the same way on a second run."""
-    with plants.planted(name):
-        found = first_failure(SEEDS)
-        assert found is not None, f"planted bug {name!r} ({plants.PLANTS[name].what}) not found"
-        again = run(found.seed, steps=STEPS, examples=EXAMPLES, shrink=False)
-    assert not again.ok
-    assert headline(again) == headline(found)
-    assert again.failure == found.failure  # replayed exactly: the same steps, the same ids
+    """Within the budget; and its seed alone fails the same way again, to the ids and ms."""
+    common = ("--steps", "150", "--examples", "15", "--no-shrink", "--plant", name)
+    found = sim("--seeds", str(SEEDS), *common)
+    assert found.returncode == 0, f"{name} ({plants.PLANTS[name].what}) not found"
+    seed = re.search(r"seed (\d+) FAILED", found.stderr)
+    assert seed is not None, found.stderr[-3000:]
+    [violation] = violations(found.stderr)
+    again = sim("--seed", seed.group(1), *common)
+    assert again.returncode == 0
+    assert violations(again.stderr) == [violation]
+    assert steps_of(again.stderr) == steps_of(found.stderr)
 
 
 def test_a_failure_is_shrunk_to_fewer_steps_that_still_fail() -> None:
-    """The backoff plant, found at once: its shrunk run is shorter and still breaks the
-    backoff check."""
-    with plants.planted("backoff"):
-        raw = run(0, steps=STEPS, examples=EXAMPLES, shrink=False)
-        shrunk = run(0, steps=STEPS, examples=EXAMPLES, shrink_s=60)
-    assert not raw.ok and not shrunk.ok
-    steps = [line for line in shrunk.failure.splitlines() if re.match(r"\s+\d+ \w+\(", line)]
-    raw_steps = [line for line in raw.failure.splitlines() if re.match(r"\s+\d+ \w+\(", line)]
-    assert 0 < len(steps) < len(raw_steps)
-    assert "before its backoff ended" in shrunk.failure
-    assert "python -m sim --seed 0" in shrunk.failure
+    """The backoff plant: its shrunk run is shorter, still breaks the backoff check, and
+    says how to replay it."""
+    common = ("--seed", "0", "--steps", "150", "--examples", "15", "--plant", "backoff")
+    raw = sim(*common, "--no-shrink")
+    shrunk = sim(*common, "--shrink-seconds", "60")
+    assert raw.returncode == 0 and shrunk.returncode == 0
+    assert 0 < len(steps_of(shrunk.stderr)) < len(steps_of(raw.stderr))
+    assert "before its backoff ended" in shrunk.stderr
+    assert "python -m sim --seed 0 --plant backoff" in shrunk.stderr
 
 
 def test_a_plant_changes_the_script_only_while_planted() -> None:
@@ -84,23 +91,16 @@ def test_a_plant_changes_the_script_only_while_planted() -> None:
             assert driver.source(plant.script) == scripts.source(plant.script)  # type: ignore[attr-defined]
 
 
-def test_the_command_refuses_bad_options_and_a_plant_run_says_it_found_it() -> None:
-    """``python -m sim``: a usage error for a bad number; with a plant it finds, exit 0
-    and the seed to replay on stderr."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    bad = subprocess.run(
-        [sys.executable, "-m", "sim", "--seeds", "0"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-    assert bad.returncode == 2 and "give at least 1" in bad.stderr
-    planted = subprocess.run(
-        [sys.executable, "-m", "sim", "--seeds", "2", "--plant", "backoff",
-         "--shrink-seconds", "5"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert planted.returncode == 0, planted.stdout + planted.stderr
-    assert "python -m sim --seed 0 --plant backoff" in planted.stderr
-    assert '"failed": [0]' in planted.stdout
+def test_the_command_refuses_bad_options() -> None:
+    """A usage error (exit 2) naming what to give, before anything runs."""
+    for args, says in [
+        (("--seeds", "0"), "give at least 1"),
+        (("--seed", "-1"), "a seed is 0 or more"),
+        (("--minutes", "nan"), "above 0"),
+        (("--plant", "nothing"), "invalid choice"),
+    ]:
+        done = sim(*args, timeout=60)
+        assert done.returncode == 2 and says in done.stderr, (args, done.stderr)
 
 
 def stalled_leader_scenario() -> tuple[int, str]:
