@@ -58,7 +58,6 @@ def test_a_lease_without_a_new_epoch_is_found() -> None:
     assert cx.steps() == ["step_worker(0)", "advance(2250)", "step_worker(1)"]
 
 
-@pytest.mark.slow
 def test_a_fire_not_fenced_is_found(capsys: pytest.CaptureFixture[str]) -> None:
     with planted("fence"):
         code = exhaustive.main(["--depth", "5", "--kills", "0", "--plant", "fence", "--first"])
