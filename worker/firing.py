@@ -99,20 +99,28 @@ class Firer:
         trips = self._trips(tasks)
         fired = 0
         for i, trip in enumerate(trips):
-            if i and self._raised_waiting(trip[0][1][0].priority):
+            if self._higher_due(trip[0][1][0].priority):
                 self._put_back([t for rest in trips[i:] for _, group in rest for t in group])
                 break
             fired += self._fire_together(trip)
         return fired
 
-    def _raised_waiting(self, priority: int) -> bool:
-        """Take what the raised wheel expired; whether any is above ``priority``."""
-        raised = self.ctx.raised_queue.get_nowait
-        while True:
-            try:
-                self._keep(raised())
-            except queue.Empty:
-                break
+    def _higher_due(self, priority: int) -> bool:
+        """Whether a timer above ``priority`` is due and not yet sent: asked before each
+        round trip, so what goes next is never below what is due beside it.
+
+        The wheels' reapers are threads of their own, and a reaper hands a release over
+        after taking it out of its wheel: under load the flood's reaper put a whole
+        bucket on fire_queue and the firer sent a round trip of it before the raised
+        wheel's reaper had run (499 of a shard's flood before its high ones, one core
+        shared with a busy loop). So the firer expires what is due itself, and waits for
+        a release under way (``expire_due``), before it looks: the raised wheel (above 0)
+        for every trip, the flood's wheel (0 and below) too for a trip below 0."""
+        ctx = self.ctx
+        ctx.raised.expire_due()
+        if priority < 0:
+            ctx.timer.expire_due()
+        self._take_expired()
         return bool(self.backlog) and max(self.backlog) > priority
 
     def _put_back(self, tasks: list[FireTask]) -> None:
