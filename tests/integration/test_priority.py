@@ -90,6 +90,37 @@ def test_a_taken_over_backlog_fires_by_priority_then_deadline(one_shard: TimerCl
     assert [o.priority for o in outs] == [s.get("priority", 0) for s in expected]
 
 
+def test_a_high_priority_goes_first_by_its_deadline_not_its_wheels_time(
+    one_shard: TimerClient,
+) -> None:
+    """A high-priority timer due with a flood, whose wheel would let it go a minute later
+    (a timer's wheel time is its deadline by the worker's estimate of Redis time when it
+    arrived, which a correction moves): the firer takes it by its deadline before it
+    sends the flood, so the stream has it first. Before, the firer sent what the wheels
+    had released, and the flood went first."""
+    c = one_shard
+    due = server_now_ms(c.redis) - 1_000  # overdue: the load puts them in at once
+    c.schedule_many([{"id": f"f{i}", "deadline_ms": due} for i in range(20)]
+                    + [{"id": "high", "deadline_ms": due, "priority": 50}])  # fmt: skip
+    w = make_worker(c, "w1", sweep_interval_ms=60_000)
+    try:
+        w.tick()  # leads the shard and loads all 21
+        ctx = w.ctx
+        with ctx.lock:
+            state = ctx.shards[0]
+            assert len(state.tasks) == 21
+            # in again, as if the estimate had moved its wheel time a minute on
+            w.loader.add_task(state, "high", due, min_delay_ms=60_000, priority=50)
+        ctx.timer.advance_clock(0)
+        ctx.raised.advance_clock(0)  # the first "high" entry, no longer live, is dropped
+        for _ in range(3):  # a round trip put back for the high one, then the rest
+            w.firer.fire_batch(w.firer.due_now())
+        outs = all_outcomes(c)
+    finally:
+        w.close()
+    assert [o.id for o in outs][:1] == ["high"] and len(outs) == 21, [o.id for o in outs]
+
+
 def test_a_restart_after_an_outage_fires_every_shards_high_priorities_first(
     redis_server: RedisServer, namespace: str
 ) -> None:
