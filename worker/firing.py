@@ -124,8 +124,10 @@ class Firer:
         wheel, so they are ordered by its milliseconds."""
         if priority < 0:
             self.ctx.timer.expire_due()
+            self._take_expired()
+        else:  # fire_queue holds 0 and below: not moved here, the high ones wait for none
+            self._take_raised_queue()
         self._take_raised(deadline_ms)
-        self._take_expired()
         return bool(self.backlog) and max(self.backlog) > priority
 
     def _take_raised(self, deadline_ms: int) -> None:
@@ -370,19 +372,23 @@ class Firer:
         BACKLOG_STEP a round, so a flood is ordered as it is taken, not all first; True
         if that step was full (more may wait). The raised wheel's first, all of them:
         they are few, and must not wait behind a flood on fire_queue."""
-        raised, keep = self.ctx.raised_queue.get_nowait, self._keep
-        while True:
-            try:
-                keep(raised())
-            except queue.Empty:
-                break
-        get = self.ctx.fire_queue.get_nowait
+        self._take_raised_queue()
+        get, keep = self.ctx.fire_queue.get_nowait, self._keep
         for _ in range(BACKLOG_STEP):
             try:
                 keep(get())
             except queue.Empty:
                 return False
         return True
+
+    def _take_raised_queue(self) -> None:
+        """Move what the raised wheel's reaper let go into the backlog."""
+        raised, keep = self.ctx.raised_queue.get_nowait, self._keep
+        while True:
+            try:
+                keep(raised())
+            except queue.Empty:
+                return
 
     def _next_batch(self, most: int) -> list[FireTask]:
         """The next ``most`` entries of the backlog, highest priority first, each
@@ -413,7 +419,13 @@ class Firer:
                 except queue.Empty:
                     continue
                 self._keep(first)
-            self._take_expired()
+                if first is not None:  # raised ones due with it, before the flood is moved
+                    self._take_raised(first.deadline_ms)
+            self._take_raised_queue()
+            if not self.backlog or max(self.backlog) <= 0:
+                # raised ones in hand go first, without waiting for a flood's step to be
+                # moved (nothing on fire_queue is above 0; a trip below 0 takes it first)
+                self._take_expired()
             if self.held:  # the round may have ended since the top: all go in together
                 self._let_go()
             batch = self._next_batch(ctx.settings.fire_batch * 4)
