@@ -3,6 +3,7 @@ the same moment. Prints one JSON document.
 
     python -m benchmarks.priority            # 200,000 in the flood, 1,000 high
     python -m benchmarks.priority --quick    # 20,000 and 200
+    python -m benchmarks.priority --busy-core 0   # the workers starved: one core, a busy loop
 
 Three runs on one private server, two real worker processes each, every timer due at
 the same millisecond (a burst, or a restart after an outage, has this shape):
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -31,7 +33,7 @@ from timer import TimerClient
 from timer.testing import RedisServer, find_server_binary
 
 from .options import count
-from .worker import pct, start_worker, wait_decided
+from .worker import busy_loop, pct, start_worker, wait_decided
 
 BATCH = 5_000
 HIGH = 50
@@ -56,22 +58,34 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--outage-high", type=count("timers"), default=50,
                    help="the outage run's timers at priority 50 (default 50)")  # fmt: skip
+    p.add_argument("--busy-core", type=count("core", minimum=0), default=None,
+                   help="pin the workers to this core, beside a busy loop pinned there too "
+                        "(the order on a starved worker); default: not pinned")  # fmt: skip
     args = p.parse_args(argv)
+    if args.busy_core is not None and args.busy_core not in os.sched_getaffinity(0):
+        p.error(f"--busy-core {args.busy_core}: not one of this process's cores "
+                f"{sorted(os.sched_getaffinity(0))}")  # fmt: skip
     flood = args.flood if args.flood is not None else (20_000 if args.quick else 200_000)
     high = args.high or (200 if args.quick else 1_000)
     lead_ms = args.lead_ms or (5_000 if args.quick else 15_000)
     result: dict[str, Any] = {"benchmark": "priority", "flood_timers": flood,
                               "high_timers": high, "high_priority": HIGH,
-                              "lead_ms": lead_ms}  # fmt: skip
+                              "lead_ms": lead_ms, "busy_core": args.busy_core}  # fmt: skip
+    core = args.busy_core
     with (
         tempfile.TemporaryDirectory() as tmp,
         RedisServer(Path(tmp) / "redis", binary=find_server_binary(args.server)) as server,
+        busy_loop(core),
     ):
         result["server"] = server.version()
         runs = {"alone": (0, HIGH), "flood": (flood, HIGH), "flood_no_priority": (flood, 0)}
         for name, (n_flood, priority) in runs.items():
-            result[name] = run(server.url, Path(tmp), name, n_flood, high, priority, lead_ms)
-        result["outage"] = outage(server.url, Path(tmp), args.outage_flood, args.outage_high)
+            result[name] = run(
+                server.url, Path(tmp), name, n_flood, high, priority, lead_ms, core=core
+            )
+        result["outage"] = outage(
+            server.url, Path(tmp), args.outage_flood, args.outage_high, core=core
+        )
     base, with_flood = result["alone"]["high_ms"]["p99"], result["flood"]["high_ms"]["p99"]
     before = result["flood_no_priority"]["high_ms"]["p99"]
     if base and with_flood:
@@ -83,13 +97,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(  # noqa: PLR0917 - one run's parameters, as main passes them
-    url: str, logs: Path, name: str, flood: int, high: int, priority: int, lead_ms: int
+    url: str,
+    logs: Path,
+    name: str,
+    flood: int,
+    high: int,
+    priority: int,
+    lead_ms: int,
+    *,
+    core: int | None = None,
 ) -> dict[str, Any]:
     """One run in a namespace of its own: schedule, let two workers fire, read."""
     ns = f"prio-{name}".replace("_", "-")
     c = TimerClient.from_url(url, ns)
     c.init(shards=16)
-    workers = [start_worker(url, ns, f"{ns}-w{i}", 2_000, logs) for i in range(2)]
+    workers = [start_worker(url, ns, f"{ns}-w{i}", 2_000, logs, core=core) for i in range(2)]
     try:
         due = c.server_time_ms() + lead_ms
         total = flood + high
@@ -123,7 +145,9 @@ def run(  # noqa: PLR0917 - one run's parameters, as main passes them
         c.close()
 
 
-def outage(url: str, logs: Path, flood: int, high: int) -> dict[str, Any]:
+def outage(
+    url: str, logs: Path, flood: int, high: int, *, core: int | None = None
+) -> dict[str, Any]:
     """A restart after an outage (#54 B): every timer overdue when two workers start on
     16 shards. Figures from the first fire on (the outage itself is not the workers'):
     the share of the flood fired before the last high-priority timer, and the high
@@ -141,7 +165,7 @@ def outage(url: str, logs: Path, flood: int, high: int) -> dict[str, Any]:
             c.schedule_many(specs[start : start + BATCH])
         while c.server_time_ms() < due + 500:  # every one overdue before a worker runs
             time.sleep(0.05)  # waiting for the clock itself, not for another process
-        workers = [start_worker(url, ns, f"{ns}-w{i}", 2_000, logs) for i in range(2)]
+        workers = [start_worker(url, ns, f"{ns}-w{i}", 2_000, logs, core=core) for i in range(2)]
         try:
             wait_decided(c, flood + high, 120 + flood / 2_000)
         finally:

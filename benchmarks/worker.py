@@ -14,13 +14,16 @@ involved. Prints one JSON document.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -31,8 +34,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def start_worker(
-    url: str, ns: str, name: str, lease_ms: int, logs: Path
+    url: str, ns: str, name: str, lease_ms: int, logs: Path, *, core: int | None = None
 ) -> subprocess.Popen[bytes]:
+    """A worker process; ``core``: pinned to that core (set in the child before exec, so
+    every thread it starts runs there)."""
     args = ["--redis-url", url, "--namespace", ns, "--id", name, "--lease-ms", str(lease_ms)]
     args += ["--log-level", "WARNING"]
     with (logs / f"{name}.log").open("wb") as log:  # the child keeps its own fd
@@ -41,7 +46,26 @@ def start_worker(
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,
+            preexec_fn=None if core is None else partial(os.sched_setaffinity, 0, {core}),  # noqa: PLW1509
         )
+
+
+@contextlib.contextmanager
+def busy_loop(core: int | None) -> Iterator[None]:
+    """A process spinning on ``core`` for the block (None: none), killed at its end: what
+    is pinned there beside it gets the CPU the scheduler leaves it, in slices."""
+    if core is None:
+        yield
+        return
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "while True: pass"],
+        preexec_fn=partial(os.sched_setaffinity, 0, {core}),  # noqa: PLW1509
+    )
+    try:
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def wait_decided(c: TimerClient, n: int, timeout_s: float) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import queue
 import threading
@@ -48,6 +49,11 @@ class WorkerContext:
     fire_queue: queue.SimpleQueue[FireTask | None] = field(default_factory=queue.SimpleQueue)
     # What the raised wheel expired: the firer takes it first, whole
     raised_queue: queue.SimpleQueue[FireTask] = field(default_factory=queue.SimpleQueue)
+    # The raised wheel's entries by deadline (a heap; under ``lock``; dead ones dropped
+    # as the firer meets them): before it sends a trip the firer takes every one due no
+    # later than the trip's timers, whatever the raised wheel's reaper has done so far
+    raised_due: list[tuple[int, int, FireTask]] = field(default_factory=list)
+    raised_seq: itertools.count[int] = field(default_factory=itertools.count)
     shards: dict[int, ShardState] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock)
     stats: WorkerStats = field(default_factory=WorkerStats)

@@ -9,6 +9,7 @@ The context's lock is never held across the call to Redis.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import logging
 import queue
@@ -92,27 +93,62 @@ class Firer:
         """Fire expired wheel entries, grouped by shard and epoch; returns how many fired.
         Many shards' calls go in one round trip (``Shards.fire_together``): the timers of
         the last shard of a batch do not wait for the others' replies first (#32).
-        Between two round trips, raised priorities the wheel expired meanwhile go first:
-        the rest of the batch goes back to the backlog (the flood's reaper may have put
-        it on fire_queue before the raised wheel's reaper ran)."""
+        Before each round trip, a higher priority due no later than its timers goes
+        first: the rest of the batch goes back to the backlog (``_higher_due``)."""
         trips = self._trips(tasks)
         fired = 0
         for i, trip in enumerate(trips):
-            if i and self._raised_waiting(trip[0][1][0].priority):
+            latest = max(t.deadline_ms for _, group in trip for t in group)
+            if self._higher_due(trip[0][1][0].priority, latest):
                 self._put_back([t for rest in trips[i:] for _, group in rest for t in group])
                 break
             fired += self._fire_together(trip)
         return fired
 
-    def _raised_waiting(self, priority: int) -> bool:
-        """Take what the raised wheel expired; whether any is above ``priority``."""
-        raised = self.ctx.raised_queue.get_nowait
-        while True:
-            try:
-                self._keep(raised())
-            except queue.Empty:
-                break
+    def _higher_due(self, priority: int, deadline_ms: int) -> bool:
+        """Whether a timer above ``priority``, due no later than ``deadline_ms``, is in
+        this worker and not yet sent: asked before each round trip, so what goes next
+        never overtakes a higher priority due with it, however the threads ran.
+
+        The wheels expire on reapers of their own, and a reaper hands a release over
+        after taking it out of its wheel; and a timer's place in a wheel is its deadline
+        by the worker's estimate of Redis time when it arrived, which a correction moves
+        by a millisecond or a few. Under load the flood's reaper put a bucket on
+        fire_queue and the firer sent a round trip of it while the high ones due in the
+        same millisecond were still in the raised wheel (499 of a shard's flood first,
+        one core shared with a busy loop). So the raised wheel's entries due by then are
+        taken by deadline (``_take_raised``), not when its reaper gets to them; below 0,
+        the flood's own wheel (0 and below) is expired here too, and a release its
+        reaper has under way waited for (``SystemTimer.expire_due``): those two share a
+        wheel, so they are ordered by its milliseconds."""
+        if priority < 0:
+            self.ctx.timer.expire_due()
+            self._take_expired()
+        else:  # fire_queue holds 0 and below: not moved here, the high ones wait for none
+            self._take_raised_queue()
+        self._take_raised(deadline_ms)
         return bool(self.backlog) and max(self.backlog) > priority
+
+    def _take_raised(self, deadline_ms: int) -> None:
+        """Into the backlog: the raised wheel's live entries due no later than
+        ``deadline_ms`` (they stay in that wheel, and are dropped when it lets them go);
+        entries no longer live (fired, replaced, their shard dropped) leave the heap."""
+        ctx = self.ctx
+        heap, taken = ctx.raised_due, []
+        with ctx.lock:
+            while heap:
+                due, _, task = heap[0]
+                state = ctx.shards.get(task.shard)
+                live = (
+                    not task.kept and state is not None and state.tasks.get(task.timer_id) is task
+                )
+                if live and due > deadline_ms:
+                    break
+                heapq.heappop(heap)
+                if live:
+                    taken.append(task)
+        for task in taken:
+            self._keep(task)
 
     def _put_back(self, tasks: list[FireTask]) -> None:
         """Entries taken but not sent: back to the front of their priorities' lines."""
@@ -302,8 +338,9 @@ class Firer:
     def _keep(self, task: FireTask | None) -> None:
         """Into the backlog, after those of its priority (held while its shard is one of
         a rebalance's still loading). None is a wake-up only (RaisedSink)."""
-        if task is None:
+        if task is None or task.kept:  # a wake-up, or taken by its deadline already
             return
+        task.kept = True
         if task.shard in self.ctx.catching_up:
             if not self.held:
                 self.held_since = self.ctx.time.monotonic()
@@ -334,19 +371,23 @@ class Firer:
         BACKLOG_STEP a round, so a flood is ordered as it is taken, not all first; True
         if that step was full (more may wait). The raised wheel's first, all of them:
         they are few, and must not wait behind a flood on fire_queue."""
-        raised, keep = self.ctx.raised_queue.get_nowait, self._keep
-        while True:
-            try:
-                keep(raised())
-            except queue.Empty:
-                break
-        get = self.ctx.fire_queue.get_nowait
+        self._take_raised_queue()
+        get, keep = self.ctx.fire_queue.get_nowait, self._keep
         for _ in range(BACKLOG_STEP):
             try:
                 keep(get())
             except queue.Empty:
                 return False
         return True
+
+    def _take_raised_queue(self) -> None:
+        """Move what the raised wheel's reaper let go into the backlog."""
+        raised, keep = self.ctx.raised_queue.get_nowait, self._keep
+        while True:
+            try:
+                keep(raised())
+            except queue.Empty:
+                return
 
     def _next_batch(self, most: int) -> list[FireTask]:
         """The next ``most`` entries of the backlog, highest priority first, each
@@ -377,7 +418,13 @@ class Firer:
                 except queue.Empty:
                     continue
                 self._keep(first)
-            self._take_expired()
+                if first is not None:  # raised ones due with it, before the flood is moved
+                    self._take_raised(first.deadline_ms)
+            self._take_raised_queue()
+            if not self.backlog or max(self.backlog) <= 0:
+                # raised ones in hand go first, without waiting for a flood's step to be
+                # moved (nothing on fire_queue is above 0; a trip below 0 takes it first)
+                self._take_expired()
             if self.held:  # the round may have ended since the top: all go in together
                 self._let_go()
             batch = self._next_batch(ctx.settings.fire_batch * 4)

@@ -7,6 +7,8 @@ firer thread (a task put back for a retry). All of them take the context's lock.
 
 from __future__ import annotations
 
+import heapq
+
 from timer.durable.entries import parse_events
 from timer.durable.models import Event
 from timer.durable.schedule_records import occurrence_name
@@ -96,6 +98,8 @@ class Loader:
         task.priority = priority
         state.tasks[tid] = task
         ctx.wheel_of(task.priority).add(task)
+        if priority > 0:  # the firer finds it by deadline too (firing.Firer._take_raised)
+            heapq.heappush(ctx.raised_due, (deadline_ms, next(ctx.raised_seq), task))
 
     def offer(self, state: ShardState, tid: str, deadline_ms: int) -> None:
         """A timer the shard just got (an event, or an occurrence armed): into the wheel

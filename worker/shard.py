@@ -39,11 +39,13 @@ class RaisedSink:
 class FireTask(TimerTask):
     """A durable timer's entry in the worker's wheel: when it expires, queue it to fire
     (``released``: when the wheel let it go, monotonic ns; 0 until then; ``priority``:
-    the timer's, higher fired first from a backlog)."""
+    the timer's, higher fired first from a backlog; ``kept``: the firer has it in hand,
+    taken early by its deadline or off its queue, so a second arrival is dropped)."""
 
     __slots__ = (
         "deadline_ms",
         "epoch",
+        "kept",
         "now_ns",
         "priority",
         "released",
@@ -71,6 +73,7 @@ class FireTask(TimerTask):
         self.sink = sink
         self.released = 0
         self.priority = 0
+        self.kept = False
 
     def run(self) -> None:
         self.released = self.now_ns()

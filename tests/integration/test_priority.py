@@ -6,7 +6,11 @@ in the order it fires, and the order a runner's handler threads start outcomes.
 
 from __future__ import annotations
 
+import os
 import queue
+import subprocess
+import sys
+import textwrap
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +20,8 @@ import pytest
 
 from tests.conftest import wait_for
 from timer import Handlers, InvalidInput, Outcome, TimerClient
+from timer.durable.groups import Delivery
+from timer.handlers.policy import WorkQueue
 from timer.testing import RedisServer
 from timer.worker.firing import Firer
 from timer.worker.shard import FireTask
@@ -28,6 +34,8 @@ from .test_worker import running as worker_running
 __all__ = ["running"]  # a fixture, used by name
 
 pytestmark = pytest.mark.redis
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -80,6 +88,37 @@ def test_a_taken_over_backlog_fires_by_priority_then_deadline(one_shard: TimerCl
     expected = sorted(specs, key=lambda s: (-int(s.get("priority", 0)), int(s["deadline_ms"])))
     assert [o.id for o in outs] == [s["id"] for s in expected]
     assert [o.priority for o in outs] == [s.get("priority", 0) for s in expected]
+
+
+def test_a_high_priority_goes_first_by_its_deadline_not_its_wheels_time(
+    one_shard: TimerClient,
+) -> None:
+    """A high-priority timer due with a flood, whose wheel would let it go a minute later
+    (a timer's wheel time is its deadline by the worker's estimate of Redis time when it
+    arrived, which a correction moves): the firer takes it by its deadline before it
+    sends the flood, so the stream has it first. Before, the firer sent what the wheels
+    had released, and the flood went first."""
+    c = one_shard
+    due = server_now_ms(c.redis) - 1_000  # overdue: the load puts them in at once
+    c.schedule_many([{"id": f"f{i}", "deadline_ms": due} for i in range(20)]
+                    + [{"id": "high", "deadline_ms": due, "priority": 50}])  # fmt: skip
+    w = make_worker(c, "w1", sweep_interval_ms=60_000)
+    try:
+        w.tick()  # leads the shard and loads all 21
+        ctx = w.ctx
+        with ctx.lock:
+            state = ctx.shards[0]
+            assert len(state.tasks) == 21
+            # in again, as if the estimate had moved its wheel time a minute on
+            w.loader.add_task(state, "high", due, min_delay_ms=60_000, priority=50)
+        ctx.timer.advance_clock(0)
+        ctx.raised.advance_clock(0)  # the first "high" entry, no longer live, is dropped
+        for _ in range(3):  # a round trip put back for the high one, then the rest
+            w.firer.fire_batch(w.firer.due_now())
+        outs = all_outcomes(c)
+    finally:
+        w.close()
+    assert [o.id for o in outs][:1] == ["high"] and len(outs) == 21, [o.id for o in outs]
 
 
 def test_a_restart_after_an_outage_fires_every_shards_high_priorities_first(
@@ -156,11 +195,131 @@ def test_a_flood_due_at_once_fires_its_high_priorities_first(
     assert {o.id: o.priority for o in outs if o.id in high} == dict.fromkeys(high, 50)
 
 
-def test_a_runner_starts_the_higher_priorities_it_holds_first(
-    one_shard: TimerClient, running: Callable[..., threading.Thread]
+# The runner's handler for the live-flood test: one line a start, "<id> <priority>".
+STARTS = """
+import os
+
+_LOG = open(os.environ["START_LOG"], "a", buffering=1)
+
+
+def handle(o):
+    _LOG.write(f"{o.id} {o.priority}\\n")
+"""
+
+
+@pytest.fixture
+def one_busy_core(
+    tmp_path: Path,
+) -> Iterator[Callable[[list[str], dict[str, str]], subprocess.Popen[bytes]]]:
+    """Start processes (in ``tmp_path``, their output in a log each there) pinned to one
+    core, beside a busy loop pinned there too, started first and always killed: they
+    get what CPU the scheduler leaves them, in slices."""
+    core = min(os.sched_getaffinity(0))
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def pin() -> None:  # in the child, before exec: every thread it starts inherits it
+        os.sched_setaffinity(0, {core})
+
+    def start(argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        with (tmp_path / f"proc-{len(procs)}.log").open("wb") as out:  # the child keeps a fd
+            proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=out,
+                                    stderr=subprocess.STDOUT, preexec_fn=pin)  # fmt: skip  # noqa: PLW1509
+        procs.append(proc)
+        assert os.sched_getaffinity(proc.pid) == {core}
+        return proc
+
+    try:
+        start([sys.executable, "-c", "while True: pass"], dict(os.environ))
+        yield start
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait(10)
+
+
+def test_a_live_flood_keeps_its_order_on_one_busy_core(
+    redis_server: RedisServer,
+    namespace: str,
+    tmp_path: Path,
+    one_busy_core: Callable[[list[str], dict[str, str]], subprocess.Popen[bytes]],
 ) -> None:
-    """One handler thread and a read of 40 outcomes: after the first (started as it was
-    read), the handler sees them highest priority first, each priority in stream order."""
+    """10,000 timers at priority 0 and 50 at 50 due in one millisecond, heard live by a
+    worker process and handled by a runner process, both pinned to one core a busy loop
+    also runs on: each shard's stream has its high ones before any of the flood, and the
+    runner starts the 50 before any of the flood. Before, the flood's wheel and the
+    raised wheel released on reapers of their own, and the firer sent whatever had
+    reached it: under load a round trip of the flood went before the high ones (one run:
+    499 of a shard's flood first, the last high one started after 14.6 % of all)."""
+    c = TimerClient.from_url(redis_server.url, namespace)
+    c.init(shards=4)
+    (tmp_path / "prio_starts.py").write_text(textwrap.dedent(STARTS))
+    starts = tmp_path / "starts.log"
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}", "START_LOG": str(starts)}
+    where = ["--redis-url", redis_server.url, "--namespace", namespace]
+    try:
+        one_busy_core([sys.executable, "-m", "timer.worker", *where, "--id", "w1",
+                       "--log-level", "WARNING"], env)  # fmt: skip
+        one_busy_core([sys.executable, "-m", "timer.cli", *where, "handle", "prio_starts:handle",
+                       "--on", "expired", "--consumer", "one", "--concurrency", "1"],
+                      env)  # fmt: skip
+
+        def ready() -> bool:  # the worker hears every shard; the runner's group is there
+            if not subscribed(c, 4):
+                return False
+            streams = [c.keys.shard(s).outcomes for s in range(4)]
+            return all(c.redis.exists(k) and c.redis.xinfo_groups(k) for k in streams)
+
+        wait_for(ready, 60, "worker and runner ready")
+        due = server_now_ms(c.redis) + 4_000
+        specs: list[dict[str, object]] = [
+            {"id": f"f{i}", "deadline_ms": due} for i in range(10_000)
+        ]
+        for k in range(50):  # spread through the flood's order (and so its shards)
+            specs.insert(k * 201, {"id": f"h{k}", "deadline_ms": due, "priority": 50})
+        for start in range(0, len(specs), 1_000):
+            c.schedule_many(specs[start : start + 1_000])
+        # One marker a shard, due first, scheduled last: its event comes after the
+        # flood's on its shard's channel, so once it fired the worker had the flood in
+        # its wheel (what the order is promised for: timers heard of before their time)
+        markers = {c.shard_of(f"m{i}"): f"m{i}" for i in range(64)}
+        assert len(markers) == 4
+        c.schedule_many([{"id": m, "deadline_ms": due - 2_000} for m in markers.values()])
+        total = len(specs) + len(markers)
+
+        def handled() -> bool:
+            return starts.exists() and len(starts.read_text().splitlines()) >= total
+
+        wait_for(handled, 120, "every outcome handled")
+        outs = [o for o in c.all_outcomes() if o.id[0] != "m"]
+        marked = [c.get(m) for m in markers.values()]
+    finally:
+        c.close()
+    heard = [o.decided_ms if o is not None else None for o in marked]
+    assert all(d is not None and d < due for d in heard), f"premise: heard in time {heard}"
+    by_shard: dict[int, list[Outcome]] = {}
+    for o in outs:
+        by_shard.setdefault(o.shard, []).append(o)
+    for shard, line in by_shard.items():
+        last_high = max(n for n, o in enumerate(line) if o.priority == 50)
+        before = sum(1 for o in line[:last_high] if o.priority == 0)
+        assert before == 0, f"shard {shard}: {before} of the flood before its last high one"
+    started = [row.split() for row in starts.read_text().splitlines() if row[0] != "m"]
+    assert len(started) == len(specs)
+    first = [tid for tid, _ in started[:50]]
+    assert sorted(first) == sorted(f"h{k}" for k in range(50)), (
+        f"the last high one started at {max(n for n, (t, _) in enumerate(started) if t[0] == 'h')}"
+    )
+
+
+def test_a_runner_starts_the_higher_priorities_it_holds_first(
+    one_shard: TimerClient,
+    running: Callable[..., threading.Thread],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One handler thread and a read of 40 outcomes: the handler sees them highest
+    priority first, each priority in stream order (the first too: a read goes to the
+    handler threads highest first, not in stream order, which let the idle thread start
+    the read's first outcome before the higher ones behind it were queued)."""
     c = one_shard
     priorities = [(i * 37) % 7 - 3 for i in range(40)]
     c.schedule_many([{"id": f"h{i}", "delay_ms": 60_000, "priority": p}
@@ -168,6 +327,15 @@ def test_a_runner_starts_the_higher_priorities_it_holds_first(
     for i in range(40):
         c.cancel(f"h{i}")  # an outcome each, in this order
     seen: list[tuple[int, str]] = []
+    queued: list[int] = []  # the priorities in the order the read went to the threads
+    put = WorkQueue.put
+
+    def recording_put(self: WorkQueue, d: Delivery | None) -> None:
+        if d is not None:
+            queued.append(d.outcome.priority)
+        put(self, d)
+
+    monkeypatch.setattr(WorkQueue, "put", recording_put)
     gate = threading.Event()
     h = Handlers(c, group="pri", consumer="one")
 
@@ -180,9 +348,9 @@ def test_a_runner_starts_the_higher_priorities_it_holds_first(
     wait_for(lambda: h.in_flight == 40, 10, "the whole read in hand")
     gate.set()
     wait_for(lambda: len(seen) == 40, 10, "every outcome handled")
-    rest = seen[1:]
+    assert queued == sorted(priorities, reverse=True), queued
     order = {f"h{i}": i for i in range(40)}
-    assert rest == sorted(rest, key=lambda x: (-x[0], order[x[1]])), rest
+    assert seen == sorted(seen, key=lambda x: (-x[0], order[x[1]])), seen
 
 
 def test_the_priority_benchmark_runs_its_four_cases(server_binary: Path) -> None:

@@ -367,3 +367,55 @@ def test_a_delay_ms_property_of_a_subclass_is_honoured() -> None:
     timer.add(task)
     assert task._bucket is not None and task._bucket[task] == 100
     timer.close()
+
+
+class HeldTask(TimerTask):
+    """Runs until ``go`` is set (a reaper in the middle of handing a release over)."""
+
+    def __init__(self, delay_ms: int, out: list[object], name: str) -> None:
+        super().__init__(delay_ms)
+        self.out, self.name = out, name
+        self.running, self.go = threading.Event(), threading.Event()
+
+    def run(self) -> None:
+        self.running.set()
+        assert self.go.wait(10)
+        self.out.append(self.name)
+
+
+def test_expire_due_waits_for_a_release_another_thread_has_under_way() -> None:
+    """``expire_due`` returns only once every task due has run (inline): what it expires
+    itself, and what another thread took out of the wheel before and is still handing
+    over (that thread's tasks are not due again, so a plain advance_clock(0) returns at
+    once without them)."""
+    clock = ManualClock(0)
+    timer = SystemTimer("held", tick_ms=1, wheel_size=8, clock=clock, inline=True)
+    out: list[object] = []
+    held = HeldTask(5, out, "held")
+    timer.add(held)
+    timer.add(RecordingTask(7, "later", out))
+    clock.advance(5)
+    reaper = threading.Thread(target=timer.advance_clock, args=(0,))
+    reaper.start()
+    assert held.running.wait(10)  # taken out of the wheel, being handed over
+    clock.advance(2)
+    returned = threading.Event()
+
+    def expire_due() -> None:
+        timer.expire_due()
+        returned.set()
+
+    waiter = threading.Thread(target=expire_due)
+    waiter.start()
+    # it expired its own (the later one) and waits for the held one's hand-over
+    deadline = time.monotonic() + 10
+    while out != ["later"] and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert out == ["later"]
+    assert not returned.wait(0.2)  # a wrong one returns at once: given a moment to
+    held.go.set()
+    assert returned.wait(10)
+    assert sorted(map(str, out)) == ["held", "later"]
+    reaper.join(10)
+    waiter.join(10)
+    timer.close()

@@ -94,6 +94,11 @@ class SystemTimer:
         self.inline = inline
         self._closed = False
         self._checks = self._max_pending > 0  # closed, or a limit to check: off the fast path
+        # Releases taken out of the wheel and not yet handed over (run inline, or given to
+        # the executor), by number: ``expire_due`` waits for those under way when called.
+        self._handing: set[int] = set()
+        self._releases = 0
+        self._awaiting = 0  # threads waiting in expire_due (a release's end wakes them)
 
     @property
     def max_pending(self) -> int:
@@ -215,11 +220,45 @@ class SystemTimer:
                             expired.append(task)
                 bucket = queue.poll(0)
             self._bound -= len(expired)
+            if expired:
+                self._releases += 1
+                release = self._releases
+                self._handing.add(release)
         finally:
             lock.release()
         if expired:
-            self._executor.submit(expired)
+            try:
+                self._executor.submit(expired)
+            finally:
+                with queue.cond:
+                    self._handing.discard(release)
+                    if self._awaiting:
+                        queue.cond.notify_all()
         return True
+
+    def expire_due(self) -> None:
+        """Expire every bucket due now, on this thread, and wait until the releases other
+        threads (the reaper) had under way are handed over too: when it returns, every
+        task whose time had come has run (inline) or been given to the executor.
+
+        For a consumer that must not act on part of what is due: the reaper takes a
+        release out of the wheel under the lock and hands its tasks over after, so
+        between the two another thread saw only some of them, or none (the worker's
+        firer, which must not fire a lower priority while a higher one due with it is
+        still on its way out of another wheel). It waits only for the reaper's own work
+        in hand (never for a bucket not yet due)."""
+        self.advance_clock(0)
+        cond = self._queue.cond
+        with cond:
+            under_way = set(self._handing)
+            if not under_way:
+                return
+            self._awaiting += 1
+            try:
+                while under_way & self._handing:
+                    cond.wait()
+            finally:
+                self._awaiting -= 1
 
     def wake(self) -> None:
         """Make a blocked ``advance_clock`` return (False) at once."""

@@ -45,6 +45,10 @@ READ_AHEAD = 256  # outcomes read ahead of the free handlers, by default (see Ha
 RATE_NEAR_S = 0.25  # a rate's next start this near: waited for here, not in a blocking read
 
 
+def _minus_priority(d: Delivery) -> int:
+    return -d.outcome.priority
+
+
 class HandlerLoop(CoroutineRunner):
     """One run of a Handlers: the reading thread (this one), the handler threads and the
     event loop for ``async def`` handlers."""
@@ -275,7 +279,11 @@ class HandlerLoop(CoroutineRunner):
             # work queue hands them to the threads (stable: read order within a priority)
             got = sorted(got, key=lambda d: -d.outcome.priority)
         coros: list[tuple[Handler, Delivery]] = []
-        for d in got:
+        # Highest priority first (stable: each priority in stream order): the handler
+        # threads take from the work queue while a read is put there, so a read put in
+        # stream order let an idle thread start a low one read before the read's high
+        # ones were in the queue (a read holds each shard's stream in turn).
+        for d in sorted(got, key=_minus_priority) if len(got) > 1 else got:
             self._dispatch(d, coros)
         if coros:  # one hand-over to the event loop for the read, not one an outcome
             self._hand_over(coros)
