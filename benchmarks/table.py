@@ -57,6 +57,12 @@ class Figures:
         return "—" if not va or not vb else f"{va / vb:.2f}\u00d7"
 
 
+def _faster(f: Figures, virtual: str, real: str) -> str:
+    """Virtual seconds a real one, as a whole number: 46,667× real time."""
+    v, r = f.get(virtual), f.get(real)
+    return "—" if not v or not r else f"{v / r:,.0f}\u00d7 real time"
+
+
 def _engine(f: Figures, workload: str) -> tuple[str, str, str]:
     e = f"engine.{workload}"
     return (
@@ -588,7 +594,7 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
             "dead letter (3,780 s of virtual time)",
             f"{f.n('simulation.time_skipping.best_s', ',.3f')} s real",
             "the virtual time it covers, 3,780 s",
-            f.ratio("simulation.time_skipping.best_s", "simulation.time_skipping.virtual_s"),
+            _faster(f, "simulation.time_skipping.virtual_s", "simulation.time_skipping.best_s"),
         ),
         (
             f"exhaustive check (`python -m sim.exhaustive`): every interleaving of "

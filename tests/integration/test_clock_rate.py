@@ -4,21 +4,25 @@ refused as early waits for the server's own remaining time (#39)."""
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pytest
 
 from tests.conftest import wait_for
 from timer import TimerClient
+from timer.clock import SystemTime
 from timer.testing import RedisServer
+from timer.worker import WorkerSettings
 
-from .test_worker import make_worker, running
+from .test_worker import OwnedWorker, running
 
 pytestmark = pytest.mark.redis
 
 
-class FastTime:
-    """The ``time`` module, but its monotonic clocks run ``rate`` times as fast."""
+class FastTime(SystemTime):
+    """The system's time, but its monotonic clock runs ``rate`` times as fast (its waits,
+    sleeps and wall clock are the system's): the Time a worker is given."""
+
+    __slots__ = ("base", "rate")
 
     def __init__(self, rate: float) -> None:
         self.rate = rate
@@ -30,24 +34,22 @@ class FastTime:
     def monotonic(self) -> float:
         return self.monotonic_ns() / 1e9
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(time, name)
-
 
 @pytest.mark.slow
 def test_a_fast_clock_costs_at_most_three_refused_fires_a_timer(
-    redis_server: RedisServer, namespace: str, monkeypatch: pytest.MonkeyPatch
+    redis_server: RedisServer, namespace: str
 ) -> None:
     """The worker's wheel and Redis-time estimate on a clock running x1.5: the clock's
     rate is measured from the server's readings, and each timer is tried at most three
     times before Redis says it is due (the issue measured ~1,100 refused tries a timer)."""
-    fast = FastTime(1.5)
-    monkeypatch.setattr("timer.engine.clock.time", fast)
-    monkeypatch.setattr("timer.worker.redis_clock.time", fast)
     c = TimerClient.from_url(redis_server.url, namespace)
     try:
         c.init(shards=2, bucket_ms=100)
-        w = make_worker(c, "fast", lease_ms=1_500)
+        w = OwnedWorker(
+            TimerClient.from_url(c.where, c.namespace),
+            WorkerSettings(worker_id="fast", lease_ms=1_500),
+            time=FastTime(1.5),
+        )
         with running(w):
             wait_for(
                 lambda: len(w.shards) == 2 and abs(w.clock.skew - 1.5) < 0.05,

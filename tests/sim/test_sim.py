@@ -21,10 +21,10 @@ from timer.client import driver
 from timer.durable import scripts
 
 ROOT = Path(__file__).resolve().parents[2]
-# CI's budget: seeds of up to 150 steps, 15 runs each (about a minute here);
+# CI's budget: seeds of up to 150 steps, 15 runs each (half a minute here);
 # TICKWHEEL_SIM_SEEDS=1000 for a long run. No server and no timing: they run with the
 # parallel part of make test.
-SEEDS = int(os.environ.get("TICKWHEEL_SIM_SEEDS", "3"))
+SEEDS = int(os.environ.get("TICKWHEEL_SIM_SEEDS", "2"))
 
 
 def sim(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
@@ -73,7 +73,7 @@ def test_a_failure_is_shrunk_to_fewer_steps_that_still_fail() -> None:
     says how to replay it."""
     common = ("--seed", "0", "--steps", "150", "--examples", "15", "--plant", "backoff")
     raw = sim(*common, "--no-shrink")
-    shrunk = sim(*common, "--shrink-seconds", "20")
+    shrunk = sim(*common, "--shrink-seconds", "10")
     assert raw.returncode == 0 and shrunk.returncode == 0
     assert 0 < len(steps_of(shrunk.stderr)) < len(steps_of(raw.stderr))
     assert "before its backoff ended" in shrunk.stderr
