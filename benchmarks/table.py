@@ -58,7 +58,7 @@ class Figures:
 
 
 def _faster(f: Figures, virtual: str, real: str) -> str:
-    """Virtual seconds a real one, as a whole number: 46,667× real time."""
+    """Virtual seconds a real one, as a whole number: "46,667x real time"."""
     v, r = f.get(virtual), f.get(real)
     return "—" if not v or not r else f"{v / r:,.0f}\u00d7 real time"
 
