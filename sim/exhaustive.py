@@ -38,19 +38,19 @@ import argparse
 import gc
 import hashlib
 import json
-import logging
 import math
 import os
 import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import plants
 from .checks import Violation
+from .machine import quiet
 from .world import Config, WorkerProc, World
 
 # The timers, scheduled at the start: the first falls due before a worker's first
@@ -421,7 +421,7 @@ def explore(
     result = Result(bounds)
     began = time.perf_counter()
     expander = Expander(bounds, fork=fork, exact=exact)
-    with _quiet():
+    with quiet():
         seen = {expander.start()}
         result.states, result.by_depth = 1, [1]
         frontier: list[tuple[Action, ...]] = [()]
@@ -449,21 +449,6 @@ def explore(
                 progress(depth, len(nxt), result.states)
     result.seconds = time.perf_counter() - began
     return result
-
-
-@contextmanager
-def _quiet() -> Iterator[None]:
-    """The processes' warnings (a lost lease, a fenced fire) are the weather here."""
-    names = ["worker", "tickwheel.handlers", "timer"]
-    loggers = [logging.getLogger(n) for n in names]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        for lg, level in zip(loggers, levels, strict=True):
-            lg.setLevel(level)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -195,7 +195,7 @@ def run(
     shrinking_s = engine.MAX_SHRINKING_SECONDS
     engine.MAX_SHRINKING_SECONDS = shrink_s
     try:
-        with redirect_stdout(out), redirect_stderr(out), _quiet():
+        with redirect_stdout(out), redirect_stderr(out), quiet():
             run_state_machine_as_test(factory, settings=config)
     except BaseException as exc:  # a Violation, or any error a step met
         if isinstance(exc, KeyboardInterrupt):
@@ -209,7 +209,7 @@ def run(
 
 
 @contextmanager
-def _quiet() -> Iterator[None]:
+def quiet() -> Iterator[None]:
     """The processes' warnings (a lost lease, a fenced fire) are the simulation's weather,
     not news: their loggers are silenced while it runs."""
     names = ["worker", "tickwheel.handlers", "timer", "timer.celery"]
