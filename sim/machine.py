@@ -112,6 +112,10 @@ class Simulation(RuleBasedStateMachine):
         )
 
     @rule(slot=WORKERS)
+    def lose_events(self, slot: int) -> None:
+        self._step(lambda: self.world.lose_events(slot), f"lose_events(slot={slot!r})")
+
+    @rule(slot=WORKERS)
     def kill_worker(self, slot: int) -> None:
         self._step(lambda: self.world.kill_worker(slot), f"kill_worker(slot={slot!r})")
 

@@ -223,6 +223,21 @@ class World:
             self.ledger.note(f"{proc.id}: {exc}")
         self._observe(proc)
 
+    def lose_events(self, slot: int) -> None:
+        """The worker loses the next pub/sub message it reads (its sweep and its reloads
+        must still fire what the message announced)."""
+        proc = self.workers[slot]
+        if proc is None:
+            return
+        events = proc.worker.events
+
+        def once(_data: str) -> bool:
+            events.drop = None  # that one message only
+            return True
+
+        events.drop = once
+        self._observe(None)
+
     def kill_worker(self, slot: int) -> None:
         """kill -9: the process is gone; its leases stay until they expire."""
         self.workers[slot] = None

@@ -53,6 +53,8 @@ class EventListener:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None  # ``start``'s (a stepped worker: none)
         self._pumped: tuple[CountingPubSub, set[str]] | None = None  # a stepped worker's
+        # a simulation's lost messages: pump reads them and drops those this says to
+        self.drop: Callable[[str], bool] | None = None
         self.reconnects = 0
 
     def start(self) -> None:
@@ -66,8 +68,9 @@ class EventListener:
     def pump(self, *, drop: Callable[[str], bool] | None = None) -> int:
         """A stepped worker's turn of the listener (no thread; on virtual time): follow
         the wanted channels and handle every message waiting now, never waiting for one.
-        ``drop``: a simulation's lost message (it is read and not handled). Returns how
-        many messages were handled."""
+        ``drop`` (else :attr:`drop`): a simulation's lost message (read, not handled).
+        Returns how many messages were handled."""
+        drop = drop or self.drop
         if self._pumped is None:
             self._pumped = (self._new_pubsub(), set())
         pubsub, subscribed = self._pumped
