@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from timer.client import TimerClient
-from timer.clock import Killed, SkewedTime, VirtualTime
-from timer.durable.models import ClientSettings, DurabilityWarning, Outcome
+from timer.clock import Killed, SkewedTime, Time, VirtualTime
+from timer.durable.models import DurabilityWarning, Outcome
 from timer.errors import TimerError
 from timer.handlers import Backoff, Handlers
 from timer.testing.store import FakeStore
@@ -126,10 +126,9 @@ class World:
         self.next_id = 0
         self.steps = 0
 
-    def client(self, time: Any) -> TimerClient:
-        return TimerClient(
-            self.store.redis(), NAMESPACE, settings=ClientSettings(), safe_url="sim", time=time
-        )
+    def client(self, time: Time) -> TimerClient:
+        """A process's client of the namespace, on its own clock."""
+        return self.store.timer_client(NAMESPACE, time=time)
 
     def _new_worker(self, slot: int, worker_id: str | None = None) -> WorkerProc:
         self.generation += 1
