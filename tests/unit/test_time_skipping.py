@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import math
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from timer.durable.models import Outcome
 from timer.errors import HeartbeatCapped, InvalidInput
@@ -178,3 +182,39 @@ def test_the_pytest_fixture_gives_a_fresh_env_per_test(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 passed" in done.stdout
+
+
+ANYTHING = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**6), 10**6),  # up to 11.6 days taken: a few turns of the worker
+    st.floats(-1e6, 1e6),
+    st.sampled_from([math.nan, math.inf, -math.inf, 1e300, 10**12]),  # refused
+    st.text(max_size=20),
+    st.timedeltas(min_value=dt.timedelta(days=-2), max_value=dt.timedelta(days=2)),
+    st.datetimes(),
+    st.lists(st.integers(), max_size=3),
+)
+
+
+@settings(max_examples=int(os.environ.get("TICKWHEEL_FUZZ_EXAMPLES", "60")), deadline=None)
+@given(value=ANYTHING)
+def test_any_duration_is_taken_or_refused_with_invalid_input_and_nothing_written(
+    value: object,
+) -> None:
+    """advance() and run_until_idle(limit=) take seconds or a timedelta from 0 to 100
+    years; anything else is InvalidInput, and the clock and the store are as they were."""
+    with TimeSkipping() as env:
+        env.client.schedule("keep:{1}", delay_ms=3 * 86_400_000)  # due after any value here
+        before, keys = env.now_ms, env.store.snapshot()
+        for call in (
+            lambda: env.advance(value),  # type: ignore[arg-type]
+            lambda: env.run_until_idle(limit=value),  # type: ignore[arg-type]
+        ):
+            try:
+                call()
+            except InvalidInput:
+                assert env.now_ms == before and env.store.snapshot() == keys
+            except NotIdle:
+                pass  # a limit taken, with the timer still pending after it
+            before, keys = env.now_ms, env.store.snapshot()

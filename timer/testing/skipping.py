@@ -139,10 +139,7 @@ class TimeSkipping:
     def advance(self, seconds: float | dt.timedelta) -> None:
         """Move the clock on by ``seconds``; every timer falling due on the way fires at
         its deadline and is handled then (retries after their backoff, likewise)."""
-        s = seconds.total_seconds() if isinstance(seconds, dt.timedelta) else seconds
-        if isinstance(s, bool) or not isinstance(s, int | float) or not 0 <= s <= 100 * 365 * DAY_S:
-            raise InvalidInput(f"advance() takes 0 to 100 years of seconds, got {seconds!r}")
-        end = self.time.wall_ms() + round(s * 1000)
+        end = self.time.wall_ms() + round(_seconds("advance()", seconds) * 1000)
         while True:
             self.settle_now()
             now = self.time.wall_ms()
@@ -154,7 +151,7 @@ class TimeSkipping:
         """Move the clock on until no timer is pending and every outcome a runner here
         reads is handled or dead-lettered; returns the seconds that passed. NotIdle if
         that is not so within ``limit`` (a recurring schedule never is)."""
-        s = limit.total_seconds() if isinstance(limit, dt.timedelta) else float(limit)
+        s = _seconds("run_until_idle()'s limit", limit)
         began = self.time.wall_ms()
         end = began + round(s * 1000)
         while True:
@@ -287,3 +284,11 @@ class TimeSkipping:
 
     def _shards(self) -> range:
         return range(self.client.meta.shards)
+
+
+def _seconds(what: str, value: object) -> float:
+    """A duration given as seconds or a timedelta, from 0 to 100 years (InvalidInput)."""
+    s = value.total_seconds() if isinstance(value, dt.timedelta) else value
+    if isinstance(s, bool) or not isinstance(s, int | float) or not 0 <= s <= 100 * 365 * DAY_S:
+        raise InvalidInput(f"{what} takes 0 to 100 years of seconds, got {value!r:.80}")
+    return float(s)
