@@ -134,11 +134,10 @@ class VirtualTime(Time):
 
     ``start_wall``: the wall clock's reading at the start (default 2026-01-01 UTC, a
     fixed instant so runs compare); the monotonic clock starts at ``start_monotonic``.
-    ``on_advance`` callbacks run after every move (a store that expires keys, a
-    scheduler of simulated events).
+    One process's clock that is off or drifts: a :class:`SkewedTime` over this one.
     """
 
-    __slots__ = ("_lock", "_mono_ns", "_wall_ns", "host_name", "on_advance", "pid_no")
+    __slots__ = ("_lock", "_mono_ns", "_wall_ns", "host_name", "pid_no")
 
     DEFAULT_START_WALL = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 
@@ -153,7 +152,6 @@ class VirtualTime(Time):
         self._wall_ns = round(start_wall * 1e9)
         self._mono_ns = round(start_monotonic * 1e9)
         self._lock = threading.Lock()
-        self.on_advance: list[Callable[[], None]] = []
         self.host_name = host
         self.pid_no = pid
 
@@ -184,14 +182,6 @@ class VirtualTime(Time):
         with self._lock:
             self._wall_ns += ns
             self._mono_ns += ns
-        for call in list(self.on_advance):
-            call()
-
-    def step_wall(self, seconds: float) -> None:
-        """Step the wall clock alone, either way (an NTP correction); the monotonic clock
-        does not move."""
-        with self._lock:
-            self._wall_ns += round(seconds * 1e9)
 
     def sleep(self, seconds: float) -> None:
         if seconds > 0:

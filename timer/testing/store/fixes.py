@@ -222,7 +222,7 @@ class StoreCommands:
     def _process_command(self, fields: list[bytes]) -> None:
         """Every command runs on the store's clock (:mod:`.clock`); the time a blocking
         command waited on virtual time passes once it has answered, outside the server's
-        lock (a clock's ``on_advance`` callback may call the store)."""
+        lock."""
         server = self._server
         with clock.running_on(server.store_time):
             super()._process_command(fields)  # type: ignore[misc]
