@@ -49,7 +49,8 @@ test: lint
 #   make test-server SERVER=/usr/bin/redis-server REDIS_PY=oldest
 REDIS_PY ?=
 REDIS_PY_OLDEST := 5.3.1
-OLDEST := $(VENV)/redis-py-$(REDIS_PY_OLDEST)
+# absolute: a test's subprocess started in another directory runs it too
+OLDEST := $(abspath $(VENV))/redis-py-$(REDIS_PY_OLDEST)
 $(OLDEST)/.installed: | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --target $(OLDEST) 'redis==$(REDIS_PY_OLDEST)'
 	touch $@

@@ -245,17 +245,16 @@ class Sender:
                 return  # it ran, is Celery's own retry now, or began at most once: delivered
             if state == "running":
                 raise Later(self.delivery_timeout_s, "the task runs; looked at again later")
-            if o.attempt > 1:
-                log.warning(
-                    "task %s (%s) has not started %.3gs after it was sent (the broker lost "
-                    "it, no Celery worker took it yet, or its worker died): sent again; if "
-                    "no task ever starts, is the task a timer.celery.ConfirmedTask in the "
-                    "Celery workers' app too, with tickwheel_url naming this Redis and "
-                    "namespace?",
-                    o.id,
-                    call["task"],
-                    self.delivery_timeout_s,
-                )
+            log.warning(
+                "task %s (%s) has not started %.3gs after it was sent (the broker lost "
+                "it, no Celery worker took it yet, or its worker died): sent again; if "
+                "no task ever starts, is the task a timer.celery.ConfirmedTask in the "
+                "Celery workers' app too, with tickwheel_url naming this Redis and "
+                "namespace?",
+                o.id,
+                call["task"],
+                self.delivery_timeout_s,
+            )
         self.app.send_task(
             call["task"], args=call["args"], kwargs=call["kwargs"], task_id=o.id, **call["options"]
         )
