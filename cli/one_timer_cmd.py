@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import time
 from collections.abc import Callable
 from typing import Any, TypedDict, TypeVar, Unpack, cast
 
@@ -131,7 +130,7 @@ def schedule(
     )
     if not t.created and t.state != "pending" and not app.json:
         click.echo(f"Note: {t.id} ended as {t.state}; --rearm schedules it again.", err=True)
-    if deadline_ms is not None and t.created and deadline_ms < time.time() * 1000 - 1_000:
+    if deadline_ms is not None and t.created and deadline_ms < app.client.time.wall_ms() - 1_000:
         # Allowed on purpose (a catch-up after downtime), but rarely what a person meant.
         click.echo(
             f"Note: {format_ms(deadline_ms)} is in the past: the timer is due at once.", err=True

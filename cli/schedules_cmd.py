@@ -4,7 +4,6 @@ created."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Unpack
@@ -13,6 +12,7 @@ from zoneinfo import ZoneInfo
 import click
 
 from timer import ScheduleNotFound
+from timer.clock import SYSTEM_TIME
 from timer.durable.durations import format_duration_ms
 from timer.durable.fields import ScheduleWhen
 from timer.durable.recurrence import Recurrence
@@ -314,7 +314,7 @@ def preview(
         spec = Recurrence.of(
             cron=cron, every=every, offset=offset, tz=tz, start=start, end=end, jitter=jitter
         )
-    since = round(time.time() * 1000) if after is None else after
+    since = SYSTEM_TIME.wall_ms() if after is None else after
     when = spec.preview(since, count)
     zone = ZoneInfo(spec.tz)
     rows: list[dict[str, Any]] = []

@@ -1,5 +1,5 @@
 """Time is given, not read: every clock read, sleep, blocking wait and thread start of
-the library and the worker goes through the :class:`timer.clock.Time` its process is
+the library, the worker and the CLI goes through the :class:`timer.clock.Time` its process is
 given, so a simulation or a user's test can drive it. Only the modules below may touch the
 system's directly, each for the reason it gives."""
 
@@ -32,6 +32,11 @@ ALLOWED = {
     "timer/httpapi/app.py": "the HTTP API's request latency metric (uvicorn's real time)",
     "timer/celery/claims.py": "a ConfirmedTask's lease renewal, inside a Celery worker's process",
     "worker/metrics.py": "the Prometheus endpoint's HTTP server thread",
+    "cli/embedded.py": "waits for a real server process it started to answer",
+    "cli/demo_cmd.py": "the demo drives real processes (a server, workers, kill -9) on real time",
+    "cli/demo_handlers.py": "the demo's handler measures real lateness of a real worker",
+    "cli/demo_reaction.py": "the demo times a real worker's reaction to a real kill",
+    "cli/demo_sentinel.py": "the demo's Sentinel failover on real servers",
 }
 # the packages of a real server's process for tests (ports, processes, real waits)
 ALLOWED_DIRS = ("timer/testing/",)
@@ -50,7 +55,7 @@ FORBIDDEN = {
 
 def _sources() -> list[Path]:
     out = []
-    for top in ("timer", "worker"):
+    for top in ("timer", "worker", "cli"):
         for path in sorted((ROOT / top).rglob("*.py")):
             rel = path.relative_to(ROOT).as_posix()
             if rel.startswith(("timer/worker/", "timer/cli/")):  # links to worker/ and cli/
