@@ -161,7 +161,12 @@ class Sender:
     and each copy of it would run: it counts as sent when the broker took it, as without
     ``confirm``, and the first such send of each task name logs one warning saying how to
     opt in. Without ``confirm``: every task is sent at least once, acknowledged when the
-    broker took it."""
+    broker took it.
+
+    Under ``task_always_eager`` (a test's app), a task ``app`` registers runs in place, on
+    the runner's thread, with the timer's id as its id, as ``apply_async`` would run it
+    (``send_task`` alone would still go to the broker); with ``task_eager_propagates`` its
+    exception fails the handler, which is retried on the runner's backoff."""
 
     def __init__(
         self,
@@ -238,6 +243,14 @@ class Sender:
         call = task_call(
             body.get("task"), body.get("args", ()), body.get("kwargs"), body.get("options")
         )
+        if self.app.conf.task_always_eager:
+            task = self._task(call["task"])
+            if task is not None:
+                # Celery's send_task ignores task_always_eager (it has no task to run);
+                # the sender has it, so it runs it in place as apply_async would, and a
+                # failure propagates (a retry here) as task_eager_propagates says
+                task.apply(call["args"], call["kwargs"], task_id=o.id)  # type: ignore[attr-defined]
+                return
         confirm = self.confirm and self.confirms(call["task"])
         if confirm and o.attempt > 1:  # a first attempt has sent nothing yet
             state = self.claims().state(o.id)
