@@ -70,6 +70,44 @@ def test_retries_wait_their_backoff_and_the_last_attempt_dead_letters() -> None:
         assert dead.attempts == 3 and "down" in dead.error
 
 
+def test_an_eager_celery_task_runs_at_its_time_and_its_failure_is_retried() -> None:
+    """A Celery app under task_always_eager: send_later's task runs in place at its
+    countdown, with the timer's id; one whose exception propagates is retried on the
+    sender's backoff and dead-lettered after its last attempt, and no broker is touched
+    (the app's broker is an address nothing listens on)."""
+    from celery import Celery  # noqa: PLC0415 - the celery extra
+
+    from timer.celery import send_later, sender  # noqa: PLC0415
+
+    app = Celery("t", broker="redis://127.0.0.1:9/0")
+    app.conf.task_always_eager = True
+    app.conf.task_eager_propagates = True
+    ran: list[tuple[str, int]] = []
+
+    @app.task(name="t.ok", bind=True)  # type: ignore[untyped-decorator]
+    def ok(self: object, n: int) -> None:
+        ran.append((self.request.id, n))  # type: ignore[attr-defined]
+
+    @app.task(name="t.fails")  # type: ignore[untyped-decorator]
+    def fails() -> None:
+        ran.append(("fails", env.now_ms - began))
+        raise RuntimeError("downstream down")
+
+    with TimeSkipping() as env:
+        env.handle(sender(app, max_attempts=2, backoff=Backoff(initial_s=60, jitter=0)))
+        began = env.now_ms
+        t = send_later(env.client, "t.ok", args=[7], countdown=3600)
+        send_later(env.client, "t.fails", countdown=60)
+        env.advance(3_599)
+        assert ran == [("fails", 60_000), ("fails", 120_000)]
+        env.advance(1)
+        assert ran[2:] == [(t.id, 7)]
+        env.run_until_idle()
+        [dead] = env.client.dead_letters("celery")
+        assert dead.attempts == 2 and "downstream down" in dead.error
+        assert env.client.get(t.id).state == "expired"  # type: ignore[union-attr]
+
+
 def test_a_rate_spaces_a_keys_starts_on_the_virtual_clock() -> None:
     """per_s=1 for a tenant: three outcomes due at once start a second apart; another
     tenant's is not held back."""
