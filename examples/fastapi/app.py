@@ -1,8 +1,9 @@
 """A FastAPI service that arms a job's timeout when the job starts and completes it when
 the job reports done (#44). With ``pip install '.[fastapi,server]' uvicorn`` (the
-fastapi extra leaves the ASGI server to you) and your embedded server running
-(``tickwheel server start``; or give another Redis in ``TICKWHEEL_REDIS_URL``), from the
-checkout (README.md beside this file has the whole run):
+fastapi extra leaves the ASGI server to you), your embedded server running
+(``tickwheel server start``; or give another Redis in ``TICKWHEEL_REDIS_URL``) and its
+namespace initialised (``tickwheel init``), from the checkout (README.md beside this
+file has the whole run):
 
     uvicorn app:app --app-dir examples/fastapi
 

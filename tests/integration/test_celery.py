@@ -37,6 +37,7 @@ from timer.celery import (
     task_call,
 )
 from timer.durable.models import Timer
+from timer.redis.local_server import embedded_url
 from timer.testing import RedisServer
 
 from .conftest import namespace_keys
@@ -71,14 +72,28 @@ APP = ROOT / "examples/celery_app"
 GUIDE = ROOT / "docs/guides/celery.md"
 
 
-def guide_commands() -> list[list[str]]:
-    """The guide's shell lines (`tickwheel handle proj:handlers`, `celery -A proj beat
-    ...`), as this test runs them: the same words, through this Python."""
+def guide_lines() -> list[str]:
+    """The guide's shell lines, without their comments."""
     from tests.docs.examples import blocks  # noqa: PLC0415
 
-    lines = [ln for b in blocks(GUIDE, ("sh",)) for ln in b.code.splitlines() if ln.strip()]
+    lines = [
+        ln.split("#", 1)[0].strip() for b in blocks(GUIDE, ("sh",)) for ln in b.code.splitlines()
+    ]
+    return [ln for ln in lines if ln]
+
+
+def guide_env() -> dict[str, str]:
+    """What the guide's ``export`` lines set (the app's namespace, for the commands)."""
+    exports = [ln.removeprefix("export ") for ln in guide_lines() if ln.startswith("export ")]
+    return dict(e.split("=", 1) for e in exports)
+
+
+def guide_commands() -> list[list[str]]:
+    """The guide's commands (`tickwheel handle proj:handlers`, `celery -A proj beat
+    ...`), as this test runs them: the same words, through this Python."""
     modules = {"tickwheel": "timer.cli", "celery": "celery"}
-    return [["-m", modules[ln.split()[0]], *ln.split()[1:]] for ln in lines]
+    return [["-m", modules[ln.split()[0]], *ln.split()[1:]]
+            for ln in guide_lines() if not ln.startswith("export ")]  # fmt: skip
 
 
 class Processes:
@@ -211,6 +226,73 @@ def test_a_task_the_broker_lost_is_sent_again_and_a_copy_is_dropped(
     assert processes.runs() == {f"lost|{i}": 1 for i in sent}, processes.logs()
     assert client.dead_letters("celery") == []
     assert "sent again" in (processes.tmp / "handle.log").read_text()
+
+
+GUIDES_CODE = "test_the_guides_code_sends_its_task_beside_the_example"
+
+
+def test_the_guides_code_sends_its_task_beside_the_example(
+    server_binary: Path, tmp_path: Path
+) -> None:
+    """The guide's Python, as written, beside the example run as the guide says, on the
+    user's embedded server (``tickwheel server start``; no URL given anywhere, as a user
+    runs them): in the namespace the guide exports, `tickwheel init`, the sender
+    (`tickwheel handle proj:handlers`), a worker and a Celery worker. The task it sends
+    later runs once, under the id it printed; the one it cancels never reaches the broker.
+    (Before, the snippet read ``$TICKWHEEL_REDIS_URL``, a KeyError here, and scheduled
+    into namespace ``default``, which no sender read.)"""
+    from tests.docs.examples import blocks  # noqa: PLC0415
+
+    home = tmp_path / "home"
+    user = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"TICKWHEEL_REDIS_URL", "CELERY_BROKER_URL", "TICKWHEEL_NAMESPACE"}
+    }
+    user.update(TICKWHEEL_HOME=str(home), TICKWHEEL_SERVER_BINARY=str(server_binary))
+
+    def tickwheel(*args: str) -> None:
+        done = subprocess.run([sys.executable, "-m", "timer.cli", *args], env=user, cwd=APP,
+                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+
+    tickwheel("server", "start")
+    url = embedded_url(home)
+    assert url is not None
+    user.update(guide_env())
+    processes = Processes(tmp_path, url, user.get("TICKWHEEL_NAMESPACE", "default"))
+    # the sender looks again for the task's start after 1 s (not 30): the test's pace
+    processes.env = {**user, "PYTHONUNBUFFERED": "1", "PROJ_DELIVERY_TIMEOUT_S": "1"}
+    processes.broker = url  # the example's broker: by default, the same server
+    try:
+        for args in guide_commands():
+            if args[1:3] == ["timer.cli", "init"]:
+                tickwheel(*args[2:])
+        processes.sender()
+        processes.timer_worker()
+        processes.celery_worker()
+        code = [b for b in blocks(GUIDE, ("python",)) if b.claim and b.claim.endswith(GUIDES_CODE)]
+        assert code, "the guide's Python names this test"
+        script = tmp_path / "guide.py"
+        script.write_text("\n".join(b.code for b in code))
+        ran = subprocess.run([sys.executable, str(script)], env=user, cwd=tmp_path,
+                             capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+        assert ran.returncode == 0, ran.stderr[-3000:]
+        sent = ran.stdout.split()[0]
+        processes.wait(lambda: f"later|{sent}" in processes.runs(), "the task sent later to run")
+        with TimerClient.from_url(url, processes.namespace) as client:
+
+            def settled() -> bool:  # every outcome read and acknowledged by the sender
+                return all(g.pending == 0 and not g.lag for g in client.groups()
+                           if g.name == "celery")  # fmt: skip
+
+            processes.wait(settled, "the sender to acknowledge every outcome")
+            cancelled = [i.id for i in client.timers.scan(state="cancelled")]
+        assert processes.runs() == {f"later|{sent}": 1}, processes.logs()
+        assert len(cancelled) == 1 and sent not in cancelled, cancelled
+    finally:
+        processes.stop()
+        tickwheel("server", "stop")
 
 
 def broker_sends(url: str) -> dict[str, int]:

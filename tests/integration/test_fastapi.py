@@ -4,7 +4,15 @@ FastAPI's test client (its lifespan runs) against the real server, with a worker
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import shlex
+import socket
+import subprocess
+import sys
 import threading
+import urllib.error
+import urllib.request
 from pathlib import Path
 from types import ModuleType
 
@@ -12,7 +20,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from tests.conftest import wait_for
+from tests.conftest import stop_all, wait_for
 from timer import ConfigError, TimerClient
 from timer.aio import AsyncTimerClient
 from timer.fastapi import TimerClientDep, lifespan, timer_client_for
@@ -22,6 +30,7 @@ from timer.worker import Worker, WorkerSettings
 pytestmark = pytest.mark.redis
 
 ROOT = Path(__file__).resolve().parents[2]
+PAGE = ROOT / "docs" / "guides" / "fastapi.md"
 
 
 def example() -> ModuleType:
@@ -120,3 +129,78 @@ def test_without_a_lifespan_or_a_url_it_says_what_to_do(
     never = FastAPI(lifespan=lifespan(redis_server.url, "never-initialised"))
     with pytest.raises(ConfigError, match="init"), TestClient(never):
         pass
+
+
+def page_lines() -> list[str]:
+    """The page's shell lines that this test runs, without their comments."""
+    from tests.docs.examples import blocks  # noqa: PLC0415
+
+    (block,) = [b for b in blocks(PAGE, ("sh",)) if b.claim and b.claim.endswith(PAGE_TEST)]
+    lines = [ln.split("#", 1)[0].strip() for ln in block.code.splitlines()]
+    return [ln for ln in lines if ln]
+
+
+PAGE_TEST = "test_the_fastapi_page_runs_as_written"
+LONG_RUNNING = ("uvicorn ", "tickwheel worker")  # a terminal of its own, each
+
+
+def test_the_fastapi_page_runs_as_written(server_binary: Path, tmp_path: Path) -> None:
+    """The page's lines, as written, from the checkout, as a user runs them: the embedded
+    server (no URL given), its namespace initialised, the example under uvicorn (on a
+    free port, given as ``UVICORN_PORT``: the line is unchanged) and a worker. A job
+    left alone is expired by that worker; one that reports done is completed. (Before,
+    the page had no ``tickwheel init``: on a fresh server the app refused to start.)"""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"TICKWHEEL_REDIS_URL", "TICKWHEEL_NAMESPACE"}}  # fmt: skip
+    env.update(TICKWHEEL_HOME=str(tmp_path / "home"), TICKWHEEL_SERVER_BINARY=str(server_binary),
+               UVICORN_PORT=str(port), PYTHONUNBUFFERED="1")  # fmt: skip
+    modules = {"tickwheel": "timer.cli", "uvicorn": "uvicorn"}
+    background: list[subprocess.Popen[bytes]] = []
+    logs = tmp_path / "logs.txt"
+
+    def run(line: str) -> None:
+        words = shlex.split(line)
+        argv = [sys.executable, "-m", modules[words[0]], *words[1:]]
+        if line.startswith(LONG_RUNNING):
+            with logs.open("ab") as log:
+                background.append(subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log,
+                                                   stderr=subprocess.STDOUT))  # fmt: skip
+            return
+        done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=60, check=False)  # fmt: skip
+        assert done.returncode == 0, (line, done.stdout, done.stderr)
+
+    def http(method: str, path: str, body: object = None) -> dict[str, object]:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
+                                     headers={"Content-Type": "application/json"})  # fmt: skip
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            answer: dict[str, object] = json.loads(resp.read())
+            return answer
+
+    def serving() -> bool:
+        assert all(p.poll() is None for p in background), logs.read_text()
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/openapi.json", timeout=2).close()
+        except (urllib.error.URLError, ConnectionError):
+            return False
+        return True
+
+    lines = page_lines()
+    try:
+        for line in lines:
+            run(line)
+        wait_for(serving, 60, "the service to answer")
+        assert http("POST", "/jobs/1", {"timeout_s": 0.2})["created"] is True
+        assert http("POST", "/jobs/2", {"timeout_s": 60})["created"] is True
+        assert http("POST", "/jobs/2/done")["completed"] == 1
+        wait_for(lambda: http("GET", "/jobs/1")["state"] == "expired", 60,
+                 "the page's worker to fire job 1's timeout")  # fmt: skip
+        assert http("GET", "/jobs/2")["state"] == "completed"
+    finally:
+        stop_all(background)
+        if lines and lines[0] == "tickwheel server start":
+            run("tickwheel server stop")
