@@ -47,9 +47,13 @@ def normal(output: str, home: str) -> list[str]:
     directory, ids made of the host's name, and every number; runs of blanks and of
     dashes (a table's widths) are one. Lines of the 1 s heartbeat's occurrences go, as
     how many fired before its pause depends on how fast the commands ran, and so does
-    its last occurrence's time (or none yet) once paused."""
+    its last occurrence's time (or none yet) once paused. A duration is one word, whatever
+    its units."""
     text = LOG_LINE.sub("", output).replace(home, "$TICKWHEEL_HOME")
     text = re.sub(re.escape(socket.gethostname()) + r"-\d+(?:-[0-9a-f]+)?", "HOST-ID", text)
+    # a duration (how late a timer was decided: 12ms on a quiet machine, 1s5ms on a busy
+    # one) is one word whatever its units
+    text = re.sub(r"\b\d+ ms\b|\b(?:\d+(?:ms|[smhd]))+\b", "DURATION", text)
     text = re.sub(r"\d+", "N", text)
     out = []
     for raw in text.splitlines():
