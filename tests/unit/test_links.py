@@ -63,9 +63,9 @@ def textual_clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
     clone = tmp_path_factory.mktemp("links") / "tickwheel"
+    clone_args = ["--quiet", "--depth=1", "--config", "core.symlinks=false"]
     done = subprocess.run(
-        ["git", "-c", "core.symlinks=false", "clone", "--quiet", "--no-local", "--depth=1"]
-        + ["--config", "core.symlinks=false", f"file://{ROOT}", str(clone)],
+        ["git", "-c", "core.symlinks=false", "clone", *clone_args, f"file://{ROOT}", str(clone)],
         check=False,
         capture_output=True,
         text=True,
