@@ -61,7 +61,7 @@ class WorkerStats:
 LatenessHistogram = MsHistogram
 
 
-# Where a fired timer's time went before its outcome was in Redis (#32), per timer:
+# Where a fired timer's time went before its outcome was in Redis, per timer:
 # due_to_release: its deadline to the wheel letting it go (Redis time, estimated);
 # release_to_send: waiting for the firer to send its batch; fire_call: the fire script's
 # round trip, sent to answered.

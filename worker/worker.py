@@ -390,7 +390,7 @@ class Worker:
 
 @contextlib.contextmanager
 def _graceful_stop(worker: Worker, handle_signals: bool | None) -> Iterator[None]:
-    """SIGTERM and SIGINT call ``worker.stop()`` inside the block (main thread only)."""
+    """SIGTERM and SIGINT call ``Worker.stop()`` inside the block (main thread only)."""
     on_main = threading.current_thread() is threading.main_thread()
     if not (on_main if handle_signals is None else handle_signals and on_main):
         yield
