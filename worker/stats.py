@@ -1,7 +1,8 @@
 """What a worker counts: plain integers and a lateness histogram, cheap on the firing path.
 
-No metrics library here, so ``from worker import Worker`` needs no prometheus_client;
-``worker.metrics`` turns these into Prometheus metric families at scrape time.
+No metrics library here, so ``from timer.worker import Worker`` needs no
+prometheus_client; ``timer.worker.metrics`` turns these into Prometheus metric families
+at scrape time.
 """
 
 from __future__ import annotations
