@@ -7,13 +7,18 @@ from datetime import UTC, datetime
 
 import click
 
-from timer.durable.durations import MAX_DURATION_MS, parse_duration_ms
+from timer.durable.durations import (
+    MAX_DURATION_MS,
+    TEN_YEARS_DAYS,
+    TEN_YEARS_MS,
+    parse_duration_ms,
+)
 
 
 def parse_seconds(text: str) -> float:
     """A number of seconds from 0 to ten years (``nan`` or ``inf`` would never end); a
     duration with a unit (``10s``, ``500ms``, ``2m``) is taken too, as other options take
-    durations (#40: ``wait --timeout 10s`` was refused)."""
+    durations."""
     try:
         value = float(text)
     except ValueError:
@@ -24,7 +29,9 @@ def parse_seconds(text: str) -> float:
                 f"{text!r} is not a number of seconds; write e.g. 30, 0.5 or 10s"
             ) from None
     if not 0 <= value <= MAX_DURATION_MS / 1000:  # False for nan too
-        raise ValueError(f"{text!r} must be a number of seconds from 0 to 316224000 (ten years)")
+        raise ValueError(
+            f"{text!r} must be a number of seconds from 0 to {TEN_YEARS_MS // 1000} (ten years)"
+        )
     return value
 
 
@@ -34,7 +41,7 @@ def parse_millis(text: str) -> int:
     s = text.strip()
     if s.isdigit():
         if len(s) > 16 or int(s) > MAX_DURATION_MS:
-            raise ValueError(f"{text[:40]!r} ms is too long; at most 3660d (ten years)")
+            raise ValueError(f"{text[:40]!r} ms is too long; at most {TEN_YEARS_DAYS}d (ten years)")
         return int(s)
     try:
         return parse_duration_ms(s)

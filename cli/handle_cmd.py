@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
+import pkgutil
 import sys
 from typing import Any
 
@@ -50,13 +50,11 @@ class HandlerSpec(click.ParamType):  # type: ignore[type-arg]  # click stubs var
         if os.getcwd() not in sys.path:  # as `python -m` does: the project you run it in
             sys.path.insert(0, os.getcwd())
         try:
-            target: Any = importlib.import_module(module_name)
+            target: Any = pkgutil.resolve_name(value)
         except Exception as exc:
+            if isinstance(exc, AttributeError) and module_name in sys.modules:
+                self.fail(f"module {module_name!r} has no attribute {attr!r}")  # imported
             self.fail(f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}")
-        for part in attr.split("."):
-            if not hasattr(target, part):
-                self.fail(f"module {module_name!r} has no attribute {attr!r}")
-            target = getattr(target, part)
         if not isinstance(target, Handlers) and not callable(target):
             self.fail(f"{value} is a {type(target).__name__}, not a function or a Handlers")
         return target

@@ -1,4 +1,4 @@
-"""``tickwheel schedules``: recurring schedules (#29): create, list, get, pause, resume,
+"""``tickwheel schedules``: recurring schedules: create, list, get, pause, resume,
 update, delete; ``preview`` shows when a spec's occurrences fall before anything is
 created."""
 

@@ -105,10 +105,9 @@ _json_lines = False  # set by setup_logging: what announce() writes
 def steady_heap() -> None:
     """Before a long-running command's loop: what start-up made (modules, the client,
     the parsed settings) moves out of the collector's reach (``gc.freeze``), so a full
-    collection walks only what the loop itself keeps. Without it, a full collection of
-    that heap stalled every thread of a `handle --fire` process for ~20 ms a few times a
-    minute: its deadline-to-handler max went 27 -> 5 ms and its p99 3.1 -> 2.5 in the
-    same run (#55). The thresholds stay Python's own."""
+    collection walks only what the loop itself keeps: a full collection of that heap
+    stalls every thread of a `handle --fire` process for ~20 ms, a few times a minute.
+    The thresholds stay Python's own."""
     gc.collect()
     gc.freeze()
 

@@ -75,7 +75,7 @@ from .service import (
     help="Keep the outcome of each timer this worker fires this long: it answers get, wait "
     "and a retried schedule of the same id (which returns the outcome instead of arming a "
     "new timer). Each costs Redis about 50 bytes, so 24h at 1,000 timers/s holds ~4 GB; a "
-    "shorter one holds less. 1s to 3650d. Timers a client cancels or completes keep its "
+    "shorter one holds less. 1s to 3660d. Timers a client cancels or completes keep its "
     "own result_ttl_s.",
 )
 @click.option(

@@ -18,6 +18,7 @@ engine names here) work without redis-py or msgpack installed.
 from __future__ import annotations
 
 import importlib
+import os
 from typing import TYPE_CHECKING, Any
 
 from .engine import (
@@ -63,6 +64,19 @@ if TYPE_CHECKING:
         Trimmed,
     )
     from .handlers import Backoff, Handlers, HandlerTimedOut, Later, Limit, Retry
+
+# timer/worker and timer/cli are symbolic links to the repository's worker/ and cli/; a
+# checkout made with core.symlinks=false (Windows' default) has each as a text file
+# holding its target, and timer.worker and timer.cli would be missing with nothing saying
+# why. setup.py refuses to build such a checkout for the same reason.
+for _link in ("worker", "cli"):
+    if os.path.isfile(os.path.join(os.path.dirname(__file__), _link)):
+        raise ImportError(
+            f"timer/{_link} in this checkout is a text file, not a link to ../{_link}: it was "
+            "checked out with core.symlinks=false (Windows' default). Clone again with "
+            "`git clone -c core.symlinks=true` (on Windows, with Developer Mode on), or "
+            "run `git config core.symlinks true && git checkout -- timer/worker timer/cli`"
+        )
 
 # name -> the module that defines it, imported when the name is first used
 _LAZY = {

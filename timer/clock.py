@@ -132,8 +132,9 @@ class VirtualTime(Time):
     meanwhile); a wait with no timeout would never end and raises instead. Starting a
     thread raises: a stepped process has no threads of its own.
 
-    ``start_wall``: the wall clock's reading at the start (default 2026-01-01 UTC, a
-    fixed instant so runs compare); the monotonic clock starts at ``start_monotonic``.
+    ``start_wall``: the wall clock's reading at the start (default
+    ``2026-01-01T00:00:00Z``, a fixed instant so runs compare); the monotonic clock
+    starts at ``start_monotonic``.
     One process's clock that is off or drifts: a :class:`SkewedTime` over this one.
     """
 

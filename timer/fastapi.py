@@ -1,4 +1,4 @@
-"""tickwheel in a FastAPI app (#44): one :class:`~timer.aio.AsyncTimerClient` per app,
+"""tickwheel in a FastAPI app: one :class:`~timer.aio.AsyncTimerClient` per app,
 opened by the app's lifespan and given to each endpoint that asks for it.
 
 ::

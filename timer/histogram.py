@@ -78,7 +78,7 @@ class MsHistogram:
 
 
 class StageHistogram(MsHistogram):
-    """Where the milliseconds between a deadline and a handler go, stage by stage (#32):
+    """Where the milliseconds between a deadline and a handler go, stage by stage:
     sub-millisecond buckets, since a stage takes tens of microseconds to a few ms."""
 
     BOUNDS = STAGE_BOUNDS

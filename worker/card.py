@@ -1,4 +1,4 @@
-"""What a worker says of itself, for its page in the dashboard (#57): its version, host,
+"""What a worker says of itself, for its page in the dashboard: its version, host,
 pid and start, its lease, the shards it leads with their pending counts, its counters,
 its lateness and the last error it met. Put up as it adds to the history (every
 ``history_every_ms``; every 10 s when that is off), kept ten minutes after the last

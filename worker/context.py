@@ -40,10 +40,10 @@ class WorkerContext:
     time: Time = SYSTEM_TIME
     clock: RedisClock = field(init=False)  # its estimate of Redis time, on ``time``
     timer: SystemTimer = field(init=False)
-    # Timers of a priority above the default, in a wheel of their own (#54 B): a wheel
+    # Timers of a priority above the default, in a wheel of their own: a wheel
     # expires a bucket in arrival order, so in one wheel a high one due beside a flood
-    # waited until the reaper had put the flood before it on fire_queue (13x its
-    # lateness alone); here its own reaper puts it there while the flood's still runs.
+    # would wait until the reaper had put the flood before it on fire_queue; here its own
+    # reaper puts it there while the flood's still runs.
     raised: SystemTimer = field(init=False)
     # What the wheels expired, for the firer (None: only a wake-up, see RaisedSink)
     fire_queue: queue.SimpleQueue[FireTask | None] = field(default_factory=queue.SimpleQueue)
@@ -64,7 +64,7 @@ class WorkerContext:
     failing_until: dict[int | None, float] = field(default_factory=dict)  # backed off
     # Since when (monotonic ms) Redis refuses writes for want of memory (OOM), or None
     oom_since_mono_ms: float | None = None
-    # Shards taken in the rebalance going on now, not all loaded yet (#54 B): what they
+    # Shards taken in the rebalance going on now, not all loaded yet: what they
     # have overdue is held back by the firer until every one is loaded, so a restart
     # after an outage fires its backlog by priority across the shards, not shard by shard
     catching_up: set[int] = field(default_factory=set)

@@ -37,7 +37,7 @@ TOGETHER = 64
 # round's work while still ordering a flood by priority (a batch is fire_batch * 4).
 BACKLOG_STEP = 50_000
 # The longest the firer holds back what shards being taken have overdue, waiting for the
-# round's other shards to load (#54 B): a slow load must not stall firing for long.
+# round's other shards to load: a slow load must not stall firing for long.
 CATCH_UP_HOLD_S = 2.0
 
 
@@ -92,7 +92,7 @@ class Firer:
     def fire_batch(self, tasks: Iterable[FireTask]) -> int:
         """Fire expired wheel entries, grouped by shard and epoch; returns how many fired.
         Many shards' calls go in one round trip (``Shards.fire_together``): the timers of
-        the last shard of a batch do not wait for the others' replies first (#32).
+        the last shard of a batch do not wait for the others' replies first.
         Before each round trip, a higher priority due no later than its timers goes
         first: the rest of the batch goes back to the backlog (``_higher_due``)."""
         trips = self._trips(tasks)
@@ -113,14 +113,13 @@ class Firer:
         The wheels expire on reapers of their own, and a reaper hands a release over
         after taking it out of its wheel; and a timer's place in a wheel is its deadline
         by the worker's estimate of Redis time when it arrived, which a correction moves
-        by a millisecond or a few. Under load the flood's reaper put a bucket on
-        fire_queue and the firer sent a round trip of it while the high ones due in the
-        same millisecond were still in the raised wheel (499 of a shard's flood first,
-        one core shared with a busy loop). So the raised wheel's entries due by then are
-        taken by deadline (``_take_raised``), not when its reaper gets to them; below 0,
-        the flood's own wheel (0 and below) is expired here too, and a release its
-        reaper has under way waited for (``SystemTimer.expire_due``): those two share a
-        wheel, so they are ordered by its milliseconds."""
+        by a millisecond or a few. Left to the reapers, under load the flood's reaper
+        can put a bucket on fire_queue, and the firer send it, while the high ones due in
+        the same millisecond are still in the raised wheel. So the raised wheel's entries
+        due by then are taken by deadline (``_take_raised``), not when its reaper gets to
+        them; below 0, the flood's own wheel (0 and below) is expired here too, and a
+        release its reaper has under way waited for (``SystemTimer.expire_due``): those
+        two share a wheel, so they are ordered by its milliseconds."""
         if priority < 0:
             self.ctx.timer.expire_due()
             self._take_expired()
@@ -162,14 +161,12 @@ class Firer:
         """The round trips to fire ``tasks`` in: each a list of (shard, its calls' ids).
 
         Every shard's higher priorities go before any shard's lower, in round trips of
-        their own (#54 B): a round trip runs its calls in order, and the server runs a
-        client's whole pipeline before another client's, so a flood's shards went first,
-        whole, before the next shard's (or the next worker's) high ones. A round trip
-        carries at most about fire_batch timers: many shards' small calls still go
+        their own: a round trip runs its calls in order, and the server runs a client's
+        whole pipeline before another client's, so in one trip a flood's shards would go
+        first, whole, before the next shard's (or the next worker's) high ones. A round
+        trip carries at most about fire_batch timers: many shards' small calls still go
         together, but a flood is not one long pipeline that another worker's high
-        priorities wait behind on the server (measured after an outage, 10,000 + 50
-        timers, two workers: the last high one 4-33 ms after the first fire against
-        6-67 ms, the flood as fast)."""
+        priorities wait behind on the server."""
         ctx = self.ctx
         groups: dict[tuple[int, int], list[FireTask]] = {}
         for task in tasks:
@@ -405,7 +402,7 @@ class Firer:
 
     def loop(self) -> None:
         """The firer thread: fire what the wheel expires until the worker stops. What it
-        expired waits in a backlog by priority (#43): under a flood, the highest
+        expired waits in a backlog by priority: under a flood, the highest
         priorities of what has expired go first; with none given it is first in, first
         out, as before."""
         ctx = self.ctx

@@ -1,5 +1,5 @@
 """Fire and handle in one process: a worker whose fire calls read the outcomes they
-decide for a ``Handlers`` running beside it (#55).
+decide for a ``Handlers`` running beside it.
 
 A worker and a separate runner take two hops from a deadline to a handler: the fire
 call writes the outcome, then the runner, woken from its blocking read, reads it. Here

@@ -1,4 +1,4 @@
-"""What a worker adds to its namespace's per-minute history (#57): the timers its led
+"""What a worker adds to its namespace's per-minute history: the timers its led
 shards' events announced as scheduled, cancelled and completed, the timers it expired
 and their lateness, and each led shard's pending count (``timer/durable/history.py``
 says how a minute is kept).

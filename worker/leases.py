@@ -79,8 +79,7 @@ class Leases:
 
         Cheap when nothing is due (a clock read per shard), so the tick calls it between
         every piece of slow work (each shard's load, each sweep call): a long catch-up
-        never holds a renewal back (#14: a 200k burst once cost a worker all its leases).
-        """
+        never holds a renewal back (a catch-up of a large burst outlasts a lease)."""
         ctx, s = self.ctx, self.ctx.settings
         now = ctx.clock.mono_ms()
         for state in list(ctx.shards.values()):

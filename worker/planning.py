@@ -1,4 +1,4 @@
-"""Planning recurring schedules: what follows each occurrence the leader decides (#29).
+"""Planning recurring schedules: what follows each occurrence the leader decides.
 
 The leader fires an occurrence and arms the next in one script call; it computes that
 next one here, from the schedule's spec and its clock (Redis time), and the script

@@ -9,7 +9,7 @@ returns the server's time in whole ms), taking the midpoint of the round trip.
 A monotonic clock that runs at another rate than Redis's (a broken host clock, a VM
 whose clock source drifts) would make every estimate wrong by more the longer since the
 last reading, and a fire refused as early would be tried again and again as the wheel
-releases it early each time (#39: a clock at x1.5 made ~1,100 refused attempts a timer).
+releases it early each time (a clock at x1.5: about a thousand attempts a timer).
 So the rate is measured too (:attr:`skew`, local ms per Redis ms, over readings at least
 ``SKEW_WINDOW_MS`` apart), and used when it is off by more than ``SKEW_IGNORE``; and a
 fire refused as early brings the server's time with it (``observe(..., refused=True)``),

@@ -19,7 +19,7 @@ class Sink(Protocol):
 
 
 class RaisedSink:
-    """Where a task of a raised priority expires to (#54 B): a queue of its own, which
+    """Where a task of a raised priority expires to: a queue of its own, which
     the firer takes whole before the flood's, and a wake-up on ``fire_queue`` (None)
     for a firer waiting there."""
 

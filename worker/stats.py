@@ -1,7 +1,8 @@
 """What a worker counts: plain integers and a lateness histogram, cheap on the firing path.
 
-No metrics library here, so ``from worker import Worker`` needs no prometheus_client;
-``worker.metrics`` turns these into Prometheus metric families at scrape time.
+No metrics library here, so ``from timer.worker import Worker`` needs no
+prometheus_client; ``timer.worker.metrics`` turns these into Prometheus metric families
+at scrape time.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ class WorkerStats:
 LatenessHistogram = MsHistogram
 
 
-# Where a fired timer's time went before its outcome was in Redis (#32), per timer:
+# Where a fired timer's time went before its outcome was in Redis, per timer:
 # due_to_release: its deadline to the wheel letting it go (Redis time, estimated);
 # release_to_send: waiting for the firer to send its batch; fire_call: the fire script's
 # round trip, sent to answered.

@@ -1,21 +1,24 @@
 """The worker: leads a fair share of a namespace's shards and fires their timers.
 
 Per led shard (lease at epoch ``e``): load the durable buckets due within the horizon
-into the in-memory wheel (the engine's ``SystemTimer``), oldest first, so overdue timers
-fire at once (catch-up); keep loading ahead as time passes; follow the shard's events;
-fire expired entries in batches through the fenced ``fire`` script; ``sweep`` every
-ended bucket. A ``FENCED`` reply, a failed renewal, or a renewal that could not happen in
-time drops the shard at once: a paused or partitioned ex-leader never fires.
+into the in-memory wheels (the engine's ``SystemTimer``: one for the default and lower
+priorities, one for the raised ones, each holding every led shard's timers), oldest
+first, so overdue timers fire at once (catch-up); keep loading ahead as time passes;
+follow the shard's events; fire expired entries in batches through the fenced ``fire``
+script; ``sweep`` every ended bucket. A ``FENCED`` reply, a failed renewal, or a
+renewal that could not happen in time drops the shard at once: a paused or partitioned
+ex-leader never fires.
 
-A worker is six collaborating parts around one shared :class:`WorkerContext`:
+A worker is seven collaborating parts around one shared :class:`WorkerContext`:
 
-    leases.Leases     membership and leases (heartbeat, fair share, renew, acquire, drop)
-    loading.Loader    loading the horizon into the wheel, and the shards' events
-    firing.Firer      firing what the wheel expires
-    planning.Planner  the next occurrence of recurring schedules, armed as one fires
-    upkeep.Upkeep     sweeping ended buckets, trimming old outcomes
+    leases.Leases          membership and leases (heartbeat, fair share, renew, acquire,
+                           drop)
+    loading.Loader         loading the horizon into the wheels, and the shards' events
+    firing.Firer           firing what the wheels expire
+    planning.Planner       the next occurrence of recurring schedules, armed as one fires
+    upkeep.Upkeep          sweeping ended buckets, trimming old outcomes
     history.HistoryWriter  what it saw, added to the namespace's per-minute history
-    card.CardWriter  what it says of itself (version, host, figures), for its page
+    card.CardWriter        what it says of itself (version, host, figures), for its page
 
 and this module's loop, which ticks them in order and says whether it is healthy.
 """
@@ -390,7 +393,7 @@ class Worker:
 
 @contextlib.contextmanager
 def _graceful_stop(worker: Worker, handle_signals: bool | None) -> Iterator[None]:
-    """SIGTERM and SIGINT call ``worker.stop()`` inside the block (main thread only)."""
+    """SIGTERM and SIGINT call ``Worker.stop()`` inside the block (main thread only)."""
     on_main = threading.current_thread() is threading.main_thread()
     if not (on_main if handle_signals is None else handle_signals and on_main):
         yield

@@ -485,7 +485,7 @@ def test_python_m_worker_refuses_bad_settings_before_waiting_for_redis() -> None
         check=False, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 1, done.stderr
-    assert "result_ttl must be from 1 second to 3650 days" in done.stderr
+    assert "result_ttl must be from 1 second to 3660 days" in done.stderr
     assert "waiting for Redis" not in done.stderr
 
 

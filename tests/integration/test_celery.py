@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import math
 import os
 import signal
 import subprocess
@@ -36,6 +37,8 @@ from timer.celery import (
     sender,
     task_call,
 )
+from timer.celery.sending import _timer_of
+from timer.durable.checks import TEN_YEARS_S
 from timer.durable.models import Timer
 from timer.redis.local_server import embedded_url
 from timer.testing import RedisServer
@@ -602,6 +605,15 @@ def test_asend_later_keeps_the_same_timer_as_send_later(client: TimerClient) -> 
 
 class Sunrise(BaseSchedule):  # type: ignore[misc]
     pass
+
+
+@pytest.mark.parametrize("countdown", [-1, math.nan, math.inf, "5", True, TEN_YEARS_S + 1])
+def test_a_countdown_is_seconds_from_0_to_ten_years(countdown: object) -> None:
+    """The same bound as every other delay (the one ten years), through the one check."""
+    timing: dict[str, object] = {"eta": None, "timer_id": None, "args": (), "kwargs": {}}
+    assert _timer_of("t", countdown=TEN_YEARS_S, **timing)[1]["delay_ms"] == TEN_YEARS_S * 1000
+    with pytest.raises(InvalidInput, match="countdown must be"):
+        _timer_of("t", countdown=countdown, **timing)
 
 
 def test_a_schedule_tickwheel_cannot_keep_is_refused_clearly() -> None:

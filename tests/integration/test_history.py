@@ -55,7 +55,7 @@ def test_a_bad_period_is_refused_and_writes_nothing(
     with TimerClient.from_url(redis_server.url, "hist-fuzz") as c:
         c.init(shards=2)
         before = namespace_keys(r, "hist-fuzz")
-        with pytest.raises(InvalidInput, match="minutes must be 1 to 1440"):
+        with pytest.raises(InvalidInput, match=r"minutes must be (between 1 and 1440|a whole)"):
             c.history(minutes)  # type: ignore[arg-type]
         assert namespace_keys(r, "hist-fuzz") == before
     r.close()

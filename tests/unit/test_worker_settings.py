@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from timer import TimerClient
+from timer.durable.durations import TEN_YEARS_MS
 from timer.errors import InvalidInput
 from timer.worker import WorkerSettings
 
@@ -44,14 +45,14 @@ def test_batches_a_script_cannot_unpack_are_refused(fire_batch: int, sweep_limit
         WorkerSettings(worker_id="w", fire_batch=fire_batch, sweep_limit=sweep_limit)
 
 
-@pytest.mark.parametrize("ttl_ms", [0, 999, -1, 3650 * 24 * 3600 * 1000 + 1, True])
+@pytest.mark.parametrize("ttl_ms", [0, 999, -1, TEN_YEARS_MS + 1, True])
 def test_a_result_ttl_an_outcome_cannot_have_is_refused(ttl_ms: int) -> None:
     """A retained outcome's expiry is whole epoch seconds in 32 bits: under a second it
     would be gone at once, and past ~80 years the expiry wraps into the past (gone at the
     next trim); both are refused when the settings are made, for worker and client alike."""
     WorkerSettings(worker_id="w", result_ttl_ms=1_000)
-    WorkerSettings(worker_id="w", result_ttl_ms=3650 * 24 * 3600 * 1000)
-    with pytest.raises(InvalidInput, match="result_ttl must be from 1 second to 3650 days"):
+    WorkerSettings(worker_id="w", result_ttl_ms=TEN_YEARS_MS)
+    with pytest.raises(InvalidInput, match="result_ttl must be from 1 second to 3660 days"):
         WorkerSettings(worker_id="w", result_ttl_ms=ttl_ms)
 
 

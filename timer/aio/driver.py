@@ -195,8 +195,8 @@ class AsyncDriver:
     ) -> list[Any]:
         """One pipeline's raw replies (errors in their slots), on the server, or on one
         cluster ``node``'s own client. A script call is a plain ``EVALSHA``: redis-py's
-        pipelined script asks ``SCRIPT EXISTS`` before every pipeline, a round trip each
-        (#32); a script the server lost (a restart) is loaded and its calls run again (a
+        pipelined script asks ``SCRIPT EXISTS`` before every pipeline, a round trip each;
+        a script the server lost (a restart) is loaded and its calls run again (a
         ``NOSCRIPT`` call did not run)."""
         durability = self.durability
         conn = node if node is not None else self.redis

@@ -1,4 +1,4 @@
-"""Celery on tickwheel (#44): countdowns and beat entries kept in Redis, not in a worker.
+"""Celery on tickwheel: countdowns and beat entries kept in Redis, not in a worker.
 
 Celery holds an ETA or countdown task in the memory of the worker that prefetched it
 (a kill -9 loses it until the broker's visibility timeout, or for good), and a second

@@ -1,4 +1,4 @@
-"""Each Celery task's start and end by its task id, kept in tickwheel's Redis (#54): a
+"""Each Celery task's start and end by its task id, kept in tickwheel's Redis: a
 copy of a task that already started is dropped, and the sender knows whether what it
 sent has started."""
 
@@ -27,7 +27,7 @@ CLAIM_KEEP_S = 86_400.0  # an ended task's claim is kept this long: a copy later
 
 
 class Claims:
-    """Each Celery task's start and end, by its task id, in tickwheel's Redis (#54).
+    """Each Celery task's start and end, by its task id, in tickwheel's Redis.
 
     A :class:`ConfirmedTask` claims its id before it runs (``r``, with a lease it renews
     while it runs) and marks it ended after (``d``); a second copy of the task (a
@@ -35,7 +35,7 @@ class Claims:
     is dropped, not run. The sender reads the claim to know whether a task it sent has
     started: if not, within the delivery timeout, it sends it again (a message a Celery
     worker killed with kill -9 had just taken is lost by the Redis transport,
-    celery#7950). Keys: ``P:celery:<task id>`` in the task id's shard."""
+    celery/celery#7950). Keys: ``P:celery:<task id>`` in the task id's shard."""
 
     RUNNING, DONE, RETRYING, STARTED = b"r", b"d", b"y", b"s"
 
@@ -145,7 +145,7 @@ def _app_client(app: Celery) -> TimerClient:
 
 
 class ConfirmedTask(Task):  # type: ignore[misc]
-    """A task class that runs each task id once (#54): it claims the id in tickwheel's
+    """A task class that runs each task id once: it claims the id in tickwheel's
     Redis before it runs (a second copy, from a broker's redelivery or the sender's
     resend, finds the claim and is dropped with ``Ignore``), renews the claim while it
     runs, and marks it ended after, which is what the sender waits for. A task that

@@ -14,6 +14,7 @@ from celery import Celery
 
 from ..aio import AsyncTimerClient
 from ..client import TimerClient
+from ..durable.checks import check_seconds
 from ..durable.models import Outcome, Timer
 from ..errors import InvalidInput
 from ..handlers import Handlers, HandlersOptions
@@ -96,11 +97,8 @@ def _timer_of(
         if not isinstance(eta, dt.datetime) or eta.tzinfo is None:
             raise InvalidInput(f"eta must be an aware datetime (with its time zone), got {eta!r}")
         return tid, {"deadline_ms": round(eta.timestamp() * 1000), "payload": payload}
-    if isinstance(countdown, bool) or not isinstance(countdown, (int, float)):
-        raise InvalidInput(f"countdown is seconds (a number), got {countdown!r}")
-    if not 0 <= countdown < 10 * 365 * 86_400:  # also refuses NaN
-        raise InvalidInput(f"countdown must be between 0 and 10 years of seconds, got {countdown}")
-    return tid, {"delay_ms": round(countdown * 1000), "payload": payload}
+    seconds = check_seconds("countdown", countdown)  # 0 to ten years; NaN refused
+    return tid, {"delay_ms": round(seconds * 1000), "payload": payload}
 
 
 def send_later(

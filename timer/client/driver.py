@@ -418,7 +418,7 @@ class SyncDriver:
         (WAIT covers the writes of its own connection), whose shortfall fails them all.
 
         Plain ``EVALSHA`` on one server or node: redis-py's pipelined ``Script`` asks the
-        server ``SCRIPT EXISTS`` before every pipeline, a round trip each (#32). A script
+        server ``SCRIPT EXISTS`` before every pipeline, a round trip each. A script
         the server lost (a restart) is loaded on that connection and its calls run again
         (a ``NOSCRIPT`` call did not run)."""
         durability = self.durability

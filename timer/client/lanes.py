@@ -1,6 +1,6 @@
 """Send-ahead lanes: script pipelines an operation sends before it reads the replies of
 the ones before (``steps.Send`` / ``steps.Collect``), on one connection it keeps
-meanwhile, so the server runs a batch while the client packs the next (#14)."""
+meanwhile, so the server runs a batch while the client packs the next."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ class Sent:
 class Lane:
     """One connection an operation keeps while it has script pipelines sent ahead
     (``Send``/``Collect``): the server runs a batch while the client validates and packs
-    the next (#14). One connection, so the server runs the batches in the order they were
+    the next. One connection, so the server runs the batches in the order they were
     sent. On a cluster, or when writes wait for durability, ``send`` runs the pipeline at
     once instead. A connection error re-runs every batch not yet collected, in order,
     through the ordinary path (redis-py's retries): what a failed pipeline gets too, and

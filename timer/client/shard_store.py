@@ -126,7 +126,7 @@ class ShardStore:
         )
         return shard_scripts.parse_sweep(self._run(_one(call)))
 
-    # -- recurring schedules (#29) ----------------------------------------------------
+    # -- recurring schedules -----------------------------------------------------------
 
     def schedules(self, names: Iterable[str]) -> dict[str, ScheduleInfo]:
         """The records of these schedules (those that exist and can be read)."""

@@ -1,4 +1,4 @@
-"""Django's Tasks framework on tickwheel (#44): ``enqueue`` and ``run_after`` are durable
+"""Django's Tasks framework on tickwheel: ``enqueue`` and ``run_after`` are durable
 timers, and a ``tickwheel handle`` runner executes the task functions.
 
 ::

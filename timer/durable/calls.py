@@ -58,7 +58,7 @@ def schedule_call(ns: Namespace, items: Sequence[ScheduleItem], origin: str) -> 
     sk = ns.shard(items[0].shard)
     keys = [sk.timers, sk.buckets]
     # Four slots a timer, flat (no table a timer for the script to unpack); a timer with
-    # more than those four is its id, then all its slots, then false, false (#55). The
+    # more than those four is its id, then all its slots, then false, false. The
     # old raw format (no bin or str8 types): what Redis's Lua cmsgpack reads.
     flat: list[Any] = []
     for item in items:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 
 from ..errors import InvalidInput
+from .durations import TEN_YEARS_MS
 
-TEN_YEARS_S = 10 * 366 * 24 * 3600
+TEN_YEARS_S = TEN_YEARS_MS // 1000
 
 
 def check_int(name: str, value: object, minimum: int, maximum: int | None = None) -> int:

@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import re
 
-_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-MAX_DURATION_MS = 3660 * 86_400_000  # ten years: the longest delay a timer may have
+DAY_MS = 86_400_000
+_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": DAY_MS}
+# The longest any delay, duration or retention may be, everywhere: longer is a mistake
+# (a unit written wrong). Ten years of 366 days, so ten calendar years always fit.
+TEN_YEARS_DAYS = 3660
+TEN_YEARS_MS = TEN_YEARS_DAYS * DAY_MS
+MAX_DURATION_MS = TEN_YEARS_MS  # the longest a duration written as text may be
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 
 
@@ -24,7 +29,9 @@ def parse_duration_ms(text: str) -> int:
     if pos != len(s):
         raise ValueError(f"{text!r} is not a duration; write e.g. 500ms, 30s, 2m, 1h or 1h30m")
     if not total <= MAX_DURATION_MS:  # also inf, from a number of 400 digits
-        raise ValueError(f"{text[:40]!r} is too long a duration; at most 3660d (ten years)")
+        raise ValueError(
+            f"{text[:40]!r} is too long a duration; at most {TEN_YEARS_DAYS}d (ten years)"
+        )
     return round(total)
 
 

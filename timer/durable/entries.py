@@ -225,7 +225,7 @@ def parse_events(data: str) -> list[Event]:
     """
     if not data.startswith(("M ", "Q ")):
         return [parse_event(data)]
-    ranks = data[0] == "Q"  # " <priority> <id bytes> <id>" each: priorities (#43)
+    ranks = data[0] == "Q"  # " <priority> <id bytes> <id>" each: priorities
     raw = data.encode("utf-8", "surrogatepass")
     events: list[Event] = []
     pos = 1  # at the space before each entry: " <deadline or priority> <id bytes> <id>"

@@ -1,4 +1,4 @@
-"""A timer's fields, declared once (#41).
+"""A timer's fields, declared once.
 
 :class:`TimerSpec` is the declaration: one key per field, its type, and a
 :class:`Field` (default, limits as JSON Schema, place in the record, help) in the
@@ -37,7 +37,7 @@ MAX_WATCH_KEYS = 256
 MAX_URL_BYTES = 2048
 MAX_NOTE_CHARS = 1000
 # A timer's priority: a small range, so it is one byte in a record and an order, not a
-# number to tune. 0 is the default; higher is first (#43).
+# number to tune. 0 is the default; higher is first.
 MIN_PRIORITY, MAX_PRIORITY = -100, 100
 
 NO_DEFAULT: Any = object()  # a field that must be given (the id)

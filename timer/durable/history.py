@@ -1,4 +1,4 @@
-"""A namespace's history, a minute at a time (#57): what the dashboard charts over the
+"""A namespace's history, a minute at a time: what the dashboard charts over the
 last hour or day, kept in Redis so it survives a dashboard restart, in bounded memory.
 
 Each minute (Redis time) is one hash, ``{tw:<ns>}:h:<minute ms>``, expiring a day and
@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from ..errors import InvalidInput
 from . import steps
 from .calls import text
+from .checks import check_int
 from .keys import NamespaceKeys
 from .ops import server_time_ms
 from .steps import Op
@@ -157,8 +158,7 @@ def parse_minute(at_ms: int, raw: Mapping[bytes | str, bytes | str]) -> Minute:
 def read(keys: NamespaceKeys, minutes: int) -> Op[list[Minute]]:
     """The last ``minutes`` minutes (the current one last), oldest first; a minute no
     process wrote is all zeros, its pending None."""
-    if isinstance(minutes, bool) or not isinstance(minutes, int) or not 1 <= minutes <= MAX_MINUTES:
-        raise InvalidInput(f"minutes must be 1 to {MAX_MINUTES}, got {minutes!r}")
+    check_int("minutes", minutes, 1, MAX_MINUTES)
     now = minute_of((yield from server_time_ms()))
     starts = [now - (minutes - 1 - i) * MINUTE_MS for i in range(minutes)]
     replies = yield steps.Pipeline([steps.Command("hgetall", (keys.history(m),)) for m in starts])

@@ -213,7 +213,7 @@ class ShardKeys:
         return f"{self.prefix}:task:{task_id}"
 
     def celery_claim(self, task_id: str) -> str:
-        """STRING: a Celery task's start and end (``timer.celery``, #54): ``r`` while a
+        """STRING: a Celery task's start and end (``timer.celery``): ``r`` while a
         copy runs (its lease: the key's PX), ``d`` once it ended, ``y`` if it handed
         itself back to Celery's own retry; the sender reads it to know a task it sent
         started, and a second copy of the task finds it and is dropped."""

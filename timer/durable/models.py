@@ -16,12 +16,13 @@ from typing import Any, NamedTuple, TypedDict
 from ..errors import ConfigError, InvalidInput
 from .checks import check_int, check_seconds
 from .codec import DEFAULT_MAX_PAYLOAD, MAX_PAYLOAD_LIMIT
+from .durations import TEN_YEARS_DAYS, TEN_YEARS_MS
 
 OUTCOMES = ("expired", "completed", "cancelled")
 # What a reader without a consumer group shows for an entry it cannot decode (its
 # ``error`` says why); a consumer group dead-letters such an entry instead.
 UNDECODABLE = "undecodable"
-MAX_DELAY_MS = 10 * 366 * 24 * 3600 * 1000  # ten years: anything longer is a mistake
+MAX_DELAY_MS = TEN_YEARS_MS
 # Width of a coarse bucket: far timers wait in one per hour, not one per
 # fine bucket, until the sweep moves them an hour ahead (COARSE_MS in lua/include/keys.lua).
 COARSE_MS = 3_600_000
@@ -83,8 +84,7 @@ class Durability:
                 raise InvalidInput(
                     f"durability {text!r} is not one of none, aof, replicas:N, aof+replicas:N"
                 )
-        if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 1:
-            raise InvalidInput(f"durability timeout must be >= 1 ms, got {timeout_ms!r}")
+        check_int("durability timeout (ms)", timeout_ms, 1)
         return cls(replicas, aof, timeout_ms)
 
     @property
@@ -128,7 +128,7 @@ class Durability:
 
 # A retained outcome's expiry is kept in whole seconds, as 32 bits of epoch seconds.
 MIN_RESULT_TTL_MS = 1_000
-MAX_RESULT_TTL_MS = 3650 * 24 * 3600 * 1000
+MAX_RESULT_TTL_MS = TEN_YEARS_MS
 
 
 def check_result_ttl_ms(ttl_ms: int) -> int:
@@ -139,8 +139,9 @@ def check_result_ttl_ms(ttl_ms: int) -> int:
         or not MIN_RESULT_TTL_MS <= ttl_ms <= MAX_RESULT_TTL_MS
     ):
         raise InvalidInput(
-            f"result_ttl must be from 1 second to 3650 days (how long a decided timer's "
-            f"outcome answers get, wait and a retried schedule of its id), got {ttl_ms!r} ms"
+            f"result_ttl must be from 1 second to {TEN_YEARS_DAYS} days (how long a decided "
+            f"timer's outcome answers get, wait and a retried schedule of its id), got "
+            f"{ttl_ms!r} ms"
         )
     return ttl_ms
 
@@ -454,7 +455,7 @@ class DueTimers:
 
     buckets: list[int]
     timers: list[tuple[int, str]]  # (deadline_ms, id)
-    priorities: dict[str, int] = field(default_factory=dict)  # those not 0 (#43)
+    priorities: dict[str, int] = field(default_factory=dict)  # those not 0
 
 
 @dataclass(frozen=True)

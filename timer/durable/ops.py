@@ -234,8 +234,8 @@ def schedule_many(
     queued = 0
     # A pipeline is sent as soon as pipeline_batch timers are packed, and the one before
     # it collected only then: the server runs one while the client validates and packs
-    # the next (#14). Smaller pipelines would overlap a call of pipeline_batch items too,
-    # but measured slower: smaller script calls cost the server more per timer.
+    # the next. Smaller pipelines would overlap a call of pipeline_batch items too, but
+    # are slower: smaller script calls cost the server more per timer.
     # Replies are collected oldest first, and the server runs pipelines in sent order.
     send_at = ns.settings.pipeline_batch
     in_flight: deque[_Batch] = deque()

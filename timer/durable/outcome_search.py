@@ -1,4 +1,4 @@
-"""Searching the outcomes the shards' streams still hold (#57): by kind, a glob on the
+"""Searching the outcomes the shards' streams still hold: by kind, a glob on the
 timer id, a time range (a stream entry's id is the ms it was decided, so the range is the
 read's own bounds), a payload field's value, and shards; newest first, each shard read
 backwards a page a round (every shard's page in one round trip), at most

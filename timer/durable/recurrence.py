@@ -1,4 +1,4 @@
-"""When a recurring schedule's occurrences fall: cron or interval, in any time zone (#29).
+"""When a recurring schedule's occurrences fall: cron or interval, in any time zone.
 
 A :class:`Recurrence` is pure arithmetic on epoch milliseconds (no I/O, no clock):
 ``next_after(t)`` is the first occurrence strictly after ``t``. The worker that fires an

@@ -1,4 +1,4 @@
-"""Recurring schedules in Redis (#29): the record and the leader's plans, and its call
+"""Recurring schedules in Redis: the record and the leader's plans, and its call
 arming them. The clients' operations on schedules are in ``schedule_ops``.
 
 A schedule is a record in its shard's ``P:S`` (``lua/include/schedules.lua`` has the

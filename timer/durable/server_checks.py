@@ -60,8 +60,8 @@ def check_durability(
     """ConfigError for a server that may evict timers (unless allowed); a warning each
     for a server without AOF, and (given the client's ``durability``) for a master with
     replicas whose writes do not wait for one: a failover or a split loses what the
-    replicas had not received (measured in a split: 3,260 of 11,300 acknowledged timers
-    lost under 'none', 0 under 'replicas:1')."""
+    replicas had not received (the counts per durability: the fault matrix of
+    docs/concepts/promises.md)."""
     notes: list[str] = []
     for s in servers:
         if s.evicts and not allow_eviction:
@@ -93,9 +93,8 @@ def check_aof(where: str) -> Op[list[str]]:
     unless every server (every cluster primary) answers WAITAOF only once a write is on
     its disk. That needs WAITAOF (Redis, Valkey >= 7.2), ``appendonly yes`` and
     ``appendfsync always``: under ``everysec`` a server answers ``WAITAOF 1 0`` before
-    its next fsync (measured on Valkey 9.1 with a real power cut: 3,500 of 5,000
-    acknowledged timers lost). A user who may not run ``CONFIG GET`` gets a warning to
-    show instead (the server could not be asked)."""
+    its next fsync, so a power cut loses acknowledged timers. A user who may not run
+    ``CONFIG GET`` gets a warning to show instead (the server could not be asked)."""
     try:
         yield steps.Command("execute_command", ("WAITAOF", 0, 0, 1), every_primary=True)
     except StoreError as exc:

@@ -1,4 +1,4 @@
-"""One JSON shape per value (#41): what the HTTP API answers, the dashboard's API, the
+"""One JSON shape per value: what the HTTP API answers, the dashboard's API, the
 CLI's ``--json``, a webhook's body and an SSE event all hold for a Timer, a TimerInfo,
 an Outcome, a DeadLetter, a GroupInfo or a ScheduleInfo.
 

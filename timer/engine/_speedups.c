@@ -1,4 +1,4 @@
-/* The engine's compiled core (#15): SystemTimer.add's finest-level path and
+/* The engine's compiled core: SystemTimer.add's finest-level path and
  * TimerTask.cancel, in C. Everything else stays in Python, and so does a pure-Python
  * version of these two (timer/engine/system_timer.py, task.py), used when this module
  * was not built or TICKWHEEL_PURE_PYTHON is set. The C versions do exactly what the
@@ -423,7 +423,7 @@ static PyMethodDef module_methods[] = {
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT, "_speedups",
-    "The engine's compiled core: SystemTimer.add and TimerTask.cancel in C (#15).", -1,
+    "The engine's compiled core: SystemTimer.add and TimerTask.cancel in C.", -1,
     module_methods,
 };
 

@@ -40,7 +40,7 @@ class MonotonicClock:
 class ShiftedClock:
     """The monotonic clock moved forward by a shift, to put its whole milliseconds on
     another clock's: a worker aligns its wheel's with Redis time's, so a timer due at a
-    whole Redis ms is released at it, not up to a ms after (#32). Never moves back;
+    whole Redis ms is released at it, not up to a ms after. Never moves back;
     thread-safe to read."""
 
     __slots__ = ("shift_ns", "time")

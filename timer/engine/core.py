@@ -4,7 +4,7 @@
 Each exists twice, doing the same thing step for step under the same lock: in Python
 (``_python_add`` in ``system_timer.py``, ``_python_cancel`` in ``task.py``) and in C
 (``_speedups.c``, built by ``setup.py`` when a C compiler is there; what it saves is
-the bytecode, #15). Each class takes its method in its own body with :func:`pick`::
+the bytecode). Each class takes its method in its own body with :func:`pick`::
 
     add = core.pick("add", _python_add)
 

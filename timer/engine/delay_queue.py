@@ -70,7 +70,7 @@ class DelayQueue:
                 delay_s = delay_ms / 1000.0
                 if self._ns_until is not None:
                     # to the expiration itself, not a whole ms from a clock read that is
-                    # up to a ms past a whole one: half a ms earlier on average (#32)
+                    # up to a ms past a whole one: half a ms earlier on average
                     delay_s = max(0.0, self._ns_until(expiration) / 1e9)
             if timeout_ms is not None:
                 if timeout_ms <= 0:

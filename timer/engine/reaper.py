@@ -17,7 +17,7 @@ log = logging.getLogger("timer.reaper")
 
 
 class SystemTimerReaper:
-    """Drives ``timer.advance_clock`` on its own daemon thread until ``close()``.
+    """Drives ``SystemTimer.advance_clock`` on its own daemon thread until ``close()``.
 
     Thread-safe: ``add`` and ``close`` from any thread; ``close`` is idempotent.
     """

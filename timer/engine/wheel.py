@@ -40,17 +40,16 @@ What differs from Kafka, for CPython (each measured in ``benchmarks/engine.py``)
   bucket of a coarser level whose whole span has already passed (the reaper fell behind)
   expires at once in deadline order instead of cascading through every level below.
 
-Where it wins, measured (``python -m benchmarks.engine``, same-run ratios): expiring 1M
-timers, 3.3x a plain ``heapq`` when the clock jumps and 2.0x when it steps a millisecond
-at a time (3.0x run inline), in about half the memory: a heap pays ``log n`` per task in
-and out, the wheel a dict insert and a share of one C-level copy. Kafka's purgatory
-workload (most timers cancelled within 200 ms) is almost all adds and cancels, where a
-plain ``heapq`` does one ``heappush`` and one attribute store; in Python the wheel's add
-could not get under two ``heappush``es, and stayed level with the heap. So ``add`` and
-``cancel`` also exist in C (``_speedups.c``, used when built; the Python ones remain):
-then 1.13x a plain heap (1.22x inline), 1.59x a heap with the same guarantees (a lock,
-an executor, a cancelled task freed at once). The asymptotic O(1) is real; in CPython the
-constant is what has to be earned.
+Where it wins (``python -m benchmarks.engine``; the figures are in docs/measured.md):
+expiring many timers, against a plain ``heapq``, in about half the memory: a heap pays
+``log n`` per task in and out, the wheel a dict insert and a share of one C-level copy.
+Kafka's purgatory workload (most timers cancelled within 200 ms) is almost all adds and
+cancels, where a plain ``heapq`` does one ``heappush`` and one attribute store; in Python
+the wheel's add cannot get under two ``heappush``es, and stays level with the heap. So
+``add`` and ``cancel`` also exist in C (``_speedups.c``, used when built; the Python ones
+remain), ahead of a plain heap and further ahead of a heap with the same guarantees (a
+lock, an executor, a cancelled task freed at once). The asymptotic O(1) is real; in
+CPython the constant is what has to be earned.
 """
 
 from __future__ import annotations

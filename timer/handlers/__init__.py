@@ -56,6 +56,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from ..clock import Killed
+from ..durable.checks import check_int
 from ..durable.groups import check_group
 from ..durable.models import OUTCOMES
 from ..errors import InvalidInput
@@ -140,14 +141,8 @@ class Handlers:
         limits: Sequence[Limit] | None = None,
         fair_by: str | KeyOf | None = None,
     ) -> None:
-        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
-            raise InvalidInput(f"max_attempts must be a whole number >= 1, got {max_attempts!r}")
-        if (
-            isinstance(reclaim_idle_ms, bool)
-            or not isinstance(reclaim_idle_ms, int)
-            or reclaim_idle_ms < 100
-        ):
-            raise InvalidInput(f"reclaim_idle_ms must be >= 100, got {reclaim_idle_ms!r}")
+        check_int("max_attempts", max_attempts, 1)
+        check_int("reclaim_idle_ms", reclaim_idle_ms, 100)
         self.group, self.consumer = check_group(
             group, consumer or f"{socket.gethostname()}-{os.getpid()}"
         )
@@ -265,10 +260,8 @@ class Handlers:
         runner, for a simulation or a test (``timer.testing``).
         """
         client = self._client_for(client, "run")
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-            raise InvalidInput(f"concurrency must be a whole number >= 1, got {concurrency!r}")
-        if isinstance(read_ahead, bool) or not isinstance(read_ahead, int) or read_ahead < 0:
-            raise InvalidInput(f"read_ahead must be a whole number >= 0, got {read_ahead!r}")
+        check_int("concurrency", concurrency, 1)
+        check_int("read_ahead", read_ahead, 0)
         if self._running:
             raise InvalidInput("this Handlers is running already")
         self._running = True

@@ -1,4 +1,4 @@
-"""Outcomes in hand waiting for a slot of their key (per-key limits and rates, #54): the
+"""Outcomes in hand waiting for a slot of their key (per-key limits and rates): the
 order they wait in, when each may be asked again, and the round that admits those whose
 keys have room now.
 

@@ -1,4 +1,4 @@
-"""What a handler runner adds to its namespace's per-minute history (#57), every
+"""What a handler runner adds to its namespace's per-minute history, every
 ``HISTORY_EVERY_S`` and when it stops: its group's outcomes handled, failed attempts and
 dead letters since it last did (``timer/durable/history.py`` says how a minute is kept)."""
 

@@ -1,4 +1,4 @@
-"""Per-key concurrency limits for a handler runner (#43): at most N handlers at once for
+"""Per-key concurrency limits for a handler runner: at most N handlers at once for
 each value of a key (a tenant, a domain), across every runner process of the group.
 
 ::
@@ -216,7 +216,7 @@ class Slots:
         # an attempt (shard, entry id, attempt) -> its slots: (key, member, the key's N).
         # Per attempt, not per entry: a handler past its timeout still runs (a thread
         # cannot be stopped) and keeps its slot until it returns, while its retry, the
-        # same entry's next attempt, needs a slot of its own (#54).
+        # same entry's next attempt, needs a slot of its own.
         self.held: dict[tuple[int, str, int], list[tuple[str, str, int]]] = {}
 
     def _valued(self, d: Delivery) -> list[tuple[Limit, str]]:

@@ -88,8 +88,8 @@ class HandlerLoop(CoroutineRunner):
         self.group = group
         self.concurrency = concurrency
         # Outcomes held at once: those running and those read ahead, waiting for a free
-        # handler. Reading only as many as run at once made each read bring one or two a
-        # shard under a backlog, a round trip for every few outcomes (#32); read ahead,
+        # handler. Reading only as many as run at once would make each read bring one or two a
+        # shard under a backlog, a round trip for every few outcomes; read ahead,
         # they are touched while they wait, as the running ones are.
         self.in_hand_limit = concurrency + read_ahead
         self.stop_when_idle = stop_when_idle

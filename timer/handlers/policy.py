@@ -112,7 +112,7 @@ class HandlerStats:
     pause_checks: int = 0  # times it asked Redis whether its group is paused
     duration: MsHistogram = field(default_factory=MsHistogram)  # handler run time
     start_lateness: MsHistogram = field(default_factory=MsHistogram)  # deadline -> start
-    # first attempts: decision -> read by this runner -> handler start (#32)
+    # first attempts: decision -> read by this runner -> handler start
     stages: Stages = field(default_factory=lambda: Stages(HANDLER_STAGES))
     by_outcome: dict[str, int] = field(default_factory=dict)  # handled, per outcome kind
 
@@ -147,7 +147,7 @@ class InHand:
 
 class WorkQueue:
     """Outcomes started, waiting for a handler thread: the highest priority first
-    (``Outcome.priority``, #43); within a priority, round robin across the values of
+    (``Outcome.priority``); within a priority, round robin across the values of
     ``fair_by`` (one tenant's flood does not hold another's outcomes back), each value
     first in, first out; ``None`` (a thread's stop) once nothing else waits. Read ahead,
     a runner holds up to ``read_ahead`` more than it runs, so under a backlog a higher

@@ -222,9 +222,9 @@ async def _body(request: Request, schema: Schema) -> Any:
 
 
 class Schema:
-    """A request body's JSON Schema: checked by jsonschema-rs (compiled, in Rust; #40: the
-    pure-Python check was ~12% of a request's time), and a body it refuses explained by
-    jsonschema, whose errors say which field and why."""
+    """A request body's JSON Schema: checked by jsonschema-rs (compiled, in Rust: the
+    pure-Python check is a large share of a request's time), and a body it refuses
+    explained by jsonschema, whose errors say which field and why."""
 
     def __init__(self, schema: Mapping[str, Any]) -> None:
         self.fast = jsonschema_rs.Draft202012Validator(dict(schema))

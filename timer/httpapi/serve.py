@@ -37,8 +37,7 @@ def _no_delay(transport: asyncio.BaseTransport) -> None:
     With ``--workers N`` uvicorn binds the listening socket itself (``socket.socket()``,
     protocol 0), and asyncio sets ``TCP_NODELAY`` only on sockets whose protocol is TCP
     (6): so a response written in two sends (head, then body) waited for the client's
-    delayed ACK, ~40 ms a request on a kept-alive connection (#40: 43 ms with two
-    workers, 0.8 ms with one)."""
+    delayed ACK, ~40 ms a request on a kept-alive connection."""
     sock = transport.get_extra_info("socket")
     if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
         with contextlib.suppress(OSError):
@@ -55,8 +54,8 @@ class NoDelayH11Protocol(H11Protocol):
 
 class NoDelayHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's HTTP/1.1 protocol over httptools (llhttp, node's parser, in C), with
-    Nagle's algorithm off: what ``tickwheel serve`` runs (#40: a request on a kept-alive
-    connection spent ~15% of its time in h11)."""
+    Nagle's algorithm off: what ``tickwheel serve`` runs (h11, in Python, is a large
+    share of a request's time on a kept-alive connection)."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         _no_delay(transport)

@@ -1,4 +1,4 @@
-"""Where a client finds Redis when it is given no URL (#56): ``$TICKWHEEL_REDIS_URL``,
+"""Where a client finds Redis when it is given no URL: ``$TICKWHEEL_REDIS_URL``,
 else the user's running embedded server (the one ``tickwheel server start`` runs; its
 state file is in ``state_dir()``), else a clear error. The CLI's ``timer.cli.embedded``
 starts and stops that server; this module only reads where it is."""

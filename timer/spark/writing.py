@@ -145,7 +145,7 @@ def schedule_timers(
     token: str | None = None,
 ) -> Report:
     """Schedule one timer per row, on the executors. Returns the counts and rejected rows.
-    ``priority_col``: an integer column of priorities (-100..100; null: 0), #43."""
+    ``priority_col``: an integer column of priorities (-100..100; null: 0)."""
     if deadline_col is not None:
         delay_col = None
     if (delay_col is None) == (deadline_col is None):
@@ -344,7 +344,7 @@ def heartbeat_timers(
     id_col: str = "id",
     earlier: bool = False,
 ) -> Report:
-    """A heartbeat for each row's timer (#43): its deadline becomes ``extend_ms`` from
+    """A heartbeat for each row's timer: its deadline becomes ``extend_ms`` from
     now, later only (``earlier=True``: even if earlier, as a started job's run deadline),
     never past its cap. For a stage whose rows are jobs still running. Report: extended,
     capped (past its ``max_total_ms``: it now falls due at its cap), already_decided,
@@ -365,7 +365,7 @@ def heartbeat_timers(
     return _each_value(df, url, namespace, col=id_col, action=beat, names=names)
 
 
-# -- recurring schedules (#29) -------------------------------------------------------------
+# -- recurring schedules -----------------------------------------------------------------
 
 SCHEDULE_COLUMNS = ("cron", "every", "offset", "tz", "start", "end", "jitter")
 

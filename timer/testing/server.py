@@ -152,7 +152,7 @@ def find_server_binary(preferred: str | None = None) -> Path:
 def free_port(host: str = "127.0.0.1", *, bus_offset: int = 0) -> int:
     """A port free right now on ``host``; with ``bus_offset``, one whose ``port +
     bus_offset`` is free too (a cluster node listens on port + 10000 for its bus, and an
-    outgoing connection may hold that port: a node failed to start so once, #14)."""
+    outgoing connection may hold that port, and the node would then fail to start)."""
     for _ in range(1000):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind((host, 0))
@@ -176,8 +176,8 @@ CLUSTER_BUS_OFFSET = 10000  # a cluster node's bus port is its port + 10000
 # Values up to this many bytes keep a small hash a listpack (`hash-max-listpack-value`,
 # 64 by default; set by its older name, which Redis 6.2 to Valkey 9 all take). A retained
 # outcome is its record after 4 bytes of expiry, so at 64 one with a payload over ~40
-# bytes turned its results-table hash into a hash table: 112 bytes an outcome instead of
-# 65 on Valkey 9, 144 instead of 65 on Redis 7.0 (20k outcomes, #14).
+# bytes turned its results-table hash into a hash table, about twice the memory an
+# outcome.
 LISTPACK_VALUE_BYTES = 512
 
 

@@ -65,9 +65,9 @@ class TimeSkipping:
     """An in-process tickwheel on virtual time: a store, a client (:attr:`client`), a
     worker, and the handler runners given to :meth:`handle`.
 
-    ``start``: the wall clock's first reading (an aware datetime, default 2026-01-01
-    UTC). ``namespace`` and ``shards`` are the namespace's. Use it as a context manager
-    (or call :meth:`close`). Not thread-safe: one test drives it.
+    ``start``: the wall clock's first reading (an aware datetime, default
+    ``2026-01-01T00:00:00Z``). ``namespace`` and ``shards`` are the namespace's. Use it
+    as a context manager (or call :meth:`close`). Not thread-safe: one test drives it.
     """
 
     def __init__(

@@ -1,4 +1,4 @@
---[[ rate_take: one start under a key's rate (#43, per-key rates), as GCRA counts it.
+--[[ rate_take: one start under a key's rate (per-key rates), as GCRA counts it.
 
 A handler runner with a rate (`tickwheel handle --rate payload.tenant=5/s`) takes one
 before each handler of that key starts. The key holds the theoretical arrival time

@@ -14,7 +14,7 @@ Returns  {'rescheduled', deadline_ms}   the timer now falls due at deadline_ms
          {'capped', deadline_ms}        a heartbeat past the timer's cap: it now falls due
                                         at its cap (deadline_ms), not later
          {'pastcap', cap_ms}            a reschedule past the cap: refused, nothing
-                                        written (the cap bounds every move, #54)
+                                        written (the cap bounds every move)
          {'decided', outcome_record}    it was already decided: nothing changed
          {'missing'}                    no pending timer and no retained outcome
 Errors   TOOFAR    the deadline is more than max_delay_ms from now

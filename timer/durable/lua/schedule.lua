@@ -198,7 +198,7 @@ local function created_at(id, deadline)
 end
 
 -- The plain path's record bytes: what pack_rec makes of [d, p, d - c(, s)], put
--- together here without a table (#55): its head, d, the payload as a msgpack string, d -
+-- together here without a table: its head, d, the payload as a msgpack string, d -
 -- c and the origin, each written as cmsgpack writes it (a test holds the bytes to it).
 local LEAN = origin == '' and '\147' or '\148'  -- an array of 3, or 4 with the origin
 local ORIGIN = origin == '' and '' or cmsgpack.pack(origin)

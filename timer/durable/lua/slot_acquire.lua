@@ -1,4 +1,4 @@
---[[ slot_acquire: take (or keep) one of a key's N handler slots (#43, per-key limits).
+--[[ slot_acquire: take (or keep) one of a key's N handler slots (per-key limits).
 
 A handler runner with a limit (`tickwheel handle --limit payload.tenant=2`) holds a slot
 of its outcome's key while the handler runs: a member of the key's set, scored with the

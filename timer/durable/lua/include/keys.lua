@@ -12,7 +12,7 @@ local function watch_key(P, key)
   return P .. ':w:' .. key
 end
 
--- Far timers wait in coarse buckets (#14): a timer created (or rescheduled)
+-- Far timers wait in coarse buckets: a timer created (or rescheduled)
 -- whose coarse bucket P:c:<m> (m = floor(d / COARSE_MS)) starts COARSE_MS or more from
 -- now goes there, mirrored in the ZSET P:coarse (m -> m * COARSE_MS); the sweep moves a
 -- coarse bucket into the fine ones (P:b:<n>) once its start is less than COARSE_MS away

@@ -3,7 +3,7 @@ decided from their bytes; the outcome stream entry and the shard's events.
 
 The layout is the one this release writes (data format 5, docs/data-model.md); a
 namespace an earlier release made is converted by migrate.lua before any other script
-runs on it. Records are arrays with their trailing defaults left out (#14): no field
+runs on it. Records are arrays with their trailing defaults left out: no field
 names, no empty values.
 
 Pending timer (HASH P:t, field = id):
@@ -18,7 +18,7 @@ Pending timer (HASH P:t, field = id):
   note = a line of text for people ('' if none)
   cap = max_total_ms: never due after c + cap, however heartbeaten (0: no cap)
   k = the later calls a debounce window absorbed (schedule.lua: debounce)
-  pr = the priority given at schedule (-100..100): the order under a backlog (#43)
+  pr = the priority given at schedule (-100..100): the order under a backlog
 Retained outcome (a value of the results table, see include/results.lua, after its 4
 bytes of expiry):
   [o, d, t - d, p, d - c, s = '', g = {}, x = '', u = '', note = '', k = 0, pr = 0] with
@@ -29,7 +29,7 @@ The places of the fields a timer is given (n, w, x, u, note) are declared in
 timer/durable/fields.py (Field.pending, Field.outcome); a test holds the names below to it.
 Outcome stream entry (STREAM P:out, one a decided timer): i = id, r = the retained
   outcome record above (the same bytes the results table holds after its expiry): the
-  record made once for both (#14); a dead letter put back adds only and from.
+  record made once for both; a dead letter put back adds only and from.
 Events on the shard channel: "S <deadline> <id>" scheduled ("M" and a list for a schedule
 call that created several: see schedule.lua), "R <deadline> <id>" rescheduled,
 "Q" then ' <priority> <id byte length> <id>' for each timer a schedule call created
@@ -44,7 +44,7 @@ local OUTCOME_CODE = {expired = 1, cancelled = 2, completed = 3}
 
 -- The one empty list every record read or created here shares when it has no watch keys
 -- or no notified keys (most have neither): a fresh {} each is two allocations a timer on
--- the hot paths, and allocation is most of what a script costs per timer (#14). Never
+-- the hot paths, and allocation is most of what a script costs per timer. Never
 -- append to it: a script that adds to rec.g gives the record its own list first.
 local NONE = {}
 
@@ -119,7 +119,7 @@ end
 -- fields [d, p, d - c, s] (no need, watch keys or notified keys: most timers) whose d is
 -- a uint64, as cmsgpack writes any deadline after 1970-02: its deadline comes from its
 -- bytes and its outcome record from lean_result, with no msgpack pass and no table
--- (read_rec and pack_result cost ~18k instructions a timer, a fired one ~100k; #14).
+-- (read_rec and pack_result cost ~18k instructions a timer, a fired one ~100k).
 local function peek_rec(raw)
   -- one call for the header and the deadline's bytes: a call costs ~800 instructions
   local h, t, a, b, c, d, e, f, g, k = sbyte(raw, 1, 10)

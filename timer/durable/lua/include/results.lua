@@ -3,7 +3,7 @@
 --- @include "util"
 --- @include "keys"
 
---[[ The results table (#14): retained outcomes in small hashes, not a key each.
+--[[ The results table: retained outcomes in small hashes, not a key each.
 
 A retained outcome as a key of its own (a string with PX) costs Redis 108 bytes on
 Valkey 9 and 157 on Redis 7.0, most of it the key's own overhead and its expiry entry.
@@ -41,9 +41,8 @@ end
 
 -- h(id): h = (31 * h + byte) mod 2^32 over its bytes (Java's string hash), four bytes a
 -- step (h * 31^4 stays below 2^53: exact in Lua's doubles), eight read a call: a call
--- of string.byte costs ~800 instructions here, as much as the arithmetic of four steps
--- (#14). SHA-1 (redis.sha1hex) cost ~4k instructions an id; reading four bytes a call
--- ~4.4k for a 7-byte id, this ~2.9k.
+-- of string.byte costs as much here as the arithmetic of four steps, and SHA-1
+-- (redis.sha1hex) or reading four bytes a call cost more an id than this.
 local H32 = 4294967296
 local function rx_hash(id)
   local h, i, n = 0, 1, #id
@@ -160,9 +159,9 @@ end
 -- timers of the shard in its wheel, see fire.lua) while that is cheap: at most
 -- RX_AHEAD_SPLITS a call, and moving in all no more results than the n being inserted.
 -- A split moves half of what its hash holds, so a table grown as a burst lands moves
--- each of the burst's results about once (a split of a full hash costs ~690k
--- instructions: in a burst into an empty table, about a fifth of what firing it cost;
--- #14); grown before the burst arrives, it moves only what it held, little if small.
+-- each of the burst's results about once (a split of a full hash is costly: in a burst
+-- into an empty table, about a fifth of what firing it costs); grown before the burst
+-- arrives, it moves only what it held, little if small.
 local RX_AHEAD_SPLITS = 256
 local function rx_grow(rs, n)
   while rs.N + n > RX_LOAD * (rs.lo + rs.S) do rx_split(rs) end

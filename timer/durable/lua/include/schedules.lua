@@ -1,4 +1,4 @@
---[[ schedules: a recurring schedule's record, and arming its occurrences (#29).
+--[[ schedules: a recurring schedule's record, and arming its occurrences.
 
 Schedule (HASH P:S, field = name): a msgpack array
   [v, on, a, f, m, l, spec, p, w, c]

@@ -7,7 +7,7 @@ else every script reads P:guard, a key of its shard's slot that nothing ever wri
 while the slot is migrating it is missing here, and the script stops before its first
 write; otherwise every key of the slot is local, and nothing can stop it half-way. P is
 the hash-tagged prefix that begins KEYS[1] (every script's first key is its shard's).
-Clients never send a script with ASKING (timer/cluster_route.py): on the importing
+Clients never send a script with ASKING (timer/redis/cluster_route.py): on the importing
 node a key not moved yet would read as missing. On one server this is one EXISTS.
 ]]
 do
