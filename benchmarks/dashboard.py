@@ -147,14 +147,10 @@ def live(base: str, ns: str, events: int = 10) -> dict[str, Any]:
     return {"gap_ms": percentiles(gaps), "event_bytes": max(sizes)}
 
 
+# The page's own work for each live event: its main module says how long each took.
 PAGE_TIMING = """() => {
   window.__renders = [];
-  const original = window.renderAll;
-  window.renderAll = (snap) => {
-    const t = performance.now();
-    original(snap);
-    window.__renders.push(performance.now() - t);
-  };
+  addEventListener("tickwheel:rendered", (event) => window.__renders.push(event.detail));
 }"""
 
 

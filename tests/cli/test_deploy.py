@@ -148,6 +148,7 @@ def test_the_image_build_installs_from_what_the_dockerfile_copies(tmp_path: Path
     assert "timer/durable/lua/schedule.lua" in names and "timer/cli/main.py" in names
     assert "timer/durable/lua/include/records.lua" in names
     assert "timer/dashboard/static/index.html" in names and "timer/py.typed" in names
+    assert {"timer/dashboard/static/main.js", "timer/dashboard/static/dashboard.css"} <= names
 
 
 def dockerfile_cmd() -> list[str]:

@@ -77,6 +77,30 @@ def opened(browser: Any) -> Iterator[Any]:
                 context.close()
 
 
+# Each view: its address and what shows it is open.
+VIEWS = {
+    "overview": ("", "#history-section"), "timers": ("timers", "#find-section"),
+    "groups": ("groups", "#groups-section"), "dead": ("dead-letters", "#dead-section"),
+    "schedules": ("schedules", "#schedules-section"), "workers": ("workers", "#workers-section"),
+    "shards": ("shards", "#shards-section"),
+}  # fmt: skip
+
+
+def follow(page: Any, view: str) -> None:
+    """Click the header's link to ``view``, as a person would: a real address (an href a
+    middle-click opens, never "#"), after which the view is shown and marked current."""
+    from playwright.sync_api import expect  # noqa: PLC0415
+
+    link = page.locator(f"nav a[data-nav='{view}']")
+    href = link.get_attribute("href") or ""
+    path, part = VIEWS[view]
+    assert href.split("?")[0] == "/" + path, (view, href)
+    link.click()
+    expect(page.locator(part)).to_be_visible()
+    expect(link).to_have_attribute("aria-current", "page")
+    assert page.url.split("?")[0].split("#")[0].endswith("/" + path), page.url
+
+
 @contextlib.contextmanager
 def serving(app: Any) -> Iterator[str]:
     """``app`` served by uvicorn in a thread on a free loopback port: its URL."""
@@ -135,24 +159,30 @@ def test_overview_lookup_and_cancel_in_a_browser(
     with opened(chromium) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.goto(url)
+        expect(page.locator("#pending")).to_have_text("2")
+        follow(page, "workers")
+        expect(page.locator("#workers tbody")).to_contain_text("w1")
+        follow(page, "dead")
+        expect(page.locator("#dead tbody")).to_contain_text("no dead letters")
+        expect(page.locator("#dead-pager")).to_be_hidden()  # one page: no pager (its flex
+        # display once overrode the hidden attribute: "1-0 of 0" under an empty table)
+        follow(page, "shards")
         row = page.locator(f"#shards tr[data-shard='{shard42}']")
         expect(row.locator(".leader")).to_have_text("w1")
         pending = c.stats()["shards"][shard42]["pending"]
         expect(row.locator(".pending")).to_have_text(str(pending))
-        expect(page.locator("#pending")).to_have_text("2")
-        expect(page.locator("#workers tbody")).to_contain_text("w1")
-        expect(page.locator("#dead tbody")).to_contain_text("no dead letters")
-        expect(page.locator("#dead-pager")).to_be_hidden()  # one page: no pager (its flex
-        # display once overrode the hidden attribute: "1-0 of 0" under an empty table)
+        follow(page, "timers")
         page.fill("#timer-id", "job:{43}")  # look a timer up by id
         page.click("#lookup button")
         expect(page.locator("#timer-table")).to_contain_text("job:{43}")
         expect(page.locator("#timer-state")).to_have_text("pending")
         expect(page.locator("#timer-absorbed")).to_have_text("1 later call absorbed by this window")
         expect(page.locator("#timer-cap")).to_contain_text("never due after")
-        row.click()  # the shard's next due timers; one of them opens in the Timer panel
+        follow(page, "shards")
+        row.click()  # the shard's next due timers; one of them opens in the Timers view
         expect(page.locator("#due-title")).to_have_text(f"Next due on shard {shard42}")
         page.click("#due a[data-timer='job:{42}']")
+        assert "/timers#timer=" in page.url, page.url
         expect(page.locator("#timer-table")).to_contain_text("job:{42}:done")  # rendered
         expect(page.locator("#timer-note")).to_have_text(note)  # a declared field's own row
         expect(page.locator("#timer-state")).to_have_text("pending")
@@ -166,8 +196,10 @@ def test_overview_lookup_and_cancel_in_a_browser(
         expect(page.locator("#timer-note")).to_have_text(note)  # kept with its outcome
         expect(page.locator("#message")).to_contain_text("cancel done")
         expect(page.locator("#recent tbody")).to_contain_text("job:{42}")
+        follow(page, "overview")  # the overview's picture, as the guide shows it
         shot = tmp_path / "dashboard.png"
         page.screenshot(path=str(shot), full_page=True)
+        follow(page, "timers")
         page.fill("#timer-id", "no-such-timer")
         page.click("#lookup button")
         expect(page.locator("#message")).to_contain_text("no timer 'no-such-timer'")
@@ -194,7 +226,7 @@ def test_schedules_panel_in_a_browser(chromium: Any, served: tuple[str, TimerCli
     with opened(chromium) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.on("dialog", lambda d: d.accept("10s" if d.type == "prompt" else None))
-        page.goto(url)
+        page.goto(url + "schedules")
         page.fill("#sched-name", "heartbeat")
         page.fill("#sched-spec", "0 8 * * NOPE")  # a bad cron: said, nothing created
         page.click("#new-schedule button")
@@ -262,9 +294,9 @@ ROWS_SHORT = """() => {
   const pad = parseFloat(getComputedStyle(main).paddingRight);
   const right = main.getBoundingClientRect().right - pad;
   const ends = {};
-  for (const s of main.querySelectorAll(":scope > section")) {
+  for (const s of main.querySelectorAll("section")) {
     const r = s.getBoundingClientRect();
-    if (!r.width) continue;
+    if (!r.width || !s.checkVisibility()) continue;
     ends[Math.round(r.top)] = Math.max(ends[Math.round(r.top)] || 0, r.right);
   }
   return Object.entries(ends).filter(([, end]) => end < right - 2)
@@ -307,6 +339,7 @@ def test_find_select_act_live_and_layout_in_a_browser(
         expect(page.locator("#per-minute")).to_contain_text("expired")
         expect(page.locator("#per-minute")).to_contain_text("cancelled")
         expect(page.locator("#updated")).to_contain_text("UTC")
+        follow(page, "timers")
 
         page.fill("#find-match", "tenant-7:*")
         page.click("#find button")
@@ -330,14 +363,18 @@ def test_find_select_act_live_and_layout_in_a_browser(
 
         for width in (1280, 1440, 1920):
             page.set_viewport_size({"width": width, "height": 900})
+            follow(page, "timers")
             page.fill("#find-match", "*")
             page.select_option("#find-state", "any")
             page.click("#find button")
             expect(page.locator("#found tbody tr").first).to_be_visible()
-            assert page.evaluate(LAYOUT_CHECK) == [], width
-            if width == 1920:  # three columns, every row full
-                assert page.evaluate(ROWS_SHORT) == [], width
-            page.screenshot(path=str(tmp_path / f"dashboard-{width}.png"), full_page=True)
+            for view in VIEWS:  # every view: nothing overflows
+                follow(page, view)
+                assert page.evaluate(LAYOUT_CHECK) == [], (width, view)
+                if width == 1920:  # every row full
+                    assert page.evaluate(ROWS_SHORT) == [], (width, view)
+                shot = tmp_path / f"dashboard-{view}-{width}.png"
+                page.screenshot(path=str(shot), full_page=True)
 
 
 def test_long_lists_page_and_times_read_as_durations_in_a_browser(
@@ -362,11 +399,12 @@ def test_long_lists_page_and_times_read_as_durations_in_a_browser(
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         icon = page.goto(url + "favicon.ico")
         assert icon is not None and icon.status == 200 and "svg" in icon.headers["content-type"]
-        page.goto(url)
+        page.goto(url + "dead-letters")
         expect(page.locator("#dead tbody tr")).to_have_count(20)
         expect(page.locator("#dead-pager")).to_contain_text("1\u201320 of 23")
         page.click("#dead-pager button:has-text('next')")
         expect(page.locator("#dead tbody tr")).to_have_count(3)
+        follow(page, "timers")
         page.fill("#find-match", "p:*")
         page.click("#find button")
         expect(page.locator("#found tbody tr")).to_have_count(50)
@@ -451,8 +489,9 @@ def test_a_view_has_an_address_and_the_back_button_returns_to_the_last_in_a_brow
     served: tuple[str, TimerClient],
 ) -> None:
     """A shard's next timers, a timer and a search are in the page's address: a link
-    opens on its view, a bookmark (the address copied to a new page) reopens it, and the
-    back and forward buttons move between the views clicked."""
+    (one from before the page had views too) opens on its view, a bookmark (the address
+    copied to a new page) reopens it, and the back and forward buttons move between the
+    views and the things clicked in them."""
     from urllib.parse import quote  # noqa: PLC0415
 
     from playwright.sync_api import expect  # noqa: PLC0415
@@ -463,41 +502,52 @@ def test_a_view_has_an_address_and_the_back_button_returns_to_the_last_in_a_brow
         c.schedule(f"job:{{{i}}}", 3_600_000 + i)
     with opened(chromium) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.goto(url + "#timer=" + quote("job:{1}"))  # a link to one timer
+        page.goto(url + "#timer=" + quote("job:{1}"))  # a link from before the views
         expect(page.locator("#timer")).to_contain_text("job:{1}")
         expect(page.locator("#timer-id")).to_have_value("job:{1}")
+        assert "/timers#timer=" in page.url, page.url  # opened on the view that shows it
+        follow(page, "shards")
         page.locator("#shards tr[data-shard='0']").click()
         expect(page.locator("#due-title")).to_have_text("Next due on shard 0")
-        page.locator("#shards tr[data-shard='1']").click()
+        page.locator("#shards a[data-shard-link='1']").click()  # its number: a link
         expect(page.locator("#due-title")).to_have_text("Next due on shard 1")
+        two = page.locator("#due a[data-timer]").first
+        expect(two).to_be_visible()
+        opening = two.inner_text()
+        two.click()  # a timer of that shard, in the Timers view
+        expect(page.locator("#timer-table")).to_contain_text(opening)
         page.fill("#timer-id", "job:{2}")
         page.click("#lookup button")
         expect(page.locator("#timer")).to_contain_text("job:{2}")
-        assert "shard=1" in page.url and "timer=job" in page.url, page.url
         page.go_back()
-        expect(page.locator("#timer")).to_contain_text("job:{1}")
+        expect(page.locator("#timer-table")).to_contain_text(opening)
+        page.go_back()
         expect(page.locator("#due-title")).to_have_text("Next due on shard 1")
+        expect(page.locator("#shards-section")).to_be_visible()
         page.go_back()
         expect(page.locator("#due-title")).to_have_text("Next due on shard 0")
         page.go_forward()
         expect(page.locator("#due-title")).to_have_text("Next due on shard 1")
+        follow(page, "timers")
         page.fill("#find-match", "job:*")
         page.click("#find button")
         expect(page.locator("#found tbody tr")).to_have_count(4)
+        page.click("#found a[data-timer='job:{3}']")  # in the same view: the search stays
+        expect(page.locator("#timer-table")).to_contain_text("job:{3}")
         bookmark = page.url
-        assert "find=job" in bookmark, bookmark
+        assert "find=job" in bookmark and "timer=job" in bookmark, bookmark
         again = browser.new_page(viewport={"width": 1400, "height": 900})
         again.goto(bookmark)  # the same view from its address alone
         expect(again.locator("#found tbody tr")).to_have_count(4)
         expect(again.locator("#find-match")).to_have_value("job:*")
-        expect(again.locator("#due-title")).to_have_text("Next due on shard 1")
-        expect(again.locator("#timer")).to_contain_text("job:{1}")
+        expect(again.locator("#timer")).to_contain_text("job:{3}")
 
 
 # An action sent from the page's own script, as its button would (its CSRF token too).
 CANCEL_FROM_THE_PAGE = """async () => (await fetch("/api/timers/job%3A%7B7%7D/cancel", {
   method: "POST", body: "{}",
-  headers: {"X-CSRF-Token": csrfToken(), "Content-Type": "application/json"},
+  headers: {"X-CSRF-Token": decodeURIComponent(document.cookie.match(/tickwheel_csrf=([^;]*)/)[1]),
+            "Content-Type": "application/json"},
 })).status"""
 
 
@@ -595,9 +645,10 @@ def _walk(context: Any, url: str, views: list[tuple[str, str, str]]) -> dict[str
     seen: dict[str, set[str]] = {}
     for address, ready, text in views:
         page = context.new_page()
-        page.goto(url + "#" + address)
-        expect(page.locator("#schedules a[data-sched='nightly']")).to_be_visible()
-        expect(page.locator("#dead a[data-dead-ref]").first).to_be_visible()
+        page.goto(url + address)
+        expect(page.locator("#schedules a[data-sched='nightly']")).to_be_attached()
+        expect(page.locator("#dead a[data-dead-ref]").first).to_be_attached()
+        expect(page.locator(ready)).to_be_visible()
         expect(page.locator(ready)).to_contain_text(text)
         seen[address or "the page"] = set(page.evaluate(VISIBLE_CONTROLS))
         page.close()
@@ -622,17 +673,23 @@ def test_a_viewer_who_may_only_look_is_shown_no_action_in_any_view_in_a_browser(
     c.schedule("job:{7}", 3_600_000)
     c.schedules.create("nightly", cron="0 3 * * *")
     [ref] = [d.ref for d in c.dead_letters()]
-    views = [
+    views = [  # each view, then each of its things at its address (an older "#…" one too)
         ("", "#dead-count", "1"),
-        (f"shard={c.shard_of('job:{7}')}", "#due", "job:{7}"),
-        ("timer=" + quote("job:{7}", safe=""), "#timer-state", "pending"),
-        ("find=" + quote("job:*", safe="") + "&state=pending", "#found", "job:{7}"),
-        ("group=billing", "#gh-dead", "1"),
-        ("worker=w1", "#wk-pid", str(os.getpid())),
-        ("schedule=nightly", "#sc-when", "0 3 * * *"),
-        ("dead=" + quote(ref, safe=""), "#dl-group", "billing"),
-        ("dgroup=billing", "#df-count", "1 match"),
-        ("okind=expired", "#os-count", "found"),
+        ("timers", "#recent", "d:1"),
+        ("groups", "#groups", "billing"),
+        ("dead-letters", "#dead", "billing"),
+        ("schedules", "#schedules", "nightly"),
+        ("workers", "#workers", "w1"),
+        ("shards", "#shards", "w1"),
+        (f"shards#shard={c.shard_of('job:{7}')}", "#due", "job:{7}"),
+        ("#timer=" + quote("job:{7}", safe=""), "#timer-state", "pending"),
+        ("timers#find=" + quote("job:*", safe="") + "&state=pending", "#found", "job:{7}"),
+        ("groups#group=billing", "#gh-dead", "1"),
+        ("workers#worker=w1", "#wk-pid", str(os.getpid())),
+        ("schedules#schedule=nightly", "#sc-when", "0 3 * * *"),
+        ("dead-letters#dead=" + quote(ref, safe=""), "#dl-group", "billing"),
+        ("#dgroup=billing", "#df-count", "1 match"),
+        ("timers#okind=expired", "#os-count", "found"),
     ]
     tokens = TokenFile(tmp_path / "tokens.json")
     _, viewer = tokens.create("read", [c.namespace], name="viewer")
@@ -740,7 +797,7 @@ def test_a_dead_letter_opens_whole_at_its_address_and_is_dropped_from_it_in_a_br
     ref = c.dead_letters()[0].ref
     with opened(chromium) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.goto(url)
+        page.goto(url + "dead-letters")
         page.click(f"#dead a[data-dead-ref='{ref}']")
         expect(page.locator("#dead-letter")).to_be_visible()
         assert f"dead={quote(ref, safe='')}" in page.url, page.url
@@ -808,7 +865,7 @@ def _group_page(chromium: Any, url: str, mailer: Any, tmp_path: Path) -> None:
 
     with opened(chromium) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.goto(url)
+        page.goto(url + "groups")
         page.click("#groups a[data-group='mailer']")
         expect(page.locator("#group")).to_be_visible()
         assert "group=mailer" in page.url, page.url
@@ -858,7 +915,7 @@ def test_dead_letters_filtered_ticked_and_acted_on_at_the_confirmed_count_in_a_b
 
     with opened(chromium) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.goto(url)
+        page.goto(url + "dead-letters")
         page.fill("#df-group", "billing")
         page.fill("#df-error", "LEDGER")
         page.click("#dead-filter button[type=submit]")
@@ -965,7 +1022,7 @@ def test_a_worker_opens_at_its_address_with_what_it_says_of_itself_in_a_browser(
     wait_for(lambda: "w1" in c.worker_cards(), 20, "the worker's card")
     with opened(chromium) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.goto(url)
+        page.goto(url + "workers")
         page.click("#workers a[data-worker='w1']")
         expect(page.locator("#worker")).to_be_visible()
         assert "worker=w1" in page.url, page.url
@@ -1001,7 +1058,7 @@ def test_outcomes_are_searched_by_kind_id_and_payload_field_in_a_browser(
     c.complete("order:4")
     with opened(chromium) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.goto(url)
+        page.goto(url + "timers")
         page.select_option("#os-kind", "cancelled")
         page.fill("#os-match", "order:*")
         page.fill("#os-field", "tenant")
@@ -1029,3 +1086,169 @@ def test_outcomes_are_searched_by_kind_id_and_payload_field_in_a_browser(
         expect(again.locator("#os-count")).to_have_text("3 found")
         expect(again.locator("#os-state")).to_have_value("in_hand")
         expect(again.locator("#recent")).not_to_contain_text("order:2")
+
+
+def test_every_view_opens_at_its_address_and_its_links_are_real_in_a_browser(
+    chromium: Any, served: tuple[str, TimerClient]
+) -> None:
+    """Each view (Overview, Timers, Groups, Dead letters, Schedules, Workers, Shards)
+    opens at its own address with its header entry marked, running under the page's
+    policy with nothing refused; each header entry is a real href that a click follows
+    and the back button undoes; a middle-click on a link opens its address in a new tab
+    and leaves the page where it was."""
+    from playwright.sync_api import expect  # noqa: PLC0415
+
+    assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
+    url, c = served
+    c.schedule("d:1", 0)
+    assert c.wait("d:1", timeout=20).outcome == "expired"
+    assert dead_letter_expired(c, "billing", "the ledger refused it")
+    refused: list[str] = []
+    with opened(chromium) as browser:
+        context = browser.new_context(viewport={"width": 1400, "height": 900})
+        context.on("console", lambda m: refused.append(m.text) if "Security" in m.text else None)
+        page = context.new_page()
+        page.on("pageerror", lambda e: refused.append(str(e)))
+        for view, (path, part) in VIEWS.items():
+            page.goto(url + path)
+            expect(page.locator(part)).to_be_visible()
+            entry = page.locator(f"nav a[data-nav='{view}']")
+            expect(entry).to_have_attribute("aria-current", "page")
+            others = [p for v, (_, p) in VIEWS.items() if v != view and p != part]
+            for other in others:
+                expect(page.locator(other)).to_be_hidden()
+        page.goto(url)
+        rendered = page.evaluate("""() => new Promise((done) => addEventListener(
+            "tickwheel:rendered", (e) => done(e.detail), {once: true}))""")
+        assert rendered >= 0  # a live event drawn, and how long it took (the benchmark's)
+        hrefs = page.locator("nav a").evaluate_all("(a) => a.map((x) => x.getAttribute('href'))")
+        assert len(hrefs) == 7 and "#" not in hrefs and all(h.startswith("/") for h in hrefs), hrefs
+        last = "overview"
+        for view in ("groups", "dead", "timers", "schedules", "workers", "shards"):
+            follow(page, view)
+            page.go_back()
+            expect(page.locator(VIEWS[last][1])).to_be_visible()
+            page.go_forward()
+            expect(page.locator(VIEWS[view][1])).to_be_visible()
+            last = view
+        follow(page, "groups")
+        wait_for(lambda: any(g.name == "billing" for g in c.groups()), 10, "the group")
+        link = page.locator("#groups a[data-group='billing']")
+        expect(link).to_have_attribute("href", "/groups#group=billing")
+        before = page.url
+        with context.expect_page() as tab:
+            link.click(button="middle")
+        tab.value.wait_for_load_state()
+        assert tab.value.url == url + "groups#group=billing", tab.value.url
+        expect(tab.value.locator("#group-name")).to_have_text("billing")
+        assert page.url == before  # the page itself did not move
+        expect(page.locator("#group")).to_be_hidden()
+        context.close()
+    assert refused == [], refused
+
+
+# Each text of each chart: its box, in the chart's own units and on the screen, against
+# the box of the SVG that draws it ("60,000" once read "0,000": cut at the left).
+LABELS_OUTSIDE = """async () => {
+  const {chart} = await import("/static/chart.js");
+  const out = [];
+  const points = Array.from({length: 60}, (_, i) => ({at_ms: Date.UTC(2025, 0, 1, 12, i),
+    lateness_p50_ms: 900 * i, lateness_p99_ms: i === 30 ? 60000 : 1000 * i}));
+  chart("chart-lateness", points, ["lateness_p50_ms", "lateness_p99_ms"]);
+  for (const svg of document.querySelectorAll("svg.chart")) {
+    if (!svg.checkVisibility()) continue;
+    const [x0, y0, w, h] = svg.getAttribute("viewBox").split(" ").map(Number);
+    const outer = svg.getBoundingClientRect();
+    for (const t of svg.querySelectorAll("text")) {
+      const b = t.getBBox(), r = t.getBoundingClientRect();
+      if (b.x < x0 || b.y < y0 || b.x + b.width > x0 + w || b.y + b.height > y0 + h
+          || r.left < outer.left || r.top < outer.top
+          || r.right > outer.right || r.bottom > outer.bottom) {
+        const at = [b.x, b.y, b.width, b.height].map((v) => v.toFixed(1)).join(" ");
+        out.push(`${svg.id}: "${t.textContent}" at x y w h ${at}`);
+      }
+    }
+  }
+  const top = [...document.querySelectorAll("#chart-lateness text")].map((t) => t.textContent);
+  return {out, top};
+}"""
+
+
+def test_the_charts_labels_lie_inside_their_box_in_a_browser(
+    chromium: Any, served: tuple[str, TimerClient]
+) -> None:
+    """Every label of every chart of the history, the lateness one at 60,000 ms top, lies
+    within its SVG's box, in its own units and on the screen, at widths where the charts
+    sit three abreast (narrowest) and one a row."""
+    from playwright.sync_api import expect  # noqa: PLC0415
+
+    assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
+    url, c = served
+    c.schedule_many([{"id": f"h:{i}", "delay_ms": 0} for i in range(20)])
+    with opened(chromium) as browser:
+        for width in (1000, 1280, 1920, 600):
+            page = browser.new_page(viewport={"width": width, "height": 900})
+            page.goto(url)
+            expect(page.locator("#chart-throughput text").first).to_be_attached()
+            got = page.evaluate(LABELS_OUTSIDE)
+            assert "60,000" in got["top"], got
+            assert got["out"] == [], (width, got["out"])
+            page.close()
+
+
+# Each visible button, field and menu of a view that is not its own kind's look: the
+# page's corner and border, not the browser's grey; its text readable on its background.
+CONTROLS_OFF = """() => {
+  const rgb = (c) => c.match(/[\\d.]+/g).slice(0, 3).map(Number);
+  const lum = (c) => {
+    const [r, g, b] = rgb(c).map((v) => v / 255)
+      .map((v) => v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4);
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  };
+  const probe = document.createElement("div");
+  document.body.append(probe);
+  const colour = (v) => { probe.style.color = `var(${v})`; return getComputedStyle(probe).color; };
+  const allowed = new Set([colour("--control"), colour("--accent"), colour("--control-hover")]);
+  const border = new Set([colour("--control-line"), colour("--accent")]);
+  probe.remove();
+  const out = [];
+  const controls = "main button, main input:not([type=checkbox]), main select";
+  for (const el of document.querySelectorAll(controls)) {
+    if (!el.checkVisibility()) continue;
+    const s = getComputedStyle(el), name = el.id || el.textContent.trim() || el.placeholder;
+    if (s.borderTopLeftRadius !== "4px") out.push(`${name}: radius ${s.borderTopLeftRadius}`);
+    if (!allowed.has(s.backgroundColor)) out.push(`${name}: background ${s.backgroundColor}`);
+    if (!border.has(s.borderTopColor)) out.push(`${name}: border ${s.borderTopColor}`);
+    const a = lum(s.color), b = lum(s.backgroundColor);
+    const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    if (ratio < 4.5) out.push(`${name}: contrast ${ratio.toFixed(2)}`);
+  }
+  return out;
+}"""
+
+
+def test_buttons_fields_and_menus_look_alike_in_both_themes_in_a_browser(
+    chromium: Any, served: tuple[str, TimerClient]
+) -> None:
+    """In the light and the dark theme, every visible button, field and menu of every
+    view has the page's look (not the browser's default grey) and text readable on it."""
+    assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
+    url, c = served
+    c.schedule("d:1", 0)
+    assert c.wait("d:1", timeout=20).outcome == "expired"
+    assert dead_letter_expired(c, "billing", "the ledger refused it")
+    c.schedule("job:1", 3_600_000)
+    c.schedules.create("nightly", cron="0 3 * * *")
+    with opened(chromium) as browser:
+        for scheme in ("light", "dark"):
+            size = {"width": 1400, "height": 900}
+            context = browser.new_context(color_scheme=scheme, viewport=size)
+            page = context.new_page()
+            for view, (path, part) in VIEWS.items():
+                page.goto(url + path + ("#find=*&state=any" if view == "timers" else ""))
+                page.locator(part).wait_for()
+                if view == "dead":
+                    page.locator("#dead a[data-dead-ref]").first.wait_for()
+                page.mouse.move(0, 0)  # no control under the pointer
+                assert page.evaluate(CONTROLS_OFF) == [], (scheme, view)
+            context.close()

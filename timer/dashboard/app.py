@@ -1,7 +1,8 @@
 """The dashboard's web app: a page and a small JSON API over the public ``TimerClient``.
 
-Starlette, served by uvicorn (``tickwheel dashboard``). The page is plain HTML with a
-little JavaScript that follows ``/api/live``, a Server-Sent Events stream of what it
+Starlette, served by uvicorn (``tickwheel dashboard``). The page is plain HTML, a
+stylesheet and a few ES modules (``static/``, served as they are: no build step) that
+follow ``/api/live``, a Server-Sent Events stream of what it
 shows (:mod:`timer.dashboard.live`); every action is a POST that goes through the client's own
 calls (``cancel``, ``complete``, ``reschedule``, ``client.timers``' bulk actions,
 ``redeliver``, ``drop_dead_letter``, the schedules'), so validation and errors are the
@@ -32,7 +33,7 @@ from timer.httpapi.tokens import TokenFile
 
 from .board import Namespaces
 from .guard import LOOPBACK_HOSTS, Guard, host_name
-from .routes import Routes, icon
+from .routes import VIEWS, Routes, Static, icon
 
 
 def create_app(
@@ -56,7 +57,8 @@ def create_app(
     boards = Namespaces(client, read_only=read_only)
     api = Routes(boards, page, csrf, read_only=read_only, anonymous=anonymous)
     routes = [
-        Route("/", api.index),
+        *(Route(path, api.index) for path in VIEWS),
+        Route("/static/{name:str}", Static().serve),
         Route("/favicon.svg", icon),
         Route("/favicon.ico", icon),  # asked for by browsers whatever the page says
         Route("/api/overview", api.overview),

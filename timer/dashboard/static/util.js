@@ -1,0 +1,117 @@
+// What every view's module uses: an element by id, escaping, how times and durations
+// read, the API call (a POST carries the page's CSRF token), messages, links that are
+// addresses, and paged tables.
+
+export const $ = (id) => document.getElementById(id);
+export const esc = (v) => String(v ?? "").replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
+
+export const ms = (v) => {  // a duration as people say it: 850 ms, 4.5 s, 1 h 15 min, 2 d 3 h
+  if (v == null) return "–";
+  const sign = v < 0 ? "-" : "", a = Math.abs(v);
+  if (a < 1000) return `${v} ms`;
+  if (a < 60000) return `${sign}${(a / 1000).toFixed(1)} s`;
+  const parts = [[86400000, "d"], [3600000, "h"], [60000, "min"], [1000, "s"]];
+  const said = [];
+  let rest = a;
+  for (const [size, unit] of parts) {
+    const n = Math.floor(rest / size);
+    rest -= n * size;
+    if (n || said.length) said.push(`${n} ${unit}`);
+    if (said.length === 2) break;
+  }
+  return sign + said.filter((p) => !p.startsWith("0 ")).join(" ");
+};
+export const time = (v) => v == null ? "–" : new Date(v).toISOString().replace("T", " ").replace("Z", " UTC");
+
+export const NS = new URLSearchParams(location.search).get("ns");
+const SEARCH = NS ? `?ns=${encodeURIComponent(NS)}` : "";
+
+// The address of a view (its path) showing what `params` say (its hash): a real href,
+// so a middle-click or "open in a new tab" opens the same view; the namespace kept.
+export function address(path, params) {
+  const hash = params ? new URLSearchParams(params).toString() : "";
+  return `${path}${SEARCH}${hash ? "#" + hash : ""}`;
+}
+// Links to one thing's view, as every table writes them (data-* names what they open).
+export const timerLink = (id) => `<a href="${esc(address("/timers", {timer: id}))}" data-timer="${esc(id)}">${esc(id)}</a>`;
+export const groupLink = (name) => `<a href="${esc(address("/groups", {group: name}))}" data-group="${esc(name)}">${esc(name)}</a>`;
+export const workerLink = (id) => `<a href="${esc(address("/workers", {worker: id}))}" data-worker="${esc(id)}">${esc(id)}</a>`;
+export const scheduleLink = (name) => `<a href="${esc(address("/schedules", {schedule: name}))}" data-sched="${esc(name)}">${esc(name)}</a>`;
+export const deadLink = (ref) => `<a href="${esc(address("/dead-letters", {dead: ref}))}" data-dead-ref="${esc(ref)}">${esc(ref)}</a>`;
+export const shardLink = (shard) => `<a href="${esc(address("/shards", {shard}))}" data-shard-link="${shard}">${shard}</a>`;
+
+export function say(text, ok) {
+  const m = $("message");
+  m.textContent = text;
+  m.className = ok ? "ok" : "error";
+}
+
+export function csrfToken() {  // the SameSite=Strict cookie the server set with this page
+  const m = document.cookie.match(/(?:^|;\s*)tickwheel_csrf=([^;]*)/);
+  return m ? decodeURIComponent(m[1]) : "";
+}
+
+export async function api(path, options) {
+  options = options || {};
+  if (options.method === "POST") {  // the server refuses a POST without the page's token
+    options.headers = {...(options.headers || {}), "X-CSRF-Token": csrfToken()};
+  }
+  const response = await fetch(NS ? `${path}?ns=${encodeURIComponent(NS)}` : path, options);
+  const data = await response.json().catch(() => ({error: `HTTP ${response.status}`}));
+  if (!response.ok) throw new Error(data.error || `HTTP ${response.status}`);
+  return data;
+}
+
+export const postJson = (path, body) => api(path, {method: "POST",
+  headers: {"Content-Type": "application/json"}, body: JSON.stringify(body)});
+
+export function parseDuration(text) {
+  const m = /^\s*(\d+)\s*(ms|s|m|h)\s*$/.exec(text);
+  if (!m) return null;
+  return Number(m[1]) * {ms: 1, s: 1000, m: 60000, h: 3600000}[m[2]];
+}
+
+// Everything at once after an action (the live stream brings it within a second): the
+// page's main module says how.
+let refresher = async () => {};
+export function onRefresh(fn) { refresher = fn; }
+export function refresh() { return refresher(); }
+
+export const shownOf = {};  // a paged table's id -> {items, render, empty, size, page}
+
+// Fill `table` with a row per item; with `size`, a page of that many at a time and a
+// pager under it (the page kept across the live updates).
+export function rows(table, items, render, empty, size) {
+  const body = $(table).tBodies[0];
+  let shown = items;
+  if (size) {
+    const pages = Math.max(1, Math.ceil(items.length / size));
+    const page = Math.min((shownOf[table] || {}).page || 0, pages - 1);
+    shownOf[table] = {items, render, empty, size, page};
+    shown = items.slice(page * size, (page + 1) * size);
+    pager(table, page, pages, items.length, size);
+  }
+  body.innerHTML = shown.length ? shown.map(render).join("") :
+    `<tr><td class="none" colspan="9">${empty}</td></tr>`;
+}
+
+function pager(table, page, pages, total, size) {
+  let p = $(`${table}-pager`);
+  if (!p) {
+    p = document.createElement("div");
+    p.id = `${table}-pager`;
+    p.className = "pager";
+    $(table).after(p);
+    p.onclick = (event) => {
+      const b = event.target.closest("button[data-page]");
+      if (!b) return;
+      const s = shownOf[table];
+      s.page = Number(b.dataset.page);
+      rows(table, s.items, s.render, s.empty, s.size);
+    };
+  }
+  p.hidden = pages <= 1;
+  p.innerHTML = `<button data-page="${page - 1}" ${page ? "" : "disabled"}>‹ previous</button>
+    <span class="muted">${page * size + 1}–${Math.min(total, (page + 1) * size)} of ${total}</span>
+    <button data-page="${page + 1}" ${page + 1 < pages ? "" : "disabled"}>next ›</button>`;
+}
