@@ -19,7 +19,7 @@ import logging
 import threading
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import tracing
 from ..clock import Killed
@@ -43,6 +43,15 @@ if TYPE_CHECKING:
 log = logging.getLogger("tickwheel.handlers")
 READ_AHEAD = 256  # outcomes read ahead of the free handlers, by default (see HandlerLoop)
 RATE_NEAR_S = 0.25  # a rate's next start this near: waited for here, not in a blocking read
+
+
+class Running(NamedTuple):
+    """A sync handler with a timeout, while it runs (monotonic seconds)."""
+
+    deadline: float  # past it, its outcome is released for a retry
+    delivery: Delivery
+    started: float
+    thread: str  # the handler thread's name
 
 
 def _minus_priority(d: Delivery) -> int:
@@ -102,14 +111,14 @@ class HandlerLoop(CoroutineRunner):
         self.loop_thread: threading.Thread | None = None
         self.async_slots: asyncio.Semaphore | None = None  # made on the loop, by its first task
         self.running_tasks: set[asyncio.Task[None]] = set()  # the loop holds tasks weakly
-        # Sync handlers with a timeout, while they run: key -> (deadline, delivery,
-        # started, thread name). One past its deadline is released for a retry and put
-        # in ``abandoned``: when its handler returns at last, nothing is settled.
-        # Keyed by (shard, entry id, attempt): a retry of the same entry is another run.
-        self.running: dict[tuple[int, str, int], tuple[float, Delivery, float, str]] = {}
+        # Sync handlers with a timeout, while they run. One past its deadline is released
+        # for a retry and put in ``abandoned``: when its handler returns at last, nothing
+        # is settled. Keyed by (shard, entry id, attempt): a retry is another run.
+        self.running: dict[tuple[int, str, int], Running] = {}
         self.abandoned: set[tuple[int, str, int]] = set()
         self.replaced: set[str] = set()  # stuck threads: they exit once unstuck
         self.pause = PauseWatch(h.stats, h.group, group.paused, self._fields())  # by an operator
+        self.duties = self._loop_duties()
 
     # -- outcomes a worker in this process fired (timer.worker.fire_and_handle) ----------
 
@@ -155,35 +164,57 @@ class HandlerLoop(CoroutineRunner):
         self._next_history = self.time.monotonic() + runner_history.HISTORY_EVERY_S
 
     def turn(self) -> bool:
-        """One round of the reading loop: touch, read, claim, dispatch (waiting when there
-        is nothing to do); False once it should stop (``stop_when_idle``, and idle)."""
+        """One round of the reading loop: its duties, then read, claim and dispatch
+        (waiting when there is nothing to do); False once it should stop
+        (``stop_when_idle``, and idle)."""
         self.stumbled = False
-        self._release_stuck()
-        if self.waiting:
-            self._admit_waiting()
         now = self.time.monotonic()
-        waiting = len(self.waiting) if self.waiting is not None else 0
-        if now >= self._next_touch:
+        for due, run in self.duties:
+            if due(now):
+                run(now)
+        now = self.time.monotonic()
+        if self.pause.look(now):  # read and claim nothing; what is in hand goes on
+            return self._paused(now)
+        return self._read(now)
+
+    def _loop_duties(self) -> tuple[tuple[Callable[[float], bool], Callable[[float], None]], ...]:
+        """A round's duties, in order, each (due at ``now``?, do it): handlers past their
+        timeout released; outcomes waiting for their key's slot or rate admitted; what it
+        holds touched (so no other runner claims it); its counts added to the history."""
+
+        def touch(now: float) -> None:
             self._touch()
             self._next_touch = now + self.touch_every_s
-        if now >= self._next_history and self.history is not None:
+
+        def flush(now: float) -> None:
+            assert self.history is not None
             self.history.flush()
             self._next_history = now + runner_history.HISTORY_EVERY_S
-        if self.pause.look(now):  # read and claim nothing; what is in hand goes on
-            if self.stop_when_idle and (self.inline or not len(self.hand)):
-                return False
-            self.time.wait(
-                self.hand.stopping, max(0.001, min(self._next_touch, self.pause.next_check) - now)
-            )
-            return True
+
+        return (
+            (lambda now: True, lambda now: self._release_stuck()),
+            (lambda now: bool(self.waiting), lambda now: self._admit_waiting()),
+            (lambda now: now >= self._next_touch, touch),
+            (lambda now: self.history is not None and now >= self._next_history, flush),
+        )
+
+    def _paused(self, now: float) -> bool:
+        if self.stop_when_idle and (self.inline or not len(self.hand)):
+            return False
+        self.time.wait(
+            self.hand.stopping, max(0.001, min(self._next_touch, self.pause.next_check) - now)
+        )
+        return True
+
+    def _read(self, now: float) -> bool:
+        """Read what there is room for and dispatch it; wait when there is nothing."""
         held = len(self.hand)
         room = self.in_hand_limit - held  # to read, counting those read ahead
         # that could start one now (one waiting for its key's slot runs nowhere)
-        idle_handlers = self.concurrency - held + waiting
+        idle_handlers = self.concurrency - held + (len(self.waiting) if self.waiting else 0)
         wait_s = max(0.001, self._next_touch - self.time.monotonic())
         if self.waiting:  # back soon to try them again (a rate's wait may be shorter)
-            wait_s = min(wait_s, admission.LIMIT_RETRY_S, self.waiting.soonest() - now)
-            wait_s = max(0.001, wait_s)
+            wait_s = max(0.001, min(wait_s, admission.LIMIT_RETRY_S, self.waiting.soonest() - now))
         if room <= 0:
             if self.inline:  # stepped: only time frees a waiting key's slot
                 return False
@@ -192,9 +223,9 @@ class HandlerLoop(CoroutineRunner):
         # With a handler free, wait for new outcomes; with every handler busy, read
         # ahead only what is already there (a read never waits while the runner
         # has nothing to start: a stop meanwhile takes nothing more).
-        # A rate's next start, when near, is waited for here, not in the read: a
-        # read's BLOCK ends on the server's clock tick (100 ms at hz 10), which
-        # turned a 50 ms wait into 100 and halved a rate of 20/s.
+        # A rate's next start, when near, is waited for here, not in a blocking read:
+        # a read's BLOCK ends on the server's clock tick (100 ms at hz 10), which would
+        # turn a 50 ms wait into 100 and halve a rate of 20/s.
         block = None
         rate_near = (
             self.waiting is not None
@@ -207,8 +238,9 @@ class HandlerLoop(CoroutineRunner):
         self._dispatch_all(got)
         if self.stumbled:
             return False
-        if got:
-            return True
+        return True if got else self._nothing_read(idle_handlers, wait_s, waited=block is not None)
+
+    def _nothing_read(self, idle_handlers: int, wait_s: float, *, waited: bool) -> bool:
         if idle_handlers <= 0:
             if self.inline:
                 return False
@@ -220,11 +252,11 @@ class HandlerLoop(CoroutineRunner):
                 # stepped: what is left (a retry, a rate) waits for its time, which the
                 # caller moves on
                 return False
-        if self.waiting and block is None:  # the read did not wait (it would have
-            # waited as long): until the next round, or the next touch if sooner, for a
-            # waiting outcome is held, and must be touched like a running one. Waiting
-            # after a read that waited too left a rate's start allowed for a whole round
-            # unused (half of 20/s).
+        if self.waiting and not waited:
+            # The read did not wait (it would have waited as long): until the next round,
+            # or the next touch if sooner, for a waiting outcome is held, and must be
+            # touched like a running one; after a read that waited, a rate's start would
+            # stay unused for a whole round.
             if self.inline:
                 return False
             self.time.wait(self.hand.stopping, min(wait_s, admission.LIMIT_RETRY_S))
@@ -413,7 +445,7 @@ class HandlerLoop(CoroutineRunner):
         key = (d.outcome.shard, d.entry_id, d.outcome.attempt)
         if timeout is not None and not self.inline:
             with self.hand.cond:
-                self.running[key] = (started + timeout, d, started, me)
+                self.running[key] = Running(started + timeout, d, started, me)
         error: BaseException | None = None
         try:
             with tracing.span(
@@ -454,11 +486,12 @@ class HandlerLoop(CoroutineRunner):
             return
         now = self.time.monotonic()
         with self.hand.cond:
-            stuck = [(k, v) for k, v in self.running.items() if v[0] <= now]
+            stuck = [(k, r) for k, r in self.running.items() if r.deadline <= now]
             for key, _ in stuck:
                 del self.running[key]
                 self.abandoned.add(key)
-        for _key, (_, d, started, name) in stuck:
+        for _key, r in stuck:
+            d, name, started = r.delivery, r.thread, r.started
             o = d.outcome
             timeout = self.h.timeout_of(o.outcome)
             log.warning(
