@@ -118,11 +118,7 @@ class EventListener:
                         continue
                     pubsub = self._new_pubsub()
                     subscribed = set()
-                if wanted - subscribed:
-                    pubsub.subscribe(*(wanted - subscribed))
-                if subscribed - wanted:
-                    pubsub.unsubscribe(*(subscribed - wanted))  # type: ignore[no-untyped-call]
-                subscribed = wanted
+                subscribed = _resubscribe(pubsub, subscribed, wanted)
                 if self.time.monotonic() - checked > MASTER_CHECK_S:
                     checked = self.time.monotonic()
                     if pubsub.master_moved():
@@ -131,12 +127,7 @@ class EventListener:
                 message = pubsub.get_message(timeout=0.2)
                 if pubsub.connects > connects > 0:
                     self._reconnected()
-                kind = message.get("type") if message else None
-                if kind == "message":
-                    self._on_message(_text(message["channel"]), _text(message["data"]))
-                elif kind == "subscribe":
-                    # Events flow from here on: whatever was read before may have missed some.
-                    self._on_subscribed(_text(message["channel"]))
+                self._deliver(message)
                 backoff = 0.05
             except (redis.ConnectionError, redis.TimeoutError) as exc:
                 log.warning("pub/sub connection lost (%s); reconnecting", exc)
@@ -154,12 +145,31 @@ class EventListener:
             with contextlib.suppress(Exception):
                 pubsub.close()
 
+    def _deliver(self, message: dict[str, Any] | None) -> None:
+        kind = message.get("type") if message else None
+        if kind == "message":
+            assert message is not None
+            self._on_message(_text(message["channel"]), _text(message["data"]))
+        elif kind == "subscribe":
+            assert message is not None
+            # Events flow from here on: whatever was read before may have missed some.
+            self._on_subscribed(_text(message["channel"]))
+
     def _reconnected(self) -> None:
         self.reconnects += 1
         try:
             self._on_reconnect()
         except Exception:
             log.exception("reload after pub/sub reconnect failed")
+
+
+def _resubscribe(pubsub: CountingPubSub, subscribed: set[str], wanted: set[str]) -> set[str]:
+    """Subscribe to the channels newly wanted, leave the ones no longer; the new set."""
+    if wanted - subscribed:
+        pubsub.subscribe(*(wanted - subscribed))
+    if subscribed - wanted:
+        pubsub.unsubscribe(*(subscribed - wanted))  # type: ignore[no-untyped-call]
+    return wanted
 
 
 def _text(value: Any) -> str:

@@ -430,23 +430,28 @@ class Firer:
             try:
                 self.fire_batch(batch)
             except Exception as exc:  # a TimerError, or a bug: the firer thread goes on
-                ctx.stats.redis_errors += 1
-                ctx.note_error(exc)
-                if isinstance(exc, TimerError):
-                    ctx.warn.warning(
-                        "firing failed (%s); entries go back to the wheel", exc, extra=ctx.fields()
-                    )
-                else:
-                    log.exception(
-                        "firing failed unexpectedly; entries go back to the wheel",
-                        extra=ctx.fields(),
-                    )
-                with ctx.lock:
-                    for task in batch:
-                        state = ctx.shards.get(task.shard)
-                        if state is not None and state.tasks.get(task.timer_id) is task:
-                            self.loader.add_task(state, task.timer_id, task.deadline_ms)
-                ctx.time.wait(ctx.stopping, 0.1)
+                self._fire_failed(batch, exc)
+
+    def _fire_failed(self, batch: list[FireTask], exc: Exception) -> None:
+        """A batch's fire call failed: its entries go back to the wheel (those still the
+        shard's own), and the firer pauses a moment before its next."""
+        ctx = self.ctx
+        ctx.stats.redis_errors += 1
+        ctx.note_error(exc)
+        if isinstance(exc, TimerError):
+            ctx.warn.warning(
+                "firing failed (%s); entries go back to the wheel", exc, extra=ctx.fields()
+            )
+        else:
+            log.exception(
+                "firing failed unexpectedly; entries go back to the wheel", extra=ctx.fields()
+            )
+        with ctx.lock:
+            for task in batch:
+                state = ctx.shards.get(task.shard)
+                if state is not None and state.tasks.get(task.timer_id) is task:
+                    self.loader.add_task(state, task.timer_id, task.deadline_ms)
+        ctx.time.wait(ctx.stopping, 0.1)
 
 
 def trace_fires(

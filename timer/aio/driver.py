@@ -111,29 +111,34 @@ class AsyncDriver:
                 reply, failed = None, None
                 if isinstance(step, steps.Emit):
                     yield step.value
-                elif isinstance(step, steps.Sleep):
-                    await self.time.asleep(step.seconds)  # polling the server with backoff
-                elif isinstance(step, steps.Waits):
-                    reply = self.durability.waits
-                elif isinstance(step, steps.Clock):
-                    reply = self.time
-                elif isinstance(step, steps.Send):
-                    task = asyncio.ensure_future(
-                        self._after(sent[-1] if sent else None, step.pipeline)
-                    )
-                    sent.append(task)
-                    reply = task
-                elif isinstance(step, steps.Collect):
-                    reply = await step.ticket
-                else:
-                    try:
-                        reply = await self._execute(step)
-                    except TimerError as exc:  # the operation may answer it (or not)
-                        failed = exc
+                    continue
+                if not isinstance(step, steps.ScriptCall | steps.Command | steps.Pipeline):
+                    reply = await self._answer(step, sent)
+                    continue
+                try:
+                    reply = await self._execute(step)
+                except TimerError as exc:  # the operation may answer it (or not)
+                    failed = exc
         finally:
             for task in sent:  # an operation that ended early leaves none running
                 if not task.done():
                     task.cancel()
+
+    async def _answer(self, step: Any, sent: list[asyncio.Task[Any]]) -> Any:
+        """What the operation gets back for a step that is not a call to the server."""
+        if isinstance(step, steps.Sleep):
+            await self.time.asleep(step.seconds)  # polling the server with backoff
+            return None
+        if isinstance(step, steps.Waits):
+            return self.durability.waits
+        if isinstance(step, steps.Clock):
+            return self.time
+        if isinstance(step, steps.Send):
+            task = asyncio.ensure_future(self._after(sent[-1] if sent else None, step.pipeline))
+            sent.append(task)
+            return task
+        assert isinstance(step, steps.Collect), step
+        return await step.ticket
 
     async def _after(self, before: asyncio.Task[Any] | None, pipeline: steps.Pipeline) -> Any:
         """``pipeline``'s replies, sent once ``before`` (the pipeline sent ahead of it) ran."""

@@ -113,6 +113,27 @@ def select(ns: Namespace, flt: DeadFilter, most: int) -> Op[list[DeadLetter]]:
     return letters
 
 
+def _named(ns: Namespace, flt: DeadFilter, refs: Sequence[str] | None) -> Op[list[str]]:
+    """The refs acted on: those given (each checked before any change), else every one
+    the filter selects, at most :data:`MOST`."""
+    if refs is not None:
+        if not flt.empty:
+            raise InvalidInput(
+                "name dead letters by their refs or select them by a filter, not both"
+            )
+        if not isinstance(refs, (list, tuple)) or len(refs) > MOST:
+            raise InvalidInput(f"refs must be a list of at most {MOST:,} dead letter refs")
+        picked = [parse_ref(r, ns.meta.shards) for r in refs]
+        return list(dict.fromkeys(f"{s}/{e}" for s, e in picked))
+    letters = yield from select(ns, flt, MOST + 1)
+    if len(letters) > MOST:
+        raise InvalidInput(
+            f"more than {MOST:,} dead letters match: narrow the filter (group, error, "
+            "match) and act on each part"
+        )
+    return [d.ref for d in letters]
+
+
 def act(
     ns: Namespace,
     action: str,
@@ -132,23 +153,7 @@ def act(
         raise InvalidInput(
             f"expect must be the count you confirmed (a whole number), got {expect!r}"
         )
-    if refs is not None:
-        if not flt.empty:
-            raise InvalidInput(
-                "name dead letters by their refs or select them by a filter, not both"
-            )
-        if not isinstance(refs, (list, tuple)) or len(refs) > MOST:
-            raise InvalidInput(f"refs must be a list of at most {MOST:,} dead letter refs")
-        picked = [parse_ref(r, ns.meta.shards) for r in refs]  # each checked before any change
-        named = list(dict.fromkeys(f"{s}/{e}" for s, e in picked))
-    else:
-        letters = yield from select(ns, flt, MOST + 1)
-        if len(letters) > MOST:
-            raise InvalidInput(
-                f"more than {MOST:,} dead letters match: narrow the filter (group, error, "
-                "match) and act on each part"
-            )
-        named = [d.ref for d in letters]
+    named = yield from _named(ns, flt, refs)
     if expect is not None and expect != len(named):
         raise SelectionChanged(
             f"{len(named)} dead letters are selected now, not the {expect} confirmed: "

@@ -383,22 +383,7 @@ def follow(
             for s, t in zip(streams, tops, strict=True)
         }
     while True:
-        reply: list[Any] = []
-        if not per_stream:
-            wait = None if stop_when_idle else block_ms
-            reply = (
-                yield steps.Command("xread", (dict(last),), {"count": FOLLOW_COUNT, "block": wait})
-            ) or []
-        else:
-            clock = yield steps.Clock()
-            end = clock.monotonic() + (0 if stop_when_idle else block_ms / 1000)
-            while True:
-                for s in streams:
-                    got = yield steps.Command("xread", ({s: last[s]},), {"count": FOLLOW_COUNT})
-                    reply.extend(got or [])
-                if reply or clock.monotonic() >= end:
-                    break
-                yield steps.Sleep(POLL_S)
+        reply = yield from _follow_read(streams, last, block_ms, per_stream, stop_when_idle)
         if not reply and not held:
             if stop_when_idle:
                 return
@@ -421,6 +406,32 @@ def follow(
 
 
 FOLLOW_COUNT = 1000  # entries a follow reads from a stream at once
+
+
+def _follow_read(
+    streams: dict[str, Any],
+    last: dict[str, str],
+    block_ms: int,
+    per_stream: bool,
+    stop_when_idle: bool,
+) -> Op[list[Any]]:
+    """One read of every stream after ``last``: one XREAD that blocks, or (``per_stream``,
+    where one command may not name keys of several nodes) one a stream, polled until
+    something comes or the block's time is up."""
+    if not per_stream:
+        wait = None if stop_when_idle else block_ms
+        got = yield steps.Command("xread", (dict(last),), {"count": FOLLOW_COUNT, "block": wait})
+        return list(got or [])
+    reply: list[Any] = []
+    clock = yield steps.Clock()
+    end = clock.monotonic() + (0 if stop_when_idle else block_ms / 1000)
+    while True:
+        for s in streams:
+            got = yield steps.Command("xread", ({s: last[s]},), {"count": FOLLOW_COUNT})
+            reply.extend(got or [])
+        if reply or clock.monotonic() >= end:
+            return reply
+        yield steps.Sleep(POLL_S)
 
 
 def _entry_time(entry_id: str) -> tuple[int, int]:
