@@ -7,15 +7,16 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 PYTEST_ARGS ?=
-# make test runs the suite in two parts: the tests that only wait on their own server
-# (unit, integration, CLI, HTTP, docs) on JOBS processes at once (pytest-xdist), then the
-# ones that measure time or load the machine (chaos: kill -9 and lateness bounds, the
-# benchmarks' smoke runs, Spark; marked chaos, slow or spark) one at a time, as their
-# bounds assume. MARKS narrows both (a pytest -m expression), e.g.
+# make test runs the suite in two parts: every test that holds whatever else the machine
+# does (unit, integration, CLI, HTTP, docs, the browser, Spark, the benchmarks' smoke
+# runs: none of them has a bound on time) on JOBS processes at once (pytest-xdist), then
+# the chaos tests (kill -9, a server's faults, and the lateness bounds they promise; marked
+# chaos) one at a time, as their bounds assume. MARKS narrows both (a pytest -m
+# expression), e.g.
 #   make test MARKS="not chaos and not slow"
 JOBS  ?= 2
 MARKS ?=
-SERIAL := chaos or slow or spark
+SERIAL := chaos
 # pytest with -m "<part> and (<MARKS>)"; a part MARKS leaves empty (exit 5) is not a failure
 define pytest_part
 $(BIN)/python -m pytest $(1) -m "$(2)$(if $(MARKS), and ($(MARKS)))" $(PYTEST_ARGS) || [ $$? -eq 5 ]

@@ -16,7 +16,7 @@ from timer.worker.metrics import WorkerCollector
 
 from .test_worker import make_worker, running
 
-pytestmark = [pytest.mark.redis, pytest.mark.slow]
+pytestmark = [pytest.mark.redis, pytest.mark.slow, pytest.mark.chaos]  # leases held by time
 
 LEASE_MS = 1_500
 
