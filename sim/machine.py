@@ -25,10 +25,24 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from .world import Config, World
+from timer.testing.store import Cut
+
+from .world import Config, Fsync, World
 
 WORKERS = st.integers(0, Config.workers - 1)
 RUNNERS = st.integers(0, Config.runners - 1)
+# the script a cut hits first in its step ("any": the step's first script call)
+SCRIPTS = [
+    "any",
+    "fire",
+    "lease_acquire",
+    "lease_renew",
+    "schedule",
+    "claim",
+    "ack",
+    "retry",
+    "dead",
+]
 
 
 class Simulation(RuleBasedStateMachine):
@@ -64,6 +78,33 @@ class Simulation(RuleBasedStateMachine):
                 functools.partial(self.world.skew_worker, slot, 0, rate),
                 f"skew_worker(slot={slot}, step_wall_ms=0, rate={rate!r})",
             )
+
+    @initialize(fsync=st.sampled_from(["always", "everysec"]))
+    def disk(self, fsync: Fsync) -> None:
+        """The store's appendfsync: what a restart of it keeps (everything, or what the
+        last once-a-second fsync had)."""
+        self._step(lambda: setattr(self.world, "fsync", fsync), f"disk(fsync={fsync!r})")
+
+    @rule(
+        who=st.sampled_from(["schedule", *(f"w{i}" for i in range(Config.workers)), "r0", "r1"]),
+        script=st.sampled_from(SCRIPTS),
+        kind=st.sampled_from(["before", "after"]),
+        out=st.booleans(),
+    )
+    def cut(self, who: str, script: str, kind: Cut, out: bool) -> None:
+        """A step of a process (or a client's schedule) during which a script call's
+        connection fails, before or after the call took effect, once (redis-py sends it
+        again) or through every retry (the process sees the error)."""
+        self._step(
+            lambda: self.world.cut(who, script, kind, out),
+            f"cut(who={who!r}, script={script!r}, kind={kind!r}, out={out!r})",
+        )
+
+    @rule(down_ms=st.sampled_from([500, 3_000]))
+    def restart_store(self, down_ms: int) -> None:
+        """The store's host loses power and comes back: with appendfsync everysec what
+        came after the last fsync is lost."""
+        self._step(lambda: self.world.restart_store(down_ms), f"restart_store(down_ms={down_ms!r})")
 
     @rule(ms=st.sampled_from([100, 300, 700, 1_500]), runner=RUNNERS)
     def tick(self, ms: int, runner: int) -> None:
