@@ -32,6 +32,26 @@ class Run:
 
 
 @dataclass
+class StoreFaults:
+    """What the store's faults changed in what may be expected: the outcomes whose success
+    may not have been acknowledged (handled again, at least once), the leases processes
+    still believe in that a restart took from the store, and since when the store's
+    retry times are its own again (a restart that lost data forgot the ones after its
+    last fsync)."""
+
+    unsure: set[str] = field(default_factory=set)  # outcome keys
+    stale: set[tuple[int, int, int]] = field(default_factory=set)  # (process, shard, epoch)
+    lost_at_ms: int = 0  # the last restart that lost data
+    synced: tuple[dict[str, int], dict[str, Outcome], dict[str, Outcome], dict[int, str]] = (
+        {},
+        {},
+        {},
+        {},
+    )  # the ledger's deadlines, outcomes, by_key and tips at the last fsync
+    lost_timers: list[str] = field(default_factory=list)  # acknowledged after it: lost
+
+
+@dataclass
 class Ledger:
     """What the run did (timers scheduled, outcomes seen, handlers run), and the checks."""
 
@@ -44,7 +64,7 @@ class Ledger:
     notes: list[str] = field(default_factory=list)
     leased: dict[tuple[int, int], int] = field(default_factory=dict)  # (shard, epoch) -> process
     broken: Violation | None = None  # found inside a process (a handler): raised after it
-    faults: StoreFaults = field(default_factory=lambda: StoreFaults())
+    faults: StoreFaults = field(default_factory=StoreFaults)
 
     # -- what the steps tell it -------------------------------------------------------------
 
@@ -170,7 +190,10 @@ class Ledger:
                 continue
             if raw.zcard(sk.retries("sim")):
                 return
-            for g in raw.xinfo_groups(sk.outcomes):
+            groups = raw.xinfo_groups(sk.outcomes)
+            if not any(g["name"] == b"sim" for g in groups):
+                return  # lost in a restart: the runners create it again
+            for g in groups:
                 if g["pending"] or g.get("lag"):
                     return
         dead = self.dead_keys()
@@ -260,26 +283,6 @@ class Ledger:
 
 
 # -- the store's faults: what a lost connection or a restart lets the checks expect ----------
-
-
-@dataclass
-class StoreFaults:
-    """What the store's faults changed in what may be expected: the outcomes whose success
-    may not have been acknowledged (handled again, at least once), the leases processes
-    still believe in that a restart took from the store, and since when the store's
-    retry times are its own again (a restart that lost data forgot the ones after its
-    last fsync)."""
-
-    unsure: set[str] = field(default_factory=set)  # outcome keys
-    stale: set[tuple[int, int, int]] = field(default_factory=set)  # (process, shard, epoch)
-    lost_at_ms: int = 0  # the last restart that lost data
-    synced: tuple[dict[str, int], dict[str, Outcome], dict[str, Outcome], dict[int, str]] = (
-        {},
-        {},
-        {},
-        {},
-    )  # the ledger's deadlines, outcomes, by_key and tips at the last fsync
-    lost_timers: list[str] = field(default_factory=list)  # acknowledged after it: lost
 
 
 def synced(ledger: Ledger) -> None:

@@ -44,6 +44,7 @@ fakeredis fixes it carries are in :mod:`timer.testing.store.fixes`, the clock's 
 from __future__ import annotations
 
 import copy
+import inspect
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -80,8 +81,6 @@ Cut = Literal["before", "after"]
 def _default_retries() -> int:
     """How many times redis-py's client from a URL sends a command again after a lost
     connection (10 in redis-py 6+, none before): the store's clients do the same."""
-    import inspect
-
     default = inspect.signature(redis.Redis.__init__).parameters["retry"].default
     return int(getattr(default, "_retries", 0) or 0)
 
