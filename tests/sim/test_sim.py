@@ -69,15 +69,15 @@ def test_each_planted_bug_is_found_and_found_again_from_its_seed(name: str) -> N
 
 
 def test_a_failure_is_shrunk_to_fewer_steps_that_still_fail() -> None:
-    """The backoff plant: its shrunk run is shorter, still breaks the backoff check, and
-    says how to replay it."""
-    common = ("--seed", "0", "--steps", "150", "--examples", "15", "--plant", "backoff")
+    """The fence plant: its shrunk run is shorter, still lands a stale leader's write,
+    and says how to replay it."""
+    common = ("--seed", "0", "--steps", "150", "--examples", "15", "--plant", "fence")
     raw = sim(*common, "--no-shrink")
     shrunk = sim(*common, "--shrink-seconds", "10")
     assert raw.returncode == 0 and shrunk.returncode == 0
     assert 0 < len(steps_of(shrunk.stderr)) < len(steps_of(raw.stderr))
-    assert "before its backoff ended" in shrunk.stderr
-    assert "python -m sim --seed 0 --plant backoff" in shrunk.stderr
+    assert "a stale leader's write landed" in shrunk.stderr
+    assert "python -m sim --seed 0 --plant fence" in shrunk.stderr
 
 
 def test_a_plant_changes_the_script_only_while_planted() -> None:
