@@ -137,9 +137,9 @@ class StoreConnection(FakeRedisConnection):
             return True
         return super().can_read(timeout)
 
-    def read_response(self, **kwargs: Any) -> Any:
+    def read_response(self, **kwargs: Any) -> Any:  # type: ignore[override]
         if self._store_dead():
-            self.disconnect()
+            self.disconnect()  # type: ignore[no-untyped-call]
             raise self._connection_error_class(msgs.CONNECTION_ERROR_MSG)
         return super().read_response(**kwargs)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 from fakeredis import _msgs as msgs
@@ -239,7 +239,7 @@ class StoreCommands:
         with clock.running_on(server.store_time):
             super()._process_command(fields)  # type: ignore[misc]
         if cut == "after":
-            self.responses = None  # the reply is lost with the connection
+            cast(Any, self).responses = None  # the reply is lost with the connection
             raise self._connection_error_class(msgs.CONNECTION_ERROR_MSG)  # type: ignore[attr-defined]
         owed, self._owed_s = self._owed_s, 0.0
         if owed:
