@@ -12,7 +12,9 @@ from one seed: clients schedule, cancel and complete timers; workers and handler
 take a turn (``Worker.run_once``, a stepped ``Handlers.run``); time moves on; and faults
 strike: a worker killed (its leases kept until they expire), a worker's clock stepped or
 set running fast or slow, a process restarted under the id of one that is only paused (a
-zombie), a pub/sub message lost, a handler runner killed in the middle of a handler.
+zombie), a pub/sub message lost, a handler runner killed in the middle of a handler,
+and the store's own: a script call's connection cut before or after it took effect, and
+a restart from the last fsync (appendfsync ``always`` or ``everysec``).
 After every step the promises are checked against the store (:mod:`sim.checks`):
 
 - no timer fires before its deadline, by the store's clock;

@@ -32,6 +32,26 @@ class Run:
 
 
 @dataclass
+class StoreFaults:
+    """What the store's faults changed in what may be expected: the outcomes whose success
+    may not have been acknowledged (handled again, at least once), the leases processes
+    still believe in that a restart took from the store, and since when the store's
+    retry times are its own again (a restart that lost data forgot the ones after its
+    last fsync)."""
+
+    unsure: set[str] = field(default_factory=set)  # outcome keys
+    stale: set[tuple[int, int, int]] = field(default_factory=set)  # (process, shard, epoch)
+    lost_at_ms: int = 0  # the last restart that lost data
+    synced: tuple[dict[str, int], dict[str, Outcome], dict[str, Outcome], dict[int, str]] = (
+        {},
+        {},
+        {},
+        {},
+    )  # the ledger's deadlines, outcomes, by_key and tips at the last fsync
+    lost_timers: list[str] = field(default_factory=list)  # acknowledged after it: lost
+
+
+@dataclass
 class Ledger:
     """What the run did (timers scheduled, outcomes seen, handlers run), and the checks."""
 
@@ -44,6 +64,7 @@ class Ledger:
     notes: list[str] = field(default_factory=list)
     leased: dict[tuple[int, int], int] = field(default_factory=dict)  # (shard, epoch) -> process
     broken: Violation | None = None  # found inside a process (a handler): raised after it
+    faults: StoreFaults = field(default_factory=StoreFaults)
 
     # -- what the steps tell it -------------------------------------------------------------
 
@@ -67,13 +88,18 @@ class Ledger:
             raise Violation(f"{o.id} ({key}) handled at attempt {o.attempt} > {max_attempts}")
         if key not in self.by_key:
             raise Violation(f"{o.id} ({key}) handled but its outcome was never seen")
-        if runs and runs[-1].result == "ok":
+        if runs and runs[-1].result == "ok" and key not in self.faults.unsure:
             # at least once: a second run after a success is allowed only as a redelivery
             # of an outcome never acknowledged (a kill after the handler returned); the
             # stepped runner acknowledges at once, so a success is final
             raise Violation(f"{o.id} ({key}) handled again after it succeeded: {runs}")
         last = runs[-1] if runs else None
-        if last is not None and last.result == "failed" and last.end_ms is not None:
+        if (
+            last is not None
+            and last.result == "failed"
+            and last.end_ms is not None
+            and last.end_ms >= self.faults.lost_at_ms  # else the store forgot its retry time
+        ):
             wait = self.world.config.backoff.delay_s(last.attempt, rand=lambda: 0.0)
             due = last.end_ms + round(wait * 1000)
             if now_ms < due - 1:
@@ -93,6 +119,8 @@ class Ledger:
             raise self.broken
         if proc is not None:
             for shard, epoch in proc.held().items():
+                if (proc.serial, shard, epoch) in self.faults.stale:
+                    continue  # believed before the store lost it: its next renewal fails
                 holder = self.leased.setdefault((shard, epoch), proc.serial)
                 if holder != proc.serial:
                     raise Violation(
@@ -142,7 +170,8 @@ class Ledger:
         raw = self.world.raw
         for shard in range(self.world.config.shards):
             sk = self.world.keys.shard(shard)
-            if raw.exists(sk.outcomes) and raw.xpending(sk.outcomes, "sim")["pending"]:
+            groups = raw.xinfo_groups(sk.outcomes) if raw.exists(sk.outcomes) else []
+            if any(g["name"] == b"sim" and g["pending"] for g in groups):
                 return False
             if raw.zcard(sk.retries("sim")):
                 return False
@@ -161,7 +190,10 @@ class Ledger:
                 continue
             if raw.zcard(sk.retries("sim")):
                 return
-            for g in raw.xinfo_groups(sk.outcomes):
+            groups = raw.xinfo_groups(sk.outcomes)
+            if not any(g["name"] == b"sim" for g in groups):
+                return  # lost in a restart: the runners create it again
+            for g in groups:
                 if g["pending"] or g.get("lag"):
                     return
         dead = self.dead_keys()
@@ -184,7 +216,10 @@ class Ledger:
         out = {}
         for shard in range(self.world.config.shards):
             for _eid, fields in raw.xrange(self.world.keys.shard(shard).dead, "-", "+"):
-                out[f"{shard}/{fields[b'entry'].decode()}"] = int(fields[b"attempts"])
+                key = f"{shard}/{fields[b'entry'].decode()}"
+                if key in out:
+                    raise Violation(f"{key} dead-lettered twice")
+                out[key] = int(fields[b"attempts"])
         return out
 
     def check_final(self) -> None:
@@ -196,7 +231,10 @@ class Ledger:
         for key, o in self.by_key.items():
             runs = self.runs.get(key, [])
             ok = [r for r in runs if r.result == "ok"]
-            if key in dead:
+            if key in self.faults.unsure:  # at least once: its acknowledgement may be lost
+                if not ok and key not in dead:
+                    raise Violation(f"{o.id} ({key}) neither handled nor dead: {runs}")
+            elif key in dead:
                 if ok:
                     raise Violation(f"{o.id} ({key}) dead-lettered after it succeeded: {runs}")
                 if dead[key] < max_attempts:
@@ -242,3 +280,50 @@ class Ledger:
             if top:
                 soonest = min(soonest, int(top[0][1]))
         return max(10, soonest - now)
+
+
+# -- the store's faults: what a lost connection or a restart lets the checks expect ----------
+
+
+def synced(ledger: Ledger) -> None:
+    """The store's data was fsynced: what a restart that loses data comes back to."""
+    ledger.faults.synced = (
+        dict(ledger.deadlines),
+        dict(ledger.outcomes),
+        dict(ledger.by_key),
+        dict(ledger.tips),
+    )
+
+
+def cut_out(ledger: Ledger, target: str, since_ms: int) -> None:
+    """A connection stayed down through a call's retries in a step of ``target``: a
+    runner's success in that step may not have been acknowledged, so it may come again."""
+    if target.startswith("r"):
+        for key, runs in ledger.runs.items():
+            if any(r.result == "ok" and r.start_ms >= since_ms for r in runs):
+                ledger.faults.unsure.add(key)
+
+
+def restarted(ledger: Ledger, *, lost: bool) -> None:
+    """The store restarted. Nothing lost (appendfsync always): every check as before.
+    Lost what came after the last fsync (everysec, durability none: what tickwheel's
+    promises allow): the timers acknowledged after it are gone (never expected to fire),
+    the outcomes decided after it are gone (their timers fire again: at least once), any
+    success may be handled again (its acknowledgement lost), and epochs may repeat."""
+    if not lost:
+        return
+    f = ledger.faults
+    deadlines, outcomes, by_key, tips = f.synced
+    f.lost_timers += [t for t in ledger.deadlines if t not in deadlines]
+    ledger.deadlines = dict(deadlines)
+    ledger.outcomes = dict(outcomes)
+    ledger.by_key = dict(by_key)
+    ledger.tips = dict(tips)
+    f.unsure |= {k for k, runs in ledger.runs.items() if any(r.result == "ok" for r in runs)}
+    world = ledger.world
+    f.lost_at_ms = world.time.wall_ms()
+    for proc in [*world.workers, *world.zombies.values()]:
+        if proc is not None:
+            f.stale |= {(proc.serial, n, e) for n, e in proc.held().items()}
+    kept = {n: world.epoch_and_lease(n)[0] for n in range(world.config.shards)}
+    ledger.leased = {k: v for k, v in ledger.leased.items() if k[1] <= kept[k[0]]}

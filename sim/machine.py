@@ -13,6 +13,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
+from typing import Literal
 
 import hypothesis
 from hypothesis import HealthCheck, Phase, Verbosity, settings
@@ -21,14 +22,29 @@ from hypothesis.internal.conjecture import engine
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
+    precondition,
     rule,
     run_state_machine_as_test,
 )
 
-from .world import Config, World
+from timer.testing.store import Cut
+
+from .world import Config, Fsync, World
 
 WORKERS = st.integers(0, Config.workers - 1)
 RUNNERS = st.integers(0, Config.runners - 1)
+# the script a cut hits first in its step ("any": the step's first script call)
+SCRIPTS = [
+    "any",
+    "fire",
+    "lease_acquire",
+    "lease_renew",
+    "schedule",
+    "claim",
+    "ack",
+    "retry",
+    "dead",
+]
 
 
 class Simulation(RuleBasedStateMachine):
@@ -39,6 +55,7 @@ class Simulation(RuleBasedStateMachine):
         super().__init__()
         self.world = World()
         self.broken = False
+        self.store_faults = False
         self.trace: list[str] = []  # the steps taken, as calls: what a failure prints
 
     def _step(self, fn: Callable[[], None], call: str = "") -> None:
@@ -64,6 +81,38 @@ class Simulation(RuleBasedStateMachine):
                 functools.partial(self.world.skew_worker, slot, 0, rate),
                 f"skew_worker(slot={slot}, step_wall_ms=0, rate={rate!r})",
             )
+
+    @initialize(fsync=st.sampled_from(["no faults", "always", "everysec"]))
+    def disk(self, fsync: Fsync | Literal["no faults"]) -> None:
+        """The store's appendfsync: what a restart of it keeps (everything, or what the
+        last once-a-second fsync had); or a run with no fault of the store (a third of
+        them: the other faults get the steps they had before)."""
+        self.store_faults = fsync != "no faults"
+        if fsync != "no faults":
+            self._step(lambda: setattr(self.world, "fsync", fsync), f"disk(fsync={fsync!r})")
+
+    @rule(
+        who=st.sampled_from(["schedule", *(f"w{i}" for i in range(Config.workers)), "r0", "r1"]),
+        script=st.sampled_from(SCRIPTS),
+        kind=st.sampled_from(["before", "after"]),
+        out=st.booleans(),
+    )
+    @precondition(lambda self: self.store_faults)
+    def cut(self, who: str, script: str, kind: Cut, out: bool) -> None:
+        """A step of a process (or a client's schedule) during which a script call's
+        connection fails, before or after the call took effect, once (redis-py sends it
+        again) or through every retry (the process sees the error)."""
+        self._step(
+            lambda: self.world.cut(who, script, kind, out),
+            f"cut(who={who!r}, script={script!r}, kind={kind!r}, out={out!r})",
+        )
+
+    @precondition(lambda self: self.store_faults)
+    @rule(down_ms=st.sampled_from([500, 3_000]))
+    def restart_store(self, down_ms: int) -> None:
+        """The store's host loses power and comes back: with appendfsync everysec what
+        came after the last fsync is lost."""
+        self._step(lambda: self.world.restart_store(down_ms), f"restart_store(down_ms={down_ms!r})")
 
     @rule(ms=st.sampled_from([100, 300, 700, 1_500]), runner=RUNNERS)
     def tick(self, ms: int, runner: int) -> None:

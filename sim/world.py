@@ -4,18 +4,22 @@ else moves while it runs); :mod:`sim.checks` is told what each one did."""
 
 from __future__ import annotations
 
+import hashlib
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from timer.client import TimerClient
+from timer.client import driver as driver_module
 from timer.clock import Killed, SkewedTime, Time, VirtualTime
 from timer.durable.models import DurabilityWarning, Outcome
+from timer.durable.scripts import ScriptName
 from timer.errors import TimerError
 from timer.handlers import Backoff, Handlers
-from timer.testing.store import FakeStore
+from timer.testing.store import Cut, FakeStore
 from timer.worker import Worker, WorkerSettings
 
+from . import checks
 from .checks import Ledger, Violation
 
 NAMESPACE = "sim"
@@ -36,6 +40,45 @@ class Config:
         default_factory=lambda: Backoff(initial_s=0.5, multiplier=2.0, max_s=4.0, jitter=0.0)
     )
     reclaim_idle_ms: int = 2_000
+
+
+Fsync = Literal["always", "everysec"]  # the store's appendfsync: what a restart keeps
+
+
+@dataclass
+class CutPlan:
+    """One step's connection fault: the first call of ``script`` (any script's, for
+    ``"any"``) fails ``kind`` (before it ran, or after it ran with its reply lost); with
+    ``out`` the connection stays down through redis-py's own retries of that call, so
+    the caller sees the error (else redis-py sends it again and the caller never
+    knows)."""
+
+    script: str
+    kind: Cut
+    out: bool
+    names: dict[bytes, str]  # sha1 of each script as the drivers send it -> its name
+    retries: int
+    hit: bool = False
+    left: int = 0  # retries still to fail
+
+    def __call__(self, fields: list[bytes]) -> Cut | None:
+        if self.left:
+            self.left -= 1
+            return "before"
+        if self.hit:
+            return None
+        cmd = fields[0].upper()
+        if cmd == b"EVALSHA":
+            name = self.names.get(fields[1].lower(), "?")
+        elif cmd == b"EVAL":
+            name = self.names.get(hashlib.sha1(fields[1]).hexdigest().encode(), "?")
+        else:
+            return None
+        if self.script not in ("any", name):
+            return None
+        self.hit = True
+        self.left = self.retries if self.out else 0
+        return self.kind
 
 
 class WorkerProc:
@@ -125,6 +168,22 @@ class World:
         ]
         self.next_id = 0
         self.steps = 0
+        self.fsync: Fsync = "always"
+        # the runners join before the first fsync: a group lost in a restart is never
+        # created again by a runner already joined (a known gap, tests/sim), which would
+        # end every run that restarts the store in that first second
+        for runner in self.runners:
+            runner.handlers.run_once(runner.client)
+        self.store.fsync()
+        self.synced_ms = self.time.wall_ms()
+        self.restarts = 0
+        source: Any = driver_module  # the drivers' scripts (a plant's, when planted)
+        self.script_names = {
+            hashlib.sha1(source.source(n).encode()).hexdigest().encode(): n.value
+            for n in ScriptName
+        }
+        for n in ScriptName:  # loaded, as a running deployment's are: a cut hits a call
+            self.raw.script_load(source.source(n))  # that runs, not a NOSCRIPT
 
     def client(self, time: Time) -> TimerClient:
         """A process's client of the namespace, on its own clock."""
@@ -153,22 +212,36 @@ class World:
     def schedule(self, delay_ms: int, fail: int, priority: int) -> None:
         tid = f"t{self.next_id}"
         self.next_id += 1
-        timer = self.admin.schedule(
-            tid, delay_ms=delay_ms, payload={"fail": fail}, priority=priority
-        )
-        self.ledger.scheduled(tid, timer.deadline_ms)
+        for _ in range(2):  # an error (the connection lost): its caller tries again, once
+            try:
+                timer = self.admin.schedule(
+                    tid, delay_ms=delay_ms, payload={"fail": fail}, priority=priority
+                )
+            except TimerError as exc:
+                self.ledger.note(f"schedule {tid}: {exc}")
+                continue
+            self.ledger.scheduled(tid, timer.deadline_ms)
+            break
+        else:
+            self.ledger.note(f"schedule {tid}: never acknowledged (it may exist)")
         self._observe(None)
 
     def cancel(self, pick: int) -> None:
         tid = self.ledger.pick(pick)
         if tid is not None:
-            self.admin.cancel(tid)
+            try:
+                self.admin.cancel(tid)
+            except TimerError as exc:
+                self.ledger.note(f"cancel {tid}: {exc}")
         self._observe(None)
 
     def complete(self, pick: int) -> None:
         tid = self.ledger.pick(pick)
         if tid is not None:
-            self.admin.complete(tid)
+            try:
+                self.admin.complete(tid)
+            except TimerError as exc:
+                self.ledger.note(f"complete {tid}: {exc}")
         self._observe(None)
 
     # -- steps: workers -----------------------------------------------------------------------
@@ -264,16 +337,57 @@ class World:
         except Killed:
             # a new process takes its place, under the same consumer name (restarted)
             self.runners[slot] = RunnerProc(self, slot, runner.consumer)
+        except TimerError as exc:  # its turn meets an error as its loop would
+            self.ledger.note(f"{runner.consumer}: {exc}")
         self._observe(None)
 
     def kill_runner_in_handler(self, slot: int) -> None:
         self.runners[slot].kill_next = True
+
+    # -- steps: the store's faults --------------------------------------------------------------
+
+    def cut(self, target: str, script: str, kind: Cut, out: bool) -> None:
+        """A step of ``target`` (``w<slot>``, ``r<slot>``, or ``schedule``: a client's)
+        during which one script call's connection fails (:class:`CutPlan`)."""
+        plan = CutPlan(script, kind, out, self.script_names, self.store._retries)
+        began = self.time.wall_ms()
+        self.store.cut = plan
+        try:
+            if target == "schedule":
+                self.schedule(1_000, 0, 0)
+            elif target.startswith("w"):
+                self.step_worker(int(target[1:]))
+            else:
+                self.step_runner(int(target[1:]))
+        finally:
+            self.store.cut = None
+        if plan.hit and plan.out:
+            checks.cut_out(self.ledger, target, began)
+
+    def restart_store(self, down_ms: int) -> None:
+        """The store restarts (a power cut of its host, ``down_ms`` down): with
+        appendfsync ``always`` nothing is lost; with ``everysec`` what came after the last
+        fsync is. Every connection is cut, every subscription and script forgotten."""
+        if self.fsync == "always":
+            self._fsync()
+        self.store.restart()
+        self.restarts += 1
+        self.advance(down_ms)
+        checks.restarted(self.ledger, lost=self.fsync == "everysec")
+        self._observe(None)
+
+    def _fsync(self) -> None:
+        self.store.fsync()
+        self.synced_ms = self.time.wall_ms()
+        checks.synced(self.ledger)
 
     # -- what happened ----------------------------------------------------------------------
 
     def _observe(self, proc: WorkerProc | None) -> None:
         self.steps += 1
         self.ledger.observe(proc)
+        if self.fsync == "everysec" and self.time.wall_ms() - self.synced_ms >= 1_000:
+            self._fsync()  # the once-a-second fsync, at the first step boundary after it
 
     def epoch_and_lease(self, shard: int) -> tuple[int, str | None]:
         sk = self.keys.shard(shard)

@@ -24,7 +24,17 @@ What it cannot do faithfully it refuses: durability ``aof`` and ``replicas:N`` (
 :class:`~timer.errors.ConfigError` from :meth:`FakeStore.timer_client`, and ``WAIT`` and
 ``WAITAOF`` answer an error naming the limitation). INFO says AOF is off, so
 ``client.init()`` warns :class:`~timer.durable.models.DurabilityWarning` as on any such
-server. Not a Redis Cluster, no Sentinel, no restart.
+server. Not a Redis Cluster, no Sentinel.
+
+Faults, for a simulation or a test of what a client does when the store fails:
+:meth:`FakeStore.fsync` keeps a copy of the data (what the last fsync of an append-only
+file would hold) and :meth:`FakeStore.restart` brings the store back from it, every
+connection cut, every script and subscription forgotten (a power cut loses what came
+after the last fsync; call ``fsync()`` first for a restart that loses nothing).
+:attr:`FakeStore.cut` decides, command by command, whether the connection fails before
+the command runs (nothing done) or after it ran (its reply lost). The clients' retries
+are redis-py's own (as many as a client from a URL makes), their backoff waited on the
+store's clock and without jitter, so a run on virtual time replays exactly.
 
 Needs the ``testing`` extra (``pip install 'tickwheel[testing]'``: fakeredis, lupa). The
 fakeredis fixes it carries are in :mod:`timer.testing.store.fixes`, the clock's patch in
@@ -33,7 +43,10 @@ fakeredis fixes it carries are in :mod:`timer.testing.store.fixes`, the clock's 
 
 from __future__ import annotations
 
-from typing import Any
+import copy
+import inspect
+from collections.abc import Callable
+from typing import Any, Literal
 
 import redis
 import redis.asyncio as aioredis
@@ -41,6 +54,8 @@ from fakeredis import FakeAsyncRedis, FakeAsyncRedisConnection, FakeRedis, FakeR
 from fakeredis import _msgs as msgs
 from fakeredis._clients._async import FakeReader, FakeWriter
 from fakeredis._core import FakeServer
+from redis.backoff import AbstractBackoff
+from redis.retry import Retry
 
 from ...aio import AsyncTimerClient
 from ...client import TimerClient
@@ -54,9 +69,38 @@ from ...errors import ConfigError
 from . import clock
 from .fixes import REDIS_VERSION, VERSION, AsyncStoreSocket, StoreSocket
 
-__all__ = ["REDIS_VERSION", "FakeStore"]
+__all__ = ["REDIS_VERSION", "Cut", "FakeStore"]
 
 WHERE = "FakeStore"  # how errors name the server (a URL elsewhere)
+
+Cut = Literal["before", "after"]
+"""Where a connection fails around a command: ``before`` it ran (nothing done), or
+``after`` it ran (its effect done, its reply lost)."""
+
+
+def _default_retries() -> int:
+    """How many times redis-py's client from a URL sends a command again after a lost
+    connection (10 in redis-py 6+, none before): the store's clients do the same."""
+    default = inspect.signature(redis.Redis.__init__).parameters["retry"].default
+    return int(getattr(default, "_retries", 0) or 0)
+
+
+class _ClockBackoff(AbstractBackoff):
+    """redis-py's exponential backoff between its retries (10 ms doubling to 1 s), waited
+    on the store's clock and without jitter: on virtual time the wait moves the clock
+    and a run replays exactly."""
+
+    def __init__(self, time: Time, base_s: float = 0.01, cap_s: float = 1.0) -> None:
+        self.time = time
+        self.base_s = base_s
+        self.cap_s = cap_s
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _ClockBackoff:
+        return self  # redis-py copies its Retry a connection: the clock stays the store's
+
+    def compute(self, failures: int) -> float:
+        self.time.sleep(min(self.cap_s, self.base_s * 2**failures))
+        return 0.0  # waited already
 
 
 class _StoreServer(FakeServer):
@@ -66,6 +110,7 @@ class _StoreServer(FakeServer):
         super().__init__(version=VERSION, server_type="redis")
         self.store_time = time
         self.lastsave = int(time.wall())
+        self.store_cut: Callable[[list[bytes]], Cut | None] | None = None
 
 
 class StoreConnection(FakeRedisConnection):
@@ -83,6 +128,20 @@ class StoreConnection(FakeRedisConnection):
             lua_modules=self._lua_modules,
             client_info=self._client_info,
         )
+
+    def _store_dead(self) -> bool:
+        return bool(self._sock is not None and getattr(self._sock, "_store_dead", False))
+
+    def can_read(self, timeout: float | None = 0) -> bool:
+        if self._store_dead():  # a read finds the connection closed (the store restarted)
+            return True
+        return super().can_read(timeout)
+
+    def read_response(self, **kwargs: Any) -> Any:  # type: ignore[override]
+        if self._store_dead():
+            self.disconnect()  # type: ignore[no-untyped-call]
+            raise self._connection_error_class(msgs.CONNECTION_ERROR_MSG)
+        return super().read_response(**kwargs)
 
 
 class AsyncStoreConnection(FakeAsyncRedisConnection):
@@ -115,6 +174,8 @@ class FakeStore:
         clock.install()
         self.time = time
         self.server = _StoreServer(time)
+        self._synced: dict[int, tuple[dict[bytes, Any], list[Any]]] = {}
+        self._retries = _default_retries()
 
     def __repr__(self) -> str:
         return f"FakeStore(time={self.time!r})"
@@ -124,12 +185,18 @@ class FakeStore:
     def redis(self, *, protocol: int = 2) -> redis.Redis:
         """A blocking redis-py client of the store: bytes in replies (no decoding), RESP2
         as tickwheel's clients speak it unless ``protocol=3``."""
-        return FakeRedis(
+        client = FakeRedis(
             server=self.server,
             connection_class=StoreConnection,
             decode_responses=False,
             protocol=protocol,
         )
+        # fakeredis passes no retry to its connections (they send a command once);
+        # a client from a URL sends it again after a lost connection, so these do
+        client.connection_pool.connection_kwargs["retry"] = Retry(
+            _ClockBackoff(self.time), self._retries
+        )
+        return client
 
     def async_redis(self, *, protocol: int = 2) -> aioredis.Redis:
         """An asyncio redis-py client of the store (as :meth:`redis`)."""
@@ -207,6 +274,47 @@ class FakeStore:
                 "(timer.testing.RedisServer, with replicas for 'replicas:N')."
             )
         return settings
+
+    # -- faults -------------------------------------------------------------------------
+
+    @property
+    def cut(self) -> Callable[[list[bytes]], Cut | None] | None:
+        """Asked before each command any connection sends (its fields, the command's name
+        first, as sent): ``"before"`` fails the connection before the command runs,
+        ``"after"`` after it ran (the reply lost), None lets it be. None (the default):
+        nothing is cut. Steps run one at a time, so a simulation arms it for one step."""
+        return self.server.store_cut
+
+    @cut.setter
+    def cut(self, decide: Callable[[list[bytes]], Cut | None] | None) -> None:
+        self.server.store_cut = decide
+
+    def fsync(self) -> None:
+        """Keep a copy of the data as it is now: what :meth:`restart` comes back to (the
+        append-only file as its last fsync left it)."""
+        with self.server.lock:
+            self._synced = {
+                n: (copy.deepcopy(db._dict), list(db._expiry_heap))
+                for n, db in self.server.dbs.items()
+            }
+
+    def restart(self) -> None:
+        """The server restarts from its last :meth:`fsync` (the store's start if none):
+        what was written after it is lost; every connection is cut (its next command or
+        read fails, and redis-py connects again), every subscription and every script
+        forgotten (a script is loaded again on NOSCRIPT)."""
+        server = self.server
+        with server.lock:
+            for sock in list(server.sockets):
+                sock._store_dead = True
+                sock.kill()  # off the server: no more published messages
+            server.script_cache.clear()
+            getattr(server, "_store_scripts", {}).clear()
+            for n, db in server.dbs.items():
+                data, heap = self._synced.get(n, ({}, []))
+                db._dict = copy.deepcopy(data)
+                db._expiry_heap = list(heap)
+                db._watches.clear()
 
     # -- what it holds ------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 from fakeredis import _msgs as msgs
@@ -219,13 +219,28 @@ class StoreCommands:
     def store_time(self) -> Time:
         return self._server.store_time  # type: ignore[no-any-return]
 
+    _store_dead = False  # cut by the store's restart: every send and read fails
+
+    def sendall(self, data: Any) -> None:
+        if self._store_dead:
+            raise self._connection_error_class(msgs.CONNECTION_ERROR_MSG)  # type: ignore[attr-defined]
+        super().sendall(data)  # type: ignore[misc]
+
     def _process_command(self, fields: list[bytes]) -> None:
         """Every command runs on the store's clock (:mod:`.clock`); the time a blocking
         command waited on virtual time passes once it has answered, outside the server's
-        lock."""
+        lock. A cut the store was told to make (``FakeStore.cut``) happens here: the
+        connection fails before the command runs, or after it ran with its reply lost.
+        Not a fakeredis bug: no upstream patch."""
         server = self._server
+        cut = server.store_cut(fields) if server.store_cut is not None else None
+        if cut == "before":
+            raise self._connection_error_class(msgs.CONNECTION_ERROR_MSG)  # type: ignore[attr-defined]
         with clock.running_on(server.store_time):
             super()._process_command(fields)  # type: ignore[misc]
+        if cut == "after":
+            cast(Any, self).responses = None  # the reply is lost with the connection
+            raise self._connection_error_class(msgs.CONNECTION_ERROR_MSG)  # type: ignore[attr-defined]
         owed, self._owed_s = self._owed_s, 0.0
         if owed:
             server.store_time.sleep(owed)
