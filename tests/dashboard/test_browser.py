@@ -873,6 +873,15 @@ def _group_page(chromium: Any, url: str, mailer: Any, tmp_path: Path) -> None:
     with opened(chromium) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.goto(url + "groups")
+        row = page.locator("#groups tr[data-group-row='mailer']")  # the list: lag first
+        expect(row.locator(".waiting")).to_have_text(str(mailer.lag))
+        expect(row.locator(".in-hand")).to_have_text(str(mailer.pending))
+        expect(row.locator(".dead")).to_have_text("0")
+        expect(row.locator(".runners")).to_contain_text("m2 (1)")
+        audit = page.locator("#groups tr[data-group-row='audit']")
+        expect(audit.locator(".dead")).to_have_text("5")
+        heads = page.locator("#groups thead th").all_inner_texts()
+        assert heads[:6] == ["group", "waiting", "in hand", "retrying", "dead letters", "paused"]
         page.click("#groups a[data-group='mailer']")
         expect(page.locator("#group")).to_be_visible()
         assert "group=mailer" in page.url, page.url
@@ -994,7 +1003,8 @@ def test_a_group_is_paused_and_resumed_from_its_view_in_a_browser(
             expect(page.locator("#message")).to_contain_text("mailer: paused")
             assert said == ["Pause group mailer? Its runners take nothing new until resumed."]
             expect(page.locator("#group-paused")).to_contain_text("paused by dashboard")
-            expect(page.locator("#groups")).to_contain_text("paused")
+            paused = page.locator("#groups tr[data-group-row='mailer'] .paused-by")
+            expect(paused).to_have_text("paused by dashboard")
             expect(page.locator("#group-resume")).to_be_visible()
             wait_for(lambda: h.stats.paused, 10, "the runner to see the pause")
             for tid in ("p:1", "p:2"):

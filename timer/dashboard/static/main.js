@@ -31,7 +31,7 @@ function renderAll(snap) {  // one event of the live stream: everything every vi
   renderOverview(o);
   renderShards(o);
   renderWorkers(o, view().worker);
-  renderGroups(o);
+  renderGroups(o, snap.dead);
   renderRecent(o);
   renderDead(snap.dead);
   renderSchedules(snap.schedules);
