@@ -24,11 +24,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgpack
+
 from ..errors import InvalidInput
 from . import steps
 from .calls import text
 from .checks import check_int
-from .codec import decode_payload, decode_pending
+from .codec import _PENDING, decode_payload, decode_pending
 from .fields import MAX_ID_BYTES
 from .finding import check_glob
 from .globs import redis_glob
@@ -39,9 +41,10 @@ from .steps import Op
 
 PAGE_MOST = 500  # timers one page holds at most
 READ_MOST = 200_000  # ids one page reads at most over every shard (a narrow filter)
-FIRST_BUCKETS, MOST_BUCKETS = 2, 256  # buckets a shard reads a round: doubled each round
+FIRST_BUCKETS, MOST_BUCKETS = 1, 256  # buckets a shard reads a round: doubled each round
 CHUNK = 1000  # ids one HMGET asks for
 MAX_DUE = 2**53  # a deadline in a cursor: what JSON carries exactly
+PRIORITY_AT = _PENDING.index("priority")  # its place in a pending record (data-model.md)
 
 
 @dataclass(frozen=True)
@@ -79,14 +82,16 @@ class PendingQuery:
         low = None if min_priority is None else check_int("min_priority", min_priority, -100, 100)
         return cls(glob, fld, value, low)
 
-    def wants(self, tid: str, rec: dict[str, Any]) -> bool:
-        if self.min_priority is not None and rec["priority"] < self.min_priority:
+    def wants(self, tid: str, rec: list[Any]) -> bool:
+        """Whether it selects the timer ``tid`` of the pending record ``rec`` (its msgpack
+        array, as :func:`_peek` read it)."""
+        if self.min_priority is not None and _priority(rec) < self.min_priority:
             return False
         if self.match is not None and not redis_glob(self.match)(tid):
             return False
         if self.field is None:
             return True
-        held = _at(decode_payload(rec["payload"]), self.field)
+        held = _at(decode_payload(rec[1]), self.field)
         return held is not _MISSING and _as_text(held) == self.value
 
 
@@ -146,7 +151,7 @@ class _Shard:
     shard: int
     fine_from: str
     coarse_from: str
-    taken: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
+    taken: list[tuple[int, str, bytes]] = field(default_factory=list)  # due, id, record
     seen: set[str] = field(default_factory=set)
     bound: float = -math.inf
 
@@ -180,7 +185,8 @@ def pending_page(
     for d, tid in ordered:
         if d >= edge or len(page) == limit:
             break
-        shard, rec = by_id[tid]
+        shard, raw = by_id[tid]
+        rec = decode_pending(raw)  # whole, for the page's own timers only
         page.append(
             PendingTimer(tid, shard, d, rec["created_ms"], rec["priority"], rec["note"] or None)
         )
@@ -262,9 +268,23 @@ def _round(
                 continue  # decided: a stale id of a list
             # pending: taken once, at its deadline, whichever bucket it was found in
             # first (one it moved out of keeps its id), so a list is ordered by that alone
-            rec = decode_pending(raw)
-            d = rec["deadline_ms"]
+            rec = _peek(raw)
+            d = rec[0]
             sh.seen.add(tid)
             if (after is None or (d, tid) > after) and q.wants(tid, rec):
-                sh.taken.append((d, tid, rec))
+                sh.taken.append((d, tid, raw))
     return read
+
+
+def _peek(raw: bytes) -> list[Any]:
+    """A pending record's msgpack array as stored (deadline first, payload second, the
+    priority 13th when not 0): a page reads many records to keep a few, so each is
+    looked at without decoding its text (:func:`decode_pending` does, for those kept)."""
+    rec = msgpack.unpackb(raw, raw=True, strict_map_key=False)
+    if not isinstance(rec, list) or not rec or not isinstance(rec[0], int):
+        raise ValueError("a pending record is a msgpack array that starts with its deadline")
+    return rec
+
+
+def _priority(rec: list[Any]) -> int:
+    return int(rec[PRIORITY_AT]) if len(rec) > PRIORITY_AT else 0
