@@ -1166,9 +1166,10 @@ def test_every_view_opens_at_its_address_and_its_links_are_real_in_a_browser(
 
 def _listed(page: Any, table: str) -> list[str]:
     """The timer ids a table lists, in its order."""
-    return page.locator(f"#{table} a[data-timer]").evaluate_all(
+    ids: list[str] = page.locator(f"#{table} a[data-timer]").evaluate_all(
         "(a) => a.map((x) => x.dataset.timer)"
     )
+    return ids
 
 
 def test_the_dashboard_opens_on_the_timers_due_next_and_pages_them_in_a_browser(
