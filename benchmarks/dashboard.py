@@ -7,7 +7,9 @@ card; 16 shards led; 3 consumer groups; a day of history; ``--dead`` dead letter
 own process, as users run it. Measured against each:
 
 - the API: ``/api/overview`` (what each live event holds, and the first paint asks),
-  ``/api/history/1440`` (the day chart), each 20 times, p50 and p99 in ms;
+  ``/api/history/1440`` (the day chart), ``/api/pending`` (the Timers view's first page:
+  the 50 due next of every shard, merged; the Overview asks for its first 10), each 20
+  times (the day chart 5), p50 and p99 in ms;
 - the live stream: the gap between events and each event's size, over 10 events;
 - in headless Chromium (when installed): first paint, from navigation to the page
   showing the pending count, and each live update's time in the page's own code
@@ -185,6 +187,8 @@ def measure(base: str, ns: str, pending: int, args: argparse.Namespace) -> dict[
     out: dict[str, Any] = {
         "overview_ms": api_ms(base, f"api/overview?ns={ns}"),
         "history_day_ms": api_ms(base, f"api/history/1440?ns={ns}", times=5),
+        # the Timers view's first page: every shard's next due, merged (50 timers)
+        "timers_page_ms": api_ms(base, f"api/pending?ns={ns}&limit=50"),
         "live": live(base, ns, args.events),
     }
     if not args.no_browser:
@@ -243,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
             big["overview_ms"]["p50"] / max(empty["overview_ms"]["p50"], 0.01), 2
         ),
         "live_event_bytes": round(big["live"]["event_bytes"] / empty["live"]["event_bytes"], 2),
+        "timers_page_p50": round(
+            big["timers_page_ms"]["p50"] / max(empty["timers_page_ms"]["p50"], 0.01), 2
+        ),
     }
     if big.get("browser") and empty.get("browser"):
         ratios["first_paint"] = round(

@@ -306,5 +306,7 @@ def test_dashboard_smallest_case() -> None:
     assert out["big"]["live"]["event_bytes"] > out["empty"]["live"]["event_bytes"]
     for side in ("big", "empty"):
         assert out[side]["overview_ms"]["p50"] > 0
+        assert out[side]["timers_page_ms"]["p50"] > 0
         if not browse:
             assert out[side]["browser"]["first_paint_ms"] > 0
+    assert out["ratio_big_to_empty"]["timers_page_p50"] > 0

@@ -565,6 +565,8 @@ PATHS = [
     "/api/worker?id=w1", "/api/worker", "/api/worker?id=%0A",
     "/api/outcomes?kind=late", "/api/outcomes?since_ms=x&shard=99", "/api/outcomes?match=%5B",
     "/api/outcomes?field=tenant&value=acme&kind=cancelled",
+    "/api/pending", "/api/pending?cursor=x", "/api/pending?cursor=1:job&limit=0",
+    "/api/pending?min_priority=-101&match=%5B", "/api/pending?field=tenant&value=acme",
 ]  # fmt: skip
 printable = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=30)
 json_bodies = st.dictionaries(

@@ -620,6 +620,8 @@ NOT_ACTIONS = frozenset({
     "#group-close", "#worker-close", "#schedule-close", "#dl-close",
     "#os-kind", "#os-match", "#os-field", "#os-value", "#os-group", "#os-state", "#os-since",
     "outcome-search button[submit] Search", "#os-clear",
+    "#pf-match", "#pf-field", "#pf-value", "#pf-prio", "pending-filter button[submit] Filter",
+    "#pf-clear",
 })  # fmt: skip
 PAGER = re.compile(r"^[\w-]+-pager button\[submit\] (\u2039 previous|next \u203a)$")
 
@@ -634,6 +636,8 @@ ACTIONS = frozenset({
     "#dead-all", "dead input[checkbox]", "dead button[submit] re-deliver",
     "dead button[submit] drop", "#db-redeliver-all", "#db-drop-sel",
     "#group-pause", "#dl-redeliver", "#dl-drop",
+    "#pending-all", "pending-list input[checkbox]", "#pb-cancel", "#pb-complete", "#pb-delay",
+    "#pb-reschedule",
 })  # fmt: skip
 
 
@@ -675,7 +679,10 @@ def test_a_viewer_who_may_only_look_is_shown_no_action_in_any_view_in_a_browser(
     [ref] = [d.ref for d in c.dead_letters()]
     views = [  # each view, then each of its things at its address (an older "#…" one too)
         ("", "#dead-count", "1"),
+        ("", "#next-due", "job:{7}"),
         ("timers", "#recent", "d:1"),
+        ("timers", "#pending-list", "job:{7}"),
+        ("timers#pmatch=" + quote("job:*", safe="") + "&pprio=0", "#pending-list", "job:{7}"),
         ("groups", "#groups", "billing"),
         ("dead-letters", "#dead", "billing"),
         ("schedules", "#schedules", "nightly"),
@@ -866,6 +873,15 @@ def _group_page(chromium: Any, url: str, mailer: Any, tmp_path: Path) -> None:
     with opened(chromium) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.goto(url + "groups")
+        row = page.locator("#groups tr[data-group-row='mailer']")  # the list: lag first
+        expect(row.locator(".waiting")).to_have_text(str(mailer.lag))
+        expect(row.locator(".in-hand")).to_have_text(str(mailer.pending))
+        expect(row.locator(".dead")).to_have_text("0")
+        expect(row.locator(".runners")).to_contain_text("m2 (1)")
+        audit = page.locator("#groups tr[data-group-row='audit']")
+        expect(audit.locator(".dead")).to_have_text("5")
+        heads = page.locator("#groups thead th").all_inner_texts()
+        assert heads[:6] == ["group", "waiting", "in hand", "retrying", "dead letters", "paused"]
         page.click("#groups a[data-group='mailer']")
         expect(page.locator("#group")).to_be_visible()
         assert "group=mailer" in page.url, page.url
@@ -987,7 +1003,8 @@ def test_a_group_is_paused_and_resumed_from_its_view_in_a_browser(
             expect(page.locator("#message")).to_contain_text("mailer: paused")
             assert said == ["Pause group mailer? Its runners take nothing new until resumed."]
             expect(page.locator("#group-paused")).to_contain_text("paused by dashboard")
-            expect(page.locator("#groups")).to_contain_text("paused")
+            paused = page.locator("#groups tr[data-group-row='mailer'] .paused-by")
+            expect(paused).to_have_text("paused by dashboard")
             expect(page.locator("#group-resume")).to_be_visible()
             wait_for(lambda: h.stats.paused, 10, "the runner to see the pause")
             for tid in ("p:1", "p:2"):
@@ -1145,6 +1162,75 @@ def test_every_view_opens_at_its_address_and_its_links_are_real_in_a_browser(
         expect(page.locator("#group")).to_be_hidden()
         context.close()
     assert refused == [], refused
+
+
+def _listed(page: Any, table: str) -> list[str]:
+    """The timer ids a table lists, in its order."""
+    ids: list[str] = page.locator(f"#{table} a[data-timer]").evaluate_all(
+        "(a) => a.map((x) => x.dataset.timer)"
+    )
+    return ids
+
+
+def test_the_dashboard_opens_on_the_timers_due_next_and_pages_them_in_a_browser(
+    chromium: Any, served: tuple[str, TimerClient]
+) -> None:
+    """On a namespace with timers, the page opened at its root shows the timers due
+    next, soonest first whatever their shard, with no click; a timer's link is a real
+    address that opens it in the Timers view, and back returns. The Timers view lists
+    them all a page at a time (some due at the same ms on several shards), the next page
+    going on where the first ended, each at its own address; a filter narrows them."""
+    from playwright.sync_api import expect  # noqa: PLC0415
+
+    assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
+    url, c = served
+    now = c.server_time_ms()
+    items: list[dict[str, Any]] = [
+        {"id": f"job:{i}", "deadline_ms": now + 600_000 + 7_919 * i % 50_000, "priority": i % 3}
+        for i in range(52)
+    ]
+    items += [{"id": f"same:{i}", "deadline_ms": now + 620_000} for i in range(8)]
+    assert not [r for r in c.schedule_many(items) if isinstance(r, Exception)]
+    order = [x["id"] for x in sorted(items, key=lambda x: (x["deadline_ms"], x["id"]))]
+    with opened(chromium) as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(url)
+        expect(page.locator("#next-due a[data-timer]")).to_have_count(10)
+        assert _listed(page, "next-due") == order[:10]
+        first = page.locator(f"#next-due a[data-timer='{order[0]}']")
+        href = first.get_attribute("href") or ""
+        assert href.startswith("/timers#timer="), href
+        first.click()
+        expect(page.locator("#timer-state")).to_have_text("pending")
+        expect(page.locator("#timer-table")).to_contain_text(order[0])
+        assert "/timers#timer=" in page.url, page.url
+        page.go_back()
+        expect(page.locator("#next-due")).to_be_visible()
+        assert page.url == url, page.url
+        follow(page, "timers")
+        expect(page.locator("#pending-list a[data-timer]")).to_have_count(50)
+        assert _listed(page, "pending-list") == order[:50]
+        next_page = page.locator("#pending-next")
+        assert (next_page.get_attribute("href") or "").startswith("/timers#after="), "a real href"
+        next_page.click()
+        expect(page.locator("#pending-list a[data-timer]")).to_have_count(10)
+        assert _listed(page, "pending-list") == order[50:]
+        expect(page.locator("#pending-next")).to_be_hidden()
+        page.locator(f"#pending-list a[data-timer='{order[55]}']").click()  # and back
+        expect(page.locator("#timer-table")).to_contain_text(order[55])
+        page.go_back()
+        expect(page.locator("#timer-table")).to_be_hidden()
+        assert _listed(page, "pending-list") == order[50:]
+        page.go_back()  # the first page again
+        expect(page.locator("#pending-list a[data-timer]")).to_have_count(50)
+        page.fill("#pf-match", "same:*")
+        page.fill("#pf-prio", "0")
+        page.click("#pending-filter button[type=submit]")
+        expect(page.locator("#pending-list a[data-timer]")).to_have_count(8)
+        assert _listed(page, "pending-list") == [f"same:{i}" for i in range(8)]
+        page.fill("#pf-prio", "high")  # refused in the page, nothing asked
+        page.click("#pending-filter button[type=submit]")
+        expect(page.locator("#message")).to_contain_text('"high" is not a priority')
 
 
 # Each text of each chart: its box, in the chart's own units and on the screen, against

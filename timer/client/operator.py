@@ -40,6 +40,7 @@ from ..durable.models import (
 )
 from ..durable.namespace import Namespace
 from ..durable.outcome_search import OutcomeQuery
+from ..durable.pending_page import PendingPage, PendingQuery, pending_page
 from ..durable.shard_calls import MigrateStep
 
 T = TypeVar("T")
@@ -272,6 +273,25 @@ class OperatorCalls:
     def next_due(self, shard: int, count: int = 20) -> list[tuple[int, str]]:
         """The pending timers of one shard due first: (deadline_ms, id), soonest first."""
         return self._run(views.next_due(self._ns(), shard, count))
+
+    def pending_by_due(
+        self,
+        *,
+        after: tuple[int, str] | None = None,
+        limit: int = 50,
+        match: str | None = None,
+        payload: Mapping[str, object] | None = None,
+        min_priority: int | None = None,
+    ) -> PendingPage:
+        """A page of the pending timers of every shard, soonest first (at most ``limit``,
+        500), after ``after`` (``(deadline_ms, id)``: the page's ``after`` goes on from
+        where it ended, with no gap and no repeat); only those whose id matches ``match``
+        (a Redis glob), whose payload holds ``payload``'s one field (a dotted path) with
+        its value (compared as text), of priority at least ``min_priority``. Each shard's
+        buckets are read in due order and merged, so a page costs what the buckets it
+        reaches hold, not what the namespace does (:mod:`timer.durable.pending_page`)."""
+        q = PendingQuery.of(match=match, payload=payload, min_priority=min_priority)
+        return self._run(pending_page(self._ns(), q, after, limit))
 
     def recent_outcomes(
         self, count: int = 100, shards: Iterable[int] | None = None

@@ -66,6 +66,7 @@ def create_app(
         Route("/api/history/{minutes:int}", api.history),
         Route("/api/history/{minutes:int}/group/{group:path}", api.group_history),
         Route("/api/find", api.find),
+        Route("/api/pending", api.pending),
         Route("/api/bulk/{action:str}", api.bulk, methods=["POST"]),
         # an id is matched on the raw path: its %2F and %0A are its own (timer.httpapi.routing)
         RawRoute("/api/timers/{timer_id}/{action}", api.act, methods=["POST"], name="act"),

@@ -13,6 +13,7 @@ from timer.durable.dead_filter import MOST, DeadFilter
 from timer.durable.entries import parse_ref
 from timer.durable.keys import check_namespace
 from timer.durable.models import Outcome
+from timer.durable.pending_page import cursor_text, parse_cursor
 from timer.durable.shapes import dead_letter_json, group_json, outcome_json, schedule_json
 from timer.errors import InvalidInput, NotFound, ScheduleNotFound, TimerNotFound
 from timer.handlers.limits import limits_in_use
@@ -23,6 +24,7 @@ SEARCH_SHOWN = 200  # outcomes a search shows, newest first
 DEAD_SHOWN = 200  # dead letters a filter shows (its count is of all it selects)
 RECENT = 200  # outcomes per shard read for the lateness histogram and the live list
 FIND_PAGE, FIND_PAGES, FIND_SHOWN = 1000, 20, 100  # the search box: scan bounds, rows
+PENDING_PAGE = 50  # pending timers a page of the Timers view shows
 
 
 class Dashboard:
@@ -133,6 +135,40 @@ class Dashboard:
                 break
         shown.sort(key=lambda t: t["deadline_ms"])  # soonest first, whatever the shard
         return {"timers": shown, "cursor": cursor}
+
+    def pending(self, query: dict[str, str]) -> dict[str, Any]:
+        """A page of the pending timers of every shard by next due (``limit``, 50 unless
+        said), after ``cursor`` (the last page's), of those ``match``, ``field`` and
+        ``value``, ``min_priority`` select; the cursor to go on with (None: no more)."""
+        cursor = query.get("cursor") or None
+        field, value = query.get("field") or None, query.get("value", "")
+        low = query.get("min_priority") or None
+        limit = _whole("limit", query.get("limit"))
+        page = self.client.pending_by_due(
+            after=None if cursor is None else parse_cursor(cursor),
+            limit=PENDING_PAGE if limit is None else limit,
+            match=query.get("match") or None,
+            payload={field: value} if field else None,
+            min_priority=None if low is None else _signed("min_priority", low),
+        )
+        now = self.client.server_time_ms()
+        return {
+            "timers": [
+                {
+                    "id": t.id,
+                    "shard": t.shard,
+                    "deadline_ms": t.deadline_ms,
+                    "time_left_ms": t.deadline_ms - now,
+                    "created_ms": t.created_ms,
+                    "priority": t.priority,
+                    "note": t.note,
+                }
+                for t in page.timers
+            ],
+            "cursor": None if page.after is None else cursor_text(page.after),
+            "stopped": page.stopped,
+            "read": page.read,
+        }
 
     def bulk(self, action: str, body: dict[str, Any]) -> dict[str, Any]:
         """``action`` on the timers the page selected (``ids``); reschedule by ``delay_ms``."""
@@ -329,7 +365,15 @@ def _whole(name: str, text: str | None) -> int | None:
     """A query's whole number (empty: None); InvalidInput for anything else."""
     if not text:
         return None
-    if not text.isdigit() or len(text) > 18:
+    if not text.isdigit() or not text.isascii() or len(text) > 18:
+        raise InvalidInput(f"{name} must be a whole number, got {text[:40]!r}")
+    return int(text)
+
+
+def _signed(name: str, text: str) -> int:
+    """A query's whole number that may be negative; InvalidInput for anything else."""
+    digits = text[1:] if text.startswith("-") else text
+    if not digits.isdigit() or not digits.isascii() or len(digits) > 18:
         raise InvalidInput(f"{name} must be a whole number, got {text[:40]!r}")
     return int(text)
 

@@ -164,6 +164,10 @@ class Routes:
         query = dict(request.query_params)
         return await _call(self.on(request, lambda d: d.find(query)))
 
+    async def pending(self, request: Request) -> Response:
+        query = dict(request.query_params)
+        return await _call(self.on(request, lambda d: d.pending(query)))
+
     async def bulk(self, request: Request) -> Response:
         action = request.path_params["action"]
         return await self.change(

@@ -1,5 +1,5 @@
-// Consumer groups: each one's consumers, what it owes and its lag, the per-key limits in
-// use; one group's own view (#group=<name>): its consumers, what it owes, its limits
+// Consumer groups: each one's lag (waiting), what it holds in hand, its dead letters,
+// whether it is paused and its runners; the per-key limits in use; one group's own view (#group=<name>): its consumers, what it owes, its limits
 // and its own history (handled, failed, dead a minute, the last hour), paused and
 // resumed from there.
 
@@ -9,12 +9,27 @@ import {go, view} from "./nav.js";
 
 let lastOverview = null;
 
-export function renderGroups(o) {
+// Each group's dead letters, counted from those the live event lists (the oldest 200):
+// exact while that is all of them, else at least that many ("+").
+function deadOf(dead, total) {
+  const counts = {};
+  for (const d of dead) counts[d.group] = (counts[d.group] || 0) + 1;
+  const all = dead.length >= total;
+  return (name) => `${counts[name] || 0}${all ? "" : "+"}`;
+}
+
+// The list, lag first: the groups with the most waiting on top, each with what it holds
+// in hand (delivered, not settled; retrying of those), its dead letters, whether it is
+// paused, and its runners (consumers, with what each holds).
+export function renderGroups(o, dead) {
   lastOverview = o;
   if (view().group) showGroup(view().group, false);
-  rows("groups", o.groups, (g) => `<tr><td>${groupLink(g.name)}${g.paused_since_ms ? ' <span class="paused">paused</span>' : ""}</td>
-    <td>${g.consumers.map((c) => `${esc(c.name)} (${c.pending})`).join(", ") || "–"}</td>
-    <td class="num">${g.pending}</td><td class="num">${g.retrying}</td><td class="num">${g.lag ?? "?"}</td><td>${ms(g.oldest_pending_age_ms)}</td></tr>`, "no consumer groups");
+  const deadIn = deadOf(dead || [], o.dead_letters);
+  const groups = [...o.groups].sort((a, b) => (b.lag ?? -1) - (a.lag ?? -1) || (a.name < b.name ? -1 : 1));
+  rows("groups", groups, (g) => `<tr data-group-row="${esc(g.name)}"><td>${groupLink(g.name)}</td>
+    <td class="num waiting">${g.lag ?? "?"}</td><td class="num in-hand">${g.pending}</td><td class="num">${g.retrying}</td>
+    <td class="num dead">${deadIn(g.name)}</td><td class="paused-by">${g.paused_since_ms ? `<span class="paused">paused</span> by ${esc(g.paused_by)}` : "–"}</td>
+    <td class="runners">${g.consumers.map((c) => `${esc(c.name)} (${c.pending})`).join(", ") || "–"}</td><td>${ms(g.oldest_pending_age_ms)}</td></tr>`, "no consumer groups");
   rows("limits", o.limits, (l) => `<tr><td>${esc(l.group)}</td><td>${esc(l.limit)}</td>
     <td>${esc(l.value)}</td><td class="running num">${l.running}</td><td>${l.runners.map(esc).join(", ")}</td></tr>`,
     "no handler runs under a per-key limit now");

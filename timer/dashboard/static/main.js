@@ -10,6 +10,7 @@ import {deadFilter, deadFiltered, loadDead, renderDead, showDead, startDead} fro
 import {renderSchedules, showSchedule, startSchedules} from "./schedules.js";
 import {renderWorkers, showWorker, startWorkers} from "./workers.js";
 import {renderShards, showDue, startShards} from "./shards.js";
+import {loadNextDue, loadPending, pendingOf, renderPending, showPendingFilter, startPending} from "./pending.js";
 
 function renderHeader(o) {
   const readOnly = o.read_only;  // the server marked the page so too, before its first paint
@@ -30,10 +31,11 @@ function renderAll(snap) {  // one event of the live stream: everything every vi
   renderOverview(o);
   renderShards(o);
   renderWorkers(o, view().worker);
-  renderGroups(o);
+  renderGroups(o, snap.dead);
   renderRecent(o);
   renderDead(snap.dead);
   renderSchedules(snap.schedules);
+  renderPending();
 }
 
 async function refresh() {  // at once after an action (the stream brings it within a second)
@@ -62,8 +64,15 @@ function follow() {  // live updates: the server pushes a snapshot every second
 // part is fetched again only when its own keys changed.
 const shown = {};
 function apply() {
-  showView();
+  const name = showView();
   const v = view();
+  const pending = JSON.stringify(pendingOf());
+  if (name === "timers" && (pending !== shown.pending || shown.view !== "timers")) {
+    showPendingFilter();
+    loadPending(true);
+    shown.pending = pending;
+  }
+  if (name === "overview" && shown.view !== "overview") loadNextDue();
   if (v.shard !== shown.shard && v.shard != null) showDue(v.shard);
   if (v.timer !== shown.timer) {
     $("timer-id").value = v.timer || "";
@@ -140,6 +149,7 @@ startDead();
 startSchedules();
 startWorkers();
 startShards();
+startPending();
 refresh();
 follow();
 startOverview();

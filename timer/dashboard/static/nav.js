@@ -24,6 +24,7 @@ const BY_PATH = Object.fromEntries(Object.entries(VIEWS).map(([name, v]) => [v.p
 const OWNER = {
   timer: "timers", find: "timers", state: "timers", okind: "timers", omatch: "timers",
   ofield: "timers", ovalue: "timers", osince: "timers", ogroup: "timers", ostate: "timers",
+  pmatch: "timers", pfield: "timers", pvalue: "timers", pprio: "timers", after: "timers",
   group: "groups", dead: "dead", dgroup: "dead", derror: "dead", dmatch: "dead",
   schedule: "schedules", worker: "workers", shard: "shards",
 };

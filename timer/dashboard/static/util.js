@@ -56,7 +56,8 @@ export async function api(path, options) {
   if (options.method === "POST") {  // the server refuses a POST without the page's token
     options.headers = {...(options.headers || {}), "X-CSRF-Token": csrfToken()};
   }
-  const response = await fetch(NS ? `${path}?ns=${encodeURIComponent(NS)}` : path, options);
+  const join = path.includes("?") ? "&" : "?";  // a query of its own keeps the namespace too
+  const response = await fetch(NS ? `${path}${join}ns=${encodeURIComponent(NS)}` : path, options);
   const data = await response.json().catch(() => ({error: `HTTP ${response.status}`}));
   if (!response.ok) throw new Error(data.error || `HTTP ${response.status}`);
   return data;

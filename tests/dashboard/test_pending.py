@@ -1,0 +1,190 @@
+"""The Timers view's list: every shard's pending timers by next due (``/api/pending``),
+against a brute-force sort of every pending timer, paged with its cursor."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from tests.dashboard.test_api import namespace_dump, web
+from timer import TimerClient
+from timer.durable import pending_page
+from timer.testing import RedisServer
+
+HOUR = 3_600_000
+
+
+@pytest.fixture
+def client(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
+    if not redis_server.running:
+        redis_server.restart()
+    c = TimerClient.from_url(redis_server.url, namespace)
+    c.init(shards=4)
+    yield c
+    c.close()
+
+
+def busy(c: TimerClient) -> list[tuple[int, str]]:
+    """Timers every way a shard keeps them: overdue, near (fine buckets), far (coarse:
+    hours and days out), a dozen due at the same ms on every shard, some moved between
+    near and far (a stale id left behind), some decided (stale ids too), with payloads
+    and priorities; what is pending, brute-force sorted by (deadline, id)."""
+    now = c.server_time_ms()
+    items: list[dict[str, Any]] = []
+    for i in range(40):
+        items.append({"id": f"near:{i}", "deadline_ms": now + 5_000 + 997 * i % 30_000})
+    for i in range(30):
+        items.append(
+            {"id": f"far:{i}", "deadline_ms": now + 3 * HOUR + 1_234_567 * i % (48 * HOUR)}
+        )
+    for i in range(5):
+        items.append({"id": f"late:{i}", "deadline_ms": now - 60_000 + i})
+    same = now + 20 * 60_000
+    items += [{"id": f"eq:{i}", "deadline_ms": same} for i in range(12)]
+    for i, item in enumerate(items):
+        item["payload"] = {"tenant": f"t{i % 3}", "n": i}
+        item["priority"] = i % 5 * 10 - 20
+    assert not [r for r in c.schedule_many(items) if isinstance(r, Exception)]
+    assert len({c.shard_of(f"eq:{i}") for i in range(12)}) > 1  # equal dues on many shards
+    for i in range(0, 10, 3):
+        c.reschedule(f"near:{i}", 5 * HOUR)  # near -> far: a stale id in a fine bucket
+        c.reschedule(f"far:{i}", 90_000)  # far -> near: a stale id in a coarse bucket
+    for tid in ("near:1", "far:1", "eq:3", "late:2"):
+        assert c.cancel(tid)
+    pending = []
+    for item in items:
+        info = c.get(item["id"])
+        assert info is not None
+        if info.state == "pending":
+            pending.append((info.deadline_ms, info.id))
+    return sorted(pending)
+
+
+def pages(http: Any, size: int, **params: str) -> tuple[list[dict[str, Any]], int]:
+    """Every page of /api/pending (``size`` a page) from the first: the timers in the
+    order given, and how many pages."""
+    got: list[dict[str, Any]] = []
+    cursor: str | None = None
+    n = 0
+    while True:
+        q = {"limit": str(size), **params, **({"cursor": cursor} if cursor else {})}
+        r = http.get("/api/pending", params=q)
+        assert r.status_code == 200, r.text
+        page = r.json()
+        n += 1
+        assert len(page["timers"]) <= size
+        got += page["timers"]
+        cursor = page["cursor"]
+        if cursor is None:
+            return got, n
+        assert n < 1000, "the pages never end"
+
+
+def test_pending_timers_come_soonest_first_across_shards_paged_with_no_gap_or_repeat(
+    client: TimerClient,
+) -> None:
+    """Paged 7 at a time (a page ending inside the dozen due at the same ms), then 500 at
+    once: the ids in the order of a brute-force sort of every pending timer by (deadline,
+    id), none twice, none left out; each row says its shard and time left."""
+    expected = busy(client)
+    with web(client) as http:
+        for size in (7, 500):
+            got, n = pages(http, size)
+            assert [(t["deadline_ms"], t["id"]) for t in got] == expected, size
+            assert n >= len(expected) // size
+        first = http.get("/api/pending", params={"limit": "3"}).json()
+    assert [t["id"] for t in first["timers"]] == [tid for _, tid in expected[:3]]
+    assert first["cursor"] == f"{expected[2][0]}:{expected[2][1]}"
+    for t in first["timers"]:
+        assert t["shard"] == client.shard_of(t["id"])
+        assert t["time_left_ms"] < 0  # the overdue ones come first
+
+
+def test_pending_timers_filtered_by_id_payload_field_and_priority(client: TimerClient) -> None:
+    """Each filter, and all three at once, selects what a brute-force filter of every
+    pending timer selects, in the same order, paged."""
+    expected = busy(client)
+    infos = {tid: client.get(tid) for _, tid in expected}
+
+    def chosen(keep: Any) -> list[tuple[int, str]]:
+        return [(d, tid) for d, tid in expected if keep(infos[tid])]
+
+    cases = [
+        ({"match": "far:*"}, lambda t: t.id.startswith("far:")),
+        ({"field": "tenant", "value": "t1"}, lambda t: t.payload["tenant"] == "t1"),
+        ({"field": "n", "value": "7"}, lambda t: t.payload["n"] == 7),
+        ({"min_priority": "10"}, lambda t: t.priority >= 10),
+        ({"min_priority": "-20"}, lambda t: True),
+        (
+            {"match": "*:1?", "field": "tenant", "value": "t2", "min_priority": "0"},
+            lambda t: (
+                t.id.split(":")[1].__len__() == 2
+                and t.id.split(":")[1].startswith("1")
+                and t.payload["tenant"] == "t2"
+                and t.priority >= 0
+            ),
+        ),
+    ]
+    with web(client) as http:
+        for params, keep in cases:
+            got, _ = pages(http, 4, **params)
+            assert [(t["deadline_ms"], t["id"]) for t in got] == chosen(keep), params
+
+
+def test_a_page_that_reads_its_most_ends_where_it_stopped_and_the_next_goes_on(
+    client: TimerClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A narrow filter over many buckets: a page stops after reading its most ids, says
+    so, and its cursor goes on from the first bucket not read; the pages together hold
+    every timer the filter selects, in order, once."""
+    expected = busy(client)
+    monkeypatch.setattr(pending_page, "READ_MOST", 10)
+    with web(client) as http:
+        first = http.get("/api/pending", params={"match": "eq:*"}).json()
+        assert first["stopped"] and first["cursor"].endswith(":") and not first["timers"]
+        got, n = pages(http, 50, match="eq:*")
+        every, _ = pages(http, 50)  # no filter: pages end short, each where reading stopped
+    assert [(t["deadline_ms"], t["id"]) for t in got] == [x for x in expected if "eq:" in x[1]]
+    assert n > 2
+    assert [(t["deadline_ms"], t["id"]) for t in every] == expected
+
+
+BAD = [
+    ({"cursor": "x"}, "cursor must be <deadline ms>:<timer id>"),
+    ({"cursor": "12"}, "cursor must be"),
+    ({"cursor": "soon:job"}, "deadline is a whole number"),
+    ({"cursor": "-5:job"}, "deadline is a whole number"),
+    ({"cursor": "\u00b2:job"}, "deadline is a whole number"),
+    ({"cursor": "99999999999999999999:job"}, "deadline is a whole number"),
+    ({"cursor": "5:" + "x" * 257}, "at most 256"),
+    ({"limit": "0"}, "limit"),
+    ({"limit": "501"}, "limit"),
+    ({"limit": "ten"}, "limit must be a whole number"),
+    ({"limit": "\u00b2"}, "limit must be a whole number"),
+    ({"min_priority": "101"}, "min_priority"),
+    ({"min_priority": "high"}, "min_priority must be a whole number"),
+    ({"field": "x" * 300, "value": "1"}, "payload field"),
+    ({"match": "x" * 2000}, "match is"),
+]
+
+
+@pytest.mark.parametrize(("params", "said"), BAD)
+def test_bad_cursor_or_filter_is_refused_with_a_clear_400_and_nothing_written(
+    client: TimerClient, redis_client: redis.Redis, params: dict[str, str], said: str
+) -> None:
+    client.schedule("job:{1}", 60_000)
+    before = namespace_dump(redis_client, client.namespace)
+    with web(client) as http:
+        r = http.get("/api/pending", params=params)
+    assert r.status_code == 400, (params, r.text)
+    assert said in r.json()["error"], r.json()
+    assert namespace_dump(redis_client, client.namespace) == before
+
+
+def test_an_empty_namespace_has_one_empty_page(client: TimerClient) -> None:
+    with web(client) as http:
+        page = http.get("/api/pending").json()
+    assert page == {"timers": [], "cursor": None, "stopped": False, "read": 0}
