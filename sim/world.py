@@ -169,9 +169,9 @@ class World:
         self.next_id = 0
         self.steps = 0
         self.fsync: Fsync = "always"
-        # the runners join before the first fsync: a group lost in a restart is never
-        # created again by a runner already joined (a known gap, tests/sim), which would
-        # end every run that restarts the store in that first second
+        # the runners join before the first fsync, as a deployment's have long before a
+        # restart (a group lost by one is created again at the runner's next read:
+        # tests/sim/test_sim.py::test_a_group_lost_in_a_restart_is_created_again)
         for runner in self.runners:
             runner.handlers.run_once(runner.client)
         self.store.fsync()

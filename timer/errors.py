@@ -94,6 +94,11 @@ class TimerNotFound(NotFound):
         )
 
 
+class GroupNotFound(NotFound):
+    """A shard's outcome stream has no such consumer group (Redis's ``NOGROUP``): it
+    never read there, or a server restart lost the group (its stream kept)."""
+
+
 class ScheduleNotFound(NotFound):
     """No recurring schedule has that name."""
 

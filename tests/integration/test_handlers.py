@@ -536,3 +536,33 @@ def test_an_acknowledgement_that_finds_nothing_pending_is_counted_and_said(
     assert (h.stats.handled, h.stats.acks_unmatched, h.stats.ack_errors) == (3, 1, 0)
     assert "1 of " in caplog.text and "found no outcome pending" in caplog.text
     assert client.groups()[0].pending == 0
+
+
+def test_a_group_lost_by_the_server_is_created_again_and_its_outcomes_handled(
+    client: TimerClient,
+    redis_client: redis.Redis,
+    running: Callable[..., threading.Thread],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A server restart that loses what came after its last fsync can lose a consumer
+    group created then, while its streams stay (their entries older). A running runner
+    creates the group again at its next read, says so once, and handles what was decided
+    before and after (at least once): before, every read failed with NOGROUP and nothing
+    was handled until the runner restarted."""
+    seen: list[str] = []
+    h = Handlers(client, group="g", consumer="c")
+    h.add("cancelled", lambda o: seen.append(o.id))
+    running(h)
+    first = decide(client, 2, prefix="a")
+    wait_for(lambda: sorted(seen) == first, 15, "the first outcomes handled")
+    streams = [client.keys.shard(s).outcomes for s in range(client.meta.shards)]
+    for stream in streams:  # what a restart from an older fsync leaves: no group
+        redis_client.xgroup_destroy(stream, "g")
+    later = decide(client, 2, prefix="b")
+    wait_for(lambda: set(later) <= set(seen), 15, "the outcomes after the loss handled")
+    # from the streams' start, as the group first began: the first ones again (at least once)
+    wait_for(lambda: all(seen.count(i) == 2 for i in first), 15, "the first ones again")
+    assert Counter(seen) == {**dict.fromkeys(first, 2), **dict.fromkeys(later, 1)}
+    assert all(redis_client.xinfo_groups(s) for s in streams)  # the group is back
+    gone = [r for r in caplog.records if "was gone from a shard's outcome stream" in r.message]
+    assert gone, "the runner said nothing of the group it created again"

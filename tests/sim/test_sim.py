@@ -243,12 +243,11 @@ def test_the_same_faults_replay_the_same_store() -> None:
         two.close()
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: a joined runner never creates its group again")
 def test_a_group_lost_in_a_restart_is_created_again() -> None:
     """A timer fires before any runner joined; the store fsyncs (the outcome, no group);
     a runner joins and handles it; the store restarts from the fsync and loses the group.
-    The runner's later turns get NOGROUP (NotFound) and never join again: a timer fired
-    after it is never handled until the runner process restarts."""
+    The runner's next poll gets NOGROUP and creates the group again (before, it never
+    did: a timer fired after it was never handled until the runner process restarted)."""
     world = World()
     try:
         world.fsync = "everysec"
@@ -266,6 +265,6 @@ def test_a_group_lost_in_a_restart_is_created_again() -> None:
         world.step_runner(0)  # joins and handles it; the group is newer than the fsync
         world.restart_store(500)
         world.schedule(100, 0, 0)
-        world.settle()  # Violation: not settled, never handled
+        world.settle()  # every timer handled: a Violation if not
     finally:
         world.close()

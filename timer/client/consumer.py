@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 
 from ..clock import SYSTEM_TIME, Time
@@ -10,6 +11,8 @@ from ..durable import groups as group_ops
 from ..durable.namespace import Namespace
 from ..durable.reader import GroupReader, Held
 from ..durable.steps import Run
+
+log = logging.getLogger("tickwheel.handlers")
 
 
 class ConsumerGroup:
@@ -57,7 +60,16 @@ class ConsumerGroup:
 
     def poll(self, count: int, block_ms: int | None) -> list[group_ops.Delivery]:
         """Claims whose time has come, then new entries: about ``count`` deliveries."""
-        return self._run(self.reader.poll(count, block_ms))
+        again = self.reader.groups_created_again
+        got = self._run(self.reader.poll(count, block_ms))
+        if self.reader.groups_created_again != again:
+            log.warning(
+                "consumer group %r was gone from a shard's outcome stream (a server restart "
+                "lost it?): created again from %r; its outcomes there are delivered again",
+                self.group,
+                self.reader.start_at,
+            )
+        return got
 
     def idle(self) -> tuple[bool, list[group_ops.Delivery]]:
         """(True if nothing is left to do, else what a whole scan of claims found)."""
@@ -88,7 +100,7 @@ class ConsumerGroup:
 
     def ensure(self, *, start: str = "0") -> None:
         """Create the group on every shard's stream unless it exists (``$``: only new)."""
-        self._run(group_ops.ensure_groups(self._ns(), self.group, start=start))
+        self._run(self.reader.ensure(start=start))
 
     def read(self, count: int, block_ms: int | None) -> list[group_ops.Delivery]:
         """Outcomes never delivered to the group, up to ``count`` from each shard's

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 
+from ..errors import GroupNotFound
 from . import groups as group_ops
 from . import steps
 from .checks import check_bool, check_int
@@ -69,6 +70,8 @@ class GroupReader:
         # first poll asks for): claims at once, its own lost entries after own_every_s
         self._next_claim = 0.0
         self._next_own: float | None = None
+        self.start_at = "0"  # where ensure last started the group: so it is made again
+        self.groups_created_again = 0  # times poll found the group gone and made it again
 
     @classmethod
     def of(
@@ -88,6 +91,7 @@ class GroupReader:
 
     def ensure(self, *, start: str = "0") -> Op[None]:
         """Create the group on every shard's stream unless it exists (``$``: only new)."""
+        self.start_at = start
         yield from group_ops.ensure_groups(self.ns, self.group, start=start)
 
     def start(self, count: int) -> Op[list[Delivery]]:
@@ -96,7 +100,20 @@ class GroupReader:
 
     def poll(self, count: int, block_ms: int | None) -> Op[list[Delivery]]:
         """Up to about ``count`` deliveries: claims whose time has come, then new entries
-        (waiting up to ``block_ms``, None: not at all, and never past the next claim)."""
+        (waiting up to ``block_ms``, None: not at all, and never past the next claim).
+
+        A group gone from a stream (a server restart that lost what came after its last
+        fsync, the group's creation among it; the stream kept) is created again, from
+        where ``ensure`` started it, and counted in ``groups_created_again``: its outcomes
+        are delivered again (at least once), none is left unread."""
+        try:
+            return (yield from self._poll(count, block_ms))
+        except GroupNotFound:
+            yield from self.ensure(start=self.start_at)
+            self.groups_created_again += 1
+            return []
+
+    def _poll(self, count: int, block_ms: int | None) -> Op[list[Delivery]]:
         got: list[Delivery] = []
         clock = yield steps.Clock()
         now = clock.monotonic()
