@@ -43,6 +43,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("tickwheel.handlers")
 READ_AHEAD = 256  # outcomes read ahead of the free handlers, by default (see HandlerLoop)
 RATE_NEAR_S = 0.25  # a rate's next start this near: waited for here, not in a blocking read
+# The name a stepped runner's sync handler runs under: on the reading thread itself, so
+# nothing can release it while it runs (a simulation's own handler threads are not it)
+ON_READER = "inline"
 
 
 def _minus_priority(d: Delivery) -> int:
@@ -335,7 +338,7 @@ class HandlerLoop(CoroutineRunner):
         if inspect.iscoroutinefunction(fn):
             coros.append((fn, d))
         elif self.inline:
-            self._run_sync(d, "inline")
+            self._run_sync(d, ON_READER)
         else:
             self.work.put(d)
 
@@ -411,7 +414,11 @@ class HandlerLoop(CoroutineRunner):
         timeout = self.h.timeout_of(kind)
         started = self._started(d)
         key = (d.outcome.shard, d.entry_id, d.outcome.attempt)
-        if timeout is not None and not self.inline:
+        # Whether the reading thread can release it past its timeout depends on where the
+        # handler runs, not on whether the loop is stepped: a simulation steps handler
+        # threads of its own beside a stepped reading loop
+        on_reader = me == ON_READER
+        if timeout is not None and not on_reader:
             with self.hand.cond:
                 self.running[key] = (started + timeout, d, started, me)
         error: BaseException | None = None
@@ -424,7 +431,7 @@ class HandlerLoop(CoroutineRunner):
             raise  # the process is gone: nothing is settled (a simulation's kill -9)
         except BaseException as exc:
             error = exc
-        if self.inline and timeout is not None and self.time.monotonic() - started > timeout:
+        if on_reader and timeout is not None and self.time.monotonic() - started > timeout:
             # Stepped, nothing can release it while it runs: past its timeout on the
             # given clock, it is settled as the threaded runner settles a stuck one.
             self.h.stats.timed_out += 1
