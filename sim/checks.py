@@ -3,8 +3,9 @@ at its end (liveness). A broken promise raises :class:`Violation`, naming it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from timer.durable.entries import outcome_from_entry
 from timer.durable.models import Outcome
@@ -44,6 +45,9 @@ class Ledger:
     notes: list[str] = field(default_factory=list)
     leased: dict[tuple[int, int], int] = field(default_factory=dict)  # (shard, epoch) -> process
     broken: Violation | None = None  # found inside a process (a handler): raised after it
+    # more checks after every step (sim.crossings: limits, schedules)
+    extra: list[Callable[[], None]] = field(default_factory=list)
+    fire_sent: set[str] = field(default_factory=set)  # ids sent in fire calls this step
 
     # -- what the steps tell it -------------------------------------------------------------
 
@@ -104,11 +108,34 @@ class Ledger:
         for shard in range(self.world.config.shards):
             stream = self.world.keys.shard(shard).outcomes
             start = "(" + self.tips[shard] if shard in self.tips else "-"
+            fresh = []
             for entry_id, fields in raw.xrange(stream, start, "+"):
                 eid = entry_id.decode()
                 self.tips[shard] = eid
                 o = outcome_from_entry(shard, eid, fields)
                 self._seen(o, proc)
+                fresh.append(o)
+            self._check_order(fresh)
+        self.fire_sent.clear()
+        if proc is not None:
+            watch_fires(proc, self.fire_sent)
+        for check in self.extra:
+            check()
+
+    def _check_order(self, fresh: list[Outcome]) -> None:
+        """The priority order (docs/guides/job-timeouts.md, "Priorities"): of the timers a
+        worker holds, it sends none while one of a priority above 0 due no later is still
+        in it, so a shard's stream has the raised ones first. Checked on what one turn's
+        fire calls decided on a shard (a sweep decides by bucket, not by priority)."""
+        fired = [o for o in fresh if o.outcome == "expired" and o.id in self.fire_sent]
+        for i, low in enumerate(fired):
+            for high in fired[i + 1 :]:
+                if high.priority > max(low.priority, 0) and high.deadline_ms <= low.deadline_ms:
+                    raise Violation(
+                        f"{high.id} (priority {high.priority}, due {high.deadline_ms}) fired "
+                        f"after {low.id} (priority {low.priority}, due {low.deadline_ms}) "
+                        f"in one turn on shard {low.shard}"
+                    )
 
     def _seen(self, o: Outcome, proc: WorkerProc | None) -> None:
         if o.id in self.outcomes:
@@ -162,7 +189,7 @@ class Ledger:
             if raw.zcard(sk.retries("sim")):
                 return
             for g in raw.xinfo_groups(sk.outcomes):
-                if g["pending"] or g.get("lag"):
+                if g["name"] in (b"sim", "sim") and (g["pending"] or g.get("lag")):
                     return
         dead = self.dead_keys()
         for key, o in self.by_key.items():
@@ -179,11 +206,13 @@ class Ledger:
         return set(self.dead_letters())
 
     def dead_letters(self) -> dict[str, int]:
-        """<shard>/<entry id> of each dead letter -> the deliveries it had (its attempts)."""
+        """<shard>/<entry id> of each dead letter of the group -> the deliveries it had."""
         raw = self.world.raw
         out = {}
         for shard in range(self.world.config.shards):
             for _eid, fields in raw.xrange(self.world.keys.shard(shard).dead, "-", "+"):
+                if fields[b"group"] != b"sim":  # another group's (sim.crossings' limited)
+                    continue
                 out[f"{shard}/{fields[b'entry'].decode()}"] = int(fields[b"attempts"])
         return out
 
@@ -242,3 +271,20 @@ class Ledger:
             if top:
                 soonest = min(soonest, int(top[0][1]))
         return max(10, soonest - now)
+
+
+def watch_fires(proc: WorkerProc, sent: set[str]) -> None:
+    """From its next turn on, the ids the worker sends in fire calls go into ``sent``
+    (the order check's: what its firer sent, not what a sweep decided)."""
+    firer: Any = proc.worker.firer
+    if getattr(firer, "sim_watched", False):
+        return
+    inner = firer._fire_together
+
+    def fire_together(parts: list[tuple[Any, list[Any]]]) -> int:
+        for _, group in parts:
+            sent.update(t.timer_id for t in group)
+        return int(inner(parts))
+
+    firer._fire_together = fire_together
+    firer.sim_watched = True
