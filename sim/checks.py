@@ -169,11 +169,19 @@ class Ledger:
         raw = self.world.raw
         for shard in range(self.world.config.shards):
             sk = self.world.keys.shard(shard)
-            if raw.exists(sk.outcomes) and raw.xpending(sk.outcomes, "sim")["pending"]:
+            if self._has_group(sk.outcomes) and raw.xpending(sk.outcomes, "sim")["pending"]:
                 return False
             if raw.zcard(sk.retries("sim")):
                 return False
         return not self.unhandled()
+
+    def _has_group(self, stream: str) -> bool:
+        """The stream has the simulation's group (sim.crossings' runners may have made
+        the stream, for their own group, before any of the simulation's runners ran)."""
+        raw = self.world.raw
+        return bool(raw.exists(stream)) and any(
+            g["name"] in (b"sim", "sim") for g in raw.xinfo_groups(stream)
+        )
 
     def check_not_stuck(self) -> None:
         """Every timer decided, nothing pending, retrying or unread in the group, and yet
