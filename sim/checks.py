@@ -48,6 +48,7 @@ class Ledger:
     # more checks after every step (sim.crossings: limits, schedules)
     extra: list[Callable[[], None]] = field(default_factory=list)
     fire_sent: set[str] = field(default_factory=set)  # ids sent in fire calls this step
+    fresh: int = 0  # outcomes the last observation read
 
     # -- what the steps tell it -------------------------------------------------------------
 
@@ -105,6 +106,7 @@ class Ledger:
                         "own epoch cannot fence the other"
                     )
         raw = self.world.raw
+        self.fresh = 0
         for shard in range(self.world.config.shards):
             stream = self.world.keys.shard(shard).outcomes
             start = "(" + self.tips[shard] if shard in self.tips else "-"
@@ -116,6 +118,7 @@ class Ledger:
                 self._seen(o, proc)
                 fresh.append(o)
             self._check_order(fresh)
+            self.fresh += len(fresh)
         self.fire_sent.clear()
         if proc is not None:
             watch_fires(proc, self.fire_sent)

@@ -245,7 +245,9 @@ class Crossings:
         for runner in self.runners:
             while runner.threads:
                 runner.finish(0)
-        self.check()
+        self.check_limit()
+        if self.series:
+            self.check_series()
 
     # -- what happened ----------------------------------------------------------------------
 
@@ -265,7 +267,9 @@ class Crossings:
 
     def check(self) -> None:
         self.check_limit()
-        if self.series:
+        # a schedule's counts move with an occurrence decided: checked when one may have
+        # been (a schedule's record read a step made the settle loop's rounds slow)
+        if self.series and self.world.ledger.fresh:
             self.check_series()
 
     def check_limit(self) -> None:
