@@ -21,6 +21,10 @@ After every step the promises are checked against the store (:mod:`sim.checks`):
 - a timer has one outcome at most;
 - a fire lands only from the process that holds the shard's lease at the store's epoch;
 - no handler runs an outcome past ``max_attempts``, and a retry waits its backoff;
+- a shard's raised priorities are sent first (of what one turn's fire calls send);
+- :mod:`sim.crossings`: never more handlers of a key running than its limit, with
+  handlers that run across steps past their timeout; each schedule occurrence once, and
+  none lost by its catch-up policy;
 
 and at the end, with every process alive again and time moving on, every timer is
 decided and every decided outcome handled at least once (or dead-lettered after its last

@@ -3,8 +3,9 @@ at its end (liveness). A broken promise raises :class:`Violation`, naming it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from timer.durable.entries import outcome_from_entry
 from timer.durable.models import Outcome
@@ -65,6 +66,10 @@ class Ledger:
     leased: dict[tuple[int, int], int] = field(default_factory=dict)  # (shard, epoch) -> process
     broken: Violation | None = None  # found inside a process (a handler): raised after it
     faults: StoreFaults = field(default_factory=StoreFaults)
+    # more checks after every step (sim.crossings: limits, schedules)
+    extra: list[Callable[[], None]] = field(default_factory=list)
+    fire_sent: set[str] = field(default_factory=set)  # ids sent in fire calls this step
+    fresh: int = 0  # outcomes the last observation read
 
     # -- what the steps tell it -------------------------------------------------------------
 
@@ -129,14 +134,39 @@ class Ledger:
                         "own epoch cannot fence the other"
                     )
         raw = self.world.raw
+        self.fresh = 0
         for shard in range(self.world.config.shards):
             stream = self.world.keys.shard(shard).outcomes
             start = "(" + self.tips[shard] if shard in self.tips else "-"
+            fresh = []
             for entry_id, fields in raw.xrange(stream, start, "+"):
                 eid = entry_id.decode()
                 self.tips[shard] = eid
                 o = outcome_from_entry(shard, eid, fields)
                 self._seen(o, proc)
+                fresh.append(o)
+            self._check_order(fresh)
+            self.fresh += len(fresh)
+        self.fire_sent.clear()
+        if proc is not None:
+            watch_fires(proc, self.fire_sent)
+        for check in self.extra:
+            check()
+
+    def _check_order(self, fresh: list[Outcome]) -> None:
+        """The priority order (docs/guides/job-timeouts.md, "Priorities"): of the timers a
+        worker holds, it sends none while one of a priority above 0 due no later is still
+        in it, so a shard's stream has the raised ones first. Checked on what one turn's
+        fire calls decided on a shard (a sweep decides by bucket, not by priority)."""
+        fired = [o for o in fresh if o.outcome == "expired" and o.id in self.fire_sent]
+        for i, low in enumerate(fired):
+            for high in fired[i + 1 :]:
+                if high.priority > max(low.priority, 0) and high.deadline_ms <= low.deadline_ms:
+                    raise Violation(
+                        f"{high.id} (priority {high.priority}, due {high.deadline_ms}) fired "
+                        f"after {low.id} (priority {low.priority}, due {low.deadline_ms}) "
+                        f"in one turn on shard {low.shard}"
+                    )
 
     def _seen(self, o: Outcome, proc: WorkerProc | None) -> None:
         if o.id in self.outcomes:
@@ -170,12 +200,19 @@ class Ledger:
         raw = self.world.raw
         for shard in range(self.world.config.shards):
             sk = self.world.keys.shard(shard)
-            groups = raw.xinfo_groups(sk.outcomes) if raw.exists(sk.outcomes) else []
-            if any(g["name"] == b"sim" and g["pending"] for g in groups):
+            if self._has_group(sk.outcomes) and raw.xpending(sk.outcomes, "sim")["pending"]:
                 return False
             if raw.zcard(sk.retries("sim")):
                 return False
         return not self.unhandled()
+
+    def _has_group(self, stream: str) -> bool:
+        """The stream has the simulation's group (sim.crossings' runners may have made
+        the stream, for their own group, before any of the simulation's runners ran)."""
+        raw = self.world.raw
+        return bool(raw.exists(stream)) and any(
+            g["name"] in (b"sim", "sim") for g in raw.xinfo_groups(stream)
+        )
 
     def check_not_stuck(self) -> None:
         """Every timer decided, nothing pending, retrying or unread in the group, and yet
@@ -191,10 +228,10 @@ class Ledger:
             if raw.zcard(sk.retries("sim")):
                 return
             groups = raw.xinfo_groups(sk.outcomes)
-            if not any(g["name"] == b"sim" for g in groups):
+            if not any(g["name"] in (b"sim", "sim") for g in groups):
                 return  # lost in a restart: the runners create it again
             for g in groups:
-                if g["pending"] or g.get("lag"):
+                if g["name"] in (b"sim", "sim") and (g["pending"] or g.get("lag")):
                     return
         dead = self.dead_keys()
         for key, o in self.by_key.items():
@@ -211,11 +248,13 @@ class Ledger:
         return set(self.dead_letters())
 
     def dead_letters(self) -> dict[str, int]:
-        """<shard>/<entry id> of each dead letter -> the deliveries it had (its attempts)."""
+        """<shard>/<entry id> of each dead letter of the group -> the deliveries it had."""
         raw = self.world.raw
         out = {}
         for shard in range(self.world.config.shards):
             for _eid, fields in raw.xrange(self.world.keys.shard(shard).dead, "-", "+"):
+                if fields[b"group"] != b"sim":  # another group's (sim.crossings' limited)
+                    continue
                 key = f"{shard}/{fields[b'entry'].decode()}"
                 if key in out:
                     raise Violation(f"{key} dead-lettered twice")
@@ -327,3 +366,20 @@ def restarted(ledger: Ledger, *, lost: bool) -> None:
             f.stale |= {(proc.serial, n, e) for n, e in proc.held().items()}
     kept = {n: world.epoch_and_lease(n)[0] for n in range(world.config.shards)}
     ledger.leased = {k: v for k, v in ledger.leased.items() if k[1] <= kept[k[0]]}
+
+
+def watch_fires(proc: WorkerProc, sent: set[str]) -> None:
+    """From its next turn on, the ids the worker sends in fire calls go into ``sent``
+    (the order check's: what its firer sent, not what a sweep decided)."""
+    firer: Any = proc.worker.firer
+    if getattr(firer, "sim_watched", False):
+        return
+    inner = firer._fire_together
+
+    def fire_together(parts: list[tuple[Any, list[Any]]]) -> int:
+        for _, group in parts:
+            sent.update(t.timer_id for t in group)
+        return int(inner(parts))
+
+    firer._fire_together = fire_together
+    firer.sim_watched = True

@@ -29,10 +29,13 @@ from hypothesis.stateful import (
 
 from timer.testing.store import Cut
 
+from . import crossings
+from .crossings import Crossings
 from .world import Config, Fsync, World
 
 WORKERS = st.integers(0, Config.workers - 1)
 RUNNERS = st.integers(0, Config.runners - 1)
+LIMITED = st.integers(0, crossings.RUNNERS - 1)
 # the script a cut hits first in its step ("any": the step's first script call)
 SCRIPTS = [
     "any",
@@ -54,6 +57,7 @@ class Simulation(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.world = World()
+        self.crossings = Crossings(self.world)  # limited runners, schedules
         self.broken = False
         self.store_faults = False
         self.trace: list[str] = []  # the steps taken, as calls: what a failure prints
@@ -190,8 +194,40 @@ class Simulation(RuleBasedStateMachine):
             f"kill_runner_in_handler(slot={slot!r})",
         )
 
+    # -- crossings: per-key limits with overlapping handlers, schedules ----------------------
+
+    @rule(ms=st.sampled_from([100, 300, 700]), slot=LIMITED)
+    def limited_turn(self, ms: int, slot: int) -> None:
+        """Time moves on, then a limited runner's turn; its free threads start handlers,
+        which run until a limited_return (past their timeout, beside their retry)."""
+        self._step(
+            lambda: self.crossings.limited_turn(ms, slot),
+            f"limited_turn(ms={ms!r}, slot={slot!r})",
+        )
+
+    @rule(slot=LIMITED, pick=st.integers(0, 100))
+    def limited_return(self, slot: int, pick: int) -> None:
+        self._step(
+            lambda: self.crossings.limited_return(slot, pick),
+            f"limited_return(slot={slot!r}, pick={pick!r})",
+        )
+
+    @rule(slot=LIMITED)
+    def limited_kill(self, slot: int) -> None:
+        self._step(lambda: self.crossings.limited_kill(slot), f"limited_kill(slot={slot!r})")
+
+    @rule(every_s=st.sampled_from([1, 2, 3]), missed=st.sampled_from(["all", "latest", "skip"]))
+    def create_schedule(self, every_s: int, missed: str) -> None:
+        if len(self.crossings.series) < 3:
+            self._step(
+                lambda: self.crossings.create_schedule(every_s, missed),
+                f"create_schedule(every_s={every_s!r}, missed={missed!r})",
+            )
+
     def teardown(self) -> None:
         try:
+            if not self.broken:
+                self._step(self.crossings.end, "end_handlers()")
             if not self.broken:
                 self._step(self.world.settle, "settle()")
         finally:

@@ -12,7 +12,8 @@ from typing import Any
 from timer.client import driver as driver_module
 from timer.durable import scripts
 from timer.durable.scripts import ScriptName
-from timer.handlers import loop, settle
+from timer.handlers import settle, threads
+from timer.worker import firing, planning
 
 
 @dataclass(frozen=True)
@@ -29,16 +30,16 @@ class Plant:
 
 def _ack_before_the_handler() -> Callable[[], None]:
     """The runner acknowledges an outcome as it starts its handler, not after it."""
-    original = loop.HandlerLoop._run_sync
+    original = threads.ThreadRunner._run_sync
 
-    def run_sync(self: loop.HandlerLoop, d: Any, me: str) -> None:
+    def run_sync(self: threads.ThreadRunner, d: Any, me: str) -> None:
         self.settler.settle(d, None, self.time.monotonic())
         original(self, d, me)
 
-    loop.HandlerLoop._run_sync = run_sync  # type: ignore[method-assign]
+    threads.ThreadRunner._run_sync = run_sync  # type: ignore[method-assign]
 
     def undo() -> None:
-        loop.HandlerLoop._run_sync = original  # type: ignore[method-assign]
+        threads.ThreadRunner._run_sync = original  # type: ignore[method-assign]
 
     return undo
 
@@ -59,6 +60,58 @@ def _dead_one_attempt_early() -> Callable[[], None]:
 
     def undo() -> None:
         settle.Settler.settle = original  # type: ignore[method-assign]
+
+    return undo
+
+
+def _slot_back_at_timeout() -> Callable[[], None]:
+    """The runner gives a limit's slot back when it releases a handler past its timeout,
+    though the handler still runs."""
+    original = threads.ThreadRunner._release_stuck
+
+    def release_stuck(self: threads.ThreadRunner) -> None:
+        now = self.time.monotonic()
+        stuck = [d for deadline, d, _, _ in self.running.values() if deadline <= now]
+        original(self)
+        for d in stuck:
+            self._give_back(d)
+
+    threads.ThreadRunner._release_stuck = release_stuck  # type: ignore[method-assign]
+
+    def undo() -> None:
+        threads.ThreadRunner._release_stuck = original  # type: ignore[method-assign]
+
+    return undo
+
+
+def _lower_priorities_first() -> Callable[[], None]:
+    """The firer sends its round trips lowest priority first."""
+    original = firing.Firer._trips
+
+    def trips(self: firing.Firer, tasks: Any) -> Any:
+        return original(self, tasks)[::-1]
+
+    firing.Firer._trips = trips  # type: ignore[method-assign]
+
+    def undo() -> None:
+        firing.Firer._trips = original  # type: ignore[method-assign]
+
+    return undo
+
+
+def _occurrence_skipped() -> Callable[[], None]:
+    """The worker plans a schedule's next occurrence from the one after the one that
+    fired: an occurrence is lost, neither fired nor counted missed."""
+    planner: Any = planning  # the planner calls the name it imported
+    original = planner.plan_next
+
+    def plan_next(name: str, spec: Any, fired_ms: int, now_ms: int) -> Any:
+        return original(name, spec, spec.recurrence.next_after(fired_ms) or fired_ms, now_ms)
+
+    planner.plan_next = plan_next
+
+    def undo() -> None:
+        planner.plan_next = original
 
     return undo
 
@@ -103,6 +156,18 @@ PLANTS: dict[str, Plant] = {
     "dead": Plant(
         "the runner dead-letters an outcome one attempt before its last",
         patch=_dead_one_attempt_early,
+    ),
+    "slot": Plant(
+        "a limit's slot goes back at a handler's timeout while the handler still runs",
+        patch=_slot_back_at_timeout,
+    ),
+    "priority": Plant(
+        "the firer sends its round trips lowest priority first",
+        patch=_lower_priorities_first,
+    ),
+    "occurrence": Plant(
+        "the worker arms a schedule's occurrence after the next: one is lost",
+        patch=_occurrence_skipped,
     ),
 }
 

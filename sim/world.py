@@ -282,6 +282,7 @@ class World:
         except TimerError as exc:
             self.ledger.note(f"{proc.id}: {exc}")
             due = []
+        self._observe(proc)  # its tick's writes (a sweep) are its own, not the next one's
         self.advance(ms)
         for other in [p for p in self.workers if p is not None and p is not proc]:
             try:  # meanwhile the others check their leases and take what came free

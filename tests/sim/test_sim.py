@@ -16,6 +16,7 @@ import pytest
 
 from sim import plants
 from sim.checks import Violation
+from sim.crossings import Crossings
 from sim.world import RunnerProc, World
 from timer.client import driver
 from timer.durable import scripts
@@ -181,6 +182,28 @@ def last_attempt_with_its_reply_lost() -> str:
         world.close()
 
 
+def overlap_scenario() -> tuple[list[tuple[str, int]], int, str]:
+    """One outcome for the limited runners: its handler starts and runs past its timeout
+    (released for a retry, still running); its retry falls due and is read. Returns the
+    handlers running then (timer, attempt), the outcomes waiting for a slot, and the
+    violation found, if any."""
+    world = World()
+    x = Crossings(world)
+    try:
+        world.schedule(60_000, 0, 0)
+        world.cancel(0)  # decided now: an outcome for every group
+        x.limited_turn(0, 0)  # read; a handler thread starts its handler, which runs on
+        x.limited_turn(1_100, 0)  # past its timeout: released for a retry (backoff 0.5 s)
+        try:
+            x.limited_turn(600, 0)  # the retry is read, and asks for the key's one slot
+        except Violation as v:
+            return [], 0, str(v)
+        running = [(r.timer_id, r.attempt) for r in x.runs if not r.ended]
+        return running, x.runners[0].handlers.waiting_for_limit, ""
+    finally:
+        world.close()
+
+
 def test_a_dead_letter_sent_again_after_its_lost_reply_is_written_once() -> None:
     """dead.lua run again by redis-py after a lost reply finds the entry acknowledged and
     writes nothing; planted without that check (dead_twice), the cut finds it: a bug only
@@ -268,3 +291,36 @@ def test_a_group_lost_in_a_restart_is_created_again() -> None:
         world.settle()  # every timer handled: a Violation if not
     finally:
         world.close()
+
+
+def test_a_handler_past_its_timeout_keeps_its_slot_and_without_that_two_run() -> None:
+    """The timed-out attempt still runs and holds the key's slot, so its retry waits for
+    it; with the slot given back at the timeout (the plant), the retry runs beside it and
+    the check names the two."""
+    assert overlap_scenario() == ([("t0", 1)], 1, "")
+    with plants.planted("slot"):
+        _, _, violation = overlap_scenario()
+    assert "2 handlers of key half=" in violation and "t0 attempt 1" in violation
+    assert "t0 attempt 2" in violation
+
+
+def test_an_occurrence_lost_is_named() -> None:
+    """A schedule of one a second, fired by the workers for a few seconds: every
+    occurrence accounted for; planned from the one after (the plant), one is lost."""
+
+    def run() -> str:
+        world = World()
+        x = Crossings(world)
+        try:
+            x.create_schedule(1, "all")
+            for _ in range(12):
+                world.tick(500, 0)
+            return ""
+        except Violation as v:
+            return str(v)
+        finally:
+            world.close()
+
+    assert run() == ""
+    with plants.planted("occurrence"):
+        assert "lost" in run()

@@ -214,8 +214,9 @@ class Handlers:
 
     @property
     def waiting_for_limit(self) -> int:
-        """Outcomes in hand waiting for a slot of their key (``limits``)."""
-        loop = self._loop
+        """Outcomes in hand waiting for a slot of their key (``limits``), in a running
+        runner or a stepped one (:meth:`run_once`) between its turns."""
+        loop = self._loop or self._stepped
         return 0 if loop is None or loop.waiting is None else len(loop.waiting)
 
     def hand_off(self) -> HandlerLoop | None:

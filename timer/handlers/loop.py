@@ -34,7 +34,7 @@ from .history import RunnerHistory
 from .pause import PauseWatch
 from .policy import Handler, InHand, Registry, WorkQueue
 from .settle import Settler
-from .threads import Running, ThreadRunner
+from .threads import ON_READER, Running, ThreadRunner
 
 if TYPE_CHECKING:
     from ..client.consumer import ConsumerGroup
@@ -358,7 +358,7 @@ class HandlerLoop(CoroutineRunner, ThreadRunner):
         if inspect.iscoroutinefunction(fn):
             coros.append((fn, d))
         elif self.inline:
-            self._run_sync(d, "inline")
+            self._run_sync(d, ON_READER)
         else:
             self.work.put(d)
 

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from .settle import Settler
 
 log = logging.getLogger("tickwheel.handlers")
+# The name a stepped runner's sync handler runs under: on the reading thread itself, so
+# nothing can release it while it runs (a simulation's own handler threads are not it)
+ON_READER = "inline"
 
 
 class Running(NamedTuple):
@@ -96,7 +99,11 @@ class ThreadRunner:
         timeout = self.h.timeout_of(kind)
         started = self._started(d)
         key = (d.outcome.shard, d.entry_id, d.outcome.attempt)
-        if timeout is not None and not self.inline:
+        # Whether the reading thread can release it past its timeout depends on where the
+        # handler runs, not on whether the loop is stepped: a simulation steps handler
+        # threads of its own beside a stepped reading loop
+        on_reader = me == ON_READER
+        if timeout is not None and not on_reader:
             with self.hand.cond:
                 self.running[key] = Running(started + timeout, d, started, me)
         error: BaseException | None = None
@@ -109,7 +116,7 @@ class ThreadRunner:
             raise  # the process is gone: nothing is settled (a simulation's kill -9)
         except BaseException as exc:
             error = exc
-        if self.inline and timeout is not None and self.time.monotonic() - started > timeout:
+        if on_reader and timeout is not None and self.time.monotonic() - started > timeout:
             # Stepped, nothing can release it while it runs: past its timeout on the
             # given clock, it is settled as the threaded runner settles a stuck one.
             self.h.stats.timed_out += 1
