@@ -177,6 +177,8 @@ class World:
         self.store.fsync()
         self.synced_ms = self.time.wall_ms()
         self.restarts = 0
+        self.fsyncs = 0  # fsyncs so far
+        self.losses: list[int] = []  # the fsync each restart that lost data went back to
         source: Any = driver_module  # the drivers' scripts (a plant's, when planted)
         self.script_names = {
             hashlib.sha1(source.source(n).encode()).hexdigest().encode(): n.value
@@ -373,12 +375,15 @@ class World:
             self._fsync()
         self.store.restart()
         self.restarts += 1
+        if self.fsync == "everysec":  # what came after the last fsync is gone
+            self.losses.append(self.fsyncs)
         self.advance(down_ms)
         checks.restarted(self.ledger, lost=self.fsync == "everysec")
         self._observe(None)
 
     def _fsync(self) -> None:
         self.store.fsync()
+        self.fsyncs += 1
         self.synced_ms = self.time.wall_ms()
         checks.synced(self.ledger)
 
