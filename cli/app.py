@@ -17,7 +17,7 @@ import redis
 
 from timer import TimerClient
 from timer.durable.keys import NAMESPACES
-from timer.errors import ConfigError, StoreError, TimerError
+from timer.errors import ConfigError, InvalidInput, StoreError, TimerError
 from timer.redis import connections
 from timer.redis.store import RedisSettings, redact_url
 
@@ -84,8 +84,24 @@ class TimerCommandError(click.ClickException):
 def errors() -> Iterator[None]:
     try:
         yield
+    except InvalidInput as exc:
+        raise TimerCommandError(exc.naming(_flags())) from None
     except TimerError as exc:
         raise TimerCommandError(_with_namespaces(exc)) from None
+
+
+def _flags() -> dict[str, str]:
+    """The running command's options by the names the library gives their values (each
+    option's destination is the field it sets: --every sets every, --in delay_ms), so
+    an error about a field names the flag the user typed."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return {}
+    return {
+        p.name: p.opts[0]
+        for p in ctx.command.params
+        if isinstance(p, click.Option) and p.name is not None and p.opts[0].startswith("--")
+    }
 
 
 def _with_namespaces(exc: TimerError) -> TimerError:

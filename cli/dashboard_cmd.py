@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from .app import App, errors, pass_app, require_extra, starts_server
-from .service import log_level_option, setup_logging
+from .service import bind_port, log_level_option, setup_logging
 
 TOKEN_ENV = "TICKWHEEL_DASHBOARD_TOKEN"
 WILDCARDS = ("0.0.0.0", "::", "")
@@ -121,12 +121,6 @@ def dashboard(
 
     tokens = TokenFile(tokens_path) if tokens_path is not None else None
     web = create_app(client, read_only=read_only, token=token, allowed_hosts=names, tokens=tokens)
-    login = "/login?token=<your token>" if token or tokens else ""
-    click.echo(
-        f"dashboard of namespace {app.namespace!r} at {app.safe_url}: "
-        f"http://{host}:{port}/{login}" + (" (read-only)" if read_only else ""),
-        err=True,
-    )
     # uvicorn's own lines (its access log among them) stay at warning: the action lines
     # say who did what, which a request line cannot
     quiet = "error" if log_level.upper() == "ERROR" else "warning"
@@ -139,7 +133,14 @@ def dashboard(
     def stop(signum: int, frame: object) -> None:  # graceful, then exit 0 (uvicorn's own
         server.should_exit = True  # handler re-raises the signal: exit -15 on SIGTERM)
 
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, stop)
-    server.run()
+    login = "/login?token=<your token>" if token or tokens else ""
+    with bind_port("serve the dashboard", host, port) as sock:  # before saying it serves
+        click.echo(
+            f"dashboard of namespace {app.namespace!r} at {app.safe_url}: "
+            f"http://{host}:{port}/{login}" + (" (read-only)" if read_only else ""),
+            err=True,
+        )
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, stop)
+        server.run(sockets=[sock])
     click.echo("dashboard stopped", err=True)

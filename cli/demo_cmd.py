@@ -31,7 +31,7 @@ from .app import App, errors, pass_app, starts_server
 from .demo_parts import Kill, register_with_spark, start_worker, summarise
 from .demo_reaction import Reaction
 from .demo_sentinel import DURABILITY, KILL_AT, MasterKill, sentinel_set
-from .durations import DURATION
+from .durations import DURATION, MILLIS
 from .output import emit, pairs
 
 
@@ -108,10 +108,11 @@ class Driver(threading.Thread):
     "--lease-ms",
     "--lease",
     "lease_ms",
-    type=DURATION,
+    type=MILLIS,
+    metavar="DURATION",
     default="2000ms",
     show_default=True,
-    help="Worker lease TTL (bounds the failover time).",
+    help="Worker lease TTL (bounds the failover time), e.g. 2s; a bare number is milliseconds.",
 )
 @click.option("--no-kill", is_flag=True, help="Do not kill a worker midway.")
 @click.option("--seed", type=int, default=None, help="Random seed (for a repeatable run).")

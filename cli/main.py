@@ -40,7 +40,7 @@ Exit codes: 0 ok, 2 usage, 3 invalid input, 4 configuration, 5 Redis unreachable
 failing or not running, 6 no such timer, schedule, group or dead letter, 7 conflicting
 timer, 8 wait timed out, 9 fenced, 10 full or closed, 11 a stored record that cannot
 be decoded, 12 written but not confirmed at the durability asked (safe to retry), 13
-a move past the timer's --max-total-ms (a heartbeat: it fires at its cap; a reschedule:
+a move past the timer's --max-total (a heartbeat: it fires at its cap; a reschedule:
 nothing moved), 14 a filter now selects another count than the one confirmed (nothing
 done), 1 other errors.
 """

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 from collections.abc import Callable
 from typing import Any, TypedDict, TypeVar, Unpack, cast
@@ -13,15 +14,19 @@ from typing import Any, TypedDict, TypeVar, Unpack, cast
 import click
 
 from timer import TimerNotFound
-from timer.durable.fields import FIELDS, TimerOptions
+from timer.durable.durations import format_duration_ms
+from timer.durable.fields import FIELDS, KEPT_OUTCOME, KEPT_PENDING, TimerOptions
 from timer.durable.shapes import outcome_json, timer_info_json, timer_json
 
 from .app import App, TimerCommandError, errors, pass_app, starts_server
-from .durations import DURATION, INSTANT, SECONDS, format_ms
+from .durations import DURATION, INSTANT, MILLIS, SECONDS, format_ms
 from .output import against_deadline, emit, pairs, plural, to_json
 
 _CLICK_TYPES: dict[str, Any] = {"integer": int, "string": str}
 _BY_HAND = ("payload", "watch")  # options of their own: JSON text, a repeatable key
+# Fields a pending timer's record keeps and its retained outcome does not (its watch keys,
+# need, cap): a decided timer's TimerInfo holds their defaults, not what it had.
+NOT_KEPT_DECIDED = frozenset(KEPT_PENDING) - frozenset(KEPT_OUTCOME)
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -47,7 +52,19 @@ def declared_options(command: _F) -> _F:
         if f.cli is None or f.slot is None or name in _BY_HAND:
             continue
         kind = f.schema.get("type")
-        if kind == "boolean":
+        if kind == "integer" and name.endswith("_ms"):
+            # A time, taken as a duration as every other time option is (1h, 30s); a
+            # bare number is milliseconds, as the -ms name said before it had an alias.
+            option = click.option(
+                f.cli.removesuffix("-ms"),
+                f.cli,
+                name,
+                type=MILLIS,
+                metavar="DURATION",
+                default=f.default,
+                help=f"{f.help} A duration, e.g. 1h or 30s; a bare number is milliseconds.",
+            )
+        elif kind == "boolean":
             option = click.option(f.cli, name, is_flag=True, default=None, help=f.help)
         elif kind in _CLICK_TYPES:
             shown = f.default is not None
@@ -130,6 +147,17 @@ def schedule(
     )
     if not t.created and t.state != "pending" and not app.json:
         click.echo(f"Note: {t.id} ended as {t.state}; --rearm schedules it again.", err=True)
+    retried = not t.created and not t.absorbed and t.state == "pending"
+    if retried and delay_ms is not None and not app.json:
+        # A delay is not compared with the deadline it gave before (a retry comes later,
+        # so it always differs): a retried schedule must not fail, and it does not move.
+        delay = format_duration_ms(delay_ms)
+        click.echo(
+            f"Note: {t.id} was pending and kept its deadline; --in is not compared with it, "
+            f"so a retry never fails. To move it: tickwheel reschedule {shlex.quote(t.id)} "
+            f"--in {delay}",
+            err=True,
+        )
     if deadline_ms is not None and t.created and deadline_ms < app.client.time.wall_ms() - 1_000:
         # Allowed on purpose (a catch-up after downtime), but rarely what a person meant.
         click.echo(
@@ -164,7 +192,7 @@ def reschedule(app: App, timer_id: str, delay_ms: int | None, deadline_ms: int |
     """Move a pending timer's deadline.
 
     Give the new deadline with --in (from now, by the Redis clock) or --at. A timer that
-    has already ended is left as it is. A timer scheduled with --max-total-ms never
+    has already ended is left as it is. A timer scheduled with --max-total never
     falls due after its cap (created + max total): a move past it is refused, nothing
     changes, and the exit code is 13.
     """
@@ -206,7 +234,7 @@ def heartbeat(app: App, timer_id: str, extend_ms: int, earlier: bool) -> None:
     """Extend a running job's timeout: its deadline becomes --extend from now, never
     earlier than it is (unless --earlier).
 
-    A timer scheduled with --max-total-ms never falls due after its creation plus that:
+    A timer scheduled with --max-total never falls due after its creation plus that:
     a heartbeat past it exits 13, and the timer falls due at its cap. A timer that has
     already ended is left as it is.
 
@@ -275,6 +303,8 @@ def get(app: App, timer_id: str) -> None:
         raise TimerCommandError(TimerNotFound.of(timer_id, app.namespace))
     d = timer_info_json(info)
     shown = {**d, "deadline_ms": f"{info.deadline_ms} ({format_ms(info.deadline_ms)})"}
+    if info.state != "pending":  # what the retained outcome does not keep: not "watch []"
+        shown = {k: v for k, v in shown.items() if k not in NOT_KEPT_DECIDED}
     emit(
         app.json,
         d,

@@ -4,6 +4,7 @@ created."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Unpack
@@ -28,6 +29,13 @@ SPEC_HELP = """\b
 Cron fields match local wall-clock time in --tz: a time the autumn repeat shows twice
 fires once, at its first instant; a time the spring jump skips fires at the first
 minute after it. Intervals (--every) are absolute time: DST does not move them."""
+
+
+def with_spec_help(command: click.Command) -> None:
+    """Append SPEC_HELP to ``command``'s help. Its docstring is dedented first: click
+    dedents the help as a whole, and the appended paragraph (not indented) would leave
+    the docstring's own lines indented as they are in the source."""
+    command.help = inspect.cleandoc(command.help or "") + "\n\n" + SPEC_HELP
 
 
 @click.group()
@@ -143,7 +151,7 @@ def create(app: App, /, name: str, payload: str | None, **spec: Unpack[ScheduleW
         _show(app, app.client.schedules.create(name, payload=_payload(payload), **spec))
 
 
-create.help = (create.help or "") + "\n\n" + SPEC_HELP
+with_spec_help(create)
 
 
 @schedules.command()
@@ -333,4 +341,4 @@ def preview(
     emit(app.json, rows, human)
 
 
-preview.help = (preview.help or "") + "\n\n" + SPEC_HELP
+with_spec_help(preview)

@@ -16,6 +16,7 @@ from . import embedded
 from .app import App, TimerCommandError, errors, pass_app, require_extra, starts_server
 from .dashboard_cmd import is_loopback
 from .output import emit, table
+from .service import bind_port
 
 TOKENS_ENV = "TICKWHEEL_TOKENS"
 
@@ -117,6 +118,9 @@ def serve(
                 )
     with errors():
         app.client.meta  # noqa: B018 - a namespace never initialised fails here, clearly
+    # uvicorn binds the port itself (in this process, for its workers to share): a port
+    # in use is found here first, so the error is ours and no line said it serves.
+    bind_port("serve the HTTP API", host, port).close()
     os.environ[web.URL_ENV] = app.url  # for uvicorn's workers; never printed
     os.environ[web.TOKENS_ENV] = "" if no_auth else str(path.resolve())
     os.environ[web.CALLBACK_HOSTS_ENV] = ",".join(callback_hosts)

@@ -4,9 +4,11 @@ options, waiting for Redis at start-up, and serving metrics with a clear error."
 from __future__ import annotations
 
 import datetime
+import errno
 import gc
 import json
 import logging
+import socket
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -153,9 +155,42 @@ def connect(app: App, what: str, logger: logging.Logger, durability: str = "none
 
 
 def serve(start: Callable[[], object], host: str, port: int) -> None:
-    """Start a metrics server; a port in use (or any OSError) is a ConfigError."""
+    """Start a metrics server; a port in use (or any OSError) is a ConfigError naming
+    --metrics-port and --metrics-host."""
     with errors():
         try:
             start()
         except OSError as exc:
-            raise ConfigError(f"cannot serve metrics on {host}:{port}: {exc}") from None
+            raise ConfigError(
+                cannot_listen("serve metrics", host, port, exc, "--metrics-port", "--metrics-host")
+            ) from None
+
+
+def cannot_listen(
+    what: str, host: str, port: int, exc: OSError, port_flag: str, host_flag: str
+) -> str:
+    """One line saying why ``what`` cannot listen on host:port, and the option to change."""
+    if exc.errno == errno.EADDRINUSE:
+        why, change = "the port is in use (another process listens on it)", port_flag
+    elif exc.errno == errno.EACCES:
+        why, change = "no permission to listen on this port", port_flag
+    else:  # an address this machine does not have, a name that does not resolve
+        why, change = exc.strerror or str(exc), host_flag
+    other = host_flag if change == port_flag else port_flag
+    return f"cannot {what} on {host}:{port}: {why}; give another {change} (or {other})"
+
+
+def bind_port(what: str, host: str, port: int) -> socket.socket:
+    """A TCP socket bound to host:port as uvicorn binds one (SO_REUSEADDR, so a port a
+    stopped server left in TIME_WAIT is taken at once), before anything says it serves;
+    one it cannot bind is a ConfigError (exit 4) naming --port and --host."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        with errors():
+            raise ConfigError(cannot_listen(what, host, port, exc, "--port", "--host")) from None
+    return sock

@@ -11,7 +11,9 @@ subclass inherits its parent's; ``tickwheel --help`` lists the codes.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import ClassVar, Self
 
 
 class TimerError(Exception):
@@ -22,10 +24,33 @@ class TimerError(Exception):
 
 
 class InvalidInput(TimerError, ValueError):
-    """An argument is malformed: nothing was written."""
+    """An argument is malformed: nothing was written.
+
+    Made by :meth:`about`, it keeps the fields it is about apart from its words, so a
+    door can name each as its caller wrote it (the CLI: ``--every`` for ``every``) with
+    :meth:`naming`; the message itself names the fields as the library calls them.
+    """
 
     exit_code = 3
     http_status = 400
+    template: str | None = None  # the message, {0}, {1}... where it names a field
+    fields: tuple[str, ...] = ()
+    values: Mapping[str, object] = MappingProxyType({})
+
+    @classmethod
+    def about(cls, template: str, *fields: str, **values: object) -> Self:
+        """``template.format(*fields, **values)``, e.g. ``about("{0} {n}, but only 1 {1}
+        key was given", "need", "watch", n=2)``: "need 2, but only 1 watch key was given"."""
+        error = cls(template.format(*fields, **values))
+        error.template, error.fields, error.values = template, fields, values
+        return error
+
+    def naming(self, names: Mapping[str, str]) -> Self:
+        """This error with each field it is about named as ``names`` says (a field not in
+        it as it was); itself if it was not made by :meth:`about`."""
+        if self.template is None:
+            return self
+        return self.about(self.template, *(names.get(f, f) for f in self.fields), **self.values)
 
 
 class ConfigError(TimerError):

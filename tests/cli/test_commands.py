@@ -44,6 +44,30 @@ def test_help(path: list[str]) -> None:
     assert sum(1 for line in description if line.strip()) >= 2, "explain the command"
 
 
+def _every_command(cmd: click.Command, path: list[str]) -> Iterator[list[str]]:
+    yield path
+    if isinstance(cmd, click.Group):
+        for name, sub in cmd.commands.items():
+            yield from _every_command(sub, [*path, name])
+
+
+def test_every_help_has_no_blank_space_lines_and_its_examples_line_up() -> None:
+    """No line of any command's --help is whitespace only, and an Examples block reads as
+    every command's does: "Example(s):" at the text's indent, each command line under it
+    two further in (not 8 spaces in, as a docstring with text appended after it was)."""
+    found = []
+    for path in _every_command(main, []):
+        result = CliRunner().invoke(main, [*path, "--help"], prog_name="tickwheel")
+        lines = result.output.splitlines()
+        found += [(path, i) for i, line in enumerate(lines) if line and not line.strip()]
+        for i, line in enumerate(lines):
+            if line.lstrip().startswith(("Example:", "Examples:")):
+                assert line.startswith("  Example"), (path, line)
+                if line.rstrip().endswith(":"):  # the examples on the lines below it
+                    assert lines[i + 1].startswith("    tickwheel "), (path, lines[i + 1])
+    assert found == [], "whitespace-only lines in --help"
+
+
 def test_heartbeat_extends_within_the_cap(tw: Run) -> None:
     """`tickwheel heartbeat` pushes a deadline later; past `--max-total-ms` it exits 13
     (the timer falls due at its cap); an ended timer is left as it is."""

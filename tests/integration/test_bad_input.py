@@ -37,7 +37,7 @@ BAD_SCHEDULES: list[tuple[dict[str, Any], str]] = [
     ({"timer_id": "a", "delay_ms": 1, "payload": b"x" * (1024 * 1024 + 1)}, "limit is 1048576"),
     ({"timer_id": "a", "delay_ms": 1, "payload": object()}, "msgpack-serialisable"),
     ({"timer_id": "j:{1}", "delay_ms": 1, "watch": ["j:{1}:a"], "need": 0}, "need must be"),
-    ({"timer_id": "j:{1}", "delay_ms": 1, "watch": ["j:{1}:a"], "need": 2}, "need must be"),
+    ({"timer_id": "j:{1}", "delay_ms": 1, "watch": ["j:{1}:a"], "need": 2}, "only 1 watch key"),
     ({"timer_id": "a", "delay_ms": 1, "need": 2}, "without watch keys"),
     ({"timer_id": "job:{1}", "delay_ms": 1, "watch": ["job:{2}:done"]}, "same hash tag"),
 ]

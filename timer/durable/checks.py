@@ -17,10 +17,12 @@ TEN_YEARS_S = TEN_YEARS_MS // 1000
 
 def check_int(name: str, value: object, minimum: int, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInput(f"{name} must be a whole number (int), got {value!r}")
+        raise InvalidInput.about(
+            "{0} must be a whole number (int), got {got}", name, got=repr(value)
+        )
     if value < minimum or (maximum is not None and value > maximum):
         bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
-        raise InvalidInput(f"{name} must be {bound}, got {value}")
+        raise InvalidInput.about("{0} must be {bound}, got {got}", name, bound=bound, got=value)
     return value
 
 

@@ -191,10 +191,19 @@ def schedule_item(ns: Namespace, spec: Mapping[str, object]) -> ScheduleItem:
 def _check_together(ns: Namespace, tid: str, shard: int, tail: list[Any]) -> None:
     """``need`` within the watch keys, and every watch key on the timer's shard."""
     need, keys = tail[_NEED], tail[_WATCH]
-    if keys:
-        check_int("need", need, 1, len(keys))
-    elif need != 1:
-        raise InvalidInput(f"need={need!r} makes no sense without watch keys (leave it at 1)")
+    if keys and need > len(keys):
+        raise InvalidInput.about(
+            "{0} {need}, but only {count} {1} key{s} given",
+            "need",
+            "watch",
+            need=need,
+            count=len(keys),
+            s=" was" if len(keys) == 1 else "s were",
+        )
+    if not keys and need != 1:
+        raise InvalidInput.about(
+            "{0} {need} makes no sense without {1} keys (leave it at 1)", "need", "watch", need=need
+        )
     for key in keys:
         if ns.shard_of(key) != shard:
             raise InvalidInput(

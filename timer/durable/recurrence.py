@@ -35,7 +35,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from cronsim import CronSim, CronSimError
 
 from ..errors import InvalidInput
-from .durations import MAX_DURATION_MS, parse_duration_ms
+from .durations import MAX_DURATION_MS, format_duration_ms, parse_duration_ms
 
 MINUTE = timedelta(minutes=1)
 MAX_MS = 253_402_300_799_000  # 9999-12-31T23:59:59Z: what datetime can name
@@ -48,12 +48,25 @@ def duration_ms(name: str, value: object, *, minimum: int, maximum: int = MAX_EV
         try:
             value = parse_duration_ms(value)
         except ValueError as exc:
-            raise InvalidInput(f"{name}: {exc}") from None
+            raise InvalidInput.about("{0}: {error}", name, error=exc) from None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInput(f"{name} must be milliseconds (int) or a duration such as '30s'")
-    if not minimum <= value <= maximum:
-        raise InvalidInput(f"{name} must be between {minimum} and {maximum} ms, got {value}")
+        raise InvalidInput.about("{0} must be milliseconds (int) or a duration such as '30s'", name)
+    if value < minimum:
+        raise InvalidInput.about(
+            "{0} must be at least {least} (got {got})", name, least=_ms(minimum), got=_ms(value)
+        )
+    if value > maximum:
+        raise InvalidInput.about(
+            "{0} must be at most {most} (got {got})", name, most=_ms(maximum), got=_ms(value)
+        )
     return value
+
+
+def _ms(value: int) -> str:
+    """A number of ms as a duration is written (``1s``, ``3660d``, ``0s``); below 0, ms."""
+    if value < 0:
+        return f"{value} ms"
+    return format_duration_ms(value) if value else "0s"
 
 
 def _instant(name: str, value: object) -> int | None:

@@ -11,6 +11,7 @@ schema for any value. No I/O here.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from .codec import jsonable
@@ -55,7 +56,8 @@ OUTCOME_FIELDS = tuple(n for n in KEPT_OUTCOME if FIELDS[n].shown)
 
 def _kept(names: tuple[str, ...]) -> dict[str, Any]:
     """Each field's JSON Schema as shown: its type (null too where its default is None),
-    its help as the description."""
+    its help as the description, which says so where a decided timer shows the default
+    (its retained outcome does not keep the field)."""
     out: dict[str, Any] = {}
     for name in names:
         f = FIELDS[name]
@@ -63,7 +65,11 @@ def _kept(names: tuple[str, ...]) -> dict[str, Any]:
         shown: dict[str, Any] = {"type": [kind, "null"] if f.default is None else kind}
         if "items" in f.schema:
             shown["items"] = {"type": f.schema["items"]["type"]}
-        out[name] = {**shown, "description": f.help}
+        about = f.help
+        if name not in KEPT_OUTCOME:
+            default = json.dumps(list(f.default) if isinstance(f.default, tuple) else f.default)
+            about += f" Pending timers only: a decided one shows {default} (not kept)."
+        out[name] = {**shown, "description": about}
     return out
 
 

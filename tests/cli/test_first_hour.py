@@ -1,0 +1,134 @@
+"""What a new user meets in the first hour of the CLI: a retried schedule that says what
+it kept, time options that all take durations, errors in the words of the flags, `get`
+showing only what the record keeps, and a busy port refused in one line. Against the
+real test server."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import click
+import pytest
+
+from timer import TimerClient
+from timer.cli.demo_cmd import demo
+from timer.errors import InvalidInput
+from timer.testing import RedisServer
+
+from .conftest import Run, as_json
+
+pytestmark = pytest.mark.redis
+
+
+def test_a_pending_id_scheduled_again_with_in_says_it_kept_its_deadline(tw: Run) -> None:
+    """--in is not compared with the pending timer's deadline (an idempotent retry must
+    not fail): the answer says so on stderr, points at reschedule, and exits 0 as ever."""
+    tw("init", "--shards", "2")
+    first = as_json(tw("--json", "schedule", "job:{1}", "--in", "0s"))
+    again = tw("schedule", "job:{1}", "--in", "2h")
+    assert again.stdout.startswith("Already pending: job:{1}"), again.output
+    assert "kept its deadline" in again.stderr and "tickwheel reschedule" in again.stderr
+    assert "--in 2h" in again.stderr, again.stderr
+    assert as_json(tw("--json", "get", "job:{1}"))["deadline_ms"] == first["deadline_ms"]
+    # --at is compared: another deadline is a conflict (exit 7), unchanged
+    tw("schedule", "job:{1}", "--at", "2100-01-01T00:00:00Z", expect=7)
+
+
+def test_max_total_takes_a_duration_and_a_bare_number_stays_milliseconds(tw: Run) -> None:
+    """`--max-total-ms 1h` and `--max-total 90s` read as durations; `--max-total-ms
+    120000`, as scripts wrote it, is still 120000 ms."""
+    tw("init", "--shards", "2")
+    for args, cap in [
+        (["--max-total-ms", "1h"], 3_600_000),
+        (["--max-total", "90s"], 90_000),
+        (["--max-total-ms", "120000"], 120_000),
+    ]:
+        tid = f"cap:{{{cap}}}"
+        t = as_json(tw("--json", "schedule", tid, "--in", "30s", *args))
+        assert as_json(tw("--json", "get", tid))["max_total_ms"] == cap, (args, t)
+    bad = tw("schedule", "cap:{x}", "--in", "30s", "--max-total", "soon", expect=2)
+    assert "'soon' is not a number of milliseconds" in bad.output, bad.output
+    shown = tw("schedule", "--help").output
+    assert "--max-total, --max-total-ms DURATION" in shown, shown
+
+
+def test_the_demos_lease_ms_takes_a_bare_number_as_milliseconds() -> None:
+    """`demo --lease-ms 2000` is 2000 ms, as its name says (a duration like 2s too)."""
+    (lease,) = (p for p in demo.params if p.name == "lease_ms")
+    ctx = click.Context(demo)
+    assert lease.type_cast_value(ctx, "2000") == 2000
+    assert lease.type_cast_value(ctx, "2s") == 2000
+
+
+def test_errors_are_in_the_words_of_the_flags(
+    tw: Run, redis_server: RedisServer, namespace: str
+) -> None:
+    """The CLI names --every and --need/--watch, with limits as durations; the library
+    (and so the HTTP API) names its own fields, durations reading as well."""
+    tw("init", "--shards", "2")
+    every = tw("schedules", "create", "z", "--every", "0s", expect=3)
+    assert "Error: --every must be at least 1s (got 0s)" in every.stderr, every.output
+    need = tw("schedule", "job:{y}", "--in", "1h", "--need", "2", "--watch", "job:{y}:a", expect=3)
+    assert "Error: --need 2, but only 1 --watch key was given" in need.stderr, need.output
+    alone = tw("schedule", "job:{y}", "--in", "1h", "--need", "2", expect=3)
+    assert "--need 2 makes no sense without --watch keys" in alone.stderr, alone.output
+    rank = tw("schedule", "job:{y}", "--in", "1h", "--priority", "101", expect=3)
+    assert "--priority must be between -100 and 100, got 101" in rank.stderr, rank.output
+    with TimerClient.from_url(redis_server.url, namespace) as c:
+        with pytest.raises(InvalidInput, match=r"^every must be at least 1s \(got 0s\)$"):
+            c.schedules.create("z", every=0)
+        with pytest.raises(InvalidInput, match=r"^every must be at most 3660d \(got 3661d\)$"):
+            c.schedules.create("z", every=3661 * 86_400_000)
+        with pytest.raises(InvalidInput, match=r"^need 2, but only 1 watch key was given$"):
+            c.schedule("job:{y}", 1000, need=2, watch=["job:{y}:a"])
+
+
+def test_get_of_a_decided_timer_shows_only_what_its_record_keeps(tw: Run) -> None:
+    """Decided, the record keeps no watch keys, need or cap: `get` leaves them out of its
+    text (no `watch []` beside `notified`); the JSON keeps its shape."""
+    tw("init", "--shards", "2")
+    tw("schedule", "job:{42}", "--in", "1h", "--watch", "job:{42}:done", "--need", "1")
+    pending = tw("get", "job:{42}").stdout
+    assert any(line.split()[:1] == ["watch"] for line in pending.splitlines()), pending
+    tw("notify", "job:{42}:done")
+    decided = tw("get", "job:{42}").stdout
+    names = [line.split()[0] for line in decided.splitlines() if line.strip()]
+    assert "notified" in names and "watch" not in names and "need" not in names, decided
+    assert "max_total_ms" not in names, decided
+    shown = as_json(tw("--json", "get", "job:{42}"))
+    assert shown["state"] == "completed" and shown["notified"] == ["job:{42}:done"]
+    assert {"watch", "need", "max_total_ms"} <= set(shown), "the JSON shape is unchanged"
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    """A loopback port this test holds open (listening), so nothing else can bind it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        yield int(held.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["dashboard", "--port"], "--port"),
+        (["serve", "--no-auth", "--port"], "--port"),
+        (["worker", "--metrics-port"], "--metrics-port"),
+        (["handle", "timer.examples.handlers:on_timeout", "--metrics-port"], "--metrics-port"),
+    ],
+    ids=["dashboard", "serve", "worker", "handle"],
+)
+def test_a_busy_port_is_one_error_naming_the_option(
+    tw: Run, busy_port: int, args: list[str], flag: str
+) -> None:
+    """A port already in use: one line naming the option (and its host), no line saying
+    it serves, exit 4 (configuration), as the worker's metrics port already did."""
+    tw("init", "--shards", "2")
+    out = tw(*args, str(busy_port), expect=4)
+    assert out.stdout == "", out.stdout
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: "), out.stderr
+    assert f"127.0.0.1:{busy_port}" in lines[0] and f"{flag} " in lines[0], lines
+    assert "in use" in lines[0], lines
