@@ -87,9 +87,7 @@ def test_the_handlers_guide_leaves_other_guides_outcomes_alone(
     run_python(ROOT / "docs" / "guides" / "job-timeouts.md")
     scope: dict[str, object] = {}
     run_python(ROOT / "docs" / "guides" / "handlers.md", scope)
-    namespaces = {"default"} | {
-        c.namespace for c in scope.values() if isinstance(c, TimerClient)
-    }
+    namespaces = {"default"} | {c.namespace for c in scope.values() if isinstance(c, TimerClient)}
     for ns in sorted(namespaces):
         with TimerClient.from_url(url, ns) as c:
             assert list(c.dead_letters()) == [], ns
@@ -125,4 +123,3 @@ def test_the_first_pages_python_fits_its_block(name: str) -> None:
     for block in blocks(ROOT / name, ("python",)):
         for n, line in enumerate(block.code.splitlines()):
             assert len(line) <= 84, f"{block.where} (+{n}): {len(line)} characters: {line}"
-

@@ -6,7 +6,6 @@ import re
 
 from .examples import ROOT, pages
 
-
 # tickwheel is not on PyPI: a reader installs it from a checkout (getting-started's
 # Install), so every install line a page shows is `pip install` of the checkout, `.`,
 # with its extras; `pip install 'tickwheel[x]'` failed in a clean venv

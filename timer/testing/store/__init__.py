@@ -26,9 +26,9 @@ What it cannot do faithfully it refuses: durability ``aof`` and ``replicas:N`` (
 ``client.init()`` warns :class:`~timer.durable.models.DurabilityWarning` as on any such
 server. Not a Redis Cluster, no Sentinel, no restart.
 
-Needs the ``testing`` extra (``pip install 'tickwheel[testing]'``: fakeredis, lupa). The
+Needs the ``testing`` extra (``pip install '.[testing]'`` from the checkout: fakeredis, lupa). The
 fakeredis fixes it carries are in :mod:`timer.testing.store.fixes`, the clock's patch in
-:mod:`timer.testing.store.clock` (docs/design-notes.md: "fakeredis, and what we patch").
+:mod:`timer.testing.store.clock` (the design notes: "fakeredis, and what we patch").
 """
 
 from __future__ import annotations
