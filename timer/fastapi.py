@@ -15,7 +15,7 @@ opened by the app's lifespan and given to each endpoint that asks for it.
 
 An app with a lifespan of its own opens the client inside it with
 ``async with timer_client_for(app, url, namespace):``. Install with
-``pip install 'tickwheel[fastapi]'``. The namespace must exist (``tickwheel init`` or
+``pip install '.[fastapi]'`` from the checkout. The namespace must exist (``tickwheel init`` or
 ``TimerClient.init``); the lifespan fails at start-up, before any request, if it does not.
 """
 

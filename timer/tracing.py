@@ -6,7 +6,7 @@ context) keeps it in its record and its outcome. The worker that fires it record
 and ``Handlers`` runs the handler inside a ``tickwheel.handle`` span whose parent is the
 same context: schedule → fire → handler in one trace.
 
-OpenTelemetry is optional (``pip install 'tickwheel[otel]'``): without it ``current()``
+OpenTelemetry is optional (``pip install '.[otel]'`` from the checkout): without it ``current()``
 is None and nothing is recorded; with the API but no SDK configured the spans are
 no-ops. This module imports it lazily and only here.
 """

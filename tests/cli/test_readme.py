@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import signal
@@ -82,6 +83,13 @@ def run_tour(
                 home = tempfile.mkdtemp(dir=where)
                 monkeypatch.setenv(export.group(1), home)
                 continue
+            echo = re.fullmatch(r'echo "(.*)"', line)
+            if echo:  # the shell prints it with the tour's variables filled in
+                printed = re.sub(r"\$(\w+)", lambda m: os.environ[m.group(1)], echo.group(1))
+                transcript.append((line, 0, normal(printed, home)))
+                if printed.endswith("tickwheel dashboard"):
+                    assert_reaches_the_tours_server(runner, printed, home)
+                continue
             job = re.fullmatch(r"kill %(\d+)", line)
             if job:  # the shell's job N: the Nth started in the background
                 proc = background[int(job.group(1)) - 1]
@@ -121,6 +129,24 @@ def run_tour(
     return transcript
 
 
+def assert_reaches_the_tours_server(runner: CliRunner, command: str, home: str) -> None:
+    """The dashboard command the tour prints, pasted in another terminal (which has none
+    of the tour's variables), reaches the tour's server: with the variables it sets,
+    `tickwheel server status` there names the server the tour started."""
+    *assignments, prog, sub = shlex.split(command)
+    assert (prog, sub) == ("tickwheel", "dashboard"), command
+    env = dict(a.split("=", 1) for a in assignments)
+    assert env.get("TICKWHEEL_HOME") == home, command
+    tours = embedded.status(Path(home))
+    assert tours is not None
+    with pytest.MonkeyPatch.context() as other_terminal:
+        other_terminal.delenv("TICKWHEEL_HOME")
+        for name, value in env.items():
+            other_terminal.setenv(name, value)
+        status = runner.invoke(main, ["server", "status"], catch_exceptions=False)
+    assert status.exit_code == 0 and tours.url in status.output, status.output
+
+
 def test_readme_tour_runs(
     workdir: Path, server_binary: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -130,13 +156,18 @@ def test_readme_tour_runs(
     the stop, the README's Python snippet runs as written and finds that server by
     itself (no $TICKWHEEL_REDIS_URL: before #56 it tried localhost:6379 and failed).
     Run again at once, the tour does and prints the same (before, its second run said
-    "schedule heartbeat exists", exit 7, and "Already decided" for each timer)."""
+    "schedule heartbeat exists", exit 7, and "Already decided" for each timer). The
+    dashboard command it prints for another terminal reaches the tour's server (the
+    README said a bare `tickwheel dashboard` there showed the tour's namespace: it
+    showed the user's own server)."""
     monkeypatch.setenv(
         "PATH", f"{server_binary.parent}:{Path(sys.executable).parent}:/usr/bin:/bin"
     )
     monkeypatch.setenv("TICKWHEEL_HOME", str(workdir / "yours"))  # the user's own server
     assert not (workdir / "examples").exists()  # outside the checkout: handle imports
     # the installed timer.examples, not a copy of the source tree
+    prints = [line for line in tour() if line.startswith("echo ")]
+    assert any("tickwheel dashboard" in line for line in prints), "how to see it: none"
     runner = CliRunner()
     first = run_tour(runner, workdir, monkeypatch)
     second = run_tour(runner, workdir, monkeypatch)

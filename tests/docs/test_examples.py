@@ -3,6 +3,7 @@ drift from the code. How: tests/docs/examples.py."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 import redis
 
 from timer import TimerClient
-from timer.testing import RedisServer
+from timer.cli import embedded
 
 from .examples import ROOT, blocks, check_claim, pages, run_python
 
@@ -25,29 +26,72 @@ WITH_PYTHON = [
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, server_binary: Path) -> Iterator[str]:
-    srv = RedisServer(tmp_path_factory.mktemp("docs-redis"), binary=server_binary).start()
+def home(tmp_path_factory: pytest.TempPathFactory, server_binary: Path) -> Iterator[Path]:
+    """A user's embedded server (`tickwheel server start`) in a TICKWHEEL_HOME of its own."""
+    base = tmp_path_factory.mktemp("docs-home")
+    embedded.start(base, binary=str(server_binary))
     try:
-        yield srv.url
+        yield base
     finally:
-        srv.stop()
+        embedded.stop(base)
 
 
-def fresh(url: str) -> None:
-    """An empty server with the namespace the guides assume (`tickwheel init`)."""
-    redis.Redis.from_url(url).flushall()
-    c = TimerClient.from_url(url, "default")
-    c.init(shards=16)
-    c.close()
+def fresh(home: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The reader's shell: the embedded server in ``home``, emptied, with the namespace the
+    guides assume (`tickwheel init`), and no $TICKWHEEL_REDIS_URL: a page's Python finds
+    the server by itself, as a reader's does. The server's URL (for the test's checks)."""
+    monkeypatch.delenv("TICKWHEEL_REDIS_URL", raising=False)
+    monkeypatch.setenv("TICKWHEEL_HOME", str(home))
+    state = embedded.status(home)
+    assert state is not None, "the embedded server stopped"
+    redis.Redis.from_url(state.url).flushall()
+    with TimerClient.from_url(state.url, "default") as c:
+        c.init(shards=16)
+    return state.url
 
 
 @pytest.mark.redis
 @pytest.mark.parametrize("page", WITH_PYTHON, ids=lambda p: str(p.relative_to(ROOT)))
-def test_a_pages_python_runs(page: Path, server: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The page's Python blocks, in order, against a real server."""
-    fresh(server)
-    monkeypatch.setenv("TICKWHEEL_REDIS_URL", server)
+def test_a_pages_python_runs(page: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page's Python blocks, in order, as written, on the reader's embedded server
+    with no URL given (before, four guides tried localhost:6379 and one raised KeyError
+    'TICKWHEEL_REDIS_URL' there)."""
+    fresh(home, monkeypatch)
     assert run_python(page) > 0
+
+
+# a URL a page's Python would read itself, rather than from_url()'s own default
+OWN_URL = re.compile(r"TICKWHEEL_REDIS_URL|localhost:6379|127\.0\.0\.1:6379")
+
+
+def test_no_pages_python_names_its_redis_itself() -> None:
+    """Every page's Python finds Redis as the client does given no URL
+    (``$TICKWHEEL_REDIS_URL``, else the embedded server): none reads the variable or
+    names a server of its own (comments may say where the URL comes from)."""
+    for page in pages():
+        for block in blocks(page, ("python",)):
+            for n, line in enumerate(block.code.splitlines()):
+                code = line.split("#", 1)[0]
+                assert not OWN_URL.search(code), f"{block.where} (+{n}): {line.strip()}"
+
+
+@pytest.mark.redis
+def test_the_handlers_guide_leaves_other_guides_outcomes_alone(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader who ran the job-timeouts guide first (its cancelled timers' outcomes in
+    namespace `default`) runs the handlers guide: its groups handle only its own
+    outcomes, and nothing is dead-lettered (before, its `per-tenant` group started from
+    every retained outcome, crashed on the job-timeouts guide's and dead-lettered them)."""
+    url = fresh(home, monkeypatch)
+    run_python(ROOT / "docs" / "guides" / "job-timeouts.md")
+    scope: dict[str, object] = {}
+    run_python(ROOT / "docs" / "guides" / "handlers.md", scope)
+    namespaces = {"default"} | {c.namespace for c in scope.values() if isinstance(c, TimerClient)}
+    for ns in sorted(namespaces):
+        with TimerClient.from_url(url, ns) as c:
+            assert list(c.dead_letters()) == [], ns
+    assert scope["calls"] and scope["order"]
 
 
 def test_every_block_is_run_or_names_who_runs_it() -> None:

@@ -343,3 +343,52 @@ def class_members(page: Path) -> dict[str, list[str]]:
     walk.feed(page.read_text())
     assert "timer.TimerClient" in walk.classes, sorted(walk.classes)
     return walk.classes
+
+
+# a file of the repository, as a page would show it: the site is read where no checkout
+# is at hand (a page, or a link's text, names the page instead)
+DOCS_FILE = re.compile(r"(?<![\w/.])docs/[\w./-]+\.md\b")
+CHECKOUT_FILE = re.compile(r"(?<![\w/.])(?:\.ci/\w+|examples/[\w./-]*|tests/[\w./-]+)")
+
+
+def shown_pages(site: Path) -> Iterator[tuple[str, Path]]:
+    """Every page a reader sees but the changelog (its entries say what changed, then)."""
+    for html in sorted(site.rglob("index.html")):
+        name = str(html.parent.relative_to(site))
+        if name not in (".", "changelog") and not name.startswith(("assets", "search")):
+            yield name, html
+    yield "index", site / "index.html"
+
+
+def test_no_page_shows_a_repository_path_a_reader_cannot_follow(site: Path) -> None:
+    """No page shows a docs/ file's path (it names the page, or links it with the page's
+    name: How it works showed "docs/data-model.md", the Python reference a docstring's
+    "docs/design-notes.md"). A first reader's page (getting started, the guides) names a
+    file of the checkout (an example, a test, CI's script) only where it says the file is
+    in the checkout; getting started showed ".ci/wheel", the Celery, FastAPI and Django
+    guides examples/ and tests/ paths as if at hand."""
+    found = []
+    for name, html in shown_pages(site):
+        for section, text in sections_text(html).items():
+            where = f"{name}#{section}"
+            found += [f"{where}: {m}" for m in DOCS_FILE.findall(text)]
+            first_read = name in ("index", "getting-started") or name.startswith("guides/")
+            if first_read and "checkout" not in text:
+                found += [f"{where}: {m}" for m in CHECKOUT_FILE.findall(text)]
+    assert found == []
+
+
+PIP = re.compile(r"pip\s+install\s+(?:-e\s+)?(\S+)")
+
+
+def test_every_install_line_the_site_shows_installs_the_checkout(site: Path) -> None:
+    """The rendered pages too (the Python reference shows the docstrings): tickwheel is
+    not on PyPI, so `pip install 'tickwheel[x]'` fails in a clean venv; every install
+    line installs the checkout, `.`, with its extras (getting started's Install)."""
+    found = []
+    for name, html in shown_pages(site):
+        text = " ".join(sections_text(html).values())
+        for m in PIP.finditer(text):
+            if not re.fullmatch(r"\.|'\.\[[a-z,]+\]'", m.group(1).rstrip("`;,)")):
+                found.append(f"{name}: {m.group(0)}")
+    assert found == []

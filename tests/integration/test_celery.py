@@ -4,6 +4,7 @@ says) on a real server; the broker is that server's database 1."""
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import json
 import logging
@@ -120,23 +121,27 @@ class Processes:
         return proc
 
     def celery_worker(self, name: str = "celery", loglevel: str = "warning") -> None:
-        # solo: one process to kill, no prefork children
-        self.start(name, "celery", "-A", "proj", "worker", "--pool", "solo", "-l", loglevel,
+        """The guide's Celery worker; solo: one process to kill, no prefork children."""
+        self.guide("celery", "worker", name, "--pool", "solo", "-l", loglevel,
                    "--without-gossip", "--without-mingle", "--without-heartbeat")  # fmt: skip
 
-    def guide(self, word: str, name: str | None = None) -> subprocess.Popen[bytes]:
-        """Start the guide's command with ``word`` (the URL and namespace from the env)."""
-        (args,) = [c for c in guide_commands() if word in c]
-        return self.start(name or word, *args[1:])
+    def guide(
+        self, prog: str, word: str, name: str | None = None, *options: str
+    ) -> subprocess.Popen[bytes]:
+        """Start the guide's ``prog`` command with ``word`` (the URL and namespace from the
+        env), with the test's ``options`` after the guide's words."""
+        module = {"tickwheel": "timer.cli", "celery": "celery"}[prog]
+        (args,) = [c for c in guide_commands() if c[1] == module and word in c]
+        return self.start(name or word, *args[1:], *options)
 
     def sender(self, name: str = "handle") -> subprocess.Popen[bytes]:
-        return self.guide("handle", name)
+        return self.guide("tickwheel", "handle", name)
 
     def timer_worker(self) -> None:
-        self.guide("worker")
+        self.guide("tickwheel", "worker")
 
     def beat(self, name: str) -> subprocess.Popen[bytes]:
-        return self.guide("beat", name)
+        return self.guide("celery", "beat", name)
 
     def wait(self, predicate: Callable[[], object], what: str) -> None:
         """wait_for, failing with the processes' logs."""
@@ -229,6 +234,17 @@ def test_a_task_the_broker_lost_is_sent_again_and_a_copy_is_dropped(
     assert processes.runs() == {f"lost|{i}": 1 for i in sent}, processes.logs()
     assert client.dead_letters("celery") == []
     assert "sent again" in (processes.tmp / "handle.log").read_text()
+
+
+def test_the_guide_runs_every_process_the_example_says() -> None:
+    """The example's docstring lists the commands that run it, each in a terminal; the
+    guide shows each of them (its run left out the Celery worker, so a reader's tasks
+    reached the broker and nothing ran them), and the tests start them from the guide."""
+    doc = ast.get_docstring(ast.parse((APP / "proj.py").read_text())) or ""
+    run = doc.split("::", 1)[1].split("\n\n", 2)[1]
+    example = [ln.split("#", 1)[0].strip() for ln in run.splitlines() if ln.strip()]
+    assert "celery -A proj worker" in example
+    assert [ln for ln in example if ln not in guide_lines()] == []
 
 
 GUIDES_CODE = "test_the_guides_code_sends_its_task_beside_the_example"

@@ -346,17 +346,23 @@ def test_demo_registers_through_spark(
 def test_the_spark_guide_runs(
     spark: SparkSession, tmp_path: Path, server_binary: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """docs/guides/spark.md's example, as written, on this Spark and a server of its own
-    (its namespace `default` initialised, as the guide assumes): tests/docs runs every
-    other page's examples."""
+    """docs/guides/spark.md's example, as written, on this Spark and the reader's
+    embedded server (`tickwheel server start`, its namespace `default` initialised, as
+    the guide assumes), with no URL given: tests/docs runs every other page's examples.
+    (Before, the guide tried localhost:6379 when $TICKWHEEL_REDIS_URL was not set.)"""
     from tests.docs.examples import ROOT, run_python  # noqa: PLC0415
+    from timer.cli import embedded  # noqa: PLC0415
 
-    server = RedisServer(tmp_path / "redis", binary=server_binary).start()
+    home = tmp_path / "home"
+    state, _ = embedded.start(home, binary=str(server_binary))
     try:
-        TimerClient.from_url(server.url, "default").init(shards=16)
-        monkeypatch.setenv("TICKWHEEL_REDIS_URL", server.url)
+        with TimerClient.from_url(state.url, "default") as client:
+            client.init(shards=16)
+        monkeypatch.delenv("TICKWHEEL_REDIS_URL", raising=False)
+        monkeypatch.setenv("TICKWHEEL_HOME", str(home))
         scope: dict[str, object] = {}
         assert run_python(ROOT / "docs" / "guides" / "spark.md", scope) == 1
         assert scope["report"].scheduled == 1  # type: ignore[attr-defined]
+        assert scope["url"] == state.url
     finally:
-        server.stop()
+        embedded.stop(home)

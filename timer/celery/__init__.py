@@ -23,7 +23,7 @@ many beats run (``celery -A proj beat -S timer.celery:Scheduler``, with
 A task is sent at least once: a runner killed after the broker took the task and before
 the outcome was acknowledged sends it again, with the same task id (the timer's), which
 a task can check (``self.request.id``). The arguments must be msgpack-able (what Celery's
-default JSON serializer takes is). Install with ``pip install 'tickwheel[celery]'``.
+default JSON serializer takes is). Install with ``pip install '.[celery]'`` from the checkout.
 
 The package: ``sending`` (send_later, and the runner that sends fired tasks), ``claims``
 (each task id's start and end, and the task class that claims it) and ``beat`` (the beat

@@ -24,7 +24,7 @@ Django 6's own ``django.tasks`` is used where it is installed, else the ``django
 backport (the same API; Django 5.2 and Python 3.11, where this is tested). A task runs
 at least once: a runner killed while it runs makes another run it again (its
 ``attempts`` and ``worker_ids`` say so). A result is kept ``RESULT_TTL`` seconds (24 h).
-Install with ``pip install 'tickwheel[django]'``.
+Install with ``pip install '.[django]'`` from the checkout.
 """
 
 from __future__ import annotations

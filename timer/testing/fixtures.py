@@ -1,5 +1,5 @@
 """pytest fixtures for your tests: add ``pytest_plugins = ["timer.testing.fixtures"]`` to
-your ``conftest.py`` (needs ``pip install 'tickwheel[testing]'``)::
+your ``conftest.py`` (needs ``pip install '.[testing]'`` from the checkout)::
 
     def test_a_timeout(time_skipping):
         time_skipping.client.schedule("job:{1}", delay_ms=60_000)

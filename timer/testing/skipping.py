@@ -24,7 +24,7 @@ runner handles it, retries it after its backoff and dead-letters it after its la
 attempt, as a real deployment would, but with no waiting. :meth:`run_until_idle` moves
 on until nothing is left to do. The store is a
 :class:`~timer.testing.store.FakeStore` (fakeredis running the real Lua, with its
-clock); ``pip install 'tickwheel[testing]'``. What it does not do, and what it refuses,
+clock); ``pip install '.[testing]'`` from the checkout. What it does not do, and what it refuses,
 is in docs/guides/testing.md.
 """
 

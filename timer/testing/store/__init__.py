@@ -36,9 +36,9 @@ the command runs (nothing done) or after it ran (its reply lost). The clients' r
 are redis-py's own (as many as a client from a URL makes), their backoff waited on the
 store's clock and without jitter, so a run on virtual time replays exactly.
 
-Needs the ``testing`` extra (``pip install 'tickwheel[testing]'``: fakeredis, lupa). The
+Needs the ``testing`` extra (``pip install '.[testing]'`` from the checkout: fakeredis, lupa). The
 fakeredis fixes it carries are in :mod:`timer.testing.store.fixes`, the clock's patch in
-:mod:`timer.testing.store.clock` (docs/design-notes.md: "fakeredis, and what we patch").
+:mod:`timer.testing.store.clock` (the design notes: "fakeredis, and what we patch").
 """
 
 from __future__ import annotations

@@ -1,0 +1,24 @@
+"""Every install line the README and the site show works for a reader (#75)."""
+
+from __future__ import annotations
+
+import re
+
+from .examples import ROOT, pages
+
+# tickwheel is not on PyPI: a reader installs it from a checkout (getting-started's
+# Install), so every install line a page shows is `pip install` of the checkout, `.`,
+# with its extras; `pip install 'tickwheel[x]'` failed in a clean venv
+PIP = re.compile(r"pip\s+install\s+(?:-e\s+)?(\S+)")
+FROM_CHECKOUT = re.compile(r"\.|'\.\[[a-z,]+\]'")
+
+
+def test_every_install_line_installs_the_checkout() -> None:
+    seen = 0
+    for page in [*pages(), *sorted((ROOT / "examples").rglob("*.md"))]:
+        text = " ".join(page.read_text().split())  # a line broken in the middle is one
+        for m in PIP.finditer(text):
+            seen += 1
+            what = m.group(1).rstrip("`")
+            assert FROM_CHECKOUT.fullmatch(what), f"{page.relative_to(ROOT)}: {m.group(0)}"
+    assert seen >= 10
