@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from timer import TimerClient
-from timer.durable.calls import text
+from timer.durable.codec import text
 from timer.durable.keys import ShardKeys, results_part_of
 from timer.testing import RedisServer
 

@@ -19,8 +19,7 @@ from hypothesis import strategies as st
 
 from timer import ConfigError, TimerClient, TimerError
 from timer.cli.main import main
-from timer.durable.calls import text
-from timer.durable.codec import FORMAT_VERSION
+from timer.durable.codec import FORMAT_VERSION, text
 from timer.durable.keys import NAMESPACES, NamespaceKeys, ShardKeys, shard_of
 from timer.testing import RedisServer
 

@@ -14,7 +14,7 @@ import redis
 
 from timer import TimerClient
 from timer.durable import shard_ops
-from timer.durable.calls import text
+from timer.durable.codec import text
 from timer.durable.keys import ShardKeys, results_part_of, results_parts
 from timer.durable.scripts import ScriptName, source
 from timer.errors import InvalidInput

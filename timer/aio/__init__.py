@@ -30,8 +30,9 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
 from ..clock import SYSTEM_TIME, Time
+from ..durable import groups as group_ops
 from ..durable import keys as keyspace
-from ..durable import ops, server_checks
+from ..durable import ops, server_checks, steps
 from ..durable.codec import DEFAULT_MAX_PAYLOAD
 from ..durable.fields import TimerOptions, TimerSpec
 from ..durable.items import timer_spec
@@ -263,12 +264,12 @@ class AsyncTimerClient:
             aack = functools.partial(self._ack, delivery)
             yield dataclasses.replace(delivery.outcome, _aack=aack)
 
-    async def _ack(self, delivery: ops.Delivery) -> None:
-        await self._run(ops.ack(delivery))
+    async def _ack(self, delivery: group_ops.Delivery) -> None:
+        await self._run(group_ops.ack(delivery))
 
     async def server_time_ms(self) -> int:
         """The Redis server's clock, epoch ms: the one clock deadlines are computed on."""
-        return await self._run(ops.server_time_ms())
+        return await self._run(steps.server_time_ms())
 
     # -- lifetime ---------------------------------------------------------------------
 

@@ -25,9 +25,9 @@ from redis.exceptions import RedisClusterException
 
 from ..clock import SYSTEM_TIME, Time
 from ..durable import server_checks, steps
-from ..durable.calls import error_or
 from ..durable.models import Durability, DurabilityWarning
 from ..durable.scripts import ScriptName, source
+from ..durable.steps import error_or
 from ..errors import TimerError
 from ..redis.cluster_route import (
     CLIENT_RETRIES,

@@ -23,7 +23,7 @@ from redis.cluster import RedisCluster
 
 from ..clock import SYSTEM_TIME, Time
 from ..durable import groups as group_ops
-from ..durable import history, ops, shard_ops, steps
+from ..durable import history, ops, setup, shard_ops, steps
 from ..durable import keys as keyspace
 from ..durable.checks import check_seconds
 from ..durable.codec import DEFAULT_MAX_PAYLOAD
@@ -175,7 +175,7 @@ class TimerClient(OperatorCalls):
         evict timers unless ``allow_eviction``; warns (:class:`DurabilityWarning`) when
         AOF is off.
         """
-        op = ops.init(
+        op = setup.init(
             self.keys,
             shards,
             bucket_ms,
@@ -194,7 +194,7 @@ class TimerClient(OperatorCalls):
     def meta(self) -> Meta:
         """The namespace's shards and bucket width (read once; ConfigError if not created)."""
         if self._meta is None:
-            op = ops.read_meta(self.keys, where=self.where, check=not self._checked)
+            op = setup.read_meta(self.keys, where=self.where, check=not self._checked)
             self._meta = self._run(op)
             self._checked = True
         return self._meta
@@ -319,12 +319,12 @@ class TimerClient(OperatorCalls):
         )
         return (self._ackable(d) for d in deliveries)
 
-    def _ackable(self, delivery: ops.Delivery) -> Outcome:
+    def _ackable(self, delivery: group_ops.Delivery) -> Outcome:
         ack = functools.partial(self._run_ack, delivery)
         return dataclasses.replace(delivery.outcome, _ack=ack)
 
-    def _run_ack(self, delivery: ops.Delivery) -> None:
-        self._run(ops.ack(delivery))
+    def _run_ack(self, delivery: group_ops.Delivery) -> None:
+        self._run(group_ops.ack(delivery))
 
     def follow(
         self, *, history: bool = False, block_ms: int = 1000, stop_when_idle: bool = False
@@ -379,12 +379,12 @@ class TimerClient(OperatorCalls):
 
     def server_time_ms(self) -> int:
         """The Redis server's clock, epoch ms: the one clock deadlines are computed on."""
-        return self._run(ops.server_time_ms())
+        return self._run(steps.server_time_ms())
 
     def server_time_us(self) -> int:
         """The Redis server's clock, epoch microseconds (what a worker aligns its wheel's
         milliseconds with)."""
-        return self._run(ops.server_time_us())
+        return self._run(steps.server_time_us())
 
     # -- workers: membership, events, one shard's leader ------------------------------
 

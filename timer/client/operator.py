@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..durable import (
     dead_filter,
     history,
-    ops,
     outcome_search,
     server_checks,
+    setup,
     shard_ops,
     steps,
     views,
@@ -73,7 +73,7 @@ class OperatorCalls:
     def data_format(self) -> int:
         """The data format the namespace is stored in (``meta``'s version), even one an
         earlier release wrote, which every other call refuses until ``migrate``."""
-        op = ops.read_meta(self.keys, where=self.where, check=not self._checked, older=True)
+        op = setup.read_meta(self.keys, where=self.where, check=not self._checked, older=True)
         version = self._run(op).version
         self._checked = True
         return version
@@ -82,7 +82,7 @@ class OperatorCalls:
         self,
         progress: Callable[[int, MigrateStep], None] | None = None,
         *,
-        budget: int = ops.MIGRATE_BUDGET,
+        budget: int = setup.MIGRATE_BUDGET,
     ) -> tuple[int, int]:
         """Convert a namespace an earlier release made to this release's one layout;
         returns (format before, format after). A no-op on a converted namespace.
@@ -92,7 +92,7 @@ class OperatorCalls:
         records, bucket ids, keys or entries (``progress(shard, step)`` after each);
         interrupted, it is safe to run again and goes on.
         """
-        op = ops.migrate(
+        op = setup.migrate(
             self.keys,
             where=self.where,
             check=not self._checked,

@@ -8,8 +8,8 @@ from typing import Any
 
 from ..durable import shard_calls as shard_scripts
 from ..durable import shard_ops, steps
-from ..durable.calls import text
 from ..durable.checks import check_int
+from ..durable.codec import text
 from ..durable.keys import NamespaceKeys, ShardKeys
 from ..durable.models import DueTimers, FireResult, LeaseGrant, LeaseRenewal, SweepResult, Trimmed
 from ..durable.schedule_records import (

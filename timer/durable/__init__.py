@@ -17,6 +17,7 @@ this layer builds. Its modules (docs/data-model.md says what is stored where):
     namespace    a namespace as the builders see it: keys, shape (meta), limits
     calls        per client script a builder and a parser
     ops          every client operation as a generator of steps, for both clients
+    setup        a namespace made (after the server's checks), its meta read, converted
     shard_calls  the leader's scripts: leases, fire, sweep, trim, the results table
     shard_ops    the worker's side: membership, events, a shard's reads
     groups       consumer groups on the outcome streams; reader: one consumer's policy;

@@ -22,18 +22,13 @@ import msgpack
 
 from ..errors import Capped, HeartbeatCapped, StoreError, TimerError
 from .checks import check_bool, check_int
-from .codec import decode_result
+from .codec import decode_result, text
 from .items import ScheduleItem, check_when
-from .keys import check_name
+from .keys import ShardKeys, check_name
 from .models import Timer
 from .namespace import Namespace
 from .scripts import ScriptName, script_error
 from .steps import ScriptCall
-
-
-def text(value: object) -> str:
-    return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else str(value)
-
 
 # -- schedule ----------------------------------------------------------------------------
 
@@ -204,8 +199,9 @@ def parse_notify(reply: Sequence[Any]) -> tuple[int, int]:
     return int(reply[0]), int(reply[1])
 
 
-def error_or(reply: Any) -> Any:
-    """A pipelined reply, raising the TimerError an ``errors_in_slots`` pipeline put there."""
-    if isinstance(reply, TimerError):
-        raise reply
-    return reply
+# -- get --------------------------------------------------------------------------------
+
+
+def get_call(sk: ShardKeys, tid: str) -> ScriptCall:
+    """A timer's pending record and, if none, its retained outcome, in one call."""
+    return ScriptCall(ScriptName.GET, [sk.timers], [sk.prefix, tid], wait=False)

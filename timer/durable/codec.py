@@ -244,3 +244,8 @@ def _json_key(key: Any) -> str:
     if isinstance(key, bytes):
         return key.decode("utf-8", "backslashreplace")
     return json.dumps(jsonable(key))
+
+
+def text(value: object) -> str:
+    """A reply's bytes as text (lone surrogates kept, as Redis keeps any bytes)."""
+    return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else str(value)

@@ -11,15 +11,14 @@ from dataclasses import dataclass
 
 from ..errors import InvalidInput, SelectionChanged, StoreError
 from . import steps
-from .calls import error_or, text
+from .codec import text
 from .entries import dead_letter_from_entry, dead_outcome, parse_ref
-from .finding import check_glob
-from .globs import redis_glob
+from .globs import check_glob, redis_glob
 from .group_calls import parse_redeliver, redeliver_call
 from .keys import check_name
 from .models import DeadBatch, DeadLetter
 from .namespace import Namespace
-from .steps import Op
+from .steps import Op, error_or
 
 PAGE = 1000  # entries of one shard's dead-letter stream read a round
 MOST = 100_000  # dead letters one action takes: more must be narrowed first

@@ -14,8 +14,7 @@ from typing import Any
 import msgpack
 
 from ..errors import CorruptRecord, InvalidInput
-from .calls import text
-from .codec import decode_payload, decode_pending, decode_result
+from .codec import decode_payload, decode_pending, decode_result, text
 from .fields import KEPT_OUTCOME, KEPT_PENDING, as_given
 from .keys import MAX_NAME_BYTES
 from .models import UNDECODABLE, AttemptError, DeadLetter, Event, Outcome, TimerInfo

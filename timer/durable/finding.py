@@ -27,28 +27,27 @@ from . import steps
 from .calls import (
     Prepared,
     decide_call,
-    error_or,
+    get_call,
     notify_call,
     parse_decide,
     parse_notify,
     parse_reschedule,
     reschedule_call,
-    text,
 )
 from .checks import check_int
+from .codec import text
 from .entries import timer_info
 from .fields import MAX_DEADLINE_MS
+from .globs import check_glob
 from .keys import check_name, results_parts
 from .models import TimerInfo
 from .namespace import Namespace
 from .scripts import ScriptName
-from .shard_calls import get_call
-from .steps import Op
+from .steps import Op, error_or
 
 STATES = ("pending", "expired", "cancelled", "completed")
 DECIDED = frozenset(STATES[1:])
 ALIASES = {"decided": DECIDED, "any": frozenset(STATES)}
-MAX_PATTERN_BYTES = 1024
 MAX_COUNT = 100_000
 PARTS_PER_CALL = 256  # results-table hashes scanned in one pipeline at most
 PART_SIZE = 32  # about how many outcomes a results-table hash holds (RX_LOAD)
@@ -88,19 +87,6 @@ class MoveOptions(TypedDict, total=False):
 
 class ActOptions(Deadlines, MoveOptions, total=False):
     """``AsyncTimers.act``'s keywords: a selection by deadline and, for reschedule, a move."""
-
-
-def check_glob(match: object) -> str:
-    """A glob on timer ids (Redis's): non-empty text of at most MAX_PATTERN_BYTES."""
-    if not isinstance(match, str) or not match:
-        raise InvalidInput(f"match must be a non-empty glob such as 'job:*', got {match!r}")
-    try:
-        size = len(match.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise InvalidInput(f"match {match!r} has a lone surrogate: no UTF-8 form") from None
-    if size > MAX_PATTERN_BYTES:
-        raise InvalidInput(f"match is {size} bytes long; the limit is {MAX_PATTERN_BYTES}")
-    return match
 
 
 @dataclass(frozen=True)

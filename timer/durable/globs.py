@@ -9,6 +9,10 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 
+from ..errors import InvalidInput
+
+MAX_PATTERN_BYTES = 1024
+
 
 def _byte(b: int) -> str:
     return re.escape(chr(b))  # a byte as the one latin-1 character it decodes to
@@ -85,3 +89,16 @@ def redis_glob(pattern: str) -> Callable[[str], bool]:
         return compiled.fullmatch(value.encode("utf-8").decode("latin-1")) is not None
 
     return matches
+
+
+def check_glob(match: object) -> str:
+    """A glob on timer ids (Redis's): non-empty text of at most MAX_PATTERN_BYTES."""
+    if not isinstance(match, str) or not match:
+        raise InvalidInput(f"match must be a non-empty glob such as 'job:*', got {match!r}")
+    try:
+        size = len(match.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidInput(f"match {match!r} has a lone surrogate: no UTF-8 form") from None
+    if size > MAX_PATTERN_BYTES:
+        raise InvalidInput(f"match is {size} bytes long; the limit is {MAX_PATTERN_BYTES}")
+    return match

@@ -7,15 +7,14 @@ from typing import Any
 
 from ..errors import NotFound, StoreError
 from . import dead_filter, steps
-from .calls import error_or, text
 from .checks import check_int
+from .codec import text
 from .entries import dead_letter_from_entry, parse_ref
 from .group_calls import parse_redeliver, redeliver_call
 from .keys import check_name
 from .models import ConsumerInfo, DeadLetter, GroupInfo
 from .namespace import Namespace
-from .ops import server_time_ms
-from .steps import Op
+from .steps import Op, error_or, server_time_ms
 
 
 def _id_ms(entry_id: Any) -> int:

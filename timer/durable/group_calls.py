@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .calls import text
+from .codec import text
 from .entries import flat_fields
 from .keys import ShardKeys
 from .scripts import ScriptName

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CorruptRecord, StoreError
-from . import calls as script_calls
 from . import steps
 from .checks import check_int
+from .codec import text
 from .entries import for_group, outcome_from_entry, outcome_or_undecodable
 from .group_calls import (
     ack_call,
@@ -83,7 +83,7 @@ def ensure_groups(ns: Namespace, group: str, *, start: str = "0") -> Op[None]:
     for reply in (yield steps.Pipeline(create, errors_in_slots=True)):
         if isinstance(reply, StoreError) and reply.code == "BUSYGROUP":
             continue  # the group exists already: that is what we want
-        script_calls.error_or(reply)
+        steps.error_or(reply)
 
 
 @dataclass
@@ -114,14 +114,14 @@ def _deliveries(
     out: list[Delivery] = []
     for entry_id, fields, deliveries in entries:
         if not fields:  # an entry trimmed while pending comes back empty
-            left.foreign.append((stream, script_calls.text(entry_id)))
+            left.foreign.append((stream, text(entry_id)))
         elif not for_group(fields, group):
-            left.foreign.append((stream, script_calls.text(entry_id)))  # put back for another group
+            left.foreign.append((stream, text(entry_id)))  # put back for another group
         else:
             try:
                 outcome = outcome_from_entry(shard, entry_id, fields, deliveries)
             except CorruptRecord as exc:
-                left.broken.append((sk, script_calls.text(entry_id), deliveries, str(exc)))
+                left.broken.append((sk, text(entry_id), deliveries, str(exc)))
                 continue
             out.append(Delivery(outcome, sk, group, received))
     return out
@@ -209,7 +209,7 @@ def _read_once(
     read = 0
     received = (yield steps.Clock()).wall()
     for stream, entries in reply:
-        shard = streams[script_calls.text(stream)]
+        shard = streams[text(stream)]
         read += len(entries)
         out += _deliveries(
             ns, group, shard, ((e, f, 1) for e, f in entries), left, received=received
@@ -378,10 +378,7 @@ def follow(
         tops = yield steps.Pipeline(
             [steps.Command("xrevrange", (s, "+", "-"), {"count": 1}) for s in streams]
         )
-        last = {
-            s: script_calls.text(t[0][0]) if t else "0-0"
-            for s, t in zip(streams, tops, strict=True)
-        }
+        last = {s: text(t[0][0]) if t else "0-0" for s, t in zip(streams, tops, strict=True)}
     while True:
         reply = yield from _follow_read(streams, last, block_ms, per_stream, stop_when_idle)
         if not reply and not held:
@@ -390,9 +387,9 @@ def follow(
             continue
         limit: tuple[int, int] | None = None  # the newest a stream with more to read gave
         for stream, entries in reply:
-            name = script_calls.text(stream)
+            name = text(stream)
             for entry_id, fields in entries:
-                last[name] = script_calls.text(entry_id)
+                last[name] = text(entry_id)
                 if fields and b"only" not in fields:
                     held.append((_entry_time(last[name]), name, entry_id, fields))
             if len(entries) >= FOLLOW_COUNT:

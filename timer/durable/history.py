@@ -33,11 +33,10 @@ from dataclasses import dataclass, field
 
 from ..errors import InvalidInput
 from . import steps
-from .calls import text
 from .checks import check_int
+from .codec import text
 from .keys import NamespaceKeys
-from .ops import server_time_ms
-from .steps import Op
+from .steps import Op, server_time_ms
 
 MINUTE_MS = 60_000
 KEEP_MS = 25 * 3_600_000  # a day, and an hour's margin

@@ -13,11 +13,10 @@ from typing import Any
 
 from ..errors import InvalidInput, NotFound, StoreError
 from . import steps
-from .calls import text
 from .checks import check_int
+from .codec import text
 from .entries import outcome_or_undecodable
-from .finding import check_glob
-from .globs import redis_glob
+from .globs import check_glob, redis_glob
 from .keys import check_name
 from .models import Outcome
 from .namespace import Namespace, check_shards

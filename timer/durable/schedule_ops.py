@@ -11,15 +11,14 @@ import msgpack
 
 from ..errors import InvalidInput, ScheduleNotFound, TimerError
 from . import steps
-from .calls import text
 from .checks import check_int
-from .codec import decode_pending, encode_payload
+from .codec import decode_pending, encode_payload, text
 from .fields import MAX_DEADLINE_MS, ScheduleWhen
 from .items import check_watch
 from .keys import ShardKeys, shard_of
 from .models import Timer
 from .namespace import Namespace
-from .ops import schedule_many, server_time_ms
+from .ops import schedule_many
 from .recurrence import occurrence_id
 from .schedule_records import (
     OVERLAP,
@@ -31,7 +30,7 @@ from .schedule_records import (
     occurrence_name,
 )
 from .scripts import ScriptName
-from .steps import Op, ScriptCall
+from .steps import Op, ScriptCall, server_time_ms
 
 
 def put_call(  # noqa: PLR0917 - the schedule's parts, in the script's order

@@ -23,8 +23,7 @@ from typing import Any, Unpack
 import msgpack
 
 from ..errors import InvalidInput
-from .calls import text
-from .codec import decode_payload
+from .codec import decode_payload, text
 from .durations import format_duration_ms
 from .entries import decoding
 from .fields import RecurrenceOptions

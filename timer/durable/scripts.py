@@ -172,4 +172,4 @@ def header(name: ScriptName) -> str:
 
 @cache
 def _read(path: str) -> str:
-    return (resources.files("timer.durable") / "lua" / path).read_text()
+    return (resources.files(__name__.rpartition(".")[0]) / "lua" / path).read_text()

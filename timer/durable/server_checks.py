@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import ConfigError, StoreError
 from . import steps
-from .calls import text
+from .codec import text
 from .models import Durability, ServerSettings
 from .steps import Op
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from .calls import text
+from .codec import text
 from .keys import ShardKeys
 from .models import FireResult, LeaseGrant, LeaseRenewal, SweepResult, Traced, Trimmed
 from .scripts import ScriptName
@@ -155,11 +155,6 @@ def parse_trim(reply: Sequence[Any], shard: int) -> Trimmed:
         results_dropped=int(reply[3]),
         results_left=int(reply[4]),
     )
-
-
-def get_call(sk: ShardKeys, tid: str) -> ScriptCall:
-    """A timer's pending record and, if none, its retained outcome, in one call."""
-    return ScriptCall(ScriptName.GET, [sk.timers], [sk.prefix, tid], wait=False)
 
 
 def results_init_call(sk: ShardKeys) -> ScriptCall:

@@ -10,9 +10,8 @@ from dataclasses import replace
 from typing import Any
 
 from . import steps
-from .calls import error_or, text
 from .checks import check_bool, check_int
-from .codec import decode_pending
+from .codec import decode_pending, text
 from .keys import NamespaceKeys, ShardKeys, check_name
 from .models import (
     COARSE_MS,
@@ -21,7 +20,7 @@ from .models import (
 )
 from .namespace import Namespace, check_shards
 from .shard_calls import TRIM_RESULT_HASHES, parse_trim, trim_call, trim_results_call
-from .steps import Op
+from .steps import Op, error_or
 
 
 def trim_outcomes(

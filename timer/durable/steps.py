@@ -17,6 +17,7 @@ from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from ..errors import TimerError
 from .scripts import ScriptName
 
 
@@ -122,3 +123,21 @@ class Run(Protocol):
     the facades over one client (``ShardStore``, ``Schedules``, ``Timers``, ...) hold."""
 
     def __call__(self, op: Op[T], /) -> T: ...
+
+
+def error_or(reply: Any) -> Any:
+    """A pipelined reply, raising the TimerError an ``errors_in_slots`` pipeline put there."""
+    if isinstance(reply, TimerError):
+        raise reply
+    return reply
+
+
+def server_time_ms() -> Op[int]:
+    """The Redis server's clock, epoch ms: the one clock deadlines are computed on."""
+    return (yield from server_time_us()) // 1000
+
+
+def server_time_us() -> Op[int]:
+    """The Redis server's clock, epoch microseconds (TIME's own resolution)."""
+    secs, micros = yield Command("time")
+    return int(secs) * 1_000_000 + int(micros)

@@ -8,16 +8,15 @@ from collections.abc import Iterable
 from typing import Any
 
 from . import steps
-from .calls import text
 from .checks import check_int
+from .codec import text
 from .entries import outcome_or_undecodable
 from .keys import NAMESPACES, ShardKeys, results_parts
 from .models import Outcome
 from .namespace import Namespace, check_shards
-from .ops import server_time_ms
 from .server_checks import server_settings
 from .shard_ops import read_due
-from .steps import Op
+from .steps import Op, server_time_ms
 
 
 def outcomes_total(ns: Namespace) -> Op[int]:
