@@ -87,6 +87,7 @@ MOVES: dict[str, str] = {
     "views": "admin.views",
     "history": "admin.history",
     "outcome_search": "admin.search",
+    "pending_page": "admin.pending",  # the dashboard's timers by next due, across shards
     # the doors' JSON (the HTTP API, the dashboard, the CLI), not storage
     "shapes": "timer.shapes",
 }

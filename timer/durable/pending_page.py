@@ -28,12 +28,10 @@ import msgpack
 
 from ..errors import InvalidInput
 from . import steps
-from .calls import text
 from .checks import check_int
-from .codec import _PENDING, decode_payload, decode_pending
+from .codec import _PENDING, decode_payload, decode_pending, text
 from .fields import MAX_ID_BYTES
-from .finding import check_glob
-from .globs import redis_glob
+from .globs import check_glob, redis_glob
 from .models import COARSE_MS
 from .namespace import Namespace
 from .outcome_search import _MISSING, MAX_FIELD, _as_text, _at
