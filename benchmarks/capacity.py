@@ -72,8 +72,8 @@ import msgpack
 import redis
 
 from timer import Handlers, TimerClient
-from timer.durable import shard_ops
-from timer.durable.models import DurabilityWarning
+from timer.durable.model.models import DurabilityWarning
+from timer.durable.shards import ops as shard_ops
 from timer.testing import RedisServer, find_server_binary
 from timer.worker.settings import WorkerSettings
 

@@ -37,7 +37,7 @@ from typing import Any
 import redis
 
 from timer import TimerClient
-from timer.durable.history import MINUTE_MS, late_field, pending_field
+from timer.durable.admin.history import MINUTE_MS, late_field, pending_field
 from timer.testing import RedisServer, find_server_binary, free_port
 
 from .options import count, seconds

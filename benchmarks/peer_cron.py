@@ -36,7 +36,7 @@ from typing import Any
 import redis
 
 from timer import TimerClient
-from timer.durable.schedule_records import occurrence_name
+from timer.durable.schedules.records import occurrence_name
 from timer.testing import RedisServer, find_server_binary
 
 from .options import count

@@ -28,7 +28,7 @@ from tests.faults.cluster_split import cluster_split_set
 from tests.faults.partition import Proxy
 from tests.faults.split import Splittable, run_split, split_set
 from timer import ConfigError, TimerClient, TimerError
-from timer.durable.models import DurabilityWarning
+from timer.durable.model.models import DurabilityWarning
 from timer.testing import RedisServer, find_server_binary
 
 from .options import count

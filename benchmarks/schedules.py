@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from timer import TimerClient
-from timer.durable.schedule_records import occurrence_name
+from timer.durable.schedules.records import occurrence_name
 from timer.testing import RedisServer, find_server_binary
 
 from .options import count

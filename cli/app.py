@@ -16,7 +16,7 @@ import click
 import redis
 
 from timer import TimerClient
-from timer.durable.keys import NAMESPACES
+from timer.durable.model.keys import NAMESPACES
 from timer.errors import ConfigError, InvalidInput, StoreError, TimerError
 from timer.redis import connections
 from timer.redis.store import RedisSettings, redact_url

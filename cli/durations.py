@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import click
 
-from timer.durable.durations import (
+from timer.durable.model.durations import (
     MAX_DURATION_MS,
     TEN_YEARS_DAYS,
     TEN_YEARS_MS,

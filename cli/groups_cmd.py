@@ -7,11 +7,11 @@ from typing import Any
 
 import click
 
-from timer.durable.dead_filter import MOST
-from timer.durable.entries import parse_ref
-from timer.durable.models import DeadBatch, GroupInfo
-from timer.durable.shapes import dead_letter_json, group_json
+from timer.durable.groups.dead import MOST
+from timer.durable.model.entries import parse_ref
+from timer.durable.model.models import DeadBatch, GroupInfo
 from timer.errors import NotFound
+from timer.shapes import dead_letter_json, group_json
 
 from .app import App, TimerCommandError, confirm, errors, pass_app
 from .durations import DURATION, format_ms

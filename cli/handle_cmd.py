@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from timer import TimerClient
-from timer.durable.models import OUTCOMES
+from timer.durable.model.models import OUTCOMES
 from timer.handlers import DEFAULT_GROUP, DEFAULT_RECLAIM_IDLE_MS, Backoff, Handlers
 from timer.handlers.limits import Limit, merged, parse_limit, parse_rate
 from timer.webhook import callbacks, webhook

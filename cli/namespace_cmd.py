@@ -7,9 +7,9 @@ import warnings
 
 import click
 
-from timer.durable.codec import FORMAT_VERSION
-from timer.durable.models import DurabilityWarning
-from timer.durable.shard_calls import MigrateStep
+from timer.durable.model.codec import FORMAT_VERSION
+from timer.durable.model.models import DurabilityWarning
+from timer.durable.shards.calls import MigrateStep
 
 from .app import App, confirm, errors, pass_app, starts_server
 from .durations import DURATION

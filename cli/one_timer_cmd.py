@@ -14,9 +14,9 @@ from typing import Any, TypedDict, TypeVar, Unpack, cast
 import click
 
 from timer import TimerNotFound
-from timer.durable.durations import format_duration_ms
-from timer.durable.fields import FIELDS, KEPT_OUTCOME, KEPT_PENDING, TimerOptions
-from timer.durable.shapes import outcome_json, timer_info_json, timer_json
+from timer.durable.model.durations import format_duration_ms
+from timer.durable.model.fields import FIELDS, KEPT_OUTCOME, KEPT_PENDING, TimerOptions
+from timer.shapes import outcome_json, timer_info_json, timer_json
 
 from .app import App, TimerCommandError, errors, pass_app, starts_server
 from .durations import DURATION, INSTANT, MILLIS, SECONDS, format_ms

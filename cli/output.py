@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
-from timer.durable.codec import jsonable
-from timer.durable.durations import format_duration_ms
+from timer.durable.model.codec import jsonable
+from timer.durable.model.durations import format_duration_ms
 
 
 def to_json(value: Any) -> str:

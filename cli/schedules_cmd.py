@@ -14,11 +14,11 @@ import click
 
 from timer import ScheduleNotFound
 from timer.clock import SYSTEM_TIME
-from timer.durable.durations import format_duration_ms
-from timer.durable.fields import ScheduleWhen
-from timer.durable.recurrence import Recurrence
-from timer.durable.schedule_records import MISSED, OVERLAP, ScheduleInfo
-from timer.durable.shapes import schedule_json
+from timer.durable.model.durations import format_duration_ms
+from timer.durable.model.fields import ScheduleWhen
+from timer.durable.schedules.records import MISSED, OVERLAP, ScheduleInfo
+from timer.durable.schedules.recurrence import Recurrence
+from timer.shapes import schedule_json
 
 from .app import App, TimerCommandError, confirm, errors, pass_app, starts_server
 from .durations import DURATION, INSTANT, format_ms

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import click
 
 from timer import ConfigError, TimerClient, TimerError
-from timer.durable.models import Durability
+from timer.durable.model.models import Durability
 from timer.worker.logs import connect_with_retry
 
 from .app import App, errors

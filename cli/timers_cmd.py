@@ -10,9 +10,9 @@ from typing import Any, TypedDict, Unpack
 
 import click
 
-from timer.durable.finding import STATES, Bulk, MoveOptions
-from timer.durable.models import TimerInfo
-from timer.durable.shapes import timer_info_json
+from timer.durable.model.models import TimerInfo
+from timer.durable.timers.finding import STATES, Bulk, MoveOptions
+from timer.shapes import timer_info_json
 
 from .app import App, confirm, errors, pass_app
 from .durations import DURATION, INSTANT, format_ms

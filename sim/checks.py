@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from timer.durable.entries import outcome_from_entry
-from timer.durable.models import Outcome
+from timer.durable.model.entries import outcome_from_entry
+from timer.durable.model.models import Outcome
 
 if TYPE_CHECKING:
     from .world import WorkerProc, World

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 import greenlet  # type: ignore[import-untyped]  # no stubs: its few calls are plain
 
 from timer.clock import Killed, SkewedTime
-from timer.durable.groups import Delivery
-from timer.durable.models import Outcome
+from timer.durable.groups.streams import Delivery
+from timer.durable.model.models import Outcome
 from timer.handlers import Handlers, Limit
 from timer.handlers.loop import HandlerLoop
 

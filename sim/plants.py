@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from timer.client import driver as driver_module
-from timer.durable import scripts
-from timer.durable.scripts import ScriptName
+from timer.durable.model import scripts
+from timer.durable.model.scripts import ScriptName
 from timer.handlers import settle, threads
 from timer.worker import firing, planning
 

@@ -12,8 +12,8 @@ from typing import Any, Literal
 from timer.client import TimerClient
 from timer.client import driver as driver_module
 from timer.clock import Killed, SkewedTime, Time, VirtualTime
-from timer.durable.models import DurabilityWarning, Outcome
-from timer.durable.scripts import ScriptName
+from timer.durable.model.models import DurabilityWarning, Outcome
+from timer.durable.model.scripts import ScriptName
 from timer.errors import TimerError
 from timer.handlers import Backoff, Handlers
 from timer.testing.store import Cut, FakeStore

@@ -54,7 +54,7 @@ from .errors import (
 
 if TYPE_CHECKING:
     from .client import TimerClient
-    from .durable.models import (
+    from .durable.model.models import (
         ClientSettings,
         DeadBatch,
         DeadLetter,
@@ -82,14 +82,14 @@ for _link in ("worker", "cli"):
 # name -> the module that defines it, imported when the name is first used
 _LAZY = {
     "TimerClient": "timer.client",
-    "ClientSettings": "timer.durable.models",
-    "Outcome": "timer.durable.models",
-    "Timer": "timer.durable.models",
-    "TimerInfo": "timer.durable.models",
-    "Trimmed": "timer.durable.models",
-    "DeadLetter": "timer.durable.models",
-    "DeadBatch": "timer.durable.models",
-    "GroupInfo": "timer.durable.models",
+    "ClientSettings": "timer.durable.model.models",
+    "Outcome": "timer.durable.model.models",
+    "Timer": "timer.durable.model.models",
+    "TimerInfo": "timer.durable.model.models",
+    "Trimmed": "timer.durable.model.models",
+    "DeadLetter": "timer.durable.model.models",
+    "DeadBatch": "timer.durable.model.models",
+    "GroupInfo": "timer.durable.model.models",
     "Handlers": "timer.handlers",
     "Backoff": "timer.handlers",
     "Retry": "timer.handlers",

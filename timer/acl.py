@@ -21,7 +21,7 @@ prints them as an ``ACL SETUSER`` line.
 
 from __future__ import annotations
 
-from .durable.keys import NAMESPACES, check_namespace
+from .durable.model.keys import NAMESPACES, check_namespace
 from .errors import InvalidInput
 
 # What every role's connection and scripts need. A script is sent with the includes it

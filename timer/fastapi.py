@@ -31,7 +31,7 @@ except ImportError as exc:  # pragma: no cover - the message is the point
     raise ImportError("timer.fastapi needs FastAPI: pip install 'tickwheel[fastapi]'") from exc
 
 from .aio import AsyncTimerClient
-from .durable.models import ConnectOptions
+from .durable.model.models import ConnectOptions
 from .errors import ConfigError
 
 STATE = "tickwheel"  # where the client lives: app.state.tickwheel

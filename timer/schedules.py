@@ -8,8 +8,8 @@
 
 Each occurrence is an ordinary durable timer with id ``{<name>}@<nominal ms>``: fired
 by the workers, handled, retried and dead-lettered like any other, exactly once; the
-next is armed in the same script call that fires it. See ``timer.durable.schedule_records``
-for the catch-up policies and ``timer.durable.recurrence`` for the time rules.
+next is armed in the same script call that fires it. See ``timer.durable.schedules.records``
+for the catch-up policies and ``timer.durable.schedules.recurrence`` for the time rules.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ import builtins
 from collections.abc import Awaitable, Callable
 from typing import Any, Unpack
 
-from .durable import schedule_ops as sched_ops
-from .durable.fields import ScheduleOptions
-from .durable.models import Timer
-from .durable.namespace import Namespace
-from .durable.schedule_records import ScheduleInfo
-from .durable.steps import Op, Run
+from .durable.model.fields import ScheduleOptions
+from .durable.model.models import Timer
+from .durable.model.namespace import Namespace
+from .durable.model.steps import Op, Run
+from .durable.schedules import ops as sched_ops
+from .durable.schedules.records import ScheduleInfo
 from .errors import TimerError
 
 

@@ -9,7 +9,7 @@
     client.timers.reschedule("batch:*", shift_ms=600_000)        # each 10 minutes later
 
 Every call does bounded work on the server: a page is about ``count`` entries scanned
-(see :mod:`timer.durable.finding`); the iterating calls go page by page and can report
+(see :mod:`timer.durable.timers.finding`); the iterating calls go page by page and can report
 progress after each.
 """
 
@@ -19,8 +19,11 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
 from typing import Any, Unpack
 
-from .durable import finding as find_ops
-from .durable.finding import (
+from .durable.model.models import TimerInfo
+from .durable.model.namespace import Namespace
+from .durable.model.steps import Op, Run
+from .durable.timers import finding as find_ops
+from .durable.timers.finding import (
     ActOptions,
     Bulk,
     BulkOptions,
@@ -29,9 +32,6 @@ from .durable.finding import (
     Page,
     Selection,
 )
-from .durable.models import TimerInfo
-from .durable.namespace import Namespace
-from .durable.steps import Op, Run
 from .errors import InvalidInput
 
 Progress = Callable[[Bulk], None]

@@ -34,9 +34,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import __version__
-from .durable.models import Outcome
-from .durable.shapes import outcome_json
+from .durable.model.models import Outcome
 from .errors import InvalidInput
+from .shapes import outcome_json
 
 SIGNATURE = "Tickwheel-Signature"
 IDEMPOTENCY = "Tickwheel-Idempotency-Key"

@@ -2,7 +2,7 @@
 pid and start, its lease, the shards it leads with their pending counts, its counters,
 its lateness and the last error it met. Put up as it adds to the history (every
 ``history_every_ms``; every 10 s when that is off), kept ten minutes after the last
-(``timer/durable/shard_ops.py``: ``put_card``)."""
+(``timer/durable/shards/ops.py``: ``put_card``)."""
 
 from __future__ import annotations
 

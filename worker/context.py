@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from timer import SystemTimer, TimerClient
 from timer.clock import SYSTEM_TIME, Time
-from timer.durable.models import Meta
+from timer.durable.model.models import Meta
 from timer.errors import StoreError
 from timer.histogram import Stages
 

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from timer import tracing
-from timer.durable.models import FireResult, Traced
-from timer.durable.shard_calls import Hand
+from timer.durable.model.models import FireResult, Traced
+from timer.durable.shards.calls import Hand
 from timer.errors import Fenced, StoreError, TimerError
 
 from .context import WorkerContext

@@ -1,6 +1,6 @@
 """What a worker adds to its namespace's per-minute history: the timers its led
 shards' events announced as scheduled, cancelled and completed, the timers it expired
-and their lateness, and each led shard's pending count (``timer/durable/history.py``
+and their lateness, and each led shard's pending count (``timer/durable/admin/history.py``
 says how a minute is kept).
 
 It adds them every ``history_every_ms``, and also when it stops, releases a shard or
@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from timer.durable.history import late_field, pending_field
+from timer.durable.admin.history import late_field, pending_field
 from timer.errors import TimerError
 
 from .context import WorkerContext

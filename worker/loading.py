@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import heapq
 
-from timer.durable.entries import parse_events
-from timer.durable.models import Event
-from timer.durable.schedule_records import occurrence_name
+from timer.durable.model.entries import parse_events
+from timer.durable.model.models import Event
+from timer.durable.schedules.records import occurrence_name
 
 from .context import WorkerContext
 from .events import EventListener

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from timer.durable.schedule_records import (
+from timer.durable.schedules.records import (
     Plan,
     ScheduleInfo,
     ScheduleSpec,

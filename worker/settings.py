@@ -7,7 +7,7 @@ import socket
 import uuid
 from dataclasses import dataclass, field
 
-from timer.durable.models import COARSE_MS, check_result_ttl_ms
+from timer.durable.model.models import COARSE_MS, check_result_ttl_ms
 from timer.errors import InvalidInput
 
 
@@ -46,7 +46,7 @@ class WorkerSettings:
     # Start even if a server's maxmemory-policy may evict timers (they can then be lost).
     allow_eviction: bool = False
     # How often it adds what it saw to the namespace's per-minute history (the
-    # dashboard's charts, timer/durable/history.py); 0: never.
+    # dashboard's charts, timer/durable/admin/history.py); 0: never.
     history_every_ms: int = 10_000
 
     def __post_init__(self) -> None:

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 
 from timer import SystemTimerReaper, TimerClient, TimerError
 from timer.clock import Time
-from timer.durable.models import Meta
+from timer.durable.model.models import Meta
 from timer.errors import StoreError
 from timer.signals import stop_on_signals
 

@@ -35,8 +35,8 @@ import redis
 from tests.conftest import wait_for
 from timer import Handlers, Outcome, StoreError, TimerClient, TimerError
 from timer.aio import AsyncTimerClient
-from timer.durable.keys import NamespaceKeys
-from timer.durable.models import DurabilityWarning
+from timer.durable.model.keys import NamespaceKeys
+from timer.durable.model.models import DurabilityWarning
 from timer.testing import RedisServer, free_port, redis_cluster
 
 from . import cluster_ops as ops

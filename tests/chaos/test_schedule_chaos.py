@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import wait_for
 from timer import TimerClient
-from timer.durable.schedule_records import occurrence_name
+from timer.durable.schedules.records import occurrence_name
 from timer.testing import RedisServer
 
 from .conftest import Workers, read_all_outcomes

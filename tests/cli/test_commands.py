@@ -14,7 +14,7 @@ import redis
 from click.testing import CliRunner
 
 from timer.cli.main import main
-from timer.durable.codec import FORMAT_VERSION
+from timer.durable.model.codec import FORMAT_VERSION
 from timer.testing import RedisServer, free_port
 
 from .conftest import Run, as_json

@@ -145,8 +145,8 @@ def test_the_image_build_installs_from_what_the_dockerfile_copies(tmp_path: Path
         installed = f"timer/{package}" if first in ("worker", "cli") else package
         if first in ("timer", "worker", "cli"):
             assert f"{installed}/__init__.py" in names, package
-    assert "timer/durable/lua/schedule.lua" in names and "timer/cli/main.py" in names
-    assert "timer/durable/lua/include/records.lua" in names
+    assert "timer/durable/model/lua/schedule.lua" in names and "timer/cli/main.py" in names
+    assert "timer/durable/model/lua/include/records.lua" in names
     assert "timer/dashboard/static/index.html" in names and "timer/py.typed" in names
     assert {"timer/dashboard/static/main.js", "timer/dashboard/static/dashboard.css"} <= names
 

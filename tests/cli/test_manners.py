@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import wait_for
 from timer import TimerClient
-from timer.durable.durations import MAX_DURATION_MS, format_duration_ms, parse_duration_ms
+from timer.durable.model.durations import MAX_DURATION_MS, format_duration_ms, parse_duration_ms
 from timer.testing import RedisServer
 
 from .conftest import Run, as_json

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from tests.conftest import wait_for
 from timer import TimerClient
 from timer.cli.main import main
-from timer.durable.recurrence import Recurrence
+from timer.durable.schedules.recurrence import Recurrence
 from timer.testing import RedisServer
 from timer.worker import Worker, WorkerSettings
 

@@ -11,7 +11,7 @@ import redis
 
 from tests.dashboard.test_api import namespace_dump, web
 from timer import TimerClient
-from timer.durable import pending_page
+from timer.durable.admin import pending as pending_page
 from timer.testing import RedisServer
 
 HOUR = 3_600_000

@@ -7,7 +7,7 @@ initialised (as the guides assume: ``tickwheel init``). A block that another tes
 as written, or that is not a program, says so on the line before it::
 
     <!-- example: tests/cli/test_readme.py::test_readme_tour_runs -->
-    <!-- example: excerpt of timer/durable/ops.py -->
+    <!-- example: excerpt of timer/durable/timers/ops.py -->
 
 and that claim is checked: the test exists and reads this page; the excerpt's lines are
 in the file.

@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 
 from tests.integration.conftest import namespace_keys
 from timer import TimerClient
-from timer.durable.fields import FIELDS
+from timer.durable.model.fields import FIELDS
 from timer.httpapi import create_app
 from timer.testing import RedisServer
 

@@ -18,7 +18,7 @@ import redis
 
 from tests.integration.conftest import namespace_keys
 from timer import InvalidInput, TimerClient
-from timer.durable.codec import MAX_PAYLOAD_DEPTH
+from timer.durable.model.codec import MAX_PAYLOAD_DEPTH
 from timer.testing import RedisServer
 
 from .test_serve import Api, serving

@@ -635,7 +635,7 @@ def test_every_door_shows_one_value_alike(
     from click.testing import CliRunner  # noqa: PLC0415
 
     from timer.cli.main import main  # noqa: PLC0415
-    from timer.durable.shapes import outcome_json, timer_info_json  # noqa: PLC0415
+    from timer.shapes import outcome_json, timer_info_json  # noqa: PLC0415
 
     api, c, _ = quiet
     ns = f"/v1/namespaces/{c.namespace}"

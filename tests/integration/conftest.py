@@ -9,8 +9,8 @@ import pytest
 import redis
 
 from timer import TimerClient
-from timer.durable.codec import text
-from timer.durable.keys import ShardKeys, results_part_of
+from timer.durable.model.codec import text
+from timer.durable.model.keys import ShardKeys, results_part_of
 from timer.testing import RedisServer
 
 SHARDS = 4

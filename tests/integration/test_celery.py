@@ -39,8 +39,8 @@ from timer.celery import (
     task_call,
 )
 from timer.celery.sending import _timer_of
-from timer.durable.checks import TEN_YEARS_S
-from timer.durable.models import Timer
+from timer.durable.model.checks import TEN_YEARS_S
+from timer.durable.model.models import Timer
 from timer.redis.local_server import embedded_url
 from timer.testing import RedisServer
 

@@ -10,8 +10,8 @@ import threading
 from typing import Any
 
 from timer import TimerClient
-from timer.durable.codec import FORMAT_VERSION, decode_pending
-from timer.durable.models import COARSE_MS
+from timer.durable.model.codec import FORMAT_VERSION, decode_pending
+from timer.durable.model.models import COARSE_MS
 from timer.worker import Worker, WorkerSettings
 
 from ..conftest import wait_for

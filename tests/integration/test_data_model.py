@@ -14,7 +14,7 @@ import redis
 from tests.conftest import wait_for
 from timer import Backoff, Handlers, Limit, Outcome, TimerClient
 from timer.django import TickwheelBackend
-from timer.durable.codec import text
+from timer.durable.model.codec import text
 from timer.testing import RedisServer
 from timer.worker import Worker, WorkerSettings
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from timer import Backoff, Handlers, InvalidInput, Later, Outcome, SelectionChanged, TimerClient
-from timer.durable.globs import redis_glob
+from timer.durable.model.globs import redis_glob
 from timer.testing import RedisServer
 
 from .conftest import done_or_refused, namespace_keys

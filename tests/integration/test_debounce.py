@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from tests.conftest import wait_for
 from timer import DuplicateTimer, InvalidInput, TimerClient, TimerError
 from timer.aio import AsyncTimerClient
-from timer.durable.shapes import outcome_json, timer_info_json
+from timer.shapes import outcome_json, timer_info_json
 
 from .conftest import namespace_keys, server_now_ms
 from .test_aio import with_async

@@ -17,7 +17,7 @@ from tests.conftest import wait_for
 from tests.faults import FaultyDisk, build_shim
 from timer import ConfigError, StoreError, TimerClient
 from timer.aio import AsyncTimerClient
-from timer.durable.models import DurabilityWarning
+from timer.durable.model.models import DurabilityWarning
 from timer.testing import RedisServer
 
 pytestmark = [pytest.mark.redis]

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from timer import ConfigError, TimerClient
 from timer.aio import AsyncTimerClient
 from timer.cli.main import main
-from timer.durable.models import DurabilityWarning
+from timer.durable.model.models import DurabilityWarning
 from timer.testing import RedisServer
 from timer.worker import Worker, WorkerSettings
 

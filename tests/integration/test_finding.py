@@ -12,7 +12,7 @@ import redis
 from tests.integration.conftest import namespace_keys
 from timer import InvalidInput, TimerClient
 from timer.aio import AsyncTimerClient
-from timer.durable.finding import Page
+from timer.durable.timers.finding import Page
 
 HOUR = 3_600_000
 

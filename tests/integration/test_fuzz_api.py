@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from timer import InvalidInput, Timer, TimerClient, TimerError
 from timer.aio import AsyncTimerClient
-from timer.durable.fields import TimerOptions
+from timer.durable.model.fields import TimerOptions
 from timer.testing import RedisServer
 
 from .conftest import namespace_keys

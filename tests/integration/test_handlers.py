@@ -17,7 +17,7 @@ import redis
 
 from tests.conftest import wait_for
 from timer import Backoff, Handlers, InvalidInput, Later, Outcome, Retry, TimerClient
-from timer.durable import groups as groups_module
+from timer.durable.groups import streams as groups_module
 
 FAST = Backoff(initial_s=0.02, max_s=0.05, jitter=0.5)
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import wait_for
 from timer import Handlers, InvalidInput, Outcome, TimerClient
-from timer.durable.history import KEEP_MS, MAX_MINUTES, MINUTE_MS, minute_of, parse_minute
+from timer.durable.admin.history import KEEP_MS, MAX_MINUTES, MINUTE_MS, minute_of, parse_minute
 from timer.testing import RedisServer
 
 from .conftest import namespace_keys, server_now_ms

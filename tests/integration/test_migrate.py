@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from timer import ConfigError, TimerClient, TimerError
 from timer.cli.main import main
-from timer.durable.codec import FORMAT_VERSION, text
-from timer.durable.keys import NAMESPACES, NamespaceKeys, ShardKeys, shard_of
+from timer.durable.model.codec import FORMAT_VERSION, text
+from timer.durable.model.keys import NAMESPACES, NamespaceKeys, ShardKeys, shard_of
 from timer.testing import RedisServer
 
 from .conftest import SHARDS, namespace_keys, server_now_ms

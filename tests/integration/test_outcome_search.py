@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from timer import InvalidInput, NotFound, TimerClient
-from timer.durable import outcome_search
+from timer.durable.admin import search as outcome_search
 from timer.testing import RedisServer
 
 from .conftest import done_or_refused

@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import wait_for
 from timer import Handlers, InvalidInput, Outcome, TimerClient
-from timer.durable.groups import Delivery
+from timer.durable.groups.streams import Delivery
 from timer.handlers.policy import WorkQueue
 from timer.testing import RedisServer
 from timer.worker.firing import Firer

@@ -13,7 +13,7 @@ import redis
 from tests.conftest import wait_for
 from timer import ConfigError, InvalidInput, TimerClient
 from timer.aio import AsyncTimerClient
-from timer.durable.models import Durability, DurabilityWarning
+from timer.durable.model.models import Durability, DurabilityWarning
 from timer.errors import NotDurable
 from timer.testing import RedisServer, free_port
 

@@ -13,10 +13,10 @@ import pytest
 import redis
 
 from timer import TimerClient
-from timer.durable import shard_ops
-from timer.durable.codec import text
-from timer.durable.keys import ShardKeys, results_part_of, results_parts
-from timer.durable.scripts import ScriptName, source
+from timer.durable.model.codec import text
+from timer.durable.model.keys import ShardKeys, results_part_of, results_parts
+from timer.durable.model.scripts import ScriptName, source
+from timer.durable.shards import ops as shard_ops
 from timer.errors import InvalidInput
 from timer.testing import RedisServer
 

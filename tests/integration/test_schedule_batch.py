@@ -12,8 +12,8 @@ import redis
 
 from tests.conftest import wait_for
 from timer import DuplicateTimer, Timer, TimerClient, TimerError
-from timer.durable.entries import parse_events
-from timer.durable.models import MAX_DELAY_MS
+from timer.durable.model.entries import parse_events
+from timer.durable.model.models import MAX_DELAY_MS
 from timer.testing import RedisServer
 
 from .conftest import SHARDS, server_now_ms

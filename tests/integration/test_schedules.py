@@ -16,7 +16,7 @@ from timer import (
     ScheduleNotFound,
     TimerClient,
 )
-from timer.durable.schedule_records import Plan, occurrence_name
+from timer.durable.schedules.records import Plan, occurrence_name
 from timer.testing import RedisServer
 from timer.worker import Worker
 

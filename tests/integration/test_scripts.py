@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from timer import Fenced, TimerClient
-from timer.durable.codec import decode_pending, decode_result
-from timer.durable.models import COARSE_MS, FireResult
-from timer.durable.scripts import ScriptName, include, source
-from timer.durable.shard_calls import Hand
+from timer.durable.model.codec import decode_pending, decode_result
+from timer.durable.model.models import COARSE_MS, FireResult
+from timer.durable.model.scripts import ScriptName, include, source
+from timer.durable.shards.calls import Hand
 
 from .conftest import bucket_members, retained, server_now_ms
 

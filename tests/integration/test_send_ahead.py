@@ -18,9 +18,9 @@ import redis
 
 from tests.conftest import wait_for
 from timer import DuplicateTimer, Timer, TimerClient
-from timer.durable import steps
-from timer.durable.calls import parse_schedule, schedule_call
-from timer.durable.items import schedule_item_of
+from timer.durable.model import steps
+from timer.durable.timers.calls import parse_schedule, schedule_call
+from timer.durable.timers.items import schedule_item_of
 from timer.testing import RedisServer
 
 

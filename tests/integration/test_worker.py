@@ -13,7 +13,7 @@ import redis
 
 from tests.conftest import wait_for
 from timer import Outcome, TimerClient
-from timer.durable.keys import results_parts
+from timer.durable.model.keys import results_parts
 from timer.testing import RedisServer
 from timer.worker import Worker, WorkerSettings
 

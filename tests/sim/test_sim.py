@@ -19,7 +19,7 @@ from sim.checks import Violation
 from sim.crossings import Crossings
 from sim.world import RunnerProc, World
 from timer.client import driver
-from timer.durable import scripts
+from timer.durable.model import scripts
 
 ROOT = Path(__file__).resolve().parents[2]
 # CI's budget: seeds of up to 150 steps, 15 runs each (half a minute here);

@@ -13,17 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from timer import DuplicateTimer, Fenced, InvalidInput
-from timer.durable import codec, groups, ops, shard_ops, steps
-from timer.durable.codec import decode_pending, decode_result
-from timer.durable.entries import (
-    for_group,
-    outcome_from_entry,
-    parse_event,
-    parse_events,
-    parse_ref,
-)
-from timer.durable.fields import FIELDS, KEPT_PENDING
-from timer.durable.group_calls import (
+from timer.durable.groups import streams as groups
+from timer.durable.groups.calls import (
     MAX_ERROR_CHARS,
     MAX_KEPT_ERROR_CHARS,
     claim_call,
@@ -37,14 +28,26 @@ from timer.durable.group_calls import (
     retry_call,
     touch_call,
 )
-from timer.durable.keys import NamespaceKeys
-from timer.durable.models import ClientSettings, Event, Meta, Outcome
-from timer.durable.namespace import Namespace
-from timer.durable.scripts import ErrorCode, ScriptName, header, script_error
-from timer.durable.shard_calls import Hand, fire_call, parse_fire, parse_lease_acquire, parse_sweep
+from timer.durable.model import codec, steps
+from timer.durable.model.codec import decode_pending, decode_result
+from timer.durable.model.entries import (
+    for_group,
+    outcome_from_entry,
+    parse_event,
+    parse_events,
+    parse_ref,
+)
+from timer.durable.model.fields import FIELDS, KEPT_PENDING
+from timer.durable.model.keys import NamespaceKeys
+from timer.durable.model.models import ClientSettings, Event, Meta, Outcome
+from timer.durable.model.namespace import Namespace
+from timer.durable.model.scripts import ErrorCode, ScriptName, header, script_error
+from timer.durable.shards import ops as shard_ops
+from timer.durable.shards.calls import Hand, fire_call, parse_fire, parse_lease_acquire, parse_sweep
+from timer.durable.timers import ops
 
 NS = Namespace(NamespaceKeys("ns"), Meta(shards=8, bucket_ms=1000), ClientSettings())
-LUA = resources.files("timer.durable") / "lua"
+LUA = resources.files("timer.durable.model") / "lua"
 
 
 def header_errors(name: ScriptName) -> set[str]:

@@ -21,7 +21,7 @@ import redis
 from fakeredis.commands_mixins.scripting_mixin import ScriptingCommandsMixin
 
 from timer.clock import VirtualTime
-from timer.durable.models import DurabilityWarning, Outcome
+from timer.durable.model.models import DurabilityWarning, Outcome
 from timer.errors import ConfigError
 from timer.handlers import Handlers
 from timer.redis.store import error_code
@@ -336,7 +336,7 @@ def run_for(worker: Worker, time: VirtualTime, seconds: float, step: float = 15.
     return fired
 
 
-@pytest.mark.filterwarnings("ignore::timer.durable.models.DurabilityWarning")
+@pytest.mark.filterwarnings("ignore::timer.durable.model.models.DurabilityWarning")
 def test_a_worker_fires_an_hours_timer_at_3600_s_not_before(
     store: FakeStore, worker_time: VirtualTime
 ) -> None:
@@ -353,7 +353,7 @@ def test_a_worker_fires_an_hours_timer_at_3600_s_not_before(
     assert outcome.decided_ms == outcome.deadline_ms == worker_time.wall_ms()
 
 
-@pytest.mark.filterwarnings("ignore::timer.durable.models.DurabilityWarning")
+@pytest.mark.filterwarnings("ignore::timer.durable.model.models.DurabilityWarning")
 def test_cancel_complete_notify_and_handlers_on_the_store(
     store: FakeStore, worker_time: VirtualTime
 ) -> None:
@@ -381,7 +381,7 @@ def test_cancel_complete_notify_and_handlers_on_the_store(
     ]  # fmt: skip
 
 
-@pytest.mark.filterwarnings("ignore::timer.durable.models.DurabilityWarning")
+@pytest.mark.filterwarnings("ignore::timer.durable.model.models.DurabilityWarning")
 def test_the_asyncio_client_on_the_same_store(store: FakeStore, time: VirtualTime) -> None:
     store.timer_client("t").init(shards=2)
 
@@ -417,7 +417,7 @@ def one_run() -> list[tuple[bytes, str, object, int]]:
     return store.snapshot()
 
 
-@pytest.mark.filterwarnings("ignore::timer.durable.models.DurabilityWarning")
+@pytest.mark.filterwarnings("ignore::timer.durable.model.models.DurabilityWarning")
 def test_two_runs_from_the_same_start_leave_the_same_keyspace() -> None:
     """Every key, value, stream id, group, pending entry and TTL the same, twice."""
     first, second = one_run(), one_run()

@@ -1,4 +1,4 @@
-"""A timer's fields are declared once (timer/durable/fields.py, #41): every door that
+"""A timer's fields are declared once (timer/durable/model/fields.py, #41): every door that
 takes a timer is checked against the declaration here, so a field added there and
 missed at a door fails a test."""
 
@@ -20,8 +20,8 @@ from timer.aio import AsyncTimerClient
 from timer.cli.main import main
 from timer.cli.one_timer_cmd import DeclaredArgs
 from timer.cli.one_timer_cmd import schedule as schedule_command
-from timer.durable import codec
-from timer.durable.fields import (
+from timer.durable.model import codec
+from timer.durable.model.fields import (
     FIELDS,
     FIRST_STORED,
     KEPT_OUTCOME,
@@ -34,13 +34,13 @@ from timer.durable.fields import (
     json_schemas,
     table,
 )
-from timer.durable.items import CHECKS, schedule_item
-from timer.durable.keys import NamespaceKeys
-from timer.durable.models import ClientSettings, Meta, Outcome, TimerInfo
-from timer.durable.namespace import Namespace
-from timer.durable.recurrence import Recurrence
-from timer.durable.schedule_ops import put
-from timer.durable.schedule_records import ScheduleSpec
+from timer.durable.model.keys import NamespaceKeys
+from timer.durable.model.models import ClientSettings, Meta, Outcome, TimerInfo
+from timer.durable.model.namespace import Namespace
+from timer.durable.schedules.ops import put
+from timer.durable.schedules.records import ScheduleSpec
+from timer.durable.schedules.recurrence import Recurrence
+from timer.durable.timers.items import CHECKS, schedule_item
 from timer.httpapi.spec import ENDPOINTS
 from timer.schedules import AsyncSchedules, Schedules
 
@@ -96,7 +96,7 @@ def test_the_docs_table_is_the_declarations_own() -> None:
     page = (ROOT / "docs" / "data-model.md").read_text()
     found = re.search(r"<!-- fields:begin -->\n(.*?)\n<!-- fields:end -->", page, re.S)
     assert found is not None, "docs/data-model.md lost its fields table markers"
-    assert found.group(1) == table(), "run python -m timer.durable.fields and paste its table"
+    assert found.group(1) == table(), "run python -m timer.durable.model.fields and paste its table"
 
 
 def _full(spec: dict[str, Any]) -> list[Any]:
@@ -189,7 +189,7 @@ def _lua_names(lua: str, first: str) -> tuple[dict[str, int], int]:
 def test_schedule_lua_names_the_declared_slots() -> None:
     """``schedule.lua`` reads a timer's spec by name, each field as its name in capitals,
     and its names sit at the slots the declaration gives (Lua's index is the slot + 1)."""
-    lua = (ROOT / "timer" / "durable" / "lua" / "schedule.lua").read_text()
+    lua = (ROOT / "timer" / "durable" / "model" / "lua" / "schedule.lua").read_text()
     lua_slot, end = _lua_names(lua, "ID")
     slotted = {n.upper(): f.slot + 1 for n, f in FIELDS.items() if f.slot is not None}
     assert {k: v for k, v in lua_slot.items() if k not in ("MODE", "VALUE")} == slotted
@@ -202,7 +202,7 @@ def test_records_lua_names_the_declared_places(record: str, prefix: str) -> None
     """``include/records.lua`` names each place of a pending record (``R_``) and of a
     retained outcome (``O_``) as ``codec`` reads it, and a declared field's place is the
     one its ``Field`` gives; nothing there reads a record by number."""
-    lua = (ROOT / "timer" / "durable" / "lua" / "include" / "records.lua").read_text()
+    lua = (ROOT / "timer" / "durable" / "model" / "lua" / "include" / "records.lua").read_text()
     first = {"R": "R_DEADLINE_MS", "O": "O_OUTCOME"}[prefix]
     places, end = _lua_names(lua, first)
     names = codec._PENDING if record == "pending" else codec._OUTCOME
@@ -234,7 +234,7 @@ def test_schedule_records_are_read_by_name_in_lua() -> None:
     names numbered 1 to 14 in the record's order (``decode_schedule``'s
     ``v, on, armed, fired, missed, last, spec, payload, watch, created``, then the
     overlap's four)."""
-    lua = ROOT / "timer" / "durable" / "lua"
+    lua = ROOT / "timer" / "durable" / "model" / "lua"
     include = (lua / "include" / "schedules.lua").read_text()
     found = re.findall(r"^local (S_[A-Z_, ]+) =\s*([0-9, \n]+)$", include, re.M)
     names = [n.strip() for group, _ in found for n in group.split(",") if n.strip()]

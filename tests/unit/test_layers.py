@@ -53,7 +53,7 @@ def test_engine_imports_without_redis_or_msgpack() -> None:
 def test_durable_layer_imports_without_redis() -> None:
     """timer.durable (keys, codec, models, scripts, calls, ops) never imports redis-py."""
     code = BLOCK.format(blocked=["redis"]) + (
-        "import timer.durable.ops, timer.durable.calls, timer.durable.scripts\n"
+        "import timer.durable.timers.ops, timer.durable.timers.calls, timer.durable.model.scripts\n"
         "print(sorted(m for m in sys.modules if m.startswith('timer.')\n"
         "             and not m.startswith(('timer.durable', 'timer.engine', 'timer.errors',\n"
         "                                   'timer.clock'))))\n"
@@ -217,7 +217,7 @@ def test_worker_builds_no_keys_and_touches_no_raw_connection() -> None:
         used = attributes_used(path)
         assert not used & {"redis", "scripts", "keys", "where", "_run"}, (path.name, used)
         source = path.read_text()
-        assert "KEYS" not in source and "timer.durable.keys" not in source, path.name
+        assert "KEYS" not in source and "timer.durable.model.keys" not in source, path.name
 
 
 def map_entries() -> dict[str, str]:

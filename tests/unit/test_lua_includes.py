@@ -7,9 +7,9 @@ from importlib import resources
 
 import pytest
 
-from timer.durable.scripts import INCLUDE, ScriptName, include, source
+from timer.durable.model.scripts import INCLUDE, ScriptName, include, source
 
-LUA = resources.files("timer.durable") / "lua"
+LUA = resources.files("timer.durable.model") / "lua"
 DEFINES = re.compile(r"^local function (\w+)|^local ((?:\w+, )*\w+) =", re.MULTILINE)
 
 

@@ -17,9 +17,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from timer import InvalidInput
-from timer.durable.keys import shard_of
-from timer.durable.recurrence import Recurrence, occurrence_id
-from timer.durable.schedule_records import MISSED, Plan, ScheduleSpec, plan_next
+from timer.durable.model.keys import shard_of
+from timer.durable.schedules.records import MISSED, Plan, ScheduleSpec, plan_next
+from timer.durable.schedules.recurrence import Recurrence, occurrence_id
 
 
 def ms(text: str) -> int:
@@ -208,7 +208,7 @@ def test_any_spec_is_built_or_refused_with_invalid_input(  # noqa: PLR0917 - one
     assert nxt is None or nxt > ms("2026-01-01T00:00")
 
 
-# -- a schedule's spec as stored, and the leader's plans (timer.durable.schedule_records) ---------
+# -- a schedule's spec as stored, and the leader's plans (timer.durable.schedules.records) ---------
 
 
 @given(

@@ -1,4 +1,4 @@
-"""One JSON shape per value (timer/durable/shapes.py, #41): each function gives what its
+"""One JSON shape per value (timer/shapes.py, #41): each function gives what its
 schema says for any value, and every door answers with the same function — the HTTP
 API, the dashboard, the CLI's --json and a webhook body agree for one outcome."""
 
@@ -11,9 +11,16 @@ import jsonschema
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from timer.durable.models import ConsumerInfo, DeadLetter, GroupInfo, Outcome, Timer, TimerInfo
-from timer.durable.schedule_records import ScheduleInfo, ScheduleSpec
-from timer.durable.shapes import (
+from timer.durable.model.models import (
+    ConsumerInfo,
+    DeadLetter,
+    GroupInfo,
+    Outcome,
+    Timer,
+    TimerInfo,
+)
+from timer.durable.schedules.records import ScheduleInfo, ScheduleSpec
+from timer.shapes import (
     SCHEMAS,
     dead_letter_json,
     group_json,

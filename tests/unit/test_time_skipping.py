@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from timer.durable.models import Outcome
+from timer.durable.model.models import Outcome
 from timer.errors import HeartbeatCapped, InvalidInput
 from timer.handlers import Backoff, Handlers, Limit
 from timer.testing import NotIdle, TimeSkipping

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from timer import TimerClient
-from timer.durable.durations import TEN_YEARS_MS
+from timer.durable.model.durations import TEN_YEARS_MS
 from timer.errors import InvalidInput
 from timer.worker import WorkerSettings
 

@@ -8,7 +8,7 @@
         outcome = await c.wait("job:{42}", timeout=5.0)
 
 A peer of the sync client, not a wrapper: both run the same operations of
-``timer.durable.ops`` (validation, script calls, parsing, ``notify``'s batches, ``wait``'s
+``timer.durable.timers.ops`` (validation, script calls, parsing, ``notify``'s batches, ``wait``'s
 backoff, the consumer-group reader); this module only awaits their steps. It covers what
 a service does per request (schedule, schedule_many, cancel, complete, reschedule,
 notify, get, wait) and reading outcomes through a consumer group (``outcomes``, then
@@ -30,15 +30,17 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
 from ..clock import SYSTEM_TIME, Time
-from ..durable import groups as group_ops
-from ..durable import keys as keyspace
-from ..durable import ops, server_checks, steps
-from ..durable.codec import DEFAULT_MAX_PAYLOAD
-from ..durable.fields import TimerOptions, TimerSpec
-from ..durable.items import timer_spec
-from ..durable.models import ClientSettings, Meta, Outcome, Timer, TimerInfo
-from ..durable.namespace import Namespace, meta_from
-from ..durable.reader import GroupReader, check_options
+from ..durable.admin import server as server_checks
+from ..durable.groups import streams as group_ops
+from ..durable.groups.reader import GroupReader, check_options
+from ..durable.model import keys as keyspace
+from ..durable.model import steps
+from ..durable.model.codec import DEFAULT_MAX_PAYLOAD
+from ..durable.model.fields import TimerOptions, TimerSpec
+from ..durable.model.models import ClientSettings, Meta, Outcome, Timer, TimerInfo
+from ..durable.model.namespace import Namespace, meta_from
+from ..durable.timers import ops
+from ..durable.timers.items import timer_spec
 from ..errors import TimerError
 from ..redis import connections
 from ..redis.local_server import default_url

@@ -24,10 +24,11 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import RedisClusterException
 
 from ..clock import SYSTEM_TIME, Time
-from ..durable import server_checks, steps
-from ..durable.models import Durability, DurabilityWarning
-from ..durable.scripts import ScriptName, source
-from ..durable.steps import error_or
+from ..durable.admin import server as server_checks
+from ..durable.model import steps
+from ..durable.model.models import Durability, DurabilityWarning
+from ..durable.model.scripts import ScriptName, source
+from ..durable.model.steps import error_or
 from ..errors import TimerError
 from ..redis.cluster_route import (
     CLIENT_RETRIES,

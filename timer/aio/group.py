@@ -2,7 +2,7 @@
 by reference, for callers that hold outcomes across requests (the HTTP API's handlers
 in other languages).
 
-The same reader as ``Handlers`` and ``outcomes()`` (:class:`~timer.durable.reader.
+The same reader as ``Handlers`` and ``outcomes()`` (:class:`~timer.durable.groups.reader.
 GroupReader`): each ``poll`` hands out due retries, others' outcomes idle past
 ``reclaim_idle_ms`` (their consumer is presumed dead), its own left unsettled that long
 (a restart under the same name gets them then), and new ones. It does not take its own
@@ -20,15 +20,15 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from ..durable import groups as group_ops
-from ..durable import steps
-from ..durable.checks import check_int
-from ..durable.entries import parse_ref
-from ..durable.groups import Delivery
-from ..durable.models import Outcome
-from ..durable.namespace import Namespace
-from ..durable.reader import GroupReader
-from ..durable.steps import Op
+from ..durable.groups import streams as group_ops
+from ..durable.groups.reader import GroupReader
+from ..durable.groups.streams import Delivery
+from ..durable.model import steps
+from ..durable.model.checks import check_int
+from ..durable.model.entries import parse_ref
+from ..durable.model.models import Outcome
+from ..durable.model.namespace import Namespace
+from ..durable.model.steps import Op
 from ..errors import InvalidInput
 
 MAX_BATCH = 1000

@@ -13,7 +13,7 @@ from celery.schedules import crontab
 from celery.schedules import schedule as every_schedule
 
 from ..client import TimerClient
-from ..durable.schedule_records import ScheduleSpec
+from ..durable.schedules.records import ScheduleSpec
 from ..errors import DuplicateTimer, InvalidInput
 from .claims import URL_ENV
 from .sending import KEY, PREFIX, task_call

@@ -15,8 +15,8 @@ from celery.exceptions import Ignore
 from celery.exceptions import Retry as CeleryRetry
 
 from ..client import TimerClient
-from ..durable.keys import check_name, shard_of
-from ..durable.steps import Command, Op
+from ..durable.model.keys import check_name, shard_of
+from ..durable.model.steps import Command, Op
 from ..errors import InvalidInput
 
 log = logging.getLogger("timer.celery")

@@ -14,8 +14,8 @@ from celery import Celery
 
 from ..aio import AsyncTimerClient
 from ..client import TimerClient
-from ..durable.checks import check_seconds
-from ..durable.models import Outcome, Timer
+from ..durable.model.checks import check_seconds
+from ..durable.model.models import Outcome, Timer
 from ..errors import InvalidInput
 from ..handlers import Handlers, HandlersOptions
 from ..handlers.policy import Later

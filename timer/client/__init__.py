@@ -1,7 +1,7 @@
 """TimerClient: durable timers in Redis, with blocking redis-py calls (docs/data-model.md
 says what is stored where; docs/design-notes.md why).
 
-Every call is an operation of ``timer.durable.ops`` (validation, script calls, parsing)
+Every call is an operation of ``timer.durable.timers.ops`` (validation, script calls, parsing)
 run by the blocking driver (``timer.client.driver``), the only code of this client that talks
 to Redis. The asyncio client runs the same operations with awaited calls. The worker's
 view of one shard is ``ShardStore`` (``client.shard_store(n)``), a handler runner's of
@@ -22,16 +22,26 @@ import redis.client
 from redis.cluster import RedisCluster
 
 from ..clock import SYSTEM_TIME, Time
-from ..durable import groups as group_ops
-from ..durable import history, ops, setup, shard_ops, steps
-from ..durable import keys as keyspace
-from ..durable.checks import check_seconds
-from ..durable.codec import DEFAULT_MAX_PAYLOAD
-from ..durable.fields import TimerOptions, TimerSpec
-from ..durable.items import timer_spec
-from ..durable.models import ClientSettings, DurabilityWarning, Meta, Outcome, Timer, TimerInfo
-from ..durable.namespace import Namespace
-from ..durable.reader import GroupReader, Held, check_options
+from ..durable.admin import history, setup
+from ..durable.groups import streams as group_ops
+from ..durable.groups.reader import GroupReader, Held, check_options
+from ..durable.model import keys as keyspace
+from ..durable.model import steps
+from ..durable.model.checks import check_seconds
+from ..durable.model.codec import DEFAULT_MAX_PAYLOAD
+from ..durable.model.fields import TimerOptions, TimerSpec
+from ..durable.model.models import (
+    ClientSettings,
+    DurabilityWarning,
+    Meta,
+    Outcome,
+    Timer,
+    TimerInfo,
+)
+from ..durable.model.namespace import Namespace
+from ..durable.shards import ops as shard_ops
+from ..durable.timers import ops
+from ..durable.timers.items import timer_spec
 from ..errors import TimerError
 from ..redis.local_server import default_url
 from ..redis.store import RedisSettings, node_url
@@ -106,7 +116,7 @@ class TimerClient(OperatorCalls):
         A URL naming any node of a Redis Cluster gives a cluster client (detected with
         ``INFO cluster``); the server is contacted once here for that. ``durability``
         (``none``, ``aof``, ``replicas:N``, ``aof+replicas:N``; see
-        :class:`~timer.durable.models.Durability`) says when a timer write counts as done.
+        :class:`~timer.durable.model.models.Durability`) says when a timer write counts as done.
         No URL: ``$TICKWHEEL_REDIS_URL``, else your running embedded server (``tickwheel
         server start``), said in the log; neither is a ConfigError saying what to do.
         """
@@ -228,7 +238,7 @@ class TimerClient(OperatorCalls):
         parameters raises DuplicateTimer.
 
         ``options`` are the timer's optional fields, each declared once with its type,
-        default and help in :class:`timer.durable.fields.TimerOptions` (``payload``,
+        default and help in :class:`timer.durable.model.fields.TimerOptions` (``payload``,
         ``watch`` and ``need``, ``rearm``, a W3C ``traceparent`` its fire and handler run
         continue — ``timer.tracing.current()`` gives the active span's —, ...).
         """
@@ -240,7 +250,7 @@ class TimerClient(OperatorCalls):
     ) -> list[Timer | TimerError]:
         """Schedule many timers in pipelined batches; one result per item, in order.
 
-        Each item is a :class:`~timer.durable.fields.TimerSpec`: a mapping with ``id``,
+        Each item is a :class:`~timer.durable.model.fields.TimerSpec`: a mapping with ``id``,
         ``delay_ms`` or ``deadline_ms``, and any of ``schedule``'s options. A bad
         item gets its error in its slot (nothing is written for it); the others go on.
         ``origin`` is stored with each timer created here and reported back on a retry

@@ -6,11 +6,11 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 
 from ..clock import SYSTEM_TIME, Time
-from ..durable import group_admin
-from ..durable import groups as group_ops
-from ..durable.namespace import Namespace
-from ..durable.reader import GroupReader, Held
-from ..durable.steps import Run
+from ..durable.groups import admin as group_admin
+from ..durable.groups import streams as group_ops
+from ..durable.groups.reader import GroupReader, Held
+from ..durable.model.namespace import Namespace
+from ..durable.model.steps import Run
 
 log = logging.getLogger("tickwheel.handlers")
 
@@ -19,10 +19,10 @@ class ConsumerGroup:
     """One consumer of a consumer group, as the handler runner drives it.
 
     ``start``, ``poll``, ``idle`` and ``touch`` follow the one reading policy
-    (:class:`~timer.durable.reader.GroupReader`, the one ``outcomes()`` runs on, with
+    (:class:`~timer.durable.groups.reader.GroupReader`, the one ``outcomes()`` runs on, with
     its timings from ``reclaim_idle_ms``; ``held`` says which entries the caller has in
     hand). The others are single steps: each a pipelined script per shard or a plain
-    read; ``timer.durable.groups`` says what each one guarantees.
+    read; ``timer.durable.groups.streams`` says what each one guarantees.
     """
 
     def __init__(
@@ -146,7 +146,7 @@ class ConsumerGroup:
     def ack_many(self, deliveries: Sequence[group_ops.Delivery]) -> int:
         """Acknowledge many at once: one call per shard's stream, pipelined (waited on
         when the client waits for durability). Returns how many found nothing pending
-        (see :func:`timer.durable.groups.ack_many`)."""
+        (see :func:`timer.durable.groups.streams.ack_many`)."""
         return self._run(group_ops.ack_many(deliveries))
 
     def retry(self, delivery: group_ops.Delivery, delay_ms: int, error: str = "") -> int | None:

@@ -1,6 +1,6 @@
 """The blocking driver: runs an operation's steps with redis-py (TimerClient's I/O).
 
-An operation of ``timer.durable.ops`` yields steps (a script, a command, a pipeline, a
+An operation of ``timer.durable.timers.ops`` yields steps (a script, a command, a pipeline, a
 sleep, a value to emit, a pipeline to send ahead and collect later); :class:`SyncDriver`
 runs each with blocking redis-py calls, grouped per node on a Redis Cluster, waits for
 durability on the writes' own connection when asked, and turns redis-py errors into
@@ -26,9 +26,10 @@ from redis.retry import Retry
 from redis.sentinel import SentinelConnectionPool
 
 from ..clock import SYSTEM_TIME, Time
-from ..durable import server_checks, steps
-from ..durable.models import Durability, DurabilityWarning
-from ..durable.scripts import ScriptName, source
+from ..durable.admin import server as server_checks
+from ..durable.model import steps
+from ..durable.model.models import Durability, DurabilityWarning
+from ..durable.model.scripts import ScriptName, source
 from ..errors import TimerError
 from ..redis import connections
 from ..redis.cluster_route import (

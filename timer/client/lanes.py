@@ -9,9 +9,9 @@ from typing import Any, Protocol, cast
 
 import redis
 
-from ..durable import steps
-from ..durable.models import Durability
-from ..durable.scripts import ScriptName
+from ..durable.model import steps
+from ..durable.model.models import Durability
+from ..durable.model.scripts import ScriptName
 from ..redis.store import settle_replies
 
 

@@ -13,22 +13,19 @@ import socket
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..durable import (
-    dead_filter,
-    history,
-    outcome_search,
-    server_checks,
-    setup,
-    shard_ops,
-    steps,
-    views,
-)
-from ..durable import group_admin as admin
-from ..durable.checks import check_int
-from ..durable.dead_filter import DeadFilter
-from ..durable.history import Minute
-from ..durable.keys import NamespaceKeys
-from ..durable.models import (
+from ..durable.admin import history, setup, views
+from ..durable.admin import search as outcome_search
+from ..durable.admin import server as server_checks
+from ..durable.admin.history import Minute
+from ..durable.admin.pending import PendingPage, PendingQuery, pending_page
+from ..durable.admin.search import OutcomeQuery
+from ..durable.groups import admin
+from ..durable.groups import dead as dead_filter
+from ..durable.groups.dead import DeadFilter
+from ..durable.model import steps
+from ..durable.model.checks import check_int
+from ..durable.model.keys import NamespaceKeys
+from ..durable.model.models import (
     ClientSettings,
     DeadBatch,
     DeadLetter,
@@ -38,10 +35,9 @@ from ..durable.models import (
     ServerSettings,
     Trimmed,
 )
-from ..durable.namespace import Namespace
-from ..durable.outcome_search import OutcomeQuery
-from ..durable.pending_page import PendingPage, PendingQuery, pending_page
-from ..durable.shard_calls import MigrateStep
+from ..durable.model.namespace import Namespace
+from ..durable.shards import ops as shard_ops
+from ..durable.shards.calls import MigrateStep
 
 T = TypeVar("T")
 
@@ -126,7 +122,7 @@ class OperatorCalls:
         """The namespace's last ``minutes`` minutes (1 to a day), oldest first, the current
         one last: timers scheduled, expired, cancelled and completed, outcomes handled,
         failed and dead-lettered (per group too), pending timers and lateness, as the
-        workers and handler runners added them (``timer.durable.history``). Each minute's
+        workers and handler runners added them (``timer.durable.admin.history``). Each minute's
         ``approximate`` names the counts that are not exact: scheduled, cancelled and
         completed, heard over pub/sub by the shards' leaders. The others are exact, but
         a process killed with kill -9 loses what it counted since its last flush (a
@@ -289,7 +285,7 @@ class OperatorCalls:
         (a Redis glob), whose payload holds ``payload``'s one field (a dotted path) with
         its value (compared as text), of priority at least ``min_priority``. Each shard's
         buckets are read in due order and merged, so a page costs what the buckets it
-        reaches hold, not what the namespace does (:mod:`timer.durable.pending_page`)."""
+        reaches hold, not what the namespace does (:mod:`timer.durable.admin.pending`)."""
         q = PendingQuery.of(match=match, payload=payload, min_priority=min_priority)
         return self._run(pending_page(self._ns(), q, after, limit))
 

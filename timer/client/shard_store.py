@@ -6,13 +6,20 @@ import contextlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ..durable import shard_calls as shard_scripts
-from ..durable import shard_ops, steps
-from ..durable.checks import check_int
-from ..durable.codec import text
-from ..durable.keys import NamespaceKeys, ShardKeys
-from ..durable.models import DueTimers, FireResult, LeaseGrant, LeaseRenewal, SweepResult, Trimmed
-from ..durable.schedule_records import (
+from ..durable.model import steps
+from ..durable.model.checks import check_int
+from ..durable.model.codec import text
+from ..durable.model.keys import NamespaceKeys, ShardKeys
+from ..durable.model.models import (
+    DueTimers,
+    FireResult,
+    LeaseGrant,
+    LeaseRenewal,
+    SweepResult,
+    Trimmed,
+)
+from ..durable.model.steps import Run
+from ..durable.schedules.records import (
     Plan,
     ScheduleInfo,
     arm_call,
@@ -20,7 +27,8 @@ from ..durable.schedule_records import (
     pack_fire_plans,
     parse_armed,
 )
-from ..durable.steps import Run
+from ..durable.shards import calls as shard_scripts
+from ..durable.shards import ops as shard_ops
 from ..errors import CorruptRecord, TimerError
 from .driver import CountingPubSub
 

@@ -9,14 +9,14 @@ from typing import Any
 from starlette.requests import Request
 
 from timer import TimerClient
-from timer.durable.dead_filter import MOST, DeadFilter
-from timer.durable.entries import parse_ref
-from timer.durable.keys import check_namespace
-from timer.durable.models import Outcome
-from timer.durable.pending_page import cursor_text, parse_cursor
-from timer.durable.shapes import dead_letter_json, group_json, outcome_json, schedule_json
+from timer.durable.admin.pending import cursor_text, parse_cursor
+from timer.durable.groups.dead import MOST, DeadFilter
+from timer.durable.model.entries import parse_ref
+from timer.durable.model.keys import check_namespace
+from timer.durable.model.models import Outcome
 from timer.errors import InvalidInput, NotFound, ScheduleNotFound, TimerNotFound
 from timer.handlers.limits import limits_in_use
+from timer.shapes import dead_letter_json, group_json, outcome_json, schedule_json
 
 from .shapes import PERIODS, group_minute, history_shape, info_shape, lateness_histogram
 

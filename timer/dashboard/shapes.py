@@ -1,14 +1,14 @@
 """What the dashboard's API answers beyond the one shape of each value
-(:mod:`timer.durable.shapes`): a timer's time left, the lateness histogram, the
+(:mod:`timer.shapes`): a timer's time left, the lateness histogram, the
 namespace's history in bins."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from timer.durable.history import GROUP_COUNTS, HEARD_COUNTS, WORKER_COUNTS, Minute
-from timer.durable.models import Outcome, TimerInfo
-from timer.durable.shapes import timer_info_json
+from timer.durable.admin.history import GROUP_COUNTS, HEARD_COUNTS, WORKER_COUNTS, Minute
+from timer.durable.model.models import Outcome, TimerInfo
+from timer.shapes import timer_info_json
 
 LATENESS_BOUNDS_MS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
 

@@ -62,8 +62,8 @@ except ImportError:
 from django.utils.module_loading import import_string
 
 from ..client import TimerClient
-from ..durable.keys import check_name, shard_of
-from ..durable.steps import Command, Op
+from ..durable.model.keys import check_name, shard_of
+from ..durable.model.steps import Command, Op
 from ..errors import ConfigError
 
 URL_ENV = "TICKWHEEL_REDIS_URL"

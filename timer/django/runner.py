@@ -14,7 +14,7 @@ import django
 
 django.setup()
 
-from ..durable.models import Outcome  # noqa: E402
+from ..durable.model.models import Outcome  # noqa: E402
 from ..errors import ConfigError  # noqa: E402
 from ..handlers import Handlers  # noqa: E402
 from . import KEY, TickwheelBackend, task_backends  # noqa: E402

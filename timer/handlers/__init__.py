@@ -56,9 +56,9 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from ..clock import Killed
-from ..durable.checks import check_int
-from ..durable.groups import check_group
-from ..durable.models import OUTCOMES
+from ..durable.groups.streams import check_group
+from ..durable.model.checks import check_int
+from ..durable.model.models import OUTCOMES
 from ..errors import InvalidInput
 from ..signals import stop_on_signals
 from .history import RunnerHistory

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..clock import SYSTEM_TIME, Time
-from ..durable.groups import Delivery
+from ..durable.groups.streams import Delivery
 
 if TYPE_CHECKING:
     from .limits import Slots

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from .. import tracing
 from ..clock import Killed
-from ..durable.groups import Delivery
+from ..durable.groups.streams import Delivery
 from .policy import Handler, HandlerTimedOut, span_fields
 
 if TYPE_CHECKING:

@@ -1,13 +1,13 @@
 """What a handler runner adds to its namespace's per-minute history, every
 ``HISTORY_EVERY_S`` and when it stops: its group's outcomes handled, failed attempts and
-dead letters since it last did (``timer/durable/history.py`` says how a minute is kept)."""
+dead letters since it last did (``timer/durable/admin/history.py`` says how a minute is kept)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
 
-from ..durable.history import group_field
+from ..durable.admin.history import group_field
 from ..errors import TimerError
 from .policy import HandlerStats
 

@@ -23,11 +23,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING
 
-from ..durable.checks import check_int
-from ..durable.groups import Delivery
-from ..durable.models import Outcome
-from ..durable.scripts import ScriptName
-from ..durable.steps import Command, Op, ScriptCall
+from ..durable.groups.streams import Delivery
+from ..durable.model.checks import check_int
+from ..durable.model.models import Outcome
+from ..durable.model.scripts import ScriptName
+from ..durable.model.steps import Command, Op, ScriptCall
 from ..errors import InvalidInput
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 the acker thread and the event loop for ``async def`` handlers.
 
 Threads: the thread that called ``run`` reads, claims and touches (through the
-group's :class:`~timer.durable.reader.GroupReader`) and dispatches; ``concurrency``
+group's :class:`~timer.durable.groups.reader.GroupReader`) and dispatches; ``concurrency``
 daemon threads (``handler-<n>``) run sync handlers and settle their failures
 (``threads.py``); the ``handler-acks`` thread acknowledges handled outcomes in batches
 (``settle.py``: acks, retries and dead letters); one ``handler-loop`` thread runs an
@@ -22,9 +22,9 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..clock import Killed
-from ..durable.groups import Delivery
-from ..durable.models import Outcome
-from ..durable.shard_calls import Hand
+from ..durable.groups.streams import Delivery
+from ..durable.model.models import Outcome
+from ..durable.shards.calls import Hand
 from ..errors import TimerError
 from . import admission
 from . import history as runner_history

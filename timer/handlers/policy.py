@@ -13,9 +13,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..durable.checks import check_seconds
-from ..durable.groups import Delivery
-from ..durable.models import Outcome
+from ..durable.groups.streams import Delivery
+from ..durable.model.checks import check_seconds
+from ..durable.model.models import Outcome
 from ..errors import InvalidInput
 from ..histogram import MsHistogram, Stages
 

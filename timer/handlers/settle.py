@@ -15,8 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..durable.groups import Delivery
-from ..durable.models import Outcome
+from ..durable.groups.streams import Delivery
+from ..durable.model.models import Outcome
 from ..errors import TimerError
 from .policy import InHand, Later, Registry, Retry, error_text
 

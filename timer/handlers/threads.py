@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from .. import tracing
 from ..clock import Killed, Time
-from ..durable.groups import Delivery
+from ..durable.groups.streams import Delivery
 from .policy import HandlerTimedOut, span_fields
 
 if TYPE_CHECKING:
-    from ..durable.models import Outcome
+    from ..durable.model.models import Outcome
     from .policy import InHand, Registry, WorkQueue
     from .settle import Settler
 

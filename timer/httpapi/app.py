@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from timer import TimerError
-from timer.durable.codec import MAX_PAYLOAD_DEPTH, jsonable
+from timer.durable.model.codec import MAX_PAYLOAD_DEPTH, jsonable
 from timer.errors import ConfigError
 
 from . import handlers, openapi

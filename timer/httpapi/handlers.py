@@ -16,24 +16,18 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from timer import InvalidInput, NotFound, TimerClient, TimerError, TimerNotFound
 from timer.aio.group import AsyncConsumer
-from timer.durable.codec import jsonable
-from timer.durable.keys import check_name
-from timer.durable.shapes import (
-    dead_letter_json,
-    group_json,
-    outcome_json,
-    timer_info_json,
-    timer_json,
-)
+from timer.durable.model.codec import jsonable
+from timer.durable.model.keys import check_name
 from timer.redis import connections
 from timer.redis.store import RedisSettings
+from timer.shapes import dead_letter_json, group_json, outcome_json, timer_info_json, timer_json
 
 from .context import METRICS, MULTIPROC_ENV, Call, Clients, Handler, error_of
 
 
 async def schedule(call: Call) -> Response:
     call.clients.check_callback(call.body)
-    b = dict(call.body)  # the fields of a timer (timer.durable.fields), checked by its schema
+    b = dict(call.body)  # the fields of a timer (timer.durable.model.fields), checked by its schema
     t = await call.client.schedule(
         b.pop("id"), b.pop("delay_ms", None), deadline_ms=b.pop("deadline_ms", None), **b
     )

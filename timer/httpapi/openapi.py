@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from timer import __version__
-from timer.durable.shapes import SCHEMAS
+from timer.shapes import SCHEMAS
 
 from .spec import ENDPOINTS, ERROR, Endpoint
 

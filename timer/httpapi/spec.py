@@ -10,13 +10,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from timer.durable.fields import MS_SCHEMA, json_schemas
+from timer.durable.model.fields import MS_SCHEMA, json_schemas
 
 MAX_BODY_BYTES = 4 * 1024 * 1024  # a batch of timers with their payloads
 MAX_BATCH = 10_000
 MAX_WAIT_S = 60.0
 
-# a timer's fields as its declaration gives them (timer.durable.fields: one per field)
+# a timer's fields as its declaration gives them (timer.durable.model.fields: one per field)
 TIMER_FIELDS: dict[str, Any] = json_schemas()
 ID = TIMER_FIELDS["id"]
 MS = MS_SCHEMA
@@ -78,7 +78,7 @@ EMPTY = {"type": "object", "additionalProperties": False}
 
 
 def ref(name: str) -> dict[str, str]:
-    """One value's shape (timer.durable.shapes.SCHEMAS: the document's components)."""
+    """One value's shape (timer.shapes.SCHEMAS: the document's components)."""
     return {"$ref": f"#/components/schemas/{name}"}
 
 

@@ -22,9 +22,9 @@ import redis.sentinel
 from redis._parsers.base import BaseParser
 from redis.exceptions import RedisClusterException
 
-from ..durable.checks import check_seconds
-from ..durable.models import Durability
-from ..durable.scripts import script_error
+from ..durable.model.checks import check_seconds
+from ..durable.model.models import Durability
+from ..durable.model.scripts import script_error
 from ..errors import ConfigError, GroupNotFound, NotDurable, StoreError, TimerError
 
 # Query options of a Redis URL whose value is a credential: redis-py passes ``password``

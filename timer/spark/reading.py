@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from ..durable.codec import jsonable
+from ..durable.model.codec import jsonable
 from .writing import pooled_client
 
 OUTCOME_FIELDS = ("id", "outcome", "deadline_ms", "decided_ms", "lateness_ms", "shard", "payload")

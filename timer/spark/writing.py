@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from ..client import TimerClient
-from ..durable.checks import check_bool, check_int
-from ..durable.models import Timer
+from ..durable.model.checks import check_bool, check_int
+from ..durable.model.models import Timer
 from ..errors import DuplicateTimer, HeartbeatCapped, InvalidInput, TimerNotFound
 
 MAX_REJECTED_ROWS = 1_000

@@ -40,7 +40,7 @@ from types import TracebackType
 from ..aio import AsyncTimerClient
 from ..client import TimerClient
 from ..clock import VirtualTime
-from ..durable.models import DurabilityWarning
+from ..durable.model.models import DurabilityWarning
 from ..errors import InvalidInput, TimerError
 from ..handlers import Handlers
 from ..worker import Worker, WorkerSettings

@@ -6,7 +6,7 @@ import {$, api, esc, ms, parseDuration, postJson, rows, say, shownOf, time, time
 import {go, view} from "./nav.js";
 
 // What showTimer lays out itself; any other field the timer has (its note, its trace)
-// gets a row of its own, so a field declared in timer/durable/fields.py shows up here.
+// gets a row of its own, so a field declared in timer/durable/model/fields.py shows up here.
 const LAID_OUT = new Set(["id", "state", "shard", "deadline_ms", "decided_ms", "created_ms",
   "time_left_ms", "watch", "notified", "need", "payload", "done", "max_total_ms", "absorbed"]);
 

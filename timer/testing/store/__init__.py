@@ -23,7 +23,7 @@ else can write while a stepped process waits); with no timeout it is an error.
 What it cannot do faithfully it refuses: durability ``aof`` and ``replicas:N`` (a
 :class:`~timer.errors.ConfigError` from :meth:`FakeStore.timer_client`, and ``WAIT`` and
 ``WAITAOF`` answer an error naming the limitation). INFO says AOF is off, so
-``client.init()`` warns :class:`~timer.durable.models.DurabilityWarning` as on any such
+``client.init()`` warns :class:`~timer.durable.model.models.DurabilityWarning` as on any such
 server. Not a Redis Cluster, no Sentinel.
 
 Faults, for a simulation or a test of what a client does when the store fails:
@@ -60,11 +60,11 @@ from redis.retry import Retry
 from ...aio import AsyncTimerClient
 from ...client import TimerClient
 from ...clock import Time
-from ...durable import keys as keyspace
-from ...durable import server_checks
-from ...durable.codec import DEFAULT_MAX_PAYLOAD
-from ...durable.models import ClientSettings
-from ...durable.namespace import meta_from
+from ...durable.admin import server as server_checks
+from ...durable.model import keys as keyspace
+from ...durable.model.codec import DEFAULT_MAX_PAYLOAD
+from ...durable.model.models import ClientSettings
+from ...durable.model.namespace import meta_from
 from ...errors import ConfigError
 from . import clock
 from .fixes import REDIS_VERSION, VERSION, AsyncStoreSocket, StoreSocket

@@ -1,0 +1,46 @@
+"""The argument checks every public entry shares: whole numbers, durations and flags.
+
+Each returns the value it checked or raises :class:`~timer.errors.InvalidInput` naming
+the argument and its limits; none does I/O. What is special to one kind of argument (a
+timer id, a payload, a deadline) lives with it (``keys``, ``codec``, ``calls``).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ...errors import InvalidInput
+from .durations import TEN_YEARS_MS
+
+TEN_YEARS_S = TEN_YEARS_MS // 1000
+
+
+def check_int(name: str, value: object, minimum: int, maximum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput.about(
+            "{0} must be a whole number (int), got {got}", name, got=repr(value)
+        )
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
+        raise InvalidInput.about("{0} must be {bound}, got {got}", name, bound=bound, got=value)
+    return value
+
+
+def check_seconds(
+    name: str, value: object, *, maximum: float = TEN_YEARS_S, positive: bool = False
+) -> float:
+    """A duration in seconds: a finite number from 0 (above 0 if ``positive``) to
+    ``maximum`` (NaN would never end a wait, and a string would fail half-way)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidInput(f"{name} must be a number of seconds, got {value!r:.80}")
+    low = value > 0 if positive else value >= 0
+    if not (math.isfinite(value) and low and value <= maximum):
+        least = "above 0" if positive else "from 0"
+        raise InvalidInput(f"{name} must be {least} to {maximum:g} seconds, got {value!r}")
+    return float(value)
+
+
+def check_bool(name: str, value: object) -> bool:
+    if value is not True and value is not False:
+        raise InvalidInput(f"{name} must be True or False, got {value!r:.80}")
+    return value

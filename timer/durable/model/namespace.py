@@ -1,0 +1,77 @@
+"""A namespace as every builder sees it: its keys, its shape (read from its ``meta``
+hash) and the client's limits; and the shard numbers an admin call may name."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ...errors import ConfigError, InvalidInput, TimerNotFound
+from . import keys as keyspace
+from .checks import check_int
+from .codec import FORMAT_VERSION
+from .models import ClientSettings, Meta
+
+
+@dataclass(frozen=True)
+class Namespace:
+    """What every builder needs: the namespace's keys, its shape, and the client's limits."""
+
+    keys: keyspace.NamespaceKeys
+    meta: Meta
+    settings: ClientSettings
+
+    @property
+    def name(self) -> str:
+        return self.keys.namespace
+
+    def shard_of(self, name: str) -> int:
+        return keyspace.shard_of(name, self.meta.shards)
+
+    def shard(self, shard: int) -> keyspace.ShardKeys:
+        return self.keys.shard(shard)
+
+    def outcome_streams(self) -> dict[str, int]:
+        """Each shard's outcome stream key -> its shard number."""
+        return {self.shard(s).outcomes: s for s in range(self.meta.shards)}
+
+    def not_found(self, timer_id: str) -> TimerNotFound:
+        return TimerNotFound.of(timer_id, self.name)
+
+
+def meta_from(
+    stored: Mapping[Any, Any], namespace: str, where: str, *, older: bool = False
+) -> Meta:
+    """The namespace's Meta from its ``meta`` hash; ConfigError if it was never created,
+    was made by a newer tickwheel, or (unless ``older``: migrate's own read) is in a
+    format an earlier release wrote."""
+    if not stored:
+        raise ConfigError(
+            f"namespace {namespace!r} is not initialised at {where}; run "
+            f"`tickwheel init --shards N` or TimerClient.init(shards=N) once"
+        )
+    version = int(stored.get(b"version", 1))
+    if version > FORMAT_VERSION:
+        raise ConfigError(
+            f"namespace {namespace!r} at {where} holds data format {version}, written by a "
+            f"newer tickwheel; this one reads format {FORMAT_VERSION}: upgrade tickwheel "
+            "(pip install -U tickwheel)"
+        )
+    if version < FORMAT_VERSION and not older:
+        raise ConfigError(
+            f"namespace {namespace!r} at {where} holds data format {version}, written by an "
+            f"earlier tickwheel; this one reads format {FORMAT_VERSION}: stop its workers and "
+            f"run `tickwheel --namespace {namespace} migrate` (TimerClient.migrate()) to "
+            "convert it"
+        )
+    return Meta(int(stored[b"shards"]), int(stored[b"bucket_ms"]), version)
+
+
+def check_shards(ns: Namespace, shards: object) -> list[int]:
+    """Shard numbers to work on: None for every shard, or an iterable of shard numbers."""
+    if shards is None:
+        return list(range(ns.meta.shards))
+    if isinstance(shards, str | bytes | Mapping) or not isinstance(shards, Iterable):
+        raise InvalidInput(f"shards must be a list of shard numbers, got {shards!r:.80}")
+    return [check_int("shard", s, 0, ns.meta.shards - 1) for s in shards]
