@@ -15,8 +15,8 @@ annotation. From it come:
 * the field table of ``docs/data-model.md`` (:func:`table`, ``python -m
   timer.durable.model.fields``; a test keeps the page current).
 
-Adding an optional field is one key here, its check in :mod:`timer.durable.timers.items`, and the Lua
-that stores it; ``docs/design-notes.md`` walks through one. No I/O here.
+Adding an optional field is one key here, its check in :mod:`timer.durable.timers.items`,
+and the Lua that stores it; ``docs/design-notes.md`` walks through one. No I/O here.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The operations of the clients on recurring schedules (sans-I/O, as ``ops``): create or
 update, pause and resume, trigger and backfill, stop, read and list; and the script
-calls they make. The records and the leader's plans are in ``schedule_records``."""
+calls they make. The records and the leader's plans are in :mod:`.records`."""
 
 from __future__ import annotations
 

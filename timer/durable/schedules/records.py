@@ -1,9 +1,9 @@
 """Recurring schedules in Redis: the record and the leader's plans, and its call
-arming them. The clients' operations on schedules are in ``schedule_ops``.
+arming them. The clients' operations on schedules are in :mod:`.ops`.
 
 A schedule is a record in its shard's ``P:S`` (``lua/include/schedules.lua`` has the
 layout) and, while active, one armed occurrence: an ordinary timer with id
-``{<name>}@<nominal ms>`` (:func:`~timer.durable.schedules.recurrence.occurrence_id`). Whoever decides the
+``{<name>}@<nominal ms>`` (:func:`~.recurrence.occurrence_id`). Whoever decides the
 armed occurrence arms the next in the same script call, from a :class:`Plan` the leader
 computes here (``plan_next``); a schedule whose occurrence was decided without one waits
 in ``P:Sq`` until its leader plans it (``arm.lua``).

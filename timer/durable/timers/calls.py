@@ -1,15 +1,16 @@
 """Build a call, read its reply: one pure builder and one pure parser per Lua script.
 
 No I/O here (BullMQ's ``scripts.ts`` is the model). A builder turns typed, validated
-arguments into a :class:`~timer.durable.model.steps.ScriptCall` (script, KEYS, ARGV), so nobody else knows
-the argument order of a script; a parser turns the script's reply into a typed result
-or a :class:`~timer.errors.TimerError`. The sync client, the asyncio client, the worker
+arguments into a :class:`~timer.durable.model.steps.ScriptCall` (script, KEYS, ARGV), so
+nobody else knows the argument order of a script; a parser turns the script's reply into a
+typed result or a :class:`~timer.errors.TimerError`. The sync client, the asyncio client, the worker
 and the tests all go through these; only the I/O around them differs.
 
-Here: the calls of the client's own scripts (schedule, decide). The steps are in
-:mod:`timer.durable.model.steps`, a timer's gate in :mod:`.items`, the namespace in :mod:`timer.durable.model.namespace`, the
-leader's scripts in :mod:`timer.durable.shards.calls`, the consumer groups' in :mod:`timer.durable.groups.streams`, and
-reading stored records in :mod:`timer.durable.model.entries`.
+Here: the calls of the client's own scripts (schedule, decide, get). The steps are in
+:mod:`timer.durable.model.steps`, a timer's gate in :mod:`.items`, the namespace in
+:mod:`timer.durable.model.namespace`, the leader's scripts in
+:mod:`timer.durable.shards.calls`, the consumer groups' in :mod:`timer.durable.groups.calls`,
+and reading stored records in :mod:`timer.durable.model.entries`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""The gate a timer passes before it is sent: each field of :mod:`timer.durable.model.fields` checked, and
-the timer packed as ``schedule.lua`` takes it (a :class:`ScheduleItem`).
+"""The gate a timer passes before it is sent: each field of
+:mod:`timer.durable.model.fields` checked, and the timer packed as ``schedule.lua`` takes
+it (a :class:`ScheduleItem`).
 
 :func:`schedule_item` walks the declaration: a field given is checked by its entry in
 :data:`CHECKS` and put in its slot; the spec is cut after its last slot that does not

@@ -47,8 +47,8 @@ T = TypeVar("T")
 
 
 def schedule(ns: Namespace, spec: Mapping[str, object]) -> Op[Timer]:
-    """One timer (a :class:`~timer.durable.model.fields.TimerSpec`): a one-timer call of the same script
-    ``schedule_many`` uses."""
+    """One timer (a :class:`~timer.durable.model.fields.TimerSpec`): a one-timer call of the
+    same script ``schedule_many`` uses."""
     item = schedule_item(ns, spec)
     (result,) = parse_schedule((yield schedule_call(ns, [item], "")), [item], "")
     if isinstance(result, TimerError):
