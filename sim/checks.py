@@ -69,6 +69,9 @@ class Ledger:
     # more checks after every step (sim.crossings: limits, schedules)
     extra: list[Callable[[], None]] = field(default_factory=list)
     fire_sent: set[str] = field(default_factory=set)  # ids sent in fire calls this step
+    # the shard's lease as each fire call of this step found it just before it was sent:
+    # (shard, holder, epoch, store ms then, its lease's end) (see _seen)
+    fire_leases: list[tuple[int, str | None, int, int, int]] = field(default_factory=list)
     fresh: int = 0  # outcomes the last observation read
 
     # -- what the steps tell it -------------------------------------------------------------
@@ -148,8 +151,9 @@ class Ledger:
             self._check_order(fresh)
             self.fresh += len(fresh)
         self.fire_sent.clear()
+        self.fire_leases.clear()
         if proc is not None:
-            watch_fires(proc, self.fire_sent)
+            watch_fires(proc, self)
         for check in self.extra:
             check()
 
@@ -184,12 +188,25 @@ class Ledger:
             raise Violation(f"{o.id} expired in a step that was no worker's")
         epoch, lease = self.world.epoch_and_lease(o.shard)
         believed = proc.held().get(o.shard)
+        if lease is None and believed == epoch and self._leased_at(o, proc.id, epoch):
+            # its lease ran out after the fire, within the step (time moved on in the
+            # retries of a connection cut through them): it was held when the fire landed
+            return
         if lease != proc.id or believed != epoch:
             raise Violation(
                 f"{o.id} fired on shard {o.shard} by {proc.id} (believing epoch {believed}) "
                 f"while the store's lease is {lease!r} at epoch {epoch}: a stale leader's "
                 "write landed"
             )
+
+    def _leased_at(self, o: Outcome, worker: str, epoch: int) -> bool:
+        """Whether a fire call of this step found ``worker`` holding ``o``'s shard at
+        ``epoch`` with a lease still running when ``o`` was decided (no write between the
+        read and the call's script could have renewed or taken it)."""
+        return any(
+            shard == o.shard and holder == worker and at_epoch == epoch and at <= o.decided_ms < end
+            for shard, holder, at_epoch, at, end in self.fire_leases
+        )
 
     # -- the end -----------------------------------------------------------------------------
 
@@ -348,7 +365,11 @@ def restarted(ledger: Ledger, *, lost: bool) -> None:
     Lost what came after the last fsync (everysec, durability none: what tickwheel's
     promises allow): the timers acknowledged after it are gone (never expected to fire),
     the outcomes decided after it are gone (their timers fire again: at least once), any
-    success may be handled again (its acknowledgement lost), and epochs may repeat."""
+    success may be handled again (its acknowledgement lost), and epochs may repeat.
+    The per-key limits' slots and the outcomes' reads and touches after it are lost too,
+    so a handler running at the restart no longer counts against its key's limit
+    (:meth:`sim.crossings.Crossings.check_limit`: its outcome may be handed out again
+    and another of its key may run beside it); the ones started after it still do."""
     if not lost:
         return
     f = ledger.faults
@@ -368,17 +389,28 @@ def restarted(ledger: Ledger, *, lost: bool) -> None:
     ledger.leased = {k: v for k, v in ledger.leased.items() if k[1] <= kept[k[0]]}
 
 
-def watch_fires(proc: WorkerProc, sent: set[str]) -> None:
-    """From its next turn on, the ids the worker sends in fire calls go into ``sent``
-    (the order check's: what its firer sent, not what a sweep decided)."""
+def watch_fires(proc: WorkerProc, ledger: Ledger) -> None:
+    """From its next turn on, the ids the worker sends in fire calls go into the ledger's
+    ``fire_sent`` (the order check's: what its firer sent, not what a sweep decided), and
+    each shard's lease as the call found it into its ``fire_leases`` (the fence check's,
+    for a lease that ran out after the fire landed, within the step)."""
     firer: Any = proc.worker.firer
     if getattr(firer, "sim_watched", False):
         return
     inner = firer._fire_together
+    world = ledger.world
 
     def fire_together(parts: list[tuple[Any, list[Any]]]) -> int:
-        for _, group in parts:
-            sent.update(t.timer_id for t in group)
+        cut, world.store.cut = world.store.cut, None  # the checks' reads are never cut
+        try:
+            now = world.time.wall_ms()
+            for state, group in parts:
+                ledger.fire_sent.update(t.timer_id for t in group)
+                epoch, holder = world.epoch_and_lease(state.shard)
+                ttl = world.raw.pttl(world.keys.shard(state.shard).lease)
+                ledger.fire_leases.append((state.shard, holder, epoch, now, now + max(ttl, 0)))
+        finally:
+            world.store.cut = cut
         return int(inner(parts))
 
     firer._fire_together = fire_together

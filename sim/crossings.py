@@ -73,6 +73,7 @@ class LimitedRun:
     ended: bool = False
     lapsed: bool = False
     last_lease_ms: int | None = None  # the slot's lease end, as last seen
+    forgotten: bool = False  # running when a restart lost the store's unsynced writes
 
 
 class _Unstarted(threading.Thread):
@@ -209,6 +210,8 @@ class Crossings:
     runners: list[LimitedRunner] = field(default_factory=list)
     runs: list[LimitedRun] = field(default_factory=list)
     series: list[Series] = field(default_factory=list)
+    made: int = 0  # schedules created (one lost in a restart keeps its number)
+    losses_seen: int = 0  # the store's restarts that lost data, as the limit check saw
 
     def __post_init__(self) -> None:
         self.runners = [LimitedRunner(self, j, f"l{j}") for j in range(RUNNERS)]
@@ -234,7 +237,8 @@ class Crossings:
         self.world._observe(None)
 
     def create_schedule(self, every_s: int, missed: str) -> None:
-        name = f"s{len(self.series)}"
+        name = f"s{self.made}"
+        self.made += 1
         info = self.world.admin.schedules.create(
             name, every=every_s * 1000, missed=missed, payload={"fail": 0}
         )
@@ -285,12 +289,21 @@ class Crossings:
 
     def check_limit(self) -> None:
         """Never more than AT_MOST handlers of a key value running at once, the ones past
-        their timeout included; one whose slot's lease ran out by time no longer counts."""
-        now = self.world.time.wall_ms()
-        raw = self.world.raw
+        their timeout included; one whose slot's lease ran out by time no longer counts,
+        nor one running when a restart lost the store's unsynced writes (durability none,
+        docs/concepts/promises.md): the store may have forgotten its slot, and its
+        delivery's read or last touch, so its outcome may be handed out again (to its own
+        runner too) and another of its key may run beside it until it returns."""
+        world = self.world
+        if len(world.losses) > self.losses_seen:  # checked right after the restart
+            self.losses_seen = len(world.losses)
+            for run in self.runs:
+                run.forgotten = run.forgotten or not run.ended
+        now = world.time.wall_ms()
+        raw = world.raw
         counted: dict[str, list[LimitedRun]] = {}
         for run in self.runs:
-            if run.ended or run.lapsed:
+            if run.ended or run.lapsed or run.forgotten:
                 continue
             score = raw.zscore(run.slot_key, run.member)
             if score is not None:

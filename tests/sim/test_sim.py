@@ -324,3 +324,24 @@ def test_an_occurrence_lost_is_named() -> None:
     assert run() == ""
     with plants.planted("occurrence"):
         assert "lost" in run()
+
+
+def test_an_outcome_handed_out_again_while_it_runs_is_not_started_again() -> None:
+    """A limited runner reads an outcome and its handler runs; the store restarts from an
+    fsync before that read (durability none) and hands the outcome out again, as the same
+    delivery. The runner already has it in hand: it does not start it beside itself
+    (before, a second handler of it ran at once, under the one slot of the first)."""
+    world = World()
+    x = Crossings(world)
+    try:
+        world.fsync = "everysec"
+        world.schedule(60_000, 0, 0)
+        world.cancel(0)  # decided now: an outcome for every group
+        world._fsync()
+        x.limited_turn(0, 0)  # read after the fsync; its handler runs
+        world.restart_store(500)  # the read (and the group) lost
+        for _ in range(3):  # the group created again, the outcome read again
+            x.limited_turn(100, 0)
+        assert [(r.timer_id, r.attempt) for r in x.runs if not r.ended] == [("t0", 1)]
+    finally:
+        world.close()

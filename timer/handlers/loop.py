@@ -345,6 +345,11 @@ class HandlerLoop(CoroutineRunner, ThreadRunner):
             h.stats.skipped += 1
             return
         with self.hand.cond:
+            was = self.hand.held.get((o.shard, d.entry_id))
+            if was is not None and was.outcome.attempt == o.attempt:
+                # handed out again while it runs or waits here, as the same delivery (a
+                # server restart lost the read): a second start would run it beside itself
+                return
             self.hand.held[(o.shard, d.entry_id)] = d
         if self.waiting is not None:
             retry_s = self.waiting.admit(d)
