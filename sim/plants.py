@@ -26,6 +26,8 @@ class Plant:
     # found by its own scenario (tests/sim), not within the CI budget of seeds: the fault
     # it needs (one script's reply lost at one moment) is too rare a draw for it
     scenario_only: bool = False
+    # seeds its search runs in CI (0: the budget's); a bug the crossed rules make rarer
+    seeds: int = 0
 
 
 def _ack_before_the_handler() -> Callable[[], None]:
@@ -128,6 +130,7 @@ PLANTS: dict[str, Plant] = {
         ScriptName.FIRE,
         "if d <= now then",
         "if true then",
+        seeds=3,  # seed 2 finds it: the faults and crossings draw fewer early fires
     ),
     "backoff": Plant(
         "retry.lua hands a failed outcome back at once, skipping its backoff",
