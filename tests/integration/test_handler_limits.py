@@ -322,6 +322,7 @@ def test_a_handler_past_its_timeout_keeps_its_slot_until_it_returns(
     assert all(client.redis.zcard(k) == 0 for k in left), left
 
 
+@pytest.mark.chaos  # a rate measured on real time: it holds on a machine it has to itself
 def test_a_rate_is_used_in_full_while_work_waits_and_never_passed(
     client: TimerClient, running: Callable[..., threading.Thread]
 ) -> None:
