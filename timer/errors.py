@@ -105,6 +105,9 @@ class NotFound(TimerError, LookupError):
 
     exit_code = 6
     http_status = 404
+    # Redis's own word for it, when Redis said it: NOGROUP (a shard's outcome stream has
+    # no such consumer group: it never read there, or a server restart lost it)
+    code: str | None = None
 
 
 class TimerNotFound(NotFound):
@@ -117,11 +120,6 @@ class TimerNotFound(NotFound):
             f"no timer {timer_id!r} in namespace {namespace!r}: never scheduled, or decided "
             "longer ago than its result_ttl"
         )
-
-
-class GroupNotFound(NotFound):
-    """A shard's outcome stream has no such consumer group (Redis's ``NOGROUP``): it
-    never read there, or a server restart lost the group (its stream kept)."""
 
 
 class ScheduleNotFound(NotFound):

@@ -25,7 +25,7 @@ from redis.exceptions import RedisClusterException
 from ..durable.model.checks import check_seconds
 from ..durable.model.models import Durability
 from ..durable.model.scripts import script_error
-from ..errors import ConfigError, GroupNotFound, NotDurable, StoreError, TimerError
+from ..errors import ConfigError, NotDurable, NotFound, StoreError, TimerError
 
 # Query options of a Redis URL whose value is a credential: redis-py passes ``password``
 # and ``username`` to AUTH, ``ssl_password`` unlocks a TLS key; any other name that
@@ -346,10 +346,12 @@ def translate(exc: redis.RedisError, where: str) -> TimerError:
             return ours
         code = error_code(exc)
         if code == "NOGROUP":  # a client's mistake, not Redis failing
-            return GroupNotFound(
+            missing = NotFound(
                 "no such consumer group on that shard: a group exists once it has read "
                 f"(outcomes, a handler runner); Redis said: {message[:200]}"
             )
+            missing.code = code
+            return missing
         if code and not message.startswith(code):
             message = f"{code} {message}"
         return StoreError(f"Redis at {where} answered with an error: {message}", code=code)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 
-from ...errors import GroupNotFound
+from ...errors import NotFound
 from ..model import steps
 from ..model.checks import check_bool, check_int
 from ..model.namespace import Namespace
@@ -108,7 +108,9 @@ class GroupReader:
         are delivered again (at least once), none is left unread."""
         try:
             return (yield from self._poll(count, block_ms))
-        except GroupNotFound:
+        except NotFound as exc:
+            if exc.code != "NOGROUP":
+                raise
             yield from self.ensure(start=self.start_at)
             self.groups_created_again += 1
             return []
