@@ -152,6 +152,33 @@ def test_a_page_that_reads_its_most_ends_where_it_stopped_and_the_next_goes_on(
     assert [(t["deadline_ms"], t["id"]) for t in every] == expected
 
 
+def test_a_crowded_bucket_pages_soonest_first_with_ties_cut_by_id_bytes(
+    client: TimerClient,
+) -> None:
+    """Many timers in each shard's one bucket, more than a page, many due at the same ms
+    and ids that sort differently by bytes than by a locale ("B" before "a"), some
+    cancelled and some filtered by priority: small pages read together equal a
+    brute-force sort, with no gap at a cut that falls inside a run of equal deadlines
+    (what a reading that keeps only each shard's soonest must still hold)."""
+    due = client.server_time_ms() + 600_000  # 600 timers within 3 ms: one bucket or two
+    items = [(f"{'aB'[i % 2]}{i % 7}:{i}", due + i % 3, i % 4) for i in range(600)]
+    scheduled = client.schedule_many(
+        [{"id": tid, "deadline_ms": d, "priority": p} for tid, d, p in items]
+    )
+    assert not [r for r in scheduled if isinstance(r, Exception)]
+    for i in range(0, 600, 11):
+        assert client.cancel(items[i][0])
+    left = [it for i, it in enumerate(items) if i % 11]
+    expected = sorted((d, tid) for tid, d, _ in left)
+    high = sorted((d, tid) for tid, d, p in left if p >= 2)
+    with web(client) as http:
+        for size in (7, 50):
+            got, _ = pages(http, size)
+            assert [(t["deadline_ms"], t["id"]) for t in got] == expected, size
+        got, _ = pages(http, 9, min_priority="2")
+        assert [(t["deadline_ms"], t["id"]) for t in got] == high
+
+
 BAD = [
     ({"cursor": "x"}, "cursor must be <deadline ms>:<timer id>"),
     ({"cursor": "12"}, "cursor must be"),

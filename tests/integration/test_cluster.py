@@ -288,6 +288,23 @@ def test_dashboard_on_a_cluster(cclient: TimerClient) -> None:
     assert cclient.delete_group("audit") == 8 and cclient.groups() == []
 
 
+def test_pending_page_on_a_cluster(cclient: TimerClient) -> None:
+    """The Timers view's list across three masters: each shard's buckets read on its own
+    master, paged, equal to a brute-force sort of every pending timer, filters too."""
+    from tests.dashboard.test_api import web  # noqa: PLC0415
+    from tests.dashboard.test_pending import busy, pages  # noqa: PLC0415
+
+    expected = busy(cclient)
+    with web(cclient) as http:
+        for size in (7, 500):
+            got, _ = pages(http, size)
+            assert [(t["deadline_ms"], t["id"]) for t in got] == expected, size
+        got, _ = pages(http, 5, match="far:*", min_priority="0")
+    infos = {tid: cclient.get(tid) for _, tid in expected if tid.startswith("far:")}
+    chosen = [x for x in expected if (t := infos.get(x[1])) is not None and t.priority >= 0]
+    assert [(t["deadline_ms"], t["id"]) for t in got] == chosen
+
+
 def test_cluster_survives_script_flush(cclient: TimerClient, cluster_url: str) -> None:
     """After SCRIPT FLUSH on every node, single calls and pipelines reload the scripts."""
     cclient.schedule("warm", delay_ms=60_000)
