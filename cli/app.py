@@ -8,7 +8,7 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
 
@@ -81,11 +81,13 @@ class TimerCommandError(click.ClickException):
 
 
 @contextlib.contextmanager
-def errors() -> Iterator[None]:
+def errors(names: Mapping[str, str] | None = None) -> Iterator[None]:
+    """TimerErrors as the CLI shows them; an InvalidInput names its fields by the
+    command's flags, or as ``names`` says where a field has more than one flag."""
     try:
         yield
     except InvalidInput as exc:
-        raise TimerCommandError(exc.naming(_flags())) from None
+        raise TimerCommandError(exc.naming({**_flags(), **(names or {})})) from None
     except TimerError as exc:
         raise TimerCommandError(_with_namespaces(exc)) from None
 

@@ -5,8 +5,13 @@ real test server."""
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import click
 import pytest
@@ -16,6 +21,7 @@ from timer.cli.demo_cmd import demo
 from timer.errors import InvalidInput
 from timer.testing import RedisServer
 
+from ..conftest import wait_for
 from .conftest import Run, as_json
 
 pytestmark = pytest.mark.redis
@@ -132,3 +138,91 @@ def test_a_busy_port_is_one_error_naming_the_option(
     assert len(lines) == 1 and lines[0].startswith("Error: "), out.stderr
     assert f"127.0.0.1:{busy_port}" in lines[0] and f"{flag} " in lines[0], lines
     assert "in use" in lines[0], lines
+
+
+def test_the_demo_refuses_a_lease_the_workers_would_refuse_before_starting_anything(
+    tw: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`demo --lease 0s`: the workers' own check, up front, in the flag's words (it
+    started the workers, which died, and waited for outcomes for ever)."""
+
+    def no_process(*_: object, **__: object) -> None:
+        raise AssertionError("the demo started a process")
+
+    monkeypatch.setattr("timer.cli.demo_cmd.start_worker", no_process)
+    monkeypatch.setattr("timer.cli.demo_cmd.Reaction", no_process)
+    out = tw("demo", "--lease", "0s", expect=3)
+    assert "Error: --lease must be at least 300ms (got 0s)" in out.stderr, out.output
+    assert "starting" not in out.stderr, out.stderr
+    tw("get", "job:{1}", expect=4)  # the namespace was not even initialised
+
+
+def _children(pid: int) -> set[int]:
+    """The live processes whose parent is ``pid`` (from /proc)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+        if int(ppid) == pid and state != "Z":
+            found.add(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_sigterm_to_the_demo_stops_every_process_it_started(
+    redis_server: RedisServer, namespace: str, workdir: Path
+) -> None:
+    """The workers and the handler run in sessions of their own (a Ctrl-C in the
+    terminal reaches the demo alone); SIGTERM to the demo stops them all, and the demo
+    still ends as SIGTERM ends a process."""
+    demo_proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "timer.cli",
+            "--redis-url",
+            redis_server.url,
+            "--namespace",
+            namespace,
+            "demo",
+            "--workers",
+            "2",
+            "--timers",
+            "20",
+            "--min-delay",
+            "1h",
+            "--max-delay",
+            "2h",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
+    )
+    started: set[int] = set()
+    try:
+        # two workers and the handler: three children
+        wait_for(lambda: len(_children(demo_proc.pid)) >= 3, 60, "the workers and the handler")
+        started = _children(demo_proc.pid)
+        demo_proc.send_signal(signal.SIGTERM)
+        assert demo_proc.wait(60) == -signal.SIGTERM
+        left = {pid for pid in started if _alive(pid)}
+        assert not left, f"still running after the demo ended: {left}"
+    finally:
+        for pid in started:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        if demo_proc.poll() is None:
+            demo_proc.kill()
+            demo_proc.wait()
