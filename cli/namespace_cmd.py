@@ -153,7 +153,7 @@ def trim(app: App, retention_ms: int, drop_unread: bool, yes: bool) -> None:
         app.json,
         {**counts, "results_dropped": dropped},
         f"Removed {plural(removed, 'outcome')} from {plural(len(done), 'shard')}{note}; "
-        f"dropped {plural(dropped, 'retained outcome')} past their result_ttl",
+        f"dropped {plural(dropped, 'retained outcome')} past their retention (worker --result-ttl)",
     )
 
 

@@ -18,7 +18,7 @@ from timer.durable.model.durations import format_duration_ms
 from timer.durable.model.fields import FIELDS, KEPT_OUTCOME, KEPT_PENDING, TimerOptions
 from timer.shapes import outcome_json, timer_info_json, timer_json
 
-from .app import App, TimerCommandError, errors, pass_app, starts_server
+from .app import App, errors, pass_app, starts_server
 from .durations import DURATION, INSTANT, MILLIS, SECONDS, format_ms
 from .output import against_deadline, emit, pairs, plural, to_json
 
@@ -299,8 +299,8 @@ def get(app: App, timer_id: str) -> None:
     """
     with errors():
         info = app.client.get(timer_id)
-    if info is None:
-        raise TimerCommandError(TimerNotFound.of(timer_id, app.namespace))
+        if info is None:
+            raise TimerNotFound.of(timer_id, app.namespace)
     d = timer_info_json(info)
     shown = {**d, "deadline_ms": f"{info.deadline_ms} ({format_ms(info.deadline_ms)})"}
     if info.state != "pending":  # what the retained outcome does not keep: not "watch []"

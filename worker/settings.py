@@ -7,7 +7,7 @@ import socket
 import uuid
 from dataclasses import dataclass, field
 
-from timer.durable.model.durations import format_duration_ms
+from timer.durable.model.durations import format_duration_ms, ms_text
 from timer.durable.model.models import COARSE_MS, check_result_ttl_ms
 from timer.errors import InvalidInput
 
@@ -60,7 +60,7 @@ class WorkerSettings:
                     "{0} must be at least {least} (got {got})",
                     name,
                     least=format_duration_ms(least),
-                    got=format_duration_ms(got) if got > 0 else ("0s" if got == 0 else f"{got} ms"),
+                    got=ms_text(got),
                 )
         if self.horizon_ms >= COARSE_MS:  # far timers reach the fine buckets an hour ahead
             raise InvalidInput(

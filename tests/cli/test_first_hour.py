@@ -226,3 +226,53 @@ def test_sigterm_to_the_demo_stops_every_process_it_started(
         if demo_proc.poll() is None:
             demo_proc.kill()
             demo_proc.wait()
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["worker", "--lease", "0s"], "--lease must be at least 300ms (got 0s)"),
+        (["worker", "--lease-ms", "0"], "--lease-ms must be at least 300ms (got 0s)"),
+        (["worker", "--horizon", "0s"], "--horizon must be at least 100ms (got 0s)"),
+        (["worker", "--result-ttl", "0s"], "--result-ttl must be from 1 second to 3660 days"),
+        (["init", "--bucket", "0s"], "--bucket must be between 1ms and 1h, got 0s"),
+        (
+            ["schedule", "x:{3}", "--in", "30s", "--max-total", "0s"],
+            "--max-total must be between 1ms and ",
+        ),
+        (
+            ["handle", "timer.examples.handlers:on_timeout", "--timeout", "0s"],
+            "--timeout must be above 0s, at most 1d, got 0s",
+        ),
+        (
+            ["schedules", "create", "z5", "--every", "1m", "--jitter", "2m"],
+            "--jitter (2m) must be shorter than --every (1m)",
+        ),
+        (
+            ["schedules", "create", "z5", "--every", "1m", "--offset", "2m"],
+            "--offset (2m) must be shorter than --every (1m)",
+        ),
+    ],
+    ids=lambda v: "-".join(v) if isinstance(v, list) else None,
+)
+def test_option_errors_name_the_flag_and_read_as_durations(
+    tw: Run, args: list[str], said: str
+) -> None:
+    """Each error names the flag as typed (not the field it sets, lease_ms) and its
+    limits and value as durations (not raw milliseconds); exit 3 as before."""
+    if args[0] != "init":
+        tw("init", "--shards", "2")
+    out = tw(*args, expect=3)
+    assert f"Error: {said}" in out.stderr, out.stderr
+    assert "_ms" not in out.stderr and "_s " not in out.stderr, out.stderr
+
+
+def test_a_missing_timer_and_trim_speak_of_the_retention_as_its_flag(tw: Run) -> None:
+    """`get` of an unknown id and `trim` say the retention in the words of
+    --result-ttl, not the library's field result_ttl."""
+    tw("init", "--shards", "2")
+    missing = tw("get", "job:{nosuch}", expect=6)
+    assert "its retention (worker --result-ttl)" in missing.stderr, missing.stderr
+    assert "result_ttl" not in missing.stderr.replace("--result-ttl", "")
+    trimmed = tw("trim", "--older-than", "1h").output
+    assert "past their retention (worker --result-ttl)" in trimmed, trimmed
