@@ -52,6 +52,7 @@ def declared_options(command: _F) -> _F:
         if f.cli is None or f.slot is None or name in _BY_HAND:
             continue
         kind = f.schema.get("type")
+        words = f.cli_help or f.help
         if kind == "integer" and name.endswith("_ms"):
             # A time, taken as a duration as every other time option is (1h, 30s); a
             # bare number is milliseconds, as the -ms name said before it had an alias.
@@ -62,10 +63,10 @@ def declared_options(command: _F) -> _F:
                 type=MILLIS,
                 metavar="DURATION",
                 default=f.default,
-                help=f"{f.help} A duration, e.g. 1h or 30s; a bare number is milliseconds.",
+                help=f"{words} A duration, e.g. 1h or 30s; a bare number is milliseconds.",
             )
         elif kind == "boolean":
-            option = click.option(f.cli, name, is_flag=True, default=None, help=f.help)
+            option = click.option(f.cli, name, is_flag=True, default=None, help=words)
         elif kind in _CLICK_TYPES:
             shown = f.default is not None
             option = click.option(
@@ -74,7 +75,7 @@ def declared_options(command: _F) -> _F:
                 type=_CLICK_TYPES[kind],
                 default=f.default,
                 show_default=shown,
-                help=f.help,
+                help=words,
             )
         else:
             raise TypeError(f"field {name}: say how tickwheel schedule takes a {kind}")

@@ -276,3 +276,12 @@ def test_a_missing_timer_and_trim_speak_of_the_retention_as_its_flag(tw: Run) ->
     assert "result_ttl" not in missing.stderr.replace("--result-ttl", "")
     trimmed = tw("trim", "--older-than", "1h").output
     assert "past their retention (worker --result-ttl)" in trimmed, trimmed
+
+
+def test_schedule_help_speaks_in_flags_not_fields_or_exception_classes(tw: Run) -> None:
+    """`schedule --help` says --max-total and --in, not max_total_ms, delay_ms or the
+    library's exception classes (a CLI user sees exit codes)."""
+    shown = " ".join(tw("schedule", "--help").output.split())
+    for word in ("max_total_ms", "delay_ms", "Capped", "created +", "now +"):
+        assert word not in shown, (word, shown)
+    assert "never past its --max-total cap" in shown, shown
