@@ -285,3 +285,47 @@ def test_schedule_help_speaks_in_flags_not_fields_or_exception_classes(tw: Run) 
     for word in ("max_total_ms", "delay_ms", "Capped", "created +", "now +"):
         assert word not in shown, (word, shown)
     assert "never past its --max-total cap" in shown, shown
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_fastapi_readme_runs_as_written_beside_the_tours_old_job(
+    redis_server: RedisServer, workdir: Path
+) -> None:
+    """examples/fastapi/README.md's commands, as a person pastes them (on a free port,
+    against the test server): the first request waits until uvicorn listens, and the
+    job is the example's own, not the README tour's job:{42} left in `default`."""
+    with TimerClient.from_url(redis_server.url, "default") as tour:
+        tour.init(shards=16)
+        tour.schedule("job:{42}", 60_000)
+        tour.cancel("job:{42}")  # the tour's old job, decided
+    text = (ROOT / "examples/fastapi/README.md").read_text()
+    block = text.split("```sh\n", 1)[1].split("```", 1)[0]
+    lines = [line for line in block.splitlines() if line.strip()]
+    assert lines[0].startswith("pip install") and lines[1] == "tickwheel server start"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    script = "\n".join(
+        ["set -euo pipefail", "trap 'kill $(jobs -p) 2>/dev/null || true' EXIT"]
+        + [line.replace("8000", port) for line in lines[2:]]
+    )
+    bin_dir = str(Path(sys.executable).parent)
+    env = {
+        **os.environ,
+        "TICKWHEEL_REDIS_URL": redis_server.url,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+    }
+    done = subprocess.run(
+        ["bash", "-c", script],
+        check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    last = done.stdout.strip().splitlines()[-1]
+    assert '"state":"pending"' in last, done.stdout
