@@ -329,3 +329,28 @@ def test_the_fastapi_readme_runs_as_written_beside_the_tours_old_job(
     assert done.returncode == 0, (done.stdout, done.stderr)
     last = done.stdout.strip().splitlines()[-1]
     assert '"state":"pending"' in last, done.stdout
+
+
+def test_a_bucket_finer_than_a_tick_is_taken_with_a_warning(tw: Run) -> None:
+    """`init --bucket 1ms` still works (the library takes it, and a namespace made so
+    keeps working) but says it buys nothing; the default says nothing."""
+    fine = tw("init", "--shards", "2", "--bucket", "1ms")
+    assert "Warning: 1ms buckets fire nothing sooner than 100ms ones" in fine.stderr, fine.output
+    assert as_json(tw("--json", "init", "--shards", "2", "--bucket", "1ms"))["bucket_ms"] == 1
+
+
+def test_the_default_bucket_says_nothing(tw: Run) -> None:
+    assert "Warning" not in tw("init", "--shards", "2").stderr
+
+
+def test_catch_up_0s_says_no_missed_occurrence_is_fired(tw: Run) -> None:
+    """`--catch-up 0s` with --missed latest fires no missed occurrence: the schedule is
+    made as asked (exit 0), with a warning, and shown as what it does."""
+    tw("init", "--shards", "2")
+    made = tw("schedules", "create", "z7", "--every", "1m", "--catch-up", "0s")
+    assert "Warning: --catch-up 0s: no missed occurrence is ever fired" in made.stderr, made.output
+    assert "within 0" not in made.stdout and "none is fired (--catch-up 0s)" in made.stdout
+    shown = tw("schedules", "get", "z7")
+    assert "Warning" not in shown.stderr, shown.stderr
+    skip = tw("schedules", "create", "z8", "--every", "1m", "--catch-up", "0s", "--missed", "skip")
+    assert "Warning" not in skip.stderr, skip.stderr
