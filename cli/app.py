@@ -8,7 +8,7 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
 
@@ -17,7 +17,7 @@ import redis
 
 from timer import TimerClient
 from timer.durable.model.keys import NAMESPACES
-from timer.errors import ConfigError, InvalidInput, StoreError, TimerError
+from timer.errors import ConfigError, StoreError, TimerError
 from timer.redis import connections
 from timer.redis.store import RedisSettings, redact_url
 
@@ -81,13 +81,18 @@ class TimerCommandError(click.ClickException):
 
 
 @contextlib.contextmanager
-def errors() -> Iterator[None]:
+def errors(names: Mapping[str, str] | None = None) -> Iterator[None]:
+    """TimerErrors as the CLI shows them; an InvalidInput names its fields by the
+    command's flags, or as ``names`` says where a field has more than one flag."""
     try:
         yield
-    except InvalidInput as exc:
-        raise TimerCommandError(exc.naming(_flags())) from None
     except TimerError as exc:
-        raise TimerCommandError(_with_namespaces(exc)) from None
+        # a field no option of this command sets is the worker's
+        named = exc.naming({**_WORKERS, **_flags(), **(names or {})})
+        raise TimerCommandError(_with_namespaces(named)) from None
+
+
+_WORKERS = {"result_ttl": "worker --result-ttl"}
 
 
 def _flags() -> dict[str, str]:
@@ -97,11 +102,22 @@ def _flags() -> dict[str, str]:
     ctx = click.get_current_context(silent=True)
     if ctx is None:
         return {}
-    return {
-        p.name: p.opts[0]
+    options = [
+        (p.name, p.opts[0])
         for p in ctx.command.params
         if isinstance(p, click.Option) and p.name is not None and p.opts[0].startswith("--")
-    }
+    ]
+    names = dict(options)
+    # A field the library names in other units than the option that sets it (--result-ttl
+    # sets result_ttl_ms, the library checks result_ttl; --timeout timeout_ms, timeout_s),
+    # or set by either of two options (--lease or --lease-ms): the one the user typed.
+    for name, flag in options:
+        stem = name.removesuffix("_ms").removesuffix("_s")
+        typed = ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+        for alias in (stem, f"{stem}_ms", f"{stem}_s"):
+            if alias != name and (alias not in names or typed):
+                names[alias] = flag
+    return names
 
 
 def _with_namespaces(exc: TimerError) -> TimerError:

@@ -13,6 +13,7 @@ end every timer must have exactly one outcome, none decided before its deadline.
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import signal
 import subprocess
@@ -20,12 +21,13 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
 
 from timer import TimerClient, TimerError
+from timer.worker.settings import WorkerSettings
 
 from .app import App, errors, pass_app, starts_server
 from .demo_parts import Kill, register_with_spark, start_worker, summarise
@@ -160,10 +162,68 @@ def demo(
             "--sentinel starts its own Sentinel set: drop --redis-url (and TICKWHEEL_REDIS_URL)"
         )
 
+    with errors({"lease_ms": "--lease"}):  # the workers' own check, before any starts
+        WorkerSettings(lease_ms=lease_ms)
+
     def say(msg: str) -> None:
         if not app.json:
             click.echo(msg, err=True)
 
+    try:
+        with _stopped_by(signal.SIGTERM):
+            _with_sentinel(
+                app,
+                timers,
+                n_workers,
+                min_delay,
+                max_delay,
+                lease_ms,
+                no_kill,
+                seed,
+                use_spark,
+                sentinel,
+                say,
+            )
+    except _Terminated:
+        # Every process the demo started is stopped (the finally blocks ran); it ends as
+        # SIGTERM ends a process, so whoever sent it sees the status it expects.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise SystemExit(128 + signal.SIGTERM) from None
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived: raised where the demo is, so its finally blocks stop what it
+    started (a Python process killed by SIGTERM runs none of them, and the workers and
+    the handler, in sessions of their own, would run on)."""
+
+
+@contextlib.contextmanager
+def _stopped_by(signum: signal.Signals) -> Iterator[None]:
+    def raise_terminated(_signum: int, _frame: object) -> None:
+        signal.signal(signum, signal.SIG_IGN)  # a second one must not cut the clean-up short
+        raise _Terminated
+
+    previous = signal.signal(signum, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signum, previous)
+
+
+def _with_sentinel(
+    app: App,
+    timers: int,
+    n_workers: int,
+    min_delay: int,
+    max_delay: int,
+    lease_ms: int,
+    no_kill: bool,
+    seed: int | None,
+    use_spark: bool,
+    sentinel: bool,
+    say: Callable[[str], None],
+) -> None:
     with contextlib.ExitStack() as stack:
         master_kill = None
         if sentinel:

@@ -8,12 +8,16 @@ import warnings
 import click
 
 from timer.durable.model.codec import FORMAT_VERSION
+from timer.durable.model.durations import format_duration_ms
 from timer.durable.model.models import DurabilityWarning
 from timer.durable.shards.calls import MigrateStep
 
 from .app import App, confirm, errors, pass_app, starts_server
 from .durations import DURATION
 from .output import emit, pairs, plural, table
+
+# finer buckets than a worker's tick fire nothing sooner (init warns below it)
+FINEST_USEFUL_BUCKET_MS = 100
 
 
 @starts_server
@@ -52,6 +56,16 @@ def init(app: App, shards: int, bucket_ms: int, allow_eviction: bool) -> None:
         meta = app.client.init(shards=shards, bucket_ms=bucket_ms, allow_eviction=allow_eviction)
     for w in caught:
         click.echo(f"Warning: {w.message}", err=True)
+    if meta.bucket_ms < FINEST_USEFUL_BUCKET_MS:
+        # the library takes down to 1 ms (a namespace made so keeps working); a worker
+        # fires from its in-memory wheel on ~100 ms ticks, so a finer bucket fires nothing
+        # sooner and costs a key and a sweep step for each
+        click.echo(
+            f"Warning: {format_duration_ms(meta.bucket_ms)} buckets fire nothing sooner than "
+            f"{format_duration_ms(FINEST_USEFUL_BUCKET_MS)} ones (a worker fires on ~100ms "
+            "ticks) and cost a key each; the default is 1s (--bucket 1s)",
+            err=True,
+        )
     info = {
         "namespace": app.namespace,
         "shards": meta.shards,
@@ -153,7 +167,7 @@ def trim(app: App, retention_ms: int, drop_unread: bool, yes: bool) -> None:
         app.json,
         {**counts, "results_dropped": dropped},
         f"Removed {plural(removed, 'outcome')} from {plural(len(done), 'shard')}{note}; "
-        f"dropped {plural(dropped, 'retained outcome')} past their result_ttl",
+        f"dropped {plural(dropped, 'retained outcome')} past their retention (worker --result-ttl)",
     )
 
 

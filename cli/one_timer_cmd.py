@@ -18,7 +18,7 @@ from timer.durable.model.durations import format_duration_ms
 from timer.durable.model.fields import FIELDS, KEPT_OUTCOME, KEPT_PENDING, TimerOptions
 from timer.shapes import outcome_json, timer_info_json, timer_json
 
-from .app import App, TimerCommandError, errors, pass_app, starts_server
+from .app import App, errors, pass_app, starts_server
 from .durations import DURATION, INSTANT, MILLIS, SECONDS, format_ms
 from .output import against_deadline, emit, pairs, plural, to_json
 
@@ -52,6 +52,7 @@ def declared_options(command: _F) -> _F:
         if f.cli is None or f.slot is None or name in _BY_HAND:
             continue
         kind = f.schema.get("type")
+        words = f.cli_help or f.help
         if kind == "integer" and name.endswith("_ms"):
             # A time, taken as a duration as every other time option is (1h, 30s); a
             # bare number is milliseconds, as the -ms name said before it had an alias.
@@ -62,10 +63,10 @@ def declared_options(command: _F) -> _F:
                 type=MILLIS,
                 metavar="DURATION",
                 default=f.default,
-                help=f"{f.help} A duration, e.g. 1h or 30s; a bare number is milliseconds.",
+                help=f"{words} A duration, e.g. 1h or 30s; a bare number is milliseconds.",
             )
         elif kind == "boolean":
-            option = click.option(f.cli, name, is_flag=True, default=None, help=f.help)
+            option = click.option(f.cli, name, is_flag=True, default=None, help=words)
         elif kind in _CLICK_TYPES:
             shown = f.default is not None
             option = click.option(
@@ -74,7 +75,7 @@ def declared_options(command: _F) -> _F:
                 type=_CLICK_TYPES[kind],
                 default=f.default,
                 show_default=shown,
-                help=f.help,
+                help=words,
             )
         else:
             raise TypeError(f"field {name}: say how tickwheel schedule takes a {kind}")
@@ -299,8 +300,8 @@ def get(app: App, timer_id: str) -> None:
     """
     with errors():
         info = app.client.get(timer_id)
-    if info is None:
-        raise TimerCommandError(TimerNotFound.of(timer_id, app.namespace))
+        if info is None:
+            raise TimerNotFound.of(timer_id, app.namespace)
     d = timer_info_json(info)
     shown = {**d, "deadline_ms": f"{info.deadline_ms} ({format_ms(info.deadline_ms)})"}
     if info.state != "pending":  # what the retained outcome does not keep: not "watch []"

@@ -119,10 +119,32 @@ def _show(app: App, s: ScheduleInfo) -> None:
             "fired": s.fired,
             "missed": s.missed,
             "last": format_ms(s.last_ms),
-            "after an outage": f"{s.spec.missed} (within {format_duration_ms(s.spec.catch_up_ms)})",
+            "after an outage": _after_an_outage(s),
         }
     )
     emit(app.json, d, human)
+
+
+def _warn_catch_up(s: ScheduleInfo) -> None:
+    if _fires_no_missed(s):
+        # the library takes 0 (a schedule stored with it keeps working), but the
+        # combination reads as if it caught up: said where it is set
+        click.echo(
+            f"Warning: --catch-up 0s: no missed occurrence is ever fired, so --missed "
+            f"{s.spec.missed} works as skip; give a window (e.g. --catch-up 1h) or say "
+            "--missed skip",
+            err=True,
+        )
+
+
+def _fires_no_missed(s: ScheduleInfo) -> bool:
+    return s.spec.catch_up_ms == 0 and s.spec.missed != "skip"
+
+
+def _after_an_outage(s: ScheduleInfo) -> str:
+    if _fires_no_missed(s):
+        return f"{s.spec.missed}, but none is fired (--catch-up 0s)"
+    return f"{s.spec.missed} (within {format_duration_ms(s.spec.catch_up_ms)})"
 
 
 def _local(epoch_ms: int | None, tz: str) -> str:
@@ -148,7 +170,9 @@ def create(app: App, /, name: str, payload: str | None, **spec: Unpack[ScheduleW
       tickwheel schedules create heartbeat --every 30s --missed skip
     """
     with errors():
-        _show(app, app.client.schedules.create(name, payload=_payload(payload), **spec))
+        made = app.client.schedules.create(name, payload=_payload(payload), **spec)
+    _show(app, made)
+    _warn_catch_up(made)
 
 
 with_spec_help(create)
@@ -162,7 +186,9 @@ with_spec_help(create)
 def update(app: App, /, name: str, payload: str | None, **spec: Unpack[ScheduleWhen]) -> None:
     """Change schedule NAME (give its whole spec) from its next occurrence on."""
     with errors():
-        _show(app, app.client.schedules.update(name, payload=_payload(payload), **spec))
+        made = app.client.schedules.update(name, payload=_payload(payload), **spec)
+    _show(app, made)
+    _warn_catch_up(made)
 
 
 @schedules.command("list")

@@ -17,22 +17,15 @@ from typing import ClassVar, Self
 
 
 class TimerError(Exception):
-    """Root of every tickwheel error."""
-
-    exit_code: ClassVar[int] = 1  # any other error
-    http_status: ClassVar[int] = 500
-
-
-class InvalidInput(TimerError, ValueError):
-    """An argument is malformed: nothing was written.
+    """Root of every tickwheel error.
 
     Made by :meth:`about`, it keeps the fields it is about apart from its words, so a
     door can name each as its caller wrote it (the CLI: ``--every`` for ``every``) with
     :meth:`naming`; the message itself names the fields as the library calls them.
     """
 
-    exit_code = 3
-    http_status = 400
+    exit_code: ClassVar[int] = 1  # any other error
+    http_status: ClassVar[int] = 500
     template: str | None = None  # the message, {0}, {1}... where it names a field
     fields: tuple[str, ...] = ()
     values: Mapping[str, object] = MappingProxyType({})
@@ -51,6 +44,13 @@ class InvalidInput(TimerError, ValueError):
         if self.template is None:
             return self
         return self.about(self.template, *(names.get(f, f) for f in self.fields), **self.values)
+
+
+class InvalidInput(TimerError, ValueError):
+    """An argument is malformed: nothing was written."""
+
+    exit_code = 3
+    http_status = 400
 
 
 class ConfigError(TimerError):
@@ -116,9 +116,12 @@ class TimerNotFound(NotFound):
     @classmethod
     def of(cls, timer_id: str, namespace: str) -> TimerNotFound:
         """The one wording of a missing timer, wherever it is reported."""
-        return cls(
-            f"no timer {timer_id!r} in namespace {namespace!r}: never scheduled, or decided "
-            "longer ago than its result_ttl"
+        return cls.about(
+            "no timer {id} in namespace {ns}: never scheduled, or decided longer ago than its "
+            "retention ({0})",
+            "result_ttl",
+            id=repr(timer_id),
+            ns=repr(namespace),
         )
 
 

@@ -7,6 +7,7 @@ import socket
 import uuid
 from dataclasses import dataclass, field
 
+from timer.durable.model.durations import format_duration_ms, ms_text
 from timer.durable.model.models import COARSE_MS, check_result_ttl_ms
 from timer.errors import InvalidInput
 
@@ -52,10 +53,15 @@ class WorkerSettings:
     def __post_init__(self) -> None:
         if not self.worker_id or " " in self.worker_id:
             raise InvalidInput(f"worker id must be non-empty with no spaces: {self.worker_id!r}")
-        if self.lease_ms < 300:
-            raise InvalidInput(f"lease_ms must be at least 300 ms, got {self.lease_ms}")
-        if self.horizon_ms < 100:
-            raise InvalidInput(f"horizon_ms must be at least 100 ms, got {self.horizon_ms}")
+        for name, least in (("lease_ms", 300), ("horizon_ms", 100)):
+            got = getattr(self, name)
+            if got < least:
+                raise InvalidInput.about(
+                    "{0} must be at least {least} (got {got})",
+                    name,
+                    least=format_duration_ms(least),
+                    got=ms_text(got),
+                )
         if self.horizon_ms >= COARSE_MS:  # far timers reach the fine buckets an hour ahead
             raise InvalidInput(
                 f"horizon_ms must be under an hour ({COARSE_MS} ms), got {self.horizon_ms}"

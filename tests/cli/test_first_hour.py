@@ -5,8 +5,13 @@ real test server."""
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import click
 import pytest
@@ -16,6 +21,7 @@ from timer.cli.demo_cmd import demo
 from timer.errors import InvalidInput
 from timer.testing import RedisServer
 
+from ..conftest import wait_for
 from .conftest import Run, as_json
 
 pytestmark = pytest.mark.redis
@@ -132,3 +138,219 @@ def test_a_busy_port_is_one_error_naming_the_option(
     assert len(lines) == 1 and lines[0].startswith("Error: "), out.stderr
     assert f"127.0.0.1:{busy_port}" in lines[0] and f"{flag} " in lines[0], lines
     assert "in use" in lines[0], lines
+
+
+def test_the_demo_refuses_a_lease_the_workers_would_refuse_before_starting_anything(
+    tw: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`demo --lease 0s`: the workers' own check, up front, in the flag's words (it
+    started the workers, which died, and waited for outcomes for ever)."""
+
+    def no_process(*_: object, **__: object) -> None:
+        raise AssertionError("the demo started a process")
+
+    monkeypatch.setattr("timer.cli.demo_cmd.start_worker", no_process)
+    monkeypatch.setattr("timer.cli.demo_cmd.Reaction", no_process)
+    out = tw("demo", "--lease", "0s", expect=3)
+    assert "Error: --lease must be at least 300ms (got 0s)" in out.stderr, out.output
+    assert "starting" not in out.stderr, out.stderr
+    tw("get", "job:{1}", expect=4)  # the namespace was not even initialised
+
+
+def _children(pid: int) -> set[int]:
+    """The live processes whose parent is ``pid`` (from /proc)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+        if int(ppid) == pid and state != "Z":
+            found.add(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_sigterm_to_the_demo_stops_every_process_it_started(
+    redis_server: RedisServer, namespace: str, workdir: Path
+) -> None:
+    """The workers and the handler run in sessions of their own (a Ctrl-C in the
+    terminal reaches the demo alone); SIGTERM to the demo stops them all, and the demo
+    still ends as SIGTERM ends a process."""
+    demo_proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "timer.cli",
+            "--redis-url",
+            redis_server.url,
+            "--namespace",
+            namespace,
+            "demo",
+            "--workers",
+            "2",
+            "--timers",
+            "20",
+            "--min-delay",
+            "1h",
+            "--max-delay",
+            "2h",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
+    )
+    started: set[int] = set()
+    try:
+        # two workers and the handler: three children
+        wait_for(lambda: len(_children(demo_proc.pid)) >= 3, 60, "the workers and the handler")
+        started = _children(demo_proc.pid)
+        demo_proc.send_signal(signal.SIGTERM)
+        assert demo_proc.wait(60) == -signal.SIGTERM
+        left = {pid for pid in started if _alive(pid)}
+        assert not left, f"still running after the demo ended: {left}"
+    finally:
+        for pid in started:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        if demo_proc.poll() is None:
+            demo_proc.kill()
+            demo_proc.wait()
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["worker", "--lease", "0s"], "--lease must be at least 300ms (got 0s)"),
+        (["worker", "--lease-ms", "0"], "--lease-ms must be at least 300ms (got 0s)"),
+        (["worker", "--horizon", "0s"], "--horizon must be at least 100ms (got 0s)"),
+        (["worker", "--result-ttl", "0s"], "--result-ttl must be from 1 second to 3660 days"),
+        (["init", "--bucket", "0s"], "--bucket must be between 1ms and 1h, got 0s"),
+        (
+            ["schedule", "x:{3}", "--in", "30s", "--max-total", "0s"],
+            "--max-total must be between 1ms and ",
+        ),
+        (
+            ["handle", "timer.examples.handlers:on_timeout", "--timeout", "0s"],
+            "--timeout must be above 0s, at most 1d, got 0s",
+        ),
+        (
+            ["schedules", "create", "z5", "--every", "1m", "--jitter", "2m"],
+            "--jitter (2m) must be shorter than --every (1m)",
+        ),
+        (
+            ["schedules", "create", "z5", "--every", "1m", "--offset", "2m"],
+            "--offset (2m) must be shorter than --every (1m)",
+        ),
+    ],
+    ids=lambda v: "-".join(v) if isinstance(v, list) else None,
+)
+def test_option_errors_name_the_flag_and_read_as_durations(
+    tw: Run, args: list[str], said: str
+) -> None:
+    """Each error names the flag as typed (not the field it sets, lease_ms) and its
+    limits and value as durations (not raw milliseconds); exit 3 as before."""
+    if args[0] != "init":
+        tw("init", "--shards", "2")
+    out = tw(*args, expect=3)
+    assert f"Error: {said}" in out.stderr, out.stderr
+    assert "_ms" not in out.stderr and "_s " not in out.stderr, out.stderr
+
+
+def test_a_missing_timer_and_trim_speak_of_the_retention_as_its_flag(tw: Run) -> None:
+    """`get` of an unknown id and `trim` say the retention in the words of
+    --result-ttl, not the library's field result_ttl."""
+    tw("init", "--shards", "2")
+    missing = tw("get", "job:{nosuch}", expect=6)
+    assert "its retention (worker --result-ttl)" in missing.stderr, missing.stderr
+    assert "result_ttl" not in missing.stderr.replace("--result-ttl", "")
+    trimmed = tw("trim", "--older-than", "1h").output
+    assert "past their retention (worker --result-ttl)" in trimmed, trimmed
+
+
+def test_schedule_help_speaks_in_flags_not_fields_or_exception_classes(tw: Run) -> None:
+    """`schedule --help` says --max-total and --in, not max_total_ms, delay_ms or the
+    library's exception classes (a CLI user sees exit codes)."""
+    shown = " ".join(tw("schedule", "--help").output.split())
+    for word in ("max_total_ms", "delay_ms", "Capped", "created +", "now +"):
+        assert word not in shown, (word, shown)
+    assert "never past its --max-total cap" in shown, shown
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_fastapi_readme_runs_as_written_beside_the_tours_old_job(
+    redis_server: RedisServer, workdir: Path
+) -> None:
+    """examples/fastapi/README.md's commands, as a person pastes them (on a free port,
+    against the test server): the first request waits until uvicorn listens, and the
+    job is the example's own, not the README tour's job:{42} left in `default`."""
+    with TimerClient.from_url(redis_server.url, "default") as tour:
+        tour.init(shards=16)
+        tour.schedule("job:{42}", 60_000)
+        tour.cancel("job:{42}")  # the tour's old job, decided
+    text = (ROOT / "examples/fastapi/README.md").read_text()
+    block = text.split("```sh\n", 1)[1].split("```", 1)[0]
+    lines = [line for line in block.splitlines() if line.strip()]
+    assert lines[0].startswith("pip install") and lines[1] == "tickwheel server start"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    script = "\n".join(
+        ["set -euo pipefail", "trap 'kill $(jobs -p) 2>/dev/null || true' EXIT"]
+        + [line.replace("8000", port) for line in lines[2:]]
+    )
+    bin_dir = str(Path(sys.executable).parent)
+    env = {
+        **os.environ,
+        "TICKWHEEL_REDIS_URL": redis_server.url,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+    }
+    done = subprocess.run(
+        ["bash", "-c", script],
+        check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    last = done.stdout.strip().splitlines()[-1]
+    assert '"state":"pending"' in last, done.stdout
+
+
+def test_a_bucket_finer_than_a_tick_is_taken_with_a_warning(tw: Run) -> None:
+    """`init --bucket 1ms` still works (the library takes it, and a namespace made so
+    keeps working) but says it buys nothing; the default says nothing."""
+    fine = tw("init", "--shards", "2", "--bucket", "1ms")
+    assert "Warning: 1ms buckets fire nothing sooner than 100ms ones" in fine.stderr, fine.output
+    assert as_json(tw("--json", "init", "--shards", "2", "--bucket", "1ms"))["bucket_ms"] == 1
+
+
+def test_the_default_bucket_says_nothing(tw: Run) -> None:
+    assert "Warning" not in tw("init", "--shards", "2").stderr
+
+
+def test_catch_up_0s_says_no_missed_occurrence_is_fired(tw: Run) -> None:
+    """`--catch-up 0s` with --missed latest fires no missed occurrence: the schedule is
+    made as asked (exit 0), with a warning, and shown as what it does."""
+    tw("init", "--shards", "2")
+    made = tw("schedules", "create", "z7", "--every", "1m", "--catch-up", "0s")
+    assert "Warning: --catch-up 0s: no missed occurrence is ever fired" in made.stderr, made.output
+    assert "within 0" not in made.stdout and "none is fired (--catch-up 0s)" in made.stdout
+    shown = tw("schedules", "get", "z7")
+    assert "Warning" not in shown.stderr, shown.stderr
+    skip = tw("schedules", "create", "z8", "--every", "1m", "--catch-up", "0s", "--missed", "skip")
+    assert "Warning" not in skip.stderr, skip.stderr

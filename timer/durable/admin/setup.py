@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from ...errors import ConfigError, TimerError
 from ..model import steps
-from ..model.checks import check_int
+from ..model.checks import check_int, check_ms
 from ..model.codec import FORMAT_VERSION
 from ..model.keys import NAMESPACES, NamespaceKeys
 from ..model.models import Durability, Meta
@@ -36,7 +36,7 @@ def init(
     warnings to show.
     """
     check_int("shards", shards, 1, 16384)
-    check_int("bucket_ms", bucket_ms, 1, 3_600_000)
+    check_ms("bucket_ms", bucket_ms, 1, 3_600_000)
     servers = yield from server_settings(where, check_version=check)  # one INFO for both
     notes = check_durability(servers, where, allow_eviction=allow_eviction, durability=durability)
     stored = yield steps.Command("hgetall", (keys.meta,))

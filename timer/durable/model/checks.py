@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from ...errors import InvalidInput
-from .durations import TEN_YEARS_MS
+from .durations import TEN_YEARS_MS, ms_text, seconds_text
 
 TEN_YEARS_S = TEN_YEARS_MS // 1000
 
@@ -35,9 +35,32 @@ def check_seconds(
         raise InvalidInput(f"{name} must be a number of seconds, got {value!r:.80}")
     low = value > 0 if positive else value >= 0
     if not (math.isfinite(value) and low and value <= maximum):
-        least = "above 0" if positive else "from 0"
-        raise InvalidInput(f"{name} must be {least} to {maximum:g} seconds, got {value!r}")
+        raise InvalidInput.about(
+            "{0} must be {least}, at most {most}, got {got}",
+            name,
+            least="above 0s" if positive else "at least 0s",
+            most=seconds_text(maximum),
+            got=seconds_text(value),
+        )
     return float(value)
+
+
+def check_ms(name: str, value: object, minimum: int, maximum: int) -> int:
+    """A whole number of milliseconds from ``minimum`` to ``maximum``, its limits said as
+    durations (``between 1ms and 1h``)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput.about(
+            "{0} must be a whole number of milliseconds (int), got {got}", name, got=repr(value)
+        )
+    if not minimum <= value <= maximum:
+        raise InvalidInput.about(
+            "{0} must be between {least} and {most}, got {got}",
+            name,
+            least=ms_text(minimum),
+            most=ms_text(maximum),
+            got=ms_text(value),
+        )
+    return value
 
 
 def check_bool(name: str, value: object) -> bool:

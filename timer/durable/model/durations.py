@@ -3,6 +3,7 @@ library (a schedule's ``every``) and the CLI alike."""
 
 from __future__ import annotations
 
+import math
 import re
 
 DAY_MS = 86_400_000
@@ -46,3 +47,22 @@ def format_duration_ms(ms: int) -> str:
         if count:
             parts.append(f"{count}{unit}")
     return "".join(parts)
+
+
+def ms_text(value: object) -> str:
+    """A number of milliseconds as an error shows it: as a duration is written (``300ms``,
+    ``1h``, ``0s``), below 0 in ms; anything not a whole number as it was given."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return repr(value)
+    if value < 0:
+        return f"{value} ms"
+    return format_duration_ms(value) if value else "0s"
+
+
+def seconds_text(value: float) -> str:
+    """A number of seconds as an error shows it: a duration when it is whole ms."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        ms = value * 1000
+        if math.isfinite(ms) and ms == int(ms):
+            return ms_text(int(ms))
+    return f"{value!r} s"

@@ -58,7 +58,8 @@ class Field:
     it; a field the pending record keeps is an attribute of ``TimerInfo`` (shown by
     ``get``), one the outcome keeps also of ``Outcome``, each with ``default`` when the
     record holds ``stored``. ``shown``: whether the JSON shapes (``get --json``, the
-    HTTP API) show it too.
+    HTTP API) show it too. ``cli_help``: its ``--help`` text where ``help`` speaks of the
+    library's names (fields in ms, exception classes) that the command does not use.
     """
 
     help: str
@@ -70,6 +71,7 @@ class Field:
     pending: int | None = None
     outcome: int | None = None
     shown: bool = True  # in the JSON shapes (timer/shapes.py) as well
+    cli_help: str | None = None
 
 
 _ID_SCHEMA = {"type": "string", "minLength": 1, "maxLength": MAX_ID_BYTES}
@@ -169,6 +171,11 @@ class TimerOptions(TypedDict, total=False):
             stored=0,
             cli="--max-total-ms",
             pending=11,
+            cli_help="The cap: it never falls due later than this after it was first "
+            "scheduled, whoever moves it. A first deadline past the cap is the cap; a "
+            "heartbeat past it is refused (exit 13) and moves the timer to its cap; a "
+            "reschedule past it is refused (exit 13) and moves nothing; a --debounce window "
+            "ends at it.",
         ),
     ]
     debounce: Annotated[
@@ -183,6 +190,10 @@ class TimerOptions(TypedDict, total=False):
             slot=11,
             stored=0,
             cli="--debounce",
+            cli_help="Debounce: if the id is pending, this call moves its deadline later (to "
+            "--in from now, never past its --max-total cap) and replaces its payload instead "
+            "of answering that it exists; if it ended, a new window starts. One outcome a "
+            "window, counting the calls it absorbed.",
         ),
     ]
     priority: Annotated[

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple, TypedDict
 from ...errors import ConfigError, InvalidInput
 from .checks import check_int, check_seconds
 from .codec import DEFAULT_MAX_PAYLOAD, MAX_PAYLOAD_LIMIT
-from .durations import TEN_YEARS_DAYS, TEN_YEARS_MS
+from .durations import TEN_YEARS_DAYS, TEN_YEARS_MS, ms_text
 
 OUTCOMES = ("expired", "completed", "cancelled")
 # What a reader without a consumer group shows for an entry it cannot decode (its
@@ -138,10 +138,12 @@ def check_result_ttl_ms(ttl_ms: int) -> int:
         or not isinstance(ttl_ms, int)
         or not MIN_RESULT_TTL_MS <= ttl_ms <= MAX_RESULT_TTL_MS
     ):
-        raise InvalidInput(
-            f"result_ttl must be from 1 second to {TEN_YEARS_DAYS} days (how long a decided "
-            f"timer's outcome answers get, wait and a retried schedule of its id), got "
-            f"{ttl_ms!r} ms"
+        raise InvalidInput.about(
+            "{0} must be from 1 second to {days} days (how long a decided timer's outcome "
+            "answers get, wait and a retried schedule of its id), got {got}",
+            "result_ttl",
+            days=TEN_YEARS_DAYS,
+            got=ms_text(ttl_ms),
         )
     return ttl_ms
 

@@ -135,13 +135,25 @@ class Recurrence:
             if offset_ms:
                 raise InvalidInput("offset is for every='…' schedules; shift the cron fields")
         elif every_ms is not None and offset_ms >= every_ms:
-            raise InvalidInput(f"offset ({offset_ms} ms) must be shorter than every ({every_ms})")
+            raise InvalidInput.about(
+                "{0} ({got}) must be shorter than {1} ({every})",
+                "offset",
+                "every",
+                got=_ms(offset_ms),
+                every=_ms(every_ms),
+            )
         start_ms, end_ms = _instant("start", start), _instant("end", end)
         if start_ms is not None and end_ms is not None and end_ms < start_ms:
             raise InvalidInput("end is before start: the schedule would never fire")
         jitter_ms = duration_ms("jitter", jitter, minimum=0, maximum=86_400_000)
         if every_ms is not None and jitter_ms >= every_ms:
-            raise InvalidInput(f"jitter ({jitter_ms} ms) must be shorter than every ({every_ms})")
+            raise InvalidInput.about(
+                "{0} ({got}) must be shorter than {1} ({every})",
+                "jitter",
+                "every",
+                got=_ms(jitter_ms),
+                every=_ms(every_ms),
+            )
         assert cron is None or isinstance(cron, str)
         return cls(cron, every_ms, offset_ms, tz, start_ms, end_ms, jitter_ms)
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ...errors import InvalidInput
-from ..model.checks import check_bool, check_int
+from ..model.checks import check_bool, check_int, check_ms
 from ..model.codec import encode_payload
 from ..model.fields import (
     FIELDS,
@@ -137,7 +137,7 @@ CHECKS: dict[str, Callable[[object], object]] = {
     "watch": check_watch,
     "traceparent": check_traceparent,
     "callback_url": check_callback_url,
-    "max_total_ms": lambda value: check_int("max_total_ms", value, 1, MAX_DEADLINE_MS),
+    "max_total_ms": lambda value: check_ms("max_total_ms", value, 1, MAX_DEADLINE_MS),
     "debounce": _check_flag("debounce"),
     "priority": lambda value: check_int("priority", value, MIN_PRIORITY, MAX_PRIORITY),
 }
