@@ -24,7 +24,7 @@ def start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
     """A Python process whose every thread's stack SIGUSR1 prints (the test's diagnosis)."""
     if args[:2] == ["-m", "timer.worker"]:  # the worker's entry point, with the dump on SIGUSR1
         args = ["-c", f"{DUMPS}\nimport sys, runpy\nsys.argv = {['worker', *args[2:]]!r}\n"
-                "runpy.run_module('worker', run_name='__main__')"]  # fmt: skip
+                "runpy.run_module('timer.worker', run_name='__main__')"]  # fmt: skip
     elif args[0] == "-c":
         args = ["-c", f"{DUMPS}\n{args[1]}"]
     with log.open("wb") as handle:
