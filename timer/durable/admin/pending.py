@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +34,7 @@ from ..model.globs import check_glob, redis_glob
 from ..model.models import COARSE_MS
 from ..model.namespace import Namespace
 from ..model.steps import Op
-from .search import _MISSING, MAX_FIELD, _as_text, _at
+from .search import _MISSING, _as_text, _at, check_payload_filter
 
 PAGE_MOST = 500  # timers one page holds at most
 READ_MOST = 200_000  # ids one page reads at most over every shard (a narrow filter)
@@ -66,17 +65,7 @@ class PendingQuery:
     ) -> PendingQuery:
         """A checked query; InvalidInput says what is wrong."""
         glob = check_glob(match) if match not in (None, "") else None
-        fld = value = None
-        if payload is not None:
-            if not isinstance(payload, Mapping) or len(payload) != 1:
-                raise InvalidInput(
-                    f"payload must be one field and its value, e.g. {{'tenant': 'acme'}}, "
-                    f"got {payload!r:.80}"
-                )
-            ((fld, raw),) = payload.items()
-            if not isinstance(fld, str) or not 0 < len(fld) <= MAX_FIELD:
-                raise InvalidInput(f"a payload field is text of 1 to {MAX_FIELD} characters")
-            value = raw if isinstance(raw, str) else _as_text(raw)
+        fld, value = check_payload_filter(payload)
         low = None if min_priority is None else check_int("min_priority", min_priority, -100, 100)
         return cls(glob, fld, value, low)
 

@@ -38,6 +38,22 @@ ID_LAG_MS = 100
 MAX_FIELD = 256
 
 
+def check_payload_filter(payload: object) -> tuple[str | None, str | None]:
+    """(field, value as text) of a payload filter of one field (None: no filter);
+    InvalidInput says what is wrong."""
+    if payload is None:
+        return None, None
+    if not isinstance(payload, Mapping) or len(payload) != 1:
+        raise InvalidInput(
+            f"payload must be one field and its value, e.g. {{'tenant': 'acme'}}, "
+            f"got {payload!r:.80}"
+        )
+    ((field, raw),) = payload.items()
+    if not isinstance(field, str) or not 0 < len(field) <= MAX_FIELD:
+        raise InvalidInput(f"a payload field is text of 1 to {MAX_FIELD} characters")
+    return field, raw if isinstance(raw, str) else _as_text(raw)
+
+
 @dataclass(frozen=True)
 class OutcomeQuery:
     """Which outcomes: of ``kind`` (None: any), whose timer id matches ``match``, decided
@@ -77,17 +93,7 @@ class OutcomeQuery:
         hi = None if until_ms is None else check_int("until_ms", until_ms, 0)
         if lo is not None and hi is not None and lo > hi:
             raise InvalidInput(f"since_ms {lo} is after until_ms {hi}")
-        field = value = None
-        if payload is not None:
-            if not isinstance(payload, Mapping) or len(payload) != 1:
-                raise InvalidInput(
-                    f"payload must be one field and its value, e.g. {{'tenant': 'acme'}}, "
-                    f"got {payload!r:.80}"
-                )
-            ((field, raw),) = payload.items()
-            if not isinstance(field, str) or not 0 < len(field) <= MAX_FIELD:
-                raise InvalidInput(f"a payload field is text of 1 to {MAX_FIELD} characters")
-            value = raw if isinstance(raw, str) else _as_text(raw)
+        field, value = check_payload_filter(payload)
         picked = None if shards is None else tuple(check_shards(ns, shards))
         grp = check_name("consumer group", group) if group not in (None, "") else None
         where: str | None = None
