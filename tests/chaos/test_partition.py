@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -35,14 +36,14 @@ def test_replicas_1_loses_nothing_and_handles_nothing_twice_across_a_split(
 # redis-py 5.3's cluster client (CI's oldest pass) once left a node's socket unclosed
 # after the failover under load (not reproduced alone, twice); redis-py 6 and later are
 # held to every socket closed, as everywhere else
-OLD_CLUSTER_CLIENT = (
-    pytest.mark.usefixtures()
-    if redis.VERSION >= (6,)
-    else (pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning"))
-)
+def old_cluster_client(test: Callable[..., None]) -> Callable[..., None]:
+    if redis.VERSION >= (6,):
+        return test
+    mark = pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning")
+    return mark(test)  # type: ignore[no-any-return]
 
 
-@OLD_CLUSTER_CLIENT
+@old_cluster_client
 def test_replicas_1_loses_nothing_and_handles_nothing_twice_across_a_cluster_split(
     tmp_path: Path, server_binary: Path, namespace: str, workers_factory: list[Workers]
 ) -> None:
