@@ -29,7 +29,9 @@ const SEARCH = NS ? `?ns=${encodeURIComponent(NS)}` : "";
 // The address of a view (its path) showing what `params` say (its hash): a real href,
 // so a middle-click or "open in a new tab" opens the same view; the namespace kept.
 export function address(path, params) {
-  const hash = params ? new URLSearchParams(params).toString() : "";
+  // an empty value clears its key (a link that leaves what was open in the view)
+  const kept = Object.entries(params || {}).filter(([, v]) => v !== "" && v != null);
+  const hash = new URLSearchParams(kept).toString();
   return `${path}${SEARCH}${hash ? "#" + hash : ""}`;
 }
 // Links to one thing's view, as every table writes them (data-* names what they open).
