@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -33,6 +33,7 @@ from .app import App, errors, pass_app, starts_server
 from .demo_parts import Kill, register_with_spark, start_worker, summarise
 from .demo_reaction import Reaction
 from .demo_sentinel import DURABILITY, KILL_AT, MasterKill, sentinel_set
+from .demo_stop import Terminated, starting, stopped_by
 from .durations import DURATION, MILLIS
 from .output import emit, pairs
 
@@ -170,7 +171,7 @@ def demo(
             click.echo(msg, err=True)
 
     try:
-        with _stopped_by(signal.SIGTERM):
+        with stopped_by(signal.SIGTERM):
             _with_sentinel(
                 app,
                 timers,
@@ -184,31 +185,12 @@ def demo(
                 sentinel,
                 say,
             )
-    except _Terminated:
+    except Terminated:
         # Every process the demo started is stopped (the finally blocks ran); it ends as
         # SIGTERM ends a process, so whoever sent it sees the status it expects.
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTERM)
         raise SystemExit(128 + signal.SIGTERM) from None
-
-
-class _Terminated(BaseException):
-    """SIGTERM arrived: raised where the demo is, so its finally blocks stop what it
-    started (a Python process killed by SIGTERM runs none of them, and the workers and
-    the handler, in sessions of their own, would run on)."""
-
-
-@contextlib.contextmanager
-def _stopped_by(signum: signal.Signals) -> Iterator[None]:
-    def raise_terminated(_signum: int, _frame: object) -> None:
-        signal.signal(signum, signal.SIG_IGN)  # a second one must not cut the clean-up short
-        raise _Terminated
-
-    previous = signal.signal(signum, raise_terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signum, previous)
 
 
 def _with_sentinel(
@@ -268,10 +250,11 @@ def _demo(
         c.init(shards=16)
     where = "the demo's Sentinel set" if master_kill is not None else app.safe_url
     say(f"Namespace {ns!r} at {where}; starting {n_workers} workers (lease {lease_ms} ms)")
-    procs = {
-        f"w{i}": start_worker(url, ns, f"w{i}", lease_ms, durability) for i in range(n_workers)
-    }
+    procs: dict[str, subprocess.Popen[bytes]] = {}
     try:
+        for i in range(n_workers):
+            with starting():
+                procs[f"w{i}"] = start_worker(url, ns, f"w{i}", lease_ms, durability)
         summary = _run(
             app,
             c,
@@ -333,8 +316,9 @@ def _run(
     # The reaction starts first: its process is up and reading before any timer is due.
     hanging = [j["id"] for j in jobs if j["id"] not in acted]
     reaction = Reaction(url, c, poison=hanging[0] if hanging else "", durability=durability)
-    reaction.start()
     try:
+        with starting():
+            reaction.start()
         reaction.wait_ready()
         _register(app, c, url, jobs, use_spark=use_spark, say=say)
         driver = Driver(c, actions)

@@ -16,6 +16,7 @@ from timer import TimerClient
 
 from .app import require_extra
 from .demo_reaction import log_dir, pct
+from .demo_stop import starting
 
 
 def start_worker(
@@ -77,7 +78,10 @@ class Kill:
             self.at = c.server_time_ms()
             procs[victim].send_signal(signal.SIGKILL)
             procs[victim].wait()
-            procs[f"{victim}-new"] = start_worker(url, ns, f"{victim}-new", lease_ms, durability)
+            with starting():
+                procs[f"{victim}-new"] = start_worker(
+                    url, ns, f"{victim}-new", lease_ms, durability
+                )
         elif self.at is not None and not self.taken_over:
             now, leaders = c.server_time_ms(), c.leaders()
             if all(leaders[s] in (None, self.victim) for s in self.shards):
