@@ -10,7 +10,7 @@ from .acl_cmd import acl
 from .app import App, accept_global_options
 from .bench_cmd import bench
 from .dashboard_cmd import dashboard
-from .demo_cmd import demo
+from .demo import demo
 from .groups_cmd import dead, groups
 from .handle_cmd import handle
 from .namespace_cmd import init, migrate, shards, stats, trim

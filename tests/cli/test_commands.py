@@ -494,7 +494,7 @@ def test_stats_says_which_server_has_aof_off() -> None:
     assert _aof([{"node": "a:1", "aof": True}, {"node": "b:2", "aof": False}]) == "OFF on b:2"
 
 
-@pytest.mark.parametrize("command", [["worker"], ["handle", "timer.cli.demo_handlers:on_timeout"]])
+@pytest.mark.parametrize("command", [["worker"], ["handle", "timer.cli.demo.handlers:on_timeout"]])
 def test_durability_of_a_long_running_command_is_checked_before_it_starts(
     command: list[str],
 ) -> None:

@@ -17,7 +17,7 @@ import click
 import pytest
 
 from timer import TimerClient
-from timer.cli.demo_cmd import demo
+from timer.cli.demo.command import demo
 from timer.errors import InvalidInput
 from timer.testing import RedisServer
 
@@ -149,8 +149,8 @@ def test_the_demo_refuses_a_lease_the_workers_would_refuse_before_starting_anyth
     def no_process(*_: object, **__: object) -> None:
         raise AssertionError("the demo started a process")
 
-    monkeypatch.setattr("timer.cli.demo_cmd.start_worker", no_process)
-    monkeypatch.setattr("timer.cli.demo_cmd.Reaction", no_process)
+    monkeypatch.setattr("timer.cli.demo.command.start_worker", no_process)
+    monkeypatch.setattr("timer.cli.demo.command.Reaction", no_process)
     out = tw("demo", "--lease", "0s", expect=3)
     assert "Error: --lease must be at least 300ms (got 0s)" in out.stderr, out.output
     assert "starting" not in out.stderr, out.stderr

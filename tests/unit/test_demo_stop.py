@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from timer.cli.demo_stop import Terminated, starting, stopped_by
+from timer.cli.demo.stop import Terminated, starting, stopped_by
 
 
 def test_sigterm_is_raised_where_the_demo_is() -> None:

@@ -18,11 +18,9 @@ WEB = ("timer.httpapi", "timer.dashboard")  # the web doors, inside the library
 # CLI, and TimeSkipping, which runs a worker as the CLI does)
 APPS = ("timer.worker", "timer.cli", "timer.testing", *WEB)
 # Packages whose modules still share a first word, each waiting for its own split: the
-# engine's task/task_list/task_timer (Kafka's TimerTask, TimerTaskList and Timer) and the
-# CLI's demo_* (a demo/ package of its own). The prefix test fails on any other, and on
-# these once they are split (then this goes).
+# engine's task/task_list/task_timer (Kafka's TimerTask, TimerTaskList and Timer). The
+# prefix test fails on any other, and on these once they are split (then this goes).
 PENDING_SPLITS = {
-    "cli": {"demo": ["demo_cmd", "demo_handlers", "demo_parts", "demo_reaction", "demo_sentinel"]},
     "timer/engine": {"task": ["task", "task_list", "task_timer"]},
 }
 

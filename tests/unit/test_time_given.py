@@ -33,10 +33,10 @@ ALLOWED = {
     "timer/celery/claims.py": "a ConfirmedTask's lease renewal, inside a Celery worker's process",
     "worker/metrics.py": "the Prometheus endpoint's HTTP server thread",
     "cli/embedded.py": "waits for a real server process it started to answer",
-    "cli/demo_cmd.py": "the demo drives real processes (a server, workers, kill -9) on real time",
-    "cli/demo_handlers.py": "the demo's handler measures real lateness of a real worker",
-    "cli/demo_reaction.py": "the demo times a real worker's reaction to a real kill",
-    "cli/demo_sentinel.py": "the demo's Sentinel failover on real servers",
+    "cli/demo/command.py": "the demo drives real processes (workers, kill -9) on real time",
+    "cli/demo/handlers.py": "the demo's handler measures real lateness of a real worker",
+    "cli/demo/reaction.py": "the demo times a real worker's reaction to a real kill",
+    "cli/demo/sentinel.py": "the demo's Sentinel failover on real servers",
 }
 # the packages of a real server's process for tests (ports, processes, real waits)
 ALLOWED_DIRS = ("timer/testing/",)

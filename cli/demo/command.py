@@ -7,7 +7,7 @@ SIGKILL and a new one started. The service reacts to each timeout with a handler
 timer.Handlers (one flaky downstream retried, one poison outcome dead-lettered). At the
 end every timer must have exactly one outcome, none decided before its deadline. With
 ``--sentinel`` it runs on a Sentinel set of its own and kills the master too
-(``timer.cli.demo_sentinel``).
+(``timer.cli.demo.sentinel``).
 """
 
 from __future__ import annotations
@@ -29,13 +29,13 @@ import click
 from timer import TimerClient, TimerError
 from timer.worker.settings import WorkerSettings
 
-from .app import App, errors, pass_app, starts_server
-from .demo_parts import Kill, register_with_spark, start_worker, summarise
-from .demo_reaction import Reaction
-from .demo_sentinel import DURABILITY, KILL_AT, MasterKill, sentinel_set
-from .demo_stop import Terminated, starting, stopped_by
-from .durations import DURATION, MILLIS
-from .output import emit, pairs
+from ..app import App, errors, pass_app, starts_server
+from ..durations import DURATION, MILLIS
+from ..output import emit, pairs
+from .parts import Kill, register_with_spark, start_worker, summarise
+from .reaction import Reaction
+from .sentinel import DURABILITY, KILL_AT, MasterKill, sentinel_set
+from .stop import Terminated, starting, stopped_by
 
 
 class Driver(threading.Thread):

@@ -1,6 +1,6 @@
 """The demo's reaction to a job timeout, run by ``tickwheel handle`` in its own process.
 
-``tickwheel demo`` starts ``tickwheel handle timer.cli.demo_handlers:on_timeout`` as a
+``tickwheel demo`` starts ``tickwheel handle timer.cli.demo.handlers:on_timeout`` as a
 deployment would. Every 10th job's first attempt fails (a flaky downstream: retried)
 and one job always fails (a poison outcome: dead-lettered after its last attempt). Each
 first start is logged with its lateness (wall clock minus deadline, ms) for the summary.

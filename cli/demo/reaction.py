@@ -1,5 +1,5 @@
 """``tickwheel demo``'s reaction to each timeout: ``tickwheel handle`` in its own
-process (``timer.cli.demo_handlers``), started, waited for and summarised here."""
+process (``timer.cli.demo.handlers``), started, waited for and summarised here."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import click
 
 from timer import TimerClient
 
-from . import embedded
+from .. import embedded
 
 
 def log_dir() -> Path:
@@ -33,7 +33,7 @@ def pct(values: list[int], q: float) -> int | None:
 
 class Reaction:
     """The service's reaction to each timeout: ``tickwheel handle`` in its own process,
-    running ``timer.cli.demo_handlers:on_timeout`` (one flaky downstream, one poison job)."""
+    running ``timer.cli.demo.handlers:on_timeout`` (one flaky downstream, one poison job)."""
 
     GROUP = "demo-handlers"
 
@@ -53,7 +53,7 @@ class Reaction:
 
     def start(self) -> None:
         args = ["--redis-url", self.url, "--namespace", self.c.namespace, "--json", "handle"]
-        args += ["timer.cli.demo_handlers:on_timeout", "--group", self.GROUP]
+        args += ["timer.cli.demo.handlers:on_timeout", "--group", self.GROUP]
         args += ["--consumer", "demo-h1", "--max-attempts", "3", "--backoff", "200ms"]
         args += ["--max-backoff", "1s", "--log-level", "WARNING", "--durability", self.durability]
         with self.out.open("wb") as out:

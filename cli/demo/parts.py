@@ -14,9 +14,9 @@ import click
 
 from timer import TimerClient
 
-from .app import require_extra
-from .demo_reaction import log_dir, pct
-from .demo_stop import starting
+from ..app import require_extra
+from .reaction import log_dir, pct
+from .stop import starting
 
 
 def start_worker(

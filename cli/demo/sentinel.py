@@ -19,7 +19,7 @@ from pathlib import Path
 
 from timer.testing import SentinelSet, find_server_binary, redis_sentinel
 
-from . import embedded
+from .. import embedded
 
 SERVICE = "demo"
 DURABILITY = "replicas:1"
