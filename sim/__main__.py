@@ -108,6 +108,12 @@ def main(argv: list[str] | None = None) -> int:
                     f"{' --plant ' + args.plant if args.plant else ''})",
                     file=sys.stderr,
                 )
+                print(
+                    f"found in a run of {result.found_steps} steps: {result.found}"
+                    f" (raised at {result.found_at})",
+                    file=sys.stderr,
+                )
+                print(f"reported (raised at {result.at}):", file=sys.stderr)
                 print(result.failure, file=sys.stderr)
                 if args.plant:
                     break  # found: that is all a planted run asks

@@ -11,6 +11,12 @@ invariant checked after every step (:attr:`sim.checks.Ledger.extra`) and a plant
   handlers.md, "At most N at once per key"). A handler whose slot's lease ran out by
   time (its runner took no turn for a lease: a process stalled, handlers and all) is
   not counted from then on: the lease is what bounds that case, as the guide says.
+- **Rates per key.** A run may give the limit a rate too (GCRA, ``per_s`` with a
+  ``burst``): over any stretch of the store's time from one start to another of a key
+  value, at most ``burst`` + that stretch's intervals start (counted as the runner lets
+  each through, on the store's clock, as ``rate_take.lua`` reads it). A restart that
+  lost the store's unsynced writes may forget a key's last starts: the count begins
+  again after it.
 - **Recurring schedules.** ``every=`` schedules with each catch-up policy: each
   occurrence decided once, never off its series, and none lost: every occurrence up to
   the last fired is fired or counted missed, and with ``missed="all"`` none is missed.
@@ -46,7 +52,7 @@ if TYPE_CHECKING:
 
 LIMITED = "lim"  # the limited runners' consumer group, beside the simulation's own
 LIMIT_NAME = "half"
-AT_MOST = 1  # handlers at once per value of the key
+AT_MOST = 1  # handlers at once per value of the key, unless a run draws another
 TIMEOUT_S = 1.0  # each handler's timeout: a parked one runs past it
 SLOT_LEASE_MS = 10_000  # the limited runners' reclaim idle time, so their slots' lease
 THREADS = 4  # handler threads of a limited runner
@@ -140,7 +146,7 @@ class LimitedRunner:
             backoff=cfg.backoff,
             reclaim_idle_ms=SLOT_LEASE_MS,
             timeout_s=TIMEOUT_S,
-            limits=[Limit(half, AT_MOST, LIMIT_NAME)],
+            limits=[crossings.limit],
         )
         self.handlers.on()(self._handle)
         self.queued: deque[Delivery] = deque()
@@ -159,8 +165,30 @@ class LimitedRunner:
 
     def turn(self) -> None:
         """The reading loop's turn, then free threads start what it queued."""
-        self.handlers.run_once(self.client)
+        loop = self.handlers._stepped
+        if loop is None:
+            self.handlers.run_once(self.client)  # the first turn makes the loop
+            loop = self.handlers._stepped
+        else:
+            self.handlers.run_once(self.client)
+        if loop is not None and not getattr(loop.waiting, "counted", False):
+            self._count_starts(loop.waiting)
         self.start_queued()
+
+    def _count_starts(self, waiting: Any) -> None:
+        """Each start the runner lets through under the limit's rate, as it does (the
+        rate's time is the store's)."""
+        admit = waiting.admit
+        crossings = self.crossings
+
+        def counted(d: Delivery) -> float | None:
+            wait: float | None = admit(d)
+            if wait is None and crossings.limit.per_s is not None:
+                crossings.rate_started(half(d.outcome))
+            return wait
+
+        waiting.admit = counted
+        waiting.counted = True
 
     def start_queued(self) -> None:
         loop = self.handlers._stepped
@@ -212,10 +240,20 @@ class Crossings:
     series: list[Series] = field(default_factory=list)
     made: int = 0  # schedules created (one lost in a restart keeps its number)
     losses_seen: int = 0  # the store's restarts that lost data, as the limit check saw
+    limit: Limit = field(default_factory=lambda: Limit(half, AT_MOST, LIMIT_NAME))
+    # each key value's starts under the rate: (store ms, restarts that had lost data)
+    rate_starts: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    rate_checked: dict[str, int] = field(default_factory=dict)  # starts checked, a value
 
     def __post_init__(self) -> None:
         self.runners = [LimitedRunner(self, j, f"l{j}") for j in range(RUNNERS)]
         self.world.ledger.extra.append(self.check)
+
+    def set_limit(self, at_most: int, per_s: float | None, burst: int) -> None:
+        """The limited runners' limit, before any step: at most ``at_most`` at once of a
+        key value, and with ``per_s`` a rate too."""
+        self.limit = Limit(half, at_most, LIMIT_NAME, per_s=per_s, burst=burst)
+        self.runners = [LimitedRunner(self, j, f"l{j}") for j in range(RUNNERS)]
 
     # -- steps ----------------------------------------------------------------------------
 
@@ -280,15 +318,21 @@ class Crossings:
         self.runs.append(run)
         return run
 
+    def rate_started(self, value: str) -> None:
+        self.rate_starts.setdefault(value, []).append(
+            (self.world.time.wall_ms(), len(self.world.losses))
+        )
+
     def check(self) -> None:
         self.check_limit()
+        self.check_rate()
         # a schedule's counts move with an occurrence decided: checked when one may have
         # been (a schedule's record read a step made the settle loop's rounds slow)
         if self.series and self.world.ledger.fresh:
             self.check_series()
 
     def check_limit(self) -> None:
-        """Never more than AT_MOST handlers of a key value running at once, the ones past
+        """Never more than the limit's handlers of a key value running at once, the ones past
         their timeout included; one whose slot's lease ran out by time no longer counts,
         nor one running when a restart lost the store's unsynced writes (durability none,
         docs/concepts/promises.md): the store may have forgotten its slot, and its
@@ -314,15 +358,38 @@ class Crossings:
             if not run.lapsed:
                 counted.setdefault(run.value, []).append(run)
         for value, running in counted.items():
-            if len(running) > AT_MOST:
+            if len(running) > (self.limit.at_most or 0):
                 said = ", ".join(
                     f"{r.timer_id} attempt {r.attempt} on {r.consumer} since {r.start_ms}"
                     for r in running
                 )
                 raise Violation(
                     f"{len(running)} handlers of key {LIMIT_NAME}={value} running at once "
-                    f"(at most {AT_MOST}): {said}"
+                    f"(at most {self.limit.at_most}): {said}"
                 )
+
+    def check_rate(self) -> None:
+        """GCRA's promise: from any start of a key value to a later one, at most
+        ``burst`` + (their distance / the interval) starts, both counted. Each new start
+        is checked against the ones before it since the last restart that lost data."""
+        per_s = self.limit.per_s
+        if per_s is None:
+            return
+        interval, burst = 1000 / per_s, self.limit.burst
+        for value, starts in self.rate_starts.items():
+            for j in range(self.rate_checked.get(value, 0), len(starts)):
+                t_j, lost_j = starts[j]
+                for i in range(j - 1, -1, -1):
+                    t_i, lost_i = starts[i]
+                    if lost_i != lost_j:
+                        break
+                    if j - i + 1 > burst + (t_j - t_i) / interval + 1e-6:
+                        raise Violation(
+                            f"{j - i + 1} starts of key {LIMIT_NAME}={value} from {t_i} to "
+                            f"{t_j} ms under a rate of {per_s}/s, burst {burst}: at most "
+                            f"{burst + int((t_j - t_i) / interval)}"
+                        )
+            self.rate_checked[value] = len(starts)
 
     def check_series(self) -> None:
         """Each schedule's occurrences: once each, on its series, never early, and none

@@ -86,6 +86,19 @@ class Simulation(RuleBasedStateMachine):
                 f"skew_worker(slot={slot}, step_wall_ms=0, rate={rate!r})",
             )
 
+    @initialize(
+        at_most=st.sampled_from([1, 1, 2]),
+        per_s=st.sampled_from([None, None, 0.5, 2.0]),
+        burst=st.sampled_from([1, 2]),
+    )
+    def limit(self, at_most: int, per_s: float | None, burst: int) -> None:
+        """The limited runners' limit: one or two at once of a key value, and maybe a
+        rate (a start every 2 s or every 500 ms, one or two at once after a pause)."""
+        self._step(
+            lambda: self.crossings.set_limit(at_most, per_s, burst),
+            f"limit(at_most={at_most!r}, per_s={per_s!r}, burst={burst!r})",
+        )
+
     @initialize(fsync=st.sampled_from(["no faults", "always", "everysec"]))
     def disk(self, fsync: Fsync | Literal["no faults"]) -> None:
         """The store's appendfsync: what a restart of it keeps (everything, or what the
@@ -240,6 +253,16 @@ def _trace(steps: list[str]) -> str:
     )
 
 
+def _where(exc: BaseException) -> str:
+    """Where a failure was raised (``file:line``, the last frame): a shrunk run fails at
+    the same place as the run it was shrunk from, a check of the same promise."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "?"
+    last = frames[-1]
+    return f"{last.filename.rsplit('/', 2)[-2]}/{last.filename.rsplit('/', 1)[-1]}:{last.lineno}"
+
+
 @dataclass
 class Result:
     seed: int
@@ -247,6 +270,12 @@ class Result:
     steps: int
     seconds: float
     failure: str = ""  # the error and the shrunk steps that replay it
+    # the first failing run as the seed drew it, before any shrinking: its error (one
+    # line), where it was raised, and how many steps it took
+    found: str = ""
+    found_at: str = ""
+    found_steps: int = 0
+    at: str = ""  # where the reported (shrunk) failure was raised
 
 
 def run(
@@ -257,8 +286,18 @@ def run(
     shrunk (unless ``shrink`` is off; for at most ``shrink_s`` seconds) and reported
     with the steps that replay it."""
     counted: list[int] = []
+    first: list[tuple[str, str, int]] = []
 
     class Counted(Simulation):
+        def _step(self, fn: Callable[[], None], call: str = "") -> None:
+            try:
+                super()._step(fn, call)
+            except BaseException as exc:
+                if not first:
+                    line = traceback.format_exception_only(exc)[0].strip()
+                    first.append((line, _where(exc), len(self.trace)))
+                raise
+
         def teardown(self) -> None:
             counted.append(self.world.steps)
             super().teardown()
@@ -291,7 +330,18 @@ def run(
             raise
         text = "".join(traceback.format_exception_only(exc)).replace("SEED", str(seed))
         text += out.getvalue()
-        return Result(seed, False, sum(counted), time.perf_counter() - began, text)
+        found, found_at, found_steps = first[0] if first else ("", "", 0)
+        return Result(
+            seed,
+            False,
+            sum(counted),
+            time.perf_counter() - began,
+            text,
+            found,
+            found_at,
+            found_steps,
+            _where(exc),
+        )
     finally:
         engine.MAX_SHRINKING_SECONDS = shrinking_s
     return Result(seed, True, sum(counted), time.perf_counter() - began)

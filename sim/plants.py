@@ -130,7 +130,7 @@ PLANTS: dict[str, Plant] = {
         ScriptName.FIRE,
         "if d <= now then",
         "if true then",
-        seeds=3,  # seed 2 finds it: the faults and crossings draw fewer early fires
+        seeds=2,  # seed 1 finds it: the faults and crossings draw fewer early fires
     ),
     "backoff": Plant(
         "retry.lua hands a failed outcome back at once, skipping its backoff",
@@ -152,6 +152,12 @@ PLANTS: dict[str, Plant] = {
         "",
         scenario_only=True,
     ),
+    "rate": Plant(
+        "rate_take.lua lets one start more through than a key's burst",
+        ScriptName.RATE_TAKE,
+        "local ahead = tat - now - interval * (burst - 1)",
+        "local ahead = tat - now - interval * burst",
+    ),
     "ack": Plant(
         "the runner acknowledges an outcome before its handler returns",
         patch=_ack_before_the_handler,
@@ -167,6 +173,7 @@ PLANTS: dict[str, Plant] = {
     "priority": Plant(
         "the firer sends its round trips lowest priority first",
         patch=_lower_priorities_first,
+        seeds=5,  # seed 4 finds it: a round trip of mixed priorities is a rarer draw
     ),
     "occurrence": Plant(
         "the worker arms a schedule's occurrence after the next: one is lost",

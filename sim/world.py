@@ -420,9 +420,11 @@ class World:
             if undecided:
                 for slot in range(len(self.workers)):
                     self.step_worker(slot)
-            if self.ledger.unhandled():  # one runner a round: any of them can claim
-                self.step_runner(turn % len(self.runners))
-                turn += 1
+            # one runner a round: any of them can claim. Also with every outcome handled:
+            # an entry still pending (its acknowledgement lost in a restart) is claimed
+            # again once idle, and only a runner's turn does that
+            self.step_runner(turn % len(self.runners))
+            turn += 1
             if self.ledger.settled():
                 self.ledger.check_final()
                 return

@@ -55,30 +55,28 @@ def test_a_budget_of_seeds_keeps_every_promise() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(n for n, p in plants.PLANTS.items() if not p.scenario_only))
-def test_each_planted_bug_is_found_and_found_again_from_its_seed(name: str) -> None:
-    """Within the budget; and its seed alone fails the same way again, to the ids and ms."""
-    common = ("--steps", "150", "--examples", "15", "--no-shrink", "--plant", name)
-    found = sim("--seeds", str(max(SEEDS, plants.PLANTS[name].seeds)), *common)
+def test_each_planted_bug_is_found_replayed_from_its_seed_and_shrunk(name: str) -> None:
+    """Within the budget; its seed alone draws the same failing run again, to the ids, the
+    ms and the steps; and that run comes back shrunk: no more steps, failing at the same
+    check (the same line of the same promise), with the command that replays it."""
+    common = ("--steps", "150", "--examples", "15", "--plant", name)
+    found = sim("--seeds", str(max(SEEDS, plants.PLANTS[name].seeds)), "--no-shrink", *common)
     assert found.returncode == 0, f"{name} ({plants.PLANTS[name].what}) not found"
     seed = re.search(r"seed (\d+) FAILED", found.stderr)
     assert seed is not None, found.stderr[-3000:]
     [violation] = violations(found.stderr)
-    again = sim("--seed", seed.group(1), *common)
-    assert again.returncode == 0
-    assert violations(again.stderr) == [violation]
-    assert steps_of(again.stderr) == steps_of(found.stderr)
-
-
-def test_a_failure_is_shrunk_to_fewer_steps_that_still_fail() -> None:
-    """The fence plant: its shrunk run is shorter, still lands a stale leader's write,
-    and says how to replay it."""
-    common = ("--seed", "0", "--steps", "150", "--examples", "15", "--plant", "fence")
-    raw = sim(*common, "--no-shrink")
-    shrunk = sim(*common, "--shrink-seconds", "10")
-    assert raw.returncode == 0 and shrunk.returncode == 0
-    assert 0 < len(steps_of(shrunk.stderr)) < len(steps_of(raw.stderr))
-    assert "a stale leader's write landed" in shrunk.stderr
-    assert "python -m sim --seed 0 --plant fence" in shrunk.stderr
+    raw = steps_of(found.stderr)
+    at = re.search(r"reported \(raised at (\S+)\)", found.stderr)
+    assert at is not None, found.stderr[-3000:]
+    again = sim("--seed", seed.group(1), "--shrink-seconds", "5", *common)
+    assert again.returncode == 0, again.stderr[-3000:]
+    first = re.search(r"found in a run of (\d+) steps: (.*) \(raised at (\S+)\)", again.stderr)
+    assert first is not None, again.stderr[-3000:]
+    assert (int(first.group(1)), first.group(2), first.group(3)) == (len(raw), violation, at.group(1))
+    assert f"reported (raised at {at.group(1)}):" in again.stderr
+    shrunk = steps_of(again.stderr)
+    assert 0 < len(shrunk) <= len(raw)
+    assert f"python -m sim --seed {seed.group(1)} --plant {name}" in again.stderr
 
 
 def test_a_plant_changes_the_script_only_while_planted() -> None:
