@@ -329,7 +329,11 @@ def run(
         if isinstance(exc, KeyboardInterrupt):
             raise
         text = "".join(traceback.format_exception_only(exc)).replace("SEED", str(seed))
-        text += out.getvalue()
+        # hypothesis says "five minutes" whatever the budget: ours is shrink_s
+        said = out.getvalue().split("WARNING: Hypothesis has spent more than five minutes")[0]
+        if said != out.getvalue():
+            said += f"(shrinking stopped after {shrink_s} s: --shrink-seconds for longer)\n"
+        text += said
         found, found_at, found_steps = first[0] if first else ("", "", 0)
         return Result(
             seed,
