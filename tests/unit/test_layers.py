@@ -17,12 +17,6 @@ WEB = ("timer.httpapi", "timer.dashboard")  # the web doors, inside the library
 # above the library, which never imports them; timer.testing too (servers for tests and the
 # CLI, and TimeSkipping, which runs a worker as the CLI does)
 APPS = ("timer.worker", "timer.cli", "timer.testing", *WEB)
-# Packages whose modules still share a first word, each waiting for its own split: the
-# engine's task/task_list/task_timer (Kafka's TimerTask, TimerTaskList and Timer). The
-# prefix test fails on any other, and on these once they are split (then this goes).
-PENDING_SPLITS = {
-    "timer/engine": {"task": ["task", "task_list", "task_timer"]},
-}
 
 
 def fresh_python(code: str) -> subprocess.CompletedProcess[str]:
@@ -213,7 +207,7 @@ def test_no_two_modules_of_a_package_share_a_name_prefix() -> None:
         if clash:
             shared[package.relative_to(ROOT).as_posix()] = clash
     assert len(packages) > 10, packages  # it found the packages
-    assert shared == PENDING_SPLITS, shared
+    assert shared == {}, shared
 
 
 # The durable data model's sub-packages, each above (importing only) those to its left:
