@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import shutil
 import signal
 import sys
@@ -77,10 +76,9 @@ from timer.durable.shards import ops as shard_ops
 from timer.testing import RedisServer, find_server_binary
 from timer.worker.settings import WorkerSettings
 
+from ._harness import BIN, WEEK_MS, kill_group, schedule_spread, spawn
 from .options import count
-from .peers import BIN, kill_group, spawn
 
-WEEK_MS = 7 * 24 * 3600 * 1000
 RESULT_TTL_S = WorkerSettings.result_ttl_ms // 1000  # the defaults workers and clients use
 STREAM_RETENTION_S = WorkerSettings.outcome_retention_ms // 1000  # the worker's default
 SHARDS = 16
@@ -125,19 +123,6 @@ def script_usec(r: redis.Redis) -> tuple[int, int]:
             usec += int(row["usec"])
             calls += int(row["calls"])
     return usec, calls
-
-
-def schedule(c: TimerClient, n: int, spread_ms: int, prefix: str) -> None:
-    """N timers due an hour from now plus a uniform spread, small payloads, in batches."""
-    rng = random.Random(1)
-    start = c.server_time_ms() + 3_600_000
-    for i in range(0, n, 5_000):
-        res = c.schedule_many(
-            [{"id": f"{prefix}:{j}", "deadline_ms": start + rng.randrange(spread_ms),
-              "payload": {"job": j}} for j in range(i, min(n, i + 5_000))]
-        )  # fmt: skip
-        if any(isinstance(x, Exception) for x in res):
-            raise RuntimeError("schedule_many reported errors")
 
 
 def drop_namespace(r: redis.Redis, ns: str) -> None:
@@ -508,7 +493,7 @@ def measure(binary: Path, n: int) -> dict[str, Any]:
             before = used(r)
             meter = Meter(r)
             meter.start()
-            schedule(c, n, spread, "job")
+            schedule_spread(c, n, spread, "job")
             usec = meter.cpu_us()
             _, calls = script_usec(r)
             out[f"bytes_per_pending_timer_{name}"] = round((used(r) - before) / n, 1)

@@ -293,3 +293,53 @@ def test_the_architecture_map_matches_the_tree() -> None:
             for module in sorted(path.glob("*.py")):
                 if module.stem != "__init__":
                     assert module.stem in named, f"{head}: {module.name} is not on the map"
+
+
+def benchmark_imports() -> dict[str, set[str]]:
+    """Each module of benchmarks/ and the modules of benchmarks/ it imports (anywhere in
+    its file: a function's own import counts too)."""
+    folder = ROOT / "benchmarks"
+    names = {p.stem for p in folder.glob("*.py")} - {"__init__"}
+    found: dict[str, set[str]] = {}
+    for name in sorted(names):
+        path = folder / f"{name}.py"
+        imported: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                dotted = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # from . import x, from .x import y
+                    base = ".".join(p for p in ("benchmarks", base) if p)
+                dotted = [base, *(f"{base}.{a.name}" for a in node.names)]
+            else:
+                continue
+            for target in dotted:
+                head, _, rest = target.partition(".")
+                if head == "benchmarks" and rest.split(".")[0] in names:
+                    imported.add(rest.split(".")[0])
+        found[name] = imported - {name}
+    return found
+
+
+def test_no_benchmark_imports_another() -> None:
+    """No module of benchmarks/ imports a benchmark (a module with a ``main``: what
+    `tickwheel bench` runs) but run_all, which runs them all: what two benchmarks share
+    lives in a module without one (_harness, _peers, options...), so each benchmark can
+    be read, and changed, alone."""
+    folder = ROOT / "benchmarks"
+    benchmarks = {
+        p.stem
+        for p in folder.glob("*.py")
+        if any(
+            isinstance(node, ast.FunctionDef) and node.name == "main"
+            for node in ast.parse(p.read_text(), str(p)).body
+        )
+    }
+    assert {"capacity", "peers", "worker", "engine", "run_all"} <= benchmarks, benchmarks
+    crossing = {
+        name: sorted(imported & benchmarks)
+        for name, imported in benchmark_imports().items()
+        if name != "run_all" and imported & benchmarks
+    }
+    assert crossing == {}, crossing
