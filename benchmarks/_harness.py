@@ -134,6 +134,23 @@ def schedule_spread(c: TimerClient, n: int, spread_ms: int, prefix: str) -> None
             raise RuntimeError("schedule_many reported errors")
 
 
+def schedule_due(
+    c: TimerClient, ids: list[str], deadline_ms: int, per_s: int | None = None
+) -> None:
+    """Schedule ``ids`` (due at ``deadline_ms``, or from it at ``per_s`` a second; small
+    payloads) in calls of 5,000."""
+    for i in range(0, len(ids), 5_000):
+        res = c.schedule_many(
+            [
+                {"id": t, "deadline_ms": deadline_ms + (j * 1_000 // per_s if per_s else 0),
+                 "payload": {"job": j}}
+                for j, t in enumerate(ids[i : i + 5_000], i)
+            ]
+        )  # fmt: skip
+        if any(isinstance(x, Exception) for x in res):
+            raise RuntimeError("schedule_many reported errors")
+
+
 def register_pending(url: str, ns: str, timers: int, procs: int = 2) -> float:
     """``timers`` pending an hour out, registered by ``procs`` processes: timers/s."""
     start = time.perf_counter()
