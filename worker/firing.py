@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from timer import tracing
-from timer.durable.model.models import FireResult, Traced
+from timer.durable.model.leader import FireResult, Traced
 from timer.durable.shards.calls import Hand
 from timer.errors import Fenced, StoreError, TimerError
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 
 from timer.durable.model.entries import parse_events
-from timer.durable.model.models import Event
+from timer.durable.model.leader import Event
 from timer.durable.schedules.records import occurrence_name
 
 from .context import WorkerContext
