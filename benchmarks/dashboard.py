@@ -40,26 +40,11 @@ from timer import TimerClient
 from timer.durable.admin.history import MINUTE_MS, late_field, pending_field
 from timer.testing import RedisServer, find_server_binary, free_port
 
+from ._harness import register_pending
 from .options import count, seconds
 
 SHARDS = 16
 GROUPS = ("billing", "mailer", "audit")
-
-
-def load(url: str, ns: str, timers: int, procs: int = 2) -> float:
-    """``timers`` pending an hour out, registered by ``procs`` processes: timers/s."""
-    start = time.perf_counter()
-    share = -(-timers // procs)
-    children = [
-        subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.register", "--child", url, ns,
-             str(k * share), str(max(0, min(share, timers - k * share)))]
-        )
-        for k in range(procs)
-    ]  # fmt: skip
-    if any(p.wait() != 0 for p in children):
-        raise RuntimeError("a registering process failed")
-    return timers / (time.perf_counter() - start)
 
 
 def dress(url: str, ns: str, workers: int, dead: int) -> None:
@@ -216,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as data, RedisServer(data, binary=binary) as server:
         for ns in ("big", "empty"):
             TimerClient.from_url(server.url, ns).init(shards=SHARDS)
-        rate = load(server.url, "big", args.timers)
+        rate = register_pending(server.url, "big", args.timers)
         dress(server.url, "big", args.workers, args.dead)
         dress(server.url, "empty", 1, 0)
         port = free_port()

@@ -28,8 +28,8 @@ from typing import Any
 from timer import Timer, TimerClient
 from timer.testing import RedisServer, find_server_binary
 
+from ._harness import pct, start_worker, wait_decided
 from .options import count
-from .worker import pct, start_worker, wait_decided
 
 BATCH = 1_000
 

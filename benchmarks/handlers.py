@@ -43,9 +43,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from timer import TimerClient
 from timer.testing import RedisServer, find_server_binary, free_port
 
+from ._harness import BIN, kill_group, pct, spawn
+from ._peers import ArqPeer, ArqTunedPeer, CeleryPeer, Peer, warm_up
 from .options import count, seconds
-from .peers import BIN, ArqPeer, ArqTunedPeer, CeleryPeer, Peer, kill_group, spawn, warm_up
-from .worker import pct
 
 
 class TickwheelHandlers(Peer):

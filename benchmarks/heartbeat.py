@@ -31,8 +31,8 @@ from typing import Any
 from timer import TimerClient
 from timer.testing import RedisServer, find_server_binary
 
+from ._harness import ROOT, lateness_run, pct
 from .options import count
-from .worker import ROOT, lateness_run, pct
 
 JOBS = 10_000
 

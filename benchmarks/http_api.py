@@ -41,9 +41,8 @@ from typing import Any
 from timer import TimerClient
 from timer.testing import RedisServer, find_server_binary, free_port
 
+from ._harness import kill_group, pct, spawn
 from .options import count, counts
-from .peers import kill_group, spawn
-from .worker import pct
 
 NS = "http"
 PREFIX = f"/v1/namespaces/{NS}"

@@ -34,8 +34,8 @@ from typing import Any
 from timer import TimerClient
 from timer.testing import RedisServer, find_server_binary
 
+from ._harness import ROOT, start_worker, wait_decided
 from .options import count
-from .worker import ROOT, start_worker, wait_decided
 
 TENANTS = 20
 MODULE = """

@@ -23,7 +23,7 @@ from typing import Any
 from timer import TimerClient
 from timer.testing import RedisServer, find_server_binary
 
-from .capacity import WEEK_MS, schedule
+from ._harness import WEEK_MS, schedule_spread
 from .options import count
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             c.init(shards=16)
             empty_rss = worker_rss(c, server.url, "mem")
             before = int(c.redis.info("memory")["used_memory"])
-            schedule(c, n, WEEK_MS, "job")
+            schedule_spread(c, n, WEEK_MS, "job")
             after = int(c.redis.info("memory")["used_memory"])
             full_rss = worker_rss(c, server.url, "mem")
             result.update(

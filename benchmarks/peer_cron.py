@@ -39,9 +39,8 @@ from timer import TimerClient
 from timer.durable.schedules.records import occurrence_name
 from timer.testing import RedisServer, find_server_binary
 
+from ._harness import BIN, kill_group, pct, spawn
 from .options import count
-from .peers import BIN, kill_group, spawn
-from .worker import pct
 
 PEERS = ("tickwheel", "arq", "celery-beat", "celery-beat-on-tickwheel")
 

@@ -32,8 +32,8 @@ from typing import Any
 from timer import TimerClient
 from timer.testing import RedisServer, find_server_binary
 
+from ._harness import busy_loop, pct, start_worker, wait_decided
 from .options import count
-from .worker import busy_loop, pct, start_worker, wait_decided
 
 BATCH = 5_000
 HIGH = 50

@@ -29,8 +29,8 @@ from timer import TimerClient
 from timer.durable.schedules.records import occurrence_name
 from timer.testing import RedisServer, find_server_binary
 
+from ._harness import pct, start_worker
 from .options import count
-from .worker import pct, start_worker
 
 
 def used_memory(c: TimerClient) -> int:

@@ -14,123 +14,23 @@ involved. Prints one JSON document.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from timer import TimerClient
 from timer.testing import RedisServer, find_server_binary, redis_cluster
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def start_worker(
-    url: str, ns: str, name: str, lease_ms: int, logs: Path, *, core: int | None = None
-) -> subprocess.Popen[bytes]:
-    """A worker process; ``core``: pinned to that core (set in the child before exec, so
-    every thread it starts runs there)."""
-    args = ["--redis-url", url, "--namespace", ns, "--id", name, "--lease-ms", str(lease_ms)]
-    args += ["--log-level", "WARNING"]
-    with (logs / f"{name}.log").open("wb") as log:  # the child keeps its own fd
-        return subprocess.Popen(
-            [sys.executable, "-m", "timer.worker", *args],
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            preexec_fn=None if core is None else partial(os.sched_setaffinity, 0, {core}),  # noqa: PLW1509
-        )
-
-
-@contextlib.contextmanager
-def busy_loop(core: int | None) -> Iterator[None]:
-    """A process spinning on ``core`` for the block (None: none), killed at its end: what
-    is pinned there beside it gets the CPU the scheduler leaves it, in slices."""
-    if core is None:
-        yield
-        return
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "while True: pass"],
-        preexec_fn=partial(os.sched_setaffinity, 0, {core}),  # noqa: PLW1509
-    )
-    try:
-        yield
-    finally:
-        proc.kill()
-        proc.wait()
-
-
-def wait_decided(c: TimerClient, n: int, timeout_s: float) -> None:
-    end = time.monotonic() + timeout_s
-    while c.outcomes_total() < n:
-        if time.monotonic() > end:
-            raise TimeoutError(f"only {c.outcomes_total()} of {n} decided after {timeout_s}s")
-        time.sleep(0.05)
-
-
-def outcomes(c: TimerClient) -> list[Any]:
-    return list(c.all_outcomes())
-
-
-N = TypeVar("N", int, float)
-
-
-def pct(values: Sequence[N], q: float) -> N | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def schedule(c: TimerClient, deadlines: list[int], prefix: str) -> None:
-    for start in range(0, len(deadlines), 5_000):
-        chunk = [
-            {"id": f"{prefix}{start + i}", "deadline_ms": d}
-            for i, d in enumerate(deadlines[start : start + 5_000])
-        ]
-        c.schedule_many(chunk)
+from ._harness import lateness_run, outcomes, pct, schedule_deadlines, start_worker, wait_decided
 
 
 def bench_lateness(c: TimerClient, url: str, logs: Path, quick: bool) -> dict[str, Any]:
     """100k pending, ~1k falling due per second, one live leader."""
     return lateness_run(c, url, logs, seconds=20 if quick else 60, pending_total=100_000)
-
-
-def lateness_run(
-    c: TimerClient, url: str, logs: Path, *, seconds: int, pending_total: int
-) -> dict[str, Any]:
-    """``pending_total`` timers, of which 1k fall due per second for ``seconds``."""
-    rate = 1_000
-    due = seconds * rate
-    far = [c.server_time_ms() + 3_600_000 + i for i in range(max(0, pending_total - due))]
-    schedule(c, far, "far")
-    proc = start_worker(url, c.namespace, "lat", 5_000, logs)
-    # Schedule the due ones while the worker runs; the first falls due once all are in.
-    base = c.server_time_ms() + 1_000 + due // 10
-    deadlines = [base + (i * 1000) // rate for i in range(due)]
-    schedule(c, deadlines, "due")
-    if c.server_time_ms() > base:
-        raise RuntimeError("scheduling took longer than planned; the figures would be skewed")
-    try:
-        wait_decided(c, due, seconds + 60)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(30)
-    late = [o.lateness_ms for o in outcomes(c) if o.id.startswith("due")]
-    return {
-        "pending_total": len(far) + due, "fires_per_s": rate, "seconds": seconds,
-        "decided": len(late), "early": sum(1 for x in late if x < 0),
-        "lateness_ms": {"p50": pct(late, 0.5), "p90": pct(late, 0.9), "p99": pct(late, 0.99),
-                        "p999": pct(late, 0.999), "max": max(late)},
-    }  # fmt: skip
 
 
 def bench_cluster(
@@ -162,7 +62,7 @@ def bench_burst(c: TimerClient, url: str, logs: Path, quick: bool) -> dict[str, 
     try:
         t0 = c.server_time_ms()
         at = t0 + 5_000 + n // 15  # leave time to schedule them all first
-        schedule(c, [at + (i % 1000) for i in range(n)], "b")
+        schedule_deadlines(c, [at + (i % 1000) for i in range(n)], "b")
         wait_decided(c, n, 600)
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -186,7 +86,7 @@ def bench_failover(c: TimerClient, url: str, logs: Path, quick: bool) -> dict[st
     try:
         base = c.server_time_ms() + 4_000
         n = 8_000
-        schedule(c, [base + i for i in range(n)], "f")  # one due every ms for 8 s
+        schedule_deadlines(c, [base + i for i in range(n)], "f")  # one due every ms for 8 s
         end = time.monotonic() + 30
         while True:  # wait until both lead and firing is under way
             if set(c.leaders().values()) == {"a", "b"} and c.outcomes_total() > 1_000:

@@ -4,24 +4,24 @@ Threads: the wheel's reaper expires tasks onto ``fire_queue`` (inline: no execut
 hop), the raised wheel's (timers of a priority above 0) onto ``raised_queue``; the firer
 thread (``worker-firer``, ``loop``) takes them off in batches, highest priority first,
 and sends them; ``Worker.run_once`` calls ``fire_batch`` on the caller's thread instead.
-The context's lock is never held across the call to Redis.
+What goes next, in what order, is the backlog's (backlog.py, the class the firer extends);
+sending it is here. The context's lock is never held across the call to Redis.
 """
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import logging
 import queue
-from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from timer import tracing
-from timer.durable.model.models import FireResult, Traced
+from timer.durable.model.leader import FireResult, Traced
 from timer.durable.shards.calls import Hand
 from timer.errors import Fenced, StoreError, TimerError
 
+from .backlog import Backlog
 from .context import WorkerContext
 from .leases import Leases
 from .loading import Loader
@@ -33,12 +33,6 @@ log = logging.getLogger("worker")
 # The most shards' fire calls sent in one round trip (a pipeline): a batch is at most
 # fire_batch * 4 tasks, so this bounds a pipeline by shards, not by timers.
 TOGETHER = 64
-# The most expired entries moved into the firer's backlog between two batches: bounds a
-# round's work while still ordering a flood by priority (a batch is fire_batch * 4).
-BACKLOG_STEP = 50_000
-# The longest the firer holds back what shards being taken have overdue, waiting for the
-# round's other shards to load: a slow load must not stall firing for long.
-CATCH_UP_HOLD_S = 2.0
 
 
 class HandOff(Protocol):
@@ -65,7 +59,7 @@ def _fire_order(task: FireTask) -> tuple[int, int]:
     return (-task.priority, task.deadline_ms)
 
 
-class Firer:
+class Firer(Backlog):
     """Fires expired entries, grouped by shard and epoch (a dropped shard's are left to
     its next leader); puts back what Redis says is early or could not be decided."""
 
@@ -77,17 +71,12 @@ class Firer:
         planner: Planner,
         hand_to: Callable[[], HandOff | None] | None = None,
     ) -> None:
-        self.ctx = ctx
+        super().__init__(ctx)
         # The runner in this process its fire calls read outcomes for, if one runs now
         self.hand_to = hand_to
         self.loader = loader
         self.leases = leases
         self.planner = planner
-        # Expired entries taken off fire_queue, not yet sent: priority -> in expiry order
-        self.backlog: dict[int, deque[FireTask]] = {}
-        # Expired entries of shards still catching up (ctx.catching_up), since when held
-        self.held: list[FireTask] = []
-        self.held_since = 0.0
 
     def fire_batch(self, tasks: Iterable[FireTask]) -> int:
         """Fire expired wheel entries, grouped by shard and epoch; returns how many fired.
@@ -127,35 +116,6 @@ class Firer:
             self._take_raised_queue()
         self._take_raised(deadline_ms)
         return bool(self.backlog) and max(self.backlog) > priority
-
-    def _take_raised(self, deadline_ms: int) -> None:
-        """Into the backlog: the raised wheel's live entries due no later than
-        ``deadline_ms`` (they stay in that wheel, and are dropped when it lets them go);
-        entries no longer live (fired, replaced, their shard dropped) leave the heap."""
-        ctx = self.ctx
-        heap, taken = ctx.raised_due, []
-        with ctx.lock:
-            while heap:
-                due, _, task = heap[0]
-                state = ctx.shards.get(task.shard)
-                live = (
-                    not task.kept and state is not None and state.tasks.get(task.timer_id) is task
-                )
-                if live and due > deadline_ms:
-                    break
-                heapq.heappop(heap)
-                if live:
-                    taken.append(task)
-        for task in taken:
-            self._keep(task)
-
-    def _put_back(self, tasks: list[FireTask]) -> None:
-        """Entries taken but not sent: back to the front of their priorities' lines."""
-        by_priority: dict[int, list[FireTask]] = {}
-        for task in tasks:
-            by_priority.setdefault(task.priority, []).append(task)
-        for priority, line in by_priority.items():
-            self.backlog.setdefault(priority, deque()).extendleft(reversed(line))
 
     def _trips(self, tasks: Iterable[FireTask]) -> list[list[tuple[ShardState, list[FireTask]]]]:
         """The round trips to fire ``tasks`` in: each a list of (shard, its calls' ids).
@@ -322,83 +282,6 @@ class Firer:
             )
         stages.observe_all("release_to_send", [(sent_ns - r) / 1e6 for r in released])
         stages.observe_all("fire_call", ((answered_ns - sent_ns) / 1e6,), times=len(done))
-
-    def due_now(self) -> list[FireTask]:
-        """What the wheel has expired so far and no one has taken (``run_once``), the
-        highest priorities first."""
-        while self._take_expired():
-            pass
-        if self.held:
-            self._let_go()
-        return self._next_batch(sum(map(len, self.backlog.values())))
-
-    def _keep(self, task: FireTask | None) -> None:
-        """Into the backlog, after those of its priority (held while its shard is one of
-        a rebalance's still loading). None is a wake-up only (RaisedSink)."""
-        if task is None or task.kept:  # a wake-up, or taken by its deadline already
-            return
-        task.kept = True
-        if task.shard in self.ctx.catching_up:
-            if not self.held:
-                self.held_since = self.ctx.time.monotonic()
-            self.held.append(task)
-            return
-        line = self.backlog.get(task.priority)
-        if line is None:
-            line = self.backlog[task.priority] = deque()
-        line.append(task)
-
-    def _let_go(self) -> None:
-        """The held entries into the backlog, by priority, once every shard of the round
-        is loaded (or they were held CATCH_UP_HOLD_S)."""
-        ctx = self.ctx
-        with ctx.lock:
-            waiting = bool(ctx.catching_up)
-        if waiting and ctx.time.monotonic() - self.held_since < CATCH_UP_HOLD_S:
-            return
-        held, self.held = self.held, []
-        for task in held:
-            line = self.backlog.get(task.priority)
-            if line is None:
-                line = self.backlog[task.priority] = deque()
-            line.append(task)
-
-    def _take_expired(self) -> bool:
-        """Move what the wheel expired into the backlog (by priority), at most one
-        BACKLOG_STEP a round, so a flood is ordered as it is taken, not all first; True
-        if that step was full (more may wait). The raised wheel's first, all of them:
-        they are few, and must not wait behind a flood on fire_queue."""
-        self._take_raised_queue()
-        get, keep = self.ctx.fire_queue.get_nowait, self._keep
-        for _ in range(BACKLOG_STEP):
-            try:
-                keep(get())
-            except queue.Empty:
-                return False
-        return True
-
-    def _take_raised_queue(self) -> None:
-        """Move what the raised wheel's reaper let go into the backlog."""
-        raised, keep = self.ctx.raised_queue.get_nowait, self._keep
-        while True:
-            try:
-                keep(raised())
-            except queue.Empty:
-                return
-
-    def _next_batch(self, most: int) -> list[FireTask]:
-        """The next ``most`` entries of the backlog, highest priority first, each
-        priority in the order the wheel expired them."""
-        batch: list[FireTask] = []
-        for priority in sorted(self.backlog, reverse=True):
-            line = self.backlog[priority]
-            while line and len(batch) < most:
-                batch.append(line.popleft())
-            if not line:
-                del self.backlog[priority]
-            if len(batch) >= most:
-                break
-        return batch
 
     def loop(self) -> None:
         """The firer thread: fire what the wheel expires until the worker stops. What it

@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 
 from timer.durable.model.entries import parse_events
-from timer.durable.model.models import Event
+from timer.durable.model.leader import Event
 from timer.durable.schedules.records import occurrence_name
 
 from .context import WorkerContext
@@ -98,7 +98,7 @@ class Loader:
         task.priority = priority
         state.tasks[tid] = task
         ctx.wheel_of(task.priority).add(task)
-        if priority > 0:  # the firer finds it by deadline too (firing.Firer._take_raised)
+        if priority > 0:  # the firer finds it by deadline too (backlog.Backlog._take_raised)
             heapq.heappush(ctx.raised_due, (deadline_ms, next(ctx.raised_seq), task))
 
     def offer(self, state: ShardState, tid: str, deadline_ms: int) -> None:

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from timer import Fenced, TimerClient
 from timer.durable.model.codec import decode_pending, decode_result
-from timer.durable.model.models import COARSE_MS, FireResult
+from timer.durable.model.leader import FireResult
+from timer.durable.model.models import COARSE_MS
 from timer.durable.model.scripts import ScriptName, include, source
 from timer.durable.shards.calls import Hand
 

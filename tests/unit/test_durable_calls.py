@@ -39,7 +39,8 @@ from timer.durable.model.entries import (
 )
 from timer.durable.model.fields import FIELDS, KEPT_PENDING
 from timer.durable.model.keys import NamespaceKeys
-from timer.durable.model.models import ClientSettings, Event, Meta, Outcome
+from timer.durable.model.leader import Event
+from timer.durable.model.models import ClientSettings, Meta, Outcome
 from timer.durable.model.namespace import Namespace
 from timer.durable.model.scripts import ErrorCode, ScriptName, header, script_error
 from timer.durable.shards import ops as shard_ops

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from timer.engine.bucket import TimerTaskList
 from timer.engine.clock import ShiftedClock
 from timer.engine.delay_queue import DelayQueue
-from timer.engine.task_list import TimerTaskList
 from timer.worker.redis_clock import RedisClock
 
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from timer import InvalidInput, ManualClock, SystemTimer
+from timer.engine.bucket import TimerTaskList
 from timer.engine.delay_queue import DelayQueue
-from timer.engine.task_list import TimerTaskList
 
 from .helpers import NoopTask, RecordingTask
 

@@ -14,8 +14,8 @@ import threading
 from collections.abc import Callable
 
 from ..clock import SYSTEM_TIME, Time
+from .bucket import TimerTaskList
 from .clock import MONOTONIC, Clock
-from .task_list import TimerTaskList
 
 
 class DelayQueue:

@@ -18,9 +18,9 @@ import threading
 from collections.abc import Callable, Hashable, Iterable
 
 from ..errors import InvalidInput
+from .interface import TaskTimer
 from .system_timer import SystemTimer
 from .task import TimerTask
-from .task_timer import TaskTimer
 
 log = logging.getLogger("timer.purgatory")
 
@@ -115,7 +115,7 @@ class DelayedOperationPurgatory:
     the purgatory's map lock guards only the watch lists and is never held while an
     operation's lock is taken. So a caller must not hold a lock that ``try_complete`` or
     ``on_complete`` also takes when it calls ``check_and_complete`` (KAFKA-3994: a
-    deadlock). ``timer`` is any :class:`~timer.engine.task_timer.TaskTimer`; by default a
+    deadlock). ``timer`` is any :class:`~timer.engine.TaskTimer`; by default a
     ``SystemTimer`` the purgatory owns.
     """
 

@@ -12,11 +12,11 @@ from operator import itemgetter
 
 from ..errors import InvalidInput, TimerClosed, TimerFull
 from . import core
+from .bucket import TimerTaskList
 from .clock import MONOTONIC, Clock
 from .delay_queue import DelayQueue
 from .executor import InlineExecutor, TaskExecutor
 from .task import TimerTask
-from .task_list import TimerTaskList
 from .wheel import TimingWheel
 
 MAX_EXPIRATION_MS = 2**63 - 1

@@ -56,8 +56,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .bucket import TimerTaskList
 from .task import TimerTask
-from .task_list import TimerTaskList
 
 if TYPE_CHECKING:
     from .delay_queue import DelayQueue

@@ -10,7 +10,8 @@ from typing import Any
 from timer import __version__
 from timer.shapes import SCHEMAS
 
-from .spec import ENDPOINTS, ERROR, Endpoint
+from .schemas import ERROR
+from .spec import ENDPOINTS, Endpoint
 
 GATE = {
     400: "bad input: what is wrong and what to do (nothing was written)",

@@ -17,7 +17,8 @@ from ...errors import CorruptRecord, InvalidInput
 from .codec import decode_payload, decode_pending, decode_result, text
 from .fields import KEPT_OUTCOME, KEPT_PENDING, as_given
 from .keys import MAX_NAME_BYTES
-from .models import UNDECODABLE, AttemptError, DeadLetter, Event, Outcome, TimerInfo
+from .leader import Event
+from .models import UNDECODABLE, AttemptError, DeadLetter, Outcome, TimerInfo
 
 
 @contextlib.contextmanager

@@ -9,7 +9,8 @@ from typing import Any, NamedTuple
 
 from ..model.codec import text
 from ..model.keys import ShardKeys
-from ..model.models import FireResult, LeaseGrant, LeaseRenewal, SweepResult, Traced, Trimmed
+from ..model.leader import FireResult, LeaseGrant, LeaseRenewal, SweepResult, Traced
+from ..model.models import Trimmed
 from ..model.scripts import ScriptName
 from ..model.steps import ScriptCall
 

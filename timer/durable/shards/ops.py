@@ -13,7 +13,8 @@ from ..model import steps
 from ..model.checks import check_bool, check_int
 from ..model.codec import decode_pending, text
 from ..model.keys import NamespaceKeys, ShardKeys, check_name
-from ..model.models import COARSE_MS, DueTimers, Trimmed
+from ..model.leader import DueTimers
+from ..model.models import COARSE_MS, Trimmed
 from ..model.namespace import Namespace, check_shards
 from ..model.steps import Op, error_or
 from .calls import TRIM_RESULT_HASHES, parse_trim, trim_call, trim_results_call

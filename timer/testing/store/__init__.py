@@ -37,8 +37,9 @@ are redis-py's own (as many as a client from a URL makes), their backoff waited 
 store's clock and without jitter, so a run on virtual time replays exactly.
 
 Needs the ``testing`` extra (``pip install '.[testing]'`` from the checkout: fakeredis, lupa). The
-fakeredis fixes it carries are in :mod:`timer.testing.store.fixes`, the clock's patch in
-:mod:`timer.testing.store.clock` (the design notes: "fakeredis, and what we patch").
+fakeredis fixes it carries are in :mod:`timer.testing.store.fixes` (the scripts' cmsgpack in
+:mod:`timer.testing.store.cmsgpack`), the clock's patch in :mod:`timer.testing.store.clock`
+(the design notes: "fakeredis, and what we patch").
 """
 
 from __future__ import annotations

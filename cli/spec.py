@@ -1,0 +1,95 @@
+"""A handler SPEC (``MODULE:FUNCTION``) resolved, and the Handlers that ``tickwheel
+handle`` runs, made from it and the command's flags (a Handlers object's own settings
+kept unless a flag overrides them)."""
+
+from __future__ import annotations
+
+import os
+import pkgutil
+import sys
+from typing import Any
+
+import click
+
+from timer.durable.model.models import OUTCOMES
+from timer.handlers import DEFAULT_GROUP, DEFAULT_RECLAIM_IDLE_MS, Backoff, Handlers
+from timer.handlers.limits import Limit, merged
+
+
+class HandlerSpec(click.ParamType):  # type: ignore[type-arg]  # click stubs vary by version
+    """``module:attribute``: a function, or a :class:`~timer.handlers.Handlers`."""
+
+    name = "MODULE:FUNCTION"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):
+            return value
+        module_name, sep, attr = value.partition(":")
+        if not sep or not module_name or not attr:
+            self.fail(f"{value!r} is not MODULE:FUNCTION (e.g. myapp.handlers:on_timeout)")
+        if os.getcwd() not in sys.path:  # as `python -m` does: the project you run it in
+            sys.path.insert(0, os.getcwd())
+        try:
+            target: Any = pkgutil.resolve_name(value)
+        except Exception as exc:
+            if isinstance(exc, AttributeError) and module_name in sys.modules:
+                self.fail(f"module {module_name!r} has no attribute {attr!r}")  # imported
+            self.fail(f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}")
+        if not isinstance(target, Handlers) and not callable(target):
+            self.fail(f"{value} is a {type(target).__name__}, not a function or a Handlers")
+        return target
+
+
+def handlers_of(
+    spec: Any,
+    group: str | None,
+    consumer: str | None,
+    kinds: str,
+    max_attempts: int | None,
+    backoff_ms: int | None,
+    max_backoff_ms: int | None,
+    reclaim_idle_ms: int | None,
+    timeout_s: float | None,
+    limits: tuple[Limit, ...] = (),
+    fair_by: str | None = None,
+) -> Handlers:
+    base = spec.backoff if isinstance(spec, Handlers) else Backoff()
+    initial_s = base.initial_s if backoff_ms is None else backoff_ms / 1000
+    max_s = base.max_s if max_backoff_ms is None else max_backoff_ms / 1000
+    backoff = Backoff(
+        initial_s=initial_s,
+        multiplier=base.multiplier,
+        max_s=max(initial_s, max_s),
+        jitter=base.jitter,
+    )
+    if isinstance(spec, Handlers):  # the object's own settings, unless overridden here
+        h = Handlers(
+            group=group or spec.group,
+            consumer=consumer,
+            max_attempts=max_attempts or spec.max_attempts,
+            backoff=backoff,
+            reclaim_idle_ms=reclaim_idle_ms or spec.reclaim_idle_ms,
+            timeout_s=timeout_s or spec.timeout_s,
+            limits=merged((*spec.limits, *limits)),
+            fair_by=fair_by or spec.fair_by,
+        )
+        for kind in spec.kinds:
+            fn = spec.handler(kind)
+            assert fn is not None
+            own = spec.timeout_of(kind) if timeout_s is None else timeout_s
+            h.add(kind, fn, timeout_s=own)
+        return h
+    wanted = OUTCOMES if kinds.strip() == "all" else tuple(k.strip() for k in kinds.split(","))
+    h = Handlers(
+        group=group or DEFAULT_GROUP,
+        consumer=consumer,
+        max_attempts=max_attempts or 5,
+        backoff=backoff,
+        reclaim_idle_ms=reclaim_idle_ms or DEFAULT_RECLAIM_IDLE_MS,
+        timeout_s=timeout_s,
+        limits=limits,
+        fair_by=fair_by,
+    )
+    for kind in wanted:
+        h.add(kind, spec)
+    return h

@@ -1,0 +1,155 @@
+"""The JSON Schemas of what the HTTP API's endpoints take and answer (bodies, queries,
+errors), each a plain dict; :mod:`timer.httpapi.spec` names them per endpoint. A timer's
+own fields come from their one declaration (timer.durable.model.fields)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from timer.durable.model.fields import MS_SCHEMA, json_schemas
+
+MAX_BATCH = 10_000
+
+# a timer's fields as its declaration gives them (timer.durable.model.fields: one per field)
+TIMER_FIELDS: dict[str, Any] = json_schemas()
+ID = TIMER_FIELDS["id"]
+MS = MS_SCHEMA
+SCHEDULE = {
+    "type": "object",
+    "properties": TIMER_FIELDS,
+    "required": ["id"],
+    "additionalProperties": False,
+    "oneOf": [{"required": ["delay_ms"]}, {"required": ["deadline_ms"]}],
+}
+BATCH = {
+    "type": "object",
+    "properties": {
+        # each item is checked by the library, its error in its own slot: no "items"
+        # keyword here (checking a thousand objects costs the schema check milliseconds)
+        "items": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": MAX_BATCH,
+            "description": "Timers as POST …/timers takes one; a bad one gets its "
+            "error in its slot of the results, the others go on.",
+        },
+        "origin": {"type": "string", "maxLength": 256},
+    },
+    "required": ["items"],
+    "additionalProperties": False,
+}
+RESCHEDULE = {
+    "type": "object",
+    "properties": {k: TIMER_FIELDS[k] for k in ("delay_ms", "deadline_ms")},
+    "additionalProperties": False,
+    "oneOf": [{"required": ["delay_ms"]}, {"required": ["deadline_ms"]}],
+}
+HEARTBEAT = {
+    "type": "object",
+    "properties": {
+        "extend_ms": {
+            **MS_SCHEMA,
+            "description": "Push the deadline this long from now (Redis time); "
+            "never earlier than it is (unless earlier), never past the timer's max_total_ms.",
+        },
+        "earlier": {
+            "type": "boolean",
+            "default": False,
+            "description": "Set the deadline to extend_ms from now even if that is earlier "
+            "(a job that started: its run deadline replaces its queue-wait one).",
+        },
+    },
+    "additionalProperties": False,
+    "required": ["extend_ms"],
+}
+NOTIFY = {
+    "type": "object",
+    "properties": {"keys": {"type": "array", "items": ID, "minItems": 1, "maxItems": 1000}},
+    "required": ["keys"],
+    "additionalProperties": False,
+}
+EMPTY = {"type": "object", "additionalProperties": False}
+
+
+def ref(name: str) -> dict[str, str]:
+    """One value's shape (timer.shapes.SCHEMAS: the document's components)."""
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+TIMER, INFO, OUTCOME = ref("Timer"), ref("TimerInfo"), ref("Outcome")
+ERROR = {
+    "type": "object",
+    "properties": {
+        "error": {"type": "string", "description": "What is wrong and what to do."},
+        "kind": {"type": "string", "description": "The library's error class."},
+        "exit_code": {"type": "integer", "description": "The CLI's exit code for it."},
+    },
+    "required": ["error", "kind", "exit_code"],
+}
+
+
+DEAD_BATCH = {
+    "type": "object",
+    "additionalProperties": False,
+    "description": "refs, or a filter (group, error, match); expect: the count confirmed",
+    "properties": {
+        "refs": {"type": "array", "maxItems": 100_000, "items": {"type": "string"}},
+        "group": {"type": "string", "maxLength": 256},
+        "error": {"type": "string", "maxLength": 256},
+        "match": {"type": "string", "maxLength": 1024},
+        "expect": {"type": "integer", "minimum": 0},
+    },
+}
+DEAD_BATCH_DONE = {
+    "type": "object",
+    "properties": {
+        "matched": {"type": "integer"},
+        "done": {"type": "array", "items": {"type": "string"}},
+        "missing": {"type": "array", "items": {"type": "string"}},
+    },
+}
+CONSUMER = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 256,
+    "description": "This consumer's name in the group (keep it stable).",
+}
+CONSUME_QUERY: dict[str, Any] = {
+    "consumer": CONSUMER,
+    "count": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100},
+    "wait_ms": {"type": "integer", "minimum": 0, "maximum": 60_000, "default": 1000},
+    "reclaim_idle_ms": {
+        "type": "integer",
+        "minimum": 1000,
+        "default": 60_000,
+        "description": "Deliver an outcome again when unsettled this long.",
+    },
+}
+REFS = {
+    "type": "array",
+    "items": {"type": "string", "maxLength": 64},
+    "minItems": 1,
+    "maxItems": 1000,
+}
+ACK = {
+    "type": "object",
+    "properties": {"refs": REFS},
+    "required": ["refs"],
+    "additionalProperties": False,
+}
+RETRY = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["ref", "delay_ms"],
+    "properties": {"ref": {"type": "string", "maxLength": 64}, "delay_ms": MS},
+}
+DEAD = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["ref", "error"],
+    "properties": {
+        "ref": {"type": "string", "maxLength": 64},
+        "error": {"type": "string", "maxLength": 4000},
+        "consumer": CONSUMER,
+    },
+}
