@@ -411,9 +411,8 @@ class World:
         self.workers = [self._new_worker(i) for i in range(self.config.workers)]
         for runner in self.runners:
             runner.kill_next = False
-        turn = 0
         ends = max([self.time.wall_ms(), *self.ledger.deadlines.values()]) + within_s * 1000
-        for _ in range(max_rounds):
+        for turn in range(max_rounds):
             if self.time.wall_ms() > ends:
                 break
             undecided = self.ledger.undecided()
@@ -424,7 +423,6 @@ class World:
             # an entry still pending (its acknowledgement lost in a restart) is claimed
             # again once idle, and only a runner's turn does that
             self.step_runner(turn % len(self.runners))
-            turn += 1
             if self.ledger.settled():
                 self.ledger.check_final()
                 return

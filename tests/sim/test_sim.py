@@ -72,12 +72,13 @@ def test_each_planted_bug_is_found_replayed_from_its_seed_and_shrunk(name: str) 
     assert again.returncode == 0, again.stderr[-3000:]
     first = re.search(r"found in a run of (\d+) steps: (.*) \(raised at (\S+)\)", again.stderr)
     assert first is not None, again.stderr[-3000:]
-    assert (int(first.group(1)), first.group(2), first.group(3)) == (len(raw), violation, at.group(1))
+    assert int(first.group(1)) == len(raw)
+    assert (first.group(2), first.group(3)) == (violation, at.group(1))
     assert f"reported (raised at {at.group(1)}):" in again.stderr
     # shrunk is hypothesis's order (fewer and simpler choices), not always fewer steps
     # within a few seconds of shrinking; the fence plant's always comes out shorter
     shrunk = steps_of(again.stderr)
-    assert 0 < len(shrunk) and (name != "fence" or len(shrunk) < len(raw))
+    assert len(shrunk) > 0 and (name != "fence" or len(shrunk) < len(raw))
     assert f"python -m sim --seed {seed.group(1)} --plant {name}" in again.stderr
 
 
