@@ -51,9 +51,7 @@ def test_a_rule_that_matches_nothing_is_reported() -> None:
     """A source that no longer has what a rule rewrites makes that rule stale."""
     source = unasync.SOURCE.read_text().replace("import asyncio\n", "", 1)
     twin, _ = unasync.unasync(source)
-    assert unasync.differences(source, twin) == [
-        "rule '^import asyncio\\\\n$' matches no line\n"
-    ]
+    assert unasync.differences(source, twin) == ["rule '^import asyncio\\\\n$' matches no line\n"]
 
 
 def test_the_rewrite_of_asyncio_names() -> None:
