@@ -34,10 +34,12 @@ $(STAMP): pyproject.toml setup.py timer/engine/_speedups.c | $(BIN)/python
 
 venv: $(STAMP)
 
+# tools/unasync.py --check: the blocking driver is still the asyncio driver's generated twin
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy timer sim benchmarks examples tests docs/_hooks/site.py
+	$(BIN)/mypy timer sim benchmarks examples tests tools docs/_hooks/site.py
+	$(BIN)/python tools/unasync.py --check
 
 test: lint
 	$(call pytest_part,-n $(JOBS),not ($(SERIAL)))

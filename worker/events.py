@@ -18,7 +18,7 @@ from typing import Any
 
 import redis
 
-from timer.client.driver import CountingPubSub
+from timer.client.transport import CountingPubSub
 from timer.clock import SYSTEM_TIME, Time
 
 # How often a listener on a Sentinel master asks the Sentinels whether the master moved

@@ -28,6 +28,7 @@ from typing import Any, TypeVar, Unpack
 
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.asyncio.retry import Retry as AsyncRetry
 
 from ..clock import SYSTEM_TIME, Time
 from ..durable.admin import server as server_checks
@@ -41,13 +42,14 @@ from ..durable.model.models import ClientSettings, Meta, Outcome, Timer, TimerIn
 from ..durable.model.namespace import Namespace, meta_from
 from ..durable.timers import ops
 from ..durable.timers.items import timer_spec
-from ..errors import TimerError
+from ..errors import ConfigError, TimerError
 from ..redis import connections
+from ..redis.cluster_route import CLIENT_RETRIES, client_backoff
 from ..redis.local_server import default_url
 from ..redis.store import RedisSettings, map_errors, node_url
 from ..schedules import AsyncSchedules
 from ..timers import AsyncTimers
-from .driver import AsyncDriver, cluster_retry
+from .driver import AsyncDriver
 from .group import AsyncConsumer
 
 T = TypeVar("T")
@@ -73,8 +75,15 @@ class AsyncTimerClient:
         time: Time = SYSTEM_TIME,
     ) -> None:
         """``time``: where its operations read the clock and sleep (:mod:`timer.clock`;
-        the system's unless a test or a simulation gives another)."""
+        the system's unless a test or a simulation gives another). A cluster client
+        needs ``node_url`` (``connect`` gives it): script pipelines go to each master on
+        a client of the driver's own, and redis.asyncio has no per-node client to lend."""
         self.namespace = keyspace.check_namespace(namespace)
+        if isinstance(client, AsyncRedisCluster) and node_url is None:
+            raise ConfigError(
+                "a Redis Cluster client needs node_url (host, port -> its URL): "
+                "AsyncTimerClient.connect(url) makes one"
+            )
         self.keys = keyspace.NamespaceKeys(self.namespace)
         self.time = time
         self.meta = meta
@@ -129,7 +138,8 @@ class AsyncTimerClient:
                 )
                 if hello.get("mode") == "cluster" and rs.sentinel is None:
                     await client.aclose()
-                    client = AsyncRedisCluster.from_url(rs.url, retry=cluster_retry(), **options)
+                    retry = AsyncRetry(client_backoff(), retries=CLIENT_RETRIES)
+                    client = AsyncRedisCluster.from_url(rs.url, retry=retry, **options)
                     await client.initialize()
                 stored = await client.hgetall(keys.meta)
             meta = meta_from(stored, keys.namespace, rs.safe_url)
@@ -277,6 +287,7 @@ class AsyncTimerClient:
 
     async def aclose(self) -> None:
         await self._driver.aclose()
+        await self.redis.aclose()
 
     async def __aenter__(self) -> AsyncTimerClient:
         return self

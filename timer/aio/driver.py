@@ -1,25 +1,37 @@
-"""The asyncio driver: runs an operation's steps with redis.asyncio (AsyncTimerClient's
-I/O), as :mod:`timer.client.driver` runs them blocking.
+"""A client's driver: runs an operation's steps with redis-py, the only code of the
+client that talks to Redis.
 
-Each step is awaited: a script call, a command, a pipeline (per node on a Redis Cluster,
-on the node's own connection so durability's WAIT covers the writes it follows), a
-sleep, a value to emit, a pipeline sent ahead as a task and collected later; redis-py's
-errors become ``TimerError``s. It is the only code of the asyncio client that talks to
-Redis.
+An operation of ``timer.durable.timers.ops`` yields steps (a script call, a command, a
+pipeline of either, a sleep, a value to emit, a pipeline to send ahead and collect
+later, a question); the driver runs each and sends the operation its reply. On a Redis
+Cluster script calls go each to its slot's master, one pipeline per master on that
+node's own connection (so durability's WAIT covers the writes it follows), and a reply
+naming a topology change is acted on as ``timer.redis.cluster_route`` says; a script
+the server lost (a restart) is loaded and its calls run again; redis-py's errors become
+``TimerError``s.
+
+One source, two drivers: ``timer/aio/driver.py`` (asyncio) is written by hand, and
+``timer/client/driver.py`` (blocking) is generated from it by ``tools/unasync.py``,
+which rewrites names (``async`` and ``await`` dropped, ``redis.asyncio`` for ``redis``,
+the masters' pipelines of a round sent one after another instead of together); a unit
+test fails while the generated file is not what the tool writes. What only one client
+does lives beside its driver: sending ahead (each package's ``lanes``: tasks here, one
+connection kept by the blocking client), and the blocking client's connecting, pub/sub
+and pool sizes (``timer.client.transport``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 import redis.asyncio as aioredis
 import redis.exceptions
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
-from redis.asyncio.retry import Retry as AsyncRetry
 from redis.commands.core import AsyncScript
 from redis.exceptions import RedisClusterException
 
@@ -28,30 +40,21 @@ from ..durable.admin import server as server_checks
 from ..durable.model import steps
 from ..durable.model.models import Durability, DurabilityWarning
 from ..durable.model.scripts import ScriptName, source
-from ..durable.model.steps import error_or
 from ..errors import TimerError
-from ..redis.cluster_route import (
-    CLIENT_RETRIES,
-    RETRY_BUDGET_S,
-    Refresh,
-    Routing,
-    client_backoff,
-    owner,
-)
+from ..redis.cluster_route import RETRY_BUDGET_S, Refresh, Routing, owner
 from ..redis.store import map_errors, settle_replies, settle_wait
+from .lanes import Lane
 
 T = TypeVar("T")
 
-
-def cluster_retry() -> AsyncRetry:
-    """The cluster client's own retries of a command whose node failed (as
-    ``cluster_route.CLIENT_RETRIES`` says)."""
-    return AsyncRetry(client_backoff(), retries=CLIENT_RETRIES)
+# What a node's pipeline fails with as a whole: its calls' slots get it, the others go on.
+NODE_FAILED = (redis.exceptions.ClusterDownError, redis.ConnectionError, redis.TimeoutError)
 
 
 class AsyncDriver:
-    """Runs operations with awaited calls on one redis.asyncio client (or cluster
-    client), for one event loop."""
+    """Runs operations on one redis-py client (or cluster client), for every thread of a
+    process (the blocking driver: redis-py's client is a connection pool) or one event
+    loop. An operation that sends ahead keeps a lane of its own while it does."""
 
     def __init__(
         self,
@@ -63,19 +66,24 @@ class AsyncDriver:
         node_options: Mapping[str, Any] | None = None,
         time: Time = SYSTEM_TIME,
     ) -> None:
-        self.redis: Any = client  # aioredis.Redis or its RedisCluster: the calls are common
+        self.redis: Any = client  # a plain or a cluster client: the calls we make are common
         self.time = time  # the client's: operations' sleeps and deadlines (steps.Clock)
         self.where = where  # the server's URL without its password, for errors
         self.durability = durability
         self.cluster = isinstance(client, AsyncRedisCluster)
-        self._scripts: dict[ScriptName, AsyncScript] = {
+        self.scripts: dict[ScriptName, AsyncScript] = {
             name: client.register_script(source(name)) for name in ScriptName
         }
+        self._loaded: set[ScriptName] = set()  # scripts known to the server (load_scripts)
         # when the cluster's slot map may be read again
         self._refresh = Refresh(clock=self.time.monotonic)
-        self._node_url = node_url  # a cluster node's URL (host, port), with the same auth
-        self._node_options = dict(node_options or {})
-        self._nodes: dict[str, aioredis.Redis] = {}  # a plain client per cluster node
+        # A plain client per cluster node (host:port), ours: redis-py's own node clients
+        # are replaced when it reads the slot map again, and their pools left unclosed.
+        # The lock is for the blocking driver's threads; nothing is awaited while it is held.
+        self._node_url, self._node_options = node_url, dict(node_options or {})
+        self._nodes: dict[str, aioredis.Redis] = {}
+        self._nodes_lock = threading.Lock()
+        self.reserved = 0  # connections a node client's pool may open at least (0: its own)
         self.retry_budget_s = RETRY_BUDGET_S  # a cluster call's retries after a backoff
         self._aof_checked = not durability.aof  # server_checks.check_aof, before the first wait
 
@@ -86,6 +94,8 @@ class AsyncDriver:
                 warnings.warn(note, DurabilityWarning, stacklevel=4)
             self._aof_checked = True
 
+    # -- running an operation ---------------------------------------------------------
+
     async def run(self, op: steps.Op[T]) -> T:
         """Run an operation to its result (it emits nothing)."""
         result: list[T] = []
@@ -94,14 +104,11 @@ class AsyncDriver:
         return result[0]
 
     async def drive(self, op: steps.Op[T], result: list[T]) -> AsyncIterator[Any]:
-        """Run an operation's steps; yield what it emits; put its result in ``result``.
-
-        A pipeline sent ahead (``Send``) runs as a task while the operation prepares the
-        next, each after the one before it (the server sees them in the order sent, as
-        the blocking client's lane does); ``Collect`` awaits its task."""
+        """Run an operation's steps; yield what it emits; put its result in ``result``
+        (an async generator returns no value, and the blocking twin is written as this)."""
         reply: Any = None
         failed: TimerError | None = None  # a call's error, raised inside the operation
-        sent: list[asyncio.Task[Any]] = []
+        lane: Lane | None = None  # made at the first Send (most operations never send ahead)
         try:
             while True:
                 try:
@@ -112,168 +119,179 @@ class AsyncDriver:
                 reply, failed = None, None
                 if isinstance(step, steps.Emit):
                     yield step.value
-                    continue
-                if not isinstance(step, steps.ScriptCall | steps.Command | steps.Pipeline):
-                    reply = await self._answer(step, sent)
-                    continue
-                try:
-                    reply = await self._execute(step)
-                except TimerError as exc:  # the operation may answer it (or not)
-                    failed = exc
+                elif isinstance(step, steps.Send):
+                    lane = lane or Lane(self)
+                    reply = await lane.send(step.pipeline)
+                elif isinstance(step, steps.Collect):
+                    assert lane is not None, "Collect before any Send"
+                    reply = await lane.collect(step.ticket)
+                elif isinstance(step, steps.ScriptCall | steps.Command | steps.Pipeline):
+                    try:
+                        reply = await self.execute(step)
+                    except TimerError as exc:  # the operation may answer it (or not)
+                        failed = exc
+                elif isinstance(step, steps.Sleep):
+                    await self.time.asleep(step.seconds)  # an operation polling with backoff
+                elif isinstance(step, steps.Waits):
+                    reply = self.durability.waits
+                else:
+                    reply = self.time  # steps.Clock
         finally:
-            for task in sent:  # an operation that ended early leaves none running
-                if not task.done():
-                    task.cancel()
+            if lane is not None:
+                lane.close()
 
-    async def _answer(self, step: Any, sent: list[asyncio.Task[Any]]) -> Any:
-        """What the operation gets back for a step that is not a call to the server."""
-        if isinstance(step, steps.Sleep):
-            await self.time.asleep(step.seconds)  # polling the server with backoff
-            return None
-        if isinstance(step, steps.Waits):
-            return self.durability.waits
-        if isinstance(step, steps.Clock):
-            return self.time
-        if isinstance(step, steps.Send):
-            task = asyncio.ensure_future(self._after(sent[-1] if sent else None, step.pipeline))
-            sent.append(task)
-            return task
-        assert isinstance(step, steps.Collect), step
-        return await step.ticket
-
-    async def _after(self, before: asyncio.Task[Any] | None, pipeline: steps.Pipeline) -> Any:
-        """``pipeline``'s replies, sent once ``before`` (the pipeline sent ahead of it) ran."""
-        if before is not None:
-            with contextlib.suppress(Exception):  # its own Collect reports its error
-                await before
-        return await self._execute(pipeline)
-
-    async def _execute(self, step: steps.ScriptCall | steps.Command | steps.Pipeline) -> Any:
-        durability = self.durability
+    async def execute(self, step: steps.ScriptCall | steps.Command | steps.Pipeline) -> Any:
+        """A call's reply, or a pipeline's replies in order; its error as a TimerError
+        (in its slot, for a pipeline that asks so)."""
         if isinstance(step, steps.ScriptCall) and (
-            self.cluster or (durability.waits and step.wait)
-        ):
-            # then WAIT; on a cluster, routed to its slot's master, never with ASKING
-            return error_or((await self._execute(steps.Pipeline([step])))[0])
-        if (
-            self.cluster
-            and isinstance(step, steps.Pipeline)
-            and step.calls
-            and isinstance(step.calls[0], steps.ScriptCall)
-        ):
-            scripts = [c for c in step.calls if isinstance(c, steps.ScriptCall)]
-            raw = await self._scripts_per_node(scripts)
-            return settle_replies(raw, self.where, errors_in_slots=step.errors_in_slots)
+            self.cluster or (self.durability.waits and step.wait)
+        ):  # the write, then WAIT on its connection; on a cluster, routed to its master
+            replies = await self.execute(steps.Pipeline([step]))
+            return replies[0]
+        if isinstance(step, steps.Pipeline):
+            replies = await self.pipeline(step.calls)
+            return settle_replies(replies, self.where, errors_in_slots=step.errors_in_slots)
         with map_errors(self.where):
             if isinstance(step, steps.ScriptCall):
-                return await self._scripts[step.script](keys=step.keys, args=step.args)
-            if isinstance(step, steps.Command):
-                if step.every_primary and self.cluster:
-                    return {
-                        node.name: await getattr(self.redis, step.name)(
-                            *step.args, target_nodes=node, **step.kwargs
-                        )
-                        for node in self.redis.get_primaries()
-                    }
-                if step.confirmed and durability.waits:
-                    if self.cluster:
-                        return await self._routed_confirmed(step)
-                    return await self._confirmed(step)
-                reply = await getattr(self.redis, step.name)(*step.args, **step.kwargs)
-                return {self.where: reply} if step.every_primary else reply
-            raw = await self._pipeline(step.calls)
-        return settle_replies(raw, self.where, errors_in_slots=step.errors_in_slots)
+                return await self.scripts[step.script](keys=step.keys, args=step.args)
+            if step.every_primary:
+                return await self.on_every_primary(step)
+            if step.confirmed and self.durability.waits and self.cluster:
+                return await self.routed_confirmed(step)
+            if step.confirmed and self.durability.waits:
+                return await self.confirmed(step)
+            return await getattr(self.redis, step.name)(*step.args, **step.kwargs)
 
-    async def _confirmed(self, step: steps.Command) -> Any:
-        """The command, then the durability wait on its connection (as the blocking
-        driver's ``confirmed``)."""
+    async def on_every_primary(self, step: steps.Command) -> dict[str, Any]:
+        """The command on each primary of a cluster (the one server otherwise): the
+        replies by node name."""
+        if not self.cluster:
+            return {self.where: await getattr(self.redis, step.name)(*step.args, **step.kwargs)}
+        return {
+            node.name: await getattr(self.node(node.name), step.name)(*step.args, **step.kwargs)
+            for node in self.redis.get_primaries()
+        }
+
+    async def confirmed(self, step: steps.Command) -> Any:
+        """The command, then the durability wait on its connection: its reply once what
+        it read is as durable as this client's writes (NotDurable otherwise). XREADGROUP
+        is a write (it moves entries to the pending list), so the wait covers every
+        entry it returned, all written before it."""
         await self.check_aof()
-        pipe = self.redis.pipeline(transaction=False)
-        getattr(pipe, step.name)(*step.args, **step.kwargs)
-        pipe.execute_command(*self.durability.command())
-        replies = settle_wait(self.durability, list(await pipe.execute(raise_on_error=False)))
+        replies = await self._confirmed_on(self.redis, step)
         return settle_replies(replies, self.where, errors_in_slots=False)[0]
 
-    async def _pipeline(
+    async def _confirmed_on(self, conn: Any, step: steps.Command) -> list[Any]:
+        pipe = conn.pipeline(transaction=False)
+        getattr(pipe, step.name)(*step.args, **step.kwargs)
+        pipe.execute_command(*self.durability.command())
+        return settle_wait(self.durability, list(await pipe.execute(raise_on_error=False)))
+
+    async def pipeline(
         self,
         calls: Sequence[steps.ScriptCall] | Sequence[steps.Command],
-        node: aioredis.Redis | None = None,
     ) -> list[Any]:
-        """One pipeline's raw replies (errors in their slots), on the server, or on one
-        cluster ``node``'s own client. A script call is a plain ``EVALSHA``: redis-py's
-        pipelined script asks ``SCRIPT EXISTS`` before every pipeline, a round trip each;
-        a script the server lost (a restart) is loaded and its calls run again (a
+        """Replies of a pipeline's calls in order, a redis-py error in the slot of its call
+        (the caller settles them: ``settle_replies``). Script calls on a cluster go each
+        to its slot's master (:meth:`routed_scripts`); other calls in one pipeline."""
+        if self.cluster and calls and isinstance(calls[0], steps.ScriptCall):
+            return await self.routed_scripts([c for c in calls if isinstance(c, steps.ScriptCall)])
+        with map_errors(self.where):
+            return await self._pipeline_on(self.redis, calls)
+
+    async def _pipeline_on(
+        self, conn: Any, calls: Sequence[steps.ScriptCall] | Sequence[steps.Command]
+    ) -> list[Any]:
+        """One pipeline on one connection: the calls, then the durability wait if asked
+        (WAIT covers the writes of its own connection), whose shortfall fails them all.
+
+        A script call is a plain ``EVALSHA``: redis-py's pipelined ``Script`` asks the
+        server ``SCRIPT EXISTS`` before every pipeline, a round trip each. A script the
+        server lost (a restart) is loaded on that connection and its calls run again (a
         ``NOSCRIPT`` call did not run)."""
         durability = self.durability
-        conn = node if node is not None else self.redis
-        plain = node is not None or not self.cluster
-        # a cluster pipeline takes no transaction flag (None); a plain one, False
-        pipe = conn.pipeline(transaction=False) if plain else self.redis.pipeline()
+        waits = durability.waits and any(isinstance(c, steps.ScriptCall) and c.wait for c in calls)
+        if waits:
+            await self.check_aof()
+        pipe = conn.pipeline(transaction=False)
         for c in calls:
             if isinstance(c, steps.ScriptCall):
-                assert plain, "script calls on a cluster go through _scripts_per_node"
-                script = self._scripts[c.script]
-                pipe.evalsha(script.sha, len(c.keys), *c.keys, *c.args)
+                pipe.evalsha(self.scripts[c.script].sha, len(c.keys), *c.keys, *c.args)
             else:
                 getattr(pipe, c.name)(*c.args, **c.kwargs)
-        waits = durability.waits and any(isinstance(c, steps.ScriptCall) and c.wait for c in calls)
-        if waits:  # on the writes' own connection: WAIT covers only those
-            await self.check_aof()
-            pipe.execute_command(*durability.command())
-        raw = list(await pipe.execute(raise_on_error=False))
         if waits:
-            raw = settle_wait(durability, raw)
-        lost = [k for k, r in enumerate(raw) if isinstance(r, redis.exceptions.NoScriptError)]
-        if lost and plain:
-            again_calls = [cast("steps.ScriptCall", calls[k]) for k in lost]
-            for name in {c.script for c in again_calls}:
-                await conn.script_load(self._scripts[name].script)
-            for k, reply in zip(lost, await self._pipeline(again_calls, node), strict=True):
-                raw[k] = reply
-        return raw
+            pipe.execute_command(*durability.command())
+        replies = list(await pipe.execute(raise_on_error=False))
+        if waits:
+            replies = settle_wait(durability, replies)
+        lost = [k for k, r in enumerate(replies) if isinstance(r, redis.exceptions.NoScriptError)]
+        if lost:
+            again = [cast("steps.ScriptCall", calls[k]) for k in lost]
+            for name in {c.script for c in again}:
+                await conn.script_load(self.scripts[name].script)
+            for k, reply in zip(lost, await self._pipeline_on(conn, again), strict=True):
+                replies[k] = reply
+        return replies
 
-    async def _scripts_per_node(self, calls: Sequence[steps.ScriptCall]) -> list[Any]:
-        """Script calls on a cluster: each on its slot's master, one pipeline per master
-        (on its own connection, WAIT after the writes when asked), the masters' run
-        together; replies (or errors) in order. A reply that names a topology change
-        (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, a node gone) is acted on as
-        ``timer.redis.cluster_route`` says, within the retry budget; a node that fails costs
-        only its own calls."""
-        return await self._routed(
-            [c.keys[0] for c in calls], lambda name, idxs: self._node_pipeline(name, calls, idxs)
+    async def load_scripts(self, names: Iterable[ScriptName]) -> None:
+        """Make sure the server has these scripts (a call by SHA alone needs them), once
+        per client: a cache lost since (a restart) costs the NOSCRIPT replies a re-run."""
+        with map_errors(self.where):
+            for name in set(names) - self._loaded:
+                script = self.scripts[name]
+                exists = await self.redis.script_exists(script.sha)
+                if not exists[0]:
+                    await self.redis.script_load(script.script)
+                self._loaded.add(name)
+
+    # -- a Redis Cluster: each call on its slot's master ------------------------------
+
+    async def routed_scripts(self, calls: Sequence[steps.ScriptCall]) -> list[Any]:
+        """Script calls on a cluster, each on its slot's master, pipelined per master;
+        a reply that names a topology change (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, a node
+        gone) is acted on as ``timer.redis.cluster_route`` says, within the retry budget.
+        A node that fails costs only its own calls: the others' replies are kept."""
+        return await self.routed(
+            [c.keys[0] for c in calls],
+            lambda name, idxs: self._node_scripts(name, [calls[i] for i in idxs]),
         )
 
-    async def _routed_confirmed(self, step: steps.Command) -> Any:
-        """A confirmed command on a cluster: the read and the wait on one connection to
-        its key's master, routed as script calls are (the blocking driver's
-        ``routed_confirmed``)."""
+    async def _node_scripts(self, name: str, calls: Sequence[steps.ScriptCall]) -> list[Any]:
+        """One node's pipeline of script calls: its replies, or the error that stopped the
+        whole pipeline in each of its calls' slots (never raised: other nodes go on)."""
+        try:
+            return await self._pipeline_on(self.node(name), calls)
+        except NODE_FAILED as exc:
+            return [exc] * len(calls)
+
+    async def routed_confirmed(self, step: steps.Command) -> Any:
+        """A confirmed command on a cluster (``confirmed``'s read then wait): both on one
+        connection to the master of its key's slot, routed as script calls are."""
         assert step.key is not None, "a confirmed command on a cluster names its key"
         await self.check_aof()
-        replies = await self._routed([step.key], lambda name, _: self._node_confirmed(name, step))
+        replies = await self.routed([step.key], lambda name, _: self._node_confirmed(name, step))
         return settle_replies(replies, self.where, errors_in_slots=False)[0]
 
     async def _node_confirmed(self, name: str, step: steps.Command) -> list[Any]:
-        if not name:
-            return [redis.exceptions.ClusterDownError("no master covers the slot")]
         try:
-            pipe = self._node(name).pipeline(transaction=False)
-            getattr(pipe, step.name)(*step.args, **step.kwargs)
-            pipe.execute_command(*self.durability.command())
-            return settle_wait(self.durability, list(await pipe.execute(raise_on_error=False)))
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            return await self._confirmed_on(self.node(name), step)
+        except NODE_FAILED as exc:
             return [exc]
 
-    async def _routed(
-        self, keys: Sequence[str], send: Callable[[str, list[int]], Awaitable[list[Any]]]
+    async def routed(
+        self,
+        keys: Sequence[str],
+        send: Callable[[str, list[int]], Awaitable[list[Any]]],
     ) -> list[Any]:
         """Calls (one per key) through the cluster as ``timer.redis.cluster_route.Routing``
-        says, the nodes' sent together: ``send(node, indexes)`` returns their replies."""
+        says: ``send(node, indexes)`` sends a node its calls and returns their replies."""
         route = Routing(keys, self._owner, budget_s=self.retry_budget_s, clock=self.time.monotonic)
         while groups := route.groups():
             parts = await asyncio.gather(*(send(name, idxs) for name, idxs in groups.items()))
             for (name, idxs), part in zip(groups.items(), parts, strict=True):
                 route.record(name, idxs, part)
-            if route.refresh and self._refresh.due():
+            if route.refresh and self._refresh.due():  # rate-limited across threads
+                # a refresh that fails keeps the map it had; the next round tries again
                 with contextlib.suppress(redis.RedisError, RedisClusterException):
                     await self.redis.nodes_manager.initialize()
             pause = route.pause_s()
@@ -284,29 +302,43 @@ class AsyncDriver:
     def _owner(self, key: str) -> str:
         return owner(self.redis, key)
 
-    async def _node_pipeline(
-        self, name: str, calls: Sequence[steps.ScriptCall], idxs: list[int]
-    ) -> list[Any]:
-        """One node's pipeline of script calls: its replies, or the error that stopped
-        the whole pipeline in each of its calls' slots (never raised: others go on)."""
+    def node(self, name: str) -> aioredis.Redis:
+        """The client of cluster node ``name`` (host:port) its pipelines use: our own,
+        made at first use and kept (closed by :meth:`aclose`); redis-py's when this
+        driver was given no URL to make one (a blocking client made by hand). No node
+        (no master covers the slot) is a ClusterDownError."""
+        found = self._nodes.get(name)
+        if found is not None:
+            return found
+        if self._node_url is None:
+            node = self.redis.get_node(node_name=name) if name else None
+            if node is None:
+                raise redis.exceptions.ClusterDownError(f"no master known for node {name!r}")
+            return cast("aioredis.Redis", self.redis.get_redis_connection(node))
         if not name:
-            return [redis.exceptions.ClusterDownError("no master covers the slot")] * len(idxs)
-        try:
-            return await self._pipeline([calls[i] for i in idxs], self._node(name))
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            return [exc] * len(idxs)
+            raise redis.exceptions.ClusterDownError("no master covers the slot")
+        with self._nodes_lock:
+            found = self._nodes.get(name)
+            if found is None:
+                host, _, port = name.rpartition(":")
+                found = aioredis.Redis.from_url(
+                    self._node_url(host, int(port)),
+                    **self._node_options,
+                )
+                pool = found.connection_pool
+                if self.reserved and getattr(pool, "max_connections", 0) < self.reserved:
+                    pool.max_connections = self.reserved
+                self._nodes[name] = found
+        return found
 
-    def _node(self, name: str) -> aioredis.Redis:
-        """A plain client of one cluster node, ``host:port`` (made at first use, kept)."""
-        conn = self._nodes.get(name)
-        if conn is None:
-            assert self._node_url is not None, "a cluster client is made by connect()"
-            host, _, port = name.rpartition(":")
-            conn = aioredis.Redis.from_url(self._node_url(host, int(port)), **self._node_options)
-            self._nodes[name] = conn
-        return conn
+    def node_clients(self) -> list[aioredis.Redis]:
+        """The clients of cluster nodes made so far."""
+        with self._nodes_lock:
+            return list(self._nodes.values())
 
     async def aclose(self) -> None:
-        for conn in self._nodes.values():
-            await conn.aclose()
-        await self.redis.aclose()
+        """Close the clients of cluster nodes (the main client is its owner's to close)."""
+        with self._nodes_lock:
+            nodes, self._nodes = list(self._nodes.values()), {}
+        for client in nodes:
+            await client.aclose()

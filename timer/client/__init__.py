@@ -47,8 +47,9 @@ from ..redis.local_server import default_url
 from ..redis.store import RedisSettings, node_url
 from ..schedules import Schedules
 from ..timers import Timers
+from . import transport
 from .consumer import ConsumerGroup
-from .driver import SyncDriver, connect
+from .driver import SyncDriver
 from .operator import OperatorCalls
 from .shard_store import Membership, Shards, ShardStore
 
@@ -132,7 +133,7 @@ class TimerClient(OperatorCalls):
         rs = RedisSettings.from_url(url, socket_timeout_s=socket_timeout_s)
         rs.check_wait_fits(settings.durability)
         return cls(
-            connect(rs),
+            transport.connect(rs),
             namespace,
             settings=settings,
             safe_url=rs.safe_url,
@@ -158,7 +159,7 @@ class TimerClient(OperatorCalls):
         """Let the connection pool (each node's, on a cluster) open at least ``n``
         connections: redis-py's default is 100, and a thread holds one per call, so a
         handler runner with 200 threads needs more (it calls this itself)."""
-        self._driver.reserve_connections(n)
+        transport.reserve_connections(self._driver, n)
 
     # -- the driver: run an operation's steps with blocking calls ----------------------
 
@@ -168,7 +169,9 @@ class TimerClient(OperatorCalls):
 
     def _drive(self, op: steps.Op[T]) -> Generator[Any, None, T]:
         """Run an operation's steps; yield what it emits; return its result."""
-        return self._driver.drive(op)
+        result: list[T] = []
+        yield from self._driver.drive(op, result)
+        return result[0]
 
     # -- namespace ------------------------------------------------------------------
 
@@ -406,7 +409,7 @@ class TimerClient(OperatorCalls):
     @property
     def membership(self) -> Membership:
         """A worker's side of the namespace: heartbeat, leave, the shards' events."""
-        return Membership(self._run, self.keys, self._driver.pubsub)
+        return Membership(self._run, self.keys, functools.partial(transport.pubsub, self.redis))
 
     @property
     def shards(self) -> Shards:

@@ -1,29 +1,40 @@
-"""The blocking driver: runs an operation's steps with redis-py (TimerClient's I/O).
+# Generated from timer/aio/driver.py by tools/unasync.py: edit that file, then run
+# `python tools/unasync.py` (a unit test fails while this file is not what it writes).
+"""A client's driver: runs an operation's steps with redis-py, the only code of the
+client that talks to Redis.
 
-An operation of ``timer.durable.timers.ops`` yields steps (a script, a command, a pipeline, a
-sleep, a value to emit, a pipeline to send ahead and collect later); :class:`SyncDriver`
-runs each with blocking redis-py calls, grouped per node on a Redis Cluster, waits for
-durability on the writes' own connection when asked, and turns redis-py errors into
-``TimerError``s. It is the only code of the sync client that talks to Redis; the asyncio
-client's driver (``timer.aio``) runs the same operations awaited.
+An operation of ``timer.durable.timers.ops`` yields steps (a script call, a command, a
+pipeline of either, a sleep, a value to emit, a pipeline to send ahead and collect
+later, a question); the driver runs each and sends the operation its reply. On a Redis
+Cluster script calls go each to its slot's master, one pipeline per master on that
+node's own connection (so durability's WAIT covers the writes it follows), and a reply
+naming a topology change is acted on as ``timer.redis.cluster_route`` says; a script
+the server lost (a restart) is loaded and its calls run again; redis-py's errors become
+``TimerError``s.
+
+One source, two drivers: ``timer/aio/driver.py`` (asyncio) is written by hand, and
+``timer/client/driver.py`` (blocking) is generated from it by ``tools/unasync.py``,
+which rewrites names (``async`` and ``await`` dropped, ``redis.asyncio`` for ``redis``,
+the masters' pipelines of a round sent one after another instead of together); a unit
+test fails while the generated file is not what the tool writes. What only one client
+does lives beside its driver: sending ahead (each package's ``lanes``: tasks here, one
+connection kept by the blocking client), and the blocking client's connecting, pub/sub
+and pool sizes (``timer.client.transport``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import random
 import threading
 import warnings
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 import redis
-import redis.client
+import redis.exceptions
 from redis.cluster import RedisCluster
 from redis.commands.core import Script
 from redis.exceptions import RedisClusterException
-from redis.retry import Retry
-from redis.sentinel import SentinelConnectionPool
 
 from ..clock import SYSTEM_TIME, Time
 from ..durable.admin import server as server_checks
@@ -31,78 +42,20 @@ from ..durable.model import steps
 from ..durable.model.models import Durability, DurabilityWarning
 from ..durable.model.scripts import ScriptName, source
 from ..errors import TimerError
-from ..redis import connections
-from ..redis.cluster_route import (
-    CLIENT_RETRIES,
-    RETRY_BUDGET_S,
-    Refresh,
-    Routing,
-    client_backoff,
-    owner,
-)
-from ..redis.store import RedisSettings, map_errors, settle_replies, settle_wait
+from ..redis.cluster_route import RETRY_BUDGET_S, Refresh, Routing, owner
+from ..redis.store import map_errors, settle_replies, settle_wait
 from .lanes import Lane
 
 T = TypeVar("T")
 
-
-def connect(rs: RedisSettings) -> redis.Redis | RedisCluster:
-    """A redis-py client for the URL: a cluster client when the server says it is a
-    Redis Cluster node (``HELLO``'s ``mode``; contacted once here for that)."""
-    options = rs.options()
-    with map_errors(rs.safe_url):
-        client: Any = connections.client(rs)
-        try:
-            if rs.url.startswith(("redis://", "rediss://")):
-                hello = server_checks.hello_fields(client.execute_command("HELLO"))
-                if hello.get("mode") == "cluster":
-                    client.close()
-                    client = RedisCluster.from_url(rs.url, retry=cluster_retry(), **options)
-        except BaseException:
-            client.close()  # no half-open connection left behind
-            raise
-    return cast("redis.Redis | RedisCluster", client)
-
-
-def cluster_retry() -> Retry:
-    """The cluster client's own retries of a command whose node failed (as
-    ``cluster_route.CLIENT_RETRIES`` says)."""
-    return Retry(client_backoff(), retries=CLIENT_RETRIES)
-
-
-class CountingPubSub(redis.client.PubSub):
-    """A PubSub that counts its connections (redis-py reconnects and resubscribes silently,
-    and a listener must know: events may have been missed meanwhile)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.connects = 0
-        super().__init__(*args, **kwargs)
-
-    def on_connect(self, connection: Any) -> None:
-        self.connects += 1
-        super().on_connect(connection)
-
-    def master_moved(self) -> bool:
-        """True when this connection's pool is a Sentinel master's and the Sentinels now
-        name another master: a demoted master keeps its subscribers, who then hear
-        nothing more (what is published goes to the new master)."""
-        pool = self.connection_pool
-        conn = self.connection
-        if not isinstance(pool, SentinelConnectionPool) or conn is None:
-            return False
-        try:
-            host, port = pool.get_master_address()
-        except (redis.ConnectionError, redis.TimeoutError):
-            return False  # no Sentinel answers: the connection's own errors will say
-        return (conn.host, int(conn.port)) != (host, int(port))
+# What a node's pipeline fails with as a whole: its calls' slots get it, the others go on.
+NODE_FAILED = (redis.exceptions.ClusterDownError, redis.ConnectionError, redis.TimeoutError)
 
 
 class SyncDriver:
-    """Runs operations with blocking calls on one redis-py client (or cluster client).
-
-    Thread-safe as redis-py's client is (a connection pool): each operation that sends
-    ahead keeps one connection of its own (a lane) while it does.
-    """
+    """Runs operations on one redis-py client (or cluster client), for every thread of a
+    process (the blocking driver: redis-py's client is a connection pool) or one event
+    loop. An operation that sends ahead keeps a lane of its own while it does."""
 
     def __init__(
         self,
@@ -114,7 +67,7 @@ class SyncDriver:
         node_options: Mapping[str, Any] | None = None,
         time: Time = SYSTEM_TIME,
     ) -> None:
-        self.redis: Any = client  # redis.Redis or RedisCluster: the calls we make are common
+        self.redis: Any = client  # a plain or a cluster client: the calls we make are common
         self.time = time  # the client's: operations' sleeps and deadlines (steps.Clock)
         self.where = where  # the server's URL without its password, for errors
         self.durability = durability
@@ -127,10 +80,11 @@ class SyncDriver:
         self._refresh = Refresh(clock=self.time.monotonic)
         # A plain client per cluster node (host:port), ours: redis-py's own node clients
         # are replaced when it reads the slot map again, and their pools left unclosed.
+        # The lock is for the blocking driver's threads; nothing is awaited while it is held.
         self._node_url, self._node_options = node_url, dict(node_options or {})
         self._nodes: dict[str, redis.Redis] = {}
         self._nodes_lock = threading.Lock()
-        self._reserved = 0  # connections each pool may open (reserve_connections)
+        self.reserved = 0  # connections a node client's pool may open at least (0: its own)
         self.retry_budget_s = RETRY_BUDGET_S  # a cluster call's retries after a backoff
         self._aof_checked = not durability.aof  # server_checks.check_aof, before the first wait
 
@@ -141,89 +95,18 @@ class SyncDriver:
                 warnings.warn(note, DurabilityWarning, stacklevel=4)
             self._aof_checked = True
 
-    def reserve_connections(self, n: int) -> None:
-        """Let the connection pool (each node's, on a cluster) open at least ``n``
-        connections: redis-py's default is 100, and a thread holds one per call, so a
-        handler runner with 200 threads needs more (it calls this itself)."""
-        pools = (
-            [
-                node.redis_connection.connection_pool
-                for node in self.redis.get_nodes()
-                if node.redis_connection is not None
-            ]
-            if self.cluster
-            else [self.redis.connection_pool]
-        )
-        self._reserved = max(self._reserved, n)
-        with self._nodes_lock:
-            pools += [c.connection_pool for c in self._nodes.values()]
-        for pool in pools:
-            if getattr(pool, "max_connections", n) < n:
-                pool.max_connections = n
-
-    def node(self, name: str) -> Any:
-        """The client of cluster node ``name`` (host:port) script pipelines use: our own,
-        made at first use and kept (closed by :meth:`close`); redis-py's when this
-        driver was given no URL to make one."""
-        found = self._nodes.get(name)
-        if found is not None:
-            return found
-        if self._node_url is None:
-            node = self.redis.get_node(node_name=name)
-            return None if node is None else self.redis.get_redis_connection(node)
-        with self._nodes_lock:
-            found = self._nodes.get(name)
-            if found is None:
-                host, _, port = name.rpartition(":")
-                found = redis.Redis.from_url(self._node_url(host, int(port)), **self._node_options)
-                pool = found.connection_pool
-                if self._reserved and getattr(pool, "max_connections", 0) < self._reserved:
-                    pool.max_connections = self._reserved
-                self._nodes[name] = found
-        return found
-
-    def close(self) -> None:
-        """Close the per-node clients (the main client is its owner's to close)."""
-        with self._nodes_lock:
-            nodes, self._nodes = list(self._nodes.values()), {}
-        for client in nodes:
-            client.close()
-
-    def pubsub(self) -> CountingPubSub:
-        """A new pub/sub connection for following shard events (one listener thread).
-
-        On a Redis Cluster a PUBLISH reaches every node, so one node hears every shard's
-        events; a primary that answers PING is picked at random at each call, so a
-        listener that reconnects after its node died goes to a live one.
-        """
-        if self.cluster:
-            # A node that answers PING, tried in random order: a listener reconnecting
-            # because its node died must not be sent back to it by chance (each retry
-            # there costs a backoff, while its shards' events are missed).
-            nodes = list(self.redis.get_primaries())
-            random.shuffle(nodes)
-            for node in nodes:
-                conn = self.redis.get_redis_connection(node)
-                try:
-                    conn.ping()
-                except redis.RedisError:
-                    continue
-                return CountingPubSub(conn.connection_pool)
-            node = nodes[0]  # none answers: the listener's own retries go on from here
-            return CountingPubSub(self.redis.get_redis_connection(node).connection_pool)
-        return CountingPubSub(self.redis.connection_pool)
+    # -- running an operation ---------------------------------------------------------
 
     def run(self, op: steps.Op[T]) -> T:
         """Run an operation to its result (it emits nothing)."""
-        emitted = self.drive(op)
-        while True:
-            try:
-                next(emitted)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
+        result: list[T] = []
+        for _ in self.drive(op, result):
+            pass
+        return result[0]
 
-    def drive(self, op: steps.Op[T]) -> Generator[Any, None, T]:
-        """Run an operation's steps; yield what it emits; return its result."""
+    def drive(self, op: steps.Op[T], result: list[T]) -> Iterator[Any]:
+        """Run an operation's steps; yield what it emits; put its result in ``result``
+        (an async generator returns no value, and the blocking twin is written as this)."""
         reply: Any = None
         failed: TimerError | None = None  # a call's error, raised inside the operation
         lane: Lane | None = None  # made at the first Send (most operations never send ahead)
@@ -232,49 +115,63 @@ class SyncDriver:
                 try:
                     step = op.send(reply) if failed is None else op.throw(failed)
                 except StopIteration as done:
-                    return done.value  # type: ignore[no-any-return]
-                failed = None
+                    result.append(done.value)
+                    return
+                reply, failed = None, None
                 if isinstance(step, steps.Emit):
-                    reply = None
                     yield step.value
-                elif isinstance(step, steps.Sleep):
-                    reply = None
-                    self.time.sleep(step.seconds)  # an operation polling with backoff
-                elif isinstance(step, steps.Waits):
-                    reply = self.durability.waits
-                elif isinstance(step, steps.Clock):
-                    reply = self.time
                 elif isinstance(step, steps.Send):
                     lane = lane or Lane(self)
                     reply = lane.send(step.pipeline)
                 elif isinstance(step, steps.Collect):
                     assert lane is not None, "Collect before any Send"
                     reply = lane.collect(step.ticket)
-                else:
+                elif isinstance(step, steps.ScriptCall | steps.Command | steps.Pipeline):
                     try:
                         reply = self.execute(step)
                     except TimerError as exc:  # the operation may answer it (or not)
                         failed = exc
+                elif isinstance(step, steps.Sleep):
+                    self.time.sleep(step.seconds)  # an operation polling with backoff
+                elif isinstance(step, steps.Waits):
+                    reply = self.durability.waits
+                else:
+                    reply = self.time  # steps.Clock
         finally:
             if lane is not None:
                 lane.close()
 
     def execute(self, step: steps.ScriptCall | steps.Command | steps.Pipeline) -> Any:
+        """A call's reply, or a pipeline's replies in order; its error as a TimerError
+        (in its slot, for a pipeline that asks so)."""
         if isinstance(step, steps.ScriptCall) and (
             self.cluster or (self.durability.waits and step.wait)
-        ):  # the write, then WAIT; on a cluster, loaded on its own node only (see _pipeline)
-            replies = self.pipeline(steps.Pipeline([step]))
-            return settle_replies(replies, self.where, errors_in_slots=False)[0]
+        ):  # the write, then WAIT on its connection; on a cluster, routed to its master
+            replies = self.execute(steps.Pipeline([step]))
+            return replies[0]
+        if isinstance(step, steps.Pipeline):
+            replies = self.pipeline(step.calls)
+            return settle_replies(replies, self.where, errors_in_slots=step.errors_in_slots)
         with map_errors(self.where):
             if isinstance(step, steps.ScriptCall):
                 return self.scripts[step.script](keys=step.keys, args=step.args)
-            if isinstance(step, steps.Command) and step.every_primary:
+            if step.every_primary:
                 return self.on_every_primary(step)
-            if isinstance(step, steps.Command) and step.confirmed and self.durability.waits:
-                return self.routed_confirmed(step) if self.cluster else self.confirmed(step)
-            if isinstance(step, steps.Command):
-                return getattr(self.redis, step.name)(*step.args, **step.kwargs)
-        return settle_replies(self.pipeline(step), self.where, errors_in_slots=step.errors_in_slots)
+            if step.confirmed and self.durability.waits and self.cluster:
+                return self.routed_confirmed(step)
+            if step.confirmed and self.durability.waits:
+                return self.confirmed(step)
+            return getattr(self.redis, step.name)(*step.args, **step.kwargs)
+
+    def on_every_primary(self, step: steps.Command) -> dict[str, Any]:
+        """The command on each primary of a cluster (the one server otherwise): the
+        replies by node name."""
+        if not self.cluster:
+            return {self.where: getattr(self.redis, step.name)(*step.args, **step.kwargs)}
+        return {
+            node.name: getattr(self.node(node.name), step.name)(*step.args, **step.kwargs)
+            for node in self.redis.get_primaries()
+        }
 
     def confirmed(self, step: steps.Command) -> Any:
         """The command, then the durability wait on its connection: its reply once what
@@ -282,38 +179,60 @@ class SyncDriver:
         is a write (it moves entries to the pending list), so the wait covers every
         entry it returned, all written before it."""
         self.check_aof()
-        pipe = self.redis.pipeline(transaction=False)
-        getattr(pipe, step.name)(*step.args, **step.kwargs)
-        pipe.execute_command(*self.durability.command())
-        replies = settle_wait(self.durability, list(pipe.execute(raise_on_error=False)))
+        replies = self._confirmed_on(self.redis, step)
         return settle_replies(replies, self.where, errors_in_slots=False)[0]
 
-    def on_every_primary(self, step: steps.Command) -> dict[str, Any]:
-        if not self.cluster:
-            return {self.where: getattr(self.redis, step.name)(*step.args, **step.kwargs)}
-        return {
-            node.name: getattr(self.redis.get_redis_connection(node), step.name)(
-                *step.args, **step.kwargs
-            )
-            for node in self.redis.get_primaries()
-        }
+    def _confirmed_on(self, conn: Any, step: steps.Command) -> list[Any]:
+        pipe = conn.pipeline(transaction=False)
+        getattr(pipe, step.name)(*step.args, **step.kwargs)
+        pipe.execute_command(*self.durability.command())
+        return settle_wait(self.durability, list(pipe.execute(raise_on_error=False)))
 
-    def pipeline(self, step: steps.Pipeline) -> list[Any]:
-        """Replies of a pipeline in order, a redis-py error in the slot of its call (the
-        caller settles them: ``settle_replies``)."""
-        if step.calls and isinstance(step.calls[0], steps.ScriptCall):
-            scripts: list[steps.ScriptCall] = [
-                c for c in step.calls if isinstance(c, steps.ScriptCall)
-            ]
-            replies = self.pipelined_scripts(scripts)
-        else:
-            with map_errors(self.where):
-                pipe = self.redis.pipeline(transaction=False)
-                for c in step.calls:
-                    assert isinstance(c, steps.Command), "a pipeline holds one kind of call"
-                    getattr(pipe, c.name)(*c.args, **c.kwargs)
-                replies = pipe.execute(raise_on_error=False)
-        return list(replies)
+    def pipeline(
+        self,
+        calls: Sequence[steps.ScriptCall] | Sequence[steps.Command],
+    ) -> list[Any]:
+        """Replies of a pipeline's calls in order, a redis-py error in the slot of its call
+        (the caller settles them: ``settle_replies``). Script calls on a cluster go each
+        to its slot's master (:meth:`routed_scripts`); other calls in one pipeline."""
+        if self.cluster and calls and isinstance(calls[0], steps.ScriptCall):
+            return self.routed_scripts([c for c in calls if isinstance(c, steps.ScriptCall)])
+        with map_errors(self.where):
+            return self._pipeline_on(self.redis, calls)
+
+    def _pipeline_on(
+        self, conn: Any, calls: Sequence[steps.ScriptCall] | Sequence[steps.Command]
+    ) -> list[Any]:
+        """One pipeline on one connection: the calls, then the durability wait if asked
+        (WAIT covers the writes of its own connection), whose shortfall fails them all.
+
+        A script call is a plain ``EVALSHA``: redis-py's pipelined ``Script`` asks the
+        server ``SCRIPT EXISTS`` before every pipeline, a round trip each. A script the
+        server lost (a restart) is loaded on that connection and its calls run again (a
+        ``NOSCRIPT`` call did not run)."""
+        durability = self.durability
+        waits = durability.waits and any(isinstance(c, steps.ScriptCall) and c.wait for c in calls)
+        if waits:
+            self.check_aof()
+        pipe = conn.pipeline(transaction=False)
+        for c in calls:
+            if isinstance(c, steps.ScriptCall):
+                pipe.evalsha(self.scripts[c.script].sha, len(c.keys), *c.keys, *c.args)
+            else:
+                getattr(pipe, c.name)(*c.args, **c.kwargs)
+        if waits:
+            pipe.execute_command(*durability.command())
+        replies = list(pipe.execute(raise_on_error=False))
+        if waits:
+            replies = settle_wait(durability, replies)
+        lost = [k for k, r in enumerate(replies) if isinstance(r, redis.exceptions.NoScriptError)]
+        if lost:
+            again = [cast("steps.ScriptCall", calls[k]) for k in lost]
+            for name in {c.script for c in again}:
+                conn.script_load(self.scripts[name].script)
+            for k, reply in zip(lost, self._pipeline_on(conn, again), strict=True):
+                replies[k] = reply
+        return replies
 
     def load_scripts(self, names: Iterable[ScriptName]) -> None:
         """Make sure the server has these scripts (a call by SHA alone needs them), once
@@ -321,29 +240,12 @@ class SyncDriver:
         with map_errors(self.where):
             for name in set(names) - self._loaded:
                 script = self.scripts[name]
-                if not self.redis.script_exists(script.sha)[0]:
+                exists = self.redis.script_exists(script.sha)
+                if not exists[0]:
                     self.redis.script_load(script.script)
                 self._loaded.add(name)
 
-    def pipelined_scripts(self, calls: Sequence[steps.ScriptCall]) -> list[Any]:
-        """Script calls in pipelines, one per node; replies (or redis errors) in order.
-
-        On a cluster each call goes to its slot's master, in one pipeline per master, and
-        follows a failover or a resharding as ``timer.redis.cluster_route`` says.
-        """
-        if self.cluster:
-            return self.routed_scripts(calls)
-        with map_errors(self.where):  # (run_scripts loads a script the server lost)
-            return self.run_scripts(self.redis, calls, list(range(len(calls))))
-
-    def retry_alone(self, calls: Sequence[steps.ScriptCall], replies: list[Any]) -> list[Any]:
-        """Run again, on one server, the calls whose script the server lost (a lane's
-        replies, read off its own connection); the replies, updated."""
-        with map_errors(self.where):
-            for i, reply in enumerate(replies):
-                if isinstance(reply, redis.exceptions.NoScriptError):
-                    replies[i] = self.run_scripts(self.redis, calls, [i])[0]
-        return replies
+    # -- a Redis Cluster: each call on its slot's master ------------------------------
 
     def routed_scripts(self, calls: Sequence[steps.ScriptCall]) -> list[Any]:
         """Script calls on a cluster, each on its slot's master, pipelined per master;
@@ -351,8 +253,17 @@ class SyncDriver:
         gone) is acted on as ``timer.redis.cluster_route`` says, within the retry budget.
         A node that fails costs only its own calls: the others' replies are kept."""
         return self.routed(
-            [c.keys[0] for c in calls], lambda name, idxs: self._node_scripts(name, calls, idxs)
+            [c.keys[0] for c in calls],
+            lambda name, idxs: self._node_scripts(name, [calls[i] for i in idxs]),
         )
+
+    def _node_scripts(self, name: str, calls: Sequence[steps.ScriptCall]) -> list[Any]:
+        """One node's pipeline of script calls: its replies, or the error that stopped the
+        whole pipeline in each of its calls' slots (never raised: other nodes go on)."""
+        try:
+            return self._pipeline_on(self.node(name), calls)
+        except NODE_FAILED as exc:
+            return [exc] * len(calls)
 
     def routed_confirmed(self, step: steps.Command) -> Any:
         """A confirmed command on a cluster (``confirmed``'s read then wait): both on one
@@ -363,26 +274,27 @@ class SyncDriver:
         return settle_replies(replies, self.where, errors_in_slots=False)[0]
 
     def _node_confirmed(self, name: str, step: steps.Command) -> list[Any]:
-        conn = self.node(name) if name else None
-        if conn is None:
-            return [redis.exceptions.ClusterDownError(f"no master known for node {name!r}")]
         try:
-            pipe = conn.pipeline(transaction=False)
-            getattr(pipe, step.name)(*step.args, **step.kwargs)
-            pipe.execute_command(*self.durability.command())
-            return settle_wait(self.durability, list(pipe.execute(raise_on_error=False)))
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            return self._confirmed_on(self.node(name), step)
+        except NODE_FAILED as exc:
             return [exc]
 
-    def routed(self, keys: Sequence[str], send: Callable[[str, list[int]], list[Any]]) -> list[Any]:
+    def routed(
+        self,
+        keys: Sequence[str],
+        send: Callable[[str, list[int]], list[Any]],
+    ) -> list[Any]:
         """Calls (one per key) through the cluster as ``timer.redis.cluster_route.Routing``
         says: ``send(node, indexes)`` sends a node its calls and returns their replies."""
         route = Routing(keys, self._owner, budget_s=self.retry_budget_s, clock=self.time.monotonic)
         while groups := route.groups():
-            for name, idxs in groups.items():
-                route.record(name, idxs, send(name, idxs))
-            if route.refresh:
-                self._refresh_slots()
+            parts = [send(name, idxs) for name, idxs in groups.items()]
+            for (name, idxs), part in zip(groups.items(), parts, strict=True):
+                route.record(name, idxs, part)
+            if route.refresh and self._refresh.due():  # rate-limited across threads
+                # a refresh that fails keeps the map it had; the next round tries again
+                with contextlib.suppress(redis.RedisError, RedisClusterException):
+                    self.redis.nodes_manager.initialize()
             pause = route.pause_s()
             if pause:
                 self.time.sleep(pause)
@@ -391,55 +303,43 @@ class SyncDriver:
     def _owner(self, key: str) -> str:
         return owner(self.redis, key)
 
-    def _refresh_slots(self) -> None:
-        """Read the slot map from the cluster again (rate-limited across threads)."""
-        if self._refresh.due():
-            # a refresh that fails keeps the map it had; the next round tries again
-            with contextlib.suppress(redis.RedisError, RedisClusterException):
-                self.redis.nodes_manager.initialize()
+    def node(self, name: str) -> redis.Redis:
+        """The client of cluster node ``name`` (host:port) its pipelines use: our own,
+        made at first use and kept (closed by :meth:`close`); redis-py's when this
+        driver was given no URL to make one (a blocking client made by hand). No node
+        (no master covers the slot) is a ClusterDownError."""
+        found = self._nodes.get(name)
+        if found is not None:
+            return found
+        if self._node_url is None:
+            node = self.redis.get_node(node_name=name) if name else None
+            if node is None:
+                raise redis.exceptions.ClusterDownError(f"no master known for node {name!r}")
+            return cast("redis.Redis", self.redis.get_redis_connection(node))
+        if not name:
+            raise redis.exceptions.ClusterDownError("no master covers the slot")
+        with self._nodes_lock:
+            found = self._nodes.get(name)
+            if found is None:
+                host, _, port = name.rpartition(":")
+                found = redis.Redis.from_url(
+                    self._node_url(host, int(port)),
+                    **self._node_options,
+                )
+                pool = found.connection_pool
+                if self.reserved and getattr(pool, "max_connections", 0) < self.reserved:
+                    pool.max_connections = self.reserved
+                self._nodes[name] = found
+        return found
 
-    def _node_scripts(
-        self, name: str, calls: Sequence[steps.ScriptCall], idxs: list[int]
-    ) -> list[Any]:
-        """One node's pipeline of script calls: its replies, or the error that stopped the
-        whole pipeline in each of its calls' slots (never raised: other nodes go on)."""
-        conn = self.node(name) if name else None
-        if conn is None:
-            gone = redis.exceptions.ClusterDownError(f"no master known for node {name!r}")
-            return [gone] * len(idxs)
-        try:
-            return self.run_scripts(conn, calls, idxs)
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            return [exc] * len(idxs)
+    def node_clients(self) -> list[redis.Redis]:
+        """The clients of cluster nodes made so far."""
+        with self._nodes_lock:
+            return list(self._nodes.values())
 
-    def run_scripts(
-        self, conn: Any, calls: Sequence[steps.ScriptCall], idxs: list[int]
-    ) -> list[Any]:
-        """One pipeline on one connection: the calls, then the durability wait if asked
-        (WAIT covers the writes of its own connection), whose shortfall fails them all.
-
-        Plain ``EVALSHA`` on one server or node: redis-py's pipelined ``Script`` asks the
-        server ``SCRIPT EXISTS`` before every pipeline, a round trip each. A script
-        the server lost (a restart) is loaded on that connection and its calls run again
-        (a ``NOSCRIPT`` call did not run)."""
-        durability = self.durability
-        waits = durability.waits and any(calls[i].wait for i in idxs)
-        if waits:
-            self.check_aof()
-        pipe = conn.pipeline(transaction=False)
-        for i in idxs:
-            call, script = calls[i], self.scripts[calls[i].script]
-            pipe.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
-        if waits:
-            pipe.execute_command(*durability.command())
-        replies = list(pipe.execute(raise_on_error=False))
-        if waits:
-            replies = settle_wait(durability, replies)
-        lost = [k for k, r in enumerate(replies) if isinstance(r, redis.exceptions.NoScriptError)]
-        if lost:
-            for name in {calls[idxs[k]].script for k in lost}:
-                conn.script_load(self.scripts[name].script)
-            again = self.run_scripts(conn, calls, [idxs[k] for k in lost])
-            for k, reply in zip(lost, again, strict=True):
-                replies[k] = reply
-        return replies
+    def close(self) -> None:
+        """Close the clients of cluster nodes (the main client is its owner's to close)."""
+        with self._nodes_lock:
+            nodes, self._nodes = list(self._nodes.values()), {}
+        for client in nodes:
+            client.close()

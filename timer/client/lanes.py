@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, cast
 
 import redis
+import redis.exceptions
 
 from ..durable.model import steps
 from ..durable.model.models import Durability
@@ -17,7 +18,8 @@ from ..redis.store import settle_replies
 
 class LaneDriver(Protocol):
     """What a lane needs of the driver whose operation it serves (``timer.client.driver``'s
-    ``SyncDriver``, which imports this module: so a protocol, not an import)."""
+    ``SyncDriver``, which imports this module: so a protocol, not an import). The asyncio
+    client's twin is ``timer.aio.lanes``: the driver both share calls either the same."""
 
     @property
     def cluster(self) -> bool: ...
@@ -36,9 +38,9 @@ class LaneDriver(Protocol):
 
     def execute(self, step: steps.Pipeline) -> Any: ...
 
-    def load_scripts(self, names: Iterable[ScriptName]) -> None: ...
+    def pipeline(self, calls: Sequence[steps.ScriptCall]) -> list[Any]: ...
 
-    def retry_alone(self, calls: Sequence[steps.ScriptCall], replies: list[Any]) -> list[Any]: ...
+    def load_scripts(self, names: Iterable[ScriptName]) -> None: ...
 
 
 class Sent:
@@ -115,7 +117,7 @@ class Lane:
                 self.unread.pop(0)
                 calls = cast("Sequence[steps.ScriptCall]", sent.pipeline.calls)
                 sent.replies = settle_replies(
-                    driver.retry_alone(calls, raw),  # NOSCRIPT: the script cache was lost
+                    self._retry_lost(calls, raw),  # NOSCRIPT: the script cache was lost
                     driver.where,
                     errors_in_slots=sent.pipeline.errors_in_slots,
                 )
@@ -123,6 +125,16 @@ class Lane:
                     self._release()
         assert sent.replies is not None
         return sent.replies
+
+    def _retry_lost(self, calls: Sequence[steps.ScriptCall], raw: list[Any]) -> list[Any]:
+        """Run again, through the ordinary path, the calls whose script the server lost
+        (a NOSCRIPT call did not run); the replies, updated."""
+        lost = [i for i, r in enumerate(raw) if isinstance(r, redis.exceptions.NoScriptError)]
+        if lost:
+            again = self.driver.pipeline([calls[i] for i in lost])
+            for i, reply in zip(lost, again, strict=True):
+                raw[i] = reply
+        return raw
 
     def _rerun(self) -> None:
         """The lane broke: every batch not yet collected runs again, in order."""

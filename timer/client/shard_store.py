@@ -30,7 +30,7 @@ from ..durable.schedules.records import (
 from ..durable.shards import calls as shard_scripts
 from ..durable.shards import ops as shard_ops
 from ..errors import CorruptRecord, TimerError
-from .driver import CountingPubSub
+from .transport import CountingPubSub
 
 
 class ShardStore:
