@@ -1037,6 +1037,8 @@ def test_a_worker_opens_at_its_address_with_what_it_says_of_itself_in_a_browser(
     assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
     url, c = served
     wait_for(lambda: "w1" in c.worker_cards(), 20, "the worker's card")
+    # the view lists the shards whose lease it holds: all four, on a busy machine too
+    wait_for(lambda: list(c.leaders().values()).count("w1") == 4, 30, "w1 leading four shards")
     with opened(chromium) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.goto(url + "workers")
