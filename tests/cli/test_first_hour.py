@@ -354,3 +354,31 @@ def test_catch_up_0s_says_no_missed_occurrence_is_fired(tw: Run) -> None:
     assert "Warning" not in shown.stderr, shown.stderr
     skip = tw("schedules", "create", "z8", "--every", "1m", "--catch-up", "0s", "--missed", "skip")
     assert "Warning" not in skip.stderr, skip.stderr
+
+
+SECRET = "s3cretPW"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [f"ftp://u:{SECRET}@hooks.example/x", f"u:{SECRET}@hooks.example/x", f"https://u:{SECRET}@/x"],
+    ids=["scheme", "no-scheme", "no-host"],
+)
+def test_a_refused_webhook_url_never_shows_its_password(
+    tw: Run, url: str, monkeypatch: pytest.MonkeyPatch, redis_server: RedisServer, namespace: str
+) -> None:
+    """`handle --webhook URL` and a timer's callback_url refuse a URL of another scheme
+    or without a host by saying what is wrong with it, never by showing it (the
+    refusal printed the URL, password and all)."""
+    monkeypatch.setenv("TICKWHEEL_WEBHOOK_SECRET", "0123456789abcdef")
+    tw("init", "--shards", "2")
+    out = tw("handle", "--webhook", url, "--on", "all", "--idle-exit", expect=3)
+    assert "the webhook URL must" in out.stderr, out.output
+    assert SECRET not in out.output, out.output
+    with TimerClient.from_url(redis_server.url, namespace) as c:
+        with pytest.raises(InvalidInput, match="callback_url must") as refused:
+            c.schedule("job:{1}", 1000, callback_url=url)
+        assert SECRET not in str(refused.value), refused.value
+        with pytest.raises(InvalidInput, match=r"at most 2048 bytes, got 2099$") as long:
+            c.schedule("job:{1}", 1000, callback_url=f"https://u:{SECRET}@h/" + "x" * 2078)
+        assert SECRET not in str(long.value), long.value
