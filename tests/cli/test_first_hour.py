@@ -382,3 +382,19 @@ def test_a_refused_webhook_url_never_shows_its_password(
         with pytest.raises(InvalidInput, match=r"at most 2048 bytes, got 2099$") as long:
             c.schedule("job:{1}", 1000, callback_url=f"https://u:{SECRET}@h/" + "x" * 2078)
         assert SECRET not in str(long.value), long.value
+
+
+def test_a_bare_init_of_a_namespace_made_with_other_shards_keeps_them(tw: Run) -> None:
+    """`tickwheel init` as the guides run it (no --shards), on a namespace made with
+    4: the namespace as it is, exit 0 (it said "cannot be re-initialised with 16", a
+    count the user never gave, exit 4). Another --shards given is still refused, and a
+    --bucket that cannot apply any more says so."""
+    tw("init", "--shards", "4")
+    again = tw("init")
+    assert "(initialised already): 4 shards" in again.stdout, again.output
+    assert as_json(tw("--json", "init"))["shards"] == 4
+    other = tw("init", "--shards", "16", expect=4)
+    assert "already has 4 shards; it cannot be re-initialised with 16" in other.stderr
+    bucket = tw("init", "--bucket", "5s")
+    assert "keeps its 1s buckets: --bucket applies only when it is created" in bucket.stderr
+    assert "Warning" not in tw("init").stderr
