@@ -12,6 +12,7 @@ import click
 
 from timer import TimerClient
 from timer.durable.model.models import OUTCOMES
+from timer.errors import InvalidInput
 from timer.handlers import DEFAULT_GROUP, DEFAULT_RECLAIM_IDLE_MS, Backoff, Handlers
 from timer.handlers.limits import Limit, merged, parse_limit, parse_rate
 from timer.webhook import callbacks, webhook
@@ -470,6 +471,11 @@ def _handlers_of(
             h.add(kind, fn, timeout_s=own)
         return h
     wanted = OUTCOMES if kinds.strip() == "all" else tuple(k.strip() for k in kinds.split(","))
+    for kind in wanted:
+        if kind not in OUTCOMES:  # in the flag's words (the library names its argument)
+            raise InvalidInput(
+                f"--on takes {', '.join(OUTCOMES)} or all, comma-separated, got {kinds!r}"
+            )
     h = Handlers(
         group=group or DEFAULT_GROUP,
         consumer=consumer,

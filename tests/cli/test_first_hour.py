@@ -398,3 +398,13 @@ def test_a_bare_init_of_a_namespace_made_with_other_shards_keeps_them(tw: Run) -
     bucket = tw("init", "--bucket", "5s")
     assert "keeps its 1s buckets: --bucket applies only when it is created" in bucket.stderr
     assert "Warning" not in tw("init").stderr
+
+
+def test_a_wrong_on_is_named_as_the_flag(tw: Run) -> None:
+    """`handle --on bogus` says what --on takes (it said "outcome must be one of ...",
+    the library's argument), exit 3 as before."""
+    tw("init", "--shards", "2")
+    out = tw("handle", "timer.examples.handlers:on_timeout", "--on", "expired,bogus", expect=3)
+    assert "Error: --on takes expired, completed, cancelled or all, comma-separated, got " in (
+        out.stderr
+    ), out.output
