@@ -32,7 +32,7 @@ def test_every_message_that_names_a_missing_extra_installs_the_checkout() -> Non
     found = []
     for source in sorted(sources):
         for m in PIP.finditer(source.read_text()):
-            what = m.group(1).rstrip("`\"").replace("{extra}", "x")
+            what = m.group(1).rstrip('`"').replace("{extra}", "x")
             if "tickwheel" in what or not FROM_CHECKOUT.fullmatch(what):
                 found.append(f"{source.relative_to(ROOT.resolve())}: {m.group(0)}")
     assert found == []
