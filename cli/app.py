@@ -17,7 +17,7 @@ import redis
 
 from timer import TimerClient
 from timer.durable.model.keys import NAMESPACES
-from timer.errors import ConfigError, StoreError, TimerError
+from timer.errors import ConfigError, StoreError, TimerError, install_line
 from timer.redis import connections
 from timer.redis.store import RedisSettings, redact_url
 
@@ -53,7 +53,7 @@ def require_extra(extra: str, what: str) -> None:
             raise TimerCommandError(
                 ConfigError(
                     f"{what} needs the {extra} extra ({module} is not installed): "
-                    f"pip install 'tickwheel[{extra}]'"
+                    f"{install_line(extra)}"
                 )
             ) from None
 

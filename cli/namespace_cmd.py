@@ -9,8 +9,9 @@ import click
 
 from timer.durable.model.codec import FORMAT_VERSION
 from timer.durable.model.durations import format_duration_ms
-from timer.durable.model.models import DurabilityWarning
+from timer.durable.model.models import DurabilityWarning, Meta
 from timer.durable.shards.calls import MigrateStep
+from timer.errors import ConfigError
 
 from .app import App, confirm, errors, pass_app, starts_server
 from .durations import DURATION
@@ -45,17 +46,38 @@ FINEST_USEFUL_BUCKET_MS = 100
 )
 @pass_app
 def init(app: App, shards: int, bucket_ms: int, allow_eviction: bool) -> None:
-    """Create the namespace once (again with the same --shards is a no-op).
+    """Create the namespace once (again is a no-op: without --shards it keeps the
+    shards it has; another --shards than those is refused).
 
     The shard count is fixed for the life of the namespace: it bounds how many workers
     can fire in parallel. Every other command needs the namespace initialised. The server
     must not evict keys (maxmemory-policy noeviction) and should keep an AOF.
     """
+    ctx = click.get_current_context()
+    typed = {
+        name
+        for name in ("shards", "bucket_ms")
+        if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+    }
+    with errors():
+        existing = _existing(app)
+    if existing is not None and "shards" not in typed:
+        # a bare `tickwheel init` (as the guides run it) on a namespace made with other
+        # shards than the default: the namespace as it is, not a refusal of a count the
+        # user never gave
+        shards = existing.shards
     with errors(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DurabilityWarning)
         meta = app.client.init(shards=shards, bucket_ms=bucket_ms, allow_eviction=allow_eviction)
     for w in caught:
         click.echo(f"Warning: {w.message}", err=True)
+    if existing is not None and "bucket_ms" in typed and meta.bucket_ms != bucket_ms:
+        click.echo(
+            f"Warning: namespace {app.namespace!r} keeps its "
+            f"{format_duration_ms(meta.bucket_ms)} buckets: --bucket applies only when it "
+            "is created",
+            err=True,
+        )
     if meta.bucket_ms < FINEST_USEFUL_BUCKET_MS:
         # the library takes down to 1 ms (a namespace made so keeps working); a worker
         # fires from its in-memory wheel on ~100 ms ticks, so a finer bucket fires nothing
@@ -76,9 +98,20 @@ def init(app: App, shards: int, bucket_ms: int, allow_eviction: bool) -> None:
     emit(
         app.json,
         info,
-        f"Namespace {app.namespace!r}: {meta.shards} shards, "
-        f"{meta.bucket_ms} ms buckets, data format {meta.version}, at {app.safe_url}",
+        f"Namespace {app.namespace!r}{' (initialised already)' if existing else ''}: "
+        f"{meta.shards} shards, {meta.bucket_ms} ms buckets, data format {meta.version}, "
+        f"at {app.safe_url}",
     )
+
+
+def _existing(app: App) -> Meta | None:
+    """The namespace's meta if it was created already (in this release's format), else
+    None: a namespace never initialised, or one `migrate` must convert first (whose
+    init refuses as it did)."""
+    try:
+        return app.client.meta
+    except ConfigError:
+        return None
 
 
 @click.command()

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from timer.durable.model.models import OUTCOMES
+from timer.errors import InvalidInput
 from timer.handlers import DEFAULT_GROUP, DEFAULT_RECLAIM_IDLE_MS, Backoff, Handlers
 from timer.handlers.limits import Limit, merged
 
@@ -80,6 +81,11 @@ def handlers_of(
             h.add(kind, fn, timeout_s=own)
         return h
     wanted = OUTCOMES if kinds.strip() == "all" else tuple(k.strip() for k in kinds.split(","))
+    for kind in wanted:
+        if kind not in OUTCOMES:  # in the flag's words (the library names its argument)
+            raise InvalidInput(
+                f"--on takes {', '.join(OUTCOMES)} or all, comma-separated, got {kinds!r}"
+            )
     h = Handlers(
         group=group or DEFAULT_GROUP,
         consumer=consumer,

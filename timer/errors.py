@@ -16,6 +16,12 @@ from types import MappingProxyType
 from typing import ClassVar, Self
 
 
+def install_line(extra: str) -> str:
+    """How to install ``extra``, for a message that says it is missing: tickwheel is
+    not on PyPI, so the line installs the checkout, not the package by its name."""
+    return f"pip install '.[{extra}]' in tickwheel's source checkout (it is not on PyPI)"
+
+
 class TimerError(Exception):
     """Root of every tickwheel error.
 

@@ -25,10 +25,12 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Annotated, Unpack
 
+from .errors import install_line
+
 try:
     from fastapi import Depends, FastAPI, Request
 except ImportError as exc:  # pragma: no cover - the message is the point
-    raise ImportError("timer.fastapi needs FastAPI: pip install 'tickwheel[fastapi]'") from exc
+    raise ImportError(f"timer.fastapi needs FastAPI: {install_line('fastapi')}") from exc
 
 from .aio import AsyncTimerClient
 from .durable.model.models import ConnectOptions

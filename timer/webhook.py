@@ -35,6 +35,7 @@ from typing import Any
 
 from . import __version__
 from .durable.model.models import Outcome
+from .durable.timers.items import url_shape
 from .errors import InvalidInput
 from .shapes import outcome_json
 
@@ -81,11 +82,18 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
 
 def check_url(url: object) -> str:
+    """An http(s) URL with a host and no credentials; a refusal never shows the URL
+    (it may hold a password), only what is wrong with it."""
     if not isinstance(url, str):
-        raise InvalidInput(f"the webhook URL must be text, got {url!r}")
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidInput(f"the webhook URL must be http:// or https:// with a host, got {url!r}")
+        raise InvalidInput(f"the webhook URL must be text, got {type(url).__name__}")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        scheme, host = parts.scheme, parts.hostname
+    except ValueError:  # an invalid port or IPv6 literal
+        scheme, host = "", None
+    if scheme not in ("http", "https") or not host:
+        shape = url_shape(scheme, host)
+        raise InvalidInput(f"the webhook URL must be http:// or https:// with a host, got {shape}")
     if parts.username or parts.password:
         raise InvalidInput("the webhook URL must not carry credentials: sign with the secret")
     return url

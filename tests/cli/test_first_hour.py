@@ -354,3 +354,57 @@ def test_catch_up_0s_says_no_missed_occurrence_is_fired(tw: Run) -> None:
     assert "Warning" not in shown.stderr, shown.stderr
     skip = tw("schedules", "create", "z8", "--every", "1m", "--catch-up", "0s", "--missed", "skip")
     assert "Warning" not in skip.stderr, skip.stderr
+
+
+SECRET = "s3cretPW"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [f"ftp://u:{SECRET}@hooks.example/x", f"u:{SECRET}@hooks.example/x", f"https://u:{SECRET}@/x"],
+    ids=["scheme", "no-scheme", "no-host"],
+)
+def test_a_refused_webhook_url_never_shows_its_password(
+    tw: Run, url: str, monkeypatch: pytest.MonkeyPatch, redis_server: RedisServer, namespace: str
+) -> None:
+    """`handle --webhook URL` and a timer's callback_url refuse a URL of another scheme
+    or without a host by saying what is wrong with it, never by showing it (the
+    refusal printed the URL, password and all)."""
+    monkeypatch.setenv("TICKWHEEL_WEBHOOK_SECRET", "0123456789abcdef")
+    tw("init", "--shards", "2")
+    out = tw("handle", "--webhook", url, "--on", "all", "--idle-exit", expect=3)
+    assert "the webhook URL must" in out.stderr, out.output
+    assert SECRET not in out.output, out.output
+    with TimerClient.from_url(redis_server.url, namespace) as c:
+        with pytest.raises(InvalidInput, match="callback_url must") as refused:
+            c.schedule("job:{1}", 1000, callback_url=url)
+        assert SECRET not in str(refused.value), refused.value
+        with pytest.raises(InvalidInput, match=r"at most 2048 bytes, got 2099$") as long:
+            c.schedule("job:{1}", 1000, callback_url=f"https://u:{SECRET}@h/" + "x" * 2078)
+        assert SECRET not in str(long.value), long.value
+
+
+def test_a_bare_init_of_a_namespace_made_with_other_shards_keeps_them(tw: Run) -> None:
+    """`tickwheel init` as the guides run it (no --shards), on a namespace made with
+    4: the namespace as it is, exit 0 (it said "cannot be re-initialised with 16", a
+    count the user never gave, exit 4). Another --shards given is still refused, and a
+    --bucket that cannot apply any more says so."""
+    tw("init", "--shards", "4")
+    again = tw("init")
+    assert "(initialised already): 4 shards" in again.stdout, again.output
+    assert as_json(tw("--json", "init"))["shards"] == 4
+    other = tw("init", "--shards", "16", expect=4)
+    assert "already has 4 shards; it cannot be re-initialised with 16" in other.stderr
+    bucket = tw("init", "--bucket", "5s")
+    assert "keeps its 1s buckets: --bucket applies only when it is created" in bucket.stderr
+    assert "Warning" not in tw("init").stderr
+
+
+def test_a_wrong_on_is_named_as_the_flag(tw: Run) -> None:
+    """`handle --on bogus` says what --on takes (it said "outcome must be one of ...",
+    the library's argument), exit 3 as before."""
+    tw("init", "--shards", "2")
+    out = tw("handle", "timer.examples.handlers:on_timeout", "--on", "expired,bogus", expect=3)
+    assert "Error: --on takes expired, completed, cancelled or all, comma-separated, got " in (
+        out.stderr
+    ), out.output

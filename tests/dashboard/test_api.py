@@ -802,3 +802,22 @@ def test_history_in_bins_with_totals_and_a_bad_period_refused(
     assert own["approximate"] == []
     assert refused.status_code == 400
     assert "history is kept for 60, 360, 1440 minutes" in refused.json()["error"]
+
+
+def test_the_page_paints_the_overviews_counts_at_once(
+    client: TimerClient, redis_server: RedisServer
+) -> None:
+    """The page itself carries the Overview's counts, so its first paint shows them: it
+    showed a dash in each until its script's first fetch or live event came back. A
+    namespace that does not exist still gets the page, with its dashes."""
+    for n in range(3):
+        client.schedule(f"job:{{{n}}}", 3_600_000)
+    client.cancel("job:{0}")
+    http = web(client)
+    page = http.get("/").text
+    shown = dict(re.findall(r'id="(pending|workers-count|pm-\w+|dead-count)">([^<]*)<', page))
+    assert shown == {"pending": "2", "workers-count": "0", "pm-expired": "0",
+                     "pm-completed": "0", "pm-cancelled": "1", "dead-count": "0"}  # fmt: skip
+    elsewhere = http.get("/?ns=never-made")
+    assert elsewhere.status_code == 200
+    assert 'id="pending">\N{EN DASH}<' in elsewhere.text

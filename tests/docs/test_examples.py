@@ -123,3 +123,22 @@ def test_the_first_pages_python_fits_its_block(name: str) -> None:
     for block in blocks(ROOT / name, ("python",)):
         for n, line in enumerate(block.code.splitlines()):
             assert len(line) <= 84, f"{block.where} (+{n}): {len(line)} characters: {line}"
+
+
+@pytest.mark.redis
+def test_the_schedules_guide_runs_on_a_fresh_server_and_beside_the_tours_schedule(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The schedules guide on a server nothing initialised (it needed `default`
+    initialised, which it did not say), then beside the README tour's `heartbeat`
+    taken on the reader's own server (its create raised DuplicateTimer): it keeps to
+    a namespace of its own, and leaves the tour's schedule as it was."""
+    url = fresh(home, monkeypatch)
+    redis.Redis.from_url(url).flushall()
+    run_python(ROOT / "docs" / "guides" / "schedules.md")
+    fresh(home, monkeypatch)
+    with TimerClient.from_url(url, "default") as c:
+        c.schedules.create("heartbeat", every="1s", payload={"ping": True})
+        run_python(ROOT / "docs" / "guides" / "schedules.md")
+        tour = c.schedules.get("heartbeat")
+        assert tour is not None and tour.payload == {"ping": True}

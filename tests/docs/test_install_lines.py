@@ -22,3 +22,17 @@ def test_every_install_line_installs_the_checkout() -> None:
             what = m.group(1).rstrip("`")
             assert FROM_CHECKOUT.fullmatch(what), f"{page.relative_to(ROOT)}: {m.group(0)}"
     assert seen >= 10
+
+
+def test_every_message_that_names_a_missing_extra_installs_the_checkout() -> None:
+    """What the code says when an extra is missing (a command's exit 4, an import of
+    timer.fastapi, timer.testing.TimeSkipping...) is an install line that works too: it
+    said `pip install 'tickwheel[http]'`, which finds nothing on PyPI."""
+    sources = {p.resolve() for d in ("timer", "cli") for p in (ROOT / d).rglob("*.py")}
+    found = []
+    for source in sorted(sources):
+        for m in PIP.finditer(source.read_text()):
+            what = m.group(1).rstrip('`"').replace("{extra}", "x")
+            if "tickwheel" in what or not FROM_CHECKOUT.fullmatch(what):
+                found.append(f"{source.relative_to(ROOT.resolve())}: {m.group(0)}")
+    assert found == []

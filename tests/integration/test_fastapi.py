@@ -23,6 +23,7 @@ from fastapi.testclient import TestClient
 from tests.conftest import stop_all, wait_for
 from timer import ConfigError, TimerClient
 from timer.aio import AsyncTimerClient
+from timer.cli import embedded
 from timer.fastapi import TimerClientDep, lifespan, timer_client_for
 from timer.testing import RedisServer
 from timer.worker import Worker, WorkerSettings
@@ -149,7 +150,9 @@ def test_the_fastapi_page_runs_as_written(server_binary: Path, tmp_path: Path) -
     server (no URL given), its namespace initialised, the example under uvicorn (on a
     free port, given as ``UVICORN_PORT``: the line is unchanged) and a worker. A job
     left alone is expired by that worker; one that reports done is completed. (Before,
-    the page had no ``tickwheel init``: on a fresh server the app refused to start.)"""
+    the page had no ``tickwheel init``: on a fresh server the app refused to start.)
+    Its jobs are in a namespace of their own: the page ran in ``default``, where the
+    README tour's ``job:{42}`` is."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -163,6 +166,10 @@ def test_the_fastapi_page_runs_as_written(server_binary: Path, tmp_path: Path) -
 
     def run(line: str) -> None:
         words = shlex.split(line)
+        if words[0] == "export":  # the reader's shell: every later line sees it
+            name, _, value = words[1].partition("=")
+            env[name] = value
+            return
         argv = [sys.executable, "-m", modules[words[0]], *words[1:]]
         if line.startswith(LONG_RUNNING):
             with logs.open("ab") as log:
@@ -200,6 +207,12 @@ def test_the_fastapi_page_runs_as_written(server_binary: Path, tmp_path: Path) -
         wait_for(lambda: http("GET", "/jobs/1")["state"] == "expired", 60,
                  "the page's worker to fire job 1's timeout")  # fmt: skip
         assert http("GET", "/jobs/2")["state"] == "completed"
+        own = env.get("TICKWHEEL_NAMESPACE", "default")
+        assert own != "default", "the page's jobs are in the README tour's namespace"
+        state = embedded.status(tmp_path / "home")
+        assert state is not None
+        with TimerClient.from_url(state.url, own) as c:
+            assert c.get("job:{2}") is not None, own
     finally:
         stop_all(background)
         if lines and lines[0] == "tickwheel server start":

@@ -59,4 +59,4 @@ def test_the_base_install_runs_without_any_extra() -> None:
         assert code == 4, (command, code, said)
         error = json.loads(said)
         assert error["kind"] == "ConfigError", said
-        assert f"pip install 'tickwheel[{extra}]'" in error["error"], said
+        assert f"pip install '.[{extra}]' in tickwheel's source checkout" in error["error"], said

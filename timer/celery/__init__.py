@@ -32,10 +32,12 @@ scheduler whose entries are tickwheel schedules).
 
 from __future__ import annotations
 
+from ..errors import install_line
+
 try:
     import celery  # noqa: F401 - present, or the message below
 except ImportError as exc:  # pragma: no cover - the message is the point
-    raise ImportError("timer.celery needs Celery: pip install 'tickwheel[celery]'") from exc
+    raise ImportError(f"timer.celery needs Celery: {install_line('celery')}") from exc
 
 from .beat import Scheduler, schedule_spec
 from .claims import Claims, ConfirmedTask, claims_of

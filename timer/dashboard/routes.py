@@ -93,6 +93,27 @@ async def icon(_: Request) -> Response:
     return Response(ICON, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
 
 
+UNKNOWN = "\N{EN DASH}"  # what the page's template shows where a count is not known yet
+
+
+def with_counts(page: str, overview: dict[str, Any]) -> str:
+    """The page with the Overview's counts written in, as its script writes them: its
+    first paint shows the numbers (the template's dashes stayed until the script's first
+    fetch or live event came back)."""
+    per_minute = overview["outcomes_last_minute"]
+    counts = {
+        "pending": overview["pending"],
+        "workers-count": len(overview["workers"]),
+        "pm-expired": per_minute["expired"],
+        "pm-completed": per_minute["completed"],
+        "pm-cancelled": per_minute["cancelled"],
+        "dead-count": overview["dead_letters"],
+    }
+    for element, count in counts.items():
+        page = page.replace(f'id="{element}">{UNKNOWN}<', f'id="{element}">{int(count)}<', 1)
+    return page
+
+
 class Routes:
     """The page and the API's endpoints; each does its work on the request's namespace
     in a thread (``_call``). Those that change state refuse in read-only mode.
@@ -124,9 +145,15 @@ class Routes:
         return lambda: fn(self.boards.of(request))
 
     async def index(self, request: Request) -> Response:
+        page = self.page_looking if self.looks_only(request) else self.page
+        try:
+            overview = await asyncio.to_thread(lambda: self.boards.of(request).overview())
+        except TimerError:  # Redis away, a namespace that does not exist: the live
+            pass  # stream says so; the page shows its dashes until then
+        else:
+            page = with_counts(page, overview)
         response = HTMLResponse(
-            self.page_looking if self.looks_only(request) else self.page,
-            headers={"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff"},
+            page, headers={"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff"}
         )
         response.set_cookie(CSRF_COOKIE, self.csrf, samesite="strict")  # read by the page
         return response

@@ -40,6 +40,8 @@ from typing import Any
 
 import msgpack
 
+from ..errors import install_line
+
 try:  # Django 6's own tasks framework
     from django.tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
     from django.tasks.backends.base import BaseTaskBackend
@@ -56,7 +58,7 @@ except ImportError:
     except ImportError as exc:  # pragma: no cover - the message is the point
         raise ImportError(
             "timer.django needs Django 6's tasks framework or the django-tasks backport: "
-            "pip install 'tickwheel[django]'"
+            f"{install_line('django')}"
         ) from exc
 
 from django.utils.module_loading import import_string

@@ -27,6 +27,7 @@ virtual time) over :mod:`.store` (:class:`~timer.testing.store.FakeStore`).
 
 from typing import TYPE_CHECKING, Any
 
+from ..errors import install_line
 from .cluster import redis_cluster, start_cluster_node
 from .sentinel import SentinelProcess, SentinelSet, redis_sentinel, wait_sentinel_ready
 from .server import (
@@ -75,7 +76,7 @@ def __getattr__(name: str) -> Any:
             from . import skipping  # noqa: PLC0415 - on demand: the extra's packages
         except ImportError as exc:
             raise ImportError(
-                f"timer.testing.{name} needs the testing extra: pip install 'tickwheel[testing]'"
+                f"timer.testing.{name} needs the testing extra: {install_line('testing')}"
             ) from exc
         return getattr(skipping, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

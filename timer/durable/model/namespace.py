@@ -56,7 +56,7 @@ def meta_from(
         raise ConfigError(
             f"namespace {namespace!r} at {where} holds data format {version}, written by a "
             f"newer tickwheel; this one reads format {FORMAT_VERSION}: upgrade tickwheel "
-            "(pip install -U tickwheel)"
+            "(pip install . in a newer checkout of its source)"
         )
     if version < FORMAT_VERSION and not older:
         raise ConfigError(

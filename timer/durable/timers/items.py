@@ -70,12 +70,22 @@ def check_origin(origin: object) -> str:
     return "" if origin == "" else check_name("origin", origin)
 
 
+def url_shape(scheme: str, host: str | None) -> str:
+    """What a refused URL is, for its error, without the URL itself (it may hold a
+    password): its scheme and whether it has a host."""
+    said = f"scheme {scheme!r}" if scheme else "no scheme"
+    return said if host else f"{said} and no host"
+
+
 def check_callback_url(value: object) -> str:
     """An http(s) URL with a host and no credentials, at most 2048 bytes."""
-    if not isinstance(value, str) or len(value.encode("utf-8", "replace")) > MAX_URL_BYTES:
+    # a refusal never shows the URL (it may hold a password), only what is wrong with it
+    if not isinstance(value, str):
+        raise InvalidInput(f"callback_url must be an http(s) URL, got {type(value).__name__}")
+    size = len(value.encode("utf-8", "replace"))
+    if size > MAX_URL_BYTES:
         raise InvalidInput(
-            f"callback_url must be an http(s) URL of at most {MAX_URL_BYTES} "
-            f"bytes, got {value!r:.100}"
+            f"callback_url must be an http(s) URL of at most {MAX_URL_BYTES} bytes, got {size}"
         )
     try:
         parts = urllib.parse.urlsplit(value)
@@ -84,7 +94,7 @@ def check_callback_url(value: object) -> str:
         scheme, host = "", None
     if scheme not in ("http", "https") or not host:
         raise InvalidInput(
-            f"callback_url must be http:// or https:// with a host, got {value!r:.100}"
+            f"callback_url must be http:// or https:// with a host, got {url_shape(scheme, host)}"
         )
     if parts.username or parts.password:
         raise InvalidInput("callback_url must not carry credentials: receivers check the signature")
