@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from sim import exhaustive
+from sim import exhaustive, fingerprint
 from sim.exhaustive import Action, Bounds, explore
 from sim.plants import planted
 
@@ -31,7 +31,7 @@ def test_the_fingerprint_merges_paths_that_reach_the_same_state() -> None:
     ]:
         world, start_ms = replayer.replay(path)
         try:
-            keys.append(exhaustive.fingerprint(world, start_ms))
+            keys.append(fingerprint.fingerprint(world, start_ms))
         finally:
             world.close()
     assert keys[0] == keys[1]  # a second turn at the same instant changes nothing
