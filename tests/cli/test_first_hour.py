@@ -18,8 +18,10 @@ import pytest
 
 from timer import TimerClient
 from timer.cli.demo.command import demo
+from timer.durable.model.models import Outcome
 from timer.errors import InvalidInput
 from timer.testing import RedisServer
+from timer.webhook import WebhookFailed, callbacks, webhook
 
 from ..conftest import wait_for
 from .conftest import Run, as_json
@@ -408,3 +410,69 @@ def test_a_wrong_on_is_named_as_the_flag(tw: Run) -> None:
     assert "Error: --on takes expired, completed, cancelled or all, comma-separated, got " in (
         out.stderr
     ), out.output
+
+
+HIDDEN = "pa/ss?w#rd"  # a password with / ? # in it
+SHOWN = ("pa/ss", "pa?ss", "pa#ss", "123/ss", "u/pa", ":pa")  # what no refusal may show
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("https://u:pa/ss@hooks.example/hook", "must not carry credentials"),
+        ("https://u:pa?ss@hooks.example/hook", "must not carry credentials"),
+        ("https://u:pa#ss@hooks.example/hook", "must not carry credentials"),
+        ("https://u:123/ss@hooks.example/hook", "must not carry credentials"),
+        ("https://u/pa/ss@hooks.example/hook", "must not carry credentials"),
+        ("https://hooks.example:pa/ss/hook", "must have a port that is a number from 1 to 65535"),
+        ("https://hooks.example:99999/hook", "must have a port that is a number from 1 to 65535"),
+    ],
+    ids=["slash", "question", "hash", "numeric-start", "no-colon", "port", "port-range"],
+)
+def test_a_url_whose_userinfo_the_parse_cannot_place_is_refused_unshown(
+    tw: Run, url: str, said: str, redis_server: RedisServer, namespace: str
+) -> None:
+    """A webhook or callback URL with a / ? # in its password parses as host `u` with
+    a port that is not a number (or a path holding an @): it was accepted, and its
+    delivery failed with a message holding part of the password. It is refused up
+    front now, said without the URL; so is a port that is not one."""
+    tw("init", "--shards", "2")
+    secret = ["--webhook-secret", "0123456789abcdef"]
+    out = tw("handle", "--webhook", url, *secret, "--on", "all", "--idle-exit", expect=3)
+    assert f"Error: the webhook URL {said}" in out.stderr, out.output
+    for piece in SHOWN:
+        assert piece not in out.output, out.output
+    with TimerClient.from_url(redis_server.url, namespace) as c:
+        with pytest.raises(InvalidInput, match=f"callback_url {said}") as refused:
+            c.schedule("job:{1}", 1000, callback_url=url)
+        for piece in SHOWN:
+            assert piece not in str(refused.value), refused.value
+        assert c.get("job:{1}") is None  # nothing written
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        f"http://u:{HIDDEN}@127.0.0.1:{{port}}/hook",  # taken before such URLs were refused
+        f"http://u:{SECRET}@127.0.0.1:{{port}}/hook",
+        f"http://127.0.0.1:{{port}}/hook?token={SECRET}",
+    ],
+    ids=["unplaced", "userinfo", "query-token"],
+)
+def test_no_delivery_failure_shows_a_urls_credentials(stored: str) -> None:
+    """A callback_url stored before the checks refused it fails its delivery with a
+    message (what the dead letter keeps and the runner logs) that shows no userinfo and
+    no secret of its query; a URL that passes the checks fails with it masked too."""
+    with socket.socket() as s:  # a port nobody listens on: the delivery is refused
+        s.bind(("127.0.0.1", 0))
+        url = stored.format(port=s.getsockname()[1])
+    deliver = callbacks("0123456789abcdef", ["127.0.0.1", "u"], timeout_s=5)
+    outcome = Outcome("job:{1}", "expired", 0, 0, None, 0, callback_url=url)
+    with pytest.raises(WebhookFailed) as failed:
+        deliver(outcome)
+    said = str(failed.value)
+    for piece in ("pa/", "ss?", SECRET, "u:"):
+        assert piece not in said, said
+    with pytest.raises(WebhookFailed) as failed:  # a checked URL, its query's secret masked
+        webhook(f"http://127.0.0.1:{url.rsplit(':', 1)[1]}", "0123456789abcdef")(outcome)
+    assert SECRET not in str(failed.value), failed.value
