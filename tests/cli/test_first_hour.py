@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 import pytest
 
-from timer import TimerClient
+from timer import Backoff, TimerClient
 from timer.cli.demo.command import demo
 from timer.durable.model.models import Outcome
 from timer.errors import InvalidInput
@@ -476,3 +476,34 @@ def test_no_delivery_failure_shows_a_urls_credentials(stored: str) -> None:
     with pytest.raises(WebhookFailed) as failed:  # a checked URL, its query's secret masked
         webhook(f"http://127.0.0.1:{url.rsplit(':', 1)[1]}", "0123456789abcdef")(outcome)
     assert SECRET not in str(failed.value), failed.value
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["--backoff", "1m", "--max-backoff", "1s"],
+            "--max-backoff (1s) must be at least --backoff (1m)",
+        ),
+        (
+            ["--max-backoff", "500ms"],
+            "--max-backoff (500ms) must be at least --backoff (1s, its default)",
+        ),
+    ],
+    ids=["both", "default-backoff"],
+)
+def test_a_max_backoff_below_the_backoff_is_refused_in_the_flags_words(
+    tw: Run, args: list[str], said: str, redis_server: RedisServer, namespace: str
+) -> None:
+    """`handle --backoff 1m --max-backoff 1s` was taken, the longest delay silently
+    raised to 1m; it is refused now, naming both flags, exit 3 as the other flag
+    errors, no group made. The library's Backoff refuses the same values."""
+    tw("init", "--shards", "2")
+    out = tw("handle", "timer.examples.handlers:on_timeout", *args, "--idle-exit", expect=3)
+    assert f"Error: {said}" in out.stderr, out.output
+    with TimerClient.from_url(redis_server.url, namespace) as c:
+        assert c.groups() == []
+    with pytest.raises(InvalidInput, match=r"backoff needs 0 <= initial \(60s\) <= max \(1s\)"):
+        Backoff(initial_s=60, max_s=1)
+    # --backoff alone past the default longest delay (5m) raises that delay with it
+    tw("handle", "timer.examples.handlers:on_timeout", "--backoff", "10m", "--idle-exit")
