@@ -5,6 +5,7 @@ real test server."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -15,9 +16,12 @@ from pathlib import Path
 
 import click
 import pytest
+from click.testing import CliRunner
 
 from timer import Backoff, TimerClient
+from timer.cli import embedded
 from timer.cli.demo.command import demo
+from timer.cli.main import main
 from timer.durable.model.models import Outcome
 from timer.errors import InvalidInput
 from timer.testing import RedisServer
@@ -507,3 +511,28 @@ def test_a_max_backoff_below_the_backoff_is_refused_in_the_flags_words(
         Backoff(initial_s=60, max_s=1)
     # --backoff alone past the default longest delay (5m) raises that delay with it
     tw("handle", "timer.examples.handlers:on_timeout", "--backoff", "10m", "--idle-exit")
+
+
+def test_server_start_on_a_running_server_says_its_binary_option_was_not_applied(
+    workdir: Path, server_binary: Path
+) -> None:
+    """`server start --binary /nope` while the server runs said "Already running" and
+    nothing of the option it ignored: it says now that the option was not applied and
+    how to apply it (stop the server first); the same binary says nothing more."""
+    runner = CliRunner()
+    started = runner.invoke(main, ["--json", "server", "start", "--binary", str(server_binary)])
+    assert started.exit_code == 0, started.output
+    try:
+        other = runner.invoke(main, ["server", "start", "--binary", "/nope"])
+        assert other.exit_code == 0 and other.stdout.startswith("Already running:"), other.output
+        assert (
+            f"Warning: --binary /nope was not applied: the running server keeps its binary "
+            f"({server_binary}); `tickwheel server stop` first to start it with another"
+        ) in other.stderr, other.output
+        quiet = runner.invoke(main, ["--json", "server", "start", "--binary", "/nope"])
+        assert json.loads(quiet.stdout)["started"] is False  # --json: stdout stays JSON
+        assert "was not applied" in quiet.stderr
+        same = runner.invoke(main, ["server", "start", "--binary", str(server_binary)])
+        assert same.exit_code == 0 and same.stderr == "", same.output
+    finally:
+        embedded.stop(workdir / ".tickwheel")
