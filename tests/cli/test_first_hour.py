@@ -536,3 +536,28 @@ def test_server_start_on_a_running_server_says_its_binary_option_was_not_applied
         assert same.exit_code == 0 and same.stderr == "", same.output
     finally:
         embedded.stop(workdir / ".tickwheel")
+
+
+def test_wait_and_probe_timeouts_read_as_durations_in_their_help(tw: Run) -> None:
+    """`wait --timeout` and `probe --timeout` take `10s` (and a bare number of seconds),
+    and their help says DURATION and shows the default as one, as the other duration
+    flags do (it said SECONDS and 30.0)."""
+    for command, default in (("wait", "30s"), ("probe", "3s")):
+        shown = " ".join(tw(command, "--help").output.split())
+        assert "--timeout DURATION" in shown and "SECONDS" not in shown, shown
+        assert f"[default: {default}]" in shown, shown
+        (timeout,) = (p for p in main.commands[command].params if p.name == "timeout")
+        ctx = click.Context(main.commands[command])
+        assert timeout.type_cast_value(ctx, "10s") == timeout.type_cast_value(ctx, "10") == 10
+
+
+def test_the_log_levels_default_is_shown_in_the_case_of_its_choices(tw: Run) -> None:
+    """`--log-level` lists debug|info|warning|error and now shows its default as `info`
+    (it showed INFO); either case is still taken."""
+    for command in ("worker", "handle", "dashboard"):
+        shown = " ".join(tw(command, "--help").output.split())
+        assert "--log-level [debug|info|warning|error]" in shown, shown
+        assert "[default: info]" in shown and "[default: INFO]" not in shown, shown
+    (level,) = (p for p in main.commands["worker"].params if p.name == "log_level")
+    ctx = click.Context(main.commands["worker"])
+    assert level.type_cast_value(ctx, "WARNING").lower() == "warning"
