@@ -5,6 +5,7 @@ real test server."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -21,6 +22,7 @@ from click.testing import CliRunner
 from timer import Backoff, TimerClient
 from timer.cli import embedded
 from timer.cli.demo.command import demo
+from timer.cli.demo.progress import Progress
 from timer.cli.main import main
 from timer.durable.model.models import Outcome
 from timer.errors import InvalidInput
@@ -561,3 +563,65 @@ def test_the_log_levels_default_is_shown_in_the_case_of_its_choices(tw: Run) -> 
     (level,) = (p for p in main.commands["worker"].params if p.name == "log_level")
     ctx = click.Context(main.commands["worker"])
     assert level.type_cast_value(ctx, "WARNING").lower() == "warning"
+
+
+def test_the_demo_shows_its_progress_in_counts_where_no_bar_can_be_drawn(tw: Run) -> None:
+    """`tickwheel demo` with stderr not a terminal (`make demo` under a pipe, a CI log)
+    printed only "Scheduling" and "Waiting for outcomes" for its whole run (click's bar
+    draws nothing there): it says how many of how many now, at the start, every few
+    seconds and at the end. --json stays quiet (the reduced demo test reads its JSON)."""
+    out = tw("demo", "--timers", "20", "--workers", "1", "--min-delay", "1s",
+             "--max-delay", "1s", "--lease", "1s", "--no-kill", "--seed", "1")  # fmt: skip
+    assert "Scheduling: 0 of 20" in out.stderr and "Scheduling: 20 of 20" in out.stderr
+    assert "Waiting for outcomes: 0 of 20" in out.stderr, out.stderr
+    assert "Waiting for outcomes: 20 of 20" in out.stderr, out.stderr
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_lines_come_every_few_seconds_and_a_terminal_gets_a_bar_with_counts() -> None:
+    """Off a terminal: a line at the start, one when a count changed and `every_s` went
+    by since the last, the last count at the end; nothing when hidden (--json). On a
+    terminal: click's bar, with the count beside it."""
+    clock, file = _Clock(), io.StringIO()
+    with Progress("Waiting", 10, hidden=False, file=file, every_s=2.0, clock=clock) as p:
+        p.update(3)  # at once: not yet every_s since the first line
+        clock.now = 2.5
+        p.update(5)
+        clock.now = 3.0
+        p.update(6)
+        clock.now = 9.0
+        p.update(6)  # changed since the last line, which is every_s old
+        clock.now = 12.0
+        p.update(6)  # no change: no line
+        clock.now = 12.5
+        p.update(10)  # said here, so not again at the end
+    assert file.getvalue().splitlines() == [
+        "Waiting: 0 of 10",
+        "Waiting: 5 of 10",
+        "Waiting: 6 of 10",
+        "Waiting: 10 of 10",
+    ]
+    clock.now, file = 0.0, io.StringIO()
+    with Progress("Waiting", 10, hidden=False, file=file, every_s=2.0, clock=clock) as p:
+        p.update(10)  # at once: said at the end
+    assert file.getvalue().splitlines() == ["Waiting: 0 of 10", "Waiting: 10 of 10"]
+    quiet = io.StringIO()
+    with Progress("Waiting", 10, hidden=True, file=quiet, clock=clock) as p:
+        p.update(10)
+    assert quiet.getvalue() == ""
+    term = _Terminal()
+    with Progress("Waiting", 10, hidden=False, file=term, clock=clock) as p:
+        p.update(4)
+    assert "4/10" in term.getvalue(), term.getvalue()
