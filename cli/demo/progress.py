@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import IO, Any
+from typing import Any, TextIO
 
 import click
 
@@ -28,7 +28,7 @@ class Progress:
         total: int,
         *,
         hidden: bool,
-        file: IO[str] | None = None,
+        file: TextIO | None = None,
         every_s: float = 3.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
