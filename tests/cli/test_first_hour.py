@@ -419,7 +419,8 @@ def test_a_wrong_on_is_named_as_the_flag(tw: Run) -> None:
 
 
 HIDDEN = "pa/ss?w#rd"  # a password with / ? # in it
-SHOWN = ("pa/ss", "pa?ss", "pa#ss", "123/ss", "u/pa", ":pa")  # what no refusal may show
+# what no refusal may show (a parse without // takes the user's name for the scheme)
+SHOWN = ("pa/ss", "pa?ss", "pa#ss", "123/ss", "u/pa", ":pa", "'u'")
 
 
 @pytest.mark.parametrize(
@@ -432,8 +433,9 @@ SHOWN = ("pa/ss", "pa?ss", "pa#ss", "123/ss", "u/pa", ":pa")  # what no refusal 
         ("https://u/pa/ss@hooks.example/hook", "must not carry credentials"),
         ("https://hooks.example:pa/ss/hook", "must have a port that is a number from 1 to 65535"),
         ("https://hooks.example:99999/hook", "must have a port that is a number from 1 to 65535"),
+        ("u:pa/ss@hooks.example/hook", "must be http:// or https:// with a host, got no scheme"),
     ],
-    ids=["slash", "question", "hash", "numeric-start", "no-colon", "port", "port-range"],
+    ids=["slash", "question", "hash", "numeric-start", "no-colon", "port", "port-range", "user"],
 )
 def test_a_url_whose_userinfo_the_parse_cannot_place_is_refused_unshown(
     tw: Run, url: str, said: str, redis_server: RedisServer, namespace: str

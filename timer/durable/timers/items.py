@@ -77,6 +77,9 @@ def url_shape(scheme: str, host: str | None) -> str:
     return said if host else f"{said} and no host"
 
 
+_C0_AND_SPACE = "".join(map(chr, range(33)))
+
+
 def url_problem(url: str) -> str | None:
     """What is wrong with a URL an outcome is POSTed to, said without the URL (it may
     hold a password), or None: it must be http(s) with a host, a port that is a
@@ -86,6 +89,10 @@ def url_problem(url: str) -> str | None:
         scheme, host = parts.scheme, parts.hostname
     except ValueError:  # an invalid IPv6 literal
         scheme, host = "", None
+    # u:pass@host parses with scheme "u", a user's name: a scheme is said only before //
+    # (the parse lower-cases it and drops the control characters and spaces before it)
+    if not url.lower().lstrip(_C0_AND_SPACE).startswith(f"{scheme}://"):
+        scheme = ""
     if scheme not in ("http", "https") or not host:
         return f"must be http:// or https:// with a host, got {url_shape(scheme, host)}"
     # Any @ is taken for the end of a userinfo, wherever the parse puts it: a password
