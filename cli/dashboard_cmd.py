@@ -82,7 +82,7 @@ def dashboard(
     token) or with the token in an Authorization: Bearer header.
 
     Each action done prints one INFO line on stderr (logger tickwheel.dashboard): who
-    (the token's name), what, on what, and the answer; --log-level WARNING hides them.
+    (the token's name), what, on what, and the answer; --log-level warning hides them.
     """
     token = os.environ.get(TOKEN_ENV) or None
     if tokens_path is not None and token:

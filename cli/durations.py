@@ -103,7 +103,9 @@ class Instant(_Parsed):
 
 
 class Seconds(click.ParamType):  # type: ignore[type-arg]  # click stubs vary by version
-    name = "seconds"
+    """A duration (``10s``, ``500ms``) as float seconds; a bare number is seconds."""
+
+    name = "duration"
 
     def convert(
         self, value: object, param: click.Parameter | None, ctx: click.Context | None

@@ -119,7 +119,8 @@ WEBHOOK_SECRET_ENV = "TICKWHEEL_WEBHOOK_SECRET"
     "max_backoff_ms",
     type=DURATION,
     default=None,
-    help="The longest delay between two attempts.  [default: 5m]",
+    help="The longest delay between two attempts; at least --backoff (--backoff alone "
+    "past 5m raises it to --backoff).  [default: 5m]",
 )
 @click.option(
     "--reclaim-idle",

@@ -315,12 +315,18 @@ def get(app: App, timer_id: str) -> None:
 
 @click.command()
 @click.argument("timer_id")
-@click.option("--timeout", type=SECONDS, default=30.0, show_default=True, help="Seconds to wait.")
+@click.option(
+    "--timeout",
+    type=SECONDS,
+    default="30s",
+    show_default=True,
+    help="How long to wait, e.g. 10s (a bare number is seconds).",
+)
 @pass_app
 def wait(app: App, timer_id: str, timeout: float) -> None:
     """Block until the timer is decided and print how it ended.
 
-    Exits 8 if it is still pending after --timeout seconds, 6 if there is no such timer.
+    Exits 8 if it is still pending after --timeout, 6 if there is no such timer.
     """
     with errors():
         o = app.client.wait(timer_id, timeout=timeout)

@@ -30,7 +30,13 @@ from .output import emit
     is_flag=True,
     help="Ask /healthz (is the process alive?) instead of /ready (can it fire timers?).",
 )
-@click.option("--timeout", type=SECONDS, default=3.0, show_default=True, help="Seconds to wait.")
+@click.option(
+    "--timeout",
+    type=SECONDS,
+    default="3s",
+    show_default=True,
+    help="How long to wait, e.g. 10s (a bare number is seconds).",
+)
 @pass_app
 def probe(app: App, address: str | None, host: str, port: int, live: bool, timeout: float) -> None:
     """Exit 0 if the worker serving metrics on HOST:PORT is ready (or, with --live, alive).

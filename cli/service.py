@@ -24,8 +24,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 log_level_option = click.option(
     "--log-level",
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-    default="INFO",
+    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+    default="info",  # shown as the choices are listed (either case is taken)
     show_default=True,
     help="The least severe log records printed.",
 )

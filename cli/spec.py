@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from timer.durable.model.durations import format_duration_ms
 from timer.durable.model.models import OUTCOMES
 from timer.errors import InvalidInput
 from timer.handlers import DEFAULT_GROUP, DEFAULT_RECLAIM_IDLE_MS, Backoff, Handlers
@@ -57,9 +58,17 @@ def handlers_of(
     base = spec.backoff if isinstance(spec, Handlers) else Backoff()
     initial_s = base.initial_s if backoff_ms is None else backoff_ms / 1000
     max_s = base.max_s if max_backoff_ms is None else max_backoff_ms / 1000
+    if max_backoff_ms is not None and max_s < initial_s:  # given: never silently raised
+        whose = ", the Handlers object's" if isinstance(spec, Handlers) else ", its default"
+        raise InvalidInput(
+            f"--max-backoff ({format_duration_ms(max_backoff_ms)}) must be at least "
+            f"--backoff ({format_duration_ms(round(initial_s * 1000))}"
+            f"{'' if backoff_ms is not None else whose})"
+        )
     backoff = Backoff(
         initial_s=initial_s,
         multiplier=base.multiplier,
+        # --backoff alone past the longest delay not given (5m by default) raises it
         max_s=max(initial_s, max_s),
         jitter=base.jitter,
     )

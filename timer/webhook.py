@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import http.client
 import json
 import time
 import urllib.error
@@ -35,7 +36,7 @@ from typing import Any
 
 from . import __version__
 from .durable.model.models import Outcome
-from .durable.timers.items import url_shape
+from .durable.timers.items import url_problem
 from .errors import InvalidInput
 from .shapes import outcome_json
 
@@ -82,21 +83,27 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
 
 def check_url(url: object) -> str:
-    """An http(s) URL with a host and no credentials; a refusal never shows the URL
-    (it may hold a password), only what is wrong with it."""
+    """An http(s) URL with a host, a port that is a number and no credentials; a
+    refusal never shows the URL (it may hold a password), only what is wrong with it."""
     if not isinstance(url, str):
         raise InvalidInput(f"the webhook URL must be text, got {type(url).__name__}")
-    try:
-        parts = urllib.parse.urlsplit(url)
-        scheme, host = parts.scheme, parts.hostname
-    except ValueError:  # an invalid port or IPv6 literal
-        scheme, host = "", None
-    if scheme not in ("http", "https") or not host:
-        shape = url_shape(scheme, host)
-        raise InvalidInput(f"the webhook URL must be http:// or https:// with a host, got {shape}")
-    if parts.username or parts.password:
-        raise InvalidInput("the webhook URL must not carry credentials: sign with the secret")
+    problem = url_problem(url)
+    if problem is not None:
+        raise InvalidInput(f"the webhook URL {problem}")
     return url
+
+
+def _failed(url: str, what: str) -> WebhookFailed:
+    """A failed delivery to ``url``, as the runner logs it and the dead letter keeps it:
+    the one place a delivery's message names its URL. A URL the checks refuse (a
+    callback_url stored before they did) is described, never shown; another is shown
+    without its query and fragment, where tokens are often passed, and never holds a
+    userinfo (the checks refuse any @)."""
+    problem = url_problem(url)
+    if problem is not None:
+        return WebhookFailed(f"the URL {problem}")
+    parts = urllib.parse.urlsplit(url)
+    return WebhookFailed(f"{parts.scheme}://{parts.netloc}{parts.path} {what}")
 
 
 def webhook(url: str, secret: str, *, timeout_s: float = 10.0) -> Callable[[Outcome], None]:
@@ -128,6 +135,8 @@ def callbacks(
         url = o.callback_url
         if url is None:
             return
+        if url_problem(url) is not None:  # its host may be a user's name
+            raise _failed(url, "was not sent")
         host = (urllib.parse.urlsplit(url).hostname or "").lower()
         if host not in hosts:
             raise WebhookFailed(f"callback host {host!r} is not allowed (--callback-host)")
@@ -144,6 +153,8 @@ def _poster(secret: str, timeout_s: float) -> Callable[[str, Outcome], None]:
     agent = f"tickwheel/{__version__}"
 
     def deliver(url: str, o: Outcome) -> None:
+        if url_problem(url) is not None:
+            raise _failed(url, "was not sent")
         body = json.dumps(outcome_json(o), separators=(",", ":")).encode()
         request = urllib.request.Request(
             url,
@@ -161,11 +172,15 @@ def _poster(secret: str, timeout_s: float) -> Callable[[str, Outcome], None]:
                 status = response.status
         except urllib.error.HTTPError as exc:
             exc.close()  # its connection: not left for the collector
-            raise WebhookFailed(f"{url} answered {exc.code} {exc.reason}") from None
+            raise _failed(url, f"answered {exc.code} {exc.reason}") from None
         except (urllib.error.URLError, OSError) as exc:  # refused, unreachable, timed out
             reason = getattr(exc, "reason", exc)
-            raise WebhookFailed(f"{url} did not take it: {reason}") from None
+            raise _failed(url, f"did not take it: {reason}") from None
+        except (http.client.HTTPException, ValueError) as exc:
+            # a malformed answer, or a URL http.client refuses; its message may quote
+            # the URL, so only its kind is said
+            raise _failed(url, f"could not be sent: {type(exc).__name__}") from None
         if not 200 <= status < 300:
-            raise WebhookFailed(f"{url} answered {status}")
+            raise _failed(url, f"answered {status}")
 
     return deliver

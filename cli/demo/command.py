@@ -17,7 +17,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -33,6 +32,7 @@ from ..app import App, errors, pass_app, starts_server
 from ..durations import DURATION, MILLIS
 from ..output import emit, pairs
 from .parts import Kill, register_with_spark, start_worker, summarise
+from .progress import Progress
 from .reaction import Reaction
 from .sentinel import DURABILITY, KILL_AT, MasterKill, sentinel_set
 from .stop import Terminated, starting, stopped_by
@@ -325,16 +325,14 @@ def _run(
         driver.start()
         kill = Kill()
         deadline = time.monotonic() + max_delay / 1000 + 120
-        with click.progressbar(
-            length=n, label="Waiting for outcomes", file=sys.stderr, hidden=app.json
-        ) as bar:
+        with Progress("Waiting for outcomes", n, hidden=app.json) as bar:
             shown = 0
             while True:
                 if master_kill is not None:
                     master_kill.step(shown >= KILL_AT * n)
                 try:  # (a failover answers StoreError for a moment: asked again next round)
                     done = c.outcomes_total()
-                    bar.update(done - shown)
+                    bar.update(done)
                     shown = done
                     if done >= n:
                         break
@@ -410,13 +408,11 @@ def _register(
         return
     with (
         errors(),
-        click.progressbar(
-            length=len(jobs), label="Scheduling", file=sys.stderr, hidden=app.json
-        ) as bar,
+        Progress("Scheduling", len(jobs), hidden=app.json) as bar,
     ):
         for start in range(0, len(jobs), 2_000):
             res = c.schedule_many(jobs[start : start + 2_000])
             bad = [r for r in res if isinstance(r, Exception)]
             if bad:
                 raise bad[0]
-            bar.update(len(res))
+            bar.update(start + len(res))

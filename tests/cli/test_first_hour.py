@@ -5,6 +5,8 @@ real test server."""
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import signal
 import socket
@@ -15,11 +17,17 @@ from pathlib import Path
 
 import click
 import pytest
+from click.testing import CliRunner
 
-from timer import TimerClient
+from timer import Backoff, TimerClient
+from timer.cli import embedded
 from timer.cli.demo.command import demo
+from timer.cli.demo.progress import Progress
+from timer.cli.main import main
+from timer.durable.model.models import Outcome
 from timer.errors import InvalidInput
 from timer.testing import RedisServer
+from timer.webhook import WebhookFailed, callbacks, webhook
 
 from ..conftest import wait_for
 from .conftest import Run, as_json
@@ -408,3 +416,214 @@ def test_a_wrong_on_is_named_as_the_flag(tw: Run) -> None:
     assert "Error: --on takes expired, completed, cancelled or all, comma-separated, got " in (
         out.stderr
     ), out.output
+
+
+HIDDEN = "pa/ss?w#rd"  # a password with / ? # in it
+# what no refusal may show (a parse without // takes the user's name for the scheme)
+SHOWN = ("pa/ss", "pa?ss", "pa#ss", "123/ss", "u/pa", ":pa", "'u'")
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("https://u:pa/ss@hooks.example/hook", "must not carry credentials"),
+        ("https://u:pa?ss@hooks.example/hook", "must not carry credentials"),
+        ("https://u:pa#ss@hooks.example/hook", "must not carry credentials"),
+        ("https://u:123/ss@hooks.example/hook", "must not carry credentials"),
+        ("https://u/pa/ss@hooks.example/hook", "must not carry credentials"),
+        ("https://hooks.example:pa/ss/hook", "must have a port that is a number from 1 to 65535"),
+        ("https://hooks.example:99999/hook", "must have a port that is a number from 1 to 65535"),
+        ("u:pa/ss@hooks.example/hook", "must be http:// or https:// with a host, got no scheme"),
+    ],
+    ids=["slash", "question", "hash", "numeric-start", "no-colon", "port", "port-range", "user"],
+)
+def test_a_url_whose_userinfo_the_parse_cannot_place_is_refused_unshown(
+    tw: Run, url: str, said: str, redis_server: RedisServer, namespace: str
+) -> None:
+    """A webhook or callback URL with a / ? # in its password parses as host `u` with
+    a port that is not a number (or a path holding an @): it was accepted, and its
+    delivery failed with a message holding part of the password. It is refused up
+    front now, said without the URL; so is a port that is not one."""
+    tw("init", "--shards", "2")
+    secret = ["--webhook-secret", "0123456789abcdef"]
+    out = tw("handle", "--webhook", url, *secret, "--on", "all", "--idle-exit", expect=3)
+    assert f"Error: the webhook URL {said}" in out.stderr, out.output
+    for piece in SHOWN:
+        assert piece not in out.output, out.output
+    with TimerClient.from_url(redis_server.url, namespace) as c:
+        with pytest.raises(InvalidInput, match=f"callback_url {said}") as refused:
+            c.schedule("job:{1}", 1000, callback_url=url)
+        for piece in SHOWN:
+            assert piece not in str(refused.value), refused.value
+        assert c.get("job:{1}") is None  # nothing written
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        f"http://u:{HIDDEN}@127.0.0.1:{{port}}/hook",  # taken before such URLs were refused
+        f"http://u:{SECRET}@127.0.0.1:{{port}}/hook",
+        f"http://127.0.0.1:{{port}}/hook?token={SECRET}",
+    ],
+    ids=["unplaced", "userinfo", "query-token"],
+)
+def test_no_delivery_failure_shows_a_urls_credentials(stored: str) -> None:
+    """A callback_url stored before the checks refused it fails its delivery with a
+    message (what the dead letter keeps and the runner logs) that shows no userinfo and
+    no secret of its query; a URL that passes the checks fails with it masked too."""
+    with socket.socket() as s:  # a port nobody listens on: the delivery is refused
+        s.bind(("127.0.0.1", 0))
+        url = stored.format(port=s.getsockname()[1])
+    deliver = callbacks("0123456789abcdef", ["127.0.0.1", "u"], timeout_s=5)
+    outcome = Outcome("job:{1}", "expired", 0, 0, None, 0, callback_url=url)
+    with pytest.raises(WebhookFailed) as failed:
+        deliver(outcome)
+    said = str(failed.value)
+    for piece in ("pa/", "ss?", SECRET, "u:"):
+        assert piece not in said, said
+    with pytest.raises(WebhookFailed) as failed:  # a checked URL, its query's secret masked
+        webhook(f"http://127.0.0.1:{url.rsplit(':', 1)[1]}", "0123456789abcdef")(outcome)
+    assert SECRET not in str(failed.value), failed.value
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["--backoff", "1m", "--max-backoff", "1s"],
+            "--max-backoff (1s) must be at least --backoff (1m)",
+        ),
+        (
+            ["--max-backoff", "500ms"],
+            "--max-backoff (500ms) must be at least --backoff (1s, its default)",
+        ),
+    ],
+    ids=["both", "default-backoff"],
+)
+def test_a_max_backoff_below_the_backoff_is_refused_in_the_flags_words(
+    tw: Run, args: list[str], said: str, redis_server: RedisServer, namespace: str
+) -> None:
+    """`handle --backoff 1m --max-backoff 1s` was taken, the longest delay silently
+    raised to 1m; it is refused now, naming both flags, exit 3 as the other flag
+    errors, no group made. The library's Backoff refuses the same values."""
+    tw("init", "--shards", "2")
+    out = tw("handle", "timer.examples.handlers:on_timeout", *args, "--idle-exit", expect=3)
+    assert f"Error: {said}" in out.stderr, out.output
+    with TimerClient.from_url(redis_server.url, namespace) as c:
+        assert c.groups() == []
+    with pytest.raises(InvalidInput, match=r"backoff needs 0 <= initial \(60s\) <= max \(1s\)"):
+        Backoff(initial_s=60, max_s=1)
+    # --backoff alone past the default longest delay (5m) raises that delay with it
+    tw("handle", "timer.examples.handlers:on_timeout", "--backoff", "10m", "--idle-exit")
+
+
+def test_server_start_on_a_running_server_says_its_binary_option_was_not_applied(
+    workdir: Path, server_binary: Path
+) -> None:
+    """`server start --binary /nope` while the server runs said "Already running" and
+    nothing of the option it ignored: it says now that the option was not applied and
+    how to apply it (stop the server first); the same binary says nothing more."""
+    runner = CliRunner()
+    started = runner.invoke(main, ["--json", "server", "start", "--binary", str(server_binary)])
+    assert started.exit_code == 0, started.output
+    try:
+        other = runner.invoke(main, ["server", "start", "--binary", "/nope"])
+        assert other.exit_code == 0 and other.stdout.startswith("Already running:"), other.output
+        assert (
+            f"Warning: --binary /nope was not applied: the running server keeps its binary "
+            f"({server_binary}); `tickwheel server stop` first to start it with another"
+        ) in other.stderr, other.output
+        quiet = runner.invoke(main, ["--json", "server", "start", "--binary", "/nope"])
+        assert json.loads(quiet.stdout)["started"] is False  # --json: stdout stays JSON
+        assert "was not applied" in quiet.stderr
+        same = runner.invoke(main, ["server", "start", "--binary", str(server_binary)])
+        assert same.exit_code == 0 and same.stderr == "", same.output
+    finally:
+        embedded.stop(workdir / ".tickwheel")
+
+
+def test_wait_and_probe_timeouts_read_as_durations_in_their_help(tw: Run) -> None:
+    """`wait --timeout` and `probe --timeout` take `10s` (and a bare number of seconds),
+    and their help says DURATION and shows the default as one, as the other duration
+    flags do (it said SECONDS and 30.0)."""
+    for command, default in (("wait", "30s"), ("probe", "3s")):
+        shown = " ".join(tw(command, "--help").output.split())
+        assert "--timeout DURATION" in shown and "SECONDS" not in shown, shown
+        assert f"[default: {default}]" in shown, shown
+        (timeout,) = (p for p in main.commands[command].params if p.name == "timeout")
+        ctx = click.Context(main.commands[command])
+        assert timeout.type_cast_value(ctx, "10s") == timeout.type_cast_value(ctx, "10") == 10
+
+
+def test_the_log_levels_default_is_shown_in_the_case_of_its_choices(tw: Run) -> None:
+    """`--log-level` lists debug|info|warning|error and now shows its default as `info`
+    (it showed INFO); either case is still taken."""
+    for command in ("worker", "handle", "dashboard"):
+        shown = " ".join(tw(command, "--help").output.split())
+        assert "--log-level [debug|info|warning|error]" in shown, shown
+        assert "[default: info]" in shown and "[default: INFO]" not in shown, shown
+    (level,) = (p for p in main.commands["worker"].params if p.name == "log_level")
+    ctx = click.Context(main.commands["worker"])
+    assert level.type_cast_value(ctx, "WARNING").lower() == "warning"
+
+
+def test_the_demo_shows_its_progress_in_counts_where_no_bar_can_be_drawn(tw: Run) -> None:
+    """`tickwheel demo` with stderr not a terminal (`make demo` under a pipe, a CI log)
+    printed only "Scheduling" and "Waiting for outcomes" for its whole run (click's bar
+    draws nothing there): it says how many of how many now, at the start, every few
+    seconds and at the end. --json stays quiet (the reduced demo test reads its JSON)."""
+    out = tw("demo", "--timers", "20", "--workers", "1", "--min-delay", "1s",
+             "--max-delay", "1s", "--lease", "1s", "--no-kill", "--seed", "1")  # fmt: skip
+    assert "Scheduling: 0 of 20" in out.stderr and "Scheduling: 20 of 20" in out.stderr
+    assert "Waiting for outcomes: 0 of 20" in out.stderr, out.stderr
+    assert "Waiting for outcomes: 20 of 20" in out.stderr, out.stderr
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_lines_come_every_few_seconds_and_a_terminal_gets_a_bar_with_counts() -> None:
+    """Off a terminal: a line at the start, one when a count changed and `every_s` went
+    by since the last, the last count at the end; nothing when hidden (--json). On a
+    terminal: click's bar, with the count beside it."""
+    clock, file = _Clock(), io.StringIO()
+    with Progress("Waiting", 10, hidden=False, file=file, every_s=2.0, clock=clock) as p:
+        p.update(3)  # at once: not yet every_s since the first line
+        clock.now = 2.5
+        p.update(5)
+        clock.now = 3.0
+        p.update(6)
+        clock.now = 9.0
+        p.update(6)  # changed since the last line, which is every_s old
+        clock.now = 12.0
+        p.update(6)  # no change: no line
+        clock.now = 12.5
+        p.update(10)  # said here, so not again at the end
+    assert file.getvalue().splitlines() == [
+        "Waiting: 0 of 10",
+        "Waiting: 5 of 10",
+        "Waiting: 6 of 10",
+        "Waiting: 10 of 10",
+    ]
+    clock.now, file = 0.0, io.StringIO()
+    with Progress("Waiting", 10, hidden=False, file=file, every_s=2.0, clock=clock) as p:
+        p.update(10)  # at once: said at the end
+    assert file.getvalue().splitlines() == ["Waiting: 0 of 10", "Waiting: 10 of 10"]
+    quiet = io.StringIO()
+    with Progress("Waiting", 10, hidden=True, file=quiet, clock=clock) as p:
+        p.update(10)
+    assert quiet.getvalue() == ""
+    term = _Terminal()
+    with Progress("Waiting", 10, hidden=False, file=term, clock=clock) as p:
+        p.update(4)
+    assert "4/10" in term.getvalue(), term.getvalue()

@@ -612,6 +612,12 @@ def test_a_callback_url_needs_a_host_the_server_allows(
         bad = http.post(f"{ns}/timers", json=evil)
         assert bad.status_code == 400 and "--callback-host" in bad.json()["error"]
         assert namespace_keys(redis_client, namespace) == before
+        # a password with a / in it: the parse's host is the user's name, never shown
+        hidden = {"id": "a", "delay_ms": 1000, "callback_url": "https://usr:pa/ss@hooks.example/x"}
+        bad = http.post(f"{ns}/timers", json=hidden)
+        assert bad.status_code == 400 and "must not carry credentials" in bad.json()["error"]
+        assert "usr" not in bad.text and "pa/ss" not in bad.text, bad.text
+        assert namespace_keys(redis_client, namespace) == before
         good = {"id": "a", "delay_ms": 1000, "callback_url": "https://hooks.example/x"}
         ok = http.post(f"{ns}/timers", json=good)
         assert ok.status_code == 201

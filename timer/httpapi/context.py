@@ -18,6 +18,7 @@ from starlette.responses import JSONResponse
 from timer import InvalidInput, TimerClient, TimerError
 from timer.aio import AsyncTimerClient
 from timer.aio.group import AsyncConsumer
+from timer.durable.timers.items import check_callback_url
 
 from .spec import Endpoint
 
@@ -75,7 +76,8 @@ class Clients:
         url = item.get("callback_url")
         if url is None:
             return
-        host = (urllib.parse.urlsplit(str(url)).hostname or "").lower()
+        # first the URL itself: the host of one it refuses may be a user's name
+        host = (urllib.parse.urlsplit(check_callback_url(url)).hostname or "").lower()
         if host not in self.callback_hosts:
             raise InvalidInput(
                 f"callback_url host {host!r} is not one this server allows; its operator "

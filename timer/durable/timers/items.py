@@ -77,8 +77,42 @@ def url_shape(scheme: str, host: str | None) -> str:
     return said if host else f"{said} and no host"
 
 
+_C0_AND_SPACE = "".join(map(chr, range(33)))
+
+
+def url_problem(url: str) -> str | None:
+    """What is wrong with a URL an outcome is POSTed to, said without the URL (it may
+    hold a password), or None: it must be http(s) with a host, a port that is a
+    number, and no credentials."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        scheme, host = parts.scheme, parts.hostname
+    except ValueError:  # an invalid IPv6 literal
+        scheme, host = "", None
+    # u:pass@host parses with scheme "u", a user's name: a scheme is said only before //
+    # (the parse lower-cases it and drops the control characters and spaces before it)
+    if not url.lower().lstrip(_C0_AND_SPACE).startswith(f"{scheme}://"):
+        scheme = ""
+    if scheme not in ("http", "https") or not host:
+        return f"must be http:// or https:// with a host, got {url_shape(scheme, host)}"
+    # Any @ is taken for the end of a userinfo, wherever the parse puts it: a password
+    # holding a / ? or # ends the parse's host early (https://u:pa/ss@host parses as
+    # host u, port "pa"), and such a URL would go to another host than meant.
+    if "@" in url:
+        return (
+            "must not carry credentials (a user or password before an @; write an @ in "
+            "a path as %40): receivers check the signature instead"
+        )
+    try:
+        port = parts.port
+    except ValueError:  # not a number, or out of range
+        port = 0
+    return "must have a port that is a number from 1 to 65535" if port == 0 else None
+
+
 def check_callback_url(value: object) -> str:
-    """An http(s) URL with a host and no credentials, at most 2048 bytes."""
+    """An http(s) URL with a host, a port that is a number and no credentials, at most
+    2048 bytes."""
     # a refusal never shows the URL (it may hold a password), only what is wrong with it
     if not isinstance(value, str):
         raise InvalidInput(f"callback_url must be an http(s) URL, got {type(value).__name__}")
@@ -87,17 +121,9 @@ def check_callback_url(value: object) -> str:
         raise InvalidInput(
             f"callback_url must be an http(s) URL of at most {MAX_URL_BYTES} bytes, got {size}"
         )
-    try:
-        parts = urllib.parse.urlsplit(value)
-        scheme, host = parts.scheme, parts.hostname
-    except ValueError:  # an invalid port or IPv6 literal
-        scheme, host = "", None
-    if scheme not in ("http", "https") or not host:
-        raise InvalidInput(
-            f"callback_url must be http:// or https:// with a host, got {url_shape(scheme, host)}"
-        )
-    if parts.username or parts.password:
-        raise InvalidInput("callback_url must not carry credentials: receivers check the signature")
+    problem = url_problem(value)
+    if problem is not None:
+        raise InvalidInput(f"callback_url {problem}")
     return value
 
 
