@@ -114,6 +114,7 @@ def test_ctrl_c_ends_a_waiting_command_quietly_with_130(
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.communicate()  # reaped and its pipes closed: no warning in a later test
         r.close()
         c.close()
     assert proc.returncode == 130, (proc.returncode, err)
