@@ -9,11 +9,13 @@ at a time: its next buckets by start (``ZRANGEBYSCORE … LIMIT``, fine and coar
 interleaved by start), each read whole (``LRANGE``) and its ids' records read
 (``HMGET``): each id is taken once, while pending, at its deadline (a decided
 timer's stale id is skipped; a moved one's is taken where it is first found, at where
-it is due now, and not again). Buckets are read in rounds, every shard's in one pipeline a
-step, until each shard holds a page of timers due before its first unread bucket (or
-has none left). Then the shards' lists are merged (``heapq.merge``) on ``(deadline,
-id)``, which orders timers due at the same ms across shards too. What a page costs
-grows with the timers in the buckets it touches, not with how many are pending.
+it is due now, and not again). Buckets are read in rounds, every shard's in one
+pipeline a step, until no shard's unread buckets could hold a timer of the page: once
+``limit`` timers are taken over every shard, a shard whose first unread bucket starts
+after the ``limit``-th soonest of them is read no further (nor is one with nothing
+left). Then the shards' lists are merged (``heapq.merge``) on ``(deadline, id)``,
+which orders timers due at the same ms across shards too. What a page costs grows
+with the timers in the buckets it touches, not with how many are pending.
 """
 
 from __future__ import annotations
@@ -133,7 +135,8 @@ def parse_cursor(cursor: object) -> tuple[int, str]:
 @dataclass
 class _Shard:
     """Where one shard's reading is: the bounds of its unread buckets (ZRANGEBYSCORE's
-    min), the timers taken, and ``bound``: every timer of it due before this was read."""
+    min), the timers taken, and ``bound``: every timer of it due before this was read
+    (its first unread bucket's start)."""
 
     shard: int
     fine_from: str
@@ -142,8 +145,15 @@ class _Shard:
     seen: set[str] = field(default_factory=set)
     bound: float = -math.inf
 
-    def full(self, limit: int) -> bool:
-        return self.bound == math.inf or sum(1 for t in self.taken if t[0] < self.bound) >= limit
+
+def _kth(shards: list[_Shard], limit: int) -> float:
+    """The ``limit``-th soonest deadline taken over every shard (inf: fewer taken). A
+    shard whose unread buckets start after it holds no timer of the page: each is due
+    at its bucket's start or later, after ``limit`` timers already taken."""
+    dues = [t[0] for sh in shards for t in sh.taken]
+    if len(dues) < limit:
+        return math.inf
+    return heapq.nsmallest(limit, dues)[-1]
 
 
 def pending_page(
@@ -160,7 +170,8 @@ def pending_page(
     shards = [_Shard(s, fine_from, coarse_from) for s in range(ns.meta.shards)]
     read, size = 0, FIRST_BUCKETS
     while True:
-        active = [sh for sh in shards if not sh.full(limit)]
+        last = _kth(shards, limit)
+        active = [sh for sh in shards if sh.bound <= last and sh.bound != math.inf]
         if not active or read >= READ_MOST:
             break
         read += yield from _round(ns, q, after, active, size)
