@@ -8,8 +8,8 @@ own process, as users run it. Measured against each:
 
 - the API: ``/api/overview`` (what each live event holds, and the first paint asks),
   ``/api/history/1440`` (the day chart), ``/api/pending`` (the Timers view's first page:
-  the 50 due next of every shard, merged; the Overview asks for its first 10), each 20
-  times (the day chart 5), p50 and p99 in ms;
+  the 50 due next of every shard, merged; the Overview asks for its first 10; and the
+  page after it, from its cursor), each 20 times (the day chart 5), p50 and p99 in ms;
 - the live stream: the gap between events and each event's size, over 10 events;
 - in headless Chromium (when installed): first paint, from navigation to the page
   showing the pending count, and each live update's time in the page's own code
@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -112,6 +113,13 @@ def api_ms(base: str, path: str, times: int = 20) -> dict[str, float]:
     return percentiles(took)
 
 
+def next_page(base: str, ns: str) -> str:
+    """The query part that asks for the page after the Timers view's first one."""
+    with urllib.request.urlopen(f"{base}api/pending?ns={ns}&limit=50", timeout=60) as page:
+        cursor = json.loads(page.read())["cursor"]
+    return "" if cursor is None else "&cursor=" + urllib.parse.quote(cursor, safe="")
+
+
 def live(base: str, ns: str, events: int = 10) -> dict[str, Any]:
     """The gaps between live events and their sizes (the server pushes one a second)."""
     gaps: list[float] = []
@@ -174,6 +182,9 @@ def measure(base: str, ns: str, pending: int, args: argparse.Namespace) -> dict[
         "history_day_ms": api_ms(base, f"api/history/1440?ns={ns}", times=5),
         # the Timers view's first page: every shard's next due, merged (50 timers)
         "timers_page_ms": api_ms(base, f"api/pending?ns={ns}&limit=50"),
+        # the page after it, from the first page's cursor (the empty one has none: its
+        # first page again)
+        "timers_next_page_ms": api_ms(base, f"api/pending?ns={ns}&limit=50{next_page(base, ns)}"),
         "live": live(base, ns, args.events),
     }
     if not args.no_browser:
@@ -234,6 +245,9 @@ def main(argv: list[str] | None = None) -> int:
         "live_event_bytes": round(big["live"]["event_bytes"] / empty["live"]["event_bytes"], 2),
         "timers_page_p50": round(
             big["timers_page_ms"]["p50"] / max(empty["timers_page_ms"]["p50"], 0.01), 2
+        ),
+        "timers_next_page_p50": round(
+            big["timers_next_page_ms"]["p50"] / max(empty["timers_next_page_ms"]["p50"], 0.01), 2
         ),
     }
     if big.get("browser") and empty.get("browser"):

@@ -310,3 +310,4 @@ def test_dashboard_smallest_case() -> None:
         if not browse:
             assert out[side]["browser"]["first_paint_ms"] > 0
     assert out["ratio_big_to_empty"]["timers_page_p50"] > 0
+    assert out["ratio_big_to_empty"]["timers_next_page_p50"] > 0

@@ -179,6 +179,32 @@ def test_a_crowded_bucket_pages_soonest_first_with_ties_cut_by_id_bytes(
         assert [(t["deadline_ms"], t["id"]) for t in got] == high
 
 
+def test_a_page_reads_no_shard_whose_buckets_start_after_its_last_timer(
+    client: TimerClient,
+) -> None:
+    """One shard holds a page's worth and more in one bucket due soon; every other shard
+    holds one timer a second, later: the first page reads that bucket and each other
+    shard's first round of buckets only (none of their later buckets can hold a timer of
+    the page once 50 are taken), not rounds of buckets until each shard alone holds 50;
+    its pages still equal a brute-force sort."""
+    now = client.server_time_ms()
+    soon = 0  # the shard with the crowded bucket
+    crowded = [t for t in (f"soon:{i}" for i in range(400)) if client.shard_of(t) == soon][:60]
+    later = [t for t in (f"later:{i}" for i in range(2000)) if client.shard_of(t) != soon][:210]
+    items = [{"id": t, "deadline_ms": now + 60_000 + i % 7} for i, t in enumerate(crowded)]
+    items += [{"id": t, "deadline_ms": now + 120_000 + 1_000 * i} for i, t in enumerate(later)]
+    assert not [r for r in client.schedule_many(items) if isinstance(r, Exception)]
+    expected = sorted((int(str(it["deadline_ms"])), str(it["id"])) for it in items)
+    others = client.meta.shards - 1
+    with web(client) as http:
+        first = http.get("/api/pending", params={"limit": "50"}).json()
+        got, _ = pages(http, 50)
+    assert [(t["deadline_ms"], t["id"]) for t in first["timers"]] == expected[:50]
+    # the crowded bucket, and each other shard's first round of buckets (one id each)
+    assert first["read"] <= len(crowded) + others * pending_page.FIRST_BUCKETS_KEPT
+    assert [(t["deadline_ms"], t["id"]) for t in got] == expected
+
+
 BAD = [
     ({"cursor": "x"}, "cursor must be <deadline ms>:<timer id>"),
     ({"cursor": "12"}, "cursor must be"),

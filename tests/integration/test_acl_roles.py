@@ -135,6 +135,7 @@ def test_every_role_does_its_job_with_exactly_its_rules(
     stats = op.stats()
     assert stats["pending"] == 2
     assert op.memory()["pending"] == 2
+    assert len(op.pending_by_due().timers) == 2  # the Timers view's script among them
     (group,) = op.groups()
     assert group.name == "g"
     (dead,) = op.dead_letters()

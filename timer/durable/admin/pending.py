@@ -6,14 +6,24 @@ A shard keeps no sorted set of its timers: it keeps sorted sets of its buckets (
 ``bucket_ms`` wide, and coarse, an hour wide, for far timers), each bucket a lazy list
 of ids (:mod:`lua/include/buckets.lua`). So a shard's timers come in due order a bucket
 at a time: its next buckets by start (``ZRANGEBYSCORE … LIMIT``, fine and coarse
-interleaved by start), each read whole (``LRANGE``) and its ids' records read
-(``HMGET``): each id is taken once, while pending, at its deadline (a decided
-timer's stale id is skipped; a moved one's is taken where it is first found, at where
-it is due now, and not again). Buckets are read in rounds, every shard's in one pipeline a
-step, until each shard holds a page of timers due before its first unread bucket (or
-has none left). Then the shards' lists are merged (``heapq.merge``) on ``(deadline,
-id)``, which orders timers due at the same ms across shards too. What a page costs
-grows with the timers in the buckets it touches, not with how many are pending.
+interleaved by start), then those buckets read on the server (``pending_page.lua``, one
+call a shard, its keys all in its slot): each id taken once, while pending, at its
+deadline (a decided timer's stale id is skipped; a moved one's is taken where it is
+first found, at where it is due now, and not again), and only the shard's soonest
+``limit`` sent back (with every one due at the same ms as the last of them, and every
+one due at the cursor's own ms: ids are ordered here, as Python orders them). A bucket
+holds every timer due in its second, so a page's own few cost the reading of every id
+of those buckets; on the server that is a record and a comparison an id, where here it
+was a record sent, parsed and unpacked. A glob or a payload field is matched here, so
+with one of those every candidate comes back.
+
+Buckets are read in rounds, every shard's in one pipeline a step, until no shard's
+unread buckets could hold a timer of the page: once ``limit`` timers are taken over
+every shard, a shard whose first unread bucket starts after the ``limit``-th soonest of
+them is read no further (nor is one with nothing left). Then the shards' lists are
+merged (``heapq.merge``) on ``(deadline, id)``, which orders timers due at the same ms
+across shards too. What a page costs grows with the timers in the buckets it touches,
+not with how many are pending.
 """
 
 from __future__ import annotations
@@ -33,13 +43,17 @@ from ..model.fields import MAX_ID_BYTES
 from ..model.globs import check_glob, redis_glob
 from ..model.models import COARSE_MS
 from ..model.namespace import Namespace
+from ..model.scripts import ScriptName
 from ..model.steps import Op
 from .search import _MISSING, _as_text, _at, check_payload_filter
 
 PAGE_MOST = 500  # timers one page holds at most
 READ_MOST = 200_000  # ids one page reads at most over every shard (a narrow filter)
 FIRST_BUCKETS, MOST_BUCKETS = 1, 256  # buckets a shard reads a round: doubled each round
-CHUNK = 1000  # ids one HMGET asks for
+# without a glob or a payload field the server stops a shard's reading by itself once no
+# further bucket can hold a timer it sends back, so a first round may name more buckets:
+# a bucket of stale ids (cancelled timers) at the head costs no round of its own
+FIRST_BUCKETS_KEPT = 4
 MAX_DUE = 2**53  # a deadline in a cursor: what JSON carries exactly
 PRIORITY_AT = _PENDING.index("priority")  # its place in a pending record (data-model.md)
 
@@ -133,7 +147,8 @@ def parse_cursor(cursor: object) -> tuple[int, str]:
 @dataclass
 class _Shard:
     """Where one shard's reading is: the bounds of its unread buckets (ZRANGEBYSCORE's
-    min), the timers taken, and ``bound``: every timer of it due before this was read."""
+    min), the timers taken, and ``bound``: every timer of it due before this was read
+    (its first unread bucket's start)."""
 
     shard: int
     fine_from: str
@@ -142,8 +157,15 @@ class _Shard:
     seen: set[str] = field(default_factory=set)
     bound: float = -math.inf
 
-    def full(self, limit: int) -> bool:
-        return self.bound == math.inf or sum(1 for t in self.taken if t[0] < self.bound) >= limit
+
+def _kth(shards: list[_Shard], limit: int) -> float:
+    """The ``limit``-th soonest deadline taken over every shard (inf: fewer taken). A
+    shard whose unread buckets start after it holds no timer of the page: each is due
+    at its bucket's start or later, after ``limit`` timers already taken."""
+    dues = [t[0] for sh in shards for t in sh.taken]
+    if len(dues) < limit:
+        return math.inf
+    return heapq.nsmallest(limit, dues)[-1]
 
 
 def pending_page(
@@ -158,12 +180,14 @@ def pending_page(
         fine_from = str(after[0] // bucket_ms * bucket_ms)
         coarse_from = str(after[0] // COARSE_MS * COARSE_MS)
     shards = [_Shard(s, fine_from, coarse_from) for s in range(ns.meta.shards)]
-    read, size = 0, FIRST_BUCKETS
+    filtered = q.match is not None or q.field is not None
+    read, size = 0, FIRST_BUCKETS if filtered else FIRST_BUCKETS_KEPT
     while True:
-        active = [sh for sh in shards if not sh.full(limit)]
+        last = _kth(shards, limit)
+        active = [sh for sh in shards if sh.bound <= last and sh.bound != math.inf]
         if not active or read >= READ_MOST:
             break
-        read += yield from _round(ns, q, after, active, size)
+        read += yield from _round(ns, q, after, active, size, limit=limit, last=last)
         size = min(size * 2, MOST_BUCKETS)
     edge = min(sh.bound for sh in shards)
     ordered = heapq.merge(*(sorted(t[:2] for t in sh.taken) for sh in shards))
@@ -190,9 +214,13 @@ def _round(
     after: tuple[int, str] | None,
     active: list[_Shard],
     size: int,
+    *,
+    limit: int,
+    last: float,
 ) -> Op[int]:
     """Each active shard's next buckets read (at most ``size``, fine and coarse by start):
-    three pipelined steps for them all. The ids read."""
+    which ones, then each shard's read on the server (``pending_page.lua``), two
+    pipelined steps for them all. The ids read."""
     heads = yield steps.Pipeline(
         [
             c
@@ -211,54 +239,67 @@ def _round(
             )
         ]
     )
-    lists: list[tuple[_Shard, str]] = []  # a shard, a bucket to read
+    # each shard's buckets to read, in due order, each with where the shard's reading
+    # stands once the script read up to it: (key, bound, fine_from, coarse_from)
+    plans: list[tuple[_Shard, list[tuple[str, float, str, str]]]] = []
     for k, sh in enumerate(active):
         sk = ns.shard(sh.shard)
         fine = [(int(m), int(s)) for m, s in heads[2 * k]]
         coarse = [(int(m), int(s)) for m, s in heads[2 * k + 1]]
         first_far = coarse[0][1] if coarse else math.inf
         near = [b for b in fine[:size] if b[1] < first_far]
+        plan: list[tuple[str, float, str, str]] = []
         if near:  # the fine buckets that start before the first coarse one
-            lists += [(sh, sk.bucket(n)) for n, _ in near]
-            sh.fine_from = f"({near[-1][1]}"
-            next_fine = fine[len(near)][1] if len(fine) > len(near) else math.inf
-            next_far = first_far
+            after_near = fine[len(near)][1] if len(fine) > len(near) else math.inf
+            for j, (n, start) in enumerate(near):
+                nxt = near[j + 1][1] if j + 1 < len(near) else min(after_near, first_far)
+                plan.append((sk.bucket(n), nxt, f"({start}", sh.coarse_from))
         elif coarse:  # a coarse bucket first: read it alone (it may hold an hour's timers)
             m, start = coarse[0]
-            lists.append((sh, sk.coarse(m)))
-            sh.coarse_from = f"({start}"
-            next_fine = fine[0][1] if fine else math.inf
-            next_far = coarse[1][1] if len(coarse) > 1 else math.inf
+            nxt = min(
+                fine[0][1] if fine else math.inf, coarse[1][1] if len(coarse) > 1 else math.inf
+            )
+            plan.append((sk.coarse(m), nxt, sh.fine_from, f"({start}"))
         else:
-            next_fine = next_far = math.inf
-        sh.bound = min(next_fine, next_far)
-    if not lists:
+            sh.bound = math.inf
+        if plan:
+            plans.append((sh, plan))
+    if not plans:
         return 0
-    members = yield steps.Pipeline([steps.Command("lrange", (key, 0, -1)) for _, key in lists])
-    asked: dict[int, tuple[_Shard, list[str]]] = {}
+    # the server keeps each shard's soonest; a glob or a payload field is matched here,
+    # so with one of those every candidate comes back (a cut before the match loses some)
+    keep = 0 if q.match is not None or q.field is not None else limit
+    args = [
+        "" if after is None else after[0],
+        keep,
+        "" if q.min_priority is None else q.min_priority,
+        "" if last == math.inf else int(last),
+    ]
+    replies = yield steps.Pipeline(
+        [
+            steps.ScriptCall(
+                ScriptName.PENDING_PAGE,
+                [ns.shard(sh.shard).timers, ns.shard(sh.shard).guard, *(b[0] for b in plan)],
+                [*args, *("" if b[1] == math.inf else int(b[1]) for b in plan)],
+                wait=False,
+            )
+            for sh, plan in plans
+        ]
+    )
     read = 0
-    for (sh, _), part in zip(lists, members, strict=True):
-        read += len(part)
-        asked.setdefault(sh.shard, (sh, []))[1].extend(text(m) for m in part)
-    calls: list[tuple[_Shard, list[str]]] = []
-    commands: list[steps.Command] = []
-    for sh, found in asked.values():
-        ids = [t for t in dict.fromkeys(found) if t not in sh.seen]
-        for i in range(0, len(ids), CHUNK):
-            chunk = ids[i : i + CHUNK]
-            calls.append((sh, chunk))
-            commands.append(steps.Command("hmget", (ns.shard(sh.shard).timers, chunk)))
-    records = (yield steps.Pipeline(commands)) if commands else []
-    for (sh, chunk), raws in zip(calls, records, strict=True):
-        for tid, raw in zip(chunk, raws, strict=True):
-            if raw is None:
-                continue  # decided: a stale id of a list
-            # pending: taken once, at its deadline, whichever bucket it was found in
-            # first (one it moved out of keeps its id), so a list is ordered by that alone
-            rec = _peek(raw)
-            d = rec[0]
+    for (sh, plan), reply in zip(plans, replies, strict=True):
+        read += int(reply[0])
+        _, sh.bound, sh.fine_from, sh.coarse_from = plan[int(reply[1]) - 1]
+        for k in range(2, len(reply), 3):
+            d, tid, raw = int(reply[k]), text(reply[k + 1]), reply[k + 2]
+            # taken once, at its deadline, whichever bucket it was found in first (one
+            # it moved out of keeps its id): the server dedups one call's buckets, this
+            # every call's
+            if tid in sh.seen:
+                continue
             sh.seen.add(tid)
-            if (after is None or (d, tid) > after) and q.wants(tid, rec):
+            # those due at the cursor's ms all come back: their ids are ordered here
+            if (after is None or (d, tid) > after) and (keep or q.wants(tid, _peek(raw))):
                 sh.taken.append((d, tid, raw))
     return read
 

@@ -50,6 +50,7 @@ class ScriptName(StrEnum):
     ARM = "arm"
     SLOT_ACQUIRE = "slot_acquire"
     RATE_TAKE = "rate_take"
+    PENDING_PAGE = "pending_page"
 
 
 class ErrorCode(StrEnum):
