@@ -37,6 +37,7 @@ ALLOWED = {
     "cli/demo/handlers.py": "the demo's handler measures real lateness of a real worker",
     "cli/demo/reaction.py": "the demo times a real worker's reaction to a real kill",
     "cli/demo/sentinel.py": "the demo's Sentinel failover on real servers",
+    "cli/demo/progress.py": "the demo prints its progress every few seconds of real time",
 }
 # the packages of a real server's process for tests (ports, processes, real waits)
 ALLOWED_DIRS = ("timer/testing/",)
