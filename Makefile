@@ -42,7 +42,7 @@ lint: $(STAMP)
 	$(BIN)/python tools/unasync.py --check
 
 test: lint
-	$(call pytest_part,-n $(JOBS),not ($(SERIAL)))
+	$(call pytest_part,-n $(JOBS) --dist worksteal,not ($(SERIAL)))
 	$(call pytest_part,-p no:xdist,($(SERIAL)))
 
 # The Redis-touching tests again, against another server binary:

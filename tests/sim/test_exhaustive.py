@@ -4,6 +4,7 @@ breaks a promise; with a planted bug it finds the shortest path that does."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -48,28 +49,20 @@ def test_forking_and_replaying_find_the_same_states() -> None:
     )
 
 
-def test_a_lease_without_a_new_epoch_is_found() -> None:
+def test_a_lease_without_a_new_epoch_is_found(capsys: pytest.CaptureFixture[str]) -> None:
+    """The command, with a bug planted: the shortest counterexample, printed as steps
+    (one leads, its lease runs out, the other takes it at the same epoch). The random
+    simulation finds the fence plant too (tests/sim/test_sim.py); the exhaustive
+    search for it (five steps deep, about 500 states) is the Measured table's."""
     with planted("epoch"):
-        result = explore(Bounds(depth=4), stop_at_first=True)
-    assert result.violations, "the planted bug was not found"
-    cx = result.violations[0]
-    assert "led at epoch" in cx.error
-    # the shortest: one leads, its lease runs out, the other takes it at the same epoch
-    assert cx.steps() == ["step_worker(0)", "advance(2250)", "step_worker(1)"]
-
-
-def test_a_fire_not_fenced_is_found(capsys: pytest.CaptureFixture[str]) -> None:
-    with planted("fence"):
-        code = exhaustive.main(["--depth", "5", "--kills", "0", "--plant", "fence", "--first"])
+        code = exhaustive.main(["--depth", "4", "--kills", "0", "--plant", "epoch", "--first"])
     out, err = capsys.readouterr()
     assert code == 0  # found
     assert json.loads(out)["violations"] == 1
-    # a process cut off after its first turn, a new one under its id takes the shards
-    # at a new epoch, and the old one fires on its lease alone before its next sweep
-    assert "counterexample in 5 steps" in err
-    assert "a stale leader's write landed" in err
-    for line in ("partition_worker(0)", "step_zombie(0)"):
-        assert line in err
+    assert "counterexample in 3 steps" in err
+    assert "led at epoch" in err
+    steps = [line.split(". ", 1)[1] for line in err.splitlines() if re.match(r"\s+\d+\. ", line)]
+    assert steps == ["step_worker(0)", "advance(2250)", "step_worker(1)"], err
 
 
 def test_bounds_out_of_range_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
