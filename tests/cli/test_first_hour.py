@@ -627,3 +627,22 @@ def test_progress_lines_come_every_few_seconds_and_a_terminal_gets_a_bar_with_co
     with Progress("Waiting", 10, hidden=False, file=term, clock=clock) as p:
         p.update(4)
     assert "4/10" in term.getvalue(), term.getvalue()
+
+
+def test_demo_spark_without_the_spark_extra_says_so_before_starting_anything(
+    tw: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`demo --spark` where pyspark is missing: one line naming the extra, before any
+    worker or namespace (it started three workers, made its namespace and said it was
+    registering from a DataFrame, then failed)."""
+
+    def no_process(*_: object, **__: object) -> None:
+        raise AssertionError("the demo started a process")
+
+    monkeypatch.setattr("timer.cli.demo.command.start_worker", no_process)
+    monkeypatch.setattr("timer.cli.demo.command.Reaction", no_process)
+    monkeypatch.setitem(sys.modules, "pyspark", None)  # its import raises ImportError
+    out = tw("demo", "--spark", "--timers", "10", expect=4)
+    assert "needs the spark extra" in out.stderr, out.output
+    assert "pip install '.[spark]'" in out.stderr, out.output
+    assert "starting" not in out.stderr and "Registering" not in out.stderr, out.stderr
