@@ -646,3 +646,10 @@ def test_demo_spark_without_the_spark_extra_says_so_before_starting_anything(
     assert "needs the spark extra" in out.stderr, out.output
     assert "pip install '.[spark]'" in out.stderr, out.output
     assert "starting" not in out.stderr and "Registering" not in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("count", ["0", "-1"])
+def test_tail_refuses_a_count_that_is_not_positive(tw: Run, count: str) -> None:
+    """`tail --count -1` was taken and meant no limit (0 stopped after one outcome)."""
+    out = tw("tail", "--count", count, "--idle-exit", expect=2)
+    assert "Invalid value for '--count'" in out.stderr, out.output
