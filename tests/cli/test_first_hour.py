@@ -653,3 +653,21 @@ def test_tail_refuses_a_count_that_is_not_positive(tw: Run, count: str) -> None:
     """`tail --count -1` was taken and meant no limit (0 stopped after one outcome)."""
     out = tw("tail", "--count", count, "--idle-exit", expect=2)
     assert "Invalid value for '--count'" in out.stderr, out.output
+
+
+def test_bench_help_names_every_benchmark_it_takes(tw: Run) -> None:
+    """`bench nope` listed `simulation`, which `bench --help` did not name."""
+    from timer.cli.bench_cmd import NAMES  # noqa: PLC0415
+
+    helped = " ".join(tw("bench", "--help").stdout.split())
+    assert [n for n in NAMES if n not in helped] == []
+
+
+def test_bench_outside_a_checkout_is_a_configuration_error(
+    tw: Run, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """From a wheel (no benchmarks/ beside the package) it is exit 4, as every other
+    missing part is; it was exit 1, the code of an unexpected error."""
+    monkeypatch.setattr("timer.cli.bench_cmd.SOURCE_ROOT", tmp_path)
+    out = tw("bench", "engine", expect=4)
+    assert "source checkout" in out.stderr, out.output
