@@ -671,3 +671,16 @@ def test_bench_outside_a_checkout_is_a_configuration_error(
     monkeypatch.setattr("timer.cli.bench_cmd.SOURCE_ROOT", tmp_path)
     out = tw("bench", "engine", expect=4)
     assert "source checkout" in out.stderr, out.output
+
+
+def test_a_password_the_server_refuses_is_said_so_not_as_unreachable(
+    tw: Run, redis_server: RedisServer
+) -> None:
+    """Wrong credentials were reported as `cannot reach Redis …; is the server running,
+    and is that its address?`: the server ran, at that address, and said no."""
+    host_port = redis_server.url.split("://", 1)[1].split("/", 1)[0]
+    url = f"redis://nobody:s3cretpw@{host_port}/0"
+    out = tw("--redis-url", url, "stats", base=False, expect=5)
+    assert "refused the credentials" in out.stderr, out.output
+    assert "is the server running" not in out.stderr, out.output
+    assert "s3cretpw" not in out.output
