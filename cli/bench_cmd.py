@@ -9,6 +9,10 @@ from pathlib import Path
 
 import click
 
+from timer.errors import ConfigError
+
+from .app import TimerCommandError
+
 NAMES = {
     "engine": "benchmarks.engine",
     "register": "benchmarks.register",
@@ -42,10 +46,12 @@ SOURCE_ROOT = Path(__file__).resolve().parent.parent
 def _find_benchmarks() -> None:
     """Make ``benchmarks`` importable here and in the processes a benchmark starts."""
     if not (SOURCE_ROOT / "benchmarks" / "__init__.py").is_file():
-        raise click.ClickException(
-            "the benchmarks are not installed with the package; run this from a source "
-            "checkout installed with `pip install -e .` (where benchmarks/ is), or run "
-            "`make bench` there"
+        raise TimerCommandError(  # a missing part, as a missing extra is: exit 4
+            ConfigError(
+                "the benchmarks are not installed with the package; run this from a "
+                "source checkout installed with `pip install -e .` (where benchmarks/ "
+                "is), or run `make bench` there"
+            )
         )
     root = str(SOURCE_ROOT)
     if root not in sys.path:
@@ -68,7 +74,8 @@ def bench(ctx: click.Context, name: str | None, args: tuple[str, ...]) -> None:
     NAME is one of: engine, register, worker, spark, memory, capacity, server_cost (needs
     valgrind), recovery, peers, handlers, schedules, peer_cron, http_api (uses wrk),
     runner, debounce, heartbeat, limits, priority, dashboard (uses Chromium),
-    cluster_scale, redis_faults, or all (what `make bench` runs).
+    cluster_scale, redis_faults, simulation (the deterministic simulation's speed), or
+    all (what `make bench` runs).
     `tickwheel bench NAME --help` shows that benchmark's own options. The benchmarks
     compare side by side in one run (ratios); they live in benchmarks/ of the source
     tree, so run this from a checkout.

@@ -351,7 +351,12 @@ def wait(app: App, timer_id: str, timeout: float) -> None:
     is_flag=True,
     help="Without --group: start with every outcome the streams hold, not only new ones.",
 )
-@click.option("--count", type=int, default=None, help="Stop after this many outcomes.")
+@click.option(
+    "--count",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Stop after this many outcomes.",
+)
 @click.option("--idle-exit", is_flag=True, help="Stop when no outcome is waiting.")
 @pass_app
 def tail(

@@ -28,7 +28,7 @@ import click
 from timer import TimerClient, TimerError
 from timer.worker.settings import WorkerSettings
 
-from ..app import App, errors, pass_app, starts_server
+from ..app import App, errors, pass_app, require_extra, starts_server
 from ..durations import DURATION, MILLIS
 from ..output import emit, pairs
 from .parts import Kill, register_with_spark, start_worker, summarise
@@ -165,6 +165,8 @@ def demo(
 
     with errors({"lease_ms": "--lease"}):  # the workers' own check, before any starts
         WorkerSettings(lease_ms=lease_ms)
+    if use_spark:  # a missing extra is said before any worker or namespace is made
+        require_extra("spark", "demo --spark (with Java 17)")
 
     def say(msg: str) -> None:
         if not app.json:

@@ -627,3 +627,60 @@ def test_progress_lines_come_every_few_seconds_and_a_terminal_gets_a_bar_with_co
     with Progress("Waiting", 10, hidden=False, file=term, clock=clock) as p:
         p.update(4)
     assert "4/10" in term.getvalue(), term.getvalue()
+
+
+def test_demo_spark_without_the_spark_extra_says_so_before_starting_anything(
+    tw: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`demo --spark` where pyspark is missing: one line naming the extra, before any
+    worker or namespace (it started three workers, made its namespace and said it was
+    registering from a DataFrame, then failed)."""
+
+    def no_process(*_: object, **__: object) -> None:
+        raise AssertionError("the demo started a process")
+
+    monkeypatch.setattr("timer.cli.demo.command.start_worker", no_process)
+    monkeypatch.setattr("timer.cli.demo.command.Reaction", no_process)
+    monkeypatch.setitem(sys.modules, "pyspark", None)  # its import raises ImportError
+    out = tw("demo", "--spark", "--timers", "10", expect=4)
+    assert "needs the spark extra" in out.stderr, out.output
+    assert "pip install '.[spark]'" in out.stderr, out.output
+    assert "starting" not in out.stderr and "Registering" not in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("count", ["0", "-1"])
+def test_tail_refuses_a_count_that_is_not_positive(tw: Run, count: str) -> None:
+    """`tail --count -1` was taken and meant no limit (0 stopped after one outcome)."""
+    out = tw("tail", "--count", count, "--idle-exit", expect=2)
+    assert "Invalid value for '--count'" in out.stderr, out.output
+
+
+def test_bench_help_names_every_benchmark_it_takes(tw: Run) -> None:
+    """`bench nope` listed `simulation`, which `bench --help` did not name."""
+    from timer.cli.bench_cmd import NAMES  # noqa: PLC0415
+
+    helped = " ".join(tw("bench", "--help").stdout.split())
+    assert [n for n in NAMES if n not in helped] == []
+
+
+def test_bench_outside_a_checkout_is_a_configuration_error(
+    tw: Run, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """From a wheel (no benchmarks/ beside the package) it is exit 4, as every other
+    missing part is; it was exit 1, the code of an unexpected error."""
+    monkeypatch.setattr("timer.cli.bench_cmd.SOURCE_ROOT", tmp_path)
+    out = tw("bench", "engine", expect=4)
+    assert "source checkout" in out.stderr, out.output
+
+
+def test_a_password_the_server_refuses_is_said_so_not_as_unreachable(
+    tw: Run, redis_server: RedisServer
+) -> None:
+    """Wrong credentials were reported as `cannot reach Redis …; is the server running,
+    and is that its address?`: the server ran, at that address, and said no."""
+    host_port = redis_server.url.split("://", 1)[1].split("/", 1)[0]
+    url = f"redis://nobody:s3cretpw@{host_port}/0"
+    out = tw("--redis-url", url, "stats", base=False, expect=5)
+    assert "refused the credentials" in out.stderr, out.output
+    assert "is the server running" not in out.stderr, out.output
+    assert "s3cretpw" not in out.output

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from .examples import ROOT, pages
+from .examples import ROOT, blocks, pages
 
 # tickwheel is not on PyPI: a reader installs it from a checkout (getting-started's
 # Install), so every install line a page shows is `pip install` of the checkout, `.`,
@@ -36,3 +36,34 @@ def test_every_message_that_names_a_missing_extra_installs_the_checkout() -> Non
             if "tickwheel" in what or not FROM_CHECKOUT.fullmatch(what):
                 found.append(f"{source.relative_to(ROOT.resolve())}: {m.group(0)}")
     assert found == []
+
+
+# what a page's Python imports that only an extra brings, and that extra
+NEEDS_EXTRA = {
+    "celery": "celery",
+    "timer.celery": "celery",
+    "fastapi": "fastapi",
+    "timer.fastapi": "fastapi",
+    "django": "django",
+    "timer.django": "django",
+    "timer.testing": "testing",
+    "pyspark": "spark",
+    "timer.spark": "spark",
+}
+IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import|import\s+([\w.]+))", re.M)
+
+
+def test_a_page_whose_python_needs_an_extra_says_how_to_install_it() -> None:
+    """The testing guide's Celery section imported celery with only the testing extra
+    named on its page: pasted as written it failed with ModuleNotFoundError."""
+    missing = []
+    for page in pages():
+        text = page.read_text()
+        named = {e for m in re.finditer(r"'\.\[([a-z,]+)\]'", text) for e in m.group(1).split(",")}
+        for block in blocks(page, ("python",)):
+            for m in IMPORT.finditer(block.code):
+                module = m.group(1) or m.group(2)
+                extra = NEEDS_EXTRA.get(module) or NEEDS_EXTRA.get(module.split(".")[0])
+                if extra and extra not in named and "all" not in named:
+                    missing.append(f"{block.where}: imports {module}, needs '.[{extra}]'")
+    assert missing == []

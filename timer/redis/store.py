@@ -360,6 +360,12 @@ def translate(exc: redis.RedisError, where: str) -> TimerError:
             f"no Sentinel of {where} names a master for its service: are the Sentinels "
             "running at those addresses, and do they monitor that service (SENTINEL MASTERS)?"
         )
+    if isinstance(exc, redis.AuthenticationError):  # a ConnectionError, but it was reached
+        reason = str(exc).rstrip(". ")
+        return StoreError(
+            f"Redis at {where} refused the credentials: {reason}; check the user and "
+            "password in the URL against the server's (requirepass or its ACL users)"
+        )
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
         reason = str(exc).rstrip(". ")  # redis-py's own ends with a period
         return StoreError(
