@@ -117,6 +117,8 @@ class ThreadedHandlers(Handlers):
     def _new_loop(self, client: TimerClient, **options: Any) -> HandlerLoop:
         loop = super()._new_loop(client, **options)
         loop._start = self.proc.enqueue  # type: ignore[method-assign,assignment]
+        if loop.waiting is not None:
+            self.proc.count_starts(loop.waiting)
         return loop
 
 
@@ -165,17 +167,10 @@ class LimitedRunner:
 
     def turn(self) -> None:
         """The reading loop's turn, then free threads start what it queued."""
-        loop = self.handlers._stepped
-        if loop is None:
-            self.handlers.run_once(self.client)  # the first turn makes the loop
-            loop = self.handlers._stepped
-        else:
-            self.handlers.run_once(self.client)
-        if loop is not None and not getattr(loop.waiting, "counted", False):
-            self._count_starts(loop.waiting)
+        self.handlers.run_once(self.client)
         self.start_queued()
 
-    def _count_starts(self, waiting: Any) -> None:
+    def count_starts(self, waiting: Any) -> None:
         """Each start the runner lets through under the limit's rate, as it does (the
         rate's time is the store's)."""
         admit = waiting.admit
@@ -188,7 +183,6 @@ class LimitedRunner:
             return wait
 
         waiting.admit = counted
-        waiting.counted = True
 
     def start_queued(self) -> None:
         loop = self.handlers._stepped
