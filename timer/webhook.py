@@ -38,6 +38,7 @@ from . import __version__
 from .durable.model.models import Outcome
 from .durable.timers.items import url_problem
 from .errors import InvalidInput
+from .redis.store import redact_url
 from .shapes import outcome_json
 
 SIGNATURE = "Tickwheel-Signature"
@@ -97,13 +98,11 @@ def _failed(url: str, what: str) -> WebhookFailed:
     """A failed delivery to ``url``, as the runner logs it and the dead letter keeps it:
     the one place a delivery's message names its URL. A URL the checks refuse (a
     callback_url stored before they did) is described, never shown; another is shown
-    without its query and fragment, where tokens are often passed, and never holds a
-    userinfo (the checks refuse any @)."""
+    as its scheme, host and port: a token may be any piece of its path or query."""
     problem = url_problem(url)
     if problem is not None:
         return WebhookFailed(f"the URL {problem}")
-    parts = urllib.parse.urlsplit(url)
-    return WebhookFailed(f"{parts.scheme}://{parts.netloc}{parts.path} {what}")
+    return WebhookFailed(f"{redact_url(url, path=False)} {what}")
 
 
 def webhook(url: str, secret: str, *, timeout_s: float = 10.0) -> Callable[[Outcome], None]:

@@ -19,7 +19,7 @@ import pytest
 from tests.conftest import wait_for
 from timer import Backoff, Handlers, InvalidInput, TimerClient
 from timer.testing import RedisServer, free_port
-from timer.webhook import IDEMPOTENCY, SIGNATURE, callbacks, sign, verify, webhook
+from timer.webhook import IDEMPOTENCY, SIGNATURE, WebhookFailed, callbacks, sign, verify, webhook
 
 SECRET = "s3cret-of-the-receiver"
 
@@ -249,3 +249,86 @@ def test_callbacks_go_to_each_timers_own_url_on_allowed_hosts(client: TimerClien
         client.schedule("cb:bad", 1000, callback_url="ftp://x/y")
     with pytest.raises(InvalidInput, match="credentials"):
         client.schedule("cb:bad", 1000, callback_url="http://u:p@x/y")
+
+
+TOKEN_IN_PATH = "XoxbPathToken0123"
+TOKEN_IN_QUERY = "QueryToken4567xyz"
+
+
+@pytest.mark.parametrize("answer", ["refused", "500"])
+def test_a_failed_delivery_never_shows_a_token_of_its_url(
+    client: TimerClient, answer: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A webhook URL holding a token in its path (Slack-style) and in its query: a failed
+    delivery (refused, or answered 500) names the URL as scheme, host and port only. No
+    log record, exception message or dead letter kept in Redis holds either token."""
+    with Receiver([500, 500]) as rx:  # the direct call's answer, then the runner's
+        port = rx.server.server_port if answer == "500" else free_port()
+        url = f"http://127.0.0.1:{port}/services/T0/B0/{TOKEN_IN_PATH}?token={TOKEN_IN_QUERY}"
+        with pytest.raises(WebhookFailed) as direct:
+            webhook(url, SECRET, timeout_s=5)(_outcome())
+        shown = str(direct.value)
+        assert f"http://127.0.0.1:{port}/…" in shown, shown
+        client.schedule("job:{tok}", 0)
+        _fire_all(client)
+        h = runner(client, url, max_attempts=1)
+        caplog.set_level("DEBUG")
+        assert h.run(stop_when_idle=True)
+        assert h.stats.dead_lettered == 1
+    [letter] = client.dead_letters("hooks")
+    kept = [
+        value
+        for shard in range(client.meta.shards)
+        for _, fields in client.redis.xrange(client.keys.shard(shard).dead)
+        for value in fields.values()
+    ]
+    logged = [r.getMessage() + str(r.exc_info and r.exc_info[1]) for r in caplog.records]
+    assert logged, "the failed attempt was logged"
+    for token in (TOKEN_IN_PATH, TOKEN_IN_QUERY):
+        assert token not in shown
+        assert token not in letter.error, letter.error
+        assert not [v for v in kept if token.encode() in v], kept
+        assert not [m for m in logged if token in m], logged
+
+
+def test_a_failed_callback_never_shows_a_token_of_its_url(
+    client: TimerClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A timer's callback_url with a token in its path and query, its delivery refused:
+    the error (logged, kept with the dead letter) names scheme, host and port only."""
+    url = f"http://127.0.0.1:{free_port()}/hook/{TOKEN_IN_PATH}?token={TOKEN_IN_QUERY}"
+    client.schedule("cb:{tok}", 0, callback_url=url)
+    _fire_all(client)
+    h = Handlers(client, group="cbs", max_attempts=1, backoff=Backoff(initial_s=0.05))
+    h.add("expired", callbacks(SECRET, ["127.0.0.1"], timeout_s=5))
+    caplog.set_level("DEBUG")
+    assert h.run(stop_when_idle=True)
+    [letter] = client.dead_letters("cbs")
+    assert "http://127.0.0.1:" in letter.error and "/…" in letter.error, letter.error
+    logged = [r.getMessage() + str(r.exc_info and r.exc_info[1]) for r in caplog.records]
+    for token in (TOKEN_IN_PATH, TOKEN_IN_QUERY):
+        assert token not in letter.error, letter.error
+        assert not [m for m in logged if token in m], logged
+
+
+def _outcome() -> Any:
+    from timer.durable.model.models import Outcome  # noqa: PLC0415
+
+    return Outcome("job:{0}", "expired", 0, 0, None, 0)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://hooks.slack.com/services/T0/B0/S3CRET", "https://hooks.slack.com/…"),
+        ("http://h.example:8080?token=S3CRET", "http://h.example:8080/…"),
+        ("http://h.example#S3CRET", "http://h.example/…"),
+        ("http://u:S3CRET@h.example/x", "http://u:***@h.example/…"),
+        ("http://h.example", "http://h.example"),
+    ],
+)
+def test_a_url_shown_without_its_path_keeps_scheme_host_and_port(url: str, shown: str) -> None:
+    """redact_url(path=False), as a delivery's failure names its URL."""
+    from timer.redis.store import redact_url  # noqa: PLC0415
+
+    assert redact_url(url, path=False) == shown
