@@ -90,7 +90,7 @@ class TimerOptions(TypedDict, total=False):
     need: Annotated[
         int,
         Field(
-            "How many distinct watch keys must be notified to complete it (default 1).",
+            "How many distinct watch keys must be notified to complete it.",
             {"type": "integer", "minimum": 1},
             default=1,
             slot=4,
@@ -199,7 +199,7 @@ class TimerOptions(TypedDict, total=False):
     priority: Annotated[
         int,
         Field(
-            f"Its order under a backlog, from {MIN_PRIORITY} to {MAX_PRIORITY} (default 0): "
+            f"Its order under a backlog, from {MIN_PRIORITY} to {MAX_PRIORITY}: "
             "when more timers are due than a worker fires at once, higher priorities fire "
             "first, and a handler runner starts the higher priorities it holds first.",
             {"type": "integer", "minimum": MIN_PRIORITY, "maximum": MAX_PRIORITY},
@@ -305,8 +305,20 @@ def as_given(names: Iterable[str], record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def json_schemas() -> dict[str, dict[str, Any]]:
-    """Each field's JSON Schema with its help as the description (the HTTP API's)."""
-    return {name: {**f.schema, "description": f.help} for name, f in FIELDS.items()}
+    """Each field's JSON Schema with its help as the description (the HTTP API's), and
+    its default where it has one. A help never says the default itself: each place that
+    shows a field says it its own way (``default`` here, ``[default: 1]`` in ``tickwheel
+    schedule --help``, a column of the data model's table), and twice read as a fault."""
+    return {
+        name: {**f.schema, **_json_default(f.default), "description": f.help}
+        for name, f in FIELDS.items()
+    }
+
+
+def _json_default(default: Any) -> dict[str, Any]:
+    if default is None or default is NO_DEFAULT:
+        return {}
+    return {"default": list(default) if isinstance(default, tuple) else default}
 
 
 def table() -> str:
