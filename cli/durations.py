@@ -9,6 +9,7 @@ import click
 
 from timer.durable.model.durations import (
     MAX_DURATION_MS,
+    NOT_A_DURATION,
     TEN_YEARS_DAYS,
     TEN_YEARS_MS,
     parse_duration_ms,
@@ -25,12 +26,10 @@ def parse_seconds(text: str) -> float:
         try:
             return parse_duration_ms(text.strip()) / 1000
         except ValueError:
-            raise ValueError(
-                f"{text!r} is not a number of seconds; write e.g. 30, 0.5 or 10s"
-            ) from None
+            raise ValueError(f"{text!r} {NOT_A_DURATION} (a bare number is seconds)") from None
     if not 0 <= value <= MAX_DURATION_MS / 1000:  # False for nan too
         raise ValueError(
-            f"{text!r} must be a number of seconds from 0 to {TEN_YEARS_MS // 1000} (ten years)"
+            f"{text[:40]!r} must be from 0 to {TEN_YEARS_MS // 1000} seconds (ten years)"
         )
     return value
 
@@ -46,9 +45,7 @@ def parse_millis(text: str) -> int:
     try:
         return parse_duration_ms(s)
     except ValueError:
-        raise ValueError(
-            f"{text!r} is not a number of milliseconds; write e.g. 5000 (or 5s)"
-        ) from None
+        raise ValueError(f"{text!r} {NOT_A_DURATION} (a bare number is milliseconds)") from None
 
 
 def parse_instant_ms(text: str) -> int:

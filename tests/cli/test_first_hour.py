@@ -62,7 +62,8 @@ def test_max_total_takes_a_duration_and_a_bare_number_stays_milliseconds(tw: Run
         t = as_json(tw("--json", "schedule", tid, "--in", "30s", *args))
         assert as_json(tw("--json", "get", tid))["max_total_ms"] == cap, (args, t)
     bad = tw("schedule", "cap:{x}", "--in", "30s", "--max-total", "soon", expect=2)
-    assert "'soon' is not a number of milliseconds" in bad.output, bad.output
+    assert "'soon' is not a duration" in bad.output, bad.output
+    assert "(a bare number is milliseconds)" in bad.output, bad.output
     shown = tw("schedule", "--help").output
     assert "--max-total, --max-total-ms DURATION" in shown, shown
 

@@ -13,6 +13,9 @@ _UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": DAY_MS}
 TEN_YEARS_DAYS = 3660
 TEN_YEARS_MS = TEN_YEARS_DAYS * DAY_MS
 MAX_DURATION_MS = TEN_YEARS_MS  # the longest a duration written as text may be
+# How a text that is no duration is refused, by every option that takes one (one taking
+# a bare number as well says what that number is after it).
+NOT_A_DURATION = "is not a duration; write e.g. 500ms, 30s, 2m, 1h or 1h30m"
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 
 
@@ -28,7 +31,7 @@ def parse_duration_ms(text: str) -> int:
         total += float(m.group(1)) * _UNITS[m.group(2)]
         pos = m.end()
     if pos != len(s):
-        raise ValueError(f"{text!r} is not a duration; write e.g. 500ms, 30s, 2m, 1h or 1h30m")
+        raise ValueError(f"{text!r} {NOT_A_DURATION}")
     if not total <= MAX_DURATION_MS:  # also inf, from a number of 400 digits
         raise ValueError(
             f"{text[:40]!r} is too long a duration; at most {TEN_YEARS_DAYS}d (ten years)"

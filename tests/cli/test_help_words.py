@@ -1,0 +1,74 @@
+"""What every command's --help and option errors say, checked over the whole command
+tree (no server needed): a default said once, and a duration refused in one set of words
+whatever the option's bare number means."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from timer.cli.durations import Duration, Millis, Seconds
+from timer.cli.main import main
+
+# a default as click says it ("[default: 1]", "[env X; default: Y]") or as a help does
+SAYS_DEFAULT = r"\(default:? [^)]*\)|\[default: |[;,] default: |\bby default\b"
+DURATION_WORDS = "is not a duration; write e.g. 500ms, 30s, 2m, 1h or 1h30m"
+
+
+def _commands(command: click.Command, path: list[str]) -> Iterator[tuple[list[str], click.Command]]:
+    yield path, command
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            yield from _commands(sub, [*path, name])
+
+
+def _options() -> Iterator[tuple[list[str], click.Context, click.Option]]:
+    for path, command in _commands(main, ["tickwheel"]):
+        ctx = click.Context(command, info_name=path[-1])
+        for param in command.get_params(ctx):
+            if isinstance(param, click.Option):
+                yield path, ctx, param
+
+
+def test_no_options_help_says_its_default_twice() -> None:
+    """`schedule --help` showed `(default 1).  [default: 1]` for --need (the shared field
+    help said it, and click's show_default again): no option of any command says its
+    default more than once, in its words or in click's brackets."""
+    doubled = []
+    for path, ctx, option in _options():
+        record = option.get_help_record(ctx)
+        if record is None:
+            continue
+        said = " ".join(record[1].split())
+        times = len(
+            re.findall(r"\(default:? [^)]*\)|\[default: |[;,] default: |\bby default\b", said)
+        )
+        if times > 1:
+            doubled.append(f"{' '.join(path)} {option.opts[0]}: {said}")
+    assert not doubled, "\n".join(doubled)
+
+
+def test_every_duration_option_refuses_in_the_same_words() -> None:
+    """`wait --timeout 5x` said "not a number of seconds" and `--max-total 5x` "not a
+    number of milliseconds", though both take 30s or 5m as `schedule --in` does: every
+    duration option says what `--in` says, and what its bare number means."""
+    checked = 0
+    for path, ctx, option in _options():
+        if not isinstance(option.type, Duration | Millis | Seconds):
+            continue
+        with pytest.raises(click.BadParameter) as refused:
+            option.type.convert("5x", option, ctx)
+        said = str(refused.value.message)
+        assert said.startswith(f"'5x' {DURATION_WORDS}"), (path, option.opts, said)
+        if not isinstance(option.type, Duration):
+            unit = "seconds" if isinstance(option.type, Seconds) else "milliseconds"
+            assert f"a bare number is {unit}" in said, (path, option.opts, said)
+        checked += 1
+    assert checked > 20
+    out = CliRunner().invoke(main, ["wait", "x", "--timeout", "5x"])
+    assert out.exit_code == 2
+    assert f"'5x' {DURATION_WORDS} (a bare number is seconds)" in out.output, out.output
