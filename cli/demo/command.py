@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 import click
+import redis
 
 from timer import TimerClient, TimerError
 from timer.worker.settings import WorkerSettings
@@ -31,7 +32,7 @@ from timer.worker.settings import WorkerSettings
 from ..app import App, errors, pass_app, require_extra, starts_server
 from ..durations import DURATION, MILLIS
 from ..output import emit, pairs
-from .parts import Kill, register_with_spark, start_worker, summarise
+from .parts import Kill, drop_namespace, register_with_spark, start_worker, summarise
 from .progress import Progress
 from .reaction import Reaction
 from .sentinel import DURABILITY, KILL_AT, MasterKill, sentinel_set
@@ -154,7 +155,9 @@ def demo(
     the timeouts (delays between --min-delay and --max-delay; half of the jobs finish
     early and notify, 5% are cancelled), kills one worker with SIGKILL midway and starts
     a new one, waits for every outcome, and prints the summary. Exits non-zero if any
-    timer was lost, decided twice or fired early.
+    timer was lost, decided twice or fired early. It runs in a namespace of its own
+    (demo-<time>), dropped when it ends or is stopped; --namespace NAME runs in NAME and
+    keeps it.
     """
     if max_delay < min_delay or min_delay < 1000:
         raise click.UsageError("need 1s <= --min-delay <= --max-delay")
@@ -245,13 +248,19 @@ def _demo(
     say: Callable[[str], None],
 ) -> None:
     rng = random.Random(seed)
-    ns = app.namespace if app.namespace != "default" else f"demo-{int(time.time())}"
+    # A namespace the user did not name is the run's own: nobody will look at it again
+    # (its summary is printed), so it is dropped at the end, however the run ends, not
+    # left behind in the dashboard's list with its 20,000 outcomes. One given is kept. A
+    # Sentinel set is removed whole.
+    made = app.namespace == "default"
+    ns = f"demo-{int(time.time())}" if made else app.namespace
     durability = DURABILITY if master_kill is not None else "none"
     with errors():
         c = TimerClient.from_url(url, ns, durability=durability)
         c.init(shards=16)
     where = "the demo's Sentinel set" if master_kill is not None else app.safe_url
-    say(f"Namespace {ns!r} at {where}; starting {n_workers} workers (lease {lease_ms} ms)")
+    kept = " (dropped at the end; give --namespace NAME to keep it)" if made else ""
+    say(f"Namespace {ns!r}{kept} at {where}; starting {n_workers} workers (lease {lease_ms} ms)")
     procs: dict[str, subprocess.Popen[bytes]] = {}
     try:
         for i in range(n_workers):
@@ -284,6 +293,8 @@ def _demo(
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()  # reaped, or Popen warns it is still running
+        if made and master_kill is None:  # after its processes: none writes to it again
+            _drop(c, say)
         c.close()
     ok = summary["lost"] == 0 and summary["duplicates"] == 0 and summary["early"] == 0
     emit(app.json, {**summary, "ok": ok}, pairs(summary))
@@ -295,6 +306,17 @@ def _demo(
         )
     if not ok:
         raise SystemExit(1)
+
+
+def _drop(c: TimerClient, say: Callable[[str], None]) -> None:
+    """Drop the run's own namespace; one that cannot be dropped is said, with the error
+    the run may be ending with left to show."""
+    try:
+        drop_namespace(c)
+    except (redis.RedisError, OSError) as exc:
+        say(f"Could not drop namespace {c.namespace!r}: {type(exc).__name__}: {exc}")
+    else:
+        say(f"Dropped namespace {c.namespace!r}")
 
 
 def _run(

@@ -13,10 +13,28 @@ from typing import Any
 import click
 
 from timer import TimerClient
+from timer.durable.model.keys import NAMESPACES
 
 from ..app import require_extra
 from .reaction import log_dir, pct
 from .stop import starting
+
+
+def drop_namespace(c: TimerClient) -> int:
+    """Delete every key of ``c``'s namespace and its entry in the server's list of
+    namespaces, once nothing runs on it any more; the number of keys deleted."""
+    dropped = 0
+    for pattern in c.keys.patterns:
+        batch: list[bytes] = []
+        for key in c.redis.scan_iter(match=pattern, count=1000):
+            batch.append(key)
+            if len(batch) == 500:
+                dropped += c.redis.unlink(*batch)
+                batch.clear()
+        if batch:
+            dropped += c.redis.unlink(*batch)
+    c.redis.srem(NAMESPACES, c.namespace)
+    return dropped
 
 
 def start_worker(

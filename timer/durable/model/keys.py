@@ -119,6 +119,13 @@ class NamespaceKeys:
         """Pub/sub channel carrying each notification of watch key ``key``."""
         return f"tw:{self.namespace}:key:{key}"
 
+    @property
+    def patterns(self) -> tuple[str, str]:
+        """SCAN MATCH patterns that together match every key of the namespace and no
+        other's: its own tag's keys and its shards' (a name holds no ``:``, ``*``, ``?``
+        or ``[``, so neither pattern reaches into another namespace)."""
+        return f"{self.tag}*", f"{{tw:{self.namespace}:*"
+
     def shard(self, shard: int) -> ShardKeys:
         return ShardKeys(self.namespace, shard)
 
