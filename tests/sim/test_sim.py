@@ -55,34 +55,45 @@ def test_a_budget_of_seeds_keeps_every_promise() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(n for n, p in plants.PLANTS.items() if not p.scenario_only))
-def test_each_planted_bug_is_found_replayed_from_its_seed_and_shrunk(name: str) -> None:
-    """By its seed (the first to find it: a search of make sim's seeds finds it there);
-    that seed run again draws the same failing run, to the ids, the ms and the steps; and
-    that run comes back shrunk, failing at the same check (the same line of the same
-    promise), with the command that replays it."""
-    common = ("--steps", "150", "--examples", "15", "--plant", name)
+def test_each_planted_bug_is_found_by_its_seed_and_shrunk(name: str) -> None:
+    """By its seed (the first to find it: a search of make sim's seeds finds it there), as
+    make sim's seeds run it; that failing run comes back shrunk, failing at the same check
+    (the same line of the same promise), with the command that replays it. (That the seed
+    replays the same run in another process: the next test, for one plant; every seed is
+    run the same way.)"""
     plant = plants.PLANTS[name]
     assert plant.seed < 50  # within make sim's default seeds (each seed runs on its own)
-    found = sim("--start", str(plant.seed), "--seeds", "1", "--no-shrink", *common)
+    found = sim("--start", str(plant.seed), "--seeds", "1", "--shrink-seconds", "5",
+                "--steps", "150", "--examples", "15", "--plant", name)  # fmt: skip
     assert found.returncode == 0, f"{name} ({plant.what}) not found by seed {plant.seed}"
-    seed = re.search(r"seed (\d+) FAILED", found.stderr)
-    assert seed is not None, found.stderr[-3000:]
-    [violation] = violations(found.stderr)
-    raw = steps_of(found.stderr)
-    at = re.search(r"reported \(raised at (\S+)\)", found.stderr)
-    assert at is not None, found.stderr[-3000:]
-    again = sim("--seed", seed.group(1), "--shrink-seconds", "5", *common)
-    assert again.returncode == 0, again.stderr[-3000:]
-    first = re.search(r"found in a run of (\d+) steps: (.*) \(raised at (\S+)\)", again.stderr)
-    assert first is not None, again.stderr[-3000:]
-    assert int(first.group(1)) == len(raw)
-    assert (first.group(2), first.group(3)) == (violation, at.group(1))
-    assert f"reported (raised at {at.group(1)}):" in again.stderr
+    assert f"seed {plant.seed} FAILED" in found.stderr, found.stderr[-3000:]
+    first = re.search(r"found in a run of (\d+) steps: (.*) \(raised at (\S+)\)", found.stderr)
+    assert first is not None, found.stderr[-3000:]
+    assert first.group(2).startswith("sim.checks.Violation"), first.group(2)
+    assert f"reported (raised at {first.group(3)}):" in found.stderr
     # shrunk is hypothesis's order (fewer and simpler choices), not always fewer steps
     # within a few seconds of shrinking; the fence plant's always comes out shorter
-    shrunk = steps_of(again.stderr)
-    assert len(shrunk) > 0 and (name != "fence" or len(shrunk) < len(raw))
-    assert f"python -m sim --seed {seed.group(1)} --plant {name}" in again.stderr
+    shrunk = steps_of(found.stderr)
+    assert len(shrunk) > 0 and (name != "fence" or len(shrunk) < int(first.group(1)))
+    assert f"python -m sim --seed {plant.seed} --plant {name}" in found.stderr
+
+
+def test_a_planted_bugs_seed_replays_the_same_failing_run_in_another_process() -> None:
+    """``make sim SEED=…`` in a process of its own draws the run the seeds' search drew, to
+    the ids, the ms and the steps: the same error, raised at the same place."""
+    plant = plants.PLANTS["slot"]
+    common = ("--no-shrink", "--steps", "150", "--examples", "15", "--plant", "slot")
+    searched = sim("--start", str(plant.seed), "--seeds", "1", *common)
+    again = sim("--seed", str(plant.seed), *common)
+    for run in (searched, again):
+        assert run.returncode == 0 and f"seed {plant.seed} FAILED" in run.stderr, run.stderr[-3000:]
+    [violation] = violations(searched.stderr)
+    assert violations(again.stderr) == [violation]
+    raw = steps_of(searched.stderr)
+    assert len(raw) > 0 and steps_of(again.stderr) == raw
+    found = re.search(r"found in a run of (\d+) steps: .* \(raised at (\S+)\)", again.stderr)
+    assert found is not None and int(found.group(1)) == len(raw), again.stderr[-3000:]
+    assert f"reported (raised at {found.group(2)}):" in searched.stderr
 
 
 def test_a_plant_changes_the_script_only_while_planted() -> None:
