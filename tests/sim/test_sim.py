@@ -63,7 +63,8 @@ def test_each_planted_bug_is_found_by_its_seed_and_shrunk(name: str) -> None:
     run the same way.)"""
     plant = plants.PLANTS[name]
     assert plant.seed < 50  # within make sim's default seeds (each seed runs on its own)
-    found = sim("--start", str(plant.seed), "--seeds", "1", "--shrink-seconds", "5",
+    shrink = "5" if name == "fence" else "2"  # the fence plant's is held to come out shorter
+    found = sim("--start", str(plant.seed), "--seeds", "1", "--shrink-seconds", shrink,
                 "--steps", "150", "--examples", "15", "--plant", name)  # fmt: skip
     assert found.returncode == 0, f"{name} ({plant.what}) not found by seed {plant.seed}"
     assert f"seed {plant.seed} FAILED" in found.stderr, found.stderr[-3000:]
