@@ -384,25 +384,23 @@ def test_the_readmes_partial_make_test_selects_by_declared_markers() -> None:
              "tests/test_benchmarks_smoke.py"]  # fmt: skip
 
     def picked(*exprs: str) -> list[set[str]]:
-        """The tests each expression selects, collected side by side (a collection is
-        seconds of imports: one after the other they were most of this test)."""
-        command = [sys.executable, "-m", "pytest", "-p", "no:xdist", "--co", "-q", "-m"]
-        procs = [
-            subprocess.Popen(
-                [*command, expr, *files],
-                cwd=root,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for expr in exprs
-        ]
-        out = []
-        for proc in procs:
-            stdout, stderr = proc.communicate(timeout=120)
-            assert proc.returncode in (0, 5), stdout + stderr
-            out.append({t for t in stdout.splitlines() if "::" in t})
-        return out
+        """The tests each expression selects: one process collects them all, one
+        expression after another (a collection is seconds of imports, paid once)."""
+        script = (
+            "import json, sys, pytest\n"
+            "for expr in json.loads(sys.argv[1]):\n"
+            "    code = pytest.main(['-p', 'no:xdist', '--co', '-q', '-m', expr, *sys.argv[2:]])\n"
+            "    print(f'== exit {int(code)}', flush=True)\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", script, json.dumps(exprs), *files],
+            cwd=root, capture_output=True, text=True, timeout=180, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        runs = re.split(r"^== exit (\d+)$", done.stdout, flags=re.M)
+        codes, outputs = runs[1::2], runs[0::2]
+        assert len(codes) == len(exprs) and set(codes) <= {"0", "5"}, done.stdout[-3000:]
+        return [{t for t in o.splitlines() if "::" in t} for o in outputs[: len(exprs)]]
 
     # without MARKS the two parts are the whole suite of those files, each test once
     whole = subprocess.run(
