@@ -102,3 +102,27 @@ def test_no_help_splits_a_word_at_any_width() -> None:
             assert not split, f"{' '.join(path)} --help at {columns} columns splits: {split}"
             checked += 1
     assert checked > 50 * len(WIDTHS)
+
+
+def test_a_missing_choice_is_refused_in_one_line() -> None:
+    """`tokens create` without --scope said `Missing option '--scope'. Choose from:` then
+    `read,`, `write,` and `admin` on tab-indented lines of their own. Every option and
+    argument of every command that takes a choice says what it takes on the error's
+    line."""
+    checked = 0
+    for path, command in _commands(main, ["tickwheel"]):
+        ctx = click.Context(command, info_name=path[-1])
+        for param in command.get_params(ctx):
+            if not isinstance(param.type, click.Choice):
+                continue
+            said = click.MissingParameter(ctx=ctx, param=param).format_message()
+            assert "\n" not in said and "\t" not in said, (path, param.name, said)
+            for choice in param.type.choices:
+                assert re.search(rf"[ ,]{re.escape(str(choice))}[,.]? ", f"{said} "), said
+            checked += 1
+    assert checked >= 8
+    out = CliRunner().invoke(main, ["tokens", "create"])
+    assert out.exit_code == 2
+    assert out.output.splitlines()[-1] == (
+        "Error: Missing option '--scope'. Choose read, write or admin."
+    ), out.output
