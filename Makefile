@@ -22,7 +22,7 @@ define pytest_part
 $(BIN)/python -m pytest $(1) -m "$(2)$(if $(MARKS), and ($(MARKS)))" $(PYTEST_ARGS) || [ $$? -eq 5 ]
 endef
 
-.PHONY: test test-server demo bench lint unit clean venv docs sim exhaustive docs-build
+.PHONY: test test-server demo bench lint unit clean venv docs sim exhaustive docs-build wheel
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -63,6 +63,15 @@ test-server: $(STAMP) $(if $(REDIS_PY),$(OLDEST)/.installed)
 	  $(call pytest_part,-n $(JOBS),redis and not ($(SERIAL)))
 	$(if $(REDIS_PY),PYTHONPATH=$(OLDEST)) TICKWHEEL_TEST_SERVER=$(SERVER) \
 	  $(call pytest_part,-p no:xdist,redis and ($(SERIAL)))
+
+# The sdist and, from it, the wheel, in $(DIST) (as .ci/wheel builds them), after
+# installing build into the venv: without it, python -m build run from the checkout took
+# the build/ directory a setuptools build leaves for the package ("No module named
+# build.__main__"). -P keeps the current directory off the path all the same.
+DIST ?= dist
+wheel: | $(BIN)/python
+	$(BIN)/python -m pip install -qq build
+	$(BIN)/python -P -m build --outdir $(DIST) .
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)

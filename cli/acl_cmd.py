@@ -7,11 +7,12 @@ import click
 from timer.acl import ROLES, acl_rules
 
 from .app import App, errors, pass_app
+from .choice import Choice
 from .output import emit
 
 
 @click.command()
-@click.argument("role", type=click.Choice(sorted(ROLES)))
+@click.argument("role", type=Choice(sorted(ROLES)))
 @click.option("--user", default=None, help="The ACL user's name.  [default: tw-ROLE]")
 @pass_app
 def acl(app: App, role: str, user: str | None) -> None:

@@ -13,6 +13,7 @@ from .dashboard_cmd import dashboard
 from .demo import demo
 from .groups_cmd import dead, groups
 from .handle_cmd import handle
+from .helpformat import wrap_whole_words
 from .namespace_cmd import init, migrate, shards, stats, trim
 from .one_timer_cmd import (
     cancel,
@@ -109,6 +110,7 @@ for command in (
 ):
     main.add_command(command)
 accept_global_options(main)
+wrap_whole_words(main)
 
 
 def run() -> None:

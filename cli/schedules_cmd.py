@@ -21,6 +21,7 @@ from timer.durable.schedules.recurrence import Recurrence
 from timer.shapes import schedule_json
 
 from .app import App, TimerCommandError, confirm, errors, pass_app, starts_server
+from .choice import Choice
 from .durations import DURATION, INSTANT, format_ms
 from .one_timer_cmd import _payload
 from .output import emit, pairs, plural, table
@@ -78,7 +79,7 @@ def action_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             click.option("--payload", help="JSON payload every occurrence carries."),
             click.option(
                 "--missed",
-                type=click.Choice(MISSED),
+                type=Choice(MISSED),
                 default="latest",
                 show_default=True,
                 help="After an outage: fire the latest missed occurrence, all (oldest first, at "
@@ -94,7 +95,7 @@ def action_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             ),
             click.option(
                 "--overlap",
-                type=click.Choice(OVERLAP),
+                type=Choice(OVERLAP),
                 default="allow",
                 show_default=True,
                 help="An occurrence due while --group has not handled the previous one: fire it "

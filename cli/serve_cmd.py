@@ -14,6 +14,7 @@ from timer.errors import NotFound
 
 from . import embedded
 from .app import App, TimerCommandError, errors, pass_app, require_extra, starts_server
+from .choice import Choice
 from .dashboard_cmd import is_loopback
 from .output import emit, table
 from .service import bind_port
@@ -171,7 +172,7 @@ def tokens() -> None:
 @tokens.command()
 @click.option(
     "--scope",
-    type=click.Choice(["read", "write", "admin"]),
+    type=Choice(["read", "write", "admin"]),
     required=True,
     help="What it may do: read, write (and read), or admin (everything).",
 )

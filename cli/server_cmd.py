@@ -11,6 +11,7 @@ from timer.testing import find_server_binary
 
 from . import embedded
 from .app import App, errors, pass_app
+from .choice import Choice
 from .output import emit, pairs
 
 
@@ -43,7 +44,7 @@ def server() -> None:
 )
 @click.option(
     "--appendfsync",
-    type=click.Choice(embedded.APPENDFSYNC),
+    type=Choice(embedded.APPENDFSYNC),
     default=None,
     envvar="TICKWHEEL_SERVER_APPENDFSYNC",
     help="When the server fsyncs its AOF: everysec loses up to a second of acknowledged "

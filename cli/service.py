@@ -19,12 +19,13 @@ from timer.durable.model.models import Durability
 from timer.worker.logs import connect_with_retry
 
 from .app import App, errors
+from .choice import Choice
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 log_level_option = click.option(
     "--log-level",
-    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+    type=Choice(["debug", "info", "warning", "error"], case_sensitive=False),
     default="info",  # shown as the choices are listed (either case is taken)
     show_default=True,
     help="The least severe log records printed.",
@@ -69,7 +70,7 @@ durability_option = click.option(
 
 log_format_option = click.option(
     "--log-format",
-    type=click.Choice(["text", "json"]),
+    type=Choice(["text", "json"]),
     default="text",
     show_default=True,
     envvar="TICKWHEEL_LOG_FORMAT",

@@ -15,10 +15,11 @@ from timer.durable.timers.finding import STATES, Bulk, MoveOptions
 from timer.shapes import timer_info_json
 
 from .app import App, confirm, errors, pass_app
+from .choice import Choice
 from .durations import DURATION, INSTANT, format_ms
 from .output import emit, plural, table, to_json
 
-STATE_CHOICE = click.Choice([*STATES, "decided", "any"])
+STATE_CHOICE = Choice([*STATES, "decided", "any"])
 
 
 @click.group()

@@ -8,9 +8,11 @@
   ``CHANGELOG.md`` is the changelog page. Links in it to ``docs/...`` (as GitHub reads
   the README) are made relative to the page that takes it.
 - A line ``<!-- cli: MODULE:COMMAND PROG -->`` becomes the CLI reference, read from the
-  click command itself: every command's help, usage, options (with their real defaults:
-  mkdocs-click 0.9 printed click 8.3's ``Sentinel.UNSET`` for each option without one)
-  and subcommands. Help text outside code is escaped (``<…>``, ``*``, ``_``), so the page
+  click command itself: every command's help, usage, options and subcommands. An option
+  shows what its ``--help`` line does: its names with their metavar (``-h, --help``,
+  ``--watch KEY``), its help, and its default, range or ``required`` in a column of
+  their own (mkdocs-click 0.9 printed click 8.3's ``Sentinel.UNSET`` for each option
+  without a default). Help text outside code is escaped (``<…>``, ``*``, ``_``), so the page
   shows every character ``--help`` does: a browser took ``<shard>`` for a tag and dropped
   it.
 - Sphinx roles in docstrings (``:class:`X```, ``:meth:`x```), which mkdocstrings shows
@@ -59,29 +61,29 @@ def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
     return ROLE.sub(lambda m: f"<code>{m.group(1)}</code>", html)
 
 
-def render_cli(command: click.Command, prog: str, depth: int = 2) -> str:
+def render_cli(
+    command: click.Command, prog: str, depth: int = 2, parent: click.Context | None = None
+) -> str:
     """The command and every subcommand, as ``tickwheel COMMAND --help`` reads them."""
-    ctx = click.Context(command, info_name=prog)
+    # the parent's context passes on what --help inherits (``-h`` as well as ``--help``)
+    ctx = click.Context(command, info_name=prog.rsplit(" ", 1)[-1], parent=parent,
+                        **command.context_settings)  # fmt: skip
     out = [f"{'#' * min(depth, 6)} {prog}", ""]
     out += help_paragraphs(command.help or "")
     out += ["**Usage:**", "", "```", f"{prog} {' '.join(command.collect_usage_pieces(ctx))}"]
     out += ["```", ""]
-    options = [p for p in command.get_params(ctx) if isinstance(p, click.Option) and not p.hidden]
-    if options:
+    records = [option_record(p, ctx) for p in command.get_params(ctx)]
+    if any(records):
         out += [
             "**Options:**",
             "",
-            "| option | type | description | default |",
-            "|---|---|---|---|",
+            "| option | description | default, range |",
+            "|---|---|---|",
         ]
-        for opt in options:
-            names = ", ".join(f"`{o}`" for o in opt.opts)
-            if opt.secondary_opts:
-                names += " / " + ", ".join(f"`{o}`" for o in opt.secondary_opts)
-            out.append(
-                f"| {names} | {option_type(opt)} | {cell(prose(opt.help or ''))} "
-                f"| {default_of(opt)} |"
-            )
+        for record in records:
+            if record is not None:
+                spec, text, extras = record
+                out.append(f"| `{spec}` | {cell(prose(text))} | {cell(prose(extras))} |")
         out.append("")
     subs = []
     if isinstance(command, click.Group):
@@ -95,7 +97,7 @@ def render_cli(command: click.Command, prog: str, depth: int = 2) -> str:
             out.append("")
     out += help_paragraphs(command.epilog or "")  # --help prints it last
     for name, sub in subs:
-        out.append(render_cli(sub, f"{prog} {name}", depth + 1))
+        out.append(render_cli(sub, f"{prog} {name}", depth + 1, ctx))
     return "\n".join(out)
 
 
@@ -127,28 +129,26 @@ def _plain(text: str) -> str:
     return re.sub(r"([\\*_])", r"\\\1", html.escape(text, quote=False))
 
 
-def option_type(opt: click.Option) -> str:
-    if opt.is_flag and not opt.secondary_opts:
-        return "flag"
-    if isinstance(opt.type, click.Choice):
-        return " \\| ".join(f"`{c}`" for c in opt.type.choices)
-    return opt.type.name
+# what click appends to an option's help, and what a help says in its words the same way
+# ("[default: 16; 1<=x<=16384]", "[default: tw-ROLE]"): the page gives it a column
+EXTRAS = re.compile(r"(?:\s+\[[^\[\]]*\])+$")
 
 
-def default_of(opt: click.Option) -> str:
-    """What the option is without being given: required, nothing, or its value."""
-    if opt.required:
-        return "required"
-    if opt.is_flag and not opt.secondary_opts:
-        return ""
-    value = opt.default
-    if value is None or type(value).__name__ == "Sentinel" or callable(value):
-        return ""
-    if isinstance(value, bool):
-        return f"`{(opt.opts if value else opt.secondary_opts)[0]}`" if opt.secondary_opts else ""
-    if isinstance(value, (list, tuple)):
-        return ", ".join(f"`{v}`" for v in value)
-    return f"`{cell(str(value))}`"
+def option_record(param: click.Parameter, ctx: click.Context) -> tuple[str, str, str] | None:
+    """An option as ``--help`` shows it: its names and metavar (``-h, --help``, ``--shards
+    INTEGER RANGE``, ``--watch KEY``), its help, and what the brackets after the help say
+    (default, range, required), or None for an argument or a hidden option."""
+    if not isinstance(param, click.Option):
+        return None
+    record = param.get_help_record(ctx)
+    if record is None:
+        return None
+    spec, text = record
+    match = EXTRAS.search(text)
+    if match is None:
+        return spec, text, ""
+    extras = re.findall(r"\[([^\[\]]*)\]", match.group(0))
+    return spec, text[: match.start()], "; ".join(extras)
 
 
 def include(name: str, section: str | None, up: str) -> str:

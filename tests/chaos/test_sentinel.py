@@ -25,7 +25,7 @@ from timer.aio import AsyncTimerClient
 from timer.httpapi.app import create_app
 from timer.redis.connections import AsyncFollowingSentinel, FollowingSentinel
 from timer.redis.store import RedisSettings, redact_url
-from timer.testing import SentinelSet, redis_sentinel
+from timer.testing import RedisServer, SentinelSet, redis_sentinel
 
 # No lateness bound (it waits on the Sentinels, never on a clock): it runs in the
 # parallel part of make test, beside the others.
@@ -307,3 +307,23 @@ def test_the_http_api_reaches_a_sentinel_set(sentinel_set: SentinelSet, namespac
         assert made.status_code in (200, 201), made.text
         got = http.get(f"/v1/namespaces/{namespace}/timers/h1")
         assert got.status_code == 200 and got.json()["state"] == "pending", got.text
+
+
+def test_a_sentinel_url_at_a_plain_server_says_it_is_not_a_sentinel(
+    redis_server: RedisServer,
+) -> None:
+    """A redis+sentinel:// URL aimed at a Redis server (not a Sentinel) said the server
+    "does not answer HELLO ... tickwheel needs Redis >= 6.2": it says the address is not a
+    Sentinel and what to give instead, and keeps the URL's password to itself."""
+    port = redis_server.url.rsplit(":", 1)[1].split("/", 1)[0]
+    url = f"redis+sentinel://u:S3CRET@127.0.0.1:{port}/mymaster"
+    client = TimerClient.from_url(url, "not-a-sentinel")
+    try:
+        with pytest.raises(ConfigError) as refused:
+            client.meta  # noqa: B018 - the first call asks the server
+    finally:
+        client.close()
+    said = str(refused.value)
+    assert "not a Sentinel" in said and "redis://" in said, said
+    assert "HELLO" not in said and "6.2" not in said, said
+    assert "S3CRET" not in said, said

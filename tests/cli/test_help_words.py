@@ -72,3 +72,57 @@ def test_every_duration_option_refuses_in_the_same_words() -> None:
     out = CliRunner().invoke(main, ["wait", "x", "--timeout", "5x"])
     assert out.exit_code == 2
     assert f"'5x' {DURATION_WORDS} (a bare number is seconds)" in out.output, out.output
+
+
+# what a help says, word by word, without click's truncated command summaries ("that...")
+WIDTHS = (*range(60, 81), 100, 120, 160, 200)
+
+
+def _help_words(path: list[str], columns: int) -> list[str]:
+    # the width given as the terminal's (click's 80-column cap lifted, as a wide
+    # terminal and an unwrapped help need)
+    out = CliRunner().invoke(
+        main, [*path[1:], "--help"], terminal_width=columns, max_content_width=columns
+    )
+    assert out.exit_code == 0, (path, out.output)
+    return [w for w in out.output.split() if not w.endswith("...")]
+
+
+def test_no_help_splits_a_word_at_any_width() -> None:
+    """`handle --help` at 80 columns showed `(see https://tickwheel.readthedo` /
+    `cs.io/guides/http/#webhooks)` and `acl --help` `redis://tw-` /
+    `ROLE:PASSWORD@host:port/0.`: copied, neither is the address. Every command's help,
+    at every width from 60 to 200, has only words its unwrapped help has (a long one
+    overflows its line instead)."""
+    checked = 0
+    for path, _command in _commands(main, ["tickwheel"]):
+        whole = set(_help_words(path, 10_000))
+        for columns in WIDTHS:
+            split = [w for w in _help_words(path, columns) if w not in whole]
+            assert not split, f"{' '.join(path)} --help at {columns} columns splits: {split}"
+            checked += 1
+    assert checked > 50 * len(WIDTHS)
+
+
+def test_a_missing_choice_is_refused_in_one_line() -> None:
+    """`tokens create` without --scope said `Missing option '--scope'. Choose from:` then
+    `read,`, `write,` and `admin` on tab-indented lines of their own. Every option and
+    argument of every command that takes a choice says what it takes on the error's
+    line."""
+    checked = 0
+    for path, command in _commands(main, ["tickwheel"]):
+        ctx = click.Context(command, info_name=path[-1])
+        for param in command.get_params(ctx):
+            if not isinstance(param.type, click.Choice):
+                continue
+            said = click.MissingParameter(ctx=ctx, param=param).format_message()
+            assert "\n" not in said and "\t" not in said, (path, param.name, said)
+            for choice in param.type.choices:
+                assert re.search(rf"[ ,]{re.escape(str(choice))}[,.]? ", f"{said} "), said
+            checked += 1
+    assert checked >= 8
+    out = CliRunner().invoke(main, ["tokens", "create"])
+    assert out.exit_code == 2
+    assert out.output.splitlines()[-1] == (
+        "Error: Missing option '--scope'. Choose read, write or admin."
+    ), out.output

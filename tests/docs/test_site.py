@@ -165,7 +165,9 @@ def sections_text(page: Path) -> dict[str, str]:
     return {k: " ".join("".join(v).split()) for k, v in parser.parts.items()}
 
 
-def help_texts(command: object, prog: str) -> Iterator[tuple[str, str, list[str]]]:
+def help_texts(
+    command: object, prog: str, parent: object = None
+) -> Iterator[tuple[str, str, list[str]]]:
     """(prog, its section's id, the texts its --help shows) for the command and each
     subcommand: the description and epilog as click formats them, each option's help
     (without the [default: ...] click adds: the page has a column for it). Backticks go:
@@ -173,8 +175,12 @@ def help_texts(command: object, prog: str) -> Iterator[tuple[str, str, list[str]
     import click  # noqa: PLC0415
 
     assert isinstance(command, click.Command)
-    # unwrapped: click breaks lines at hyphens ("--max-" / "total-ms")
-    ctx = click.Context(command, info_name=prog, terminal_width=10_000, max_content_width=10_000)
+    assert parent is None or isinstance(parent, click.Context)
+    # unwrapped: click broke lines at hyphens ("--max-" / "total-ms"); the parent's
+    # context as --help has it (click keeps the first help option a command makes)
+    ctx = click.Context(command, info_name=prog.rsplit(" ", 1)[-1], parent=parent,
+                        terminal_width=10_000, max_content_width=10_000,
+                        **command.context_settings)  # fmt: skip
     texts = []
     for part in (command.format_help_text, command.format_epilog):
         formatter = ctx.make_formatter()
@@ -183,13 +189,13 @@ def help_texts(command: object, prog: str) -> Iterator[tuple[str, str, list[str]
     for param in command.get_params(ctx):
         record = param.get_help_record(ctx)
         if record is not None and isinstance(param, click.Option) and not param.hidden:
-            texts.append(re.sub(r"  \[[^\[\]]*\]$", "", record[1]))
+            texts.append(re.sub(r"(?:\s+\[[^\[\]]*\])+$", "", record[1]))
     normal = [" ".join(x.replace("`", "").split()) for x in texts]
     yield prog, prog.replace(" ", "-").lower(), [x for x in normal if x]
     if isinstance(command, click.Group):
         for name, sub in command.commands.items():
             if not sub.hidden:
-                yield from help_texts(sub, f"{prog} {name}")
+                yield from help_texts(sub, f"{prog} {name}", ctx)
 
 
 def test_the_cli_reference_shows_every_word_of_every_help(site: Path) -> None:
@@ -207,6 +213,91 @@ def test_the_cli_reference_shows_every_word_of_every_help(site: Path) -> None:
             seen += 1
             assert text in page, f"{prog}: the page does not show {text!r}"
     assert seen > 300
+
+
+def option_rows(page: Path) -> dict[str, dict[str, list[str]]]:
+    """The option tables of a built page, per heading: the heading's id -> the text of
+    each row's first cell -> the row's cells (whitespace made single spaces)."""
+
+    class Rows(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__(convert_charrefs=True)
+            self.current = ""
+            self.rows: dict[str, dict[str, list[str]]] = {}
+            self.row: list[str] | None = None
+            self.cell: list[str] | None = None
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            ident = dict(attrs).get("id")
+            if re.fullmatch(r"h[1-6]", tag) and ident:
+                self.current = ident
+            elif tag == "tr":
+                self.row = []
+            elif tag == "td" and self.row is not None:
+                self.cell = []
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag == "td" and self.row is not None and self.cell is not None:
+                self.row.append(" ".join("".join(self.cell).split()))
+                self.cell = None
+            elif tag == "tr" and self.row:
+                self.rows.setdefault(self.current, {})[self.row[0]] = self.row
+                self.row = None
+
+        def handle_data(self, data: str) -> None:
+            if self.cell is not None:
+                self.cell.append(data)
+
+    rows = Rows()
+    rows.feed(page.read_text())
+    return rows.rows
+
+
+def help_records(
+    command: object, prog: str, parent: object = None
+) -> Iterator[tuple[str, str, str, str]]:
+    """(prog, its section's id, an option's names and metavar, its help with what click
+    appends) for each option every command's --help lists, as the terminal shows them:
+    the context is the one --help has (its parent's, so `-h` is there too)."""
+    import click  # noqa: PLC0415
+
+    assert isinstance(command, click.Command)
+    assert parent is None or isinstance(parent, click.Context)
+    ctx = click.Context(command, info_name=prog.rsplit(" ", 1)[-1], parent=parent,
+                        **command.context_settings)  # fmt: skip
+    for param in command.get_params(ctx):
+        record = param.get_help_record(ctx) if isinstance(param, click.Option) else None
+        if record is not None:
+            yield prog, prog.replace(" ", "-").lower(), record[0], " ".join(record[1].split())
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            if not sub.hidden:
+                yield from help_records(sub, f"{prog} {name}", ctx)
+
+
+def test_the_cli_reference_shows_each_option_as_help_does(site: Path) -> None:
+    """Each option of each command has a row on the CLI page with what its --help line
+    shows: its names and metavar as --help prints them, its help, and each of the
+    default, range and `required` click appends (#75: the page dropped every range, said
+    `text` for `--watch KEY` and `ms` for `--max-total DURATION`, lost `-h`, and left
+    `handle --max-attempts`'s default in its description)."""
+    from timer.cli.main import main  # noqa: PLC0415
+
+    tables = option_rows(site / "reference" / "cli" / "index.html")
+    seen = ranges = 0
+    for prog, ident, spec, shown in help_records(main, "tickwheel"):
+        rows = tables.get(ident, {})
+        assert spec in rows, f"{prog}: no row `{spec}` (the page has {sorted(rows)})"
+        _, text, extras = rows[spec]
+        brackets = re.search(r"(?:\s+\[[^\[\]]*\])+$", shown)
+        said = shown[: brackets.start()] if brackets else shown
+        assert text.replace("`", "") == said.replace("`", ""), f"{prog} {spec}: {text!r}"
+        items = re.findall(r"\[([^\[\]]*)\]", brackets.group(0)) if brackets else []
+        assert extras == "; ".join(items), f"{prog} {spec}: {extras!r}, --help says {items}"
+        seen += 1
+        ranges += "<=" in extras
+    assert seen > 300 and ranges > 20, (seen, ranges)
+    assert "-h, --help" in tables["tickwheel-schedule"]
 
 
 def empty_headings(page: Path) -> list[str]:
@@ -298,9 +389,9 @@ def test_the_references_show_no_defect(site: Path) -> None:
     assert "Formatting signatures requires" not in log, log
     extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert any(d.startswith(("ruff", "black")) for d in extra["docs"]), "make docs would warn"
-    cli = (site / "reference" / "cli" / "index.md").read_text()
-    assert re.search(r"`--shards`\s*\|\s*integer range\s*\|[^|]*\|\s*`16`", cli)  # real defaults
-    assert re.search(r"`--extend`\s*\|[^|]*\|[^|]*\|\s*required\s*\|", cli)
+    cli = option_rows(site / "reference" / "cli" / "index.html")  # real defaults
+    assert cli["tickwheel-init"]["--shards INTEGER RANGE"][2] == "default: 16; 1<=x<=16384"
+    assert cli["tickwheel-heartbeat"]["--extend DURATION"][2] == "required"
     for name, kinds in class_members(site / "reference" / "python" / "index.html").items():
         if "function" in kinds:
             first_other = next(i for i, k in enumerate([*kinds, "end"]) if k != "function")
@@ -378,7 +469,9 @@ def test_no_page_shows_a_repository_path_a_reader_cannot_follow(site: Path) -> N
     assert found == []
 
 
-PIP = re.compile(r"pip\s+install\s+(?:-e\s+)?(\S+)")
+PIP = re.compile(r'pip\s+install\s+(?:-e\s+)?("\$\(ls [^)]*\)[^"]*"|\S+)')
+# the checkout, or the wheel `make wheel` built from it, with extras
+INSTALLS = re.compile(r"\.|'\.\[[a-z,]+\]'|\"\$\(ls dist/tickwheel-\*\.whl\)\[[a-z,]+\]\"")
 
 
 def test_every_install_line_the_site_shows_installs_the_checkout(site: Path) -> None:
@@ -389,6 +482,6 @@ def test_every_install_line_the_site_shows_installs_the_checkout(site: Path) -> 
     for name, html in shown_pages(site):
         text = " ".join(sections_text(html).values())
         for m in PIP.finditer(text):
-            if not re.fullmatch(r"\.|'\.\[[a-z,]+\]'", m.group(1).rstrip("`;,)")):
+            if not INSTALLS.fullmatch(m.group(1).rstrip("`;,)")):
                 found.append(f"{name}: {m.group(0)}")
     assert found == []
