@@ -19,8 +19,8 @@ from urllib.parse import quote
 import pytest
 from click.testing import CliRunner
 
-from timer.cli import embedded
 from tests.conftest import wait_for
+from timer.cli import embedded
 from timer.cli.main import main
 from timer.testing import free_port
 
