@@ -135,3 +135,25 @@ def test_a_library_warning_is_one_clean_line_in_every_command(
     assert len(said) == 1 and said[0].startswith("Warning: "), ran.stderr
     assert "Warning:" not in said[0][len("Warning:") :], ran.stderr
     assert ".py:" not in ran.stderr and "c.init(" not in ran.stderr, ran.stderr
+
+
+def test_the_demo_says_it_killed_a_worker_before_the_outcomes_after_it(
+    workdir: Path, redis_server: RedisServer
+) -> None:
+    """`tickwheel demo 2>err`: the kill of a worker at 40% is said between the counts
+    around it, not after `Waiting for outcomes: N of N` (it read as if the kill came at
+    the end)."""
+    if not redis_server.running:
+        redis_server.restart()
+    args = ["--timers", "40", "--workers", "2", "--min-delay", "1s", "--max-delay", "2s",
+            "--lease", "1s", "--seed", "1"]  # fmt: skip
+    out = CliRunner().invoke(
+        main, ["--redis-url", redis_server.url, "demo", *args], catch_exceptions=False
+    )
+    assert out.exit_code == 0, out.output
+    lines = out.stderr.splitlines()
+    killed = [i for i, line in enumerate(lines) if line.startswith("Killed worker ")]
+    counts = [i for i, line in enumerate(lines) if line.startswith("Waiting for outcomes: ")]
+    assert len(killed) == 1 and counts, out.stderr
+    assert counts[0] < killed[0] < counts[-1], out.stderr
+    assert lines[counts[-1]] == "Waiting for outcomes: 40 of 40", out.stderr
