@@ -120,7 +120,7 @@ def test_a_library_warning_is_one_clean_line_in_every_command(
     if not redis_server.running:
         redis_server.restart()
     r = redis.Redis.from_url(redis_server.url)
-    was = r.config_get("appendonly")["appendonly"]
+    was = str(r.config_get("appendonly")["appendonly"])
     r.config_set("appendonly", "no")
     try:
         ran = subprocess.run([sys.executable, "-m", "timer.cli", "--redis-url",
