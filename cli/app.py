@@ -193,6 +193,10 @@ class App:
     json: bool
     _client: TimerClient | None = field(default=None, repr=False)
     _url: str | None = field(default=None, repr=False)
+    # the embedded server this command started (None: it found one running, or was given
+    # a URL), and what the line saying so tells the user about stopping it
+    started: embedded.EmbeddedState | None = field(default=None, repr=False)
+    stop_hint: str = "Stop it with: tickwheel server stop"
 
     @property
     def url(self) -> str:
@@ -214,10 +218,12 @@ class App:
             else:
                 with errors():
                     state, started = embedded.start(binary=os.environ.get(SERVER_ENV) or None)
+                if started:
+                    self.started = state
                 if started and not self.json:
                     click.echo(
                         f"Started the embedded server ({state.binary}) on {state.url}; "
-                        f"data in {state.data_dir}. Stop it with: tickwheel server stop",
+                        f"data in {state.data_dir}. {self.stop_hint}",
                         err=True,
                     )
                 self._url = state.url
@@ -237,6 +243,7 @@ class App:
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
+            self._client = None
 
 
 pass_app = click.make_pass_decorator(App)

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import click
 
+from . import embedded
 from .app import App, errors, pass_app, require_extra, starts_server
+from .output import plural
 from .service import bind_port, log_level_option, setup_logging
 
 TOKEN_ENV = "TICKWHEEL_DASHBOARD_TOKEN"
@@ -110,10 +112,30 @@ def dashboard(
         names.append(host)
     elif not allowed_hosts:  # every address, by any name: the token guards it
         names = ["*"]
+    # a server started only to show it is stopped with the dashboard (as `make demo`
+    # does): left behind, it ran on in a directory the user had moved on from
+    app.stop_hint = "The dashboard stops it when it stops."
+    try:
+        serve(app, web_args=(read_only, token, names, tokens_path), host=host, port=port,
+              log_level=log_level)  # fmt: skip
+    finally:
+        stop_started_server(app)
+
+
+def serve(
+    app: App,
+    *,
+    web_args: tuple[bool, str | None, list[str], Path | None],
+    host: str,
+    port: int,
+    log_level: str,
+) -> None:
+    """Serve the dashboard of ``app``'s namespace until SIGINT or SIGTERM."""
     import uvicorn  # noqa: PLC0415 - only this command needs the web stack
 
     from timer.dashboard import create_app  # noqa: PLC0415
 
+    read_only, token, names, tokens_path = web_args
     with errors():
         client = app.client
         client.meta  # noqa: B018 - a namespace never initialised fails here, clearly
@@ -144,3 +166,31 @@ def dashboard(
             signal.signal(sig, stop)
         server.run(sockets=[sock])
     click.echo("dashboard stopped", err=True)
+
+
+def stop_started_server(app: App) -> None:
+    """Stop the embedded server if this dashboard started it and nothing else uses it now
+    (a worker or handler started meanwhile keeps it, and the user is told how to stop it)."""
+    started = app.started
+    if started is None:
+        return
+    app.close()
+    running = embedded.status()
+    if running is None or running.pid != started.pid:
+        return  # stopped, or replaced, by someone else meanwhile
+    others = embedded.other_clients(running)
+    if others:
+        click.echo(
+            f"The embedded server it started (pid {running.pid}) runs on: "
+            f"{plural(others, 'other client')} {'uses' if others == 1 else 'use'} it. "
+            "Stop it with: tickwheel server stop",
+            err=True,
+        )
+        return
+    with errors():
+        embedded.stop()
+    click.echo(
+        f"Stopped the embedded server it started (pid {running.pid}); its data stays in "
+        f"{running.data_dir}.",
+        err=True,
+    )

@@ -86,6 +86,18 @@ def _answers(state: EmbeddedState) -> bool:
         client.close()
 
 
+def other_clients(state: EmbeddedState) -> int:
+    """How many connections besides this one the server has (a worker, a handler, another
+    dashboard using it); 0 when it does not answer."""
+    client = redis.Redis(host="127.0.0.1", port=state.port, socket_timeout=2)
+    try:
+        return max(0, len(client.client_list()) - 1)
+    except redis.RedisError:
+        return 0
+    finally:
+        client.close()
+
+
 def status(base: Path | None = None) -> EmbeddedState | None:
     """The running embedded server, or None."""
     state = read_state(base)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import warnings
+from typing import TextIO
+
 import click
 
 from timer import __version__
@@ -76,6 +79,24 @@ def main(ctx: click.Context, redis_url: str | None, namespace: str, as_json: boo
     app = App(redis_url or None, namespace, as_json)
     ctx.obj = app
     ctx.call_on_close(app.close)
+    # a library warning (an AOF that is off, a cap it will not honour) is for the user,
+    # not a Python traceback: one "Warning: ..." line on stderr, as `init` prints it, not
+    # Python's "path/to/site-packages/...py:252: DurabilityWarning: ..." and the source
+    # line that warned. Undone when the command ends (a test runs many in one process).
+    ctx.with_resource(warnings.catch_warnings())
+    warnings.showwarning = show_warning
+
+
+def show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """A warning as the CLI says one: ``Warning: <message>`` on stderr, nothing else."""
+    click.echo(f"Warning: {message}", err=True)
 
 
 for command in (

@@ -361,6 +361,7 @@ def _run(
                     if done >= n:
                         break
                     if not no_kill:
+                        killed = kill.at is not None
                         kill.step(
                             c,
                             procs,
@@ -370,6 +371,11 @@ def _run(
                             lease_ms=lease_ms,
                             durability=durability,
                         )
+                        if not killed and kill.at is not None:  # said as it happens
+                            bar.note(
+                                f"Killed worker {kill.victim} (SIGKILL) at 40% with shards "
+                                f"{kill.shards}; started {kill.victim}-new"
+                            )
                 except TimerError:
                     pass
                 if time.monotonic() > deadline:
@@ -382,11 +388,6 @@ def _run(
         reaction.finish()
     finally:
         reaction.stop()  # also when the run failed: no handler process left behind
-    if kill.at is not None:
-        say(
-            f"Killed worker {kill.victim} (SIGKILL) at 40% with shards {kill.shards}; "
-            f"started {kill.victim}-new"
-        )
     if master_kill is not None and master_kill.killed is not None:
         promoted = (
             f"the Sentinels promoted {master_kill.new} after {master_kill.promoted_ms} ms"

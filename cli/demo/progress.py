@@ -61,6 +61,22 @@ class Progress:
         elif done != self.said and self.clock() - self.said_at >= self.every_s:
             self._say()
 
+    def note(self, message: str) -> None:
+        """Say ``message`` where the run is now, between the count before it and the
+        count after it: off a terminal after a line with the count it happened at (unless
+        that was the last line); on a terminal the bar's line is cleared, the message
+        printed, and the bar drawn again under it. Hidden: nothing."""
+        if self.hidden:
+            return
+        if self.bar is not None:
+            self.file.write("\r\x1b[K")  # the bar's line, without the bar
+            click.echo(message, file=self.file)
+            self.bar.render_progress()
+            return
+        if self.done != self.said:
+            self._say()
+        click.echo(message, file=self.file)
+
     def __exit__(
         self,
         kind: type[BaseException] | None,

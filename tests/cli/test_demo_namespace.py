@@ -23,6 +23,7 @@ from timer.testing import RedisServer
 
 from .conftest import Run
 
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.redis
 
 SMALL = ["--timers", "10", "--workers", "1", "--min-delay", "1s", "--max-delay", "1s",
@@ -107,3 +108,52 @@ def _scheduled(url: str, ns: str) -> bool:
             return bool(c.stats()["pending"] == 20)
     except TimerError:  # not initialised yet
         return False
+
+
+def test_a_library_warning_is_one_clean_line_in_every_command(
+    workdir: Path, redis_server: RedisServer
+) -> None:
+    """`tickwheel demo` on a server whose AOF is off says so as `init` does, one
+    `Warning: ... AOF is off ...` line: it printed Python's warning, the path of the
+    installed demo/command.py and its line number, then that source line
+    (`  c.init(shards=16)`). Run as a user runs it: a process of its own."""
+    if not redis_server.running:
+        redis_server.restart()
+    r = redis.Redis.from_url(redis_server.url)
+    was = str(r.config_get("appendonly")["appendonly"])
+    r.config_set("appendonly", "no")
+    try:
+        ran = subprocess.run([sys.executable, "-m", "timer.cli", "--redis-url",
+                              redis_server.url, "demo", *SMALL],
+                             cwd=workdir, capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)  # fmt: skip
+    finally:
+        r.config_set("appendonly", was)
+        r.close()
+    assert ran.returncode == 0, ran.stderr
+    said = [line for line in ran.stderr.splitlines() if "AOF is off" in line]
+    assert len(said) == 1 and said[0].startswith("Warning: "), ran.stderr
+    assert "Warning:" not in said[0][len("Warning:") :], ran.stderr
+    assert ".py:" not in ran.stderr and "c.init(" not in ran.stderr, ran.stderr
+
+
+def test_the_demo_says_it_killed_a_worker_before_the_outcomes_after_it(
+    workdir: Path, redis_server: RedisServer
+) -> None:
+    """`tickwheel demo 2>err`: the kill of a worker at 40% is said between the counts
+    around it, not after `Waiting for outcomes: N of N` (it read as if the kill came at
+    the end)."""
+    if not redis_server.running:
+        redis_server.restart()
+    args = ["--timers", "40", "--workers", "2", "--min-delay", "1s", "--max-delay", "2s",
+            "--lease", "1s", "--seed", "1"]  # fmt: skip
+    out = CliRunner().invoke(
+        main, ["--redis-url", redis_server.url, "demo", *args], catch_exceptions=False
+    )
+    assert out.exit_code == 0, out.output
+    lines = out.stderr.splitlines()
+    killed = [i for i, line in enumerate(lines) if line.startswith("Killed worker ")]
+    counts = [i for i, line in enumerate(lines) if line.startswith("Waiting for outcomes: ")]
+    assert len(killed) == 1 and counts, out.stderr
+    assert counts[0] < killed[0] < counts[-1], out.stderr
+    assert lines[counts[-1]] == "Waiting for outcomes: 40 of 40", out.stderr

@@ -685,3 +685,33 @@ def test_a_password_the_server_refuses_is_said_so_not_as_unreachable(
     assert "refused the credentials" in out.stderr, out.output
     assert "is the server running" not in out.stderr, out.output
     assert "s3cretpw" not in out.output
+
+
+def test_a_note_comes_where_the_run_is_between_the_counts() -> None:
+    """What happened during the wait (the demo's kill of a worker at 40%) is printed as it
+    happens, after the count it happened at and before the later ones: it came after
+    `Waiting for outcomes: 2000 of 2000`, as if the kill was at the end. On a terminal the
+    bar's line is cleared for it and drawn again below it."""
+    clock, file = _Clock(), io.StringIO()
+    with Progress("Waiting", 10, hidden=False, file=file, every_s=2.0, clock=clock) as p:
+        p.update(4)
+        p.note("Killed worker w0")
+        clock.now = 5.0
+        p.update(10)
+    assert file.getvalue().splitlines() == [
+        "Waiting: 0 of 10",
+        "Waiting: 4 of 10",
+        "Killed worker w0",
+        "Waiting: 10 of 10",
+    ]
+    term = _Terminal()
+    with Progress("Waiting", 10, hidden=False, file=term, clock=clock) as p:
+        p.update(4)
+        p.note("Killed worker w0")
+        p.update(10)
+    text = term.getvalue()
+    assert text.index("4/10") < text.index("\r\x1b[KKilled worker w0\n") < text.index("10/10")
+    quiet = io.StringIO()
+    with Progress("Waiting", 10, hidden=True, file=quiet, clock=clock) as p:
+        p.note("Killed worker w0")
+    assert quiet.getvalue() == ""

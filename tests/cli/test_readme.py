@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -10,13 +11,18 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
+import urllib.request
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from click.testing import CliRunner
 
+from tests.conftest import wait_for
 from timer.cli import embedded
 from timer.cli.main import main
+from timer.testing import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -37,41 +43,53 @@ def python_snippet() -> str:
 
 
 EXPORT_TEMP = re.compile(r'export (\w+)="\$\(mktemp -d\)"')
-# what differs between two runs that did the same: times, durations, counts, ports,
+# what differs between two runs that did the same: times, durations, ports,
 # pids, ids made of the host's name; and a table's column widths, which follow them
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ INFO .*$", re.M)
+# a count (a schedule's occurrences fired or missed, a handler's outcomes, the
+# namespace's pending timers, outcomes and dead letters, what a command did) and, failing
+# that, any other number
+COUNT_OR_NUMBER = re.compile(
+    r"\b((?:fired|missed|handled|failed attempts|retried|dead-lettered|outcomes|pending"
+    r"|dead_letters|retained_outcomes|Cancelled|Would cancel|Removed) \d+)\b|\d+"
+)
 
 
 def normal(output: str, home: str) -> list[str]:
     """A command's output without what changes from one run to the next: INFO log lines
-    (the handler's one a timeout, as many as the heartbeat fired), the tour's server
-    directory, ids made of the host's name, and every number; runs of blanks and of
-    dashes (a table's widths) are one. Lines of the 1 s heartbeat's occurrences go, as
-    how many fired before its pause depends on how fast the commands ran, and so does
-    its last occurrence's time (or none yet) once paused. A duration is one word, whatever
-    its units."""
+    (the handler's one a timeout), the tour's server directory, ids made of the host's
+    name, and every number but a count (``COUNT_OR_NUMBER``); runs of blanks and of
+    dashes (a table's widths) are one. A duration is one word, whatever its units. The
+    counts stay: the tour's heartbeat fires nothing while it runs, so a second run prints
+    the first one's (its 1 s heartbeat, paused after it had fired once or twice, made
+    them differ)."""
     text = LOG_LINE.sub("", output).replace(home, "$TICKWHEEL_HOME")
     text = re.sub(re.escape(socket.gethostname()) + r"-\d+(?:-[0-9a-f]+)?", "HOST-ID", text)
     # a duration (how late a timer was decided: 12ms on a quiet machine, 1s5ms on a busy
     # one) is one word whatever its units
     text = re.sub(r"\b\d+ ms\b|\b(?:\d+(?:ms|[smhd]))+\b", "DURATION", text)
-    text = re.sub(r"\d+", "N", text)
+    # a count (how many a schedule fired, a handler handled, the namespace decided or
+    # holds) stays as printed: a second run must print the first one's counts too
+    text = COUNT_OR_NUMBER.sub(lambda m: m.group(1) or "N", text)
     out = []
     for raw in text.splitlines():
         line = re.sub(r"-{2,}", "--", re.sub(r"[ \t]+", " ", raw)).strip()
-        if line and "{heartbeat}@" not in line and not line.startswith("last "):
+        if line:
             out.append(line)
     return out
 
 
 def run_tour(
-    runner: CliRunner, where: Path, monkeypatch: pytest.MonkeyPatch
+    runner: CliRunner, where: Path, monkeypatch: pytest.MonkeyPatch, *, reads: float = 0.0
 ) -> list[tuple[str, int, list[str]]]:
     """The tour's lines as a shell runs them, in order, each line with its exit code and
     its output made comparable (``normal``). The worker runs in the background; before
-    the last line (stopping the server) the README's Python snippet runs as written."""
+    the last line (stopping the server) the README's Python snippet runs as written.
+    ``reads``: seconds the user spends reading what `schedules create` printed before the
+    next line, as one typing the tour by hand does (not a wait for anything: what the
+    tour prints must not depend on it)."""
     lines = tour()
-    assert lines[1] == "tickwheel server start" and lines[-1] == "tickwheel server stop"
+    assert lines[1] == "tickwheel server start" and lines[-2] == "tickwheel server stop"
     background: list[subprocess.Popen[bytes]] = []
     transcript: list[tuple[str, int, list[str]]] = []
     home = ""
@@ -88,7 +106,7 @@ def run_tour(
                 printed = re.sub(r"\$(\w+)", lambda m: os.environ[m.group(1)], echo.group(1))
                 transcript.append((line, 0, normal(printed, home)))
                 if printed.endswith("tickwheel dashboard"):
-                    assert_reaches_the_tours_server(runner, printed, home)
+                    assert_shows_the_tour(printed, home)
                 continue
             job = re.fullmatch(r"kill %(\d+)", line)
             if job:  # the shell's job N: the Nth started in the background
@@ -118,6 +136,8 @@ def run_tour(
             result = runner.invoke(main, shlex.split(line)[1:], catch_exceptions=False)
             transcript.append((line, result.exit_code, normal(result.output, home)))
             assert result.exit_code == 0, (line, result.output)
+            if reads and line.startswith("tickwheel schedules create "):
+                time.sleep(reads)  # a slower user, not a synchronisation
             if re.match(r"tickwheel wait 'job:\{43\}'", line):
                 assert "expired" in result.output
     finally:
@@ -129,22 +149,43 @@ def run_tour(
     return transcript
 
 
-def assert_reaches_the_tours_server(runner: CliRunner, command: str, home: str) -> None:
-    """The dashboard command the tour prints, pasted in another terminal (which has none
-    of the tour's variables), reaches the tour's server: with the variables it sets,
-    `tickwheel server status` there names the server the tour started."""
+def assert_shows_the_tour(command: str, home: str) -> None:
+    """The dashboard command the tour prints at its end, pasted in another terminal (which
+    has none of the tour's variables), shows the tour's server: its schedule and timers.
+    The tour had stopped that server; the dashboard starts it and, stopped, stops it again
+    (it ran on in the tour's directory, and the tour told the user to open the dashboard
+    "while it runs", which was over before a second terminal was open)."""
     *assignments, prog, sub = shlex.split(command)
     assert (prog, sub) == ("tickwheel", "dashboard"), command
     env = dict(a.split("=", 1) for a in assignments)
     assert env.get("TICKWHEEL_HOME") == home, command
-    tours = embedded.status(Path(home))
-    assert tours is not None
-    with pytest.MonkeyPatch.context() as other_terminal:
-        other_terminal.delenv("TICKWHEEL_HOME")
-        for name, value in env.items():
-            other_terminal.setenv(name, value)
-        status = runner.invoke(main, ["server", "status"], catch_exceptions=False)
-    assert status.exit_code == 0 and tours.url in status.output, status.output
+    assert embedded.status(Path(home)) is None  # the tour stopped it
+    other_terminal = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")}
+    port = free_port()  # the README's 8080 may be taken on a test machine
+    proc = subprocess.Popen([sys.executable, "-m", "timer.cli", sub, "--port", str(port)],
+                            env={**other_terminal, **env}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        base = f"http://127.0.0.1:{port}/api"
+        wait_for(lambda: fetch(f"{base}/overview") is not None, 30, "the dashboard")
+        schedules = json.dumps(fetch(f"{base}/schedules"))
+        assert "heartbeat" in schedules, schedules
+        found = json.dumps(fetch(f"{base}/timers/{quote('job:{43}', safe='')}"))
+        assert "expired" in found, found
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
+    assert embedded.status(Path(home)) is None, out  # it stopped the server it started
+
+
+def fetch(url: str) -> object:
+    """The JSON ``url`` answers, or None when it does not (yet)."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return json.loads(response.read())
+    except OSError:
+        return None
 
 
 def test_readme_tour_runs(
@@ -156,10 +197,10 @@ def test_readme_tour_runs(
     the stop, the README's Python snippet runs as written and finds that server by
     itself (no $TICKWHEEL_REDIS_URL: before #56 it tried localhost:6379 and failed).
     Run again at once, the tour does and prints the same (before, its second run said
-    "schedule heartbeat exists", exit 7, and "Already decided" for each timer). The
-    dashboard command it prints for another terminal reaches the tour's server (the
-    README said a bare `tickwheel dashboard` there showed the tour's namespace: it
-    showed the user's own server)."""
+    "schedule heartbeat exists", exit 7, and "Already decided" for each timer), counts
+    too, though the second run lingers after creating the schedule. The dashboard
+    command it prints at the end, pasted in another terminal, shows the tour's data and
+    leaves no server behind."""
     monkeypatch.setenv(
         "PATH", f"{server_binary.parent}:{Path(sys.executable).parent}:/usr/bin:/bin"
     )
@@ -170,7 +211,9 @@ def test_readme_tour_runs(
     assert any("tickwheel dashboard" in line for line in prints), "how to see it: none"
     runner = CliRunner()
     first = run_tour(runner, workdir, monkeypatch)
-    second = run_tour(runner, workdir, monkeypatch)
+    # the second run as a user reading between lines: a count that depends on how fast
+    # the lines ran (the 1 s heartbeat it paused had fired once or twice) shows
+    second = run_tour(runner, workdir, monkeypatch, reads=2.5)
     assert [line for line, _, _ in first] == [line for line, _, _ in second]
     for (line, code, out), (_, code2, out2) in zip(first, second, strict=True):
         assert (code2, out2) == (code, out), line

@@ -229,6 +229,17 @@ def test_read_only_refuses_every_action_and_writes_nothing(
     assert namespace_dump(redis_client, client.namespace) == before
 
 
+def test_a_schedule_created_as_its_list_reads_it(client: TimerClient) -> None:
+    """The page sends what its one spec field holds as the cron unless it is a bare
+    duration: `every 1m`, as the list beside it reads, is the interval 1m (it was refused
+    as a cron of two fields)."""
+    with web(client) as http:
+        made = http.post("/api/schedules", json={"name": "tick", "tz": "UTC", "cron": "every 1m"})
+        assert made.status_code == 200, made.text
+    info = client.schedules.get("tick")
+    assert info is not None and info.spec.recurrence.every_ms == 60_000, info
+
+
 def test_schedules_list_and_act(client: TimerClient) -> None:
     client.schedules.create("nightly", cron="0 2 * * *", tz="Europe/Paris")
     with web(client) as http:

@@ -1342,3 +1342,46 @@ def test_buttons_fields_and_menus_look_alike_in_both_themes_in_a_browser(
                 page.mouse.move(0, 0)  # no control under the pointer
                 assert page.evaluate(CONTROLS_OFF) == [], (scheme, view)
             context.close()
+
+
+# How far each field's placeholder overflows the room inside it (px, its own font): a
+# hint cut off mid-sentence is a hint the user never reads whole.
+PLACEHOLDER_OVERFLOW = """() => {
+  const ctx = document.createElement("canvas").getContext("2d");
+  const out = {};
+  for (const el of document.querySelectorAll("#new-schedule input[placeholder]")) {
+    const s = getComputedStyle(el);
+    ctx.font = `${s.fontStyle} ${s.fontWeight} ${s.fontSize} ${s.fontFamily}`;
+    const room = el.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight);
+    out[el.id] = ctx.measureText(el.placeholder).width - room;
+  }
+  return out;
+}"""
+
+
+def test_the_new_schedule_hint_is_shown_whole_in_a_browser(
+    chromium: Any, served: tuple[str, TimerClient]
+) -> None:
+    """The spec field's hint (a cron or an interval, each with an example) fits its field
+    at 1400x1000: it was cut off at "or every, e.g."; and `every 1m`, typed as the list
+    reads, creates the interval 1m."""
+    from playwright.sync_api import expect  # noqa: PLC0415
+
+    assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
+    url, c = served
+    with opened(chromium) as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url + "schedules")
+        expect(page.locator("#sched-spec")).to_be_visible()
+        over = page.evaluate(PLACEHOLDER_OVERFLOW)
+        assert set(over) >= {"sched-name", "sched-spec", "sched-tz"}, over
+        assert all(px <= 0 for px in over.values()), over
+        hint = page.locator("#sched-spec").get_attribute("placeholder") or ""
+        assert "0 8 * * MON-FRI" in hint and "30s" in hint, hint
+        page.fill("#sched-name", "tick")
+        page.fill("#sched-spec", "every 1m")
+        page.click("#new-schedule button")
+        expect(page.locator("#message")).to_contain_text("schedule tick created")
+        expect(page.locator("#schedules tr[data-schedule='tick']")).to_contain_text("every 1m")
+    made = c.schedules.get("tick")
+    assert made is not None and made.spec.recurrence.every_ms == 60_000, made

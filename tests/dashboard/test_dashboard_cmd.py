@@ -17,6 +17,7 @@ import pytest
 
 from tests.conftest import wait_for
 from timer import TimerClient
+from timer.cli import embedded
 from timer.testing import RedisServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -222,3 +223,59 @@ def test_each_action_prints_a_line_naming_the_token(
     assert proc.returncode == 0 and not reader.is_alive(), text
     assert text.count(line) == (1 if level is None else 0), text
     assert secret not in text
+
+
+@pytest.mark.parametrize("before", ["none running", "yours running", "a worker joins"])
+def test_a_dashboard_stops_the_server_it_started(
+    tmp_path: Path, server_binary: Path, before: str
+) -> None:
+    """`TICKWHEEL_HOME=DIR tickwheel dashboard` with no server running there (as the
+    README says to look at its tour's data) starts the embedded server, says it stops it
+    with the dashboard, and does on SIGTERM: it left it running in DIR, saying only "Stop
+    it with: tickwheel server stop" when it started it. A server that ran before it runs
+    on; so does one another client uses when the dashboard stops (it says so, and how to
+    stop it)."""
+    home = tmp_path / "home"
+    state, _ = embedded.start(home, binary=str(server_binary))
+    c = TimerClient.from_url(state.url, "default")
+    c.init(shards=2)
+    c.close()
+    if before == "none running":
+        embedded.stop(home)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TICKWHEEL_HOME": str(home),
+           "TICKWHEEL_SERVER_BINARY": str(server_binary)}  # fmt: skip
+    for name in ("TICKWHEEL_REDIS_URL", "TICKWHEEL_NAMESPACE"):
+        env.pop(name, None)
+    if before == "a worker joins":
+        embedded.stop(home)
+    port = free_port()
+    proc = start(["dashboard", "--port", str(port)], env)
+    other = None
+    try:
+        overview = f"http://127.0.0.1:{port}/api/overview"
+        wait_for(lambda: get(overview)[0] == 200, 30, "the dashboard")
+        running = embedded.status(home)
+        assert running is not None
+        if before == "a worker joins":  # a client of its own, still connected at the end
+            other = TimerClient.from_url(running.url, "default")
+            other.stats()
+    finally:
+        out = stop(proc).decode()
+    try:
+        assert proc.returncode == 0, out
+        after = embedded.status(home)
+        if before == "none running":
+            assert "The dashboard stops it when it stops." in out, out
+            assert "Stopped the embedded server it started" in out, out
+            assert after is None, out
+        elif before == "yours running":
+            assert "Started the embedded server" not in out, out
+            assert "embedded server" not in out.split("dashboard stopped", 1)[1], out
+            assert after is not None and after.pid == state.pid, out
+        else:
+            assert after is not None, out
+            assert "runs on: 1 other client uses it. Stop it with: tickwheel server stop" in out
+    finally:
+        if other is not None:
+            other.close()
+        embedded.stop(home)

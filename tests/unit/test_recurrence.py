@@ -262,3 +262,20 @@ def test_plans_follow_the_catch_up_policy() -> None:
     jittered = ScheduleSpec.of(every="1s", jitter="500ms")
     nxt = plan_next("s", jittered, 5_000, 5_001)
     assert nxt.next_id == "{s}@6000" and 6_000 <= nxt.deadline <= 6_500
+
+
+@pytest.mark.parametrize(
+    "given", [{"cron": "every 1m"}, {"cron": " Every 1m "}, {"every": "every 1m"}]
+)
+def test_an_interval_typed_as_its_list_shows_it_is_that_interval(given: dict[str, str]) -> None:
+    """`every 1m`, as a schedule's list reads (`every 10s in UTC`), is the interval 1m
+    wherever a spec is taken: the dashboard's one field sends it as the cron, which said
+    "cron 'every 1m' is not valid (Wrong number of fields)"."""
+    assert Recurrence.of(**given) == Recurrence.of(every="1m")
+
+
+def test_a_bad_cron_says_an_interval_is_written_as_a_duration() -> None:
+    with pytest.raises(InvalidInput) as caught:
+        Recurrence.of(cron="every other day")
+    assert "write 5 fields" in str(caught.value)
+    assert "or give an interval such as 30s" in str(caught.value)

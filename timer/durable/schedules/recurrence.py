@@ -28,6 +28,7 @@ named by its nominal time (``occurrence_id``); its deadline is that time plus ji
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -121,6 +122,7 @@ class Recurrence:
         """Check and build: exactly one of ``cron`` (an expression) or ``every`` (ms or
         ``"30s"``); ``offset`` (intervals only) and ``jitter`` as durations; ``start``
         and ``end`` as epoch ms or aware datetimes; ``tz`` an IANA name."""
+        cron, every = _as_listed(cron, every)
         if (cron is None) == (every is None):
             raise InvalidInput(
                 "a schedule takes exactly one of cron or every (--cron or --every "
@@ -221,6 +223,20 @@ def _instant_of(wall: datetime, tz: ZoneInfo) -> int:
         wall = (wall + MINUTE).replace(second=0)  # in a gap: on to the minute after it
 
 
+# an interval as a schedule's list shows it ("every 10s in UTC"), typed back as its spec
+EVERY_AS_LISTED = re.compile(r"\s*every\s+(\S+)\s*", re.IGNORECASE)
+
+
+def _as_listed(cron: object, every: object) -> tuple[object, object]:
+    """``every 1m`` as ``1m``: given as the cron (the dashboard's one spec field, the
+    CLI's --cron, the HTTP API's "cron") it is the interval, not a cron of two fields."""
+    if isinstance(every, str) and (listed := EVERY_AS_LISTED.fullmatch(every)):
+        every = listed.group(1)
+    if every is None and isinstance(cron, str) and (listed := EVERY_AS_LISTED.fullmatch(cron)):
+        return None, listed.group(1)
+    return cron, every
+
+
 def _check_cron(cron: object) -> None:
     if not isinstance(cron, str) or len(cron) > 256:
         raise InvalidInput(f"cron must be a cron expression (text), got {cron!r}")
@@ -229,7 +245,8 @@ def _check_cron(cron: object) -> None:
     except (CronSimError, ValueError, IndexError) as exc:
         raise InvalidInput(
             f"cron {cron!r} is not valid ({exc}): write 5 fields 'minute hour day month "
-            "weekday' (e.g. '0 8 * * MON-FRI'), or 6 with the seconds first"
+            "weekday' (e.g. '0 8 * * MON-FRI'), or 6 with the seconds first; or give an "
+            "interval such as 30s instead (--every 30s on the command line)"
         ) from None
 
 
