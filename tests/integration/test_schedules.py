@@ -151,9 +151,11 @@ def test_pause_resume_update_and_delete(c: TimerClient) -> None:
     assert c.get(armed) is None  # taken out, with no outcome
     resumed = c.schedules.resume("job")
     assert resumed is not None and resumed.state == "active" and resumed.armed == armed
-    updated = c.schedules.update("job", every="1s")
+    # half past: never the hour the first spec armed (every 1s could be, in the second
+    # before an hour: the same occurrence, so the same id)
+    updated = c.schedules.update("job", cron="30 * * * *")
     assert updated.armed is not None and updated.armed != armed and c.get(armed) is None
-    assert updated.version > resumed.version and updated.spec.recurrence.every_ms == 1000
+    assert updated.version > resumed.version and updated.spec.recurrence.cron == "30 * * * *"
     assert [s.name for s in c.schedules.list()] == ["job"]
     assert c.schedules.delete("job", keep_armed=True)
     assert c.get(updated.armed) is not None  # still fires once, as a timer of its own
