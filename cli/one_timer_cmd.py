@@ -13,9 +13,10 @@ from typing import Any, TypedDict, TypeVar, Unpack, cast
 
 import click
 
-from timer import TimerNotFound
+from timer import DuplicateTimer, TimerNotFound
 from timer.durable.model.durations import format_duration_ms
 from timer.durable.model.fields import FIELDS, KEPT_OUTCOME, KEPT_PENDING, TimerOptions
+from timer.errors import conflict_todo
 from timer.shapes import outcome_json, timer_info_json, timer_json
 
 from .app import App, errors, pass_app, starts_server
@@ -134,7 +135,10 @@ def schedule(
     given = {k: v for k, v in options.items() if v is not None}
     fields = cast(TimerOptions, {**given, "payload": data, "watch": list(watch)})
     with errors():
-        t = app.client.schedule(timer_id, delay_ms, deadline_ms=deadline_ms, **fields)
+        try:
+            t = app.client.schedule(timer_id, delay_ms, deadline_ms=deadline_ms, **fields)
+        except DuplicateTimer as exc:
+            raise _conflict(exc, deadline_ms) from None
     if t.created:
         what = "Scheduled"
     elif t.absorbed:
@@ -164,6 +168,21 @@ def schedule(
         click.echo(
             f"Note: {format_ms(deadline_ms)} is in the past: the timer is due at once.", err=True
         )
+
+
+def _conflict(exc: DuplicateTimer, deadline_ms: int | None) -> DuplicateTimer:
+    """A conflicting schedule's error with what to do as commands to type."""
+    if exc.timer_id is None or not exc.differ:
+        return exc
+    tid = shlex.quote(exc.timer_id)
+    at = f" --at {format_ms(deadline_ms)}" if deadline_ms is not None else " --at TIME"
+    todo = conflict_todo(
+        exc.differ,
+        reschedule=f"tickwheel reschedule {tid}{at}",
+        cancel=f"tickwheel cancel {tid}, then schedule it again",
+        debounce="add --debounce",
+    )
+    return DuplicateTimer.of(exc.timer_id, exc.differ, todo)
 
 
 @click.command()
