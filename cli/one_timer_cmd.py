@@ -15,7 +15,7 @@ import click
 
 from timer import DuplicateTimer, TimerNotFound
 from timer.durable.model.durations import format_duration_ms
-from timer.durable.model.fields import FIELDS, KEPT_OUTCOME, KEPT_PENDING, TimerOptions
+from timer.durable.model.fields import FIELDS, TimerOptions
 from timer.errors import conflict_todo
 from timer.shapes import outcome_json, timer_info_json, timer_json
 
@@ -25,9 +25,6 @@ from .output import against_deadline, emit, pairs, plural, to_json
 
 _CLICK_TYPES: dict[str, Any] = {"integer": int, "string": str}
 _BY_HAND = ("payload", "watch")  # options of their own: JSON text, a repeatable key
-# Fields a pending timer's record keeps and its retained outcome does not (its watch keys,
-# need, cap): a decided timer's TimerInfo holds their defaults, not what it had.
-NOT_KEPT_DECIDED = frozenset(KEPT_PENDING) - frozenset(KEPT_OUTCOME)
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -315,7 +312,8 @@ def get(app: App, timer_id: str) -> None:
     """Show a timer: pending with its deadline, or how it ended.
 
     Ended timers are remembered for the result TTL (24 h by default); after that, and
-    for ids never scheduled, it exits 6.
+    for ids never scheduled, it exits 6. An ended timer shows the watch keys notified;
+    its watch keys, need and cap are not kept once it ends, so they are left out.
     """
     with errors():
         info = app.client.get(timer_id)
@@ -323,8 +321,6 @@ def get(app: App, timer_id: str) -> None:
             raise TimerNotFound.of(timer_id, app.namespace)
     d = timer_info_json(info)
     shown = {**d, "deadline_ms": f"{info.deadline_ms} ({format_ms(info.deadline_ms)})"}
-    if info.state != "pending":  # what the retained outcome does not keep: not "watch []"
-        shown = {k: v for k, v in shown.items() if k not in NOT_KEPT_DECIDED}
     emit(
         app.json,
         d,
