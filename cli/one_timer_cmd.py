@@ -13,9 +13,10 @@ from typing import Any, TypedDict, TypeVar, Unpack, cast
 
 import click
 
-from timer import TimerNotFound
+from timer import DuplicateTimer, TimerNotFound
 from timer.durable.model.durations import format_duration_ms
-from timer.durable.model.fields import FIELDS, KEPT_OUTCOME, KEPT_PENDING, TimerOptions
+from timer.durable.model.fields import FIELDS, TimerOptions
+from timer.errors import conflict_todo
 from timer.shapes import outcome_json, timer_info_json, timer_json
 
 from .app import App, errors, pass_app, starts_server
@@ -24,9 +25,6 @@ from .output import against_deadline, emit, pairs, plural, to_json
 
 _CLICK_TYPES: dict[str, Any] = {"integer": int, "string": str}
 _BY_HAND = ("payload", "watch")  # options of their own: JSON text, a repeatable key
-# Fields a pending timer's record keeps and its retained outcome does not (its watch keys,
-# need, cap): a decided timer's TimerInfo holds their defaults, not what it had.
-NOT_KEPT_DECIDED = frozenset(KEPT_PENDING) - frozenset(KEPT_OUTCOME)
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -134,7 +132,10 @@ def schedule(
     given = {k: v for k, v in options.items() if v is not None}
     fields = cast(TimerOptions, {**given, "payload": data, "watch": list(watch)})
     with errors():
-        t = app.client.schedule(timer_id, delay_ms, deadline_ms=deadline_ms, **fields)
+        try:
+            t = app.client.schedule(timer_id, delay_ms, deadline_ms=deadline_ms, **fields)
+        except DuplicateTimer as exc:
+            raise _conflict(exc, deadline_ms) from None
     if t.created:
         what = "Scheduled"
     elif t.absorbed:
@@ -164,6 +165,21 @@ def schedule(
         click.echo(
             f"Note: {format_ms(deadline_ms)} is in the past: the timer is due at once.", err=True
         )
+
+
+def _conflict(exc: DuplicateTimer, deadline_ms: int | None) -> DuplicateTimer:
+    """A conflicting schedule's error with what to do as commands to type."""
+    if exc.timer_id is None or not exc.differ:
+        return exc
+    tid = shlex.quote(exc.timer_id)
+    at = f" --at {format_ms(deadline_ms)}" if deadline_ms is not None else " --at TIME"
+    todo = conflict_todo(
+        exc.differ,
+        reschedule=f"tickwheel reschedule {tid}{at}",
+        cancel=f"tickwheel cancel {tid}, then schedule it again",
+        debounce="add --debounce",
+    )
+    return DuplicateTimer.of(exc.timer_id, exc.differ, todo)
 
 
 @click.command()
@@ -296,7 +312,8 @@ def get(app: App, timer_id: str) -> None:
     """Show a timer: pending with its deadline, or how it ended.
 
     Ended timers are remembered for the result TTL (24 h by default); after that, and
-    for ids never scheduled, it exits 6.
+    for ids never scheduled, it exits 6. An ended timer shows the watch keys notified;
+    its watch keys, need and cap are not kept once it ends, so they are left out.
     """
     with errors():
         info = app.client.get(timer_id)
@@ -304,8 +321,6 @@ def get(app: App, timer_id: str) -> None:
             raise TimerNotFound.of(timer_id, app.namespace)
     d = timer_info_json(info)
     shown = {**d, "deadline_ms": f"{info.deadline_ms} ({format_ms(info.deadline_ms)})"}
-    if info.state != "pending":  # what the retained outcome does not keep: not "watch []"
-        shown = {k: v for k, v in shown.items() if k not in NOT_KEPT_DECIDED}
     emit(
         app.json,
         d,

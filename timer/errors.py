@@ -11,7 +11,7 @@ subclass inherits its parent's; ``tickwheel --help`` lists the codes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import ClassVar, Self
 
@@ -144,10 +144,57 @@ class ScheduleNotFound(NotFound):
 
 
 class DuplicateTimer(TimerError):
-    """A timer with this id is pending with different parameters."""
+    """A timer with this id is pending with different parameters: ``differ`` names which
+    (of payload, deadline, watch and need) when the error is about a pending timer's,
+    ``timer_id`` which timer."""
 
     exit_code = 7
     http_status = 409
+    timer_id: str | None = None
+    differ: tuple[str, ...] = ()
+
+    @classmethod
+    def of(
+        cls, timer_id: str, differ: Sequence[str], todo: Sequence[str] | None = None
+    ) -> DuplicateTimer:
+        """The one wording of a schedule call that conflicts with the pending timer
+        ``timer_id``: the fields that differ, then what to do instead (``todo``: as a
+        door words it; the library's calls by default)."""
+        fields = tuple(differ)
+        message = f"timer {timer_id!r} is pending with other parameters"
+        if fields:  # an older script's reply does not say
+            which = ", ".join(fields[:-1]) + " and " if len(fields) > 1 else ""
+            verb = "differ" if len(fields) > 1 else "differs"
+            message += f": its {which}{fields[-1]} {verb}"
+            hints = conflict_todo(fields) if todo is None else list(todo)
+            if hints:
+                todo_text = "; ".join(hints)
+                message += ". " + todo_text[:1].upper() + todo_text[1:]
+        error = cls(message)
+        error.timer_id, error.differ = timer_id, fields
+        return error
+
+
+def conflict_todo(
+    differ: Sequence[str],
+    *,
+    reschedule: str = "reschedule it",
+    cancel: str = "cancel it and schedule it again",
+    debounce: str = "schedule it with debounce",
+) -> list[str]:
+    """What to do instead of a schedule call whose ``differ`` fields differ from the
+    pending timer's, with each way worded as the caller says it."""
+    todo = []
+    if "deadline" in differ:
+        todo.append(f"to move it: {reschedule}")
+    if set(differ) - {"deadline"}:
+        todo.append(f"to replace it: {cancel}")
+    if not set(differ) & {"watch", "need"}:
+        # a debounce call keeps the pending timer's watch list and need: it cannot change them
+        todo.append(
+            f"to push it back with each call instead: {debounce} (it then takes the call's payload)"
+        )
+    return todo
 
 
 class Fenced(TimerError):

@@ -11,7 +11,6 @@ schema for any value. No I/O here.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from .durable.model.codec import jsonable
@@ -52,11 +51,16 @@ TIMER = _object(
 # .shown), as the shapes of TimerInfo and Outcome hold them.
 INFO_FIELDS = tuple(n for n in KEPT_PENDING if FIELDS[n].shown)
 OUTCOME_FIELDS = tuple(n for n in KEPT_OUTCOME if FIELDS[n].shown)
+# What a pending timer's record keeps and its retained outcome does not (its watch keys,
+# need, cap): a decided timer's TimerInfo holds their defaults, not what it had, so its
+# JSON leaves them out rather than say it had none ("watch": []). Its keys notified are
+# kept (``notified``).
+NOT_KEPT_DECIDED = tuple(n for n in INFO_FIELDS if n not in KEPT_OUTCOME)
 
 
 def _kept(names: tuple[str, ...]) -> dict[str, Any]:
     """Each field's JSON Schema as shown: its type (null too where its default is None),
-    its help as the description, which says so where a decided timer shows the default
+    its help as the description, which says so where a decided timer's leaves it out
     (its retained outcome does not keep the field)."""
     out: dict[str, Any] = {}
     for name in names:
@@ -67,8 +71,7 @@ def _kept(names: tuple[str, ...]) -> dict[str, Any]:
             shown["items"] = {"type": f.schema["items"]["type"]}
         about = f.help
         if name not in KEPT_OUTCOME:
-            default = json.dumps(list(f.default) if isinstance(f.default, tuple) else f.default)
-            about += f" Pending timers only: a decided one shows {default} (not kept)."
+            about += " Pending timers only: a decided one's leaves it out (not kept)."
         out[name] = {**shown, "description": about}
     return out
 
@@ -85,7 +88,8 @@ TIMER_INFO = _object(
         "notified": {**_TEXTS, "description": "The watch keys notified so far."},
         "absorbed": {**_INT, "description": "Debounce: the later calls its window absorbed."},
         **_kept(INFO_FIELDS),
-    }
+    },
+    optional=NOT_KEPT_DECIDED,
 )
 OUTCOME = _object(
     {
@@ -200,7 +204,12 @@ def _shown(value: object, names: tuple[str, ...]) -> dict[str, Any]:
     return {n: list(v) if type(v := getattr(value, n)) is tuple else v for n in names}
 
 
+_DECIDED_FIELDS = tuple(n for n in INFO_FIELDS if n not in NOT_KEPT_DECIDED)
+
+
 def timer_info_json(t: TimerInfo) -> dict[str, Any]:
+    """A timer as ``get`` reads it; a decided one without what its outcome does not keep
+    (:data:`NOT_KEPT_DECIDED`)."""
     return {
         "id": t.id,
         "shard": t.shard,
@@ -211,7 +220,7 @@ def timer_info_json(t: TimerInfo) -> dict[str, Any]:
         "payload": jsonable(t.payload),
         "notified": list(t.got),
         "absorbed": t.absorbed,
-        **_shown(t, INFO_FIELDS),
+        **_shown(t, INFO_FIELDS if t.state == "pending" else _DECIDED_FIELDS),
     }
 
 

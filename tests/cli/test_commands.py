@@ -195,6 +195,29 @@ def test_conflict_and_wait_timeout_codes(tw: Run) -> None:
     assert "still pending" in tw("wait", "c", "--timeout", "0.1", expect=8).output
 
 
+def test_a_conflicting_schedule_names_what_differs_and_what_to_type(tw: Run) -> None:
+    """Another payload or another --at: the error names the field and the command that
+    changes it (reschedule for a deadline, cancel then schedule for the rest), exit 7."""
+    tw("init", "--shards", "2")
+    tw("schedule", "dup:{1}", "--in", "1h", "--payload", '{"a":1}')
+    payload = tw("schedule", "dup:{1}", "--in", "1h", "--payload", '{"a":2}', expect=7).output
+    assert "timer 'dup:{1}' is pending with other parameters: its payload differs" in payload
+    assert "tickwheel cancel 'dup:{1}', then schedule it again" in payload
+    assert "add --debounce" in payload and "reschedule" not in payload
+    at = "2030-01-01T00:00:00Z"
+    deadline = tw("schedule", "dup:{1}", "--at", at, "--payload", '{"a":1}', expect=7).output
+    assert "its deadline differs" in deadline
+    assert "To move it: tickwheel reschedule 'dup:{1}' --at 2030-01-01T00:00:00.000Z" in deadline
+    assert "cancel" not in deadline
+    error = json.loads(
+        tw("--json", "schedule", "dup:{1}", "--at", at, "--watch", "k:{1}", expect=7).stderr
+    )
+    assert (
+        error["kind"] == "DuplicateTimer"
+        and "its payload, deadline and watch differ" in (error["error"])
+    )
+
+
 def test_migrate_asks_then_moves_the_format(
     tw: Run, redis_server: RedisServer, namespace: str
 ) -> None:

@@ -101,7 +101,7 @@ def test_errors_are_in_the_words_of_the_flags(
 
 def test_get_of_a_decided_timer_shows_only_what_its_record_keeps(tw: Run) -> None:
     """Decided, the record keeps no watch keys, need or cap: `get` leaves them out of its
-    text (no `watch []` beside `notified`); the JSON keeps its shape."""
+    text and its JSON (no `watch []` beside `notified`, as if it had none)."""
     tw("init", "--shards", "2")
     tw("schedule", "job:{42}", "--in", "1h", "--watch", "job:{42}:done", "--need", "1")
     pending = tw("get", "job:{42}").stdout
@@ -113,7 +113,11 @@ def test_get_of_a_decided_timer_shows_only_what_its_record_keeps(tw: Run) -> Non
     assert "max_total_ms" not in names, decided
     shown = as_json(tw("--json", "get", "job:{42}"))
     assert shown["state"] == "completed" and shown["notified"] == ["job:{42}:done"]
-    assert {"watch", "need", "max_total_ms"} <= set(shown), "the JSON shape is unchanged"
+    assert not {"watch", "need", "max_total_ms"} & set(shown), shown
+    tw("schedule", "job:{43}", "--in", "1h", "--watch", "job:{43}:done", "--max-total", "2h")
+    pending = as_json(tw("--json", "get", "job:{43}"))
+    assert (pending["watch"], pending["need"]) == (["job:{43}:done"], 1), pending
+    assert pending["max_total_ms"] == 7_200_000, pending
 
 
 @pytest.fixture

@@ -174,6 +174,14 @@ def test_lookup_cancel_reschedule_and_bad_input(
         assert missing.status_code == 404 and "no timer 'nope'" in missing.json()["error"]
         moved = http.post("/api/timers/job:{7}/reschedule", json={"delay_ms": 60_000}).json()
         assert moved["done"] and moved["time_left_ms"] <= 60_000
+        # decided, its outcome keeps the keys notified, not its watch keys, need or cap
+        client.schedule("w:{7}", 60_000, watch=["w:{7}:a", "w:{7}:b"], need=2, max_total_ms=90_000)
+        client.notify("w:{7}:a")
+        assert http.get("/api/timers/w:{7}").json()["watch"] == ["w:{7}:a", "w:{7}:b"]
+        client.notify("w:{7}:b")
+        decided = http.get("/api/timers/w:{7}").json()
+        assert (decided["state"], decided["notified"]) == ("completed", ["w:{7}:a", "w:{7}:b"])
+        assert not {"watch", "need", "max_total_ms"} & set(decided), decided
         # past a timer's cap (#54): refused with the library's error, nothing moved, one
         # timer or a selection
         client.schedule("cap:{7}", 60_000, max_total_ms=90_000)

@@ -194,6 +194,8 @@ def test_overview_lookup_and_cancel_in_a_browser(
         page.click("#cancel")
         expect(page.locator("#timer-state")).to_have_text("cancelled")
         expect(page.locator("#timer-note")).to_have_text(note)  # kept with its outcome
+        # its outcome keeps no watch keys: no row that says it had none
+        expect(page.locator("#timer-table th", has_text="watch")).to_have_count(0)
         expect(page.locator("#message")).to_contain_text("cancel done")
         expect(page.locator("#recent tbody")).to_contain_text("job:{42}")
         follow(page, "overview")  # the overview's picture, as the guide shows it

@@ -142,7 +142,10 @@ def test_every_timer_route_through_real_http(
     assert status == 200 and got["payload"] == {"job": 42} and got["watch"] == ["job:{42}:done"]
     status, notified = api.call("POST", f"{ns}/notify", {"keys": ["job:{42}:done"]})
     assert notified == {"completed": 1, "per_key": {"job:{42}:done": 1}}
-    assert api.call("GET", f"{ns}/timers/job:%7B42%7D")[1]["state"] == "completed"
+    decided = api.call("GET", f"{ns}/timers/job:%7B42%7D")[1]
+    assert decided["state"] == "completed" and decided["notified"] == ["job:{42}:done"]
+    # its outcome keeps no watch keys or need: left out, not shown as none
+    assert not {"watch", "need", "max_total_ms"} & set(decided), decided
     api.call("POST", f"{ns}/timers", {"id": "c1", "delay_ms": 60_000})
     assert api.call("POST", f"{ns}/timers/c1/cancel", {})[1] == {"id": "c1", "cancelled": True}
     assert api.call("POST", f"{ns}/timers/c1/cancel", {})[1]["cancelled"] is False
@@ -163,7 +166,9 @@ def test_every_timer_route_through_real_http(
     status, dup = api.call(
         "POST", f"{ns}/timers", {"id": "later", "delay_ms": 60_000, "payload": 1}
     )
-    assert status == 409 and dup["kind"] == "DuplicateTimer"
+    assert status == 409 and dup["kind"] == "DuplicateTimer" and dup["exit_code"] == 7
+    assert "timer 'later' is pending with other parameters: its payload differs" in dup["error"]
+    assert "cancel it and schedule it again" in dup["error"]
 
 
 def test_tokens_are_scoped_to_namespaces_and_actions(

@@ -49,7 +49,7 @@ def test_lifecycle_matches_the_sync_client(client: TimerClient) -> None:
         assert (t.created, t.state, t.shard) == (True, "pending", client.shard_of("job:{1}"))
         again = await ac.schedule("job:{1}", 30_000, watch=["job:{1}:done"], payload={"job": 1})
         assert again.created is False and again.deadline_ms == t.deadline_ms
-        with pytest.raises(DuplicateTimer):
+        with pytest.raises(DuplicateTimer, match="its payload and watch differ"):
             await ac.schedule("job:{1}", 30_000, payload={"job": 2})
         info = await ac.get("job:{1}")
         assert info is not None and info.payload == {"job": 1} and info.watch == ("job:{1}:done",)

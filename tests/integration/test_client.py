@@ -48,15 +48,24 @@ def test_rearm_schedules_an_ended_id_again(client: TimerClient) -> None:
 
 
 def test_conflicting_reschedule_is_a_clear_error(client: TimerClient) -> None:
-    """The same id with another payload, watch list or need raises DuplicateTimer."""
+    """The same id with another payload, watch list or need raises DuplicateTimer, which
+    names the timer, the fields that differ and what to do instead."""
     client.schedule("job:{2}", delay_ms=60_000, payload=1, watch=["job:{2}:a", "job:{2}:b"])
-    for kwargs in (
-        {"payload": 2, "watch": ["job:{2}:a", "job:{2}:b"]},
-        {"payload": 1, "watch": ["job:{2}:a"]},
-        {"payload": 1, "watch": ["job:{2}:a", "job:{2}:b"], "need": 2},
+    for kwargs, differ, todo in (
+        ({"payload": 2, "watch": ["job:{2}:a", "job:{2}:b"]}, ("payload",), "debounce"),
+        ({"payload": 1, "watch": ["job:{2}:a"]}, ("watch",), "cancel it"),
+        ({"payload": 1, "watch": ["job:{2}:a", "job:{2}:b"], "need": 2}, ("need",), "cancel it"),
+        ({"payload": 3, "watch": ["job:{2}:c"]}, ("payload", "watch"), "cancel it"),
     ):
-        with pytest.raises(DuplicateTimer, match=r"job:\{2\}"):
+        with pytest.raises(DuplicateTimer, match=r"job:\{2\}") as caught:
             client.schedule("job:{2}", delay_ms=60_000, **kwargs)  # type: ignore[arg-type]
+        assert (caught.value.timer_id, caught.value.differ) == ("job:{2}", differ)
+        assert f"its {' and '.join(differ)} differ" in str(caught.value).replace(", ", " and ")
+        assert todo in str(caught.value)
+    # a debounce call keeps the watch list and need: one that differs in them says which
+    with pytest.raises(DuplicateTimer, match="its watch differs") as caught:
+        client.schedule("job:{2}", delay_ms=60_000, watch=["job:{2}:a"], debounce=True)
+    assert caught.value.differ == ("watch",) and "debounce" not in str(caught.value)
 
 
 def test_schedule_after_decision_returns_outcome(client: TimerClient) -> None:
@@ -74,7 +83,7 @@ def test_absolute_deadline_in_redis_time(client: TimerClient, redis_client: redi
     t = client.schedule("job:{4}", deadline_ms=at)
     assert t.deadline_ms == at
     assert not client.schedule("job:{4}", deadline_ms=at).created
-    with pytest.raises(DuplicateTimer):
+    with pytest.raises(DuplicateTimer, match=r"its deadline differs\. To move it: reschedule it"):
         client.schedule("job:{4}", deadline_ms=at + 1)
 
 

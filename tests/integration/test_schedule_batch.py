@@ -62,8 +62,8 @@ def prepare(c: TimerClient) -> None:
 
 
 def summary(result: Timer | TimerError) -> tuple[Any, ...]:
-    if isinstance(result, TimerError):
-        return (type(result).__name__,)
+    if isinstance(result, TimerError):  # a conflict: with the fields that differ
+        return (type(result).__name__, getattr(result, "differ", None), None)
     return (result.id, result.state, result.created, result.origin)
 
 
@@ -90,6 +90,8 @@ def test_a_batch_behaves_like_its_timers_one_by_one(
     # schedule() has no origin; everything else must agree
     assert [summary(x)[:3] for x in batch] == [summary(x)[:3] for x in one_by_one]
     assert isinstance(batch[2], DuplicateTimer) and type(batch[7]).__name__ == "InvalidInput"
+    differ = {i: x.differ for i, x in enumerate(batch) if isinstance(x, DuplicateTimer)}
+    assert differ == {2: ("payload",), 4: ("watch", "need"), 6: ("deadline",), 9: ("payload",)}
     created = [x for x in batch if not isinstance(x, TimerError) and x.created]
     assert created and all(x.origin == "job-1" for x in created)
     for tid in {item["id"] for item in items}:

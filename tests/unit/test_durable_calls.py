@@ -81,6 +81,13 @@ def test_script_errors_map_to_one_exception_each() -> None:
     """A script's error reply becomes its TimerError; Redis's own errors are not ours."""
     assert isinstance(script_error("FENCED worker w does not hold"), Fenced)
     assert isinstance(script_error("CONFLICT timer x is pending"), DuplicateTimer)
+    # schedule.lua names the fields that differ last, whatever the id holds
+    dup = script_error("CONFLICT timer a (b) c is pending with other parameters (payload,need)")
+    assert isinstance(dup, DuplicateTimer) and (dup.timer_id, dup.differ) == (
+        "a (b) c",
+        ("payload", "need"),
+    )
+    assert str(dup).startswith("timer 'a (b) c' is pending with other parameters: its payload")
     err = script_error("TOOFAR deadline 9 is more than 5 ms from now")
     assert isinstance(err, InvalidInput) and str(err).startswith("deadline 9")
     assert script_error("ERR unknown command") is None

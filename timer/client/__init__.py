@@ -238,7 +238,9 @@ class TimerClient(OperatorCalls):
         whose outcome is retained (``result_ttl``, 24 h) returns that outcome as ``state``,
         unless ``rearm=True``, which schedules it again as a new arming with its own
         outcome (a retried job re-arming its timeout); the same id pending with other
-        parameters raises DuplicateTimer.
+        parameters raises DuplicateTimer, which names the fields that differ (``differ``)
+        and what to do instead (``reschedule`` a deadline, ``cancel`` and schedule again
+        for the rest, or ``debounce=True`` to push it back with each call).
 
         ``options`` are the timer's optional fields, each declared once with its type,
         default and help in :class:`timer.durable.model.fields.TimerOptions` (``payload``,

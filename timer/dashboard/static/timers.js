@@ -20,7 +20,7 @@ function showTimer(t) {
     <tr><th>shard</th><td>${t.shard}</td></tr>
     <tr><th>deadline</th><td>${time(t.deadline_ms)}${pending ? ` (in ${ms(t.time_left_ms)})` : ""}</td></tr>
     <tr><th>decided</th><td>${time(t.decided_ms)}</td></tr>
-    <tr><th>watch</th><td>${t.watch.map(esc).join(", ") || "–"} ${t.watch.length ? `(notified: ${t.notified.map(esc).join(", ") || "none"}; needs ${t.need})` : ""}</td></tr>
+    ${watchRow(t)}
     ${t.max_total_ms ? `<tr><th>cap</th><td id="timer-cap">never due after ${time(t.created_ms + t.max_total_ms)} (max_total_ms ${ms(t.max_total_ms)}, however it heartbeats)</td></tr>` : ""}
     ${t.absorbed ? `<tr><th>debounce</th><td id="timer-absorbed">${t.absorbed} later call${t.absorbed === 1 ? "" : "s"} absorbed by this window</td></tr>` : ""}
     ${more}</table><pre>${esc(JSON.stringify(t.payload, null, 2))}</pre>
@@ -34,6 +34,15 @@ function showTimer(t) {
     if (delay === null) return say(`"${$("delay").value}" is not a duration: try 500ms, 30s, 2m or 1h`);
     act(t.id, "reschedule", {delay_ms: delay});
   };
+}
+
+// A decided timer's outcome keeps the keys notified, not its watch keys or need: its JSON
+// leaves those out, and the row shows what it keeps rather than "watch –" (none).
+function watchRow(t) {
+  if (t.watch === undefined) {
+    return t.notified.length ? `<tr><th>notified</th><td id="timer-notified">${t.notified.map(esc).join(", ")}</td></tr>` : "";
+  }
+  return `<tr><th>watch</th><td>${t.watch.map(esc).join(", ") || "–"} ${t.watch.length ? `(notified: ${t.notified.map(esc).join(", ") || "none"}; needs ${t.need})` : ""}</td></tr>`;
 }
 
 export async function lookup(id) {

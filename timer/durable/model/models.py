@@ -225,6 +225,11 @@ class Timer:
 
 @dataclass(frozen=True)
 class TimerInfo:
+    """A timer as ``get`` reads it: pending, or the outcome retained for it. A decided
+    timer's outcome keeps the watch keys notified (``got``) but not its watch keys, need
+    or cap: those hold their defaults then (its JSON, in the CLI, the HTTP API and the
+    dashboard, leaves them out)."""
+
     id: str
     shard: int
     state: str  # pending | expired | completed | cancelled

@@ -78,7 +78,19 @@ def script_error(message: str) -> TimerError | None:
     code, _, detail = message.partition(" ")
     if code not in ErrorCode.__members__:
         return None
+    conflict = CONFLICT.fullmatch(detail) if code == ErrorCode.CONFLICT else None
+    if conflict:
+        differ = conflict.group("differ") or ""
+        return DuplicateTimer.of(conflict.group("id"), [f for f in differ.split(",") if f])
     return ErrorCode(code).error(detail.strip() or message)
+
+
+# schedule.lua's CONFLICT: the id as given (any text), then the fields that differ, in
+# parentheses at the end (a reply without them is an older script's)
+CONFLICT = re.compile(
+    r"timer (?P<id>.+) is pending with other parameters(?: \((?P<differ>[a-z,]*)\))?",
+    re.DOTALL,
+)
 
 
 INCLUDE = re.compile(r'^--- @include "([a-z_]+)"$', re.MULTILINE)

@@ -44,7 +44,9 @@ Returns  one reply per timer, in order:
                                                deadline it now has, the calls absorbed
          {'decided', outcome_record}           the id was decided and its outcome is retained
                                                (not with rearm: then it is created again)
-         an error reply, in its slot (the other timers go on):
+         an error reply, in its slot (the other timers go on); a CONFLICT's ends
+         with the fields that differ in parentheses, comma-separated: 'CONFLICT timer
+         <id> is pending with other parameters (payload,deadline)'
 Errors   CONFLICT  a pending timer with this id has another payload, watch list, need or deadline
          TOOFAR    the deadline is more than max_delay_ms from now
 Events   one per call for the timers it created: 'S <deadline> <id>' for one; for more,
@@ -120,22 +122,41 @@ local function same_keys(rec, t)
   return true
 end
 
-local function same_timer(rec, t)
-  if rec.p ~= t[PAYLOAD] or not same_keys(rec, t) then return false end
+-- A delay is not compared (a retry comes later, so its deadline always differs); a
+-- deadline is, as it would be created: within the timer's cap.
+local function same_deadline(rec, t)
   if t[MODE] ~= 'at' then return true end
-  local at = t[VALUE]  -- as created: within its cap
+  local at = t[VALUE]
   if rec.cap > 0 and at > rec.c + rec.cap then at = rec.c + rec.cap end
   return rec.d == at
 end
 
-local function conflict(id)
-  return redis.error_reply('CONFLICT timer ' .. id .. ' is pending with other parameters')
+local function same_timer(rec, t)
+  return rec.p == t[PAYLOAD] and same_keys(rec, t) and same_deadline(rec, t)
+end
+
+-- The error for timer t whose id is pending as rec: it names the fields that differ
+-- (only the calls that conflict pay for finding them all), in parentheses at its end,
+-- comma-separated, so a client reads them whatever the id holds.
+local function conflict(rec, t, keys_only)
+  local differ = {}
+  if not keys_only and rec.p ~= t[PAYLOAD] then differ[#differ + 1] = 'payload' end
+  if not keys_only and not same_deadline(rec, t) then differ[#differ + 1] = 'deadline' end
+  local watch = t[WATCH] or NONE
+  local same_watch = #rec.w == #watch
+  for k = 1, #watch do
+    if rec.w[k] ~= watch[k] then same_watch = false end
+  end
+  if not same_watch then differ[#differ + 1] = 'watch' end
+  if rec.n ~= (t[NEED] or 1) then differ[#differ + 1] = 'need' end
+  return redis.error_reply('CONFLICT timer ' .. t[ID] .. ' is pending with other parameters ('
+    .. table.concat(differ, ',') .. ')')
 end
 
 -- A debounce call on pending timer `rec`: its deadline moves to this call's (later
 -- only, never past its cap), its payload becomes this call's, and it counts the call.
 local function absorb(id, rec, t)
-  if not same_keys(rec, t) then return conflict(id) end
+  if not same_keys(rec, t) then return conflict(rec, t, true) end
   local deadline, too_far = deadline_of(t[MODE], t[VALUE], now, max_delay)
   if too_far then return too_far end
   if rec.cap > 0 and deadline > rec.c + rec.cap then deadline = rec.c + rec.cap end
@@ -168,7 +189,7 @@ local function known(i, t)
   if same_timer(rec, t) then
     return {'pending', istr(rec.d), istr(rec.c), rec.s or ''}
   end
-  return conflict(id)
+  return conflict(rec, t, false)
 end
 
 -- Index a timer created at `deadline` (its bucket, fine or coarse: include/buckets.lua)
