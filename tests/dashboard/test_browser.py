@@ -1060,6 +1060,21 @@ def test_a_worker_opens_at_its_address_with_what_it_says_of_itself_in_a_browser(
         expect(again.locator("#wk-host")).to_have_text(socket.gethostname())
         again.click("#worker-close")
         expect(again.locator("#worker")).to_be_hidden()
+        # a live refresh's answer that comes after a close does not open the view again
+        again.goto(url + "workers#worker=w1")
+        expect(again.locator("#wk-host")).to_have_text(socket.gethostname())
+        before = int(again.evaluate("document.body.dataset.workerAnswers"))
+        held: list[Any] = []
+        again.route("**/api/worker?*", lambda route: held.append(route))
+        with again.expect_request("**/api/worker?*"):
+            pass  # the next live event asks for the open worker again: held
+        again.click("#worker-close")
+        expect(again.locator("#worker")).to_be_hidden()
+        for route in held:
+            route.continue_()
+        answered = str(before + len(held))
+        expect(again.locator("body")).to_have_attribute("data-worker-answers", answered)
+        expect(again.locator("#worker")).to_be_hidden()
 
 
 def test_outcomes_are_searched_by_kind_id_and_payload_field_in_a_browser(

@@ -94,9 +94,12 @@ async function deadAct(ref, action) {
   }
 }
 
+let deadShown = 0;  // as a worker's view: only the latest call draws, while the address names it
 export async function showDead(ref) {  // one dead letter, whole: its outcome, error, payload
+  const mine = ++deadShown;
   try {
     const d = await api(`/api/dead/${ref}`);
+    if (mine !== deadShown || view().dead !== ref) return;
     const o = d.outcome;
     $("dl-ref").textContent = d.ref;
     $("dl-table").tBodies[0].innerHTML = [
@@ -113,6 +116,7 @@ export async function showDead(ref) {  // one dead letter, whole: its outcome, e
     $("dead-letter").hidden = false;
     $("dead-letter").scrollIntoView({block: "nearest"});
   } catch (e) {
+    if (mine !== deadShown) return;
     $("dead-letter").hidden = true;
     say(e.message);
   }

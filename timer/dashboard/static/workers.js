@@ -3,7 +3,7 @@
 // lateness, last error), its heartbeat and the shards it leads.
 
 import {$, api, esc, ms, rows, say, time, workerLink} from "./util.js";
-import {go} from "./nav.js";
+import {go, view} from "./nav.js";
 
 export function renderWorkers(o, open) {
   rows("workers", o.workers, (w) => `<tr><td>${workerLink(w.id)}</td><td>${ms(w.heartbeat_age_ms)}</td>
@@ -11,12 +11,18 @@ export function renderWorkers(o, open) {
   if (open && !$("worker").hidden) showWorker(open, false);
 }
 
-let workerLoading = false;
+// Each call is numbered: only the latest may draw, and only while the address still names
+// its worker. A live refresh's answer that comes after a close (or after another worker was
+// opened) would show the view again; and a lock that dropped calls while one was under way
+// dropped the opening of another worker with them.
+let shown = 0;
 export async function showWorker(id, scroll) {
-  if (workerLoading) return;
-  workerLoading = true;
+  const mine = ++shown;
   try {
     const w = await api(`/api/worker?id=${encodeURIComponent(id)}`);
+    const answers = document.body.dataset;  // answers taken, drawn or not (a test waits on it)
+    answers.workerAnswers = String((Number(answers.workerAnswers) || 0) + 1);
+    if (mine !== shown || view().worker !== id) return;
     const c = w.card || {};
     $("worker-name").textContent = w.id;
     $("worker-gone").hidden = w.live;
@@ -37,10 +43,9 @@ export async function showWorker(id, scroll) {
     $("worker").hidden = false;
     if (scroll) $("worker").scrollIntoView({block: "nearest"});
   } catch (e) {
+    if (mine !== shown) return;
     $("worker").hidden = true;
     say(e.message);
-  } finally {
-    workerLoading = false;
   }
 }
 
