@@ -8,9 +8,10 @@ from .examples import ROOT, blocks, pages
 
 # tickwheel is not on PyPI: a reader installs it from a checkout (getting-started's
 # Install), so every install line a page shows is `pip install` of the checkout, `.`,
-# with its extras; `pip install 'tickwheel[x]'` failed in a clean venv
-PIP = re.compile(r"pip\s+install\s+(?:-e\s+)?(\S+)")
-FROM_CHECKOUT = re.compile(r"\.|'\.\[[a-z,]+\]'")
+# with its extras, or of the wheel `make wheel` built from it (test_readme.py runs those
+# lines); `pip install 'tickwheel[x]'` failed in a clean venv
+PIP = re.compile(r'pip\s+install\s+(?:-e\s+)?("[^"]+"|\S+)')
+FROM_CHECKOUT = re.compile(r"\.|'\.\[[a-z,]+\]'" + r'|"\$\(ls dist/tickwheel-\*\.whl\)\[[a-z,]+\]"')
 
 
 def test_every_install_line_installs_the_checkout() -> None:
