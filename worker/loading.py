@@ -137,9 +137,13 @@ class Loader:
                 if ctx.wheel_of(event.priority) is not wheel:  # into the other wheel
                     self.add_task(state, tid, task.deadline_ms, priority=event.priority)
             return
+        # A schedule's own occurrence armed or taken out (pausing, updating or deleting
+        # the schedule) is no user's schedule or cancel: the history counts neither
+        own = occurrence_name(tid) is not None
         if event.deadline_ms is not None:  # scheduled or rescheduled
             if event.kind == "scheduled":
-                ctx.stats.scheduled_seen += 1
+                if not own:
+                    ctx.stats.scheduled_seen += 1
                 if tid in state.tasks:
                     return
             # A loaded bucket must hold all its timers in the wheel (load skips it from
@@ -148,12 +152,12 @@ class Loader:
         else:  # decided
             if event.outcome == "completed":
                 ctx.stats.completed_seen += 1
-            elif event.outcome == "cancelled":
+            elif event.outcome == "cancelled" and not own:
                 ctx.stats.cancelled_seen += 1
             task = state.tasks.pop(tid, None)
             if task is not None:
                 task.cancel()
-            if occurrence_name(tid) is not None:  # a schedule's occurrence, maybe ended
+            if own:  # a schedule's occurrence, maybe ended
                 state.replan = True  # by cancel, complete or notify: arm its next now
 
     def _on_subscribed(self, channel: str) -> None:

@@ -50,7 +50,7 @@ COUNTERS = {
     "swept": "Timers this worker expired through sweep",
     "cascaded": "Far timers the sweep moved from coarse buckets into fine ones (an hour ahead)",
     "completed_seen": "Timers of led shards decided as completed (from events)",
-    "cancelled_seen": "Timers of led shards decided as cancelled (from events)",
+    "cancelled_seen": "Timers of led shards cancelled (from events; no schedule's occurrence)",
     "early_reinserted": "Entries fire refused as early by Redis time and re-inserted",
     "fence_rejections": "fire or sweep refused with FENCED (the shard was dropped)",
     "leases_acquired": "Shard leases acquired",

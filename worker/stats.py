@@ -50,9 +50,9 @@ class WorkerStats:
     redis_errors: int = 0
     loaded: int = 0
     reloads: int = 0
-    scheduled_seen: int = 0  # timers the led shards' S and M events announced
+    scheduled_seen: int = 0  # timers the led shards' S and M events announced (no occurrence)
     completed_seen: int = 0
-    cancelled_seen: int = 0
+    cancelled_seen: int = 0  # a schedule's occurrence taken out with it: not counted
     outcomes_trimmed: int = 0
     results_dropped: int = 0
 

@@ -90,7 +90,9 @@ def test_a_sigterm_writes_every_expiry_and_every_handled_outcome(
     got = totals(c)
     assert (got["expired"], got["handled"]) == (7, 7), got
     assert got["scheduled"] <= 7  # heard over pub/sub: marked as such, never more
-    assert all(m.approximate == ("scheduled", "cancelled", "completed") for m in c.history(5))
+    # exact here, but no reader can tell no process was killed: all marked
+    every = {"scheduled", "expired", "cancelled", "completed", "handled", "failed", "dead"}
+    assert all(set(m.approximate) == every for m in c.history(5))
     c.close()
 
 

@@ -186,3 +186,30 @@ def test_a_stopped_worker_writes_what_it_counted(ns_client: TimerClient) -> None
     assert w.run_once() == 4 and _expired(c) == 0
     w.close()
     assert _expired(c) == 4
+
+
+def test_a_schedules_own_occurrence_is_neither_scheduled_nor_cancelled(
+    ns_client: TimerClient,
+) -> None:
+    """A schedule created, updated, paused, resumed and deleted arms and takes out its
+    occurrence each time; none of that is a user's schedule or cancel. The history
+    counts the one user timer scheduled and cancelled after it (on the schedule's shard:
+    its events come after the occurrence's), once each."""
+    c = ns_client
+    w = make_worker(c, "ho", history_every_ms=100)
+    with running(w):
+        wait_for(lambda: subscribed(c, 4) and len(w.shards) == 4, 20, "the worker to lead")
+        start = 4_102_444_800_000  # 2100: the schedule fires nothing here
+        c.schedules.create("beat", every="1s", start=start)
+        c.schedules.update("beat", every="2s", start=start)
+        assert c.schedules.pause("beat")
+        assert c.schedules.resume("beat") is not None
+        assert c.schedules.delete("beat")
+        c.schedule("user:{beat}", delay_ms=3_600_000)
+        assert c.cancel("user:{beat}")
+
+        def total(name: str) -> int:
+            return sum(getattr(m, name) for m in c.history(5))
+
+        wait_for(lambda: total("cancelled") >= 1, 20, "the worker to hear the cancel")
+        assert (total("scheduled"), total("cancelled")) == (1, 1)

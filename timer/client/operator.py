@@ -123,10 +123,12 @@ class OperatorCalls:
         one last: timers scheduled, expired, cancelled and completed, outcomes handled,
         failed and dead-lettered (per group too), pending timers and lateness, as the
         workers and handler runners added them (``timer.durable.admin.history``). Each minute's
-        ``approximate`` names the counts that are not exact: scheduled, cancelled and
-        completed, heard over pub/sub by the shards' leaders. The others are exact, but
-        a process killed with kill -9 loses what it counted since its last flush (a
-        worker's ``history_every_ms``, 10 s by default)."""
+        ``approximate`` names the counts that may be short, all of them: scheduled,
+        cancelled and completed are heard over pub/sub by the shards' leaders; the
+        others are counted where they happen, but a process killed with kill -9 loses
+        what it counted since its last flush (a worker's ``history_every_ms``, 10 s by
+        default). A schedule's own occurrence armed or taken out is not counted as
+        scheduled or cancelled."""
         return self._run(history.read(self.keys, minutes))
 
     def groups(self) -> list[GroupInfo]:

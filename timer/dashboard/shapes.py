@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from timer.durable.admin.history import GROUP_COUNTS, HEARD_COUNTS, WORKER_COUNTS, Minute
+from timer.durable.admin.history import (
+    APPROXIMATE,
+    GROUP_COUNTS,
+    WHY_APPROXIMATE,
+    WORKER_COUNTS,
+    Minute,
+)
 from timer.durable.model.models import Outcome, TimerInfo
 from timer.shapes import timer_info_json
 
@@ -43,7 +49,8 @@ def history_shape(minutes: list[Minute], step: int) -> dict[str, Any]:
     """The history as the page charts it: a point each ``step`` minutes (counts summed,
     pending the last reading, lateness quantiles of the bin's expired timers; ``null``
     where no process wrote), the totals and each group's totals over the period, and
-    which counts are ``approximate`` (heard over pub/sub; the page marks them)."""
+    which counts are ``approximate`` (they may be short: the page marks them) and why
+    each is (``why_approximate``, the page's tooltip)."""
     points: list[dict[str, Any]] = []
     for i in range(0, len(minutes), step):
         part = minutes[i : i + step]
@@ -68,21 +75,26 @@ def history_shape(minutes: list[Minute], step: int) -> dict[str, Any]:
             into = groups.setdefault(name, dict.fromkeys(GROUP_COUNTS, 0))
             for k, n in counts.items():
                 into[k] += n
+    approx = list(minutes[0].approximate if minutes else APPROXIMATE)
     return {
         "step_minutes": step,
         "points": points,
         "totals": {k: sum(getattr(m, k) for m in minutes) for k in COUNTS},
         "groups": [{"group": name, **groups[name]} for name in sorted(groups)],
-        "approximate": list(minutes[0].approximate if minutes else HEARD_COUNTS),
+        "approximate": approx,
+        "why_approximate": {k: WHY_APPROXIMATE[k] for k in approx},
     }
 
 
 def group_minute(m: Minute, group: str) -> Minute:
-    """A minute as one group's runners saw it: its handled, failed and dead alone."""
+    """A minute as one group's runners saw it: its handled, failed and dead alone (each
+    short by what a runner killed before its flush had counted)."""
     own = m.groups.get(group, {})
     handled, failed, dead = (own.get(k, 0) for k in GROUP_COUNTS)
     groups = {group: own} if own else {}
-    return Minute(m.at_ms, handled=handled, failed=failed, dead=dead, groups=groups, approximate=())
+    return Minute(
+        m.at_ms, handled=handled, failed=failed, dead=dead, groups=groups, approximate=GROUP_COUNTS
+    )
 
 
 def _finite(ms: float | None) -> float | None:

@@ -1,14 +1,14 @@
 // The history's line charts: one SVG each, a point a bin, the largest value and 0 on a
 // left axis, the period's first and last minute under it.
 
-import {$, time} from "./util.js";
+import {$, esc, time} from "./util.js";
 
 export const COLOURS = {scheduled: "#8a63d2", expired: "#4a7bd0", completed: "#2e9e5b", cancelled: "#8b93a4",
   handled: "#1f9e89", failed: "#d0493a", dead: "#b4742f", pending: "#4a7bd0",
   lateness_p50_ms: "#2e9e5b", lateness_p99_ms: "#d0493a"};
 
-// A series heard over pub/sub (what no leader heard is missing) is marked "≈", with why.
-export const APPROX = "approximate: counted from the events a shard's leader heard; misses those no leader heard (no worker, one starting, a shard moving)";
+// A series that may be short (the API's why_approximate: heard over pub/sub, or flushed
+// every few seconds) is marked "≈", its key's tooltip saying why.
 
 export const W = 400, H = 120;
 // How wide the axis' labels may be, in the chart's own units: a 10-unit font's digit is
@@ -16,7 +16,7 @@ export const W = 400, H = 120;
 // wide as its longest label needs (a fixed 36 cut the first digit of "60,000").
 const CHAR = 6.4, GAP = 4;
 
-export function chart(id, points, keys, approx = new Set()) {
+export function chart(id, points, keys, why = {}) {
   const T = 6;
   const values = points.flatMap((p) => keys.map((k) => p[k]).filter((v) => v != null));
   const top = Math.max(1, ...values);
@@ -42,7 +42,7 @@ export function chart(id, points, keys, approx = new Set()) {
     <text x="${L - GAP}" y="${y(0) + 4}" text-anchor="end">0</text>
     <text x="${L}" y="${H - 4}">${first}</text><text x="${W - 2}" y="${H - 4}" text-anchor="end">${last}${last ? " UTC" : ""}</text>${paths}`;
   $(id.replace("chart-", "key-")).innerHTML = keys.map((k) =>
-    `<span class="key"${approx.has(k) ? ` title="${APPROX}"` : ""}>${swatch(COLOURS[k])}${k.replace("lateness_", "").replace("_ms", "")}${approx.has(k) ? " ≈" : ""}</span>`).join("");
+    `<span class="key"${why[k] ? ` title="${esc(why[k])}"` : ""}>${swatch(COLOURS[k])}${k.replace("lateness_", "").replace("_ms", "")}${why[k] ? " ≈" : ""}</span>`).join("");
 }
 
 // A series' colour in its key: a little SVG (no style attribute: the page's policy allows

@@ -59,8 +59,12 @@ export async function showGroup(name, fetchHistory) {
   try {
     const h = await api(`/api/history/60/group/${encodeURIComponent(name)}`);
     $("group-sums").hidden = false;
-    for (const k of ["handled", "failed", "dead"]) $(`gh-${k}`).textContent = h.totals[k].toLocaleString();
-    chart("chart-group", h.points, ["handled", "failed", "dead"]);
+    const why = h.why_approximate || {};  // a runner killed before its flush: short
+    for (const k of ["handled", "failed", "dead"]) {
+      $(`gh-${k}`).textContent = (why[k] ? "≈" : "") + h.totals[k].toLocaleString();
+      $(`gh-${k}`).title = why[k] || "";
+    }
+    chart("chart-group", h.points, ["handled", "failed", "dead"], why);
   } catch (e) {
     say(e.message);
   }

@@ -2,7 +2,7 @@
 // expirations, and the history's totals and charts.
 
 import {$, address, api, esc, groupLink, rows, say} from "./util.js";
-import {APPROX, chart} from "./chart.js";
+import {chart} from "./chart.js";
 
 export function renderOverview(o) {
   $("pending").textContent = o.pending;
@@ -41,15 +41,17 @@ function attention(o) {
 export async function loadHistory() {  // not "history": that is the window's own
   try {
     const h = await api(`/api/history/${$("history-period").value}`);
-    const approx = new Set(h.approximate || []);
+    // each count that may be short: marked, and why (heard over pub/sub, or lost by a
+    // process killed before its flush)
+    const why = h.why_approximate || {};
     for (const [k, n] of Object.entries(h.totals)) if ($(`ht-${k}`)) {
-      $(`ht-${k}`).textContent = (approx.has(k) ? "≈" : "") + n.toLocaleString();
-      $(`ht-${k}`).title = approx.has(k) ? APPROX : "";
+      $(`ht-${k}`).textContent = (why[k] ? "≈" : "") + n.toLocaleString();
+      $(`ht-${k}`).title = why[k] || "";
     }
     $("throughput-caption").textContent = h.step_minutes === 1 ? "per minute" : `per ${h.step_minutes} minutes`;
-    chart("chart-throughput", h.points, ["scheduled", "expired", "handled", "failed"], approx);
+    chart("chart-throughput", h.points, ["scheduled", "expired", "handled", "failed"], why);
     chart("chart-lateness", h.points, ["lateness_p50_ms", "lateness_p99_ms"]);
-    chart("chart-backlog", h.points, ["pending", "dead"]);
+    chart("chart-backlog", h.points, ["pending", "dead"], why);
   } catch (e) {
     say(`Could not read the history: ${e.message}`);
   }

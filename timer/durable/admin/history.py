@@ -18,12 +18,17 @@ it releases a shard or loses a lease), so a process stopped by SIGTERM leaves no
 and one killed with kill -9 loses what it counted since its last flush (a worker's
 ``history_every_ms``, a runner's ``HISTORY_EVERY_S``: 10 s by default).
 
+So they can be short, by a flush period's counts for each process killed, and no reader
+can tell whether one was: every :class:`Minute` names them in ``approximate``, and
+:data:`WHY_APPROXIMATE` says why.
+
 Schedules, cancels and completes are what the led shards' events announced, over
 pub/sub, which only a subscribed leader hears: those of a shard with no leader, or made
 before its new leader subscribed (a worker just started, a shard moving), are not
-counted. They are approximate, and say so: every :class:`Minute` names them in
-``approximate``, and the dashboard marks them (docs/design-notes.md says why they are
-not counted in the scripts).
+counted. They are approximate too, for that reason (docs/design-notes.md says why they
+are not counted in the scripts). A schedule's own occurrence armed or taken out (by
+pausing, updating or deleting it) is neither a user's schedule nor a user's cancel, and
+is not counted as one; its firing is an expiry like any other.
 """
 
 from __future__ import annotations
@@ -44,8 +49,26 @@ MAX_MINUTES = 24 * 60  # what one read returns at most: the last day
 WORKER_COUNTS = ("scheduled", "expired", "cancelled", "completed")
 GROUP_COUNTS = ("handled", "failed", "dead")
 # The counts heard over pub/sub by the shards' leaders: approximate (what no leader heard
-# is missing), where the others are exact
+# is missing)
 HEARD_COUNTS = ("scheduled", "cancelled", "completed")
+# The counts kept where they happen and added every few seconds: exact but for what a
+# process killed before its flush had counted since the last one
+FLUSHED_COUNTS = ("expired", *GROUP_COUNTS)
+APPROXIMATE = (*WORKER_COUNTS, *GROUP_COUNTS)  # so every count, in their order
+# Why each approximate count may be short, as the dashboard says it
+HEARD_WHY = (
+    "approximate: counted from the events a shard's leader heard; misses those no leader "
+    "heard (no worker, one starting, a shard moving)"
+)
+FLUSHED_WHY = (
+    "approximate: each worker and handler runner adds its counts every few seconds "
+    "(--history-every, 10 s by default) and as it stops; one killed (kill -9, out of "
+    "memory) before its flush loses the counts of its last seconds"
+)
+WHY_APPROXIMATE = {
+    **dict.fromkeys(HEARD_COUNTS, HEARD_WHY),
+    **dict.fromkeys(FLUSHED_COUNTS, FLUSHED_WHY),
+}
 
 
 def minute_of(ms: int) -> int:
@@ -87,7 +110,7 @@ def _checked(values: object, what: str) -> dict[str, int]:
 @dataclass(frozen=True)
 class Minute:
     """One minute of a namespace's history, summed over the processes that wrote it.
-    ``approximate`` names its counts that are not exact (those heard over pub/sub)."""
+    ``approximate`` names its counts that may be short (:data:`WHY_APPROXIMATE`)."""
 
     at_ms: int  # when the minute starts (Redis time, epoch ms)
     scheduled: int = 0
@@ -100,9 +123,9 @@ class Minute:
     pending: int | None = None  # the led shards' last readings, summed; None: none
     late: tuple[tuple[float, int], ...] = ()  # (upper bound ms, expired timers), rising
     groups: dict[str, dict[str, int]] = field(default_factory=dict)
-    # The counts above that are approximate (heard over pub/sub, which misses what no
-    # subscribed leader heard); every other count is exact, short of a kill -9
-    approximate: tuple[str, ...] = HEARD_COUNTS
+    # The counts above that may be short: heard over pub/sub, which misses what no
+    # subscribed leader heard, or flushed every few seconds, which a kill -9 cuts short
+    approximate: tuple[str, ...] = APPROXIMATE
 
     def lateness_ms(self, q: float) -> float | None:
         """The upper bound (ms) of the lateness bucket holding quantile ``q`` of the
