@@ -35,7 +35,11 @@ def _group_dict(g: GroupInfo, now_ms: int, retention_ms: int) -> dict[str, Any]:
 )
 @click.pass_context
 def groups(ctx: click.Context, retention_ms: int) -> None:
-    """Consumer groups: consumers, pending, retrying, lag, oldest pending age.
+    """Consumer groups: consumers, pending, retrying, later, lag, oldest pending age.
+
+    Of those pending, `retrying` failed and wait for their retry; `later` wait to be
+    looked at again at their handler's request (a Celery task sent, its start not yet
+    confirmed): no failure.
 
     A group keeps every outcome it has not acknowledged from being trimmed: delete one
     nobody reads any more with `tickwheel groups delete NAME`. `groups pause NAME` stops
@@ -61,15 +65,13 @@ def groups(ctx: click.Context, retention_ms: int) -> None:
                 names,
                 g.pending,
                 g.retrying,
+                g.later,
                 "?" if g.lag is None else g.lag,
                 "-" if age is None else f"{age / 1000:.1f}s",
             )
         )
-    human = (
-        table(rows, ("group", "consumers(pending)", "pending", "retrying", "lag", "oldest"))
-        if rows
-        else "No consumer groups."
-    )
+    heads = ("group", "consumers(pending)", "pending", "retrying", "later", "lag", "oldest")
+    human = table(rows, heads) if rows else "No consumer groups."
     stale = [g.name for g in found if g.stale(now, retention_ms)]
     if stale and not app.json:
         human += (

@@ -315,7 +315,8 @@ class HandlerCollector(Collector):
         for name, doc, value in (
             ("lag", "Outcomes not yet delivered to the group", None if g is None else g.lag),
             ("pending", "Delivered, not yet acknowledged", None if g is None else g.pending),
-            ("retrying", "Waiting for a retry time", None if g is None else g.retrying),
+            ("retrying", "Failed, waiting for a retry time", None if g is None else g.retrying),
+            ("later", "Waiting at their handler's request (Later)", None if g is None else g.later),
         ):
             gauge = GaugeMetricFamily(f"tickwheel_group_{name}", doc, labels=["group"])
             if value is not None:

@@ -887,11 +887,14 @@ def _group_page(chromium: Any, url: str, mailer: Any, tmp_path: Path) -> None:
         expect(row.locator(".waiting")).to_have_text(str(mailer.lag))
         expect(row.locator(".in-hand")).to_have_text(str(mailer.pending))
         expect(row.locator(".dead")).to_have_text("0")
+        expect(row.locator(".later")).to_have_text("0")  # in a handler: no Later asked
         expect(row.locator(".runners")).to_contain_text("m2 (1)")
         audit = page.locator("#groups tr[data-group-row='audit']")
         expect(audit.locator(".dead")).to_have_text("5")
         heads = page.locator("#groups thead th").all_inner_texts()
-        assert heads[:6] == ["group", "waiting", "in hand", "retrying", "dead letters", "paused"]
+        assert heads[:7] == [
+            "group", "waiting", "in hand", "retrying", "later", "dead letters", "paused",
+        ]  # fmt: skip
         page.click("#groups a[data-group='mailer']")
         expect(page.locator("#group")).to_be_visible()
         expect(page).to_have_url(re.compile(re.escape("group=mailer")))

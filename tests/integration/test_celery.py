@@ -408,7 +408,8 @@ def test_a_mixed_app_waits_for_the_start_of_its_confirmed_tasks_only(
 ) -> None:
     """In an app where some tasks are ConfirmedTask: those keep their confirmed delivery
     (not started: sent again after the delivery timeout; started: acknowledged), the
-    plain ones are sent once, and only they are warned about."""
+    plain ones are sent once, and only they are warned about. A sent one waiting for its
+    start is counted by ``groups`` as ``later``, not as retrying: nothing failed."""
     caplog.set_level(logging.WARNING, logger="timer.celery")
     app = app_on(processes, "mixed")
 
@@ -429,6 +430,13 @@ def test_a_mixed_app_waits_for_the_start_of_its_confirmed_tasks_only(
         processes.wait(lambda: broker_sends(processes.broker).get(c, 0) >= 3, "three sends")
         assert broker_sends(processes.broker)[p] == 1
         assert pending(client) == 1  # the confirmed one waits for its start
+        # and that is no failure: it waits as "later", never as retrying
+        [sending] = [g for g in client.groups() if g.name == "celery"]
+        assert sending.retrying == 0, sending
+        processes.wait(
+            lambda: [g.later for g in client.groups() if g.name == "celery"] == [1],
+            "the confirmed one counted as later",
+        )
         Claims(client).done(c)  # as its ConfirmedTask does when it ran
         processes.wait(lambda: pending(client) == 0, "the confirmed one acknowledged")
     finally:

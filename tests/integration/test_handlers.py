@@ -566,3 +566,25 @@ def test_a_group_lost_by_the_server_is_created_again_and_its_outcomes_handled(
     assert all(redis_client.xinfo_groups(s) for s in streams)  # the group is back
     gone = [r for r in caplog.records if "was gone from a shard's outcome stream" in r.message]
     assert gone, "the runner said nothing of the group it created again"
+
+
+def test_an_outcome_looked_at_later_is_not_retrying(
+    client: TimerClient, running: Callable[..., threading.Thread]
+) -> None:
+    """A handler that asks to see an outcome again later (Later: a Celery task sent, its
+    start not confirmed yet) has not failed: the group shows it as ``later``, not as
+    retrying; one whose handler failed, and waits for its retry, is retrying."""
+    decide(client, 3)
+    hour = Backoff(initial_s=3600, max_s=3600)
+    h = Handlers(client, group="g", max_attempts=3, backoff=hour)
+
+    def handle(o: Outcome) -> None:
+        if o.id == "j0":
+            raise RuntimeError("the broker is down")
+        raise Later(3600, "sent; waiting for the task to start")
+
+    h.add("cancelled", handle)
+    running(h)
+    wait_for(lambda: sum(g.retrying + g.later for g in client.groups()) == 3, 10, "all 3 parked")
+    (g,) = client.groups()
+    assert (g.pending, g.retrying, g.later) == (3, 1, 2)

@@ -19,7 +19,8 @@ function deadOf(dead, total) {
 }
 
 // The list, lag first: the groups with the most waiting on top, each with what it holds
-// in hand (delivered, not settled; retrying of those), its dead letters, whether it is
+// in hand (delivered, not settled; of those, retrying after a failure and waiting at
+// their handler's request), its dead letters, whether it is
 // paused, and its runners (consumers, with what each holds).
 export function renderGroups(o, dead) {
   lastOverview = o;
@@ -27,7 +28,7 @@ export function renderGroups(o, dead) {
   const deadIn = deadOf(dead || [], o.dead_letters);
   const groups = [...o.groups].sort((a, b) => (b.lag ?? -1) - (a.lag ?? -1) || (a.name < b.name ? -1 : 1));
   rows("groups", groups, (g) => `<tr data-group-row="${esc(g.name)}"><td>${groupLink(g.name)}</td>
-    <td class="num waiting">${g.lag ?? "?"}</td><td class="num in-hand">${g.pending}</td><td class="num">${g.retrying}</td>
+    <td class="num waiting">${g.lag ?? "?"}</td><td class="num in-hand">${g.pending}</td><td class="num retrying">${g.retrying}</td><td class="num later">${g.later ?? 0}</td>
     <td class="num dead">${deadIn(g.name)}</td><td class="paused-by">${g.paused_since_ms ? `<span class="paused">paused</span> by ${esc(g.paused_by)}` : "–"}</td>
     <td class="runners">${g.consumers.map((c) => `${esc(c.name)} (${c.pending})`).join(", ") || "–"}</td><td>${ms(g.oldest_pending_age_ms)}</td></tr>`, "no consumer groups");
   rows("limits", o.limits, (l) => `<tr><td>${esc(l.group)}</td><td>${esc(l.limit)}</td>
@@ -43,6 +44,7 @@ export async function showGroup(name, fetchHistory) {
   if (g) {
     $("gs-pending").textContent = g.pending;
     $("gs-retrying").textContent = g.retrying;
+    $("gs-later").textContent = g.later ?? 0;
     $("gs-lag").textContent = g.lag ?? "?";
     $("gs-oldest").textContent = ms(g.oldest_pending_age_ms);
     const paused = g.paused_since_ms != null;

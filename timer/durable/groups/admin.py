@@ -46,30 +46,46 @@ def group_infos(ns: Namespace, now_ms: int) -> Op[list[GroupInfo]]:
             steps.Command("zcard", (ns.shard(shard).retries(name),)),
             steps.Command("xrange", (stream, "(" + last, "+"), {"count": 1}),
             steps.Command("xpending", (stream, name)),
+            steps.Command("hkeys", (ns.shard(shard).errors(name),)),
         ]
     replies = yield steps.Pipeline(detail)
+    # Of those waiting for a time, the ones that failed (their errors kept) are retrying;
+    # the rest wait at their handler's request (Later), which is no failure
+    failed = [[k for k in map(text, replies[5 * i + 4]) if k != "~"] for i in range(len(found))]
+    asked = [(i, ids) for i, ids in enumerate(failed) if ids]
+    calls = []
+    for i, ids in asked:
+        _stream, shard, g = found[i]
+        calls.append(steps.Command("zmscore", (ns.shard(shard).retries(text(g["name"])), ids)))
+    scores = (yield steps.Pipeline(calls)) if calls else []
+    waiting_failed = [0] * len(found)
+    for (i, _), got in zip(asked, scores, strict=True):
+        waiting_failed[i] = sum(1 for x in got if x is not None)
     acc: dict[str, dict[str, Any]] = {}
     for i, (_stream, _shard, g) in enumerate(found):
-        _add_shard(acc, g, *replies[4 * i : 4 * i + 4])
+        _add_shard(acc, g, *replies[5 * i : 5 * i + 4], waiting_failed[i])
     paused = yield from paused_groups(ns)
     return [_group_info(name, a, now_ms, paused.get(name)) for name, a in sorted(acc.items())]
 
 
-def _add_shard(  # noqa: PLR0917 - one shard's four replies, in the order they were asked
+def _add_shard(  # noqa: PLR0917 - one shard's replies, in the order they were asked
     acc: dict[str, dict[str, Any]],
     g: dict[str, Any],
     consumers: list[dict[str, Any]],
     retrying: Any,
     nxt: list[Any],
     pending: dict[str, Any],
+    failed: int,
 ) -> None:
-    """Sum one shard's figures of group ``g`` into its account in ``acc``."""
+    """Sum one shard's figures of group ``g`` into its account in ``acc`` (``retrying``:
+    how many wait for a time; ``failed``: how many of those failed, their errors kept)."""
     a = acc.setdefault(
         text(g["name"]),
         {
             "consumers": {},
             "pending": 0,
             "retrying": 0,
+            "later": 0,
             "lag": 0,
             "oldest": None,
             "owes": None,
@@ -78,7 +94,8 @@ def _add_shard(  # noqa: PLR0917 - one shard's four replies, in the order they w
     )
     a["shards"] += 1
     a["pending"] += int(g["pending"])
-    a["retrying"] += int(retrying)
+    a["retrying"] += failed
+    a["later"] += int(retrying) - failed
     lag = g.get("lag")
     a["lag"] = None if lag is None or a["lag"] is None else a["lag"] + int(lag)
     owed: list[int] = []
@@ -116,6 +133,7 @@ def _group_info(
         shards=a["shards"],
         paused_since_ms=paused[0] if paused else None,
         paused_by=paused[1] if paused else None,
+        later=a["later"],
     )
 
 

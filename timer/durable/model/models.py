@@ -327,13 +327,16 @@ class GroupInfo:
     name: str
     consumers: tuple[ConsumerInfo, ...]
     pending: int  # delivered, not acknowledged (in a handler, or waiting for a retry)
-    retrying: int  # of those, waiting for their retry time
+    retrying: int  # of those, waiting for their retry time after a failed attempt
     lag: int | None  # outcomes not yet delivered to it (None: the server cannot say)
     oldest_pending_age_ms: int | None  # how long the oldest unacknowledged one has waited
     owes_since_ms: int | None  # decided time of the oldest outcome it still needs
     shards: int  # streams it exists on (a group is created on every shard)
     paused_since_ms: int | None = None  # paused by an operator since (Redis ms), or None
     paused_by: str | None = None  # who paused it, as they said
+    # Of those pending, waiting to be looked at again at their handler's request (Later),
+    # not after a failure: a Celery task sent, its start not yet confirmed
+    later: int = 0
 
     @property
     def paused(self) -> bool:
