@@ -1267,6 +1267,44 @@ def test_the_dashboard_opens_on_the_timers_due_next_and_pages_them_in_a_browser(
         expect(page.locator("#message")).to_contain_text('"high" is not a priority')
 
 
+def test_a_schedules_armed_occurrence_is_listed_as_its_next_and_cannot_be_ticked_in_a_browser(
+    chromium: Any, served: tuple[str, TimerClient]
+) -> None:
+    """The Timers view lists a schedule's armed occurrence as that schedule's next, a
+    link to the schedule's view, with no tick box: ticking every timer and cancelling
+    them cancels the user's timer and leaves the schedule its occurrence armed."""
+    from playwright.sync_api import expect  # noqa: PLC0415
+
+    assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
+    url, c = served
+    armed = c.schedules.create("nightly", cron="0 3 * * *").armed
+    assert armed is not None
+    c.schedule("job:{1}", 3_600_000)
+    with opened(chromium) as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.on("dialog", lambda dialog: dialog.accept())
+        page.goto(url)
+        follow(page, "timers")
+        rows = page.locator("#pending-list tbody tr")
+        expect(rows).to_have_count(2)
+        own = rows.filter(has=page.locator("a[data-sched='nightly']"))
+        expect(own).to_contain_text("next of schedule nightly")
+        expect(own.locator("input[type=checkbox]")).to_have_count(0)
+        expect(page.locator("#pending-count")).to_contain_text("a schedule's next occurrence")
+        expect(page.locator("input[data-pending]")).to_have_count(1)
+        page.check("#pending-all")
+        page.click("#pb-cancel")
+        expect(page.locator("#message")).to_contain_text("cancel: 1 of 1 done")
+        own.locator("a[data-sched='nightly']").click()
+        expect(page).to_have_url(re.compile(re.escape("schedule=nightly")))
+    timer = c.get("job:{1}")
+    assert timer is not None and timer.state == "cancelled"
+    after = c.schedules.get("nightly")
+    assert after is not None and after.armed == armed
+    occurrence = c.get(armed)
+    assert occurrence is not None and occurrence.state == "pending"
+
+
 # Each text of each chart: its box, in the chart's own units and on the screen, against
 # the box of the SVG that draws it ("60,000" once read "0,000": cut at the left).
 LABELS_OUTSIDE = """async () => {

@@ -14,6 +14,7 @@ from timer.durable.groups.dead import MOST, DeadFilter
 from timer.durable.model.entries import parse_ref
 from timer.durable.model.keys import check_namespace
 from timer.durable.model.models import Outcome
+from timer.durable.schedules.records import occurrence_name
 from timer.errors import InvalidInput, NotFound, ScheduleNotFound, TimerNotFound
 from timer.handlers.limits import limits_in_use
 from timer.shapes import dead_letter_json, group_json, outcome_json, schedule_json
@@ -162,6 +163,9 @@ class Dashboard:
                     "created_ms": t.created_ms,
                     "priority": t.priority,
                     "note": t.note,
+                    # a schedule's armed occurrence ({name}@<ms>): the page shows it as
+                    # that schedule's next, not as a timer of the user's to cancel
+                    "schedule": _schedule_of(t.id),
                 }
                 for t in page.timers
             ],
@@ -404,3 +408,9 @@ class Namespaces:
             c.meta  # noqa: B018 - a namespace that does not exist fails here (ConfigError)
             self.boards[name] = Dashboard(c, read_only=self.read_only)
         return self.boards[name]
+
+
+def _schedule_of(timer_id: str) -> str | None:
+    """The schedule whose occurrence ``timer_id`` is (``{name}@<ms>``), or None."""
+    found = occurrence_name(timer_id)
+    return None if found is None else found[0]

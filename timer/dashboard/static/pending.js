@@ -5,7 +5,7 @@
 // pfield, pvalue, pprio); the ticked ones cancelled, completed or rescheduled together.
 // The Overview opens on the first few of them, so a namespace's timers show unclicked.
 
-import {$, address, api, esc, ms, parseDuration, postJson, rows, say, shardLink, time, timerLink} from "./util.js";
+import {$, address, api, esc, ms, parseDuration, postJson, rows, say, scheduleLink, shardLink, time, timerLink} from "./util.js";
 import {currentView, go, view} from "./nav.js";
 
 export const PAGE = 50, FIRST = 10;
@@ -25,8 +25,13 @@ function query(q, limit) {
   return `/api/pending?${params}`;
 }
 
-const row = (t, pick) => `<tr>${pick ? `<td class="pick"><input type="checkbox" data-pending="${esc(t.id)}"></td>` : ""}
-  <td>${timerLink(t.id)}</td><td>${time(t.deadline_ms)}</td><td class="num">${ms(t.time_left_ms)}</td>
+// A schedule's armed occurrence is its next, shown as such with a link to the schedule;
+// it has no tick box: cancelling it would leave the schedule with none armed (pause the
+// schedule instead).
+const SCHEDULES_OWN = "a schedule's next occurrence: pause or change the schedule, not this timer";
+const row = (t, pick) => `<tr${t.schedule ? ' class="occurrence"' : ""}>${!pick ? "" : t.schedule ? `<td class="pick" title="${SCHEDULES_OWN}"></td>` :
+  `<td class="pick"><input type="checkbox" data-pending="${esc(t.id)}"></td>`}
+  <td>${t.schedule ? `<span class="muted">next of schedule</span> ${scheduleLink(t.schedule)} <small>(${timerLink(t.id)})</small>` : timerLink(t.id)}</td><td>${time(t.deadline_ms)}</td><td class="num">${ms(t.time_left_ms)}</td>
   <td class="num">${shardLink(t.shard)}</td><td class="num">${t.priority}</td><td>${esc(t.note || "")}</td></tr>`;
 
 let loading = false, asked = 0;
@@ -43,8 +48,8 @@ export async function loadPending(force) {
     rows("pending-list", page.timers, (t) => row(t, true),
       q.match || q.field || q.prio ? "no pending timer matches" : "no pending timers", 0);
     $("pending-all").checked = false;
-    const n = page.timers.length;
-    $("pending-count").textContent = (n ? `${n} shown, due ${time(page.timers[0].deadline_ms)} to ${time(page.timers[n - 1].deadline_ms)}` : "") +
+    const n = page.timers.length, own = page.timers.filter((t) => t.schedule).length;
+    $("pending-count").textContent = (n ? `${n} shown${own ? ` (${own} of them ${own === 1 ? "a schedule's next occurrence" : "schedules' next occurrences"})` : ""}, due ${time(page.timers[0].deadline_ms)} to ${time(page.timers[n - 1].deadline_ms)}` : "") +
       (page.stopped ? `${n ? "; " : ""}the page read its most before it was full: the next goes on from there` : "");
     const next = $("pending-next");
     next.hidden = !page.cursor;
