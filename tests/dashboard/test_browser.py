@@ -264,10 +264,23 @@ def test_schedules_panel_in_a_browser(chromium: Any, served: tuple[str, TimerCli
         row.locator("button[data-act='delete']").click()
         expect(page.locator("#no-schedules")).to_be_visible()  # the form stays, no table
         expect(page.locator("#schedules")).to_be_hidden()
+        # one sentence, on one line: its "; create one:" is not pushed onto the next
+        expect(page.locator("#no-schedules")).to_have_text(
+            "No recurring schedules yet; create one:"
+        )
+        tops = page.locator("#no-schedules").evaluate(ONE_LINE)
+        assert tops[0] == tops[1], tops
     assert c.schedules.get("heartbeat") is None
     manual = [o for o in c.all_outcomes() if o.id.endswith("-manual")]
     assert len(manual) == 1 and manual[0].id.startswith("{heartbeat}@")
 
+
+# The top of a paragraph's first words and of its last part (a span): the same line
+ONE_LINE = """(p) => {
+  const range = document.createRange();
+  range.selectNodeContents(p.firstChild);
+  return [range.getBoundingClientRect().top, p.lastElementChild.getBoundingClientRect().top];
+}"""
 
 LAYOUT_CHECK = """() => {
   const out = [];
