@@ -63,7 +63,8 @@ def group_infos(ns: Namespace, now_ms: int) -> Op[list[GroupInfo]]:
         waiting_failed[i] = sum(1 for x in got if x is not None)
     acc: dict[str, dict[str, Any]] = {}
     for i, (_stream, _shard, g) in enumerate(found):
-        _add_shard(acc, g, *replies[5 * i : 5 * i + 4], waiting_failed[i])
+        consumers, waiting, nxt, pending = replies[5 * i : 5 * i + 4]
+        _add_shard(acc, g, consumers, waiting, nxt, pending, waiting_failed[i])
     paused = yield from paused_groups(ns)
     return [_group_info(name, a, now_ms, paused.get(name)) for name, a in sorted(acc.items())]
 
