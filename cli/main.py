@@ -17,6 +17,7 @@ from .demo import demo
 from .groups_cmd import dead, groups
 from .handle_cmd import handle
 from .helpformat import wrap_whole_words
+from .mistakes import TickwheelGroup
 from .namespace_cmd import init, migrate, shards, stats, trim
 from .one_timer_cmd import (
     cancel,
@@ -50,7 +51,11 @@ done), 1 other errors.
 """
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG)
+@click.group(
+    cls=TickwheelGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=EPILOG,
+)
 @click.version_option(__version__, prog_name="tickwheel")
 @click.option(
     "--redis-url",

@@ -1,0 +1,85 @@
+"""Usage errors that say what was meant, for mistakes a new user makes: a Redis URL where
+the command goes, a count option under another command's name for it. No server."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from timer.cli.main import main
+
+
+def usage_error(*args: str) -> str:
+    """The last line of what ``tickwheel ARGS`` says, which must be a usage error."""
+    out = CliRunner().invoke(main, list(args))
+    assert out.exit_code == 2, out.output
+    return out.output.splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("given", "shown"),
+    [
+        ("redis://127.0.0.1:6379", "redis://127.0.0.1:6379"),
+        ("redis://bob:s3cretpw@127.0.0.1:6379/0", "redis://bob:***@127.0.0.1:6379/0"),
+        ("rediss://:s3cretpw@cache.example:6380", "rediss://:***@cache.example:6380"),
+        ("redis+sentinel://s1:26379,s2:26379/mymaster", "redis+sentinel://s1:26379,s2:26379/mymaster"),
+        ("unix:///run/redis.sock", "unix:///run/redis.sock"),
+        ("127.0.0.1:6379", "127.0.0.1:6379"),
+        ("localhost:6379", "localhost:6379"),
+    ],
+)  # fmt: skip
+def test_a_url_given_as_the_command_is_said_to_go_in_redis_url(given: str, shown: str) -> None:
+    """`tickwheel redis://127.0.0.1:6379 get 'job:{1}'` said only "No such command
+    'redis://127.0.0.1:6379'": a URL (or host:port) where the command goes is said to be
+    one, to give as --redis-url, its password never shown."""
+    give = "--redis-url URL" if "://" in given else f"--redis-url redis://{given}"
+    said = usage_error(given, "get", "job:{1}")
+    assert said == (
+        f"Error: No such command {shown!r}: it looks like a Redis URL. Give it as {give}, "
+        "before or after the command (or set TICKWHEEL_REDIS_URL)."
+    ), said
+    assert "s3cretpw" not in said
+
+
+def test_another_unknown_command_keeps_clicks_suggestion() -> None:
+    """A typo of a command is still told the command it is near."""
+    assert usage_error("gett", "x") == "Error: No such command 'gett'. Did you mean 'get'?"
+
+
+@pytest.mark.parametrize(
+    ("command", "given", "meant"),
+    [
+        (["demo"], "--count", "--timers"),
+        (["demo"], "--n", "--timers"),
+        (["demo"], "--number", "--timers"),
+        (["demo"], "-n", "--timers"),
+        (["tail"], "--n", "--count"),
+        (["tail"], "--limit", "--count"),
+        (["schedules", "preview"], "--number", "--count"),
+        (["timers", "list"], "--count", "--limit"),
+        (["dead", "list"], "--count", "--limit"),
+        (["schedules", "backfill", "hb"], "--count", "--limit"),
+    ],
+)
+def test_a_synonym_of_a_count_option_is_told_the_commands_own(
+    command: list[str], given: str, meant: str
+) -> None:
+    """`tickwheel demo --count 10` said "Did you mean '--json'?" (click's nearest spelling),
+    where the option meant is --timers: a synonym of a command's count option is told
+    that option."""
+    said = usage_error(*command, given, "10")
+    assert said == f"Error: No such option {given!r}. Did you mean {meant!r}?", said
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["demo", "--jsn"], "Error: No such option '--jsn'. Did you mean '--json'?"),
+        (["handle", "x", "--count", "3"], "Error: No such option '--count'. "
+         "(Did you mean one of: '--json', '--on', '--timeout'?)"),
+        (["get", "x", "--n", "3"], "Error: No such option '--n'. Did you mean '--json'?"),
+    ],
+)  # fmt: skip
+def test_other_unknown_options_keep_clicks_suggestion(args: list[str], said: str) -> None:
+    """A typo, or a count word where the command takes no count, keeps click's words."""
+    assert usage_error(*args) == said
