@@ -3,6 +3,8 @@ the command goes, a count option under another command's name for it. No server.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 
@@ -83,3 +85,36 @@ def test_a_synonym_of_a_count_option_is_told_the_commands_own(
 def test_other_unknown_options_keep_clicks_suggestion(args: list[str], said: str) -> None:
     """A typo, or a count word where the command takes no count, keeps click's words."""
     assert usage_error(*args) == said
+
+
+@pytest.mark.parametrize(
+    ("given", "module"),
+    [
+        ("./handlers.py", "handlers:on_timeout (the file handlers.py in the current directory)"),
+        ("handlers.py", "handlers:on_timeout (the file handlers.py in the current directory)"),
+        ("app/jobs.py", "app.jobs:on_timeout (the file app/jobs.py under the current directory)"),
+        ("./app/jobs", "app.jobs:on_timeout (the file app/jobs.py under the current directory)"),
+    ],
+)
+def test_a_file_given_as_a_handler_is_told_its_module_path(
+    given: str, module: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`handle ./handlers.py:on_timeout` said "cannot import module './handlers.py':
+    ValueError: invalid format": a file's path given for the module is told the module
+    path to give instead (before anything connects or starts)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "handlers.py").write_text("def on_timeout(outcome):\n    pass\n")
+    said = usage_error("handle", f"{given}:on_timeout", "--idle-exit")
+    assert said == (
+        f"Error: Invalid value for '[SPEC]': {given!r} is a file, not a module: give a "
+        f"module path, e.g. {module}"
+    ), said
+
+
+def test_a_file_outside_the_directory_is_told_where_to_run() -> None:
+    """An absolute path: run `handle` where the file is, and give its module's name."""
+    said = usage_error("handle", "/srv/app/handlers.py:on_timeout", "--idle-exit")
+    assert said.endswith(
+        "'/srv/app/handlers.py' is a file, not a module: run `tickwheel handle` in /srv/app "
+        "and give its module path, handlers:on_timeout"
+    ), said
