@@ -118,3 +118,33 @@ def test_a_file_outside_the_directory_is_told_where_to_run() -> None:
         "'/srv/app/handlers.py' is a file, not a module: run `tickwheel handle` in /srv/app "
         "and give its module path, handlers:on_timeout"
     ), said
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "given"),
+    [
+        (["--redis-url", "redis://bob:s3cretpw@127.0.0.1:1/0", "server", "status"], {},
+         "--redis-url"),
+        (["server", "stop", "--redis-url", "redis://bob:s3cretpw@127.0.0.1:1/0"], {},
+         "--redis-url"),
+        (["server", "status", "--json"],
+         {"TICKWHEEL_REDIS_URL": "redis://bob:s3cretpw@127.0.0.1:1/0"}, "TICKWHEEL_REDIS_URL"),
+    ],
+)  # fmt: skip
+def test_server_commands_say_they_ignore_a_redis_url(
+    args: list[str], env: dict[str, str], given: str, tmp_path: Path
+) -> None:
+    """`tickwheel --redis-url redis://bob:…@127.0.0.1:1/0 server status` reported the
+    embedded server with no word that the URL was not the one it spoke of: a `server`
+    command given a URL (option or environment) says on stderr, in one line, that it
+    ignores it, the password redacted; its output is as without it."""
+    home = {"TICKWHEEL_HOME": str(tmp_path / "home")}
+    out = CliRunner().invoke(main, args, env={**home, **env})
+    assert out.stderr.splitlines() == [
+        f"Note: {given} redis://bob:***@127.0.0.1:1/0 is ignored: `tickwheel server` "
+        "manages the embedded server only"
+    ], out.stderr
+    plain = [a for a in args if not a.startswith("redis://") and a != "--redis-url"]
+    alone = CliRunner().invoke(main, plain, env={**home, "TICKWHEEL_REDIS_URL": ""})
+    assert (out.exit_code, out.stdout) == (alone.exit_code, alone.stdout)
+    assert alone.stderr == ""
