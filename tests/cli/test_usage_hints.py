@@ -148,3 +148,31 @@ def test_server_commands_say_they_ignore_a_redis_url(
     alone = CliRunner().invoke(main, plain, env={**home, "TICKWHEEL_REDIS_URL": ""})
     assert (out.exit_code, out.stdout) == (alone.exit_code, alone.stdout)
     assert alone.stderr == ""
+
+
+LOOKS_ONLY = [
+    ["get", "job:{1}"],
+    ["wait", "job:{1}"],
+    ["stats"],
+    ["timers", "list", "job:*"],
+    ["schedules", "list"],
+    ["dead", "list"],
+    ["tail", "--idle-exit"],
+    ["server", "status"],
+    ["server", "stop"],
+]
+
+
+@pytest.mark.parametrize("args", LOOKS_ONLY, ids=" ".join)
+def test_a_command_that_only_looks_for_a_server_makes_no_file(
+    args: list[str], tmp_path: Path
+) -> None:
+    """`TICKWHEEL_HOME=/tmp/x/none tickwheel …` with no server there made the directory
+    and its server.lock (`server stop` did): a command that finds no server to act on
+    leaves the file system as it was."""
+    home = tmp_path / "x" / "none"
+    out = CliRunner().invoke(
+        main, args, env={"TICKWHEEL_HOME": str(home), "TICKWHEEL_REDIS_URL": ""}
+    )
+    assert out.exit_code in (0, 5), out.output
+    assert list(tmp_path.iterdir()) == [], out.output
