@@ -21,8 +21,8 @@ def acl(app: App, role: str, user: str | None) -> None:
     \b
     client    schedule, cancel, complete, reschedule, notify, get, wait
     worker    lead shards and fire timers (INFO, to check the server, optional)
-    handlers  `tickwheel handle` / Handlers: a consumer group, retries, dead letters
-    fire-handlers  `tickwheel handle --fire`: the worker's and the handlers' commands
+    handlers  `tickwheel handle`, Handlers: consumer group, retries, dead letters
+    fire-handlers  `tickwheel handle --fire`: the worker's and handlers' commands
     operator  init, migrate, stats, groups, dead letters, trim, the dashboard
 
     Replace PASSWORD (or use a Redis ACL file) and run the line with redis-cli as an

@@ -75,7 +75,8 @@ def dashboard(
 
     \b
     On loopback (the default) it needs no token. To listen beyond it, set a token:
-      export TICKWHEEL_DASHBOARD_TOKEN=$(python -c 'import secrets; print(secrets.token_urlsafe())')
+      TOKEN=$(python -c 'import secrets; print(secrets.token_urlsafe())')
+      export TICKWHEEL_DASHBOARD_TOKEN=$TOKEN
     then open http://HOST:PORT/login?token=... once in the browser.
 
     It answers only requests for its own host names (--allowed-host adds one; on

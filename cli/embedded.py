@@ -180,8 +180,14 @@ def _start_locked(
 
 
 def stop(base: Path | None = None, timeout_s: float = 10.0) -> EmbeddedState | None:
-    """Stop the embedded server (SIGTERM: it flushes its AOF); the state it had, or None."""
-    with _locked(base or state_dir()):
+    """Stop the embedded server (SIGTERM: it flushes its AOF); the state it had, or None.
+
+    Where no server was ever started (no lock file: a start makes it before anything
+    else) there is nothing to stop and nothing is made: no directory, no lock."""
+    where = base or state_dir()
+    if not (where / "server.lock").exists():
+        return None
+    with _locked(where):
         return _stop_locked(base, timeout_s)
 
 

@@ -17,6 +17,7 @@ from .demo import demo
 from .groups_cmd import dead, groups
 from .handle_cmd import handle
 from .helpformat import wrap_whole_words
+from .mistakes import TickwheelGroup
 from .namespace_cmd import init, migrate, shards, stats, trim
 from .one_timer_cmd import (
     cancel,
@@ -36,10 +37,10 @@ from .server_cmd import server
 from .timers_cmd import timers
 from .worker_cmd import worker
 
-EPILOG = """\b
-Without --redis-url the CLI uses your embedded server (one per user, data in
+EPILOG = """Without --redis-url the CLI uses your embedded server (one per user, data in
 ~/.local/state/tickwheel; see `tickwheel server --help`), started by the commands that
 create or serve. --redis-url, --namespace and --json go before or after the command.
+
 Exit codes: 0 ok, 2 usage, 3 invalid input, 4 configuration, 5 Redis unreachable,
 failing or not running, 6 no such timer, schedule, group or dead letter, 7 conflicting
 timer, 8 wait timed out, 9 fenced, 10 full or closed, 11 a stored record that cannot
@@ -50,7 +51,11 @@ done), 1 other errors.
 """
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG)
+@click.group(
+    cls=TickwheelGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=EPILOG,
+)
 @click.version_option(__version__, prog_name="tickwheel")
 @click.option(
     "--redis-url",

@@ -26,8 +26,7 @@ from .durations import DURATION, INSTANT, format_ms
 from .one_timer_cmd import _payload
 from .output import emit, pairs, plural, table
 
-SPEC_HELP = """\b
-Cron fields match local wall-clock time in --tz: a time the autumn repeat shows twice
+SPEC_HELP = """Cron fields match local wall-clock time in --tz: a time the autumn repeat shows twice
 fires once, at its first instant; a time the spring jump skips fires at the first
 minute after it. Intervals (--every) are absolute time: DST does not move them."""
 

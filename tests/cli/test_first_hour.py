@@ -719,3 +719,13 @@ def test_a_note_comes_where_the_run_is_between_the_counts() -> None:
     with Progress("Waiting", 10, hidden=True, file=quiet, clock=clock) as p:
         p.note("Killed worker w0")
     assert quiet.getvalue() == ""
+
+
+def test_a_note_too_long_is_said_by_its_length(tw: Run) -> None:
+    """`schedule --note` of 1001 characters said "note must be text of at most 1000
+    characters, got str: 'xxxxxxxx…'", quoting 100 of them: it says the note's length
+    and the most, and schedules nothing."""
+    tw("init", "--shards", "2")
+    out = tw("schedule", "n:{1}", "--in", "1h", "--note", "x" * 1001, expect=3)
+    assert out.output.splitlines()[-1] == "Error: note is 1001 characters; at most 1000"
+    tw("get", "n:{1}", expect=6)

@@ -22,6 +22,7 @@ from tests.integration.conftest import retained
 from timer import ConfigError, TimerClient
 from timer.cli import embedded
 from timer.cli.main import main
+from timer.cli.output import pairs
 from timer.testing import ALLOCATOR_ENV, RedisServer, allocator_library, free_port
 
 from .conftest import Run, as_json
@@ -299,6 +300,20 @@ def test_demo_reduced_size_end_to_end(tw: Run) -> None:
     assert summary["handled"] + summary["dead_letters"] == summary["expired"], summary
     assert summary["dead_letters"] == 1 and summary["handler_retries"] > 0
     assert summary["handler_start_p50_ms"] is not None
+    # the README's sample summary is what the demo prints, in its shape: the table
+    # `pairs` draws (its header too: the sample lacked it) of the same fields, in order
+    sample = readme_demo_summary()
+    rows = [line.split(None, 1) for line in sample[2:-1]]
+    assert [name for name, _ in rows] == [k for k in summary if k != "ok"], sample
+    printed = pairs({name: value.strip() for name, value in rows}).splitlines()
+    assert sample == [*printed, "OK: every timer ended exactly once, none early."]
+
+
+def readme_demo_summary() -> list[str]:
+    """The lines of the README's sample of the demo's summary."""
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = text.split("then prints a summary like this one", 1)[1].split("```\n", 1)[1]
+    return block.split("```", 1)[0].splitlines()
 
 
 def test_demo_on_a_sentinel_set_loses_nothing_when_its_master_is_killed(tw: Run) -> None:

@@ -14,6 +14,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import IO
 from urllib.parse import quote
 
 import pytest
@@ -83,14 +84,16 @@ def run_tour(
     runner: CliRunner, where: Path, monkeypatch: pytest.MonkeyPatch, *, reads: float = 0.0
 ) -> list[tuple[str, int, list[str]]]:
     """The tour's lines as a shell runs them, in order, each line with its exit code and
-    its output made comparable (``normal``). The worker runs in the background; before
-    the last line (stopping the server) the README's Python snippet runs as written.
+    its output made comparable (``normal``). The worker runs in the background; as in a
+    shell, `kill %1` signals it and returns at once, `wait %1` waits for it to exit, and
+    the line shows what it printed to the terminal meanwhile. Before the last line
+    (stopping the server) the README's Python snippet runs as written.
     ``reads``: seconds the user spends reading what `schedules create` printed before the
     next line, as one typing the tour by hand does (not a wait for anything: what the
     tour prints must not depend on it)."""
     lines = tour()
     assert lines[1] == "tickwheel server start" and lines[-2] == "tickwheel server stop"
-    background: list[subprocess.Popen[bytes]] = []
+    background: list[tuple[subprocess.Popen[bytes], IO[bytes]]] = []
     transcript: list[tuple[str, int, list[str]]] = []
     home = ""
     try:
@@ -108,25 +111,30 @@ def run_tour(
                 if printed.endswith("tickwheel dashboard"):
                     assert_shows_the_tour(printed, home)
                 continue
-            job = re.fullmatch(r"kill %(\d+)", line)
-            if job:  # the shell's job N: the Nth started in the background
-                proc = background[int(job.group(1)) - 1]
-                proc.send_signal(signal.SIGTERM)
-                assert proc.wait(15) == 0, line
+            jobs = [re.fullmatch(r"(kill|wait) %(\d+)", part) for part in line.split("; ")]
+            if all(jobs):  # the shell's job N: the Nth started in the background
+                for job in filter(None, jobs):
+                    proc, output = background[int(job.group(2)) - 1]
+                    if job.group(1) == "kill":  # as a shell does: signals, does not wait
+                        proc.send_signal(signal.SIGTERM)
+                        continue
+                    # the job's exit status, and what it printed in the background (it
+                    # shares the terminal): any line it printed shows in the transcript
+                    code = proc.wait(15)
+                    output.seek(0)
+                    transcript.append((line, code, normal(output.read().decode(), home)))
+                    assert code == 0, (line, transcript[-1])
                 continue
             assert line.startswith("tickwheel "), line
             if line.endswith("&"):
                 args = shlex.split(line[:-1])[1:]
-                background.append(
-                    subprocess.Popen(
-                        [sys.executable, "-m", "timer.cli", *args],
-                        stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL,
-                    )
-                )
+                output = tempfile.TemporaryFile(dir=where)  # noqa: SIM115 (closed below)
+                proc = subprocess.Popen([sys.executable, "-m", "timer.cli", *args],
+                                        stdout=output, stderr=subprocess.STDOUT)  # fmt: skip
+                background.append((proc, output))
                 continue
             if line == "tickwheel server stop":  # the tour stopped what it started first
-                assert [p.args for p in background if p.poll() is None] == []
+                assert [p.args for p, _ in background if p.poll() is None] == []
                 # then the README's Python, as written, with no URL given or copied: the
                 # client finds the embedded server the tour started (#56)
                 ran = subprocess.run([sys.executable, "-c", python_snippet()],
@@ -141,10 +149,11 @@ def run_tour(
             if re.match(r"tickwheel wait 'job:\{43\}'", line):
                 assert "expired" in result.output
     finally:
-        for proc in background:
+        for proc, output in background:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+            output.close()
         embedded.stop()
     return transcript
 

@@ -190,3 +190,34 @@ def test_a_url_redis_py_would_fail_on_is_a_config_error() -> None:
         with pytest.raises(ConfigError, match=says) as err:
             TimerClient.from_url(url, "x")
         assert "S3CRETpw" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("call", "said"),
+    [
+        (lambda c: c.schedule("a", delay_ms=1, note="x" * 1001),
+         "note is 1001 characters; at most 1000"),
+        (lambda c: c.schedule("x" * 257, delay_ms=1),
+         "timer id is 257 bytes in UTF-8; at most 256"),
+        (lambda c: c.schedule("a:{1}", delay_ms=1, watch=["a:{1}:" + "x" * 300]),
+         "watch key is 306 bytes in UTF-8; at most 256"),
+        (lambda c: c.dead_letters("g" * 300, error="e"),
+         "consumer group is 300 bytes in UTF-8; at most 256"),
+        (lambda c: c.dead_letters(error="e" * 257), "error is 257 characters; at most 256"),
+        (lambda c: c.dead_letters(match="x" * 1025), "match is 1025 bytes in UTF-8; at most"),
+        (lambda c: c.schedules.create("s" * 201, every_ms=1000),
+         "schedule name is 201 bytes in UTF-8; at most 200"),
+    ],
+)  # fmt: skip
+def test_a_text_too_long_is_said_by_its_length_not_echoed(
+    client: TimerClient, redis_client: redis.Redis, call: Any, said: str
+) -> None:
+    """A note of 1001 characters said "note must be text of at most 1000 characters, got
+    str: 'xxxxxxxx…'" (100 of them quoted): every text argument too long says how long
+    it is and the most it may be, without the text, and writes nothing."""
+    before = namespace_keys(redis_client, client.namespace)
+    with pytest.raises(InvalidInput) as refused:
+        call(client)
+    assert str(refused.value).startswith(said), str(refused.value)
+    assert "xxxxx" not in str(refused.value) and "got str" not in str(refused.value)
+    assert namespace_keys(redis_client, client.namespace) == before

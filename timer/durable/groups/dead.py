@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ...errors import InvalidInput, SelectionChanged, StoreError
 from ..model import steps
+from ..model.checks import too_long
 from ..model.codec import text
 from ..model.entries import dead_letter_from_entry, dead_outcome, parse_ref
 from ..model.globs import check_glob, redis_glob
@@ -41,11 +42,13 @@ class DeadFilter:
         """A checked filter (empty text is no filter); InvalidInput says what is wrong."""
         if group not in (None, ""):
             check_name("consumer group", group)
-        if error not in (None, "") and (not isinstance(error, str) or len(error) > MAX_ERROR_TEXT):
+        if error not in (None, "") and not isinstance(error, str):
             raise InvalidInput(
-                f"error must be text of at most {MAX_ERROR_TEXT} characters to look for "
-                f"in the dead letters' errors, got {error!r}"
+                "error must be text to look for in the dead letters' errors, got "
+                f"{type(error).__name__}"
             )
+        if isinstance(error, str) and len(error) > MAX_ERROR_TEXT:
+            raise too_long("error", len(error), MAX_ERROR_TEXT)
         if match not in (None, ""):
             check_glob(match)
         return cls(group or None, error or None, match or None)  # type: ignore[arg-type]

@@ -63,6 +63,12 @@ def check_ms(name: str, value: object, minimum: int, maximum: int) -> int:
     return value
 
 
+def too_long(name: str, size: int, most: int, unit: str = "characters") -> InvalidInput:
+    """The error of a text argument longer than it may be: how long it is and the most,
+    never the text (a note of a thousand characters, an id that may hold a secret)."""
+    return InvalidInput(f"{name} is {size} {unit}; at most {most}")
+
+
 def check_bool(name: str, value: object) -> bool:
     if value is not True and value is not False:
         raise InvalidInput(f"{name} must be True or False, got {value!r:.80}")

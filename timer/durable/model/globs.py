@@ -10,6 +10,7 @@ from collections.abc import Callable
 from functools import lru_cache
 
 from ...errors import InvalidInput
+from .checks import too_long
 
 MAX_PATTERN_BYTES = 1024
 
@@ -100,5 +101,5 @@ def check_glob(match: object) -> str:
     except UnicodeEncodeError:
         raise InvalidInput(f"match {match!r} has a lone surrogate: no UTF-8 form") from None
     if size > MAX_PATTERN_BYTES:
-        raise InvalidInput(f"match is {size} bytes long; the limit is {MAX_PATTERN_BYTES}")
+        raise too_long("match", size, MAX_PATTERN_BYTES, "bytes in UTF-8")
     return match

@@ -19,6 +19,7 @@ import zlib
 from dataclasses import dataclass
 
 from ...errors import InvalidInput
+from .checks import too_long
 
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 NAMESPACES = "tw:namespaces"  # SET of every namespace `init` created (one key per server)
@@ -41,7 +42,7 @@ def check_name(kind: str, value: object) -> str:
     has no UTF-8 form, so redis-py could not send it: it is refused here, before any I/O.
     """
     if not isinstance(value, str):
-        raise InvalidInput(f"{kind} must be text (str), got {type(value).__name__}: {value!r}")
+        raise InvalidInput(f"{kind} must be text (str), got {type(value).__name__}: {value!r:.80}")
     if not value:
         raise InvalidInput(f"{kind} must not be empty")
     try:
@@ -52,7 +53,7 @@ def check_name(kind: str, value: object) -> str:
             f"{exc.start} has no UTF-8 form (decode bytes with errors='replace' first)"
         ) from None
     if size > MAX_NAME_BYTES:
-        raise InvalidInput(f"{kind} is {size} bytes long; the limit is {MAX_NAME_BYTES} bytes")
+        raise too_long(kind, size, MAX_NAME_BYTES, "bytes in UTF-8")
     return value
 
 

@@ -23,6 +23,7 @@ from typing import Any, Unpack
 import msgpack
 
 from ...errors import InvalidInput
+from ..model.checks import too_long
 from ..model.codec import decode_payload, text
 from ..model.durations import format_duration_ms
 from ..model.entries import decoding
@@ -50,7 +51,7 @@ def check_schedule_name(name: object) -> str:
     if any(c in name for c in "{}@"):
         raise InvalidInput(f"schedule name {name!r} may not contain '{{', '}}' or '@'")
     if len(name.encode()) > MAX_NAME_BYTES:
-        raise InvalidInput(f"schedule name is longer than {MAX_NAME_BYTES} bytes")
+        raise too_long("schedule name", len(name.encode()), MAX_NAME_BYTES, "bytes in UTF-8")
     return name
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ...errors import InvalidInput
-from ..model.checks import check_bool, check_int, check_ms
+from ..model.checks import check_bool, check_int, check_ms, too_long
 from ..model.codec import encode_payload
 from ..model.fields import (
     FIELDS,
@@ -151,11 +151,10 @@ def check_text(name: str, schema: Mapping[str, Any]) -> Callable[[object], objec
     most = schema.get("maxLength")
 
     def check(value: object) -> object:
-        if not isinstance(value, str) or (most is not None and len(value) > most):
-            raise InvalidInput(
-                f"{name} must be text of at most {most} characters, got "
-                f"{type(value).__name__}: {value!r:.100}"
-            )
+        if not isinstance(value, str):
+            raise InvalidInput(f"{name} must be text, got {type(value).__name__}")
+        if most is not None and len(value) > most:
+            raise too_long(name, len(value), most)
         try:
             value.encode("utf-8")
         except UnicodeEncodeError as exc:

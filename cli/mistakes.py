@@ -1,0 +1,82 @@
+"""What a usage error says when the mistake is a common one: a Redis URL given where the
+command goes, or a count option under another command's name for it.
+
+click's own suggestion is a close spelling ("--count" → "--json" for `demo`, whose count
+is ``--timers``): right for a typo, wrong for a synonym. Elsewhere click's words stay.
+"""
+
+from __future__ import annotations
+
+import re
+
+import click
+
+from timer.redis.store import redact_url
+
+# what a user types for "how many": the first word they try, whatever the command calls it
+COUNT_WORDS = frozenset({"-n", "--n", "--count", "--number", "--num", "--limit", "--timers"})
+# each command's "how many" option, by the command's path under `tickwheel`
+COUNT_OPTION: dict[tuple[str, ...], str] = {
+    ("demo",): "--timers",
+    ("tail",): "--count",
+    ("schedules", "preview"): "--count",
+    ("schedules", "backfill"): "--limit",
+    ("dead", "list"): "--limit",
+    ("timers", "list"): "--limit",
+}
+# a Redis URL of a scheme --redis-url takes, or a bare host:port (127.0.0.1:6379, [::1]:6379)
+URL_LIKE = re.compile(
+    r"(?i)(?:redis|rediss|redis\+sentinel|unix)://.*|(?:\[[0-9a-f:.]+\]|[\w.-]+):\d{1,5}"
+)
+
+
+def _path(ctx: click.Context) -> tuple[str, ...]:
+    """The command's names from the root's first subcommand down (the root's own name
+    depends on how it was run: `tickwheel`, `python -m timer.cli`, a test's runner)."""
+    names: list[str] = []
+    while ctx.parent is not None:
+        names.append(ctx.command.name or "")
+        ctx = ctx.parent
+    return tuple(reversed(names))
+
+
+def synonym(exc: click.NoSuchOption) -> click.NoSuchOption:
+    """``exc``, suggesting the command's own count option when a synonym of it was
+    given (``demo --count`` → ``--timers``); ``exc`` itself otherwise."""
+    ctx = exc.ctx
+    if ctx is None or exc.option_name not in COUNT_WORDS:
+        return exc
+    meant = COUNT_OPTION.get(_path(ctx))
+    if meant is None or meant == exc.option_name:
+        return exc
+    said = f"No such option {exc.option_name!r}. Did you mean {meant!r}?"
+    return click.NoSuchOption(exc.option_name, message=said, ctx=ctx)
+
+
+class TickwheelGroup(click.Group):
+    """The root group: its usage errors say what was meant, for the mistakes above."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else ""
+        if (
+            name
+            and self.get_command(ctx, name) is None
+            and not ctx.resilient_parsing
+            and URL_LIKE.fullmatch(name)
+        ):
+            url = redact_url(name)
+            give = "--redis-url URL" if "://" in name else f"--redis-url redis://{url}"
+            raise click.UsageError(
+                f"No such command {url!r}: it looks like a Redis URL. Give it as {give}, "
+                "before or after the command (or set TICKWHEEL_REDIS_URL).",
+                ctx,
+            )
+        return super().resolve_command(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except click.NoSuchOption as exc:
+            raise synonym(exc) from None

@@ -1,0 +1,178 @@
+"""Usage errors that say what was meant, for mistakes a new user makes: a Redis URL where
+the command goes, a count option under another command's name for it. No server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from timer.cli.main import main
+
+
+def usage_error(*args: str) -> str:
+    """The last line of what ``tickwheel ARGS`` says, which must be a usage error."""
+    out = CliRunner().invoke(main, list(args))
+    assert out.exit_code == 2, out.output
+    return out.output.splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("given", "shown"),
+    [
+        ("redis://127.0.0.1:6379", "redis://127.0.0.1:6379"),
+        ("redis://bob:s3cretpw@127.0.0.1:6379/0", "redis://bob:***@127.0.0.1:6379/0"),
+        ("rediss://:s3cretpw@cache.example:6380", "rediss://:***@cache.example:6380"),
+        ("redis+sentinel://s1:26379,s2:26379/mymaster", "redis+sentinel://s1:26379,s2:26379/mymaster"),
+        ("unix:///run/redis.sock", "unix:///run/redis.sock"),
+        ("127.0.0.1:6379", "127.0.0.1:6379"),
+        ("localhost:6379", "localhost:6379"),
+    ],
+)  # fmt: skip
+def test_a_url_given_as_the_command_is_said_to_go_in_redis_url(given: str, shown: str) -> None:
+    """`tickwheel redis://127.0.0.1:6379 get 'job:{1}'` said only "No such command
+    'redis://127.0.0.1:6379'": a URL (or host:port) where the command goes is said to be
+    one, to give as --redis-url, its password never shown."""
+    give = "--redis-url URL" if "://" in given else f"--redis-url redis://{given}"
+    said = usage_error(given, "get", "job:{1}")
+    assert said == (
+        f"Error: No such command {shown!r}: it looks like a Redis URL. Give it as {give}, "
+        "before or after the command (or set TICKWHEEL_REDIS_URL)."
+    ), said
+    assert "s3cretpw" not in said
+
+
+def test_another_unknown_command_keeps_clicks_suggestion() -> None:
+    """A typo of a command is still told the command it is near."""
+    assert usage_error("gett", "x") == "Error: No such command 'gett'. Did you mean 'get'?"
+
+
+@pytest.mark.parametrize(
+    ("command", "given", "meant"),
+    [
+        (["demo"], "--count", "--timers"),
+        (["demo"], "--n", "--timers"),
+        (["demo"], "--number", "--timers"),
+        (["demo"], "-n", "--timers"),
+        (["tail"], "--n", "--count"),
+        (["tail"], "--limit", "--count"),
+        (["schedules", "preview"], "--number", "--count"),
+        (["timers", "list"], "--count", "--limit"),
+        (["dead", "list"], "--count", "--limit"),
+        (["schedules", "backfill", "hb"], "--count", "--limit"),
+    ],
+)
+def test_a_synonym_of_a_count_option_is_told_the_commands_own(
+    command: list[str], given: str, meant: str
+) -> None:
+    """`tickwheel demo --count 10` said "Did you mean '--json'?" (click's nearest spelling),
+    where the option meant is --timers: a synonym of a command's count option is told
+    that option."""
+    said = usage_error(*command, given, "10")
+    assert said == f"Error: No such option {given!r}. Did you mean {meant!r}?", said
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["demo", "--jsn"], "Error: No such option '--jsn'. Did you mean '--json'?"),
+        (["handle", "x", "--count", "3"], "Error: No such option '--count'. "
+         "(Did you mean one of: '--json', '--on', '--timeout'?)"),
+        (["get", "x", "--n", "3"], "Error: No such option '--n'. Did you mean '--json'?"),
+    ],
+)  # fmt: skip
+def test_other_unknown_options_keep_clicks_suggestion(args: list[str], said: str) -> None:
+    """A typo, or a count word where the command takes no count, keeps click's words."""
+    assert usage_error(*args) == said
+
+
+@pytest.mark.parametrize(
+    ("given", "module"),
+    [
+        ("./handlers.py", "handlers:on_timeout (the file handlers.py in the current directory)"),
+        ("handlers.py", "handlers:on_timeout (the file handlers.py in the current directory)"),
+        ("app/jobs.py", "app.jobs:on_timeout (the file app/jobs.py under the current directory)"),
+        ("./app/jobs", "app.jobs:on_timeout (the file app/jobs.py under the current directory)"),
+    ],
+)
+def test_a_file_given_as_a_handler_is_told_its_module_path(
+    given: str, module: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`handle ./handlers.py:on_timeout` said "cannot import module './handlers.py':
+    ValueError: invalid format": a file's path given for the module is told the module
+    path to give instead (before anything connects or starts)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "handlers.py").write_text("def on_timeout(outcome):\n    pass\n")
+    said = usage_error("handle", f"{given}:on_timeout", "--idle-exit")
+    assert said == (
+        f"Error: Invalid value for '[SPEC]': {given!r} is a file, not a module: give a "
+        f"module path, e.g. {module}"
+    ), said
+
+
+def test_a_file_outside_the_directory_is_told_where_to_run() -> None:
+    """An absolute path: run `handle` where the file is, and give its module's name."""
+    said = usage_error("handle", "/srv/app/handlers.py:on_timeout", "--idle-exit")
+    assert said.endswith(
+        "'/srv/app/handlers.py' is a file, not a module: run `tickwheel handle` in /srv/app "
+        "and give its module path, handlers:on_timeout"
+    ), said
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "given"),
+    [
+        (["--redis-url", "redis://bob:s3cretpw@127.0.0.1:1/0", "server", "status"], {},
+         "--redis-url"),
+        (["server", "stop", "--redis-url", "redis://bob:s3cretpw@127.0.0.1:1/0"], {},
+         "--redis-url"),
+        (["server", "status", "--json"],
+         {"TICKWHEEL_REDIS_URL": "redis://bob:s3cretpw@127.0.0.1:1/0"}, "TICKWHEEL_REDIS_URL"),
+    ],
+)  # fmt: skip
+def test_server_commands_say_they_ignore_a_redis_url(
+    args: list[str], env: dict[str, str], given: str, tmp_path: Path
+) -> None:
+    """`tickwheel --redis-url redis://bob:…@127.0.0.1:1/0 server status` reported the
+    embedded server with no word that the URL was not the one it spoke of: a `server`
+    command given a URL (option or environment) says on stderr, in one line, that it
+    ignores it, the password redacted; its output is as without it."""
+    home = {"TICKWHEEL_HOME": str(tmp_path / "home")}
+    out = CliRunner().invoke(main, args, env={**home, **env})
+    assert out.stderr.splitlines() == [
+        f"Note: {given} redis://bob:***@127.0.0.1:1/0 is ignored: `tickwheel server` "
+        "manages the embedded server only"
+    ], out.stderr
+    plain = [a for a in args if not a.startswith("redis://") and a != "--redis-url"]
+    alone = CliRunner().invoke(main, plain, env={**home, "TICKWHEEL_REDIS_URL": ""})
+    assert (out.exit_code, out.stdout) == (alone.exit_code, alone.stdout)
+    assert alone.stderr == ""
+
+
+LOOKS_ONLY = [
+    ["get", "job:{1}"],
+    ["wait", "job:{1}"],
+    ["stats"],
+    ["timers", "list", "job:*"],
+    ["schedules", "list"],
+    ["dead", "list"],
+    ["tail", "--idle-exit"],
+    ["server", "status"],
+    ["server", "stop"],
+]
+
+
+@pytest.mark.parametrize("args", LOOKS_ONLY, ids=" ".join)
+def test_a_command_that_only_looks_for_a_server_makes_no_file(
+    args: list[str], tmp_path: Path
+) -> None:
+    """`TICKWHEEL_HOME=/tmp/x/none tickwheel …` with no server there made the directory
+    and its server.lock (`server stop` did): a command that finds no server to act on
+    leaves the file system as it was."""
+    home = tmp_path / "x" / "none"
+    out = CliRunner().invoke(
+        main, args, env={"TICKWHEEL_HOME": str(home), "TICKWHEEL_REDIS_URL": ""}
+    )
+    assert out.exit_code in (0, 5), out.output
+    assert list(tmp_path.iterdir()) == [], out.output
