@@ -110,6 +110,7 @@ _OPERATOR = (
         "hscan",
     ],
     *["rename", "xsetid", "xgroup|createconsumer"],  # migrate.lua
+    *["hkeys", "zmscore"],  # a group's failed attempts apart from those looked at later
 )
 
 ROLES: dict[str, tuple[str, ...]] = {

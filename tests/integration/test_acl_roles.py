@@ -291,3 +291,47 @@ def test_a_worker_without_info_runs_and_says_what_went_unchecked(
         assert any("may not run INFO" in r.getMessage() for r in caplog.records)
     finally:
         client.close()
+
+
+def test_an_operator_made_before_groups_read_hkeys_still_lists_them(
+    users: dict[str, object], namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An operator user made by an older `tickwheel acl` (no +hkeys, +zmscore: the groups
+    listing reads them since it counts apart the outcomes looked at later) still lists its
+    groups, every waiting outcome counted as retrying as before, and is told once how to
+    grant them; the user made as the role is now counts them apart."""
+    from timer import Later  # noqa: PLC0415
+    from timer.durable.groups import admin  # noqa: PLC0415
+
+    url_of = users["url_of"]
+    assert callable(url_of)
+    client = TimerClient.from_url(url_of("operator", namespace), namespace)
+    client.init(shards=2)
+    old = [r for r in acl_rules("operator", namespace) if r not in ("+hkeys", "+zmscore")]
+    older = TimerClient.from_url(url_of("older", namespace, old), namespace)
+    for tid in ("a", "b"):
+        client.schedule(tid, 60_000)
+        client.cancel(tid)
+
+    def handle(o: Outcome) -> None:
+        if o.id == "a":
+            raise RuntimeError("the broker is down")
+        raise Later(3600, "sent; waiting for the task to start")
+
+    h = Handlers(client, group="g", max_attempts=3, backoff=Backoff(initial_s=3600, max_s=3600))
+    h.add("cancelled", handle)
+    t = threading.Thread(target=h.run, daemon=True)
+    t.start()
+    try:
+        wait_for(lambda: any(g.retrying + g.later == 2 for g in client.groups()), 10, "parked")
+        (now,) = client.groups()
+        assert (now.retrying, now.later) == (1, 1)
+        monkeypatch.setattr(admin, "_DENIED_SAID", False, raising=False)
+        with pytest.warns(UserWarning, match="HKEYS or ZMSCORE"):
+            (before,) = older.groups()
+        assert (before.pending, before.retrying, before.later) == (2, 2, 0)
+    finally:
+        h.stop()
+        t.join(30)
+        client.close()
+        older.close()

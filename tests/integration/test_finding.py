@@ -94,7 +94,7 @@ def test_state_and_deadline_select(client: TimerClient) -> None:
         ({"match": ""}, "non-empty glob"),
         ({"match": 7}, "non-empty glob"),
         ({"match": "\udc80"}, "surrogate"),
-        ({"match": "x" * 1025}, "limit"),
+        ({"match": "x" * 1025}, "at most 1024"),
         ({"state": "late"}, "unknown state"),
         ({"state": [["pending"]]}, "unknown state"),
         ({"state": []}, "at least one"),

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from ...errors import NotFound, StoreError
@@ -20,6 +21,27 @@ from .calls import parse_redeliver, redeliver_call
 
 def _id_ms(entry_id: Any) -> int:
     return int(text(entry_id).split("-", 1)[0])
+
+
+_DENIED_SAID = False
+
+
+def _unless_denied(reply: Any) -> Any:
+    """A reply, or None where the user's ACL denies the command (NOPERM: an operator user
+    made by an older ``tickwheel acl``), said once in this process."""
+    global _DENIED_SAID
+    if isinstance(reply, StoreError) and reply.code == "NOPERM":
+        if not _DENIED_SAID:
+            _DENIED_SAID = True
+            warnings.warn(
+                "this Redis user may not run HKEYS or ZMSCORE, so a group's retrying counts "
+                "the outcomes looked at later too; run `tickwheel acl operator` again and "
+                "apply its rules to grant them",
+                UserWarning,
+                stacklevel=2,
+            )
+        return None
+    return error_or(reply)
 
 
 def group_infos(ns: Namespace, now_ms: int) -> Op[list[GroupInfo]]:
@@ -48,19 +70,27 @@ def group_infos(ns: Namespace, now_ms: int) -> Op[list[GroupInfo]]:
             steps.Command("xpending", (stream, name)),
             steps.Command("hkeys", (ns.shard(shard).errors(name),)),
         ]
-    replies = yield steps.Pipeline(detail)
+    replies = yield steps.Pipeline(detail, errors_in_slots=True)
     # Of those waiting for a time, the ones that failed (their errors kept) are retrying;
-    # the rest wait at their handler's request (Later), which is no failure
-    failed = [[k for k in map(text, replies[5 * i + 4]) if k != "~"] for i in range(len(found))]
+    # the rest wait at their handler's request (Later), which is no failure. An operator
+    # user made before this read (its ACL has no HKEYS or ZMSCORE) counts them all as
+    # retrying, as it did then, and is told once how to grant them.
+    kept: list[list[str] | None] = []
+    for i in range(len(found)):
+        for reply in replies[5 * i : 5 * i + 4]:
+            error_or(reply)
+        kept.append(_unless_denied(replies[5 * i + 4]))
+    failed = [[k for k in map(text, ids) if k != "~"] if ids is not None else [] for ids in kept]
     asked = [(i, ids) for i, ids in enumerate(failed) if ids]
     calls = []
     for i, ids in asked:
         _stream, shard, g = found[i]
         calls.append(steps.Command("zmscore", (ns.shard(shard).retries(text(g["name"])), ids)))
-    scores = (yield steps.Pipeline(calls)) if calls else []
-    waiting_failed = [0] * len(found)
-    for (i, _), got in zip(asked, scores, strict=True):
-        waiting_failed[i] = sum(1 for x in got if x is not None)
+    scores = (yield steps.Pipeline(calls, errors_in_slots=True)) if calls else []
+    waiting_failed: list[int | None] = [None if ids is None else 0 for ids in kept]
+    for (i, _), reply in zip(asked, scores, strict=True):
+        got = _unless_denied(reply)
+        waiting_failed[i] = None if got is None else sum(1 for x in got if x is not None)
     acc: dict[str, dict[str, Any]] = {}
     for i, (_stream, _shard, g) in enumerate(found):
         consumers, waiting, nxt, pending = replies[5 * i : 5 * i + 4]
@@ -76,10 +106,13 @@ def _add_shard(  # noqa: PLR0917 - one shard's replies, in the order they were a
     retrying: Any,
     nxt: list[Any],
     pending: dict[str, Any],
-    failed: int,
+    failed: int | None,
 ) -> None:
     """Sum one shard's figures of group ``g`` into its account in ``acc`` (``retrying``:
-    how many wait for a time; ``failed``: how many of those failed, their errors kept)."""
+    how many wait for a time; ``failed``: how many of those failed, their errors kept;
+    None: not known, every one counted as retrying)."""
+    if failed is None:
+        failed = int(retrying)
     a = acc.setdefault(
         text(g["name"]),
         {
