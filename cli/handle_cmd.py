@@ -41,9 +41,9 @@ WEBHOOK_SECRET_ENV = "TICKWHEEL_WEBHOOK_SECRET"
     "webhook_url",
     metavar="URL",
     default=None,
-    help="Instead of SPEC: POST each outcome to URL as signed JSON (see "
-    "https://tickwheel.readthedocs.io/guides/http/#webhooks); a 2xx answer acknowledges "
-    "it, anything else is retried and dead-lettered.",
+    help="Instead of SPEC: POST each outcome to URL as signed JSON (the receiver's side: "
+    "the HTTP guide's Webhooks, linked above); a 2xx answer acknowledges it, anything else is "
+    "retried and dead-lettered.",
 )
 @click.option(
     "--webhook-secret",
@@ -248,6 +248,9 @@ def handle(
     Example:
       tickwheel handle myapp.handlers:on_timeout --concurrency 16 --max-attempts 5
       tickwheel handle --webhook https://jobs.example/timeouts --on all
+
+    Webhooks, what a receiver is sent and how it checks the signature:
+    https://tickwheel.readthedocs.io/guides/http/#webhooks
     """
     if metrics_port is not None:  # before anything starts
         require_extra("metrics", "--metrics-port")

@@ -74,7 +74,9 @@ def probe(app: App, address: str | None, host: str, port: int, live: bool, timeo
         with exc:
             code, body = exc.code, _json(exc.read())
     except OSError as exc:
-        code, body = 0, {"reasons": [f"no worker answers at {url}: {exc}"]}
+        why = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        said = why.strerror if isinstance(why, OSError) and why.strerror else str(why)
+        code, body = 0, {"reasons": [f"no worker answers at {url}: {said.lower()}"]}
     ok = code == 200
     reasons = body.get("reasons") or []
     text = "ok" if ok else "not " + ("live" if live else "ready") + ": " + "; ".join(reasons)

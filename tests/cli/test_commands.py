@@ -261,11 +261,13 @@ def test_env_vars_configure_url_and_namespace(tw: Run, redis_server: object, nam
 
 
 def test_probe_without_a_worker_says_so(workdir: object) -> None:
-    """`tickwheel probe` with no worker listening exits 1 and says where it looked."""
+    """`tickwheel probe` with no worker listening exits 1 and says where it looked, and
+    why in words (it printed Python's `<urlopen error [Errno 111] Connection refused>`)."""
     port = str(free_port())
     result = CliRunner().invoke(main, ["probe", "--port", port, "--timeout", "1"])
     assert result.exit_code == 1
-    assert f"no worker answers at http://127.0.0.1:{port}/ready" in result.output
+    said = f"no worker answers at http://127.0.0.1:{port}/ready: connection refused"
+    assert said in result.output and "urlopen" not in result.output and "Errno" not in result.output
 
 
 @pytest.fixture
