@@ -156,15 +156,17 @@ def check_server(where: str) -> Op[None]:
     try:  # every primary of a cluster (HELLO names no key to route it by)
         replies = yield steps.Command("execute_command", ("HELLO",), every_primary=True)
     except StoreError as exc:  # HELLO with no version is Redis >= 6.2 (6.0 wants one)
-        if exc.code is None:  # not reached (a failover, no master named yet): transient,
-            raise  # the caller waits and asks again; only an error reply is the version's
-        if "unknown command 'sentinel'" in str(exc).lower():  # asked for the master
+        # asked for the master: a plain server's reply (its code is None under redis-py 5,
+        # which keeps no first word of it) is no transient failure, so it comes first
+        if "unknown command 'sentinel'" in str(exc).lower():
             raise ConfigError(
                 f"{where} names Sentinels, but the server there answers as a Redis server, "
                 "not a Sentinel (it knows no SENTINEL command): use redis://host:port for "
                 "it, or give the Sentinels' addresses (redis+sentinel://host:port"
                 "[,host:port…]/<service>)"
             ) from None
+        if exc.code is None:  # not reached (a failover, no master named yet): transient,
+            raise  # the caller waits and asks again; only an error reply is the version's
         raise ConfigError(
             f"the server at {where} does not answer HELLO ({exc}): tickwheel needs "
             "Redis >= 6.2 or Valkey >= 7.2"
