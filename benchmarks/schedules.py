@@ -103,6 +103,13 @@ def run(
         end = start + 1_000 * seconds
         while c.server_time_ms() < end + 2_000:
             time.sleep(0.2)
+        # and until every schedule fired the window's last occurrence: workers a loaded
+        # machine started late still fire them (a condition, with a deadline)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not all(
+            s.last_ms is not None and s.last_ms >= end - 1_000 for s in c.schedules.list()
+        ):
+            time.sleep(0.2)
     finally:
         for w in workers:
             w.terminate()
