@@ -218,7 +218,9 @@ def test_schedules_smallest_case(server_binary: Path) -> None:
     """The schedules benchmark fires occurrences beside one-shot timers and reports both;
     no occurrence fires twice (that is a guarantee, not a speed)."""
     out = run(schedules.main, ["--n", "50", "--seconds", "2", "--server", str(server_binary)])
-    assert out["occurrences"] >= 50 and out["occurrences_fired_twice"] == 0
+    # each of the 50 fired (the benchmark waits for it); how many fell in its timed window
+    # is the machine's: a loaded one starts the workers late and the policy skips missed ones
+    assert out["occurrences_fired"] >= 50 and out["occurrences_fired_twice"] == 0
     assert out["redis_bytes_per_schedule"] > 0 and out["schedules_created_per_s"] > 0
     assert out["occurrence_lateness_ms"]["p99"] is not None
 
