@@ -257,7 +257,18 @@ def webhooks(c: TimerClient, url: str, logs: Path, n: int, seconds: int) -> dict
                      "hooks", "--from-now", "--concurrency", "16", "--log-level", "WARNING"],
                     url, logs / "handle.log", env={"TICKWHEEL_WEBHOOK_SECRET": SECRET})  # fmt: skip
     try:
-        time.sleep(2)  # the worker takes its leases and the runner its group (setup)
+        # Setup, a condition with a deadline: `--from-now` makes the group at the streams'
+        # ends, so an outcome written before the runner made it on every shard is never
+        # delivered (a fixed 2 s pause lost two on a loaded machine).
+        shards = c.meta.shards
+        ready = time.monotonic() + 60
+        while not (
+            any(g.name == "hooks" and g.shards == shards for g in c.groups())
+            and any(w == "hw" for w, _ in c.workers())
+        ):
+            if time.monotonic() > ready or any(p.poll() is not None for p in (worker, handler)):
+                raise RuntimeError(f"the worker or the webhook runner did not start; see {logs}")
+            time.sleep(0.05)  # polling for the processes' start, with a deadline
         start = c.server_time_ms() + 1000
         due = {f"wh:{i}": start + i * seconds * 1000 // n for i in range(n)}
         for i in range(0, n, 1000):
