@@ -134,6 +134,7 @@ class SplitResult:
     acknowledged_during_cut: int = 0
     lost: list[str] = field(default_factory=list)
     decided_twice: list[str] = field(default_factory=list)
+    handled_lost: list[str] = field(default_factory=list)  # of lost: a handler had run
     failover_ms: int = 0
 
     def figures(self) -> dict[str, Any]:
@@ -257,4 +258,5 @@ def run_split(
         watcher.stop()
         c.close()
     result.decided_twice = sorted(i for i, runs in watcher.seen.items() if runs > 1)
+    result.handled_lost = [i for i in result.lost if i in watcher.seen]
     return result, acked

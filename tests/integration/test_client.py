@@ -257,6 +257,22 @@ def test_stats_per_shard(client: TimerClient, redis_client: redis.Redis) -> None
     assert st["max_lag_ms"] >= 3_000
 
 
+def test_a_shard_with_nothing_pending_is_not_late(
+    client: TimerClient, redis_client: redis.Redis
+) -> None:
+    """A bucket whose ids were all cancelled stays until a sweep clears it; with no worker
+    sweeping, its shard showed a lag, and the dashboard an alarm for a shard with nothing
+    pending. Nothing pending: nothing late (the bucket is there, which the test checks)."""
+    now = server_now_ms(redis_client)
+    client.schedule("gone", deadline_ms=now - 10_000)
+    client.cancel("gone")
+    shard = client.shard_of("gone")
+    assert redis_client.zcard(client.keys.shard(shard).buckets) == 1
+    st = client.stats(servers=False)
+    assert st["pending"] == 0
+    assert st["shards"][shard]["lag_ms"] == 0 and st["max_lag_ms"] == 0
+
+
 def test_origin_tells_a_retry_from_a_duplicate(client: TimerClient) -> None:
     """A batch retried under the same origin sees its own timers; another origin does not."""
     items = [{"id": f"s:{i}", "delay_ms": 60_000} for i in range(3)]

@@ -120,10 +120,13 @@ def stats(ns: Namespace, *, servers: bool = True) -> Op[dict[str, Any]]:
     for s in range(ns.meta.shards):
         pending, leader, epoch, oldest, outs, ttl, far = replies[7 * s : 7 * s + 7]
         lag = 0
-        if oldest:
+        # a bucket left by cancelled ids is cleared at its sweep: with nothing pending
+        # nothing is late, whether or not a worker sweeps (the overview's alarm)
+        if oldest and int(pending):
             bucket_end = int(oldest[0][1]) + ns.meta.bucket_ms
             lag = max(0, now - bucket_end)
-        if far:  # a coarse bucket is moved an hour ahead: one that has started is overdue
+        # a coarse bucket is moved an hour ahead: one that has started is overdue
+        if far and int(pending):
             lag = max(lag, now - int(far[0][1]))
         shards.append(
             {
