@@ -94,6 +94,18 @@ def test_the_handlers_guide_leaves_other_guides_outcomes_alone(
     assert scope["calls"] and scope["order"]
 
 
+@pytest.mark.redis
+def test_the_job_timeouts_guide_runs_again_as_written(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader runs the guide's code a second time on the same server, as everyone does
+    (its debounce block left a window pending, and the second run's first call joined
+    it: `first.created` failed)."""
+    fresh(home, monkeypatch)
+    run_python(ROOT / "docs" / "guides" / "job-timeouts.md")
+    run_python(ROOT / "docs" / "guides" / "job-timeouts.md")
+
+
 def test_every_block_is_run_or_names_who_runs_it() -> None:
     """A shell block names the test that runs it as written (its commands need a shell,
     a background job, Docker or curl); a Python block not run here names its test or the
