@@ -14,9 +14,9 @@ Five roles, each a set of commands on the namespace's own keys and channels:
 A role is granted only the commands it sends and the commands its Lua scripts run
 (Redis checks those against the calling user too), on the keys ``{tw:<ns>}:*`` and
 ``{tw:<ns>:*`` (every shard's hash tag) and the channels ``tw:<ns>:*``; ``operator`` also
-``tw:namespaces``, the list of namespaces. A test runs each role with exactly these rules
-against a real server (tests/integration/test_acl_roles.py); ``tickwheel acl ROLE``
-prints them as an ``ACL SETUSER`` line.
+``tw:namespaces``, the list of namespaces. The test suite runs each role with exactly
+these rules against a real server; ``tickwheel acl ROLE`` prints them as an ``ACL
+SETUSER`` line.
 """
 
 from __future__ import annotations

@@ -14,9 +14,8 @@ clock, never on either: a process's clocks only decide *when to try*. The identi
 process writes into Redis (its host and pid) comes from here too, so a simulation's
 keyspace is the same from run to run.
 
-A test fails on a direct ``time.time()``, ``time.monotonic()``, ``time.sleep()`` or
-``threading.Thread`` outside the few modules allowed to have them
-(tests/unit/test_time_given.py).
+A test of the suite fails on a direct ``time.time()``, ``time.monotonic()``,
+``time.sleep()`` or ``threading.Thread`` outside the few modules allowed to have them.
 """
 
 from __future__ import annotations

@@ -15,10 +15,10 @@ The request::
     {"id": ..., "outcome": ..., "deadline_ms": ..., "decided_ms": ..., "lateness_ms": ...,
      "shard": ..., "payload": ..., "attempt": ..., "idempotency_key": ...}
 
-A receiver checks the signature over the raw body with :func:`verify` (or the Node code in
-``examples/node/``) and refuses a timestamp older than a few minutes (a replay). Redirects
-are not followed (a 3xx is a failed attempt): a receiver that moved must be reconfigured,
-never silently followed to another host.
+A receiver checks the signature over the raw body with :func:`verify` (or the Node code
+https://tickwheel.readthedocs.io/guides/http/#webhooks shows) and refuses a timestamp older than a
+few minutes (a replay). Redirects are not followed (a 3xx is a failed attempt): a
+receiver that moved must be reconfigured, never silently followed to another host.
 """
 
 from __future__ import annotations

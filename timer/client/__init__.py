@@ -1,5 +1,5 @@
-"""TimerClient: durable timers in Redis, with blocking redis-py calls (docs/data-model.md
-says what is stored where; docs/design-notes.md why).
+"""TimerClient: durable timers in Redis, with blocking redis-py calls (https://tickwheel.readthedocs.io/data-model/
+says what is stored where; https://tickwheel.readthedocs.io/design-notes/ why).
 
 Every call is an operation of ``timer.durable.timers.ops`` (validation, script calls, parsing)
 run by the blocking driver (``timer.client.driver``), the only code of this client that talks

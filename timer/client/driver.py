@@ -13,7 +13,7 @@ the server lost (a restart) is loaded and its calls run again; redis-py's errors
 ``TimerError``s.
 
 One source, two drivers: ``timer/aio/driver.py`` (asyncio) is written by hand, and
-``timer/client/driver.py`` (blocking) is generated from it by ``tools/unasync.py``,
+``timer/client/driver.py`` (blocking) is generated from it by the repository's unasync tool,
 which rewrites names (``async`` and ``await`` dropped, ``redis.asyncio`` for ``redis``,
 the masters' pipelines of a round sent one after another instead of together); a unit
 test fails while the generated file is not what the tool writes. What only one client

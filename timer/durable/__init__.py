@@ -2,9 +2,9 @@
 
 No I/O and no redis-py here; the clients (``timer.client``, ``timer.aio``) run what
 this layer builds: an operation is a generator of steps (``model.steps``) a driver runs.
-Its sub-packages (docs/data-model.md says what is stored where), each importing only
-those above it in this list; timers, groups and shards are at one level, and none of the
-three imports another (a test holds both):
+Its sub-packages (https://tickwheel.readthedocs.io/data-model/ says what is stored where), each
+importing only those above it in this list; timers, groups and shards are at one level,
+and none of the three imports another (a test holds both):
 
     model      what is stored and how: keys, codec, fields, models, entries, checks,
                durations, globs, steps, scripts (the Lua of lua/ by name), namespace

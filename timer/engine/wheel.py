@@ -29,7 +29,7 @@ Invariants kept here (each pinned by a test):
   holds at most one item per bucket in use, never one per task, and the timer never ticks
   through empty buckets: the reaper sleeps until the next non-empty bucket is due.
 
-What differs from Kafka, for CPython (each measured in ``benchmarks/engine.py``):
+What differs from Kafka, for CPython (each measured by ``tickwheel bench engine``):
 
 * A bucket is a ``dict`` of task -> expiration (no per-task entry node), and one lock
   guards every bucket of every level, taken once per public call.
@@ -40,7 +40,7 @@ What differs from Kafka, for CPython (each measured in ``benchmarks/engine.py``)
   bucket of a coarser level whose whole span has already passed (the reaper fell behind)
   expires at once in deadline order instead of cascading through every level below.
 
-Where it wins (``python -m benchmarks.engine``; the figures are in docs/measured.md):
+Where it wins (``tickwheel bench engine``; the figures are on https://tickwheel.readthedocs.io/measured/):
 expiring many timers, against a plain ``heapq``, in about half the memory: a heap pays
 ``log n`` per task in and out, the wheel a dict insert and a share of one C-level copy.
 Kafka's purgatory workload (most timers cancelled within 200 ms) is almost all adds and

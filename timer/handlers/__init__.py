@@ -10,7 +10,8 @@
 
     handlers.run(client, concurrency=8)      # until stop() or SIGTERM (handle_signals)
 
-What the runner guarantees (the details are in docs/design-notes.md, "Handlers"):
+What the runner guarantees (the details are in https://tickwheel.readthedocs.io/design-notes/,
+"Handlers"):
 
 - **At least once.** An outcome is acknowledged only after its handler returned. A
   handler runs again only if its process died or stalled past ``reclaim_idle_ms`` before

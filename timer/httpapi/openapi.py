@@ -1,6 +1,6 @@
 """The OpenAPI 3.1 document of the HTTP API, built from :mod:`timer.httpapi.spec` (the objects
-the server validates with). ``python -m timer.httpapi.openapi`` prints it; the repository keeps
-a copy in ``docs/openapi.json`` that a test compares with this."""
+the server validates with). ``python -m timer.httpapi.openapi`` prints it; the documentation site's
+API reference is built from a copy of it, which a test compares with this."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ attempt, as a real deployment would, but with no waiting. :meth:`run_until_idle`
 on until nothing is left to do. The store is a
 :class:`~timer.testing.store.FakeStore` (fakeredis running the real Lua, with its
 clock); ``pip install '.[testing]'`` from the checkout. What it does not do, and what it refuses,
-is in docs/guides/testing.md.
+is in https://tickwheel.readthedocs.io/guides/testing/.
 """
 
 from __future__ import annotations

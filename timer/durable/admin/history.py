@@ -25,8 +25,8 @@ can tell whether one was: every :class:`Minute` names them in ``approximate``, a
 Schedules, cancels and completes are what the led shards' events announced, over
 pub/sub, which only a subscribed leader hears: those of a shard with no leader, or made
 before its new leader subscribed (a worker just started, a shard moving), are not
-counted. They are approximate too, for that reason (docs/design-notes.md says why they
-are not counted in the scripts). A schedule's own occurrence armed or taken out (by
+counted. They are approximate too, for that reason (https://tickwheel.readthedocs.io/design-notes/
+says why they are not counted in the scripts). A schedule's own occurrence armed or taken out (by
 pausing, updating or deleting it) is neither a user's schedule nor a user's cancel, and
 is not counted as one; its firing is an expiry like any other.
 """

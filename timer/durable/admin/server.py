@@ -61,7 +61,7 @@ def check_durability(
     for a server without AOF, and (given the client's ``durability``) for a master with
     replicas whose writes do not wait for one: a failover or a split loses what the
     replicas had not received (the counts per durability: the fault matrix of
-    docs/concepts/promises.md)."""
+    https://tickwheel.readthedocs.io/concepts/promises/)."""
     notes: list[str] = []
     for s in servers:
         if s.evicts and not allow_eviction:
@@ -152,7 +152,7 @@ def version_of_hello(hello: Mapping[str, Any]) -> dict[str, Any]:
 def check_server(where: str) -> Op[None]:
     """ConfigError unless the server is new enough. Asked with HELLO (a connection
     command any ACL user may run), not INFO (which Redis classes as dangerous), so a
-    client or handler runner needs no INFO permission (docs/guides/security.md)."""
+    client or handler runner needs no INFO permission (https://tickwheel.readthedocs.io/guides/security/)."""
     try:  # every primary of a cluster (HELLO names no key to route it by)
         replies = yield steps.Command("execute_command", ("HELLO",), every_primary=True)
     except StoreError as exc:  # HELLO with no version is Redis >= 6.2 (6.0 wants one)

@@ -16,7 +16,8 @@ streams leave to their users, each in one atomic script per shard:
   stream, atomically with its acknowledgement.
 
 Plus reading new entries, reading with no group at all (``follow``), and the admin side
-(``group_infos``, ``delete_group``, dead letters). See docs/design-notes.md, "Handlers".
+(``group_infos``, ``delete_group``, dead letters). See
+https://tickwheel.readthedocs.io/design-notes/, "Handlers".
 """
 
 from __future__ import annotations

@@ -12,11 +12,12 @@ annotation. From it come:
 * the HTTP API's JSON Schema of a timer, and so its OpenAPI document
   (:func:`json_schemas`);
 * the help of the CLI's ``tickwheel schedule`` options that set a field;
-* the field table of ``docs/data-model.md`` (:func:`table`, ``python -m
+* the field table of https://tickwheel.readthedocs.io/data-model/ (:func:`table`, ``python -m
   timer.durable.model.fields``; a test keeps the page current).
 
 Adding an optional field is one key here, its check in :mod:`timer.durable.timers.items`,
-and the Lua that stores it; ``docs/design-notes.md`` walks through one. No I/O here.
+and the Lua that stores it; https://tickwheel.readthedocs.io/design-notes/ walks through one. No I/O
+here.
 """
 
 from __future__ import annotations
@@ -322,7 +323,7 @@ def _json_default(default: Any) -> dict[str, Any]:
 
 
 def table() -> str:
-    """The fields as a Markdown table (``docs/data-model.md``)."""
+    """The fields as a Markdown table (https://tickwheel.readthedocs.io/data-model/)."""
     hints = get_type_hints(TimerSpec)
     rows = [
         "| field | type | default | spec slot | kept at (pending, outcome) | CLI | what |",

@@ -3,9 +3,9 @@ answer instead: every fix in this module, each a named method or function whose
 docstring says what fakeredis does and what the upstream patch would be; the scripts'
 ``cmsgpack``, which fakeredis has none of, is its own module beside it (:mod:`.cmsgpack`).
 
-For fakeredis >= 2.41, < 2.42 (pyproject.toml's ``testing`` extra). For each fix,
-tests/unit/test_fakestore.py holds a test that a plain ``fakeredis.FakeRedis`` still
-misbehaves; it fails once fakeredis behaves, saying which fix to drop from here.
+For fakeredis >= 2.41, < 2.42 (the ``testing`` extra). For each fix, the test suite
+holds a test that a plain ``fakeredis.FakeRedis`` still misbehaves; it fails once
+fakeredis behaves, saying which fix to drop from here.
 
 The fixes live on the store's own socket classes (:class:`StoreSocket`, and
 :class:`AsyncStoreSocket` for asyncio clients), so a plain fakeredis server in the same
