@@ -1,5 +1,5 @@
-"""Settings of the test project: its tasks go to tickwheel (TICKWHEEL_REDIS_URL, and the
-namespace in TICKWHEEL_NAMESPACE)."""
+"""Settings of the test project: its tasks go to tickwheel (no URL: TICKWHEEL_REDIS_URL,
+else the running embedded server), in the namespace TICKWHEEL_NAMESPACE names."""
 
 import os
 

@@ -169,6 +169,70 @@ def test_tasks_run_once_with_results_failures_context_and_run_after(
     assert late.enqueued_at < later and late.finished_at >= late.started_at
 
 
+def tickwheel(line: str) -> str:
+    """Run a `tickwheel ...` command line through this Python, in this environment; its
+    stderr (what it said)."""
+    words = line.split()
+    assert words[0] == "tickwheel", line
+    done = subprocess.run([sys.executable, "-m", "timer.cli", *words[1:]], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 0, (line, done.stdout, done.stderr)
+    return done.stderr
+
+
+def test_the_guides_runner_line_runs_tasks_on_the_embedded_server_with_no_url(
+    server_binary: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader's run of the guide: no URL anywhere (no OPTIONS['URL'], no
+    $TICKWHEEL_REDIS_URL), HOME and TICKWHEEL_HOME their own. `tickwheel --namespace
+    django init` starts the embedded server, `enqueue` in this process keeps the task
+    there, and the guide's worker and runner line, real processes, run it once. (Before,
+    the backend wanted a URL: `enqueue` raised ConfigError, and in the runner each task
+    failed with it 5 times and was dead-lettered.)"""
+    import django  # noqa: PLC0415
+    from django_tasks import TaskResultStatus  # noqa: PLC0415
+
+    from timer.cli import embedded  # noqa: PLC0415
+    from timer.redis.local_server import embedded_url  # noqa: PLC0415
+
+    home = tmp_path / "tickwheel-home"
+    monkeypatch.delenv("TICKWHEEL_REDIS_URL", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    monkeypatch.setenv("TICKWHEEL_HOME", str(home))
+    monkeypatch.setenv("TICKWHEEL_SERVER_BINARY", str(server_binary))
+    monkeypatch.setenv("DJANGO_SETTINGS_MODULE", "tests.django_project.settings")
+    guide = GUIDE.read_text()
+    init, worker = (f"tickwheel --namespace {NAMESPACE} {c}" for c in ("init", "worker"))
+    assert f"`{init}`" in guide and f"`{worker}`" in guide  # the commands it names
+    runner = Runner(tmp_path)
+    procs = list[subprocess.Popen[bytes]]()
+    django.setup()
+    from tests.django_project import tasks  # noqa: PLC0415
+    from timer.django import task_backends  # noqa: PLC0415
+
+    forget_backend(task_backends)  # one made with another test's URL
+    try:
+        assert "Started the embedded server" in tickwheel(init)
+        url = embedded_url(home)
+        assert url is not None
+        result = tasks.echo.enqueue({"from": "the guide"})
+        assert task_backends["default"].client.where == url  # the embedded server's
+        with (tmp_path / "worker.log").open("wb") as out:
+            command = [sys.executable, "-m", "timer.cli", *worker.split()[1:]]
+            procs.append(subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT))
+        runner.start()  # the guide's line, with this environment: no URL
+        ok = finished(tasks.echo, result.id, runner)
+        assert ok.status == TaskResultStatus.SUCCESSFUL, (ok.errors, runner.logs())
+        assert ok.return_value == {"from": "the guide"} and ok.attempts == 1
+        with TimerClient.from_url(url, NAMESPACE) as client:
+            assert list(client.dead_letters()) == []
+    finally:
+        runner.stop()
+        stop_all(procs)
+        forget_backend(task_backends)
+        embedded.stop(home)  # `tickwheel server stop`
+
+
 @pytest.mark.slow
 @pytest.mark.chaos
 def test_a_runner_killed_mid_task_leaves_it_to_another_that_finishes_it(

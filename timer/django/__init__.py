@@ -7,6 +7,7 @@ timers, and a ``tickwheel handle`` runner executes the task functions.
     TASKS = {
         "default": {
             "BACKEND": "timer.django.TickwheelBackend",
+            # no URL: $TICKWHEEL_REDIS_URL, else your running embedded server
             "OPTIONS": {"URL": "redis://localhost:6379/0", "NAMESPACE": "django"},
         }
     }
@@ -67,8 +68,8 @@ from ..client import TimerClient
 from ..durable.model.keys import check_name, shard_of
 from ..durable.model.steps import Command, Op
 from ..errors import ConfigError
+from ..redis.local_server import default_url
 
-URL_ENV = "TICKWHEEL_REDIS_URL"
 KEY = "django"  # a task's timer payload: {"django": {"task", "args", "kwargs", ...}}
 DEFAULT_RESULT_TTL_S = 24 * 3600
 
@@ -101,8 +102,9 @@ def _set(key: str, value: bytes, ttl_ms: int) -> Op[None]:
 class TickwheelBackend(BaseTaskBackend):  # type: ignore[misc]
     """A Django Tasks backend whose tasks wait as tickwheel timers.
 
-    OPTIONS: ``URL`` (else ``$TICKWHEEL_REDIS_URL``), ``NAMESPACE`` (``django``; made by
-    ``tickwheel init``), ``RESULT_TTL`` (seconds a result is kept, 24 h).
+    OPTIONS: ``URL`` (else ``$TICKWHEEL_REDIS_URL``, else your running embedded server,
+    as ``TimerClient.from_url()`` and the CLI find Redis), ``NAMESPACE`` (``django``; made
+    by ``tickwheel init``), ``RESULT_TTL`` (seconds a result is kept, 24 h).
     """
 
     supports_defer = True
@@ -111,7 +113,8 @@ class TickwheelBackend(BaseTaskBackend):  # type: ignore[misc]
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
-        self.url = self.options.get("URL") or os.environ.get(URL_ENV)
+        # None: found when the client is first made, as TimerClient.from_url() does
+        self.url: str | None = self.options.get("URL") or None
         self.namespace = self.options.get("NAMESPACE", "django")
         ttl = self.options.get("RESULT_TTL", DEFAULT_RESULT_TTL_S)
         if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 1:
@@ -127,11 +130,15 @@ class TickwheelBackend(BaseTaskBackend):  # type: ignore[misc]
     def client(self) -> TimerClient:
         with self._lock:
             if self._client is None:
-                if not self.url:
-                    raise ConfigError(
-                        f"TASKS[{self.alias!r}] needs OPTIONS['URL'] (a Redis URL) or ${URL_ENV}"
-                    )
-                self._client = TimerClient.from_url(self.url, self.namespace)
+                url = self.url
+                if url is None:  # $TICKWHEEL_REDIS_URL, else the embedded server
+                    try:
+                        url = default_url()
+                    except ConfigError as exc:
+                        raise ConfigError(
+                            f"TASKS[{self.alias!r}] has no OPTIONS['URL']: {exc}"
+                        ) from None
+                self._client = TimerClient.from_url(url, self.namespace)
             return self._client
 
     # -- enqueue ---------------------------------------------------------------------------
