@@ -154,6 +154,37 @@ def test_handle_runs_a_handlers_object(
         c.close()
 
 
+def test_code_a_handler_calls_finds_the_runners_server(
+    tw: Run,
+    workdir: Path,
+    redis_server: RedisServer,
+    namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A handler's own code that finds Redis by itself (from_url()'s default, as the
+    Django backend and a Celery app's claims do) finds the server the runner was given
+    with --redis-url, not the environment's: before, it found $TICKWHEEL_REDIS_URL (here
+    an address nothing listens on) or an embedded server, another Redis than the
+    runner's. The environment is the caller's again once the runner returns."""
+    elsewhere = "redis://127.0.0.1:1/0"
+    monkeypatch.setenv("TICKWHEEL_REDIS_URL", elsewhere)
+    name = f"finds_{namespace}"
+    (workdir / f"{name}.py").write_text(
+        "from timer.redis.local_server import default_url\n"
+        "found = []\n"
+        "def on(o):\n"
+        "    found.append(default_url())\n"
+    )
+    tw("init", "--shards", "4")
+    c = cancelled(redis_server.url, namespace, ["x"])
+    try:
+        tw("handle", f"{name}:on", "--on", "cancelled", "--idle-exit")
+        assert importlib.import_module(name).found == [redis_server.url]
+        assert os.environ["TICKWHEEL_REDIS_URL"] == elsewhere
+    finally:
+        c.close()
+
+
 def test_groups_lists_and_deletes(tw: Run, redis_server: RedisServer, namespace: str) -> None:
     tw("init", "--shards", "4")
     c = cancelled(redis_server.url, namespace, ["a", "b", "c"])
