@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import stop_all, wait_for
-from timer import InvalidInput, TimerClient, TimerError
+from timer import ConfigError, InvalidInput, TimerClient, TimerError
 from timer.aio import AsyncTimerClient
 from timer.celery import (
     Claims,
@@ -38,7 +38,9 @@ from timer.celery import (
     sender,
     task_call,
 )
+from timer.celery.claims import claims_of
 from timer.celery.sending import _timer_of
+from timer.cli import embedded
 from timer.durable.model.checks import TEN_YEARS_S
 from timer.durable.model.models import Timer
 from timer.redis.local_server import embedded_url
@@ -312,6 +314,31 @@ def test_the_guides_code_sends_its_task_beside_the_example(
     finally:
         processes.stop()
         tickwheel("server", "stop")
+
+
+def test_an_app_that_names_no_url_finds_redis_as_the_client_does(
+    server_binary: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Celery app with no ``tickwheel_url`` (a ConfirmedTask's claims, the beat
+    scheduler) finds Redis as ``from_url()``, the CLI and the Django backend do: the
+    running embedded server when $TICKWHEEL_REDIS_URL is not set (it raised "timer.celery
+    needs app.conf.tickwheel_url or $TICKWHEEL_REDIS_URL"), and with nothing running a
+    ConfigError that says how to start one."""
+    monkeypatch.delenv("TICKWHEEL_REDIS_URL", raising=False)
+    monkeypatch.setenv("TICKWHEEL_HOME", str(tmp_path))
+    app = Celery("no-url")
+    with pytest.raises(ConfigError, match="tickwheel server start"):
+        claims_of(app)
+    embedded.start(tmp_path, binary=str(server_binary))
+    try:
+        claims = claims_of(app)
+        try:
+            assert claims.client.where == embedded_url(tmp_path)
+            assert claims.client.namespace == "celery"
+        finally:
+            claims.client.close()
+    finally:
+        embedded.stop(tmp_path)
 
 
 def broker_sends(url: str) -> dict[str, int]:

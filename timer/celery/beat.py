@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from typing import Any
 
 from celery import Celery, beat
@@ -15,7 +14,6 @@ from celery.schedules import schedule as every_schedule
 from ..client import TimerClient
 from ..durable.schedules.records import ScheduleSpec
 from ..errors import DuplicateTimer, InvalidInput
-from .claims import URL_ENV
 from .sending import KEY, PREFIX, task_call
 
 log = logging.getLogger("timer.celery")
@@ -63,11 +61,9 @@ class Scheduler(beat.Scheduler):  # type: ignore[misc]
     @property
     def client(self) -> TimerClient:
         if self._client is None:
-            url = self.app.conf.get("tickwheel_url") or os.environ.get(URL_ENV)
-            if not url:
-                raise InvalidInput(
-                    f"timer.celery.Scheduler needs app.conf.tickwheel_url or ${URL_ENV}"
-                )
+            # tickwheel_url, else what from_url() finds (the environment's, else the
+            # running embedded server), as the client and the CLI do
+            url = self.app.conf.get("tickwheel_url") or None
             namespace = self.app.conf.get("tickwheel_namespace") or "celery"
             self._client = TimerClient.from_url(url, namespace)
         return self._client

@@ -21,7 +21,6 @@ from ..errors import InvalidInput
 
 log = logging.getLogger("timer.celery")
 
-URL_ENV = "TICKWHEEL_REDIS_URL"
 CLAIM_LEASE_S = 30.0  # a running task's claim lasts this long unless renewed (its worker died)
 CLAIM_KEEP_S = 86_400.0  # an ended task's claim is kept this long: a copy later is dropped
 
@@ -138,9 +137,10 @@ def claims_of(app: Celery, client: TimerClient | None = None) -> Claims:
 
 
 def _app_client(app: Celery) -> TimerClient:
-    url = app.conf.get("tickwheel_url") or os.environ.get(URL_ENV)
-    if not url:
-        raise InvalidInput(f"timer.celery needs app.conf.tickwheel_url or ${URL_ENV}")
+    """``tickwheel_url``, else what ``from_url()`` finds ($TICKWHEEL_REDIS_URL, else the
+    running embedded server, else a ConfigError that says what to do), as the client,
+    the CLI and the Django backend do."""
+    url = app.conf.get("tickwheel_url") or None
     return TimerClient.from_url(url, app.conf.get("tickwheel_namespace") or "celery")
 
 
