@@ -172,6 +172,11 @@ def confirm(question: str) -> None:
         raise click.Abort
 
 
+def warn(message: str) -> None:
+    """A warning on stderr, one line: "Warning: <message>"."""
+    click.echo(f"Warning: {message}", err=True)
+
+
 def starts_server(command: C) -> C:
     """Mark a command that creates something (a namespace, timers, schedules) or runs a
     service: without --redis-url it starts the embedded server if none runs. Every other
@@ -217,7 +222,9 @@ class App:
                 self._url = running.url
             else:
                 with errors():
-                    state, started = embedded.start(binary=os.environ.get(SERVER_ENV) or None)
+                    state, started = embedded.start(
+                        binary=os.environ.get(SERVER_ENV) or None, warn=warn
+                    )
                 if started:
                     self.started = state
                 if started and not self.json:

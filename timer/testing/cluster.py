@@ -12,7 +12,7 @@ from typing import Any
 import redis
 
 from ..errors import StoreError
-from .server import CLUSTER_BUS_OFFSET, RedisServer, free_port
+from .server import CLUSTER_BUS_OFFSET, RedisServer, ServerExited, free_port
 
 
 @contextlib.contextmanager
@@ -151,7 +151,9 @@ def start_cluster_node(server: RedisServer, attempts: int = 3) -> None:
             server.start()
             return
         except StoreError as exc:
-            if "Address already in use" not in str(exc) or attempt == attempts - 1:
+            # what it logged at this start (the error says only its last warning)
+            said = exc.tail if isinstance(exc, ServerExited) else str(exc)
+            if "Address already in use" not in said or attempt == attempts - 1:
                 raise
             server.port = free_port(server.host, bus_offset=CLUSTER_BUS_OFFSET)
 

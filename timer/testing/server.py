@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import shutil
 import signal
 import socket
@@ -17,6 +18,8 @@ import time
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from ..errors import ConfigError, StoreError, install_line
 
@@ -182,6 +185,52 @@ CLUSTER_BUS_OFFSET = 10000  # a cluster node's bus port is its port + 10000
 LISTPACK_VALUE_BYTES = 512
 
 
+class ServerExited(StoreError):
+    """The server process exited while it was starting (it cannot read its data, its
+    port is taken, ...): the message is one line, with the last line of its log that
+    says why; ``tail`` is what it logged at this start."""
+
+    def __init__(self, message: str, *, tail: str = "") -> None:
+        super().__init__(message)
+        self.tail = tail
+
+
+# A line the server logs: "pid:role day month year time level message", level one of
+# . - * # (debug, verbose, notice, warning); a crash report's lines have no prefix.
+_LOG_LINE = re.compile(r"^(\d+):[A-Z] \d+ \w+ \d+ [\d:.]+ ([.*#-]) (.*)$")
+
+
+def last_said(log: str) -> str:
+    """The line of a server's log that says why it stopped: its last warning (``#``,
+    where Redis and Valkey say why they exit, or a crash's signal), else its last
+    line, without the pid and time."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    for line in reversed(lines):
+        m = _LOG_LINE.match(line)
+        if m and m[2] == "#":
+            return m[3]
+    if not lines:
+        return ""
+    m = _LOG_LINE.match(lines[-1])
+    return m[3] if m else lines[-1]
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs: it exists and (on Linux) is not a zombie, as an
+    exited daemon is until whoever adopted it reaps it."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc: it exists
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
 class RedisServer:
     """One server process on ``host:port`` with its data in ``data_dir``: AOF on, no
     snapshots, small hashes compact for values up to ``LISTPACK_VALUE_BYTES``."""
@@ -216,6 +265,10 @@ class RedisServer:
         self.allocator = allocator
         self.preloaded: Path | None = None  # the allocator preloaded by start(), if any
         self.process: subprocess.Popen[bytes] | None = None
+        # where this start's lines begin in the log, and the pid a detached server's
+        # pidfile held before it (left by a server killed earlier), for _exited
+        self._log_from = 0
+        self._stale_pid: int | None = None
 
     @property
     def url(self) -> str:
@@ -232,10 +285,7 @@ class RedisServer:
     @property
     def pid(self) -> int | None:
         if self.detached:
-            try:
-                return int(self.pid_path.read_text().strip())
-            except (OSError, ValueError):
-                return None
+            return self._pidfile_pid()
         return self.process.pid if self.process else None
 
     def command(self) -> list[str]:
@@ -269,6 +319,11 @@ class RedisServer:
             return self
         self.preloaded = allocator_library(self.binary, self.allocator)  # refused: nothing made
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._log_from = self.log_path.stat().st_size
+        except OSError:
+            self._log_from = 0
+        self._stale_pid = self._pidfile_pid() if self.detached else None
         env = dict(self.env)
         if self.preloaded is not None:  # before any other preload (a fault shim, say)
             others = env.get("LD_PRELOAD", os.environ.get("LD_PRELOAD", ""))
@@ -288,21 +343,27 @@ class RedisServer:
 
     def _wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
+        # no retries: redis-py's own (backoff up to seconds) would keep a server that
+        # exited from being seen until they ran out
         client = redis.Redis(
-            host=self.host, port=self.port, password=self.password, socket_timeout=1.0
+            host=self.host,
+            port=self.port,
+            password=self.password,
+            socket_timeout=1.0,
+            retry=Retry(NoBackoff(), 0),
         )
         try:
             while True:
-                assert self.process is not None
-                gone = (
-                    (self.process.returncode not in (None, 0))
-                    if self.detached
-                    else (self.process.poll() is not None)
-                )
-                if gone:
-                    raise StoreError(
-                        f"{self.binary.name} exited with code {self.process.returncode} at "
-                        f"start; its log ({self.log_path}) ends with:\n{self.log_tail()}"
+                how = self._exited()
+                if how is not None:
+                    said = self.start_log()
+                    why = last_said(said)
+                    exited = f"{self.binary.name} exited at start{how}"
+                    raise ServerExited(
+                        f"{exited}: {why} (its log: {self.log_path})"
+                        if why
+                        else f"{exited}, and its log ({self.log_path}) says nothing of why",
+                        tail=said,
                     )
                 try:
                     # LOADING while the AOF replays: not ready yet.
@@ -318,6 +379,63 @@ class RedisServer:
                 time.sleep(0.02)  # polling a subprocess that has no readiness signal
         finally:
             client.close()
+
+    def _exited(self) -> str | None:
+        """How the starting server exited (" with code N", or "" when a detached one's
+        code is not ours to read), or None while it runs or has not said its pid yet.
+
+        A detached server's launcher exits once it has forked the daemon, so the
+        daemon is the one to watch: its pid is in the pidfile once it writes it (Redis
+        7.0 does after binding its port, Valkey 9 before), and at the head of every
+        line it logs, which is how one that exits before writing it is seen."""
+        proc = self.process
+        assert proc is not None
+        if not self.detached:
+            code = proc.poll()
+            if code is None:
+                return None
+            if code < 0:
+                with contextlib.suppress(ValueError):
+                    return f" (killed by {signal.Signals(-code).name})"
+            return f" with code {code}"
+        if proc.returncode not in (None, 0):  # the launcher failed before forking
+            return f" with code {proc.returncode}"
+        pid = self._daemon_pid()
+        if pid is None or process_alive(pid):
+            return None
+        return ""
+
+    def _pidfile_pid(self) -> int | None:
+        try:
+            return int(self.pid_path.read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def _daemon_pid(self) -> int | None:
+        """The pid of the daemon a detached start forked: its pidfile's, once it wrote
+        one, else the first one its log lines since the start name (not the
+        launcher's); None before either says it."""
+        written = self._pidfile_pid()
+        if written is not None and written != self._stale_pid:
+            return written
+        launcher = self.process.pid if self.process else None
+        for line in self.start_log().splitlines():
+            m = _LOG_LINE.match(line)
+            if m and int(m[1]) != launcher:
+                return int(m[1])
+        return None
+
+    def start_log(self) -> str:
+        """What the server logged since its last start()."""
+        try:
+            with self.log_path.open("rb") as f:
+                if f.seek(0, os.SEEK_END) >= self._log_from:
+                    f.seek(self._log_from)
+                else:  # the log was replaced: all of it is this start's
+                    f.seek(0)
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
 
     def log_tail(self, lines: int = 20) -> str:
         try:
