@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -13,7 +10,7 @@ import click
 from timer import TimerClient
 from timer.handlers import DEFAULT_GROUP, Handlers
 from timer.handlers.limits import merged, parse_limit, parse_rate
-from timer.redis.local_server import URL_ENV
+from timer.redis import local_server
 from timer.webhook import callbacks, webhook
 from timer.worker import WorkerSettings, fire_and_handle
 from timer.worker.settings import default_worker_id
@@ -302,7 +299,7 @@ def handle(
     _announce(app, handlers, client, concurrency, metrics_port, metrics_host)
     steady_heap()
     try:
-        with errors(), _url_for_handlers(app.url):
+        with errors(), local_server.runs_on(app.url):
             if fire:
                 drained = _fire_and_handle(
                     client, handlers, concurrency, drain_ms, lease, "$" if from_now else "0"
@@ -319,23 +316,6 @@ def handle(
     finally:
         client.close()
     _report(app, handlers, drained)
-
-
-@contextlib.contextmanager
-def _url_for_handlers(url: str) -> Iterator[None]:
-    """Code the handlers call that finds Redis by itself (from_url()'s default: the
-    Django backend, a Celery app's claims) finds this runner's server, --redis-url's
-    included, not the environment's or an embedded one; the caller's environment again
-    after (never printed: the URL may hold a password)."""
-    previous = os.environ.get(URL_ENV)
-    os.environ[URL_ENV] = url
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop(URL_ENV, None)
-        else:
-            os.environ[URL_ENV] = previous
 
 
 def _fire_and_handle(

@@ -14,6 +14,7 @@ import redis
 from click.testing import CliRunner
 
 from timer.cli.main import main
+from timer.cli.output import against_deadline
 from timer.durable.model.codec import FORMAT_VERSION
 from timer.testing import RedisServer, free_port
 
@@ -319,6 +320,30 @@ def test_probe_takes_host_port_as_its_help_reads(workdir: object, ready_worker: 
 
 
 @pytest.mark.parametrize(
+    "url",
+    [
+        "redis://bob:a/b#c@d@127.0.0.1:6390/0",  # trial 9's: "the port must be a number"
+        "redis://bob:p?w@127.0.0.1:6390/0",
+        "redis://:se/cret@127.0.0.1:6390/0",
+        "rediss://bob:pa#ss@127.0.0.1:6390/0",
+    ],
+)
+def test_a_password_holding_a_reserved_character_is_said_to_need_encoding(
+    workdir: object, url: str
+) -> None:
+    """A / ? # or @ in a URL's password ends its host part early: the parse read a piece
+    of the password as the port and the refusal said the port was wrong, of a URL
+    whose port is fine. It says to percent-encode, exit 4, without the password."""
+    result = CliRunner().invoke(main, ["--redis-url", url, "stats"])
+    assert result.exit_code == 4, result.output
+    assert "must be percent-encoded there (%2F %3F %23 %40)" in result.output, result.output
+    assert "the port must be" not in result.output
+    secret = url.split("://", 1)[1].rpartition("@")[0].partition(":")[2]
+    assert secret not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
     ("address", "says"),
     [
         ("localhost:", "no port after the colon"),
@@ -445,6 +470,17 @@ def test_messages_count_and_place_a_decision_in_words(tw: Run) -> None:
     helped = tw("get", "--help").output
     assert "The Redis to use" in helped and "As before the command" not in helped
     assert "-" not in waited.split("decided", 1)[1]
+
+
+def test_a_decision_seconds_before_its_deadline_is_counted_in_whole_seconds_down() -> None:
+    """The README tour's timer is completed about half a second after its 30 s one was
+    set: rounded, it said 30s in one run and 29s in the next (trial 9); counted down, 29s
+    in both, whichever side of the half second the CLI's start fell."""
+    assert against_deadline(-29_400) == against_deadline(-29_600) == "29s before its deadline"
+    assert against_deadline(-30_000) == "30s before its deadline"
+    assert against_deadline(12_999) == "12s after its deadline"
+    assert against_deadline(-3_599_990) == "59m59s before its deadline"
+    assert against_deadline(-250) == "250 ms before its deadline"
 
 
 def test_a_namespace_not_initialised_names_those_the_server_has(tw: Run, namespace: str) -> None:

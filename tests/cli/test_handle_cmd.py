@@ -18,6 +18,7 @@ from tests.cli.conftest import Run, as_json
 from tests.conftest import wait_for
 from timer import Handlers, TimerClient
 from timer.cli.main import main
+from timer.redis.local_server import default_url
 from timer.testing import RedisServer
 from timer.worker import Worker, WorkerSettings
 
@@ -165,7 +166,8 @@ def test_code_a_handler_calls_finds_the_runners_server(
     Django backend and a Celery app's claims do) finds the server the runner was given
     with --redis-url, not the environment's: before, it found $TICKWHEEL_REDIS_URL (here
     an address nothing listens on) or an embedded server, another Redis than the
-    runner's. The environment is the caller's again once the runner returns."""
+    runner's. The environment is left as it was, and the runner's server is the
+    default only while the runner runs."""
     elsewhere = "redis://127.0.0.1:1/0"
     monkeypatch.setenv("TICKWHEEL_REDIS_URL", elsewhere)
     name = f"finds_{namespace}"
@@ -181,6 +183,7 @@ def test_code_a_handler_calls_finds_the_runners_server(
         tw("handle", f"{name}:on", "--on", "cancelled", "--idle-exit")
         assert importlib.import_module(name).found == [redis_server.url]
         assert os.environ["TICKWHEEL_REDIS_URL"] == elsewhere
+        assert default_url() == elsewhere
     finally:
         c.close()
 

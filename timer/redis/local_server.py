@@ -1,13 +1,16 @@
-"""Where a client finds Redis when it is given no URL: ``$TICKWHEEL_REDIS_URL``,
+"""Where a client finds Redis when it is given no URL: in a ``tickwheel handle`` process,
+the server the runner was given (:func:`runs_on`); else ``$TICKWHEEL_REDIS_URL``,
 else the user's running embedded server (the one ``tickwheel server start`` runs; its
 state file is in ``state_dir()``), else a clear error. The CLI's ``timer.cli.embedded``
 starts and stops that server; this module only reads where it is."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -46,9 +49,32 @@ def embedded_url(base: Path | None = None) -> str | None:
     return f"redis://127.0.0.1:{port}/0"
 
 
+# the server a `tickwheel handle` process runs its handlers against, while it runs
+_runner_url: str | None = None
+
+
+@contextlib.contextmanager
+def runs_on(url: str) -> Iterator[None]:
+    """While within: :func:`default_url` answers ``url``, the server a handler runner was
+    given, so code its handlers call that finds Redis by itself (the Django backend, a
+    Celery app's claims) finds the runner's (``--redis-url``'s included), not the
+    environment's or an embedded one."""
+    global _runner_url  # the process's one runner: set, and put back after
+    previous, _runner_url = _runner_url, url
+    try:
+        yield
+    finally:
+        _runner_url = previous
+
+
 def default_url() -> str:
-    """The URL a client uses when given none, said in the log (INFO): the environment's,
-    else the running embedded server's; a ConfigError that says what to do if neither."""
+    """The URL a client uses when given none, said in the log (INFO): the handler
+    runner's in a ``tickwheel handle`` process (DEBUG: its handlers' clients), else the
+    environment's, else the running embedded server's; a ConfigError that says what to
+    do if none."""
+    if _runner_url is not None:
+        log.debug("no Redis URL given: using the server this handler runner runs on")
+        return _runner_url
     env = os.environ.get(URL_ENV)
     if env:
         log.info("no Redis URL given: using $%s", URL_ENV)

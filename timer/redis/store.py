@@ -185,6 +185,22 @@ def check_url(url: object) -> str:
     return url
 
 
+def _reserved_in_userinfo(url: str) -> str:
+    """What to say of a URL whose user or password holds a / ? # or @ (which end the
+    host's part early, so the parse reads a piece of the password as the port or the
+    host), or "": said only where the URL is refused anyway, and never the password."""
+    rest = url.partition("://")[2]
+    if "@" not in rest:
+        return ""
+    userinfo = rest.rpartition("@")[0]
+    if not any(c in userinfo for c in "/?#@"):
+        return ""
+    return (
+        "its user or password holds a / ? # or @, which must be percent-encoded there "
+        "(%2F %3F %23 %40)"
+    )
+
+
 def _check_node_url(url: str, safe: str) -> None:
     """``check_url`` of a URL naming one node, shown as ``safe`` in its errors."""
     scheme = url.partition("://")[0] if "://" in url else ""
@@ -205,14 +221,19 @@ def _check_node_url(url: str, safe: str) -> None:
         port = parts.port  # ValueError: not a number, or out of range
     except ValueError:
         port = 0
+    hint = _reserved_in_userinfo(url)
     if port == 0:
-        raise ConfigError(f"Redis URL {safe}: the port must be a number from 1 to 65535; {form}")
+        raise ConfigError(
+            f"Redis URL {safe}: {hint or 'the port must be a number from 1 to 65535'}; {form}"
+        )
     if scheme != "unix":
         if not parts.hostname:
-            raise ConfigError(f"Redis URL {safe} names no host; {form}")
+            raise ConfigError(f"Redis URL {safe} {hint or 'names no host'}; {form}")
         db = parts.path.strip("/")
         if db and not db.isdigit():
-            raise ConfigError(f"Redis URL {safe}: the database must be a number (/0); {form}")
+            raise ConfigError(
+                f"Redis URL {safe}: {hint or 'the database must be a number (/0)'}; {form}"
+            )
     try:
         kwargs = redis.connection.parse_url(url)  # type: ignore[no-untyped-call]
     except ValueError as exc:
