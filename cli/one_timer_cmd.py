@@ -101,7 +101,12 @@ def _payload(text: str | None) -> Any:
 @click.command()
 @click.argument("timer_id")
 @click.option("--in", "delay_ms", type=DURATION, help="Fire after this long, e.g. 30s, 500ms, 2m.")
-@click.option("--at", "deadline_ms", type=INSTANT, help="Fire at this ISO-8601 time (Redis clock).")
+@click.option(
+    "--at",
+    "deadline_ms",
+    type=INSTANT,
+    help="Fire at this ISO-8601 time (Redis clock; UTC unless it gives an offset, +01:00).",
+)
 @click.option("--payload", help="JSON payload delivered with the outcome.")
 @click.option(
     "--watch",
@@ -203,7 +208,12 @@ def cancel(app: App, timer_id: str) -> None:
 @click.command()
 @click.argument("timer_id")
 @click.option("--in", "delay_ms", type=DURATION, help="New delay from now.")
-@click.option("--at", "deadline_ms", type=INSTANT, help="New ISO-8601 deadline.")
+@click.option(
+    "--at",
+    "deadline_ms",
+    type=INSTANT,
+    help="New ISO-8601 deadline (UTC unless it gives an offset, +01:00).",
+)
 @pass_app
 def reschedule(app: App, timer_id: str, delay_ms: int | None, deadline_ms: int | None) -> None:
     """Move a pending timer's deadline.

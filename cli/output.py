@@ -48,7 +48,7 @@ def against_deadline(lateness_ms: int) -> str:
     """When an outcome was decided, said from its deadline: ``12 ms after its deadline``,
     ``3s before its deadline``, ``59m59s before its deadline`` (a timer completed or
     cancelled early: in whole seconds from 10 s on, not 3599284 ms). Whole seconds are
-    counted down, not rounded: the README tour's timer, completed about half a second
+    counted down, not rounded: the first-hour tour's timer, completed about half a second
     after its 30 s one was set, said 30s in one run and 29s in the next (trial 9)."""
     if lateness_ms == 0:
         return "at its deadline"

@@ -62,8 +62,16 @@ def spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             click.option(
                 "--tz", default="UTC", show_default=True, help="IANA time zone of --cron."
             ),
-            click.option("--start", type=INSTANT, help="No occurrence before this ISO-8601 time."),
-            click.option("--end", type=INSTANT, help="No occurrence after this ISO-8601 time."),
+            click.option(
+                "--start",
+                type=INSTANT,
+                help="No occurrence before this ISO-8601 time (UTC unless it gives an offset).",
+            ),
+            click.option(
+                "--end",
+                type=INSTANT,
+                help="No occurrence after this ISO-8601 time (UTC unless it gives an offset).",
+            ),
             click.option("--jitter", type=DURATION, default=0, help="Delay each by up to this."),
         ]
     ):
@@ -272,8 +280,20 @@ def trigger(app: App, name: str) -> None:
 
 @schedules.command()
 @click.argument("name")
-@click.option("--from", "start", type=INSTANT, required=True, help="First ISO-8601 time.")
-@click.option("--to", "end", type=INSTANT, required=True, help="Last ISO-8601 time (up to now).")
+@click.option(
+    "--from",
+    "start",
+    type=INSTANT,
+    required=True,
+    help="First ISO-8601 time (UTC unless it gives an offset).",
+)
+@click.option(
+    "--to",
+    "end",
+    type=INSTANT,
+    required=True,
+    help="Last ISO-8601 time, up to now (UTC unless it gives an offset).",
+)
 @click.option(
     "--limit",
     type=click.IntRange(1, 1000),
@@ -315,7 +335,8 @@ def _missing(app: App, name: str) -> TimerCommandError:
     "after",
     type=INSTANT,
     metavar="ISO-TIME",
-    help="Preview from this ISO-8601 time (default: now), as backfill's --from.",
+    help="Preview from this ISO-8601 time (default: now; UTC unless it gives an offset), "
+    "as backfill's --from.",
 )
 @click.option(
     "--count",

@@ -181,56 +181,83 @@ def tickwheel(line: str) -> str:
 
 
 def test_the_guides_runner_line_runs_tasks_on_the_embedded_server_with_no_url(
-    server_binary: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server_binary: Path, tmp_path: Path
 ) -> None:
-    """A reader's run of the guide: no URL anywhere (no OPTIONS['URL'], no
-    $TICKWHEEL_REDIS_URL), HOME and TICKWHEEL_HOME their own. `tickwheel --namespace
-    django init` starts the embedded server, `enqueue` in this process keeps the task
-    there, and the guide's worker and runner line, real processes, run it once. (Before,
+    """A reader's run of the guide, in a project made of its code: `proj/settings.py` with
+    the guide's TASKS, `proj/tasks.py` as the guide writes it; no URL anywhere (no
+    OPTIONS['URL'], no $TICKWHEEL_REDIS_URL), HOME and TICKWHEEL_HOME their own.
+    `tickwheel --namespace django init` starts the embedded server; the guide's worker
+    and runner line run as real processes; the guide's enqueue code, run as a script as
+    written, sees its task due later READY and its task due now SUCCESSFUL with 5. (Before,
     the backend wanted a URL: `enqueue` raised ConfigError, and in the runner each task
-    failed with it 5 times and was dead-lettered.)"""
-    import django  # noqa: PLC0415
-    from django_tasks import TaskResultStatus  # noqa: PLC0415
-
-    from timer.cli import embedded  # noqa: PLC0415
-    from timer.redis.local_server import embedded_url  # noqa: PLC0415
+    failed with it 5 times and was dead-lettered; and the guide's code was an excerpt of
+    the tests, with their helpers, that a reader could not run.)"""
+    from tests.docs.examples import blocks  # noqa: PLC0415
 
     home = tmp_path / "tickwheel-home"
-    monkeypatch.delenv("TICKWHEEL_REDIS_URL", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "user"))
-    monkeypatch.setenv("TICKWHEEL_HOME", str(home))
-    monkeypatch.setenv("TICKWHEEL_SERVER_BINARY", str(server_binary))
-    monkeypatch.setenv("DJANGO_SETTINGS_MODULE", "tests.django_project.settings")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TICKWHEEL_", "DJANGO_"))}
+    env.update(HOME=str(tmp_path / "user"), TICKWHEEL_HOME=str(home),
+               TICKWHEEL_SERVER_BINARY=str(server_binary),
+               PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT)]))  # fmt: skip
     guide = GUIDE.read_text()
     init, worker = (f"tickwheel --namespace {NAMESPACE} {c}" for c in ("init", "worker"))
     assert f"`{init}`" in guide and f"`{worker}`" in guide  # the commands it names
-    runner = Runner(tmp_path)
-    procs = list[subprocess.Popen[bytes]]()
-    django.setup()
-    from tests.django_project import tasks  # noqa: PLC0415
-    from timer.django import task_backends  # noqa: PLC0415
+    python = [b.code for b in blocks(GUIDE, ("python",))]
+    settings_code = next(c for c in python if c.lstrip().startswith("TASKS"))
+    tasks_code = next(c for c in python if "def add(" in c)
+    script = next(c for c in python if "enqueue(" in c)
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "__init__.py").write_text("")
+    (proj / "settings.py").write_text(
+        'import os\n\nSECRET_KEY = "a reader\'s project"\nUSE_TZ = True\n'
+        'INSTALLED_APPS = ["django_tasks"]\n' + settings_code
+    )
+    (proj / "tasks.py").write_text(tasks_code)
+    (tmp_path / "enqueue.py").write_text(script)
+    line = next(b.code.strip() for b in blocks(GUIDE, ("sh",)) if "timer.django.runner" in b.code)
+    words = line.split()
+    line_env = dict(w.split("=", 1) for w in words if "=" in w and w[0].isupper())
+    assert line_env == {"DJANGO_SETTINGS_MODULE": "proj.settings"}, line
+    command = [w for w in words if not ("=" in w and w[0].isupper())]
+    project_env = {**env, **line_env}
 
-    forget_backend(task_backends)  # one made with another test's URL
+    def tickwheel(args: list[str]) -> str:
+        done = subprocess.run([sys.executable, "-m", "timer.cli", *args], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=60,
+                              check=False)  # fmt: skip
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+        return done.stderr
+
+    procs = list[subprocess.Popen[bytes]]()
+    logs = tmp_path / "logs"
+    logs.mkdir()
     try:
-        assert "Started the embedded server" in tickwheel(init)
-        url = embedded_url(home)
-        assert url is not None
-        result = tasks.echo.enqueue({"from": "the guide"})
-        assert task_backends["default"].client.where == url  # the embedded server's
-        with (tmp_path / "worker.log").open("wb") as out:
-            command = [sys.executable, "-m", "timer.cli", *worker.split()[1:]]
-            procs.append(subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT))
-        runner.start()  # the guide's line, with this environment: no URL
-        ok = finished(tasks.echo, result.id, runner)
-        assert ok.status == TaskResultStatus.SUCCESSFUL, (ok.errors, runner.logs())
-        assert ok.return_value == {"from": "the guide"} and ok.attempts == 1
+        assert "Started the embedded server" in tickwheel(init.split()[1:])
+        for name, args in (("worker", worker.split()[1:]), ("runner", command[1:])):
+            with (logs / f"{name}.log").open("wb") as out:
+                procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "timer.cli", *args], cwd=tmp_path,
+                    env=project_env, stdout=out, stderr=subprocess.STDOUT,
+                ))  # fmt: skip
+        ran = subprocess.run([sys.executable, "enqueue.py"], cwd=tmp_path, env=project_env,
+                             capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+        said = "\n".join(p.read_text()[-2000:] for p in sorted(logs.glob("*.log")))
+        assert ran.returncode == 0, f"{ran.stderr[-3000:]}\n{said}"
+        url = embedded_url_of(home)
         with TimerClient.from_url(url, NAMESPACE) as client:
             assert list(client.dead_letters()) == []
     finally:
-        runner.stop()
         stop_all(procs)
-        forget_backend(task_backends)
-        embedded.stop(home)  # `tickwheel server stop`
+        tickwheel(["server", "stop"])
+
+
+def embedded_url_of(home: Path) -> str:
+    from timer.redis.local_server import embedded_url  # noqa: PLC0415
+
+    url = embedded_url(home)
+    assert url is not None, "the embedded server stopped"
+    return url
 
 
 @pytest.mark.slow
