@@ -19,7 +19,8 @@ from timer import TimerClient
 from timer.durable.model.keys import NAMESPACES
 from timer.errors import ConfigError, StoreError, TimerError, install_line
 from timer.redis import connections
-from timer.redis.store import RedisSettings, redact_url
+from timer.redis.redaction import redact_url
+from timer.redis.store import RedisSettings
 
 from . import embedded
 

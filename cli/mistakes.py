@@ -11,7 +11,7 @@ import re
 
 import click
 
-from timer.redis.store import redact_url
+from timer.redis.redaction import redact_url
 
 # what a user types for "how many": the first word they try, whatever the command calls it
 COUNT_WORDS = frozenset({"-n", "--n", "--count", "--number", "--num", "--limit", "--timers"})

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from timer.errors import TimerError
-from timer.redis.store import redact_url
+from timer.redis.redaction import redact_url
 from timer.testing import find_server_binary
 
 from . import embedded

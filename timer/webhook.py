@@ -38,7 +38,7 @@ from . import __version__
 from .durable.model.models import Outcome
 from .durable.timers.items import url_problem
 from .errors import InvalidInput
-from .redis.store import redact_url
+from .redis.redaction import redact_url
 from .shapes import outcome_json
 
 SIGNATURE = "Tickwheel-Signature"

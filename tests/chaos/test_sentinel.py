@@ -24,7 +24,8 @@ from timer import ConfigError, StoreError, TimerClient
 from timer.aio import AsyncTimerClient
 from timer.httpapi.app import create_app
 from timer.redis.connections import AsyncFollowingSentinel, FollowingSentinel
-from timer.redis.store import RedisSettings, redact_url
+from timer.redis.redaction import redact_url
+from timer.redis.store import RedisSettings
 from timer.testing import RedisServer, SentinelSet, redis_sentinel
 
 # No lateness bound (it waits on the Sentinels, never on a clock): it runs in the

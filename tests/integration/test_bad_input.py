@@ -11,7 +11,8 @@ import redis
 
 from tests.conftest import wait_for
 from timer import ConfigError, InvalidInput, StoreError, TimerClient
-from timer.redis.store import RedisSettings, redact_url
+from timer.redis.redaction import redact_url
+from timer.redis.store import RedisSettings
 from timer.testing import free_port
 
 from .conftest import namespace_keys

