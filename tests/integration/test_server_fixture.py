@@ -14,7 +14,13 @@ import pytest
 import redis
 
 from tests.conftest import wait_for
-from timer.testing import RedisServer, ServerExited, start_cluster_node
+from timer.testing import (
+    CLUSTER_BUS_OFFSET,
+    RedisServer,
+    ServerExited,
+    free_port,
+    start_cluster_node,
+)
 from timer.testing.server import last_said, process_alive
 
 pytestmark = pytest.mark.redis
@@ -91,10 +97,13 @@ def test_a_cluster_node_whose_port_is_taken_starts_on_another(
 ) -> None:
     """start_cluster_node tries other ports when the node's was taken: it looks for why in
     what the node logged, which the one-line error no longer holds."""
+    # a port a node may have (its bus, port + 10000, within 65535: an ephemeral port the
+    # system picks may be over 55535, which a cluster node refuses at start), then taken
+    port = free_port(bus_offset=CLUSTER_BUS_OFFSET)
     with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        taken.bind(("127.0.0.1", port))
         taken.listen()
-        port = taken.getsockname()[1]
         args = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
         server = RedisServer(tmp_path, binary=server_binary, port=port, extra_args=args)
         start_cluster_node(server)
