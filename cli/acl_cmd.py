@@ -12,7 +12,7 @@ from .output import emit
 
 
 @click.command()
-@click.argument("role", type=Choice(sorted(ROLES)))
+@click.argument("role", type=Choice(sorted(ROLES)), metavar="ROLE")
 @click.option("--user", default=None, help="The ACL user's name.  [default: tw-ROLE]")
 @pass_app
 def acl(app: App, role: str, user: str | None) -> None:

@@ -40,14 +40,16 @@ def selection_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                 "deadline_from",
                 type=INSTANT,
                 default=None,
-                help="Only deadlines at or after this ISO-8601 time.",
+                help="Only deadlines at or after this ISO-8601 time "
+                "(UTC unless it gives an offset).",
             ),
             click.option(
                 "--to",
                 "deadline_to",
                 type=INSTANT,
                 default=None,
-                help="Only deadlines at or before this ISO-8601 time.",
+                help="Only deadlines at or before this ISO-8601 time "
+                "(UTC unless it gives an offset).",
             ),
             click.option(
                 "--page",
@@ -284,7 +286,12 @@ def notify(app: App, /, match: str, **opts: Unpack[ActionArgs]) -> None:
 @timers.command()
 @action_options
 @click.option("--in", "delay_ms", type=DURATION, help="New deadline this long from now.")
-@click.option("--at", "deadline_ms", type=INSTANT, help="New ISO-8601 deadline.")
+@click.option(
+    "--at",
+    "deadline_ms",
+    type=INSTANT,
+    help="New ISO-8601 deadline (UTC unless it gives an offset, +01:00).",
+)
 @click.option("--by", "shift_ms", type=DURATION, help="Later by this much, each from its own.")
 @pass_app
 def reschedule(

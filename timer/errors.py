@@ -17,9 +17,14 @@ from typing import ClassVar, Self
 
 
 def install_line(extra: str) -> str:
-    """How to install ``extra``, for a message that says it is missing: tickwheel is
-    not on PyPI, so the line installs the checkout, not the package by its name."""
-    return f"pip install '.[{extra}]' in tickwheel's source checkout (it is not on PyPI)"
+    """How to install ``extra``, for a message that says it is missing: tickwheel is not
+    on PyPI, so the line installs what it was installed from, the wheel or the checkout,
+    not the package by its name (a wheel's user has no checkout: trial 10). No
+    parentheses: it is often put in a message's own."""
+    return (
+        f"pip install '.[{extra}]' in tickwheel's source checkout, or give the wheel you "
+        f"installed to pip with [{extra}] after its file name; it is not on PyPI"
+    )
 
 
 class TimerError(Exception):

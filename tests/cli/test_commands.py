@@ -13,6 +13,7 @@ import pytest
 import redis
 from click.testing import CliRunner
 
+from timer.cli.durations import INSTANT
 from timer.cli.main import main
 from timer.cli.output import against_deadline
 from timer.durable.model.codec import FORMAT_VERSION
@@ -470,6 +471,25 @@ def test_messages_count_and_place_a_decision_in_words(tw: Run) -> None:
     helped = tw("get", "--help").output
     assert "The Redis to use" in helped and "As before the command" not in helped
     assert "-" not in waited.split("decided", 1)[1]
+
+
+def test_every_time_option_says_a_time_without_an_offset_is_utc() -> None:
+    """Every option that takes an ISO-8601 time says how one without an offset is read
+    (UTC): `timers list --from` and `timers reschedule --at` did not (trial 10)."""
+    seen = 0
+
+    def walk(command: click.Command, path: str) -> None:
+        nonlocal seen
+        for param in command.params:
+            if isinstance(param, click.Option) and param.type is INSTANT:
+                seen += 1
+                assert "UTC unless it gives an offset" in (param.help or ""), (path, param.opts)
+        if isinstance(command, click.Group):
+            for name, sub in command.commands.items():
+                walk(sub, f"{path} {name}")
+
+    walk(main, "tickwheel")
+    assert seen >= 10
 
 
 def test_a_decision_seconds_before_its_deadline_is_counted_in_whole_seconds_down() -> None:

@@ -203,7 +203,7 @@ def test_the_guides_runner_line_runs_tasks_on_the_embedded_server_with_no_url(
     init, worker = (f"tickwheel --namespace {NAMESPACE} {c}" for c in ("init", "worker"))
     assert f"`{init}`" in guide and f"`{worker}`" in guide  # the commands it names
     python = [b.code for b in blocks(GUIDE, ("python",))]
-    settings_code = next(c for c in python if c.lstrip().startswith("TASKS"))
+    settings_code = next(c for c in python if "TASKS = {" in c)
     tasks_code = next(c for c in python if "def add(" in c)
     script = next(c for c in python if "enqueue(" in c)
     proj = tmp_path / "proj"
