@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import shlex
 import signal
@@ -18,7 +19,6 @@ from tests.cli.conftest import Run, as_json
 from tests.conftest import wait_for
 from timer import Handlers, TimerClient
 from timer.cli.main import main
-from timer.redis.local_server import default_url
 from timer.testing import RedisServer
 from timer.worker import Worker, WorkerSettings
 
@@ -158,18 +158,18 @@ def test_handle_runs_a_handlers_object(
 def test_code_a_handler_calls_finds_the_runners_server(
     tw: Run,
     workdir: Path,
+    *,
     redis_server: RedisServer,
     namespace: str,
     monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A handler's own code that finds Redis by itself (from_url()'s default, as the
     Django backend and a Celery app's claims do) finds the server the runner was given
-    with --redis-url, not the environment's: before, it found $TICKWHEEL_REDIS_URL (here
-    an address nothing listens on) or an embedded server, another Redis than the
-    runner's. The environment is left as it was, and the runner's server is the
-    default only while the runner runs."""
-    elsewhere = "redis://127.0.0.1:1/0"
-    monkeypatch.setenv("TICKWHEEL_REDIS_URL", elsewhere)
+    with --redis-url, where it found an embedded server, another Redis than the runner's;
+    only while the runner runs. Where $TICKWHEEL_REDIS_URL names another server, the code
+    finds that one, as it did before (an app may mean it), and one warning says so,
+    without the URLs' passwords."""
     name = f"finds_{namespace}"
     (workdir / f"{name}.py").write_text(
         "from timer.redis.local_server import default_url\n"
@@ -178,12 +178,23 @@ def test_code_a_handler_calls_finds_the_runners_server(
         "    found.append(default_url())\n"
     )
     tw("init", "--shards", "4")
+    monkeypatch.delenv("TICKWHEEL_REDIS_URL", raising=False)
     c = cancelled(redis_server.url, namespace, ["x"])
     try:
         tw("handle", f"{name}:on", "--on", "cancelled", "--idle-exit")
-        assert importlib.import_module(name).found == [redis_server.url]
-        assert os.environ["TICKWHEEL_REDIS_URL"] == elsewhere
-        assert default_url() == elsewhere
+        found = importlib.import_module(name).found
+        assert found == [redis_server.url]
+        assert "TICKWHEEL_REDIS_URL" not in os.environ
+        elsewhere = "redis://:s3cret@127.0.0.1:1/0"  # an app's own, nothing listens there
+        monkeypatch.setenv("TICKWHEEL_REDIS_URL", elsewhere)
+        c.schedule("y", 60_000)
+        c.cancel("y")
+        found.clear()
+        with caplog.at_level(logging.WARNING, logger="tickwheel.client"):
+            tw("handle", f"{name}:on", "--on", "cancelled", "--idle-exit")
+        assert found == [elsewhere]
+        said = [r.getMessage() for r in caplog.records if "as before" in r.getMessage()]
+        assert len(said) == 1 and "s3cret" not in said[0], said
     finally:
         c.close()
 

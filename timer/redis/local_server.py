@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import ConfigError
+from .redaction import redact_url
 
 log = logging.getLogger("tickwheel.client")
 
@@ -58,7 +59,20 @@ def runs_on(url: str) -> Iterator[None]:
     """While within: :func:`default_url` answers ``url``, the server a handler runner was
     given, so code its handlers call that finds Redis by itself (the Django backend, a
     Celery app's claims) finds the runner's (``--redis-url``'s included), not the
-    environment's or an embedded one."""
+    environment's or an embedded one. Where $TICKWHEEL_REDIS_URL names another server,
+    it is kept (an app's handlers may mean it, as a release before this one gave them),
+    with one warning."""
+    env = os.environ.get(URL_ENV)
+    if env and env != url:
+        # what a release before this one did: the environment's, which an app may mean
+        # (its handlers writing elsewhere); kept, and said once
+        log.warning(
+            "$%s names %s, not the server this runner reads (%s): code its handlers call "
+            "that finds Redis by itself uses $%s, as before; unset it to use the runner's",
+            URL_ENV, redact_url(env), redact_url(url), URL_ENV,
+        )  # fmt: skip
+        yield
+        return
     global _runner_url  # the process's one runner: set, and put back after
     previous, _runner_url = _runner_url, url
     try:
