@@ -125,9 +125,9 @@ def run(
             late_one.append(o.decided_ms - o.deadline_ms)
             continue
         fired += 1
+        per[o.id] = per.get(o.id, 0) + 1  # none twice: in the window or not
         if start <= found[1] < end:  # every worker was up for these
             late_s.append(o.decided_ms - o.deadline_ms)  # its deadline: nominal + jitter
-            per[o.id] = per.get(o.id, 0) + 1
     c.close()
     twice = sum(1 for v in per.values() if v > 1)
     p99_s, p99_one = pct(late_s, 0.99), pct(late_one, 0.99)

@@ -222,7 +222,9 @@ def test_schedules_smallest_case(server_binary: Path) -> None:
     # is the machine's: a loaded one starts the workers late and the policy skips missed ones
     assert out["occurrences_fired"] >= 50 and out["occurrences_fired_twice"] == 0
     assert out["redis_bytes_per_schedule"] > 0 and out["schedules_created_per_s"] > 0
-    assert out["occurrence_lateness_ms"]["p99"] is not None
+    # a lateness for the window's occurrences where there were any (a loaded machine's
+    # late workers may leave none in it: missed=latest skips them, as it should)
+    assert (out["occurrence_lateness_ms"]["p99"] is None) == (out["occurrences"] == 0), out
 
 
 def test_debounce_one_outcome_a_window(server_binary: Path) -> None:
