@@ -1219,6 +1219,42 @@ def _listed(page: Any, table: str) -> list[str]:
     return ids
 
 
+def test_a_live_update_keeps_the_rows_links_so_a_click_during_one_still_opens_it(
+    chromium: Any, served: tuple[str, TimerClient]
+) -> None:
+    """The live stream redraws the timers due next every second (their countdowns
+    change). A redraw keeps each row's link node, so a click whose press lands before one
+    and whose release after still opens the link: it once replaced the rows, the release
+    fell on a new node and the click was lost (a browser test saw it, 1 run in many)."""
+    from playwright.sync_api import expect  # noqa: PLC0415
+
+    url, c = served
+    now = c.server_time_ms()
+    assert not [
+        r
+        for r in c.schedule_many(
+            [{"id": f"job:{i}", "deadline_ms": now + 600_000 + i * 1000} for i in range(3)]
+        )
+        if isinstance(r, Exception)
+    ]
+    with opened(chromium) as browser:
+        page = browser.new_page()
+        page.goto(url)
+        first = page.locator("#next-due a[data-timer='job:0']")
+        expect(first).to_be_visible()
+        countdown = page.locator("#next-due td.num").first
+        was = countdown.text_content()
+        page.evaluate("window.__link = document.querySelector(\"#next-due a[data-timer='job:0']\")")
+        expect(countdown).not_to_have_text(was or "")  # redrawn with a new countdown
+        assert page.evaluate("window.__link.isConnected"), "the redraw replaced the link"
+        first.hover()
+        page.mouse.down()
+        expect(countdown).not_to_have_text(countdown.text_content() or "")  # one more
+        page.mouse.up()
+        expect(page.locator("#timer-state")).to_have_text("pending")
+        expect(page).to_have_url(re.compile(re.escape("/timers#timer=job%3A0")))
+
+
 def test_the_dashboard_opens_on_the_timers_due_next_and_pages_them_in_a_browser(
     chromium: Any, served: tuple[str, TimerClient]
 ) -> None:

@@ -1,7 +1,7 @@
 // The history's line charts: one SVG each, a point a bin, the largest value and 0 on a
 // left axis, the period's first and last minute under it.
 
-import {$, esc, time} from "./util.js";
+import {$, esc, put, time} from "./util.js";
 
 export const COLOURS = {scheduled: "#8a63d2", expired: "#4a7bd0", completed: "#2e9e5b", cancelled: "#8b93a4",
   handled: "#1f9e89", failed: "#d0493a", dead: "#b4742f", pending: "#4a7bd0",
@@ -36,13 +36,13 @@ export function chart(id, points, keys, why = {}) {
   const last = points.length ? time(points[points.length - 1].at_ms).slice(11, 16) : "";
   const svg = $(id);
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
-  svg.innerHTML = `<line class="grid" x1="${L}" x2="${W}" y1="${y(top)}" y2="${y(top)}"/>
+  put(svg, `<line class="grid" x1="${L}" x2="${W}" y1="${y(top)}" y2="${y(top)}"/>
     <line class="grid" x1="${L}" x2="${W}" y1="${y(0)}" y2="${y(0)}"/>
     <text x="${L - GAP}" y="${y(top) + 4}" text-anchor="end">${topLabel}</text>
     <text x="${L - GAP}" y="${y(0) + 4}" text-anchor="end">0</text>
-    <text x="${L}" y="${H - 4}">${first}</text><text x="${W - 2}" y="${H - 4}" text-anchor="end">${last}${last ? " UTC" : ""}</text>${paths}`;
-  $(id.replace("chart-", "key-")).innerHTML = keys.map((k) =>
-    `<span class="key"${why[k] ? ` title="${esc(why[k])}"` : ""}>${swatch(COLOURS[k])}${k.replace("lateness_", "").replace("_ms", "")}${why[k] ? " ≈" : ""}</span>`).join("");
+    <text x="${L}" y="${H - 4}">${first}</text><text x="${W - 2}" y="${H - 4}" text-anchor="end">${last}${last ? " UTC" : ""}</text>${paths}`);
+  put($(id.replace("chart-", "key-")), keys.map((k) =>
+    `<span class="key"${why[k] ? ` title="${esc(why[k])}"` : ""}>${swatch(COLOURS[k])}${k.replace("lateness_", "").replace("_ms", "")}${why[k] ? " ≈" : ""}</span>`).join(""));
 }
 
 // A series' colour in its key: a little SVG (no style attribute: the page's policy allows

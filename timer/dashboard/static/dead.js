@@ -4,7 +4,7 @@
 // does nothing unless that count still holds (409: the page shows the new one). One
 // dead letter whole (#dead=<ref>): its outcome, every attempt's error, its payload.
 
-import {$, api, deadLink, esc, postJson, refresh, rows, say, time, timerLink} from "./util.js";
+import {$, api, deadLink, esc, postJson, put, refresh, rows, say, time, timerLink} from "./util.js";
 import {go, view} from "./nav.js";
 
 const deadTicked = new Set();
@@ -102,12 +102,12 @@ export async function showDead(ref) {  // one dead letter, whole: its outcome, e
     if (mine !== deadShown || view().dead !== ref) return;
     const o = d.outcome;
     $("dl-ref").textContent = d.ref;
-    $("dl-table").tBodies[0].innerHTML = [
+    put($("dl-table").tBodies[0], [
       ["group", esc(d.group)], ["timer", o ? timerLink(o.id) : "– (trimmed from its stream first)"],
       ["outcome", o ? esc(o.outcome) : "–"], ["attempts", d.attempts],
       ["last consumer", esc(d.consumer)], ["failed (UTC)", time(d.failed_ms)],
       ["deadline (UTC)", o ? time(o.deadline_ms) : "–"], ["decided (UTC)", o ? time(o.decided_ms) : "–"],
-    ].map(([k, v]) => `<tr><th>${k}</th><td id="dl-${k.split(" ")[0]}">${v}</td></tr>`).join("");
+    ].map(([k, v]) => `<tr><th>${k}</th><td id="dl-${k.split(" ")[0]}">${v}</td></tr>`).join(""));
     $("dl-error").textContent = d.error;
     rows("dl-earlier", d.earlier, (e) => `<tr><td class="num">${e.attempt}</td><td>${time(e.failed_ms)}</td>
       <td><details><summary>${esc(e.error.split("\n")[0])}</summary><pre>${esc(e.error)}</pre></details></td></tr>`,

@@ -1,7 +1,7 @@
 // The page's entry: the header (namespace, server, read-only, the theme), the live
 // stream every view is drawn from, and apply(): what the address says, shown.
 
-import {$, NS, api, esc, onRefresh, say, time} from "./util.js";
+import {$, NS, api, esc, onRefresh, put, say, time} from "./util.js";
 import {currentView, showView, startNavigation, view} from "./nav.js";
 import {renderOverview, startOverview} from "./overview.js";
 import {find, lookup, renderRecent, searchOf, searching, searchOutcomes, startTimers} from "./timers.js";
@@ -76,7 +76,7 @@ function apply() {
   if (v.shard !== shown.shard && v.shard != null) showDue(v.shard);
   if (v.timer !== shown.timer) {
     $("timer-id").value = v.timer || "";
-    if (v.timer) lookup(v.timer); else $("timer").innerHTML = "";
+    if (v.timer) lookup(v.timer); else put($("timer"), "");
   }
   if ((v.find !== shown.find || v.state !== shown.state) && v.find != null) {
     $("find-match").value = v.find;

@@ -1,7 +1,7 @@
 // The Overview: the counts, what needs attention now, the lateness of recent
 // expirations, and the history's totals and charts.
 
-import {$, address, api, esc, groupLink, rows, say} from "./util.js";
+import {$, address, api, esc, groupLink, put, rows, say} from "./util.js";
 import {chart} from "./chart.js";
 
 export function renderOverview(o) {
@@ -32,8 +32,8 @@ function attention(o) {
   if (!o.workers.length && o.pending) items.push(`<a href="${address("/workers")}">no live worker</a> while ${o.pending.toLocaleString()} timers are pending`);
   const late = o.shards.filter((s) => s.lag_ms > 5000).length;
   if (late) items.push(`<a href="${address("/shards")}">${late} ${late === 1 ? "shard sweeps" : "shards sweep"} more than 5 s late</a>`);
-  $("attention").innerHTML = items.length ? items.map((i) => `<li>${i}</li>`).join("") :
-    '<li class="none">nothing needs attention now</li>';
+  put($("attention"), items.length ? items.map((i) => `<li>${i}</li>`).join("") :
+    '<li class="none">nothing needs attention now</li>');
 }
 
 // The history (kept a minute at a time in Redis by the workers and runners): totals and

@@ -3,7 +3,7 @@
 // recurrence, policies, counts, the occurrence armed now (a link to that timer) and its
 // payload; from the live snapshot.
 
-import {$, esc, ms, parseDuration, postJson, refresh, rows, say, scheduleLink, time, timerLink} from "./util.js";
+import {$, esc, ms, parseDuration, postJson, put, refresh, rows, say, scheduleLink, time, timerLink} from "./util.js";
 import {go, view} from "./nav.js";
 
 let lastSchedules = null;
@@ -34,7 +34,7 @@ export function showSchedule(name, scroll) {
   }
   $("schedule-name").textContent = s.name;
   const span = (v) => v == null ? "–" : ms(v);
-  $("schedule-table").tBodies[0].innerHTML = [
+  put($("schedule-table").tBodies[0], [
     ["when", esc(s.when)], ["state", esc(s.state)], ["time zone", esc(s.tz)],
     ["next (UTC)", time(s.next_ms)], ["last (UTC)", time(s.last_ms)],
     ["armed", s.armed ? timerLink(s.armed) : "–"],
@@ -42,7 +42,7 @@ export function showSchedule(name, scroll) {
     ["missed policy", esc(s.missed_policy)], ["catch up", span(s.catch_up_ms)], ["overlap", esc(s.overlap)],
     ["jitter", span(s.jitter_ms)], ["group", esc(s.group ?? "–")], ["shard", s.shard],
     ["created (UTC)", time(s.created_ms)], ["version", s.version],
-  ].map(([k, v]) => `<tr><th>${k}</th><td id="sc-${k.split(" ")[0]}">${v}</td></tr>`).join("");
+  ].map(([k, v]) => `<tr><th>${k}</th><td id="sc-${k.split(" ")[0]}">${v}</td></tr>`).join(""));
   $("schedule-payload").textContent = JSON.stringify(s.payload, null, 2);
   $("schedule").hidden = false;
   if (scroll) $("schedule").scrollIntoView({block: "nearest"});

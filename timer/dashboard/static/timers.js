@@ -2,7 +2,7 @@
 // glob and state (#find=…&state=…) with bulk actions on those ticked, and the recent
 // outcomes, or a search of them (#okind, omatch, ofield, ovalue, osince, ogroup, ostate).
 
-import {$, api, esc, ms, parseDuration, postJson, rows, say, shownOf, time, timerLink} from "./util.js";
+import {$, api, esc, put, ms, parseDuration, postJson, rows, say, shownOf, time, timerLink} from "./util.js";
 import {go, view} from "./nav.js";
 
 // What showTimer lays out itself; any other field the timer has (its note, its trace)
@@ -14,7 +14,7 @@ function showTimer(t) {
   const pending = t.state === "pending";
   const more = Object.entries(t).filter(([k, v]) => !LAID_OUT.has(k) && v !== null)
     .map(([k, v]) => `<tr><th>${esc(k)}</th><td id="timer-${esc(k)}">${esc(String(v))}</td></tr>`).join("");
-  $("timer").innerHTML = `<table id="timer-table">
+  put($("timer"), `<table id="timer-table">
     <tr><th>id</th><td>${esc(t.id)}</td></tr>
     <tr><th>state</th><td id="timer-state">${esc(t.state)}</td></tr>
     <tr><th>shard</th><td>${t.shard}</td></tr>
@@ -25,7 +25,7 @@ function showTimer(t) {
     ${t.absorbed ? `<tr><th>debounce</th><td id="timer-absorbed">${t.absorbed} later call${t.absorbed === 1 ? "" : "s"} absorbed by this window</td></tr>` : ""}
     ${more}</table><pre>${esc(JSON.stringify(t.payload, null, 2))}</pre>
     ${pending ? `<div class="action"><button class="danger" id="cancel">Cancel</button><button id="complete">Complete</button>
-      <input id="delay" placeholder="e.g. 30s" size="8"> <button id="reschedule">Reschedule</button></div>` : ""}`;
+      <input id="delay" placeholder="e.g. 30s" size="8"> <button id="reschedule">Reschedule</button></div>` : ""}`);
   if (!pending) return;
   $("cancel").onclick = () => act(t.id, "cancel", {});
   $("complete").onclick = () => act(t.id, "complete", {});
@@ -50,7 +50,7 @@ export async function lookup(id) {
     showTimer(await api(`/api/timers/${encodeURIComponent(id)}`));
     $("message").className = "";
   } catch (e) {
-    $("timer").innerHTML = "";
+    put($("timer"), "");
     say(e.message);
   }
 }

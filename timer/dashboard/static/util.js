@@ -3,6 +3,39 @@
 // addresses, and paged tables.
 
 export const $ = (id) => document.getElementById(id);
+
+// Make `el`'s content what `html` says, keeping every node that stays the same (its tag
+// and attributes): a live update that changes only a countdown keeps each row's link, so
+// a click that lands during one (its press on the old node, its release on the new) still
+// opens it, and a box or a field keeps what the user did to it. The new content is parsed
+// in `el`'s own context (a table's body, an SVG).
+const drawn = new WeakMap();
+export function put(el, html) {
+  if (drawn.get(el) === html) return;
+  const fresh = el.cloneNode(false);
+  fresh.innerHTML = html;
+  morph(el, fresh);
+  drawn.set(el, html);
+}
+
+function morph(into, from) {
+  const want = [...from.childNodes];
+  want.forEach((w, i) => {
+    const h = into.childNodes[i];
+    if (!h) into.appendChild(w);
+    else if (!alike(h, w)) into.replaceChild(w, h);
+    else if (h.nodeType === Node.ELEMENT_NODE) morph(h, w);
+    else if (h.nodeValue !== w.nodeValue) h.nodeValue = w.nodeValue;
+  });
+  while (into.childNodes.length > want.length) into.lastChild.remove();
+}
+
+function alike(a, b) {  // the one may stay for the other (its text or children aside)
+  if (a.nodeName !== b.nodeName) return false;  // an element's tag, or #text, #comment
+  if (a.nodeType !== Node.ELEMENT_NODE) return true;
+  return a.attributes.length === b.attributes.length && [...b.attributes].every((x) => a.getAttribute(x.name) === x.value);
+}
+
 export const esc = (v) => String(v ?? "").replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
 
 export const ms = (v) => {  // a duration as people say it: 850 ms, 4.5 s, 1 h 15 min, 2 d 3 h
@@ -94,8 +127,8 @@ export function rows(table, items, render, empty, size) {
     shown = items.slice(page * size, (page + 1) * size);
     pager(table, page, pages, items.length, size);
   }
-  body.innerHTML = shown.length ? shown.map(render).join("") :
-    `<tr><td class="none" colspan="9">${empty}</td></tr>`;
+  put(body, shown.length ? shown.map(render).join("") :
+    `<tr><td class="none" colspan="9">${empty}</td></tr>`);
 }
 
 function pager(table, page, pages, total, size) {
@@ -114,7 +147,7 @@ function pager(table, page, pages, total, size) {
     };
   }
   p.hidden = pages <= 1;
-  p.innerHTML = `<button data-page="${page - 1}" ${page ? "" : "disabled"}>‹ previous</button>
+  put(p, `<button data-page="${page - 1}" ${page ? "" : "disabled"}>‹ previous</button>
     <span class="muted">${page * size + 1}–${Math.min(total, (page + 1) * size)} of ${total}</span>
-    <button data-page="${page + 1}" ${page + 1 < pages ? "" : "disabled"}>next ›</button>`;
+    <button data-page="${page + 1}" ${page + 1 < pages ? "" : "disabled"}>next ›</button>`);
 }

@@ -2,7 +2,7 @@
 // (#worker=<id>): what it says of itself (version, host, pid, start, counters,
 // lateness, last error), its heartbeat and the shards it leads.
 
-import {$, api, esc, ms, rows, say, time, workerLink} from "./util.js";
+import {$, api, esc, ms, put, rows, say, time, workerLink} from "./util.js";
 import {go, view} from "./nav.js";
 
 export function renderWorkers(o, open) {
@@ -28,7 +28,7 @@ export async function showWorker(id, scroll) {
     $("worker-gone").hidden = w.live;
     const up = c.started_ms ? `${time(c.started_ms)} (up ${ms(Date.now() - c.started_ms)})` : "–";
     const late = (v) => v == null ? "–" : ms(v);
-    $("worker-card").tBodies[0].innerHTML = [
+    put($("worker-card").tBodies[0], [
       ["version", esc(c.version ?? "–")], ["host", esc(c.host ?? "–")], ["pid", c.pid ?? "–"],
       ["python", esc(c.python ?? "–")], ["started (UTC)", up],
       ["heartbeat age", w.heartbeat_age_ms == null ? "–" : ms(w.heartbeat_age_ms)],
@@ -36,7 +36,7 @@ export async function showWorker(id, scroll) {
       ["takeovers", c.takeovers ?? "–"], ["leases lost", c.leases_lost ?? "–"],
       ["redis errors", c.redis_errors ?? "–"],
       ["lateness p50 / p99", `${late(c.lateness_p50_ms)} / ${late(c.lateness_p99_ms)}`],
-    ].map(([k, v]) => `<tr><th>${k}</th><td id="wk-${k.split(" ")[0]}">${v}</td></tr>`).join("");
+    ].map(([k, v]) => `<tr><th>${k}</th><td id="wk-${k.split(" ")[0]}">${v}</td></tr>`).join(""));
     rows("worker-shards", w.shards, (s) => `<tr><td>${s.shard}</td><td>${s.epoch}</td><td>${ms(s.lease_ttl_ms)}</td>
       <td>${s.pending}</td><td>${ms(s.lag_ms)}</td></tr>`, "it leads no shard now");
     $("worker-error").textContent = c.last_error ? `${time(c.last_error_ms)}  ${c.last_error}` : "none since it started";
