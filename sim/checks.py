@@ -3,9 +3,12 @@ at its end (liveness). A broken promise raises :class:`Violation`, naming it."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import msgpack
 
 from timer.durable.model.entries import outcome_from_entry
 from timer.durable.model.models import Outcome
@@ -415,3 +418,33 @@ def watch_fires(proc: WorkerProc, ledger: Ledger) -> None:
 
     firer._fire_together = fire_together
     firer.sim_watched = True
+
+
+def check_heads(raw: Any, keys: Any, shards: int) -> None:
+    """The shards' heads keep their promise (``lua/include/head.lua``): every pending
+    timer of a shard due before its head's bound is in its head, at its deadline. A
+    head with no bound promises nothing; stale entries (a timer decided or moved since)
+    are allowed: a reader drops them."""
+    for s in range(shards):
+        sk = keys.shard(s)
+        bound = raw.get(sk.head_bound)
+        if bound is None:
+            continue
+        limit = math.inf if bound == b"inf" else int(bound)
+        head = {m: int(score) for m, score in raw.zrange(sk.head, 0, -1, withscores=True)}
+        for tid, rec in raw.hgetall(sk.timers).items():
+            due = msgpack.unpackb(rec, raw=True, strict_map_key=False)[0]
+            if due < limit and head.get(tid) != due:
+                raise Violation(
+                    f"shard {s}'s head (bound {bound.decode()}) lacks pending timer "
+                    f"{tid.decode()} due at {due} (its head has {head.get(tid)})"
+                )
+
+
+def soonest_pending(raw: Any, keys: Any, shards: int) -> list[tuple[int, str]]:
+    """Every pending timer as (deadline, id), soonest first: from the records, by brute force."""
+    return sorted(
+        (msgpack.unpackb(rec, raw=True, strict_map_key=False)[0], tid.decode())
+        for s in range(shards)
+        for tid, rec in raw.hgetall(keys.shard(s).timers).items()
+    )

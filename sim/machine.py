@@ -155,6 +155,12 @@ class Simulation(RuleBasedStateMachine):
     def complete(self, pick: int) -> None:
         self._step(lambda: self.world.complete(pick), f"complete(pick={pick!r})")
 
+    @rule(limit=st.sampled_from([1, 3, 10]))
+    def open_timers_view(self, limit: int) -> None:
+        """An operator opens the Timers view (the shards' heads filled, then kept by every
+        script that gives a timer a deadline: checked after every step)."""
+        self._step(lambda: self.world.open_timers_view(limit), f"open_timers_view(limit={limit!r})")
+
     @rule(ms=st.sampled_from([1, 10, 100, 300, 700, 1_500, 3_000, 7_000]))
     def advance(self, ms: int) -> None:
         self._step(lambda: self.world.advance(ms), f"advance(ms={ms!r})")

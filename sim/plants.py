@@ -159,6 +159,13 @@ PLANTS: dict[str, Plant] = {
         "local ahead = tat - now - interval * (burst - 1)",
         "local ahead = tat - now - interval * burst",
     ),
+    "head": Plant(
+        "schedule.lua leaves a timer due before its shard's head bound out of the head: "
+        "the Timers view would not show it",
+        ScriptName.SCHEDULE,
+        "  head_note(P, notes)\n",
+        "",
+    ),
     "ack": Plant(
         "the runner acknowledges an outcome before its handler returns",
         patch=_ack_before_the_handler,

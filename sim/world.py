@@ -246,6 +246,20 @@ class World:
                 self.ledger.note(f"complete {tid}: {exc}")
         self._observe(None)
 
+    def open_timers_view(self, limit: int) -> None:
+        """An operator opens the Timers view: its first page (which fills the shards'
+        heads, include/head.lua) is the soonest pending timers, as the records say."""
+        try:
+            page = self.admin.pending_by_due(limit=limit)
+        except TimerError as exc:
+            self.ledger.note(f"open_timers_view: {exc}")
+        else:
+            want = checks.soonest_pending(self.raw, self.keys, self.config.shards)[:limit]
+            got = [(t.deadline_ms, t.id) for t in page.timers]
+            if got != want:
+                raise checks.Violation(f"the Timers view's first page {got} is not {want}")
+        self._observe(None)
+
     # -- steps: workers -----------------------------------------------------------------------
 
     def step_worker(self, slot: int) -> None:
@@ -392,6 +406,7 @@ class World:
     def _observe(self, proc: WorkerProc | None) -> None:
         self.steps += 1
         self.ledger.observe(proc)
+        checks.check_heads(self.raw, self.keys, self.config.shards)
         if self.fsync == "everysec" and self.time.wall_ms() - self.synced_ms >= 1_000:
             self._fsync()  # the once-a-second fsync, at the first step boundary after it
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import redis
 
+from sim.checks import check_heads, soonest_pending
 from tests.dashboard.test_api import namespace_dump, web
 from timer import TimerClient
 from timer.durable.admin import pending as pending_page
@@ -183,9 +184,10 @@ def test_a_page_reads_no_shard_whose_buckets_start_after_its_last_timer(
     client: TimerClient,
 ) -> None:
     """One shard holds a page's worth and more in one bucket due soon; every other shard
-    holds one timer a second, later: the first page reads that bucket and each other
-    shard's first round of buckets only (none of their later buckets can hold a timer of
-    the page once 50 are taken), not rounds of buckets until each shard alone holds 50;
+    holds one timer a second, later: a page read from the buckets (a priority filter:
+    the shards' heads hold no priorities) reads that bucket and each other shard's
+    first round of buckets only (none of their later buckets can hold a timer of the
+    page once 50 are taken), not rounds of buckets until each shard alone holds 50;
     its pages still equal a brute-force sort."""
     now = client.server_time_ms()
     soon = 0  # the shard with the crowded bucket
@@ -197,12 +199,62 @@ def test_a_page_reads_no_shard_whose_buckets_start_after_its_last_timer(
     expected = sorted((int(str(it["deadline_ms"])), str(it["id"])) for it in items)
     others = client.meta.shards - 1
     with web(client) as http:
-        first = http.get("/api/pending", params={"limit": "50"}).json()
-        got, _ = pages(http, 50)
+        first = http.get("/api/pending", params={"limit": "50", "min_priority": "-100"}).json()
+        got, _ = pages(http, 50, min_priority="-100")
     assert [(t["deadline_ms"], t["id"]) for t in first["timers"]] == expected[:50]
     # the crowded bucket, and each other shard's first round of buckets (one id each)
     assert first["read"] <= len(crowded) + others * pending_page.FIRST_BUCKETS_KEPT
     assert [(t["deadline_ms"], t["id"]) for t in got] == expected
+
+
+def test_a_shards_head_answers_the_first_page_and_follows_every_change(
+    client: TimerClient, redis_server: RedisServer
+) -> None:
+    """The first page fills each shard's head from its buckets; the next first pages
+    read no bucket at all, and still follow every change since: a timer scheduled
+    sooner, one cancelled, one moved later (its entry stale), one moved sooner, a
+    shard's head drained by completions (filled again). After each, the first page and
+    all pages equal a brute-force sort, and every head keeps its promise."""
+    r = redis.Redis.from_url(redis_server.url)
+    now = client.server_time_ms()
+    items = [
+        {"id": f"job:{i}", "deadline_ms": now + 60_000 + 7_919 * i % 400_000} for i in range(1200)
+    ]
+    assert not [x for x in client.schedule_many(items) if isinstance(x, Exception)]
+    with web(client) as http:
+
+        def first() -> dict[str, Any]:
+            page = http.get("/api/pending", params={"limit": "50"}).json()
+            check_heads(r, client.keys, client.meta.shards)
+            expected = soonest_pending(r, client.keys, client.meta.shards)
+            assert [(t["deadline_ms"], t["id"]) for t in page["timers"]] == expected[:50]
+            got, _ = pages(http, 50)
+            assert [(t["deadline_ms"], t["id"]) for t in got] == expected
+            return page
+
+        assert first()["read"] > 0  # the heads filled
+        assert first()["read"] == 0
+        client.schedule("soonest", 30_000)
+        page = first()
+        assert page["read"] == 0 and page["timers"][0]["id"] == "soonest"
+        assert client.cancel("soonest")
+        assert first()["read"] == 0
+        head = soonest_pending(r, client.keys, client.meta.shards)[0][1]
+        assert client.reschedule(head, 2 * HOUR) is not None
+        assert first()["read"] == 0
+        last = soonest_pending(r, client.keys, client.meta.shards)[-1][1]
+        assert client.reschedule(last, 10_000) is not None
+        page = first()
+        assert page["read"] == 0 and page["timers"][0]["id"] == last
+        shard = client.shard_of(last)
+        for _, tid in [
+            x
+            for x in soonest_pending(r, client.keys, client.meta.shards)
+            if client.shard_of(x[1]) == shard
+        ][:200]:
+            assert client.complete(tid)
+        assert first()["read"] > 0  # that shard's head ran short: filled again
+        assert first()["read"] == 0
 
 
 BAD = [

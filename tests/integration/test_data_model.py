@@ -101,6 +101,7 @@ def busy(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
         from timer.celery import Claims  # noqa: PLC0415 - the celery extra
 
         assert Claims(c).claim("5e6f7a")  # a Celery task running (ConfirmedTask's claim)
+        assert c.pending_by_due().timers  # the Timers view: the shards' heads filled
         try:
             yield c
         finally:

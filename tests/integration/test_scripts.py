@@ -304,14 +304,15 @@ def test_lua_key_helpers_match_the_python_key_format(
         lib + "\nreturn {bucket_key(ARGV[1], 1234), watch_key(ARGV[1], 'job:{7}:done'),"
         " coarse_key(ARGV[1], 56), coarse_mirror(ARGV[1]),"
         " COARSE_MS, rx_state_key(ARGV[1]), rx_key(ARGV[1], 9), migrate_state_key(ARGV[1]),"
-        " migrate_copy_key(ARGV[1], 's'), sched_key(ARGV[1]), sched_queue_key(ARGV[1])}",
+        " migrate_copy_key(ARGV[1], 's'), sched_key(ARGV[1]), sched_queue_key(ARGV[1]),"
+        " head_key(ARGV[1]), head_bound_key(ARGV[1])}",
         0,
         sk.prefix,
     )
     assert [x if isinstance(x, int) else x.decode() for x in built] == [
         sk.bucket(1234), sk.watch("job:{7}:done"), sk.coarse(56),
         sk.coarse_buckets, COARSE_MS, sk.results_table, sk.results_part(9), sk.migration,
-        sk.migration_copy("s"), sk.schedules, sk.schedule_queue,
+        sk.migration_copy("s"), sk.schedules, sk.schedule_queue, sk.head, sk.head_bound,
     ]  # fmt: skip
 
 

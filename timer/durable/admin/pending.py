@@ -182,6 +182,8 @@ def pending_page(
     shards = [_Shard(s, fine_from, coarse_from) for s in range(ns.meta.shards)]
     filtered = q.match is not None or q.field is not None
     read, size = 0, FIRST_BUCKETS if filtered else FIRST_BUCKETS_KEPT
+    if not filtered and q.min_priority is None:
+        read += yield from _heads(ns, after, shards, limit)
     while True:
         last = _kth(shards, limit)
         active = [sh for sh in shards if sh.bound <= last and sh.bound != math.inf]
@@ -206,6 +208,42 @@ def pending_page(
     if edge == math.inf:
         return PendingPage(page, None, False, read)
     return PendingPage(page, (int(edge), ""), True, read)  # the reading stopped here
+
+
+def _heads(
+    ns: Namespace, after: tuple[int, str] | None, shards: list[_Shard], limit: int
+) -> Op[int]:
+    """Each shard's soonest from its head (``pending_head.lua``, every shard's in one
+    pipelined step; with no cursor, a head that promises too little is filled first): a
+    shard whose head's bound is after the page's last timer is read no further; another
+    goes on in its buckets from that bound. The ids a fill read from the buckets."""
+    replies = yield steps.Pipeline(
+        [
+            steps.ScriptCall(
+                ScriptName.PENDING_HEAD,
+                [sk.timers, sk.guard, sk.head, sk.head_bound, sk.buckets, sk.coarse_buckets],
+                [sk.prefix, "" if after is None else after[0], limit],
+                wait=False,
+            )
+            for sk in (ns.shard(sh.shard) for sh in shards)
+        ]
+    )
+    read = 0
+    for sh, reply in zip(shards, replies, strict=True):
+        bound = float(text(reply[0]))  # "inf", "-inf" or a deadline
+        read += int(reply[1])
+        for k in range(2, len(reply), 3):
+            d, tid, raw = int(reply[k]), text(reply[k + 1]), reply[k + 2]
+            sh.seen.add(tid)
+            if after is None or (d, tid) > after:
+                sh.taken.append((d, tid, raw))
+        if bound > sh.bound:
+            sh.bound = bound
+            if bound != math.inf:  # its buckets from the one that holds the bound
+                start = int(bound) if after is None else max(int(bound), after[0])
+                sh.fine_from = str(start // ns.meta.bucket_ms * ns.meta.bucket_ms)
+                sh.coarse_from = str(start // COARSE_MS * COARSE_MS)
+    return read
 
 
 def _round(

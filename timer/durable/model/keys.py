@@ -5,11 +5,13 @@ so a shard lives in one Redis Cluster slot and every script on it is atomic ther
 get their keys in KEYS, except those that depend on server time or on what the script
 finds: the durable bucket ``P:b:<n>``, the coarse bucket ``P:c:<m>`` and its mirror
 ``P:coarse``, the watch index ``P:w:<key>``, the results table ``P:rx`` with its hashes
-``P:R:<b>``, and while ``migrate.lua`` converts a shard its state ``P:mig`` and copies
-``P:mig:<kind>``. Those are built in ``lua/include/keys.lua`` by ``bucket_key``,
-``coarse_key``, ``coarse_mirror``, ``watch_key``, ``rx_key``, ``migrate_state_key``
-and ``migrate_copy_key`` from the shard prefix ``P`` — the same format as
-:class:`ShardKeys` here, which a contract test pins.
+``P:R:<b>``, the head ``P:h`` and its bound ``P:hs`` (a timer joins the head only when
+it is due before the bound), and while ``migrate.lua`` converts a shard its state
+``P:mig`` and copies ``P:mig:<kind>``. Those are built in ``lua/include/keys.lua`` by
+``bucket_key``, ``coarse_key``, ``coarse_mirror``, ``watch_key``, ``rx_key``,
+``head_key``, ``head_bound_key``, ``migrate_state_key`` and ``migrate_copy_key`` from
+the shard prefix ``P`` — the same format as :class:`ShardKeys` here, which a contract
+test pins.
 """
 
 from __future__ import annotations
@@ -192,6 +194,17 @@ class ShardKeys:
         """HASH of a consumer group's entries that failed and wait to be retried: entry id
         -> their failed attempts' errors (retry.lua), for the dead letter they may become."""
         return f"{self.prefix}:err:{group}"
+
+    @property
+    def head(self) -> str:
+        """ZSET of the shard's soonest pending timers, id -> deadline (lua/include/head.lua):
+        every pending timer due before :attr:`head_bound` is in it; stale entries too."""
+        return f"{self.prefix}:h"
+
+    @property
+    def head_bound(self) -> str:
+        """STRING: the head's bound, ms (``inf``: none); absent until a page fills the head."""
+        return f"{self.prefix}:hs"
 
     def bucket(self, n: int) -> str:
         """LIST of the timers due in [n, n + 1) * bucket_ms; it may hold stale ids (see

@@ -52,6 +52,7 @@ class ScriptName(StrEnum):
     SLOT_ACQUIRE = "slot_acquire"
     RATE_TAKE = "rate_take"
     PENDING_PAGE = "pending_page"
+    PENDING_HEAD = "pending_head"
 
 
 class ErrorCode(StrEnum):

@@ -27,6 +27,7 @@ Cost     O(ids in the buckets read), and O(log keep) for each one that enters th
          HMGET alone (sorting every id, or a table keyed by each, cost three times them).
 ]]
 --- @include "records"
+--- @include "heap"
 local TIMERS = KEYS[1]
 local FIRST_BUCKET = 3
 local after_d = tonumber(ARGV[1]) or -1
@@ -35,32 +36,6 @@ local least = tonumber(ARGV[3])
 local last = tonumber(ARGV[4]) or math.huge
 local FIRST_NEXT = 5
 local CHUNK = 1000  -- ids one HMGET asks for (unpack puts them all on Lua's stack)
-
--- The max-heap h[1..n] after its top was replaced: the top sifted down to its place.
-local function sift_down(h, n)
-  local i, v = 1, h[1]
-  while true do
-    local c = i + i
-    if c > n then break end
-    if c < n and h[c + 1] > h[c] then c = c + 1 end
-    if h[c] <= v then break end
-    h[i] = h[c]
-    i = c
-  end
-  h[i] = v
-end
-
--- The max-heap h[1..n] after h[n] was added: it sifted up to its place.
-local function sift_up(h, n)
-  local i, v = n, h[n]
-  while i > 1 do
-    local p = (i - i % 2) / 2
-    if h[p] >= v then break end
-    h[i] = h[p]
-    i = p
-  end
-  h[i] = v
-end
 
 local read = 0
 local heap, size = {}, 0  -- the deadlines of the keep soonest after `after` so far

@@ -6,6 +6,8 @@ of retained outcomes per results-table hash, the clock is read once, the writes 
 one HSET, one RPUSH per durable bucket, one ZADD per bucket mirror and one SADD per
 watch key, and one event is published for the whole call. A timer due far enough
 ahead goes to a coarse bucket (P:c:<m>, mirrored in P:coarse; see include/buckets.lua).
+The shard's head bound is read once (a GET), and the timers due before it join the head
+in one ZADD (include/head.lua).
 
 KEYS[1]      P:t         HASH  id -> record
 KEYS[2]      P:buckets   ZSET  durable bucket n -> n * bucket_ms
@@ -102,6 +104,7 @@ local now = now_ms()
 -- again in this call)
 local replies, here = {}, {}
 local fields, buckets, coarse, watched, gone = {}, {}, {}, {}, {}
+local notes, nn = {}, 0  -- id, deadline of each timer given one: for the shard's head
 local nf = 0  -- #fields, counted: `#` on a growing list is a search each time
 -- The M event's pieces: ' <deadline> ', '<id byte length> ', '<id>' for each created
 local events, ne, created = {}, 0, 0
@@ -201,6 +204,8 @@ local function created_at(id, deadline)
   else
     push(buckets, (deadline - deadline % bucket_ms) / bucket_ms, id)
   end
+  notes[nn + 1], notes[nn + 2] = id, deadline
+  nn = nn + 2
   local at = at_text[deadline]  -- timers of one call often share a deadline
   if not at then
     at = ' ' .. istr(deadline) .. ' '
@@ -322,6 +327,8 @@ for _, id in ipairs(moves) do  -- debounce calls absorbed: each record as it now
   else
     push(buckets, math.floor(rec.d / bucket_ms), id)
   end
+  notes[nn + 1], notes[nn + 2] = id, rec.d
+  nn = nn + 2
 end
 
 if nf > 0 then
@@ -332,6 +339,7 @@ if nf > 0 then
   redis.call('HSET', TIMERS, unpack(fields, 1, nf))
   add_to_buckets(P, bucket_key, BUCKETS, bucket_ms, buckets)
   add_to_coarse(P, coarse)
+  head_note(P, notes)
   for k, members in pairs(watched) do
     redis.call('SADD', watch_key(P, k), unpack(members))
   end

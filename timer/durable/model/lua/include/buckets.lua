@@ -15,6 +15,7 @@ names (fine, or coarse if far), and maybe also, stale, in others.
 --- @include "util"
 --- @include "keys"
 --- @include "records"
+--- @include "head"
 
 -- Whether a timer due at `deadline` waits in a coarse bucket.
 local function is_far(deadline, now)
@@ -37,13 +38,15 @@ local function add_to_coarse(P, groups)
   add_to_buckets(P, coarse_key, coarse_mirror(P), COARSE_MS, groups)
 end
 
--- Put a pending timer in its durable bucket (coarse if far) and the bucket in its mirror.
+-- Put a pending timer in its durable bucket (coarse if far) and the bucket in its mirror,
+-- and in the shard's head if it is due before the head's bound (include/head.lua).
 local function index_bucket(P, bz, id, deadline, bucket_ms, now)
   if is_far(deadline, now) then
     add_to_coarse(P, {[math.floor(deadline / COARSE_MS)] = {id}})
   else
     add_to_buckets(P, bucket_key, bz, bucket_ms, {[math.floor(deadline / bucket_ms)] = {id}})
   end
+  head_note(P, {id, deadline})
 end
 
 -- Move the coarse buckets starting less than COARSE_MS from now (or already past) into

@@ -29,6 +29,15 @@ local function coarse_mirror(P)
   return P .. ':coarse'
 end
 
+-- A shard's head (include/head.lua): its soonest pending timers, and their bound.
+local function head_key(P)
+  return P .. ':h'
+end
+
+local function head_bound_key(P)
+  return P .. ':hs'
+end
+
 -- The results table: its state (L, S, N, C) and its hash b.
 local function rx_state_key(P)
   return P .. ':rx'

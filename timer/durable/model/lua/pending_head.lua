@@ -1,0 +1,170 @@
+--[[ pending_head: a shard's soonest pending timers from its head (include/head.lua), for
+the Timers view's page (admin/pending.py): a few records read, not every id of the
+buckets the page reaches. With no cursor, a head that promises too little is filled
+first, from the buckets, in this same call.
+
+KEYS[1]  P:t        KEYS[2]  P:guard (read by the guard alone)
+KEYS[3]  P:h        KEYS[4]  P:hs    KEYS[5]  P:buckets    KEYS[6]  P:coarse
+ARGV[1]  P (the shard's prefix: the buckets a fill reads are built from it)
+ARGV[2]  after: a deadline ('' for none: from the first, and a fill is allowed)
+ARGV[3]  want: how many soonest due after `after` to send back
+
+Returns  {bound, read, deadline, id, record, deadline, id, record, ...}: the head's pending
+         timers due at or after `after`, soonest first (then by id, as bytes), the
+         first `want` due after it with every one due at the same ms as the last of
+         them, and every one due at `after` itself (none counts towards `want`: the
+         caller orders ids and drops those at or before its cursor). `bound`: every
+         pending timer of the shard due at or after `after` and before it is among
+         them ('inf': every one; '-inf': the head promises nothing, as with a cursor on
+         a shard whose head has no bound yet). `read`: the ids a fill read from the
+         buckets (0: no fill).
+Writes   the head only: stale entries dropped (a timer decided or moved since); a fill
+         puts the HEAD_KEEP soonest in it and sets the bound.
+Cost     O(H) for a head of H entries (at most HEAD_MOST): a ZRANGE and an HMGET. A fill
+         reads the shard's buckets in due order until the HEAD_KEEP soonest are known:
+         O(ids in those buckets), as pending_page.lua.
+]]
+--- @include "util"
+--- @include "keys"
+--- @include "records"
+--- @include "heap"
+--- @include "head"
+local TIMERS, HEAD, BOUND, FINE, FAR = KEYS[1], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local P = ARGV[1]
+local after_d = tonumber(ARGV[2])
+local want = tonumber(ARGV[3])
+local CHUNK = 1000  -- ids one HMGET asks for (unpack puts them all on Lua's stack)
+local BATCH = 16  -- buckets a mirror is asked for at a time
+
+-- The shard's buckets in due order, fine and coarse by start: next() -> key, start.
+local function buckets_in_order()
+  local lists = {{mirror = FINE, key = bucket_key}, {mirror = FAR, key = coarse_key}}
+  for _, l in ipairs(lists) do l.got, l.at, l.from = {}, 1, 0 end
+  local function head_of(l)
+    if l.at > #l.got then
+      l.got = redis.call('ZRANGEBYSCORE', l.mirror, '-inf', '+inf', 'WITHSCORES',
+        'LIMIT', l.from, BATCH)
+      l.from, l.at = l.from + #l.got / 2, 1
+      if #l.got == 0 then return nil end
+    end
+    return tonumber(l.got[l.at + 1])
+  end
+  return function()
+    local best, start
+    for _, l in ipairs(lists) do
+      local s = head_of(l)
+      if s and (not start or s < start) then best, start = l, s end
+    end
+    if not best then return nil end
+    local key = best.key(P, best.got[best.at])
+    best.at = best.at + 2
+    return key, start
+  end
+end
+
+-- Fill the head: the HEAD_KEEP soonest pending timers of the shard, read from its
+-- buckets in due order (each id once, at its deadline now: a stale one is skipped, a
+-- moved one taken where first found), and the bound: the HEAD_KEEP-th soonest's
+-- deadline, or the start of the first bucket not read, whichever is first.
+local read = 0
+local function fill()
+  local heap, size = {}, 0
+  local ds, ids, m, taken = {}, {}, 0, {}
+  local next_start = math.huge
+  local nxt = buckets_in_order()
+  while true do
+    local key, start = nxt()
+    if not key then break end
+    if size == HEAD_KEEP and heap[1] < start then
+      next_start = start
+      break
+    end
+    local part = redis.call('LRANGE', key, 0, -1)
+    read = read + #part
+    for i = 1, #part, CHUNK do
+      local upto = math.min(i + CHUNK - 1, #part)
+      local got = redis.call('HMGET', TIMERS, unpack(part, i, upto))
+      for j = 1, upto - i + 1 do
+        local id = part[i + j - 1]
+        if got[j] and not taken[id] then
+          local d = peek_rec(got[j])
+          if size < HEAD_KEEP or d <= heap[1] then
+            taken[id] = true
+            m = m + 1
+            ds[m], ids[m] = d, id
+            if size < HEAD_KEEP then
+              size = size + 1
+              heap[size] = d
+              sift_up(heap, size)
+            elseif d < heap[1] then
+              heap[1] = d
+              sift_down(heap, size)
+            end
+          end
+        end
+      end
+    end
+  end
+  local cut = size == HEAD_KEEP and heap[1] or math.huge
+  redis.call('DEL', HEAD)
+  local args, k = {}, 0
+  for i = 1, m do
+    if ds[i] <= cut then
+      args[k + 1], args[k + 2] = istr(ds[i]), ids[i]
+      k = k + 2
+    end
+  end
+  for i = 1, k, 1000 do redis.call('ZADD', HEAD, unpack(args, i, math.min(i + 999, k))) end
+  local bound = math.min(cut, next_start)
+  redis.call('SET', BOUND, bound == math.huge and 'inf' or istr(bound), 'PX', HEAD_TTL_MS)
+  return bound
+end
+
+-- The head's entries due at or after `after`, those still pending at that deadline
+-- (the stale dropped from the head): {deadline, id, record, ...}, soonest first.
+local function read_head()
+  local got = redis.call('ZRANGEBYSCORE', HEAD, after_d or '-inf', '+inf', 'WITHSCORES')
+  local live, stale = {}, {}
+  for i = 1, #got, 2 * CHUNK do
+    local upto = math.min(i + 2 * CHUNK - 1, #got)
+    local names = {}
+    for j = i, upto, 2 do names[#names + 1] = got[j] end
+    local raws = redis.call('HMGET', TIMERS, unpack(names))
+    for j = 1, #names do
+      local d = tonumber(got[i + 2 * j - 1])
+      local raw = raws[j]
+      if raw and peek_rec(raw) == d then
+        live[#live + 1], live[#live + 2], live[#live + 3] = d, names[j], raw
+      else
+        stale[#stale + 1] = names[j]
+      end
+    end
+  end
+  for i = 1, #stale, 1000 do
+    redis.call('ZREM', HEAD, unpack(stale, i, math.min(i + 999, #stale)))
+  end
+  return live
+end
+
+local S = head_bound(P)
+local live = read_head()
+if not after_d and (not S or (S ~= math.huge and #live / 3 < want)) then
+  S = fill()
+  live = read_head()
+end
+
+-- the first `want` due after `after`, ties at the last whole; bound: the first left out
+local out, counted, last = {S == nil and '-inf' or (S == math.huge and 'inf' or istr(S)), read}, 0, nil
+for i = 1, #live, 3 do
+  local d = live[i]
+  if counted == want and d ~= last then
+    if S == nil or d < S then out[1] = istr(d) end
+    break
+  end
+  out[#out + 1], out[#out + 2], out[#out + 3] = d, live[i + 1], live[i + 2]
+  if not after_d or d > after_d then
+    counted = counted + 1
+    last = d
+  end
+end
+return out
