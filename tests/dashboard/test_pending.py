@@ -3,6 +3,8 @@ against a brute-force sort of every pending timer, paged with its cursor."""
 
 from __future__ import annotations
 
+import contextlib
+import random
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +15,7 @@ from sim.checks import check_heads, soonest_pending
 from tests.dashboard.test_api import namespace_dump, web
 from timer import TimerClient
 from timer.durable.admin import pending as pending_page
+from timer.errors import TimerError
 from timer.testing import RedisServer
 
 HOUR = 3_600_000
@@ -208,14 +211,14 @@ def test_a_page_reads_no_shard_whose_buckets_start_after_its_last_timer(
 
 
 def test_a_shards_head_answers_the_first_page_and_follows_every_change(
-    client: TimerClient, redis_server: RedisServer
+    client: TimerClient, redis_client: redis.Redis
 ) -> None:
     """The first page fills each shard's head from its buckets; the next first pages
     read no bucket at all, and still follow every change since: a timer scheduled
     sooner, one cancelled, one moved later (its entry stale), one moved sooner, a
     shard's head drained by completions (filled again). After each, the first page and
     all pages equal a brute-force sort, and every head keeps its promise."""
-    r = redis.Redis.from_url(redis_server.url)
+    r = redis_client
     now = client.server_time_ms()
     items = [
         {"id": f"job:{i}", "deadline_ms": now + 60_000 + 7_919 * i % 400_000} for i in range(1200)
@@ -293,3 +296,56 @@ def test_an_empty_namespace_has_one_empty_page(client: TimerClient) -> None:
     with web(client) as http:
         page = http.get("/api/pending").json()
     assert page == {"timers": [], "cursor": None, "stopped": False, "read": 0}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_pages_equal_a_brute_force_sort_through_every_change_and_skew(
+    redis_server: RedisServer, redis_client: redis.Redis, seed: int
+) -> None:
+    """Seeded random work on 1, 3 or 8 shards: batches (some due at one ms, some an hour
+    and more out), cancels, moves sooner and later, completions by the fifty; between
+    them, pages of 1 to 200 read from the first: every page equals a brute-force sort of
+    the records, and every head keeps its promise after each step, however the soonest
+    timers fall on the shards (a first round's hint from the last page, a second round,
+    the buckets when a head ends)."""
+    rnd = random.Random(seed)
+    c = TimerClient.from_url(redis_server.url, f"skew{seed}-{rnd.randrange(10**9)}")
+    c.init(shards=rnd.choice([1, 3, 8]))
+    now, ids = c.server_time_ms(), []
+    try:
+        for step in range(120):
+            op = rnd.random()
+            if op < 0.35:
+                base = now + rnd.choice([0, 1_000, 60_000, 4 * HOUR])
+                at_once = rnd.random() < 0.5
+                items = [
+                    {"id": f"j{step}:{i}:{'aB'[i % 2]}",
+                     "deadline_ms": base + (0 if at_once else rnd.randrange(100_000))}
+                    for i in range(rnd.choice([1, 5, 40, 300]))
+                ]  # fmt: skip
+                assert not [x for x in c.schedule_many(items) if isinstance(x, Exception)]
+                ids += [str(x["id"]) for x in items]
+            elif op < 0.5 and ids:
+                c.cancel(rnd.choice(ids))
+            elif op < 0.65 and ids:
+                with contextlib.suppress(TimerError):  # decided (None), or past its cap
+                    c.reschedule(rnd.choice(ids), rnd.choice([10, 5_000, 2 * HOUR]))
+            elif op < 0.75 and ids:
+                for tid in rnd.sample(ids, min(len(ids), 50)):
+                    c.complete(tid)
+            else:
+                limit = rnd.choice([1, 3, 7, 50, 200])
+                truth = soonest_pending(redis_client, c.keys, c.meta.shards)
+                got: list[tuple[int, str]] = []
+                after = None
+                for _ in range(4):
+                    page = c.pending_by_due(limit=limit, after=after)
+                    got += [(t.deadline_ms, t.id) for t in page.timers]
+                    after = page.after
+                    if after is None:
+                        break
+                assert got == truth[: len(got)], (step, limit)
+                assert after is not None or got == truth
+            check_heads(redis_client, c.keys, c.meta.shards)
+    finally:
+        c.close()

@@ -28,7 +28,9 @@ not with how many are pending.
 
 from __future__ import annotations
 
+import collections
 import heapq
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,6 +56,10 @@ FIRST_BUCKETS, MOST_BUCKETS = 1, 256  # buckets a shard reads a round: doubled e
 # further bucket can hold a timer it sends back, so a first round may name more buckets:
 # a bucket of stale ids (cancelled timers) at the head costs no round of its own
 FIRST_BUCKETS_KEPT = 4
+HEAD_ROUNDS = 3  # rounds a page asks of the shards' heads before it reads their buckets
+# namespace -> shard -> how many of the last page's timers it held: how many a first
+# round asks of it (a hint only: a page is the same whatever it says)
+_LAST_SHARES: dict[str, collections.Counter[int]] = {}
 MAX_DUE = 2**53  # a deadline in a cursor: what JSON carries exactly
 PRIORITY_AT = _PENDING.index("priority")  # its place in a pending record (data-model.md)
 
@@ -183,7 +189,9 @@ def pending_page(
     filtered = q.match is not None or q.field is not None
     read, size = 0, FIRST_BUCKETS if filtered else FIRST_BUCKETS_KEPT
     if not filtered and q.min_priority is None:
-        read += yield from _heads(ns, after, shards, limit)
+        answered, read = yield from _from_heads(ns, after, limit)
+        if answered is not None:
+            return answered
     while True:
         last = _kth(shards, limit)
         active = [sh for sh in shards if sh.bound <= last and sh.bound != math.inf]
@@ -210,40 +218,80 @@ def pending_page(
     return PendingPage(page, (int(edge), ""), True, read)  # the reading stopped here
 
 
-def _heads(
-    ns: Namespace, after: tuple[int, str] | None, shards: list[_Shard], limit: int
-) -> Op[int]:
-    """Each shard's soonest from its head (``pending_head.lua``, every shard's in one
-    pipelined step; with no cursor, a head that promises too little is filled first): a
-    shard whose head's bound is after the page's last timer is read no further; another
-    goes on in its buckets from that bound. The ids a fill read from the buckets."""
-    replies = yield steps.Pipeline(
-        [
-            steps.ScriptCall(
-                ScriptName.PENDING_HEAD,
-                [sk.timers, sk.guard, sk.head, sk.head_bound, sk.buckets, sk.coarse_buckets],
-                [sk.prefix, "" if after is None else after[0], limit],
-                wait=False,
-            )
-            for sk in (ns.shard(sh.shard) for sh in shards)
-        ]
-    )
-    read = 0
-    for sh, reply in zip(shards, replies, strict=True):
-        bound = float(text(reply[0]))  # "inf", "-inf" or a deadline
-        read += int(reply[1])
-        for k in range(2, len(reply), 3):
-            d, tid, raw = int(reply[k]), text(reply[k + 1]), reply[k + 2]
-            sh.seen.add(tid)
-            if after is None or (d, tid) > after:
-                sh.taken.append((d, tid, raw))
-        if bound > sh.bound:
-            sh.bound = bound
-            if bound != math.inf:  # its buckets from the one that holds the bound
-                start = int(bound) if after is None else max(int(bound), after[0])
-                sh.fine_from = str(start // ns.meta.bucket_ms * ns.meta.bucket_ms)
-                sh.coarse_from = str(start // COARSE_MS * COARSE_MS)
-    return read
+@dataclass
+class _Head:
+    """Where one shard's head is read to: the entries sent (after the page's cursor, in
+    order), and ``bound``: every pending timer of the shard before it is among them
+    (``(deadline, id + "\0")`` right after the last sent; ``(S, "")`` once the head is read
+    to its own bound S), and whether that is the head's end (``ended``: no more to ask)."""
+
+    shard: int
+    taken: list[tuple[int, str, bytes]] = field(default_factory=list)
+    bound: tuple[float, str] = (-math.inf, "")
+    ended: bool = False
+
+
+def _from_heads(
+    ns: Namespace, after: tuple[int, str] | None, limit: int
+) -> Op[tuple[PendingPage | None, int]]:
+    """The page from the shards' heads (``pending_head.lua``, every shard's in one
+    pipelined step a round), or None when a head ends before the page does (then the
+    buckets are read); and the ids a fill read. A first round asks each shard for about
+    twice its share of the page; a shard whose last sent is before the page's last timer
+    is asked again for a page's worth after it."""
+    heads = [_Head(s) for s in range(ns.meta.shards)]
+    # a first round asks each shard for twice its share of the page, or more of one that
+    # held more of the last page (timers are seldom spread evenly: a batch scheduled
+    # together falls due shard by shard, a ms or two apart); a second round is a round trip
+    share = max(4, -(-2 * limit // len(heads)))
+    held = _LAST_SHARES.get(ns.name, {})
+    wants = {h.shard: max(share, held.get(h.shard, 0) * 3 // 2 + 2) for h in heads}
+    ask, read = heads, 0
+    for _ in range(HEAD_ROUNDS):
+        replies = yield steps.Pipeline(
+            [
+                steps.ScriptCall(
+                    ScriptName.PENDING_HEAD,
+                    [sk.timers, sk.guard, sk.head, sk.head_bound, sk.buckets, sk.coarse_buckets],
+                    [sk.prefix, *(("", "") if cur is None else cur), wants[h.shard]],
+                    wait=False,
+                )
+                for h in ask
+                for sk, cur in [(ns.shard(h.shard), h.taken[-1][:2] if h.taken else after)]
+            ]
+        )
+        for h, reply in zip(ask, replies, strict=True):
+            read += int(reply[1])
+            end = (float(text(reply[0])), "")  # "inf", "-inf" or S
+            sent = [
+                (int(reply[k]), text(reply[k + 1]), reply[k + 2]) for k in range(3, len(reply), 3)
+            ]
+            h.taken += sent
+            h.bound, h.ended = end, True
+            if int(reply[2]) and sent[-1][:2] < end:  # the head may hold more after it
+                d, tid = sent[-1][:2]
+                h.bound, h.ended = (d, tid + "\0"), False  # right after the last sent
+        known = heapq.merge(*([t for t in h.taken if t[:2] < h.bound] for h in heads))
+        first = list(itertools.islice(known, limit))
+        last = first[-1][:2] if len(first) == limit else (math.inf, "")
+        ask = [h for h in heads if h.bound <= last and h.bound != (math.inf, "")]
+        if not ask:
+            shard_of = {t[1]: h.shard for h in heads for t in h.taken}
+            page = [_listed(t, shard_of[t[1]]) for t in first]
+            if len(_LAST_SHARES) >= 64:  # namespaces remembered: a few a process
+                _LAST_SHARES.clear()
+            _LAST_SHARES[ns.name] = collections.Counter(t.shard for t in page)
+            cursor = (page[-1].deadline_ms, page[-1].id) if len(page) == limit else None
+            return PendingPage(page, cursor, False, read), read
+        if any(h.ended for h in ask):
+            return None, read
+        wants = dict.fromkeys(wants, limit)
+    return None, read
+
+
+def _listed(t: tuple[int, str, bytes], shard: int) -> PendingTimer:
+    rec = decode_pending(t[2])  # whole, for the page's own timers only
+    return PendingTimer(t[1], shard, t[0], rec["created_ms"], rec["priority"], rec["note"] or None)
 
 
 def _round(

@@ -1,28 +1,27 @@
 --[[ pending_head: a shard's soonest pending timers from its head (include/head.lua), for
 the Timers view's page (admin/pending.py): a few records read, not every id of the
-buckets the page reaches. With no cursor, a head that promises too little is filled
-first, from the buckets, in this same call.
+buckets the page reaches. With no cursor, a head that holds fewer than `want` of them
+is filled first, from the buckets, in this same call.
 
 KEYS[1]  P:t        KEYS[2]  P:guard (read by the guard alone)
 KEYS[3]  P:h        KEYS[4]  P:hs    KEYS[5]  P:buckets    KEYS[6]  P:coarse
 ARGV[1]  P (the shard's prefix: the buckets a fill reads are built from it)
 ARGV[2]  after: a deadline ('' for none: from the first, and a fill is allowed)
-ARGV[3]  want: how many soonest due after `after` to send back
+ARGV[3]  after's id: those due at `after` itself come after it by bytes ('' for all)
+ARGV[4]  want: how many to send back at most
 
-Returns  {bound, read, deadline, id, record, deadline, id, record, ...}: the head's pending
-         timers due at or after `after`, soonest first (then by id, as bytes), the
-         first `want` due after it with every one due at the same ms as the last of
-         them, and every one due at `after` itself (none counts towards `want`: the
-         caller orders ids and drops those at or before its cursor). `bound`: every
-         pending timer of the shard due at or after `after` and before it is among
-         them ('inf': every one; '-inf': the head promises nothing, as with a cursor on
-         a shard whose head has no bound yet). `read`: the ids a fill read from the
-         buckets (0: no fill).
-Writes   the head only: stale entries dropped (a timer decided or moved since); a fill
-         puts the HEAD_KEEP soonest in it and sets the bound.
-Cost     O(H) for a head of H entries (at most HEAD_MOST): a ZRANGE and an HMGET. A fill
-         reads the shard's buckets in due order until the HEAD_KEEP soonest are known:
-         O(ids in those buckets), as pending_page.lua.
+Returns  {bound, read, more, deadline, id, record, deadline, id, record, ...}: the
+         head's first `want` pending timers after (after, after's id), in the head's
+         order (deadline, then id by bytes, as Python orders them). `bound`: every
+         pending timer of the shard due before it is in the head ('inf': every one;
+         '-inf': the head promises nothing yet, as with a cursor before any fill); `more`:
+         1 if the head may hold more after the last sent; `read`: the ids a fill read
+         from the buckets (0: no fill).
+Writes   the head only: stale entries met are dropped (a timer decided or moved since);
+         a fill puts the HEAD_KEEP soonest in it and sets the bound.
+Cost     O(want + stale met) entries: a ZRANGE and an HMGET a few of them at a time. A
+         fill reads the shard's buckets in due order until the HEAD_KEEP soonest are
+         known: O(ids in those buckets), as pending_page.lua.
 ]]
 --- @include "util"
 --- @include "keys"
@@ -32,7 +31,8 @@ Cost     O(H) for a head of H entries (at most HEAD_MOST): a ZRANGE and an HMGET
 local TIMERS, HEAD, BOUND, FINE, FAR = KEYS[1], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local P = ARGV[1]
 local after_d = tonumber(ARGV[2])
-local want = tonumber(ARGV[3])
+local after_id = ARGV[3]
+local want = tonumber(ARGV[4])
 local CHUNK = 1000  -- ids one HMGET asks for (unpack puts them all on Lua's stack)
 local BATCH = 16  -- buckets a mirror is asked for at a time
 
@@ -120,51 +120,52 @@ local function fill()
   return bound
 end
 
--- The head's entries due at or after `after`, those still pending at that deadline
--- (the stale dropped from the head): {deadline, id, record, ...}, soonest first.
+-- Whether id `a` comes after id `b` by their bytes (Lua's < on strings follows the
+-- server's locale; the head and Python order ids by bytes).
+local function bytes_after(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = sbyte(a, i), sbyte(b, i)
+    if x ~= y then return x > y end
+  end
+  return #a > #b
+end
+
+-- The head's first `want` entries after the cursor that are pending at that deadline
+-- ({deadline, id, record, ...}, in order), and whether it may hold more; the stale ones
+-- met are dropped from the head.
 local function read_head()
-  local got = redis.call('ZRANGEBYSCORE', HEAD, after_d or '-inf', '+inf', 'WITHSCORES')
-  local live, stale = {}, {}
-  for i = 1, #got, 2 * CHUNK do
-    local upto = math.min(i + 2 * CHUNK - 1, #got)
+  local live, n, offset, stale = {}, 0, 0, {}
+  local from = after_d and istr(after_d) or '-inf'
+  while n < want do
+    local ask = want - n + 8
+    local got = redis.call('ZRANGEBYSCORE', HEAD, from, '+inf', 'WITHSCORES', 'LIMIT', offset, ask)
+    offset = offset + #got / 2
     local names = {}
-    for j = i, upto, 2 do names[#names + 1] = got[j] end
-    local raws = redis.call('HMGET', TIMERS, unpack(names))
+    for j = 1, #got, 2 do names[#names + 1] = got[j] end
+    local raws = #names > 0 and redis.call('HMGET', TIMERS, unpack(names)) or {}
     for j = 1, #names do
-      local d = tonumber(got[i + 2 * j - 1])
-      local raw = raws[j]
-      if raw and peek_rec(raw) == d then
-        live[#live + 1], live[#live + 2], live[#live + 3] = d, names[j], raw
-      else
-        stale[#stale + 1] = names[j]
+      local d, id, raw = tonumber(got[2 * j]), names[j], raws[j]
+      if not raw or peek_rec(raw) ~= d then
+        stale[#stale + 1] = id
+      elseif n < want and not (d == after_d and not bytes_after(id, after_id)) then
+        live[3 * n + 1], live[3 * n + 2], live[3 * n + 3] = d, id, raw
+        n = n + 1
       end
     end
+    if #names < ask then break end  -- the head's end
   end
   for i = 1, #stale, 1000 do
     redis.call('ZREM', HEAD, unpack(stale, i, math.min(i + 999, #stale)))
   end
-  return live
+  return live, n, n == want  -- `want` sent: there may be more
 end
 
 local S = head_bound(P)
-local live = read_head()
-if not after_d and (not S or (S ~= math.huge and #live / 3 < want)) then
+local live, n, more = read_head()
+if not after_d and (not S or (S ~= math.huge and n < want)) then
   S = fill()
-  live = read_head()
+  live, n, more = read_head()
 end
-
--- the first `want` due after `after`, ties at the last whole; bound: the first left out
-local out, counted, last = {S == nil and '-inf' or (S == math.huge and 'inf' or istr(S)), read}, 0, nil
-for i = 1, #live, 3 do
-  local d = live[i]
-  if counted == want and d ~= last then
-    if S == nil or d < S then out[1] = istr(d) end
-    break
-  end
-  out[#out + 1], out[#out + 2], out[#out + 3] = d, live[i + 1], live[i + 2]
-  if not after_d or d > after_d then
-    counted = counted + 1
-    last = d
-  end
-end
+local out = {S == nil and '-inf' or (S == math.huge and 'inf' or istr(S)), read, more and 1 or 0}
+for i = 1, 3 * n do out[3 + i] = live[i] end
 return out
