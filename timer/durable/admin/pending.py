@@ -32,6 +32,7 @@ import collections
 import heapq
 import itertools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -244,7 +245,7 @@ def _from_heads(
     # held more of the last page (timers are seldom spread evenly: a batch scheduled
     # together falls due shard by shard, a ms or two apart); a second round is a round trip
     share = max(4, -(-2 * limit // len(heads)))
-    held = _LAST_SHARES.get(ns.name, {})
+    held: Mapping[int, int] = _LAST_SHARES.get(ns.name, {})
     wants = {h.shard: max(share, held.get(h.shard, 0) * 3 // 2 + 2) for h in heads}
     ask, read = heads, 0
     for _ in range(HEAD_ROUNDS):
