@@ -227,7 +227,7 @@ def test_a_shards_head_answers_the_first_page_and_follows_every_change(
     with web(client) as http:
 
         def first() -> dict[str, Any]:
-            page = http.get("/api/pending", params={"limit": "50"}).json()
+            page: dict[str, Any] = http.get("/api/pending", params={"limit": "50"}).json()
             check_heads(r, client.keys, client.meta.shards)
             expected = soonest_pending(r, client.keys, client.meta.shards)
             assert [(t["deadline_ms"], t["id"]) for t in page["timers"]] == expected[:50]
