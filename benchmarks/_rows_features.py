@@ -158,6 +158,17 @@ def rows(f: Figures) -> list[tuple[str, str, str, str]]:
             f"{f.x('dashboard.ratio_big_to_empty.live_render_p50')}",
         ),
         (
+            f"dashboard's Timers view (#74): its first page (50 timers due next, every shard "
+            f"merged) at {f.n('dashboard.timers')} pending, read from the shards' heads",
+            f"p50 {f.n('dashboard.big.timers_page_ms.p50', '.2f')} ms (p99 "
+            f"{f.n('dashboard.big.timers_page_ms.p99', '.1f')}: the first, which fills the "
+            f"heads); the next page {f.n('dashboard.big.timers_next_page_ms.p50', '.2f')} ms",
+            f"an empty namespace, same run: {f.n('dashboard.empty.timers_page_ms.p50', '.2f')} "
+            f"ms, the next {f.n('dashboard.empty.timers_next_page_ms.p50', '.2f')} ms",
+            f"{f.x('dashboard.ratio_big_to_empty.timers_page_p50')}, the next "
+            f"{f.x('dashboard.ratio_big_to_empty.timers_next_page_p50')}",
+        ),
+        (
             "handlers: kill -9 of a handler process holding outcomes mid-handler",
             f"all {f.n('handlers.recovery.in_flight_at_kill')} handled elsewhere "
             f"{f.n('handlers.recovery.all_handled_after_s', '.1f')} s after the kill",

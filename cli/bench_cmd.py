@@ -48,9 +48,10 @@ def _find_benchmarks() -> None:
     if not (SOURCE_ROOT / "benchmarks" / "__init__.py").is_file():
         raise TimerCommandError(  # a missing part, as a missing extra is: exit 4
             ConfigError(
-                "the benchmarks are not installed with the package; run this from a "
-                "source checkout installed with `pip install -e .` (where benchmarks/ "
-                "is), or run `make bench` there"
+                "the benchmarks are not installed with the package: they come with "
+                "tickwheel's source (a clone of its repository, installed with `pip "
+                "install -e .`), where `tickwheel bench` and `make bench` run them; "
+                "their figures are at https://tickwheel.readthedocs.io/measured/"
             )
         )
     root = str(SOURCE_ROOT)
@@ -77,8 +78,9 @@ def bench(ctx: click.Context, name: str | None, args: tuple[str, ...]) -> None:
     cluster_scale, redis_faults, simulation (the deterministic simulation's speed), or
     all (what `make bench` runs).
     `tickwheel bench NAME --help` shows that benchmark's own options. The benchmarks
-    compare side by side in one run (ratios); they live in benchmarks/ of the source
-    tree, so run this from a checkout.
+    compare side by side in one run (ratios). They come with tickwheel's source, not
+    with the wheel: run them from a clone of the repository installed with `pip
+    install -e .`; their last figures are at https://tickwheel.readthedocs.io/measured/
     """
     if name in {"--help", "-h"}:
         click.echo(ctx.get_help())

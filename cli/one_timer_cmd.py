@@ -165,11 +165,50 @@ def schedule(
             f"--in {delay}",
             err=True,
         )
+    if retried and not app.json:
+        _kept(app, t.id, given)
     if deadline_ms is not None and t.created and deadline_ms < app.client.time.wall_ms() - 1_000:
         # Allowed on purpose (a catch-up after downtime), but rarely what a person meant.
         click.echo(
             f"Note: {format_ms(deadline_ms)} is in the past: the timer is due at once.", err=True
         )
+
+
+# The options a pending timer keeps as it was scheduled (not compared, so a retry with
+# another never fails): option name -> its field on the timer, and how it reads.
+KEPT = {"priority": "--priority", "note": "--note", "max_total_ms": "--max-total"}
+
+
+def _kept(app: App, timer_id: str, given: dict[str, Any]) -> None:
+    """Say which given options a pending timer kept as they were (trial 11: `--priority 50`
+    on a pending id said "Already pending" and dropped it without a word)."""
+    asked = {k: v for k, v in given.items() if k in KEPT}
+    if not asked:
+        return
+    with errors():
+        info = app.client.get(timer_id)
+    if info is None or info.state != "pending":
+        return
+    differ = [
+        f"{KEPT[k]} {_shown(k, getattr(info, k))} (not {_shown(k, v)})"
+        for k, v in asked.items()
+        if getattr(info, k) != v
+    ]
+    if differ:
+        click.echo(
+            f"Note: {timer_id} was pending and keeps its own {', '.join(differ)}: these are "
+            "not compared, so a retry never fails. To change them, cancel it and schedule "
+            "it again.",
+            err=True,
+        )
+
+
+def _shown(option: str, value: Any) -> str:
+    if value is None:
+        return "none"
+    if option == "max_total_ms":
+        return format_duration_ms(int(value))
+    return repr(value) if isinstance(value, str) else str(value)
 
 
 def _conflict(exc: DuplicateTimer, deadline_ms: int | None) -> DuplicateTimer:

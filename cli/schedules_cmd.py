@@ -12,11 +12,11 @@ from zoneinfo import ZoneInfo
 
 import click
 
-from timer import ScheduleNotFound
+from timer import DuplicateTimer, ScheduleNotFound
 from timer.clock import SYSTEM_TIME
 from timer.durable.model.durations import format_duration_ms
 from timer.durable.model.fields import ScheduleWhen
-from timer.durable.schedules.records import MISSED, OVERLAP, ScheduleInfo
+from timer.durable.schedules.records import MISSED, OVERLAP, ScheduleInfo, ScheduleSpec
 from timer.durable.schedules.recurrence import Recurrence
 from timer.shapes import schedule_json
 
@@ -177,10 +177,39 @@ def create(app: App, /, name: str, payload: str | None, **spec: Unpack[ScheduleW
       tickwheel schedules create nightly --cron '0 2 * * *' --tz Europe/Paris
       tickwheel schedules create heartbeat --every 30s --missed skip
     """
+    data = _payload(payload)
     with errors():
-        made = app.client.schedules.create(name, payload=_payload(payload), **spec)
+        try:
+            made = app.client.schedules.create(name, payload=data, **spec)
+        except DuplicateTimer:
+            made = _same_as_asked(app, name, data, spec)
     _show(app, made)
     _warn_catch_up(made)
+
+
+def _same_as_asked(app: App, name: str, payload: Any, spec: ScheduleWhen) -> ScheduleInfo:
+    """The schedule NAME that exists, when it is what `create` asked for (the same spec
+    and payload, active): a second run of a script that creates it goes on, as `schedule`
+    does for a timer pending already; otherwise the refusal, saying how to change it."""
+    found = app.client.schedules.get(name)
+    if (
+        found is not None
+        and found.state == "active"
+        and found.spec == ScheduleSpec.of(**spec)
+        and found.payload == payload
+        and not found.watch
+    ):
+        click.echo(f"Already there: schedule {name}, as asked (unchanged).", err=True)
+        return found
+    raise TimerCommandError(
+        DuplicateTimer(
+            f"schedule {name} exists"
+            + ("" if found is None else f" ({found.state}, {found.spec.describe()})")
+            + f": `tickwheel schedules update {name} …` changes it (give its whole spec), "
+            f"`schedules resume {name}` starts a paused one again, "
+            f"`schedules delete {name}` deletes it"
+        )
+    )
 
 
 with_spec_help(create)

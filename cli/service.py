@@ -9,6 +9,7 @@ import gc
 import json
 import logging
 import socket
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -126,6 +127,15 @@ def announce(message: str, **fields: object) -> None:
     click.echo(JsonFormatter().format(record), err=True)
 
 
+class TextFormatter(logging.Formatter):
+    """A log line as the CLI writes every time: ISO 8601 in UTC with a Z (trial 11: a
+    handler's log line read `2026-12-02 14:34:03,274` beside the tour's `…T14:34:03.274Z`)."""
+
+    converter = time.gmtime
+    default_time_format = "%Y-%m-%dT%H:%M:%S"
+    default_msec_format = "%s.%03dZ"
+
+
 def setup_logging(level: str, fmt: str = "text") -> None:
     global _json_lines  # one process, one log format
     _json_lines = fmt == "json"
@@ -133,7 +143,7 @@ def setup_logging(level: str, fmt: str = "text") -> None:
     handler.setFormatter(
         JsonFormatter()
         if fmt == "json"
-        else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+        else TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     )
     logging.basicConfig(level=level.upper(), handlers=[handler])
 

@@ -71,7 +71,7 @@ def _row(t: TimerInfo) -> tuple[Any, ...]:
         t.state,
         t.shard,
         format_ms(t.deadline_ms) if t.deadline_ms else "?",
-        format_ms(t.decided_ms) if t.decided_ms else "",
+        format_ms(t.decided_ms) if t.decided_ms else "-",
         to_json(t.payload)[:40],
     )
 
@@ -216,7 +216,7 @@ def _run(app: App, action: str, match: str, opts: ActionArgs, **move: Unpack[Mov
             confirm(f"{action.capitalize()} {plural(n, 'pending timer')} matching {match!r}?")
         done = run(match, progress=_progress(app, action), **where, **move)
     if sys.stderr.isatty() and not app.json:
-        click.echo(err=True)
+        click.echo("\r\x1b[K", nl=False, err=True)  # the progress line gives way to the count
     human = (
         f"{VERBS[action].capitalize()} {done.done} of {plural(done.selected, 'pending timer')}"
         f" matching {match!r}"

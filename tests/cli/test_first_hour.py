@@ -49,6 +49,26 @@ def test_a_pending_id_scheduled_again_with_in_says_it_kept_its_deadline(tw: Run)
     tw("schedule", "job:{1}", "--at", "2100-01-01T00:00:00Z", expect=7)
 
 
+def test_a_pending_id_scheduled_again_says_which_options_it_kept(tw: Run) -> None:
+    """--priority, --note and --max-total are kept with a timer, not compared (a retry
+    with others must not fail): scheduled again with others, the answer says which it
+    kept and how to change them (trial 11: they were dropped without a word); the same
+    ones again say nothing."""
+    tw("init", "--shards", "2")
+    tw("schedule", "job:{1}", "--in", "1h", "--priority", "5")
+    again = tw("schedule", "job:{1}", "--in", "1h", "--priority", "50", "--note", "hi",
+               "--max-total", "10s")  # fmt: skip
+    assert again.stdout.startswith("Already pending: job:{1}"), again.output
+    assert "keeps its own --priority 5 (not 50), --note none (not 'hi'), --max-total none" in (
+        again.stderr
+    ), again.stderr
+    assert "cancel it and schedule it again" in again.stderr
+    got = as_json(tw("--json", "get", "job:{1}"))
+    assert got["priority"] == 5 and got["note"] is None
+    same = tw("schedule", "job:{1}", "--in", "1h", "--priority", "5")
+    assert "keeps its own" not in same.stderr, same.stderr
+
+
 def test_max_total_takes_a_duration_and_a_bare_number_stays_milliseconds(tw: Run) -> None:
     """`--max-total-ms 1h` and `--max-total 90s` read as durations; `--max-total-ms
     120000`, as scripts wrote it, is still 120000 ms."""
@@ -675,7 +695,8 @@ def test_bench_outside_a_checkout_is_a_configuration_error(
     missing part is; it was exit 1, the code of an unexpected error."""
     monkeypatch.setattr("timer.cli.bench_cmd.SOURCE_ROOT", tmp_path)
     out = tw("bench", "engine", expect=4)
-    assert "source checkout" in out.stderr, out.output
+    assert "come with tickwheel's source" in out.stderr, out.output
+    assert "benchmarks/" not in out.stderr  # no path of the repository a wheel user lacks
 
 
 def test_a_password_the_server_refuses_is_said_so_not_as_unreachable(

@@ -81,7 +81,12 @@ def normal(output: str, home: str) -> list[str]:
 
 
 def run_tour(
-    runner: CliRunner, where: Path, monkeypatch: pytest.MonkeyPatch, *, reads: float = 0.0
+    runner: CliRunner,
+    where: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    reads: float = 0.0,
+    own_server: bool = False,
 ) -> list[tuple[str, int, list[str]]]:
     """The tour's lines as a shell runs them, in order, each line with its exit code and
     its output made comparable (``normal``). The worker runs in the background; as in a
@@ -90,7 +95,8 @@ def run_tour(
     (stopping the server) the README's Python snippet runs as written.
     ``reads``: seconds the user spends reading what `schedules create` printed before the
     next line, as one typing the tour by hand does (not a wait for anything: what the
-    tour prints must not depend on it)."""
+    tour prints must not depend on it). ``own_server``: the `export` line dropped, as
+    the README invites, so the tour runs on the server $TICKWHEEL_HOME already names."""
     lines = tour()
     assert lines[1] == "tickwheel server start" and lines[-2] == "tickwheel server stop"
     background: list[tuple[subprocess.Popen[bytes], IO[bytes]]] = []
@@ -100,6 +106,9 @@ def run_tour(
         for written in lines:
             line = re.sub(r"\s+# .*$", "", written)  # a shell comment
             export = EXPORT_TEMP.fullmatch(line)
+            if export and own_server:
+                home = os.environ[export.group(1)]
+                continue
             if export:  # a new directory every run, as mktemp makes
                 home = tempfile.mkdtemp(dir=where)
                 monkeypatch.setenv(export.group(1), home)
@@ -227,6 +236,26 @@ def test_readme_tour_runs(
     for (line, code, out), (_, code2, out2) in zip(first, second, strict=True):
         assert (code2, out2) == (code, out), line
     assert not (workdir / "yours").exists()  # it left the user's own server alone
+
+
+def test_the_tour_on_your_own_server_runs_a_second_time(
+    workdir: Path, server_binary: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README invites dropping the `export` line to take the tour on your own server,
+    where "a second run then finds its timers decided, and its schedule there": every
+    line of that second run exits 0 (trial 11: `schedules create heartbeat` said "exists",
+    exit 7), saying `Already decided` of its timers and `Already there` of its schedule."""
+    monkeypatch.setenv(
+        "PATH", f"{server_binary.parent}:{Path(sys.executable).parent}:/usr/bin:/bin"
+    )
+    monkeypatch.setenv("TICKWHEEL_HOME", str(workdir / "yours"))
+    runner = CliRunner()
+    run_tour(runner, workdir, monkeypatch, own_server=True)
+    second = {line: " ".join(out) for line, _, out in run_tour(runner, workdir, monkeypatch,
+                                                               own_server=True)}  # fmt: skip
+    made = next(line for line in second if line.startswith("tickwheel schedules create "))
+    assert "Already there: schedule heartbeat" in second[made], second[made]
+    assert "Already decided (expired): job:{43}" in second["tickwheel schedule 'job:{43}' --in 2s"]
 
 
 def test_the_readmes_wheel_lines_build_and_install(tmp_path: Path) -> None:

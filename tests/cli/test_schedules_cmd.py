@@ -124,7 +124,15 @@ def test_a_schedule_from_the_command_line(
     assert made["state"] == "active" and made["armed"].startswith("{report}@")
     assert made["missed_policy"] == "skip" and made["payload"] == {"kind": "daily"}
     assert "Europe/Paris" in tw("schedules", "get", "report").output
-    assert tw("schedules", "create", "report", "--every", "1m", expect=7).exit_code == 7
+    refused = tw("schedules", "create", "report", "--every", "1m", expect=7)
+    assert "schedules update report" in refused.stderr  # a different spec: how to change it
+    # the same create again (a script, the README tour, run a second time): it goes on,
+    # as `schedule` does for a timer pending already; the payload differing is refused
+    again = tw("--json", "schedules", "create", "report", "--cron", "0 2 * * *", "--tz",
+               "Europe/Paris", "--payload", '{"kind": "daily"}', "--missed", "skip")  # fmt: skip
+    assert as_json(again)["armed"] == made["armed"] and "Already there" in again.stderr
+    tw("schedules", "create", "report", "--cron", "0 2 * * *", "--tz", "Europe/Paris",
+       "--payload", '{"kind": "weekly"}', "--missed", "skip", expect=7)  # fmt: skip
     assert tw("schedules", "create", "x", "--every", "1m", "--cron", "* * * * *", expect=3)
     assert tw("schedules", "get", "nope", expect=6)
     listed = as_json(tw("--json", "schedules", "list"))

@@ -7,6 +7,7 @@ SECRET_KEY = "tickwheel-tests-only"
 USE_TZ = True
 INSTALLED_APPS = ["django_tasks"]  # the backport's checks; Django 6 has them built in
 DATABASES: dict[str, object] = {}
+TIME_ZONE = "UTC"  # startproject's (Django's own default: America/Chicago)
 TASKS = {
     "default": {
         "BACKEND": "timer.django.TickwheelBackend",

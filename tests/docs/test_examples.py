@@ -88,10 +88,17 @@ def test_every_pages_python_runs_beside_the_others(
 ) -> None:
     """One reader's server, every page's Python one after another, twice over: no page
     trips over what another left (the migrating guide's `job:{7}` was the README
-    snippet's, already completed)."""
-    fresh(home, monkeypatch)
+    snippet's, already completed); and none makes the README tour's timers (its shell's,
+    in namespace `default`): the job-timeouts guide's `job:{42}`, `job:{43}` and
+    `job:{44}` were, and a reader's tour then printed "Already decided" for each."""
+    url = fresh(home, monkeypatch)
     for _ in range(2):  # a process a round, as a reader's session
         run_again(*WITH_PYTHON)
+    with redis.Redis.from_url(url) as r:
+        made = r.sismember("tw:namespaces", "default")
+    if made:
+        with TimerClient.from_url(url, "default") as c:
+            assert [t for t in ("job:{42}", "job:{43}", "job:{44}") if c.get(t)] == []
 
 
 # a URL a page's Python would read itself, rather than from_url()'s own default

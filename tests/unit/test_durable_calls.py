@@ -304,6 +304,9 @@ def test_dead_letter_refs_are_checked() -> None:
     for bad in ("4/1-0", "x/1-0", "3/abc", "3", "", None, "3/1-0-0"):
         with pytest.raises(InvalidInput, match="dead letter ref"):
             parse_ref(bad, 4)
+    # a ref of the form, on a shard the namespace lacks: said so, not "must be <shard>/<id>"
+    with pytest.raises(InvalidInput, match=r"names shard 16, and the namespace has 16 \(0 to 15\)"):
+        parse_ref("16/1-0", 16)
 
 
 def test_outcome_entries_for_groups_and_redeliveries() -> None:

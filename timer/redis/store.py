@@ -150,11 +150,17 @@ def _reserved_in_userinfo(url: str) -> str:
     if "@" not in rest:
         return ""
     userinfo = rest.rpartition("@")[0]
-    if not any(c in userinfo for c in "/?#@"):
+    held = [c for c in "/?#@" if c in userinfo]
+    if not held:
         return ""
+    # an @ alone parses (the host starts after the last one): it is named, not required
+    ends = [c for c in held if c != "@"]
+    codes = {"/": "%2F", "?": "%3F", "#": "%23", "@": "%40"}
+    said = " ".join(ends or held)
     return (
-        "its user or password holds a / ? # or @, which must be percent-encoded there "
-        "(%2F %3F %23 %40)"
+        f"its user or password holds {said}, which must be percent-encoded there "
+        f"({' '.join(codes[c] for c in ends or held)})"
+        + ("; an @ there is safest encoded too (%40)" if ends and "@" in held else "")
     )
 
 

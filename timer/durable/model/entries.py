@@ -204,8 +204,16 @@ def parse_ref(ref: object, shards: int, kind: str = "dead letter") -> tuple[int,
     if isinstance(ref, str):
         shard, _, eid = ref.partition("/")
         ms, _, seq = eid.partition("-")
-        if shard.isdigit() and int(shard) < shards and ms.isdigit() and seq.isdigit():
-            return int(shard), eid
+        if shard.isdigit() and ms.isdigit() and seq.isdigit():
+            if int(shard) < shards:
+                return int(shard), eid
+            raise InvalidInput(
+                f"{kind} ref {ref!r} names shard {int(shard)}, and the namespace has "
+                f"{shards} (0 to {shards - 1}): copy the ref as `tickwheel dead list` shows it"
+                if kind == "dead letter"
+                else f"{kind} ref {ref!r} names shard {int(shard)}, and the namespace has "
+                f"{shards} (0 to {shards - 1})"
+            )
     shown = " as `tickwheel dead list` shows it" if kind == "dead letter" else ""
     raise InvalidInput(
         f"{kind} ref must be <shard>/<id>{shown} (e.g. 3/1700000000000-0), got {ref!r}"
