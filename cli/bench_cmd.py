@@ -49,9 +49,9 @@ def _find_benchmarks() -> None:
         raise TimerCommandError(  # a missing part, as a missing extra is: exit 4
             ConfigError(
                 "the benchmarks are not installed with the package: they come with "
-                "tickwheel's source (a clone of its repository, installed with `pip "
-                "install -e .`), where `tickwheel bench` and `make bench` run them; "
-                "their figures are at https://tickwheel.readthedocs.io/measured/"
+                "tickwheel's source, where `pip install -e .` and then `tickwheel bench` "
+                "or `make bench` run them (a clone of its repository); their figures are "
+                "at https://tickwheel.readthedocs.io/measured/"
             )
         )
     root = str(SOURCE_ROOT)
@@ -79,8 +79,8 @@ def bench(ctx: click.Context, name: str | None, args: tuple[str, ...]) -> None:
     all (what `make bench` runs).
     `tickwheel bench NAME --help` shows that benchmark's own options. The benchmarks
     compare side by side in one run (ratios). They come with tickwheel's source, not
-    with the wheel: run them from a clone of the repository installed with `pip
-    install -e .`; their last figures are at https://tickwheel.readthedocs.io/measured/
+    with the wheel: in a clone of the repository, `pip install -e .` and run them
+    there. Their last figures are at https://tickwheel.readthedocs.io/measured/
     """
     if name in {"--help", "-h"}:
         click.echo(ctx.get_help())

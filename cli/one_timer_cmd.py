@@ -14,7 +14,6 @@ from typing import Any, TypedDict, TypeVar, Unpack, cast
 import click
 
 from timer import DuplicateTimer, TimerNotFound
-from timer.durable.model.durations import format_duration_ms
 from timer.durable.model.fields import FIELDS, TimerOptions
 from timer.errors import conflict_todo
 from timer.shapes import outcome_json, timer_info_json, timer_json
@@ -22,6 +21,7 @@ from timer.shapes import outcome_json, timer_info_json, timer_json
 from .app import App, errors, pass_app, starts_server
 from .durations import DURATION, INSTANT, MILLIS, SECONDS, format_ms
 from .output import against_deadline, emit, pairs, plural, to_json
+from .retried import say_kept
 
 _CLICK_TYPES: dict[str, Any] = {"integer": int, "string": str}
 _BY_HAND = ("payload", "watch")  # options of their own: JSON text, a repeatable key
@@ -154,61 +154,13 @@ def schedule(
     )
     if not t.created and t.state != "pending" and not app.json:
         click.echo(f"Note: {t.id} ended as {t.state}; --rearm schedules it again.", err=True)
-    retried = not t.created and not t.absorbed and t.state == "pending"
-    if retried and delay_ms is not None and not app.json:
-        # A delay is not compared with the deadline it gave before (a retry comes later,
-        # so it always differs): a retried schedule must not fail, and it does not move.
-        delay = format_duration_ms(delay_ms)
-        click.echo(
-            f"Note: {t.id} was pending and kept its deadline; --in is not compared with it, "
-            f"so a retry never fails. To move it: tickwheel reschedule {shlex.quote(t.id)} "
-            f"--in {delay}",
-            err=True,
-        )
-    if retried and not app.json:
-        _kept(app, t.id, given)
+    if not t.created and not t.absorbed and t.state == "pending" and not app.json:
+        say_kept(app, t.id, delay_ms, given)
     if deadline_ms is not None and t.created and deadline_ms < app.client.time.wall_ms() - 1_000:
         # Allowed on purpose (a catch-up after downtime), but rarely what a person meant.
         click.echo(
             f"Note: {format_ms(deadline_ms)} is in the past: the timer is due at once.", err=True
         )
-
-
-# The options a pending timer keeps as it was scheduled (not compared, so a retry with
-# another never fails): option name -> its field on the timer, and how it reads.
-KEPT = {"priority": "--priority", "note": "--note", "max_total_ms": "--max-total"}
-
-
-def _kept(app: App, timer_id: str, given: dict[str, Any]) -> None:
-    """Say which given options a pending timer kept as they were (trial 11: `--priority 50`
-    on a pending id said "Already pending" and dropped it without a word)."""
-    asked = {k: v for k, v in given.items() if k in KEPT}
-    if not asked:
-        return
-    with errors():
-        info = app.client.get(timer_id)
-    if info is None or info.state != "pending":
-        return
-    differ = [
-        f"{KEPT[k]} {_shown(k, getattr(info, k))} (not {_shown(k, v)})"
-        for k, v in asked.items()
-        if getattr(info, k) != v
-    ]
-    if differ:
-        click.echo(
-            f"Note: {timer_id} was pending and keeps its own {', '.join(differ)}: these are "
-            "not compared, so a retry never fails. To change them, cancel it and schedule "
-            "it again.",
-            err=True,
-        )
-
-
-def _shown(option: str, value: Any) -> str:
-    if value is None:
-        return "none"
-    if option == "max_total_ms":
-        return format_duration_ms(int(value))
-    return repr(value) if isinstance(value, str) else str(value)
 
 
 def _conflict(exc: DuplicateTimer, deadline_ms: int | None) -> DuplicateTimer:

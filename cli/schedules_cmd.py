@@ -189,17 +189,18 @@ def create(app: App, /, name: str, payload: str | None, **spec: Unpack[ScheduleW
 
 def _same_as_asked(app: App, name: str, payload: Any, spec: ScheduleWhen) -> ScheduleInfo:
     """The schedule NAME that exists, when it is what `create` asked for (the same spec
-    and payload, active): a second run of a script that creates it goes on, as `schedule`
-    does for a timer pending already; otherwise the refusal, saying how to change it."""
+    and payload): a second run of a script that creates it goes on, as `schedule` does
+    for a timer pending or decided already (a paused one stays paused: an operator's
+    choice, said with how to resume it); otherwise the refusal, saying how to change it."""
     found = app.client.schedules.get(name)
     if (
         found is not None
-        and found.state == "active"
         and found.spec == ScheduleSpec.of(**spec)
         and found.payload == payload
         and not found.watch
     ):
-        click.echo(f"Already there: schedule {name}, as asked (unchanged).", err=True)
+        paused = f"; it is paused: `tickwheel schedules resume {name}`" * (found.state == "paused")
+        click.echo(f"Already there: schedule {name}, as asked (unchanged){paused}.", err=True)
         return found
     raise TimerCommandError(
         DuplicateTimer(

@@ -129,9 +129,9 @@ def announce(message: str, **fields: object) -> None:
 
 class TextFormatter(logging.Formatter):
     """A log line as the CLI writes every time: ISO 8601 in UTC with a Z (trial 11: a
-    handler's log line read `2026-12-02 14:34:03,274` beside the tour's `…T14:34:03.274Z`)."""
+    handler's log line read `YYYY-MM-DD hh:mm:ss,mmm` beside the tour's `…Thh:mm:ss.mmmZ`)."""
 
-    converter = time.gmtime
+    converter = staticmethod(time.gmtime)
     default_time_format = "%Y-%m-%dT%H:%M:%S"
     default_msec_format = "%s.%03dZ"
 

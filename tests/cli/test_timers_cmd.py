@@ -64,3 +64,15 @@ def test_reschedule_complete_and_notify(tw: Run) -> None:
     assert "Notified 1 of 1 pending timer matching 'job:{1}' (1 watch key notified)" in notified
     assert "Completed 11 of 11" in tw("timers", "complete", "job:*", "--yes").output
     assert as_json(tw("timers", "count", "job:*", "--state", "completed", "--json"))["count"] == 12
+
+
+def test_a_bulk_reschedule_too_far_is_refused_before_any_timer_moves(tw: Run) -> None:
+    """One new deadline for every timer, further than a deadline may be: refused at once
+    (exit 3, the limit in days), none moved; it was each timer's own error, exit 1 (the
+    CLI fuzz found it)."""
+    tw("init", "--shards", "2")
+    before = [as_json(tw("--json", "schedule", f"f:{i}", "--in", "1h")) for i in range(3)]
+    out = tw("timers", "reschedule", "f:*", "--at", "9999-12-31T23:59:59Z", "--yes", expect=3)
+    assert "give a nearer one" in out.stderr and "3660d" in out.stderr, out.output
+    after = [as_json(tw("--json", "get", f"f:{i}"))["deadline_ms"] for i in range(3)]
+    assert after == [t["deadline_ms"] for t in before]

@@ -121,14 +121,16 @@ def test_the_handlers_guide_leaves_other_guides_outcomes_alone(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A reader who ran the job-timeouts guide first (its cancelled timers' outcomes in
-    namespace `default`) runs the handlers guide: its groups handle only its own
+    its namespace) runs the handlers guide: its groups handle only its own
     outcomes, and nothing is dead-lettered (before, its `per-tenant` group started from
     every retained outcome, crashed on the job-timeouts guide's and dead-lettered them)."""
     url = fresh(home, monkeypatch)
     run_python(ROOT / "docs" / "guides" / "job-timeouts.md")
     scope: dict[str, object] = {}
     run_python(ROOT / "docs" / "guides" / "handlers.md", scope)
-    namespaces = {"default"} | {c.namespace for c in scope.values() if isinstance(c, TimerClient)}
+    namespaces = {"job-timeouts-guide"} | {
+        c.namespace for c in scope.values() if isinstance(c, TimerClient)
+    }
     for ns in sorted(namespaces):
         with TimerClient.from_url(url, ns) as c:
             assert list(c.dead_letters()) == [], ns

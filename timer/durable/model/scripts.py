@@ -85,7 +85,7 @@ def script_error(message: str) -> TimerError | None:
         differ = conflict.group("differ") or ""
         return DuplicateTimer.of(conflict.group("id"), [f for f in differ.split(",") if f])
     if code == ErrorCode.TOOFAR and (far := TOOFAR.fullmatch(detail.strip())):
-        detail = _too_far(int(far.group("deadline")), int(far.group("most")))
+        detail = too_far(int(far.group("deadline")), int(far.group("most")))
     return ErrorCode(code).error(detail.strip() or message)
 
 
@@ -93,7 +93,7 @@ def script_error(message: str) -> TimerError | None:
 TOOFAR = re.compile(r"deadline (?P<deadline>\d+) is more than (?P<most>\d+) ms from now")
 
 
-def _too_far(deadline_ms: int, most_ms: int) -> str:
+def too_far(deadline_ms: int, most_ms: int) -> str:
     """TOOFAR's words with the deadline as a time and the limit in days too (the bare
     ms read "deadline 4102444800000 is more than 316224000000 ms from now": trial 10)."""
     try:

@@ -32,7 +32,7 @@ from ..model.globs import check_glob
 from ..model.keys import check_name, results_parts
 from ..model.models import TimerInfo
 from ..model.namespace import Namespace
-from ..model.scripts import ScriptName
+from ..model.scripts import ScriptName, too_far
 from ..model.steps import Op, error_or
 from .calls import (
     Prepared,
@@ -350,6 +350,10 @@ def act(
         report.keys = len(keys)
         report.done = yield from _notify_keys(ns, keys)
         return report
+    if action == "reschedule" and pending and (delay_ms is not None or deadline_ms is not None):
+        # one new deadline for every timer: one too far is refused before any is moved
+        # (it was each timer's TOOFAR, every one an error, and exit 1)
+        yield from _within_reach(ns, delay_ms, deadline_ms)
     prepared = _prepare(
         ns, action, pending, delay_ms=delay_ms, deadline_ms=deadline_ms, shift_ms=shift_ms
     )
@@ -369,6 +373,17 @@ def act(
         else:
             report.skipped += 1
     return report
+
+
+def _within_reach(ns: Namespace, delay_ms: int | None, deadline_ms: int | None) -> Op[None]:
+    """InvalidInput if the one new deadline is further ahead than the client allows."""
+    most = ns.settings.max_delay_ms
+    if delay_ms is not None and isinstance(delay_ms, int) and delay_ms > most:
+        raise InvalidInput(f"delay_ms {delay_ms} is more than {most} ms: give a nearer one")
+    if deadline_ms is not None and isinstance(deadline_ms, int):
+        now = yield from steps.server_time_ms()
+        if deadline_ms > now + most:
+            raise InvalidInput(too_far(deadline_ms, most))
 
 
 def _prepare(
