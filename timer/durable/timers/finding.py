@@ -340,9 +340,8 @@ def act(
     deadline_ms: int | None = None,
     shift_ms: int | None = None,
 ) -> Op[Bulk]:
-    """``action`` on the pending ones of ``timers`` (one page), pipelined. reschedule
-    takes exactly one of ``delay_ms`` (from now), ``deadline_ms`` or ``shift_ms`` (added
-    to each timer's deadline as found)."""
+    """``action`` on the pending ones of ``timers`` (one page), pipelined. reschedule takes
+    one of ``delay_ms`` (from now), ``deadline_ms`` or ``shift_ms`` (added to each's)."""
     pending = [t for t in timers if t.state in ("pending", "undecodable")]
     report = Bulk(action, selected=len(pending))
     if action == "notify":
@@ -350,9 +349,7 @@ def act(
         report.keys = len(keys)
         report.done = yield from _notify_keys(ns, keys)
         return report
-    if action == "reschedule" and pending and (delay_ms is not None or deadline_ms is not None):
-        # one new deadline for every timer: one too far is refused before any is moved
-        # (it was each timer's TOOFAR, every one an error, and exit 1)
+    if action == "reschedule" and pending:  # one too far is refused before any moves
         yield from _within_reach(ns, delay_ms, deadline_ms)
     prepared = _prepare(
         ns, action, pending, delay_ms=delay_ms, deadline_ms=deadline_ms, shift_ms=shift_ms
@@ -376,14 +373,13 @@ def act(
 
 
 def _within_reach(ns: Namespace, delay_ms: int | None, deadline_ms: int | None) -> Op[None]:
-    """InvalidInput if the one new deadline is further ahead than the client allows."""
+    """InvalidInput if the one new deadline for every timer is further ahead than the
+    client allows (it was each timer's TOOFAR, every one an error, and exit 1)."""
     most = ns.settings.max_delay_ms
-    if delay_ms is not None and isinstance(delay_ms, int) and delay_ms > most:
+    if isinstance(delay_ms, int) and delay_ms > most:
         raise InvalidInput(f"delay_ms {delay_ms} is more than {most} ms: give a nearer one")
-    if deadline_ms is not None and isinstance(deadline_ms, int):
-        now = yield from steps.server_time_ms()
-        if deadline_ms > now + most:
-            raise InvalidInput(too_far(deadline_ms, most))
+    if isinstance(deadline_ms, int) and deadline_ms > (yield from steps.server_time_ms()) + most:
+        raise InvalidInput(too_far(deadline_ms, most))
 
 
 def _prepare(
