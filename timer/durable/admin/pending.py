@@ -1,8 +1,15 @@
 """A page of the pending timers of every shard by next due, read in the shards' own
 order and merged (a k-way merge), never by a scan of the keyspace. Sans-I/O, as
-:mod:`timer.durable.timers.ops`; read-only.
+:mod:`timer.durable.timers.ops`; it writes only the shards' heads.
 
-A shard keeps no sorted set of its timers: it keeps sorted sets of its buckets (fine,
+First from each shard's head (``lua/include/head.lua``: its soonest pending timers,
+every one due before the head's bound; ``pending_head.lua`` fills it from the buckets
+when it has no bound or too few, and drops the stale entries it meets): a few records a
+shard, in rounds while a shard may hold more before the page's last timer
+(:func:`_from_heads`). A page a head cannot answer (one ends before the page does, or a
+filter) reads the buckets, as follows.
+
+A shard keeps no sorted set of all its timers: it keeps sorted sets of its buckets (fine,
 ``bucket_ms`` wide, and coarse, an hour wide, for far timers), each bucket a lazy list
 of ids (:mod:`lua/include/buckets.lua`). So a shard's timers come in due order a bucket
 at a time: its next buckets by start (``ZRANGEBYSCORE … LIMIT``, fine and coarse
