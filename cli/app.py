@@ -268,6 +268,10 @@ def _global_option(name: str, attr: str, **kwargs: Any) -> click.Option:
     return click.Option([name], expose_value=False, callback=set_on_app, **kwargs)
 
 
+# a command whose namespace, given none, is not `default`
+NAMESPACE_DEFAULT = {"demo": "a namespace of its own, demo-<time>, dropped at its end"}
+
+
 def accept_global_options(group: click.Group) -> None:
     """Let every command and group under ``group`` take --redis-url, --namespace and
     --json after its name too (``tickwheel get ID --json``, ``tickwheel dead --json
@@ -294,7 +298,8 @@ def accept_global_options(group: click.Group) -> None:
                 "namespace",
                 default=None,
                 help="The namespace of timers [env TICKWHEEL_NAMESPACE; default: "
-                "default] (also taken before the command).",
+                + NAMESPACE_DEFAULT.get(command.name or "", "default")
+                + "] (also taken before the command).",
             ),
             _global_option(
                 "--json",

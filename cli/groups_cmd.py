@@ -188,6 +188,8 @@ def dead_list(
     with errors():
         letters = app.client.dead_letters(group, error=error, match=match, limit=limit)
         total = app.client.dead_letters_total()
+    if not letters:
+        _known(app, group)
     rows = [
         (
             d.ref,
@@ -266,6 +268,7 @@ def dead_redeliver(
     100,000 at once).
     """
     _check(refs, everything, group, error, match)
+    _known(app, group)
     with errors():
         done = app.client.redeliver_dead_letters(
             list(refs) if refs else None, group=group, error=error, match=match
@@ -295,6 +298,7 @@ def dead_drop(
     count matches by the time you answer, nothing is dropped (exit 14).
     """
     _check(refs, everything, group, error, match)
+    _known(app, group)
     expect: int | None = None
     if not yes:
         with errors():
@@ -323,6 +327,25 @@ def _check(
         )
     if refs and (group or error or match):
         raise click.UsageError("--group, --error and --match go with --all")
+
+
+def _known(app: App, group: str | None) -> None:
+    """NotFound (exit 6) for a --group that names no consumer group and no dead letter's:
+    a mistyped name listed nothing and redelivered 0, as an empty group does (trial 12),
+    where `groups delete` of it says there is none. (A deleted group's dead letters keep
+    its name, so those still count.)"""
+    if group is None:
+        return
+    with errors():
+        names = sorted(g.name for g in app.client.groups())
+        if group in names or app.client.dead_letters(group, limit=1):
+            return
+    raise TimerCommandError(
+        NotFound(
+            f"no consumer group {group!r} in namespace {app.namespace!r}, and no dead letter "
+            f"of one (groups: {', '.join(names) or 'none'})"
+        )
+    )
 
 
 def _report(app: App, verb: str, batch: DeadBatch) -> None:

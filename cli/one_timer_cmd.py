@@ -268,11 +268,16 @@ def heartbeat(app: App, timer_id: str, extend_ms: int, earlier: bool) -> None:
             f"{timer_id} already ended ({t.state}); nothing changed",
         )
     else:
-        emit(
-            app.json,
-            {**timer_json(t), "extended": True},
-            f"{timer_id} now falls due {format_ms(t.deadline_ms)}",
+        # one due later than --extend from now stayed where it was (a moved one is due at
+        # the server's now then + extend, before this later read of now + extend)
+        stayed = not earlier and t.deadline_ms > app.client.server_time_ms() + extend_ms
+        said = (
+            f"{timer_id} stays due {format_ms(t.deadline_ms)}: later than --extend from now "
+            "(a heartbeat moves a deadline only later; --earlier moves it sooner)"
+            if stayed
+            else f"{timer_id} now falls due {format_ms(t.deadline_ms)}"
         )
+        emit(app.json, {**timer_json(t), "extended": True}, said)
 
 
 @click.command()

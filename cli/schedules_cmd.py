@@ -287,6 +287,9 @@ def delete(app: App, name: str, keep_armed: bool, yes: bool) -> None:
     """Delete schedule NAME and its armed occurrence (unless --keep-armed, or its time
     has come: then it fires, once)."""
     if not yes and not app.json:
+        with errors():  # no question about a schedule that is not there
+            if app.client.schedules.get(name) is None:
+                raise _missing(app, name)
         confirm(f"Delete schedule {name!r}?")
     with errors():
         if not app.client.schedules.delete(name, keep_armed=keep_armed):

@@ -4,6 +4,7 @@ Each call to Redis scans a bounded page (``TimerClient.timers``)."""
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from typing import Any, TypedDict, Unpack
@@ -62,7 +63,18 @@ def selection_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         ]
     ):
         fn = option(fn)
-    return fn
+
+    @functools.wraps(fn)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        lo, hi = kwargs.get("deadline_from"), kwargs.get("deadline_to")
+        if lo is not None and hi is not None and lo > hi:  # said as the options, not the API's
+            raise click.UsageError(
+                f"--from {format_ms(lo)} is after --to {format_ms(hi)}: nothing is between "
+                "them (swap them?)"
+            )
+        return fn(*args, **kwargs)
+
+    return checked
 
 
 def _row(t: TimerInfo) -> tuple[Any, ...]:

@@ -125,7 +125,12 @@ def test_handle_retries_dead_letters_and_reports(
         assert not c.groups()[0].paused
         listed = tw("--json", "dead", "list", "--error", "DOWNSTREAM", "--match", "b?d")
         assert [d["outcome"]["id"] for d in as_json(listed)] == ["bad"]  # any case, a glob
-        assert "No dead letters" in tw("dead", "list", "--group", "other").output
+        assert (
+            "No dead letters" in tw("dead", "list", "--group", "handlers", "--match", "zz").output
+        )
+        assert (
+            "no consumer group 'other'" in tw("dead", "list", "--group", "other", expect=6).output
+        )
         assert "Dropped 0 dead letters" in tw("dead", "drop", "--all", "--error", "x").output
         assert "go with --all" in tw("dead", "redeliver", "1/1-0", "--error", "x", expect=2).output
         asked = tw("dead", "drop", "--all", expect=2)  # it asks; no answer: nothing dropped
@@ -289,8 +294,11 @@ def test_readme_handlers_commands_run_as_written(
 ) -> None:
     """The handlers guide's commands, as written, beside its `myapp/handlers.py`: `handle`
     runs as a process until SIGTERM (exit 0) and handles expired outcomes (printing each,
-    as the guide's function does); the admin lines run in order."""
-    lines = guide_block("# Handlers: run your code when a timer ends")
+    as the guide's function does); the admin lines run in order. Its first line names
+    the page's namespace (here the test's own: the guide's is apart from the tour's, whose
+    `handle` line reads group `handlers` of `default`: trial 12 shared it)."""
+    export, *lines = guide_block("# Handlers: run your code when a timer ends")
+    assert export.startswith("export TICKWHEEL_NAMESPACE=handlers-guide"), export
     assert lines[0].startswith("tickwheel handle myapp.handlers:on_timeout")
     c = guide_app(workdir, redis_server, namespace, monkeypatch)
     now = c.server_time_ms()
@@ -324,8 +332,8 @@ def test_readme_handlers_commands_run_as_written(
     for line in lines[1:]:
         result = runner.invoke(main, shlex.split(line)[1:], catch_exceptions=False)
         assert result.exit_code == 0, (line, result.output)
-    assert [g.name for g in c.groups()] == ["handlers"]
-    assert c.dead_letters() == []  # redelivered, the group's: it was deleted meanwhile
+    assert sorted(g.name for g in c.groups()) == ["handlers", "old-group"]
+    assert c.dead_letters() == []  # redelivered, each to its group
     c.close()
 
 

@@ -6,6 +6,7 @@ import json
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -70,6 +71,8 @@ def env(redis_server: RedisServer, namespace: str) -> dict[str, str]:
 def test_readme_dashboard_commands_serve_and_stop(env: dict[str, str]) -> None:
     lines = readme_lines()
     assert lines == ["tickwheel dashboard", "tickwheel dashboard --read-only"]
+    with socket.socket() as probe:  # the README's port: another process there would answer
+        assert probe.connect_ex(("127.0.0.1", 8080)) != 0, "something else listens on 8080"
     for line in lines:
         proc = start(shlex.split(line)[1:], env)
         try:
