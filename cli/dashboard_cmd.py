@@ -100,7 +100,9 @@ def dashboard(
         )
     if not is_loopback(host) and not token and tokens_path is None:
         raise click.UsageError(
-            f"--host {host} is beyond loopback: anyone who reaches it could cancel timers. "
+            f"--host {host} is beyond loopback: anyone who reaches it could "
+            + ("read every timer and payload" if read_only else "cancel timers")
+            + ". "
             f"Set a token first: export {TOKEN_ENV}=$(python -c 'import secrets; "
             "print(secrets.token_urlsafe())'), then open /login?token=<it> once"
         )
@@ -156,7 +158,7 @@ def serve(
     def stop(signum: int, frame: object) -> None:  # graceful, then exit 0 (uvicorn's own
         server.should_exit = True  # handler re-raises the signal: exit -15 on SIGTERM)
 
-    login = "/login?token=<your token>" if token or tokens else ""
+    login = "login?token=<your token>" if token or tokens else ""
     with bind_port("serve the dashboard", host, port) as sock:  # before saying it serves
         click.echo(
             f"dashboard of namespace {app.namespace!r} at {app.safe_url}: "

@@ -117,7 +117,9 @@ def serve(
             if not TokenFile(path).load():
                 raise click.UsageError(
                     f"no tokens in {path}: create one with `tickwheel tokens create --scope "
-                    "write --namespace NS`, or give --no-auth (loopback only)"
+                    f"write --namespace NS"
+                    + (f" --tokens {path}" if tokens_path is not None else "")
+                    + "`, or give --no-auth (loopback only)"
                 )
     with errors():
         app.client.meta  # noqa: B018 - a namespace never initialised fails here, clearly

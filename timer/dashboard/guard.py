@@ -105,7 +105,11 @@ class Guard(BaseHTTPMiddleware):
             if request.url.path == "/login":
                 given = request.query_params.get("token", "")
                 if self.tokens.check(given) is None:
-                    return _refuse(401, "wrong token: give one of `tickwheel tokens list`")
+                    return _refuse(
+                        401,
+                        "wrong token: give one `tickwheel tokens create` printed (`tickwheel "
+                        "tokens list` names them; a token is kept hashed, so it is shown once)",
+                    )
                 response = RedirectResponse("/", status_code=303)
                 response.set_cookie(COOKIE, given, httponly=True, samesite="strict")
                 return response
