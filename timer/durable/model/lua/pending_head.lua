@@ -161,8 +161,9 @@ local function read_head()
 end
 
 local S = head_bound(P)
+if not after_d and not S then S = fill() end  -- a head with no bound is not read first
 local live, n, more = read_head()
-if not after_d and (not S or (S ~= math.huge and n < want)) then
+if not after_d and S ~= math.huge and n < want then  -- too few left: filled again
   S = fill()
   live, n, more = read_head()
 end
