@@ -78,9 +78,15 @@ def test_two_runners_never_run_more_than_n_at_once_per_key(
     assert all(h.stats.failed == h.stats.dead_lettered == 0 for h in runners)
     wait_for(lambda: all(h.in_flight == 0 for h in runners), 10, "nothing left in hand")
     assert all(h.waiting_for_limit == 0 for h in runners)
-    # every slot given back: no key of the limit is left holding one
-    left = list(client.redis.scan_iter(match=f"{{tw:{client.namespace}}}:lim:*"))
-    assert all(client.redis.zcard(k) == 0 for k in left), left
+
+    # every slot given back: no key of the limit is left holding one (a runner gives a
+    # slot back after the handler's settling, a round trip after it left its hands: a CI
+    # run on a busy machine read the keys between the two)
+    def held() -> list[bytes]:
+        keys = client.redis.scan_iter(match=f"{{tw:{client.namespace}}}:lim:*")
+        return [k for k in keys if client.redis.zcard(k)]
+
+    wait_for(lambda: not held(), 10, "every slot given back")
 
 
 def test_an_async_handler_keeps_the_limit_too(
