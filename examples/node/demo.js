@@ -8,35 +8,58 @@ const http = require("node:http");
 const {Tickwheel, TickwheelError, verifySignature} = require("./tickwheel");
 
 const env = process.env;
-const client = new Tickwheel(env.API, env.TOKEN, env.NS || "default");
+function usage(message) {  // a setting missing or wrong: say which, and what to set
+  console.error(`demo.js: ${message} (see the README beside demo.js)`);
+  process.exit(2);
+}
+if (!env.API) usage("set API to the HTTP API's base URL, e.g. API=http://127.0.0.1:8000");
 const secret = env.WEBHOOK_SECRET;
+const hookPort = Number(env.WEBHOOK_PORT);
+if (secret && !(Number.isInteger(hookPort) && hookPort > 0 && hookPort < 65536)) {
+  usage("WEBHOOK_SECRET is set: set WEBHOOK_PORT too, the port `tickwheel handle --webhook` " +
+    "posts to (e.g. 9000), or unset WEBHOOK_SECRET to skip the webhooks");
+}
+if (env.WEBHOOK_PORT && !secret) {
+  usage("WEBHOOK_PORT is set: set WEBHOOK_SECRET too, the one given to `tickwheel handle`");
+}
+const client = new Tickwheel(env.API, env.TOKEN, env.NS || env.TICKWHEEL_NAMESPACE || "default");
 
-function receiveWebhooks(port, want) {  // resolves with the verified bodies of `want` ids
+// Receives signed webhooks on `port`: `.seen` resolves with the verified bodies once each
+// of the `want` ids came. Every signed post is answered 204 (a runner's earlier outcomes
+// too, and its retries of them) until `.close()`, at the end of the run.
+function receiveWebhooks(port, want) {
   const seen = new Map();
-  return new Promise((resolve) => {
-    const server = http.createServer((req, res) => {
-      const chunks = [];
-      req.on("data", (c) => chunks.push(c));
-      req.on("end", () => {
-        const raw = Buffer.concat(chunks);
-        if (!verifySignature(secret, req.headers["tickwheel-signature"], raw)) {
-          res.writeHead(401).end();
-          return;
-        }
-        const body = JSON.parse(raw);
+  let resolveSeen;
+  const done = new Promise((resolve) => { resolveSeen = resolve; });
+  const server = http.createServer((req, res) => {
+    const chunks = [];
+    req.on("data", (c) => chunks.push(c));
+    req.on("end", () => {
+      const raw = Buffer.concat(chunks);
+      if (!verifySignature(secret, req.headers["tickwheel-signature"], raw)) {
+        res.writeHead(401).end();
+        return;
+      }
+      const body = JSON.parse(raw);
+      if (want.includes(body.id)) {
         seen.set(body.id, {...body, key: req.headers["tickwheel-idempotency-key"]});
-        res.writeHead(204).end();
-        if (want.every((id) => seen.has(id))) server.close(() => resolve(seen));
-      });
+      }
+      res.writeHead(204).end();
+      if (want.every((id) => seen.has(id))) resolveSeen(seen);
     });
-    server.listen(port, "127.0.0.1");
   });
+  server.on("error", (e) => usage(`WEBHOOK_PORT ${port}: ${e.message}`));
+  server.listen(port, "127.0.0.1");
+  return {seen: done, close: () => new Promise((resolve) => {
+    server.close(resolve);
+    server.closeIdleConnections();
+  })};
 }
 
 async function main() {
   const run = `node-${process.pid}`;
   const done = `job:{${run}}`, late = `job:{${run}-late}`;
-  const hooks = secret ? receiveWebhooks(Number(env.WEBHOOK_PORT), [done, late]) : null;
+  const hooks = secret ? receiveWebhooks(hookPort, [done, late]) : null;
   const made = await client.schedule({id: done, delay_ms: 60000, payload: {from: "node"},
     watch: [`${done}:finished`]});
   const again = await client.schedule({id: done, delay_ms: 60000, payload: {from: "node"},
@@ -50,7 +73,7 @@ async function main() {
     if (!(e instanceof TickwheelError)) throw e;
     missing = {status: e.status, kind: e.kind, exit_code: e.exitCode};
   }
-  const received = hooks ? Object.fromEntries(await hooks) : {};
+  const received = hooks ? Object.fromEntries(await hooks.seen) : {};
   // as a handler: this run's outcomes through a consumer group, over SSE, each acked;
   // another run's (the group reads what it has not settled yet) are acked unhandled
   const group = env.GROUP || "node-demo", consumer = "node-1";
@@ -74,6 +97,7 @@ async function main() {
     settled += batch.length;
     quiet = batch.length ? 0 : quiet + 1;
   }
+  if (hooks) await hooks.close();
   console.log(JSON.stringify({created: made.created, again: again.created,
     notified: notified.completed, completed: completed.outcome, expired: expired.outcome,
     lateness_ms: expired.lateness_ms, missing, webhooks: received, handled, group, settled}));

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -102,3 +103,51 @@ def test_the_node_signature_check_refuses_a_wrong_secret_or_body(tmp_path: Path)
     assert not check(header, body, "another-secret-entirely")
     assert not check(header, body + b" ", SECRET)
     assert not check(sign(SECRET, 1_600_000_000, body), body, SECRET)  # too old
+
+
+def _free_port() -> str:
+    return str(free_port())
+
+
+def test_the_node_readme_runs_as_written_twice_in_its_own_namespace(
+    tmp_path: Path, server_binary: Path
+) -> None:
+    """examples/node/README.md's two blocks, pasted in one shell on the embedded server
+    (ports made free), twice: the demo keeps to its own namespace (its `init --shards 4`
+    failed beside the tour's 16 shards in `default`), the webhook runner's outcomes all
+    reach a demo (every signed post is answered until it exits: none is dead-lettered,
+    the first run's too), and both runs print what the README says."""
+    assert NODE is not None
+    text = (ROOT / "examples" / "node" / "README.md").read_text()
+    shell = [b.split("```", 1)[0] for b in text.split("```sh\n")[1:]]
+    assert len(shell) == 2, "the README's two blocks: the demo, then its webhooks"
+    api, hook = _free_port(), _free_port()
+    lines = "\n".join(shell).replace("8000", api).replace("9000", hook).splitlines()
+    stop = lines.pop()
+    assert stop == "tickwheel server stop", stop
+    env = {
+        "PATH": f"{server_binary.parent}:{Path(sys.executable).parent}:/usr/bin:/bin",
+        "TICKWHEEL_HOME": str(tmp_path / "home"),
+        "HOME": str(tmp_path),
+    }
+    # a reader who took the README tour first: `default` has its 16 shards
+    subprocess.run(["tickwheel", "init"], env=env, check=True, capture_output=True, timeout=60)
+    check = "tickwheel --json --namespace node-demo dead list"
+    script = "\n".join(["set -euo pipefail", *lines, check, stop])
+    try:
+        for run in (1, 2):
+            done = subprocess.run(["bash", "-c", script], cwd=ROOT, env=env, capture_output=True,
+                                  text=True, timeout=240, check=False)  # fmt: skip
+            assert done.returncode == 0, (run, done.stdout[-2000:], done.stderr[-4000:])
+            shown = [json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")]
+            plain, hooked = shown[0], shown[1]
+            for out in (plain, hooked):
+                assert (out["completed"], out["expired"]) == ("completed", "expired"), out
+                assert out["group"] == "node-demo" and out["settled"] >= 2, out
+            assert plain["webhooks"] == {}
+            assert {v["outcome"] for v in hooked["webhooks"].values()} == {"completed", "expired"}
+            dead = [x for x in done.stdout.splitlines() if x.startswith("[")]
+            assert dead == ["[]"], (run, done.stdout)
+    finally:  # a run that failed half way leaves no server behind
+        subprocess.run(["tickwheel", "server", "stop"], env=env, capture_output=True, timeout=60,
+                       check=False)  # fmt: skip
