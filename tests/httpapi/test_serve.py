@@ -8,6 +8,7 @@ import contextlib
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import ssl
@@ -198,12 +199,17 @@ def test_tokens_are_scoped_to_namespaces_and_actions(
     [
         ("/timers", {"id": "x"}, 400, "give exactly one of delay_ms or deadline_ms"),
         ("/timers", {"id": "x", "delay_ms": 1, "deadline_ms": 2}, 400, "exactly one of"),
-        ("/timers", {"id": "x", "delay_ms": "soon"}, 400, "delay_ms: 'soon' is not of type"),
-        ("/timers", {"id": "x", "delay_ms": 1, "colour": "red"}, 400, "colour"),
+        # values quoted as JSON quotes them, the sender's language (not Python's 'soon')
+        ("/timers", {"id": "x", "delay_ms": "soon"}, 400, 'expected an integer, got "soon"'),
+        ("/timers", {"id": "x", "delay_ms": "it's"}, 400, 'got "it\'s"'),
+        ("/timers", {"id": "x", "delay_ms": True}, 400, "expected an integer, got true"),
+        ("/timers", {"id": "x", "delay_ms": 1, "colour": "red"}, 400, 'unknown field "colour"'),
+        ("/timers", {"id": "x", "delay_ms": 2**53 - 1}, 400, "must be at most 316224000000"),
+        ("/timers", {"delay_ms": 1}, 400, 'missing field "id"'),
         ("/timers", {"id": "x", "delay_ms": -5}, 400, "delay_ms"),
         ("/timers", {"id": "x", "delay_ms": 1, "watch": "k"}, 400, "watch"),
         ("/timers", {"id": "j:{1}", "delay_ms": 1, "watch": ["j:{2}"]}, 400, "same hash tag"),
-        ("/timers", [1, 2], 400, "is not of type 'object'"),
+        ("/timers", [1, 2], 400, "expected an object, got [1, 2]"),
         ("/timers/batch", {"items": []}, 400, "items"),
         ("/timers/x/reschedule", {}, 400, "exactly one of delay_ms or deadline_ms"),
         ("/notify", {"keys": []}, 400, "keys"),
@@ -390,6 +396,17 @@ def test_a_handler_in_any_language_through_a_group(
     assert api.call("POST", f"{grp}/ack", {"refs": [refs["h:0"], refs["h:1"], refs["h:2"]]})[1] == {
         "acked": 3
     }
+    # again: nothing was pending, and it says so (it answered the count sent)
+    assert api.call("POST", f"{grp}/ack", {"refs": [refs["h:0"], refs["h:0"]]})[1] == {"acked": 0}
+    # a group that never read: a 404 in its own words, not the script's error from Redis
+    status, missing = api.call(
+        "POST",
+        f"/v1/namespaces/{c.namespace}/groups/never/retry",
+        {"ref": refs["h:3"], "delay_ms": 1},
+    )
+    assert (status, missing["kind"]) == (404, "NotFound"), missing
+    assert "no such consumer group" in missing["error"], missing
+    assert not re.search(r"NOGROUP|script|user_script|\{tw:", missing["error"]), missing
     assert (
         api.call("POST", f"{grp}/retry", {"ref": refs["h:3"], "delay_ms": 100})[1]["retrying"]
         is True

@@ -80,9 +80,13 @@ class AsyncConsumer:
             raise InvalidInput(f"refs must be a list of at most {MAX_BATCH} outcome refs")
         return [self._delivery(r) for r in refs]  # every ref checked before any is sent
 
-    async def ack(self, refs: Sequence[str]) -> None:
-        """Acknowledge these outcomes: handled, never delivered again (safe to repeat)."""
-        await self._run(group_ops.ack_many(self._deliveries(refs)))
+    async def ack(self, refs: Sequence[str]) -> int:
+        """Acknowledge these outcomes: handled, never delivered again (safe to repeat).
+        How many were pending and are acknowledged now (one acknowledged already, or
+        named twice, counts once)."""
+        ds = self._deliveries(refs)
+        missing: int = await self._run(group_ops.ack_many(ds))
+        return len(ds) - missing
 
     async def retry(self, ref: str, delay_ms: int) -> bool:
         """Deliver this outcome again in ``delay_ms`` (its attempt counts); False if it is

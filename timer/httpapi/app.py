@@ -33,6 +33,7 @@ from .context import LATENCY, REQUESTS, Call, Clients, Handler, error, from_exce
 from .routing import RawRoute, cross_site
 from .spec import ENDPOINTS, MAX_BODY_BYTES, Endpoint
 from .tokens import TokenFile
+from .words import say, shown
 
 
 def create_app(
@@ -82,7 +83,7 @@ async def _no_route(request: Request, _exc: Exception) -> Response:
     return error(
         404,
         "NotFound",
-        f"no route {request.url.path[:200]!r}; the routes are in /v1/openapi.json",
+        f"no route {shown(request.url.path, 200)}; the routes are in /v1/openapi.json",
         6,
     )
 
@@ -91,7 +92,7 @@ async def _no_method(request: Request, exc: Exception) -> Response:
     response = error(
         405,
         "MethodNotAllowed",
-        f"{request.method} is not a method of {request.url.path[:200]!r}; see /v1/openapi.json",
+        f"{request.method} is not a method of {shown(request.url.path, 200)}; see /v1/openapi.json",
         3,
     )
     response.headers.update(getattr(exc, "headers", None) or {})  # Allow: what is
@@ -168,7 +169,7 @@ def _authorize(
             4,
         )
     if not token.allows(endpoint.scope, namespace):
-        where = f" on namespace {namespace!r}" if namespace else ""
+        where = f" on namespace {shown(namespace)}" if namespace else ""
         return error(
             403,
             "Forbidden",
@@ -187,7 +188,7 @@ async def _body(request: Request, schema: Schema) -> Any:
             415,
             "InvalidInput",
             f"the body must be application/json, not "
-            f"{kind[:80]!r} (Content-Type: application/json, or none)",
+            f"{shown(kind, 80)} (Content-Type: application/json, or none)",
             3,
         )
     declared = request.headers.get("content-length")
@@ -217,7 +218,7 @@ async def _body(request: Request, schema: Schema) -> Any:
     problem = schema.problem(data)
     if problem is not None:
         where = "/".join(str(p) for p in problem.absolute_path) or "the body"
-        return error(400, "InvalidInput", f"{where}: {_say(problem)}", 3)
+        return error(400, "InvalidInput", f"{where}: {say(problem)}", 3)
     return data
 
 
@@ -260,7 +261,7 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
-            raise ValueError(f"the key {key[:80]!r} appears twice in one object; send it once")
+            raise ValueError(f"the key {shown(key, 80)} appears twice in one object; send it once")
         out[key] = value
     return out
 
@@ -282,15 +283,6 @@ def json_depth(value: Any) -> int:
     return deepest
 
 
-def _say(problem: jsonschema.ValidationError) -> str:
-    """A schema error in words that say what to fix (at most 300 characters)."""
-    if problem.validator == "oneOf":  # the alternatives here are which field to give
-        alternatives = problem.validator_value if isinstance(problem.validator_value, list) else []
-        names = [n for alt in alternatives for n in alt.get("required", ())]
-        return f"give exactly one of {' or '.join(names)}"
-    return problem.message[:300]
-
-
 def _query(request: Request, endpoint: Endpoint) -> dict[str, Any] | Response:
     """The endpoint's query parameters, typed as their schemas say and checked against
     them; one without a default is required. Any other is refused: a misspelt one
@@ -301,7 +293,7 @@ def _query(request: Request, endpoint: Endpoint) -> dict[str, Any] | Response:
             return error(
                 400,
                 "InvalidInput",
-                f"unknown query parameter {name[:100]!r}: this takes {takes}",
+                f"unknown query parameter {shown(name)}: this takes {takes}",
                 3,
             )
     out: dict[str, Any] = {}
@@ -316,10 +308,11 @@ def _query(request: Request, endpoint: Endpoint) -> dict[str, Any] | Response:
             kind = schema.get("type")
             value: Any = int(raw) if kind == "integer" else float(raw) if kind == "number" else raw
         except ValueError:
-            return error(400, "InvalidInput", f"{name}: {raw[:100]!r} is not a {kind}", 3)
+            wanted = "an integer" if kind == "integer" else "a number"
+            return error(400, "InvalidInput", f"{name}: expected {wanted}, got {shown(raw)}", 3)
         problem = jsonschema.exceptions.best_match(_validator(name, schema).iter_errors(value))
         if problem is not None:
-            return error(400, "InvalidInput", f"{name}: {_say(problem)}", 3)
+            return error(400, "InvalidInput", f"{name}: {say(problem)}", 3)
         out[name] = value
     return out
 

@@ -21,6 +21,7 @@ from timer.aio.group import AsyncConsumer
 from timer.durable.timers.items import check_callback_url
 
 from .spec import Endpoint
+from .words import shown
 
 
 def error(status: int, kind: str, message: str, exit_code: int) -> JSONResponse:
@@ -80,7 +81,7 @@ class Clients:
         host = (urllib.parse.urlsplit(check_callback_url(url)).hostname or "").lower()
         if host not in self.callback_hosts:
             raise InvalidInput(
-                f"callback_url host {host!r} is not one this server allows; its operator "
+                f"callback_url host {shown(host)} is not one this server allows; its operator "
                 "lists them with tickwheel serve --callback-host"
             )
 

@@ -23,6 +23,7 @@ from timer.redis.store import RedisSettings
 from timer.shapes import dead_letter_json, group_json, outcome_json, timer_info_json, timer_json
 
 from .context import METRICS, MULTIPROC_ENV, Call, Clients, Handler, error_of
+from .words import shown
 
 
 async def schedule(call: Call) -> Response:
@@ -108,9 +109,7 @@ async def events(call: Call) -> Response:
 
 
 async def ack(call: Call) -> dict[str, Any]:
-    refs = call.body["refs"]
-    await _consumer_of_body(call).ack(refs)
-    return {"acked": len(refs)}
+    return {"acked": await _consumer_of_body(call).ack(call.body["refs"])}
 
 
 async def retry(call: Call) -> dict[str, Any]:
@@ -219,7 +218,7 @@ async def dead_letter(call: Call) -> dict[str, Any]:
     c, ref = _sync(call), _ref(call)
     d = await asyncio.to_thread(c.dead_letter, ref)
     if d is None:
-        raise NotFound(f"no dead letter {ref} in namespace {c.namespace!r}")
+        raise NotFound(f"no dead letter {ref} in namespace {shown(c.namespace)}")
     return dead_letter_json(d)
 
 
@@ -227,14 +226,14 @@ async def redeliver(call: Call) -> dict[str, Any]:
     c, ref = _sync(call), _ref(call)
     new = await asyncio.to_thread(c.redeliver, ref)
     if new is None:
-        raise NotFound(f"no dead letter {ref} in namespace {c.namespace!r}")
+        raise NotFound(f"no dead letter {ref} in namespace {shown(c.namespace)}")
     return {"ref": ref, "redelivered_as": new}
 
 
 async def drop(call: Call) -> dict[str, Any]:
     c, ref = _sync(call), _ref(call)
     if not await asyncio.to_thread(c.drop_dead_letter, ref):
-        raise NotFound(f"no dead letter {ref} in namespace {c.namespace!r}")
+        raise NotFound(f"no dead letter {ref} in namespace {shown(c.namespace)}")
     return {"ref": ref, "dropped": True}
 
 

@@ -22,6 +22,8 @@ from starlette.requests import Request
 from starlette.routing import Match, Route
 from starlette.types import Scope
 
+from .words import shown
+
 GREEDY = frozenset({"timer_id", "group"})
 
 
@@ -131,7 +133,7 @@ def cross_site(request: Request, this: str, *, navigation: bool) -> str:
         return ""
     own = f"{request.scope.get('scheme', 'http')}://{request.headers.get('host', '')}"
     if origin is not None and origin != own:
-        return f"Origin {origin[:100]!r} is not this {this} ({own[:100]})"
+        return f"Origin {shown(origin, 100)} is not this {this} ({own[:100]})"
     if site is not None and site != "same-origin" and not (navigation and site == "none"):
-        return f"Sec-Fetch-Site is {site[:40]!r}"
+        return f"Sec-Fetch-Site is {shown(site, 40)}"
     return ""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from timer.durable.model.fields import MS_SCHEMA, json_schemas
+from timer.durable.model.fields import DELAY_SCHEMA, MS_SCHEMA, json_schemas
 
 MAX_BATCH = 10_000
 
@@ -48,7 +48,7 @@ HEARTBEAT = {
     "type": "object",
     "properties": {
         "extend_ms": {
-            **MS_SCHEMA,
+            **DELAY_SCHEMA,
             "description": "Push the deadline this long from now (Redis time); "
             "never earlier than it is (unless earlier), never past the timer's max_total_ms.",
         },

@@ -190,7 +190,17 @@ ENDPOINTS = (
         "Acknowledge outcomes: handled",
         "write",
         ACK,
-        responses={200: ("done", {"type": "object"})},
+        responses={
+            200: (
+                "how many were pending and are acknowledged now (one acknowledged already "
+                "counts 0: safe to repeat)",
+                {
+                    "type": "object",
+                    "properties": {"acked": {"type": "integer", "minimum": 0}},
+                    "required": ["acked"],
+                },
+            )
+        },
         errors={404: "the group has read nothing yet"},
     ),
     Endpoint(

@@ -341,7 +341,7 @@ def translate(exc: redis.RedisError, where: str) -> TimerError:
         if code == "NOGROUP":  # a client's mistake, not Redis failing
             missing = NotFound(
                 "no such consumer group on that shard: a group exists once it has read "
-                f"(outcomes, a handler runner); Redis said: {message[:200]}"
+                "(outcomes, a handler runner)"
             )
             missing.code = code
             return missing

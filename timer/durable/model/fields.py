@@ -26,6 +26,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Required, TypedDict, get_args, get_origin, get_type_hints
 
+from .durations import TEN_YEARS_MS
+
 MAX_ID_BYTES = 256
 # Deadlines are epoch milliseconds. A script's Lua numbers are doubles, and msgpack
 # writes 2**63 and above as unsigned integers that Lua's cmsgpack reads back negative
@@ -77,6 +79,8 @@ class Field:
 
 _ID_SCHEMA = {"type": "string", "minLength": 1, "maxLength": MAX_ID_BYTES}
 MS_SCHEMA = {"type": "integer", "minimum": 0, "maximum": MAX_DEADLINE_MS}  # a time in ms
+# a time from now: at most the longest delay a client takes by default (ten years)
+DELAY_SCHEMA = {"type": "integer", "minimum": 0, "maximum": TEN_YEARS_MS}
 
 
 class TimerOptions(TypedDict, total=False):
@@ -231,7 +235,10 @@ class TimerSpec(TimerOptions, total=False):
         ]
     ]
     delay_ms: Annotated[
-        int | None, Field("Fire this many ms from now (Redis time).", MS_SCHEMA, cli="--in")
+        int | None,
+        Field(
+            "Fire this many ms from now (Redis time); at most ten years.", DELAY_SCHEMA, cli="--in"
+        ),
     ]
     deadline_ms: Annotated[
         int | None, Field("Fire at this epoch ms (Redis time).", MS_SCHEMA, cli="--at")

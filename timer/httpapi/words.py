@@ -1,0 +1,84 @@
+"""A refused request in the words of JSON, the language its sender wrote it in: values
+quoted as JSON quotes them ("x", true, null), not as Python does ('x', True, None)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import jsonschema
+
+_TYPES = {
+    "integer": "an integer",
+    "number": "a number",
+    "string": "a string",
+    "boolean": "true or false",
+    "object": "an object",
+    "array": "an array",
+    "null": "null",
+}
+
+
+def shown(value: Any, most: int = 100) -> str:
+    """``value`` as JSON writes it, cut to ``most`` characters."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    except (TypeError, ValueError):
+        text = str(value)
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
+def _kinds(expected: Any) -> str:
+    names = expected if isinstance(expected, list) else [expected]
+    return " or ".join(_TYPES.get(str(n), str(n)) for n in names)
+
+
+def _plural(n: Any, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _size(value: Any) -> int:
+    return len(value) if isinstance(value, str | list | dict) else 0
+
+
+# a bound's keyword: what the value must be, and what is said of the one given
+_BOUNDS: dict[str, Callable[[Any, Any], str]] = {
+    "minimum": lambda lim, v: f"must be at least {lim}, got {shown(v)}",
+    "exclusiveMinimum": lambda lim, v: f"must be more than {lim}, got {shown(v)}",
+    "maximum": lambda lim, v: f"must be at most {lim}, got {shown(v)}",
+    "exclusiveMaximum": lambda lim, v: f"must be less than {lim}, got {shown(v)}",
+    "minLength": lambda lim, v: f"must be at least {_plural(lim, 'character')}, got {shown(v)}",
+    "maxLength": lambda lim, v: f"must be at most {_plural(lim, 'character')}, got {_size(v)}",
+    "minItems": lambda lim, v: f"must hold at least {_plural(lim, 'item')}, got {_size(v)}",
+    "maxItems": lambda lim, v: f"must hold at most {_plural(lim, 'item')}, got {_size(v)}",
+    "minProperties": lambda lim, v: f"must hold at least {_plural(lim, 'field')}, got {_size(v)}",
+    "maxProperties": lambda lim, v: f"must hold at most {_plural(lim, 'field')}, got {_size(v)}",
+    "type": lambda lim, v: f"expected {_kinds(lim)}, got {shown(v)}",
+    "enum": lambda lim, v: f"must be one of {', '.join(shown(x) for x in lim)}, got {shown(v)}",
+    "const": lambda lim, v: f"must be {shown(lim)}, got {shown(v)}",
+    "pattern": lambda lim, v: f"{shown(v)} does not match the pattern {shown(lim)}",
+    "uniqueItems": lambda lim, v: "holds an item twice: give each once",
+}
+
+
+def say(problem: jsonschema.ValidationError) -> str:
+    """A schema error in words that say what to fix (at most 300 characters)."""
+    kind, limit, value = problem.validator, problem.validator_value, problem.instance
+    schema = problem.schema if isinstance(problem.schema, dict) else {}
+    if kind == "oneOf":  # the alternatives here are which field to give
+        alternatives = limit if isinstance(limit, list) else []
+        names = [n for alt in alternatives for n in alt.get("required", ())]
+        said = f"give exactly one of {' or '.join(names)}"
+    elif kind == "additionalProperties" and isinstance(value, dict):
+        known = list(schema.get("properties", {}))
+        extra = ", ".join(shown(k, 60) for k in value if k not in known)
+        said = f"unknown field {extra}: this takes {', '.join(known) or 'no field'}"
+    elif kind == "required" and isinstance(value, dict) and isinstance(limit, list):
+        missing = [n for n in limit if n not in value]
+        said = f"missing field {', '.join(shown(n) for n in missing)}"
+    elif isinstance(kind, str) and kind in _BOUNDS:
+        said = _BOUNDS[kind](limit, value)
+    else:
+        said = problem.message
+    return said[:300]
