@@ -8,7 +8,7 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
 
@@ -268,6 +268,30 @@ def _global_option(name: str, attr: str, **kwargs: Any) -> click.Option:
     return click.Option([name], expose_value=False, callback=set_on_app, **kwargs)
 
 
+GLOBAL_OPTIONS = ("--redis-url", "--namespace", "--json")
+
+
+def takes_globals(*names: str, why: str) -> Callable[[C], C]:
+    """For a command that uses only some of the global options (``probe`` talks to a
+    worker, never to Redis): after its name it takes only ``names``; another is a usage
+    error that says ``why`` (it was taken, and silently ignored)."""
+
+    def mark(command: C) -> C:
+        command.tickwheel_globals = (names, why)  # type: ignore[attr-defined]
+        return command
+
+    return mark
+
+
+def _not_taken(command: click.Command, name: str, why: str) -> click.Option:
+    def refuse(ctx: click.Context, _param: click.Parameter, value: Any) -> None:
+        if value not in (None, False):
+            raise click.UsageError(f"{ctx.command_path} takes no {name}: {why}", ctx)
+
+    flag = name == "--json"
+    return click.Option([name], expose_value=False, hidden=True, is_flag=flag, callback=refuse)
+
+
 # a command whose namespace, given none, is not `default`
 NAMESPACE_DEFAULT = {"demo": "a namespace of its own, demo-<time>, dropped at its end"}
 
@@ -283,6 +307,11 @@ def accept_global_options(group: click.Group) -> None:
         if any(getattr(p, "type", None) is click.UNPROCESSED for p in command.params):
             continue
         taken = {o for p in command.params for o in getattr(p, "opts", ())}
+        names, why = getattr(command, "tickwheel_globals", (GLOBAL_OPTIONS, ""))
+        for name in GLOBAL_OPTIONS:
+            if name not in names and name not in taken:
+                command.params.append(_not_taken(command, name, why))
+                taken.add(name)
         for option in (
             _global_option(
                 "--redis-url",

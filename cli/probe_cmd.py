@@ -10,11 +10,12 @@ from typing import Any
 
 import click
 
-from .app import App, pass_app
+from .app import App, pass_app, takes_globals
 from .durations import SECONDS
 from .output import emit
 
 
+@takes_globals("--json", why="it asks the worker at HOST:PORT, never Redis")
 @click.command()
 @click.argument("address", required=False, metavar="[HOST:PORT]")
 @click.option("--host", default="127.0.0.1", show_default=True, help="The worker's metrics host.")

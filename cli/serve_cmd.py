@@ -13,7 +13,15 @@ import click
 from timer.errors import NotFound
 
 from . import embedded
-from .app import App, TimerCommandError, errors, pass_app, require_extra, starts_server
+from .app import (
+    App,
+    TimerCommandError,
+    errors,
+    pass_app,
+    require_extra,
+    starts_server,
+    takes_globals,
+)
 from .choice import Choice
 from .dashboard_cmd import is_loopback
 from .output import emit, table
@@ -164,6 +172,9 @@ def serve(
     click.echo("HTTP API stopped", err=True)
 
 
+TOKENS_NOT_IN_REDIS = "tokens live in the file --tokens names, not in Redis"
+
+
 @click.group()
 def tokens() -> None:
     """Bearer tokens of the HTTP API (`tickwheel serve`), stored hashed in a file.
@@ -173,6 +184,7 @@ def tokens() -> None:
     """
 
 
+@takes_globals("--namespace", "--json", why=TOKENS_NOT_IN_REDIS)
 @tokens.command()
 @click.option(
     "--scope",
@@ -215,6 +227,7 @@ def create(
         )
 
 
+@takes_globals("--json", why=TOKENS_NOT_IN_REDIS)
 @tokens.command("list")
 @tokens_option
 @pass_app
@@ -244,6 +257,7 @@ def list_(app: App, tokens_path: Path | None) -> None:
     )
 
 
+@takes_globals("--json", why=TOKENS_NOT_IN_REDIS)
 @tokens.command()
 @click.argument("token_id")
 @tokens_option

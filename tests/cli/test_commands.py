@@ -610,3 +610,25 @@ def test_steady_heap_puts_start_up_out_of_the_collectors_reach() -> None:
         assert gc.get_freeze_count() > 1000 and gc.isenabled()
     finally:
         gc.unfreeze()
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["probe", "--redis-url", "redis://127.0.0.1:1"], "probe takes no --redis-url"),
+        (["probe", "--namespace", "billing"], "probe takes no --namespace"),
+        (["tokens", "list", "--namespace", "billing"], "tokens list takes no --namespace"),
+        (["tokens", "revoke", "abc", "--redis-url", "redis://h:1"], "revoke takes no --redis-url"),
+    ],
+)
+def test_a_global_option_a_command_would_ignore_is_refused(
+    workdir: object, args: list[str], says: str
+) -> None:
+    """`probe` asks a worker and `tokens` reads a file: neither uses Redis. A
+    --redis-url or --namespace after them was taken and ignored without a word (trial
+    13); it is a usage error saying why, and their --help does not offer it."""
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert says in result.output, result.output
+    shown = CliRunner().invoke(main, [*args[: 2 if args[0] == "tokens" else 1], "--help"]).output
+    assert "--redis-url" not in shown and "--json" in shown, shown
