@@ -207,3 +207,20 @@ def test_the_compose_monitoring_profile_mounts_what_exists() -> None:
     assert any(v.endswith(f"{path}/tickwheel.json:ro") for v in services["grafana"]["volumes"])
     board = json.loads(BOARD.read_text())
     assert board["uid"] == "tickwheel" and len(board["panels"]) >= 10
+
+
+def test_prometheus_scrapes_every_worker_service_of_the_compose_file() -> None:
+    """Every compose service that runs `worker` with a metrics port is a name Prometheus
+    resolves: the sentinel profile runs its workers instead of `worker` (--scale
+    worker=0), and Prometheus scraped nothing then (trial 13)."""
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    workers = {
+        name
+        for name, s in services.items()
+        if s.get("command", [None])[0] == "worker" and "--metrics-port" in s["command"]
+    }
+    assert {"worker", "sentinel-worker"} <= workers, workers
+    config = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())
+    [job] = [j for j in config["scrape_configs"] if j["job_name"] == "tickwheel-worker"]
+    names = {n for sd in job["dns_sd_configs"] for n in sd["names"]}
+    assert workers <= names, (workers, names)
