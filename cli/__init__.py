@@ -7,3 +7,9 @@ if __name__ != "timer.cli":
         f"{__name__!r} is the repository's cli/ folder imported by its own name: import it "
         "as timer.cli (run the command line as `tickwheel` or `python -m timer.cli`)"
     )
+
+import sys
+
+from .starting import stop_quietly_while_starting
+
+stop_quietly_while_starting(sys.argv)

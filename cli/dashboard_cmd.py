@@ -14,6 +14,7 @@ from . import embedded
 from .app import App, errors, pass_app, require_extra, starts_server
 from .output import plural
 from .service import bind_port, log_level_option, setup_logging
+from .starting import running
 
 TOKEN_ENV = "TICKWHEEL_DASHBOARD_TOKEN"
 WILDCARDS = ("0.0.0.0", "::", "")
@@ -167,6 +168,7 @@ def serve(
         )
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, stop)
+        running()  # its own SIGTERM handling from here (cli.starting)
         server.run(sockets=[sock])
     click.echo("dashboard stopped", err=True)
 

@@ -30,6 +30,7 @@ from .service import (
     steady_heap,
 )
 from .spec import HandlerSpec, handlers_of
+from .starting import running
 
 WEBHOOK_SECRET_ENV = "TICKWHEEL_WEBHOOK_SECRET"
 
@@ -305,6 +306,7 @@ def handle(
                     client, handlers, concurrency, drain_ms, lease, "$" if from_now else "0"
                 )
             else:
+                running()  # its own SIGTERM handling from here (cli.starting)
                 drained = handlers.run(
                     client,
                     concurrency=concurrency,

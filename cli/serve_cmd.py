@@ -26,6 +26,7 @@ from .choice import Choice
 from .dashboard_cmd import is_loopback
 from .output import emit, table
 from .service import bind_port
+from .starting import running
 
 TOKENS_ENV = "TICKWHEEL_TOKENS"
 
@@ -153,6 +154,7 @@ def serve(
         f"{'s' if workers > 1 else ''}) over {app.safe_url}",
         err=True,
     )
+    running()  # uvicorn raises the SIGTERM it stopped on again, once stopped: exit 0
     try:
         uvicorn.run(
             "timer.httpapi.serve:app_from_env",
@@ -166,6 +168,9 @@ def serve(
             timeout_graceful_shutdown=5,
             http=NoDelayHttpToolsProtocol,
         )
+    except SystemExit as exc:  # that SIGTERM (see cli.starting)
+        if exc.code not in (0, None):
+            raise
     finally:
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)

@@ -24,6 +24,7 @@ from .service import (
     setup_logging,
     steady_heap,
 )
+from .starting import running
 
 
 @starts_server
@@ -161,6 +162,7 @@ def worker(
     steady_heap()
     try:
         with errors():
+            running()  # its own SIGTERM handling from here (cli.starting)
             w.run()  # SIGTERM/Ctrl-C stop it gracefully; it waits for Redis at start-up
     finally:
         client.close()
