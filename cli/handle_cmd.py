@@ -394,6 +394,7 @@ def _report(app: App, handlers: Handlers, drained: bool) -> None:
         "failed": s.failed,
         "retried": s.retried,
         "dead_lettered": s.dead_lettered,
+        "later": s.later,
         "skipped": s.skipped,
         "drained": drained,
     }
@@ -402,6 +403,7 @@ def _report(app: App, handlers: Handlers, drained: bool) -> None:
     announce(
         f"consumer {handlers.consumer} stopped: handled {s.handled}, failed attempts "
         f"{s.failed}, retried {s.retried}, dead-lettered {s.dead_lettered}"
+        + (f", asked to look again later {s.later} (not failures)" if s.later else "")
         + ("" if drained else "; handlers still running were left pending"),
         group=handlers.group,
         consumer=handlers.consumer,

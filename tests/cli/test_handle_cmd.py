@@ -96,6 +96,7 @@ def test_handle_retries_dead_letters_and_reports(
             "failed": 2,
             "retried": 1,
             "dead_lettered": 1,
+            "later": 0,
             "skipped": 0,
             "drained": True,
         }
@@ -396,3 +397,28 @@ def test_handle_fire_refuses_what_it_cannot_do(tw: Run) -> None:
     assert "cannot --idle-exit" in idle.output
     lease = tw("handle", "json:dumps", "--lease", "2s", expect=2)
     assert "give it with --fire" in lease.output
+
+
+LATER = """
+from timer import Later
+
+def on_cancelled(o):
+    if o.attempt == 1:  # as the Celery sender does: sent, looked at again once started
+        raise Later(0.05, "not yet")
+"""
+
+
+def test_the_summary_counts_what_a_handler_asked_to_see_again_later(
+    tw: Run, workdir: Path, redis_server: RedisServer, namespace: str
+) -> None:
+    """A handler's Later is neither handled nor failed: the summary counted nothing for
+    it (the Celery sender's runner, stopped before a task started, said "handled 0"
+    of the tasks it had sent). It says how many, as not failures."""
+    tw("init", "--shards", "2")
+    (workdir / f"later_{namespace}.py").write_text(LATER)
+    cancelled(redis_server.url, namespace, ["l1", "l2"]).close()
+    r = tw("--json", "handle", f"later_{namespace}:on_cancelled", "--on", "cancelled",
+           "--idle-exit")  # fmt: skip
+    summary = as_json(r)
+    assert (summary["handled"], summary["later"], summary["failed"]) == (2, 2, 0), summary
+    assert "asked to look again later 2 (not failures)" in r.stderr, r.stderr
