@@ -11,9 +11,27 @@ subclass inherits its parent's; ``tickwheel --help`` lists the codes.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import ClassVar, Self
+
+
+def quoted(value: object, most: int | None = None) -> str:
+    """``value`` in an error message as JSON writes it (``"job:{1}"``, ``true``, ``null``),
+    the one way every door (the library, the CLI, the HTTP API) quotes what it was given,
+    cut to ``most`` characters; what JSON cannot write, as Python's repr."""
+    if isinstance(value, str) and most is not None and len(value) > most:
+        value = value[: max(most - 3, 1)] + "…"  # the quotes kept: the text is cut
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    # a lone surrogate (text no UTF-8 can carry) written as JSON escapes it: \ud800
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    if most is not None and len(text) > most:
+        text = text[: max(most - 1, 1)] + "…"
+    return text
 
 
 def install_line(extra: str) -> str:
@@ -131,8 +149,8 @@ class TimerNotFound(NotFound):
             "no timer {id} in namespace {ns}: never scheduled, or decided longer ago than its "
             "retention ({0})",
             "result_ttl",
-            id=repr(timer_id),
-            ns=repr(namespace),
+            id=quoted(timer_id),
+            ns=quoted(namespace),
         )
 
 
@@ -143,7 +161,8 @@ class ScheduleNotFound(NotFound):
     def of(cls, name: object, namespace: str) -> ScheduleNotFound:
         """The one wording of a missing schedule, wherever it is reported."""
         return cls(
-            f"no schedule {name!r} in namespace {namespace!r} (`tickwheel schedules list` "
+            f"no schedule {quoted(name)} in namespace {quoted(namespace)} "
+            "(`tickwheel schedules list` "
             "shows them)"
         )
 
@@ -166,7 +185,7 @@ class DuplicateTimer(TimerError):
         ``timer_id``: the fields that differ, then what to do instead (``todo``: as a
         door words it; the library's calls by default)."""
         fields = tuple(differ)
-        message = f"timer {timer_id!r} is pending with other parameters"
+        message = f"timer {quoted(timer_id)} is pending with other parameters"
         if fields:  # an older script's reply does not say
             which = ", ".join(fields[:-1]) + " and " if len(fields) > 1 else ""
             verb = "differ" if len(fields) > 1 else "differs"

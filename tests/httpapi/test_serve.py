@@ -168,7 +168,7 @@ def test_every_timer_route_through_real_http(
         "POST", f"{ns}/timers", {"id": "later", "delay_ms": 60_000, "payload": 1}
     )
     assert status == 409 and dup["kind"] == "DuplicateTimer" and dup["exit_code"] == 7
-    assert "timer 'later' is pending with other parameters: its payload differs" in dup["error"]
+    assert 'timer "later" is pending with other parameters: its payload differs' in dup["error"]
     assert "cancel it and schedule it again" in dup["error"]
 
 

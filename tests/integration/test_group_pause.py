@@ -81,12 +81,13 @@ def test_pause_refuses_bad_input_and_unknown_groups_writing_nothing(
     client: TimerClient, redis_client: redis.Redis
 ) -> None:
     before = namespace_keys(redis_client, client.namespace)
-    with pytest.raises(NotFound, match="no consumer group 'nobody'"):
+    with pytest.raises(NotFound, match='no consumer group "nobody"'):
         client.pause_group("nobody")
     for bad in ("", "x" * 300, 42, None):
         with pytest.raises(InvalidInput):
             client.pause_group(bad)  # type: ignore[arg-type]
         with pytest.raises(InvalidInput):
             client.resume_group(bad)  # type: ignore[arg-type]
-    assert client.resume_group("nobody") is False
+    with pytest.raises(NotFound, match='no consumer group "nobody"'):  # as pause says
+        client.resume_group("nobody")
     assert namespace_keys(redis_client, client.namespace) == before

@@ -321,7 +321,9 @@ def test_a_handler_past_its_timeout_keeps_its_slot_until_it_returns(
     running(h, concurrency=4)
     wait_for(lambda: seen.handled >= set(ids), 60, "every outcome handled")
     wait_for(seen.all_returned, 10, "the hung attempts returned")
-    assert h.stats.timed_out == 2
+    # the two hung ones, and any other a busy machine held past 0.2 s (a bound on real
+    # time: a count of exactly two held only when the machine kept up)
+    assert h.stats.timed_out >= 2
     assert seen.most_at_once() == {"t0": 1, "t1": 1}, seen.spans
     wait_for(lambda: h.in_flight == 0, 10, "nothing left in hand")
     left = list(client.redis.scan_iter(match=f"{{tw:{client.namespace}}}:lim:*"))

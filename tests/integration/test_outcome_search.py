@@ -110,7 +110,7 @@ def test_search_by_where_outcomes_are_for_a_group(client: TimerClient) -> None:
         return sorted(ids(client.search_outcomes(group="g", state=state)))
 
     assert (where("settled"), where("in_hand"), where("waiting")) == (["b"], ["a", "c"], ["d"])
-    with pytest.raises(NotFound, match="no consumer group 'nobody'"):
+    with pytest.raises(NotFound, match='no consumer group "nobody"'):
         client.search_outcomes(group="nobody", state="waiting")
     with pytest.raises(InvalidInput, match="name the group too"):
         client.search_outcomes(state="waiting")

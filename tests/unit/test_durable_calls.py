@@ -87,7 +87,7 @@ def test_script_errors_map_to_one_exception_each() -> None:
         "a (b) c",
         ("payload", "need"),
     )
-    assert str(dup).startswith("timer 'a (b) c' is pending with other parameters: its payload")
+    assert str(dup).startswith('timer "a (b) c" is pending with other parameters: its payload')
     err = script_error("TOOFAR deadline 9 is more than 5 ms from now")
     assert isinstance(err, InvalidInput) and str(err).startswith("deadline 9")
     assert script_error("ERR unknown command") is None

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from ..durable.groups import streams as group_ops
+from ..durable.groups.admin import group_exists
 from ..durable.groups.reader import GroupReader
 from ..durable.groups.streams import Delivery
 from ..durable.model import steps
@@ -29,7 +30,7 @@ from ..durable.model.entries import parse_ref
 from ..durable.model.models import Outcome
 from ..durable.model.namespace import Namespace
 from ..durable.model.steps import Op
-from ..errors import InvalidInput
+from ..errors import InvalidInput, NotFound, quoted
 
 MAX_BATCH = 1000
 
@@ -86,6 +87,16 @@ class AsyncConsumer:
         named twice, counts once)."""
         ds = self._deliveries(refs)
         missing: int = await self._run(group_ops.ack_many(ds))
+        if (
+            missing
+            and missing == len(ds)
+            and not await self._run(group_exists(self.ns, self.group))
+        ):
+            raise NotFound(  # a group's name mistyped acknowledges nothing, silently
+                f"no consumer group {quoted(self.group)} in namespace {quoted(self.ns.name)}: "
+                "a group "
+                "exists once it has read (outcomes, a handler runner)"
+            )
         return len(ds) - missing
 
     async def retry(self, ref: str, delay_ms: int) -> bool:

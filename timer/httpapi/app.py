@@ -288,6 +288,8 @@ def _query(request: Request, endpoint: Endpoint) -> dict[str, Any] | Response:
     them; one without a default is required. Any other is refused: a misspelt one
     (``?limt=5``) would otherwise be ignored without a word."""
     for name in request.query_params:
+        if len(request.query_params.getlist(name)) > 1:  # which one would count?
+            return error(400, "InvalidInput", f"{shown(name)} is given twice: give it once", 3)
         if name not in endpoint.query:
             takes = ", ".join(f"{n}=" for n in endpoint.query) or "no query parameter"
             return error(

@@ -23,7 +23,7 @@ from timer.redis.store import RedisSettings
 from timer.shapes import dead_letter_json, group_json, outcome_json, timer_info_json, timer_json
 
 from .context import METRICS, MULTIPROC_ENV, Call, Clients, Handler, error_of
-from .words import shown
+from .words import item_problem, shown
 
 
 async def schedule(call: Call) -> Response:
@@ -48,9 +48,12 @@ async def schedule_batch(call: Call) -> Response:
     done = iter(await call.client.schedule_many(sent, origin=call.body.get("origin", "")))
     results = [refused[i] if i in refused else next(done) for i in range(len(items))]
     out: list[dict[str, Any]] = []
-    for r in results:
+    for item, r in zip(items, results, strict=True):
         if isinstance(r, TimerError):
             status, body = error_of(r)
+            said = item_problem(item) if isinstance(r, InvalidInput) else None
+            if said is not None:  # as POST …/timers says it
+                body["error"] = said
             out.append({"status": status, **body})
         else:
             out.append({"status": 201 if r.created else 200, **timer_json(r)})
@@ -199,6 +202,12 @@ async def dead_letters(call: Call) -> dict[str, Any]:
 def _dead_batch(action: str) -> Callable[[Call], Awaitable[dict[str, Any]]]:
     async def act(call: Call) -> dict[str, Any]:
         c, b = _sync(call), call.body
+        if not b.get("refs") and b.get("expect") is None:  # {} selected every one, unasked
+            raise InvalidInput(
+                f"name the dead letters to {action} by refs, or select them by a filter "
+                "(group, error, match; none selects every one) with expect, the count you "
+                "confirmed (GET …/dead with that filter lists them); nothing was done"
+            )
         do = c.redeliver_dead_letters if action == "redeliver" else c.drop_dead_letters
         done = await asyncio.to_thread(
             lambda: do(

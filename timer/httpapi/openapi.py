@@ -10,7 +10,7 @@ from typing import Any
 from timer import __version__
 from timer.shapes import SCHEMAS
 
-from .schemas import ERROR
+from .schemas import ERROR, SCHEDULE
 from .spec import ENDPOINTS, Endpoint
 
 GATE = {
@@ -96,7 +96,7 @@ def document() -> dict[str, Any]:
         },
         "paths": paths,
         "components": {
-            "schemas": {"Error": ERROR, **SCHEMAS},
+            "schemas": {"Error": ERROR, "TimerRequest": SCHEDULE, **SCHEMAS},
             "securitySchemes": {
                 "bearer": {
                     "type": "http",

@@ -30,8 +30,10 @@ BATCH = {
             "type": "array",
             "minItems": 1,
             "maxItems": MAX_BATCH,
-            "description": "Timers as POST …/timers takes one; a bad one gets its "
-            "error in its slot of the results, the others go on.",
+            "description": "Timers, each as POST …/timers takes one (its shape: the "
+            "TimerRequest schema of this document's components); a bad one gets its error "
+            "in its slot of the results, the others go on (so an item's shape is not a "
+            "constraint of the request).",
         },
         "origin": {"type": "string", "maxLength": 256},
     },
@@ -64,7 +66,16 @@ HEARTBEAT = {
 }
 NOTIFY = {
     "type": "object",
-    "properties": {"keys": {"type": "array", "items": ID, "minItems": 1, "maxItems": 1000}},
+    "properties": {
+        "keys": {
+            "type": "array",
+            # a watch key's limits are an id's; its description is not
+            "items": {k: v for k, v in ID.items() if k != "description"},
+            "minItems": 1,
+            "maxItems": 1000,
+            "description": "Watch keys to notify (each at most 256 UTF-8 bytes).",
+        }
+    },
     "required": ["keys"],
     "additionalProperties": False,
 }
@@ -91,7 +102,9 @@ ERROR = {
 DEAD_BATCH = {
     "type": "object",
     "additionalProperties": False,
-    "description": "refs, or a filter (group, error, match); expect: the count confirmed",
+    "description": "refs, or a filter (group, error, match; none selects every dead "
+    "letter) with expect, the count confirmed (required with a filter: another count "
+    "selected now is a 409, nothing done)",
     "properties": {
         "refs": {"type": "array", "maxItems": 100_000, "items": {"type": "string"}},
         "group": {"type": "string", "maxLength": 256},
@@ -141,7 +154,7 @@ RETRY = {
     "type": "object",
     "additionalProperties": False,
     "required": ["ref", "delay_ms"],
-    "properties": {"ref": {"type": "string", "maxLength": 64}, "delay_ms": MS},
+    "properties": {"ref": {"type": "string", "maxLength": 64}, "delay_ms": DELAY_SCHEMA},
 }
 DEAD = {
     "type": "object",

@@ -20,7 +20,8 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from timer.errors import ConfigError, InvalidInput
+from timer.durable.model.keys import check_namespace
+from timer.errors import ConfigError, InvalidInput, quoted
 
 SCOPES = ("read", "write", "admin")
 TOKEN = re.compile(r"^tw_([0-9a-f]{12})_([A-Za-z0-9_-]{43})$")
@@ -50,8 +51,11 @@ def _digest(secret: str) -> str:
 class TokenFile:
     """The tokens of one file (created on first use, mode 0600)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, path: Path, *, make_dirs: bool = False) -> None:
+        """``make_dirs``: create the file's directory if it is missing (the state
+        directory's); a path someone gave must be in a directory that exists (a typo
+        created directories where nobody looks)."""
+        self.path, self.make_dirs = path, make_dirs
         self._mtime: tuple[int, int] | None = None  # (mtime ns, size) of what was read
         self._tokens: dict[str, Token] = {}
 
@@ -88,9 +92,12 @@ class TokenFile:
     def create(self, scope: str, namespaces: list[str], name: str = "") -> tuple[Token, str]:
         """A new token; (its entry, the bearer value to hand out: shown once)."""
         if scope not in SCOPES:
-            raise InvalidInput(f"scope must be one of {', '.join(SCOPES)}, got {scope!r}")
+            raise InvalidInput(f"scope must be one of {', '.join(SCOPES)}, got {quoted(scope)}")
         if not namespaces:
             raise InvalidInput("a token needs at least one namespace (or '*' for all)")
+        for ns in namespaces:
+            if ns != "*":
+                check_namespace(ns)
         tid, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
         now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
         token = Token(tid, _digest(secret), scope, tuple(namespaces), name, now)
@@ -105,7 +112,13 @@ class TokenFile:
         return True
 
     def _write(self, tokens: dict[str, Token]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.make_dirs:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        elif not self.path.parent.is_dir():
+            raise ConfigError(
+                f"no directory {self.path.parent} for the token file {self.path.name}: "
+                "create it first, or give a path in a directory that exists"
+            )
         data = {"tokens": [asdict(t) for t in tokens.values()]}
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".tokens-")
         try:

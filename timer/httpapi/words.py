@@ -3,11 +3,12 @@ quoted as JSON quotes them ("x", true, null), not as Python does ('x', True, Non
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 import jsonschema
+
+from timer.errors import quoted
 
 _TYPES = {
     "integer": "an integer",
@@ -21,12 +22,11 @@ _TYPES = {
 
 
 def shown(value: Any, most: int = 100) -> str:
-    """``value`` as JSON writes it, cut to ``most`` characters."""
-    try:
-        text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
-    except (TypeError, ValueError):
-        text = str(value)
-    return text if len(text) <= most else text[: most - 1] + "…"
+    """``value`` as JSON writes it (:func:`timer.errors.quoted`), cut to ``most``
+    characters; a whole number parsed as a float (a query's) without its ``.0``."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        value = int(value)  # a query's number is parsed as a float: 100 was "100.0"
+    return quoted(value, most)
 
 
 def _kinds(expected: Any) -> str:
@@ -44,10 +44,10 @@ def _size(value: Any) -> int:
 
 # a bound's keyword: what the value must be, and what is said of the one given
 _BOUNDS: dict[str, Callable[[Any, Any], str]] = {
-    "minimum": lambda lim, v: f"must be at least {lim}, got {shown(v)}",
-    "exclusiveMinimum": lambda lim, v: f"must be more than {lim}, got {shown(v)}",
-    "maximum": lambda lim, v: f"must be at most {lim}, got {shown(v)}",
-    "exclusiveMaximum": lambda lim, v: f"must be less than {lim}, got {shown(v)}",
+    "minimum": lambda lim, v: f"must be at least {shown(lim)}, got {shown(v)}",
+    "exclusiveMinimum": lambda lim, v: f"must be more than {shown(lim)}, got {shown(v)}",
+    "maximum": lambda lim, v: f"must be at most {shown(lim)}, got {shown(v)}",
+    "exclusiveMaximum": lambda lim, v: f"must be less than {shown(lim)}, got {shown(v)}",
     "minLength": lambda lim, v: f"must be at least {_plural(lim, 'character')}, got {shown(v)}",
     "maxLength": lambda lim, v: f"must be at most {_plural(lim, 'character')}, got {_size(v)}",
     "minItems": lambda lim, v: f"must hold at least {_plural(lim, 'item')}, got {_size(v)}",
@@ -82,3 +82,22 @@ def say(problem: jsonschema.ValidationError) -> str:
     else:
         said = problem.message
     return said[:300]
+
+
+_ONE_TIMER: jsonschema.Draft202012Validator | None = None
+
+
+def item_problem(item: Any) -> str | None:
+    """What the schema of ``POST …/timers`` says of a batch's item the library refused
+    (in the words a single timer's refusal has), or None if the schema finds nothing.
+    Only a refused item is checked: a batch's thousands of good ones cost nothing."""
+    global _ONE_TIMER
+    if _ONE_TIMER is None:
+        from .schemas import SCHEDULE  # noqa: PLC0415
+
+        _ONE_TIMER = jsonschema.Draft202012Validator(SCHEDULE)
+    found = sorted(_ONE_TIMER.iter_errors(item), key=lambda e: list(e.path))
+    if not found:
+        return None
+    where = "/".join(str(p) for p in found[0].absolute_path) or "the item"
+    return f"{where}: {say(found[0])}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ from redis.exceptions import RedisClusterException
 from ..durable.model.checks import check_seconds
 from ..durable.model.models import Durability
 from ..durable.model.scripts import script_error
-from ..errors import ConfigError, NotDurable, NotFound, StoreError, TimerError
+from ..errors import ConfigError, NotDurable, NotFound, StoreError, TimerError, quoted
 from .redaction import redact_url
 
 
@@ -167,9 +168,11 @@ def _reserved_in_userinfo(url: str) -> str:
 def _check_node_url(url: str, safe: str) -> None:
     """``check_url`` of a URL naming one node, shown as ``safe`` in its errors."""
     scheme = url.partition("://")[0] if "://" in url else ""
+    if not scheme and "://" not in url and re.fullmatch(r"[\w.\-]+:\d{1,5}(/\d+)?", url):
+        raise ConfigError(f"{safe} has no scheme: did you mean redis://{safe}?")
     if scheme not in ("redis", "rediss", "unix"):
         raise ConfigError(
-            f"unsupported Redis URL scheme {scheme!r} in {safe}; use "
+            f"unsupported Redis URL scheme {quoted(scheme)} in {safe}; use "
             "redis://host:port/db, rediss:// for TLS, unix:///path/to.sock, or "
             "redis+sentinel://host:port,host:port/<service> for Sentinel"
         )
@@ -187,7 +190,13 @@ def _check_node_url(url: str, safe: str) -> None:
     hint = _reserved_in_userinfo(url)
     if port == 0:
         raise ConfigError(
-            f"Redis URL {safe}: {hint or 'the port must be a number from 1 to 65535'}; {form}"
+            f"Redis URL {safe}: "
+            + (
+                hint
+                or "the port must be a number from 1 to 65535 (what is there is not shown: "
+                "it may be a password)"
+            )
+            + f"; {form}"
         )
     if scheme != "unix":
         if not parts.hostname:
@@ -345,6 +354,11 @@ def translate(exc: redis.RedisError, where: str) -> TimerError:
             )
             missing.code = code
             return missing
+        if "DB index is out of range" in message:  # the URL's /N: the user's to fix
+            return ConfigError(
+                f"the Redis at {where} has no such database (the URL's /N: 0 to 15 on a "
+                "default server); name one it has, e.g. /0"
+            )
         if code and not message.startswith(code):
             message = f"{code} {message}"
         return StoreError(f"Redis at {where} answered with an error: {message}", code=code)

@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ...errors import InvalidInput
+from ...errors import InvalidInput, quoted
 from ..model import steps
 from ..model.checks import check_int
 from ..model.codec import text
@@ -103,7 +103,9 @@ def _checked(values: object, what: str) -> dict[str, int]:
         if not isinstance(f, str) or not 0 < len(f) <= MAX_FIELD_CHARS or "\x00" in f:
             raise InvalidInput(f"a history field must be text of 1 to {MAX_FIELD_CHARS} chars")
         if isinstance(n, bool) or not isinstance(n, int) or not -MAX_VALUE <= n <= MAX_VALUE:
-            raise InvalidInput(f"history {what}[{f!r}] must be a whole number, got {n!r}")
+            raise InvalidInput(
+                f"history {what}[{quoted(f)}] must be a whole number, got {quoted(n)}"
+            )
     return dict(values)
 
 
@@ -200,5 +202,7 @@ def pending_field(shard: int) -> str:
 def group_field(kind: str, group: str) -> str:
     """The field of a runner's count for its group (``handled``, ``failed``, ``dead``)."""
     if kind not in GROUP_COUNTS:
-        raise InvalidInput(f"a group's history counts {', '.join(GROUP_COUNTS)}, not {kind!r}")
+        raise InvalidInput(
+            f"a group's history counts {', '.join(GROUP_COUNTS)}, not {quoted(kind)}"
+        )
     return f"{kind}:{group}"

@@ -45,7 +45,7 @@ from typing import Any
 
 import msgpack
 
-from ...errors import InvalidInput
+from ...errors import InvalidInput, quoted
 from ..model import steps
 from ..model.checks import check_int
 from ..model.codec import _PENDING, decode_payload, decode_pending, text
@@ -144,11 +144,11 @@ def parse_cursor(cursor: object) -> tuple[int, str]:
     """``<deadline ms>:<id>`` (the id may hold ``:``; empty: every timer due from then)."""
     if not isinstance(cursor, str) or ":" not in cursor:
         raise InvalidInput(
-            f"cursor must be <deadline ms>:<timer id> as a page gave it, got {cursor!r:.80}"
+            f"cursor must be <deadline ms>:<timer id> as a page gave it, got {quoted(cursor, 80)}"
         )
     due, tid = cursor.split(":", 1)
     if not due.isdigit() or not due.isascii() or int(due) > MAX_DUE:
-        raise InvalidInput(f"a cursor's deadline is a whole number of ms, got {due[:40]!r}")
+        raise InvalidInput(f"a cursor's deadline is a whole number of ms, got {quoted(due[:40])}")
     try:
         size = len(tid.encode("utf-8"))
     except UnicodeEncodeError:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import InvalidInput, NotFound, StoreError
+from ...errors import InvalidInput, NotFound, StoreError, quoted
 from ..model import steps
 from ..model.checks import check_int
 from ..model.codec import text
@@ -46,7 +46,7 @@ def check_payload_filter(payload: object) -> tuple[str | None, str | None]:
     if not isinstance(payload, Mapping) or len(payload) != 1:
         raise InvalidInput(
             f"payload must be one field and its value, e.g. {{'tenant': 'acme'}}, "
-            f"got {payload!r:.80}"
+            f"got {quoted(payload, 80)}"
         )
     ((field, raw),) = payload.items()
     if not isinstance(field, str) or not 0 < len(field) <= MAX_FIELD:
@@ -87,7 +87,7 @@ class OutcomeQuery:
     ) -> OutcomeQuery:
         """A checked query; InvalidInput says what is wrong."""
         if kind not in (None, "") and kind not in KINDS:
-            raise InvalidInput(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+            raise InvalidInput(f"kind must be one of {', '.join(KINDS)}, got {quoted(kind)}")
         glob = check_glob(match) if match not in (None, "") else None
         lo = None if since_ms is None else check_int("since_ms", since_ms, 0)
         hi = None if until_ms is None else check_int("until_ms", until_ms, 0)
@@ -100,7 +100,7 @@ class OutcomeQuery:
         if state not in (None, ""):
             if not isinstance(state, str) or state not in GROUP_STATES:
                 raise InvalidInput(
-                    f"state must be one of {', '.join(GROUP_STATES)}, got {state!r:.40}"
+                    f"state must be one of {', '.join(GROUP_STATES)}, got {quoted(state, 40)}"
                 )
             if grp is None:
                 raise InvalidInput("state is a consumer group's: name the group too")
@@ -228,5 +228,5 @@ def _group_places(
         held = set() if isinstance(pel, StoreError) else {text(p["message_id"]) for p in pel}
         out[s] = (_id(text(mine[0]["last-delivered-id"])), held)
     if all(v == ((-1, -1), set()) for v in out.values()):
-        raise NotFound(f"no consumer group {group!r} in namespace {ns.name!r}")
+        raise NotFound(f"no consumer group {quoted(group)} in namespace {quoted(ns.name)}")
     return out

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ...errors import ConfigError, TimerError
+from ...errors import ConfigError, TimerError, quoted
 from ..model import steps
 from ..model.checks import check_int, check_ms
 from ..model.codec import FORMAT_VERSION
@@ -73,7 +73,7 @@ def init(
 def _same_shards(keys: NamespaceKeys, meta: Meta, shards: int) -> None:
     if meta.shards != shards:
         raise ConfigError(
-            f"namespace {keys.namespace!r} already has {meta.shards} shards; it cannot be "
+            f"namespace {quoted(keys.namespace)} already has {meta.shards} shards; it cannot be "
             f"re-initialised with {shards} (use another namespace)"
         )
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from ...errors import NotFound, StoreError
+from ...errors import NotFound, StoreError, quoted
 from ..model import steps
 from ..model.checks import check_int
 from ..model.codec import text
@@ -190,19 +190,25 @@ def is_paused(ns: Namespace, group: str) -> Op[bool]:
     return bool((yield steps.Command("hexists", (ns.keys.paused, group))))
 
 
-def pause_group(ns: Namespace, group: str, by: str) -> Op[bool]:
-    """Pause ``group`` (it must exist on some shard: a typo would pause nothing); False
-    if it was paused already (its first pause, and who did it, stay)."""
-    check_name("consumer group", group)
-    check_name("who pauses it", by)
+def group_exists(ns: Namespace, group: str) -> Op[bool]:
+    """Whether ``group`` has read some shard's outcomes (a group exists from then on)."""
     listed = yield steps.Pipeline(
         [steps.Command("xinfo_groups", (s,)) for s in ns.outcome_streams()],
         errors_in_slots=True,
     )
     names = {text(g["name"]) for r in listed if not isinstance(r, StoreError) for g in error_or(r)}
-    if group not in names:
+    return group in names
+
+
+def pause_group(ns: Namespace, group: str, by: str) -> Op[bool]:
+    """Pause ``group`` (it must exist on some shard: a typo would pause nothing); False
+    if it was paused already (its first pause, and who did it, stay)."""
+    check_name("consumer group", group)
+    check_name("who pauses it", by)
+    if not (yield from group_exists(ns, group)):
         raise NotFound(
-            f"no consumer group {group!r} in namespace {ns.name!r} (see `tickwheel groups`)"
+            f"no consumer group {quoted(group)} in namespace {quoted(ns.name)} "
+            "(see `tickwheel groups`)"
         )
     now = yield from server_time_ms()
     return int((yield steps.Command("hsetnx", (ns.keys.paused, group, f"{now} {by}")))) == 1
@@ -211,7 +217,14 @@ def pause_group(ns: Namespace, group: str, by: str) -> Op[bool]:
 def resume_group(ns: Namespace, group: str) -> Op[bool]:
     """Resume a paused group (its runners take up within a second); False if it was not."""
     check_name("consumer group", group)
-    return int((yield steps.Command("hdel", (ns.keys.paused, group)))) == 1
+    if int((yield steps.Command("hdel", (ns.keys.paused, group)))) == 1:
+        return True
+    if not (yield from group_exists(ns, group)):  # as pause says of it
+        raise NotFound(
+            f"no consumer group {quoted(group)} in namespace {quoted(ns.name)} "
+            "(see `tickwheel groups`)"
+        )
+    return False
 
 
 def delete_group(ns: Namespace, group: str) -> Op[int]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ...errors import InvalidInput, SelectionChanged, StoreError
+from ...errors import InvalidInput, SelectionChanged, StoreError, quoted
 from ..model import steps
 from ..model.checks import too_long
 from ..model.codec import text
@@ -148,12 +148,12 @@ def act(
     selected now (:class:`SelectionChanged`): a count a person confirmed is the count
     acted on."""
     if action not in ACTIONS:
-        raise InvalidInput(f"unknown action {action!r}: redeliver or drop")
+        raise InvalidInput(f"unknown action {quoted(action)}: redeliver or drop")
     if expect is not None and (
         isinstance(expect, bool) or not isinstance(expect, int) or expect < 0
     ):
         raise InvalidInput(
-            f"expect must be the count you confirmed (a whole number), got {expect!r}"
+            f"expect must be the count you confirmed (a whole number), got {quoted(expect)}"
         )
     named = yield from _named(ns, flt, refs)
     if expect is not None and expect != len(named):

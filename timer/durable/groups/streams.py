@@ -30,6 +30,7 @@ from ...errors import CorruptRecord, StoreError
 from ..model import steps
 from ..model.checks import check_int
 from ..model.codec import text
+from ..model.durations import TEN_YEARS_MS
 from ..model.entries import for_group, outcome_from_entry, outcome_or_undecodable
 from ..model.keys import ShardKeys, check_name
 from ..model.models import Outcome
@@ -320,7 +321,7 @@ def retry(delivery: Delivery, delay_ms: int, error: str = "") -> Op[int | None]:
     """Schedule the delivery's next attempt in ``delay_ms``; its retry time (ms) or None
     if it is no longer pending (acknowledged elsewhere). ``error``: the failed
     attempt's, kept for the dead letter it may become ('': not a failure)."""
-    check_int("delay_ms", delay_ms, 0)
+    check_int("delay_ms", delay_ms, 0, TEN_YEARS_MS)  # longer: a unit written wrong
     d = delivery
     call = retry_call(d.keys, d.group, d.entry_id, delay_ms, attempt=d.outcome.attempt, error=error)
     return parse_retry((yield call))

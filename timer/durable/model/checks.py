@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from ...errors import InvalidInput
+from ...errors import InvalidInput, quoted
 from .durations import TEN_YEARS_MS, ms_text, seconds_text
 
 TEN_YEARS_S = TEN_YEARS_MS // 1000
@@ -18,7 +18,7 @@ TEN_YEARS_S = TEN_YEARS_MS // 1000
 def check_int(name: str, value: object, minimum: int, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInput.about(
-            "{0} must be a whole number (int), got {got}", name, got=repr(value)
+            "{0} must be a whole number (int), got {got}", name, got=quoted(value, 80)
         )
     if value < minimum or (maximum is not None and value > maximum):
         bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
@@ -32,7 +32,7 @@ def check_seconds(
     """A duration in seconds: a finite number from 0 (above 0 if ``positive``) to
     ``maximum`` (NaN would never end a wait, and a string would fail half-way)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidInput(f"{name} must be a number of seconds, got {value!r:.80}")
+        raise InvalidInput(f"{name} must be a number of seconds, got {quoted(value, 80)}")
     low = value > 0 if positive else value >= 0
     if not (math.isfinite(value) and low and value <= maximum):
         raise InvalidInput.about(
@@ -50,7 +50,9 @@ def check_ms(name: str, value: object, minimum: int, maximum: int) -> int:
     durations (``between 1ms and 1h``)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInput.about(
-            "{0} must be a whole number of milliseconds (int), got {got}", name, got=repr(value)
+            "{0} must be a whole number of milliseconds (int), got {got}",
+            name,
+            got=quoted(value, 80),
         )
     if not minimum <= value <= maximum:
         raise InvalidInput.about(
@@ -71,5 +73,5 @@ def too_long(name: str, size: int, most: int, unit: str = "characters") -> Inval
 
 def check_bool(name: str, value: object) -> bool:
     if value is not True and value is not False:
-        raise InvalidInput(f"{name} must be True or False, got {value!r:.80}")
+        raise InvalidInput(f"{name} must be True or False, got {quoted(value, 80)}")
     return value

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 import re
 
+from ...errors import quoted
+
 DAY_MS = 86_400_000
 _UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": DAY_MS}
 # The longest any delay, duration or retention may be, everywhere: longer is a mistake
@@ -31,10 +33,10 @@ def parse_duration_ms(text: str) -> int:
         total += float(m.group(1)) * _UNITS[m.group(2)]
         pos = m.end()
     if pos != len(s):
-        raise ValueError(f"{text!r} {NOT_A_DURATION}")
+        raise ValueError(f"{quoted(text)} {NOT_A_DURATION}")
     if not total <= MAX_DURATION_MS:  # also inf, from a number of 400 digits
         raise ValueError(
-            f"{text[:40]!r} is too long a duration; at most {TEN_YEARS_DAYS}d (ten years)"
+            f"{quoted(text[:40])} is too long a duration; at most {TEN_YEARS_DAYS}d (ten years)"
         )
     return round(total)
 

@@ -8,12 +8,13 @@ never stops on one (``outcome_or_undecodable``).
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import msgpack
 
-from ...errors import CorruptRecord, InvalidInput
+from ...errors import CorruptRecord, InvalidInput, quoted
 from .codec import decode_payload, decode_pending, decode_result, text
 from .fields import KEPT_OUTCOME, KEPT_PENDING, as_given
 from .keys import MAX_NAME_BYTES
@@ -35,7 +36,7 @@ def decoding(what: str, hint: str = "") -> Iterator[None]:
 def timer_info(tid: str, shard: int, pending: Any, decided: Any) -> TimerInfo | None:
     """TimerInfo from the pending record or the retained outcome (either may be None);
     CorruptRecord if the one stored cannot be decoded."""
-    with decoding(f"the record of timer {tid!r} (shard {shard})", "; cancel it"):
+    with decoding(f"the record of timer {quoted(tid)} (shard {shard})", "; cancel it"):
         return _timer_info(tid, shard, pending, decided)
 
 
@@ -198,25 +199,34 @@ def dead_outcome(shard: int, fields: Mapping[bytes, bytes]) -> Outcome | None:
         return None
 
 
+_ASCII_DIGITS = re.compile(r"[0-9]{1,9}")
+
+
+def _u64(text: str) -> bool:
+    return re.fullmatch(r"[0-9]{1,20}", text) is not None and int(text) < 2**64
+
+
 def parse_ref(ref: object, shards: int, kind: str = "dead letter") -> tuple[int, str]:
     """(shard, entry id) from a ref ``<shard>/<id>`` of a dead letter (or an outcome);
     InvalidInput otherwise."""
     if isinstance(ref, str):
         shard, _, eid = ref.partition("/")
         ms, _, seq = eid.partition("-")
-        if shard.isdigit() and ms.isdigit() and seq.isdigit():
+        # a stream id's two parts are unsigned 64-bit (Redis refuses more: "Invalid
+        # stream ID", which is the ref's fault, not Redis failing); ASCII digits only
+        if _ASCII_DIGITS.fullmatch(shard) and _u64(ms) and _u64(seq):
             if int(shard) < shards:
                 return int(shard), eid
             raise InvalidInput(
-                f"{kind} ref {ref!r} names shard {int(shard)}, and the namespace has "
+                f"{kind} ref {quoted(ref)} names shard {int(shard)}, and the namespace has "
                 f"{shards} (0 to {shards - 1}): copy the ref as `tickwheel dead list` shows it"
                 if kind == "dead letter"
-                else f"{kind} ref {ref!r} names shard {int(shard)}, and the namespace has "
+                else f"{kind} ref {quoted(ref)} names shard {int(shard)}, and the namespace has "
                 f"{shards} (0 to {shards - 1})"
             )
     shown = " as `tickwheel dead list` shows it" if kind == "dead letter" else ""
     raise InvalidInput(
-        f"{kind} ref must be <shard>/<id>{shown} (e.g. 3/1700000000000-0), got {ref!r}"
+        f"{kind} ref must be <shard>/<id>{shown} (e.g. 3/1700000000000-0), got {quoted(ref)}"
     )
 
 
@@ -255,7 +265,7 @@ def parse_events(data: str) -> list[Event]:
                 events.append(Event("scheduled", name, deadline_ms=number))
             pos = end + 1 + size
     except ValueError as exc:
-        raise ValueError(f"not a tickwheel event batch ({exc}): {data[:200]!r}") from None
+        raise ValueError(f"not a tickwheel event batch ({exc}): {quoted(data[:200])}") from None
     return events
 
 
@@ -266,4 +276,4 @@ def parse_event(data: str) -> Event:
         return Event("decided", tid, outcome=head)
     if kind in _EVENTS:
         return Event(_EVENTS[kind], tid, deadline_ms=int(head))
-    raise ValueError(f"not a tickwheel event: {data!r}")
+    raise ValueError(f"not a tickwheel event: {quoted(data)}")

@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 
-from ...errors import InvalidInput
+from ...errors import InvalidInput, quoted
 from .checks import too_long
 
 MAX_PATTERN_BYTES = 1024
@@ -95,11 +95,11 @@ def redis_glob(pattern: str) -> Callable[[str], bool]:
 def check_glob(match: object) -> str:
     """A glob on timer ids (Redis's): non-empty text of at most MAX_PATTERN_BYTES."""
     if not isinstance(match, str) or not match:
-        raise InvalidInput(f"match must be a non-empty glob such as 'job:*', got {match!r}")
+        raise InvalidInput(f"match must be a non-empty glob such as 'job:*', got {quoted(match)}")
     try:
         size = len(match.encode("utf-8"))
     except UnicodeEncodeError:
-        raise InvalidInput(f"match {match!r} has a lone surrogate: no UTF-8 form") from None
+        raise InvalidInput(f"match {quoted(match)} has a lone surrogate: no UTF-8 form") from None
     if size > MAX_PATTERN_BYTES:
         raise too_long("match", size, MAX_PATTERN_BYTES, "bytes in UTF-8")
     return match

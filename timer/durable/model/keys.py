@@ -20,7 +20,7 @@ import re
 import zlib
 from dataclasses import dataclass
 
-from ...errors import InvalidInput
+from ...errors import InvalidInput, quoted
 from .checks import too_long
 
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
@@ -32,7 +32,7 @@ def check_namespace(namespace: object) -> str:
     if not isinstance(namespace, str) or not NAMESPACE_RE.match(namespace):
         raise InvalidInput(
             f"namespace must be 1-64 characters of letters, digits, '_', '.' or '-', "
-            f"got {namespace!r}"
+            f"got {quoted(namespace)}"
         )
     return namespace
 
@@ -44,14 +44,16 @@ def check_name(kind: str, value: object) -> str:
     has no UTF-8 form, so redis-py could not send it: it is refused here, before any I/O.
     """
     if not isinstance(value, str):
-        raise InvalidInput(f"{kind} must be text (str), got {type(value).__name__}: {value!r:.80}")
+        raise InvalidInput(
+            f"{kind} must be text (str), got {type(value).__name__}: {quoted(value, 80)}"
+        )
     if not value:
         raise InvalidInput(f"{kind} must not be empty")
     try:
         size = len(value.encode("utf-8"))
     except UnicodeEncodeError as exc:
         raise InvalidInput(
-            f"{kind} {value!r} is not valid Unicode text: a lone surrogate at position "
+            f"{kind} {quoted(value)} is not valid Unicode text: a lone surrogate at position "
             f"{exc.start} has no UTF-8 form (decode bytes with errors='replace' first)"
         ) from None
     if size > MAX_NAME_BYTES:

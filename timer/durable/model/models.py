@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
-from ...errors import ConfigError, InvalidInput
+from ...errors import ConfigError, InvalidInput, quoted
 from .checks import check_int, check_seconds
 from .codec import DEFAULT_MAX_PAYLOAD, MAX_PAYLOAD_LIMIT
 from .durations import TEN_YEARS_DAYS, TEN_YEARS_MS, ms_text
@@ -91,7 +91,7 @@ class Durability:
                 replicas = int(part[len("replicas:") :])
             else:
                 raise InvalidInput(
-                    f"durability {text!r} is not one of none, aof, replicas:N, aof+replicas:N"
+                    f"durability {quoted(text)} is not one of none, aof, replicas:N, aof+replicas:N"
                 )
         check_int("durability timeout (ms)", timeout_ms, 1)
         return cls(replicas, aof, timeout_ms)
@@ -194,11 +194,13 @@ class ClientSettings:
             or not isinstance(result_ttl_s, int | float)
             or not math.isfinite(result_ttl_s)
         ):
-            raise InvalidInput(f"result_ttl_s must be a number of seconds, got {result_ttl_s!r}")
+            raise InvalidInput(
+                f"result_ttl_s must be a number of seconds, got {quoted(result_ttl_s)}"
+            )
         check_int("max_payload_bytes", max_payload_bytes, 1, MAX_PAYLOAD_LIMIT)
         check_seconds("durability_timeout_s", durability_timeout_s, maximum=3600, positive=True)
         if not isinstance(durability, str):
-            raise InvalidInput(f"durability must be text such as 'aof', got {durability!r}")
+            raise InvalidInput(f"durability must be text such as 'aof', got {quoted(durability)}")
         return cls(
             # 1e305 s is finite, but not in ms: out of range either way is refused by the check
             result_ttl_ms=check_result_ttl_ms(

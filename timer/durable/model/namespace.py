@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import ConfigError, InvalidInput, TimerNotFound
+from ...errors import ConfigError, InvalidInput, TimerNotFound, quoted
 from . import keys as keyspace
 from .checks import check_int
 from .codec import FORMAT_VERSION
@@ -48,19 +48,19 @@ def meta_from(
     format an earlier release wrote."""
     if not stored:
         raise ConfigError(
-            f"namespace {namespace!r} is not initialised at {where}; run "
+            f"namespace {quoted(namespace)} is not initialised at {where}; run "
             f"`tickwheel init --shards N` or TimerClient.init(shards=N) once"
         )
     version = int(stored.get(b"version", 1))
     if version > FORMAT_VERSION:
         raise ConfigError(
-            f"namespace {namespace!r} at {where} holds data format {version}, written by a "
+            f"namespace {quoted(namespace)} at {where} holds data format {version}, written by a "
             f"newer tickwheel; this one reads format {FORMAT_VERSION}: upgrade tickwheel "
             "(pip install . in a newer checkout of its source)"
         )
     if version < FORMAT_VERSION and not older:
         raise ConfigError(
-            f"namespace {namespace!r} at {where} holds data format {version}, written by an "
+            f"namespace {quoted(namespace)} at {where} holds data format {version}, written by an "
             f"earlier tickwheel; this one reads format {FORMAT_VERSION}: stop its workers and "
             f"run `tickwheel --namespace {namespace} migrate` (TimerClient.migrate()) to "
             "convert it"
@@ -73,5 +73,5 @@ def check_shards(ns: Namespace, shards: object) -> list[int]:
     if shards is None:
         return list(range(ns.meta.shards))
     if isinstance(shards, str | bytes | Mapping) or not isinstance(shards, Iterable):
-        raise InvalidInput(f"shards must be a list of shard numbers, got {shards!r:.80}")
+        raise InvalidInput(f"shards must be a list of shard numbers, got {quoted(shards, 80)}")
     return [check_int("shard", s, 0, ns.meta.shards - 1) for s in shards]

@@ -9,7 +9,7 @@ from typing import Unpack
 
 import msgpack
 
-from ...errors import InvalidInput, ScheduleNotFound, TimerError
+from ...errors import InvalidInput, ScheduleNotFound, TimerError, quoted
 from ..model import steps
 from ..model.checks import check_int
 from ..model.codec import decode_pending, encode_payload, text
@@ -221,6 +221,7 @@ def _same_shard(ns: Namespace, name: str, watch: Sequence[str]) -> None:
     for key in watch:
         if shard_of(key, ns.meta.shards) != shard:
             raise InvalidInput(
-                f"watch key {key!r} is not in schedule {name!r}'s shard: give it the hash "
+                f"watch key {quoted(key)} is not in schedule {quoted(name)}'s shard: "
+                "give it the hash "
                 f"tag {{{name}}} (e.g. '{{{name}}}:done')"
             )

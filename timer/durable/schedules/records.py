@@ -22,7 +22,7 @@ from typing import Any, Unpack
 
 import msgpack
 
-from ...errors import InvalidInput
+from ...errors import InvalidInput, quoted
 from ..model.checks import too_long
 from ..model.codec import decode_payload, text
 from ..model.durations import format_duration_ms
@@ -49,7 +49,7 @@ def check_schedule_name(name: object) -> str:
     occurrences' ids are ``{<name>}@<ms>``: the braces put them all in its shard)."""
     name = check_name("schedule name", name)
     if any(c in name for c in "{}@"):
-        raise InvalidInput(f"schedule name {name!r} may not contain '{{', '}}' or '@'")
+        raise InvalidInput(f"schedule name {quoted(name)} may not contain '{{', '}}' or '@'")
     if len(name.encode()) > MAX_NAME_BYTES:
         raise too_long("schedule name", len(name.encode()), MAX_NAME_BYTES, "bytes in UTF-8")
     return name
@@ -78,13 +78,15 @@ class ScheduleSpec:
         """Check and build (``when``: the arguments of :meth:`Recurrence.of`)."""
         recurrence = Recurrence.of(**when)
         if missed not in MISSED:
-            raise InvalidInput(f"missed must be one of {', '.join(MISSED)}, got {missed!r}")
+            raise InvalidInput(f"missed must be one of {', '.join(MISSED)}, got {quoted(missed)}")
         catch_up_ms = duration_ms("catch_up", catch_up, minimum=0)
         if overlap not in OVERLAP:
-            raise InvalidInput(f"overlap must be one of {', '.join(OVERLAP)}, got {overlap!r}")
+            raise InvalidInput(
+                f"overlap must be one of {', '.join(OVERLAP)}, got {quoted(overlap)}"
+            )
         if overlap != "allow" and group is None:
             raise InvalidInput(
-                f"overlap={overlap!r} waits for a handler group: give group='<its name>'"
+                f"overlap={quoted(overlap)} waits for a handler group: give group='<its name>'"
             )
         waits_for = None if group is None else check_name("consumer group", group)
         assert isinstance(missed, str) and isinstance(overlap, str)
@@ -131,7 +133,9 @@ class ScheduleSpec:
 
     def describe(self) -> str:
         r = self.recurrence
-        when = f"cron {r.cron!r}" if r.cron else f"every {format_duration_ms(r.every_ms or 0)}"
+        when = (
+            f"cron {quoted(r.cron)}" if r.cron else f"every {format_duration_ms(r.every_ms or 0)}"
+        )
         return f"{when} in {r.tz}"
 
 
@@ -234,7 +238,7 @@ class ScheduleInfo:
 
 def decode_schedule(name: str, raw: bytes, shard: int, next_ms: int | None) -> ScheduleInfo:
     """A schedule record (``P:S``) as a ScheduleInfo; CorruptRecord if unreadable."""
-    with decoding(f"schedule {name!r} (shard {shard})"):
+    with decoding(f"schedule {quoted(name)} (shard {shard})"):
         record = [*msgpack.unpackb(raw, raw=True), 0, b"", b"", 0][:14]
         v, on, armed, fired, missed, last, spec, payload, watch, created = record[:10]
         return ScheduleInfo(

@@ -35,7 +35,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-from ...errors import InvalidInput
+from ...errors import InvalidInput, quoted
 from ..model.durations import MAX_DURATION_MS, format_duration_ms, parse_duration_ms
 
 MINUTE = timedelta(minutes=1)
@@ -79,19 +79,23 @@ def _instant(name: str, value: object) -> int | None:
             raise InvalidInput(f"{name} must be an aware datetime (with a time zone)")
         value = round(value.timestamp() * 1000)
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_MS:
-        raise InvalidInput(f"{name} must be epoch milliseconds from 0 to {MAX_MS}, got {value!r}")
+        raise InvalidInput(
+            f"{name} must be epoch milliseconds from 0 to {MAX_MS}, got {quoted(value)}"
+        )
     return value
 
 
 def zone(tz: object) -> ZoneInfo:
     """The IANA time zone named ``tz``; InvalidInput naming it if there is none."""
     if not isinstance(tz, str) or not tz or len(tz) > 64:
-        raise InvalidInput(f"tz must be an IANA time zone name such as 'Europe/Paris', got {tz!r}")
+        raise InvalidInput(
+            f"tz must be an IANA time zone name such as 'Europe/Paris', got {quoted(tz)}"
+        )
     try:
         return ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError, OSError):
         raise InvalidInput(
-            f"no time zone {tz!r}: give an IANA name such as 'Europe/Paris' or 'UTC'"
+            f"no time zone {quoted(tz)}: give an IANA name such as 'Europe/Paris' or 'UTC'"
         ) from None
 
 
@@ -239,12 +243,12 @@ def _as_listed(cron: object, every: object) -> tuple[object, object]:
 
 def _check_cron(cron: object) -> None:
     if not isinstance(cron, str) or len(cron) > 256:
-        raise InvalidInput(f"cron must be a cron expression (text), got {cron!r}")
+        raise InvalidInput(f"cron must be a cron expression (text), got {quoted(cron)}")
     try:
         CronSim(cron, datetime(2000, 1, 1))
     except (CronSimError, ValueError, IndexError) as exc:
         raise InvalidInput(
-            f"cron {cron!r} is not valid ({exc}): write 5 fields 'minute hour day month "
+            f"cron {quoted(cron)} is not valid ({exc}): write 5 fields 'minute hour day month "
             "weekday' (e.g. '0 8 * * MON-FRI'), or 6 with the seconds first; or give an "
             "interval such as 30s instead (--every 30s on the command line)"
         ) from None

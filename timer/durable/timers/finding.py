@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict, Unpack
 
-from ...errors import CorruptRecord, InvalidInput, TimerError, TimerNotFound
+from ...errors import CorruptRecord, InvalidInput, TimerError, TimerNotFound, quoted
 from ..model import steps
 from ..model.checks import check_int
 from ..model.codec import text
@@ -141,7 +141,7 @@ def _bound(name: str, value: object) -> int | None:
 def _states(state: object) -> frozenset[str]:
     names = [state] if isinstance(state, str) else state
     if not isinstance(names, (list, tuple, set, frozenset)):
-        raise InvalidInput(f"state must be a state name or a list of them, got {state!r}")
+        raise InvalidInput(f"state must be a state name or a list of them, got {quoted(state)}")
     out: set[str] = set()
     for name in names:
         if isinstance(name, str) and name in ALIASES:
@@ -150,7 +150,7 @@ def _states(state: object) -> frozenset[str]:
             out.add(name)
         else:
             raise InvalidInput(
-                f"unknown state {name!r}: one of {', '.join(STATES)}, decided or any"
+                f"unknown state {quoted(name)}: one of {', '.join(STATES)}, decided or any"
             )
     if not out:
         raise InvalidInput("state names no state: give at least one")
@@ -206,7 +206,7 @@ def _parse_cursor(ns: Namespace, sel: Selection, cursor: object) -> _At | None:
     m = CURSOR.match(cursor) if isinstance(cursor, str) else None
     if m is None or int(m.group(2)) >= ns.meta.shards:
         raise InvalidInput(
-            f"cursor {cursor!r} is not one a page of this namespace returned; start with none"
+            f"cursor {quoted(cursor)} is not one a page of this namespace returned; start with none"
         )
     return _At(m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4)))
 
@@ -396,7 +396,7 @@ def _prepare(
     if action == "reschedule":
         moves = _moves(ns, pending, move["delay_ms"], move["deadline_ms"], move["shift_ms"])
         return [(p.call, _moved(ns, p)) for p in moves]
-    raise InvalidInput(f"unknown action {action!r}: one of {', '.join(ACTIONS)}")
+    raise InvalidInput(f"unknown action {quoted(action)}: one of {', '.join(ACTIONS)}")
 
 
 def check_move(delay_ms: object, deadline_ms: object, shift_ms: object) -> None:

@@ -16,7 +16,7 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ...errors import InvalidInput
+from ...errors import InvalidInput, quoted
 from ..model.checks import check_bool, check_int, check_ms, too_long
 from ..model.codec import encode_payload
 from ..model.fields import (
@@ -52,7 +52,7 @@ def check_watch(watch: object) -> list[str]:
         return []
     if isinstance(watch, str | bytes | bytearray | Mapping) or not isinstance(watch, Iterable):
         raise InvalidInput(
-            f"watch must be a list of keys (text), got {type(watch).__name__}: {watch!r:.80}"
+            f"watch must be a list of keys (text), got {type(watch).__name__}: {quoted(watch, 80)}"
         )
     keys: set[str] = set()
     for key in watch:
@@ -73,7 +73,7 @@ def check_origin(origin: object) -> str:
 def url_shape(scheme: str, host: str | None) -> str:
     """What a refused URL is, for its error, without the URL itself (it may hold a
     password): its scheme and whether it has a host."""
-    said = f"scheme {scheme!r}" if scheme else "no scheme"
+    said = f"scheme {quoted(scheme)}" if scheme else "no scheme"
     return said if host else f"{said} and no host"
 
 
@@ -135,7 +135,7 @@ def check_traceparent(value: object) -> str:
     if not isinstance(value, str) or not TRACEPARENT.match(value) or value.startswith("ff"):
         raise InvalidInput(
             f"traceparent must be a W3C trace context such as "
-            f"'00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', got {value!r:.100}"
+            f"'00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', got {quoted(value, 100)}"
         )
     return value
 
@@ -198,9 +198,9 @@ def schedule_item(ns: Namespace, spec: Mapping[str, object]) -> ScheduleItem:
     """Validate one timer (a :class:`~timer.durable.model.fields.TimerSpec`) for
     ``schedule_call``; InvalidInput, nothing sent."""
     if not NAMES.issuperset(spec):
-        extra = sorted(repr(k) for k in set(spec) - NAMES)
+        extra = sorted(quoted(k, 80) for k in set(spec) - NAMES)
         raise InvalidInput(
-            f"unknown field(s) [{', '.join(extra)}] in timer {spec.get('id')!r:.200}; a "
+            f"unknown field(s) [{', '.join(extra)}] in timer {quoted(spec.get('id'), 200)}; a "
             f"timer takes {', '.join(FIELDS)}"
         )
     get = spec.get
@@ -243,8 +243,8 @@ def _check_together(ns: Namespace, tid: str, shard: int, tail: list[Any]) -> Non
     for key in keys:
         if ns.shard_of(key) != shard:
             raise InvalidInput(
-                f"watch key {key!r} routes to shard {ns.shard_of(key)} but timer "
-                f"{tid!r} routes to shard {shard}; give both the same hash tag, e.g. "
+                f"watch key {quoted(key)} routes to shard {ns.shard_of(key)} but timer "
+                f"{quoted(tid)} routes to shard {shard}; give both the same hash tag, e.g. "
                 f"id 'job:{{42}}' and key 'job:{{42}}:done'"
             )
 
@@ -256,7 +256,7 @@ def timer_spec(
     :func:`schedule_item` takes); an ``id`` among the options is refused, not dropped."""
     if "id" in options:
         raise InvalidInput(
-            f"give the timer id once, as the first argument (not id={options['id']!r:.80})"
+            f"give the timer id once, as the first argument (not id={quoted(options['id'], 80)})"
         )
     return {"id": timer_id, "delay_ms": delay_ms, "deadline_ms": deadline_ms, **options}
 
@@ -268,7 +268,7 @@ def schedule_item_of(ns: Namespace, item: object) -> ScheduleItem:
     item costs only its own slot: nothing of a batch is sent while an item can still fail.
     """
     if type(item) is not dict and not isinstance(item, Mapping):  # the ABC check is slow
-        raise InvalidInput(f"each item must be a mapping with an 'id', got {item!r:.200}")
+        raise InvalidInput(f"each item must be a mapping with an 'id', got {quoted(item, 200)}")
     try:
         return schedule_item(ns, item)
     except InvalidInput:

@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
-from ...errors import InvalidInput, TimerError, WaitTimeout
+from ...errors import InvalidInput, TimerError, WaitTimeout, quoted
 from ..model import steps
 from ..model.checks import check_seconds
 from ..model.entries import outcome_of, timer_info
@@ -199,6 +199,6 @@ def wait(ns: Namespace, timer_id: object, timeout: float) -> Op[Outcome]:
             return outcome_of(info)
         left = deadline - clock.monotonic()
         if left <= 0:
-            raise WaitTimeout(f"timer {timer_id!r} still pending after {timeout}s")
+            raise WaitTimeout(f"timer {quoted(timer_id)} still pending after {timeout}s")
         yield steps.Sleep(min(pause, left))
         pause = min(pause * 2, 0.1)

@@ -1,0 +1,138 @@
+"""What the fourteenth first-hour trial found at the HTTP API's edges (#75): each refusal
+is the request's fault said as such (a 4xx in JSON's words), never Redis failing (503)
+nor a silent success; nothing is written."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from tests.integration.conftest import namespace_keys
+from timer import TimerClient
+from timer.httpapi.tokens import TokenFile
+from timer.testing import RedisServer
+
+from .test_serve import Api, serving
+
+Served = tuple[Api, TimerClient, TokenFile]
+
+
+@pytest.fixture
+def quiet(redis_server: RedisServer, namespace: str, tmp_path: Path) -> Iterator[Served]:
+    with serving(redis_server, namespace, tmp_path, worker=False) as it:
+        yield it
+
+
+HUGE = "99999999999999999999-0"  # past 2^64: Redis refuses such a stream id
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("POST", "/groups/g1/retry", {"ref": f"1/{HUGE}", "delay_ms": 100}),
+        ("POST", "/groups/g1/ack", {"refs": [f"1/{HUGE}"]}),
+        ("POST", "/groups/g1/dead", {"ref": f"1/{HUGE}", "error": "x"}),
+        ("GET", f"/dead/1/{HUGE}", None),
+    ],
+)
+def test_a_ref_past_a_stream_ids_range_is_bad_input_not_redis_failing(
+    quiet: Served, redis_client: redis.Redis, method: str, path: str, body: Any
+) -> None:
+    api, c, tokens = quiet
+    admin = tokens.create("admin", [c.namespace])[1]
+    before = namespace_keys(redis_client, c.namespace)
+    status, error = api.call(method, f"/v1/namespaces/{c.namespace}{path}", body, token=admin)
+    assert (status, error["kind"], error["exit_code"]) == (400, "InvalidInput", 3), error
+    assert "ref must be <shard>/<id>" in error["error"], error
+    assert "Redis" not in error["error"] and "script" not in error["error"]
+    assert namespace_keys(redis_client, c.namespace) == before
+
+
+def test_dead_drop_or_redeliver_of_nothing_named_is_refused_not_everything(
+    quiet: Served, redis_client: redis.Redis
+) -> None:
+    """`POST …/dead/drop {}` dropped every dead letter, unasked (the CLI needs --all and
+    asks): a selection by filter, or of everything, needs `expect`."""
+    api, c, tokens = quiet
+    c.schedule("d:1", 60_000)
+    c.cancel("d:1")
+    from timer import Handlers  # noqa: PLC0415
+
+    h = Handlers(c, group="g", max_attempts=1)
+    h.add("cancelled", lambda o: 1 / 0)
+    assert h.run(stop_when_idle=True)
+    assert c.dead_letters_total() == 1
+    admin = tokens.create("admin", [c.namespace])[1]
+    dead = f"/v1/namespaces/{c.namespace}/dead"
+    for action in ("drop", "redeliver"):
+        bodies: list[dict[str, Any]] = [{}, {"refs": []}, {"group": "g"}]
+        for body in bodies:
+            status, error = api.call("POST", f"{dead}/{action}", body, token=admin)
+            assert (status, error["kind"]) == (400, "InvalidInput"), (action, body, error)
+            assert "with expect, the count you confirmed" in error["error"], error
+    assert c.dead_letters_total() == 1  # nothing was done
+    status, done = api.call("POST", f"{dead}/drop", {"group": "g", "expect": 1}, token=admin)
+    assert status == 200 and done["matched"] == 1 and c.dead_letters_total() == 0
+
+
+def test_ack_in_a_group_that_never_read_is_a_404(quiet: Served) -> None:
+    """A mistyped group acknowledged nothing with a 200 (`{"acked": 0}`); retry and dead
+    said 404 for the same ref."""
+    api, c, _ = quiet
+    status, error = api.call(
+        "POST", f"/v1/namespaces/{c.namespace}/groups/never/ack", {"refs": ["1/1-0"]}
+    )
+    assert (status, error["kind"], error["exit_code"]) == (404, "NotFound", 6), error
+    assert 'no consumer group "never"' in error["error"], error
+
+
+def test_a_batchs_refused_items_say_what_a_single_timers_refusal_says(quiet: Served) -> None:
+    api, c, _ = quiet
+    items = [
+        {"id": "b:1", "delay_ms": "x"},
+        {"id": "b:2", "delay_ms": True},
+        {"id": "b:3", "delay_ms": 10, "zzz": 1},
+        None,
+        {"id": 7, "delay_ms": 10},
+        {"id": "b:6", "delay_ms": 60_000},
+    ]
+    status, got = api.call("POST", f"/v1/namespaces/{c.namespace}/timers/batch", {"items": items})
+    assert status == 200
+    said = [r.get("error", "") for r in got["results"]]
+    assert said[0] == 'delay_ms: expected an integer, got "x"', said
+    assert said[1] == "delay_ms: expected an integer, got true", said
+    assert said[2].startswith('the item: unknown field "zzz": this takes id, '), said
+    assert said[3] == "the item: expected an object, got null", said
+    assert said[4] == "id: expected a string, got 7", said
+    assert got["results"][5]["status"] == 201
+    for one in (items[0], items[1], items[2], items[4]):  # the words of POST …/timers alone
+        alone = api.call("POST", f"/v1/namespaces/{c.namespace}/timers", one)[1]["error"]
+        assert alone.split(": ", 1)[1] == said[items.index(one)].split(": ", 1)[1], alone
+
+
+def test_a_query_parameter_given_twice_is_refused(quiet: Served) -> None:
+    api, c, _ = quiet
+    path = f"/v1/namespaces/{c.namespace}/groups/g1/outcomes?consumer=c1&consumer=c2"
+    status, error = api.call("GET", path)
+    assert (status, error["kind"]) == (400, "InvalidInput"), error
+    assert error["error"] == '"consumer" is given twice: give it once'
+    status, error = api.call("GET", f"/v1/namespaces/{c.namespace}/timers/x/outcome?timeout_s=100")
+    assert error["error"] == "timeout_s: must be at most 60, got 100", error  # not 60.0, 100.0
+
+
+def test_library_refusals_quote_values_as_json(quiet: Served) -> None:
+    """Every door quotes what it was given one way, JSON's: `no timer "nope"`, not
+    Python's 'nope' (the library's messages are the CLI's and the API's too)."""
+    api, c, _ = quiet
+    status, error = api.call("GET", f"/v1/namespaces/{c.namespace}/timers/nope")
+    assert status == 404 and f'no timer "nope" in namespace "{c.namespace}"' in error["error"]
+    status, error = api.call(
+        "POST", f"/v1/namespaces/{c.namespace}/timers",
+        {"id": "a:{1}", "delay_ms": 10, "watch": ["other"]},
+    )  # fmt: skip
+    assert status == 400 and 'watch key "other" routes to shard' in error["error"], error
+    assert "'" not in error["error"].split("give both")[0], error
