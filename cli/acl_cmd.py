@@ -19,11 +19,11 @@ def acl(app: App, role: str, user: str | None) -> None:
     """Print the ACL SETUSER line that lets ROLE use the namespace and nothing else.
 
     \b
-    client    schedule, cancel, complete, reschedule, notify, get, wait
-    worker    lead shards and fire timers (INFO, to check the server, optional)
-    handlers  `tickwheel handle`, Handlers: consumer group, retries, dead letters
-    fire-handlers  `tickwheel handle --fire`: the worker's and handlers' commands
-    operator  init, migrate, stats, groups, dead letters, trim, the dashboard
+    client         schedule, cancel, complete, reschedule, notify, get, wait
+    worker         lead shards and fire timers (INFO, to check the server)
+    handlers       tickwheel handle: consumer group, retries, dead letters
+    fire-handlers  tickwheel handle --fire: the worker's and handlers' commands
+    operator       init, migrate, stats, groups, dead letters, trim, dashboard
 
     Replace PASSWORD (or use a Redis ACL file) and run the line with redis-cli as an
     admin; the role's processes then connect as redis://tw-ROLE:PASSWORD@host:port/0.

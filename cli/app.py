@@ -159,16 +159,19 @@ def confirm(question: str) -> None:
     """Ask ``question`` (y/N) on stderr; a "no" aborts (exit 1). With no answer to read
     (stdin at its end: a script, CI, no terminal) it says to add --yes (exit 2), where
     click said only "Aborted!"."""
-    try:
-        agreed = click.confirm(question, err=True)
-    except click.Abort:
-        if sys.stdin is not None and sys.stdin.isatty():
-            raise  # Ctrl-C at the prompt
-        click.echo(err=True)  # end the prompt's line
-        raise NoAnswer(
-            f"{question.rstrip('?')}: there is no answer to read (no terminal); add --yes "
-            "to go ahead without asking"
-        ) from None
+    no_answer = NoAnswer(
+        f"{question.rstrip('?')}: there is no answer to read (no terminal); add --yes "
+        "to go ahead without asking"
+    )
+    if sys.stdin is None or not sys.stdin.isatty():
+        # a script's answer, if it gives one; none: say so, without a prompt nobody sees
+        line = sys.stdin.readline() if sys.stdin is not None else ""
+        if not line:
+            raise no_answer
+        click.echo(f"{question} [y/N]: {line.strip()}", err=True)
+        agreed = line.strip().lower() in ("y", "yes")
+    else:
+        agreed = click.confirm(question, err=True)  # Ctrl-C at the prompt: Aborted
     if not agreed:
         raise click.Abort
 

@@ -14,6 +14,7 @@ from timer.durable.model.durations import (
     TEN_YEARS_MS,
     parse_duration_ms,
 )
+from timer.errors import quoted
 
 
 def parse_seconds(text: str) -> float:
@@ -26,10 +27,12 @@ def parse_seconds(text: str) -> float:
         try:
             return parse_duration_ms(text.strip()) / 1000
         except ValueError:
-            raise ValueError(f"{text!r} {NOT_A_DURATION} (a bare number is seconds)") from None
+            raise ValueError(
+                f"{quoted(text)} {NOT_A_DURATION} (a bare number is seconds)"
+            ) from None
     if not 0 <= value <= MAX_DURATION_MS / 1000:  # False for nan too
         raise ValueError(
-            f"{text[:40]!r} must be from 0 to {TEN_YEARS_MS // 1000} seconds (ten years)"
+            f"{quoted(text, 40)} must be from 0 to {TEN_YEARS_MS // 1000} seconds (ten years)"
         )
     return value
 
@@ -40,12 +43,16 @@ def parse_millis(text: str) -> int:
     s = text.strip()
     if s.isdigit():
         if len(s) > 16 or int(s) > MAX_DURATION_MS:
-            raise ValueError(f"{text[:40]!r} ms is too long; at most {TEN_YEARS_DAYS}d (ten years)")
+            raise ValueError(
+                f"{quoted(text, 40)} ms is too long; at most {TEN_YEARS_DAYS}d (ten years)"
+            )
         return int(s)
     try:
         return parse_duration_ms(s)
     except ValueError:
-        raise ValueError(f"{text!r} {NOT_A_DURATION} (a bare number is milliseconds)") from None
+        raise ValueError(
+            f"{quoted(text)} {NOT_A_DURATION} (a bare number is milliseconds)"
+        ) from None
 
 
 def parse_instant_ms(text: str) -> int:
@@ -54,7 +61,7 @@ def parse_instant_ms(text: str) -> int:
         dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
         raise ValueError(
-            f"{text!r} is not an ISO-8601 time; write e.g. 2026-11-22T18:30:00Z"
+            f"{quoted(text)} is not an ISO-8601 time; write e.g. 2026-11-22T18:30:00Z"
         ) from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)

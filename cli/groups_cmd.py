@@ -10,7 +10,7 @@ import click
 from timer.durable.groups.dead import MOST
 from timer.durable.model.entries import parse_ref
 from timer.durable.model.models import DeadBatch, GroupInfo
-from timer.errors import NotFound
+from timer.errors import NotFound, quoted
 from timer.shapes import dead_letter_json, group_json
 
 from .app import App, TimerCommandError, confirm, errors, pass_app
@@ -129,7 +129,7 @@ def groups_delete(app: App, name: str, yes: bool) -> None:
     if name not in known:
         raise TimerCommandError(
             NotFound(
-                f"no consumer group {name!r} in namespace {app.namespace!r} "
+                f"no consumer group {quoted(name)} in namespace {quoted(app.namespace)} "
                 f"(groups: {', '.join(known) or 'none'})"
             )
         )
@@ -252,6 +252,7 @@ def dead_show(app: App, ref: str) -> None:
 @click.argument("refs", nargs=-1)
 @click.option("--all", "everything", is_flag=True, help="Every dead letter the filters select.")
 @_filters
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation (--all asks).")
 @pass_app
 def dead_redeliver(
     app: App,
@@ -260,18 +261,26 @@ def dead_redeliver(
     group: str | None,
     error: str | None,
     match: str | None,
+    yes: bool,
 ) -> None:
     """Put dead letters back in front of their group's handlers (attempts start again).
 
     Each becomes a new outcome entry for its group only; other groups skip it. Name them
     by REF, or take every one with --all (narrowed by --group, --error, --match; at most
-    100,000 at once).
+    100,000 at once): --all asks first, saying how many, unless --yes; if another count
+    matches by the time you answer, nothing is redelivered (exit 14).
     """
     _check(refs, everything, group, error, match)
     _known(app, group)
+    expect: int | None = None
+    if everything and not yes:  # as every other bulk action does
+        with errors():
+            expect = len(app.client.dead_letters(group, error=error, match=match, limit=MOST + 1))
+        if expect:
+            confirm(f"Redeliver {plural(expect, 'dead letter')} to their groups' handlers?")
     with errors():
         done = app.client.redeliver_dead_letters(
-            list(refs) if refs else None, group=group, error=error, match=match
+            list(refs) if refs else None, group=group, error=error, match=match, expect=expect
         )
     _report(app, "redelivered", done)
 
@@ -342,7 +351,8 @@ def _known(app: App, group: str | None) -> None:
             return
     raise TimerCommandError(
         NotFound(
-            f"no consumer group {group!r} in namespace {app.namespace!r}, and no dead letter "
+            f"no consumer group {quoted(group)} in namespace {quoted(app.namespace)}, "
+            "and no dead letter "
             f"of one (groups: {', '.join(names) or 'none'})"
         )
     )

@@ -194,7 +194,8 @@ def trim(app: App, retention_ms: int, drop_unread: bool, yes: bool) -> None:
     removed = sum(t.removed for t in done)
     dropped = sum(t.results_dropped for t in done)
     held = [t.shard for t in done if t.held_by_group]
-    note = f"; consumer groups kept older entries on shards {held}" if held else ""
+    on = f"shard{'s' * (len(held) > 1)} {', '.join(map(str, held))}"
+    note = f"; consumer groups kept older entries on {on}" if held else ""
     counts = {"removed": removed, "held_by_group": held, "shards": len(done)}
     emit(
         app.json,

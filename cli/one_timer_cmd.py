@@ -14,6 +14,7 @@ from typing import Any, TypedDict, TypeVar, Unpack, cast
 import click
 
 from timer import DuplicateTimer, TimerNotFound
+from timer.durable.model.durations import format_duration_ms
 from timer.durable.model.fields import FIELDS, TimerOptions
 from timer.errors import conflict_todo
 from timer.shapes import outcome_json, timer_info_json, timer_json
@@ -156,6 +157,19 @@ def schedule(
         click.echo(f"Note: {t.id} ended as {t.state}; --rearm schedules it again.", err=True)
     if not t.created and not t.absorbed and t.state == "pending" and not app.json:
         say_kept(app, t.id, delay_ms, given)
+    cap = options.get("max_total_ms")
+    # a first deadline past the cap is the cap: say so, as a past --at is said
+    if (
+        t.created
+        and cap is not None
+        and not app.json
+        and ((delay_ms or 0) > cap or (deadline_ms is not None and t.deadline_ms < deadline_ms))
+    ):
+        click.echo(
+            f"Note: capped by --max-total {format_duration_ms(cap)}: due at "
+            f"{format_ms(t.deadline_ms)}, not later as asked.",
+            err=True,
+        )
     if deadline_ms is not None and t.created and deadline_ms < app.client.time.wall_ms() - 1_000:
         # Allowed on purpose (a catch-up after downtime), but rarely what a person meant.
         click.echo(

@@ -7,10 +7,11 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from timer.errors import NotFound
+from timer.errors import NotFound, quoted
 
 from . import embedded
 from .app import (
@@ -23,10 +24,13 @@ from .app import (
     takes_globals,
 )
 from .choice import Choice
-from .dashboard_cmd import is_loopback
+from .dashboard_cmd import is_loopback, stop_started_server
 from .output import emit, table
 from .service import bind_port
 from .starting import running
+
+if TYPE_CHECKING:
+    from timer.httpapi.tokens import TokenFile
 
 TOKENS_ENV = "TICKWHEEL_TOKENS"
 
@@ -130,11 +134,15 @@ def serve(
                     + (f" --tokens {path}" if tokens_path is not None else "")
                     + "`, or give --no-auth (loopback only)"
                 )
-    with errors():
-        app.client.meta  # noqa: B018 - a namespace never initialised fails here, clearly
-    # uvicorn binds the port itself (in this process, for its workers to share): a port
-    # in use is found here first, so the error is ours and no line said it serves.
-    bind_port("serve the HTTP API", host, port).close()
+    try:
+        with errors():
+            app.client.meta  # noqa: B018 - a namespace never initialised fails here, clearly
+        # uvicorn binds the port itself (in this process, for its workers to share): a port
+        # in use is found here first, so the error is ours and no line said it serves.
+        bind_port("serve the HTTP API", host, port).close()
+    except BaseException:
+        stop_started_server(app)  # refused: a server started for it alone does not run on
+        raise
     os.environ[web.URL_ENV] = app.url  # for uvicorn's workers; never printed
     os.environ[web.TOKENS_ENV] = "" if no_auth else str(path.resolve())
     os.environ[web.CALLBACK_HOSTS_ENV] = ",".join(callback_hosts)
@@ -177,6 +185,15 @@ def serve(
     click.echo("HTTP API stopped", err=True)
 
 
+def _token_file(given: Path | None) -> TokenFile:
+    """The token file given, or the state directory's (made if missing)."""
+    from timer.httpapi.tokens import TokenFile  # noqa: PLC0415
+
+    return (
+        TokenFile(given, make_dirs=False) if given else TokenFile(default_tokens(), make_dirs=True)
+    )
+
+
 TOKENS_NOT_IN_REDIS = "tokens live in the file --tokens names, not in Redis"
 
 
@@ -214,10 +231,9 @@ def create(
     The token is scoped to the namespaces given (the global --namespace by default) and
     to one of read, write or admin; give it to one service.
     """
-    from timer.httpapi.tokens import TokenFile  # noqa: PLC0415
 
     with errors():
-        token, bearer = TokenFile(tokens_path or default_tokens()).create(
+        token, bearer = _token_file(tokens_path).create(
             scope, list(namespaces) or [app.namespace], name
         )
     emit(
@@ -241,10 +257,10 @@ def list_(app: App, tokens_path: Path | None) -> None:
 
     Their secrets are not stored, so they are never shown again after `tokens create`.
     """
-    from timer.httpapi.tokens import TokenFile  # noqa: PLC0415
 
     with errors():
-        found = list(TokenFile(tokens_path or default_tokens()).load().values())
+        file = _token_file(tokens_path)
+        found = list(file.load().values())
     rows = [(t.id, t.scope, ",".join(t.namespaces), t.name, t.created) for t in found]
     emit(
         app.json,
@@ -258,7 +274,11 @@ def list_(app: App, tokens_path: Path | None) -> None:
             }
             for t in found
         ],
-        table(rows, ("id", "scope", "namespaces", "name", "created")) if rows else "No tokens.",
+        table(rows, ("id", "scope", "namespaces", "name", "created"))
+        if rows
+        else "No tokens."
+        if file.path.exists()
+        else f"No token file at {file.path} (`tickwheel tokens create` makes it).",
     )
 
 
@@ -272,11 +292,10 @@ def revoke(app: App, token_id: str, tokens_path: Path | None) -> None:
 
     A running `tickwheel serve` reads the file again and refuses it from its next request.
     """
-    from timer.httpapi.tokens import TokenFile  # noqa: PLC0415
 
     with errors():
-        if not TokenFile(tokens_path or default_tokens()).revoke(token_id):
+        if not _token_file(tokens_path).revoke(token_id):
             raise TimerCommandError(
-                NotFound(f"no token {token_id!r} (see `tickwheel tokens list`)")
+                NotFound(f"no token {quoted(token_id)} (see `tickwheel tokens list`)")
             )
     emit(app.json, {"revoked": token_id}, f"Revoked token {token_id}")

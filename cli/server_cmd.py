@@ -172,4 +172,4 @@ def status(app: App) -> None:
         "appendfsync": state.appendfsync,
         "allocator": state.allocator,
     }
-    emit(app.json, info, pairs(info))
+    emit(app.json, info, pairs({**info, "running": "yes"}))

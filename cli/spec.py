@@ -4,9 +4,11 @@ kept unless a flag overrides them)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pkgutil
 import sys
+import traceback
 from pathlib import PurePath
 from typing import Any
 
@@ -39,10 +41,28 @@ class HandlerSpec(click.ParamType):  # type: ignore[type-arg]  # click stubs var
         except Exception as exc:
             if isinstance(exc, AttributeError) and module_name in sys.modules:
                 self.fail(f"module {module_name!r} has no attribute {attr!r}")  # imported
-            self.fail(f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}")
+            self.fail(
+                f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}{_where(exc)}"
+            )
         if not isinstance(target, Handlers) and not callable(target):
             self.fail(f"{value} is a {type(target).__name__}, not a function or a Handlers")
         return target
+
+
+def _where(exc: BaseException) -> str:
+    """Where the import failed, in the user's own code (the last frame outside Python's
+    import machinery), so it can be found without a traceback: `` (at myapp/x.py:12)``."""
+    frames = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if "importlib" not in f.filename and "pkgutil" not in f.filename
+    ]
+    if not frames or isinstance(exc, ModuleNotFoundError):
+        return ""
+    name = frames[-1].filename
+    with contextlib.suppress(ValueError):
+        name = os.path.relpath(name)
+    return f" (at {name}:{frames[-1].lineno})"
 
 
 def _file_given(path: str, attr: str) -> str:

@@ -176,7 +176,7 @@ def test_json_errors_are_json_on_stderr(tw: Run) -> None:
     """With --json an error is one JSON object on stderr, with the same exit code."""
     tw("init", "--shards", "2")
     cases = [
-        (["get", "missing"], 6, "TimerNotFound", "no timer 'missing'"),
+        (["get", "missing"], 6, "TimerNotFound", 'no timer "missing"'),
         (["schedule", "", "--in", "1s"], 3, "InvalidInput", "must not be empty"),
     ]
     for args, code, kind, message in cases:
@@ -203,7 +203,7 @@ def test_a_conflicting_schedule_names_what_differs_and_what_to_type(tw: Run) -> 
     tw("init", "--shards", "2")
     tw("schedule", "dup:{1}", "--in", "1h", "--payload", '{"a":1}')
     payload = tw("schedule", "dup:{1}", "--in", "1h", "--payload", '{"a":2}', expect=7).output
-    assert "timer 'dup:{1}' is pending with other parameters: its payload differs" in payload
+    assert 'timer "dup:{1}" is pending with other parameters: its payload differs' in payload
     assert "tickwheel cancel 'dup:{1}', then schedule it again" in payload
     assert "add --debounce" in payload and "reschedule" not in payload
     at = "2030-01-01T00:00:00Z"

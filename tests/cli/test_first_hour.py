@@ -82,7 +82,7 @@ def test_max_total_takes_a_duration_and_a_bare_number_stays_milliseconds(tw: Run
         t = as_json(tw("--json", "schedule", tid, "--in", "30s", *args))
         assert as_json(tw("--json", "get", tid))["max_total_ms"] == cap, (args, t)
     bad = tw("schedule", "cap:{x}", "--in", "30s", "--max-total", "soon", expect=2)
-    assert "'soon' is not a duration" in bad.output, bad.output
+    assert '"soon" is not a duration' in bad.output, bad.output
     assert "(a bare number is milliseconds)" in bad.output, bad.output
     shown = tw("schedule", "--help").output
     assert "--max-total, --max-total-ms DURATION" in shown, shown
@@ -770,9 +770,9 @@ def test_trial_12s_mistakes_are_said_as_the_user_typed_them(tw: Run) -> None:
     assert "deadline_from_ms" not in out.output
     for args in (["dead", "list", "--group", "nosuch"],
                  ["dead", "redeliver", "--group", "nosuch", "--all"]):  # fmt: skip
-        assert "no consumer group 'nosuch'" in tw(*args, expect=6).stderr
+        assert 'no consumer group "nosuch"' in tw(*args, expect=6).stderr
     gone = tw("schedules", "delete", "nosuch", expect=6)  # no terminal: it asked before
-    assert "no schedule 'nosuch'" in gone.stderr and "--yes" not in gone.stderr, gone.output
+    assert 'no schedule "nosuch"' in gone.stderr and "--yes" not in gone.stderr, gone.output
     tw("schedule", "job:{50}", "--in", "1h")
     stayed = tw("heartbeat", "job:{50}", "--extend", "1s")
     assert "job:{50} stays due" in stayed.stdout and "--earlier" in stayed.stdout, stayed.output

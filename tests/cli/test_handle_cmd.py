@@ -120,7 +120,7 @@ def test_handle_retries_dead_letters_and_reports(
         assert as_json(r)["dead_lettered"] == 1
         assert "Paused group 'handlers'" in tw("groups", "pause", "handlers", "--by", "ops").output
         assert "handlers PAUSED by ops" in tw("groups").output
-        assert "no consumer group 'nope'" in tw("groups", "pause", "nope", expect=6).output
+        assert 'no consumer group "nope"' in tw("groups", "pause", "nope", expect=6).output
         assert "Resumed group 'handlers'" in tw("groups", "resume", "handlers").output
         assert "was not paused" in tw("groups", "resume", "handlers").output
         assert not c.groups()[0].paused
@@ -130,12 +130,12 @@ def test_handle_retries_dead_letters_and_reports(
             "No dead letters" in tw("dead", "list", "--group", "handlers", "--match", "zz").output
         )
         assert (
-            "no consumer group 'other'" in tw("dead", "list", "--group", "other", expect=6).output
+            'no consumer group "other"' in tw("dead", "list", "--group", "other", expect=6).output
         )
         assert "Dropped 0 dead letters" in tw("dead", "drop", "--all", "--error", "x").output
         assert "go with --all" in tw("dead", "redeliver", "1/1-0", "--error", "x", expect=2).output
         asked = tw("dead", "drop", "--all", expect=2)  # it asks; no answer: nothing dropped
-        assert "Delete 1 dead letter for good?" in asked.output and "add --yes" in asked.output
+        assert "Delete 1 dead letter for good:" in asked.output and "add --yes" in asked.output
         assert len(c.dead_letters()) == 1
         assert "Dropped 1 dead letter" in tw("dead", "drop", "--all", "--yes").output
         assert "No dead letters" in tw("dead", "list").output
@@ -219,7 +219,7 @@ def test_groups_lists_and_deletes(tw: Run, redis_server: RedisServer, namespace:
         assert row["stale"] is False
         assert "STALE" in tw("groups", "--retention", "0s").output
         assert "billing" in tw("groups").output
-        assert "no consumer group 'nope'" in tw("groups", "delete", "nope", expect=6).output
+        assert 'no consumer group "nope"' in tw("groups", "delete", "nope", expect=6).output
         assert "add --yes" in tw("groups", "delete", "billing", expect=2).output  # no --yes
         assert c.groups() != []
         assert "on 4 shards" in tw("groups", "delete", "billing", "--yes").output
@@ -293,15 +293,21 @@ def handled_then_stopped(proc: subprocess.Popen[bytes], handled: Path, n: int) -
 def test_readme_handlers_commands_run_as_written(
     workdir: Path, redis_server: RedisServer, namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The handlers guide's commands, as written, beside its `myapp/handlers.py`: `handle`
-    runs as a process until SIGTERM (exit 0) and handles expired outcomes (printing each,
-    as the guide's function does); the admin lines run in order. Its first line names
-    the page's namespace (here the test's own: the guide's is apart from the tour's, whose
-    `handle` line reads group `handlers` of `default`: trial 12 shared it)."""
-    export, *lines = guide_block("# Handlers: run your code when a timer ends")
+    """The handlers guide's commands, as written, beside its `myapp/handlers.py`: `init`
+    then `handle --idle-exit`, which handles the expired outcomes there are (printing each,
+    as the guide's function does) and returns (exit 0), so the admin lines after it run,
+    in order; `dead redeliver --all` asks first (answered yes). Its first line names the
+    page's namespace (here the test's own: the guide's is apart from the tour's, whose
+    `handle` line reads group `handlers` of `default`: trial 12 shared it); pasted alone
+    it initialises that namespace itself (trial 14: not initialised)."""
+    export, init, *lines = guide_block("# Handlers: run your code when a timer ends")
     assert export.startswith("export TICKWHEEL_NAMESPACE=handlers-guide"), export
+    assert init.split("#")[0].split() == ["tickwheel", "init"], init
     assert lines[0].startswith("tickwheel handle myapp.handlers:on_timeout")
+    assert "--idle-exit" in lines[0], "the block goes on past its handle line"
     c = guide_app(workdir, redis_server, namespace, monkeypatch)
+    runner = CliRunner()
+    assert runner.invoke(main, ["init"], catch_exceptions=False).exit_code == 0
     now = c.server_time_ms()
     c.schedule("late:1", deadline_ms=now - 1000)
     c.schedule("late:2", deadline_ms=now - 1000)
@@ -310,29 +316,29 @@ def test_readme_handlers_commands_run_as_written(
         wait_for(lambda: w.run_once() or c.outcomes_total() == 2, 20, "the worker's fires")
     finally:
         w.close()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "timer.cli", *shlex.split(lines[0])[1:]],
+    ran = subprocess.run(
+        [sys.executable, "-m", "timer.cli", *shlex.split(lines[0].split("#")[0])[1:]],
         cwd=workdir,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        capture_output=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+        check=False,
     )
-    try:
-        out = handled_then_stopped(proc, workdir / "handled.txt", 2)
-        assert b"consumer pod-0 stopped: handled 2" in out
-        assert b"late:1 expired" in out  # the guide's function ran
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    out = ran.stdout + ran.stderr
+    assert ran.returncode == 0, out.decode()
+    assert b"consumer pod-0 stopped: handled 2" in ran.stderr, out.decode()
+    assert b"late:1 expired" in ran.stdout, out.decode()  # the guide's function ran
+    assert sorted((workdir / "handled.txt").read_text().split()) == ["late:1", "late:2"]
     old = Handlers(c, group="old-group", max_attempts=1)
     old.add("expired", lambda o: 1 / 0)
     assert old.run(stop_when_idle=True)
     assert len(c.dead_letters()) == 2
-    runner = CliRunner()
     for line in lines[1:]:
-        result = runner.invoke(main, shlex.split(line)[1:], catch_exceptions=False)
+        args = shlex.split(line.split("#")[0])[1:]
+        result = runner.invoke(main, args, input="y\n", catch_exceptions=False)
         assert result.exit_code == 0, (line, result.output)
+        if args[:3] == ["dead", "redeliver", "--all"]:
+            assert "Redeliver 2 dead letters to their groups' handlers? [y/N]" in result.output
     assert sorted(g.name for g in c.groups()) == ["handlers", "old-group"]
     assert c.dead_letters() == []  # redelivered, each to its group
     c.close()

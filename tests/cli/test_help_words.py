@@ -63,7 +63,7 @@ def test_every_duration_option_refuses_in_the_same_words() -> None:
         with pytest.raises(click.BadParameter) as refused:
             option.type.convert("5x", option, ctx)
         said = str(refused.value.message)
-        assert said.startswith(f"'5x' {DURATION_WORDS}"), (path, option.opts, said)
+        assert said.startswith(f'"5x" {DURATION_WORDS}'), (path, option.opts, said)
         if not isinstance(option.type, Duration):
             unit = "seconds" if isinstance(option.type, Seconds) else "milliseconds"
             assert f"a bare number is {unit}" in said, (path, option.opts, said)
@@ -71,7 +71,7 @@ def test_every_duration_option_refuses_in_the_same_words() -> None:
     assert checked > 20
     out = CliRunner().invoke(main, ["wait", "x", "--timeout", "5x"])
     assert out.exit_code == 2
-    assert f"'5x' {DURATION_WORDS} (a bare number is seconds)" in out.output, out.output
+    assert f'"5x" {DURATION_WORDS} (a bare number is seconds)' in out.output, out.output
 
 
 # what a help says, word by word, without click's truncated command summaries ("that...")

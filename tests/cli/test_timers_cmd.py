@@ -41,7 +41,7 @@ def test_cancel_counts_asks_and_acts(tw: Run) -> None:
     dry = as_json(tw("timers", "cancel", "job:*", "--dry-run", "--json"))
     assert dry == {"action": "cancel", "match": "job:*", "selected": 12, "dry_run": True}
     asked = tw("timers", "cancel", "job:*", expect=2)  # no answer: nothing cancelled
-    assert "Cancel 12 pending timers matching 'job:*'?" in asked.output
+    assert "Cancel 12 pending timers matching 'job:*': there is no answer" in asked.output
     assert as_json(tw("timers", "count", "job:*", "--json"))["count"] == 12
     done = as_json(tw("timers", "cancel", "job:{1?}", "--yes", "--json"))
     assert (done["selected"], done["done"], done["errors"]) == (2, 2, [])  # job:{10}, {11}

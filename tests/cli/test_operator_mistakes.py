@@ -1,0 +1,126 @@
+"""What the fourteenth first-hour trial found in the CLI (#75): mistakes an operator
+makes get one line in their own words, the right exit code, and write nothing; bulk
+actions ask alike; what the CLI does on its own accord it says."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from timer import Handlers, TimerClient
+from timer.cli.main import main
+from timer.testing import RedisServer
+
+from .conftest import Run
+
+
+def _dead(url: str, namespace: str, n: int) -> TimerClient:
+    c = TimerClient.from_url(url, namespace)
+    for i in range(n):
+        c.schedule(f"d:{i}", 60_000)
+        c.cancel(f"d:{i}")
+    h = Handlers(c, group="g", max_attempts=1)
+    h.add("cancelled", lambda o: 1 / 0)
+    assert h.run(stop_when_idle=True)
+    return c
+
+
+def test_dead_redeliver_all_asks_as_every_bulk_action_does(
+    tw: Run, redis_server: RedisServer, namespace: str
+) -> None:
+    """It redelivered every dead letter at once, unasked, and took no --yes (a script
+    passing --yes to every bulk action broke on it)."""
+    tw("init", "--shards", "2")
+    c = _dead(redis_server.url, namespace, 2)
+    base = ["--redis-url", redis_server.url, "--namespace", namespace]
+    no = CliRunner().invoke(main, [*base, "dead", "redeliver", "--all"], input="n\n")
+    assert no.exit_code == 1 and "Redeliver 2 dead letters to their groups' handlers?" in no.output
+    assert c.dead_letters_total() == 2  # nothing was done
+    unanswered = CliRunner().invoke(main, [*base, "dead", "redeliver", "--all"], input="")
+    assert unanswered.exit_code == 2 and "add --yes" in unanswered.output
+    assert "[y/N]" not in unanswered.output  # no prompt nobody could answer
+    assert "Redelivered 2" in tw("dead", "redeliver", "--all", "--yes").output
+    assert c.dead_letters_total() == 0
+    c.close()
+
+
+def test_groups_resume_of_no_group_is_exit_6_as_pause_is(tw: Run) -> None:
+    tw("init", "--shards", "2")
+    paused = tw("groups", "pause", "nosuch", expect=6).output
+    resumed = tw("groups", "resume", "nosuch", expect=6).output
+    assert 'no consumer group "nosuch"' in paused and 'no consumer group "nosuch"' in resumed
+
+
+def test_a_deadline_capped_by_max_total_says_so(tw: Run) -> None:
+    """`--in 5s --max-total 1s` is due in 1 s: said, as a past --at is."""
+    tw("init", "--shards", "2")
+    capped = tw("schedule", "cap:{1}", "--in", "5s", "--max-total", "1s")
+    assert "Note: capped by --max-total 1s" in capped.stderr, capped.output
+    plain = tw("schedule", "cap:{2}", "--in", "500ms", "--max-total", "1s")
+    assert "Note" not in plain.stderr, plain.output
+
+
+def test_tokens_refuse_a_bad_namespace_and_a_directory_that_is_not_there(
+    workdir: Path,
+) -> None:
+    runner = CliRunner()
+    bad = runner.invoke(main, ["tokens", "create", "--scope", "write", "--namespace", "bad ns"])
+    assert bad.exit_code == 3 and "namespace must be 1-64 characters" in bad.output, bad.output
+    nowhere = workdir / "no" / "such" / "dir" / "t.json"
+    made = runner.invoke(main, ["tokens", "create", "--scope", "write", "--tokens", str(nowhere)])
+    assert made.exit_code == 4 and "create it first" in made.output, made.output
+    assert not (workdir / "no").exists()  # a typo made directories
+    listed = runner.invoke(main, ["tokens", "list", "--tokens", str(nowhere)])
+    assert listed.exit_code == 0 and f"No token file at {nowhere}" in listed.output
+
+
+def test_redis_url_mistakes_are_said_in_the_users_words(tw: Run, redis_server: RedisServer) -> None:
+    runner = CliRunner()
+    bare = runner.invoke(main, ["--redis-url", "localhost:6379", "get", "x"])
+    assert bare.exit_code == 4 and "did you mean redis://localhost:6379?" in bare.output
+    db = runner.invoke(
+        main, ["--redis-url", f"{redis_server.url.rsplit('/', 1)[0]}/99", "get", "x"]
+    )
+    assert db.exit_code == 4 and "has no such database" in db.output, db.output
+    assert "ERR" not in db.output
+
+
+def test_a_handler_module_that_raises_on_import_says_where(workdir: Path) -> None:
+    (workdir / "raising.py").write_text('x = 1\nraise RuntimeError("config missing")\n')
+    ran = CliRunner().invoke(main, ["handle", "raising:f"])
+    assert ran.exit_code == 2
+    assert "RuntimeError: config missing (at raising.py:2)" in ran.output, ran.output
+
+
+def test_serve_refused_stops_the_server_it_started(
+    workdir: Path, server_binary: Path, tmp_path: Path
+) -> None:
+    """`serve` on a fresh home with no namespace: it started the embedded server, was
+    refused, and left it running."""
+    env = {
+        "PATH": f"{server_binary.parent}:{Path(sys.executable).parent}:/usr/bin:/bin",
+        "TICKWHEEL_HOME": str(tmp_path / "home"),
+    }
+    ran = subprocess.run(
+        [sys.executable, "-m", "timer.cli", "serve", "--no-auth", "--port", "1"],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 4, ran.stderr
+    assert "Stopped the embedded server it started" in ran.stderr, ran.stderr
+    status = subprocess.run(
+        [sys.executable, "-m", "timer.cli", "server", "status"],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert status.returncode == 5, status.stdout
+
+
+@pytest.mark.parametrize("command", [["timers", "cancel", "x:*"], ["dead", "drop", "--all"]])
+def test_a_question_with_no_answer_prints_no_prompt(tw: Run, command: list[str]) -> None:
+    tw("init", "--shards", "2")
+    tw("schedule", "x:1", "--in", "1h")
+    said = tw(*command, expect=None)
+    assert "[y/N]" not in said.output, said.output
