@@ -171,7 +171,7 @@ def test_lookup_cancel_reschedule_and_bad_input(
         assert http.post("/api/timers/job:{7}/cancel", content=b"{nope").status_code == 400
         assert namespace_dump(redis_client, client.namespace) == before  # nothing written
         missing = http.get("/api/timers/nope")
-        assert missing.status_code == 404 and "no timer 'nope'" in missing.json()["error"]
+        assert missing.status_code == 404 and 'no timer "nope"' in missing.json()["error"]
         moved = http.post("/api/timers/job:{7}/reschedule", json={"delay_ms": 60_000}).json()
         assert moved["done"] and moved["time_left_ms"] <= 60_000
         # decided, its outcome keeps the keys notified, not its watch keys, need or cap
@@ -401,6 +401,13 @@ def test_each_user_signs_in_with_a_token_and_a_read_token_changes_nothing(
     with TestClient(app, base_url=BASE) as anonymous:
         assert anonymous.get("/api/overview").status_code == 401
         assert anonymous.get("/login?token=tw_0123456789ab_" + "x" * 43).status_code == 401
+        # a browser opening the page gets a page to sign in on, not the JSON refusal
+        page = anonymous.get("/", headers={"Accept": "text/html,application/xhtml+xml"})
+        assert page.status_code == 401 and page.headers["content-type"].startswith("text/html")
+        assert '<form method="get" action="/login">' in page.text
+        bare = anonymous.get("/login")
+        assert bare.status_code == 401 and bare.json()["error"].startswith("no token given")
+    caplog.set_level("INFO", logger="tickwheel.dashboard")
     with as_page(app, viewer) as http:  # signed in through /login, as a browser is
         overview = http.get("/api/overview").json()
         assert overview["read_only"] is True and overview["pending"] == 2
@@ -418,7 +425,6 @@ def test_each_user_signs_in_with_a_token_and_a_read_token_changes_nothing(
     with as_page(app, elsewhere) as http:
         r = http.get("/api/overview")
         assert r.status_code == 403 and "not for namespace" in r.json()["error"]
-    caplog.set_level("INFO", logger="tickwheel.dashboard")
     with as_page(app, operator) as http:
         assert http.get("/api/overview").json()["read_only"] is False
         assert "<body>" in http.get("/").text
@@ -430,6 +436,11 @@ def test_each_user_signs_in_with_a_token_and_a_read_token_changes_nothing(
     assert cancelled is not None and cancelled.state == "cancelled"
     said = [r.getMessage() for r in caplog.records if r.name == "tickwheel.dashboard"]
     ns = client.namespace
+    refused = [m for m in said if "403 refused" in m]  # each action refused, logged as one done
+    assert len(refused) == 6 and all(
+        m.startswith("'on-call viewer' POST /api/") and "may only read" in m for m in refused
+    ), refused
+    said = [m for m in said if m not in refused]
     assert said == [
         f"'ops' cancel timer 'job:{{2}}' in namespace {ns!r}: 200",
         f"'ops' drop dead letter '0/1-0' in namespace {ns!r}: 200",

@@ -204,7 +204,7 @@ def test_overview_lookup_and_cancel_in_a_browser(
         follow(page, "timers")
         page.fill("#timer-id", "no-such-timer")
         page.click("#lookup button")
-        expect(page.locator("#message")).to_contain_text("no timer 'no-such-timer'")
+        expect(page.locator("#message")).to_contain_text('no timer "no-such-timer"')
     info = c.get("job:{42}")
     assert info is not None and info.state == "cancelled"
     assert shot.stat().st_size > 10_000

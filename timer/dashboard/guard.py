@@ -5,16 +5,19 @@ token file: :func:`user_of`), and the cross-site check of every POST."""
 from __future__ import annotations
 
 import hmac
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from timer.errors import ConfigError
 from timer.httpapi.routing import cross_site
 from timer.httpapi.tokens import Token, TokenFile
+
+log = logging.getLogger("tickwheel.dashboard")  # the actions refused here, as routes.py's
 
 COOKIE = "tickwheel_token"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -104,6 +107,12 @@ class Guard(BaseHTTPMiddleware):
         try:
             if request.url.path == "/login":
                 given = request.query_params.get("token", "")
+                if not given:
+                    return _sign_in_page(request) or _refuse(
+                        401,
+                        "no token given: open /login?token=tw_… with a token `tickwheel "
+                        "tokens create` printed",
+                    )
                 if self.tokens.check(given) is None:
                     return _refuse(
                         401,
@@ -117,7 +126,7 @@ class Guard(BaseHTTPMiddleware):
         except ConfigError as exc:  # the token file cannot be read: nobody gets in
             return _refuse(503, str(exc))
         if user is None:
-            return _refuse(
+            return _sign_in_page(request) or _refuse(
                 401,
                 "sign in: open /login?token=tw_… with a token of `tickwheel tokens create`, "
                 "or send Authorization: Bearer …",
@@ -126,8 +135,20 @@ class Guard(BaseHTTPMiddleware):
         need = "read" if request.method in ("GET", "HEAD", "OPTIONS") else "write"
         if not user.allows(need, namespace):
             if need == "write" and user.allows("read", namespace):
-                return _refuse(403, f"token {who(user)} may only read: ask for a write token")
-            return _refuse(403, f"token {who(user)} is not for namespace {namespace!r}")
+                why = f"token {who(user)} may only read: ask for a write token"
+            else:
+                why = f"token {who(user)} is not for namespace {namespace!r}"
+            if need == "write":  # an action refused is logged as one done is (who tried)
+                log.info(
+                    "%s %s %s in namespace %r: 403 refused (%s)",
+                    who(user),
+                    request.method,
+                    request.url.path,
+                    namespace,
+                    why,
+                    extra={"namespace": namespace, "user": who(user)},
+                )
+            return _refuse(403, why)
         request.state.user = user
         return None
 
@@ -172,6 +193,33 @@ def who(user: Token | None) -> str:
 def _bearer(request: Request) -> str:
     header = request.headers.get("authorization", "")
     return header[7:] if header.lower().startswith("bearer ") else ""
+
+
+SIGN_IN = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>tickwheel: sign in</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>body{font:15px system-ui,sans-serif;max-width:34em;margin:4em auto;padding:0 1em}
+input{width:100%;font:inherit;padding:6px;margin:8px 0}button{font:inherit;padding:6px 14px}
+</style></head><body>
+<h1>Sign in</h1>
+<p>This dashboard asks for a token: paste one that <code>tickwheel tokens create</code>
+printed (a read token shows, a write token may act too).</p>
+<form method="get" action="/login"><label>Token
+<input name="token" type="password" autocomplete="off" placeholder="tw_…" required autofocus>
+</label><button type="submit">Sign in</button></form>
+</body></html>
+"""
+
+
+def _sign_in_page(request: Request) -> Response | None:
+    """The sign-in page, for a browser opening a page (not for a script or the page's
+    own requests, which get the JSON refusal): it showed them raw JSON."""
+    wants_page = request.method == "GET" and "text/html" in request.headers.get("accept", "")
+    if not wants_page:
+        return None
+    policy = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'"
+    headers = {"Content-Security-Policy": policy, "X-Content-Type-Options": "nosniff"}
+    return HTMLResponse(SIGN_IN, status_code=401, headers=headers)
 
 
 def _refuse(status: int, message: str) -> JSONResponse:

@@ -223,15 +223,17 @@ class Routes:
         """A route that changes state: refused read-only; its JSON body, then the work,
         logged once when done (``what``: the action and its target, from the body too)
         with who asked and the answer's status (200, or the library's refusal)."""
+        user = user_of(request)
+        by = who(user) if user is not None else self.anonymous
         no = self.refused()
-        if no is not None:
+        if no is not None:  # a read-only dashboard: who tried is logged all the same
+            log.info("%s %s %s: 403 refused (a read-only dashboard)", by, request.method,
+                     request.url.path)  # fmt: skip
             return no
         body = await _body_of(request)
         if isinstance(body, Response):
             return body
         namespace = request.query_params.get("ns") or self.boards.first.namespace
-        user = user_of(request)
-        by = who(user) if user is not None else self.anonymous
         status = "failed"
         try:
             response = await _call(self.on(request, lambda d: work(d, body)))

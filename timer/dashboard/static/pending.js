@@ -5,7 +5,7 @@
 // pfield, pvalue, pprio); the ticked ones cancelled, completed or rescheduled together.
 // The Overview opens on the first few of them, so a namespace's timers show unclicked.
 
-import {$, address, api, esc, ms, parseDuration, postJson, rows, say, scheduleLink, shardLink, time, timerLink} from "./util.js";
+import {$, address, api, cut, esc, parseDuration, postJson, rows, say, scheduleLink, shardLink, time, timerLink, until} from "./util.js";
 import {currentView, go, view} from "./nav.js";
 
 export const PAGE = 50, FIRST = 10;
@@ -31,8 +31,8 @@ function query(q, limit) {
 const SCHEDULES_OWN = "a schedule's next occurrence: pause or change the schedule, not this timer";
 const row = (t, pick) => `<tr${t.schedule ? ' class="occurrence"' : ""}>${!pick ? "" : t.schedule ? `<td class="pick" title="${SCHEDULES_OWN}"></td>` :
   `<td class="pick"><input type="checkbox" data-pending="${esc(t.id)}"></td>`}
-  <td>${t.schedule ? `<span class="muted">next of schedule</span> ${scheduleLink(t.schedule)} <small>(${timerLink(t.id)})</small>` : timerLink(t.id)}</td><td>${time(t.deadline_ms)}</td><td class="num">${ms(t.time_left_ms)}</td>
-  <td class="num">${shardLink(t.shard)}</td><td class="num">${t.priority}</td><td>${esc(t.note || "")}</td></tr>`;
+  <td>${t.schedule ? `<span class="muted">next of schedule</span> ${scheduleLink(t.schedule)} <small>(${timerLink(t.id)})</small>` : timerLink(t.id)}</td><td class="when">${time(t.deadline_ms)}</td><td class="num">${until(t.time_left_ms)}</td>
+  <td class="num">${shardLink(t.shard)}</td><td class="num">${t.priority}</td><td>${cut(t.note)}</td></tr>`;
 
 let loading = false, asked = 0;
 

@@ -18,7 +18,7 @@ function showTimer(t) {
     <tr><th>id</th><td>${esc(t.id)}</td></tr>
     <tr><th>state</th><td id="timer-state">${esc(t.state)}</td></tr>
     <tr><th>shard</th><td>${t.shard}</td></tr>
-    <tr><th>deadline</th><td>${time(t.deadline_ms)}${pending ? ` (in ${ms(t.time_left_ms)})` : ""}</td></tr>
+    <tr><th>deadline</th><td>${time(t.deadline_ms)}${!pending ? "" : t.time_left_ms < 0 ? ` (overdue by ${ms(-t.time_left_ms)})` : ` (in ${ms(t.time_left_ms)})`}</td></tr>
     <tr><th>decided</th><td>${time(t.decided_ms)}</td></tr>
     ${watchRow(t)}
     ${t.max_total_ms ? `<tr><th>cap</th><td id="timer-cap">never due after ${time(t.created_ms + t.max_total_ms)} (max_total_ms ${ms(t.max_total_ms)}, however it heartbeats)</td></tr>` : ""}

@@ -38,6 +38,14 @@ function alike(a, b) {  // the one may stay for the other (its text or children 
 
 export const esc = (v) => String(v ?? "").replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
 
+// how long until a deadline: "4.5 s", or "overdue 3 min 21 s" once it passed ("in -3 min" read oddly)
+export const until = (v) => v == null ? "–" : v < 0 ? `overdue ${ms(-v)}` : ms(v);
+// a long text (a note of up to 1,000 characters) cut for a table's cell; the whole in its title
+export const cut = (text, most = 80) => {
+  const s = String(text ?? "");
+  return s.length > most ? `<span title="${esc(s)}">${esc(s.slice(0, most - 1))}…</span>` : esc(s);
+};
+
 export const ms = (v) => {  // a duration as people say it: 850 ms, 4.5 s, 1 h 15 min, 2 d 3 h
   if (v == null) return "–";
   const sign = v < 0 ? "-" : "", a = Math.abs(v);
