@@ -132,7 +132,8 @@ docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve $(DOCS_ARGS)
 
 # The site built once, strictly, into SITE_DIR (site/ by default; git ignores it), to
-# publish or open from disk. TICKWHEEL_DOCS_URL=... for a site published elsewhere.
+# publish (its links are directory URLs: serve it, e.g. python -m http.server -d site,
+# rather than open its files from disk). TICKWHEEL_DOCS_URL=... for a site published elsewhere.
 SITE_DIR ?= site
 docs-build: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir $(SITE_DIR)

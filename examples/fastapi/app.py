@@ -13,6 +13,7 @@ and a worker (`tickwheel worker`) fires the timeouts nobody completed; a handler
 
 from __future__ import annotations
 
+import json
 import os
 
 from fastapi import FastAPI, HTTPException
@@ -53,5 +54,5 @@ async def state(job_id: str, timers: TimerClientDep) -> dict[str, object]:
     """Where the job's timeout stands: pending, completed, expired or cancelled."""
     info = await timers.get(timer_id(job_id))
     if info is None:
-        raise HTTPException(404, f"no job {job_id!r}")
+        raise HTTPException(404, f"no job {json.dumps(job_id)}")
     return {"job": job_id, "state": info.state, "deadline_ms": info.deadline_ms}

@@ -15,6 +15,10 @@ function usage(message) {  // a setting missing or wrong: say which, and what to
 if (!env.API) usage("set API to the HTTP API's base URL, e.g. API=http://127.0.0.1:8000");
 const secret = env.WEBHOOK_SECRET;
 const hookPort = Number(env.WEBHOOK_PORT);
+if (secret && secret.length < 16) {
+  usage("WEBHOOK_SECRET must be at least 16 characters, as `tickwheel handle --webhook-secret` " +
+    "requires");
+}
 if (secret && !(Number.isInteger(hookPort) && hookPort > 0 && hookPort < 65536)) {
   usage("WEBHOOK_SECRET is set: set WEBHOOK_PORT too, the port `tickwheel handle --webhook` " +
     "posts to (e.g. 9000), or unset WEBHOOK_SECRET to skip the webhooks");
@@ -103,4 +107,13 @@ async function main() {
     lateness_ms: expired.lateness_ms, missing, webhooks: received, handled, group, settled}));
 }
 
-main().catch((e) => { console.error(e.stack || String(e)); process.exit(1); });
+main().catch((e) => {
+  const refused = e instanceof TypeError && e.message === "fetch failed";
+  if (refused) {  // nothing listens at API: say so, not a stack
+    const why = e.cause && e.cause.code ? ` (${e.cause.code})` : "";
+    console.error(`demo.js: cannot reach API=${env.API}${why}: is \`tickwheel serve\` running there?`);
+  } else {
+    console.error(e.stack || String(e));
+  }
+  process.exit(1);
+});

@@ -8,9 +8,12 @@ runs at least once: record ``o.idempotency_key`` with its effect to skip a repea
 
 from __future__ import annotations
 
+import json
 import logging
 
 from timer import Handlers, Outcome
+from timer.durable.model.codec import jsonable
+from timer.durable.model.durations import format_duration_ms
 
 log = logging.getLogger("timer.examples.handlers")
 
@@ -18,12 +21,12 @@ log = logging.getLogger("timer.examples.handlers")
 def on_timeout(o: Outcome) -> None:
     """A job's timeout fired: the job did not report in time. Mark it failed."""
     log.info(
-        "job %s timed out (%d ms after its deadline, attempt %d, key %s): payload %r",
+        "job %s timed out (%s after its deadline, attempt %d, key %s): payload %s",
         o.id,
-        o.lateness_ms,
+        format_duration_ms(o.lateness_ms),
         o.attempt,
         o.idempotency_key,
-        o.payload,
+        json.dumps(jsonable(o.payload)),  # as `tickwheel tail` shows it
     )
 
 

@@ -203,10 +203,10 @@ class Settler:
             if ref is not None:
                 self.h.stats.dead_lettered += 1
                 log.error(
-                    "%s %s failed %d attempts; dead letter %s: %s",
+                    "%s %s failed %s; dead letter %s: %s",
                     o.outcome,
                     o.id,
-                    o.attempt,
+                    "its only attempt" if o.attempt == 1 else f"{o.attempt} attempts",
                     ref,
                     error.splitlines()[0] if error else "",
                     extra=self.fields(o),
