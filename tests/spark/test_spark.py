@@ -17,7 +17,11 @@ from timer import spark as tws
 from timer.spark import reading, writing
 from timer.testing import RedisServer
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+# The hang guard (pytest-timeout, 120 s a test) counts a fixture's setup too: the first
+# Spark test starts the JVM (a minute on a busy run) and then registers 20,000 rows, so a
+# run with four workers on two cores passed 120 s and lost its worker (os._exit). A guard
+# against a hang, not a bound on speed: ten minutes.
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(600)]
 pyspark = pytest.importorskip("pyspark")
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
