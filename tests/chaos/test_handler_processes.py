@@ -316,19 +316,27 @@ def test_a_per_key_limit_holds_across_three_runners_and_a_kill_9(
              "every outcome handled")  # fmt: skip
     survivors = {p.pid for p in procs[1:]}
 
-    def hung_returned() -> bool:
+    def hung_returned() -> list[list[str]] | None:
+        """The log, once every attempt a live runner started in it has returned. One
+        snapshot: a runner stalled past --reclaim-idle on a busy machine has its handled
+        outcome run again by another (at least once), and a start read later than the
+        check would be taken for a span cut at the kill."""
         rs = rows()
         ended = {(r[3], r[4], r[5]) for r in rs if r[0] != "start"}
-        return all((r[3], r[4], r[5]) in ended for r in rs
+        done = all((r[3], r[4], r[5]) in ended for r in rs
                    if r[0] == "start" and int(r[3]) in survivors)  # fmt: skip
+        return rs if done else None
 
-    wait_for(hung_returned, 10, "every attempt of a live runner returned, the hung ones too")
+    snapshot = wait_for(
+        hung_returned, 10, "every attempt of a live runner returned, the hung ones too"
+    )
+    assert isinstance(snapshot, list)
     spans: dict[tuple[str, str, int, str], list[float]] = {}
-    for kind, tenant, at, pid, tid, attempt in rows():
+    for kind, tenant, at, pid, tid, attempt in snapshot:
         span = spans.setdefault((tenant, tid, int(pid), attempt), [float(at), killed_at])
         if kind != "start":
             span[1] = float(at)
-    assert any(r[0] == "hung" for r in rows()), "a handler ran past its timeout"
+    assert any(r[0] == "hung" for r in snapshot), "a handler ran past its timeout"
     per_tenant: dict[str, list[tuple[float, float]]] = {}
     for (tenant, _, _, _), (a, b) in spans.items():
         per_tenant.setdefault(tenant, []).append((a, b))

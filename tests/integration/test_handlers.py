@@ -18,6 +18,7 @@ import redis
 from tests.conftest import wait_for
 from timer import Backoff, Handlers, InvalidInput, Later, Outcome, Retry, TimerClient
 from timer.durable.groups import streams as groups_module
+from timer.handlers.loop import HandlerLoop
 
 FAST = Backoff(initial_s=0.02, max_s=0.05, jitter=0.5)
 
@@ -456,6 +457,33 @@ def test_a_hung_sync_handler_is_released_for_a_retry(
     (g,) = client.groups()
     assert (g.pending, g.retrying) == (0, 0)
     assert client.dead_letters() == []
+
+
+def test_a_handler_that_returns_past_its_timeout_before_it_is_released_is_retried(
+    client: TimerClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reading thread releases a sync handler past its timeout on its next round; on
+    a busy machine the handler may return first. It is then settled as a released one
+    is (a failed attempt, retried), not acknowledged: whether a handler past its timeout
+    is retried must not depend on how soon the reading thread got the core. Here the
+    reading thread never releases anything (the slowest machine); before, the late
+    attempt was acknowledged and the outcome never retried."""
+    monkeypatch.setattr(HandlerLoop, "_release_stuck", lambda self: None)
+    decide(client, 1, "late")
+    attempts: list[int] = []
+    h = Handlers(client, group="g", max_attempts=3, backoff=FAST, timeout_s=0.2)
+
+    @h.on("cancelled")
+    def handler(o: Outcome) -> None:
+        attempts.append(o.attempt)
+        if o.attempt == 1:
+            time.sleep(0.4)  # the handler's own work, past its timeout
+
+    assert h.run(concurrency=1, stop_when_idle=True)
+    assert attempts == [1, 2]
+    assert (h.stats.handled, h.stats.failed, h.stats.timed_out) == (1, 1, 1)
+    (g,) = client.groups()
+    assert (g.pending, g.retrying) == (0, 0)
 
 
 def test_a_hung_async_handler_is_cancelled_and_dead_lettered_at_the_last_attempt(

@@ -193,7 +193,8 @@ class HandlerLoop(CoroutineRunner, ThreadRunner):
         if self.stop_when_idle and (self.inline or not len(self.hand)):
             return False
         self.time.wait(
-            self.hand.stopping, max(0.001, min(self._next_touch, self.pause.next_check) - now)
+            self.hand.stopping,
+            max(0.001, min(self._next_touch, self.pause.next_check, self._next_deadline()) - now),
         )
         return True
 
@@ -203,7 +204,7 @@ class HandlerLoop(CoroutineRunner, ThreadRunner):
         room = self.in_hand_limit - held  # to read, counting those read ahead
         # that could start one now (one waiting for its key's slot runs nowhere)
         idle_handlers = self.concurrency - held + (len(self.waiting) if self.waiting else 0)
-        wait_s = max(0.001, self._next_touch - self.time.monotonic())
+        wait_s = max(0.001, min(self._next_touch, self._next_deadline()) - self.time.monotonic())
         if self.waiting:  # back soon to try them again (a rate's wait may be shorter)
             wait_s = max(0.001, min(wait_s, admission.LIMIT_RETRY_S, self.waiting.soonest() - now))
         if room <= 0:
