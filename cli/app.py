@@ -155,10 +155,12 @@ class NoAnswer(click.ClickException):
     exit_code = 2
 
 
-def confirm(question: str) -> None:
+def confirm(question: str, *, unasked_before: str | None = None) -> bool:
     """Ask ``question`` (y/N) on stderr; a "no" aborts (exit 1). With no answer to read
     (stdin at its end: a script, CI, no terminal) it says to add --yes (exit 2), where
-    click said only "Aborted!"."""
+    click said only "Aborted!". A command that did not ask in an earlier release
+    (``unasked_before``: its words) goes ahead then, as it did, with a warning: a script
+    written for that release keeps working: then it returns False (not asked)."""
     no_answer = NoAnswer(
         f"{question.rstrip('?')}: there is no answer to read (no terminal); add --yes "
         "to go ahead without asking"
@@ -166,6 +168,12 @@ def confirm(question: str) -> None:
     if sys.stdin is None or not sys.stdin.isatty():
         # a script's answer, if it gives one; none: say so, without a prompt nobody sees
         line = sys.stdin.readline() if sys.stdin is not None else ""
+        if not line and unasked_before is not None:
+            warn(
+                f"{unasked_before} asks first now; with no terminal to answer on it goes "
+                "ahead as it did before. Add --yes to say so (and not see this)"
+            )
+            return False
         if not line:
             raise no_answer
         click.echo(f"{question} [y/N]: {line.strip()}", err=True)
@@ -174,6 +182,7 @@ def confirm(question: str) -> None:
         agreed = click.confirm(question, err=True)  # Ctrl-C at the prompt: Aborted
     if not agreed:
         raise click.Abort
+    return True
 
 
 def warn(message: str) -> None:
@@ -276,8 +285,8 @@ GLOBAL_OPTIONS = ("--redis-url", "--namespace", "--json")
 
 def takes_globals(*names: str, why: str) -> Callable[[C], C]:
     """For a command that uses only some of the global options (``probe`` talks to a
-    worker, never to Redis): after its name it takes only ``names``; another is a usage
-    error that says ``why`` (it was taken, and silently ignored)."""
+    worker, never to Redis): after its name it uses only ``names``; another is ignored
+    with a warning that says ``why`` (it was ignored without a word before)."""
 
     def mark(command: C) -> C:
         command.tickwheel_globals = (names, why)  # type: ignore[attr-defined]
@@ -287,12 +296,14 @@ def takes_globals(*names: str, why: str) -> Callable[[C], C]:
 
 
 def _not_taken(command: click.Command, name: str, why: str) -> click.Option:
-    def refuse(ctx: click.Context, _param: click.Parameter, value: Any) -> None:
+    # Said and ignored, not refused: it was taken (and silently ignored) in an earlier
+    # release, and a wrapper that adds --redis-url to every command must keep working.
+    def ignore(ctx: click.Context, _param: click.Parameter, value: Any) -> None:
         if value not in (None, False):
-            raise click.UsageError(f"{ctx.command_path} takes no {name}: {why}", ctx)
+            warn(f"{ctx.command_path} takes no {name} ({why}); ignored")
 
     flag = name == "--json"
-    return click.Option([name], expose_value=False, hidden=True, is_flag=flag, callback=refuse)
+    return click.Option([name], expose_value=False, hidden=True, is_flag=flag, callback=ignore)
 
 
 # a command whose namespace, given none, is not `default`

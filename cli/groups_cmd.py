@@ -277,7 +277,12 @@ def dead_redeliver(
         with errors():
             expect = len(app.client.dead_letters(group, error=error, match=match, limit=MOST + 1))
         if expect:
-            confirm(f"Redeliver {plural(expect, 'dead letter')} to their groups' handlers?")
+            asked = confirm(
+                f"Redeliver {plural(expect, 'dead letter')} to their groups' handlers?",
+                unasked_before="dead redeliver --all",
+            )
+            if not asked:  # as before it asked: every dead letter matching then
+                expect = None
     with errors():
         done = app.client.redeliver_dead_letters(
             list(refs) if refs else None, group=group, error=error, match=match, expect=expect

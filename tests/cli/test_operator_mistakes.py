@@ -40,11 +40,32 @@ def test_dead_redeliver_all_asks_as_every_bulk_action_does(
     no = CliRunner().invoke(main, [*base, "dead", "redeliver", "--all"], input="n\n")
     assert no.exit_code == 1 and "Redeliver 2 dead letters to their groups' handlers?" in no.output
     assert c.dead_letters_total() == 2  # nothing was done
-    unanswered = CliRunner().invoke(main, [*base, "dead", "redeliver", "--all"], input="")
-    assert unanswered.exit_code == 2 and "add --yes" in unanswered.output
-    assert "[y/N]" not in unanswered.output  # no prompt nobody could answer
     assert "Redelivered 2" in tw("dead", "redeliver", "--all", "--yes").output
     assert c.dead_letters_total() == 0
+    c.close()
+
+
+def test_dead_redeliver_all_with_no_terminal_goes_ahead_as_before_and_warns(
+    tw: Run, redis_server: RedisServer, namespace: str
+) -> None:
+    """A script written before `dead redeliver --all` asked (cron, CI: no terminal, no
+    --yes) keeps working: it redelivers, as it did, with one warning naming --yes. Every
+    other bulk action asked before, and still refuses with no answer (exit 2)."""
+    tw("init", "--shards", "2")
+    c = _dead(redis_server.url, namespace, 2)
+    base = ["--redis-url", redis_server.url, "--namespace", namespace]
+    unanswered = CliRunner().invoke(main, [*base, "dead", "redeliver", "--all"], input="")
+    assert unanswered.exit_code == 0, unanswered.output
+    assert "Redelivered 2" in unanswered.output
+    assert unanswered.output.count("Warning:") == 1 and "--yes" in unanswered.output
+    assert "[y/N]" not in unanswered.output  # no prompt nobody could answer
+    assert c.dead_letters_total() == 0
+    _dead(redis_server.url, namespace, 1).close()  # (and the redelivered fail again)
+    before = c.dead_letters_total()
+    assert before > 0
+    dropped = CliRunner().invoke(main, [*base, "dead", "drop", "--all"], input="")
+    assert dropped.exit_code == 2 and "add --yes" in dropped.output
+    assert c.dead_letters_total() == before  # nothing dropped
     c.close()
 
 
