@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -24,6 +25,8 @@ from timer.shapes import dead_letter_json, group_json, outcome_json, timer_info_
 
 from .context import METRICS, MULTIPROC_ENV, Call, Clients, Handler, error_of
 from .words import item_problem, shown
+
+log = logging.getLogger("tickwheel.httpapi")
 
 
 async def schedule(call: Call) -> Response:
@@ -202,12 +205,12 @@ async def dead_letters(call: Call) -> dict[str, Any]:
 def _dead_batch(action: str) -> Callable[[Call], Awaitable[dict[str, Any]]]:
     async def act(call: Call) -> dict[str, Any]:
         c, b = _sync(call), call.body
-        if not b.get("refs") and b.get("expect") is None:  # {} selected every one, unasked
-            raise InvalidInput(
-                f"name the dead letters to {action} by refs, or select them by a filter "
-                "(group, error, match; none selects every one) with expect, the count you "
-                "confirmed (GET …/dead with that filter lists them); nothing was done"
-            )
+        unconfirmed = "refs" not in b and b.get("expect") is None
+        if unconfirmed and action not in _SAID_UNCONFIRMED:
+            # A selection acted on with no count confirmed ({} is every dead letter): done,
+            # as in earlier releases (a client relying on it keeps working), and said.
+            _SAID_UNCONFIRMED.add(action)
+            log.warning("POST …/dead/%s: %s", action, UNCONFIRMED)
         do = c.redeliver_dead_letters if action == "redeliver" else c.drop_dead_letters
         done = await asyncio.to_thread(
             lambda: do(
@@ -218,9 +221,18 @@ def _dead_batch(action: str) -> Callable[[Call], Awaitable[dict[str, Any]]]:
                 expect=b.get("expect"),
             )
         )
-        return {"matched": done.matched, "done": done.done, "missing": done.missing}
+        said = {"warning": UNCONFIRMED} if unconfirmed else {}
+        return {"matched": done.matched, "done": done.done, "missing": done.missing, **said}
 
     return act
+
+
+UNCONFIRMED = (
+    "a filter with no expect (the count you confirmed; {} selects every dead letter) was "
+    "acted on as it was before expect existed; send expect (GET …/dead with that filter "
+    "lists them): another count selected by then is a 409 and nothing is done"
+)
+_SAID_UNCONFIRMED: set[str] = set()  # logged once a process, for each action
 
 
 async def dead_letter(call: Call) -> dict[str, Any]:

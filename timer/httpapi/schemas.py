@@ -103,8 +103,9 @@ DEAD_BATCH = {
     "type": "object",
     "additionalProperties": False,
     "description": "refs, or a filter (group, error, match; none selects every dead "
-    "letter) with expect, the count confirmed (required with a filter: another count "
-    "selected now is a 409, nothing done)",
+    "letter) with expect, the count confirmed: another count selected now is a 409, "
+    "nothing done. A filter without expect is acted on as in earlier releases, with a "
+    "warning in the reply",
     "properties": {
         "refs": {"type": "array", "maxItems": 100_000, "items": {"type": "string"}},
         "group": {"type": "string", "maxLength": 256},
@@ -119,6 +120,10 @@ DEAD_BATCH_DONE = {
         "matched": {"type": "integer"},
         "done": {"type": "array", "items": {"type": "string"}},
         "missing": {"type": "array", "items": {"type": "string"}},
+        "warning": {
+            "type": "string",
+            "description": "Present when a filter was acted on without expect: send it.",
+        },
     },
 }
 CONSUMER = {
