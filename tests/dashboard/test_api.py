@@ -380,6 +380,56 @@ def test_token_is_required_when_set(client: TimerClient) -> None:
         assert http.get("/api/overview").status_code == 200
 
 
+def test_a_wrong_bearer_token_is_told_from_none(client: TimerClient, tmp_path: Path) -> None:
+    """A wrong ``Authorization: Bearer`` token is refused saying that token was not
+    accepted, not that none was given (a script's author looked for a missing header),
+    with the one shared token and with a token file alike; the token is never said."""
+    with web(client, token="s3cret") as http:
+        none = http.get("/api/overview").json()["error"]
+        wrong = http.get("/api/overview", headers={"Authorization": "Bearer n0pe"})
+        assert wrong.status_code == 401 and wrong.json()["error"] != none
+        assert wrong.json()["error"].startswith("the Bearer token given was not accepted")
+        assert "n0pe" not in wrong.text
+    tokens = TokenFile(tmp_path / "tokens.json")
+    tokens.create("read", [client.namespace], name="viewer")
+    with TestClient(create_app(client, tokens=tokens), base_url=BASE) as http:
+        none = http.get("/api/overview").json()["error"]
+        assert none.startswith("sign in")
+        secret = "tw_0123456789ab_" + "x" * 43
+        for accept in ("application/json", "text/html"):  # a script's refusal, page or not
+            wrong = http.get("/", headers={"Authorization": f"Bearer {secret}", "Accept": accept})
+            assert wrong.status_code == 401 and wrong.json()["error"] != none
+            said = wrong.json()["error"]
+            assert said.startswith("the Bearer token given was not accepted"), said
+            assert "`tickwheel tokens list` names them only" in said
+            assert secret not in wrong.text
+
+
+def test_the_sign_in_page_says_a_wrong_token_was_not_accepted(
+    client: TimerClient, tmp_path: Path
+) -> None:
+    """A browser that signs in with a wrong token gets the sign-in page again, saying on
+    it that the token was not accepted and what to do (as the JSON refusal says), never
+    showing the token typed; the page opened before any try says nothing of the kind."""
+    tokens = TokenFile(tmp_path / "tokens.json")
+    tokens.create("read", [client.namespace], name="viewer")
+    html = {"Accept": "text/html,application/xhtml+xml"}
+    typed = "tw_0123456789ab_<b>typed" + "x" * 40
+    with TestClient(create_app(client, tokens=tokens), base_url=BASE) as http:
+        first = http.get("/", headers=html)
+        assert first.status_code == 401 and "not accepted" not in first.text
+        r = http.get("/login", params={"token": typed}, headers=html)
+        assert r.status_code == 401 and r.headers["content-type"].startswith("text/html")
+        assert '<form method="get" action="/login">' in r.text
+        assert 'role="alert">That token was not accepted.' in r.text
+        for told in ("tickwheel tokens list</code> shows the tokens' names only",
+                     "make a new one with <code>tickwheel tokens create</code>"):  # fmt: skip
+            assert told in r.text
+        assert "typed" not in r.text and "0123456789ab" not in r.text
+        script = http.get("/login", params={"token": typed})  # a script still gets the JSON
+        assert script.status_code == 401 and script.json()["error"].startswith("wrong token")
+
+
 def test_each_user_signs_in_with_a_token_and_a_read_token_changes_nothing(
     client: TimerClient,
     redis_client: redis.Redis,

@@ -571,7 +571,8 @@ def test_a_read_token_sees_the_page_and_is_refused_an_action_in_a_browser(
 ) -> None:
     """Signed in with a read token (`dashboard --tokens`), a user sees the timers but no
     action button, and an action sent from the page anyway is refused, changing nothing;
-    a write token's page has the buttons and acts."""
+    a write token's page has the buttons and acts. A wrong token typed on the sign-in page
+    gets that page again saying the token was not accepted (and not showing it)."""
     from playwright.sync_api import expect  # noqa: PLC0415
 
     from timer.httpapi.tokens import TokenFile  # noqa: PLC0415
@@ -584,6 +585,13 @@ def test_a_read_token_sees_the_page_and_is_refused_an_action_in_a_browser(
     _, operator = tokens.create("write", [c.namespace], name="operator")
     with serving(create_app(c, tokens=tokens)) as url, opened(chromium) as browser:
         page = browser.new_page()
+        page.goto(url)
+        wrong = "tw_0123456789ab_" + "x" * 43
+        page.fill("input[name=token]", wrong)
+        page.click("button[type=submit]")
+        expect(page.locator("[role=alert]")).to_contain_text("That token was not accepted")
+        expect(page.locator("[role=alert]")).to_contain_text("tickwheel tokens list")
+        assert wrong not in page.content()
         page.goto(url + "login?token=" + viewer)
         expect(page.locator("#read-only")).to_be_visible()
         page.goto(url + "#timer=" + "job%3A%7B7%7D")

@@ -24,6 +24,21 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 CSRF_COOKIE = "tickwheel_csrf"
 CSRF_HEADER = "x-csrf-token"
 
+# Why a token was refused, told apart from having none (the token itself is never said)
+WRONG_TOKEN = (
+    "wrong token: give one `tickwheel tokens create` printed (`tickwheel tokens list` names "
+    "them; a token is kept hashed, so it is shown once)"
+)
+WRONG_BEARER = (
+    "the Bearer token given was not accepted: send one `tickwheel tokens create` printed "
+    "(`tickwheel tokens list` names them only: a token is kept hashed, so it is shown once; "
+    "make a new one with `tickwheel tokens create`)"
+)
+WRONG_SHARED_BEARER = (
+    "the Bearer token given was not accepted: send the token the dashboard was started "
+    "with (TICKWHEEL_DASHBOARD_TOKEN)"
+)
+
 
 def host_name(host_header: str) -> str:
     """The host of a ``Host`` header, without its port (``[::1]:8080`` -> ``::1``)."""
@@ -89,6 +104,8 @@ class Guard(BaseHTTPMiddleware):
                 return self.login(request)
             given = bearer or request.cookies.get(COOKIE, "")
             if not hmac.compare_digest(given.encode(), self.token.encode()):
+                if bearer:
+                    return _refuse(401, WRONG_SHARED_BEARER)
                 return _refuse(
                     401,
                     "this dashboard needs its token: open /login?token=… or send "
@@ -113,18 +130,16 @@ class Guard(BaseHTTPMiddleware):
                         "no token given: open /login?token=tw_… with a token `tickwheel "
                         "tokens create` printed",
                     )
-                if self.tokens.check(given) is None:
-                    return _refuse(
-                        401,
-                        "wrong token: give one `tickwheel tokens create` printed (`tickwheel "
-                        "tokens list` names them; a token is kept hashed, so it is shown once)",
-                    )
+                if self.tokens.check(given) is None:  # the page says so, as the JSON does
+                    return _sign_in_page(request, WRONG_SIGN_IN) or _refuse(401, WRONG_TOKEN)
                 response = RedirectResponse("/", status_code=303)
                 response.set_cookie(COOKIE, given, httponly=True, samesite="strict")
                 return response
             user = self.tokens.check(bearer or request.cookies.get(COOKIE, ""))
         except ConfigError as exc:  # the token file cannot be read: nobody gets in
             return _refuse(503, str(exc))
+        if user is None and bearer:  # a script's token refused, not one missing
+            return _refuse(401, WRONG_BEARER)
         if user is None:
             return _sign_in_page(request) or _refuse(
                 401,
@@ -200,9 +215,10 @@ SIGN_IN = """<!doctype html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>body{font:15px system-ui,sans-serif;max-width:34em;margin:4em auto;padding:0 1em}
 input{width:100%;font:inherit;padding:6px;margin:8px 0}button{font:inherit;padding:6px 14px}
+.refused{border-left:4px solid #b3261e;padding:6px 10px;background:#fdecea;color:#5f1410}
 </style></head><body>
 <h1>Sign in</h1>
-<p>This dashboard asks for a token: paste one that <code>tickwheel tokens create</code>
+{refused}<p>This dashboard asks for a token: paste one that <code>tickwheel tokens create</code>
 printed (a read token shows, a write token may act too).</p>
 <form method="get" action="/login"><label>Token
 <input name="token" type="password" autocomplete="off" placeholder="tw_…" required autofocus>
@@ -211,15 +227,25 @@ printed (a read token shows, a write token may act too).</p>
 """
 
 
-def _sign_in_page(request: Request) -> Response | None:
+# What the sign-in page says above its form when the token typed was refused
+WRONG_SIGN_IN = (
+    "That token was not accepted. Paste one that <code>tickwheel tokens create</code> printed: "
+    "<code>tickwheel tokens list</code> shows the tokens' names only (a token is kept hashed, "
+    "so it is shown once); make a new one with <code>tickwheel tokens create</code>."
+)
+
+
+def _sign_in_page(request: Request, refused: str = "") -> Response | None:
     """The sign-in page, for a browser opening a page (not for a script or the page's
-    own requests, which get the JSON refusal): it showed them raw JSON."""
+    own requests, which get the JSON refusal): it showed them raw JSON. ``refused``
+    (markup of ours, never the token typed): why the last try was not let in."""
     wants_page = request.method == "GET" and "text/html" in request.headers.get("accept", "")
     if not wants_page:
         return None
     policy = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'"
     headers = {"Content-Security-Policy": policy, "X-Content-Type-Options": "nosniff"}
-    return HTMLResponse(SIGN_IN, status_code=401, headers=headers)
+    said = f'<p class="refused" role="alert">{refused}</p>\n' if refused else ""
+    return HTMLResponse(SIGN_IN.replace("{refused}", said), status_code=401, headers=headers)
 
 
 def _refuse(status: int, message: str) -> JSONResponse:
