@@ -1,5 +1,5 @@
 """The HTTP API checks a body with jsonschema-rs and explains a refusal with jsonschema
-(timer.httpapi.app.Schema, #40): the two must agree on every body, or a body one refuses
+(timer.httpapi.words.Schema, #40): the two must agree on every body, or a body one refuses
 would pass the other. Bodies are made from each endpoint's own property names, with
 values of every JSON kind, so many are valid and many are not."""
 
@@ -11,8 +11,8 @@ import jsonschema
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from timer.httpapi.app import Schema
 from timer.httpapi.spec import ENDPOINTS
+from timer.httpapi.words import Schema
 
 BODIES = [e for e in ENDPOINTS if e.body is not None]
 

@@ -13,6 +13,7 @@ import redis
 
 from tests.integration.conftest import namespace_keys
 from timer import TimerClient
+from timer.httpapi.schemas import TIMER_FIELDS
 from timer.httpapi.tokens import TokenFile
 from timer.testing import RedisServer
 
@@ -151,3 +152,109 @@ def test_library_refusals_quote_values_as_json(quiet: Served) -> None:
     )  # fmt: skip
     assert status == 400 and 'watch key "other" routes to shard' in error["error"], error
     assert "'" not in error["error"].split("give both")[0], error
+
+
+NULLABLE = [n for n in TIMER_FIELDS if n not in ("id", "delay_ms", "payload")]
+
+
+def test_a_batch_item_with_a_null_field_is_refused_as_a_single_timer_is(quiet: Served) -> None:
+    """A null optional field: POST …/timers refuses it (its schema), and a batch took the
+    same item (the library reads null as not given); now it is refused in its slot with
+    the single timer's words, and nothing is written for it."""
+    api, c, _ = quiet
+    ns = f"/v1/namespaces/{c.namespace}"
+    items = [{"id": f"n:{n}", "delay_ms": 1000, n: None} for n in NULLABLE]
+    items.append({"id": "n:ok", "delay_ms": 60_000, "payload": None})  # a payload may be null
+    status, got = api.call("POST", f"{ns}/timers/batch", {"items": items})
+    assert status == 200, got
+    results = got["results"]
+    assert [r["status"] for r in results] == [400] * len(NULLABLE) + [201], results
+    for item, result in zip(items, results[:-1], strict=False):
+        status, alone = api.call("POST", f"{ns}/timers", item)
+        assert (status, alone["kind"]) == (400, "InvalidInput"), alone
+        assert result["kind"] == "InvalidInput" and result["exit_code"] == 3, result
+        # the same words, where the one says "the body" and the other "the item"
+        assert alone["error"].split(": ", 1)[1] == result["error"].split(": ", 1)[1], result
+        assert c.get(item["id"]) is None
+    assert results[NULLABLE.index("rearm")]["error"] == "rearm: expected true or false, got null", (
+        results
+    )
+
+
+def test_an_integral_float_is_the_integer_it_is_for_a_single_timer_and_a_batch(
+    quiet: Served,
+) -> None:
+    """1e3 and 1000.0 are integers to JSON Schema (the schema let them through), but the
+    library refused the float: both doors take them as 1000 now; 1.5 stays refused."""
+    api, c, _ = quiet
+    ns = f"/v1/namespaces/{c.namespace}"
+    one = b'{"id": "f:1", "delay_ms": 6e4, "priority": 5.0, "need": 1e0}'
+    status, made = api.call("POST", f"{ns}/timers", raw=one)
+    assert status == 201, made
+    batch = (
+        b'{"items": [{"id": "f:2", "delay_ms": 1e3}, {"id": "f:3", "delay_ms": 1.5},'
+        b' {"id": "f:4", "deadline_ms": 1.0e12, "max_total_ms": 1e9}]}'
+    )
+    status, got = api.call("POST", f"{ns}/timers/batch", raw=batch)
+    assert [r["status"] for r in got["results"]] == [201, 400, 201], got
+    assert got["results"][1]["error"] == "delay_ms: expected an integer, got 1.5", got
+    alone = api.call("POST", f"{ns}/timers", raw=b'{"id": "f:3", "delay_ms": 1.5}')[1]
+    assert alone["error"] == "delay_ms: expected an integer, got 1.5", alone
+    first = c.get("f:1")
+    assert first is not None and first.priority == 5 and type(first.priority) is int, first
+    assert c.get("f:4").deadline_ms == 10**12  # type: ignore[union-attr]
+    status, moved = api.call("POST", f"{ns}/timers/f:2/reschedule", raw=b'{"delay_ms": 2e3}')
+    assert status == 200 and moved["rescheduled"], moved
+    assert c.get("f:3") is None
+
+
+@pytest.mark.parametrize("text", ["nan", "NaN", "inf", "-inf", "Infinity", "-Infinity"])
+def test_a_query_number_that_is_not_finite_is_refused_by_name(quiet: Served, text: str) -> None:
+    api, c, _ = quiet
+    status, error = api.call(
+        "GET", f"/v1/namespaces/{c.namespace}/timers/x/outcome?timeout_s={text}"
+    )
+    assert (status, error["kind"], error["exit_code"]) == (400, "InvalidInput", 3), error
+    assert error["error"] == f'timeout_s: expected a finite number, got "{text}"', error
+
+
+def test_a_huge_reclaim_idle_ms_is_the_requests_fault(quiet: Served) -> None:
+    """reclaim_idle_ms had no maximum in the schema (nor in the OpenAPI document): the
+    library refused past 2**53 in its own words; the schema says it as for any bound."""
+    api, c, _ = quiet
+    path = f"/v1/namespaces/{c.namespace}/groups/g/outcomes?consumer=c&wait_ms=0"
+    for huge in (2**53 + 1, 10**20):
+        status, error = api.call("GET", f"{path}&reclaim_idle_ms={huge}")
+        assert (status, error["kind"]) == (400, "InvalidInput"), error
+        assert error["error"] == f"reclaim_idle_ms: must be at most {2**53}, got {huge}", error
+    assert api.call("GET", f"{path}&reclaim_idle_ms={2**53}")[0] == 200
+
+
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        (b'{"id": "u\xff", "delay_ms": 1000}', "the body is not UTF-8 (byte 9 is 0xff)"),
+        (
+            '{"id": "u", "delay_ms": 1000}'.encode("utf-16"),
+            "the body is not UTF-8 (byte 0 is 0xff)",
+        ),
+        ('{"id": "u", "delay_ms": 1000}'.encode("utf-16-le"), "the body is not JSON"),
+        (b"[" * 100_000, "the body nests too deep; at most 503 levels"),
+        (b'{"items": ' + b"[" * 5000 + b"]" * 5000 + b"}", "the body nests too deep"),
+    ],
+)
+def test_a_body_not_utf8_or_nested_past_the_parser_is_a_400(
+    quiet: Served, redis_client: redis.Redis, raw: bytes, says: str
+) -> None:
+    """JSON is UTF-8 (RFC 8259): Python's parser guessed UTF-16 and UTF-32 and took them;
+    a body nested past the parser's own depth said 'maximum recursion depth exceeded'."""
+    api, c, _ = quiet
+    before = namespace_keys(redis_client, c.namespace)
+    for path in ("timers", "timers/batch"):
+        status, error = api.call("POST", f"/v1/namespaces/{c.namespace}/{path}", raw=raw)
+        assert (status, error["kind"], error["exit_code"]) == (400, "InvalidInput", 3), error
+        assert error["error"].startswith(says), error
+        assert "recursion" not in error["error"], error
+    assert namespace_keys(redis_client, c.namespace) == before
+    bom = b'\xef\xbb\xbf{"id": "bom", "delay_ms": 60000}'  # a byte order mark: taken, as before
+    assert api.call("POST", f"/v1/namespaces/{c.namespace}/timers", raw=bom)[0] == 201

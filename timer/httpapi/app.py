@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 import jsonschema
-import jsonschema_rs
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -31,9 +31,10 @@ from timer.errors import ConfigError
 from . import handlers, openapi
 from .context import LATENCY, REQUESTS, Call, Clients, Handler, error, from_exception
 from .routing import RawRoute, cross_site
+from .schemas import whole_numbers
 from .spec import ENDPOINTS, MAX_BODY_BYTES, Endpoint
 from .tokens import TokenFile
-from .words import say, shown
+from .words import Schema, say, shown
 
 
 def create_app(
@@ -204,48 +205,36 @@ async def _body(request: Request, schema: Schema) -> Any:
     raw = b"".join(chunks)
     try:
         data = strict_json(raw) if raw else {}
-    except (ValueError, RecursionError) as exc:
-        return error(400, "InvalidInput", f"the body is not JSON: {exc}"[:300], 3)
-    depth = json_depth(data)
-    if depth > MAX_BODY_DEPTH:
+    except UnicodeDecodeError as exc:
         return error(
             400,
             "InvalidInput",
-            f"the body nests {depth} levels deep; at most "
-            f"{MAX_BODY_DEPTH} (a payload at most {MAX_PAYLOAD_DEPTH})",
+            f"the body is not UTF-8 (byte {exc.start} is 0x{raw[exc.start]:02x}): "
+            "send JSON in UTF-8",
             3,
         )
+    except RecursionError:  # deeper than Python's parser goes
+        return _too_deep("too deep")
+    except ValueError as exc:
+        return error(400, "InvalidInput", f"the body is not JSON: {exc}"[:300], 3)
+    depth = json_depth(data)
+    if depth > MAX_BODY_DEPTH:
+        return _too_deep(f"{depth} levels deep")
     problem = schema.problem(data)
     if problem is not None:
         where = "/".join(str(p) for p in problem.absolute_path) or "the body"
         return error(400, "InvalidInput", f"{where}: {say(problem)}", 3)
-    return data
+    return whole_numbers(data, schema.schema)
 
 
-class Schema:
-    """A request body's JSON Schema: checked by jsonschema-rs (compiled, in Rust: the
-    pure-Python check is a large share of a request's time), and a body it refuses
-    explained by jsonschema, whose errors say which field and why."""
-
-    def __init__(self, schema: Mapping[str, Any]) -> None:
-        self.fast = jsonschema_rs.Draft202012Validator(dict(schema))
-        self.explain = jsonschema.Draft202012Validator(schema)
-
-    def problem(self, data: Any) -> jsonschema.ValidationError | None:
-        """The first problem with ``data`` (by its place in the body), or None."""
-        if self.fast.is_valid(data):
-            return None
-        found: list[jsonschema.ValidationError] = sorted(
-            self.explain.iter_errors(data), key=lambda e: list(e.path)
-        )
-        if found:
-            return found[0]
-        # the two disagree (neither should): refuse, saying the fast check's reason
-        try:
-            self.fast.validate(data)
-        except jsonschema_rs.ValidationError as exc:
-            return jsonschema.ValidationError(str(exc.message))
-        return None
+def _too_deep(how: str) -> JSONResponse:
+    return error(
+        400,
+        "InvalidInput",
+        f"the body nests {how}; at most {MAX_BODY_DEPTH} levels (a payload at most "
+        f"{MAX_PAYLOAD_DEPTH})",
+        3,
+    )
 
 
 # A body's JSON nests at most this deep: a payload's own limit (the library's) plus the
@@ -267,9 +256,12 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def strict_json(raw: bytes) -> Any:
-    """JSON as RFC 8259 has it: NaN, Infinity and -Infinity (which Python's parser takes)
-    and a key twice in one object (whose last value it keeps silently) are refused."""
-    return json.loads(raw, parse_constant=_constant, object_pairs_hook=_object)
+    """JSON as RFC 8259 has it: UTF-8 (Python's parser also guesses UTF-16 and UTF-32;
+    a byte order mark is let by, as the RFC allows); NaN, Infinity and -Infinity (which
+    it takes) and a key twice in one object (whose last value it keeps silently) are
+    refused. UnicodeDecodeError, RecursionError (nested past the parser) or ValueError."""
+    text = raw.decode("utf-8-sig")
+    return json.loads(text, parse_constant=_constant, object_pairs_hook=_object)
 
 
 def json_depth(value: Any) -> int:
@@ -312,6 +304,10 @@ def _query(request: Request, endpoint: Endpoint) -> dict[str, Any] | Response:
         except ValueError:
             wanted = "an integer" if kind == "integer" else "a number"
             return error(400, "InvalidInput", f"{name}: expected {wanted}, got {shown(raw)}", 3)
+        if isinstance(value, float) and not math.isfinite(value):  # nan passes any bound
+            return error(
+                400, "InvalidInput", f"{name}: expected a finite number, got {shown(raw)}", 3
+            )
         problem = jsonschema.exceptions.best_match(_validator(name, schema).iter_errors(value))
         if problem is not None:
             return error(400, "InvalidInput", f"{name}: {say(problem)}", 3)

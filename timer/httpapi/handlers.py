@@ -24,7 +24,8 @@ from timer.redis.store import RedisSettings
 from timer.shapes import dead_letter_json, group_json, outcome_json, timer_info_json, timer_json
 
 from .context import METRICS, MULTIPROC_ENV, Call, Clients, Handler, error_of
-from .words import item_problem, shown
+from .schemas import SCHEDULE, whole_numbers
+from .words import item_problems, shown
 
 log = logging.getLogger("tickwheel.httpapi")
 
@@ -40,23 +41,26 @@ async def schedule(call: Call) -> Response:
 
 async def schedule_batch(call: Call) -> Response:
     items = call.body["items"]
-    refused: dict[int, TimerError] = {}
-    for i, item in enumerate(items):  # a callback host not allowed: refused in its slot
+    # each item checked as POST …/timers checks its body, then its callback host: a
+    # refusal in its slot, in the words a single timer's has
+    refused: dict[int, TimerError] = {
+        i: InvalidInput(said) for i, said in item_problems(items).items()
+    }
+    for i, item in enumerate(items):
+        if i in refused:
+            continue
+        whole_numbers(item, SCHEDULE)  # 1e3 is 1000, as for POST …/timers
         try:
-            if isinstance(item, dict):
-                call.clients.check_callback(item)
+            call.clients.check_callback(item)
         except InvalidInput as exc:
             refused[i] = exc
     sent = [item for i, item in enumerate(items) if i not in refused]
     done = iter(await call.client.schedule_many(sent, origin=call.body.get("origin", "")))
     results = [refused[i] if i in refused else next(done) for i in range(len(items))]
     out: list[dict[str, Any]] = []
-    for item, r in zip(items, results, strict=True):
+    for r in results:
         if isinstance(r, TimerError):
             status, body = error_of(r)
-            said = item_problem(item) if isinstance(r, InvalidInput) else None
-            if said is not None:  # as POST …/timers says it
-                body["error"] = said
             out.append({"status": status, **body})
         else:
             out.append({"status": 201 if r.created else 200, **timer_json(r)})

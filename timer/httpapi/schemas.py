@@ -4,6 +4,7 @@ own fields come from their one declaration (timer.durable.model.fields)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from timer.durable.model.fields import DELAY_SCHEMA, MS_SCHEMA, json_schemas
@@ -111,7 +112,7 @@ DEAD_BATCH = {
         "group": {"type": "string", "maxLength": 256},
         "error": {"type": "string", "maxLength": 256},
         "match": {"type": "string", "maxLength": 1024},
-        "expect": {"type": "integer", "minimum": 0},
+        "expect": {"type": "integer", "minimum": 0, "maximum": 100_000},
     },
 }
 DEAD_BATCH_DONE = {
@@ -139,6 +140,7 @@ CONSUME_QUERY: dict[str, Any] = {
     "reclaim_idle_ms": {
         "type": "integer",
         "minimum": 1000,
+        "maximum": 2**53,
         "default": 60_000,
         "description": "Deliver an outcome again when unsettled this long.",
     },
@@ -171,3 +173,27 @@ DEAD = {
         "consumer": CONSUMER,
     },
 }
+
+
+def whole_numbers(value: Any, schema: Mapping[str, Any]) -> Any:
+    """``value``, which ``schema`` accepts, with each integer it holds given as a whole
+    float (1e3, 1000.0: an integer to JSON Schema) made an int, in place: the library
+    takes ints only, and would refuse what the schema let through. Walks ``properties``
+    and ``items`` (a payload, whose schema says nothing, is left as it was sent)."""
+    kind = type(value)
+    if kind is float:
+        return int(value) if schema.get("type") == "integer" and value.is_integer() else value
+    if kind is dict:
+        fields = schema.get("properties")
+        if fields:
+            for name, v in value.items():  # a batch's thousands: only a float or a nest costs
+                if type(v) in _WALKED and name in fields:
+                    value[name] = whole_numbers(v, fields[name])  # a key's value: no resize
+    elif kind is list:
+        each = schema.get("items")
+        if each:
+            value[:] = [whole_numbers(v, each) for v in value]
+    return value
+
+
+_WALKED = {float, dict, list}

@@ -96,7 +96,7 @@ class TimerOptions(TypedDict, total=False):
         int,
         Field(
             "How many distinct watch keys must be notified to complete it.",
-            {"type": "integer", "minimum": 1},
+            {"type": "integer", "minimum": 1, "maximum": MAX_WATCH_KEYS},
             default=1,
             slot=4,
             stored=1,
@@ -241,7 +241,10 @@ class TimerSpec(TimerOptions, total=False):
         ),
     ]
     deadline_ms: Annotated[
-        int | None, Field("Fire at this epoch ms (Redis time).", MS_SCHEMA, cli="--at")
+        int | None,
+        Field(
+            "Fire at this epoch ms (Redis time); at most ten years ahead.", MS_SCHEMA, cli="--at"
+        ),
     ]
 
 
