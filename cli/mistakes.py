@@ -24,9 +24,11 @@ COUNT_OPTION: dict[tuple[str, ...], str] = {
     ("dead", "list"): "--limit",
     ("timers", "list"): "--limit",
 }
-# a Redis URL of a scheme --redis-url takes, or a bare host:port (127.0.0.1:6379, [::1]:6379)
+# a Redis URL of a scheme --redis-url takes, or a bare host:port (127.0.0.1:6379, [::1]:6379,
+# user:password@host:6379/0)
 URL_LIKE = re.compile(
-    r"(?i)(?:redis|rediss|redis\+sentinel|unix)://.*|(?:\[[0-9a-f:.]+\]|[\w.-]+):\d{1,5}"
+    r"(?i)(?:redis|rediss|redis\+sentinel|unix)://.*"
+    r"|(?:\S*@)?(?:\[[0-9a-f:.]+\]|[\w.-]+):\d{1,5}(?:/\d+)?"
 )
 
 
@@ -68,6 +70,8 @@ class TickwheelGroup(click.Group):
         ):
             url = redact_url(name)
             give = "--redis-url URL" if "://" in name else f"--redis-url redis://{url}"
+            if "://" not in name and "@" in name:  # its password masked, as everywhere
+                give += " (with the password where *** is)"
             raise click.UsageError(
                 f"No such command {url!r}: it looks like a Redis URL. Give it as {give}, "
                 "before or after the command (or set TICKWHEEL_REDIS_URL).",

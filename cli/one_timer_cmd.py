@@ -158,11 +158,11 @@ def schedule(
     if not t.created and not t.absorbed and t.state == "pending" and not app.json:
         say_kept(app, t.id, delay_ms, given)
     cap = options.get("max_total_ms")
-    # a first deadline past the cap is the cap: say so, as a past --at is said
+    # a first deadline past the cap is the cap: say so, as a past --at is said (on
+    # stderr, --json too: what was asked is not what was scheduled)
     if (
         t.created
         and cap is not None
-        and not app.json
         and ((delay_ms or 0) > cap or (deadline_ms is not None and t.deadline_ms < deadline_ms))
     ):
         click.echo(

@@ -5,18 +5,21 @@ kept unless a flag overrides them)."""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import pkgutil
 import sys
+import sysconfig
 import traceback
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any
 
 import click
 
+import timer
 from timer.durable.model.durations import format_duration_ms
 from timer.durable.model.models import OUTCOMES
-from timer.errors import InvalidInput
+from timer.errors import InvalidInput, quoted
 from timer.handlers import DEFAULT_GROUP, DEFAULT_RECLAIM_IDLE_MS, Backoff, Handlers
 from timer.handlers.limits import Limit, merged
 
@@ -38,31 +41,77 @@ class HandlerSpec(click.ParamType):  # type: ignore[type-arg]  # click stubs var
             sys.path.insert(0, os.getcwd())
         try:
             target: Any = pkgutil.resolve_name(value)
+        except SystemExit as exc:  # said, not the process ended with no word of why
+            code = "" if exc.code is None else quoted(exc.code)
+            self.fail(f"importing {module_name} called sys.exit({code}){_where(exc, module_name)}")
         except Exception as exc:
             if isinstance(exc, AttributeError) and module_name in sys.modules:
                 self.fail(f"module {module_name!r} has no attribute {attr!r}")  # imported
-            self.fail(
-                f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}{_where(exc)}"
-            )
+            self.fail(_import_failed(module_name, exc))
         if not isinstance(target, Handlers) and not callable(target):
             self.fail(f"{value} is a {type(target).__name__}, not a function or a Handlers")
         return target
 
 
-def _where(exc: BaseException) -> str:
-    """Where the import failed, in the user's own code (the last frame outside Python's
-    import machinery), so it can be found without a traceback: `` (at myapp/x.py:12)``."""
-    frames = [
-        f
-        for f in traceback.extract_tb(exc.__traceback__)
-        if "importlib" not in f.filename and "pkgutil" not in f.filename
-    ]
-    if not frames or isinstance(exc, ModuleNotFoundError):
+def _import_failed(module: str, exc: Exception) -> str:
+    """Why ``module`` could not be imported, and where in the user's own code."""
+    missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+    if missing and module != missing and not module.startswith(missing + "."):
+        # the module is there: something it imports is not (`import nosuchlib` in it)
+        return (
+            f"module {module!r} was found, but it imports {missing!r}, a module that is not "
+            f"installed{_where(exc, module)}"
+        )
+    why = exc.msg if isinstance(exc, SyntaxError) else str(exc)  # its str repeats the line
+    return f"cannot import module {module!r}: {type(exc).__name__}: {why}{_where(exc, module)}"
+
+
+# tickwheel's package and its CLI's (a link to it in a checkout), and the stdlib's
+_TICKWHEEL = tuple({os.path.realpath(p) for p in (timer.__path__[0], Path(__file__).parent)})
+_STDLIB = tuple({os.path.realpath(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdlib")})
+
+
+def _where(exc: BaseException, module: str) -> str:
+    """Where the import failed in the user's own code, so it can be found without a
+    traceback: `` (at myapp/x.py:12)``, the last frame outside tickwheel, Python's
+    standard library and installed packages (a SyntaxError: the line it names); "" if
+    no frame is the user's (the module itself is not there)."""
+    roots = _own_roots(module)
+    places = [(f.filename, f.lineno) for f in traceback.extract_tb(exc.__traceback__)]
+    if isinstance(exc, SyntaxError) and exc.filename:  # the file that did not compile
+        places.append((exc.filename, exc.lineno))
+    own = [(file, line) for file, line in places if line and _is_own(file, roots)]
+    if not own:
         return ""
-    name = frames[-1].filename
+    name = os.path.abspath(own[-1][0])
     with contextlib.suppress(ValueError):
-        name = os.path.relpath(name)
-    return f" (at {name}:{frames[-1].lineno})"
+        relative = os.path.relpath(name)
+        name = name if relative.startswith("..") else relative
+    return f" (at {name}:{own[-1][1]})"
+
+
+def _own_roots(module: str) -> tuple[str, ...]:
+    """Where the user's top-level package (or module) is, installed or not."""
+    with contextlib.suppress(Exception):  # not findable: no root
+        spec = importlib.util.find_spec(module.partition(".")[0])
+        if spec is not None:
+            found = list(spec.submodule_search_locations or ()) or [spec.origin or ""]
+            return tuple(os.path.realpath(p) for p in found if p)
+    return ()
+
+
+def _is_own(filename: str, roots: tuple[str, ...]) -> bool:
+    if filename.startswith("<"):  # <frozen importlib._bootstrap>, <string>
+        return False
+    path = os.path.realpath(filename)
+
+    def under(*dirs: str) -> bool:
+        return any(path == d or path.startswith(d.rstrip(os.sep) + os.sep) for d in dirs)
+
+    if under(*roots) and not under(*_TICKWHEEL):
+        return True
+    installed = {"site-packages", "dist-packages"} & set(PurePath(path).parts)
+    return not installed and not under(*_TICKWHEEL, *_STDLIB)
 
 
 def _file_given(path: str, attr: str) -> str:

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import uuid
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,47 @@ def test_bad_handler_spec_is_refused_and_nothing_is_consumed(
         assert c.groups() == []  # nothing was read, no group was made
     finally:
         c.close()
+
+
+def test_a_handler_module_that_fails_to_import_says_why_in_the_users_own_file(
+    workdir: Path,
+) -> None:
+    """`handle` names the line of the user's own file where the import failed, never
+    one in tickwheel or importlib (a SyntaxError: "(at …/timer/cli/spec.py:40)"); a
+    module that imports something not installed is found, not missing; a module that
+    calls sys.exit() on import is said, not a silent exit."""
+    pkg = f"proj_{uuid.uuid4().hex[:8]}"
+    (workdir / pkg).mkdir()
+    (workdir / pkg / "__init__.py").write_text("")
+    files = {
+        "syntax": "x = 1\ndef f(:\n    pass\n",
+        "needs": "import os\nimport nosuchlib_for_tickwheel_tests\n",
+        "exits": "import sys\n\nsys.exit(3)\n",
+        "deep": 'import json\n\njson.loads("{")\n',  # raised inside the stdlib
+    }
+    for name, text in files.items():
+        (workdir / pkg / f"{name}.py").write_text(text)
+    importlib.invalidate_caches()
+
+    def handle(module: str) -> str:
+        ran = CliRunner().invoke(main, ["handle", f"{pkg}.{module}:f"])
+        assert ran.exit_code == 2, (ran.exit_code, ran.output)
+        assert "timer/cli" not in ran.output and "importlib" not in ran.output, ran.output
+        return " ".join(ran.output.split())  # the error's lines joined: click wraps them
+
+    out = handle("syntax")
+    assert f"SyntaxError: invalid syntax (at {pkg}/syntax.py:2)" in out, out
+    out = handle("needs")
+    assert f"module '{pkg}.needs' was found, but it imports 'nosuchlib_for_tickwheel_tests'" in out
+    assert f"a module that is not installed (at {pkg}/needs.py:2)" in out, out
+    assert f"cannot import module '{pkg}.needs'" not in out
+    out = handle("exits")
+    assert f"importing {pkg}.exits called sys.exit(3) (at {pkg}/exits.py:3)" in out, out
+    out = handle("deep")
+    assert "JSONDecodeError" in out and f"(at {pkg}/deep.py:3)" in out, out
+    out = handle("nosuch")  # the user's own module missing: no place to name
+    assert f"cannot import module '{pkg}.nosuch': ModuleNotFoundError" in out
+    assert "(at " not in out, out
 
 
 def test_handle_retries_dead_letters_and_reports(

@@ -4,6 +4,7 @@ actions ask alike; what the CLI does on its own accord it says."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -83,6 +84,9 @@ def test_a_deadline_capped_by_max_total_says_so(tw: Run) -> None:
     assert "Note: capped by --max-total 1s" in capped.stderr, capped.output
     plain = tw("schedule", "cap:{2}", "--in", "500ms", "--max-total", "1s")
     assert "Note" not in plain.stderr, plain.output
+    as_json = tw("--json", "schedule", "cap:{3}", "--in", "5s", "--max-total", "1s")
+    assert json.loads(as_json.stdout)["id"] == "cap:{3}"  # stdout stays JSON alone
+    assert "Note: capped by --max-total 1s" in as_json.stderr, as_json.stderr
 
 
 def test_tokens_refuse_a_bad_namespace_and_a_directory_that_is_not_there(

@@ -10,6 +10,8 @@ from click.testing import CliRunner
 
 from timer.cli.main import main
 
+NO_URL = {"TICKWHEEL_REDIS_URL": "", "TICKWHEEL_NAMESPACE": ""}
+
 
 def usage_error(*args: str) -> str:
     """The last line of what ``tickwheel ARGS`` says, which must be a usage error."""
@@ -41,6 +43,48 @@ def test_a_url_given_as_the_command_is_said_to_go_in_redis_url(given: str, shown
         "before or after the command (or set TICKWHEEL_REDIS_URL)."
     ), said
     assert "s3cretpw" not in said
+
+
+@pytest.mark.parametrize(
+    ("given", "shown"),
+    [
+        ("bob:s3cretpw@localhost:6379", "bob:***@localhost:6379"),
+        (":s3cretpw@cache.example:6379/0", ":***@cache.example:6379/0"),
+        ("s3cretpw@127.0.0.1:6379", "***@127.0.0.1:6379"),
+    ],
+)
+def test_a_url_with_a_password_and_no_scheme_is_told_redis_masked(given: str, shown: str) -> None:
+    """`--redis-url user:pass@localhost:6379` was `unsupported Redis URL scheme "" in …`
+    where `localhost:6379` is told "did you mean redis://localhost:6379?"; given as the
+    command, click's "No such command" showed the password. Both say redis://, and never
+    the password."""
+    meant = f"redis://{shown}? (with the password where *** is)"
+    out = CliRunner().invoke(main, ["--redis-url", given, "get", "job:{1}"], env=NO_URL)
+    assert out.exit_code == 4, out.output
+    assert f"{shown} has no scheme: did you mean {meant}" in out.output, out.output
+    said = usage_error(given, "get", "job:{1}")
+    assert said.startswith(f"Error: No such command {shown!r}: it looks like a Redis URL"), said
+    assert f"--redis-url redis://{shown} (with the password where *** is)" in said
+    assert "s3cretpw" not in out.output + said
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://127.0.0.1:6379/-1",
+        "redis://:s3cretpw@127.0.0.1:6379/-1",
+        "redis://127.0.0.1:6379?db=-1",
+        "redis://127.0.0.1:6379/\u0661",  # an Arabic-Indic 1: str.isdigit takes it
+        "redis+sentinel://127.0.0.1:26379/mymaster?db=-1",
+    ],
+)
+def test_a_database_below_zero_is_refused_as_a_number_from_0(url: str) -> None:
+    """`/-1` must be said to be no database number; `?db=-1` was taken (redis-py reads
+    it), to fail later at SELECT."""
+    out = CliRunner().invoke(main, ["--redis-url", url, "get", "job:{1}"], env=NO_URL)
+    assert out.exit_code == 4, out.output
+    assert "the database must be a number from 0 (/0)" in out.output, out.output
+    assert "s3cretpw" not in out.output
 
 
 def test_another_unknown_command_keeps_clicks_suggestion() -> None:
@@ -176,3 +220,22 @@ def test_a_command_that_only_looks_for_a_server_makes_no_file(
     )
     assert out.exit_code in (0, 5), out.output
     assert list(tmp_path.iterdir()) == [], out.output
+
+
+@pytest.mark.parametrize(
+    ("args", "example"),
+    [
+        (["--cron", "bad"], '(e.g. "0 8 * * MON-FRI")'),
+        (["--cron", "0 8 * * *", "--tz", "Nowhere/X"], 'such as "Europe/Paris" or "UTC"'),
+    ],
+)
+def test_an_example_in_an_error_is_quoted_as_json_quotes_it(
+    args: list[str], example: str, tmp_path: Path
+) -> None:
+    """The example an error gives was in single quotes ('Europe/Paris') where the value it
+    is about is in JSON's double quotes ("Nowhere/X"): one way of quoting."""
+    env = {**NO_URL, "TICKWHEEL_HOME": str(tmp_path)}
+    out = CliRunner().invoke(main, ["schedules", "preview", *args], env=env)
+    assert out.exit_code == 3, out.output
+    assert example in out.output, out.output
+    assert "'" not in out.output, out.output

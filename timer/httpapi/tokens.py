@@ -94,7 +94,7 @@ class TokenFile:
         if scope not in SCOPES:
             raise InvalidInput(f"scope must be one of {', '.join(SCOPES)}, got {quoted(scope)}")
         if not namespaces:
-            raise InvalidInput("a token needs at least one namespace (or '*' for all)")
+            raise InvalidInput('a token needs at least one namespace (or "*" for all)')
         for ns in namespaces:
             if ns != "*":
                 check_namespace(ns)

@@ -54,6 +54,7 @@ SENTINEL_FORM = (
     "(rediss+sentinel:// for TLS to the data nodes)"
 )
 _SENTINEL_OWN = ("sentinel_username", "sentinel_password")
+_DB_NUMBER = "the database must be a number from 0 (/0)"
 
 
 @dataclass(frozen=True)
@@ -168,8 +169,10 @@ def _reserved_in_userinfo(url: str) -> str:
 def _check_node_url(url: str, safe: str) -> None:
     """``check_url`` of a URL naming one node, shown as ``safe`` in its errors."""
     scheme = url.partition("://")[0] if "://" in url else ""
-    if not scheme and "://" not in url and re.fullmatch(r"[\w.\-]+:\d{1,5}(/\d+)?", url):
-        raise ConfigError(f"{safe} has no scheme: did you mean redis://{safe}?")
+    user, at, hostpart = url.rpartition("@")  # user:password@host:port: no password said
+    if not scheme and re.fullmatch(r"[\w.\-]+:\d{1,5}(/\d+)?", hostpart):
+        also = " (with the password where *** is)" if at and user else ""
+        raise ConfigError(f"{safe} has no scheme: did you mean redis://{safe}?{also}")
     if scheme not in ("redis", "rediss", "unix"):
         raise ConfigError(
             f"unsupported Redis URL scheme {quoted(scheme)} in {safe}; use "
@@ -202,15 +205,15 @@ def _check_node_url(url: str, safe: str) -> None:
         if not parts.hostname:
             raise ConfigError(f"Redis URL {safe} {hint or 'names no host'}; {form}")
         db = parts.path.strip("/")
-        if db and not db.isdigit():
-            raise ConfigError(
-                f"Redis URL {safe}: {hint or 'the database must be a number (/0)'}; {form}"
-            )
+        if db and not _number(db):
+            raise ConfigError(f"Redis URL {safe}: {hint or _DB_NUMBER}; {form}")
     try:
         kwargs = redis.connection.parse_url(url)  # type: ignore[no-untyped-call]
     except ValueError as exc:
         reason = str(exc).replace(url, safe)  # redis-py names the option, not its value
         raise ConfigError(f"Redis URL {safe} is not valid ({reason}); {form}") from None
+    if kwargs.get("db", 0) < 0:  # ?db=-1, which redis-py takes
+        raise ConfigError(f"Redis URL {safe}: {_DB_NUMBER}; {form}")
     unknown = sorted(set(kwargs) - URL_OPTIONS[scheme] - {"host", "port", "path"})
     if unknown:
         raise ConfigError(

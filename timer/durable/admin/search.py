@@ -45,7 +45,7 @@ def check_payload_filter(payload: object) -> tuple[str | None, str | None]:
         return None, None
     if not isinstance(payload, Mapping) or len(payload) != 1:
         raise InvalidInput(
-            f"payload must be one field and its value, e.g. {{'tenant': 'acme'}}, "
+            f'payload must be one field and its value, e.g. {{"tenant": "acme"}}, '
             f"got {quoted(payload, 80)}"
         )
     ((field, raw),) = payload.items()

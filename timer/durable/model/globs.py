@@ -95,7 +95,7 @@ def redis_glob(pattern: str) -> Callable[[str], bool]:
 def check_glob(match: object) -> str:
     """A glob on timer ids (Redis's): non-empty text of at most MAX_PATTERN_BYTES."""
     if not isinstance(match, str) or not match:
-        raise InvalidInput(f"match must be a non-empty glob such as 'job:*', got {quoted(match)}")
+        raise InvalidInput(f'match must be a non-empty glob such as "job:*", got {quoted(match)}')
     try:
         size = len(match.encode("utf-8"))
     except UnicodeEncodeError:

@@ -200,7 +200,7 @@ class ClientSettings:
         check_int("max_payload_bytes", max_payload_bytes, 1, MAX_PAYLOAD_LIMIT)
         check_seconds("durability_timeout_s", durability_timeout_s, maximum=3600, positive=True)
         if not isinstance(durability, str):
-            raise InvalidInput(f"durability must be text such as 'aof', got {quoted(durability)}")
+            raise InvalidInput(f'durability must be text such as "aof", got {quoted(durability)}')
         return cls(
             # 1e305 s is finite, but not in ms: out of range either way is refused by the check
             result_ttl_ms=check_result_ttl_ms(

@@ -223,5 +223,5 @@ def _same_shard(ns: Namespace, name: str, watch: Sequence[str]) -> None:
             raise InvalidInput(
                 f"watch key {quoted(key)} is not in schedule {quoted(name)}'s shard: "
                 "give it the hash "
-                f"tag {{{name}}} (e.g. '{{{name}}}:done')"
+                f"tag {{{name}}} (e.g. {quoted('{' + name + '}:done')})"
             )

@@ -51,7 +51,7 @@ def duration_ms(name: str, value: object, *, minimum: int, maximum: int = MAX_EV
         except ValueError as exc:
             raise InvalidInput.about("{0}: {error}", name, error=exc) from None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInput.about("{0} must be milliseconds (int) or a duration such as '30s'", name)
+        raise InvalidInput.about('{0} must be milliseconds (int) or a duration such as "30s"', name)
     if value < minimum:
         raise InvalidInput.about(
             "{0} must be at least {least} (got {got})", name, least=_ms(minimum), got=_ms(value)
@@ -89,13 +89,13 @@ def zone(tz: object) -> ZoneInfo:
     """The IANA time zone named ``tz``; InvalidInput naming it if there is none."""
     if not isinstance(tz, str) or not tz or len(tz) > 64:
         raise InvalidInput(
-            f"tz must be an IANA time zone name such as 'Europe/Paris', got {quoted(tz)}"
+            f'tz must be an IANA time zone name such as "Europe/Paris", got {quoted(tz)}'
         )
     try:
         return ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError, OSError):
         raise InvalidInput(
-            f"no time zone {quoted(tz)}: give an IANA name such as 'Europe/Paris' or 'UTC'"
+            f'no time zone {quoted(tz)}: give an IANA name such as "Europe/Paris" or "UTC"'
         ) from None
 
 
@@ -248,8 +248,8 @@ def _check_cron(cron: object) -> None:
         CronSim(cron, datetime(2000, 1, 1))
     except (CronSimError, ValueError, IndexError) as exc:
         raise InvalidInput(
-            f"cron {quoted(cron)} is not valid ({exc}): write 5 fields 'minute hour day month "
-            "weekday' (e.g. '0 8 * * MON-FRI'), or 6 with the seconds first; or give an "
+            f'cron {quoted(cron)} is not valid ({exc}): write 5 fields "minute hour day month '
+            'weekday" (e.g. "0 8 * * MON-FRI"), or 6 with the seconds first; or give an '
             "interval such as 30s instead (--every 30s on the command line)"
         ) from None
 

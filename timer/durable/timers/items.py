@@ -135,7 +135,7 @@ def check_traceparent(value: object) -> str:
     if not isinstance(value, str) or not TRACEPARENT.match(value) or value.startswith("ff"):
         raise InvalidInput(
             f"traceparent must be a W3C trace context such as "
-            f"'00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', got {quoted(value, 100)}"
+            f'"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", got {quoted(value, 100)}'
         )
     return value
 
@@ -245,7 +245,7 @@ def _check_together(ns: Namespace, tid: str, shard: int, tail: list[Any]) -> Non
             raise InvalidInput(
                 f"watch key {quoted(key)} routes to shard {ns.shard_of(key)} but timer "
                 f"{quoted(tid)} routes to shard {shard}; give both the same hash tag, e.g. "
-                f"id 'job:{{42}}' and key 'job:{{42}}:done'"
+                'id "job:{42}" and key "job:{42}:done"'
             )
 
 
