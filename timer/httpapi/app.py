@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -35,6 +36,8 @@ from .schemas import whole_numbers
 from .spec import ENDPOINTS, MAX_BODY_BYTES, Endpoint
 from .tokens import TokenFile
 from .words import Schema, say, shown
+
+log = logging.getLogger("tickwheel.httpapi")
 
 
 def create_app(
@@ -259,9 +262,25 @@ def strict_json(raw: bytes) -> Any:
     """JSON as RFC 8259 has it: UTF-8 (Python's parser also guesses UTF-16 and UTF-32;
     a byte order mark is let by, as the RFC allows); NaN, Infinity and -Infinity (which
     it takes) and a key twice in one object (whose last value it keeps silently) are
-    refused. UnicodeDecodeError, RecursionError (nested past the parser) or ValueError."""
-    text = raw.decode("utf-8-sig")
+    refused. UnicodeDecodeError, RecursionError (nested past the parser) or ValueError.
+    A body in UTF-16 or UTF-32, which earlier releases took, is still taken (a client
+    sending it keeps working), and the server's log says once to send UTF-8."""
+    wide = json.detect_encoding(raw)  # as json.loads guesses it (its nulls, its BOM)
+    if not wide.startswith(("utf-16", "utf-32")):
+        text = raw.decode("utf-8-sig")
+    else:
+        text = raw.decode(wide)  # its own UnicodeDecodeError if it is not that either
+        if not _SAID_WIDE:
+            _SAID_WIDE.append(wide)
+            log.warning(
+                "a request body came in %s: taken, as earlier releases took it; JSON is "
+                "UTF-8 (RFC 8259), and a later release may refuse another encoding",
+                wide.upper(),
+            )
     return json.loads(text, parse_constant=_constant, object_pairs_hook=_object)
+
+
+_SAID_WIDE: list[str] = []  # the log says once a process that a body was not UTF-8
 
 
 def json_depth(value: Any) -> int:
