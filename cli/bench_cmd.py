@@ -76,7 +76,7 @@ def bench(ctx: click.Context, name: str | None, args: tuple[str, ...]) -> None:
     valgrind), recovery, peers, handlers, schedules, peer_cron, http_api (uses wrk),
     runner, debounce, heartbeat, limits, priority, dashboard (uses Chromium),
     cluster_scale, redis_faults, simulation (the deterministic simulation's speed), or
-    all (what `make bench` runs).
+    all of them.
     `tickwheel bench NAME --help` shows that benchmark's own options. The benchmarks
     compare side by side in one run (ratios). They come with tickwheel's source, not
     with the wheel: in a clone of the repository, `pip install -e .` and run them

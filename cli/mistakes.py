@@ -24,6 +24,14 @@ COUNT_OPTION: dict[tuple[str, ...], str] = {
     ("dead", "list"): "--limit",
     ("timers", "list"): "--limit",
 }
+# the word a user carries over from a sibling command, for a command that names it
+# otherwise: `heartbeat` pushes its deadline with --extend where schedule and reschedule
+# take --in (click said "Did you mean '--json'?")
+SIBLING_WORDS: dict[tuple[str, ...], dict[str, str]] = {
+    ("heartbeat",): {"--in": "--extend", "--delay": "--extend", "--by": "--extend"},
+    ("schedule",): {"--delay": "--in", "--after": "--in"},
+    ("reschedule",): {"--delay": "--in", "--after": "--in", "--extend": "--in"},
+}
 # a Redis URL of a scheme --redis-url takes, or a bare host:port (127.0.0.1:6379, [::1]:6379,
 # user:password@host:6379/0)
 URL_LIKE = re.compile(
@@ -43,12 +51,15 @@ def _path(ctx: click.Context) -> tuple[str, ...]:
 
 
 def synonym(exc: click.NoSuchOption) -> click.NoSuchOption:
-    """``exc``, suggesting the command's own count option when a synonym of it was
-    given (``demo --count`` → ``--timers``); ``exc`` itself otherwise."""
+    """``exc``, suggesting the command's own option when a synonym of it was given
+    (``demo --count`` → ``--timers``, ``heartbeat --in`` → ``--extend``); ``exc``
+    itself otherwise."""
     ctx = exc.ctx
-    if ctx is None or exc.option_name not in COUNT_WORDS:
+    if ctx is None:
         return exc
-    meant = COUNT_OPTION.get(_path(ctx))
+    meant = SIBLING_WORDS.get(_path(ctx), {}).get(exc.option_name)
+    if meant is None and exc.option_name in COUNT_WORDS:
+        meant = COUNT_OPTION.get(_path(ctx))
     if meant is None or meant == exc.option_name:
         return exc
     said = f"No such option {exc.option_name!r}. Did you mean {meant!r}?"

@@ -111,7 +111,7 @@ def start(app: App, binary: str | None, appendfsync: str | None) -> None:
     emit(
         app.json,
         info,
-        f"{verb} {state.binary} on {state.url} (pid {state.pid}, appendfsync "
+        f"{verb} the embedded server ({state.binary}) on {state.url} (pid {state.pid}, appendfsync "
         f"{state.appendfsync}, allocator {state.allocator}); data in {state.data_dir}",
     )
 

@@ -559,6 +559,8 @@ def test_server_start_on_a_running_server_says_its_binary_option_was_not_applied
     try:
         other = runner.invoke(main, ["server", "start", "--binary", "/nope"])
         assert other.exit_code == 0 and other.stdout.startswith("Already running:"), other.output
+        # in the words an automatic start says it (it named only the binary)
+        assert other.stdout.startswith(f"Already running: the embedded server ({server_binary})")
         assert (
             f"Warning: --binary /nope was not applied: the running server keeps its binary "
             f"({server_binary}); `tickwheel server stop` first to start it with another"

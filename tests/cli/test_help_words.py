@@ -16,7 +16,10 @@ from timer.cli.main import main
 
 # a default as click says it ("[default: 1]", "[env X; default: Y]") or as a help does
 SAYS_DEFAULT = r"\(default:? [^)]*\)|\[default: |[;,] default: |\bby default\b"
-DURATION_WORDS = "is not a duration; write e.g. 500ms, 30s, 2m, 1h or 1h30m"
+DURATION_WORDS = (
+    "is not a duration; write numbers with units ms, s, m, h or d, e.g. 500ms, 1.5s, 2m, "
+    "1h30m or 10d"
+)
 
 
 def _commands(command: click.Command, path: list[str]) -> Iterator[tuple[list[str], click.Command]]:

@@ -105,6 +105,9 @@ def test_another_unknown_command_keeps_clicks_suggestion() -> None:
         (["timers", "list"], "--count", "--limit"),
         (["dead", "list"], "--count", "--limit"),
         (["schedules", "backfill", "hb"], "--count", "--limit"),
+        (["heartbeat", "x"], "--in", "--extend"),
+        (["schedule", "x"], "--delay", "--in"),
+        (["reschedule", "x"], "--extend", "--in"),
     ],
 )
 def test_a_synonym_of_a_count_option_is_told_the_commands_own(
@@ -112,7 +115,8 @@ def test_a_synonym_of_a_count_option_is_told_the_commands_own(
 ) -> None:
     """`tickwheel demo --count 10` said "Did you mean '--json'?" (click's nearest spelling),
     where the option meant is --timers: a synonym of a command's count option is told
-    that option."""
+    that option; so is a sibling command's word (heartbeat's --extend is schedule's
+    --in: `heartbeat x --in 30s` said "Did you mean '--json'?")."""
     said = usage_error(*command, given, "10")
     assert said == f"Error: No such option {given!r}. Did you mean {meant!r}?", said
 

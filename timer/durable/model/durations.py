@@ -17,7 +17,10 @@ TEN_YEARS_MS = TEN_YEARS_DAYS * DAY_MS
 MAX_DURATION_MS = TEN_YEARS_MS  # the longest a duration written as text may be
 # How a text that is no duration is refused, by every option that takes one (one taking
 # a bare number as well says what that number is after it).
-NOT_A_DURATION = "is not a duration; write e.g. 500ms, 30s, 2m, 1h or 1h30m"
+NOT_A_DURATION = (
+    "is not a duration; write numbers with units ms, s, m, h or d, e.g. 500ms, 1.5s, 2m, "
+    "1h30m or 10d"
+)
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 
 
