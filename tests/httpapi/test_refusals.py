@@ -170,7 +170,7 @@ def test_a_batch_item_with_a_null_field_is_taken_as_before_and_the_log_says_so_o
     api, c, _ = quiet
     handlers_module._SAID_NULLS.clear()
     ns = f"/v1/namespaces/{c.namespace}"
-    items = [{"id": f"n:{n}", "delay_ms": 60_000, n: None} for n in NULLABLE]
+    items: list[dict[str, Any]] = [{"id": f"n:{n}", "delay_ms": 60_000, n: None} for n in NULLABLE]
     items.append({"id": "n:ok", "delay_ms": 60_000, "payload": None})  # a payload may be null
     with caplog.at_level("WARNING", logger="tickwheel.httpapi"):
         status, got = api.call("POST", f"{ns}/timers/batch", {"items": items})
