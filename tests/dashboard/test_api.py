@@ -430,6 +430,31 @@ def test_the_sign_in_page_says_a_wrong_token_was_not_accepted(
         assert script.status_code == 401 and script.json()["error"].startswith("wrong token")
 
 
+def test_a_browser_gets_a_sign_in_page_with_the_one_shared_token_too(client: TimerClient) -> None:
+    """With TICKWHEEL_DASHBOARD_TOKEN (one shared token), a browser opening the page got
+    raw JSON, and /login with no token said "wrong token" (trial 15): it gets the
+    sign-in page, asking for the dashboard's token; a wrong one is said on it (never
+    shown); the right one signs in; a script still gets the JSON words."""
+    html = {"Accept": "text/html,application/xhtml+xml"}
+    with web(client, token="s3cret") as http:
+        first = http.get("/", headers=html)
+        assert first.status_code == 401 and first.headers["content-type"].startswith("text/html")
+        assert "TICKWHEEL_DASHBOARD_TOKEN" in first.text and "not accepted" not in first.text
+        empty = http.get("/login", headers=html)
+        assert empty.status_code == 401 and '<form method="get" action="/login">' in empty.text
+        assert http.get("/login").json()["error"].startswith("no token given"), "a script's"
+        wrong = http.get("/login", params={"token": "n0pe<i>"}, headers=html)
+        assert wrong.status_code == 401 and 'role="alert">That token was not accepted' in wrong.text
+        assert "n0pe" not in wrong.text
+        assert (
+            http.get("/login", params={"token": "n0pe"}).json()["error"].startswith("wrong token")
+        )
+        signed = http.get(
+            "/login", params={"token": "s3cret"}, headers=html, follow_redirects=False
+        )
+        assert signed.status_code == 303 and "tickwheel_token" in signed.headers["set-cookie"]
+
+
 def test_each_user_signs_in_with_a_token_and_a_read_token_changes_nothing(
     client: TimerClient,
     redis_client: redis.Redis,

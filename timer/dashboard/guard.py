@@ -106,7 +106,7 @@ class Guard(BaseHTTPMiddleware):
             if not hmac.compare_digest(given.encode(), self.token.encode()):
                 if bearer:
                     return _refuse(401, WRONG_SHARED_BEARER)
-                return _refuse(
+                return _sign_in_page(request, ask=ASK_SHARED) or _refuse(
                     401,
                     "this dashboard needs its token: open /login?token=… or send "
                     "Authorization: Bearer …",
@@ -170,11 +170,20 @@ class Guard(BaseHTTPMiddleware):
     def login(self, request: Request) -> Response:
         assert self.token is not None
         given = request.query_params.get("token", "")
+        if not given:
+            return _sign_in_page(request, ask=ASK_SHARED) or _refuse(
+                401,
+                "no token given: open /login?token=… with the token the dashboard was "
+                "started with (TICKWHEEL_DASHBOARD_TOKEN)",
+            )
         if hmac.compare_digest(given.encode(), self.token.encode()):
             response = RedirectResponse("/", status_code=303)
             response.set_cookie(COOKIE, given, httponly=True, samesite="strict")
             return response
-        return _refuse(401, "wrong token")
+        return _sign_in_page(request, WRONG_SHARED_SIGN_IN, ask=ASK_SHARED) or _refuse(
+            401,
+            "wrong token: give the one the dashboard was started with (TICKWHEEL_DASHBOARD_TOKEN)",
+        )
 
     def cross_site(self, request: Request) -> str:
         """Why a state-changing request is not from this dashboard's page ('' if it is)."""
@@ -218,8 +227,7 @@ input{width:100%;font:inherit;padding:6px;margin:8px 0}button{font:inherit;paddi
 .refused{border-left:4px solid #b3261e;padding:6px 10px;background:#fdecea;color:#5f1410}
 </style></head><body>
 <h1>Sign in</h1>
-{refused}<p>This dashboard asks for a token: paste one that <code>tickwheel tokens create</code>
-printed (a read token shows, a write token may act too).</p>
+{refused}<p>{ask}</p>
 <form method="get" action="/login"><label>Token
 <input name="token" type="password" autocomplete="off" placeholder="tw_…" required autofocus>
 </label><button type="submit">Sign in</button></form>
@@ -227,6 +235,16 @@ printed (a read token shows, a write token may act too).</p>
 """
 
 
+# What the sign-in page asks for: a token of the token file, or the one shared token
+ASK_FILE = (
+    "This dashboard asks for a token: paste one that <code>tickwheel tokens create</code>\n"
+    "printed (a read token shows, a write token may act too)."
+)
+ASK_SHARED = (
+    "This dashboard asks for its token: paste the one it was started with\n"
+    "(its <code>TICKWHEEL_DASHBOARD_TOKEN</code>)."
+)
+WRONG_SHARED_SIGN_IN = "That token was not accepted: paste the one the dashboard was started with."
 # What the sign-in page says above its form when the token typed was refused
 WRONG_SIGN_IN = (
     "That token was not accepted. Paste one that <code>tickwheel tokens create</code> printed: "
@@ -235,7 +253,7 @@ WRONG_SIGN_IN = (
 )
 
 
-def _sign_in_page(request: Request, refused: str = "") -> Response | None:
+def _sign_in_page(request: Request, refused: str = "", ask: str = ASK_FILE) -> Response | None:
     """The sign-in page, for a browser opening a page (not for a script or the page's
     own requests, which get the JSON refusal): it showed them raw JSON. ``refused``
     (markup of ours, never the token typed): why the last try was not let in."""
@@ -245,7 +263,8 @@ def _sign_in_page(request: Request, refused: str = "") -> Response | None:
     policy = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'"
     headers = {"Content-Security-Policy": policy, "X-Content-Type-Options": "nosniff"}
     said = f'<p class="refused" role="alert">{refused}</p>\n' if refused else ""
-    return HTMLResponse(SIGN_IN.replace("{refused}", said), status_code=401, headers=headers)
+    page = SIGN_IN.replace("{refused}", said).replace("{ask}", ask)
+    return HTMLResponse(page, status_code=401, headers=headers)
 
 
 def _refuse(status: int, message: str) -> JSONResponse:
