@@ -12,6 +12,7 @@ from timer.durable.model.durations import (
     NOT_A_DURATION,
     TEN_YEARS_DAYS,
     TEN_YEARS_MS,
+    format_duration_ms,
     parse_duration_ms,
 )
 from timer.errors import quoted
@@ -100,6 +101,19 @@ class Millis(_Parsed):
     name = "ms"
     parse = staticmethod(parse_millis)
 
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> int:
+        ms = super().convert(value, param, ctx)
+        text = str(value).strip()
+        if not isinstance(value, int) and 0 < ms < BARE_MILLIS_SAID and text.isdigit():
+            _say_bare(  # 30: milliseconds, or seconds meant?
+                param,
+                f"{text} is {text} milliseconds; write {text}ms to say so, or {text}s "
+                "if you meant seconds",
+            )
+        return ms
+
 
 class Instant(_Parsed):
     name = "iso-time"
@@ -115,9 +129,33 @@ class Seconds(click.ParamType):  # type: ignore[type-arg]  # click stubs vary by
         self, value: object, param: click.Parameter | None, ctx: click.Context | None
     ) -> float:
         try:
-            return parse_seconds(str(value))
+            seconds = parse_seconds(str(value))
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
+        text = str(value).strip()
+        if seconds >= BARE_SECONDS_SAID and _bare(text):  # 5000: seconds, or ms meant?
+            read = format_duration_ms(round(seconds * 1000))
+            meant = format_duration_ms(round(seconds))
+            _say_bare(param, f"{text} is {text} seconds ({read}); write {text}s to say so, "
+                      f"or {meant} if you meant {text} ms")  # fmt: skip
+        return seconds
+
+
+# A bare number this large for seconds, or this small for milliseconds, is said back in
+# the unit it is read in (taken as before: a script relying on it keeps working): an
+# option of the other unit is one command away (`wait --timeout 5000` is 83 minutes;
+# `demo --lease 2000` is 2 s).
+BARE_SECONDS_SAID = 1000
+BARE_MILLIS_SAID = 100
+
+
+def _bare(text: str) -> bool:
+    return bool(text) and text.replace(".", "", 1).isdigit()
+
+
+def _say_bare(param: click.Parameter | None, said: str) -> None:
+    name = param.opts[0] if param is not None and param.opts else "the option"
+    click.echo(f"Warning: {name} {said}", err=True)
 
 
 SECONDS = Seconds()

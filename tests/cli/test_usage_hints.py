@@ -243,3 +243,31 @@ def test_an_example_in_an_error_is_quoted_as_json_quotes_it(
     assert out.exit_code == 3, out.output
     assert example in out.output, out.output
     assert "'" not in out.output, out.output
+
+
+@pytest.mark.parametrize(
+    ("args", "warned"),
+    [
+        (["probe", "127.0.0.1:1", "--timeout", "5000"],
+         "Warning: --timeout 5000 is 5000 seconds (1h23m20s); write 5000s to say so, "
+         "or 5s if you meant 5000 ms"),
+        (["probe", "127.0.0.1:1", "--timeout", "1"], None),
+        (["probe", "127.0.0.1:1", "--timeout", "5000ms"], None),
+        (["worker", "--lease-ms", "50"],
+         "Warning: --lease-ms 50 is 50 milliseconds; write 50ms to say so, or 50s if you "
+         "meant seconds"),
+        (["worker", "--lease-ms", "250"], None),
+        (["worker", "--lease-ms", "50ms"], None),
+    ],
+)  # fmt: skip
+def test_a_bare_number_in_the_unit_less_likely_meant_is_taken_and_said_back(
+    args: list[str], warned: str | None
+) -> None:
+    """A bare number is seconds for some options and milliseconds for others (`wait
+    --timeout 5000` waited 83 minutes; `demo --lease 2000` is 2 s): taken as before (a
+    script relying on it keeps working), and one far from the other unit's sense is
+    said back with its unit, with the other reading's spelling."""
+    out = CliRunner().invoke(main, args)
+    warnings = [line for line in out.stderr.splitlines() if line.startswith("Warning:")]
+    assert warnings == ([warned] if warned else []), out.output
+    assert out.exit_code != 0  # nothing answers at port 1; a lease under 300 ms is refused
