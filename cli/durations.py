@@ -97,6 +97,28 @@ class Duration(_Parsed):
     parse = staticmethod(parse_duration_ms)
 
 
+class DurationOr(Duration):
+    """A duration with a unit, for an option with a sibling that takes a bare number of
+    milliseconds (``worker --lease`` and ``--lease-ms``): a bare number is refused saying
+    where it goes."""
+
+    def __init__(self, ms_option: str) -> None:
+        self.ms_option = ms_option
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> int:
+        text = str(value).strip()
+        if not isinstance(value, int) and text.isdigit():
+            self.fail(
+                f"{quoted(text)} {NOT_A_DURATION}; or give {self.ms_option} {text} for "
+                "milliseconds",
+                param,
+                ctx,
+            )
+        return super().convert(value, param, ctx)
+
+
 class Millis(_Parsed):
     name = "ms"
     parse = staticmethod(parse_millis)

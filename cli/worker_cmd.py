@@ -12,7 +12,7 @@ from timer.worker import Worker, WorkerSettings
 from timer.worker.settings import default_worker_id
 
 from .app import App, errors, pass_app, require_extra, starts_server
-from .durations import DURATION, MILLIS
+from .durations import DURATION, MILLIS, DurationOr
 from .service import (
     announce,
     connect,
@@ -32,7 +32,7 @@ from .starting import running
 @click.option(
     "--lease",
     "lease",
-    type=DURATION,
+    type=DurationOr("--lease-ms"),
     default=None,
     help="Shard lease TTL, e.g. 5s: a dead worker's shards move after it.  [default: 5s]",
 )
@@ -46,7 +46,7 @@ from .starting import running
 @click.option(
     "--horizon",
     "horizon",
-    type=DURATION,
+    type=DurationOr("--horizon-ms"),
     default=None,
     help="How far ahead timers are held in memory, e.g. 10s.  [default: 10s]",
 )

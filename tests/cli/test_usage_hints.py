@@ -271,3 +271,12 @@ def test_a_bare_number_in_the_unit_less_likely_meant_is_taken_and_said_back(
     warnings = [line for line in out.stderr.splitlines() if line.startswith("Warning:")]
     assert warnings == ([warned] if warned else []), out.output
     assert out.exit_code != 0  # nothing answers at port 1; a lease under 300 ms is refused
+
+
+def test_worker_lease_as_a_bare_number_is_told_its_ms_sibling() -> None:
+    """`worker --lease 2000` said only that 2000 is not a duration, while `demo --lease
+    2000` takes it as milliseconds: it says where a number of milliseconds goes."""
+    for option in ("--lease", "--horizon"):
+        said = usage_error("worker", option, "2000")
+        assert said.endswith(f"; or give {option}-ms 2000 for milliseconds"), said
+    assert "-ms" not in usage_error("worker", "--lease", "2x")
