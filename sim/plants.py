@@ -87,6 +87,22 @@ def _slot_back_at_timeout() -> Callable[[], None]:
     return undo
 
 
+def _late_return_taken() -> Callable[[], None]:
+    """A handler that returns past its timeout before the reading thread released it is
+    acknowledged, as if on time (the timeout holds only when the reader keeps up)."""
+    original = threads.ThreadRunner._past_timeout
+
+    def past_timeout(self: threads.ThreadRunner, took: float, timeout: float | None) -> bool:
+        return False
+
+    threads.ThreadRunner._past_timeout = past_timeout  # type: ignore[method-assign]
+
+    def undo() -> None:
+        threads.ThreadRunner._past_timeout = original  # type: ignore[method-assign]
+
+    return undo
+
+
 def _lower_priorities_first() -> Callable[[], None]:
     """The firer sends its round trips lowest priority first."""
     original = firing.Firer._trips
@@ -179,6 +195,11 @@ PLANTS: dict[str, Plant] = {
         "a limit's slot goes back at a handler's timeout while the handler still runs",
         patch=_slot_back_at_timeout,
         seed=1,  # two at once of a key needs a handler parked past its timeout
+    ),
+    "late": Plant(
+        "a handler returning past its timeout before its release is acknowledged",
+        patch=_late_return_taken,
+        seed=2,  # a handler's return after a stretch with no turn of its runner
     ),
     "priority": Plant(
         "the firer sends its round trips lowest priority first",

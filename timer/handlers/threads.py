@@ -123,7 +123,7 @@ class ThreadRunner:
             self.running.pop(key, None)
             late = key in self.abandoned
             self.abandoned.discard(key)
-        if not late and timeout is not None and took > timeout:
+        if not late and self._past_timeout(took, timeout):
             # Past its timeout, and not released: stepped (nothing can release a handler
             # on the reading thread), or the reading thread did not get the core before
             # it returned (a busy machine). Either way it is settled as a released one
@@ -144,6 +144,10 @@ class ThreadRunner:
             )
         else:
             self.settler.settle(d, error, started)
+
+    def _past_timeout(self, took: float, timeout: float | None) -> bool:
+        """Whether a handler that returned after ``took`` seconds ran past its timeout."""
+        return timeout is not None and took > timeout
 
     def _next_deadline(self) -> float:
         """When (monotonic s) the first running sync handler reaches its timeout: the
