@@ -306,6 +306,18 @@ def _not_taken(command: click.Command, name: str, why: str) -> click.Option:
     return click.Option([name], expose_value=False, hidden=True, is_flag=flag, callback=ignore)
 
 
+def hides_globals(*names: str) -> Callable[[C], C]:
+    """For a command that takes global options ``names`` only to say they do nothing
+    there (``server start`` acts on the embedded server whatever --redis-url says): its
+    --help does not offer them."""
+
+    def mark(command: C) -> C:
+        command.tickwheel_hidden = names  # type: ignore[attr-defined]
+        return command
+
+    return mark
+
+
 # a command whose namespace, given none, is not `default`
 NAMESPACE_DEFAULT = {"demo": "a namespace of its own, demo-<time>, dropped at its end"}
 
@@ -353,4 +365,5 @@ def accept_global_options(group: click.Group) -> None:
             ),
         ):
             if option.opts[0] not in taken:
+                option.hidden = option.opts[0] in getattr(command, "tickwheel_hidden", ())
                 command.params.append(option)

@@ -12,11 +12,12 @@ from timer.redis.redaction import redact_url
 from timer.testing import find_server_binary
 
 from . import embedded
-from .app import App, errors, pass_app, warn
+from .app import App, errors, hides_globals, pass_app, warn
 from .choice import Choice
 from .output import emit, pairs
 
 
+@hides_globals("--redis-url", "--namespace")
 @click.group()
 def server() -> None:
     """The embedded server the CLI uses when no --redis-url is given.
@@ -59,6 +60,7 @@ def _say_url_ignored(app: App) -> None:
     )
 
 
+@hides_globals("--redis-url", "--namespace")
 @server.command()
 @click.option(
     "--binary",
@@ -125,6 +127,7 @@ def _same_binary(given: str, running: str) -> bool:
         return False
 
 
+@hides_globals("--redis-url", "--namespace")
 @server.command()
 @pass_app
 def stop(app: App) -> None:
@@ -146,6 +149,7 @@ def stop(app: App) -> None:
         )
 
 
+@hides_globals("--redis-url", "--namespace")
 @server.command()
 @pass_app
 def status(app: App) -> None:

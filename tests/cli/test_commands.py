@@ -641,3 +641,16 @@ def test_a_global_option_a_command_would_ignore_is_said_and_ignored(
     assert result.output.replace(result.output.splitlines()[0] + "\n", "", 1) == plain.output
     shown = CliRunner().invoke(main, [*args[: 2 if args[0] == "tokens" else 1], "--help"]).output
     assert "--redis-url" not in shown and "--json" in shown, shown
+
+
+@pytest.mark.parametrize("command", [["server"], ["server", "start"], ["server", "status"],
+                                     ["server", "stop"]])  # fmt: skip
+def test_server_help_offers_no_redis_url_it_would_ignore(command: list[str]) -> None:
+    """`tickwheel server …` manages the embedded server whatever --redis-url says (it
+    notes that it is ignored): its --help listed --redis-url and --namespace (trial 15).
+    It still takes them, as before, saying so."""
+    shown = CliRunner().invoke(main, [*command, "--help"]).output
+    assert "--redis-url" not in shown.split("Options:")[1], shown
+    assert "--namespace" not in shown and "--json" in shown, shown
+    noted = CliRunner().invoke(main, ["server", "status", "--redis-url", "redis://h:1"])
+    assert "Note: --redis-url redis://h:1 is ignored" in noted.output, noted.output
