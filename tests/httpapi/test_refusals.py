@@ -14,8 +14,7 @@ import redis
 
 from tests.integration.conftest import namespace_keys
 from timer import TimerClient
-from timer.httpapi import app as app_module
-from timer.httpapi import handlers as handlers_module
+from timer.httpapi import context
 from timer.httpapi.schemas import TIMER_FIELDS
 from timer.httpapi.tokens import TokenFile
 from timer.testing import RedisServer
@@ -168,7 +167,7 @@ def test_a_batch_item_with_a_null_field_is_taken_as_before_and_the_log_says_so_o
     whose serializer writes null for what is unset must keep working on upgrade: the
     field is left out, and the server's log says once that the single POST refuses it."""
     api, c, _ = quiet
-    handlers_module._SAID_NULLS.clear()
+    context.SAID_ONCE.discard("nulls")
     ns = f"/v1/namespaces/{c.namespace}"
     items: list[dict[str, Any]] = [{"id": f"n:{n}", "delay_ms": 60_000, n: None} for n in NULLABLE]
     items.append({"id": "n:ok", "delay_ms": 60_000, "payload": None})  # a payload may be null
@@ -267,7 +266,7 @@ def test_a_body_in_utf16_or_utf32_is_taken_as_before_and_logged_once(
     """Earlier releases took a body in UTF-16 or UTF-32 (Python's parser guesses them):
     a client sending one keeps working, and the server's log says once to send UTF-8."""
     api, c, _ = quiet
-    app_module._SAID_WIDE.clear()
+    context.SAID_ONCE.discard("wide")
     with caplog.at_level("WARNING", logger="tickwheel.httpapi"):
         for n in range(2):
             body = json.dumps({"id": f"wide:{encoding}:{n}", "delay_ms": 60_000})

@@ -30,7 +30,16 @@ from timer.durable.model.codec import MAX_PAYLOAD_DEPTH, jsonable
 from timer.errors import ConfigError
 
 from . import handlers, openapi
-from .context import LATENCY, REQUESTS, Call, Clients, Handler, error, from_exception
+from .context import (
+    LATENCY,
+    REQUESTS,
+    Call,
+    Clients,
+    Handler,
+    error,
+    first_time,
+    from_exception,
+)
 from .routing import RawRoute, cross_site
 from .schemas import whole_numbers
 from .spec import ENDPOINTS, MAX_BODY_BYTES, Endpoint
@@ -270,17 +279,13 @@ def strict_json(raw: bytes) -> Any:
         text = raw.decode("utf-8-sig")
     else:
         text = raw.decode(wide)  # its own UnicodeDecodeError if it is not that either
-        if not _SAID_WIDE:
-            _SAID_WIDE.append(wide)
+        if first_time("wide"):
             log.warning(
                 "a request body came in %s: taken, as earlier releases took it; JSON is "
                 "UTF-8 (RFC 8259), and a later release may refuse another encoding",
                 wide.upper(),
             )
     return json.loads(text, parse_constant=_constant, object_pairs_hook=_object)
-
-
-_SAID_WIDE: list[str] = []  # the log says once a process that a body was not UTF-8
 
 
 def json_depth(value: Any) -> int:

@@ -145,3 +145,16 @@ class Call:
         self.body = body
         self.client: AsyncTimerClient = client
         self.clients = clients
+
+
+# What the server's log says once a process: an input an earlier release took, still taken
+# (a client relying on it keeps working), that a later one may refuse
+SAID_ONCE: set[str] = set()
+
+
+def first_time(what: str) -> bool:
+    """True the first time ``what`` is asked of this process (it is then said)."""
+    if what in SAID_ONCE:
+        return False
+    SAID_ONCE.add(what)
+    return True

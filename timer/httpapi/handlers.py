@@ -23,7 +23,7 @@ from timer.redis import connections
 from timer.redis.store import RedisSettings
 from timer.shapes import dead_letter_json, group_json, outcome_json, timer_info_json, timer_json
 
-from .context import METRICS, MULTIPROC_ENV, Call, Clients, Handler, error_of
+from .context import METRICS, MULTIPROC_ENV, Call, Clients, Handler, error_of, first_time
 from .schemas import SCHEDULE, whole_numbers
 from .words import item_problems, shown
 
@@ -73,17 +73,13 @@ def _nulls_left_out(item: Any) -> Any:
     kept working); ``POST …/timers`` refuses them, so the log says so once."""
     if not isinstance(item, dict) or all(v is not None for k, v in item.items() if k != "payload"):
         return item
-    if not _SAID_NULLS:
-        _SAID_NULLS.append(True)
+    if first_time("nulls"):
         log.warning(
             "a batch item gave %s as null: left out, as earlier releases took it; POST "
             "…/timers refuses a null field, so leave it out instead",
             ", ".join(sorted(k for k, v in item.items() if v is None and k != "payload")),
         )
     return {k: v for k, v in item.items() if v is not None or k == "payload"}
-
-
-_SAID_NULLS: list[bool] = []  # the log says once a process that a batch had a null
 
 
 async def get(call: Call) -> dict[str, Any]:
@@ -229,10 +225,9 @@ def _dead_batch(action: str) -> Callable[[Call], Awaitable[dict[str, Any]]]:
     async def act(call: Call) -> dict[str, Any]:
         c, b = _sync(call), call.body
         unconfirmed = "refs" not in b and b.get("expect") is None
-        if unconfirmed and action not in _SAID_UNCONFIRMED:
+        if unconfirmed and first_time(f"unconfirmed {action}"):
             # A selection acted on with no count confirmed ({} is every dead letter): done,
             # as in earlier releases (a client relying on it keeps working), and said.
-            _SAID_UNCONFIRMED.add(action)
             log.warning("POST …/dead/%s: %s", action, UNCONFIRMED)
         do = c.redeliver_dead_letters if action == "redeliver" else c.drop_dead_letters
         done = await asyncio.to_thread(
@@ -255,7 +250,6 @@ UNCONFIRMED = (
     "acted on as it was before expect existed; send expect (GET …/dead with that filter "
     "lists them): another count selected by then is a 409 and nothing is done"
 )
-_SAID_UNCONFIRMED: set[str] = set()  # logged once a process, for each action
 
 
 async def dead_letter(call: Call) -> dict[str, Any]:
