@@ -420,7 +420,7 @@ def test_the_sign_in_page_says_a_wrong_token_was_not_accepted(
         assert first.status_code == 401 and "not accepted" not in first.text
         r = http.get("/login", params={"token": typed}, headers=html)
         assert r.status_code == 401 and r.headers["content-type"].startswith("text/html")
-        assert '<form method="get" action="/login">' in r.text
+        assert '<form method="post" action="/login">' in r.text
         assert 'role="alert">That token was not accepted.' in r.text
         for told in ("tickwheel tokens list</code> shows the tokens' names only",
                      "make a new one with <code>tickwheel tokens create</code>"):  # fmt: skip
@@ -441,7 +441,7 @@ def test_a_browser_gets_a_sign_in_page_with_the_one_shared_token_too(client: Tim
         assert first.status_code == 401 and first.headers["content-type"].startswith("text/html")
         assert "TICKWHEEL_DASHBOARD_TOKEN" in first.text and "not accepted" not in first.text
         empty = http.get("/login", headers=html)
-        assert empty.status_code == 401 and '<form method="get" action="/login">' in empty.text
+        assert empty.status_code == 401 and '<form method="post" action="/login">' in empty.text
         assert http.get("/login").json()["error"].startswith("no token given"), "a script's"
         wrong = http.get("/login", params={"token": "n0pe<i>"}, headers=html)
         assert wrong.status_code == 401 and 'role="alert">That token was not accepted' in wrong.text
@@ -453,6 +453,41 @@ def test_a_browser_gets_a_sign_in_page_with_the_one_shared_token_too(client: Tim
             "/login", params={"token": "s3cret"}, headers=html, follow_redirects=False
         )
         assert signed.status_code == 303 and "tickwheel_token" in signed.headers["set-cookie"]
+
+
+def test_the_sign_in_form_posts_its_token_and_refuses_another_sites(
+    client: TimerClient, tmp_path: Path
+) -> None:
+    """The sign-in page's form sent the token in the query (GET), so it landed in the
+    browser's history and any proxy's log: it POSTs it, and a POST signs in as the link
+    does (303 and the cookie), for a token file's token and the one shared token. A
+    sign-in POSTed by another site's page is refused and sets no cookie (it would sign
+    the user in as the attacker); a body that is not a form, or too big, is refused."""
+    tokens = TokenFile(tmp_path / "tokens.json")
+    _, viewer = tokens.create("read", [client.namespace], name="viewer")
+    own = {"Origin": BASE, "Sec-Fetch-Site": "same-origin", "Accept": "text/html"}
+    for app, token in ((create_app(client, tokens=tokens), viewer),
+                       (create_app(client, token="s3cret"), "s3cret")):  # fmt: skip
+        with TestClient(app, base_url=BASE) as http:
+            page = http.get("/", headers={"Accept": "text/html"})
+            assert '<form method="post" action="/login">' in page.text
+            wrong = http.post("/login", data={"token": "n0pe"}, headers=own)
+            assert wrong.status_code == 401 and "not accepted" in wrong.text
+            assert "set-cookie" not in wrong.headers and "n0pe" not in wrong.text
+            evil = {**own, "Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site"}
+            forged = http.post("/login", data={"token": token}, headers=evil)
+            assert forged.status_code == 403 and "set-cookie" not in forged.headers
+            assert forged.json()["error"].startswith("refused a cross-site sign-in")
+            as_json = http.post("/login", json={"token": token}, headers=own)
+            assert as_json.status_code == 415 and "set-cookie" not in as_json.headers
+            big = http.post("/login", data={"token": token, "x": "y" * 5000}, headers=own)
+            assert big.status_code == 413 and "set-cookie" not in big.headers
+            assert http.put("/login", headers=own).status_code == 405
+            assert http.get("/api/overview").status_code == 401, "nothing signed in yet"
+            signed = http.post("/login", data={"token": token}, headers=own, follow_redirects=False)
+            assert signed.status_code == 303 and signed.headers["location"] == "/"
+            assert "tickwheel_token" in signed.headers["set-cookie"]
+            assert http.get("/api/overview").status_code == 200
 
 
 def test_each_user_signs_in_with_a_token_and_a_read_token_changes_nothing(
@@ -479,7 +514,7 @@ def test_each_user_signs_in_with_a_token_and_a_read_token_changes_nothing(
         # a browser opening the page gets a page to sign in on, not the JSON refusal
         page = anonymous.get("/", headers={"Accept": "text/html,application/xhtml+xml"})
         assert page.status_code == 401 and page.headers["content-type"].startswith("text/html")
-        assert '<form method="get" action="/login">' in page.text
+        assert '<form method="post" action="/login">' in page.text
         bare = anonymous.get("/login")
         assert bare.status_code == 401 and bare.json()["error"].startswith("no token given")
     caplog.set_level("INFO", logger="tickwheel.dashboard")

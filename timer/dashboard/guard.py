@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -95,13 +96,18 @@ class Guard(BaseHTTPMiddleware):
                 "with --allowed-host NAME to serve that name",
             )
         bearer = _bearer(request)
+        typed: str | None = None  # the token a sign-in gave (/login only)
+        if request.url.path == "/login" and (self.tokens is not None or self.token is not None):
+            typed, refusal = await _login_token(request)
+            if refusal is not None:
+                return refusal
         if self.tokens is not None:
-            refused = self.sign_in(request, bearer)
+            refused = self.sign_in(request, bearer, typed)
             if refused is not None:
                 return refused
         elif self.token is not None:
-            if request.url.path == "/login":
-                return self.login(request)
+            if typed is not None:
+                return self.login(request, typed)
             given = bearer or request.cookies.get(COOKIE, "")
             if not hmac.compare_digest(given.encode(), self.token.encode()):
                 if bearer:
@@ -117,13 +123,14 @@ class Guard(BaseHTTPMiddleware):
                 return _refuse(403, f"refused a cross-site request: {why}")
         return await call_next(request)
 
-    def sign_in(self, request: Request, bearer: str) -> Response | None:
-        """The user's token from the file (or a refusal): /login?token=… sets its cookie;
-        a GET needs ``read`` on the request's namespace, anything else ``write``."""
+    def sign_in(self, request: Request, bearer: str, typed: str | None) -> Response | None:
+        """The user's token from the file (or a refusal): a sign-in (``typed``, from
+        /login) sets its cookie; a GET needs ``read`` on the request's namespace, anything
+        else ``write``."""
         assert self.tokens is not None
         try:
-            if request.url.path == "/login":
-                given = request.query_params.get("token", "")
+            if typed is not None:
+                given = typed
                 if not given:
                     return _sign_in_page(request) or _refuse(
                         401,
@@ -167,9 +174,8 @@ class Guard(BaseHTTPMiddleware):
         request.state.user = user
         return None
 
-    def login(self, request: Request) -> Response:
+    def login(self, request: Request, given: str) -> Response:
         assert self.token is not None
-        given = request.query_params.get("token", "")
         if not given:
             return _sign_in_page(request, ask=ASK_SHARED) or _refuse(
                 401,
@@ -214,6 +220,36 @@ def who(user: Token | None) -> str:
     return repr(user.name) if user.name else f"id {user.id}"
 
 
+LOGIN_BODY_LIMIT = 4096  # a token is 62 characters; a form of more is not a sign-in
+
+
+async def _login_token(request: Request) -> tuple[str, Response | None]:
+    """The token a sign-in gave, or why it is refused: the sign-in page's form POSTs it
+    (so it never lands in the browser's history or a proxy's log, as a query does);
+    ``/login?token=…``, the link ``tickwheel dashboard`` prints, still signs in. A POST
+    from another site's page is refused (it would sign the user in as someone else)."""
+    if request.method in ("GET", "HEAD"):
+        return request.query_params.get("token", ""), None
+    if request.method != "POST":
+        return "", _refuse(405, "sign in with GET /login?token=… or the sign-in page's form")
+    why = cross_site(request, "dashboard", navigation=False)
+    if why:
+        return "", _refuse(403, f"refused a cross-site sign-in: {why}")
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/x-www-form-urlencoded":
+        return "", _refuse(415, "sign in with the form's body: token=… (form-urlencoded)")
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > LOGIN_BODY_LIMIT:
+            return "", _refuse(413, f"a sign-in is at most {LOGIN_BODY_LIMIT} bytes")
+    try:
+        fields = urllib.parse.parse_qs(body.decode(), max_num_fields=10)
+    except (UnicodeDecodeError, ValueError):
+        return "", _refuse(400, "sign in with the form's body: token=… (form-urlencoded)")
+    return (fields.get("token") or [""])[0], None
+
+
 def _bearer(request: Request) -> str:
     header = request.headers.get("authorization", "")
     return header[7:] if header.lower().startswith("bearer ") else ""
@@ -228,7 +264,7 @@ input{width:100%;font:inherit;padding:6px;margin:8px 0}button{font:inherit;paddi
 </style></head><body>
 <h1>Sign in</h1>
 {refused}<p>{ask}</p>
-<form method="get" action="/login"><label>Token
+<form method="post" action="/login"><label>Token
 <input name="token" type="password" autocomplete="off" placeholder="tw_…" required autofocus>
 </label><button type="submit">Sign in</button></form>
 </body></html>
@@ -257,7 +293,8 @@ def _sign_in_page(request: Request, refused: str = "", ask: str = ASK_FILE) -> R
     """The sign-in page, for a browser opening a page (not for a script or the page's
     own requests, which get the JSON refusal): it showed them raw JSON. ``refused``
     (markup of ours, never the token typed): why the last try was not let in."""
-    wants_page = request.method == "GET" and "text/html" in request.headers.get("accept", "")
+    asked = request.method == "GET" or (request.method == "POST" and request.url.path == "/login")
+    wants_page = asked and "text/html" in request.headers.get("accept", "")
     if not wants_page:
         return None
     policy = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'"
