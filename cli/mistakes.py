@@ -3,11 +3,14 @@ command goes, or a count option under another command's name for it.
 
 click's own suggestion is a close spelling ("--count" → "--json" for `demo`, whose count
 is ``--timers``): right for a typo, wrong for a synonym. Elsewhere click's words stay.
+Under ``--json`` a usage error is one JSON object on stderr, as every error then is.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from typing import IO, Any
 
 import click
 
@@ -66,8 +69,49 @@ def synonym(exc: click.NoSuchOption) -> click.NoSuchOption:
     return click.NoSuchOption(exc.option_name, message=said, ctx=ctx)
 
 
+def asks_json(args: list[str]) -> bool:
+    """Whether a command line asks for ``--json`` (before or after the command, not as
+    what follows ``--``)."""
+    return "--json" in (args[: args.index("--")] if "--" in args else args)
+
+
+class JsonUsageError(click.UsageError):
+    """A usage error of a command line that asked for ``--json``: one JSON object on
+    stderr, as every other error then is (``error``, ``kind``, ``exit_code``, and
+    ``help``, the command to run for the usage), not click's three lines of text."""
+
+    def __init__(self, error: click.UsageError) -> None:
+        super().__init__(error.format_message(), error.ctx)
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        said: dict[str, object] = {
+            "error": self.message,
+            "kind": "UsageError",
+            "exit_code": self.exit_code,
+        }
+        if self.ctx is not None:
+            said["help"] = f"{self.ctx.command_path} --help"
+        click.echo(json.dumps(said), err=True)
+
+
 class TickwheelGroup(click.Group):
-    """The root group: its usage errors say what was meant, for the mistakes above."""
+    """The root group: its usage errors say what was meant, for the mistakes above (as
+    one JSON object when the command line asked for ``--json``)."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        asked = asks_json(args)
+        try:
+            ctx = super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:
+            raise (JsonUsageError(exc) if asked else exc) from None
+        ctx.meta["tickwheel.json_asked"] = asked
+        return ctx
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]
@@ -93,5 +137,8 @@ class TickwheelGroup(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
-        except click.NoSuchOption as exc:
-            raise synonym(exc) from None
+        except click.UsageError as exc:
+            said = synonym(exc) if isinstance(exc, click.NoSuchOption) else exc
+            if ctx.meta.get("tickwheel.json_asked") and not isinstance(said, JsonUsageError):
+                said = JsonUsageError(said)
+            raise said from None

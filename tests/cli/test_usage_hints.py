@@ -3,6 +3,7 @@ the command goes, a count option under another command's name for it. No server.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -280,3 +281,37 @@ def test_worker_lease_as_a_bare_number_is_told_its_ms_sibling() -> None:
         said = usage_error("worker", option, "2000")
         assert said.endswith(f"; or give {option}-ms 2000 for milliseconds"), said
     assert "-ms" not in usage_error("worker", "--lease", "2x")
+
+
+@pytest.mark.parametrize(
+    ("args", "said", "help_of"),
+    [
+        (["get", "--json", "--bogus", "x"], "No such option '--bogus'.", "get"),
+        (["--json", "get"], "Missing argument 'TIMER_ID'.", "get"),
+        (["--json", "schedule", "x", "--in", "5q"], "Invalid value for '--in'", "schedule"),
+        (["--json", "bogus"], "No such command 'bogus'.", ""),
+        (["--bogus", "--json"], "No such option '--bogus'.", ""),
+        (["heartbeat", "x", "--in", "5s", "--json"], "Did you mean '--extend'?", "heartbeat"),
+        (["--json", "dead", "list", "--bogus"], "No such option '--bogus'.", "dead list"),
+        (["--json", "redis://bob:s3cretpw@h:1", "get"], "redis://bob:***@h:1", ""),
+    ],
+)  # fmt: skip
+def test_a_usage_error_under_json_is_one_json_object(
+    args: list[str], said: str, help_of: str
+) -> None:
+    """Every error of a command asked for `--json` was one JSON object on stderr except a
+    usage error, click's three lines of text a script could not parse: it is one object
+    too (error, kind, exit_code, and the --help to run), exit 2, nothing on stdout, no
+    password. Without --json the text is as it was; `-- --json` is an argument."""
+    out = CliRunner().invoke(main, args, env=NO_URL)
+    assert out.exit_code == 2 and out.stdout == "", out.output
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1, out.stderr
+    error = json.loads(lines[0])
+    assert error["kind"] == "UsageError" and error["exit_code"] == 2
+    assert said in error["error"] and "s3cretpw" not in out.stderr
+    assert error["help"].split()[1:-1] == help_of.split(), error["help"]
+    text = CliRunner().invoke(main, [a for a in args if a != "--json"], env=NO_URL)
+    assert text.exit_code == 2 and text.stderr.startswith("Usage: "), text.stderr
+    argument = CliRunner().invoke(main, ["get", "--bogus", "--", "--json"], env=NO_URL)
+    assert argument.exit_code == 2 and argument.stderr.startswith("Usage: ")
