@@ -16,7 +16,7 @@ from timer import TimerClient
 from timer.durable.model.keys import NAMESPACES
 
 from ..app import require_extra
-from .reaction import log_dir, pct
+from .reaction import child_env, log_dir, pct
 from .stop import starting
 
 
@@ -43,8 +43,6 @@ def start_worker(
     logs = log_dir()
     logs.mkdir(parents=True, exist_ok=True)
     args = [
-        "--redis-url",
-        url,
         "--namespace",
         ns,
         "worker",
@@ -62,6 +60,7 @@ def start_worker(
             [sys.executable, "-m", "timer.cli", *args],
             stdout=log,
             stderr=subprocess.STDOUT,
+            env=child_env(url),
             start_new_session=True,
         )
 

@@ -31,6 +31,12 @@ def pct(values: list[int], q: float) -> int | None:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def child_env(url: str, **more: str) -> dict[str, str]:
+    """The environment of a process the demo starts: the Redis URL goes in it, never on
+    the command line, which every user of the machine sees (`ps`) with its password."""
+    return {**os.environ, "TICKWHEEL_REDIS_URL": url, **more}
+
+
 class Reaction:
     """The service's reaction to each timeout: ``tickwheel handle`` in its own process,
     running ``timer.cli.demo.handlers:on_timeout`` (one flaky downstream, one poison job)."""
@@ -43,16 +49,14 @@ class Reaction:
         logs.mkdir(parents=True, exist_ok=True)
         self.starts = logs / f"{c.namespace}-handler-starts.log"
         self.out = logs / f"{c.namespace}-handler.json"
-        self.env = {
-            **os.environ,
-            "TICKWHEEL_DEMO_HANDLER_LOG": str(self.starts),
-            "TICKWHEEL_DEMO_POISON": poison,
-        }
+        self.env = child_env(  # the URL with its password: not on the command line
+            url, TICKWHEEL_DEMO_HANDLER_LOG=str(self.starts), TICKWHEEL_DEMO_POISON=poison
+        )
         self.proc: subprocess.Popen[bytes] | None = None
         self.figures: dict[str, Any] = {}
 
     def start(self) -> None:
-        args = ["--redis-url", self.url, "--namespace", self.c.namespace, "--json", "handle"]
+        args = ["--namespace", self.c.namespace, "--json", "handle"]
         args += ["timer.cli.demo.handlers:on_timeout", "--group", self.GROUP]
         args += ["--consumer", "demo-h1", "--max-attempts", "3", "--backoff", "200ms"]
         args += ["--max-backoff", "1s", "--log-level", "WARNING", "--durability", self.durability]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import click
 import pytest
+import redis
 from click.testing import CliRunner
 
 from timer import Backoff, TimerClient
@@ -190,6 +191,24 @@ def test_the_demo_refuses_a_lease_the_workers_would_refuse_before_starting_anyth
     tw("get", "job:{1}", expect=4)  # the namespace was not even initialised
 
 
+def test_the_demos_lease_is_named_as_typed(redis_server: RedisServer, namespace: str) -> None:
+    """`demo --lease 5` warned about "--lease-ms 5", an option the user did not type (and
+    `--lease-ms 5` was refused as "--lease"): the warning and the error name the alias on
+    the command line. Run as a process, as a user does (a test's argv is pytest's)."""
+    for typed in ("--lease", "--lease-ms"):
+        out = subprocess.run(
+            [sys.executable, "-m", "timer.cli", "--redis-url", redis_server.url,
+             "--namespace", namespace, "demo", typed, "5", "--timers", "1"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert out.returncode == 3, out.stderr
+        assert out.stderr.splitlines() == [
+            f"Warning: {typed} 5 is 5 milliseconds; write 5ms to say so, or 5s if you meant "
+            "seconds",
+            f"Error: {typed} must be at least 300ms (got 5ms)",
+        ], out.stderr
+
+
 def _children(pid: int) -> set[int]:
     """The live processes whose parent is ``pid`` (from /proc)."""
     found = set()
@@ -215,18 +234,25 @@ def _alive(pid: int) -> bool:
 
 
 def test_sigterm_to_the_demo_stops_every_process_it_started(
-    redis_server: RedisServer, namespace: str, workdir: Path
+    redis_server: RedisServer, redis_client: redis.Redis, namespace: str, workdir: Path
 ) -> None:
     """The workers and the handler run in sessions of their own (a Ctrl-C in the
     terminal reaches the demo alone); SIGTERM to the demo stops them all, and the demo
-    still ends as SIGTERM ends a process."""
+    still ends as SIGTERM ends a process. The Redis URL's password is on no command line
+    of theirs (`ps` shows those to every user): the demo gave them its URL that way."""
+    password = "Hunter2Secret" + namespace
+    redis_client.acl_setuser(
+        namespace, enabled=True, passwords=[f"+{password}"], keys=["*"], channels=["*"],
+        commands=["+@all"],
+    )  # fmt: skip
+    url = redis_server.url.replace("redis://", f"redis://{namespace}:{password}@", 1)
     demo_proc = subprocess.Popen(
         [
             sys.executable,
             "-m",
             "timer.cli",
             "--redis-url",
-            redis_server.url,
+            url,
             "--namespace",
             namespace,
             "demo",
@@ -248,6 +274,9 @@ def test_sigterm_to_the_demo_stops_every_process_it_started(
         # two workers and the handler: three children
         wait_for(lambda: len(_children(demo_proc.pid)) >= 3, 60, "the workers and the handler")
         started = _children(demo_proc.pid)
+        for pid in started:
+            line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+            assert b"timer.cli" in line and password.encode() not in line, line
         demo_proc.send_signal(signal.SIGTERM)
         assert demo_proc.wait(60) == -signal.SIGTERM
         left = {pid for pid in started if _alive(pid)}
@@ -259,6 +288,7 @@ def test_sigterm_to_the_demo_stops_every_process_it_started(
         if demo_proc.poll() is None:
             demo_proc.kill()
             demo_proc.wait()
+        redis_client.acl_deluser(namespace)
 
 
 @pytest.mark.parametrize(
