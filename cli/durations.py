@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -176,8 +177,21 @@ def _bare(text: str) -> bool:
 
 
 def _say_bare(param: click.Parameter | None, said: str) -> None:
-    name = param.opts[0] if param is not None and param.opts else "the option"
-    click.echo(f"Warning: {name} {said}", err=True)
+    click.echo(f"Warning: {typed_name(param)} {said}", err=True)
+
+
+def typed_name(param: click.Parameter | None, unknown: str = "") -> str:
+    """The name of ``param`` the command line used, of its aliases (``demo --lease`` is
+    ``--lease-ms`` too: a warning naming the one not typed confused); all of them, as
+    ``--lease-ms/--lease``, or ``unknown`` if given, when the command line is not
+    ``sys.argv`` (a test's)."""
+    if param is None or not param.opts:
+        return "the option"
+    if len(param.opts) == 1:
+        return param.opts[0]
+    argv = sys.argv[1:]
+    typed = [o for o in param.opts if any(a == o or a.startswith(o + "=") for a in argv)]
+    return typed[-1] if len(typed) == 1 else unknown or "/".join(param.opts)
 
 
 SECONDS = Seconds()

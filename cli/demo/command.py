@@ -30,7 +30,7 @@ from timer import TimerClient, TimerError
 from timer.worker.settings import WorkerSettings
 
 from ..app import App, errors, pass_app, require_extra, starts_server
-from ..durations import DURATION, MILLIS
+from ..durations import DURATION, MILLIS, typed_name
 from ..output import emit, pairs
 from .parts import Kill, drop_namespace, register_with_spark, start_worker, summarise
 from .progress import Progress
@@ -166,7 +166,10 @@ def demo(
             "--sentinel starts its own Sentinel set: drop --redis-url (and TICKWHEEL_REDIS_URL)"
         )
 
-    with errors({"lease_ms": "--lease"}):  # the workers' own check, before any starts
+    lease = next(p for p in click.get_current_context().command.params if p.name == "lease_ms")
+    with errors(
+        {"lease_ms": typed_name(lease, unknown="--lease")}
+    ):  # the workers' own check, before any starts
         WorkerSettings(lease_ms=lease_ms)
     if use_spark:  # a missing extra is said before any worker or namespace is made
         require_extra("spark", "demo --spark (with Java 17)")
@@ -260,7 +263,8 @@ def _demo(
         c.init(shards=16)
     where = "the demo's Sentinel set" if master_kill is not None else app.safe_url
     kept = " (dropped at the end; give --namespace NAME to keep it)" if made else ""
-    say(f"Namespace {ns!r}{kept} at {where}; starting {n_workers} workers (lease {lease_ms} ms)")
+    workers = f"{n_workers} worker" + ("s" if n_workers != 1 else "")
+    say(f"Namespace {ns!r}{kept} at {where}; starting {workers} (lease {lease_ms} ms)")
     procs: dict[str, subprocess.Popen[bytes]] = {}
     try:
         for i in range(n_workers):
