@@ -129,6 +129,8 @@ class Millis(_Parsed):
     ) -> int:
         ms = super().convert(value, param, ctx)
         text = str(value).strip()
+        if not isinstance(value, int) and text.isdigit() and ctx is not None and param:
+            ctx.meta.setdefault(BARE, set()).add(param.name)
         if not isinstance(value, int) and 0 < ms < BARE_MILLIS_SAID and text.isdigit():
             _say_bare(  # 30: milliseconds, or seconds meant?
                 param,
@@ -174,6 +176,16 @@ BARE_MILLIS_SAID = 100
 
 def _bare(text: str) -> bool:
     return bool(text) and text.replace(".", "", 1).isdigit()
+
+
+BARE = "tickwheel.bare"  # ctx.meta: the options given a bare number of milliseconds
+
+
+def said_bare(name: str) -> bool:
+    """Whether the running command's option ``name`` was given a bare number (``5``, not
+    ``5ms``) that a :class:`Millis` took as milliseconds."""
+    ctx = click.get_current_context(silent=True)
+    return ctx is not None and name in ctx.meta.get(BARE, ())
 
 
 def _say_bare(param: click.Parameter | None, said: str) -> None:

@@ -20,7 +20,7 @@ from timer.errors import conflict_todo
 from timer.shapes import outcome_json, timer_info_json, timer_json
 
 from .app import App, errors, pass_app, starts_server
-from .durations import DURATION, INSTANT, MILLIS, SECONDS, format_ms
+from .durations import DURATION, INSTANT, MILLIS, SECONDS, format_ms, said_bare
 from .output import against_deadline, emit, pairs, plural, to_json
 from .retried import say_kept
 
@@ -134,6 +134,14 @@ def schedule(
     """
     if (delay_ms is None) == (deadline_ms is None):
         raise click.UsageError("give exactly one of --in DURATION or --at ISO-TIME")
+    cap = options.get("max_total_ms")
+    if cap is not None and delay_ms is not None and cap < delay_ms and said_bare("max_total_ms"):
+        raise click.BadParameter(  # a unit left out, surely: the timer would be due at once
+            f"{cap} is {cap} milliseconds, shorter than --in {format_duration_ms(delay_ms)}, "
+            f"so the timer would be due at once; write the cap with its unit (e.g. {cap}m "
+            f"or {cap}h), or {cap}ms if you mean it",
+            param_hint="--max-total",
+        )
     data = _payload(payload)
     given = {k: v for k, v in options.items() if v is not None}
     fields = cast(TimerOptions, {**given, "payload": data, "watch": list(watch)})
@@ -157,7 +165,6 @@ def schedule(
         click.echo(f"Note: {t.id} ended as {t.state}; --rearm schedules it again.", err=True)
     if not t.created and not t.absorbed and t.state == "pending" and not app.json:
         say_kept(app, t.id, delay_ms, given)
-    cap = options.get("max_total_ms")
     # a first deadline past the cap is the cap: say so, as a past --at is said (on
     # stderr, --json too: what was asked is not what was scheduled)
     if (

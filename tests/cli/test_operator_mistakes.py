@@ -10,13 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
+import redis
 from click.testing import CliRunner
 
 from timer import Handlers, TimerClient
 from timer.cli.main import main
 from timer.testing import RedisServer
 
-from .conftest import Run
+from .conftest import Run, as_json
 
 
 def _dead(url: str, namespace: str, n: int) -> TimerClient:
@@ -87,6 +88,30 @@ def test_a_deadline_capped_by_max_total_says_so(tw: Run) -> None:
     as_json = tw("--json", "schedule", "cap:{3}", "--in", "5s", "--max-total", "1s")
     assert json.loads(as_json.stdout)["id"] == "cap:{3}"  # stdout stays JSON alone
     assert "Note: capped by --max-total 1s" in as_json.stderr, as_json.stderr
+
+
+def test_a_bare_cap_shorter_than_the_delay_is_refused_as_a_unit_left_out(
+    tw: Run, redis_client: redis.Redis, namespace: str
+) -> None:
+    """`schedule --in 1h --max-total 5` took 5 ms and made a one-hour timeout due at
+    once, with a warning and exit 0 (trial 16): a bare cap shorter than --in is refused,
+    writing nothing. One written with its unit (`5ms`) is meant, and capped as before; a
+    bare one longer than --in (as scripts wrote it) is taken as before."""
+    tw("init", "--shards", "2")
+    before = sorted(redis_client.scan_iter(match=f"{{tw:{namespace}*"))
+    refused = tw("schedule", "mt:{1}", "--in", "1h", "--max-total", "5", expect=2)
+    said = refused.stderr.splitlines()[-1]
+    assert said == (
+        "Error: Invalid value for --max-total: 5 is 5 milliseconds, shorter than --in 1h, so "
+        "the timer would be due at once; write the cap with its unit (e.g. 5m or 5h), or "
+        "5ms if you mean it"
+    ), refused.stderr
+    assert sorted(redis_client.scan_iter(match=f"{{tw:{namespace}*")) == before
+    tw("get", "mt:{1}", expect=6)
+    meant = tw("schedule", "mt:{2}", "--in", "1h", "--max-total", "5ms")
+    assert "Note: capped by --max-total 5ms" in meant.stderr, meant.output
+    tw("schedule", "mt:{3}", "--in", "1s", "--max-total-ms", "5000")
+    assert as_json(tw("--json", "get", "mt:{3}"))["max_total_ms"] == 5000
 
 
 def test_tokens_refuse_a_bad_namespace_and_a_directory_that_is_not_there(
