@@ -403,7 +403,12 @@ def _report(app: App, handlers: Handlers, drained: bool) -> None:
     announce(
         f"consumer {handlers.consumer} stopped: handled {s.handled}, failed attempts "
         f"{s.failed}, retried {s.retried}, dead-lettered {s.dead_lettered}"
-        + (f", asked to look again later {s.later} (not failures)" if s.later else "")
+        + (
+            f", put off by their handler to look at again {s.later} (not failures: e.g. a "
+            "Celery task sent and not yet seen to start; a run of the group looks again)"
+            if s.later
+            else ""
+        )
         + ("" if drained else "; handlers still running were left pending"),
         group=handlers.group,
         consumer=handlers.consumer,
