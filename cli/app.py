@@ -286,7 +286,7 @@ GLOBAL_OPTIONS = ("--redis-url", "--namespace", "--json")
 def takes_globals(*names: str, why: str) -> Callable[[C], C]:
     """For a command that uses only some of the global options (``probe`` talks to a
     worker, never to Redis): after its name it uses only ``names``; another is ignored
-    with a warning that says ``why`` (it was ignored without a word before)."""
+    with a note that says ``why`` (it was ignored without a word before)."""
 
     def mark(command: C) -> C:
         command.tickwheel_globals = (names, why)  # type: ignore[attr-defined]
@@ -300,10 +300,52 @@ def _not_taken(command: click.Command, name: str, why: str) -> click.Option:
     # release, and a wrapper that adds --redis-url to every command must keep working.
     def ignore(ctx: click.Context, _param: click.Parameter, value: Any) -> None:
         if value not in (None, False):
-            warn(f"{ctx.command_path} takes no {name} ({why}); ignored")
+            note_ignored(name, None if value is True else value, why)
 
     flag = name == "--json"
     return click.Option([name], expose_value=False, hidden=True, is_flag=flag, callback=ignore)
+
+
+def note_ignored(given: str, value: str | None, why: str) -> None:
+    """One line on stderr: the global option (or its environment variable) ``given``
+    with ``value`` (a URL's password masked) is ignored, because ``why``."""
+    if value is not None and given in ("--redis-url", _GLOBALS["--redis-url"][1]):
+        value = redact_url(value)
+    shown = "" if value is None else f" {value}"
+    click.echo(f"Note: {given}{shown} is ignored: {why}", err=True)
+
+
+_GLOBALS = {  # a global option: its App attribute and environment variable
+    "--redis-url": ("redis_url", "TICKWHEEL_REDIS_URL"),
+    "--namespace": ("namespace", "TICKWHEEL_NAMESPACE"),
+}
+
+
+def say_ignored(app: App, why: str, *names: str) -> None:
+    """For a command that ignores global options ``names`` (``server`` acts on the
+    embedded server, ``tokens`` on a file): a note (see :func:`note_ignored`) for each one
+    given, before or after its name or in the environment, so a user who pointed it at
+    their Redis or namespace does not read what it did as done there."""
+    ctx = click.get_current_context()
+    for name in names:
+        attr, env = _GLOBALS[name]
+        value = getattr(app, attr)
+        given = _given_as(ctx, attr, name, env)
+        if value and given:
+            note_ignored(given, value, why)
+
+
+def _given_as(ctx: click.Context | None, attr: str, flag: str, env: str) -> str | None:
+    """How the global option that set ``App.<attr>`` was given: ``flag`` on the command
+    line (the innermost use: it wins), ``env`` from the environment, None if not at all."""
+    while ctx is not None:
+        source = ctx.get_parameter_source(attr)
+        if source is click.core.ParameterSource.COMMANDLINE:
+            return flag
+        if source is click.core.ParameterSource.ENVIRONMENT:
+            return env
+        ctx = ctx.parent
+    return None
 
 
 def hides_globals(*names: str) -> Callable[[C], C]:

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 import urllib.error
 import urllib.request
 from typing import Any
 
 import click
 
+from timer.errors import quoted
+
 from .app import App, pass_app, takes_globals
 from .durations import SECONDS
 from .output import emit
 
 
-@takes_globals("--json", why="it asks the worker at HOST:PORT, never Redis")
+@takes_globals("--json", why="`tickwheel probe` asks the worker at HOST:PORT, never Redis")
 @click.command()
 @click.argument("address", required=False, metavar="[HOST:PORT]")
 @click.option("--host", default="127.0.0.1", show_default=True, help="The worker's metrics host.")
@@ -45,6 +48,7 @@ def probe(app: App, address: str | None, host: str, port: int, live: bool, timeo
     \b
     Examples: tickwheel probe localhost:9100
               tickwheel probe :9101            (on 127.0.0.1)
+              tickwheel probe http://localhost:9100/metrics   (its metrics URL)
               tickwheel probe --host 10.0.0.5 --port 9100
 
     For container healthchecks (the image's HEALTHCHECK runs it) and scripts: not ready
@@ -86,36 +90,64 @@ def probe(app: App, address: str | None, host: str, port: int, live: bool, timeo
         raise SystemExit(1)
 
 
-def parse_address(text: str, *, default_host: str, default_port: int) -> tuple[str, int]:
-    """HOST:PORT, [IPV6]:PORT, :PORT (the default host), PORT alone (digits) or HOST
-    alone (the default port), as (host, port); anything else is a usage error."""
+def parse_address(given: str, *, default_host: str, default_port: int) -> tuple[str, int]:
+    """HOST:PORT, [IPV6]:PORT, :PORT (the default host), PORT alone (digits), HOST alone
+    (the default port) or the worker's metrics URL, http://HOST:PORT[/metrics], as
+    (host, port); anything else is a usage error."""
+    text = _host_port_of(given) if "://" in given else given
     host, port_text = text, ""
     if text.startswith("["):  # [::1]:9100
         inside, bracket, rest = text[1:].partition("]")
         if not bracket or not _is_ipv6(inside) or (rest and not rest.startswith(":")):
-            raise _bad(text, "an IPv6 address goes in brackets: [::1]:9100")
+            raise _bad(given, "an IPv6 address goes in brackets: [::1]:9100")
         host, port_text = inside, rest[1:]
         if rest and not port_text:
-            raise _bad(text, "no port after the colon")
+            raise _bad(given, "no port after the colon")
     elif text.isdigit():
         host, port_text = "", text
     elif text.count(":") == 1:
         host, port_text = text.split(":")
         if not port_text:
-            raise _bad(text, "no port after the colon")
+            raise _bad(given, "no port after the colon")
     elif ":" in text and not _is_ipv6(text):
-        raise _bad(text, "more than one colon: an IPv6 address goes in brackets, [::1]:9100")
+        raise _bad(given, "more than one colon: an IPv6 address goes in brackets, [::1]:9100")
     if not port_text:
         port = default_port
     elif not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
-        raise _bad(text, f"the port must be a number from 1 to 65535, not {port_text!r}")
+        raise _bad(given, f"the port must be a number from 1 to 65535, not {port_text!r}")
     else:
         port = int(port_text)
     try:
         check_host(host)
     except ValueError as exc:
-        raise _bad(text, str(exc)) from None
+        raise _bad(given, str(exc)) from None
     return host or default_host, port
+
+
+# what a worker serves at the address, as a user may paste it from a browser or a scrape
+# config: the root or its /metrics
+_PASTED_PATHS = ("", "/", "/metrics")
+_GIVE = "give HOST:PORT (e.g. localhost:9100) or http://HOST:PORT/metrics"
+
+
+def _host_port_of(url: str) -> str:
+    """HOST:PORT of a worker's metrics URL (http://HOST:PORT, http://HOST:PORT/metrics):
+    a usage error for another scheme, another path or no port."""
+    scheme, _, rest = url.partition("://")
+    host_port = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    path = rest[len(host_port) :]
+    if scheme.lower() != "http":
+        why = f"a worker serves its metrics over http://, not {scheme}://"
+        raise _bad(url, f"{why}; {_GIVE}", form="")
+    if path not in _PASTED_PATHS:
+        raise _bad(
+            url,
+            f"probe asks the worker's /ready (or /healthz) itself, not {quoted(path)}; {_GIVE}",
+            form="",
+        )
+    if host_port.isdigit() or host_port.endswith("]") or ":" not in host_port:
+        raise _bad(url, f"no port in the URL; {_GIVE}", form="")
+    return host_port
 
 
 def check_host(host: str) -> None:
@@ -131,10 +163,10 @@ def _is_ipv6(text: str) -> bool:
         return False
 
 
-def _bad(text: str, why: str) -> click.BadParameter:
-    return click.BadParameter(
-        f"{text!r}: {why} (HOST:PORT, e.g. localhost:9100)", param_hint="HOST:PORT"
-    )
+def _bad(
+    text: str, why: str, *, form: str = " (HOST:PORT, e.g. localhost:9100)"
+) -> click.BadParameter:
+    return click.BadParameter(f"{text!r}: {why}{form}", param_hint="HOST:PORT")
 
 
 def _json(data: bytes) -> dict[str, Any]:

@@ -4,6 +4,7 @@ may call it)."""
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import tempfile
 from pathlib import Path
@@ -18,10 +19,11 @@ from .app import (
     App,
     TimerCommandError,
     errors,
+    hides_globals,
     pass_app,
     require_extra,
+    say_ignored,
     starts_server,
-    takes_globals,
 )
 from .choice import Choice
 from .dashboard_cmd import is_loopback, stop_started_server
@@ -197,16 +199,21 @@ def _token_file(given: Path | None) -> TokenFile:
 TOKENS_NOT_IN_REDIS = "tokens live in the file --tokens names, not in Redis"
 
 
+@hides_globals("--redis-url", "--namespace")
 @click.group()
 def tokens() -> None:
     """Bearer tokens of the HTTP API (`tickwheel serve`), stored hashed in a file.
 
     Each is scoped to namespaces ('*' for all) and to read (get, wait), write (also
     schedule, cancel, complete, reschedule, notify) or admin (everything).
+
+    The file is tokens.json in the state directory (where `tickwheel serve` looks), or
+    the one --tokens or $TICKWHEEL_TOKENS names. They live in it, not in Redis: these
+    commands say they ignore a --redis-url or TICKWHEEL_REDIS_URL given.
     """
 
 
-@takes_globals("--namespace", "--json", why=TOKENS_NOT_IN_REDIS)
+@hides_globals("--redis-url")
 @tokens.command()
 @click.option(
     "--scope",
@@ -231,14 +238,20 @@ def create(
     The token is scoped to the namespaces given (the global --namespace by default) and
     to one of read, write or admin; give it to one service.
     """
-
+    say_ignored(app, TOKENS_NOT_IN_REDIS, "--redis-url")
     with errors():
-        token, bearer = _token_file(tokens_path).create(
-            scope, list(namespaces) or [app.namespace], name
-        )
+        file = _token_file(tokens_path)
+        token, bearer = file.create(scope, list(namespaces) or [app.namespace], name)
+    path = file.path.absolute()
     emit(
         app.json,
-        {"id": token.id, "token": bearer, "scope": scope, "namespaces": list(token.namespaces)},
+        {
+            "id": token.id,
+            "token": bearer,
+            "scope": scope,
+            "namespaces": list(token.namespaces),
+            "file": str(path),
+        },
         bearer,
     )
     if not app.json:
@@ -246,9 +259,15 @@ def create(
             f"(token {token.id}: {scope} on {', '.join(token.namespaces)}; shown only now)",
             err=True,
         )
+        given = "" if tokens_path is None else f" --tokens {shlex.quote(str(path))}"
+        click.echo(
+            f"Stored hashed in {path}: `tickwheel serve{given}` reads it; `tickwheel "
+            f"dashboard --tokens {shlex.quote(str(path))}` signs users in with its tokens.",
+            err=True,
+        )
 
 
-@takes_globals("--json", why=TOKENS_NOT_IN_REDIS)
+@hides_globals("--redis-url", "--namespace")
 @tokens.command("list")
 @tokens_option
 @pass_app
@@ -257,7 +276,7 @@ def list_(app: App, tokens_path: Path | None) -> None:
 
     Their secrets are not stored, so they are never shown again after `tokens create`.
     """
-
+    say_ignored(app, TOKENS_NOT_IN_REDIS, "--redis-url", "--namespace")
     with errors():
         file = _token_file(tokens_path)
         found = list(file.load().values())
@@ -276,13 +295,13 @@ def list_(app: App, tokens_path: Path | None) -> None:
         ],
         table(rows, ("id", "scope", "namespaces", "name", "created"))
         if rows
-        else "No tokens."
+        else f"No tokens in {file.path.absolute()}."
         if file.path.exists()
-        else f"No token file at {file.path} (`tickwheel tokens create` makes it).",
+        else f"No token file at {file.path.absolute()} (`tickwheel tokens create` makes it).",
     )
 
 
-@takes_globals("--json", why=TOKENS_NOT_IN_REDIS)
+@hides_globals("--redis-url", "--namespace")
 @tokens.command()
 @click.argument("token_id")
 @tokens_option
@@ -292,7 +311,7 @@ def revoke(app: App, token_id: str, tokens_path: Path | None) -> None:
 
     A running `tickwheel serve` reads the file again and refuses it from its next request.
     """
-
+    say_ignored(app, TOKENS_NOT_IN_REDIS, "--redis-url", "--namespace")
     with errors():
         if not _token_file(tokens_path).revoke(token_id):
             raise TimerCommandError(

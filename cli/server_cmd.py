@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
 
 from timer.errors import TimerError
-from timer.redis.redaction import redact_url
 from timer.testing import find_server_binary
 
 from . import embedded
-from .app import App, errors, hides_globals, pass_app, warn
+from .app import App, errors, hides_globals, pass_app, say_ignored, warn
 from .choice import Choice
 from .output import emit, pairs
 
@@ -43,21 +41,7 @@ def _say_url_ignored(app: App) -> None:
     """One line on stderr when a Redis URL was given: these commands act on the embedded
     server whatever it says, and a user who pointed them at their Redis would otherwise
     read the embedded server's status as that Redis's."""
-    if not app.redis_url:
-        return
-    root = click.get_current_context().find_root()
-    source = root.get_parameter_source("redis_url")
-    given = (
-        "TICKWHEEL_REDIS_URL"
-        if source == click.core.ParameterSource.ENVIRONMENT
-        and app.redis_url == os.environ.get("TICKWHEEL_REDIS_URL")
-        else "--redis-url"
-    )
-    click.echo(
-        f"Note: {given} {redact_url(app.redis_url)} is ignored: `tickwheel server` manages "
-        "the embedded server only",
-        err=True,
-    )
+    say_ignored(app, "`tickwheel server` manages the embedded server only", "--redis-url")
 
 
 @hides_globals("--redis-url", "--namespace")

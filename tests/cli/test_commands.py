@@ -242,7 +242,7 @@ def test_migrate_asks_then_moves_the_format(
 def test_uninitialised_namespace(tw: Run) -> None:
     """Using a namespace nobody initialised exits 4 and says how to fix it."""
     result = tw("schedule", "a", "--in", "1s", expect=4)
-    assert "tickwheel init" in result.output
+    assert "tickwheel --namespace t" in result.output and " init --shards N" in result.output
 
 
 def test_unreachable_redis_hides_password(workdir: object) -> None:
@@ -620,24 +620,28 @@ _GIVEN = {"--redis-url": ("--redis-url", "redis://127.0.0.1:1", "redis://h:1"),
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["probe", "--redis-url", "redis://127.0.0.1:1"], "probe takes no --redis-url"),
-        (["probe", "--namespace", "billing"], "probe takes no --namespace"),
-        (["tokens", "list", "--namespace", "billing"], "tokens list takes no --namespace"),
-        (["tokens", "revoke", "abc", "--redis-url", "redis://h:1"], "revoke takes no --redis-url"),
+        (["probe", "--redis-url", "redis://127.0.0.1:1"],
+         "Note: --redis-url redis://127.0.0.1:1 is ignored: `tickwheel probe` asks"),
+        (["probe", "--namespace", "billing"],
+         "Note: --namespace billing is ignored: `tickwheel probe` asks"),
+        (["tokens", "list", "--namespace", "billing"],
+         "Note: --namespace billing is ignored: tokens live in the file"),
+        (["tokens", "revoke", "abc", "--redis-url", "redis://h:1"],
+         "Note: --redis-url redis://h:1 is ignored: tokens live in the file"),
     ],
-)
+)  # fmt: skip
 def test_a_global_option_a_command_would_ignore_is_said_and_ignored(
     workdir: object, args: list[str], says: str
 ) -> None:
     """`probe` asks a worker and `tokens` reads a file: neither uses Redis. A
     --redis-url or --namespace after them was taken and ignored without a word (trial
     13). It is still ignored (a wrapper adding --redis-url to every command keeps
-    working: refusing it broke one), with one warning saying why, and the command does
+    working: refusing it broke one), with one note saying why, and the command does
     what it does without it; their --help does not offer it."""
     result = CliRunner().invoke(main, args)
     plain = CliRunner().invoke(main, [a for a in args if a not in _GIVEN[args[-2]]])
     assert result.exit_code == plain.exit_code != 2, result.output
-    assert result.output.count("Warning:") == 1 and says in result.output, result.output
+    assert result.output.count("Note:") == 1 and says in result.output, result.output
     assert result.output.replace(result.output.splitlines()[0] + "\n", "", 1) == plain.output
     shown = CliRunner().invoke(main, [*args[: 2 if args[0] == "tokens" else 1], "--help"]).output
     assert "--redis-url" not in shown and "--json" in shown, shown

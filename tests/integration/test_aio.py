@@ -188,7 +188,9 @@ def test_bad_input_is_refused_and_writes_nothing(
 
 
 def test_connect_refuses_an_uninitialised_namespace(redis_server: RedisServer) -> None:
-    with pytest.raises(ConfigError, match="tickwheel init"):
+    with pytest.raises(
+        ConfigError, match="`tickwheel --namespace never-initialised init --shards N`"
+    ):
         asyncio.run(AsyncTimerClient.connect(redis_server.url, "never-initialised"))
 
 

@@ -3,6 +3,7 @@ hash) and the client's limits; and the shard numbers an admin call may name."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -49,7 +50,7 @@ def meta_from(
     if not stored:
         raise ConfigError(
             f"namespace {quoted(namespace)} is not initialised at {where}; run "
-            f"`tickwheel init --shards N` or TimerClient.init(shards=N) once"
+            f"`tickwheel{_naming(namespace)} init --shards N` or TimerClient.init(shards=N) once"
         )
     version = int(stored.get(b"version", 1))
     if version > FORMAT_VERSION:
@@ -62,10 +63,16 @@ def meta_from(
         raise ConfigError(
             f"namespace {quoted(namespace)} at {where} holds data format {version}, written by an "
             f"earlier tickwheel; this one reads format {FORMAT_VERSION}: stop its workers and "
-            f"run `tickwheel --namespace {namespace} migrate` (TimerClient.migrate()) to "
-            "convert it"
+            f"run `tickwheel --namespace {shlex.quote(namespace)} migrate` "
+            "(TimerClient.migrate()) to convert it"
         )
     return Meta(int(stored[b"shards"]), int(stored[b"bucket_ms"]), version)
+
+
+def _naming(namespace: str) -> str:
+    """The global option a pasted ``tickwheel`` command needs to act on ``namespace``
+    (none for ``default``, the CLI's own), quoted for a shell."""
+    return "" if namespace == "default" else f" --namespace {shlex.quote(namespace)}"
 
 
 def check_shards(ns: Namespace, shards: object) -> list[int]:

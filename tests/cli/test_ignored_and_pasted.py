@@ -1,0 +1,184 @@
+"""What a new user gives or pastes: a global option `tokens` would ignore, the token
+file `tokens create` wrote, a worker's metrics URL given to `probe`, and the command a
+namespace that is not initialised says to run."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from timer.cli.main import main
+from timer.cli.serve_cmd import default_tokens
+from timer.durable.model.namespace import meta_from
+from timer.errors import ConfigError
+from timer.testing import RedisServer, free_port
+
+from .conftest import Run
+
+URL = "redis://bob:s3cretpw@nohost:1/0"
+SHOWN = "redis://bob:***@nohost:1/0"
+WHY = "is ignored: tokens live in the file --tokens names, not in Redis"
+
+
+@pytest.mark.parametrize("command", [["tokens"], ["tokens", "list"], ["tokens", "revoke"],
+                                     ["tokens", "create"]])  # fmt: skip
+def test_tokens_help_offers_no_redis_url_or_namespace_of_timers(command: list[str]) -> None:
+    """`tickwheel tokens --help` offered --redis-url ("The Redis to use") and the
+    namespace of timers, which no `tokens` command uses: they read and write a file."""
+    shown = CliRunner().invoke(main, [*command, "--help"]).output
+    options = shown.split("Options:")[1]
+    assert "--redis-url" not in options and "--json" in options, shown
+    assert "The namespace of timers" not in options, shown
+    if command[-1] != "create":  # create's own --namespace: what the token may use
+        assert "--namespace" not in options, shown
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "given"),
+    [
+        (["--redis-url", URL, "tokens", "list"], {}, "--redis-url"),
+        (["tokens", "--redis-url", URL, "list"], {}, "--redis-url"),
+        (["tokens", "list", "--redis-url", URL], {}, "--redis-url"),
+        (["tokens", "list"], {"TICKWHEEL_REDIS_URL": URL}, "TICKWHEEL_REDIS_URL"),
+        (["tokens", "--redis-url", URL, "revoke", "nope"], {}, "--redis-url"),
+        (["--redis-url", URL, "tokens", "revoke", "nope"], {}, "--redis-url"),
+        (["tokens", "revoke", "nope"], {"TICKWHEEL_REDIS_URL": URL}, "TICKWHEEL_REDIS_URL"),
+    ],
+)  # fmt: skip
+def test_tokens_say_they_ignore_a_redis_url_and_do_as_before(
+    workdir: Path, args: list[str], env: dict[str, str], given: str
+) -> None:
+    """`tickwheel tokens --redis-url redis://nohost:1 list` ignored the URL without a
+    word: given before or after the group's or the command's name, or in the
+    environment, it is still ignored (a script that gives it keeps working) and one line
+    on stderr says so, the password masked, as `tickwheel server` says it."""
+    CliRunner().invoke(main, ["tokens", "create", "--scope", "read"], catch_exceptions=False)
+    out = CliRunner().invoke(main, args, env=env)
+    assert out.stderr.splitlines()[0] == f"Note: {given} {SHOWN} {WHY}", out.stderr
+    plain = [a for a in args if a not in ("--redis-url", URL)]
+    alone = CliRunner().invoke(main, plain, env={"TICKWHEEL_REDIS_URL": ""})
+    assert (out.exit_code, out.stdout) == (alone.exit_code, alone.stdout), out.output
+    assert out.stderr.splitlines()[1:] == alone.stderr.splitlines()
+    assert "Note" not in alone.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--namespace", "billing", "tokens", "list"],
+        ["tokens", "--namespace", "billing", "list"],
+        ["tokens", "list", "--namespace", "billing"],
+        ["tokens", "revoke", "nope", "--namespace", "billing"],
+    ],
+)
+def test_tokens_list_and_revoke_say_they_ignore_a_namespace(workdir: Path, args: list[str]) -> None:
+    """`tokens list` shows every token, `tokens revoke` names one by its id: a
+    --namespace given to them is said to be ignored, wherever it was given."""
+    out = CliRunner().invoke(main, args)
+    assert out.stderr.splitlines()[0] == f"Note: --namespace billing {WHY}", out.stderr
+    alone = CliRunner().invoke(main, [a for a in args if a not in ("--namespace", "billing")])
+    assert (out.exit_code, out.stdout) == (alone.exit_code, alone.stdout), out.output
+
+
+def test_tokens_create_still_takes_the_global_namespace_as_its_default(workdir: Path) -> None:
+    """The global --namespace (before `tokens` or after it) is what a token may use when
+    `create` names none: used, so not said to be ignored; a URL given beside it is."""
+    for args in (["--namespace", "billing", "tokens"], ["tokens", "--namespace", "billing"]):
+        out = CliRunner().invoke(
+            main, [*args, "--redis-url", URL, "create", "--scope", "read", "--json"]
+        )
+        assert out.exit_code == 0, out.output
+        assert json.loads(out.stdout)["namespaces"] == ["billing"]
+        assert out.stderr == f"Note: --redis-url {SHOWN} {WHY}\n", out.stderr
+
+
+def test_tokens_create_says_where_the_token_file_is_and_who_reads_it(workdir: Path) -> None:
+    """`tickwheel tokens create` printed the token and never said where it stored it:
+    it says the file, that `tickwheel serve` reads it and that `tickwheel dashboard
+    --tokens PATH` can; --json adds the file to what it had. `tokens list` names the
+    same file when it holds no token."""
+    path = default_tokens().absolute()
+    empty = CliRunner().invoke(main, ["tokens", "list"])
+    assert f"No token file at {path} " in empty.stdout, empty.output
+    made = CliRunner().invoke(main, ["tokens", "create", "--scope", "read"])
+    assert made.exit_code == 0 and made.stdout.startswith("tw_"), made.output
+    assert made.stderr.splitlines()[1] == (
+        f"Stored hashed in {path}: `tickwheel serve` reads it; `tickwheel dashboard "
+        f"--tokens {path}` signs users in with its tokens."
+    ), made.stderr
+    as_json = CliRunner().invoke(main, ["--json", "tokens", "create", "--scope", "write"])
+    said = json.loads(as_json.stdout)
+    assert set(said) == {"id", "token", "scope", "namespaces", "file"} and as_json.stderr == ""
+    assert said["file"] == str(path)
+
+    given = workdir / "my tokens.json"
+    made = CliRunner().invoke(main, ["tokens", "create", "--scope", "read", "--tokens", given.name])
+    quoted = shlex.quote(str(given))
+    assert (
+        f"Stored hashed in {given}: `tickwheel serve --tokens {quoted}` reads it; "
+        f"`tickwheel dashboard --tokens {quoted}`"
+    ) in made.stderr, made.stderr
+    given.write_text('{"tokens": []}')
+    listed = CliRunner().invoke(main, ["tokens", "list", "--tokens", given.name])
+    assert listed.stdout == f"No tokens in {given}.\n", listed.output
+
+
+@pytest.mark.parametrize("suffix", ["", "/", "/metrics"])
+def test_probe_takes_a_workers_metrics_url(workdir: Path, suffix: str) -> None:
+    """`tickwheel probe http://localhost:9100` said "more than one colon": the URL a
+    user pastes, with or without /metrics, is taken as its HOST:PORT."""
+    port = free_port()
+    for host in ("localhost", "[::1]"):
+        url = f"http://{host}:{port}{suffix}"
+        result = CliRunner().invoke(main, ["probe", url, "--timeout", "1"])
+        assert result.exit_code == 1, result.output  # asked, and nobody answers
+        assert f"no worker answers at http://{host}:{port}/ready" in result.output
+
+
+@pytest.mark.parametrize(
+    ("address", "says"),
+    [
+        ("https://localhost:9100", "serves its metrics over http://, not https://"),
+        ("ftp://localhost:9100/metrics", "not ftp://"),
+        ("http://localhost:9100/ready", 'itself, not "/ready"'),
+        ("http://localhost:9100/metrics?x=1", 'not "/metrics?x=1"'),
+        ("http://localhost/metrics", "no port in the URL"),
+        ("http://localhost:0/metrics", "the port must be a number from 1 to 65535"),
+    ],
+)
+def test_probe_refuses_another_url_saying_to_give_host_port(
+    workdir: Path, address: str, says: str
+) -> None:
+    result = CliRunner().invoke(main, ["probe", address])
+    assert result.exit_code == 2, result.output
+    assert says in result.output and "HOST:PORT" in result.output, result.output
+    assert "no worker answers" not in result.output
+
+
+def test_a_namespace_not_initialised_says_how_to_initialise_that_one(
+    tw: Run, redis_server: RedisServer, namespace: str
+) -> None:
+    """`tickwheel --namespace uninit worker` said to run `tickwheel init --shards N`,
+    which initialised `default`: the command it says names the namespace, and run as
+    said (N a number) it initialises that one."""
+    missing = tw("stats", expect=4)
+    hint = f"`tickwheel --namespace {namespace} init --shards N`"
+    assert hint in missing.output, missing.output
+    pasted = shlex.split(hint.strip("`").replace(" N", " 2"))[1:]
+    made = CliRunner().invoke(main, ["--redis-url", redis_server.url, *pasted])
+    assert made.exit_code == 0, made.output
+    tw("stats")
+
+
+def test_the_librarys_not_initialised_error_names_a_namespace_but_default() -> None:
+    for name, command in (
+        ("default", "`tickwheel init --shards N`"),
+        ("billing.eu", "`tickwheel --namespace billing.eu init --shards N`"),
+    ):
+        with pytest.raises(ConfigError) as error:
+            meta_from({}, name, "redis://h:1/0")
+        assert f"run {command} or TimerClient.init(shards=N) once" in str(error.value)
