@@ -123,8 +123,9 @@ $(BENCH_STAMP): pyproject.toml $(STAMP)
 bench: $(BENCH_STAMP)
 	$(BIN)/python -m benchmarks.run_all $(if $(QUICK),--quick,)
 
-# The documentation site on http://127.0.0.1:8000/ (mkdocs.yml; the tests build it with
-# --strict and run its examples). DOCS_ARGS="-a 0.0.0.0:8000" to listen beyond loopback.
+# The documentation site on http://127.0.0.1:8001/ (mkdocs.yml's dev_addr: 8000 is tickwheel
+# serve's; the tests build it with --strict and run its examples). DOCS_ARGS="-a
+# 0.0.0.0:8001" to listen beyond loopback.
 # Both install the docs extra first (MkDocs and its plugins) when the stamp is stale.
 DOCS_STAMP := $(VENV)/.installed-extra-docs
 DOCS_ARGS ?=
@@ -132,7 +133,7 @@ docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve $(DOCS_ARGS)
 
 # The site built once, strictly, into SITE_DIR (site/ by default; git ignores it), to
-# publish (its links are directory URLs: serve it, e.g. python -m http.server -d site,
+# publish (its links are directory URLs: serve it, e.g. python -m http.server 8001 -d site,
 # rather than open its files from disk). TICKWHEEL_DOCS_URL=... for a site published elsewhere.
 SITE_DIR ?= site
 docs-build: $(DOCS_STAMP)

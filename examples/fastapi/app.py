@@ -5,7 +5,7 @@ fastapi extra leaves the ASGI server to you), your embedded server running
 namespace initialised (``tickwheel init``), from the checkout (README.md beside this
 file has the whole run):
 
-    uvicorn app:app --app-dir examples/fastapi
+    uvicorn app:app --app-dir examples/fastapi --port 8002
 
 and a worker (`tickwheel worker`) fires the timeouts nobody completed; a handler
 (`tickwheel handle`) acts on them. tests/integration/test_fastapi.py runs it.

@@ -370,13 +370,16 @@ def test_the_fastapi_readme_runs_as_written_beside_the_tours_old_job(
     lines = [line for line in block.splitlines() if line.strip()]
     assert lines[0].startswith("pip install") and lines[1] == "tickwheel server start"
     assert lines[-1].startswith("kill %1"), "the block stops the uvicorn it started"
+    (written,) = {w.split("--port ")[1].split()[0] for w in lines if w.startswith("uvicorn ")}
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = str(s.getsockname()[1])
     script = "\n".join(
         ["set -euo pipefail", "trap 'kill $(jobs -p) 2>/dev/null || true' EXIT"]
-        + [line.replace("8000", port) for line in lines[2:]]
-    )
+        + [line.replace(f":{written}/", f":{port}/").replace(f"--port {written}", f"--port {port}")
+           for line in lines[2:]]
+    )  # fmt: skip
+    assert f":{written}" not in script and f"--port {written}" not in script, script
     bin_dir = str(Path(sys.executable).parent)
     env = {
         **os.environ,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shlex
 import socket
 import subprocess
@@ -148,7 +149,7 @@ LONG_RUNNING = ("uvicorn ", "tickwheel worker")  # a terminal of its own, each
 def test_the_fastapi_page_runs_as_written(server_binary: Path, tmp_path: Path) -> None:
     """The page's lines, as written, from the checkout, as a user runs them: the embedded
     server (no URL given), its namespace initialised, the example under uvicorn (on a
-    free port, given as ``UVICORN_PORT``: the line is unchanged) and a worker. A job
+    free port in place of the page's, which is the one its curl lines use) and a worker. A job
     left alone is expired by that worker; one that reports done is completed. (Before,
     the page had no ``tickwheel init``: on a fresh server the app refused to start.)
     Its jobs are in a namespace of their own: the page ran in ``default``, where the
@@ -159,7 +160,7 @@ def test_the_fastapi_page_runs_as_written(server_binary: Path, tmp_path: Path) -
     env = {k: v for k, v in os.environ.items()
            if k not in {"TICKWHEEL_REDIS_URL", "TICKWHEEL_NAMESPACE"}}  # fmt: skip
     env.update(TICKWHEEL_HOME=str(tmp_path / "home"), TICKWHEEL_SERVER_BINARY=str(server_binary),
-               UVICORN_PORT=str(port), PYTHONUNBUFFERED="1")  # fmt: skip
+               PYTHONUNBUFFERED="1")  # fmt: skip
     modules = {"tickwheel": "timer.cli", "uvicorn": "uvicorn"}
     background: list[subprocess.Popen[bytes]] = []
     logs = tmp_path / "logs.txt"
@@ -170,6 +171,9 @@ def test_the_fastapi_page_runs_as_written(server_binary: Path, tmp_path: Path) -
             name, _, value = words[1].partition("=")
             env[name] = value
             return
+        if words[0] == "uvicorn":  # the page's port, 8002, may be taken here
+            at = words.index("--port") + 1
+            words[at] = str(port)
         argv = [sys.executable, "-m", modules[words[0]], *words[1:]]
         if line.startswith(LONG_RUNNING):
             with logs.open("ab") as log:
@@ -197,6 +201,10 @@ def test_the_fastapi_page_runs_as_written(server_binary: Path, tmp_path: Path) -
         return True
 
     lines = page_lines()
+    (uvicorn,) = [shlex.split(ln) for ln in lines if ln.startswith("uvicorn ")]
+    written = uvicorn[uvicorn.index("--port") + 1]
+    assert written != "8000", "tickwheel serve's port (the HTTP guide's): they run side by side"
+    assert re.findall(r"localhost:(\d+)", PAGE.read_text()) == [written] * 2
     try:
         for line in lines:
             run(line)
