@@ -11,12 +11,15 @@ from pathlib import Path
 import click
 
 from . import embedded
-from .app import App, errors, pass_app, require_extra, starts_server
+from .app import App, errors, pass_app, require_extra, starts_server, warn
 from .output import plural
 from .service import bind_port, log_level_option, setup_logging
 from .starting import running
 
 TOKEN_ENV = "TICKWHEEL_DASHBOARD_TOKEN"
+# What a webhook's secret must be at least (timer.webhook): a shared token shorter than
+# this starts as it did, with a warning (an existing setup's token keeps working)
+SHORT_TOKEN = 16
 WILDCARDS = ("0.0.0.0", "::", "")
 
 
@@ -106,6 +109,12 @@ def dashboard(
             + ". "
             f"Set a token first: export {TOKEN_ENV}=$(python -c 'import secrets; "
             "print(secrets.token_urlsafe())'), then open /login?token=<it> once"
+        )
+    if token is not None and len(token) < SHORT_TOKEN:  # never the token itself
+        warn(
+            f"{TOKEN_ENV} is shorter than {SHORT_TOKEN} characters: anyone who can reach "
+            f"port {port} can guess it. Make a longer one with: "
+            "python3 -c 'import secrets; print(secrets.token_urlsafe())'"
         )
     require_extra("dashboard", "tickwheel dashboard")
     setup_logging(log_level)

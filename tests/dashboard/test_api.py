@@ -532,8 +532,11 @@ def test_each_user_signs_in_with_a_token_and_a_read_token_changes_nothing(
             assert r.status_code == 403, (path, r.text)
             assert "token 'on-call viewer' may only read" in r.json()["error"]
     assert namespace_dump(redis_client, client.namespace) == before
-    with as_page(app, elsewhere) as http:
-        r = http.get("/api/overview")
+    with TestClient(app, base_url=BASE) as http:  # refused at sign-in: no cookie
+        r = http.get(f"/login?token={elsewhere}", follow_redirects=False)
+        assert r.status_code == 403 and "not for namespace" in r.json()["error"]
+        assert "set-cookie" not in r.headers
+        r = http.get("/api/overview", headers={"Authorization": f"Bearer {elsewhere}"})
         assert r.status_code == 403 and "not for namespace" in r.json()["error"]
     with as_page(app, operator) as http:
         assert http.get("/api/overview").json()["read_only"] is False
@@ -556,6 +559,105 @@ def test_each_user_signs_in_with_a_token_and_a_read_token_changes_nothing(
         f"'ops' drop dead letter '0/1-0' in namespace {ns!r}: 200",
     ], said
     assert viewer not in caplog.text and operator not in caplog.text  # names, never secrets
+
+
+def test_a_token_for_another_namespace_is_refused_at_sign_in_saying_whose_it_is(
+    client: TimerClient, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """A sign-in with a token that may not read the dashboard's namespace was let in (303,
+    its cookie set), then every page was raw JSON: it gets the sign-in page again (401, no
+    cookie) saying the token is not for that namespace and naming those it is for (never
+    the secret); a script gets the JSON refusal. A sign-in asking for a namespace of the
+    token's (``?ns=``, kept by the page's form) is let in there; a browser opening a page
+    of a namespace its token is not for gets that page with the reason, not JSON."""
+    other = TimerClient.from_url(redis_server.url, client.namespace + "-b")
+    other.init(shards=2)
+    ns, ons = client.namespace, other.namespace
+    tokens = TokenFile(tmp_path / "tokens.json")
+    _, theirs = tokens.create("write", [ons, "third"], name="other <team>")
+    _, ours = tokens.create("read", [ns], name="viewer")
+    html = {"Accept": "text/html,application/xhtml+xml"}
+    own = {"Origin": BASE, "Sec-Fetch-Site": "same-origin", **html}
+    said = (
+        f"token 'other <team>' is not for namespace {ns!r} (it is for namespaces {ons!r}, 'third')"
+    )
+    app = create_app(client, tokens=tokens)
+    with TestClient(app, base_url=BASE) as http:
+        for r in (http.post("/login", data={"token": theirs}, headers=own),
+                  http.get("/login", params={"token": theirs}, headers=html)):  # fmt: skip
+            assert r.status_code == 401 and r.headers["content-type"].startswith("text/html")
+            assert "set-cookie" not in r.headers and theirs not in r.text
+            assert '<form method="post" action="/login">' in r.text
+            assert (f'role="alert">Token &#x27;other &lt;team&gt;&#x27; is not for namespace '
+                    f"<code>{ns}</code>: it is for <a href=\"/?ns={ons}\">{ons}</a>, "
+                    '<a href="/?ns=third">third</a>') in r.text  # fmt: skip
+        script = http.get("/login", params={"token": theirs}, follow_redirects=False)
+        assert script.status_code == 403 and "set-cookie" not in script.headers
+        assert script.json() == {"error": said, "kind": "Forbidden", "exit_code": 4}
+        assert http.get("/api/overview").status_code == 401, "nothing signed in"
+        asked = http.get("/", params={"ns": ons}, headers=html)
+        assert f'<form method="post" action="/login?ns={ons}">' in asked.text
+        signed = http.post(f"/login?ns={ons}", data={"token": theirs}, headers=own,
+                           follow_redirects=False)  # fmt: skip
+        assert signed.status_code == 303 and signed.headers["location"] == f"/?ns={ons}"
+        assert http.get("/api/overview", params={"ns": ons}).json()["namespace"] == ons
+        for path in ("/static/main.js", "/static/dashboard.css", "/favicon.svg"):  # no ?ns=
+            assert http.get(path).status_code == 200, path  # were refused: a blank page
+        page = http.get("/", headers=html)  # signed in, at a namespace the token is not for
+        assert page.status_code == 403 and page.headers["content-type"].startswith("text/html")
+        assert "is not for namespace" in page.text and "{" not in page.text.split("<body>")[1]
+        assert '<form method="post" action="/login">' in page.text and theirs not in page.text
+        api = http.get("/api/overview")  # the page's own requests: the JSON refusal
+        assert api.status_code == 403 and api.json()["kind"] == "Forbidden"
+    with as_page(app, ours) as http:
+        page = http.get("/", params={"ns": ons}, headers=html)
+        assert page.status_code == 403 and "viewer&#x27; is not for namespace" in page.text
+        assert f'<form method="post" action="/login?ns={ons}">' in page.text
+    other.close()
+
+
+def test_every_refusal_is_one_shape_naming_its_kind(client: TimerClient, tmp_path: Path) -> None:
+    """The guard's refusals were ``{"error"}`` where the routes' errors are ``{"error",
+    "kind", "exit_code"}``: every error the dashboard answers has all three, the guard's
+    kind naming why (its error's words as they were)."""
+    tokens = TokenFile(tmp_path / "tokens.json")
+    _, viewer = tokens.create("read", [client.namespace], name="viewer")
+    evil = {"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site"}
+    bearer = {"Authorization": "Bearer tw_0123456789ab_" + "x" * 43}
+    files = TestClient(create_app(client, tokens=tokens), base_url=BASE)
+    shared = TestClient(create_app(client, token="s3cret"), base_url=BASE)
+    cases = [
+        (TestClient(create_app(client), base_url="http://attacker.example").get("/"),
+         400, "UnknownHost", "this dashboard does not answer for host"),
+        (files.get("/api/overview"), 401, "NotSignedIn", "sign in: open /login"),
+        (shared.get("/api/overview"), 401, "NotSignedIn", "this dashboard needs its token"),
+        (files.get("/api/overview", headers=bearer), 401, "WrongToken", "the Bearer token"),
+        (shared.get("/login?token=n0pe"), 401, "WrongToken", "wrong token"),
+        (files.post("/login", data={"token": viewer}, headers=evil), 403, "CrossSite",
+         "refused a cross-site sign-in"),
+        (web(client).post("/api/bulk/cancel", headers=evil, json={"ids": ["a"]}), 403,
+         "CrossSite", "refused a cross-site request"),
+        (as_page(create_app(client, tokens=tokens), viewer).post("/api/bulk/cancel"), 403,
+         "Forbidden", "token 'viewer' may only read"),
+        (web(client, read_only=True).post("/api/bulk/cancel"), 403, "Forbidden",
+         "this dashboard is read-only"),
+        (web(client).post("/api/bulk/cancel", content=b"{"), 400, "InvalidInput",
+         "the body must be JSON"),
+        (web(client).get("/api/bulk/cancel"), 405, "MethodNotAllowed", '"GET" is not a method'),
+        (web(client).get("/api/nothing"), 404, "NotFound", "no such page or endpoint"),
+        (web(client).get("/static/nothing.js"), 404, "NotFound", "no such file"),
+        (files.post("/login", json={"token": viewer}, headers={"Origin": BASE}), 415,
+         "InvalidInput", "sign in with the form's body"),
+        (files.put("/login"), 405, "MethodNotAllowed", "sign in with GET"),
+    ]  # fmt: skip
+    for r, status, kind, words in cases:
+        body = r.json()
+        assert (r.status_code, body["kind"]) == (status, kind), (r.request.url, body)
+        assert body["error"].startswith(words), body
+        assert body["exit_code"] == {"InvalidInput": 3, "MethodNotAllowed": 3, "NotFound": 6}.get(
+            kind, 4
+        ), body
+        assert set(body) == {"error", "kind", "exit_code"}, body
 
 
 def test_each_action_is_logged_once_with_who_what_and_on_what(
@@ -747,6 +849,7 @@ def test_any_request_is_answered_below_500_and_a_refusal_writes_nothing(
     assert r.status_code < 500, (request, r.text)
     if r.status_code >= 400:
         assert namespace_dump(redis_client, client.namespace) == before
+        assert {"error", "kind", "exit_code"} <= set(r.json()), (request, r.text)  # one shape
 
 
 def test_find_and_bulk_actions(client: TimerClient, redis_client: redis.Redis) -> None:

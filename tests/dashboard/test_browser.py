@@ -618,6 +618,55 @@ def test_a_read_token_sees_the_page_and_is_refused_an_action_in_a_browser(
         assert info is not None and info.state == "cancelled"
 
 
+def test_a_token_for_another_namespace_is_told_whose_it_is_not_shown_json_in_a_browser(
+    chromium: Any, redis_server: RedisServer, namespace: str, tmp_path: Path
+) -> None:
+    """`dashboard --tokens FILE`: a token for another namespace typed on the sign-in page
+    was let in, then the whole page was raw JSON (`{"error":"token … is not for
+    namespace …"}`). The sign-in page shows again, saying whose namespaces the token is
+    for, with a link to each; followed, the token signs in there (and the page's script
+    loads: it was refused, a blank page). Switching to a namespace the token is not for
+    shows a page saying so, with the form, not JSON."""
+    from playwright.sync_api import expect  # noqa: PLC0415
+
+    from timer.httpapi.tokens import TokenFile  # noqa: PLC0415
+
+    if not redis_server.running:
+        redis_server.restart()
+    c = TimerClient.from_url(redis_server.url, namespace)
+    c.init(shards=2)
+    other = TimerClient.from_url(redis_server.url, namespace + "-b")
+    other.init(shards=2)
+    tokens = TokenFile(tmp_path / "tokens.json")
+    _, theirs = tokens.create("read", [other.namespace], name="other team")
+    try:
+        with serving(create_app(c, tokens=tokens)) as url, opened(chromium) as browser:
+            page = browser.new_page()
+            page.goto(url)
+            page.fill("input[name=token]", theirs)
+            page.click("button[type=submit]")
+            alert = page.locator("[role=alert]")
+            expect(alert).to_contain_text(
+                f"Token 'other team' is not for namespace {namespace}: it is for {other.namespace}"
+            )
+            assert '"error"' not in page.content() and theirs not in page.content()
+            assert not browser.contexts[-1].cookies(), "no cookie for a refused sign-in"
+            alert.get_by_role("link", name=other.namespace).click()
+            page.fill("input[name=token]", theirs)
+            page.click("button[type=submit]")
+            expect(page.locator("#namespace")).to_have_value(other.namespace)
+            assert page.url == f"{url}?ns={other.namespace}", page.url
+            page.select_option("#namespace", namespace)  # one its token is not for
+            expect(page.locator("[role=alert]")).to_contain_text(
+                f"is not for namespace {namespace}"
+            )
+            assert '"error"' not in page.content()
+            expect(page.locator("input[name=token]")).to_be_visible()
+    finally:
+        other.close()
+        c.close()
+
+
 # Every control the page shows now (a button, a field, a menu, a box), named by its id,
 # else by the id of what holds it, its kind and its text ("dead button[submit] drop").
 VISIBLE_CONTROLS = """() => {

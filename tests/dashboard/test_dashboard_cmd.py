@@ -89,7 +89,11 @@ def test_readme_dashboard_commands_serve_and_stop(env: dict[str, str]) -> None:
         assert proc.returncode == 0, out
 
 
-def test_beyond_loopback_needs_a_token(env: dict[str, str]) -> None:
+@pytest.mark.parametrize("token", ["t0ken", "long-enough-t0ken"])
+def test_beyond_loopback_needs_a_token(env: dict[str, str], token: str) -> None:
+    """Beyond loopback it needs a token; one shorter than a webhook's secret may be (16
+    characters) still starts, as existing setups did, with one warning line saying anyone
+    who reaches the port can guess it and how to make one, never the token."""
     port = str(free_port())
     refused = subprocess.run([sys.executable, "-m", "timer.cli", "dashboard", "--host", "0.0.0.0",
                               "--port", port], cwd=ROOT, env=env, capture_output=True,
@@ -98,15 +102,25 @@ def test_beyond_loopback_needs_a_token(env: dict[str, str]) -> None:
     assert b"TICKWHEEL_DASHBOARD_TOKEN" in refused.stderr
     proc = start(
         ["dashboard", "--host", "0.0.0.0", "--port", port],
-        {**env, "TICKWHEEL_DASHBOARD_TOKEN": "t0ken"},
+        {**env, "TICKWHEEL_DASHBOARD_TOKEN": token},
     )
     try:
         url = f"http://127.0.0.1:{port}/api/overview"
         wait_for(lambda: get(url)[0] == 401, 30, "the dashboard to ask for its token")
-        assert get(url, {"Authorization": "Bearer t0ken"})[0] == 200
+        assert get(url, {"Authorization": f"Bearer {token}"})[0] == 200
     finally:
-        out = stop(proc)
-    assert b"t0ken" not in out  # the token is not printed
+        out = stop(proc).decode()
+    assert proc.returncode == 0, out
+    assert token not in out  # the token is not printed
+    warned = [line for line in out.splitlines() if line.startswith("Warning:")]
+    if len(token) >= 16:
+        assert warned == [], out
+        return
+    assert warned == [
+        "Warning: TICKWHEEL_DASHBOARD_TOKEN is shorter than 16 characters: anyone who can "
+        f"reach port {port} can guess it. Make a longer one with: python3 -c 'import "
+        "secrets; print(secrets.token_urlsafe())'"
+    ], out
 
 
 def test_allowed_host_is_served_and_others_refused(env: dict[str, str]) -> None:

@@ -25,14 +25,17 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import Route
 
 from timer import TimerClient
+from timer.errors import quoted
 from timer.httpapi.routing import RawRoute
 from timer.httpapi.tokens import TokenFile
 
 from .board import Namespaces
-from .guard import LOOPBACK_HOSTS, Guard, host_name
+from .guard import LOOPBACK_HOSTS, Guard, host_name, refusal
 from .routes import VIEWS, Routes, Static, icon
 
 
@@ -94,4 +97,17 @@ def create_app(
         namespace=client.namespace,
     )
     middleware = [guard]
-    return Starlette(routes=routes, middleware=middleware)
+    handlers = {404: _no_route, 405: _no_method}
+    return Starlette(routes=routes, middleware=middleware, exception_handlers=handlers)
+
+
+async def _no_route(request: Request, _exc: Exception) -> Response:
+    """An unknown path answers the API's one error shape too, not Starlette's plain text."""
+    return refusal(404, "NotFound", f"no such page or endpoint: {quoted(request.url.path, 200)}")
+
+
+async def _no_method(request: Request, exc: Exception) -> Response:
+    said = f"{quoted(request.method, 20)} is not a method of {quoted(request.url.path, 200)}"
+    response = refusal(405, "MethodNotAllowed", said)
+    response.headers.update(getattr(exc, "headers", None) or {})  # Allow: what is
+    return response

@@ -5,6 +5,7 @@ token file: :func:`user_of`), and the cross-site check of every POST."""
 from __future__ import annotations
 
 import hmac
+import html
 import logging
 import urllib.parse
 from collections.abc import Awaitable, Callable
@@ -21,6 +22,7 @@ from timer.httpapi.tokens import Token, TokenFile
 log = logging.getLogger("tickwheel.dashboard")  # the actions refused here, as routes.py's
 
 COOKIE = "tickwheel_token"
+UNSCOPED = ("/static/", "/favicon.")  # what a signed-in token reads whatever its namespaces
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 CSRF_COOKIE = "tickwheel_csrf"
 CSRF_HEADER = "x-csrf-token"
@@ -39,6 +41,17 @@ WRONG_SHARED_BEARER = (
     "the Bearer token given was not accepted: send the token the dashboard was started "
     "with (TICKWHEEL_DASHBOARD_TOKEN)"
 )
+
+# The ``kind`` of each refusal, as a library error's class names it in the routes' errors
+# (one shape: {"error", "kind", "exit_code"}); a refusal's exit code is a ConfigError's, 4
+# (the HTTP API's for its own), bad input's 3
+UNKNOWN_HOST = "UnknownHost"  # 400: a Host this dashboard does not answer for
+NOT_SIGNED_IN = "NotSignedIn"  # 401: no token given
+TOKEN_REFUSED = "WrongToken"  # 401: a token given and not accepted
+FORBIDDEN = "Forbidden"  # 403: the token may not do that (read only, another namespace)
+CROSS_SITE = "CrossSite"  # 403: a POST (or a sign-in) from another site's page
+INVALID = "InvalidInput"  # a sign-in's body that is not the form's
+EXIT_CODES = {INVALID: 3, "MethodNotAllowed": 3, "NotFound": 6}
 
 
 def host_name(host_header: str) -> str:
@@ -64,8 +77,13 @@ class Guard(BaseHTTPMiddleware):
 
     With a token file (``tokens``), each user signs in with a token of their own (the
     HTTP API's: ``tickwheel tokens create``), scoped to namespaces: ``read`` sees
-    everything and changes nothing, ``write`` and ``admin`` act too. The request's token
-    is ``request.state.user`` for the routes (who did what, in the log).
+    everything and changes nothing, ``write`` and ``admin`` act too. A sign-in with a
+    token that may not read the namespace it asks for (``?ns=``, else the dashboard's) is
+    refused, saying which namespaces the token is for. The request's token is
+    ``request.state.user`` for the routes (who did what, in the log).
+
+    Each refusal is the API's one error shape, ``{"error", "kind", "exit_code"}``
+    (:func:`refusal`); a browser opening a page gets the sign-in page saying why.
     """
 
     def __init__(
@@ -90,17 +108,18 @@ class Guard(BaseHTTPMiddleware):
     ) -> Response:
         host = host_name(request.headers.get("host", ""))
         if "*" not in self.allowed_hosts and host not in self.allowed_hosts:
-            return _refuse(
+            return refusal(
                 400,
+                UNKNOWN_HOST,
                 f"this dashboard does not answer for host {host[:100]!r}; start it "
                 "with --allowed-host NAME to serve that name",
             )
         bearer = _bearer(request)
         typed: str | None = None  # the token a sign-in gave (/login only)
         if request.url.path == "/login" and (self.tokens is not None or self.token is not None):
-            typed, refusal = await _login_token(request)
-            if refusal is not None:
-                return refusal
+            typed, refused_sign_in = await _login_token(request)
+            if refused_sign_in is not None:
+                return refused_sign_in
         if self.tokens is not None:
             refused = self.sign_in(request, bearer, typed)
             if refused is not None:
@@ -111,16 +130,17 @@ class Guard(BaseHTTPMiddleware):
             given = bearer or request.cookies.get(COOKIE, "")
             if not hmac.compare_digest(given.encode(), self.token.encode()):
                 if bearer:
-                    return _refuse(401, WRONG_SHARED_BEARER)
-                return _sign_in_page(request, ask=ASK_SHARED) or _refuse(
+                    return refusal(401, TOKEN_REFUSED, WRONG_SHARED_BEARER)
+                return _sign_in_page(request, ask=ASK_SHARED) or refusal(
                     401,
+                    NOT_SIGNED_IN,
                     "this dashboard needs its token: open /login?token=… or send "
                     "Authorization: Bearer …",
                 )
         if request.method not in ("GET", "HEAD", "OPTIONS") and not bearer:
             why = self.cross_site(request)
             if why:
-                return _refuse(403, f"refused a cross-site request: {why}")
+                return refusal(403, CROSS_SITE, f"refused a cross-site request: {why}")
         return await call_next(request)
 
     def sign_in(self, request: Request, bearer: str, typed: str | None) -> Response | None:
@@ -132,34 +152,43 @@ class Guard(BaseHTTPMiddleware):
             if typed is not None:
                 given = typed
                 if not given:
-                    return _sign_in_page(request) or _refuse(
+                    return _sign_in_page(request) or refusal(
                         401,
+                        NOT_SIGNED_IN,
                         "no token given: open /login?token=tw_… with a token `tickwheel "
                         "tokens create` printed",
                     )
-                if self.tokens.check(given) is None:  # the page says so, as the JSON does
-                    return _sign_in_page(request, WRONG_SIGN_IN) or _refuse(401, WRONG_TOKEN)
-                response = RedirectResponse("/", status_code=303)
-                response.set_cookie(COOKIE, given, httponly=True, samesite="strict")
-                return response
+                user = self.tokens.check(given)
+                if user is None:  # the page says so, as the JSON does
+                    return _sign_in_page(request, WRONG_SIGN_IN) or refusal(
+                        401, TOKEN_REFUSED, WRONG_TOKEN
+                    )
+                return self.signed_in(request, user, given)
             user = self.tokens.check(bearer or request.cookies.get(COOKIE, ""))
         except ConfigError as exc:  # the token file cannot be read: nobody gets in
-            return _refuse(503, str(exc))
+            return refusal(503, type(exc).__name__, str(exc))
         if user is None and bearer:  # a script's token refused, not one missing
-            return _refuse(401, WRONG_BEARER)
+            return refusal(401, TOKEN_REFUSED, WRONG_BEARER)
         if user is None:
-            return _sign_in_page(request) or _refuse(
+            return _sign_in_page(request) or refusal(
                 401,
+                NOT_SIGNED_IN,
                 "sign in: open /login?token=tw_… with a token of `tickwheel tokens create`, "
                 "or send Authorization: Bearer …",
             )
         namespace = request.query_params.get("ns") or self.namespace
         need = "read" if request.method in ("GET", "HEAD", "OPTIONS") else "write"
+        if need == "read" and request.url.path.startswith(UNSCOPED):
+            request.state.user = user  # the page's files are of no namespace: a token for
+            return None  # another's page was refused its script (the page stayed blank)
         if not user.allows(need, namespace):
             if need == "write" and user.allows("read", namespace):
                 why = f"token {who(user)} may only read: ask for a write token"
-            else:
-                why = f"token {who(user)} is not for namespace {namespace!r}"
+            else:  # a browser opening a page is shown why, with the form to sign in again
+                why = not_for(user, namespace)
+                page = _sign_in_page(request, _not_for_page(user, namespace), status=403)
+                if page is not None:
+                    return page
             if need == "write":  # an action refused is logged as one done is (who tried)
                 log.info(
                     "%s %s %s in namespace %r: 403 refused (%s)",
@@ -170,24 +199,37 @@ class Guard(BaseHTTPMiddleware):
                     why,
                     extra={"namespace": namespace, "user": who(user)},
                 )
-            return _refuse(403, why)
+            return refusal(403, FORBIDDEN, why)
         request.state.user = user
         return None
+
+    def signed_in(self, request: Request, user: Token, given: str) -> Response:
+        """A sign-in with a token of the file: its cookie set and the page opened, if the
+        token may read the namespace asked for (``?ns=``, else the dashboard's own); else
+        the sign-in page again saying whose it is (a script: the JSON refusal), no cookie.
+        It set the cookie, then every page was that refusal's raw JSON."""
+        asked = request.query_params.get("ns")
+        namespace = asked or self.namespace
+        if not user.allows("read", namespace):
+            return _sign_in_page(request, _not_for_page(user, namespace)) or refusal(
+                403, FORBIDDEN, not_for(user, namespace)
+            )
+        return _signed_in(request, given)
 
     def login(self, request: Request, given: str) -> Response:
         assert self.token is not None
         if not given:
-            return _sign_in_page(request, ask=ASK_SHARED) or _refuse(
+            return _sign_in_page(request, ask=ASK_SHARED) or refusal(
                 401,
+                NOT_SIGNED_IN,
                 "no token given: open /login?token=… with the token the dashboard was "
                 "started with (TICKWHEEL_DASHBOARD_TOKEN)",
             )
         if hmac.compare_digest(given.encode(), self.token.encode()):
-            response = RedirectResponse("/", status_code=303)
-            response.set_cookie(COOKIE, given, httponly=True, samesite="strict")
-            return response
-        return _sign_in_page(request, WRONG_SHARED_SIGN_IN, ask=ASK_SHARED) or _refuse(
+            return _signed_in(request, given)
+        return _sign_in_page(request, WRONG_SHARED_SIGN_IN, ask=ASK_SHARED) or refusal(
             401,
+            TOKEN_REFUSED,
             "wrong token: give the one the dashboard was started with (TICKWHEEL_DASHBOARD_TOKEN)",
         )
 
@@ -231,23 +273,34 @@ async def _login_token(request: Request) -> tuple[str, Response | None]:
     if request.method in ("GET", "HEAD"):
         return request.query_params.get("token", ""), None
     if request.method != "POST":
-        return "", _refuse(405, "sign in with GET /login?token=… or the sign-in page's form")
+        return "", refusal(
+            405, "MethodNotAllowed", "sign in with GET /login?token=… or the sign-in page's form"
+        )
     why = cross_site(request, "dashboard", navigation=False)
     if why:
-        return "", _refuse(403, f"refused a cross-site sign-in: {why}")
+        return "", refusal(403, CROSS_SITE, f"refused a cross-site sign-in: {why}")
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind != "application/x-www-form-urlencoded":
-        return "", _refuse(415, "sign in with the form's body: token=… (form-urlencoded)")
+        return "", refusal(415, INVALID, "sign in with the form's body: token=… (form-urlencoded)")
     body = b""
     async for chunk in request.stream():
         body += chunk
         if len(body) > LOGIN_BODY_LIMIT:
-            return "", _refuse(413, f"a sign-in is at most {LOGIN_BODY_LIMIT} bytes")
+            return "", refusal(413, INVALID, f"a sign-in is at most {LOGIN_BODY_LIMIT} bytes")
     try:
         fields = urllib.parse.parse_qs(body.decode(), max_num_fields=10)
     except (UnicodeDecodeError, ValueError):
-        return "", _refuse(400, "sign in with the form's body: token=… (form-urlencoded)")
+        return "", refusal(400, INVALID, "sign in with the form's body: token=… (form-urlencoded)")
     return (fields.get("token") or [""])[0], None
+
+
+def _signed_in(request: Request, given: str) -> Response:
+    """A sign-in let in: its cookie, and the page of the namespace it asked for."""
+    asked = request.query_params.get("ns")
+    home = "/?ns=" + urllib.parse.quote(asked, safe="") if asked else "/"
+    response = RedirectResponse(home, status_code=303)
+    response.set_cookie(COOKIE, given, httponly=True, samesite="strict")
+    return response
 
 
 def _bearer(request: Request) -> str:
@@ -289,10 +342,38 @@ WRONG_SIGN_IN = (
 )
 
 
-def _sign_in_page(request: Request, refused: str = "", ask: str = ASK_FILE) -> Response | None:
+def not_for(user: Token, namespace: str) -> str:
+    """Why ``user`` may not read ``namespace``, naming the ones it is for (never its secret)."""
+    said = ", ".join(repr(ns) for ns in user.namespaces[:10])
+    more = f" and {len(user.namespaces) - 10} more" if len(user.namespaces) > 10 else ""
+    return (
+        f"token {who(user)} is not for namespace {namespace!r} (it is for "
+        f"{'namespace' if len(user.namespaces) == 1 else 'namespaces'} {said}{more})"
+    )
+
+
+def _not_for_page(user: Token, namespace: str) -> str:
+    """What the sign-in page says of a token that may not read ``namespace``: whose it is,
+    with a link to each namespace's dashboard it is for (markup; names escaped)."""
+    links = ", ".join(
+        f'<a href="/?ns={html.escape(urllib.parse.quote(ns, safe=""))}">{html.escape(ns)}</a>'
+        for ns in user.namespaces[:10]
+    )
+    return (
+        f"Token {html.escape(who(user))} is not for namespace "
+        f"<code>{html.escape(namespace)}</code>: it is for {links} (open "
+        f"{'it' if len(user.namespaces) == 1 else 'one'} and sign in there). To see "
+        f"<code>{html.escape(namespace)}</code>, paste a token for it."
+    )
+
+
+def _sign_in_page(
+    request: Request, refused: str = "", ask: str = ASK_FILE, status: int = 401
+) -> Response | None:
     """The sign-in page, for a browser opening a page (not for a script or the page's
     own requests, which get the JSON refusal): it showed them raw JSON. ``refused``
-    (markup of ours, never the token typed): why the last try was not let in."""
+    (markup of ours, never the token typed): why the last try was not let in. Its form
+    signs in to the namespace the page asked for (``?ns=``)."""
     asked = request.method == "GET" or (request.method == "POST" and request.url.path == "/login")
     wants_page = asked and "text/html" in request.headers.get("accept", "")
     if not wants_page:
@@ -300,9 +381,15 @@ def _sign_in_page(request: Request, refused: str = "", ask: str = ASK_FILE) -> R
     policy = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'"
     headers = {"Content-Security-Policy": policy, "X-Content-Type-Options": "nosniff"}
     said = f'<p class="refused" role="alert">{refused}</p>\n' if refused else ""
+    ns = request.query_params.get("ns")
+    action = "/login?ns=" + html.escape(urllib.parse.quote(ns, safe="")) if ns else "/login"
     page = SIGN_IN.replace("{refused}", said).replace("{ask}", ask)
-    return HTMLResponse(page, status_code=401, headers=headers)
+    page = page.replace('action="/login"', f'action="{action}"')
+    return HTMLResponse(page, status_code=status, headers=headers)
 
 
-def _refuse(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+def refusal(status: int, kind: str, message: str) -> JSONResponse:
+    """A refusal in the one error shape of the dashboard's API: ``{"error", "kind",
+    "exit_code"}``, as a library error is answered (routes.py)."""
+    body = {"error": message, "kind": kind, "exit_code": EXIT_CODES.get(kind, 4)}
+    return JSONResponse(body, status_code=status)

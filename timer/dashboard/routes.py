@@ -20,7 +20,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from timer.errors import TimerError
 
 from . import live
-from .guard import CSRF_COOKIE, user_of, who
+from .guard import CSRF_COOKIE, FORBIDDEN, INVALID, refusal, user_of, who
 
 if TYPE_CHECKING:
     from .board import Dashboard, Namespaces
@@ -80,7 +80,7 @@ class Static:
     async def serve(self, request: Request) -> Response:
         found = self.files.get(request.path_params["name"])
         if found is None:
-            return JSONResponse({"error": "no such file"}, status_code=404)
+            return refusal(404, "NotFound", "no such file")
         body, kind, tag = found
         headers = {"Cache-Control": "no-cache", "ETag": tag, "X-Content-Type-Options": "nosniff"}
         if request.headers.get("if-none-match") == tag:
@@ -209,9 +209,7 @@ class Routes:
 
     def refused(self) -> Response | None:
         if self.read_only:
-            return JSONResponse(
-                {"error": "this dashboard is read-only (started with --read-only)"}, status_code=403
-            )
+            return refusal(403, FORBIDDEN, "this dashboard is read-only (started with --read-only)")
         return None
 
     async def change(
@@ -333,9 +331,9 @@ async def _body_of(request: Request) -> dict[str, Any] | Response:
     try:
         data = await request.json()
     except ValueError:
-        return JSONResponse({"error": "the body must be JSON"}, status_code=400)
+        return refusal(400, INVALID, "the body must be JSON")
     if not isinstance(data, dict):
-        return JSONResponse({"error": "the body must be a JSON object"}, status_code=400)
+        return refusal(400, INVALID, "the body must be a JSON object")
     return data
 
 
