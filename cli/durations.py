@@ -131,7 +131,10 @@ class Millis(_Parsed):
         text = str(value).strip()
         if not isinstance(value, int) and text.isdigit() and ctx is not None and param:
             ctx.meta.setdefault(BARE, set()).add(param.name)
+        named_ms = typed_name(param, unknown="-").endswith("-ms")  # its name says the unit
         if not isinstance(value, int) and 0 < ms < BARE_MILLIS_SAID and text.isdigit():
+            if named_ms:
+                return ms
             _say_bare(  # 30: milliseconds, or seconds meant?
                 param,
                 f"{text} is {text} milliseconds; write {text}ms to say so, or {text}s "
