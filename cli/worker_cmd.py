@@ -142,9 +142,11 @@ def worker(
             allow_eviction=allow_eviction,
         )
     client = connect(app, f"worker {settings.worker_id}", logging.getLogger("worker"), durability)
-    with errors(), contextlib.suppress(StoreError):  # unreachable: run() waits for Redis
-        client.meta  # noqa: B018 - a namespace never initialised fails before "ready"
     w = Worker(client, settings)
+    # A namespace never initialised, or a server whose maxmemory-policy may evict timers,
+    # is refused before "ready" (it said ready, then refused); unreachable: run() waits.
+    with errors(), contextlib.suppress(StoreError):
+        w.prepare()
     if metrics_port is not None:
         from timer.worker.metrics import serve_metrics  # noqa: PLC0415 - the metrics extra
 

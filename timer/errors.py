@@ -12,6 +12,7 @@ subclass inherits its parent's; ``tickwheel --help`` lists the codes.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import ClassVar, Self
@@ -62,8 +63,9 @@ class TimerError(Exception):
     @classmethod
     def about(cls, template: str, *fields: str, **values: object) -> Self:
         """``template.format(*fields, **values)``, e.g. ``about("{0} {n}, but only 1 {1}
-        key was given", "need", "watch", n=2)``: "need 2, but only 1 watch key was given"."""
-        error = cls(template.format(*fields, **values))
+        key was given", "need", "watch", n=2)``: "need 2, but only 1 watch key was given".
+        A field set to a value is written ``{0:VALUE}`` (see :class:`Field`)."""
+        error = cls(template.format(*map(Field, fields), **values))
         error.template, error.fields, error.values = template, fields, values
         return error
 
@@ -73,6 +75,27 @@ class TimerError(Exception):
         if self.template is None:
             return self
         return self.about(self.template, *(names.get(f, f) for f in self.fields), **self.values)
+
+
+class Field(str):
+    """A field's name in an error's template, as its caller writes it: ``{0}`` the name,
+    ``{0:VALUE}`` the field set to VALUE. In Python (a name) that is ``overlap="skip"``;
+    on the command line (a flag, named so by :meth:`TimerError.naming`) ``--overlap
+    skip``. VALUE ``*`` is any value: ``every="…"``, or the flag alone (``--every``);
+    ``*NAME`` one to fill in: ``group="<name>"``, or ``--group NAME``."""
+
+    __slots__ = ()
+
+    def __format__(self, spec: str) -> str:
+        if not spec:
+            return str(self)
+        flag = self.startswith("-")
+        if spec.startswith("*"):
+            some = spec[1:]
+            if flag:
+                return f"{self} {some}" if some else str(self)
+            return f"{self}={quoted(f'<{some.lower()}>' if some else '…')}"
+        return f"{self} {shlex.quote(spec)}" if flag else f"{self}={quoted(spec)}"
 
 
 class InvalidInput(TimerError, ValueError):

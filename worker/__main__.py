@@ -7,11 +7,12 @@ needs nothing but the library, so tests can start real worker processes with it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import logging
 import sys
 
-from timer import TimerClient, TimerError
+from timer import StoreError, TimerClient, TimerError
 
 from .logs import connect_with_retry
 from .settings import WorkerSettings, default_worker_id
@@ -76,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         assert client is not None  # only a stop event ends the wait with None
         worker = Worker(client, settings)
+        # no namespace, or a server that may evict timers: refused before "ready"
+        with contextlib.suppress(StoreError):  # unreachable again: run() waits for it
+            worker.prepare()
     except TimerError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1

@@ -9,6 +9,7 @@ import shlex
 from pathlib import Path
 
 import pytest
+import redis
 from click.testing import CliRunner
 
 from timer.cli.main import main
@@ -164,21 +165,77 @@ def test_a_namespace_not_initialised_says_how_to_initialise_that_one(
 ) -> None:
     """`tickwheel --namespace uninit worker` said to run `tickwheel init --shards N`,
     which initialised `default`: the command it says names the namespace, and run as
-    said (N a number) it initialises that one."""
+    said (pasted as it is: no N left to fill in) it initialises that one."""
     missing = tw("stats", expect=4)
-    hint = f"`tickwheel --namespace {namespace} init --shards N`"
+    hint = f"`tickwheel --namespace {namespace} init`"
     assert hint in missing.output, missing.output
-    pasted = shlex.split(hint.strip("`").replace(" N", " 2"))[1:]
+    pasted = shlex.split(hint.strip("`"))[1:]
     made = CliRunner().invoke(main, ["--redis-url", redis_server.url, *pasted])
     assert made.exit_code == 0, made.output
     tw("stats")
 
 
-def test_the_librarys_not_initialised_error_names_a_namespace_but_default() -> None:
+def test_the_librarys_not_initialised_error_names_a_namespace_but_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("TICKWHEEL_NAMESPACE", raising=False)
     for name, command in (
-        ("default", "`tickwheel init --shards N`"),
-        ("billing.eu", "`tickwheel --namespace billing.eu init --shards N`"),
+        ("default", "`tickwheel init`"),
+        ("billing.eu", "`tickwheel --namespace billing.eu init`"),
     ):
         with pytest.raises(ConfigError) as error:
             meta_from({}, name, "redis://h:1/0")
-        assert f"run {command} or TimerClient.init(shards=N) once" in str(error.value)
+        assert (
+            f"run {command} once (16 shards; --shards N for another count) or "
+            "TimerClient.init()" in str(error.value)
+        ), error.value
+
+
+def test_the_not_initialised_hint_says_no_n_to_guess_and_the_count_it_gives() -> None:
+    """The hint said `tickwheel init --shards N`, leaving N to guess, where a plain
+    `tickwheel init` works: it says that, and the count it says is the one `init` and
+    TimerClient.init() give."""
+    from timer.cli.namespace_cmd import init  # noqa: PLC0415
+    from timer.client import DEFAULT_SHARDS  # noqa: PLC0415
+    from timer.durable.model.namespace import INIT_SHARDS  # noqa: PLC0415
+
+    shards = next(p for p in init.params if p.name == "shards")
+    assert shards.default == DEFAULT_SHARDS == INIT_SHARDS == 16
+
+
+@pytest.mark.parametrize(("exported", "says"), [
+    ("billing", "`tickwheel --namespace default init`"),
+    ("default", "`tickwheel init`"),
+    ("", "`tickwheel init`"),
+])  # fmt: skip
+def test_the_hint_for_default_names_it_when_the_shell_exports_another(
+    monkeypatch: pytest.MonkeyPatch, exported: str, says: str
+) -> None:
+    """A user who followed a guide that exported TICKWHEEL_NAMESPACE=billing, told that
+    `default` is not initialised, would paste `tickwheel init` and initialise billing:
+    with another namespace in the environment the hint names `--namespace default`."""
+    monkeypatch.setenv("TICKWHEEL_NAMESPACE", exported)
+    with pytest.raises(ConfigError) as error:
+        meta_from({}, "default", "redis://h:1/0")
+    assert f"run {says} once" in str(error.value), error.value
+
+
+def test_pasting_the_hint_for_default_in_a_shell_that_exports_another_initialises_default(
+    workdir: Path, server_binary: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run as the CLI runs it, on a server of its own (where `default` is not
+    initialised): the hint's command, pasted in the shell that exported another
+    namespace, initialises `default`, the one the error was about."""
+    monkeypatch.setenv("TICKWHEEL_NAMESPACE", "billing")
+    with RedisServer(workdir / "own", binary=server_binary) as own:
+        missing = CliRunner().invoke(
+            main, ["--redis-url", own.url, "--namespace", "default", "stats"]
+        )
+        assert missing.exit_code == 4, missing.output
+        hint = missing.output.split("run `")[1].split("`")[0]
+        assert hint == "tickwheel --namespace default init", missing.output
+        made = CliRunner().invoke(main, ["--redis-url", own.url, *shlex.split(hint)[1:]])
+        assert made.exit_code == 0, made.output
+        r = redis.Redis.from_url(own.url)
+        assert (r.exists("{tw:default}:meta"), r.exists("{tw:billing}:meta")) == (1, 0)
+        r.close()

@@ -4,6 +4,7 @@ Ctrl-C ending a waiting command quietly. Against the real test server."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -73,6 +74,12 @@ def test_a_confirmation_with_no_answer_says_to_add_yes_and_changes_nothing(
     with TimerClient.from_url(redis_server.url, namespace) as c:
         assert c.schedules.get("keep") is not None
     tw("groups", "delete", "nope", expect=6)  # no such group: said before any question
+    # under --json the refusal is one JSON object on stderr, as every error then is
+    tw("schedule", "job:{1}", "--in", "1h")
+    quiet = tw("--json", "timers", "cancel", "job:*", expect=2)
+    error = json.loads(quiet.stderr)
+    assert error["kind"] == "NoAnswer" and error["exit_code"] == 2, quiet.stderr
+    assert "add --yes" in error["error"] and quiet.stdout == ""
 
 
 def test_scheduling_an_ended_id_hints_at_rearm(tw: Run) -> None:

@@ -17,7 +17,9 @@ from hypothesis import strategies as st
 from tests.conftest import wait_for
 from timer import TimerClient
 from timer.cli.main import main
+from timer.durable.schedules.records import ScheduleSpec
 from timer.durable.schedules.recurrence import Recurrence
+from timer.errors import InvalidInput
 from timer.testing import RedisServer
 from timer.worker import Worker, WorkerSettings
 
@@ -175,3 +177,67 @@ def test_a_schedule_from_the_command_line(
     assert tw("schedules", "delete", "report", "--yes").output.startswith("Deleted")
     assert tw("schedules", "delete", "report", "--yes", expect=6)
     assert "No schedules." in tw("schedules", "list").output
+
+
+@pytest.mark.redis
+def test_tz_with_every_is_kept_but_said_to_move_nothing(tw: Run) -> None:
+    """`schedules create s6 --every 1d --tz America/New_York` said `when every 1d in
+    America/New_York` and fired at UTC midnight: --tz is for --cron. It is still taken
+    (a script that gives it works as it did), with one warning that it moves nothing,
+    and no output shows the interval as counted in that zone."""
+    tw("init", "--shards", "2")
+    made = tw("schedules", "create", "s6", "--every", "1d", "--tz", "America/New_York")
+    warned = [line for line in made.stderr.splitlines() if line.startswith("Warning:")]
+    assert warned == [
+        "Warning: --tz America/New_York applies to --cron schedules only: an --every "
+        "schedule counts from its --start (else from 1970-01-01T00:00:00Z) in absolute "
+        "time, whatever the zone"
+    ], made.stderr
+    shown = dict(line.split(None, 1) for line in made.stdout.splitlines()[2:] if " " in line)
+    assert shown["when"].strip() == "every 1d in UTC", made.stdout
+    assert "New_York" not in made.stdout, made.stdout  # nor its next as that zone's
+    got = as_json(tw("--json", "schedules", "get", "s6"))
+    assert got["next_ms"] % 86_400_000 == 0 and got["when"] == "every 1d in UTC", got
+    assert got["tz"] == "America/New_York"  # kept as given: the record is unchanged
+    assert "in America/New_York" not in tw("schedules", "list").output
+    got_shown = tw("schedules", "get", "s6").output
+    assert "every 1d in UTC" in got_shown and "New_York" not in got_shown, got_shown
+    updated = tw("schedules", "update", "s6", "--every", "2d", "--tz", "Europe/Paris")
+    assert "Warning: --tz Europe/Paris applies to --cron schedules only" in updated.stderr
+    for quiet in (["--every", "1d"], ["--cron", "0 0 * * *", "--tz", "America/New_York"]):
+        plain = tw("schedules", "create", f"q{len(quiet)}", *quiet)
+        assert "Warning" not in plain.stderr, plain.stderr
+    assert "in America/New_York" in tw("schedules", "get", "q4").output  # cron: it applies
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize(
+    ("args", "says", "python"),
+    [
+        (["--every", "1h", "--overlap", "skip"],
+         "--overlap skip waits for a handler group: give --group NAME",
+         'overlap="skip" waits for a handler group: give group="<name>"'),
+        (["--cron", "0 8 * * *", "--offset", "5s"],
+         "--offset is for --every schedules; shift the cron fields",
+         'offset is for every="…" schedules; shift the cron fields'),
+    ],
+)  # fmt: skip
+def test_a_schedule_error_names_the_flags_under_the_cli(
+    tw: Run, args: list[str], says: str, python: str
+) -> None:
+    """`schedules create s --every 1h --overlap skip` said `overlap="skip" waits for a
+    handler group: give group='<its name>'` (Python's names); `--cron … --offset 5s`
+    `offset is for every='…' schedules`. Under the CLI they name the flags; the library
+    keeps its own words for Python; --json says the same, with nothing escaped."""
+    tw("init", "--shards", "2")
+    refused = tw("schedules", "create", "s", *args, expect=3)
+    assert refused.stderr.strip() == f"Error: {says}", refused.stderr
+    as_data = tw("--json", "schedules", "create", "s", *args, expect=3)
+    assert json.loads(as_data.stderr)["error"] == says and "\\u" not in as_data.stderr
+    if "--cron" in args:
+        code, out = preview(*args)
+        assert code == 3 and says in out, out
+    spec = dict(zip(args[::2], args[1::2], strict=True))
+    with pytest.raises(InvalidInput) as error:
+        ScheduleSpec.of(**{k.removeprefix("--"): v for k, v in spec.items()})
+    assert str(error.value) == python

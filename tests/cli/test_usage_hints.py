@@ -199,6 +199,37 @@ def test_server_commands_say_they_ignore_a_redis_url(
     assert alone.stderr == ""
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--namespace", "foo", "server", "status"],
+        ["server", "--namespace", "foo", "status"],
+        ["server", "status", "--namespace", "foo"],
+        ["server", "stop", "--namespace", "foo"],
+        ["server", "status", "--json", "--namespace", "foo"],
+    ],
+)
+def test_server_commands_say_they_ignore_a_namespace(args: list[str], tmp_path: Path) -> None:
+    """`tickwheel server status --namespace foo` said nothing, where a --redis-url is
+    said to be ignored: a --namespace given on the command line (before or after the
+    subcommand's name) gets the same one-line note; the output is as without it."""
+    home = {**NO_URL, "TICKWHEEL_HOME": str(tmp_path / "home")}
+    out = CliRunner().invoke(main, args, env=home)
+    assert out.stderr.splitlines() == [
+        "Note: --namespace foo is ignored: `tickwheel server` manages the embedded server only"
+    ], out.stderr
+    alone = CliRunner().invoke(main, [a for a in args if a not in ("--namespace", "foo")], env=home)
+    assert (out.exit_code, out.stdout) == (alone.exit_code, alone.stdout)
+
+
+def test_server_commands_are_silent_about_tickwheel_namespace(tmp_path: Path) -> None:
+    """TICKWHEEL_NAMESPACE is exported for the other commands (a guide's `export`): a
+    `server` command run in that shell says nothing of it."""
+    env = {**NO_URL, "TICKWHEEL_HOME": str(tmp_path / "home"), "TICKWHEEL_NAMESPACE": "foo"}
+    out = CliRunner().invoke(main, ["server", "status"], env=env)
+    assert out.exit_code == 5 and out.stderr == "", out.output
+
+
 LOOKS_ONLY = [
     ["get", "job:{1}"],
     ["wait", "job:{1}"],

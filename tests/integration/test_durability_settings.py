@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -81,6 +83,30 @@ def test_cli_init_and_worker_say_what_to_do(
     assert runner.invoke(main, [*base, "init", "--shards", "2", "--allow-eviction"]).exit_code == 0
     worker = runner.invoke(main, [*base, "worker", "--lease", "1s"])
     assert worker.exit_code == 4 and "--allow-eviction" in worker.output
+
+
+def test_a_worker_on_an_evicting_server_is_refused_before_it_says_ready(
+    redis_server: RedisServer, evicting: redis.Redis, namespace: str
+) -> None:
+    """`tickwheel worker` on a server with maxmemory-policy allkeys-lru said `worker …
+    ready: …` and then `Error: … allkeys-lru …` (exit 4): nothing says ready that then
+    refuses to run. `python -m timer.worker` likewise."""
+    with pytest.warns(DurabilityWarning), TimerClient.from_url(redis_server.url, namespace) as c:
+        c.init(shards=2, allow_eviction=True)
+    base = ["--redis-url", redis_server.url, "--namespace", namespace]
+    worker = CliRunner().invoke(main, [*base, "worker", "--lease", "1s", "--id", "w1"])
+    assert worker.exit_code == 4, worker.output
+    assert "maxmemory-policy allkeys-lru" in worker.stderr, worker.stderr
+    assert "ready" not in worker.output, worker.output
+    bare = subprocess.run(
+        [sys.executable, "-m", "timer.worker", *base, "--id", "w2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert bare.returncode == 1 and "allkeys-lru" in bare.stderr, bare.stderr
+    assert "ready" not in bare.stderr, bare.stderr
 
 
 def test_aof_off_is_warned_and_shown_in_stats(

@@ -3,6 +3,7 @@ hash) and the client's limits; and the shard numbers an admin call may name."""
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -13,6 +14,11 @@ from . import keys as keyspace
 from .checks import check_int
 from .codec import FORMAT_VERSION
 from .models import ClientSettings, Meta
+
+# what `tickwheel init` (and TimerClient.init()) gives a namespace when no count is said
+INIT_SHARDS = 16
+# the environment variable the CLI takes its --namespace from
+NAMESPACE_ENV = "TICKWHEEL_NAMESPACE"
 
 
 @dataclass(frozen=True)
@@ -50,7 +56,8 @@ def meta_from(
     if not stored:
         raise ConfigError(
             f"namespace {quoted(namespace)} is not initialised at {where}; run "
-            f"`tickwheel{_naming(namespace)} init --shards N` or TimerClient.init(shards=N) once"
+            f"`tickwheel{_naming(namespace)} init` once ({INIT_SHARDS} shards; --shards N for "
+            "another count) or TimerClient.init()"
         )
     version = int(stored.get(b"version", 1))
     if version > FORMAT_VERSION:
@@ -71,8 +78,13 @@ def meta_from(
 
 def _naming(namespace: str) -> str:
     """The global option a pasted ``tickwheel`` command needs to act on ``namespace``
-    (none for ``default``, the CLI's own), quoted for a shell."""
-    return "" if namespace == "default" else f" --namespace {shlex.quote(namespace)}"
+    (none for ``default``, the CLI's own, unless this process's environment names another
+    in TICKWHEEL_NAMESPACE: a shell that exported it, as a guide does, would run the
+    pasted command on that one), quoted for a shell."""
+    exported = os.environ.get(NAMESPACE_ENV) or "default"
+    if namespace == "default" == exported:
+        return ""
+    return f" --namespace {shlex.quote(namespace)}"
 
 
 def check_shards(ns: Namespace, shards: object) -> list[int]:

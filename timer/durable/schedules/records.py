@@ -85,8 +85,11 @@ class ScheduleSpec:
                 f"overlap must be one of {', '.join(OVERLAP)}, got {quoted(overlap)}"
             )
         if overlap != "allow" and group is None:
-            raise InvalidInput(
-                f"overlap={quoted(overlap)} waits for a handler group: give group='<its name>'"
+            raise InvalidInput.about(  # its fields named: the CLI says --overlap, --group
+                "{0:{overlap}} waits for a handler group: give {1:*NAME}",
+                "overlap",
+                "group",
+                overlap=overlap,
             )
         waits_for = None if group is None else check_name("consumer group", group)
         assert isinstance(missed, str) and isinstance(overlap, str)
@@ -132,11 +135,13 @@ class ScheduleSpec:
         return cls(recurrence, MISSED[missed], catch_up, OVERLAP[overlap], group)
 
     def describe(self) -> str:
+        """``cron "0 8 * * *" in Europe/Paris``, ``every 1d in UTC``: an interval is
+        absolute time (from its start, else the Unix epoch), whatever ``tz`` it was given
+        (the zone is for cron): said in UTC, not in a zone that does not move it."""
         r = self.recurrence
-        when = (
-            f"cron {quoted(r.cron)}" if r.cron else f"every {format_duration_ms(r.every_ms or 0)}"
-        )
-        return f"{when} in {r.tz}"
+        if r.cron:
+            return f"cron {quoted(r.cron)} in {r.tz}"
+        return f"every {format_duration_ms(r.every_ms or 0)} in UTC"
 
 
 @dataclass(frozen=True)

@@ -139,7 +139,9 @@ class Recurrence:
         if cron is not None:
             _check_cron(cron)
             if offset_ms:
-                raise InvalidInput("offset is for every='…' schedules; shift the cron fields")
+                raise InvalidInput.about(  # its fields named: the CLI says --offset, --every
+                    "{0} is for {1:*} schedules; shift the cron fields", "offset", "every"
+                )
         elif every_ms is not None and offset_ms >= every_ms:
             raise InvalidInput.about(
                 "{0} ({got}) must be shorter than {1} ({every})",
