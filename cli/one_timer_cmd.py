@@ -275,30 +275,30 @@ def heartbeat(app: App, timer_id: str, extend_ms: int, earlier: bool) -> None:
 
     A timer scheduled with --max-total never falls due after its creation plus that:
     a heartbeat past it exits 13, and the timer falls due at its cap. A timer that has
-    already ended is left as it is.
+    already ended is left as it is. With --json, "extended" says it was taken (false: the
+    timer ended) and "moved" whether the deadline moved (false: it was due later already).
 
     \b
     Example: tickwheel heartbeat 'job:{42}' --extend 30s
     """
     with errors():
+        before = app.client.get(timer_id)  # what the deadline was: to say if it moved
         t = app.client.heartbeat(timer_id, extend_ms, earlier=earlier)
+    moved = t.state == "pending" and before is not None and before.deadline_ms != t.deadline_ms
     if t.state != "pending":
-        emit(
-            app.json,
-            {**timer_json(t), "extended": False},
-            f"{timer_id} already ended ({t.state}); nothing changed",
+        said = f"{timer_id} already ended ({t.state}); nothing changed"
+    elif moved:
+        said = f"{timer_id} now falls due {format_ms(t.deadline_ms)}"
+    else:  # taken, but due later than --extend from now already: it stayed
+        said = f"{timer_id} stays due {format_ms(t.deadline_ms)}: " + (
+            "already --extend from now"
+            if earlier
+            else "later than --extend from now (a heartbeat moves a deadline only later; "
+            "--earlier moves it sooner)"
         )
-    else:
-        # one due later than --extend from now stayed where it was (a moved one is due at
-        # the server's now then + extend, before this later read of now + extend)
-        stayed = not earlier and t.deadline_ms > app.client.server_time_ms() + extend_ms
-        said = (
-            f"{timer_id} stays due {format_ms(t.deadline_ms)}: later than --extend from now "
-            "(a heartbeat moves a deadline only later; --earlier moves it sooner)"
-            if stayed
-            else f"{timer_id} now falls due {format_ms(t.deadline_ms)}"
-        )
-        emit(app.json, {**timer_json(t), "extended": True}, said)
+    # extended: the heartbeat was taken (pending; false: it ended, stop the job);
+    # moved: it moved the deadline (false: it stayed where it was)
+    emit(app.json, {**timer_json(t), "extended": t.state == "pending", "moved": moved}, said)
 
 
 @click.command()

@@ -45,8 +45,9 @@ def plural(n: int, noun: str, many: str | None = None) -> str:
 
 
 def against_deadline(lateness_ms: int) -> str:
-    """When an outcome was decided, said from its deadline: ``12 ms after its deadline``,
-    ``3s before its deadline``, ``59m59s before its deadline`` (a timer completed or
+    """When an outcome was decided, said from its deadline, its duration written as a
+    handler's log writes one (``format_duration_ms``): ``12ms after its deadline``,
+    ``3s250ms before its deadline``, ``59m59s before its deadline`` (a timer completed or
     cancelled early: in whole seconds from 10 s on, not 3599284 ms). Whole seconds are
     counted down, not rounded: the first-hour tour's timer, completed about half a second
     after its 30 s one was set, said 30s in one run and 29s in the next (trial 9)."""
@@ -54,8 +55,6 @@ def against_deadline(lateness_ms: int) -> str:
         return "at its deadline"
     side = "after" if lateness_ms > 0 else "before"
     size = abs(lateness_ms)
-    if size < 1000:
-        return f"{size} ms {side} its deadline"
     if size >= 10_000:
         size = size // 1000 * 1000
     return f"{format_duration_ms(size)} {side} its deadline"

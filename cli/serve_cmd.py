@@ -108,9 +108,10 @@ def serve(
     to read, write or admin; --no-auth drops that, on loopback only.
 
     \b
-    Example:
-      tickwheel tokens create --scope write --namespace default
-      tickwheel serve --port 8000
+    Example (tokens create prints the token alone on stdout):
+      tickwheel init
+      TOKEN=$(tickwheel tokens create --scope write --namespace default)
+      tickwheel serve --port 8000 &
       curl -H "Authorization: Bearer $TOKEN" \\
         localhost:8000/v1/namespaces/default/timers/x
     """

@@ -17,6 +17,7 @@ from timer.cli.durations import INSTANT
 from timer.cli.main import main
 from timer.cli.output import against_deadline
 from timer.durable.model.codec import FORMAT_VERSION
+from timer.durable.model.durations import format_duration_ms
 from timer.testing import RedisServer, free_port
 
 from .conftest import Run, as_json
@@ -84,6 +85,28 @@ def test_heartbeat_extends_within_the_cap(tw: Run) -> None:
     assert as_json(tw("--json", "cancel", "job:{4}"))["cancelled"] is True
     ended = as_json(tw("--json", "heartbeat", "job:{4}", "--extend", "1s"))
     assert ended["extended"] is False and ended["state"] == "cancelled"
+
+
+def test_a_heartbeat_that_moves_nothing_says_so_in_json(tw: Run) -> None:
+    """A heartbeat on a timer due later than --extend from now said "stays due" in text
+    but ``"extended": true`` in --json, as if it had moved (trial 17). ``extended`` keeps
+    its meaning (taken: the timer is pending; false: it ended, stop the job); ``moved``
+    says whether the deadline moved, as the text does."""
+    tw("init", "--shards", "2")
+    t = as_json(tw("--json", "schedule", "hb:{1}", "--in", "1h"))
+    stayed = as_json(tw("--json", "heartbeat", "hb:{1}", "--extend", "1s"))
+    assert (stayed["extended"], stayed["moved"]) == (True, False), stayed
+    assert stayed["deadline_ms"] == t["deadline_ms"]
+    assert "stays due" in tw("heartbeat", "hb:{1}", "--extend", "1s").output
+    moved = as_json(tw("--json", "heartbeat", "hb:{1}", "--extend", "2h"))
+    assert (moved["extended"], moved["moved"]) == (True, True), moved
+    assert moved["deadline_ms"] > t["deadline_ms"]
+    sooner = as_json(tw("--json", "heartbeat", "hb:{1}", "--extend", "1m", "--earlier"))
+    assert sooner["moved"] is True and sooner["deadline_ms"] < t["deadline_ms"], sooner
+    assert "now falls due" in tw("heartbeat", "hb:{1}", "--extend", "3h").output
+    tw("cancel", "hb:{1}")
+    ended = as_json(tw("--json", "heartbeat", "hb:{1}", "--extend", "1s"))
+    assert (ended["extended"], ended["moved"], ended["state"]) == (False, False, "cancelled")
 
 
 def test_timer_lifecycle_json(tw: Run) -> None:
@@ -242,7 +265,7 @@ def test_migrate_asks_then_moves_the_format(
 def test_uninitialised_namespace(tw: Run) -> None:
     """Using a namespace nobody initialised exits 4 and says how to fix it."""
     result = tw("schedule", "a", "--in", "1s", expect=4)
-    assert "tickwheel --namespace t" in result.output and " init --shards N" in result.output
+    assert "`tickwheel --namespace t" in result.output and " init` once (16 shards" in result.output
 
 
 def test_unreachable_redis_hides_password(workdir: object) -> None:
@@ -505,7 +528,17 @@ def test_a_decision_seconds_before_its_deadline_is_counted_in_whole_seconds_down
     assert against_deadline(-30_000) == "30s before its deadline"
     assert against_deadline(12_999) == "12s after its deadline"
     assert against_deadline(-3_599_990) == "59m59s before its deadline"
-    assert against_deadline(-250) == "250 ms before its deadline"
+    assert against_deadline(-250) == "250ms before its deadline"
+
+
+def test_a_decision_is_placed_from_its_deadline_as_the_handlers_log_writes_a_duration() -> None:
+    """`tail` and `wait` said `3 ms after its deadline` where the handler's log of the same
+    outcome said `(3ms after its deadline` (trial 17): under 10 s the duration is written
+    as that log writes it (format_duration_ms), and so read back as a duration."""
+    for ms in (3, 999, 1000, 1500, 9_999):
+        assert against_deadline(ms) == f"{format_duration_ms(ms)} after its deadline", ms
+        assert against_deadline(-ms) == f"{format_duration_ms(ms)} before its deadline", ms
+    assert against_deadline(3) == "3ms after its deadline"
 
 
 def test_a_namespace_not_initialised_names_those_the_server_has(tw: Run, namespace: str) -> None:

@@ -9,6 +9,7 @@ import http.client
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import ssl
@@ -353,23 +354,58 @@ def test_tickwheel_serve_with_workers_and_tokens(
 
 
 def test_readme_curl_lines_run(served: tuple[Api, TimerClient, TokenFile]) -> None:
-    """The HTTP guide's curl lines, against this server, with its token."""
+    """The HTTP guide's lines, against this server, as one shell runs them: its first
+    line's API and NS are this server's; its TOKEN line runs as written (trial 17: the
+    guide used $TOKEN and never set it, so a reader's curl got a 401), making a token in
+    the server's token file, which the curl lines after it then use."""
     curl = shutil.which("curl")
     if curl is None:
         pytest.skip("curl is not installed")
-    api, c, _ = served
+    api, c, tokens = served
     text = (ROOT / "docs" / "guides" / "http.md").read_text()
     block = text.split("# The HTTP API and webhooks", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
-    lines = [ln.strip() for ln in block.splitlines() if ln.strip().startswith("curl ")]
-    assert len(lines) >= 4
-    env = {**os.environ, "TOKEN": api.token or "", "API": api.base, "NS": c.namespace}
-    for line in lines:
-        out = subprocess.run(["bash", "-c", line + " --fail-with-body -sS"], env=env,
-                             capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
-        assert out.returncode == 0, (line, out.stdout, out.stderr)
-        answer = json.loads(out.stdout)
-        if line is lines[0]:  # its own id: not one the tour left completed
-            assert answer["created"] is True, answer
+    lines = [ln.strip() for ln in block.splitlines() if ln.strip()]
+    assert lines[0] == "API=http://127.0.0.1:8000 NS=default", lines[0]
+    assert lines[1].startswith("TOKEN=$(tickwheel tokens create "), lines[1]
+    curls = lines[2:]
+    assert len(curls) >= 4 and all(ln.startswith("curl ") for ln in curls), curls
+    script = [f"API={api.base} NS={c.namespace}", lines[1]]
+    script += [f"{ln} --fail-with-body -sS; echo" for ln in curls]  # one answer a line
+    env = {k: v for k, v in os.environ.items() if k != "TOKEN"}  # the block sets it
+    path = f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}"  # tickwheel
+    env |= {"TICKWHEEL_TOKENS": str(tokens.path), "PATH": path}
+    before = set(tokens.load())
+    out = subprocess.run(["bash", "-euo", "pipefail", "-c", "\n".join(script)], env=env,
+                         capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert out.returncode == 0, (out.stdout, out.stderr)
+    made = [t for tid, t in tokens.load().items() if tid not in before]
+    assert [(t.scope, t.namespaces) for t in made] == [("write", (c.namespace,))], made
+    answers = [json.loads(ln) for ln in out.stdout.splitlines() if ln.strip()]
+    assert len(answers) == len(curls), out.stdout
+    assert answers[0]["created"] is True, answers[0]  # its own id: not one the tour left
+    assert answers[-1]["outcome"] == "completed", answers[-1]
+
+
+def test_serves_help_sets_the_token_its_curl_sends(tmp_path: Path) -> None:
+    """`serve --help`'s example sent "Bearer $TOKEN" and never set TOKEN: pasted, the
+    curl got a 401 (trial 17). It sets TOKEN before the curl, from `tokens create`'s
+    stdout, which is the token alone: one the token file then checks."""
+    from click.testing import CliRunner  # noqa: PLC0415
+
+    from timer.cli.main import main  # noqa: PLC0415
+
+    helped = CliRunner().invoke(main, ["serve", "--help"]).output.splitlines()
+    sets = [i for i, ln in enumerate(helped) if ln.strip().startswith("TOKEN=$(")]
+    uses = [i for i, ln in enumerate(helped) if "$TOKEN" in ln]
+    assert sets and uses and sets[0] < uses[0], helped
+    line = helped[sets[0]].strip()
+    assert line.startswith("TOKEN=$(tickwheel tokens create ") and line.endswith(")"), line
+    path = tmp_path / "tokens.json"
+    made = subprocess.run([sys.executable, "-m", "timer.cli", *shlex.split(line[8:-1])[1:],
+                           "--tokens", str(path)], capture_output=True, text=True,
+                          timeout=60, check=True)  # fmt: skip
+    token = TokenFile(path).check(made.stdout.rstrip("\n"))  # as $(...) takes it
+    assert token is not None and token.scope == "write", (made.stdout, made.stderr)
 
 
 def test_a_handler_in_any_language_through_a_group(
@@ -699,7 +735,12 @@ def test_every_door_shows_one_value_alike(
     # a heartbeat over HTTP (#43): extended; past the cap 409, the one error shape
     cli("schedule", "beat:{5}", "--in", "1m", "--max-total-ms", "90000")
     status, beat = api.call("POST", f"{ns}/timers/beat:%7B5%7D/heartbeat", {"extend_ms": 80_000})
-    assert status == 200 and beat["extended"] is True, beat
+    assert status == 200 and (beat["extended"], beat["moved"]) == (True, True), beat
+    # one due later than extend_ms from now stays: taken (extended), not moved (trial 17:
+    # "extended": true alone read as if it had moved)
+    status, kept = api.call("POST", f"{ns}/timers/beat:%7B5%7D/heartbeat", {"extend_ms": 1000})
+    assert status == 200 and (kept["extended"], kept["moved"]) == (True, False), kept
+    assert kept["timer"]["deadline_ms"] == beat["timer"]["deadline_ms"], kept
     status, capped = api.call("POST", f"{ns}/timers/beat:%7B5%7D/heartbeat", {"extend_ms": 10**6})
     assert (status, capped["kind"], capped["exit_code"]) == (409, "HeartbeatCapped", 13)
     # ... and a reschedule past the cap (#54: one meaning of the cap): 409, nothing moved
@@ -707,6 +748,9 @@ def test_every_door_shows_one_value_alike(
     status, past = api.call("POST", f"{ns}/timers/beat:%7B5%7D/reschedule", {"delay_ms": 10**6})
     assert (status, past["kind"], past["exit_code"]) == (409, "Capped", 13), past
     assert due is not None and c.get("beat:{5}") == due
+    assert c.cancel("beat:{5}")  # ended: not taken, nothing moved
+    status, ended = api.call("POST", f"{ns}/timers/beat:%7B5%7D/heartbeat", {"extend_ms": 1})
+    assert status == 200 and (ended["extended"], ended["moved"]) == (False, False), ended
     status, _ = api.call("POST", f"{ns}/timers/none:%7B5%7D/heartbeat", {"extend_ms": 1})
     assert status == 404
     status, _ = api.call("POST", f"{ns}/timers", {"id": "door:{3}", "delay_ms": 1, "note": "x"})

@@ -98,6 +98,30 @@ ERROR = {
     },
     "required": ["error", "kind", "exit_code"],
 }
+HEARTBEAT_DONE = {
+    "type": "object",
+    "description": "The timer as the heartbeat left it (timer.deadline_ms: its deadline "
+    "now), or as it ended; whether the heartbeat was taken and whether it moved the deadline.",
+    "properties": {
+        "id": {"type": "string"},
+        "extended": {
+            "type": "boolean",
+            "description": "The heartbeat was taken: the timer is pending, so the job may go "
+            "on. False: the timer had already ended (timer.state says how); stop the job. "
+            "True also when the deadline stayed where it was: see moved.",
+        },
+        "moved": {
+            "type": "boolean",
+            "description": "This heartbeat moved the timer's deadline (later; with earlier, "
+            "sooner too), to timer.deadline_ms. False when it stayed: it was due later than "
+            "extend_ms from now already (a heartbeat moves a deadline only later), or the "
+            "timer had ended.",
+        },
+        "timer": TIMER,
+    },
+    "required": ["id", "extended", "moved", "timer"],
+    "additionalProperties": False,
+}
 
 
 DEAD_BATCH = {

@@ -20,6 +20,7 @@ from .schemas import (
     DEAD_BATCH_DONE,
     EMPTY,
     HEARTBEAT,
+    HEARTBEAT_DONE,
     INFO,
     NOTIFY,
     OUTCOME,
@@ -143,7 +144,12 @@ ENDPOINTS = (
         "Extend a running job's timeout (a heartbeat): later only, within its cap",
         "write",
         HEARTBEAT,
-        responses={200: ("extended, or it had already ended", {"type": "object"})},
+        responses={
+            200: (
+                "taken (extended), its deadline moved or not (moved); or it had already ended",
+                HEARTBEAT_DONE,
+            )
+        },
         errors={
             404: "no such timer",
             409: "past its max_total_ms: refused; it falls due at its cap",
