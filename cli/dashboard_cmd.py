@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
+import shlex
 import signal
+import socket
 from pathlib import Path
 
 import click
@@ -81,7 +83,8 @@ def dashboard(
     On loopback (the default) it needs no token. To listen beyond it, set a token:
       TOKEN=$(python -c 'import secrets; print(secrets.token_urlsafe())')
       export TICKWHEEL_DASHBOARD_TOKEN=$TOKEN
-    then open http://HOST:PORT/login?token=... once in the browser.
+    then open http://HOST:PORT/ and sign in there with the token (a script or a
+    bookmark may open /login?token=... instead; a browser keeps that address).
 
     It answers only requests for its own host names (--allowed-host adds one; on
     0.0.0.0 without it, any name, as the token guards it), and an action only from its
@@ -108,7 +111,7 @@ def dashboard(
             + ("read every timer and payload" if read_only else "cancel timers")
             + ". "
             f"Set a token first: export {TOKEN_ENV}=$(python -c 'import secrets; "
-            "print(secrets.token_urlsafe())'), then open /login?token=<it> once"
+            "print(secrets.token_urlsafe())'), then sign in on the dashboard's page with it"
         )
     if token is not None and len(token) < SHORT_TOKEN:  # never the token itself
         warn(
@@ -168,18 +171,51 @@ def serve(
     def stop(signum: int, frame: object) -> None:  # graceful, then exit 0 (uvicorn's own
         server.should_exit = True  # handler re-raises the signal: exit -15 on SIGTERM)
 
-    login = "login?token=<your token>" if token or tokens else ""
     with bind_port("serve the dashboard", host, port) as sock:  # before saying it serves
         click.echo(
             f"dashboard of namespace {app.namespace!r} at {app.safe_url}: "
-            f"http://{host}:{port}/{login}" + (" (read-only)" if read_only else ""),
+            f"{page_url(host, port)}" + (" (read-only)" if read_only else ""),
             err=True,
         )
+        for line in where_and_how(host, port, names, token, tokens_path):
+            click.echo(line, err=True)
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, stop)
         running()  # its own SIGTERM handling from here (cli.starting)
         server.run(sockets=[sock])
     click.echo("dashboard stopped", err=True)
+
+
+def page_url(host: str, port: int) -> str:
+    """The page's address to open on this machine: a wildcard (0.0.0.0, ::) is no address
+    to open, so its loopback one; an IPv6 one in brackets."""
+    if host in WILDCARDS:
+        host = "::1" if host == "::" else "127.0.0.1"
+    return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
+
+
+def where_and_how(
+    host: str, port: int, names: list[str], token: str | None, tokens_path: Path | None
+) -> list[str]:
+    """What the line naming the page's address leaves out: on every interface, how another
+    machine opens it; with a token, how to sign in (on the page: the form posts the token,
+    so no address the browser keeps holds it)."""
+    said = []
+    if host in WILDCARDS:
+        elsewhere = [n for n in names if n != "*" and not is_loopback(n)]  # --allowed-host
+        by = elsewhere[0] if elsewhere else socket.gethostname() or "THIS-MACHINE"
+        said.append(
+            f"It listens on every interface (--host {host or '0.0.0.0'}): from another "
+            f"machine, {page_url(by, port)}" + ("" if elsewhere else " or this machine's address")
+        )
+    if tokens_path is not None:
+        said.append(
+            "Sign in on that page with a token `tickwheel tokens create --tokens "
+            f"{shlex.quote(str(tokens_path))}` printed."
+        )
+    elif token:
+        said.append(f"Sign in on that page with the token in {TOKEN_ENV}.")
+    return said
 
 
 def stop_started_server(app: App) -> None:

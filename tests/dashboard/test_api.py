@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import re
@@ -616,6 +618,108 @@ def test_a_token_for_another_namespace_is_refused_at_sign_in_saying_whose_it_is(
     other.close()
 
 
+def test_a_sign_in_goes_on_to_the_page_asked_for_and_only_to_one_of_its_own(
+    client: TimerClient, tmp_path: Path
+) -> None:
+    """A sign-in always landed on `/`: a user who opened /timers (or a shared link to a
+    timer) signed in and lost the page. The sign-in page shown at the address asked for
+    carries it (its path and query) to /login as `next`, and the 303 goes there, with the
+    fragment the page's script added to it; /login?token=…&next=… too. A `next` that is
+    not a path of this dashboard (another site's address, `//host`, a backslash, a
+    scheme, /login itself) is ignored: the sign-in goes home, as it did."""
+    tokens = TokenFile(tmp_path / "tokens.json")
+    _, viewer = tokens.create("read", [client.namespace], name="viewer")
+    html = {"Accept": "text/html,application/xhtml+xml"}
+    own = {"Origin": BASE, "Sec-Fetch-Site": "same-origin", **html}
+    shared = ("/timers#timer=job%3A%7B1%7D", "/timers#timer=job%3A%7B1%7D")
+    attempts = [
+        "//evil.example/", "https://evil.example/", "/\\evil.example", "\\\\evil.example",
+        "/\\/evil.example", "/\t/evil.example", "javascript:alert(1)", "evil.example",
+        "http:/evil.example", "/login?token=x", "#timer=1", "/" + "x" * 3000,
+    ]  # fmt: skip
+    for app, token in ((create_app(client, tokens=tokens), viewer),
+                       (create_app(client, token="s3cret"), "s3cret")):  # fmt: skip
+        with TestClient(app, base_url=BASE) as http:
+            for asked, carried in (
+                ("/timers", "/timers"),
+                ("/groups?x=1&y=2", "/groups?x=1&amp;y=2"),
+            ):
+                page = http.get(asked, headers=html)
+                assert page.status_code == 401
+                assert f'<input type="hidden" name="next" value="{carried}">' in page.text
+            page = http.get("/timers", headers=html)  # its one script, allowed by its hash
+            script = page.text.split("<script>")[1].split("</script>")[0]
+            digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+            policy = page.headers["content-security-policy"]
+            assert f"script-src 'sha256-{digest}'" in policy and "unsafe-inline'; f" not in policy
+            assert "location.hash" in script
+            for sent, goes in (("/timers", "/timers"), ("/timers?ns=" + client.namespace,
+                               "/timers?ns=" + client.namespace), shared):  # fmt: skip
+                r = http.post("/login", data={"token": token, "next": sent}, headers=own,
+                              follow_redirects=False)  # fmt: skip
+                assert r.status_code == 303 and r.headers["location"] == goes, (sent, r.headers)
+            for evil in attempts:
+                r = http.post("/login", data={"token": token, "next": evil}, headers=own,
+                              follow_redirects=False)  # fmt: skip
+                assert r.status_code == 303 and r.headers["location"] == "/", (evil, r.headers)
+                r = http.get("/login", params={"token": token, "next": evil},
+                             follow_redirects=False)  # fmt: skip
+                assert r.status_code == 303 and r.headers["location"] == "/", (evil, r.headers)
+            r = http.get("/login", params={"token": token, "next": "/dead-letters"},
+                         follow_redirects=False)  # fmt: skip
+            assert r.status_code == 303 and r.headers["location"] == "/dead-letters"
+            # a wrong token: the page shown again at /login keeps where the user was going
+            wrong = http.post("/login", data={"token": "n0pe", "next": shared[0]}, headers=own)
+            assert wrong.status_code == 401 and "not accepted" in wrong.text
+            kept = '<input type="hidden" name="next" value="/timers#timer=job%3A%7B1%7D">'
+            assert kept in wrong.text
+            wrong = http.post("/login", data={"token": "n0pe", "next": "//evil.example"},
+                              headers=own)  # fmt: skip
+            assert '<input type="hidden" name="next" value="">' in wrong.text
+
+
+def test_the_namespace_menu_lists_only_those_the_token_may_read(
+    client: TimerClient, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """A token for one namespace was offered every namespace in the page's menu (picking
+    another's dropped the user at the sign-in page): the overview and the live stream
+    list only the namespaces the signed-in token may read (a `*` token: all); with the
+    one shared token, or none, every namespace, as before."""
+    other = TimerClient.from_url(redis_server.url, client.namespace + "-b")
+    other.init(shards=2)
+    ns, ons = client.namespace, other.namespace
+    tokens = TokenFile(tmp_path / "tokens.json")
+    _, ours = tokens.create("read", [ns], name="ours")
+    _, both = tokens.create("write", [ns, ons], name="both")
+    _, every = tokens.create("read", ["*"], name="every")
+    app = create_app(client, tokens=tokens)
+
+    def menu(http: TestClient, **params: str) -> list[str]:
+        names = http.get("/api/overview", params=params).json()["namespaces"]
+        with http.stream("GET", "/api/live", params=params) as r:
+            data = next(line for line in r.iter_lines() if line.startswith("data: "))
+        assert json.loads(data[len("data: ") :])["overview"]["namespaces"] == names
+        return [n for n in names if n in (ns, ons)]  # other tests' namespaces aside
+
+    try:
+        every_namespace = client.namespaces()
+        assert {ns, ons} <= set(every_namespace)
+        with as_page(app, ours) as http:
+            assert http.get("/api/overview").json()["namespaces"] == [ns]
+            assert menu(http) == [ns]
+        with as_page(app, both) as http:
+            assert menu(http) == [ns, ons] and menu(http, ns=ons) == [ns, ons]
+        with as_page(app, every) as http:
+            assert http.get("/api/overview").json()["namespaces"] == every_namespace
+        shared = TestClient(create_app(client, token="s3cret"), base_url=BASE,
+                            headers={"Authorization": "Bearer s3cret"})  # fmt: skip
+        for http in (shared, web(client)):
+            assert http.get("/api/overview").json()["namespaces"] == every_namespace
+            assert menu(http) == [ns, ons]
+    finally:
+        other.close()
+
+
 def test_every_refusal_is_one_shape_naming_its_kind(client: TimerClient, tmp_path: Path) -> None:
     """The guard's refusals were ``{"error"}`` where the routes' errors are ``{"error",
     "kind", "exit_code"}``: every error the dashboard answers has all three, the guard's
@@ -629,7 +733,7 @@ def test_every_refusal_is_one_shape_naming_its_kind(client: TimerClient, tmp_pat
     cases = [
         (TestClient(create_app(client), base_url="http://attacker.example").get("/"),
          400, "UnknownHost", "this dashboard does not answer for host"),
-        (files.get("/api/overview"), 401, "NotSignedIn", "sign in: open /login"),
+        (files.get("/api/overview"), 401, "NotSignedIn", "sign in on the page"),
         (shared.get("/api/overview"), 401, "NotSignedIn", "this dashboard needs its token"),
         (files.get("/api/overview", headers=bearer), 401, "WrongToken", "the Bearer token"),
         (shared.get("/login?token=n0pe"), 401, "WrongToken", "wrong token"),

@@ -625,8 +625,9 @@ def test_a_token_for_another_namespace_is_told_whose_it_is_not_shown_json_in_a_b
     was let in, then the whole page was raw JSON (`{"error":"token … is not for
     namespace …"}`). The sign-in page shows again, saying whose namespaces the token is
     for, with a link to each; followed, the token signs in there (and the page's script
-    loads: it was refused, a blank page). Switching to a namespace the token is not for
-    shows a page saying so, with the form, not JSON."""
+    loads: it was refused, a blank page). The menu offers only the namespaces the token
+    is for; opening one it is not for (a bookmark) shows a page saying so, with the form,
+    not JSON."""
     from playwright.sync_api import expect  # noqa: PLC0415
 
     from timer.httpapi.tokens import TokenFile  # noqa: PLC0415
@@ -656,12 +657,88 @@ def test_a_token_for_another_namespace_is_told_whose_it_is_not_shown_json_in_a_b
             page.click("button[type=submit]")
             expect(page.locator("#namespace")).to_have_value(other.namespace)
             assert page.url == f"{url}?ns={other.namespace}", page.url
-            page.select_option("#namespace", namespace)  # one its token is not for
+            # the menu offers only the token's namespace; one it is not for, opened by
+            # its address (a bookmark), gets the page saying so
+            expect(page.locator("#namespace option")).to_have_text([other.namespace])
+            page.goto(f"{url}?ns={namespace}")
             expect(page.locator("[role=alert]")).to_contain_text(
                 f"is not for namespace {namespace}"
             )
             assert '"error"' not in page.content()
             expect(page.locator("input[name=token]")).to_be_visible()
+    finally:
+        other.close()
+        c.close()
+
+
+def test_the_overview_says_one_timer_pending_in_the_singular_in_a_browser(
+    chromium: Any, redis_server: RedisServer, namespace: str
+) -> None:
+    """With no live worker the Overview said `no live worker while 1 timers are pending`:
+    one timer is said in the singular, more in the plural."""
+    from playwright.sync_api import expect  # noqa: PLC0415
+
+    if not redis_server.running:
+        redis_server.restart()
+    c = TimerClient.from_url(redis_server.url, namespace)
+    c.init(shards=2)
+    c.schedule("job:{1}", 3_600_000)
+    try:
+        with serving(create_app(c)) as url, opened(chromium) as browser:
+            page = browser.new_page()
+            page.goto(url)
+            attention = page.locator("#attention")
+            expect(attention).to_contain_text("no live worker while 1 timer is pending")
+            c.schedule("job:{2}", 3_600_000)  # the next live event says two
+            expect(attention).to_contain_text("no live worker while 2 timers are pending")
+    finally:
+        c.close()
+
+
+def test_a_sign_in_opens_the_page_and_timer_asked_for_and_lists_the_tokens_namespaces(
+    chromium: Any, redis_server: RedisServer, namespace: str, tmp_path: Path
+) -> None:
+    """`dashboard --tokens FILE`: a user who opened a shared link to a timer
+    (/timers#timer=…, as the operations guide says to send) signed in and landed on the
+    Overview, the timer lost. The sign-in, after a wrong token too, opens the page and the
+    timer asked for: the fragment, never sent to the server, is carried by the sign-in
+    page's one script (allowed by its hash alone). The namespace menu then lists only the
+    namespaces the token may read (it offered every one; picking another's dropped the
+    user at the sign-in page)."""
+    from playwright.sync_api import expect  # noqa: PLC0415
+
+    from timer.httpapi.tokens import TokenFile  # noqa: PLC0415
+
+    if not redis_server.running:
+        redis_server.restart()
+    c = TimerClient.from_url(redis_server.url, namespace)
+    c.init(shards=2)
+    c.schedule("job:{1}", 3_600_000)
+    other = TimerClient.from_url(redis_server.url, namespace + "-b")
+    other.init(shards=2)
+    tokens = TokenFile(tmp_path / "tokens.json")
+    _, ours = tokens.create("read", [namespace], name="ours")
+    link = "timers#timer=job%3A%7B1%7D"
+    try:
+        with serving(create_app(c, tokens=tokens)) as url, opened(chromium) as browser:
+            page = browser.new_page()
+            refused: list[str] = []  # what the page's policy blocked, if anything
+            page.on("console", lambda m: refused.append(m.text) if m.type == "error" else None)
+            page.goto(url + link)
+            page.fill("input[name=token]", "tw_0123456789ab_" + "x" * 43)
+            page.click("button[type=submit]")
+            expect(page.locator("[role=alert]")).to_contain_text("That token was not accepted")
+            page.fill("input[name=token]", ours)
+            page.click("button[type=submit]")
+            expect(page).to_have_url(url + link)
+            expect(page.locator("#find-section")).to_be_visible()
+            expect(page.locator("#timer-id")).to_have_value("job:{1}")
+            expect(page.locator("#timer-state")).to_have_text("pending")
+            assert ours not in page.url
+            assert not [m for m in refused if "Content Security Policy" in m], refused
+            options = page.locator("#namespace option")
+            expect(options).to_have_count(1)
+            expect(options).to_have_text(namespace)
     finally:
         other.close()
         c.close()

@@ -89,17 +89,30 @@ def test_readme_dashboard_commands_serve_and_stop(env: dict[str, str]) -> None:
         assert proc.returncode == 0, out
 
 
+def said_at_start(out: str) -> list[str]:
+    """The lines the dashboard printed from the one naming its address (the Warning:
+    lines before it aside) to the end of what it says at start."""
+    lines = out.splitlines()
+    (first,) = (i for i, line in enumerate(lines) if line.startswith("dashboard of namespace"))
+    return [line for line in lines[first:] if line != "dashboard stopped"]
+
+
 @pytest.mark.parametrize("token", ["t0ken", "long-enough-t0ken"])
 def test_beyond_loopback_needs_a_token(env: dict[str, str], token: str) -> None:
     """Beyond loopback it needs a token; one shorter than a webhook's secret may be (16
     characters) still starts, as existing setups did, with one warning line saying anyone
-    who reaches the port can guess it and how to make one, never the token."""
+    who reaches the port can guess it and how to make one, never the token. Started on
+    0.0.0.0 it printed `http://0.0.0.0:PORT/login?token=<your token>`: no address to open,
+    and advice to put the token in an address the browser keeps. It prints the loopback
+    address, says it listens on every interface, and to sign in on that page."""
     port = str(free_port())
     refused = subprocess.run([sys.executable, "-m", "timer.cli", "dashboard", "--host", "0.0.0.0",
                               "--port", port], cwd=ROOT, env=env, capture_output=True,
                              timeout=60, check=False)  # fmt: skip
     assert refused.returncode == 2
     assert b"TICKWHEEL_DASHBOARD_TOKEN" in refused.stderr
+    assert b"then sign in on the dashboard's page with it" in refused.stderr
+    assert b"login?token" not in refused.stderr
     proc = start(
         ["dashboard", "--host", "0.0.0.0", "--port", port],
         {**env, "TICKWHEEL_DASHBOARD_TOKEN": token},
@@ -112,6 +125,13 @@ def test_beyond_loopback_needs_a_token(env: dict[str, str], token: str) -> None:
         out = stop(proc).decode()
     assert proc.returncode == 0, out
     assert token not in out  # the token is not printed
+    ns = env["TICKWHEEL_NAMESPACE"]
+    assert said_at_start(out) == [
+        f"dashboard of namespace {ns!r} at {env['TICKWHEEL_REDIS_URL']}: http://127.0.0.1:{port}/",
+        "It listens on every interface (--host 0.0.0.0): from another machine, "
+        f"http://{socket.gethostname()}:{port}/ or this machine's address",
+        "Sign in on that page with the token in TICKWHEEL_DASHBOARD_TOKEN.",
+    ], out
     warned = [line for line in out.splitlines() if line.startswith("Warning:")]
     if len(token) >= 16:
         assert warned == [], out
@@ -145,7 +165,10 @@ def test_users_sign_in_with_their_own_tokens_beyond_loopback(
     """`tickwheel dashboard --tokens FILE` (the operations guide's form): tokens made by
     `tickwheel tokens create` sign users in, so it may listen beyond loopback; a read
     token is told the page is read-only; a missing file, or the shared token as well,
-    is refused with what to do."""
+    is refused with what to do. It prints the page's plain address (it printed
+    `http://0.0.0.0:PORT/login?token=<your token>`) and to sign in there with a token of
+    the file; its --help says to open the page and sign in there, a /login?token= link
+    being a script's or a bookmark's."""
     file = tmp_path / "tokens.json"
 
     def tw(*args: str, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -173,6 +196,30 @@ def test_users_sign_in_with_their_own_tokens_beyond_loopback(
         out = stop(proc)
     assert proc.returncode == 0, out
     assert viewer.encode() not in out
+    assert said_at_start(out.decode())[0].endswith(f": http://127.0.0.1:{port}/"), out
+    assert said_at_start(out.decode())[2] == (
+        f"Sign in on that page with a token `tickwheel tokens create --tokens {file}` printed."
+    ), out
+    assert b"login?token" not in out and b"0.0.0.0:" not in out, out
+    helped = " ".join(tw("dashboard", "--help").stdout.split())
+    assert (
+        "then open http://HOST:PORT/ and sign in there with the token (a script or a "
+        "bookmark may open /login?token=... instead" in helped
+    ), helped
+    assert helped.count("login?token") == 1, helped
+
+
+def test_the_address_printed_is_one_to_open() -> None:
+    """The address the dashboard prints for --host: a wildcard's is loopback (0.0.0.0 and
+    :: are no address to open), an IPv6 one is in brackets."""
+    from timer.cli.dashboard_cmd import page_url  # noqa: PLC0415
+
+    assert page_url("0.0.0.0", 8083) == "http://127.0.0.1:8083/"
+    assert page_url("", 8083) == "http://127.0.0.1:8083/"
+    assert page_url("::", 8083) == "http://[::1]:8083/"
+    assert page_url("::1", 8083) == "http://[::1]:8083/"
+    assert page_url("10.0.0.5", 8083) == "http://10.0.0.5:8083/"
+    assert page_url("timers.internal", 80) == "http://timers.internal:80/"
 
 
 def post(url: str, headers: dict[str, str]) -> int:

@@ -12,8 +12,8 @@ library's. No key is built here and no raw Redis command is sent.
 one (as it does for a ``read`` token). Each action done is logged once, at INFO, on
 ``tickwheel.dashboard``: who (the token's name), what, on what, and the answer. ``token``, when
 set, is required on every request: ``Authorization: Bearer <token>``, or the cookie
-``/login?token=<token>`` sets. Every request must name an allowed host, and every POST
-must come from the dashboard's own page (:class:`Guard`).
+the sign-in page sets (``/login?token=<token>`` too). Every request must name an
+allowed host, and every POST must come from the dashboard's own page (:class:`Guard`).
 """
 
 from __future__ import annotations

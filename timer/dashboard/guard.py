@@ -4,9 +4,12 @@ token file: :func:`user_of`), and the cross-site check of every POST."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import hmac
 import html
 import logging
+import re
 import urllib.parse
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -68,7 +71,7 @@ class Guard(BaseHTTPMiddleware):
     - **Host allow-list** (every request): a page served for another name (DNS
       rebinding: ``attacker.example`` resolved to 127.0.0.1) is refused with 400.
     - **Token** (when set): ``Authorization: Bearer <token>`` or the cookie that
-      ``/login?token=<token>`` sets.
+      the sign-in page's form sets (``/login?token=<token>`` too).
     - **Cross-site requests** (every POST): the browser must say the request came from
       this dashboard's own page, by ``Origin`` or ``Sec-Fetch-Site: same-origin``, and
       it must carry the page's CSRF token in ``X-CSRF-Token``, equal to the
@@ -134,7 +137,7 @@ class Guard(BaseHTTPMiddleware):
                 return _sign_in_page(request, ask=ASK_SHARED) or refusal(
                     401,
                     NOT_SIGNED_IN,
-                    "this dashboard needs its token: open /login?token=… or send "
+                    "this dashboard needs its token: sign in on its page with it, or send "
                     "Authorization: Bearer …",
                 )
         if request.method not in ("GET", "HEAD", "OPTIONS") and not bearer:
@@ -155,7 +158,7 @@ class Guard(BaseHTTPMiddleware):
                     return _sign_in_page(request) or refusal(
                         401,
                         NOT_SIGNED_IN,
-                        "no token given: open /login?token=tw_… with a token `tickwheel "
+                        "no token given: sign in on the page with a token `tickwheel "
                         "tokens create` printed",
                     )
                 user = self.tokens.check(given)
@@ -173,8 +176,8 @@ class Guard(BaseHTTPMiddleware):
             return _sign_in_page(request) or refusal(
                 401,
                 NOT_SIGNED_IN,
-                "sign in: open /login?token=tw_… with a token of `tickwheel tokens create`, "
-                "or send Authorization: Bearer …",
+                "sign in on the page with a token of `tickwheel tokens create`, or send "
+                "Authorization: Bearer …",
             )
         namespace = request.query_params.get("ns") or self.namespace
         need = "read" if request.method in ("GET", "HEAD", "OPTIONS") else "write"
@@ -222,7 +225,7 @@ class Guard(BaseHTTPMiddleware):
             return _sign_in_page(request, ask=ASK_SHARED) or refusal(
                 401,
                 NOT_SIGNED_IN,
-                "no token given: open /login?token=… with the token the dashboard was "
+                "no token given: sign in on the page with the token the dashboard was "
                 "started with (TICKWHEEL_DASHBOARD_TOKEN)",
             )
         if hmac.compare_digest(given.encode(), self.token.encode()):
@@ -263,14 +266,17 @@ def who(user: Token | None) -> str:
 
 
 LOGIN_BODY_LIMIT = 4096  # a token is 62 characters; a form of more is not a sign-in
+FORM_BODY = "sign in with the form's body: token=… (form-urlencoded)"
 
 
 async def _login_token(request: Request) -> tuple[str, Response | None]:
-    """The token a sign-in gave, or why it is refused: the sign-in page's form POSTs it
-    (so it never lands in the browser's history or a proxy's log, as a query does);
-    ``/login?token=…``, the link ``tickwheel dashboard`` prints, still signs in. A POST
-    from another site's page is refused (it would sign the user in as someone else)."""
+    """The token a sign-in gave, or why it is refused, and the page it goes on to
+    (``next``, kept as ``request.state.next_page``): the sign-in page's form POSTs them
+    (so the token never lands in the browser's history or a proxy's log, as a query
+    does); ``/login?token=…`` (a script's or a bookmark's) still signs in. A POST from
+    another site's page is refused (it would sign the user in as someone else)."""
     if request.method in ("GET", "HEAD"):
+        request.state.next_page = request.query_params.get("next", "")
         return request.query_params.get("token", ""), None
     if request.method != "POST":
         return "", refusal(
@@ -281,7 +287,7 @@ async def _login_token(request: Request) -> tuple[str, Response | None]:
         return "", refusal(403, CROSS_SITE, f"refused a cross-site sign-in: {why}")
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind != "application/x-www-form-urlencoded":
-        return "", refusal(415, INVALID, "sign in with the form's body: token=… (form-urlencoded)")
+        return "", refusal(415, INVALID, FORM_BODY)
     body = b""
     async for chunk in request.stream():
         body += chunk
@@ -290,15 +296,48 @@ async def _login_token(request: Request) -> tuple[str, Response | None]:
     try:
         fields = urllib.parse.parse_qs(body.decode(), max_num_fields=10)
     except (UnicodeDecodeError, ValueError):
-        return "", refusal(400, INVALID, "sign in with the form's body: token=… (form-urlencoded)")
+        return "", refusal(400, INVALID, FORM_BODY)
+    request.state.next_page = (fields.get("next") or [""])[0]
     return (fields.get("token") or [""])[0], None
 
 
+NEXT_PATH = re.compile(r"/(?![/\\])[\x21-\x7e]*")  # one /, then printable ASCII
+NEXT_LIMIT = 2000
+
+
+def local_page(value: str) -> str | None:
+    """``value`` if it is a page of this dashboard for a sign-in to go on to: a path of
+    its own with its query and fragment (``/timers?ns=a#timer=job%3A1``). Anything else
+    is None (the sign-in goes home), so no link sends a user who signs in to another
+    site (``//evil.example``, ``https://…``, ``/\\evil.example``) or back to /login."""
+    path, hashed, fragment = value.partition("#")
+    if len(value) > NEXT_LIMIT or not NEXT_PATH.fullmatch(path) or "\\" in path:
+        return None
+    split = urllib.parse.urlsplit(path)
+    if split.scheme or split.netloc or split.path == "/login":
+        return None
+    # the fragment as the browser had it (location.hash); anything else in it escaped
+    return path + (
+        "#" + urllib.parse.quote(fragment, safe="/?:@!$&'()*+,;=%-._~") if hashed else ""
+    )
+
+
+def _asked(request: Request) -> str:
+    """The page a sign-in shown at this request goes on to: the one asked for (its path
+    and query as sent), or at /login the one the sign-in carried (``next``)."""
+    if request.url.path == "/login":
+        return local_page(getattr(request.state, "next_page", "")) or ""
+    path = (request.scope.get("raw_path") or request.url.path.encode()).decode("latin-1")
+    query = (request.scope.get("query_string") or b"").decode("latin-1")
+    return local_page(path + ("?" + query if query else "")) or ""
+
+
 def _signed_in(request: Request, given: str) -> Response:
-    """A sign-in let in: its cookie, and the page of the namespace it asked for."""
+    """A sign-in let in: its cookie, and the page it was asked for on (``next``: a path
+    of this dashboard's own), else the page of the namespace it asked for."""
     asked = request.query_params.get("ns")
     home = "/?ns=" + urllib.parse.quote(asked, safe="") if asked else "/"
-    response = RedirectResponse(home, status_code=303)
+    response = RedirectResponse(_asked(request) or home, status_code=303)
     response.set_cookie(COOKIE, given, httponly=True, samesite="strict")
     return response
 
@@ -319,9 +358,22 @@ input{width:100%;font:inherit;padding:6px;margin:8px 0}button{font:inherit;paddi
 {refused}<p>{ask}</p>
 <form method="post" action="/login"><label>Token
 <input name="token" type="password" autocomplete="off" placeholder="tw_…" required autofocus>
-</label><button type="submit">Sign in</button></form>
+</label><input type="hidden" name="next" value="{next}"><button type="submit">Sign in</button>
+</form><script>{keep_hash}</script>
 </body></html>
 """
+# The page's one script, allowed by its hash alone: the address's fragment (the timer a
+# shared link opens, /timers#timer=…) is never sent to the server, so it is added to the
+# page the sign-in goes on to here (a page shown again after a wrong token keeps its own)
+KEEP_HASH = (
+    'const next = document.querySelector("input[name=next]");'
+    'if (location.hash) next.value = next.value.split("#")[0] + location.hash;'
+)
+SIGN_IN_POLICY = (
+    "default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-"
+    + base64.b64encode(hashlib.sha256(KEEP_HASH.encode()).digest()).decode()
+    + "'; form-action 'self'"
+)
 
 
 # What the sign-in page asks for: a token of the token file, or the one shared token
@@ -373,17 +425,18 @@ def _sign_in_page(
     """The sign-in page, for a browser opening a page (not for a script or the page's
     own requests, which get the JSON refusal): it showed them raw JSON. ``refused``
     (markup of ours, never the token typed): why the last try was not let in. Its form
-    signs in to the namespace the page asked for (``?ns=``)."""
+    signs in to the namespace the page asked for (``?ns=``), then goes on to the page
+    asked for (``next``: its path, query and, by the page's script, fragment)."""
     asked = request.method == "GET" or (request.method == "POST" and request.url.path == "/login")
     wants_page = asked and "text/html" in request.headers.get("accept", "")
     if not wants_page:
         return None
-    policy = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'"
-    headers = {"Content-Security-Policy": policy, "X-Content-Type-Options": "nosniff"}
+    headers = {"Content-Security-Policy": SIGN_IN_POLICY, "X-Content-Type-Options": "nosniff"}
     said = f'<p class="refused" role="alert">{refused}</p>\n' if refused else ""
     ns = request.query_params.get("ns")
     action = "/login?ns=" + html.escape(urllib.parse.quote(ns, safe="")) if ns else "/login"
     page = SIGN_IN.replace("{refused}", said).replace("{ask}", ask)
+    page = page.replace("{next}", html.escape(_asked(request))).replace("{keep_hash}", KEEP_HASH)
     page = page.replace('action="/login"', f'action="{action}"')
     return HTMLResponse(page, status_code=status, headers=headers)
 

@@ -23,6 +23,8 @@ from . import live
 from .guard import CSRF_COOKIE, FORBIDDEN, INVALID, refusal, user_of, who
 
 if TYPE_CHECKING:
+    from timer.httpapi.tokens import Token
+
     from .board import Dashboard, Namespaces
 
 log = logging.getLogger("tickwheel.dashboard")  # every action, with who asked for it
@@ -166,8 +168,12 @@ class Routes:
 
     async def overview(self, request: Request) -> Response:
         looks_only = self.looks_only(request)
+        user = user_of(request)
         return await _call(
-            self.on(request, lambda d: {**d.overview(), "read_only": d.read_only or looks_only})
+            self.on(
+                request,
+                lambda d: _readable({**d.overview(), "read_only": d.read_only or looks_only}, user),
+            )
         )
 
     async def live(self, request: Request) -> Response:
@@ -175,9 +181,9 @@ class Routes:
             board = await asyncio.to_thread(self.boards.of, request)
         except TimerError as exc:  # a namespace that does not exist: said once, no stream
             return _error(exc)
-        if not self.looks_only(request) or board.read_only:
-            return live.response(request, board.snapshot)
-        return live.response(request, lambda: _looking_only(board.snapshot()))
+        user = user_of(request)
+        looks = self.looks_only(request) and not board.read_only  # (a read-only board says so)
+        return live.response(request, lambda: _shown(board.snapshot(), user, looks_only=looks))
 
     async def history(self, request: Request) -> Response:
         minutes = request.path_params["minutes"]
@@ -368,7 +374,21 @@ def _dead_selection(body: dict[str, Any]) -> str:
     return f"all dead letters matching {', '.join(parts) or 'anything'} (expect {expect})"
 
 
-def _looking_only(snapshot: dict[str, Any]) -> dict[str, Any]:
-    """A live event for a user who may only look: its overview says read-only (the page
-    hides the actions by it; an event that did not say so showed them again each second)."""
-    return {**snapshot, "overview": {**snapshot["overview"], "read_only": True}}
+def _readable(overview: dict[str, Any], user: Token | None) -> dict[str, Any]:
+    """The overview as ``user`` is shown it: its namespace menu lists only those the token
+    may read (it offered every one, and picking another's dropped the user at the sign-in
+    page); with the shared token, or none, every namespace."""
+    if user is None:
+        return overview
+    names = [ns for ns in overview["namespaces"] if user.allows("read", ns)]
+    return {**overview, "namespaces": names}
+
+
+def _shown(snapshot: dict[str, Any], user: Token | None, *, looks_only: bool) -> dict[str, Any]:
+    """A live event as ``user`` is shown it (:func:`_readable`); for a user who may only
+    look, its overview says read-only (the page hides the actions by it; an event that did
+    not say so showed them again each second)."""
+    overview = _readable(snapshot["overview"], user)
+    if looks_only:
+        overview = {**overview, "read_only": True}
+    return {**snapshot, "overview": overview}

@@ -29,7 +29,7 @@ function attention(o) {
   for (const g of o.groups.filter((x) => x.paused_since_ms)) items.push(`group ${groupLink(g.name)} is paused (${g.lag ?? "?"} waiting)`);
   const leaderless = o.shards.filter((s) => !s.leader).length;
   if (leaderless) items.push(`<a href="${address("/shards")}">${leaderless} ${leaderless === 1 ? "shard has" : "shards have"} no leader</a>: their timers wait`);
-  if (!o.workers.length && o.pending) items.push(`<a href="${address("/workers")}">no live worker</a> while ${o.pending.toLocaleString()} timers are pending`);
+  if (!o.workers.length && o.pending) items.push(`<a href="${address("/workers")}">no live worker</a> while ${o.pending.toLocaleString()} ${o.pending === 1 ? "timer is" : "timers are"} pending`);
   const late = o.shards.filter((s) => s.lag_ms > 5000).length;
   if (late) items.push(`<a href="${address("/shards")}">${late} ${late === 1 ? "shard sweeps" : "shards sweep"} more than 5 s late</a>`);
   put($("attention"), items.length ? items.map((i) => `<li>${i}</li>`).join("") :
