@@ -111,12 +111,11 @@ class DurationOr(Duration):
     ) -> int:
         text = str(value).strip()
         if not isinstance(value, int) and text.isdigit():
-            self.fail(
-                f"{quoted(text)} {NOT_A_DURATION}; or give {self.ms_option} {text} for "
-                "milliseconds",
-                param,
-                ctx,
-            )
+            if int(text) < BARE_MILLIS_SAID:  # 2: seconds meant, surely, not 2 ms
+                hint = f"; did you mean {text}s? ({self.ms_option} takes milliseconds)"
+            else:
+                hint = f"; or give {self.ms_option} {text} for milliseconds"
+            self.fail(f"{quoted(text)} {NOT_A_DURATION}{hint}", param, ctx)
         return super().convert(value, param, ctx)
 
 

@@ -90,8 +90,8 @@ def groups_pause(app: App, name: str, by: str | None) -> None:
 
     Handlers already running finish and are acknowledged; new outcomes wait in the
     streams (kept from trimming) until `tickwheel groups resume NAME`. The runners keep
-    running and keep their outcomes in hand touched. `tickwheel groups` shows who paused
-    it.
+    running; outcomes they hold and have not started stay pending, untouched. `tickwheel
+    groups` shows who paused it.
     """
     with errors():
         new = app.client.pause_group(name, by=by)

@@ -127,7 +127,8 @@ def schedule(
     watch: tuple[str, ...],
     **options: Unpack[DeclaredArgs],
 ) -> None:
-    """Schedule timer TIMER_ID (idempotent: the same id again returns the existing one).
+    """Schedule timer TIMER_ID (idempotent: the same id and parameters again return the
+    existing timer; other parameters for a pending id are refused, exit 7).
 
     \b
     Example: tickwheel schedule 'job:{42}' --in 30s --watch 'job:{42}:done'

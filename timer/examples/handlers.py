@@ -21,7 +21,7 @@ log = logging.getLogger("timer.examples.handlers")
 def on_timeout(o: Outcome) -> None:
     """A job's timeout fired: the job did not report in time. Mark it failed."""
     log.info(
-        "job %s timed out (%s after its deadline, attempt %d, key %s): payload %s",
+        "timer %s timed out (%s after its deadline, attempt %d, key %s): payload %s",
         o.id,
         format_duration_ms(o.lateness_ms),
         o.attempt,
