@@ -65,6 +65,7 @@ def _find_benchmarks() -> None:
 @click.command(
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
     add_help_option=False,  # `bench NAME --help` is the benchmark's own help
+    options_metavar="",  # it has none of its own: ARGS go to the benchmark
 )
 @click.argument("name", required=False, metavar="NAME")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)

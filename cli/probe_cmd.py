@@ -74,17 +74,19 @@ def probe(app: App, address: str | None, host: str, port: int, live: bool, timeo
     url = f"http://{shown}:{port}{path}"
     try:
         with urllib.request.urlopen(url, timeout=timeout) as r:
-            code, body = r.status, _json(r.read())
+            code, (worker, body) = r.status, _answer(url, r.status, r.read(), port)
     except urllib.error.HTTPError as exc:
         with exc:
-            code, body = exc.code, _json(exc.read())
+            code, (worker, body) = exc.code, _answer(url, exc.code, exc.read(), port)
     except OSError as exc:
         why = exc.reason if isinstance(exc, urllib.error.URLError) else exc
         said = why.strerror if isinstance(why, OSError) and why.strerror else str(why)
-        code, body = 0, {"reasons": [f"no worker answers at {url}: {said.lower()}"]}
-    ok = code == 200
+        code, worker, body = 0, False, {"reasons": [f"no worker answers at {url}: {said.lower()}"]}
+    ok = code == 200 and worker
     reasons = body.get("reasons") or []
-    text = "ok" if ok else "not " + ("live" if live else "ready") + ": " + "; ".join(reasons)
+    text = "ok" if ok else "; ".join(reasons)
+    if not ok and (worker or code == 0):  # not another server's answer: said as before
+        text = "not " + ("live" if live else "ready") + ": " + text
     emit(app.json, {"ok": ok, "url": url, "status": code, **body}, text)
     if not ok:
         raise SystemExit(1)
@@ -169,9 +171,33 @@ def _bad(
     return click.BadParameter(f"{text!r}: {why}{form}", param_hint="HOST:PORT")
 
 
-def _json(data: bytes) -> dict[str, Any]:
+_HANDLER_404 = "try /metrics, /healthz or /ready"  # timer.worker.metrics: a path it lacks
+
+
+def _answer(url: str, code: int, data: bytes, port: int) -> tuple[bool, dict[str, Any]]:
+    """(True, the worker's JSON answer): 200, or 503 with its reasons. Anything else, as
+    another server answers (a 404, an HTML page): (False, one line saying so), with at
+    most 100 characters of a plain text body and none of a page."""
     try:
         value = json.loads(data)
     except ValueError:
-        return {"reasons": [data.decode(errors="replace")[:200]]}
-    return value if isinstance(value, dict) else {"reasons": [str(value)]}
+        value = None
+    if isinstance(value, dict):
+        reasons = value.get("reasons")
+        if code == 200 or (
+            code == 503 and isinstance(reasons, list) and all(isinstance(r, str) for r in reasons)
+        ):
+            return True, value
+    text = " ".join(data.decode(errors="replace").split())
+    if code == 404 and text == _HANDLER_404:
+        why = (
+            f"{url} answered HTTP 404: a handler runner's metrics port (`tickwheel handle`), "
+            "which answers /healthz only: `tickwheel probe --live` asks it"
+        )
+        return False, {"reasons": [why]}
+    said = "" if not text or text.startswith("<") else f" ({text[:100]})"
+    why = (
+        f"{url} answered HTTP {code}{said}: not a tickwheel worker's metrics port? "
+        f"(start the worker with --metrics-port {port})"
+    )
+    return False, {"reasons": [why]}

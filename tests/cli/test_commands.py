@@ -691,3 +691,13 @@ def test_server_help_offers_no_redis_url_it_would_ignore(command: list[str]) -> 
     assert "--namespace" not in shown and "--json" in shown, shown
     noted = CliRunner().invoke(main, ["server", "status", "--redis-url", "redis://h:1"])
     assert "Note: --redis-url redis://h:1 is ignored" in noted.output, noted.output
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_bench_help_offers_no_options_it_does_not_show(flag: str) -> None:
+    """`tickwheel bench --help` read `Usage: tickwheel bench [OPTIONS] NAME [ARGS]...` and
+    showed no Options section: it takes none of its own (ARGS go to the benchmark)."""
+    shown = CliRunner().invoke(main, ["bench", flag], prog_name="tickwheel")
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.startswith("Usage: tickwheel bench NAME [ARGS]...\n"), shown.output
+    assert "[OPTIONS]" not in shown.output and "Options:" not in shown.output

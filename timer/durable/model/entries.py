@@ -210,7 +210,7 @@ def parse_ref(ref: object, shards: int, kind: str = "dead letter") -> tuple[int,
     """(shard, entry id) from a ref ``<shard>/<id>`` of a dead letter (or an outcome);
     InvalidInput otherwise."""
     if isinstance(ref, str):
-        shard, _, eid = ref.partition("/")
+        shard, slash, eid = ref.partition("/")
         ms, _, seq = eid.partition("-")
         # a stream id's two parts are unsigned 64-bit (Redis refuses more: "Invalid
         # stream ID", which is the ref's fault, not Redis failing); ASCII digits only
@@ -225,6 +225,11 @@ def parse_ref(ref: object, shards: int, kind: str = "dead letter") -> tuple[int,
                 f"{shards} (0 to {shards - 1})"
             )
     shown = " as `tickwheel dead list` shows it" if kind == "dead letter" else ""
+    form = isinstance(ref, str) and _ASCII_DIGITS.fullmatch(shard) and slash
+    if form and not re.fullmatch(r"[0-9]+-[0-9]+", eid):  # <shard>/, an id of another form
+        raise InvalidInput(
+            f"{kind} ref {quoted(ref)}: its id must be <ms>-<seq>{shown} (e.g. 3/1700000000000-0)"
+        )
     raise InvalidInput(
         f"{kind} ref must be <shard>/<id>{shown} (e.g. 3/1700000000000-0), got {quoted(ref)}"
     )
