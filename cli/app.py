@@ -59,15 +59,14 @@ def require_extra(extra: str, what: str) -> None:
             ) from None
 
 
-class TimerCommandError(click.ClickException):
-    """A TimerError as the CLI shows it: one line (one JSON object with --json) on stderr,
-    and the exit code of its kind."""
+class JsonShown(click.ClickException):
+    """An error the CLI shows as one line on stderr, or with --json as one JSON object
+    (``error``, ``kind``, ``exit_code``)."""
 
-    def __init__(self, error: TimerError) -> None:
-        super().__init__(str(error))
-        self.kind = type(error).__name__
-        # click declares exit_code on the class; each error class declares its own
-        self.exit_code = error.exit_code  # type: ignore[misc]
+    kind = "Error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
         # Shown after the command's context has closed: note --json while it is open.
         ctx = click.get_current_context(silent=True)
         app = ctx.find_object(App) if ctx is not None else None
@@ -79,6 +78,16 @@ class TimerCommandError(click.ClickException):
             return
         error = {"error": self.message, "kind": self.kind, "exit_code": self.exit_code}
         click.echo(json.dumps(error), err=True)
+
+
+class TimerCommandError(JsonShown):
+    """A TimerError as the CLI shows it, with the exit code of its kind."""
+
+    def __init__(self, error: TimerError) -> None:
+        super().__init__(str(error))
+        self.kind = type(error).__name__
+        # click declares exit_code on the class; each error class declares its own
+        self.exit_code = error.exit_code  # type: ignore[misc]
 
 
 @contextlib.contextmanager
@@ -149,24 +158,11 @@ _STARTERS: set[click.Command] = set()
 C = TypeVar("C", bound=click.Command)
 
 
-class NoAnswer(click.ClickException):
-    """A question with no terminal to ask it on: a usage mistake (exit 2); one JSON
-    object under --json, as every other error then is."""
+class NoAnswer(JsonShown):
+    """A question with no terminal to ask it on: a usage mistake (exit 2)."""
 
     exit_code = 2
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        ctx = click.get_current_context(silent=True)
-        app = ctx.find_object(App) if ctx is not None else None
-        self.as_json = app is not None and app.json
-
-    def show(self, file: IO[Any] | None = None) -> None:
-        if not self.as_json:
-            super().show(file)
-            return
-        said = {"error": self.message, "kind": "NoAnswer", "exit_code": self.exit_code}
-        click.echo(json.dumps(said), err=True)
+    kind = "NoAnswer"
 
 
 def confirm(question: str, *, unasked_before: str | None = None) -> bool:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import http.server
 import json
 import re
-import threading
 from collections.abc import Iterator
 
 import click
@@ -21,6 +19,7 @@ from timer.durable.model.durations import format_duration_ms
 from timer.testing import RedisServer, free_port
 
 from .conftest import Run, as_json
+from .stub_http import answering
 
 COMMANDS = [
     [], ["server"], ["server", "start"], ["server", "stop"], ["server", "status"], ["init"],
@@ -299,26 +298,12 @@ def test_probe_without_a_worker_says_so(workdir: object) -> None:
 def ready_worker() -> Iterator[int]:
     """A port where a worker's /ready answers 200 (a stand-in HTTP server)."""
 
-    class Ready(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = json.dumps({"path": self.path}).encode()
-            self.send_response(200 if self.path == "/ready" else 404)
-            self.send_header("Content-Type", "application/json")
-            self.end_headers()
-            self.wfile.write(body)
+    def ready(path: str) -> tuple[int, bytes, str]:
+        body = json.dumps({"path": path}).encode()
+        return (200 if path == "/ready" else 404), body, "application/json"
 
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ready)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        thread.join()
-        server.server_close()
+    with answering(ready) as port:
+        yield port
 
 
 def test_probe_takes_host_port_as_its_help_reads(workdir: object, ready_worker: int) -> None:

@@ -3,9 +3,7 @@ saying so, not an empty reason or a whole HTML page."""
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 from collections.abc import Generator
 
 import pytest
@@ -13,32 +11,16 @@ from click.testing import CliRunner
 
 from timer.cli.main import main
 
+from .stub_http import answering
+
 PAGE = b"<!DOCTYPE HTML>\n<html lang='en'><head><title>Directory listing</title></head>\n" + (
     b"<body>" + b"<li>file</li>\n" * 200 + b"</body></html>\n"
 )
 
 
 def serve(code: int, body: bytes, kind: str = "text/html") -> Generator[int, None, None]:
-    class Answer(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        thread.join()
-        server.server_close()
+    with answering(lambda _: (code, body, kind)) as port:
+        yield port
 
 
 @pytest.mark.parametrize(
