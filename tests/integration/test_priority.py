@@ -169,7 +169,10 @@ def test_a_flood_due_at_once_fires_its_high_priorities_first(
         with worker_running(w):
             wait_for(lambda: len(w.shards) == 2 and subscribed(c, 2), 10, "leading, subscribed")
             wait_for(lambda: not any(s.needs_reload for s in list(w.shards.values())), 10)
-            due = server_now_ms(c.redis) + 1_500  # within the horizon: events, not a load
+            # within the horizon (10 s): events, not a load; far enough that the whole flood
+            # is in before it falls due on a busy machine (1.5 s was not: a batch scheduled
+            # after its deadline can only fire after those that fired already)
+            due = server_now_ms(c.redis) + 6_000
             flood = [{"id": f"f{i}", "deadline_ms": due} for i in range(8_000)]
             high = {f"f{i}" for i in range(0, 8_000, 400)}
             for spec in flood:
@@ -177,6 +180,8 @@ def test_a_flood_due_at_once_fires_its_high_priorities_first(
                     spec["priority"] = 50
             for start in range(0, len(flood), 1_000):
                 c.schedule_many(flood[start : start + 1_000])
+            scheduled_by = server_now_ms(c.redis)
+            assert scheduled_by < due, f"the flood was in {scheduled_by - due} ms after it was due"
             outs: list[Outcome] = []
 
             def all_fired() -> bool:
