@@ -283,12 +283,10 @@ def heartbeat(app: App, timer_id: str, extend_ms: int, earlier: bool) -> None:
     Example: tickwheel heartbeat 'job:{42}' --extend 30s
     """
     with errors():
-        before = app.client.get(timer_id)  # what the deadline was: to say if it moved
         t = app.client.heartbeat(timer_id, extend_ms, earlier=earlier)
-    moved = t.state == "pending" and before is not None and before.deadline_ms != t.deadline_ms
     if t.state != "pending":
         said = f"{timer_id} already ended ({t.state}); nothing changed"
-    elif moved:
+    elif t.moved:
         said = f"{timer_id} now falls due {format_ms(t.deadline_ms)}"
     else:  # taken, but due later than --extend from now already: it stayed
         said = f"{timer_id} stays due {format_ms(t.deadline_ms)}: " + (
@@ -299,7 +297,7 @@ def heartbeat(app: App, timer_id: str, extend_ms: int, earlier: bool) -> None:
         )
     # extended: the heartbeat was taken (pending; false: it ended, stop the job);
     # moved: it moved the deadline (false: it stayed where it was)
-    emit(app.json, {**timer_json(t), "extended": t.state == "pending", "moved": moved}, said)
+    emit(app.json, {**timer_json(t), "extended": t.state == "pending", "moved": t.moved}, said)
 
 
 @click.command()

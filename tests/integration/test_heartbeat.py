@@ -36,9 +36,14 @@ def test_a_heartbeat_extends_later_only_and_never_past_the_cap(client: TimerClie
     beat = client.heartbeat("job:{1}", 30_000)
     after = server_now_ms(r)
     assert beat.state == "pending" and before + 30_000 <= beat.deadline_ms <= after + 30_000
+    assert beat.moved  # the script says it moved the deadline: no read before needed
     assert client.get("job:{1}").deadline_ms == beat.deadline_ms  # type: ignore[union-attr]
-    # a shorter heartbeat never brings it earlier
-    assert client.heartbeat("job:{1}", 10).deadline_ms == beat.deadline_ms
+    # a shorter heartbeat never brings it earlier, and says it did not move
+    stayed = client.heartbeat("job:{1}", 10)
+    assert stayed.deadline_ms == beat.deadline_ms and not stayed.moved
+    # the same for a reschedule to where it is already, and with --earlier to sooner
+    assert client.reschedule("job:{1}", deadline_ms=beat.deadline_ms).moved is False  # type: ignore[union-attr]
+    assert client.heartbeat("job:{1}", 20_000, earlier=True).moved
     # past the cap: refused, and it now falls due at the cap, whatever comes next
     with pytest.raises(HeartbeatCapped, match="max_total_ms") as refused:
         client.heartbeat("job:{1}", 120_000)

@@ -214,7 +214,9 @@ class ClientSettings:
 @dataclass(frozen=True)
 class Timer:
     """A scheduled timer. ``created`` is False when the id already existed (idempotent retry);
-    ``state`` is ``pending`` or, for an id whose outcome is retained, that outcome."""
+    ``state`` is ``pending`` or, for an id whose outcome is retained, that outcome;
+    ``moved``, after a reschedule or a heartbeat, whether that call changed the deadline
+    (False: it was due there already, e.g. a heartbeat that moves only later)."""
 
     id: str
     shard: int
@@ -223,6 +225,7 @@ class Timer:
     created: bool = True
     origin: str = ""  # the token it was created under (schedule_many(..., origin=...))
     absorbed: int = 0  # debounce: the later calls its window has absorbed so far
+    moved: bool = False
 
 
 @dataclass(frozen=True)

@@ -144,7 +144,7 @@ def parse_reschedule(ns: Namespace, reply: Sequence[Any], p: Prepared) -> Timer 
             "new timer",
             cap,
         )
-    return Timer(p.timer_id, p.shard, int(reply[1]), "pending", False)
+    return Timer(p.timer_id, p.shard, int(reply[1]), "pending", False, moved=_moved(reply))
 
 
 def heartbeat_call(
@@ -177,7 +177,12 @@ def parse_heartbeat(ns: Namespace, reply: Sequence[Any], p: Prepared) -> Timer:
             f"cap, {deadline} (epoch ms), and no heartbeat moves it later",
             deadline,
         )
-    return Timer(p.timer_id, p.shard, deadline, "pending", False)
+    return Timer(p.timer_id, p.shard, deadline, "pending", False, moved=_moved(reply))
+
+
+def _moved(reply: Sequence[Any]) -> bool:
+    """reschedule.lua's third element: 1 when the call changed the deadline."""
+    return int(reply[2]) == 1
 
 
 def notify_call(ns: Namespace, key: object) -> ScriptCall:

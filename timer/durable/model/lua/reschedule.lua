@@ -10,8 +10,10 @@ ARGV[3]  mode 'in' | 'at' | 'beat' | 'start'   ARGV[4]  delay_ms | deadline_ms (
                                                    Redis time) | extend_ms
 ARGV[5]  bucket_ms  ARGV[6]  max_delay_ms ARGV[7]  events channel of the shard
 
-Returns  {'rescheduled', deadline_ms}   the timer now falls due at deadline_ms
-         {'capped', deadline_ms}        a heartbeat past the timer's cap: it now falls due
+Returns  {'rescheduled', deadline_ms, moved}  the timer now falls due at deadline_ms;
+                                        moved 1 if this call changed its deadline, 0 if it
+                                        was due there already (a heartbeat's 'later only')
+         {'capped', deadline_ms, moved} a heartbeat past the timer's cap: it now falls due
                                         at its cap (deadline_ms), not later
          {'pastcap', cap_ms}            a reschedule past the cap: refused, nothing
                                         written (the cap bounds every move)
@@ -49,9 +51,9 @@ else
   if too_far then return too_far end
   if rec.cap > 0 and deadline > rec.c + rec.cap then return {'pastcap', istr(rec.c + rec.cap)} end
 end
-if deadline == rec.d then return {status, istr(deadline)} end  -- nothing moves
+if deadline == rec.d then return {status, istr(deadline), 0} end  -- nothing moves
 rec.d = deadline
 redis.call('HSET', TIMERS, id, pack_rec(rec))
 index_bucket(P, BUCKETS, id, deadline, bucket_ms, now)
 redis.call('PUBLISH', channel, 'R ' .. istr(deadline) .. ' ' .. id)
-return {status, istr(deadline)}
+return {status, istr(deadline), 1}
