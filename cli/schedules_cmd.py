@@ -48,6 +48,13 @@ def schedules() -> None:
     """
 
 
+def _one_way(cron: str | None, every: object) -> None:
+    """Neither or both of --cron and --every: a usage error (exit 2), as `schedule`'s
+    --in/--at; the library's own refusal (InvalidInput, exit 3) is for Python and JSON."""
+    if (cron is None) == (every is None):
+        raise click.UsageError("give exactly one of --cron EXPR or --every DURATION")
+
+
 def spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The options that say when a schedule fires (create, update, preview)."""
     for option in reversed(
@@ -189,6 +196,7 @@ def create(app: App, /, name: str, payload: str | None, **spec: Unpack[ScheduleW
       tickwheel schedules create nightly --cron '0 2 * * *' --tz Europe/Paris
       tickwheel schedules create heartbeat --every 30s --missed skip
     """
+    _one_way(spec.get("cron"), spec.get("every"))
     data = _payload(payload)
     with errors():
         try:
@@ -236,6 +244,7 @@ with_spec_help(create)
 @pass_app
 def update(app: App, /, name: str, payload: str | None, **spec: Unpack[ScheduleWhen]) -> None:
     """Change schedule NAME (give its whole spec) from its next occurrence on."""
+    _one_way(spec.get("cron"), spec.get("every"))
     with errors():
         made = app.client.schedules.update(name, payload=_payload(payload), **spec)
     _show(app, made)
@@ -412,6 +421,7 @@ def preview(
       tickwheel schedules preview --cron '0 8 * * MON-FRI' --tz Europe/Paris
       tickwheel schedules preview --every 30s --offset 5s --count 4
     """
+    _one_way(cron, every)
     with errors():
         spec = Recurrence.of(
             cron=cron, every=every, offset=offset, tz=tz, start=start, end=end, jitter=jitter

@@ -55,8 +55,8 @@ def test_a_schedule_reads_in_durations_and_its_own_time_zone(tw: Run) -> None:
 
 def test_schedule_errors_name_the_options(tw: Run) -> None:
     tw("init", "--shards", "2")
-    both = tw("schedules", "create", "x", "--cron", "* * * * *", "--every", "10s", expect=3)
-    assert "--cron or --every" in both.output and "cron='" not in both.output, both.output
+    both = tw("schedules", "create", "x", "--cron", "* * * * *", "--every", "10s", expect=2)
+    assert "--cron EXPR or --every" in both.output and "cron='" not in both.output, both.output
     shown = as_json(tw("--json", "schedules", "preview", "--every", "1m", "--count", "2",
                        "--from", "2026-01-01T00:00:00Z"))  # fmt: skip
     assert [r["utc"] for r in shown] == ["2026-01-01T00:01:00.000Z", "2026-01-01T00:02:00.000Z"]

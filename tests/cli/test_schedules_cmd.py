@@ -62,7 +62,7 @@ def test_a_bad_spec_is_refused_with_what_to_write() -> None:
     code, out = preview("--every", "1m", "--tz", "Mars/Olympus")
     assert code == 3 and "IANA" in out
     code, out = preview()
-    assert code == 3 and "exactly one of" in out
+    assert code == 2 and "exactly one of" in out  # a usage error, as `schedule`'s
     code, out = preview("--every", "1x")
     assert code == 2 and "not a duration" in out
 
@@ -135,7 +135,7 @@ def test_a_schedule_from_the_command_line(
     assert as_json(again)["armed"] == made["armed"] and "Already there" in again.stderr
     tw("schedules", "create", "report", "--cron", "0 2 * * *", "--tz", "Europe/Paris",
        "--payload", '{"kind": "weekly"}', "--missed", "skip", expect=7)  # fmt: skip
-    assert tw("schedules", "create", "x", "--every", "1m", "--cron", "* * * * *", expect=3)
+    assert tw("schedules", "create", "x", "--every", "1m", "--cron", "* * * * *", expect=2)
     assert tw("schedules", "get", "nope", expect=6)
     listed = as_json(tw("--json", "schedules", "list"))
     assert [s["name"] for s in listed] == ["report"]
@@ -241,3 +241,22 @@ def test_a_schedule_error_names_the_flags_under_the_cli(
     with pytest.raises(InvalidInput) as error:
         ScheduleSpec.of(**{k.removeprefix("--"): v for k, v in spec.items()})
     assert str(error.value) == python
+
+
+@pytest.mark.redis
+def test_neither_or_both_of_cron_and_every_is_a_usage_error_as_for_schedule(tw: Run) -> None:
+    """`schedules create nightly` with neither --cron nor --every exited 3 (the library's
+    invalid input), where `schedule x` with neither --in nor --at exits 2 (usage): a
+    missing option is the command line's mistake, exit 2 with the usage, in create,
+    update and preview alike, writing nothing."""
+    tw("init", "--shards", "2")
+    for args in ([], ["--cron", "0 2 * * *", "--every", "5s"]):
+        for command in (["create", "s"], ["update", "s"]):
+            refused = tw("schedules", *command, *args, expect=2)
+            assert "give exactly one of --cron EXPR or --every DURATION" in refused.stderr
+            assert f"schedules {command[0]} [OPTIONS] NAME" in refused.stderr, refused.stderr
+        code, out = preview(*args)
+        assert code == 2 and "give exactly one of --cron" in out, out
+    assert tw("--json", "schedules", "list").output.strip() == "[]"  # nothing was created
+    as_data = json.loads(tw("--json", "schedules", "create", "s", expect=2).stderr)
+    assert (as_data["kind"], as_data["exit_code"]) == ("UsageError", 2), as_data
