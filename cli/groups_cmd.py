@@ -235,7 +235,7 @@ def dead_show(app: App, ref: str) -> None:
             f"timer     {o['id']} {o['outcome']}, deadline {format_ms(o['deadline_ms'])}"
             if o
             else "timer     (its outcome had been trimmed)",
-            f"payload   {to_json(o['payload'])}" if o else "",
+            f"payload   {to_json(o['payload'], for_people=True)}" if o else "",
             "error:",
             d.error,
             *(

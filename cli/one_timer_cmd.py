@@ -347,10 +347,16 @@ def get(app: App, timer_id: str) -> None:
             raise TimerNotFound.of(timer_id, app.namespace)
     d = timer_info_json(info)
     shown = {**d, "deadline_ms": f"{info.deadline_ms} ({format_ms(info.deadline_ms)})"}
+    # the payload as JSON, always: a string "-" and no payload (null) read apart
+    json_ = {
+        k: to_json(v, for_people=True)
+        for k, v in d.items()
+        if k == "payload" or isinstance(v, dict | list)
+    }
     emit(
         app.json,
         d,
-        pairs({k: (to_json(v) if isinstance(v, dict | list) else v) for k, v in shown.items()}),
+        pairs({**shown, **json_}),
     )
 
 
@@ -432,7 +438,8 @@ def tail(
             else:
                 click.echo(
                     f"{format_ms(o.decided_ms)}  {o.outcome:<9}  {o.id}  "
-                    f"{against_deadline(o.lateness_ms)}  payload {to_json(o.payload)}"
+                    f"{against_deadline(o.lateness_ms)}  "
+                    f"payload {to_json(o.payload, for_people=True)}"
                 )
             if group is not None:
                 o.ack()

@@ -12,9 +12,11 @@ from timer.durable.model.codec import jsonable
 from timer.durable.model.durations import format_duration_ms
 
 
-def to_json(value: Any) -> str:
-    """One JSON document; a payload's bytes and non-text keys as ``jsonable`` shows them."""
-    return json.dumps(jsonable(value, _fields), sort_keys=False)
+def to_json(value: Any, *, for_people: bool = False) -> str:
+    """One JSON document; a payload's bytes and non-text keys as ``jsonable`` shows them.
+    ``for_people``: a value inside a human table, its text unescaped (``"ü"``, not
+    ``"\\u00fc"``); --json output stays ASCII, whatever the terminal's encoding."""
+    return json.dumps(jsonable(value, _fields), sort_keys=False, ensure_ascii=not for_people)
 
 
 def _fields(value: Any) -> Any:

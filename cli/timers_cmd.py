@@ -84,7 +84,7 @@ def _row(t: TimerInfo) -> tuple[Any, ...]:
         t.shard,
         format_ms(t.deadline_ms) if t.deadline_ms else "?",
         format_ms(t.decided_ms) if t.decided_ms else "-",
-        to_json(t.payload)[:40],
+        to_json(t.payload, for_people=True)[:40],
     )
 
 

@@ -170,6 +170,23 @@ def test_human_output(tw: Run) -> None:
     assert "Cancelled a" in tw("cancel", "a").output
 
 
+def test_get_shows_a_payload_as_json_so_none_and_a_dash_read_apart(tw: Run) -> None:
+    """`get` showed no payload and the string "-" both as `-`: the payload is shown as
+    JSON (`null`, `"-"`), its text unescaped for people; --json is unchanged."""
+    tw("init", "--shards", "2")
+    given = {"none": None, "dash": '"-"', "obj": '{"who": "Zoë"}', "num": "7"}
+    for tid, payload in given.items():
+        tw("schedule", tid, "--in", "10m", *(["--payload", payload] if payload else []))
+    shown = {
+        tid: dict(line.split(None, 1) for line in tw("get", tid).output.splitlines()[2:])
+        for tid in given
+    }
+    payloads = {tid: rows["payload"].strip() for tid, rows in shown.items()}
+    assert payloads == {"none": "null", "dash": '"-"', "obj": '{"who": "Zoë"}', "num": "7"}
+    assert shown["none"]["note"].strip() == "-"  # other unset fields read as before
+    assert as_json(tw("--json", "get", "obj"))["payload"] == {"who": "Zoë"}
+
+
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
