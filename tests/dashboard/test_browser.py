@@ -846,7 +846,7 @@ def test_a_viewer_who_may_only_look_is_shown_no_action_in_any_view_in_a_browser(
         ("workers#worker=w1", "#wk-pid", str(os.getpid())),
         ("schedules#schedule=nightly", "#sc-when", "0 3 * * *"),
         ("dead-letters#dead=" + quote(ref, safe=""), "#dl-group", "billing"),
-        ("#dgroup=billing", "#df-count", "1 match"),
+        ("#dgroup=billing", "#df-count", "1 dead letter matches"),
         ("timers#okind=expired", "#os-count", "found"),
     ]
     tokens = TokenFile(tmp_path / "tokens.json")
@@ -1099,7 +1099,7 @@ def test_dead_letters_filtered_ticked_and_acted_on_at_the_confirmed_count_in_a_b
         page.fill("#df-group", "billing")
         page.fill("#df-error", "LEDGER")
         page.click("#dead-filter button[type=submit]")
-        expect(page.locator("#df-count")).to_have_text("4 match")
+        expect(page.locator("#df-count")).to_have_text("4 dead letters match")
         expect(page.locator("#dead tbody tr")).to_have_count(4)
         expect(page).to_have_url(re.compile(re.escape("dgroup=billing")))
         expect(page).to_have_url(re.compile(re.escape("derror=LEDGER")))
@@ -1109,7 +1109,7 @@ def test_dead_letters_filtered_ticked_and_acted_on_at_the_confirmed_count_in_a_b
         page.click("#db-drop-sel")
         expect(page.locator("#message")).to_contain_text("drop: 1 of 1 done")
         assert said == ["Drop 1 selected dead letter?"]
-        expect(page.locator("#df-count")).to_have_text("3 match")
+        expect(page.locator("#df-count")).to_have_text("3 dead letters match")
         assert c.dead_letter(first) is None and c.dead_letters_total() == 7
 
         page.once("dialog", one_more_then_yes)
@@ -1118,17 +1118,17 @@ def test_dead_letters_filtered_ticked_and_acted_on_at_the_confirmed_count_in_a_b
         expect(page.locator("#message")).to_contain_text(refused)
         assert said[-1] == "Re-deliver all 3 dead letters matching group billing, error LEDGER?"
         assert len(c.dead_letters("billing")) == 4  # refused whole: none re-delivered
-        expect(page.locator("#df-count")).to_have_text("4 match")
+        expect(page.locator("#df-count")).to_have_text("4 dead letters match")
         shoot(page.locator("#dead-filter").locator(".."), "dead-filter", tmp_path)
 
         page.once("dialog", yes)
         page.click("#db-redeliver-all")
         expect(page.locator("#message")).to_contain_text("redeliver: 4 of 4 done")
         assert said[-1] == "Re-deliver all 4 dead letters matching group billing, error LEDGER?"
-        expect(page.locator("#df-count")).to_have_text("0 match")
+        expect(page.locator("#df-count")).to_have_text("0 dead letters match")
         again = browser.new_page(viewport={"width": 1400, "height": 900})
         again.goto(url + "#dgroup=audit")  # a filter from its address alone
-        expect(again.locator("#df-count")).to_have_text("4 match")
+        expect(again.locator("#df-count")).to_have_text("4 dead letters match")
         expect(again.locator("#df-group")).to_have_value("audit")
         again.click("#df-clear")
         expect(again.locator("#df-count")).to_have_text("")

@@ -30,7 +30,7 @@ function showDeadRows(dead, counted) {
       <button class="danger" data-dead="${esc(d.ref)}" data-act="drop">drop</button></td></tr>`,
       deadFiltered() ? "no dead letters match" : "no dead letters", 20);
   $("df-count").textContent = counted === null ? "" :
-    `${counted.matching.toLocaleString()}${counted.more ? "+" : ""} match`;
+    `${counted.matching.toLocaleString()}${counted.more ? "+" : ""} ${counted.matching === 1 && !counted.more ? "dead letter matches" : "dead letters match"}`;
   $("dead-all").checked = false;
 }
 
