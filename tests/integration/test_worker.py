@@ -13,6 +13,7 @@ import redis
 
 from tests.conftest import wait_for
 from timer import Outcome, TimerClient
+from timer.durable.groups.streams import Delivery
 from timer.durable.model.keys import results_parts
 from timer.testing import RedisServer
 from timer.worker import Worker, WorkerSettings
@@ -64,11 +65,16 @@ def subscribed(c: TimerClient, shards: int) -> bool:
 
 
 def all_outcomes(c: TimerClient) -> list[Outcome]:
-    """The outcomes not read before (each acked, so the next call does not repeat it)."""
-    got = list(c.outcomes("test-reader", "r", stop_when_idle=True))
-    for o in got:
-        o.ack()
-    return got
+    """The outcomes not read before (acknowledged, so the next call does not repeat them):
+    read in batches and acknowledged in one pipelined call a stream, not a round trip an
+    outcome (8,000 of them took 80 s on a busy machine)."""
+    group = c.consumer("test-reader", "r")
+    group.ensure()
+    got: list[Delivery] = []
+    while batch := group.read(1_000, None):
+        got.extend(batch)
+    group.ack_many(got)
+    return [d.outcome for d in got]
 
 
 def test_worker_fires_each_due_timer_once_never_early(ns_client: TimerClient) -> None:
