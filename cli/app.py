@@ -415,7 +415,8 @@ def accept_global_options(group: click.Group) -> None:
                 "json",
                 is_flag=True,
                 default=False,
-                help="Machine-readable JSON on stdout (also taken before the command).",
+                help="Machine-readable JSON on stdout; an error is one JSON object on stderr "
+                "(also taken before the command).",
             ),
         ):
             if option.opts[0] not in taken:

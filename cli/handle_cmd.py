@@ -78,7 +78,10 @@ WEBHOOK_SECRET_ENV = "TICKWHEEL_WEBHOOK_SECRET"
     help="How long a delivery may take before it counts as failed.",
 )
 @click.option(
-    "--group", default=None, help=f"Consumer group to read through.  [default: {DEFAULT_GROUP}]"
+    "--group",
+    default=None,
+    help="Consumer group to read through.  "
+    f"[default: {DEFAULT_GROUP}, or the Handlers object's own]",
 )
 @click.option(
     "--consumer",
@@ -106,7 +109,8 @@ WEBHOOK_SECRET_ENV = "TICKWHEEL_WEBHOOK_SECRET"
     "--max-attempts",
     type=click.IntRange(1, 1000),
     default=None,
-    help="Attempts before an outcome goes to the dead letters.  [default: 5]",
+    help="Attempts before an outcome goes to the dead letters.  "
+    "[default: 5, or the Handlers object's own]",
 )
 @click.option(
     "--backoff",
@@ -114,7 +118,7 @@ WEBHOOK_SECRET_ENV = "TICKWHEEL_WEBHOOK_SECRET"
     type=DURATION,
     default=None,
     help="Delay before the first retry; it doubles each attempt, with up to 20% taken "
-    "off at random (jitter).  [default: 1s]",
+    "off at random (jitter).  [default: 1s, or the Handlers object's own]",
 )
 @click.option(
     "--max-backoff",
@@ -122,7 +126,7 @@ WEBHOOK_SECRET_ENV = "TICKWHEEL_WEBHOOK_SECRET"
     type=DURATION,
     default=None,
     help="The longest delay between two attempts; at least --backoff (--backoff alone "
-    "past 5m raises it to --backoff).  [default: 5m]",
+    "past 5m raises it to --backoff).  [default: 5m, or the Handlers object's own]",
 )
 @click.option(
     "--reclaim-idle",
@@ -130,7 +134,7 @@ WEBHOOK_SECRET_ENV = "TICKWHEEL_WEBHOOK_SECRET"
     type=DURATION,
     default=None,
     help="Take over a consumer's outcomes once it has been silent this long (it died).  "
-    "[default: 5s]",
+    "[default: 5s, or the Handlers object's own]",
 )
 @click.option(
     "--drain-timeout",

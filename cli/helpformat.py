@@ -82,8 +82,21 @@ class WholeWordsFormatter(click.HelpFormatter):
             return
         first_col = min(widths[0], col_max) + col_spacing
         text_width = max(self.width - first_col - 2, 10)  # as click reckons it
-        kept = [(first, _prewrapped(text, text_width) if text else "") for first, text in rows]
+        kept = [
+            (first, _prewrapped(_one_bracket(text), text_width) if text else "")
+            for first, text in rows
+        ]
         super().write_dl(kept, col_max, col_spacing)
+
+
+# a default written in the help (its option's default is None: "not given") and the range
+# click appends after it: "[default: 5]  [1<=x<=1000]" reads as click's own "[default: 5;
+# 1<=x<=1000]"
+_TWO_BRACKETS = re.compile(r"\[default: ([^\]]*)\]  \[([^\]]+)\]$")
+
+
+def _one_bracket(text: str) -> str:
+    return _TWO_BRACKETS.sub(r"[default: \1; \2]", text.rstrip())
 
 
 class HelpContext(click.Context):

@@ -73,7 +73,12 @@ done), 1 other errors.
     show_default=True,
     help="Namespace of timers [env TICKWHEEL_NAMESPACE].",
 )
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON on stdout.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Machine-readable JSON on stdout; an error is one JSON object on stderr.",
+)
 @click.pass_context
 def main(ctx: click.Context, redis_url: str | None, namespace: str, as_json: bool) -> None:
     """tickwheel: a crash-tolerant, Redis-persisted distributed timer.

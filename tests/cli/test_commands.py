@@ -70,6 +70,25 @@ def test_every_help_has_no_blank_space_lines_and_its_examples_line_up() -> None:
     assert found == [], "whitespace-only lines in --help"
 
 
+def test_every_option_says_its_default_and_range_in_one_bracket() -> None:
+    """`handle --help` read `[default: 5]  [1<=x<=1000]` (a default written in the help,
+    the range click adds) where others read `[default: 8; 1<=x<=10000]`; and it gave
+    `--group`'s and `--max-attempts`' defaults as if a Handlers object did not set its
+    own (trial 19: the Celery sender ran as group celery, 1000 attempts)."""
+    two = []
+    for path in _every_command(main, []):
+        shown = CliRunner().invoke(main, [*path, "--help"], terminal_width=400).output
+        two += [(path, line.strip()) for line in shown.splitlines() if "]  [" in line]
+    assert two == []
+    shown = CliRunner().invoke(main, ["handle", "--help"], terminal_width=400).output
+    rows = {line.split()[0]: line for line in shown.splitlines() if line.startswith("  --")}
+    assert rows["--max-attempts"].endswith(
+        "[default: 5, or the Handlers object's own; 1<=x<=1000]"
+    ), rows["--max-attempts"]
+    for option in ("--group", "--backoff", "--max-backoff", "--reclaim-idle", "--timeout"):
+        assert rows[option].endswith("or the Handlers object's own]"), rows[option]
+
+
 def test_heartbeat_extends_within_the_cap(tw: Run) -> None:
     """`tickwheel heartbeat` pushes a deadline later; past `--max-total-ms` it exits 13
     (the timer falls due at its cap); an ended timer is left as it is."""
