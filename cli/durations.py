@@ -128,8 +128,6 @@ class Millis(_Parsed):
     ) -> int:
         ms = super().convert(value, param, ctx)
         text = str(value).strip()
-        if not isinstance(value, int) and text.isdigit() and ctx is not None and param:
-            ctx.meta.setdefault(BARE, set()).add(param.name)
         named_ms = typed_name(param, unknown="-").endswith("-ms")  # its name says the unit
         if not isinstance(value, int) and 0 < ms < BARE_MILLIS_SAID and text.isdigit():
             if named_ms:
@@ -140,6 +138,28 @@ class Millis(_Parsed):
                 "if you meant seconds",
             )
         return ms
+
+
+class CapMillis(Millis):
+    """--max-total: a bare number shorter than --in (parsed first: it is eager) is a unit
+    left out, surely (the timer would be due at once): refused here, before the warning
+    a bare number of milliseconds gets, so one mistake says one thing."""
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> int:
+        text, delay = str(value).strip(), (ctx.params.get("delay_ms") if ctx else None)
+        named_ms = typed_name(param, unknown="-").endswith("-ms")  # milliseconds, as typed
+        if text.isdigit() and not named_ms and isinstance(delay, int) and int(text) < delay:
+            raise click.BadParameter(
+                f"{text} is {text} milliseconds, shorter than --in {format_duration_ms(delay)}, "
+                f"so the timer would be due at once; write the cap with its unit (e.g. {text}m "
+                f"or {text}h), or {text}ms if you mean it",
+                ctx,
+                param,
+                param_hint="--max-total",  # the -ms name says milliseconds: taken
+            )
+        return super().convert(value, param, ctx)
 
 
 class Instant(_Parsed):
@@ -178,16 +198,6 @@ BARE_MILLIS_SAID = 100
 
 def _bare(text: str) -> bool:
     return bool(text) and text.replace(".", "", 1).isdigit()
-
-
-BARE = "tickwheel.bare"  # ctx.meta: the options given a bare number of milliseconds
-
-
-def said_bare(name: str) -> bool:
-    """Whether the running command's option ``name`` was given a bare number (``5``, not
-    ``5ms``) that a :class:`Millis` took as milliseconds."""
-    ctx = click.get_current_context(silent=True)
-    return ctx is not None and name in ctx.meta.get(BARE, ())
 
 
 def _say_bare(param: click.Parameter | None, said: str) -> None:

@@ -4,9 +4,11 @@ the library, print."""
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import click
 
+from timer.durable.admin.views import MEASURED_AT_LEAST
 from timer.durable.model.codec import FORMAT_VERSION
 from timer.durable.model.durations import format_duration_ms
 from timer.durable.model.models import DurabilityWarning, Meta
@@ -256,19 +258,36 @@ def stats(app: App, retention_ms: int, memory: bool) -> None:
         summary["bytes_per_pending_timer"] = held["bytes_per_pending_timer"]
         summary["bytes_per_decided_timer"] = held["bytes_per_decided_timer"]
         summary["retained_outcomes"] = held["retained_in_table"]  # the results table's
+    shown = dict(summary)
+    for kind in ("pending", "decided"):  # none: too few timers of the kind to estimate
+        if held is not None and held[f"bytes_per_{kind}_timer"] is None:
+            shown[f"bytes_per_{kind}_timer"] = f"- (too few {kind}: under {MEASURED_AT_LEAST})"
     emit(
         app.json,
         summary
         if not app.json
         else {**summary, "per_shard": st["shards"], "servers": st["servers"]},
-        pairs(summary),
+        pairs(shown),
     )
-    few = SMALL_SAMPLE * len(st["shards"])
-    if held is not None and not app.json and min(st["pending"], held["retained_in_table"]) < few:
+    if held is not None and not app.json:
+        _note_small_sample(held, st["pending"], len(st["shards"]))
+
+
+def _note_small_sample(held: dict[str, Any], pending: int, shards: int) -> None:
+    """The figures shown on fewer than SMALL_SAMPLE timers a shard are mostly each key's
+    fixed overhead: said of those shown, not of a figure left out."""
+    few = SMALL_SAMPLE * shards
+    small = [
+        kind
+        for kind, count in (("pending", pending), ("decided", held["retained_in_table"]))
+        if held[f"bytes_per_{kind}_timer"] is not None and count < few
+    ]
+    if small:
         click.echo(
-            f"Note: fewer than {few:,} pending or retained timers ({SMALL_SAMPLE:,} a shard): "
+            f"Note: fewer than {few:,} {' and '.join(small)} timers ({SMALL_SAMPLE:,} a shard): "
             "the bytes per timer include each key's fixed overhead and fall as the shards "
-            "fill (~80 B pending, ~47 B decided at 200,000: https://tickwheel.readthedocs.io/capacity/).",
+            "fill (~80 B pending, ~47 B decided at 200,000: "
+            "https://tickwheel.readthedocs.io/capacity/).",
             err=True,
         )
 

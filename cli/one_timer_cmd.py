@@ -20,7 +20,7 @@ from timer.errors import conflict_todo
 from timer.shapes import outcome_json, timer_info_json, timer_json
 
 from .app import App, errors, pass_app, starts_server
-from .durations import DURATION, INSTANT, MILLIS, SECONDS, format_ms, said_bare
+from .durations import DURATION, INSTANT, MILLIS, SECONDS, CapMillis, format_ms
 from .output import against_deadline, emit, pairs, plural, to_json
 from .retried import say_kept
 
@@ -59,7 +59,7 @@ def declared_options(command: _F) -> _F:
                 f.cli.removesuffix("-ms"),
                 f.cli,
                 name,
-                type=MILLIS,
+                type=CapMillis() if name == "max_total_ms" else MILLIS,
                 metavar="DURATION",
                 default=f.default,
                 help=f"{words} A duration, e.g. 1h or 30s; a bare number is milliseconds.",
@@ -101,7 +101,13 @@ def _payload(text: str | None) -> Any:
 @starts_server
 @click.command()
 @click.argument("timer_id")
-@click.option("--in", "delay_ms", type=DURATION, help="Fire after this long, e.g. 30s, 500ms, 2m.")
+@click.option(  # eager: read before --max-total, which is checked against it
+    "--in",
+    "delay_ms",
+    type=DURATION,
+    is_eager=True,
+    help="Fire after this long, e.g. 30s, 500ms, 2m.",
+)
 @click.option(
     "--at",
     "deadline_ms",
@@ -136,13 +142,6 @@ def schedule(
     if (delay_ms is None) == (deadline_ms is None):
         raise click.UsageError("give exactly one of --in DURATION or --at ISO-TIME")
     cap = options.get("max_total_ms")
-    if cap is not None and delay_ms is not None and cap < delay_ms and said_bare("max_total_ms"):
-        raise click.BadParameter(  # a unit left out, surely: the timer would be due at once
-            f"{cap} is {cap} milliseconds, shorter than --in {format_duration_ms(delay_ms)}, "
-            f"so the timer would be due at once; write the cap with its unit (e.g. {cap}m "
-            f"or {cap}h), or {cap}ms if you mean it",
-            param_hint="--max-total",
-        )
     data = _payload(payload)
     given = {k: v for k, v in options.items() if v is not None}
     fields = cast(TimerOptions, {**given, "payload": data, "watch": list(watch)})

@@ -41,6 +41,18 @@ def test_any_duration_reads_back_as_it_is_shown(ms: int) -> None:
     assert parse_duration_ms(format_duration_ms(ms)) == ms
 
 
+@pytest.mark.parametrize("text", ["-1s", "-1h30m", "-5", "-1.5", " -2m "])
+def test_a_negative_duration_is_said_to_be_negative(text: str) -> None:
+    """`--in -1s` said "-1s" is not a duration (write numbers with units…), which it
+    was written as (trial 19): a duration is never negative, and the error says so."""
+    with pytest.raises(ValueError, match=r"is negative: a duration is 0 or more") as said:
+        parse_duration_ms(text)
+    assert "not a duration" not in str(said.value)
+    for other in ("-", "-x", "--1s", "-1s-"):  # not a negative duration: as before
+        with pytest.raises(ValueError, match="is not a duration"):
+            parse_duration_ms(other)
+
+
 def test_a_schedule_reads_in_durations_and_its_own_time_zone(tw: Run) -> None:
     """`every 10s`, not `every 10000 ms`; catch-up `1h30m`, not `5400s`; the next time in
     UTC and in the schedule's zone."""
@@ -136,12 +148,26 @@ def test_a_worker_on_a_namespace_never_initialised_is_not_ready(tw: Run) -> None
 
 def test_stats_memory_says_when_its_sample_is_too_small_to_mean_much(tw: Run) -> None:
     """On a few timers the per-timer bytes are mostly each key's overhead (1,090 B a
-    decided timer was shown bare)."""
+    decided timer was shown bare): a figure shown is noted as such; one left out (too few
+    to estimate) says why in its row, and the note says nothing of it (trial 19: "-" and
+    then a note about the figures it did not show)."""
     tw("init", "--shards", "2")
     tw("schedule", "a", "--in", "1h")
     out = tw("stats", "--memory").output
-    assert "Note: fewer than 2,000 pending or retained timers" in out, out
+    rows = dict(line.split(None, 1) for line in out.splitlines()[2:] if "  " in line)
+    assert rows["bytes_per_pending_timer"].strip() == "- (too few pending: under 100)", out
+    assert rows["bytes_per_decided_timer"].strip() == "- (too few decided: under 100)", out
+    assert "Note:" not in out, out
+    for n in range(150):
+        tw("schedule", f"b{n}", "--in", "1h")
+    out = tw("stats", "--memory").output
+    assert "Note: fewer than 2,000 pending timers (1,000 a shard)" in out, out
+    assert "decided timers" not in out, out
+    rows = dict(line.split(None, 1) for line in out.splitlines()[2:] if "  " in line)
+    assert float(rows["bytes_per_pending_timer"]) > 0, out
+    as_data = json.loads(tw("--json", "stats", "--memory").stdout)
     assert "Note:" not in tw("--json", "stats", "--memory").stdout
+    assert as_data["bytes_per_decided_timer"] is None  # --json: null, as before
 
 
 def test_every_option_of_every_command_says_what_it_is() -> None:

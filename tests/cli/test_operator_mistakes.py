@@ -107,6 +107,11 @@ def test_a_bare_cap_shorter_than_the_delay_is_refused_as_a_unit_left_out(
         "5ms if you mean it"
     ), refused.stderr
     assert sorted(redis_client.scan_iter(match=f"{{tw:{namespace}*")) == before
+    # one mistake, one message (trial 19: the bare-number warning came first), in
+    # either order of the options
+    assert "Warning" not in refused.stderr, refused.stderr
+    flipped = tw("schedule", "mt:{1}", "--max-total", "5", "--in", "1h", expect=2)
+    assert flipped.stderr.splitlines()[-1] == said and "Warning" not in flipped.stderr
     tw("get", "mt:{1}", expect=6)
     meant = tw("schedule", "mt:{2}", "--in", "1h", "--max-total", "5ms")
     assert "Note: capped by --max-total 5ms" in meant.stderr, meant.output

@@ -286,9 +286,11 @@ def test_an_example_in_an_error_is_quoted_as_json_quotes_it(
         (["probe", "127.0.0.1:1", "--timeout", "1"], None),
         (["probe", "127.0.0.1:1", "--timeout", "5000ms"], None),
         (["worker", "--lease-ms", "50"], None),  # its name says milliseconds
-        (["schedule", "x", "--in", "1s", "--max-total", "50"],  # (refused: under --in)
-         "Warning: --max-total/--max-total-ms 50 is 50 milliseconds; write 50ms to say so, "
+        (["demo", "--lease", "50"],  # (refused: under 300 ms)
+         "Warning: --lease-ms/--lease 50 is 50 milliseconds; write 50ms to say so, "
          "or 50s if you meant seconds"),  # a test's argv is not the command line's
+        # refused as a unit left out (shorter than --in): one message, no warning too
+        (["schedule", "x", "--in", "1s", "--max-total", "50"], None),
         (["worker", "--lease-ms", "250"], None),
         (["worker", "--lease-ms", "50ms"], None),
     ],

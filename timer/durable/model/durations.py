@@ -22,6 +22,7 @@ NOT_A_DURATION = (
     "1h30m or 10d"
 )
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_NEGATIVE = re.compile(r"-(?:(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+|\d+(?:\.\d+)?)")
 
 
 def parse_duration_ms(text: str) -> int:
@@ -36,6 +37,8 @@ def parse_duration_ms(text: str) -> int:
         total += float(m.group(1)) * _UNITS[m.group(2)]
         pos = m.end()
     if pos != len(s):
+        if _NEGATIVE.fullmatch(s):  # a duration is never negative
+            raise ValueError(f"{quoted(text)} is negative: a duration is 0 or more, e.g. 0s, 2m")
         raise ValueError(f"{quoted(text)} {NOT_A_DURATION}")
     if not total <= MAX_DURATION_MS:  # also inf, from a number of 400 digits
         raise ValueError(
