@@ -592,7 +592,8 @@ def test_a_token_for_another_namespace_is_refused_at_sign_in_saying_whose_it_is(
             assert '<form method="post" action="/login">' in r.text
             assert (f'role="alert">Token &#x27;other &lt;team&gt;&#x27; is not for namespace '
                     f"<code>{ns}</code>: it is for <a href=\"/?ns={ons}\">{ons}</a>, "
-                    '<a href="/?ns=third">third</a>') in r.text  # fmt: skip
+                    '<a href="/?ns=third">third</a> (follow one of those links and sign in '
+                    "there with it)") in r.text  # fmt: skip
         script = http.get("/login", params={"token": theirs}, follow_redirects=False)
         assert script.status_code == 403 and "set-cookie" not in script.headers
         assert script.json() == {"error": said, "kind": "Forbidden", "exit_code": 4}

@@ -413,9 +413,9 @@ def _not_for_page(user: Token, namespace: str) -> str:
     )
     return (
         f"Token {html.escape(who(user))} is not for namespace "
-        f"<code>{html.escape(namespace)}</code>: it is for {links} (open "
-        f"{'it' if len(user.namespaces) == 1 else 'one'} and sign in there). To see "
-        f"<code>{html.escape(namespace)}</code>, paste a token for it."
+        f"<code>{html.escape(namespace)}</code>: it is for {links} (follow "
+        f"{'that link' if len(user.namespaces) == 1 else 'one of those links'} and sign in "
+        f"there with it). To see <code>{html.escape(namespace)}</code>, paste a token for it."
     )
 
 
