@@ -165,8 +165,21 @@ class NoAnswer(JsonShown):
     kind = "NoAnswer"
 
 
+class Declined(JsonShown):
+    """A question answered no: nothing was done (exit 1, as click's "Aborted!" was)."""
+
+    exit_code = 1
+    kind = "Declined"
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        if self.as_json:
+            super().show(file)
+        else:  # not an error of the command's: said plainly
+            click.echo(self.message, err=True)
+
+
 def confirm(question: str, *, unasked_before: str | None = None) -> bool:
-    """Ask ``question`` (y/N) on stderr; a "no" aborts (exit 1). With no answer to read
+    """Ask ``question`` (y/N) on stderr; a "no" does nothing (exit 1). With no answer to read
     (stdin at its end: a script, CI, no terminal) it says to add --yes (exit 2), where
     click said only "Aborted!". A command that did not ask in an earlier release
     (``unasked_before``: its words) goes ahead then, as it did, with a warning: a script
@@ -191,7 +204,7 @@ def confirm(question: str, *, unasked_before: str | None = None) -> bool:
     else:
         agreed = click.confirm(question, err=True)  # Ctrl-C at the prompt: Aborted
     if not agreed:
-        raise click.Abort
+        raise Declined("Nothing done: the answer was no.")
     return True
 
 

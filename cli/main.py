@@ -47,7 +47,7 @@ timer, 8 wait timed out, 9 fenced, 10 full or closed, 11 a stored record that ca
 be decoded, 12 written but not confirmed at the durability asked (safe to retry), 13
 a move past the timer's --max-total (a heartbeat: it fires at its cap; a reschedule:
 nothing moved), 14 a filter now selects another count than the one confirmed (nothing
-done), 1 other errors.
+done), 1 a question answered no (nothing done) or other errors.
 """
 
 

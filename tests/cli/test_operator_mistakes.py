@@ -41,7 +41,12 @@ def test_dead_redeliver_all_asks_as_every_bulk_action_does(
     base = ["--redis-url", redis_server.url, "--namespace", namespace]
     no = CliRunner().invoke(main, [*base, "dead", "redeliver", "--all"], input="n\n")
     assert no.exit_code == 1 and "Redeliver 2 dead letters to their groups' handlers?" in no.output
-    assert c.dead_letters_total() == 2  # nothing was done
+    assert c.dead_letters_total() == 2  # nothing was done, and said so (not "Aborted!")
+    assert no.stderr.splitlines()[-1] == "Nothing done: the answer was no.", no.stderr
+    assert "Aborted" not in no.output and "Error" not in no.output, no.output
+    as_data = CliRunner().invoke(main, [*base, "--json", "dead", "redeliver", "--all"], input="n")
+    said = json.loads(as_data.stderr.splitlines()[-1])
+    assert (as_data.exit_code, said["kind"], said["exit_code"]) == (1, "Declined", 1), said
     assert "Redelivered 2" in tw("dead", "redeliver", "--all", "--yes").output
     assert c.dead_letters_total() == 0
     c.close()
