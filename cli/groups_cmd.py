@@ -78,6 +78,12 @@ def groups(ctx: click.Context, retention_ms: int) -> None:
             f"\nSTALE: {', '.join(stale)} owe outcomes older than the retention and keep "
             "them from being trimmed; run their handlers, or delete the group."
         )
+    if any(g.later for g in found) and not app.json:
+        human += (
+            "\nlater: pending at their handler's request, not stuck: each is looked at again "
+            "when its handler said (the Celery sender: every delivery timeout, 30s by "
+            "default, until the task it sent has started)"
+        )
     emit(app.json, [_group_dict(g, now, retention_ms) for g in found], human)
 
 

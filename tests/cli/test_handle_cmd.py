@@ -477,3 +477,40 @@ def test_the_summary_counts_what_a_handler_asked_to_see_again_later(
         "put off by their handler to look at again 2 (not failures: e.g. a Celery task sent"
         in r.stderr
     ), r.stderr
+
+
+LATER_ALWAYS = """
+from timer import Later
+
+def on_cancelled(o):
+    raise Later(600, "sent; waiting for it to start")
+"""
+
+
+def test_groups_says_later_is_not_stuck(
+    tw: Run, workdir: Path, redis_server: RedisServer, namespace: str
+) -> None:
+    """Beside the Celery sender, `groups` showed `later 30` that never drained (each task
+    is looked at again until it starts) and read as stuck (trial 19): it says what later
+    is, under the table, only when a group has some; --json is the data alone."""
+    tw("init", "--shards", "2")
+    assert "later:" not in tw("groups").output
+    (workdir / f"always_{namespace}.py").write_text(LATER_ALWAYS)
+    c = cancelled(redis_server.url, namespace, ["a1", "a2"])
+    proc = subprocess.Popen(  # a runner that keeps running (--idle-exit waits them out)
+        [sys.executable, "-m", "timer.cli", "--redis-url", redis_server.url, "--namespace",
+         namespace, "handle", f"always_{namespace}:on_cancelled", "--on", "cancelled"],
+        cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(workdir)},
+    )  # fmt: skip
+    try:
+        wait_for(lambda: any(g.later == 2 for g in c.groups()), 30, "both put off")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        c.close()
+    shown = tw("groups").output
+    row = next(line.split() for line in shown.splitlines() if line.startswith("handlers "))
+    assert row[2:5] == ["2", "0", "2"], shown  # pending 2, retrying 0, later 2
+    assert "later: pending at their handler's request, not stuck" in shown, shown
+    assert "later:" not in tw("--json", "groups").stdout
