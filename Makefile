@@ -7,40 +7,24 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 PYTEST_ARGS ?=
-# make test runs the suite in two parts: the tests of one process or a few (unit,
-# integration, CLI, HTTP, docs, the browser, Spark, the benchmarks' smoke runs) on JOBS
-# processes at once (pytest-xdist), then the chaos tests (kill -9 and a server's faults:
-# each runs a cluster, or several workers and servers; marked chaos) on CHAOS_JOBS. No test
-# has a bound on time (how late is a benchmark's figure), so each holds on a busy machine;
-# the parts are split only so the chaos tests' dozens of processes are not started eight at
-# a time. MARKS narrows both (a pytest -m expression), e.g.
+# make test runs the whole suite on JOBS processes at once (pytest-xdist, each taking work
+# from the others as it runs out): unit, integration, CLI, HTTP, docs, the browser, Spark,
+# the benchmarks' smoke runs and the chaos tests (kill -9 and a server's faults, marked
+# chaos). No test has a bound on time (how late is a benchmark's figure), so each holds
+# on a busy machine; the chaos tests ran apart, one at a time, while three of them
+# bounded lateness. MARKS narrows it (a pytest -m expression), e.g.
 #   make test MARKS="not chaos and not slow"
-# JOBS: twice the cores, at most 8. Those tests mostly wait (on servers, subprocesses,
+# JOBS: twice the cores, at most 8. The tests mostly wait (on servers, subprocesses,
 # leases and schedules due in real time): two of them kept 0.8 of 2 cores busy, and four
-# ran the same tests in 0.68x the time. JOBS=1 runs them one at a time.
+# ran the same tests in 0.68x the time (six: no faster). JOBS=1 runs them one at a time.
 JOBS  ?= $(shell n=$$(nproc 2>/dev/null || echo 1); j=$$((n * 2)); [ $$j -gt 8 ] && j=8; echo $$j)
-# CHAOS_JOBS: the cores, at most 2 (two at once took 0.63x the time of one at a time)
-CHAOS_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 2 ] && n=2; echo $$n)
 MARKS ?=
-SERIAL := chaos
-# pytest with -m "<part> and (<MARKS>)"; a part MARKS leaves empty (exit 5) is not a failure
-define pytest_part
-$(BIN)/python -m pytest $(1) -m "$(2)$(if $(MARKS), and ($(MARKS)))" $(PYTEST_ARGS) || [ $$? -eq 5 ]
+# pytest on JOBS processes, with -m "<expression>" when one is given (MARKS, and the
+# server pass's redis); an expression that selects nothing (exit 5) is not a failure
+define pytest_jobs
+$(BIN)/python -m pytest -n $(JOBS) --dist worksteal $(if $(1),-m "$(1)") $(PYTEST_ARGS) || [ $$? -eq 5 ]
 endef
 
-.PHONY: test test-server demo bench lint unit clean venv docs sim exhaustive docs-build wheel
-
-$(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-
-$(STAMP): pyproject.toml setup.py timer/engine/_speedups.c | $(BIN)/python
-	$(BIN)/python -m pip install -qq -e '.[dev]'
-	touch $(STAMP)
-
-venv: $(STAMP)
-
-# tools/unasync.py --check: the blocking driver is still the asyncio driver's generated twin
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -48,8 +32,7 @@ lint: $(STAMP)
 	$(BIN)/python tools/unasync.py --check
 
 test: lint
-	$(call pytest_part,-n $(JOBS) --dist worksteal,not ($(SERIAL)))
-	$(call pytest_part,-n $(CHAOS_JOBS) --dist worksteal,($(SERIAL)))
+	$(call pytest_jobs,$(MARKS))
 
 # The Redis-touching tests again, against another server binary:
 #   make test-server SERVER=/usr/bin/redis-server
@@ -66,9 +49,7 @@ $(OLDEST)/.installed: | $(BIN)/python
 
 test-server: $(STAMP) $(if $(REDIS_PY),$(OLDEST)/.installed)
 	$(if $(REDIS_PY),PYTHONPATH=$(OLDEST)) TICKWHEEL_TEST_SERVER=$(SERVER) \
-	  $(call pytest_part,-n $(JOBS),redis and not ($(SERIAL)))
-	$(if $(REDIS_PY),PYTHONPATH=$(OLDEST)) TICKWHEEL_TEST_SERVER=$(SERVER) \
-	  $(call pytest_part,-n $(CHAOS_JOBS) --dist worksteal,redis and ($(SERIAL)))
+	  $(call pytest_jobs,redis$(if $(MARKS), and ($(MARKS))))
 
 # The sdist and, from it, the wheel, in $(DIST) (as .ci/wheel builds them), after
 # installing build into the venv: without it, python -m build run from the checkout took

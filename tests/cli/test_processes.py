@@ -524,61 +524,48 @@ def test_make_demo_stops_the_server_only_if_it_started_it(
 
 
 def test_the_readmes_partial_make_test_selects_by_declared_markers() -> None:
-    """README's `make test MARKS="…"` reaches both of pytest's parts (the parallel one and
-    the chaos one) with its expression, which names markers pyproject.toml
-    declares (pytest runs with --strict-markers) and selects tests while leaving the
-    chaos ones out; the parts together select every test once."""
+    """README's `make test MARKS="…"` reaches pytest with its expression, which names
+    markers pyproject.toml declares (pytest runs with --strict-markers) and selects tests
+    while leaving the chaos ones out; `make test` alone runs every test, chaos ones too,
+    in one run on the Makefile's processes (twice the cores, at most 8)."""
     root = Path(__file__).resolve().parents[2]
     line = re.search(r'`(make test MARKS="[^"]+")`', (root / "README.md").read_text())
     assert line is not None
     args = shlex.split(line.group(1))
-    dry = subprocess.run(
-        ["make", "-n", *args[1:]], cwd=root, capture_output=True, text=True, timeout=60, check=True
-    )
     value = args[2].split("=", 1)[1]
-    parts = re.findall(r'-m pytest (.*?) -m "([^"]+)"', dry.stdout)
     jobs = min(2 * len(os.sched_getaffinity(0)), 8)  # the Makefile's: twice nproc, at most 8
-    chaos = min(len(os.sched_getaffinity(0)), 2)  # and the chaos part's: nproc, at most 2
-    expected = [f"-n {jobs} --dist worksteal", f"-n {chaos} --dist worksteal"]
-    assert [p[0] for p in parts] == expected, dry.stdout
-    assert all(expr.endswith(f" and ({value})") for _, expr in parts), dry.stdout
+
+    def runs(*make_args: str) -> list[tuple[str, str]]:
+        """The pytest runs a dry `make` shows: (its xdist options, its -m expression)."""
+        dry = subprocess.run(["make", "-n", *make_args], cwd=root, capture_output=True,
+                             text=True, timeout=60, check=True)  # fmt: skip
+        found = re.findall(r'-m pytest (-n \d+ --dist worksteal)(?: -m "([^"]+)")?', dry.stdout)
+        assert len(found) == 1, dry.stdout
+        return found
+
+    assert runs(*args[1:]) == [(f"-n {jobs} --dist worksteal", value)]
+    assert runs("test") == [(f"-n {jobs} --dist worksteal", "")]  # every test, no -m
     files = ["tests/chaos/test_worker_lifecycle.py", "tests/unit/test_layers.py",
              "tests/test_benchmarks_smoke.py"]  # fmt: skip
-
-    def picked(*exprs: str) -> list[set[str]]:
-        """The tests each expression selects: one process collects them all, one
-        expression after another (a collection is seconds of imports, paid once)."""
-        script = (
-            "import json, sys, pytest\n"
-            "for expr in json.loads(sys.argv[1]):\n"
-            "    code = pytest.main(['-p', 'no:xdist', '--co', '-q', '-m', expr, *sys.argv[2:]])\n"
-            "    print(f'== exit {int(code)}', flush=True)\n"
-        )
-        done = subprocess.run(
-            [sys.executable, "-c", script, json.dumps(exprs), *files],
-            cwd=root, capture_output=True, text=True, timeout=180, check=False,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-        runs = re.split(r"^== exit (\d+)$", done.stdout, flags=re.M)
-        codes, outputs = runs[1::2], runs[0::2]
-        assert len(codes) == len(exprs) and set(codes) <= {"0", "5"}, done.stdout[-3000:]
-        return [{t for t in o.splitlines() if "::" in t} for o in outputs[: len(exprs)]]
-
-    # without MARKS the two parts are the whole suite of those files, each test once
-    whole = subprocess.run(
-        ["make", "-n", "test"], cwd=root, capture_output=True, text=True, timeout=60, check=True
+    script = (
+        "import json, sys, pytest\n"
+        "for expr in json.loads(sys.argv[1]):\n"
+        "    code = pytest.main(['-p', 'no:xdist', '--co', '-q', *(['-m', expr] if expr else []),\n"
+        "                        *sys.argv[2:]])\n"
+        "    print(f'== exit {int(code)}', flush=True)\n"
     )
-    split_exprs = [e for _, e in re.findall(r'-m pytest (.*?) -m "([^"]+)"', whole.stdout)]
-    assert len(split_exprs) == 2
-    *chosen, split_0, split_1, everything = picked(*(expr for _, expr in parts), *split_exprs, "")
-    assert len(chosen) == 2 and not chosen[0] & chosen[1]
-    both = chosen[0] | chosen[1]
-    assert any("test_layers.py::" in t for t in both)
-    assert not any(t.startswith("tests/chaos") for t in both)
-    split = [split_0, split_1]
-    assert not split[0] & split[1]
-    assert split[0] | split[1] == everything
-    assert any(t.startswith("tests/chaos") for t in split[1])
+    done = subprocess.run(
+        [sys.executable, "-c", script, json.dumps([value, ""]), *files],
+        cwd=root, capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    parts = re.split(r"^== exit (\d+)$", done.stdout, flags=re.M)
+    codes, outputs = parts[1::2], parts[0::2]
+    assert codes == ["0", "0"], done.stdout[-3000:]
+    chosen, everything = ({t for t in o.splitlines() if "::" in t} for o in outputs[:2])
+    assert any("test_layers.py::" in t for t in chosen)
+    assert not any(t.startswith("tests/chaos") for t in chosen)
+    assert chosen < everything and any(t.startswith("tests/chaos") for t in everything)
 
 
 def test_make_test_server_with_the_oldest_redis_py_is_what_pyproject_declares() -> None:
