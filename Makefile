@@ -25,6 +25,19 @@ define pytest_jobs
 $(BIN)/python -m pytest -n $(JOBS) --dist worksteal $(if $(1),-m "$(1)") $(PYTEST_ARGS) || [ $$? -eq 5 ]
 endef
 
+.PHONY: test test-server demo bench lint unit clean venv docs sim exhaustive docs-build wheel
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml setup.py timer/engine/_speedups.c | $(BIN)/python
+	$(BIN)/python -m pip install -qq -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# tools/unasync.py --check: the blocking driver is still the asyncio driver's generated twin
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
