@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import wait_for
+from tests.unit.test_packaging import assert_packaged
 from timer.cli import embedded
 from timer.cli.main import main
 from timer.testing import free_port
@@ -302,7 +303,9 @@ def test_the_readmes_wheel_lines_build_and_install(tmp_path: Path) -> None:
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=checkout, env=env,
                           capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert len(list((checkout / "dist").glob("tickwheel-*.whl"))) == 1
+    (wheel,) = (checkout / "dist").glob("tickwheel-*.whl")
+    (sdist,) = (checkout / "dist").glob("tickwheel-*.tar.gz")
+    assert_packaged(sdist, wheel)  # the license, and no test file, in both
     shown = subprocess.run([str(venv / "bin" / "tickwheel"), "--version"], capture_output=True,
                            text=True, timeout=60, check=False, env=env, cwd=tmp_path)  # fmt: skip
     assert shown.returncode == 0, shown.stdout + shown.stderr

@@ -1,40 +1,14 @@
 """What the sdist and the wheel carry: the license's text (the metadata says Apache-2.0),
-and no test file (setuptools adds ``tests/test*.py`` to an sdist unless told not to)."""
+and no test file (setuptools adds ``tests/test*.py`` to an sdist unless told not to).
+Checked on the build the README's wheel lines make (tests/cli/test_readme.py)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import tarfile
 import zipfile
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
-
-pytestmark = pytest.mark.slow  # a build: the sdist, then the wheel from it (seconds)
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], list[str]]:
-    """The names in the sdist and in the wheel, built as .ci/wheel and pip build them."""
-    out = tmp_path_factory.mktemp("dist")
-    done = subprocess.run(
-        [sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    (sdist,) = out.glob("tickwheel-*.tar.gz")
-    (wheel,) = out.glob("tickwheel-*.whl")
-    with tarfile.open(sdist) as tar:
-        in_sdist = [name.split("/", 1)[1] for name in tar.getnames() if "/" in name]
-    with zipfile.ZipFile(wheel) as whl:
-        in_wheel = whl.namelist()
-    return in_sdist, in_wheel
 
 
 def is_test_file(name: str) -> bool:
@@ -42,16 +16,23 @@ def is_test_file(name: str) -> bool:
     return parts[0] in {"tests", "test"} or parts[-1].startswith("test_")
 
 
-def test_the_sdist_has_the_license_and_no_test_file(built: tuple[list[str], list[str]]) -> None:
-    in_sdist, _ = built
+def assert_packaged(sdist: Path, wheel: Path) -> None:
+    """The sdist and the wheel (built as .ci/wheel and pip build them: the README's `make
+    wheel`, whose test calls this on what it built, so the suite builds them once) carry
+    the license and no test file."""
+    with tarfile.open(sdist) as tar:
+        in_sdist = [name.split("/", 1)[1] for name in tar.getnames() if "/" in name]
+    with zipfile.ZipFile(wheel) as whl:
+        in_wheel = whl.namelist()
     assert "LICENSE" in in_sdist
     assert [name for name in in_sdist if is_test_file(name)] == []
-
-
-def test_the_wheel_has_the_license_and_no_test_file(built: tuple[list[str], list[str]]) -> None:
-    _, in_wheel = built
     assert [n for n in in_wheel if n.endswith(".dist-info/licenses/LICENSE")], in_wheel
     assert [name for name in in_wheel if is_test_file(name)] == []
+
+
+def test_a_test_file_is_told_from_a_package_file() -> None:
+    assert is_test_file("tests/cli/conftest.py") and is_test_file("timer/test_x.py")
+    assert not is_test_file("timer/testing/__init__.py") and not is_test_file("LICENSE")
 
 
 def test_the_license_is_apache_2() -> None:
