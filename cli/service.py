@@ -23,6 +23,7 @@ from .app import App, errors
 from .choice import Choice
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 log_level_option = click.option(
     "--log-level",
@@ -165,12 +166,12 @@ def connect(app: App, what: str, logger: logging.Logger, durability: str = "none
     return client
 
 
-def serve(start: Callable[[], object], host: str, port: int) -> None:
-    """Start a metrics server; a port in use (or any OSError) is a ConfigError naming
-    --metrics-port and --metrics-host."""
+def serve(start: Callable[[], T], host: str, port: int) -> T:
+    """Start a metrics server (what ``start`` returns); a port in use (or any OSError) is
+    a ConfigError naming --metrics-port and --metrics-host."""
     with errors():
         try:
-            start()
+            return start()
         except OSError as exc:
             raise ConfigError(
                 cannot_listen("serve metrics", host, port, exc, "--metrics-port", "--metrics-host")

@@ -150,7 +150,9 @@ def worker(
     if metrics_port is not None:
         from timer.worker.metrics import serve_metrics  # noqa: PLC0415 - the metrics extra
 
-        serve(lambda: serve_metrics(w, metrics_port, metrics_host), metrics_host, metrics_port)
+        asked = metrics_port
+        listening = serve(lambda: serve_metrics(w, asked, metrics_host), metrics_host, asked)
+        metrics_port = listening.server_address[1]  # --metrics-port 0: the one it was given
 
     where = (
         f"; metrics and health on http://{metrics_host}:{metrics_port}"

