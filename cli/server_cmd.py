@@ -25,7 +25,8 @@ def server() -> None:
     state live in $TICKWHEEL_HOME, else $XDG_STATE_HOME/tickwheel, else
     ~/.local/state/tickwheel, so every directory sees the same server and `server stop`
     finds it from anywhere. It is started by `server start` and by the commands that
-    create or serve (init, schedule, schedules create, worker, handle, dashboard, demo).
+    create or serve (init, schedule, schedules create, worker, handle, serve, dashboard,
+    demo).
     They manage the embedded server only: a --redis-url (or TICKWHEEL_REDIS_URL) or a
     namespace given to them is ignored, and they say so.
 

@@ -722,3 +722,15 @@ def test_bench_help_offers_no_options_it_does_not_show(flag: str) -> None:
     assert shown.exit_code == 0, shown.output
     assert shown.output.startswith("Usage: tickwheel bench NAME [ARGS]...\n"), shown.output
     assert "[OPTIONS]" not in shown.output and "Options:" not in shown.output
+
+
+def test_server_help_names_every_command_that_starts_the_server() -> None:
+    """`server --help` listed the commands that start the embedded server but not `serve`,
+    which starts it too (trial 20): the list is every command marked so."""
+    from timer.cli.app import _STARTERS  # noqa: PLC0415
+
+    shown = " ".join(CliRunner().invoke(main, ["server", "--help"]).output.split())
+    listed = shown.split("create or serve (", 1)[1].split(")", 1)[0]
+    names = {c.name for c in _STARTERS}
+    assert names <= set(listed.replace(",", " ").split()) | {"create"}, (names, listed)
+    assert "serve" in names and "serve," in listed
