@@ -12,8 +12,10 @@ from pathlib import Path
 
 import click
 
+from timer.errors import ConfigError
+
 from . import embedded
-from .app import App, errors, pass_app, require_extra, starts_server, warn
+from .app import App, TimerCommandError, errors, pass_app, require_extra, starts_server, warn
 from .output import plural
 from .service import bind_port, log_level_option, setup_logging
 from .starting import running
@@ -100,10 +102,12 @@ def dashboard(
             f"--tokens signs each user in with their own token: unset {TOKEN_ENV} (the one "
             "shared token) or drop --tokens"
         )
-    if tokens_path is not None and not tokens_path.is_file():
-        raise click.UsageError(
-            f"--tokens {tokens_path}: no such file; make a token first: tickwheel tokens "
-            f"create --tokens {tokens_path} --scope read --namespace {app.namespace}"
+    if tokens_path is not None and not tokens_path.is_file():  # a setting missing: exit 4
+        raise TimerCommandError(
+            ConfigError(
+                f"--tokens {tokens_path}: no such file; make a token first: tickwheel tokens "
+                f"create --tokens {tokens_path} --scope read --namespace {app.namespace}"
+            )
         )
     if not is_loopback(host) and not token and tokens_path is None:
         raise click.UsageError(

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from timer.errors import NotFound, quoted
+from timer.errors import ConfigError, NotFound, quoted
 
 from . import embedded
 from .app import (
@@ -130,8 +130,8 @@ def serve(
     path = tokens_path or default_tokens()
     if not no_auth:
         with errors():
-            if not TokenFile(path).load():
-                raise click.UsageError(
+            if not TokenFile(path).load():  # a setting missing, not a mistyped command: exit 4
+                raise ConfigError(
                     f"no tokens in {path}: create one with `tickwheel tokens create --scope "
                     f"write --namespace NS"
                     + (f" --tokens {path}" if tokens_path is not None else "")

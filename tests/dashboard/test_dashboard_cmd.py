@@ -179,7 +179,8 @@ def test_users_sign_in_with_their_own_tokens_beyond_loopback(
         )
 
     missing = tw("dashboard", "--tokens", str(file))
-    assert missing.returncode == 2 and "tickwheel tokens create" in missing.stderr
+    # a setting missing (the token file), not a mistyped command: configuration, exit 4
+    assert missing.returncode == 4 and "tickwheel tokens create" in missing.stderr
     made = tw("--json", "tokens", "create", "--tokens", str(file), "--scope", "read")
     assert made.returncode == 0, made.stderr
     viewer = json.loads(made.stdout)["token"]

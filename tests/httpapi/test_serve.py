@@ -304,7 +304,7 @@ def test_tickwheel_serve_with_workers_and_tokens(
     refused = subprocess.run(
         [*base, "serve"], env=env, capture_output=True, text=True, timeout=60, check=False
     )
-    assert refused.returncode == 2 and "no tokens in" in refused.stderr
+    assert refused.returncode == 4 and "no tokens in" in refused.stderr  # configuration
     wide = subprocess.run([*base, "serve", "--host", "0.0.0.0", "--no-auth"], env=env,
                           capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
     assert wide.returncode == 2 and "beyond loopback" in wide.stderr
