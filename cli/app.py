@@ -202,7 +202,11 @@ def confirm(question: str, *, unasked_before: str | None = None) -> bool:
         click.echo(f"{question} [y/N]: {line.strip()}", err=True)
         agreed = line.strip().lower() in ("y", "yes")
     else:
-        agreed = click.confirm(question, err=True)  # Ctrl-C at the prompt: Aborted
+        try:
+            agreed = click.confirm(question, err=True)
+        except click.Abort:  # Ctrl-C at the prompt: ended as Ctrl-C ends any command, 130
+            click.echo(err=True)
+            raise click.Abort from KeyboardInterrupt()
     if not agreed:
         raise Declined("Nothing done: the answer was no.")
     return True

@@ -199,3 +199,50 @@ def test_a_worker_history_period_out_of_bounds_is_refused_before_it_starts(tw: R
     for bad in ("50ms", "2m"):
         out = tw("worker", "--history-every", bad, expect=3).output
         assert "history_every_ms must be 100 to 60000" in out and "ready" not in out, out
+
+
+def test_ctrl_c_at_a_question_ends_quietly_with_130_and_changes_nothing(
+    redis_server: RedisServer, namespace: str
+) -> None:
+    """Ctrl-C at a confirmation said "Aborted!" and exited 1 (trial 20), where Ctrl-C
+    anywhere else ends a command quietly with 130: the same at a question, on a real
+    terminal (a pseudo-terminal), and nothing is cancelled."""
+    import pty  # noqa: PLC0415
+    import select  # noqa: PLC0415
+
+    c = TimerClient.from_url(redis_server.url, namespace)
+    c.init(shards=2)
+    c.schedule("q:{1}", 600_000)
+    exe = Path(sys.executable).with_name("tickwheel")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")}
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the console script on the terminal (SIGINT as a shell's)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.execve(str(exe), [str(exe), "--redis-url", redis_server.url, "--namespace",
+                             namespace, "timers", "cancel", "q:*"], env)  # fmt: skip
+    said = b""
+
+    def read() -> bytes:  # what the terminal shows next ("" once it closed), in 30 s
+        if not select.select([fd], [], [], 30)[0]:
+            os.kill(pid, signal.SIGKILL)
+            raise AssertionError(f"nothing more on the terminal in 30 s: {said!r}")
+        try:
+            return os.read(fd, 1024)
+        except OSError:  # the terminal closed: the command ended
+            return b""
+
+    try:
+        while b"[y/N]" not in said:
+            chunk = read()
+            assert chunk, f"it ended before asking: {said!r}"
+            said += chunk
+        os.write(fd, b"\x03")  # Ctrl-C, as the terminal sends it: SIGINT to the command
+        while chunk := read():
+            said += chunk
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 130, said
+    assert b"Aborted" not in said and b"Traceback" not in said, said
+    assert c.get("q:{1}").state == "pending"  # type: ignore[union-attr]
+    c.close()
