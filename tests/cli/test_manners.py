@@ -236,6 +236,12 @@ def test_ctrl_c_at_a_question_ends_quietly_with_130_and_changes_nothing(
             chunk = read()
             assert chunk, f"it ended before asking: {said!r}"
             said += chunk
+        # a user's Ctrl-C comes while the prompt waits for a key: sent before the
+        # command is blocked reading the terminal, readline's wait could start after the
+        # signal (and wait on); so once it waits (read, poll or select, by the kernel)
+        waiting = {"0", "7", "23", "270", "271"}  # x86-64's read, poll, select, pselect6, ppoll
+        syscall = Path(f"/proc/{pid}/syscall")
+        wait_for(lambda: syscall.read_text().split()[0] in waiting, 30, "the prompt to wait")
         os.write(fd, b"\x03")  # Ctrl-C, as the terminal sends it: SIGINT to the command
         while chunk := read():
             said += chunk
