@@ -218,21 +218,23 @@ def test_a_dead_consumers_outcomes_are_taken_over_after_reclaim_idle(
 def test_a_long_handler_is_not_taken_over(
     client: TimerClient, running: Callable[..., threading.Thread]
 ) -> None:
-    """A handler running for 5x reclaim_idle keeps its outcome (the runner touches it):
-    a second consumer polling all the while never takes it, and it runs once."""
+    """A handler running for 2.5x reclaim_idle keeps its outcome (the runner touches it):
+    a second consumer polling all the while never takes it, and it runs once. (Idle 1 s:
+    at 200 ms a busy machine held the touching thread back past it, and the second
+    consumer rightly took an outcome whose holder had been silent that long.)"""
     decide(client, 1)
     runs: list[str] = []
     done = threading.Event()
 
     def slow(o: Outcome) -> None:
         runs.append(o.id)
-        done.wait(1.0)  # the handler's own work takes 1 s (5x the idle time)
+        done.wait(2.5)  # the handler's own work takes 2.5 s (2.5x the idle time)
 
-    a = Handlers(client, group="g", consumer="a", reclaim_idle_ms=200)
+    a = Handlers(client, group="g", consumer="a", reclaim_idle_ms=1_000)
     a.add("cancelled", slow)
     running(a)
     wait_for(lambda: runs, 10, "the first handler to start")
-    b = Handlers(client, group="g", consumer="b", reclaim_idle_ms=200)
+    b = Handlers(client, group="g", consumer="b", reclaim_idle_ms=1_000)
     b.add("cancelled", lambda o: runs.append("b:" + o.id))
     running(b)
     wait_for(lambda: a.stats.handled == 1, 20, "the slow handler to finish")
