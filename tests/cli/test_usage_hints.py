@@ -70,6 +70,26 @@ def test_a_url_with_a_password_and_no_scheme_is_told_redis_masked(given: str, sh
 
 
 @pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        ("s3cretpw", "the Redis URL has no scheme (no redis:// or the like); use redis://"),
+        ("redis:/bob:s3cretpw@127.0.0.1:6379/0",
+         'the Redis URL starts "redis:/": a scheme is followed by two slashes (redis://…)'),
+        ("rediss:bob:s3cretpw@h:1", 'starts "rediss:": a scheme is followed by two slashes'),
+        ("REDIS://:s3cretpw@127.0.0.1:6379/0", "write the Redis URL's scheme in lower case"),
+    ],
+)  # fmt: skip
+def test_a_url_mistyped_is_told_what_to_fix_and_no_secret_said_back(given: str, says: str) -> None:
+    """Trial 20: `--redis-url s3cretPW` (a password pasted) was said back whole; `redis:/bob:
+    pw@host` was told "did you mean redis://redis:***@…"; `REDIS://` was refused as an
+    unsupported scheme. Each says what to fix, and never the secret."""
+    out = CliRunner().invoke(main, ["--redis-url", given, "get", "job:{1}"], env=NO_URL)
+    assert out.exit_code == 4, out.output
+    assert says in out.output, out.output
+    assert "s3cretpw" not in out.output and "did you mean redis://redis" not in out.output
+
+
+@pytest.mark.parametrize(
     "url",
     [
         "redis://127.0.0.1:6379/-1",

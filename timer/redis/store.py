@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ from ..durable.model.checks import check_seconds
 from ..durable.model.models import Durability
 from ..durable.model.scripts import script_error
 from ..errors import ConfigError, NotDurable, NotFound, StoreError, TimerError, quoted
-from .redaction import redact_url
+from .redaction import URL_FORMS, no_scheme, redact_url, reserved_in_userinfo
 
 
 def _url_options(*classes: type) -> frozenset[str]:
@@ -144,41 +143,15 @@ def check_url(url: object) -> str:
     return url
 
 
-def _reserved_in_userinfo(url: str) -> str:
-    """What to say of a URL whose user or password holds a / ? # or @ (which end the
-    host's part early, so the parse reads a piece of the password as the port or the
-    host), or "": said only where the URL is refused anyway, and never the password."""
-    rest = url.partition("://")[2]
-    if "@" not in rest:
-        return ""
-    userinfo = rest.rpartition("@")[0]
-    held = [c for c in "/?#@" if c in userinfo]
-    if not held:
-        return ""
-    # an @ alone parses (the host starts after the last one): it is named, not required
-    ends = [c for c in held if c != "@"]
-    codes = {"/": "%2F", "?": "%3F", "#": "%23", "@": "%40"}
-    said = " ".join(ends or held)
-    return (
-        f"its user or password holds {said}, which must be percent-encoded there "
-        f"({' '.join(codes[c] for c in ends or held)})"
-        + ("; an @ there is safest encoded too (%40)" if ends and "@" in held else "")
-    )
-
-
 def _check_node_url(url: str, safe: str) -> None:
     """``check_url`` of a URL naming one node, shown as ``safe`` in its errors."""
     scheme = url.partition("://")[0] if "://" in url else ""
-    user, at, hostpart = url.rpartition("@")  # user:password@host:port: no password said
-    if not scheme and re.fullmatch(r"[\w.\-]+:\d{1,5}(/\d+)?", hostpart):
-        also = " (with the password where *** is)" if at and user else ""
-        raise ConfigError(f"{safe} has no scheme: did you mean redis://{safe}?{also}")
+    if not scheme:
+        raise no_scheme(url, safe)
+    if scheme.lower() in ("redis", "rediss", "unix") and scheme != scheme.lower():
+        raise ConfigError(f"write the Redis URL's scheme in lower case: {scheme.lower()}://…")
     if scheme not in ("redis", "rediss", "unix"):
-        raise ConfigError(
-            f"unsupported Redis URL scheme {quoted(scheme)} in {safe}; use "
-            "redis://host:port/db, rediss:// for TLS, unix:///path/to.sock, or "
-            "redis+sentinel://host:port,host:port/<service> for Sentinel"
-        )
+        raise ConfigError(f"unsupported Redis URL scheme {quoted(scheme)} in {safe}; {URL_FORMS}")
     form = "the form is redis://[user:password@]host[:port][/db], rediss://… or unix:///path"
     try:
         parts = urlsplit(url)
@@ -190,7 +163,7 @@ def _check_node_url(url: str, safe: str) -> None:
         port = parts.port  # ValueError: not a number, or out of range
     except ValueError:
         port = 0
-    hint = _reserved_in_userinfo(url)
+    hint = reserved_in_userinfo(url)
     if port == 0:
         raise ConfigError(
             f"Redis URL {safe}: "
