@@ -153,8 +153,9 @@ class CapMillis(Millis):
         if text.isdigit() and not named_ms and isinstance(delay, int) and int(text) < delay:
             raise click.BadParameter(
                 f"{text} is {text} milliseconds, shorter than --in {format_duration_ms(delay)}, "
-                f"so the timer would be due at once; write the cap with its unit (e.g. {text}m "
-                f"or {text}h), or {text}ms if you mean it",
+                f"so the timer would be due at once; write the cap with its unit (e.g. "
+                + (f"{text}s" if int(text) >= 60 else f"{text}m or {text}h")
+                + f"), or {text}ms if you mean it",
                 ctx,
                 param,
                 param_hint="--max-total",  # the -ms name says milliseconds: taken

@@ -130,6 +130,12 @@ def test_tokens_refuse_a_bad_namespace_and_a_directory_that_is_not_there(
     runner = CliRunner()
     bad = runner.invoke(main, ["tokens", "create", "--scope", "write", "--namespace", "bad ns"])
     assert bad.exit_code == 3 and "namespace must be 1-64 characters" in bad.output, bad.output
+    for name in ("a\nb", "tab\there", "x" * 101):  # it broke `tokens list`'s table (trial 20)
+        file = str(workdir / "n.json")
+        args = ["--scope", "read", "--namespace", "a", "--name", name]
+        named = runner.invoke(main, ["tokens", "create", "--tokens", file, *args])
+        assert named.exit_code == 3 and "printable text of at most 100" in named.output
+        assert not (workdir / "n.json").exists()  # nothing written
     nowhere = workdir / "no" / "such" / "dir" / "t.json"
     made = runner.invoke(main, ["tokens", "create", "--scope", "write", "--tokens", str(nowhere)])
     assert made.exit_code == 4 and "create it first" in made.output, made.output

@@ -95,6 +95,12 @@ class TokenFile:
             raise InvalidInput(f"scope must be one of {', '.join(SCOPES)}, got {quoted(scope)}")
         if not namespaces:
             raise InvalidInput('a token needs at least one namespace (or "*" for all)')
+        if not isinstance(name, str) or len(name) > 100 or not name.isprintable():
+            # shown in `tokens list`'s table and in every action's log line
+            raise InvalidInput(
+                "a token's name is printable text of at most 100 characters (no newline, "
+                f"tab or other control character), got {quoted(name)}"
+            )
         for ns in namespaces:
             if ns != "*":
                 check_namespace(ns)
