@@ -63,8 +63,10 @@ class WorkerSettings:
                     got=ms_text(got),
                 )
         if self.horizon_ms >= COARSE_MS:  # far timers reach the fine buckets an hour ahead
-            raise InvalidInput(
-                f"horizon_ms must be under an hour ({COARSE_MS} ms), got {self.horizon_ms}"
+            raise InvalidInput.about(
+                "{0} must be under an hour (1h), got {got}",
+                "horizon_ms",
+                got=format_duration_ms(self.horizon_ms),
             )
         if not (1 <= self.fire_batch <= 5_000 and 1 <= self.sweep_limit <= 5_000):
             raise InvalidInput(  # a script unpacks that many ids at once (Lua's stack: ~8k)
@@ -80,9 +82,10 @@ class WorkerSettings:
         if self.trim_interval_ms < 1:
             raise InvalidInput(f"trim_interval_ms must be at least 1, got {self.trim_interval_ms}")
         if self.history_every_ms != 0 and not 100 <= self.history_every_ms <= 60_000:
-            raise InvalidInput(
-                f"history_every_ms must be 100 to 60000 (0: no history), "
-                f"got {self.history_every_ms}"
+            raise InvalidInput.about(
+                "{0} must be 100ms to 1m (0s: no history), got {got}",
+                "history_every_ms",
+                got=ms_text(self.history_every_ms),
             )
 
     @property

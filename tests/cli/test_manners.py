@@ -196,9 +196,12 @@ def test_every_option_of_every_command_says_what_it_is() -> None:
 def test_a_worker_history_period_out_of_bounds_is_refused_before_it_starts(tw: Run) -> None:
     """--history-every below 100 ms (or above a minute) is bad input, said before the
     worker connects or says it is ready."""
-    for bad in ("50ms", "2m"):
+    for bad in ("50ms", "2m"):  # named by its flag, in durations (trial 20: history_every_ms)
         out = tw("worker", "--history-every", bad, expect=3).output
-        assert "history_every_ms must be 100 to 60000" in out and "ready" not in out, out
+        said = f"--history-every must be 100ms to 1m (0s: no history), got {bad}"
+        assert said in out and "ready" not in out, out
+    out = tw("worker", "--horizon", "100d", expect=3).output
+    assert "Error: --horizon must be under an hour (1h), got 100d" in out, out
 
 
 def test_ctrl_c_at_a_question_ends_quietly_with_130_and_changes_nothing(
