@@ -199,6 +199,14 @@ def _conflict(exc: DuplicateTimer, deadline_ms: int | None) -> DuplicateTimer:
     return DuplicateTimer.of(exc.timer_id, exc.differ, todo)
 
 
+def _ended(app: App, timer_id: str) -> str:
+    """What a call that found the timer ended says: how it ended, as heartbeat does."""
+    with errors():
+        info = app.client.get(timer_id)
+    how = info.state if info is not None else "its outcome no longer kept"
+    return f"{timer_id} already ended ({how}); nothing changed"
+
+
 @click.command()
 @click.argument("timer_id")
 @pass_app
@@ -213,7 +221,7 @@ def cancel(app: App, timer_id: str) -> None:
     emit(
         app.json,
         {"id": timer_id, "cancelled": decided},
-        f"Cancelled {timer_id}" if decided else f"{timer_id} was already decided",
+        f"Cancelled {timer_id}" if decided else _ended(app, timer_id),
     )
 
 
@@ -240,17 +248,10 @@ def reschedule(app: App, timer_id: str, delay_ms: int | None, deadline_ms: int |
     with errors():
         t = app.client.reschedule(timer_id, delay_ms, deadline_ms=deadline_ms)
     if t is None:
-        emit(
-            app.json,
-            {"id": timer_id, "rescheduled": False},
-            f"{timer_id} was already decided; nothing changed",
-        )
-    else:
-        emit(
-            app.json,
-            {**timer_json(t), "rescheduled": True},
-            f"Rescheduled {timer_id} to {format_ms(t.deadline_ms)}",
-        )
+        emit(app.json, {"id": timer_id, "rescheduled": False}, _ended(app, timer_id))
+        return
+    said = f"Rescheduled {timer_id} to {format_ms(t.deadline_ms)}"
+    emit(app.json, {**timer_json(t), "rescheduled": True}, said)
 
 
 @click.command()
@@ -326,7 +327,7 @@ def complete(app: App, timer_id: str) -> None:
     emit(
         app.json,
         {"id": timer_id, "completed": decided},
-        f"Completed {timer_id}" if decided else f"{timer_id} was already decided",
+        f"Completed {timer_id}" if decided else _ended(app, timer_id),
     )
 
 

@@ -734,3 +734,20 @@ def test_server_help_names_every_command_that_starts_the_server() -> None:
     names = {c.name for c in _STARTERS}
     assert names <= set(listed.replace(",", " ").split()) | {"create"}, (names, listed)
     assert "serve" in names and "serve," in listed
+
+
+def test_cancel_complete_and_reschedule_of_an_ended_timer_say_how_it_ended(tw: Run) -> None:
+    """`cancel` and `complete` of an ended timer said `X was already decided` (not how),
+    where `heartbeat` said `already ended (cancelled)` (trial 20): one wording, the way
+    it ended in it; --json is as it was."""
+    tw("init", "--shards", "2")
+    tw("schedule", "e:{1}", "--in", "1h")
+    tw("complete", "e:{1}")
+    for command in (
+        ["cancel", "e:{1}"],
+        ["complete", "e:{1}"],
+        ["reschedule", "e:{1}", "--in", "1m"],
+    ):
+        said = tw(*command).output.strip()
+        assert said == "e:{1} already ended (completed); nothing changed", (command, said)
+    assert as_json(tw("--json", "cancel", "e:{1}")) == {"id": "e:{1}", "cancelled": False}
