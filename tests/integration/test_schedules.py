@@ -174,6 +174,10 @@ def test_pause_resume_update_and_delete(c: TimerClient) -> None:
         {"every": "1s", "watch": ["elsewhere"]},
         {"cron": "99 * * * *"},
         {"every": "1s", "tz": "Nowhere/City"},
+        # its first occurrence is a timer past the ten-year limit a deadline has (trial 20:
+        # schedule --at refused it, schedules create --start armed it)
+        {"every": "1s", "start": 4_102_444_800_000},  # 2100
+        {"every": "1s", "start": 253_370_764_800_000},  # 9999
     ],
 )
 def test_a_bad_schedule_writes_nothing(

@@ -17,7 +17,7 @@ from ..model.fields import MAX_DEADLINE_MS, ScheduleWhen
 from ..model.keys import ShardKeys, shard_of
 from ..model.models import Timer
 from ..model.namespace import Namespace
-from ..model.scripts import ScriptName
+from ..model.scripts import ScriptName, too_far
 from ..model.steps import Op, ScriptCall, server_time_ms
 from ..timers.items import check_watch
 from ..timers.ops import schedule_many
@@ -89,6 +89,12 @@ def put(
     _same_shard(ns, name, keys)
     now = yield from server_time_ms()
     first = Plan.at(name, parsed, parsed.recurrence.next_after(now))
+    if first.deadline - now > ns.settings.max_delay_ms:
+        # its occurrence is a timer: one past the cap is refused as schedule's deadline is
+        raise InvalidInput(
+            f"the first occurrence: {too_far(first.deadline, ns.settings.max_delay_ms)} "
+            "(a nearer start, or a cron that matches sooner)"
+        )
     reply = yield put_call(ns, name, mode, parsed, data, keys, first)
     if text(reply[0]) == "missing":
         raise ScheduleNotFound.of(name, ns.name)
