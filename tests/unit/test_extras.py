@@ -60,3 +60,33 @@ def test_the_base_install_runs_without_any_extra() -> None:
         error = json.loads(said)
         assert error["kind"] == "ConfigError", said
         assert f"pip install '.[{extra}]' in tickwheel's source checkout" in error["error"], said
+
+
+# Each extra's own modules (pyproject.toml), and what its command imports to run
+ALONE = {
+    "dashboard": (["starlette", "uvicorn"], "timer.dashboard.app"),
+    "http": (["starlette", "uvicorn", "httptools", "jsonschema", "jsonschema_rs",
+              "prometheus_client"], "timer.httpapi.app"),
+}  # fmt: skip
+PROBE_ALONE = """
+import sys
+for m in {blocked!r}:
+    sys.modules[m] = None  # not installed
+import importlib
+importlib.import_module({module!r})
+print("imported")
+"""
+
+
+def test_each_web_extra_alone_brings_what_its_command_imports() -> None:
+    """`pip install '.[server,dashboard]'` (the README's line) and then `tickwheel
+    dashboard` crashed with a traceback: the dashboard's routing imported the HTTP API's
+    words, which imported jsonschema, the http extra's (trial 21). Each web extra's app
+    imports with every other extra's modules absent."""
+    for extra, (own, module) in ALONE.items():
+        blocked = [m for m in EXTRA_MODULES if m not in own]
+        done = subprocess.run(
+            [sys.executable, "-c", PROBE_ALONE.format(blocked=blocked, module=module)],
+            cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0 and "imported" in done.stdout, (extra, done.stderr[-3000:])

@@ -5,12 +5,12 @@ the check of a body against its schema (:class:`Schema`) whose refusals those wo
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
-
-import jsonschema
-import jsonschema_rs
+from typing import TYPE_CHECKING, Any
 
 from timer.errors import quoted
+
+if TYPE_CHECKING:  # the http extra's: imported where a Schema is made, so the dashboard
+    import jsonschema  # (its routing says values in these words) needs only its own
 
 _TYPES = {
     "integer": "an integer",
@@ -92,9 +92,13 @@ class Schema:
     explained by jsonschema, whose errors say which field and why."""
 
     def __init__(self, schema: Mapping[str, Any]) -> None:
+        import jsonschema  # noqa: PLC0415 - the http extra's, see above
+        import jsonschema_rs  # noqa: PLC0415
+
         self.schema = schema
         self.fast = jsonschema_rs.Draft202012Validator(dict(schema))
         self.explain = jsonschema.Draft202012Validator(schema)
+        self._failed = (jsonschema.ValidationError, jsonschema_rs.ValidationError)
 
     def problem(self, data: Any) -> jsonschema.ValidationError | None:
         """The first problem with ``data`` (by its place in the body), or None."""
@@ -106,10 +110,11 @@ class Schema:
         if found:
             return found[0]
         # the two disagree (neither should): refuse, saying the fast check's reason
+        explained, fast_failed = self._failed
         try:
             self.fast.validate(data)
-        except jsonschema_rs.ValidationError as exc:
-            return jsonschema.ValidationError(str(exc.message))
+        except fast_failed as exc:
+            return explained(str(exc.message))
         return None
 
 
