@@ -10,6 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from timer import Backoff, Handlers, InvalidInput, Later, Outcome, SelectionChanged, TimerClient
+from timer.client.consumer import ConsumerGroup
+from timer.durable.groups.streams import Delivery
 from timer.durable.model.globs import redis_glob
 from timer.testing import RedisServer
 
@@ -238,3 +240,33 @@ def test_a_dead_letter_keeps_every_attempts_error(
     assert kept == [0, 0, 0, 0]  # the dead one's moved, the recovered one's dropped
     back = client.redeliver(letter.ref)
     assert back is not None and h.stats.handled == 1
+
+
+def test_a_retry_sent_again_after_its_reply_was_lost_keeps_its_error_once(
+    client: TimerClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each retry's call is made twice, as when its first reply is lost and the runner
+    tries again: the dead letter still holds each failed attempt's error once."""
+    client.schedule("dies", 60_000)
+    client.cancel("dies")
+    real = ConsumerGroup.retry
+
+    def twice(
+        self: ConsumerGroup, delivery: Delivery, delay_ms: int, error: str = ""
+    ) -> int | None:
+        real(self, delivery, delay_ms, error)  # written; its reply taken as lost
+        return real(self, delivery, delay_ms, error)
+
+    monkeypatch.setattr(ConsumerGroup, "retry", twice)
+
+    def refuse(o: Outcome) -> None:
+        raise RuntimeError(f"refused on attempt {o.attempt}")
+
+    h = Handlers(client, group="g", max_attempts=3, backoff=Backoff(initial_s=0.01, max_s=0.02))
+    h.add("cancelled", refuse)
+    assert h.run(stop_when_idle=True)
+    (letter,) = client.dead_letters()
+    assert [(e.attempt, e.error.splitlines()[0]) for e in letter.earlier] == [
+        (1, "RuntimeError: refused on attempt 1"),
+        (2, "RuntimeError: refused on attempt 2"),
+    ], letter.earlier

@@ -17,7 +17,10 @@ import redis
 
 from tests.conftest import wait_for
 from timer import Backoff, Handlers, InvalidInput, Later, Outcome, Retry, TimerClient
+from timer.client.consumer import ConsumerGroup
 from timer.durable.groups import streams as groups_module
+from timer.durable.groups.streams import Delivery
+from timer.errors import NotDurable
 from timer.handlers.loop import HandlerLoop
 
 FAST = Backoff(initial_s=0.02, max_s=0.05, jitter=0.5)
@@ -565,6 +568,40 @@ def test_an_acknowledgement_that_finds_nothing_pending_is_counted_and_said(
         assert h.run(concurrency=1, stop_when_idle=True)
     assert (h.stats.handled, h.stats.acks_unmatched, h.stats.ack_errors) == (3, 1, 0)
     assert "1 of " in caplog.text and "found no outcome pending" in caplog.text
+    assert client.groups()[0].pending == 0
+
+
+def test_a_dead_letter_whose_reply_was_lost_is_counted_once(
+    client: TimerClient, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The last attempt's dead letter written, and its reply lost (the master killed
+    before it answered, or its durability wait fell short): the try again finds nothing
+    pending. It counts as dead-lettered, once, as an acknowledgement sent again counts as
+    handled (a demo on a Sentinel set reported the poison job neither handled nor dead)."""
+    decide(client, 2)
+    real = ConsumerGroup.dead_letter
+    lost: list[str] = []
+
+    def reply_lost(self: ConsumerGroup, delivery: Delivery, error: str) -> str | None:
+        ref = real(self, delivery, error)
+        if not lost:  # written, then the reply (or its wait) went missing
+            lost.append(str(ref))
+            raise NotDurable("0 of 1 replicas acknowledged within 50 ms")
+        return ref
+
+    monkeypatch.setattr(ConsumerGroup, "dead_letter", reply_lost)
+    h = Handlers(client, group="g", max_attempts=1)
+
+    @h.on("cancelled")
+    def poison(o: Outcome) -> None:
+        raise RuntimeError(f"{o.id}: poison")
+
+    with caplog.at_level("ERROR", logger="tickwheel.handlers"):
+        assert h.run(concurrency=1, stop_when_idle=True)
+    assert lost and lost[0] != "None"
+    assert (h.stats.dead_lettered, h.stats.ack_errors, h.stats.handled) == (2, 0, 0)
+    assert len(client.dead_letters("g")) == 2  # each written once: the lost one not again
+    assert "written by a try whose reply was lost" in caplog.text
     assert client.groups()[0].pending == 0
 
 

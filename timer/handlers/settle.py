@@ -198,16 +198,31 @@ class Settler:
 
     def settle_dead(self, d: Delivery, error: str, forget: bool = True) -> None:
         o = d.outcome
+        tries: list[TimerError] = []  # of this call that raised (a reply lost, or WAIT short)
+
+        def once() -> str | None:
+            try:
+                return self.group.dead_letter(d, error)
+            except TimerError as err:
+                tries.append(err)
+                raise
+
         try:
-            ref = self.with_retries(lambda: self.group.dead_letter(d, error))
-            if ref is not None:
+            ref = self.with_retries(once)
+            # Nothing pending when tried again after a try that raised: that try wrote the
+            # dead letter (dead.lua writes it and acknowledges in one step) and only its
+            # reply, or the durability wait after it, was lost; as an acknowledgement sent
+            # again counts as handled, it counts as dead-lettered.
+            if ref is not None or tries:
                 self.h.stats.dead_lettered += 1
                 log.error(
                     "%s %s failed %s; dead letter %s: %s",
                     o.outcome,
                     o.id,
                     "its only attempt" if o.attempt == 1 else f"{o.attempt} attempts",
-                    ref,
+                    ref
+                    if ref is not None
+                    else f"written by a try whose reply was lost ({tries[0]})",
                     error.splitlines()[0] if error else "",
                     extra=self.fields(o),
                 )

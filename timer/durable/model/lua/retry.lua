@@ -9,7 +9,8 @@ ARGV[4]  the attempt that failed    ARGV[5]  its error (text; '' for a handler's
 Returns  the retry time (Redis clock, ms); 0 when the entry is no longer pending in the
          group (acknowledged elsewhere, or the group was deleted): nothing was written
 Atomic   the entry stays pending (so trim keeps it) and claim skips it until its time;
-         its error is kept with it ([attempt, failed ms, error], the last KEEP of them),
+         its error is kept with it ([attempt, failed ms, error], the last KEEP of them,
+         one per attempt: a call sent again after its reply was lost keeps it once),
          for the dead letter it may become (dead.lua) or until it is acknowledged.
 Cost     O(log R) and the entry's kept errors (at most KEEP).
 ]]
@@ -26,6 +27,9 @@ redis.call('ZADD', RETRY, due, id)
 if error_text ~= '' then
   local kept = redis.call('HGET', ERR, id)
   local errors = kept and cmsgpack.unpack(kept) or {}
+  local last = errors[#errors]
+  -- this attempt's error sent again (its first reply lost): kept once
+  if last and last[1] == attempt then errors[#errors] = nil end
   errors[#errors + 1] = {attempt, now, error_text}
   while #errors > KEEP do table.remove(errors, 1) end
   redis.call('HSET', ERR, id, cmsgpack.pack(errors))
