@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -9,7 +10,24 @@ import click
 
 class Choice(click.Choice[Any]):
     """``click.Choice``, but a missing value says ``Missing option '--scope'. Choose read,
-    write or admin.`` where click put each choice on a tab-indented line of its own."""
+    write or admin.`` where click put each choice on a tab-indented line of its own; and
+    ``aliases`` (not listed) are taken as the choice they name (``--log-level WARN``, as
+    Python's logging takes it)."""
+
+    def __init__(
+        self,
+        choices: Sequence[str],
+        case_sensitive: bool = True,
+        aliases: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(choices, case_sensitive=case_sensitive)
+        self.aliases = aliases or {}
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str):
+            key = value if self.case_sensitive else value.lower()
+            value = self.aliases.get(key, value)
+        return super().convert(value, param, ctx)
 
     def get_missing_message(self, param: click.Parameter, ctx: click.Context | None) -> str:
         names = [str(c) for c in self._normalized_mapping(ctx=ctx).values()]

@@ -13,6 +13,8 @@ from timer.durable.model.durations import (
     NOT_A_DURATION,
     TEN_YEARS_DAYS,
     TEN_YEARS_MS,
+    UNIT_WORDS,
+    UNITS,
     format_duration_ms,
     parse_duration_ms,
 )
@@ -90,7 +92,27 @@ class _Parsed(click.ParamType):  # type: ignore[type-arg]  # click stubs vary by
         try:
             return type(self).parse(str(value))
         except ValueError as exc:
-            self.fail(str(exc), param, ctx)
+            self.fail(two_words(str(value), ctx) or str(exc), param, ctx)
+
+
+def unit_word(word: str) -> str | None:
+    """The unit ``word`` names (``minutes``: m, ``s``: s), or None."""
+    w = word.strip().lower()
+    return w if w in UNITS else UNIT_WORDS.get(w)
+
+
+def two_words(value: str, ctx: click.Context | None) -> str | None:
+    """What to say when a duration was written as two words (``--in 5 minutes``: the
+    shell splits it, and "5" alone is refused with "minutes" left over): None if not."""
+    argv: list[str] = (ctx.meta.get("tickwheel.argv") or []) if ctx is not None else []
+    for i, arg in enumerate(argv[:-1]):
+        unit = unit_word(argv[i + 1])
+        if arg == value and unit is not None and value.replace(".", "", 1).isdigit():
+            return (
+                f"{quoted(value + ' ' + argv[i + 1])} is two words; write the duration as "
+                f"one, {value}{unit}"
+            )
+    return None
 
 
 class Duration(_Parsed):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import warnings
 from typing import TextIO
 
@@ -56,7 +57,14 @@ done), 1 a question answered no (nothing done) or other errors.
     context_settings={"help_option_names": ["-h", "--help"]},
     epilog=EPILOG,
 )
-@click.version_option(__version__, prog_name="tickwheel")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=lambda ctx, _param, value: show_version(ctx) if value else None,
+    help="Show the version and exit (as JSON with --json).",
+)
 @click.option(
     "--redis-url",
     envvar="TICKWHEEL_REDIS_URL",
@@ -95,6 +103,15 @@ def main(ctx: click.Context, redis_url: str | None, namespace: str, as_json: boo
     # line that warned. Undone when the command ends (a test runs many in one process).
     ctx.with_resource(warnings.catch_warnings())
     warnings.showwarning = show_warning
+
+
+def show_version(ctx: click.Context) -> None:
+    """``tickwheel, version X``; ``{"name": "tickwheel", "version": "X"}`` under --json."""
+    if ctx.meta.get("tickwheel.json_asked"):
+        click.echo(json.dumps({"name": "tickwheel", "version": __version__}))
+    else:
+        click.echo(f"tickwheel, version {__version__}")
+    ctx.exit()
 
 
 def show_warning(

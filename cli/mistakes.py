@@ -16,6 +16,8 @@ import click
 
 from timer.redis.redaction import redact_url
 
+from .durations import unit_word
+
 # what a user types for "how many": the first word they try, whatever the command calls it
 COUNT_WORDS = frozenset({"-n", "--n", "--count", "--number", "--num", "--limit", "--timers"})
 # each command's "how many" option, by the command's path under `tickwheel`
@@ -34,6 +36,20 @@ SIBLING_WORDS: dict[tuple[str, ...], dict[str, str]] = {
     ("heartbeat",): {"--in": "--extend", "--delay": "--extend", "--by": "--extend"},
     ("schedule",): {"--delay": "--in", "--after": "--in"},
     ("reschedule",): {"--delay": "--in", "--after": "--in", "--extend": "--in"},
+}
+# an option of a sibling command that this one has no use for, and why (click suggested
+# a near spelling: `timers cancel --state` → "Did you mean '--page'?")
+NO_USE: dict[tuple[str, ...], dict[str, str]] = {
+    ("timers", verb): {
+        "--state": f"timers {verb} acts on pending timers only (an ended one cannot be "
+        f"{done}): drop --state"
+    }
+    for verb, done in (
+        ("cancel", "cancelled"),
+        ("complete", "completed"),
+        ("reschedule", "moved"),
+        ("notify", "notified"),
+    )
 }
 # a Redis URL of a scheme --redis-url takes, or a bare host:port (127.0.0.1:6379, [::1]:6379,
 # user:password@host:6379/0)
@@ -60,6 +76,11 @@ def synonym(exc: click.NoSuchOption) -> click.NoSuchOption:
     ctx = exc.ctx
     if ctx is None:
         return exc
+    why = NO_USE.get(_path(ctx), {}).get(exc.option_name)
+    if why is not None:
+        return click.NoSuchOption(
+            exc.option_name, message=f"No such option {exc.option_name!r}: {why}.", ctx=ctx
+        )
     meant = SIBLING_WORDS.get(_path(ctx), {}).get(exc.option_name)
     if meant is None and exc.option_name in COUNT_WORDS:
         meant = COUNT_OPTION.get(_path(ctx))
@@ -67,6 +88,25 @@ def synonym(exc: click.NoSuchOption) -> click.NoSuchOption:
         return exc
     said = f"No such option {exc.option_name!r}. Did you mean {meant!r}?"
     return click.NoSuchOption(exc.option_name, message=said, ctx=ctx)
+
+
+EXTRA = re.compile(r"Got unexpected extra argument \((\S+)\)")
+
+
+def left_unit(exc: click.UsageError) -> click.UsageError:
+    """``exc``, saying what was meant when the one argument left over is a unit (``wait x
+    --timeout 5 minutes``: 5 is taken as seconds, "minutes" is left); ``exc`` otherwise."""
+    extra = EXTRA.fullmatch(exc.message)
+    unit = unit_word(extra.group(1)) if extra else None
+    if extra is None or unit is None:
+        return exc
+    word = extra.group(1)
+    argv: list[str] = exc.ctx.meta.get("tickwheel.argv", []) if exc.ctx is not None else []
+    before = [argv[i - 1] for i in range(1, len(argv)) if argv[i] == word]
+    n = before[-1] if before and before[-1].replace(".", "", 1).isdigit() else "5"
+    return click.UsageError(
+        f"{exc.message}: write a duration as one word, {n}{unit} (not {n} {word})", exc.ctx
+    )
 
 
 def asks_json(args: list[str]) -> bool:
@@ -107,11 +147,15 @@ class TickwheelGroup(click.Group):
     ) -> click.Context:
         asked = asks_json(args)
         try:
-            ctx = super().make_context(info_name, args, parent, **extra)
+            return super().make_context(info_name, args, parent, **extra)
         except click.UsageError as exc:
             raise (JsonUsageError(exc) if asked else exc) from None
-        ctx.meta["tickwheel.json_asked"] = asked
-        return ctx
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # known before any option's callback runs (--version answers in JSON if asked)
+        ctx.meta["tickwheel.json_asked"] = asks_json(args)
+        ctx.meta["tickwheel.argv"] = list(args)  # what was typed: a duration in two words
+        return super().parse_args(ctx, args)
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]
@@ -138,7 +182,7 @@ class TickwheelGroup(click.Group):
         try:
             return super().invoke(ctx)
         except click.UsageError as exc:
-            said = synonym(exc) if isinstance(exc, click.NoSuchOption) else exc
+            said = synonym(exc) if isinstance(exc, click.NoSuchOption) else left_unit(exc)
             if ctx.meta.get("tickwheel.json_asked") and not isinstance(said, JsonUsageError):
                 said = JsonUsageError(said)
             raise said from None

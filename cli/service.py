@@ -27,7 +27,9 @@ T = TypeVar("T")
 
 log_level_option = click.option(
     "--log-level",
-    type=Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+    type=Choice(
+        ["debug", "info", "warning", "error"], case_sensitive=False, aliases={"warn": "warning"}
+    ),
     default="info",  # shown as the choices are listed (either case is taken)
     show_default=True,
     help="The least severe log records printed.",

@@ -371,3 +371,55 @@ def test_a_usage_error_under_json_is_one_json_object(
     assert text.exit_code == 2 and text.stderr.startswith("Usage: "), text.stderr
     argument = CliRunner().invoke(main, ["get", "--bogus", "--", "--json"], env=NO_URL)
     assert argument.exit_code == 2 and argument.stderr.startswith("Usage: ")
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["schedule", "j", "--in", "5"],
+         '"5" is not a duration (no unit: did you mean 5s?); write'),
+        (["schedule", "j", "--in", "1.5"], "(no unit: did you mean 1.5s?)"),
+        (["schedule", "j", "--in", "5min"], '"5min" is not a duration (did you mean 5m?)'),
+        (["schedule", "j", "--in", "2 hours"], "(did you mean 2h?)"),
+        (["schedule", "j", "--in", "5", "minutes"],
+         '"5 minutes" is two words; write the duration as one, 5m'),
+        (["reschedule", "j", "--in", "90", "sec"],
+         '"90 sec" is two words; write the duration as one, 90s'),
+        (["wait", "j", "--timeout", "10", "minutes"],
+         "Got unexpected extra argument (minutes): write a duration as one word, 10m "
+         "(not 10 minutes)"),
+        (["timers", "cancel", "*", "--state", "expired"],
+         "No such option '--state': timers cancel acts on pending timers only (an ended one "
+         "cannot be cancelled): drop --state."),
+    ],
+)  # fmt: skip
+def test_a_duration_without_its_unit_or_in_two_words_is_told_what_was_meant(
+    args: list[str], said: str
+) -> None:
+    """`schedule --in 5` said only that 5 is not a duration, and `--in 5 minutes` blamed
+    the 5 alone; `timers cancel --state` was asked whether it meant --page."""
+    assert said in usage_error(*args)
+
+
+def test_a_plain_mistake_gets_no_hint() -> None:
+    assert usage_error("schedule", "j", "--in", "5q").endswith('"5q" is not a duration; write '
+                                                                "numbers with units ms, s, m, h "
+                                                                "or d, e.g. 500ms, 1.5s, 2m, 1h30m "
+                                                                "or 10d")  # fmt: skip
+    assert "'--json'" in usage_error("timers", "cancel", "*", "--jsn")  # click's own
+
+
+def test_log_level_takes_warn_as_logging_does_in_any_case() -> None:
+    for given in ("WARN", "warn", "Warning", "ERROR"):
+        out = CliRunner().invoke(main, ["worker", "--log-level", given, "--lease", "2"])
+        assert "--log-level" not in out.output, out.output  # refused for --lease, not it
+    assert "'verbose' is not one of" in usage_error("worker", "--log-level", "verbose")
+
+
+def test_version_answers_in_json_when_asked_before_or_after() -> None:
+    for args in (["--json", "--version"], ["--version", "--json"]):
+        out = CliRunner().invoke(main, args)
+        assert out.exit_code == 0 and json.loads(out.stdout)["name"] == "tickwheel", out.output
+        assert json.loads(out.stdout)["version"]
+    out = CliRunner().invoke(main, ["--version"])
+    assert out.exit_code == 0 and out.stdout.startswith("tickwheel, version ")

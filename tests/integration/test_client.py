@@ -316,3 +316,14 @@ def test_memory_estimates_the_bytes_held_per_timer(
     exact = sum(int(r.memory_usage(k) or 0) for k in results)
     exact += sum(int(r.memory_usage(client.keys.shard(s).outcomes) or 0) for s in range(4))
     assert abs(held["bytes_per_decided_timer"] - exact / 602) <= 0.25 * exact / 602, held
+
+
+def test_a_url_pasted_with_blanks_around_it_is_taken(
+    redis_server: RedisServer, namespace: str
+) -> None:
+    """`--redis-url " redis://…"` (a copy with the space before it) was refused as the
+    unsupported scheme " redis"."""
+    with TimerClient.from_url(f" {redis_server.url}\n", namespace) as c:
+        c.init(shards=2)
+        c.schedule("pasted", 60_000)
+        assert c.get("pasted") is not None

@@ -171,3 +171,16 @@ def test_a_master_with_replicas_and_writes_that_do_not_wait_is_warned_of(
         with warnings.catch_warnings():
             warnings.simplefilter("error", DurabilityWarning)
             c.init(shards=2)
+
+
+def test_writes_that_wait_for_more_replicas_than_the_master_has_are_warned_of(
+    pair: tuple[RedisServer, RedisServer], namespace: str
+) -> None:
+    """`worker --durability replicas:2` against a master with one replica retried each
+    write forever, saying only that one was not confirmed: the start says why, once."""
+    master, _ = pair
+    with TimerClient.from_url(master.url, namespace, durability="replicas:2") as c:
+        (said,) = [n for n in c.check_durability() if "connected" in n]
+        assert "writes wait for 2 replica(s)" in said and "the master has 1 connected" in said
+    with TimerClient.from_url(master.url, namespace, durability="replicas:1") as c:
+        assert not [n for n in c.check_durability() if "connected" in n]

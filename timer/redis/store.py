@@ -130,12 +130,14 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
 
 
 def check_url(url: object) -> str:
-    """``url`` if redis-py can connect with it; ConfigError (naming the URL with no
+    """``url`` if redis-py can connect with it, without the blanks around it (a pasted
+    " redis://…" was refused as the scheme " redis"); ConfigError (naming the URL with no
     secret in it) for a bad scheme, host, port, database or query option."""
     if not isinstance(url, str) or not url.strip():
         raise ConfigError(
             f"a Redis URL must be text such as redis://localhost:6379/0, got {url!r:.40}"
         )
+    url = url.strip()
     if url.partition("://")[0] in SENTINEL_SCHEMES:
         parse_sentinel_url(url)
     else:

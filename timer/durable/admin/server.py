@@ -80,6 +80,14 @@ def check_durability(
                 "for one (durability 'none'): a failover or a network split loses what they "
                 "had not received; use durability 'replicas:1'"
             )
+        if durability is not None and durability.replicas > s.replicas:
+            notes.append(
+                f"{s.node}: writes wait for {durability.replicas} replica(s) (durability "
+                f"'replicas:{durability.replicas}') but the master has {s.replicas} "
+                f"connected: each write waits {durability.timeout_ms} ms, is not confirmed "
+                "and is tried again, until enough replicas connect; start one, or use "
+                "durability 'none'"
+            )
         if not s.aof_enabled:
             notes.append(
                 f"{s.node}: AOF is off (appendonly no): a crash of the server loses the "

@@ -9,7 +9,7 @@ import re
 from ...errors import quoted
 
 DAY_MS = 86_400_000
-_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": DAY_MS}
+UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": DAY_MS}
 # The longest any delay, duration or retention may be, everywhere: longer is a mistake
 # (a unit written wrong). Ten years of 366 days, so ten calendar years always fit.
 TEN_YEARS_DAYS = 3660
@@ -22,6 +22,16 @@ NOT_A_DURATION = (
     "1h30m or 10d"
 )
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+# a unit written as a word ("5 minutes", "2sec"): said back as the unit it means
+UNIT_WORDS = {
+    **dict.fromkeys(("msec", "msecs", "millis", "millisecond", "milliseconds"), "ms"),
+    **dict.fromkeys(("sec", "secs", "second", "seconds"), "s"),
+    **dict.fromkeys(("min", "mins", "minute", "minutes"), "m"),
+    **dict.fromkeys(("hr", "hrs", "hour", "hours"), "h"),
+    **dict.fromkeys(("day", "days"), "d"),
+}
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_WORDED = re.compile(r"(\d+(?:\.\d+)?)([a-z]+)")
 _NEGATIVE = re.compile(r"-(?:(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+|\d+(?:\.\d+)?)")
 
 
@@ -34,17 +44,30 @@ def parse_duration_ms(text: str) -> int:
     for m in _PART.finditer(s):
         if m.start() != pos:
             break
-        total += float(m.group(1)) * _UNITS[m.group(2)]
+        total += float(m.group(1)) * UNITS[m.group(2)]
         pos = m.end()
     if pos != len(s):
         if _NEGATIVE.fullmatch(s):  # a duration is never negative
             raise ValueError(f"{quoted(text)} is negative: a duration is 0 or more, e.g. 0s, 2m")
-        raise ValueError(f"{quoted(text)} {NOT_A_DURATION}")
+        said = NOT_A_DURATION.replace(";", meant(s) + ";", 1)  # the hint before the rule
+        raise ValueError(f"{quoted(text)} {said}")
     if not total <= MAX_DURATION_MS:  # also inf, from a number of 400 digits
         raise ValueError(
             f"{quoted(text[:40])} is too long a duration; at most {TEN_YEARS_DAYS}d (ten years)"
         )
     return round(total)
+
+
+def meant(text: str) -> str:
+    """What a text that is no duration surely meant, as a hint to add to its refusal:
+    a bare number (``5``: seconds, most likely) or a unit written as a word (``5min``)."""
+    s = text.strip().lower().replace(" ", "")
+    if _NUMBER.fullmatch(s):
+        return f" (no unit: did you mean {s}s?)"  # seconds, most often
+    worded = _WORDED.fullmatch(s)
+    if worded and worded.group(2) in UNIT_WORDS:
+        return f" (did you mean {worded.group(1)}{UNIT_WORDS[worded.group(2)]}?)"
+    return ""
 
 
 def format_duration_ms(ms: int) -> str:
@@ -53,7 +76,7 @@ def format_duration_ms(ms: int) -> str:
     if ms <= 0:
         return "0ms"
     parts = []
-    for unit, size in sorted(_UNITS.items(), key=lambda u: -u[1]):
+    for unit, size in sorted(UNITS.items(), key=lambda u: -u[1]):
         count, ms = divmod(ms, size)
         if count:
             parts.append(f"{count}{unit}")
