@@ -18,7 +18,7 @@ from timer.durable.model.durations import (
     format_duration_ms,
     parse_duration_ms,
 )
-from timer.errors import quoted
+from timer.errors import instant_text, quoted
 
 
 def parse_seconds(text: str) -> float:
@@ -73,10 +73,8 @@ def parse_instant_ms(text: str) -> int:
 
 
 def format_ms(epoch_ms: int | None) -> str:
-    if epoch_ms is None:
-        return "-"
-    dt = datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
-    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """An instant as the CLI shows it (UTC ISO-8601 to the ms); ``-`` for none."""
+    return "-" if epoch_ms is None else instant_text(epoch_ms)
 
 
 class _Parsed(click.ParamType):  # type: ignore[type-arg]  # click stubs vary by version

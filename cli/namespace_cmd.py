@@ -10,7 +10,7 @@ import click
 
 from timer.durable.admin.views import MEASURED_AT_LEAST
 from timer.durable.model.codec import FORMAT_VERSION
-from timer.durable.model.durations import format_duration_ms
+from timer.durable.model.durations import format_duration_ms, ms_text
 from timer.durable.model.models import DurabilityWarning, Meta
 from timer.durable.shards.calls import MigrateStep
 from timer.errors import ConfigError
@@ -188,7 +188,7 @@ def trim(app: App, retention_ms: int, drop_unread: bool, yes: bool) -> None:
     """
     if drop_unread and not yes:
         confirm(
-            f"Drop outcomes older than {retention_ms} ms even where a consumer "
+            f"Drop outcomes older than {ms_text(retention_ms)} even where a consumer "
             "group has not handled them (they are never delivered to it)?"
         )
     with errors():

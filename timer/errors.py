@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import ClassVar, Self
 
@@ -33,6 +34,17 @@ def quoted(value: object, most: int | None = None) -> str:
     if most is not None and len(text) > most:
         text = text[: max(most - 1, 1)] + "…"
     return text
+
+
+def instant_text(epoch_ms: int) -> str:
+    """An instant (epoch ms) in a message as a person reads it, UTC ISO-8601 to the
+    millisecond: ``2026-12-03T12:44:19.123Z``, not ``1796302114856``; one outside what a
+    datetime can name (past year 9999, before year 1) as its number, said so."""
+    try:
+        when = datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        return f"{epoch_ms} (epoch ms, {'past year 9999' if epoch_ms > 0 else 'before year 1'})"
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def install_line(extra: str) -> str:

@@ -11,7 +11,7 @@ import pytest
 import redis
 from click.testing import CliRunner
 
-from timer.cli.durations import INSTANT
+from timer.cli.durations import INSTANT, format_ms
 from timer.cli.main import main
 from timer.cli.output import against_deadline
 from timer.durable.model.codec import FORMAT_VERSION
@@ -100,9 +100,35 @@ def test_heartbeat_extends_within_the_cap(tw: Run) -> None:
     assert json.loads(capped.stderr)["kind"] == "HeartbeatCapped", capped.output
     info = as_json(tw("--json", "get", "job:{4}"))
     assert info["max_total_ms"] == 120000 and info["deadline_ms"] == info["created_ms"] + 120000
+    # the cap as a time, not epoch ms ("at its cap, 1796302114856 (epoch ms)": trial)
+    cap = info["deadline_ms"]
+    beat_said = tw("heartbeat", "job:{4}", "--extend", "5m", expect=13).stderr
+    assert f"it falls due at its cap, {format_ms(cap)}, and no" in beat_said, beat_said
+    move_said = tw("reschedule", "job:{4}", "--in", "10m", expect=13).stderr
+    assert f"after its cap, {format_ms(cap)} (created + max_total_ms)," in move_said, move_said
+    assert str(cap) not in beat_said + move_said
     assert as_json(tw("--json", "cancel", "job:{4}"))["cancelled"] is True
     ended = as_json(tw("--json", "heartbeat", "job:{4}", "--extend", "1s"))
     assert ended["extended"] is False and ended["state"] == "cancelled"
+
+
+def test_a_time_in_a_refusal_or_a_question_is_written_as_a_time(tw: Run) -> None:
+    """`trim --drop-unread` asked "older than 3600000 ms", `schedule --at` a time before
+    1970 or past ten years ahead was refused naming it in epoch ms (-315619200000,
+    4070908800000): each says a duration or a UTC time now, as it was typed."""
+    tw("init", "--shards", "2")
+    asked = tw("trim", "--older-than", "1h", "--drop-unread", expect=2).stderr
+    assert "Drop outcomes older than 1h even where a consumer group" in asked, asked
+    early = tw("schedule", "x:{1}", "--at", "1960-01-01T00:00:00Z", expect=3).stderr
+    assert early.strip() == (
+        "Error: --at must be 1970-01-01T00:00:00.000Z (epoch ms 0) or later, "
+        "got 1960-01-01T00:00:00.000Z"
+    )
+    far = tw("schedule", "x:{1}", "--at", "2099-01-01T00:00:00Z", expect=3).stderr
+    assert "Error: deadline 2099-01-01T00:00:00.000Z is more than" in far, far
+    assert "4070908800000" not in far
+    listed = tw("timers", "list", "x:*", "--from", "1960-01-01T00:00:00Z", expect=3).stderr
+    assert "--from must be 1970-01-01T00:00:00.000Z (epoch ms 0) or later" in listed, listed
 
 
 def test_a_heartbeat_that_moves_nothing_says_so_in_json(tw: Run) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -241,6 +242,42 @@ def test_a_schedule_error_names_the_flags_under_the_cli(
     with pytest.raises(InvalidInput) as error:
         ScheduleSpec.of(**{k.removeprefix("--"): v for k, v in spec.items()})
     assert str(error.value) == python
+
+
+@pytest.mark.redis
+def test_a_schedule_refusal_writes_its_times_as_times(tw: Run) -> None:
+    """A first occurrence more than ten years ahead, a --start before 1970 and a backfill
+    range too long were refused naming the times in epoch ms ("deadline 2208988800000",
+    "got -315619200000", "between 1577836800000 and 1796302397706": trial); they are UTC
+    times to the millisecond, as --start and --from take them."""
+    tw("init", "--shards", "2")
+    tw("schedules", "create", "near", "--every", "1s")
+    later = ["--every", "1d", "--start", "2040-01-01T00:00:00Z"]
+    for command in (["create", "far"], ["update", "near"]):
+        far = tw("schedules", *command, *later, expect=3).stderr
+        assert far.startswith(
+            "Error: the first occurrence: deadline 2040-01-01T00:00:00.000Z is more than"
+        ), far
+        assert "2208988800000" not in far
+    early = ["--every", "1d", "--start", "1960-01-01T00:00:00Z"]
+    old = tw("schedules", "create", "old", *early, expect=3).stderr
+    assert old.strip() == (
+        "Error: --start must be a time from 1970-01-01T00:00:00.000Z to "
+        "9999-12-31T23:59:59.000Z (epoch ms 0 to 253402300799000, or an aware datetime), "
+        "got 1960-01-01T00:00:00.000Z"
+    )
+    span = ["--from", "2020-01-01T00:00:00Z", "--to", "2030-01-01T00:00:00Z", "--limit", "5"]
+    many = tw("schedules", "backfill", "near", *span, expect=3).stderr
+    assert many.startswith(
+        "Error: more than 5 occurrences between 2020-01-01T00:00:00.000Z and 20"
+    ), many
+    assert "1577836800000" not in many and re.search(r"and \d{4}-\d\d-\d\dT[\d:.]+Z:", many)
+    span[1] = "1960-01-01T00:00:00Z"
+    before = tw("schedules", "backfill", "near", *span, expect=3).stderr
+    assert before.strip() == (
+        "Error: --from must be 1970-01-01T00:00:00.000Z (epoch ms 0) or later, "
+        "got 1960-01-01T00:00:00.000Z"
+    )
 
 
 @pytest.mark.redis

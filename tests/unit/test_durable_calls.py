@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from timer import DuplicateTimer, Fenced, InvalidInput
+from timer import Capped, DuplicateTimer, Fenced, HeartbeatCapped, InvalidInput
 from timer.durable.groups import streams as groups
 from timer.durable.groups.calls import (
     MAX_ERROR_CHARS,
@@ -46,6 +46,14 @@ from timer.durable.model.scripts import ErrorCode, ScriptName, header, script_er
 from timer.durable.shards import ops as shard_ops
 from timer.durable.shards.calls import Hand, fire_call, parse_fire, parse_lease_acquire, parse_sweep
 from timer.durable.timers import ops
+from timer.durable.timers.calls import (
+    heartbeat_call,
+    parse_heartbeat,
+    parse_reschedule,
+    reschedule_call,
+)
+from timer.durable.timers.items import check_when
+from timer.errors import instant_text
 
 NS = Namespace(NamespaceKeys("ns"), Meta(shards=8, bucket_ms=1000), ClientSettings())
 LUA = resources.files("timer.durable.model") / "lua"
@@ -89,9 +97,38 @@ def test_script_errors_map_to_one_exception_each() -> None:
     )
     assert str(dup).startswith('timer "a (b) c" is pending with other parameters: its payload')
     err = script_error("TOOFAR deadline 9 is more than 5 ms from now")
-    assert isinstance(err, InvalidInput) and str(err).startswith("deadline 9")
+    assert isinstance(err, InvalidInput)
+    assert str(err).startswith("deadline 1970-01-01T00:00:00.009Z is more than 5 ms from now")
     assert script_error("ERR unknown command") is None
     assert script_error("BUSYGROUP Consumer Group name already exists") is None
+
+
+def test_an_instant_in_a_message_is_a_time_not_epoch_ms() -> None:
+    """A cap, a deadline too far and one before 1970 read as epoch ms ("it falls due at
+    its cap, 1796302114856 (epoch ms)": trial); each is a UTC time to the millisecond now,
+    the number kept in the error's field; one no datetime can name, its number, said so."""
+    assert instant_text(1796302114856) == "2026-12-03T12:48:34.856Z"
+    assert instant_text(0) == "1970-01-01T00:00:00.000Z"
+    assert instant_text(10**15) == "1000000000000000 (epoch ms, past year 9999)"
+    with pytest.raises(HeartbeatCapped) as beat:
+        parse_heartbeat(NS, [b"capped", b"1796302114856", b"0"], heartbeat_call(NS, "j:{1}", 5))
+    assert beat.value.deadline_ms == 1796302114856
+    assert str(beat.value) == (
+        'timer "j:{1}" would pass its max_total_ms: refused; it falls due at its cap, '
+        "2026-12-03T12:48:34.856Z, and no heartbeat moves it later"
+    )
+    with pytest.raises(Capped) as moved:
+        parse_reschedule(NS, [b"pastcap", b"1796302114856"], reschedule_call(NS, "j:{1}", 5, None))
+    assert moved.value.deadline_ms == 1796302114856
+    assert "after its cap, 2026-12-03T12:48:34.856Z (created + max_total_ms)," in str(moved.value)
+    err = script_error("TOOFAR deadline 4070908800000 is more than 316224000000 ms from now")
+    assert str(err).startswith("deadline 2099-01-01T00:00:00.000Z is more than"), err
+    with pytest.raises(InvalidInput) as early:
+        check_when(NS, None, -1)
+    assert str(early.value) == (
+        "deadline_ms must be 1970-01-01T00:00:00.000Z (epoch ms 0) or later, "
+        "got 1969-12-31T23:59:59.999Z"
+    )
 
 
 def test_every_script_has_a_builder_named_in_its_header() -> None:

@@ -149,7 +149,12 @@ def test_jitter_delays_within_its_bound_and_is_the_same_every_time() -> None:
         ({"every": "1m", "tz": "Mars/Olympus"}, "no time zone"),
         ({"every": "1m", "tz": ""}, "IANA"),
         ({"every": "1m", "start": 10, "end": 5}, "end is before start"),
-        ({"every": "1m", "start": -1}, "epoch milliseconds"),
+        (
+            {"every": "1m", "start": -1},
+            r"start must be a time from 1970-01-01T00:00:00\.000Z "
+            r"to 9999-12-31T23:59:59\.000Z \(epoch ms 0 to 253402300799000, or an aware "
+            r"datetime\), got 1969-12-31T23:59:59\.999Z",
+        ),
         ({"every": "1m", "start": datetime(2026, 1, 1)}, "aware datetime"),
         ({"every": "1m", "jitter": "2d"}, r"jitter must be at most 1d \(got 2d\)"),
     ],

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import InvalidInput, NotFound, StoreError, quoted
+from ...errors import InvalidInput, NotFound, StoreError, instant_text, quoted
 from ..model import steps
 from ..model.checks import check_int
 from ..model.codec import text
@@ -92,7 +92,7 @@ class OutcomeQuery:
         lo = None if since_ms is None else check_int("since_ms", since_ms, 0)
         hi = None if until_ms is None else check_int("until_ms", until_ms, 0)
         if lo is not None and hi is not None and lo > hi:
-            raise InvalidInput(f"since_ms {lo} is after until_ms {hi}")
+            raise InvalidInput(f"since_ms {instant_text(lo)} is after until_ms {instant_text(hi)}")
         field, value = check_payload_filter(payload)
         picked = None if shards is None else tuple(check_shards(ns, shards))
         grp = check_name("consumer group", group) if group not in (None, "") else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from ...errors import InvalidInput, quoted
+from ...errors import InvalidInput, instant_text, quoted
 from .durations import TEN_YEARS_MS, ms_text, seconds_text
 
 TEN_YEARS_S = TEN_YEARS_MS // 1000
@@ -23,6 +23,21 @@ def check_int(name: str, value: object, minimum: int, maximum: int | None = None
     if value < minimum or (maximum is not None and value > maximum):
         bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
         raise InvalidInput.about("{0} must be {bound}, got {got}", name, bound=bound, got=value)
+    return value
+
+
+def check_instant(name: str, value: object, maximum: int) -> int:
+    """An instant in epoch ms from 0 to ``maximum``; one before 1970 said as a time, as
+    it was most likely given (``--at 1960-01-01T00:00:00Z``), not as -315619200000."""
+    if isinstance(value, bool) or not isinstance(value, int) or value > maximum:
+        return check_int(name, value, 0, maximum)  # raises: no whole number, or past maximum
+    if value < 0:
+        raise InvalidInput.about(
+            "{0} must be {least} (epoch ms 0) or later, got {got}",
+            name,
+            least=instant_text(0),
+            got=instant_text(value),
+        )
     return value
 
 

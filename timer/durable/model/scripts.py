@@ -14,12 +14,11 @@ and :func:`script_error` is the one place a reply's text becomes a
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
 from enum import StrEnum
 from functools import cache
 from importlib import resources
 
-from ...errors import DuplicateTimer, Fenced, InvalidInput, TimerError
+from ...errors import DuplicateTimer, Fenced, InvalidInput, TimerError, instant_text
 
 
 class ScriptName(StrEnum):
@@ -96,13 +95,9 @@ TOOFAR = re.compile(r"deadline (?P<deadline>\d+) is more than (?P<most>\d+) ms f
 def too_far(deadline_ms: int, most_ms: int) -> str:
     """TOOFAR's words with the deadline as a time and the limit in days too (the bare
     ms read "deadline 4102444800000 is more than 316224000000 ms from now": trial 10)."""
-    try:
-        when = datetime.fromtimestamp(deadline_ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    except (OverflowError, OSError, ValueError):  # past what a datetime holds
-        when = "past year 9999"
     days = most_ms // 86_400_000
     return (
-        f"deadline {deadline_ms} ({when}) is more than {most_ms} ms from now "
+        f"deadline {instant_text(deadline_ms)} is more than {most_ms} ms from now "
         f"({days}d, about {round(days / 366)} years): give a nearer one"
     )
 

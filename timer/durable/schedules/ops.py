@@ -9,9 +9,9 @@ from typing import Unpack
 
 import msgpack
 
-from ...errors import InvalidInput, ScheduleNotFound, TimerError, quoted
+from ...errors import InvalidInput, ScheduleNotFound, TimerError, instant_text, quoted
 from ..model import steps
-from ..model.checks import check_int
+from ..model.checks import check_instant, check_int
 from ..model.codec import decode_pending, encode_payload, text
 from ..model.fields import MAX_DEADLINE_MS, ScheduleWhen
 from ..model.keys import ShardKeys, shard_of
@@ -144,7 +144,7 @@ def backfill(
     their own ids: one that already fired and whose outcome is still retained is not
     fired again (its Timer says so: ``created`` False). At most ``limit`` (1,000)."""
     for what, value in (("start", start_ms), ("end", end_ms)):
-        check_int(what, value, 0, MAX_DEADLINE_MS)
+        check_instant(what, value, MAX_DEADLINE_MS)
     cap = check_int("limit", limit, 1, MAX_BACKFILL)
     assert isinstance(start_ms, int) and isinstance(end_ms, int)
     if end_ms < start_ms:
@@ -157,7 +157,8 @@ def backfill(
     times = [t for t in info.spec.recurrence.preview(start_ms - 1, cap + 1) if t <= until]
     if len(times) > cap:
         raise InvalidInput(
-            f"more than {cap} occurrences between {start_ms} and {until}: backfill a "
+            f"more than {cap} occurrences between {instant_text(start_ms)} and "
+            f"{instant_text(until)}: backfill a "
             "shorter range (or raise limit, at most 1,000)"
         )
     items = [

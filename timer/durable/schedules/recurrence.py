@@ -35,7 +35,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-from ...errors import InvalidInput, quoted
+from ...errors import InvalidInput, instant_text, quoted
 from ..model.durations import MAX_DURATION_MS, format_duration_ms, parse_duration_ms
 
 MINUTE = timedelta(minutes=1)
@@ -78,11 +78,21 @@ def _instant(name: str, value: object) -> int | None:
         if value.tzinfo is None:
             raise InvalidInput(f"{name} must be an aware datetime (with a time zone)")
         value = round(value.timestamp() * 1000)
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_MS:
-        raise InvalidInput(
-            f"{name} must be epoch milliseconds from 0 to {MAX_MS}, got {quoted(value)}"
-        )
-    return value
+    if isinstance(value, bool) or not isinstance(value, int):
+        got = quoted(value)
+    elif 0 <= value <= MAX_MS:
+        return value
+    else:
+        got = instant_text(value)  # a time, as the CLI's --start was given: not -315619200000
+    raise InvalidInput.about(
+        "{0} must be a time from {least} to {most} (epoch ms 0 to {ms}, or an aware "
+        "datetime), got {got}",
+        name,
+        least=instant_text(0),
+        most=instant_text(MAX_MS),
+        ms=MAX_MS,
+        got=got,
+    )
 
 
 def zone(tz: object) -> ZoneInfo:

@@ -21,7 +21,7 @@ from typing import Any
 
 import msgpack
 
-from ...errors import Capped, HeartbeatCapped, StoreError, TimerError, quoted
+from ...errors import Capped, HeartbeatCapped, StoreError, TimerError, instant_text, quoted
 from ..model.checks import check_bool, check_int
 from ..model.codec import decode_result, text
 from ..model.keys import ShardKeys, check_name
@@ -139,7 +139,7 @@ def parse_reschedule(ns: Namespace, reply: Sequence[Any], p: Prepared) -> Timer 
         cap = int(reply[1])
         raise Capped(
             f"timer {quoted(p.timer_id)} has a max_total_ms: it may not fall due after its cap, "
-            f"{cap} (epoch ms, created + max_total_ms), so this reschedule was refused and "
+            f"{instant_text(cap)} (created + max_total_ms), so this reschedule was refused and "
             "nothing moved; reschedule it to at most its cap, or cancel it and schedule a "
             "new timer",
             cap,
@@ -174,7 +174,7 @@ def parse_heartbeat(ns: Namespace, reply: Sequence[Any], p: Prepared) -> Timer:
     if status == "capped":
         raise HeartbeatCapped(
             f"timer {quoted(p.timer_id)} would pass its max_total_ms: refused; it falls due at its "
-            f"cap, {deadline} (epoch ms), and no heartbeat moves it later",
+            f"cap, {instant_text(deadline)}, and no heartbeat moves it later",
             deadline,
         )
     return Timer(p.timer_id, p.shard, deadline, "pending", False, moved=_moved(reply))

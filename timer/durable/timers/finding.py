@@ -24,7 +24,7 @@ from typing import Any, TypedDict, Unpack
 
 from ...errors import CorruptRecord, InvalidInput, TimerError, TimerNotFound, quoted
 from ..model import steps
-from ..model.checks import check_int
+from ..model.checks import check_instant, check_int
 from ..model.codec import text
 from ..model.entries import timer_info
 from ..model.fields import MAX_DEADLINE_MS
@@ -135,7 +135,7 @@ class Selection:
 
 
 def _bound(name: str, value: object) -> int | None:
-    return None if value is None else check_int(name, value, 0, MAX_DEADLINE_MS)
+    return None if value is None else check_instant(name, value, MAX_DEADLINE_MS)
 
 
 def _states(state: object) -> frozenset[str]:

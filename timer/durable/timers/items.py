@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ...errors import InvalidInput, quoted
-from ..model.checks import check_bool, check_int, check_ms, too_long
+from ..model.checks import check_bool, check_instant, check_int, check_ms, too_long
 from ..model.codec import encode_payload
 from ..model.fields import (
     FIELDS,
@@ -191,7 +191,7 @@ def check_when(ns: Namespace, delay_ms: object, deadline_ms: object) -> tuple[st
         raise InvalidInput("give exactly one of delay_ms (relative) or deadline_ms (absolute)")
     if delay_ms is not None:
         return "in", check_int("delay_ms", delay_ms, 0, ns.settings.max_delay_ms)
-    return "at", check_int("deadline_ms", deadline_ms, 0, MAX_DEADLINE_MS)
+    return "at", check_instant("deadline_ms", deadline_ms, MAX_DEADLINE_MS)
 
 
 def schedule_item(ns: Namespace, spec: Mapping[str, object]) -> ScheduleItem:
