@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+import redis
 
 from timer.errors import TimerError
 from timer.testing import find_server_binary
@@ -126,16 +127,36 @@ def stop(app: App) -> None:
     opens it again with every timer it held.
     """
     _say_globals_ignored(app)
+    running = embedded.status()
+    others = _other_clients(running.url) if running is not None else 0
     with errors():
         state = embedded.stop()
     if state is None:
         emit(app.json, {"running": False, "stopped": False}, "The embedded server is not running.")
     else:
+        said = f"Stopped the embedded server (pid {state.pid}); its data stays in {state.data_dir}."
+        if others:  # a worker left running logs connection errors until a server is back
+            said += (
+                f" {others} other client(s) were connected to it (a worker, a handler, the "
+                "dashboard?): they try again until a server is back, or stop them."
+            )
         emit(
             app.json,
-            {"running": False, "stopped": True, "pid": state.pid},
-            f"Stopped the embedded server (pid {state.pid}); its data stays in {state.data_dir}.",
+            {"running": False, "stopped": True, "pid": state.pid, "other_clients": others},
+            said,
         )
+
+
+def _other_clients(url: str) -> int:
+    """How many clients besides this one the server at ``url`` has (0 if not known)."""
+    try:
+        r = redis.Redis.from_url(url, socket_timeout=2)
+        try:
+            return max(0, int(r.info("clients")["connected_clients"]) - 1)
+        finally:
+            r.close()
+    except (redis.RedisError, OSError, KeyError, ValueError):
+        return 0
 
 
 @hides_globals("--redis-url", "--namespace")

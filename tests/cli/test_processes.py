@@ -57,8 +57,11 @@ def test_embedded_server_start_reuse_stop(workdir: Path, server_binary: Path) ->
         assert runner.invoke(main, ["init", "--shards", "2"]).exit_code == 0
         assert runner.invoke(main, ["schedule", "kept", "--in", "1h"]).exit_code == 0
         assert list((workdir / ".tickwheel" / "data").rglob("*.aof")), "AOF must be on"
+        worker = redis.Redis.from_url(info["url"])  # as a worker left running would be
+        worker.ping()
         stopped = json.loads(runner.invoke(main, ["--json", "server", "stop"]).stdout)
-        assert stopped["stopped"] is True
+        worker.close()
+        assert stopped["stopped"] is True and stopped["other_clients"] == 1, stopped
         down = runner.invoke(main, ["server", "status", "--json"])
         assert down.exit_code == 5 and json.loads(down.stdout) == {"running": False}
         read = runner.invoke(main, ["get", "kept", "--json"])
