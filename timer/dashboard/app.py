@@ -36,6 +36,7 @@ from timer.httpapi.tokens import TokenFile
 
 from .board import Namespaces
 from .guard import LOOPBACK_HOSTS, Guard, host_name, refusal
+from .pages import error_page, wants_page
 from .routes import VIEWS, Routes, Static, icon
 
 
@@ -102,8 +103,10 @@ def create_app(
 
 
 async def _no_route(request: Request, _exc: Exception) -> Response:
-    """An unknown path answers the API's one error shape too, not Starlette's plain text."""
-    return refusal(404, "NotFound", f"no such page or endpoint: {quoted(request.url.path, 200)}")
+    """An unknown path answers the API's one error shape too, not Starlette's plain text;
+    a browser opening it, a page saying so (:mod:`timer.dashboard.pages`)."""
+    said = f"no such page or endpoint: {quoted(request.url.path, 200)}"
+    return error_page(request, 404, said) if wants_page(request) else refusal(404, "NotFound", said)
 
 
 async def _no_method(request: Request, exc: Exception) -> Response:

@@ -16,10 +16,10 @@ from typing import Any
 
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from timer.errors import ConfigError
-from timer.httpapi.routing import cross_site
+from timer.httpapi.routing import JSONReply, cross_site
 from timer.httpapi.tokens import Token, TokenFile
 
 log = logging.getLogger("tickwheel.dashboard")  # the actions refused here, as routes.py's
@@ -441,8 +441,8 @@ def _sign_in_page(
     return HTMLResponse(page, status_code=status, headers=headers)
 
 
-def refusal(status: int, kind: str, message: str) -> JSONResponse:
+def refusal(status: int, kind: str, message: str) -> JSONReply:
     """A refusal in the one error shape of the dashboard's API: ``{"error", "kind",
     "exit_code"}``, as a library error is answered (routes.py)."""
     body = {"error": message, "kind": kind, "exit_code": EXIT_CODES.get(kind, 4)}
-    return JSONResponse(body, status_code=status)
+    return JSONReply(body, status_code=status)

@@ -15,12 +15,14 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, Response
 
 from timer.errors import TimerError
+from timer.httpapi.routing import JSONReply
 
 from . import live
 from .guard import CSRF_COOKIE, FORBIDDEN, INVALID, refusal, user_of, who
+from .pages import CSP, error_page, wants_page
 
 if TYPE_CHECKING:
     from timer.httpapi.tokens import Token
@@ -30,18 +32,22 @@ if TYPE_CHECKING:
 log = logging.getLogger("tickwheel.dashboard")  # every action, with who asked for it
 
 
-def _error(exc: TimerError) -> JSONResponse:
-    """A library error as the HTTP API says it: its own status and exit code (errors.py)."""
+def _error(exc: TimerError, request: Request | None = None) -> Response:
+    """A library error as the HTTP API says it: its own status and exit code (errors.py);
+    to a browser opening the address (:func:`wants_page`), a page saying it."""
+    if request is not None and wants_page(request):
+        return error_page(request, exc.http_status, str(exc))
     body = {"error": str(exc), "kind": type(exc).__name__, "exit_code": exc.exit_code}
-    return JSONResponse(body, status_code=exc.http_status)
+    return JSONReply(body, status_code=exc.http_status)
 
 
-async def _call(fn: Callable[[], Any]) -> Response:
-    """Run a blocking client call off the event loop; a TimerError becomes a clear 4xx/5xx."""
+async def _call(fn: Callable[[], Any], request: Request | None = None) -> Response:
+    """Run a blocking client call off the event loop; a TimerError becomes a clear 4xx/5xx
+    (to a browser opening the address, a page: :func:`_error`)."""
     try:
-        return JSONResponse(await asyncio.to_thread(fn))
+        return JSONReply(await asyncio.to_thread(fn))
     except TimerError as exc:
-        return _error(exc)
+        return _error(exc, request)
 
 
 ICON = (
@@ -55,12 +61,6 @@ ICON = (
 # shows the view its path names (nav.js has the same list).
 VIEWS = ("/", "/timers", "/groups", "/dead-letters", "/schedules", "/workers", "/shards")
 
-# The page runs only what the dashboard serves: no inline script, style or handler, no
-# other origin, not framed (an injected tag in a timer id or an error text stays text).
-CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-    "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
-)
 STATIC_TYPES = {".js": "text/javascript", ".css": "text/css"}
 
 
@@ -146,6 +146,10 @@ class Routes:
         """The work of a route, on the request's namespace (run in a thread)."""
         return lambda: fn(self.boards.of(request))
 
+    async def run(self, request: Request, fn: Callable[[Dashboard], Any]) -> Response:
+        """A route's work (:meth:`on`) done in a thread, answered as :func:`_call` does."""
+        return await _call(self.on(request, fn), request)
+
     async def index(self, request: Request) -> Response:
         page = self.page_looking if self.looks_only(request) else self.page
         try:
@@ -169,37 +173,35 @@ class Routes:
     async def overview(self, request: Request) -> Response:
         looks_only = self.looks_only(request)
         user = user_of(request)
-        return await _call(
-            self.on(
-                request,
-                lambda d: _readable({**d.overview(), "read_only": d.read_only or looks_only}, user),
-            )
+        return await self.run(
+            request,
+            lambda d: _readable({**d.overview(), "read_only": d.read_only or looks_only}, user),
         )
 
     async def live(self, request: Request) -> Response:
         try:
             board = await asyncio.to_thread(self.boards.of, request)
         except TimerError as exc:  # a namespace that does not exist: said once, no stream
-            return _error(exc)
+            return _error(exc, request)
         user = user_of(request)
         looks = self.looks_only(request) and not board.read_only  # (a read-only board says so)
         return live.response(request, lambda: _shown(board.snapshot(), user, looks_only=looks))
 
     async def history(self, request: Request) -> Response:
         minutes = request.path_params["minutes"]
-        return await _call(self.on(request, lambda d: d.history(minutes)))
+        return await self.run(request, lambda d: d.history(minutes))
 
     async def group_history(self, request: Request) -> Response:
         group, minutes = request.path_params["group"], request.path_params["minutes"]
-        return await _call(self.on(request, lambda d: d.group_history(group, minutes)))
+        return await self.run(request, lambda d: d.group_history(group, minutes))
 
     async def find(self, request: Request) -> Response:
         query = dict(request.query_params)
-        return await _call(self.on(request, lambda d: d.find(query)))
+        return await self.run(request, lambda d: d.find(query))
 
     async def pending(self, request: Request) -> Response:
         query = dict(request.query_params)
-        return await _call(self.on(request, lambda d: d.pending(query)))
+        return await self.run(request, lambda d: d.pending(query))
 
     async def bulk(self, request: Request) -> Response:
         action = request.path_params["action"]
@@ -211,7 +213,7 @@ class Routes:
 
     async def timer(self, request: Request) -> Response:
         tid = request.path_params["timer_id"]
-        return await _call(self.on(request, lambda d: d.timer(tid)))
+        return await self.run(request, lambda d: d.timer(tid))
 
     def refused(self) -> Response | None:
         if self.read_only:
@@ -240,7 +242,7 @@ class Routes:
         namespace = request.query_params.get("ns") or self.boards.first.namespace
         status = "failed"
         try:
-            response = await _call(self.on(request, lambda d: work(d, body)))
+            response = await self.run(request, lambda d: work(d, body))
             status = str(response.status_code)
             return response
         finally:  # one line, whatever the answer: who tried what is the point
@@ -263,13 +265,13 @@ class Routes:
 
     async def due(self, request: Request) -> Response:
         shard = request.path_params["shard"]
-        return await _call(self.on(request, lambda d: d.due(shard)))
+        return await self.run(request, lambda d: d.due(shard))
 
     async def dead(self, request: Request) -> Response:
-        return await _call(self.on(request, lambda d: d.dead()))
+        return await self.run(request, lambda d: d.dead())
 
     async def schedules(self, request: Request) -> Response:
-        return await _call(self.on(request, lambda d: d.schedules()))
+        return await self.run(request, lambda d: d.schedules())
 
     async def schedule_act(self, request: Request) -> Response:
         name, action = request.path_params["name"], request.path_params["action"]
@@ -288,11 +290,11 @@ class Routes:
 
     async def outcomes(self, request: Request) -> Response:
         query = dict(request.query_params)
-        return await _call(self.on(request, lambda d: d.outcomes(query)))
+        return await self.run(request, lambda d: d.outcomes(query))
 
     async def worker(self, request: Request) -> Response:
         worker = request.query_params.get("id", "")  # any id: a query keeps its / and \n
-        return await _call(self.on(request, lambda d: d.worker(worker)))
+        return await self.run(request, lambda d: d.worker(worker))
 
     async def group_act(self, request: Request) -> Response:
         action = request.path_params["action"]
@@ -306,7 +308,7 @@ class Routes:
 
     async def dead_matching(self, request: Request) -> Response:
         query = dict(request.query_params)
-        return await _call(self.on(request, lambda d: d.dead_matching(query)))
+        return await self.run(request, lambda d: d.dead_matching(query))
 
     async def dead_bulk(self, request: Request) -> Response:
         action = request.path_params["action"]
@@ -318,7 +320,7 @@ class Routes:
 
     async def dead_one(self, request: Request) -> Response:
         ref = f"{request.path_params['shard']}/{request.path_params['entry']}"
-        return await _call(self.on(request, lambda d: d.dead_one(ref)))
+        return await self.run(request, lambda d: d.dead_one(ref))
 
     async def dead_act(self, request: Request) -> Response:
         ref = f"{request.path_params['shard']}/{request.path_params['entry']}"

@@ -22,7 +22,7 @@ from typing import Any
 import jsonschema
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from timer import TimerError
@@ -40,7 +40,7 @@ from .context import (
     first_time,
     from_exception,
 )
-from .routing import RawRoute, cross_site
+from .routing import JSONReply, RawRoute, cross_site
 from .schemas import whole_numbers
 from .spec import ENDPOINTS, MAX_BODY_BYTES, Endpoint
 from .tokens import TokenFile
@@ -72,7 +72,7 @@ def create_app(
         return RawRoute(endpoint.path, run, methods=[endpoint.method], name=endpoint.name)
 
     async def openapi_json(_: Request) -> Response:
-        return JSONResponse(document)
+        return JSONReply(document)
 
     table = handlers.table(clients)
     # a route that ends at {timer_id} (greedy: ids may hold '/') goes after those that
@@ -140,7 +140,7 @@ async def _serve(  # noqa: PLR0917 - the request and what the app hands every ro
         return from_exception(exc)
     if isinstance(result, Response):
         return result
-    return JSONResponse(jsonable(result))
+    return JSONReply(jsonable(result))
 
 
 def _cross_site(request: Request, endpoint: Endpoint) -> Response | None:
@@ -239,7 +239,7 @@ async def _body(request: Request, schema: Schema) -> Any:
     return whole_numbers(data, schema.schema)
 
 
-def _too_deep(how: str) -> JSONResponse:
+def _too_deep(how: str) -> JSONReply:
     return error(
         400,
         "InvalidInput",
@@ -351,7 +351,7 @@ def _validator(name: str, schema: Mapping[str, Any]) -> jsonschema.Draft202012Va
     return found
 
 
-def _too_large() -> JSONResponse:
+def _too_large() -> JSONReply:
     return error(
         413,
         "InvalidInput",

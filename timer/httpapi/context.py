@@ -13,21 +13,19 @@ from typing import Any
 
 import prometheus_client
 from starlette.requests import Request
-from starlette.responses import JSONResponse
 
 from timer import InvalidInput, TimerClient, TimerError
 from timer.aio import AsyncTimerClient
 from timer.aio.group import AsyncConsumer
 from timer.durable.timers.items import check_callback_url
 
+from .routing import JSONReply
 from .spec import Endpoint
 from .words import shown
 
 
-def error(status: int, kind: str, message: str, exit_code: int) -> JSONResponse:
-    return JSONResponse(
-        {"error": message, "kind": kind, "exit_code": exit_code}, status_code=status
-    )
+def error(status: int, kind: str, message: str, exit_code: int) -> JSONReply:
+    return JSONReply({"error": message, "kind": kind, "exit_code": exit_code}, status_code=status)
 
 
 def error_of(exc: TimerError) -> tuple[int, dict[str, Any]]:
@@ -39,9 +37,9 @@ def error_of(exc: TimerError) -> tuple[int, dict[str, Any]]:
     }
 
 
-def from_exception(exc: TimerError) -> JSONResponse:
+def from_exception(exc: TimerError) -> JSONReply:
     status, body = error_of(exc)
-    return JSONResponse(body, status_code=status)
+    return JSONReply(body, status_code=status)
 
 
 # this process's; under `serve --workers N` each worker writes its values to files in

@@ -13,7 +13,7 @@ from typing import Any
 import prometheus_client
 import redis
 from prometheus_client import multiprocess
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 
 from timer import InvalidInput, NotFound, TimerClient, TimerError, TimerNotFound
 from timer.aio.group import AsyncConsumer
@@ -24,6 +24,7 @@ from timer.redis.store import RedisSettings
 from timer.shapes import dead_letter_json, group_json, outcome_json, timer_info_json, timer_json
 
 from .context import METRICS, MULTIPROC_ENV, Call, Clients, Handler, error_of, first_time
+from .routing import JSONReply
 from .schemas import SCHEDULE, whole_numbers
 from .words import item_problems, shown
 
@@ -36,7 +37,7 @@ async def schedule(call: Call) -> Response:
     t = await call.client.schedule(
         b.pop("id"), b.pop("delay_ms", None), deadline_ms=b.pop("deadline_ms", None), **b
     )
-    return JSONResponse(jsonable(timer_json(t)), status_code=201 if t.created else 200)
+    return JSONReply(jsonable(timer_json(t)), status_code=201 if t.created else 200)
 
 
 async def schedule_batch(call: Call) -> Response:
@@ -64,7 +65,7 @@ async def schedule_batch(call: Call) -> Response:
             out.append({"status": status, **body})
         else:
             out.append({"status": 201 if r.created else 200, **timer_json(r)})
-    return JSONResponse({"results": out})  # plain values already: no jsonable() walk
+    return JSONReply({"results": out})  # plain values already: no jsonable() walk
 
 
 def _nulls_left_out(item: Any) -> Any:
@@ -306,10 +307,10 @@ def table(clients: Clients) -> dict[str, Handler]:
             body = {"ready": False, "error": type(exc).__name__}
             if isinstance(exc, redis.ResponseError):  # the server's own word, e.g. MISCONF
                 body["reason"] = str(exc)[:200]
-            return JSONResponse(body, status_code=503)
+            return JSONReply(body, status_code=503)
         finally:
             await r.aclose()
-        return JSONResponse({"ready": True})
+        return JSONReply({"ready": True})
 
     return {
         "scheduleTimer": schedule,

@@ -10,7 +10,8 @@ A template's one *greedy* parameter (a timer id, a group name) takes every piece
 between the template's fixed start and fixed end, joined by ``/``: an id sent with a
 plain ``/`` works too, unless its tail is a route's own last word (``a/outcome``); sent
 as ``%2F`` it is never ambiguous. ``{shard}`` matches digits only. The HTTP API and the
-dashboard both route this way, and both ask :func:`cross_site` where a request came from.
+dashboard both route this way, both ask :func:`cross_site` where a request came from, and
+both send each JSON reply as :class:`JSONReply` (one line, ending in a newline).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import urllib.parse
 from typing import Any
 
 from starlette.requests import Request
+from starlette.responses import JSONResponse
 from starlette.routing import Match, Route
 from starlette.types import Scope
 
@@ -92,6 +94,16 @@ def match(template: list[str], pieces: list[str]) -> dict[str, Any] | None:
         else:
             params[name] = got
     return params
+
+
+class JSONReply(JSONResponse):
+    """A JSON reply as every route, refusal and error handler of the HTTP API and the
+    dashboard sends it: Starlette's compact JSON, then one newline, so that ``curl`` of
+    it leaves the shell's prompt on a line of its own (the JSON is one line: its strings'
+    newlines are escaped)."""
+
+    def render(self, content: Any) -> bytes:
+        return super().render(content) + b"\n"
 
 
 class RawRoute(Route):
