@@ -3,7 +3,9 @@
 ``tickwheel demo`` starts ``tickwheel handle timer.cli.demo.handlers:on_timeout`` as a
 deployment would. Every 10th job's first attempt fails (a flaky downstream: retried)
 and one job always fails (a poison outcome: dead-lettered after its last attempt). Each
-first start is logged with its lateness (wall clock minus deadline, ms) for the summary.
+first start is logged with its lateness (wall clock minus deadline, ms) for the summary,
+and each outcome handled by its id: handlers run at least once, and an acknowledgement a
+failover lost brings its outcome again, so the summary counts outcomes, not runs.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import time
 from timer import Outcome
 
 LOG = os.environ.get("TICKWHEEL_DEMO_HANDLER_LOG", "")
+HANDLED = os.environ.get("TICKWHEEL_DEMO_HANDLED_LOG", "")
 POISON = os.environ.get("TICKWHEEL_DEMO_POISON", "")
 
 
@@ -25,3 +28,6 @@ def on_timeout(o: Outcome) -> None:
         raise RuntimeError(f"{o.id}: the job's owner is gone (a poison outcome)")
     if o.payload["job"] % 10 == 0 and o.attempt == 1:
         raise ConnectionError(f"{o.id}: downstream briefly unavailable")
+    if HANDLED:  # each outcome handled, by id: one delivered again is counted once
+        with open(HANDLED, "a") as f:
+            f.write(f"{o.id}\n")

@@ -84,9 +84,9 @@ def check_durability(
             notes.append(
                 f"{s.node}: writes wait for {durability.replicas} replica(s) (durability "
                 f"'replicas:{durability.replicas}') but the master has {s.replicas} "
-                f"connected: each write waits {durability.timeout_ms} ms, is not confirmed "
-                "and is tried again, until enough replicas connect; start one, or use "
-                "durability 'none'"
+                f"connected: each write waits {durability.timeout_ms} ms and is not "
+                "confirmed (NotDurable: a worker tries it again) until enough replicas "
+                "connect; start one, or ask for fewer"
             )
         if not s.aof_enabled:
             notes.append(
