@@ -71,7 +71,8 @@ test-server: $(STAMP) $(if $(REDIS_PY),$(OLDEST)/.installed)
 DIST ?= dist
 wheel: | $(BIN)/python
 	$(BIN)/python -m pip install -qq build
-	$(BIN)/python -P -m build --outdir $(DIST) .
+	$(BIN)/python -P -m build --quiet --outdir $(DIST) .  # (not a line per file it adds)
+	@ls -1 $(DIST)/tickwheel-*
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)

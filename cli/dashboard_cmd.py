@@ -236,7 +236,8 @@ def stop_started_server(app: App) -> None:
     if others:
         click.echo(
             f"The embedded server it started (pid {running.pid}) runs on: "
-            f"{plural(others, 'other client')} {'uses' if others == 1 else 'use'} it. "
+            f"{plural(others, 'other connection')} to it {'is' if others == 1 else 'are'} "
+            "open (a worker or a handler, say, which hold two each). "
             "Stop it with: tickwheel server stop",
             err=True,
         )

@@ -15,7 +15,7 @@ from timer.shapes import dead_letter_json, group_json
 
 from .app import App, TimerCommandError, confirm, errors, pass_app
 from .durations import DURATION, format_ms
-from .output import emit, plural, table, to_json
+from .output import age_text, emit, plural, table, to_json
 
 
 def _group_dict(g: GroupInfo, now_ms: int, retention_ms: int) -> dict[str, Any]:
@@ -67,7 +67,7 @@ def groups(ctx: click.Context, retention_ms: int) -> None:
                 g.retrying,
                 g.later,
                 "?" if g.lag is None else g.lag,
-                "-" if age is None else f"{age / 1000:.1f}s",
+                "-" if age is None else age_text(age),
             )
         )
     heads = ("group", "consumers(pending)", "pending", "retrying", "later", "lag", "oldest")

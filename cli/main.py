@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import warnings
 from typing import TextIO
 
@@ -18,7 +19,7 @@ from .demo import demo
 from .groups_cmd import dead, groups
 from .handle_cmd import handle
 from .helpformat import wrap_whole_words
-from .mistakes import TickwheelGroup
+from .mistakes import TickwheelGroup, asks_json
 from .namespace_cmd import init, migrate, shards, stats, trim
 from .one_timer_cmd import (
     cancel,
@@ -39,8 +40,9 @@ from .timers_cmd import timers
 from .worker_cmd import worker
 
 EPILOG = """Without --redis-url the CLI uses your embedded server (one per user, data in
-~/.local/state/tickwheel; see `tickwheel server --help`), started by the commands that
-create or serve. --redis-url, --namespace and --json go before or after the command.
+$TICKWHEEL_HOME if set, else ~/.local/state/tickwheel; see `tickwheel server --help`),
+started by the commands that create or serve. --redis-url, --namespace and --json go
+before or after the command.
 
 Exit codes: 0 ok, 2 usage, 3 invalid input, 4 configuration, 5 Redis unreachable,
 failing or not running, 6 no such timer, schedule, group, dead letter or token, 7 conflicting
@@ -167,10 +169,15 @@ def run() -> None:
     try:
         code = main.main(prog_name="tickwheel", standalone_mode=False)
     except click.Abort as exc:
-        if isinstance(exc.__cause__, KeyboardInterrupt):
-            raise SystemExit(130) from None
-        click.echo("Aborted!", err=True)
-        raise SystemExit(1) from None
+        interrupted = isinstance(exc.__cause__, KeyboardInterrupt)
+        if asks_json(sys.argv[1:]):  # as every error under --json: one object on stderr
+            said = {"error": "interrupted (Ctrl-C)", "kind": "Interrupted", "exit_code": 130}
+            if not interrupted:
+                said = {"error": "aborted", "kind": "Aborted", "exit_code": 1}
+            click.echo(json.dumps(said), err=True)
+        elif not interrupted:
+            click.echo("Aborted!", err=True)
+        raise SystemExit(130 if interrupted else 1) from None
     except click.ClickException as exc:
         exc.show()
         raise SystemExit(exc.exit_code) from None

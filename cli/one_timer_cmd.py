@@ -344,7 +344,19 @@ def get(app: App, timer_id: str) -> None:
     with errors():
         info = app.client.get(timer_id)
         if info is None:
-            raise TimerNotFound.of(timer_id, app.namespace)
+            missing = TimerNotFound.of(timer_id, app.namespace)
+            if any(c in timer_id for c in "*?[") and missing.template is not None:
+                # a pattern, meant for `timers list`
+                hint = (
+                    "; `get` takes one id, not a pattern: `tickwheel timers list "
+                    f"{shlex.quote(timer_id)}` lists the timers it matches"
+                )
+                missing = TimerNotFound.about(
+                    missing.template + hint.replace("{", "{{").replace("}", "}}"),
+                    *missing.fields,
+                    **missing.values,
+                )
+            raise missing
     d = timer_info_json(info)
     shown = {**d, "deadline_ms": f"{info.deadline_ms} ({format_ms(info.deadline_ms)})"}
     # the payload as JSON, always: a string "-" and no payload (null) read apart

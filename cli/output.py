@@ -46,6 +46,12 @@ def plural(n: int, noun: str, many: str | None = None) -> str:
     return f"{n} {noun if n == 1 else (many or noun + 's')}"
 
 
+def age_text(ms: int) -> str:
+    """An age as the other tables write one: ``350ms``, ``3s250ms``, and in whole seconds
+    from 10 s on (``17m57s``, not ``1077.7s``)."""
+    return format_duration_ms(ms // 1000 * 1000 if ms >= 10_000 else ms) if ms > 0 else "0s"
+
+
 def against_deadline(lateness_ms: int) -> str:
     """When an outcome was decided, said from its deadline, its duration written as a
     handler's log writes one (``format_duration_ms``): ``12ms after its deadline``,
@@ -56,10 +62,7 @@ def against_deadline(lateness_ms: int) -> str:
     if lateness_ms == 0:
         return "at its deadline"
     side = "after" if lateness_ms > 0 else "before"
-    size = abs(lateness_ms)
-    if size >= 10_000:
-        size = size // 1000 * 1000
-    return f"{format_duration_ms(size)} {side} its deadline"
+    return f"{age_text(abs(lateness_ms))} {side} its deadline"
 
 
 def emit(ctx_json: bool, data: Any, human: str) -> None:

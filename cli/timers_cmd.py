@@ -172,7 +172,8 @@ def count(
             deadline_from_ms=deadline_from,
             deadline_to_ms=deadline_to,
         )
-    emit(app.json, {"match": match, "count": n}, f"{plural(n, 'timer')} match {match!r}")
+    said = f"{plural(n, 'timer')} {'matches' if n == 1 else 'match'} {match!r}"
+    emit(app.json, {"match": match, "count": n}, said)
 
 
 class ActionArgs(TypedDict):

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from timer.cli.durations import INSTANT, format_ms
 from timer.cli.main import main
-from timer.cli.output import against_deadline
+from timer.cli.output import against_deadline, age_text
 from timer.durable.model.codec import FORMAT_VERSION
 from timer.durable.model.durations import format_duration_ms
 from timer.testing import RedisServer, free_port
@@ -586,6 +586,22 @@ def test_a_decision_is_placed_from_its_deadline_as_the_handlers_log_writes_a_dur
         assert against_deadline(ms) == f"{format_duration_ms(ms)} after its deadline", ms
         assert against_deadline(-ms) == f"{format_duration_ms(ms)} before its deadline", ms
     assert against_deadline(3) == "3ms after its deadline"
+
+
+def test_an_age_is_written_as_the_other_tables_write_one() -> None:
+    """`groups` wrote its oldest pending age `1077.7s` where every other table writes
+    `17m57s` (trial 22)."""
+    assert age_text(1_077_700) == "17m57s"
+    assert (age_text(350), age_text(3_250), age_text(0)) == ("350ms", "3s250ms", "0s")
+
+
+def test_get_of_a_pattern_points_at_timers_list(tw: Run) -> None:
+    """`get 'job:*'` said only that there is no timer "job:*" (trial 22)."""
+    tw("init", "--shards", "2")
+    out = tw("get", "job:*", expect=6).output
+    assert "`get` takes one id, not a pattern: `tickwheel timers list 'job:*'`" in out, out
+    assert "(worker --result-ttl)" in out, out  # still named as the CLI names it
+    assert "not a pattern" not in tw("get", "job:1", expect=6).output
 
 
 def test_a_namespace_not_initialised_names_those_the_server_has(tw: Run, namespace: str) -> None:

@@ -103,11 +103,13 @@ def test_scheduling_an_ended_id_hints_at_rearm(tw: Run) -> None:
     assert "--rearm schedules it again" in again.output, again.output
 
 
+@pytest.mark.parametrize("as_json", [False, True])
 def test_ctrl_c_ends_a_waiting_command_quietly_with_130(
-    redis_server: RedisServer, namespace: str
+    redis_server: RedisServer, namespace: str, as_json: bool
 ) -> None:
     """SIGINT to `tickwheel wait` (the console script): exit 130 and no "Aborted!" (it
-    exited 1 with "Aborted!")."""
+    exited 1 with "Aborted!"); under --json one JSON object on stderr says so, as every
+    error then does (it said nothing)."""
     c = TimerClient.from_url(redis_server.url, namespace)
     c.init(shards=2)
     c.schedule("w", 600_000)
@@ -117,7 +119,7 @@ def test_ctrl_c_ends_a_waiting_command_quietly_with_130(
     env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")}
     proc = subprocess.Popen(
         [str(exe), "--redis-url", redis_server.url, "--namespace", namespace, "wait", "w",
-         "--timeout", "60"],
+         "--timeout", "60", *(["--json"] if as_json else [])],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     try:
@@ -138,6 +140,11 @@ def test_ctrl_c_ends_a_waiting_command_quietly_with_130(
         c.close()
     assert proc.returncode == 130, (proc.returncode, err)
     assert "Aborted" not in err and "Traceback" not in err and out == "", err
+    if as_json:
+        said = json.loads(err)
+        assert said == {"error": "interrupted (Ctrl-C)", "kind": "Interrupted", "exit_code": 130}
+    else:
+        assert err.strip() == "", err  # (click ends the ^C line)
 
 
 def test_a_worker_on_a_namespace_never_initialised_is_not_ready(tw: Run) -> None:

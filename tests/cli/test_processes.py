@@ -61,7 +61,7 @@ def test_embedded_server_start_reuse_stop(workdir: Path, server_binary: Path) ->
         worker.ping()
         stopped = json.loads(runner.invoke(main, ["--json", "server", "stop"]).stdout)
         worker.close()
-        assert stopped["stopped"] is True and stopped["other_clients"] == 1, stopped
+        assert stopped["stopped"] is True and stopped["other_connections"] == 1, stopped
         down = runner.invoke(main, ["server", "status", "--json"])
         assert down.exit_code == 5 and json.loads(down.stdout) == {"running": False}
         read = runner.invoke(main, ["get", "kept", "--json"])

@@ -339,7 +339,10 @@ def test_a_dashboard_stops_the_server_it_started(
             assert after is not None and after.pid == state.pid, out
         else:
             assert after is not None, out
-            assert "runs on: 1 other client uses it. Stop it with: tickwheel server stop" in out
+            assert (
+                "runs on: 1 other connection to it is open (a worker or a handler, say, which "
+                "hold two each). Stop it with: tickwheel server stop"
+            ) in out
     finally:
         if other is not None:
             other.close()
