@@ -118,10 +118,13 @@ class Reaction:
         # acknowledgement a failover lost brings its outcome again); the runner's own
         # count is of acknowledgements
         ids = self.handled.read_text().split() if self.handled.exists() else None
+        # and the outcomes in the dead letters, each once, as Redis keeps them (one
+        # dead-lettered again after a failover lost the first is one)
+        dead = {d.outcome.id for d in self.c.dead_letters(self.GROUP) if d.outcome is not None}
         return {
             "handled": len(set(ids)) if ids is not None else self.figures.get("handled"),
             "handler_retries": self.figures.get("retried"),
-            "dead_letters": self.figures.get("dead_lettered"),
+            "dead_letters": len(dead),
             "handler_start_p50_ms": pct(late, 0.5),
             "handler_start_p99_ms": pct(late, 0.99),
         }
