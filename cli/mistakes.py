@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from typing import IO, Any
 
 import click
 
+from timer.errors import TimerNotFound
 from timer.redis.redaction import redact_url
 
 from .durations import unit_word
@@ -186,3 +188,17 @@ class TickwheelGroup(click.Group):
             if ctx.meta.get("tickwheel.json_asked") and not isinstance(said, JsonUsageError):
                 said = JsonUsageError(said)
             raise said from None
+
+
+def missing_timer(timer_id: str, namespace: str) -> TimerNotFound:
+    """``get``'s not-found error; for a pattern (``job:*``), saying that ``timers list``
+    is the command that takes one (it said only: no timer "job:*")."""
+    missing = TimerNotFound.of(timer_id, namespace)
+    if not any(c in timer_id for c in "*?[") or missing.template is None:
+        return missing
+    hint = (
+        "; `get` takes one id, not a pattern: `tickwheel timers list "
+        f"{shlex.quote(timer_id)}` lists the timers it matches"
+    )
+    template = missing.template + hint.replace("{", "{{").replace("}", "}}")
+    return TimerNotFound.about(template, *missing.fields, **missing.values)
