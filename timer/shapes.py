@@ -43,7 +43,13 @@ TIMER = _object(
         "deadline_ms": _INT,
         "state": {"enum": STATES},
         "created": {"type": "boolean", "description": "This call created it."},
-        "origin": {**_TEXT, "description": "The token it was created under (a batch's)."},
+        "origin": {
+            **_TEXT,
+            "description": "The origin token of the batch that created it (a batch's origin "
+            "field, schedule_many(origin=)), so a batch retried tells the timers it created "
+            "from those that existed; not a bearer token. Empty when the call that created "
+            "it gave none (a batch without one, or a single schedule).",
+        },
         "absorbed": {**_INT, "description": "A debounce call: the calls its window absorbed."},
     }
 )

@@ -167,6 +167,49 @@ def test_a_query_parameter_the_endpoint_does_not_take_is_refused(
     assert c.get("kept") is not None and c.get("q") is None
 
 
+GROUP_TAKES = "it takes consumer=, count=, wait_ms=, reclaim_idle_ms="
+
+
+@pytest.mark.parametrize(
+    ("route", "says"),
+    [
+        (
+            "/groups/g/outcomes?consumer=c1&timeout_s=3",
+            'unknown query parameter "timeout_s"; this route waits with wait_ms '
+            f"(milliseconds), e.g. wait_ms=3000; {GROUP_TAKES}",
+        ),
+        (
+            "/timers/t1/outcome?wait_ms=2500",
+            'unknown query parameter "wait_ms"; this route waits with timeout_s (seconds), '
+            "e.g. timeout_s=2.5; it takes timeout_s=",
+        ),
+        (
+            "/groups/g/outcomes?consumer=c1&timeout=3",  # no unit: no value to convert
+            'unknown query parameter "timeout"; this route waits with wait_ms '
+            f"(milliseconds), e.g. wait_ms=1000; {GROUP_TAKES}",
+        ),
+        (
+            "/groups/g/outcomes?consumer=c1&limit=5",
+            'unknown query parameter "limit"; this route says how many with count, '
+            f"e.g. count=5; {GROUP_TAKES}",
+        ),
+        (
+            "/groups/g/outcomes?consumer=c1&wait_mss=5",  # no near synonym: the list
+            'unknown query parameter "wait_mss": this takes consumer=, count=, wait_ms=, '
+            "reclaim_idle_ms=",
+        ),
+    ],
+)
+def test_an_unknown_query_parameter_names_the_one_of_that_meaning_this_route_takes(
+    quiet: tuple[Api, TimerClient, Any], route: str, says: str
+) -> None:
+    """The timer's long poll waits with timeout_s, the group's with wait_ms: either sent
+    to the other is a 400 that names the one it takes, in its unit."""
+    api, c, _ = quiet
+    status, error = api.call("GET", f"/v1/namespaces/{c.namespace}{route}")
+    assert (status, error["error"]) == (400, says), error
+
+
 ODD_IDS = [
     "new\nline", "odd/outcome", "{t}/cancel", "a b", "100%", "%2F", "q?x=1#f", "tab\there",
     "ümlaut/ü", "..", "batch", "x/", "//", "\x00nul", "🕰️{e}",

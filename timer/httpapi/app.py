@@ -44,7 +44,7 @@ from .routing import JSONReply, RawRoute, cross_site
 from .schemas import whole_numbers
 from .spec import ENDPOINTS, MAX_BODY_BYTES, Endpoint
 from .tokens import TokenFile
-from .words import Schema, say, shown
+from .words import Schema, say, shown, unknown_query
 
 log = logging.getLogger("tickwheel.httpapi")
 
@@ -307,13 +307,8 @@ def _query(request: Request, endpoint: Endpoint) -> dict[str, Any] | Response:
         if len(request.query_params.getlist(name)) > 1:  # which one would count?
             return error(400, "InvalidInput", f"{shown(name)} is given twice: give it once", 3)
         if name not in endpoint.query:
-            takes = ", ".join(f"{n}=" for n in endpoint.query) or "no query parameter"
-            return error(
-                400,
-                "InvalidInput",
-                f"unknown query parameter {shown(name)}: this takes {takes}",
-                3,
-            )
+            said = unknown_query(name, request.query_params[name], endpoint.query)
+            return error(400, "InvalidInput", said, 3)
     out: dict[str, Any] = {}
     for name, schema in endpoint.query.items():
         raw = request.query_params.get(name)

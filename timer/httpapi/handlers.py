@@ -7,18 +7,22 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
 import prometheus_client
 import redis
 from prometheus_client import multiprocess
-from starlette.responses import Response, StreamingResponse
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from timer import InvalidInput, NotFound, TimerClient, TimerError, TimerNotFound
 from timer.aio.group import AsyncConsumer
 from timer.durable.model.codec import jsonable
 from timer.durable.model.keys import check_name
+from timer.durable.model.models import Outcome
 from timer.redis import connections
 from timer.redis.store import RedisSettings
 from timer.shapes import dead_letter_json, group_json, outcome_json, timer_info_json, timer_json
@@ -111,27 +115,91 @@ async def consume(call: Call) -> dict[str, Any]:
 async def events(call: Call) -> Response:
     """Server-Sent Events: each outcome an event ``outcome`` whose id is its ref; a
     comment every 15 s when there is none (proxies keep the stream open)."""
-    consumer = _consumer(call)
-    count = call.query["count"]
+    return EventStream(_consumer(call), call.query["count"])
 
-    async def stream() -> AsyncIterator[str]:
+
+class EventStream(Response):
+    """One consumer's outcomes as Server-Sent Events, written one event at a time.
+
+    After each write the loop turns once (a write that failed closes the connection
+    then) and the stream asks whether the client is gone: at the first sign it stops
+    reading and writing, and gives back what it read and did not send (the last one
+    written too: its write may have failed), each by a retry due at once, which the
+    group's next claim hands to any consumer (not after ``reclaim_idle_ms``; its
+    attempt counts, as a reclaim's would). One line in the log says so."""
+
+    media_type = "text/event-stream"
+
+    def __init__(self, consumer: AsyncConsumer, count: int) -> None:
+        self.consumer, self.count = consumer, count
+        self.status_code = 200
+        self.background = None
+        self.init_headers({"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        unsent: list[Outcome] = []
+        try:
+            await self._stream(request, send, unsent)
+        finally:
+            with anyio.CancelScope(shield=True):  # a server stopping gives them back too
+                await self._give_back(unsent)
+
+    async def _stream(self, request: Request, send: Send, unsent: list[Outcome]) -> None:
         quiet = 0
-        while not await call.request.is_disconnected():
+        while not await request.is_disconnected():
             try:
-                got = await consumer.poll(count, 1000)
+                got = await self.consumer.poll(self.count, 1000)
             except TimerError as exc:
-                yield f"event: error\ndata: {json.dumps(str(exc))}\n\n"
+                await _write(send, f"event: error\ndata: {json.dumps(str(exc))}\n\n", more=False)
                 return
-            for o in got:
+            unsent[:] = got
+            while unsent:
+                if await request.is_disconnected():
+                    return  # gone while this batch was read: every one given back
+                o = unsent[0]
                 data = json.dumps(jsonable(outcome_json(o)), separators=(",", ":"))
-                yield f"event: outcome\nid: {o.shard}/{o.entry_id}\ndata: {data}\n\n"
+                await _write(send, f"event: outcome\nid: {o.shard}/{o.entry_id}\ndata: {data}\n\n")
+                await asyncio.sleep(0)  # a failed write loses the connection on this turn
+                if await request.is_disconnected():
+                    return  # its write may have failed: given back with the others
+                unsent.pop(0)
             quiet = 0 if got else quiet + 1
             if quiet >= 15:
-                yield ": still here\n\n"
+                await _write(send, ": still here\n\n")
                 quiet = 0
 
-    headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-    return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)
+    async def _give_back(self, unsent: list[Outcome]) -> None:
+        c = self.consumer
+        where = (
+            f"event stream of group {shown(c.group)}, consumer {shown(c.consumer)}, "
+            f"namespace {shown(c.ns.name)}"
+        )
+        if not unsent:
+            log.info("%s: the client left", where)
+            return
+        back = 0
+        try:
+            for o in unsent:  # one call each: at most count (1000) of them
+                back += await c.retry(f"{o.shard}/{o.entry_id}", 0)
+        except TimerError as exc:
+            log.warning(
+                "%s: the client left; giving back the %d outcomes read and not sent failed "
+                "(%s): they are delivered again after reclaim_idle_ms",
+                where, len(unsent), exc,
+            )  # fmt: skip
+            return
+        log.warning(
+            "%s: the client left; %d outcomes read and not sent given back to the group "
+            "(%d settled meanwhile)",
+            where, back, len(unsent) - back,
+        )  # fmt: skip
+        unsent.clear()
+
+
+async def _write(send: Send, text: str, *, more: bool = True) -> None:
+    await send({"type": "http.response.body", "body": text.encode(), "more_body": more})
 
 
 async def ack(call: Call) -> dict[str, Any]:

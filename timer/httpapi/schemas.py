@@ -36,7 +36,14 @@ BATCH = {
             "in its slot of the results, the others go on (so an item's shape is not a "
             "constraint of the request).",
         },
-        "origin": {"type": "string", "maxLength": 256},
+        "origin": {
+            "type": "string",
+            "maxLength": 256,
+            "description": "A token stored with each timer this batch creates and reported "
+            "back as its origin (by this call and any later one that finds it), so a client "
+            "retrying the batch under the same token tells the timers it created from those "
+            "that existed. Not the bearer token; left out, origin is empty.",
+        },
     },
     "required": ["items"],
     "additionalProperties": False,

@@ -4,6 +4,7 @@ the check of a body against its schema (:class:`Schema`) whose refusals those wo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +63,50 @@ _BOUNDS: dict[str, Callable[[Any, Any], str]] = {
     "pattern": lambda lim, v: f"{shown(v)} does not match the pattern {shown(lim)}",
     "uniqueItems": lambda lim, v: "holds an item twice: give each once",
 }
+
+
+# Query parameters that mean the same to whoever reaches for one (a route takes one of
+# each family, and another route of the API may take another): one a route does not take
+# is refused with the one it does, in its unit, the value given converted to it.
+_FAMILIES: tuple[tuple[str, frozenset[str]], ...] = (
+    ("waits with", frozenset({"timeout_s", "wait_ms", "timeout", "timeout_ms", "wait", "wait_s"})),
+    ("says how many with", frozenset({"count", "limit", "max", "max_count"})),
+)
+_UNITS = {"_ms": (0.001, "milliseconds"), "_s": (1.0, "seconds")}
+
+
+def _unit(name: str) -> tuple[float, str] | None:
+    return next((u for end, u in _UNITS.items() if name.endswith(end)), None)
+
+
+def unknown_query(name: str, raw: str, takes: Mapping[str, Mapping[str, Any]]) -> str:
+    """The refusal of a query parameter a route does not take: with the one of the same
+    meaning it takes (``timeout_s`` where it waits with ``wait_ms``), if any, and an
+    example in its unit (``?timeout_s=3``: ``wait_ms=3000``)."""
+    listed = ", ".join(f"{n}=" for n in takes) or "no query parameter"
+    said = f"unknown query parameter {shown(name)}"
+    family = next(((verb, f) for verb, f in _FAMILIES if name in f), None)
+    instead = next((n for n in takes if family and n in family[1]), None)
+    if family is None or instead is None:
+        return f"{said}: this takes {listed}"
+    schema = takes[instead]
+    example = schema.get("default")
+    given, want = _unit(name), _unit(instead)
+    try:  # converted between units; a value without one is no example of one with
+        value = float(raw) * (given[0] / want[0] if given and want else 1.0)
+    except ValueError:
+        value = math.nan
+    if (given is None) != (want is None):
+        value = math.nan
+    if math.isfinite(value) and value > 0 and (want or value.is_integer()):
+        example = min(max(value, schema.get("minimum", value)), schema.get("maximum", value))
+        if schema.get("type") == "integer":
+            example = round(example)
+    unit = f" ({want[1]})" if want else ""
+    return (
+        f"{said}; this route {family[0]} {instead}{unit}, e.g. {instead}={shown(example)}; "
+        f"it takes {listed}"
+    )
 
 
 def say(problem: jsonschema.ValidationError) -> str:
