@@ -97,12 +97,14 @@ def errors(names: Mapping[str, str] | None = None) -> Iterator[None]:
     try:
         yield
     except TimerError as exc:
-        # a field no option of this command sets is the worker's
-        named = exc.naming({**_WORKERS, **_flags(), **(names or {})})
+        # a field no option of this command sets: named by the option of another that does
+        named = exc.naming({**_ELSEWHERE, **_flags(), **(names or {})})
         raise TimerCommandError(_with_namespaces(named)) from None
 
 
-_WORKERS = {"result_ttl": "worker --result-ttl"}
+# The worker's retention of outcomes; the cap a timer was scheduled with (a heartbeat or
+# reschedule past it is refused: "(created + --max-total)")
+_ELSEWHERE = {"result_ttl": "worker --result-ttl", "max_total_ms": "--max-total"}
 
 
 def _flags() -> dict[str, str]:

@@ -16,7 +16,7 @@ from timer.worker import WorkerSettings, fire_and_handle
 from timer.worker.settings import default_worker_id
 
 from .app import App, errors, pass_app, require_extra, starts_server
-from .durations import DURATION
+from .durations import DURATION, MILLIS, DurationOr
 from .output import to_json
 from .service import (
     announce,
@@ -31,6 +31,7 @@ from .service import (
 )
 from .spec import HandlerSpec, handlers_of
 from .starting import running
+from .worker_cmd import one_of
 
 WEBHOOK_SECRET_ENV = "TICKWHEEL_WEBHOOK_SECRET"
 
@@ -194,13 +195,20 @@ WEBHOOK_SECRET_ENV = "TICKWHEEL_WEBHOOK_SECRET"
     "handlers, with no read between (about half a millisecond sooner). Start several: "
     "shards and outcomes are shared out, and a crashed one's move to the others.",
 )
-@click.option(
+@click.option(  # as worker's: a bare number is refused, saying where milliseconds go
     "--lease",
     "lease",
-    type=DURATION,
+    type=DurationOr("--lease-ms"),
     default=None,
     help="With --fire: the worker's shard lease, e.g. 5s (a dead one's shards move after "
     "it).  [default: 5s]",
+)
+@click.option(
+    "--lease-ms",
+    "lease_ms",
+    type=MILLIS,
+    default=None,
+    help="With --fire: the lease in milliseconds, e.g. 5000 (instead of --lease).",
 )
 @metrics_options(
     "Serve Prometheus metrics (/metrics) and liveness (/healthz) here.",
@@ -235,6 +243,7 @@ def handle(
     idle_exit: bool,
     fire: bool,
     lease: int | None,
+    lease_ms: int | None,
     metrics_port: int | None,
     metrics_host: str,
     durability: str,
@@ -274,8 +283,10 @@ def handle(
         raise click.UsageError("--callbacks needs the hosts it may POST to: --callback-host")
     if fire and idle_exit:
         raise click.UsageError("--fire runs a worker until stopped: it cannot --idle-exit")
-    if lease is not None and not fire:
-        raise click.UsageError("--lease is the worker's: give it with --fire")
+    if (lease, lease_ms) != (None, None) and not fire:
+        typed = "--lease" if lease is not None else "--lease-ms"
+        raise click.UsageError(f"{typed} is the worker's: give it with --fire")
+    lease_ms = one_of("--lease", lease, "--lease-ms", lease_ms, WorkerSettings.lease_ms)
     timeout_s = webhook_timeout_ms / 1000
     with errors():
         if webhook_url is not None:
@@ -307,7 +318,7 @@ def handle(
         with errors(), local_server.runs_on(app.url):
             if fire:
                 drained = _fire_and_handle(
-                    client, handlers, concurrency, drain_ms, lease, "$" if from_now else "0"
+                    client, handlers, concurrency, drain_ms, lease_ms, "$" if from_now else "0"
                 )
             else:
                 running()  # its own SIGTERM handling from here (cli.starting)
@@ -329,13 +340,11 @@ def _fire_and_handle(
     handlers: Handlers,
     concurrency: int,
     drain_ms: int,
-    lease_ms: int | None,
+    lease_ms: int,
     start: str,
 ) -> bool:
     """``--fire``: a worker and these handlers in this process (``fire_and_handle``)."""
-    settings = WorkerSettings(
-        worker_id=default_worker_id(), lease_ms=lease_ms or WorkerSettings.lease_ms
-    )
+    settings = WorkerSettings(worker_id=default_worker_id(), lease_ms=lease_ms)
     announce(
         f"worker {settings.worker_id} firing in this process: the outcomes of the shards it "
         f"leads go straight to consumer {handlers.consumer}",

@@ -86,7 +86,9 @@ class TimerError(Exception):
         it as it was); itself if it was not made by :meth:`about`."""
         if self.template is None:
             return self
-        return self.about(self.template, *(names.get(f, f) for f in self.fields), **self.values)
+        named = self.about(self.template, *(names.get(f, f) for f in self.fields), **self.values)
+        vars(named).update(vars(self))  # what else it carries (a Capped's deadline_ms)
+        return named
 
 
 class Field(str):

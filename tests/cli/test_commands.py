@@ -104,8 +104,11 @@ def test_heartbeat_extends_within_the_cap(tw: Run) -> None:
     cap = info["deadline_ms"]
     beat_said = tw("heartbeat", "job:{4}", "--extend", "5m", expect=13).stderr
     assert f"it falls due at its cap, {format_ms(cap)}, and no" in beat_said, beat_said
+    # the cap named as it was given, --max-total, not the library's max_total_ms
+    assert "would pass its cap (created + --max-total): refused" in beat_said, beat_said
     move_said = tw("reschedule", "job:{4}", "--in", "10m", expect=13).stderr
-    assert f"after its cap, {format_ms(cap)} (created + max_total_ms)," in move_said, move_said
+    assert f"after its cap, {format_ms(cap)} (created + --max-total)," in move_said, move_said
+    assert "max_total_ms" not in beat_said + move_said
     assert str(cap) not in beat_said + move_said
     assert as_json(tw("--json", "cancel", "job:{4}"))["cancelled"] is True
     ended = as_json(tw("--json", "heartbeat", "job:{4}", "--extend", "1s"))

@@ -303,6 +303,15 @@ def test_sigterm_to_the_demo_stops_every_process_it_started(
     [
         (["worker", "--lease", "0s"], "--lease must be at least 300ms (got 0s)"),
         (["worker", "--lease-ms", "0"], "--lease-ms must be at least 300ms (got 0s)"),
+        # handle's worker too (--lease 0s was taken as no lease given: 5s)
+        (
+            ["handle", "json:dumps", "--fire", "--lease", "0s"],
+            "--lease must be at least 300ms (got 0s)",
+        ),
+        (
+            ["handle", "json:dumps", "--fire", "--lease-ms", "0"],
+            "--lease-ms must be at least 300ms (got 0s)",
+        ),
         (["worker", "--horizon", "0s"], "--horizon must be at least 100ms (got 0s)"),
         (["worker", "--result-ttl", "0s"], "--result-ttl must be from 1 second to 3660 days"),
         (["init", "--bucket", "0s"], "--bucket must be between 1ms and 1h, got 0s"),
@@ -313,6 +322,14 @@ def test_sigterm_to_the_demo_stops_every_process_it_started(
         (
             ["handle", "timer.examples.handlers:on_timeout", "--timeout", "0s"],
             "--timeout must be above 0s, at most 1d, got 0s",
+        ),
+        (  # --reclaim-idle 0s was taken as none given (5s)
+            ["handle", "timer.examples.handlers:on_timeout", "--reclaim-idle", "0s"],
+            "--reclaim-idle must be at least 100ms, got 0s",
+        ),
+        (
+            ["handle", "timer.examples.handlers:on_timeout", "--reclaim-idle", "50ms"],
+            "--reclaim-idle must be at least 100ms, got 50ms",
         ),
         (
             ["schedules", "create", "z5", "--every", "1m", "--jitter", "2m"],

@@ -339,6 +339,47 @@ def test_worker_lease_as_a_bare_number_is_told_its_ms_sibling() -> None:
     assert small.endswith("; did you mean 2s? (--lease-ms takes milliseconds)"), small
 
 
+def test_handle_fire_lease_as_a_bare_number_is_told_its_ms_sibling_as_workers_is() -> None:
+    """`handle --fire --lease 2000` asked "did you mean 2000s?" (a 33-minute lease) where
+    `worker --lease 2000` says where milliseconds go: it says so too, and takes
+    --lease-ms, with --fire only, not with --lease."""
+    said = usage_error("handle", "json:dumps", "--fire", "--lease", "2000")
+    assert said.endswith("; or give --lease-ms 2000 for milliseconds"), said
+    assert "2000s" not in said
+    small = usage_error("handle", "json:dumps", "--fire", "--lease", "2")
+    assert small.endswith("; did you mean 2s? (--lease-ms takes milliseconds)"), small
+    alone = usage_error("handle", "json:dumps", "--lease-ms", "2000")
+    assert alone.endswith("--lease-ms is the worker's: give it with --fire"), alone
+    both = usage_error("handle", "json:dumps", "--fire", "--lease", "2s", "--lease-ms", "2000")
+    assert both.endswith("give --lease or --lease-ms, not both"), both
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--fair-by", "tenant"],
+         '--fair-by must be id, outcome, payload or payload.<field>[.<field>…] (letters, '
+         'digits, _ and -), got "tenant"; did you mean payload.tenant?'),
+        (["--limit", "payload.tenant=0"],
+         '--limit "payload.tenant=0": the count after = must be between 1 and 10000, got 0'),
+        (["--limit", "tenant=2"],
+         '--limit "tenant=2": the KEY before = must be id, outcome, payload or '
+         'payload.<field>[.<field>…] (letters, digits, _ and -), got "tenant"; did you mean '
+         "payload.tenant?"),
+        (["--rate", "payload.tenant=0/m"],
+         '--rate "payload.tenant=0/m": the rate after = must be a number from 1e-05 (one a '
+         "day) to 100000 a second, got 0.0"),
+    ],
+)  # fmt: skip
+def test_handles_key_options_are_refused_in_their_own_words(args: list[str], said: str) -> None:
+    """`handle --fair-by tenant` was told fair_by may be "a function of the outcome" (none
+    can be given on the command line), `--limit payload.tenant=0` of "a limit's at_most":
+    each names the flag and the part of its text that is wrong, as the CLI takes it."""
+    out = CliRunner().invoke(main, ["handle", "json:dumps", *args], env=NO_URL)
+    assert out.exit_code == 3, out.output
+    assert out.stderr.strip() == f"Error: {said}", out.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "said", "help_of"),
     [

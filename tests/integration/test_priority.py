@@ -432,7 +432,8 @@ def test_fair_by_is_a_key_or_a_clear_refusal(one_shard: TimerClient) -> None:
         main, ["--redis-url", one_shard.where, "--namespace", one_shard.namespace,
                "handle", "tests.integration.test_priority:noop", "--fair-by", "tenant"],
     )  # fmt: skip
-    assert out.exit_code != 0 and "fair_by" in out.output, out.output
+    assert out.exit_code == 3 and "--fair-by must be" in out.output, out.output
+    assert "function" not in out.output  # none can be given on the command line
 
 
 def noop(o: Outcome) -> None:

@@ -114,13 +114,16 @@ def test_an_instant_in_a_message_is_a_time_not_epoch_ms() -> None:
         parse_heartbeat(NS, [b"capped", b"1796302114856", b"0"], heartbeat_call(NS, "j:{1}", 5))
     assert beat.value.deadline_ms == 1796302114856
     assert str(beat.value) == (
-        'timer "j:{1}" would pass its max_total_ms: refused; it falls due at its cap, '
-        "2026-12-03T12:48:34.856Z, and no heartbeat moves it later"
+        'timer "j:{1}" would pass its cap (created + max_total_ms): refused; it falls due '
+        "at its cap, 2026-12-03T12:48:34.856Z, and no heartbeat moves it later"
     )
     with pytest.raises(Capped) as moved:
         parse_reschedule(NS, [b"pastcap", b"1796302114856"], reschedule_call(NS, "j:{1}", 5, None))
     assert moved.value.deadline_ms == 1796302114856
     assert "after its cap, 2026-12-03T12:48:34.856Z (created + max_total_ms)," in str(moved.value)
+    # named as a caller names the cap (the CLI: --max-total), the cap itself kept
+    named = moved.value.naming({"max_total_ms": "--max-total"})
+    assert "(created + --max-total)," in str(named) and named.deadline_ms == 1796302114856
     err = script_error("TOOFAR deadline 4070908800000 is more than 316224000000 ms from now")
     assert str(err).startswith("deadline 2099-01-01T00:00:00.000Z is more than"), err
     with pytest.raises(InvalidInput) as early:

@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from ..clock import Killed
 from ..durable.groups.streams import check_group
-from ..durable.model.checks import check_int
+from ..durable.model.checks import check_int, check_ms
 from ..durable.model.models import OUTCOMES
 from ..errors import InvalidInput
 from ..signals import stop_on_signals
@@ -143,7 +143,7 @@ class Handlers:
         fair_by: str | KeyOf | None = None,
     ) -> None:
         check_int("max_attempts", max_attempts, 1)
-        check_int("reclaim_idle_ms", reclaim_idle_ms, 100)
+        check_ms("reclaim_idle_ms", reclaim_idle_ms, 100)
         self.group, self.consumer = check_group(
             group, consumer or f"{socket.gethostname()}-{os.getpid()}"
         )

@@ -28,7 +28,7 @@ from ..durable.model.checks import check_int
 from ..durable.model.models import Outcome
 from ..durable.model.scripts import ScriptName
 from ..durable.model.steps import Command, Op, ScriptCall
-from ..errors import InvalidInput
+from ..errors import InvalidInput, quoted
 
 if TYPE_CHECKING:
     from ..client import TimerClient
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 KeyOf = Callable[[Outcome], object]
 _PATH = re.compile(r"^(id|outcome|payload(\.[A-Za-z0-9_\-]+)*)$")
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")  # no ':': a part of its Redis key
+_PATHS = "id, outcome, payload or payload.<field>[.<field>…] (letters, digits, _ and -)"
 MAX_SLOTS = 10_000
 MAX_PER_S = 100_000
 MIN_PER_S = 1e-5  # about one a day
@@ -70,16 +71,22 @@ class Limit:
             or not isinstance(self.per_s, int | float)
             or not (MIN_PER_S <= self.per_s <= MAX_PER_S)
         ):
-            raise InvalidInput(
-                f"a limit's per_s must be a number from {MIN_PER_S} (one a day) to "
-                f"{MAX_PER_S}, got {self.per_s!r}"
+            raise InvalidInput.about(
+                "{0} must be a number from {least} (one a day) to {most} a second, got {got}",
+                "a limit's per_s",
+                least=MIN_PER_S,
+                most=MAX_PER_S,
+                got=quoted(self.per_s, 80),
             )
         check_int("a limit's burst", self.burst, 1, MAX_SLOTS)
         if isinstance(self.key, str):
             if not _PATH.match(self.key):
-                raise InvalidInput(
-                    f"a limit's key must be id, outcome, payload or payload.<field>[.<field>…] "
-                    f"(letters, digits, _ and -), got {self.key!r:.100}"
+                raise InvalidInput.about(
+                    "{0} must be {paths}, got {got}{hint}",
+                    "a limit's key",
+                    paths=_PATHS,
+                    got=quoted(self.key, 100),
+                    hint=_meant(self.key),
                 )
         elif not callable(self.key):
             raise InvalidInput(f"a limit's key must be a path or a function, got {self.key!r}")
@@ -121,12 +128,40 @@ def check_fair_by(key: object) -> str | KeyOf | None:
     """``Handlers(fair_by=)``: a key as a limit takes it (a path or a function), or None."""
     if key is None or callable(key):
         return key
-    if isinstance(key, str) and _PATH.match(key):
+    if not isinstance(key, str):
+        raise InvalidInput(
+            f"fair_by must be a key ({_PATHS}) or a function of the outcome, got {quoted(key, 100)}"
+        )
+    if _PATH.match(key):
         return key
-    raise InvalidInput(
-        f"fair_by must be id, outcome, payload or payload.<field>[.<field>…] (letters, "
-        f"digits, _ and -), or a function of the outcome, got {key!r:.100}"
+    # a key as text, as the CLI's --fair-by gives it too: named by the caller (the CLI's
+    # flag), and no function offered (the command line has none; `tenant` was told of one)
+    raise InvalidInput.about(
+        "{0} must be {paths}, got {got}{hint}",
+        "fair_by",
+        paths=_PATHS,
+        got=quoted(key, 100),
+        hint=_meant(key),
     )
+
+
+def _meant(key: str) -> str:
+    """A payload's field named alone (``tenant``): the path that was meant, said."""
+    return f"; did you mean payload.{key}?" if _PATH.match(f"payload.{key}") else ""
+
+
+# The parts of --limit KEY=N and --rate KEY=R/s, named as their text writes them (an
+# error about one names it so, after the flag and the text as given)
+_PARTS = {
+    "a limit's key": "the KEY before =",
+    "a limit's at_most": "the count after =",
+    "a limit's per_s": "the rate after =",
+}
+
+
+def _in_flag(flag: str, text: str, exc: InvalidInput) -> InvalidInput:
+    """``exc`` about a limit made of ``flag``'s ``text``, in the words of that text."""
+    return InvalidInput(f"{flag} {quoted(text, 100)}: {exc.naming(_PARTS)}")
 
 
 def parse_limit(text: str) -> Limit:
@@ -135,12 +170,12 @@ def parse_limit(text: str) -> Limit:
     if not sep or not n.strip().isdigit():
         raise InvalidInput(
             f"--limit takes KEY=N, e.g. payload.tenant=2 (at most 2 handlers at once per "
-            f"tenant), got {text!r:.100}"
+            f"tenant), got {quoted(text, 100)}"
         )
     try:
         return Limit(key.strip(), int(n))
     except InvalidInput as exc:
-        raise InvalidInput(f"--limit {text!r:.100}: {exc}") from None
+        raise _in_flag("--limit", text, exc) from None
 
 
 _PER = {"s": 1.0, "m": 60.0, "h": 3600.0}
@@ -157,12 +192,12 @@ def parse_rate(text: str) -> Limit:
     if not sep or not slash or unit not in _PER or not math.isfinite(value):
         raise InvalidInput(
             f"--rate takes KEY=R/s (or /m, /h), e.g. payload.tenant=5/s (at most 5 handler "
-            f"starts a second per tenant), got {text!r:.100}"
+            f"starts a second per tenant), got {quoted(text, 100)}"
         )
     try:
         return Limit(key.strip(), per_s=value / _PER[unit])
     except InvalidInput as exc:
-        raise InvalidInput(f"--rate {text!r:.100}: {exc}") from None
+        raise _in_flag("--rate", text, exc) from None
 
 
 def merged(limits: Sequence[Limit]) -> tuple[Limit, ...]:

@@ -60,16 +60,23 @@ def check_seconds(
     return float(value)
 
 
-def check_ms(name: str, value: object, minimum: int, maximum: int) -> int:
-    """A whole number of milliseconds from ``minimum`` to ``maximum``, its limits said as
-    durations (``between 1ms and 1h``)."""
+def check_ms(name: str, value: object, minimum: int, maximum: int | None = None) -> int:
+    """A whole number of milliseconds from ``minimum`` to ``maximum`` (None: no bound),
+    its limits said as durations (``between 1ms and 1h``, ``at least 100ms``)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInput.about(
             "{0} must be a whole number of milliseconds (int), got {got}",
             name,
             got=quoted(value, 80),
         )
-    if not minimum <= value <= maximum:
+    if maximum is None and value < minimum:
+        raise InvalidInput.about(
+            "{0} must be at least {least}, got {got}",
+            name,
+            least=ms_text(minimum),
+            got=ms_text(value),
+        )
+    if maximum is not None and not minimum <= value <= maximum:
         raise InvalidInput.about(
             "{0} must be between {least} and {most}, got {got}",
             name,

@@ -137,13 +137,16 @@ def parse_reschedule(ns: Namespace, reply: Sequence[Any], p: Prepared) -> Timer 
         return None
     if status == "pastcap":
         cap = int(reply[1])
-        raise Capped(
-            f"timer {quoted(p.timer_id)} has a max_total_ms: it may not fall due after its cap, "
-            f"{instant_text(cap)} (created + max_total_ms), so this reschedule was refused and "
-            "nothing moved; reschedule it to at most its cap, or cancel it and schedule a "
-            "new timer",
-            cap,
+        refused = Capped.about(  # its field named: the CLI says --max-total
+            "timer {id} has a cap: it may not fall due after its cap, {cap} (created + {0}), "
+            "so this reschedule was refused and nothing moved; reschedule it to at most its "
+            "cap, or cancel it and schedule a new timer",
+            "max_total_ms",
+            id=quoted(p.timer_id),
+            cap=instant_text(cap),
         )
+        refused.deadline_ms = cap
+        raise refused
     return Timer(p.timer_id, p.shard, int(reply[1]), "pending", False, moved=_moved(reply))
 
 
@@ -172,11 +175,15 @@ def parse_heartbeat(ns: Namespace, reply: Sequence[Any], p: Prepared) -> Timer:
         return Timer(p.timer_id, p.shard, rec["deadline_ms"], rec["outcome"], False)
     deadline = int(reply[1])
     if status == "capped":
-        raise HeartbeatCapped(
-            f"timer {quoted(p.timer_id)} would pass its max_total_ms: refused; it falls due at its "
-            f"cap, {instant_text(deadline)}, and no heartbeat moves it later",
-            deadline,
+        capped = HeartbeatCapped.about(  # its field named: the CLI says --max-total
+            "timer {id} would pass its cap (created + {0}): refused; it falls due at its cap, "
+            "{cap}, and no heartbeat moves it later",
+            "max_total_ms",
+            id=quoted(p.timer_id),
+            cap=instant_text(deadline),
         )
+        capped.deadline_ms = deadline
+        raise capped
     return Timer(p.timer_id, p.shard, deadline, "pending", False, moved=_moved(reply))
 
 
