@@ -98,7 +98,7 @@ def test_state_and_deadline_select(client: TimerClient) -> None:
         ({"state": "late"}, "unknown state"),
         ({"state": [["pending"]]}, "unknown state"),
         ({"state": []}, "at least one"),
-        ({"deadline_from_ms": -1}, "between"),
+        ({"deadline_from_ms": -1}, "or later"),
         ({"deadline_from_ms": 5, "deadline_to_ms": 4}, "after"),
         ({"cursor": "p:99:0:0"}, "cursor"),
         ({"cursor": "anything"}, "cursor"),
