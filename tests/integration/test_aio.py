@@ -248,3 +248,43 @@ def test_ack_from_the_wrong_client_kind_says_which_to_use(client: TimerClient) -
     (o,) = list(client.outcomes("g2", "c", stop_when_idle=True))[-1:]
     with pytest.raises(TypeError, match=r"call o\.ack\(\)"):
         asyncio.run(o.aack())
+
+
+def test_a_consumers_poll_hands_out_at_most_count_and_the_rest_next(client: TimerClient) -> None:
+    """`poll(1)` handed out 8 (each of the shards asked for its share, rounded up), and so
+    did `GET …/outcomes?count=1` (trial 23): at most `count` now, what was read past it
+    first at the next poll, each outcome once."""
+    ids = {f"c:{{{i}}}" for i in range(24)}  # over every shard
+    for tid in ids:
+        client.schedule(tid, delay_ms=60_000)
+        client.cancel(tid)
+
+    async def body(ac: AsyncTimerClient) -> list[list[str]]:
+        consumer = ac.consumer("counted", "c1")
+        batches: list[list[str]] = []
+        while True:
+            got = await consumer.poll(count=5, wait_ms=0)
+            if not got:
+                return batches
+            batches.append([o.id for o in got])
+            await consumer.ack([f"{o.shard}/{o.entry_id}" for o in got])
+
+    batches = with_async(client, body)
+    assert all(len(b) <= 5 for b in batches), batches
+    assert sorted(i for b in batches for i in b) == sorted(ids)  # each once
+
+
+def test_a_consumers_long_poll_waits_its_time_when_nothing_comes(client: TimerClient) -> None:
+    """`poll(wait_ms=…)` (and `GET …/outcomes?wait_ms=`) returned empty after about 0.3 s,
+    the reader's next claim, whatever the wait asked (trial 23): it waits the time
+    asked. (A lower bound: no machine makes a wait shorter.)"""
+
+    async def body(ac: AsyncTimerClient) -> tuple[list[object], float]:
+        consumer = ac.consumer("waiting", "c1")
+        await consumer.poll(count=1, wait_ms=0)  # the group made
+        began = asyncio.get_running_loop().time()
+        got = await consumer.poll(count=1, wait_ms=1500)
+        return list(got), asyncio.get_running_loop().time() - began
+
+    got, waited = with_async(client, body)
+    assert got == [] and waited >= 1.5, waited
