@@ -44,7 +44,8 @@ $TICKWHEEL_HOME if set, else ~/.local/state/tickwheel; see `tickwheel server --h
 started by the commands that create or serve. --redis-url, --namespace and --json go
 before or after the command.
 
-Exit codes: 0 ok, 2 usage, 3 invalid input, 4 configuration, 5 Redis unreachable,
+Exit codes: 0 ok, 2 usage (also a question with no terminal to answer it: give --yes),
+3 invalid input, 4 configuration, 5 Redis unreachable,
 failing or not running, 6 no such timer, schedule, group, dead letter or token, 7 conflicting
 timer, 8 wait timed out, 9 fenced, 10 full or closed, 11 a stored record that cannot
 be decoded, 12 written but not confirmed at the durability asked (safe to retry), 13

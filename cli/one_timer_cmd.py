@@ -312,7 +312,9 @@ def notify(app: App, key: str) -> None:
     """
     with errors():
         n = app.client.notify(key)
-    emit(app.json, {"key": key, "completed": n}, f"Notified {key}: {plural(n, 'timer')} completed")
+    hint = "" if n else " (no pending timer watched it, or too few of its keys are in yet)"
+    emit(app.json, {"key": key, "completed": n}, f"Notified {key}: {plural(n, 'timer')} "
+         f"completed{hint}")  # fmt: skip
 
 
 @click.command()
@@ -354,11 +356,7 @@ def get(app: App, timer_id: str) -> None:
         for k, v in d.items()
         if k == "payload" or isinstance(v, dict | list)
     }
-    emit(
-        app.json,
-        d,
-        pairs({**shown, **json_}),
-    )
+    emit(app.json, d, pairs({**shown, **json_}))
 
 
 @click.command()

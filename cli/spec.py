@@ -63,7 +63,13 @@ def _import_failed(module: str, exc: Exception) -> str:
             f"installed{_where(exc, module)}"
         )
     why = exc.msg if isinstance(exc, SyntaxError) else str(exc)  # its str repeats the line
-    return f"cannot import module {module!r}: {type(exc).__name__}: {why}{_where(exc, module)}"
+    said = f"cannot import module {module!r}: {type(exc).__name__}: {why}{_where(exc, module)}"
+    if missing is not None:  # the module itself: looked for from here and on PYTHONPATH
+        said += (
+            f"; run the command from the directory that holds {missing.split('.')[0]!r} "
+            "(or set PYTHONPATH to it), with its packages installed in this Python"
+        )
+    return said
 
 
 # tickwheel's package and its CLI's (a link to it in a checkout), and the stdlib's

@@ -68,6 +68,7 @@ def test_bad_handler_spec_is_refused_and_nothing_is_consumed(
         assert f"module {module!r} has no attribute 'missing'" in out
         out = tw("handle", "no_such_module_here:fn", expect=2).output
         assert "cannot import module 'no_such_module_here'" in out
+        assert "run the command from the directory that holds 'no_such_module_here'" in out
         assert "is not MODULE:FUNCTION" in tw("handle", "nocolon", expect=2).output
         assert "not a function" in tw("handle", f"{module}:seen", expect=2).output
         out = tw("handle", f"{module}:on_timeout", "--on", "expried", expect=3).output

@@ -635,6 +635,20 @@ def test_a_group_lost_by_the_server_is_created_again_and_its_outcomes_handled(
     assert gone, "the runner said nothing of the group it created again"
 
 
+def test_a_first_poll_makes_its_group_and_says_nothing_of_one_gone(
+    client: TimerClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`client.consumer("pys", "p1").poll(…)` on a group never made warned that the group
+    "was gone from a shard's outcome stream (a server restart lost it?)" and returned
+    nothing (trial 23): the first poll makes it, silently, and reads."""
+    decide(client, 2)
+    consumer = client.consumer("pys", "p1")
+    with caplog.at_level("WARNING"):
+        got = consumer.poll(10, None)
+    assert sorted(d.outcome.id for d in got) == ["j0", "j1"]
+    assert "was gone" not in caplog.text, caplog.text
+
+
 def test_an_outcome_looked_at_later_is_not_retrying(
     client: TimerClient, running: Callable[..., threading.Thread]
 ) -> None:

@@ -51,6 +51,7 @@ class ConsumerGroup:
             per_stream=per_stream,
             held=held,
         )
+        self._ensured = False
 
     # -- the reading policy ---------------------------------------------------------------
 
@@ -60,6 +61,8 @@ class ConsumerGroup:
 
     def poll(self, count: int, block_ms: int | None) -> list[group_ops.Delivery]:
         """Claims whose time has come, then new entries: about ``count`` deliveries."""
+        if not self._ensured:  # a first poll with no ensure: the group made, not "gone"
+            self.ensure()
         again = self.reader.groups_created_again
         got = self._run(self.reader.poll(count, block_ms))
         if self.reader.groups_created_again != again:
@@ -101,6 +104,7 @@ class ConsumerGroup:
     def ensure(self, *, start: str = "0") -> None:
         """Create the group on every shard's stream unless it exists (``$``: only new)."""
         self._run(self.reader.ensure(start=start))
+        self._ensured = True
 
     def read(self, count: int, block_ms: int | None) -> list[group_ops.Delivery]:
         """Outcomes never delivered to the group, up to ``count`` from each shard's
