@@ -126,6 +126,8 @@ def test_every_key_is_on_the_page(busy: TimerClient, redis_client: redis.Redis) 
         matches = [w for w, (rx, _) in rows.items() if rx.match(key)]
         assert len(matches) == 1, f"{key} matches {matches} rows of docs/data-model.md"
         kind = text(redis_client.type(key))
+        if kind == "none" and key != "tw:namespaces":
+            continue  # gone since the scan: the running worker emptied that bucket
         assert kind == rows[matches[0]][1], f"{key} is a {kind}, the page says otherwise"
         seen.add(matches[0])
     never = {w for w, (_, kind) in rows.items() if kind == "never"}  # P:guard: a written
