@@ -67,7 +67,11 @@ class AsyncConsumer:
 
     async def poll(self, count: int = 100, wait_ms: int = 1000) -> list[Outcome]:
         """Up to ``count`` outcomes for this consumer, waiting up to ``wait_ms`` for one
-        (a long poll: it returns as soon as there is one, or empty when the time is up)."""
+        (a long poll: it returns as soon as there is one, or empty when the time is up).
+
+        A read asks every shard for its share: with ``count`` below the shard count it
+        can read more than it hands out. The rest are this consumer's, handed out first
+        by its next poll; another consumer gets them only after ``reclaim_idle_ms``."""
         check_int("count", count, 1, MAX_BATCH)
         check_int("wait_ms", wait_ms, 0, 60_000)
         if not self._started:
