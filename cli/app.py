@@ -23,6 +23,7 @@ from timer.redis.redaction import redact_url
 from timer.redis.store import RedisSettings
 
 from . import embedded
+from .mistakes import pattern_hint
 
 SERVER_ENV = "TICKWHEEL_SERVER_BINARY"  # which binary the embedded server runs
 
@@ -97,6 +98,9 @@ def errors(names: Mapping[str, str] | None = None) -> Iterator[None]:
     try:
         yield
     except TimerError as exc:
+        ctx = click.get_current_context(silent=True)
+        if ctx is not None:  # a pattern where one id goes: which command takes it
+            exc = pattern_hint(exc, ctx.info_name or "", ctx.params.get("timer_id"))
         # a field no option of this command sets: named by the option of another that does
         named = exc.naming({**_ELSEWHERE, **_flags(), **(names or {})})
         raise TimerCommandError(_with_namespaces(named)) from None

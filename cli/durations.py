@@ -65,7 +65,8 @@ def parse_instant_ms(text: str) -> int:
         dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
         raise ValueError(
-            f"{quoted(text)} is not an ISO-8601 time; write e.g. 2026-11-22T18:30:00Z"
+            f"{quoted(text)} is not an ISO-8601 time; write e.g. 2030-01-31T18:30:00Z (UTC; "
+            "or with an offset, +01:00)"
         ) from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)

@@ -15,7 +15,7 @@ from typing import IO, Any
 
 import click
 
-from timer.errors import TimerNotFound
+from timer.errors import TimerError, TimerNotFound
 from timer.redis.redaction import redact_url
 
 from .durations import unit_word
@@ -190,15 +190,25 @@ class TickwheelGroup(click.Group):
             raise said from None
 
 
-def missing_timer(timer_id: str, namespace: str) -> TimerNotFound:
-    """``get``'s not-found error; for a pattern (``job:*``), saying that ``timers list``
-    is the command that takes one (it said only: no timer "job:*")."""
-    missing = TimerNotFound.of(timer_id, namespace)
-    if not any(c in timer_id for c in "*?[") or missing.template is None:
-        return missing
+# a command of one timer given a pattern: the `timers` command that takes one
+PATTERN_COMMAND = {c: f"timers {c}" for c in ("cancel", "complete", "reschedule")}
+
+
+def pattern_hint(exc: TimerError, command: str, timer_id: object) -> TimerError:
+    """``exc``; when it is a missing timer whose id is a pattern (``get 'job:*'``), saying
+    which command takes a pattern (it said only: no timer "job:*")."""
+    if (
+        not isinstance(exc, TimerNotFound)
+        or exc.template is None
+        or not isinstance(timer_id, str)
+        or not any(c in timer_id for c in "*?[")
+    ):
+        return exc
+    other = PATTERN_COMMAND.get(command, "timers list")
+    does = "acts on" if command in PATTERN_COMMAND else "lists"
     hint = (
-        "; `get` takes one id, not a pattern: `tickwheel timers list "
-        f"{shlex.quote(timer_id)}` lists the timers it matches"
+        f"; `{command}` takes one id, not a pattern: `tickwheel {other} "
+        f"{shlex.quote(timer_id)}` {does} the timers it matches"
     )
-    template = missing.template + hint.replace("{", "{{").replace("}", "}}")
-    return TimerNotFound.about(template, *missing.fields, **missing.values)
+    template = exc.template + hint.replace("{", "{{").replace("}", "}}")
+    return TimerNotFound.about(template, *exc.fields, **exc.values)

@@ -13,7 +13,7 @@ from typing import Any, TypedDict, TypeVar, Unpack, cast
 
 import click
 
-from timer import DuplicateTimer
+from timer import DuplicateTimer, TimerNotFound
 from timer.durable.model.durations import format_duration_ms
 from timer.durable.model.fields import FIELDS, TimerOptions
 from timer.errors import conflict_todo
@@ -21,7 +21,6 @@ from timer.shapes import outcome_json, timer_info_json, timer_json
 
 from .app import App, errors, pass_app, starts_server
 from .durations import DURATION, INSTANT, MILLIS, SECONDS, CapMillis, format_ms
-from .mistakes import missing_timer
 from .output import against_deadline, emit, pairs, plural, to_json
 from .retried import say_kept
 
@@ -347,7 +346,7 @@ def get(app: App, timer_id: str) -> None:
     with errors():
         info = app.client.get(timer_id)
         if info is None:
-            raise missing_timer(timer_id, app.namespace)
+            raise TimerNotFound.of(timer_id, app.namespace)
     d = timer_info_json(info)
     shown = {**d, "deadline_ms": f"{info.deadline_ms} ({format_ms(info.deadline_ms)})"}
     # the payload as JSON, always: a string "-" and no payload (null) read apart

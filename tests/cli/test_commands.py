@@ -607,6 +607,8 @@ def test_get_of_a_pattern_points_at_timers_list(tw: Run) -> None:
     assert "`get` takes one id, not a pattern: `tickwheel timers list 'job:*'`" in out, out
     assert "(worker --result-ttl)" in out, out  # still named as the CLI names it
     assert "not a pattern" not in tw("get", "job:1", expect=6).output
+    out = tw("cancel", "job:*", expect=6).output  # and a command that acts on one timer
+    assert "`cancel` takes one id, not a pattern: `tickwheel timers cancel 'job:*'` acts" in out
 
 
 def test_a_namespace_not_initialised_names_those_the_server_has(tw: Run, namespace: str) -> None:
