@@ -15,6 +15,7 @@ from typing import IO, Any
 
 import click
 
+from timer import TimerClient
 from timer.errors import TimerError, TimerNotFound
 from timer.redis.redaction import redact_url
 
@@ -212,3 +213,18 @@ def pattern_hint(exc: TimerError, command: str, timer_id: object) -> TimerError:
     )
     template = exc.template + hint.replace("{", "{{").replace("}", "}}")
     return TimerNotFound.about(template, *exc.fields, **exc.values)
+
+
+def nothing_notified(client: TimerClient, key: str) -> str:
+    """Why ``notify KEY`` completed nothing, to say after it: KEY is a pending timer's id
+    (its watch keys are what to notify), or no pending timer watched it."""
+    try:
+        info = client.get(key)
+    except TimerError:  # not an id at all: the general words
+        info = None
+    if info is not None and info.state == "pending" and info.watch:
+        return (
+            f" ({key} is a pending timer's id, not a key it watches: notify "
+            f"{' or '.join(info.watch)}, or `tickwheel complete {shlex.quote(key)}`)"
+        )
+    return " (no pending timer watched it, or too few of its keys are in yet)"

@@ -21,6 +21,7 @@ from timer.shapes import outcome_json, timer_info_json, timer_json
 
 from .app import App, errors, pass_app, starts_server
 from .durations import DURATION, INSTANT, MILLIS, SECONDS, CapMillis, format_ms
+from .mistakes import nothing_notified
 from .output import against_deadline, emit, pairs, plural, to_json
 from .retried import say_kept
 
@@ -311,7 +312,7 @@ def notify(app: App, key: str) -> None:
     """
     with errors():
         n = app.client.notify(key)
-    hint = "" if n else " (no pending timer watched it, or too few of its keys are in yet)"
+        hint = "" if n else nothing_notified(app.client, key)
     emit(app.json, {"key": key, "completed": n}, f"Notified {key}: {plural(n, 'timer')} "
          f"completed{hint}")  # fmt: skip
 

@@ -542,6 +542,8 @@ def test_messages_count_and_place_a_decision_in_words(tw: Run) -> None:
     said = tw("notify", "k").output  # a key nothing watches: said why nothing happened
     assert "Notified k: 0 timers completed (no pending timer watched it, or too few" in said
     tw("schedule", "j:{1}", "--in", "1h", "--watch", "j:{1}:k")
+    said = tw("notify", "j:{1}").output  # its id, not the key it watches (trial 24)
+    assert "(j:{1} is a pending timer's id, not a key it watches: notify j:{1}:k, or" in said
     done = tw("notify", "j:{1}:k").output
     assert "Notified j:{1}:k: 1 timer completed" in done and "no pending" not in done
     waited = tw("wait", "j:{1}").output
