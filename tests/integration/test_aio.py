@@ -274,6 +274,29 @@ def test_a_consumers_poll_hands_out_at_most_count_and_the_rest_next(client: Time
     assert sorted(i for b in batches for i in b) == sorted(ids)  # each once
 
 
+def test_a_poll_reads_no_more_than_it_hands_out_so_the_group_shares_the_rest(
+    client: TimerClient,
+) -> None:
+    """With `count=1` a poll read one new outcome from every shard and kept the rest for
+    its own next poll: another consumer of the group got them only after
+    `reclaim_idle_ms` (trial 24). New outcomes are read shard by shard, up to `count`."""
+    ids = {f"s:{{{i}}}" for i in range(24)}  # over every shard
+    for tid in ids:
+        client.schedule(tid, delay_ms=60_000)
+        client.cancel(tid)
+
+    async def body(ac: AsyncTimerClient) -> tuple[list[str], list[str]]:
+        one, two = ac.consumer("shared", "c1"), ac.consumer("shared", "c2")
+        a = await one.poll(count=1, wait_ms=0)
+        b = await two.poll(count=1, wait_ms=0)
+        return [o.id for o in a], [o.id for o in b]
+
+    a, b = with_async(client, body)
+    assert len(a) == len(b) == 1 and a != b, (a, b)
+    (info,) = [g for g in client.groups() if g.name == "shared"]
+    assert (info.pending, info.lag) == (2, len(ids) - 2), info
+
+
 def test_a_consumers_long_poll_waits_its_time_when_nothing_comes(client: TimerClient) -> None:
     """`poll(wait_ms=…)` (and `GET …/outcomes?wait_ms=`) returned empty after about 0.3 s,
     the reader's next claim, whatever the wait asked (trial 23): it waits the time

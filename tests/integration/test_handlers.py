@@ -18,7 +18,7 @@ import redis
 from tests.conftest import wait_for
 from timer import Backoff, Handlers, InvalidInput, Later, Outcome, Retry, TimerClient
 from timer.client.consumer import ConsumerGroup
-from timer.durable.groups import streams as groups_module
+from timer.durable.groups import follow as groups_module
 from timer.durable.groups.streams import Delivery
 from timer.errors import NotDurable
 from timer.handlers.loop import HandlerLoop
@@ -305,13 +305,39 @@ def test_backoff_entries_are_kept_by_trim(
     assert shard.removed == 0 and client.outcomes_total() == 1
 
 
+def test_reads_of_one_take_the_shards_in_turn(client: TimerClient) -> None:
+    """A read of `count` takes new outcomes shard by shard; the shard it starts at
+    turns, so small reads reach every shard, not only the first one with outcomes."""
+    ids = decide(client, 24)
+    shards = {client.shard_of(i) for i in ids}
+    g = client.consumer("turns", "t1")
+    g.ensure()
+    seen = [g.read(1, None) for _ in shards]
+    assert all(len(got) == 1 for got in seen), seen
+    assert {got[0].outcome.shard for got in seen} == shards
+
+
+def test_a_read_takes_count_from_one_shard_that_holds_them_all(client: TimerClient) -> None:
+    """A read of 8 over 4 shards asks each for 2 at once; when one shard holds every
+    outcome it then takes the rest from it: 8, not 2, and never more than 8."""
+    ids = [f"one:{{tag}}:{i}" for i in range(20)]
+    for tid in ids:
+        client.schedule(tid, 60_000)
+        client.cancel(tid)
+    assert len({client.shard_of(i) for i in ids}) == 1
+    g = client.consumer("skewed", "s1")
+    g.ensure()
+    assert [len(g.read(8, None)) for _ in range(3)] == [8, 8, 4]
+
+
 def test_groups_show_lag_pending_and_delete_removes_one(client: TimerClient) -> None:
     decide(client, 5)
     g = client.consumer("billing", "b1")
     g.ensure()
-    got = g.read(1, None)  # one from each shard's stream that has one
+    got = g.read(2, None)  # exactly 2, from the shards in turn
     g.ack(got[0])
     n = len(got)
+    assert n == 2
     (info,) = client.groups()
     assert (info.name, info.pending, info.lag, info.shards) == ("billing", n - 1, 5 - n, 4)
     assert [c.name for c in info.consumers] == ["b1"] and info.consumers[0].pending == n - 1

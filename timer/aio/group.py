@@ -60,7 +60,8 @@ class AsyncConsumer:
         )
         self.group, self.consumer = self.reader.group, self.reader.consumer
         self._started = False
-        # Read past a poll's count (a read asks each shard for its share, rounded up):
+        # Taken past a poll's count (claims: a page from each shard; a blocked read's
+        # wake-up, one entry from each shard that has one):
         # handed out first by the next poll, while fresh (monotonic s it was read at).
         self._over: list[Delivery] = []
         self._over_at = 0.0
@@ -69,9 +70,10 @@ class AsyncConsumer:
         """Up to ``count`` outcomes for this consumer, waiting up to ``wait_ms`` for one
         (a long poll: it returns as soon as there is one, or empty when the time is up).
 
-        A read asks every shard for its share: with ``count`` below the shard count it
-        can read more than it hands out. The rest are this consumer's, handed out first
-        by its next poll; another consumer gets them only after ``reclaim_idle_ms``."""
+        New outcomes are read shard by shard up to ``count``. Claims (retries come due,
+        outcomes of a dead consumer) take a page from each shard and a blocked read
+        wakes with one from each shard that has one: what they take past ``count`` is
+        this consumer's, handed out first by its next poll."""
         check_int("count", count, 1, MAX_BATCH)
         check_int("wait_ms", wait_ms, 0, 60_000)
         if not self._started:

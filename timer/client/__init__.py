@@ -24,6 +24,7 @@ from redis.cluster import RedisCluster
 from ..clock import SYSTEM_TIME, Time
 from ..durable.admin import history, setup
 from ..durable.groups import streams as group_ops
+from ..durable.groups.follow import follow as follow_op
 from ..durable.groups.reader import GroupReader, Held, check_options
 from ..durable.model import keys as keyspace
 from ..durable.model import steps
@@ -347,7 +348,7 @@ class TimerClient(OperatorCalls):
         """Outcomes as they land, read with no consumer group: nothing is left behind in
         Redis and nothing is acknowledged (``tail`` without ``--group``). From now on, or
         with ``history`` from the oldest outcome the streams hold."""
-        op = group_ops.follow(
+        op = follow_op(
             self._ns(),
             history=history,
             block_ms=block_ms,

@@ -107,18 +107,9 @@ class ConsumerGroup:
         self._ensured = True
 
     def read(self, count: int, block_ms: int | None) -> list[group_ops.Delivery]:
-        """Outcomes never delivered to the group, up to ``count`` from each shard's
-        stream, waiting up to ``block_ms`` for one (None: not at all)."""
-        return self._run(
-            group_ops.read_new(
-                self._ns(),
-                self.group,
-                self.consumer,
-                count=count,
-                block_ms=block_ms,
-                per_stream=self.per_stream,
-            )
-        )
+        """Outcomes never delivered to the group, up to ``count`` (the shards in turn),
+        waiting up to ``block_ms`` for one (None: not at all)."""
+        return self._run(self.reader.read(count, block_ms))
 
     def claim(
         self,

@@ -31,6 +31,16 @@ def claim_call(
     )
 
 
+def read_call(streams: Sequence[str], group: str, consumer: str, count: int) -> ScriptCall:
+    """New entries of ``streams`` (one server's), at most ``count`` in all, read in order."""
+    return ScriptCall(ScriptName.READ, list(streams), [group, consumer, count])
+
+
+def parse_read(reply: Sequence[Any] | None) -> list[tuple[int, str, dict[bytes, bytes]]]:
+    """[(index of its stream in the call's keys, entry id, fields)]."""
+    return [(int(e[0]) - 1, text(e[1]), flat_fields(e[2])) for e in reply or ()]
+
+
 def parse_claim(reply: Sequence[Any]) -> tuple[str, list[tuple[str, dict[bytes, bytes], int]]]:
     """(the cursor of the next scan, '' when done; [(entry id, fields, deliveries)])."""
     taken = [(text(e[0]), flat_fields(e[1]), int(e[2])) for e in reply[1:]]

@@ -66,6 +66,7 @@ class GroupReader:
         self.touch_every_s = max(0.01, idle_s / 3)
         self.shards = list(range(ns.meta.shards))
         self._cursors = dict.fromkeys(self.shards, "-")
+        self._first = 0  # the shard new entries are read from first (rotated)
         # when the next claims are due (monotonic s on the driver's clock, which the
         # first poll asks for): claims at once, its own lost entries after own_every_s
         self._next_claim = 0.0
@@ -99,8 +100,10 @@ class GroupReader:
         return (yield from self._scan(count, owner=self.consumer, min_idle_ms=0))
 
     def poll(self, count: int, block_ms: int | None) -> Op[list[Delivery]]:
-        """Up to about ``count`` deliveries: claims whose time has come, then new entries
+        """Up to ``count`` deliveries: claims whose time has come, then new entries
         (waiting up to ``block_ms``, None: not at all, and never past the next claim).
+        Only a blocked read's wake-up, one entry from each shard that has one at that
+        instant, can hand out more (up to the number of shards).
 
         A group gone from a stream (a server restart that lost what came after its last
         fsync, the group's creation among it; the stream kept) is created again, from
@@ -134,15 +137,24 @@ class GroupReader:
             elif wait is not None:
                 until_claim = int((self._next_claim - clock.monotonic()) * 1000)
                 wait = max(1, min(wait, until_claim))
-            got += yield from group_ops.read_new(
+            got += yield from self.read(free, wait)
+        return got
+
+    def read(self, count: int, block_ms: int | None) -> Op[list[Delivery]]:
+        """Up to ``count`` new entries, shard by shard, from a first shard that turns at
+        each read (so small reads reach every shard), waiting up to ``block_ms``."""
+        first, self._first = self._first, self._first + 1
+        return (
+            yield from group_ops.read_new(
                 self.ns,
                 self.group,
                 self.consumer,
-                count=-(-free // len(self.shards)),
-                block_ms=wait,
+                count=count,
+                block_ms=block_ms,
                 per_stream=self.per_stream,
+                first=first,
             )
-        return got
+        )
 
     def idle(self) -> Op[tuple[bool, list[Delivery]]]:
         """(True if nothing is left to do, else what a whole scan of claims found). A

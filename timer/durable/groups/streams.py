@@ -22,6 +22,7 @@ https://tickwheel.readthedocs.io/design-notes/, "Handlers".
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +32,7 @@ from ..model import steps
 from ..model.checks import check_int
 from ..model.codec import text
 from ..model.durations import TEN_YEARS_MS
-from ..model.entries import for_group, outcome_from_entry, outcome_or_undecodable
+from ..model.entries import for_group, outcome_from_entry
 from ..model.keys import ShardKeys, check_name
 from ..model.models import Outcome
 from ..model.namespace import Namespace
@@ -43,8 +44,10 @@ from .calls import (
     leave_group_call,
     parse_claim,
     parse_dead,
+    parse_read,
     parse_retry,
     parse_touch,
+    read_call,
     retry_call,
     touch_call,
 )
@@ -158,17 +161,25 @@ def handed(
 
 
 def read_new(
-    ns: Namespace, group: str, consumer: str, *, count: int, block_ms: int | None, per_stream: bool
+    ns: Namespace,
+    group: str,
+    consumer: str,
+    *,
+    count: int,
+    block_ms: int | None,
+    per_stream: bool,
+    first: int = 0,
 ) -> Op[list[Delivery]]:
-    """Outcomes never delivered to the group, up to ``count`` from each shard's stream
-    (XREADGROUP counts per stream), waiting up to ``block_ms`` (None: not at all).
-    Returns a list of :class:`Delivery` (first deliveries); empty only when the streams
-    held nothing new. A read that met only entries that are not deliveries (broken ones,
-    dead-lettered; foreign ones, acknowledged) reads on at once: a reader that stops
-    when idle took such a read for the end and left the outcomes behind them unread."""
+    """Outcomes never delivered to the group, at most ``count`` in all (shard by shard
+    from shard ``first`` on: the caller rotates it), waiting up to ``block_ms`` (None:
+    not at all). Returns a list of :class:`Delivery` (first deliveries); empty only when
+    the streams held nothing new. A read that met only entries that are not deliveries
+    (broken ones, dead-lettered; foreign ones, acknowledged) reads on at once: a reader
+    that stops when idle took such a read for the end and left the outcomes behind them
+    unread."""
     while True:
         out, read = yield from _read_once(
-            ns, group, consumer, count=count, block_ms=block_ms, per_stream=per_stream
+            ns, group, consumer, count, block_ms=block_ms, per_stream=per_stream, first=first
         )
         if out or not read:
             return out
@@ -176,48 +187,102 @@ def read_new(
 
 
 def _read_once(
-    ns: Namespace, group: str, consumer: str, *, count: int, block_ms: int | None, per_stream: bool
+    ns: Namespace,
+    group: str,
+    consumer: str,
+    count: int,
+    *,
+    block_ms: int | None,
+    per_stream: bool,
+    first: int,
 ) -> Op[tuple[list[Delivery], int]]:
-    """One read: its deliveries, and how many entries it took from the streams."""
-    streams = ns.outcome_streams()
-    reply: list[Any] = []
-    if not per_stream:
-        reply = (
-            yield steps.Command(
-                "xreadgroup",
-                (group, consumer, dict.fromkeys(streams, ">")),
-                {"count": count, "block": block_ms},
-                confirmed=True,
-            )
-        ) or []
-    else:  # a Redis Cluster: one read per stream (no multi-slot read), polling
+    """One read: its deliveries, and how many entries it took from the streams.
+
+    XREADGROUP's COUNT applies to each stream, so a read of every stream at once could
+    take up to ``count`` from each: each read takes at most what is still missing
+    (:func:`_read_server` on one server; on a Cluster, one stream at a time)."""
+    streams = list(ns.outcome_streams())
+    streams = streams[first % len(streams) :] + streams[: first % len(streams)]
+    shard = ns.outcome_streams()
+    entries: list[tuple[str, str, Any]] = []
+    if per_stream:  # a Redis Cluster: one read per stream (no multi-slot read), polling
         clock = yield steps.Clock()
         end = clock.monotonic() + (block_ms or 0) / 1000
         while True:
             for stream in streams:
+                if len(entries) >= count:
+                    break
                 got = yield steps.Command(
                     "xreadgroup",
                     (group, consumer, {stream: ">"}),
-                    {"count": count},
+                    {"count": count - len(entries)},
                     confirmed=True,
                     key=stream,
                 )
-                reply.extend(got or [])
-            if reply or clock.monotonic() >= end:
+                entries += [(stream, e, f) for _, es in got or [] for e, f in es]
+            if entries or clock.monotonic() >= end:
                 break
             yield steps.Sleep(min(POLL_S, max(0.0, end - clock.monotonic())))
-    out: list[Delivery] = []
+    else:
+        entries = yield from _read_server(streams, group, consumer, count, block_ms)
     left = _Leftovers.none()
-    read = 0
     received = (yield steps.Clock()).wall()
-    for stream, entries in reply:
-        shard = streams[text(stream)]
-        read += len(entries)
+    out: list[Delivery] = []
+    for stream, entry_id, fields in entries:
         out += _deliveries(
-            ns, group, shard, ((e, f, 1) for e, f in entries), left, received=received
+            ns, group, shard[stream], [(entry_id, fields, 1)], left, received=received
         )
     yield from _settle_leftovers(group, consumer, left)
-    return out, read
+    return out, len(entries)
+
+
+def _read_server(
+    streams: list[str], group: str, consumer: str, count: int, block_ms: int | None
+) -> Op[list[tuple[str, str, Any]]]:
+    """At most ``count`` new entries of one server's ``streams``: (stream, id, fields).
+
+    With ``count`` at least the number of streams, one XREADGROUP of every stream takes
+    ``count // streams`` from each (never more than ``count``, and hiredis parses it);
+    read.lua then takes the rest stream by stream when a stream had more and the rest is
+    at least one a stream. A smaller count is read by read.lua alone. A blocked read's
+    wake-up (nothing was there) takes ``count // streams``, at least one, from each
+    stream that has an entry: past ``count`` only if a small count meets several shards'
+    outcomes in the same instant."""
+    n = len(streams)
+    per = count // n
+    if per:
+        entries = yield from _xreadgroup(streams, group, consumer, per, None)
+    else:
+        entries = yield from _read_lua(streams, group, consumer, count)
+        if entries or block_ms is None:
+            return entries
+        per = 1
+    if not entries and block_ms is not None:
+        entries = yield from _xreadgroup(streams, group, consumer, per, block_ms)
+    left = count - len(entries)
+    taken = Counter(s for s, _, _ in entries)
+    if left > 0 and per in taken.values() and (count < n or left >= n):  # one has more
+        entries += yield from _read_lua(streams, group, consumer, left)
+    return entries
+
+
+def _xreadgroup(
+    streams: list[str], group: str, consumer: str, count: int, block_ms: int | None
+) -> Op[list[tuple[str, str, Any]]]:
+    reply = yield steps.Command(
+        "xreadgroup",
+        (group, consumer, dict.fromkeys(streams, ">")),
+        {"count": count, "block": block_ms},
+        confirmed=True,
+    )
+    return [(text(s), e, f) for s, es in reply or [] for e, f in es]
+
+
+def _read_lua(
+    streams: list[str], group: str, consumer: str, count: int
+) -> Op[list[tuple[str, str, Any]]]:
+    reply = yield read_call(streams, group, consumer, count)
+    return [(streams[k], e, f) for k, e, f in parse_read(reply)]
 
 
 def claim(
@@ -356,83 +421,3 @@ def leave(ns: Namespace, group: str, consumer: str) -> Op[int]:
     calls = [leave_group_call(ns.shard(s), group, consumer) for s in range(ns.meta.shards)]
     replies = yield steps.Pipeline(calls, errors_in_slots=True)
     return sum(1 for r in replies if not isinstance(r, Exception) and int(r) == 0)
-
-
-# -- reading without a group ----------------------------------------------------------------
-
-
-def follow(
-    ns: Namespace, *, history: bool, block_ms: int, per_stream: bool, stop_when_idle: bool
-) -> Op[None]:
-    """Emit each outcome as it lands, with no consumer group (nothing is left behind).
-
-    From now on, or with ``history`` from the oldest outcome the streams hold, in the
-    order they were decided across the shards (each stream is in order; a read's
-    entries are merged by their ids' time, and one past the newest entry of a stream
-    that may hold more waits for that stream's next read). Dead letters put back for a
-    group are not new outcomes and are not shown.
-    """
-    streams = ns.outcome_streams()
-    held: list[tuple[tuple[int, int], str, Any, Any]] = []  # read, not yet in order
-    if history:
-        last = dict.fromkeys(streams, "0-0")
-    else:
-        tops = yield steps.Pipeline(
-            [steps.Command("xrevrange", (s, "+", "-"), {"count": 1}) for s in streams]
-        )
-        last = {s: text(t[0][0]) if t else "0-0" for s, t in zip(streams, tops, strict=True)}
-    while True:
-        reply = yield from _follow_read(streams, last, block_ms, per_stream, stop_when_idle)
-        if not reply and not held:
-            if stop_when_idle:
-                return
-            continue
-        limit: tuple[int, int] | None = None  # the newest a stream with more to read gave
-        for stream, entries in reply:
-            name = text(stream)
-            for entry_id, fields in entries:
-                last[name] = text(entry_id)
-                if fields and b"only" not in fields:
-                    held.append((_entry_time(last[name]), name, entry_id, fields))
-            if len(entries) >= FOLLOW_COUNT:
-                newest = _entry_time(last[name])
-                limit = newest if limit is None else min(limit, newest)
-        held.sort(key=lambda h: h[0])
-        ready = held if limit is None else [h for h in held if h[0] <= limit]
-        held = held[len(ready) :]
-        for _, name, entry_id, fields in ready:
-            yield steps.Emit(outcome_or_undecodable(streams[name], entry_id, fields))
-
-
-FOLLOW_COUNT = 1000  # entries a follow reads from a stream at once
-
-
-def _follow_read(
-    streams: dict[str, Any],
-    last: dict[str, str],
-    block_ms: int,
-    per_stream: bool,
-    stop_when_idle: bool,
-) -> Op[list[Any]]:
-    """One read of every stream after ``last``: one XREAD that blocks, or (``per_stream``,
-    where one command may not name keys of several nodes) one a stream, polled until
-    something comes or the block's time is up."""
-    if not per_stream:
-        wait = None if stop_when_idle else block_ms
-        got = yield steps.Command("xread", (dict(last),), {"count": FOLLOW_COUNT, "block": wait})
-        return list(got or [])
-    reply: list[Any] = []
-    clock = yield steps.Clock()
-    end = clock.monotonic() + (0 if stop_when_idle else block_ms / 1000)
-    while True:
-        for s in streams:
-            got = yield steps.Command("xread", ({s: last[s]},), {"count": FOLLOW_COUNT})
-            reply.extend(got or [])
-        if reply or clock.monotonic() >= end:
-            return reply
-        yield steps.Sleep(POLL_S)
-
-
-def _entry_time(entry_id: str) -> tuple[int, int]:
-    ms, _, seq = entry_id.partition("-")
-    return int(ms), int(seq or 0)

@@ -52,6 +52,7 @@ class ScriptName(StrEnum):
     RATE_TAKE = "rate_take"
     PENDING_PAGE = "pending_page"
     PENDING_HEAD = "pending_head"
+    READ = "read"
 
 
 class ErrorCode(StrEnum):
