@@ -139,6 +139,23 @@ def test_unknown_routes_and_methods_answer_the_one_error_shape(
     assert (status, error["kind"], error["exit_code"]) == (405, "MethodNotAllowed", 3), error
 
 
+def test_a_mistyped_route_names_the_route_it_was_likely_meant_for(
+    quiet: tuple[Api, TimerClient, Any],
+) -> None:
+    """`/v1/namespace/…` said only "no route" (trial 24): a path one word off a route
+    names it, with the path's own values; a path near none, or near two, names none."""
+    api, c, _ = quiet
+    ns = c.namespace
+    status, error = api.call("GET", f"/v1/namespace/{ns}/timers/j1")
+    assert status == 404
+    assert f'did you mean "/v1/namespaces/{ns}/timers/j1"?' in error["error"], error
+    status, error = api.call("GET", f"/v1/namespaces/{ns}/timer/j1")
+    assert f'did you mean "/v1/namespaces/{ns}/timers/j1"?' in error["error"], error
+    for far in ("/v1/no/such/route", f"/v1/namespaces/{ns}/zzzzzz"):
+        status, error = api.call("GET", far)
+        assert status == 404 and "did you mean" not in error["error"], error
+
+
 @pytest.mark.parametrize(
     ("method", "route", "body"),
     [

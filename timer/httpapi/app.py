@@ -44,7 +44,7 @@ from .routing import JSONReply, RawRoute, cross_site
 from .schemas import whole_numbers
 from .spec import ENDPOINTS, MAX_BODY_BYTES, Endpoint
 from .tokens import TokenFile
-from .words import Schema, say, shown, unknown_query
+from .words import Schema, nearest_route, say, shown, unknown_query
 
 log = logging.getLogger("tickwheel.httpapi")
 
@@ -92,11 +92,16 @@ def create_app(
 
 
 async def _no_route(request: Request, _exc: Exception) -> Response:
-    """An unknown path answers the one error shape too (not Starlette's plain text)."""
+    """An unknown path answers the one error shape too (not Starlette's plain text),
+    with the route it was likely meant for."""
+    path = request.url.path
+    routes = [r.path for r in request.app.routes if isinstance(r, Route)]
+    meant = nearest_route(path, routes)
+    hint = f"did you mean {shown(meant, 200)}? " if meant else ""
     return error(
         404,
         "NotFound",
-        f"no route {shown(request.url.path, 200)}; the routes are in /v1/openapi.json",
+        f"no route {shown(path, 200)}; {hint}the routes are in /v1/openapi.json",
         6,
     )
 

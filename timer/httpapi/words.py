@@ -4,8 +4,9 @@ the check of a body against its schema (:class:`Schema`) whose refusals those wo
 
 from __future__ import annotations
 
+import difflib
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from timer.errors import quoted
@@ -186,3 +187,26 @@ def item_problems(items: list[Any]) -> dict[int, str]:
             where = "/".join(str(p) for p in problem.absolute_path) or "the item"
             out[i] = f"{where}: {say(problem)}"
     return out
+
+
+def nearest_route(path: str, templates: Iterable[str]) -> str | None:
+    """The route ``path`` was most likely meant for, written with the path's own values
+    (``/v1/namespace/default/timers`` -> ``/v1/namespaces/default/timers``): a template
+    of as many segments whose literal segments all equal the path's but one, and that
+    one close to it. None when no template or more than one is that close."""
+    parts = path.strip("/").split("/")
+    found: set[str] = set()
+    for template in templates:
+        want = template.strip("/").split("/")
+        if len(want) != len(parts):
+            continue
+        differ = [
+            i
+            for i, (w, p) in enumerate(zip(want, parts, strict=True))
+            if not w.startswith("{") and w != p
+        ]
+        if len(differ) == 1 and difflib.get_close_matches(parts[differ[0]], [want[differ[0]]]):
+            fixed = list(parts)
+            fixed[differ[0]] = want[differ[0]]
+            found.add("/" + "/".join(fixed))
+    return found.pop() if len(found) == 1 else None
