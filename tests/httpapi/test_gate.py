@@ -156,6 +156,20 @@ def test_a_mistyped_route_names_the_route_it_was_likely_meant_for(
         assert status == 404 and "did you mean" not in error["error"], error
 
 
+def test_a_delete_names_the_route_that_removes_it(quiet: tuple[Api, TimerClient, Any]) -> None:
+    """`DELETE …/timers/x` said only that DELETE is not a method there (trial 25): it
+    says the methods the path takes and, where one removes it, that route."""
+    api, c, _ = quiet
+    base = f"/v1/namespaces/{c.namespace}"
+    status, error = api.call("DELETE", f"{base}/timers/x")
+    assert status == 405
+    assert f'it takes GET; to remove it: POST "{base}/timers/x/cancel"' in error["error"], error
+    status, error = api.call("DELETE", f"{base}/dead/0/1-0")
+    assert f'to remove it: POST "{base}/dead/0/1-0/drop"' in error["error"], error
+    status, error = api.call("DELETE", f"{base}/timers")  # no removing a collection
+    assert status == 405 and "to remove it" not in error["error"], error
+
+
 @pytest.mark.parametrize(
     ("method", "route", "body"),
     [
@@ -198,7 +212,7 @@ GROUP_TAKES = "it takes consumer=, count=, wait_ms=, reclaim_idle_ms="
         (
             "/timers/t1/outcome?wait_ms=2500",
             'unknown query parameter "wait_ms"; this route waits with timeout_s (seconds), '
-            "e.g. timeout_s=2.5; it takes timeout_s=",
+            "e.g. timeout_s=2.5",  # the one it takes, not said twice
         ),
         (
             "/groups/g/outcomes?consumer=c1&timeout=3",  # no unit: no value to convert

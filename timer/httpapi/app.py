@@ -44,7 +44,7 @@ from .routing import JSONReply, RawRoute, cross_site
 from .schemas import whole_numbers
 from .spec import ENDPOINTS, MAX_BODY_BYTES, Endpoint
 from .tokens import TokenFile
-from .words import Schema, nearest_route, say, shown, unknown_query
+from .words import Schema, action_route, nearest_route, say, shown, unknown_query
 
 log = logging.getLogger("tickwheel.httpapi")
 
@@ -107,10 +107,27 @@ async def _no_route(request: Request, _exc: Exception) -> Response:
 
 
 async def _no_method(request: Request, exc: Exception) -> Response:
+    """The methods the path takes, and for a DELETE the route that does it (a timer is
+    cancelled, a dead letter dropped: ``POST …/cancel``, ``POST …/drop``)."""
+    path = request.url.path
+    allow = (getattr(exc, "headers", None) or {}).get("Allow", "")
+    methods = sorted({m.strip() for m in allow.split(",") if m.strip()} - {"HEAD"})
+    takes = f"; it takes {', '.join(methods)}" if methods else ""  # HEAD goes with GET
+    routes = {r.path for r in request.app.routes if isinstance(r, Route)}
+    action = next(
+        (
+            f"{path.rstrip('/')}/{verb}"
+            for verb in ("cancel", "drop")
+            if request.method == "DELETE" and action_route(f"{path}/{verb}", routes)
+        ),
+        None,
+    )
+    hint = f"; to remove it: POST {shown(action, 200)}" if action else ""
     response = error(
         405,
         "MethodNotAllowed",
-        f"{request.method} is not a method of {shown(request.url.path, 200)}; see /v1/openapi.json",
+        f"{request.method} is not a method of {shown(path, 200)}{takes}{hint}; "
+        "see /v1/openapi.json",
         3,
     )
     response.headers.update(getattr(exc, "headers", None) or {})  # Allow: what is

@@ -104,9 +104,9 @@ def unknown_query(name: str, raw: str, takes: Mapping[str, Mapping[str, Any]]) -
         if schema.get("type") == "integer":
             example = round(example)
     unit = f" ({want[1]})" if want else ""
+    others = "" if list(takes) == [instead] else f"; it takes {listed}"  # not said twice
     return (
-        f"{said}; this route {family[0]} {instead}{unit}, e.g. {instead}={shown(example)}; "
-        f"it takes {listed}"
+        f"{said}; this route {family[0]} {instead}{unit}, e.g. {instead}={shown(example)}{others}"
     )
 
 
@@ -210,3 +210,18 @@ def nearest_route(path: str, templates: Iterable[str]) -> str | None:
             fixed[differ[0]] = want[differ[0]]
             found.add("/" + "/".join(fixed))
     return found.pop() if len(found) == 1 else None
+
+
+def action_route(path: str, templates: Iterable[str]) -> bool:
+    """Whether ``path`` is a route's that ends in a word of its own (``…/cancel``), not
+    a value standing in a template's ``{id}``."""
+    parts = path.strip("/").split("/")
+    for template in templates:
+        want = template.strip("/").split("/")
+        if (
+            len(want) == len(parts)
+            and not want[-1].startswith("{")
+            and all(w.startswith("{") or w == p for w, p in zip(want, parts, strict=True))
+        ):
+            return True
+    return False
