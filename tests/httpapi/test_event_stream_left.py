@@ -76,8 +76,9 @@ def test_a_client_that_leaves_gets_its_unsent_outcomes_given_back_at_once(
         wait_for(reconciled, 15, "c2 to take what c1's stream read and did not send")
         sent = pending_of("c1")
         assert sent >= 1 and len(taken) == N - sent, (sent, len(taken))
-        # each one c2 got was given back (delivered before), none read new
-        assert all(o["attempt"] >= 2 for o in taken), [o["attempt"] for o in taken]
+        # each one c2 got was given back unsent: not an attempt (it counted one, so a
+        # client that kept reconnecting used attempts up: trial 24)
+        assert all(o["attempt"] == 1 for o in taken), [o["attempt"] for o in taken]
         assert len({o["ref"] for o in taken}) == len(taken)
     send_errors = [r for r in caplog.records if "socket.send() raised" in r.getMessage()]
     assert len(send_errors) <= 1, len(send_errors)

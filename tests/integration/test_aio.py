@@ -297,6 +297,31 @@ def test_a_poll_reads_no_more_than_it_hands_out_so_the_group_shares_the_rest(
     assert (info.pending, info.lag) == (2, len(ids) - 2), info
 
 
+def test_an_outcome_given_back_unsent_is_not_an_attempt(client: TimerClient) -> None:
+    """give_back (an event stream whose client left) hands the outcome to the group at
+    once with the same attempt number; retry counts one, as before."""
+    client.schedule("gb:1", delay_ms=60_000)
+    client.cancel("gb:1")
+
+    async def body(ac: AsyncTimerClient) -> list[int]:
+        consumer = ac.consumer("giving", "c1")
+        attempts = []
+        for settle in ("give_back", "give_back", "retry", "ack"):
+            (o,) = await consumer.poll(count=1, wait_ms=2000)
+            attempts.append(o.attempt)
+            ref = f"{o.shard}/{o.entry_id}"
+            if settle == "give_back":
+                assert await consumer.give_back(ref)
+            elif settle == "retry":
+                assert await consumer.retry(ref, 0)
+            else:
+                await consumer.ack([ref])
+        assert not await consumer.give_back(ref)  # acknowledged: no longer pending
+        return attempts
+
+    assert with_async(client, body) == [1, 1, 1, 2]
+
+
 def test_a_consumers_long_poll_waits_its_time_when_nothing_comes(client: TimerClient) -> None:
     """`poll(wait_ms=…)` (and `GET …/outcomes?wait_ms=`) returned empty after about 0.3 s,
     the reader's next claim, whatever the wait asked (trial 23): it waits the time

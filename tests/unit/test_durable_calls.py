@@ -333,6 +333,7 @@ def test_group_calls_keep_every_key_in_the_shard() -> None:
     assert len(calls[2].args[4]) == MAX_ERROR_CHARS  # a huge traceback is cut
     kept = retry_call(sk, "g", "1-0", 50, attempt=2, error="y" * 5000)
     assert kept.args[3] == 2 and len(kept.args[4]) == MAX_KEPT_ERROR_CHARS
+    assert kept.args[5] == 0 and retry_call(sk, "g", "1-0", 0, counted=False).args[5] == 1
     cursor, taken = parse_claim([b"(5-0", [b"4-0", [b"id", b"a", b"outcome", b"x"], 3]])
     assert cursor == "(5-0" and taken == [("4-0", {b"id": b"a", b"outcome": b"x"}, 3)]
     assert parse_retry(0) is None and parse_retry(1700) == 1700

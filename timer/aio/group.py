@@ -139,6 +139,13 @@ class AsyncConsumer:
         d = self._delivery(ref)
         return await self._run(group_ops.retry(d, delay_ms)) is not None
 
+    async def give_back(self, ref: str) -> bool:
+        """Hand this outcome back to the group unsent (a client that left before it was
+        sent): due at once, for any consumer, and not an attempt: the next delivery has
+        the attempt number this one had. False if it is no longer pending."""
+        d = self._delivery(ref)
+        return await self._run(group_ops.retry(d, 0, counted=False)) is not None
+
     async def dead_letter(self, ref: str, error: str) -> str | None:
         """Move this outcome to the dead letters with ``error``; the dead letter's ref, or
         None if it is no longer pending."""

@@ -182,7 +182,7 @@ class EventStream(Response):
         back = 0
         try:
             for o in unsent:  # one call each: at most count (1000) of them
-                back += await c.retry(f"{o.shard}/{o.entry_id}", 0)
+                back += await c.give_back(f"{o.shard}/{o.entry_id}")
         except TimerError as exc:
             log.warning(
                 "%s: the client left; giving back the %d outcomes read and not sent failed "

@@ -48,13 +48,21 @@ def parse_claim(reply: Sequence[Any]) -> tuple[str, list[tuple[str, dict[bytes, 
 
 
 def retry_call(
-    sk: ShardKeys, group: str, entry_id: str, delay_ms: int, *, attempt: int = 0, error: str = ""
+    sk: ShardKeys,
+    group: str,
+    entry_id: str,
+    delay_ms: int,
+    *,
+    attempt: int = 0,
+    error: str = "",
+    counted: bool = True,
 ) -> ScriptCall:
-    """``error``: the failed attempt's, kept for the dead letter ('': a Later, no failure)."""
+    """``error``: the failed attempt's, kept for the dead letter ('': a Later, no failure);
+    ``counted`` False: a delivery given back unsent, not an attempt."""
     return ScriptCall(
         ScriptName.RETRY,
         [sk.outcomes, sk.retries(group), sk.errors(group)],
-        [group, entry_id, delay_ms, attempt, _cut(error, MAX_KEPT_ERROR_CHARS)],
+        [group, entry_id, delay_ms, attempt, _cut(error, MAX_KEPT_ERROR_CHARS), int(not counted)],
     )
 
 

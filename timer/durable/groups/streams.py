@@ -382,13 +382,19 @@ def ack_many(deliveries: Sequence[Delivery]) -> Op[int]:
     return asked - sum(int(r) for r in replies[: len(by_stream)])
 
 
-def retry(delivery: Delivery, delay_ms: int, error: str = "") -> Op[int | None]:
+def retry(
+    delivery: Delivery, delay_ms: int, error: str = "", *, counted: bool = True
+) -> Op[int | None]:
     """Schedule the delivery's next attempt in ``delay_ms``; its retry time (ms) or None
     if it is no longer pending (acknowledged elsewhere). ``error``: the failed
-    attempt's, kept for the dead letter it may become ('': not a failure)."""
+    attempt's, kept for the dead letter it may become ('': not a failure); ``counted``
+    False: the delivery was given back unsent, the next one is the same attempt."""
     check_int("delay_ms", delay_ms, 0, TEN_YEARS_MS)  # longer: a unit written wrong
     d = delivery
-    call = retry_call(d.keys, d.group, d.entry_id, delay_ms, attempt=d.outcome.attempt, error=error)
+    call = retry_call(
+        d.keys, d.group, d.entry_id, delay_ms, attempt=d.outcome.attempt, error=error,
+        counted=counted,
+    )  # fmt: skip
     return parse_retry((yield call))
 
 

@@ -5,6 +5,8 @@ KEYS[3]  P:err:<group> (HASH: entry id -> its failed attempts so far, msgpack)
 ARGV[1]  group             ARGV[2]  entry id        ARGV[3]  delay_ms
 ARGV[4]  the attempt that failed    ARGV[5]  its error (text; '' for a handler's Later,
          which is not a failure: nothing is kept)
+ARGV[6]  1 = this delivery does not count: it was given back unsent (an event stream's
+         client left), so the next one is the same attempt; 0 = it counts
 
 Returns  the retry time (Redis clock, ms); 0 when the entry is no longer pending in the
          group (acknowledged elsewhere, or the group was deleted): nothing was written
@@ -17,13 +19,16 @@ Cost     O(log R) and the entry's kept errors (at most KEEP).
 --- @include "util"
 local OUT, RETRY, ERR = KEYS[1], KEYS[2], KEYS[3]
 local group, id, delay_ms = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local attempt, error_text = tonumber(ARGV[4]), ARGV[5]
+local attempt, error_text, uncounted = tonumber(ARGV[4]), ARGV[5], ARGV[6] == '1'
 local KEEP, KEEP_MS = 10, 7 * 86400000
 local p = redis.call('XPENDING', OUT, group, id, id, 1)[1]
 if not p then return 0 end
 local now = now_ms()
 local due = now + delay_ms
 redis.call('ZADD', RETRY, due, id)
+if uncounted and tonumber(p[4]) > 0 then  -- its owner kept; the next claim adds it back
+  redis.call('XCLAIM', OUT, group, p[2], 0, id, 'RETRYCOUNT', tonumber(p[4]) - 1, 'JUSTID')
+end
 if error_text ~= '' then
   local kept = redis.call('HGET', ERR, id)
   local errors = kept and cmsgpack.unpack(kept) or {}
