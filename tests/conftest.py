@@ -9,6 +9,7 @@ may kill and restart it (``redis_server.kill(); redis_server.restart()``).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import signal
@@ -92,6 +93,20 @@ def redis_server(
         yield server
     finally:
         server.stop()
+
+
+@contextlib.contextmanager
+def fresh_client(redis_server: RedisServer, namespace: str, shards: int) -> Iterator[TimerClient]:
+    """A client on ``namespace`` made with ``shards``, on the session server (restarted
+    if a test killed it); closed at the end. Each suite's ``client`` fixture is one."""
+    if not redis_server.running:
+        redis_server.restart()
+    c = TimerClient.from_url(redis_server.url, namespace)
+    c.init(shards=shards)
+    try:
+        yield c
+    finally:
+        c.close()
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from tests.conftest import wait_for
+from tests.conftest import fresh_client, wait_for
 from tests.dashboard.page import BASE, as_page
 from timer import Handlers, Limit, StoreError, TimerClient, __version__
 from timer.dashboard import create_app
@@ -32,12 +32,8 @@ from timer.worker import Worker, WorkerSettings
 
 @pytest.fixture
 def client(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
-    if not redis_server.running:
-        redis_server.restart()
-    c = TimerClient.from_url(redis_server.url, namespace)
-    c.init(shards=4)
-    yield c
-    c.close()
+    with fresh_client(redis_server, namespace, shards=4) as c:
+        yield c
 
 
 def web(c: TimerClient, **options: Any) -> TestClient:

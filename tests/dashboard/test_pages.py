@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
+from tests.conftest import fresh_client
 from tests.dashboard.page import BASE
 from timer import TimerClient
 from timer.dashboard import create_app
@@ -28,12 +29,8 @@ FETCH = {"Accept": "*/*", "Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "co
 
 @pytest.fixture
 def client(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
-    if not redis_server.running:
-        redis_server.restart()
-    c = TimerClient.from_url(redis_server.url, namespace)
-    c.init(shards=2)
-    yield c
-    c.close()
+    with fresh_client(redis_server, namespace, shards=2) as c:
+        yield c
 
 
 def said(page: str) -> str:

@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from sim.checks import check_heads, soonest_pending
+from tests.conftest import fresh_client
 from tests.dashboard.test_api import namespace_dump, web
 from timer import TimerClient
 from timer.durable.admin import pending as pending_page
@@ -23,12 +24,8 @@ HOUR = 3_600_000
 
 @pytest.fixture
 def client(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
-    if not redis_server.running:
-        redis_server.restart()
-    c = TimerClient.from_url(redis_server.url, namespace)
-    c.init(shards=4)
-    yield c
-    c.close()
+    with fresh_client(redis_server, namespace, shards=4) as c:
+        yield c
 
 
 def busy(c: TimerClient) -> list[tuple[int, str]]:

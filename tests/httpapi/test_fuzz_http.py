@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
+from tests.conftest import fresh_client
 from tests.integration.conftest import namespace_keys
 from timer import TimerClient
 from timer.durable.model.fields import FIELDS
@@ -43,12 +44,8 @@ paths = st.sampled_from([
 
 @pytest.fixture
 def client(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
-    if not redis_server.running:
-        redis_server.restart()
-    c = TimerClient.from_url(redis_server.url, namespace)
-    c.init(shards=2)
-    yield c
-    c.close()
+    with fresh_client(redis_server, namespace, shards=2) as c:
+        yield c
 
 
 @settings(

@@ -8,6 +8,7 @@ from typing import TypeVar
 import pytest
 import redis
 
+from tests.conftest import fresh_client
 from timer import TimerClient
 from timer.durable.model.codec import text
 from timer.durable.model.keys import ShardKeys, results_part_of
@@ -19,14 +20,8 @@ SHARDS = 4
 @pytest.fixture
 def client(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
     """A client on a fresh, initialised namespace of 4 shards."""
-    if not redis_server.running:
-        redis_server.restart()
-    c = TimerClient.from_url(redis_server.url, namespace)
-    c.init(shards=SHARDS)
-    try:
+    with fresh_client(redis_server, namespace, SHARDS) as c:
         yield c
-    finally:
-        c.close()
 
 
 def namespace_keys(r: redis.Redis, namespace: str) -> dict[bytes, object]:
