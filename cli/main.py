@@ -12,7 +12,7 @@ import click
 from timer import __version__
 
 from .acl_cmd import acl
-from .app import App, accept_global_options
+from .app import App, accept_global_options, errors
 from .bench_cmd import bench
 from .dashboard_cmd import dashboard
 from .demo import demo
@@ -55,8 +55,18 @@ done), 1 a question answered no (nothing done) or other errors.
 """
 
 
+class Root(TickwheelGroup):
+    """The root group: a TimerError no command turned into its message and exit code
+    (``server status`` finding $TICKWHEEL_HOME unusable) is shown as every other is, not
+    as a Python traceback."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        with errors():
+            return super().invoke(ctx)
+
+
 @click.group(
-    cls=TickwheelGroup,
+    cls=Root,
     context_settings={"help_option_names": ["-h", "--help"]},
     epilog=EPILOG,
 )

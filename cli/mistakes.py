@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Mapping
 from typing import IO, Any
 
 import click
 
 from timer import TimerClient
-from timer.errors import TimerError, TimerNotFound
+from timer.errors import ConfigError, InvalidInput, TimerError, TimerNotFound, quoted
 from timer.redis.redaction import redact_url
 
 from .durations import unit_word
@@ -40,19 +41,27 @@ SIBLING_WORDS: dict[tuple[str, ...], dict[str, str]] = {
     ("schedule",): {"--delay": "--in", "--after": "--in"},
     ("reschedule",): {"--delay": "--in", "--after": "--in", "--extend": "--in"},
 }
-# an option of a sibling command that this one has no use for, and why (click suggested
-# a near spelling: `timers cancel --state` → "Did you mean '--page'?")
+# an option of a sibling command that this one has no use for, or a word for what it does
+# otherwise, and why (click suggested a near spelling: `timers cancel --state` → "Did you
+# mean '--page'?", `tail --since yesterday` → "Did you mean '--json'?")
 NO_USE: dict[tuple[str, ...], dict[str, str]] = {
-    ("timers", verb): {
-        "--state": f"timers {verb} acts on pending timers only (an ended one cannot be "
-        f"{done}): drop --state"
-    }
-    for verb, done in (
-        ("cancel", "cancelled"),
-        ("complete", "completed"),
-        ("reschedule", "moved"),
-        ("notify", "notified"),
-    )
+    **{
+        ("timers", verb): {
+            "--state": f"timers {verb} acts on pending timers only (an ended one cannot be "
+            f"{done}): drop --state"
+        }
+        for verb, done in (
+            ("cancel", "cancelled"),
+            ("complete", "completed"),
+            ("reschedule", "moved"),
+            ("notify", "notified"),
+        )
+    },
+    ("tail",): {
+        word: "tail shows outcomes from now on, or with --history from the oldest one "
+        "kept: give --history (it takes no time)"
+        for word in ("--since", "--from")
+    },
 }
 # a Redis URL of a scheme --redis-url takes, or a bare host:port (127.0.0.1:6379, [::1]:6379,
 # user:password@host:6379/0)
@@ -137,6 +146,10 @@ class JsonUsageError(click.UsageError):
         click.echo(json.dumps(said), err=True)
 
 
+# a command a user tries that is an option here: `tickwheel help`, `tickwheel version`
+AS_FLAG = {"help": "--help", "version": "--version"}
+
+
 class TickwheelGroup(click.Group):
     """The root group: its usage errors say what was meant, for the mistakes above (as
     one JSON object when the command line asked for ``--json``)."""
@@ -179,6 +192,13 @@ class TickwheelGroup(click.Group):
                 "before or after the command (or set TICKWHEEL_REDIS_URL).",
                 ctx,
             )
+        flag = AS_FLAG.get(name)
+        if flag is not None and self.get_command(ctx, name) is None and not ctx.resilient_parsing:
+            about = args[1] if flag == "--help" and len(args) > 1 else ""
+            if self.get_command(ctx, about) is None:  # `help schedule`: its own --help
+                about = ""
+            run = " ".join(w for w in (ctx.command_path, about, flag) if w)
+            raise click.UsageError(f"No such command {name!r}: run `{run}`.", ctx)
         return super().resolve_command(ctx, args)
 
     def invoke(self, ctx: click.Context) -> object:
@@ -189,6 +209,47 @@ class TickwheelGroup(click.Group):
             if ctx.meta.get("tickwheel.json_asked") and not isinstance(said, JsonUsageError):
                 said = JsonUsageError(said)
             raise said from None
+
+
+GLOBALS = {  # a global option: its App attribute and environment variable
+    "--redis-url": ("redis_url", "TICKWHEEL_REDIS_URL"),
+    "--namespace": ("namespace", "TICKWHEEL_NAMESPACE"),
+}
+# what marks an error as about an option's value, besides the value itself (quoted): an
+# error about a Redis URL does not repeat it (it may hold a password)
+ABOUT = {"redis_url": ("Redis URL", "Sentinel URL", "has no scheme")}
+
+
+def given_as(ctx: click.Context | None, attr: str, flag: str, env: str) -> str | None:
+    """How the global option that set ``App.<attr>`` was given: ``flag`` on the command
+    line (the innermost use: it wins), ``env`` from the environment, None if not at all."""
+    while ctx is not None:
+        source = ctx.get_parameter_source(attr)
+        if source is click.core.ParameterSource.COMMANDLINE:
+            return flag
+        if source is click.core.ParameterSource.ENVIRONMENT:
+            return env
+        ctx = ctx.parent
+    return None
+
+
+def from_environment(
+    exc: TimerError, ctx: click.Context | None, values: Mapping[str, object]
+) -> TimerError:
+    """``exc``, saying that the value it refuses came from the environment when a global
+    option's variable gave it (``namespace must be …, got "my ns"`` did not say it was
+    $TICKWHEEL_NAMESPACE's); ``values``: the App's, by attribute."""
+    if not isinstance(exc, InvalidInput | ConfigError):
+        return exc
+    text = str(exc)
+    for flag, (attr, variable) in GLOBALS.items():
+        value = values.get(attr)
+        if not value or given_as(ctx, attr, flag, variable) != variable:
+            continue
+        if any(mark in text for mark in (quoted(value), *ABOUT.get(attr, ()))):
+            exc.args = (f"{text} (set by ${variable}: change or unset it, or give {flag})",)
+            break
+    return exc
 
 
 # a command of one timer given a pattern: the `timers` command that takes one
