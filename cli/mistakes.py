@@ -278,7 +278,8 @@ def pattern_hint(exc: TimerError, command: str, timer_id: object) -> TimerError:
 
 def nothing_notified(client: TimerClient, key: str) -> str:
     """Why ``notify KEY`` completed nothing, to say after it: KEY is a pending timer's id
-    (its watch keys are what to notify), or no pending timer watched it."""
+    (its watch keys are what to notify; with none, ``complete`` ends it), or no pending
+    timer watched it."""
     try:
         info = client.get(key)
     except TimerError:  # not an id at all: the general words
@@ -288,4 +289,7 @@ def nothing_notified(client: TimerClient, key: str) -> str:
             f" ({key} is a pending timer's id, not a key it watches: notify "
             f"{' or '.join(info.watch)}, or `tickwheel complete {shlex.quote(key)}`)"
         )
+    if info is not None and info.state == "pending":  # no notify ends it; complete does
+        how = f"tickwheel complete {shlex.quote(key)}"
+        return f" ({key} is a pending timer's id and watches no keys; to end it: {how})"
     return " (no pending timer watched it, or too few of its keys are in yet)"

@@ -8,79 +8,22 @@ import json
 import os
 import shlex
 import socket
-from collections.abc import Callable
-from typing import Any, TypedDict, TypeVar, Unpack, cast
+from typing import Any, Unpack, cast
 
 import click
 
 from timer import DuplicateTimer, TimerNotFound
 from timer.durable.model.durations import format_duration_ms
-from timer.durable.model.fields import FIELDS, TimerOptions
+from timer.durable.model.fields import TimerOptions
 from timer.errors import conflict_todo
 from timer.shapes import outcome_json, timer_info_json, timer_json
 
 from .app import App, errors, pass_app, starts_server
-from .durations import DURATION, INSTANT, MILLIS, SECONDS, CapMillis, format_ms
+from .declared import DeclaredArgs, declared_options
+from .durations import DURATION, INSTANT, SECONDS, format_ms
 from .mistakes import nothing_notified
 from .output import against_deadline, emit, pairs, plural, to_json
 from .retried import say_kept
-
-_CLICK_TYPES: dict[str, Any] = {"integer": int, "string": str}
-_BY_HAND = ("payload", "watch")  # options of their own: JSON text, a repeatable key
-
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-class DeclaredArgs(TypedDict):
-    """What ``declared_options`` gives ``schedule``'s callback, None where not given (a
-    test holds these names to the declared fields that have an option)."""
-
-    need: int | None
-    rearm: bool | None
-    note: str | None
-    max_total_ms: int | None
-    debounce: bool | None
-    priority: int | None
-
-
-def declared_options(command: _F) -> _F:
-    """An option of ``tickwheel schedule`` for each declared field that names one (but
-    the time, the payload and the watch keys, written out above): a flag for a boolean,
-    else an option of the field's type, its help the declaration's."""
-    for name, f in reversed(FIELDS.items()):
-        if f.cli is None or f.slot is None or name in _BY_HAND:
-            continue
-        kind = f.schema.get("type")
-        words = f.cli_help or f.help
-        if kind == "integer" and name.endswith("_ms"):
-            # A time, taken as a duration as every other time option is (1h, 30s); a
-            # bare number is milliseconds, as the -ms name said before it had an alias.
-            option = click.option(
-                f.cli.removesuffix("-ms"),
-                f.cli,
-                name,
-                type=CapMillis() if name == "max_total_ms" else MILLIS,
-                metavar="DURATION",
-                default=f.default,
-                help=f"{words} A duration, e.g. 1h or 30s; a bare number is milliseconds.",
-            )
-        elif kind == "boolean":
-            option = click.option(f.cli, name, is_flag=True, default=None, help=words)
-        elif kind in _CLICK_TYPES:
-            shown = f.default is not None
-            option = click.option(
-                f.cli,
-                name,
-                type=_CLICK_TYPES[kind],
-                default=f.default,
-                show_default=shown,
-                help=words,
-            )
-        else:
-            raise TypeError(f"field {name}: say how tickwheel schedule takes a {kind}")
-        command = option(command)
-    return command
 
 
 def _payload(text: str | None) -> Any:

@@ -308,14 +308,30 @@ def list_(app: App, tokens_path: Path | None) -> None:
 @tokens_option
 @pass_app
 def revoke(app: App, token_id: str, tokens_path: Path | None) -> None:
-    """Revoke token TOKEN_ID (as `tokens list` shows it).
+    """Revoke token TOKEN_ID (as `tokens list` shows it; the whole token works too).
 
     A running `tickwheel serve` reads the file again and refuses it from its next request.
     """
+    from timer.httpapi.tokens import id_in  # noqa: PLC0415
+
     say_ignored(app, TOKENS_NOT_IN_REDIS, "--redis-url", "--namespace")
+    pasted = id_in(token_id)  # the whole token, pasted: its id names it
     with errors():
-        if not _token_file(tokens_path).revoke(token_id):
-            raise TimerCommandError(
-                NotFound(f"no token {quoted(token_id)} (see `tickwheel tokens list`)")
-            )
-    emit(app.json, {"revoked": token_id}, f"Revoked token {token_id}")
+        if not _token_file(tokens_path).revoke(pasted or token_id):
+            raise TimerCommandError(NotFound(_not_found(token_id, pasted)))
+    emit(app.json, {"revoked": pasted or token_id}, f"Revoked token {pasted or token_id}")
+
+
+def _not_found(given: str, pasted: str | None) -> str:
+    """No such token, said without a secret back (a whole token given was echoed whole):
+    the id in it, the text if short enough to be an id, else its length alone (it may be
+    a secret, or a token cut short)."""
+    see = "see `tickwheel tokens list`"
+    if pasted is not None:
+        return f"no token {quoted(pasted)} (the id in the token given; {see})"
+    if len(given) <= 16:  # an id is 12 hex digits; a secret, 43 characters
+        return f"no token {quoted(given)} ({see})"
+    return (
+        f"no token has the {len(given)}-character id given (not shown; an id is 12 hex "
+        f"digits: {see})"
+    )

@@ -5,13 +5,16 @@ kept unless a flag overrides them)."""
 from __future__ import annotations
 
 import contextlib
+import importlib
 import importlib.util
+import inspect
 import os
 import pkgutil
 import sys
 import sysconfig
 import traceback
 from pathlib import Path, PurePath
+from types import ModuleType
 from typing import Any
 
 import click
@@ -33,24 +36,84 @@ class HandlerSpec(click.ParamType):  # type: ignore[type-arg]  # click stubs var
         if not isinstance(value, str):
             return value
         module_name, sep, attr = value.partition(":")
-        if not sep or not module_name or not attr:
-            self.fail(f"{value!r} is not MODULE:FUNCTION (e.g. myapp.handlers:on_timeout)")
         if "/" in module_name or "\\" in module_name or module_name.endswith(".py"):
-            self.fail(_file_given(module_name, attr))
+            self.fail(_file_given(module_name, attr or "FUNCTION"))
         if os.getcwd() not in sys.path:  # as `python -m` does: the project you run it in
             sys.path.insert(0, os.getcwd())
+        if not sep or not module_name or not attr:
+            named = _named_in(module_name) if module_name else None
+            self.fail(named or f"{value!r} is not MODULE:FUNCTION (e.g. myapp.handlers:on_timeout)")
         try:
             target: Any = pkgutil.resolve_name(value)
         except SystemExit as exc:  # said, not the process ended with no word of why
             code = "" if exc.code is None else quoted(exc.code)
             self.fail(f"importing {module_name} called sys.exit({code}){_where(exc, module_name)}")
         except Exception as exc:
-            if isinstance(exc, AttributeError) and module_name in sys.modules:
-                self.fail(f"module {module_name!r} has no attribute {attr!r}")  # imported
+            if isinstance(exc, AttributeError) and module_name in sys.modules:  # imported
+                found = _candidates(sys.modules[module_name])
+                which = f"; its handlers: {_listed(found)}" if found else ""
+                self.fail(f"module {module_name!r} has no attribute {attr!r}{which}")
             self.fail(_import_failed(module_name, exc))
         if not isinstance(target, Handlers) and not callable(target):
             self.fail(f"{value} is a {type(target).__name__}, not a function or a Handlers")
         return target
+
+
+def _named_in(given: str) -> str | None:
+    """What to give for a SPEC with no ``:FUNCTION``, if ``given`` imports: its handlers
+    as MODULE:NAME (the one it holds, or a list to choose from), or that it holds none;
+    a dotted path to a function (myapp.handlers.on_timeout), the same with a colon."""
+    module, _, last = given.rpartition(".")
+    for name, attr in ((given, None), (module, last)):
+        try:
+            imported = importlib.import_module(name) if name else None
+        except (Exception, SystemExit):  # said as it was: not MODULE:FUNCTION
+            continue
+        if imported is None:
+            continue
+        if attr is not None:  # myapp.handlers.on_timeout: the colon was meant
+            target = getattr(imported, attr, None)
+            if isinstance(target, Handlers) or _looks_like_handler(target, name):
+                return f"{quoted(given)} is not MODULE:FUNCTION: give {name}:{attr}"
+            continue
+        found = _candidates(imported)
+        said = f"{quoted(given)} is a module, not MODULE:FUNCTION"
+        if not found:
+            return f"{said}, and it defines no handler to name (a function taking an Outcome)"
+        if len(found) == 1:
+            return f"{said}: give {_listed(found)}, the one handler in it"
+        return f"{said}: give one of its handlers, {_listed(found)}"
+    return None
+
+
+def _candidates(module: ModuleType) -> list[tuple[str, str]]:
+    """(MODULE:NAME, what it is) for what in ``module`` a SPEC could name: its Handlers
+    objects first, then the functions defined in it that take one argument (an Outcome)."""
+    names = [n for n in vars(module) if not n.startswith("_")]
+    objects = [n for n in names if isinstance(getattr(module, n), Handlers)]
+    functions = [n for n in names if _looks_like_handler(getattr(module, n), module.__name__)]
+    return [(f"{module.__name__}:{n}", " (a Handlers)") for n in objects] + [
+        (f"{module.__name__}:{n}", "") for n in functions
+    ]
+
+
+def _looks_like_handler(value: Any, module: str) -> bool:
+    """A function defined in ``module`` (not one it imported) that one Outcome can call."""
+    if not inspect.isfunction(value) or value.__module__ != module:
+        return False
+    try:
+        inspect.signature(value).bind(None)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _listed(found: list[tuple[str, str]], most: int = 6) -> str:
+    """``m:app (a Handlers), m:on_timeout or m:on_cancel``, the first ``most`` of them."""
+    said = [spec + what for spec, what in found[:most]]
+    if len(found) > most:
+        return f"{', '.join(said)} or {len(found) - most} more"
+    return said[0] if len(said) == 1 else f"{', '.join(said[:-1])} or {said[-1]}"
 
 
 def _import_failed(module: str, exc: Exception) -> str:

@@ -137,11 +137,18 @@ def list_(
                 break
             shown.append(t)
     headers = ("id", "state", "shard", "deadline", "decided", "payload")
-    which = "" if "any" in states else "/".join(states or ("pending",)) + " "
     human = (
-        table([_row(t) for t in shown], headers) if shown else f"No {which}timers match {match!r}."
+        table([_row(t) for t in shown], headers)
+        if shown
+        else f"No {_which(states)}timers match {match!r}."
     )
     emit(app.json, [timer_info_json(t) for t in shown], human)
+
+
+def _which(states: tuple[str, ...]) -> str:
+    """The states selected, as the words before "timers": ``pending ``, ``expired/failed ``
+    (none given: pending), or nothing for any."""
+    return "" if "any" in states else "/".join(states or ("pending",)) + " "
 
 
 @timers.command()
@@ -172,7 +179,8 @@ def count(
             deadline_from_ms=deadline_from,
             deadline_to_ms=deadline_to,
         )
-    said = f"{plural(n, 'timer')} {'matches' if n == 1 else 'match'} {match!r}"
+    # the state counted is said, as `timers list` says it: "3 timers match" read as all
+    said = f"{plural(n, _which(states) + 'timer')} {'matches' if n == 1 else 'match'} {match!r}"
     emit(app.json, {"match": match, "count": n}, said)
 
 

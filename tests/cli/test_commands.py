@@ -544,6 +544,11 @@ def test_messages_count_and_place_a_decision_in_words(tw: Run) -> None:
     tw("schedule", "j:{1}", "--in", "1h", "--watch", "j:{1}:k")
     said = tw("notify", "j:{1}").output  # its id, not the key it watches (trial 24)
     assert "(j:{1} is a pending timer's id, not a key it watches: notify j:{1}:k, or" in said
+    tw("schedule", "j:{2}", "--in", "1h")  # watches no keys: told as little as for `k`
+    said = tw("notify", "j:{2}").output
+    assert (
+        "(j:{2} is a pending timer's id and watches no keys; to end it: tickwheel complete 'j:{2}')"
+    ) in said, said
     done = tw("notify", "j:{1}:k").output
     assert "Notified j:{1}:k: 1 timer completed" in done and "no pending" not in done
     waited = tw("wait", "j:{1}").output

@@ -111,6 +111,14 @@ def test_errors_are_in_the_words_of_the_flags(
     assert "--need 2 makes no sense without --watch keys" in alone.stderr, alone.output
     rank = tw("schedule", "job:{y}", "--in", "1h", "--priority", "101", expect=3)
     assert "--priority must be between -100 and 100, got 101" in rank.stderr, rank.output
+    # a word where a number goes was told only "not a valid integer": the range too
+    word = tw("schedule", "job:{y}", "--in", "1h", "--priority", "high", expect=2)
+    assert (
+        "Invalid value for '--priority': \"high\" is not a whole number: give an integer from "
+        "-100 (last) to 100 (first)"
+    ) in word.stderr, word.output
+    many = tw("schedule", "job:{y}", "--in", "1h", "--need", "2.5", expect=2)
+    assert '"2.5" is not a whole number: give an integer from 1 to 256' in many.stderr
     with TimerClient.from_url(redis_server.url, namespace) as c:
         with pytest.raises(InvalidInput, match=r"^every must be at least 1s \(got 0s\)$"):
             c.schedules.create("z", every=0)

@@ -70,6 +70,25 @@ def test_bad_handler_spec_is_refused_and_nothing_is_consumed(
         assert "cannot import module 'no_such_module_here'" in out
         assert "run the command from the directory that holds 'no_such_module_here'" in out
         assert "is not MODULE:FUNCTION" in tw("handle", "nocolon", expect=2).output
+        # a module with no :FUNCTION: what in it a SPEC could name, to copy (it said
+        # only "is not MODULE:FUNCTION"), Handlers objects first; a dotted path, the colon
+        out = tw("handle", module, expect=2).output
+        assert (
+            f"is a module, not MODULE:FUNCTION: give one of its handlers, {module}:app (a "
+            f"Handlers), {module}:on_timeout or {module}:on_cancel\n"
+        ) in out, out
+        out = tw("handle", f"{module}.on_timeout", expect=2).output
+        assert f"is not MODULE:FUNCTION: give {module}:on_timeout\n" in out, out
+        out = tw("handle", f"{module}:missing", expect=2).output
+        assert f"; its handlers: {module}:app (a Handlers), {module}:on_timeout or" in out
+        (workdir / f"one_{module}.py").write_text("def react(o):\n    pass\nX = 1\n")
+        out = tw("handle", f"one_{module}", expect=2).output
+        assert f"give one_{module}:react, the one handler in it" in out, out
+        (workdir / f"none_{module}.py").write_text(
+            "from json import dumps\ndef two(a, b):\n    pass\n"
+        )
+        out = tw("handle", f"none_{module}", expect=2).output
+        assert "it defines no handler to name (a function taking an Outcome)" in out, out
         assert "not a function" in tw("handle", f"{module}:seen", expect=2).output
         out = tw("handle", f"{module}:on_timeout", "--on", "expried", expect=3).output
         assert "--on takes expired, completed, cancelled or all" in out

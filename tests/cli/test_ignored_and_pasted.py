@@ -128,6 +128,26 @@ def test_tokens_create_says_where_the_token_file_is_and_who_reads_it(workdir: Pa
     assert listed.stdout == f"No tokens in {given}.\n", listed.output
 
 
+def test_tokens_revoke_takes_the_whole_token_and_never_says_a_secret(workdir: Path) -> None:
+    """`tokens revoke tw_<id>_<secret>` (the token `create` printed, pasted) said "no
+    token" and echoed the whole secret: it revokes the token by the id in it, and an
+    error about a token given shows its id, or its length, never the secret."""
+    made = CliRunner().invoke(main, ["--json", "tokens", "create", "--scope", "read"])
+    token = json.loads(made.stdout)
+    bearer, secret = token["token"], token["token"].rsplit("_", 1)[1]
+    revoked = CliRunner().invoke(main, ["tokens", "revoke", bearer])
+    assert revoked.exit_code == 0, revoked.output
+    assert revoked.stdout == f"Revoked token {token['id']}\n" and secret not in revoked.output
+    again = CliRunner().invoke(main, ["tokens", "revoke", bearer])
+    assert again.exit_code == 6 and secret not in again.output, again.output
+    assert f'no token "{token["id"]}" (the id in the token given; see' in again.stderr
+    alone = CliRunner().invoke(main, ["tokens", "revoke", secret])  # the secret part alone
+    assert alone.exit_code == 6 and secret not in alone.output, alone.output
+    assert "no token has the 43-character id given (not shown; an id is 12 hex" in alone.stderr
+    short = CliRunner().invoke(main, ["tokens", "revoke", "nope"])
+    assert 'no token "nope" (see `tickwheel tokens list`)' in short.stderr, short.output
+
+
 @pytest.mark.parametrize("suffix", ["", "/", "/metrics"])
 def test_probe_takes_a_workers_metrics_url(workdir: Path, suffix: str) -> None:
     """`tickwheel probe http://localhost:9100` said "more than one colon": the URL a

@@ -26,9 +26,13 @@ def test_list_and_count_select_by_pattern_state_and_deadline(tw: Run) -> None:
     human = tw("timers", "list", "job:*", "--limit", "5")
     assert "the first 5 shown" in human.stderr and human.stdout.count("job:{") == 5
     assert as_json(tw("timers", "count", "--json")) == {"match": "*", "count": 13}
+    # the state counted is said: "13 timers match" read as every timer, ended ones too
+    assert "13 pending timers match '*'" in tw("timers", "count").output
     tw("cancel", "job:{0}")
     counted = tw("timers", "count", "job:*", "--state", "cancelled").output
-    assert "1 timer matches 'job:*'" in counted, counted
+    assert "1 cancelled timer matches 'job:*'" in counted, counted
+    assert "1 pending timer matches 'other'" in tw("timers", "count", "other").output
+    assert "12 timers match 'job:*'" in tw("timers", "count", "job:*", "--state", "any").output
     assert as_json(tw("timers", "count", "job:*", "--state", "any", "--json"))["count"] == 12
     soon = listed[0]["deadline_ms"]
     window = as_json(tw("timers", "list", "job:*", "--to", format_ms(soon), "--json"))

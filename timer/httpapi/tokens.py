@@ -25,6 +25,14 @@ from timer.errors import ConfigError, InvalidInput, quoted
 
 SCOPES = ("read", "write", "admin")
 TOKEN = re.compile(r"^tw_([0-9a-f]{12})_([A-Za-z0-9_-]{43})$")
+_PASTED = re.compile(r"^tw_([0-9a-f]{12})(?:_|$)")  # a whole token, or cut short
+
+
+def id_in(given: str) -> str | None:
+    """The id inside a whole token given where an id goes (``tw_<id>_<secret>``, as
+    ``tokens create`` printed it, or cut short), else None: the id is what names it."""
+    m = _PASTED.match(given.strip())
+    return m.group(1) if m else None
 
 
 @dataclass(frozen=True)
