@@ -44,6 +44,7 @@ class Leases:
         self.on_drop = on_drop
         self.live = 1  # workers live at the last heartbeat
         self.last_heartbeat_mono_ms = -math.inf
+        self.round = _Round()  # the shards taken since the last "took N shards" line
 
     def sync_clock(self) -> None:
         """A precise reading of Redis time (TIME's microseconds) for the clock."""
@@ -135,11 +136,8 @@ class Leases:
                     taken = len(ctx.catching_up)
                     ctx.catching_up.clear()
                 if taken:
-                    log.info(
-                        "took %d shards; their overdue timers fire by priority now",
-                        taken,
-                        extra=ctx.fields(),
-                    )
+                    log.info("took %s", self.round.summary(taken), extra=ctx.fields())
+                self.round = _Round()
 
     def acquire(self, shard: int) -> bool:
         """Take the shard's lease if it is free; then follow it and load its horizon."""
@@ -160,12 +158,45 @@ class Leases:
             ctx.stats.handovers += 1
         elif epoch > 1:
             ctx.stats.takeovers += 1
-        log.info("shard %d: leading at epoch %d", shard, epoch, extra=ctx.fields(shard))
         with ctx.lock:
             ctx.catching_up.add(shard)  # its overdue ones wait for the round's other loads
+            state = ctx.shards[shard]
         self.loader.follow()
-        self.loader.load(ctx.shards[shard])
+        self.loader.load(state)
+        self._report(state, handover=grant.handover)
         return True
+
+    def _report(self, state: ShardState, *, handover: bool) -> None:
+        """Log a shard just taken: at DEBUG, as the round's "took N shards" line sums it
+        up; at WARNING if it was taken over from a lapsed lease (its leader died, stalled
+        or was cut off) with timers overdue: those fire late, and the summary names no
+        shard."""
+        ctx = self.ctx
+        now = ctx.clock.now_ms()
+        with ctx.lock:
+            overdue = sum(1 for t in state.tasks.values() if t.deadline_ms <= now)
+            more = state.more_to_load
+        lapsed = not handover and state.epoch > 1
+        self.round.add(handover=handover, lapsed=lapsed, overdue=overdue, more=more)
+        how = "handed over" if handover else "taken over from a lapsed lease" if lapsed else "new"
+        if lapsed and overdue:
+            log.warning(
+                "shard %d: taken over at epoch %d from a lapsed lease (its leader died, "
+                "stalled or was cut off); %s overdue timer(s) fire now",
+                state.shard,
+                state.epoch,
+                _at_least(overdue, more),
+                extra=ctx.fields(state.shard),
+            )
+        else:
+            log.debug(
+                "shard %d: leading at epoch %d (%s; %s overdue timers)",
+                state.shard,
+                state.epoch,
+                how,
+                _at_least(overdue, more),
+                extra=ctx.fields(state.shard),
+            )
 
     def drop(self, shard: int, *, release: bool) -> None:
         """Stop leading the shard: its timers leave the wheel (``release``: and its lease
@@ -200,3 +231,36 @@ class Leases:
             if now - state.renewed_mono_ms >= s.lease_ms - s.lease_ms // 6:
                 self.ctx.stats.leases_lost += 1
                 self.drop(state.shard, release=False)
+
+
+def _at_least(n: int, more: bool) -> str:
+    """``n`` timers, or "at least n" when a backlog is still to be loaded."""
+    return f"at least {n:,}" if more else f"{n:,}"
+
+
+class _Round:
+    """What one rebalance round took, for its one INFO line."""
+
+    def __init__(self) -> None:
+        self.handed = self.lapsed = self.overdue = 0
+        self.more = False
+
+    def add(self, *, handover: bool, lapsed: bool, overdue: int, more: bool) -> None:
+        self.handed += handover
+        self.lapsed += lapsed
+        self.overdue += overdue
+        self.more = self.more or more
+
+    def summary(self, taken: int) -> str:
+        """E.g. ``64 shards (2 handed over, 3 from a lapsed lease); 120 overdue timers fire
+        by priority now``; no parenthesis when each was new (led for the first time)."""
+        how = [f"{self.handed} handed over"] if self.handed else []
+        how += [f"{self.lapsed} from a lapsed lease"] if self.lapsed else []
+        text = f"{taken} shard{'s' * (taken != 1)}" + (f" ({', '.join(how)})" if how else "")
+        if not self.overdue:
+            return text + "; none has a timer overdue"
+        many = self.overdue != 1 or self.more
+        return text + (
+            f"; {_at_least(self.overdue, self.more)} overdue timer{'s' * many} "
+            f"fire{'s' * (not many)} by priority now"
+        )

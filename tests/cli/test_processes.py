@@ -664,10 +664,11 @@ def test_worker_and_handle_log_one_json_object_a_line(
     worker_log = tmp_path / "worker.log"
     with worker_log.open("wb") as log:
         proc = subprocess.Popen(
-            [*base, "worker", "--lease", "1s", "--id", "jw", "--log-format", "json"],
+            [*base, "worker", "--lease", "1s", "--id", "jw", "--log-format", "json",
+             "--log-level", "debug"],  # a shard's "leading at epoch" line is DEBUG
             stdout=log,
             stderr=log,
-        )
+        )  # fmt: skip
     try:
         tw("schedule", "bad", "--in", "100ms")
         assert as_json(tw("--json", "wait", "bad", "--timeout", "20"))["outcome"] == "expired"

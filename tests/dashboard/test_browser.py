@@ -398,7 +398,8 @@ def test_long_lists_page_and_times_read_as_durations_in_a_browser(
 ) -> None:
     """Dead letters 20 and found timers 50 a page, with a pager (the page ran ~3,000 px
     down with no end); found timers soonest first whatever their shard; a time left
-    reads "1 h 14 min" (it read "4508.9 s"); the browser's /favicon.ico is an icon."""
+    reads "1h14m59s", as the CLI writes it (it read "4508.9 s", then "1 h 14 min"); the
+    browser's /favicon.ico is an icon."""
     from playwright.sync_api import expect  # noqa: PLC0415
 
     assert CHROMIUM is not None, "TICKWHEEL_REQUIRE_BROWSER is set but chromium is not on PATH"
@@ -430,7 +431,39 @@ def test_long_lists_page_and_times_read_as_durations_in_a_browser(
         expect(page.locator("#found tbody tr")).to_have_count(10)
         page.fill("#timer-id", "later")
         page.click("#lookup button")
-        expect(page.locator("#timer-table")).to_contain_text("(in 1 h 14 min)")
+        expect(page.locator("#timer-table")).to_contain_text(re.compile(r"\(in 1h14m\d+s\)"))
+
+
+AGES = [0, 1, 350, 999, 1_000, 1_500, 3_250, 9_999, 10_000, 10_999, 59_999, 60_000, 400_000,
+        3_600_000, 4_499_400, 86_400_000, 93_784_005, 90_061_000]  # fmt: skip
+
+
+def test_the_dashboard_writes_durations_as_the_cli_does(
+    chromium: Any, served: tuple[str, TimerClient]
+) -> None:
+    """An age read `6 min 40 s` on the dashboard and `6m40s` in the CLI: the page's ages
+    and times left are written as the CLI's age_text writes them (6m40s; 3s250ms; whole
+    seconds from 10 s on), a setting as the CLI writes a duration (exact: 10s500ms)."""
+    from timer.cli.output import age_text  # noqa: PLC0415
+    from timer.durable.model.durations import format_duration_ms  # noqa: PLC0415
+
+    url, _ = served
+    with opened(chromium) as browser:
+        page = browser.new_page()
+        page.goto(url + "workers")
+        said = page.evaluate(
+            """async (values) => {
+                const u = await import("/static/util.js");
+                return values.map((v) => [u.ms(v), u.ms(-v), u.duration(v), u.until(-v)]);
+            }""",
+            [*AGES, 10_500],
+        )
+    for v, (age, negative, exact, until) in zip([*AGES, 10_500], said, strict=True):
+        assert age == age_text(v), (v, age)
+        assert negative == (f"-{age}" if v else "0s"), (v, negative)
+        assert exact == (format_duration_ms(v) if v else "0s"), (v, exact)
+        assert until == (f"overdue {age}" if v else "0s"), (v, until)
+    assert said[AGES.index(400_000)][0] == "6m40s" and said[-1][2] == "10s500ms"
 
 
 # The page's theme, and the worst contrast of text on its own background among the

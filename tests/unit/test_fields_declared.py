@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from timer import TimerClient
 from timer.aio import AsyncTimerClient
+from timer.cli.declared import DeclaredArgs
 from timer.cli.main import main
-from timer.cli.one_timer_cmd import DeclaredArgs
 from timer.cli.one_timer_cmd import schedule as schedule_command
 from timer.durable.model import codec
 from timer.durable.model.fields import (

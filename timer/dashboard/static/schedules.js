@@ -3,7 +3,7 @@
 // recurrence, policies, counts, the occurrence armed now (a link to that timer) and its
 // payload; from the live snapshot.
 
-import {$, esc, ms, parseDuration, postJson, put, refresh, rows, say, scheduleLink, time, timerLink} from "./util.js";
+import {$, duration, esc, parseDuration, postJson, put, refresh, rows, say, scheduleLink, time, timerLink} from "./util.js";
 import {go, view} from "./nav.js";
 
 let lastSchedules = null;
@@ -33,7 +33,7 @@ export function showSchedule(name, scroll) {
     return;
   }
   $("schedule-name").textContent = s.name;
-  const span = (v) => v == null ? "–" : ms(v);
+  const span = duration;  // as it was set: exact
   put($("schedule-table").tBodies[0], [
     ["when", esc(s.when)], ["state", esc(s.state)], ["time zone", esc(s.tz)],
     ["next (UTC)", time(s.next_ms)], ["last (UTC)", time(s.last_ms)],

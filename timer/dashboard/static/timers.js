@@ -2,7 +2,7 @@
 // glob and state (#find=…&state=…) with bulk actions on those ticked, and the recent
 // outcomes, or a search of them (#okind, omatch, ofield, ovalue, osince, ogroup, ostate).
 
-import {$, api, esc, put, ms, parseDuration, postJson, rows, say, shownOf, time, timerLink} from "./util.js";
+import {$, api, duration, esc, put, ms, parseDuration, postJson, rows, say, shownOf, time, timerLink} from "./util.js";
 import {go, view} from "./nav.js";
 
 // What showTimer lays out itself; any other field the timer has (its note, its trace)
@@ -21,7 +21,7 @@ function showTimer(t) {
     <tr><th>deadline</th><td>${time(t.deadline_ms)}${!pending ? "" : t.time_left_ms < 0 ? ` (overdue by ${ms(-t.time_left_ms)})` : ` (in ${ms(t.time_left_ms)})`}</td></tr>
     <tr><th>decided</th><td>${time(t.decided_ms)}</td></tr>
     ${watchRow(t)}
-    ${t.max_total_ms ? `<tr><th>cap</th><td id="timer-cap">never due after ${time(t.created_ms + t.max_total_ms)} (max_total_ms ${ms(t.max_total_ms)}, however it heartbeats)</td></tr>` : ""}
+    ${t.max_total_ms ? `<tr><th>cap</th><td id="timer-cap">never due after ${time(t.created_ms + t.max_total_ms)} (max_total_ms ${duration(t.max_total_ms)}, however it heartbeats)</td></tr>` : ""}
     ${t.absorbed ? `<tr><th>debounce</th><td id="timer-absorbed">${t.absorbed} later call${t.absorbed === 1 ? "" : "s"} absorbed by this window</td></tr>` : ""}
     ${more}</table><pre>${esc(JSON.stringify(t.payload, null, 2))}</pre>
     ${pending ? `<div class="action"><button class="danger" id="cancel">Cancel</button><button id="complete">Complete</button>

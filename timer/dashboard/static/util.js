@@ -38,7 +38,7 @@ function alike(a, b) {  // the one may stay for the other (its text or children 
 
 export const esc = (v) => String(v ?? "").replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
 
-// how long until a deadline: "4.5 s", or "overdue 3 min 21 s" once it passed ("in -3 min" read oddly)
+// how long until a deadline: "4s500ms", or "overdue 3m21s" once it passed ("in -3m" read oddly)
 export const until = (v) => v == null ? "–" : v < 0 ? `overdue ${ms(-v)}` : ms(v);
 // a long text (a note of up to 1,000 characters) cut for a table's cell; the whole in its title
 export const cut = (text, most = 80) => {
@@ -46,21 +46,26 @@ export const cut = (text, most = 80) => {
   return s.length > most ? `<span title="${esc(s)}">${esc(s.slice(0, most - 1))}…</span>` : esc(s);
 };
 
-export const ms = (v) => {  // a duration as people say it: 850 ms, 4.5 s, 1 h 15 min, 2 d 3 h
+// A duration written as the CLI writes one (timer/durable/model/durations.py
+// format_duration_ms): largest units first, none that is 0: 350ms, 1s500ms, 1h30m, 2d3h.
+export const duration = (v) => {
   if (v == null) return "–";
-  const sign = v < 0 ? "-" : "", a = Math.abs(v);
-  if (a < 1000) return `${v} ms`;
-  if (a < 60000) return `${sign}${(a / 1000).toFixed(1)} s`;
-  const parts = [[86400000, "d"], [3600000, "h"], [60000, "min"], [1000, "s"]];
-  const said = [];
-  let rest = a;
-  for (const [size, unit] of parts) {
+  let rest = Math.round(Math.abs(v));
+  if (!rest) return "0s";
+  let said = "";
+  for (const [size, unit] of [[86400000, "d"], [3600000, "h"], [60000, "m"], [1000, "s"], [1, "ms"]]) {
     const n = Math.floor(rest / size);
     rest -= n * size;
-    if (n || said.length) said.push(`${n} ${unit}`);
-    if (said.length === 2) break;
+    if (n) said += `${n}${unit}`;
   }
-  return sign + said.filter((p) => !p.startsWith("0 ")).join(" ");
+  return (v < 0 ? "-" : "") + said;
+};
+// An age or a time left, as the CLI writes one (cli/output.py age_text): 350ms, 3s250ms,
+// and in whole seconds from 10 s on: 6m40s, 1h14m59s (not 6 min 40 s, nor 400.0 s).
+export const ms = (v) => {
+  if (v == null) return "–";
+  const a = Math.round(Math.abs(v));
+  return (v < 0 && a ? "-" : "") + duration(a >= 10000 ? Math.floor(a / 1000) * 1000 : a);
 };
 export const time = (v) => v == null ? "–" : new Date(v).toISOString().replace("T", " ").replace("Z", " UTC");
 

@@ -2,7 +2,7 @@
 // (#worker=<id>): what it says of itself (version, host, pid, start, counters,
 // lateness, last error), its heartbeat and the shards it leads.
 
-import {$, api, esc, ms, put, rows, say, time, workerLink} from "./util.js";
+import {$, api, duration, esc, ms, put, rows, say, time, workerLink} from "./util.js";
 import {go, view} from "./nav.js";
 
 export function renderWorkers(o, open) {
@@ -32,7 +32,7 @@ export async function showWorker(id, scroll) {
       ["version", esc(c.version ?? "–")], ["host", esc(c.host ?? "–")], ["pid", c.pid ?? "–"],
       ["python", esc(c.python ?? "–")], ["started (UTC)", up],
       ["heartbeat age", w.heartbeat_age_ms == null ? "–" : ms(w.heartbeat_age_ms)],
-      ["lease", c.lease_ms ? ms(c.lease_ms) : "–"], ["fired", c.fired ?? "–"], ["swept", c.swept ?? "–"],
+      ["lease", c.lease_ms ? duration(c.lease_ms) : "–"], ["fired", c.fired ?? "–"], ["swept", c.swept ?? "–"],
       ["takeovers", c.takeovers ?? "–"], ["leases lost", c.leases_lost ?? "–"],
       ["redis errors", c.redis_errors ?? "–"],
       ["lateness p50 / p99", `${late(c.lateness_p50_ms)} / ${late(c.lateness_p99_ms)}`],

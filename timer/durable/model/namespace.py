@@ -63,8 +63,9 @@ def meta_from(
     if version > FORMAT_VERSION:
         raise ConfigError(
             f"namespace {quoted(namespace)} at {where} holds data format {version}, written by a "
-            f"newer tickwheel; this one reads format {FORMAT_VERSION}: upgrade tickwheel "
-            "(pip install . in a newer checkout of its source)"
+            f"newer tickwheel; this one reads format {FORMAT_VERSION}: upgrade tickwheel, "
+            "with a newer release's wheel (pip install -U tickwheel-<version>-<tags>.whl) "
+            "or from a newer checkout of its source (pip install -U . in it)"
         )
     if version < FORMAT_VERSION and not older:
         raise ConfigError(
