@@ -303,8 +303,11 @@ def test_example_pipeline_runs(
     result = module.run(spark, redis_server.url, namespace, jobs=400)
     assert result["registered"]["scheduled"] == 400
     outcomes, notified = result["outcomes"], result["notified"]
-    assert outcomes["completed"]["count"] == notified["completed"]
-    assert outcomes["completed"]["count"] + outcomes["expired"]["count"] == 400
+    # on a busy machine Spark's notify step can come after every timeout fired: then no
+    # job completed, and the report says so (each one said done after it)
+    completed = outcomes.get("completed", {"count": 0})["count"]
+    assert completed == notified["completed"]
+    assert completed + outcomes["expired"]["count"] == 400
     # how late is a benchmark's figure, not a pass condition (a busy machine is late)
     assert outcomes["expired"]["avg_lateness_ms"] >= 0
     assert outcomes["expired"]["max_lateness_ms"] >= outcomes["expired"]["avg_lateness_ms"]

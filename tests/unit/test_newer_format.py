@@ -19,7 +19,6 @@ def test_a_newer_data_format_says_to_upgrade_from_a_wheel_first() -> None:
     assert str(error.value) == (
         f'namespace "billing" at redis://h:1/0 holds data format {FORMAT_VERSION + 1}, '
         f"written by a newer tickwheel; this one reads format {FORMAT_VERSION}: upgrade "
-        "tickwheel, with a newer release's wheel (pip install -U "
-        "tickwheel-<version>-<tags>.whl) or from a newer checkout of its source "
-        "(pip install -U . in it)"
+        "tickwheel: give pip the wheel of a newer release, or pip install . in a newer "
+        "checkout of its source"
     )

@@ -63,9 +63,9 @@ def meta_from(
     if version > FORMAT_VERSION:
         raise ConfigError(
             f"namespace {quoted(namespace)} at {where} holds data format {version}, written by a "
-            f"newer tickwheel; this one reads format {FORMAT_VERSION}: upgrade tickwheel, "
-            "with a newer release's wheel (pip install -U tickwheel-<version>-<tags>.whl) "
-            "or from a newer checkout of its source (pip install -U . in it)"
+            f"newer tickwheel; this one reads format {FORMAT_VERSION}: upgrade tickwheel: "
+            "give pip the wheel of a newer release, or pip install . in a newer checkout "
+            "of its source"
         )
     if version < FORMAT_VERSION and not older:
         raise ConfigError(
