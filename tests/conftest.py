@@ -96,13 +96,19 @@ def redis_server(
 
 
 @contextlib.contextmanager
-def fresh_client(redis_server: RedisServer, namespace: str, shards: int) -> Iterator[TimerClient]:
-    """A client on ``namespace`` made with ``shards``, on the session server (restarted
-    if a test killed it); closed at the end. Each suite's ``client`` fixture is one."""
+def fresh_client(
+    redis_server: RedisServer, namespace: str, shards: int, bucket_ms: int | None = None
+) -> Iterator[TimerClient]:
+    """A client on ``namespace`` made with ``shards`` (and ``bucket_ms``, None: the
+    default), on the session server (restarted if a test killed it); closed at the end.
+    Each suite's ``client`` fixture is one."""
     if not redis_server.running:
         redis_server.restart()
     c = TimerClient.from_url(redis_server.url, namespace)
-    c.init(shards=shards)
+    if bucket_ms is None:
+        c.init(shards=shards)
+    else:
+        c.init(shards=shards, bucket_ms=bucket_ms)
     try:
         yield c
     finally:

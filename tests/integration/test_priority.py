@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.conftest import wait_for
+from tests.conftest import fresh_client, wait_for
 from timer import Handlers, InvalidInput, Outcome, TimerClient
 from timer.durable.groups.streams import Delivery
 from timer.handlers.policy import WorkQueue
@@ -40,10 +40,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def one_shard(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
-    c = TimerClient.from_url(redis_server.url, namespace)
-    c.init(shards=1, bucket_ms=100)
-    yield c
-    c.close()
+    with fresh_client(redis_server, namespace, 1, bucket_ms=100) as c:
+        yield c
 
 
 def test_the_firer_takes_its_backlog_highest_priority_first() -> None:

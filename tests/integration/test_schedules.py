@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.conftest import wait_for
+from tests.conftest import fresh_client, wait_for
 from timer import (
     DuplicateTimer,
     InvalidInput,
@@ -28,10 +28,8 @@ pytestmark = pytest.mark.redis
 
 @pytest.fixture
 def c(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
-    client = TimerClient.from_url(redis_server.url, namespace)
-    client.init(shards=4, bucket_ms=100)
-    yield client
-    client.close()
+    with fresh_client(redis_server, namespace, 4, bucket_ms=100) as client:
+        yield client
 
 
 def nominal(o: Outcome) -> int:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import redis
 
-from tests.conftest import wait_for
+from tests.conftest import fresh_client, wait_for
 from timer import Outcome, TimerClient
 from timer.durable.groups.streams import Delivery
 from timer.durable.model.keys import results_parts
@@ -25,10 +25,8 @@ pytestmark = pytest.mark.redis
 
 @pytest.fixture
 def ns_client(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
-    c = TimerClient.from_url(redis_server.url, namespace)
-    c.init(shards=4, bucket_ms=100)
-    yield c
-    c.close()
+    with fresh_client(redis_server, namespace, 4, bucket_ms=100) as c:
+        yield c
 
 
 class OwnedWorker(Worker):

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.conftest import fresh_client
 from timer import TimerClient
 from timer.testing import RedisServer
 
@@ -19,10 +20,8 @@ pytestmark = pytest.mark.redis
 
 @pytest.fixture
 def c(redis_server: RedisServer, namespace: str) -> Iterator[TimerClient]:
-    client = TimerClient.from_url(redis_server.url, namespace)
-    client.init(shards=4, bucket_ms=100)
-    yield client
-    client.close()
+    with fresh_client(redis_server, namespace, 4, bucket_ms=100) as client:
+        yield client
 
 
 def worker_lines(caplog: pytest.LogCaptureFixture, level: int) -> list[logging.LogRecord]:
