@@ -705,26 +705,35 @@ def test_a_token_for_another_namespace_is_told_whose_it_is_not_shown_json_in_a_b
         c.close()
 
 
-def test_the_overview_says_one_timer_pending_in_the_singular_in_a_browser(
+def test_the_overview_says_no_live_worker_once_in_the_singular_in_a_browser(
     chromium: Any, redis_server: RedisServer, namespace: str
 ) -> None:
-    """With no live worker the Overview said `no live worker while 1 timers are pending`:
-    one timer is said in the singular, more in the plural."""
+    """With no live worker the Overview said `no live worker while 1 timers are pending`,
+    and said that one cause in three bullets (shards with no leader, no live worker, late
+    sweeps): it is one item, linked to the Workers view, one timer in the singular and
+    more in the plural."""
     from playwright.sync_api import expect  # noqa: PLC0415
 
     if not redis_server.running:
         redis_server.restart()
     c = TimerClient.from_url(redis_server.url, namespace)
     c.init(shards=2)
-    c.schedule("job:{1}", 3_600_000)
+    c.schedule("job:{1}", deadline_ms=c.server_time_ms() - 60_000)  # its shard sweeps late
     try:
         with serving(create_app(c)) as url, opened(chromium) as browser:
             page = browser.new_page()
             page.goto(url)
-            attention = page.locator("#attention")
-            expect(attention).to_contain_text("no live worker while 1 timer is pending")
+            items = page.locator("#attention li")
+            start = f"start one: tickwheel --namespace {namespace} worker"
+            expect(items).to_have_text(
+                [f"no live worker: 2 shards have no leader and 1 pending timer waits; {start}"]
+            )
+            expect(items.locator("a")).to_have_text(["no live worker"])
+            assert items.locator("a").get_attribute("href") == "/workers"
             c.schedule("job:{2}", 3_600_000)  # the next live event says two
-            expect(attention).to_contain_text("no live worker while 2 timers are pending")
+            expect(items).to_have_text(
+                [f"no live worker: 2 shards have no leader and 2 pending timers wait; {start}"]
+            )
     finally:
         c.close()
 

@@ -19,7 +19,7 @@ from timer.errors import InvalidInput, NotFound, ScheduleNotFound, TimerNotFound
 from timer.handlers.limits import limits_in_use
 from timer.shapes import dead_letter_json, group_json, outcome_json, schedule_json
 
-from .shapes import PERIODS, group_minute, history_shape, info_shape, lateness_histogram
+from .shapes import PERIODS, attention, group_minute, history_shape, info_shape, lateness_histogram
 
 SEARCH_SHOWN = 200  # outcomes a search shows, newest first
 DEAD_SHOWN = 200  # dead letters a filter shows (its count is of all it selects)
@@ -55,7 +55,7 @@ class Dashboard:
             if s["leader"]:
                 led[s["leader"]] = led.get(s["leader"], 0) + 1
                 fired[s["leader"]] = fired.get(s["leader"], 0) + expired_by_shard.get(s["shard"], 0)
-        return {
+        shown = {
             "namespace": c.namespace,
             "namespaces": c.namespaces(),
             "server": c.where,  # never a password: the client keeps a redacted URL
@@ -80,6 +80,7 @@ class Dashboard:
             "lateness": lateness_histogram(recent),
             "recent": [_outcome_row(o) for o in recent[:20]],  # no payloads each second
         }
+        return {**shown, "attention": attention(shown)}  # what needs it, one item a cause
 
     def history(self, minutes: int) -> dict[str, Any]:
         return history_shape(self.client.history(minutes), _step(minutes))

@@ -20,19 +20,13 @@ export function renderOverview(o) {
   attention(o);
 }
 
-// What an operator may have to act on, each a link to the view where they would.
+// What an operator may have to act on, one item a cause (the API says which: with no live
+// worker, one item saying what follows from it), each linked to the view where they would.
 function attention(o) {
-  const items = [];
-  if (o.dead_letters) {
-    items.push(`<a href="${address("/dead-letters")}">${o.dead_letters.toLocaleString()} dead ${o.dead_letters === 1 ? "letter" : "letters"}</a> to re-deliver or drop`);
-  }
-  for (const g of o.groups.filter((x) => x.paused_since_ms)) items.push(`group ${groupLink(g.name)} is paused (${g.lag ?? "?"} waiting)`);
-  const leaderless = o.shards.filter((s) => !s.leader).length;
-  if (leaderless) items.push(`<a href="${address("/shards")}">${leaderless} ${leaderless === 1 ? "shard has" : "shards have"} no leader</a>: their timers wait`);
-  if (!o.workers.length && o.pending) items.push(`<a href="${address("/workers")}">no live worker</a> while ${o.pending.toLocaleString()} ${o.pending === 1 ? "timer is" : "timers are"} pending`);
-  const late = o.shards.filter((s) => s.lag_ms > 5000).length;
-  if (late) items.push(`<a href="${address("/shards")}">${late} ${late === 1 ? "shard sweeps" : "shards sweep"} more than 5 s late</a>`);
-  put($("attention"), items.length ? items.map((i) => `<li>${i}</li>`).join("") :
+  const part = (p) => p.view ? `<a href="${address(p.view)}">${esc(p.text)}</a>` :
+    p.group != null ? groupLink(p.group) : esc(p.text);
+  const items = o.attention.map((item) => `<li>${item.parts.map(part).join("")}</li>`);
+  put($("attention"), items.length ? items.join("") :
     '<li class="none">nothing needs attention now</li>');
 }
 
