@@ -202,6 +202,27 @@ def test_send_later_sends_each_task_once_at_its_deadline_and_cancel_revokes_it(
     assert client.get(t.id).state == "expired"  # type: ignore[union-attr]
 
 
+def test_a_task_that_ended_has_its_outcome_acknowledged_at_once(
+    client: TimerClient, processes: Processes
+) -> None:
+    """A task that ran showed as owed (`groups`: pending 1, "later") until the sender's
+    next look, the delivery timeout after the send (30 s; trials 25 and 26). The task
+    tells the sender it ended (the send's `tickwheel_look` header): with a delivery
+    timeout of 10 minutes, the outcomes are acknowledged as soon as the tasks ran."""
+    processes.env["PROJ_DELIVERY_TIMEOUT_S"] = "600"
+    processes.celery_worker()
+    processes.sender()
+    processes.timer_worker()
+    sent = [send_later(client, "proj.record", args=["told"], countdown=0.2).id for _ in range(3)]
+    processes.wait(lambda: len(processes.runs()) >= 3, "the tasks to run")
+
+    def settled() -> bool:
+        return all(g.pending == 0 for g in client.groups() if g.name == "celery")
+
+    processes.wait(settled, "the sender to acknowledge each outcome (well inside 600 s)")
+    assert processes.runs() == {f"told|{i}": 1 for i in sent}, processes.logs()
+
+
 def test_a_task_the_broker_lost_is_sent_again_and_a_copy_is_dropped(
     client: TimerClient, processes: Processes
 ) -> None:

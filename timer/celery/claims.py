@@ -15,9 +15,10 @@ from celery.exceptions import Ignore
 from celery.exceptions import Retry as CeleryRetry
 
 from ..client import TimerClient
+from ..durable.model.entries import parse_ref
 from ..durable.model.keys import check_name, shard_of
 from ..durable.model.steps import Command, Op
-from ..errors import InvalidInput
+from ..errors import InvalidInput, TimerError
 
 log = logging.getLogger("timer.celery")
 
@@ -80,6 +81,24 @@ class Claims:
         sends back may claim it."""
         self.client._run(_put(self.key(task_id), self.RETRYING, self.keep_ms))
 
+    def look_now(self, look: object) -> None:
+        """Have the sender look at a task it sent now, not after its delivery timeout:
+        ``look`` is the send's ``tickwheel_look`` header, ``<group> <outcome ref>``, and the
+        outcome's retry (the sender's next look) becomes due at once if it waits (ZADD XX
+        LT 0). So a task that ended has its outcome acknowledged within a moment, not
+        shown as owed for up to the delivery timeout. A header of another form is left."""
+        if not isinstance(look, str):
+            return
+        group, _, ref = look.partition(" ")
+        try:
+            check_name("group", group)
+            shard, entry = parse_ref(ref, self.client.meta.shards, "outcome")
+        except InvalidInput:
+            log.debug("a task's tickwheel_look header %r is not <group> <ref>: left", look)
+            return
+        key = self.client.keys.shard(shard).retries(group)
+        self.client._run(_look_now(key, entry))
+
     def state(self, task_id: str) -> str | None:
         """``running``, ``done``, ``retrying`` (Celery's own now), ``started`` (an
         at-most-once task began: it runs, ran, or died mid-run, and never runs again),
@@ -116,6 +135,10 @@ def _renew(key: str, lease_ms: int) -> Op[None]:
 
 def _put(key: str, value: bytes, ttl_ms: int) -> Op[None]:
     yield Command("set", (key, value), {"px": ttl_ms})
+
+
+def _look_now(key: str, entry: str) -> Op[None]:
+    yield Command("zadd", (key, {entry: 0}), {"xx": True, "lt": True})
 
 
 def _get(key: str) -> Op[Any]:
@@ -185,14 +208,31 @@ class ConfirmedTask(Task):  # type: ignore[misc]
         except CeleryRetry:
             running.discard(task_id)
             claims.retrying(task_id)
+            self._look_now(claims)
             raise
         except BaseException:
             running.discard(task_id)
             claims.done(task_id)
+            self._look_now(claims)
             raise
         running.discard(task_id)
         claims.done(task_id)
+        self._look_now(claims)
         return result
+
+    def _look_now(self, claims: Claims) -> None:
+        """Ended: the sender looks at once (its send's header says where), so the
+        outcome is acknowledged now. Best effort: the sender looks anyway by its
+        delivery timeout, so a failure here is logged, never the task's."""
+        look = getattr(self.request, "tickwheel_look", None)
+        if look is None:  # as Celery keeps a message's own headers, in some versions
+            look = (getattr(self.request, "headers", None) or {}).get("tickwheel_look")
+        if look is None:
+            return
+        try:
+            claims.look_now(look)
+        except TimerError as exc:
+            log.warning("task %s: telling the sender it ended failed (%s)", self.name, exc)
 
     def _claims(self) -> Claims:
         if ConfirmedTask._tw_claims is None:  # one client per worker process

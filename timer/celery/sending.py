@@ -149,7 +149,10 @@ class Sender:
     With ``confirm`` (the default), a task whose class can confirm its start (a
     :class:`ConfirmedTask`, registered in ``app``) counts as sent once it has *started*:
     until then the outcome is looked at again every ``delivery_timeout_s``
-    (:class:`~timer.handlers.Later`), and a task not started by then is sent again, with
+    (:class:`~timer.handlers.Later`), or at once when the task ends (the send's
+    ``tickwheel_look`` header tells the task which outcome is waiting for it, and it
+    makes that look due; so an outcome is not shown as owed for the delivery timeout
+    after its task ran), and a task not started by then is sent again, with
     the same id, so a message the broker lost is not a task lost; a task whose worker
     died mid-run (its claim's lease ended) is sent again too. The copies are dropped by
     the claim, so a task runs once.
@@ -266,8 +269,12 @@ class Sender:
                 call["task"],
                 self.delivery_timeout_s,
             )
+        options = dict(call["options"])
+        if confirm and self.handlers is not None and o.entry_id:  # the task says it ended
+            look = f"{self.handlers.group} {o.shard}/{o.entry_id}"
+            options["headers"] = {**(options.get("headers") or {}), "tickwheel_look": look}
         self.app.send_task(
-            call["task"], args=call["args"], kwargs=call["kwargs"], task_id=o.id, **call["options"]
+            call["task"], args=call["args"], kwargs=call["kwargs"], task_id=o.id, **options
         )
         if confirm:
             raise Later(self.delivery_timeout_s, "sent; waiting for the task to start")
