@@ -8,8 +8,9 @@ It needs the ``spark`` extra (PySpark) and Java 17, and a server: from the check
     tickwheel server start            # or set TICKWHEEL_REDIS_URL, or pass a URL
     python examples/job_timeouts.py   # or: python examples/job_timeouts.py redis://host:6379/0
 
-With no URL it uses ``$TICKWHEEL_REDIS_URL``, else the embedded server, starting it if it
-is not running (``tickwheel server stop`` stops it). It prints a short summary: how many
+With no URL it uses ``$TICKWHEEL_REDIS_URL``, else your running embedded server
+(``timer.default_url``); with neither, it says to run ``tickwheel server start`` (``tickwheel
+server stop`` stops the server afterwards). It prints a short summary: how many
 timeouts were registered; how many jobs said they were done, before their timeout fired
 (their timers completed) or after (expired already); how long before its deadline a
 completed job said so; and how late the worker fired the expired ones, which is the timer
@@ -35,20 +36,20 @@ except ImportError:  # the one thing a newcomer is likely to miss
         "pip install '.[spark,server]' (from the checkout), then run it again"
     )
 
-from timer import TimerClient
+from timer import ConfigError, TimerClient, default_url
 from timer import spark as tws
 from timer.worker import Worker, WorkerSettings
 
 
-def default_url() -> str:
-    """$TICKWHEEL_REDIS_URL, else the user's embedded server (see timer.cli.embedded), started
-    if it is not running."""
-    if os.environ.get("TICKWHEEL_REDIS_URL"):
-        return os.environ["TICKWHEEL_REDIS_URL"]
-    from timer.cli import embedded  # noqa: PLC0415 - only when no URL is given
-
-    state, _ = embedded.start()
-    return state.url
+def server_url(argv: list[str]) -> str:
+    """The URL given, else $TICKWHEEL_REDIS_URL, else your running embedded server; with
+    none, the error's sentence (how to start one) and exit 1, before Spark starts."""
+    if len(argv) > 1:
+        return argv[1]
+    try:
+        return default_url()
+    except ConfigError as exc:
+        sys.exit(str(exc))
 
 
 def run(
@@ -145,7 +146,7 @@ def report(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    url = argv[1] if len(argv) > 1 else default_url()
+    url = server_url(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors need tickwheel
     print("starting Spark (local[2]) and registering 2,000 job timeouts...", flush=True)
     session = (

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
         Trimmed,
     )
     from .handlers import Backoff, Handlers, HandlerTimedOut, Later, Limit, Retry
+    from .redis.local_server import default_url
 
 # timer/worker and timer/cli are symbolic links to the repository's worker/ and cli/; a
 # checkout made with core.symlinks=false (Windows' default) has each as a text file
@@ -95,6 +96,7 @@ _LAZY = {
     "Later": "timer.handlers",
     "HandlerTimedOut": "timer.handlers",
     "Limit": "timer.handlers",
+    "default_url": "timer.redis.local_server",
 }
 
 
@@ -152,4 +154,5 @@ __all__ = [
     "Trimmed",
     "WaitTimeout",
     "__version__",
+    "default_url",
 ]

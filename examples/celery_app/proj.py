@@ -29,8 +29,8 @@ import time
 import redis
 from celery import Celery, Task
 
+from timer import default_url
 from timer.celery import sender
-from timer.redis.local_server import default_url
 
 URL = default_url()  # $TICKWHEEL_REDIS_URL, else the running embedded server
 BROKER = os.environ.get("CELERY_BROKER_URL", URL)

@@ -340,23 +340,34 @@ def test_the_example_report_says_what_its_numbers_mean() -> None:
     )
 
 
-def test_example_without_a_url_uses_the_embedded_server(
+def test_example_without_a_url_uses_the_running_embedded_server_or_says_to_start_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server_binary: Path
 ) -> None:
-    """The example's default URL is the embedded server (started if needed), as it says."""
+    """Given no URL, the example takes the running embedded server, through the public
+    `timer.default_url` (it started one through the CLI's own module before: an app that
+    copied it depended on that); with none running it exits with the sentence saying to
+    run `tickwheel server start`, before Spark starts, and starts nothing."""
     from timer.cli import embedded  # noqa: PLC0415
 
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("PATH", f"{server_binary.parent}:/usr/bin:/bin")
+    monkeypatch.delenv("TICKWHEEL_REDIS_URL", raising=False)
+    home = tmp_path / ".tickwheel"  # $TICKWHEEL_HOME (tests/conftest.py)
     module = load_example()
+    monkeypatch.setattr(module, "SparkSession", None)  # the session is the other tests'
+    with pytest.raises(SystemExit) as exited:
+        module.main(["job_timeouts.py"])
+    assert "`tickwheel server start`" in str(exited.value.code), exited.value.code
+    assert embedded.status(home) is None
+    embedded.start(home, binary=str(server_binary))  # the user's `tickwheel server start`
     try:
-        url = module.default_url()
-        state = embedded.status(tmp_path / ".tickwheel")
+        url = module.server_url(["job_timeouts.py"])
+        state = embedded.status(home)
         assert state is not None and url == state.url
         with TimerClient.from_url(url, "ex") as c:
             assert c.server_time_ms() > 0
+        given = "redis://127.0.0.1:1/0"
+        assert module.server_url(["job_timeouts.py", given]) == given
     finally:
-        embedded.stop(tmp_path / ".tickwheel")
+        embedded.stop(home)
 
 
 def test_demo_registers_through_spark(

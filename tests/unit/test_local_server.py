@@ -3,6 +3,7 @@ running embedded server's, else a ConfigError that says what to do."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import timer
 from timer import ConfigError, TimerClient
 from timer.redis.local_server import default_url, embedded_url
 
@@ -46,3 +48,20 @@ def test_a_state_file_of_a_dead_server_or_garbage_names_none(home: Path) -> None
     for garbage in ("", "{", "[]", '{"pid": "x", "port": 1}', '{"port": 1}'):
         (home / "server.json").write_text(garbage)
         assert embedded_url() is None
+
+
+def test_default_url_is_public_and_what_the_examples_use() -> None:
+    """An app finds the server a client given no URL would through `timer.default_url`, in
+    the Python reference; the examples, which apps copy, use it (they imported it from
+    timer.redis.local_server, and started the server through timer.cli.embedded)."""
+    root = Path(__file__).resolve().parents[2]
+    assert timer.default_url is default_url and "default_url" in timer.__all__
+    assert "::: timer.default_url" in (root / "docs" / "reference" / "python.md").read_text()
+    internal = ("timer.cli", "timer.redis")
+    for path in sorted((root / "examples").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            hits = [n for n in names if n.startswith(internal)]
+            assert not hits, f"{path.relative_to(root)} imports {hits}: not a public module"

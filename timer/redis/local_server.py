@@ -2,7 +2,8 @@
 the server the runner was given (:func:`runs_on`); else ``$TICKWHEEL_REDIS_URL``,
 else the user's running embedded server (the one ``tickwheel server start`` runs; its
 state file is in ``state_dir()``), else a clear error. The CLI's ``timer.cli.embedded``
-starts and stops that server; this module only reads where it is."""
+starts and stops that server; this module only reads where it is. Its ``default_url`` is
+public as ``timer.default_url`` (the rest is the library's own)."""
 
 from __future__ import annotations
 
@@ -82,10 +83,15 @@ def runs_on(url: str) -> Iterator[None]:
 
 
 def default_url() -> str:
-    """The URL a client uses when given none, said in the log (INFO): the handler
-    runner's in a ``tickwheel handle`` process (DEBUG: its handlers' clients), else the
-    environment's, else the running embedded server's; a ConfigError that says what to
-    do if none."""
+    """The Redis URL a client uses when it is given none (``TimerClient.from_url()``
+    with no URL): ``$TICKWHEEL_REDIS_URL`` if it is set, else your running embedded
+    server's (the one ``tickwheel server start`` runs), else a ``ConfigError`` saying to
+    pass a URL, set the variable, or run ``tickwheel server start``. It starts nothing,
+    and says in the log (INFO) which one it took. Inside a ``tickwheel handle`` process
+    it is the server that runner was given, for the code its handlers call.
+
+    For what takes a URL and should find the same server (a Spark job's executors, a
+    Celery app's broker): ``from timer import default_url``."""
     if _runner_url is not None:
         log.debug("no Redis URL given: using the server this handler runner runs on")
         return _runner_url
