@@ -215,7 +215,7 @@ def confirm(question: str, *, unasked_before: str | None = None) -> bool:
             agreed = click.confirm(question, err=True)
         except click.Abort:  # Ctrl-C at the prompt: ended as Ctrl-C ends any command, 130
             click.echo(err=True)
-            raise click.Abort from KeyboardInterrupt()
+            raise click.Abort from KeyboardInterrupt("nothing done")
     if not agreed:
         raise Declined("Nothing done: the answer was no.")
     return True

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from timer.errors import ConfigError
+from timer.errors import ConfigError, quoted
 
 from .app import TimerCommandError
 
@@ -89,7 +89,7 @@ def bench(ctx: click.Context, name: str | None, args: tuple[str, ...]) -> None:
     if name is None:
         raise click.UsageError(f"Missing argument NAME: one of {', '.join(NAMES)}.")
     if name not in NAMES:
-        raise click.UsageError(f"No benchmark {name!r}: choose one of {', '.join(NAMES)}.")
+        raise click.UsageError(f"No benchmark {quoted(name)}: choose one of {', '.join(NAMES)}.")
     _find_benchmarks()
     module = importlib.import_module(NAMES[name])
     sys.argv[0] = f"tickwheel bench {name}"  # the benchmark's usage and errors name it so

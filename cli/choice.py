@@ -7,10 +7,14 @@ from typing import Any
 
 import click
 
+from timer.errors import quoted
+
 
 class Choice(click.Choice[Any]):
     """``click.Choice``, but a missing value says ``Missing option '--scope'. Choose read,
-    write or admin.`` where click put each choice on a tab-indented line of its own; and
+    write or admin.`` where click put each choice on a tab-indented line of its own; a
+    wrong one is quoted as every message of ours quotes what it was given (``"late" is not
+    one of "pending", "expired"…``, where click wrote Python's ``'late'``); and
     ``aliases`` (not listed) are taken as the choice they name (``--log-level WARN``, as
     Python's logging takes it)."""
 
@@ -33,3 +37,8 @@ class Choice(click.Choice[Any]):
         names = [str(c) for c in self._normalized_mapping(ctx=ctx).values()]
         listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
         return f"Choose {listed}."
+
+    def get_invalid_choice_message(self, value: Any, ctx: click.Context | None) -> str:
+        names = ", ".join(quoted(str(c)) for c in self._normalized_mapping(ctx=ctx).values())
+        one = len(self.choices) == 1
+        return f"{quoted(value)} is not {'' if one else 'one of '}{names}."

@@ -207,8 +207,10 @@ WEBHOOK_SECRET_ENV = "TICKWHEEL_WEBHOOK_SECRET"
     "--lease-ms",
     "lease_ms",
     type=MILLIS,
+    metavar="DURATION",
     default=None,
-    help="With --fire: the lease in milliseconds, e.g. 5000 (instead of --lease).",
+    help="With --fire: the lease, instead of --lease: a duration such as 5s, or a bare "
+    "number of milliseconds, e.g. 5000.",
 )
 @metrics_options(
     "Serve Prometheus metrics (/metrics) and liveness (/healthz) here.",

@@ -176,7 +176,9 @@ wrap_whole_words(main)
 
 def run() -> None:
     """The console script: ``main`` as click runs it, except that Ctrl-C ends a command
-    quietly with 130 (the shell's code for SIGINT), where click says "Aborted!" and 1."""
+    with 130 (the shell's code for SIGINT) and one line, ``Interrupted (Ctrl-C)`` and
+    what it left as it was if the command said (a KeyboardInterrupt's text), where click
+    says "Aborted!" and 1."""
     try:
         code = main.main(prog_name="tickwheel", standalone_mode=False)
     except click.Abort as exc:
@@ -188,6 +190,9 @@ def run() -> None:
             click.echo(json.dumps(said), err=True)
         elif not interrupted:
             click.echo("Aborted!", err=True)
+        else:  # after the newline click ends the ^C line with
+            left = str(exc.__cause__)
+            click.echo(f"Interrupted (Ctrl-C){': ' if left else ''}{left}", err=True)
         raise SystemExit(130 if interrupted else 1) from None
     except click.ClickException as exc:
         exc.show()

@@ -13,7 +13,7 @@ from timer.durable.model.codec import FORMAT_VERSION
 from timer.durable.model.durations import format_duration_ms, ms_text
 from timer.durable.model.models import DurabilityWarning, Meta
 from timer.durable.shards.calls import MigrateStep
-from timer.errors import ConfigError
+from timer.errors import ConfigError, quoted
 
 from .app import App, confirm, errors, pass_app, starts_server
 from .durations import DURATION
@@ -75,7 +75,7 @@ def init(app: App, shards: int, bucket_ms: int, allow_eviction: bool) -> None:
         click.echo(f"Warning: {w.message}", err=True)
     if existing is not None and "bucket_ms" in typed and meta.bucket_ms != bucket_ms:
         click.echo(
-            f"Warning: namespace {app.namespace!r} keeps its "
+            f"Warning: namespace {quoted(app.namespace)} keeps its "
             f"{format_duration_ms(meta.bucket_ms)} buckets: --bucket applies only when it "
             "is created",
             err=True,

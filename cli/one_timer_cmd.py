@@ -15,7 +15,7 @@ import click
 from timer import DuplicateTimer, TimerNotFound
 from timer.durable.model.durations import format_duration_ms
 from timer.durable.model.fields import TimerOptions
-from timer.errors import conflict_todo
+from timer.errors import conflict_todo, quoted
 from timer.shapes import outcome_json, timer_info_json, timer_json
 
 from .app import App, errors, pass_app, starts_server
@@ -318,7 +318,11 @@ def wait(app: App, timer_id: str, timeout: float) -> None:
     Exits 8 if it is still pending after --timeout, 6 if there is no such timer.
     """
     with errors():
-        o = app.client.wait(timer_id, timeout=timeout)
+        try:
+            o = app.client.wait(timer_id, timeout=timeout)
+        except KeyboardInterrupt:  # what the line run() prints says: waiting only reads it
+            said = f"stopped waiting for timer {quoted(timer_id)}; the timer is unchanged"
+            raise KeyboardInterrupt(said) from None
     emit(
         app.json,
         outcome_json(o),

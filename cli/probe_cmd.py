@@ -116,7 +116,7 @@ def parse_address(given: str, *, default_host: str, default_port: int) -> tuple[
     if not port_text:
         port = default_port
     elif not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
-        raise _bad(given, f"the port must be a number from 1 to 65535, not {port_text!r}")
+        raise _bad(given, f"the port must be a number from 1 to 65535, not {quoted(port_text)}")
     else:
         port = int(port_text)
     try:
@@ -155,7 +155,7 @@ def _host_port_of(url: str) -> str:
 def check_host(host: str) -> None:
     """A host name or an IP address a URL can carry, else ValueError saying why."""
     if any(c.isspace() or c in "/?#@[]" for c in host) or (":" in host and not _is_ipv6(host)):
-        raise ValueError(f"not a host name or address: {host!r}")
+        raise ValueError(f"not a host name or address: {quoted(host)}")
 
 
 def _is_ipv6(text: str) -> bool:
@@ -168,7 +168,7 @@ def _is_ipv6(text: str) -> bool:
 def _bad(
     text: str, why: str, *, form: str = " (HOST:PORT, e.g. localhost:9100)"
 ) -> click.BadParameter:
-    return click.BadParameter(f"{text!r}: {why}{form}", param_hint="HOST:PORT")
+    return click.BadParameter(f"{quoted(text)}: {why}{form}", param_hint="HOST:PORT")
 
 
 _HANDLER_404 = "try /metrics, /healthz or /ready"  # timer.worker.metrics: a path it lacks

@@ -3,6 +3,7 @@ may call it)."""
 
 from __future__ import annotations
 
+import datetime
 import os
 import shlex
 import shutil
@@ -27,6 +28,7 @@ from .app import (
 )
 from .choice import Choice
 from .dashboard_cmd import is_loopback, stop_started_server
+from .durations import format_ms
 from .output import emit, table
 from .service import bind_port
 from .starting import running
@@ -200,6 +202,14 @@ def _token_file(given: Path | None) -> TokenFile:
 TOKENS_NOT_IN_REDIS = "tokens live in the file --tokens names, not in Redis"
 
 
+def _say_ignored(app: App) -> None:
+    """For `tokens list` and `revoke`: a --redis-url or TICKWHEEL_REDIS_URL given is said
+    to be ignored, and a --namespace given on the command line; not TICKWHEEL_NAMESPACE,
+    which `tokens create` takes as the namespace a token may use, without a note."""
+    say_ignored(app, TOKENS_NOT_IN_REDIS, "--redis-url")
+    say_ignored(app, TOKENS_NOT_IN_REDIS, "--namespace", env=False)
+
+
 @hides_globals("--redis-url", "--namespace")
 @click.group()
 def tokens() -> None:
@@ -277,11 +287,11 @@ def list_(app: App, tokens_path: Path | None) -> None:
 
     Their secrets are not stored, so they are never shown again after `tokens create`.
     """
-    say_ignored(app, TOKENS_NOT_IN_REDIS, "--redis-url", "--namespace")
+    _say_ignored(app)
     with errors():
         file = _token_file(tokens_path)
         found = list(file.load().values())
-    rows = [(t.id, t.scope, ",".join(t.namespaces), t.name, t.created) for t in found]
+    rows = [(t.id, t.scope, ",".join(t.namespaces), t.name, _created(t.created)) for t in found]
     emit(
         app.json,
         [
@@ -314,12 +324,25 @@ def revoke(app: App, token_id: str, tokens_path: Path | None) -> None:
     """
     from timer.httpapi.tokens import id_in  # noqa: PLC0415
 
-    say_ignored(app, TOKENS_NOT_IN_REDIS, "--redis-url", "--namespace")
+    _say_ignored(app)
     pasted = id_in(token_id)  # the whole token, pasted: its id names it
     with errors():
         if not _token_file(tokens_path).revoke(pasted or token_id):
             raise TimerCommandError(NotFound(_not_found(token_id, pasted)))
     emit(app.json, {"revoked": pasted or token_id}, f"Revoked token {pasted or token_id}")
+
+
+def _created(stored: str) -> str:
+    """When a token was made, as the CLI shows an instant (``2026-12-03T16:46:03.000Z``):
+    the file keeps ISO-8601 with an offset (``+00:00``), as --json gives it; what does
+    not read as one (an older or hand-edited file), as it is."""
+    try:
+        when = datetime.datetime.fromisoformat(stored)
+    except ValueError:
+        return stored
+    if when.tzinfo is None:
+        return stored
+    return format_ms(round(when.timestamp() * 1000))
 
 
 def _not_found(given: str, pasted: str | None) -> str:

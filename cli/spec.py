@@ -42,7 +42,9 @@ class HandlerSpec(click.ParamType):  # type: ignore[type-arg]  # click stubs var
             sys.path.insert(0, os.getcwd())
         if not sep or not module_name or not attr:
             named = _named_in(module_name) if module_name else None
-            self.fail(named or f"{value!r} is not MODULE:FUNCTION (e.g. myapp.handlers:on_timeout)")
+            self.fail(
+                named or f"{quoted(value)} is not MODULE:FUNCTION (e.g. myapp.handlers:on_timeout)"
+            )
         try:
             target: Any = pkgutil.resolve_name(value)
         except SystemExit as exc:  # said, not the process ended with no word of why
@@ -52,7 +54,7 @@ class HandlerSpec(click.ParamType):  # type: ignore[type-arg]  # click stubs var
             if isinstance(exc, AttributeError) and module_name in sys.modules:  # imported
                 found = _candidates(sys.modules[module_name])
                 which = f"; its handlers: {_listed(found)}" if found else ""
-                self.fail(f"module {module_name!r} has no attribute {attr!r}{which}")
+                self.fail(f"module {quoted(module_name)} has no attribute {quoted(attr)}{which}")
             self.fail(_import_failed(module_name, exc))
         if not isinstance(target, Handlers) and not callable(target):
             self.fail(f"{value} is a {type(target).__name__}, not a function or a Handlers")
@@ -122,14 +124,16 @@ def _import_failed(module: str, exc: Exception) -> str:
     if missing and module != missing and not module.startswith(missing + "."):
         # the module is there: something it imports is not (`import nosuchlib` in it)
         return (
-            f"module {module!r} was found, but it imports {missing!r}, a module that is not "
-            f"installed{_where(exc, module)}"
+            f"module {quoted(module)} was found, but it imports {quoted(missing)}, a module "
+            f"that is not installed{_where(exc, module)}"
         )
     why = exc.msg if isinstance(exc, SyntaxError) else str(exc)  # its str repeats the line
-    said = f"cannot import module {module!r}: {type(exc).__name__}: {why}{_where(exc, module)}"
+    said = (
+        f"cannot import module {quoted(module)}: {type(exc).__name__}: {why}{_where(exc, module)}"
+    )
     if missing is not None:  # the module itself: looked for from here and on PYTHONPATH
         said += (
-            f"; run the command from the directory that holds {missing.split('.')[0]!r} "
+            f"; run the command from the directory that holds {quoted(missing.split('.')[0])} "
             "(or set PYTHONPATH to it), with its packages installed in this Python"
         )
     return said
@@ -192,14 +196,14 @@ def _file_given(path: str, attr: str) -> str:
     if file.is_absolute() or ".." in file.parts:
         where = str(PurePath(path).parent)
         return (
-            f"{path!r} is a file, not a module: run `tickwheel handle` in {where} and give "
+            f"{quoted(path)} is a file, not a module: run `tickwheel handle` in {where} and give "
             f"its module path, {file.name}:{attr}"
         )
     parts = [part for part in file.parts if part != "."]
     where = "in" if len(parts) == 1 else "under"
     return (
-        f"{path!r} is a file, not a module: give a module path, e.g. {'.'.join(parts)}:{attr} "
-        f"(the file {'/'.join(parts)}.py {where} the current directory)"
+        f"{quoted(path)} is a file, not a module: give a module path, e.g. "
+        f"{'.'.join(parts)}:{attr} (the file {'/'.join(parts)}.py {where} the current directory)"
     )
 
 
@@ -254,7 +258,7 @@ def handlers_of(
     for kind in wanted:
         if kind not in OUTCOMES:  # in the flag's words (the library names its argument)
             raise InvalidInput(
-                f"--on takes {', '.join(OUTCOMES)} or all, comma-separated, got {kinds!r}"
+                f"--on takes {', '.join(OUTCOMES)} or all, comma-separated, got {quoted(kinds)}"
             )
     h = Handlers(
         group=group or DEFAULT_GROUP,

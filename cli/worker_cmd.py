@@ -40,8 +40,10 @@ from .starting import running
     "--lease-ms",
     "lease_ms",
     type=MILLIS,
+    metavar="DURATION",
     default=None,
-    help="The lease TTL in milliseconds, e.g. 5000 (instead of --lease).",
+    help="The lease TTL, instead of --lease: a duration such as 5s, or a bare number of "
+    "milliseconds, e.g. 5000.",
 )
 @click.option(
     "--horizon",
@@ -54,8 +56,10 @@ from .starting import running
     "--horizon-ms",
     "horizon_ms",
     type=MILLIS,
+    metavar="DURATION",
     default=None,
-    help="The horizon in milliseconds, e.g. 10000 (instead of --horizon).",
+    help="The horizon, instead of --horizon: a duration such as 10s, or a bare number of "
+    "milliseconds, e.g. 10000.",
 )
 @click.option(
     "--outcome-retention",

@@ -32,7 +32,7 @@ from timer.worker.settings import WorkerSettings
 from ..app import App, errors, pass_app, require_extra, starts_server
 from ..durations import DURATION, MILLIS, typed_name
 from ..output import emit, pairs
-from .parts import Kill, drop_namespace, register_with_spark, start_worker, summarise
+from .parts import Kill, bad_delays, drop_namespace, register_with_spark, start_worker, summarise
 from .progress import Progress
 from .reaction import Reaction
 from .sentinel import DURABILITY, KILL_AT, MasterKill, sentinel_set
@@ -159,8 +159,8 @@ def demo(
     (demo-<time>), dropped when it ends or is stopped; --namespace NAME runs in NAME and
     keeps it.
     """
-    if max_delay < min_delay or min_delay < 1000:
-        raise click.UsageError("need 1s <= --min-delay <= --max-delay")
+    if refused := bad_delays(min_delay, max_delay):
+        raise click.UsageError(refused)
     if sentinel and app.redis_url:
         raise click.UsageError(
             "--sentinel starts its own Sentinel set: drop --redis-url (and TICKWHEEL_REDIS_URL)"

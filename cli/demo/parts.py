@@ -13,11 +13,33 @@ from typing import Any
 import click
 
 from timer import TimerClient
+from timer.durable.model.durations import format_duration_ms
 from timer.durable.model.keys import NAMESPACES
 
 from ..app import require_extra
 from .reaction import child_env, log_dir, pct
 from .stop import starting
+
+LEAST_DELAY_MS = 1000  # the least a demo timer waits (--min-delay's floor)
+
+
+def bad_delays(min_delay: int, max_delay: int) -> str | None:
+    """Why the demo cannot run with --min-delay and --max-delay as given (in ms): the
+    values, and what to give instead; None when it can."""
+    least, low, high = (format_duration_ms(ms) for ms in (LEAST_DELAY_MS, min_delay, max_delay))
+    why = f"{least} (the least a demo timer waits)"
+    if min_delay < LEAST_DELAY_MS and max_delay < LEAST_DELAY_MS:
+        return (
+            f"--min-delay {low} and --max-delay {high} are below {why}: give each {least} or more"
+        )
+    if min_delay < LEAST_DELAY_MS:
+        return f"--min-delay {low} is below {why}: give {least} or more"
+    if max_delay < min_delay:
+        return (
+            f"--max-delay {high} is below --min-delay {low}: give a --max-delay of {low} or "
+            "more, or a smaller --min-delay"
+        )
+    return None
 
 
 def drop_namespace(c: TimerClient) -> int:

@@ -426,13 +426,13 @@ def test_a_password_holding_a_reserved_character_is_said_to_need_encoding(
     ("address", "says"),
     [
         ("localhost:", "no port after the colon"),
-        ("localhost:http", "the port must be a number from 1 to 65535, not 'http'"),
-        ("localhost:0", "from 1 to 65535, not '0'"),
-        ("localhost:65536", "from 1 to 65535, not '65536'"),
+        ("localhost:http", 'the port must be a number from 1 to 65535, not "http"'),
+        ("localhost:0", 'from 1 to 65535, not "0"'),
+        ("localhost:65536", 'from 1 to 65535, not "65536"'),
         ("host:1:2", "an IPv6 address goes in brackets"),
         ("[::1", "an IPv6 address goes in brackets"),
         ("[example.com]:9100", "an IPv6 address goes in brackets"),
-        ("a b:9100", "not a host name or address: 'a b'"),
+        ("a b:9100", 'not a host name or address: "a b"'),
         ("user@host:9100", "not a host name or address"),
     ],
 )

@@ -199,6 +199,34 @@ def test_the_demo_refuses_a_lease_the_workers_would_refuse_before_starting_anyth
     tw("get", "job:{1}", expect=4)  # the namespace was not even initialised
 
 
+@pytest.mark.parametrize(("args", "said"), [
+    (["--lease", "2", "--timers", "1", "--min-delay", "0.5s"],
+     "--min-delay 500ms is below 1s (the least a demo timer waits): give 1s or more"),
+    (["--min-delay", "500ms", "--max-delay", "800ms"],
+     "--min-delay 500ms and --max-delay 800ms are below 1s (the least a demo timer waits): "
+     "give each 1s or more"),
+    (["--max-delay", "3s"],  # below the default --min-delay, 5s
+     "--max-delay 3s is below --min-delay 5s: give a --max-delay of 5s or more, or a smaller "
+     "--min-delay"),
+])  # fmt: skip
+def test_the_demo_says_the_delays_given_and_what_to_give(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], said: str
+) -> None:
+    """`demo --min-delay 0.5s` said `need 1s <= --min-delay <= --max-delay`: it says the
+    values given, read as durations, and what to give instead, before it starts
+    anything (no server, no process)."""
+
+    def no_process(*_: object, **__: object) -> None:
+        raise AssertionError("the demo started a process")
+
+    monkeypatch.setattr("timer.cli.demo.command.start_worker", no_process)
+    monkeypatch.setattr("timer.cli.demo.command.Reaction", no_process)
+    out = CliRunner().invoke(main, ["demo", *args])
+    assert out.exit_code == 2, out.output
+    assert out.stderr.splitlines()[-1] == f"Error: {said}", out.stderr
+    assert embedded.status(workdir / ".tickwheel") is None  # no server was started
+
+
 def test_the_demos_lease_is_named_as_typed(redis_server: RedisServer, namespace: str) -> None:
     """`demo --lease 5` warned about "--lease-ms 5", an option the user did not type (and
     `--lease-ms 5` was refused as "--lease"): the warning and the error name the alias on
@@ -442,6 +470,19 @@ def test_a_bucket_finer_than_a_tick_is_taken_with_a_warning(tw: Run) -> None:
     assert as_json(tw("--json", "init", "--shards", "2", "--bucket", "1ms"))["bucket_ms"] == 1
 
 
+def test_a_bucket_given_to_a_namespace_made_already_is_said_kept_in_json_quotes(
+    tw: Run, namespace: str
+) -> None:
+    """The warning that an existing namespace keeps its buckets quoted the namespace as
+    Python does (`namespace 'billing' keeps…`); it quotes it as every error does."""
+    tw("init", "--shards", "2")
+    again = tw("init", "--shards", "2", "--bucket", "2s")
+    assert (
+        f'Warning: namespace "{namespace}" keeps its 1s buckets: --bucket applies only when '
+        "it is created"
+    ) in again.stderr, again.output
+
+
 def test_the_default_bucket_says_nothing(tw: Run) -> None:
     assert "Warning" not in tw("init", "--shards", "2").stderr
 
@@ -639,6 +680,20 @@ def test_server_start_on_a_running_server_says_its_binary_option_was_not_applied
         embedded.stop(workdir / ".tickwheel")
 
 
+@pytest.mark.parametrize("given", ["nosuch", "it's here"])
+def test_a_server_binary_not_found_is_quoted_as_every_value_said_back(
+    workdir: Path, given: str
+) -> None:
+    """`server start --binary nosuch` said `server binary 'nosuch' was not found`, in
+    Python's quotes, where every other error quotes what it was given as JSON does."""
+    out = CliRunner().invoke(main, ["server", "start", "--binary", given])
+    assert out.exit_code == 4, out.output
+    assert out.stderr.startswith(
+        f'Error: server binary "{given}" was not found; give a path to a redis-server'
+    ), out.stderr
+    assert embedded.status(workdir / ".tickwheel") is None
+
+
 def test_wait_and_probe_timeouts_read_as_durations_in_their_help(tw: Run) -> None:
     """`wait --timeout` and `probe --timeout` take `10s` (and a bare number of seconds),
     and their help says DURATION and shows the default as one, as the other duration
@@ -769,6 +824,12 @@ def test_bench_outside_a_checkout_is_a_configuration_error(
     out = tw("bench", "engine", expect=4)
     assert "come with tickwheel's source" in out.stderr, out.output
     assert "benchmarks/" not in out.stderr  # no path of the repository a wheel user lacks
+
+
+def test_an_unknown_benchmark_is_quoted_as_every_value_said_back() -> None:
+    """`bench nope` said `No benchmark 'nope'`, in Python's quotes."""
+    out = CliRunner().invoke(main, ["bench", "nope"])
+    assert out.exit_code == 2 and 'Error: No benchmark "nope": choose one of ' in out.stderr
 
 
 def test_a_password_the_server_refuses_is_said_so_not_as_unreachable(

@@ -65,10 +65,10 @@ def test_bad_handler_spec_is_refused_and_nothing_is_consumed(
     c = cancelled(redis_server.url, namespace, ["a"])
     try:
         out = tw("handle", f"{module}:missing", expect=2).output
-        assert f"module {module!r} has no attribute 'missing'" in out
+        assert f'module "{module}" has no attribute "missing"' in out, out
         out = tw("handle", "no_such_module_here:fn", expect=2).output
-        assert "cannot import module 'no_such_module_here'" in out
-        assert "run the command from the directory that holds 'no_such_module_here'" in out
+        assert 'cannot import module "no_such_module_here"' in out, out
+        assert 'run the command from the directory that holds "no_such_module_here"' in out
         assert "is not MODULE:FUNCTION" in tw("handle", "nocolon", expect=2).output
         # a module with no :FUNCTION: what in it a SPEC could name, to copy (it said
         # only "is not MODULE:FUNCTION"), Handlers objects first; a dotted path, the colon
@@ -126,15 +126,15 @@ def test_a_handler_module_that_fails_to_import_says_why_in_the_users_own_file(
     out = handle("syntax")
     assert f"SyntaxError: invalid syntax (at {pkg}/syntax.py:2)" in out, out
     out = handle("needs")
-    assert f"module '{pkg}.needs' was found, but it imports 'nosuchlib_for_tickwheel_tests'" in out
+    assert f'module "{pkg}.needs" was found, but it imports "nosuchlib_for_tickwheel_tests"' in out
     assert f"a module that is not installed (at {pkg}/needs.py:2)" in out, out
-    assert f"cannot import module '{pkg}.needs'" not in out
+    assert f'cannot import module "{pkg}.needs"' not in out
     out = handle("exits")
     assert f"importing {pkg}.exits called sys.exit(3) (at {pkg}/exits.py:3)" in out, out
     out = handle("deep")
     assert "JSONDecodeError" in out and f"(at {pkg}/deep.py:3)" in out, out
     out = handle("nosuch")  # the user's own module missing: no place to name
-    assert f"cannot import module '{pkg}.nosuch': ModuleNotFoundError" in out
+    assert f'cannot import module "{pkg}.nosuch": ModuleNotFoundError' in out, out
     assert "(at " not in out, out
 
 

@@ -146,3 +146,52 @@ def test_every_help_fits_80_columns() -> None:
             if len(line) > 80 and len(line.split()) > 1:
                 wide.append(f"{' '.join(path)} ({len(line)}): {line}")
     assert not wide, "\n".join(wide)
+
+
+def test_a_wrong_choice_is_quoted_as_json_as_every_value_said_back() -> None:
+    """`worker --log-level verbose` said `'verbose' is not one of 'debug', 'info'…`, in
+    Python's quotes, where every other message quotes what it was given as JSON does:
+    every choice of every command says a wrong value back so, and its choices too."""
+    checked = 0
+    for path, command in _commands(main, ["tickwheel"]):
+        ctx = click.Context(command, info_name=path[-1])
+        for param in command.get_params(ctx):
+            if not isinstance(param.type, click.Choice):
+                continue
+            with pytest.raises(click.BadParameter) as refused:
+                param.type.convert("it's", param, ctx)
+            said = str(refused.value.message)
+            listed = ", ".join(f'"{c}"' for c in param.type.choices)
+            assert said == f'"it\'s" is not one of {listed}.', (path, param.name, said)
+            checked += 1
+    assert checked >= 8
+    out = CliRunner().invoke(main, ["tokens", "create", "--scope", "it's"])
+    assert out.exit_code == 2
+    assert out.output.splitlines()[-1] == (
+        """Error: Invalid value for '--scope': "it's" is not one of "read", "write", "admin"."""
+    ), out.output
+
+
+def test_an_option_named_ms_says_it_takes_a_duration_too() -> None:
+    """`worker --lease-ms 2s` is taken (2 s), but its help read `--lease-ms MS  The lease
+    TTL in milliseconds, e.g. 5000`: every option named `-ms` says what it takes, a
+    duration such as 5s or a bare number of milliseconds, and shows no `MS` to fill in."""
+    checked = 0
+    for path, ctx, option in _options():
+        if not any(o.endswith("-ms") for o in option.opts):
+            continue
+        assert isinstance(option.type, Millis), (path, option.opts)
+        record = option.get_help_record(ctx)
+        assert record is not None, (path, option.opts)
+        said = " ".join(record[1].split())
+        assert not record[0].endswith(" MS"), (path, record[0])
+        assert re.search(r"(e\.g\.|such as) \d+(ms|s|m|h)\b", said), (path, option.opts, said)
+        assert re.search(r"bare number (is|of) milliseconds", said), (path, option.opts, said)
+        checked += 1
+    assert checked >= 4
+    out = CliRunner().invoke(main, ["worker", "--help"], terminal_width=200)
+    line = next(s for s in out.output.splitlines() if s.lstrip().startswith("--lease-ms"))
+    assert " ".join(line.split()) == (
+        "--lease-ms DURATION The lease TTL, instead of --lease: a duration such as 5s, or a "
+        "bare number of milliseconds, e.g. 5000."
+    ), line

@@ -5,7 +5,9 @@ namespace that is not initialised says to run."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -13,9 +15,9 @@ import redis
 from click.testing import CliRunner
 
 from timer.cli.main import main
-from timer.cli.serve_cmd import default_tokens
+from timer.cli.serve_cmd import _created, default_tokens
 from timer.durable.model.namespace import meta_from
-from timer.errors import ConfigError
+from timer.errors import ConfigError, instant_text
 from timer.testing import RedisServer, free_port
 
 from .conftest import Run
@@ -85,6 +87,43 @@ def test_tokens_list_and_revoke_say_they_ignore_a_namespace(workdir: Path, args:
     assert (out.exit_code, out.stdout) == (alone.exit_code, alone.stdout), out.output
 
 
+@pytest.mark.parametrize(
+    "args", [["tokens", "list"], ["tokens", "revoke", "nope"], ["--json", "tokens", "list"]]
+)
+def test_tokens_list_and_revoke_do_not_call_an_exported_namespace_ignored(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    """With a guide's `export TICKWHEEL_NAMESPACE=handlers-guide`, `tokens create` scoped
+    the token to it without a word, and `tokens list` then said `Note:
+    TICKWHEEL_NAMESPACE handlers-guide is ignored`: the variable is set for the other
+    commands (create among them), so list and revoke say nothing of it either, as
+    `tickwheel server` does not; a --namespace typed after them still gets the note."""
+    monkeypatch.setenv("TICKWHEEL_NAMESPACE", "handlers-guide")
+    made = CliRunner().invoke(main, ["--json", "tokens", "create", "--scope", "read"])
+    assert json.loads(made.stdout)["namespaces"] == ["handlers-guide"] and made.stderr == ""
+    out = CliRunner().invoke(main, args)
+    assert "Note" not in out.stderr and "ignored" not in out.stderr, out.stderr
+    typed = CliRunner().invoke(main, [*args, "--namespace", "billing"])
+    assert typed.stderr.splitlines()[0] == f"Note: --namespace billing {WHY}", typed.stderr
+
+
+def test_tokens_list_shows_when_each_was_made_as_every_command_shows_an_instant(
+    workdir: Path,
+) -> None:
+    """`tokens list` showed `2026-12-03T16:46:03+00:00` where every other command shows
+    an instant as `2026-12-03T16:46:03.000Z`; --json keeps the text the file stores."""
+    CliRunner().invoke(main, ["tokens", "create", "--scope", "read", "--name", "ci"])
+    stored = json.loads(CliRunner().invoke(main, ["--json", "tokens", "list"]).stdout)
+    created = stored[0]["created"]
+    assert created.endswith("+00:00"), created  # --json: as before
+    ms = round(datetime.fromisoformat(created).timestamp() * 1000)
+    shown = CliRunner().invoke(main, ["tokens", "list"]).stdout.splitlines()
+    assert shown[0].split() == ["id", "scope", "namespaces", "name", "created"], shown
+    assert shown[2].split()[-1] == instant_text(ms), shown
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.000Z", shown[2].split()[-1]), shown
+    assert (_created(""), _created("last week")) == ("", "last week")  # an older file's
+
+
 def test_tokens_create_still_takes_the_global_namespace_as_its_default(workdir: Path) -> None:
     """The global --namespace (before `tokens` or after it) is what a token may use when
     `create` names none: used, so not said to be ignored; a URL given beside it is."""
@@ -134,7 +173,8 @@ def test_tokens_revoke_takes_the_whole_token_and_never_says_a_secret(workdir: Pa
     error about a token given shows its id, or its length, never the secret."""
     made = CliRunner().invoke(main, ["--json", "tokens", "create", "--scope", "read"])
     token = json.loads(made.stdout)
-    bearer, secret = token["token"], token["token"].rsplit("_", 1)[1]
+    bearer = token["token"]
+    secret = bearer.split("_", 2)[2]  # tw_<id>_<secret>; a secret may hold "_" too
     revoked = CliRunner().invoke(main, ["tokens", "revoke", bearer])
     assert revoked.exit_code == 0, revoked.output
     assert revoked.stdout == f"Revoked token {token['id']}\n" and secret not in revoked.output

@@ -108,8 +108,9 @@ def test_ctrl_c_ends_a_waiting_command_quietly_with_130(
     redis_server: RedisServer, namespace: str, as_json: bool
 ) -> None:
     """SIGINT to `tickwheel wait` (the console script): exit 130 and no "Aborted!" (it
-    exited 1 with "Aborted!"); under --json one JSON object on stderr says so, as every
-    error then does (it said nothing)."""
+    exited 1 with "Aborted!"); one line says it was interrupted and that the timer is
+    unchanged (it said nothing: a blank line, trial 26); under --json one JSON object on
+    stderr says so, as every error then does (it said nothing)."""
     c = TimerClient.from_url(redis_server.url, namespace)
     c.init(shards=2)
     c.schedule("w", 600_000)
@@ -132,6 +133,7 @@ def test_ctrl_c_ends_a_waiting_command_quietly_with_130(
         )
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
+        left = c.get("w")
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -144,7 +146,10 @@ def test_ctrl_c_ends_a_waiting_command_quietly_with_130(
         said = json.loads(err)
         assert said == {"error": "interrupted (Ctrl-C)", "kind": "Interrupted", "exit_code": 130}
     else:
-        assert err.strip() == "", err  # (click ends the ^C line)
+        assert err == (  # after the newline click ends the ^C line with
+            '\nInterrupted (Ctrl-C): stopped waiting for timer "w"; the timer is unchanged\n'
+        ), err
+    assert left is not None and left.state == "pending"
 
 
 def test_a_worker_on_a_namespace_never_initialised_is_not_ready(tw: Run) -> None:
@@ -260,5 +265,6 @@ def test_ctrl_c_at_a_question_ends_quietly_with_130_and_changes_nothing(
         os.close(fd)
     assert os.waitstatus_to_exitcode(status) == 130, said
     assert b"Aborted" not in said and b"Traceback" not in said, said
+    assert said.rstrip().endswith(b"\nInterrupted (Ctrl-C): nothing done"), said
     assert c.get("q:{1}").state == "pending"  # type: ignore[union-attr]
     c.close()

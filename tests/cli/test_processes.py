@@ -136,7 +136,7 @@ def test_embedded_server_appendfsync_is_set_kept_and_what_aof_needs(
             with TimerClient.from_url(again["url"], durability="aof") as c:
                 assert c.schedule("a", delay_ms=60_000).created
         bad = runner.invoke(main, ["server", "start", "--appendfsync", "no"])
-        assert bad.exit_code == 2 and "'no' is not one of" in bad.output
+        assert bad.exit_code == 2 and '"no" is not one of' in bad.output
     finally:
         embedded.stop(workdir / ".tickwheel")
 

@@ -175,7 +175,7 @@ def test_a_file_given_as_a_handler_is_told_its_module_path(
     (tmp_path / "handlers.py").write_text("def on_timeout(outcome):\n    pass\n")
     said = usage_error("handle", f"{given}:on_timeout", "--idle-exit")
     assert said == (
-        f"Error: Invalid value for '[SPEC]': {given!r} is a file, not a module: give a "
+        f"Error: Invalid value for '[SPEC]': \"{given}\" is a file, not a module: give a "
         f"module path, e.g. {module}"
     ), said
 
@@ -184,7 +184,7 @@ def test_a_file_outside_the_directory_is_told_where_to_run() -> None:
     """An absolute path: run `handle` where the file is, and give its module's name."""
     said = usage_error("handle", "/srv/app/handlers.py:on_timeout", "--idle-exit")
     assert said.endswith(
-        "'/srv/app/handlers.py' is a file, not a module: run `tickwheel handle` in /srv/app "
+        '"/srv/app/handlers.py" is a file, not a module: run `tickwheel handle` in /srv/app '
         "and give its module path, handlers:on_timeout"
     ), said
 
@@ -454,7 +454,7 @@ def test_log_level_takes_warn_as_logging_does_in_any_case() -> None:
     for given in ("WARN", "warn", "Warning", "ERROR"):
         out = CliRunner().invoke(main, ["worker", "--log-level", given, "--lease", "2"])
         assert "--log-level" not in out.output, out.output  # refused for --lease, not it
-    assert "'verbose' is not one of" in usage_error("worker", "--log-level", "verbose")
+    assert '"verbose" is not one of "debug",' in usage_error("worker", "--log-level", "verbose")
 
 
 def test_version_answers_in_json_when_asked_before_or_after() -> None:

