@@ -95,3 +95,39 @@ def test_out_of_memory_is_visible_and_survived(server: RedisServer, namespace: s
         r.config_set("maxmemory", 0)
         r.close()
         c.close()
+
+
+def test_a_sweep_or_fire_under_oom_decides_nothing(server: RedisServer, namespace: str) -> None:
+    """Redis checks a script's memory only until its first write, and only at a command
+    that may grow memory: a sweep whose first write was a bucket's LPOP expired overdue
+    timers whole under OOM (a CI run on a busy machine: the wheel missed the bucket and
+    the sweep took it). fire and sweep are refused before they write anything, and
+    decide everything once memory is freed."""
+    c = TimerClient.from_url(server.url, namespace)
+    r = redis.Redis.from_url(server.url)
+    try:
+        c.init(shards=1, bucket_ms=100)
+        now = c.server_time_ms()
+        ids = [f"due{i}" for i in range(5)]
+        c.schedule_many([{"id": t, "deadline_ms": now - 5_000 - i} for i, t in enumerate(ids)])
+        store = c.shard_store(0)
+        grant = store.acquire("w1", 60_000)
+        assert grant.acquired
+        before = {k: r.dump(k) for k in r.scan_iter()}
+        r.config_set("maxmemory", 1)
+        for decide in (
+            lambda: store.sweep("w1", grant.epoch, ttl_ms=60_000, limit=100),
+            lambda: store.fire("w1", grant.epoch, ids, ttl_ms=60_000),
+        ):
+            with pytest.raises(StoreError) as refused:
+                decide()
+            assert refused.value.code == "OOM", refused.value
+        r.config_set("maxmemory", 0)
+        assert {k: r.dump(k) for k in r.scan_iter()} == before  # nothing written
+        assert {c.get(t).state for t in ids} == {"pending"}  # type: ignore[union-attr]
+        swept = store.sweep("w1", grant.epoch, ttl_ms=60_000, limit=100)
+        assert sorted(t for t, _ in swept.fired) == ids
+    finally:
+        r.config_set("maxmemory", 0)
+        r.close()
+        c.close()

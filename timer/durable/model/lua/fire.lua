@@ -44,6 +44,7 @@ local hand, hand_group, hand_consumer = tonumber(ARGV[8]), ARGV[9], ARGV[10]
 local FIRST_ID = 11  -- ARGV[11..]: the ids
 local fenced = check_fence(LEASE, EPOCH, worker, epoch)
 if fenced then return fenced end
+refuse_when_out_of_memory(BUCKETS)
 local ctx = shard_ctx(P, TIMERS, BUCKETS, OUT, nil, bucket_ms, result_ttl_ms)
 -- (no echo event: the leader calling this knows what it decides)
 results(ctx).ahead = tonumber(ahead)

@@ -42,6 +42,7 @@ local P, worker, epoch, bucket_ms, result_ttl_ms = unpack(ARGV, 1, 5)
 local ahead, limit = tonumber(ARGV[6]), tonumber(ARGV[7])
 local fenced = check_fence(LEASE, EPOCH, worker, epoch)
 if fenced then return fenced end
+refuse_when_out_of_memory(BUCKETS)
 local ctx = shard_ctx(P, TIMERS, BUCKETS, OUT, nil, bucket_ms, result_ttl_ms)
 -- (no echo event: the leader calling this knows what it decides)
 bucket_ms = ctx.bucket_ms  -- a number

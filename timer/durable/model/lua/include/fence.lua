@@ -8,3 +8,13 @@ local function check_fence(lease_key, epoch_key, worker, epoch)
   end
   return nil
 end
+
+-- Fail with OOM, before anything is written, when Redis is out of memory (maxmemory
+-- reached, noeviction). Redis checks a script's memory only at a command that may grow
+-- it (SET, XADD...) and only until the script first writes: a decision whose first
+-- write is a bucket's LPOP (sweep) went through whole under OOM. ZADD XX of a member
+-- that is no bucket number checks memory and changes nothing, on a key the script
+-- declares.
+local function refuse_when_out_of_memory(buckets_key)
+  redis.call('ZADD', buckets_key, 'XX', 0, 'oom?')
+end
