@@ -122,7 +122,7 @@ def test_a_workers_view_says_what_it_said_of_itself_and_outlives_it(client: Time
             assert [s["shard"] for s in one["shards"]] == [0, 1, 2, 3]
             assert sorted(one["card"]["led"]) == ["0", "1", "2", "3"]
             missing = http.get("/api/worker", params={"id": "nobody"})
-            assert missing.status_code == 404 and "no worker 'nobody'" in missing.json()["error"]
+            assert missing.status_code == 404 and 'no worker "nobody"' in missing.json()["error"]
             assert http.get("/api/worker", params={"id": ""}).status_code == 400
     finally:
         w.close()
@@ -299,7 +299,7 @@ def test_dead_letters_redeliver_and_drop(client: TimerClient) -> None:
         assert one == dead[0] and 'File "' in one["error"]  # its message, then its frames
         assert "lambda" in one["error"] and one["outcome"]["id"] in ("a", "b")
         missing = http.get("/api/dead/0/1-0")
-        assert missing.status_code == 404 and "no dead letter '0/1-0'" in missing.json()["error"]
+        assert missing.status_code == 404 and 'no dead letter "0/1-0"' in missing.json()["error"]
         assert http.get("/api/dead/0/not-an-id").status_code == 400
         assert http.post(f"/api/dead/{first}/redeliver").json()["done"] is True
         assert http.post(f"/api/dead/{second}/drop").json()["done"] is True
@@ -528,7 +528,7 @@ def test_each_user_signs_in_with_a_token_and_a_read_token_changes_nothing(
                 json={"ids": ["job:{1}"], "name": "n", "every": "1m", "group": "g", "expect": 0},
             )
             assert r.status_code == 403, (path, r.text)
-            assert "token 'on-call viewer' may only read" in r.json()["error"]
+            assert 'token "on-call viewer" may only read' in r.json()["error"]
     assert namespace_dump(redis_client, client.namespace) == before
     with TestClient(app, base_url=BASE) as http:  # refused at sign-in: no cookie
         r = http.get(f"/login?token={elsewhere}", follow_redirects=False)
@@ -576,8 +576,8 @@ def test_a_token_for_another_namespace_is_refused_at_sign_in_saying_whose_it_is(
     _, ours = tokens.create("read", [ns], name="viewer")
     html = {"Accept": "text/html,application/xhtml+xml"}
     own = {"Origin": BASE, "Sec-Fetch-Site": "same-origin", **html}
-    said = (
-        f"token 'other <team>' is not for namespace {ns!r} (it is for namespaces {ons!r}, 'third')"
+    said = (  # values quoted as every error quotes them (JSON-style), not Python's repr
+        f'token "other <team>" is not for namespace "{ns}" (it is for namespaces "{ons}", "third")'
     )
     app = create_app(client, tokens=tokens)
     with TestClient(app, base_url=BASE) as http:
@@ -586,7 +586,7 @@ def test_a_token_for_another_namespace_is_refused_at_sign_in_saying_whose_it_is(
             assert r.status_code == 401 and r.headers["content-type"].startswith("text/html")
             assert "set-cookie" not in r.headers and theirs not in r.text
             assert '<form method="post" action="/login">' in r.text
-            assert (f'role="alert">Token &#x27;other &lt;team&gt;&#x27; is not for namespace '
+            assert (f'role="alert">Token &quot;other &lt;team&gt;&quot; is not for namespace '
                     f"<code>{ns}</code>: it is for <a href=\"/?ns={ons}\">{ons}</a>, "
                     '<a href="/?ns=third">third</a> (follow one of those links and sign in '
                     "there with it)") in r.text  # fmt: skip
@@ -610,7 +610,7 @@ def test_a_token_for_another_namespace_is_refused_at_sign_in_saying_whose_it_is(
         assert api.status_code == 403 and api.json()["kind"] == "Forbidden"
     with as_page(app, ours) as http:
         page = http.get("/", params={"ns": ons}, headers=html)
-        assert page.status_code == 403 and "viewer&#x27; is not for namespace" in page.text
+        assert page.status_code == 403 and "viewer&quot; is not for namespace" in page.text
         assert f'<form method="post" action="/login?ns={ons}">' in page.text
     other.close()
 
@@ -739,7 +739,7 @@ def test_every_refusal_is_one_shape_naming_its_kind(client: TimerClient, tmp_pat
         (web(client).post("/api/bulk/cancel", headers=evil, json={"ids": ["a"]}), 403,
          "CrossSite", "refused a cross-site request"),
         (as_page(create_app(client, tokens=tokens), viewer).post("/api/bulk/cancel"), 403,
-         "Forbidden", "token 'viewer' may only read"),
+         "Forbidden", 'token "viewer" may only read'),
         (web(client, read_only=True).post("/api/bulk/cancel"), 403, "Forbidden",
          "this dashboard is read-only"),
         (web(client).post("/api/bulk/cancel", content=b"{"), 400, "InvalidInput",
@@ -864,6 +864,58 @@ def test_cross_site_actions_are_refused(
         assert why in r.json()["error"]
     assert namespace_dump(redis_client, client.namespace) == before
     assert web(client).post("/api/timers/job:{9}/cancel").json()["done"] is True
+
+
+def test_a_scripts_post_is_told_what_to_send_as_the_dashboard_is_set_up(
+    client: TimerClient, tmp_path: Path
+) -> None:
+    """A script's POST (no Origin, no Sec-Fetch-Site) was told "use the page, or the Bearer
+    token" on a dashboard with no token (a new user's trial): it says to send an
+    Authorization: Bearer header, any value while no token is set (and how to require
+    one), and that header then passes; with a shared token or a token file, to send that
+    token (a cookie signed the script in here, so the check is reached)."""
+    client.schedule("job:{90}", 60_000)
+    path = "/api/timers/job%3A%7B90%7D/cancel"
+    said = TestClient(create_app(client), base_url=BASE).post(path, json={})
+    assert (said.status_code, said.json()["kind"]) == (403, "CrossSite"), said.text
+    assert said.json()["error"] == (
+        "refused a cross-site request: no Origin or Sec-Fetch-Site header (use the page; a "
+        "script sends an Authorization: Bearer header, any value while the dashboard has no "
+        "token (start it with TICKWHEEL_DASHBOARD_TOKEN set, or --tokens FILE, to require one))"
+    )
+    told = TestClient(create_app(client), base_url=BASE, headers={"Authorization": "Bearer x"})
+    assert told.post(path, json={}).json()["done"] is True  # as it said: any value
+    tokens = TokenFile(tmp_path / "tokens.json")
+    _, writer = tokens.create("write", [client.namespace], name="ops")
+    for app, token, send in (
+        (create_app(client, token="s3cret"), "s3cret",
+         "the token the dashboard was started with (TICKWHEEL_DASHBOARD_TOKEN)"),
+        (create_app(client, tokens=tokens), writer, "a write token of `tickwheel tokens create`"),
+    ):  # fmt: skip
+        http = TestClient(app, base_url=BASE)
+        assert http.get(f"/login?token={token}", follow_redirects=False).status_code == 303
+        r = http.post(path, json={})
+        assert r.status_code == 403, r.text
+        assert r.json()["error"].endswith(
+            f"(use the page; a script sends Authorization: Bearer <token>, {send})"
+        ), r.text
+        assert "any value" not in r.text
+
+
+def test_an_unknown_host_is_quoted_as_every_error_quotes(client: TimerClient) -> None:
+    """The refusal of a host quoted it as Python does ('evil.example'); every other error
+    quotes a value JSON-style ("evil.example"), as this does, and so do the board's."""
+    r = TestClient(create_app(client), base_url="http://evil.example").get("/api/overview")
+    assert r.status_code == 400 and r.json()["error"].startswith(
+        'this dashboard does not answer for host "evil.example"; start it'
+    ), r.text
+    with web(client) as http:
+        bad = http.post("/api/timers/job:1/reschedule", json={"delay_ms": "soon"})
+        assert bad.json()["error"] == 'delay_ms must be a whole number of ms, got "soon"'
+        odd = http.post("/api/dead/bulk/explode", json={})
+        assert odd.json()["error"].startswith('unknown action "explode": '), odd.text
+        big = http.get("/api/pending", params={"limit": "ten"})
+        assert big.json()["error"] == 'limit must be a whole number, got "ten"', big.text
 
 
 @pytest.mark.parametrize("host", ["attacker.example", "attacker.example:8080", "10.0.0.1"])

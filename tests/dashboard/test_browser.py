@@ -681,7 +681,7 @@ def test_a_token_for_another_namespace_is_told_whose_it_is_not_shown_json_in_a_b
             page.click("button[type=submit]")
             alert = page.locator("[role=alert]")
             expect(alert).to_contain_text(
-                f"Token 'other team' is not for namespace {namespace}: it is for "
+                f'Token "other team" is not for namespace {namespace}: it is for '
                 f"{other.namespace} (follow that link and sign in there with it)"
             )
             assert '"error"' not in page.content() and theirs not in page.content()

@@ -357,7 +357,9 @@ def test_readme_curl_lines_run(served: tuple[Api, TimerClient, TokenFile]) -> No
     """The HTTP guide's lines, against this server, as one shell runs them: its first
     line's API and NS are this server's; its TOKEN line runs as written (trial 17: the
     guide used $TOKEN and never set it, so a reader's curl got a 401), making a token in
-    the server's token file, which the curl lines after it then use."""
+    the server's token file, which the curl lines after it then use. They run as pasted,
+    with no ``; echo`` after them: each answer ends its own line (a new user's trial saw
+    answers run together on one line)."""
     curl = shutil.which("curl")
     if curl is None:
         pytest.skip("curl is not installed")
@@ -370,7 +372,7 @@ def test_readme_curl_lines_run(served: tuple[Api, TimerClient, TokenFile]) -> No
     curls = lines[2:]
     assert len(curls) >= 4 and all(ln.startswith("curl ") for ln in curls), curls
     script = [f"API={api.base} NS={c.namespace}", lines[1]]
-    script += [f"{ln} --fail-with-body -sS; echo" for ln in curls]  # one answer a line
+    script += [f"{ln} --fail-with-body -sS" for ln in curls]  # as pasted: no `; echo`
     env = {k: v for k, v in os.environ.items() if k != "TOKEN"}  # the block sets it
     path = f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}"  # tickwheel
     env |= {"TICKWHEEL_TOKENS": str(tokens.path), "PATH": path}
@@ -380,7 +382,8 @@ def test_readme_curl_lines_run(served: tuple[Api, TimerClient, TokenFile]) -> No
     assert out.returncode == 0, (out.stdout, out.stderr)
     made = [t for tid, t in tokens.load().items() if tid not in before]
     assert [(t.scope, t.namespaces) for t in made] == [("write", (c.namespace,))], made
-    answers = [json.loads(ln) for ln in out.stdout.splitlines() if ln.strip()]
+    assert out.stdout.endswith("\n"), out.stdout  # the prompt after it on a line of its own
+    answers = [json.loads(ln) for ln in out.stdout.splitlines()]  # one answer a line
     assert len(answers) == len(curls), out.stdout
     assert answers[0]["created"] is True, answers[0]  # its own id: not one the tour left
     assert answers[-1]["outcome"] == "completed", answers[-1]

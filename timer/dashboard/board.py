@@ -15,7 +15,7 @@ from timer.durable.model.entries import parse_ref
 from timer.durable.model.keys import check_namespace
 from timer.durable.model.models import Outcome
 from timer.durable.schedules.records import occurrence_name
-from timer.errors import InvalidInput, NotFound, ScheduleNotFound, TimerNotFound
+from timer.errors import InvalidInput, NotFound, ScheduleNotFound, TimerNotFound, quoted
 from timer.handlers.limits import limits_in_use
 from timer.shapes import dead_letter_json, group_json, outcome_json, schedule_json
 
@@ -106,10 +106,12 @@ class Dashboard:
         if action == "reschedule":
             delay = body.get("delay_ms")
             if isinstance(delay, bool) or not isinstance(delay, int):
-                raise InvalidInput(f"delay_ms must be a whole number of ms, got {delay!r}")
+                raise InvalidInput(
+                    f"delay_ms must be a whole number of ms, got {quoted(delay, 40)}"
+                )
             moved = c.reschedule(timer_id, delay)
             return {"done": moved is not None, **self.timer(timer_id)}
-        raise InvalidInput(f"unknown action {action!r}: cancel, complete or reschedule")
+        raise InvalidInput(f"unknown action {quoted(action, 40)}: cancel, complete or reschedule")
 
     def snapshot(self) -> dict[str, Any]:
         """What the page shows, in one event of the live stream: the dead letters as their
@@ -224,7 +226,9 @@ class Dashboard:
         cards = c.worker_cards([worker])
         beats = dict(c.workers())
         if worker not in cards and worker not in beats:
-            raise NotFound(f"no worker {worker!r} in namespace {c.namespace!r} now")
+            raise NotFound(
+                f"no worker {quoted(worker, 100)} in namespace {quoted(c.namespace)} now"
+            )
         st = c.stats(servers=False)
         now = int(st["now_ms"])
         return {
@@ -244,7 +248,7 @@ class Dashboard:
         elif action == "resume":
             done = self.client.resume_group(group)  # type: ignore[arg-type]
         else:
-            raise InvalidInput(f"unknown action {action!r}: pause or resume")
+            raise InvalidInput(f"unknown action {quoted(action, 40)}: pause or resume")
         return {"group": group, "action": action, "done": done}
 
     def dead_matching(self, query: dict[str, str]) -> dict[str, Any]:
@@ -267,11 +271,12 @@ class Dashboard:
         by ``group``, ``error`` and ``match``, done only if ``expect`` (the count the
         person confirmed) still holds."""
         if action not in ("redeliver", "drop"):
-            raise InvalidInput(f"unknown action {action!r}: redeliver or drop")
+            raise InvalidInput(f"unknown action {quoted(action, 40)}: redeliver or drop")
         unknown = set(body) - {"refs", "group", "error", "match", "expect"}
         if unknown:
             raise InvalidInput(
-                f"unknown field {sorted(unknown)[0]!r}: refs or group, error, match; expect"
+                f"unknown field {quoted(sorted(unknown)[0], 40)}: refs or group, error, "
+                "match; expect"
             )
         if "expect" not in body:
             raise InvalidInput("expect (the count the person confirmed) is required here")
@@ -297,7 +302,9 @@ class Dashboard:
     def dead_one(self, ref: str) -> dict[str, Any]:
         d = self.client.dead_letter(ref)
         if d is None:
-            raise NotFound(f"no dead letter {ref!r} in namespace {self.client.namespace!r}")
+            raise NotFound(
+                f"no dead letter {quoted(ref, 100)} in namespace {quoted(self.client.namespace)}"
+            )
         return dead_letter_json(d)
 
     def dead_act(self, ref: str, action: str) -> dict[str, Any]:
@@ -306,7 +313,7 @@ class Dashboard:
             return {"ref": ref, "done": self.client.redeliver(ref) is not None}
         if action == "drop":
             return {"ref": ref, "done": self.client.drop_dead_letter(ref)}
-        raise InvalidInput(f"unknown action {action!r}: redeliver or drop")
+        raise InvalidInput(f"unknown action {quoted(action, 40)}: redeliver or drop")
 
     def schedules(self) -> list[dict[str, Any]]:
         return [schedule_json(s) for s in self.client.schedules.list()]
@@ -334,7 +341,7 @@ class Dashboard:
             done = s.delete(name)
         else:
             raise InvalidInput(
-                f"unknown action {action!r}: pause, resume, trigger, backfill or delete"
+                f"unknown action {quoted(action, 40)}: pause, resume, trigger, backfill or delete"
             )
         if not done and action != "trigger":
             raise ScheduleNotFound.of(name, self.client.namespace)
@@ -371,7 +378,7 @@ def _whole(name: str, text: str | None) -> int | None:
     if not text:
         return None
     if not text.isdigit() or not text.isascii() or len(text) > 18:
-        raise InvalidInput(f"{name} must be a whole number, got {text[:40]!r}")
+        raise InvalidInput(f"{name} must be a whole number, got {quoted(text, 40)}")
     return int(text)
 
 
@@ -379,7 +386,7 @@ def _signed(name: str, text: str) -> int:
     """A query's whole number that may be negative; InvalidInput for anything else."""
     digits = text[1:] if text.startswith("-") else text
     if not digits.isdigit() or not digits.isascii() or len(digits) > 18:
-        raise InvalidInput(f"{name} must be a whole number, got {text[:40]!r}")
+        raise InvalidInput(f"{name} must be a whole number, got {quoted(text, 40)}")
     return int(text)
 
 

@@ -4,8 +4,6 @@ token file: :func:`user_of`), and the cross-site check of every POST."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import hmac
 import html
 import logging
@@ -18,9 +16,11 @@ from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from timer.errors import ConfigError
+from timer.errors import ConfigError, quoted
 from timer.httpapi.routing import JSONReply, cross_site
 from timer.httpapi.tokens import Token, TokenFile
+
+from .pages import KEEP_HASH, SIGN_IN, SIGN_IN_POLICY
 
 log = logging.getLogger("tickwheel.dashboard")  # the actions refused here, as routes.py's
 
@@ -114,7 +114,7 @@ class Guard(BaseHTTPMiddleware):
             return refusal(
                 400,
                 UNKNOWN_HOST,
-                f"this dashboard does not answer for host {host[:100]!r}; start it "
+                f"this dashboard does not answer for host {quoted(host, 100)}; start it "
                 "with --allowed-host NAME to serve that name",
             )
         bearer = _bearer(request)
@@ -186,7 +186,7 @@ class Guard(BaseHTTPMiddleware):
             return None  # another's page was refused its script (the page stayed blank)
         if not user.allows(need, namespace):
             if need == "write" and user.allows("read", namespace):
-                why = f"token {who(user)} may only read: ask for a write token"
+                why = f"token {named(user)} may only read: ask for a write token"
             else:  # a browser opening a page is shown why, with the form to sign in again
                 why = not_for(user, namespace)
                 page = _sign_in_page(request, _not_for_page(user, namespace), status=403)
@@ -242,7 +242,7 @@ class Guard(BaseHTTPMiddleware):
         if why:
             return why
         if "origin" not in request.headers and "sec-fetch-site" not in request.headers:
-            return "no Origin or Sec-Fetch-Site header (use the page, or the Bearer token)"
+            return f"no Origin or Sec-Fetch-Site header ({self.script_hint()})"
         header = request.headers.get(CSRF_HEADER, "")
         cookie = request.cookies.get(CSRF_COOKIE, "")
         if not (
@@ -252,6 +252,21 @@ class Guard(BaseHTTPMiddleware):
             return "the CSRF token is missing or stale (reload the page)"
         return ""
 
+    def script_hint(self) -> str:
+        """How a script's POST gets past the cross-site check, as this dashboard is set up:
+        the Bearer header (it needs no Origin nor CSRF token), with the token it takes."""
+        if self.tokens is not None:
+            token = "a write token of `tickwheel tokens create`"
+        elif self.token is not None:
+            token = "the token the dashboard was started with (TICKWHEEL_DASHBOARD_TOKEN)"
+        else:
+            return (
+                "use the page; a script sends an Authorization: Bearer header, any value "
+                "while the dashboard has no token (start it with TICKWHEEL_DASHBOARD_TOKEN "
+                "set, or --tokens FILE, to require one)"
+            )
+        return f"use the page; a script sends Authorization: Bearer <token>, {token}"
+
 
 def user_of(request: Request) -> Token | None:
     """The token the request signed in with (a token file's), if any."""
@@ -259,10 +274,17 @@ def user_of(request: Request) -> Token | None:
 
 
 def who(user: Token | None) -> str:
-    """How the log and the refusals name a user: the token's name, else its id."""
+    """How the log names a user: the token's name (as the log quotes values: its repr),
+    else its id."""
     if user is None:
         return "the dashboard's own user"
     return repr(user.name) if user.name else f"id {user.id}"
+
+
+def named(user: Token) -> str:
+    """How a refusal or the sign-in page names a user's token: its name quoted as every
+    error quotes a value (JSON-style: :func:`timer.errors.quoted`), else its id."""
+    return quoted(user.name, 100) if user.name else f"id {user.id}"
 
 
 LOGIN_BODY_LIMIT = 4096  # a token is 62 characters; a form of more is not a sign-in
@@ -347,35 +369,6 @@ def _bearer(request: Request) -> str:
     return header[7:] if header.lower().startswith("bearer ") else ""
 
 
-SIGN_IN = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>tickwheel: sign in</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<style>body{font:15px system-ui,sans-serif;max-width:34em;margin:4em auto;padding:0 1em}
-input{width:100%;font:inherit;padding:6px;margin:8px 0}button{font:inherit;padding:6px 14px}
-.refused{border-left:4px solid #b3261e;padding:6px 10px;background:#fdecea;color:#5f1410}
-</style></head><body>
-<h1>Sign in</h1>
-{refused}<p>{ask}</p>
-<form method="post" action="/login"><label>Token
-<input name="token" type="password" autocomplete="off" placeholder="tw_…" required autofocus>
-</label><input type="hidden" name="next" value="{next}"><button type="submit">Sign in</button>
-</form><script>{keep_hash}</script>
-</body></html>
-"""
-# The page's one script, allowed by its hash alone: the address's fragment (the timer a
-# shared link opens, /timers#timer=…) is never sent to the server, so it is added to the
-# page the sign-in goes on to here (a page shown again after a wrong token keeps its own)
-KEEP_HASH = (
-    'const next = document.querySelector("input[name=next]");'
-    'if (location.hash) next.value = next.value.split("#")[0] + location.hash;'
-)
-SIGN_IN_POLICY = (
-    "default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-"
-    + base64.b64encode(hashlib.sha256(KEEP_HASH.encode()).digest()).decode()
-    + "'; form-action 'self'"
-)
-
-
 # What the sign-in page asks for: a token of the token file, or the one shared token
 ASK_FILE = (
     "This dashboard asks for a token: paste one that <code>tickwheel tokens create</code>\n"
@@ -396,10 +389,10 @@ WRONG_SIGN_IN = (
 
 def not_for(user: Token, namespace: str) -> str:
     """Why ``user`` may not read ``namespace``, naming the ones it is for (never its secret)."""
-    said = ", ".join(repr(ns) for ns in user.namespaces[:10])
+    said = ", ".join(quoted(ns, 100) for ns in user.namespaces[:10])
     more = f" and {len(user.namespaces) - 10} more" if len(user.namespaces) > 10 else ""
     return (
-        f"token {who(user)} is not for namespace {namespace!r} (it is for "
+        f"token {named(user)} is not for namespace {quoted(namespace, 100)} (it is for "
         f"{'namespace' if len(user.namespaces) == 1 else 'namespaces'} {said}{more})"
     )
 
@@ -412,7 +405,7 @@ def _not_for_page(user: Token, namespace: str) -> str:
         for ns in user.namespaces[:10]
     )
     return (
-        f"Token {html.escape(who(user))} is not for namespace "
+        f"Token {html.escape(named(user))} is not for namespace "
         f"<code>{html.escape(namespace)}</code>: it is for {links} (follow "
         f"{'that link' if len(user.namespaces) == 1 else 'one of those links'} and sign in "
         f"there with it). To see <code>{html.escape(namespace)}</code>, paste a token for it."

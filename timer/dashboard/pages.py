@@ -3,10 +3,13 @@ link followed or an address typed (``/api/timers/x``, a timer that does not exis
 path that is none of the dashboard's) showed the raw JSON error. A browser opening an
 address gets a page in the dashboard's own look saying what was not found, with the way
 back to the timers list; a script (the page's own ``fetch``, ``curl``, ``Accept:
-application/json``, a Bearer token) keeps the JSON answer."""
+application/json``, a Bearer token) keeps the JSON answer. The sign-in page, that
+:class:`timer.dashboard.guard.Guard` shows a browser not signed in, is here too."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import urllib.parse
 
@@ -86,3 +89,33 @@ def error_page(request: Request, status: int, said: str) -> HTMLResponse:
     )
     headers = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff"}
     return HTMLResponse(page, status_code=status, headers=headers)
+
+
+# The sign-in page (timer.dashboard.guard shows it, with why the last try was refused)
+SIGN_IN = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>tickwheel: sign in</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>body{font:15px system-ui,sans-serif;max-width:34em;margin:4em auto;padding:0 1em}
+input{width:100%;font:inherit;padding:6px;margin:8px 0}button{font:inherit;padding:6px 14px}
+.refused{border-left:4px solid #b3261e;padding:6px 10px;background:#fdecea;color:#5f1410}
+</style></head><body>
+<h1>Sign in</h1>
+{refused}<p>{ask}</p>
+<form method="post" action="/login"><label>Token
+<input name="token" type="password" autocomplete="off" placeholder="tw_…" required autofocus>
+</label><input type="hidden" name="next" value="{next}"><button type="submit">Sign in</button>
+</form><script>{keep_hash}</script>
+</body></html>
+"""
+# The page's one script, allowed by its hash alone: the address's fragment (the timer a
+# shared link opens, /timers#timer=…) is never sent to the server, so it is added to the
+# page the sign-in goes on to here (a page shown again after a wrong token keeps its own)
+KEEP_HASH = (
+    'const next = document.querySelector("input[name=next]");'
+    'if (location.hash) next.value = next.value.split("#")[0] + location.hash;'
+)
+SIGN_IN_POLICY = (
+    "default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-"
+    + base64.b64encode(hashlib.sha256(KEEP_HASH.encode()).digest()).decode()
+    + "'; form-action 'self'"
+)
