@@ -62,9 +62,20 @@ def _find_benchmarks() -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
 
 
+class _NoOptions(click.Command):
+    """A command that parses no option of its own, --help neither: `bench --help` is read
+    as NAME (and answered), `bench NAME --help` is the benchmark's own help, and its help
+    shows no Options section. Its help option is still there for click's usage errors,
+    which add "Try 'tickwheel bench --help' for help." only for a command that has one
+    (add_help_option=False, as bench was, left the line out)."""
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        return list(self.params)
+
+
 @click.command(
+    cls=_NoOptions,
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
-    add_help_option=False,  # `bench NAME --help` is the benchmark's own help
     options_metavar="",  # it has none of its own: ARGS go to the benchmark
 )
 @click.argument("name", required=False, metavar="NAME")

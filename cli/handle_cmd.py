@@ -11,13 +11,13 @@ from timer import TimerClient
 from timer.handlers import DEFAULT_GROUP, Handlers
 from timer.handlers.limits import merged, parse_limit, parse_rate
 from timer.redis import local_server
-from timer.webhook import callbacks, webhook
+from timer.webhook import MIN_SECRET_CHARS, callbacks, short_secret, webhook
 from timer.worker import WorkerSettings, fire_and_handle
 from timer.worker.settings import default_worker_id
 
 from .app import App, errors, pass_app, require_extra, starts_server
 from .durations import DURATION, MILLIS, DurationOr
-from .output import to_json
+from .output import plural, to_json
 from .service import (
     announce,
     connect,
@@ -291,6 +291,10 @@ def handle(
     lease_ms = one_of("--lease", lease, "--lease-ms", lease_ms, WorkerSettings.lease_ms)
     timeout_s = webhook_timeout_ms / 1000
     with errors():
+        if webhook_secret is not None and len(webhook_secret) < MIN_SECRET_CHARS:
+            env = click.get_current_context().get_parameter_source("webhook_secret")
+            given = env is click.core.ParameterSource.ENVIRONMENT
+            raise short_secret(f"${WEBHOOK_SECRET_ENV}" if given else "--webhook-secret")
         if webhook_url is not None:
             spec = webhook(webhook_url, webhook_secret or "", timeout_s=timeout_s)
         elif callbacks_on:
@@ -419,8 +423,9 @@ def _report(app: App, handlers: Handlers, drained: bool) -> None:
         f"consumer {handlers.consumer} stopped: handled {s.handled}, failed attempts "
         f"{s.failed}, retried {s.retried}, dead-lettered {s.dead_lettered}"
         + (
-            f", put off by their handler to look at again {s.later} (not failures: e.g. a "
-            "Celery task sent and not yet seen to start; a run of the group looks again)"
+            # a count of Later answers over the run, not of outcomes still waiting
+            f", put off to look at again {plural(s.later, 'time')} (a handler's Later, not a "
+            "failure: e.g. a Celery task is looked at again to confirm it started)"
             if s.later
             else ""
         )

@@ -84,8 +84,9 @@ class Root(TickwheelGroup):
     default=None,
     metavar="URL",
     help="redis://[user:pass@]host:port/db, rediss:// for TLS, unix:///path, or "
-    "redis+sentinel://host:port[,host:port…]/<service>[/db] for the master Sentinels name "
-    "[env TICKWHEEL_REDIS_URL; default: the embedded server].",
+    "redis+sentinel://host:port[,host:port…]/<service>[/db] for the master of <service>, "
+    "asked of the Sentinels at those addresses [env TICKWHEEL_REDIS_URL; default: the "
+    "embedded server].",
 )
 @click.option(
     "--namespace",

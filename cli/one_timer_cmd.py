@@ -121,8 +121,14 @@ def schedule(
             f"{format_ms(t.deadline_ms)}, not later as asked.",
             err=True,
         )
-    if deadline_ms is not None and t.created and deadline_ms < app.client.time.wall_ms() - 1_000:
-        # Allowed on purpose (a catch-up after downtime), but rarely what a person meant.
+    if t.created:
+        say_past(app, deadline_ms)
+
+
+def say_past(app: App, deadline_ms: int | None) -> None:
+    """A --at in the past (schedule, reschedule), noted on stderr, --json too: allowed on
+    purpose (a catch-up after downtime), but rarely what a person meant."""
+    if deadline_ms is not None and deadline_ms < app.client.time.wall_ms() - 1_000:
         click.echo(
             f"Note: {format_ms(deadline_ms)} is in the past: the timer is due at once.", err=True
         )
@@ -196,6 +202,7 @@ def reschedule(app: App, timer_id: str, delay_ms: int | None, deadline_ms: int |
         return
     said = f"Rescheduled {timer_id} to {format_ms(t.deadline_ms)}"
     emit(app.json, {**timer_json(t), "rescheduled": True}, said)
+    say_past(app, deadline_ms)
 
 
 @click.command()
@@ -277,6 +284,9 @@ def complete(app: App, timer_id: str) -> None:
     )
 
 
+INSTANT_FIELDS = ("deadline_ms", "created_ms", "decided_ms")
+
+
 @click.command()
 @click.argument("timer_id")
 @pass_app
@@ -292,7 +302,11 @@ def get(app: App, timer_id: str) -> None:
         if info is None:
             raise TimerNotFound.of(timer_id, app.namespace)
     d = timer_info_json(info)
-    shown = {**d, "deadline_ms": f"{info.deadline_ms} ({format_ms(info.deadline_ms)})"}
+    # every instant with its time, as deadline_ms: created_ms and decided_ms were epoch ms only
+    shown = {
+        **d,
+        **{k: f"{d[k]} ({format_ms(d[k])})" for k in INSTANT_FIELDS if d.get(k) is not None},
+    }
     # the payload as JSON, always: a string "-" and no payload (null) read apart
     json_ = {
         k: to_json(v, for_people=True)

@@ -103,7 +103,7 @@ def _row(t: TimerInfo) -> tuple[Any, ...]:
     type=click.IntRange(1, 1_000_000),
     default=100,
     show_default=True,
-    help="Show at most this many.",
+    help="Show at most this many: the first found in the order above, not the soonest due.",
 )
 @pass_app
 def list_(
@@ -117,6 +117,10 @@ def list_(
 ) -> None:
     """List the timers whose id matches MATCH (default: all), pending unless --state says
     otherwise: id, state, shard, deadline, decided, payload.
+
+    Order: as found, shard by shard (shard 0 first), in no set order within a shard, the
+    pending before the ended; not by deadline. --limit keeps the first it finds in that
+    order. The Timers view of `tickwheel dashboard` lists the pending timers by next due.
 
     \b
     Example: tickwheel timers list 'job:*' --state decided --limit 20
@@ -140,9 +144,17 @@ def list_(
     human = (
         table([_row(t) for t in shown], headers)
         if shown
-        else f"No {_which(states)}timers match {match!r}."
+        else f"No {_which(states)}timers match {match!r}{literal_hint(match, 0) or '.'}"
     )
     emit(app.json, [timer_info_json(t) for t in shown], human)
+
+
+def literal_hint(match: str, found: int) -> str:
+    """What a pattern without glob characters that matched nothing adds: it matches that
+    one id only, so ``job`` finds no ``job:{1}`` (a new user's first try)."""
+    if found or any(c in match for c in "*?["):
+        return ""
+    return f" (a pattern without * matches that id only: did you mean {match + '*'!r}?)"
 
 
 def _which(states: tuple[str, ...]) -> str:
@@ -181,6 +193,7 @@ def count(
         )
     # the state counted is said, as `timers list` says it: "3 timers match" read as all
     said = f"{plural(n, _which(states) + 'timer')} {'matches' if n == 1 else 'match'} {match!r}"
+    said += literal_hint(match, n)
     emit(app.json, {"match": match, "count": n}, said)
 
 
@@ -231,11 +244,13 @@ def _run(app: App, action: str, match: str, opts: ActionArgs, **move: Unpack[Mov
                 emit(
                     app.json,
                     {"action": action, "match": match, "selected": n, "dry_run": True},
-                    f"Would {action} {plural(n, 'pending timer')} matching {match!r}",
+                    f"Would {action} {plural(n, 'pending timer')} matching {match!r}"
+                    + literal_hint(match, n),
                 )
                 return
             if n == 0:
-                emit(app.json, _report(Bulk(action), match), f"No pending timer matches {match!r}.")
+                said = f"No pending timer matches {match!r}{literal_hint(match, 0) or '.'}"
+                emit(app.json, _report(Bulk(action), match), said)
                 return
             confirm(f"{action.capitalize()} {plural(n, 'pending timer')} matching {match!r}?")
         done = run(match, progress=_progress(app, action), **where, **move)
@@ -243,7 +258,7 @@ def _run(app: App, action: str, match: str, opts: ActionArgs, **move: Unpack[Mov
         click.echo("\r\x1b[K", nl=False, err=True)  # the progress line gives way to the count
     human = (
         f"{VERBS[action].capitalize()} {done.done} of {plural(done.selected, 'pending timer')}"
-        f" matching {match!r}"
+        f" matching {match!r}{literal_hint(match, done.selected)}"
     )
     if action == "notify":
         human += f" ({plural(done.keys, 'watch key')} notified)"

@@ -44,6 +44,8 @@ from .shapes import outcome_json
 SIGNATURE = "Tickwheel-Signature"
 IDEMPOTENCY = "Tickwheel-Idempotency-Key"
 TOLERANCE_S = 300
+MIN_SECRET_CHARS = 16
+MAKE_SECRET = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
 
 
 class WebhookFailed(Exception):
@@ -145,9 +147,19 @@ def callbacks(
     return deliver
 
 
+def short_secret(where: str | None = None) -> InvalidInput:
+    """The error for a secret too short to sign with, and how to make one; ``where``: where
+    it came from (``--webhook-secret``, ``$TICKWHEEL_WEBHOOK_SECRET``), when known."""
+    said = "the webhook secret" + (f" (from {where})" if where else "")
+    return InvalidInput(
+        f"{said} must be text of at least {MIN_SECRET_CHARS} characters; make one with: "
+        f"{MAKE_SECRET}"
+    )
+
+
 def _poster(secret: str, timeout_s: float) -> Callable[[str, Outcome], None]:
-    if not isinstance(secret, str) or len(secret) < 16:
-        raise InvalidInput("the webhook secret must be text of at least 16 characters")
+    if not isinstance(secret, str) or len(secret) < MIN_SECRET_CHARS:
+        raise short_secret()
     opener = urllib.request.build_opener(_NoRedirect)
     agent = f"tickwheel/{__version__}"
 

@@ -46,6 +46,17 @@ def test_help(path: list[str]) -> None:
     assert sum(1 for line in description if line.strip()) >= 2, "explain the command"
 
 
+def test_the_redis_url_help_says_what_a_sentinel_url_reaches() -> None:
+    """The top-level --redis-url help read "…/<service>[/db] for the master Sentinels
+    name" (garbled): it says the URL reaches the master of <service> through them."""
+    helped = " ".join(CliRunner().invoke(main, ["--help"]).output.split())
+    assert (
+        "redis+sentinel://host:port[,host:port…]/<service>[/db] for the master of "
+        "<service>, asked of the Sentinels at those addresses" in helped
+    ), helped
+    assert "master Sentinels name" not in helped
+
+
 def _every_command(cmd: click.Command, path: list[str]) -> Iterator[list[str]]:
     yield path
     if isinstance(cmd, click.Group):
@@ -233,6 +244,22 @@ def test_get_shows_a_payload_as_json_so_none_and_a_dash_read_apart(tw: Run) -> N
     assert payloads == {"none": "null", "dash": '"-"', "obj": '{"who": "Zoë"}', "num": "7"}
     assert shown["none"]["note"].strip() == "-"  # other unset fields read as before
     assert as_json(tw("--json", "get", "obj"))["payload"] == {"who": "Zoë"}
+
+
+def test_get_shows_every_instant_with_its_time(tw: Run) -> None:
+    """`get` showed deadline_ms with its ISO time but created_ms and decided_ms as epoch
+    ms only: every instant reads as the deadline does; --json keeps the numbers."""
+    tw("init", "--shards", "2")
+    tw("schedule", "a", "--in", "10m")
+    tw("cancel", "a")
+    rows = dict(line.split(None, 1) for line in tw("get", "a").output.splitlines()[2:])
+    got = as_json(tw("--json", "get", "a"))
+    for field in ("deadline_ms", "created_ms", "decided_ms"):
+        assert rows[field].strip() == f"{got[field]} ({format_ms(got[field])})", field
+    assert isinstance(got["created_ms"], int) and isinstance(got["decided_ms"], int)
+    tw("schedule", "b", "--in", "10m")
+    pending = dict(line.split(None, 1) for line in tw("get", "b").output.splitlines()[2:])
+    assert pending["decided_ms"].strip() == "-"
 
 
 @pytest.mark.parametrize(
@@ -455,6 +482,19 @@ def test_a_past_at_is_accepted_and_said(tw: Run) -> None:
     result = tw("schedule", "late", "--at", "2001-01-01T00:00:00Z")
     assert "in the past: the timer is due at once" in result.output
     assert "in the past" not in tw("schedule", "soon", "--in", "1h").output
+
+
+def test_a_past_at_on_reschedule_is_said_as_schedule_says_it(tw: Run) -> None:
+    """`reschedule --at` a past time said only "Rescheduled ... to 2020-...": it notes
+    the timer is due at once, as `schedule` does (on stderr, --json too)."""
+    tw("init", "--shards", "2")
+    tw("schedule", "job:{90}", "--in", "1h")
+    moved = tw("reschedule", "job:{90}", "--at", "2020-01-01T00:00:00Z")
+    assert moved.stdout.startswith("Rescheduled job:{90} to 2020-01-01T00:00:00.000Z")
+    said = "Note: 2020-01-01T00:00:00.000Z is in the past: the timer is due at once."
+    assert said in moved.stderr, moved.output
+    assert said in tw("--json", "reschedule", "job:{90}", "--at", "2020-01-01T00:00:00Z").stderr
+    assert "in the past" not in tw("reschedule", "job:{90}", "--in", "1h").output
 
 
 def test_schedule_rearm_flag(tw: Run) -> None:
@@ -778,6 +818,17 @@ def test_bench_help_offers_no_options_it_does_not_show(flag: str) -> None:
     assert shown.exit_code == 0, shown.output
     assert shown.output.startswith("Usage: tickwheel bench NAME [ARGS]...\n"), shown.output
     assert "[OPTIONS]" not in shown.output and "Options:" not in shown.output
+
+
+@pytest.mark.parametrize("args", [["bench"], ["bench", "nope"], ["bench", "--bogus"]])
+def test_a_bench_usage_error_says_where_its_help_is(args: list[str]) -> None:
+    """`bench` with a bad argument left out the `Try 'tickwheel bench --help' for help.`
+    line every other command's usage error has (it had no help option of its own)."""
+    shown = CliRunner().invoke(main, args, prog_name="tickwheel")
+    assert shown.exit_code == 2, shown.output
+    assert "Usage: tickwheel bench NAME [ARGS]...\nTry 'tickwheel bench --help' for help.\n" in (
+        shown.output
+    ), shown.output
 
 
 def test_server_help_names_every_command_that_starts_the_server() -> None:

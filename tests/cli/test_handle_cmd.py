@@ -471,6 +471,24 @@ def test_handle_fire_refuses_what_it_cannot_do(tw: Run) -> None:
     assert "give it with --fire" in lease.output
 
 
+def test_a_short_webhook_secret_says_where_it_came_from_and_how_to_make_one(
+    tw: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A secret under 16 characters said only that it was: it names where it came from
+    ($TICKWHEEL_WEBHOOK_SECRET or --webhook-secret) and how to make one (exit 3)."""
+    make = "make one with: python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+    hook = ["handle", "--webhook", "http://127.0.0.1:1/hook", "--on", "all", "--idle-exit"]
+    monkeypatch.setenv("TICKWHEEL_WEBHOOK_SECRET", "short")
+    env = tw(*hook, expect=3).stderr
+    assert "the webhook secret (from $TICKWHEEL_WEBHOOK_SECRET) must be" in env, env
+    assert make in env and "short" not in env.replace("at least", ""), env
+    given = tw(*hook, "--webhook-secret", "tiny", expect=3).stderr  # the option wins
+    assert "the webhook secret (from --webhook-secret) must be" in given and make in given
+    monkeypatch.delenv("TICKWHEEL_WEBHOOK_SECRET")
+    calls = ["handle", "--callbacks", "--callback-host", "h", "--webhook-secret", "x"]
+    assert "(from --webhook-secret)" in tw(*calls, "--idle-exit", expect=3).stderr
+
+
 LATER = """
 from timer import Later
 
@@ -485,7 +503,9 @@ def test_the_summary_counts_what_a_handler_asked_to_see_again_later(
 ) -> None:
     """A handler's Later is neither handled nor failed: the summary counted nothing for
     it (the Celery sender's runner, stopped before a task started, said "handled 0"
-    of the tasks it had sent). It says how many, as not failures."""
+    of the tasks it had sent). It says how many, as not failures; as a count of times
+    put off over the run, not of outcomes still waiting ("put off by their handler to
+    look at again 2" read as two still waiting after both had run)."""
     tw("init", "--shards", "2")
     (workdir / f"later_{namespace}.py").write_text(LATER)
     cancelled(redis_server.url, namespace, ["l1", "l2"]).close()
@@ -494,9 +514,11 @@ def test_the_summary_counts_what_a_handler_asked_to_see_again_later(
     summary = as_json(r)
     assert (summary["handled"], summary["later"], summary["failed"]) == (2, 2, 0), summary
     assert (
-        "put off by their handler to look at again 2 (not failures: e.g. a Celery task sent"
-        in r.stderr
+        "handled 2, failed attempts 0, retried 0, dead-lettered 0, put off to look at again "
+        "2 times (a handler's Later, not a failure: e.g. a Celery task is looked at again to "
+        "confirm it started)" in r.stderr
     ), r.stderr
+    assert "put off by their handler" not in r.stderr
 
 
 LATER_ALWAYS = """

@@ -85,3 +85,36 @@ def test_a_bulk_reschedule_too_far_is_refused_before_any_timer_moves(tw: Run) ->
     assert "give a nearer one" in out.stderr and "3660d" in out.stderr, out.output
     after = [as_json(tw("--json", "get", f"f:{i}"))["deadline_ms"] for i in range(3)]
     assert after == [t["deadline_ms"] for t in before]
+
+
+def test_a_pattern_without_a_glob_that_matches_nothing_says_it_is_one_id(tw: Run) -> None:
+    """`timers cancel job --dry-run` said "Would cancel 0 pending timers matching 'job'":
+    a pattern without * matches that id only; list, count and the actions say so, and
+    not when it has a glob character or matched something."""
+    seed(tw)
+    hint = "(a pattern without * matches that id only: did you mean 'job*'?)"
+    for args in (
+        ("timers", "list", "job"),
+        ("timers", "count", "job"),
+        ("timers", "cancel", "job", "--dry-run"),
+        ("timers", "cancel", "job"),
+        ("timers", "complete", "job", "--yes"),
+    ):
+        assert hint in tw(*args).output, args
+    assert as_json(tw("timers", "count", "job", "--json")) == {"match": "job", "count": 0}
+    assert "did you mean" not in tw("timers", "list", "nothing:*").output
+    assert "did you mean" not in tw("timers", "count", "no[pq]").output
+    assert "did you mean" not in tw("timers", "cancel", "other", "--dry-run").output
+
+
+def test_list_help_says_its_order_and_what_limit_keeps(tw: Run) -> None:
+    """`timers list` lists shard by shard, not by deadline, and its help did not say so:
+    which timers --limit kept looked arbitrary. The help says the order (as listed, shard
+    0 first), what --limit keeps, and where the pending timers are listed by next due."""
+    helped = " ".join(tw("timers", "list", "--help").output.split())
+    assert "shard by shard (shard 0 first)" in helped and "not by deadline" in helped
+    assert "--limit keeps the first it finds in that order" in helped
+    assert "Timers view of `tickwheel dashboard` lists the pending timers by next due" in helped
+    seed(tw)
+    listed = as_json(tw("timers", "list", "--json"))
+    assert [t["shard"] for t in listed] == sorted(t["shard"] for t in listed)
