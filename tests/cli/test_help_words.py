@@ -37,6 +37,15 @@ def _options() -> Iterator[tuple[list[str], click.Context, click.Option]]:
                 yield path, ctx, param
 
 
+def _choices() -> Iterator[tuple[list[str], click.Context, click.Parameter]]:
+    """Every option and argument of every command that takes a choice."""
+    for path, command in _commands(main, ["tickwheel"]):
+        ctx = click.Context(command, info_name=path[-1])
+        for param in command.get_params(ctx):
+            if isinstance(param.type, click.Choice):
+                yield path, ctx, param
+
+
 def test_no_options_help_says_its_default_twice() -> None:
     """`schedule --help` showed `(default 1).  [default: 1]` for --need (the shared field
     help said it, and click's show_default again): no option of any command says its
@@ -113,16 +122,13 @@ def test_a_missing_choice_is_refused_in_one_line() -> None:
     argument of every command that takes a choice says what it takes on the error's
     line."""
     checked = 0
-    for path, command in _commands(main, ["tickwheel"]):
-        ctx = click.Context(command, info_name=path[-1])
-        for param in command.get_params(ctx):
-            if not isinstance(param.type, click.Choice):
-                continue
-            said = click.MissingParameter(ctx=ctx, param=param).format_message()
-            assert "\n" not in said and "\t" not in said, (path, param.name, said)
-            for choice in param.type.choices:
-                assert re.search(rf"[ ,]{re.escape(str(choice))}[,.]? ", f"{said} "), said
-            checked += 1
+    for path, ctx, param in _choices():
+        assert isinstance(param.type, click.Choice)
+        said = click.MissingParameter(ctx=ctx, param=param).format_message()
+        assert "\n" not in said and "\t" not in said, (path, param.name, said)
+        for choice in param.type.choices:
+            assert re.search(rf"[ ,]{re.escape(str(choice))}[,.]? ", f"{said} "), said
+        checked += 1
     assert checked >= 8
     out = CliRunner().invoke(main, ["tokens", "create"])
     assert out.exit_code == 2
@@ -153,23 +159,29 @@ def test_a_wrong_choice_is_quoted_as_json_as_every_value_said_back() -> None:
     Python's quotes, where every other message quotes what it was given as JSON does:
     every choice of every command says a wrong value back so, and its choices too."""
     checked = 0
-    for path, command in _commands(main, ["tickwheel"]):
-        ctx = click.Context(command, info_name=path[-1])
-        for param in command.get_params(ctx):
-            if not isinstance(param.type, click.Choice):
-                continue
-            with pytest.raises(click.BadParameter) as refused:
-                param.type.convert("it's", param, ctx)
-            said = str(refused.value.message)
-            listed = ", ".join(f'"{c}"' for c in param.type.choices)
-            assert said == f'"it\'s" is not one of {listed}.', (path, param.name, said)
-            checked += 1
+    for path, ctx, param in _choices():
+        assert isinstance(param.type, click.Choice)
+        with pytest.raises(click.BadParameter) as refused:
+            param.type.convert("it's", param, ctx)
+        said = str(refused.value.message)
+        listed = ", ".join(f'"{c}"' for c in param.type.choices)
+        assert said == f'"it\'s" is not one of {listed}.', (path, param.name, said)
+        checked += 1
     assert checked >= 8
     out = CliRunner().invoke(main, ["tokens", "create", "--scope", "it's"])
     assert out.exit_code == 2
     assert out.output.splitlines()[-1] == (
         """Error: Invalid value for '--scope': "it's" is not one of "read", "write", "admin"."""
     ), out.output
+
+
+def test_a_mistyped_choice_says_the_nearest_one() -> None:
+    """`acl wrker` listed the roles with no did-you-mean, as a mistyped command has."""
+    out = CliRunner().invoke(main, ["acl", "wrker"])
+    assert out.exit_code == 2
+    assert out.output.splitlines()[-1].endswith('. Did you mean "worker"?'), out.output
+    far = CliRunner().invoke(main, ["acl", "zzzz"])
+    assert "Did you mean" not in far.output, far.output
 
 
 def test_an_option_named_ms_says_it_takes_a_duration_too() -> None:
