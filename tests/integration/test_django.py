@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import logging
 import os
 import signal
 import subprocess
@@ -167,6 +168,28 @@ def test_tasks_run_once_with_results_failures_context_and_run_after(
     late = finished(tasks.add, deferred.id, runner)
     assert late.return_value == 42 and late.started_at >= later
     assert late.enqueued_at < later and late.finished_at >= late.started_at
+
+
+def test_a_failed_tasks_log_record_carries_its_exception(
+    project: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """django_tasks logs a failure (task_finished) with logger.exception: the signal is
+    sent while the task's exception is being handled, so the record has its traceback,
+    not "NoneType: None"."""
+    import uuid  # noqa: PLC0415
+
+    from timer.django import task_backends  # noqa: PLC0415
+
+    body = {"task": project.fails.module_path, "args": ["log1"], "kwargs": {},
+            "queue": "default", "context": False, "backend": "default"}  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="django_tasks"):
+        result = task_backends["default"].run(uuid.uuid4().hex, body)
+    assert result.status == "FAILED"
+    (record,) = [r for r in caplog.records if "state=FAILED" in r.getMessage()]
+    assert record.levelno == logging.ERROR and record.exc_info is not None
+    assert record.exc_info[0] is ValueError and "log1 failed" in str(record.exc_info[1])
+    started = [r for r in caplog.records if "state=RUNNING" in r.getMessage()]
+    assert len(started) == 1 and started[0].exc_info is None
 
 
 def tickwheel(line: str) -> str:

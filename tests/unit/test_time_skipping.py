@@ -185,12 +185,35 @@ def test_two_runs_from_the_same_start_end_the_same() -> None:
     assert once() == once()
 
 
+def test_advance_and_the_limit_take_durations_written_as_the_librarys_others() -> None:
+    """ "1h30m" as schedules' ``every`` takes it: the same as 5_400 seconds."""
+    with TimeSkipping() as env:
+        seen: list[str] = []
+        handlers = env.handle(Handlers(group="g"))
+        handlers.on("expired")(lambda o: seen.append(o.id))
+        env.client.schedule("job:{1}", delay_ms=5_400_000)
+        began = env.now_ms
+        env.advance("1h29m59s")
+        assert seen == [] and env.now_ms - began == 5_399_000
+        env.advance("1s")
+        assert seen == ["job:{1}"]
+        env.client.schedule("job:{2}", delay_ms=60_000)
+        assert env.run_until_idle(limit="2m") == 60
+        with pytest.raises(NotIdle):
+            env.client.schedule("job:{3}", delay_ms=60_000)
+            env.run_until_idle(limit="59s")
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [
         (lambda: TimeSkipping(start=dt.datetime(2026, 1, 1)), "aware datetime"),
         (lambda: TimeSkipping().advance(-1), "0 to 100 years"),
         (lambda: TimeSkipping().advance(float("nan")), "0 to 100 years"),
+        (lambda: TimeSkipping().advance([1]), r'a duration such as "1h30m", got \[1\]'),  # type: ignore[arg-type]
+        (lambda: TimeSkipping().advance("1 hour"), r'advance\(\): "1 hour" is not a duration'),
+        (lambda: TimeSkipping().advance("-5s"), "is negative"),
+        (lambda: TimeSkipping().run_until_idle(limit="1y"), 'limit: "1y" is not a duration'),
         (lambda: TimeSkipping().handle(lambda o: None), "takes a Handlers"),  # type: ignore[arg-type]
     ],
 )
@@ -241,7 +264,8 @@ def test_any_duration_is_taken_or_refused_with_invalid_input_and_nothing_written
     value: object,
 ) -> None:
     """advance() and run_until_idle(limit=) take seconds or a timedelta from 0 to 100
-    years; anything else is InvalidInput, and the clock and the store are as they were."""
+    years, or a duration as text ("1h30m"); anything else is InvalidInput, and the clock
+    and the store are as they were."""
     with TimeSkipping() as env:
         env.client.schedule("keep:{1}", delay_ms=3 * 86_400_000)  # due after any value here
         before, keys = env.now_ms, env.store.snapshot()

@@ -277,6 +277,13 @@ class TickwheelBackend(BaseTaskBackend):  # type: ignore[misc]
             path = f"{type(exc).__module__}.{type(exc).__qualname__}"
             record["x"] = [*record.get("x", []), [path, traceback.format_exc()]]
             record["s"] = str(TaskResultStatus.FAILED)
+            # inside the except, as Django's own backends do: task_finished's receiver
+            # logs a failure with logger.exception, which takes the active exception
+            return self._finish(result_id, record)
+        return self._finish(result_id, record)
+
+    def _finish(self, result_id: str, record: dict[str, Any]) -> TaskResult:
+        """Write the task's outcome, then send ``task_finished`` with it."""
         record["f"] = _now_ms()
         self._save(result_id, record)
         result = self._result(result_id, record)

@@ -40,8 +40,9 @@ from types import TracebackType
 from ..aio import AsyncTimerClient
 from ..client import TimerClient
 from ..clock import VirtualTime
+from ..durable.model.durations import parse_duration_ms
 from ..durable.model.models import DurabilityWarning
-from ..errors import InvalidInput, TimerError
+from ..errors import InvalidInput, TimerError, quoted
 from ..handlers import Handlers
 from ..worker import Worker, WorkerSettings
 from .store import FakeStore
@@ -136,9 +137,11 @@ class TimeSkipping:
     def now_ms(self) -> int:
         return self.time.wall_ms()
 
-    def advance(self, seconds: float | dt.timedelta) -> None:
-        """Move the clock on by ``seconds``; every timer falling due on the way fires at
-        its deadline and is handled then (retries after their backoff, likewise)."""
+    def advance(self, seconds: float | dt.timedelta | str) -> None:
+        """Move the clock on by ``seconds``: a number of seconds, a timedelta, or a
+        duration written as the library's others are (``"90s"``, ``"1h30m"``, ``"2d"``).
+        Every timer falling due on the way fires at its deadline and is handled then
+        (retries after their backoff, likewise)."""
         end = self.time.wall_ms() + round(_seconds("advance()", seconds) * 1000)
         while True:
             self.settle_now()
@@ -147,10 +150,11 @@ class TimeSkipping:
                 return
             self.time.advance((min(end, self._next_event_ms(now)) - now) / 1000)
 
-    def run_until_idle(self, *, limit: float | dt.timedelta = 366 * DAY_S) -> float:
+    def run_until_idle(self, *, limit: float | dt.timedelta | str = 366 * DAY_S) -> float:
         """Move the clock on until no timer is pending and every outcome a runner here
         reads is handled or dead-lettered; returns the seconds that passed. NotIdle if
-        that is not so within ``limit`` (a recurring schedule never is)."""
+        that is not so within ``limit`` (a recurring schedule never is); ``limit`` is
+        taken as :meth:`advance` takes its duration."""
         s = _seconds("run_until_idle()'s limit", limit)
         began = self.time.wall_ms()
         end = began + round(s * 1000)
@@ -182,13 +186,13 @@ class TimeSkipping:
         with ``await c.aclose()``)."""
         return await self.store.async_timer_client(self.namespace)
 
-    async def aadvance(self, seconds: float | dt.timedelta) -> None:
+    async def aadvance(self, seconds: float | dt.timedelta | str) -> None:
         """:meth:`advance` from a coroutine. The worker and runners take their turns on a
         thread of their own (an ``async def`` handler runs on a loop of its runner's,
         not on the test's)."""
         await asyncio.to_thread(self.advance, seconds)
 
-    async def arun_until_idle(self, *, limit: float | dt.timedelta = 366 * DAY_S) -> float:
+    async def arun_until_idle(self, *, limit: float | dt.timedelta | str = 366 * DAY_S) -> float:
         """:meth:`run_until_idle` from a coroutine (as :meth:`aadvance`)."""
         return await asyncio.to_thread(self.run_until_idle, limit=limit)
 
@@ -287,8 +291,18 @@ class TimeSkipping:
 
 
 def _seconds(what: str, value: object) -> float:
-    """A duration given as seconds or a timedelta, from 0 to 100 years (InvalidInput)."""
+    """A duration given as seconds or a timedelta, from 0 to 100 years, or as text the
+    way the library writes durations (``"90s"``, ``"1h30m"``, at most ten years); else
+    InvalidInput."""
+    if isinstance(value, str):
+        try:
+            return parse_duration_ms(value) / 1000
+        except ValueError as exc:
+            raise InvalidInput(f"{what}: {exc}") from None
     s = value.total_seconds() if isinstance(value, dt.timedelta) else value
     if isinstance(s, bool) or not isinstance(s, int | float) or not 0 <= s <= 100 * 365 * DAY_S:
-        raise InvalidInput(f"{what} takes 0 to 100 years of seconds, got {value!r:.80}")
+        raise InvalidInput(
+            f"{what} takes seconds (a number from 0 to 100 years' worth), a timedelta or "
+            f'a duration such as "1h30m", got {quoted(value, 80)}'
+        )
     return float(s)
