@@ -23,7 +23,7 @@ from timer.redis.redaction import redact_url
 from timer.redis.store import RedisSettings
 
 from . import embedded
-from .mistakes import GLOBALS, from_environment, given_as, pattern_hint
+from .mistakes import GLOBALS, acl_hint, from_environment, given_as, pattern_hint
 
 SERVER_ENV = "TICKWHEEL_SERVER_BINARY"  # which binary the embedded server runs
 
@@ -101,6 +101,7 @@ def errors(names: Mapping[str, str] | None = None) -> Iterator[None]:
         ctx = click.get_current_context(silent=True)
         if ctx is not None:  # a pattern where one id goes: which command takes it
             exc = pattern_hint(exc, ctx.info_name or "", ctx.params.get("timer_id"))
+        exc = acl_hint(exc, ctx)  # NOPERM: which role's rules the command needs
         # a field no option of this command sets: named by the option of another that does
         named = exc.naming({**_ELSEWHERE, **_flags(), **(names or {})})
         app = ctx.find_object(App) if ctx is not None else None

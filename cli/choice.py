@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,7 +15,8 @@ class Choice(click.Choice[Any]):
     """``click.Choice``, but a missing value says ``Missing option '--scope'. Choose read,
     write or admin.`` where click put each choice on a tab-indented line of its own; a
     wrong one is quoted as every message of ours quotes what it was given (``"late" is not
-    one of "pending", "expired"…``, where click wrote Python's ``'late'``); and
+    one of "pending", "expired"…``, where click wrote Python's ``'late'``), with the
+    nearest choice when one is near (``acl wrker``: ``Did you mean "worker"?``); and
     ``aliases`` (not listed) are taken as the choice they name (``--log-level WARN``, as
     Python's logging takes it)."""
 
@@ -39,6 +41,9 @@ class Choice(click.Choice[Any]):
         return f"Choose {listed}."
 
     def get_invalid_choice_message(self, value: Any, ctx: click.Context | None) -> str:
-        names = ", ".join(quoted(str(c)) for c in self._normalized_mapping(ctx=ctx).values())
+        choices = [str(c) for c in self._normalized_mapping(ctx=ctx).values()]
+        names = ", ".join(quoted(c) for c in choices)
         one = len(self.choices) == 1
-        return f"{quoted(value)} is not {'' if one else 'one of '}{names}."
+        near = difflib.get_close_matches(str(value), choices, n=1)
+        meant = f" Did you mean {quoted(near[0])}?" if near and not one else ""
+        return f"{quoted(value)} is not {'' if one else 'one of '}{names}.{meant}"

@@ -17,7 +17,14 @@ from typing import IO, Any
 import click
 
 from timer import TimerClient
-from timer.errors import ConfigError, InvalidInput, TimerError, TimerNotFound, quoted
+from timer.errors import (
+    ConfigError,
+    InvalidInput,
+    StoreError,
+    TimerError,
+    TimerNotFound,
+    quoted,
+)
 from timer.redis.redaction import redact_url
 
 from .durations import unit_word
@@ -274,6 +281,29 @@ def pattern_hint(exc: TimerError, command: str, timer_id: object) -> TimerError:
     )
     template = exc.template + hint.replace("{", "{{").replace("}", "}}")
     return TimerNotFound.about(template, *exc.fields, **exc.values)
+
+
+# the commands only the operator role may run (`tickwheel acl --help` lists each role's)
+OPERATOR_COMMANDS = frozenset({"init", "migrate", "stats", "trim", "dashboard"})
+
+
+def acl_hint(exc: TimerError, ctx: click.Context | None) -> TimerError:
+    """``exc``; when Redis refused the command to this user (NOPERM), saying which role's
+    rules it needs (it said only Redis's words: "no permissions to run the 'info'
+    command", exit 5)."""
+    if not isinstance(exc, StoreError) or exc.code != "NOPERM":
+        return exc
+    path = _path(ctx) if ctx is not None else ()
+    if path and path[0] in OPERATOR_COMMANDS:
+        hint = (
+            f"`tickwheel {path[0]}` is for the operator role (`tickwheel acl operator` "
+            "prints its rules)"
+        )
+    else:
+        hint = "see `tickwheel acl --help` for each role's rules"
+    return StoreError(
+        f"{exc}; this Redis user lacks a permission this command needs: {hint}", code=exc.code
+    )
 
 
 def nothing_notified(client: TimerClient, key: str) -> str:

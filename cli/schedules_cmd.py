@@ -140,22 +140,20 @@ def _show(app: App, s: ScheduleInfo) -> None:
     emit(app.json, d, human)
 
 
-def _warn_catch_up(s: ScheduleInfo) -> None:
-    if _fires_no_missed(s):
-        # the library takes 0 (a schedule stored with it keeps working), but the
-        # combination reads as if it caught up: said where it is set
-        click.echo(
-            f"Warning: --catch-up 0s: no missed occurrence is ever fired, so --missed "
-            f"{s.spec.missed} works as skip; give a window (e.g. --catch-up 1h) or say "
-            "--missed skip",
-            err=True,
-        )
-
-
-def _warn_tz_unused(s: ScheduleInfo) -> None:
-    """--tz with --every was taken, and is kept (a script that gives it works as it did),
-    but moves nothing: the create line read as if the interval counted in that zone."""
+def _warn(s: ScheduleInfo) -> None:
+    """What create and update say of a spec taken as given that does not do what it reads
+    as. An --end already past: it never fires. --catch-up 0s: the library takes it (a
+    schedule stored with it keeps working), but it reads as if it caught up. --tz with
+    --every is kept (a script giving it works as it did) but moves nothing."""
     r = s.spec.recurrence
+    if r.end_ms is not None and r.end_ms <= SYSTEM_TIME.wall_ms():
+        warn(f"--end {format_ms(r.end_ms)} is in the past, so schedule {s.name} never fires")
+    if _fires_no_missed(s):
+        warn(
+            f"--catch-up 0s: no missed occurrence is ever fired, so --missed "
+            f"{s.spec.missed} works as skip; give a window (e.g. --catch-up 1h) or say "
+            "--missed skip"
+        )
     if r.every_ms is not None and r.tz not in ("UTC", "Etc/UTC"):
         warn(
             f"--tz {r.tz} applies to --cron schedules only: an --every schedule counts "
@@ -204,8 +202,7 @@ def create(app: App, /, name: str, payload: str | None, **spec: Unpack[ScheduleW
         except DuplicateTimer:
             made = _same_as_asked(app, name, data, spec)
     _show(app, made)
-    _warn_catch_up(made)
-    _warn_tz_unused(made)
+    _warn(made)
 
 
 def _same_as_asked(app: App, name: str, payload: Any, spec: ScheduleWhen) -> ScheduleInfo:
@@ -248,8 +245,7 @@ def update(app: App, /, name: str, payload: str | None, **spec: Unpack[ScheduleW
     with errors():
         made = app.client.schedules.update(name, payload=_payload(payload), **spec)
     _show(app, made)
-    _warn_catch_up(made)
-    _warn_tz_unused(made)
+    _warn(made)
 
 
 @schedules.command("list")
@@ -309,11 +305,14 @@ def resume(app: App, name: str) -> None:
 def delete(app: App, name: str, keep_armed: bool, yes: bool) -> None:
     """Delete schedule NAME and its armed occurrence (unless --keep-armed, or its time
     has come: then it fires, once)."""
-    if not yes and not app.json:
+    if not yes:  # under --json too (it did not ask: with no terminal it goes ahead, warned)
         with errors():  # no question about a schedule that is not there
             if app.client.schedules.get(name) is None:
                 raise _missing(app, name)
-        confirm(f"Delete schedule {name!r}?")
+        confirm(
+            f"Delete schedule {name!r}?",
+            unasked_before="schedules delete --json" if app.json else None,
+        )
     with errors():
         if not app.client.schedules.delete(name, keep_armed=keep_armed):
             raise _missing(app, name)

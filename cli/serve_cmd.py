@@ -316,8 +316,13 @@ def list_(app: App, tokens_path: Path | None) -> None:
 @tokens.command()
 @click.argument("token_id")
 @tokens_option
+@click.option(
+    "--yes",
+    is_flag=True,
+    help="Revoke never asks; taken so scripts can pass --yes to every deleting command.",
+)
 @pass_app
-def revoke(app: App, token_id: str, tokens_path: Path | None) -> None:
+def revoke(app: App, token_id: str, tokens_path: Path | None, yes: bool) -> None:
     """Revoke token TOKEN_ID (as `tokens list` shows it; the whole token works too).
 
     A running `tickwheel serve` reads the file again and refuses it from its next request.

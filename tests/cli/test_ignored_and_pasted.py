@@ -299,3 +299,13 @@ def test_pasting_the_hint_for_default_in_a_shell_that_exports_another_initialise
         r = redis.Redis.from_url(own.url)
         assert (r.exists("{tw:default}:meta"), r.exists("{tw:billing}:meta")) == (1, 0)
         r.close()
+
+
+def test_tokens_revoke_takes_yes_as_every_deleting_command(workdir: Path) -> None:
+    """A script passing --yes to every deleting command got `No such option '--yes'`
+    from `tokens revoke`: it takes it (and still never asks)."""
+    made = CliRunner().invoke(main, ["--json", "tokens", "create", "--scope", "read"])
+    token_id = json.loads(made.stdout)["id"]
+    out = CliRunner().invoke(main, ["tokens", "revoke", token_id, "--yes"])
+    assert out.exit_code == 0 and f"Revoked token {token_id}" in out.stdout, out.output
+    assert json.loads(CliRunner().invoke(main, ["--json", "tokens", "list"]).stdout) == []

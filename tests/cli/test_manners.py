@@ -92,6 +92,11 @@ def test_a_confirmation_with_no_answer_says_to_add_yes_and_changes_nothing(
     error = json.loads(quiet.stderr)
     assert error["kind"] == "NoAnswer" and error["exit_code"] == 2, quiet.stderr
     assert "add --yes" in error["error"] and quiet.stdout == ""
+    # schedules delete under --json asks too (it deleted without asking, trial 28); a
+    # script of the release before, with no terminal, goes ahead as it did, warned
+    quiet = tw("--json", "schedules", "delete", "keep")
+    assert json.loads(quiet.stdout) == {"deleted": "keep"}, quiet.stdout
+    assert "schedules delete --json asks first now" in quiet.stderr, quiet.stderr
 
 
 def test_scheduling_an_ended_id_hints_at_rearm(tw: Run) -> None:

@@ -190,3 +190,33 @@ def test_a_question_with_no_answer_prints_no_prompt(tw: Run, command: list[str])
     tw("schedule", "x:1", "--in", "1h")
     said = tw(*command, expect=None)
     assert "[y/N]" not in said.output, said.output
+
+
+def test_a_command_redis_refuses_this_user_says_which_role_it_needs(
+    tw: Run, redis_server: RedisServer, redis_client: redis.Redis, namespace: str
+) -> None:
+    """A client-role user running `stats` got only Redis's words: "NOPERM this user has
+    no permissions to run the 'info' command" (exit 5); it says the role to use."""
+    from timer.acl import acl_rules  # noqa: PLC0415
+
+    tw("init", "--shards", "2")
+    tw("schedule", "job:{1}", "--in", "1h")
+    user = f"client-{namespace}"
+    redis_client.execute_command(
+        "ACL", "SETUSER", user, "on", ">clientpw", *acl_rules("client", namespace)
+    )
+    try:
+        url = redis_server.url.replace("redis://", f"redis://{user}:clientpw@", 1)
+        said = tw("--redis-url", url, "--namespace", namespace, "stats", base=False, expect=5)
+        assert "NOPERM" in said.output, said.output
+        assert "`tickwheel stats` is for the operator role (`tickwheel acl operator`" in (
+            said.output
+        ), said.output
+        # any other command Redis refuses: pointed at every role's rules
+        dead = tw("--redis-url", url, "--namespace", namespace, "dead", "list", base=False,
+                  expect=5)  # fmt: skip
+        assert "this Redis user lacks a permission this command needs: see `tickwheel acl " in (
+            dead.output
+        ), dead.output
+    finally:
+        redis_client.execute_command("ACL", "DELUSER", user)

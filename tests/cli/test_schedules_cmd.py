@@ -212,6 +212,22 @@ def test_tz_with_every_is_kept_but_said_to_move_nothing(tw: Run) -> None:
 
 
 @pytest.mark.redis
+def test_an_end_already_past_is_said_to_never_fire(tw: Run) -> None:
+    """`create st --every 1m --start 2020-… --end 2021-…` was taken without a word,
+    though it can never fire: a warning says so (it is still taken, as before)."""
+    tw("init", "--shards", "2")
+    past = ["--every", "1m", "--start", "2020-01-01T00:00:00Z", "--end", "2021-01-01T00:00:00Z"]
+    made = tw("schedules", "create", "st", *past)
+    assert made.stderr.splitlines() == [
+        "Warning: --end 2021-01-01T00:00:00.000Z is in the past, so schedule st never fires"
+    ], made.stderr
+    updated = tw("schedules", "update", "st", *past)
+    assert "is in the past, so schedule st never fires" in updated.stderr, updated.stderr
+    later = tw("schedules", "create", "ok", "--every", "1m", "--end", "2999-01-01T00:00:00Z")
+    assert "Warning" not in later.stderr, later.stderr
+
+
+@pytest.mark.redis
 @pytest.mark.parametrize(
     ("args", "says", "python"),
     [

@@ -283,4 +283,23 @@ def test_a_bad_cron_says_an_interval_is_written_as_a_duration() -> None:
     with pytest.raises(InvalidInput) as caught:
         Recurrence.of(cron="every other day")
     assert "write 5 fields" in str(caught.value)
-    assert "or give an interval such as 30s" in str(caught.value)
+    assert 'for an interval, write "every 30s" (--every 30s on' in str(caught.value)
+    # the form it names is taken: the fix it gives works
+    assert Recurrence.of(cron="every 30s") == Recurrence.of(every="30s")
+
+
+@pytest.mark.parametrize(
+    ("macro", "fields"), [("@daily", "0 0 * * *"), ("@HOURLY", "0 * * * *"), ("@reboot", None)]
+)
+def test_a_cron_macro_says_it_is_not_taken_and_gives_its_fields(
+    macro: str, fields: str | None
+) -> None:
+    """`@daily` said only "(Wrong number of fields)"."""
+    with pytest.raises(InvalidInput) as caught:
+        Recurrence.of(cron=macro)
+    said = str(caught.value)
+    assert "macros such as @daily are not taken" in said and "Wrong number" not in said, said
+    assert fields is None or said.endswith(f'write its 5 fields, "{fields}"'), said
+    assert fields is not None or '@hourly "0 * * * *"' in said, said
+    if fields is not None:
+        assert Recurrence.of(cron=fields).cron == fields

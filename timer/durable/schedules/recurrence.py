@@ -253,17 +253,40 @@ def _as_listed(cron: object, every: object) -> tuple[object, object]:
     return cron, every
 
 
+# the macros some crons take, as the five fields that say the same
+MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+FIELDS = (
+    'write 5 fields "minute hour day month weekday" (e.g. "0 8 * * MON-FRI"), or 6 with '
+    'the seconds first; for an interval, write "every 30s" (--every 30s on the command line)'
+)
+
+
 def _check_cron(cron: object) -> None:
     if not isinstance(cron, str) or len(cron) > 256:
         raise InvalidInput(f"cron must be a cron expression (text), got {quoted(cron)}")
+    if cron.strip().startswith("@"):
+        same = MACROS.get(cron.strip().lower())
+        raise InvalidInput(
+            f"cron {quoted(cron)}: macros such as @daily are not taken; "
+            + (
+                f'write its 5 fields, "{same}"'
+                if same
+                else 'write 5 fields (@daily is "0 0 * * *", @hourly "0 * * * *", @weekly '
+                '"0 0 * * 0", @monthly "0 0 1 * *", @yearly "0 0 1 1 *")'
+            )
+        )
     try:
         CronSim(cron, datetime(2000, 1, 1))
     except (CronSimError, ValueError, IndexError) as exc:
-        raise InvalidInput(
-            f'cron {quoted(cron)} is not valid ({exc}): write 5 fields "minute hour day month '
-            'weekday" (e.g. "0 8 * * MON-FRI"), or 6 with the seconds first; or give an '
-            "interval such as 30s instead (--every 30s on the command line)"
-        ) from None
+        raise InvalidInput(f"cron {quoted(cron)} is not valid ({exc}): {FIELDS}") from None
 
 
 def occurrence_id(schedule: str, occurrence_ms: int) -> str:
