@@ -202,7 +202,7 @@ def test_a_command_redis_refuses_this_user_says_which_role_it_needs(
     tw("init", "--shards", "2")
     tw("schedule", "job:{1}", "--in", "1h")
     user = f"client-{namespace}"
-    redis_client.execute_command(
+    redis_client.execute_command(  # type: ignore[no-untyped-call]
         "ACL", "SETUSER", user, "on", ">clientpw", *acl_rules("client", namespace)
     )
     try:
@@ -219,4 +219,4 @@ def test_a_command_redis_refuses_this_user_says_which_role_it_needs(
             dead.output
         ), dead.output
     finally:
-        redis_client.execute_command("ACL", "DELUSER", user)
+        redis_client.execute_command("ACL", "DELUSER", user)  # type: ignore[no-untyped-call]
