@@ -201,9 +201,9 @@ def _read_once(
     XREADGROUP's COUNT applies to each stream, so a read of every stream at once could
     take up to ``count`` from each: each read takes at most what is still missing
     (:func:`_read_server` on one server; on a Cluster, one stream at a time)."""
-    streams = list(ns.outcome_streams())
-    streams = streams[first % len(streams) :] + streams[: first % len(streams)]
     shard = ns.outcome_streams()
+    streams = list(shard)
+    streams = streams[first % len(streams) :] + streams[: first % len(streams)]
     entries: list[tuple[str, str, Any]] = []
     if per_stream:  # a Redis Cluster: one read per stream (no multi-slot read), polling
         clock = yield steps.Clock()
@@ -227,11 +227,12 @@ def _read_once(
         entries = yield from _read_server(streams, group, consumer, count, block_ms)
     left = _Leftovers.none()
     received = (yield steps.Clock()).wall()
-    out: list[Delivery] = []
+    by_stream: dict[str, list[tuple[Any, Mapping[bytes, bytes], int]]] = {}
     for stream, entry_id, fields in entries:
-        out += _deliveries(
-            ns, group, shard[stream], [(entry_id, fields, 1)], left, received=received
-        )
+        by_stream.setdefault(stream, []).append((entry_id, fields, 1))
+    out: list[Delivery] = []
+    for stream, taken in by_stream.items():
+        out += _deliveries(ns, group, shard[stream], taken, left, received=received)
     yield from _settle_leftovers(group, consumer, left)
     return out, len(entries)
 
