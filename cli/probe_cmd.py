@@ -172,6 +172,7 @@ def _bad(
 
 
 _HANDLER_404 = "try /metrics, /healthz or /ready"  # timer.worker.metrics: a path it lacks
+_API_404 = "the routes are in /v1/openapi.json"  # timer.httpapi.app: a path it lacks
 
 
 def _answer(url: str, code: int, data: bytes, port: int) -> tuple[bool, dict[str, Any]]:
@@ -193,6 +194,13 @@ def _answer(url: str, code: int, data: bytes, port: int) -> tuple[bool, dict[str
         why = (
             f"{url} answered HTTP 404: a handler runner's metrics port (`tickwheel handle`), "
             "which answers /healthz only: `tickwheel probe --live` asks it"
+        )
+        return False, {"reasons": [why]}
+    if code == 404 and _API_404 in text:
+        why = (
+            f"{url} answered HTTP 404: `tickwheel serve`'s HTTP API, not a worker's metrics "
+            f"port; the API's own readiness is {url.rsplit('/', 1)[0]}/readyz (curl it), a "
+            "worker's is on its --metrics-port (9100 by default)"
         )
         return False, {"reasons": [why]}
     said = "" if not text or text.startswith("<") else f" ({text[:100]})"

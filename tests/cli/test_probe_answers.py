@@ -8,8 +8,10 @@ from collections.abc import Generator
 
 import pytest
 from click.testing import CliRunner
+from starlette.testclient import TestClient
 
 from timer.cli.main import main
+from timer.httpapi.app import create_app
 
 from .stub_http import answering
 
@@ -97,5 +99,23 @@ def test_a_workers_own_answer_reads_as_before(
     try:
         result = CliRunner().invoke(main, ["probe", "--port", str(port)])
         assert (result.exit_code, result.output) == (exit_code, says + "\n")
+    finally:
+        gen.close()
+
+
+def test_the_http_apis_port_says_where_its_readiness_is(workdir: object) -> None:
+    """`tickwheel serve`'s port answers /ready with its 404 (a route it lacks): said as
+    the HTTP API, with its /readyz, not as "not a tickwheel worker's metrics port?"."""
+    # the HTTP API's own answer to the probe's path (a 404 needs no Redis)
+    answer = TestClient(create_app("redis://127.0.0.1:1", tokens=None)).get("/ready")
+    assert answer.status_code == 404
+    gen = serve(404, answer.content, "application/json")
+    port = next(gen)
+    try:
+        result = CliRunner().invoke(main, ["probe", "--port", str(port)])
+        assert result.exit_code == 1
+        assert "`tickwheel serve`'s HTTP API" in result.output, result.output
+        assert f"http://127.0.0.1:{port}/readyz" in result.output, result.output
+        assert "not a tickwheel worker's metrics port?" not in result.output
     finally:
         gen.close()
