@@ -242,6 +242,42 @@ def test_a_dead_letter_keeps_every_attempts_error(
     assert back is not None and h.stats.handled == 1
 
 
+def test_a_letter_redelivered_and_dead_again_keeps_its_first_deaths_errors(
+    client: TimerClient,
+) -> None:
+    """A dead letter put back that fails again showed `earlier: []` (max_attempts=1): the
+    errors of its first death went with the letter redelivered. They come first now, then
+    this delivery's, oldest first, a third death adding to both."""
+    client.schedule("twice", 60_000)
+    client.cancel("twice")
+    failures = iter(range(1, 100))
+
+    def fails(o: Outcome) -> None:
+        raise RuntimeError(f"failure {next(failures)}")
+
+    h = Handlers(client, group="g", max_attempts=1)
+    h.add("cancelled", fails)
+    assert h.run(stop_when_idle=True)
+    (first,) = client.dead_letters()
+    assert first.earlier == ()
+    assert client.redeliver(first.ref) is not None
+    assert h.run(stop_when_idle=True)
+    (second,) = client.dead_letters()
+    assert second.error.startswith("RuntimeError: failure 2")
+    assert [(e.attempt, e.error.splitlines()[0]) for e in second.earlier] == [
+        (1, "RuntimeError: failure 1")
+    ]
+    assert second.earlier[0].failed_ms == first.failed_ms
+    assert second.outcome is not None and second.outcome.id == "twice"
+    assert client.redeliver(second.ref) is not None
+    assert h.run(stop_when_idle=True)
+    (third,) = client.dead_letters()
+    assert [e.error.splitlines()[0] for e in third.earlier] == [
+        "RuntimeError: failure 1",
+        "RuntimeError: failure 2",
+    ]
+
+
 def test_a_retry_sent_again_after_its_reply_was_lost_keeps_its_error_once(
     client: TimerClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:

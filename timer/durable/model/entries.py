@@ -172,7 +172,8 @@ def dead_letter_from_entry(shard: int, entry_id: Any, fields: Mapping[bytes, byt
         error=text(fields[b"error"]),
         failed_ms=int(fields[b"failed"]),
         outcome=dead_outcome(shard, fields),
-        earlier=_earlier(fields.get(b"earlier")),
+        # the deaths before a redelivery (redeliver.lua), then this delivery's attempts
+        earlier=_earlier(fields.get(b"died")) + _earlier(fields.get(b"earlier")),
     )
 
 

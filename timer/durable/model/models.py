@@ -379,7 +379,8 @@ class DeadLetter:
     error: str
     failed_ms: int
     outcome: Outcome | None
-    # the attempts before the last, oldest first (the last ten; ``error`` is the last's)
+    # the attempts before the last, oldest first (the last ten; ``error`` is the last's);
+    # a letter redelivered and dead again starts with the attempts of its earlier deaths
     earlier: tuple[AttemptError, ...] = ()
 
 

@@ -29,7 +29,8 @@ The places of the fields a timer is given (n, w, x, u, note) are declared in
 timer/durable/model/fields.py (Field.pending, Field.outcome); a test holds the names below to it.
 Outcome stream entry (STREAM P:out, one a decided timer): i = id, r = the retained
   outcome record above (the same bytes the results table holds after its expiry): the
-  record made once for both; a dead letter put back adds only and from.
+  record made once for both; a dead letter put back adds only, from and died (see
+  redeliver.lua).
 Events on the shard channel: "S <deadline> <id>" scheduled ("M" and a list for a schedule
 call that created several: see schedule.lua), "R <deadline> <id>" rescheduled,
 "Q" then ' <priority> <id byte length> <id>' for each timer a schedule call created
