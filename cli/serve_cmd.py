@@ -40,7 +40,13 @@ TOKENS_ENV = "TICKWHEEL_TOKENS"
 
 
 def default_tokens() -> Path:
-    return Path(os.environ.get(TOKENS_ENV) or embedded.state_dir() / "tokens.json")
+    """$TICKWHEEL_TOKENS, else tokens.json in the embedded server's home: a config error
+    (exit 4) when that home cannot be used (it was the OS's traceback)."""
+    given = os.environ.get(TOKENS_ENV)
+    if given:
+        return Path(given)
+    with errors():
+        return embedded.home() / "tokens.json"
 
 
 tokens_option = click.option(

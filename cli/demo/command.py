@@ -29,6 +29,7 @@ import redis
 from timer import TimerClient, TimerError
 from timer.worker.settings import WorkerSettings
 
+from .. import embedded
 from ..app import App, errors, pass_app, require_extra, starts_server
 from ..durations import DURATION, MILLIS, typed_name
 from ..output import emit, pairs
@@ -171,6 +172,8 @@ def demo(
         {"lease_ms": typed_name(lease, unknown="--lease")}
     ):  # the workers' own check, before any starts
         WorkerSettings(lease_ms=lease_ms)
+    with errors():  # its logs go beside the embedded server's data, given a URL or not
+        embedded.home()
     if use_spark:  # a missing extra is said before any worker or namespace is made
         require_extra("spark", "demo --spark (with Java 17)")
 

@@ -36,6 +36,9 @@ def afile(workdir: Path) -> Path:
         ["server", "status"],
         ["server", "stop"],
         ["timers", "list"],
+        ["tokens", "list"],
+        ["tokens", "create", "--scope", "read"],
+        ["demo", "--redis-url", "redis://127.0.0.1:1"],
     ],
 )
 @pytest.mark.parametrize(
