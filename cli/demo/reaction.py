@@ -21,7 +21,7 @@ from .. import embedded
 
 def log_dir() -> Path:
     """The demo's worker and handler logs: beside the embedded server's data."""
-    return embedded.state_dir() / "demo-logs"
+    return embedded.home() / "demo-logs"
 
 
 def pct(values: list[int], q: float) -> int | None:

@@ -30,7 +30,7 @@ KILL_AT = 0.6  # the master is killed once this share of the outcomes is in
 def sentinel_set(say: Callable[[str], None]) -> Iterator[SentinelSet]:
     """The demo's Sentinel set, up and in sync; stopped and removed afterwards."""
     binary = find_server_binary()
-    home = embedded.state_dir()
+    home = embedded.home()
     home.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="demo-sentinel-", dir=home))
     say(f"Starting a Sentinel set from {binary.name}: a master, 2 replicas, 3 Sentinels")
