@@ -96,6 +96,7 @@ def init(app: App, shards: int, bucket_ms: int, allow_eviction: bool) -> None:
         "bucket_ms": meta.bucket_ms,
         "format": meta.version,
         "redis": app.safe_url,
+        "already": existing is not None,  # initialised before this call: nothing made
     }
     emit(
         app.json,

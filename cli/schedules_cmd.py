@@ -14,7 +14,6 @@ import click
 
 from timer import DuplicateTimer, ScheduleNotFound
 from timer.clock import SYSTEM_TIME
-from timer.durable.model.durations import format_duration_ms
 from timer.durable.model.fields import ScheduleWhen
 from timer.durable.schedules.records import MISSED, OVERLAP, ScheduleInfo, ScheduleSpec
 from timer.durable.schedules.recurrence import Recurrence
@@ -24,7 +23,8 @@ from .app import App, TimerCommandError, confirm, errors, pass_app, starts_serve
 from .choice import Choice
 from .durations import DURATION, INSTANT, format_ms
 from .one_timer_cmd import _payload
-from .output import emit, pairs, plural, table
+from .output import emit, plural, table
+from .schedule_shown import show, warn_reset, warn_spec, warn_tz
 
 SPEC_HELP = """Cron fields match local wall-clock time in --tz: a time the autumn repeat shows twice
 fires once, at its first instant; a time the spring jump skips fires at the first
@@ -122,64 +122,6 @@ def action_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def _show(app: App, s: ScheduleInfo) -> None:
-    d = schedule_json(s)
-    human = pairs(
-        {
-            "schedule": s.name,
-            "when": s.spec.describe(),
-            "state": s.state,
-            "next": _local(s.next_ms, s.spec.recurrence.tz if s.spec.recurrence.cron else "UTC"),
-            "armed": s.armed or "-",
-            "fired": s.fired,
-            "missed": s.missed,
-            "last": format_ms(s.last_ms),
-            "after an outage": _after_an_outage(s),
-        }
-    )
-    emit(app.json, d, human)
-
-
-def _warn(s: ScheduleInfo) -> None:
-    """What create and update say of a spec taken as given that does not do what it reads
-    as. An --end already past: it never fires. --catch-up 0s: the library takes it (a
-    schedule stored with it keeps working), but it reads as if it caught up. --tz with
-    --every is kept (a script giving it works as it did) but moves nothing."""
-    r = s.spec.recurrence
-    if r.end_ms is not None and r.end_ms <= SYSTEM_TIME.wall_ms():
-        warn(f"--end {format_ms(r.end_ms)} is in the past, so schedule {s.name} never fires")
-    if _fires_no_missed(s):
-        warn(
-            f"--catch-up 0s: no missed occurrence is ever fired, so --missed "
-            f"{s.spec.missed} works as skip; give a window (e.g. --catch-up 1h) or say "
-            "--missed skip"
-        )
-    if r.every_ms is not None and r.tz not in ("UTC", "Etc/UTC"):
-        warn(
-            f"--tz {r.tz} applies to --cron schedules only: an --every schedule counts "
-            "from its --start (else from 1970-01-01T00:00:00Z) in absolute time, whatever "
-            "the zone"
-        )
-
-
-def _fires_no_missed(s: ScheduleInfo) -> bool:
-    return s.spec.catch_up_ms == 0 and s.spec.missed != "skip"
-
-
-def _after_an_outage(s: ScheduleInfo) -> str:
-    if _fires_no_missed(s):
-        return f"{s.spec.missed}, but none is fired (--catch-up 0s)"
-    return f"{s.spec.missed} (within {format_duration_ms(s.spec.catch_up_ms)})"
-
-
-def _local(epoch_ms: int | None, tz: str) -> str:
-    """UTC, and the schedule's own wall-clock time beside it when its zone is another."""
-    if epoch_ms is None or tz in ("UTC", "Etc/UTC"):
-        return format_ms(epoch_ms)
-    wall = datetime.fromtimestamp(epoch_ms / 1000, tz=ZoneInfo(tz))
-    return f"{format_ms(epoch_ms)} ({wall.strftime('%Y-%m-%d %H:%M:%S %Z')} in {tz})"
-
-
 @starts_server
 @schedules.command()
 @click.argument("name")
@@ -201,8 +143,8 @@ def create(app: App, /, name: str, payload: str | None, **spec: Unpack[ScheduleW
             made = app.client.schedules.create(name, payload=data, **spec)
         except DuplicateTimer:
             made = _same_as_asked(app, name, data, spec)
-    _show(app, made)
-    _warn(made)
+    show(app, made)
+    warn_spec(made)
 
 
 def _same_as_asked(app: App, name: str, payload: Any, spec: ScheduleWhen) -> ScheduleInfo:
@@ -242,10 +184,14 @@ with_spec_help(create)
 def update(app: App, /, name: str, payload: str | None, **spec: Unpack[ScheduleWhen]) -> None:
     """Change schedule NAME (give its whole spec) from its next occurrence on."""
     _one_way(spec.get("cron"), spec.get("every"))
+    data = _payload(payload)
     with errors():
-        made = app.client.schedules.update(name, payload=_payload(payload), **spec)
-    _show(app, made)
-    _warn(made)
+        before = app.client.schedules.get(name)
+        made = app.client.schedules.update(name, payload=data, **spec)
+    show(app, made)
+    warn_spec(made)
+    if before is not None:
+        warn_reset(before, made)
 
 
 @schedules.command("list")
@@ -270,7 +216,7 @@ def get(app: App, name: str) -> None:
         found = app.client.schedules.get(name)
     if found is None:
         raise _missing(app, name)
-    _show(app, found)
+    show(app, found)
 
 
 @schedules.command()
@@ -280,9 +226,16 @@ def pause(app: App, name: str) -> None:
     """Stop firing NAME: its armed occurrence is taken out with no outcome, unless its
     time has come (then it fires, once). `resume` starts again after now."""
     with errors():
+        before = app.client.schedules.get(name)
         if not app.client.schedules.pause(name):
             raise _missing(app, name)
-        _show(app, app.client.schedules.get(name))  # type: ignore[arg-type]
+        found = app.client.schedules.get(name)
+    if found is None:  # deleted meanwhile
+        raise _missing(app, name)
+    already = before is not None and before.state == "paused"
+    if already:
+        click.echo(f"Schedule {name} is already paused (nothing changed).", err=True)
+    show(app, found, already=already)
 
 
 @schedules.command()
@@ -291,10 +244,14 @@ def pause(app: App, name: str) -> None:
 def resume(app: App, name: str) -> None:
     """Fire NAME again, from its next occurrence after now."""
     with errors():
+        before = app.client.schedules.get(name)
         found = app.client.schedules.resume(name)
     if found is None:
         raise _missing(app, name)
-    _show(app, found)
+    already = before is not None and before.state == "active"
+    if already:  # resumed as before (its next occurrence armed again), said
+        click.echo(f"Schedule {name} is already running.", err=True)
+    show(app, found, already=already)
 
 
 @schedules.command()
@@ -365,6 +322,7 @@ def backfill(app: App, name: str, start: int, end: int, limit: int) -> None:
     """
     with errors():
         done = app.client.schedules.backfill(name, start, end, limit=limit)
+        now = app.client.server_time_ms()  # the clock backfill took "now" on, after it
     created = [t.id for t in done if not isinstance(t, Exception) and t.created]
     skipped = [t.id for t in done if not isinstance(t, Exception) and not t.created]
     failed = [str(t) for t in done if isinstance(t, Exception)]
@@ -374,6 +332,8 @@ def backfill(app: App, name: str, start: int, end: int, limit: int) -> None:
         f"Backfilled {name!r}: {len(created)} created, {len(skipped)} already fired or "
         f"pending, {len(failed)} refused",
     )
+    if end > now:  # the library stops at now without a word: said
+        warn(f"--to {format_ms(end)} is in the future: backfilled up to now ({format_ms(now)})")
     if failed:
         raise SystemExit(1)
 
@@ -425,6 +385,7 @@ def preview(
         spec = Recurrence.of(
             cron=cron, every=every, offset=offset, tz=tz, start=start, end=end, jitter=jitter
         )
+    warn_tz(spec)  # its local column shows the times there, counted in absolute time
     since = SYSTEM_TIME.wall_ms() if after is None else after
     when = spec.preview(since, count)
     zone = ZoneInfo(spec.tz)
