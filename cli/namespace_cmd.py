@@ -128,9 +128,10 @@ def migrate(app: App, yes: bool) -> None:
     outcome entries of two fields). A namespace an earlier release wrote is refused by
     every client and worker until this command converts it: shard by shard, a bounded
     step per call (at most 500 records, bucket ids, keys or entries), with progress on
-    stderr. Stop the namespace's workers first. Interrupted (Ctrl-C, a lost
-    connection), it leaves every shard consistent: run it again and it goes on. It is
-    one way: an earlier release cannot read the converted namespace.
+    stderr. Stop the namespace's workers first (it refuses while one holds a shard's
+    lease). Interrupted (Ctrl-C, a lost connection), it leaves every shard consistent:
+    run it again and it goes on. It is one way: an earlier release cannot read the
+    converted namespace.
 
     \b
     Example:

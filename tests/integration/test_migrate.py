@@ -261,6 +261,30 @@ def test_the_cli_converts_with_progress(
     assert again.exit_code == 0 and "nothing to do" in again.output
 
 
+def test_migrate_refuses_while_a_worker_holds_a_lease_and_converts_nothing(
+    redis_server: RedisServer, redis_client: redis.Redis, namespace: str, old: OldNamespace
+) -> None:
+    """A worker of the earlier release still running would write its layout into what was
+    converted: `migrate` said "Stop the namespace's workers first" and went ahead. Now a
+    held lease refuses it (exit 4, what to do), before anything is written; once the
+    lease is gone it converts."""
+    fill(old)
+    lease = old.sk(1).lease
+    redis_client.set(lease, "w-old", px=60_000)
+    before = {k: redis_client.dump(k) for k in redis_client.scan_iter(match=f"*{namespace}*")}
+    base = ["--redis-url", redis_server.url, "--namespace", namespace]
+    refused = CliRunner().invoke(main, [*base, "migrate", "--yes"])
+    assert refused.exit_code == 4, refused.output
+    assert "has live workers: shard 1's lease is held" in refused.stderr, refused.stderr
+    assert "stop every worker of the namespace" in refused.stderr
+    after = {k: redis_client.dump(k) for k in redis_client.scan_iter(match=f"*{namespace}*")}
+    assert after == before  # nothing converted, nothing written
+    redis_client.delete(lease)
+    done = CliRunner().invoke(main, [*base, "migrate", "--yes"])
+    assert done.exit_code == 0, done.output
+    assert version_of(redis_client, old) == FORMAT_VERSION
+
+
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

@@ -84,7 +84,8 @@ class OperatorCalls:
         returns (format before, format after). A no-op on a converted namespace.
 
         Stop the namespace's workers first (every client and worker refuses it until it
-        is converted). It converts each shard in bounded steps of at most ``budget``
+        is converted; a ConfigError, before anything is converted, while a worker holds a
+        shard's lease). It converts each shard in bounded steps of at most ``budget``
         records, bucket ids, keys or entries (``progress(shard, step)`` after each);
         interrupted, it is safe to run again and goes on.
         """

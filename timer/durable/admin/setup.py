@@ -131,6 +131,7 @@ def migrate(
     check_int("budget", budget, 1, 100_000)
     meta = yield from read_meta(keys, where=where, check=check, older=True)
     if meta.version < FORMAT_VERSION:
+        yield from _no_live_leader(keys, meta)
         for s in range(meta.shards):
             call = migrate_call(keys.shard(s), budget, result_ttl_ms)
             while True:
@@ -145,3 +146,21 @@ def migrate(
         errors_in_slots=True,
     )
     return meta.version, FORMAT_VERSION
+
+
+def _no_live_leader(keys: NamespaceKeys, meta: Meta) -> Op[None]:
+    """A ConfigError, before anything is converted, while a worker holds a shard's lease:
+    a worker of the earlier release goes on writing its layout into what was converted.
+    A worker stopped (or killed) lets its lease go or lapse within its lease_ms."""
+    shards = range(meta.shards)
+    held = yield steps.Pipeline([steps.Command("pttl", (keys.shard(s).lease,)) for s in shards])
+    live = [(s, int(ms)) for s, ms in zip(shards, held, strict=True) if int(ms) > 0]
+    if live:
+        s, ms = live[0]
+        also = f" (and {len(live) - 1} more)" if len(live) > 1 else ""
+        raise ConfigError(
+            f"namespace {quoted(keys.namespace)} has live workers: shard {s}'s lease is held "
+            f"for {ms} ms more{also}, and a worker of the earlier release would go on "
+            "writing its layout; stop every worker of the namespace, then run migrate "
+            "again once their leases lapse (nothing was converted)"
+        )
