@@ -108,7 +108,8 @@ async def _no_route(request: Request, _exc: Exception) -> Response:
 
 async def _no_method(request: Request, exc: Exception) -> Response:
     """The methods the path takes, and for a DELETE the route that does it (a timer is
-    cancelled, a dead letter dropped: ``POST …/cancel``, ``POST …/drop``)."""
+    cancelled, a dead letter dropped, a schedule deleted: ``POST …/cancel``, ``POST
+    …/drop``, ``POST …/delete``)."""
     path = request.url.path
     allow = (getattr(exc, "headers", None) or {}).get("Allow", "")
     methods = sorted({m.strip() for m in allow.split(",") if m.strip()} - {"HEAD"})
@@ -117,7 +118,7 @@ async def _no_method(request: Request, exc: Exception) -> Response:
     action = next(
         (
             f"{path.rstrip('/')}/{verb}"
-            for verb in ("cancel", "drop")
+            for verb in ("cancel", "drop", "delete")
             if request.method == "DELETE" and action_route(f"{path}/{verb}", routes)
         ),
         None,

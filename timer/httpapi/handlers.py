@@ -27,6 +27,7 @@ from timer.redis import connections
 from timer.redis.store import RedisSettings
 from timer.shapes import dead_letter_json, group_json, outcome_json, timer_info_json, timer_json
 
+from . import schedules
 from .context import METRICS, MULTIPROC_ENV, Call, Clients, Handler, error_of, first_time
 from .routing import JSONReply
 from .schemas import SCHEDULE, whole_numbers
@@ -406,4 +407,5 @@ def table(clients: Clients) -> dict[str, Handler]:
         "redeliverDeadLetter": redeliver,
         "dropDeadLetter": drop,
         "metrics": metrics,
+        **schedules.HANDLERS,  # timer.httpapi.schedules: …/schedules
     }

@@ -33,6 +33,12 @@ PATH = {
         "minLength": 1,
         "description": "Percent-encoded whole, '/' as %2F (any text of 1-256 bytes).",
     },
+    "schedule": {
+        "type": "string",
+        "minLength": 1,
+        "pattern": "^[^{}@]+$",
+        "description": "Percent-encoded whole, '/' as %2F (1-200 bytes, no '{', '}' or '@').",
+    },
     "shard": {"type": "integer", "minimum": 0},
     "entry": {"type": "string", "minLength": 1, "description": "A stream entry id."},
 }

@@ -6,7 +6,7 @@ at each ``/`` first and each piece decoded after: an id's ``%2F`` stays part of 
 ``%0A`` is a newline in it, and any text the library accepts as an id (at most 256 UTF-8
 bytes, anything but a lone surrogate) round-trips through every route that takes one.
 
-A template's one *greedy* parameter (a timer id, a group name) takes every piece
+A template's one *greedy* parameter (a timer id, a group or schedule name) takes every piece
 between the template's fixed start and fixed end, joined by ``/``: an id sent with a
 plain ``/`` works too, unless its tail is a route's own last word (``a/outcome``); sent
 as ``%2F`` it is never ambiguous. ``{shard}`` matches digits only. The HTTP API and the
@@ -26,7 +26,7 @@ from starlette.types import Scope
 
 from .words import shown
 
-GREEDY = frozenset({"timer_id", "group"})
+GREEDY = frozenset({"timer_id", "group", "schedule"})
 
 
 PIECES = "tickwheel.pieces"  # the scope key a request's pieces are kept under

@@ -228,3 +228,101 @@ def whole_numbers(value: Any, schema: Mapping[str, Any]) -> Any:
 
 
 _WALKED = {float, dict, list}
+
+
+# A recurring schedule's spec as JSON: the keywords of client.schedules.create (the
+# library checks each and says what is wrong in their names); a time as epoch ms.
+_DURATION = {"type": ["integer", "string"], "maxLength": 64}
+SCHEDULE_FIELDS: dict[str, Any] = {
+    "cron": {
+        "type": "string",
+        "maxLength": 256,
+        "description": 'A cron of 5 fields ("0 2 * * *"), or 6 with the seconds first, '
+        'matched in tz; or an interval as a list shows it ("every 30s").',
+    },
+    "every": {**_DURATION, "description": 'An interval: ms, or a duration ("30s", "1h").'},
+    "offset": {**_DURATION, "description": "Shifts an interval's occurrences (every only)."},
+    "tz": {"type": "string", "maxLength": 64, "description": 'An IANA time zone ("UTC").'},
+    "start": {**MS_SCHEMA, "description": "No occurrence before this (epoch ms)."},
+    "end": {**MS_SCHEMA, "description": "No occurrence after this (epoch ms)."},
+    "jitter": {**_DURATION, "description": "Delays each occurrence by up to this much."},
+    "missed": {"enum": ["latest", "all", "skip"], "description": "After an outage."},
+    "catch_up": {**_DURATION, "description": "No missed occurrence older than this (1h)."},
+    "overlap": {"enum": ["allow", "skip", "buffer-one"]},
+    "group": {
+        "type": "string",
+        "maxLength": 256,
+        "description": "The handler group whose handling overlap waits for.",
+    },
+    "payload": {"description": "Any value: each occurrence's payload."},
+    "watch": {
+        **TIMER_FIELDS["watch"],
+        "description": "Watch keys of each occurrence, in the schedule's hash tag {name}.",
+    },
+}
+_ONE_RECURRENCE = [{"required": ["cron"]}, {"required": ["every"]}]
+SCHEDULE_SPEC = {
+    "type": "object",
+    "description": "A whole spec (what it leaves out takes its default).",
+    "properties": SCHEDULE_FIELDS,
+    "additionalProperties": False,
+    "oneOf": _ONE_RECURRENCE,
+}
+SCHEDULE_CREATE = {
+    **SCHEDULE_SPEC,
+    "description": "A schedule: its name and spec.",
+    "properties": {
+        "name": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 200,
+            "description": "At most 200 UTF-8 bytes, without '{', '}' or '@'.",
+        },
+        **SCHEDULE_FIELDS,
+    },
+    "required": ["name"],
+}
+BACKFILL = {
+    "type": "object",
+    "properties": {
+        "start_ms": MS,
+        "end_ms": MS,
+        "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 1000},
+    },
+    "required": ["start_ms", "end_ms"],
+    "additionalProperties": False,
+}
+SCHEDULE_DELETE = {
+    "type": "object",
+    "properties": {
+        "keep_armed": {
+            "type": "boolean",
+            "default": False,
+            "description": "Leave its armed occurrence to fire, once, as a timer.",
+        }
+    },
+    "additionalProperties": False,
+}
+SCHEDULE_INFO = ref("ScheduleInfo")
+SCHEDULES = {
+    "type": "object",
+    "properties": {"schedules": {"type": "array", "items": SCHEDULE_INFO}},
+    "required": ["schedules"],
+}
+TRIGGERED = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "timer": TIMER},
+    "required": ["name", "timer"],
+}
+BACKFILLED = {
+    "type": "object",
+    "description": "One result per occurrence, oldest first: the timer (status 201 "
+    "created, 200 fired already and still retained) or its error.",
+    "properties": {"name": {"type": "string"}, "results": {"type": "array"}},
+    "required": ["name", "results"],
+}
+DELETED = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "deleted": {"type": "boolean"}},
+    "required": ["name", "deleted"],
+}

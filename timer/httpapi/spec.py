@@ -13,11 +13,14 @@ from typing import Any
 
 from .schemas import (
     ACK,
+    BACKFILL,
+    BACKFILLED,
     BATCH,
     CONSUME_QUERY,
     DEAD,
     DEAD_BATCH,
     DEAD_BATCH_DONE,
+    DELETED,
     EMPTY,
     HEARTBEAT,
     HEARTBEAT_DONE,
@@ -27,7 +30,13 @@ from .schemas import (
     RESCHEDULE,
     RETRY,
     SCHEDULE,
+    SCHEDULE_CREATE,
+    SCHEDULE_DELETE,
+    SCHEDULE_INFO,
+    SCHEDULE_SPEC,
+    SCHEDULES,
     TIMER,
+    TRIGGERED,
     ref,
 )
 
@@ -58,6 +67,16 @@ class Endpoint:
 
 NS = "/v1/namespaces/{namespace}"
 GROUP = "/v1/namespaces/{namespace}/groups/{group}"
+SCHED = f"{NS}/schedules/{{schedule}}"
+NO_SCHEDULE = {404: "no such schedule"}
+
+
+def _on_schedule(name: str, verb: str, summary: str, body: Any, reply: Any) -> Endpoint:
+    """A change to one schedule: ``POST …/schedules/{schedule}/<verb>`` (write)."""
+    done = {200: (verb.rstrip("e") + "ed", reply)}
+    return Endpoint(name, "POST", f"{SCHED}/{verb}", summary, "write", body, {}, done, NO_SCHEDULE)
+
+
 ENDPOINTS = (
     Endpoint(
         "scheduleTimer",
@@ -228,6 +247,69 @@ ENDPOINTS = (
         DEAD,
         responses={200: ("its dead letter ref, or null", {"type": "object"})},
         errors={404: "the group has read nothing yet"},
+    ),
+    Endpoint(
+        "listSchedules",
+        "GET",
+        f"{NS}/schedules",
+        "Every recurring schedule of the namespace, by name",
+        "read",
+        responses={200: ("the schedules", SCHEDULES)},
+    ),
+    Endpoint(
+        "createSchedule",
+        "POST",
+        f"{NS}/schedules",
+        "Create a recurring schedule and arm its first occurrence (idempotent per name)",
+        "write",
+        SCHEDULE_CREATE,
+        responses={201: ("created", SCHEDULE_INFO), 200: ("it existed: as it is", SCHEDULE_INFO)},
+        errors={409: "the name exists with another spec (update it, or delete it first)"},
+    ),
+    Endpoint(
+        "getSchedule",
+        "GET",
+        SCHED,
+        "A schedule: its spec, state, next occurrence and counts",
+        "read",
+        responses={200: ("the schedule", SCHEDULE_INFO)},
+        errors=NO_SCHEDULE,
+    ),
+    _on_schedule(
+        "updateSchedule",
+        "update",
+        "Replace a schedule's spec (a whole one), from its next occurrence on",
+        SCHEDULE_SPEC,
+        SCHEDULE_INFO,
+    ),
+    _on_schedule("pauseSchedule", "pause", "Stop firing (safe to repeat)", EMPTY, SCHEDULE_INFO),
+    _on_schedule(
+        "resumeSchedule",
+        "resume",
+        "Fire again from the next occurrence after now",
+        EMPTY,
+        SCHEDULE_INFO,
+    ),
+    _on_schedule(
+        "triggerSchedule",
+        "trigger",
+        "Fire it once now, beside its series (a timer {name}@<now>-manual)",
+        EMPTY,
+        TRIGGERED,
+    ),
+    _on_schedule(
+        "backfillSchedule",
+        "backfill",
+        "Fire now, once each, its occurrences from start_ms to end_ms (up to now)",
+        BACKFILL,
+        BACKFILLED,
+    ),
+    _on_schedule(
+        "deleteSchedule",
+        "delete",
+        "Delete a schedule and its armed occurrence",
+        SCHEDULE_DELETE,
+        DELETED,
     ),
     Endpoint(
         "stats",
