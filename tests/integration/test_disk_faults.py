@@ -217,7 +217,7 @@ def aof_written(url: str) -> bool:
     """The server has handed all it acknowledged to the OS (what kill -9 cannot take)."""
     with redis.Redis.from_url(url) as r:
         info = r.info("persistence")
-    return info["aof_last_write_status"] == "ok" and info["aof_buffer_length"] == 0
+    return bool(info["aof_last_write_status"] == "ok" and info["aof_buffer_length"] == 0)
 
 
 def test_a_full_disk_refuses_writes_cleanly_and_reads_go_on(
