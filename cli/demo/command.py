@@ -343,7 +343,7 @@ def _run(
     durability: str = "none",
     master_kill: MasterKill | None = None,
 ) -> dict[str, Any]:
-    jobs, actions, acted = _plan(n, min_delay, max_delay, rng)
+    jobs, actions, acted = _plan(n, min_delay, max_delay, rng, _prefix(c, say))
     # The reaction starts first: its process is up and reading before any timer is due.
     hanging = [j["id"] for j in jobs if j["id"] not in acted]
     reaction = Reaction(url, c, poison=hanging[0] if hanging else "", durability=durability)
@@ -351,6 +351,7 @@ def _run(
         with starting():
             reaction.start()
         reaction.wait_ready()
+        base = c.outcomes_total()  # a kept namespace's earlier runs' outcomes
         _register(app, c, url, jobs, use_spark=use_spark, say=say)
         driver = Driver(c, actions)
         driver.start()
@@ -362,7 +363,7 @@ def _run(
                 if master_kill is not None:
                     master_kill.step(shown >= KILL_AT * n)
                 try:  # (a failover answers StoreError for a moment: asked again next round)
-                    done = c.outcomes_total()
+                    done = c.outcomes_total() - base
                     bar.update(done)
                     shown = done
                     if done >= n:
@@ -404,21 +405,35 @@ def _run(
         say(f"Killed the Redis master {master_kill.old} (SIGKILL) at 60%; {promoted}")
     return {
         **summarise(c, jobs, kill.at, kill.untaken_at, kill.shards, lease_ms),
-        **reaction.summary(),
+        **reaction.summary({j["id"] for j in jobs}),
         **(master_kill.summary() if master_kill is not None else {}),
     }
 
 
+def _prefix(c: TimerClient, say: Any) -> str:
+    """'' in a namespace no run used; else what starts this run's ids: the same ids would
+    each be taken as decided already, and the earlier run's outcomes counted as this
+    one's (a kept --namespace, run again)."""
+    with errors():
+        if c.get("job:{0}") is None:
+            return ""
+        prefix = f"run{c.server_time_ms() // 1000}:"
+    say(f"Namespace {c.namespace!r} holds an earlier run's jobs: this run's ids start {prefix}")
+    return prefix
+
+
 def _plan(
-    n: int, min_delay: int, max_delay: int, rng: random.Random
+    n: int, min_delay: int, max_delay: int, rng: random.Random, prefix: str = ""
 ) -> tuple[list[dict[str, Any]], list[tuple[float, str, str]], set[str]]:
-    """The jobs' timers, what happens to them (notify or cancel, when), and which."""
+    """The jobs' timers, what happens to them (notify or cancel, when), and which;
+    ``prefix`` starts each id and watch key (a run in a namespace that kept an earlier
+    run's jobs: its ids would be theirs)."""
     jobs: list[dict[str, Any]] = []
     actions: list[tuple[float, str, str]] = []
     acted: set[str] = set()
     for i in range(n):
         delay = rng.randint(min_delay, max_delay)
-        tid, key = f"job:{{{i}}}", f"job:{{{i}}}:done"
+        tid, key = f"{prefix}job:{{{i}}}", f"{prefix}job:{{{i}}}:done"
         jobs.append({"id": tid, "delay_ms": delay, "payload": {"job": i}, "watch": [key]})
         roll = rng.random()
         if roll < 0.55:

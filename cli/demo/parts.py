@@ -162,7 +162,8 @@ def summarise(
     victim_shards: list[int],
     lease_ms: int,
 ) -> dict[str, Any]:
-    entries = list(c.all_outcomes())
+    ids = {j["id"] for j in jobs}
+    entries = [o for o in c.all_outcomes() if o.id in ids]  # not an earlier run's
     counts = Counter(o.id for o in entries)
     kinds = Counter(o.outcome for o in entries)
     expired = [(o.shard, o.deadline_ms, o.decided_ms) for o in entries if o.outcome == "expired"]

@@ -108,7 +108,9 @@ class Reaction:
                 self.proc.kill()
                 self.proc.wait()
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self, jobs: set[str]) -> dict[str, Any]:
+        """The reaction's figures for this run's ``jobs`` (a kept namespace may hold an
+        earlier run's dead letters)."""
         late = (
             [int(line.split()[-1]) for line in self.starts.read_text().splitlines() if line.strip()]
             if self.starts.exists()
@@ -120,7 +122,11 @@ class Reaction:
         ids = self.handled.read_text().split() if self.handled.exists() else None
         # and the outcomes in the dead letters, each once, as Redis keeps them (one
         # dead-lettered again after a failover lost the first is one)
-        dead = {d.outcome.id for d in self.c.dead_letters(self.GROUP) if d.outcome is not None}
+        dead = {
+            d.outcome.id
+            for d in self.c.dead_letters(self.GROUP)
+            if d.outcome is not None and d.outcome.id in jobs
+        }
         return {
             "handled": len(set(ids)) if ids is not None else self.figures.get("handled"),
             "handler_retries": self.figures.get("retried"),

@@ -66,6 +66,12 @@ def test_a_finished_demo_drops_the_namespace_it_made_and_keeps_one_given(
     assert "Dropped namespace" not in given.stderr, given.stderr
     with TimerClient.from_url(redis_server.url, namespace) as c:
         assert namespace in c.namespaces() and c.outcomes_total() == 10
+    # run again in it: the same ids were each "already decided", and the summary still
+    # printed the first run's figures as this run's (trial 29)
+    again = tw("demo", *SMALL)
+    assert f"Namespace {namespace!r} holds an earlier run's jobs" in again.stderr, again.stderr
+    with TimerClient.from_url(redis_server.url, namespace) as c:
+        assert c.outcomes_total() == 20
 
 
 def test_sigterm_to_the_demo_drops_the_namespace_it_made(
