@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -162,6 +163,20 @@ def test_jitter_delays_within_its_bound_and_is_the_same_every_time() -> None:
 def test_a_bad_spec_says_what_to_write(options: dict[str, object], says: str) -> None:
     with pytest.raises(InvalidInput, match=says):
         Recurrence.of(**options)
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ({"every": "30s", "foo": 1}, r'no field "foo": it takes cron, every'),
+        ({"every": "30s", "jiter": "1s"}, r'no field "jiter": did you mean "jitter"\?'),
+        ({"every": "30s", "catchup": "1h"}, r'did you mean "catch_up"\?'),
+    ],
+)
+def test_a_field_a_schedule_does_not_take_is_named(options: dict[str, Any], says: str) -> None:
+    """`schedules.create("z", every="30s", foo=1)` was a TypeError naming Recurrence.of()."""
+    with pytest.raises(InvalidInput, match=says):
+        ScheduleSpec.of(**options)
 
 
 def test_occurrences_of_a_schedule_share_its_shard() -> None:

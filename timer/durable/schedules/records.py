@@ -16,6 +16,7 @@ The others are counted as missed.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Unpack
@@ -76,6 +77,7 @@ class ScheduleSpec:
         **when: Unpack[RecurrenceOptions],
     ) -> ScheduleSpec:
         """Check and build (``when``: the arguments of :meth:`Recurrence.of`)."""
+        _known(when)
         recurrence = Recurrence.of(**when)
         if missed not in MISSED:
             raise InvalidInput(f"missed must be one of {', '.join(MISSED)}, got {quoted(missed)}")
@@ -300,3 +302,19 @@ def occurrence_name(timer_id: str) -> tuple[str, int] | None:
 
 
 # -- the operations ------------------------------------------------------------------------
+
+
+_SPEC_FIELDS = (*RecurrenceOptions.__annotations__, "missed", "catch_up", "overlap", "group")
+
+
+def _known(when: Mapping[str, Any]) -> None:
+    """An InvalidInput naming a field a schedule does not take (it was a TypeError
+    naming ``Recurrence.of()``, an internal name), with the one meant when close."""
+    for name in when:
+        if name not in RecurrenceOptions.__annotations__:
+            meant = difflib.get_close_matches(str(name), _SPEC_FIELDS, n=1)
+            hint = f"did you mean {quoted(meant[0])}? " if meant else ""
+            raise InvalidInput(
+                f"a schedule has no field {quoted(name)}: {hint}it takes "
+                f"{', '.join(_SPEC_FIELDS)}, payload and watch"
+            )
