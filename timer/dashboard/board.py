@@ -4,7 +4,8 @@ public ``TimerClient`` alone, and the boards of every namespace a page may ask f
 
 from __future__ import annotations
 
-from typing import Any
+import difflib
+from typing import Any, get_type_hints
 
 from starlette.requests import Request
 
@@ -12,9 +13,11 @@ from timer import TimerClient
 from timer.durable.admin.pending import cursor_text, parse_cursor
 from timer.durable.groups.dead import MOST, DeadFilter
 from timer.durable.model.entries import parse_ref
+from timer.durable.model.fields import ScheduleOptions
 from timer.durable.model.keys import check_namespace
 from timer.durable.model.models import Outcome
 from timer.durable.schedules.records import occurrence_name
+from timer.durable.timers.finding import ACTIONS as BULK_ACTIONS
 from timer.errors import InvalidInput, NotFound, ScheduleNotFound, TimerNotFound, quoted
 from timer.handlers.limits import limits_in_use
 from timer.shapes import dead_letter_json, group_json, outcome_json, schedule_json
@@ -26,6 +29,10 @@ DEAD_SHOWN = 200  # dead letters a filter shows (its count is of all it selects)
 RECENT = 200  # outcomes per shard read for the lateness histogram and the live list
 FIND_PAGE, FIND_PAGES, FIND_SHOWN = 1000, 20, 100  # the search box: scan bounds, rows
 PENDING_PAGE = 50  # pending timers a page of the Timers view shows
+
+# The fields of a schedule's spec, as client.schedules.create takes them (cron, every,
+# offset, tz, start, end, jitter, missed, catch_up, overlap, group, payload, watch).
+SPEC_FIELDS = tuple(get_type_hints(ScheduleOptions))
 
 
 class Dashboard:
@@ -99,6 +106,11 @@ class Dashboard:
 
     def act(self, timer_id: str, action: str, body: dict[str, Any]) -> dict[str, Any]:
         c = self.client
+        if action not in ("cancel", "complete", "reschedule"):
+            raise InvalidInput(
+                f"unknown action {quoted(action, 40)}: cancel, complete or reschedule"
+            )
+        takes(body, ("delay_ms",) if action == "reschedule" else (), f"{action} of a timer")
         if action == "cancel":
             return {"done": c.cancel(timer_id), **self.timer(timer_id)}
         if action == "complete":
@@ -179,6 +191,9 @@ class Dashboard:
 
     def bulk(self, action: str, body: dict[str, Any]) -> dict[str, Any]:
         """``action`` on the timers the page selected (``ids``); reschedule by ``delay_ms``."""
+        if action not in BULK_ACTIONS:
+            raise InvalidInput(f"unknown action {quoted(action, 40)}: {_either(BULK_ACTIONS)}")
+        takes(body, ("ids", "delay_ms") if action == "reschedule" else ("ids",), f"bulk {action}")
         move = {"delay_ms": body.get("delay_ms")} if action == "reschedule" else {}
         done = self.client.timers.act_on(body.get("ids"), action, **move)  # type: ignore[arg-type]
         return {
@@ -242,6 +257,9 @@ class Dashboard:
     def group_act(self, action: str, body: dict[str, Any], by: str) -> dict[str, Any]:
         """Pause or resume the group ``body["group"]`` (``by``: who asked, as the page and
         ``tickwheel groups`` show it)."""
+        if action not in ("pause", "resume"):
+            raise InvalidInput(f"unknown action {quoted(action, 40)}: pause or resume")
+        takes(body, ("group",), f"{action} of a group")
         group = body.get("group")
         if action == "pause":
             done = self.client.pause_group(group, by=by)  # type: ignore[arg-type]
@@ -272,12 +290,7 @@ class Dashboard:
         person confirmed) still holds."""
         if action not in ("redeliver", "drop"):
             raise InvalidInput(f"unknown action {quoted(action, 40)}: redeliver or drop")
-        unknown = set(body) - {"refs", "group", "error", "match", "expect"}
-        if unknown:
-            raise InvalidInput(
-                f"unknown field {quoted(sorted(unknown)[0], 40)}: refs or group, error, "
-                "match; expect"
-            )
+        takes(body, ("refs", "group", "error", "match", "expect"), f"{action} of dead letters")
         if "expect" not in body:
             raise InvalidInput("expect (the count the person confirmed) is required here")
         do = (
@@ -307,7 +320,10 @@ class Dashboard:
             )
         return dead_letter_json(d)
 
-    def dead_act(self, ref: str, action: str) -> dict[str, Any]:
+    def dead_act(self, ref: str, action: str, body: dict[str, Any]) -> dict[str, Any]:
+        if action not in ("redeliver", "drop"):
+            raise InvalidInput(f"unknown action {quoted(action, 40)}: redeliver or drop")
+        takes(body, (), f"{action} of a dead letter")
         parse_ref(ref, self.client.meta.shards)
         if action == "redeliver":
             return {"ref": ref, "done": self.client.redeliver(ref) is not None}
@@ -319,33 +335,63 @@ class Dashboard:
         return [schedule_json(s) for s in self.client.schedules.list()]
 
     def schedule_create(self, body: dict[str, Any]) -> dict[str, Any]:
-        """A new schedule from the page's form: name, cron or every, tz, payload."""
-        spec = {k: body[k] for k in ("cron", "every", "tz") if body.get(k) not in (None, "")}
+        """A new schedule: its ``name`` and the library's whole spec (:data:`SPEC_FIELDS`,
+        as ``client.schedules.create`` takes it). A field the form leaves unset (null or
+        "") takes its default; the payload is kept as given (null: none)."""
+        takes(body, ("name", *SPEC_FIELDS), "creating a schedule")
+        spec = {
+            k: v for k, v in body.items() if k not in ("name", "payload") and v not in (None, "")
+        }
         made = self.client.schedules.create(body.get("name"), payload=body.get("payload"), **spec)  # type: ignore[arg-type]
         return schedule_json(made)
 
     def schedule_act(self, name: str, action: str, body: dict[str, Any]) -> dict[str, Any]:
-        """pause, resume, trigger, backfill (``start_ms``, ``end_ms``) or delete."""
+        """pause, resume, trigger, backfill (``start_ms``, ``end_ms``) or delete. A pause
+        of a paused schedule, a resume of an active one, says ``already`` (its ``done``
+        stays true: the schedule is as asked)."""
         s = self.client.schedules
+        if action not in ("pause", "resume", "trigger", "backfill", "delete"):
+            raise InvalidInput(
+                f"unknown action {quoted(action, 40)}: pause, resume, trigger, backfill or delete"
+            )
+        backfill = ("start_ms", "end_ms")
+        takes(body, backfill if action == "backfill" else (), f"{action} of a schedule")
         if action == "backfill":
             ran = s.backfill(name, body.get("start_ms"), body.get("end_ms"))  # type: ignore[arg-type]
             created = [t.id for t in ran if not isinstance(t, Exception) and t.created]
             return {"name": name, "action": action, "done": True, "created": created}
-        if action == "pause":
-            done = s.pause(name)
-        elif action == "resume":
-            done = s.resume(name) is not None
-        elif action == "trigger":
-            done = s.trigger(name).created
-        elif action == "delete":
-            done = s.delete(name)
-        else:
-            raise InvalidInput(
-                f"unknown action {quoted(action, 40)}: pause, resume, trigger, backfill or delete"
-            )
+        if action in ("pause", "resume"):
+            before = s.get(name)
+            if before is None:
+                raise ScheduleNotFound.of(name, self.client.namespace)
+            already = before.state == ("paused" if action == "pause" else "active")
+            done = s.pause(name) if action == "pause" else s.resume(name) is not None
+            if not done:  # deleted meanwhile
+                raise ScheduleNotFound.of(name, self.client.namespace)
+            return {"name": name, "action": action, "done": done, "already": already}
+        done = s.trigger(name).created if action == "trigger" else s.delete(name)
         if not done and action != "trigger":
             raise ScheduleNotFound.of(name, self.client.namespace)
         return {"name": name, "action": action, "done": done}
+
+
+def takes(body: dict[str, Any], fields: tuple[str, ...], what: str) -> None:
+    """InvalidInput, before anything is written, for a field of ``body`` that ``what``
+    does not take: naming it and the fields it takes, with the nearest one when one is
+    close (``jiter``: did you mean "jitter"?). A field dropped unsaid was an option lost
+    (a schedule's ``jitter``) while the answer said done."""
+    for name in body:
+        if name in fields:
+            continue
+        listed = ", ".join(fields) if fields else "no field"
+        near = difflib.get_close_matches(name, fields, n=1)
+        meant = f"; did you mean {quoted(near[0])}?" if near else ""
+        raise InvalidInput(f"unknown field {quoted(name, 40)}: {what} takes {listed}{meant}")
+
+
+def _either(names: tuple[str, ...]) -> str:
+    """``a, b or c``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
 def _outcome_row(o: Outcome) -> dict[str, Any]:

@@ -328,7 +328,7 @@ class Routes:
         return await self.change(
             request,
             lambda _: f"{_verb(action)} dead letter {_said(ref)}",
-            lambda d, _: d.dead_act(ref, action),
+            lambda d, body: d.dead_act(ref, action, body),
         )
 
 
