@@ -32,7 +32,7 @@ from .durable.timers.finding import (
     Page,
     Selection,
 )
-from .errors import InvalidInput
+from .errors import InvalidInput, quoted
 
 Progress = Callable[[Bulk], None]
 
@@ -140,7 +140,9 @@ class Timers:
         ``delay_ms``, ``deadline_ms`` or ``shift_ms``) on the timers named in ``ids`` (at
         most 10,000), as the selection calls do; ids not pending are not selected."""
         if action not in find_ops.ACTIONS:
-            raise InvalidInput(f"unknown action {action!r}: one of {', '.join(find_ops.ACTIONS)}")
+            raise InvalidInput(
+                f"unknown action {quoted(action)}: one of {', '.join(find_ops.ACTIONS)}"
+            )
         if action == "reschedule":
             find_ops.check_move(move.get("delay_ms"), move.get("deadline_ms"), move.get("shift_ms"))
         elif move:
