@@ -33,7 +33,16 @@ from .. import embedded
 from ..app import App, errors, pass_app, require_extra, starts_server
 from ..durations import DURATION, MILLIS, typed_name
 from ..output import emit, pairs
-from .parts import Kill, bad_delays, drop_namespace, register_with_spark, start_worker, summarise
+from .parts import (
+    Kill,
+    bad_delays,
+    drop_namespace,
+    plan,
+    register_with_spark,
+    run_prefix,
+    start_worker,
+    summarise,
+)
 from .progress import Progress
 from .reaction import Reaction
 from .sentinel import DURABILITY, KILL_AT, MasterKill, sentinel_set
@@ -343,7 +352,7 @@ def _run(
     durability: str = "none",
     master_kill: MasterKill | None = None,
 ) -> dict[str, Any]:
-    jobs, actions, acted = _plan(n, min_delay, max_delay, rng, _prefix(c, say))
+    jobs, actions, acted = plan(n, min_delay, max_delay, rng, run_prefix(c, say))
     # The reaction starts first: its process is up and reading before any timer is due.
     hanging = [j["id"] for j in jobs if j["id"] not in acted]
     reaction = Reaction(url, c, poison=hanging[0] if hanging else "", durability=durability)
@@ -408,41 +417,6 @@ def _run(
         **reaction.summary({j["id"] for j in jobs}),
         **(master_kill.summary() if master_kill is not None else {}),
     }
-
-
-def _prefix(c: TimerClient, say: Any) -> str:
-    """'' in a namespace no run used; else what starts this run's ids: the same ids would
-    each be taken as decided already, and the earlier run's outcomes counted as this
-    one's (a kept --namespace, run again)."""
-    with errors():
-        if c.get("job:{0}") is None:
-            return ""
-        prefix = f"run{c.server_time_ms() // 1000}:"
-    say(f"Namespace {c.namespace!r} holds an earlier run's jobs: this run's ids start {prefix}")
-    return prefix
-
-
-def _plan(
-    n: int, min_delay: int, max_delay: int, rng: random.Random, prefix: str = ""
-) -> tuple[list[dict[str, Any]], list[tuple[float, str, str]], set[str]]:
-    """The jobs' timers, what happens to them (notify or cancel, when), and which;
-    ``prefix`` starts each id and watch key (a run in a namespace that kept an earlier
-    run's jobs: its ids would be theirs)."""
-    jobs: list[dict[str, Any]] = []
-    actions: list[tuple[float, str, str]] = []
-    acted: set[str] = set()
-    for i in range(n):
-        delay = rng.randint(min_delay, max_delay)
-        tid, key = f"{prefix}job:{{{i}}}", f"{prefix}job:{{{i}}}:done"
-        jobs.append({"id": tid, "delay_ms": delay, "payload": {"job": i}, "watch": [key]})
-        roll = rng.random()
-        if roll < 0.55:
-            acted.add(tid)
-        if roll < 0.5:  # the job finishes in time and says so
-            actions.append((delay * rng.uniform(0.1, 0.8) / 1000, "notify", key))
-        elif roll < 0.55:  # somebody cancels the job
-            actions.append((delay * rng.uniform(0.1, 0.8) / 1000, "cancel", tid))
-    return jobs, actions, acted
 
 
 def _register(

@@ -4,6 +4,7 @@ registering the jobs through Spark, and the summary the demo checks its promises
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from timer import TimerClient
 from timer.durable.model.durations import format_duration_ms
 from timer.durable.model.keys import NAMESPACES
 
-from ..app import require_extra
+from ..app import errors, require_extra
 from .reaction import child_env, log_dir, pct
 from .stop import starting
 
@@ -189,3 +190,38 @@ def summarise(
         "failover_ms": failover,
         "lease_ms": lease_ms,
     }
+
+
+def run_prefix(c: TimerClient, say: Any) -> str:
+    """'' in a namespace no run used; else what starts this run's ids: the same ids would
+    each be taken as decided already, and the earlier run's outcomes counted as this
+    one's (a kept --namespace, run again)."""
+    with errors():
+        if c.get("job:{0}") is None:
+            return ""
+        prefix = f"run{c.server_time_ms() // 1000}:"
+    say(f"Namespace {c.namespace!r} holds an earlier run's jobs: this run's ids start {prefix}")
+    return prefix
+
+
+def plan(
+    n: int, min_delay: int, max_delay: int, rng: random.Random, prefix: str = ""
+) -> tuple[list[dict[str, Any]], list[tuple[float, str, str]], set[str]]:
+    """The jobs' timers, what happens to them (notify or cancel, when), and which;
+    ``prefix`` starts each id and watch key (a run in a namespace that kept an earlier
+    run's jobs: its ids would be theirs)."""
+    jobs: list[dict[str, Any]] = []
+    actions: list[tuple[float, str, str]] = []
+    acted: set[str] = set()
+    for i in range(n):
+        delay = rng.randint(min_delay, max_delay)
+        tid, key = f"{prefix}job:{{{i}}}", f"{prefix}job:{{{i}}}:done"
+        jobs.append({"id": tid, "delay_ms": delay, "payload": {"job": i}, "watch": [key]})
+        roll = rng.random()
+        if roll < 0.55:
+            acted.add(tid)
+        if roll < 0.5:  # the job finishes in time and says so
+            actions.append((delay * rng.uniform(0.1, 0.8) / 1000, "notify", key))
+        elif roll < 0.55:  # somebody cancels the job
+            actions.append((delay * rng.uniform(0.1, 0.8) / 1000, "cancel", tid))
+    return jobs, actions, acted

@@ -4,7 +4,6 @@ public ``TimerClient`` alone, and the boards of every namespace a page may ask f
 
 from __future__ import annotations
 
-import difflib
 from typing import Any, get_type_hints
 
 from starlette.requests import Request
@@ -22,6 +21,7 @@ from timer.errors import InvalidInput, NotFound, ScheduleNotFound, TimerNotFound
 from timer.handlers.limits import limits_in_use
 from timer.shapes import dead_letter_json, group_json, outcome_json, schedule_json
 
+from .inputs import either, signed, takes, whole
 from .shapes import PERIODS, attention, group_minute, history_shape, info_shape, lateness_histogram
 
 SEARCH_SHOWN = 200  # outcomes a search shows, newest first
@@ -159,13 +159,13 @@ class Dashboard:
         cursor = query.get("cursor") or None
         field, value = query.get("field") or None, query.get("value", "")
         low = query.get("min_priority") or None
-        limit = _whole("limit", query.get("limit"))
+        limit = whole("limit", query.get("limit"))
         page = self.client.pending_by_due(
             after=None if cursor is None else parse_cursor(cursor),
             limit=PENDING_PAGE if limit is None else limit,
             match=query.get("match") or None,
             payload={field: value} if field else None,
-            min_priority=None if low is None else _signed("min_priority", low),
+            min_priority=None if low is None else signed("min_priority", low),
         )
         now = self.client.server_time_ms()
         return {
@@ -192,7 +192,7 @@ class Dashboard:
     def bulk(self, action: str, body: dict[str, Any]) -> dict[str, Any]:
         """``action`` on the timers the page selected (``ids``); reschedule by ``delay_ms``."""
         if action not in BULK_ACTIONS:
-            raise InvalidInput(f"unknown action {quoted(action, 40)}: {_either(BULK_ACTIONS)}")
+            raise InvalidInput(f"unknown action {quoted(action, 40)}: {either(BULK_ACTIONS)}")
         takes(body, ("ids", "delay_ms") if action == "reschedule" else ("ids",), f"bulk {action}")
         move = {"delay_ms": body.get("delay_ms")} if action == "reschedule" else {}
         done = self.client.timers.act_on(body.get("ids"), action, **move)  # type: ignore[arg-type]
@@ -224,10 +224,10 @@ class Dashboard:
         found, stopped = self.client.search_outcomes(
             kind=query.get("kind") or None,
             match=query.get("match") or None,
-            since_ms=_whole("since_ms", query.get("since_ms")),
-            until_ms=_whole("until_ms", query.get("until_ms")),
+            since_ms=whole("since_ms", query.get("since_ms")),
+            until_ms=whole("until_ms", query.get("until_ms")),
             payload={field: value} if field else None,
-            shards=None if shard is None else [_whole("shard", shard)],  # type: ignore[list-item]
+            shards=None if shard is None else [whole("shard", shard)],  # type: ignore[list-item]
             group=query.get("group") or None,
             state=query.get("state") or None,
             limit=SEARCH_SHOWN,
@@ -375,25 +375,6 @@ class Dashboard:
         return {"name": name, "action": action, "done": done}
 
 
-def takes(body: dict[str, Any], fields: tuple[str, ...], what: str) -> None:
-    """InvalidInput, before anything is written, for a field of ``body`` that ``what``
-    does not take: naming it and the fields it takes, with the nearest one when one is
-    close (``jiter``: did you mean "jitter"?). A field dropped unsaid was an option lost
-    (a schedule's ``jitter``) while the answer said done."""
-    for name in body:
-        if name in fields:
-            continue
-        listed = ", ".join(fields) if fields else "no field"
-        near = difflib.get_close_matches(name, fields, n=1)
-        meant = f"; did you mean {quoted(near[0])}?" if near else ""
-        raise InvalidInput(f"unknown field {quoted(name, 40)}: {what} takes {listed}{meant}")
-
-
-def _either(names: tuple[str, ...]) -> str:
-    """``a, b or c``."""
-    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
-
-
 def _outcome_row(o: Outcome) -> dict[str, Any]:
     """A recent outcome as its row shows it."""
     return {
@@ -417,23 +398,6 @@ def _dead_row(d: dict[str, Any]) -> dict[str, Any]:
         "error": d["error"].split("\n", 1)[0][:300],
         "outcome": None if o is None else {"id": o["id"]},
     }
-
-
-def _whole(name: str, text: str | None) -> int | None:
-    """A query's whole number (empty: None); InvalidInput for anything else."""
-    if not text:
-        return None
-    if not text.isdigit() or not text.isascii() or len(text) > 18:
-        raise InvalidInput(f"{name} must be a whole number, got {quoted(text, 40)}")
-    return int(text)
-
-
-def _signed(name: str, text: str) -> int:
-    """A query's whole number that may be negative; InvalidInput for anything else."""
-    digits = text[1:] if text.startswith("-") else text
-    if not digits.isdigit() or not digits.isascii() or len(digits) > 18:
-        raise InvalidInput(f"{name} must be a whole number, got {quoted(text, 40)}")
-    return int(text)
 
 
 def _step(minutes: int) -> int:
