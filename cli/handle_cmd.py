@@ -29,7 +29,7 @@ from .service import (
     setup_logging,
     steady_heap,
 )
-from .spec import HandlerSpec, handlers_of
+from .spec import HandlerSpec, handlers_of, warn_on_ignored
 from .starting import running
 from .worker_cmd import one_of
 
@@ -299,6 +299,7 @@ def handle(
             spec = webhook(webhook_url, webhook_secret or "", timeout_s=timeout_s)
         elif callbacks_on:
             spec = callbacks(webhook_secret or "", callback_hosts, timeout_s=timeout_s)
+    warn_on_ignored(spec)
     with errors():
         handlers = handlers_of(
             spec,

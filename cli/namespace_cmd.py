@@ -102,8 +102,8 @@ def init(app: App, shards: int, bucket_ms: int, allow_eviction: bool) -> None:
         app.json,
         info,
         f"Namespace {app.namespace!r}{' (initialised already)' if existing else ''}: "
-        f"{meta.shards} shards, {meta.bucket_ms} ms buckets, data format {meta.version}, "
-        f"at {app.safe_url}",
+        f"{meta.shards} shards, {format_duration_ms(meta.bucket_ms)} buckets, data format "
+        f"{meta.version}, at {app.safe_url}",
     )
 
 

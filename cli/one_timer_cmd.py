@@ -15,7 +15,7 @@ import click
 from timer import DuplicateTimer, TimerNotFound
 from timer.durable.model.durations import format_duration_ms
 from timer.durable.model.fields import TimerOptions
-from timer.errors import conflict_todo, quoted
+from timer.errors import TimerError, WaitTimeout, conflict_todo, quoted
 from timer.shapes import outcome_json, timer_info_json, timer_json
 
 from .app import App, errors, pass_app, starts_server
@@ -334,6 +334,11 @@ def wait(app: App, timer_id: str, timeout: float) -> None:
     with errors():
         try:
             o = app.client.wait(timer_id, timeout=timeout)
+        except WaitTimeout:
+            raise WaitTimeout(
+                f"timer {quoted(timer_id)} still pending after "
+                f"{format_duration_ms(round(timeout * 1000))}{_why_pending(app, timer_id)}"
+            ) from None
         except KeyboardInterrupt:  # what the line run() prints says: waiting only reads it
             said = f"stopped waiting for timer {quoted(timer_id)}; the timer is unchanged"
             raise KeyboardInterrupt(said) from None
@@ -342,6 +347,25 @@ def wait(app: App, timer_id: str, timeout: float) -> None:
         outcome_json(o),
         f"{o.id}: {o.outcome} at {format_ms(o.decided_ms)}, decided "
         f"{against_deadline(o.lateness_ms)}",
+    )
+
+
+def _why_pending(app: App, timer_id: str) -> str:
+    """Why a timer outlived a wait, where it is plain: its deadline passed and no worker
+    leads its shard, so nothing fires it (``""`` otherwise, or if it cannot be read)."""
+    try:
+        info = app.client.get(timer_id)
+        if info is None or info.state != "pending":
+            return ""
+        ago = app.client.server_time_ms() - info.deadline_ms
+        if ago <= 0 or app.client.leaders().get(info.shard) is not None:
+            return ""
+    except TimerError:  # e.g. a role that may wait but not read the leases: no hint
+        return ""
+    passed = format_duration_ms(ago - ago % 1000 if ago >= 1000 else ago)
+    return (
+        f"; its deadline passed {passed} ago and no worker leads shard {info.shard}: "
+        "start one with `tickwheel worker`"
     )
 
 

@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 
 import click
 
-from timer import DuplicateTimer, ScheduleNotFound
+from timer import DuplicateTimer, InvalidInput, ScheduleNotFound
 from timer.clock import SYSTEM_TIME
 from timer.durable.model.fields import ScheduleWhen
 from timer.durable.schedules.records import MISSED, OVERLAP, ScheduleInfo, ScheduleSpec
@@ -24,7 +24,7 @@ from .choice import Choice
 from .durations import DURATION, INSTANT, format_ms
 from .one_timer_cmd import _payload
 from .output import emit, plural, table
-from .schedule_shown import show, warn_reset, warn_spec, warn_tz
+from .schedule_shown import show, too_many, warn_reset, warn_spec, warn_tz, zone_option
 
 SPEC_HELP = """Cron fields match local wall-clock time in --tz: a time the autumn repeat shows twice
 fires once, at its first instant; a time the spring jump skips fires at the first
@@ -67,7 +67,11 @@ def spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                 "--offset", type=DURATION, default=0, help="With --every: shift each one."
             ),
             click.option(
-                "--tz", default="UTC", show_default=True, help="IANA time zone of --cron."
+                "--tz",
+                default="UTC",
+                show_default=True,
+                callback=zone_option,
+                help="IANA time zone of --cron.",
             ),
             click.option(
                 "--start",
@@ -311,17 +315,22 @@ def trigger(app: App, name: str) -> None:
     type=click.IntRange(1, 1000),
     default=1000,
     show_default=True,
-    help="The most occurrences fired by this call.",
+    help="The most occurrences this call fires: a range with more is refused, not cut "
+    "short (backfill it in parts).",
 )
 @pass_app
 def backfill(app: App, name: str, start: int, end: int, limit: int) -> None:
     """Fire now, once each, the occurrences of NAME from --from to --to.
 
     Each under its own id: one that fired and whose outcome is still retained is not
-    fired again. At most --limit (1,000) occurrences.
+    fired again. A range with more than --limit (1,000) occurrences is refused:
+    backfill it in parts.
     """
     with errors():
-        done = app.client.schedules.backfill(name, start, end, limit=limit)
+        try:
+            done = app.client.schedules.backfill(name, start, end, limit=limit)
+        except InvalidInput as exc:
+            raise too_many(exc, limit) from None
         now = app.client.server_time_ms()  # the clock backfill took "now" on, after it
     created = [t.id for t in done if not isinstance(t, Exception) and t.created]
     skipped = [t.id for t in done if not isinstance(t, Exception) and not t.created]

@@ -72,17 +72,18 @@ durability_option = click.option(
     "aof+replicas:N [env TICKWHEEL_DURABILITY].",
 )
 
+FIELDS = ("worker", "shard", "group", "consumer", "timer_id", "attempt")
+
+# its help is written from FIELDS, so the two cannot part again (it left out ``attempt``)
 log_format_option = click.option(
     "--log-format",
     type=Choice(["text", "json"]),
     default="text",
     show_default=True,
     envvar="TICKWHEEL_LOG_FORMAT",
-    help="json: one object a line (time, level, logger, message, and worker, shard, group, "
-    "consumer, timer_id where there is one) [env TICKWHEEL_LOG_FORMAT].",
+    help="json: one object a line (time, level, logger, message, and "
+    f"{', '.join(FIELDS)} where there is one) [env TICKWHEEL_LOG_FORMAT].",
 )
-
-FIELDS = ("worker", "shard", "group", "consumer", "timer_id", "attempt")
 
 
 class JsonFormatter(logging.Formatter):

@@ -5,6 +5,7 @@ kept unless a flag overrides them)."""
 from __future__ import annotations
 
 import contextlib
+import difflib
 import importlib
 import importlib.util
 import inspect
@@ -25,6 +26,8 @@ from timer.durable.model.models import OUTCOMES
 from timer.errors import InvalidInput, quoted
 from timer.handlers import DEFAULT_GROUP, DEFAULT_RECLAIM_IDLE_MS, Backoff, Handlers
 from timer.handlers.limits import Limit, merged
+
+from .app import warn
 
 
 class HandlerSpec(click.ParamType):  # type: ignore[type-arg]  # click stubs vary by version
@@ -257,8 +260,11 @@ def handlers_of(
     wanted = OUTCOMES if kinds.strip() == "all" else tuple(k.strip() for k in kinds.split(","))
     for kind in wanted:
         if kind not in OUTCOMES:  # in the flag's words (the library names its argument)
+            near = difflib.get_close_matches(kind, [*OUTCOMES, "all"], n=1)
+            meant = f" (did you mean {quoted(near[0])}?)" if near else ""
             raise InvalidInput(
-                f"--on takes {', '.join(OUTCOMES)} or all, comma-separated, got {quoted(kinds)}"
+                f"--on takes {', '.join(OUTCOMES)} or all, comma-separated, got "
+                f"{quoted(kinds)}{meant}"
             )
     h = Handlers(
         group=group or DEFAULT_GROUP,
@@ -273,3 +279,23 @@ def handlers_of(
     for kind in wanted:
         h.add(kind, spec)
     return h
+
+
+def warn_on_ignored(spec: Any) -> None:
+    """--on given with a Handlers object: the object says which outcomes it handles (a
+    function each), so the flag changes nothing; said, not passed over in silence."""
+    if not isinstance(spec, Handlers):
+        return
+    ctx = click.get_current_context()
+    source = ctx.get_parameter_source("kinds")
+    if source not in (
+        click.core.ParameterSource.COMMANDLINE,
+        click.core.ParameterSource.ENVIRONMENT,
+    ):
+        return
+    own = ", ".join(spec.kinds) or "none"
+    warn(
+        f"--on {ctx.params['kinds']} is ignored: SPEC is a Handlers object, which says "
+        f"itself which outcomes it handles ({own}: one function each); add a handler to "
+        "it for another outcome, or give a function as SPEC"
+    )
