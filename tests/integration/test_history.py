@@ -124,7 +124,11 @@ def test_a_worker_and_a_runner_write_what_they_saw(ns_client: TimerClient) -> No
         def total(name: str) -> int:
             return sum(getattr(m, name) for m in c.history(5))
 
-        wait_for(lambda: total("expired") == 15 and total("cancelled") == 5, 20, "the worker")
+        try:
+            wait_for(lambda: total("expired") == 15 and total("cancelled") == 5, 20, "the worker")
+        except AssertionError as exc:  # what it saw, to tell a short count from a double one
+            seen = {n: total(n) for n in ("scheduled", "expired", "cancelled", "handled")}
+            raise AssertionError(f"{exc}; the sums were {seen}: {c.history(5)}") from None
         assert total("scheduled") == 20
         assert (total("handled"), total("failed")) == (15, 1)  # the runner's last flush
         minutes = c.history(5)
