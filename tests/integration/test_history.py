@@ -100,7 +100,10 @@ def test_a_worker_and_a_runner_write_what_they_saw(ns_client: TimerClient) -> No
     w = make_worker(c, "hw", history_every_ms=100)
     with running(w):
         wait_for(lambda: subscribed(c, 4) and len(w.shards) == 4, 20, "the worker to lead")
-        c.schedule_many([{"id": f"h{i}", "delay_ms": 200} for i in range(20)])
+        # the 5 to cancel are far off, so a busy core cannot fire one before its cancel
+        c.schedule_many(
+            [{"id": f"h{i}", "delay_ms": 200 if i >= 5 else 600_000} for i in range(20)]
+        )
         for i in range(5):
             c.cancel(f"h{i}")
         failed_once: set[str] = set()
