@@ -11,9 +11,10 @@ subclass inherits its parent's; ``tickwheel --help`` lists the codes.
 
 from __future__ import annotations
 
+import difflib
 import json
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import ClassVar, Self
@@ -34,6 +35,22 @@ def quoted(value: object, most: int | None = None) -> str:
     if most is not None and len(text) > most:
         text = text[: max(most - 1, 1)] + "…"
     return text
+
+
+def unknown_field(given: Iterable[object], fields: Sequence[str], what: str) -> str | None:
+    """The one wording of every door for a field ``what`` does not take (a dashboard
+    body, an HTTP API body, a schedule's Python keywords): each of ``given`` not in
+    ``fields``, the fields it takes, and the nearest one when a single field is close
+    (``unknown field "jiter": a schedule takes ... ; did you mean "jitter"?``). None when
+    every field is taken."""
+    extra = [name for name in given if name not in fields]
+    if not extra:
+        return None
+    listed = ", ".join(fields) or "no field"
+    near = difflib.get_close_matches(str(extra[0]), fields, n=1) if len(extra) == 1 else []
+    meant = f"; did you mean {quoted(near[0])}?" if near else ""
+    names = ", ".join(quoted(name, 40) for name in extra)
+    return f"unknown field {names}: {what} takes {listed}{meant}"
 
 
 def instant_text(epoch_ms: int) -> str:

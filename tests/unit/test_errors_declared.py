@@ -47,3 +47,18 @@ def test_not_durable_is_a_retry_not_an_unknown_failure() -> None:
     assert (errors.NotDurable.exit_code, errors.NotDurable.http_status) == (12, 503)
     assert issubclass(errors.TimerNotFound, errors.NotFound)
     assert errors.TimerNotFound.exit_code == errors.NotFound.exit_code == 6
+
+
+def test_one_wording_of_an_unknown_field_for_every_door() -> None:
+    """The dashboard, the HTTP API and a schedule's keywords say an unknown field alike:
+    each extra named, what is taken, the nearest only when one field alone is close."""
+    fields = ("delay_ms", "deadline_ms")
+    assert errors.unknown_field({"delay_ms": 1}, fields, "this") is None
+    one = errors.unknown_field({"dealy_ms": 1}, fields, "a reschedule")
+    assert one == (
+        'unknown field "dealy_ms": a reschedule takes delay_ms, deadline_ms; '
+        'did you mean "delay_ms"?'
+    )
+    two = errors.unknown_field(["dealy_ms", "x"], fields, "this")
+    assert two == 'unknown field "dealy_ms", "x": this takes delay_ms, deadline_ms'
+    assert errors.unknown_field(["x"], (), "a drop") == 'unknown field "x": a drop takes no field'

@@ -3,24 +3,18 @@
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
-from timer.errors import InvalidInput, quoted
+from timer.errors import InvalidInput, quoted, unknown_field
 
 
 def takes(body: dict[str, Any], fields: tuple[str, ...], what: str) -> None:
     """InvalidInput, before anything is written, for a field of ``body`` that ``what``
-    does not take: naming it and the fields it takes, with the nearest one when one is
-    close (``jiter``: did you mean "jitter"?). A field dropped unsaid was an option lost
-    (a schedule's ``jitter``) while the answer said done."""
-    for name in body:
-        if name in fields:
-            continue
-        listed = ", ".join(fields) if fields else "no field"
-        near = difflib.get_close_matches(name, fields, n=1)
-        meant = f"; did you mean {quoted(near[0])}?" if near else ""
-        raise InvalidInput(f"unknown field {quoted(name, 40)}: {what} takes {listed}{meant}")
+    does not take (:func:`timer.errors.unknown_field`'s words). A field dropped unsaid
+    was an option lost (a schedule's ``jitter``) while the answer said done."""
+    said = unknown_field(body, fields, what)
+    if said:
+        raise InvalidInput(said)
 
 
 def either(names: tuple[str, ...]) -> str:

@@ -9,7 +9,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from timer.errors import quoted
+from timer.errors import quoted, unknown_field
 
 if TYPE_CHECKING:  # the http extra's: imported where a Schema is made, so the dashboard
     import jsonschema  # (its routing says values in these words) needs only its own
@@ -119,9 +119,7 @@ def say(problem: jsonschema.ValidationError) -> str:
         names = [n for alt in alternatives for n in alt.get("required", ())]
         said = f"give exactly one of {' or '.join(names)}"
     elif kind == "additionalProperties" and isinstance(value, dict):
-        known = list(schema.get("properties", {}))
-        extra = ", ".join(shown(k, 60) for k in value if k not in known)
-        said = f"unknown field {extra}: this takes {', '.join(known) or 'no field'}"
+        said = unknown_field(value, list(schema.get("properties", {})), "this") or ""
     elif kind == "required" and isinstance(value, dict) and isinstance(limit, list):
         missing = [n for n in limit if n not in value]
         said = f"missing field {', '.join(shown(n) for n in missing)}"

@@ -16,14 +16,13 @@ The others are counted as missed.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Unpack
 
 import msgpack
 
-from ...errors import InvalidInput, quoted
+from ...errors import InvalidInput, quoted, unknown_field
 from ..model.checks import too_long
 from ..model.codec import decode_payload, text
 from ..model.durations import format_duration_ms
@@ -310,11 +309,6 @@ _SPEC_FIELDS = (*RecurrenceOptions.__annotations__, "missed", "catch_up", "overl
 def _known(when: Mapping[str, Any]) -> None:
     """An InvalidInput naming a field a schedule does not take (it was a TypeError
     naming ``Recurrence.of()``, an internal name), with the one meant when close."""
-    for name in when:
-        if name not in RecurrenceOptions.__annotations__:
-            meant = difflib.get_close_matches(str(name), _SPEC_FIELDS, n=1)
-            hint = f"did you mean {quoted(meant[0])}? " if meant else ""
-            raise InvalidInput(
-                f"a schedule has no field {quoted(name)}: {hint}it takes "
-                f"{', '.join(_SPEC_FIELDS)}, payload and watch"
-            )
+    said = unknown_field(when, (*_SPEC_FIELDS, "payload", "watch"), "a schedule")
+    if said:
+        raise InvalidInput(said)
