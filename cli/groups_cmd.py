@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from timer.durable.groups.admin import no_group
 from timer.durable.groups.dead import MOST
 from timer.durable.model.entries import parse_ref
 from timer.durable.model.models import DeadBatch, GroupInfo
@@ -87,20 +88,6 @@ def groups(ctx: click.Context, retention_ms: int) -> None:
     emit(app.json, [_group_dict(g, now, retention_ms) for g in found], human)
 
 
-def _no_group(app: App, name: str, known: list[str] | None = None) -> TimerCommandError:
-    """No consumer group ``name``, said one way by delete, pause and resume: with the
-    groups there are."""
-    if known is None:
-        with errors():
-            known = [g.name for g in app.client.groups()]
-    return TimerCommandError(
-        NotFound(
-            f"no consumer group {quoted(name)} in namespace {quoted(app.namespace)} "
-            f"(groups: {', '.join(known) or 'none'})"
-        )
-    )
-
-
 @groups.command("pause")
 @click.argument("name")
 @click.option("--by", default=None, metavar="WHO", help="Who pauses it [default: user@host].")
@@ -114,12 +101,7 @@ def groups_pause(app: App, name: str, by: str | None) -> None:
     groups` shows who paused it.
     """
     with errors():
-        try:
-            new = app.client.pause_group(name, by=by)
-        except NotFound as exc:  # the library's "(see `tickwheel groups`)": as delete says it
-            if not str(exc).startswith("no consumer group"):
-                raise
-            raise _no_group(app, name) from None
+        new = app.client.pause_group(name, by=by)
     said = f"Paused group {name!r}" if new else f"Group {name!r} was paused already"
     emit(app.json, {"paused": name, "new": new}, said)
 
@@ -134,12 +116,7 @@ def groups_resume(app: App, name: str) -> None:
     shard, as after any backlog.
     """
     with errors():
-        try:
-            was = app.client.resume_group(name)
-        except NotFound as exc:  # the library's "(see `tickwheel groups`)": as delete says it
-            if not str(exc).startswith("no consumer group"):
-                raise
-            raise _no_group(app, name) from None
+        was = app.client.resume_group(name)
     said = f"Resumed group {name!r}" if was else f"Group {name!r} was not paused"
     emit(app.json, {"resumed": name, "was_paused": was}, said)
 
@@ -157,7 +134,7 @@ def groups_delete(app: App, name: str, yes: bool) -> None:
     with errors():
         known = {g.name: g for g in app.client.groups()}
     if name not in known:
-        raise _no_group(app, name, list(known))
+        raise TimerCommandError(no_group(app.namespace, name, known))
     g = known[name]
     if not yes:
         confirm(f"Delete group {name!r} ({g.pending} pending, lag {g.lag})?")

@@ -4,24 +4,20 @@ and the refusals they word for the CLI (a --tz near a zone, a backfill past --li
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+from zoneinfo import ZoneInfo
 
 import click
 
-from timer import InvalidInput
 from timer.clock import SYSTEM_TIME
 from timer.durable.model.durations import format_duration_ms
-from timer.durable.schedules.ops import MAX_BACKFILL
 from timer.durable.schedules.records import ScheduleInfo
 from timer.durable.schedules.recurrence import Recurrence
-from timer.errors import quoted
 from timer.shapes import schedule_json
 
-from .app import App, TimerCommandError, warn
+from .app import App, warn
 from .durations import format_ms
 from .output import emit, pairs, to_json
 
@@ -150,37 +146,3 @@ def _shown_payload(payload: Any, most: int = 60) -> str:
     """A payload as --payload takes it (JSON), cut to ``most`` characters."""
     said = to_json(payload, for_people=True)
     return said if len(said) <= most else said[: most - 1] + "…"
-
-
-def zone_option(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """A --tz no zone has, near one that is (europe/paris: Europe/Paris): refused with the
-    name meant. Any other unknown one is left to the library, which says what to write."""
-    if value is None:
-        return value
-    try:
-        ZoneInfo(value)
-        return value
-    except (ZoneInfoNotFoundError, ValueError, OSError):
-        pass
-    zones = sorted(available_timezones())
-    near = [z for z in zones if z.lower() == value.lower()] or difflib.get_close_matches(
-        value, zones, n=1
-    )
-    if not near:
-        return value
-    raise TimerCommandError(
-        InvalidInput(
-            f"no time zone {quoted(value)}: did you mean {quoted(near[0])}? (an IANA name, "
-            'such as "Europe/Paris" or "UTC")'
-        )
-    )
-
-
-def too_many(exc: InvalidInput, limit: int) -> InvalidInput:
-    """The library's refusal of a range past the limit in the CLI's words: its flag is
-    --limit, and raising it is no way out once it is at its most."""
-    head, sep, _ = str(exc).partition(": backfill a shorter range (or raise limit")
-    if not sep:
-        return exc
-    more = "" if limit >= MAX_BACKFILL else f" (or raise --limit, at most {MAX_BACKFILL:,})"
-    return InvalidInput(f"{head}: backfill it in parts, each a shorter range{more}")

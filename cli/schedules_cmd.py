@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 
 import click
 
-from timer import DuplicateTimer, InvalidInput, ScheduleNotFound
+from timer import DuplicateTimer, ScheduleNotFound
 from timer.clock import SYSTEM_TIME
 from timer.durable.model.fields import ScheduleWhen
 from timer.durable.schedules.records import MISSED, OVERLAP, ScheduleInfo, ScheduleSpec
@@ -24,7 +24,7 @@ from .choice import Choice
 from .durations import DURATION, INSTANT, format_ms
 from .one_timer_cmd import _payload
 from .output import emit, plural, table
-from .schedule_shown import show, too_many, warn_reset, warn_spec, warn_tz, zone_option
+from .schedule_shown import show, warn_reset, warn_spec, warn_tz
 
 SPEC_HELP = """Cron fields match local wall-clock time in --tz: a time the autumn repeat shows twice
 fires once, at its first instant; a time the spring jump skips fires at the first
@@ -70,7 +70,6 @@ def spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                 "--tz",
                 default="UTC",
                 show_default=True,
-                callback=zone_option,
                 help="IANA time zone of --cron.",
             ),
             click.option(
@@ -143,6 +142,7 @@ def create(app: App, /, name: str, payload: str | None, **spec: Unpack[ScheduleW
     _one_way(spec.get("cron"), spec.get("every"))
     data = _payload(payload)
     with errors():
+        ScheduleSpec.of(**spec)  # a bad spec is said before Redis is reached
         try:
             made = app.client.schedules.create(name, payload=data, **spec)
         except DuplicateTimer:
@@ -190,6 +190,7 @@ def update(app: App, /, name: str, payload: str | None, **spec: Unpack[ScheduleW
     _one_way(spec.get("cron"), spec.get("every"))
     data = _payload(payload)
     with errors():
+        ScheduleSpec.of(**spec)  # a bad spec is said before Redis is reached
         before = app.client.schedules.get(name)
         made = app.client.schedules.update(name, payload=data, **spec)
     show(app, made)
@@ -327,10 +328,7 @@ def backfill(app: App, name: str, start: int, end: int, limit: int) -> None:
     backfill it in parts.
     """
     with errors():
-        try:
-            done = app.client.schedules.backfill(name, start, end, limit=limit)
-        except InvalidInput as exc:
-            raise too_many(exc, limit) from None
+        done = app.client.schedules.backfill(name, start, end, limit=limit)
         now = app.client.server_time_ms()  # the clock backfill took "now" on, after it
     created = [t.id for t in done if not isinstance(t, Exception) and t.created]
     skipped = [t.id for t in done if not isinstance(t, Exception) and not t.created]

@@ -93,6 +93,10 @@ def test_every_schedule_route(quiet: Served) -> None:  # noqa: F811
     assert status == 404 and said["kind"] == "ScheduleNotFound", said
 
 
+_MEANT = 'did you mean "Europe/Paris"?'  # the library's words, at every door
+_LONG = {"start_ms": 1_577_836_800_000, "end_ms": 1_609_459_200_000}  # 2020: 525,600 minutes
+
+
 def test_a_bad_spec_is_a_400_that_says_what_to_write_and_writes_nothing(
     quiet: Served,  # noqa: F811
     redis_client: redis.Redis,
@@ -104,12 +108,15 @@ def test_a_bad_spec_is_a_400_that_says_what_to_write_and_writes_nothing(
     refused = [
         ("POST", at, {"name": "bad", "cron": "61 * * * *"}, 'cron "61 * * * *" is not valid'),
         ("POST", at, {"name": "bad", "cron": "0 2 * * *", "tz": "Mars/Olympus"}, "time zone"),
+        ("POST", at, {"name": "bad", "cron": "0 2 * * *", "tz": "europe/paris"}, _MEANT),
         ("POST", at, {"name": "bad", "cron": "0 2 * * *", "every": "1m"}, "exactly one of"),
         ("POST", at, {"name": "bad"}, "exactly one of"),
         ("POST", at, {"name": "a{b}", "every": "1m"}, "may not contain"),
         ("POST", at, {"name": "bad", "every": "1m", "colour": 1}, "unknown field"),
         ("POST", f"{at}/kept/update", {"cron": "not a cron"}, "is not valid"),
         ("POST", f"{at}/kept/backfill", {"start_ms": 10, "end_ms": 5}, "before its start"),
+        ("POST", f"{at}/kept/backfill", _LONG | {"limit": 5}, "(or raise limit, at most 1,000)"),
+        ("POST", f"{at}/kept/backfill", _LONG, "backfill it in parts, each a shorter range"),
         ("POST", f"{at}/kept/delete", {"keep_armed": "yes"}, "keep_armed"),
     ]
     for method, path, body, words in refused:

@@ -147,7 +147,9 @@ def test_jitter_delays_within_its_bound_and_is_the_same_every_time() -> None:
         ({"every": "1m", "offset": "1m"}, "shorter than every"),
         ({"every": "1m", "jitter": "1m"}, "shorter than every"),
         ({"cron": "* * * * *", "offset": "1s"}, "offset is for every"),
-        ({"every": "1m", "tz": "Mars/Olympus"}, "no time zone"),
+        ({"every": "1m", "tz": "Mars/Olympus"}, 'no time zone "Mars/Olympus": give an IANA'),
+        ({"cron": "0 8 * * *", "tz": "europe/paris"}, 'did you mean "Europe/Paris"\\?'),
+        ({"cron": "0 8 * * *", "tz": "Europe/Pari"}, 'did you mean "Europe/Paris"\\?'),
         ({"every": "1m", "tz": ""}, "IANA"),
         ({"every": "1m", "start": 10, "end": 5}, "end is before start"),
         (

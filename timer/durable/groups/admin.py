@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterable
 from typing import Any
 
 from ...errors import NotFound, StoreError, quoted
@@ -190,14 +191,26 @@ def is_paused(ns: Namespace, group: str) -> Op[bool]:
     return bool((yield steps.Command("hexists", (ns.keys.paused, group))))
 
 
-def group_exists(ns: Namespace, group: str) -> Op[bool]:
-    """Whether ``group`` has read some shard's outcomes (a group exists from then on)."""
+def group_names(ns: Namespace) -> Op[set[str]]:
+    """The groups that have read some shard's outcomes (a group exists from then on)."""
     listed = yield steps.Pipeline(
         [steps.Command("xinfo_groups", (s,)) for s in ns.outcome_streams()],
         errors_in_slots=True,
     )
-    names = {text(g["name"]) for r in listed if not isinstance(r, StoreError) for g in error_or(r)}
-    return group in names
+    return {text(g["name"]) for r in listed if not isinstance(r, StoreError) for g in error_or(r)}
+
+
+def group_exists(ns: Namespace, group: str) -> Op[bool]:
+    return group in (yield from group_names(ns))
+
+
+def no_group(namespace: str, group: str, names: Iterable[str]) -> NotFound:
+    """No consumer group ``group``, said one way by pause, resume and delete at every
+    door: with the groups there are (a typo shows its right name)."""
+    return NotFound(
+        f"no consumer group {quoted(group)} in namespace {quoted(namespace)} "
+        f"(groups: {', '.join(sorted(names)) or 'none'})"
+    )
 
 
 def pause_group(ns: Namespace, group: str, by: str) -> Op[bool]:
@@ -205,11 +218,9 @@ def pause_group(ns: Namespace, group: str, by: str) -> Op[bool]:
     if it was paused already (its first pause, and who did it, stay)."""
     check_name("consumer group", group)
     check_name("who pauses it", by)
-    if not (yield from group_exists(ns, group)):
-        raise NotFound(
-            f"no consumer group {quoted(group)} in namespace {quoted(ns.name)} "
-            "(see `tickwheel groups`)"
-        )
+    names = yield from group_names(ns)
+    if group not in names:
+        raise no_group(ns.name, group, names)
     now = yield from server_time_ms()
     return int((yield steps.Command("hsetnx", (ns.keys.paused, group, f"{now} {by}")))) == 1
 
@@ -219,11 +230,9 @@ def resume_group(ns: Namespace, group: str) -> Op[bool]:
     check_name("consumer group", group)
     if int((yield steps.Command("hdel", (ns.keys.paused, group)))) == 1:
         return True
-    if not (yield from group_exists(ns, group)):  # as pause says of it
-        raise NotFound(
-            f"no consumer group {quoted(group)} in namespace {quoted(ns.name)} "
-            "(see `tickwheel groups`)"
-        )
+    names = yield from group_names(ns)
+    if group not in names:  # as pause says of it
+        raise no_group(ns.name, group, names)
     return False
 
 

@@ -156,10 +156,11 @@ def backfill(
     armed = found[1] if found else None  # never created twice: it fires in its turn
     times = [t for t in info.spec.recurrence.preview(start_ms - 1, cap + 1) if t <= until]
     if len(times) > cap:
-        raise InvalidInput(
+        more = "" if cap >= MAX_BACKFILL else f" (or raise {{0}}, at most {MAX_BACKFILL:,})"
+        raise InvalidInput.about(  # its field named: the CLI says --limit
             f"more than {cap} occurrences between {instant_text(start_ms)} and "
-            f"{instant_text(until)}: backfill a "
-            "shorter range (or raise limit, at most 1,000)"
+            f"{instant_text(until)}: backfill it in parts, each a shorter range{more}",
+            "limit",
         )
     items = [
         {

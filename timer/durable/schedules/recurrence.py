@@ -27,11 +27,12 @@ named by its nominal time (``occurrence_id``); its deadline is that time plus ji
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from cronsim import CronSim, CronSimError
 
@@ -104,9 +105,14 @@ def zone(tz: object) -> ZoneInfo:
     try:
         return ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError, OSError):
-        raise InvalidInput(
-            f'no time zone {quoted(tz)}: give an IANA name such as "Europe/Paris" or "UTC"'
-        ) from None
+        pass
+    zones = sorted(available_timezones())  # europe/paris: Europe/Paris meant
+    near = [z for z in zones if z.lower() == tz.lower()] or difflib.get_close_matches(
+        tz, zones, n=1
+    )
+    said = 'an IANA name such as "Europe/Paris" or "UTC"'
+    said = f"did you mean {quoted(near[0])}? ({said})" if near else f"give {said}"
+    raise InvalidInput(f"no time zone {quoted(tz)}: {said}")
 
 
 @dataclass(frozen=True)
