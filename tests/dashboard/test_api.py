@@ -554,7 +554,7 @@ def test_each_user_signs_in_with_a_token_and_a_read_token_changes_nothing(
     said = [m for m in said if m not in refused]
     assert said == [
         f"'ops' cancel timer 'job:{{2}}' in namespace {ns!r}: 200",
-        f"'ops' drop dead letter '0/1-0' in namespace {ns!r}: 200",
+        f"'ops' drop dead letter '0/1-0' in namespace {ns!r}: 200, nothing done",
     ], said
     assert viewer not in caplog.text and operator not in caplog.text  # names, never secrets
 
@@ -770,6 +770,7 @@ def test_each_action_is_logged_once_with_who_what_and_on_what(
     quoted, so an id holding a newline cannot forge a line; a secret is never said."""
     client.schedule("job:{1}", 3_600_000)
     client.schedule("a\nb", 3_600_000)
+    client.schedule_many([{"id": f"job:{{{n}}}", "delay_ms": 3_600_000} for n in (3, 4)])
     caplog.set_level("INFO", logger="tickwheel.dashboard")
     asks = [
         ("/api/timers/job:{1}/complete", {}),
@@ -777,6 +778,8 @@ def test_each_action_is_logged_once_with_who_what_and_on_what(
         ("/api/bulk/reschedule", {"ids": ["job:{1}", "x:1"], "delay_ms": 1000}),
         ("/api/schedules", {"name": "nightly", "cron": "0 3 * * *"}),
         ("/api/schedules/nightly/pause", {}),
+        ("/api/schedules/nightly/pause", {}),  # what the answer says it did, said too
+        ("/api/bulk/cancel", {"ids": ["job:{3}", "job:{4}"]}),
         ("/api/groups/pause", {"group": "mailer"}),
         ("/api/dead/0/1-0/drop", {}),
         ("/api/dead/bulk/redeliver", {"group": "billing", "expect": 0}),
@@ -797,14 +800,16 @@ def test_each_action_is_logged_once_with_who_what_and_on_what(
     assert said == [
         f"{by} complete timer 'job:{{1}}' in namespace {ns}: 200",
         f"{by} cancel timer 'a\\nb' in namespace {ns}: 200",
-        f"{by} reschedule 2 timers ('job:{{1}}', 'x:1') in namespace {ns}: 200",
+        f"{by} reschedule 2 timers ('job:{{1}}', 'x:1') in namespace {ns}: 200, nothing done",
         f"{by} create schedule 'nightly' in namespace {ns}: 200",
         f"{by} pause schedule 'nightly' in namespace {ns}: 200",
+        f"{by} pause schedule 'nightly' in namespace {ns}: 200, already so",
+        f"{by} cancel 2 timers ('job:{{3}}', 'job:{{4}}') in namespace {ns}: 200, 2 done",
         f"{by} pause group 'mailer' in namespace {ns}: 404",
-        f"{by} drop dead letter '0/1-0' in namespace {ns}: 200",
+        f"{by} drop dead letter '0/1-0' in namespace {ns}: 200, nothing done",
         f"{by} redeliver all dead letters matching group 'billing' (expect 0) in namespace {ns}"
-        ": 200",
-        f"{by} drop 1 dead letter ('0/1-0') in namespace {ns}: 200",
+        ": 200, nothing done",
+        f"{by} drop 1 dead letter ('0/1-0') in namespace {ns}: 200, nothing done",
         f"{by} explode timer 'job:{{1}}' in namespace {ns}: 400",
         f"{by} 'ex\\nplode' timer 'job:{{1}}' in namespace {ns}: 400",
         f"anyone (no token set) resume schedule 'nightly' in namespace {ns}: 200",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import logging
 import re
 from collections.abc import Callable
@@ -243,7 +244,7 @@ class Routes:
         status = "failed"
         try:
             response = await self.run(request, lambda d: work(d, body))
-            status = str(response.status_code)
+            status = f"{response.status_code}{_what_it_did(response)}"
             return response
         finally:  # one line, whatever the answer: who tried what is the point
             log.info(
@@ -350,6 +351,26 @@ def _said(value: object, most: int = 200) -> str:
     id can forge a line of its own), cut at ``most`` characters."""
     text = repr(value)
     return text if len(text) <= most else text[:most] + "…"
+
+
+def _what_it_did(response: Response) -> str:
+    """What an answer says was done, for the log line after its status: a 200 that did
+    nothing (a cancel of a timer decided already, a bulk action none of whose timers was
+    pending) was logged as a plain 200, read as done."""
+    try:
+        said = json.loads(bytes(response.body))
+    except ValueError:
+        return ""
+    if not isinstance(said, dict) or "done" not in said:
+        return ""
+    done, state = said["done"], said.get("state")
+    if said.get("already") is True:
+        return ", already so"
+    if done is False or done == 0:
+        return f", nothing done (already {state})" if isinstance(state, str) else ", nothing done"
+    if isinstance(done, int) and not isinstance(done, bool):
+        return f", {done} done"
+    return ""
 
 
 def _verb(action: str) -> str:
