@@ -58,10 +58,10 @@ def test_a_ref_past_a_stream_ids_range_is_bad_input_not_redis_failing(
 def test_dead_drop_or_redeliver_of_a_filter_without_expect_is_done_as_before_and_said(
     quiet: Served,
 ) -> None:
-    """`POST …/dead/drop {}` drops every dead letter, and a filter with no `expect` acts
-    on what it selects, as in earlier releases (a client relying on it keeps working),
-    but the reply carries a warning saying to send `expect`; with it, another count
-    selected by then is a 409 and nothing is done."""
+    """`POST …/dead/drop {}` drops every dead letter (one with no body is refused), and
+    a filter with no `expect` acts on what it selects, as in earlier releases (a client
+    relying on it keeps working), but the reply carries a warning saying to send
+    `expect`; with it, another count selected by then is a 409 and nothing is done."""
     api, c, tokens = quiet
     from timer import Handlers  # noqa: PLC0415
 
@@ -81,6 +81,13 @@ def test_dead_drop_or_redeliver_of_a_filter_without_expect_is_done_as_before_and
     assert c.dead_letters_total() == 2
     admin = tokens.create("admin", [c.namespace])[1]
     url = f"/v1/namespaces/{c.namespace}/dead"
+    for action in ("drop", "redeliver"):  # a body forgotten selects nothing (trial 30)
+        for raw in (b"", None):
+            status, error = api.call("POST", f"{url}/{action}", raw=raw, token=admin)
+            assert (status, error["kind"]) == (400, "InvalidInput"), error
+            assert error["error"].startswith("the body is missing: send {"), error
+            assert "{} selects every dead letter" in error["error"], error
+    assert c.dead_letters_total() == 2
     status, error = api.call("POST", f"{url}/drop", {"group": "g", "expect": 5}, token=admin)
     assert (status, error["kind"]) == (409, "SelectionChanged"), error
     assert c.dead_letters_total() == 2  # another count: nothing was done

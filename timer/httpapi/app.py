@@ -152,7 +152,7 @@ async def _serve(  # noqa: PLR0917 - the request and what the app hands every ro
         return query
     body: Any = None
     if endpoint.body is not None:
-        parsed = await _body(request, validators[endpoint.name])
+        parsed = await _body(request, validators[endpoint.name], endpoint.empty)
         if isinstance(parsed, Response):
             return parsed
         body = parsed
@@ -216,8 +216,9 @@ def _authorize(
     return None
 
 
-async def _body(request: Request, schema: Schema) -> Any:
-    """The request's JSON body, checked against its schema; or the 4xx to answer."""
+async def _body(request: Request, schema: Schema, empty: str | None) -> Any:
+    """The request's JSON body, checked against its schema; or the 4xx to answer. No
+    body is ``{}``, unless the route requires one (``empty`` says what to send)."""
     kind = request.headers.get("content-type")
     if kind is not None and kind.split(";", 1)[0].strip().lower() != "application/json":
         return error(
@@ -238,6 +239,8 @@ async def _body(request: Request, schema: Schema) -> Any:
             return _too_large()
         chunks.append(chunk)
     raw = b"".join(chunks)
+    if not raw and empty is not None:
+        return error(400, "InvalidInput", f"the body is missing: {empty}", 3)
     try:
         data = strict_json(raw) if raw else {}
     except UnicodeDecodeError as exc:

@@ -59,6 +59,13 @@ def errors(e: Endpoint) -> dict[int, str]:
     return out | dict(e.errors)
 
 
+def _body_required(e: Endpoint) -> bool:
+    """A body must be sent: ``empty`` says so, or its schema requires a field (any other
+    route takes none as ``{}``, as the guides' curl lines send it)."""
+    body = e.body or {}
+    return e.empty is not None or "required" in body or "oneOf" in body
+
+
 def _operation(e: Endpoint) -> dict[str, Any]:
     op: dict[str, Any] = {"operationId": e.name, "summary": e.summary, "responses": {}}
     params = [
@@ -74,7 +81,7 @@ def _operation(e: Endpoint) -> dict[str, Any]:
         op["parameters"] = params
     if e.body is not None:
         op["requestBody"] = {
-            "required": True,
+            "required": _body_required(e),
             "content": {"application/json": {"schema": dict(e.body)}},
         }
     for status, (text, schema) in sorted(e.responses.items()):

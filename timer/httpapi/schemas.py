@@ -146,6 +146,12 @@ DEAD_BATCH = {
         "expect": {"type": "integer", "minimum": 0, "maximum": 100_000},
     },
 }
+# A batch of dead letters is asked for in a body: one forgotten is no selection of all
+# (``{}`` is, said so), since a drop is for good (trial 30: a bare POST dropped every one)
+DEAD_EMPTY = (
+    'send {"refs": [...]}, or a filter (group, error, match) with expect, the count '
+    "GET …/dead with it lists; {} selects every dead letter"
+)
 DEAD_BATCH_DONE = {
     "type": "object",
     "properties": {

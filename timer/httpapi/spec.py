@@ -20,6 +20,7 @@ from .schemas import (
     DEAD,
     DEAD_BATCH,
     DEAD_BATCH_DONE,
+    DEAD_EMPTY,
     DELETED,
     EMPTY,
     HEARTBEAT,
@@ -59,6 +60,7 @@ class Endpoint:
     responses: Mapping[int, tuple[str, Mapping[str, Any] | None]] = field(default_factory=dict)
     # error statuses of this endpoint's own (the gate's are added by timer.httpapi.openapi)
     errors: Mapping[int, str] = field(default_factory=dict)
+    empty: str | None = None  # a body is required: what a request sent without one is told
 
     @property
     def namespaced(self) -> bool:
@@ -366,6 +368,7 @@ ENDPOINTS = (
         DEAD_BATCH,
         responses={200: ("what was done", DEAD_BATCH_DONE)},
         errors={409: "another count is selected now than expect: nothing was done"},
+        empty=DEAD_EMPTY,
     ),
     Endpoint(
         "dropDeadLetters",
@@ -376,6 +379,7 @@ ENDPOINTS = (
         DEAD_BATCH,
         responses={200: ("what was done", DEAD_BATCH_DONE)},
         errors={409: "another count is selected now than expect: nothing was done"},
+        empty=DEAD_EMPTY,
     ),
     Endpoint(
         "deadLetter",
