@@ -255,7 +255,7 @@ def resume(app: App, name: str) -> None:
         raise _missing(app, name)
     already = before is not None and before.state == "active"
     if already:  # resumed as before (its next occurrence armed again), said
-        click.echo(f"Schedule {name} is already running.", err=True)
+        click.echo(f"Schedule {name} is already active (nothing changed).", err=True)
     show(app, found, already=already)
 
 

@@ -112,7 +112,8 @@ def test_preview_of_an_every_spec_says_tz_moves_nothing() -> None:
 @pytest.mark.redis
 def test_pause_and_resume_say_when_it_was_so_already(tw: Run) -> None:
     """Pausing a paused schedule, resuming a running one: exit 0 as before, said on
-    stderr, and "already" in --json (false when it changed)."""
+    stderr, and "already" in --json (false when it changed); nothing is written (its
+    version stays)."""
     tw("init", "--shards", "2")
     tw("schedules", "create", "p", "--every", "1h")
     first = tw("--json", "schedules", "pause", "p")
@@ -120,6 +121,7 @@ def test_pause_and_resume_say_when_it_was_so_already(tw: Run) -> None:
     again = tw("--json", "schedules", "pause", "p")
     shown = as_json(again)
     assert shown["already"] is True and shown["state"] == "paused", shown
+    assert shown["version"] == as_json(first)["version"], shown  # nothing written (trial 30)
     assert "Schedule p is already paused" in again.stderr, again.stderr
     text = tw("schedules", "pause", "p")
     assert "already paused" in text.stderr and "paused" in text.stdout, text.output
@@ -129,8 +131,9 @@ def test_pause_and_resume_say_when_it_was_so_already(tw: Run) -> None:
     shown = as_json(running)
     assert shown["already"] is True and shown["state"] == "active", shown
     assert shown["armed"] == as_json(resumed)["armed"], shown  # its occurrence as before
-    assert "Schedule p is already running" in running.stderr, running.stderr
-    assert "already running" in tw("schedules", "resume", "p").stderr
+    assert shown["version"] == as_json(resumed)["version"], shown  # nothing written
+    assert "Schedule p is already active (nothing changed)" in running.stderr, running.stderr
+    assert "already active" in tw("schedules", "resume", "p").stderr
     assert tw("schedules", "pause", "nope", expect=6)
     assert tw("schedules", "resume", "nope", expect=6)
 

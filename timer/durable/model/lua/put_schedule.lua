@@ -11,7 +11,8 @@ ARGV[9]  first occurrence id ('' none: the schedule has ended)   ARGV[10] its de
 ARGV[11] overlap: 0 allow, 1 skip, 2 buffer-one    ARGV[12] the group it waits for ('')
 
 Returns  {version, armed id ('' none)}, or {'missing'} when updating or resuming a
-         schedule that does not exist.
+         schedule that does not exist. A resume of an active schedule with an occurrence
+         armed writes nothing (one with none, ended or lost, is armed again).
 Errors   CONFLICT  create: a schedule of this name exists
          TOOFAR    the first occurrence is not after the last one fired
 Events   'S <deadline> <id>' for the occurrence armed; 'X cancelled <id>' for one taken out
@@ -32,6 +33,9 @@ if mode == 'create' and s then
   return redis.error_reply('CONFLICT schedule ' .. name .. ' exists: update it, or delete it first')
 end
 if mode ~= 'create' and not s then return {'missing'} end
+if mode == 'resume' and s[S_ON] == 1 and s[S_ARMED] ~= 0 then  -- running: nothing written
+  return {s[S_VERSION], occ_id(name, s[S_ARMED])}
+end
 local now = now_ms()
 if not s then
   s = {0, 1, 0, 0, 0, 0, spec, payload, watch, now, 0, '', '', 0}

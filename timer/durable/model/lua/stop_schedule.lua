@@ -5,7 +5,7 @@ ARGV[1]  P          ARGV[2]  events channel of the shard    ARGV[3]  name
 ARGV[4]  mode: 'pause', 'delete' (and its armed occurrence) or 'delete-keep' (its
          armed occurrence stays, an ordinary timer that fires once)
 
-Returns  1, or 0 when there is no such schedule.
+Returns  1, or 0 when there is no such schedule. A pause of a paused one writes nothing.
 Events   'X cancelled <id>' for the armed occurrence taken out
 Atomic   the armed occurrence is taken out in the same call, unless it is due already
          (or the mode is 'delete-keep'): then it stays and fires once, as update leaves
@@ -19,6 +19,7 @@ local TIMERS, SCHEDULES, SCHEDULE_QUEUE = KEYS[1], KEYS[2], KEYS[3]
 local P, evchan, name, mode = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local s = sched_read(SCHEDULES, name)
 if not s then return 0 end
+if mode == 'pause' and s[S_ON] == 0 then return 1 end  -- paused already: nothing written
 if mode ~= 'delete-keep' then  -- one already due stays: its leader fires it, once
   sched_unarm_unless_due(P, TIMERS, evchan, name, s, now_ms())
 end
