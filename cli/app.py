@@ -227,6 +227,12 @@ def warn(message: str) -> None:
     click.echo(f"Warning: {message}", err=True)
 
 
+def warn_of(said: TimerError) -> None:
+    """A library's warning (made by ``about``, never raised) with its fields named by
+    the running command's flags, as :func:`errors` names an error's."""
+    warn(str(said.naming({**_ELSEWHERE, **_flags()})))
+
+
 def starts_server(command: C) -> C:
     """Mark a command that creates something (a namespace, timers, schedules) or runs a
     service: without --redis-url it starts the embedded server if none runs. Every other

@@ -13,11 +13,12 @@ import click
 
 from timer.clock import SYSTEM_TIME
 from timer.durable.model.durations import format_duration_ms
-from timer.durable.schedules.records import ScheduleInfo
+from timer.durable.schedules.advice import advice
+from timer.durable.schedules.records import ScheduleInfo, ScheduleSpec
 from timer.durable.schedules.recurrence import Recurrence
 from timer.shapes import schedule_json
 
-from .app import App, warn
+from .app import App, warn, warn_of
 from .durations import format_ms
 from .output import emit, pairs, to_json
 
@@ -28,10 +29,13 @@ def show(app: App, s: ScheduleInfo, *, already: bool | None = None) -> None:
     d = schedule_json(s)
     if already is not None:
         d["already"] = already
-    human = pairs(
+    r = s.spec.recurrence
+    bounds = {"from": r.start_ms, "until": r.end_ms}  # shown when set: an end past is why
+    human = pairs(  # no next occurrence
         {
             "schedule": s.name,
             "when": s.spec.describe(),
+            **{k: format_ms(v) for k, v in bounds.items() if v is not None},
             "state": s.state,
             "next": _local(s.next_ms, s.spec.recurrence.tz if s.spec.recurrence.cron else "UTC"),
             "armed": s.armed or "-",
@@ -46,37 +50,17 @@ def show(app: App, s: ScheduleInfo, *, already: bool | None = None) -> None:
 
 def warn_spec(s: ScheduleInfo) -> None:
     """What create and update say of a spec taken as given that does not do what it reads
-    as. An --end already past: it never fires. --catch-up 0s: the library takes it (a
-    schedule stored with it keeps working), but it reads as if it caught up. --tz with
-    --every is kept (a script giving it works as it did) but moves nothing (_warn_tz).
-    --group is what --overlap skip and buffer-one wait for: with allow it is kept, unused."""
-    r = s.spec.recurrence
-    if r.end_ms is not None and r.end_ms <= SYSTEM_TIME.wall_ms():
-        warn(f"--end {format_ms(r.end_ms)} is in the past, so schedule {s.name} never fires")
-    if _fires_no_missed(s):
-        warn(
-            f"--catch-up 0s: no missed occurrence is ever fired, so --missed "
-            f"{s.spec.missed} works as skip; give a window (e.g. --catch-up 1h) or say "
-            "--missed skip"
-        )
-    if s.spec.group is not None and s.spec.overlap == "allow":
-        warn(
-            f"--group {s.spec.group} does nothing with --overlap allow (the default): each "
-            "occurrence fires whatever that group has handled; give --overlap skip or "
-            "buffer-one to wait for it"
-        )
-    warn_tz(r)
+    as: the library's advice (an end already past, a zero catch-up, a group unused, a
+    zone given to an interval), in the command's flags."""
+    for said in advice(s.spec, s.name, SYSTEM_TIME.wall_ms()):
+        warn_of(said)
 
 
 def warn_tz(r: Recurrence) -> None:
-    """--tz given with --every: taken and stored as before (the record keeps it; a script
-    giving it works as it did), but it moves no occurrence: said."""
-    if r.every_ms is not None and r.tz not in ("UTC", "Etc/UTC"):
-        warn(
-            f"--tz {r.tz} applies to --cron schedules only: an --every schedule counts "
-            "from its --start (else from 1970-01-01T00:00:00Z) in absolute time, whatever "
-            "the zone"
-        )
+    """--tz given with --every, for preview: the library's advice of it, in its flags."""
+    for said in advice(ScheduleSpec(r), "", SYSTEM_TIME.wall_ms()):
+        if said.fields[0] == "tz":
+            warn_of(said)
 
 
 def _fires_no_missed(s: ScheduleInfo) -> bool:

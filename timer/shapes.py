@@ -16,6 +16,7 @@ from typing import Any
 from .durable.model.codec import jsonable
 from .durable.model.fields import FIELDS, KEPT_OUTCOME, KEPT_PENDING
 from .durable.model.models import DeadLetter, GroupInfo, Outcome, Timer, TimerInfo
+from .durable.schedules.advice import advice
 from .durable.schedules.records import ScheduleInfo
 
 STATES = ["pending", "expired", "cancelled", "completed"]
@@ -181,7 +182,13 @@ SCHEDULE_INFO = _object(
         "payload": TIMER_INFO["properties"]["payload"],
         "watch": _TEXTS,
         "shard": _INT,
-    }
+        "warnings": {
+            **_TEXTS,
+            "description": "A create's or update's: what the spec, taken as given, does not "
+            "do as it reads (an end already past: it never fires).",
+        },
+    },
+    optional=("warnings",),
 )
 
 # The OpenAPI document's components, by the names its operations refer to.
@@ -193,6 +200,13 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "GroupInfo": GROUP_INFO,
     "ScheduleInfo": SCHEDULE_INFO,
 }
+
+
+def advised(info: ScheduleInfo, now_ms: int) -> dict[str, Any]:
+    """A created or updated schedule, with ``warnings`` when its spec does not do what it
+    reads as (an end already past: it never fires), as the CLI warns of it."""
+    said = advice(info.spec, info.name, now_ms)
+    return schedule_json(info) | ({"warnings": [str(w) for w in said]} if said else {})
 
 
 def timer_json(t: Timer) -> dict[str, Any]:

@@ -223,6 +223,9 @@ def test_an_end_already_past_is_said_to_never_fire(tw: Run) -> None:
     ], made.stderr
     updated = tw("schedules", "update", "st", *past)
     assert "is in the past, so schedule st never fires" in updated.stderr, updated.stderr
+    got = tw("schedules", "get", "st").stdout  # why it has no next: its end is shown
+    assert "until" in got and "2021-01-01T00:00:00.000Z" in got, got
+    assert "from" in got and "2020-01-01T00:00:00.000Z" in got, got
     later = tw("schedules", "create", "ok", "--every", "1m", "--end", "2999-01-01T00:00:00Z")
     assert "Warning" not in later.stderr, later.stderr
 

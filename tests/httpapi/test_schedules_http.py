@@ -228,3 +228,25 @@ def test_a_namespace_never_initialised_says_how_to_initialise_it(quiet: Served) 
     assert status == 400 and said["kind"] == "ConfigError", said
     assert f'"{never}" is not initialised' in said["error"], said
     assert f"tickwheel --namespace {never} init" in said["error"], said
+
+
+def test_a_spec_that_does_not_do_what_it_reads_as_is_warned_of_in_the_reply(
+    quiet: Served,  # noqa: F811
+) -> None:
+    """An end already past is taken (as before) and said, as the CLI says it (trial 30:
+    a 201 with no word, then a schedule `active` that never fires); a spec with nothing
+    to say has no `warnings`."""
+    api, c, _ = quiet
+    at = f"/v1/namespaces/{c.namespace}/schedules"
+    status, made = api.call("POST", at, {"name": "gone", "every": "30s", "end": 1})
+    assert status == 201, made
+    assert made["warnings"] == [
+        'end="1970-01-01T00:00:00.001Z" is in the past, so schedule gone never fires'
+    ], made
+    assert made["next_ms"] is None and made["end_ms"] == 1, made
+    status, changed = api.call("POST", f"{at}/gone/update", {"every": "1m", "group": "g"})
+    assert status == 200 and len(changed["warnings"]) == 1, changed
+    assert changed["warnings"][0].startswith('group g does nothing with overlap="allow"')
+    status, fine = api.call("POST", at, {"name": "fine", "every": "30s"})
+    assert status == 201 and "warnings" not in fine, fine
+    assert api.call("GET", f"{at}/gone")[1].get("warnings") is None  # a create's, not a read's

@@ -19,7 +19,7 @@ from timer.durable.schedules.records import occurrence_name
 from timer.durable.timers.finding import ACTIONS as BULK_ACTIONS
 from timer.errors import InvalidInput, NotFound, ScheduleNotFound, TimerNotFound, quoted
 from timer.handlers.limits import limits_in_use
-from timer.shapes import dead_letter_json, group_json, outcome_json, schedule_json
+from timer.shapes import advised, dead_letter_json, group_json, outcome_json, schedule_json
 
 from .inputs import either, signed, takes, whole
 from .shapes import PERIODS, attention, group_minute, history_shape, info_shape, lateness_histogram
@@ -343,7 +343,7 @@ class Dashboard:
             k: v for k, v in body.items() if k not in ("name", "payload") and v not in (None, "")
         }
         made = self.client.schedules.create(body.get("name"), payload=body.get("payload"), **spec)  # type: ignore[arg-type]
-        return schedule_json(made)
+        return advised(made, self.client.time.wall_ms())
 
     def schedule_act(self, name: str, action: str, body: dict[str, Any]) -> dict[str, Any]:
         """pause, resume, trigger, backfill (``start_ms``, ``end_ms``) or delete. A pause

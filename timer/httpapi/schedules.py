@@ -14,7 +14,7 @@ from timer import DuplicateTimer, ScheduleNotFound, TimerError
 from timer.durable.model.codec import jsonable
 from timer.durable.schedules.records import ScheduleInfo, ScheduleSpec
 from timer.durable.timers.items import check_watch
-from timer.shapes import schedule_json, timer_json
+from timer.shapes import advised, schedule_json, timer_json
 
 from .context import Call, Handler, error_of
 from .routing import JSONReply
@@ -52,8 +52,8 @@ async def create(call: Call) -> Response:
                 f"schedule {shown(name)} exists with another spec: POST {at}/update "
                 f"replaces its spec, or POST {at}/delete deletes it first"
             ) from None
-        return JSONReply(jsonable(schedule_json(found)))
-    return JSONReply(jsonable(schedule_json(info)), status_code=201)
+        return JSONReply(jsonable(advised(found, call.client.time.wall_ms())))
+    return JSONReply(jsonable(advised(info, call.client.time.wall_ms())), status_code=201)
 
 
 def _same(info: ScheduleInfo, spec: dict[str, Any]) -> bool:
@@ -71,7 +71,9 @@ async def get(call: Call) -> dict[str, Any]:
 
 
 async def update(call: Call) -> dict[str, Any]:
-    return schedule_json(await call.client.schedules.update(_name(call), **call.body))
+    return advised(
+        await call.client.schedules.update(_name(call), **call.body), call.client.time.wall_ms()
+    )
 
 
 async def pause(call: Call) -> dict[str, Any]:
