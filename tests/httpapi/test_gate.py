@@ -154,6 +154,12 @@ def test_a_mistyped_route_names_the_route_it_was_likely_meant_for(
     for far in ("/v1/no/such/route", f"/v1/namespaces/{ns}/zzzzzz"):
         status, error = api.call("GET", far)
         assert status == 404 and "did you mean" not in error["error"], error
+    # an action mistyped is a schedule's name to the GET route: a 405 that names the action
+    status, error = api.call("POST", f"/v1/namespaces/{ns}/schedules/w10/pasue")
+    assert status == 405, error  # trial 30: it said only "it takes GET"
+    assert f'did you mean POST "/v1/namespaces/{ns}/schedules/w10/pause"?' in error["error"]
+    status, error = api.call("POST", f"/v1/namespaces/{ns}/schedules/w10/zzzzzz")
+    assert status == 405 and "did you mean" not in error["error"], error
 
 
 def test_a_delete_names_the_route_that_removes_it(quiet: tuple[Api, TimerClient, Any]) -> None:

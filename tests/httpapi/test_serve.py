@@ -241,15 +241,17 @@ def test_malformed_and_oversized_bodies_are_refused(
     status, error = api.call("POST", f"{ns}/timers", raw=b"[" * 100_000 + b"]" * 100_000)
     assert status == 400
     # a body announced larger than the limit is refused before it is read
-    conn = http.client.HTTPConnection(api.base.removeprefix("http://"), timeout=30)
-    conn.putrequest("POST", f"{ns}/timers")
-    conn.putheader("Authorization", f"Bearer {api.token}")
-    conn.putheader("Content-Type", "application/json")
-    conn.putheader("Content-Length", str(5 * 1024 * 1024))
-    conn.endheaders()
-    reply = conn.getresponse()
-    assert reply.status == 413 and "larger than" in json.loads(reply.read())["error"]
-    conn.close()
+    for route, do in (("timers/batch", "send fewer timers"), ("schedules", "a smaller body")):
+        conn = http.client.HTTPConnection(api.base.removeprefix("http://"), timeout=30)
+        conn.putrequest("POST", f"{ns}/{route}")
+        conn.putheader("Authorization", f"Bearer {api.token}")
+        conn.putheader("Content-Type", "application/json")
+        conn.putheader("Content-Length", str(5 * 1024 * 1024))
+        conn.endheaders()
+        reply = conn.getresponse()
+        said = json.loads(reply.read())["error"]
+        assert reply.status == 413 and "larger than" in said and do in said, said
+        conn.close()
     status, error = api.call("GET", "/v1/namespaces/no-such-namespace/timers/x")
     assert status in (400, 403)  # the writer token has no rights on it: refused first
     assert namespace_keys(redis_client, c.namespace) == before

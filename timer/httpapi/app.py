@@ -124,6 +124,9 @@ async def _no_method(request: Request, exc: Exception) -> Response:
         None,
     )
     hint = f"; to remove it: POST {shown(action, 200)}" if action else ""
+    meant = nearest_route(path, routes) if request.method == "POST" else None
+    if meant is not None:  # …/w10/pasue: a schedule named so, or the action mistyped
+        hint = f"; did you mean POST {shown(meant, 200)}?"
     response = error(
         405,
         "MethodNotAllowed",
@@ -230,13 +233,13 @@ async def _body(request: Request, schema: Schema, empty: str | None) -> Any:
         )
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        return _too_large()
+        return _too_large(schema)
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():  # never more than the limit held in memory
         size += len(chunk)
         if size > MAX_BODY_BYTES:
-            return _too_large()
+            return _too_large(schema)
         chunks.append(chunk)
     raw = b"".join(chunks)
     if not raw and empty is not None:
@@ -372,10 +375,9 @@ def _validator(name: str, schema: Mapping[str, Any]) -> jsonschema.Draft202012Va
     return found
 
 
-def _too_large() -> JSONReply:
-    return error(
-        413,
-        "InvalidInput",
-        f"the body is larger than {MAX_BODY_BYTES} bytes; send fewer timers a request",
-        3,
-    )
+def _too_large(schema: Schema) -> JSONReply:
+    """413, with what to do: fewer timers a request where the body is a batch of them,
+    else a smaller body (a schedule's create said to send fewer timers: trial 30)."""
+    batch = "items" in schema.schema.get("properties", {})
+    do = "send fewer timers a request" if batch else "send a smaller body"
+    return error(413, "InvalidInput", f"the body is larger than {MAX_BODY_BYTES} bytes; {do}", 3)

@@ -319,9 +319,10 @@ def _dead_batch(action: str) -> Callable[[Call], Awaitable[dict[str, Any]]]:
 
 
 UNCONFIRMED = (
-    "a filter with no expect (the count you confirmed; {} selects every dead letter) was "
-    "acted on as it was before expect existed; send expect (GET …/dead with that filter "
-    "lists them): another count selected by then is a 409 and nothing is done"
+    "done on whatever the filter selected, with no count confirmed ({} selects every dead "
+    "letter; earlier releases took no count, so this still works): send expect, the count "
+    "GET …/dead with that filter lists, and another count selected by then is a 409 with "
+    "nothing done"
 )
 
 
