@@ -52,7 +52,11 @@ def duration_ms(name: str, value: object, *, minimum: int, maximum: int = MAX_EV
         except ValueError as exc:
             raise InvalidInput.about("{0}: {error}", name, error=exc) from None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInput.about('{0} must be milliseconds (int) or a duration such as "30s"', name)
+        raise InvalidInput.about(
+            '{0} must be whole milliseconds or a duration such as "30s", got {got}',
+            name,
+            got=quoted(value, 40),
+        )
     if value < minimum:
         raise InvalidInput.about(
             "{0} must be at least {least} (got {got})", name, least=_ms(minimum), got=_ms(value)
@@ -65,9 +69,10 @@ def duration_ms(name: str, value: object, *, minimum: int, maximum: int = MAX_EV
 
 
 def _ms(value: int) -> str:
-    """A number of ms as a duration is written (``1s``, ``3660d``, ``0s``); below 0, ms."""
+    """A number of ms as a duration is written (``1s``, ``3660d``, ``0s``); below 0, its
+    ms the same way (``-5ms``)."""
     if value < 0:
-        return f"{value} ms"
+        return f"{value}ms"
     return format_duration_ms(value) if value else "0s"
 
 
