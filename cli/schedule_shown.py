@@ -111,10 +111,10 @@ def warn_reset(before: ScheduleInfo, made: ScheduleInfo) -> None:
             f"--{flag} was {text(old)}, now {text(new)} (update takes the whole spec: "
             f"give --{flag} to keep it)"
         )
-    if before.watch and before.watch != made.watch:  # the CLI cannot give them
+    if before.watch and before.watch != made.watch and not made.watch:
         warn(
             f"its watch keys ({', '.join(before.watch)}) were dropped: update takes the "
-            "whole spec, and only Python's schedules.update(..., watch=[...]) gives them"
+            "whole spec (give --watch KEY for each to keep them)"
         )
 
 

@@ -95,6 +95,13 @@ def action_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         [
             click.option("--payload", help="JSON payload every occurrence carries."),
             click.option(
+                "--watch",
+                multiple=True,
+                metavar="KEY",
+                help="Watch key every occurrence carries: notifying it completes the "
+                "occurrence early (repeatable; with the hash tag {NAME}, e.g. '{NAME}:done').",
+            ),
+            click.option(
                 "--missed",
                 type=Choice(MISSED),
                 default="latest",
@@ -131,7 +138,14 @@ def action_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 @spec_options
 @action_options
 @pass_app
-def create(app: App, /, name: str, payload: str | None, **spec: Unpack[ScheduleWhen]) -> None:
+def create(
+    app: App,
+    /,
+    name: str,
+    payload: str | None,
+    watch: tuple[str, ...],
+    **spec: Unpack[ScheduleWhen],
+) -> None:
     """Create schedule NAME and arm its first occurrence.
 
     \b
@@ -144,14 +158,16 @@ def create(app: App, /, name: str, payload: str | None, **spec: Unpack[ScheduleW
     with errors():
         ScheduleSpec.of(**spec)  # a bad spec is said before Redis is reached
         try:
-            made = app.client.schedules.create(name, payload=data, **spec)
+            made = app.client.schedules.create(name, payload=data, watch=watch, **spec)
         except DuplicateTimer:
-            made = _same_as_asked(app, name, data, spec)
+            made = _same_as_asked(app, name, data, watch, spec)
     show(app, made)
     warn_spec(made)
 
 
-def _same_as_asked(app: App, name: str, payload: Any, spec: ScheduleWhen) -> ScheduleInfo:
+def _same_as_asked(
+    app: App, name: str, payload: Any, watch: tuple[str, ...], spec: ScheduleWhen
+) -> ScheduleInfo:
     """The schedule NAME that exists, when it is what `create` asked for (the same spec
     and payload): a second run of a script that creates it goes on, as `schedule` does
     for a timer pending or decided already (a paused one stays paused: an operator's
@@ -161,7 +177,7 @@ def _same_as_asked(app: App, name: str, payload: Any, spec: ScheduleWhen) -> Sch
         found is not None
         and found.spec == ScheduleSpec.of(**spec)
         and found.payload == payload
-        and not found.watch
+        and tuple(found.watch) == watch
     ):
         paused = f"; it is paused: `tickwheel schedules resume {name}`" * (found.state == "paused")
         click.echo(f"Already there: schedule {name}, as asked (unchanged){paused}.", err=True)
@@ -185,14 +201,21 @@ with_spec_help(create)
 @spec_options
 @action_options
 @pass_app
-def update(app: App, /, name: str, payload: str | None, **spec: Unpack[ScheduleWhen]) -> None:
+def update(
+    app: App,
+    /,
+    name: str,
+    payload: str | None,
+    watch: tuple[str, ...],
+    **spec: Unpack[ScheduleWhen],
+) -> None:
     """Change schedule NAME (give its whole spec) from its next occurrence on."""
     _one_way(spec.get("cron"), spec.get("every"))
     data = _payload(payload)
     with errors():
         ScheduleSpec.of(**spec)  # a bad spec is said before Redis is reached
         before = app.client.schedules.get(name)
-        made = app.client.schedules.update(name, payload=data, **spec)
+        made = app.client.schedules.update(name, payload=data, watch=watch, **spec)
     show(app, made)
     warn_spec(made)
     if before is not None:

@@ -55,15 +55,38 @@ def test_update_names_each_stored_field_it_reset(
     every = tw("schedules", "update", "r", "--every", "1h")
     assert warnings_of(every.stderr) == [], every.stderr
     assert tw("schedules", "update", "nope", "--every", "1h", expect=6)
-    # watch keys (Python's only): dropped by a CLI update, as before, and said
+    # watch keys: dropped by an update without --watch, as before, and said; kept with it
     with TimerClient.from_url(redis_server.url, namespace) as c:
         c.schedules.create("w", every="1h", watch=["{w}:done"])
+    kept = tw("schedules", "update", "w", "--every", "1h", "--watch", "{w}:done")
+    assert warnings_of(kept.stderr) == [], kept.stderr
+    assert as_json(tw("--json", "schedules", "get", "w"))["watch"] == ["{w}:done"]
     watched = tw("schedules", "update", "w", "--every", "1h")
     assert warnings_of(watched.stderr) == [
-        "Warning: its watch keys ({w}:done) were dropped: update takes the whole spec, "
-        "and only Python's schedules.update(..., watch=[...]) gives them"
+        "Warning: its watch keys ({w}:done) were dropped: update takes the whole spec "
+        "(give --watch KEY for each to keep them)"
     ], watched.stderr
     assert as_json(tw("--json", "schedules", "get", "w"))["watch"] == []
+
+
+@pytest.mark.redis
+def test_a_schedule_takes_watch_keys_on_the_command_line(tw: Run) -> None:
+    """`schedules create z1 --every 30s --watch …` was "No such option" while Python, the
+    HTTP API and the dashboard take watch keys (trial 30); one outside the schedule's
+    shard is refused, naming the hash tag; a create again with the same keys is as asked."""
+    tw("init", "--shards", "4")
+    made = as_json(tw("--json", "schedules", "create", "z1", "--every", "30s",
+                      "--watch", "{z1}:done", "--watch", "{z1}:stop"))  # fmt: skip
+    assert made["watch"] == ["{z1}:done", "{z1}:stop"], made
+    again = tw("schedules", "create", "z1", "--every", "30s", "--watch", "{z1}:done",
+               "--watch", "{z1}:stop")  # fmt: skip
+    assert "Already there: schedule z1, as asked" in again.stderr, again.output
+    other = tw("schedules", "create", "z1", "--every", "30s", expect=7)  # no keys: another
+    assert "schedule z1 exists" in other.stderr, other.output
+    far = [arg for n in range(8) for arg in ("--watch", f"other:{n}")]  # one elsewhere
+    out = tw("schedules", "create", "z2", "--every", "30s", *far, expect=3)
+    assert 'is not in schedule "z2"\'s shard' in out.stderr, out.stderr
+    assert "give it the hash tag {z2}" in out.stderr, out.stderr
 
 
 @pytest.mark.redis
