@@ -84,7 +84,8 @@ def schedule(
     Example: tickwheel schedule 'job:{42}' --in 30s --watch 'job:{42}:done'
     """
     if (delay_ms is None) == (deadline_ms is None):
-        raise click.UsageError("give exactly one of --in DURATION or --at ISO-TIME")
+        meant = _a_schedules_command(timer_id) if delay_ms is None else ""
+        raise click.UsageError(f"give exactly one of --in DURATION or --at ISO-TIME{meant}")
     cap = options.get("max_total_ms")
     data = _payload(payload)
     given = {k: v for k, v in options.items() if v is not None}
@@ -123,6 +124,18 @@ def schedule(
         )
     if t.created:
         say_past(app, deadline_ms)
+
+
+# `schedules`' own commands: `tickwheel schedule list` is most likely one of them
+_SCHEDULES_WORDS = ("list", "get", "create", "update", "pause", "resume", "delete", "preview")
+
+
+def _a_schedules_command(timer_id: str) -> str:
+    """`schedule list` with no time: a timer named "list" is less likely than `schedules
+    list` (trial 30: it said only to give --in or --at)."""
+    if timer_id not in _SCHEDULES_WORDS:
+        return ""
+    return f" (or did you mean `tickwheel schedules {timer_id}`, of recurring schedules?)"
 
 
 def say_past(app: App, deadline_ms: int | None) -> None:

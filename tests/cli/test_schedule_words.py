@@ -14,6 +14,8 @@ from click.testing import CliRunner
 
 from timer import TimerClient
 from timer.cli.main import main
+from timer.cli.one_timer_cmd import _SCHEDULES_WORDS
+from timer.cli.schedules_cmd import schedules
 from timer.testing import RedisServer
 
 from .conftest import Run, as_json
@@ -174,3 +176,13 @@ def test_init_of_a_namespace_made_already_says_already(tw: Run) -> None:
     }
     text = tw("init").stdout
     assert "(initialised already): 3 shards" in text, text
+
+
+def test_schedule_with_a_schedules_word_and_no_time_names_schedules() -> None:
+    """`tickwheel schedule list` said only to give --in or --at (trial 30)."""
+    out = CliRunner().invoke(main, ["schedule", "list"])
+    assert out.exit_code == 2, out.output
+    assert "did you mean `tickwheel schedules list`" in out.output, out.output
+    assert set(_SCHEDULES_WORDS) <= set(schedules.commands)  # each word is a command
+    plain = CliRunner().invoke(main, ["schedule", "job:1"])
+    assert plain.exit_code == 2 and "did you mean" not in plain.output, plain.output
