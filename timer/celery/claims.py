@@ -84,9 +84,10 @@ class Claims:
     def look_now(self, look: object) -> None:
         """Have the sender look at a task it sent now, not after its delivery timeout:
         ``look`` is the send's ``tickwheel_look`` header, ``<group> <outcome ref>``, and the
-        outcome's retry (the sender's next look) becomes due at once if it waits (ZADD XX
-        LT 0). So a task that ended has its outcome acknowledged within a moment, not
-        shown as owed for up to the delivery timeout. A header of another form is left."""
+        outcome's retry (the sender's next look) becomes due at once (ZADD LT 0), or is
+        when the sender records it, if the task ended before it did. So a task that
+        ended has its outcome acknowledged within a moment, not shown as owed for up to
+        the delivery timeout. A header of another form is left."""
         if not isinstance(look, str):
             return
         group, _, ref = look.partition(" ")
@@ -138,7 +139,10 @@ def _put(key: str, value: bytes, ttl_ms: int) -> Op[None]:
 
 
 def _look_now(key: str, entry: str) -> Op[None]:
-    yield Command("zadd", (key, {entry: 0}), {"xx": True, "lt": True})
+    # not XX: a look asked before the sender's Later is recorded (the task ended first)
+    # stays at time 0, and retry.lua makes that Later due at once; an entry acknowledged
+    # meanwhile is dropped by the next claim
+    yield Command("zadd", (key, {entry: 0}), {"lt": True})
 
 
 def _get(key: str) -> Op[Any]:

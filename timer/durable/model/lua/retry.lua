@@ -11,6 +11,8 @@ ARGV[6]  1 = this delivery does not count: it was given back unsent (an event st
 Returns  the retry time (Redis clock, ms); 0 when the entry is no longer pending in the
          group (acknowledged elsewhere, or the group was deleted): nothing was written
 Atomic   the entry stays pending (so trim keeps it) and claim skips it until its time;
+         a Later (no error) finding the entry at time 0 (a look asked for before the
+         Later was recorded: the Celery task it waits for ended first) is due at once;
          its error is kept with it ([attempt, failed ms, error], the last KEEP of them,
          one per attempt: a call sent again after its reply was lost keeps it once),
          for the dead letter it may become (dead.lua) or until it is acknowledged.
@@ -25,6 +27,9 @@ local p = redis.call('XPENDING', OUT, group, id, id, 1)[1]
 if not p then return 0 end
 local now = now_ms()
 local due = now + delay_ms
+if error_text == '' and tonumber(redis.call('ZSCORE', RETRY, id) or '-1') == 0 then
+  due = now  -- a Later whose look came first: the task it waits for ended already
+end
 redis.call('ZADD', RETRY, due, id)
 if uncounted and tonumber(p[4]) > 0 then  -- its owner kept; the next claim adds it back
   redis.call('XCLAIM', OUT, group, p[2], 0, id, 'RETRYCOUNT', tonumber(p[4]) - 1, 'JUSTID')
