@@ -43,14 +43,41 @@ def unknown_field(given: Iterable[object], fields: Sequence[str], what: str) -> 
     ``fields``, the fields it takes, and the nearest one when a single field is close
     (``unknown field "jiter": a schedule takes ... ; did you mean "jitter"?``). None when
     every field is taken."""
+    return _unknown("field", given, fields, what)
+
+
+def unknown_parameter(
+    given: Iterable[object],
+    params: Sequence[str],
+    what: str,
+    renamed: Mapping[str, str] | None = None,
+) -> str | None:
+    """:func:`unknown_field`'s words for a query parameter ``what`` does not take (``unknown
+    query parameter "bogus": GET /api/dead takes ns``). ``renamed``: a name said elsewhere
+    for one of ``params``, said so when it is given (``/api/pending``'s ``cursor`` is
+    ``after`` in the dashboard page's address: ``; "after" is "cursor" here``)."""
+    return _unknown("query parameter", given, params, what, renamed or {})
+
+
+def _unknown(
+    noun: str,
+    given: Iterable[object],
+    fields: Sequence[str],
+    what: str,
+    renamed: Mapping[str, str] = MappingProxyType({}),
+) -> str | None:
     extra = [name for name in given if name not in fields]
     if not extra:
         return None
-    listed = ", ".join(fields) or "no field"
+    listed = ", ".join(fields) or f"no {noun}"
+    alias = renamed.get(str(extra[0])) if len(extra) == 1 else None
     near = difflib.get_close_matches(str(extra[0]), fields, n=1) if len(extra) == 1 else []
-    meant = f"; did you mean {quoted(near[0])}?" if near else ""
+    if alias is not None:
+        meant = f"; {quoted(extra[0], 40)} is {quoted(alias)} here"
+    else:
+        meant = f"; did you mean {quoted(near[0])}?" if near else ""
     names = ", ".join(quoted(name, 40) for name in extra)
-    return f"unknown field {names}: {what} takes {listed}{meant}"
+    return f"unknown {noun} {names}: {what} takes {listed}{meant}"
 
 
 def instant_text(epoch_ms: int) -> str:

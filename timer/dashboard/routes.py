@@ -23,7 +23,8 @@ from timer.httpapi.routing import JSONReply
 
 from . import live
 from .guard import CSRF_COOKIE, FORBIDDEN, INVALID, refusal, user_of, who
-from .pages import CSP, error_page, wants_page
+from .inputs import answer, query
+from .pages import CSP
 
 if TYPE_CHECKING:
     from timer.httpapi.tokens import Token
@@ -33,22 +34,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("tickwheel.dashboard")  # every action, with who asked for it
 
 
-def _error(exc: TimerError, request: Request | None = None) -> Response:
-    """A library error as the HTTP API says it: its own status and exit code (errors.py);
-    to a browser opening the address (:func:`wants_page`), a page saying it."""
-    if request is not None and wants_page(request):
-        return error_page(request, exc.http_status, str(exc))
-    body = {"error": str(exc), "kind": type(exc).__name__, "exit_code": exc.exit_code}
-    return JSONReply(body, status_code=exc.http_status)
-
-
 async def _call(fn: Callable[[], Any], request: Request | None = None) -> Response:
     """Run a blocking client call off the event loop; a TimerError becomes a clear 4xx/5xx
-    (to a browser opening the address, a page: :func:`_error`)."""
+    (to a browser opening the address, a page: :func:`answer`)."""
     try:
         return JSONReply(await asyncio.to_thread(fn))
     except TimerError as exc:
-        return _error(exc, request)
+        return answer(exc, request)
 
 
 ICON = (
@@ -119,7 +111,9 @@ def with_counts(page: str, overview: dict[str, Any]) -> str:
 
 class Routes:
     """The page and the API's endpoints; each does its work on the request's namespace
-    in a thread (``_call``). Those that change state refuse in read-only mode.
+    in a thread (``_call``). Those that change state refuse in read-only mode. Each of
+    the API's declares the query parameters it takes besides ``ns`` (``@query``): any
+    other is refused, 400 naming it.
 
     ``anonymous``: how the log names whoever acts without a token of the file (the one
     shared token, or nobody signed in on loopback).
@@ -171,6 +165,7 @@ class Routes:
         namespace = request.query_params.get("ns") or self.boards.first.namespace
         return self.read_only or (user is not None and not user.allows("write", namespace))
 
+    @query()
     async def overview(self, request: Request) -> Response:
         looks_only = self.looks_only(request)
         user = user_of(request)
@@ -179,31 +174,37 @@ class Routes:
             lambda d: _readable({**d.overview(), "read_only": d.read_only or looks_only}, user),
         )
 
+    @query()
     async def live(self, request: Request) -> Response:
         try:
             board = await asyncio.to_thread(self.boards.of, request)
         except TimerError as exc:  # a namespace that does not exist: said once, no stream
-            return _error(exc, request)
+            return answer(exc, request)
         user = user_of(request)
         looks = self.looks_only(request) and not board.read_only  # (a read-only board says so)
         return live.response(request, lambda: _shown(board.snapshot(), user, looks_only=looks))
 
+    @query()
     async def history(self, request: Request) -> Response:
         minutes = request.path_params["minutes"]
         return await self.run(request, lambda d: d.history(minutes))
 
+    @query()
     async def group_history(self, request: Request) -> Response:
         group, minutes = request.path_params["group"], request.path_params["minutes"]
         return await self.run(request, lambda d: d.group_history(group, minutes))
 
+    @query("match", "state", "cursor")
     async def find(self, request: Request) -> Response:
         query = dict(request.query_params)
         return await self.run(request, lambda d: d.find(query))
 
+    @query("cursor", "limit", "match", "field", "value", "min_priority", after="cursor")
     async def pending(self, request: Request) -> Response:
         query = dict(request.query_params)
         return await self.run(request, lambda d: d.pending(query))
 
+    @query()
     async def bulk(self, request: Request) -> Response:
         action = request.path_params["action"]
         return await self.change(
@@ -212,6 +213,7 @@ class Routes:
             lambda d, body: d.bulk(action, body),
         )
 
+    @query()
     async def timer(self, request: Request) -> Response:
         tid = request.path_params["timer_id"]
         return await self.run(request, lambda d: d.timer(tid))
@@ -256,6 +258,7 @@ class Routes:
                 extra={"namespace": namespace, "user": by},
             )
 
+    @query()
     async def act(self, request: Request) -> Response:
         tid, action = request.path_params["timer_id"], request.path_params["action"]
         return await self.change(
@@ -264,16 +267,20 @@ class Routes:
             lambda d, body: d.act(tid, action, body),
         )
 
+    @query()
     async def due(self, request: Request) -> Response:
         shard = request.path_params["shard"]
         return await self.run(request, lambda d: d.due(shard))
 
+    @query()
     async def dead(self, request: Request) -> Response:
         return await self.run(request, lambda d: d.dead())
 
+    @query()
     async def schedules(self, request: Request) -> Response:
         return await self.run(request, lambda d: d.schedules())
 
+    @query()
     async def schedule_act(self, request: Request) -> Response:
         name, action = request.path_params["name"], request.path_params["action"]
         return await self.change(
@@ -282,6 +289,7 @@ class Routes:
             lambda d, body: d.schedule_act(name, action, body),
         )
 
+    @query()
     async def schedule_create(self, request: Request) -> Response:
         return await self.change(
             request,
@@ -289,14 +297,17 @@ class Routes:
             lambda d, body: d.schedule_create(body),
         )
 
+    @query("kind", "match", "field", "value", "since_ms", "until_ms", "shard", "group", "state")
     async def outcomes(self, request: Request) -> Response:
         query = dict(request.query_params)
         return await self.run(request, lambda d: d.outcomes(query))
 
+    @query("id")
     async def worker(self, request: Request) -> Response:
         worker = request.query_params.get("id", "")  # any id: a query keeps its / and \n
         return await self.run(request, lambda d: d.worker(worker))
 
+    @query()
     async def group_act(self, request: Request) -> Response:
         action = request.path_params["action"]
         user = user_of(request)  # a pause says who: the token's name, on the dashboard
@@ -307,10 +318,12 @@ class Routes:
             lambda d, body: d.group_act(action, body, by),
         )
 
+    @query("group", "error", "match")
     async def dead_matching(self, request: Request) -> Response:
         query = dict(request.query_params)
         return await self.run(request, lambda d: d.dead_matching(query))
 
+    @query()
     async def dead_bulk(self, request: Request) -> Response:
         action = request.path_params["action"]
         return await self.change(
@@ -319,10 +332,12 @@ class Routes:
             lambda d, body: d.dead_bulk(action, body),
         )
 
+    @query()
     async def dead_one(self, request: Request) -> Response:
         ref = f"{request.path_params['shard']}/{request.path_params['entry']}"
         return await self.run(request, lambda d: d.dead_one(ref))
 
+    @query()
     async def dead_act(self, request: Request) -> Response:
         ref = f"{request.path_params['shard']}/{request.path_params['entry']}"
         action = request.path_params["action"]
