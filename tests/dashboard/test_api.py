@@ -917,6 +917,14 @@ def test_an_unknown_host_is_quoted_as_every_error_quotes(client: TimerClient) ->
     with web(client) as http:
         bad = http.post("/api/timers/job:1/reschedule", json={"delay_ms": "soon"})
         assert bad.json()["error"] == 'delay_ms must be a whole number of ms, got "soon"'
+        half = http.post("/api/timers/job:1/reschedule", json={"delay_ms": 1.5})
+        assert half.json()["error"] == "delay_ms must be a whole number of ms, got 1.5"
+        # JSON has one number type: 60000.0 is 60,000 ms, as the HTTP API takes it
+        client.schedule("job:{9}", 1_000)
+        moved = http.post("/api/timers/job:%7B9%7D/reschedule", json={"delay_ms": 60000.0})
+        assert moved.status_code == 200 and moved.json()["done"] is True, moved.text
+        bulk = http.post("/api/bulk/reschedule", json={"ids": ["job:{9}"], "delay_ms": 9e4})
+        assert bulk.status_code == 200 and bulk.json()["done"] == 1, bulk.text
         odd = http.post("/api/dead/bulk/explode", json={})
         assert odd.json()["error"].startswith('unknown action "explode": '), odd.text
         big = http.get("/api/pending", params={"limit": "ten"})

@@ -21,7 +21,7 @@ from timer.errors import InvalidInput, NotFound, ScheduleNotFound, TimerNotFound
 from timer.handlers.limits import limits_in_use
 from timer.shapes import advised, dead_letter_json, group_json, outcome_json, schedule_json
 
-from .inputs import either, signed, takes, whole
+from .inputs import either, signed, takes, whole, whole_ms
 from .shapes import PERIODS, attention, group_minute, history_shape, info_shape, lateness_histogram
 
 SEARCH_SHOWN = 200  # outcomes a search shows, newest first
@@ -116,7 +116,7 @@ class Dashboard:
         if action == "complete":
             return {"done": c.complete(timer_id), **self.timer(timer_id)}
         if action == "reschedule":
-            delay = body.get("delay_ms")
+            delay = whole_ms(body.get("delay_ms"))
             if isinstance(delay, bool) or not isinstance(delay, int):
                 raise InvalidInput(
                     f"delay_ms must be a whole number of ms, got {quoted(delay, 40)}"
@@ -194,7 +194,7 @@ class Dashboard:
         if action not in BULK_ACTIONS:
             raise InvalidInput(f"unknown action {quoted(action, 40)}: {either(BULK_ACTIONS)}")
         takes(body, ("ids", "delay_ms") if action == "reschedule" else ("ids",), f"bulk {action}")
-        move = {"delay_ms": body.get("delay_ms")} if action == "reschedule" else {}
+        move = {"delay_ms": whole_ms(body.get("delay_ms"))} if action == "reschedule" else {}
         done = self.client.timers.act_on(body.get("ids"), action, **move)  # type: ignore[arg-type]
         return {
             "action": action,

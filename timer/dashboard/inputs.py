@@ -66,6 +66,15 @@ def takes(body: dict[str, Any], fields: tuple[str, ...], what: str) -> None:
         raise InvalidInput(said)
 
 
+def whole_ms(value: Any) -> Any:
+    """A body's number of ms as the library takes it: JSON has one number type, so 1000.0
+    is 1000 (the HTTP API takes it so); anything else as it came, for the library to
+    refuse in its words."""
+    if type(value) is float and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    return value
+
+
 def either(names: tuple[str, ...]) -> str:
     """``a, b or c``."""
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
