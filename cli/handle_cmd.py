@@ -1,4 +1,4 @@
-"""``tickwheel handle``: run handlers (``groups`` and ``dead`` are in ``groups_cmd``)."""
+"""``tickwheel handle``: run handlers (``groups``, ``dead``: ``groups_cmd``, ``dead_cmd``)."""
 
 from __future__ import annotations
 

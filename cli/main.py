@@ -15,8 +15,9 @@ from .acl_cmd import acl
 from .app import App, accept_global_options, errors
 from .bench_cmd import bench
 from .dashboard_cmd import dashboard
+from .dead_cmd import dead
 from .demo import demo
-from .groups_cmd import dead, groups
+from .groups_cmd import groups
 from .handle_cmd import handle
 from .helpformat import wrap_whole_words
 from .mistakes import TickwheelGroup, asks_json

@@ -25,6 +25,7 @@ from .app import (
     require_extra,
     say_ignored,
     starts_server,
+    warn,
 )
 from .choice import Choice
 from .dashboard_cmd import is_loopback, stop_started_server
@@ -34,7 +35,7 @@ from .service import bind_port
 from .starting import running
 
 if TYPE_CHECKING:
-    from timer.httpapi.tokens import TokenFile
+    from timer.httpapi.tokens import Token, TokenFile
 
 TOKENS_ENV = "TICKWHEEL_TOKENS"
 
@@ -258,6 +259,9 @@ def create(
     say_ignored(app, TOKENS_NOT_IN_REDIS, "--redis-url")
     with errors():
         file = _token_file(tokens_path)
+        # the same name again (the HTTP guide's lines run twice): made, as scripts rely
+        # on, but said, with how to revoke the old (trial 30)
+        named = [t for t in file.load().values() if name and t.name == name]
         token, bearer = file.create(scope, list(namespaces) or [app.namespace], name)
     path = file.path.absolute()
     emit(
@@ -282,6 +286,26 @@ def create(
             f"dashboard --tokens {shlex.quote(str(path))}` signs users in with its tokens.",
             err=True,
         )
+    if named:
+        _say_named_before(named, name, tokens_path, path)
+
+
+def _say_named_before(named: list[Token], name: str, tokens_path: Path | None, path: Path) -> None:
+    """A warning that ``tokens create --name NAME`` made another token of a name the file
+    had: how many had it, their ids, and the command revoking one."""
+    given = "" if tokens_path is None else f" --tokens {shlex.quote(str(path))}"
+    ids = ", ".join(t.id for t in named)
+    old = named[0].id if len(named) == 1 else "ID"
+    had = (
+        f"a token named {quoted(name)} existed already (id {ids})"
+        if len(named) == 1
+        else f"{len(named)} tokens named {quoted(name)} existed already (ids {ids})"
+    )
+    warn(
+        f"{had}; this one is another, and each works until revoked: revoke "
+        f"{'the old' if len(named) == 1 else 'an old one'} with `tickwheel tokens revoke "
+        f"{old}{given}`"
+    )
 
 
 @hides_globals("--redis-url", "--namespace")
