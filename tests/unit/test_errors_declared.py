@@ -12,7 +12,7 @@ import pytest
 from timer import errors
 from timer.cli.app import TimerCommandError
 from timer.cli.main import EPILOG
-from timer.dashboard.routes import _error as dashboard_error
+from timer.dashboard.inputs import answer as dashboard_error
 from timer.httpapi.context import error_of
 
 KINDS = [
