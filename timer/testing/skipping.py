@@ -31,18 +31,22 @@ is in https://tickwheel.readthedocs.io/guides/testing/.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import math
+import threading
 import warnings
+from collections.abc import Callable, Iterator
 from types import TracebackType
+from typing import Any
 
 from ..aio import AsyncTimerClient
 from ..client import TimerClient
-from ..clock import VirtualTime
-from ..durable.model.durations import parse_duration_ms
+from ..clock import Time, VirtualTime
+from ..durable.model.durations import format_duration_ms, parse_duration_ms
 from ..durable.model.models import DurabilityWarning
-from ..errors import InvalidInput, TimerError, quoted
+from ..errors import InvalidInput, TimerClosed, TimerError
 from ..handlers import Handlers
 from ..worker import Worker, WorkerSettings
 from .store import FakeStore
@@ -85,7 +89,13 @@ class TimeSkipping:
             )
         self.time = VirtualTime() if start is None else VirtualTime(start.timestamp())
         self.store = FakeStore(self.time)
-        self.client: TimerClient = self.store.timer_client(namespace, result_ttl_s=result_ttl_s)
+        self._moving = False  # advance, run_until_idle or settle_now is running
+        self._closed = False
+        # the test's client waits as advance() moves time: `client.wait` fires what falls
+        # due meanwhile (it moved the clock alone, and the timer stayed pending: trial 31)
+        self.client: TimerClient = self.store.timer_client(
+            namespace, result_ttl_s=result_ttl_s, time=_Driving(self)
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DurabilityWarning)  # the store has no AOF
             self.client.init(shards=shards)
@@ -108,15 +118,16 @@ class TimeSkipping:
             worker_log.setLevel(level)
         self.namespace = namespace
         self._runners: list[Handlers] = []
-        self._closed = False
 
     # -- what it runs ----------------------------------------------------------------------
 
     def handle(self, handlers: Handlers) -> Handlers:
         """Run ``handlers`` here (stepped, on this clock) from now on; returns them, so
         ``h = env.handle(Handlers(group="g"))`` then ``@h.on("expired")``."""
+        self._open("handle()")
         if not isinstance(handlers, Handlers):
             raise InvalidInput(f"handle() takes a Handlers, got {handlers!r}")
+
         if any(
             h.group == handlers.group and h.consumer == handlers.consumer for h in self._runners
         ):
@@ -142,34 +153,53 @@ class TimeSkipping:
         duration written as the library's others are (``"90s"``, ``"1h30m"``, ``"2d"``).
         Every timer falling due on the way fires at its deadline and is handled then
         (retries after their backoff, likewise)."""
-        end = self.time.wall_ms() + round(_seconds("advance()", seconds) * 1000)
-        while True:
-            self.settle_now()
-            now = self.time.wall_ms()
-            if now >= end:
-                return
-            self.time.advance((min(end, self._next_event_ms(now)) - now) / 1000)
+        with self._turn("advance()"):
+            end = self.time.wall_ms() + round(_seconds("advance()", seconds) * 1000)
+            while True:
+                self._settle()
+                now = self.time.wall_ms()
+                if now >= end:
+                    return
+                self.time.advance((min(end, self._next_event_ms(now)) - now) / 1000)
 
     def run_until_idle(self, *, limit: float | dt.timedelta | str = 366 * DAY_S) -> float:
         """Move the clock on until no timer is pending and every outcome a runner here
         reads is handled or dead-lettered; returns the seconds that passed. NotIdle if
-        that is not so within ``limit`` (a recurring schedule never is); ``limit`` is
-        taken as :meth:`advance` takes its duration."""
-        s = _seconds("run_until_idle()'s limit", limit)
-        began = self.time.wall_ms()
-        end = began + round(s * 1000)
-        while True:
-            self.settle_now()
-            now = self.time.wall_ms()
-            if self._idle():
-                return (now - began) / 1000
-            if now >= end:
-                raise NotIdle(f"still busy after {s:g} s: {self._busy()}")
-            self.time.advance((min(end, self._next_event_ms(now)) - now) / 1000)
+        that is not so within ``limit``; ``limit`` is taken as :meth:`advance` takes its
+        duration. An active schedule with no end is never idle: NotIdle at once, naming
+        it (it ran up to the limit, a year of occurrences)."""
+        with self._turn("run_until_idle()"):
+            s = _seconds("run_until_idle()'s limit", limit)
+            forever = [
+                f"{i.name!r} ({i.spec.describe()})"
+                for i in self.client.schedules.list()
+                if i.state == "active" and i.spec.recurrence.end_ms is None
+            ]
+            if forever:
+                raise NotIdle(
+                    f"run_until_idle() would never end: schedule {', '.join(forever)} is "
+                    "active with no end; advance() by the time the test needs, or pause "
+                    "it (client.schedules.pause) first"
+                )
+            began = self.time.wall_ms()
+            end = began + round(s * 1000)
+            while True:
+                self._settle()
+                now = self.time.wall_ms()
+                if self._idle():
+                    return (now - began) / 1000
+                if now >= end:
+                    waited = format_duration_ms(round(s * 1000))
+                    raise NotIdle(f"still busy after {waited}: {self._busy()}")
+                self.time.advance((min(end, self._next_event_ms(now)) - now) / 1000)
 
     def settle_now(self) -> None:
         """Without moving the clock: let the worker and every runner take turns until
         none has anything left to do at this instant."""
+        with self._turn("settle_now()"):
+            self._settle()
+
+    def _settle(self) -> None:
         for _ in range(TURNS_AN_INSTANT):
             before = self._progress()
             self.worker.run_once()
@@ -179,12 +209,38 @@ class TimeSkipping:
                 return
         raise NotIdle(f"still busy after {TURNS_AN_INSTANT} turns at one instant")
 
+    @contextlib.contextmanager
+    def _turn(self, what: str) -> Iterator[None]:
+        """One of the calls that move time, refused while another runs: from a handler
+        (which runs inside it) it nested the handlers and moved the clock past what the
+        test asked for (trial 31)."""
+        self._open(what)
+        if self._moving:
+            raise InvalidInput(
+                f"{what} from inside a handler: the handlers run inside advance(), which "
+                "is moving the clock already; a handler lets its own time pass with "
+                "env.time.sleep(seconds)"
+            )
+        self._moving = True
+        try:
+            yield
+        finally:
+            self._moving = False
+
+    def _open(self, what: str) -> None:
+        if self._closed:
+            raise TimerClosed(
+                f"{what} of a TimeSkipping that was closed (its with-block ended): make "
+                "another for this test"
+            )
+
     # -- asyncio ---------------------------------------------------------------------------
 
     async def aclient(self) -> AsyncTimerClient:
         """An :class:`~timer.aio.AsyncTimerClient` of the namespace on this clock (close it
-        with ``await c.aclose()``)."""
-        return await self.store.async_timer_client(self.namespace)
+        with ``await c.aclose()``); its waits move time as :attr:`client`'s do."""
+        self._open("aclient()")
+        return await self.store.async_timer_client(self.namespace, time=_Driving(self))
 
     async def aadvance(self, seconds: float | dt.timedelta | str) -> None:
         """:meth:`advance` from a coroutine. The worker and runners take their turns on a
@@ -207,6 +263,7 @@ class TimeSkipping:
         self.worker.events.stop()
         self.client.redis.close()
         self.worker.client.redis.close()
+        self.store.server.connected = False  # a client kept past the end writes nothing
 
     def __enter__(self) -> TimeSkipping:
         return self
@@ -273,7 +330,7 @@ class TimeSkipping:
         raw = self.client.redis
         pending = sum(raw.hlen(self.client.keys.shard(s).timers) for s in self._shards())
         if pending:
-            return f"{pending} timers pending"
+            return f"{pending} timer{'s' * (pending != 1)} pending"
         for handlers in self._runners:
             for s in self._shards():
                 sk = self.client.keys.shard(s)
@@ -290,6 +347,71 @@ class TimeSkipping:
         return range(self.client.meta.shards)
 
 
+class _Driving(Time):
+    """The clock of a test's clients: the env's for every reading, but a sleep or a wait
+    of theirs (``client.wait`` polling for a decision, a call's backoff) moves time as
+    :meth:`TimeSkipping.advance` does, so what falls due meanwhile fires and is handled.
+    Inside a turn (a handler's own call) it moves the clock alone, as
+    ``env.time.sleep`` does."""
+
+    __slots__ = ("env",)
+
+    def __init__(self, env: TimeSkipping) -> None:
+        self.env = env
+
+    def wall(self) -> float:
+        return self.env.time.wall()
+
+    def wall_ms(self) -> int:
+        return self.env.time.wall_ms()
+
+    def monotonic(self) -> float:
+        return self.env.time.monotonic()
+
+    def monotonic_ns(self) -> int:
+        return self.env.time.monotonic_ns()
+
+    def sleep(self, seconds: float) -> None:
+        if not seconds > 0:
+            return
+        if self.env._moving or self.env._closed:
+            self.env.time.sleep(seconds)
+        else:
+            self.env.advance(seconds)
+
+    async def asleep(self, seconds: float) -> None:
+        await asyncio.to_thread(self.sleep, seconds)  # the turns run off the test's loop
+
+    def wait(self, event: threading.Event, timeout: float | None = None) -> bool:
+        if event.is_set() or timeout is None:
+            return self.env.time.wait(event, timeout)  # set; or no end: refused there
+        self.sleep(timeout)
+        return event.is_set()
+
+    def wait_on(self, cond: threading.Condition, timeout: float | None = None) -> bool:
+        return self.env.time.wait_on(cond, timeout)
+
+    def thread(
+        self,
+        target: Callable[..., object],
+        *,
+        name: str,
+        daemon: bool = True,
+        args: tuple[Any, ...] = (),
+    ) -> threading.Thread:
+        return self.env.time.thread(target, name=name, daemon=daemon, args=args)
+
+    def host(self) -> str:
+        return self.env.time.host()
+
+    def pid(self) -> int:
+        return self.env.time.pid()
+
+    @property
+    def virtual(self) -> bool:
+        return True
+
+
 def _seconds(what: str, value: object) -> float:
     """A duration given as seconds or a timedelta, from 0 to 100 years, or as text the
     way the library writes durations (``"90s"``, ``"1h30m"``, at most ten years); else
@@ -303,6 +425,13 @@ def _seconds(what: str, value: object) -> float:
     if isinstance(s, bool) or not isinstance(s, int | float) or not 0 <= s <= 100 * 365 * DAY_S:
         raise InvalidInput(
             f"{what} takes seconds (a number from 0 to 100 years' worth), a timedelta or "
-            f'a duration such as "1h30m", got {quoted(value, 80)}'
+            f'a duration such as "1h30m", got {_python(value)}'
         )
     return float(s)
+
+
+def _python(value: object) -> str:
+    """A value in a refusal as Python writes it (the kit is Python's: ``None``, ``nan``,
+    ``-1 day, 23:59:55``, not JSON's ``null`` and ``NaN``), cut to 80 characters."""
+    text = str(value) if isinstance(value, dt.timedelta) else repr(value)
+    return text if len(text) <= 80 else text[:79] + "…"
