@@ -7,6 +7,8 @@ JSON's."""
 from __future__ import annotations
 
 import datetime as dt
+import subprocess
+import sys
 
 import pytest
 
@@ -106,3 +108,17 @@ def test_a_refused_duration_is_written_as_python_writes_it(value: object, said: 
     with TimeSkipping() as env, pytest.raises(InvalidInput) as caught:
         env.advance(value)  # type: ignore[arg-type]
     assert str(caught.value).endswith(said), caught.value
+
+
+def test_the_pytest_plugin_without_the_testing_extra_says_how_to_install_it() -> None:
+    """`pytest_plugins = ["timer.testing.fixtures"]` without fakeredis was a bare
+    ModuleNotFoundError; `TimeSkipping` itself named the install line (trial 31)."""
+    code = (
+        "import sys; sys.modules['fakeredis'] = None\n"
+        "try:\n    import timer.testing.fixtures\n"
+        "except ImportError as exc:\n    print(exc)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
+    assert out.startswith("timer.testing.fixtures needs the testing extra: pip install"), out

@@ -12,7 +12,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from .skipping import TimeSkipping
+from ..errors import install_line
+
+try:
+    from .skipping import TimeSkipping
+except ImportError as exc:  # a bare "No module named 'fakeredis'" said nothing to do
+    raise ImportError(
+        f"timer.testing.fixtures needs the testing extra: {install_line('testing')}"
+    ) from exc
 
 __all__ = ["time_skipping"]
 
