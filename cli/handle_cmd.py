@@ -29,7 +29,7 @@ from .service import (
     setup_logging,
     steady_heap,
 )
-from .spec import HandlerSpec, handlers_of, warn_on_ignored
+from .spec import HandlerSpec, check_takes_outcome, handlers_of, warn_on_ignored
 from .starting import running
 from .worker_cmd import one_of
 
@@ -291,6 +291,7 @@ def handle(
     lease_ms = one_of("--lease", lease, "--lease-ms", lease_ms, WorkerSettings.lease_ms)
     timeout_s = webhook_timeout_ms / 1000
     with errors():
+        check_takes_outcome(spec)  # one an outcome cannot call: said now, not dead-lettered
         if webhook_secret is not None and len(webhook_secret) < MIN_SECRET_CHARS:
             env = click.get_current_context().get_parameter_source("webhook_secret")
             given = env is click.core.ParameterSource.ENVIRONMENT

@@ -155,6 +155,13 @@ class JsonUsageError(click.UsageError):
 
 # a command a user tries that is an option here: `tickwheel help`, `tickwheel version`
 AS_FLAG = {"help": "--help", "version": "--version"}
+# a command a user tries for what other commands do, and where that is ({0}: the
+# command path, `tickwheel`); it said only "No such command 'history'."
+DONE_ELSEWHERE = {
+    "history": "the outcomes kept so far are `{0} tail --history --idle-exit` (how one "
+    "timer ended: `{0} get ID`), and the counts of each minute are the charts of "
+    "`{0} dashboard`",
+}
 
 
 class TickwheelGroup(click.Group):
@@ -199,6 +206,10 @@ class TickwheelGroup(click.Group):
                 "before or after the command (or set TICKWHEEL_REDIS_URL).",
                 ctx,
             )
+        where = DONE_ELSEWHERE.get(name)
+        if where is not None and self.get_command(ctx, name) is None and not ctx.resilient_parsing:
+            said = where.format(ctx.command_path)
+            raise click.UsageError(f"No such command {name!r}: {said}.", ctx)
         flag = AS_FLAG.get(name)
         if flag is not None and self.get_command(ctx, name) is None and not ctx.resilient_parsing:
             about = args[1] if flag == "--help" and len(args) > 1 else ""

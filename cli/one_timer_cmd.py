@@ -270,8 +270,9 @@ def heartbeat(app: App, timer_id: str, extend_ms: int, earlier: bool) -> None:
 def notify(app: App, key: str) -> None:
     """Notify watch key KEY: completes the timers that now have enough keys.
 
-    A timer completes when --need of its watch keys were notified; notifying the same key
-    twice counts once. Only timers watching KEY now are affected.
+    A timer completes once as many of its watch keys were notified as it was scheduled
+    to need (`schedule --need`, 1 by default); notifying the same key twice counts once.
+    Only timers watching KEY now are affected.
     """
     with errors():
         n = app.client.notify(key)

@@ -80,6 +80,7 @@ def start(app: App, binary: str | None, appendfsync: str | None) -> None:
     """
     _say_globals_ignored(app)
     with errors():
+        before = embedded.status() if appendfsync is not None else None
         state, started = embedded.start(binary=binary, appendfsync=appendfsync, warn=warn)
     info = {
         "running": True,
@@ -100,12 +101,27 @@ def start(app: App, binary: str | None, appendfsync: str | None) -> None:
             "server stop` first to start it with another",
             err=True,
         )
+    if not started and before is not None and before.appendfsync != state.appendfsync:
+        _say_appendfsync_changed(before.appendfsync, state.appendfsync)
     verb = "Started" if started else "Already running:"
     emit(
         app.json,
         info,
         f"{verb} the embedded server ({state.binary}) on {state.url} (pid {state.pid}, appendfsync "
         f"{state.appendfsync}, allocator {state.allocator}); data in {state.data_dir}",
+    )
+
+
+def _say_appendfsync_changed(was: str, now: str) -> None:
+    """One line on stderr: the running server's appendfsync was changed (it was set
+    without a word, where --binary, which is not applied to a running server, says so)."""
+    ctx = click.get_current_context()
+    env = ctx.get_parameter_source("appendfsync") == click.core.ParameterSource.ENVIRONMENT
+    given = f"{'TICKWHEEL_SERVER_APPENDFSYNC' if env else '--appendfsync'} {now}"
+    click.echo(
+        f"Note: {given} changed the running server's appendfsync from {was} to {now} (at "
+        "once, and kept for its next start)",
+        err=True,
     )
 
 

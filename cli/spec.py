@@ -61,7 +61,51 @@ class HandlerSpec(click.ParamType):  # type: ignore[type-arg]  # click stubs var
             self.fail(_import_failed(module_name, exc))
         if not isinstance(target, Handlers) and not callable(target):
             self.fail(f"{value} is a {type(target).__name__}, not a function or a Handlers")
+        if ctx is not None:  # as given, for check_takes_outcome to name it
+            ctx.meta["tickwheel.spec"] = value
         return target
+
+
+def check_takes_outcome(spec: Any) -> None:
+    """InvalidInput (exit 3) when SPEC is a function one outcome cannot call, or a
+    Handlers object with such a handler: said at start-up (``handle os:getcwd`` started,
+    then dead-lettered every outcome with a TypeError), naming SPEC as given. A callable
+    whose signature cannot be read (some builtins) is let through; None (no SPEC) too."""
+    ctx = click.get_current_context(silent=True)
+    given = ctx.meta.get("tickwheel.spec", "SPEC") if ctx is not None else "SPEC"
+    if isinstance(spec, Handlers):
+        for kind in spec.kinds:
+            fn = spec.handler(kind)
+            why = _not_one_argument(fn)
+            if why is not None:
+                name = getattr(fn, "__qualname__", None) or repr(fn)
+                raise InvalidInput(
+                    f"the handler of {kind} outcomes in {given}, {name}, {why}: a handler is "
+                    "called with one argument, the outcome (def on_expired(outcome): ...)"
+                )
+        return
+    why = None if spec is None else _not_one_argument(spec)
+    if why is not None:
+        raise InvalidInput(
+            f"handler {given} {why}: a handler is called with one argument, the outcome "
+            "(def on_timeout(outcome): ...)"
+        )
+
+
+def _not_one_argument(fn: Any) -> str | None:
+    """Why ``fn`` cannot be called with one argument, or None (it can, or its signature
+    cannot be read)."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    try:
+        signature.bind(None)
+    except TypeError:
+        if not signature.parameters:
+            return "takes no arguments"
+        return f"cannot be called with one argument (its signature: {signature})"
+    return None
 
 
 def _named_in(given: str) -> str | None:

@@ -5,6 +5,7 @@ Each call to Redis scans a bounded page (``TimerClient.timers``)."""
 from __future__ import annotations
 
 import functools
+import shlex
 import sys
 from collections.abc import Callable
 from typing import Any, TypedDict, Unpack
@@ -150,11 +151,42 @@ def list_(
 
 
 def literal_hint(match: str, found: int) -> str:
-    """What a pattern without glob characters that matched nothing adds: it matches that
-    one id only, so ``job`` finds no ``job:{1}`` (a new user's first try)."""
-    if found or any(c in match for c in "*?["):
+    """What a pattern that matched nothing adds: without glob characters it matches that
+    one id only, so ``job`` finds no ``job:{1}`` (a new user's first try); with a ``[``
+    no ``]`` closes, that the set it opens runs to the pattern's end."""
+    if found:
+        return ""
+    opened = unclosed_bracket(match)
+    if opened is not None:
+        literal = shlex.quote(match[:opened] + "\\" + match[opened:])
+        return (
+            f" (its [ at character {opened + 1} opens a set of characters that no ] closes: "
+            f"the set runs to the end of the pattern; for a bracket itself write \\[, as in "
+            f"{literal})"
+        )
+    if any(c in match for c in "*?["):
         return ""
     return f" (a pattern without * matches that id only: did you mean {match + '*'!r}?)"
+
+
+def unclosed_bracket(match: str) -> int | None:
+    """Where in ``match`` a ``[`` opens a set that no ``]`` closes, read as Redis reads a
+    glob (``\\`` escapes the next character, in a set too; a ``^`` first negates it, a
+    ``]`` closes it, except as a range's end: ``[a-]`` is open), or None."""
+    i = 0
+    while i < len(match):
+        if match[i] == "\\":
+            i += 2
+            continue
+        if match[i] == "[":
+            start, i = i, i + 1 + (match[i + 1 : i + 2] == "^")
+            while i < len(match) and match[i] != "]":
+                ranged = i + 2 < len(match) and match[i + 1] == "-"  # a-z: z may be a ]
+                i += 3 if ranged else 2 if match[i] == "\\" else 1
+            if i >= len(match):
+                return start
+        i += 1
+    return None
 
 
 def _which(states: tuple[str, ...]) -> str:
@@ -346,6 +378,10 @@ def reschedule(
     now, to --at, or --by later than its own deadline (each timer once)."""
     if sum(v is not None for v in (delay_ms, deadline_ms, shift_ms)) != 1:
         raise click.UsageError("give exactly one of --in DURATION, --at ISO-TIME or --by DURATION")
+    if shift_ms == 0:  # each deadline where it was: it said "Rescheduled 30 of 30"
+        raise click.UsageError(
+            "--by 0s moves no timer: give a shift of more than nothing (--by 5m)"
+        )
     _run(
         app,
         "reschedule",

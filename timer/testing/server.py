@@ -9,15 +9,22 @@ import re
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
+from typing import IO
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from ..errors import StoreError
-from .binaries import allocator_library, binary_version, find_server_binary
+from ..errors import StoreError, quoted
+from .binaries import (
+    allocator_library,
+    binary_version,
+    check_server_binary,
+    find_server_binary,
+)
 
 
 def free_port(host: str = "127.0.0.1", *, bus_offset: int = 0) -> int:
@@ -55,7 +62,8 @@ LISTPACK_VALUE_BYTES = 512
 class ServerExited(StoreError):
     """The server process exited while it was starting (it cannot read its data, its
     port is taken, ...): the message is one line, with the last line of its log that
-    says why; ``tail`` is what it logged at this start."""
+    says why; ``tail`` is what it logged at this start (what it printed, if it logged
+    nothing)."""
 
     def __init__(self, message: str, *, tail: str = "") -> None:
         super().__init__(message)
@@ -184,6 +192,7 @@ class RedisServer:
     def start(self, timeout_s: float = 15.0) -> RedisServer:
         if self.process is not None and self.process.poll() is None:
             return self
+        check_server_binary(self.binary)  # not a server (/bin/true): said now, nothing made
         self.preloaded = allocator_library(self.binary, self.allocator)  # refused: nothing made
         self.data_dir.mkdir(parents=True, exist_ok=True)
         try:
@@ -195,20 +204,33 @@ class RedisServer:
         if self.preloaded is not None:  # before any other preload (a fault shim, say)
             others = env.get("LD_PRELOAD", os.environ.get("LD_PRELOAD", ""))
             env["LD_PRELOAD"] = f"{self.preloaded} {others}".strip()
-        self.process = subprocess.Popen(
-            self.command(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            env={**os.environ, **env} if env else None,
-        )
-        if self.detached:
-            self.process.wait(timeout_s)  # the launcher exits once the daemon has forked
-        self._wait_ready(timeout_s)
+        # what it prints before it opens its log (a refused argument), for an error to
+        # show when there is no log; a detached server's daemon prints nowhere
+        with tempfile.TemporaryFile() as printed:
+            self.process = subprocess.Popen(
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=printed,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env={**os.environ, **env} if env else None,
+            )
+            if self.detached:
+                self.process.wait(timeout_s)  # the launcher exits once the daemon has forked
+            self._wait_ready(timeout_s, printed)
         return self
 
-    def _wait_ready(self, timeout_s: float) -> None:
+    def _unlogged(self, printed: IO[bytes]) -> tuple[str, str]:
+        """For an error when this start logged nothing: what the process printed (a
+        refused argument is, before the log is opened), and that its log says nothing,
+        or that there is none (not a log to see that does not exist)."""
+        printed.seek(0)
+        out = printed.read()[-4096:].decode(errors="replace")
+        if self.log_path.exists():
+            return out, f"its log ({self.log_path}) says nothing of this start"
+        return out, f"it wrote no log ({self.log_path} does not exist)"
+
+    def _wait_ready(self, timeout_s: float, printed: IO[bytes]) -> None:
         deadline = time.monotonic() + timeout_s
         # no retries: redis-py's own (backoff up to seconds) would keep a server that
         # exited from being seen until they ran out
@@ -226,11 +248,15 @@ class RedisServer:
                     said = self.start_log()
                     why = last_said(said)
                     exited = f"{self.binary.name} exited at start{how}"
+                    if why:
+                        raise ServerExited(f"{exited}: {why} (its log: {self.log_path})", tail=said)
+                    out, nolog = self._unlogged(printed)
+                    why = last_said(out)
                     raise ServerExited(
-                        f"{exited}: {why} (its log: {self.log_path})"
+                        f"{exited}: {why} (what it printed; {nolog})"
                         if why
-                        else f"{exited}, and its log ({self.log_path}) says nothing of why",
-                        tail=said,
+                        else f"{exited}, and {nolog} and printed nothing",
+                        tail=out,
                     )
                 try:
                     # LOADING while the AOF replays: not ready yet.
@@ -239,10 +265,16 @@ class RedisServer:
                 except (redis.ConnectionError, redis.BusyLoadingError, redis.TimeoutError):
                     pass
                 if time.monotonic() > deadline:
-                    raise StoreError(
+                    late = (
                         f"{self.binary.name} on {self.host}:{self.port} did not answer within "
-                        f"{timeout_s:.0f}s; see {self.log_path}"
+                        f"{timeout_s:.0f}s"
                     )
+                    if self.start_log().strip():
+                        raise StoreError(f"{late}; see {self.log_path}")
+                    out, nolog = self._unlogged(printed)
+                    why = last_said(out)
+                    output = f"; it printed {quoted(why, 200)}" if why else " and printed nothing"
+                    raise StoreError(f"{late}: {nolog}{output}")
                 time.sleep(0.02)  # polling a subprocess that has no readiness signal
         finally:
             client.close()
