@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from timer.acl import ROLES, acl_rules
+from timer.acl import ROLES, acl_rules, check_user
 
 from .app import App, errors, pass_app
 from .choice import Choice
@@ -32,8 +32,8 @@ def acl(app: App, role: str, user: str | None) -> None:
     Example:
       tickwheel --namespace jobs acl worker
     """
-    name = user or f"tw-{role}"
     with errors():
+        name = check_user(f"tw-{role}" if user is None else user)
         rules = acl_rules(role, app.namespace)
     line = f"ACL SETUSER {name} on >PASSWORD {' '.join(rules)}"
     emit(app.json, {"role": role, "user": name, "rules": rules, "command": line}, line)

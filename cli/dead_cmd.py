@@ -282,6 +282,9 @@ def _known(app: App, group: str | None) -> None:
     )
 
 
+_VERBS = {"redelivered": "redeliver", "dropped": "drop"}
+
+
 def _report(app: App, verb: str, batch: DeadBatch) -> None:
     done, missing = batch.done, batch.missing
     if missing and not done:
@@ -289,6 +292,8 @@ def _report(app: App, verb: str, batch: DeadBatch) -> None:
             NotFound(f"no dead letter {', '.join(missing)} (see `tickwheel dead list`)")
         )
     human = f"{verb.capitalize()} {plural(len(done), 'dead letter')}"
+    if not done and not missing:  # --all selected none: "Redelivered 0" read as a failure
+        human = f"No dead letters to {_VERBS[verb]}: none matched (nothing changed)"
     if missing:
         human += f"; not found: {', '.join(missing)}"
     emit(app.json, {verb: done, "missing": missing}, human)

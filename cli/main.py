@@ -30,13 +30,13 @@ from .one_timer_cmd import (
     notify,
     reschedule,
     schedule,
-    tail,
     wait,
 )
 from .probe_cmd import probe
 from .schedules_cmd import schedules
 from .serve_cmd import serve, tokens
 from .server_cmd import server
+from .tail_cmd import tail
 from .timers_cmd import timers
 from .worker_cmd import worker
 

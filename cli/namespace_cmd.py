@@ -13,9 +13,9 @@ from timer.durable.model.codec import FORMAT_VERSION
 from timer.durable.model.durations import format_duration_ms, ms_text
 from timer.durable.model.models import DurabilityWarning, Meta
 from timer.durable.shards.calls import MigrateStep
-from timer.errors import ConfigError, quoted
+from timer.errors import ConfigError, TimerError, quoted
 
-from .app import App, confirm, errors, pass_app, starts_server
+from .app import App, confirm, errors, pass_app, starts_server, warn
 from .durations import DURATION
 from .output import emit, pairs, plural, table
 
@@ -188,6 +188,11 @@ def trim(app: App, retention_ms: int, drop_unread: bool, yes: bool) -> None:
     run also drops, from part of each shard's results table, the outcomes kept for get,
     wait and retries whose result_ttl (24 hours by default) has passed.
     """
+    if yes and not drop_unread:
+        warn(
+            "--yes is ignored: without --drop-unread trim keeps every outcome a consumer "
+            "group still owes and asks nothing"
+        )
     if drop_unread and not yes:
         confirm(
             f"Drop outcomes older than {ms_text(retention_ms)} even where a consumer "
@@ -198,15 +203,34 @@ def trim(app: App, retention_ms: int, drop_unread: bool, yes: bool) -> None:
     removed = sum(t.removed for t in done)
     dropped = sum(t.results_dropped for t in done)
     held = [t.shard for t in done if t.held_by_group]
+    owing = _owing_groups(app) if held else []
     on = f"shard{'s' * (len(held) > 1)} {', '.join(map(str, held))}"
-    note = f"; consumer groups kept older entries on {on}" if held else ""
+    by = f"consumer group{'s' * (len(owing) != 1)} {', '.join(map(quoted, owing))}"
+    note = f"; {by if owing else 'consumer groups'} kept older entries on {on}" if held else ""
     counts = {"removed": removed, "held_by_group": held, "shards": len(done)}
     emit(
         app.json,
-        {**counts, "results_dropped": dropped},
+        {**counts, "results_dropped": dropped, "held_by": owing},
         f"Removed {plural(removed, 'outcome')} from {plural(len(done), 'shard')}{note}; "
         f"dropped {plural(dropped, 'retained outcome')} past their retention (worker --result-ttl)",
     )
+    if owing:
+        click.echo(
+            "A group keeps every outcome it has not acknowledged: `tickwheel groups` shows "
+            "what each owes; `tickwheel groups delete NAME` drops one nobody reads",
+            err=True,
+        )
+
+
+def _owing_groups(app: App) -> list[str]:
+    """The consumer groups that owe outcomes (pending or not yet read): the ones a trim
+    left entries for. Named after the trim, not by it: a group that read meanwhile may
+    be among them, and an operator user without the rights to list them is told none."""
+    try:
+        found = app.client.groups()
+    except TimerError:  # naming them is a courtesy: the trim is done
+        return []
+    return [g.name for g in found if g.pending or g.lag is None or g.lag > 0]
 
 
 @click.command()

@@ -5,9 +5,7 @@ stats, shards) are in ``namespace_cmd``."""
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import socket
 from typing import Any, Unpack, cast
 
 import click
@@ -162,12 +160,16 @@ def _conflict(exc: DuplicateTimer, deadline_ms: int | None) -> DuplicateTimer:
     return DuplicateTimer.of(exc.timer_id, exc.differ, todo)
 
 
-def _ended(app: App, timer_id: str) -> str:
-    """What a call that found the timer ended says: how it ended, as heartbeat does."""
+def _ended(app: App, timer_id: str, verb: str) -> tuple[dict[str, Any], str]:
+    """What a call that found the timer ended says: how it ended, as heartbeat does; its
+    JSON with ``verb`` false and the ``state`` it ended in (null: no longer kept), as
+    heartbeat's carries it (trial 32: reschedule's said only that it did nothing)."""
     with errors():
         info = app.client.get(timer_id)
-    how = info.state if info is not None else "its outcome no longer kept"
-    return f"{timer_id} already ended ({how}); nothing changed"
+    state = info.state if info is not None else None
+    how = state or "its outcome no longer kept"
+    said = {"id": timer_id, verb: False, "state": state}
+    return said, f"{timer_id} already ended ({how}); nothing changed"
 
 
 @click.command()
@@ -181,11 +183,10 @@ def cancel(app: App, timer_id: str) -> None:
     """
     with errors():
         decided = app.client.cancel(timer_id)
-    emit(
-        app.json,
-        {"id": timer_id, "cancelled": decided},
-        f"Cancelled {timer_id}" if decided else _ended(app, timer_id),
-    )
+    if not decided:
+        emit(app.json, *_ended(app, timer_id, "cancelled"))
+        return
+    emit(app.json, {"id": timer_id, "cancelled": True}, f"Cancelled {timer_id}")
 
 
 @click.command()
@@ -211,7 +212,7 @@ def reschedule(app: App, timer_id: str, delay_ms: int | None, deadline_ms: int |
     with errors():
         t = app.client.reschedule(timer_id, delay_ms, deadline_ms=deadline_ms)
     if t is None:
-        emit(app.json, {"id": timer_id, "rescheduled": False}, _ended(app, timer_id))
+        emit(app.json, *_ended(app, timer_id, "rescheduled"))
         return
     said = f"Rescheduled {timer_id} to {format_ms(t.deadline_ms)}"
     emit(app.json, {**timer_json(t), "rescheduled": True}, said)
@@ -291,11 +292,10 @@ def complete(app: App, timer_id: str) -> None:
     """
     with errors():
         decided = app.client.complete(timer_id)
-    emit(
-        app.json,
-        {"id": timer_id, "completed": decided},
-        f"Completed {timer_id}" if decided else _ended(app, timer_id),
-    )
+    if not decided:
+        emit(app.json, *_ended(app, timer_id, "completed"))
+        return
+    emit(app.json, {"id": timer_id, "completed": True}, f"Completed {timer_id}")
 
 
 INSTANT_FIELDS = ("deadline_ms", "created_ms", "decided_ms")
@@ -381,66 +381,3 @@ def _why_pending(app: App, timer_id: str) -> str:
         f"; its deadline passed {passed} ago and no worker leads shard {info.shard}: "
         "start one with `tickwheel worker`"
     )
-
-
-@click.command()
-@click.option(
-    "--group",
-    default=None,
-    help="Read through this consumer group, acknowledging each outcome once printed "
-    "(each goes to one consumer of the group).",
-)
-@click.option("--consumer", default=None, help="Consumer name in the group (default host-pid).")
-@click.option(
-    "--history",
-    is_flag=True,
-    help="Without --group: start with every outcome the streams hold, not only new ones.",
-)
-@click.option(
-    "--count",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Stop after this many outcomes.",
-)
-@click.option("--idle-exit", is_flag=True, help="Stop when no outcome is waiting.")
-@pass_app
-def tail(
-    app: App,
-    group: str | None,
-    consumer: str | None,
-    history: bool,
-    count: int | None,
-    idle_exit: bool,
-) -> None:
-    """Print outcomes as they come (one JSON object per line with --json).
-
-    Without --group this only watches: it shows each new outcome (every retained one
-    first with --history) and leaves nothing behind in Redis. With --group, outcomes
-    are read through that consumer group and acknowledged once printed; to run code
-    per outcome, use `tickwheel handle` instead.
-    """
-    if group is None and consumer is not None:
-        raise click.UsageError("--consumer goes with --group")
-    if group is not None and history:
-        raise click.UsageError("--history is for watching without --group")
-    seen = 0
-    with errors():
-        if group is None:
-            stream = app.client.follow(history=history, stop_when_idle=idle_exit)
-        else:
-            name = consumer or f"{socket.gethostname()}-{os.getpid()}"
-            stream = app.client.outcomes(group, name, block_ms=1000, stop_when_idle=idle_exit)
-        for o in stream:
-            if app.json:
-                click.echo(to_json(outcome_json(o)))
-            else:
-                click.echo(
-                    f"{format_ms(o.decided_ms)}  {o.outcome:<9}  {o.id}  "
-                    f"{against_deadline(o.lateness_ms)}  "
-                    f"payload {to_json(o.payload, for_people=True)}"
-                )
-            if group is not None:
-                o.ack()
-            seen += 1
-            if count is not None and seen >= count:
-                break

@@ -10,6 +10,7 @@ import click
 
 from timer.durable.model.codec import jsonable
 from timer.durable.model.durations import format_duration_ms
+from timer.errors import quoted
 
 
 def to_json(value: Any, *, for_people: bool = False) -> str:
@@ -26,8 +27,17 @@ def _fields(value: Any) -> Any:
     return str(value)
 
 
+def _cell(value: Any) -> str:
+    """A table's cell: ``-`` for None; text with a newline, a tab or another character
+    a terminal does not print as itself (an id is any text) in JSON's quotes and
+    escapes, so a row stays one line and reads as what was stored (trial 32: `timers
+    list` broke its rows at an id's newline)."""
+    text = "-" if value is None else str(value)
+    return text if text.isprintable() else quoted(text)
+
+
 def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
-    cells = [[str(h) for h in headers]] + [["-" if v is None else str(v) for v in r] for r in rows]
+    cells = [[str(h) for h in headers]] + [[_cell(v) for v in r] for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     lines = [
         "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells

@@ -1,6 +1,6 @@
 """SIGTERM while a long-running command is still starting.
 
-``worker``, ``handle``, ``serve`` and ``dashboard`` stop on SIGTERM and exit 0 once what
+``worker``, ``handle``, ``serve``, ``dashboard`` and ``tail`` stop on SIGTERM and exit 0 once what
 they hold is released; they install that handling when they start running. Before then
 (Python importing, the embedded server starting) a SIGTERM killed the process outright
 (status -15, 143 in a shell) though it held nothing yet: a supervisor that stops a
@@ -19,7 +19,7 @@ import signal
 import sys
 from types import FrameType
 
-SERVES = ("worker", "handle", "serve", "dashboard")
+SERVES = ("worker", "handle", "serve", "dashboard", "tail")
 _VALUED = ("--redis-url", "--namespace")  # the global options that take a value
 
 

@@ -21,8 +21,10 @@ SETUSER`` line.
 
 from __future__ import annotations
 
+import re
+
 from .durable.model.keys import NAMESPACES, check_namespace
-from .errors import InvalidInput
+from .errors import InvalidInput, quoted
 
 # What every role's connection and scripts need. A script is sent with the includes it
 # declares (lua/include/), so each may run any command those run; these are all of them.
@@ -120,6 +122,25 @@ ROLES: dict[str, tuple[str, ...]] = {
     "fire-handlers": _CONNECTION + _LIBRARY + _WORKER + _HANDLERS,
     "operator": _CONNECTION + _LIBRARY + _CLIENT + _HANDLERS + _WORKER + _OPERATOR,
 }
+
+
+# A name the printed line can carry as one word (redis-cli splits on whitespace, and a
+# name like "x on >pw +@all" would grant rules of its own: trial 32) and a redis:// URL
+# can carry as it is (no @ or :).
+_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+
+
+def check_user(name: str) -> str:
+    """``name`` as an ACL user's name in a ``SETUSER`` line, or :class:`InvalidInput`:
+    letters, digits, ``_ . -``, up to 128, not starting with a sign: one word the line
+    cannot read part of as a rule, and that a ``redis://`` URL carries as it is."""
+    if not _USER.fullmatch(name):
+        raise InvalidInput(
+            f"user must be 1 to 128 letters, digits, _ . or - (not starting with . or -), "
+            f"got {quoted(name, 60)}: the ACL SETUSER line and the role's redis:// URL "
+            "carry it as one word"
+        )
+    return name
 
 
 def acl_rules(role: str, namespace: str) -> list[str]:

@@ -215,7 +215,13 @@ def test_timer_lifecycle_json(tw: Run) -> None:
     asked = tw("trim", "--older-than", "0s", "--drop-unread", expect=2)  # asks; no answer
     assert "even where a consumer group has not handled them" in asked.output
     trimmed = as_json(tw("--json", "trim", "--older-than", "0s"))
-    assert trimmed == {"removed": 3, "held_by_group": [], "shards": 4, "results_dropped": 0}
+    assert trimmed == {
+        "removed": 3,
+        "held_by_group": [],
+        "shards": 4,
+        "results_dropped": 0,
+        "held_by": [],
+    }
     assert as_json(tw("--json", "stats"))["outcomes"] == 0
 
 
@@ -846,7 +852,7 @@ def test_server_help_names_every_command_that_starts_the_server() -> None:
 def test_cancel_complete_and_reschedule_of_an_ended_timer_say_how_it_ended(tw: Run) -> None:
     """`cancel` and `complete` of an ended timer said `X was already decided` (not how),
     where `heartbeat` said `already ended (cancelled)` (trial 20): one wording, the way
-    it ended in it; --json is as it was."""
+    it ended in it; --json says it too, as heartbeat's does (trial 32)."""
     tw("init", "--shards", "2")
     tw("schedule", "e:{1}", "--in", "1h")
     tw("complete", "e:{1}")
@@ -857,4 +863,10 @@ def test_cancel_complete_and_reschedule_of_an_ended_timer_say_how_it_ended(tw: R
     ):
         said = tw(*command).output.strip()
         assert said == "e:{1} already ended (completed); nothing changed", (command, said)
-    assert as_json(tw("--json", "cancel", "e:{1}")) == {"id": "e:{1}", "cancelled": False}
+    for verb, command in (
+        ("cancelled", ["cancel", "e:{1}"]),
+        ("completed", ["complete", "e:{1}"]),
+        ("rescheduled", ["reschedule", "e:{1}", "--in", "1m"]),
+    ):
+        got = as_json(tw("--json", *command))
+        assert got == {"id": "e:{1}", verb: False, "state": "completed"}, got

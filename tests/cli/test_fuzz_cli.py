@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from timer import TimerClient
+from timer.acl import acl_rules
 from timer.cli.main import main
 from timer.testing import RedisServer, free_port
 
@@ -167,12 +168,14 @@ def test_no_url_prints_its_secret(workdir: Any, url: str, command: list[str]) ->
 @FUZZ
 @given(
     role=st.one_of(st.sampled_from(["client", "worker", "handlers", "operator"]), words),
-    user=st.one_of(st.none(), words),
+    user=st.one_of(st.none(), words, st.just("x on >pw +@all"), st.just("ok_user-1.x")),
     namespace=st.one_of(st.just("jobs"), words),
 )
 def test_acl_any_role_user_and_namespace(role: str, user: str | None, namespace: str) -> None:
     """`tickwheel acl` of anything: the rules (exit 0), or a usage or input error, never
-    a traceback; it needs no server and starts none."""
+    a traceback; it needs no server and starts none. A line printed reads, split as
+    redis-cli splits it, as the user's name as one word and the role's rules only: a
+    name cannot add rules (trial 32: `--user 'x on >pw +@all'` did)."""
     args = ["--namespace", namespace, "acl", role, *(["--user", user] if user is not None else [])]
     result = CliRunner().invoke(main, args)
     assert result.exception is None or isinstance(result.exception, SystemExit), result.output
@@ -181,6 +184,9 @@ def test_acl_any_role_user_and_namespace(role: str, user: str | None, namespace:
         assert (
             result.output.startswith("ACL SETUSER ") and f"~{{tw:{namespace}}}:*" in result.output
         )
+        words_of = result.output.split()
+        assert words_of[2] == (f"tw-{role}" if user is None else user), result.output
+        assert words_of[3:5] == ["on", ">PASSWORD"] and words_of[5:] == acl_rules(role, namespace)
 
 
 @st.composite

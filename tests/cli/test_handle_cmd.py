@@ -194,7 +194,10 @@ def test_handle_retries_dead_letters_and_reports(
         assert (
             'no consumer group "other"' in tw("dead", "list", "--group", "other", expect=6).output
         )
-        assert "Dropped 0 dead letters" in tw("dead", "drop", "--all", "--error", "x").output
+        said = tw("dead", "drop", "--all", "--error", "x").output
+        assert "No dead letters to drop: none matched (nothing changed)" in said, said
+        said = tw("dead", "redeliver", "--all", "--error", "x").output
+        assert "No dead letters to redeliver: none matched" in said, said
         assert "go with --all" in tw("dead", "redeliver", "1/1-0", "--error", "x", expect=2).output
         asked = tw("dead", "drop", "--all", expect=2)  # it asks; no answer: nothing dropped
         assert "Delete 1 dead letter for good:" in asked.output and "add --yes" in asked.output
@@ -302,7 +305,13 @@ def test_tail_without_group_leaves_nothing_and_trim_is_not_held(
         cancelled(redis_server.url, namespace, ["n1", "n2"]).close()
         assert c.groups() == []
         r = tw("--json", "trim", "--older-than", "0s")
-        assert as_json(r) == {"removed": 3, "held_by_group": [], "shards": 4, "results_dropped": 0}
+        assert as_json(r) == {
+            "removed": 3,
+            "held_by_group": [],
+            "shards": 4,
+            "results_dropped": 0,
+            "held_by": [],
+        }
         assert "--consumer goes with --group" in tw("tail", "--consumer", "x", expect=2).output
     finally:
         c.close()

@@ -97,3 +97,36 @@ def test_serve_stopped_by_sigterm_exits_0(
     assert code == 0, log.read_text()
     assert "HTTP API stopped" in log.read_text()
     assert "while starting" not in log.read_text()
+
+
+def test_tail_stopped_by_sigterm_exits_0_and_says_its_group_stays(
+    redis_server: RedisServer, namespace: str, tmp_path: Path
+) -> None:
+    """`tail --group` ended by SIGTERM (a supervisor, `timeout`): exit 0 and one line
+    with what it showed and that its group stays (trial 32: it died without a word,
+    143). The outcome printed was acknowledged: the group owes nothing."""
+    from timer import TimerClient  # noqa: PLC0415
+
+    with TimerClient.from_url(redis_server.url, namespace) as c:
+        c.init(shards=2)
+        c.schedule("t:{1}", delay_ms=0, payload={"n": 1})
+        c.cancel("t:{1}")
+        err = tmp_path / "tail.err"
+        out = tmp_path / "tail.out"
+        with err.open("w") as e, out.open("w") as o:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "timer.cli", "--redis-url", redis_server.url,
+                 "--namespace", namespace, "tail", "--group", "watchers"],
+                stdout=o, stderr=e,
+            )  # fmt: skip
+        try:
+            wait_for(lambda: "t:{1}" in out.read_text() or proc.poll() is not None, 60,
+                     "tail to print the outcome")  # fmt: skip
+            wait_for(lambda: all(g.pending == 0 for g in c.groups()), 30, "the ack")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait(30)
+        assert code == 0, err.read_text()
+        said = err.read_text()
+        assert 'stopped by SIGTERM, 1 outcome shown; group "watchers" stays' in said, said
+        assert [g.name for g in c.groups()] == ["watchers"]

@@ -441,9 +441,9 @@ class HandlerLoop(CoroutineRunner, ThreadRunner):
             self._guard(0, self.group.leave)
         else:
             log.warning(
-                "%d handlers still running after %.0fs; their outcomes stay pending and "
-                "will be handled again",
-                left,
+                "%s still running after %.0fs; %s pending and will be handled again",
+                "1 handler" if left == 1 else f"{left} handlers",
                 self.drain_timeout_s,
+                "its outcome stays" if left == 1 else "their outcomes stay",
             )
         return drained

@@ -131,7 +131,14 @@ def _add_shard(  # noqa: PLR0917 - one shard's replies, in the order they were a
     a["pending"] += int(g["pending"])
     a["retrying"] += failed
     a["later"] += int(retrying) - failed
+    # Redis counts lag from the entries ever added less those read, which a trim leaves
+    # behind (trim --drop-unread of every entry showed lag 1): none after the last one
+    # delivered is lag 0, whatever it says, and one there is at least 1.
     lag = g.get("lag")
+    if not nxt:
+        lag = 0
+    elif lag is not None:
+        lag = max(int(lag), 1)
     a["lag"] = None if lag is None or a["lag"] is None else a["lag"] + int(lag)
     owed: list[int] = []
     if int(pending["pending"]) > 0:
