@@ -115,7 +115,7 @@ def test_reschedule_moves_bucket(c: TimerClient, redis_client: redis.Redis) -> N
 
 def test_notify_completes_watchers(c: TimerClient, redis_client: redis.Redis) -> None:
     """notify completes every timer watching the key now and publishes the notification."""
-    pubsub = redis_client.pubsub()  # type: ignore[no-untyped-call]
+    pubsub = redis_client.pubsub()  # type: ignore[no-untyped-call,unused-ignore]  # typed from redis-py 8.2
     pubsub.subscribe(c.keys.key_channel("job:{5}:done"))
     assert pubsub.get_message(timeout=5)["type"] == "subscribe"
     c.schedule("job:{5}", delay_ms=60_000, watch=["job:{5}:done"])
@@ -430,7 +430,7 @@ def test_fire_and_sweep_publish_no_echo_but_cancel_does(
         c.schedule(tid, deadline_ms=now - 5_000)
     c.schedule("d:{e}", deadline_ms=now + 60_000)
     shard = c.shard_of("a:{e}")
-    pubsub = redis_client.pubsub()  # type: ignore[no-untyped-call]
+    pubsub = redis_client.pubsub()  # type: ignore[no-untyped-call,unused-ignore]  # typed from redis-py 8.2
     pubsub.subscribe(c.keys.shard(shard).events)
     try:
         assert pubsub.get_message(timeout=5)["type"] == "subscribe"
