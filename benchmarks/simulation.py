@@ -10,6 +10,10 @@ Prints one JSON document.
 - ``time_skipping``: the testing guide's job timeout (an hour, two failed attempts, a dead
   letter: ``timer.testing.TimeSkipping``), its real seconds for an hour and three minutes
   of virtual time, best of ``--repeat``.
+- ``kit_wait``: ``env.client.wait`` for a timer an hour out (ten minutes with --quick),
+  its real seconds, best of ``--repeat``: as it polls now (straight to the next firing)
+  and, side by side in the same run, once as it polled before trial 33 (a turn every
+  100 ms of virtual time: a minute of real time for the hour).
 (The exhaustive check counts its states itself: ``python -m sim.exhaustive``.)
 
 No server: the simulation and the kit run on fakeredis and virtual time.
@@ -25,6 +29,7 @@ from typing import Any
 
 from timer.handlers import Backoff, Handlers
 from timer.testing import TimeSkipping
+from timer.testing.driving import Driving
 
 from .options import count
 
@@ -47,6 +52,26 @@ def time_skipping_job_timeout() -> float:
         env.run_until_idle()
         assert attempts == [1, 2, 3] and env.client.count_dead_letters("timeouts") == 1
     return time.perf_counter() - began
+
+
+def kit_wait(virtual_s: int, *, every_poll: bool) -> float:
+    """Real seconds for ``env.client.wait`` of a timer ``virtual_s`` out; ``every_poll``:
+    as the kit's clients polled before (every poll a sleep of its backoff, at most 100 ms)."""
+    began = time.perf_counter()
+    with TimeSkipping() as env:
+        client = env.client
+        if every_poll:  # the old poll: Time.poll's default, a sleep of the poll's pause
+            client = env.store.timer_client(env.namespace, time=_EveryPoll(env))
+        client.schedule("job:{8}", delay_ms=virtual_s * 1000)
+        assert client.wait("job:{8}", timeout=2 * virtual_s).outcome == "expired"
+        if client is not env.client:
+            client.close()
+    return time.perf_counter() - began
+
+
+class _EveryPoll(Driving):
+    def poll(self, seconds: float, at_most: float) -> None:
+        self.sleep(seconds)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,6 +101,15 @@ def main(argv: list[str] | None = None) -> int:
             "best_s": round(min(time_skipping_job_timeout() for _ in range(args.repeat)), 3),
             "virtual_s": 3_780,
         },
+    }
+    virtual_s = 600 if args.quick else 3_600
+    old = kit_wait(virtual_s, every_poll=True)
+    new = min(kit_wait(virtual_s, every_poll=False) for _ in range(args.repeat))
+    out["kit_wait"] = {
+        "example": f"env.client.wait of a timer {virtual_s:,} s out (virtual)",
+        "best_s": round(new, 3),
+        "before_s": round(old, 3),
+        "new_over_before": round(new / old, 4),
     }
     print(json.dumps(out, indent=2))
     return 1 if out["simulation"]["failed"] else 0

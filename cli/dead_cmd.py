@@ -72,7 +72,7 @@ def dead_list(
             d.outcome.outcome if d.outcome else "?",
             d.attempts,
             format_ms(d.failed_ms),
-            (d.error.splitlines() or [""])[0][:60],
+            _first_line(d.error, 60),
         )
         for d in letters
     ]
@@ -84,6 +84,16 @@ def dead_list(
     if len(letters) == limit and total > len(letters) and not app.json:
         human += f"\n({len(letters)} shown of {total} in all; --limit for more)"
     emit(app.json, [dead_letter_json(d) for d in letters], human)
+
+
+def _first_line(text: str, most: int) -> str:
+    """An error's first line in at most ``most`` characters, ``…`` where it was cut (or
+    where more lines follow): `dead show REF` has the whole of it."""
+    lines = text.splitlines() or [""]
+    first = lines[0]
+    if len(first) > most:
+        return first[: most - 1] + "…"
+    return first + (" …" if len(lines) > 1 else "")
 
 
 def _none_listed(total: int, group: str | None, error: str | None, match: str | None) -> str:
@@ -255,8 +265,11 @@ def _check(
     refs: tuple[str, ...], everything: bool, group: str | None, error: str | None, match: str | None
 ) -> None:
     if everything == bool(refs):
+        given = [f for f, v in (("--group", group), ("--error", error), ("--match", match)) if v]
+        narrows = f" ({' and '.join(given)} narrow{'s' * (len(given) == 1)} --all)"
         raise click.UsageError(
             "name dead letters by their refs (see `tickwheel dead list`), or --all"
+            + (narrows if given and not refs else "")
         )
     if refs and (group or error or match):
         raise click.UsageError("--group, --error and --match go with --all")

@@ -163,7 +163,8 @@ def groups_delete(app: App, name: str, yes: bool) -> None:
         raise TimerCommandError(no_group(app.namespace, name, known))
     g = known[name]
     if not yes:
-        confirm(f"Delete group {name!r} ({g.pending} pending, lag {g.lag})?")
+        lag = "unknown" if g.lag is None else g.lag  # as the table's "?": not None
+        confirm(f"Delete group {name!r} ({g.pending} pending, lag {lag})?")
     with errors():
         removed = app.client.delete_group(name)
     emit(

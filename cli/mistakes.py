@@ -47,6 +47,8 @@ SIBLING_WORDS: dict[tuple[str, ...], dict[str, str]] = {
     ("heartbeat",): {"--in": "--extend", "--delay": "--extend", "--by": "--extend"},
     ("schedule",): {"--delay": "--in", "--after": "--in"},
     ("reschedule",): {"--delay": "--in", "--after": "--in", "--extend": "--in"},
+    # the library's shift_ms (trial 33: `--shift 10m` was "No such option" alone)
+    ("timers", "reschedule"): {"--shift": "--by", "--shift-ms": "--by", "--delay": "--in"},
 }
 # an option of a sibling command that this one has no use for, or a word for what it does
 # otherwise, and why (click suggested a near spelling: `timers cancel --state` → "Did you

@@ -356,14 +356,14 @@ def backfill(app: App, name: str, start: int, end: int, limit: int) -> None:
     created = [t.id for t in done if not isinstance(t, Exception) and t.created]
     skipped = [t.id for t in done if not isinstance(t, Exception) and not t.created]
     failed = [str(t) for t in done if isinstance(t, Exception)]
+    if end > now:  # the library stops at now without a word: said, before what it did
+        warn(f"--to {format_ms(end)} is in the future: backfilled up to now ({format_ms(now)})")
     emit(
         app.json,
         {"created": created, "already": skipped, "errors": failed},
         f"Backfilled {name!r}: {len(created)} created, {len(skipped)} already fired or "
         f"pending, {len(failed)} refused",
     )
-    if end > now:  # the library stops at now without a word: said
-        warn(f"--to {format_ms(end)} is in the future: backfilled up to now ({format_ms(now)})")
     if failed:
         raise SystemExit(1)
 

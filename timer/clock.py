@@ -75,6 +75,18 @@ class Time:
         """``asyncio.sleep``: let ``seconds`` pass without blocking the event loop."""
         await asyncio.sleep(max(0.0, seconds))
 
+    def poll(self, seconds: float, at_most: float) -> None:
+        """Before polling again for what changes only when something else happens (a
+        timer decided: it fires at its deadline, or a call decides it): let ``seconds``
+        pass. A clock that knows when the next thing happens (the time-skipping kit's)
+        may let up to ``at_most`` pass at once, so a long wait is a few polls, not one
+        every ``seconds``. ``at_most`` no more than ``seconds``: a plain sleep."""
+        self.sleep(seconds)
+
+    async def apoll(self, seconds: float, at_most: float) -> None:
+        """:meth:`poll` without blocking the event loop."""
+        await self.asleep(seconds)
+
     def wait(self, event: threading.Event, timeout: float | None = None) -> bool:
         """``event.wait(timeout)``: True once the event is set, False if the time ran out."""
         return event.wait(timeout)

@@ -102,7 +102,8 @@ class Driver(threading.Thread):
     type=click.IntRange(1, 32),
     default=3,
     show_default=True,
-    help="Worker processes sharing the shards (one of them is killed midway).",
+    help="Worker processes sharing the shards (one of them is killed once 40% of the "
+    "timers have ended).",
 )
 @click.option(
     "--min-delay",
@@ -128,7 +129,9 @@ class Driver(threading.Thread):
     show_default=True,
     help="Worker lease TTL (bounds the failover time), e.g. 2s; a bare number is milliseconds.",
 )
-@click.option("--no-kill", is_flag=True, help="Do not kill a worker midway.")
+@click.option(
+    "--no-kill", is_flag=True, help="Do not kill a worker (once 40% of the timers have ended)."
+)
 @click.option("--seed", type=int, default=None, help="Random seed (for a repeatable run).")
 @click.option(
     "--spark",
@@ -163,11 +166,11 @@ def demo(
     Starts the workers and a handler process (`tickwheel handle`, reacting to each
     timeout: one flaky downstream it retries, one poison job it dead-letters), schedules
     the timeouts (delays between --min-delay and --max-delay; half of the jobs finish
-    early and notify, 5% are cancelled), kills one worker with SIGKILL midway and starts
-    a new one, waits for every outcome, and prints the summary. Exits non-zero if any
-    timer was lost, decided twice or fired early. It runs in a namespace of its own
-    (demo-<time>), dropped when it ends or is stopped; --namespace NAME runs in NAME and
-    keeps it.
+    early and notify, 5% are cancelled), kills one worker with SIGKILL once 40% of the
+    timers have ended and starts a new one, waits for every outcome, and prints the
+    summary. Exits non-zero if any timer was lost, decided twice or fired early. It runs
+    in a namespace of its own (demo-<time>), dropped when it ends or is stopped;
+    --namespace NAME runs in NAME and keeps it.
     """
     if refused := bad_delays(min_delay, max_delay):
         raise click.UsageError(refused)
@@ -390,8 +393,9 @@ def _run(
                         )
                         if not killed and kill.at is not None:  # said as it happens
                             bar.note(
-                                f"Killed worker {kill.victim} (SIGKILL) at 40% with shards "
-                                f"{kill.shards}; started {kill.victim}-new"
+                                f"Killed worker {kill.victim} (SIGKILL) once 40% of the "
+                                f"timers had ended, with shards {kill.shards}; started "
+                                f"{kill.victim}-new"
                             )
                 except TimerError:
                     pass

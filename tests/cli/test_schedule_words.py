@@ -106,6 +106,9 @@ def test_backfill_to_a_future_time_says_it_stopped_at_now(tw: Run) -> None:
     ), future.stderr
     done = as_json(future)
     assert done["errors"] == [] and len(done["created"]) >= 2, done  # the last 3 days
+    # the warning before the result it explains (trial 33: it came after it)
+    again = tw("schedules", "backfill", "b", "--from", since, "--to", "2999-01-01T00:00:00Z")
+    assert again.output.index("Warning: --to") < again.output.index("Backfilled 'b'"), again
     past = tw("schedules", "backfill", "b", "--from", "2026-01-01T00:00:00Z",
               "--to", "2026-01-03T00:00:00Z")  # fmt: skip
     assert warnings_of(past.stderr) == [], past.stderr

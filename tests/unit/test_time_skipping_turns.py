@@ -1,18 +1,20 @@
-"""What a new user's trial (31) of the time-skipping kit found: a client's wait moved the
+"""What new users' trials (31, 33) of the time-skipping kit found: a client's wait moved the
 clock and fired nothing, advance() from a handler nested the handlers and moved the
 clock past what was asked, run_until_idle() ran a year of a schedule's occurrences before
-saying it never ends, a closed env kept working, and refusals wrote Python's values as
-JSON's."""
+saying it never ends, a closed env kept working, refusals wrote Python's values as
+JSON's; and (33) a wait of an hour took a minute of real time."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
-from timer import InvalidInput, TimerClosed, TimerError
+from timer import InvalidInput, TimerClosed, TimerError, WaitTimeout
 from timer.handlers import Handlers
 from timer.testing import NotIdle, TimeSkipping
 
@@ -122,3 +124,55 @@ def test_the_pytest_plugin_without_the_testing_extra_says_how_to_install_it() ->
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     ).stdout
     assert out.startswith("timer.testing.fixtures needs the testing extra: pip install"), out
+
+
+class _Counted(TimeSkipping):
+    """An env that counts the turns it takes (each :meth:`advance`, a client's poll's)."""
+
+    turns = 0
+
+    def advance(self, seconds: float | dt.timedelta | str) -> None:
+        self.turns += 1
+        super().advance(seconds)
+
+
+@pytest.mark.parametrize("aio", [False, True], ids=["client", "aclient"])
+def test_a_wait_of_an_hour_is_a_few_turns_and_ends_at_the_decision(aio: bool) -> None:
+    """Trial 33: `client.wait` of a timer an hour out took a turn of the worker and the
+    runners every 100 ms of virtual time (36,000 turns, a minute of real time; the
+    guide says a fraction of a second). A poll now goes straight to the next instant
+    anything is due: a handful of turns, and the clock stops at the decision exactly
+    (it overran by up to a poll)."""
+    env = _Counted()
+    with env:
+        began = env.now_ms
+        env.client.schedule("h:{1}", delay_ms=3_600_000)
+        if aio:
+
+            async def waited() -> Any:
+                c = await env.aclient()
+                try:
+                    return await c.wait("h:{1}", timeout=7_200)
+                finally:
+                    await c.aclose()
+
+            outcome = asyncio.run(waited())
+        else:
+            outcome = env.client.wait("h:{1}", timeout=7_200)
+        assert (outcome.outcome, outcome.decided_ms - began) == ("expired", 3_600_000)
+        assert env.now_ms - began == 3_600_000
+        assert env.turns <= 10, env.turns
+
+
+def test_a_wait_that_times_out_moves_the_clock_by_its_timeout_in_a_few_turns() -> None:
+    """With nothing due before its timeout, a wait jumps to it: WaitTimeout, the clock
+    moved by the timeout exactly, and a timer due later is still pending."""
+    env = _Counted()
+    with env:
+        began = env.now_ms
+        env.client.schedule("late:{1}", delay_ms=7_200_000)
+        with pytest.raises(WaitTimeout):
+            env.client.wait("late:{1}", timeout=3_600)
+        assert env.now_ms - began == 3_600_000
+        assert env.client.get("late:{1}").state == "pending"  # type: ignore[union-attr]
+        assert env.turns <= 10, env.turns

@@ -130,8 +130,8 @@ class AsyncDriver:
                         reply = await self.execute(step)
                     except TimerError as exc:  # the operation may answer it (or not)
                         failed = exc
-                elif isinstance(step, steps.Sleep):
-                    await self.time.asleep(step.seconds)  # an operation polling with backoff
+                elif isinstance(step, steps.Sleep):  # an operation polling with backoff
+                    await self.time.apoll(step.seconds, step.at_most or step.seconds)
                 elif isinstance(step, steps.Waits):
                     reply = self.durability.waits
                 else:

@@ -131,8 +131,8 @@ class SyncDriver:
                         reply = self.execute(step)
                     except TimerError as exc:  # the operation may answer it (or not)
                         failed = exc
-                elif isinstance(step, steps.Sleep):
-                    self.time.sleep(step.seconds)  # an operation polling with backoff
+                elif isinstance(step, steps.Sleep):  # an operation polling with backoff
+                    self.time.poll(step.seconds, step.at_most or step.seconds)
                 elif isinstance(step, steps.Waits):
                     reply = self.durability.waits
                 else:

@@ -371,11 +371,14 @@ def _said(value: object, most: int = 200) -> str:
 def _what_it_did(response: Response) -> str:
     """What an answer says was done, for the log line after its status: a 200 that did
     nothing (a cancel of a timer decided already, a bulk action none of whose timers was
-    pending) was logged as a plain 200, read as done."""
+    pending) was logged as a plain 200, read as done; a refusal says it was one, and why."""
     try:
         said = json.loads(bytes(response.body))
     except ValueError:
         return ""
+    if response.status_code >= 400:  # nothing done: it read as the action taken (trial 33)
+        why = said.get("error") if isinstance(said, dict) else None
+        return f" refused: {_said(why, 160)}" if isinstance(why, str) else " refused"
     if not isinstance(said, dict) or "done" not in said:
         return ""
     done, state = said["done"], said.get("state")

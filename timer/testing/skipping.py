@@ -35,20 +35,19 @@ import contextlib
 import datetime as dt
 import logging
 import math
-import threading
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from types import TracebackType
-from typing import Any
 
 from ..aio import AsyncTimerClient
 from ..client import TimerClient
-from ..clock import Time, VirtualTime
+from ..clock import VirtualTime
 from ..durable.model.durations import format_duration_ms, parse_duration_ms
 from ..durable.model.models import DurabilityWarning
 from ..errors import InvalidInput, TimerClosed, TimerError
 from ..handlers import Handlers
 from ..worker import Worker, WorkerSettings
+from .driving import Driving
 from .store import FakeStore
 
 __all__ = ["NotIdle", "TimeSkipping"]
@@ -94,7 +93,7 @@ class TimeSkipping:
         # the test's client waits as advance() moves time: `client.wait` fires what falls
         # due meanwhile (it moved the clock alone, and the timer stayed pending: trial 31)
         self.client: TimerClient = self.store.timer_client(
-            namespace, result_ttl_s=result_ttl_s, time=_Driving(self)
+            namespace, result_ttl_s=result_ttl_s, time=Driving(self)
         )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DurabilityWarning)  # the store has no AOF
@@ -240,7 +239,7 @@ class TimeSkipping:
         """An :class:`~timer.aio.AsyncTimerClient` of the namespace on this clock (close it
         with ``await c.aclose()``); its waits move time as :attr:`client`'s do."""
         self._open("aclient()")
-        return await self.store.async_timer_client(self.namespace, time=_Driving(self))
+        return await self.store.async_timer_client(self.namespace, time=Driving(self))
 
     async def aadvance(self, seconds: float | dt.timedelta | str) -> None:
         """:meth:`advance` from a coroutine. The worker and runners take their turns on a
@@ -345,71 +344,6 @@ class TimeSkipping:
 
     def _shards(self) -> range:
         return range(self.client.meta.shards)
-
-
-class _Driving(Time):
-    """The clock of a test's clients: the env's for every reading, but a sleep or a wait
-    of theirs (``client.wait`` polling for a decision, a call's backoff) moves time as
-    :meth:`TimeSkipping.advance` does, so what falls due meanwhile fires and is handled.
-    Inside a turn (a handler's own call) it moves the clock alone, as
-    ``env.time.sleep`` does."""
-
-    __slots__ = ("env",)
-
-    def __init__(self, env: TimeSkipping) -> None:
-        self.env = env
-
-    def wall(self) -> float:
-        return self.env.time.wall()
-
-    def wall_ms(self) -> int:
-        return self.env.time.wall_ms()
-
-    def monotonic(self) -> float:
-        return self.env.time.monotonic()
-
-    def monotonic_ns(self) -> int:
-        return self.env.time.monotonic_ns()
-
-    def sleep(self, seconds: float) -> None:
-        if not seconds > 0:
-            return
-        if self.env._moving or self.env._closed:
-            self.env.time.sleep(seconds)
-        else:
-            self.env.advance(seconds)
-
-    async def asleep(self, seconds: float) -> None:
-        await asyncio.to_thread(self.sleep, seconds)  # the turns run off the test's loop
-
-    def wait(self, event: threading.Event, timeout: float | None = None) -> bool:
-        if event.is_set() or timeout is None:
-            return self.env.time.wait(event, timeout)  # set; or no end: refused there
-        self.sleep(timeout)
-        return event.is_set()
-
-    def wait_on(self, cond: threading.Condition, timeout: float | None = None) -> bool:
-        return self.env.time.wait_on(cond, timeout)
-
-    def thread(
-        self,
-        target: Callable[..., object],
-        *,
-        name: str,
-        daemon: bool = True,
-        args: tuple[Any, ...] = (),
-    ) -> threading.Thread:
-        return self.env.time.thread(target, name=name, daemon=daemon, args=args)
-
-    def host(self) -> str:
-        return self.env.time.host()
-
-    def pid(self) -> int:
-        return self.env.time.pid()
-
-    @property
-    def virtual(self) -> bool:
-        return True
 
 
 def _seconds(what: str, value: object) -> float:

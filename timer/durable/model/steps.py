@@ -68,9 +68,12 @@ class Pipeline:
 
 @dataclass(frozen=True, slots=True)
 class Sleep:
-    """Wait this long before the next step (polling with backoff)."""
+    """Wait this long before the next step (polling with backoff). With ``at_most``, a
+    poll for what changes only when something else happens: the driver's clock may let
+    up to that long pass at once (:meth:`timer.clock.Time.poll`)."""
 
     seconds: float
+    at_most: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
