@@ -125,6 +125,11 @@ class TimerError(Exception):
         error.template, error.fields, error.values = template, fields, values
         return error
 
+    def body(self) -> dict[str, object]:
+        """The one JSON body of this error over HTTP (the HTTP API's, ``timer.fastapi``'s
+        ``detail``): its message, its kind (the class's name) and its exit code."""
+        return {"error": str(self), "kind": type(self).__name__, "exit_code": self.exit_code}
+
     def naming(self, names: Mapping[str, str]) -> Self:
         """This error with each field it is about named as ``names`` says (a field not in
         it as it was); itself if it was not made by :meth:`about`."""

@@ -4,17 +4,20 @@ opened by the app's lifespan and given to each endpoint that asks for it.
 ::
 
     from fastapi import FastAPI
-    from timer.fastapi import TimerClientDep, lifespan
+    from timer.fastapi import TimerClientDep, answer_refusals, lifespan
 
     app = FastAPI(lifespan=lifespan("redis://localhost:6379/0", "default"))
+    answer_refusals(app)
 
     @app.post("/jobs/{job_id}")
     async def start(job_id: str, timers: TimerClientDep) -> dict[str, int]:
         t = await timers.schedule(f"job:{{{job_id}}}", 30_000)
         return {"deadline_ms": t.deadline_ms}
 
-An app with a lifespan of its own opens the client inside it with
-``async with timer_client_for(app, url, namespace):``. Install with
+``answer_refusals(app)`` answers a refusal of the library an endpoint does not catch (a
+4xx: an id too long, a timer not found) with its status and ``{"detail": {"error",
+"kind", "exit_code"}}``, not a 500. An app with a lifespan of its own opens the client
+inside it with ``async with timer_client_for(app, url, namespace):``. Install with
 ``pip install '.[fastapi]'`` from the checkout. The namespace must exist (``tickwheel init`` or
 ``TimerClient.init``); the lifespan fails at start-up, before any request, if it does not.
 """
@@ -28,13 +31,14 @@ from typing import Annotated, Unpack
 from .errors import install_line
 
 try:
-    from fastapi import Depends, FastAPI, Request
+    from fastapi import Depends, FastAPI, Request, Response
+    from fastapi.responses import JSONResponse
 except ImportError as exc:  # pragma: no cover - the message is the point
     raise ImportError(f"timer.fastapi needs FastAPI: {install_line('fastapi')}") from exc
 
 from .aio import AsyncTimerClient
 from .durable.model.models import ConnectOptions
-from .errors import ConfigError
+from .errors import ConfigError, TimerError
 
 STATE = "tickwheel"  # where the client lives: app.state.tickwheel
 
@@ -86,3 +90,20 @@ def timer_client(request: Request) -> AsyncTimerClient:
 
 TimerClientDep = Annotated[AsyncTimerClient, Depends(timer_client)]
 """An endpoint's parameter typed so receives the app's client."""
+
+
+def answer_refusals(app: FastAPI) -> None:
+    """Answer a refusal of the library that an endpoint does not catch (a 4xx error: an
+    id too long, a payload too big, a timer not found, one pending with other
+    parameters) with its status and ``{"detail": {"error", "kind", "exit_code"}}``, as
+    the HTTP API answers it, where it was a 500 and a traceback (trial 34: a job id of
+    300 characters). A 5xx one (Redis unreachable, a bug) stays the app's error: its
+    message may name the servers, not for its callers. Call it once, after
+    ``FastAPI(...)``."""
+
+    async def answer(request: Request, exc: Exception) -> Response:
+        if not isinstance(exc, TimerError) or not 400 <= exc.http_status < 500:
+            raise exc
+        return JSONResponse({"detail": exc.body()}, status_code=exc.http_status)
+
+    app.add_exception_handler(TimerError, answer)

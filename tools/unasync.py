@@ -54,6 +54,7 @@ RULES: list[tuple[str, str | None]] = [
     (r"await ", ""),
     (r"aclose", "close"),
     (r"asleep", "sleep"),
+    (r"apoll", "poll"),
 ]
 # a rule matches at the start of a word, not inside one (aclose, never foo_aclose)
 COMPILED = [(re.compile(r"(?<!\w)" + pattern), repl) for pattern, repl in RULES]

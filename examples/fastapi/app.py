@@ -19,9 +19,10 @@ import os
 from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel, Field
 
-from timer.fastapi import TimerClientDep, lifespan
+from timer.fastapi import TimerClientDep, answer_refusals, lifespan
 
 app = FastAPI(lifespan=lifespan(namespace=os.environ.get("TICKWHEEL_NAMESPACE", "default")))
+answer_refusals(app)  # a job id too long: 400 and why, not a 500
 
 
 class Start(BaseModel):

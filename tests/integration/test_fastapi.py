@@ -22,10 +22,10 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from tests.conftest import stop_all, wait_for
-from timer import ConfigError, TimerClient
+from timer import ConfigError, StoreError, TimerClient, TimerNotFound
 from timer.aio import AsyncTimerClient
 from timer.cli import embedded
-from timer.fastapi import TimerClientDep, lifespan, timer_client_for
+from timer.fastapi import TimerClientDep, answer_refusals, lifespan, timer_client_for
 from timer.testing import RedisServer
 from timer.worker import Worker, WorkerSettings
 
@@ -73,6 +73,13 @@ def test_the_example_arms_a_timeout_completes_it_and_a_worker_fires_the_other(
             assert http.get("/jobs/9").status_code == 404
             refused = http.post("/jobs/7", json={"timeout_s": -1})
             assert refused.status_code == 422  # FastAPI's own check: nothing scheduled
+            # the library's refusal, answered as the HTTP API answers it: a 500 and a
+            # traceback before (trial 34)
+            long = http.post(f"/jobs/{'z' * 300}", json={"timeout_s": 2})
+            assert long.status_code == 400, long.text
+            said = long.json()["detail"]
+            assert (said["kind"], said["exit_code"]) == ("InvalidInput", 3), said
+            assert "at most 256" in said["error"], said  # refused before Redis is asked
         assert not hasattr(app.state, "tickwheel")  # closed with the app
     finally:
         w.stop()
@@ -131,6 +138,42 @@ def test_without_a_lifespan_or_a_url_it_says_what_to_do(
     never = FastAPI(lifespan=lifespan(redis_server.url, "never-initialised"))
     with pytest.raises(ConfigError, match="init"), TestClient(never):
         pass
+
+
+def test_a_refusal_is_answered_with_its_status_and_a_server_error_is_the_apps(
+    client: TimerClient, redis_server: RedisServer
+) -> None:
+    """A 4xx error of the library that an endpoint does not catch is its status and
+    body; one the endpoint catches is its own to answer; a 5xx one is not turned into
+    an answer (its message may name the servers): it stays the app's error."""
+    app = FastAPI(lifespan=lifespan(redis_server.url, client.namespace))
+    answer_refusals(app)
+
+    @app.post("/conflict/{tid}")
+    async def conflict(tid: str, timers: TimerClientDep) -> str:
+        await timers.schedule(tid, 60_000, payload={"n": 1})
+        await timers.schedule(tid, 60_000, payload={"n": 2})  # another payload: refused
+        return "unreached"
+
+    @app.get("/caught")
+    async def caught(timers: TimerClientDep) -> str:
+        try:
+            await timers.reschedule("nope:{1}", 1_000)
+        except TimerNotFound:
+            return "mine"
+        return "unreached"
+
+    @app.get("/down")
+    async def down(timers: TimerClientDep) -> str:
+        raise StoreError("redis://10.0.0.7:6379 unreachable")
+
+    with TestClient(app, raise_server_exceptions=True) as http:
+        got = http.post("/conflict/c:{1}")
+        assert got.status_code == 409, got.text
+        assert got.json()["detail"]["kind"] == "DuplicateTimer", got.json()
+        assert http.get("/caught").json() == "mine"
+        with pytest.raises(StoreError):
+            http.get("/down")
 
 
 def page_lines() -> list[str]:

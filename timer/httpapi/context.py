@@ -30,11 +30,7 @@ def error(status: int, kind: str, message: str, exit_code: int) -> JSONReply:
 
 def error_of(exc: TimerError) -> tuple[int, dict[str, Any]]:
     """The HTTP status and the one error body of a library error."""
-    return exc.http_status, {
-        "error": str(exc),
-        "kind": type(exc).__name__,
-        "exit_code": exc.exit_code,
-    }
+    return exc.http_status, exc.body()
 
 
 def from_exception(exc: TimerError) -> JSONReply:

@@ -6,24 +6,36 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from ..clock import Time
+from ..clock import Time, VirtualTime
 
-if TYPE_CHECKING:
-    from .skipping import TimeSkipping
+
+class Env(Protocol):
+    """What a :class:`Driving` clock needs of its :class:`~timer.testing.TimeSkipping`
+    (named so, not imported: the env imports this module)."""
+
+    time: VirtualTime
+    _moving: bool
+    _closed: bool
+
+    def advance(self, seconds: float) -> None: ...
+
+    def settle_now(self) -> None: ...
+
+    def _next_event_ms(self, now: int) -> int: ...
 
 
 class Driving(Time):
     """The clock of a test's clients: the env's for every reading, but a sleep or a wait
     of theirs (``client.wait`` polling for a decision, a call's backoff) moves time as
-    :meth:`TimeSkipping.advance` does, so what falls due meanwhile fires and is handled.
-    Inside a turn (a handler's own call) it moves the clock alone, as
+    :meth:`~timer.testing.TimeSkipping.advance` does, so what falls due meanwhile fires
+    and is handled. Inside a turn (a handler's own call) it moves the clock alone, as
     ``env.time.sleep`` does."""
 
     __slots__ = ("env",)
 
-    def __init__(self, env: TimeSkipping) -> None:
+    def __init__(self, env: Env) -> None:
         self.env = env
 
     def wall(self) -> float:
