@@ -34,7 +34,8 @@ from .starting import running
     "lease",
     type=DurationOr("--lease-ms"),
     default=None,
-    help="Shard lease TTL, e.g. 5s: a dead worker's shards move after it.  [default: 5s]",
+    help="Shard lease TTL, e.g. 5s: a dead worker's shards move after it; at least "
+    "300ms.  [default: 5s]",
 )
 @click.option(
     "--lease-ms",
@@ -50,7 +51,7 @@ from .starting import running
     "horizon",
     type=DurationOr("--horizon-ms"),
     default=None,
-    help="How far ahead timers are held in memory, e.g. 10s.  [default: 10s]",
+    help="How far ahead timers are held in memory, e.g. 10s; at least 100ms.  [default: 10s]",
 )
 @click.option(
     "--horizon-ms",

@@ -9,6 +9,10 @@ Run, each in its own terminal, from this directory::
     celery -A proj beat -S timer.celery:Scheduler  # as many as you like
     tickwheel worker                               # fires the timers
 
+The beat entries are tickwheel schedules (``celery.tick``): stopping every beat stops
+none of them. ``tickwheel schedules delete celery.tick --yes`` ends one (or drop it from
+``beat_schedule`` and start a beat once).
+
 It needs the celery extra (``pip install '.[celery,server]'`` from the checkout).
 ``TICKWHEEL_REDIS_URL`` is tickwheel's Redis (by default the
 embedded server ``tickwheel server start`` runs), ``CELERY_BROKER_URL`` the broker (by

@@ -60,6 +60,9 @@ def check_seconds(
     return float(value)
 
 
+_CENTURY_MS = 100 * 365 * 86_400_000
+
+
 def check_ms(name: str, value: object, minimum: int, maximum: int | None = None) -> int:
     """A whole number of milliseconds from ``minimum`` to ``maximum`` (None: no bound),
     its limits said as durations (``between 1ms and 1h``, ``at least 100ms``)."""
@@ -69,7 +72,9 @@ def check_ms(name: str, value: object, minimum: int, maximum: int | None = None)
             name,
             got=quoted(value, 80),
         )
-    if maximum is None and value < minimum:
+    # a bound past a century is no bound a person reads (2**53 - 1 ms is
+    # "104249991d8h59m991ms": trial 34): below the least, only the least is said
+    if (maximum is None or maximum > _CENTURY_MS) and value < minimum:
         raise InvalidInput.about(
             "{0} must be at least {least}, got {got}",
             name,

@@ -94,8 +94,15 @@ def ms_text(value: object) -> str:
 
 
 def seconds_text(value: float) -> str:
-    """A number of seconds as an error shows it: a duration when it is whole ms."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+    """A number of seconds as an error shows it: a duration when it is whole ms and not
+    below 0; else as given, in seconds (``-1 s``: it said ``-1000 ms`` of seconds given,
+    trial 34)."""
+    if (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    ):
         ms = value * 1000
         if math.isfinite(ms) and ms == int(ms):
             return ms_text(int(ms))

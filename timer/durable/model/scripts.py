@@ -19,6 +19,7 @@ from functools import cache
 from importlib import resources
 
 from ...errors import DuplicateTimer, Fenced, InvalidInput, TimerError, instant_text
+from .durations import ms_text
 
 
 class ScriptName(StrEnum):
@@ -96,10 +97,12 @@ TOOFAR = re.compile(r"deadline (?P<deadline>\d+) is more than (?P<most>\d+) ms f
 def too_far(deadline_ms: int, most_ms: int) -> str:
     """TOOFAR's words with the deadline as a time and the limit in days too (the bare
     ms read "deadline 4102444800000 is more than 316224000000 ms from now": trial 10)."""
-    days = most_ms // 86_400_000
+    years = most_ms / 86_400_000 / 366
+    about = f" (about {round(years)} years)" if years >= 1 else ""
+    # the limit as a duration first (trial 34: it led with "316224000000 ms")
     return (
-        f"deadline {instant_text(deadline_ms)} is more than {most_ms} ms from now "
-        f"({days}d, about {round(days / 366)} years): give a nearer one"
+        f"deadline {instant_text(deadline_ms)} is more than {ms_text(most_ms)}{about} from "
+        "now: give a nearer one"
     )
 
 
