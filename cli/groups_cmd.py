@@ -155,20 +155,27 @@ def groups_delete(app: App, name: str, yes: bool) -> None:
     """Delete consumer group NAME on every shard.
 
     Its unacknowledged outcomes will never be handled by it, and the streams can be
-    trimmed past them; its dead letters stay. Asks first unless --yes.
+    trimmed past them; its dead letters stay (they cannot be redelivered to a group
+    that is gone: `tickwheel dead drop --group NAME --all` drops them). Asks first
+    unless --yes.
     """
     with errors():
         known = {g.name: g for g in app.client.groups()}
     if name not in known:
         raise TimerCommandError(no_group(app.namespace, name, known))
     g = known[name]
+    with errors():
+        dead = app.client.count_dead_letters(name)
+    # its dead letters stay, and no redeliver reaches a group that is gone (trial 35)
+    kept = f"; its {plural(dead, 'dead letter')} stay{'s' * (dead == 1)}" if dead else ""
     if not yes:
         lag = "unknown" if g.lag is None else g.lag  # as the table's "?": not None
-        confirm(f"Delete group {name!r} ({g.pending} pending, lag {lag})?")
+        confirm(f"Delete group {name!r} ({g.pending} pending, lag {lag}{kept})?")
     with errors():
         removed = app.client.delete_group(name)
+    hint = f" (`tickwheel dead drop --group {name} --all` drops them)" if dead else ""
     emit(
         app.json,
-        {"deleted": name, "shards": removed},
-        f"Deleted group {name!r} on {plural(removed, 'shard')}",
+        {"deleted": name, "shards": removed, "dead_letters": dead},
+        f"Deleted group {name!r} on {plural(removed, 'shard')}{kept}{hint}",
     )

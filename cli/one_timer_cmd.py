@@ -136,13 +136,12 @@ def _a_schedules_command(timer_id: str) -> str:
     return f" (or did you mean `tickwheel schedules {timer_id}`, of recurring schedules?)"
 
 
-def say_past(app: App, deadline_ms: int | None) -> None:
-    """A --at in the past (schedule, reschedule), noted on stderr, --json too: allowed on
-    purpose (a catch-up after downtime), but rarely what a person meant."""
+def say_past(app: App, deadline_ms: int | None, what: str = "the timer is") -> None:
+    """A --at in the past (schedule, reschedule, timers reschedule: ``what`` falls due),
+    noted on stderr, --json too: allowed on purpose (a catch-up after downtime), but
+    rarely what a person meant."""
     if deadline_ms is not None and deadline_ms < app.client.time.wall_ms() - 1_000:
-        click.echo(
-            f"Note: {format_ms(deadline_ms)} is in the past: the timer is due at once.", err=True
-        )
+        click.echo(f"Note: {format_ms(deadline_ms)} is in the past: {what} due at once.", err=True)
 
 
 def _conflict(exc: DuplicateTimer, deadline_ms: int | None) -> DuplicateTimer:

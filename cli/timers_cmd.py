@@ -19,6 +19,7 @@ from timer.shapes import timer_info_json
 from .app import App, confirm, errors, pass_app
 from .choice import Choice
 from .durations import DURATION, INSTANT, format_ms
+from .one_timer_cmd import say_past
 from .output import emit, plural, table, to_json
 
 STATE_CHOICE = Choice([*STATES, "decided", "any"])
@@ -391,3 +392,5 @@ def reschedule(
         deadline_ms=deadline_ms,
         shift_ms=shift_ms,
     )
+    # as `reschedule --at` notes it (trial 35: five timers expired at once unsaid)
+    say_past(app, deadline_ms, "the timers moved are")

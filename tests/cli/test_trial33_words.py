@@ -6,6 +6,9 @@ order: test_schedule_words.py; the kit's wait: tests/unit/test_time_skipping_tur
 
 from __future__ import annotations
 
+import uuid
+from pathlib import Path
+
 import pytest
 import redis
 from click.testing import CliRunner
@@ -70,3 +73,48 @@ def test_groups_delete_asks_with_lag_unknown_where_redis_cannot_tell(
         asked = tw("groups", "delete", "g", expect=2)
         assert "(0 pending, lag unknown)" in asked.output, asked.output
         assert [x.name for x in c.groups()] == ["g"]
+
+
+def test_a_dead_letter_of_a_deleted_group_is_not_redelivered_to_nobody(
+    tw: Run, workdir: Path, redis_server: RedisServer, namespace: str
+) -> None:
+    """Trial 35: after `groups delete gx`, `dead redeliver REF` of one of gx's dead
+    letters said `Redelivered 1 dead letter` (exit 0), and the outcome waited for a
+    group nobody reads. It is refused now (exit 6, by REF and with --all), naming the
+    group, and the dead letter stays; a drop still works."""
+    tw("init", "--shards", "2")
+    name = f"trial35_{uuid.uuid4().hex[:8]}"
+    (workdir / f"{name}.py").write_text("def boom(outcome):\n    raise RuntimeError('no')\n")
+    with TimerClient.from_url(redis_server.url, namespace) as c:
+        c.schedule("d:{1}", 60_000)
+        c.cancel("d:{1}")
+        tw("handle", f"{name}:boom", "--on", "cancelled", "--group", "gx",
+           "--max-attempts", "1", "--idle-exit")  # fmt: skip
+        (letter,) = c.dead_letters()
+        asked = tw("groups", "delete", "gx", expect=2).output  # no terminal: it asks
+        assert "(0 pending, lag 0; its 1 dead letter stays)" in asked, asked
+        deleted = tw("groups", "delete", "gx", "--yes").output
+        assert "its 1 dead letter stays (`tickwheel dead drop --group gx --all`" in deleted
+        for args in (["dead", "redeliver", letter.ref], ["dead", "redeliver", "--all", "--yes"]):
+            out = tw(*args, expect=6)
+            assert 'belong to consumer group "gx", which no longer exists' in out.stderr, out
+            assert "nothing was redelivered" in out.stderr
+        assert [d.ref for d in c.dead_letters()] == [letter.ref]
+        assert c.outcomes_total() == 1  # no entry added for a group nobody reads
+        assert "Dropped 1 dead letter" in tw("dead", "drop", letter.ref, "--yes").output
+
+
+def test_timers_reschedule_to_a_past_time_says_they_are_due_at_once(
+    tw: Run, redis_server: RedisServer, namespace: str
+) -> None:
+    """As `reschedule --at <past>` notes it; the bulk form said only `Rescheduled 5 of
+    5` and five timers expired at once (trial 35)."""
+    tw("init", "--shards", "2")
+    for i in range(2):
+        tw("schedule", f"k:{i}", "--in", "1h")
+    out = tw("timers", "reschedule", "k:*", "--at", "2020-01-01T00:00:00Z", "--yes")
+    assert out.stderr.strip().endswith("is in the past: the timers moved are due at once."), (
+        out.stderr
+    )
+    later = tw("timers", "reschedule", "k:*", "--in", "1h", "--yes")
+    assert "in the past" not in later.stderr

@@ -288,6 +288,7 @@ def redeliver(ns: Namespace, ref: object) -> Op[str | None]:
     """Put a dead letter back in front of its group (a new entry of its shard's stream);
     the new entry id, or None when there is no such dead letter (or it holds no outcome)."""
     shard, eid = parse_ref(ref, ns.meta.shards)
+    yield from dead_filter.check_readers(ns, [f"{shard}/{eid}"])
     return parse_redeliver((yield redeliver_call(ns.shard(shard), eid)))
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ...errors import InvalidInput, SelectionChanged, StoreError, quoted
+from ...errors import InvalidInput, NotFound, SelectionChanged, StoreError, quoted
 from ..model import steps
 from ..model.checks import too_long
 from ..model.codec import text
@@ -162,6 +162,8 @@ def act(
             "nothing was done; look again and confirm the new count",
             len(named),
         )
+    if action == "redeliver":
+        yield from check_readers(ns, named)
     done: list[str] = []
     missing: list[str] = []
     for start in range(0, len(named), BATCH):
@@ -183,3 +185,44 @@ def act(
             )
             (done if ok else missing).append(ref)
     return DeadBatch(action, len(named), done, missing)
+
+
+def check_readers(ns: Namespace, refs: Sequence[str]) -> Op[None]:
+    """NotFound, and nothing redelivered, when a dead letter of ``refs`` belongs to a
+    group its shard's stream no longer has: redelivered, it waited for a group nobody
+    reads, and `dead redeliver` said it was done (trial 35, after `groups delete`). A
+    ref that names no dead letter is left to the action to count as missing."""
+    if not refs:
+        return
+    where = [parse_ref(r, ns.meta.shards) for r in refs]
+    shards = sorted({s for s, _ in where})
+    listed = yield steps.Pipeline(
+        [steps.Command("xinfo_groups", (ns.shard(s).outcomes,)) for s in shards],
+        errors_in_slots=True,
+    )
+    groups = {
+        s: set() if isinstance(reply, StoreError) else {text(g["name"]) for g in reply}
+        for s, reply in zip(shards, listed, strict=True)
+    }
+    gone: dict[str, int] = {}
+    for start in range(0, len(where), BATCH):
+        part = where[start : start + BATCH]
+        entries = yield steps.Pipeline(
+            [steps.Command("xrange", (ns.shard(s).dead, e, e)) for s, e in part]
+        )
+        for (s, _), found in zip(part, entries, strict=True):
+            if found:
+                group = dead_letter_from_entry(s, found[0][0], found[0][1]).group
+                if group not in groups[s]:
+                    gone[group] = gone.get(group, 0) + 1
+    if gone:
+        names = ", ".join(quoted(g) for g in sorted(gone))
+        count = sum(gone.values())
+        raise NotFound(
+            f"{count} of these dead letters belong to consumer group"
+            f"{'s' * (len(gone) > 1)} {names}, which no longer exist"
+            f"{'s' * (len(gone) == 1)} in namespace {quoted(ns.name)}: redelivered, they "
+            "would wait for a group nobody reads; nothing was redelivered. Drop them "
+            "(dead drop), or create the group again first (a new group reads every outcome "
+            "the streams still hold, from the first)"
+        )
