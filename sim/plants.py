@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from timer.client import driver as driver_module
+from timer.durable.groups import reader
 from timer.durable.model import scripts
 from timer.durable.model.scripts import ScriptName
 from timer.handlers import settle, threads
@@ -135,6 +136,22 @@ def _occurrence_skipped() -> Callable[[], None]:
     return undo
 
 
+def _claims_taken_again() -> Callable[[], None]:
+    """A poll's look for its own entries gone idle does not count those the same poll
+    claimed a moment before (not yet in the caller's hand)."""
+    original = reader.GroupReader._lost_own
+
+    def lost_own(self: reader.GroupReader, count: int, also_held: Any) -> Any:
+        return original(self, count, [])
+
+    reader.GroupReader._lost_own = lost_own  # type: ignore[method-assign]
+
+    def undo() -> None:
+        reader.GroupReader._lost_own = original  # type: ignore[method-assign]
+
+    return undo
+
+
 PLANTS: dict[str, Plant] = {
     "fence": Plant(
         "fire.lua does not refuse a caller without the lease at its epoch",
@@ -205,6 +222,12 @@ PLANTS: dict[str, Plant] = {
         "the firer sends its round trips lowest priority first",
         patch=_lower_priorities_first,
         seed=4,  # a round trip of mixed priorities is a rarer draw
+    ),
+    "own": Plant(
+        "a runner stalled between a poll's claims and its look for its own lost entries "
+        "takes what it just claimed again: it runs them twice",
+        patch=_claims_taken_again,
+        scenario_only=True,
     ),
     "occurrence": Plant(
         "the worker arms a schedule's occurrence after the next: one is lost",

@@ -21,6 +21,7 @@ from timer.worker import Worker, WorkerSettings
 
 from . import checks
 from .checks import Ledger, Violation
+from .faults import CutPlan, StallPlan
 
 NAMESPACE = "sim"
 GROUP = "sim"
@@ -43,42 +44,6 @@ class Config:
 
 
 Fsync = Literal["always", "everysec"]  # the store's appendfsync: what a restart keeps
-
-
-@dataclass
-class CutPlan:
-    """One step's connection fault: the first call of ``script`` (any script's, for
-    ``"any"``) fails ``kind`` (before it ran, or after it ran with its reply lost); with
-    ``out`` the connection stays down through redis-py's own retries of that call, so
-    the caller sees the error (else redis-py sends it again and the caller never
-    knows)."""
-
-    script: str
-    kind: Cut
-    out: bool
-    names: dict[bytes, str]  # sha1 of each script as the drivers send it -> its name
-    retries: int
-    hit: bool = False
-    left: int = 0  # retries still to fail
-
-    def __call__(self, fields: list[bytes]) -> Cut | None:
-        if self.left:
-            self.left -= 1
-            return "before"
-        if self.hit:
-            return None
-        cmd = fields[0].upper()
-        if cmd == b"EVALSHA":
-            name = self.names.get(fields[1].lower(), "?")
-        elif cmd == b"EVAL":
-            name = self.names.get(hashlib.sha1(fields[1]).hexdigest().encode(), "?")
-        else:
-            return None
-        if self.script not in ("any", name):
-            return None
-        self.hit = True
-        self.left = self.retries if self.out else 0
-        return self.kind
 
 
 class WorkerProc:
@@ -360,6 +325,17 @@ class World:
 
     def kill_runner_in_handler(self, slot: int) -> None:
         self.runners[slot].kill_next = True
+
+    def stall_runner(self, slot: int, script: str, ms: int) -> None:
+        """The runner's turn, in which it stalls ``ms`` after its first round trip that
+        called ``script`` (:class:`StallPlan`): a poll's claims and its next call, a
+        handler's start and its acknowledgement, that far apart on the store's clock."""
+        plan = StallPlan(script, ms, self.script_names, self.advance)
+        self.store.cut, self.store.sent = plan.command, plan.sent
+        try:
+            self.step_runner(slot)
+        finally:
+            self.store.cut = self.store.sent = None
 
     # -- steps: the store's faults --------------------------------------------------------------
 

@@ -212,10 +212,13 @@ def test_a_dead_consumers_outcomes_are_taken_over_after_reclaim_idle(
     h = Handlers(client, group="g", consumer="alive", reclaim_idle_ms=300)
     h.add("cancelled", lambda o: seen.append(o.id))
     running(h)
-    wait_for(lambda: len(seen) == 4, 15, "the takeover")
+    wait_for(lambda: len(seen) >= 4, 15, "the takeover")
     assert time.monotonic() - taken >= 0.3  # not before the idle time
-    assert sorted(seen) == [f"j{i}" for i in range(4)]
     wait_for(lambda: any(g.pending == 0 for g in client.groups()), 10, "the acks")
+    # each once: a CI run on a busy core saw each twice (the poll that claimed them
+    # stalled past the idle time before its look for its own lost entries, which took
+    # them again; tests/sim: test_a_runner_stalled_after_its_claims_runs_each_once)
+    assert sorted(seen) == [f"j{i}" for i in range(4)]
 
 
 def test_a_long_handler_is_not_taken_over(

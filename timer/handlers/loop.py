@@ -346,10 +346,11 @@ class HandlerLoop(CoroutineRunner, ThreadRunner):
             h.stats.skipped += 1
             return
         with self.hand.cond:
-            was = self.hand.held.get((o.shard, d.entry_id))
-            if was is not None and was.outcome.attempt == o.attempt:
-                # handed out again while it runs or waits here, as the same delivery (a
-                # server restart lost the read): a second start would run it beside itself
+            if (o.shard, d.entry_id) in self.hand.held:
+                # handed out again while it runs or waits here: as the same delivery (a
+                # server restart lost the read), or claimed again (this process stalled
+                # past reclaim_idle_ms): a second start would run it beside itself, and
+                # the run in hand settles it
                 return
             self.hand.held[(o.shard, d.entry_id)] = d
         if self.waiting is not None:

@@ -128,7 +128,7 @@ class GroupReader:
             got += yield from self._claim_page(count)
             self._next_claim = clock.monotonic() + self.claim_every_s
         if self.held is not None and now >= self._next_own and len(got) < count:
-            got += yield from self._lost_own(count - len(got))
+            got += yield from self._lost_own(count - len(got), also_held=got)
         free = count - len(got)
         if free > 0:
             wait = block_ms
@@ -200,11 +200,17 @@ class GroupReader:
         self._cursors = {s: nxt.get(s) or "-" for s in self.shards}
         return got
 
-    def _lost_own(self, count: int) -> Op[list[Delivery]]:
+    def _lost_own(self, count: int, also_held: list[Delivery]) -> Op[list[Delivery]]:
         """Our own entries idle past ``reclaim_idle_ms`` that the caller does not hold.
-        Those in hand are touched, so they never go that idle."""
+        Those in hand are touched, so they never go that idle, unless the process stalls
+        that long between two of its calls: so "held" is what the caller holds before the
+        claim or after it (an entry acknowledged and let go meanwhile was pending at the
+        claim), and what this poll claimed a moment before (``also_held``, not yet in
+        the caller's hand). Any of them handed out again would run beside itself."""
         self._next_own = (yield steps.Clock()).monotonic() + self.own_every_s
         assert self.held is not None
+        held = {(d.outcome.shard, d.entry_id) for d in also_held}
+        held.update(self.held())
         got, _ = yield from group_ops.claim(
             self.ns,
             self.group,
@@ -215,7 +221,7 @@ class GroupReader:
             owner=self.consumer,
             retries=False,
         )
-        held = set(self.held())
+        held.update(self.held())
         return [d for d in got if (d.outcome.shard, d.entry_id) not in held]
 
     def _scan(self, count: int, *, owner: str, min_idle_ms: int) -> Op[list[Delivery]]:

@@ -32,7 +32,9 @@ file would hold) and :meth:`FakeStore.restart` brings the store back from it, ev
 connection cut, every script and subscription forgotten (a power cut loses what came
 after the last fsync; call ``fsync()`` first for a restart that loses nothing).
 :attr:`FakeStore.cut` decides, command by command, whether the connection fails before
-the command runs (nothing done) or after it ran (its reply lost). The clients' retries
+the command runs (nothing done) or after it ran (its reply lost); :attr:`FakeStore.sent`
+is told of each round trip as it arrives (a simulation stalls a process between two of
+its round trips there). The clients' retries
 are redis-py's own (as many as a client from a URL makes), their backoff waited on the
 store's clock and without jitter, so a run on virtual time replays exactly.
 
@@ -112,6 +114,7 @@ class _StoreServer(FakeServer):
         self.store_time = time
         self.lastsave = int(time.wall())
         self.store_cut: Callable[[list[bytes]], Cut | None] | None = None
+        self.store_sent: Callable[[], None] | None = None
 
 
 class StoreConnection(FakeRedisConnection):
@@ -289,6 +292,18 @@ class FakeStore:
     @cut.setter
     def cut(self, decide: Callable[[list[bytes]], Cut | None] | None) -> None:
         self.server.store_cut = decide
+
+    @property
+    def sent(self) -> Callable[[], None] | None:
+        """Called as each write of a connection reaches the store, before its commands
+        run: a round trip's (a pipeline's, all its commands at once), or a part of a
+        large one's. A simulation stalls the sending process there (it moves the clock):
+        what it does next, the store sees that much later. None (the default): nothing."""
+        return self.server.store_sent
+
+    @sent.setter
+    def sent(self, hook: Callable[[], None] | None) -> None:
+        self.server.store_sent = hook
 
     def fsync(self) -> None:
         """Keep a copy of the data as it is now: what :meth:`restart` comes back to (the

@@ -105,6 +105,9 @@ class StoreCommands:
     def sendall(self, data: Any) -> None:
         if self._store_dead:
             raise self._connection_error_class(msgs.CONNECTION_ERROR_MSG)  # type: ignore[attr-defined]
+        sent = self._server.store_sent
+        if sent is not None:  # FakeStore.sent: a simulation stalls the sender here
+            sent()
         super().sendall(data)  # type: ignore[misc]
 
     def _process_command(self, fields: list[bytes]) -> None:
