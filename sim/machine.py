@@ -213,6 +213,19 @@ class Simulation(RuleBasedStateMachine):
             f"kill_runner_in_handler(slot={slot!r})",
         )
 
+    @rule(
+        slot=RUNNERS,
+        script=st.sampled_from(["any", "claim", "ack"]),
+        ms=st.sampled_from([500, 2_500]),
+    )
+    def stall_runner(self, slot: int, script: str, ms: int) -> None:
+        """A runner's turn in which it stalls (a GC pause, a busy core) after a round trip
+        that called ``script``: past its reclaim idle time (2 s) or not."""
+        self._step(
+            lambda: self.world.stall_runner(slot, script, ms),
+            f"stall_runner(slot={slot!r}, script={script!r}, ms={ms!r})",
+        )
+
     # -- crossings: per-key limits with overlapping handlers, schedules ----------------------
 
     @rule(ms=st.sampled_from([100, 300, 700]), slot=LIMITED)

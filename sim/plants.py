@@ -164,7 +164,7 @@ PLANTS: dict[str, Plant] = {
         ScriptName.FIRE,
         "if d <= now then",
         "if true then",
-        seed=1,  # the faults and crossings draw fewer early fires
+        seed=2,  # the faults and crossings draw fewer early fires
     ),
     "backoff": Plant(
         "retry.lua hands a failed outcome back at once, skipping its backoff",
@@ -191,7 +191,6 @@ PLANTS: dict[str, Plant] = {
         ScriptName.RATE_TAKE,
         "local ahead = tat - now - interval * (burst - 1)",
         "local ahead = tat - now - interval * burst",
-        seed=1,  # seed 0's draws, since the Timers view's step, run no key past its burst
     ),
     "head": Plant(
         "schedule.lua leaves a timer due before its shard's head bound out of the head: "
@@ -207,6 +206,8 @@ PLANTS: dict[str, Plant] = {
     "dead": Plant(
         "the runner dead-letters an outcome one attempt before its last",
         patch=_dead_one_attempt_early,
+        seed=2,  # 0 and 1 find it first where a limited handler past its timeout is
+        # dead-lettered (acknowledged): the crossings' check, not the attempts' one
     ),
     "slot": Plant(
         "a limit's slot goes back at a handler's timeout while the handler still runs",
@@ -216,18 +217,16 @@ PLANTS: dict[str, Plant] = {
     "late": Plant(
         "a handler returning past its timeout before its release is acknowledged",
         patch=_late_return_taken,
-        seed=2,  # a handler's return after a stretch with no turn of its runner
     ),
     "priority": Plant(
         "the firer sends its round trips lowest priority first",
         patch=_lower_priorities_first,
-        seed=4,  # a round trip of mixed priorities is a rarer draw
     ),
     "own": Plant(
         "a runner stalled between a poll's claims and its look for its own lost entries "
         "takes what it just claimed again: it runs them twice",
         patch=_claims_taken_again,
-        scenario_only=True,
+        seed=8,  # a stall past the idle time right after a claim that took something
     ),
     "occurrence": Plant(
         "the worker arms a schedule's occurrence after the next: one is lost",
