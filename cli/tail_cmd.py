@@ -96,9 +96,9 @@ def tail(
                         f"{against_deadline(o.lateness_ms)}  "
                         f"payload {to_json(o.payload, for_people=True)}"
                     )
+                seen += 1  # shown: counted before its ack (SIGTERM may come meanwhile)
                 if group is not None:
                     o.ack()
-                seen += 1
                 if count is not None and seen >= count:
                     break
         except _Terminated:
